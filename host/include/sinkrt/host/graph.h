@@ -1,0 +1,169 @@
+// Graph: the host's training graph, built op by op with shapes inferred.
+//
+// A Graph is plain data — tensors and ops in topological order — so that
+// autodiff, the optimizer pass, the parallel planner and the compiler are all
+// free functions that read one graph and append to it. Builder calls never
+// throw: the first error (a shape mismatch, a bad attribute) is kept in
+// status() and every later call returns kInvalidTensor, as a TF Scope does,
+// so a model reads as straight-line code and is checked once at the end.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sinkrt/fb/common_generated.h"
+#include "sinkrt/runtime/dtype.h"
+#include "sinkrt/runtime/status.h"
+
+namespace sinkrt::host {
+
+using TensorId = uint32_t;
+inline constexpr TensorId kInvalidTensor = UINT32_MAX;
+
+enum class TensorKind : uint8_t {
+  Intermediate,  // produced by an op
+  Input,         // a dataset column, fed through the device queue
+  Param,         // trained
+  Const,         // initialised once, never trained
+  Grad,          // d(loss)/d(param), added by autodiff
+  OptState,      // optimizer state, added by the optimizer pass
+};
+
+// How init fills a Param/Const/OptState. Mirrors fb::InitDef.
+struct InitSpec {
+  fb::InitKind kind = fb::InitKind::Zeros;
+  float value = 0, low = 0, high = 0, mean = 0, stddev = 0;
+  uint64_t seed = 0;
+  int64_t fan_in = 0, fan_out = 0;  // 0: derived from the shape at compile time
+  std::vector<uint8_t> data;        // Inline
+
+  static InitSpec Zeros() { return {}; }
+  static InitSpec Constant(float v);
+  static InitSpec Uniform(float low, float high, uint64_t seed);
+  static InitSpec Normal(float mean, float stddev, uint64_t seed);
+  static InitSpec XavierUniform(uint64_t seed);
+  static InitSpec XavierNormal(uint64_t seed);
+  static InitSpec HeUniform(uint64_t seed);
+  static InitSpec HeNormal(uint64_t seed);
+  static InitSpec Inline(std::vector<float> values);
+};
+
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::F32;
+  Shape shape;
+  TensorKind kind = TensorKind::Intermediate;
+  InitSpec init;                    // Param, Const, OptState
+};
+
+// All op attributes in one plain struct; each op reads the fields it needs
+// (see OpAttrsFor in the writer for which ones travel with which op).
+struct OpAttrs {
+  bool transpose_a = false, transpose_b = false;  // MatMul
+  int axis = -1;                                  // Softmax, LogSoftmax, BiasAdd channel axis
+  std::vector<int> axes;                          // ReduceSum/Mean (empty: all)
+  bool keep_dims = false;
+  float scale = 1.0f;                             // BroadcastTo
+  int stride_h = 1, stride_w = 1;                 // Conv2D, pools
+  int pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  int dilation_h = 1, dilation_w = 1;
+  int kernel_h = 1, kernel_w = 1;                 // pools
+  float value = 0;                                // Fill
+  float learning_rate = 0, momentum = 0, weight_decay = 0;  // optimizers
+  bool nesterov = false;
+  float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
+};
+
+struct OpNode {
+  std::string name;
+  fb::OpCode op = fb::OpCode::Invalid;
+  std::vector<TensorId> inputs;
+  std::vector<TensorId> outputs;
+  OpAttrs attrs;
+};
+
+// Which inputs of `op` it overwrites in place (optimizer updates: param and
+// state). Every other input is read-only.
+std::vector<size_t> MutatedInputs(fb::OpCode op);
+
+class Graph {
+ public:
+  explicit Graph(std::string name = "graph") : name_(std::move(name)) {}
+
+  const std::string& name() const { return name_; }
+  const Status& status() const { return status_; }
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const std::vector<OpNode>& ops() const { return ops_; }
+  const TensorInfo& tensor(TensorId id) const { return tensors_.at(id); }
+  TensorId loss() const { return loss_; }
+  // Tensors reported by eval besides the loss (logits for accuracy).
+  const std::vector<TensorId>& outputs() const { return outputs_; }
+
+  // -- leaves --------------------------------------------------------------
+  TensorId Input(const std::string& name, Shape shape, DType dtype = DType::F32);
+  TensorId Param(const std::string& name, Shape shape, InitSpec init);
+  TensorId Const(const std::string& name, Shape shape, InitSpec init);
+
+  // -- forward ops (MindSpore names and semantics) -------------------------
+  TensorId MatMul(TensorId a, TensorId b, bool transpose_a = false, bool transpose_b = false);
+  // bias along `axis` of x: 1 for NCHW feature maps, the last for [N, C].
+  TensorId BiasAdd(TensorId x, TensorId bias);
+  // NumPy broadcasting.
+  TensorId Add(TensorId a, TensorId b);
+  TensorId Sub(TensorId a, TensorId b);
+  TensorId Mul(TensorId a, TensorId b);
+  TensorId Relu(TensorId x);
+  TensorId Gelu(TensorId x);  // tanh approximation, as MindSpore's GeLU
+  TensorId Tanh(TensorId x);
+  TensorId Sigmoid(TensorId x);
+  TensorId Softmax(TensorId x, int axis = -1);
+  TensorId LogSoftmax(TensorId x, int axis = -1);
+  // Mean over the batch of -log softmax(logits)[label]; labels int32 [N].
+  TensorId SparseSoftmaxCrossEntropy(TensorId logits, TensorId labels);
+  TensorId ReduceSum(TensorId x, std::vector<int> axes = {}, bool keep_dims = false);
+  TensorId ReduceMean(TensorId x, std::vector<int> axes = {}, bool keep_dims = false);
+  TensorId Reshape(TensorId x, Shape shape);  // one dim may be -1
+  // x NCHW, w OIHW (MindSpore's layout), symmetric or explicit padding.
+  TensorId Conv2D(TensorId x, TensorId w, int stride = 1, int pad = 0);
+  TensorId Conv2D(TensorId x, TensorId w, const OpAttrs& attrs);
+  TensorId MaxPool2D(TensorId x, int kernel, int stride, int pad = 0);
+  TensorId AvgPool2D(TensorId x, int kernel, int stride, int pad = 0);
+  TensorId Flatten(TensorId x);  // [N, ...] -> [N, prod(...)]
+
+  // Number of rows whose argmax equals the label (eval metric); f32 scalar.
+  TensorId ArgMaxAccuracy(TensorId logits, TensorId labels);
+
+  void SetLoss(TensorId loss);
+  void AddOutput(TensorId t);
+
+  // -- low level: used by autodiff, the optimizer pass and graph loading ----
+  // Adds an op whose outputs are new tensors of the given shapes/dtypes.
+  std::vector<TensorId> AddOp(fb::OpCode op, std::vector<TensorId> inputs, OpAttrs attrs,
+                              std::vector<std::pair<Shape, DType>> outputs,
+                              std::string name = "");
+  TensorId AddTensor(TensorInfo info);
+  // Records the first error; later builder calls become no-ops.
+  void Fail(Status status);
+  bool valid(TensorId t) const { return t < tensors_.size(); }
+
+ private:
+  TensorId Unary(fb::OpCode op, TensorId x, const char* name);
+  TensorId Broadcasting(fb::OpCode op, TensorId a, TensorId b, const char* name);
+  TensorId Reduce(fb::OpCode op, TensorId x, std::vector<int> axes, bool keep_dims);
+  TensorId Pool(fb::OpCode op, TensorId x, int kernel, int stride, int pad);
+  std::string UniqueName(const std::string& base);
+
+  std::string name_;
+  Status status_;
+  std::vector<TensorInfo> tensors_;
+  std::vector<OpNode> ops_;
+  TensorId loss_ = kInvalidTensor;
+  std::vector<TensorId> outputs_;
+  uint64_t name_counter_ = 0;
+};
+
+// NumPy broadcast of two shapes; error names both shapes.
+Result<Shape> BroadcastShapes(const Shape& a, const Shape& b);
+
+}  // namespace sinkrt::host

@@ -1,0 +1,35 @@
+// Optimizers as graph-level update ops (MindSpore's nn.SGD, nn.Momentum,
+// nn.Adam): the update runs on the device inside the sink.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sinkrt/host/autodiff.h"
+#include "sinkrt/host/graph.h"
+
+namespace sinkrt::host {
+
+enum class OptimizerKind : uint8_t { SGD, Momentum, Adam };
+
+struct OptimizerSpec {
+  OptimizerKind kind = OptimizerKind::SGD;
+  float learning_rate = 0.01f;
+  float momentum = 0.9f;    // Momentum
+  bool nesterov = false;    // Momentum
+  float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;  // Adam
+  float weight_decay = 0.0f;
+
+  static OptimizerSpec Sgd(float lr);
+  static OptimizerSpec Momentum(float lr, float momentum, bool nesterov = false);
+  static OptimizerSpec Adam(float lr, float beta1 = 0.9f, float beta2 = 0.999f, float eps = 1e-8f);
+};
+
+Result<OptimizerKind> ParseOptimizerKind(const std::string& name);  // "sgd", "momentum", "adam"
+
+// Adds optimizer state (zero-initialised OptState tensors named
+// "<param>/momentum", "<param>/adam_m", "<param>/adam_v", and "adam/powers")
+// and one update op per gradient. Update ops mutate param and state in place.
+Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const OptimizerSpec& spec);
+
+}  // namespace sinkrt::host

@@ -1,0 +1,77 @@
+// DeviceLink: the one seam between host and device.
+//
+// The host drives a device only through this interface: load a task stream,
+// push batches one way into a device queue, run a sink of N steps, read or
+// write a tensor. Two implementations exist: in-process (device/, the
+// embedded default) and remote over TCP (a later issue). Only applications,
+// tools and tests wire a concrete device to the host.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sinkrt/fb/task_stream_generated.h"
+#include "sinkrt/runtime/dtype.h"
+#include "sinkrt/runtime/status.h"
+
+namespace sinkrt {
+
+using ProgramKind = fb::ProgramKind;
+using ConstBytes = std::span<const uint8_t>;
+
+struct LoadInfo {
+  uint64_t arena_bytes = 0;    // planned arena plus device-side kernel scratch
+  uint64_t queue_bytes = 0;    // all queue slots
+  double load_ms = 0;          // verify, allocate, pre-fault, prepare kernels, init
+};
+
+// Where a sink's wall time went on the device.
+struct DeviceTiming {
+  double compute_ms = 0;       // kernels
+  double comm_ms = 0;          // collectives (not overlapped with compute)
+  double queue_wait_ms = 0;    // GetNext waiting for the host
+  double other_ms = 0;         // dispatch and everything else
+};
+
+struct ReportedTensor {
+  uint32_t buffer = 0;
+  std::string name;
+  DType dtype = DType::Invalid;
+  Shape shape;
+  std::vector<uint8_t> data;
+
+  // The first element as float (loss, metric counts); NaN if empty.
+  double scalar() const;
+};
+
+struct SinkResult {
+  uint32_t steps_run = 0;
+  std::vector<ReportedTensor> reports;  // the program's reports after the last step
+  DeviceTiming timing;
+};
+
+class DeviceLink {
+ public:
+  virtual ~DeviceLink() = default;
+
+  // Verifies `stream` and makes it the device's job; replaces any earlier one.
+  virtual Result<LoadInfo> Load(ConstBytes stream) = 0;
+
+  // Copies one batch into the next free slot of `queue`: one span per queue
+  // column, in column order, each exactly the column's bytes. Waits while the
+  // queue is full (bounded by the device's timeout). Never a round trip.
+  virtual Status PushBatch(uint32_t queue, std::span<const ConstBytes> columns) = 0;
+
+  // Runs `steps` iterations of `program` and answers once: one control round trip.
+  virtual Result<SinkResult> RunSink(ProgramKind program, uint32_t steps) = 0;
+
+  virtual Result<std::vector<uint8_t>> ReadTensor(uint32_t buffer) = 0;
+  virtual Status WriteTensor(uint32_t buffer, ConstBytes bytes) = 0;
+
+  // Control requests that waited for an answer since construction.
+  virtual uint64_t control_round_trips() const = 0;
+};
+
+}  // namespace sinkrt

@@ -1,0 +1,105 @@
+// Status and Result<T>: the error path of runtime and device code.
+//
+// No exceptions cross a library boundary in sinkrt: a daemon that must
+// survive a bad job needs values, not unwinding. A Status carries a code (the
+// canonical codes, as in absl/IREE) and a message that names what is wrong;
+// callers add context on the way up with WithContext().
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace sinkrt {
+
+enum class StatusCode : uint8_t {
+  kOk = 0,
+  kInvalidArgument,     // the caller passed something malformed (bad stream, bad shape)
+  kOutOfRange,          // an index or offset outside its table or the arena
+  kFailedPrecondition,  // valid input, wrong state (run before load)
+  kNotFound,            // a named file, buffer or program does not exist
+  kDeadlineExceeded,    // a bounded wait ran out (dry queue, peer timeout)
+  kResourceExhausted,   // a bounded resource is full (arena, queue)
+  kUnimplemented,       // a valid request this build does not support
+  kUnavailable,         // a peer or device went away
+  kAborted,             // the job was stopped
+  kInternal,            // an invariant of ours broke: a bug
+};
+
+const char* StatusCodeName(StatusCode code);
+
+class [[nodiscard]] Status {
+ public:
+  Status() = default;
+  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+
+  static Status Ok() { return Status(); }
+
+  bool ok() const { return code_ == StatusCode::kOk; }
+  StatusCode code() const { return code_; }
+  const std::string& message() const { return message_; }
+
+  // "context: message", keeping the code.
+  Status WithContext(const std::string& context) const;
+  // "CODE_NAME: message"
+  std::string ToString() const;
+
+ private:
+  StatusCode code_ = StatusCode::kOk;
+  std::string message_;
+};
+
+inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status OutOfRange(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
+inline Status FailedPrecondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
+inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
+inline Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
+inline Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
+inline Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
+inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
+inline Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
+inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+
+// A value or the Status that explains why there is none.
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {}  // NOLINT: must not be ok
+
+  bool ok() const { return std::holds_alternative<T>(v_); }
+  const Status& status() const {
+    static const Status kOk;
+    return ok() ? kOk : std::get<Status>(v_);
+  }
+  T& value() & { return std::get<T>(v_); }
+  const T& value() const& { return std::get<T>(v_); }
+  T&& value() && { return std::get<T>(std::move(v_)); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+
+ private:
+  std::variant<T, Status> v_;
+};
+
+}  // namespace sinkrt
+
+#define SINKRT_CONCAT_INNER(a, b) a##b
+#define SINKRT_CONCAT(a, b) SINKRT_CONCAT_INNER(a, b)
+
+#define SINKRT_RETURN_IF_ERROR(expr)           \
+  do {                                         \
+    ::sinkrt::Status _st = (expr);             \
+    if (!_st.ok()) return _st;                 \
+  } while (0)
+
+#define SINKRT_ASSIGN_OR_RETURN(lhs, expr) \
+  SINKRT_ASSIGN_OR_RETURN_IMPL(SINKRT_CONCAT(_res_, __LINE__), lhs, expr)
+#define SINKRT_ASSIGN_OR_RETURN_IMPL(res, lhs, expr) \
+  auto res = (expr);                                 \
+  if (!res.ok()) return res.status();                \
+  lhs = std::move(res).value()

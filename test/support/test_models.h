@@ -1,0 +1,32 @@
+// Example networks shared by tests and benchmarks, built through the public
+// Graph API exactly as an application would.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sinkrt/host/graph.h"
+
+namespace sinkrt::testing {
+
+// 784-512-256-10 (or `widths`) ReLU MLP with sparse softmax cross-entropy.
+// Inputs "image" [batch, widths[0]] f32 and "label" [batch] i32; weights
+// [in, out] He-uniform, biases zero. Logits are an eval output.
+host::Graph MakeMlp(int64_t batch, std::vector<int64_t> widths = {784, 512, 256, 10},
+                    uint64_t seed = 1);
+
+// LeNet-style CNN on [batch, 1, 28, 28]: conv5x5(6, pad 2)-relu-maxpool2 ->
+// conv5x5(16)-relu-maxpool2 -> flatten -> 120 -> 84 -> 10.
+host::Graph MakeLeNet(int64_t batch, uint64_t seed = 1);
+
+// A learnable synthetic classification set: `classes` Gaussian blobs in
+// `features` dimensions. Deterministic in seed.
+struct SyntheticData {
+  int64_t features = 0;
+  std::vector<float> images;   // n × features
+  std::vector<int32_t> labels; // n
+  int64_t size() const { return static_cast<int64_t>(labels.size()); }
+};
+SyntheticData MakeSyntheticData(int64_t n, int64_t features, int classes, uint64_t seed);
+
+}  // namespace sinkrt::testing
