@@ -1,0 +1,39 @@
+// InProcessDevice: the device runtime running inside the host's process.
+//
+// The embedded default: the host drives it through DeviceLink exactly as it
+// will drive a remote sinkd daemon. PushBatch may be called from a feeder
+// thread while RunSink runs on another; everything else is for one thread.
+#pragma once
+
+#include <memory>
+
+#include "sinkrt/device/device_options.h"
+#include "sinkrt/runtime/device_link.h"
+
+namespace sinkrt::device {
+
+class Executor;
+
+class InProcessDevice final : public DeviceLink {
+ public:
+  explicit InProcessDevice(DeviceOptions options = DeviceOptions::FromEnvironment());
+  ~InProcessDevice() override;
+
+  Result<LoadInfo> Load(ConstBytes stream) override;
+  Status PushBatch(uint32_t queue, std::span<const ConstBytes> columns) override;
+  Result<SinkResult> RunSink(ProgramKind program, uint32_t steps) override;
+  Result<std::vector<uint8_t>> ReadTensor(uint32_t buffer) override;
+  Status WriteTensor(uint32_t buffer, ConstBytes bytes) override;
+  uint64_t control_round_trips() const override { return round_trips_; }
+
+  // The loaded job, for tools and tests (nullptr before Load).
+  Executor* executor() { return executor_.get(); }
+
+ private:
+  DeviceOptions options_;
+  std::vector<uint8_t> stream_;  // the executor points into it
+  std::unique_ptr<Executor> executor_;
+  uint64_t round_trips_ = 0;
+};
+
+}  // namespace sinkrt::device

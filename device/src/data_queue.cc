@@ -1,0 +1,106 @@
+#include "data_queue.h"
+
+#include <cstring>
+
+#include "sinkrt/runtime/dtype.h"
+
+namespace sinkrt::device {
+
+Status DataQueue::Init(const fb::QueueSpec& spec, bool prefault) {
+  name_ = spec.name() ? spec.name()->str() : "";
+  capacity_ = spec.capacity();
+  column_bytes_.clear();
+  slot_bytes_ = 0;
+  for (const fb::QueueColumn* c : *spec.columns()) {
+    std::vector<int64_t> dims(c->shape() ? c->shape()->begin() : nullptr, c->shape() ? c->shape()->end() : nullptr);
+    uint64_t b = static_cast<uint64_t>(NumElements(dims)) * DTypeSize(c->dtype());
+    column_bytes_.push_back(b);
+    // Columns start 64-byte aligned inside a slot.
+    slot_bytes_ += (b + 63) / 64 * 64;
+  }
+  SINKRT_ASSIGN_OR_RETURN(slots_, PageBlock::Allocate(slot_bytes_ * capacity_, prefault));
+  return Status::Ok();
+}
+
+Status DataQueue::Push(std::span<const ConstBytes> columns, std::chrono::milliseconds timeout) {
+  if (columns.size() != column_bytes_.size())
+    return InvalidArgument("queue '" + name_ + "': batch has " + std::to_string(columns.size()) + " columns, expected " +
+                           std::to_string(column_bytes_.size()));
+  for (size_t c = 0; c < columns.size(); ++c)
+    if (columns[c].size() != column_bytes_[c])
+      return InvalidArgument("queue '" + name_ + "': column " + std::to_string(c) + " has " +
+                             std::to_string(columns[c].size()) + " bytes, expected " + std::to_string(column_bytes_[c]));
+  std::lock_guard<std::mutex> producer(push_mu_);
+  uint32_t slot;
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (!not_full_.wait_for(lk, timeout, [&] { return count_ < capacity_ || closed_; }))
+      return DeadlineExceeded("queue '" + name_ + "' stayed full for " + std::to_string(timeout.count()) +
+                              " ms: the device is not consuming batches");
+    if (closed_) return Aborted("queue '" + name_ + "' was closed");
+    slot = tail_;
+  }
+  uint8_t* p = slots_.data() + slot * slot_bytes_;
+  for (size_t c = 0; c < columns.size(); ++c) {
+    std::memcpy(p, columns[c].data(), columns[c].size());
+    p += (column_bytes_[c] + 63) / 64 * 64;
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    tail_ = (tail_ + 1) % capacity_;
+    ++count_;
+    if (count_ > high_water_) high_water_ = count_;
+  }
+  not_empty_.notify_one();
+  return Status::Ok();
+}
+
+Status DataQueue::Pop(std::span<uint8_t* const> dst, std::chrono::milliseconds timeout, int64_t* waited_ns) {
+  uint32_t slot;
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (count_ == 0 && !closed_) {
+      auto t0 = std::chrono::steady_clock::now();
+      bool got = not_empty_.wait_for(lk, timeout, [&] { return count_ > 0 || closed_; });
+      *waited_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+      if (!got)
+        return DeadlineExceeded("GetNext timed out: queue '" + name_ + "' was empty for " +
+                                std::to_string(timeout.count()) + " ms (the host sent no batch)");
+    }
+    if (count_ == 0) return Aborted("queue '" + name_ + "' was closed");
+    slot = head_;
+  }
+  const uint8_t* p = slots_.data() + slot * slot_bytes_;
+  for (size_t c = 0; c < dst.size(); ++c) {
+    std::memcpy(dst[c], p, column_bytes_[c]);
+    p += (column_bytes_[c] + 63) / 64 * 64;
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    head_ = (head_ + 1) % capacity_;
+    --count_;
+  }
+  not_full_.notify_one();
+  return Status::Ok();
+}
+
+void DataQueue::Close() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    closed_ = true;
+  }
+  not_full_.notify_all();
+  not_empty_.notify_all();
+}
+
+uint32_t DataQueue::size() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return count_;
+}
+
+uint32_t DataQueue::high_water_mark() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return high_water_;
+}
+
+}  // namespace sinkrt::device

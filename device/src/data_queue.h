@@ -1,0 +1,64 @@
+// DataQueue: a bounded ring of pre-allocated batch slots between a feeder
+// (PushBatch) and the GetNext task.
+//
+// Slots are allocated and pre-faulted at load; pushing and popping copy into
+// and out of them and never allocate. One producer and one consumer may run
+// at once: the producer copies into a slot the consumer cannot see yet, the
+// consumer copies out of a slot the producer cannot reuse yet, and the lock
+// is held only to move the indices.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "arena.h"
+#include "sinkrt/fb/task_stream_generated.h"
+#include "sinkrt/runtime/device_link.h"
+#include "sinkrt/runtime/status.h"
+
+namespace sinkrt::device {
+
+class DataQueue {
+ public:
+  Status Init(const fb::QueueSpec& spec, bool prefault);
+
+  // Copies one batch in; waits up to `timeout` for a free slot.
+  Status Push(std::span<const ConstBytes> columns, std::chrono::milliseconds timeout);
+
+  // Copies the oldest batch out, column c into dst[c]; waits up to `timeout`
+  // for one to arrive. Adds the time spent waiting to *waited_ns.
+  Status Pop(std::span<uint8_t* const> dst, std::chrono::milliseconds timeout, int64_t* waited_ns);
+
+  // Wakes every waiter with an error (job unloaded or aborted).
+  void Close();
+
+  const std::string& name() const { return name_; }
+  uint32_t capacity() const { return capacity_; }
+  uint32_t size() const;
+  uint32_t high_water_mark() const;   // most slots ever filled at once
+  uint64_t batch_bytes() const { return slot_bytes_; }
+  const std::vector<uint64_t>& column_bytes() const { return column_bytes_; }
+
+ private:
+  std::string name_;
+  uint32_t capacity_ = 0;
+  std::vector<uint64_t> column_bytes_;
+  uint64_t slot_bytes_ = 0;
+  PageBlock slots_;
+
+  std::mutex push_mu_;               // serialises producers
+  mutable std::mutex mu_;
+  std::condition_variable not_full_, not_empty_;
+  uint32_t head_ = 0;                // next slot to pop
+  uint32_t tail_ = 0;                // next slot to fill
+  uint32_t count_ = 0;               // filled slots
+  uint32_t high_water_ = 0;
+  bool closed_ = false;
+};
+
+}  // namespace sinkrt::device

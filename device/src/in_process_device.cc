@@ -1,0 +1,82 @@
+#include "sinkrt/device/in_process_device.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "data_queue.h"
+#include "sinkrt/device/executor.h"
+
+namespace sinkrt::device {
+
+InProcessDevice::InProcessDevice(DeviceOptions options) : options_(std::move(options)) {}
+InProcessDevice::~InProcessDevice() = default;
+
+Result<LoadInfo> InProcessDevice::Load(ConstBytes stream) {
+  auto t0 = std::chrono::steady_clock::now();
+  executor_.reset();
+  stream_.assign(stream.begin(), stream.end());
+  auto ex = Executor::Load(stream_, options_);
+  if (!ex.ok()) {
+    stream_.clear();
+    return ex.status();
+  }
+  executor_ = std::move(ex).value();
+  LoadInfo info;
+  info.arena_bytes = executor_->arena_bytes() + executor_->scratch_bytes();
+  info.queue_bytes = executor_->queue_bytes();
+  info.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return info;
+}
+
+Status InProcessDevice::PushBatch(uint32_t queue, std::span<const ConstBytes> columns) {
+  if (!executor_) return FailedPrecondition("PushBatch before a task stream was loaded");
+  if (queue >= executor_->num_queues())
+    return OutOfRange("queue index " + std::to_string(queue) + " is outside the stream's " +
+                      std::to_string(executor_->num_queues()) + " queues");
+  return executor_->queue(queue).Push(columns, options_.push_timeout);
+}
+
+Result<SinkResult> InProcessDevice::RunSink(ProgramKind program, uint32_t steps) {
+  ++round_trips_;
+  if (!executor_) return FailedPrecondition("RunSink before a task stream was loaded");
+  RunStats stats;
+  SINKRT_RETURN_IF_ERROR(executor_->Run(program, steps, &stats));
+  SinkResult r;
+  r.steps_run = stats.steps;
+  r.timing.compute_ms = stats.compute_ns / 1e6;
+  r.timing.queue_wait_ms = stats.queue_wait_ns / 1e6;
+  r.timing.other_ms = (stats.wall_ns - stats.compute_ns - stats.queue_wait_ns) / 1e6;
+  const StreamView& view = executor_->view();
+  const fb::Program* p = view.FindProgram(program);
+  if (p && p->reports())
+    for (uint32_t index : *p->reports()) {
+      const fb::Buffer* b = view.root->buffers()->Get(index);
+      ReportedTensor t;
+      t.buffer = index;
+      t.name = b->name() ? b->name()->str() : "";
+      t.dtype = b->dtype();
+      if (b->shape()) t.shape.assign(b->shape()->begin(), b->shape()->end());
+      SINKRT_ASSIGN_OR_RETURN(std::span<uint8_t> bytes, executor_->Buffer(index));
+      t.data.assign(bytes.begin(), bytes.end());
+      r.reports.push_back(std::move(t));
+    }
+  return r;
+}
+
+Result<std::vector<uint8_t>> InProcessDevice::ReadTensor(uint32_t buffer) {
+  if (!executor_) return FailedPrecondition("ReadTensor before a task stream was loaded");
+  SINKRT_ASSIGN_OR_RETURN(std::span<uint8_t> bytes, executor_->Buffer(buffer));
+  return std::vector<uint8_t>(bytes.begin(), bytes.end());
+}
+
+Status InProcessDevice::WriteTensor(uint32_t buffer, ConstBytes bytes) {
+  if (!executor_) return FailedPrecondition("WriteTensor before a task stream was loaded");
+  SINKRT_ASSIGN_OR_RETURN(std::span<uint8_t> dst, executor_->Buffer(buffer));
+  if (dst.size() != bytes.size())
+    return InvalidArgument("WriteTensor: buffer " + std::to_string(buffer) + " holds " + std::to_string(dst.size()) +
+                           " bytes, got " + std::to_string(bytes.size()));
+  std::memcpy(dst.data(), bytes.data(), bytes.size());
+  return Status::Ok();
+}
+
+}  // namespace sinkrt::device

@@ -1,0 +1,351 @@
+#include "sinkrt/runtime/stream_view.h"
+
+#include <string>
+
+#include "sinkrt/runtime/dtype.h"
+#include "sinkrt/runtime/format.h"
+
+namespace sinkrt {
+namespace {
+
+// Semantic checks after the FlatBuffers Verifier: the Verifier proves every
+// offset lands inside the buffer; these prove every index lands inside its
+// table and every byte range inside the arena or the blob section.
+class Checker {
+ public:
+  Checker(const fb::TaskStream* s, std::span<const uint8_t> blobs) : s_(s), blobs_(blobs) {}
+
+  Status Run() {
+    SINKRT_RETURN_IF_ERROR(CheckHeader());
+    SINKRT_RETURN_IF_ERROR(CheckBuffers());
+    SINKRT_RETURN_IF_ERROR(CheckInitializers());
+    SINKRT_RETURN_IF_ERROR(CheckQueues());
+    SINKRT_RETURN_IF_ERROR(CheckGroups());
+    return CheckPrograms();
+  }
+
+ private:
+  Status CheckHeader() {
+    const fb::Header* h = s_->header();
+    if (!h) return InvalidArgument("task stream has no header");
+    if (h->format_major() != kFormatMajor)
+      return InvalidArgument("task stream format " + std::to_string(h->format_major()) + "." +
+                             std::to_string(h->format_minor()) + " is not supported (this device reads " +
+                             std::to_string(kFormatMajor) + ".x)");
+    if (uint64_t extra = h->requirements() & ~kSupportedFeatures)
+      return Unimplemented("task stream requires feature bits 0x" + Hex(extra) +
+                           " that this device does not support");
+    if (h->world_size() == 0 || h->rank() >= h->world_size())
+      return InvalidArgument("header: rank " + std::to_string(h->rank()) + " is outside world size " +
+                             std::to_string(h->world_size()));
+    uint32_t a = s_->arena_alignment();
+    if (a < 8 || a > 4096 || (a & (a - 1)) != 0)
+      return InvalidArgument("arena alignment " + std::to_string(a) + " must be a power of two in [8, 4096]");
+    if (s_->arena_bytes() > kMaxStreamBytes * 4)
+      return InvalidArgument("arena of " + std::to_string(s_->arena_bytes()) + " bytes is larger than a device accepts");
+    if (s_->blob_bytes() != blobs_.size())
+      return InvalidArgument("blob section is " + std::to_string(blobs_.size()) + " bytes, header says " +
+                             std::to_string(s_->blob_bytes()));
+    return Status::Ok();
+  }
+
+  Status CheckShape(const std::string& what, DType dtype, const flatbuffers::Vector<int64_t>* shape,
+                    uint64_t* bytes_out) {
+    if (DTypeSize(dtype) == 0) return InvalidArgument(what + ": invalid dtype " + std::to_string(int(dtype)));
+    if (shape && shape->size() > 8)
+      return InvalidArgument(what + ": rank " + std::to_string(shape->size()) + " exceeds 8");
+    std::vector<int64_t> dims = shape ? std::vector<int64_t>(shape->begin(), shape->end()) : std::vector<int64_t>{};
+    int64_t n = NumElements(dims);
+    if (n < 0) return InvalidArgument(what + ": shape " + ShapeToString(dims) + " has a negative or huge dimension");
+    uint64_t bytes = static_cast<uint64_t>(n) * DTypeSize(dtype);
+    if (bytes / DTypeSize(dtype) != static_cast<uint64_t>(n))
+      return InvalidArgument(what + ": shape " + ShapeToString(dims) + " overflows");
+    *bytes_out = bytes;
+    return Status::Ok();
+  }
+
+  Status CheckBuffers() {
+    if (!s_->buffers()) return Status::Ok();
+    const uint64_t arena = s_->arena_bytes();
+    const uint32_t align = s_->arena_alignment();
+    for (uint32_t i = 0; i < s_->buffers()->size(); ++i) {
+      const fb::Buffer* b = s_->buffers()->Get(i);
+      std::string what = "buffer " + std::to_string(i) + Named(b->name());
+      uint64_t bytes = 0;
+      SINKRT_RETURN_IF_ERROR(CheckShape(what, b->dtype(), b->shape(), &bytes));
+      if (bytes != b->bytes())
+        return InvalidArgument(what + ": shape " + ShapeString(b->shape()) + " of " + DTypeName(b->dtype()) +
+                               " needs " + std::to_string(bytes) + " bytes, table says " + std::to_string(b->bytes()));
+      if (b->offset() % align != 0)
+        return InvalidArgument(what + ": offset " + std::to_string(b->offset()) + " is not a multiple of the arena alignment " +
+                               std::to_string(align));
+      if (b->offset() > arena || b->bytes() > arena - b->offset())
+        return OutOfRange(what + ": bytes [" + std::to_string(b->offset()) + ", " +
+                          std::to_string(b->offset() + b->bytes()) + ") lie outside the arena of " +
+                          std::to_string(arena) + " bytes");
+      if (uint8_t(b->role()) > uint8_t(fb::BufferRole::MAX))
+        return InvalidArgument(what + ": unknown role " + std::to_string(int(b->role())));
+    }
+    return Status::Ok();
+  }
+
+  Status CheckBufferIndex(const std::string& where, uint32_t index) {
+    uint32_t n = s_->buffers() ? s_->buffers()->size() : 0;
+    if (index >= n)
+      return OutOfRange(where + ": buffer index " + std::to_string(index) + " is outside the buffer table (" +
+                        std::to_string(n) + " buffers)");
+    return Status::Ok();
+  }
+
+  Status CheckIndices(const std::string& where, const flatbuffers::Vector<uint32_t>* v) {
+    if (!v) return Status::Ok();
+    for (uint32_t x : *v) SINKRT_RETURN_IF_ERROR(CheckBufferIndex(where, x));
+    return Status::Ok();
+  }
+
+  Status CheckInitializers() {
+    if (!s_->initializers()) return Status::Ok();
+    for (uint32_t i = 0; i < s_->initializers()->size(); ++i) {
+      const fb::Initializer* in = s_->initializers()->Get(i);
+      std::string where = "initializer " + std::to_string(i);
+      SINKRT_RETURN_IF_ERROR(CheckBufferIndex(where, in->buffer()));
+      const fb::InitDef* d = in->init();
+      if (!d) return InvalidArgument(where + ": missing init definition");
+      const fb::Buffer* b = s_->buffers()->Get(in->buffer());
+      where += " (buffer '" + Str(b->name()) + "')";
+      if (uint8_t(d->kind()) > uint8_t(fb::InitKind::MAX))
+        return InvalidArgument(where + ": unknown init kind " + std::to_string(int(d->kind())));
+      if (d->kind() == fb::InitKind::Inline) {
+        if (d->data_offset() > blobs_.size() || d->data_bytes() > blobs_.size() - d->data_offset())
+          return OutOfRange(where + ": inline data [" + std::to_string(d->data_offset()) + ", +" +
+                            std::to_string(d->data_bytes()) + ") lies outside the blob section of " +
+                            std::to_string(blobs_.size()) + " bytes");
+        if (d->data_bytes() != b->bytes())
+          return InvalidArgument(where + ": inline data is " + std::to_string(d->data_bytes()) +
+                                 " bytes, the buffer " + std::to_string(b->bytes()));
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status CheckQueues() {
+    if (!s_->queues()) return Status::Ok();
+    for (uint32_t q = 0; q < s_->queues()->size(); ++q) {
+      const fb::QueueSpec* spec = s_->queues()->Get(q);
+      std::string where = "queue " + std::to_string(q) + Named(spec->name());
+      if (spec->capacity() < 1 || spec->capacity() > 4096)
+        return InvalidArgument(where + ": capacity " + std::to_string(spec->capacity()) + " must be in [1, 4096]");
+      if (!spec->columns() || spec->columns()->size() == 0) return InvalidArgument(where + ": has no columns");
+      for (uint32_t c = 0; c < spec->columns()->size(); ++c) {
+        const fb::QueueColumn* col = spec->columns()->Get(c);
+        uint64_t bytes;
+        SINKRT_RETURN_IF_ERROR(CheckShape(where + " column " + std::to_string(c) + Named(col->name()),
+                                          col->dtype(), col->shape(), &bytes));
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status CheckGroups() {
+    if (!s_->groups()) return Status::Ok();
+    uint32_t world = s_->header()->world_size();
+    for (uint32_t g = 0; g < s_->groups()->size(); ++g) {
+      const fb::CommGroup* grp = s_->groups()->Get(g);
+      if (!grp->ranks()) continue;
+      for (uint32_t r : *grp->ranks())
+        if (r >= world)
+          return OutOfRange("communicator group " + std::to_string(g) + Named(grp->name()) + ": rank " +
+                            std::to_string(r) + " is outside world size " + std::to_string(world));
+    }
+    return Status::Ok();
+  }
+
+  Status CheckPrograms() {
+    if (!s_->programs()) return Status::Ok();
+    bool seen[3] = {false, false, false};
+    for (uint32_t p = 0; p < s_->programs()->size(); ++p) {
+      const fb::Program* prog = s_->programs()->Get(p);
+      std::string pname = "program " + std::to_string(p) + Named(prog->name());
+      if (uint8_t(prog->kind()) > uint8_t(fb::ProgramKind::MAX))
+        return InvalidArgument(pname + ": unknown kind " + std::to_string(int(prog->kind())));
+      if (seen[uint8_t(prog->kind())])
+        return InvalidArgument(pname + ": a second " + std::string(ProgramKindName(prog->kind())) + " program");
+      seen[uint8_t(prog->kind())] = true;
+      if (prog->num_events() > 65536)
+        return InvalidArgument(pname + ": " + std::to_string(prog->num_events()) + " events exceed 65536");
+      SINKRT_RETURN_IF_ERROR(CheckIndices(pname + " reports", prog->reports()));
+      if (!prog->streams()) continue;
+      for (uint32_t st = 0; st < prog->streams()->size(); ++st) {
+        const fb::Stream* stream = prog->streams()->Get(st);
+        if (!stream->tasks()) continue;
+        for (uint32_t t = 0; t < stream->tasks()->size(); ++t) {
+          const fb::Task* task = stream->tasks()->Get(t);
+          std::string where = pname + " stream " + std::to_string(st) + " task " + std::to_string(t) +
+                              Named(task->name());
+          SINKRT_RETURN_IF_ERROR(CheckTask(where, prog, task));
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status CheckTask(const std::string& where, const fb::Program* prog, const fb::Task* task) {
+    switch (task->body_type()) {
+      case fb::TaskBody::KernelTask: {
+        const fb::KernelTask* k = task->body_as_KernelTask();
+        if (k->op() == fb::OpCode::Invalid || OpCodeName(k->op()) == "Unknown")
+          return InvalidArgument(where + ": unknown op code " + std::to_string(int(k->op())));
+        SINKRT_RETURN_IF_ERROR(CheckIndices(where + " input", k->inputs()));
+        SINKRT_RETURN_IF_ERROR(CheckIndices(where + " output", k->outputs()));
+        if (k->fused_bias() < -1) return OutOfRange(where + ": fused bias index " + std::to_string(k->fused_bias()));
+        if (k->fused_bias() >= 0) SINKRT_RETURN_IF_ERROR(CheckBufferIndex(where + " fused bias", uint32_t(k->fused_bias())));
+        return Status::Ok();
+      }
+      case fb::TaskBody::GetNextTask: {
+        const fb::GetNextTask* g = task->body_as_GetNextTask();
+        uint32_t nq = s_->queues() ? s_->queues()->size() : 0;
+        if (g->queue() >= nq)
+          return OutOfRange(where + ": queue index " + std::to_string(g->queue()) + " is outside the queue table (" +
+                            std::to_string(nq) + " queues)");
+        const fb::QueueSpec* spec = s_->queues()->Get(g->queue());
+        uint32_t nout = g->outputs() ? g->outputs()->size() : 0;
+        if (nout != spec->columns()->size())
+          return InvalidArgument(where + ": writes " + std::to_string(nout) + " buffers, queue '" + Str(spec->name()) +
+                                 "' has " + std::to_string(spec->columns()->size()) + " columns");
+        SINKRT_RETURN_IF_ERROR(CheckIndices(where, g->outputs()));
+        for (uint32_t c = 0; c < nout; ++c) {
+          const fb::QueueColumn* col = spec->columns()->Get(c);
+          const fb::Buffer* b = s_->buffers()->Get(g->outputs()->Get(c));
+          if (col->dtype() != b->dtype() || ShapeString(col->shape()) != ShapeString(b->shape()))
+            return InvalidArgument(where + ": column " + std::to_string(c) + Named(col->name()) + " is " +
+                                   DTypeName(col->dtype()) + ShapeString(col->shape()) + " but buffer '" +
+                                   Str(b->name()) + "' is " + DTypeName(b->dtype()) + ShapeString(b->shape()));
+        }
+        return Status::Ok();
+      }
+      case fb::TaskBody::EventRecordTask:
+      case fb::TaskBody::EventWaitTask: {
+        uint32_t e = task->body_type() == fb::TaskBody::EventRecordTask ? task->body_as_EventRecordTask()->event()
+                                                                          : task->body_as_EventWaitTask()->event();
+        if (e >= prog->num_events())
+          return OutOfRange(where + ": event " + std::to_string(e) + " is outside the program's " +
+                            std::to_string(prog->num_events()) + " events");
+        return Status::Ok();
+      }
+      case fb::TaskBody::InitTask: {
+        const fb::InitTask* in = task->body_as_InitTask();
+        uint32_t n = s_->initializers() ? s_->initializers()->size() : 0;
+        if (in->initializers())
+          for (uint32_t i : *in->initializers())
+            if (i >= n)
+              return OutOfRange(where + ": initializer index " + std::to_string(i) + " is outside the table (" +
+                                std::to_string(n) + " initializers)");
+        return Status::Ok();
+      }
+      case fb::TaskBody::AllReduceTask:
+      case fb::TaskBody::AllGatherTask:
+      case fb::TaskBody::ReduceScatterTask:
+      case fb::TaskBody::BroadcastTask:
+      case fb::TaskBody::SendTask:
+      case fb::TaskBody::RecvTask:
+        return Unimplemented(where + ": " + std::string(TaskKindName(task->body_type())) +
+                             " tasks are not supported by this device yet");
+      case fb::TaskBody::NONE:
+      default:
+        return InvalidArgument(where + ": missing or unknown task body (type " +
+                               std::to_string(int(task->body_type())) + ")");
+    }
+  }
+
+  static std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+  static std::string Named(const flatbuffers::String* s) { return s && s->size() ? " '" + s->str() + "'" : ""; }
+  static std::string ShapeString(const flatbuffers::Vector<int64_t>* v) {
+    std::vector<int64_t> d = v ? std::vector<int64_t>(v->begin(), v->end()) : std::vector<int64_t>{};
+    return ShapeToString(d);
+  }
+  static std::string Hex(uint64_t v) {
+    char buf[20];
+    std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(v));
+    return buf;
+  }
+
+  const fb::TaskStream* s_;
+  std::span<const uint8_t> blobs_;
+};
+
+}  // namespace
+
+Result<StreamView> VerifyTaskStream(std::span<const uint8_t> file) {
+  SINKRT_ASSIGN_OR_RETURN(StreamSections sections, SplitStream(file));
+  if (sections.flatbuffer.size() < 8 ||
+      !flatbuffers::BufferHasIdentifier(sections.flatbuffer.data(), fb::TaskStreamIdentifier())) {
+    std::string got;
+    if (sections.flatbuffer.size() >= 8)
+      for (int i = 4; i < 8; ++i) {
+        char c = static_cast<char>(sections.flatbuffer[i]);
+        got += (c >= 32 && c < 127) ? std::string(1, c) : "\\x" + std::to_string(uint8_t(c));
+      }
+    return InvalidArgument("not a sinkrt task stream: file identifier is '" + got + "', expected '" +
+                           fb::TaskStreamIdentifier() + "'");
+  }
+  flatbuffers::Verifier::Options opts;
+  opts.max_depth = 32;
+  opts.max_tables = 4'000'000;
+  opts.check_alignment = true;
+  // The Verifier asserts on buffers past its max_size, so the caller's cap
+  // (kMaxStreamBytes, checked in SplitStream) must stay below FLATBUFFERS_MAX_BUFFER_SIZE.
+  if (sections.flatbuffer.size() >= FLATBUFFERS_MAX_BUFFER_SIZE)
+    return InvalidArgument("task stream FlatBuffer exceeds the 2 GiB FlatBuffers limit");
+  flatbuffers::Verifier verifier(sections.flatbuffer.data(), sections.flatbuffer.size(), opts);
+  if (!fb::VerifyTaskStreamBuffer(verifier))
+    return InvalidArgument("task stream failed FlatBuffers verification (corrupt or truncated, " +
+                           std::to_string(sections.flatbuffer.size()) + " bytes)");
+  StreamView view;
+  view.root = fb::GetTaskStream(sections.flatbuffer.data());
+  view.flatbuffer = sections.flatbuffer;
+  view.blobs = sections.blobs;
+  SINKRT_RETURN_IF_ERROR(Checker(view.root, view.blobs).Run());
+  return view;
+}
+
+const fb::Program* StreamView::FindProgram(fb::ProgramKind kind) const {
+  if (!root->programs()) return nullptr;
+  for (const fb::Program* p : *root->programs())
+    if (p->kind() == kind) return p;
+  return nullptr;
+}
+
+int64_t StreamView::FindBuffer(std::string_view name) const {
+  if (!root->buffers()) return -1;
+  for (uint32_t i = 0; i < root->buffers()->size(); ++i) {
+    const flatbuffers::String* n = root->buffers()->Get(i)->name();
+    if (n && n->string_view() == name) return i;
+  }
+  return -1;
+}
+
+std::string_view OpCodeName(fb::OpCode op) {
+  const char* n = fb::EnumNameOpCode(op);
+  return (n && *n) ? std::string_view(n) : std::string_view("Unknown");
+}
+
+std::string_view BufferRoleName(fb::BufferRole role) {
+  const char* n = fb::EnumNameBufferRole(role);
+  return (n && *n) ? std::string_view(n) : std::string_view("Unknown");
+}
+
+std::string_view TaskKindName(fb::TaskBody kind) {
+  const char* n = fb::EnumNameTaskBody(kind);
+  return (n && *n) ? std::string_view(n) : std::string_view("Unknown");
+}
+
+std::string_view ProgramKindName(fb::ProgramKind kind) {
+  switch (kind) {
+    case fb::ProgramKind::Init: return "init";
+    case fb::ProgramKind::TrainStep: return "train_step";
+    case fb::ProgramKind::EvalStep: return "eval_step";
+  }
+  return "unknown";
+}
+
+}  // namespace sinkrt
