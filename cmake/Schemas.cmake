@@ -6,7 +6,7 @@ foreach(s ${SINKRT_SCHEMAS})
   set(out ${SINKRT_GEN_DIR}/${s}_generated.h)
   add_custom_command(
     OUTPUT ${out}
-    COMMAND ${FLATC} --cpp --require-explicit-ids --scoped-enums
+    COMMAND ${FLATC} --cpp --require-explicit-ids --scoped-enums --gen-mutable
             -I ${CMAKE_SOURCE_DIR}/schemas -o ${SINKRT_GEN_DIR}
             ${CMAKE_SOURCE_DIR}/schemas/${s}.fbs
     DEPENDS ${CMAKE_SOURCE_DIR}/schemas/${s}.fbs ${CMAKE_SOURCE_DIR}/schemas/common.fbs

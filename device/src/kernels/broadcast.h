@@ -1,0 +1,117 @@
+// NumPy broadcasting and its inverse (summing back to a shape), planned at
+// load so that run() is a few flat loops.
+//
+// Both plans first align shapes to the right, then drop size-1 output dims
+// and merge neighbouring dims that every operand walks contiguously (or all
+// broadcast the same way). [N,C,H,W] + [1,C,1,1] becomes [N, C, H·W] with
+// the bias strides (0, 1, 0); a row-vector bias [M,N] + [N] becomes [M, N]
+// with strides (0, 1). After merging, every operand's innermost stride is 0
+// or 1, so the inner loop is contiguous or a scalar, and vectorises.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "check.h"
+#include "sum.h"
+
+namespace sinkrt::device {
+
+// y = f(a, b) (or y = f(a)) with a and b broadcast to y's shape.
+struct BroadcastPlan {
+  enum class Kind : uint8_t {
+    kSame,     // every operand has y's numel: one flat loop
+    kScalarA,  // a is one element, b is y-shaped
+    kScalarB,  // b is one element, a is y-shaped
+    kGeneral,  // odometer over outer dims, contiguous-or-scalar inner loop
+  };
+  Kind kind = Kind::kSame;
+  int rank = 1;  // merged
+  int64_t numel = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t strides[2][kMaxRank] = {};  // element strides of a, b; 0 = broadcast
+};
+
+// The shape NumPy broadcasting gives `a` and `b`, or false if incompatible.
+bool BroadcastShapes(std::span<const int64_t> a, std::span<const int64_t> b, Shape* out);
+
+// Plans y = f(operands...) for one or two operands whose shapes broadcast to
+// exactly `y` (the caller has checked that).
+BroadcastPlan PlanBroadcast(std::span<const int64_t> y, std::span<const int64_t> a,
+                            std::span<const int64_t> b);
+BroadcastPlan PlanBroadcast(std::span<const int64_t> y, std::span<const int64_t> a);
+
+// Runs y[i] = f(a[ia], b[ib]) over a plan. The pointers may alias y only when
+// that operand is y-shaped (each y[i] is written after its inputs are read).
+template <typename F>
+inline void RunBroadcast(const BroadcastPlan& p, const float* a, const float* b, float* y, F f) {
+  using Kind = BroadcastPlan::Kind;
+  if (p.kind == Kind::kSame) {
+    for (int64_t i = 0; i < p.numel; ++i) y[i] = f(a[i], b[i]);
+    return;
+  }
+  if (p.kind == Kind::kScalarA) {
+    const float s = a[0];
+    for (int64_t i = 0; i < p.numel; ++i) y[i] = f(s, b[i]);
+    return;
+  }
+  if (p.kind == Kind::kScalarB) {
+    const float s = b[0];
+    for (int64_t i = 0; i < p.numel; ++i) y[i] = f(a[i], s);
+    return;
+  }
+  const int last = p.rank - 1;
+  const int64_t inner = p.dims[last];
+  const int64_t sa = p.strides[0][last], sb = p.strides[1][last];
+  int64_t idx[kMaxRank] = {};
+  int64_t oa = 0, ob = 0;
+  const int64_t rows = p.numel / (inner == 0 ? 1 : inner);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* pa = a + oa;
+    const float* pb = b + ob;
+    float* py = y + r * inner;
+    if (sa != 0 && sb != 0) {
+      for (int64_t i = 0; i < inner; ++i) py[i] = f(pa[i], pb[i]);
+    } else if (sa != 0) {
+      const float s = pb[0];
+      for (int64_t i = 0; i < inner; ++i) py[i] = f(pa[i], s);
+    } else if (sb != 0) {
+      const float s = pa[0];
+      for (int64_t i = 0; i < inner; ++i) py[i] = f(s, pb[i]);
+    } else {
+      const float v = f(pa[0], pb[0]);
+      for (int64_t i = 0; i < inner; ++i) py[i] = v;
+    }
+    // Odometer over the outer dims, keeping operand offsets incremental.
+    for (int d = last - 1; d >= 0; --d) {
+      oa += p.strides[0][d];
+      ob += p.strides[1][d];
+      if (++idx[d] < p.dims[d]) break;
+      idx[d] = 0;
+      oa -= p.strides[0][d] * p.dims[d];
+      ob -= p.strides[1][d] * p.dims[d];
+    }
+  }
+}
+
+// y = scale · Σ x over the dims of x that y keeps as 1 (or drops).
+struct ReducePlan {
+  int rank = 1;  // merged; reduced and kept dims alternate
+  int64_t x_numel = 0;
+  int64_t y_numel = 0;
+  int64_t dims[kMaxRank] = {};
+  bool reduced[kMaxRank] = {};
+  int64_t y_strides[kMaxRank] = {};  // 0 on reduced dims
+  float scale = 1.0f;
+};
+
+// `reduced_dims[i]` says whether dim i of x is summed over.
+ReducePlan PlanReduce(std::span<const int64_t> x, std::span<const bool> reduced_dims, float scale);
+// Plans the sum of x down to `y`, a shape that broadcasts to x (SumToShape).
+ReducePlan PlanReduceTo(std::span<const int64_t> x, std::span<const int64_t> y, float scale);
+
+// Deterministic: a fixed summation order (pairwise along contiguous runs,
+// blocked across rows), independent of anything but the plan and the data.
+void RunReduce(const ReducePlan& p, const float* __restrict x, float* __restrict y);
+
+}  // namespace sinkrt::device

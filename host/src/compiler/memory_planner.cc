@@ -1,0 +1,227 @@
+#include "compiler/memory_planner.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <utility>
+
+namespace sinkrt::host::compiler {
+namespace {
+
+// Sizes past this are refused so that no sum or rounding below can overflow.
+constexpr uint64_t kMaxTotalBytes = uint64_t{1} << 62;
+
+uint64_t AlignUp(uint64_t value, uint64_t alignment) {
+  return (value + alignment - 1) & ~(alignment - 1);
+}
+
+bool LiveTogether(const BufferLifetime& a, const BufferLifetime& b) {
+  if (a.persistent || b.persistent) return true;
+  return a.first_use <= b.last_use && b.first_use <= a.last_use;
+}
+
+enum class Fit { kFirst, kBest };
+
+struct Strategy {
+  const char* name;
+  // Strict weak order on transient buffer indices; the index breaks ties so
+  // every strategy is a total order and the plan is deterministic.
+  bool (*before)(const BufferLifetime& a, const BufferLifetime& b);
+};
+
+int64_t Lifetime(const BufferLifetime& b) { return int64_t{b.last_use} - b.first_use + 1; }
+
+const Strategy kStrategies[] = {
+    {"size", [](const BufferLifetime& a, const BufferLifetime& b) { return a.bytes > b.bytes; }},
+    {"size+first_use",
+     [](const BufferLifetime& a, const BufferLifetime& b) {
+       if (a.bytes != b.bytes) return a.bytes > b.bytes;
+       return a.first_use < b.first_use;
+     }},
+    {"area",
+     [](const BufferLifetime& a, const BufferLifetime& b) {
+       // bytes < 2^62 and lifetimes < 2^32, so compare in 128 bits.
+       unsigned __int128 x = static_cast<unsigned __int128>(a.bytes) * static_cast<uint64_t>(Lifetime(a));
+       unsigned __int128 y = static_cast<unsigned __int128>(b.bytes) * static_cast<uint64_t>(Lifetime(b));
+       if (x != y) return x > y;
+       return a.bytes > b.bytes;
+     }},
+    {"lifetime",
+     [](const BufferLifetime& a, const BufferLifetime& b) {
+       if (Lifetime(a) != Lifetime(b)) return Lifetime(a) > Lifetime(b);
+       return a.bytes > b.bytes;
+     }},
+    {"first_use",
+     [](const BufferLifetime& a, const BufferLifetime& b) {
+       if (a.first_use != b.first_use) return a.first_use < b.first_use;
+       return a.bytes > b.bytes;
+     }},
+};
+
+struct Placement {
+  std::vector<uint64_t> offsets;
+  uint64_t end = 0;  // highest aligned end of a transient buffer (or the region start)
+};
+
+// One greedy pass: places `order` (indices of transient buffers) one by one
+// into [base, ...), each in a gap among the already placed buffers that are
+// live at the same time.
+Placement PlaceGreedy(const std::vector<BufferLifetime>& buffers, const std::vector<size_t>& order,
+                      uint64_t base, uint64_t alignment, Fit fit) {
+  Placement p;
+  p.offsets.assign(buffers.size(), base);
+  p.end = base;
+  std::vector<size_t> placed;
+  placed.reserve(order.size());
+  struct Taken {
+    uint64_t begin, end;
+  };
+  std::vector<Taken> taken;
+  for (size_t i : order) {
+    const BufferLifetime& b = buffers[i];
+    const uint64_t size = AlignUp(b.bytes, alignment);
+    taken.clear();
+    for (size_t j : placed)
+      if (LiveTogether(b, buffers[j]))
+        taken.push_back({p.offsets[j], p.offsets[j] + AlignUp(buffers[j].bytes, alignment)});
+    std::sort(taken.begin(), taken.end(), [](const Taken& x, const Taken& y) {
+      return x.begin != y.begin ? x.begin < y.begin : x.end < y.end;
+    });
+    // Walk the taken ranges in offset order; `cursor` is the lowest offset
+    // not covered by any range seen so far. Ranges may overlap each other
+    // (they need not be live together), hence the max.
+    uint64_t cursor = base;
+    uint64_t chosen = UINT64_MAX, chosen_gap = UINT64_MAX;
+    for (const Taken& t : taken) {
+      if (t.begin >= cursor + size) {
+        const uint64_t gap = t.begin - cursor;
+        if (fit == Fit::kFirst) {
+          chosen = cursor;
+          break;
+        }
+        if (gap < chosen_gap) {
+          chosen = cursor;
+          chosen_gap = gap;
+        }
+      }
+      cursor = std::max(cursor, t.end);
+    }
+    if (chosen == UINT64_MAX) chosen = cursor;  // above every overlapping buffer
+    p.offsets[i] = chosen;
+    p.end = std::max(p.end, chosen + size);
+    placed.push_back(i);
+  }
+  return p;
+}
+
+}  // namespace
+
+uint64_t LivenessLowerBound(std::span<const BufferLifetime> buffers, uint64_t alignment) {
+  uint64_t persistent = 0;
+  // (time, +bytes) at first use, (last_use + 1, -bytes) after the last use;
+  // ends sort before starts at the same time, so a buffer that dies at t and
+  // one born at t + 1 are never counted together.
+  std::vector<std::pair<int64_t, int64_t>> events;
+  for (const BufferLifetime& b : buffers) {
+    if (b.bytes == 0) continue;
+    const uint64_t size = AlignUp(b.bytes, alignment);
+    if (b.persistent) {
+      persistent += size;
+      continue;
+    }
+    events.push_back({b.first_use, static_cast<int64_t>(size)});
+    events.push_back({int64_t{b.last_use} + 1, -static_cast<int64_t>(size)});
+  }
+  std::sort(events.begin(), events.end());
+  int64_t live = 0, peak = 0;
+  for (const auto& [time, delta] : events) {
+    live += delta;
+    peak = std::max(peak, live);
+  }
+  return persistent + static_cast<uint64_t>(peak);
+}
+
+Result<MemoryPlan> PlanMemory(std::vector<BufferLifetime> buffers, uint64_t alignment) {
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0)
+    return InvalidArgument("memory plan: alignment " + std::to_string(alignment) +
+                           " is not a power of two");
+  uint64_t total = 0;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const BufferLifetime& b = buffers[i];
+    if (!b.persistent && b.first_use > b.last_use)
+      return InvalidArgument("memory plan: buffer " + std::to_string(i) + " has first_use " +
+                             std::to_string(b.first_use) + " after last_use " +
+                             std::to_string(b.last_use));
+    if (b.bytes > kMaxTotalBytes || total + b.bytes + alignment > kMaxTotalBytes)
+      return ResourceExhausted("memory plan: buffer " + std::to_string(i) + " of " +
+                               std::to_string(b.bytes) + " bytes takes the total past 2^62 bytes");
+    total += AlignUp(b.bytes, alignment);
+  }
+
+  MemoryPlan plan;
+  plan.alignment = alignment;
+  plan.offsets.assign(buffers.size(), 0);
+  plan.liveness_lower_bound = LivenessLowerBound(buffers, alignment);
+
+  // Step 1: persistent buffers back to back in the caller's order.
+  uint64_t cursor = 0;
+  std::vector<size_t> transient;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (!buffers[i].persistent) {
+      if (buffers[i].bytes > 0) transient.push_back(i);
+      continue;
+    }
+    plan.offsets[i] = cursor;
+    cursor += AlignUp(buffers[i].bytes, alignment);
+  }
+  plan.persistent_bytes = cursor;
+
+  // Steps 2 and 3: greedy placement under several orderings, keep the best.
+  Placement best;
+  bool have_best = false;
+  for (const Strategy& s : kStrategies) {
+    std::vector<size_t> order = transient;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      if (s.before(buffers[a], buffers[b])) return true;
+      if (s.before(buffers[b], buffers[a])) return false;
+      return a < b;
+    });
+    for (Fit fit : {Fit::kFirst, Fit::kBest}) {
+      Placement p = PlaceGreedy(buffers, order, plan.persistent_bytes, alignment, fit);
+      if (!have_best || p.end < best.end) {
+        best = std::move(p);
+        have_best = true;
+        plan.strategy = std::string(s.name) + (fit == Fit::kFirst ? "/first-fit" : "/best-fit");
+      }
+      if (best.end == plan.liveness_lower_bound) break;
+    }
+    if (best.end == plan.liveness_lower_bound) break;
+  }
+
+  plan.arena_bytes = plan.persistent_bytes;
+  if (have_best) {
+    plan.arena_bytes = best.end;
+    for (size_t i : transient) plan.offsets[i] = best.offsets[i];
+  }
+  // Zero-byte transients sit at the region's start; they overlap nothing.
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (!buffers[i].persistent && buffers[i].bytes == 0) plan.offsets[i] = plan.persistent_bytes;
+  if (plan.strategy.empty()) plan.strategy = "persistent-only";
+  plan.buffers = std::move(buffers);
+  return plan;
+}
+
+bool AnyLiveOverlap(const MemoryPlan& plan) {
+  const auto& b = plan.buffers;
+  for (size_t i = 0; i < b.size(); ++i) {
+    if (b[i].bytes == 0) continue;
+    for (size_t j = i + 1; j < b.size(); ++j) {
+      if (b[j].bytes == 0 || !LiveTogether(b[i], b[j])) continue;
+      const uint64_t ai = plan.offsets[i], aj = plan.offsets[j];
+      if (ai < aj + b[j].bytes && aj < ai + b[i].bytes) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace sinkrt::host::compiler

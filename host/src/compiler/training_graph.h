@@ -1,0 +1,40 @@
+// The graph the compiler lowers: forward + backward + optimizer update, plus
+// the eval metric, in one Graph so that every program indexes the same
+// tensors (a parameter is one tensor, one buffer, whichever program reads it).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "sinkrt/host/autodiff.h"
+#include "sinkrt/host/graph.h"
+#include "sinkrt/host/optimizer.h"
+#include "sinkrt/runtime/status.h"
+
+namespace sinkrt::host::compiler {
+
+struct TrainingGraph {
+  // Ops [0, forward_ops) are the forward graph as the user built it; ops
+  // [forward_ops, train_ops) are the backward pass and the optimizer update;
+  // an eval-only ArgMaxAccuracy op, if any, comes after train_ops.
+  Graph graph;
+  size_t forward_ops = 0;
+  size_t train_ops = 0;
+  std::vector<size_t> train_program;  // op indices run by train_step, in order
+  std::vector<size_t> eval_program;   // op indices run by eval_step, in order
+  std::vector<ParamGrad> grads;
+  std::vector<TensorId> inputs;       // Input tensors in creation order: the queue columns
+  TensorId loss = kInvalidTensor;
+  TensorId accuracy = kInvalidTensor; // eval's correct-prediction count, if any
+  std::vector<TensorId> train_reports;  // [loss]
+  std::vector<TensorId> eval_reports;   // [loss, accuracy, outputs...], no repeats
+};
+
+// Copies `forward`, appends its backward pass and the optimizer update, and,
+// with `with_eval`, the accuracy metric on (first graph output, first i32
+// Input) when the output is [N, C] logits and the input [N] labels. Errors
+// name the graph and carry the failing pass's message.
+Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSpec& optimizer,
+                                         bool with_eval);
+
+}  // namespace sinkrt::host::compiler

@@ -1,0 +1,187 @@
+// Corrupt task streams are refused with a clear error, never a crash. This
+// binary also runs under AddressSanitizer + UBSan in CI (scripts/test).
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "sinkrt/device/executor.h"
+#include "sinkrt/host/compiler.h"
+#include "sinkrt/runtime/stream_view.h"
+#include "support/test_models.h"
+#include "support/test_util.h"
+
+namespace sinkrt {
+namespace {
+
+class CorruptStream : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    host::CompileOptions o;
+    o.optimizer = host::OptimizerSpec::Momentum(0.1f, 0.9f);
+    auto cs = host::Compile(testing::MakeMlp(4, {12, 8, 3}), o);
+    ASSERT_TRUE(cs.ok()) << cs.status().ToString();
+    good_ = new std::vector<uint8_t>(cs->bytes);
+    auto cnn = host::Compile(testing::MakeLeNet(2), o);
+    ASSERT_TRUE(cnn.ok()) << cnn.status().ToString();
+    cnn_ = new std::vector<uint8_t>(cnn->bytes);
+  }
+  static void TearDownTestSuite() {
+    delete good_;
+    delete cnn_;
+  }
+
+  // Verifies and, if that passes, loads on a device; returns the first error.
+  static Status VerifyAndLoad(const std::vector<uint8_t>& bytes) {
+    auto view = VerifyTaskStream(bytes);
+    if (!view.ok()) return view.status();
+    device::DeviceOptions opts;
+    opts.prefault = false;
+    auto ex = device::Executor::Load(bytes, opts);
+    return ex.status();
+  }
+
+  static fb::TaskStream* Mutable(std::vector<uint8_t>& bytes) { return fb::GetMutableTaskStream(bytes.data() + 4); }
+
+  static void ExpectError(const std::vector<uint8_t>& bytes, const std::string& fragment) {
+    Status st = VerifyAndLoad(bytes);
+    ASSERT_FALSE(st.ok()) << "expected an error containing '" << fragment << "'";
+    EXPECT_NE(st.message().find(fragment), std::string::npos) << st.ToString();
+  }
+
+  static std::vector<uint8_t>* good_;
+  static std::vector<uint8_t>* cnn_;
+};
+std::vector<uint8_t>* CorruptStream::good_ = nullptr;
+std::vector<uint8_t>* CorruptStream::cnn_ = nullptr;
+
+TEST_F(CorruptStream, GoodStreamsLoad) {
+  SINKRT_ASSERT_OK(VerifyAndLoad(*good_));
+  SINKRT_ASSERT_OK(VerifyAndLoad(*cnn_));
+}
+
+TEST_F(CorruptStream, EveryTruncationIsRefused) {
+  for (size_t len = 0; len < good_->size(); len += (len < 256 ? 1 : 7)) {
+    std::vector<uint8_t> cut(good_->begin(), good_->begin() + len);
+    Status st = VerifyAndLoad(cut);
+    ASSERT_FALSE(st.ok()) << "truncated to " << len << " bytes was accepted";
+    EXPECT_FALSE(st.message().empty());
+  }
+}
+
+TEST_F(CorruptStream, TruncationMessageSaysTruncated) { ExpectError({good_->begin(), good_->begin() + 100}, "truncated"); }
+
+TEST_F(CorruptStream, WrongFileIdentifier) {
+  std::vector<uint8_t> bad = *good_;
+  std::memcpy(bad.data() + 8, "TFL3", 4);
+  ExpectError(bad, "file identifier is 'TFL3', expected 'SKTS'");
+}
+
+TEST_F(CorruptStream, FlippedBytesNeverCrash) {
+  std::mt19937 rng(1234);
+  int refused = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    std::vector<uint8_t> bad = *good_;
+    int flips = 1 + trial % 4;
+    for (int f = 0; f < flips; ++f) bad[rng() % bad.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
+    Status st = VerifyAndLoad(bad);
+    if (!st.ok()) {
+      ++refused;
+      EXPECT_FALSE(st.message().empty());
+    }
+  }
+  // Flips in names or float options are legitimately accepted; most are not.
+  EXPECT_GT(refused, 100);
+}
+
+TEST_F(CorruptStream, BufferOutsideArena) {
+  std::vector<uint8_t> bad = *good_;
+  auto* root = Mutable(bad);
+  auto* b = root->mutable_buffers()->GetMutableObject(root->buffers()->size() - 1);
+  ASSERT_TRUE(b->mutate_offset(root->arena_bytes()));
+  ExpectError(bad, "outside the arena");
+}
+
+TEST_F(CorruptStream, ArenaShrunkUnderItsBuffers) {
+  std::vector<uint8_t> bad = *good_;
+  auto* root = Mutable(bad);
+  ASSERT_TRUE(root->mutate_arena_bytes(root->arena_bytes() / 2));
+  ExpectError(bad, "outside the arena");
+}
+
+TEST_F(CorruptStream, BytesDisagreeWithShape) {
+  std::vector<uint8_t> bad = *good_;
+  auto* root = Mutable(bad);
+  auto* b = root->mutable_buffers()->GetMutableObject(0);
+  ASSERT_TRUE(b->mutate_bytes(b->bytes() + 64));
+  ExpectError(bad, "needs");
+}
+
+TEST_F(CorruptStream, KernelInputIndexOutOfTable) {
+  std::vector<uint8_t> bad = *good_;
+  auto* root = Mutable(bad);
+  bool mutated = false;
+  for (uint32_t p = 0; p < root->programs()->size() && !mutated; ++p) {
+    auto* tasks = root->mutable_programs()->GetMutableObject(p)->mutable_streams()->GetMutableObject(0)->mutable_tasks();
+    for (uint32_t t = 0; t < tasks->size() && !mutated; ++t) {
+      auto* task = tasks->GetMutableObject(t);
+      if (task->body_type() != fb::TaskBody::KernelTask) continue;
+      auto* k = const_cast<fb::KernelTask*>(task->body_as_KernelTask());
+      if (k->inputs() && k->inputs()->size() > 0) mutated = k->mutable_inputs()->Mutate(0, 100000);
+    }
+  }
+  ASSERT_TRUE(mutated);
+  ExpectError(bad, "buffer index 100000 is outside the buffer table");
+}
+
+TEST_F(CorruptStream, KernelShapeMismatchIsCaughtAtLoad) {
+  // Point a MatMul's weight operand at a buffer of the wrong shape: the
+  // Verifier cannot know, the kernel's prepare must.
+  std::vector<uint8_t> bad = *good_;
+  auto* root = Mutable(bad);
+  int64_t loss = -1;
+  for (uint32_t i = 0; i < root->buffers()->size(); ++i)
+    if (root->buffers()->Get(i)->name()->str() == "fc2.bias") loss = i;
+  ASSERT_GE(loss, 0);
+  bool mutated = false;
+  auto* tasks = root->mutable_programs()->GetMutableObject(1)->mutable_streams()->GetMutableObject(0)->mutable_tasks();
+  for (uint32_t t = 0; t < tasks->size() && !mutated; ++t) {
+    auto* task = tasks->GetMutableObject(t);
+    if (task->body_type() != fb::TaskBody::KernelTask) continue;
+    auto* k = const_cast<fb::KernelTask*>(task->body_as_KernelTask());
+    if (k->op() == fb::OpCode::MatMul) mutated = k->mutable_inputs()->Mutate(1, static_cast<uint32_t>(loss));
+  }
+  ASSERT_TRUE(mutated);
+  ExpectError(bad, "MatMul");
+}
+
+TEST_F(CorruptStream, GetNextQueueOutOfTable) {
+  std::vector<uint8_t> bad = *good_;
+  auto* root = Mutable(bad);
+  bool mutated = false;
+  for (uint32_t p = 0; p < root->programs()->size() && !mutated; ++p) {
+    auto* tasks = root->mutable_programs()->GetMutableObject(p)->mutable_streams()->GetMutableObject(0)->mutable_tasks();
+    for (uint32_t t = 0; t < tasks->size() && !mutated; ++t) {
+      auto* task = tasks->GetMutableObject(t);
+      if (task->body_type() != fb::TaskBody::GetNextTask) continue;
+      auto* g = const_cast<fb::GetNextTask*>(task->body_as_GetNextTask());
+      mutated = g->mutate_queue(7);  // only stored when non-default: the eval queue
+    }
+  }
+  ASSERT_TRUE(mutated);
+  ExpectError(bad, "queue index 7 is outside the queue table");
+}
+
+TEST_F(CorruptStream, UnsupportedFormatVersion) {
+  std::vector<uint8_t> bad = *good_;
+  ASSERT_TRUE(Mutable(bad)->mutable_header()->mutate_format_major(9));
+  ExpectError(bad, "format 9.");
+}
+
+TEST_F(CorruptStream, StrayBytesAfterTheFlatBuffer) {
+  std::vector<uint8_t> bad = *good_;
+  bad.push_back(0);
+  ExpectError(bad, "blob section");
+}
+
+}  // namespace
+}  // namespace sinkrt

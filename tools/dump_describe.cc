@@ -1,0 +1,371 @@
+// Plain descriptions of stream parts, shared by the text and JSON renderings.
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
+#include "dump_format.h"
+#include "sinkrt/runtime/dtype.h"
+#include "sinkrt/runtime/format.h"
+
+namespace sinkrt::tools {
+namespace {
+
+std::string_view StripTaskSuffix(std::string_view kind) {
+  constexpr std::string_view kSuffix = "Task";
+  if (kind.size() > kSuffix.size() && kind.ends_with(kSuffix)) kind.remove_suffix(kSuffix.size());
+  return kind;
+}
+
+std::vector<int64_t> Indices(const flatbuffers::Vector<uint32_t>* v) {
+  return v ? std::vector<int64_t>(v->begin(), v->end()) : std::vector<int64_t>{};
+}
+
+// One number when both (or all four) sides agree, else the list: keeps the
+// common symmetric case as short as "stride=2 pad=1".
+Json Collapse(std::initializer_list<int> values) {
+  bool same = true;
+  for (int v : values) same = same && v == *values.begin();
+  return same ? Json(*values.begin()) : Json(std::vector<int>(values));
+}
+
+std::string GroupLabel(const StreamView& view, uint32_t group) {
+  const auto* groups = view.root->groups();
+  if (groups && group < groups->size()) {
+    std::string name = Str(groups->Get(group)->name());
+    if (!name.empty()) return name;
+  }
+  return "#" + std::to_string(group);
+}
+
+bool UsesAxis(fb::OpCode op) {
+  switch (op) {
+    case fb::OpCode::Softmax:
+    case fb::OpCode::LogSoftmax:
+    case fb::OpCode::BiasAdd:
+    case fb::OpCode::SoftmaxGrad:
+    case fb::OpCode::LogSoftmaxGrad:
+    case fb::OpCode::BiasAddGrad:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void AxisAttrs(fb::OpCode op, const fb::AxisOptions& o, Json& attrs) {
+  std::vector<int> axes = o.axes() ? std::vector<int>(o.axes()->begin(), o.axes()->end()) : std::vector<int>{};
+  if (op == fb::OpCode::ReduceSum || op == fb::OpCode::ReduceMean) {
+    attrs["axes"] = axes.empty() ? Json("all") : Json(axes);
+  } else {
+    if (UsesAxis(op) || o.axis() != -1) attrs["axis"] = o.axis();
+    if (!axes.empty()) attrs["axes"] = axes;
+  }
+  if (o.keep_dims()) attrs["keep_dims"] = true;
+  if (o.scale() != 1.0f) attrs["scale"] = CleanFloat(o.scale());
+}
+
+void KernelAttrs(const StreamView& view, const fb::KernelTask& k, Json& attrs) {
+  switch (k.options_type()) {
+    case fb::OpOptions::MatMulOptions:
+      if (const auto* o = k.options_as_MatMulOptions()) {
+        if (o->transpose_a()) attrs["transpose_a"] = true;
+        if (o->transpose_b()) attrs["transpose_b"] = true;
+      }
+      break;
+    case fb::OpOptions::AxisOptions:
+      if (const auto* o = k.options_as_AxisOptions()) AxisAttrs(k.op(), *o, attrs);
+      break;
+    case fb::OpOptions::Conv2DOptions:
+      if (const auto* o = k.options_as_Conv2DOptions()) {
+        attrs["stride"] = Collapse({o->stride_h(), o->stride_w()});
+        attrs["pad"] = Collapse({o->pad_top(), o->pad_bottom(), o->pad_left(), o->pad_right()});
+        if (o->dilation_h() != 1 || o->dilation_w() != 1)
+          attrs["dilation"] = Collapse({o->dilation_h(), o->dilation_w()});
+      }
+      break;
+    case fb::OpOptions::Pool2DOptions:
+      if (const auto* o = k.options_as_Pool2DOptions()) {
+        attrs["kernel"] = Collapse({o->kernel_h(), o->kernel_w()});
+        attrs["stride"] = Collapse({o->stride_h(), o->stride_w()});
+        attrs["pad"] = Collapse({o->pad_top(), o->pad_bottom(), o->pad_left(), o->pad_right()});
+      }
+      break;
+    case fb::OpOptions::FillOptions:
+      if (const auto* o = k.options_as_FillOptions()) attrs["value"] = CleanFloat(o->value());
+      break;
+    case fb::OpOptions::SgdOptions:
+      if (const auto* o = k.options_as_SgdOptions()) {
+        attrs["lr"] = CleanFloat(o->learning_rate());
+        if (o->weight_decay() != 0) attrs["weight_decay"] = CleanFloat(o->weight_decay());
+      }
+      break;
+    case fb::OpOptions::MomentumOptions:
+      if (const auto* o = k.options_as_MomentumOptions()) {
+        attrs["lr"] = CleanFloat(o->learning_rate());
+        attrs["momentum"] = CleanFloat(o->momentum());
+        if (o->nesterov()) attrs["nesterov"] = true;
+        if (o->weight_decay() != 0) attrs["weight_decay"] = CleanFloat(o->weight_decay());
+      }
+      break;
+    case fb::OpOptions::AdamOptions:
+      if (const auto* o = k.options_as_AdamOptions()) {
+        attrs["lr"] = CleanFloat(o->learning_rate());
+        attrs["beta1"] = CleanFloat(o->beta1());
+        attrs["beta2"] = CleanFloat(o->beta2());
+        attrs["epsilon"] = CleanFloat(o->epsilon());
+        if (o->weight_decay() != 0) attrs["weight_decay"] = CleanFloat(o->weight_decay());
+      }
+      break;
+    default:
+      break;
+  }
+  if (k.fused_bias() >= 0) attrs["fused_bias"] = BufferLabel(view, k.fused_bias());
+  if (k.fused_activation() == fb::Activation::Relu) {
+    attrs["fused_relu"] = true;
+  } else if (k.fused_activation() != fb::Activation::None) {
+    const char* n = fb::EnumNameActivation(k.fused_activation());
+    attrs["fused_activation"] = (n && *n) ? std::string(n) : std::to_string(int(k.fused_activation()));
+  }
+}
+
+std::string ReduceOpName(fb::ReduceOp op) {
+  const char* n = fb::EnumNameReduceOp(op);
+  return (n && *n) ? std::string(n) : std::to_string(int(op));
+}
+
+}  // namespace
+
+std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+std::vector<int64_t> ShapeOf(const flatbuffers::Vector<int64_t>* v) {
+  return v ? std::vector<int64_t>(v->begin(), v->end()) : std::vector<int64_t>{};
+}
+
+std::string Hex64(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string HumanBytes(uint64_t bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int unit = 0;
+  while (v >= 1024 && unit < 4) {
+    v /= 1024;
+    ++unit;
+  }
+  char buf[32];
+  if (unit == 0)
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  else
+    std::snprintf(buf, sizeof buf, "%.2f %s", v, kUnits[unit]);
+  return buf;
+}
+
+double CleanFloat(float f) {
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf - 1, f);
+  if (ec != std::errc()) return f;
+  *end = '\0';
+  return std::strtod(buf, nullptr);
+}
+
+std::string BufferLabel(const StreamView& view, int64_t index) {
+  const auto* buffers = view.root->buffers();
+  if (index >= 0 && buffers && index < static_cast<int64_t>(buffers->size())) {
+    std::string name = Str(buffers->Get(static_cast<uint32_t>(index))->name());
+    if (!name.empty()) return name;
+  }
+  return "#" + std::to_string(index);
+}
+
+std::vector<std::string> RequirementNames(uint64_t bits) {
+  std::vector<std::string> names;
+  if (bits & kFeatureCollectives) names.push_back("collectives");
+  for (int b = 0; b < 64; ++b) {
+    uint64_t bit = uint64_t{1} << b;
+    if ((bits & bit) && bit != kFeatureCollectives) names.push_back("bit" + std::to_string(b));
+  }
+  return names;
+}
+
+std::optional<double> ArenaRatio(const fb::TaskStream& s) {
+  if (s.liveness_lower_bound() == 0) return std::nullopt;
+  return static_cast<double>(s.arena_bytes()) / static_cast<double>(s.liveness_lower_bound());
+}
+
+std::vector<RoleTotal> BytesByRole(const StreamView& view) {
+  constexpr int kRoles = static_cast<int>(fb::BufferRole::MAX) + 1;
+  std::vector<RoleTotal> all;
+  for (int r = 0; r < kRoles; ++r) all.push_back({static_cast<fb::BufferRole>(r)});
+  if (view.root->buffers()) {
+    for (const fb::Buffer* b : *view.root->buffers()) {
+      int r = static_cast<int>(b->role());
+      if (r >= kRoles) continue;  // VerifyTaskStream refuses unknown roles
+      ++all[r].buffers;
+      all[r].bytes += b->bytes();
+    }
+  }
+  std::vector<RoleTotal> used;
+  for (const RoleTotal& t : all)
+    if (t.buffers) used.push_back(t);
+  return used;
+}
+
+uint64_t QueueBatchBytes(const fb::QueueSpec& q) {
+  uint64_t total = 0;
+  if (!q.columns()) return 0;
+  for (const fb::QueueColumn* c : *q.columns()) {
+    int64_t n = NumElements(ShapeOf(c->shape()));
+    if (n > 0) total += static_cast<uint64_t>(n) * DTypeSize(c->dtype());
+  }
+  return total;
+}
+
+Json InitParams(const fb::InitDef& d) {
+  Json p = Json::object();
+  switch (d.kind()) {
+    case fb::InitKind::Constant:
+      p["value"] = CleanFloat(d.value());
+      break;
+    case fb::InitKind::Uniform:
+      p["low"] = CleanFloat(d.low());
+      p["high"] = CleanFloat(d.high());
+      p["seed"] = d.seed();
+      break;
+    case fb::InitKind::Normal:
+      p["mean"] = CleanFloat(d.mean());
+      p["stddev"] = CleanFloat(d.stddev());
+      p["seed"] = d.seed();
+      break;
+    case fb::InitKind::XavierUniform:
+    case fb::InitKind::XavierNormal:
+    case fb::InitKind::HeUniform:
+    case fb::InitKind::HeNormal:
+      p["seed"] = d.seed();
+      p["fan_in"] = d.fan_in();
+      p["fan_out"] = d.fan_out();
+      break;
+    case fb::InitKind::Inline:
+      p["blob_offset"] = d.data_offset();
+      p["blob_bytes"] = d.data_bytes();
+      break;
+    default:
+      break;
+  }
+  return p;
+}
+
+TaskInfo DescribeTask(const StreamView& view, const fb::Task& task) {
+  TaskInfo info;
+  info.kind = std::string(StripTaskSuffix(TaskKindName(task.body_type())));
+  info.name = Str(task.name());
+  switch (task.body_type()) {
+    case fb::TaskBody::KernelTask:
+      if (const auto* k = task.body_as_KernelTask()) {
+        info.op = std::string(OpCodeName(k->op()));
+        info.inputs = Indices(k->inputs());
+        info.outputs = Indices(k->outputs());
+        KernelAttrs(view, *k, info.attrs);
+      }
+      break;
+    case fb::TaskBody::GetNextTask:
+      if (const auto* g = task.body_as_GetNextTask()) {
+        info.outputs = Indices(g->outputs());
+        const auto* queues = view.root->queues();
+        std::string qname = queues && g->queue() < queues->size() ? Str(queues->Get(g->queue())->name()) : "";
+        info.attrs["queue"] = qname.empty() ? "#" + std::to_string(g->queue()) : qname;
+      }
+      break;
+    case fb::TaskBody::EventRecordTask:
+      if (const auto* e = task.body_as_EventRecordTask()) info.attrs["event"] = e->event();
+      break;
+    case fb::TaskBody::EventWaitTask:
+      if (const auto* e = task.body_as_EventWaitTask()) info.attrs["event"] = e->event();
+      break;
+    case fb::TaskBody::InitTask:
+      if (const auto* in = task.body_as_InitTask()) {
+        const auto* inits = view.root->initializers();
+        if (in->initializers() && inits)
+          for (uint32_t i : *in->initializers())
+            if (i < inits->size()) info.outputs.push_back(inits->Get(i)->buffer());
+        info.attrs["initializers"] = in->initializers() ? in->initializers()->size() : 0;
+      }
+      break;
+    case fb::TaskBody::AllReduceTask:
+      if (const auto* t = task.body_as_AllReduceTask()) {
+        info.inputs = info.outputs = Indices(t->buffers());  // in place
+        info.attrs["group"] = GroupLabel(view, t->group());
+        info.attrs["op"] = ReduceOpName(t->op());
+      }
+      break;
+    case fb::TaskBody::AllGatherTask:
+      if (const auto* t = task.body_as_AllGatherTask()) {
+        info.inputs = {t->input()};
+        info.outputs = {t->output()};
+        info.attrs["group"] = GroupLabel(view, t->group());
+      }
+      break;
+    case fb::TaskBody::ReduceScatterTask:
+      if (const auto* t = task.body_as_ReduceScatterTask()) {
+        info.inputs = {t->input()};
+        info.outputs = {t->output()};
+        info.attrs["group"] = GroupLabel(view, t->group());
+        info.attrs["op"] = ReduceOpName(t->op());
+      }
+      break;
+    case fb::TaskBody::BroadcastTask:
+      if (const auto* t = task.body_as_BroadcastTask()) {
+        info.inputs = info.outputs = Indices(t->buffers());
+        info.attrs["group"] = GroupLabel(view, t->group());
+        info.attrs["root"] = t->root();
+      }
+      break;
+    case fb::TaskBody::SendTask:
+      if (const auto* t = task.body_as_SendTask()) {
+        info.inputs = {t->buffer()};
+        info.attrs["group"] = GroupLabel(view, t->group());
+        info.attrs["peer"] = t->peer();
+      }
+      break;
+    case fb::TaskBody::RecvTask:
+      if (const auto* t = task.body_as_RecvTask()) {
+        info.outputs = {t->buffer()};
+        info.attrs["group"] = GroupLabel(view, t->group());
+        info.attrs["peer"] = t->peer();
+      }
+      break;
+    default:
+      break;
+  }
+  return info;
+}
+
+std::string AttrsText(const Json& attrs) {
+  std::string out;
+  for (const auto& [key, value] : attrs.items()) {
+    if (!out.empty()) out += ' ';
+    out += key;
+    if (value.is_boolean() && value.get<bool>()) continue;
+    out += '=';
+    if (value.is_string()) {
+      out += value.get<std::string>();
+    } else if (value.is_array()) {
+      for (size_t i = 0; i < value.size(); ++i) out += (i ? "," : "") + value[i].dump();
+    } else {
+      out += value.dump();
+    }
+  }
+  return out;
+}
+
+std::vector<const fb::Program*> SelectPrograms(const StreamView& view, const DumpOptions& options) {
+  std::vector<const fb::Program*> out;
+  if (!view.root->programs()) return out;
+  for (const fb::Program* p : *view.root->programs())
+    if (!options.program || p->kind() == *options.program) out.push_back(p);
+  return out;
+}
+
+}  // namespace sinkrt::tools
