@@ -135,7 +135,13 @@ std::string ReduceOpName(fb::ReduceOp op) {
 
 }  // namespace
 
-std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+std::string Str(const flatbuffers::String* s) {
+  std::string out = s ? s->str() : std::string();
+  // Names come from the file: a control character must not reach the terminal.
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return out;
+}
 
 std::vector<int64_t> ShapeOf(const flatbuffers::Vector<int64_t>* v) {
   return v ? std::vector<int64_t>(v->begin(), v->end()) : std::vector<int64_t>{};

@@ -32,6 +32,9 @@ Json DumpJson(const StreamView& view, const std::string& source, const DumpOptio
 
 // ---- shared descriptions (dump_describe.cc) --------------------------------
 
+// A string from the file, "" when absent, control characters replaced. JSON
+// output must still be dumped with error_handler_t::replace: names need not
+// be valid UTF-8.
 std::string Str(const flatbuffers::String* s);
 std::vector<int64_t> ShapeOf(const flatbuffers::Vector<int64_t>* v);
 std::string Hex64(uint64_t v);             // "0x0123456789abcdef"

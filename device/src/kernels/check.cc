@@ -106,13 +106,13 @@ Status CheckSameShape(const KernelArgs& args, Operand o, Operand like) {
                     ShapeToString(Get(args, like).shape) + " like " + like.Name());
 }
 
-namespace {
-
-bool Overlap(const TensorRef& a, const TensorRef& b) {
+bool Overlaps(const TensorRef& a, const TensorRef& b) {
   if (a.numel == 0 || b.numel == 0) return false;
   auto a0 = reinterpret_cast<uintptr_t>(a.data), b0 = reinterpret_cast<uintptr_t>(b.data);
   return a0 < b0 + Bytes(b) && b0 < a0 + Bytes(a);
 }
+
+namespace {
 
 bool ExactAlias(const TensorRef& a, const TensorRef& b) {
   return a.data == b.data && a.dtype == b.dtype && a.shape == b.shape;
@@ -125,12 +125,12 @@ Status CheckNoOverlap(const KernelArgs& args, bool allow_exact_alias) {
     const TensorRef& y = args.outputs[o];
     for (size_t i = 0; i < args.inputs.size(); ++i) {
       const TensorRef& x = args.inputs[i];
-      if (!Overlap(y, x) || (allow_exact_alias && ExactAlias(y, x))) continue;
+      if (!Overlaps(y, x) || (allow_exact_alias && ExactAlias(y, x))) continue;
       return OpError(args, Out(static_cast<int>(o)).Name() + " overlaps " +
                                In(static_cast<int>(i)).Name() + " in the arena");
     }
     for (size_t p = 0; p < o; ++p) {
-      if (Overlap(y, args.outputs[p])) {
+      if (Overlaps(y, args.outputs[p])) {
         return OpError(args, Out(static_cast<int>(o)).Name() + " overlaps " +
                                  Out(static_cast<int>(p)).Name() + " in the arena");
       }
@@ -142,13 +142,21 @@ Status CheckNoOverlap(const KernelArgs& args, bool allow_exact_alias) {
 Status CheckInputsDisjoint(const KernelArgs& args) {
   for (size_t i = 0; i < args.inputs.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
-      if (Overlap(args.inputs[i], args.inputs[j])) {
+      if (Overlaps(args.inputs[i], args.inputs[j])) {
         return OpError(args, In(static_cast<int>(i)).Name() + " overlaps " +
                                  In(static_cast<int>(j)).Name() + " in the arena");
       }
     }
   }
   return Status::Ok();
+}
+
+Status CheckAxis(const KernelArgs& args, int axis, int rank, Operand of) {
+  if (axis >= 0 && axis < rank) return Status::Ok();
+  return OpError(args, "axis " + std::to_string(axis) + " is out of range [0, " +
+                           std::to_string(rank) + ") for " + of.Name() + " " +
+                           ShapeToString(Get(args, of).shape) +
+                           " (axes must be stored normalised)");
 }
 
 Status CheckNoOptions(const KernelArgs& args) {

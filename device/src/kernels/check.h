@@ -47,6 +47,9 @@ Status CheckShape(const KernelArgs& args, Operand o, std::span<const int64_t> wa
                   const std::string& expected = "");
 Status CheckSameShape(const KernelArgs& args, Operand o, Operand like);
 
+// Whether two tensors share any byte.
+bool Overlaps(const TensorRef& a, const TensorRef& b);
+
 // Rejects an output that shares bytes with any input or other output.
 // `allow_exact_alias`: an output may be exactly an input of the same shape
 // and dtype (in-place elementwise ops write y[i] only after reading x[i]).
@@ -65,6 +68,9 @@ Result<const T*> GetOptions(const KernelArgs& args) {
   }
   return opts;
 }
+// An axis option the builder normalised: 0 ≤ axis < rank.
+Status CheckAxis(const KernelArgs& args, int axis, int rank, Operand of);
+
 // Ops whose contract lists no options refuse any.
 Status CheckNoOptions(const KernelArgs& args);
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "sinkrt/fb/task_stream_generated.h"  // BufferRole, ProgramKind
 #include "sinkrt/host/graph.h"
 #include "sinkrt/host/optimizer.h"
 #include "sinkrt/runtime/status.h"
@@ -32,7 +33,8 @@ struct PlannedBuffer {
   uint64_t bytes = 0;
   fb::BufferRole role = fb::BufferRole::Activation;
   // First and last task index (in program order) that touch it; persistent
-  // buffers span every program.
+  // buffers span every program: program Init, first_use 0, last_use the last
+  // task of the longest step program.
   int32_t first_use = 0, last_use = 0;
   fb::ProgramKind program = fb::ProgramKind::TrainStep;
 };

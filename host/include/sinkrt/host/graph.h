@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "sinkrt/fb/common_generated.h"
@@ -96,6 +98,8 @@ class Graph {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const std::vector<OpNode>& ops() const { return ops_; }
   const TensorInfo& tensor(TensorId id) const { return tensors_.at(id); }
+  // The tensor called `name`, or kInvalidTensor.
+  TensorId FindTensor(const std::string& name) const;
   TensorId loss() const { return loss_; }
   // Tensors reported by eval besides the loss (logits for accuracy).
   const std::vector<TensorId>& outputs() const { return outputs_; }
@@ -143,6 +147,14 @@ class Graph {
                               std::vector<std::pair<Shape, DType>> outputs,
                               std::string name = "");
   TensorId AddTensor(TensorInfo info);
+  // Adds an op that writes tensors made beforehand with AddTensor: a Grad
+  // tensor with its own name and kind, or the tensors of a graph file. A
+  // tensor is written by at most one op, and never a leaf (Input, Param,
+  // Const, OptState: those change only through MutatedInputs).
+  void AddOpInto(fb::OpCode op, std::vector<TensorId> inputs, OpAttrs attrs,
+                 std::vector<TensorId> outputs, std::string name = "");
+  // Index in ops() of the op that writes `t`; -1 for leaves and unwritten tensors.
+  int64_t producer(TensorId t) const;
   // Records the first error; later builder calls become no-ops.
   void Fail(Status status);
   bool valid(TensorId t) const { return t < tensors_.size(); }
@@ -152,7 +164,19 @@ class Graph {
   TensorId Broadcasting(fb::OpCode op, TensorId a, TensorId b, const char* name);
   TensorId Reduce(fb::OpCode op, TensorId x, std::vector<int> axes, bool keep_dims);
   TensorId Pool(fb::OpCode op, TensorId x, int kernel, int stride, int pad);
+  TensorId AxisOp(fb::OpCode op, TensorId x, int axis, const char* name);  // Softmax, LogSoftmax
   std::string UniqueName(const std::string& base);
+  // Name for an op's output: `preferred` when free, else a generated one.
+  std::string TensorName(const std::string& preferred);
+  // Records an error naming op `op` called `name`.
+  void FailOp(fb::OpCode op, const std::string& name, const std::string& message);
+  // False (after recording why) unless `t` is a tensor of this graph of dtype `want`.
+  bool CheckInput(fb::OpCode op, const std::string& name, const char* role, TensorId t,
+                  DType want);
+  TensorId Leaf(const char* what, const std::string& name, Shape shape, DType dtype,
+                TensorKind kind, InitSpec init);
+  bool CheckOpName(const std::string& name);
+  bool CheckLogitsLabels(fb::OpCode op, const std::string& name, TensorId logits, TensorId labels);
 
   std::string name_;
   Status status_;
@@ -161,6 +185,9 @@ class Graph {
   TensorId loss_ = kInvalidTensor;
   std::vector<TensorId> outputs_;
   uint64_t name_counter_ = 0;
+  std::unordered_map<std::string, TensorId> tensor_names_;
+  std::unordered_set<std::string> op_names_;
+  std::vector<int64_t> producer_;  // per tensor, see producer()
 };
 
 // NumPy broadcast of two shapes; error names both shapes.

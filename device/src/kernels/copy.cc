@@ -1,0 +1,68 @@
+// Reshape, Flatten and Copy (a byte copy between same-size buffers, skipped
+// when the compiler gave both the same memory) and Fill.
+#include <algorithm>
+#include <cstring>
+
+#include "check.h"
+#include "kernel_list.h"
+
+namespace sinkrt::device {
+namespace {
+
+struct CopyState : KernelState {
+  bool same_memory = false;
+  size_t bytes = 0;
+};
+
+Status CopyPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
+  SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, 1));
+  SINKRT_RETURN_IF_ERROR(CheckNoOptions(args));
+  const TensorRef &x = args.inputs[0], &y = args.outputs[0];
+  SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(0), x.dtype));
+  if (y.numel != x.numel) {
+    return OpError(args, "output 0 has shape " + ShapeToString(y.shape) + " (" +
+                             std::to_string(y.numel) + " elements), expected " +
+                             std::to_string(x.numel) + " elements like input 0 " +
+                             ShapeToString(x.shape));
+  }
+  auto s = std::make_unique<CopyState>();
+  s->same_memory = x.data == y.data;
+  s->bytes = Bytes(x);
+  // Same start is a view; any other overlap would be a broken plan.
+  if (!s->same_memory) SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
+  *state = std::move(s);
+  return Status::Ok();
+}
+
+Status CopyRun(const KernelArgs& args, KernelState* state, RunContext&) {
+  const auto& s = *static_cast<CopyState*>(state);
+  if (!s.same_memory) std::memcpy(args.outputs[0].data, args.inputs[0].data, s.bytes);
+  return Status::Ok();
+}
+
+struct FillState : KernelState {
+  float value = 0.0f;
+};
+
+Status FillPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
+  SINKRT_RETURN_IF_ERROR(CheckOperands(args, 0, 1));
+  SINKRT_ASSIGN_OR_RETURN(const fb::FillOptions* opts, GetOptions<fb::FillOptions>(args));
+  SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(0), DType::F32));
+  auto s = std::make_unique<FillState>();
+  s->value = opts->value();
+  *state = std::move(s);
+  return Status::Ok();
+}
+
+Status FillRun(const KernelArgs& args, KernelState* state, RunContext&) {
+  const TensorRef& y = args.outputs[0];
+  std::fill(y.f32(), y.f32() + y.numel, static_cast<FillState*>(state)->value);
+  return Status::Ok();
+}
+
+}  // namespace
+
+const KernelImpl kCopyKernel = {CopyPrepare, CopyRun};
+const KernelImpl kFillKernel = {FillPrepare, FillRun};
+
+}  // namespace sinkrt::device

@@ -1,0 +1,123 @@
+#include "dnnl_kernel.h"
+
+#include <oneapi/dnnl/dnnl_debug.h>
+
+#include <algorithm>
+#include <string>
+
+namespace sinkrt::device {
+
+void DnnlState::Bind(int arg, const dnnl::memory::desc& md, const dnnl::engine& engine,
+                     void* data) {
+  memories.emplace_back(md, engine, data);
+  exec_args.push_back({arg, memories.back().get()});
+}
+
+void DnnlState::Finish(const dnnl::primitive_desc& pd, const dnnl::engine& engine,
+                       PrepareContext& ctx) {
+  primitive = dnnl::primitive(pd);
+  const dnnl::memory::desc md = pd.scratchpad_desc();
+  const uint64_t bytes = md.get_size();
+  if (bytes == 0) return;
+  // No buffer yet: run() points it at the executor's scratch block.
+  scratchpad = dnnl::memory(md, engine, DNNL_MEMORY_NONE);
+  scratchpad_arg = static_cast<int>(exec_args.size());
+  exec_args.push_back({DNNL_ARG_SCRATCHPAD, scratchpad.get()});
+  ctx.scratch_bytes = std::max(ctx.scratch_bytes, bytes);
+}
+
+dnnl::memory::desc PlainDesc(const Shape& shape, dnnl::memory::data_type dt) {
+  dnnl::memory::dims dims(shape.begin(), shape.end());
+  dnnl::memory::dims strides(shape.size());
+  int64_t stride = 1;
+  for (size_t k = shape.size(); k-- > 0;) {
+    strides[k] = stride;
+    stride *= shape[k];
+  }
+  return dnnl::memory::desc(dims, dt, strides);
+}
+
+dnnl::primitive_attr MakeAttr(bool relu) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (relu) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    attr.set_post_ops(ops);
+  }
+  return attr;
+}
+
+Status CheckFusion(const KernelArgs& args, int64_t channels, const char* channel_name,
+                   bool* has_bias, bool* relu) {
+  const fb::Activation act = args.task->fused_activation();
+  if (act != fb::Activation::None && act != fb::Activation::Relu) {
+    return OpError(args, "fused activation " + std::to_string(static_cast<int>(act)) +
+                             " is not supported (None or Relu)");
+  }
+  *relu = act == fb::Activation::Relu;
+  const TensorRef& bias = args.fused_bias;
+  *has_bias = args.task->fused_bias() >= 0;
+  if (*has_bias != (bias.data != nullptr)) {
+    return OpError(args, "the task's fused_bias (" + std::to_string(args.task->fused_bias()) +
+                             ") and the resolved bias tensor disagree");
+  }
+  if (!*has_bias) return Status::Ok();
+  if (bias.dtype != DType::F32) {
+    return OpError(args, std::string("fused bias has dtype ") + DTypeName(bias.dtype) +
+                             ", expected f32");
+  }
+  if (bias.shape != Shape{channels}) {
+    return OpError(args, "fused bias has shape " + ShapeToString(bias.shape) + ", expected [" +
+                             channel_name + "=" + std::to_string(channels) + "]");
+  }
+  for (size_t i = 0; i < args.outputs.size(); ++i) {
+    if (Overlaps(bias, args.outputs[i])) {
+      return OpError(args, "fused bias overlaps " + Out(static_cast<int>(i)).Name() +
+                               " in the arena");
+    }
+  }
+  return Status::Ok();
+}
+
+Status RequireDnnl(const KernelArgs& args, const PrepareContext& ctx) {
+  if (ctx.dnnl != nullptr) return Status::Ok();
+  return FailedPrecondition(std::string(OpName(args)) + ": no oneDNN runtime on this device");
+}
+
+Status DnnlErrorStatus(const KernelArgs& args, const dnnl::error& e) {
+  const std::string message = std::string(OpName(args)) + ": oneDNN: " + e.what() + " (" +
+                              dnnl_status2str(e.status) + ")";
+  switch (e.status) {
+    case dnnl_unimplemented: return Unimplemented(message);
+    case dnnl_invalid_arguments: return InvalidArgument(message);
+    case dnnl_out_of_memory: return ResourceExhausted(message);
+    default: return Internal(message);
+  }
+}
+
+Status ExceptionStatus(const KernelArgs& args, const std::exception& e) {
+  return Internal(std::string(OpName(args)) + ": " + e.what());
+}
+
+Status DnnlRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
+  auto& s = *static_cast<DnnlState*>(state);
+  if (s.scratchpad_arg >= 0 && s.bound_scratch != ctx.scratch) {
+    if (dnnl_memory_set_data_handle(s.scratchpad.get(), ctx.scratch) != dnnl_success) {
+      return Internal(std::string(OpName(args)) + ": cannot bind the oneDNN scratchpad");
+    }
+    s.bound_scratch = ctx.scratch;
+  }
+  dnnl_stream_t stream = ctx.dnnl->stream.get();
+  dnnl_status_t st = dnnl_primitive_execute(s.primitive.get(), stream,
+                                            static_cast<int>(s.exec_args.size()),
+                                            s.exec_args.data());
+  if (st == dnnl_success) st = dnnl_stream_wait(stream);
+  if (st != dnnl_success) {
+    return Internal(std::string(OpName(args)) + ": oneDNN execution failed (" +
+                    dnnl_status2str(st) + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace sinkrt::device

@@ -1,0 +1,71 @@
+// What the oneDNN kernels (MatMul, convolutions, pooling) share.
+//
+// prepare() builds the primitive once, with a user scratchpad, memory objects
+// over the arena tensors and the execution argument array; run() is then one
+// call to the oneDNN C API. The C++ execute() takes a std::unordered_map,
+// which would allocate on every step.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <utility>
+#include <vector>
+
+#include "check.h"
+#include "dnnl_runtime.h"
+
+namespace sinkrt::device {
+
+struct DnnlState : KernelState {
+  dnnl::primitive primitive;
+  std::vector<dnnl::memory> memories;      // own the handles in exec_args
+  std::vector<dnnl_exec_arg_t> exec_args;  // built once, passed as is
+  dnnl::memory scratchpad;                 // bound to RunContext::scratch in run
+  int scratchpad_arg = -1;                 // index into exec_args, -1 if none
+  void* bound_scratch = nullptr;
+
+  // Wraps `data` (an arena pointer) in a memory object described by `md`.
+  void Bind(int arg, const dnnl::memory::desc& md, const dnnl::engine& engine, void* data);
+  // Creates the primitive from `pd` and reserves its scratchpad.
+  void Finish(const dnnl::primitive_desc& pd, const dnnl::engine& engine, PrepareContext& ctx);
+};
+
+// Dense row-major f32 memory descriptor (nchw, oihw, ab, ...).
+dnnl::memory::desc PlainDesc(const Shape& shape, dnnl::memory::data_type dt =
+                                                     dnnl::memory::data_type::f32);
+
+// Attributes every primitive is created with: user scratchpad, and the ReLU
+// post-op when `relu`.
+dnnl::primitive_attr MakeAttr(bool relu);
+
+// Checks the fusion fields of MatMul and Conv2D: a fused bias, if the task
+// names one, is f32 [channels] and disjoint from the outputs; the fused
+// activation is None or Relu.
+Status CheckFusion(const KernelArgs& args, int64_t channels, const char* channel_name,
+                   bool* has_bias, bool* relu);
+
+// Fails unless the executor provided a DnnlRuntime.
+Status RequireDnnl(const KernelArgs& args, const PrepareContext& ctx);
+
+// Runs `build` (which creates oneDNN objects) and turns a dnnl::error or any
+// other exception into a Status naming the op.
+template <typename F>
+Status CatchDnnl(const KernelArgs& args, F&& build);
+Status DnnlErrorStatus(const KernelArgs& args, const dnnl::error& e);
+Status ExceptionStatus(const KernelArgs& args, const std::exception& e);
+
+template <typename F>
+Status CatchDnnl(const KernelArgs& args, F&& build) {
+  try {
+    return std::forward<F>(build)();
+  } catch (const dnnl::error& e) {
+    return DnnlErrorStatus(args, e);
+  } catch (const std::exception& e) {
+    return ExceptionStatus(args, e);
+  }
+}
+
+// The run() of every oneDNN kernel: executes the prepared primitive.
+Status DnnlRun(const KernelArgs& args, KernelState* state, RunContext& ctx);
+
+}  // namespace sinkrt::device

@@ -1,0 +1,37 @@
+// Every kernel this device implements; kernel_registry.cc maps op codes to
+// them. Each is defined in the file named for its family.
+#pragma once
+
+#include "kernel.h"
+
+namespace sinkrt::device {
+
+// elementwise.cc
+extern const KernelImpl kAddKernel, kSubKernel, kMulKernel, kAddNKernel;
+// activation.cc
+extern const KernelImpl kReluKernel, kGeluKernel, kTanhKernel, kSigmoidKernel, kNegKernel;
+extern const KernelImpl kReluGradKernel, kGeluGradKernel, kTanhGradKernel, kSigmoidGradKernel;
+// softmax.cc
+extern const KernelImpl kSoftmaxKernel, kLogSoftmaxKernel, kSoftmaxGradKernel,
+    kLogSoftmaxGradKernel;
+// loss.cc
+extern const KernelImpl kSparseSoftmaxCrossEntropyKernel, kSparseSoftmaxCrossEntropyGradKernel;
+// reduce.cc
+extern const KernelImpl kReduceSumKernel, kReduceMeanKernel, kSumToShapeKernel,
+    kBroadcastToKernel, kBiasAddKernel, kBiasAddGradKernel;
+// copy.cc
+extern const KernelImpl kCopyKernel, kFillKernel;
+// optimizer_update.cc
+extern const KernelImpl kSgdUpdateKernel, kMomentumUpdateKernel, kAdamUpdateKernel,
+    kAdamPowersKernel;
+// accuracy.cc
+extern const KernelImpl kArgMaxAccuracyKernel;
+// matmul.cc
+extern const KernelImpl kMatMulKernel;
+// conv.cc
+extern const KernelImpl kConv2DKernel, kConv2DBackpropInputKernel, kConv2DBackpropFilterKernel;
+// pool.cc
+extern const KernelImpl kMaxPool2DKernel, kMaxPool2DGradKernel, kAvgPool2DKernel,
+    kAvgPool2DGradKernel;
+
+}  // namespace sinkrt::device

@@ -1,0 +1,69 @@
+// The fixed op → kernel table. Looked up once per task at load, so a linear
+// scan is fine; a stream naming an op this device lacks fails at load.
+#include "kernel_list.h"
+
+namespace sinkrt::device {
+namespace {
+
+using fb::OpCode;
+
+struct Entry {
+  OpCode op;
+  const KernelImpl* impl;
+};
+
+constexpr Entry kKernels[] = {
+    {OpCode::MatMul, &kMatMulKernel},
+    {OpCode::BiasAdd, &kBiasAddKernel},
+    {OpCode::Add, &kAddKernel},
+    {OpCode::Sub, &kSubKernel},
+    {OpCode::Mul, &kMulKernel},
+    {OpCode::Relu, &kReluKernel},
+    {OpCode::Gelu, &kGeluKernel},
+    {OpCode::Tanh, &kTanhKernel},
+    {OpCode::Sigmoid, &kSigmoidKernel},
+    {OpCode::Softmax, &kSoftmaxKernel},
+    {OpCode::LogSoftmax, &kLogSoftmaxKernel},
+    {OpCode::SparseSoftmaxCrossEntropy, &kSparseSoftmaxCrossEntropyKernel},
+    {OpCode::ReduceSum, &kReduceSumKernel},
+    {OpCode::ReduceMean, &kReduceMeanKernel},
+    {OpCode::Reshape, &kCopyKernel},
+    {OpCode::Conv2D, &kConv2DKernel},
+    {OpCode::MaxPool2D, &kMaxPool2DKernel},
+    {OpCode::AvgPool2D, &kAvgPool2DKernel},
+    {OpCode::Flatten, &kCopyKernel},
+    {OpCode::ReluGrad, &kReluGradKernel},
+    {OpCode::GeluGrad, &kGeluGradKernel},
+    {OpCode::TanhGrad, &kTanhGradKernel},
+    {OpCode::SigmoidGrad, &kSigmoidGradKernel},
+    {OpCode::SoftmaxGrad, &kSoftmaxGradKernel},
+    {OpCode::LogSoftmaxGrad, &kLogSoftmaxGradKernel},
+    {OpCode::SparseSoftmaxCrossEntropyGrad, &kSparseSoftmaxCrossEntropyGradKernel},
+    {OpCode::BiasAddGrad, &kBiasAddGradKernel},
+    {OpCode::SumToShape, &kSumToShapeKernel},
+    {OpCode::BroadcastTo, &kBroadcastToKernel},
+    {OpCode::Conv2DBackpropInput, &kConv2DBackpropInputKernel},
+    {OpCode::Conv2DBackpropFilter, &kConv2DBackpropFilterKernel},
+    {OpCode::MaxPool2DGrad, &kMaxPool2DGradKernel},
+    {OpCode::AvgPool2DGrad, &kAvgPool2DGradKernel},
+    {OpCode::AddN, &kAddNKernel},
+    {OpCode::Neg, &kNegKernel},
+    {OpCode::Copy, &kCopyKernel},
+    {OpCode::Fill, &kFillKernel},
+    {OpCode::SgdUpdate, &kSgdUpdateKernel},
+    {OpCode::MomentumUpdate, &kMomentumUpdateKernel},
+    {OpCode::AdamUpdate, &kAdamUpdateKernel},
+    {OpCode::AdamPowers, &kAdamPowersKernel},
+    {OpCode::ArgMaxAccuracy, &kArgMaxAccuracyKernel},
+};
+
+}  // namespace
+
+const KernelImpl* FindKernel(fb::OpCode op) {
+  for (const Entry& e : kKernels) {
+    if (e.op == op) return e.impl;
+  }
+  return nullptr;
+}
+
+}  // namespace sinkrt::device

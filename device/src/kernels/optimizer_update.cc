@@ -1,0 +1,201 @@
+// Optimizer updates with MindSpore's formulas (docs/ops.md): SGD, Momentum
+// (ApplyMomentum, optionally Nesterov), Adam and the per-step AdamPowers.
+// They have no outputs: they mutate their first inputs (param and state) in
+// place, which is why all inputs must be disjoint.
+#include <cmath>
+#include <string>
+
+#include "check.h"
+#include "kernel_list.h"
+
+namespace sinkrt::device {
+namespace {
+
+Status CheckFinite(const KernelArgs& args, const char* name, float v) {
+  if (std::isfinite(v)) return Status::Ok();
+  return OpError(args, std::string(name) + " is " + std::to_string(v) + ", expected a finite value");
+}
+
+Status CheckBeta(const KernelArgs& args, const char* name, float v) {
+  if (v >= 0.0f && v < 1.0f) return Status::Ok();
+  return OpError(args, std::string(name) + " is " + std::to_string(v) + ", expected [0, 1)");
+}
+
+// `n` same-shape f32 inputs (param, grad, state...), no outputs.
+Status CheckParamInputs(const KernelArgs& args, size_t n) {
+  SINKRT_RETURN_IF_ERROR(CheckOperands(args, n, 0));
+  for (size_t i = 0; i < n; ++i) {
+    SINKRT_RETURN_IF_ERROR(CheckDType(args, In(static_cast<int>(i)), DType::F32));
+    SINKRT_RETURN_IF_ERROR(CheckSameShape(args, In(static_cast<int>(i)), In(0)));
+  }
+  return Status::Ok();
+}
+
+struct SgdState : KernelState {
+  float lr = 0, wd = 0;
+};
+
+Status SgdPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
+  SINKRT_RETURN_IF_ERROR(CheckParamInputs(args, 2));
+  SINKRT_ASSIGN_OR_RETURN(const fb::SgdOptions* opts, GetOptions<fb::SgdOptions>(args));
+  SINKRT_RETURN_IF_ERROR(CheckFinite(args, "learning_rate", opts->learning_rate()));
+  SINKRT_RETURN_IF_ERROR(CheckFinite(args, "weight_decay", opts->weight_decay()));
+  SINKRT_RETURN_IF_ERROR(CheckInputsDisjoint(args));
+  auto s = std::make_unique<SgdState>();
+  s->lr = opts->learning_rate();
+  s->wd = opts->weight_decay();
+  *state = std::move(s);
+  return Status::Ok();
+}
+
+// g = grad + wd·param; param −= lr·g
+Status SgdRun(const KernelArgs& args, KernelState* state, RunContext&) {
+  const auto& s = *static_cast<SgdState*>(state);
+  float* __restrict param = args.inputs[0].f32();
+  const float* __restrict grad = args.inputs[1].f32();
+  const int64_t n = args.inputs[0].numel;
+  const float lr = s.lr, wd = s.wd;
+  for (int64_t i = 0; i < n; ++i) param[i] -= lr * (grad[i] + wd * param[i]);
+  return Status::Ok();
+}
+
+struct MomentumState : KernelState {
+  float lr = 0, momentum = 0, wd = 0;
+  bool nesterov = false;
+};
+
+Status MomentumPrepare(const KernelArgs& args, PrepareContext&,
+                       std::unique_ptr<KernelState>* state) {
+  SINKRT_RETURN_IF_ERROR(CheckParamInputs(args, 3));
+  SINKRT_ASSIGN_OR_RETURN(const fb::MomentumOptions* opts, GetOptions<fb::MomentumOptions>(args));
+  SINKRT_RETURN_IF_ERROR(CheckFinite(args, "learning_rate", opts->learning_rate()));
+  SINKRT_RETURN_IF_ERROR(CheckFinite(args, "momentum", opts->momentum()));
+  SINKRT_RETURN_IF_ERROR(CheckFinite(args, "weight_decay", opts->weight_decay()));
+  SINKRT_RETURN_IF_ERROR(CheckInputsDisjoint(args));
+  auto s = std::make_unique<MomentumState>();
+  s->lr = opts->learning_rate();
+  s->momentum = opts->momentum();
+  s->wd = opts->weight_decay();
+  s->nesterov = opts->nesterov();
+  *state = std::move(s);
+  return Status::Ok();
+}
+
+// g = grad + wd·param; accum = momentum·accum + g;
+// param −= lr·(g + momentum·accum) (Nesterov) or lr·accum.
+template <bool kNesterov>
+void MomentumLoop(const MomentumState& s, float* __restrict param, const float* __restrict grad,
+                  float* __restrict accum, int64_t n) {
+  const float lr = s.lr, mu = s.momentum, wd = s.wd;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = grad[i] + wd * param[i];
+    const float a = mu * accum[i] + g;
+    accum[i] = a;
+    param[i] -= kNesterov ? lr * (g + mu * a) : lr * a;
+  }
+}
+
+Status MomentumRun(const KernelArgs& args, KernelState* state, RunContext&) {
+  const auto& s = *static_cast<MomentumState*>(state);
+  float* param = args.inputs[0].f32();
+  const float* grad = args.inputs[1].f32();
+  float* accum = args.inputs[2].f32();
+  const int64_t n = args.inputs[0].numel;
+  if (s.nesterov) {
+    MomentumLoop<true>(s, param, grad, accum, n);
+  } else {
+    MomentumLoop<false>(s, param, grad, accum, n);
+  }
+  return Status::Ok();
+}
+
+struct AdamState : KernelState {
+  float lr = 0, beta1 = 0, beta2 = 0, eps = 0, wd = 0;
+};
+
+Status CheckAdamOptions(const KernelArgs& args, AdamState* s) {
+  SINKRT_ASSIGN_OR_RETURN(const fb::AdamOptions* opts, GetOptions<fb::AdamOptions>(args));
+  SINKRT_RETURN_IF_ERROR(CheckFinite(args, "learning_rate", opts->learning_rate()));
+  SINKRT_RETURN_IF_ERROR(CheckBeta(args, "beta1", opts->beta1()));
+  SINKRT_RETURN_IF_ERROR(CheckBeta(args, "beta2", opts->beta2()));
+  SINKRT_RETURN_IF_ERROR(CheckFinite(args, "weight_decay", opts->weight_decay()));
+  if (!(opts->epsilon() > 0.0f) || !std::isfinite(opts->epsilon())) {
+    return OpError(args, "epsilon is " + std::to_string(opts->epsilon()) +
+                             ", expected a finite value > 0");
+  }
+  s->lr = opts->learning_rate();
+  s->beta1 = opts->beta1();
+  s->beta2 = opts->beta2();
+  s->eps = opts->epsilon();
+  s->wd = opts->weight_decay();
+  return Status::Ok();
+}
+
+Status CheckPowers(const KernelArgs& args, int index) {
+  SINKRT_RETURN_IF_ERROR(CheckDType(args, In(index), DType::F32));
+  return CheckShape(args, In(index), Shape{2}, "[2] (beta1^t, beta2^t)");
+}
+
+Status AdamPowersPrepare(const KernelArgs& args, PrepareContext&,
+                         std::unique_ptr<KernelState>* state) {
+  SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, 0));
+  SINKRT_RETURN_IF_ERROR(CheckPowers(args, 0));
+  auto s = std::make_unique<AdamState>();
+  SINKRT_RETURN_IF_ERROR(CheckAdamOptions(args, s.get()));
+  *state = std::move(s);
+  return Status::Ok();
+}
+
+Status AdamPowersRun(const KernelArgs& args, KernelState* state, RunContext&) {
+  const auto& s = *static_cast<AdamState*>(state);
+  float* powers = args.inputs[0].f32();
+  powers[0] *= s.beta1;
+  powers[1] *= s.beta2;
+  return Status::Ok();
+}
+
+Status AdamPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
+  SINKRT_RETURN_IF_ERROR(CheckOperands(args, 5, 0));
+  for (int i = 0; i < 4; ++i) {
+    SINKRT_RETURN_IF_ERROR(CheckDType(args, In(i), DType::F32));
+    SINKRT_RETURN_IF_ERROR(CheckSameShape(args, In(i), In(0)));
+  }
+  SINKRT_RETURN_IF_ERROR(CheckPowers(args, 4));
+  auto s = std::make_unique<AdamState>();
+  SINKRT_RETURN_IF_ERROR(CheckAdamOptions(args, s.get()));
+  SINKRT_RETURN_IF_ERROR(CheckInputsDisjoint(args));
+  *state = std::move(s);
+  return Status::Ok();
+}
+
+// g = grad + wd·param; m = β₁m + (1−β₁)g; v = β₂v + (1−β₂)g²;
+// lr_t = lr·√(1−β₂ᵗ)/(1−β₁ᵗ); param −= lr_t·m/(√v + ε)
+Status AdamRun(const KernelArgs& args, KernelState* state, RunContext&) {
+  const auto& s = *static_cast<AdamState*>(state);
+  float* __restrict param = args.inputs[0].f32();
+  const float* __restrict grad = args.inputs[1].f32();
+  float* __restrict m = args.inputs[2].f32();
+  float* __restrict v = args.inputs[3].f32();
+  const float* powers = args.inputs[4].f32();
+  const int64_t n = args.inputs[0].numel;
+  const float b1 = s.beta1, b2 = s.beta2, eps = s.eps, wd = s.wd;
+  const float lr_t = s.lr * std::sqrt(1.0f - powers[1]) / (1.0f - powers[0]);
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = grad[i] + wd * param[i];
+    const float mi = b1 * m[i] + (1.0f - b1) * g;
+    const float vi = b2 * v[i] + (1.0f - b2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    param[i] -= lr_t * mi / (std::sqrt(vi) + eps);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const KernelImpl kSgdUpdateKernel = {SgdPrepare, SgdRun};
+const KernelImpl kMomentumUpdateKernel = {MomentumPrepare, MomentumRun};
+const KernelImpl kAdamUpdateKernel = {AdamPrepare, AdamRun};
+const KernelImpl kAdamPowersKernel = {AdamPowersPrepare, AdamPowersRun};
+
+}  // namespace sinkrt::device

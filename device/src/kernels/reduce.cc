@@ -1,0 +1,191 @@
+// Reductions and broadcasts: ReduceSum, ReduceMean, SumToShape, BroadcastTo,
+// BiasAdd, BiasAddGrad. All are planned at load into a BroadcastPlan or a
+// ReducePlan (broadcast.h) and run as flat loops.
+#include <string>
+
+#include "broadcast.h"
+#include "check.h"
+#include "kernel_list.h"
+
+namespace sinkrt::device {
+namespace {
+
+struct ReduceState : KernelState {
+  ReducePlan plan;
+};
+
+struct BroadcastState : KernelState {
+  BroadcastPlan plan;
+  float scale = 1.0f;
+};
+
+Status CheckF32(const KernelArgs& args) {
+  for (size_t i = 0; i < args.inputs.size(); ++i) {
+    SINKRT_RETURN_IF_ERROR(CheckDType(args, In(static_cast<int>(i)), DType::F32));
+  }
+  for (size_t i = 0; i < args.outputs.size(); ++i) {
+    SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(static_cast<int>(i)), DType::F32));
+  }
+  return Status::Ok();
+}
+
+template <bool kMean>
+Status ReducePrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
+  SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, 1));
+  SINKRT_ASSIGN_OR_RETURN(const fb::AxisOptions* opts, GetOptions<fb::AxisOptions>(args));
+  SINKRT_RETURN_IF_ERROR(CheckF32(args));
+  const TensorRef& x = args.inputs[0];
+  bool reduced[kMaxRank] = {};
+  if (opts->axes() == nullptr || opts->axes()->size() == 0) {
+    for (int d = 0; d < x.rank(); ++d) reduced[d] = true;
+  } else {
+    int prev = -1;
+    for (int axis : *opts->axes()) {
+      SINKRT_RETURN_IF_ERROR(CheckAxis(args, axis, x.rank(), In(0)));
+      if (axis <= prev) {
+        return OpError(args, "axes must be sorted and distinct, got " + std::to_string(axis) +
+                                 " after " + std::to_string(prev));
+      }
+      reduced[axis] = true;
+      prev = axis;
+    }
+  }
+  Shape want;
+  int64_t count = 1;
+  for (int d = 0; d < x.rank(); ++d) {
+    if (reduced[d]) count *= x.dim(d);
+    if (!reduced[d]) {
+      want.push_back(x.dim(d));
+    } else if (opts->keep_dims()) {
+      want.push_back(1);
+    }
+  }
+  SINKRT_RETURN_IF_ERROR(CheckShape(
+      args, Out(0), want,
+      ShapeToString(want) + (opts->keep_dims() ? " (reduced axes kept as 1)" : " (reduced axes dropped)")));
+  SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
+  auto s = std::make_unique<ReduceState>();
+  const float scale = kMean && count > 0 ? 1.0f / static_cast<float>(count) : 1.0f;
+  s->plan = PlanReduce(x.shape, std::span<const bool>(reduced, x.shape.size()), scale);
+  *state = std::move(s);
+  return Status::Ok();
+}
+
+Status ReduceRun(const KernelArgs& args, KernelState* state, RunContext&) {
+  RunReduce(static_cast<ReduceState*>(state)->plan, args.inputs[0].f32(), args.outputs[0].f32());
+  return Status::Ok();
+}
+
+// dx (the output) must broadcast to exactly dy's shape.
+Status SumToShapePrepare(const KernelArgs& args, PrepareContext&,
+                         std::unique_ptr<KernelState>* state) {
+  SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, 1));
+  SINKRT_RETURN_IF_ERROR(CheckNoOptions(args));
+  SINKRT_RETURN_IF_ERROR(CheckF32(args));
+  const TensorRef &dy = args.inputs[0], &dx = args.outputs[0];
+  Shape b;
+  if (dx.rank() > dy.rank() || !BroadcastShapes(dx.shape, dy.shape, &b) || b != dy.shape) {
+    return OpError(args, "output 0 has shape " + ShapeToString(dx.shape) +
+                             ", expected a shape that broadcasts to input 0's " +
+                             ShapeToString(dy.shape));
+  }
+  SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
+  auto s = std::make_unique<ReduceState>();
+  s->plan = PlanReduceTo(dy.shape, dx.shape, 1.0f);
+  *state = std::move(s);
+  return Status::Ok();
+}
+
+Status BroadcastToPrepare(const KernelArgs& args, PrepareContext&,
+                          std::unique_ptr<KernelState>* state) {
+  SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, 1));
+  SINKRT_ASSIGN_OR_RETURN(const fb::AxisOptions* opts, GetOptions<fb::AxisOptions>(args));
+  SINKRT_RETURN_IF_ERROR(CheckF32(args));
+  const TensorRef &x = args.inputs[0], &y = args.outputs[0];
+  Shape b;
+  if (x.rank() > y.rank() || !BroadcastShapes(x.shape, y.shape, &b) || b != y.shape) {
+    return OpError(args, "input 0 has shape " + ShapeToString(x.shape) +
+                             ", which does not broadcast to output 0's " +
+                             ShapeToString(y.shape));
+  }
+  SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/true));
+  auto s = std::make_unique<BroadcastState>();
+  s->plan = PlanBroadcast(y.shape, x.shape);
+  s->scale = opts->scale();
+  *state = std::move(s);
+  return Status::Ok();
+}
+
+Status BroadcastToRun(const KernelArgs& args, KernelState* state, RunContext&) {
+  const auto& s = *static_cast<BroadcastState*>(state);
+  const float* x = args.inputs[0].f32();
+  const float scale = s.scale;
+  RunBroadcast(s.plan, x, x, args.outputs[0].f32(), [scale](float a, float) { return scale * a; });
+  return Status::Ok();
+}
+
+// The channel axis and C for BiasAdd / BiasAddGrad.
+Result<int> ChannelAxis(const KernelArgs& args, const TensorRef& t, Operand of) {
+  SINKRT_ASSIGN_OR_RETURN(const fb::AxisOptions* opts, GetOptions<fb::AxisOptions>(args));
+  if (t.rank() == 0) return OpError(args, of.Name() + " is a scalar; it has no channel axis");
+  SINKRT_RETURN_IF_ERROR(CheckAxis(args, opts->axis(), t.rank(), of));
+  return opts->axis();
+}
+
+Status BiasAddPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
+  SINKRT_RETURN_IF_ERROR(CheckOperands(args, 2, 1));
+  SINKRT_RETURN_IF_ERROR(CheckF32(args));
+  const TensorRef& x = args.inputs[0];
+  SINKRT_ASSIGN_OR_RETURN(const int axis, ChannelAxis(args, x, In(0)));
+  const int64_t c = x.dim(axis);
+  SINKRT_RETURN_IF_ERROR(CheckShape(args, In(1), Shape{c},
+                                    "[C=" + std::to_string(c) + "] (axis " +
+                                        std::to_string(axis) + " of input 0 " +
+                                        ShapeToString(x.shape) + ")"));
+  SINKRT_RETURN_IF_ERROR(CheckSameShape(args, Out(0), In(0)));
+  SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/true));
+  // The bias as NumPy sees it: [C, 1, ..., 1] right-aligned against x.
+  Shape bias_shape(static_cast<size_t>(x.rank() - axis), 1);
+  bias_shape[0] = c;
+  auto s = std::make_unique<BroadcastState>();
+  s->plan = PlanBroadcast(x.shape, x.shape, bias_shape);
+  *state = std::move(s);
+  return Status::Ok();
+}
+
+Status BiasAddRun(const KernelArgs& args, KernelState* state, RunContext&) {
+  RunBroadcast(static_cast<BroadcastState*>(state)->plan, args.inputs[0].f32(),
+               args.inputs[1].f32(), args.outputs[0].f32(), [](float a, float b) { return a + b; });
+  return Status::Ok();
+}
+
+Status BiasAddGradPrepare(const KernelArgs& args, PrepareContext&,
+                          std::unique_ptr<KernelState>* state) {
+  SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, 1));
+  SINKRT_RETURN_IF_ERROR(CheckF32(args));
+  const TensorRef& dy = args.inputs[0];
+  SINKRT_ASSIGN_OR_RETURN(const int axis, ChannelAxis(args, dy, In(0)));
+  const int64_t c = dy.dim(axis);
+  SINKRT_RETURN_IF_ERROR(CheckShape(args, Out(0), Shape{c},
+                                    "[C=" + std::to_string(c) + "] (axis " +
+                                        std::to_string(axis) + " of input 0 " +
+                                        ShapeToString(dy.shape) + ")"));
+  SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
+  bool reduced[kMaxRank] = {};
+  for (int d = 0; d < dy.rank(); ++d) reduced[d] = d != axis;
+  auto s = std::make_unique<ReduceState>();
+  s->plan = PlanReduce(dy.shape, std::span<const bool>(reduced, dy.shape.size()), 1.0f);
+  *state = std::move(s);
+  return Status::Ok();
+}
+
+}  // namespace
+
+const KernelImpl kReduceSumKernel = {ReducePrepare<false>, ReduceRun};
+const KernelImpl kReduceMeanKernel = {ReducePrepare<true>, ReduceRun};
+const KernelImpl kSumToShapeKernel = {SumToShapePrepare, ReduceRun};
+const KernelImpl kBroadcastToKernel = {BroadcastToPrepare, BroadcastToRun};
+const KernelImpl kBiasAddKernel = {BiasAddPrepare, BiasAddRun};
+const KernelImpl kBiasAddGradKernel = {BiasAddGradPrepare, ReduceRun};
+
+}  // namespace sinkrt::device

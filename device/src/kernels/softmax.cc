@@ -1,0 +1,174 @@
+// Softmax and LogSoftmax along one axis, and their gradients.
+//
+// A tensor is seen as [outer, A, inner] around the axis. The common case is
+// the last axis (inner = 1): each row is contiguous. Otherwise the per-position
+// running values (max, sum) live in the kernel scratch, 2·inner floats, so
+// that every loop stays contiguous over inner.
+#include <algorithm>
+#include <cmath>
+
+#include "check.h"
+#include "kernel_list.h"
+#include "sum.h"
+
+namespace sinkrt::device {
+namespace {
+
+struct AxisState : KernelState {
+  int64_t outer = 1, axis_len = 1, inner = 1;
+};
+
+// Shared prepare: `inputs` same-shape f32 tensors (x, or dy and y) and one
+// output of that shape; AxisOptions.axis normalised.
+Status AxisPrepare(const KernelArgs& args, size_t inputs, PrepareContext& ctx,
+                   std::unique_ptr<KernelState>* state) {
+  SINKRT_RETURN_IF_ERROR(CheckOperands(args, inputs, 1));
+  SINKRT_ASSIGN_OR_RETURN(const fb::AxisOptions* opts, GetOptions<fb::AxisOptions>(args));
+  for (size_t i = 0; i < inputs; ++i) {
+    SINKRT_RETURN_IF_ERROR(CheckDType(args, In(static_cast<int>(i)), DType::F32));
+    SINKRT_RETURN_IF_ERROR(CheckSameShape(args, In(static_cast<int>(i)), In(0)));
+  }
+  SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(0), DType::F32));
+  SINKRT_RETURN_IF_ERROR(CheckSameShape(args, Out(0), In(0)));
+  const TensorRef& x = args.inputs[0];
+  if (x.rank() == 0) return OpError(args, "input 0 is a scalar; it needs an axis");
+  SINKRT_RETURN_IF_ERROR(CheckAxis(args, opts->axis(), x.rank(), In(0)));
+  SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
+  auto s = std::make_unique<AxisState>();
+  const int axis = opts->axis();
+  for (int d = 0; d < axis; ++d) s->outer *= x.dim(d);
+  s->axis_len = x.dim(axis);
+  for (int d = axis + 1; d < x.rank(); ++d) s->inner *= x.dim(d);
+  if (s->inner > 1) {
+    ctx.scratch_bytes = std::max<uint64_t>(ctx.scratch_bytes, 2 * s->inner * sizeof(float));
+  }
+  *state = std::move(s);
+  return Status::Ok();
+}
+
+Status UnaryAxisPrepare(const KernelArgs& args, PrepareContext& ctx,
+                        std::unique_ptr<KernelState>* state) {
+  return AxisPrepare(args, 1, ctx, state);
+}
+Status GradAxisPrepare(const KernelArgs& args, PrepareContext& ctx,
+                       std::unique_ptr<KernelState>* state) {
+  return AxisPrepare(args, 2, ctx, state);
+}
+
+template <bool kLog>
+void SoftmaxRow(const float* __restrict x, float* __restrict y, int64_t n) {
+  float m = x[0];
+  for (int64_t i = 1; i < n; ++i) m = std::max(m, x[i]);
+  for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i] - m);
+  const float s = PairwiseSum(y, n);
+  if constexpr (kLog) {
+    const float lse = m + std::log(s);
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] - lse;
+  } else {
+    const float inv = 1.0f / s;
+    for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+  }
+}
+
+// x, y: [A, I] slices; m, s: I floats of scratch.
+template <bool kLog>
+void SoftmaxStrided(const float* __restrict x, float* __restrict y, int64_t a_len, int64_t inner,
+                    float* __restrict m, float* __restrict s) {
+  std::copy(x, x + inner, m);
+  for (int64_t a = 1; a < a_len; ++a) {
+    const float* xa = x + a * inner;
+    for (int64_t i = 0; i < inner; ++i) m[i] = std::max(m[i], xa[i]);
+  }
+  std::fill(s, s + inner, 0.0f);
+  for (int64_t a = 0; a < a_len; ++a) {
+    const float* xa = x + a * inner;
+    float* ya = y + a * inner;
+    for (int64_t i = 0; i < inner; ++i) {
+      ya[i] = std::exp(xa[i] - m[i]);
+      s[i] += ya[i];
+    }
+  }
+  if constexpr (kLog) {
+    for (int64_t i = 0; i < inner; ++i) s[i] = m[i] + std::log(s[i]);
+    for (int64_t a = 0; a < a_len; ++a) {
+      const float* xa = x + a * inner;
+      float* ya = y + a * inner;
+      for (int64_t i = 0; i < inner; ++i) ya[i] = xa[i] - s[i];
+    }
+  } else {
+    for (int64_t i = 0; i < inner; ++i) s[i] = 1.0f / s[i];
+    for (int64_t a = 0; a < a_len; ++a) {
+      float* ya = y + a * inner;
+      for (int64_t i = 0; i < inner; ++i) ya[i] *= s[i];
+    }
+  }
+}
+
+template <bool kLog>
+Status SoftmaxRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
+  const auto& s = *static_cast<AxisState*>(state);
+  const float* x = args.inputs[0].f32();
+  float* y = args.outputs[0].f32();
+  const int64_t slice = s.axis_len * s.inner;
+  if (s.axis_len == 0) return Status::Ok();
+  for (int64_t o = 0; o < s.outer; ++o) {
+    if (s.inner == 1) {
+      SoftmaxRow<kLog>(x + o * slice, y + o * slice, s.axis_len);
+    } else {
+      float* scratch = reinterpret_cast<float*>(ctx.scratch);
+      SoftmaxStrided<kLog>(x + o * slice, y + o * slice, s.axis_len, s.inner, scratch,
+                           scratch + s.inner);
+    }
+  }
+  return Status::Ok();
+}
+
+// SoftmaxGrad: dx = y·(dy − Σ dy·y).  LogSoftmaxGrad: dx = dy − exp(y)·Σ dy.
+template <bool kLog>
+Status SoftmaxGradRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
+  const auto& s = *static_cast<AxisState*>(state);
+  const float* __restrict dy = args.inputs[0].f32();
+  const float* __restrict y = args.inputs[1].f32();
+  float* __restrict dx = args.outputs[0].f32();
+  const int64_t a_len = s.axis_len, inner = s.inner, slice = a_len * inner;
+  for (int64_t o = 0; o < s.outer; ++o) {
+    const float* g = dy + o * slice;
+    const float* v = y + o * slice;
+    float* d = dx + o * slice;
+    if (inner == 1) {
+      if constexpr (kLog) {
+        const float sum = PairwiseSum(g, a_len);
+        for (int64_t i = 0; i < a_len; ++i) d[i] = g[i] - std::exp(v[i]) * sum;
+      } else {
+        const float dot = PairwiseDot(g, v, a_len);
+        for (int64_t i = 0; i < a_len; ++i) d[i] = v[i] * (g[i] - dot);
+      }
+      continue;
+    }
+    float* __restrict acc = reinterpret_cast<float*>(ctx.scratch);
+    std::fill(acc, acc + inner, 0.0f);
+    for (int64_t a = 0; a < a_len; ++a) {
+      const float* ga = g + a * inner;
+      const float* va = v + a * inner;
+      for (int64_t i = 0; i < inner; ++i) acc[i] += kLog ? ga[i] : ga[i] * va[i];
+    }
+    for (int64_t a = 0; a < a_len; ++a) {
+      const float* ga = g + a * inner;
+      const float* va = v + a * inner;
+      float* da = d + a * inner;
+      for (int64_t i = 0; i < inner; ++i) {
+        da[i] = kLog ? ga[i] - std::exp(va[i]) * acc[i] : va[i] * (ga[i] - acc[i]);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const KernelImpl kSoftmaxKernel = {UnaryAxisPrepare, SoftmaxRun<false>};
+const KernelImpl kLogSoftmaxKernel = {UnaryAxisPrepare, SoftmaxRun<true>};
+const KernelImpl kSoftmaxGradKernel = {GradAxisPrepare, SoftmaxGradRun<false>};
+const KernelImpl kLogSoftmaxGradKernel = {GradAxisPrepare, SoftmaxGradRun<true>};
+
+}  // namespace sinkrt::device

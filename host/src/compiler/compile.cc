@@ -1,0 +1,109 @@
+// Compile(): the passes in order — training graph, lowering, memory plan,
+// writer — and the report that tools and tests read.
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/graph_hash.h"
+#include "compiler/lowering.h"
+#include "compiler/memory_planner.h"
+#include "compiler/stream_writer.h"
+#include "compiler/training_graph.h"
+#include "sinkrt/host/compiler.h"
+
+namespace sinkrt::host {
+namespace {
+
+Status CheckOptions(const CompileOptions& o) {
+  if (o.world_size == 0) return InvalidArgument("compile: world_size must be at least 1");
+  if (o.rank >= o.world_size)
+    return InvalidArgument("compile: rank " + std::to_string(o.rank) + " is outside world_size " +
+                           std::to_string(o.world_size));
+  // The same ranges the device's verifier enforces, refused here with the
+  // option's name rather than at load.
+  if (o.arena_alignment < 8 || o.arena_alignment > 4096 ||
+      (o.arena_alignment & (o.arena_alignment - 1)) != 0)
+    return InvalidArgument("compile: arena_alignment " + std::to_string(o.arena_alignment) +
+                           " must be a power of two in [8, 4096]");
+  if (o.queue_capacity < 1 || o.queue_capacity > 4096)
+    return InvalidArgument("compile: queue_capacity " + std::to_string(o.queue_capacity) +
+                           " must be in [1, 4096]");
+  return Status::Ok();
+}
+
+// Lays the step programs end to end on one timeline so that the planner sees
+// train_step's and eval_step's transients as never live together.
+Result<std::vector<compiler::BufferLifetime>> Lifetimes(const compiler::LoweredStream& s) {
+  int32_t eval_base = 0;
+  for (const compiler::ProgramDef& p : s.programs)
+    if (p.kind == fb::ProgramKind::TrainStep) eval_base = static_cast<int32_t>(p.tasks.size());
+  std::vector<compiler::BufferLifetime> out;
+  out.reserve(s.buffers.size());
+  for (const compiler::BufferDef& b : s.buffers) {
+    compiler::BufferLifetime l{.bytes = b.bytes, .persistent = b.persistent};
+    if (!b.persistent) {
+      if (b.first_use < 0)
+        return Internal("compile: transient buffer '" + b.name + "' is used by no task");
+      const int32_t base = b.program == fb::ProgramKind::EvalStep ? eval_base : 0;
+      l.first_use = base + b.first_use;
+      l.last_use = base + b.last_use;
+    }
+    out.push_back(l);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& options) {
+  SINKRT_RETURN_IF_ERROR(CheckOptions(options));
+  SINKRT_ASSIGN_OR_RETURN(
+      compiler::TrainingGraph tg,
+      compiler::BuildTrainingGraph(forward, options.optimizer, options.eval_program));
+  SINKRT_ASSIGN_OR_RETURN(
+      compiler::LoweredStream lowered,
+      compiler::Lower(tg, {.fuse = options.fuse,
+                           .eval_program = options.eval_program,
+                           .queue_capacity = options.queue_capacity}));
+  SINKRT_ASSIGN_OR_RETURN(std::vector<compiler::BufferLifetime> lifetimes, Lifetimes(lowered));
+  auto plan = compiler::PlanMemory(std::move(lifetimes), options.arena_alignment);
+  if (!plan.ok()) return plan.status().WithContext("compile graph '" + forward.name() + "'");
+
+  CompiledStream out;
+  out.graph_hash = compiler::StreamHash(GraphHash(forward), options);
+  SINKRT_ASSIGN_OR_RETURN(out.bytes,
+                          compiler::WriteTaskStream(lowered, *plan,
+                                                    {.rank = options.rank,
+                                                     .world_size = options.world_size,
+                                                     .graph_hash = out.graph_hash}));
+
+  CompileReport& r = out.report;
+  r.arena_bytes = plan->arena_bytes;
+  r.liveness_lower_bound = plan->liveness_lower_bound;
+  r.persistent_bytes = plan->persistent_bytes;
+  r.fused_kernels = lowered.fused_kernels;
+  for (const compiler::ProgramDef& p : lowered.programs) {
+    if (p.kind == fb::ProgramKind::TrainStep) r.train_tasks = p.tasks.size();
+    if (p.kind == fb::ProgramKind::EvalStep) r.eval_tasks = p.tasks.size();
+  }
+  const int32_t last_task = static_cast<int32_t>(std::max(r.train_tasks, r.eval_tasks)) - 1;
+  for (size_t i = 0; i < lowered.buffers.size(); ++i) {
+    const compiler::BufferDef& b = lowered.buffers[i];
+    PlannedBuffer pb{.name = b.name, .offset = plan->offsets[i], .bytes = b.bytes, .role = b.role};
+    if (b.persistent) {
+      pb.program = fb::ProgramKind::Init;
+      pb.first_use = 0;
+      pb.last_use = last_task;
+    } else {
+      pb.program = b.program;
+      pb.first_use = b.first_use;
+      pb.last_use = b.last_use;
+    }
+    r.buffers.push_back(std::move(pb));
+  }
+  for (TensorId t : tg.inputs) out.input_columns.push_back(tg.graph.tensor(t).name);
+  return out;
+}
+
+}  // namespace sinkrt::host

@@ -1,0 +1,122 @@
+#include "compiler/graph_hash.h"
+
+#include <bit>
+
+#include "sinkrt/runtime/format.h"
+
+namespace sinkrt::host {
+namespace compiler {
+
+void Fnv1a64::Bytes(std::span<const uint8_t> bytes) {
+  for (uint8_t b : bytes) {
+    h_ ^= b;
+    h_ *= 0x100000001b3ull;  // FNV-1a 64 prime
+  }
+}
+
+void Fnv1a64::U32(uint32_t v) {
+  for (int i = 0; i < 4; ++i) U8(static_cast<uint8_t>(v >> (8 * i)));
+}
+
+void Fnv1a64::U64(uint64_t v) {
+  for (int i = 0; i < 8; ++i) U8(static_cast<uint8_t>(v >> (8 * i)));
+}
+
+void Fnv1a64::F32(float v) { U32(std::bit_cast<uint32_t>(v)); }
+
+void Fnv1a64::String(std::string_view s) {
+  U64(s.size());
+  Bytes({reinterpret_cast<const uint8_t*>(s.data()), s.size()});
+}
+
+uint64_t StreamHash(uint64_t graph_hash, const CompileOptions& o) {
+  Fnv1a64 h;
+  h.String("sinkrt.stream");
+  h.U32(kFormatMajor);
+  h.U32(kFormatMinor);
+  h.U64(graph_hash);
+  const OptimizerSpec& opt = o.optimizer;
+  h.U8(static_cast<uint8_t>(opt.kind));
+  h.F32(opt.learning_rate);
+  h.F32(opt.momentum);
+  h.Bool(opt.nesterov);
+  h.F32(opt.beta1);
+  h.F32(opt.beta2);
+  h.F32(opt.epsilon);
+  h.F32(opt.weight_decay);
+  h.U32(o.queue_capacity);
+  h.U32(o.rank);
+  h.U32(o.world_size);
+  h.U32(o.arena_alignment);
+  h.Bool(o.fuse);
+  h.Bool(o.eval_program);
+  return h.value();
+}
+
+}  // namespace compiler
+
+uint64_t GraphHash(const Graph& g) {
+  compiler::Fnv1a64 h;
+  auto shape = [&](const Shape& s) {
+    h.U64(s.size());
+    for (int64_t d : s) h.I64(d);
+  };
+  h.String("sinkrt.graph.v1");
+  h.String(g.name());
+
+  h.U64(g.tensors().size());
+  for (const TensorInfo& t : g.tensors()) {
+    h.String(t.name);
+    h.U8(static_cast<uint8_t>(t.dtype));
+    shape(t.shape);
+    h.U8(static_cast<uint8_t>(t.kind));
+    const InitSpec& i = t.init;
+    h.U8(static_cast<uint8_t>(i.kind));
+    h.F32(i.value);
+    h.F32(i.low);
+    h.F32(i.high);
+    h.F32(i.mean);
+    h.F32(i.stddev);
+    h.U64(i.seed);
+    h.I64(i.fan_in);
+    h.I64(i.fan_out);
+    h.U64(i.data.size());
+    h.Bytes(i.data);
+  }
+
+  h.U64(g.ops().size());
+  for (const OpNode& op : g.ops()) {
+    h.String(op.name);
+    h.U32(static_cast<uint32_t>(op.op));
+    h.U64(op.inputs.size());
+    for (TensorId t : op.inputs) h.U32(t);
+    h.U64(op.outputs.size());
+    for (TensorId t : op.outputs) h.U32(t);
+    const OpAttrs& a = op.attrs;
+    h.Bool(a.transpose_a);
+    h.Bool(a.transpose_b);
+    h.I64(a.axis);
+    h.U64(a.axes.size());
+    for (int x : a.axes) h.I64(x);
+    h.Bool(a.keep_dims);
+    h.F32(a.scale);
+    for (int v : {a.stride_h, a.stride_w, a.pad_top, a.pad_bottom, a.pad_left, a.pad_right,
+                  a.dilation_h, a.dilation_w, a.kernel_h, a.kernel_w})
+      h.I64(v);
+    h.F32(a.value);
+    h.F32(a.learning_rate);
+    h.F32(a.momentum);
+    h.F32(a.weight_decay);
+    h.Bool(a.nesterov);
+    h.F32(a.beta1);
+    h.F32(a.beta2);
+    h.F32(a.epsilon);
+  }
+
+  h.U32(g.loss());
+  h.U64(g.outputs().size());
+  for (TensorId t : g.outputs()) h.U32(t);
+  return h.value();
+}
+
+}  // namespace sinkrt::host

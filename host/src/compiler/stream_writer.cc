@@ -1,0 +1,214 @@
+#include "compiler/stream_writer.h"
+
+#include <algorithm>
+#include <string>
+#include <variant>
+
+#include "sinkrt/runtime/format.h"
+
+namespace sinkrt::host::compiler {
+namespace {
+
+namespace fbs = flatbuffers;
+
+constexpr char kProducer[] = "sinkrt 0.1.0";
+constexpr char kTarget[] = "cpu";
+
+uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+fbs::Offset<fbs::Vector<int64_t>> ShapeVector(fbs::FlatBufferBuilder& fbb, const Shape& shape) {
+  return fbb.CreateVector(shape);
+}
+
+fbs::Offset<fb::Conv2DOptions> ConvOptions(fbs::FlatBufferBuilder& fbb, const OpAttrs& a) {
+  return fb::CreateConv2DOptions(fbb, a.stride_h, a.stride_w, a.pad_top, a.pad_bottom, a.pad_left,
+                                 a.pad_right, a.dilation_h, a.dilation_w);
+}
+
+fbs::Offset<fb::Pool2DOptions> PoolOptions(fbs::FlatBufferBuilder& fbb, const OpAttrs& a) {
+  return fb::CreatePool2DOptions(fbb, a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.pad_top,
+                                 a.pad_bottom, a.pad_left, a.pad_right);
+}
+
+fbs::Offset<fb::AdamOptions> AdamOptions(fbs::FlatBufferBuilder& fbb, const OpAttrs& a) {
+  return fb::CreateAdamOptions(fbb, a.learning_rate, a.beta1, a.beta2, a.epsilon, a.weight_decay);
+}
+
+fbs::Offset<fb::InitDef> WriteInit(fbs::FlatBufferBuilder& fbb, const InitSpec& s,
+                                   uint64_t data_offset) {
+  const bool inline_data = s.kind == fb::InitKind::Inline;
+  return fb::CreateInitDef(fbb, s.kind, s.value, s.low, s.high, s.mean, s.stddev, s.seed, s.fan_in,
+                           s.fan_out, inline_data ? data_offset : 0,
+                           inline_data ? s.data.size() : 0);
+}
+
+fbs::Offset<fb::Task> WriteTask(fbs::FlatBufferBuilder& fbb, const TaskDef& task) {
+  fb::TaskBody type = fb::TaskBody::NONE;
+  fbs::Offset<void> body;
+  if (const auto* k = std::get_if<KernelDef>(&task.body)) {
+    auto inputs = fbb.CreateVector(k->inputs);
+    auto outputs = fbb.CreateVector(k->outputs);
+    auto [options_type, options] = OpAttrsFor(fbb, k->op, k->attrs);
+    type = fb::TaskBody::KernelTask;
+    body = fb::CreateKernelTask(fbb, k->op, inputs, outputs, options_type, options,
+                                k->fused_activation, k->fused_bias)
+               .Union();
+  } else if (const auto* g = std::get_if<GetNextDef>(&task.body)) {
+    type = fb::TaskBody::GetNextTask;
+    body = fb::CreateGetNextTask(fbb, g->queue, fbb.CreateVector(g->outputs)).Union();
+  } else if (const auto* i = std::get_if<InitTaskDef>(&task.body)) {
+    type = fb::TaskBody::InitTask;
+    body = fb::CreateInitTask(fbb, fbb.CreateVector(i->initializers)).Union();
+  }
+  auto name = fbb.CreateString(task.name);
+  return fb::CreateTask(fbb, type, body, name);
+}
+
+}  // namespace
+
+std::pair<fb::OpOptions, fbs::Offset<void>> OpAttrsFor(fbs::FlatBufferBuilder& fbb, fb::OpCode op,
+                                                       const OpAttrs& a) {
+  using fb::OpCode;
+  using fb::OpOptions;
+  switch (op) {
+    case OpCode::MatMul:
+      return {OpOptions::MatMulOptions,
+              fb::CreateMatMulOptions(fbb, a.transpose_a, a.transpose_b).Union()};
+    case OpCode::BiasAdd:
+    case OpCode::Softmax:
+    case OpCode::LogSoftmax:
+    case OpCode::SoftmaxGrad:
+    case OpCode::LogSoftmaxGrad:
+    case OpCode::BiasAddGrad:
+      return {OpOptions::AxisOptions, fb::CreateAxisOptions(fbb, a.axis).Union()};
+    case OpCode::ReduceSum:
+    case OpCode::ReduceMean: {
+      auto axes = fbb.CreateVector(a.axes);
+      return {OpOptions::AxisOptions, fb::CreateAxisOptions(fbb, -1, axes, a.keep_dims).Union()};
+    }
+    case OpCode::BroadcastTo:
+      return {OpOptions::AxisOptions, fb::CreateAxisOptions(fbb, -1, 0, false, a.scale).Union()};
+    case OpCode::Conv2D:
+    case OpCode::Conv2DBackpropInput:
+    case OpCode::Conv2DBackpropFilter:
+      return {OpOptions::Conv2DOptions, ConvOptions(fbb, a).Union()};
+    case OpCode::MaxPool2D:
+    case OpCode::AvgPool2D:
+    case OpCode::MaxPool2DGrad:
+    case OpCode::AvgPool2DGrad:
+      return {OpOptions::Pool2DOptions, PoolOptions(fbb, a).Union()};
+    case OpCode::Fill:
+      return {OpOptions::FillOptions, fb::CreateFillOptions(fbb, a.value).Union()};
+    case OpCode::SgdUpdate:
+      return {OpOptions::SgdOptions,
+              fb::CreateSgdOptions(fbb, a.learning_rate, a.weight_decay).Union()};
+    case OpCode::MomentumUpdate:
+      return {OpOptions::MomentumOptions,
+              fb::CreateMomentumOptions(fbb, a.learning_rate, a.momentum, a.nesterov,
+                                        a.weight_decay)
+                  .Union()};
+    case OpCode::AdamUpdate:
+    case OpCode::AdamPowers:
+      return {OpOptions::AdamOptions, AdamOptions(fbb, a).Union()};
+    default:
+      return {OpOptions::NONE, 0};
+  }
+}
+
+Result<std::vector<uint8_t>> WriteTaskStream(const LoweredStream& stream, const MemoryPlan& plan,
+                                             const StreamHeaderInfo& header) {
+  if (plan.offsets.size() != stream.buffers.size())
+    return Internal("memory plan has " + std::to_string(plan.offsets.size()) +
+                    " offsets for " + std::to_string(stream.buffers.size()) + " buffers");
+
+  fbs::FlatBufferBuilder fbb(64 * 1024);
+  fbb.ForceDefaults(false);
+
+  // Blob section layout first: offsets are part of the initialisers.
+  std::vector<uint64_t> blob_offsets(stream.initializers.size(), 0);
+  uint64_t blob_bytes = 0;
+  for (size_t i = 0; i < stream.initializers.size(); ++i) {
+    const InitSpec& s = stream.initializers[i].init;
+    if (s.kind != fb::InitKind::Inline) continue;
+    blob_offsets[i] = AlignUp(blob_bytes, kBlobAlignment);
+    blob_bytes = blob_offsets[i] + s.data.size();
+  }
+
+  std::vector<fbs::Offset<fb::Buffer>> buffers;
+  buffers.reserve(stream.buffers.size());
+  for (size_t i = 0; i < stream.buffers.size(); ++i) {
+    const BufferDef& b = stream.buffers[i];
+    auto name = fbb.CreateString(b.name);
+    auto shape = ShapeVector(fbb, b.shape);
+    buffers.push_back(fb::CreateBuffer(fbb, name, plan.offsets[i], b.bytes, b.dtype, shape, b.role));
+  }
+  auto buffers_vec = fbb.CreateVector(buffers);
+
+  std::vector<fbs::Offset<fb::Initializer>> inits;
+  for (size_t i = 0; i < stream.initializers.size(); ++i) {
+    const InitializerDef& d = stream.initializers[i];
+    inits.push_back(fb::CreateInitializer(fbb, d.buffer, WriteInit(fbb, d.init, blob_offsets[i])));
+  }
+  auto inits_vec = fbb.CreateVector(inits);
+
+  std::vector<fbs::Offset<fb::QueueSpec>> queues;
+  for (const QueueDef& q : stream.queues) {
+    std::vector<fbs::Offset<fb::QueueColumn>> columns;
+    for (const QueueColumnDef& c : q.columns) {
+      auto name = fbb.CreateString(c.name);
+      auto shape = ShapeVector(fbb, c.shape);
+      columns.push_back(fb::CreateQueueColumn(fbb, name, c.dtype, shape));
+    }
+    auto name = fbb.CreateString(q.name);
+    auto cols = fbb.CreateVector(columns);
+    queues.push_back(fb::CreateQueueSpec(fbb, name, q.capacity, cols));
+  }
+  auto queues_vec = fbb.CreateVector(queues);
+
+  std::vector<fbs::Offset<fb::Program>> programs;
+  for (const ProgramDef& p : stream.programs) {
+    std::vector<fbs::Offset<fb::Task>> tasks;
+    tasks.reserve(p.tasks.size());
+    for (const TaskDef& t : p.tasks) tasks.push_back(WriteTask(fbb, t));
+    auto stream_name = fbb.CreateString("compute");
+    auto tasks_vec = fbb.CreateVector(tasks);
+    std::vector<fbs::Offset<fb::Stream>> streams = {fb::CreateStream(fbb, stream_name, tasks_vec)};
+    auto name = fbb.CreateString(p.name);
+    auto streams_vec = fbb.CreateVector(streams);
+    auto reports = fbb.CreateVector(p.reports);
+    programs.push_back(fb::CreateProgram(fbb, name, p.kind, streams_vec, 0, reports));
+  }
+  auto programs_vec = fbb.CreateVector(programs);
+
+  auto target = fbb.CreateString(kTarget);
+  auto producer = fbb.CreateString(kProducer);
+  auto hdr = fb::CreateHeader(fbb, kFormatMajor, kFormatMinor, header.rank, header.world_size,
+                              target, header.graph_hash, /*requirements=*/0, producer);
+
+  auto root = fb::CreateTaskStream(fbb, hdr, plan.arena_bytes,
+                                   static_cast<uint32_t>(plan.alignment),
+                                   plan.liveness_lower_bound, buffers_vec, inits_vec, queues_vec,
+                                   /*groups=*/0, programs_vec, blob_bytes);
+  fb::FinishSizePrefixedTaskStreamBuffer(fbb, root);
+
+  const uint64_t fb_bytes = fbb.GetSize() - 4;
+  std::vector<uint8_t> file(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  if (blob_bytes > 0) {
+    // A stream without blobs ends at the FlatBuffer: format.h treats padding
+    // with nothing after it as stray bytes.
+    const uint64_t blob_at = BlobSectionOffset(fb_bytes);
+    file.resize(blob_at + blob_bytes, 0);
+    for (size_t i = 0; i < stream.initializers.size(); ++i) {
+      const InitSpec& s = stream.initializers[i].init;
+      if (s.kind != fb::InitKind::Inline || s.data.empty()) continue;
+      std::copy(s.data.begin(), s.data.end(), file.begin() + blob_at + blob_offsets[i]);
+    }
+  }
+  if (file.size() > kMaxStreamBytes)
+    return ResourceExhausted("task stream of " + std::to_string(file.size()) +
+                             " bytes exceeds the format's limit of " +
+                             std::to_string(kMaxStreamBytes));
+  return file;
+}
+
+}  // namespace sinkrt::host::compiler

@@ -1,0 +1,299 @@
+// One gradient rule per differentiable op, in the ops of docs/ops.md.
+#include <algorithm>
+
+#include "grad_rules.h"
+
+namespace sinkrt::host::autodiff_internal {
+namespace {
+
+using fb::OpCode;
+
+// Everything a rule reads, with helpers that emit the common patterns.
+struct Rule {
+  Backward& b;
+  const OpNode& op;
+  Ref dy;  // gradient of output 0
+
+  const Graph& g() const { return b.graph(); }
+  Ref in(size_t i) const { return Forward(op.inputs[i]); }
+  Ref out(size_t i) const { return Forward(op.outputs[i]); }
+  const Shape& in_shape(size_t i) const { return g().tensor(op.inputs[i]).shape; }
+  std::string name(const std::string& suffix) const { return op.name + "/" + suffix; }
+
+  Ref Emit(OpCode code, std::vector<Ref> inputs, OpAttrs attrs, Shape shape,
+           const std::string& suffix) const {
+    return b.Emit(code, std::move(inputs), std::move(attrs), std::move(shape), name(suffix));
+  }
+
+  // Undoes NumPy broadcasting: sums `v` back to `shape` when they differ.
+  Ref SumTo(Ref v, const Shape& shape, const std::string& suffix) const {
+    if (b.shape(v) == shape) return v;
+    return Emit(OpCode::SumToShape, {v}, OpAttrs{}, shape, suffix);
+  }
+};
+
+OpAttrs AxisAttrs(int axis) {
+  OpAttrs a;
+  a.axis = axis;
+  return a;
+}
+
+OpAttrs ScaleAttrs(float scale) {
+  OpAttrs a;
+  a.scale = scale;
+  return a;
+}
+
+OpAttrs MatMulAttrs(bool ta, bool tb) {
+  OpAttrs a;
+  a.transpose_a = ta;
+  a.transpose_b = tb;
+  return a;
+}
+
+// y = op(a)·op(b) with op(a) [M,K], op(b) [K,N]: d op(a) = dy·op(b)ᵀ and
+// d op(b) = op(a)ᵀ·dy, transposed back where the input itself was transposed.
+void MatMulGrad(const Rule& r, const std::vector<bool>& wants,
+                std::vector<std::optional<Ref>>& dx) {
+  const bool ta = r.op.attrs.transpose_a, tb = r.op.attrs.transpose_b;
+  const Ref a = r.in(0), b = r.in(1), dy = r.dy;
+  // The second operand is the weight in x·W; its gradient goes first so that
+  // its gradient AllReduce can start one kernel earlier.
+  if (wants[1]) {
+    if (!tb) {
+      dx[1] = ta ? r.Emit(OpCode::MatMul, {a, dy}, MatMulAttrs(false, false), r.in_shape(1), "grad_b")
+                 : r.Emit(OpCode::MatMul, {a, dy}, MatMulAttrs(true, false), r.in_shape(1), "grad_b");
+    } else {
+      dx[1] = ta ? r.Emit(OpCode::MatMul, {dy, a}, MatMulAttrs(true, true), r.in_shape(1), "grad_b")
+                 : r.Emit(OpCode::MatMul, {dy, a}, MatMulAttrs(true, false), r.in_shape(1), "grad_b");
+    }
+  }
+  if (wants[0]) {
+    if (!ta) {
+      dx[0] = tb ? r.Emit(OpCode::MatMul, {dy, b}, MatMulAttrs(false, false), r.in_shape(0), "grad_a")
+                 : r.Emit(OpCode::MatMul, {dy, b}, MatMulAttrs(false, true), r.in_shape(0), "grad_a");
+    } else {
+      dx[0] = tb ? r.Emit(OpCode::MatMul, {b, dy}, MatMulAttrs(true, true), r.in_shape(0), "grad_a")
+                 : r.Emit(OpCode::MatMul, {b, dy}, MatMulAttrs(false, true), r.in_shape(0), "grad_a");
+    }
+  }
+}
+
+void BroadcastingGrad(const Rule& r, const std::vector<bool>& wants,
+                      std::vector<std::optional<Ref>>& dx) {
+  const char* const suffix[2] = {"grad_a", "grad_b"};
+  for (size_t i = 0; i < 2; ++i) {
+    if (!wants[i]) continue;
+    const std::string s = suffix[i];
+    switch (r.op.op) {
+      case OpCode::Add:
+        dx[i] = r.SumTo(r.dy, r.in_shape(i), s);
+        break;
+      case OpCode::Sub:
+        if (i == 0) {
+          dx[i] = r.SumTo(r.dy, r.in_shape(i), s);
+        } else {
+          // Reduce first: Neg then runs over the (smaller) input shape.
+          const Ref summed = r.SumTo(r.dy, r.in_shape(i), s + "/sum");
+          dx[i] = r.Emit(OpCode::Neg, {summed}, OpAttrs{}, r.in_shape(i), s);
+        }
+        break;
+      default: {  // Mul: d a = dy·b, d b = dy·a, each summed back to its input's shape
+        const Ref prod = r.Emit(OpCode::Mul, {r.dy, r.in(1 - i)}, OpAttrs{}, r.b.shape(r.dy),
+                                r.b.shape(r.dy) == r.in_shape(i) ? s : s + "/mul");
+        dx[i] = r.SumTo(prod, r.in_shape(i), s);
+        break;
+      }
+    }
+  }
+}
+
+// dy has the reduced shape; every element of x receives its row's gradient
+// (times 1/count for the mean).
+Ref ReduceGrad(const Rule& r) {
+  const Shape& sx = r.in_shape(0);
+  const std::vector<int>& axes = r.op.attrs.axes;
+  auto reduced = [&](size_t i) {
+    return axes.empty() || std::binary_search(axes.begin(), axes.end(), static_cast<int>(i));
+  };
+  Shape keep;
+  size_t leading = 0;  // reduced axes 0..leading-1
+  int64_t count = 1;
+  for (size_t i = 0; i < sx.size(); ++i) {
+    keep.push_back(reduced(i) ? 1 : sx[i]);
+    if (reduced(i)) count *= sx[i];
+    if (reduced(i) && leading == i) ++leading;
+  }
+  Ref dy = r.dy;
+  const Shape& sy = r.b.shape(dy);
+  // NumPy broadcasting prepends missing axes, which is right only when the
+  // dropped axes are leading ones; otherwise put the 1s back explicitly.
+  const Shape tail(keep.begin() + static_cast<std::ptrdiff_t>(leading), keep.end());
+  if (sy != keep && sy != tail) dy = r.Emit(OpCode::Reshape, {dy}, OpAttrs{}, keep, "grad/keep_dims");
+  const float scale =
+      r.op.op == OpCode::ReduceMean && count > 0 ? 1.0f / static_cast<float>(count) : 1.0f;
+  return r.Emit(OpCode::BroadcastTo, {dy}, ScaleAttrs(scale), sx, "grad");
+}
+
+}  // namespace
+
+bool DifferentiableInput(fb::OpCode op, size_t slot) {
+  switch (op) {
+    case OpCode::SparseSoftmaxCrossEntropy: return slot == 0;
+    case OpCode::ArgMaxAccuracy: return false;  // piecewise constant: no gradient
+    default: return true;
+  }
+}
+
+bool HasGradRule(fb::OpCode op) {
+  switch (op) {
+    case OpCode::MatMul:
+    case OpCode::BiasAdd:
+    case OpCode::Add:
+    case OpCode::Sub:
+    case OpCode::Mul:
+    case OpCode::Relu:
+    case OpCode::Gelu:
+    case OpCode::Tanh:
+    case OpCode::Sigmoid:
+    case OpCode::Neg:
+    case OpCode::Softmax:
+    case OpCode::LogSoftmax:
+    case OpCode::SparseSoftmaxCrossEntropy:
+    case OpCode::ReduceSum:
+    case OpCode::ReduceMean:
+    case OpCode::Reshape:
+    case OpCode::Flatten:
+    case OpCode::Copy:
+    case OpCode::AddN:
+    case OpCode::Conv2D:
+    case OpCode::MaxPool2D:
+    case OpCode::AvgPool2D:
+    case OpCode::BroadcastTo:
+    case OpCode::SumToShape:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Status ApplyGradRule(Backward& b, const OpNode& op, const std::vector<std::optional<Ref>>& dy,
+                     const std::vector<bool>& wants, std::vector<std::optional<Ref>>& dx) {
+  dx.assign(op.inputs.size(), std::nullopt);
+  // Every differentiable op reads its gradient from output 0 (MaxPool2D's
+  // second output is the workspace, which carries none).
+  if (dy.empty() || !dy[0]) return Status::Ok();
+  const Rule r{b, op, *dy[0]};
+  auto want = [&](size_t i) { return i < wants.size() && wants[i]; };
+  switch (op.op) {
+    case OpCode::MatMul:
+      MatMulGrad(r, wants, dx);
+      break;
+    case OpCode::BiasAdd:
+      if (want(1)) {
+        dx[1] = r.Emit(OpCode::BiasAddGrad, {r.dy}, AxisAttrs(op.attrs.axis), r.in_shape(1),
+                       "grad_bias");
+      }
+      if (want(0)) dx[0] = r.dy;
+      break;
+    case OpCode::Add:
+    case OpCode::Sub:
+    case OpCode::Mul:
+      BroadcastingGrad(r, wants, dx);
+      break;
+    case OpCode::Relu:
+      if (want(0)) dx[0] = r.Emit(OpCode::ReluGrad, {r.dy, r.out(0)}, OpAttrs{}, r.in_shape(0), "grad");
+      break;
+    case OpCode::Gelu:
+      if (want(0)) dx[0] = r.Emit(OpCode::GeluGrad, {r.dy, r.in(0)}, OpAttrs{}, r.in_shape(0), "grad");
+      break;
+    case OpCode::Tanh:
+      if (want(0)) dx[0] = r.Emit(OpCode::TanhGrad, {r.dy, r.out(0)}, OpAttrs{}, r.in_shape(0), "grad");
+      break;
+    case OpCode::Sigmoid:
+      if (want(0)) {
+        dx[0] = r.Emit(OpCode::SigmoidGrad, {r.dy, r.out(0)}, OpAttrs{}, r.in_shape(0), "grad");
+      }
+      break;
+    case OpCode::Neg:
+      if (want(0)) dx[0] = r.Emit(OpCode::Neg, {r.dy}, OpAttrs{}, r.in_shape(0), "grad");
+      break;
+    case OpCode::Softmax:
+      if (want(0)) {
+        dx[0] = r.Emit(OpCode::SoftmaxGrad, {r.dy, r.out(0)}, AxisAttrs(op.attrs.axis),
+                       r.in_shape(0), "grad");
+      }
+      break;
+    case OpCode::LogSoftmax:
+      if (want(0)) {
+        dx[0] = r.Emit(OpCode::LogSoftmaxGrad, {r.dy, r.out(0)}, AxisAttrs(op.attrs.axis),
+                       r.in_shape(0), "grad");
+      }
+      break;
+    case OpCode::SparseSoftmaxCrossEntropy:
+      if (want(0)) {
+        dx[0] = r.Emit(OpCode::SparseSoftmaxCrossEntropyGrad, {r.in(0), r.in(1), r.dy},
+                       OpAttrs{}, r.in_shape(0), "grad");
+      }
+      break;
+    case OpCode::ReduceSum:
+    case OpCode::ReduceMean:
+      if (want(0)) dx[0] = ReduceGrad(r);
+      break;
+    case OpCode::Reshape:
+    case OpCode::Flatten:
+      if (want(0)) dx[0] = r.Emit(OpCode::Reshape, {r.dy}, OpAttrs{}, r.in_shape(0), "grad");
+      break;
+    case OpCode::Copy:
+      if (want(0)) dx[0] = r.dy;
+      break;
+    case OpCode::AddN:
+      for (size_t i = 0; i < op.inputs.size(); ++i)
+        if (want(i)) dx[i] = r.dy;
+      break;
+    case OpCode::Conv2D:
+      // The filter gradient first, as for MatMul's weight.
+      if (want(1)) {
+        dx[1] = r.Emit(OpCode::Conv2DBackpropFilter, {r.dy, r.in(0)}, op.attrs, r.in_shape(1),
+                       "grad_filter");
+      }
+      if (want(0)) {
+        dx[0] = r.Emit(OpCode::Conv2DBackpropInput, {r.dy, r.in(1)}, op.attrs, r.in_shape(0),
+                       "grad_input");
+      }
+      break;
+    case OpCode::MaxPool2D:
+      if (want(0)) {
+        if (op.outputs.size() < 2) {
+          return Internal("MaxPool2D '" + op.name + "' has no workspace output");
+        }
+        dx[0] = r.Emit(OpCode::MaxPool2DGrad, {r.dy, r.in(0), r.out(1)}, op.attrs, r.in_shape(0),
+                       "grad");
+      }
+      break;
+    case OpCode::AvgPool2D:
+      if (want(0)) dx[0] = r.Emit(OpCode::AvgPool2DGrad, {r.dy}, op.attrs, r.in_shape(0), "grad");
+      break;
+    case OpCode::BroadcastTo:
+      // y = scale·broadcast(x): dx = scale·SumToShape(dy); a same-shape
+      // BroadcastTo is the scalar multiply.
+      if (want(0)) {
+        const Ref summed = r.SumTo(r.dy, r.in_shape(0), "grad/sum");
+        dx[0] = op.attrs.scale == 1.0f ? summed
+                                       : r.Emit(OpCode::BroadcastTo, {summed},
+                                                ScaleAttrs(op.attrs.scale), r.in_shape(0), "grad");
+      }
+      break;
+    case OpCode::SumToShape:
+      if (want(0)) {
+        dx[0] = r.Emit(OpCode::BroadcastTo, {r.dy}, ScaleAttrs(1.0f), r.in_shape(0), "grad");
+      }
+      break;
+    default:
+      return Unimplemented(std::string("no gradient rule for op '") + op.name + "' (" +
+                           fb::EnumNameOpCode(op.op) + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace sinkrt::host::autodiff_internal

@@ -1,0 +1,172 @@
+#include "sinkrt/host/optimizer.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+namespace sinkrt::host {
+
+OptimizerSpec OptimizerSpec::Sgd(float lr) {
+  OptimizerSpec s;
+  s.kind = OptimizerKind::SGD;
+  s.learning_rate = lr;
+  return s;
+}
+
+OptimizerSpec OptimizerSpec::Momentum(float lr, float momentum, bool nesterov) {
+  OptimizerSpec s;
+  s.kind = OptimizerKind::Momentum;
+  s.learning_rate = lr;
+  s.momentum = momentum;
+  s.nesterov = nesterov;
+  return s;
+}
+
+OptimizerSpec OptimizerSpec::Adam(float lr, float beta1, float beta2, float eps) {
+  OptimizerSpec s;
+  s.kind = OptimizerKind::Adam;
+  s.learning_rate = lr;
+  s.beta1 = beta1;
+  s.beta2 = beta2;
+  s.epsilon = eps;
+  return s;
+}
+
+Result<OptimizerKind> ParseOptimizerKind(const std::string& name) {
+  std::string n = name;
+  for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (n == "sgd") return OptimizerKind::SGD;
+  if (n == "momentum") return OptimizerKind::Momentum;
+  if (n == "adam") return OptimizerKind::Adam;
+  return InvalidArgument("unknown optimizer '" + name +
+                         "'; valid names are 'sgd', 'momentum' and 'adam'");
+}
+
+namespace {
+
+const char* KindName(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::SGD: return "SGD";
+    case OptimizerKind::Momentum: return "Momentum";
+    case OptimizerKind::Adam: return "Adam";
+  }
+  return "?";
+}
+
+// MindSpore's optimizer argument checks, with its wording where it has one.
+Status CheckSpec(const OptimizerSpec& s) {
+  const std::string who = std::string("AppendOptimizer: ") + KindName(s.kind) + ": ";
+  if (s.kind != OptimizerKind::SGD && s.kind != OptimizerKind::Momentum &&
+      s.kind != OptimizerKind::Adam) {
+    return InvalidArgument("AppendOptimizer: unknown optimizer kind " +
+                           std::to_string(static_cast<int>(s.kind)));
+  }
+  auto finite = [](float v) { return std::isfinite(v); };
+  if (!finite(s.learning_rate) || s.learning_rate < 0) {
+    return InvalidArgument(who + "learning_rate must be >= 0, but got " +
+                           std::to_string(s.learning_rate));
+  }
+  if (!finite(s.weight_decay) || s.weight_decay < 0) {
+    return InvalidArgument(who + "weight_decay must be >= 0, but got " +
+                           std::to_string(s.weight_decay));
+  }
+  if (s.kind == OptimizerKind::Momentum && (!finite(s.momentum) || s.momentum < 0)) {
+    return InvalidArgument(who + "momentum must be >= 0, but got " + std::to_string(s.momentum));
+  }
+  if (s.kind == OptimizerKind::Adam) {
+    if (!(s.beta1 > 0 && s.beta1 < 1)) {
+      return InvalidArgument(who + "beta1 must be in (0, 1), but got " + std::to_string(s.beta1));
+    }
+    if (!(s.beta2 > 0 && s.beta2 < 1)) {
+      return InvalidArgument(who + "beta2 must be in (0, 1), but got " + std::to_string(s.beta2));
+    }
+    if (!(s.epsilon > 0) || !finite(s.epsilon)) {
+      return InvalidArgument(who + "epsilon must be > 0, but got " + std::to_string(s.epsilon));
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckGrads(const Graph& g, const std::vector<ParamGrad>& grads) {
+  if (grads.empty()) {
+    return InvalidArgument("AppendOptimizer: Optimizer got an empty parameter list");
+  }
+  std::vector<TensorId> seen;
+  for (const ParamGrad& pg : grads) {
+    if (!g.valid(pg.param) || g.tensor(pg.param).kind != TensorKind::Param) {
+      return InvalidArgument("AppendOptimizer: tensor " + std::to_string(pg.param) +
+                             " is not a Param of graph '" + g.name() + "'");
+    }
+    const TensorInfo& p = g.tensor(pg.param);
+    if (!g.valid(pg.grad) || g.tensor(pg.grad).kind != TensorKind::Grad) {
+      return InvalidArgument("AppendOptimizer: the gradient of '" + p.name +
+                             "' is not a Grad tensor (run AppendBackward first)");
+    }
+    if (g.tensor(pg.grad).shape != p.shape) {
+      return InvalidArgument("AppendOptimizer: gradient '" + g.tensor(pg.grad).name + "' " +
+                             ShapeToString(g.tensor(pg.grad).shape) + " does not match '" +
+                             p.name + "' " + ShapeToString(p.shape));
+    }
+    if (std::find(seen.begin(), seen.end(), pg.param) != seen.end()) {
+      return InvalidArgument("AppendOptimizer: '" + p.name + "' is listed twice");
+    }
+    seen.push_back(pg.param);
+  }
+  return Status::Ok();
+}
+
+TensorId State(Graph& g, const std::string& name, const Shape& shape, InitSpec init) {
+  TensorInfo t;
+  t.name = name;
+  t.dtype = DType::F32;
+  t.shape = shape;
+  t.kind = TensorKind::OptState;
+  t.init = std::move(init);
+  return g.AddTensor(std::move(t));
+}
+
+}  // namespace
+
+Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const OptimizerSpec& spec) {
+  if (!g.status().ok()) return g.status();
+  SINKRT_RETURN_IF_ERROR(CheckSpec(spec));
+  SINKRT_RETURN_IF_ERROR(CheckGrads(g, grads));
+
+  OpAttrs attrs;
+  attrs.learning_rate = spec.learning_rate;
+  attrs.weight_decay = spec.weight_decay;
+  switch (spec.kind) {
+    case OptimizerKind::SGD:
+      for (const ParamGrad& pg : grads) g.AddOp(fb::OpCode::SgdUpdate, {pg.param, pg.grad}, attrs, {});
+      break;
+    case OptimizerKind::Momentum:
+      attrs.momentum = spec.momentum;
+      attrs.nesterov = spec.nesterov;
+      for (const ParamGrad& pg : grads) {
+        const std::string name = g.tensor(pg.param).name;
+        const Shape shape = g.tensor(pg.param).shape;
+        const TensorId accum = State(g, name + "/momentum", shape, InitSpec::Zeros());
+        g.AddOp(fb::OpCode::MomentumUpdate, {pg.param, pg.grad, accum}, attrs, {});
+      }
+      break;
+    case OptimizerKind::Adam: {
+      attrs.beta1 = spec.beta1;
+      attrs.beta2 = spec.beta2;
+      attrs.epsilon = spec.epsilon;
+      // β₁ᵗ and β₂ᵗ advance once per step, before any parameter reads them.
+      const TensorId powers = State(g, "adam/powers", {2}, InitSpec::Constant(1.0f));
+      g.AddOp(fb::OpCode::AdamPowers, {powers}, attrs, {});
+      for (const ParamGrad& pg : grads) {
+        const std::string name = g.tensor(pg.param).name;
+        const Shape shape = g.tensor(pg.param).shape;
+        const TensorId m = State(g, name + "/adam_m", shape, InitSpec::Zeros());
+        const TensorId v = State(g, name + "/adam_v", shape, InitSpec::Zeros());
+        g.AddOp(fb::OpCode::AdamUpdate, {pg.param, pg.grad, m, v, powers}, attrs, {});
+      }
+      break;
+    }
+  }
+  return g.status().WithContext("AppendOptimizer");
+}
+
+}  // namespace sinkrt::host

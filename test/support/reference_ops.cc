@@ -1,0 +1,336 @@
+#include "support/reference_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <stdexcept>
+#include <string>
+
+namespace sinkrt::testing {
+namespace {
+
+[[noreturn]] void Fail(const std::string& what) { throw std::invalid_argument("reference op: " + what); }
+
+std::vector<int64_t> Strides(const Shape& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * shape[i + 1];
+  return s;
+}
+
+int NormalizeAxis(int axis, size_t rank) {
+  int r = static_cast<int>(rank);
+  int a = axis < 0 ? axis + r : axis;
+  if (a < 0 || a >= r) Fail("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(r));
+  return a;
+}
+
+template <typename F>
+RefTensor Elementwise(const RefTensor& x, F f) {
+  RefTensor y = x;
+  for (double& v : y.data) v = f(v);
+  return y;
+}
+
+template <typename F>
+RefTensor Broadcast(const RefTensor& a, const RefTensor& b, F f) {
+  size_t rank = std::max(a.shape.size(), b.shape.size());
+  // Both shapes right-aligned and padded with leading 1s.
+  Shape pa(rank - a.shape.size(), 1), pb(rank - b.shape.size(), 1);
+  pa.insert(pa.end(), a.shape.begin(), a.shape.end());
+  pb.insert(pb.end(), b.shape.begin(), b.shape.end());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    if (pa[i] != pb[i] && pa[i] != 1 && pb[i] != 1)
+      Fail("shapes " + ShapeToString(a.shape) + " and " + ShapeToString(b.shape) + " do not broadcast");
+    out[i] = pa[i] == 1 ? pb[i] : pa[i];
+  }
+  RefTensor y = RefTensor::Zeros(out);
+  std::vector<int64_t> so = Strides(out), sa = Strides(pa), sb = Strides(pb);
+  for (int64_t i = 0; i < y.size(); ++i) {
+    int64_t ia = 0, ib = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      int64_t c = i / so[d] % out[d];
+      if (pa[d] != 1) ia += c * sa[d];
+      if (pb[d] != 1) ib += c * sb[d];
+    }
+    y.data[i] = f(a.data[ia], b.data[ib]);
+  }
+  return y;
+}
+
+// Splits x around `axis` into (outer, n, inner) and hands each 1-D slice
+// (through a strided accessor) to f.
+template <typename F>
+RefTensor AlongAxis(const RefTensor& x, int axis, F f) {
+  int a = NormalizeAxis(axis, x.shape.size());
+  int64_t outer = 1, inner = 1, n = x.shape[a];
+  for (int i = 0; i < a; ++i) outer *= x.shape[i];
+  for (size_t i = a + 1; i < x.shape.size(); ++i) inner *= x.shape[i];
+  RefTensor y = RefTensor::Zeros(x.shape);
+  std::vector<double> in(n), out(n);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < inner; ++k) {
+      for (int64_t j = 0; j < n; ++j) in[j] = x.data[(o * n + j) * inner + k];
+      f(in, out);
+      for (int64_t j = 0; j < n; ++j) y.data[(o * n + j) * inner + k] = out[j];
+    }
+  return y;
+}
+
+void LogSoftmax1D(const std::vector<double>& in, std::vector<double>& out) {
+  double m = *std::max_element(in.begin(), in.end());
+  double s = 0;
+  for (double v : in) s += std::exp(v - m);
+  double lse = m + std::log(s);
+  for (size_t j = 0; j < in.size(); ++j) out[j] = in[j] - lse;
+}
+
+struct Dims4 {
+  int64_t n, c, h, w;
+};
+
+Dims4 Nchw(const RefTensor& x, const char* what) {
+  if (x.shape.size() != 4) Fail(std::string(what) + " must be 4-D, got " + ShapeToString(x.shape));
+  return {x.shape[0], x.shape[1], x.shape[2], x.shape[3]};
+}
+
+int64_t OutDim(int64_t in, int pad_lo, int pad_hi, int64_t extent, int stride, const char* what) {
+  int64_t span = in + pad_lo + pad_hi - extent;
+  if (span < 0 || stride < 1) Fail(std::string(what) + ": window larger than the padded input");
+  return span / stride + 1;
+}
+
+// Window pooling shared by max and average: `reduce` sees the in-bounds
+// values of one window (padding never reaches it).
+template <typename F>
+RefTensor Pool(const RefTensor& x, const RefWindow& win, F reduce) {
+  Dims4 d = Nchw(x, "pool input");
+  int64_t oh = OutDim(d.h, win.pad_top, win.pad_bottom, win.kernel_h, win.stride_h, "pool");
+  int64_t ow = OutDim(d.w, win.pad_left, win.pad_right, win.kernel_w, win.stride_w, "pool");
+  RefTensor y = RefTensor::Zeros({d.n, d.c, oh, ow});
+  std::vector<double> window;
+  for (int64_t n = 0; n < d.n; ++n)
+    for (int64_t c = 0; c < d.c; ++c)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          window.clear();
+          for (int kh = 0; kh < win.kernel_h; ++kh)
+            for (int kw = 0; kw < win.kernel_w; ++kw) {
+              int64_t h = i * win.stride_h - win.pad_top + kh;
+              int64_t w = j * win.stride_w - win.pad_left + kw;
+              if (h >= 0 && h < d.h && w >= 0 && w < d.w) window.push_back(x.data[((n * d.c + c) * d.h + h) * d.w + w]);
+            }
+          y.data[((n * d.c + c) * oh + i) * ow + j] = reduce(window);
+        }
+  return y;
+}
+
+RefTensor Reduce(const RefTensor& x, std::vector<int> axes, bool keep_dims, bool mean) {
+  size_t rank = x.shape.size();
+  std::vector<bool> reduced(rank, axes.empty());
+  for (int a : axes) reduced[NormalizeAxis(a, rank)] = true;
+  Shape kept(rank);
+  int64_t count = 1;
+  for (size_t i = 0; i < rank; ++i) {
+    kept[i] = reduced[i] ? 1 : x.shape[i];
+    if (reduced[i]) count *= x.shape[i];
+  }
+  RefTensor y = RefTensor::Zeros(kept);
+  std::vector<int64_t> sx = Strides(x.shape), sk = Strides(kept);
+  for (int64_t i = 0; i < x.size(); ++i) {
+    int64_t o = 0;
+    for (size_t d = 0; d < rank; ++d)
+      if (!reduced[d]) o += (i / sx[d] % x.shape[d]) * sk[d];
+    y.data[o] += x.data[i];
+  }
+  if (mean)
+    for (double& v : y.data) v /= static_cast<double>(count);
+  if (!keep_dims) {
+    Shape dropped;
+    for (size_t i = 0; i < rank; ++i)
+      if (!reduced[i]) dropped.push_back(x.shape[i]);
+    y.shape = dropped;
+  }
+  return y;
+}
+
+}  // namespace
+
+RefTensor::RefTensor(Shape s, std::vector<double> d) : shape(std::move(s)), data(std::move(d)) {
+  if (NumElements(shape) != static_cast<int64_t>(data.size()))
+    Fail("shape " + ShapeToString(shape) + " does not hold " + std::to_string(data.size()) + " values");
+}
+
+RefTensor RefTensor::Zeros(Shape s) {
+  int64_t n = NumElements(s);
+  if (n < 0) Fail("bad shape " + ShapeToString(s));
+  return RefTensor(std::move(s), std::vector<double>(static_cast<size_t>(n), 0.0));
+}
+
+RefWindow RefWindow::Square(int kernel, int stride, int pad) {
+  RefWindow w;
+  w.kernel_h = w.kernel_w = kernel;
+  w.stride_h = w.stride_w = stride;
+  w.pad_top = w.pad_bottom = w.pad_left = w.pad_right = pad;
+  return w;
+}
+
+RefTensor RefMatMul(const RefTensor& a, const RefTensor& b, bool transpose_a, bool transpose_b) {
+  if (a.shape.size() != 2 || b.shape.size() != 2)
+    Fail("MatMul takes 2-D operands, got " + ShapeToString(a.shape) + " and " + ShapeToString(b.shape));
+  int64_t m = transpose_a ? a.shape[1] : a.shape[0], k = transpose_a ? a.shape[0] : a.shape[1];
+  int64_t kb = transpose_b ? b.shape[1] : b.shape[0], n = transpose_b ? b.shape[0] : b.shape[1];
+  if (k != kb) Fail("MatMul inner dimensions " + std::to_string(k) + " and " + std::to_string(kb) + " differ");
+  RefTensor y = RefTensor::Zeros({m, n});
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        double av = transpose_a ? a.data[p * m + i] : a.data[i * k + p];
+        double bv = transpose_b ? b.data[j * k + p] : b.data[p * n + j];
+        s += av * bv;
+      }
+      y.data[i * n + j] = s;
+    }
+  return y;
+}
+
+RefTensor RefBiasAdd(const RefTensor& x, const RefTensor& bias, int axis) {
+  int a = NormalizeAxis(axis, x.shape.size());
+  if (bias.shape.size() != 1 || bias.shape[0] != x.shape[a])
+    Fail("bias " + ShapeToString(bias.shape) + " does not match axis " + std::to_string(a) + " of " +
+         ShapeToString(x.shape));
+  int64_t inner = 1;
+  for (size_t i = a + 1; i < x.shape.size(); ++i) inner *= x.shape[i];
+  RefTensor y = x;
+  for (int64_t i = 0; i < y.size(); ++i) y.data[i] += bias.data[i / inner % x.shape[a]];
+  return y;
+}
+
+RefTensor RefAdd(const RefTensor& a, const RefTensor& b) {
+  return Broadcast(a, b, [](double u, double v) { return u + v; });
+}
+RefTensor RefSub(const RefTensor& a, const RefTensor& b) {
+  return Broadcast(a, b, [](double u, double v) { return u - v; });
+}
+RefTensor RefMul(const RefTensor& a, const RefTensor& b) {
+  return Broadcast(a, b, [](double u, double v) { return u * v; });
+}
+
+RefTensor RefRelu(const RefTensor& x) {
+  return Elementwise(x, [](double v) { return v > 0 ? v : 0.0; });
+}
+RefTensor RefGelu(const RefTensor& x) {
+  const double c = std::sqrt(2.0 / std::numbers::pi);
+  return Elementwise(x, [c](double v) { return 0.5 * v * (1.0 + std::tanh(c * (v + 0.044715 * v * v * v))); });
+}
+RefTensor RefTanh(const RefTensor& x) {
+  return Elementwise(x, [](double v) { return std::tanh(v); });
+}
+RefTensor RefSigmoid(const RefTensor& x) {
+  return Elementwise(x, [](double v) { return 1.0 / (1.0 + std::exp(-v)); });
+}
+
+RefTensor RefSoftmax(const RefTensor& x, int axis) {
+  return AlongAxis(x, axis, [](const std::vector<double>& in, std::vector<double>& out) {
+    LogSoftmax1D(in, out);
+    for (double& v : out) v = std::exp(v);
+  });
+}
+
+RefTensor RefLogSoftmax(const RefTensor& x, int axis) { return AlongAxis(x, axis, LogSoftmax1D); }
+
+RefTensor RefSparseSoftmaxCrossEntropy(const RefTensor& logits, const std::vector<int32_t>& labels) {
+  if (logits.shape.size() != 2 || static_cast<int64_t>(labels.size()) != logits.shape[0])
+    Fail("logits " + ShapeToString(logits.shape) + " and " + std::to_string(labels.size()) + " labels");
+  RefTensor logp = RefLogSoftmax(logits, 1);
+  int64_t n = logits.shape[0], c = logits.shape[1];
+  double loss = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (labels[i] < 0 || labels[i] >= c) Fail("label " + std::to_string(labels[i]) + " outside [0, C)");
+    loss -= logp.data[i * c + labels[i]];
+  }
+  return RefTensor({}, {loss / static_cast<double>(n)});
+}
+
+RefTensor RefReduceSum(const RefTensor& x, std::vector<int> axes, bool keep_dims) {
+  return Reduce(x, std::move(axes), keep_dims, false);
+}
+RefTensor RefReduceMean(const RefTensor& x, std::vector<int> axes, bool keep_dims) {
+  return Reduce(x, std::move(axes), keep_dims, true);
+}
+
+RefTensor RefReshape(const RefTensor& x, Shape shape) {
+  int64_t known = 1;
+  int unknown = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      if (unknown >= 0) Fail("reshape to " + ShapeToString(shape) + " has two -1 dims");
+      unknown = static_cast<int>(i);
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (unknown >= 0) {
+    if (known == 0 || x.size() % known) Fail("cannot infer -1 in " + ShapeToString(shape));
+    shape[unknown] = x.size() / known;
+  }
+  return RefTensor(std::move(shape), x.data);
+}
+
+RefTensor RefFlatten(const RefTensor& x) {
+  if (x.shape.empty()) Fail("Flatten of a scalar");
+  return RefReshape(x, {x.shape[0], -1});
+}
+
+RefTensor RefConv2D(const RefTensor& x, const RefTensor& w, const RefWindow& win) {
+  Dims4 d = Nchw(x, "conv input");
+  Dims4 k = Nchw(w, "conv filter");  // o, c, kh, kw
+  if (k.c != d.c) Fail("conv filter has " + std::to_string(k.c) + " input channels, input " + std::to_string(d.c));
+  int64_t ext_h = win.dilation_h * (k.h - 1) + 1, ext_w = win.dilation_w * (k.w - 1) + 1;
+  int64_t oh = OutDim(d.h, win.pad_top, win.pad_bottom, ext_h, win.stride_h, "conv");
+  int64_t ow = OutDim(d.w, win.pad_left, win.pad_right, ext_w, win.stride_w, "conv");
+  RefTensor y = RefTensor::Zeros({d.n, k.n, oh, ow});
+  for (int64_t n = 0; n < d.n; ++n)
+    for (int64_t o = 0; o < k.n; ++o)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          double s = 0;
+          for (int64_t c = 0; c < d.c; ++c)
+            for (int64_t p = 0; p < k.h; ++p)
+              for (int64_t q = 0; q < k.w; ++q) {
+                int64_t h = i * win.stride_h - win.pad_top + p * win.dilation_h;
+                int64_t wc = j * win.stride_w - win.pad_left + q * win.dilation_w;
+                if (h < 0 || h >= d.h || wc < 0 || wc >= d.w) continue;
+                s += x.data[((n * d.c + c) * d.h + h) * d.w + wc] * w.data[((o * k.c + c) * k.h + p) * k.w + q];
+              }
+          y.data[((n * k.n + o) * oh + i) * ow + j] = s;
+        }
+  return y;
+}
+
+RefTensor RefMaxPool2D(const RefTensor& x, const RefWindow& win) {
+  return Pool(x, win, [](const std::vector<double>& v) {
+    if (v.empty()) Fail("max-pool window lies entirely in the padding");
+    return *std::max_element(v.begin(), v.end());
+  });
+}
+
+RefTensor RefAvgPool2D(const RefTensor& x, const RefWindow& win) {
+  return Pool(x, win, [](const std::vector<double>& v) {
+    if (v.empty()) Fail("average-pool window lies entirely in the padding");
+    double s = 0;
+    for (double e : v) s += e;
+    return s / static_cast<double>(v.size());
+  });
+}
+
+double RefWeightedSum(const RefTensor& y, const RefTensor& r) {
+  if (y.shape != r.shape) Fail("weighted sum of " + ShapeToString(y.shape) + " by " + ShapeToString(r.shape));
+  double s = 0;
+  for (int64_t i = 0; i < y.size(); ++i) s += y.data[i] * r.data[i];
+  return s;
+}
+
+}  // namespace sinkrt::testing

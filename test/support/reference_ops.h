@@ -1,0 +1,70 @@
+// Float64 reference forward of every differentiable op, for gradient checks.
+//
+// Deliberately naive (nested loops, no blocking, no shared code with the
+// device kernels or the host's shape inference) so that an error in either
+// cannot hide in both. Semantics follow docs/ops.md. Misuse (mismatched
+// shapes) throws std::invalid_argument: this is test code, and GoogleTest
+// reports the exception as a failure of the test that made it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sinkrt/runtime/dtype.h"
+
+namespace sinkrt::testing {
+
+struct RefTensor {
+  Shape shape;
+  std::vector<double> data;  // row-major
+
+  RefTensor() = default;
+  RefTensor(Shape s, std::vector<double> d);  // checks data.size() against the shape
+  static RefTensor Zeros(Shape s);
+  int64_t size() const { return static_cast<int64_t>(data.size()); }
+};
+
+// a [M,K] (or [K,M] with transpose_a) · b [K,N] (or [N,K] with transpose_b).
+RefTensor RefMatMul(const RefTensor& a, const RefTensor& b, bool transpose_a, bool transpose_b);
+// bias [C] added along `axis` of x.
+RefTensor RefBiasAdd(const RefTensor& x, const RefTensor& bias, int axis);
+// NumPy broadcasting.
+RefTensor RefAdd(const RefTensor& a, const RefTensor& b);
+RefTensor RefSub(const RefTensor& a, const RefTensor& b);
+RefTensor RefMul(const RefTensor& a, const RefTensor& b);
+
+RefTensor RefRelu(const RefTensor& x);
+RefTensor RefGelu(const RefTensor& x);  // tanh approximation
+RefTensor RefTanh(const RefTensor& x);
+RefTensor RefSigmoid(const RefTensor& x);
+RefTensor RefSoftmax(const RefTensor& x, int axis);
+RefTensor RefLogSoftmax(const RefTensor& x, int axis);
+// Scalar: mean over rows of -log softmax(logits)[n, labels[n]].
+RefTensor RefSparseSoftmaxCrossEntropy(const RefTensor& logits, const std::vector<int32_t>& labels);
+
+// axes may be negative; empty reduces every axis.
+RefTensor RefReduceSum(const RefTensor& x, std::vector<int> axes, bool keep_dims);
+RefTensor RefReduceMean(const RefTensor& x, std::vector<int> axes, bool keep_dims);
+// One dim may be -1.
+RefTensor RefReshape(const RefTensor& x, Shape shape);
+RefTensor RefFlatten(const RefTensor& x);  // [N, ...] -> [N, prod(...)]
+
+struct RefWindow {
+  int kernel_h = 1, kernel_w = 1;  // pools only; convolutions take it from w
+  int stride_h = 1, stride_w = 1;
+  int pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  int dilation_h = 1, dilation_w = 1;  // convolutions only
+
+  static RefWindow Square(int kernel, int stride, int pad);
+};
+
+// x [N,C,H,W], w [O,C,KH,KW] -> [N,O,OH,OW].
+RefTensor RefConv2D(const RefTensor& x, const RefTensor& w, const RefWindow& win);
+// Padding never wins the max, nor counts in the average.
+RefTensor RefMaxPool2D(const RefTensor& x, const RefWindow& win);
+RefTensor RefAvgPool2D(const RefTensor& x, const RefWindow& win);
+
+// Σ y·r over every element: the scalar loss a gradient check differentiates.
+double RefWeightedSum(const RefTensor& y, const RefTensor& r);
+
+}  // namespace sinkrt::testing
