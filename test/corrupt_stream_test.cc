@@ -126,7 +126,10 @@ TEST_F(CorruptStream, KernelInputIndexOutOfTable) {
       auto* task = tasks->GetMutableObject(t);
       if (task->body_type() != fb::TaskBody::KernelTask) continue;
       auto* k = const_cast<fb::KernelTask*>(task->body_as_KernelTask());
-      if (k->inputs() && k->inputs()->size() > 0) mutated = k->mutable_inputs()->Mutate(0, 100000);
+      if (k->inputs() && k->inputs()->size() > 0) {
+        k->mutable_inputs()->Mutate(0, 100000);
+        mutated = true;
+      }
     }
   }
   ASSERT_TRUE(mutated);
@@ -148,7 +151,10 @@ TEST_F(CorruptStream, KernelShapeMismatchIsCaughtAtLoad) {
     auto* task = tasks->GetMutableObject(t);
     if (task->body_type() != fb::TaskBody::KernelTask) continue;
     auto* k = const_cast<fb::KernelTask*>(task->body_as_KernelTask());
-    if (k->op() == fb::OpCode::MatMul) mutated = k->mutable_inputs()->Mutate(1, static_cast<uint32_t>(loss));
+    if (k->op() == fb::OpCode::MatMul) {
+      k->mutable_inputs()->Mutate(1, static_cast<uint32_t>(loss));
+      mutated = true;
+    }
   }
   ASSERT_TRUE(mutated);
   ExpectError(bad, "MatMul");

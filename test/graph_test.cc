@@ -718,6 +718,33 @@ TEST(LowLevelTest, AddOpIntoWritesExistingTensorsOnce) {
   ExpectError(g2, "Fill 'fill_0': output 0 is Param tensor 'q', which no op may write");
 }
 
+TEST(LowLevelTest, AddOpIntoRejectsUnknownAndRepeatedOutputs) {
+  Graph g;
+  TensorId x = g.Input("x", {3});
+  g.AddOpInto(OpCode::Relu, {x}, OpAttrs{}, {99});
+  ExpectError(g, "Relu 'relu_0': output 0 is not a tensor of this graph (id 99)");
+  Graph g2;
+  TensorId y = g2.Input("y", {3});
+  TensorId t = g2.AddTensor(TensorInfo{"t", DType::F32, {3}, TensorKind::Intermediate, {}});
+  g2.AddOpInto(OpCode::Copy, {y}, OpAttrs{}, {t, t});
+  ExpectError(g2, "Copy 'copy_0': tensor 't' is listed twice as an output");
+  EXPECT_EQ(g2.producer(t), -1);
+}
+
+TEST(LowLevelTest, CopiesKeepNameBookkeeping) {
+  Graph g = testing::MakeMlp(2, {3, 2});
+  Graph copy = g;
+  EXPECT_EQ(copy.FindTensor("fc1.weight"), g.FindTensor("fc1.weight"));
+  TensorId r = copy.Relu(copy.FindTensor("image"));
+  ASSERT_TRUE(copy.status().ok()) << copy.status().ToString();
+  std::set<std::string> names;
+  for (const OpNode& op : copy.ops()) EXPECT_TRUE(names.insert(op.name).second) << op.name;
+  EXPECT_EQ(g.FindTensor(copy.tensor(r).name), kInvalidTensor);  // the original is untouched
+  copy.Param("fc1.bias", {2}, InitSpec::Zeros());
+  ExpectError(copy, "Param 'fc1.bias': name is already used by Param tensor 3");
+  EXPECT_TRUE(g.status().ok());
+}
+
 // -- whole models -----------------------------------------------------------------------------
 
 TEST(ModelTest, MlpShapes) {

@@ -133,6 +133,20 @@ TEST(MemoryPlanner, ReusesAGapBetweenLiveBuffers) {
   EXPECT_EQ(plan->arena_bytes, plan->liveness_lower_bound);
 }
 
+TEST(MemoryPlanner, TriesOtherOrderingsWhenLargestFirstMisses) {
+  // Largest first (TFLM) places the two 2-unit buffers in the wrong order
+  // and needs 8 units; breaking the size tie by first use needs 7, the bound.
+  const uint64_t u = 64;
+  auto plan = PlanMemory({Transient(4 * u, 3, 4), Transient(3 * u, 1, 2), Transient(2 * u, 2, 3),
+                          Transient(2 * u, 1, 2)},
+                         u);
+  ASSERT_TRUE(plan.ok());
+  ExpectValidPlan(*plan);
+  EXPECT_EQ(plan->liveness_lower_bound, 7 * u);
+  EXPECT_EQ(plan->arena_bytes, 7 * u);
+  EXPECT_NE(plan->strategy, "size/first-fit");
+}
+
 TEST(MemoryPlanner, ZeroByteBuffersAndEmptyInput) {
   auto empty = PlanMemory({}, 64);
   ASSERT_TRUE(empty.ok());

@@ -17,6 +17,13 @@ std::string_view StripTaskSuffix(std::string_view kind) {
   return kind;
 }
 
+// "#7": a table entry with no name.
+std::string IndexLabel(int64_t index) {
+  std::string s = "#";
+  s += std::to_string(index);
+  return s;
+}
+
 std::vector<int64_t> Indices(const flatbuffers::Vector<uint32_t>* v) {
   return v ? std::vector<int64_t>(v->begin(), v->end()) : std::vector<int64_t>{};
 }
@@ -35,7 +42,7 @@ std::string GroupLabel(const StreamView& view, uint32_t group) {
     std::string name = Str(groups->Get(group)->name());
     if (!name.empty()) return name;
   }
-  return "#" + std::to_string(group);
+  return IndexLabel(group);
 }
 
 bool UsesAxis(fb::OpCode op) {
@@ -183,7 +190,7 @@ std::string BufferLabel(const StreamView& view, int64_t index) {
     std::string name = Str(buffers->Get(static_cast<uint32_t>(index))->name());
     if (!name.empty()) return name;
   }
-  return "#" + std::to_string(index);
+  return IndexLabel(index);
 }
 
 std::vector<std::string> RequirementNames(uint64_t bits) {
@@ -281,7 +288,7 @@ TaskInfo DescribeTask(const StreamView& view, const fb::Task& task) {
         info.outputs = Indices(g->outputs());
         const auto* queues = view.root->queues();
         std::string qname = queues && g->queue() < queues->size() ? Str(queues->Get(g->queue())->name()) : "";
-        info.attrs["queue"] = qname.empty() ? "#" + std::to_string(g->queue()) : qname;
+        info.attrs["queue"] = qname.empty() ? IndexLabel(g->queue()) : qname;
       }
       break;
     case fb::TaskBody::EventRecordTask:
@@ -358,7 +365,10 @@ std::string AttrsText(const Json& attrs) {
     if (value.is_string()) {
       out += value.get<std::string>();
     } else if (value.is_array()) {
-      for (size_t i = 0; i < value.size(); ++i) out += (i ? "," : "") + value[i].dump();
+      for (size_t i = 0; i < value.size(); ++i) {
+        if (i) out += ',';
+        out += value[i].dump();
+      }
     } else {
       out += value.dump();
     }

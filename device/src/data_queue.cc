@@ -12,7 +12,8 @@ Status DataQueue::Init(const fb::QueueSpec& spec, bool prefault) {
   column_bytes_.clear();
   slot_bytes_ = 0;
   for (const fb::QueueColumn* c : *spec.columns()) {
-    std::vector<int64_t> dims(c->shape() ? c->shape()->begin() : nullptr, c->shape() ? c->shape()->end() : nullptr);
+    std::vector<int64_t> dims;
+    if (c->shape()) dims.assign(c->shape()->begin(), c->shape()->end());
     uint64_t b = static_cast<uint64_t>(NumElements(dims)) * DTypeSize(c->dtype());
     column_bytes_.push_back(b);
     // Columns start 64-byte aligned inside a slot.

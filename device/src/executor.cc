@@ -286,6 +286,15 @@ uint64_t Executor::arena_bytes() const { return job_->arena.size(); }
 uint64_t Executor::scratch_bytes() const { return job_->scratch.size(); }
 int Executor::threads() const { return job_->threads; }
 
+Status Executor::PushBatch(uint32_t queue, std::span<const ConstBytes> columns) {
+  if (queue >= job_->queues.size())
+    return OutOfRange("queue index " + std::to_string(queue) + " is outside the stream's " +
+                      std::to_string(job_->queues.size()) + " queues");
+  return job_->queues[queue]->Push(columns, job_->options.push_timeout);
+}
+
+uint32_t Executor::queue_high_water_mark(uint32_t index) const { return job_->queues.at(index)->high_water_mark(); }
+
 uint64_t Executor::queue_bytes() const {
   uint64_t n = 0;
   for (const auto& q : job_->queues) n += q->batch_bytes() * q->capacity();

@@ -30,10 +30,7 @@ Result<LoadInfo> InProcessDevice::Load(ConstBytes stream) {
 
 Status InProcessDevice::PushBatch(uint32_t queue, std::span<const ConstBytes> columns) {
   if (!executor_) return FailedPrecondition("PushBatch before a task stream was loaded");
-  if (queue >= executor_->num_queues())
-    return OutOfRange("queue index " + std::to_string(queue) + " is outside the stream's " +
-                      std::to_string(executor_->num_queues()) + " queues");
-  return executor_->queue(queue).Push(columns, options_.push_timeout);
+  return executor_->PushBatch(queue, columns);
 }
 
 Result<SinkResult> InProcessDevice::RunSink(ProgramKind program, uint32_t steps) {

@@ -44,7 +44,12 @@ std::string Describe(const TensorInfo& t) {
 
 std::string AxisRange(size_t rank) {
   const int r = static_cast<int>(rank);
-  return "[" + std::to_string(-r) + ", " + std::to_string(r) + ")";
+  std::string s = "[";
+  s += std::to_string(-r);
+  s += ", ";
+  s += std::to_string(r);
+  s += ")";
+  return s;
 }
 
 // -1 when `axis` is outside [-rank, rank).

@@ -1,6 +1,5 @@
 #include "sinkrt/host/optimizer.h"
 
-#include <algorithm>
 #include <cctype>
 #include <cmath>
 
@@ -91,7 +90,7 @@ Status CheckGrads(const Graph& g, const std::vector<ParamGrad>& grads) {
   if (grads.empty()) {
     return InvalidArgument("AppendOptimizer: Optimizer got an empty parameter list");
   }
-  std::vector<TensorId> seen;
+  std::vector<bool> seen(g.tensors().size(), false);
   for (const ParamGrad& pg : grads) {
     if (!g.valid(pg.param) || g.tensor(pg.param).kind != TensorKind::Param) {
       return InvalidArgument("AppendOptimizer: tensor " + std::to_string(pg.param) +
@@ -107,10 +106,8 @@ Status CheckGrads(const Graph& g, const std::vector<ParamGrad>& grads) {
                              ShapeToString(g.tensor(pg.grad).shape) + " does not match '" +
                              p.name + "' " + ShapeToString(p.shape));
     }
-    if (std::find(seen.begin(), seen.end(), pg.param) != seen.end()) {
-      return InvalidArgument("AppendOptimizer: '" + p.name + "' is listed twice");
-    }
-    seen.push_back(pg.param);
+    if (seen[pg.param]) return InvalidArgument("AppendOptimizer: '" + p.name + "' is listed twice");
+    seen[pg.param] = true;
   }
   return Status::Ok();
 }

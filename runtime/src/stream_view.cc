@@ -296,8 +296,10 @@ Result<StreamView> VerifyTaskStream(std::span<const uint8_t> file) {
   // (kMaxStreamBytes, checked in SplitStream) must stay below FLATBUFFERS_MAX_BUFFER_SIZE.
   if (sections.flatbuffer.size() >= FLATBUFFERS_MAX_BUFFER_SIZE)
     return InvalidArgument("task stream FlatBuffer exceeds the 2 GiB FlatBuffers limit");
-  flatbuffers::Verifier verifier(sections.flatbuffer.data(), sections.flatbuffer.size(), opts);
-  if (!fb::VerifyTaskStreamBuffer(verifier))
+  // Verify from the size prefix: the builder aligned the buffer including
+  // it, so alignment checks are only meaningful relative to the file start.
+  flatbuffers::Verifier verifier(file.data(), 4 + sections.flatbuffer.size(), opts);
+  if (!fb::VerifySizePrefixedTaskStreamBuffer(verifier))
     return InvalidArgument("task stream failed FlatBuffers verification (corrupt or truncated, " +
                            std::to_string(sections.flatbuffer.size()) + " bytes)");
   StreamView view;

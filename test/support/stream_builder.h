@@ -79,12 +79,15 @@ class HandStream {
         fb::CreateProgram(fbb, fbb.CreateString("train_step"), fb::ProgramKind::TrainStep,
                           fbb.CreateVector(std::vector{train_stream}))};
     auto header = fb::CreateHeader(fbb, kFormatMajor, kFormatMinor, 0, 1, fbb.CreateString("cpu"));
+    auto buf_vec = fbb.CreateVector(bufs);
+    auto init_vec = fbb.CreateVector(inits);
+    auto prog_vec = fbb.CreateVector(progs);
     fb::TaskStreamBuilder root(fbb);
     root.add_header(header);
     root.add_arena_bytes(arena_);
-    root.add_buffers(fbb.CreateVector(bufs));
-    root.add_initializers(fbb.CreateVector(inits));
-    root.add_programs(fbb.CreateVector(progs));
+    root.add_buffers(buf_vec);
+    root.add_initializers(init_vec);
+    root.add_programs(prog_vec);
     auto r = root.Finish();
     fbb.FinishSizePrefixed(r, fb::TaskStreamIdentifier());
     return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());

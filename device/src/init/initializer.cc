@@ -1,19 +1,30 @@
 #include "initializer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numbers>
 #include <string>
 
 namespace sinkrt::device {
+namespace {
+
+// Box–Muller on the uniforms of pair k: (r cos θ, r sin θ). Double so that the
+// f32 results are correctly rounded on any libm accurate to a few double ulps.
+void NormalPair(uint64_t seed, uint64_t k, double* even, double* odd) {
+  const double u1 = UniformAt(seed, 2 * k), u2 = UniformAt(seed, 2 * k + 1);
+  const double r = std::sqrt(-2.0 * std::log(1.0 - u1));
+  const double theta = 2.0 * std::numbers::pi * u2;
+  *even = r * std::cos(theta);
+  *odd = r * std::sin(theta);
+}
+
+}  // namespace
 
 float NormalAt(uint64_t seed, uint64_t i) {
-  const uint64_t pair = i & ~uint64_t{1};
-  // Double so that the f32 result is correctly rounded on any libm that is
-  // accurate to within a few double ulps.
-  const double u1 = UniformAt(seed, pair), u2 = UniformAt(seed, pair + 1);
-  const double r = std::sqrt(-2.0 * std::log(1.0 - u1));
-  const double theta = 2.0 * 3.14159265358979323846 * u2;
-  return static_cast<float>((i & 1) ? r * std::sin(theta) : r * std::cos(theta));
+  double even, odd;
+  NormalPair(seed, i / 2, &even, &odd);
+  return static_cast<float>((i & 1) ? odd : even);
 }
 
 namespace {
@@ -43,9 +54,15 @@ void FillUniform(const TensorRef& out, uint64_t seed, float low, float high) {
   for (int64_t i = 0; i < out.numel; ++i) y[i] = low + range * UniformAt(seed, i);
 }
 
+// Same values as NormalAt, one Box–Muller per pair.
 void FillNormal(const TensorRef& out, uint64_t seed, float mean, float stddev) {
   float* y = out.f32();
-  for (int64_t i = 0; i < out.numel; ++i) y[i] = mean + stddev * NormalAt(seed, i);
+  for (int64_t i = 0; i < out.numel; i += 2) {
+    double even, odd;
+    NormalPair(seed, static_cast<uint64_t>(i) / 2, &even, &odd);
+    y[i] = mean + stddev * static_cast<float>(even);
+    if (i + 1 < out.numel) y[i + 1] = mean + stddev * static_cast<float>(odd);
+  }
 }
 
 Status Constant(const fb::InitDef& def, const TensorRef& out) {

@@ -85,8 +85,8 @@ Status CheckWorkspace(const KernelArgs& args, Operand ws_op, const PoolGeometry&
                       const memory::desc& ws_md) {
   SINKRT_RETURN_IF_ERROR(CheckDType(args, ws_op, DType::U8));
   const int64_t want = 4 * NumElements(g.y_shape());
-  SINKRT_RETURN_IF_ERROR(
-      CheckShape(args, ws_op, Shape{want}, "[" + std::to_string(want) + "] (4 bytes per element of y)"));
+  SINKRT_RETURN_IF_ERROR(CheckShape(args, ws_op, Shape{want},
+                                    ShapeToString(Shape{want}) + " (4 bytes per element of y)"));
   const uint64_t need = ws_md.get_size();
   if (need > Bytes(Get(args, ws_op))) {
     return OpError(args, ws_op.Name() + " (workspace) has " + std::to_string(Bytes(Get(args, ws_op))) +

@@ -62,8 +62,10 @@ void SoftmaxRow(const float* __restrict x, float* __restrict y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i] - m);
   const float s = PairwiseSum(y, n);
   if constexpr (kLog) {
-    const float lse = m + std::log(s);
-    for (int64_t i = 0; i < n; ++i) y[i] = x[i] - lse;
+    // (x − m) − log s, not x − (m + log s): near the maximum the result is
+    // small and the second form would lose it to the rounding of m + log s.
+    const float log_s = std::log(s);
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - m) - log_s;
   } else {
     const float inv = 1.0f / s;
     for (int64_t i = 0; i < n; ++i) y[i] *= inv;
@@ -89,11 +91,11 @@ void SoftmaxStrided(const float* __restrict x, float* __restrict y, int64_t a_le
     }
   }
   if constexpr (kLog) {
-    for (int64_t i = 0; i < inner; ++i) s[i] = m[i] + std::log(s[i]);
+    for (int64_t i = 0; i < inner; ++i) s[i] = std::log(s[i]);
     for (int64_t a = 0; a < a_len; ++a) {
       const float* xa = x + a * inner;
       float* ya = y + a * inner;
-      for (int64_t i = 0; i < inner; ++i) ya[i] = xa[i] - s[i];
+      for (int64_t i = 0; i < inner; ++i) ya[i] = (xa[i] - m[i]) - s[i];
     }
   } else {
     for (int64_t i = 0; i < inner; ++i) s[i] = 1.0f / s[i];

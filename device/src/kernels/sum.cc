@@ -57,21 +57,36 @@ float PairwiseDot(const float* __restrict x, const float* __restrict w, int64_t 
   return PairwiseDot(x, w, h) + PairwiseDot(x + h, w + h, n - h);
 }
 
+namespace {
+
+constexpr int64_t kCols = 64;   // a column block stays in registers / L1
+constexpr int64_t kRows = 128;  // rows summed directly before pairing
+
+// out[j] = Σ_r x[r·cols + j] for j < w ≤ kCols, pairwise over row blocks.
+void ColumnBlockSum(const float* __restrict x, int64_t rows, int64_t cols, int64_t w,
+                    float* __restrict out) {
+  if (rows <= kRows) {
+    for (int64_t j = 0; j < w; ++j) out[j] = 0.0f;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = x + r * cols;
+      for (int64_t j = 0; j < w; ++j) out[j] += row[j];
+    }
+    return;
+  }
+  const int64_t h = ((rows / 2 + kRows - 1) / kRows) * kRows;
+  float rest[kCols];
+  ColumnBlockSum(x, h, cols, w, out);
+  ColumnBlockSum(x + h * cols, rows - h, cols, w, rest);
+  for (int64_t j = 0; j < w; ++j) out[j] += rest[j];
+}
+
+}  // namespace
+
 void AddColumnSums(const float* __restrict x, int64_t rows, int64_t cols, float* __restrict y) {
-  constexpr int64_t kCols = 64;   // a column block stays in registers / L1
-  constexpr int64_t kRows = 128;  // rows summed before folding into the total
   for (int64_t c0 = 0; c0 < cols; c0 += kCols) {
     const int64_t w = std::min(kCols, cols - c0);
-    float total[kCols] = {};
-    for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
-      const int64_t r1 = std::min(rows, r0 + kRows);
-      float part[kCols] = {};
-      for (int64_t r = r0; r < r1; ++r) {
-        const float* row = x + r * cols + c0;
-        for (int64_t j = 0; j < w; ++j) part[j] += row[j];
-      }
-      for (int64_t j = 0; j < w; ++j) total[j] += part[j];
-    }
+    float total[kCols];
+    ColumnBlockSum(x + c0, rows, cols, w, total);
     for (int64_t j = 0; j < w; ++j) y[c0 + j] += total[j];
   }
 }

@@ -17,8 +17,8 @@ float PairwiseSum(const float* __restrict x, int64_t n);
 float PairwiseDot(const float* __restrict x, const float* __restrict w, int64_t n);
 
 // y[j] += Σ_r x[r·cols + j] for j < cols: the column sums of a row-major
-// [rows, cols] block, summed in blocks of rows so the error grows with
-// rows/block + block rather than rows.
+// [rows, cols] block, summed pairwise over blocks of rows (same error bound
+// as PairwiseSum), a block of columns at a time.
 void AddColumnSums(const float* __restrict x, int64_t rows, int64_t cols, float* __restrict y);
 
 }  // namespace sinkrt::device

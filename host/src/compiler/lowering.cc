@@ -331,19 +331,28 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
     return Status::Ok();
   };
 
+  // The host finds the metrics by these names; a graph that already uses a
+  // name for another tensor keeps the metric's own tensor name instead.
+  auto buffer_name = [&](TensorId t) {
+    const char* alias = t == tg.loss ? "loss" : t == tg.accuracy ? "accuracy" : nullptr;
+    if (alias && (g.tensor(t).name == alias || g.FindTensor(alias) == kInvalidTensor))
+      return std::string(alias);
+    return g.tensor(t).name;
+  };
+
   std::vector<TensorId> persistent_order(persistent_used.begin(), persistent_used.end());
   std::stable_sort(persistent_order.begin(), persistent_order.end(), [&](TensorId a, TensorId b) {
     return PersistentRank(role[a]) < PersistentRank(role[b]);
   });
   for (TensorId t : persistent_order) {
     maps.persistent[t] = static_cast<uint32_t>(out.buffers.size());
-    SINKRT_RETURN_IF_ERROR(add_buffer(t, true, fb::ProgramKind::Init, g.tensor(t).name));
+    SINKRT_RETURN_IF_ERROR(add_buffer(t, true, fb::ProgramKind::Init, buffer_name(t)));
   }
   for (size_t p = 0; p < plans.size(); ++p) {
     const std::string prefix = p == 0 ? "" : "eval/";
     for (TensorId t : transient_used[p]) {
       maps.transient[p][t] = static_cast<uint32_t>(out.buffers.size());
-      SINKRT_RETURN_IF_ERROR(add_buffer(t, false, plans[p].kind, prefix + g.tensor(t).name));
+      SINKRT_RETURN_IF_ERROR(add_buffer(t, false, plans[p].kind, prefix + buffer_name(t)));
     }
   }
 
@@ -353,11 +362,10 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
     const BufferDef& buf = out.buffers[b];
     if (!buf.persistent || !HasInitializer(g.tensor(buf.tensor).kind)) continue;
     InitializerDef init{.buffer = b, .init = g.tensor(buf.tensor).init};
-    if (init.init.fan_in == 0 && init.init.fan_out == 0) {
-      auto [in, out_fan] = FanInOut(buf.shape);
-      init.init.fan_in = in;
-      init.init.fan_out = out_fan;
-    }
+    // 0 means "derive from the shape" (graph.h); a value the user set wins.
+    auto [fan_in, fan_out] = FanInOut(buf.shape);
+    if (init.init.fan_in == 0) init.init.fan_in = fan_in;
+    if (init.init.fan_out == 0) init.init.fan_out = fan_out;
     if (init.init.kind == fb::InitKind::Inline && init.init.data.size() != buf.bytes)
       return InvalidArgument("tensor '" + buf.name + "' has " +
                              std::to_string(init.init.data.size()) +
@@ -379,10 +387,14 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
     auto buffer_of = [&](TensorId t) {
       return maps.Find(IsPersistentRole(role[t]), static_cast<int>(p), t);
     };
-    GetNextDef get_next;
-    get_next.queue = plan.queue;
-    for (TensorId t : tg.inputs) get_next.outputs.push_back(buffer_of(t));
-    prog.tasks.push_back({"GetNext:" + std::string(p == 0 ? "train" : "eval"), get_next});
+    // A graph without inputs (it trains towards constants) has no queue to
+    // pop: a queue needs at least one column.
+    if (!tg.inputs.empty()) {
+      GetNextDef get_next;
+      get_next.queue = plan.queue;
+      for (TensorId t : tg.inputs) get_next.outputs.push_back(buffer_of(t));
+      prog.tasks.push_back({"GetNext:" + std::string(p == 0 ? "train" : "eval"), get_next});
+    }
     for (const KernelPlan& k : plan.kernels) {
       const OpNode& head = g.ops()[k.ops[0]];
       KernelDef kd;
@@ -424,7 +436,7 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
   }
 
   // Queues: one per step program, the Input tensors as columns.
-  for (size_t p = 0; p < plans.size(); ++p) {
+  for (size_t p = 0; p < plans.size() && !tg.inputs.empty(); ++p) {
     QueueDef q;
     q.name = p == 0 ? "train" : "eval";
     q.capacity = options.queue_capacity;

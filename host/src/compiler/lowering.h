@@ -10,7 +10,9 @@
 // tensors (Input, Activation, Workspace) get one buffer per program that uses
 // them: train_step and eval_step never run at once, so each program's copy is
 // planned over the same bytes with its own liveness; eval's copies are named
-// "eval/<tensor>". Table order: Param, Const, OptState, Grad, Output, then
+// "eval/<tensor>". Buffers are named after their tensors, except the loss
+// ("loss") and eval's accuracy count ("accuracy"), which the host looks up by
+// name (unless another tensor already has that name). Table order: Param, Const, OptState, Grad, Output, then
 // train_step's transients, then eval_step's, each by tensor index — so the
 // persistent buffers of one role are contiguous once packed in that order.
 //

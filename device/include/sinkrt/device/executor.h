@@ -47,9 +47,15 @@ class Executor {
   // program, the step, the task and its cause.
   Status Run(ProgramKind kind, uint32_t steps, RunStats* stats);
 
+  // Copies one batch into queue `queue` (index checked), waiting up to the
+  // push timeout for a free slot. Safe to call while Run executes.
+  Status PushBatch(uint32_t queue, std::span<const ConstBytes> columns);
+
   const StreamView& view() const;
   uint32_t num_queues() const;
   DataQueue& queue(uint32_t index);
+  // Most slots a queue ever held at once (flow-control tests).
+  uint32_t queue_high_water_mark(uint32_t index) const;
   // The arena bytes of a buffer (index checked).
   Result<std::span<uint8_t>> Buffer(uint32_t index);
   uint64_t arena_bytes() const;

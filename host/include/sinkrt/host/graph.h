@@ -143,6 +143,7 @@ class Graph {
 
   // -- low level: used by autodiff, the optimizer pass and graph loading ----
   // Adds an op whose outputs are new tensors of the given shapes/dtypes.
+  // Output 0 is named after the op, output k "<op>:k"; no shape checks here.
   std::vector<TensorId> AddOp(fb::OpCode op, std::vector<TensorId> inputs, OpAttrs attrs,
                               std::vector<std::pair<Shape, DType>> outputs,
                               std::string name = "");

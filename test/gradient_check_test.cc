@@ -1,0 +1,582 @@
+// Every differentiable op's gradient, through the whole pipeline, against
+// central finite differences of a float64 reference.
+//
+// For each case the op's float inputs are Params with fixed random values and
+//   loss = ReduceSum(Mul(op(params...), R))
+// with R a Const of fixed random weights, so that the scalar loss depends on
+// every output element and d(loss)/d(output) = R is no special value. The
+// graph is compiled with SGD at learning rate 0 (params stay put), run for one
+// train_step on an InProcessDevice, and each "<param>/grad" buffer is read
+// back and compared with (L(p + h) − L(p − h)) / 2h computed in double by
+// support/reference_ops. Inputs are drawn away from kinks (ReLU at 0,
+// max-pool ties) so that the finite difference is the derivative.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "sinkrt/device/in_process_device.h"
+#include "sinkrt/host/compiler.h"
+#include "sinkrt/runtime/stream_view.h"
+#include "support/reference_ops.h"
+
+namespace sinkrt {
+namespace {
+
+using host::Graph;
+using host::InitSpec;
+using host::TensorId;
+using testing::RefTensor;
+using testing::RefWindow;
+
+// f32 device math against a float64 reference. The worst gradient error seen
+// over every case is below 1e-6, so these leave room for other CPUs' kernel
+// choices while still catching a wrong term in a gradient of size 0.01.
+constexpr double kGradAbsTol = 1e-4, kGradRelTol = 1e-3;
+constexpr double kLossAbsTol = 1e-4, kLossRelTol = 1e-4;
+constexpr double kStep = 1e-4;  // finite-difference step, in double
+
+enum class Draw {
+  Unit,          // U(-1, 1)
+  Wide,          // U(-3, 3): reaches the curved parts of tanh, sigmoid, gelu
+  AwayFromZero,  // ±U(0.1, 1): no ReLU kink within the finite-difference step
+  Distinct,      // a shuffled grid 0.05 apart: no max-pool ties
+};
+
+struct ParamSpec {
+  std::string name;
+  Shape shape;
+  Draw draw = Draw::Unit;
+};
+
+using Params = std::vector<TensorId>;
+using RefParams = std::vector<RefTensor>;
+
+struct GradCase {
+  std::string name;  // gtest parameter name: letters, digits, underscores
+  std::vector<ParamSpec> params;
+  // Non-empty: an i32 Input "labels" fed through the train queue.
+  std::vector<int32_t> labels;
+  std::function<TensorId(Graph&, const Params&, TensorId labels)> build;
+  std::function<RefTensor(const RefParams&, const std::vector<int32_t>& labels)> reference;
+};
+
+void PrintTo(const GradCase& c, std::ostream* os) { *os << c.name; }
+
+// Appends instead of chaining operator+: GCC 12 warns falsely (-Wrestrict) on
+// "literal" + std::string.
+template <typename... Parts>
+std::string Cat(const Parts&... parts) {
+  std::string s;
+  ((s += parts), ...);
+  return s;
+}
+
+std::string Dims(const Shape& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += 'x';
+    out += std::to_string(s[i]);
+  }
+  return out.empty() ? "scalar" : out;
+}
+
+uint64_t Fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+std::vector<float> DrawValues(Draw how, int64_t n, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f), mag(0.1f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  switch (how) {
+    case Draw::Unit:
+      for (float& x : v) x = unit(rng);
+      break;
+    case Draw::Wide:
+      for (float& x : v) x = 3.0f * unit(rng);
+      break;
+    case Draw::AwayFromZero:
+      for (float& x : v) x = (rng() & 1 ? 1.0f : -1.0f) * mag(rng);
+      break;
+    case Draw::Distinct:
+      for (int64_t i = 0; i < n; ++i) v[i] = 0.05f * (static_cast<float>(i) - static_cast<float>(n) / 2 + 0.5f);
+      std::shuffle(v.begin(), v.end(), rng);
+      break;
+  }
+  return v;
+}
+
+RefTensor Widen(const Shape& shape, const std::vector<float>& v) {
+  return RefTensor(shape, std::vector<double>(v.begin(), v.end()));
+}
+
+// ---- the cases ----------------------------------------------------------------
+
+host::OpAttrs ConvAttrs(const RefWindow& w) {
+  host::OpAttrs a;
+  a.stride_h = w.stride_h;
+  a.stride_w = w.stride_w;
+  a.pad_top = w.pad_top;
+  a.pad_bottom = w.pad_bottom;
+  a.pad_left = w.pad_left;
+  a.pad_right = w.pad_right;
+  a.dilation_h = w.dilation_h;
+  a.dilation_w = w.dilation_w;
+  return a;
+}
+
+void AddMatMulCases(std::vector<GradCase>& cases) {
+  struct Mkn { int64_t m, k, n; };
+  // The last shape is large enough for oneDNN's vectorised paths and tails.
+  for (Mkn d : {Mkn{3, 4, 5}, Mkn{1, 7, 2}, Mkn{6, 1, 3}, Mkn{17, 33, 9}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        Shape sa = ta ? Shape{d.k, d.m} : Shape{d.m, d.k};
+        Shape sb = tb ? Shape{d.n, d.k} : Shape{d.k, d.n};
+        cases.push_back({Cat("MatMul", ta ? "_ta" : "", tb ? "_tb" : "", "_", Dims({d.m, d.k, d.n})),
+                         {{"a", sa}, {"b", sb}},
+                         {},
+                         [=](Graph& g, const Params& p, TensorId) { return g.MatMul(p[0], p[1], ta, tb); },
+                         [=](const RefParams& p, const auto&) { return testing::RefMatMul(p[0], p[1], ta, tb); }});
+      }
+}
+
+void AddBiasAddCases(std::vector<GradCase>& cases) {
+  for (Shape s : {Shape{4, 5}, Shape{1, 3}, Shape{2, 3, 4}, Shape{2, 3, 4, 5}, Shape{1, 2, 3, 3}}) {
+    // The builder's channel axis: 1 for [N,C] and for NCHW-style ranks.
+    cases.push_back({Cat("BiasAdd_", Dims(s)),
+                     {{"x", s}, {"bias", {s[1]}}},
+                     {},
+                     [](Graph& g, const Params& p, TensorId) { return g.BiasAdd(p[0], p[1]); },
+                     [](const RefParams& p, const auto&) { return testing::RefBiasAdd(p[0], p[1], 1); }});
+  }
+}
+
+void AddBroadcastingCases(std::vector<GradCase>& cases) {
+  struct Op {
+    const char* name;
+    TensorId (Graph::*build)(TensorId, TensorId);
+    RefTensor (*ref)(const RefTensor&, const RefTensor&);
+  };
+  const Op ops[] = {{"Add", &Graph::Add, testing::RefAdd},
+                    {"Sub", &Graph::Sub, testing::RefSub},
+                    {"Mul", &Graph::Mul, testing::RefMul}};
+  const std::pair<Shape, Shape> shapes[] = {
+      {{3, 4}, {3, 4}}, {{3, 4}, {4}}, {{2, 1, 4}, {3, 1}}, {{2, 3}, {}}, {{1}, {2, 3}}, {{4, 1}, {1, 5}}};
+  for (const Op& op : ops)
+    for (const auto& [sa, sb] : shapes)
+      cases.push_back({Cat(op.name, "_", Dims(sa), "_by_", Dims(sb)),
+                       {{"a", sa}, {"b", sb}},
+                       {},
+                       [build = op.build](Graph& g, const Params& p, TensorId) { return (g.*build)(p[0], p[1]); },
+                       [ref = op.ref](const RefParams& p, const auto&) { return ref(p[0], p[1]); }});
+}
+
+void AddUnaryCases(std::vector<GradCase>& cases) {
+  struct Op {
+    const char* name;
+    TensorId (Graph::*build)(TensorId);
+    RefTensor (*ref)(const RefTensor&);
+    Draw draw;
+  };
+  const Op ops[] = {{"Relu", &Graph::Relu, testing::RefRelu, Draw::AwayFromZero},
+                    {"Gelu", &Graph::Gelu, testing::RefGelu, Draw::Wide},
+                    {"Tanh", &Graph::Tanh, testing::RefTanh, Draw::Wide},
+                    {"Sigmoid", &Graph::Sigmoid, testing::RefSigmoid, Draw::Wide}};
+  for (const Op& op : ops)
+    for (Shape s : {Shape{7}, Shape{3, 5}, Shape{2, 3, 4}})
+      cases.push_back({Cat(op.name, "_", Dims(s)),
+                       {{"x", s, op.draw}},
+                       {},
+                       [build = op.build](Graph& g, const Params& p, TensorId) { return (g.*build)(p[0]); },
+                       [ref = op.ref](const RefParams& p, const auto&) { return ref(p[0]); }});
+}
+
+void AddSoftmaxCases(std::vector<GradCase>& cases) {
+  const std::pair<Shape, int> shapes[] = {{{4, 5}, -1}, {{1, 6}, -1}, {{3, 4}, 0}, {{2, 3, 4}, 1}, {{2, 3, 4}, -1}};
+  for (const auto& [s, axis] : shapes) {
+    std::string suffix = Cat("_", Dims(s), "_axis", axis < 0 ? "m" : "", std::to_string(std::abs(axis)));
+    cases.push_back({Cat("Softmax", suffix),
+                     {{"x", s, Draw::Wide}},
+                     {},
+                     [axis](Graph& g, const Params& p, TensorId) { return g.Softmax(p[0], axis); },
+                     [axis](const RefParams& p, const auto&) { return testing::RefSoftmax(p[0], axis); }});
+    cases.push_back({Cat("LogSoftmax", suffix),
+                     {{"x", s, Draw::Wide}},
+                     {},
+                     [axis](Graph& g, const Params& p, TensorId) { return g.LogSoftmax(p[0], axis); },
+                     [axis](const RefParams& p, const auto&) { return testing::RefLogSoftmax(p[0], axis); }});
+  }
+}
+
+void AddCrossEntropyCases(std::vector<GradCase>& cases) {
+  const std::pair<Shape, std::vector<int32_t>> shapes[] = {
+      {{4, 5}, {0, 4, 2, 2}}, {{1, 3}, {1}}, {{6, 2}, {1, 0, 0, 1, 1, 1}}};
+  for (const auto& [s, labels] : shapes)
+    cases.push_back({Cat("SparseSoftmaxCrossEntropy_", Dims(s)),
+                     {{"logits", s, Draw::Wide}},
+                     labels,
+                     [](Graph& g, const Params& p, TensorId l) { return g.SparseSoftmaxCrossEntropy(p[0], l); },
+                     [](const RefParams& p, const std::vector<int32_t>& l) {
+                       return testing::RefSparseSoftmaxCrossEntropy(p[0], l);
+                     }});
+}
+
+void AddReduceCases(std::vector<GradCase>& cases) {
+  struct R { Shape shape; std::vector<int> axes; bool keep; const char* tag; };
+  const R reductions[] = {{{3, 4}, {}, false, "all"},
+                          {{3, 4}, {1}, false, "axis1"},
+                          {{2, 3, 4}, {0, 2}, true, "axes02_keep"},
+                          {{2, 3, 4}, {-1}, true, "axism1_keep"},
+                          {{5}, {0}, false, "axis0"},
+                          {{2, 3, 4}, {}, true, "all_keep"}};
+  for (const R& r : reductions) {
+    std::vector<int> axes = r.axes;
+    bool keep = r.keep;
+    cases.push_back({Cat("ReduceSum_", Dims(r.shape), "_", r.tag),
+                     {{"x", r.shape}},
+                     {},
+                     [=](Graph& g, const Params& p, TensorId) { return g.ReduceSum(p[0], axes, keep); },
+                     [=](const RefParams& p, const auto&) { return testing::RefReduceSum(p[0], axes, keep); }});
+    cases.push_back({Cat("ReduceMean_", Dims(r.shape), "_", r.tag),
+                     {{"x", r.shape}},
+                     {},
+                     [=](Graph& g, const Params& p, TensorId) { return g.ReduceMean(p[0], axes, keep); },
+                     [=](const RefParams& p, const auto&) { return testing::RefReduceMean(p[0], axes, keep); }});
+  }
+}
+
+void AddShapeCases(std::vector<GradCase>& cases) {
+  const std::pair<Shape, Shape> reshapes[] = {{{2, 6}, {3, 4}}, {{2, 3, 4}, {-1, 4}}, {{6}, {1, 2, 3}}};
+  for (const auto& [from, to] : reshapes)
+    cases.push_back({Cat("Reshape_", Dims(from), "_to_", to[0] < 0 ? "inferred" : Dims(to)),
+                     {{"x", from}},
+                     {},
+                     [to](Graph& g, const Params& p, TensorId) { return g.Reshape(p[0], to); },
+                     [to](const RefParams& p, const auto&) { return testing::RefReshape(p[0], to); }});
+  for (Shape s : {Shape{2, 3, 2, 2}, Shape{3, 4}, Shape{2, 5, 1}})
+    cases.push_back({Cat("Flatten_", Dims(s)),
+                     {{"x", s}},
+                     {},
+                     [](Graph& g, const Params& p, TensorId) { return g.Flatten(p[0]); },
+                     [](const RefParams& p, const auto&) { return testing::RefFlatten(p[0]); }});
+}
+
+void AddConvCases(std::vector<GradCase>& cases) {
+  struct C { const char* tag; Shape x, w; RefWindow win; };
+  RefWindow asym;
+  asym.stride_h = 2;
+  asym.stride_w = 1;
+  asym.pad_top = 0;
+  asym.pad_bottom = 1;
+  asym.pad_left = 1;
+  asym.pad_right = 0;
+  RefWindow dilated;
+  dilated.dilation_h = dilated.dilation_w = 2;
+  dilated.pad_top = dilated.pad_bottom = dilated.pad_left = dilated.pad_right = 1;
+  const C convs[] = {{"s1p0", {1, 2, 5, 5}, {3, 2, 3, 3}, RefWindow::Square(1, 1, 0)},
+                     {"s2p1", {2, 1, 6, 6}, {2, 1, 3, 3}, RefWindow::Square(1, 2, 1)},
+                     {"1x1", {1, 3, 4, 4}, {2, 3, 1, 1}, RefWindow::Square(1, 1, 0)},
+                     {"s1p2_5x5", {1, 1, 5, 5}, {2, 1, 5, 5}, RefWindow::Square(1, 1, 2)},
+                     {"stride2x1_asympad", {1, 2, 5, 4}, {2, 2, 2, 3}, asym},
+                     {"dilation2", {1, 1, 6, 6}, {1, 1, 3, 3}, dilated},
+                     {"s2p1_wide", {2, 3, 9, 9}, {4, 3, 3, 3}, RefWindow::Square(1, 2, 1)}};
+  for (const C& c : convs) {
+    RefWindow win = c.win;
+    cases.push_back({Cat("Conv2D_", c.tag, "_", Dims(c.x), "_w", Dims(c.w)),
+                     {{"x", c.x}, {"w", c.w}},
+                     {},
+                     [win](Graph& g, const Params& p, TensorId) { return g.Conv2D(p[0], p[1], ConvAttrs(win)); },
+                     [win](const RefParams& p, const auto&) { return testing::RefConv2D(p[0], p[1], win); }});
+  }
+}
+
+void AddPoolCases(std::vector<GradCase>& cases) {
+  struct P { Shape x; int kernel, stride, pad; };
+  const P pools[] = {{{1, 2, 4, 4}, 2, 2, 0}, {{2, 1, 5, 5}, 3, 2, 1}, {{1, 1, 4, 4}, 2, 1, 0},
+                     {{1, 2, 3, 5}, 3, 1, 1}, {{2, 3, 8, 8}, 2, 2, 0}};
+  for (const P& q : pools) {
+    std::string tag = Cat("_", Dims(q.x), "_k", std::to_string(q.kernel), "s", std::to_string(q.stride), "p",
+                          std::to_string(q.pad));
+    RefWindow win = RefWindow::Square(q.kernel, q.stride, q.pad);
+    int k = q.kernel, s = q.stride, pad = q.pad;
+    // Distinct values keep every window's max unique; border windows of the
+    // negative half of the grid also check that padding (zero) never wins.
+    cases.push_back({Cat("MaxPool2D", tag),
+                     {{"x", q.x, Draw::Distinct}},
+                     {},
+                     [=](Graph& g, const Params& p, TensorId) { return g.MaxPool2D(p[0], k, s, pad); },
+                     [=](const RefParams& p, const auto&) { return testing::RefMaxPool2D(p[0], win); }});
+    cases.push_back({Cat("AvgPool2D", tag),
+                     {{"x", q.x}},
+                     {},
+                     [=](Graph& g, const Params& p, TensorId) { return g.AvgPool2D(p[0], k, s, pad); },
+                     [=](const RefParams& p, const auto&) { return testing::RefAvgPool2D(p[0], win); }});
+  }
+}
+
+// Chains the compiler fuses into one kernel, and a tensor read twice (its
+// gradient is the AddN of two contributions).
+void AddCompositeCases(std::vector<GradCase>& cases) {
+  cases.push_back({"Fused_MatMul_BiasAdd_Relu",
+                   {{"x", {4, 6}}, {"w", {6, 5}}, {"b", {5}}},
+                   {},
+                   [](Graph& g, const Params& p, TensorId) { return g.Relu(g.BiasAdd(g.MatMul(p[0], p[1]), p[2])); },
+                   [](const RefParams& p, const auto&) {
+                     return testing::RefRelu(testing::RefBiasAdd(testing::RefMatMul(p[0], p[1], false, false), p[2], 1));
+                   }});
+  cases.push_back({"Fused_MatMul_tb_BiasAdd",
+                   {{"x", {3, 4}}, {"w", {5, 4}}, {"b", {5}}},
+                   {},
+                   [](Graph& g, const Params& p, TensorId) { return g.BiasAdd(g.MatMul(p[0], p[1], false, true), p[2]); },
+                   [](const RefParams& p, const auto&) {
+                     return testing::RefBiasAdd(testing::RefMatMul(p[0], p[1], false, true), p[2], 1);
+                   }});
+  cases.push_back({"Fused_Conv2D_BiasAdd_Relu",
+                   {{"x", {1, 2, 5, 5}}, {"w", {3, 2, 3, 3}}, {"b", {3}}},
+                   {},
+                   [](Graph& g, const Params& p, TensorId) { return g.Relu(g.BiasAdd(g.Conv2D(p[0], p[1], 1, 1), p[2])); },
+                   [](const RefParams& p, const auto&) {
+                     return testing::RefRelu(
+                         testing::RefBiasAdd(testing::RefConv2D(p[0], p[1], RefWindow::Square(1, 1, 1)), p[2], 1));
+                   }});
+  cases.push_back({"Reused_Mul_x_x",
+                   {{"x", {3, 4}}},
+                   {},
+                   [](Graph& g, const Params& p, TensorId) { return g.Mul(p[0], p[0]); },
+                   [](const RefParams& p, const auto&) { return testing::RefMul(p[0], p[0]); }});
+  cases.push_back({"Reused_Tanh_plus_Sigmoid",
+                   {{"x", {2, 5}, Draw::Wide}},
+                   {},
+                   [](Graph& g, const Params& p, TensorId) { return g.Add(g.Tanh(p[0]), g.Sigmoid(p[0])); },
+                   [](const RefParams& p, const auto&) {
+                     return testing::RefAdd(testing::RefTanh(p[0]), testing::RefSigmoid(p[0]));
+                   }});
+  cases.push_back({"Chain_Conv_MaxPool_Flatten_MatMul_CrossEntropy",
+                   {{"x", {2, 1, 4, 4}}, {"w", {2, 1, 3, 3}}, {"fc", {8, 3}}},
+                   {2, 0},
+                   [](Graph& g, const Params& p, TensorId l) {
+                     TensorId h = g.MaxPool2D(g.Conv2D(p[0], p[1], 1, 1), 2, 2);
+                     return g.SparseSoftmaxCrossEntropy(g.MatMul(g.Flatten(h), p[2]), l);
+                   },
+                   [](const RefParams& p, const std::vector<int32_t>& l) {
+                     RefTensor h = testing::RefMaxPool2D(testing::RefConv2D(p[0], p[1], RefWindow::Square(1, 1, 1)),
+                                                         RefWindow::Square(2, 2, 0));
+                     return testing::RefSparseSoftmaxCrossEntropy(
+                         testing::RefMatMul(testing::RefFlatten(h), p[2], false, false), l);
+                   }});
+}
+
+std::vector<GradCase> AllCases() {
+  std::vector<GradCase> cases;
+  AddMatMulCases(cases);
+  AddBiasAddCases(cases);
+  AddBroadcastingCases(cases);
+  AddUnaryCases(cases);
+  AddSoftmaxCases(cases);
+  AddCrossEntropyCases(cases);
+  AddReduceCases(cases);
+  AddShapeCases(cases);
+  AddConvCases(cases);
+  AddPoolCases(cases);
+  AddCompositeCases(cases);
+  return cases;
+}
+
+// ---- the harness --------------------------------------------------------------
+
+// A case made concrete: the graph with its values, and the same values widened.
+struct Prepared {
+  Graph graph{"gradcheck"};
+  RefParams params;
+  RefTensor weights;  // R
+  double reference_loss = 0;
+};
+
+double ReferenceLoss(const GradCase& c, const RefParams& params, const RefTensor& weights) {
+  return testing::RefWeightedSum(c.reference(params, c.labels), weights);
+}
+
+void Prepare(const GradCase& c, Prepared* out) {
+  std::mt19937_64 rng(Fnv1a(c.name));
+  Graph& g = out->graph;
+  Params ids;
+  for (const ParamSpec& p : c.params) {
+    std::vector<float> v = DrawValues(p.draw, NumElements(p.shape), rng);
+    out->params.push_back(Widen(p.shape, v));
+    ids.push_back(g.Param(p.name, p.shape, InitSpec::Inline(v)));
+  }
+  // The train queue needs at least one column; a batch-less case gets an unused one.
+  TensorId labels = c.labels.empty() ? g.Input("unused", {1})
+                                     : g.Input("labels", {static_cast<int64_t>(c.labels.size())}, DType::I32);
+  TensorId y = c.build(g, ids, labels);
+  ASSERT_TRUE(g.status().ok()) << g.status().ToString();
+
+  RefTensor ref_y = c.reference(out->params, c.labels);
+  ASSERT_EQ(g.tensor(y).shape, ref_y.shape) << "graph shape inference disagrees with the reference";
+  std::vector<float> r = DrawValues(Draw::Unit, ref_y.size(), rng);
+  out->weights = Widen(ref_y.shape, r);
+  TensorId weights = g.Const("weights", ref_y.shape, InitSpec::Inline(r));
+  g.SetLoss(g.ReduceSum(g.Mul(y, weights)));
+  ASSERT_TRUE(g.status().ok()) << g.status().ToString();
+  out->reference_loss = ReferenceLoss(c, out->params, out->weights);
+}
+
+struct DeviceResult {
+  double loss = 0;
+  std::map<std::string, std::vector<float>> grads;  // by param name
+};
+
+std::vector<uint8_t> ColumnBytes(const GradCase& c, const fb::QueueColumn& col) {
+  uint64_t bytes = static_cast<uint64_t>(NumElements(std::vector<int64_t>(col.shape()->begin(), col.shape()->end()))) *
+                   DTypeSize(col.dtype());
+  std::vector<uint8_t> data(bytes, 0);
+  if (col.name()->str() == "labels" && bytes == c.labels.size() * sizeof(int32_t))
+    std::memcpy(data.data(), c.labels.data(), bytes);
+  return data;
+}
+
+void RunOnDevice(const GradCase& c, const Prepared& prep, DeviceResult* out) {
+  host::CompileOptions options;
+  options.optimizer = host::OptimizerSpec::Sgd(0.0f);
+  options.eval_program = false;
+  auto compiled = host::Compile(prep.graph, options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  auto view = VerifyTaskStream(compiled->bytes);
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+
+  device::DeviceOptions dopts;
+  dopts.threads = 1;
+  dopts.prefault = false;
+  dopts.get_next_timeout = std::chrono::seconds(10);
+  dopts.push_timeout = std::chrono::seconds(10);
+  device::InProcessDevice dev(dopts);
+  auto loaded = dev.Load(compiled->bytes);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+
+  // One batch for the train queue, whatever columns the compiler chose.
+  ASSERT_NE(view->root->queues(), nullptr);
+  ASSERT_GT(view->root->queues()->size(), 0u);
+  const fb::QueueSpec* queue = view->root->queues()->Get(0);
+  std::vector<std::vector<uint8_t>> columns;
+  for (const fb::QueueColumn* col : *queue->columns()) columns.push_back(ColumnBytes(c, *col));
+  std::vector<ConstBytes> spans(columns.begin(), columns.end());
+  Status pushed = dev.PushBatch(0, spans);
+  ASSERT_TRUE(pushed.ok()) << pushed.ToString();
+
+  auto sink = dev.RunSink(ProgramKind::TrainStep, 1);
+  ASSERT_TRUE(sink.ok()) << sink.status().ToString();
+  const std::string loss_name = prep.graph.tensor(prep.graph.loss()).name;
+  const ReportedTensor* loss = nullptr;
+  for (const ReportedTensor& r : sink->reports)
+    if (r.name == loss_name || sink->reports.size() == 1) loss = &r;
+  ASSERT_NE(loss, nullptr) << "train_step reports no '" << loss_name << "'";
+  out->loss = loss->scalar();
+
+  for (const ParamSpec& p : c.params) {
+    const std::string grad_name = p.name + "/grad";
+    int64_t index = view->FindBuffer(grad_name);
+    ASSERT_GE(index, 0) << "no buffer '" << grad_name << "' in the compiled stream";
+    auto bytes = dev.ReadTensor(static_cast<uint32_t>(index));
+    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+    ASSERT_EQ(bytes->size(), static_cast<size_t>(NumElements(p.shape)) * sizeof(float)) << grad_name;
+    std::vector<float>& g = out->grads[p.name];
+    g.resize(bytes->size() / sizeof(float));
+    std::memcpy(g.data(), bytes->data(), bytes->size());
+  }
+}
+
+class GradientCheck : public ::testing::TestWithParam<GradCase> {};
+
+TEST_P(GradientCheck, DeviceLossMatchesFloat64Reference) {
+  const GradCase& c = GetParam();
+  Prepared prep;
+  ASSERT_NO_FATAL_FAILURE(Prepare(c, &prep));
+  DeviceResult dev;
+  ASSERT_NO_FATAL_FAILURE(RunOnDevice(c, prep, &dev));
+  EXPECT_NEAR(dev.loss, prep.reference_loss, kLossAbsTol + kLossRelTol * std::abs(prep.reference_loss));
+}
+
+TEST_P(GradientCheck, GradientsMatchCentralFiniteDifferences) {
+  const GradCase& c = GetParam();
+  Prepared prep;
+  ASSERT_NO_FATAL_FAILURE(Prepare(c, &prep));
+  DeviceResult dev;
+  ASSERT_NO_FATAL_FAILURE(RunOnDevice(c, prep, &dev));
+
+  for (size_t i = 0; i < c.params.size(); ++i) {
+    const std::string& name = c.params[i].name;
+    const std::vector<float>& analytic = dev.grads[name];
+    RefParams probe = prep.params;
+    int mismatches = 0;
+    double worst = 0;
+    for (int64_t e = 0; e < probe[i].size(); ++e) {
+      const double x = prep.params[i].data[e];
+      probe[i].data[e] = x + kStep;
+      const double up = ReferenceLoss(c, probe, prep.weights);
+      probe[i].data[e] = x - kStep;
+      const double down = ReferenceLoss(c, probe, prep.weights);
+      probe[i].data[e] = x;
+      const double numeric = (up - down) / (2 * kStep);
+      const double err = std::abs(analytic[e] - numeric);
+      worst = std::max(worst, err);
+      if (err > kGradAbsTol + kGradRelTol * std::abs(numeric) && ++mismatches <= 5)
+        ADD_FAILURE() << "d(loss)/d(" << name << ")[" << e << "]: device " << analytic[e] << ", finite difference "
+                      << numeric << " (error " << err << ")";
+    }
+    EXPECT_EQ(mismatches, 0) << name << ": " << mismatches << " of " << probe[i].size()
+                             << " elements mismatch; worst error " << worst;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, GradientCheck, ::testing::ValuesIn(AllCases()),
+                         [](const ::testing::TestParamInfo<GradCase>& info) { return info.param.name; });
+
+// The reference itself, on values small enough to check by hand: a wrong
+// reference would blame the device for its own mistakes.
+TEST(ReferenceOps, HandComputedValues) {
+  RefTensor a({2, 2}, {1, 2, 3, 4}), b({2, 2}, {5, 6, 7, 8});
+  EXPECT_EQ(testing::RefMatMul(a, b, false, false).data, (std::vector<double>{19, 22, 43, 50}));
+  EXPECT_EQ(testing::RefMatMul(a, b, true, true).data, (std::vector<double>{23, 31, 34, 46}));
+  EXPECT_EQ(testing::RefAdd(a, RefTensor({2}, {10, 20})).data, (std::vector<double>{11, 22, 13, 24}));
+  RefTensor col = testing::RefSub(RefTensor({2, 1}, {1, 2}), RefTensor({3}, {1, 2, 3}));
+  EXPECT_EQ(col.shape, (Shape{2, 3}));
+  EXPECT_EQ(col.data, (std::vector<double>{0, -1, -2, 1, 0, -1}));
+
+  RefTensor x({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  RefTensor conv = testing::RefConv2D(x, RefTensor({1, 1, 2, 2}, {1, 0, 0, 1}), RefWindow::Square(1, 1, 0));
+  EXPECT_EQ(conv.data, (std::vector<double>{6, 8, 12, 14}));
+  RefTensor padded = testing::RefConv2D(x, RefTensor({1, 1, 1, 1}, {2}), RefWindow::Square(1, 2, 1));
+  EXPECT_EQ(padded.shape, (Shape{1, 1, 3, 3}));  // (3 + 2 - 1) / 2 + 1
+  EXPECT_EQ(padded.data, (std::vector<double>{0, 0, 0, 0, 10, 0, 0, 0, 0}));
+
+  RefTensor neg = testing::RefMul(x, RefTensor({}, {-1}));
+  EXPECT_EQ(testing::RefMaxPool2D(neg, RefWindow::Square(2, 2, 1)).data, (std::vector<double>{-1, -2, -4, -5}));
+  EXPECT_EQ(testing::RefAvgPool2D(x, RefWindow::Square(2, 2, 1)).data, (std::vector<double>{1, 2.5, 5.5, 7}));
+
+  RefTensor sm = testing::RefSoftmax(RefTensor({1, 2}, {0, std::log(3.0)}), -1);
+  EXPECT_NEAR(sm.data[0], 0.25, 1e-15);
+  EXPECT_NEAR(sm.data[1], 0.75, 1e-15);
+  RefTensor ce = testing::RefSparseSoftmaxCrossEntropy(RefTensor({1, 2}, {0, std::log(3.0)}), {1});
+  EXPECT_NEAR(ce.data[0], -std::log(0.75), 1e-15);
+
+  RefTensor r = testing::RefReduceMean(RefTensor({2, 3}, {1, 2, 3, 4, 5, 6}), {0}, true);
+  EXPECT_EQ(r.shape, (Shape{1, 3}));
+  EXPECT_EQ(r.data, (std::vector<double>{2.5, 3.5, 4.5}));
+  EXPECT_EQ(testing::RefReduceSum(RefTensor({2, 3}, {1, 2, 3, 4, 5, 6}), {-1}, false).data,
+            (std::vector<double>{6, 15}));
+  EXPECT_NEAR(testing::RefGelu(RefTensor({}, {1.0})).data[0], 0.8411919906082768, 1e-12);
+  EXPECT_EQ(testing::RefBiasAdd(RefTensor({1, 2, 1, 2}, {0, 0, 0, 0}), RefTensor({2}, {1, 2}), 1).data,
+            (std::vector<double>{1, 1, 2, 2}));
+}
+
+}  // namespace
+}  // namespace sinkrt

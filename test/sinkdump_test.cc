@@ -1,0 +1,279 @@
+// sinkdump end to end: the real binary on a compiled MLP, in text and JSON,
+// and on corrupt files.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "sinkrt/host/compiler.h"
+#include "sinkrt/runtime/file_io.h"
+#include "sinkrt/runtime/stream_view.h"
+#include "support/test_models.h"
+
+namespace sinkrt {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int exit_code = -1;  // -1: killed by a signal
+  std::string out, err;
+};
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class SinkdumpTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::temp_directory_path() / ("sinkdump_test_" + std::to_string(::getpid())));
+    fs::create_directories(*dir_);
+    host::CompileOptions options;
+    options.optimizer = host::OptimizerSpec::Momentum(0.05f, 0.9f);
+    auto compiled = host::Compile(testing::MakeMlp(8, {16, 12, 4}), options);
+    ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+    bytes_ = new std::vector<uint8_t>(compiled->bytes);
+    mlp_ = new fs::path(*dir_ / "mlp.tstream");
+    ASSERT_TRUE(WriteFileBytes(mlp_->string(), *bytes_).ok());
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    fs::remove_all(*dir_, ec);
+    delete dir_;
+    delete mlp_;
+    delete bytes_;
+  }
+
+  void SetUp() override {
+#ifndef SINKDUMP_PATH
+    GTEST_SKIP() << "sinkdump is not built in this configuration";
+#endif
+    ASSERT_NE(bytes_, nullptr) << "compiling the MLP failed";
+  }
+
+  // Runs sinkdump with `args` (already shell-quoted where needed).
+  static RunResult Run(const std::string& args) {
+    RunResult r;
+#ifdef SINKDUMP_PATH
+    fs::path out = *dir_ / "stdout", err = *dir_ / "stderr";
+    std::string cmd = std::string("'") + SINKDUMP_PATH + "' " + args + " >'" + out.string() + "' 2>'" +
+                      err.string() + "'";
+    int status = std::system(cmd.c_str());
+    if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+    r.out = Slurp(out);
+    r.err = Slurp(err);
+#endif
+    return r;
+  }
+
+  static std::string Quoted(const fs::path& p) {
+    std::string q = "'";
+    q += p.string();
+    q += '\'';
+    return q;
+  }
+
+  static fs::path WriteVariant(const std::string& name, const std::vector<uint8_t>& bytes) {
+    fs::path p = *dir_ / name;
+    EXPECT_TRUE(WriteFileBytes(p.string(), bytes).ok());
+    return p;
+  }
+
+  static StreamView View() {
+    auto v = VerifyTaskStream(*bytes_);
+    EXPECT_TRUE(v.ok()) << v.status().ToString();
+    return *v;
+  }
+
+  static fs::path* dir_;
+  static fs::path* mlp_;
+  static std::vector<uint8_t>* bytes_;
+};
+fs::path* SinkdumpTest::dir_ = nullptr;
+fs::path* SinkdumpTest::mlp_ = nullptr;
+std::vector<uint8_t>* SinkdumpTest::bytes_ = nullptr;
+
+TEST_F(SinkdumpTest, TextShowsHeaderMemoryPlanQueuesAndTasks) {
+  RunResult r = Run(Quoted(*mlp_));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  for (const char* fragment :
+       {"header", "format        1.0", "world size 1", "graph hash    0x", "requirements", "producer",
+        "memory plan:", "liveness lower bound", "arena / lower bound", "bytes per role", "fc1.weight",
+        "fc2.bias", "HeUniform", "queues:", "'train'", "image", "label", "per batch",
+        "communicator groups: 0", "program 'init'", "train_step", "eval_step", "GetNext", "MatMul",
+        "SparseSoftmaxCrossEntropy", "MomentumUpdate", "momentum=0.9", " -> "})
+    EXPECT_NE(r.out.find(fragment), std::string::npos) << "missing '" << fragment << "' in:\n" << r.out;
+
+  // Every buffer appears as a row of the memory table, in index order.
+  StreamView v = View();
+  size_t at = r.out.find("memory plan:");
+  for (uint32_t i = 0; i < v.root->buffers()->size(); ++i) {
+    std::string name = v.root->buffers()->Get(i)->name()->str();
+    size_t next = r.out.find(name, at);
+    ASSERT_NE(next, std::string::npos) << "buffer " << i << " '" << name << "' not listed in order";
+    at = next;
+  }
+}
+
+TEST_F(SinkdumpTest, TextShowsFusedKernelOptions) {
+  // The MLP's hidden layer is MatMul + BiasAdd + Relu, which the compiler fuses.
+  RunResult r = Run(Quoted(*mlp_) + " --program train_step");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("fused_bias=fc1.bias"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fused_relu"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("program 'init'"), std::string::npos) << "--program must filter:\n" << r.out;
+}
+
+TEST_F(SinkdumpTest, JsonCarriesTheSameInformation) {
+  RunResult r = Run(Quoted(*mlp_) + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << "not JSON:\n" << r.out;
+
+  StreamView v = View();
+  const fb::TaskStream& s = *v.root;
+  EXPECT_EQ(j["header"]["format_version"], "1.0");
+  EXPECT_EQ(j["header"]["world_size"], 1);
+  EXPECT_EQ(j["header"]["target"], s.header()->target()->str());
+
+  const auto& mem = j["memory"];
+  EXPECT_EQ(mem["arena_bytes"].get<uint64_t>(), s.arena_bytes());
+  EXPECT_EQ(mem["liveness_lower_bound"].get<uint64_t>(), s.liveness_lower_bound());
+  ASSERT_EQ(mem["buffers"].size(), s.buffers()->size());
+  uint64_t role_bytes = 0;
+  for (const auto& [role, total] : mem["bytes_per_role"].items()) role_bytes += total["bytes"].get<uint64_t>();
+  uint64_t table_bytes = 0;
+  for (uint32_t i = 0; i < s.buffers()->size(); ++i) {
+    const fb::Buffer* b = s.buffers()->Get(i);
+    const auto& e = mem["buffers"][i];
+    EXPECT_EQ(e["index"], i);
+    EXPECT_EQ(e["name"], b->name()->str());
+    EXPECT_EQ(e["offset"].get<uint64_t>(), b->offset());
+    EXPECT_EQ(e["bytes"].get<uint64_t>(), b->bytes());
+    EXPECT_EQ(e["role"], std::string(BufferRoleName(b->role())));
+    table_bytes += b->bytes();
+  }
+  EXPECT_EQ(role_bytes, table_bytes);
+
+  ASSERT_EQ(j["queues"].size(), s.queues()->size());
+  const auto& train = j["queues"][0];
+  EXPECT_EQ(train["name"], "train");
+  ASSERT_EQ(train["columns"].size(), 2u);
+  EXPECT_EQ(train["columns"][0]["name"], "image");
+  EXPECT_EQ(train["columns"][0]["shape"], nlohmann::json::array({8, 16}));
+  EXPECT_EQ(train["columns"][1]["dtype"], "i32");
+  EXPECT_EQ(train["bytes_per_batch"], 8 * 16 * 4 + 8 * 4);
+
+  ASSERT_EQ(j["programs"].size(), s.programs()->size());
+  std::vector<std::string> kinds;
+  for (const auto& p : j["programs"]) kinds.push_back(p["kind"]);
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "train_step"), kinds.end());
+  for (uint32_t p = 0; p < s.programs()->size(); ++p) {
+    const fb::Program* prog = s.programs()->Get(p);
+    const auto& jp = j["programs"][p];
+    ASSERT_EQ(jp["streams"].size(), prog->streams()->size());
+    for (uint32_t st = 0; st < prog->streams()->size(); ++st)
+      EXPECT_EQ(jp["streams"][st]["tasks"].size(), prog->streams()->Get(st)->tasks()->size());
+  }
+  // The first train_step task pops the train queue into the input buffers.
+  const fb::Program* train_prog = v.FindProgram(fb::ProgramKind::TrainStep);
+  ASSERT_NE(train_prog, nullptr);
+  for (const auto& p : j["programs"]) {
+    if (p["kind"] != "train_step") continue;
+    const auto& first = p["streams"][0]["tasks"][0];
+    EXPECT_EQ(first["kind"], "GetNext");
+    EXPECT_EQ(first["options"]["queue"], "train");
+    EXPECT_EQ(first["outputs"], nlohmann::json::array({"image", "label"}));
+  }
+}
+
+TEST_F(SinkdumpTest, JsonKeyOrderIsStable) {
+  RunResult a = Run(Quoted(*mlp_) + " --json");
+  RunResult b = Run(Quoted(*mlp_) + " --json");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  // Header first, programs last, as documented; not alphabetical.
+  EXPECT_LT(a.out.find("\"header\""), a.out.find("\"memory\""));
+  EXPECT_LT(a.out.find("\"queues\""), a.out.find("\"programs\""));
+}
+
+TEST_F(SinkdumpTest, NoTasksListsStreamsOnly) {
+  RunResult r = Run(Quoted(*mlp_) + " --json --no-tasks --program train_step");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["programs"].size(), 1u);
+  EXPECT_EQ(j["programs"][0]["kind"], "train_step");
+  for (const auto& st : j["programs"][0]["streams"]) {
+    EXPECT_FALSE(st.contains("tasks"));
+    EXPECT_GT(st["num_tasks"].get<int>(), 0);
+  }
+  RunResult text = Run(Quoted(*mlp_) + " --no-tasks");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_EQ(text.out.find("MatMul"), std::string::npos) << text.out;
+}
+
+TEST_F(SinkdumpTest, CorruptFilesExitOneNamingTheFile) {
+  std::vector<uint8_t> truncated(bytes_->begin(), bytes_->begin() + bytes_->size() / 2);
+  std::vector<uint8_t> wrong_id = *bytes_;
+  wrong_id[8] = 'X';  // the file identifier follows the size prefix and root offset
+  std::vector<uint8_t> garbage(256);
+  for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<uint8_t>(i * 37 + 11);
+  const std::pair<const char*, const std::vector<uint8_t>*> cases[] = {
+      {"truncated.tstream", &truncated}, {"wrong_id.tstream", &wrong_id}, {"garbage.tstream", &garbage}};
+  for (const auto& [name, bytes] : cases) {
+    fs::path p = WriteVariant(name, *bytes);
+    RunResult r = Run(Quoted(p));
+    EXPECT_EQ(r.exit_code, 1) << name << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << name << " printed a partial dump:\n" << r.out;
+    EXPECT_NE(r.err.find(p.string()), std::string::npos) << name << ": error does not name the file: " << r.err;
+    EXPECT_NE(r.err.find("INVALID_ARGUMENT"), std::string::npos) << name << ": " << r.err;
+  }
+  RunResult missing = Run(Quoted(*dir_ / "no_such.tstream"));
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("no_such.tstream"), std::string::npos) << missing.err;
+}
+
+TEST_F(SinkdumpTest, RandomByteFlipsNeverCrash) {
+  // Every outcome is a dump (exit 0) or a verification error (exit 1); a
+  // signal would show up as -1.
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  auto next = [&state] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  for (int trial = 0; trial < 40; ++trial) {
+    std::vector<uint8_t> bytes = *bytes_;
+    for (int k = 0; k < 3; ++k) bytes[4 + next() % (bytes.size() - 4)] = static_cast<uint8_t>(next());
+    fs::path p = WriteVariant("flip.tstream", bytes);
+    RunResult r = Run(Quoted(p) + " --json");
+    ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << "trial " << trial << " exit " << r.exit_code << ": " << r.err;
+  }
+}
+
+TEST_F(SinkdumpTest, MissingProgramIsAnError) {
+  host::CompileOptions options;
+  options.eval_program = false;
+  auto compiled = host::Compile(testing::MakeMlp(4, {6, 3}), options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  fs::path p = WriteVariant("no_eval.tstream", compiled->bytes);
+  RunResult r = Run(Quoted(p) + " --program eval_step");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("eval_step"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace sinkrt
