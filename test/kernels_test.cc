@@ -835,10 +835,9 @@ TEST(ReduceKernels, BroadcastToScales) {
 }
 
 TEST(ReduceKernels, BiasAddAndGradAlongTheChannelAxis) {
-  const std::vector<std::pair<Shape, int>> cases = {
-      {{8, 5}, 1}, {{2, 3, 4, 5}, 1}, {{6}, 0}, {{4, 7}, 0}, {{2, 3, 4}, 2},
-  };
-  for (const auto& [shape, axis] : cases) {
+  // The channel axis is always 1: [N,C], [N,C,L], NCHW.
+  for (const Shape& shape : {Shape{8, 5}, Shape{2, 3, 4, 5}, Shape{4, 7, 9}, Shape{1, 6}, Shape{3, 1, 2, 2}}) {
+    const int axis = 1;
     const int64_t c = shape[axis];
     const Tensor x = Random(shape, 51), bias = Random({c}, 52);
     Tensor y(shape);
@@ -863,6 +862,14 @@ TEST(ReduceKernels, BiasAddAndGradAlongTheChannelAxis) {
   Op grad(OpCode::BiasAddGrad);
   grad.In(x).Out(db).Axis(1);
   ExpectPrepareError(grad, "BiasAddGrad", {"output 0 has shape [4], expected [C=5]"});
+  Op axis0(OpCode::BiasAdd);
+  axis0.In(x).In(bias).Out(y).Axis(0);
+  ExpectPrepareError(axis0, "BiasAdd", {"axis is 0, expected 1 (the channel axis of [N, C, ...])"});
+  const Tensor v({5});
+  Tensor dv({5});
+  Op rank1(OpCode::BiasAddGrad);
+  rank1.In(v).Out(dv).Axis(1);
+  ExpectPrepareError(rank1, "BiasAddGrad", {"input 0 has shape [5], expected rank >= 2"});
 }
 
 //===--- Copy and Fill ------------------------------------------------------===//
@@ -874,6 +881,19 @@ TEST(CopyKernels, ReshapeFlattenCopyMoveBytes) {
     Op(code).In(x).Out(y).PrepareAndRun();
     ExpectBitwise(y, x.values(), fb::EnumNameOpCode(code));
   }
+  // Flatten's output shape is fixed: [N, ...] -> [N, prod(...)], [N] -> [N, 1].
+  const Tensor v = Random({5}, 63);
+  Tensor v1({5, 1});
+  Op(OpCode::Flatten).In(v).Out(v1).PrepareAndRun();
+  ExpectBitwise(v1, v.values(), "Flatten [5]");
+  const Tensor x4 = Random({2, 3, 4}, 64);
+  Tensor flat_wrong({4, 6});
+  Op flat(OpCode::Flatten);
+  flat.In(x4).Out(flat_wrong);
+  ExpectPrepareError(flat, "Flatten", {"output 0 has shape [4,6], expected [2,12] ([N, prod(...)] of input 0 [2,3,4])"});
+  Tensor reshaped({4, 6});
+  Op(OpCode::Reshape).In(x4).Out(reshaped).PrepareAndRun();
+  ExpectBitwise(reshaped, x4.values(), "Reshape [2,3,4] -> [4,6]");
   // Labels copy as bytes too.
   const Tensor l = Labels({1, 2, 3});
   Tensor l2({3}, DType::I32);

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "sinkrt/host/compiler.h"
+#include "sinkrt/runtime/format.h"
 #include "sinkrt/runtime/file_io.h"
 #include "sinkrt/runtime/stream_view.h"
 #include "support/test_models.h"
@@ -67,7 +68,9 @@ class SinkdumpTest : public ::testing::Test {
     RunResult r;
 #ifdef SINKDUMP_PATH
     fs::path out = *dir_ / "stdout", err = *dir_ / "stderr";
-    std::string cmd = std::string("'") + SINKDUMP_PATH + "' " + args + " >'" + out.string() + "' 2>'" +
+    // exec: the shell becomes sinkdump, so a crash reads as a signal, not
+    // as the shell's exit status 128 + N.
+    std::string cmd = std::string("exec '") + SINKDUMP_PATH + "' " + args + " >'" + out.string() + "' 2>'" +
                       err.string() + "'";
     int status = std::system(cmd.c_str());
     if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
@@ -261,6 +264,29 @@ TEST_F(SinkdumpTest, RandomByteFlipsNeverCrash) {
     fs::path p = WriteVariant("flip.tstream", bytes);
     RunResult r = Run(Quoted(p) + " --json");
     ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << "trial " << trial << " exit " << r.exit_code << ": " << r.err;
+  }
+}
+
+// The FlatBuffers Verifier accepts a union whose type is set but whose value
+// is absent; such a task must be refused, not dereferenced.
+TEST_F(SinkdumpTest, TaskWithTypeButNoBodyIsRefused) {
+  for (fb::TaskBody type : {fb::TaskBody::KernelTask, fb::TaskBody::GetNextTask, fb::TaskBody::EventRecordTask,
+                            fb::TaskBody::InitTask}) {
+    flatbuffers::FlatBufferBuilder fbb;
+    auto header = fb::CreateHeaderDirect(fbb, kFormatMajor, kFormatMinor, 0, 1, "cpu");
+    std::vector<flatbuffers::Offset<fb::Task>> tasks = {fb::CreateTaskDirect(fbb, type, 0, "bodiless")};
+    std::vector<flatbuffers::Offset<fb::Stream>> streams = {fb::CreateStreamDirect(fbb, "compute", &tasks)};
+    std::vector<flatbuffers::Offset<fb::Program>> programs = {
+        fb::CreateProgramDirect(fbb, "train_step", fb::ProgramKind::TrainStep, &streams, 1)};
+    fb::TaskStreamBuilder root(fbb);
+    root.add_header(header);
+    root.add_programs(fbb.CreateVector(programs));
+    fb::FinishSizePrefixedTaskStreamBuffer(fbb, root.Finish());
+    std::string name = std::string("bodiless_") + fb::EnumNameTaskBody(type) + ".tstream";
+    fs::path p = WriteVariant(name, std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()));
+    RunResult r = Run(Quoted(p));
+    EXPECT_EQ(r.exit_code, 1) << name << " (-1: killed by a signal)";
+    EXPECT_NE(r.err.find(p.string()), std::string::npos) << name << ": " << r.err;
   }
 }
 

@@ -190,6 +190,11 @@ class Checker {
   }
 
   Status CheckTask(const std::string& where, const fb::Program* prog, const fb::Task* task) {
+    // The Verifier accepts a union whose type is set but whose value is
+    // absent; every accessor below would then return null.
+    if (task->body_type() != fb::TaskBody::NONE && task->body() == nullptr)
+      return InvalidArgument(where + ": " + std::string(TaskKindName(task->body_type())) +
+                             " task has a type but no body");
     switch (task->body_type()) {
       case fb::TaskBody::KernelTask: {
         const fb::KernelTask* k = task->body_as_KernelTask();

@@ -1,5 +1,5 @@
-// Reshape, Flatten and Copy (a byte copy between same-size buffers, skipped
-// when the compiler gave both the same memory) and Fill.
+// Reshape, Flatten and Copy (a byte copy of any dtype between same-size
+// buffers, skipped when the compiler gave both the same memory) and Fill.
 #include <algorithm>
 #include <cstring>
 
@@ -34,6 +34,19 @@ Status CopyPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<Kern
   return Status::Ok();
 }
 
+// Flatten also fixes the output shape: [N, ...] -> [N, prod(...)].
+Status FlattenPrepare(const KernelArgs& args, PrepareContext& ctx,
+                      std::unique_ptr<KernelState>* state) {
+  SINKRT_RETURN_IF_ERROR(CopyPrepare(args, ctx, state));
+  const TensorRef& x = args.inputs[0];
+  if (x.rank() == 0) return OpError(args, "input 0 is a scalar, expected [N, ...]");
+  int64_t rest = 1;
+  for (int d = 1; d < x.rank(); ++d) rest *= x.dim(d);
+  return CheckShape(args, Out(0), Shape{x.dim(0), rest},
+                    ShapeToString(Shape{x.dim(0), rest}) + " ([N, prod(...)] of input 0 " +
+                        ShapeToString(x.shape) + ")");
+}
+
 Status CopyRun(const KernelArgs& args, KernelState* state, RunContext&) {
   const auto& s = *static_cast<CopyState*>(state);
   if (!s.same_memory) std::memcpy(args.outputs[0].data, args.inputs[0].data, s.bytes);
@@ -63,6 +76,7 @@ Status FillRun(const KernelArgs& args, KernelState* state, RunContext&) {
 }  // namespace
 
 const KernelImpl kCopyKernel = {CopyPrepare, CopyRun};
+const KernelImpl kFlattenKernel = {FlattenPrepare, CopyRun};
 const KernelImpl kFillKernel = {FillPrepare, FillRun};
 
 }  // namespace sinkrt::device

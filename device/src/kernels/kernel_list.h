@@ -20,7 +20,7 @@ extern const KernelImpl kSparseSoftmaxCrossEntropyKernel, kSparseSoftmaxCrossEnt
 extern const KernelImpl kReduceSumKernel, kReduceMeanKernel, kSumToShapeKernel,
     kBroadcastToKernel, kBiasAddKernel, kBiasAddGradKernel;
 // copy.cc
-extern const KernelImpl kCopyKernel, kFillKernel;
+extern const KernelImpl kCopyKernel, kFlattenKernel, kFillKernel;
 // optimizer_update.cc
 extern const KernelImpl kSgdUpdateKernel, kMomentumUpdateKernel, kAdamUpdateKernel,
     kAdamPowersKernel;

@@ -31,7 +31,7 @@ constexpr Entry kKernels[] = {
     {OpCode::Conv2D, &kConv2DKernel},
     {OpCode::MaxPool2D, &kMaxPool2DKernel},
     {OpCode::AvgPool2D, &kAvgPool2DKernel},
-    {OpCode::Flatten, &kCopyKernel},
+    {OpCode::Flatten, &kFlattenKernel},
     {OpCode::ReluGrad, &kReluGradKernel},
     {OpCode::GeluGrad, &kGeluGradKernel},
     {OpCode::TanhGrad, &kTanhGradKernel},

@@ -124,12 +124,19 @@ Status BroadcastToRun(const KernelArgs& args, KernelState* state, RunContext&) {
   return Status::Ok();
 }
 
-// The channel axis and C for BiasAdd / BiasAddGrad.
+// The channel axis of BiasAdd / BiasAddGrad, which the contract fixes at 1
+// ([N,C], [N,C,L], NCHW); the option must say so.
 Result<int> ChannelAxis(const KernelArgs& args, const TensorRef& t, Operand of) {
   SINKRT_ASSIGN_OR_RETURN(const fb::AxisOptions* opts, GetOptions<fb::AxisOptions>(args));
-  if (t.rank() == 0) return OpError(args, of.Name() + " is a scalar; it has no channel axis");
-  SINKRT_RETURN_IF_ERROR(CheckAxis(args, opts->axis(), t.rank(), of));
-  return opts->axis();
+  if (t.rank() < 2) {
+    return OpError(args, of.Name() + " has shape " + ShapeToString(t.shape) +
+                             ", expected rank >= 2 with channels on axis 1");
+  }
+  if (opts->axis() != 1) {
+    return OpError(args, "axis is " + std::to_string(opts->axis()) +
+                             ", expected 1 (the channel axis of [N, C, ...])");
+  }
+  return 1;
 }
 
 Status BiasAddPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
