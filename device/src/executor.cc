@@ -54,8 +54,9 @@ struct LoadedJob {
   PageBlock scratch;
   std::vector<std::unique_ptr<DataQueue>> queues;
   std::unique_ptr<DnnlRuntime> dnnl;
-  PreparedProgram programs[3];       // by ProgramKind
-  bool has_program[3] = {false, false, false};
+  static constexpr int kPrograms = static_cast<int>(fb::ProgramKind::MAX) + 1;
+  PreparedProgram programs[kPrograms];  // by ProgramKind
+  bool has_program[kPrograms] = {};
   RunContext run_ctx;
 };
 
@@ -217,7 +218,7 @@ Status Executor::RunInit() {
 Status Executor::Run(ProgramKind kind, uint32_t steps, RunStats* stats) {
   LoadedJob& job = *job_;
   auto k = static_cast<uint8_t>(kind);
-  if (k > 2 || !job.has_program[k])
+  if (k >= LoadedJob::kPrograms || !job.has_program[k])
     return NotFound("the loaded task stream has no " + std::string(ProgramKindName(kind)) + " program");
   PreparedProgram& prog = job.programs[k];
   // The OpenMP thread count is per calling thread: set it on whichever

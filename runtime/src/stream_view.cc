@@ -162,7 +162,7 @@ class Checker {
 
   Status CheckPrograms() {
     if (!s_->programs()) return Status::Ok();
-    bool seen[3] = {false, false, false};
+    bool seen[4] = {false, false, false, false};
     for (uint32_t p = 0; p < s_->programs()->size(); ++p) {
       const fb::Program* prog = s_->programs()->Get(p);
       std::string pname = "program " + std::to_string(p) + Named(prog->name());
@@ -351,6 +351,7 @@ std::string_view ProgramKindName(fb::ProgramKind kind) {
     case fb::ProgramKind::Init: return "init";
     case fb::ProgramKind::TrainStep: return "train_step";
     case fb::ProgramKind::EvalStep: return "eval_step";
+    case fb::ProgramKind::PredictStep: return "predict_step";
   }
   return "unknown";
 }

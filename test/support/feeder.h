@@ -32,7 +32,7 @@ class Feeder {
             status_ = device.PushBatch(queue, cols);
           }
         }) {}
-  ~Feeder() { Join(); }
+  ~Feeder() { (void)Join(); }
 
   Status Join() {
     if (thread_.joinable()) thread_.join();

@@ -1,0 +1,61 @@
+// Callbacks with MindSpore's semantics (mindspore.train.Callback).
+//
+// In sink mode the step hooks run once per sink, cur_step_num advances by the
+// sink's steps and net_outputs is the last step's loss; in non-sink mode they
+// run every step. request_stop() takes effect at the next check: after every
+// step and epoch in non-sink mode, after the epoch (the sink boundary) in
+// sink mode. A hook that returns an error stops training with that error.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "sinkrt/runtime/device_link.h"
+#include "sinkrt/runtime/status.h"
+
+namespace sinkrt::host {
+
+class Model;
+
+// MindSpore's cb_params.
+struct CallbackParams {
+  int epoch_num = 0;            // epoch - initial_epoch
+  int64_t batch_num = 0;        // steps per epoch: sink_size, or dataset size
+  int cur_epoch_num = 0;        // 1-based, absolute (continues after initial_epoch)
+  int64_t cur_step_num = 0;     // global step count of this train() call
+  int64_t sink_steps = 0;       // steps in the sink that just ran (1 in non-sink mode)
+  bool dataset_sink_mode = false;
+  double net_outputs = 0;       // last step's loss
+  int64_t batch_size = 0;
+  // This epoch so far, for monitors.
+  double epoch_ms = 0;          // wall time since epoch begin
+  double data_wait_ms = 0;      // host time waiting for the pipeline
+  DeviceTiming device;          // summed over the epoch's sinks
+  uint64_t host_round_trips = 0;  // control round trips so far (all devices)
+  Model* model = nullptr;
+};
+
+class RunContext {
+ public:
+  explicit RunContext(CallbackParams* params) : params_(params) {}
+  CallbackParams& original_args() { return *params_; }
+  void request_stop() { stop_ = true; }
+  bool get_stop_requested() const { return stop_; }
+
+ private:
+  CallbackParams* params_;
+  bool stop_ = false;
+};
+
+class Callback {
+ public:
+  virtual ~Callback() = default;
+  virtual Status on_train_begin(RunContext&) { return Status::Ok(); }
+  virtual Status on_train_epoch_begin(RunContext&) { return Status::Ok(); }
+  virtual Status on_train_step_begin(RunContext&) { return Status::Ok(); }
+  virtual Status on_train_step_end(RunContext&) { return Status::Ok(); }
+  virtual Status on_train_epoch_end(RunContext&) { return Status::Ok(); }
+  virtual Status on_train_end(RunContext&) { return Status::Ok(); }
+};
+
+}  // namespace sinkrt::host

@@ -1,0 +1,41 @@
+// ParallelContext: MindSpore's set_auto_parallel_context, as a value.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sinkrt/runtime/status.h"
+
+namespace sinkrt::host {
+
+enum class ParallelMode { StandAlone, DataParallel, SemiAutoParallel, AutoParallel };
+
+// "stand_alone", "data_parallel", "semi_auto_parallel", "auto_parallel".
+const char* ParallelModeName(ParallelMode mode);
+Result<ParallelMode> ParseParallelMode(const std::string& name);
+
+// comm_fusion = {"allreduce": {"mode": "auto"|"size"|"index", "config": ...}}
+struct CommFusion {
+  std::string mode = "auto";        // auto: 64 MB buckets
+  double size_mb = 64;              // mode "size"
+  std::vector<int> indices;         // mode "index": split points in gradient order
+  bool openstate = true;
+};
+
+struct ParallelContext {
+  ParallelMode mode = ParallelMode::StandAlone;
+  int device_num = 1;
+  int global_rank = 0;
+  bool gradients_mean = false;
+  bool parameter_broadcast = false;
+  bool full_batch = false;
+  std::string search_mode = "dynamic_programming";
+  CommFusion comm_fusion;
+
+  // MindSpore's checks and messages, e.g. "If parallel_mode is stand_alone,
+  // device_number must be 1, device_number: 4, parallel_mode:stand_alone".
+  // `supported` lists the modes this build can run; others are refused.
+  Status Validate() const;
+};
+
+}  // namespace sinkrt::host
