@@ -2,6 +2,8 @@
 
 #include <oneapi/dnnl/dnnl_debug.h>
 
+#include <omp.h>
+
 #include <algorithm>
 #include <string>
 
@@ -16,6 +18,7 @@ void DnnlState::Bind(int arg, const dnnl::memory::desc& md, const dnnl::engine& 
 void DnnlState::Finish(const dnnl::primitive_desc& pd, const dnnl::engine& engine,
                        PrepareContext& ctx) {
   primitive = dnnl::primitive(pd);
+  single_thread = omp_get_max_threads() == 1;
   const dnnl::memory::desc md = pd.scratchpad_desc();
   const uint64_t bytes = md.get_size();
   if (bytes == 0) return;
@@ -100,6 +103,41 @@ Status ExceptionStatus(const KernelArgs& args, const std::exception& e) {
   return Internal(std::string(OpName(args)) + ": " + e.what());
 }
 
+ScopedOmpThreads::ScopedOmpThreads(int threads) : previous_(omp_get_max_threads()) {
+  if (threads > 0) omp_set_num_threads(threads);
+}
+ScopedOmpThreads::~ScopedOmpThreads() { omp_set_num_threads(previous_); }
+
+int64_t DnnlWorkEstimate(const KernelArgs& args) {
+  if (args.inputs.empty() || args.outputs.empty()) return 0;
+  const TensorRef& y = args.outputs[0];
+  switch (args.task->op()) {
+    case fb::OpCode::MatMul: {
+      // y [M,N]; K is the dimension of a not shared with y.
+      const TensorRef& a = args.inputs[0];
+      if (a.rank() != 2 || y.rank() != 2) return 0;
+      const int64_t k = a.numel / std::max<int64_t>(y.dim(0), 1);
+      return 2 * y.numel * k;
+    }
+    case fb::OpCode::Conv2D:
+    case fb::OpCode::Conv2DBackpropInput:
+    case fb::OpCode::Conv2DBackpropFilter: {
+      // Every conv pass does 2·numel(conv output)·C·KH·KW flops; the conv
+      // output is y forward and dy (input 0) backward; C·KH·KW is the
+      // weight's numel / O.
+      const TensorRef& conv_out = args.task->op() == fb::OpCode::Conv2D ? y : args.inputs[0];
+      const TensorRef& w = args.task->op() == fb::OpCode::Conv2D ? args.inputs[1]
+                           : args.task->op() == fb::OpCode::Conv2DBackpropInput ? args.inputs[1]
+                                                                                 : y;
+      if (w.rank() != 4 || w.dim(0) == 0) return 0;
+      return 2 * conv_out.numel * (w.numel / w.dim(0));
+    }
+    default:
+      // Pooling is memory-bound: a few operations per input element.
+      return 4 * args.inputs[0].numel;
+  }
+}
+
 Status DnnlRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   auto& s = *static_cast<DnnlState*>(state);
   if (s.scratchpad_arg >= 0 && s.bound_scratch != ctx.scratch) {
@@ -109,10 +147,13 @@ Status DnnlRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
     s.bound_scratch = ctx.scratch;
   }
   dnnl_stream_t stream = ctx.dnnl->stream.get();
+  const int team = s.single_thread ? omp_get_max_threads() : 0;
+  if (s.single_thread) omp_set_num_threads(1);
   dnnl_status_t st = dnnl_primitive_execute(s.primitive.get(), stream,
                                             static_cast<int>(s.exec_args.size()),
                                             s.exec_args.data());
   if (st == dnnl_success) st = dnnl_stream_wait(stream);
+  if (s.single_thread) omp_set_num_threads(team);
   if (st != dnnl_success) {
     return Internal(std::string(OpName(args)) + ": oneDNN execution failed (" +
                     dnnl_status2str(st) + ")");

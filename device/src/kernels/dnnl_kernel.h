@@ -25,6 +25,9 @@ struct DnnlState : KernelState {
   dnnl::memory scratchpad;                 // bound to RunContext::scratch in run
   int scratchpad_arg = -1;                 // index into exec_args, -1 if none
   void* bound_scratch = nullptr;
+  // Small primitives run on the calling thread alone: waking a passively
+  // waiting OpenMP worker costs ~50 µs here, more than their whole work.
+  bool single_thread = false;
 
   // Wraps `data` (an arena pointer) in a memory object described by `md`.
   void Bind(int arg, const dnnl::memory::desc& md, const dnnl::engine& engine, void* data);
@@ -54,9 +57,28 @@ Status ExceptionStatus(const KernelArgs& args, const std::exception& e);
 
 // Runs `build` (which creates oneDNN objects) and turns a dnnl::error or any
 // other exception into a Status naming the op: no exception leaves prepare.
+// Estimated floating-point work of a oneDNN kernel, from its shapes.
+int64_t DnnlWorkEstimate(const KernelArgs& args);
+// Below this much work a primitive is built and run with one thread.
+inline constexpr int64_t kParallelWork = 8'000'000;
+
+// Sets the calling thread's OpenMP team size for a scope.
+class ScopedOmpThreads {
+ public:
+  explicit ScopedOmpThreads(int threads);
+  ~ScopedOmpThreads();
+
+ private:
+  int previous_;
+};
+
 template <typename F>
 Status CatchDnnl(const KernelArgs& args, F&& build) {
   try {
+    // oneDNN sizes a primitive's thread team when it is created, so small
+    // ones are created under a one-thread team (DnnlState::Finish records it).
+    const bool small = DnnlWorkEstimate(args) < kParallelWork;
+    ScopedOmpThreads team(small ? 1 : 0);
     return std::forward<F>(build)();
   } catch (const dnnl::error& e) {
     return DnnlErrorStatus(args, e);
