@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
   std::vector<int32_t> labels(n_batches * batch);
   for (int64_t i = 0; i < n_batches * batch; ++i) {
     labels[i] = static_cast<int32_t>(rng() % 10);
-    for (int f = 0; f < 784; ++f) images[i * 784 + f] = centers[labels[i] * 784 + f] + 2.0f * normal(rng);
+    for (int f = 0; f < 784; ++f) images[i * 784 + f] = centers[labels[i] * 784 + f] + 6.0f * normal(rng);
   }
 
   int64_t next = 0;
