@@ -42,6 +42,19 @@ class CorruptStream : public ::testing::Test {
 
   static fb::TaskStream* Mutable(std::vector<uint8_t>& bytes) { return fb::GetMutableTaskStream(bytes.data() + 4); }
 
+  // Calls fn(program index, task) on every task of every program until it
+  // returns true; returns whether one did.
+  template <typename Fn>
+  static bool MutateFirstTask(std::vector<uint8_t>& bytes, Fn&& fn) {
+    auto* programs = Mutable(bytes)->mutable_programs();
+    for (uint32_t p = 0; p < programs->size(); ++p) {
+      auto* tasks = programs->GetMutableObject(p)->mutable_streams()->GetMutableObject(0)->mutable_tasks();
+      for (uint32_t t = 0; t < tasks->size(); ++t)
+        if (fn(p, tasks->GetMutableObject(t))) return true;
+    }
+    return false;
+  }
+
   static void ExpectError(const std::vector<uint8_t>& bytes, const std::string& fragment) {
     Status st = VerifyAndLoad(bytes);
     ASSERT_FALSE(st.ok()) << "expected an error containing '" << fragment << "'";
@@ -118,21 +131,13 @@ TEST_F(CorruptStream, BytesDisagreeWithShape) {
 
 TEST_F(CorruptStream, KernelInputIndexOutOfTable) {
   std::vector<uint8_t> bad = *good_;
-  auto* root = Mutable(bad);
-  bool mutated = false;
-  for (uint32_t p = 0; p < root->programs()->size() && !mutated; ++p) {
-    auto* tasks = root->mutable_programs()->GetMutableObject(p)->mutable_streams()->GetMutableObject(0)->mutable_tasks();
-    for (uint32_t t = 0; t < tasks->size() && !mutated; ++t) {
-      auto* task = tasks->GetMutableObject(t);
-      if (task->body_type() != fb::TaskBody::KernelTask) continue;
-      auto* k = const_cast<fb::KernelTask*>(task->body_as_KernelTask());
-      if (k->inputs() && k->inputs()->size() > 0) {
-        k->mutable_inputs()->Mutate(0, 100000);
-        mutated = true;
-      }
-    }
-  }
-  ASSERT_TRUE(mutated);
+  ASSERT_TRUE(MutateFirstTask(bad, [](uint32_t, fb::Task* task) {
+    if (task->body_type() != fb::TaskBody::KernelTask) return false;
+    auto* k = const_cast<fb::KernelTask*>(task->body_as_KernelTask());
+    if (!k->inputs() || k->inputs()->size() == 0) return false;
+    k->mutable_inputs()->Mutate(0, 100000);
+    return true;
+  }));
   ExpectError(bad, "buffer index 100000 is outside the buffer table");
 }
 
@@ -140,40 +145,27 @@ TEST_F(CorruptStream, KernelShapeMismatchIsCaughtAtLoad) {
   // Point a MatMul's weight operand at a buffer of the wrong shape: the
   // Verifier cannot know, the kernel's prepare must.
   std::vector<uint8_t> bad = *good_;
-  auto* root = Mutable(bad);
-  int64_t loss = -1;
-  for (uint32_t i = 0; i < root->buffers()->size(); ++i)
-    if (root->buffers()->Get(i)->name()->str() == "fc2.bias") loss = i;
-  ASSERT_GE(loss, 0);
-  bool mutated = false;
-  auto* tasks = root->mutable_programs()->GetMutableObject(1)->mutable_streams()->GetMutableObject(0)->mutable_tasks();
-  for (uint32_t t = 0; t < tasks->size() && !mutated; ++t) {
-    auto* task = tasks->GetMutableObject(t);
-    if (task->body_type() != fb::TaskBody::KernelTask) continue;
+  auto view = VerifyTaskStream(bad);
+  SINKRT_ASSERT_OK(view);
+  const int64_t bias = view->FindBuffer("fc2.bias");
+  ASSERT_GE(bias, 0);
+  ASSERT_TRUE(MutateFirstTask(bad, [bias](uint32_t, fb::Task* task) {
+    if (task->body_type() != fb::TaskBody::KernelTask) return false;
     auto* k = const_cast<fb::KernelTask*>(task->body_as_KernelTask());
-    if (k->op() == fb::OpCode::MatMul) {
-      k->mutable_inputs()->Mutate(1, static_cast<uint32_t>(loss));
-      mutated = true;
-    }
-  }
-  ASSERT_TRUE(mutated);
+    if (k->op() != fb::OpCode::MatMul) return false;
+    k->mutable_inputs()->Mutate(1, static_cast<uint32_t>(bias));
+    return true;
+  }));
   ExpectError(bad, "MatMul");
 }
 
 TEST_F(CorruptStream, GetNextQueueOutOfTable) {
   std::vector<uint8_t> bad = *good_;
-  auto* root = Mutable(bad);
-  bool mutated = false;
-  for (uint32_t p = 0; p < root->programs()->size() && !mutated; ++p) {
-    auto* tasks = root->mutable_programs()->GetMutableObject(p)->mutable_streams()->GetMutableObject(0)->mutable_tasks();
-    for (uint32_t t = 0; t < tasks->size() && !mutated; ++t) {
-      auto* task = tasks->GetMutableObject(t);
-      if (task->body_type() != fb::TaskBody::GetNextTask) continue;
-      auto* g = const_cast<fb::GetNextTask*>(task->body_as_GetNextTask());
-      mutated = g->mutate_queue(7);  // only stored when non-default: the eval queue
-    }
-  }
-  ASSERT_TRUE(mutated);
+  // Only a non-default queue index is stored, so this hits the eval queue.
+  ASSERT_TRUE(MutateFirstTask(bad, [](uint32_t, fb::Task* task) {
+    if (task->body_type() != fb::TaskBody::GetNextTask) return false;
+    return const_cast<fb::GetNextTask*>(task->body_as_GetNextTask())->mutate_queue(7);
+  }));
   ExpectError(bad, "queue index 7 is outside the queue table");
 }
 
