@@ -1,5 +1,5 @@
 # Generates C++ headers from schemas/*.fbs at build time (never committed).
-set(SINKRT_SCHEMAS common task_stream graph)
+set(SINKRT_SCHEMAS common task_stream graph checkpoint)
 set(SINKRT_GEN_DIR ${CMAKE_BINARY_DIR}/generated/sinkrt/fb)
 set(_generated)
 foreach(s ${SINKRT_SCHEMAS})

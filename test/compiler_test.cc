@@ -119,6 +119,7 @@ TEST(Compiler, DifferentOptionsChangeTheHash) {
   vary([](CompileOptions& o) { o.queue_capacity = 8; });
   vary([](CompileOptions& o) { o.fuse = false; });
   vary([](CompileOptions& o) { o.eval_program = false; });
+  vary([](CompileOptions& o) { o.predict_program = true; });
   vary([](CompileOptions& o) { o.arena_alignment = 128; });
   vary([](CompileOptions& o) {
     o.world_size = 2;
@@ -709,6 +710,99 @@ TEST(Compiler, RefusesBadInputWithAClearMessage) {
   auto c = host::Compile(broken, MomentumOptions());
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("broken"), std::string::npos) << c.status().message();
+}
+
+// ---- predict_step --------------------------------------------------------------------
+
+CompileOptions WithPredict(bool eval = true) {
+  CompileOptions o = MomentumOptions();
+  o.predict_program = true;
+  o.eval_program = eval;
+  return o;
+}
+
+std::vector<std::string> ReportNames(const StreamView& v, const fb::Program* p) {
+  std::vector<std::string> out;
+  for (uint32_t b : *p->reports()) out.push_back(v.root->buffers()->Get(b)->name()->str());
+  return out;
+}
+
+TEST(Compiler, PredictProgramRunsTheForwardOpsOfTheFirstOutputWithoutTheLabel) {
+  const Graph g = testing::MakeMlp(32, {64, 32, 4});
+  CompiledStream cs = CompileOk(g, WithPredict());
+  StreamView v = View(cs);
+  ASSERT_NE(v.root, nullptr);
+  ASSERT_EQ(v.root->programs()->size(), 4u);
+  EXPECT_EQ(v.root->programs()->Get(3)->name()->str(), "predict_step");
+  EXPECT_EQ(cs.predict_columns, (std::vector<std::string>{"image"}));
+  ASSERT_EQ(v.root->queues()->size(), 3u);
+  const fb::QueueSpec* q = v.root->queues()->Get(2);
+  EXPECT_EQ(q->name()->str(), "predict");
+  ASSERT_EQ(q->columns()->size(), 1u);
+  EXPECT_EQ(q->columns()->Get(0)->name()->str(), "image");
+  EXPECT_EQ(ShapeOf(q->columns()->Get(0)->shape()), (std::vector<int64_t>{32, 64}));
+
+  const fb::Program* p = v.FindProgram(fb::ProgramKind::PredictStep);
+  ASSERT_NE(p, nullptr);
+  const fb::Task* first = p->streams()->Get(0)->tasks()->Get(0);
+  ASSERT_EQ(first->body_type(), fb::TaskBody::GetNextTask);
+  EXPECT_EQ(first->body_as_GetNextTask()->queue(), 2u);
+  EXPECT_EQ(v.root->buffers()->Get(first->body_as_GetNextTask()->outputs()->Get(0))->name()->str(), "predict/image");
+  EXPECT_EQ(ReportNames(v, p), (std::vector<std::string>{g.tensor(g.outputs()[0]).name}));
+  // Forward ops only, up to the logits: no loss, no metric, no update.
+  for (const fb::KernelTask* k : Kernels(p)) {
+    EXPECT_NE(k->op(), fb::OpCode::SparseSoftmaxCrossEntropy);
+    EXPECT_NE(k->op(), fb::OpCode::ArgMaxAccuracy);
+    EXPECT_NE(k->op(), fb::OpCode::MomentumUpdate);
+  }
+  EXPECT_EQ(Kernels(p).size(), 2u);  // two fused MatMul+BiasAdd[+Relu]
+  EXPECT_EQ(cs.report.predict_tasks, p->streams()->Get(0)->tasks()->size());
+  // Its transients share the bytes of the other programs' (they never run
+  // together), so the arena does not grow.
+  CompiledStream without = CompileOk(g);
+  EXPECT_EQ(cs.report.liveness_lower_bound, without.report.liveness_lower_bound);
+  EXPECT_LE(cs.report.arena_bytes, without.report.arena_bytes);
+
+  // Without eval_step the predict queue is queue 1.
+  CompiledStream no_eval = CompileOk(g, WithPredict(false));
+  StreamView nv = View(no_eval);
+  ASSERT_NE(nv.root, nullptr);
+  ASSERT_EQ(nv.root->queues()->size(), 2u);
+  EXPECT_EQ(nv.root->queues()->Get(1)->name()->str(), "predict");
+  const fb::Program* np = nv.FindProgram(fb::ProgramKind::PredictStep);
+  ASSERT_NE(np, nullptr);
+  EXPECT_EQ(np->streams()->Get(0)->tasks()->Get(0)->body_as_GetNextTask()->queue(), 1u);
+
+  // A predict program needs an output.
+  Graph no_output("no_output");
+  TensorId x = no_output.Input("x", {4, 3});
+  TensorId w = no_output.Param("w", {3, 2}, InitSpec::Normal(0, 1, 1));
+  no_output.SetLoss(no_output.ReduceMean(no_output.MatMul(x, w)));
+  auto r = host::Compile(no_output, WithPredict());
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("predict_step needs a graph output"), std::string::npos);
+}
+
+TEST(Compiler, AccuracyComparesWithTheLossLabels) {
+  // An i32 input before the labels: accuracy must use what the loss uses.
+  Graph g("ids_first");
+  TensorId x = g.Input("x", {8, 6});
+  g.Input("ids", {8}, DType::I32);
+  TensorId label = g.Input("label", {8}, DType::I32);
+  TensorId w = g.Param("w", {6, 3}, InitSpec::HeUniform(1));
+  TensorId logits = g.MatMul(x, w);
+  g.AddOutput(logits);
+  g.SetLoss(g.SparseSoftmaxCrossEntropy(logits, label));
+  ASSERT_TRUE(g.status().ok()) << g.status().ToString();
+  CompiledStream cs = CompileOk(g, WithPredict());
+  StreamView v = View(cs);
+  ASSERT_NE(v.root, nullptr);
+  const fb::KernelTask* accuracy = nullptr;
+  for (const fb::KernelTask* k : Kernels(v.FindProgram(fb::ProgramKind::EvalStep)))
+    if (k->op() == fb::OpCode::ArgMaxAccuracy) accuracy = k;
+  ASSERT_NE(accuracy, nullptr);
+  EXPECT_EQ(v.root->buffers()->Get(accuracy->inputs()->Get(1))->name()->str(), "eval/label");
+  EXPECT_EQ(cs.predict_columns, (std::vector<std::string>{"x"}));
 }
 
 }  // namespace

@@ -33,12 +33,16 @@ Status DataQueue::Push(std::span<const ConstBytes> columns, std::chrono::millise
                              std::to_string(columns[c].size()) + " bytes, expected " + std::to_string(column_bytes_[c]));
   std::lock_guard<std::mutex> producer(push_mu_);
   uint32_t slot;
+  uint64_t generation;
   {
     std::unique_lock<std::mutex> lk(mu_);
-    if (!not_full_.wait_for(lk, timeout, [&] { return count_ < capacity_ || closed_; }))
+    generation = generation_;
+    if (!not_full_.wait_for(lk, timeout,
+                            [&] { return count_ < capacity_ || closed_ || generation_ != generation; }))
       return DeadlineExceeded("queue '" + name_ + "' stayed full for " + std::to_string(timeout.count()) +
                               " ms: the device is not consuming batches");
     if (closed_) return Aborted("queue '" + name_ + "' was closed");
+    if (generation_ != generation) return Aborted("queue '" + name_ + "' was cleared");
     slot = tail_;
   }
   uint8_t* p = slots_.data() + slot * slot_bytes_;
@@ -48,6 +52,9 @@ Status DataQueue::Push(std::span<const ConstBytes> columns, std::chrono::millise
   }
   {
     std::lock_guard<std::mutex> lk(mu_);
+    // Cleared while copying: the slot was never published, so dropping it
+    // here leaves the queue exactly as Clear left it.
+    if (generation_ != generation) return Aborted("queue '" + name_ + "' was cleared");
     tail_ = (tail_ + 1) % capacity_;
     ++count_;
     if (count_ > high_water_) high_water_ = count_;
@@ -58,6 +65,7 @@ Status DataQueue::Push(std::span<const ConstBytes> columns, std::chrono::millise
 
 Status DataQueue::Pop(std::span<uint8_t* const> dst, std::chrono::milliseconds timeout, int64_t* waited_ns) {
   uint32_t slot;
+  uint64_t generation;
   {
     std::unique_lock<std::mutex> lk(mu_);
     if (count_ == 0 && !closed_) {
@@ -70,6 +78,7 @@ Status DataQueue::Pop(std::span<uint8_t* const> dst, std::chrono::milliseconds t
     }
     if (count_ == 0) return Aborted("queue '" + name_ + "' was closed");
     slot = head_;
+    generation = generation_;
   }
   const uint8_t* p = slots_.data() + slot * slot_bytes_;
   for (size_t c = 0; c < dst.size(); ++c) {
@@ -78,11 +87,23 @@ Status DataQueue::Pop(std::span<uint8_t* const> dst, std::chrono::milliseconds t
   }
   {
     std::lock_guard<std::mutex> lk(mu_);
-    head_ = (head_ + 1) % capacity_;
-    --count_;
+    if (generation_ == generation) {
+      head_ = (head_ + 1) % capacity_;
+      --count_;
+    }
   }
   not_full_.notify_one();
   return Status::Ok();
+}
+
+void DataQueue::Clear() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    head_ = tail_;
+    count_ = 0;
+    ++generation_;
+  }
+  not_full_.notify_all();
 }
 
 void DataQueue::Close() {

@@ -34,6 +34,13 @@ class DataQueue {
   // for one to arrive. Adds the time spent waiting to *waited_ns.
   Status Pop(std::span<uint8_t* const> dst, std::chrono::milliseconds timeout, int64_t* waited_ns);
 
+  // Drops every queued batch. A Push waiting for a free slot, or copying
+  // into one, when Clear runs returns kAborted and leaves nothing behind, so
+  // a feeder being stopped cannot slip one batch in after the clear. Meant
+  // for when no consumer runs; a Pop copying out during a Clear still
+  // finishes without disturbing the counts.
+  void Clear();
+
   // Wakes every waiter with an error (job unloaded or aborted).
   void Close();
 
@@ -58,6 +65,7 @@ class DataQueue {
   uint32_t tail_ = 0;                // next slot to fill
   uint32_t count_ = 0;               // filled slots
   uint32_t high_water_ = 0;
+  uint64_t generation_ = 0;          // bumped by Clear: in-flight pushes and pops are void
   bool closed_ = false;
 };
 

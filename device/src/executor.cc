@@ -294,6 +294,14 @@ Status Executor::PushBatch(uint32_t queue, std::span<const ConstBytes> columns) 
   return job_->queues[queue]->Push(columns, job_->options.push_timeout);
 }
 
+Status Executor::ClearQueue(uint32_t queue) {
+  if (queue >= job_->queues.size())
+    return OutOfRange("queue index " + std::to_string(queue) + " is outside the stream's " +
+                      std::to_string(job_->queues.size()) + " queues");
+  job_->queues[queue]->Clear();
+  return Status::Ok();
+}
+
 uint32_t Executor::queue_high_water_mark(uint32_t index) const { return job_->queues.at(index)->high_water_mark(); }
 
 uint64_t Executor::queue_bytes() const {

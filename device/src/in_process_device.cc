@@ -33,6 +33,11 @@ Status InProcessDevice::PushBatch(uint32_t queue, std::span<const ConstBytes> co
   return executor_->PushBatch(queue, columns);
 }
 
+Status InProcessDevice::ClearQueue(uint32_t queue) {
+  if (!executor_) return FailedPrecondition("ClearQueue before a task stream was loaded");
+  return executor_->ClearQueue(queue);
+}
+
 Result<SinkResult> InProcessDevice::RunSink(ProgramKind program, uint32_t steps) {
   ++round_trips_;
   if (!executor_) return FailedPrecondition("RunSink before a task stream was loaded");

@@ -9,14 +9,15 @@
 
 namespace sinkrt::testing {
 
-// 784-512-256-10 (or `widths`) ReLU MLP with sparse softmax cross-entropy.
-// Inputs "image" [batch, widths[0]] f32 and "label" [batch] i32; weights
-// [in, out] He-uniform, biases zero. Logits are an eval output.
+// host::MakeMlpNetwork (784-512-256-10 or `widths`) with sparse softmax
+// cross-entropy. Inputs "image" [batch, widths[0]] f32 and "label" [batch]
+// i32; weights [in, out] He-uniform, biases zero. Logits are an eval output.
 host::Graph MakeMlp(int64_t batch, std::vector<int64_t> widths = {784, 512, 256, 10},
                     uint64_t seed = 1);
 
-// LeNet-style CNN on [batch, 1, 28, 28]: conv5x5(6, pad 2)-relu-maxpool2 ->
-// conv5x5(16)-relu-maxpool2 -> flatten -> 120 -> 84 -> 10.
+// host::MakeLeNetNetwork on [batch, 1, 28, 28] (conv5x5(6, pad 2)-relu-
+// maxpool2 -> conv5x5(16)-relu-maxpool2 -> flatten -> 120 -> 84 -> 10) with
+// the same loss and "label" input.
 host::Graph MakeLeNet(int64_t batch, uint64_t seed = 1);
 
 // A learnable synthetic classification set: `classes` Gaussian blobs in

@@ -32,12 +32,20 @@ Status CheckOptions(const CompileOptions& o) {
   return Status::Ok();
 }
 
-// Lays the step programs end to end on one timeline so that the planner sees
-// train_step's and eval_step's transients as never live together.
+// Lays the step programs end to end on one timeline (train_step, eval_step,
+// predict_step) so that the planner sees their transients as never live
+// together.
 Result<std::vector<compiler::BufferLifetime>> Lifetimes(const compiler::LoweredStream& s) {
-  int32_t eval_base = 0;
+  int32_t tasks[4] = {};  // by ProgramKind
   for (const compiler::ProgramDef& p : s.programs)
-    if (p.kind == fb::ProgramKind::TrainStep) eval_base = static_cast<int32_t>(p.tasks.size());
+    tasks[static_cast<int>(p.kind)] = static_cast<int32_t>(p.tasks.size());
+  auto base_of = [&](fb::ProgramKind kind) {
+    switch (kind) {
+      case fb::ProgramKind::EvalStep: return tasks[1];
+      case fb::ProgramKind::PredictStep: return tasks[1] + tasks[2];
+      default: return 0;
+    }
+  };
   std::vector<compiler::BufferLifetime> out;
   out.reserve(s.buffers.size());
   for (const compiler::BufferDef& b : s.buffers) {
@@ -45,7 +53,7 @@ Result<std::vector<compiler::BufferLifetime>> Lifetimes(const compiler::LoweredS
     if (!b.persistent) {
       if (b.first_use < 0)
         return Internal("compile: transient buffer '" + b.name + "' is used by no task");
-      const int32_t base = b.program == fb::ProgramKind::EvalStep ? eval_base : 0;
+      const int32_t base = base_of(b.program);
       l.first_use = base + b.first_use;
       l.last_use = base + b.last_use;
     }
@@ -60,11 +68,13 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
   SINKRT_RETURN_IF_ERROR(CheckOptions(options));
   SINKRT_ASSIGN_OR_RETURN(
       compiler::TrainingGraph tg,
-      compiler::BuildTrainingGraph(forward, options.optimizer, options.eval_program));
+      compiler::BuildTrainingGraph(forward, options.optimizer, options.eval_program,
+                                   options.predict_program));
   SINKRT_ASSIGN_OR_RETURN(
       compiler::LoweredStream lowered,
       compiler::Lower(tg, {.fuse = options.fuse,
                            .eval_program = options.eval_program,
+                           .predict_program = options.predict_program,
                            .queue_capacity = options.queue_capacity}));
   SINKRT_ASSIGN_OR_RETURN(std::vector<compiler::BufferLifetime> lifetimes, Lifetimes(lowered));
   auto plan = compiler::PlanMemory(std::move(lifetimes), options.arena_alignment);
@@ -86,8 +96,10 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
   for (const compiler::ProgramDef& p : lowered.programs) {
     if (p.kind == fb::ProgramKind::TrainStep) r.train_tasks = p.tasks.size();
     if (p.kind == fb::ProgramKind::EvalStep) r.eval_tasks = p.tasks.size();
+    if (p.kind == fb::ProgramKind::PredictStep) r.predict_tasks = p.tasks.size();
   }
-  const int32_t last_task = static_cast<int32_t>(std::max(r.train_tasks, r.eval_tasks)) - 1;
+  const int32_t last_task =
+      static_cast<int32_t>(std::max({r.train_tasks, r.eval_tasks, r.predict_tasks})) - 1;
   for (size_t i = 0; i < lowered.buffers.size(); ++i) {
     const compiler::BufferDef& b = lowered.buffers[i];
     PlannedBuffer pb{.name = b.name, .offset = plan->offsets[i], .bytes = b.bytes, .role = b.role};
@@ -103,6 +115,7 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
     r.buffers.push_back(std::move(pb));
   }
   for (TensorId t : tg.inputs) out.input_columns.push_back(tg.graph.tensor(t).name);
+  for (TensorId t : tg.predict_inputs) out.predict_columns.push_back(tg.graph.tensor(t).name);
   return out;
 }
 

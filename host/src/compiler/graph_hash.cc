@@ -50,6 +50,7 @@ uint64_t StreamHash(uint64_t graph_hash, const CompileOptions& o) {
   h.U32(o.arena_alignment);
   h.Bool(o.fuse);
   h.Bool(o.eval_program);
+  h.Bool(o.predict_program);
   return h.value();
 }
 

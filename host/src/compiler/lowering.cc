@@ -10,9 +10,6 @@
 namespace sinkrt::host::compiler {
 namespace {
 
-constexpr uint32_t kTrainQueue = 0;
-constexpr uint32_t kEvalQueue = 1;
-
 // One kernel of a program before buffers exist: tensor ids, and the ops it
 // stands for (more than one when fused).
 struct KernelPlan {
@@ -24,8 +21,9 @@ struct KernelPlan {
 
 struct ProgramPlan {
   fb::ProgramKind kind;
-  std::string name;
-  uint32_t queue;
+  std::string name;    // "train_step"
+  std::string stem;    // "train": the queue's name and the transients' prefix
+  std::vector<TensorId> inputs;  // the queue's columns, popped by GetNext first
   std::vector<KernelPlan> kernels;
   std::vector<TensorId> reports;
 };
@@ -238,7 +236,7 @@ Result<uint64_t> BufferBytes(const TensorInfo& info) {
 // program for transients.
 struct BufferMaps {
   std::map<TensorId, uint32_t> persistent;
-  std::map<TensorId, uint32_t> transient[2];  // [0] train_step, [1] eval_step
+  std::vector<std::map<TensorId, uint32_t>> transient;  // per program plan
 
   uint32_t Find(bool persistent_role, int program, TensorId t) const {
     return persistent_role ? persistent.at(t) : transient[program].at(t);
@@ -266,11 +264,14 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
                              std::to_string(g.ops()[i].outputs.size()));
 
   std::vector<ProgramPlan> plans;
-  plans.push_back({fb::ProgramKind::TrainStep, "train_step", kTrainQueue,
+  plans.push_back({fb::ProgramKind::TrainStep, "train_step", "train", tg.inputs,
                    PlanKernels(g, facts, tg.train_program, options.fuse), tg.train_reports});
   if (options.eval_program)
-    plans.push_back({fb::ProgramKind::EvalStep, "eval_step", kEvalQueue,
+    plans.push_back({fb::ProgramKind::EvalStep, "eval_step", "eval", tg.inputs,
                      PlanKernels(g, facts, tg.eval_program, options.fuse), tg.eval_reports});
+  if (options.predict_program)
+    plans.push_back({fb::ProgramKind::PredictStep, "predict_step", "predict", tg.predict_inputs,
+                     PlanKernels(g, facts, tg.predict_program, options.fuse), tg.predict_reports});
 
   // Which tensors each program touches.
   std::vector<fb::BufferRole> role(g.tensors().size());
@@ -286,7 +287,7 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
   for (TensorId t = 0; t < g.tensors().size(); ++t)
     if (HasInitializer(g.tensor(t).kind)) persistent_used.insert(t);
   for (size_t p = 0; p < plans.size(); ++p) {
-    for (TensorId t : tg.inputs) touch(p, t);
+    for (TensorId t : plans[p].inputs) touch(p, t);
     for (const KernelPlan& k : plans[p].kernels) {
       for (TensorId t : k.inputs) touch(p, t);
       for (TensorId t : k.outputs) touch(p, t);
@@ -297,6 +298,7 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
 
   LoweredStream out;
   BufferMaps maps;
+  maps.transient.resize(plans.size());
   std::set<std::string> names;
   auto add_buffer = [&](TensorId t, bool persistent, fb::ProgramKind program,
                         std::string name) -> Status {
@@ -324,7 +326,8 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
     }
     if (!names.insert(b.name).second)
       return InvalidArgument("two buffers are named '" + b.name +
-                             "': tensor names must be unique (and not start with 'eval/')");
+                             "': tensor names must be unique (and not start with 'eval/' or "
+                             "'predict/')");
     if (out.buffers.size() >= std::numeric_limits<uint32_t>::max())
       return ResourceExhausted("more than 2^32 - 1 buffers");
     out.buffers.push_back(std::move(b));
@@ -349,7 +352,7 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
     SINKRT_RETURN_IF_ERROR(add_buffer(t, true, fb::ProgramKind::Init, buffer_name(t)));
   }
   for (size_t p = 0; p < plans.size(); ++p) {
-    const std::string prefix = p == 0 ? "" : "eval/";
+    const std::string prefix = p == 0 ? "" : plans[p].stem + "/";
     for (TensorId t : transient_used[p]) {
       maps.transient[p][t] = static_cast<uint32_t>(out.buffers.size());
       SINKRT_RETURN_IF_ERROR(add_buffer(t, false, plans[p].kind, prefix + buffer_name(t)));
@@ -387,13 +390,19 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
     auto buffer_of = [&](TensorId t) {
       return maps.Find(IsPersistentRole(role[t]), static_cast<int>(p), t);
     };
-    // A graph without inputs (it trains towards constants) has no queue to
-    // pop: a queue needs at least one column.
-    if (!tg.inputs.empty()) {
+    // A program without inputs (a graph that trains towards constants) has
+    // no queue to pop: a queue needs at least one column.
+    if (!plan.inputs.empty()) {
       GetNextDef get_next;
-      get_next.queue = plan.queue;
-      for (TensorId t : tg.inputs) get_next.outputs.push_back(buffer_of(t));
-      prog.tasks.push_back({"GetNext:" + std::string(p == 0 ? "train" : "eval"), get_next});
+      get_next.queue = static_cast<uint32_t>(out.queues.size());
+      for (TensorId t : plan.inputs) get_next.outputs.push_back(buffer_of(t));
+      prog.tasks.push_back({"GetNext:" + plan.stem, get_next});
+      QueueDef q;
+      q.name = plan.stem;
+      q.capacity = options.queue_capacity;
+      for (TensorId t : plan.inputs)
+        q.columns.push_back({g.tensor(t).name, g.tensor(t).dtype, g.tensor(t).shape});
+      out.queues.push_back(std::move(q));
     }
     for (const KernelPlan& k : plan.kernels) {
       const OpNode& head = g.ops()[k.ops[0]];
@@ -433,16 +442,6 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
     for (uint32_t b : prog.reports)
       if (!out.buffers[b].persistent) use(b, static_cast<int32_t>(prog.tasks.size() - 1));
     out.programs.push_back(std::move(prog));
-  }
-
-  // Queues: one per step program, the Input tensors as columns.
-  for (size_t p = 0; p < plans.size() && !tg.inputs.empty(); ++p) {
-    QueueDef q;
-    q.name = p == 0 ? "train" : "eval";
-    q.capacity = options.queue_capacity;
-    for (TensorId t : tg.inputs)
-      q.columns.push_back({g.tensor(t).name, g.tensor(t).dtype, g.tensor(t).shape});
-    out.queues.push_back(std::move(q));
   }
   return out;
 }

@@ -8,13 +8,19 @@
 // intermediates get none). Persistent tensors (Param, Const, OptState, Grad
 // and reported Outputs) get one buffer shared by every program. Transient
 // tensors (Input, Activation, Workspace) get one buffer per program that uses
-// them: train_step and eval_step never run at once, so each program's copy is
-// planned over the same bytes with its own liveness; eval's copies are named
-// "eval/<tensor>". Buffers are named after their tensors, except the loss
-// ("loss") and eval's accuracy count ("accuracy"), which the host looks up by
-// name (unless another tensor already has that name). Table order: Param, Const, OptState, Grad, Output, then
-// train_step's transients, then eval_step's, each by tensor index — so the
-// persistent buffers of one role are contiguous once packed in that order.
+// them: train_step, eval_step and predict_step never run at once, so each
+// program's copy is planned over the same bytes with its own liveness; eval's
+// copies are named "eval/<tensor>", predict's "predict/<tensor>". Buffers are
+// named after their tensors, except the loss ("loss") and eval's accuracy
+// count ("accuracy"), which the host looks up by name (unless another tensor
+// already has that name). Table order: Param, Const, OptState, Grad, Output,
+// then train_step's transients, then eval_step's, then predict_step's, each
+// by tensor index — so the persistent buffers of one role are contiguous once
+// packed in that order.
+//
+// Queues: one per step program that reads inputs, in program order — "train"
+// (0), "eval" (1), "predict" (2 with eval, else 1). train and eval take every
+// Input tensor; predict only those its output depends on.
 //
 // Fusion. With `fuse`, MatMul → BiasAdd [→ Relu] and Conv2D → BiasAdd
 // [→ Relu] become one kernel (docs/ops.md "Fusion") when, in the program
@@ -101,13 +107,14 @@ struct LoweredStream {
   std::vector<BufferDef> buffers;
   std::vector<InitializerDef> initializers;
   std::vector<QueueDef> queues;
-  std::vector<ProgramDef> programs;  // init, train_step[, eval_step]
+  std::vector<ProgramDef> programs;  // init, train_step[, eval_step][, predict_step]
   size_t fused_kernels = 0;          // kernels of train_step that absorbed ops
 };
 
 struct LoweringOptions {
   bool fuse = true;
   bool eval_program = true;
+  bool predict_program = false;
   uint32_t queue_capacity = 16;
 };
 

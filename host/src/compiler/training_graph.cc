@@ -13,12 +13,22 @@ void AppendUnique(std::vector<TensorId>& list, TensorId t) {
   if (std::find(list.begin(), list.end(), t) == list.end()) list.push_back(t);
 }
 
-// The labels for accuracy: the first i32 Input, if its batch matches the
-// logits'. Anything else (a regression output, no labels) gets no metric
-// rather than an error, because eval still reports loss and outputs.
-TensorId AccuracyLabels(const Graph& g, TensorId logits) {
+// The labels for accuracy: those the loss compares the logits with, when
+// the loss is a sparse cross-entropy of these logits (a network may have
+// another i32 input before its labels); else the first i32 Input, if its
+// batch matches the logits'. Anything else (a regression output, no labels)
+// gets no metric rather than an error, because eval still reports loss and
+// outputs.
+TensorId AccuracyLabels(const Graph& g, TensorId logits, TensorId loss) {
   const TensorInfo& l = g.tensor(logits);
   if (l.shape.size() != 2 || l.dtype != DType::F32) return kInvalidTensor;
+  const int64_t loss_op = g.producer(loss);
+  if (loss_op >= 0) {
+    const OpNode& op = g.ops()[loss_op];
+    if (op.op == fb::OpCode::SparseSoftmaxCrossEntropy && op.inputs.size() == 2 &&
+        op.inputs[0] == logits && g.tensor(op.inputs[1]).kind == TensorKind::Input)
+      return op.inputs[1];
+  }
   for (TensorId t = 0; t < g.tensors().size(); ++t) {
     const TensorInfo& info = g.tensor(t);
     if (info.kind != TensorKind::Input || info.dtype != DType::I32) continue;
@@ -28,10 +38,31 @@ TensorId AccuracyLabels(const Graph& g, TensorId logits) {
   return kInvalidTensor;
 }
 
+// The forward ops (indices below `forward_ops`) that `target` depends on,
+// in op order, and the Input tensors they read.
+void ForwardCone(const Graph& g, size_t forward_ops, TensorId target, std::vector<size_t>* ops,
+                 std::vector<TensorId>* inputs) {
+  std::vector<bool> needed(g.tensors().size(), false);
+  std::vector<bool> run(forward_ops, false);
+  needed[target] = true;
+  for (size_t i = forward_ops; i-- > 0;) {
+    const OpNode& op = g.ops()[i];
+    bool writes_needed = false;
+    for (TensorId t : op.outputs) writes_needed = writes_needed || needed[t];
+    if (!writes_needed) continue;
+    run[i] = true;
+    for (TensorId t : op.inputs) needed[t] = true;
+  }
+  for (size_t i = 0; i < forward_ops; ++i)
+    if (run[i]) ops->push_back(i);
+  for (TensorId t = 0; t < g.tensors().size(); ++t)
+    if (needed[t] && g.tensor(t).kind == TensorKind::Input) inputs->push_back(t);
+}
+
 }  // namespace
 
 Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSpec& optimizer,
-                                         bool with_eval) {
+                                         bool with_eval, bool with_predict) {
   if (!forward.status().ok()) return forward.status().WithContext(GraphContext(forward));
   if (!forward.valid(forward.loss()))
     return FailedPrecondition(GraphContext(forward) + ": the graph has no loss (call SetLoss)");
@@ -56,7 +87,7 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
 
   if (with_eval && !g.outputs().empty()) {
     const TensorId logits = g.outputs().front();
-    const TensorId labels = AccuracyLabels(g, logits);
+    const TensorId labels = AccuracyLabels(g, logits, tg.loss);
     if (labels != kInvalidTensor) {
       tg.accuracy = g.ArgMaxAccuracy(logits, labels);
       if (!g.status().ok() || !g.valid(tg.accuracy))
@@ -76,6 +107,14 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
     AppendUnique(tg.eval_reports, tg.loss);
     if (tg.accuracy != kInvalidTensor) AppendUnique(tg.eval_reports, tg.accuracy);
     for (TensorId t : g.outputs()) AppendUnique(tg.eval_reports, t);
+  }
+  if (with_predict) {
+    if (g.outputs().empty())
+      return FailedPrecondition(GraphContext(forward) +
+                                ": predict_step needs a graph output (call AddOutput on the logits)");
+    const TensorId target = g.outputs().front();
+    ForwardCone(g, tg.forward_ops, target, &tg.predict_program, &tg.predict_inputs);
+    tg.predict_reports = {target};
   }
   return tg;
 }

@@ -22,6 +22,12 @@ struct TrainingGraph {
   size_t train_ops = 0;
   std::vector<size_t> train_program;  // op indices run by train_step, in order
   std::vector<size_t> eval_program;   // op indices run by eval_step, in order
+  // predict_step: the forward ops outputs()[0] depends on, and the Input
+  // tensors among them (creation order): its queue's columns, which leave
+  // out the label when only the loss reads it.
+  std::vector<size_t> predict_program;
+  std::vector<TensorId> predict_inputs;
+  std::vector<TensorId> predict_reports;  // [outputs()[0]]
   std::vector<ParamGrad> grads;
   std::vector<TensorId> inputs;       // Input tensors in creation order: the queue columns
   TensorId loss = kInvalidTensor;
@@ -31,10 +37,13 @@ struct TrainingGraph {
 };
 
 // Copies `forward`, appends its backward pass and the optimizer update, and,
-// with `with_eval`, the accuracy metric on (first graph output, first i32
-// Input) when the output is [N, C] logits and the input [N] labels. Errors
-// name the graph and carry the failing pass's message.
+// with `with_eval`, the accuracy metric on the first graph output when it is
+// [N, C] logits: against the labels of the loss when the loss is
+// SparseSoftmaxCrossEntropy(first output, an Input), else against the first
+// i32 Input if it is [N]. With `with_predict`, also the predict program
+// (needs a graph output). Errors name the graph and carry the failing pass's
+// message.
 Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSpec& optimizer,
-                                         bool with_eval);
+                                         bool with_eval, bool with_predict = false);
 
 }  // namespace sinkrt::host::compiler

@@ -50,6 +50,8 @@ class Executor {
   // Copies one batch into queue `queue` (index checked), waiting up to the
   // push timeout for a free slot. Safe to call while Run executes.
   Status PushBatch(uint32_t queue, std::span<const ConstBytes> columns);
+  // Drops every batch of queue `queue` (index checked); see DataQueue::Clear.
+  Status ClearQueue(uint32_t queue);
 
   const StreamView& view() const;
   uint32_t num_queues() const;

@@ -2,7 +2,8 @@
 //
 // The embedded default: the host drives it through DeviceLink exactly as it
 // will drive a remote sinkd daemon. PushBatch may be called from a feeder
-// thread while RunSink runs on another; everything else is for one thread.
+// thread while RunSink runs on another, and ClearQueue may stop a PushBatch
+// blocked on another thread; everything else is for one thread.
 #pragma once
 
 #include <memory>
@@ -22,6 +23,7 @@ class InProcessDevice final : public DeviceLink {
   Result<LoadInfo> Load(ConstBytes stream) override;
   Status PushBatch(uint32_t queue, std::span<const ConstBytes> columns) override;
   Result<SinkResult> RunSink(ProgramKind program, uint32_t steps) override;
+  Status ClearQueue(uint32_t queue) override;
   Result<std::vector<uint8_t>> ReadTensor(uint32_t buffer) override;
   Status WriteTensor(uint32_t buffer, ConstBytes bytes) override;
   uint64_t control_round_trips() const override { return round_trips_; }

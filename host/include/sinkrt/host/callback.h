@@ -23,6 +23,10 @@ struct CallbackParams {
   int64_t batch_num = 0;        // steps per epoch: sink_size, or dataset size
   int cur_epoch_num = 0;        // 1-based, absolute (continues after initial_epoch)
   int64_t cur_step_num = 0;     // global step count of this train() call
+  // Batches consumed since the data's start: initial_epoch x batch_num +
+  // cur_step_num. A run resumed with initial_epoch = E starts its data at
+  // E x batch_num, so this is the data position a checkpoint records.
+  int64_t global_batch = 0;
   int64_t sink_steps = 0;       // steps in the sink that just ran (1 in non-sink mode)
   bool dataset_sink_mode = false;
   double net_outputs = 0;       // last step's loss

@@ -25,6 +25,11 @@ struct CompileOptions {
   uint32_t arena_alignment = 64;
   bool fuse = true;              // MatMul/Conv + BiasAdd + Relu into one kernel
   bool eval_program = true;      // also emit eval_step (forward, loss, outputs)
+  // Also emit predict_step: the forward ops outputs()[0] depends on, fed by
+  // queue "predict" with only the Inputs they read (not the label), and
+  // reporting outputs()[0]. Model turns it on for predict() and for eval's
+  // partial last batch.
+  bool predict_program = false;
 };
 
 struct PlannedBuffer {
@@ -43,7 +48,7 @@ struct CompileReport {
   uint64_t arena_bytes = 0;
   uint64_t liveness_lower_bound = 0;  // max over time of live bytes
   uint64_t persistent_bytes = 0;
-  size_t train_tasks = 0, eval_tasks = 0, fused_kernels = 0;
+  size_t train_tasks = 0, eval_tasks = 0, predict_tasks = 0, fused_kernels = 0;
   std::vector<PlannedBuffer> buffers;
 };
 
@@ -54,6 +59,9 @@ struct CompiledStream {
   // Queue 0 ("train") and queue 1 ("eval") take the graph's Input tensors in
   // creation order as their columns.
   std::vector<std::string> input_columns;
+  // Queue "predict" (2, or 1 without eval_step): the Inputs outputs()[0]
+  // depends on, in creation order. Empty without predict_program.
+  std::vector<std::string> predict_columns;
 };
 
 // `forward` must have a loss (SetLoss). It is copied, not modified.

@@ -12,6 +12,22 @@
 // cur_step_num advanced by the sink's steps. Non-sink mode runs the same
 // compiled program one step per request, with per-step callbacks, so the
 // two modes give bitwise identical parameters.
+//
+// Data position (our rule for resuming): an epoch is steps_per_epoch
+// batches (sink_size, or the dataset size with -1 or in non-sink mode), and
+// train(..., initial_epoch = E) starts its data at global batch
+// E x steps_per_epoch, then continues through passes without a break. So a
+// run of 4 epochs and a run of 2 epochs + checkpoint + a new Model +
+// LoadCheckpoint + train(4, ..., initial_epoch = 2) feed the same batches
+// and end with bitwise identical state (callbacks.h).
+//
+// Stopping early (request_stop, a callback's or the device's error) stops
+// the feeder thread, clears the device queue and joins the thread before
+// train() returns: no thread outlives the call and no batch fed for a step
+// that never ran reaches a later train() or eval().
+//
+// One Model per device: Create loads the task stream, replacing any job the
+// device held.
 #pragma once
 
 #include <memory>
@@ -47,7 +63,7 @@ struct ModelOptions {
 };
 
 struct EvalResult {
-  double accuracy = 0;   // correct / samples
+  double accuracy = 0;   // correct / samples; NaN when the graph has no accuracy metric
   double loss = 0;       // mean over samples
   int64_t samples = 0;
   uint64_t round_trips = 0;
@@ -65,19 +81,32 @@ class Model {
   // MindSpore 2.x defaults: dataset_sink_mode = false, sink_size = -1.
   Status train(int epoch, const Dataset& train_dataset, const std::vector<Callback*>& callbacks = {},
                bool dataset_sink_mode = false, int sink_size = -1, int initial_epoch = 0);
-  // Loss and accuracy over every sample of `dataset` (a partial last batch
-  // included, padded on the device and masked on the host).
+  // Loss and accuracy over every sample of `dataset`. Full batches run
+  // eval_step, one RunSink(EvalStep, 1) each as MindSpore's eval launches
+  // one step at a time (so dataset_sink_mode changes nothing); a partial
+  // last batch runs predict_step zero-padded and its loss and accuracy are
+  // computed on the host over the real rows only, in double (this needs the
+  // loss to be SparseSoftmaxCrossEntropy of outputs()[0]).
   Result<EvalResult> eval(const Dataset& dataset, bool dataset_sink_mode = false);
-  // Logits for one batch of network inputs (Input order, batch may be short).
+  // Logits (outputs()[0]) for one batch of network inputs: the Inputs that
+  // outputs()[0] depends on, in creation order (compiled().predict_columns;
+  // not the label). The batch may be short: it is zero-padded on the way in
+  // and only the real rows come back.
   Result<Tensor> predict(const Row& inputs);
 
   // Parameters and optimizer state, by buffer name (checkpoints).
   Result<std::vector<std::pair<std::string, Tensor>>> ReadState();
   Status WriteState(const std::vector<std::pair<std::string, Tensor>>& state);
 
+  // Control round trips of the device so far (DeviceLink::control_round_trips).
   uint64_t host_round_trips() const;
   const CompiledStream& compiled() const;
   const ParallelContext& context() const;
+  // GraphHash of the network with its loss: what a checkpoint is bound to
+  // (not the stream hash, so the queue capacity or the learning rate may
+  // change between a run and its resume).
+  uint64_t network_hash() const;
+  const std::string& network_name() const;
 
   struct Impl;
 

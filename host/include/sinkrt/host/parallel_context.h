@@ -34,8 +34,10 @@ struct ParallelContext {
 
   // MindSpore's checks and messages, e.g. "If parallel_mode is stand_alone,
   // device_number must be 1, device_number: 4, parallel_mode:stand_alone".
-  // `supported` lists the modes this build can run; others are refused.
-  Status Validate() const;
+  // `supported` lists the modes this build can run; others are refused
+  // (kUnimplemented) after the value checks. Model::Create passes the modes
+  // the runtime runs; only stand_alone so far.
+  Status Validate(const std::vector<ParallelMode>& supported = {ParallelMode::StandAlone}) const;
 };
 
 }  // namespace sinkrt::host

@@ -67,10 +67,20 @@ class DeviceLink {
   // Runs `steps` iterations of `program` and answers once: one control round trip.
   virtual Result<SinkResult> RunSink(ProgramKind program, uint32_t steps) = 0;
 
+  // Drops every batch waiting in `queue` and makes a PushBatch that is
+  // waiting for a free slot of it return kAborted instead of pushing. The
+  // host calls it when training stops early, so that batches fed for steps
+  // that never ran cannot leak into the next train() or eval(). Call it only
+  // while no sink runs on that queue. Like ReadTensor, not counted as a
+  // control round trip.
+  virtual Status ClearQueue(uint32_t queue) = 0;
+
   virtual Result<std::vector<uint8_t>> ReadTensor(uint32_t buffer) = 0;
   virtual Status WriteTensor(uint32_t buffer, ConstBytes bytes) = 0;
 
-  // Control requests that waited for an answer since construction.
+  // RunSink requests that waited for an answer since construction: the
+  // control round trips of training. PushBatch is one way; ReadTensor,
+  // WriteTensor and ClearQueue are maintenance requests and not counted.
   virtual uint64_t control_round_trips() const = 0;
 };
 

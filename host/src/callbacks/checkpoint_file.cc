@@ -1,0 +1,131 @@
+// SaveCheckpoint / LoadCheckpoint: schemas/checkpoint.fbs files.
+#include <flatbuffers/flatbuffers.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/model_impl.h"
+#include "sinkrt/fb/checkpoint_generated.h"
+#include "sinkrt/host/callbacks.h"
+#include "sinkrt/host/model.h"
+#include "sinkrt/runtime/file_io.h"
+#include "sinkrt/runtime/stream_view.h"
+
+namespace sinkrt::host {
+namespace {
+
+constexpr uint16_t kCheckpointMajor = 1;
+constexpr uint16_t kCheckpointMinor = 0;
+constexpr char kProducer[] = "sinkrt 0.1.0";
+// A FlatBuffer addresses itself with 32-bit offsets; leave room for the
+// tables around the tensor data.
+constexpr uint64_t kMaxTensorBytes = (uint64_t{1} << 31) - (uint64_t{1} << 24);
+
+std::string Hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string Describe(DType dtype, const Shape& shape) {
+  return std::string(DTypeName(dtype)) + " " + ShapeToString(shape);
+}
+
+}  // namespace
+
+Status SaveCheckpoint(const std::string& path, Model& model, const CheckpointInfo& info) {
+  auto state = model.ReadState();
+  if (!state.ok()) return state.status().WithContext("SaveCheckpoint '" + path + "'");
+  auto view = VerifyTaskStream(model.compiled().bytes);
+  if (!view.ok()) return view.status().WithContext("SaveCheckpoint '" + path + "'");
+  std::map<std::string, fb::BufferRole> roles;
+  for (const StateBuffer& s : StateBuffers(*view)) roles[s.name] = s.role;
+
+  uint64_t total = 0;
+  for (const auto& [name, t] : *state) total += t.data.size();
+  if (total > kMaxTensorBytes)
+    return ResourceExhausted("SaveCheckpoint '" + path + "': " + std::to_string(total) +
+                             " bytes of state exceed what one FlatBuffer checkpoint holds (2 GiB)");
+
+  flatbuffers::FlatBufferBuilder fbb(static_cast<size_t>(total) + 4096);
+  std::vector<flatbuffers::Offset<fb::CheckpointTensor>> tensors;
+  for (const auto& [name, t] : *state) {
+    auto n = fbb.CreateString(name);
+    auto shape = fbb.CreateVector(t.shape);
+    auto data = fbb.CreateVector(t.data);
+    const fb::CheckpointRole role =
+        roles[name] == fb::BufferRole::OptState ? fb::CheckpointRole::OptState : fb::CheckpointRole::Param;
+    tensors.push_back(fb::CreateCheckpointTensor(fbb, n, t.dtype, shape, role, data));
+  }
+  auto tv = fbb.CreateVector(tensors);
+  auto producer = fbb.CreateString(kProducer);
+  auto network = fbb.CreateString(model.network_name());
+  fbb.Finish(fb::CreateCheckpoint(fbb, kCheckpointMajor, kCheckpointMinor, producer, network, model.network_hash(),
+                                  info.epoch, info.step, info.batch_num, info.global_batch, tv),
+             fb::CheckpointIdentifier());
+  return WriteFileBytes(path, std::span<const uint8_t>(fbb.GetBufferPointer(), fbb.GetSize()));
+}
+
+Status LoadCheckpoint(const std::string& path, Model& model, CheckpointInfo* info) {
+  const std::string where = "LoadCheckpoint '" + path + "'";
+  SINKRT_ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, ReadFileBytes(path));
+  if (bytes.size() < 8 || !fb::CheckpointBufferHasIdentifier(bytes.data()))
+    return InvalidArgument(where + ": not a sinkrt checkpoint (no 'SKCK' identifier)");
+  flatbuffers::Verifier::Options vo;
+  vo.max_tables = 1u << 24;
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size(), vo);
+  if (!fb::VerifyCheckpointBuffer(verifier))
+    return InvalidArgument(where + ": the file is corrupt (it fails the FlatBuffers verifier)");
+  const fb::Checkpoint* ck = fb::GetCheckpoint(bytes.data());
+  if (ck->format_major() != kCheckpointMajor)
+    return InvalidArgument(where + ": checkpoint format " + std::to_string(ck->format_major()) + "." +
+                           std::to_string(ck->format_minor()) + ", this build reads " +
+                           std::to_string(kCheckpointMajor) + ".x");
+  const std::string saved_network = ck->network() ? ck->network()->str() : "";
+  if (ck->graph_hash() != model.network_hash())
+    return FailedPrecondition(where + ": saved from network '" + saved_network + "' (graph hash " +
+                              Hex(ck->graph_hash()) + "), the model's network '" + model.network_name() +
+                              "' hashes to " + Hex(model.network_hash()) + ": a different network");
+
+  std::map<std::string, const fb::CheckpointTensor*> saved;
+  if (ck->tensors())
+    for (const fb::CheckpointTensor* t : *ck->tensors())
+      if (t->name()) saved[t->name()->str()] = t;
+
+  SINKRT_ASSIGN_OR_RETURN(const StreamView view, VerifyTaskStream(model.compiled().bytes));
+  std::vector<std::pair<std::string, Tensor>> state;
+  for (const StateBuffer& s : StateBuffers(view)) {
+    auto it = saved.find(s.name);
+    if (it == saved.end()) return NotFound(where + ": has no tensor '" + s.name + "'");
+    const fb::CheckpointTensor* t = it->second;
+    Shape shape;
+    if (t->shape()) shape.assign(t->shape()->begin(), t->shape()->end());
+    if (t->dtype() != s.dtype || shape != s.shape)
+      return InvalidArgument(where + ": tensor '" + s.name + "' is " + Describe(t->dtype(), shape) +
+                             ", the model's is " + Describe(s.dtype, s.shape));
+    const size_t have = t->data() ? t->data()->size() : 0;
+    if (have != s.bytes)
+      return InvalidArgument(where + ": tensor '" + s.name + "' holds " + std::to_string(have) +
+                             " bytes, its shape needs " + std::to_string(s.bytes));
+    Tensor value{s.dtype, std::move(shape), {}};
+    if (have) value.data.assign(t->data()->begin(), t->data()->end());
+    state.emplace_back(s.name, std::move(value));
+  }
+  Status st = model.WriteState(state);
+  if (!st.ok()) return st.WithContext(where);
+  if (info) {
+    info->epoch = ck->epoch();
+    info->step = ck->step();
+    info->batch_num = ck->batch_num();
+    info->global_batch = ck->global_batch();
+    info->graph_hash = ck->graph_hash();
+    info->initial_epoch = ck->batch_num() > 0 && ck->step() < ck->batch_num() ? ck->epoch() - 1 : ck->epoch();
+    if (info->initial_epoch < 0) info->initial_epoch = 0;
+  }
+  return Status::Ok();
+}
+
+}  // namespace sinkrt::host

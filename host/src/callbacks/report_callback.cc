@@ -1,0 +1,82 @@
+#include "sinkrt/host/report_callback.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+namespace sinkrt::host {
+namespace {
+
+// JSON has no NaN or infinity; nlohmann would write them as null anyway,
+// but saying so here keeps the choice visible.
+nlohmann::ordered_json Number(double v) {
+  return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ReportCallback>> ReportCallback::Create(const std::string& path) {
+  auto file = std::make_unique<std::ofstream>(path, std::ios::out | std::ios::trunc);
+  if (!file->is_open())
+    return NotFound("report file '" + path + "': cannot create it: " + std::strerror(errno));
+  return std::unique_ptr<ReportCallback>(new ReportCallback(std::move(file), path));
+}
+
+ReportCallback::ReportCallback(std::ostream& out) : out_(out) {}
+
+ReportCallback::ReportCallback(std::unique_ptr<std::ofstream> file, std::string path)
+    : file_(std::move(file)), out_(*file_), path_(std::move(path)) {}
+
+Status ReportCallback::on_train_begin(RunContext& run_context) {
+  train_begin_round_trips_ = run_context.original_args().host_round_trips;
+  return Status::Ok();
+}
+
+Status ReportCallback::on_train_epoch_begin(RunContext& run_context) {
+  const CallbackParams& p = run_context.original_args();
+  epoch_begin_round_trips_ = p.host_round_trips;
+  epoch_begin_step_ = p.cur_step_num;
+  return Status::Ok();
+}
+
+Status ReportCallback::on_train_epoch_end(RunContext& run_context) {
+  const CallbackParams& p = run_context.original_args();
+  // Counted from cur_step_num rather than batch_num: a non-sink epoch that
+  // request_stop() cut short ran fewer steps than batch_num.
+  const int64_t steps = p.cur_step_num - epoch_begin_step_;
+  const double samples = static_cast<double>(steps) * static_cast<double>(p.batch_size);
+  nlohmann::ordered_json record = {
+      {"event", "epoch"},
+      {"epoch", p.cur_epoch_num},
+      {"epoch_num", p.epoch_num},
+      {"cur_step_num", p.cur_step_num},
+      {"steps", steps},
+      {"batch_size", p.batch_size},
+      {"sink_mode", p.dataset_sink_mode},
+      {"loss", Number(p.net_outputs)},
+      {"epoch_ms", p.epoch_ms},
+      {"samples_per_s", Number(samples / (p.epoch_ms / 1e3))},
+      {"data_wait_ms", p.data_wait_ms},
+      {"host_round_trips", p.host_round_trips - epoch_begin_round_trips_},
+      {"total_host_round_trips", p.host_round_trips - train_begin_round_trips_},
+      {"device_ms",
+       {{"compute", p.device.compute_ms},
+        {"comm", p.device.comm_ms},
+        {"queue_wait", p.device.queue_wait_ms},
+        {"other", p.device.other_ms}}},
+  };
+  return Write(record);
+}
+
+Status ReportCallback::Write(const nlohmann::ordered_json& record) {
+  out_ << record.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
+  out_.flush();
+  if (!out_.good())
+    return Unavailable(path_.empty() ? std::string("report: writing a record failed")
+                                     : "report file '" + path_ + "': writing a record failed");
+  return Status::Ok();
+}
+
+}  // namespace sinkrt::host

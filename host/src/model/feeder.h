@@ -1,0 +1,79 @@
+// Feeder: the host thread that pushes dataset batches into a device queue
+// (MindSpore's DataQueueOp / TDT sender), one way, while the device runs.
+//
+// It pushes exactly `count` batches starting at global batch `start_batch`,
+// continuing through dataset passes without a break (MindSpore sends
+// total_batch = (epoch - initial_epoch) x steps and stops). The bounded
+// device queue is the backpressure: PushBatch blocks while it is full.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "model/model_impl.h"
+#include "sinkrt/host/dataset.h"
+#include "sinkrt/runtime/device_link.h"
+
+namespace sinkrt::host {
+
+struct FeedPlan {
+  uint32_t queue = 0;
+  std::vector<ColumnSpec> columns;  // the queue's, per-batch shapes
+  std::vector<size_t> source;       // queue column c is dataset column source[c]
+  int64_t start_batch = 0;
+  int64_t count = 0;
+  int64_t batches_per_epoch = 1;    // data-wait time is accounted per epoch
+};
+
+// Maps the queue's columns to the dataset's by name (CheckDatasetColumns has
+// vouched for them).
+FeedPlan MakeFeedPlan(const QueueInfo& queue, const Dataset& dataset);
+
+// Checks one dataset batch against the queue's columns; `global_batch` names
+// it in errors.
+Status CheckBatch(const FeedPlan& plan, const Row& row, int64_t global_batch);
+
+class Feeder {
+ public:
+  // Creates the dataset iterator here, so that its errors come back before
+  // any training, then starts the thread.
+  static Result<std::unique_ptr<Feeder>> Start(DeviceLink& device, const Dataset& dataset, FeedPlan plan);
+  ~Feeder();
+
+  // Normal end: waits until every batch is pushed; the feeder's status.
+  Status Finish();
+  // Early end: stops the thread, clears the device queue (which also frees
+  // a PushBatch blocked on a full queue), joins, and clears again for a
+  // batch pushed between the first clear and the thread seeing the stop.
+  // Returns the feeder's own error if it had one before being stopped.
+  Status Stop();
+
+  // The first error, once the thread has one (Ok while it is fine).
+  Status status() const;
+  int64_t pushed() const { return pushed_.load(); }
+  // Time the thread spent waiting on the dataset pipeline for the batches
+  // of epoch `index` (0-based, relative to start_batch).
+  double wait_ms(int64_t index) const;
+
+ private:
+  Feeder(DeviceLink& device, FeedPlan plan, std::unique_ptr<BatchIterator> it);
+  void Run();
+  void Fail(Status st);
+
+  DeviceLink& device_;
+  const FeedPlan plan_;
+  std::unique_ptr<BatchIterator> it_;
+  std::vector<std::atomic<int64_t>> wait_ns_;  // per epoch
+  std::atomic<int64_t> pushed_{0};
+  std::atomic<bool> stop_{false};
+  mutable std::mutex mu_;
+  Status status_;
+  std::thread thread_;
+};
+
+}  // namespace sinkrt::host

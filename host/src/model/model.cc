@@ -1,0 +1,208 @@
+// Model::Create (loss, parallel context, compile, load) and the model's
+// state (parameters and optimizer state, for checkpoints).
+#include <map>
+#include <string>
+#include <utility>
+
+#include "model/model_impl.h"
+#include "model/validate.h"
+
+namespace sinkrt::host {
+namespace {
+
+std::string ModelContext(const Graph& g) { return "Model: network '" + g.name() + "'"; }
+
+// Appends MindSpore's SoftmaxCrossEntropyWithLogits(sparse=True,
+// reduction='mean') on outputs()[0] against a new i32 [N] label input.
+Status AppendLoss(Graph& g, const LossSpec& loss) {
+  switch (loss.kind) {
+    case LossSpec::Kind::NetworkComputesLoss:
+      if (!g.valid(g.loss()))
+        return InvalidArgument(ModelContext(g) +
+                               " has no loss: LossSpec::None() trains a network that called SetLoss");
+      return Status::Ok();
+    case LossSpec::Kind::SparseSoftmaxCrossEntropy:
+      break;
+  }
+  if (g.valid(g.loss()))
+    return InvalidArgument(ModelContext(g) +
+                           " already has a loss: pass LossSpec::None() to train it as it is");
+  if (g.outputs().empty())
+    return InvalidArgument(ModelContext(g) +
+                           " has no output: the loss reads the logits, outputs()[0] (call AddOutput)");
+  const TensorInfo& logits = g.tensor(g.outputs().front());
+  if (logits.shape.size() != 2)
+    return InvalidArgument(ModelContext(g) + ": SparseSoftmaxCrossEntropy needs [N, C] logits, outputs()[0] '" +
+                           logits.name + "' is " + ShapeToString(logits.shape));
+  if (loss.label_column.empty()) return InvalidArgument(ModelContext(g) + ": the label column has no name");
+  const TensorId label = g.Input(loss.label_column, {logits.shape[0]}, DType::I32);
+  g.SetLoss(g.SparseSoftmaxCrossEntropy(g.outputs().front(), label));
+  if (!g.status().ok()) return g.status().WithContext(ModelContext(g) + ": loss");
+  return Status::Ok();
+}
+
+// The label Input when the loss is SparseSoftmaxCrossEntropy(outputs()[0],
+// an Input): eval can then score a partial batch on the host.
+std::string HostLossLabel(const Graph& g) {
+  if (g.outputs().empty()) return "";
+  const int64_t op = g.producer(g.loss());
+  if (op < 0) return "";
+  const OpNode& node = g.ops()[op];
+  if (node.op != fb::OpCode::SparseSoftmaxCrossEntropy || node.inputs.size() != 2 ||
+      node.inputs[0] != g.outputs().front() || g.tensor(node.inputs[1]).kind != TensorKind::Input)
+    return "";
+  return g.tensor(node.inputs[1]).name;
+}
+
+QueueInfo FindQueue(const StreamView& view, const std::string& name) {
+  QueueInfo q;
+  if (!view.root->queues()) return q;
+  for (uint32_t i = 0; i < view.root->queues()->size(); ++i) {
+    const fb::QueueSpec* spec = view.root->queues()->Get(i);
+    if (!spec->name() || spec->name()->str() != name) continue;
+    q.index = i;
+    for (const fb::QueueColumn* c : *spec->columns()) {
+      ColumnSpec col;
+      col.name = c->name() ? c->name()->str() : "";
+      col.dtype = c->dtype();
+      if (c->shape()) col.shape.assign(c->shape()->begin(), c->shape()->end());
+      q.columns.push_back(std::move(col));
+    }
+  }
+  return q;
+}
+
+std::vector<uint32_t> Reports(const StreamView& view, fb::ProgramKind kind) {
+  const fb::Program* p = view.FindProgram(kind);
+  if (!p || !p->reports()) return {};
+  return {p->reports()->begin(), p->reports()->end()};
+}
+
+// Positions of the loss and of the accuracy count among eval_step's reports.
+// The loss is train_step's report; the count is what the ArgMaxAccuracy task
+// writes (buffer names may be the tensors' own when "loss"/"accuracy" are
+// taken).
+void FindEvalReports(const StreamView& view, int* loss_report, int* accuracy_report) {
+  const std::vector<uint32_t> train = Reports(view, fb::ProgramKind::TrainStep);
+  const std::vector<uint32_t> eval = Reports(view, fb::ProgramKind::EvalStep);
+  int64_t accuracy_buffer = -1;
+  if (const fb::Program* p = view.FindProgram(fb::ProgramKind::EvalStep))
+    for (const fb::Stream* s : *p->streams())
+      for (const fb::Task* t : *s->tasks())
+        if (t->body_type() == fb::TaskBody::KernelTask &&
+            t->body_as_KernelTask()->op() == fb::OpCode::ArgMaxAccuracy)
+          accuracy_buffer = t->body_as_KernelTask()->outputs()->Get(0);
+  for (size_t i = 0; i < eval.size(); ++i) {
+    if (!train.empty() && eval[i] == train[0]) *loss_report = static_cast<int>(i);
+    if (eval[i] == accuracy_buffer) *accuracy_report = static_cast<int>(i);
+  }
+}
+
+}  // namespace
+
+std::vector<StateBuffer> StateBuffers(const StreamView& view) {
+  std::vector<StateBuffer> out;
+  for (uint32_t i = 0; i < view.root->buffers()->size(); ++i) {
+    const fb::Buffer* b = view.root->buffers()->Get(i);
+    if (b->role() != fb::BufferRole::Param && b->role() != fb::BufferRole::OptState) continue;
+    StateBuffer s;
+    s.index = i;
+    s.name = b->name() ? b->name()->str() : "";
+    s.dtype = b->dtype();
+    if (b->shape()) s.shape.assign(b->shape()->begin(), b->shape()->end());
+    s.bytes = b->bytes();
+    s.role = b->role();
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::~Model() = default;
+
+Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, OptimizerSpec optimizer,
+                                             DeviceLink& device, ModelOptions options) {
+  SINKRT_RETURN_IF_ERROR(options.context.Validate());
+  SINKRT_ASSIGN_OR_RETURN(const uint32_t capacity, SinkQueueCapacity(options.queue_capacity));
+  if (!network.status().ok()) return network.status().WithContext(ModelContext(network));
+  SINKRT_RETURN_IF_ERROR(AppendLoss(network, loss));
+
+  CompileOptions co;
+  co.optimizer = optimizer;
+  co.queue_capacity = capacity;
+  co.rank = static_cast<uint32_t>(options.context.global_rank);
+  co.world_size = static_cast<uint32_t>(options.context.device_num);
+  co.eval_program = true;
+  co.predict_program = !network.outputs().empty();
+
+  auto impl = std::make_unique<Impl>();
+  impl->device = &device;
+  impl->context = options.context;
+  impl->network_name = network.name();
+  impl->network_hash = GraphHash(network);
+  impl->label_column = HostLossLabel(network);
+  SINKRT_ASSIGN_OR_RETURN(impl->compiled, Compile(network, co));
+  // The view points into compiled.bytes, which stays put from here on.
+  SINKRT_ASSIGN_OR_RETURN(impl->view, VerifyTaskStream(impl->compiled.bytes));
+  impl->train_queue = FindQueue(impl->view, "train");
+  impl->eval_queue = FindQueue(impl->view, "eval");
+  impl->predict_queue = FindQueue(impl->view, "predict");
+  if (impl->train_queue.index < 0)
+    return InvalidArgument(ModelContext(network) + " has no Input: Model trains on dataset columns");
+  FindEvalReports(impl->view, &impl->loss_report, &impl->accuracy_report);
+  if (impl->loss_report < 0) return Internal(ModelContext(network) + ": eval_step does not report the loss");
+  impl->state = StateBuffers(impl->view);
+
+  auto loaded = device.Load(impl->compiled.bytes);
+  if (!loaded.ok()) return loaded.status().WithContext(ModelContext(network) + ": load");
+  return std::unique_ptr<Model>(new Model(std::move(impl)));
+}
+
+uint64_t Model::host_round_trips() const { return impl_->device->control_round_trips(); }
+const CompiledStream& Model::compiled() const { return impl_->compiled; }
+const ParallelContext& Model::context() const { return impl_->context; }
+uint64_t Model::network_hash() const { return impl_->network_hash; }
+const std::string& Model::network_name() const { return impl_->network_name; }
+
+Result<std::vector<std::pair<std::string, Tensor>>> Model::ReadState() {
+  std::vector<std::pair<std::string, Tensor>> out;
+  out.reserve(impl_->state.size());
+  for (const StateBuffer& s : impl_->state) {
+    auto bytes = impl_->device->ReadTensor(s.index);
+    if (!bytes.ok()) return bytes.status().WithContext("Model.ReadState: tensor '" + s.name + "'");
+    if (bytes->size() != s.bytes)
+      return Internal("Model.ReadState: tensor '" + s.name + "' came back with " +
+                      std::to_string(bytes->size()) + " bytes, expected " + std::to_string(s.bytes));
+    out.emplace_back(s.name, Tensor{s.dtype, s.shape, std::move(bytes).value()});
+  }
+  return out;
+}
+
+Status Model::WriteState(const std::vector<std::pair<std::string, Tensor>>& state) {
+  std::map<std::string, const StateBuffer*> by_name;
+  for (const StateBuffer& s : impl_->state) by_name[s.name] = &s;
+  // Check everything before writing anything, so a bad entry leaves the
+  // model as it was.
+  std::vector<std::pair<const StateBuffer*, const Tensor*>> writes;
+  for (const auto& [name, t] : state) {
+    auto it = by_name.find(name);
+    if (it == by_name.end())
+      return NotFound("Model.WriteState: the model has no parameter or optimizer state '" + name + "'");
+    const StateBuffer& s = *it->second;
+    if (t.dtype != s.dtype || t.shape != s.shape)
+      return InvalidArgument("Model.WriteState: tensor '" + name + "' is " + DTypeName(t.dtype) + " " +
+                             ShapeToString(t.shape) + ", the model's is " + DTypeName(s.dtype) + " " +
+                             ShapeToString(s.shape));
+    if (t.data.size() != s.bytes)
+      return InvalidArgument("Model.WriteState: tensor '" + name + "' holds " + std::to_string(t.data.size()) +
+                             " bytes, its shape needs " + std::to_string(s.bytes));
+    writes.emplace_back(&s, &t);
+  }
+  for (const auto& [s, t] : writes) {
+    Status st = impl_->device->WriteTensor(s->index, t->bytes());
+    if (!st.ok()) return st.WithContext("Model.WriteState: tensor '" + s->name + "'");
+  }
+  return Status::Ok();
+}
+
+}  // namespace sinkrt::host

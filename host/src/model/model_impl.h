@@ -1,0 +1,55 @@
+// Model's state, shared by the files that implement it: model.cc (create,
+// state), train_loop.cc, eval.cc.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sinkrt/host/model.h"
+#include "sinkrt/runtime/stream_view.h"
+
+namespace sinkrt::host {
+
+// A device queue as the host feeds it: its index and its columns with their
+// per-batch shapes (the batch size is baked into the graph).
+struct QueueInfo {
+  int64_t index = -1;  // -1: the stream has no such queue
+  std::vector<ColumnSpec> columns;
+};
+
+// A persistent buffer a checkpoint carries: a Param or an OptState.
+struct StateBuffer {
+  uint32_t index = 0;
+  std::string name;
+  DType dtype = DType::Invalid;
+  Shape shape;
+  uint64_t bytes = 0;
+  fb::BufferRole role = fb::BufferRole::Param;
+};
+
+// Every Param and OptState buffer of a verified stream, in table order.
+std::vector<StateBuffer> StateBuffers(const StreamView& view);
+
+struct Model::Impl {
+  DeviceLink* device = nullptr;
+  ParallelContext context;
+  CompiledStream compiled;
+  StreamView view;               // into compiled.bytes
+  std::string network_name;
+  uint64_t network_hash = 0;     // GraphHash of the network with its loss
+
+  QueueInfo train_queue, eval_queue, predict_queue;
+  // Reports of eval_step: positions of the loss and of the correct-row count
+  // (-1 when the graph has no accuracy metric).
+  int loss_report = -1;
+  int accuracy_report = -1;
+  // When the loss is SparseSoftmaxCrossEntropy(outputs()[0], an Input), the
+  // name of that Input: eval then computes a partial batch's loss and
+  // accuracy on the host from predict_step's logits. Empty otherwise.
+  std::string label_column;
+
+  std::vector<StateBuffer> state;
+};
+
+}  // namespace sinkrt::host

@@ -1,0 +1,188 @@
+// Model::train: MindSpore's _train_dataset_sink_process and _train_process
+// (reference mindspore-semantics.md §1.5, §8.1) over one DeviceLink.
+//
+// Sink mode, per epoch: epoch_begin, step_begin, one RunSink(TrainStep,
+// steps), cur_step_num += steps, step_end, epoch_end, then the stop check —
+// so request_stop() takes effect at the sink boundary. Non-sink mode: the
+// same program one step per RunSink, step hooks every step, the stop check
+// after every step and every epoch (epoch_end still runs for the epoch a
+// step stopped). A feeder thread pushes the batches for all epochs ahead of
+// the device in both modes.
+#include <chrono>
+#include <string>
+
+#include "model/feeder.h"
+#include "model/model_impl.h"
+#include "model/validate.h"
+
+namespace sinkrt::host {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Hook = Status (Callback::*)(RunContext&);
+
+double MsSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// A pass ends with a partial batch unless the dataset drops it; a compiled
+// graph takes full batches only, and finding that out from the device would
+// cost a GetNext timeout. The last batch of a pass is the one that can be
+// short (with Repeat after Batch, the last of every repetition is, the last
+// of the pass included).
+Status CheckLastBatchFull(const Dataset& dataset, int64_t dataset_size, const FeedPlan& plan) {
+  IteratorOptions options;
+  options.start_batch = dataset_size - 1;
+  options.num_workers = 1;
+  options.prefetch = 1;
+  auto it = dataset.Iterate(options);
+  if (!it.ok()) return it.status().WithContext("For 'Model.train', reading the last batch of a pass");
+  Row row;
+  Status st = (*it)->Next(&row);
+  if (!st.ok()) return st.WithContext("For 'Model.train', reading the last batch of a pass");
+  return CheckBatch(plan, row, dataset_size - 1).WithContext("For 'Model.train'");
+}
+
+class TrainLoop {
+ public:
+  TrainLoop(Model& model, Model::Impl& m, const std::vector<Callback*>& callbacks, const TrainPlan& plan,
+            bool sink_mode, int initial_epoch, Feeder& feeder)
+      : model_(model), m_(m), callbacks_(callbacks), plan_(plan), sink_mode_(sink_mode),
+        initial_epoch_(initial_epoch), feeder_(feeder), ctx_(&p_) {}
+
+  // Runs every epoch up to the stop check; on_train_end is the caller's,
+  // after the feeder is done. Sets *stopped when a callback asked to stop.
+  Status Run(bool* stopped);
+  // Whether the last error came from the device (the feeder may explain it).
+  bool device_failed() const { return device_failed_; }
+  Status TrainEnd() { return Hooks(&Callback::on_train_end); }
+
+ private:
+  Status Hooks(Hook hook) {
+    for (Callback* cb : callbacks_) SINKRT_RETURN_IF_ERROR((cb->*hook)(ctx_));
+    return Status::Ok();
+  }
+  Status Sink(uint32_t steps);
+  void UpdateEpochTimes() {
+    p_.epoch_ms = MsSince(epoch_start_);
+    p_.data_wait_ms = feeder_.wait_ms(p_.cur_epoch_num - 1 - initial_epoch_);
+  }
+
+  Model& model_;
+  Model::Impl& m_;
+  const std::vector<Callback*>& callbacks_;
+  const TrainPlan plan_;
+  const bool sink_mode_;
+  const int initial_epoch_;
+  Feeder& feeder_;
+  CallbackParams p_;
+  RunContext ctx_;
+  Clock::time_point epoch_start_;
+  bool device_failed_ = false;
+};
+
+Status TrainLoop::Sink(uint32_t steps) {
+  // A feeder that already failed would leave the device waiting for its
+  // GetNext timeout: report the feeder's error instead of launching.
+  SINKRT_RETURN_IF_ERROR(feeder_.status());
+  auto r = m_.device->RunSink(ProgramKind::TrainStep, steps);
+  if (!r.ok()) {
+    device_failed_ = true;
+    return r.status();
+  }
+  if (r->steps_run != steps || r->reports.empty())
+    return Internal("train_step ran " + std::to_string(r->steps_run) + " of " + std::to_string(steps) +
+                    " steps and reported " + std::to_string(r->reports.size()) + " tensors");
+  p_.cur_step_num += steps;
+  p_.global_batch += steps;
+  p_.sink_steps = steps;
+  p_.net_outputs = r->reports[0].scalar();  // the last step's loss
+  p_.device.compute_ms += r->timing.compute_ms;
+  p_.device.comm_ms += r->timing.comm_ms;
+  p_.device.queue_wait_ms += r->timing.queue_wait_ms;
+  p_.device.other_ms += r->timing.other_ms;
+  p_.host_round_trips = m_.device->control_round_trips();
+  UpdateEpochTimes();
+  return Status::Ok();
+}
+
+Status TrainLoop::Run(bool* stopped) {
+  p_.epoch_num = static_cast<int>(plan_.epochs);
+  p_.batch_num = plan_.steps_per_epoch;
+  p_.dataset_sink_mode = sink_mode_;
+  p_.batch_size = m_.train_queue.columns.front().shape.empty() ? 1 : m_.train_queue.columns.front().shape[0];
+  p_.global_batch = int64_t{initial_epoch_} * plan_.steps_per_epoch;
+  p_.host_round_trips = m_.device->control_round_trips();
+  p_.model = &model_;
+  SINKRT_RETURN_IF_ERROR(Hooks(&Callback::on_train_begin));
+  const uint32_t steps = static_cast<uint32_t>(plan_.steps_per_epoch);
+  for (int64_t e = 0; e < plan_.epochs; ++e) {
+    p_.cur_epoch_num = initial_epoch_ + static_cast<int>(e) + 1;
+    p_.epoch_ms = 0;
+    p_.data_wait_ms = 0;
+    p_.device = {};
+    epoch_start_ = Clock::now();
+    SINKRT_RETURN_IF_ERROR(Hooks(&Callback::on_train_epoch_begin));
+    if (sink_mode_) {
+      SINKRT_RETURN_IF_ERROR(Hooks(&Callback::on_train_step_begin));
+      SINKRT_RETURN_IF_ERROR(Sink(steps));
+      SINKRT_RETURN_IF_ERROR(Hooks(&Callback::on_train_step_end));
+    } else {
+      for (uint32_t s = 0; s < steps; ++s) {
+        SINKRT_RETURN_IF_ERROR(Hooks(&Callback::on_train_step_begin));
+        SINKRT_RETURN_IF_ERROR(Sink(1));
+        SINKRT_RETURN_IF_ERROR(Hooks(&Callback::on_train_step_end));
+        if (ctx_.get_stop_requested()) break;
+      }
+    }
+    UpdateEpochTimes();
+    SINKRT_RETURN_IF_ERROR(Hooks(&Callback::on_train_epoch_end));
+    if (ctx_.get_stop_requested()) {
+      *stopped = true;
+      break;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Model::train(int epoch, const Dataset& train_dataset, const std::vector<Callback*>& callbacks,
+                    bool dataset_sink_mode, int sink_size, int initial_epoch) {
+  Impl& m = *impl_;
+  SINKRT_ASSIGN_OR_RETURN(
+      const TrainPlan plan,
+      ValidateTrainArgs(epoch, train_dataset, dataset_sink_mode, sink_size, initial_epoch));
+  for (size_t i = 0; i < callbacks.size(); ++i)
+    if (!callbacks[i])
+      return InvalidArgument("For 'Model.train', callbacks[" + std::to_string(i) + "] is null");
+  SINKRT_RETURN_IF_ERROR(CheckDatasetColumns("Model.train", train_dataset, m.train_queue));
+
+  FeedPlan feed = MakeFeedPlan(m.train_queue, train_dataset);
+  SINKRT_RETURN_IF_ERROR(CheckLastBatchFull(train_dataset, plan.dataset_size, feed));
+  feed.start_batch = int64_t{initial_epoch} * plan.steps_per_epoch;
+  feed.count = plan.total_batches();
+  feed.batches_per_epoch = plan.steps_per_epoch;
+  SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<Feeder> feeder, Feeder::Start(*m.device, train_dataset, feed));
+
+  TrainLoop loop(*this, m, callbacks, plan, dataset_sink_mode, initial_epoch, *feeder);
+  bool stopped = false;
+  Status st = loop.Run(&stopped);
+  if (!st.ok()) {
+    const Status fed = feeder->Stop();
+    // The device's error is often the echo of a feeder that failed first
+    // (a dry queue, a bad batch): lead with the cause.
+    if (loop.device_failed() && !fed.ok())
+      return Status(fed.code(), "feeding the device failed: " + fed.message() +
+                                    " (the device then reported: " + st.message() + ")");
+    return st;
+  }
+  // Stopped early, the batches fed for epochs that never ran are dropped;
+  // otherwise the device has taken every batch the feeder pushed.
+  Status fed = stopped ? feeder->Stop() : feeder->Finish();
+  if (!stopped) SINKRT_RETURN_IF_ERROR(fed);
+  feeder.reset();
+  return loop.TrainEnd();
+}
+
+}  // namespace sinkrt::host

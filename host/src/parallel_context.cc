@@ -1,0 +1,105 @@
+// ParallelContext checks with MindSpore's messages (reference
+// mindspore-semantics.md §3.1, §3.5, §4, §5.5, and parallel/_utils.py for
+// the stand_alone device count).
+#include "sinkrt/host/parallel_context.h"
+
+#include <algorithm>
+#include <string>
+
+#include "callbacks/py_repr.h"
+
+namespace sinkrt::host {
+namespace {
+
+const char* PyBool(bool b) { return b ? "True" : "False"; }
+
+Status CheckCommFusion(const CommFusion& f) {
+  if (f.mode != "auto" && f.mode != "size" && f.mode != "index")
+    return InvalidArgument("fusion method mode must be auto, index or size, but got " + f.mode);
+  if (f.mode == "size" && !(f.size_mb > 0))
+    return InvalidArgument("fusion threshold must be larger than 0, but got " + PyFloatRepr(f.size_mb));
+  if (f.mode == "index") {
+    // _auto_parallel_context.py: a non-empty, duplicate-free ascending list.
+    if (f.indices.empty())
+      return InvalidArgument("For 'comm_fusion', the 'config' of mode 'index' must be a non-empty "
+                             "list of gradient indices.");
+    for (size_t i = 0; i < f.indices.size(); ++i) {
+      if (f.indices[i] < 0)
+        return InvalidArgument("For 'comm_fusion', the 'config' of mode 'index' must be non-negative "
+                               "indices, but got " + std::to_string(f.indices[i]) + ".");
+      if (i > 0 && f.indices[i] <= f.indices[i - 1])
+        return InvalidArgument("For 'comm_fusion', the 'config' of mode 'index' must be sorted in "
+                               "ascending order without duplicates.");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* ParallelModeName(ParallelMode mode) {
+  switch (mode) {
+    case ParallelMode::StandAlone: return "stand_alone";
+    case ParallelMode::DataParallel: return "data_parallel";
+    case ParallelMode::SemiAutoParallel: return "semi_auto_parallel";
+    case ParallelMode::AutoParallel: return "auto_parallel";
+  }
+  return "unknown";
+}
+
+Result<ParallelMode> ParseParallelMode(const std::string& name) {
+  for (ParallelMode m : {ParallelMode::StandAlone, ParallelMode::DataParallel,
+                         ParallelMode::SemiAutoParallel, ParallelMode::AutoParallel})
+    if (name == ParallelModeName(m)) return m;
+  if (name == "hybrid_parallel")
+    return Unimplemented("The parallel_mode 'hybrid_parallel' (manual model parallelism) is not "
+                         "supported by sinkrt: use 'semi_auto_parallel' with shard strategies.");
+  return InvalidArgument(
+      "The context configuration parameter 'parallel_mode' only support 'stand_alone', "
+      "'data_parallel', 'hybrid_parallel', 'semi_auto_parallel' and 'auto_parallel', but got the "
+      "value : " + name + ".");
+}
+
+Status ParallelContext::Validate(const std::vector<ParallelMode>& supported) const {
+  if (device_num < 1 || device_num > 4096)
+    return InvalidArgument(
+        "The context configuration parameter 'device_num' must be in [1, 4096], but got the value "
+        "of device_num : " + std::to_string(device_num) + ".");
+  if (global_rank < 0 || global_rank > 4095)
+    return InvalidArgument(
+        "The context configuration parameter 'global_rank' must be in [0, 4095], but got the value "
+        "of global_rank : " + std::to_string(global_rank) + ".");
+  if (global_rank >= device_num)
+    return InvalidArgument("The global_rank " + std::to_string(global_rank) +
+                           " must be less than device_num " + std::to_string(device_num) + ".");
+  if (search_mode != "recursive_programming" && search_mode != "dynamic_programming" &&
+      search_mode != "sharding_propagation")
+    return InvalidArgument(
+        "The context configuration parameter 'auto_parallel_search_mode' only support "
+        "'recursive_programming', 'dynamic_programming' and 'sharding_propagation', but got the "
+        "value: " + search_mode + ".");
+  SINKRT_RETURN_IF_ERROR(CheckCommFusion(comm_fusion));
+
+  const char* name = ParallelModeName(mode);
+  // parallel/_utils.py: _device_number_check, then _parameter_broadcast_check.
+  if (mode == ParallelMode::StandAlone && device_num != 1)
+    return InvalidArgument("If parallel_mode is stand_alone, device_number must be 1, device_number: " +
+                           std::to_string(device_num) + ", parallel_mode:" + name);
+  if (parameter_broadcast && mode != ParallelMode::DataParallel)
+    return InvalidArgument(
+        "stand_alone, semi_auto_parallel and auto_parallel do not support parameter broadcast, "
+        "parallel_mode: " + std::string(name) + ", parameter_broadcast:" + PyBool(parameter_broadcast));
+
+  if (std::find(supported.begin(), supported.end(), mode) == supported.end()) {
+    std::string list;
+    for (size_t i = 0; i < supported.size(); ++i)
+      list += (i == 0 ? "'" : i + 1 == supported.size() ? " and '" : ", '") +
+              std::string(ParallelModeName(supported[i])) + "'";
+    return Unimplemented("The parallel_mode '" + std::string(name) +
+                         "' is not supported by this build yet, it only runs " + list +
+                         ", but got parallel_mode: " + name + ".");
+  }
+  return Status::Ok();
+}
+
+}  // namespace sinkrt::host
