@@ -13,6 +13,7 @@
 #include <string>
 
 #include "sinkrt/host/compiler.h"
+#include "support/run_binary.h"
 #include "sinkrt/runtime/format.h"
 #include "sinkrt/runtime/file_io.h"
 #include "sinkrt/runtime/stream_view.h"
@@ -23,17 +24,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct RunResult {
-  int exit_code = -1;  // -1: killed by a signal
-  std::string out, err;
-};
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::RunResult;
+using testing::Slurp;
 
 class SinkdumpTest : public ::testing::Test {
  protected:
@@ -67,15 +59,7 @@ class SinkdumpTest : public ::testing::Test {
   static RunResult Run(const std::string& args) {
     RunResult r;
 #ifdef SINKDUMP_PATH
-    fs::path out = *dir_ / "stdout", err = *dir_ / "stderr";
-    // exec: the shell becomes sinkdump, so a crash reads as a signal, not
-    // as the shell's exit status 128 + N.
-    std::string cmd = std::string("exec '") + SINKDUMP_PATH + "' " + args + " >'" + out.string() + "' 2>'" +
-                      err.string() + "'";
-    int status = std::system(cmd.c_str());
-    if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-    r.out = Slurp(out);
-    r.err = Slurp(err);
+    r = testing::RunBinary(SINKDUMP_PATH, args, *dir_);
 #endif
     return r;
   }

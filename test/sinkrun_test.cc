@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sinkrt/host/compiler.h"
+#include "support/run_binary.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/report_callback.h"
 
@@ -23,17 +24,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct RunResult {
-  int exit_code = -1;  // -1: killed by a signal
-  std::string out, err;
-};
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::RunResult;
+using testing::Slurp;
 
 // Small enough to keep every run well under a second: 2048 samples of batch
 // 32 are 64 steps per epoch, and 341 test samples (a partial last batch).
@@ -60,14 +52,7 @@ class SinkrunTest : public ::testing::Test {
   RunResult Run(const std::string& args) {
     RunResult r;
 #ifdef SINKRUN_PATH
-    fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    // exec: the shell becomes sinkrun, so a crash reads as a signal.
-    std::string cmd = std::string("exec '") + SINKRUN_PATH + "' " + args + " >'" + out.string() + "' 2>'" +
-                      err.string() + "'";
-    int status = std::system(cmd.c_str());
-    if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-    r.out = Slurp(out);
-    r.err = Slurp(err);
+    r = testing::RunBinary(SINKRUN_PATH, args, dir_);
 #endif
     return r;
   }
