@@ -1,5 +1,5 @@
 # Generates C++ headers from schemas/*.fbs at build time (never committed).
-set(SINKRT_SCHEMAS common task_stream graph checkpoint)
+set(SINKRT_SCHEMAS common task_stream graph checkpoint wire)
 set(SINKRT_GEN_DIR ${CMAKE_BINARY_DIR}/generated/sinkrt/fb)
 set(_generated)
 foreach(s ${SINKRT_SCHEMAS})
@@ -9,7 +9,7 @@ foreach(s ${SINKRT_SCHEMAS})
     COMMAND ${FLATC} --cpp --require-explicit-ids --scoped-enums --gen-mutable
             -I ${CMAKE_SOURCE_DIR}/schemas -o ${SINKRT_GEN_DIR}
             ${CMAKE_SOURCE_DIR}/schemas/${s}.fbs
-    DEPENDS ${CMAKE_SOURCE_DIR}/schemas/${s}.fbs ${CMAKE_SOURCE_DIR}/schemas/common.fbs
+    DEPENDS ${CMAKE_SOURCE_DIR}/schemas/${s}.fbs ${CMAKE_SOURCE_DIR}/schemas/common.fbs ${CMAKE_SOURCE_DIR}/schemas/task_stream.fbs
     COMMENT "flatc ${s}.fbs"
     VERBATIM)
   list(APPEND _generated ${out})

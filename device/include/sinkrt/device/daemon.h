@@ -1,0 +1,84 @@
+// Daemon: the device runtime behind a TCP port (the body of sinkd).
+//
+// One job at a time: the first host whose Hello passes (protocol version,
+// token) owns the device until it sends Shutdown or disconnects; every other
+// host is answered with an Error naming the job in progress and closed, and
+// probes (launchers asking "are you up?") are answered at any time. A frame
+// that is malformed or not allowed in the current state gets an Error and
+// closes that connection only; the running job, if it is another
+// connection's, never notices. When a job ends for any reason the daemon
+// stops its sink, frees its arena and queues, and is ready for the next one.
+//
+// Threads: one accepting, one per connection reading frames (PushBatch goes
+// straight into a free queue slot from there), one running sinks, so a sink
+// and the batches feeding it proceed together.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "sinkrt/device/device_options.h"
+#include "sinkrt/runtime/address.h"
+#include "sinkrt/runtime/status.h"
+#include "sinkrt/runtime/wire.h"
+
+namespace sinkrt::device {
+
+struct DaemonOptions {
+  Address listen{"127.0.0.1", 0};  // port 0: any free port (see Daemon::address)
+  // Required when `listen` is not a loopback address; every Hello must
+  // carry it then.
+  std::string token;
+  int rank = 0;
+  DeviceOptions device = DeviceOptions::FromEnvironment();
+  WireLimits limits = WireLimits::FromEnvironment();
+  // A new connection must send its Hello within this (SINKRT_CONNECT_TIMEOUT_MS,
+  // or HCCL_CONNECT_TIMEOUT in seconds).
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(120)};
+  // Waiting on a peer daemon during collectives (SINKRT_PEER_TIMEOUT_MS).
+  std::chrono::milliseconds peer_timeout{std::chrono::seconds(300)};
+  // Connections beyond this many at once are closed on accept.
+  int max_connections = 16;
+  // One line per job event; false in tests that count nothing from logs.
+  bool log = true;
+
+  // Timeouts from the environment, over these defaults.
+  static DaemonOptions FromEnvironment();
+};
+
+// Counters for tests and benchmarks.
+struct DaemonStats {
+  uint64_t jobs_started = 0;
+  uint64_t jobs_ended = 0;
+  uint64_t connections_refused = 0;  // busy, bad token, bad version, over the limit
+  uint64_t protocol_errors = 0;      // malformed or out-of-order frames
+};
+
+class Daemon {
+ public:
+  ~Daemon();  // Stop() and Wait()
+
+  // Binds and starts serving; the port is bound when this returns.
+  static Result<std::unique_ptr<Daemon>> Start(DaemonOptions options);
+
+  // The bound address (the real port when 0 was asked for).
+  Address address() const;
+
+  // Stops accepting, ends the running job (its host gets an Error) and
+  // closes every connection. Safe from any thread and from a signal-watching
+  // thread; returns at once.
+  void Stop();
+  // Blocks until every thread has finished after Stop().
+  void Wait();
+
+  DaemonStats stats() const;
+
+ private:
+  struct State;
+  explicit Daemon(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace sinkrt::device

@@ -1,0 +1,81 @@
+// RemoteDevice: a DeviceLink to a sinkd daemon over TCP.
+//
+// The host drives it exactly as an in-process device, and Model.train runs
+// unchanged on either. PushBatch never waits for an answer: the host holds
+// one credit per free slot of each device queue (from Loaded, then Credit
+// frames as GetNext frees slots) and sends only while it has one, so a
+// device's queue memory stays bounded and a push waits only for a credit.
+// RunSink sends RunSink and waits for SinkDone: one control round trip.
+//
+// A reader thread receives every frame from the daemon. If the connection
+// drops, or the daemon answers with an Error, the waiting call returns an
+// error naming the rank and address; a daemon that dies mid-sink is
+// noticed as soon as its socket closes (or by TCP keepalive when the whole
+// machine goes).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "sinkrt/runtime/address.h"
+#include "sinkrt/runtime/device_link.h"
+
+namespace sinkrt::host {
+
+struct RemoteOptions {
+  int rank = -1;                  // the rank the daemon must have (-1: any)
+  std::string token;              // the daemon's --token, if it has one
+  // Connect (with retries while the daemon starts) and handshake. Override:
+  // SINKRT_CONNECT_TIMEOUT_MS, or HCCL_CONNECT_TIMEOUT in seconds.
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(120)};
+  // How long PushBatch waits for a credit (SINKRT_PUSH_TIMEOUT_MS).
+  std::chrono::milliseconds push_timeout{std::chrono::seconds(300)};
+  // Bound on any reply but SinkDone (Loaded, TensorData, Ack).
+  std::chrono::milliseconds reply_timeout{std::chrono::seconds(300)};
+  // Bound on waiting for SinkDone; 0 waits as long as the connection lives
+  // (a sink's length depends on its steps). SINKRT_SINK_TIMEOUT_MS.
+  std::chrono::milliseconds sink_timeout{0};
+
+  static RemoteOptions FromEnvironment();
+};
+
+// What a daemon said about itself in its Hello.
+struct DeviceHello {
+  int rank = -1;
+  bool busy = false;
+  uint32_t cores = 0;
+  uint32_t pid = 0;
+  std::string software;
+};
+
+class RemoteDevice final : public DeviceLink {
+ public:
+  // Connects and says Hello as a host; fails with the daemon's Error (busy,
+  // bad token, version) or a timeout naming the address.
+  static Result<std::unique_ptr<RemoteDevice>> Connect(const Address& address, RemoteOptions options = RemoteOptions::FromEnvironment());
+  ~RemoteDevice() override;  // sends Shutdown and closes
+
+  Result<LoadInfo> Load(ConstBytes stream) override;
+  Status PushBatch(uint32_t queue, std::span<const ConstBytes> columns) override;
+  Result<SinkResult> RunSink(ProgramKind program, uint32_t steps) override;
+  Status ClearQueue(uint32_t queue) override;
+  Result<std::vector<uint8_t>> ReadTensor(uint32_t buffer) override;
+  Status WriteTensor(uint32_t buffer, ConstBytes bytes) override;
+  uint64_t control_round_trips() const override;
+
+  const DeviceHello& hello() const;
+  const Address& address() const;
+
+ private:
+  struct State;
+  explicit RemoteDevice(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+// Asks the daemon at `address` who it is, without taking the device
+// (launchers use it to wait until every daemon is up).
+Result<DeviceHello> ProbeDevice(const Address& address, std::chrono::milliseconds timeout,
+                                const std::string& token = "");
+
+}  // namespace sinkrt::host
