@@ -63,6 +63,43 @@ Status DataQueue::Push(std::span<const ConstBytes> columns, std::chrono::millise
   return Status::Ok();
 }
 
+Status DataQueue::FillNext(const std::function<Status(std::span<const std::span<uint8_t>> columns)>& fill) {
+  std::lock_guard<std::mutex> producer(push_mu_);
+  uint32_t slot;
+  uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (closed_) return Aborted("queue '" + name_ + "' was closed");
+    if (count_ >= capacity_)
+      return ResourceExhausted("queue '" + name_ + "' is full (" + std::to_string(capacity_) +
+                               " slots): a batch was pushed without a free slot");
+    slot = tail_;
+    generation = generation_;
+  }
+  std::span<uint8_t> cols[16];
+  std::vector<std::span<uint8_t>> many;
+  std::span<uint8_t>* out = cols;
+  if (column_bytes_.size() > 16) {
+    many.resize(column_bytes_.size());
+    out = many.data();
+  }
+  uint8_t* p = slots_.data() + slot * slot_bytes_;
+  for (size_t c = 0; c < column_bytes_.size(); ++c) {
+    out[c] = std::span<uint8_t>(p, column_bytes_[c]);
+    p += (column_bytes_[c] + 63) / 64 * 64;
+  }
+  SINKRT_RETURN_IF_ERROR(fill(std::span<const std::span<uint8_t>>(out, column_bytes_.size())));
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (generation_ != generation) return Aborted("queue '" + name_ + "' was cleared");
+    tail_ = (tail_ + 1) % capacity_;
+    ++count_;
+    if (count_ > high_water_) high_water_ = count_;
+  }
+  not_empty_.notify_one();
+  return Status::Ok();
+}
+
 Status DataQueue::Pop(std::span<uint8_t* const> dst, std::chrono::milliseconds timeout, int64_t* waited_ns) {
   uint32_t slot;
   uint64_t generation;
@@ -85,25 +122,32 @@ Status DataQueue::Pop(std::span<uint8_t* const> dst, std::chrono::milliseconds t
     std::memcpy(dst[c], p, column_bytes_[c]);
     p += (column_bytes_[c] + 63) / 64 * 64;
   }
+  bool freed = false;
   {
     std::lock_guard<std::mutex> lk(mu_);
+    // Cleared while copying: Clear already freed (and counted) the slot.
     if (generation_ == generation) {
       head_ = (head_ + 1) % capacity_;
       --count_;
+      freed = true;
     }
   }
   not_full_.notify_one();
+  if (freed && on_freed_) on_freed_(1);
   return Status::Ok();
 }
 
 void DataQueue::Clear() {
+  uint32_t dropped;
   {
     std::lock_guard<std::mutex> lk(mu_);
+    dropped = count_;
     head_ = tail_;
     count_ = 0;
     ++generation_;
   }
   not_full_.notify_all();
+  if (on_freed_ && dropped) on_freed_(dropped);
 }
 
 void DataQueue::Close() {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <span>
 #include <string>
@@ -29,6 +30,18 @@ class DataQueue {
 
   // Copies one batch in; waits up to `timeout` for a free slot.
   Status Push(std::span<const ConstBytes> columns, std::chrono::milliseconds timeout);
+
+  // Fills the next free slot in place, without waiting: `fill` gets the
+  // slot's column spans (in column order) and writes them, e.g. straight
+  // from a socket. A full queue is kResourceExhausted: a remote feeder
+  // holding a credit per free slot can never find it full. The slot is
+  // published only if `fill` succeeds.
+  Status FillNext(const std::function<Status(std::span<const std::span<uint8_t>> columns)>& fill);
+
+  // Called (outside the queue's lock) with the number of slots that became
+  // free: 1 after each Pop, the dropped count after Clear. The daemon turns
+  // it into Credit frames. Set before any producer or consumer runs.
+  void SetOnSlotsFreed(std::function<void(uint32_t)> callback) { on_freed_ = std::move(callback); }
 
   // Copies the oldest batch out, column c into dst[c]; waits up to `timeout`
   // for one to arrive. Adds the time spent waiting to *waited_ns.
@@ -67,6 +80,7 @@ class DataQueue {
   uint32_t high_water_ = 0;
   uint64_t generation_ = 0;          // bumped by Clear: in-flight pushes and pops are void
   bool closed_ = false;
+  std::function<void(uint32_t)> on_freed_;
 };
 
 }  // namespace sinkrt::device

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -58,6 +59,7 @@ struct LoadedJob {
   PreparedProgram programs[kPrograms];  // by ProgramKind
   bool has_program[kPrograms] = {};
   RunContext run_ctx;
+  std::atomic<bool> cancelled{false};
 };
 
 int AvailableCores() {
@@ -236,9 +238,11 @@ Status Executor::Run(ProgramKind kind, uint32_t steps, RunStats* stats) {
           int64_t t0 = NowNs();
           Status st = pt.kernel->run(pt.args, pt.state.get(), job.run_ctx);
           stats->compute_ns += NowNs() - t0;
-          if (!st.ok())
+          if (!st.ok()) {
+            stats->failed_task = static_cast<int32_t>(t);
             return st.WithContext(TaskLabel(prog, t) + " at step " + std::to_string(step + 1) + " of " +
                                   std::to_string(steps));
+          }
           break;
         }
         case fb::TaskBody::GetNextTask: {
@@ -247,9 +251,11 @@ Status Executor::Run(ProgramKind kind, uint32_t steps, RunStats* stats) {
           Status st = pt.queue->Pop(pt.dst, timeout, &waited);
           stats->queue_wait_ns += waited;
           stats->copy_ns += NowNs() - t0 - waited;
-          if (!st.ok())
+          if (!st.ok()) {
+            stats->failed_task = static_cast<int32_t>(t);
             return st.WithContext(TaskLabel(prog, t) + " at step " + std::to_string(step + 1) + " of " +
                                   std::to_string(steps));
+          }
           break;
         }
         case fb::TaskBody::EventRecordTask:
@@ -263,6 +269,7 @@ Status Executor::Run(ProgramKind kind, uint32_t steps, RunStats* stats) {
             const fb::Initializer* in = root->initializers()->Get(i);
             TensorRef out = MakeRef(job, in->buffer());
             Status st = FillInitializer(*in->init(), out, job.view.blobs);
+            if (!st.ok()) stats->failed_task = static_cast<int32_t>(t);
             if (!st.ok())
               return st.WithContext(TaskLabel(prog, t) + " initializer " + std::to_string(i) + " ('" +
                                     root->buffers()->Get(in->buffer())->name()->str() + "')");
@@ -275,6 +282,12 @@ Status Executor::Run(ProgramKind kind, uint32_t steps, RunStats* stats) {
       }
     }
     ++stats->steps;
+    // A job being torn down (its host left) stops between steps.
+    if (job.cancelled.load(std::memory_order_relaxed) && step + 1 < steps) {
+      stats->wall_ns += NowNs() - t_start;
+      return Aborted(std::string(ProgramKindName(kind)) + " cancelled after step " + std::to_string(step + 1) + " of " +
+                     std::to_string(steps));
+    }
   }
   stats->wall_ns += NowNs() - t_start;
   return Status::Ok();
@@ -322,6 +335,11 @@ Result<std::span<uint8_t>> Executor::Buffer(uint32_t index) {
 
 void Executor::CloseQueues() {
   for (auto& q : job_->queues) q->Close();
+}
+
+void Executor::Cancel() {
+  job_->cancelled.store(true, std::memory_order_relaxed);
+  CloseQueues();
 }
 
 }  // namespace sinkrt::device

@@ -48,6 +48,7 @@ Result<SinkResult> InProcessDevice::RunSink(ProgramKind program, uint32_t steps)
   r.timing.compute_ms = stats.compute_ns / 1e6;
   r.timing.queue_wait_ms = stats.queue_wait_ns / 1e6;
   r.timing.other_ms = (stats.wall_ns - stats.compute_ns - stats.queue_wait_ns) / 1e6;
+  for (uint32_t q = 0; q < executor_->num_queues(); ++q) r.queue_high_water.push_back(executor_->queue_high_water_mark(q));
   const StreamView& view = executor_->view();
   const fb::Program* p = view.FindProgram(program);
   if (p && p->reports())

@@ -19,7 +19,7 @@ namespace {
 
 constexpr uint16_t kCheckpointMajor = 1;
 constexpr uint16_t kCheckpointMinor = 0;
-constexpr char kProducer[] = "sinkrt 0.1.0";
+constexpr char kProducer[] = "sinkrt " SINKRT_VERSION_STRING;
 // A FlatBuffer addresses itself with 32-bit offsets; leave room for the
 // tables around the tensor data.
 constexpr uint64_t kMaxTensorBytes = (uint64_t{1} << 31) - (uint64_t{1} << 24);

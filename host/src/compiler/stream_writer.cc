@@ -11,7 +11,7 @@ namespace {
 
 namespace fbs = flatbuffers;
 
-constexpr char kProducer[] = "sinkrt 0.1.0";
+constexpr char kProducer[] = "sinkrt " SINKRT_VERSION_STRING;
 constexpr char kTarget[] = "cpu";
 
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }

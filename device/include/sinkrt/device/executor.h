@@ -31,6 +31,7 @@ struct RunStats {
   int64_t compute_ns = 0;     // kernels
   int64_t queue_wait_ns = 0;  // GetNext waiting for a batch
   int64_t copy_ns = 0;        // GetNext copying a batch into the arena
+  int32_t failed_task = -1;   // on failure: the task's index in its program
 };
 
 class Executor {
@@ -66,6 +67,9 @@ class Executor {
   int threads() const;
   // Stops any waiting GetNext/PushBatch (used when a job is torn down).
   void CloseQueues();
+  // CloseQueues, and a running sink stops after its current step with
+  // kAborted. Safe from any thread; the job cannot run again.
+  void Cancel();
 
  private:
   Executor();

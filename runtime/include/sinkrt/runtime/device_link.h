@@ -50,6 +50,9 @@ struct SinkResult {
   uint32_t steps_run = 0;
   std::vector<ReportedTensor> reports;  // the program's reports after the last step
   DeviceTiming timing;
+  // Per queue of the job: the most batches it ever held at once since load.
+  // Never above the queue's capacity: the device's memory for data is bounded.
+  std::vector<uint32_t> queue_high_water;
 };
 
 class DeviceLink {

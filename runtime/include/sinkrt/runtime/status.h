@@ -26,6 +26,7 @@ enum class StatusCode : uint8_t {
   kUnavailable,         // a peer or device went away
   kAborted,             // the job was stopped
   kInternal,            // an invariant of ours broke: a bug
+  kPermissionDenied,    // the caller may not do this (wrong token)
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -61,6 +62,7 @@ inline Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented,
 inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 inline Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status PermissionDenied(std::string m) { return {StatusCode::kPermissionDenied, std::move(m)}; }
 
 // A value or the Status that explains why there is none.
 template <typename T>

@@ -1,0 +1,124 @@
+// sinkd: the device runtime daemon, one per device.
+//
+//   sinkd [--listen HOST:PORT | --listen HOST --base-port P] [--token T] [--rank R]
+//
+// Prints one line "sinkd: rank R listening on HOST:PORT (pid P)" on stdout
+// once the port is bound (launchers and tests wait for it; with port 0 it
+// names the port the kernel chose), then logs job events on stderr. Exits 0
+// on SIGTERM or SIGINT after ending the running job.
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+
+#include "sinkrt/device/daemon.h"
+#include "sinkrt/device/openmp_policy.h"
+#include "sinkrt/runtime/env.h"
+#include "sinkrt/runtime/rank_table.h"
+
+namespace {
+
+struct Flags {
+  std::string listen;
+  int base_port = -1;
+  std::string token;
+  int rank = -1;
+  int threads = -1;
+  long long connect_timeout_ms = -1;
+  long long getnext_timeout_ms = -1;
+  long long peer_timeout_ms = -1;
+  bool quiet = false;
+};
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "sinkd: %s\n", message.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sinkrt::device::EnsurePassiveOpenMp(argv);
+  Flags f;
+  CLI::App app{"sinkd: the sinkrt device runtime daemon (one per device)"};
+  app.add_option("--listen", f.listen,
+                 "HOST:PORT to serve hosts on (default 127.0.0.1:7100 + local rank); HOST alone with --base-port");
+  app.add_option("--base-port", f.base_port,
+                 "port of local device 0; this daemon listens on base + its local rank (rank table convention)")
+      ->check(CLI::Range(1, 65535));
+  app.add_option("--token", f.token, "secret every host must send (required when listening beyond loopback)");
+  app.add_option("--rank", f.rank, "this device's rank (default: RANK_ID, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID, or 0)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", f.threads, "kernel threads (default: every core this process may use)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--connect-timeout-ms", f.connect_timeout_ms,
+                 "a connection must say Hello within this (SINKRT_CONNECT_TIMEOUT_MS, HCCL_CONNECT_TIMEOUT s; 120000)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--getnext-timeout-ms", f.getnext_timeout_ms,
+                 "a sink fails when its data queue stays empty this long (SINKRT_GETNEXT_TIMEOUT_MS; 300000)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--peer-timeout-ms", f.peer_timeout_ms, "waiting on a peer device (SINKRT_PEER_TIMEOUT_MS; 300000)")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--quiet", f.quiet, "no job log on stderr");
+  CLI11_PARSE(app, argc, argv);
+
+  sinkrt::device::DaemonOptions options = sinkrt::device::DaemonOptions::FromEnvironment();
+  auto launch = sinkrt::LaunchRankFromEnvironment();
+  if (!launch.ok()) return Fail(launch.status().message());
+  options.rank = f.rank >= 0 ? f.rank : static_cast<int>(launch->rank.value_or(0));
+  uint32_t local_rank = launch->local_rank.value_or(f.rank >= 0 ? 0 : launch->rank.value_or(0));
+
+  // --listen HOST:PORT wins; otherwise HOST (default loopback) on the base
+  // port plus this daemon's local rank, as rank tables assume.
+  std::string host = "127.0.0.1";
+  int port = -1;
+  if (!f.listen.empty()) {
+    auto parsed = sinkrt::ParseAddress(f.listen, /*allow_port_zero=*/true);
+    if (parsed.ok()) {
+      host = parsed->host;
+      port = parsed->port;
+      if (f.base_port >= 0) return Fail("--listen " + f.listen + " names a port; drop --base-port or the port");
+    } else if (f.listen.find(':') == std::string::npos || f.listen.front() == '[') {
+      host = f.listen;
+    } else {
+      return Fail(parsed.status().message());
+    }
+  }
+  if (port < 0) {
+    int base = f.base_port >= 0 ? f.base_port : sinkrt::kDefaultBasePort;
+    port = base + static_cast<int>(local_rank);
+    if (port > 65535) return Fail("base port " + std::to_string(base) + " + local rank " + std::to_string(local_rank) +
+                                  " is beyond 65535");
+  }
+  options.listen = sinkrt::Address{host, static_cast<uint16_t>(port)};
+  options.token = f.token;
+  if (f.threads >= 0) options.device.threads = f.threads;
+  if (f.connect_timeout_ms > 0) options.connect_timeout = std::chrono::milliseconds(f.connect_timeout_ms);
+  if (f.getnext_timeout_ms > 0) options.device.get_next_timeout = std::chrono::milliseconds(f.getnext_timeout_ms);
+  if (f.peer_timeout_ms > 0) options.peer_timeout = std::chrono::milliseconds(f.peer_timeout_ms);
+  options.log = !f.quiet;
+
+  // Signals are taken by one thread with sigwait, so no handler runs inside
+  // a lock; SIGPIPE is ignored because a vanished host is a normal event.
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);  // inherited by every thread the daemon starts
+
+  auto daemon = sinkrt::device::Daemon::Start(options);
+  if (!daemon.ok()) return Fail(daemon.status().message());
+  std::printf("sinkd: rank %d listening on %s (pid %d)\n", options.rank, (*daemon)->address().ToString().c_str(),
+              static_cast<int>(getpid()));
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  std::fprintf(stderr, "sinkd: rank %d stopping (%s)\n", options.rank, sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  (*daemon)->Stop();
+  (*daemon)->Wait();
+  return 0;
+}

@@ -1,0 +1,309 @@
+#include "sinkrt/device/daemon.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <asio/ip/tcp.hpp>
+#include <atomic>
+#include <list>
+#include <mutex>
+#include <thread>
+
+#include "daemon_log.h"
+#include "job_session.h"
+#include "sink_worker.h"
+#include "sinkrt/device/executor.h"
+#include "sinkrt/runtime/wire_socket.h"
+
+namespace sinkrt::device {
+namespace {
+
+struct Connection {
+  std::unique_ptr<FrameSocket> socket;
+  std::thread thread;
+  std::atomic<bool> done{false};
+};
+
+void SendError(FrameSocket& socket, int rank, const Status& status) {
+  flatbuffers::FlatBufferBuilder fbb(256);
+  ErrorContext ctx;
+  ctx.rank = rank;
+  BuildError(fbb, status, ctx);
+  (void)socket.Send(fbb);
+}
+
+std::string ProtocolVersion(uint32_t major, uint32_t minor) {
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+}  // namespace
+
+struct Daemon::State {
+  DaemonOptions options;
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor{io};
+  Address bound;
+  SinkWorker worker;
+  SessionCounters counters;
+  std::thread accept_thread;
+
+  std::mutex mu;
+  std::list<std::unique_ptr<Connection>> connections;
+  JobSession* job = nullptr;  // the session owning the device, if any
+  uint64_t job_id = 0;
+  uint64_t next_job_id = 1;
+  std::string job_peer;
+  bool stopping = false;
+  bool waited = false;
+  DaemonStats stats;
+
+  void AcceptLoop();
+  void Serve(Connection& c);
+  void ServeHost(Connection& c, const fb::Hello& hello);
+  void SendHello(FrameSocket& socket, bool busy);
+  // Joins connection threads that have finished.
+  void Reap();
+  void Log(const std::string& text) { DaemonLog(options.log, options.rank, text); }
+};
+
+Daemon::Daemon(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+Daemon::~Daemon() {
+  Stop();
+  Wait();
+}
+
+Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
+  if (!IsLoopback(options.listen.host) && options.token.empty())
+    return InvalidArgument("listening on " + options.listen.ToString() +
+                           " lets other machines drive this device: pass --token, which every host must then send");
+  auto state = std::make_unique<State>();
+  state->options = std::move(options);
+  const Address& listen = state->options.listen;
+  asio::error_code ec;
+  asio::ip::tcp::resolver resolver(state->io);
+  auto endpoints = resolver.resolve(listen.host, std::to_string(listen.port), asio::ip::tcp::resolver::passive, ec);
+  if (ec || endpoints.empty()) return Unavailable("cannot resolve listen address '" + listen.host + "': " + ec.message());
+  asio::ip::tcp::endpoint endpoint = *endpoints.begin();
+  auto& acceptor = state->acceptor;
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return Unavailable("cannot listen on " + listen.ToString() + ": " + ec.message());
+  auto local = acceptor.local_endpoint(ec);
+  state->bound = Address{listen.host, local.port()};
+  State* s = state.get();
+  state->accept_thread = std::thread([s] { s->AcceptLoop(); });
+  return std::unique_ptr<Daemon>(new Daemon(std::move(state)));
+}
+
+Address Daemon::address() const { return state_->bound; }
+
+DaemonStats Daemon::stats() const {
+  std::lock_guard<std::mutex> lk(state_->mu);
+  DaemonStats s = state_->stats;
+  s.protocol_errors = state_->counters.protocol_errors.load();
+  return s;
+}
+
+void Daemon::Stop() {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lk(s.mu);
+  if (s.stopping) return;
+  s.stopping = true;
+  // shutdown(2) wakes the blocked accept (EINVAL on Linux); closing the
+  // acceptor under a concurrent accept would not be safe.
+  ::shutdown(s.acceptor.native_handle(), SHUT_RDWR);
+  if (s.job)
+    s.job->Abort(Unavailable("sinkd rank " + std::to_string(s.options.rank) + " is shutting down; job " +
+                             std::to_string(s.job_id) + " ends"));
+  for (auto& c : s.connections) c->socket->Shutdown();
+}
+
+void Daemon::Wait() {
+  State& s = *state_;
+  {
+    std::lock_guard<std::mutex> lk(s.mu);
+    if (s.waited) return;
+    s.waited = true;
+  }
+  if (s.accept_thread.joinable()) s.accept_thread.join();
+  // No connection starts after the accept loop ended.
+  for (auto& c : s.connections)
+    if (c->thread.joinable()) c->thread.join();
+  s.connections.clear();
+}
+
+void Daemon::State::AcceptLoop() {
+  for (;;) {
+    asio::ip::tcp::socket socket(io);
+    asio::error_code ec;
+    acceptor.accept(socket, ec);
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (stopping) return;
+    }
+    if (ec) {
+      // Out of descriptors or a connection reset before accept: keep serving.
+      Log("accept failed: " + ec.message());
+      if (ec == asio::error::no_descriptors) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    TuneSocket(socket);
+    auto conn = std::make_unique<Connection>();
+    conn->socket = std::make_unique<FrameSocket>(std::move(socket), options.limits);
+    Reap();
+    std::lock_guard<std::mutex> lk(mu);
+    if (static_cast<int>(connections.size()) >= options.max_connections) {
+      ++stats.connections_refused;
+      SendError(*conn->socket, options.rank,
+                ResourceExhausted("sinkd rank " + std::to_string(options.rank) + " already has " +
+                                  std::to_string(connections.size()) + " connections (the limit)"));
+      Log("refused " + conn->socket->peer() + ": too many connections");
+      continue;
+    }
+    Connection* c = conn.get();
+    connections.push_back(std::move(conn));
+    c->thread = std::thread([this, c] {
+      Serve(*c);
+      c->socket->Shutdown();
+      c->done = true;
+    });
+  }
+}
+
+void Daemon::State::Reap() {
+  std::list<std::unique_ptr<Connection>> finished;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    for (auto it = connections.begin(); it != connections.end();) {
+      auto next = std::next(it);
+      if ((*it)->done) finished.splice(finished.end(), connections, it);
+      it = next;
+    }
+  }
+  for (auto& c : finished) c->thread.join();
+}
+
+void Daemon::State::SendHello(FrameSocket& socket, bool busy) {
+  flatbuffers::FlatBufferBuilder fbb(128);
+  auto software = fbb.CreateString("sinkrt " SINKRT_VERSION_STRING);
+  fb::HelloBuilder hb(fbb);
+  hb.add_protocol_major(kProtocolMajor);
+  hb.add_protocol_minor(kProtocolMinor);
+  hb.add_role(fb::PeerRole::Device);
+  hb.add_rank(options.rank);
+  hb.add_software(software);
+  hb.add_busy(busy);
+  hb.add_cores(options.device.threads > 0 ? options.device.threads : AvailableCores());
+  hb.add_pid(static_cast<uint32_t>(::getpid()));
+  FinishMessage(fbb, fb::MessageBody::Hello, hb.Finish().Union());
+  (void)socket.Send(fbb);
+}
+
+void Daemon::State::Serve(Connection& c) {
+  FrameSocket& socket = *c.socket;
+  InFrame frame;
+  Status st = socket.Receive(&frame, DeadlineIn(options.connect_timeout));
+  if (!st.ok()) {
+    if (st.code() == StatusCode::kUnavailable) return;  // connected and left (a port scan, a dead launcher)
+    if (st.code() == StatusCode::kDeadlineExceeded)
+      st = DeadlineExceeded("no Hello within " + std::to_string(options.connect_timeout.count()) +
+                            " ms of connecting (SINKRT_CONNECT_TIMEOUT_MS)");
+    counters.protocol_errors.fetch_add(1);
+    SendError(socket, options.rank, st.WithContext("protocol error"));
+    Log("refused " + socket.peer() + ": " + st.message());
+    return;
+  }
+  if (frame.type() != fb::MessageBody::Hello || frame.payload_left != 0) {
+    counters.protocol_errors.fetch_add(1);
+    SendError(socket, options.rank,
+              InvalidArgument(std::string("protocol error: the first frame must be Hello, got ") +
+                              MessageName(frame.type())));
+    Log("refused " + socket.peer() + ": first frame was " + MessageName(frame.type()));
+    return;
+  }
+  const fb::Hello& hello = *frame.message->body_as_Hello();
+  auto refuse = [&](const Status& why) {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      ++stats.connections_refused;
+    }
+    SendError(socket, options.rank, why);
+    Log("refused " + socket.peer() + ": " + why.message());
+  };
+  if (hello.protocol_major() != kProtocolMajor)
+    return refuse(Unimplemented("protocol version " + ProtocolVersion(hello.protocol_major(), hello.protocol_minor()) +
+                                " is not supported: this sinkd (sinkrt " SINKRT_VERSION_STRING ") speaks " +
+                                ProtocolVersion(kProtocolMajor, kProtocolMinor)));
+  if (!options.token.empty() && (!hello.token() || hello.token()->str() != options.token))
+    return refuse(PermissionDenied(std::string(hello.token() && hello.token()->size() ? "wrong" : "missing") +
+                                   " token: this sinkd was started with --token"));
+  switch (hello.role()) {
+    case fb::PeerRole::Probe: {
+      bool busy;
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        busy = job != nullptr;
+      }
+      SendHello(socket, busy);
+      return;
+    }
+    case fb::PeerRole::Host:
+      return ServeHost(c, hello);
+    default:
+      return refuse(InvalidArgument(std::string("a ") + fb::EnumNamePeerRole(hello.role()) +
+                                    " may not connect to a device's host port"));
+  }
+}
+
+void Daemon::State::ServeHost(Connection& c, const fb::Hello& hello) {
+  FrameSocket& socket = *c.socket;
+  if (hello.rank() >= 0 && hello.rank() != options.rank) {
+    std::lock_guard<std::mutex> lk(mu);
+    ++stats.connections_refused;
+    SendError(socket, options.rank,
+              FailedPrecondition("this sinkd serves rank " + std::to_string(options.rank) + ", the host expected rank " +
+                                 std::to_string(hello.rank()) + ": check the rank table"));
+    return;
+  }
+  JobSession session(options, worker, socket, 0, counters);
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (stopping || job) {
+      ++stats.connections_refused;
+      Status why = stopping ? Unavailable("sinkd rank " + std::to_string(options.rank) + " is shutting down")
+                            : Unavailable("device busy: sinkd rank " + std::to_string(options.rank) + " is running job " +
+                                          std::to_string(job_id) + " for " + job_peer +
+                                          "; it serves one job at a time");
+      SendError(socket, options.rank, why);
+      Log("refused " + socket.peer() + ": " + why.message());
+      return;
+    }
+    id = next_job_id++;
+    job = &session;
+    job_id = id;
+    job_peer = socket.peer();
+    ++stats.jobs_started;
+  }
+  session.set_job_id(id);
+  SendHello(socket, false);
+  Log("job " + std::to_string(id) + " from " + socket.peer() + ": started");
+  Status end = session.Serve();
+  // Free the device while still registered as its owner, so the next host
+  // finds it empty and a concurrent Stop can still Abort this session.
+  session.Unload();
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    job = nullptr;
+    ++stats.jobs_ended;
+  }
+  uint64_t sinks = session.sinks(), steps = session.steps();
+  std::string how = end.ok() ? "host said Shutdown" : end.message();
+  Log("job " + std::to_string(id) + " from " + socket.peer() + ": ended (" + how + "); " + std::to_string(sinks) +
+      " sinks, " + std::to_string(steps) + " steps; device freed");
+}
+
+}  // namespace sinkrt::device

@@ -1,0 +1,292 @@
+#include "job_session.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "daemon_log.h"
+#include "data_queue.h"
+#include "sinkrt/runtime/stream_view.h"
+
+namespace sinkrt::device {
+namespace {
+
+std::string MiB(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / 1048576.0);
+  return buf;
+}
+
+std::string QueueName(DataQueue& q, uint32_t index) {
+  return q.name().empty() ? "queue " + std::to_string(index) : "queue '" + q.name() + "'";
+}
+
+}  // namespace
+
+JobSession::JobSession(const DaemonOptions& options, SinkWorker& worker, FrameSocket& socket, uint64_t job_id,
+                       SessionCounters& counters)
+    : options_(options), worker_(worker), socket_(socket), job_id_(job_id), counters_(counters) {}
+
+JobSession::~JobSession() { Unload(); }
+
+Status JobSession::Serve() {
+  InFrame frame;
+  for (;;) {
+    Status st = socket_.Receive(&frame);
+    if (!st.ok()) {
+      if (st.code() == StatusCode::kUnavailable) return st;  // the host left or the daemon is stopping
+      return ProtocolError(st);                              // a malformed frame
+    }
+    if (frame.type() == fb::MessageBody::Shutdown) return Status::Ok();
+    SINKRT_RETURN_IF_ERROR(Handle(frame));
+  }
+}
+
+Status JobSession::Handle(InFrame& frame) {
+  const fb::Message& m = *frame.message;
+  switch (m.body_type()) {
+    case fb::MessageBody::LoadProgram: return OnLoadProgram(frame);
+    case fb::MessageBody::PushBatch: return OnPushBatch(frame);
+    case fb::MessageBody::RunSink: return OnRunSink(*m.body_as_RunSink());
+    case fb::MessageBody::ReadTensor: return OnReadTensor(*m.body_as_ReadTensor());
+    case fb::MessageBody::WriteTensor: return OnWriteTensor(frame);
+    case fb::MessageBody::ClearQueue: return OnClearQueue(*m.body_as_ClearQueue());
+    case fb::MessageBody::Hello: return ProtocolError(FailedPrecondition("Hello after the handshake"));
+    default:
+      return ProtocolError(InvalidArgument(std::string(MessageName(m.body_type())) +
+                                           " is a device's message; a host may not send it"));
+  }
+}
+
+bool JobSession::SinkRunning() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return sink_running_;
+}
+
+Status JobSession::OnLoadProgram(InFrame& frame) {
+  if (SinkRunning()) return ProtocolError(FailedPrecondition("LoadProgram while a sink runs"));
+  Unload();
+  auto t0 = std::chrono::steady_clock::now();
+  stream_.resize(frame.payload_left);
+  SINKRT_RETURN_IF_ERROR(socket_.ReadPayload(&frame, stream_));
+  auto loaded = Executor::Load(stream_, options_.device);
+  if (!loaded.ok()) {
+    stream_ = {};
+    DaemonLog(options_.log, options_.rank,
+              "job " + std::to_string(job_id_) + ": task stream refused: " + loaded.status().message());
+    return ReplyError(loaded.status().WithContext("LoadProgram"));
+  }
+  Executor& ex = *loaded.value();
+  next_sequence_.assign(ex.num_queues(), 0);
+  for (uint32_t q = 0; q < ex.num_queues(); ++q)
+    ex.queue(q).SetOnSlotsFreed([this, q](uint32_t slots) { SendCredit(q, slots); });
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    executor_ = std::move(loaded).value();
+  }
+  double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+
+  flatbuffers::FlatBufferBuilder fbb(256);
+  std::vector<uint32_t> capacity;
+  for (uint32_t q = 0; q < executor_->num_queues(); ++q) capacity.push_back(executor_->queue(q).capacity());
+  auto cap = fbb.CreateVector(capacity);
+  const fb::Header* header = executor_->view().root->header();
+  uint64_t hash = header ? header->graph_hash() : 0;
+  fb::LoadedBuilder lb(fbb);
+  lb.add_arena_bytes(executor_->arena_bytes() + executor_->scratch_bytes());
+  lb.add_queue_bytes(executor_->queue_bytes());
+  lb.add_load_ms(load_ms);
+  lb.add_queue_capacity(cap);
+  lb.add_graph_hash(hash);
+  FinishMessage(fbb, fb::MessageBody::Loaded, lb.Finish().Union());
+  char line[160];
+  std::snprintf(line, sizeof line, "job %llu: loaded stream of %zu bytes (graph %016llx): arena %s, queues %s, %.1f ms",
+                static_cast<unsigned long long>(job_id_), stream_.size(), static_cast<unsigned long long>(hash),
+                MiB(executor_->arena_bytes() + executor_->scratch_bytes()).c_str(),
+                MiB(executor_->queue_bytes()).c_str(), load_ms);
+  DaemonLog(options_.log, options_.rank, line);
+  return socket_.Send(fbb);
+}
+
+Status JobSession::OnPushBatch(InFrame& frame) {
+  if (!executor_) return ProtocolError(FailedPrecondition("PushBatch before LoadProgram"));
+  const fb::PushBatch& m = *frame.message->body_as_PushBatch();
+  if (m.queue() >= executor_->num_queues())
+    return ProtocolError(OutOfRange("PushBatch to queue " + std::to_string(m.queue()) + ": the stream has " +
+                                    std::to_string(executor_->num_queues()) + " queues"));
+  DataQueue& queue = executor_->queue(m.queue());
+  uint64_t batch = 0;
+  for (uint64_t b : queue.column_bytes()) batch += b;
+  if (frame.payload_left != batch)
+    return ProtocolError(InvalidArgument("PushBatch to " + QueueName(queue, m.queue()) + " carries " +
+                                         std::to_string(frame.payload_left) + " bytes; a batch is " +
+                                         std::to_string(batch) + " bytes"));
+  if (m.sequence() != next_sequence_[m.queue()])
+    return ProtocolError(InvalidArgument("PushBatch to " + QueueName(queue, m.queue()) + " has sequence " +
+                                         std::to_string(m.sequence()) + ", expected " +
+                                         std::to_string(next_sequence_[m.queue()]) +
+                                         ": a batch was lost or sent twice"));
+  // Straight from the socket into the slot: no staging copy.
+  Status st = queue.FillNext([&](std::span<const std::span<uint8_t>> columns) {
+    for (std::span<uint8_t> c : columns) SINKRT_RETURN_IF_ERROR(socket_.ReadPayload(&frame, c));
+    return Status::Ok();
+  });
+  if (st.code() == StatusCode::kResourceExhausted)
+    return ProtocolError(st.WithContext("flow control violated (the host pushed without a credit)"));
+  ++next_sequence_[m.queue()];
+  if (st.code() == StatusCode::kAborted) return socket_.SkipPayload(&frame);  // the job is being torn down
+  return st;  // ok, or the connection broke mid-batch
+}
+
+Status JobSession::OnRunSink(const fb::RunSink& request) {
+  if (!executor_) return ProtocolError(FailedPrecondition("RunSink before LoadProgram"));
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (sink_running_) return ProtocolError(FailedPrecondition("RunSink while a sink runs: one sink at a time"));
+    sink_running_ = true;
+  }
+  fb::ProgramKind program = request.program();
+  uint32_t steps = request.steps();
+  worker_.Post([this, program, steps] { RunSinkOnWorker(program, steps); });
+  return Status::Ok();
+}
+
+void JobSession::RunSinkOnWorker(fb::ProgramKind program, uint32_t steps) {
+  RunStats stats;
+  Status st = executor_->Run(program, steps, &stats);
+  sinks_ += 1;
+  steps_ += stats.steps;
+  flatbuffers::FlatBufferBuilder fbb(512);
+  std::vector<std::span<const uint8_t>> payload;
+  if (!st.ok()) {
+    ErrorContext ctx;
+    ctx.rank = options_.rank;
+    ctx.program = std::string(ProgramKindName(program));
+    ctx.task = stats.failed_task;
+    const fb::Program* p = executor_->view().FindProgram(program);
+    if (p && stats.failed_task >= 0 && p->streams() && p->streams()->size() > 0) {
+      const fb::Task* task = p->streams()->Get(0)->tasks()->Get(stats.failed_task);
+      if (task->name()) ctx.task_name = task->name()->str();
+    }
+    BuildError(fbb, st, ctx);
+    DaemonLog(options_.log, options_.rank, "job " + std::to_string(job_id_) + ": sink failed: " + st.message());
+  } else {
+    std::vector<flatbuffers::Offset<fb::ReportedBuffer>> reports;
+    const fb::Program* p = executor_->view().FindProgram(program);
+    if (p && p->reports())
+      for (uint32_t index : *p->reports()) {
+        auto bytes = executor_->Buffer(index);
+        if (!bytes.ok()) continue;  // verified at load; cannot happen
+        payload.push_back(*bytes);
+        reports.push_back(fb::CreateReportedBuffer(fbb, index, bytes->size()));
+      }
+    auto rv = fbb.CreateVector(reports);
+    std::vector<uint32_t> high_water;
+    for (uint32_t q = 0; q < executor_->num_queues(); ++q) high_water.push_back(executor_->queue_high_water_mark(q));
+    auto hw = fbb.CreateVector(high_water);
+    fb::SinkDoneBuilder sb(fbb);
+    sb.add_queue_high_water(hw);
+    sb.add_steps_run(stats.steps);
+    sb.add_reports(rv);
+    sb.add_compute_ms(stats.compute_ns / 1e6);
+    sb.add_comm_ms(0);
+    sb.add_queue_wait_ms(stats.queue_wait_ns / 1e6);
+    sb.add_other_ms((stats.wall_ns - stats.compute_ns - stats.queue_wait_ns) / 1e6);
+    FinishMessage(fbb, fb::MessageBody::SinkDone, sb.Finish().Union());
+  }
+  // Reported buffers go out straight from the arena: nothing writes them
+  // until the host's next RunSink, which cannot arrive before this answer.
+  (void)socket_.Send(fbb, payload);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    sink_running_ = false;
+  }
+  sink_done_cv_.notify_all();
+}
+
+Status JobSession::OnReadTensor(const fb::ReadTensor& request) {
+  if (!executor_) return ProtocolError(FailedPrecondition("ReadTensor before LoadProgram"));
+  if (SinkRunning()) return ProtocolError(FailedPrecondition("ReadTensor while a sink runs"));
+  auto bytes = executor_->Buffer(request.buffer());
+  if (!bytes.ok()) return ReplyError(bytes.status().WithContext("ReadTensor"));
+  flatbuffers::FlatBufferBuilder fbb(64);
+  fb::TensorDataBuilder tb(fbb);
+  tb.add_buffer(request.buffer());
+  FinishMessage(fbb, fb::MessageBody::TensorData, tb.Finish().Union());
+  std::span<const uint8_t> payload[1] = {*bytes};
+  return socket_.Send(fbb, payload);
+}
+
+Status JobSession::OnWriteTensor(InFrame& frame) {
+  if (!executor_) return ProtocolError(FailedPrecondition("WriteTensor before LoadProgram"));
+  if (SinkRunning()) return ProtocolError(FailedPrecondition("WriteTensor while a sink runs"));
+  uint32_t index = frame.message->body_as_WriteTensor()->buffer();
+  auto bytes = executor_->Buffer(index);
+  Status bad;
+  if (!bytes.ok())
+    bad = bytes.status();
+  else if (bytes->size() != frame.payload_left)
+    bad = InvalidArgument("buffer " + std::to_string(index) + " holds " + std::to_string(bytes->size()) +
+                          " bytes, got " + std::to_string(frame.payload_left));
+  if (!bad.ok()) {
+    SINKRT_RETURN_IF_ERROR(socket_.SkipPayload(&frame));
+    return ReplyError(bad.WithContext("WriteTensor"));
+  }
+  SINKRT_RETURN_IF_ERROR(socket_.ReadPayload(&frame, *bytes));
+  flatbuffers::FlatBufferBuilder fbb(32);
+  FinishMessage(fbb, fb::MessageBody::Ack, fb::CreateAck(fbb).Union());
+  return socket_.Send(fbb);
+}
+
+Status JobSession::OnClearQueue(const fb::ClearQueue& request) {
+  if (!executor_) return ProtocolError(FailedPrecondition("ClearQueue before LoadProgram"));
+  if (SinkRunning()) return ProtocolError(FailedPrecondition("ClearQueue while a sink runs"));
+  Status st = executor_->ClearQueue(request.queue());  // the freed slots go back as Credit first
+  if (!st.ok()) return ReplyError(st.WithContext("ClearQueue"));
+  flatbuffers::FlatBufferBuilder fbb(32);
+  FinishMessage(fbb, fb::MessageBody::Ack, fb::CreateAck(fbb).Union());
+  return socket_.Send(fbb);
+}
+
+void JobSession::SendCredit(uint32_t queue, uint32_t slots) {
+  flatbuffers::FlatBufferBuilder fbb(64);
+  FinishMessage(fbb, fb::MessageBody::Credit, fb::CreateCredit(fbb, queue, slots).Union());
+  (void)socket_.Send(fbb);  // a dead host is noticed by the reader
+}
+
+Status JobSession::ReplyError(const Status& status, const ErrorContext& context) {
+  ErrorContext ctx = context;
+  ctx.rank = options_.rank;
+  flatbuffers::FlatBufferBuilder fbb(256);
+  BuildError(fbb, status, ctx);
+  return socket_.Send(fbb);
+}
+
+Status JobSession::ProtocolError(const Status& status) {
+  counters_.protocol_errors.fetch_add(1);
+  (void)ReplyError(status.WithContext("protocol error"));
+  return status.WithContext("protocol error");
+}
+
+void JobSession::Abort(const Status& why) {
+  (void)ReplyError(why);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (executor_) executor_->Cancel();
+  }
+  socket_.Shutdown();
+}
+
+void JobSession::Unload() {
+  std::unique_ptr<Executor> old;
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (executor_ && sink_running_) executor_->Cancel();
+    sink_done_cv_.wait(lk, [&] { return !sink_running_; });
+    old = std::move(executor_);
+  }
+  old.reset();  // unmaps the arena and the queue slots
+  stream_ = {};
+  next_sequence_.clear();
+}
+
+}  // namespace sinkrt::device

@@ -1,0 +1,195 @@
+#include "sinkrt/runtime/wire_socket.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <asio/connect.hpp>
+#include <asio/write.hpp>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+namespace sinkrt {
+namespace {
+
+std::string EndpointText(const asio::ip::tcp::endpoint& e) {
+  Address a{e.address().to_string(), e.port()};
+  return a.ToString();
+}
+
+// Milliseconds left until `deadline` for poll(): -1 without one, 0 once past.
+int PollTimeout(const Deadline& deadline) {
+  if (!deadline) return -1;
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now());
+  if (left.count() <= 0) return 0;
+  return left.count() > 1'000'000'000 ? 1'000'000'000 : static_cast<int>(left.count() + 1);
+}
+
+}  // namespace
+
+void TuneSocket(asio::ip::tcp::socket& socket) {
+  asio::error_code ec;
+  socket.set_option(asio::ip::tcp::no_delay(true), ec);
+  socket.set_option(asio::socket_base::keep_alive(true), ec);
+  // Large buffers let a whole batch leave in one write (Gloo grows its send
+  // buffer to 32 MiB for the same reason); the kernel caps them at its limits.
+  socket.set_option(asio::socket_base::send_buffer_size(4 << 20), ec);
+  socket.set_option(asio::socket_base::receive_buffer_size(4 << 20), ec);
+  // A peer whose machine vanished (no FIN, no RST) is found after
+  // 10 s idle + 3 probes 2 s apart, instead of the kernel's two hours.
+  int fd = socket.native_handle();
+  int idle = 10, interval = 2, count = 3;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+}
+
+FrameSocket::FrameSocket(asio::ip::tcp::socket socket, WireLimits limits)
+    : socket_(std::move(socket)), limits_(limits) {
+  asio::error_code ec;
+  auto remote = socket_.remote_endpoint(ec);
+  peer_ = ec ? std::string("(unconnected)") : EndpointText(remote);
+}
+
+FrameSocket::~FrameSocket() {
+  asio::error_code ec;
+  socket_.close(ec);
+}
+
+int FrameSocket::native_handle() { return socket_.native_handle(); }
+
+Result<std::unique_ptr<FrameSocket>> FrameSocket::Connect(const Address& address, std::chrono::milliseconds timeout,
+                                                          WireLimits limits) {
+  auto context = std::make_unique<asio::io_context>();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  asio::ip::tcp::resolver resolver(*context);
+  asio::error_code ec;
+  auto endpoints = resolver.resolve(address.host, std::to_string(address.port), ec);
+  if (ec) return Unavailable("cannot resolve '" + address.host + "': " + ec.message());
+
+  auto backoff = std::chrono::milliseconds(10);
+  std::string last_error = "timed out";
+  for (;;) {
+    asio::ip::tcp::socket socket(*context);
+    asio::error_code result = asio::error::would_block;
+    asio::async_connect(socket, endpoints, [&](const asio::error_code& e, const asio::ip::tcp::endpoint&) {
+      result = e;
+    });
+    context->restart();
+    context->run_until(deadline);
+    if (!context->stopped()) {  // the deadline passed with the connect pending
+      socket.close(ec);
+      context->run();
+      result = asio::error::timed_out;
+    }
+    if (!result) {
+      TuneSocket(socket);
+      auto s = std::make_unique<FrameSocket>(std::move(socket), limits);
+      s->owned_context_ = std::move(context);
+      return s;
+    }
+    last_error = result.message();
+    // A daemon that is still starting refuses connections: try again until
+    // the deadline, backing off so a missing one does not spin a core.
+    if (result != asio::error::connection_refused || std::chrono::steady_clock::now() + backoff >= deadline) break;
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+  }
+  return Unavailable("cannot connect to " + address.ToString() + " within " + std::to_string(timeout.count()) +
+                     " ms: " + last_error);
+}
+
+Status FrameSocket::Send(std::span<const uint8_t> message, std::span<const std::span<const uint8_t>> payload) {
+  uint64_t payload_bytes = 0;
+  for (auto p : payload) payload_bytes += p.size();
+  uint8_t header[kFrameHeaderBytes];
+  EncodeFrameHeader({static_cast<uint32_t>(message.size()), payload_bytes}, header);
+  // Gather the pieces into one write: small frames leave in one segment
+  // (TCP_NODELAY) and batches are never copied into a staging buffer.
+  asio::const_buffer stack_buffers[8];
+  std::vector<asio::const_buffer> heap_buffers;
+  size_t n = 2 + payload.size();
+  asio::const_buffer* buffers = stack_buffers;
+  if (n > 8) {
+    heap_buffers.resize(n);
+    buffers = heap_buffers.data();
+  }
+  buffers[0] = asio::buffer(header, sizeof header);
+  buffers[1] = asio::buffer(message.data(), message.size());
+  for (size_t i = 0; i < payload.size(); ++i) buffers[2 + i] = asio::buffer(payload[i].data(), payload[i].size());
+  std::span<asio::const_buffer> seq(buffers, n);
+  std::lock_guard<std::mutex> lk(send_mu_);
+  asio::error_code ec;
+  asio::write(socket_, seq, ec);
+  if (ec) return Unavailable("sending to " + peer_ + ": " + ec.message());
+  return Status::Ok();
+}
+
+Status FrameSocket::Send(const flatbuffers::FlatBufferBuilder& fbb,
+                         std::span<const std::span<const uint8_t>> payload) {
+  return Send(std::span<const uint8_t>(fbb.GetBufferPointer(), fbb.GetSize()), payload);
+}
+
+Status FrameSocket::ReadExact(uint8_t* dst, size_t n, Deadline deadline) {
+  int fd = socket_.native_handle();
+  while (n > 0) {
+    pollfd p{fd, POLLIN, 0};
+    int r = ::poll(&p, 1, PollTimeout(deadline));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return Unavailable("waiting for " + peer_ + ": " + std::strerror(errno));
+    }
+    if (r == 0) return DeadlineExceeded("no data from " + peer_ + " before the deadline");
+    asio::error_code ec;
+    size_t got = socket_.read_some(asio::buffer(dst, n), ec);
+    if (ec == asio::error::eof) return Unavailable("connection closed by " + peer_);
+    if (ec) return Unavailable("reading from " + peer_ + ": " + ec.message());
+    dst += got;
+    n -= got;
+  }
+  return Status::Ok();
+}
+
+Status FrameSocket::Receive(InFrame* frame, Deadline deadline) {
+  if (frame->payload_left != 0) return Internal("Receive with " + std::to_string(frame->payload_left) +
+                                                " payload bytes of the previous frame unread");
+  frame->message = nullptr;
+  uint8_t header[kFrameHeaderBytes];
+  SINKRT_RETURN_IF_ERROR(ReadExact(header, sizeof header, deadline));
+  SINKRT_ASSIGN_OR_RETURN(frame->header, DecodeFrameHeader(header, limits_));
+  frame->message_bytes.resize(frame->header.message_bytes);
+  SINKRT_RETURN_IF_ERROR(
+      ReadExact(frame->message_bytes.data(), frame->message_bytes.size(), deadline).WithContext("truncated frame"));
+  SINKRT_ASSIGN_OR_RETURN(frame->message, VerifyMessage(frame->message_bytes));
+  SINKRT_RETURN_IF_ERROR(CheckPayloadRule(*frame->message, frame->header.payload_bytes));
+  frame->payload_left = frame->header.payload_bytes;
+  return Status::Ok();
+}
+
+Status FrameSocket::ReadPayload(InFrame* frame, std::span<uint8_t> dst, Deadline deadline) {
+  if (dst.size() > frame->payload_left)
+    return Internal("reading " + std::to_string(dst.size()) + " payload bytes, only " +
+                    std::to_string(frame->payload_left) + " left");
+  SINKRT_RETURN_IF_ERROR(ReadExact(dst.data(), dst.size(), deadline).WithContext("truncated frame payload"));
+  frame->payload_left -= dst.size();
+  return Status::Ok();
+}
+
+Status FrameSocket::SkipPayload(InFrame* frame, Deadline deadline) {
+  uint8_t sink[64 * 1024];
+  while (frame->payload_left > 0) {
+    size_t n = std::min<uint64_t>(sizeof sink, frame->payload_left);
+    SINKRT_RETURN_IF_ERROR(ReadPayload(frame, std::span<uint8_t>(sink, n), deadline));
+  }
+  return Status::Ok();
+}
+
+void FrameSocket::Shutdown() {
+  // shutdown(2), not close: the descriptor stays valid for a reader blocked
+  // in poll on another thread, which wakes with end of file.
+  ::shutdown(socket_.native_handle(), SHUT_RDWR);
+}
+
+}  // namespace sinkrt
