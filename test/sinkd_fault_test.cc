@@ -152,13 +152,36 @@ struct TrainOutcome {
   std::vector<std::pair<std::string, host::Tensor>> state;
 };
 
-Result<TrainOutcome> Train(DeviceLink& device, int epochs) {
+// Holds training at the start of epoch `at` until released, so faults can
+// be staged while a job is certainly in the middle of its run (its feeder
+// pushing the next epoch's batches).
+class PauseAt : public host::Callback {
+ public:
+  explicit PauseAt(int at) : at_(at) {}
+  Status on_train_epoch_begin(host::RunContext& ctx) override {
+    if (ctx.original_args().cur_epoch_num == at_) {
+      reached_.set_value();
+      release_.get_future().wait();
+    }
+    return Status::Ok();
+  }
+  std::future<void> reached() { return reached_.get_future(); }
+  void release() { release_.set_value(); }
+
+ private:
+  int at_;
+  std::promise<void> reached_, release_;
+};
+
+Result<TrainOutcome> Train(DeviceLink& device, int epochs, host::Callback* callback = nullptr) {
   testing::SyntheticData data = testing::MakeSyntheticData(64, 16, 4, 7);
   host::ModelOptions options;
   options.queue_capacity = 2;
   SINKRT_ASSIGN_OR_RETURN(auto model, host::Model::Create(testing::MlpNetwork(kBatch), host::LossSpec::SparseSoftmaxCrossEntropy(),
                                                           host::OptimizerSpec::Momentum(0.05f, 0.9f), device, options));
-  SINKRT_RETURN_IF_ERROR(model->train(epochs, testing::MakeDataset(data, kBatch).Shuffle(64, 3), {}, true, -1));
+  std::vector<host::Callback*> callbacks;
+  if (callback) callbacks.push_back(callback);
+  SINKRT_RETURN_IF_ERROR(model->train(epochs, testing::MakeDataset(data, kBatch).Shuffle(3), callbacks, true, -1));
   TrainOutcome out;
   SINKRT_ASSIGN_OR_RETURN(out.state, model->ReadState());
   return out;
@@ -180,9 +203,12 @@ TEST(SinkdFaultTest, MalformedConnectionsAreRefusedWhileAGoodJobRunsUndisturbed)
   ASSERT_TRUE(daemon.Start(SINKD_PATH, {}, LogPath(TestName())).ok());
   auto remote = host::RemoteDevice::Connect(daemon.address(), Options());
   ASSERT_TRUE(remote.ok()) << remote.status().ToString();
-  // 40 epochs of 8 steps: long enough that every bad peer below arrives
-  // while it runs (checked at the end through the job log's order).
-  auto good = std::async(std::launch::async, [&] { return Train(**remote, 40); });
+  // The good job pauses at the start of epoch 3 while every bad peer below
+  // comes and goes.
+  PauseAt pause(3);
+  auto reached = pause.reached();
+  auto good = std::async(std::launch::async, [&] { return Train(**remote, 6, &pause); });
+  ASSERT_EQ(reached.wait_for(60s), std::future_status::ready);
 
   struct Case {
     std::string name;
@@ -227,19 +253,21 @@ TEST(SinkdFaultTest, MalformedConnectionsAreRefusedWhileAGoodJobRunsUndisturbed)
   ASSERT_TRUE(probe.ok()) << probe.status().ToString();
   EXPECT_TRUE(probe->busy);
 
+  pause.release();
   auto got = good.get();
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   device::DeviceOptions opts = device::DeviceOptions::FromEnvironment();
   opts.threads = 1;
   device::InProcessDevice local(opts);
-  auto reference = Train(local, 40);
+  auto reference = Train(local, 6);
   ASSERT_TRUE(reference.ok());
   ASSERT_EQ(got->state.size(), reference->state.size());
   for (size_t i = 0; i < got->state.size(); ++i)
     EXPECT_EQ(got->state[i].second.data, reference->state[i].second.data) << got->state[i].first;
-  // The refusals happened while the job was running: none of them ended it.
+  // None of the refusals ended the job.
   std::string log = daemon.ReadLog();
   EXPECT_EQ(log.find("ended"), std::string::npos) << log;
+  EXPECT_NE(log.find("refused"), std::string::npos) << log;
 }
 
 TEST(SinkdFaultTest, WrongOrMissingTokenIsRefused) {
@@ -334,7 +362,7 @@ TEST(SinkdFaultTest, FramesAtTheWrongTimeEndTheJobAndTheDaemonTakesTheNext) {
 
 TEST(SinkdFaultTest, BadRequestsGetAnErrorAndTheJobGoesOn) {
   SinkdProcess daemon;
-  ASSERT_TRUE(daemon.Start(SINKD_PATH, {}, LogPath(TestName())).ok());
+  ASSERT_TRUE(daemon.Start(SINKD_PATH, {"--getnext-timeout-ms", "500"}, LogPath(TestName())).ok());
   auto remote = host::RemoteDevice::Connect(daemon.address(), Options());
   ASSERT_TRUE(remote.ok()) << remote.status().ToString();
   // A corrupt task stream: refused with the verifier's reason, job goes on.

@@ -143,6 +143,7 @@ Status JobSession::OnRunSink(const fb::RunSink& request) {
     std::lock_guard<std::mutex> lk(mu_);
     if (sink_running_) return ProtocolError(FailedPrecondition("RunSink while a sink runs: one sink at a time"));
     sink_running_ = true;
+    ++worker_tasks_;
   }
   fb::ProgramKind program = request.program();
   uint32_t steps = request.steps();
@@ -193,12 +194,20 @@ void JobSession::RunSinkOnWorker(fb::ProgramKind program, uint32_t steps) {
     sb.add_other_ms((stats.wall_ns - stats.compute_ns - stats.queue_wait_ns) / 1e6);
     FinishMessage(fbb, fb::MessageBody::SinkDone, sb.Finish().Union());
   }
-  // Reported buffers go out straight from the arena: nothing writes them
-  // until the host's next RunSink, which cannot arrive before this answer.
-  (void)socket_.Send(fbb, payload);
+  bool answer;
   {
+    // The sink is over before its answer leaves: the host may send its next
+    // request the moment it has read SinkDone, possibly before Send returns
+    // here. A next sink queues behind this task on the worker, so the
+    // reported buffers below are sent straight from the arena unchanged.
     std::lock_guard<std::mutex> lk(mu_);
     sink_running_ = false;
+    answer = !ending_;
+  }
+  if (answer) (void)socket_.Send(fbb, payload);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    --worker_tasks_;
   }
   sink_done_cv_.notify_all();
 }
@@ -271,6 +280,7 @@ void JobSession::Abort(const Status& why) {
   (void)ReplyError(why);
   {
     std::lock_guard<std::mutex> lk(mu_);
+    ending_ = true;  // the Error above is the host's answer
     if (executor_) executor_->Cancel();
   }
   socket_.Shutdown();
@@ -280,9 +290,11 @@ void JobSession::Unload() {
   std::unique_ptr<Executor> old;
   {
     std::unique_lock<std::mutex> lk(mu_);
+    ending_ = true;
     if (executor_ && sink_running_) executor_->Cancel();
-    sink_done_cv_.wait(lk, [&] { return !sink_running_; });
+    sink_done_cv_.wait(lk, [&] { return worker_tasks_ == 0; });
     old = std::move(executor_);
+    ending_ = false;  // a LoadProgram may follow (it unloads the old job first)
   }
   old.reset();  // unmaps the arena and the queue slots
   stream_ = {};

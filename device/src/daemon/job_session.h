@@ -79,7 +79,9 @@ class JobSession {
 
   std::mutex mu_;
   std::condition_variable sink_done_cv_;
-  bool sink_running_ = false;
+  bool sink_running_ = false;   // protocol state: a RunSink awaits its answer
+  int worker_tasks_ = 0;        // posted sink tasks not yet finished (they use the arena and socket)
+  bool ending_ = false;         // the job is being torn down: a cancelled sink answers nobody
 
   uint64_t sinks_ = 0;
   uint64_t steps_ = 0;
