@@ -234,5 +234,46 @@ TEST_F(SinkdTest, DaemonStoppedMidSinkSaysItIsShuttingDownAndExitsCleanly) {
   EXPECT_NE(daemon_.ReadLog().find("stopping (SIGTERM)"), std::string::npos);
 }
 
+// sinkd takes its rank (and, for its port, its local rank) from the
+// variables cluster launchers set, so mpirun or srun can start one per device.
+TEST(SinkdLaunchTest, RankComesFromLauncherVariables) {
+  struct Case {
+    std::vector<std::string> env;
+    int rank;
+  };
+  std::vector<Case> cases = {{{"RANK_ID=3"}, 3},
+                             {{"OMPI_COMM_WORLD_RANK=2", "OMPI_COMM_WORLD_SIZE=4"}, 2},
+                             {{"PMI_RANK=1", "PMI_SIZE=2"}, 1},
+                             {{"SLURM_PROCID=5", "SLURM_NTASKS=8"}, 5}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.env[0]);
+    SinkdProcess daemon;
+    ASSERT_TRUE(daemon.Start(SINKD_PATH, {}, Scratch("env.log"), 30s, c.env).ok()) << daemon.ReadLog();
+    auto hello = host::ProbeDevice(daemon.address(), 10s);
+    ASSERT_TRUE(hello.ok()) << hello.status().ToString();
+    EXPECT_EQ(hello->rank, c.rank);
+  }
+  // A bad value is refused, naming the variable.
+  SinkdProcess bad;
+  ASSERT_FALSE(bad.Start(SINKD_PATH, {}, Scratch("env_bad.log"), 30s, {"RANK_ID=two"}).ok());
+  EXPECT_NE(bad.ReadLog().find("RANK_ID"), std::string::npos) << bad.ReadLog();
+}
+
+TEST(SinkdLaunchTest, PortIsBasePortPlusLocalRank) {
+  // A free port pair from the kernel (closed again before sinkd binds it).
+  asio::io_context io;
+  asio::ip::tcp::acceptor probe(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  uint16_t base = probe.local_endpoint().port();
+  probe.close();
+  SinkdProcess daemon;
+  Status st = daemon.Start(SINKD_PATH, {"--listen", "127.0.0.1", "--base-port", std::to_string(base - 1)},
+                           Scratch("port.log"), 30s, {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_LOCAL_RANK=1"});
+  ASSERT_TRUE(st.ok()) << st.ToString() << daemon.ReadLog();
+  EXPECT_EQ(daemon.address().port, base);
+  auto hello = host::ProbeDevice(daemon.address(), 10s);
+  ASSERT_TRUE(hello.ok());
+  EXPECT_EQ(hello->rank, 1);
+}
+
 }  // namespace
 }  // namespace sinkrt

@@ -37,8 +37,9 @@ class SinkdProcess {
 
   // `args` are extra sinkd flags; --listen 127.0.0.1:0 and --threads 1 are
   // added unless `args` names them.
+  // `env` entries ("NAME=value") are set in the daemon's environment only.
   Status Start(const std::string& sinkd_path, std::vector<std::string> args = {}, const std::string& log_path = "",
-               std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+               std::chrono::milliseconds timeout = std::chrono::seconds(30), std::vector<std::string> env = {}) {
     bool has_listen = false, has_threads = false;
     for (const auto& a : args) {
       has_listen |= a == "--listen";
@@ -62,6 +63,7 @@ class SinkdProcess {
         int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0) dup2(fd, 2);
       }
+      for (auto& e : env) putenv(const_cast<char*>(e.c_str()));
       sigset_t none;
       sigemptyset(&none);
       sigprocmask(SIG_SETMASK, &none, nullptr);
