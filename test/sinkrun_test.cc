@@ -1,11 +1,24 @@
 // sinkrun end to end: the real binary on synthetic data — its JSON report,
 // sink vs non-sink round trips, and the refusals that must come before any
-// training (bad flags, missing data, an unwritable report).
+// training (bad flags, missing data, an unwritable report); training through
+// a sinkd it starts (--devices 1) or one a rank table names, and `sinkrun
+// launch`, whose daemons must never outlive it.
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <regex>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -17,6 +30,7 @@
 #include "support/run_binary.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/report_callback.h"
+#include "sinkrt/runtime/rank_table.h"
 
 namespace sinkrt {
 namespace {
@@ -227,9 +241,312 @@ TEST_F(SinkrunTest, BadFlagsAreRefused) {
   ExpectRefused("train --model mlp", "--data");
   ExpectRefused("train --model mlp --data synthetic:256 --batch 512", "--batch 512");
   ExpectRefused(base + " --devices 2", "not supported yet");
-  ExpectRefused(base + " --rank-table rank_table.json", "not supported yet");
+  ExpectRefused(base + " --devices 1 --rank-table rank_table.json", "contradict");
+  ExpectRefused(base + " --token secret", "--token");
+  ExpectRefused(base + " --sinkd /bin/true", "--sinkd");
   ExpectRefused(base + " --frobnicate", "--frobnicate");
   ExpectRefused("--model mlp", "subcommand");
+}
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Clock = std::chrono::steady_clock;
+
+#ifdef SINKD_PATH
+constexpr const char* kSinkd = SINKD_PATH;
+#else
+constexpr const char* kSinkd = "";
+#endif
+
+// True once `pid` has exited: no such process, or a zombie (an orphan whose
+// new parent has not reaped it yet has exited all the same).
+bool Exited(pid_t pid) {
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = stat.rfind(')');
+  return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] == 'Z' || stat[paren + 2] == 'X';
+}
+
+// Polls until `pid` has exited or the deadline passes.
+bool ExitsWithin(pid_t pid, milliseconds timeout) {
+  const Clock::time_point deadline = Clock::now() + timeout;
+  while (!Exited(pid)) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return true;
+}
+
+// `sinkrun launch` in the background: its stdout through a pipe, so the
+// test waits for its lines with a deadline; its stderr in a file. Killed
+// with the test (PR_SET_PDEATHSIG) and by the destructor.
+class Launcher {
+ public:
+  ~Launcher() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (out_ >= 0) ::close(out_);
+  }
+
+  void Start(const std::string& binary, std::vector<std::string> args, const fs::path& err) {
+    int fds[2];
+    ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+    args.insert(args.begin(), binary);
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const pid_t parent = ::getpid();
+    pid_ = ::fork();
+    ASSERT_GE(pid_, 0);
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);
+      ::dup2(fds[1], 1);
+      const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (e >= 0) ::dup2(e, 2);
+      ::execv(binary.c_str(), argv.data());
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    out_ = fds[0];
+  }
+
+  // Reads stdout until it holds `marker` (then true) or the deadline.
+  bool ReadUntil(const std::string& marker, milliseconds timeout) {
+    const Clock::time_point deadline = Clock::now() + timeout;
+    while (printed_.find(marker) == std::string::npos) {
+      const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
+      pollfd p{out_, POLLIN, 0};
+      if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) return false;
+      char buf[512];
+      const ssize_t got = ::read(out_, buf, sizeof buf);
+      if (got <= 0) return false;
+      printed_.append(buf, static_cast<size_t>(got));
+    }
+    return true;
+  }
+
+  // The launcher's wait status, or -1 if it still runs at the deadline.
+  int Wait(milliseconds timeout) {
+    const Clock::time_point deadline = Clock::now() + timeout;
+    for (;;) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return status;
+      }
+      if (Clock::now() >= deadline) return -1;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+  }
+
+  pid_t pid() const { return pid_; }
+  const std::string& printed() const { return printed_; }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  std::string printed_;
+};
+
+struct LaunchedDaemon {
+  std::string address;
+  pid_t pid = -1;
+};
+
+// "sinkrun: rank R at ADDR (pid P)", one per daemon, in rank order.
+std::vector<LaunchedDaemon> ParseLaunchLines(const std::string& out) {
+  std::vector<LaunchedDaemon> daemons;
+  const std::regex line(R"(sinkrun: rank (\d+) at (\S+) \(pid (\d+)\))");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator(); ++it) {
+    EXPECT_EQ(std::stoul((*it)[1]), daemons.size());
+    daemons.push_back({(*it)[2], static_cast<pid_t>(std::stol((*it)[3]))});
+  }
+  return daemons;
+}
+
+class SinkrunSinkdTest : public SinkrunTest {
+ protected:
+  void SetUp() override {
+    SinkrunTest::SetUp();
+#ifndef SINKD_PATH
+    GTEST_SKIP() << "sinkd is not built in this configuration";
+#endif
+  }
+
+  // Starts `sinkrun launch -n N` and waits for its daemons; fills daemons_.
+  void Launch(Launcher& launcher, int n) {
+#ifdef SINKRUN_PATH
+    launcher.Start(SINKRUN_PATH,
+                   {"launch", "-n", std::to_string(n), "--threads", "1", "--sinkd", kSinkd, "--rank-table-out",
+                    RankTablePath().string()},
+                   dir_ / "launch.err");
+#endif
+    ASSERT_TRUE(launcher.ReadUntil("rank table", seconds(60)))
+        << launcher.printed() << Slurp(dir_ / "launch.err");
+    daemons_ = ParseLaunchLines(launcher.printed());
+    ASSERT_EQ(daemons_.size(), static_cast<size_t>(n)) << launcher.printed();
+    for (const LaunchedDaemon& d : daemons_) EXPECT_EQ(::kill(d.pid, 0), 0) << "daemon " << d.pid << " is not running";
+  }
+
+  void ExpectDaemonsExit(milliseconds timeout) {
+    for (const LaunchedDaemon& d : daemons_)
+      EXPECT_TRUE(ExitsWithin(d.pid, timeout)) << "sinkd pid " << d.pid << " outlived its launcher";
+  }
+
+  fs::path RankTablePath() const { return dir_ / "rank_table.json"; }
+
+  std::vector<LaunchedDaemon> daemons_;
+};
+
+// The same device code behind a socket: bitwise the same training.
+TEST_F(SinkrunSinkdTest, DevicesOneTrainsOnASinkdWithTheInProcessNumbers) {
+  const std::string args = std::string(kSmall) + " --seed 5 --threads 1";
+  RunResult local = Run(args + ReportFlag());
+  ASSERT_EQ(local.exit_code, 0) << local.out << local.err;
+  const std::vector<json> local_lines = ReadReport();
+  ASSERT_EQ(local_lines.size(), 3u);
+  EXPECT_NE(local.out.find("device: in-process"), std::string::npos) << local.out;
+  EXPECT_EQ(local_lines[2]["device"], "in-process");
+
+  RunResult r = Run(args + " --devices 1" + ReportFlag());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::vector<json> lines = ReadReport();
+  ASSERT_EQ(lines.size(), 3u);
+  for (int e = 1; e <= 2; ++e) {
+    ExpectEpochRecord(lines[e - 1], e, kSteps);
+    EXPECT_EQ(lines[e - 1]["host_round_trips"], 1);
+    EXPECT_EQ(lines[e - 1]["loss"], local_lines[e - 1]["loss"]) << "epoch " << e;
+  }
+  const json& end = lines[2];
+  EXPECT_EQ(end["device"], "sinkd");
+  EXPECT_EQ(end["device_threads"], 1);
+  EXPECT_EQ(end["host_round_trips"], 2) << "sink mode over a socket: still one control round trip per epoch";
+  EXPECT_EQ(end["test_loss"], local_lines[2]["test_loss"]);
+  EXPECT_EQ(end["test_accuracy"], local_lines[2]["test_accuracy"]);
+  EXPECT_NE(r.out.find("epoch: 2 step: 64, loss is "), std::string::npos) << r.out;
+
+  // The daemon started for the run ends with it.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(device: sinkd rank 0 at 127\.0\.0\.1:\d+ \(pid (\d+)\))")))
+      << r.out;
+  EXPECT_TRUE(ExitsWithin(static_cast<pid_t>(std::stol(m[1])), seconds(10)));
+}
+
+TEST_F(SinkrunSinkdTest, LaunchWritesARankTableTrainUsesItAndSigtermStopsTheDaemons) {
+  Launcher launcher;
+  ASSERT_NO_FATAL_FAILURE(Launch(launcher, 2));
+  auto table = LoadRankTable(RankTablePath().string());
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  EXPECT_EQ(table->layout, "minimal");
+  ASSERT_EQ(table->size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(table->ranks[i].rank, i);
+    EXPECT_EQ(table->ranks[i].address.ToString(), daemons_[i].address);
+    EXPECT_TRUE(IsLoopback(table->ranks[i].address.host)) << daemons_[i].address;
+    EXPECT_NE(table->ranks[i].address.port, 0);
+  }
+  EXPECT_NE(table->ranks[0].address, table->ranks[1].address);
+
+  // Training across both is refused before anything runs...
+  RunResult both = Run("train --model mlp --data synthetic:256 --batch 32 --rank-table '" + RankTablePath().string() +
+                       "'" + ReportFlag());
+  EXPECT_EQ(both.exit_code, 2) << both.out << both.err;
+  EXPECT_NE(both.err.find("data-parallel"), std::string::npos) << both.err;
+  EXPECT_EQ(both.out.find("compiled:"), std::string::npos) << both.out;
+
+  // ...and a table of rank 0 alone trains on that daemon.
+  const fs::path one = dir_ / "one.json";
+  std::ofstream(one) << json{{"devices", {{{"rank", 0}, {"address", daemons_[0].address}}}}}.dump();
+  RunResult r = Run("train --model mlp --data synthetic:512 --batch 32 --epochs 1 --rank-table '" + one.string() +
+                    "'" + ReportFlag());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("device: sinkd rank 0 at " + daemons_[0].address + " (pid " +
+                       std::to_string(daemons_[0].pid) + ")"),
+            std::string::npos)
+      << r.out;
+  const std::vector<json> lines = ReadReport();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1]["device"], "sinkd");
+  EXPECT_EQ(lines[1]["host_round_trips"], 1);
+  EXPECT_EQ(::kill(daemons_[0].pid, 0), 0) << "the daemon serves the next job";
+
+  ASSERT_EQ(::kill(launcher.pid(), SIGTERM), 0);
+  const int status = launcher.Wait(seconds(30));
+  ASSERT_NE(status, -1) << "the launcher did not stop on SIGTERM";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << Slurp(dir_ / "launch.err");
+  EXPECT_NE(Slurp(dir_ / "launch.err").find("SIGTERM: stopping 2 daemons"), std::string::npos)
+      << Slurp(dir_ / "launch.err");
+  // The launcher reaps its daemons before it exits: they are gone already.
+  ExpectDaemonsExit(milliseconds(100));
+}
+
+TEST_F(SinkrunSinkdTest, DaemonsDieWithAKilledLauncher) {
+  Launcher launcher;
+  ASSERT_NO_FATAL_FAILURE(Launch(launcher, 2));
+  ASSERT_EQ(::kill(launcher.pid(), SIGKILL), 0);
+  ASSERT_NE(launcher.Wait(seconds(30)), -1);
+  ExpectDaemonsExit(seconds(30));  // PR_SET_PDEATHSIG: SIGTERM from the kernel
+}
+
+TEST_F(SinkrunSinkdTest, LaunchStopsEveryDaemonWhenOneDies) {
+  Launcher launcher;
+  ASSERT_NO_FATAL_FAILURE(Launch(launcher, 2));
+  ASSERT_EQ(::kill(daemons_[1].pid, SIGKILL), 0);
+  const int status = launcher.Wait(seconds(30));
+  ASSERT_NE(status, -1) << "the launcher did not notice its daemon die";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
+  const std::string err = Slurp(dir_ / "launch.err");
+  EXPECT_NE(err.find("sinkd rank 1 (pid " + std::to_string(daemons_[1].pid) + ") was killed by signal 9"),
+            std::string::npos)
+      << err;
+  ExpectDaemonsExit(milliseconds(100));
+}
+
+TEST_F(SinkrunSinkdTest, LaunchRefusals) {
+  const std::string out = " --rank-table-out '" + RankTablePath().string() + "'";
+  auto expect_refused = [&](const std::string& args, const std::string& expect, int code) {
+    SCOPED_TRACE(args);
+    RunResult r = Run(args + out);
+    EXPECT_EQ(r.exit_code, code) << r.out << r.err;
+    EXPECT_NE(r.err.find(expect), std::string::npos) << "stderr does not mention '" << expect << "':\n" << r.err;
+    EXPECT_FALSE(fs::exists(RankTablePath()));
+  };
+  expect_refused("launch -n 0", "--devices", 2);
+  expect_refused("launch", "--devices", 2);
+  expect_refused("launch -n 2 --base-port 65535", "--base-port", 2);
+  expect_refused("launch -n 1 --sinkd '" + (dir_ / "no-sinkd").string() + "'", (dir_ / "no-sinkd").string(), 1);
+
+  // A daemon that cannot start (its port is taken) is an error quoting its
+  // exit status, and its own message says why.
+  const int taken = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(taken, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::bind(taken, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(taken, 1), 0);
+  ASSERT_EQ(::getsockname(taken, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int port = ntohs(addr.sin_port);
+  RunResult r =
+      Run("launch -n 1 --threads 1 --sinkd '" + std::string(kSinkd) + "' --base-port " + std::to_string(port) + out);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("sinkd rank 0 (pid "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("exited with status"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(std::to_string(port)), std::string::npos) << "sinkd's own message names the port:\n" << r.err;
+  EXPECT_FALSE(fs::exists(RankTablePath()));
+  ::close(taken);
+}
+
+TEST_F(SinkrunTest, SeveralDevicesAreRefusedNamingWhatIsMissing) {
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2", "data-parallel");
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --rank-table '" + (dir_ / "missing.json").string() +
+                    "'",
+                (dir_ / "missing.json").string(), 1);
 }
 
 // The built-in networks read only "image" and leave the loss to Model.

@@ -1,9 +1,19 @@
-// sinkrun: trains a built-in network end to end on one in-process device.
+// sinkrun: trains a built-in network end to end on one device, and starts
+// local sinkd daemons.
 //
 //   sinkrun train --model mlp|lenet --data fashion-mnist[:DIR]|synthetic[:N]
 //                 [--epochs 5] [--batch 64] [--optimizer sgd|momentum|adam]
 //                 [--lr 0.01] [--momentum 0.9] [--seed 1]
 //                 [--sink-size -1 | --no-sink] [--threads N] [--report FILE]
+//                 [--devices 1 [--sinkd PATH] | --rank-table FILE] [--token T]
+//   sinkrun launch -n N [--base-port P] [--rank-table-out FILE] [--token T]
+//                  [--sinkd PATH] [--threads K] [--quiet]
+//
+// train runs on an in-process device by default; --devices 1 starts a sinkd
+// daemon for the run and trains through it, --rank-table trains on daemons
+// already running (anywhere). The device code is the same either way, so are
+// the numbers. launch starts N daemons on this machine, writes their rank
+// table and keeps them until SIGINT or SIGTERM (or one of them dies).
 //
 // What MindSpore's
 //   model.train(epochs, train_ds, [LossMonitor(), TimeMonitor()],
@@ -17,12 +27,16 @@
 // Every flag, the data and the report file are checked before anything is
 // compiled, so a mistake costs no training time: exit 2 for a bad command
 // line, 1 for anything that fails after it (missing data included).
+#include <signal.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -38,9 +52,13 @@
 #include "sinkrt/device/openmp_policy.h"
 #include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/dataset.h"
+#include "sinkrt/host/local_cluster.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
+#include "sinkrt/host/remote_device.h"
 #include "sinkrt/host/report_callback.h"
+#include "sinkrt/runtime/file_io.h"
+#include "sinkrt/runtime/rank_table.h"
 
 namespace {
 
@@ -68,8 +86,20 @@ struct Flags {
   bool no_sink = false;
   int threads = 0;  // 0: every core the process may use
   std::string report;
-  int devices = 1;
+  int devices = 1;  // given explicitly: on a sinkd started for the run
   std::string rank_table;
+  std::string token;
+  std::string sinkd;
+};
+
+struct LaunchFlags {
+  int devices = 0;
+  int base_port = 0;  // 0: the kernel picks each daemon's port
+  std::string rank_table_out = "rank_table.json";
+  std::string token;
+  std::string sinkd;
+  int threads = 0;
+  bool quiet = false;
 };
 
 // --data, parsed.
@@ -232,13 +262,87 @@ CLI::Validator PositiveInteger() {
 
 double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-int Train(const Flags& f, const CLI::App& cmd, Clock::time_point start) {
+std::string SeveralDevices(size_t devices, const std::string& flag) {
+  return flag + ": training across " + std::to_string(devices) +
+         " devices needs data-parallel collectives (an all-reduce of the gradients), which are not supported yet; "
+         "train on one device (--devices 1, or a rank table of one rank)";
+}
+
+// The device a run trains on. Members are destroyed in reverse order: the
+// connection closes before the daemon it talks to is stopped.
+struct TrainDevice {
+  std::unique_ptr<host::LocalCluster> cluster;  // --devices: the daemon started for this run
+  std::unique_ptr<DeviceLink> link;
+  std::string kind;      // "in-process" or "sinkd"
+  std::string describe;  // for the header line
+  device::InProcessDevice* in_process = nullptr;  // link, when in-process
+  int sinkd_threads = 0;                          // from the daemon's Hello
+
+  // An in-process device knows its threads once a job is loaded.
+  int threads() const { return in_process ? in_process->executor()->threads() : sinkd_threads; }
+};
+
+Result<std::string> SinkdPath(const std::string& flag, const char* argv0) {
+  if (!flag.empty()) return flag;
+  auto found = host::FindSinkd(argv0);
+  if (!found.ok()) return found.status().WithContext("--sinkd PATH or SINKRT_SINKD");
+  return found;
+}
+
+Result<TrainDevice> ConnectSinkd(const Address& address, const std::string& token) {
+  host::RemoteOptions options = host::RemoteOptions::FromEnvironment();
+  options.rank = 0;
+  options.token = token;
+  SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<host::RemoteDevice> remote, host::RemoteDevice::Connect(address, options));
+  TrainDevice d;
+  d.kind = "sinkd";
+  d.describe = "sinkd rank 0 at " + address.ToString() + " (pid " + std::to_string(remote->hello().pid) + ")";
+  d.sinkd_threads = static_cast<int>(remote->hello().cores);
+  d.link = std::move(remote);
+  return d;
+}
+
+// `table`: the loaded --rank-table, if any.
+Result<TrainDevice> OpenDevice(const Flags& f, const CLI::App& cmd, const std::optional<RankTable>& table,
+                               const char* argv0) {
+  if (table) return ConnectSinkd(table->ranks[0].address, f.token);
+  if (cmd.count("--devices")) {
+    host::LocalClusterOptions options;
+    options.devices = 1;
+    SINKRT_ASSIGN_OR_RETURN(options.sinkd_path, SinkdPath(f.sinkd, argv0));
+    options.token = f.token;
+    // Failures come back over the connection; the job log would only
+    // interleave with the training lines.
+    options.sinkd_args = {"--quiet"};
+    if (f.threads > 0) options.sinkd_args.insert(options.sinkd_args.end(), {"--threads", std::to_string(f.threads)});
+    SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<host::LocalCluster> cluster, host::LocalCluster::Start(options));
+    SINKRT_ASSIGN_OR_RETURN(TrainDevice d, ConnectSinkd(cluster->rank_table().ranks[0].address, f.token));
+    d.cluster = std::move(cluster);
+    return d;
+  }
+  device::DeviceOptions options = device::DeviceOptions::FromEnvironment();
+  if (f.threads > 0) options.threads = f.threads;
+  auto in_process = std::make_unique<device::InProcessDevice>(options);
+  TrainDevice d;
+  d.kind = "in-process";
+  d.describe = "in-process";
+  d.in_process = in_process.get();
+  d.link = std::move(in_process);
+  return d;
+}
+
+int Train(const Flags& f, const CLI::App& cmd, const char* argv0, Clock::time_point start) {
   // Flags whose meaning depends on others, checked together so that no
   // combination is silently ignored.
-  if (f.devices != 1 || !f.rank_table.empty())
-    return Usage(std::string(f.devices != 1 ? "--devices" : "--rank-table") +
-                 ": data-parallel training across devices is not supported yet; sinkrun trains on one "
-                 "in-process device");
+  const bool launch_sinkd = cmd.count("--devices") > 0;
+  if (launch_sinkd && !f.rank_table.empty())
+    return Usage("--devices and --rank-table contradict each other: the rank table names the devices");
+  if (f.devices > 1) return Usage(SeveralDevices(f.devices, "--devices " + std::to_string(f.devices)));
+  if (!f.token.empty() && !launch_sinkd && f.rank_table.empty())
+    return Usage("--token applies to sinkd (--devices or --rank-table), not to the in-process device");
+  if (!f.sinkd.empty() && !launch_sinkd) return Usage("--sinkd applies to --devices, which starts a sinkd");
+  if (f.threads > 0 && !f.rank_table.empty())
+    return Usage("--threads: the daemons of a rank table run with the --threads they were started with");
   if (!(f.lr > 0) || !std::isfinite(f.lr)) return Usage("--lr must be a positive number, got " + Num(f.lr));
   if (!(f.momentum >= 0 && f.momentum < 1))
     return Usage("--momentum must be in [0, 1), got " + Num(f.momentum));
@@ -251,6 +355,15 @@ int Train(const Flags& f, const CLI::App& cmd, Clock::time_point start) {
   std::optional<DataChoice> data = ParseData(f.data);
   if (!data)
     return Usage("--data '" + f.data + "': expected fashion-mnist, fashion-mnist:DIR, synthetic or synthetic:N");
+  std::optional<RankTable> table;
+  if (!f.rank_table.empty()) {
+    auto loaded = LoadRankTable(f.rank_table);
+    if (!loaded.ok()) return Failure("--rank-table: " + loaded.status().message());
+    if (loaded->size() > 1)
+      return Usage(SeveralDevices(loaded->size(), "--rank-table " + f.rank_table + " (" +
+                                                      std::to_string(loaded->size()) + " ranks)"));
+    table = std::move(loaded).value();
+  }
 
   // Data first: a missing directory or a corrupt file ends the run here,
   // naming the file, before any compilation.
@@ -277,25 +390,27 @@ int Train(const Flags& f, const CLI::App& cmd, Clock::time_point start) {
     report = std::move(r).value();
   }
 
+  // Last of the checks: starting or reaching a daemon is the costliest.
+  auto opened = OpenDevice(f, cmd, table, argv0);
+  if (!opened.ok()) return Failure(opened.status().message());
+  TrainDevice& dev = *opened;
+
   const bool sink = !f.no_sink;
   const int64_t steps_per_epoch = sink && f.sink_size > 0 ? f.sink_size : batches;
   std::cout << "sinkrun: " << f.model << " on " << data->describe() << ": " << train_samples << " training, "
             << test_raw->get_dataset_size() << " test samples; batch " << f.batch << ", " << f.epochs
             << " epochs of " << steps_per_epoch << " steps, "
             << (sink ? "sink mode (sink_size " + std::to_string(f.sink_size) + ")" : std::string("non-sink mode"))
-            << ", " << OptimizerText(f) << ", seed " << f.seed << std::endl;
+            << ", " << OptimizerText(f) << ", seed " << f.seed << "; device: " << dev.describe << std::endl;
 
-  device::DeviceOptions options = device::DeviceOptions::FromEnvironment();
-  if (f.threads > 0) options.threads = f.threads;
-  device::InProcessDevice dev(options);
   host::Graph net = f.model == "mlp" ? host::MakeMlpNetwork(f.batch, {784, 512, 256, 10}, f.seed)
                                      : host::MakeLeNetNetwork(f.batch, f.seed);
-  auto model = host::Model::Create(std::move(net), host::LossSpec::SparseSoftmaxCrossEntropy(), *optimizer, dev);
+  auto model = host::Model::Create(std::move(net), host::LossSpec::SparseSoftmaxCrossEntropy(), *optimizer,
+                                    *dev.link);
   if (!model.ok()) return Failure(model.status().message());
   const host::CompileReport& compiled = (*model)->compiled().report;
   std::cout << "compiled: " << compiled.train_tasks << " train tasks, arena "
-            << Fixed1(compiled.arena_bytes / 1048576.0) << " MiB; device threads "
-            << dev.executor()->threads() << std::endl;
+            << Fixed1(compiled.arena_bytes / 1048576.0) << " MiB; device threads " << dev.threads() << std::endl;
 
   // In sink mode LossMonitor prints once per sink; without sinking it would
   // print every step, so it prints at each epoch's last step instead.
@@ -336,7 +451,8 @@ int Train(const Flags& f, const CLI::App& cmd, Clock::time_point start) {
         {"seed", f.seed},
         {"sink_mode", sink},
         {"sink_size", sink ? f.sink_size : -1},
-        {"device_threads", dev.executor()->threads()},
+        {"device", dev.kind},
+        {"device_threads", dev.threads()},
         {"train_steps", steps},
         {"train_samples", steps * f.batch},
         {"train_s", train_s},
@@ -355,12 +471,82 @@ int Train(const Flags& f, const CLI::App& cmd, Clock::time_point start) {
   return 0;
 }
 
+sigset_t StopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
+  return set;
+}
+
+// Waits for a stop signal or for a daemon to die: the signal's number, or 0
+// with `died` set. A short timeout keeps a dead daemon from going unnoticed.
+int WaitForStopOrDeath(const sigset_t& stop, host::LocalCluster& cluster, Status* died) {
+  const timespec poll_interval{0, 200'000'000};
+  for (;;) {
+    const int sig = sigtimedwait(&stop, nullptr, &poll_interval);
+    if (sig > 0) return sig;
+    if (errno != EAGAIN && errno != EINTR) {
+      *died = Internal(std::string("sigtimedwait: ") + std::strerror(errno));
+      return 0;
+    }
+    *died = cluster.Poll();
+    if (!died->ok()) return 0;
+  }
+}
+
+int Launch(const LaunchFlags& f, const char* argv0) {
+  if (f.base_port > 0 && f.base_port + f.devices - 1 > 65535)
+    return Usage("--base-port " + std::to_string(f.base_port) + ": " + std::to_string(f.devices) +
+                 " daemons need ports up to " + std::to_string(f.base_port + f.devices - 1) + ", beyond 65535");
+  auto sinkd = SinkdPath(f.sinkd, argv0);
+  if (!sinkd.ok()) return Failure(sinkd.status().message());
+  // Blocked before any daemon starts, so a Ctrl-C while they start waits for
+  // sigtimedwait instead of killing the launcher halfway; each daemon
+  // unblocks them before exec.
+  const sigset_t stop = StopSignals();
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  host::LocalClusterOptions options;
+  options.devices = f.devices;
+  options.base_port = f.base_port;
+  options.sinkd_path = *sinkd;
+  options.token = f.token;
+  if (f.threads > 0) options.sinkd_args.insert(options.sinkd_args.end(), {"--threads", std::to_string(f.threads)});
+  if (f.quiet) options.sinkd_args.push_back("--quiet");
+  auto cluster = host::LocalCluster::Start(options);
+  if (!cluster.ok()) return Failure("starting sinkd: " + cluster.status().message());
+
+  const RankTable& table = (*cluster)->rank_table();
+  std::string json = RankTableToJson(table);
+  if (json.empty() || json.back() != '\n') json += '\n';
+  Status written = WriteFileBytes(f.rank_table_out, {reinterpret_cast<const uint8_t*>(json.data()), json.size()});
+  if (!written.ok()) return Failure("--rank-table-out: " + written.message());
+  std::error_code ec;
+  const std::filesystem::path table_path = std::filesystem::absolute(f.rank_table_out, ec);
+  const std::vector<pid_t> pids = (*cluster)->pids();
+  for (size_t i = 0; i < table.size(); ++i)
+    std::printf("sinkrun: rank %u at %s (pid %d)\n", table.ranks[i].rank, table.ranks[i].address.ToString().c_str(),
+                static_cast<int>(pids[i]));
+  std::printf("sinkrun: rank table %s; Ctrl-C or SIGTERM stops the daemons\n",
+              (ec ? f.rank_table_out : table_path.string()).c_str());
+  std::fflush(stdout);
+
+  Status died;
+  const int sig = WaitForStopOrDeath(stop, **cluster, &died);
+  if (sig > 0) std::fprintf(stderr, "sinkrun: SIG%s: stopping %zu daemons\n", sigabbrev_np(sig), table.size());
+  else std::fprintf(stderr, "sinkrun: %s; stopping the others\n", died.message().c_str());
+  (*cluster)->Stop();
+  return sig > 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   sinkrt::device::EnsurePassiveOpenMp(argv);
   const Clock::time_point start = Clock::now();
-  CLI::App app{"sinkrun: trains sinkrt's built-in networks end to end on an in-process device"};
+  // A daemon that goes away must be an error from send(), not a silent death.
+  signal(SIGPIPE, SIG_IGN);
+  CLI::App app{"sinkrun: trains sinkrt's built-in networks end to end, on an in-process device or on sinkd"};
   app.require_subcommand(1);
   Flags f;
   CLI::App* train = app.add_subcommand("train", "train a network, then evaluate it on the test split");
@@ -391,12 +577,34 @@ int main(int argc, char** argv) {
   train->add_option("--threads", f.threads, "device kernel threads (default: every core this process may use)")
       ->check(PositiveInteger());
   train->add_option("--report", f.report, "write one JSON object per epoch and an end record to FILE");
-  train->add_option("--devices", f.devices, "devices to train on (only 1 so far)")->check(PositiveInteger());
-  train->add_option("--rank-table", f.rank_table, "MindSpore rank table for multi-device jobs (not supported yet)");
+  train->add_option("--devices", f.devices,
+                    "start this many sinkd daemons for the run and train on them (only 1 so far); "
+                    "default: an in-process device")
+      ->check(PositiveInteger());
+  train->add_option("--rank-table", f.rank_table,
+                    "train on the running sinkd daemons this rank table names (one rank so far)");
+  train->add_option("--token", f.token, "the daemons' --token");
+  train->add_option("--sinkd", f.sinkd, "the sinkd binary for --devices (default: SINKRT_SINKD, or beside sinkrun)");
+
+  LaunchFlags l;
+  CLI::App* launch = app.add_subcommand(
+      "launch", "start N sinkd daemons on this machine, write their rank table, stop them on Ctrl-C or SIGTERM");
+  launch->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  launch->add_option("-n,--devices", l.devices, "daemons to start, ranks 0..N-1")->required()->check(PositiveInteger());
+  launch->add_option("--base-port", l.base_port, "rank i listens on 127.0.0.1:(P + i); 0: any free port")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  launch->add_option("--rank-table-out", l.rank_table_out, "where to write the rank table")->capture_default_str();
+  launch->add_option("--token", l.token, "a secret every host must send");
+  launch->add_option("--sinkd", l.sinkd, "the sinkd binary (default: SINKRT_SINKD, or beside sinkrun)");
+  launch->add_option("--threads", l.threads, "kernel threads per daemon (default: every core)")
+      ->check(PositiveInteger());
+  launch->add_flag("--quiet", l.quiet, "no job log from the daemons");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  return Train(f, *train, start);
+  if (launch->parsed()) return Launch(l, argv[0]);
+  return Train(f, *train, argv[0], start);
 }

@@ -117,7 +117,8 @@ int main(int argc, char** argv) {
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  std::fprintf(stderr, "sinkd: rank %d stopping (%s)\n", options.rank, sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  if (!f.quiet)
+    std::fprintf(stderr, "sinkd: rank %d stopping (%s)\n", options.rank, sig == SIGTERM ? "SIGTERM" : "SIGINT");
   (*daemon)->Stop();
   (*daemon)->Wait();
   return 0;

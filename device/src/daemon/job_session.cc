@@ -205,10 +205,10 @@ void JobSession::RunSinkOnWorker(fb::ProgramKind program, uint32_t steps) {
     answer = !ending_;
   }
   if (answer) (void)socket_.Send(fbb, payload);
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    --worker_tasks_;
-  }
+  // Notify under the lock: once Unload sees no task left it may destroy this
+  // session, condition variable included.
+  std::lock_guard<std::mutex> lk(mu_);
+  --worker_tasks_;
   sink_done_cv_.notify_all();
 }
 

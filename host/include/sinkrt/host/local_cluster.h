@@ -1,0 +1,85 @@
+// LocalCluster: N sinkd daemons on this machine, started and owned by one
+// launcher process (`sinkrun launch`, `sinkrun train --devices N`).
+//
+// The daemons are separate processes started from the sinkd binary, so host
+// code never links device code. Start() returns once every daemon has printed
+// its ready line and answered a Hello probe with the rank it was given; on
+// any failure the daemons already started are stopped before it returns.
+//
+// No orphans: each daemon gets SIGTERM when the thread that started it dies
+// (PR_SET_PDEATHSIG), even if the launcher is SIGKILLed, so start the cluster
+// from a thread that lives as long as it does (the main thread). Daemons run
+// in their own process group: a Ctrl-C at the terminal reaches the launcher
+// alone, which then stops them in order instead of racing their exit.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sinkrt/runtime/rank_table.h"
+#include "sinkrt/runtime/status.h"
+
+namespace sinkrt::host {
+
+// How long starting the daemons may take: SINKRT_CONNECT_TIMEOUT_MS or
+// HCCL_CONNECT_TIMEOUT, else 30 s, capped at 120 s (clusters set
+// HCCL_CONNECT_TIMEOUT to many minutes for slow peers; a local daemon that
+// has not started in two minutes will not).
+std::chrono::milliseconds DefaultStartTimeout();
+
+struct LocalClusterOptions {
+  int devices = 1;
+  // 0: each daemon listens on 127.0.0.1:0 and the kernel picks a free port
+  // (never collides); P: rank i listens on 127.0.0.1:(P + i), the rank
+  // table convention of `sinkd --base-port`.
+  int base_port = 0;
+  std::string sinkd_path;               // see FindSinkd
+  std::string token;                    // passed as --token when not empty
+  std::vector<std::string> sinkd_args;  // more flags for every daemon: --quiet, --threads 1
+  std::chrono::milliseconds start_timeout = DefaultStartTimeout();
+  int stderr_fd = -1;  // where the daemons' stderr (their job log) goes; -1: the launcher's
+};
+
+class LocalCluster {
+ public:
+  static Result<std::unique_ptr<LocalCluster>> Start(LocalClusterOptions options);
+  ~LocalCluster();  // Stop()
+  LocalCluster(const LocalCluster&) = delete;
+  LocalCluster& operator=(const LocalCluster&) = delete;
+
+  size_t size() const;
+  // The minimal layout: rank i at 127.0.0.1:PORT.
+  const RankTable& rank_table() const;
+  std::vector<pid_t> pids() const;  // by rank
+
+  // Unavailable naming every daemon that has exited (rank, pid, exit status
+  // or signal); never blocks. Launchers call it periodically.
+  Status Poll();
+
+  // SIGTERM to every daemon still running, a bounded wait for them to end
+  // their jobs, SIGKILL for stragglers; reaps all. Idempotent.
+  void Stop();
+
+ private:
+  struct Daemon;
+  explicit LocalCluster(LocalClusterOptions options);
+  Status Launch();
+  Status AwaitReadyLines(std::chrono::steady_clock::time_point deadline);
+  Status AwaitHello(std::chrono::steady_clock::time_point deadline);
+
+  LocalClusterOptions options_;
+  std::vector<Daemon> daemons_;
+  RankTable table_;
+};
+
+// Where the sinkd binary is: $SINKRT_SINKD when set; else `sinkd` beside
+// this executable (an installation); else ../device/sinkd from it (the build
+// tree: build/tools/sinkrun, build/device/sinkd). `argv0` is used only when
+// /proc/self/exe cannot be read. The error says how to point at it.
+Result<std::string> FindSinkd(const std::string& argv0);
+
+}  // namespace sinkrt::host
