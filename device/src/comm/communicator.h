@@ -1,0 +1,126 @@
+// Communicator: collectives between the devices of one job.
+//
+// Gloo's split, kept: algorithms (allreduce.cc, allgather.cc, ...) are plain
+// functions over a Transport, which moves tagged segments between this rank
+// and each peer; transports know nothing of reductions. Two transports sit
+// behind one interface and are chosen per peer at rendezvous: shared memory
+// (POSIX shm rings) for a peer on the same host, TCP (Asio sockets) for the
+// rest.
+//
+// Every message carries the op's sequence number and a segment index, so
+// ranks that disagree about which collective comes next fail at once with
+// both sides named, instead of hanging or reducing the wrong bytes. Every
+// wait has a deadline (the peer timeout); a missed one names the op, the
+// phase and the ranks that did not answer.
+//
+// All members of a group call the same collectives in the same order with
+// the same sizes, from one thread each (the device's communication stream).
+// Results are bitwise identical on every rank: each element is reduced in
+// one fixed order, chosen by the algorithm, never by arrival time.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sinkrt/fb/task_stream_generated.h"
+#include "sinkrt/runtime/address.h"
+#include "sinkrt/runtime/dtype.h"
+#include "sinkrt/runtime/status.h"
+#include "sinkrt/runtime/wire_socket.h"
+
+namespace sinkrt::device {
+
+using ReduceOp = fb::ReduceOp;
+
+struct CommOptions {
+  // Every receive, send-window wait and rendezvous phase (SINKRT_PEER_TIMEOUT_MS).
+  std::chrono::milliseconds peer_timeout{std::chrono::seconds(300)};
+  // Large messages move in segments of this size, several in flight, so
+  // sending, receiving and reducing overlap.
+  size_t segment_bytes = 512 << 10;
+  int segments_in_flight = 4;  // per peer and direction (Gloo keeps 2)
+  // AllReduce below this many bytes uses recursive doubling (latency),
+  // above it the ring (bandwidth). Calibrated by bench/allreduce_bench.
+  size_t small_allreduce_bytes = 64 << 10;
+  // Let peers on this host use shared memory (tests turn it off to exercise TCP).
+  bool use_shared_memory = true;
+};
+
+// One member of the world as the rendezvous sees it.
+struct PeerAddress {
+  uint32_t rank = 0;
+  Address address;      // where its daemon accepts peer connections
+  std::string host_id;  // equal host_ids share memory (the machine's boot id + hostname)
+};
+
+// The ranks of one collective group, ascending; the world is 0..size-1.
+struct Group {
+  std::vector<uint32_t> ranks;
+  static Group World(uint32_t size);
+};
+
+// Stand-in for the daemon's accept loop during rendezvous: peers with a
+// lower rank than ours connect to us, and their sockets (Hello already
+// read, rank known) are handed over here.
+class PeerInbox {
+ public:
+  virtual ~PeerInbox() = default;
+  // The next peer connection, or an error at the deadline.
+  virtual Result<std::pair<uint32_t, std::unique_ptr<FrameSocket>>> Accept(Deadline deadline) = 0;
+};
+
+class Transport;
+
+class Communicator {
+ public:
+  ~Communicator();
+
+  // Rendezvous: connects a full mesh (rank r dials every peer above it and
+  // takes every peer below it from `inbox`), sets up shared memory with the
+  // peers on this host, then runs a barrier. `job` must be equal on every
+  // rank (a stale daemon from another job cannot join).
+  static Result<std::unique_ptr<Communicator>> Create(uint32_t rank, std::vector<PeerAddress> world, uint64_t job,
+                                                      PeerInbox& inbox, CommOptions options);
+
+  uint32_t rank() const;
+  uint32_t size() const;
+  const CommOptions& options() const;
+  // "shm" or "tcp" for each peer (tools and logs).
+  std::string TransportName(uint32_t peer) const;
+
+  // In place over `data` (count elements of `dtype`). Mean divides the sum
+  // by the group's size.
+  Status AllReduce(std::span<uint8_t> data, DType dtype, ReduceOp op, const Group& group);
+  // `out` = every member's `in`, in group order (out.size() == in.size() * members).
+  Status AllGather(std::span<const uint8_t> in, std::span<uint8_t> out, const Group& group);
+  // `out` = this member's 1/members share of the reduction of every `in`.
+  Status ReduceScatter(std::span<const uint8_t> in, std::span<uint8_t> out, DType dtype, ReduceOp op,
+                       const Group& group);
+  // `data` on `root` (a world rank in the group) copied to every member.
+  Status Broadcast(std::span<uint8_t> data, uint32_t root, const Group& group);
+  Status Send(std::span<const uint8_t> data, uint32_t peer);
+  Status Recv(std::span<uint8_t> data, uint32_t peer);
+  Status Barrier(const Group& group);
+
+  // Wakes every wait with kAborted (the job is being torn down).
+  void Abort();
+
+  struct State;
+
+ private:
+  explicit Communicator(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+// dst[i] = dst[i] (op) src[i] over `count` elements; Mean reduces as Sum
+// (the division happens once, at the end of the collective).
+Status ReduceInto(std::span<uint8_t> dst, std::span<const uint8_t> src, DType dtype, ReduceOp op);
+
+// This machine's identity for "same host" decisions.
+std::string LocalHostId();
+
+}  // namespace sinkrt::device
