@@ -6,6 +6,7 @@
 
 #include "sinkrt/device/executor.h"
 #include "sinkrt/host/compiler.h"
+#include "sinkrt/runtime/file_io.h"
 #include "sinkrt/runtime/stream_view.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
@@ -82,6 +83,14 @@ TEST_F(CorruptStream, EveryTruncationIsRefused) {
 }
 
 TEST_F(CorruptStream, TruncationMessageSaysTruncated) { ExpectError({good_->begin(), good_->begin() + 100}, "truncated"); }
+
+// Found by fuzz/stream_fuzzer: a shape vector whose 8-byte elements sit at a
+// 4-byte boundary passes FlatBuffers' Verifier (google/flatbuffers#8397).
+TEST_F(CorruptStream, MisalignedShapeVectorIsRefused) {
+  auto bytes = ReadFileBytes(SINKRT_SOURCE_DIR "/test/data/streams/misaligned_shape.tstream");
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  ExpectError(*bytes, "not 8-byte aligned");
+}
 
 TEST_F(CorruptStream, WrongFileIdentifier) {
   std::vector<uint8_t> bad = *good_;

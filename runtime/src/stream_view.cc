@@ -54,6 +54,11 @@ class Checker {
     if (DTypeSize(dtype) == 0) return InvalidArgument(what + ": invalid dtype " + std::to_string(int(dtype)));
     if (shape && shape->size() > 8)
       return InvalidArgument(what + ": rank " + std::to_string(shape->size()) + " exceeds 8");
+    // FlatBuffers 2.0's Verifier checks a vector's length field for
+    // alignment but not its 8-byte elements (google/flatbuffers#8397); a
+    // crafted stream could make every later read of the shape misaligned.
+    if (shape && reinterpret_cast<uintptr_t>(shape->data()) % alignof(int64_t) != 0)
+      return InvalidArgument(what + ": shape vector is not 8-byte aligned");
     std::vector<int64_t> dims = shape ? std::vector<int64_t>(shape->begin(), shape->end()) : std::vector<int64_t>{};
     int64_t n = NumElements(dims);
     if (n < 0) return InvalidArgument(what + ": shape " + ShapeToString(dims) + " has a negative or huge dimension");
