@@ -57,7 +57,7 @@ class Checker {
     // FlatBuffers 2.0's Verifier checks a vector's length field for
     // alignment but not its 8-byte elements (google/flatbuffers#8397); a
     // crafted stream could make every later read of the shape misaligned.
-    if (shape && reinterpret_cast<uintptr_t>(shape->data()) % alignof(int64_t) != 0)
+    if (shape && shape->size() > 0 && reinterpret_cast<uintptr_t>(shape->data()) % alignof(int64_t) != 0)
       return InvalidArgument(what + ": shape vector is not 8-byte aligned");
     std::vector<int64_t> dims = shape ? std::vector<int64_t>(shape->begin(), shape->end()) : std::vector<int64_t>{};
     int64_t n = NumElements(dims);

@@ -103,7 +103,7 @@ Status LoadCheckpoint(const std::string& path, Model& model, CheckpointInfo* inf
     const fb::CheckpointTensor* t = it->second;
     Shape shape;
     // The Verifier does not check 8-byte element alignment (google/flatbuffers#8397).
-    if (t->shape() && reinterpret_cast<uintptr_t>(t->shape()->data()) % alignof(int64_t) != 0)
+    if (t->shape() && t->shape()->size() > 0 && reinterpret_cast<uintptr_t>(t->shape()->data()) % alignof(int64_t) != 0)
       return InvalidArgument(where + ": tensor '" + s.name + "' has a misaligned shape vector");
     if (t->shape()) shape.assign(t->shape()->begin(), t->shape()->end());
     if (t->dtype() != s.dtype || shape != s.shape)
