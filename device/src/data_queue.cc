@@ -50,17 +50,7 @@ Status DataQueue::Push(std::span<const ConstBytes> columns, std::chrono::millise
     std::memcpy(p, columns[c].data(), columns[c].size());
     p += (column_bytes_[c] + 63) / 64 * 64;
   }
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    // Cleared while copying: the slot was never published, so dropping it
-    // here leaves the queue exactly as Clear left it.
-    if (generation_ != generation) return Aborted("queue '" + name_ + "' was cleared");
-    tail_ = (tail_ + 1) % capacity_;
-    ++count_;
-    if (count_ > high_water_) high_water_ = count_;
-  }
-  not_empty_.notify_one();
-  return Status::Ok();
+  return Publish(generation);
 }
 
 Status DataQueue::FillNext(const std::function<Status(std::span<const std::span<uint8_t>> columns)>& fill) {
@@ -89,8 +79,14 @@ Status DataQueue::FillNext(const std::function<Status(std::span<const std::span<
     p += (column_bytes_[c] + 63) / 64 * 64;
   }
   SINKRT_RETURN_IF_ERROR(fill(std::span<const std::span<uint8_t>>(out, column_bytes_.size())));
+  return Publish(generation);
+}
+
+Status DataQueue::Publish(uint64_t generation) {
   {
     std::lock_guard<std::mutex> lk(mu_);
+    // Cleared while filling: the slot was never published, so dropping it
+    // here leaves the queue exactly as Clear left it.
     if (generation_ != generation) return Aborted("queue '" + name_ + "' was cleared");
     tail_ = (tail_ + 1) % capacity_;
     ++count_;

@@ -65,6 +65,9 @@ class DataQueue {
   const std::vector<uint64_t>& column_bytes() const { return column_bytes_; }
 
  private:
+  // Makes the slot at tail_ visible to Pop, unless a Clear came in between.
+  Status Publish(uint64_t generation);
+
   std::string name_;
   uint32_t capacity_ = 0;
   std::vector<uint64_t> column_bytes_;
