@@ -1,0 +1,459 @@
+// The wire: what driving a device through a sinkd daemon over loopback TCP
+// costs, against the in-process device and a plain socket.
+//
+//   BM_ControlRoundTrip  RunSink of 0 steps (one control round trip) on a
+//                        RemoteDevice to a real sinkd, and on an
+//                        InProcessDevice for reference; time per call.
+//   BM_PushBatch         PushBatch throughput into a daemon: per iteration
+//                        `capacity` batches of the 784-512-256-10 MLP, then
+//                        ClearQueue (which returns once the daemon has
+//                        dropped them and returned the credits), so nothing
+//                        consumes batches and only the data path is timed.
+//   BM_SocketCopy        the limit: the same bytes over a plain loopback TCP
+//                        connection between two threads of this process,
+//                        tuned as the wire's sockets (sinkrt::TuneSocket), the
+//                        receiver reading each batch into a pre-touched
+//                        buffer and acking every `capacity` batches (as
+//                        ClearQueue's round trip). slots:1 reads every batch
+//                        into one buffer; slots:64 into a ring of `capacity`
+//                        buffers allocated as the daemon's queue slots.
+//   BM_SocketPingPong    a 64-byte request and answer between two threads
+//                        over such a connection: the floor under a round trip.
+//   BM_Train             Model.train of the MLP at batch 64 on synthetic data
+//                        (64 steps per epoch), sink mode (sink_size -1) vs
+//                        dataset_sink_mode=false, through a daemon started
+//                        with --threads 1 and 2, and in-process for reference.
+//
+// After the benchmarks, main prints the ratios the figures are read by: the
+// gain from sinking, PushBatch against the plain socket, the daemon's round
+// trip against the in-process call.
+//
+// Daemons: one per thread count, started on first use on 127.0.0.1:0 (the
+// kernel picks the port) and stopped at exit; their logs go to temporary
+// files, removed at exit.
+#include <benchmark/benchmark.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <asio/connect.hpp>
+#include <asio/read.hpp>
+#include <asio/write.hpp>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sinkrt/device/in_process_device.h"
+#include "sinkrt/host/compiler.h"
+#include "sinkrt/host/model.h"
+#include "sinkrt/host/remote_device.h"
+#include "sinkrt/runtime/wire_socket.h"
+#include "support/model_fixtures.h"
+#include "support/sinkd_process.h"
+#include "support/test_models.h"
+
+#ifndef SINKD_PATH
+#error "wire_bench needs SINKD_PATH (bench/CMakeLists.txt sets it to the built sinkd)"
+#endif
+
+namespace sinkrt {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr uint32_t kCapacity = 64;  // queue slots for the push benchmarks (compile allows 1..4096)
+constexpr int64_t kFeatures = 784, kClasses = 10;
+
+uint64_t BatchBytes(int64_t batch) { return static_cast<uint64_t>(batch) * (kFeatures * 4 + 4); }
+
+// -- daemons ------------------------------------------------------------------
+
+std::map<int, std::unique_ptr<testing::SinkdProcess>>& Daemons() {
+  static auto* daemons = new std::map<int, std::unique_ptr<testing::SinkdProcess>>();
+  return *daemons;
+}
+
+std::filesystem::path DaemonLog(int threads) {
+  return std::filesystem::temp_directory_path() /
+         ("wire_bench_" + std::to_string(getpid()) + "_t" + std::to_string(threads) + ".log");
+}
+
+// The address of a daemon with `threads` kernel threads, started on first use.
+Result<Address> Daemon(int threads) {
+  auto& daemons = Daemons();
+  auto it = daemons.find(threads);
+  if (it == daemons.end()) {
+    auto d = std::make_unique<testing::SinkdProcess>();
+    SINKRT_RETURN_IF_ERROR(d->Start(SINKD_PATH, {"--threads", std::to_string(threads)}, DaemonLog(threads)));
+    it = daemons.emplace(threads, std::move(d)).first;
+  }
+  return it->second->address();
+}
+
+void StopDaemons() {
+  for (auto& [threads, d] : Daemons()) {
+    d->Stop();
+    std::error_code ec;
+    std::filesystem::remove(DaemonLog(threads), ec);
+  }
+  Daemons().clear();
+}
+
+host::RemoteOptions BenchRemoteOptions() {
+  host::RemoteOptions o;
+  o.connect_timeout = 20s;
+  o.reply_timeout = 60s;
+  o.push_timeout = 60s;
+  o.sink_timeout = 300s;
+  return o;
+}
+
+Result<std::unique_ptr<DeviceLink>> ConnectDaemon(int threads) {
+  SINKRT_ASSIGN_OR_RETURN(Address address, Daemon(threads));
+  SINKRT_ASSIGN_OR_RETURN(auto remote, host::RemoteDevice::Connect(address, BenchRemoteOptions()));
+  return std::unique_ptr<DeviceLink>(std::move(remote));
+}
+
+std::unique_ptr<DeviceLink> InProcess(int threads) {
+  device::DeviceOptions opts = device::DeviceOptions::FromEnvironment();
+  opts.threads = threads;
+  return std::make_unique<device::InProcessDevice>(opts);
+}
+
+// The 784-512-256-10 MLP at `batch`, compiled and loaded on `device`.
+Status LoadMlp(DeviceLink& device, int64_t batch, uint32_t queue_capacity) {
+  host::CompileOptions o;
+  o.optimizer = host::OptimizerSpec::Momentum(0.01f, 0.9f);
+  o.queue_capacity = queue_capacity;
+  SINKRT_ASSIGN_OR_RETURN(host::CompiledStream cs, host::Compile(testing::MakeMlp(batch), o));
+  return device.Load(cs.bytes).status();
+}
+
+// One batch of the MLP's train queue ("image" f32 [batch, 784], "label" i32
+// [batch]), pre-touched.
+struct Batch {
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  explicit Batch(int64_t batch) {
+    testing::SyntheticData d = testing::MakeSyntheticData(batch, kFeatures, kClasses, 1);
+    images = std::move(d.images);
+    labels = std::move(d.labels);
+  }
+  std::array<ConstBytes, 2> columns() const {
+    return {ConstBytes(reinterpret_cast<const uint8_t*>(images.data()), images.size() * sizeof(float)),
+            ConstBytes(reinterpret_cast<const uint8_t*>(labels.data()), labels.size() * sizeof(int32_t))};
+  }
+};
+
+void SetTransferCounters(benchmark::State& state, uint64_t batch_bytes) {
+  const double batches = static_cast<double>(state.iterations()) * kCapacity;
+  // Printed with SI prefixes: "3.1G/s" is 3.1 GB/s (10^9 bytes).
+  state.counters["bytes/s"] = benchmark::Counter(batches * static_cast<double>(batch_bytes), benchmark::Counter::kIsRate);
+  state.counters["batches/s"] = benchmark::Counter(batches, benchmark::Counter::kIsRate);
+  state.counters["batch_KB"] = static_cast<double>(batch_bytes) / 1e3;
+}
+
+// -- 1. control round trip ------------------------------------------------------
+
+void BM_ControlRoundTrip(benchmark::State& state) {
+  const bool daemon = state.range(0) != 0;
+  std::unique_ptr<DeviceLink> device;
+  if (daemon) {
+    auto d = ConnectDaemon(1);
+    if (!d.ok()) return state.SkipWithError(d.status().ToString().c_str());
+    device = std::move(*d);
+  } else {
+    device = InProcess(1);
+  }
+  if (Status st = LoadMlp(*device, 64, 16); !st.ok()) return state.SkipWithError(st.ToString().c_str());
+  for (auto _ : state) {
+    auto r = device->RunSink(ProgramKind::TrainStep, 0);
+    if (!r.ok()) return state.SkipWithError(r.status().ToString().c_str());
+    benchmark::DoNotOptimize(r->steps_run);
+  }
+}
+BENCHMARK(BM_ControlRoundTrip)
+    ->ArgName("daemon")
+    ->Arg(1)
+    ->Arg(0)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime()
+    ->MinTime(1.0);
+
+// -- 2. PushBatch throughput and its plain-socket limit -------------------------
+
+void BM_PushBatch(benchmark::State& state) {
+  const int64_t batch = state.range(0);
+  auto device = ConnectDaemon(1);
+  if (!device.ok()) return state.SkipWithError(device.status().ToString().c_str());
+  DeviceLink& dev = **device;
+  if (Status st = LoadMlp(dev, batch, kCapacity); !st.ok()) return state.SkipWithError(st.ToString().c_str());
+  Batch data(batch);
+  const auto cols = data.columns();
+  for (auto _ : state) {
+    for (uint32_t i = 0; i < kCapacity; ++i)
+      if (Status st = dev.PushBatch(0, cols); !st.ok()) return state.SkipWithError(st.ToString().c_str());
+    if (Status st = dev.ClearQueue(0); !st.ok()) return state.SkipWithError(st.ToString().c_str());
+  }
+  SetTransferCounters(state, BatchBytes(batch));
+}
+BENCHMARK(BM_PushBatch)->ArgName("batch")->Arg(64)->Arg(256)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+
+// Receive memory as the daemon's queue slots get it (device/src/arena.cc):
+// mmap'd, 2 MiB aligned with MADV_HUGEPAGE when that large, pre-touched.
+struct Pages {
+  static constexpr size_t kHuge = 2u << 20;
+  void* map = MAP_FAILED;
+  size_t map_bytes = 0;
+  uint8_t* data = nullptr;
+  explicit Pages(size_t bytes) {
+    const bool huge = bytes >= kHuge;
+    const size_t align = huge ? kHuge : 4096;
+    const size_t rounded = (bytes + align - 1) / align * align;
+    map_bytes = rounded + (huge ? kHuge : 0);
+    map = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) throw std::bad_alloc();
+    data = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(map) + align - 1) / align * align);
+    if (huge) madvise(data, rounded, MADV_HUGEPAGE);
+    std::memset(data, 1, bytes);
+  }
+  ~Pages() { munmap(map, map_bytes); }
+  Pages(const Pages&) = delete;
+  Pages& operator=(const Pages&) = delete;
+};
+
+// Two ends of a loopback TCP connection in this process, tuned as the wire's.
+struct Loopback {
+  asio::io_context io;
+  asio::ip::tcp::socket tx{io}, rx{io};
+  asio::error_code Open() {
+    asio::error_code ec;
+    asio::ip::tcp::acceptor acceptor(io);
+    const asio::ip::tcp::endpoint any(asio::ip::make_address("127.0.0.1"), 0);
+    acceptor.open(any.protocol(), ec);
+    if (!ec) acceptor.bind(any, ec);
+    if (!ec) acceptor.listen(1, ec);
+    if (!ec) tx.connect(acceptor.local_endpoint(ec), ec);
+    if (!ec) acceptor.accept(rx, ec);
+    if (ec) return ec;
+    TuneSocket(tx);
+    TuneSocket(rx);
+    return ec;
+  }
+};
+
+void BM_SocketCopy(benchmark::State& state) {
+  const int64_t batch = state.range(0);
+  const uint32_t slots = static_cast<uint32_t>(state.range(1));
+  const uint64_t bytes = BatchBytes(batch);
+  Batch data(batch);
+
+  Loopback link;
+  asio::error_code ec = link.Open();
+  if (ec) return state.SkipWithError(("loopback connection: " + ec.message()).c_str());
+  asio::ip::tcp::socket& tx = link.tx;
+  asio::ip::tcp::socket& rx = link.rx;
+
+  std::thread receiver([&rx, bytes, slots] {
+    Pages ring(bytes * slots);
+    uint8_t ack = 1;
+    asio::error_code rec;
+    for (;;) {
+      for (uint32_t i = 0; i < kCapacity; ++i) {
+        asio::read(rx, asio::buffer(ring.data + (i % slots) * bytes, bytes), rec);
+        if (rec) return;
+      }
+      asio::write(rx, asio::buffer(&ack, 1), rec);
+      if (rec) return;
+    }
+  });
+
+  const auto cols = data.columns();
+  // Gathered as PushBatch sends its columns (less its 16-byte header and
+  // ~40-byte message).
+  const std::array<asio::const_buffer, 2> pieces = {asio::buffer(cols[0].data(), cols[0].size()),
+                                                    asio::buffer(cols[1].data(), cols[1].size())};
+  for (auto _ : state) {
+    for (uint32_t i = 0; i < kCapacity && !ec; ++i) asio::write(tx, pieces, ec);
+    uint8_t ack = 0;
+    if (!ec) asio::read(tx, asio::buffer(&ack, 1), ec);
+    if (ec) {
+      state.SkipWithError(("plain socket: " + ec.message()).c_str());
+      break;
+    }
+  }
+  tx.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+  receiver.join();
+  SetTransferCounters(state, bytes);
+}
+BENCHMARK(BM_SocketCopy)
+    ->ArgNames({"batch", "slots"})
+    ->Args({64, 1})
+    ->Args({64, kCapacity})
+    ->Args({256, 1})
+    ->Args({256, kCapacity})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(1.0);
+
+// For reading BM_ControlRoundTrip: a 64-byte request and a 64-byte answer
+// (a control frame's size) between two threads over the same kind of
+// connection, with none of the daemon's hand-offs.
+void BM_SocketPingPong(benchmark::State& state) {
+  Loopback link;
+  asio::error_code ec = link.Open();
+  if (ec) return state.SkipWithError(("loopback connection: " + ec.message()).c_str());
+  std::thread echo([&link] {
+    std::array<uint8_t, 64> m{};
+    asio::error_code rec;
+    while (!rec) {
+      asio::read(link.rx, asio::buffer(m), rec);
+      if (!rec) asio::write(link.rx, asio::buffer(m), rec);
+    }
+  });
+  std::array<uint8_t, 64> m{};
+  for (auto _ : state) {
+    asio::write(link.tx, asio::buffer(m), ec);
+    if (!ec) asio::read(link.tx, asio::buffer(m), ec);
+    if (ec) {
+      state.SkipWithError(("plain socket: " + ec.message()).c_str());
+      break;
+    }
+  }
+  link.tx.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+  echo.join();
+}
+BENCHMARK(BM_SocketPingPong)->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(1.0);
+
+// -- 3. sink vs non-sink training ---------------------------------------------
+
+constexpr int64_t kTrainBatch = 64, kStepsPerEpoch = 64;
+
+void BM_Train(benchmark::State& state) {
+  const bool daemon = state.range(0) != 0;
+  const bool sink = state.range(1) != 0;
+  const int threads = static_cast<int>(state.range(2));
+  std::unique_ptr<DeviceLink> device;
+  if (daemon) {
+    auto d = ConnectDaemon(threads);
+    if (!d.ok()) return state.SkipWithError(d.status().ToString().c_str());
+    device = std::move(*d);
+  } else {
+    device = InProcess(threads);
+  }
+  auto model = host::Model::Create(testing::MlpNetwork(kTrainBatch, {kFeatures, 512, 256, kClasses}),
+                                   host::LossSpec::SparseSoftmaxCrossEntropy(),
+                                   host::OptimizerSpec::Momentum(0.01f, 0.9f), *device);
+  if (!model.ok()) return state.SkipWithError(model.status().ToString().c_str());
+  testing::SyntheticData data = testing::MakeSyntheticData(kTrainBatch * kStepsPerEpoch, kFeatures, kClasses, 1);
+  const host::Dataset ds = testing::MakeDataset(data, kTrainBatch);
+  // One untimed epoch: first-touch of the host's batch buffers and the
+  // kernels' first runs stay out of the figure.
+  if (Status st = (*model)->train(1, ds, {}, sink, -1); !st.ok()) return state.SkipWithError(st.ToString().c_str());
+  const uint64_t trips_before = (*model)->host_round_trips();
+  for (auto _ : state) {
+    if (Status st = (*model)->train(1, ds, {}, sink, -1); !st.ok()) return state.SkipWithError(st.ToString().c_str());
+  }
+  const double epochs = static_cast<double>(state.iterations());
+  state.SetItemsProcessed(state.iterations() * kTrainBatch * kStepsPerEpoch);
+  state.counters["round_trips/epoch"] = static_cast<double>((*model)->host_round_trips() - trips_before) / epochs;
+}
+BENCHMARK(BM_Train)
+    ->ArgNames({"daemon", "sink", "threads"})
+    ->Args({1, 1, 1})
+    ->Args({1, 0, 1})
+    ->Args({1, 1, 2})
+    ->Args({1, 0, 2})
+    ->Args({0, 1, 1})
+    ->Args({0, 0, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(1.5);
+
+// -- ratios -------------------------------------------------------------------
+
+// The console reporter, keeping every measured run for the ratios.
+class RecordingReporter : public benchmark::ConsoleReporter {
+ public:
+  RecordingReporter() : ConsoleReporter(isatty(STDOUT_FILENO) ? OO_ColorTabular : OO_Tabular) {}
+
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs)
+      if (r.run_type == Run::RT_Iteration && !r.error_occurred)
+        runs_[r.run_name.function_name + (r.run_name.args.empty() ? "" : "/" + r.run_name.args)].push_back(r);
+    ConsoleReporter::ReportRuns(runs);
+  }
+
+  // The median over repetitions of a counter ("" = real time per
+  // iteration in the benchmark's unit); negative if the run is missing.
+  double Median(const std::string& name, const std::string& counter = "") const {
+    auto it = runs_.find(name);
+    if (it == runs_.end()) return -1;
+    std::vector<double> v;
+    for (const Run& r : it->second) {
+      if (counter.empty()) {
+        v.push_back(r.GetAdjustedRealTime());
+      } else {
+        auto c = r.counters.find(counter);
+        if (c != r.counters.end()) v.push_back(c->second.value);
+      }
+    }
+    if (v.empty()) return -1;
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  }
+
+ private:
+  std::map<std::string, std::vector<Run>> runs_;
+};
+
+void PrintRatios(const RecordingReporter& rep) {
+  std::printf("\n");
+  double remote = rep.Median("BM_ControlRoundTrip/daemon:1"), local = rep.Median("BM_ControlRoundTrip/daemon:0");
+  double ping = rep.Median("BM_SocketPingPong");
+  if (remote > 0 && local > 0 && ping > 0)
+    std::printf("control round trip: daemon %.1f us, in-process %.2f us; plain-socket ping-pong %.1f us\n", remote,
+                local, ping);
+  for (int batch : {64, 256}) {
+    const std::string b = std::to_string(batch);
+    double push = rep.Median("BM_PushBatch/batch:" + b, "bytes/s") / 1e6;
+    double one = rep.Median("BM_SocketCopy/batch:" + b + "/slots:1", "bytes/s") / 1e6;
+    double ring = rep.Median("BM_SocketCopy/batch:" + b + "/slots:" + std::to_string(kCapacity), "bytes/s") / 1e6;
+    if (push > 0 && one > 0 && ring > 0)
+      std::printf("batch %d: PushBatch %.0f MB/s = %.0f%% of a plain socket into one buffer (%.0f MB/s), "
+                  "%.0f%% of one into %u slots (%.0f MB/s)\n",
+                  batch, push, 100 * push / one, one, 100 * push / ring, kCapacity, ring);
+  }
+  for (int daemon : {1, 0})
+    for (int threads : {1, 2}) {
+      const std::string k = "BM_Train/daemon:" + std::to_string(daemon);
+      const std::string t = "/threads:" + std::to_string(threads);
+      double s = rep.Median(k + "/sink:1" + t, "items_per_second");
+      double n = rep.Median(k + "/sink:0" + t, "items_per_second");
+      if (s > 0 && n > 0)
+        std::printf("gain from sinking (%s, %d thread%s): %.2fx (sink %.0f samples/s, non-sink %.0f samples/s)\n",
+                    daemon ? "daemon" : "in-process", threads, threads > 1 ? "s" : "", s / n, s, n);
+    }
+  std::fflush(stdout);
+}
+
+}  // namespace
+}  // namespace sinkrt
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  sinkrt::RecordingReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  sinkrt::StopDaemons();
+  sinkrt::PrintRatios(reporter);
+  return 0;
+}
