@@ -13,6 +13,19 @@
 // wait has a deadline (the peer timeout); a missed one names the op, the
 // phase and the ranks that did not answer.
 //
+// Sequence numbers count per group (the same ranks list), from #1; the
+// rendezvous barrier is Barrier #0 of the world. A subgroup's calls are
+// made by its members only, so one counter per communicator would drift
+// apart between members and non-members; per group, every member counts
+// the same calls. Send/Recv between two ranks count in the group of that
+// pair, and messages also carry a hash of the group, so equal numbers in
+// two groups never match.
+//
+// A failed collective breaks the communicator (every later call returns
+// that failure) and sends a failure notice to every peer, whose current or
+// next wait then fails at once naming this rank: after a failure the ranks'
+// message streams are out of step and the job is torn down.
+//
 // All members of a group call the same collectives in the same order with
 // the same sizes, from one thread each (the device's communication stream).
 // Results are bitwise identical on every rank: each element is reduced in
@@ -44,8 +57,12 @@ struct CommOptions {
   size_t segment_bytes = 512 << 10;
   int segments_in_flight = 4;  // per peer and direction (Gloo keeps 2)
   // AllReduce below this many bytes uses recursive doubling (latency),
-  // above it the ring (bandwidth). Calibrated by bench/allreduce_bench.
-  size_t small_allreduce_bytes = 64 << 10;
+  // above it the ring (bandwidth). Calibrated by bench/allreduce_bench on
+  // the 2-core VMs: the two cross at ~128-256 KiB for 4 ranks over shm,
+  // ~512 KiB-1 MiB for 4 ranks over TCP and ~1-4 MiB for 2 ranks (where a
+  // swap moves no more bytes than the ring); 256 KiB stays within ~1.5x of
+  // the faster one everywhere measured.
+  size_t small_allreduce_bytes = 256 << 10;
   // Let peers on this host use shared memory (tests turn it off to exercise TCP).
   bool use_shared_memory = true;
 };

@@ -1,0 +1,45 @@
+// ListeningInbox: a PeerInbox with its own listening socket, for tests and
+// benchmarks that run communicators without a daemon.
+//
+// It accepts on 127.0.0.1:0 (any free port; address() tells which), reads
+// each connection's Hello with a deadline and queues the socket under the
+// rank the Hello names. Connections that send anything else are dropped.
+// Sockets it hands over stay valid after the inbox is destroyed.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "sinkrt/device/communicator.h"
+
+namespace sinkrt::device {
+
+class ListeningInbox final : public PeerInbox {
+ public:
+  static Result<std::unique_ptr<ListeningInbox>> Start(
+      std::chrono::milliseconds hello_timeout = std::chrono::seconds(10));
+  ~ListeningInbox() override;
+
+  const Address& address() const { return address_; }
+  Result<std::pair<uint32_t, std::unique_ptr<FrameSocket>>> Accept(Deadline deadline) override;
+
+  struct Impl;
+
+ private:
+  explicit ListeningInbox(std::unique_ptr<Impl> impl);
+  void Loop();
+
+  std::unique_ptr<Impl> impl_;
+  Address address_;
+  std::chrono::milliseconds hello_timeout_{10000};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<uint32_t, std::unique_ptr<FrameSocket>>> ready_;
+  std::thread thread_;
+};
+
+}  // namespace sinkrt::device

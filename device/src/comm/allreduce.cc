@@ -1,0 +1,27 @@
+// AllReduce: recursive doubling below options.small_allreduce_bytes (fewest
+// rounds: latency), the pipelined ring above (2(n-1)/n of the data per rank
+// on the wire: bandwidth). Mean is a Sum divided once at the end, after
+// every send has left the buffer.
+#include "comm_state.h"
+#include "reduce.h"
+
+namespace sinkrt::device {
+
+Status AllReduceOp(Op& op, std::span<uint8_t> data, DType dtype, ReduceOp rop) {
+  const size_t elem = DTypeSize(dtype);
+  const size_t count = data.size() / elem;
+  const uint32_t n = op.n();
+  if (n > 1 && count > 0) {
+    // The ring needs a chunk per member; tiny buffers have no bandwidth to win anyway.
+    if (data.size() < op.state.options.small_allreduce_bytes || count < n) {
+      SINKRT_RETURN_IF_ERROR(RecursiveDoubling(op, data, elem, dtype, rop));
+    } else {
+      SINKRT_RETURN_IF_ERROR(RingPass(op, data, elem, dtype, rop, 0, 2 * (n - 1)));
+    }
+    SINKRT_RETURN_IF_ERROR(op.FlushAll());
+  }
+  if (rop == ReduceOp::Mean) DivideRaw(data.data(), count, dtype, n);
+  return Status::Ok();
+}
+
+}  // namespace sinkrt::device

@@ -1,0 +1,110 @@
+// CommSignals: what every wait of one communicator checks besides its own
+// condition (Abort, a peer's failure notice), and this rank's progress as
+// its peers may ask for it when they time out (the stall report).
+//
+// The op thread writes the progress fields; the I/O thread reads them to
+// answer a peer's query. Each field is its own atomic: a report that mixes
+// two moments is still a fair picture of a stalled rank.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "sinkrt/runtime/status.h"
+#include "transport.h"
+
+namespace sinkrt::device {
+
+struct PeerProgress {
+  OpKind op = OpKind::kNone;  // the current or last collective
+  uint32_t group = 0;
+  uint64_t seq = 0;
+  bool active = false;      // inside that collective now
+  bool failed = false;      // that collective failed (the communicator is broken)
+  int32_t waiting_on = -1;  // the rank an active collective waits for, -1 if none
+};
+
+class CommSignals {
+ public:
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  void Abort() {
+    aborted_.store(true, std::memory_order_release);
+    WakeAll();
+  }
+
+  // A peer's failure notice: every later wait fails with the first one.
+  void Poison(Status why) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (poisoned_.load(std::memory_order_relaxed)) return;
+      poison_ = std::move(why);
+      poisoned_.store(true, std::memory_order_release);
+    }
+    WakeAll();
+  }
+  bool poisoned() const { return poisoned_.load(std::memory_order_acquire); }
+  Status poison() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return poison_;
+  }
+
+  // Registered during rendezvous, before any wait can run.
+  void AddWaker(std::function<void()> wake) { wakers_.push_back(std::move(wake)); }
+  void WakeAll() {
+    for (auto& w : wakers_) w();
+  }
+
+  void Begin(OpKind op, uint32_t group, uint64_t seq) {
+    op_.store(op, std::memory_order_relaxed);
+    group_.store(group, std::memory_order_relaxed);
+    seq_.store(seq, std::memory_order_relaxed);
+    failed_.store(false, std::memory_order_relaxed);
+    active_.store(true, std::memory_order_release);
+  }
+  void End(bool failed) {
+    waiting_on_.store(-1, std::memory_order_relaxed);
+    failed_.store(failed, std::memory_order_relaxed);
+    active_.store(false, std::memory_order_release);
+  }
+  void SetWaitingOn(int32_t rank) { waiting_on_.store(rank, std::memory_order_relaxed); }
+
+  PeerProgress Now() const {
+    PeerProgress p;
+    p.active = active_.load(std::memory_order_acquire);
+    p.op = op_.load(std::memory_order_relaxed);
+    p.group = group_.load(std::memory_order_relaxed);
+    p.seq = seq_.load(std::memory_order_relaxed);
+    p.failed = failed_.load(std::memory_order_relaxed);
+    p.waiting_on = waiting_on_.load(std::memory_order_relaxed);
+    return p;
+  }
+
+ private:
+  std::atomic<bool> aborted_{false};
+  std::atomic<bool> poisoned_{false};
+  mutable std::mutex mu_;
+  Status poison_;
+  std::vector<std::function<void()>> wakers_;
+
+  std::atomic<OpKind> op_{OpKind::kNone};
+  std::atomic<uint32_t> group_{0};
+  std::atomic<uint64_t> seq_{0};
+  std::atomic<bool> active_{false};
+  std::atomic<bool> failed_{false};
+  std::atomic<int32_t> waiting_on_{-1};
+};
+
+// Marks this rank as waiting for `rank` for the lifetime of the guard.
+class WaitingOn {
+ public:
+  WaitingOn(CommSignals& s, uint32_t rank) : s_(s) { s_.SetWaitingOn(static_cast<int32_t>(rank)); }
+  ~WaitingOn() { s_.SetWaitingOn(-1); }
+
+ private:
+  CommSignals& s_;
+};
+
+}  // namespace sinkrt::device

@@ -1,0 +1,162 @@
+// Communicator's public calls: check the arguments, number the call in its
+// group, run the algorithm, and on failure break the communicator and tell
+// every peer (so they fail now rather than at their own timeouts).
+#include <algorithm>
+
+#include "comm_state.h"
+#include "reduce.h"
+
+namespace sinkrt::device {
+namespace {
+
+// Position of `rank` in `group` after checking the group; -1 with `error` set.
+Result<uint32_t> GroupPosition(const Communicator::State& s, const Group& group) {
+  if (group.ranks.empty()) return InvalidArgument("empty group");
+  int64_t pos = -1;
+  for (size_t i = 0; i < group.ranks.size(); ++i) {
+    uint32_t r = group.ranks[i];
+    if (r >= s.size)
+      return InvalidArgument("group member " + std::to_string(r) + " is outside the world of " +
+                             std::to_string(s.size));
+    if (i > 0 && r <= group.ranks[i - 1]) return InvalidArgument("group ranks must be ascending and distinct");
+    if (r == s.rank) pos = static_cast<int64_t>(i);
+  }
+  if (pos < 0) return InvalidArgument("rank " + std::to_string(s.rank) + " is not in the group");
+  return static_cast<uint32_t>(pos);
+}
+
+Status CheckReducible(DType dtype, size_t bytes, const char* what) {
+  if (!ReducibleType(dtype)) return InvalidArgument(std::string(what) + ": cannot reduce dtype " + DTypeName(dtype));
+  if (bytes % DTypeSize(dtype) != 0)
+    return InvalidArgument(std::string(what) + ": " + std::to_string(bytes) + " bytes is not a whole number of " +
+                           DTypeName(dtype) + " elements");
+  return Status::Ok();
+}
+
+Status Usable(const Communicator::State& s) {
+  if (!s.broken.ok())
+    return Status(s.broken.code(), "the communicator is broken by an earlier failure: " + s.broken.message());
+  if (s.signals.aborted()) return Aborted("the communicator was aborted");
+  return Status::Ok();
+}
+
+// Numbers the call in its group and runs `body` as one op.
+template <typename Body>
+Status RunOp(Communicator::State& s, OpKind kind, const std::vector<uint32_t>& ranks, uint32_t pos, Body&& body) {
+  SINKRT_RETURN_IF_ERROR(Usable(s));
+  auto it = s.sequences.find(ranks);
+  if (it == s.sequences.end()) it = s.sequences.emplace(ranks, 0).first;
+  Op op(s, kind, it->first, pos, ++it->second);
+  s.signals.Begin(kind == OpKind::kRecv ? OpKind::kSend : kind, op.group, op.seq);
+  Status st = body(op);
+  s.signals.End(!st.ok());
+  if (!st.ok()) {
+    s.broken = st;
+    for (auto& peer : s.peers)
+      if (peer.link) peer.link->SendNotice(st.message());
+  }
+  return st;
+}
+
+}  // namespace
+
+Group Group::World(uint32_t size) {
+  Group g;
+  g.ranks.resize(size);
+  for (uint32_t i = 0; i < size; ++i) g.ranks[i] = i;
+  return g;
+}
+
+Communicator::Communicator(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Communicator::~Communicator() = default;
+
+uint32_t Communicator::rank() const { return state_->rank; }
+uint32_t Communicator::size() const { return state_->size; }
+const CommOptions& Communicator::options() const { return state_->options; }
+
+std::string Communicator::TransportName(uint32_t peer) const {
+  if (peer == state_->rank) return "self";
+  if (peer >= state_->size || !state_->peers[peer].transport) return "none";
+  return state_->peers[peer].transport->kind();
+}
+
+void Communicator::Abort() { state_->signals.Abort(); }
+
+Status Communicator::AllReduce(std::span<uint8_t> data, DType dtype, ReduceOp op, const Group& group) {
+  SINKRT_RETURN_IF_ERROR(CheckReducible(dtype, data.size(), "AllReduce"));
+  SINKRT_ASSIGN_OR_RETURN(uint32_t pos, GroupPosition(*state_, group));
+  return RunOp(*state_, OpKind::kAllReduce, group.ranks, pos, [&](Op& o) { return AllReduceOp(o, data, dtype, op); });
+}
+
+Status Communicator::AllGather(std::span<const uint8_t> in, std::span<uint8_t> out, const Group& group) {
+  SINKRT_ASSIGN_OR_RETURN(uint32_t pos, GroupPosition(*state_, group));
+  if (out.size() != in.size() * group.ranks.size())
+    return InvalidArgument("AllGather: " + std::to_string(out.size()) + " output bytes for " +
+                           std::to_string(group.ranks.size()) + " members of " + std::to_string(in.size()) + " bytes");
+  return RunOp(*state_, OpKind::kAllGather, group.ranks, pos, [&](Op& o) { return AllGatherOp(o, in, out); });
+}
+
+Status Communicator::ReduceScatter(std::span<const uint8_t> in, std::span<uint8_t> out, DType dtype, ReduceOp op,
+                                   const Group& group) {
+  SINKRT_RETURN_IF_ERROR(CheckReducible(dtype, out.size(), "ReduceScatter"));
+  SINKRT_ASSIGN_OR_RETURN(uint32_t pos, GroupPosition(*state_, group));
+  if (in.size() != out.size() * group.ranks.size())
+    return InvalidArgument("ReduceScatter: " + std::to_string(in.size()) + " input bytes for " +
+                           std::to_string(group.ranks.size()) + " members of " + std::to_string(out.size()) + " bytes");
+  return RunOp(*state_, OpKind::kReduceScatter, group.ranks, pos,
+               [&](Op& o) { return ReduceScatterOp(o, in, out, dtype, op); });
+}
+
+Status Communicator::Broadcast(std::span<uint8_t> data, uint32_t root, const Group& group) {
+  SINKRT_ASSIGN_OR_RETURN(uint32_t pos, GroupPosition(*state_, group));
+  auto it = std::find(group.ranks.begin(), group.ranks.end(), root);
+  if (it == group.ranks.end())
+    return InvalidArgument("Broadcast: root " + std::to_string(root) + " is not in the group");
+  const uint32_t root_pos = static_cast<uint32_t>(it - group.ranks.begin());
+  return RunOp(*state_, OpKind::kBroadcast, group.ranks, pos, [&](Op& o) { return BroadcastOp(o, data, root_pos); });
+}
+
+Status Communicator::Send(std::span<const uint8_t> data, uint32_t peer) {
+  const uint32_t self = state_->rank;
+  if (peer >= state_->size || peer == self)
+    return InvalidArgument("Send: rank " + std::to_string(self) + " cannot send to rank " + std::to_string(peer));
+  const Group pair{{std::min(self, peer), std::max(self, peer)}};
+  const uint32_t pos = self < peer ? 0 : 1;
+  return RunOp(*state_, OpKind::kSend, pair.ranks, pos, [&](Op& o) { return SendOp(o, data, 1 - pos); });
+}
+
+Status Communicator::Recv(std::span<uint8_t> data, uint32_t peer) {
+  const uint32_t self = state_->rank;
+  if (peer >= state_->size || peer == self)
+    return InvalidArgument("Recv: rank " + std::to_string(self) + " cannot receive from rank " + std::to_string(peer));
+  const Group pair{{std::min(self, peer), std::max(self, peer)}};
+  const uint32_t pos = self < peer ? 0 : 1;
+  return RunOp(*state_, OpKind::kRecv, pair.ranks, pos, [&](Op& o) { return RecvOp(o, data, 1 - pos); });
+}
+
+Status Communicator::Barrier(const Group& group) {
+  SINKRT_ASSIGN_OR_RETURN(uint32_t pos, GroupPosition(*state_, group));
+  return RunOp(*state_, OpKind::kBarrier, group.ranks, pos, [&](Op& o) { return BarrierOp(o); });
+}
+
+Communicator::State::~State() {
+  // Let what is queued leave, half-close, and wait (briefly) for the peers'
+  // end of file, so closing never resets data a peer has not read yet.
+  if (engine) {
+    const Deadline until = DeadlineIn(std::min(options.peer_timeout, std::chrono::milliseconds(1000)));
+    if (!signals.aborted() && broken.ok()) {
+      for (auto& p : peers)
+        if (p.link) p.link->Drain(until);
+    }
+    for (auto& p : peers)
+      if (p.link) p.link->ShutdownWrite();
+    if (!signals.aborted()) {
+      for (auto& p : peers)
+        if (p.link) p.link->AwaitEof(until);
+    }
+    engine->Stop();
+  }
+  peers.clear();
+}
+
+}  // namespace sinkrt::device

@@ -1,0 +1,102 @@
+#include "sinkrt/device/listening_inbox.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <asio/ip/tcp.hpp>
+#include <cerrno>
+#include <cstring>
+
+namespace sinkrt::device {
+namespace {
+
+// Sockets handed over must outlive the inbox, so they live on a context
+// that is never destroyed (no operation ever runs on it: FrameSocket uses
+// synchronous calls and poll).
+asio::io_context& SocketContext() {
+  static auto* context = new asio::io_context;
+  return *context;
+}
+
+}  // namespace
+
+struct ListeningInbox::Impl {
+  asio::ip::tcp::acceptor acceptor{SocketContext()};
+  int wake_fd = -1;
+  ~Impl() {
+    if (wake_fd >= 0) ::close(wake_fd);
+  }
+};
+
+ListeningInbox::ListeningInbox(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<ListeningInbox>> ListeningInbox::Start(std::chrono::milliseconds hello_timeout) {
+  auto impl = std::make_unique<Impl>();
+  asio::error_code ec;
+  asio::ip::tcp::endpoint endpoint(asio::ip::address_v4::loopback(), 0);
+  impl->acceptor.open(endpoint.protocol(), ec);
+  if (!ec) impl->acceptor.bind(endpoint, ec);
+  if (!ec) impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (!ec) impl->acceptor.non_blocking(true, ec);
+  if (ec) return Unavailable("peer inbox: cannot listen on 127.0.0.1: " + ec.message());
+  impl->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (impl->wake_fd < 0) return Internal(std::string("eventfd: ") + std::strerror(errno));
+  auto local = impl->acceptor.local_endpoint(ec);
+  std::unique_ptr<ListeningInbox> inbox(new ListeningInbox(std::move(impl)));
+  inbox->address_ = Address{"127.0.0.1", local.port()};
+  inbox->hello_timeout_ = hello_timeout;
+  inbox->thread_ = std::thread([p = inbox.get()] { p->Loop(); });
+  return inbox;
+}
+
+ListeningInbox::~ListeningInbox() {
+  uint64_t one = 1;
+  ssize_t w = ::write(impl_->wake_fd, &one, sizeof one);
+  (void)w;
+  if (thread_.joinable()) thread_.join();
+  asio::error_code ec;
+  impl_->acceptor.close(ec);
+}
+
+void ListeningInbox::Loop() {
+  for (;;) {
+    pollfd fds[2] = {{impl_->acceptor.native_handle(), POLLIN, 0}, {impl_->wake_fd, POLLIN, 0}};
+    int r = ::poll(fds, 2, -1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 || fds[1].revents) return;
+    asio::ip::tcp::socket socket(SocketContext());
+    asio::error_code ec;
+    impl_->acceptor.accept(socket, ec);
+    if (ec) continue;
+    TuneSocket(socket);
+    auto s = std::make_unique<FrameSocket>(std::move(socket), WireLimits{});
+    InFrame frame;
+    if (!s->Receive(&frame, DeadlineIn(hello_timeout_)).ok()) continue;
+    if (frame.type() != fb::MessageBody::Hello || frame.payload_left != 0) continue;
+    const fb::Hello& hello = *frame.message->body_as_Hello();
+    if (hello.role() != fb::PeerRole::Device || hello.rank() < 0) continue;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      ready_.emplace_back(static_cast<uint32_t>(hello.rank()), std::move(s));
+    }
+    cv_.notify_all();
+  }
+}
+
+Result<std::pair<uint32_t, std::unique_ptr<FrameSocket>>> ListeningInbox::Accept(Deadline deadline) {
+  std::unique_lock<std::mutex> lk(mu_);
+  while (ready_.empty()) {
+    if (deadline) {
+      if (cv_.wait_until(lk, *deadline) == std::cv_status::timeout && ready_.empty())
+        return DeadlineExceeded("no peer connected before the deadline");
+    } else {
+      cv_.wait(lk);
+    }
+  }
+  auto next = std::move(ready_.front());
+  ready_.pop_front();
+  return next;
+}
+
+}  // namespace sinkrt::device

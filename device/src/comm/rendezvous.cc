@@ -1,0 +1,359 @@
+// Communicator::Create: full-mesh rendezvous, shared-memory setup, barrier.
+//
+//   1. Rank r dials every higher rank: Hello{Device, rank r, job} ->
+//      Hello{Device, rank p, job} (or Error) -> Ack (or Error: wrong rank,
+//      wrong job). Lower ranks arrive through the PeerInbox with their Hello
+//      read; we answer and wait for their Ack. The job check happens on the
+//      dialing side, which has both Hellos; the Error it sends back gives the
+//      acceptor the same message, naming both jobs.
+//   2. Over the collectives' framing (comm_wire.h) every pair compares
+//      CommOptions: ranks that cut messages differently would fail on the
+//      first large op with a confusing mismatch.
+//   3. Pairs on one host (equal host_id, both allowing it) set up shared
+//      memory, in one global order of pairs (by higher rank, then lower) so
+//      no two ranks wait on each other: the lower rank creates the object
+//      under a name derived from the job and the pair and announces it; the
+//      higher maps it and removes the name at once; the lower removes it too
+//      after the answer, so nothing stays in /dev/shm whatever fails.
+//   4. The I/O thread starts and a world barrier (Barrier #0) proves every
+//      pair carries messages both ways.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+
+#include "comm_state.h"
+#include "comm_wire.h"
+#include "sinkrt/runtime/wire.h"
+#include "tcp_transport.h"
+
+namespace sinkrt::device {
+namespace {
+
+std::string RankText(uint32_t r) { return "rank " + std::to_string(r); }
+std::string Ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
+
+Status SendHello(FrameSocket& s, uint32_t rank, uint64_t job) {
+  flatbuffers::FlatBufferBuilder fbb(128);
+  auto software = fbb.CreateString("sinkrt " SINKRT_VERSION_STRING);
+  fb::HelloBuilder hb(fbb);
+  hb.add_protocol_major(kProtocolMajor);
+  hb.add_protocol_minor(kProtocolMinor);
+  hb.add_role(fb::PeerRole::Device);
+  hb.add_rank(static_cast<int32_t>(rank));
+  hb.add_software(software);
+  hb.add_pid(static_cast<uint32_t>(::getpid()));
+  hb.add_job(job);
+  FinishMessage(fbb, fb::MessageBody::Hello, hb.Finish().Union());
+  return s.Send(fbb);
+}
+
+void SendError(FrameSocket& s, uint32_t rank, const Status& st) {
+  flatbuffers::FlatBufferBuilder fbb(256);
+  ErrorContext context;
+  context.rank = static_cast<int>(rank);
+  BuildError(fbb, st, context);
+  (void)s.Send(fbb);
+}
+
+Status SendAck(FrameSocket& s) {
+  flatbuffers::FlatBufferBuilder fbb(64);
+  fb::AckBuilder ab(fbb);
+  FinishMessage(fbb, fb::MessageBody::Ack, ab.Finish().Union());
+  return s.Send(fbb);
+}
+
+Result<std::unique_ptr<FrameSocket>> Dial(uint32_t self, const PeerAddress& peer, uint64_t job,
+                                          std::chrono::milliseconds timeout) {
+  const std::string who = RankText(peer.rank) + " at " + peer.address.ToString();
+  auto dialed = FrameSocket::Connect(peer.address, timeout);
+  if (!dialed.ok()) return Unavailable("rendezvous (connect): cannot reach " + who + ": " + dialed.status().message());
+  FrameSocket& s = **dialed;
+  Status st = SendHello(s, self, job);
+  if (!st.ok()) return Unavailable("rendezvous (handshake): " + who + ": " + st.message());
+  InFrame frame;
+  st = s.Receive(&frame, DeadlineIn(timeout));
+  if (st.code() == StatusCode::kDeadlineExceeded)
+    return DeadlineExceeded("rendezvous (handshake): no Hello from " + who + " within " + Ms(timeout));
+  if (!st.ok()) return Status(st.code(), "rendezvous (handshake): " + who + ": " + st.message());
+  if (frame.type() == fb::MessageBody::Error) {
+    Status refused = StatusFromError(*frame.message->body_as_Error());
+    return Status(refused.code(), "rendezvous (handshake): " + who + " refused: " + refused.message());
+  }
+  if (frame.type() != fb::MessageBody::Hello || frame.payload_left != 0)
+    return Unavailable("rendezvous (handshake): " + who + " answered with " + MessageName(frame.type()) +
+                       ", not Hello");
+  const fb::Hello& hello = *frame.message->body_as_Hello();
+  Status bad;
+  if (hello.role() != fb::PeerRole::Device || hello.rank() != static_cast<int32_t>(peer.rank)) {
+    bad = FailedPrecondition("rendezvous: " + RankText(self) + " dialed " + who + ", but a " +
+                             fb::EnumNamePeerRole(hello.role()) + " with rank " + std::to_string(hello.rank()) +
+                             " answered");
+  } else if (hello.job() != job) {
+    bad = FailedPrecondition("rendezvous: job mismatch: " + RankText(self) + " is in job " + std::to_string(job) +
+                             ", " + RankText(peer.rank) + " is in job " + std::to_string(hello.job()));
+  }
+  if (!bad.ok()) {
+    SendError(s, self, bad);
+    return bad;
+  }
+  st = SendAck(s);
+  if (!st.ok()) return Unavailable("rendezvous (handshake): " + who + ": " + st.message());
+  return std::move(dialed).value();
+}
+
+Status Answer(uint32_t self, uint32_t peer, FrameSocket& s, uint64_t job, std::chrono::milliseconds timeout) {
+  const std::string who = RankText(peer) + " at " + s.peer();
+  Status st = SendHello(s, self, job);
+  if (!st.ok()) return Unavailable("rendezvous (handshake): " + who + ": " + st.message());
+  InFrame frame;
+  st = s.Receive(&frame, DeadlineIn(timeout));
+  if (st.code() == StatusCode::kDeadlineExceeded)
+    return DeadlineExceeded("rendezvous (handshake): no answer from " + who + " within " + Ms(timeout));
+  if (!st.ok()) return Status(st.code(), "rendezvous (handshake): " + who + ": " + st.message());
+  if (frame.type() == fb::MessageBody::Error) {
+    Status refused = StatusFromError(*frame.message->body_as_Error());
+    return Status(refused.code(), "rendezvous (handshake): refused by " + refused.message());
+  }
+  if (frame.type() != fb::MessageBody::Ack)
+    return Unavailable("rendezvous (handshake): " + who + " sent " + MessageName(frame.type()) + ", not Ack");
+  return Status::Ok();
+}
+
+Status ExchangeConfig(uint32_t self, std::vector<std::unique_ptr<FrameSocket>>& sockets, const CommOptions& o,
+                      std::vector<ConfigPayload>* theirs, std::chrono::milliseconds timeout) {
+  ConfigPayload mine;
+  mine.segment_bytes = o.segment_bytes;
+  mine.small_allreduce_bytes = o.small_allreduce_bytes;
+  mine.segments_in_flight = static_cast<uint32_t>(o.segments_in_flight);
+  mine.use_shared_memory = o.use_shared_memory ? 1 : 0;
+  MsgHeader h;
+  h.kind = MsgKind::kConfig;
+  const Deadline deadline = DeadlineIn(timeout);
+  // Everyone writes first (a few bytes, into empty socket buffers), then reads.
+  for (uint32_t p = 0; p < sockets.size(); ++p) {
+    if (!sockets[p]) continue;
+    SINKRT_RETURN_IF_ERROR(WriteMessage(sockets[p]->native_handle(), h,
+                                        std::span<const uint8_t>(reinterpret_cast<uint8_t*>(&mine), sizeof mine),
+                                        deadline, RankText(p))
+                               .WithContext("rendezvous (options)"));
+  }
+  theirs->assign(sockets.size(), ConfigPayload{});
+  for (uint32_t p = 0; p < sockets.size(); ++p) {
+    if (!sockets[p]) continue;
+    auto m = ReadMessage(sockets[p]->native_handle(), deadline, RankText(p), sizeof(ConfigPayload));
+    if (!m.ok()) return m.status().WithContext("rendezvous (options)");
+    if (m->header.kind != MsgKind::kConfig || m->payload.size() != sizeof(ConfigPayload))
+      return Unavailable("rendezvous (options): " + RankText(p) + " sent no options");
+    ConfigPayload c;
+    std::memcpy(&c, m->payload.data(), sizeof c);
+    (*theirs)[p] = c;
+    auto differ = [&](const char* what, uint64_t a, uint64_t b) {
+      return FailedPrecondition("rendezvous: " + RankText(self) + " has " + what + " " + std::to_string(a) + ", " +
+                                RankText(p) + " has " + std::to_string(b) + ": every rank needs the same CommOptions");
+    };
+    if (c.segment_bytes != mine.segment_bytes) return differ("segment_bytes", mine.segment_bytes, c.segment_bytes);
+    if (c.segments_in_flight != mine.segments_in_flight)
+      return differ("segments_in_flight", mine.segments_in_flight, c.segments_in_flight);
+    if (c.small_allreduce_bytes != mine.small_allreduce_bytes)
+      return differ("small_allreduce_bytes", mine.small_allreduce_bytes, c.small_allreduce_bytes);
+  }
+  return Status::Ok();
+}
+
+std::string ShmName(uint64_t job, uint32_t lo, uint32_t hi) {
+  // The pid and a counter keep names unique between concurrent jobs in one
+  // process (tests) and stale objects from a crashed run.
+  static std::atomic<uint64_t> counter{0};
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "/sinkrt-%llx-%u-%u-%d-%llu", static_cast<unsigned long long>(job), lo, hi,
+                static_cast<int>(::getpid()), static_cast<unsigned long long>(counter.fetch_add(1)));
+  return buf;
+}
+
+// Returns the mapped region, or null when the pair stays on TCP.
+Result<std::unique_ptr<ShmRegion>> SetUpShm(uint32_t self, uint32_t peer, int fd, uint64_t job, const CommOptions& o) {
+  const size_t bytes = ShmPairBytes(o.segments_in_flight, o.segment_bytes);
+  const Deadline deadline = DeadlineIn(o.peer_timeout);
+  const std::string who = RankText(peer);
+  if (self < peer) {
+    const std::string name = ShmName(job, self, peer);
+    auto region = ShmRegion::Create(name, bytes);
+    if (region.ok()) InitShmPair((*region)->base(), o.segments_in_flight, o.segment_bytes);
+    const std::string offered = region.ok() ? name : "";
+    MsgHeader h;
+    h.kind = MsgKind::kShmOffer;
+    Status st =
+        WriteMessage(fd, h, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(offered.data()), offered.size()),
+                     deadline, who);
+    Result<RawMessage> answer = st.ok() ? ReadMessage(fd, deadline, who, 0) : Result<RawMessage>(st);
+    if (region.ok()) UnlinkShm(name);
+    if (!answer.ok()) return answer.status().WithContext("rendezvous (shared memory)");
+    if (answer->header.kind != MsgKind::kShmAnswer)
+      return Unavailable("rendezvous (shared memory): " + who + " did not answer the offer");
+    if (!region.ok() || !(answer->header.flags & kShmMapped)) return std::unique_ptr<ShmRegion>();
+    return std::move(region).value();
+  }
+  auto offer = ReadMessage(fd, deadline, who, 4096);
+  if (!offer.ok()) return offer.status().WithContext("rendezvous (shared memory)");
+  if (offer->header.kind != MsgKind::kShmOffer)
+    return Unavailable("rendezvous (shared memory): " + who + " sent no offer");
+  std::unique_ptr<ShmRegion> region;
+  if (!offer->payload.empty()) {
+    auto mapped = ShmRegion::OpenAndUnlink(offer->payload, bytes);
+    if (mapped.ok() && CheckShmPair((*mapped)->base(), o.segments_in_flight, o.segment_bytes).ok())
+      region = std::move(mapped).value();
+  }
+  MsgHeader h;
+  h.kind = MsgKind::kShmAnswer;
+  h.flags = region ? kShmMapped : 0;
+  SINKRT_RETURN_IF_ERROR(WriteMessage(fd, h, {}, deadline, who).WithContext("rendezvous (shared memory)"));
+  return region;
+}
+
+// TuneSocket's settings, on a socket known only by its descriptor: no
+// Nagle delay on small segments, buffers that hold a window of segments.
+void TuneFd(int fd) {
+  int one = 1, bytes = 4 << 20;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+}
+
+Status CheckOptions(const CommOptions& o) {
+  if (o.peer_timeout.count() <= 0) return InvalidArgument("CommOptions.peer_timeout must be positive");
+  if (o.segment_bytes < 8 || o.segment_bytes % 8 != 0 || o.segment_bytes > (1u << 30))
+    return InvalidArgument("CommOptions.segment_bytes must be a multiple of 8 between 8 and 1 GiB, not " +
+                           std::to_string(o.segment_bytes));
+  if (o.segments_in_flight < 1 || o.segments_in_flight > 1024)
+    return InvalidArgument("CommOptions.segments_in_flight must be 1..1024, not " +
+                           std::to_string(o.segments_in_flight));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Communicator>> Communicator::Create(uint32_t rank, std::vector<PeerAddress> world, uint64_t job,
+                                                           PeerInbox& inbox, CommOptions options) {
+  SINKRT_RETURN_IF_ERROR(CheckOptions(options));
+  const uint32_t n = static_cast<uint32_t>(world.size());
+  if (n == 0) return InvalidArgument("rendezvous: empty world");
+  if (rank >= n)
+    return InvalidArgument("rendezvous: rank " + std::to_string(rank) + " outside a world of " + std::to_string(n));
+  std::vector<PeerAddress> by_rank(n);
+  std::vector<bool> seen(n, false);
+  for (auto& p : world) {
+    if (p.rank >= n || seen[p.rank])
+      return InvalidArgument("rendezvous: the world list must hold ranks 0.." + std::to_string(n - 1) +
+                             " once each (bad or repeated rank " + std::to_string(p.rank) + ")");
+    seen[p.rank] = true;
+    by_rank[p.rank] = p;
+  }
+  const auto timeout = options.peer_timeout;
+
+  // 1. Connections.
+  std::vector<std::unique_ptr<FrameSocket>> sockets(n);
+  for (uint32_t p = rank + 1; p < n; ++p) {
+    SINKRT_ASSIGN_OR_RETURN(sockets[p], Dial(rank, by_rank[p], job, timeout));
+  }
+  const Deadline accept_deadline = DeadlineIn(timeout);
+  for (uint32_t arrived = 0; arrived < rank;) {
+    auto next = inbox.Accept(accept_deadline);
+    if (!next.ok()) {
+      if (next.status().code() != StatusCode::kDeadlineExceeded)
+        return next.status().WithContext("rendezvous (connect)");
+      std::string missing;
+      for (uint32_t p = 0; p < rank; ++p)
+        if (!sockets[p]) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+      return DeadlineExceeded("rendezvous (connect): rank(s) " + missing + " did not connect to " + RankText(rank) +
+                              " within " + Ms(timeout));
+    }
+    auto [peer, socket] = std::move(next).value();
+    Status bad;
+    if (peer >= rank) {
+      bad = FailedPrecondition("rendezvous: " + RankText(peer) + " (from " + socket->peer() + ") dialed " +
+                               RankText(rank) + ", but only lower ranks dial");
+    } else if (sockets[peer]) {
+      bad = FailedPrecondition("rendezvous: two connections claim " + RankText(peer) + ": from " +
+                               sockets[peer]->peer() + " and from " + socket->peer());
+    }
+    if (!bad.ok()) {
+      SendError(*socket, rank, bad);
+      return bad;
+    }
+    SINKRT_RETURN_IF_ERROR(Answer(rank, peer, *socket, job, timeout));
+    sockets[peer] = std::move(socket);
+    ++arrived;
+  }
+  for (auto& s : sockets) {
+    if (!s) continue;
+    // A daemon's inbox may hand over sockets it never tuned.
+    TuneFd(s->native_handle());
+    SINKRT_RETURN_IF_ERROR(SetNonBlocking(s->native_handle()));
+  }
+
+  // 2. Options.
+  std::vector<ConfigPayload> theirs;
+  SINKRT_RETURN_IF_ERROR(ExchangeConfig(rank, sockets, options, &theirs, timeout));
+
+  auto state = std::make_unique<State>();
+  state->rank = rank;
+  state->size = n;
+  state->job = job;
+  state->options = options;
+  state->peers.resize(n);
+
+  // 3. Shared memory, pairs in (higher, lower) order: ascending peers
+  // visit exactly that order from either end of every pair.
+  for (uint32_t p = 0; p < n; ++p) {
+    if (p == rank) continue;
+    const bool same_host = !by_rank[p].host_id.empty() && by_rank[p].host_id == by_rank[rank].host_id;
+    if (!same_host || !options.use_shared_memory || !theirs[p].use_shared_memory) continue;
+    SINKRT_ASSIGN_OR_RETURN(state->peers[p].region, SetUpShm(rank, p, sockets[p]->native_handle(), job, options));
+  }
+
+  // 4. Transports, the I/O thread, the barrier.
+  std::vector<TcpLink*> links;
+  for (uint32_t p = 0; p < n; ++p) {
+    if (p == rank) continue;
+    PeerEntry& e = state->peers[p];
+    TcpLink::Params lp;
+    lp.self = rank;
+    lp.peer = p;
+    lp.window = options.segments_in_flight;
+    lp.slot_bytes = options.segment_bytes;
+    lp.carries_data = !e.region;
+    e.link = std::make_unique<TcpLink>(lp, std::move(sockets[p]), state->signals);
+    if (e.region) {
+      e.shm = std::make_unique<ShmTransport>(rank, p, *e.region, options.segments_in_flight, options.segment_bytes,
+                                             *e.link, state->signals);
+      ShmTransport* shm = e.shm.get();
+      e.link->SetEventHook([shm] { shm->Wake(); });
+      state->signals.AddWaker([shm] { shm->Wake(); });
+      e.transport = shm;
+    } else {
+      e.tcp = std::make_unique<TcpTransport>(*e.link);
+      e.transport = e.tcp.get();
+    }
+    TcpLink* link = e.link.get();
+    state->signals.AddWaker([link] { link->WakeWaiters(); });
+    links.push_back(link);
+  }
+  state->engine = std::make_unique<TcpEngine>(std::move(links));
+  SINKRT_RETURN_IF_ERROR(state->engine->Start());
+
+  const Group world_group = Group::World(n);
+  auto it = state->sequences.emplace(world_group.ranks, 0).first;
+  Op barrier(*state, OpKind::kBarrier, it->first, rank, 0);
+  state->signals.Begin(OpKind::kBarrier, barrier.group, 0);
+  Status st = BarrierOp(barrier);
+  state->signals.End(!st.ok());
+  if (!st.ok()) return Status(st.code(), "rendezvous barrier: " + st.message());
+  return std::unique_ptr<Communicator>(new Communicator(std::move(state)));
+}
+
+}  // namespace sinkrt::device

@@ -1,0 +1,86 @@
+// The pipelined ring: reduce-scatter then all-gather, as one stream of
+// segments per neighbour.
+//
+// The group's data is cut into n chunks of whole elements, each chunk into
+// the same K segments. Step t < n-1 (reduce-scatter): position p sends
+// chunk p-t-1 to p+1 and adds chunk p-t-2 from p-1 into its own, so chunk c
+// is summed in ring order starting at position c+1 and ends complete at
+// position c. Steps n-1.. (all-gather) pass the complete chunks on
+// unchanged, so every rank ends with the same bytes.
+//
+// Items (step, segment) are numbered j = (t - first) * K + k. The send of
+// item j depends only on the receive of item j - K (the same segment one
+// step earlier); sends run up to `segments_in_flight` items ahead of the
+// receives. A post waits only for the receiver to release item j - window,
+// which it does in its own loop before waiting on anything later, so no
+// cycle of waits can form even when every rank sends before it receives.
+#include <cstring>
+
+#include "comm_state.h"
+#include "reduce.h"
+
+namespace sinkrt::device {
+namespace {
+
+constexpr const char* kReduceScatter = "ring reduce-scatter";
+constexpr const char* kAllGather = "ring all-gather";
+
+uint32_t Mod(int64_t v, uint32_t n) { return static_cast<uint32_t>(((v % n) + n) % n); }
+
+}  // namespace
+
+Status RingPass(Op& op, std::span<uint8_t> data, size_t elem, DType dtype, ReduceOp rop, uint32_t first_step,
+                uint32_t end_step) {
+  const uint32_t n = op.n();
+  if (n == 1 || end_step <= first_step) return Status::Ok();
+  const uint32_t p = op.pos;
+  const uint32_t next = (p + 1) % n, prev = (p + n - 1) % n;
+  const Split chunks{data.size() / elem, n};
+  const size_t K = SegmentsFor(chunks.size(0), elem, op.segment_bytes());
+  const uint64_t total = static_cast<uint64_t>(end_step - first_step) * K;
+  const uint64_t window = op.window();
+  const uint64_t base = op.Posted(next);
+
+  auto send_chunk = [&](uint32_t t) {
+    return t < n - 1 ? Mod(int64_t(p) - t - 1, n) : Mod(int64_t(p) - (t - (n - 1)), n);
+  };
+  auto recv_chunk = [&](uint32_t t) {
+    return t < n - 1 ? Mod(int64_t(p) - t - 2, n) : Mod(int64_t(p) - (t - (n - 1)) - 1, n);
+  };
+  // Byte range of segment k of chunk c.
+  auto segment = [&](uint32_t c, size_t k) {
+    const Split segs{chunks.size(c), K};
+    return data.subspan((chunks.begin(c) + segs.begin(k)) * elem, segs.size(k) * elem);
+  };
+
+  uint64_t sent = 0;
+  for (uint64_t j = 0; j < total; ++j) {
+    while (sent < total && sent < j + window && (sent < K || sent - K < j)) {
+      const uint32_t t = first_step + static_cast<uint32_t>(sent / K);
+      op.phase = t < n - 1 ? kReduceScatter : kAllGather;
+      SINKRT_RETURN_IF_ERROR(op.Post(next, static_cast<uint32_t>(sent), segment(send_chunk(t), sent % K)).status());
+      ++sent;
+    }
+    const uint32_t t = first_step + static_cast<uint32_t>(j / K);
+    const size_t k = j % K;
+    const uint32_t c = recv_chunk(t);
+    std::span<uint8_t> dst = segment(c, k);
+    op.phase = t < n - 1 ? kReduceScatter : kAllGather;
+    SINKRT_ASSIGN_OR_RETURN(std::span<const uint8_t> in, op.Receive(prev, static_cast<uint32_t>(j), dst.size()));
+    if (t < n - 1) {
+      ReduceRaw(dst.data(), in.data(), dst.size() / elem, dtype, rop, false);
+    } else {
+      if (first_step == 0) {
+        // This segment left in our reduce-scatter; by causality it has been
+        // consumed long ago, but never overwrite what a send may still read.
+        const uint64_t step = Mod(int64_t(p) - c - 1, n);
+        SINKRT_RETURN_IF_ERROR(op.WaitSent(next, base + step * K + k + 1));
+      }
+      if (!dst.empty()) std::memcpy(dst.data(), in.data(), dst.size());
+    }
+    op.Release(prev);
+  }
+  return Status::Ok();
+}
+
+}  // namespace sinkrt::device

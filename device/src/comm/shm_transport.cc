@@ -1,0 +1,215 @@
+#include "shm_transport.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "futex.h"
+
+namespace sinkrt::device {
+
+struct ShmRing {
+  alignas(64) std::atomic<uint32_t> head;  // published by the sender
+  std::atomic<uint32_t> receiver_sleeping;
+  alignas(64) std::atomic<uint32_t> tail;  // released by the receiver
+  std::atomic<uint32_t> sender_sleeping;
+};
+
+struct ShmSlotHeader {
+  uint8_t op;
+  uint8_t pad[3];
+  uint32_t group;
+  uint64_t seq;
+  uint32_t segment;
+  uint32_t bytes;
+};
+
+namespace {
+
+constexpr uint32_t kShmMagic = 0x4D534B53;  // "SKSM"
+constexpr uint32_t kShmVersion = 1;
+constexpr size_t kPage = 4096;
+constexpr size_t kRingsOffset = 64;
+constexpr size_t kHeadersOffset = kPage;
+constexpr int kSpins = 256;
+constexpr auto kSleepSlice = std::chrono::milliseconds(20);
+
+struct ShmPairHeader {
+  uint32_t magic;
+  uint32_t version;
+  uint32_t window;
+  uint32_t reserved;
+  uint64_t slot_bytes;
+};
+
+size_t RoundUp(size_t v, size_t to) { return (v + to - 1) / to * to; }
+size_t Stride(size_t slot_bytes) { return RoundUp(std::max<size_t>(slot_bytes, 1), kPage); }
+size_t DataOffset(int window) {
+  return RoundUp(kHeadersOffset + 2 * static_cast<size_t>(window) * sizeof(ShmSlotHeader), kPage);
+}
+
+ShmRing* RingAt(uint8_t* base, int dir) { return reinterpret_cast<ShmRing*>(base + kRingsOffset) + dir; }
+
+std::string Errno() { return std::strerror(errno); }
+
+}  // namespace
+
+size_t ShmPairBytes(int window, size_t slot_bytes) {
+  return DataOffset(window) + 2 * static_cast<size_t>(window) * Stride(slot_bytes);
+}
+
+void InitShmPair(uint8_t* base, int window, size_t slot_bytes) {
+  // A fresh object is zero-filled: counters and flags start at 0.
+  static_assert(kRingsOffset + 2 * sizeof(ShmRing) <= kHeadersOffset, "rings overlap the slot headers");
+  auto* h = reinterpret_cast<ShmPairHeader*>(base);
+  h->window = static_cast<uint32_t>(window);
+  h->slot_bytes = slot_bytes;
+  h->version = kShmVersion;
+  h->magic = kShmMagic;
+}
+
+Status CheckShmPair(const uint8_t* base, int window, size_t slot_bytes) {
+  auto* h = reinterpret_cast<const ShmPairHeader*>(base);
+  if (h->magic != kShmMagic || h->version != kShmVersion || h->window != static_cast<uint32_t>(window) ||
+      h->slot_bytes != slot_bytes)
+    return FailedPrecondition("the shared-memory object has another layout");
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<ShmRegion>> ShmRegion::Create(const std::string& name, size_t bytes) {
+  int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return Unavailable("shm_open(" + name + "): " + Errno());
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    std::string e = Errno();
+    ::close(fd);
+    ::shm_unlink(name.c_str());
+    return ResourceExhausted("sizing " + name + " to " + std::to_string(bytes) + " bytes: " + e);
+  }
+  // MAP_POPULATE pre-faults every page: a first touch in the middle of a
+  // collective would cost ~10 us per page here.
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  std::string e = Errno();
+  ::close(fd);
+  if (p == MAP_FAILED) {
+    ::shm_unlink(name.c_str());
+    return ResourceExhausted("mapping " + name + ": " + e);
+  }
+  return std::unique_ptr<ShmRegion>(new ShmRegion(static_cast<uint8_t*>(p), bytes));
+}
+
+Result<std::unique_ptr<ShmRegion>> ShmRegion::OpenAndUnlink(const std::string& name, size_t bytes) {
+  int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return Unavailable("shm_open(" + name + "): " + Errno());
+  ::shm_unlink(name.c_str());
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < bytes) {
+    ::close(fd);
+    return FailedPrecondition(name + " is smaller than " + std::to_string(bytes) + " bytes");
+  }
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  std::string e = Errno();
+  ::close(fd);
+  if (p == MAP_FAILED) return ResourceExhausted("mapping " + name + ": " + e);
+  return std::unique_ptr<ShmRegion>(new ShmRegion(static_cast<uint8_t*>(p), bytes));
+}
+
+ShmRegion::~ShmRegion() { ::munmap(base_, size_); }
+
+void UnlinkShm(const std::string& name) { ::shm_unlink(name.c_str()); }
+
+ShmTransport::ShmTransport(uint32_t self, uint32_t peer, const ShmRegion& region, int window, size_t slot_bytes,
+                           TcpLink& link, CommSignals& signals)
+    : self_(self),
+      peer_(peer),
+      window_(static_cast<uint32_t>(window)),
+      slot_bytes_(slot_bytes),
+      link_(link),
+      signals_(signals),
+      stride_(Stride(slot_bytes)) {
+  uint8_t* base = region.base();
+  const int send_dir = self < peer ? 0 : 1;
+  const int recv_dir = 1 - send_dir;
+  send_ = RingAt(base, send_dir);
+  recv_ = RingAt(base, recv_dir);
+  auto* headers = reinterpret_cast<ShmSlotHeader*>(base + kHeadersOffset);
+  send_headers_ = headers + send_dir * window;
+  recv_headers_ = headers + recv_dir * window;
+  uint8_t* data = base + DataOffset(window);
+  send_slots_ = data + static_cast<size_t>(send_dir) * window * stride_;
+  recv_slots_ = data + static_cast<size_t>(recv_dir) * window * stride_;
+}
+
+template <typename Ready>
+Status ShmTransport::Wait(std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleeping, Ready ready, Deadline deadline,
+                          bool sending) {
+  for (int i = 0; i < kSpins; ++i) {
+    if (ready()) return Status::Ok();
+    CpuRelax();
+  }
+  WaitingOn waiting(signals_, peer_);
+  for (;;) {
+    if (ready()) return Status::Ok();
+    if (signals_.aborted()) return Aborted("aborted");
+    if (signals_.poisoned()) return signals_.poison();
+    if (link_.closed()) return Unavailable("rank " + std::to_string(peer_) + " closed its connection");
+    auto now = std::chrono::steady_clock::now();
+    if (deadline && now >= *deadline)
+      return DeadlineExceeded(sending ? "rank " + std::to_string(peer_) + " took no data"
+                                      : "no data from rank " + std::to_string(peer_));
+    auto slice = deadline ? std::min<std::chrono::nanoseconds>(*deadline - now, kSleepSlice) : kSleepSlice;
+    uint32_t seen = word->load(std::memory_order_acquire);
+    // Dekker with the other side's "publish, then look for a sleeper":
+    // one of us sees the other's store.
+    sleeping->store(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (!ready()) FutexWait(word, seen, slice);
+    sleeping->store(0, std::memory_order_relaxed);
+  }
+}
+
+Result<uint64_t> ShmTransport::PostSend(const Tag& tag, std::span<const uint8_t> bytes, Deadline deadline) {
+  if (bytes.size() > slot_bytes_)
+    return Internal("a " + std::to_string(bytes.size()) + "-byte segment for a " + std::to_string(slot_bytes_) +
+                    "-byte slot");
+  auto has_room = [&] { return sent_ - send_->tail.load(std::memory_order_acquire) < window_; };
+  if (!has_room()) SINKRT_RETURN_IF_ERROR(Wait(&send_->tail, &send_->sender_sleeping, has_room, deadline, true));
+  const uint32_t slot = sent_ % window_;
+  ShmSlotHeader& h = send_headers_[slot];
+  h.op = static_cast<uint8_t>(tag.op);
+  h.group = tag.group;
+  h.seq = tag.seq;
+  h.segment = tag.segment;
+  h.bytes = static_cast<uint32_t>(bytes.size());
+  if (!bytes.empty()) std::memcpy(send_slots_ + slot * stride_, bytes.data(), bytes.size());
+  send_->head.store(++sent_, std::memory_order_seq_cst);
+  if (send_->receiver_sleeping.load(std::memory_order_seq_cst)) FutexWakeAll(&send_->head);
+  return ++posted_;
+}
+
+Result<std::span<const uint8_t>> ShmTransport::Receive(const Tag& tag, size_t bytes, Deadline deadline) {
+  auto ready = [&] { return recv_->head.load(std::memory_order_acquire) != received_; };
+  if (!ready()) SINKRT_RETURN_IF_ERROR(Wait(&recv_->head, &recv_->receiver_sleeping, ready, deadline, false));
+  const uint32_t slot = received_ % window_;
+  const ShmSlotHeader& h = recv_headers_[slot];
+  Tag got{static_cast<OpKind>(h.op), h.group, h.seq, h.segment};
+  if (!(got == tag)) return TagMismatch(self_, peer_, tag, got);
+  if (h.bytes != bytes) return SizeMismatch(self_, peer_, tag, bytes, h.bytes);
+  return std::span<const uint8_t>(recv_slots_ + slot * stride_, h.bytes);
+}
+
+void ShmTransport::Release() {
+  recv_->tail.store(++received_, std::memory_order_seq_cst);
+  if (recv_->sender_sleeping.load(std::memory_order_seq_cst)) FutexWakeAll(&recv_->tail);
+}
+
+void ShmTransport::Wake() {
+  FutexWakeAll(&recv_->head);
+  FutexWakeAll(&send_->tail);
+}
+
+}  // namespace sinkrt::device

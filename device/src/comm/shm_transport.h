@@ -1,0 +1,102 @@
+// ShmTransport: a Transport over a POSIX shared-memory mapping shared by
+// the two ranks of a pair on one host.
+//
+// Per direction the mapping holds a ring of `window` slots of slot_bytes
+// plus a head (messages published by the sender) and a tail (messages
+// released by the receiver), each on its own cache line. The sender copies
+// a segment into the free slot and publishes it with a release store; the
+// receiver reduces or copies straight out of the slot and releases it. So
+// a segment costs one copy in and one read out, like a pipe with no kernel
+// in between.
+//
+// Waiting spins for a few microseconds and then sleeps on the counter with
+// a futex: ranks share two cores here, and a spinning waiter would steal
+// the core its peer needs. A sleeper announces itself in a flag so the
+// other side pays for the wake syscall only when someone sleeps. Sleeps
+// are sliced (20 ms) so that a peer dying without a word, or an Abort that
+// races the sleep, is noticed without any shared state from the dead side.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "comm_signals.h"
+#include "tcp_link.h"
+#include "transport.h"
+
+namespace sinkrt::device {
+
+// One POSIX shared-memory object, mapped and pre-faulted.
+class ShmRegion {
+ public:
+  // Creates a new object (the name must not exist) and maps it.
+  static Result<std::unique_ptr<ShmRegion>> Create(const std::string& name, size_t bytes);
+  // Maps an existing object and removes its name at once: both sides hold
+  // it now, and nothing is left in /dev/shm whatever happens next.
+  static Result<std::unique_ptr<ShmRegion>> OpenAndUnlink(const std::string& name, size_t bytes);
+  ~ShmRegion();
+
+  uint8_t* base() const { return base_; }
+  size_t size() const { return size_; }
+
+ private:
+  ShmRegion(uint8_t* base, size_t size) : base_(base), size_(size) {}
+  uint8_t* base_;
+  size_t size_;
+};
+
+void UnlinkShm(const std::string& name);
+
+// Bytes of one pair's mapping (both directions).
+size_t ShmPairBytes(int window, size_t slot_bytes);
+// The creator stamps the layout; the other side checks it.
+void InitShmPair(uint8_t* base, int window, size_t slot_bytes);
+Status CheckShmPair(const uint8_t* base, int window, size_t slot_bytes);
+
+struct ShmRing;
+struct ShmSlotHeader;
+
+class ShmTransport final : public Transport {
+ public:
+  // `link` is the peer's TCP connection: its end of file is how a dead
+  // peer shows. Direction 0 carries lower -> higher rank.
+  ShmTransport(uint32_t self, uint32_t peer, const ShmRegion& region, int window, size_t slot_bytes, TcpLink& link,
+               CommSignals& signals);
+
+  const char* kind() const override { return "shm"; }
+  uint32_t peer() const override { return peer_; }
+  Result<uint64_t> PostSend(const Tag& tag, std::span<const uint8_t> bytes, Deadline deadline) override;
+  Status WaitSent(uint64_t ticket, Deadline deadline) override { return Status::Ok(); }  // copied at post
+  uint64_t posted() const override { return posted_; }
+  Result<std::span<const uint8_t>> Receive(const Tag& tag, size_t bytes, Deadline deadline) override;
+  void Release() override;
+
+  // Wakes this side's sleepers (Abort, notices, the peer's end of file).
+  void Wake();
+
+ private:
+  template <typename Ready>
+  Status Wait(std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleeping, Ready ready, Deadline deadline,
+              bool sending);
+
+  uint32_t self_;
+  uint32_t peer_;
+  uint32_t window_;
+  size_t slot_bytes_;
+  TcpLink& link_;
+  CommSignals& signals_;
+  ShmRing* send_;
+  ShmRing* recv_;
+  ShmSlotHeader* send_headers_;
+  ShmSlotHeader* recv_headers_;
+  uint8_t* send_slots_;
+  uint8_t* recv_slots_;
+  size_t stride_;
+  uint32_t sent_ = 0;      // our copy of send_->head
+  uint32_t received_ = 0;  // our copy of recv_->tail
+  uint64_t posted_ = 0;
+};
+
+}  // namespace sinkrt::device

@@ -1,0 +1,431 @@
+#include "tcp_link.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace sinkrt::device {
+namespace {
+
+std::string HeaderBytes(const MsgHeader& h) { return std::string(reinterpret_cast<const char*>(&h), sizeof h); }
+
+bool Expired(const Deadline& d) { return d && std::chrono::steady_clock::now() >= *d; }
+
+}  // namespace
+
+TcpLink::TcpLink(const Params& params, std::unique_ptr<FrameSocket> socket, CommSignals& signals)
+    : params_(params),
+      socket_(std::move(socket)),
+      fd_(socket_->native_handle()),
+      signals_(signals),
+      out_(static_cast<size_t>(2 * params.window + 2)),
+      credits_(params.window),
+      credit_batch_(static_cast<uint32_t>(std::max(1, params.window / 2))) {
+  if (params_.carries_data) {
+    // Zero-filled, so every slot page is touched now and not in the first op.
+    slots_.assign(static_cast<size_t>(params_.window) * params_.slot_bytes, 0);
+    slot_headers_.resize(static_cast<size_t>(params_.window));
+  }
+}
+
+TcpLink::~TcpLink() = default;
+
+// Why a wait must end early. Checked with the wait's own mutex held:
+// Abort, notices and closes notify under that mutex after setting their
+// flag, so a wake can never fall between the check and the sleep.
+Status TcpLink::InterruptedRecvLocked() {
+  if (signals_.aborted()) return Aborted("aborted");
+  if (signals_.poisoned()) return signals_.poison();
+  if (closed()) return Unavailable(close_reason_);
+  return Status::Ok();
+}
+
+Status TcpLink::InterruptedSendLocked() {
+  if (signals_.aborted()) return Aborted("aborted");
+  if (signals_.poisoned()) return signals_.poison();
+  if (closed()) {
+    std::lock_guard<std::mutex> lk(recv_mu_);  // lock order: send_mu_, then recv_mu_
+    return Unavailable(close_reason_);
+  }
+  return Status::Ok();
+}
+
+Result<uint64_t> TcpLink::PostData(const Tag& tag, std::span<const uint8_t> bytes, Deadline deadline) {
+  std::unique_lock<std::mutex> lk(send_mu_);
+  if (out_count_ == out_.size()) {
+    WaitingOn waiting(signals_, params_.peer);
+    while (out_count_ == out_.size()) {
+      SINKRT_RETURN_IF_ERROR(InterruptedSendLocked());
+      if (Expired(deadline)) return DeadlineExceeded(Who() + " took no data");
+      send_cv_.wait_until(lk, *deadline);
+    }
+  }
+  if (closed()) return InterruptedSendLocked();
+  OutData& o = out_[(out_head_ + out_count_) % out_.size()];
+  o.header = MsgHeader{};
+  o.header.kind = MsgKind::kData;
+  o.header.op = static_cast<uint8_t>(tag.op);
+  o.header.group = tag.group;
+  o.header.seq = tag.seq;
+  o.header.segment = tag.segment;
+  o.header.bytes = static_cast<uint32_t>(bytes.size());
+  o.data = bytes.data();
+  o.bytes = bytes.size();
+  ++out_count_;
+  const uint64_t ticket = ++posted_;
+  FlushLocked();
+  bool wake = want_write_ && !engine_knows_;
+  lk.unlock();
+  if (wake && engine_wake_) engine_wake_();
+  return ticket;
+}
+
+Status TcpLink::WaitSent(uint64_t ticket, Deadline deadline) {
+  std::unique_lock<std::mutex> lk(send_mu_);
+  if (completed_ >= ticket) return Status::Ok();
+  WaitingOn waiting(signals_, params_.peer);
+  while (completed_ < ticket) {
+    SINKRT_RETURN_IF_ERROR(InterruptedSendLocked());
+    if (Expired(deadline)) return DeadlineExceeded(Who() + " took no data");
+    send_cv_.wait_until(lk, *deadline);
+  }
+  return Status::Ok();
+}
+
+Result<std::span<const uint8_t>> TcpLink::ReceiveData(const Tag& tag, size_t bytes, Deadline deadline) {
+  std::unique_lock<std::mutex> lk(recv_mu_);
+  if (filled_ == consumed_) {
+    WaitingOn waiting(signals_, params_.peer);
+    while (filled_ == consumed_) {
+      SINKRT_RETURN_IF_ERROR(InterruptedRecvLocked());
+      if (Expired(deadline)) return DeadlineExceeded("no data from " + Who());
+      recv_cv_.wait_until(lk, *deadline);
+    }
+  }
+  const size_t slot = consumed_ % slot_headers_.size();
+  const MsgHeader& h = slot_headers_[slot];
+  Tag got{static_cast<OpKind>(h.op), h.group, h.seq, h.segment};
+  if (!(got == tag)) return TagMismatch(params_.self, params_.peer, tag, got);
+  if (h.bytes != bytes) return SizeMismatch(params_.self, params_.peer, tag, bytes, h.bytes);
+  return std::span<const uint8_t>(slots_.data() + slot * params_.slot_bytes, h.bytes);
+}
+
+void TcpLink::ReleaseData() {
+  {
+    std::lock_guard<std::mutex> lk(recv_mu_);
+    ++consumed_;
+  }
+  std::unique_lock<std::mutex> lk(send_mu_);
+  if (++credit_pending_ < credit_batch_) return;
+  FlushLocked();
+  bool wake = want_write_ && !engine_knows_;
+  lk.unlock();
+  if (wake && engine_wake_) engine_wake_();
+}
+
+void TcpLink::SendNotice(const std::string& text) {
+  MsgHeader h;
+  h.kind = MsgKind::kNotice;
+  std::string body = text.substr(0, kMaxNoticeBytes);
+  h.bytes = static_cast<uint32_t>(body.size());
+  std::unique_lock<std::mutex> lk(send_mu_);
+  notices_.push_back(HeaderBytes(h) + body);
+  FlushLocked();
+  bool wake = want_write_ && !engine_knows_;
+  lk.unlock();
+  if (wake && engine_wake_) engine_wake_();
+}
+
+uint64_t TcpLink::SendQuery() {
+  uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lk(recv_mu_);
+    generation = reply_generation_;
+  }
+  std::unique_lock<std::mutex> lk(send_mu_);
+  query_pending_ = true;
+  FlushLocked();
+  bool wake = want_write_ && !engine_knows_;
+  lk.unlock();
+  if (wake && engine_wake_) engine_wake_();
+  return generation;
+}
+
+Result<PeerProgress> TcpLink::AwaitReply(uint64_t generation, Deadline deadline) {
+  std::unique_lock<std::mutex> lk(recv_mu_);
+  while (reply_generation_ == generation) {
+    if (closed()) return Unavailable(close_reason_);
+    if (signals_.aborted()) return Aborted("aborted");
+    if (Expired(deadline)) return DeadlineExceeded(Who() + " does not answer");
+    recv_cv_.wait_until(lk, *deadline);
+  }
+  return reply_;
+}
+
+void TcpLink::Drain(Deadline deadline) {
+  std::unique_lock<std::mutex> lk(send_mu_);
+  while (out_count_ > 0 || current_ != Current::kNone || !notices_.empty()) {
+    if (closed() || signals_.aborted() || Expired(deadline)) return;
+    send_cv_.wait_until(lk, *deadline);
+  }
+}
+
+void TcpLink::ShutdownWrite() {
+  std::lock_guard<std::mutex> lk(send_mu_);
+  write_shut_ = true;
+  ::shutdown(fd_, SHUT_WR);
+}
+
+void TcpLink::AwaitEof(Deadline deadline) {
+  std::unique_lock<std::mutex> lk(recv_mu_);
+  while (!eof_.load(std::memory_order_acquire) && !Expired(deadline)) recv_cv_.wait_until(lk, *deadline);
+}
+
+void TcpLink::WakeWaiters() {
+  { std::lock_guard<std::mutex> lk(send_mu_); }
+  send_cv_.notify_all();
+  { std::lock_guard<std::mutex> lk(recv_mu_); }
+  recv_cv_.notify_all();
+}
+
+void TcpLink::MarkClosed(const std::string& why, bool holding_send) {
+  {
+    // The reason is set before the flag, under the lock waits check both with.
+    std::lock_guard<std::mutex> lk(recv_mu_);
+    if (closed()) return;
+    close_reason_ = why;
+    closed_.store(true, std::memory_order_release);
+  }
+  recv_cv_.notify_all();
+  if (holding_send) {
+    send_cv_.notify_all();
+  } else {
+    { std::lock_guard<std::mutex> lk(send_mu_); }
+    send_cv_.notify_all();
+  }
+  if (event_hook_) event_hook_();
+}
+
+void TcpLink::FlushLocked() {
+  while (!closed() && !write_shut_) {
+    if (current_ == Current::kNone) {
+      // Control first: credits and answers unblock the peer; data waits for credit.
+      MsgHeader h;
+      if (credit_pending_ >= credit_batch_) {
+        h.kind = MsgKind::kCredit;
+        h.bytes = credit_pending_;
+        credit_pending_ = 0;
+        control_ = HeaderBytes(h);
+        current_ = Current::kControl;
+      } else if (reply_pending_) {
+        reply_pending_ = false;
+        PeerProgress p = signals_.Now();
+        h.kind = MsgKind::kReply;
+        h.op = static_cast<uint8_t>(p.op);
+        h.group = p.group;
+        h.seq = p.seq;
+        h.segment = static_cast<uint32_t>(p.waiting_on + 1);
+        h.flags = static_cast<uint16_t>((p.active ? kReplyActive : 0) | (p.failed ? kReplyFailed : 0));
+        control_ = HeaderBytes(h);
+        current_ = Current::kControl;
+      } else if (query_pending_) {
+        query_pending_ = false;
+        h.kind = MsgKind::kQuery;
+        control_ = HeaderBytes(h);
+        current_ = Current::kControl;
+      } else if (!notices_.empty()) {
+        control_ = std::move(notices_.front());
+        notices_.pop_front();
+        current_ = Current::kControl;
+      } else if (out_count_ > 0 && credits_ > 0) {
+        --credits_;
+        current_ = Current::kData;
+      } else {
+        want_write_ = false;
+        send_cv_.notify_all();  // Drain waits for an empty queue
+        return;
+      }
+      current_done_ = 0;
+    }
+    iovec iov[2];
+    int n = 0;
+    size_t total;
+    if (current_ == Current::kControl) {
+      total = control_.size();
+      iov[n++] = {control_.data() + current_done_, total - current_done_};
+    } else {
+      OutData& o = out_[out_head_];
+      total = sizeof(MsgHeader) + o.bytes;
+      if (current_done_ < sizeof(MsgHeader))
+        iov[n++] = {reinterpret_cast<uint8_t*>(&o.header) + current_done_, sizeof(MsgHeader) - current_done_};
+      size_t body_done = current_done_ > sizeof(MsgHeader) ? current_done_ - sizeof(MsgHeader) : 0;
+      if (body_done < o.bytes) iov[n++] = {const_cast<uint8_t*>(o.data) + body_done, o.bytes - body_done};
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(n);
+    ssize_t w = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        want_write_ = true;
+        return;
+      }
+      MarkClosed(Who() + " closed its connection (" + std::strerror(errno) + ")", true);
+      return;
+    }
+    current_done_ += static_cast<size_t>(w);
+    if (current_done_ < total) continue;
+    if (current_ == Current::kData) {
+      out_head_ = (out_head_ + 1) % out_.size();
+      --out_count_;
+      ++completed_;
+      send_cv_.notify_all();
+    }
+    current_ = Current::kNone;
+  }
+}
+
+short TcpLink::PollEvents() {
+  short events = 0;
+  if (!eof_.load(std::memory_order_acquire)) events |= POLLIN;
+  std::lock_guard<std::mutex> lk(send_mu_);
+  engine_knows_ = want_write_ && !closed() && !write_shut_;
+  if (engine_knows_) events |= POLLOUT;
+  return events;
+}
+
+void TcpLink::OnWritable() {
+  std::lock_guard<std::mutex> lk(send_mu_);
+  FlushLocked();
+}
+
+void TcpLink::OnReadable() {
+  while (!eof_.load(std::memory_order_relaxed)) {
+    uint8_t* dst;
+    size_t want;
+    if (in_state_ == InState::kHeader) {
+      dst = reinterpret_cast<uint8_t*>(&in_header_) + in_done_;
+      want = sizeof(MsgHeader) - in_done_;
+    } else {
+      dst = in_dst_;
+      want = in_left_;
+    }
+    ssize_t r = ::recv(fd_, dst, want, MSG_DONTWAIT);
+    if (r > 0) {
+      if (in_state_ == InState::kHeader) {
+        in_done_ += static_cast<size_t>(r);
+        if (in_done_ == sizeof(MsgHeader)) OnHeader();
+      } else {
+        in_dst_ += r;
+        in_left_ -= static_cast<size_t>(r);
+        if (in_left_ == 0) OnPayloadDone();
+      }
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    std::string why = Who() + " closed its connection";
+    if (r < 0) why += std::string(" (") + std::strerror(errno) + ")";
+    eof_.store(true, std::memory_order_release);
+    MarkClosed(why, false);
+    return;
+  }
+}
+
+void TcpLink::ProtocolError(const std::string& what) {
+  eof_.store(true, std::memory_order_release);  // stop reading a stream we no longer understand
+  MarkClosed(Who() + " broke the collectives protocol: " + what, false);
+}
+
+void TcpLink::OnHeader() {
+  in_done_ = 0;
+  const MsgHeader& h = in_header_;
+  if (h.magic != kCommMagic) return ProtocolError("bad frame magic");
+  switch (h.kind) {
+    case MsgKind::kData: {
+      if (!params_.carries_data) return ProtocolError("data on a shared-memory peer's connection");
+      if (h.bytes > params_.slot_bytes)
+        return ProtocolError("a " + std::to_string(h.bytes) + "-byte segment, slots hold " +
+                             std::to_string(params_.slot_bytes));
+      size_t slot;
+      bool overrun;
+      {
+        std::lock_guard<std::mutex> lk(recv_mu_);
+        overrun = filled_ - consumed_ >= slot_headers_.size();
+        slot = filled_ % slot_headers_.size();
+        if (!overrun && h.bytes == 0) {
+          slot_headers_[slot] = h;
+          ++filled_;
+        }
+      }
+      if (overrun) return ProtocolError("a segment beyond its credit");
+      if (h.bytes == 0) {
+        recv_cv_.notify_all();
+        return;
+      }
+      in_state_ = InState::kData;
+      in_slot_ = slot;
+      in_dst_ = slots_.data() + slot * params_.slot_bytes;
+      in_left_ = h.bytes;
+      return;
+    }
+    case MsgKind::kCredit: {
+      std::lock_guard<std::mutex> lk(send_mu_);
+      credits_ += h.bytes;
+      FlushLocked();
+      return;
+    }
+    case MsgKind::kNotice:
+      if (h.bytes > kMaxNoticeBytes) return ProtocolError("an oversized failure notice");
+      notice_.assign(h.bytes, '\0');
+      if (h.bytes == 0) return OnPayloadDone();
+      in_state_ = InState::kNotice;
+      in_dst_ = reinterpret_cast<uint8_t*>(notice_.data());
+      in_left_ = h.bytes;
+      return;
+    case MsgKind::kQuery: {
+      std::lock_guard<std::mutex> lk(send_mu_);
+      reply_pending_ = true;
+      FlushLocked();
+      return;
+    }
+    case MsgKind::kReply: {
+      {
+        std::lock_guard<std::mutex> lk(recv_mu_);
+        reply_.op = static_cast<OpKind>(h.op);
+        reply_.group = h.group;
+        reply_.seq = h.seq;
+        reply_.waiting_on = static_cast<int32_t>(h.segment) - 1;
+        reply_.active = (h.flags & kReplyActive) != 0;
+        reply_.failed = (h.flags & kReplyFailed) != 0;
+        ++reply_generation_;
+      }
+      recv_cv_.notify_all();
+      return;
+    }
+    default:
+      return ProtocolError("unexpected message kind " + std::to_string(static_cast<int>(h.kind)));
+  }
+}
+
+void TcpLink::OnPayloadDone() {
+  InState done = in_state_;
+  in_state_ = InState::kHeader;
+  if (done == InState::kData) {
+    {
+      std::lock_guard<std::mutex> lk(recv_mu_);
+      slot_headers_[in_slot_] = in_header_;
+      ++filled_;
+    }
+    recv_cv_.notify_all();
+  } else {
+    signals_.Poison(Aborted(Who() + " failed: " + notice_));
+  }
+}
+
+}  // namespace sinkrt::device

@@ -1,0 +1,694 @@
+// Collectives: ranks as threads in one process, each with its own
+// Communicator over real loopback TCP and real POSIX shared memory.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include "sinkrt/device/communicator.h"
+#include "sinkrt/device/listening_inbox.h"
+#include "comm/reduce.h"
+#include "sinkrt/runtime/wire.h"
+
+namespace sinkrt::device {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+CommOptions TestOptions(bool shm, milliseconds timeout = milliseconds(10000)) {
+  CommOptions o;
+  o.peer_timeout = timeout;
+  o.segment_bytes = 4096;  // many segments per op: exercises the pipeline
+  o.segments_in_flight = 4;
+  o.small_allreduce_bytes = 16 << 10;
+  o.use_shared_memory = shm;
+  return o;
+}
+
+// Runs fn(rank) on one thread per rank and joins them.
+void OnEachRank(uint32_t n, const std::function<void(uint32_t)>& fn) {
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < n; ++r) threads.emplace_back([&fn, r] { fn(r); });
+  for (auto& t : threads) t.join();
+}
+
+class Cluster {
+ public:
+  // Rendezvous of n ranks with options per rank (job per rank too); statuses
+  // of Create are kept for the tests that expect it to fail.
+  Cluster(
+      uint32_t n, const std::function<CommOptions(uint32_t)>& options,
+      const std::function<uint64_t(uint32_t)>& job = [](uint32_t) { return uint64_t{42}; },
+      const std::function<std::string(uint32_t)>& host = [](uint32_t) { return LocalHostId(); })
+      : n_(n), comms_(n), create_status_(n) {
+    std::vector<PeerAddress> world;
+    for (uint32_t r = 0; r < n; ++r) {
+      auto inbox = ListeningInbox::Start();
+      EXPECT_TRUE(inbox.ok()) << inbox.status().ToString();
+      inboxes_.push_back(std::move(inbox).value());
+      world.push_back(PeerAddress{r, inboxes_.back()->address(), host(r)});
+    }
+    OnEachRank(n, [&](uint32_t r) {
+      auto c = Communicator::Create(r, world, job(r), *inboxes_[r], options(r));
+      if (c.ok())
+        comms_[r] = std::move(c).value();
+      else
+        create_status_[r] = c.status();
+    });
+  }
+  Cluster(uint32_t n, const CommOptions& o) : Cluster(n, [o](uint32_t) { return o; }) {}
+
+  ~Cluster() {
+    OnEachRank(n_, [&](uint32_t r) { comms_[r].reset(); });
+  }
+
+  bool ok() const {
+    for (auto& c : comms_)
+      if (!c) return false;
+    return true;
+  }
+  Communicator& operator[](uint32_t r) { return *comms_[r]; }
+  void Destroy(uint32_t r) { comms_[r].reset(); }
+  const Status& create_status(uint32_t r) const { return create_status_[r]; }
+  uint32_t size() const { return n_; }
+
+ private:
+  uint32_t n_;
+  std::vector<std::unique_ptr<ListeningInbox>> inboxes_;
+  std::vector<std::unique_ptr<Communicator>> comms_;
+  std::vector<Status> create_status_;
+};
+
+// ---- data and references --------------------------------------------------
+
+constexpr DType kAllTypes[] = {DType::F32, DType::F64, DType::I32, DType::I64, DType::U8, DType::BF16};
+constexpr ReduceOp kAllOps[] = {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min};
+
+std::vector<uint8_t> MakeInput(DType dt, size_t count, uint32_t rank, uint64_t seed) {
+  std::mt19937_64 rng(seed * 1000003u + rank * 7919u + static_cast<uint64_t>(dt));
+  std::uniform_real_distribution<double> real(-1.0, 1.0);
+  std::vector<uint8_t> out(count * DTypeSize(dt));
+  for (size_t i = 0; i < count; ++i) {
+    uint8_t* p = out.data() + i * DTypeSize(dt);
+    switch (dt) {
+      case DType::F32: {
+        float v = static_cast<float>(real(rng));
+        std::memcpy(p, &v, 4);
+        break;
+      }
+      case DType::F64: {
+        double v = real(rng);
+        std::memcpy(p, &v, 8);
+        break;
+      }
+      case DType::BF16: {
+        uint16_t v = FloatToBf16(static_cast<float>(real(rng)));
+        std::memcpy(p, &v, 2);
+        break;
+      }
+      case DType::I32: {
+        int32_t v = static_cast<int32_t>(rng() % 2001) - 1000;
+        std::memcpy(p, &v, 4);
+        break;
+      }
+      case DType::I64: {
+        int64_t v = static_cast<int64_t>(rng() % 2000000000001ull) - 1000000000000ll;
+        std::memcpy(p, &v, 8);
+        break;
+      }
+      default:
+        p[0] = static_cast<uint8_t>(rng());
+        break;
+    }
+  }
+  return out;
+}
+
+double AsDouble(const uint8_t* p, DType dt) {
+  switch (dt) {
+    case DType::F32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::F64: {
+      double v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+    case DType::BF16: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return Bf16ToFloat(v);
+    }
+    case DType::I32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::I64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<double>(v);
+    }
+    default:
+      return p[0];
+  }
+}
+
+int64_t AsInt(const uint8_t* p, DType dt) {
+  switch (dt) {
+    case DType::I32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::I64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+    default:
+      return p[0];
+  }
+}
+
+bool IsFloat(DType dt) { return dt == DType::F32 || dt == DType::F64 || dt == DType::BF16; }
+
+// Checks element `i` of `got` against the reduction of the members'
+// inputs: float sums against a float64 sum in rank order (within a
+// tolerance), integer ops and max/min exactly.
+void ExpectReduced(const std::vector<std::vector<uint8_t>>& inputs, const std::vector<uint32_t>& members,
+                   size_t in_offset, const uint8_t* got, size_t count, DType dt, ReduceOp op) {
+  const size_t es = DTypeSize(dt);
+  const double n = static_cast<double>(members.size());
+  int failures = 0;
+  for (size_t i = 0; i < count && failures < 5; ++i) {
+    const size_t at = (in_offset + i) * es;
+    const uint8_t* g = got + i * es;
+    if (IsFloat(dt)) {
+      double acc = 0, mx = -INFINITY, mn = INFINITY;
+      for (uint32_t m : members) {
+        double v = AsDouble(inputs[m].data() + at, dt);
+        acc += v;
+        mx = std::max(mx, v);
+        mn = std::min(mn, v);
+      }
+      double want = op == ReduceOp::Sum ? acc : op == ReduceOp::Mean ? acc / n : op == ReduceOp::Max ? mx : mn;
+      double tol = (op == ReduceOp::Max || op == ReduceOp::Min) ? 0
+                   : dt == DType::F64                           ? 1e-12 * n
+                   : dt == DType::F32                           ? 2e-6 * n
+                                                                : 0.02 * n;
+      if (std::fabs(AsDouble(g, dt) - want) > tol) {
+        ++failures;
+        ADD_FAILURE() << "element " << i << ": got " << AsDouble(g, dt) << ", want " << want;
+      }
+    } else {
+      // Integer sums wrap in the element type; mean divides the wrapped sum.
+      uint64_t acc = 0;
+      int64_t mx = INT64_MIN, mn = INT64_MAX;
+      for (uint32_t m : members) {
+        int64_t v = AsInt(inputs[m].data() + at, dt);
+        acc += static_cast<uint64_t>(v);
+        mx = std::max(mx, v);
+        mn = std::min(mn, v);
+      }
+      int64_t sum = dt == DType::I32  ? static_cast<int32_t>(static_cast<uint32_t>(acc))
+                    : dt == DType::U8 ? static_cast<int64_t>(acc & 0xff)
+                                      : static_cast<int64_t>(acc);
+      int64_t want = op == ReduceOp::Sum    ? sum
+                     : op == ReduceOp::Mean ? sum / static_cast<int64_t>(members.size())
+                     : op == ReduceOp::Max  ? mx
+                                            : mn;
+      if (AsInt(g, dt) != want) {
+        ++failures;
+        ADD_FAILURE() << "element " << i << ": got " << AsInt(g, dt) << ", want " << want;
+      }
+    }
+  }
+}
+
+// ---- ReduceInto -------------------------------------------------------------
+
+TEST(CommReduce, Bf16RoundsToNearestEven) {
+  EXPECT_EQ(FloatToBf16(1.0f), 0x3f80);
+  // 1 + 2^-8 is halfway between bf16 neighbours 1 and 1 + 2^-7: ties go to even (1).
+  EXPECT_EQ(FloatToBf16(1.0f + 1.0f / 256), 0x3f80);
+  // 1 + 3 * 2^-8 is halfway between 1 + 2^-7 (odd) and 1 + 2^-6: goes up.
+  EXPECT_EQ(FloatToBf16(1.0f + 3.0f / 256), 0x3f82);
+  EXPECT_EQ(FloatToBf16(1.0f + 1.0f / 256 + 1.0f / 65536), 0x3f81);
+  EXPECT_TRUE(std::isnan(Bf16ToFloat(FloatToBf16(NAN))));
+
+  uint16_t a[2] = {FloatToBf16(1.0f), FloatToBf16(-2.0f)};
+  uint16_t b[2] = {FloatToBf16(1.0f / 256), FloatToBf16(0.5f)};
+  ASSERT_TRUE(ReduceInto(std::span(reinterpret_cast<uint8_t*>(a), 4), std::span(reinterpret_cast<const uint8_t*>(b), 4),
+                         DType::BF16, ReduceOp::Sum)
+                  .ok());
+  EXPECT_EQ(Bf16ToFloat(a[0]), 1.0f);
+  EXPECT_EQ(Bf16ToFloat(a[1]), -1.5f);
+}
+
+TEST(CommReduce, IntegersWrapAndMaxMinPropagateNan) {
+  int32_t a[2] = {INT32_MAX, -5};
+  int32_t b[2] = {1, 3};
+  ASSERT_TRUE(ReduceInto(std::span(reinterpret_cast<uint8_t*>(a), 8), std::span(reinterpret_cast<const uint8_t*>(b), 8),
+                         DType::I32, ReduceOp::Sum)
+                  .ok());
+  EXPECT_EQ(a[0], INT32_MIN);
+  EXPECT_EQ(a[1], -2);
+  float x[3] = {1.0f, NAN, 2.0f};
+  float y[3] = {NAN, 1.0f, 3.0f};
+  ASSERT_TRUE(ReduceInto(std::span(reinterpret_cast<uint8_t*>(x), 12),
+                         std::span(reinterpret_cast<const uint8_t*>(y), 12), DType::F32, ReduceOp::Max)
+                  .ok());
+  EXPECT_TRUE(std::isnan(x[0]));
+  EXPECT_TRUE(std::isnan(x[1]));
+  EXPECT_EQ(x[2], 3.0f);
+  uint8_t u[1] = {200}, v[1] = {100};
+  ASSERT_TRUE(ReduceInto(std::span(u), std::span<const uint8_t>(v), DType::U8, ReduceOp::Sum).ok());
+  EXPECT_EQ(u[0], 44);
+  EXPECT_FALSE(ReduceInto(std::span(u), std::span<const uint8_t>(v, 0), DType::U8, ReduceOp::Sum).ok());
+}
+
+// ---- correctness over both transports and group sizes ------------------------
+
+struct Setup {
+  bool shm;
+  uint32_t n;
+};
+
+class CommCollectives : public ::testing::TestWithParam<Setup> {};
+
+void PrintTo(const Setup& s, std::ostream* os) { *os << (s.shm ? "shm" : "tcp") << ", " << s.n << " ranks"; }
+
+TEST_P(CommCollectives, AllReduceEveryTypeAndOpMatchesReferenceAndIsIdenticalOnAllRanks) {
+  const auto [shm, n] = GetParam();
+  Cluster c(n, TestOptions(shm));
+  ASSERT_TRUE(c.ok()) << c.create_status(0).ToString();
+  for (uint32_t r = 1; r < n; ++r) EXPECT_EQ(c[0].TransportName(r), shm ? "shm" : "tcp");
+  const Group world = Group::World(n);
+  std::vector<uint32_t> members(n);
+  for (uint32_t r = 0; r < n; ++r) members[r] = r;
+  // 1 element, a prime, a size not divisible by 3 or 4, one spanning many
+  // 4 KiB segments (ring); the small ones take recursive doubling.
+  for (size_t count : {size_t{1}, size_t{1001}, size_t{7919}, size_t{50021}}) {
+    for (DType dt : kAllTypes) {
+      for (ReduceOp op : kAllOps) {
+        SCOPED_TRACE(std::to_string(count) + " x " + DTypeName(dt) + " op " + std::to_string(int(op)));
+        std::vector<std::vector<uint8_t>> inputs(n), outputs(n);
+        std::vector<Status> st(n);
+        for (uint32_t r = 0; r < n; ++r) outputs[r] = inputs[r] = MakeInput(dt, count, r, count);
+        OnEachRank(n, [&](uint32_t r) { st[r] = c[r].AllReduce(outputs[r], dt, op, world); });
+        for (uint32_t r = 0; r < n; ++r) ASSERT_TRUE(st[r].ok()) << st[r].ToString();
+        for (uint32_t r = 1; r < n; ++r) ASSERT_EQ(outputs[r], outputs[0]) << "rank " << r << " differs from rank 0";
+        ExpectReduced(inputs, members, 0, outputs[0].data(), count, dt, op);
+      }
+    }
+  }
+}
+
+TEST_P(CommCollectives, AllGatherReduceScatterBroadcast) {
+  const auto [shm, n] = GetParam();
+  Cluster c(n, TestOptions(shm));
+  ASSERT_TRUE(c.ok());
+  const Group world = Group::World(n);
+  std::vector<uint32_t> members(n);
+  for (uint32_t r = 0; r < n; ++r) members[r] = r;
+  for (size_t count : {size_t{1}, size_t{7919}, size_t{30011}}) {
+    SCOPED_TRACE(count);
+    // AllGather: bytes, any size per member.
+    {
+      std::vector<std::vector<uint8_t>> in(n), out(n, std::vector<uint8_t>(count * n));
+      std::vector<Status> st(n);
+      for (uint32_t r = 0; r < n; ++r) in[r] = MakeInput(DType::U8, count, r, 11);
+      OnEachRank(n, [&](uint32_t r) { st[r] = c[r].AllGather(in[r], out[r], world); });
+      std::vector<uint8_t> want;
+      for (uint32_t r = 0; r < n; ++r) want.insert(want.end(), in[r].begin(), in[r].end());
+      for (uint32_t r = 0; r < n; ++r) {
+        ASSERT_TRUE(st[r].ok()) << st[r].ToString();
+        EXPECT_EQ(out[r], want) << "AllGather on rank " << r;
+      }
+    }
+    // ReduceScatter: `count` elements per member.
+    for (DType dt : {DType::F32, DType::BF16, DType::I64, DType::U8}) {
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Min}) {
+        SCOPED_TRACE(std::string("ReduceScatter ") + DTypeName(dt));
+        std::vector<std::vector<uint8_t>> in(n), out(n, std::vector<uint8_t>(count * DTypeSize(dt)));
+        std::vector<Status> st(n);
+        for (uint32_t r = 0; r < n; ++r) in[r] = MakeInput(dt, count * n, r, 5);
+        OnEachRank(n, [&](uint32_t r) { st[r] = c[r].ReduceScatter(in[r], out[r], dt, op, world); });
+        for (uint32_t r = 0; r < n; ++r) {
+          ASSERT_TRUE(st[r].ok()) << st[r].ToString();
+          ExpectReduced(in, members, r * count, out[r].data(), count, dt, op);
+        }
+      }
+    }
+    // Broadcast from every root.
+    for (uint32_t root = 0; root < n; ++root) {
+      std::vector<std::vector<uint8_t>> data(n, std::vector<uint8_t>(count, 0));
+      data[root] = MakeInput(DType::U8, count, root, 3);
+      std::vector<Status> st(n);
+      OnEachRank(n, [&](uint32_t r) { st[r] = c[r].Broadcast(data[r], root, world); });
+      for (uint32_t r = 0; r < n; ++r) {
+        ASSERT_TRUE(st[r].ok()) << st[r].ToString();
+        EXPECT_EQ(data[r], data[root]) << "Broadcast from " << root << " on rank " << r;
+      }
+    }
+  }
+}
+
+TEST_P(CommCollectives, SendRecvAndBarrier) {
+  const auto [shm, n] = GetParam();
+  Cluster c(n, TestOptions(shm));
+  ASSERT_TRUE(c.ok());
+  for (size_t bytes : {size_t{1}, size_t{100003}}) {
+    // Each rank passes a buffer to the next; even ranks send first, odd ones
+    // receive first (Send returns once its data has left, as in MPI).
+    std::vector<std::vector<uint8_t>> in(n), out(n, std::vector<uint8_t>(bytes));
+    std::vector<Status> st(n);
+    for (uint32_t r = 0; r < n; ++r) in[r] = MakeInput(DType::U8, bytes, r, 9);
+    OnEachRank(n, [&](uint32_t r) {
+      const uint32_t next = (r + 1) % n, prev = (r + n - 1) % n;
+      Status a, b;
+      if (r % 2 == 0) {
+        a = c[r].Send(in[r], next);
+        b = c[r].Recv(out[r], prev);
+      } else {
+        b = c[r].Recv(out[r], prev);
+        a = c[r].Send(in[r], next);
+      }
+      st[r] = a.ok() ? b : a;
+    });
+    for (uint32_t r = 0; r < n; ++r) {
+      ASSERT_TRUE(st[r].ok()) << st[r].ToString();
+      EXPECT_EQ(out[r], in[(r + n - 1) % n]);
+    }
+  }
+  std::vector<Status> st(n);
+  OnEachRank(n, [&](uint32_t r) {
+    for (int i = 0; i < 20 && st[r].ok(); ++i) st[r] = c[r].Barrier(Group::World(n));
+  });
+  for (uint32_t r = 0; r < n; ++r) EXPECT_TRUE(st[r].ok()) << st[r].ToString();
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, CommCollectives,
+                         ::testing::Values(Setup{true, 2}, Setup{true, 3}, Setup{true, 4}, Setup{false, 2},
+                                           Setup{false, 3}, Setup{false, 4}),
+                         [](const auto& info) {
+                           return std::string(info.param.shm ? "Shm" : "Tcp") + std::to_string(info.param.n);
+                         });
+
+TEST(CommCollectives, SubgroupsRunConcurrentlyAndKeepTheirOwnSequence) {
+  for (bool shm : {true, false}) {
+    SCOPED_TRACE(shm ? "shm" : "tcp");
+    Cluster c(4, TestOptions(shm));
+    ASSERT_TRUE(c.ok());
+    std::vector<std::vector<float>> data(4);
+    std::vector<Status> st(4);
+    OnEachRank(4, [&](uint32_t r) {
+      // {0,2} and {1,3} run different numbers of collectives, then the world.
+      const Group pair{{r % 2, r % 2 + 2}};
+      data[r].assign(20011, static_cast<float>(r + 1));
+      for (int i = 0; i < (r % 2 ? 3 : 1) && st[r].ok(); ++i)
+        st[r] = c[r].AllReduce(std::span(reinterpret_cast<uint8_t*>(data[r].data()), data[r].size() * 4), DType::F32,
+                               ReduceOp::Sum, pair);
+      std::vector<uint8_t> gathered(8);
+      uint32_t v = r;
+      if (st[r].ok()) st[r] = c[r].AllGather(std::span(reinterpret_cast<const uint8_t*>(&v), 4), gathered, pair);
+      if (st[r].ok()) {
+        uint32_t got[2];
+        std::memcpy(got, gathered.data(), 8);
+        EXPECT_EQ(got[0], r % 2);
+        EXPECT_EQ(got[1], r % 2 + 2);
+      }
+      if (st[r].ok()) st[r] = c[r].Barrier(Group::World(4));
+    });
+    for (uint32_t r = 0; r < 4; ++r) ASSERT_TRUE(st[r].ok()) << st[r].ToString();
+    // {0,2}: 1 + 3 once. {1,3}: (2 + 4) * 2^2 after three sums.
+    EXPECT_EQ(data[0][0], 4.0f);
+    EXPECT_EQ(data[2][20010], 4.0f);
+    EXPECT_EQ(data[1][0], 24.0f);
+    EXPECT_EQ(data[3][7], 24.0f);
+  }
+}
+
+TEST(CommCollectives, MixedShmAndTcpPeers) {
+  // Two "hosts" of two ranks: pairs within a host share memory, the rest use TCP.
+  Cluster c(
+      4, [](uint32_t) { return TestOptions(true); }, [](uint32_t) { return uint64_t{42}; },
+      [](uint32_t r) { return r < 2 ? std::string("host-a") : std::string("host-b"); });
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c[0].TransportName(1), "shm");
+  EXPECT_EQ(c[0].TransportName(2), "tcp");
+  EXPECT_EQ(c[3].TransportName(2), "shm");
+  EXPECT_EQ(c[3].TransportName(1), "tcp");
+  std::vector<uint32_t> members{0, 1, 2, 3};
+  for (size_t count : {size_t{3}, size_t{70001}}) {
+    std::vector<std::vector<uint8_t>> inputs(4), outputs(4);
+    std::vector<Status> st(4);
+    for (uint32_t r = 0; r < 4; ++r) outputs[r] = inputs[r] = MakeInput(DType::F64, count, r, 1);
+    OnEachRank(4, [&](uint32_t r) { st[r] = c[r].AllReduce(outputs[r], DType::F64, ReduceOp::Sum, Group::World(4)); });
+    for (uint32_t r = 0; r < 4; ++r) ASSERT_TRUE(st[r].ok()) << st[r].ToString();
+    for (uint32_t r = 1; r < 4; ++r) EXPECT_EQ(outputs[r], outputs[0]);
+    ExpectReduced(inputs, members, 0, outputs[0].data(), count, DType::F64, ReduceOp::Sum);
+  }
+}
+
+TEST(CommCollectives, TeardownRightAfterTheLastOpLosesNothing) {
+  for (bool shm : {false, true}) {
+    Cluster c(3, TestOptions(shm));
+    ASSERT_TRUE(c.ok());
+    std::vector<Status> st(3);
+    std::vector<std::vector<uint8_t>> data(3, std::vector<uint8_t>(200000, 1));
+    OnEachRank(3, [&](uint32_t r) {
+      // The fastest rank leaves while the others still read its last segments.
+      st[r] = c[r].AllReduce(data[r], DType::U8, ReduceOp::Sum, Group::World(3));
+      c.Destroy(r);
+    });
+    for (uint32_t r = 0; r < 3; ++r) {
+      ASSERT_TRUE(st[r].ok()) << st[r].ToString();
+      EXPECT_EQ(data[r][199999], 3);
+    }
+  }
+}
+
+TEST(CommCollectives, FloatSumsAreBitwiseIdenticalWhereOrderMatters) {
+  Cluster c(3, TestOptions(true));
+  ASSERT_TRUE(c.ok());
+  // Values spanning many magnitudes make float addition order-sensitive.
+  for (size_t count : {size_t{2000}, size_t{300007}}) {
+    std::vector<std::vector<float>> data(3, std::vector<float>(count));
+    for (uint32_t r = 0; r < 3; ++r) {
+      std::mt19937 rng(r);
+      std::uniform_real_distribution<float> mant(-1, 1);
+      std::uniform_int_distribution<int> expo(-20, 20);
+      for (auto& x : data[r]) x = std::ldexp(mant(rng), expo(rng));
+    }
+    std::vector<Status> st(3);
+    OnEachRank(3, [&](uint32_t r) {
+      st[r] = c[r].AllReduce(std::span(reinterpret_cast<uint8_t*>(data[r].data()), count * 4), DType::F32,
+                             ReduceOp::Sum, Group::World(3));
+    });
+    for (uint32_t r = 0; r < 3; ++r) ASSERT_TRUE(st[r].ok()) << st[r].ToString();
+    EXPECT_EQ(0, std::memcmp(data[0].data(), data[1].data(), count * 4));
+    EXPECT_EQ(0, std::memcmp(data[0].data(), data[2].data(), count * 4));
+  }
+}
+
+// ---- failures -------------------------------------------------------------
+
+TEST(CommFailures, TagMismatchFailsBothSidesAtOnceNamingBothOps) {
+  for (bool shm : {true, false}) {
+    Cluster c(2, TestOptions(shm, milliseconds(2000)));
+    ASSERT_TRUE(c.ok());
+    std::vector<uint8_t> a(64), b(64), gathered(128);
+    Status s0, s1;
+    auto start = Clock::now();
+    OnEachRank(2, [&](uint32_t r) {
+      if (r == 0)
+        s0 = c[0].AllReduce(a, DType::F32, ReduceOp::Sum, Group::World(2));
+      else
+        s1 = c[1].AllGather(b, gathered, Group::World(2));
+    });
+    EXPECT_LT(Clock::now() - start, milliseconds(1000));
+    for (const Status* s : {&s0, &s1}) {
+      EXPECT_EQ(s->code(), StatusCode::kFailedPrecondition) << s->ToString();
+      EXPECT_NE(s->message().find("AllReduce #1"), std::string::npos) << s->message();
+      EXPECT_NE(s->message().find("AllGather #1"), std::string::npos) << s->message();
+    }
+    EXPECT_NE(s1.message().find("rank 1 expected AllGather #1 segment 0 from rank 0, got AllReduce #1 segment"),
+              std::string::npos)
+        << s1.message();
+    // The communicator is broken from now on.
+    EXPECT_FALSE(c[0].Barrier(Group::World(2)).ok());
+  }
+}
+
+TEST(CommFailures, MissingPeerTimesOutNamingIt) {
+  for (bool shm : {false, true}) {
+    SCOPED_TRACE(shm ? "shm" : "tcp");
+    const milliseconds timeout(1500);
+    Cluster c(4, TestOptions(shm, timeout));
+    ASSERT_TRUE(c.ok());
+    std::vector<Status> st(4);
+    std::vector<Clock::duration> took(4);
+    OnEachRank(3, [&](uint32_t r) {  // rank 3 never calls
+      std::vector<uint8_t> data(80000);
+      auto start = Clock::now();
+      st[r] = c[r].AllReduce(data, DType::F32, ReduceOp::Sum, Group::World(4));
+      took[r] = Clock::now() - start;
+    });
+    for (uint32_t r = 0; r < 3; ++r) {
+      EXPECT_FALSE(st[r].ok());
+      EXPECT_NE(st[r].message().find("rank 3"), std::string::npos) << st[r].ToString();
+      EXPECT_LT(took[r], timeout + milliseconds(1500)) << st[r].ToString();
+    }
+    EXPECT_NE(st[0].message().find("AllReduce #1 (ring reduce-scatter): no data from rank 3 within 1500 ms"),
+              std::string::npos)
+        << st[0].message();
+    EXPECT_NE(st[0].message().find("rank 3 has not called AllReduce #1"), std::string::npos) << st[0].message();
+  }
+}
+
+TEST(CommFailures, DestroyedPeerIsReportedAtOnce) {
+  for (bool shm : {false, true}) {
+    SCOPED_TRACE(shm ? "shm" : "tcp");
+    Cluster c(3, TestOptions(shm, milliseconds(20000)));
+    ASSERT_TRUE(c.ok());
+    std::vector<Status> st(3);
+    auto start = Clock::now();
+    OnEachRank(3, [&](uint32_t r) {
+      if (r == 2) {
+        std::this_thread::sleep_for(milliseconds(200));
+        c.Destroy(2);
+        return;
+      }
+      std::vector<uint8_t> data(80000);
+      st[r] = c[r].AllReduce(data, DType::F32, ReduceOp::Sum, Group::World(3));
+    });
+    EXPECT_LT(Clock::now() - start, milliseconds(5000));
+    for (uint32_t r = 0; r < 2; ++r) {
+      EXPECT_FALSE(st[r].ok());
+      EXPECT_NE(st[r].message().find("rank 2 closed its connection during AllReduce #1"), std::string::npos)
+          << st[r].ToString();
+    }
+  }
+}
+
+TEST(CommFailures, AbortWakesTheWaitAndFailsThePeers) {
+  for (bool shm : {false, true}) {
+    SCOPED_TRACE(shm ? "shm" : "tcp");
+    Cluster c(3, TestOptions(shm, milliseconds(20000)));
+    ASSERT_TRUE(c.ok());
+    std::vector<Status> st(3);
+    std::vector<Clock::duration> took(3);
+    OnEachRank(3, [&](uint32_t r) {
+      if (r == 1) {  // late: rank 2 blocks waiting for it
+        std::this_thread::sleep_for(milliseconds(300));
+        c[2].Abort();
+        std::this_thread::sleep_for(milliseconds(100));
+      }
+      std::vector<uint8_t> data(80000);
+      auto start = Clock::now();
+      st[r] = c[r].AllReduce(data, DType::F32, ReduceOp::Sum, Group::World(3));
+      took[r] = Clock::now() - start;
+    });
+    EXPECT_EQ(st[2].code(), StatusCode::kAborted) << st[2].ToString();
+    EXPECT_LT(took[2], milliseconds(2000));
+    EXPECT_FALSE(st[0].ok());
+    EXPECT_NE(st[0].message().find("rank 2 failed"), std::string::npos) << st[0].ToString();
+    EXPECT_LT(took[0], milliseconds(3000));
+    EXPECT_FALSE(st[1].ok());
+  }
+}
+
+TEST(CommRendezvous, WrongJobIsRefusedNamingBothJobs) {
+  Cluster c(
+      2, [](uint32_t) { return TestOptions(true, milliseconds(3000)); },
+      [](uint32_t r) { return r == 0 ? uint64_t{7} : uint64_t{8}; });
+  for (uint32_t r = 0; r < 2; ++r) {
+    const Status& st = c.create_status(r);
+    EXPECT_FALSE(st.ok()) << "rank " << r;
+    EXPECT_NE(st.message().find("job mismatch: rank 0 is in job 7, rank 1 is in job 8"), std::string::npos)
+        << st.ToString();
+  }
+}
+
+// Dials `to` as a device of rank `rank` and completes the handshake.
+std::unique_ptr<FrameSocket> FakePeer(const Address& to, int rank, uint64_t job) {
+  auto s = FrameSocket::Connect(to, milliseconds(2000));
+  EXPECT_TRUE(s.ok());
+  flatbuffers::FlatBufferBuilder fbb;
+  fb::HelloBuilder hb(fbb);
+  hb.add_role(fb::PeerRole::Device);
+  hb.add_rank(rank);
+  hb.add_job(job);
+  hb.add_protocol_major(kProtocolMajor);
+  FinishMessage(fbb, fb::MessageBody::Hello, hb.Finish().Union());
+  EXPECT_TRUE((*s)->Send(fbb).ok());
+  return std::move(s).value();
+}
+
+TEST(CommRendezvous, TwoConnectionsClaimingOneRankAreRefused) {
+  auto inbox = std::move(ListeningInbox::Start()).value();
+  std::vector<PeerAddress> world;
+  for (uint32_t r = 0; r < 3; ++r) world.push_back(PeerAddress{r, inbox->address(), "h"});
+  Status created;
+  std::thread rank2([&] {
+    auto c = Communicator::Create(2, world, 5, *inbox, TestOptions(false, milliseconds(3000)));
+    created = c.status();
+  });
+  auto first = FakePeer(inbox->address(), 0, 5);
+  InFrame frame;
+  ASSERT_TRUE(first->Receive(&frame, DeadlineIn(milliseconds(3000))).ok());  // rank 2's Hello
+  flatbuffers::FlatBufferBuilder ack;
+  fb::AckBuilder ab(ack);
+  FinishMessage(ack, fb::MessageBody::Ack, ab.Finish().Union());
+  ASSERT_TRUE(first->Send(ack).ok());
+  auto second = FakePeer(inbox->address(), 0, 5);
+  rank2.join();
+  EXPECT_EQ(created.code(), StatusCode::kFailedPrecondition) << created.ToString();
+  EXPECT_NE(created.message().find("two connections claim rank 0"), std::string::npos) << created.ToString();
+}
+
+TEST(CommRendezvous, DifferentOptionsAreRefused) {
+  Cluster c(2, [](uint32_t r) {
+    CommOptions o = TestOptions(false, milliseconds(3000));
+    if (r == 1) o.segment_bytes = 8192;
+    return o;
+  });
+  EXPECT_FALSE(c.create_status(0).ok());
+  EXPECT_NE(c.create_status(0).message().find("segment_bytes"), std::string::npos) << c.create_status(0).ToString();
+}
+
+TEST(CommRendezvous, LeavesNothingInDevShm) {
+  auto ours = [] {
+    int count = 0;
+    const std::string prefix = "sinkrt-";
+    char pid[32];
+    std::snprintf(pid, sizeof pid, "-%d-", static_cast<int>(::getpid()));
+    if (DIR* d = ::opendir("/dev/shm")) {
+      while (dirent* e = ::readdir(d)) {
+        std::string name = e->d_name;
+        if (name.rfind(prefix, 0) == 0 && name.find(pid) != std::string::npos) ++count;
+      }
+      ::closedir(d);
+    }
+    return count;
+  };
+  Cluster c(3, TestOptions(true));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c[1].TransportName(0), "shm");
+  EXPECT_EQ(ours(), 0);
+}
+
+}  // namespace
+}  // namespace sinkrt::device
