@@ -274,6 +274,78 @@ TEST_F(SinkdumpTest, TaskWithTypeButNoBodyIsRefused) {
   }
 }
 
+// A DATA_PARALLEL stream, which no device runs yet, still dumps: its two
+// train_step streams, the world group and each fusion bucket's byte range.
+TEST_F(SinkdumpTest, ShowsDataParallelBucketsStreamsAndGroups) {
+  host::CompileOptions options;
+  options.optimizer = host::OptimizerSpec::Momentum(0.05f, 0.9f);
+  options.parallel_mode = host::ParallelMode::DataParallel;
+  options.world_size = 2;
+  options.rank = 1;
+  options.gradients_mean = true;
+  options.comm_fusion.openstate = false;  // one bucket per gradient
+  auto compiled = host::Compile(testing::MakeMlp(8, {16, 12, 4}), options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  fs::path p = WriteVariant("dp.tstream", compiled->bytes);
+  const auto& buckets = compiled->report.buckets;
+  ASSERT_EQ(buckets.size(), 4u);
+
+  RunResult text = Run(Quoted(p) + " --program train_step");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  for (const char* fragment : {"rank          1 of world size 2", "(collectives)", "communicator groups: 1",
+                               "0 'world': ranks [0, 1]", "2 streams, 8 events", "stream 0 'compute'",
+                               "stream 1 'comm': 12 tasks", "EventRecord", "EventWait", "AllReduce",
+                               "group=world op=Mean", "gradients=1", "buckets: 4 AllReduces"})
+    EXPECT_NE(text.out.find(fragment), std::string::npos) << "missing '" << fragment << "' in:\n" << text.out;
+  for (const host::GradientBucket& b : buckets) {
+    std::string range = "bytes=[";  // appends: GCC 12 warns (-Wrestrict) on "[" + temporaries
+    range += std::to_string(b.offset);
+    range += ", ";
+    range += std::to_string(b.offset + b.bytes);
+    range += ')';
+    EXPECT_NE(text.out.find(range), std::string::npos) << range << " in:\n" << text.out;
+    EXPECT_NE(text.out.find(b.gradients[0]), std::string::npos);
+  }
+  // The bucket table is there without the task lists too.
+  RunResult brief = Run(Quoted(p) + " --program train_step --no-tasks");
+  ASSERT_EQ(brief.exit_code, 0) << brief.err;
+  EXPECT_NE(brief.out.find("buckets: 4 AllReduces"), std::string::npos) << brief.out;
+
+  RunResult json = Run(Quoted(p) + " --json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  nlohmann::json j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["header"]["rank"], 1);
+  EXPECT_EQ(j["header"]["requirement_names"], nlohmann::json::array({"collectives"}));
+  ASSERT_EQ(j["groups"].size(), 1u);
+  EXPECT_EQ(j["groups"][0]["name"], "world");
+  EXPECT_EQ(j["groups"][0]["ranks"], nlohmann::json::array({0, 1}));
+  bool saw_train = false;
+  for (const auto& prog : j["programs"]) {
+    if (prog["kind"] != "train_step") {
+      EXPECT_EQ(prog["streams"].size(), 1u) << prog["kind"];
+      EXPECT_TRUE(prog["buckets"].empty()) << prog["kind"];
+      continue;
+    }
+    saw_train = true;
+    EXPECT_EQ(prog["num_events"], 8);
+    ASSERT_EQ(prog["streams"].size(), 2u);
+    EXPECT_EQ(prog["streams"][1]["name"], "comm");
+    ASSERT_EQ(prog["buckets"].size(), buckets.size());
+    for (size_t k = 0; k < buckets.size(); ++k) {
+      const auto& b = prog["buckets"][k];
+      EXPECT_EQ(b["stream"], 1);
+      EXPECT_EQ(b["op"], "Mean");
+      EXPECT_EQ(b["group"], "world");
+      EXPECT_EQ(b["gradients"], 1);
+      EXPECT_EQ(b["offset"].get<uint64_t>(), buckets[k].offset);
+      EXPECT_EQ(b["bytes"].get<uint64_t>(), buckets[k].bytes);
+      EXPECT_EQ(b["end"].get<uint64_t>(), buckets[k].offset + buckets[k].bytes);
+      EXPECT_EQ(b["buffers"], nlohmann::json(buckets[k].gradients));
+    }
+  }
+  EXPECT_TRUE(saw_train);
+}
+
 TEST_F(SinkdumpTest, MissingProgramIsAnError) {
   host::CompileOptions options;
   options.eval_program = false;

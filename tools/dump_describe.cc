@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
+#include <tuple>
+#include <utility>
 
 #include "dump_format.h"
 #include "sinkrt/runtime/dtype.h"
@@ -139,6 +141,17 @@ std::string ReduceOpName(fb::ReduceOp op) {
   const char* n = fb::EnumNameReduceOp(op);
   return (n && *n) ? std::string(n) : std::to_string(int(op));
 }
+
+// [first buffer's offset, last buffer's end): what an AllReduce reduces,
+// since the verifier holds its buffers contiguous and ascending.
+std::pair<uint64_t, uint64_t> ByteRange(const StreamView& view, const flatbuffers::Vector<uint32_t>* buffers) {
+  const auto* table = view.root->buffers();
+  if (!buffers || buffers->size() == 0 || !table) return {0, 0};
+  const uint32_t first = buffers->Get(0), last = buffers->Get(buffers->size() - 1);
+  if (first >= table->size() || last >= table->size()) return {0, 0};
+  return {table->Get(first)->offset(), table->Get(last)->offset() + table->Get(last)->bytes()};
+}
+
 
 }  // namespace
 
@@ -311,6 +324,9 @@ TaskInfo DescribeTask(const StreamView& view, const fb::Task& task) {
         info.inputs = info.outputs = Indices(t->buffers());  // in place
         info.attrs["group"] = GroupLabel(view, t->group());
         info.attrs["op"] = ReduceOpName(t->op());
+        auto [begin, end] = ByteRange(view, t->buffers());
+        info.attrs["bytes"] = RangeText(begin, end);
+        info.attrs["gradients"] = info.inputs.size();
       }
       break;
     case fb::TaskBody::AllGatherTask:
@@ -371,6 +387,39 @@ std::string AttrsText(const Json& attrs) {
       }
     } else {
       out += value.dump();
+    }
+  }
+  return out;
+}
+
+std::string RangeText(uint64_t begin, uint64_t end) {
+  // Appends, not "[" + ...: GCC 12 warns (-Wrestrict) on the temporaries.
+  std::string s = "[";
+  s += std::to_string(begin);
+  s += ", ";
+  s += std::to_string(end);
+  s += ')';
+  return s;
+}
+
+std::vector<BucketInfo> Buckets(const StreamView& view, const fb::Program& program) {
+  std::vector<BucketInfo> out;
+  if (!program.streams()) return out;
+  for (uint32_t st = 0; st < program.streams()->size(); ++st) {
+    const auto* tasks = program.streams()->Get(st)->tasks();
+    if (!tasks) continue;
+    for (uint32_t i = 0; i < tasks->size(); ++i) {
+      const fb::AllReduceTask* t = tasks->Get(i)->body_as_AllReduceTask();
+      if (!t) continue;
+      BucketInfo b;
+      b.stream = st;
+      b.task = i;
+      b.name = Str(tasks->Get(i)->name());
+      b.group = GroupLabel(view, t->group());
+      b.op = ReduceOpName(t->op());
+      b.buffers = Indices(t->buffers());
+      std::tie(b.offset, b.end) = ByteRange(view, t->buffers());
+      out.push_back(std::move(b));
     }
   }
   return out;

@@ -80,6 +80,19 @@ TaskInfo DescribeTask(const StreamView& view, const fb::Task& task);
 // "transpose_b stride=2 pad=1": the text form of TaskInfo::attrs.
 std::string AttrsText(const Json& attrs);
 
+// One fused gradient AllReduce (a DATA_PARALLEL fusion bucket): where it is,
+// and the arena byte range [offset, end) it reduces in place.
+struct BucketInfo {
+  uint32_t stream = 0, task = 0;
+  std::string name, group, op;
+  std::vector<int64_t> buffers;  // the gradients, in arena order
+  uint64_t offset = 0, end = 0;
+};
+// "[offset, end)".
+std::string RangeText(uint64_t begin, uint64_t end);
+// The AllReduce tasks of `program`, in stream then task order.
+std::vector<BucketInfo> Buckets(const StreamView& view, const fb::Program& program);
+
 // Programs to show, in stream order.
 std::vector<const fb::Program*> SelectPrograms(const StreamView& view, const DumpOptions& options);
 

@@ -149,6 +149,20 @@ Json ProgramJson(const StreamView& view, const fb::Program& p, const DumpOptions
     }
   }
   j["streams"] = std::move(streams);
+  Json buckets = Json::array();
+  for (const BucketInfo& b : Buckets(view, p))
+    buckets.push_back({{"stream", b.stream},
+                       {"task", b.task},
+                       {"name", b.name},
+                       {"group", b.group},
+                       {"op", b.op},
+                       {"gradients", b.buffers.size()},
+                       {"offset", b.offset},
+                       {"end", b.end},
+                       {"bytes", b.end - b.offset},
+                       {"buffers", Names(view, b.buffers)},
+                       {"buffer_indices", b.buffers}});
+  j["buckets"] = std::move(buckets);
   return j;
 }
 

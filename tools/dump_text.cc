@@ -144,6 +144,26 @@ void PrintGroups(const StreamView& view, std::ostream& out) {
   }
 }
 
+// The fused gradient AllReduces, shown even with --no-tasks: what a data
+// parallel step communicates, bucket by bucket.
+void PrintBuckets(const StreamView& view, const fb::Program& p, std::ostream& out) {
+  std::vector<BucketInfo> buckets = Buckets(view, p);
+  if (buckets.empty()) return;
+  uint64_t total = 0;
+  for (const BucketInfo& b : buckets) total += b.end - b.offset;
+  out << "  buckets: " << buckets.size() << (buckets.size() == 1 ? " AllReduce" : " AllReduces") << " over "
+      << Bytes(total) << '\n';
+  Table t({"bucket", "stream", "task", "name", "group", "op", "gradients", "bytes [offset, end)", "bytes", "buffers"},
+          {true, true, true, false, false, false, true, false, true, false});
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const BucketInfo& b = buckets[i];
+    t.Add({std::to_string(i), std::to_string(b.stream), std::to_string(b.task), b.name, b.group, b.op,
+           std::to_string(b.buffers.size()), RangeText(b.offset, b.end),
+           std::to_string(b.end - b.offset), Names(view, b.buffers)});
+  }
+  t.Print(out, "    ");
+}
+
 void PrintProgram(const StreamView& view, const fb::Program& p, const DumpOptions& options, std::ostream& out) {
   uint32_t nstreams = p.streams() ? p.streams()->size() : 0;
   std::vector<int64_t> reports;
@@ -165,6 +185,7 @@ void PrintProgram(const StreamView& view, const fb::Program& p, const DumpOption
     }
     t.Print(out, "    ");
   }
+  PrintBuckets(view, p, out);
 }
 
 }  // namespace

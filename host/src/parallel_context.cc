@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "callbacks/py_repr.h"
 
@@ -19,18 +20,22 @@ Status CheckCommFusion(const CommFusion& f) {
   if (f.mode == "size" && !(f.size_mb > 0))
     return InvalidArgument("fusion threshold must be larger than 0, but got " + PyFloatRepr(f.size_mb));
   if (f.mode == "index") {
-    // _auto_parallel_context.py: a non-empty, duplicate-free ascending list.
-    if (f.indices.empty())
-      return InvalidArgument("For 'comm_fusion', the 'config' of mode 'index' must be a non-empty "
-                             "list of gradient indices.");
-    for (size_t i = 0; i < f.indices.size(); ++i) {
-      if (f.indices[i] < 0)
-        return InvalidArgument("For 'comm_fusion', the 'config' of mode 'index' must be non-negative "
-                               "indices, but got " + std::to_string(f.indices[i]) + ".");
-      if (i > 0 && f.indices[i] <= f.indices[i - 1])
-        return InvalidArgument("For 'comm_fusion', the 'config' of mode 'index' must be sorted in "
-                               "ascending order without duplicates.");
-    }
+    // _auto_parallel_context.py set_all_reduce_fusion_split_indices, in its
+    // order: empty, then duplicates, then sorting. Whether an index is below
+    // the gradient count is only known when compiling (fusion_buckets.cc).
+    const std::string who = "For 'set_auto_parallel_context().set_all_reduce_fusion_split_indices', ";
+    if (f.indices.empty()) return InvalidArgument(who + "the argument 'indices' can not be empty");
+    std::vector<int> sorted = f.indices;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      return InvalidArgument("The indices has duplicate elements");
+    if (sorted != f.indices)
+      return InvalidArgument(who + "the elements in argument 'indices' must be sorted in ascending order");
+    // Then the list goes to C++ as uint32, where pybind11 refuses a negative
+    // index with a TypeError of its own; this message is sinkrt's.
+    if (f.indices.front() < 0)
+      return InvalidArgument(who + "the argument 'indices' must be non-negative, but got " +
+                             std::to_string(f.indices.front()) + ".");
   }
   return Status::Ok();
 }

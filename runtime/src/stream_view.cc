@@ -1,6 +1,8 @@
 #include "sinkrt/runtime/stream_view.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/format.h"
@@ -10,10 +12,13 @@ namespace {
 
 // Semantic checks after the FlatBuffers Verifier: the Verifier proves every
 // offset lands inside the buffer; these prove every index lands inside its
-// table and every byte range inside the arena or the blob section.
+// table and every byte range inside the arena or the blob section, that
+// every step can finish (each event wait is met by a record) and that each
+// collective names a group this rank belongs to and buffers it can run on.
 class Checker {
  public:
-  Checker(const fb::TaskStream* s, std::span<const uint8_t> blobs) : s_(s), blobs_(blobs) {}
+  Checker(const fb::TaskStream* s, std::span<const uint8_t> blobs, uint64_t supported_features)
+      : s_(s), blobs_(blobs), supported_(supported_features) {}
 
   Status Run() {
     SINKRT_RETURN_IF_ERROR(CheckHeader());
@@ -32,7 +37,7 @@ class Checker {
       return InvalidArgument("task stream format " + std::to_string(h->format_major()) + "." +
                              std::to_string(h->format_minor()) + " is not supported (this device reads " +
                              std::to_string(kFormatMajor) + ".x)");
-    if (uint64_t extra = h->requirements() & ~kSupportedFeatures)
+    if (uint64_t extra = h->requirements() & ~supported_)
       return Unimplemented("task stream requires feature bits 0x" + Hex(extra) +
                            " that this device does not support");
     if (h->world_size() == 0 || h->rank() >= h->world_size())
@@ -180,6 +185,11 @@ class Checker {
         return InvalidArgument(pname + ": " + std::to_string(prog->num_events()) + " events exceed 65536");
       SINKRT_RETURN_IF_ERROR(CheckIndices(pname + " reports", prog->reports()));
       if (!prog->streams()) continue;
+      // A compute stream and a communication stream; more would need rules
+      // the compiler and the device do not have yet.
+      if (prog->streams()->size() > kMaxStreams)
+        return InvalidArgument(pname + ": " + std::to_string(prog->streams()->size()) + " streams, at most " +
+                               std::to_string(kMaxStreams) + " (compute and comm) are supported");
       for (uint32_t st = 0; st < prog->streams()->size(); ++st) {
         const fb::Stream* stream = prog->streams()->Get(st);
         if (!stream->tasks()) continue;
@@ -190,8 +200,158 @@ class Checker {
           SINKRT_RETURN_IF_ERROR(CheckTask(where, prog, task));
         }
       }
+      SINKRT_RETURN_IF_ERROR(CheckEvents(pname, prog));
     }
     return Status::Ok();
+  }
+
+  // Runs the program's streams the way a device does — a wait passes once
+  // its event has been recorded in this step — and fails if some stream can
+  // never get past a wait.
+  Status CheckEvents(const std::string& pname, const fb::Program* prog) {
+    const auto* streams = prog->streams();
+    const uint32_t n = streams->size();
+    auto tasks_of = [&](uint32_t st) {
+      const auto* t = streams->Get(st)->tasks();
+      return t ? t->size() : 0u;
+    };
+    auto event_of = [](const fb::Task* t) {
+      return t->body_type() == fb::TaskBody::EventRecordTask ? t->body_as_EventRecordTask()->event()
+                                                             : t->body_as_EventWaitTask()->event();
+    };
+    std::vector<uint32_t> next(n, 0);
+    std::vector<bool> recorded(prog->num_events(), false);
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (uint32_t st = 0; st < n; ++st) {
+        for (; next[st] < tasks_of(st); ++next[st], progress = true) {
+          const fb::Task* t = streams->Get(st)->tasks()->Get(next[st]);
+          if (t->body_type() == fb::TaskBody::EventWaitTask && !recorded[event_of(t)]) break;
+          if (t->body_type() == fb::TaskBody::EventRecordTask) recorded[event_of(t)] = true;
+        }
+      }
+    }
+    // Of the blocked waits, name the root cause first: an event nobody
+    // records, then one only its own stream records later, then a cycle.
+    int worst_rank = -1;
+    uint32_t worst = 0;
+    for (uint32_t st = 0; st < n; ++st) {
+      if (next[st] == tasks_of(st)) continue;
+      const uint32_t e = event_of(streams->Get(st)->tasks()->Get(next[st]));
+      bool elsewhere = false, later_here = false;
+      for (uint32_t other = 0; other < n; ++other)
+        for (uint32_t i = 0; i < tasks_of(other); ++i) {
+          const fb::Task* t = streams->Get(other)->tasks()->Get(i);
+          if (t->body_type() != fb::TaskBody::EventRecordTask || event_of(t) != e) continue;
+          (other == st ? later_here : elsewhere) = true;
+        }
+      const int rank = elsewhere ? 0 : later_here ? 1 : 2;
+      if (rank > worst_rank) {
+        worst_rank = rank;
+        worst = st;
+      }
+    }
+    if (worst_rank < 0) return Status::Ok();
+    static const char* const kWhy[] = {
+        "whose record in another stream is never reached: the streams wait on each other",
+        "that only a later task of the same stream records",
+        "that no task of the program records",
+    };
+    const fb::Task* wait = streams->Get(worst)->tasks()->Get(next[worst]);
+    return InvalidArgument(pname + " stream " + std::to_string(worst) + " task " + std::to_string(next[worst]) +
+                           Named(wait->name()) + ": waits on event " + std::to_string(event_of(wait)) + " " +
+                           kWhy[worst_rank] + " (the step would deadlock)");
+  }
+
+  Status CheckGroupIndex(const std::string& where, uint32_t group, const fb::CommGroup** out) {
+    const uint32_t n = s_->groups() ? s_->groups()->size() : 0;
+    if (group >= n)
+      return OutOfRange(where + ": communicator group " + std::to_string(group) + " is outside the group table (" +
+                        std::to_string(n) + " groups)");
+    const fb::CommGroup* g = s_->groups()->Get(group);
+    const uint32_t rank = s_->header()->rank();
+    if (!g->ranks() || std::find(g->ranks()->begin(), g->ranks()->end(), rank) == g->ranks()->end())
+      return InvalidArgument(where + ": this stream's rank " + std::to_string(rank) + " is not a member of group " +
+                             std::to_string(group) + Named(g->name()));
+    *out = g;
+    return Status::Ok();
+  }
+
+  // The device reduces one byte range in place, so the buffers must follow
+  // each other in the arena with nothing but alignment padding between them,
+  // and share one dtype.
+  Status CheckAllReduce(const std::string& where, const fb::AllReduceTask* t) {
+    const fb::CommGroup* group = nullptr;
+    SINKRT_RETURN_IF_ERROR(CheckGroupIndex(where, t->group(), &group));
+    if (uint8_t(t->op()) > uint8_t(fb::ReduceOp::MAX))
+      return InvalidArgument(where + ": unknown reduce op " + std::to_string(int(t->op())));
+    if (!t->buffers() || t->buffers()->size() == 0) return InvalidArgument(where + ": reduces no buffers");
+    SINKRT_RETURN_IF_ERROR(CheckIndices(where, t->buffers()));
+    const uint64_t align = s_->arena_alignment();
+    const fb::Buffer* prev = s_->buffers()->Get(t->buffers()->Get(0));
+    for (uint32_t i = 1; i < t->buffers()->size(); ++i) {
+      const fb::Buffer* b = s_->buffers()->Get(t->buffers()->Get(i));
+      const uint64_t expected = (prev->offset() + prev->bytes() + align - 1) / align * align;
+      if (b->offset() != expected)
+        return InvalidArgument(where + ": buffer " + std::to_string(i) + Named(b->name()) + " is at offset " +
+                               std::to_string(b->offset()) + ", not right after" + Named(prev->name()) + " (" +
+                               std::to_string(expected) +
+                               "): an AllReduce's buffers must be contiguous and ascending in the arena");
+      if (b->dtype() != prev->dtype())
+        return InvalidArgument(where + ": buffer " + std::to_string(i) + Named(b->name()) + " is " +
+                               DTypeName(b->dtype()) + ", the others " + DTypeName(prev->dtype()) +
+                               ": an AllReduce reduces one dtype");
+      prev = b;
+    }
+    return Status::Ok();
+  }
+
+  Status CheckCollective(const std::string& where, const fb::Task* task) {
+    const std::string kind(TaskKindName(task->body_type()));
+    if (!(supported_ & kFeatureCollectives))
+      return Unimplemented(where + ": " + kind + " tasks are not supported by this device yet");
+    if (!(s_->header()->requirements() & kFeatureCollectives))
+      return InvalidArgument(where + ": a " + kind + " task in a stream whose header does not require collectives");
+    const fb::CommGroup* group = nullptr;
+    switch (task->body_type()) {
+      case fb::TaskBody::AllReduceTask:
+        return CheckAllReduce(where, task->body_as_AllReduceTask());
+      case fb::TaskBody::BroadcastTask: {
+        const fb::BroadcastTask* t = task->body_as_BroadcastTask();
+        SINKRT_RETURN_IF_ERROR(CheckGroupIndex(where, t->group(), &group));
+        if (std::find(group->ranks()->begin(), group->ranks()->end(), t->root()) == group->ranks()->end())
+          return InvalidArgument(where + ": root rank " + std::to_string(t->root()) + " is not a member of group " +
+                                 std::to_string(t->group()) + Named(group->name()));
+        if (!t->buffers() || t->buffers()->size() == 0) return InvalidArgument(where + ": broadcasts no buffers");
+        return CheckIndices(where, t->buffers());
+      }
+      case fb::TaskBody::AllGatherTask: {
+        const fb::AllGatherTask* t = task->body_as_AllGatherTask();
+        SINKRT_RETURN_IF_ERROR(CheckGroupIndex(where, t->group(), &group));
+        SINKRT_RETURN_IF_ERROR(CheckBufferIndex(where + " input", t->input()));
+        return CheckBufferIndex(where + " output", t->output());
+      }
+      case fb::TaskBody::ReduceScatterTask: {
+        const fb::ReduceScatterTask* t = task->body_as_ReduceScatterTask();
+        SINKRT_RETURN_IF_ERROR(CheckGroupIndex(where, t->group(), &group));
+        SINKRT_RETURN_IF_ERROR(CheckBufferIndex(where + " input", t->input()));
+        return CheckBufferIndex(where + " output", t->output());
+      }
+      case fb::TaskBody::SendTask:
+      case fb::TaskBody::RecvTask: {
+        const bool send = task->body_type() == fb::TaskBody::SendTask;
+        const uint32_t g = send ? task->body_as_SendTask()->group() : task->body_as_RecvTask()->group();
+        const uint32_t peer = send ? task->body_as_SendTask()->peer() : task->body_as_RecvTask()->peer();
+        const uint32_t buffer = send ? task->body_as_SendTask()->buffer() : task->body_as_RecvTask()->buffer();
+        SINKRT_RETURN_IF_ERROR(CheckGroupIndex(where, g, &group));
+        if (std::find(group->ranks()->begin(), group->ranks()->end(), peer) == group->ranks()->end())
+          return InvalidArgument(where + ": peer rank " + std::to_string(peer) + " is not a member of group " +
+                                 std::to_string(g) + Named(group->name()));
+        return CheckBufferIndex(where, buffer);
+      }
+      default:
+        return Internal(where + ": not a collective task");
+    }
   }
 
   Status CheckTask(const std::string& where, const fb::Program* prog, const fb::Task* task) {
@@ -258,8 +418,7 @@ class Checker {
       case fb::TaskBody::BroadcastTask:
       case fb::TaskBody::SendTask:
       case fb::TaskBody::RecvTask:
-        return Unimplemented(where + ": " + std::string(TaskKindName(task->body_type())) +
-                             " tasks are not supported by this device yet");
+        return CheckCollective(where, task);
       case fb::TaskBody::NONE:
       default:
         return InvalidArgument(where + ": missing or unknown task body (type " +
@@ -279,13 +438,16 @@ class Checker {
     return buf;
   }
 
+  static constexpr uint32_t kMaxStreams = 2;
+
   const fb::TaskStream* s_;
   std::span<const uint8_t> blobs_;
+  uint64_t supported_;
 };
 
 }  // namespace
 
-Result<StreamView> VerifyTaskStream(std::span<const uint8_t> file) {
+Result<StreamView> VerifyTaskStream(std::span<const uint8_t> file, uint64_t supported_features) {
   SINKRT_ASSIGN_OR_RETURN(StreamSections sections, SplitStream(file));
   if (sections.flatbuffer.size() < 8 ||
       !flatbuffers::BufferHasIdentifier(sections.flatbuffer.data(), fb::TaskStreamIdentifier())) {
@@ -316,7 +478,7 @@ Result<StreamView> VerifyTaskStream(std::span<const uint8_t> file) {
   view.root = fb::GetTaskStream(sections.flatbuffer.data());
   view.flatbuffer = sections.flatbuffer;
   view.blobs = sections.blobs;
-  SINKRT_RETURN_IF_ERROR(Checker(view.root, view.blobs).Run());
+  SINKRT_RETURN_IF_ERROR(Checker(view.root, view.blobs, supported_features).Run());
   return view;
 }
 

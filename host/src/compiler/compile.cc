@@ -29,7 +29,17 @@ Status CheckOptions(const CompileOptions& o) {
   if (o.queue_capacity < 1 || o.queue_capacity > 4096)
     return InvalidArgument("compile: queue_capacity " + std::to_string(o.queue_capacity) +
                            " must be in [1, 4096]");
-  return Status::Ok();
+  // MindSpore's context checks and messages. Stand-alone keeps accepting any
+  // world_size (a header-only value there), so only its own options are
+  // checked, against device_num 1.
+  const bool stand_alone = o.parallel_mode == ParallelMode::StandAlone;
+  ParallelContext context{.mode = o.parallel_mode,
+                          .device_num = stand_alone ? 1 : static_cast<int>(std::min<uint32_t>(o.world_size, 1u << 30)),
+                          .global_rank = stand_alone ? 0 : static_cast<int>(std::min<uint32_t>(o.rank, 1u << 30)),
+                          .gradients_mean = o.gradients_mean,
+                          .parameter_broadcast = o.parameter_broadcast,
+                          .comm_fusion = o.comm_fusion};
+  return context.Validate({ParallelMode::StandAlone, ParallelMode::DataParallel});
 }
 
 // Lays the step programs end to end on one timeline (train_step, eval_step,
@@ -75,7 +85,12 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
       compiler::Lower(tg, {.fuse = options.fuse,
                            .eval_program = options.eval_program,
                            .predict_program = options.predict_program,
-                           .queue_capacity = options.queue_capacity}));
+                           .queue_capacity = options.queue_capacity,
+                           .data_parallel = options.parallel_mode == ParallelMode::DataParallel,
+                           .world_size = options.world_size,
+                           .gradients_mean = options.gradients_mean,
+                           .parameter_broadcast = options.parameter_broadcast,
+                           .comm_fusion = options.comm_fusion}));
   SINKRT_ASSIGN_OR_RETURN(std::vector<compiler::BufferLifetime> lifetimes, Lifetimes(lowered));
   auto plan = compiler::PlanMemory(std::move(lifetimes), options.arena_alignment);
   if (!plan.ok()) return plan.status().WithContext("compile graph '" + forward.name() + "'");
@@ -94,7 +109,10 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
   r.persistent_bytes = plan->persistent_bytes;
   r.fused_kernels = lowered.fused_kernels;
   for (const compiler::ProgramDef& p : lowered.programs) {
-    if (p.kind == fb::ProgramKind::TrainStep) r.train_tasks = p.tasks.size();
+    if (p.kind == fb::ProgramKind::TrainStep) {
+      r.train_tasks = p.tasks.size();
+      r.comm_tasks = p.comm_tasks.size();
+    }
     if (p.kind == fb::ProgramKind::EvalStep) r.eval_tasks = p.tasks.size();
     if (p.kind == fb::ProgramKind::PredictStep) r.predict_tasks = p.tasks.size();
   }
@@ -113,6 +131,14 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
       pb.last_use = b.last_use;
     }
     r.buffers.push_back(std::move(pb));
+  }
+  for (const compiler::BucketDef& b : lowered.buckets) {
+    GradientBucket gb;
+    for (uint32_t i : b.buffers) gb.gradients.push_back(lowered.buffers[i].name);
+    const uint32_t first = b.buffers.front(), last = b.buffers.back();
+    gb.offset = plan->offsets[first];
+    gb.bytes = plan->offsets[last] + lowered.buffers[last].bytes - gb.offset;
+    r.buckets.push_back(std::move(gb));
   }
   for (TensorId t : tg.inputs) out.input_columns.push_back(tg.graph.tensor(t).name);
   for (TensorId t : tg.predict_inputs) out.predict_columns.push_back(tg.graph.tensor(t).name);

@@ -51,6 +51,20 @@ uint64_t StreamHash(uint64_t graph_hash, const CompileOptions& o) {
   h.Bool(o.fuse);
   h.Bool(o.eval_program);
   h.Bool(o.predict_program);
+  // Stand-alone ignores the parallel fields; leaving them out keeps its
+  // hashes (and so its streams) what they were before they existed.
+  if (o.parallel_mode != ParallelMode::StandAlone) {
+    h.String("parallel");
+    h.U8(static_cast<uint8_t>(o.parallel_mode));
+    h.Bool(o.gradients_mean);
+    h.Bool(o.parameter_broadcast);
+    const CommFusion& f = o.comm_fusion;
+    h.Bool(f.openstate);
+    h.String(f.mode);
+    h.U64(std::bit_cast<uint64_t>(f.size_mb));
+    h.U64(f.indices.size());
+    for (int i : f.indices) h.I64(i);
+  }
   return h.value();
 }
 

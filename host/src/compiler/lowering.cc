@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include "compiler/fusion_buckets.h"
+
 namespace sinkrt::host::compiler {
 namespace {
 
@@ -243,6 +245,137 @@ struct BufferMaps {
   }
 };
 
+// ---- data parallel -------------------------------------------------------------
+
+// Event limit of the format (the verifier refuses more); two per bucket.
+constexpr size_t kMaxEvents = 65536;
+
+// Each gradient of tg.grads (parameter order) with the train_step compute
+// position of the task that writes it last: GetNext, if any, is position 0.
+Result<std::vector<FusionGradient>> TrainGradients(const TrainingGraph& tg, const ProgramPlan& train) {
+  const Graph& g = tg.graph;
+  const int64_t first_kernel = train.inputs.empty() ? 0 : 1;
+  std::map<TensorId, int64_t> written;
+  for (size_t k = 0; k < train.kernels.size(); ++k) {
+    const KernelPlan& kernel = train.kernels[k];
+    const int64_t pos = first_kernel + static_cast<int64_t>(k);
+    for (TensorId t : kernel.outputs) written[t] = pos;
+    for (size_t slot : MutatedInputs(g.ops()[kernel.ops[0]].op))
+      if (slot < kernel.inputs.size()) written[kernel.inputs[slot]] = pos;
+  }
+  std::vector<FusionGradient> out;
+  for (const ParamGrad& pg : tg.grads) {
+    const TensorInfo& info = g.tensor(pg.grad);
+    auto it = written.find(pg.grad);
+    if (it == written.end())
+      return Internal("data parallel: no train_step task writes the gradient '" + info.name + "'");
+    SINKRT_ASSIGN_OR_RETURN(uint64_t bytes, BufferBytes(info));
+    out.push_back({.name = info.name, .bytes = bytes, .dtype = info.dtype, .written_at = it->second});
+  }
+  return out;
+}
+
+bool Touches(const TaskDef& task, const std::set<uint32_t>& buffers) {
+  auto any = [&](const std::vector<uint32_t>& v) {
+    return std::any_of(v.begin(), v.end(), [&](uint32_t b) { return buffers.count(b) > 0; });
+  };
+  if (const auto* k = std::get_if<KernelDef>(&task.body))
+    return any(k->inputs) || any(k->outputs) ||
+           (k->fused_bias >= 0 && buffers.count(static_cast<uint32_t>(k->fused_bias)) > 0);
+  if (const auto* gn = std::get_if<GetNextDef>(&task.body)) return any(gn->outputs);
+  return false;
+}
+
+// The optimizer updates end the step in parameter order, which is roughly
+// the reverse of the order backward finishes the gradients: the first
+// update would wait for the last bucket. Runs them bucket by bucket instead,
+// so that bucket 0's updates overlap the later buckets' reductions. Only the
+// trailing run of kernels at positions >= `after` (past every gradient's
+// last write) that each touch one bucket's gradients is reordered, and only
+// if no buffer one of them writes is touched by another (true of the
+// updates: each owns its parameter and state; Adam's shared powers are only
+// read there).
+void OrderUpdatesByBucket(std::vector<TaskDef>& tasks, const std::map<uint32_t, size_t>& bucket_of,
+                          size_t after) {
+  auto bucket = [&](const TaskDef& t) -> int64_t {
+    const auto* k = std::get_if<KernelDef>(&t.body);
+    if (!k) return -1;
+    int64_t found = -1;
+    for (const std::vector<uint32_t>* list : {&k->inputs, &k->outputs})
+      for (uint32_t b : *list)
+        if (auto it = bucket_of.find(b); it != bucket_of.end()) {
+          if (found >= 0 && found != static_cast<int64_t>(it->second)) return -1;
+          found = static_cast<int64_t>(it->second);
+        }
+    return found;
+  };
+  size_t start = tasks.size();
+  while (start > after && bucket(tasks[start - 1]) >= 0) --start;
+  std::map<uint32_t, int> writers, touchers;
+  for (size_t i = start; i < tasks.size(); ++i) {
+    const KernelDef& k = std::get<KernelDef>(tasks[i].body);
+    std::set<uint32_t> touched(k.inputs.begin(), k.inputs.end());
+    touched.insert(k.outputs.begin(), k.outputs.end());
+    if (k.fused_bias >= 0) touched.insert(static_cast<uint32_t>(k.fused_bias));
+    for (uint32_t b : touched) ++touchers[b];
+    for (uint32_t b : k.outputs) ++writers[b];
+    for (size_t slot : MutatedInputs(k.op))
+      if (slot < k.inputs.size()) ++writers[k.inputs[slot]];
+  }
+  for (const auto& [b, n] : writers)
+    if (touchers[b] > 1) return;
+  std::stable_sort(tasks.begin() + static_cast<std::ptrdiff_t>(start), tasks.end(),
+                   [&](const TaskDef& a, const TaskDef& b) { return bucket(a) < bucket(b); });
+}
+
+// Splices the buckets' events into train_step's compute stream and writes
+// its comm stream (the top of lowering.h). ready_at[k] is a compute position
+// before any event is inserted.
+void AddGradientReduction(ProgramDef& prog, const std::vector<BucketDef>& buckets,
+                          const std::vector<int64_t>& ready_at, fb::ReduceOp op) {
+  const size_t n = prog.tasks.size();
+  const size_t count = buckets.size();
+  std::map<uint32_t, size_t> bucket_of;
+  for (size_t k = 0; k < count; ++k)
+    for (uint32_t b : buckets[k].buffers) bucket_of[b] = k;
+  const int64_t last_ready = *std::max_element(ready_at.begin(), ready_at.end());
+  OrderUpdatesByBucket(prog.tasks, bucket_of, static_cast<size_t>(last_ready) + 1);
+  // A bucket's gradients may not be touched between "ready" and "done": the
+  // AllReduce rewrites them in place. Waiting at the first toucher, not
+  // earlier, lets everything before it overlap the reduction.
+  std::vector<size_t> consumer(count, n);
+  for (size_t k = 0; k < count; ++k) {
+    const std::set<uint32_t> mine(buckets[k].buffers.begin(), buckets[k].buffers.end());
+    for (size_t i = static_cast<size_t>(ready_at[k]) + 1; i < n; ++i)
+      if (Touches(prog.tasks[i], mine)) {
+        consumer[k] = i;
+        break;
+      }
+  }
+  auto label = [](size_t k, const char* what) { return "bucket" + std::to_string(k) + "/" + what; };
+  auto ready = [](size_t k) { return static_cast<uint32_t>(2 * k); };
+  auto done = [](size_t k) { return static_cast<uint32_t>(2 * k + 1); };
+
+  std::vector<TaskDef> compute;
+  compute.reserve(n + 2 * count);
+  for (size_t i = 0; i <= n; ++i) {
+    for (size_t k = 0; k < count; ++k)
+      if (consumer[k] == i) compute.push_back({label(k, "done"), EventWaitDef{done(k)}});
+    if (i == n) break;
+    compute.push_back(std::move(prog.tasks[i]));
+    for (size_t k = 0; k < count; ++k)
+      if (ready_at[k] == static_cast<int64_t>(i)) compute.push_back({label(k, "ready"), EventRecordDef{ready(k)}});
+  }
+  prog.tasks = std::move(compute);
+  for (size_t k = 0; k < count; ++k) {
+    prog.comm_tasks.push_back({label(k, "ready"), EventWaitDef{ready(k)}});
+    prog.comm_tasks.push_back(
+        {label(k, "allreduce"), AllReduceDef{.group = 0, .op = op, .buffers = buckets[k].buffers}});
+    prog.comm_tasks.push_back({label(k, "done"), EventRecordDef{done(k)}});
+  }
+  prog.num_events = static_cast<uint32_t>(2 * count);
+}
+
 }  // namespace
 
 std::pair<int64_t, int64_t> FanInOut(const Shape& shape) {
@@ -296,6 +429,25 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
     for (TensorId t : plans[p].reports) touch(p, t);
   }
 
+  // Data parallel: the buckets decide the Grad buffers' order, so they come
+  // before the buffer table.
+  std::vector<FusionBucket> buckets;
+  std::map<TensorId, size_t> grad_rank;  // place in the bucket-by-bucket layout
+  if (options.data_parallel) {
+    SINKRT_ASSIGN_OR_RETURN(std::vector<FusionGradient> grads, TrainGradients(tg, plans[0]));
+    SINKRT_ASSIGN_OR_RETURN(buckets, PlanFusionBuckets(grads, options.comm_fusion));
+    if (2 * buckets.size() > kMaxEvents)
+      return InvalidArgument("data parallel: " + std::to_string(buckets.size()) +
+                             " gradient AllReduces need more than the " + std::to_string(kMaxEvents) +
+                             " events a program may have: turn comm_fusion's openstate on");
+    for (const FusionBucket& b : buckets)
+      for (size_t i : b.gradients) grad_rank.emplace(tg.grads[i].grad, grad_rank.size());
+  }
+  auto layout_rank = [&](TensorId t) {
+    auto it = grad_rank.find(t);
+    return it == grad_rank.end() ? 0 : it->second;
+  };
+
   LoweredStream out;
   BufferMaps maps;
   maps.transient.resize(plans.size());
@@ -345,7 +497,8 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
 
   std::vector<TensorId> persistent_order(persistent_used.begin(), persistent_used.end());
   std::stable_sort(persistent_order.begin(), persistent_order.end(), [&](TensorId a, TensorId b) {
-    return PersistentRank(role[a]) < PersistentRank(role[b]);
+    if (PersistentRank(role[a]) != PersistentRank(role[b])) return PersistentRank(role[a]) < PersistentRank(role[b]);
+    return layout_rank(a) < layout_rank(b);
   });
   for (TensorId t : persistent_order) {
     maps.persistent[t] = static_cast<uint32_t>(out.buffers.size());
@@ -380,8 +533,30 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
   }
 
   // Programs.
-  out.programs.push_back(
-      {"init", fb::ProgramKind::Init, {TaskDef{"init", InitTaskDef{all_initializers}}}, {}});
+  ProgramDef init;
+  init.name = "init";
+  init.kind = fb::ProgramKind::Init;
+  init.tasks.push_back({"init", InitTaskDef{all_initializers}});
+  if (options.data_parallel && options.parameter_broadcast) {
+    // Replicas start from rank 0's values (MindSpore's _broadcast_params),
+    // after their own initialisation so that every buffer is written.
+    BroadcastDef broadcast;  // group 0 ("world"), root rank 0
+    for (uint32_t b = 0; b < out.buffers.size(); ++b)
+      if (out.buffers[b].role == fb::BufferRole::Param) broadcast.buffers.push_back(b);
+    if (!broadcast.buffers.empty()) init.tasks.push_back({"parameter_broadcast", std::move(broadcast)});
+  }
+  out.programs.push_back(std::move(init));
+  if (options.data_parallel) {
+    CommGroupDef world;
+    world.name = "world";
+    for (uint32_t r = 0; r < options.world_size; ++r) world.ranks.push_back(r);
+    out.groups.push_back(std::move(world));
+    for (const FusionBucket& b : buckets) {
+      BucketDef def;
+      for (size_t i : b.gradients) def.buffers.push_back(maps.persistent.at(tg.grads[i].grad));
+      out.buckets.push_back(std::move(def));
+    }
+  }
   for (size_t p = 0; p < plans.size(); ++p) {
     const ProgramPlan& plan = plans[p];
     ProgramDef prog;
@@ -419,6 +594,15 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
       prog.tasks.push_back({std::move(name), std::move(kd)});
     }
     for (TensorId t : plan.reports) prog.reports.push_back(buffer_of(t));
+
+    if (p == 0 && options.data_parallel) {
+      // Events touch no buffer and the comm stream only persistent
+      // gradients, so liveness below just counts the compute stream.
+      std::vector<int64_t> ready_at;
+      for (const FusionBucket& b : buckets) ready_at.push_back(b.ready_at);
+      AddGradientReduction(prog, out.buckets, ready_at,
+                           options.gradients_mean ? fb::ReduceOp::Mean : fb::ReduceOp::Sum);
+    }
 
     // Liveness of this program's transients, in task order.
     auto use = [&](uint32_t b, int32_t task) {

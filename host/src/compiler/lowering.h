@@ -18,6 +18,21 @@
 // by tensor index — so the persistent buffers of one role are contiguous once
 // packed in that order.
 //
+// Data parallel (LoweringOptions::data_parallel). The gradients are grouped
+// into fusion buckets (fusion_buckets.h) and the Grad buffers laid out bucket
+// by bucket in the table, hence contiguously in the arena, so that one
+// AllReduce reduces one byte range in place. train_step gets a second stream,
+// "comm": for bucket k, event 2k ("ready") is recorded on the compute stream
+// right after the task that writes the bucket's last gradient; the comm
+// stream waits for it, runs the AllReduce and records event 2k + 1 ("done");
+// the compute stream waits for "done" right before its first later task that
+// touches one of the bucket's gradients (the optimizer update), or at its
+// end. The updates, which the training graph lists in parameter order, run
+// bucket by bucket. So the rest of backward overlaps the reductions, and the
+// updates of an early bucket overlap the reduction of later ones. Group 0 is "world"
+// (every rank). With parameter_broadcast, init ends with a Broadcast of
+// every Param from rank 0. eval_step and predict_step never communicate.
+//
 // Queues: one per step program that reads inputs, in program order — "train"
 // (0), "eval" (1), "predict" (2 with eval, else 1). train and eval take every
 // Input tensor; predict only those its output depends on.
@@ -38,6 +53,7 @@
 #include "compiler/training_graph.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/graph.h"
+#include "sinkrt/host/parallel_context.h"
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/status.h"
 
@@ -74,16 +90,50 @@ struct InitTaskDef {
   std::vector<uint32_t> initializers;  // indices into LoweredStream::initializers
 };
 
+struct EventRecordDef {
+  uint32_t event = 0;
+};
+
+struct EventWaitDef {
+  uint32_t event = 0;
+};
+
+// In place over `buffers`, which are contiguous in the arena in this order.
+struct AllReduceDef {
+  uint32_t group = 0;
+  fb::ReduceOp op = fb::ReduceOp::Sum;
+  std::vector<uint32_t> buffers;
+};
+
+struct BroadcastDef {
+  uint32_t group = 0;
+  uint32_t root = 0;
+  std::vector<uint32_t> buffers;
+};
+
 struct TaskDef {
   std::string name;  // op names ("a+b+c" for a fused chain)
-  std::variant<KernelDef, GetNextDef, InitTaskDef> body;
+  std::variant<KernelDef, GetNextDef, InitTaskDef, EventRecordDef, EventWaitDef, AllReduceDef, BroadcastDef>
+      body;
 };
 
 struct ProgramDef {
   std::string name;
   fb::ProgramKind kind = fb::ProgramKind::TrainStep;
-  std::vector<TaskDef> tasks;  // one "compute" stream
+  std::vector<TaskDef> tasks;       // the "compute" stream
   std::vector<uint32_t> reports;
+  std::vector<TaskDef> comm_tasks;  // the "comm" stream; none: a single-stream program
+  uint32_t num_events = 0;
+};
+
+struct CommGroupDef {
+  std::string name;
+  std::vector<uint32_t> ranks;
+};
+
+// One AllReduce of train_step: its Grad buffers, in arena order.
+struct BucketDef {
+  std::vector<uint32_t> buffers;
 };
 
 struct InitializerDef {
@@ -108,6 +158,8 @@ struct LoweredStream {
   std::vector<InitializerDef> initializers;
   std::vector<QueueDef> queues;
   std::vector<ProgramDef> programs;  // init, train_step[, eval_step][, predict_step]
+  std::vector<CommGroupDef> groups;  // data parallel: [world]
+  std::vector<BucketDef> buckets;    // data parallel: in the comm stream's order
   size_t fused_kernels = 0;          // kernels of train_step that absorbed ops
 };
 
@@ -116,6 +168,12 @@ struct LoweringOptions {
   bool eval_program = true;
   bool predict_program = false;
   uint32_t queue_capacity = 16;
+  // Data parallel over ranks [0, world_size); see the top of this file.
+  bool data_parallel = false;
+  uint32_t world_size = 1;
+  bool gradients_mean = false;
+  bool parameter_broadcast = false;
+  CommFusion comm_fusion;
 };
 
 Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& options);

@@ -42,6 +42,10 @@ fbs::Offset<fb::InitDef> WriteInit(fbs::FlatBufferBuilder& fbb, const InitSpec& 
                            inline_data ? s.data.size() : 0);
 }
 
+bool IsCollective(const TaskDef& task) {
+  return std::holds_alternative<AllReduceDef>(task.body) || std::holds_alternative<BroadcastDef>(task.body);
+}
+
 fbs::Offset<fb::Task> WriteTask(fbs::FlatBufferBuilder& fbb, const TaskDef& task) {
   fb::TaskBody type = fb::TaskBody::NONE;
   fbs::Offset<void> body;
@@ -59,9 +63,30 @@ fbs::Offset<fb::Task> WriteTask(fbs::FlatBufferBuilder& fbb, const TaskDef& task
   } else if (const auto* i = std::get_if<InitTaskDef>(&task.body)) {
     type = fb::TaskBody::InitTask;
     body = fb::CreateInitTask(fbb, fbb.CreateVector(i->initializers)).Union();
+  } else if (const auto* r = std::get_if<EventRecordDef>(&task.body)) {
+    type = fb::TaskBody::EventRecordTask;
+    body = fb::CreateEventRecordTask(fbb, r->event).Union();
+  } else if (const auto* w = std::get_if<EventWaitDef>(&task.body)) {
+    type = fb::TaskBody::EventWaitTask;
+    body = fb::CreateEventWaitTask(fbb, w->event).Union();
+  } else if (const auto* a = std::get_if<AllReduceDef>(&task.body)) {
+    type = fb::TaskBody::AllReduceTask;
+    body = fb::CreateAllReduceTask(fbb, a->group, a->op, fbb.CreateVector(a->buffers)).Union();
+  } else if (const auto* b = std::get_if<BroadcastDef>(&task.body)) {
+    type = fb::TaskBody::BroadcastTask;
+    body = fb::CreateBroadcastTask(fbb, b->group, b->root, fbb.CreateVector(b->buffers)).Union();
   }
   auto name = fbb.CreateString(task.name);
   return fb::CreateTask(fbb, type, body, name);
+}
+
+fbs::Offset<fb::Stream> WriteStream(fbs::FlatBufferBuilder& fbb, const char* name, const std::vector<TaskDef>& defs) {
+  std::vector<fbs::Offset<fb::Task>> tasks;
+  tasks.reserve(defs.size());
+  for (const TaskDef& t : defs) tasks.push_back(WriteTask(fbb, t));
+  auto stream_name = fbb.CreateString(name);
+  auto tasks_vec = fbb.CreateVector(tasks);
+  return fb::CreateStream(fbb, stream_name, tasks_vec);
 }
 
 }  // namespace
@@ -165,30 +190,43 @@ Result<std::vector<uint8_t>> WriteTaskStream(const LoweredStream& stream, const 
   }
   auto queues_vec = fbb.CreateVector(queues);
 
+  // An older device must refuse a stream that communicates, not meet the
+  // first collective task mid-step.
+  uint64_t requirements = 0;
   std::vector<fbs::Offset<fb::Program>> programs;
   for (const ProgramDef& p : stream.programs) {
-    std::vector<fbs::Offset<fb::Task>> tasks;
-    tasks.reserve(p.tasks.size());
-    for (const TaskDef& t : p.tasks) tasks.push_back(WriteTask(fbb, t));
-    auto stream_name = fbb.CreateString("compute");
-    auto tasks_vec = fbb.CreateVector(tasks);
-    std::vector<fbs::Offset<fb::Stream>> streams = {fb::CreateStream(fbb, stream_name, tasks_vec)};
+    std::vector<fbs::Offset<fb::Stream>> streams = {WriteStream(fbb, "compute", p.tasks)};
+    if (!p.comm_tasks.empty()) streams.push_back(WriteStream(fbb, "comm", p.comm_tasks));
+    for (const auto* tasks : {&p.tasks, &p.comm_tasks})
+      if (std::any_of(tasks->begin(), tasks->end(), IsCollective)) requirements |= kFeatureCollectives;
     auto name = fbb.CreateString(p.name);
     auto streams_vec = fbb.CreateVector(streams);
     auto reports = fbb.CreateVector(p.reports);
-    programs.push_back(fb::CreateProgram(fbb, name, p.kind, streams_vec, 0, reports));
+    programs.push_back(fb::CreateProgram(fbb, name, p.kind, streams_vec, p.num_events, reports));
   }
   auto programs_vec = fbb.CreateVector(programs);
+
+  // Left out when empty, so a stand-alone stream stays as it was.
+  fbs::Offset<fbs::Vector<fbs::Offset<fb::CommGroup>>> groups_vec = 0;
+  if (!stream.groups.empty()) {
+    std::vector<fbs::Offset<fb::CommGroup>> groups;
+    for (const CommGroupDef& g : stream.groups) {
+      auto name = fbb.CreateString(g.name);
+      auto ranks = fbb.CreateVector(g.ranks);
+      groups.push_back(fb::CreateCommGroup(fbb, name, ranks));
+    }
+    groups_vec = fbb.CreateVector(groups);
+  }
 
   auto target = fbb.CreateString(kTarget);
   auto producer = fbb.CreateString(kProducer);
   auto hdr = fb::CreateHeader(fbb, kFormatMajor, kFormatMinor, header.rank, header.world_size,
-                              target, header.graph_hash, /*requirements=*/0, producer);
+                              target, header.graph_hash, requirements, producer);
 
   auto root = fb::CreateTaskStream(fbb, hdr, plan.arena_bytes,
                                    static_cast<uint32_t>(plan.alignment),
                                    plan.liveness_lower_bound, buffers_vec, inits_vec, queues_vec,
-                                   /*groups=*/0, programs_vec, blob_bytes);
+                                   groups_vec, programs_vec, blob_bytes);
   fb::FinishSizePrefixedTaskStreamBuffer(fbb, root);
 
   const uint64_t fb_bytes = fbb.GetSize() - 4;

@@ -13,6 +13,7 @@
 #include "sinkrt/fb/task_stream_generated.h"  // BufferRole, ProgramKind
 #include "sinkrt/host/graph.h"
 #include "sinkrt/host/optimizer.h"
+#include "sinkrt/host/parallel_context.h"
 #include "sinkrt/runtime/status.h"
 
 namespace sinkrt::host {
@@ -30,6 +31,18 @@ struct CompileOptions {
   // reporting outputs()[0]. Model turns it on for predict() and for eval's
   // partial last batch.
   bool predict_program = false;
+
+  // The parallel plan (MindSpore's auto-parallel context; `rank` and
+  // `world_size` above are its global_rank and device_num). StandAlone
+  // ignores the fields below and emits no communication, whatever
+  // world_size says. DataParallel gives train_step a "comm" stream with one
+  // in-place AllReduce per gradient fusion bucket (fusion_buckets.h),
+  // overlapped with backward; eval and predict stay single-stream. Other
+  // modes are refused.
+  ParallelMode parallel_mode = ParallelMode::StandAlone;
+  bool gradients_mean = false;       // AllReduce Mean instead of Sum
+  bool parameter_broadcast = false;  // init ends by broadcasting rank 0's Params
+  CommFusion comm_fusion;
 };
 
 struct PlannedBuffer {
@@ -44,12 +57,22 @@ struct PlannedBuffer {
   fb::ProgramKind program = fb::ProgramKind::TrainStep;
 };
 
+// One fused gradient AllReduce of a DataParallel train_step: its gradients
+// (buffer names, in arena order) and the byte range it reduces in place.
+struct GradientBucket {
+  std::vector<std::string> gradients;
+  uint64_t offset = 0, bytes = 0;  // [offset, offset + bytes) of the arena
+};
+
 struct CompileReport {
   uint64_t arena_bytes = 0;
   uint64_t liveness_lower_bound = 0;  // max over time of live bytes
   uint64_t persistent_bytes = 0;
-  size_t train_tasks = 0, eval_tasks = 0, predict_tasks = 0, fused_kernels = 0;
+  // Tasks of each program's compute stream; comm_tasks: train_step's "comm"
+  // stream (DataParallel only).
+  size_t train_tasks = 0, eval_tasks = 0, predict_tasks = 0, fused_kernels = 0, comm_tasks = 0;
   std::vector<PlannedBuffer> buffers;
+  std::vector<GradientBucket> buckets;  // DataParallel: in the comm stream's order
 };
 
 struct CompiledStream {

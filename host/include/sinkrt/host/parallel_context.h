@@ -14,12 +14,14 @@ enum class ParallelMode { StandAlone, DataParallel, SemiAutoParallel, AutoParall
 const char* ParallelModeName(ParallelMode mode);
 Result<ParallelMode> ParseParallelMode(const std::string& name);
 
-// comm_fusion = {"allreduce": {"mode": "auto"|"size"|"index", "config": ...}}
+// comm_fusion = {"openstate": ..., "allreduce": {"mode": "auto"|"size"|"index", "config": ...}}
+// How DATA_PARALLEL groups gradients into fused AllReduces (compiler/fusion_buckets.h;
+// mindspore-semantics.md §3). An "MB" is MindSpore's DP unit as coded, 262144 bytes.
 struct CommFusion {
   std::string mode = "auto";        // auto: 64 MB buckets
-  double size_mb = 64;              // mode "size"
-  std::vector<int> indices;         // mode "index": split points in gradient order
-  bool openstate = true;
+  double size_mb = 64;              // mode "size": N MB buckets (fractions allowed, unlike MindSpore's int)
+  std::vector<int> indices;         // mode "index": inclusive 0-based bucket ends, in parameter order
+  bool openstate = true;            // false: one AllReduce per gradient
 };
 
 struct ParallelContext {

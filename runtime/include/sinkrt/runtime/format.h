@@ -19,7 +19,7 @@ inline constexpr uint32_t kBlobAlignment = 64;
 // Feature bits a stream may require (Header.requirements). A device refuses
 // a stream with any bit outside the set it supports.
 inline constexpr uint64_t kFeatureCollectives = 1ull << 0;
-inline constexpr uint64_t kSupportedFeatures = 0;
+inline constexpr uint64_t kSupportedFeatures = kFeatureCollectives;
 
 // Largest stream a device accepts (FlatBuffer plus blobs).
 inline constexpr uint64_t kMaxStreamBytes = 1ull << 36;

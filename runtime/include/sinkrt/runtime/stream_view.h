@@ -3,7 +3,9 @@
 // VerifyTaskStream() is the trust boundary: it runs the FlatBuffers Verifier
 // and then sinkrt's own semantic checks (every buffer inside the arena, every
 // index valid, shapes consistent with sizes, inline data inside the blob
-// section). Code holding a StreamView may index the stream without checks.
+// section, every event wait met by a record, collectives over contiguous
+// buffers of one group). Code holding a StreamView may index the stream
+// without checks.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include <string>
 
 #include "sinkrt/fb/task_stream_generated.h"
+#include "sinkrt/runtime/format.h"
 #include "sinkrt/runtime/status.h"
 
 namespace sinkrt {
@@ -25,8 +28,14 @@ struct StreamView {
   int64_t FindBuffer(std::string_view name) const;
 };
 
-// `file` must outlive the returned view.
-Result<StreamView> VerifyTaskStream(std::span<const uint8_t> file);
+// `file` must outlive the returned view. `supported_features` are the
+// Header.requirements bits the caller can run: a device passes what it
+// implements (kSupportedFeatures, the default) and refuses the rest; a tool
+// that only reads streams (sinkdump) or a test of streams no device runs yet
+// passes every bit it understands, e.g. kFeatureCollectives, and then gets
+// the collective tasks checked instead of refused.
+Result<StreamView> VerifyTaskStream(std::span<const uint8_t> file,
+                                    uint64_t supported_features = kSupportedFeatures);
 
 std::string_view OpCodeName(fb::OpCode op);
 std::string_view BufferRoleName(fb::BufferRole role);
