@@ -7,12 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "arena.h"
-#include "data_queue.h"
-#include "init/initializer.h"
-#include "kernels/dnnl_runtime.h"
-#include "kernels/kernel.h"
+#include "comm_stream.h"
+#include "loaded_job.h"
 #include "sinkrt/runtime/dtype.h"
+#include "sinkrt/runtime/format.h"
 
 namespace sinkrt::device {
 namespace {
@@ -24,43 +22,7 @@ inline int64_t NowNs() {
 
 }  // namespace
 
-// A task resolved at load: the loop in Run only switches on `kind`.
-struct PreparedTask {
-  fb::TaskBody kind = fb::TaskBody::NONE;
-  const fb::Task* def = nullptr;
-  // Kernel
-  const KernelImpl* kernel = nullptr;
-  KernelArgs args;
-  std::unique_ptr<KernelState> state;
-  // GetNext
-  DataQueue* queue = nullptr;
-  std::vector<uint8_t*> dst;
-  // Events
-  uint32_t event = 0;
-  // Init
-  std::vector<uint32_t> initializers;
-};
-
-struct PreparedProgram {
-  const fb::Program* def = nullptr;
-  std::vector<PreparedTask> tasks;   // one stream (multi-stream arrives with collectives)
-  std::vector<uint64_t> event_counts;
-};
-
-struct LoadedJob {
-  StreamView view;
-  DeviceOptions options;
-  int threads = 1;
-  PageBlock arena;
-  PageBlock scratch;
-  std::vector<std::unique_ptr<DataQueue>> queues;
-  std::unique_ptr<DnnlRuntime> dnnl;
-  static constexpr int kPrograms = static_cast<int>(fb::ProgramKind::MAX) + 1;
-  PreparedProgram programs[kPrograms];  // by ProgramKind
-  bool has_program[kPrograms] = {};
-  RunContext run_ctx;
-  std::atomic<bool> cancelled{false};
-};
+LoadedJob::~LoadedJob() = default;
 
 int AvailableCores() {
   cpu_set_t set;
@@ -77,100 +39,26 @@ Executor::~Executor() {
   if (job_) CloseQueues();
 }
 
-namespace {
-
-TensorRef MakeRef(const LoadedJob& job, uint32_t index) {
-  const fb::Buffer* b = job.view.root->buffers()->Get(index);
-  TensorRef r;
-  r.data = job.arena.data() + b->offset();
-  r.dtype = b->dtype();
-  if (b->shape()) r.shape.assign(b->shape()->begin(), b->shape()->end());
-  r.numel = NumElements(r.shape);
-  return r;
-}
-
-std::string TaskLabel(const PreparedProgram& p, size_t t) {
-  const fb::Task* task = p.tasks[t].def;
-  std::string label = std::string(ProgramKindName(p.def->kind())) + " task " + std::to_string(t);
-  if (task->name() && task->name()->size()) label += " '" + task->name()->str() + "'";
-  if (task->body_type() == fb::TaskBody::KernelTask)
-    label += " (" + std::string(OpCodeName(task->body_as_KernelTask()->op())) + ")";
-  else
-    label += " (" + std::string(TaskKindName(task->body_type())) + ")";
-  return label;
-}
-
-Status PrepareProgram(LoadedJob& job, const fb::Program* def, PrepareContext& pctx, PreparedProgram* out) {
-  out->def = def;
-  std::string pname(ProgramKindName(def->kind()));
-  if (!def->streams() || def->streams()->size() == 0) return Status::Ok();
-  if (def->streams()->size() > 1)
-    return Unimplemented("program " + pname + " has " + std::to_string(def->streams()->size()) +
-                         " streams; this device runs one stream per program");
-  const auto* tasks = def->streams()->Get(0)->tasks();
-  size_t n = tasks ? tasks->size() : 0;
-  out->tasks.resize(n);  // never resized again: kernels may keep pointers into args
-  out->event_counts.assign(def->num_events(), 0);
-  std::vector<bool> recorded(def->num_events(), false);
-  for (size_t t = 0; t < n; ++t) {
-    const fb::Task* task = tasks->Get(static_cast<uint32_t>(t));
-    PreparedTask& pt = out->tasks[t];
-    pt.kind = task->body_type();
-    pt.def = task;
-    switch (pt.kind) {
-      case fb::TaskBody::KernelTask: {
-        const fb::KernelTask* k = task->body_as_KernelTask();
-        pt.kernel = FindKernel(k->op());
-        if (!pt.kernel)
-          return Unimplemented(TaskLabel(*out, t) + ": no kernel for op " + std::string(OpCodeName(k->op())));
-        pt.args.task = k;
-        if (k->inputs())
-          for (uint32_t i : *k->inputs()) pt.args.inputs.push_back(MakeRef(job, i));
-        if (k->outputs())
-          for (uint32_t i : *k->outputs()) pt.args.outputs.push_back(MakeRef(job, i));
-        if (k->fused_bias() >= 0) pt.args.fused_bias = MakeRef(job, static_cast<uint32_t>(k->fused_bias()));
-        Status st = pt.kernel->prepare(pt.args, pctx, &pt.state);
-        if (!st.ok()) return st.WithContext(TaskLabel(*out, t));
-        break;
-      }
-      case fb::TaskBody::GetNextTask: {
-        const fb::GetNextTask* g = task->body_as_GetNextTask();
-        pt.queue = job.queues[g->queue()].get();
-        for (uint32_t i : *g->outputs()) pt.dst.push_back(job.arena.data() + job.view.root->buffers()->Get(i)->offset());
-        break;
-      }
-      case fb::TaskBody::EventRecordTask:
-        pt.event = task->body_as_EventRecordTask()->event();
-        recorded[pt.event] = true;
-        break;
-      case fb::TaskBody::EventWaitTask:
-        pt.event = task->body_as_EventWaitTask()->event();
-        // With one stream, a wait whose record comes later can never be met.
-        if (!recorded[pt.event])
-          return InvalidArgument(TaskLabel(*out, t) + ": waits on event " + std::to_string(pt.event) +
-                                 " that no earlier task records (the step would deadlock)");
-        break;
-      case fb::TaskBody::InitTask:
-        if (task->body_as_InitTask()->initializers())
-          pt.initializers.assign(task->body_as_InitTask()->initializers()->begin(),
-                                 task->body_as_InitTask()->initializers()->end());
-        break;
-      default:
-        return Unimplemented(TaskLabel(*out, t) + ": task kind not supported by this device");
-    }
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
-Result<std::unique_ptr<Executor>> Executor::Load(std::span<const uint8_t> stream, const DeviceOptions& options) {
+Result<std::unique_ptr<Executor>> Executor::Load(std::span<const uint8_t> stream, const DeviceOptions& options,
+                                                 Communicator* comm) {
   auto job = std::make_unique<LoadedJob>();
   SINKRT_ASSIGN_OR_RETURN(job->view, VerifyTaskStream(stream));
   job->options = options;
   int cores = AvailableCores();
   job->threads = options.threads > 0 && options.threads < cores ? options.threads : cores;
   const fb::TaskStream* root = job->view.root;
+  const fb::Header* header = root->header();
+  if (header && (header->requirements() & kFeatureCollectives)) {
+    if (!comm)
+      return FailedPrecondition("the task stream is rank " + std::to_string(header->rank()) + " of " +
+                                std::to_string(header->world_size()) +
+                                " and needs collectives, but this device joined no world of devices");
+    if (comm->size() != header->world_size() || comm->rank() != header->rank())
+      return FailedPrecondition("the task stream is rank " + std::to_string(header->rank()) + " of " +
+                                std::to_string(header->world_size()) + ", this device is rank " +
+                                std::to_string(comm->rank()) + " of " + std::to_string(comm->size()));
+    job->comm = comm;
+  }
 
   SINKRT_ASSIGN_OR_RETURN(job->arena, PageBlock::Allocate(root->arena_bytes(), options.prefault));
   if (root->queues())
@@ -190,15 +78,18 @@ Result<std::unique_ptr<Executor>> Executor::Load(std::span<const uint8_t> stream
 
   PrepareContext pctx;
   pctx.dnnl = job->dnnl.get();
+  bool two_streams = false;
   if (root->programs())
     for (const fb::Program* p : *root->programs()) {
       auto k = static_cast<uint8_t>(p->kind());
       job->has_program[k] = true;
       SINKRT_RETURN_IF_ERROR(PrepareProgram(*job, p, pctx, &job->programs[k]));
+      two_streams |= job->programs[k].num_streams > 1;
     }
   SINKRT_ASSIGN_OR_RETURN(job->scratch, PageBlock::Allocate(pctx.scratch_bytes, options.prefault));
   job->run_ctx.dnnl = job->dnnl.get();
   job->run_ctx.scratch = job->scratch.data();
+  if (two_streams) job->comm_stream = std::make_unique<CommStream>(*job);
 
   // Start the OpenMP team now: its first parallel region allocates.
   omp_set_num_threads(job->threads);
@@ -227,70 +118,47 @@ Status Executor::Run(ProgramKind kind, uint32_t steps, RunStats* stats) {
   // thread drives this sink.
   omp_set_num_threads(job.threads);
   const int64_t t_start = NowNs();
-  const auto timeout = job.options.get_next_timeout;
-  const fb::TaskStream* root = job.view.root;
-  for (uint32_t step = 0; step < steps; ++step) {
-    for (uint64_t& c : prog.event_counts) c = 0;
-    for (size_t t = 0; t < prog.tasks.size(); ++t) {
-      PreparedTask& pt = prog.tasks[t];
-      switch (pt.kind) {
-        case fb::TaskBody::KernelTask: {
-          int64_t t0 = NowNs();
-          Status st = pt.kernel->run(pt.args, pt.state.get(), job.run_ctx);
-          stats->compute_ns += NowNs() - t0;
-          if (!st.ok()) {
-            stats->failed_task = static_cast<int32_t>(t);
-            return st.WithContext(TaskLabel(prog, t) + " at step " + std::to_string(step + 1) + " of " +
-                                  std::to_string(steps));
-          }
-          break;
-        }
-        case fb::TaskBody::GetNextTask: {
-          int64_t t0 = NowNs();
-          int64_t waited = 0;
-          Status st = pt.queue->Pop(pt.dst, timeout, &waited);
-          stats->queue_wait_ns += waited;
-          stats->copy_ns += NowNs() - t0 - waited;
-          if (!st.ok()) {
-            stats->failed_task = static_cast<int32_t>(t);
-            return st.WithContext(TaskLabel(prog, t) + " at step " + std::to_string(step + 1) + " of " +
-                                  std::to_string(steps));
-          }
-          break;
-        }
-        case fb::TaskBody::EventRecordTask:
-          ++prog.event_counts[pt.event];
-          break;
-        case fb::TaskBody::EventWaitTask:
-          break;  // one stream: program order already satisfies it (checked at load)
-        case fb::TaskBody::InitTask: {
-          int64_t t0 = NowNs();
-          for (uint32_t i : pt.initializers) {
-            const fb::Initializer* in = root->initializers()->Get(i);
-            TensorRef out = MakeRef(job, in->buffer());
-            Status st = FillInitializer(*in->init(), out, job.view.blobs);
-            if (!st.ok()) stats->failed_task = static_cast<int32_t>(t);
-            if (!st.ok())
-              return st.WithContext(TaskLabel(prog, t) + " initializer " + std::to_string(i) + " ('" +
-                                    root->buffers()->Get(in->buffer())->name()->str() + "')");
-          }
-          stats->compute_ns += NowNs() - t0;
-          break;
-        }
-        default:
-          return Internal(TaskLabel(prog, t) + ": unprepared task kind");
+  const bool comm_stream = prog.num_streams > 1;
+  Status result;
+  for (uint32_t step = 0; step < steps && result.ok(); ++step) {
+    prog.events->Reset();
+    if (comm_stream) job.comm_stream->Start(prog, step, steps);
+    StreamCounters c;
+    Status st = prog.num_streams > 0 ? RunStreamStep(job, prog, 0, step, steps, &c) : Status::Ok();
+    if (comm_stream) {
+      if (!st.ok()) {
+        // The comm stream may wait for an event this stream will not record,
+        // or for peers inside a collective: release both. The job's world
+        // is broken after this; the host reloads it.
+        prog.events->Fail();
+        if (job.comm) job.comm->Abort();
       }
+      StreamCounters cc;
+      Status comm_st = job.comm_stream->Finish(&cc);
+      stats->comm_ns += cc.comm_ns;
+      if (st.ok() && !comm_st.ok()) {
+        st = comm_st;
+        c.failed_task = cc.failed_task;
+        stats->failed_stream = 1;
+      }
+    }
+    stats->compute_ns += c.compute_ns;
+    stats->queue_wait_ns += c.queue_wait_ns;
+    stats->copy_ns += c.copy_ns;
+    stats->comm_wait_ns += c.event_wait_ns;
+    if (!st.ok()) {
+      stats->failed_task = c.failed_task;
+      result = st;
+      break;
     }
     ++stats->steps;
     // A job being torn down (its host left) stops between steps.
-    if (job.cancelled.load(std::memory_order_relaxed) && step + 1 < steps) {
-      stats->wall_ns += NowNs() - t_start;
-      return Aborted(std::string(ProgramKindName(kind)) + " cancelled after step " + std::to_string(step + 1) + " of " +
-                     std::to_string(steps));
-    }
+    if (job.cancelled.load(std::memory_order_relaxed) && step + 1 < steps)
+      result = Aborted(std::string(ProgramKindName(kind)) + " cancelled after step " + std::to_string(step + 1) +
+                       " of " + std::to_string(steps));
   }
   stats->wall_ns += NowNs() - t_start;
-  return Status::Ok();
+  return result;
 }
 
 const StreamView& Executor::view() const { return job_->view; }
@@ -340,6 +208,8 @@ void Executor::CloseQueues() {
 void Executor::Cancel() {
   job_->cancelled.store(true, std::memory_order_relaxed);
   CloseQueues();
+  // A collective waiting on a peer wakes now instead of at the peer timeout.
+  if (job_->comm) job_->comm->Abort();
 }
 
 }  // namespace sinkrt::device

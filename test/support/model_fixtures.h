@@ -7,10 +7,12 @@
 #include <dirent.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sinkrt/device/in_process_device.h"
@@ -150,11 +152,32 @@ class RecordingCallback : public host::Callback {
 };
 
 // Threads of this process (/proc/self/task).
+// Live threads of this process. A joined thread can linger in
+// /proc/self/task for a moment after join() returns (the kernel wakes the
+// joiner before it reaps the task), so exiting and dead tasks are not
+// counted.
 inline int ThreadCount() {
   int n = 0;
   if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(d))
-      if (e->d_name[0] != '.') ++n;
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      std::string path = std::string("/proc/self/task/") + e->d_name + "/stat";
+      FILE* f = std::fopen(path.c_str(), "r");
+      if (!f) continue;  // reaped meanwhile
+      char buf[512] = {};
+      size_t got = std::fread(buf, 1, sizeof buf - 1, f);
+      std::fclose(f);
+      // "tid (comm) S ...": the state follows the last ')'.
+      std::string_view stat(buf, got);
+      size_t paren = stat.rfind(')');
+      char state = paren != std::string_view::npos && paren + 2 < stat.size() ? stat[paren + 2] : '?';
+      // Field 9, the task flags: PF_EXITING (0x4) is set from the start of
+      // the exit path, before the joiner wakes.
+      unsigned long flags = 0;
+      if (paren != std::string_view::npos)
+        std::sscanf(buf + paren + 2, "%*c %*d %*d %*d %*d %*d %lu", &flags);
+      if (state != 'Z' && state != 'X' && state != 'x' && !(flags & 0x4)) ++n;
+    }
     closedir(d);
   }
   return n;

@@ -21,6 +21,7 @@
 
 namespace sinkrt::device {
 
+class Communicator;
 class DataQueue;
 struct LoadedJob;
 
@@ -31,14 +32,21 @@ struct RunStats {
   int64_t compute_ns = 0;     // kernels
   int64_t queue_wait_ns = 0;  // GetNext waiting for a batch
   int64_t copy_ns = 0;        // GetNext copying a batch into the arena
-  int32_t failed_task = -1;   // on failure: the task's index in its program
+  int64_t comm_ns = 0;        // inside collectives (on the comm stream, overlapping compute)
+  int64_t comm_wait_ns = 0;   // the compute stream blocked on the comm stream: communication not hidden
+  int32_t failed_task = -1;   // on failure: the task's index in its stream
+  int32_t failed_stream = 0;  // on failure: 0 compute, 1 comm
 };
 
 class Executor {
  public:
   ~Executor();
 
-  static Result<std::unique_ptr<Executor>> Load(std::span<const uint8_t> stream, const DeviceOptions& options);
+  // `comm` (not owned, must outlive the Executor) runs the stream's
+  // collectives; a stream that has some is refused without one, or with one
+  // of another rank or world size.
+  static Result<std::unique_ptr<Executor>> Load(std::span<const uint8_t> stream, const DeviceOptions& options,
+                                                Communicator* comm = nullptr);
 
   // Runs the init program (parameter initialisation). Load calls it once;
   // call again to reset parameters.

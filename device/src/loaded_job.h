@@ -1,0 +1,132 @@
+// The executor's internal picture of a loaded job: every task resolved at
+// load to a ready-to-run form, so the step loop only switches on a kind.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "arena.h"
+#include "sinkrt/device/communicator.h"
+#include "data_queue.h"
+#include "kernels/dnnl_runtime.h"
+#include "kernels/kernel.h"
+#include "sinkrt/device/device_options.h"
+#include "sinkrt/runtime/stream_view.h"
+
+namespace sinkrt::device {
+
+struct PreparedTask {
+  fb::TaskBody kind = fb::TaskBody::NONE;
+  const fb::Task* def = nullptr;
+  // Kernel
+  const KernelImpl* kernel = nullptr;
+  KernelArgs args;
+  std::unique_ptr<KernelState> state;
+  // GetNext
+  DataQueue* queue = nullptr;
+  std::vector<uint8_t*> dst;
+  // Events
+  uint32_t event = 0;
+  // Init
+  std::vector<uint32_t> initializers;
+  // Collectives: the arena bytes they work on (AllReduce and Broadcast in
+  // place over `data`; AllGather and ReduceScatter from `data` into `out`;
+  // Send and Recv over `data`), resolved and checked at load.
+  std::span<uint8_t> data, out;
+  DType dtype = DType::Invalid;
+  ReduceOp op = ReduceOp::Sum;
+  Group group;
+  uint32_t peer = 0;  // Broadcast root, Send/Recv peer (world ranks)
+};
+
+// Event counters of one step, shared by the program's streams. Sized at
+// load; a record wakes every waiter; a failed stream wakes them too.
+struct StepEvents {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<uint32_t> counts;
+  bool failed = false;
+
+  void Reset() {
+    std::lock_guard<std::mutex> lk(mu);
+    std::fill(counts.begin(), counts.end(), 0);
+    failed = false;
+  }
+  void Record(uint32_t e) {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      ++counts[e];
+    }
+    cv.notify_all();
+  }
+  void Fail() {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      failed = true;
+    }
+    cv.notify_all();
+  }
+  // False when the step failed elsewhere before the event was recorded.
+  bool Wait(uint32_t e) {
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait(lk, [&] { return counts[e] > 0 || failed; });
+    return counts[e] > 0;
+  }
+};
+
+inline constexpr int kMaxStreams = 2;  // compute, comm
+
+struct PreparedProgram {
+  const fb::Program* def = nullptr;
+  int num_streams = 0;
+  std::vector<PreparedTask> streams[kMaxStreams];  // never resized after load: kernels keep pointers
+  std::unique_ptr<StepEvents> events = std::make_unique<StepEvents>();
+};
+
+class CommStream;
+
+struct LoadedJob {
+  ~LoadedJob();
+
+  StreamView view;
+  DeviceOptions options;
+  int threads = 1;
+  PageBlock arena;
+  PageBlock scratch;
+  std::vector<std::unique_ptr<DataQueue>> queues;
+  std::unique_ptr<DnnlRuntime> dnnl;
+  static constexpr int kPrograms = static_cast<int>(fb::ProgramKind::MAX) + 1;
+  PreparedProgram programs[kPrograms];  // by ProgramKind
+  bool has_program[kPrograms] = {};
+  RunContext run_ctx;
+  std::atomic<bool> cancelled{false};
+  Communicator* comm = nullptr;        // not owned; set when the stream has collectives
+  std::unique_ptr<CommStream> comm_stream;  // when any program has a second stream
+};
+
+// Counters of one stream's part of a step (the caller adds them up).
+struct StreamCounters {
+  int64_t compute_ns = 0;
+  int64_t queue_wait_ns = 0;
+  int64_t copy_ns = 0;
+  int64_t comm_ns = 0;        // inside collectives
+  int64_t event_wait_ns = 0;  // blocked on another stream's event
+  int32_t failed_task = -1;
+};
+
+// Resolves every task of `def` (at most kMaxStreams streams).
+Status PrepareProgram(LoadedJob& job, const fb::Program* def, PrepareContext& pctx, PreparedProgram* out);
+
+// Runs stream `s` of `prog` once (one step). Errors name the program, the
+// stream, the task and the step.
+Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step, uint32_t steps,
+                     StreamCounters* counters);
+
+std::string TaskLabel(const PreparedProgram& p, int stream, size_t t);
+
+}  // namespace sinkrt::device

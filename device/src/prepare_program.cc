@@ -1,0 +1,232 @@
+// Load-time resolution of a program's tasks: kernels prepared (oneDNN
+// primitives created), queues and arena pointers looked up, collectives'
+// byte ranges and groups checked, so nothing is looked up while a sink runs.
+#include <string>
+
+#include "loaded_job.h"
+#include "sinkrt/runtime/dtype.h"
+
+namespace sinkrt::device {
+namespace {
+
+TensorRef MakeRef(const LoadedJob& job, uint32_t index) {
+  const fb::Buffer* b = job.view.root->buffers()->Get(index);
+  TensorRef r;
+  r.data = job.arena.data() + b->offset();
+  r.dtype = b->dtype();
+  if (b->shape()) r.shape.assign(b->shape()->begin(), b->shape()->end());
+  r.numel = NumElements(r.shape);
+  return r;
+}
+
+const fb::Buffer* BufferDef(const LoadedJob& job, uint32_t index) { return job.view.root->buffers()->Get(index); }
+
+std::span<uint8_t> Bytes(const LoadedJob& job, uint32_t index) {
+  const fb::Buffer* b = BufferDef(job, index);
+  return {job.arena.data() + b->offset(), b->bytes()};
+}
+
+// The arena range covered by `buffers`, which must be adjacent (each starts
+// where the previous ends, up to alignment padding that belongs to none) and
+// of one dtype: a fused collective runs in place on one region.
+Status Region(const LoadedJob& job, const flatbuffers::Vector<uint32_t>* buffers, const std::string& where,
+              std::span<uint8_t>* region, DType* dtype) {
+  if (!buffers || buffers->size() == 0) return InvalidArgument(where + ": no buffers");
+  const fb::Buffer* first = BufferDef(job, buffers->Get(0));
+  uint64_t begin = first->offset(), end = first->offset() + first->bytes();
+  *dtype = first->dtype();
+  const uint64_t align = job.view.root->arena_alignment();
+  for (uint32_t i = 1; i < buffers->size(); ++i) {
+    const fb::Buffer* b = BufferDef(job, buffers->Get(i));
+    uint64_t expected = (end + align - 1) / align * align;
+    if (b->offset() != end && b->offset() != expected)
+      return InvalidArgument(where + ": buffer '" + b->name()->str() + "' at offset " + std::to_string(b->offset()) +
+                             " does not follow the previous one (ends at " + std::to_string(end) +
+                             "): a fused collective needs one contiguous region");
+    if (b->dtype() != *dtype)
+      return InvalidArgument(where + ": buffers of different dtypes cannot be reduced together");
+    end = b->offset() + b->bytes();
+  }
+  // Padding between buffers is reduced along with them: it is never read.
+  if ((end - begin) % DTypeSize(*dtype) != 0)
+    return InvalidArgument(where + ": region of " + std::to_string(end - begin) + " bytes is not whole elements");
+  *region = {job.arena.data() + begin, end - begin};
+  return Status::Ok();
+}
+
+Status PrepareGroup(const LoadedJob& job, uint32_t index, const std::string& where, Group* group) {
+  const auto* groups = job.view.root->groups();
+  if (!groups || index >= groups->size()) return OutOfRange(where + ": communicator group " + std::to_string(index) + " does not exist");
+  const fb::CommGroup* g = groups->Get(index);
+  group->ranks.assign(g->ranks()->begin(), g->ranks()->end());
+  if (!job.comm) return FailedPrecondition(where + ": the stream has collectives but the device joined no world");
+  bool member = false;
+  for (uint32_t r : group->ranks) {
+    if (r >= job.comm->size())
+      return OutOfRange(where + ": group '" + (g->name() ? g->name()->str() : "") + "' names rank " +
+                        std::to_string(r) + " of a world of " + std::to_string(job.comm->size()));
+    member |= r == job.comm->rank();
+  }
+  if (!member)
+    return InvalidArgument(where + ": this device (rank " + std::to_string(job.comm->rank()) +
+                           ") is not a member of group '" + (g->name() ? g->name()->str() : "") + "'");
+  return Status::Ok();
+}
+
+Status PrepareCollective(LoadedJob& job, const fb::Task* task, const std::string& where, PreparedTask* pt) {
+  switch (task->body_type()) {
+    case fb::TaskBody::AllReduceTask: {
+      auto* t = task->body_as_AllReduceTask();
+      pt->op = t->op();
+      SINKRT_RETURN_IF_ERROR(PrepareGroup(job, t->group(), where, &pt->group));
+      return Region(job, t->buffers(), where, &pt->data, &pt->dtype);
+    }
+    case fb::TaskBody::BroadcastTask: {
+      auto* t = task->body_as_BroadcastTask();
+      pt->peer = t->root();
+      SINKRT_RETURN_IF_ERROR(PrepareGroup(job, t->group(), where, &pt->group));
+      if (std::find(pt->group.ranks.begin(), pt->group.ranks.end(), pt->peer) == pt->group.ranks.end())
+        return InvalidArgument(where + ": broadcast root " + std::to_string(pt->peer) + " is not in its group");
+      return Region(job, t->buffers(), where, &pt->data, &pt->dtype);
+    }
+    case fb::TaskBody::AllGatherTask: {
+      auto* t = task->body_as_AllGatherTask();
+      SINKRT_RETURN_IF_ERROR(PrepareGroup(job, t->group(), where, &pt->group));
+      pt->data = Bytes(job, t->input());
+      pt->out = Bytes(job, t->output());
+      pt->dtype = BufferDef(job, t->input())->dtype();
+      if (pt->out.size() != pt->data.size() * pt->group.ranks.size())
+        return InvalidArgument(where + ": output of " + std::to_string(pt->out.size()) + " bytes is not " +
+                               std::to_string(pt->group.ranks.size()) + " x the input's " +
+                               std::to_string(pt->data.size()));
+      return Status::Ok();
+    }
+    case fb::TaskBody::ReduceScatterTask: {
+      auto* t = task->body_as_ReduceScatterTask();
+      pt->op = t->op();
+      SINKRT_RETURN_IF_ERROR(PrepareGroup(job, t->group(), where, &pt->group));
+      pt->data = Bytes(job, t->input());
+      pt->out = Bytes(job, t->output());
+      pt->dtype = BufferDef(job, t->input())->dtype();
+      if (pt->data.size() != pt->out.size() * pt->group.ranks.size())
+        return InvalidArgument(where + ": input of " + std::to_string(pt->data.size()) + " bytes is not " +
+                               std::to_string(pt->group.ranks.size()) + " x the output's " +
+                               std::to_string(pt->out.size()));
+      return Status::Ok();
+    }
+    case fb::TaskBody::SendTask:
+    case fb::TaskBody::RecvTask: {
+      bool send = task->body_type() == fb::TaskBody::SendTask;
+      uint32_t group = send ? task->body_as_SendTask()->group() : task->body_as_RecvTask()->group();
+      pt->peer = send ? task->body_as_SendTask()->peer() : task->body_as_RecvTask()->peer();
+      uint32_t buffer = send ? task->body_as_SendTask()->buffer() : task->body_as_RecvTask()->buffer();
+      SINKRT_RETURN_IF_ERROR(PrepareGroup(job, group, where, &pt->group));
+      if (pt->peer >= job.comm->size() || pt->peer == job.comm->rank())
+        return InvalidArgument(where + ": peer " + std::to_string(pt->peer) + " is not another rank of the world");
+      pt->data = Bytes(job, buffer);
+      return Status::Ok();
+    }
+    default:
+      return Internal(where + ": not a collective");
+  }
+}
+
+}  // namespace
+
+std::string TaskLabel(const PreparedProgram& p, int stream, size_t t) {
+  const fb::Task* task = p.streams[stream][t].def;
+  std::string label = std::string(ProgramKindName(p.def->kind()));
+  if (p.num_streams > 1) label += stream == 0 ? " compute stream" : " comm stream";
+  label += " task " + std::to_string(t);
+  if (task->name() && task->name()->size()) label += " '" + task->name()->str() + "'";
+  if (task->body_type() == fb::TaskBody::KernelTask)
+    label += " (" + std::string(OpCodeName(task->body_as_KernelTask()->op())) + ")";
+  else
+    label += " (" + std::string(TaskKindName(task->body_type())) + ")";
+  return label;
+}
+
+Status PrepareProgram(LoadedJob& job, const fb::Program* def, PrepareContext& pctx, PreparedProgram* out) {
+  out->def = def;
+  std::string pname(ProgramKindName(def->kind()));
+  if (!def->streams() || def->streams()->size() == 0) return Status::Ok();
+  if (def->streams()->size() > kMaxStreams)
+    return Unimplemented("program " + pname + " has " + std::to_string(def->streams()->size()) +
+                         " streams; this device runs at most " + std::to_string(kMaxStreams) +
+                         " (compute and communication)");
+  out->num_streams = static_cast<int>(def->streams()->size());
+  out->events->counts.assign(def->num_events(), 0);
+  std::vector<bool> recorded(def->num_events(), false);
+  // Records of every stream, for the cross-stream wait check below.
+  for (int s = 0; s < out->num_streams; ++s) {
+    const auto* tasks = def->streams()->Get(s)->tasks();
+    if (tasks)
+      for (const fb::Task* task : *tasks)
+        if (task->body_type() == fb::TaskBody::EventRecordTask) recorded[task->body_as_EventRecordTask()->event()] = true;
+  }
+  for (int s = 0; s < out->num_streams; ++s) {
+    const auto* tasks = def->streams()->Get(s)->tasks();
+    size_t n = tasks ? tasks->size() : 0;
+    out->streams[s].resize(n);  // never resized again: kernels may keep pointers into args
+    std::vector<bool> recorded_before(def->num_events(), false);
+    for (size_t t = 0; t < n; ++t) {
+      const fb::Task* task = tasks->Get(static_cast<uint32_t>(t));
+      PreparedTask& pt = out->streams[s][t];
+      pt.kind = task->body_type();
+      pt.def = task;
+      switch (pt.kind) {
+        case fb::TaskBody::KernelTask: {
+          const fb::KernelTask* k = task->body_as_KernelTask();
+          pt.kernel = FindKernel(k->op());
+          if (!pt.kernel)
+            return Unimplemented(TaskLabel(*out, s, t) + ": no kernel for op " + std::string(OpCodeName(k->op())));
+          pt.args.task = k;
+          if (k->inputs())
+            for (uint32_t i : *k->inputs()) pt.args.inputs.push_back(MakeRef(job, i));
+          if (k->outputs())
+            for (uint32_t i : *k->outputs()) pt.args.outputs.push_back(MakeRef(job, i));
+          if (k->fused_bias() >= 0) pt.args.fused_bias = MakeRef(job, static_cast<uint32_t>(k->fused_bias()));
+          Status st = pt.kernel->prepare(pt.args, pctx, &pt.state);
+          if (!st.ok()) return st.WithContext(TaskLabel(*out, s, t));
+          break;
+        }
+        case fb::TaskBody::GetNextTask: {
+          const fb::GetNextTask* g = task->body_as_GetNextTask();
+          pt.queue = job.queues[g->queue()].get();
+          for (uint32_t i : *g->outputs()) pt.dst.push_back(job.arena.data() + BufferDef(job, i)->offset());
+          break;
+        }
+        case fb::TaskBody::EventRecordTask:
+          pt.event = task->body_as_EventRecordTask()->event();
+          recorded_before[pt.event] = true;
+          break;
+        case fb::TaskBody::EventWaitTask:
+          pt.event = task->body_as_EventWaitTask()->event();
+          // A wait no task records, or (with one stream) records only later,
+          // can never be met: the step would deadlock.
+          if (!recorded[pt.event] || (out->num_streams == 1 && !recorded_before[pt.event]))
+            return InvalidArgument(TaskLabel(*out, s, t) + ": waits on event " + std::to_string(pt.event) +
+                                   " that no earlier task records (the step would deadlock)");
+          break;
+        case fb::TaskBody::InitTask:
+          if (task->body_as_InitTask()->initializers())
+            pt.initializers.assign(task->body_as_InitTask()->initializers()->begin(),
+                                   task->body_as_InitTask()->initializers()->end());
+          break;
+        case fb::TaskBody::AllReduceTask:
+        case fb::TaskBody::AllGatherTask:
+        case fb::TaskBody::ReduceScatterTask:
+        case fb::TaskBody::BroadcastTask:
+        case fb::TaskBody::SendTask:
+        case fb::TaskBody::RecvTask:
+          SINKRT_RETURN_IF_ERROR(PrepareCollective(job, task, TaskLabel(*out, s, t), &pt));
+          break;
+        default:
+          return Unimplemented(TaskLabel(*out, s, t) + ": task kind not supported by this device");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace sinkrt::device

@@ -1,0 +1,103 @@
+// One stream's tasks for one step: the executor's inner loop.
+#include <chrono>
+
+#include "init/initializer.h"
+#include "loaded_job.h"
+
+namespace sinkrt::device {
+namespace {
+
+inline int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+Status RunCollective(Communicator& comm, PreparedTask& pt) {
+  switch (pt.kind) {
+    case fb::TaskBody::AllReduceTask: return comm.AllReduce(pt.data, pt.dtype, pt.op, pt.group);
+    case fb::TaskBody::BroadcastTask: return comm.Broadcast(pt.data, pt.peer, pt.group);
+    case fb::TaskBody::AllGatherTask: return comm.AllGather(pt.data, pt.out, pt.group);
+    case fb::TaskBody::ReduceScatterTask: return comm.ReduceScatter(pt.data, pt.out, pt.dtype, pt.op, pt.group);
+    case fb::TaskBody::SendTask: return comm.Send(pt.data, pt.peer);
+    case fb::TaskBody::RecvTask: return comm.Recv(pt.data, pt.peer);
+    default: return Internal("not a collective");
+  }
+}
+
+}  // namespace
+
+Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step, uint32_t steps,
+                     StreamCounters* c) {
+  const fb::TaskStream* root = job.view.root;
+  std::vector<PreparedTask>& tasks = prog.streams[s];
+  auto fail = [&](size_t t, const Status& st) {
+    c->failed_task = static_cast<int32_t>(t);
+    return st.WithContext(TaskLabel(prog, s, t) + " at step " + std::to_string(step + 1) + " of " +
+                          std::to_string(steps));
+  };
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    PreparedTask& pt = tasks[t];
+    switch (pt.kind) {
+      case fb::TaskBody::KernelTask: {
+        int64_t t0 = NowNs();
+        Status st = pt.kernel->run(pt.args, pt.state.get(), job.run_ctx);
+        c->compute_ns += NowNs() - t0;
+        if (!st.ok()) return fail(t, st);
+        break;
+      }
+      case fb::TaskBody::GetNextTask: {
+        int64_t t0 = NowNs();
+        int64_t waited = 0;
+        Status st = pt.queue->Pop(pt.dst, job.options.get_next_timeout, &waited);
+        c->queue_wait_ns += waited;
+        c->copy_ns += NowNs() - t0 - waited;
+        if (!st.ok()) return fail(t, st);
+        break;
+      }
+      case fb::TaskBody::EventRecordTask:
+        prog.events->Record(pt.event);
+        break;
+      case fb::TaskBody::EventWaitTask: {
+        int64_t t0 = NowNs();
+        bool met = prog.events->Wait(pt.event);
+        c->event_wait_ns += NowNs() - t0;
+        if (!met) return fail(t, Aborted("the other stream of this step failed"));
+        break;
+      }
+      case fb::TaskBody::InitTask: {
+        int64_t t0 = NowNs();
+        for (uint32_t i : pt.initializers) {
+          const fb::Initializer* in = root->initializers()->Get(i);
+          const fb::Buffer* b = root->buffers()->Get(in->buffer());
+          TensorRef out;
+          out.data = job.arena.data() + b->offset();
+          out.dtype = b->dtype();
+          if (b->shape()) out.shape.assign(b->shape()->begin(), b->shape()->end());
+          out.numel = NumElements(out.shape);
+          Status st = FillInitializer(*in->init(), out, job.view.blobs);
+          if (!st.ok())
+            return fail(t, st.WithContext("initializer " + std::to_string(i) + " ('" + b->name()->str() + "')"));
+        }
+        c->compute_ns += NowNs() - t0;
+        break;
+      }
+      case fb::TaskBody::AllReduceTask:
+      case fb::TaskBody::AllGatherTask:
+      case fb::TaskBody::ReduceScatterTask:
+      case fb::TaskBody::BroadcastTask:
+      case fb::TaskBody::SendTask:
+      case fb::TaskBody::RecvTask: {
+        int64_t t0 = NowNs();
+        Status st = RunCollective(*job.comm, pt);
+        c->comm_ns += NowNs() - t0;
+        if (!st.ok()) return fail(t, st);
+        break;
+      }
+      default:
+        return Internal(TaskLabel(prog, s, t) + ": unprepared task kind");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace sinkrt::device
