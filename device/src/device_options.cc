@@ -20,6 +20,8 @@ DeviceOptions DeviceOptions::FromEnvironment() {
   DeviceOptions o;
   OverrideMs("SINKRT_GETNEXT_TIMEOUT_MS", &o.get_next_timeout);
   OverrideMs("SINKRT_PUSH_TIMEOUT_MS", &o.push_timeout);
+  OverrideMs("SINKRT_PEER_TIMEOUT_MS", &o.peer_timeout);
+  if (const char* v = std::getenv("SINKRT_COMM_SHM")) o.shared_memory = std::string(v) != "0";
   if (const char* t = std::getenv("SINKRT_DEVICE_THREADS")) o.threads = std::atoi(t);
   return o;
 }

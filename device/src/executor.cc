@@ -34,6 +34,16 @@ int AvailableCores() {
   return 1;
 }
 
+DeviceTiming TimingOf(const RunStats& stats) {
+  DeviceTiming t;
+  t.compute_ms = stats.compute_ns / 1e6;
+  t.comm_ms = stats.comm_ns / 1e6;
+  t.comm_wait_ms = stats.comm_wait_ns / 1e6;
+  t.queue_wait_ms = stats.queue_wait_ns / 1e6;
+  t.other_ms = (stats.wall_ns - stats.compute_ns - stats.queue_wait_ns - stats.comm_wait_ns) / 1e6;
+  return t;
+}
+
 Executor::Executor() = default;
 Executor::~Executor() {
   if (job_) CloseQueues();

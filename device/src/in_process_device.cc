@@ -4,18 +4,58 @@
 #include <cstring>
 
 #include "data_queue.h"
+#include "sinkrt/device/communicator.h"
 #include "sinkrt/device/executor.h"
+#include "sinkrt/device/listening_inbox.h"
 
 namespace sinkrt::device {
 
 InProcessDevice::InProcessDevice(DeviceOptions options) : options_(std::move(options)) {}
-InProcessDevice::~InProcessDevice() = default;
+InProcessDevice::~InProcessDevice() {
+  // A collective of the job may be waiting on a peer: wake it before the
+  // executor (and then the world) goes.
+  if (comm_) comm_->Abort();
+  executor_.reset();
+  comm_.reset();
+}
+
+Result<PeerEndpoint> InProcessDevice::Endpoint() {
+  if (!inbox_) {
+    SINKRT_ASSIGN_OR_RETURN(inbox_, ListeningInbox::Start(options_.peer_timeout));
+  }
+  return PeerEndpoint{inbox_->address().ToString(), LocalHostId()};
+}
+
+Status InProcessDevice::JoinWorld(const WorldSpec& world) {
+  const size_t n = world.members.size();
+  if (n == 0) return InvalidArgument("JoinWorld: the world has no members");
+  if (world.rank >= n)
+    return InvalidArgument("JoinWorld: rank " + std::to_string(world.rank) + " is outside a world of " +
+                           std::to_string(n) + " devices");
+  if (!inbox_) SINKRT_RETURN_IF_ERROR(Endpoint().status());
+  std::vector<PeerAddress> peers;
+  for (size_t r = 0; r < n; ++r) {
+    auto address = ParseAddress(world.members[r].address);
+    if (!address.ok())
+      return address.status().WithContext("JoinWorld: member " + std::to_string(r) + "'s address");
+    peers.push_back({static_cast<uint32_t>(r), *address, world.members[r].host_id});
+  }
+  if (comm_) comm_->Abort();
+  executor_.reset();
+  stream_.clear();
+  comm_.reset();
+  CommOptions options;
+  options.peer_timeout = options_.peer_timeout;
+  options.use_shared_memory = options_.shared_memory;
+  SINKRT_ASSIGN_OR_RETURN(comm_, Communicator::Create(world.rank, std::move(peers), world.job, *inbox_, options));
+  return Status::Ok();
+}
 
 Result<LoadInfo> InProcessDevice::Load(ConstBytes stream) {
   auto t0 = std::chrono::steady_clock::now();
   executor_.reset();
   stream_.assign(stream.begin(), stream.end());
-  auto ex = Executor::Load(stream_, options_);
+  auto ex = Executor::Load(stream_, options_, comm_.get());
   if (!ex.ok()) {
     stream_.clear();
     return ex.status();
@@ -45,9 +85,7 @@ Result<SinkResult> InProcessDevice::RunSink(ProgramKind program, uint32_t steps)
   SINKRT_RETURN_IF_ERROR(executor_->Run(program, steps, &stats));
   SinkResult r;
   r.steps_run = stats.steps;
-  r.timing.compute_ms = stats.compute_ns / 1e6;
-  r.timing.queue_wait_ms = stats.queue_wait_ns / 1e6;
-  r.timing.other_ms = (stats.wall_ns - stats.compute_ns - stats.queue_wait_ns) / 1e6;
+  r.timing = TimingOf(stats);
   for (uint32_t q = 0; q < executor_->num_queues(); ++q) r.queue_high_water.push_back(executor_->queue_high_water_mark(q));
   const StreamView& view = executor_->view();
   const fb::Program* p = view.FindProgram(program);

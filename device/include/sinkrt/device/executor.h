@@ -38,6 +38,9 @@ struct RunStats {
   int32_t failed_stream = 0;  // on failure: 0 compute, 1 comm
 };
 
+// The host's view of where a sink's time went.
+DeviceTiming TimingOf(const RunStats& stats);
+
 class Executor {
  public:
   ~Executor();

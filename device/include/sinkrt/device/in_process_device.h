@@ -13,7 +13,9 @@
 
 namespace sinkrt::device {
 
+class Communicator;
 class Executor;
+class ListeningInbox;
 
 class InProcessDevice final : public DeviceLink {
  public:
@@ -27,6 +29,12 @@ class InProcessDevice final : public DeviceLink {
   Result<std::vector<uint8_t>> ReadTensor(uint32_t buffer) override;
   Status WriteTensor(uint32_t buffer, ConstBytes bytes) override;
   uint64_t control_round_trips() const override { return round_trips_; }
+  // Peers reach this device through a listening socket of its own on
+  // 127.0.0.1, opened by the first Endpoint(); a world of in-process devices
+  // lives in one process, so its members share memory.
+  Result<PeerEndpoint> Endpoint() override;
+  // Unloads the current job (it may run collectives in the old world).
+  Status JoinWorld(const WorldSpec& world) override;
 
   // The loaded job, for tools and tests (nullptr before Load).
   Executor* executor() { return executor_.get(); }
@@ -34,6 +42,8 @@ class InProcessDevice final : public DeviceLink {
  private:
   DeviceOptions options_;
   std::vector<uint8_t> stream_;  // the executor points into it
+  std::unique_ptr<ListeningInbox> inbox_;
+  std::unique_ptr<Communicator> comm_;  // outlives executor_, which runs collectives in it
   std::unique_ptr<Executor> executor_;
   uint64_t round_trips_ = 0;
 };

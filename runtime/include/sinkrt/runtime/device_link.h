@@ -2,8 +2,9 @@
 //
 // The host drives a device only through this interface: load a task stream,
 // push batches one way into a device queue, run a sink of N steps, read or
-// write a tensor. Two implementations exist: in-process (device/, the
-// embedded default) and remote over TCP (a later issue). Only applications,
+// write a tensor, join a world of peer devices for collectives. Two
+// implementations exist: in-process (device/, the embedded default) and
+// remote over TCP to a sinkd daemon (host/remote/). Only applications,
 // tools and tests wire a concrete device to the host.
 #pragma once
 
@@ -30,9 +31,26 @@ struct LoadInfo {
 // Where a sink's wall time went on the device.
 struct DeviceTiming {
   double compute_ms = 0;       // kernels
-  double comm_ms = 0;          // collectives (not overlapped with compute)
+  double comm_ms = 0;          // inside collectives, on the communication stream
+  double comm_wait_ms = 0;     // the compute stream waiting for collectives:
+                               // the part of comm_ms not hidden behind compute
   double queue_wait_ms = 0;    // GetNext waiting for the host
   double other_ms = 0;         // dispatch and everything else
+};
+
+// Where a device accepts connections from its peers, and which machine it
+// runs on: what the host tells every member of a world about each other.
+struct PeerEndpoint {
+  std::string address;  // "host:port"
+  std::string host_id;  // devices with equal host ids exchange data through shared memory
+};
+
+// One world of devices (a data-parallel job): every member gets the same
+// job id and member list, and its own rank.
+struct WorldSpec {
+  uint64_t job = 0;                   // equal on every member, fresh for every world
+  uint32_t rank = 0;                  // the receiving device's rank
+  std::vector<PeerEndpoint> members;  // indexed by rank, the receiver included
 };
 
 struct ReportedTensor {
@@ -80,6 +98,23 @@ class DeviceLink {
 
   virtual Result<std::vector<uint8_t>> ReadTensor(uint32_t buffer) = 0;
   virtual Status WriteTensor(uint32_t buffer, ConstBytes bytes) = 0;
+
+  // Where this device accepts its peers; the host collects every member's
+  // endpoint into the WorldSpec it then gives them all.
+  virtual Result<PeerEndpoint> Endpoint() { return Unimplemented("this device cannot join a world of devices"); }
+
+  // Connects this device to every other member of `world` (shared memory
+  // with members on the same host, TCP with the rest) and runs a barrier:
+  // returns once every member has joined, or fails naming the members that
+  // did not within the device's peer timeout. Every member blocks until
+  // all have joined, so the host calls it on all of them at once (one
+  // thread each). A stream with collectives loaded afterwards runs them in
+  // this world; a new JoinWorld replaces it. A maintenance request, not a
+  // control round trip of training.
+  virtual Status JoinWorld(const WorldSpec& world) {
+    (void)world;
+    return Unimplemented("this device cannot join a world of devices");
+  }
 
   // RunSink requests that waited for an answer since construction: the
   // control round trips of training. PushBatch is one way; ReadTensor,
