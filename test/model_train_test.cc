@@ -405,15 +405,20 @@ TEST(ModelCreate, ParallelContextAndQueueCapacityChecks) {
   o.context.device_num = 4;
   EXPECT_EQ(create(o).message(),
             "If parallel_mode is stand_alone, device_number must be 1, device_number: 4, parallel_mode:stand_alone");
-  for (host::ParallelMode mode : {host::ParallelMode::DataParallel, host::ParallelMode::SemiAutoParallel,
-                                  host::ParallelMode::AutoParallel}) {
+  for (host::ParallelMode mode : {host::ParallelMode::SemiAutoParallel, host::ParallelMode::AutoParallel}) {
     o.context.mode = mode;
     Status st = create(o);
     EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
     EXPECT_EQ(st.message(), "The parallel_mode '" + std::string(host::ParallelModeName(mode)) +
-                                "' is not supported by this build yet, it only runs 'stand_alone', but got "
-                                "parallel_mode: " + host::ParallelModeName(mode) + ".");
+                                "' is not supported by this build yet, it only runs 'stand_alone' and "
+                                "'data_parallel', but got parallel_mode: " + host::ParallelModeName(mode) + ".");
   }
+  // Data parallel runs, on one device per rank.
+  o.context.mode = host::ParallelMode::DataParallel;
+  Status st = create(o);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), "Model: network 'mlp': data_parallel with device_num 4 needs 4 devices, one per rank, "
+                          "but got 1");
   o = {};
   o.context.device_num = 0;
   EXPECT_EQ(create(o).message(), "The context configuration parameter 'device_num' must be in [1, 4096], but got "

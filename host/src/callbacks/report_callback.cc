@@ -15,6 +15,12 @@ nlohmann::ordered_json Number(double v) {
   return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
 }
 
+nlohmann::ordered_json RankLosses(const CallbackParams& p) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (double l : p.rank_losses) out.push_back(Number(l));
+  return out;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<ReportCallback>> ReportCallback::Create(const std::string& path) {
@@ -56,6 +62,8 @@ Status ReportCallback::on_train_epoch_end(RunContext& run_context) {
       {"batch_size", p.batch_size},
       {"sink_mode", p.dataset_sink_mode},
       {"loss", Number(p.net_outputs)},
+      {"rank_losses", RankLosses(p)},
+      {"devices", p.device_num},
       {"epoch_ms", p.epoch_ms},
       {"samples_per_s", Number(samples / (p.epoch_ms / 1e3))},
       {"data_wait_ms", p.data_wait_ms},
@@ -64,8 +72,13 @@ Status ReportCallback::on_train_epoch_end(RunContext& run_context) {
       {"device_ms",
        {{"compute", p.device.compute_ms},
         {"comm", p.device.comm_ms},
+        {"comm_wait", p.device.comm_wait_ms},
         {"queue_wait", p.device.queue_wait_ms},
         {"other", p.device.other_ms}}},
+      // The share of collective time the compute stream did not wait for:
+      // AllReduce hidden behind backward.
+      {"comm_hidden", p.device.comm_ms > 0 ? Number(1.0 - p.device.comm_wait_ms / p.device.comm_ms)
+                                           : nlohmann::ordered_json(nullptr)},
   };
   return Write(record);
 }

@@ -163,6 +163,34 @@ Dataset Dataset::Repeat(int count) const {
   return DatasetAccess::Make(std::move(n));
 }
 
+Dataset Dataset::ShardBelowBatch(int num_shards, int shard_id) const {
+  if (!status().ok()) return *this;
+  // The nodes from the top down to Batch, replayed on the sharded upstream.
+  std::vector<const Node*> above;
+  const Node* n = node_.get();
+  for (; n && n->kind != Node::Kind::Batch; n = n->up.get()) above.push_back(n);
+  if (!n)
+    return Fail(Derive(node_, Node::Kind::Shard),
+                InvalidArgument("data parallel: the dataset has no Batch, so it cannot be sharded by rank below it"));
+  for (const Node* m = node_.get(); m; m = m->up.get())
+    if (m->kind == Node::Kind::Shard)
+      return Fail(Derive(node_, Node::Kind::Shard),
+                  InvalidArgument("data parallel: the dataset already has Shard(" + std::to_string(m->num_shards) +
+                                  ", " + std::to_string(m->shard_id) +
+                                  "); the Model shards it by rank itself, pass the unsharded pipeline"));
+  Dataset d = DatasetAccess::Make(n->up).Shard(num_shards, shard_id).Batch(n->batch_size, n->drop_remainder);
+  for (auto it = above.rbegin(); it != above.rend(); ++it) {
+    const Node& m = **it;
+    switch (m.kind) {
+      case Node::Kind::Shuffle: d = d.Shuffle(m.seed); break;
+      case Node::Kind::Repeat: d = d.Repeat(m.count); break;
+      default:  // Map after Batch is refused by Map; Source and Batch cannot be above Batch
+        return Fail(Derive(node_, Node::Kind::Shard), Internal("data parallel: unexpected node above Batch"));
+    }
+  }
+  return d;
+}
+
 const Status& Dataset::status() const { return node_ ? node_->status : EmptyDatasetStatus(); }
 
 int64_t Dataset::get_dataset_size() const { return status().ok() ? node_->units : 0; }

@@ -1,9 +1,11 @@
 // Model::Create (loss, parallel context, compile, load) and the model's
 // state (parameters and optimizer state, for checkpoints).
 #include <map>
+#include <random>
 #include <string>
 #include <utility>
 
+#include "model/fan_out.h"
 #include "model/model_impl.h"
 #include "model/validate.h"
 
@@ -122,26 +124,86 @@ Model::~Model() = default;
 
 Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, OptimizerSpec optimizer,
                                              DeviceLink& device, ModelOptions options) {
-  SINKRT_RETURN_IF_ERROR(options.context.Validate());
+  DeviceLink* one[] = {&device};
+  return Create(std::move(network), std::move(loss), std::move(optimizer), one, std::move(options));
+}
+
+namespace {
+
+// The devices' world: every member's endpoint, then JoinWorld on all at once.
+Status JoinWorld(const std::vector<DeviceLink*>& devices, const std::string& context) {
+  const uint32_t n = static_cast<uint32_t>(devices.size());
+  WorldSpec world;
+  // A fresh id per world, so a straggler of an earlier world can never join this one.
+  std::random_device entropy;
+  world.job = (uint64_t{entropy()} << 32 | entropy()) | 1;
+  for (uint32_t r = 0; r < n; ++r) {
+    auto endpoint = devices[r]->Endpoint();
+    if (!endpoint.ok())
+      return endpoint.status().WithContext(context + ": rank " + std::to_string(r) + " has no peer endpoint");
+    world.members.push_back(std::move(endpoint).value());
+  }
+  return CombineRankStatuses(OnEveryRank(n,
+                                         [&](uint32_t r) {
+                                           WorldSpec mine = world;
+                                           mine.rank = r;
+                                           return devices[r]->JoinWorld(mine);
+                                         }),
+                             context + ": joining the devices' world");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, OptimizerSpec optimizer,
+                                             std::span<DeviceLink* const> devices, ModelOptions options) {
+  SINKRT_RETURN_IF_ERROR(options.context.Validate({ParallelMode::StandAlone, ParallelMode::DataParallel}));
   SINKRT_ASSIGN_OR_RETURN(const uint32_t capacity, SinkQueueCapacity(options.queue_capacity));
   if (!network.status().ok()) return network.status().WithContext(ModelContext(network));
+  const ParallelContext& pc = options.context;
+  const bool data_parallel = pc.mode == ParallelMode::DataParallel;
+  const uint32_t n = static_cast<uint32_t>(devices.size());
+  if (data_parallel && n != static_cast<uint32_t>(pc.device_num))
+    return InvalidArgument(ModelContext(network) + ": data_parallel with device_num " + std::to_string(pc.device_num) +
+                           " needs " + std::to_string(pc.device_num) + " devices, one per rank, but got " +
+                           std::to_string(n));
+  if (!data_parallel && n != 1)
+    return InvalidArgument(ModelContext(network) + ": " + ParallelModeName(pc.mode) +
+                           " runs on one device, but got " + std::to_string(n) +
+                           " (set parallel_mode data_parallel with device_num " + std::to_string(n) + ")");
+  for (uint32_t r = 0; r < n; ++r)
+    if (!devices[r]) return InvalidArgument(ModelContext(network) + ": device " + std::to_string(r) + " is null");
   SINKRT_RETURN_IF_ERROR(AppendLoss(network, loss));
 
   CompileOptions co;
   co.optimizer = optimizer;
   co.queue_capacity = capacity;
-  co.rank = static_cast<uint32_t>(options.context.global_rank);
-  co.world_size = static_cast<uint32_t>(options.context.device_num);
+  co.rank = static_cast<uint32_t>(pc.global_rank);
+  co.world_size = static_cast<uint32_t>(pc.device_num);
   co.eval_program = true;
   co.predict_program = !network.outputs().empty();
+  if (data_parallel) {
+    co.parallel_mode = ParallelMode::DataParallel;
+    co.gradients_mean = pc.gradients_mean;
+    co.parameter_broadcast = pc.parameter_broadcast;
+    co.comm_fusion = pc.comm_fusion;
+  }
 
   auto impl = std::make_unique<Impl>();
-  impl->device = &device;
-  impl->context = options.context;
+  impl->devices.assign(devices.begin(), devices.end());
+  impl->device = devices[0];
+  impl->context = pc;
   impl->network_name = network.name();
   impl->network_hash = GraphHash(network);
   impl->label_column = HostLossLabel(network);
+  // Rank 0's stream stays with the Model; the others only until loaded
+  // (they differ from it in the header's rank alone).
+  std::vector<CompiledStream> others(n > 0 ? n - 1 : 0);
+  if (data_parallel) co.rank = 0;
   SINKRT_ASSIGN_OR_RETURN(impl->compiled, Compile(network, co));
+  for (uint32_t r = 1; r < n; ++r) {
+    co.rank = r;
+    SINKRT_ASSIGN_OR_RETURN(others[r - 1], Compile(network, co));
+  }
   // The view points into compiled.bytes, which stays put from here on.
   SINKRT_ASSIGN_OR_RETURN(impl->view, VerifyTaskStream(impl->compiled.bytes));
   impl->train_queue = FindQueue(impl->view, "train");
@@ -153,22 +215,35 @@ Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, Optim
   if (impl->loss_report < 0) return Internal(ModelContext(network) + ": eval_step does not report the loss");
   impl->state = StateBuffers(impl->view);
 
-  auto loaded = device.Load(impl->compiled.bytes);
-  if (!loaded.ok()) return loaded.status().WithContext(ModelContext(network) + ": load");
+  if (data_parallel) SINKRT_RETURN_IF_ERROR(JoinWorld(impl->devices, ModelContext(network)));
+  // Together: init may end by broadcasting rank 0's parameters.
+  SINKRT_RETURN_IF_ERROR(CombineRankStatuses(
+      OnEveryRank(n,
+                  [&](uint32_t r) {
+                    const CompiledStream& cs = r == 0 ? impl->compiled : others[r - 1];
+                    return devices[r]->Load(cs.bytes).status();
+                  }),
+      ModelContext(network) + ": load"));
   return std::unique_ptr<Model>(new Model(std::move(impl)));
 }
 
 uint64_t Model::host_round_trips() const { return impl_->device->control_round_trips(); }
+uint32_t Model::device_num() const { return static_cast<uint32_t>(impl_->devices.size()); }
 const CompiledStream& Model::compiled() const { return impl_->compiled; }
 const ParallelContext& Model::context() const { return impl_->context; }
 uint64_t Model::network_hash() const { return impl_->network_hash; }
 const std::string& Model::network_name() const { return impl_->network_name; }
 
-Result<std::vector<std::pair<std::string, Tensor>>> Model::ReadState() {
+Result<std::vector<std::pair<std::string, Tensor>>> Model::ReadState() { return ReadState(0); }
+
+Result<std::vector<std::pair<std::string, Tensor>>> Model::ReadState(uint32_t rank) {
+  if (rank >= impl_->devices.size())
+    return OutOfRange("Model.ReadState: rank " + std::to_string(rank) + " is outside the model's " +
+                      std::to_string(impl_->devices.size()) + " devices");
   std::vector<std::pair<std::string, Tensor>> out;
   out.reserve(impl_->state.size());
   for (const StateBuffer& s : impl_->state) {
-    auto bytes = impl_->device->ReadTensor(s.index);
+    auto bytes = impl_->devices[rank]->ReadTensor(s.index);
     if (!bytes.ok()) return bytes.status().WithContext("Model.ReadState: tensor '" + s.name + "'");
     if (bytes->size() != s.bytes)
       return Internal("Model.ReadState: tensor '" + s.name + "' came back with " +
@@ -198,10 +273,13 @@ Status Model::WriteState(const std::vector<std::pair<std::string, Tensor>>& stat
                              " bytes, its shape needs " + std::to_string(s.bytes));
     writes.emplace_back(&s, &t);
   }
-  for (const auto& [s, t] : writes) {
-    Status st = impl_->device->WriteTensor(s->index, t->bytes());
-    if (!st.ok()) return st.WithContext("Model.WriteState: tensor '" + s->name + "'");
-  }
+  for (size_t r = 0; r < impl_->devices.size(); ++r)
+    for (const auto& [s, t] : writes) {
+      Status st = impl_->devices[r]->WriteTensor(s->index, t->bytes());
+      if (!st.ok())
+        return st.WithContext("Model.WriteState: tensor '" + s->name + "'" +
+                              (impl_->devices.size() > 1 ? " on rank " + std::to_string(r) : ""));
+    }
   return Status::Ok();
 }
 

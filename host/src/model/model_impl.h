@@ -32,7 +32,8 @@ struct StateBuffer {
 std::vector<StateBuffer> StateBuffers(const StreamView& view);
 
 struct Model::Impl {
-  DeviceLink* device = nullptr;
+  std::vector<DeviceLink*> devices;  // by rank
+  DeviceLink* device = nullptr;      // rank 0: eval, predict, state
   ParallelContext context;
   CompiledStream compiled;
   StreamView view;               // into compiled.bytes

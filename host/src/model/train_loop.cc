@@ -1,5 +1,7 @@
 // Model::train: MindSpore's _train_dataset_sink_process and _train_process
-// (reference mindspore-semantics.md §1.5, §8.1) over one DeviceLink.
+// (reference mindspore-semantics.md §1.5, §8.1) over one DeviceLink, or
+// over one per rank in data parallel (a feeder per rank, each sink on every
+// rank at once).
 //
 // Sink mode, per epoch: epoch_begin, step_begin, one RunSink(TrainStep,
 // steps), cur_step_num += steps, step_end, epoch_end, then the stop check —
@@ -8,9 +10,13 @@
 // after every step and every epoch (epoch_end still runs for the epoch a
 // step stopped). A feeder thread pushes the batches for all epochs ahead of
 // the device in both modes.
+#include <algorithm>
 #include <chrono>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "model/fan_out.h"
 #include "model/feeder.h"
 #include "model/model_impl.h"
 #include "model/validate.h"
@@ -46,9 +52,9 @@ Status CheckLastBatchFull(const Dataset& dataset, int64_t dataset_size, const Fe
 class TrainLoop {
  public:
   TrainLoop(Model& model, Model::Impl& m, const std::vector<Callback*>& callbacks, const TrainPlan& plan,
-            bool sink_mode, int initial_epoch, Feeder& feeder)
+            bool sink_mode, int initial_epoch, const std::vector<std::unique_ptr<Feeder>>& feeders)
       : model_(model), m_(m), callbacks_(callbacks), plan_(plan), sink_mode_(sink_mode),
-        initial_epoch_(initial_epoch), feeder_(feeder), ctx_(&p_) {}
+        initial_epoch_(initial_epoch), feeders_(feeders), ctx_(&p_) {}
 
   // Runs every epoch up to the stop check; on_train_end is the caller's,
   // after the feeder is done. Sets *stopped when a callback asked to stop.
@@ -65,7 +71,9 @@ class TrainLoop {
   Status Sink(uint32_t steps);
   void UpdateEpochTimes() {
     p_.epoch_ms = MsSince(epoch_start_);
-    p_.data_wait_ms = feeder_.wait_ms(p_.cur_epoch_num - 1 - initial_epoch_);
+    // Ranks wait for each other in every AllReduce: the slowest pipeline counts.
+    p_.data_wait_ms = 0;
+    for (const auto& f : feeders_) p_.data_wait_ms = std::max(p_.data_wait_ms, f->wait_ms(p_.cur_epoch_num - 1 - initial_epoch_));
   }
 
   Model& model_;
@@ -74,7 +82,8 @@ class TrainLoop {
   const TrainPlan plan_;
   const bool sink_mode_;
   const int initial_epoch_;
-  Feeder& feeder_;
+  const std::vector<std::unique_ptr<Feeder>>& feeders_;
+  std::vector<SinkResult> results_;  // per rank, of the last sink
   CallbackParams p_;
   RunContext ctx_;
   Clock::time_point epoch_start_;
@@ -84,23 +93,47 @@ class TrainLoop {
 Status TrainLoop::Sink(uint32_t steps) {
   // A feeder that already failed would leave the device waiting for its
   // GetNext timeout: report the feeder's error instead of launching.
-  SINKRT_RETURN_IF_ERROR(feeder_.status());
-  auto r = m_.device->RunSink(ProgramKind::TrainStep, steps);
-  if (!r.ok()) {
+  for (const auto& f : feeders_) SINKRT_RETURN_IF_ERROR(f->status());
+  const uint32_t n = static_cast<uint32_t>(m_.devices.size());
+  results_.resize(n);
+  Status st = CombineRankStatuses(OnEveryRank(n,
+                                              [&](uint32_t r) -> Status {
+                                                auto res = m_.devices[r]->RunSink(ProgramKind::TrainStep, steps);
+                                                if (!res.ok()) return res.status();
+                                                results_[r] = std::move(res).value();
+                                                return Status::Ok();
+                                              }),
+                                  "train_step");
+  if (!st.ok()) {
     device_failed_ = true;
-    return r.status();
+    return st;
   }
-  if (r->steps_run != steps || r->reports.empty())
-    return Internal("train_step ran " + std::to_string(r->steps_run) + " of " + std::to_string(steps) +
-                    " steps and reported " + std::to_string(r->reports.size()) + " tensors");
+  p_.rank_losses.assign(n, 0);
+  DeviceTiming sum;
+  for (uint32_t r = 0; r < n; ++r) {
+    const SinkResult& res = results_[r];
+    if (res.steps_run != steps || res.reports.empty())
+      return Internal("train_step ran " + std::to_string(res.steps_run) + " of " + std::to_string(steps) +
+                      " steps and reported " + std::to_string(res.reports.size()) + " tensors" +
+                      (n > 1 ? " on rank " + std::to_string(r) : ""));
+    p_.rank_losses[r] = res.reports[0].scalar();  // the last step's loss
+    sum.compute_ms += res.timing.compute_ms;
+    sum.comm_ms += res.timing.comm_ms;
+    sum.comm_wait_ms += res.timing.comm_wait_ms;
+    sum.queue_wait_ms += res.timing.queue_wait_ms;
+    sum.other_ms += res.timing.other_ms;
+  }
+  double loss = 0;
+  for (double l : p_.rank_losses) loss += l;
+  p_.net_outputs = loss / n;  // the global batch's loss: the ranks' batches are equal
   p_.cur_step_num += steps;
   p_.global_batch += steps;
   p_.sink_steps = steps;
-  p_.net_outputs = r->reports[0].scalar();  // the last step's loss
-  p_.device.compute_ms += r->timing.compute_ms;
-  p_.device.comm_ms += r->timing.comm_ms;
-  p_.device.queue_wait_ms += r->timing.queue_wait_ms;
-  p_.device.other_ms += r->timing.other_ms;
+  p_.device.compute_ms += sum.compute_ms / n;
+  p_.device.comm_ms += sum.comm_ms / n;
+  p_.device.comm_wait_ms += sum.comm_wait_ms / n;
+  p_.device.queue_wait_ms += sum.queue_wait_ms / n;
+  p_.device.other_ms += sum.other_ms / n;
   p_.host_round_trips = m_.device->control_round_trips();
   UpdateEpochTimes();
   return Status::Ok();
@@ -112,6 +145,7 @@ Status TrainLoop::Run(bool* stopped) {
   p_.dataset_sink_mode = sink_mode_;
   p_.batch_size = m_.train_queue.columns.front().shape.empty() ? 1 : m_.train_queue.columns.front().shape[0];
   p_.global_batch = int64_t{initial_epoch_} * plan_.steps_per_epoch;
+  p_.device_num = static_cast<int>(m_.devices.size());
   p_.host_round_trips = m_.device->control_round_trips();
   p_.model = &model_;
   SINKRT_RETURN_IF_ERROR(Hooks(&Callback::on_train_begin));
@@ -151,25 +185,58 @@ Status Model::train(int epoch, const Dataset& train_dataset, const std::vector<C
                     bool dataset_sink_mode, int sink_size, int initial_epoch) {
   Impl& m = *impl_;
   SINKRT_ASSIGN_OR_RETURN(
-      const TrainPlan plan,
-      ValidateTrainArgs(epoch, train_dataset, dataset_sink_mode, sink_size, initial_epoch));
+      TrainPlan plan, ValidateTrainArgs(epoch, train_dataset, dataset_sink_mode, sink_size, initial_epoch));
   for (size_t i = 0; i < callbacks.size(); ++i)
     if (!callbacks[i])
       return InvalidArgument("For 'Model.train', callbacks[" + std::to_string(i) + "] is null");
   SINKRT_RETURN_IF_ERROR(CheckDatasetColumns("Model.train", train_dataset, m.train_queue));
 
-  FeedPlan feed = MakeFeedPlan(m.train_queue, train_dataset);
-  SINKRT_RETURN_IF_ERROR(CheckLastBatchFull(train_dataset, plan.dataset_size, feed));
+  // Data parallel: rank r trains on shard r of the pipeline (its batch size
+  // is per rank). Stand-alone: the dataset as it is.
+  const uint32_t n = static_cast<uint32_t>(m.devices.size());
+  const bool data_parallel = m.context.mode == ParallelMode::DataParallel;
+  std::vector<Dataset> shards;
+  for (uint32_t r = 0; r < n; ++r) {
+    shards.push_back(data_parallel ? train_dataset.ShardBelowBatch(static_cast<int>(n), static_cast<int>(r))
+                                   : train_dataset);
+    if (!shards.back().status().ok()) return shards.back().status().WithContext("For 'Model.train'");
+  }
+  if (data_parallel) {
+    // Steps count the shard's batches.
+    auto shard_plan = ValidateTrainArgs(epoch, shards[0], dataset_sink_mode, sink_size, initial_epoch);
+    if (!shard_plan.ok()) return shard_plan.status().WithContext("For 'Model.train', rank 0's shard");
+    plan = *shard_plan;
+  }
+
+  FeedPlan feed = MakeFeedPlan(m.train_queue, shards[0]);
+  SINKRT_RETURN_IF_ERROR(CheckLastBatchFull(shards[0], plan.dataset_size, feed));
   feed.start_batch = int64_t{initial_epoch} * plan.steps_per_epoch;
   feed.count = plan.total_batches();
   feed.batches_per_epoch = plan.steps_per_epoch;
-  SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<Feeder> feeder, Feeder::Start(*m.device, train_dataset, feed));
+  std::vector<std::unique_ptr<Feeder>> feeders;
+  auto stop_feeders = [&feeders] {
+    Status first;
+    for (auto& f : feeders) {
+      Status st = f->Stop();
+      if (first.ok() && !st.ok()) first = st;
+    }
+    return first;
+  };
+  for (uint32_t r = 0; r < n; ++r) {
+    auto feeder = Feeder::Start(*m.devices[r], shards[r], feed);
+    if (!feeder.ok()) {
+      stop_feeders();
+      return n > 1 ? feeder.status().WithContext("For 'Model.train', rank " + std::to_string(r) + "'s data")
+                   : feeder.status();
+    }
+    feeders.push_back(std::move(feeder).value());
+  }
 
-  TrainLoop loop(*this, m, callbacks, plan, dataset_sink_mode, initial_epoch, *feeder);
+  TrainLoop loop(*this, m, callbacks, plan, dataset_sink_mode, initial_epoch, feeders);
   bool stopped = false;
   Status st = loop.Run(&stopped);
   if (!st.ok()) {
-    const Status fed = feeder->Stop();
+    const Status fed = stop_feeders();
     // The device's error is often the echo of a feeder that failed first
     // (a dry queue, a bad batch): lead with the cause.
     if (loop.device_failed() && !fed.ok())
@@ -179,9 +246,17 @@ Status Model::train(int epoch, const Dataset& train_dataset, const std::vector<C
   }
   // Stopped early, the batches fed for epochs that never ran are dropped;
   // otherwise the device has taken every batch the feeder pushed.
-  Status fed = stopped ? feeder->Stop() : feeder->Finish();
-  if (!stopped) SINKRT_RETURN_IF_ERROR(fed);
-  feeder.reset();
+  if (stopped) {
+    stop_feeders();
+  } else {
+    Status fed;
+    for (auto& f : feeders) {
+      Status one = f->Finish();
+      if (fed.ok() && !one.ok()) fed = one;
+    }
+    SINKRT_RETURN_IF_ERROR(fed);
+  }
+  feeders.clear();
   return loop.TrainEnd();
 }
 

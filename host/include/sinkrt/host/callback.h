@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "sinkrt/runtime/device_link.h"
 #include "sinkrt/runtime/status.h"
@@ -29,13 +30,15 @@ struct CallbackParams {
   int64_t global_batch = 0;
   int64_t sink_steps = 0;       // steps in the sink that just ran (1 in non-sink mode)
   bool dataset_sink_mode = false;
-  double net_outputs = 0;       // last step's loss
+  double net_outputs = 0;       // last step's loss (data parallel: the mean of rank_losses)
+  std::vector<double> rank_losses;  // last step's loss on each rank (one entry stand-alone)
+  int device_num = 1;           // devices training together
   int64_t batch_size = 0;
   // This epoch so far, for monitors.
   double epoch_ms = 0;          // wall time since epoch begin
   double data_wait_ms = 0;      // host time waiting for the pipeline
-  DeviceTiming device;          // summed over the epoch's sinks
-  uint64_t host_round_trips = 0;  // control round trips so far (all devices)
+  DeviceTiming device;          // summed over the epoch's sinks (data parallel: averaged over ranks)
+  uint64_t host_round_trips = 0;  // control round trips so far, per device
   Model* model = nullptr;
 };
 

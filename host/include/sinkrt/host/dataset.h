@@ -148,6 +148,14 @@ class Dataset {
   Dataset Batch(int64_t batch_size, bool drop_remainder = false) const;
   // count >= 1.
   Dataset Repeat(int count) const;
+  // The same pipeline with Shard(num_shards, shard_id) inserted just below
+  // its Batch, after any sample Shuffle: what a data-parallel Model feeds
+  // rank shard_id. Batch k of shard r holds samples k*b*n + j*n + r of the
+  // (shuffled) pass, j < b: together the n shards' batch k are the
+  // unsharded pipeline's batch k of size n*b, which is why n ranks with
+  // batch b train like one device with batch n*b. Fails on a pipeline
+  // without Batch or that already has a Shard.
+  Dataset ShardBelowBatch(int num_shards, int shard_id) const;
 
   const Status& status() const;
   // Batches per pass, counting Repeat: MindSpore's get_dataset_size()

@@ -26,11 +26,27 @@
 // train() returns: no thread outlives the call and no batch fed for a step
 // that never ran reaches a later train() or eval().
 //
-// One Model per device: Create loads the task stream, replacing any job the
-// device held.
+// One Model per device, or per world of devices: Create loads the task
+// stream, replacing any job the devices held.
+//
+// DATA_PARALLEL (context.mode, device_num N): the Model drives N devices,
+// devices[r] being rank r. Create compiles one stream per rank, has the
+// devices join one world (shared memory between devices on one host, TCP
+// between hosts) and loads them together; replicas start identical (same
+// seeds, or rank 0's parameters broadcast with parameter_broadcast).
+// train() feeds rank r the dataset's shard r (Dataset::ShardBelowBatch: the
+// batch size is per rank, as in MindSpore, and the ranks' batch k together
+// are the unsharded batch k of N x b) and runs every sink on all ranks at
+// once; the gradients are AllReduced on the devices inside the sink, so
+// there is still one control round trip per sink per device. A step's loss
+// is the mean of the ranks' losses (the global batch's loss, the ranks'
+// batches being equal); CallbackParams::rank_losses has each. eval(),
+// predict() and ReadState() use rank 0, whose parameters equal every
+// rank's; WriteState() writes every rank.
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -76,6 +92,10 @@ class Model {
   // the Model. Compiles and loads the task stream.
   static Result<std::unique_ptr<Model>> Create(Graph network, LossSpec loss, OptimizerSpec optimizer,
                                                DeviceLink& device, ModelOptions options = {});
+  // One device per rank (options.context.device_num of them for
+  // DATA_PARALLEL, one for STAND_ALONE); every device must outlive the Model.
+  static Result<std::unique_ptr<Model>> Create(Graph network, LossSpec loss, OptimizerSpec optimizer,
+                                               std::span<DeviceLink* const> devices, ModelOptions options = {});
   ~Model();
 
   // MindSpore 2.x defaults: dataset_sink_mode = false, sink_size = -1.
@@ -94,12 +114,19 @@ class Model {
   // and only the real rows come back.
   Result<Tensor> predict(const Row& inputs);
 
-  // Parameters and optimizer state, by buffer name (checkpoints).
+  // Parameters and optimizer state, by buffer name (checkpoints), of rank 0
+  // or of any rank (data-parallel replicas hold bitwise equal state).
   Result<std::vector<std::pair<std::string, Tensor>>> ReadState();
+  Result<std::vector<std::pair<std::string, Tensor>>> ReadState(uint32_t rank);
+  // Writes every rank.
   Status WriteState(const std::vector<std::pair<std::string, Tensor>>& state);
 
-  // Control round trips of the device so far (DeviceLink::control_round_trips).
+  // Control round trips so far, per device (DeviceLink::control_round_trips
+  // of rank 0; training asks every rank equally often).
   uint64_t host_round_trips() const;
+  // The devices this Model drives, one per rank.
+  uint32_t device_num() const;
+  // Rank 0's stream; every rank's differs only in its rank.
   const CompiledStream& compiled() const;
   const ParallelContext& context() const;
   // GraphHash of the network with its loss: what a checkpoint is bound to
