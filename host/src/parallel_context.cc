@@ -4,6 +4,7 @@
 #include "sinkrt/host/parallel_context.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,55 @@ Status CheckCommFusion(const CommFusion& f) {
 }
 
 }  // namespace
+
+Result<CommFusion> ParseCommFusion(const std::string& json) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json);
+  } catch (const nlohmann::json::parse_error& e) {
+    return InvalidArgument(std::string("comm_fusion is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) return InvalidArgument("comm_fusion must be a JSON object, got " + j.dump());
+  CommFusion f;
+  for (const auto& [key, value] : j.items()) {
+    if (key == "openstate") {
+      if (!value.is_boolean())
+        return InvalidArgument("comm_fusion: 'openstate' must be true or false, got " + value.dump());
+      f.openstate = value.get<bool>();
+    } else if (key == "allreduce") {
+      if (!value.is_object())
+        return InvalidArgument("comm_fusion: 'allreduce' must be an object {\"mode\", \"config\"}, got " +
+                               value.dump());
+      for (const auto& [k, v] : value.items()) {
+        if (k == "mode") {
+          if (!v.is_string()) return InvalidArgument("comm_fusion: 'allreduce.mode' must be a string, got " + v.dump());
+          f.mode = v.get<std::string>();
+        } else if (k != "config") {
+          return InvalidArgument("comm_fusion: 'allreduce' has no key '" + k + "' (it has 'mode' and 'config')");
+        }
+      }
+      if (value.contains("config") && !value["config"].is_null()) {
+        const auto& c = value["config"];
+        if (f.mode == "size") {
+          if (!c.is_number()) return InvalidArgument("comm_fusion: mode 'size' takes a number of MB, got " + c.dump());
+          f.size_mb = c.get<double>();
+        } else if (f.mode == "index") {
+          if (!c.is_array()) return InvalidArgument("comm_fusion: mode 'index' takes a list of indices, got " + c.dump());
+          for (const auto& i : c) {
+            if (!i.is_number_integer())
+              return InvalidArgument("comm_fusion: mode 'index' takes integer indices, got " + i.dump());
+            f.indices.push_back(i.get<int>());
+          }
+        } else if (f.mode == "auto") {
+          return InvalidArgument("comm_fusion: mode 'auto' takes no config, got " + c.dump());
+        }
+      }
+    } else {
+      return InvalidArgument("comm_fusion has no key '" + key + "' (it has 'openstate' and 'allreduce')");
+    }
+  }
+  return f;
+}
 
 const char* ParallelModeName(ParallelMode mode) {
   switch (mode) {

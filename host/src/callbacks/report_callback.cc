@@ -1,5 +1,6 @@
 #include "sinkrt/host/report_callback.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -52,7 +53,8 @@ Status ReportCallback::on_train_epoch_end(RunContext& run_context) {
   // Counted from cur_step_num rather than batch_num: a non-sink epoch that
   // request_stop() cut short ran fewer steps than batch_num.
   const int64_t steps = p.cur_step_num - epoch_begin_step_;
-  const double samples = static_cast<double>(steps) * static_cast<double>(p.batch_size);
+  // Data parallel: every rank ran `steps` steps of its own batch.
+  const double samples = static_cast<double>(steps) * static_cast<double>(p.batch_size) * p.device_num;
   nlohmann::ordered_json record = {
       {"event", "epoch"},
       {"epoch", p.cur_epoch_num},
@@ -64,6 +66,7 @@ Status ReportCallback::on_train_epoch_end(RunContext& run_context) {
       {"loss", Number(p.net_outputs)},
       {"rank_losses", RankLosses(p)},
       {"devices", p.device_num},
+      {"global_batch_size", p.batch_size * p.device_num},
       {"epoch_ms", p.epoch_ms},
       {"samples_per_s", Number(samples / (p.epoch_ms / 1e3))},
       {"data_wait_ms", p.data_wait_ms},
@@ -76,9 +79,12 @@ Status ReportCallback::on_train_epoch_end(RunContext& run_context) {
         {"queue_wait", p.device.queue_wait_ms},
         {"other", p.device.other_ms}}},
       // The share of collective time the compute stream did not wait for:
-      // AllReduce hidden behind backward.
-      {"comm_hidden", p.device.comm_ms > 0 ? Number(1.0 - p.device.comm_wait_ms / p.device.comm_ms)
-                                           : nlohmann::ordered_json(nullptr)},
+      // AllReduce hidden behind backward. The wait also holds the comm
+      // thread's wake-ups and the slowest rank's lag, so it can exceed the
+      // collective's own time (nothing hidden, 0).
+      {"comm_hidden", p.device.comm_ms > 0
+                          ? Number(std::max(0.0, 1.0 - p.device.comm_wait_ms / p.device.comm_ms))
+                          : nlohmann::ordered_json(nullptr)},
   };
   return Write(record);
 }

@@ -24,6 +24,12 @@ struct CommFusion {
   bool openstate = true;            // false: one AllReduce per gradient
 };
 
+// MindSpore's comm_fusion dict as JSON:
+//   {"openstate": true, "allreduce": {"mode": "auto" | "size" | "index", "config": 32 | [2, 5]}}
+// Every key is optional. Errors name the key; the values are checked by
+// ParallelContext::Validate, with MindSpore's messages.
+Result<CommFusion> ParseCommFusion(const std::string& json);
+
 struct ParallelContext {
   ParallelMode mode = ParallelMode::StandAlone;
   int device_num = 1;
