@@ -9,16 +9,27 @@
 // test measures it separately and checks it stays constant per step. Some
 // primitives (LeNet's) also allocate on their OpenMP worker threads; those
 // count as oneDNN's too, since nothing of ours runs while a primitive does.
+//
+// NOALLOC_TRACE=1 prints a backtrace of every allocation counted as ours
+// (addr2line -f -C -e test/no_alloc_test ADDR... names the frames).
 #include <dlfcn.h>
+#include <execinfo.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 #include <malloc.h>
+#include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
 #include <atomic>
 #include <cstdlib>
+#include <memory>
 #include <new>
+#include <thread>
+#include <vector>
 
+#include "sinkrt/device/communicator.h"
 #include "sinkrt/device/executor.h"
+#include "sinkrt/device/listening_inbox.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "support/feeder.h"
@@ -31,9 +42,27 @@ std::atomic<int64_t> g_ours{0};
 std::atomic<int64_t> g_dnnl{0};
 std::atomic<int64_t> g_dnnl_calls{0};
 std::atomic<int> g_dnnl_in_flight{0};
+thread_local bool t_in_dnnl = false;
+// Data-parallel runs have several threads of ours at once (a compute and a
+// comm stream per rank, the TCP I/O thread); with one kernel thread per
+// device oneDNN runs on its caller only, so attribution is per thread.
+std::atomic<bool> g_per_thread{false};
 
 void Count() {
   if (!g_armed.load(std::memory_order_relaxed)) return;
+  if (g_per_thread.load(std::memory_order_relaxed)) {
+    (t_in_dnnl ? g_dnnl : g_ours).fetch_add(1, std::memory_order_relaxed);
+    static thread_local bool tracing = false;
+    if (!t_in_dnnl && !tracing && getenv("NOALLOC_TRACE")) {
+      tracing = true;
+      void* frames[24];
+      int n = backtrace(frames, 24);
+      backtrace_symbols_fd(frames, n, 2);
+      write(2, "----\n", 5);
+      tracing = false;
+    }
+    return;
+  }
   // While a primitive executes, oneDNN's OpenMP workers run only oneDNN
   // code (some 2.6 primitives allocate per-thread buffers there), and no
   // thread of ours runs in this test but the one that called it.
@@ -81,7 +110,9 @@ dnnl_status_t dnnl_primitive_execute(const_dnnl_primitive_t p, dnnl_stream_t s, 
   static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "dnnl_primitive_execute"));
   if (g_armed.load(std::memory_order_relaxed)) g_dnnl_calls.fetch_add(1, std::memory_order_relaxed);
   g_dnnl_in_flight.fetch_add(1);
+  t_in_dnnl = true;
   dnnl_status_t st = real(p, s, nargs, args);
+  t_in_dnnl = false;
   g_dnnl_in_flight.fetch_sub(1);
   return st;
 }
@@ -143,6 +174,113 @@ void ExpectNoAllocations(const host::Graph& g, int64_t batch, int64_t features) 
   std::printf("[ info ] %s: sinkrt allocations per step: 0; oneDNN-internal allocations per execute: %.2f\n",
               g.name().c_str(), twelve.dnnl_calls ? double(twelve.dnnl) / twelve.dnnl_calls : 0.0);
 }
+
+std::atomic<bool> done_[2];
+
+// Two ranks of a data-parallel MLP, each an Executor with its own
+// Communicator, run their steps at once: after a warm-up, neither the
+// compute and comm streams nor the transport allocate.
+void ExpectDataParallelNoAllocations(bool shared_memory) {
+  constexpr uint32_t kRanks = 2;
+  constexpr int64_t kBatch = 32;
+  std::vector<std::unique_ptr<device::ListeningInbox>> inboxes;
+  std::vector<device::PeerAddress> world;
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    auto inbox = device::ListeningInbox::Start();
+    SINKRT_ASSERT_OK(inbox);
+    world.push_back({r, (*inbox)->address(), device::LocalHostId()});
+    inboxes.push_back(std::move(inbox).value());
+  }
+  std::vector<std::unique_ptr<device::Communicator>> comms(kRanks);
+  std::vector<Status> joined(kRanks);
+  {
+    std::vector<std::thread> threads;
+    for (uint32_t r = 0; r < kRanks; ++r)
+      threads.emplace_back([&, r] {
+        device::CommOptions o;
+        o.use_shared_memory = shared_memory;
+        auto c = device::Communicator::Create(r, world, 77, *inboxes[r], o);
+        joined[r] = c.status();
+        if (c.ok()) comms[r] = std::move(c).value();
+      });
+    for (auto& t : threads) t.join();
+  }
+  for (uint32_t r = 0; r < kRanks; ++r) SINKRT_ASSERT_OK(joined[r]);
+
+  host::CompileOptions o;
+  o.optimizer = host::OptimizerSpec::Momentum(0.01f, 0.9f);
+  o.parallel_mode = host::ParallelMode::DataParallel;
+  o.world_size = kRanks;
+  o.gradients_mean = true;
+  o.comm_fusion.size_mb = 1;  // several buckets, so several AllReduces per step
+  o.comm_fusion.mode = "size";
+  std::vector<host::CompiledStream> streams;
+  std::vector<std::unique_ptr<device::Executor>> executors;
+  device::DeviceOptions d;
+  d.threads = 1;
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    o.rank = r;
+    auto cs = host::Compile(testing::MakeMlp(kBatch), o);
+    SINKRT_ASSERT_OK(cs);
+    streams.push_back(std::move(cs).value());
+  }
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    auto ex = device::Executor::Load(streams[r].bytes, d, comms[r].get());
+    SINKRT_ASSERT_OK(ex);
+    executors.push_back(std::move(ex).value());
+  }
+  auto data = testing::MakeSyntheticData(kBatch * 12, 784, 10, 1);
+  auto run = [&](uint32_t steps) {
+    for (uint32_t r = 0; r < kRanks; ++r)
+      for (uint32_t i = 0; i < steps; ++i) {
+        const size_t ib = static_cast<size_t>(kBatch * 784) * 4;
+        ConstBytes cols[2] = {
+            ConstBytes(reinterpret_cast<const uint8_t*>(data.images.data() + i * kBatch * 784), ib),
+            ConstBytes(reinterpret_cast<const uint8_t*>(data.labels.data() + i * kBatch), kBatch * 4)};
+        EXPECT_TRUE(executors[r]->PushBatch(0, cols).ok());
+      }
+    done_[1] = false;
+    std::vector<Status> st(kRanks);
+    std::vector<device::RunStats> stats(kRanks);
+    // Creating a thread allocates: rank 1's starts before the counter is
+    // armed and waits at a gate.
+    std::atomic<bool> go{false}, ready{false};
+    std::thread other([&] {
+      // libgomp sets up a new thread's state on its first OpenMP call; a
+      // daemon's sink thread lives for the whole job, this one per run.
+      omp_set_num_threads(1);
+      ready = true;
+      while (!go.load()) std::this_thread::yield();
+      st[1] = executors[1]->Run(ProgramKind::TrainStep, steps, &stats[1]);
+      done_[1] = true;
+    });
+    while (!ready.load()) std::this_thread::yield();
+    g_ours = g_dnnl = g_dnnl_calls = 0;
+    g_per_thread = true;
+    g_armed = true;
+    go = true;
+    st[0] = executors[0]->Run(ProgramKind::TrainStep, steps, &stats[0]);
+    while (!done_[1].load()) std::this_thread::yield();
+    g_armed = false;
+    other.join();
+    g_per_thread = false;
+    for (uint32_t r = 0; r < kRanks; ++r) EXPECT_TRUE(st[r].ok()) << st[r].ToString();
+    EXPECT_GT(stats[0].comm_ns, 0);
+    return Counts{g_ours.load(), g_dnnl.load(), g_dnnl_calls.load()};
+  };
+  run(2);  // warm-up: first-use state of the streams and the transport
+  Counts four = run(4);
+  Counts twelve = run(12);
+  EXPECT_EQ(four.ours, 0) << "sinkrt allocated during a 4-step data-parallel run";
+  EXPECT_EQ(twelve.ours, 0) << "sinkrt allocated during a 12-step data-parallel run";
+  ASSERT_GT(twelve.dnnl_calls, 0);
+  EXPECT_EQ(twelve.dnnl * four.dnnl_calls, four.dnnl * twelve.dnnl_calls);
+  executors.clear();
+  comms.clear();
+}
+
+TEST(NoAlloc, DataParallelStepsOverSharedMemoryAllocateNothing) { ExpectDataParallelNoAllocations(true); }
+TEST(NoAlloc, DataParallelStepsOverTcpAllocateNothing) { ExpectDataParallelNoAllocations(false); }
 
 TEST(NoAlloc, MlpStepsAllocateNothing) { ExpectNoAllocations(testing::MakeMlp(64), 64, 784); }
 TEST(NoAlloc, LeNetStepsAllocateNothing) { ExpectNoAllocations(testing::MakeLeNet(16), 16, 784); }

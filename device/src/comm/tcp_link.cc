@@ -25,6 +25,8 @@ TcpLink::TcpLink(const Params& params, std::unique_ptr<FrameSocket> socket, Comm
       out_(static_cast<size_t>(2 * params.window + 2)),
       credits_(params.window),
       credit_batch_(static_cast<uint32_t>(std::max(1, params.window / 2))) {
+  // Control messages are written from here in the sink: it never grows.
+  control_.reserve(sizeof(MsgHeader) + kMaxNoticeBytes);
   if (params_.carries_data) {
     // Zero-filled, so every slot page is touched now and not in the first op.
     slots_.assign(static_cast<size_t>(params_.window) * params_.slot_bytes, 0);
@@ -219,7 +221,7 @@ void TcpLink::FlushLocked() {
         h.kind = MsgKind::kCredit;
         h.bytes = credit_pending_;
         credit_pending_ = 0;
-        control_ = HeaderBytes(h);
+        control_.assign(reinterpret_cast<const char*>(&h), sizeof h);
         current_ = Current::kControl;
       } else if (reply_pending_) {
         reply_pending_ = false;
@@ -230,15 +232,15 @@ void TcpLink::FlushLocked() {
         h.seq = p.seq;
         h.segment = static_cast<uint32_t>(p.waiting_on + 1);
         h.flags = static_cast<uint16_t>((p.active ? kReplyActive : 0) | (p.failed ? kReplyFailed : 0));
-        control_ = HeaderBytes(h);
+        control_.assign(reinterpret_cast<const char*>(&h), sizeof h);
         current_ = Current::kControl;
       } else if (query_pending_) {
         query_pending_ = false;
         h.kind = MsgKind::kQuery;
-        control_ = HeaderBytes(h);
+        control_.assign(reinterpret_cast<const char*>(&h), sizeof h);
         current_ = Current::kControl;
       } else if (!notices_.empty()) {
-        control_ = std::move(notices_.front());
+        control_.assign(notices_.front());  // into the reserved buffer
         notices_.pop_front();
         current_ = Current::kControl;
       } else if (out_count_ > 0 && credits_ > 0) {
