@@ -8,9 +8,12 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 #include "sinkrt/device/in_process_device.h"
+#include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
 #include "support/model_fixtures.h"
@@ -281,6 +284,94 @@ TEST(DataParallelTrain, ClearErrors) {
   // The Model is still usable.
   SINKRT_ASSERT_OK((*m)->train(1, testing::MakeDataset(d, 4), {}, true));
   ExpectRanksBitwiseEqual(**m);
+}
+
+// Fusion changes how many AllReduces a step runs, never the result: on two
+// ranks every element is a + b whichever bucket carries it.
+TEST(DataParallelTrain, FusionConfigsTrainBitwiseAlike) {
+  const Images data = MlpData(16 * 32);
+  auto train = [&](host::CommFusion fusion, size_t* comm_tasks) {
+    World world(2);
+    host::ModelOptions o = DataParallel(2);
+    o.context.comm_fusion = fusion;
+    auto m = Model::Create(host::MakeMlpNetwork(16), LossSpec::SparseSoftmaxCrossEntropy(),
+                           OptimizerSpec::Momentum(0.02f, 0.9f), world.links, o);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    *comm_tasks = (*m)->compiled().report.buckets.size();
+    EXPECT_TRUE((*m)->train(2, Pipeline(data, 16), {}, true).ok());
+    auto state = (*m)->ReadState(1);
+    EXPECT_TRUE(state.ok());
+    return std::move(state).value();
+  };
+  host::CommFusion auto_mode, unfused, by_size, by_index;
+  unfused.openstate = false;
+  by_size.mode = "size";
+  by_size.size_mb = 1;  // 256 KiB buckets: the 784x512 weight alone, the rest
+  by_index.mode = "index";
+  by_index.indices = {1, 3};
+  size_t n_auto = 0, n_unfused = 0, n_size = 0, n_index = 0;
+  auto ref = train(auto_mode, &n_auto);
+  EXPECT_EQ(n_auto, 1u);
+  for (auto [fusion, count, want] : {std::tuple{unfused, &n_unfused, 6u}, std::tuple{by_size, &n_size, 0u},
+                                     std::tuple{by_index, &n_index, 3u}}) {
+    auto state = train(fusion, count);
+    if (want) EXPECT_EQ(*count, want) << fusion.mode;
+    ASSERT_EQ(state.size(), ref.size());
+    for (size_t i = 0; i < ref.size(); ++i)
+      EXPECT_TRUE(state[i].second.data == ref[i].second.data) << fusion.mode << " " << ref[i].first;
+  }
+  EXPECT_GT(n_size, 1u);
+}
+
+// parameter_broadcast: rank 1 starts from rank 0's parameters even when its
+// own stream would initialise them differently.
+TEST(DataParallelTrain, ParameterBroadcastStartsEveryRankFromRankZero) {
+  World world(2);
+  std::vector<PeerEndpoint> members;
+  for (auto* d : world.links) {
+    auto e = d->Endpoint();
+    SINKRT_ASSERT_OK(e);
+    members.push_back(*e);
+  }
+  std::vector<Status> joined(2);
+  {
+    std::thread t([&] { joined[1] = world.links[1]->JoinWorld({5, 1, members}); });
+    joined[0] = world.links[0]->JoinWorld({5, 0, members});
+    t.join();
+  }
+  SINKRT_ASSERT_OK(joined[0]);
+  SINKRT_ASSERT_OK(joined[1]);
+  auto compile = [](uint32_t rank, uint64_t seed, bool broadcast) {
+    host::CompileOptions o;
+    o.optimizer = OptimizerSpec::Sgd(0.1f);
+    o.parallel_mode = ParallelMode::DataParallel;
+    o.world_size = 2;
+    o.rank = rank;
+    o.parameter_broadcast = broadcast;
+    host::Graph g = testing::MakeMlp(4, {16, 12, 10}, seed);
+    auto cs = host::Compile(g, o);
+    EXPECT_TRUE(cs.ok()) << cs.status().ToString();
+    return std::move(cs).value();
+  };
+  for (bool broadcast : {false, true}) {
+    SCOPED_TRACE(broadcast ? "broadcast" : "own init");
+    host::CompiledStream s0 = compile(0, 1, broadcast), s1 = compile(1, 2, broadcast);
+    std::vector<Status> loaded(2);
+    std::thread t([&] { loaded[1] = world.links[1]->Load(s1.bytes).status(); });
+    loaded[0] = world.links[0]->Load(s0.bytes).status();
+    t.join();
+    SINKRT_ASSERT_OK(loaded[0]);
+    SINKRT_ASSERT_OK(loaded[1]);
+    auto view = VerifyTaskStream(s0.bytes);
+    SINKRT_ASSERT_OK(view);
+    int64_t w = view->FindBuffer("fc1.weight");
+    ASSERT_GE(w, 0);
+    auto a = world.links[0]->ReadTensor(static_cast<uint32_t>(w));
+    auto b = world.links[1]->ReadTensor(static_cast<uint32_t>(w));
+    SINKRT_ASSERT_OK(a);
+    SINKRT_ASSERT_OK(b);
+    EXPECT_EQ(*a == *b, broadcast);
+  }
 }
 
 TEST(DataParallelTrain, ShardBelowBatchInterleavesTheGlobalBatches) {
