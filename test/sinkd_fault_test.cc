@@ -226,7 +226,7 @@ TEST(SinkdFaultTest, MalformedConnectionsAreRefusedWhileAGoodJobRunsUndisturbed)
       {"4 GiB length prefix", [&](FrameSocket& s) { (void)SendRaw(s, huge, sizeof huge); }, "exceeds the limit"},
       {"RunSink before Hello", [&](FrameSocket& s) { (void)SendRunSink(s, 1); }, "first frame must be Hello"},
       {"protocol version 9", [&](FrameSocket& s) { (void)SendHello(s, fb::PeerRole::Host, "", 9); },
-       "protocol version 9.0 is not supported"},
+       "protocol version 9." + std::to_string(kProtocolMinor) + " is not supported"},
       {"second host", [&](FrameSocket& s) { (void)SendHello(s); }, "device busy"},
       {"device role", [&](FrameSocket& s) { (void)SendHello(s, fb::PeerRole::Device); }, "may not connect"},
   };

@@ -4,8 +4,9 @@
 //
 // Prints one line "sinkd: rank R listening on HOST:PORT (pid P)" on stdout
 // once the port is bound (launchers and tests wait for it; with port 0 it
-// names the port the kernel chose), then logs job events on stderr. Exits 0
-// on SIGTERM or SIGINT after ending the running job.
+// names the port the kernel chose), then logs job events on stderr. Peer
+// daemons of a data-parallel world connect to the same port (JoinWorld).
+// Exits 0 on SIGTERM or SIGINT after ending the running job.
 #include <signal.h>
 #include <unistd.h>
 
@@ -59,7 +60,8 @@ int main(int argc, char** argv) {
   app.add_option("--getnext-timeout-ms", f.getnext_timeout_ms,
                  "a sink fails when its data queue stays empty this long (SINKRT_GETNEXT_TIMEOUT_MS; 300000)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--peer-timeout-ms", f.peer_timeout_ms, "waiting on a peer device (SINKRT_PEER_TIMEOUT_MS; 300000)")
+  app.add_option("--peer-timeout-ms", f.peer_timeout_ms,
+                 "waiting on a peer daemon: joining a world, each collective (SINKRT_PEER_TIMEOUT_MS; 300000)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--quiet", f.quiet, "no job log on stderr");
   CLI11_PARSE(app, argc, argv);

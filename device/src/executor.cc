@@ -146,7 +146,7 @@ Status Executor::Run(ProgramKind kind, uint32_t steps, RunStats* stats) {
       StreamCounters cc;
       Status comm_st = job.comm_stream->Finish(&cc);
       stats->comm_ns += cc.comm_ns;
-      if (st.ok() && !comm_st.ok()) {
+      if (!comm_st.ok() && (st.ok() || st.code() == StatusCode::kAborted)) {  // an EventWait gave up: comm's cause wins
         st = comm_st;
         c.failed_task = cc.failed_task;
         stats->failed_stream = 1;

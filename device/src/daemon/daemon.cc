@@ -11,7 +11,9 @@
 
 #include "daemon_log.h"
 #include "job_session.h"
+#include "peer_hub.h"
 #include "sink_worker.h"
+#include "sinkrt/device/communicator.h"
 #include "sinkrt/device/executor.h"
 #include "sinkrt/runtime/wire_socket.h"
 
@@ -19,6 +21,7 @@ namespace sinkrt::device {
 namespace {
 
 struct Connection {
+  // Null once a peer daemon's connection moved to the hub (under State::mu).
   std::unique_ptr<FrameSocket> socket;
   std::thread thread;
   std::atomic<bool> done{false};
@@ -43,6 +46,8 @@ struct Daemon::State {
   asio::io_context io;
   asio::ip::tcp::acceptor acceptor{io};
   Address bound;
+  std::string host_id;  // LocalHostId(), in every Hello this daemon sends
+  std::unique_ptr<PeerHub> hub;  // after io: the sockets it holds live on io
   SinkWorker worker;
   SessionCounters counters;
   std::thread accept_thread;
@@ -60,6 +65,7 @@ struct Daemon::State {
   void AcceptLoop();
   void Serve(Connection& c);
   void ServeHost(Connection& c, const fb::Hello& hello);
+  void ServePeer(Connection& c, const fb::Hello& hello);
   void SendHello(FrameSocket& socket, bool busy);
   // Joins connection threads that have finished.
   void Reap();
@@ -79,6 +85,9 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
                            " lets other machines drive this device: pass --token, which every host must then send");
   auto state = std::make_unique<State>();
   state->options = std::move(options);
+  // One peer timeout for the whole daemon: the rendezvous, the hub and
+  // every collective of the executor.
+  state->options.device.peer_timeout = state->options.peer_timeout;
   const Address& listen = state->options.listen;
   asio::error_code ec;
   asio::ip::tcp::resolver resolver(state->io);
@@ -93,6 +102,12 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   if (ec) return Unavailable("cannot listen on " + listen.ToString() + ": " + ec.message());
   auto local = acceptor.local_endpoint(ec);
   state->bound = Address{listen.host, local.port()};
+  state->host_id = LocalHostId();
+  PeerHub::Options hub;
+  hub.rank = state->options.rank;
+  hub.linger = state->options.peer_timeout;
+  hub.log = state->options.log;
+  state->hub = std::make_unique<PeerHub>(hub);
   State* s = state.get();
   state->accept_thread = std::thread([s] { s->AcceptLoop(); });
   return std::unique_ptr<Daemon>(new Daemon(std::move(state)));
@@ -118,7 +133,9 @@ void Daemon::Stop() {
   if (s.job)
     s.job->Abort(Unavailable("sinkd rank " + std::to_string(s.options.rank) + " is shutting down; job " +
                              std::to_string(s.job_id) + " ends"));
-  for (auto& c : s.connections) c->socket->Shutdown();
+  s.hub->Stop();
+  for (auto& c : s.connections)
+    if (c->socket) c->socket->Shutdown();
 }
 
 void Daemon::Wait() {
@@ -167,7 +184,7 @@ void Daemon::State::AcceptLoop() {
     connections.push_back(std::move(conn));
     c->thread = std::thread([this, c] {
       Serve(*c);
-      c->socket->Shutdown();
+      if (c->socket) c->socket->Shutdown();
       c->done = true;
     });
   }
@@ -189,6 +206,7 @@ void Daemon::State::Reap() {
 void Daemon::State::SendHello(FrameSocket& socket, bool busy) {
   flatbuffers::FlatBufferBuilder fbb(128);
   auto software = fbb.CreateString("sinkrt " SINKRT_VERSION_STRING);
+  auto host = fbb.CreateString(host_id);
   fb::HelloBuilder hb(fbb);
   hb.add_protocol_major(kProtocolMajor);
   hb.add_protocol_minor(kProtocolMinor);
@@ -198,6 +216,7 @@ void Daemon::State::SendHello(FrameSocket& socket, bool busy) {
   hb.add_busy(busy);
   hb.add_cores(options.device.threads > 0 ? options.device.threads : AvailableCores());
   hb.add_pid(static_cast<uint32_t>(::getpid()));
+  hb.add_host_id(host);
   FinishMessage(fbb, fb::MessageBody::Hello, hb.Finish().Union());
   (void)socket.Send(fbb);
 }
@@ -252,10 +271,36 @@ void Daemon::State::Serve(Connection& c) {
     }
     case fb::PeerRole::Host:
       return ServeHost(c, hello);
+    case fb::PeerRole::Device:
+      // A peer daemon's rendezvous dial: never "a second host", so it is
+      // taken while a job runs.
+      if (hello.rank() < 0)
+        return refuse(InvalidArgument("a Device without a rank may not connect: peer daemons name their rank and job"));
+      return ServePeer(c, hello);
     default:
       return refuse(InvalidArgument(std::string("a ") + fb::EnumNamePeerRole(hello.role()) +
                                     " may not connect to a device's host port"));
   }
+}
+
+void Daemon::State::ServePeer(Connection& c, const fb::Hello& hello) {
+  std::unique_ptr<FrameSocket> socket;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    socket = std::move(c.socket);
+  }
+  const std::string from = socket->peer();
+  const uint64_t peer_job = hello.job();
+  const int peer_rank = hello.rank();
+  // The hub answers a refusal itself; the rendezvous continues on a socket it takes.
+  Status st = hub->Offer(peer_job, static_cast<uint32_t>(peer_rank), std::move(socket));
+  if (st.ok()) return;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    ++stats.connections_refused;
+  }
+  Log("refused peer " + from + " (rank " + std::to_string(peer_rank) + " of job " + std::to_string(peer_job) +
+      "): " + st.message());
 }
 
 void Daemon::State::ServeHost(Connection& c, const fb::Hello& hello) {
@@ -268,7 +313,7 @@ void Daemon::State::ServeHost(Connection& c, const fb::Hello& hello) {
                                  std::to_string(hello.rank()) + ": check the rank table"));
     return;
   }
-  JobSession session(options, worker, socket, 0, counters);
+  JobSession session(options, worker, socket, 0, counters, *hub, bound.port, host_id);
   uint64_t id;
   {
     std::lock_guard<std::mutex> lk(mu);
@@ -294,7 +339,7 @@ void Daemon::State::ServeHost(Connection& c, const fb::Hello& hello) {
   Status end = session.Serve();
   // Free the device while still registered as its owner, so the next host
   // finds it empty and a concurrent Stop can still Abort this session.
-  session.Unload();
+  session.End();
   {
     std::lock_guard<std::mutex> lk(mu);
     job = nullptr;

@@ -6,7 +6,10 @@ namespace sinkrt::device {
 DaemonOptions DaemonOptions::FromEnvironment() {
   DaemonOptions o;
   o.connect_timeout = ConnectTimeoutFromEnvironment(o.connect_timeout);
-  if (auto ms = EnvMilliseconds("SINKRT_PEER_TIMEOUT_MS")) o.peer_timeout = *ms;
+  // DeviceOptions read SINKRT_PEER_TIMEOUT_MS already; Daemon::Start hands
+  // this value back to the device options, so a --peer-timeout-ms flag set
+  // here reaches the rendezvous, the peer hub and every collective alike.
+  o.peer_timeout = o.device.peer_timeout;
   return o;
 }
 

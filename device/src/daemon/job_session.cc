@@ -23,10 +23,17 @@ std::string QueueName(DataQueue& q, uint32_t index) {
 }  // namespace
 
 JobSession::JobSession(const DaemonOptions& options, SinkWorker& worker, FrameSocket& socket, uint64_t job_id,
-                       SessionCounters& counters)
-    : options_(options), worker_(worker), socket_(socket), job_id_(job_id), counters_(counters) {}
+                       SessionCounters& counters, PeerHub& hub, uint16_t port, std::string host_id)
+    : options_(options),
+      worker_(worker),
+      socket_(socket),
+      job_id_(job_id),
+      counters_(counters),
+      hub_(hub),
+      port_(port),
+      host_id_(std::move(host_id)) {}
 
-JobSession::~JobSession() { Unload(); }
+JobSession::~JobSession() { End(); }
 
 Status JobSession::Serve() {
   InFrame frame;
@@ -50,6 +57,7 @@ Status JobSession::Handle(InFrame& frame) {
     case fb::MessageBody::ReadTensor: return OnReadTensor(*m.body_as_ReadTensor());
     case fb::MessageBody::WriteTensor: return OnWriteTensor(frame);
     case fb::MessageBody::ClearQueue: return OnClearQueue(*m.body_as_ClearQueue());
+    case fb::MessageBody::JoinWorld: return OnJoinWorld(*m.body_as_JoinWorld());
     case fb::MessageBody::Hello: return ProtocolError(FailedPrecondition("Hello after the handshake"));
     default:
       return ProtocolError(InvalidArgument(std::string(MessageName(m.body_type())) +
@@ -68,7 +76,9 @@ Status JobSession::OnLoadProgram(InFrame& frame) {
   auto t0 = std::chrono::steady_clock::now();
   stream_.resize(frame.payload_left);
   SINKRT_RETURN_IF_ERROR(socket_.ReadPayload(&frame, stream_));
-  auto loaded = Executor::Load(stream_, options_.device);
+  // A stream with collectives runs them in the world joined before; the
+  // executor refuses it, naming both, if there is none or another one.
+  auto loaded = Executor::Load(stream_, options_.device, comm_.get());
   if (!loaded.ok()) {
     stream_ = {};
     DaemonLog(options_.log, options_.rank,
@@ -163,13 +173,25 @@ void JobSession::RunSinkOnWorker(fb::ProgramKind program, uint32_t steps) {
     ctx.rank = options_.rank;
     ctx.program = std::string(ProgramKindName(program));
     ctx.task = stats.failed_task;
+    // failed_task indexes the stream that failed (compute or comm).
     const fb::Program* p = executor_->view().FindProgram(program);
-    if (p && stats.failed_task >= 0 && p->streams() && p->streams()->size() > 0) {
-      const fb::Task* task = p->streams()->Get(0)->tasks()->Get(stats.failed_task);
-      if (task->name()) ctx.task_name = task->name()->str();
+    const auto failed_stream = static_cast<uint32_t>(stats.failed_stream);
+    if (p && stats.failed_task >= 0 && p->streams() && failed_stream < p->streams()->size()) {
+      const auto* tasks = p->streams()->Get(failed_stream)->tasks();
+      if (tasks && static_cast<uint32_t>(stats.failed_task) < tasks->size()) {
+        const fb::Task* task = tasks->Get(stats.failed_task);
+        if (task->name()) ctx.task_name = task->name()->str();
+      }
     }
     BuildError(fbb, st, ctx);
-    DaemonLog(options_.log, options_.rank, "job " + std::to_string(job_id_) + ": sink failed: " + st.message());
+    bool ending;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      ending = ending_;
+    }
+    DaemonLog(options_.log, options_.rank,
+              "job " + std::to_string(job_id_) + (ending ? ": sink stopped (the job is ending): " : ": sink failed: ") +
+                  st.message());
   } else {
     std::vector<flatbuffers::Offset<fb::ReportedBuffer>> reports;
     const fb::Program* p = executor_->view().FindProgram(program);
@@ -184,14 +206,16 @@ void JobSession::RunSinkOnWorker(fb::ProgramKind program, uint32_t steps) {
     std::vector<uint32_t> high_water;
     for (uint32_t q = 0; q < executor_->num_queues(); ++q) high_water.push_back(executor_->queue_high_water_mark(q));
     auto hw = fbb.CreateVector(high_water);
+    const DeviceTiming timing = TimingOf(stats);
     fb::SinkDoneBuilder sb(fbb);
     sb.add_queue_high_water(hw);
     sb.add_steps_run(stats.steps);
     sb.add_reports(rv);
-    sb.add_compute_ms(stats.compute_ns / 1e6);
-    sb.add_comm_ms(0);
-    sb.add_queue_wait_ms(stats.queue_wait_ns / 1e6);
-    sb.add_other_ms((stats.wall_ns - stats.compute_ns - stats.queue_wait_ns) / 1e6);
+    sb.add_compute_ms(timing.compute_ms);
+    sb.add_comm_ms(timing.comm_ms);
+    sb.add_comm_wait_ms(timing.comm_wait_ms);
+    sb.add_queue_wait_ms(timing.queue_wait_ms);
+    sb.add_other_ms(timing.other_ms);
     FinishMessage(fbb, fb::MessageBody::SinkDone, sb.Finish().Union());
   }
   bool answer;
@@ -256,6 +280,94 @@ Status JobSession::OnClearQueue(const fb::ClearQueue& request) {
   return socket_.Send(fbb);
 }
 
+Result<std::vector<PeerAddress>> JobSession::WorldOf(const fb::JoinWorld& request) const {
+  const uint32_t n = request.members() ? request.members()->size() : 0;
+  if (n == 0) return InvalidArgument("the world has no members");
+  if (request.rank() >= n)
+    return InvalidArgument("rank " + std::to_string(request.rank()) + " is outside a world of " + std::to_string(n) +
+                           " members");
+  std::vector<PeerAddress> world;
+  for (uint32_t r = 0; r < n; ++r) {
+    const fb::WorldMember* m = request.members()->Get(r);
+    const std::string text = m->address() ? m->address()->str() : "";
+    auto address = ParseAddress(text);
+    if (!address.ok()) return address.status().WithContext("member " + std::to_string(r) + "'s address '" + text + "'");
+    world.push_back({r, *address, m->host_id() ? m->host_id()->str() : ""});
+  }
+  // This rank's own entry must be this daemon: otherwise its peers dial
+  // someone else for it and fail with a confusing rank mismatch there.
+  const PeerAddress& self = world[request.rank()];
+  if (self.address.port != port_ || (!self.host_id.empty() && self.host_id != host_id_))
+    return InvalidArgument("member " + std::to_string(request.rank()) + " is this device, but its entry names " +
+                           self.address.ToString() + " (host id '" + self.host_id + "'); this sinkd listens on port " +
+                           std::to_string(port_) + " (host id '" + host_id_ + "')");
+  return world;
+}
+
+Status JobSession::OnJoinWorld(const fb::JoinWorld& request) {
+  if (SinkRunning()) return ProtocolError(FailedPrecondition("JoinWorld while a sink runs"));
+  const uint64_t job = request.job();
+  const uint32_t rank = request.rank();
+  const uint32_t n = request.members() ? request.members()->size() : 0;
+  const std::string what =
+      "JoinWorld of job " + std::to_string(job) + " as rank " + std::to_string(rank) + " of " + std::to_string(n);
+  auto world = WorldOf(request);
+  if (!world.ok()) return ReplyError(world.status().WithContext(what));
+
+  // The loaded job may run collectives in the old world: both go first.
+  End();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<PeerHub::Claim> claim = hub_.ClaimJob(job);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (aborted_) claim->Abort();  // the daemon stopped before the claim existed
+    joining_ = claim.get();
+  }
+  CommOptions comm_options;
+  comm_options.peer_timeout = options_.peer_timeout;
+  comm_options.use_shared_memory = options_.device.shared_memory;
+  auto created = Communicator::Create(rank, std::move(world).value(), job, *claim, comm_options);
+  claim->set_outcome(created.ok() ? "the world is complete" : "the JoinWorld failed: " + created.status().message());
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    joining_ = nullptr;
+  }
+  claim.reset();  // drops the job's connections the rendezvous did not take
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!created.ok()) {
+    DaemonLog(options_.log, options_.rank,
+              "job " + std::to_string(job_id_) + ": " + what + " failed: " + created.status().message());
+    return ReplyError(created.status().WithContext(what));
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    comm_ = std::move(created).value();
+    if (aborted_) comm_->Abort();
+  }
+
+  flatbuffers::FlatBufferBuilder fbb(256);
+  std::vector<std::string> transports;
+  std::string shm, tcp;
+  for (uint32_t r = 0; r < n; ++r) {
+    transports.push_back(r == rank ? "self" : comm_->TransportName(r));
+    if (r == rank) continue;
+    std::string& list = transports.back() == "shm" ? shm : tcp;
+    list += (list.empty() ? "" : " ") + std::to_string(r);
+  }
+  auto tv = fbb.CreateVectorOfStrings(transports);
+  fb::JoinedBuilder jb(fbb);
+  jb.add_ms(ms);
+  jb.add_transports(tv);
+  FinishMessage(fbb, fb::MessageBody::Joined, jb.Finish().Union());
+  char line[96];
+  std::snprintf(line, sizeof line, " in %.1f ms", ms);
+  DaemonLog(options_.log, options_.rank,
+            "job " + std::to_string(job_id_) + ": joined world " + std::to_string(job) + " as rank " +
+                std::to_string(rank) + " of " + std::to_string(n) + " (shm ranks " + (shm.empty() ? "none" : shm) +
+                ", tcp ranks " + (tcp.empty() ? "none" : tcp) + ")" + line);
+  return socket_.Send(fbb);
+}
+
 void JobSession::SendCredit(uint32_t queue, uint32_t slots) {
   flatbuffers::FlatBufferBuilder fbb(64);
   FinishMessage(fbb, fb::MessageBody::Credit, fb::CreateCredit(fbb, queue, slots).Union());
@@ -281,9 +393,27 @@ void JobSession::Abort(const Status& why) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     ending_ = true;  // the Error above is the host's answer
+    aborted_ = true;
+    if (joining_) joining_->Abort();
+    if (comm_) comm_->Abort();  // a sink or an init blocked in a collective wakes
     if (executor_) executor_->Cancel();
   }
   socket_.Shutdown();
+}
+
+void JobSession::End() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ending_ = true;  // a sink the abort below fails answers nobody (Unload waits for it)
+    if (comm_) comm_->Abort();
+  }
+  Unload();
+  std::unique_ptr<Communicator> old;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    old = std::move(comm_);
+  }
+  old.reset();  // closes the peer links: the other members' next wait fails naming this rank
 }
 
 void JobSession::Unload() {

@@ -7,6 +7,11 @@
 // that break the protocol (wrong type for the state, a push without a free
 // slot, a sequence gap, a payload of the wrong size) get an Error and end
 // the job. Either way the daemon lives on.
+//
+// A session may join a world of peer daemons (JoinWorld): it then owns a
+// Communicator that outlives every executor loaded into that world. Teardown
+// always runs in one order: abort the world (a sink blocked in a collective
+// wakes), stop the sink, free the executor, then the world.
 #pragma once
 
 #include <atomic>
@@ -17,7 +22,9 @@
 #include <string>
 #include <vector>
 
+#include "peer_hub.h"
 #include "sink_worker.h"
+#include "sinkrt/device/communicator.h"
 #include "sinkrt/device/daemon.h"
 #include "sinkrt/device/executor.h"
 #include "sinkrt/runtime/wire_socket.h"
@@ -30,21 +37,26 @@ struct SessionCounters {
 
 class JobSession {
  public:
+  // `port` and `host_id`: where this daemon listens and which machine it is,
+  // to check a JoinWorld's entry for this rank.
   JobSession(const DaemonOptions& options, SinkWorker& worker, FrameSocket& socket, uint64_t job_id,
-             SessionCounters& counters);
-  ~JobSession();  // EndJob()
+             SessionCounters& counters, PeerHub& hub, uint16_t port, std::string host_id);
+  ~JobSession();  // End()
 
   // Serves frames until the host sends Shutdown, leaves or breaks the
   // protocol. Returns how the job ended (ok for Shutdown).
   Status Serve();
 
-  // From another thread (daemon stopping): tell the host, stop the sink,
-  // wake Serve.
+  // From another thread (daemon stopping): tell the host, abort the world,
+  // stop the sink, wake Serve.
   void Abort(const Status& why);
 
   void set_job_id(uint64_t id) { job_id_ = id; }
-  // Stops a running sink and frees the executor and its stream.
+  // Stops a running sink and frees the executor and its stream; the world stays.
   void Unload();
+  // Aborts the world, Unload(), then frees the world: the job is over, or a
+  // JoinWorld replaces the world.
+  void End();
 
   // Sinks run and steps run, for the end-of-job log line.
   uint64_t sinks() const { return sinks_; }
@@ -58,6 +70,9 @@ class JobSession {
   Status OnReadTensor(const fb::ReadTensor& request);
   Status OnWriteTensor(InFrame& frame);
   Status OnClearQueue(const fb::ClearQueue& request);
+  Status OnJoinWorld(const fb::JoinWorld& request);
+  // The members as the rendezvous wants them, or why the request is wrong.
+  Result<std::vector<PeerAddress>> WorldOf(const fb::JoinWorld& request) const;
   void RunSinkOnWorker(fb::ProgramKind program, uint32_t steps);
   bool SinkRunning();
 
@@ -72,8 +87,16 @@ class JobSession {
   FrameSocket& socket_;
   uint64_t job_id_;
   SessionCounters& counters_;
+  PeerHub& hub_;
+  const uint16_t port_;
+  const std::string host_id_;
 
   std::vector<uint8_t> stream_;          // the executor points into it
+  // Swapped under mu_ (Abort reads them from another thread); declared
+  // before executor_, which runs collectives in comm_.
+  std::unique_ptr<Communicator> comm_;
+  PeerHub::Claim* joining_ = nullptr;    // the JoinWorld in progress, if any
+  bool aborted_ = false;                 // Abort ran: no new world is joined
   std::unique_ptr<Executor> executor_;
   std::vector<uint64_t> next_sequence_;  // per queue
 

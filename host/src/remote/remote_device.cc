@@ -80,6 +80,8 @@ Result<DeviceHello> Handshake(FrameSocket& socket, const Address& address, fb::P
   out.cores = h->cores();
   out.pid = h->pid();
   out.software = h->software() ? h->software()->str() : "";
+  out.protocol_minor = h->protocol_minor();
+  out.host_id = h->host_id() ? h->host_id()->str() : "";
   return out;
 }
 
@@ -142,6 +144,7 @@ struct RemoteDevice::State {
   uint32_t sink_epoch = 0;
   std::vector<std::shared_ptr<QueueState>> queues;
   std::vector<BufferInfo> buffers;  // written only under control_mu and mu
+  std::vector<std::string> transports;  // of the last Joined
 
   // Records why the connection ended and wakes every waiter. The socket is
   // shut down so that the reader, and a send blocked on a full socket, wake too.
@@ -162,16 +165,19 @@ struct RemoteDevice::State {
   }
 
   // Sends one control request and waits for its reply (`expect` or Error).
-  // A zero timeout waits as long as the connection lives.
+  // A zero timeout waits as long as the connection lives. `daemon_error`,
+  // if given, tells an Error the daemon answered from a local failure.
   Result<Reply> Request(const flatbuffers::FlatBufferBuilder& fbb, std::span<const ConstBytes> payload,
-                        fb::MessageBody expect_type, const std::string& what, milliseconds timeout);
+                        fb::MessageBody expect_type, const std::string& what, milliseconds timeout,
+                        bool* daemon_error = nullptr);
 
   void ReadLoop();
 };
 
 Result<Reply> RemoteDevice::State::Request(const flatbuffers::FlatBufferBuilder& fbb,
                                            std::span<const ConstBytes> payload, fb::MessageBody expect_type,
-                                           const std::string& what, milliseconds timeout) {
+                                           const std::string& what, milliseconds timeout, bool* daemon_error) {
+  if (daemon_error) *daemon_error = false;
   {
     std::lock_guard<std::mutex> lk(mu);
     if (lost) return LostStatus();
@@ -206,7 +212,10 @@ Result<Reply> RemoteDevice::State::Request(const flatbuffers::FlatBufferBuilder&
   if (!reply) return LostStatus(what);
   Reply r = std::move(*reply);
   reply.reset();
-  if (r.type == fb::MessageBody::Error) return StatusFromError(*r.get()->body_as_Error());
+  if (r.type == fb::MessageBody::Error) {
+    if (daemon_error) *daemon_error = true;
+    return StatusFromError(*r.get()->body_as_Error());
+  }
   return r;
 }
 
@@ -237,7 +246,7 @@ void RemoteDevice::State::ReadLoop() {
     }
     const bool reply_type = type == fb::MessageBody::Loaded || type == fb::MessageBody::SinkDone ||
                             type == fb::MessageBody::TensorData || type == fb::MessageBody::Ack ||
-                            type == fb::MessageBody::Error;
+                            type == fb::MessageBody::Joined || type == fb::MessageBody::Error;
     if (!reply_type) {
       why = std::string("protocol error: the daemon sent ") + MessageName(type) +
             (type == fb::MessageBody::Hello ? " after the handshake" : ", which a host never receives");
@@ -290,6 +299,7 @@ RemoteOptions RemoteOptions::FromEnvironment() {
   if (auto ms = EnvMilliseconds("SINKRT_PUSH_TIMEOUT_MS")) o.push_timeout = *ms;
   if (auto ms = EnvMilliseconds("SINKRT_SINK_TIMEOUT_MS")) o.sink_timeout = *ms;
   if (auto ms = EnvMilliseconds("SINKRT_REPLY_TIMEOUT_MS")) o.reply_timeout = *ms;
+  if (auto ms = EnvMilliseconds("SINKRT_PEER_TIMEOUT_MS")) o.peer_timeout = *ms;
   return o;
 }
 
@@ -536,6 +546,7 @@ Result<SinkResult> RemoteDevice::RunSink(ProgramKind program, uint32_t steps) {
   out.steps_run = done->steps_run();
   out.timing.compute_ms = done->compute_ms();
   out.timing.comm_ms = done->comm_ms();
+  out.timing.comm_wait_ms = done->comm_wait_ms();
   out.timing.queue_wait_ms = done->queue_wait_ms();
   out.timing.other_ms = done->other_ms();
   if (const auto* hw = done->queue_high_water()) out.queue_high_water.assign(hw->begin(), hw->end());
@@ -609,6 +620,74 @@ Status RemoteDevice::WriteTensor(uint32_t buffer, ConstBytes bytes) {
   const std::string what = "WriteTensor(buffer " + std::to_string(buffer) + " '" + name + "')";
   auto r = s.Request(fbb, pieces, fb::MessageBody::Ack, what, s.options.reply_timeout);
   return r.ok() ? Status::Ok() : r.status();
+}
+
+Result<PeerEndpoint> RemoteDevice::Endpoint() {
+  const State& s = *state_;
+  // A 1.0 daemon neither names its machine nor understands JoinWorld.
+  if (s.hello.protocol_minor < 1 || s.hello.host_id.empty())
+    return Unimplemented(s.who + ": the daemon speaks protocol " + std::to_string(kProtocolMajor) + "." +
+                         std::to_string(s.hello.protocol_minor) + " (" + s.hello.software +
+                         "); joining a world of devices needs 1.1");
+  return PeerEndpoint{s.address.ToString(), s.hello.host_id};
+}
+
+Status RemoteDevice::JoinWorld(const WorldSpec& world) {
+  State& s = *state_;
+  SINKRT_RETURN_IF_ERROR(Endpoint().status());
+  const std::string what = "JoinWorld(job " + std::to_string(world.job) + ", rank " + std::to_string(world.rank) +
+                           " of " + std::to_string(world.members.size()) + ")";
+  if (world.rank >= world.members.size())
+    return InvalidArgument(s.who + ": " + what + ": the rank is outside the member list");
+  std::lock_guard<std::mutex> control(s.control_mu);
+  {
+    // The daemon unloads the job to join, as a Load would: pushes waiting
+    // on it abort, and one already holding a credit leaves first (a batch
+    // after JoinWorld would be a protocol error there).
+    std::unique_lock<std::mutex> lk(s.mu);
+    if (s.lost) return s.LostStatus();
+    s.loaded = false;
+    ++s.job;
+    s.queue_cv.notify_all();
+    if (!s.queue_cv.wait_for(lk, Sane(s.options.reply_timeout), [&] { return s.sending == 0 || s.lost; })) {
+      s.LoseLocked("a batch send stalled for " + Ms(s.options.reply_timeout));
+      return DeadlineExceeded(s.who + ": a batch being sent did not leave within " + Ms(s.options.reply_timeout) +
+                              "; the connection was closed");
+    }
+    if (s.lost) return s.LostStatus(what);
+    s.queues.clear();
+    s.buffers.clear();
+    s.transports.clear();
+  }
+  flatbuffers::FlatBufferBuilder fbb(256);
+  std::vector<flatbuffers::Offset<fb::WorldMember>> members;
+  for (const PeerEndpoint& m : world.members)
+    members.push_back(fb::CreateWorldMember(fbb, fbb.CreateString(m.address), fbb.CreateString(m.host_id)));
+  auto mv = fbb.CreateVector(members);
+  FinishMessage(fbb, fb::MessageBody::JoinWorld, fb::CreateJoinWorld(fbb, world.job, world.rank, mv).Union());
+  // Every member blocks until the last one has joined; the daemon gives up
+  // after its peer timeout and says which members never came.
+  const milliseconds timeout = std::max(s.options.reply_timeout, Sane(s.options.peer_timeout) + milliseconds(10000));
+  bool daemon_error = false;
+  auto r = s.Request(fbb, {}, fb::MessageBody::Joined, what, timeout, &daemon_error);
+  // The daemon's Error names its rank and the members that did not come;
+  // the address is added here. Local failures name both already.
+  if (!r.ok()) return daemon_error ? r.status().WithContext(s.address.ToString()) : r.status();
+  const fb::Joined* joined = r->get()->body_as_Joined();
+  std::vector<std::string> transports;
+  if (joined->transports())
+    for (const flatbuffers::String* t : *joined->transports()) transports.push_back(t->str());
+  if (transports.size() != world.members.size())
+    return Internal(s.who + ": " + what + " was answered with " + std::to_string(transports.size()) +
+                    " transports for " + std::to_string(world.members.size()) + " members");
+  std::lock_guard<std::mutex> lk(s.mu);
+  s.transports = std::move(transports);
+  return Status::Ok();
+}
+
+std::vector<std::string> RemoteDevice::transports() const {
+  std::lock_guard<std::mutex> lk(state_->mu);
+  return state_->transports;
 }
 
 uint64_t RemoteDevice::control_round_trips() const { return state_->round_trips.load(); }

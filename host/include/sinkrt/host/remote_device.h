@@ -12,6 +12,10 @@
 // error naming the rank and address; a daemon that dies mid-sink is
 // noticed as soon as its socket closes (or by TCP keepalive when the whole
 // machine goes).
+//
+// JoinWorld asks the daemon to connect to its peers (they dial each other
+// on the same ports the hosts use) and waits for Joined; Endpoint() is the
+// address this host dialed, with the machine id from the daemon's Hello.
 #pragma once
 
 #include <chrono>
@@ -36,6 +40,10 @@ struct RemoteOptions {
   // Bound on waiting for SinkDone; 0 waits as long as the connection lives
   // (a sink's length depends on its steps). SINKRT_SINK_TIMEOUT_MS.
   std::chrono::milliseconds sink_timeout{0};
+  // The daemons' peer timeout (SINKRT_PEER_TIMEOUT_MS): JoinWorld waits at
+  // least this plus 10 s, so the daemon's own verdict (the members that did
+  // not come) arrives before the host gives up.
+  std::chrono::milliseconds peer_timeout{std::chrono::seconds(300)};
 
   static RemoteOptions FromEnvironment();
 };
@@ -47,6 +55,8 @@ struct DeviceHello {
   uint32_t cores = 0;
   uint32_t pid = 0;
   std::string software;
+  uint16_t protocol_minor = 0;
+  std::string host_id;  // its machine (protocol 1.1); empty from older daemons
 };
 
 class RemoteDevice final : public DeviceLink {
@@ -63,6 +73,13 @@ class RemoteDevice final : public DeviceLink {
   Result<std::vector<uint8_t>> ReadTensor(uint32_t buffer) override;
   Status WriteTensor(uint32_t buffer, ConstBytes bytes) override;
   uint64_t control_round_trips() const override;
+  // {the address dialed, the daemon's host id}.
+  Result<PeerEndpoint> Endpoint() override;
+  // JoinWorld -> Joined or the daemon's Error (naming the members that did
+  // not arrive); not a control round trip of training.
+  Status JoinWorld(const WorldSpec& world) override;
+  // Per rank of the last world joined: "self", "shm" or "tcp".
+  std::vector<std::string> transports() const;
 
   const DeviceHello& hello() const;
   const Address& address() const;

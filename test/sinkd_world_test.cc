@@ -1,0 +1,599 @@
+// Worlds of sinkd daemons: real daemons on 127.0.0.1 joining a data-parallel
+// world (JoinWorld), training per-rank DATA_PARALLEL streams with gradient
+// AllReduce between them, and the failures of a world: a peer killed
+// mid-sink, a member that never joins, a stray peer connection, a host that
+// leaves while its sink waits in a collective, a collective stream loaded
+// without a world. Every wait is bounded; peers time out after a few
+// seconds here so failures are quick.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "sinkrt/device/in_process_device.h"
+#include "sinkrt/host/compiler.h"
+#include "sinkrt/host/remote_device.h"
+#include "sinkrt/runtime/wire_socket.h"
+#include "support/feeder.h"
+#include "support/sinkd_process.h"
+#include "support/test_models.h"
+#include "support/test_util.h"
+
+namespace sinkrt {
+namespace {
+
+using testing::SinkdProcess;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kBatch = 8;
+constexpr int64_t kFeatures = 16;
+
+// The test's name as a file name (parameterised names hold '/').
+std::string TestName() {
+  std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  for (char& c : name)
+    if (c == '/') c = '-';
+  return name;
+}
+
+std::string LogPath(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("sinkd_world_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  return (dir / (name + ".log")).string();
+}
+
+bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// Runs fn(rank) on one thread per rank and joins them.
+void OnEachRank(size_t n, const std::function<void(uint32_t)>& fn) {
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < n; ++r) threads.emplace_back([&fn, r] { fn(r); });
+  for (auto& t : threads) t.join();
+}
+
+// ---- streams and data -------------------------------------------------------
+
+std::vector<uint8_t> DataParallelStream(uint32_t world, uint32_t rank, bool broadcast = false) {
+  host::CompileOptions o;
+  o.optimizer = host::OptimizerSpec::Momentum(0.05f, 0.9f);
+  o.parallel_mode = host::ParallelMode::DataParallel;
+  o.world_size = world;
+  o.rank = rank;
+  o.gradients_mean = true;
+  o.parameter_broadcast = broadcast;
+  o.queue_capacity = 4;
+  auto compiled = host::Compile(testing::MakeMlp(kBatch, {kFeatures, 12, 4}), o);
+  EXPECT_TRUE(compiled.ok()) << compiled.status().ToString();
+  return compiled.ok() ? compiled->bytes : std::vector<uint8_t>{};
+}
+
+std::vector<uint8_t> StandAloneStream() {
+  host::CompileOptions o;
+  o.optimizer = host::OptimizerSpec::Momentum(0.05f, 0.9f);
+  o.queue_capacity = 4;
+  auto compiled = host::Compile(testing::MakeMlp(kBatch, {kFeatures, 12, 4}), o);
+  EXPECT_TRUE(compiled.ok()) << compiled.status().ToString();
+  return compiled.ok() ? compiled->bytes : std::vector<uint8_t>{};
+}
+
+// ---- one training job over a world ------------------------------------------
+
+struct RankOutcome {
+  Status status;
+  std::vector<std::string> transports;  // remote devices only
+  SinkResult sink;
+  std::vector<std::vector<uint8_t>> params;
+};
+
+// Every member's endpoint into one WorldSpec per rank.
+Result<std::vector<WorldSpec>> WorldOf(const std::vector<DeviceLink*>& devices, uint64_t job) {
+  std::vector<PeerEndpoint> members;
+  for (DeviceLink* d : devices) {
+    SINKRT_ASSIGN_OR_RETURN(PeerEndpoint e, d->Endpoint());
+    members.push_back(e);
+  }
+  std::vector<WorldSpec> specs;
+  for (uint32_t r = 0; r < devices.size(); ++r) specs.push_back(WorldSpec{job, r, members});
+  return specs;
+}
+
+// The whole job on every rank, one host thread each as an application runs
+// it: JoinWorld, Load (init may Broadcast: all ranks at once), push the
+// rank's own batches, one sink of `steps`, read the parameters.
+std::vector<RankOutcome> TrainWorld(const std::vector<DeviceLink*>& devices, uint64_t job, uint32_t steps,
+                                    bool broadcast = false) {
+  const uint32_t n = static_cast<uint32_t>(devices.size());
+  std::vector<RankOutcome> out(n);
+  auto specs = WorldOf(devices, job);
+  if (!specs.ok()) {
+    for (auto& o : out) o.status = specs.status();
+    return out;
+  }
+  const testing::SyntheticData data = testing::MakeSyntheticData(n * steps * kBatch, kFeatures, 4, 11);
+  OnEachRank(n, [&](uint32_t r) {
+    DeviceLink& dev = *devices[r];
+    RankOutcome& o = out[r];
+    o.status = dev.JoinWorld((*specs)[r]);
+    if (!o.status.ok()) return;
+    if (auto* remote = dynamic_cast<host::RemoteDevice*>(&dev)) o.transports = remote->transports();
+    const std::vector<uint8_t> stream = DataParallelStream(n, r, broadcast);
+    auto loaded = dev.Load(stream);
+    if (!loaded.ok()) {
+      o.status = loaded.status();
+      return;
+    }
+    // Rank r trains on batches r*steps .. r*steps + steps - 1: its own shard.
+    testing::Feeder feeder(dev, 0, data, kBatch, static_cast<int64_t>(r) * steps, steps);
+    auto sink = dev.RunSink(ProgramKind::TrainStep, steps);
+    Status fed = feeder.Join();
+    if (!sink.ok()) {
+      o.status = sink.status();
+      return;
+    }
+    if (!fed.ok()) {
+      o.status = fed;
+      return;
+    }
+    o.sink = *sink;
+    for (uint32_t b : testing::BuffersWithRole(stream, fb::BufferRole::Param)) {
+      auto bytes = dev.ReadTensor(b);
+      if (!bytes.ok()) {
+        o.status = bytes.status();
+        return;
+      }
+      o.params.push_back(std::move(bytes).value());
+    }
+  });
+  return out;
+}
+
+void ExpectTrained(const std::vector<RankOutcome>& got, uint32_t steps) {
+  for (uint32_t r = 0; r < got.size(); ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    ASSERT_TRUE(got[r].status.ok()) << got[r].status.ToString();
+    EXPECT_EQ(got[r].sink.steps_run, steps);
+    EXPECT_GT(got[r].sink.timing.comm_ms, 0.0);
+    EXPECT_GE(got[r].sink.timing.comm_wait_ms, 0.0);
+    ASSERT_FALSE(got[r].params.empty());
+    // Data parallel: every replica ends with the same parameters, bit for bit.
+    EXPECT_EQ(got[r].params, got[0].params);
+  }
+}
+
+// ---- daemons ----------------------------------------------------------------
+
+struct Daemons {
+  std::vector<std::unique_ptr<SinkdProcess>> processes;
+  std::vector<std::unique_ptr<host::RemoteDevice>> devices;
+
+  std::vector<DeviceLink*> links() const {
+    std::vector<DeviceLink*> out;
+    for (auto& d : devices) out.push_back(d.get());
+    return out;
+  }
+};
+
+host::RemoteOptions HostOptions(std::chrono::milliseconds peer_timeout) {
+  host::RemoteOptions o;
+  o.connect_timeout = 20s;
+  o.reply_timeout = 30s;
+  o.push_timeout = 30s;
+  o.peer_timeout = peer_timeout;
+  return o;
+}
+
+// `n` daemons (ranks 0..n-1) with the given peer timeout; SINKRT_COMM_SHM=0
+// unless `shm`. Logs go to TEST-rR.log.
+Status StartDaemons(Daemons* d, uint32_t n, std::chrono::milliseconds peer_timeout, bool shm = true) {
+  for (uint32_t r = 0; r < n; ++r) {
+    auto p = std::make_unique<SinkdProcess>();
+    std::vector<std::string> env;
+    if (!shm) env.push_back("SINKRT_COMM_SHM=0");
+    SINKRT_RETURN_IF_ERROR(p->Start(SINKD_PATH,
+                                    {"--rank", std::to_string(r), "--peer-timeout-ms",
+                                     std::to_string(peer_timeout.count())},
+                                    LogPath(TestName() + "-r" + std::to_string(r)), 30s, env));
+    d->processes.push_back(std::move(p));
+  }
+  return Status::Ok();
+}
+
+Status ConnectAll(Daemons* d, std::chrono::milliseconds peer_timeout) {
+  d->devices.clear();
+  for (auto& p : d->processes) {
+    SINKRT_ASSIGN_OR_RETURN(auto dev, host::RemoteDevice::Connect(p->address(), HostOptions(peer_timeout)));
+    d->devices.push_back(std::move(dev));
+  }
+  return Status::Ok();
+}
+
+// The same job on in-process devices: the reference for bitwise equality.
+std::vector<std::vector<uint8_t>> InProcessReference(uint32_t n, uint32_t steps, bool broadcast) {
+  device::DeviceOptions opts = device::DeviceOptions::FromEnvironment();
+  opts.threads = 1;
+  opts.peer_timeout = 20s;
+  std::vector<std::unique_ptr<device::InProcessDevice>> devs;
+  std::vector<DeviceLink*> links;
+  for (uint32_t r = 0; r < n; ++r) {
+    devs.push_back(std::make_unique<device::InProcessDevice>(opts));
+    links.push_back(devs.back().get());
+  }
+  auto got = TrainWorld(links, 1000 + n, steps, broadcast);
+  ExpectTrained(got, steps);
+  return got.empty() ? std::vector<std::vector<uint8_t>>{} : got[0].params;
+}
+
+// ---- raw frames: a host that leaves mid-sink --------------------------------
+
+template <typename Build>
+Status SendMessage(FrameSocket& s, fb::MessageBody type, Build build,
+                   std::span<const std::span<const uint8_t>> payload = {}) {
+  flatbuffers::FlatBufferBuilder fbb;
+  flatbuffers::Offset<void> body = build(fbb);
+  FinishMessage(fbb, type, body);
+  return s.Send(fbb, payload);
+}
+
+Status SendHello(FrameSocket& s, fb::PeerRole role, int rank = -1, uint64_t job = 0) {
+  return SendMessage(s, fb::MessageBody::Hello, [&](flatbuffers::FlatBufferBuilder& fbb) {
+    fb::HelloBuilder hb(fbb);
+    hb.add_protocol_major(kProtocolMajor);
+    hb.add_protocol_minor(kProtocolMinor);
+    hb.add_role(role);
+    hb.add_rank(rank);
+    hb.add_job(job);
+    return hb.Finish().Union();
+  });
+}
+
+// The next frame other than Credit; Error frames become the Status.
+Result<fb::MessageBody> NextReply(FrameSocket& s, std::chrono::milliseconds timeout) {
+  const Deadline deadline = DeadlineIn(timeout);
+  for (;;) {
+    InFrame f;
+    SINKRT_RETURN_IF_ERROR(s.Receive(&f, deadline));
+    SINKRT_RETURN_IF_ERROR(s.SkipPayload(&f, deadline));
+    if (f.type() == fb::MessageBody::Error) return StatusFromError(*f.message->body_as_Error());
+    if (f.type() != fb::MessageBody::Credit) return f.type();
+  }
+}
+
+// ---- tests ------------------------------------------------------------------
+
+struct WorldCase {
+  uint32_t ranks;
+  bool shm;
+  bool broadcast;
+};
+
+class SinkdWorldTest : public ::testing::TestWithParam<WorldCase> {};
+
+TEST_P(SinkdWorldTest, TrainsBitwiseLikeInProcessDevices) {
+  const WorldCase c = GetParam();
+  constexpr uint32_t kSteps = 6;
+  Daemons d;
+  SINKRT_ASSERT_OK(StartDaemons(&d, c.ranks, 10s, c.shm));
+  SINKRT_ASSERT_OK(ConnectAll(&d, 10s));
+  auto got = TrainWorld(d.links(), 77, kSteps, c.broadcast);
+  ExpectTrained(got, kSteps);
+  for (uint32_t r = 0; r < c.ranks; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    ASSERT_EQ(got[r].transports.size(), c.ranks);
+    for (uint32_t p = 0; p < c.ranks; ++p)
+      EXPECT_EQ(got[r].transports[p], p == r ? "self" : c.shm ? "shm" : "tcp") << "peer " << p;
+  }
+  auto reference = InProcessReference(c.ranks, kSteps, c.broadcast);
+  ASSERT_FALSE(reference.empty());
+  EXPECT_EQ(got[0].params, reference) << "sinkd world differs from the in-process world";
+
+  d.devices.clear();  // jobs end; the log lines are written
+  const std::string log = d.processes[0]->ReadLog();
+  const std::string kind = c.shm ? "shm ranks " : "tcp ranks ";
+  EXPECT_TRUE(Contains(log, "joined world 77 as rank 0 of " + std::to_string(c.ranks) + " (")) << log;
+  EXPECT_TRUE(Contains(log, kind + "1")) << log;
+}
+
+INSTANTIATE_TEST_SUITE_P(Sinkd, SinkdWorldTest,
+                         ::testing::Values(WorldCase{2, true, false}, WorldCase{2, false, true},
+                                           WorldCase{4, true, true}),
+                         [](const ::testing::TestParamInfo<WorldCase>& info) {
+                           return std::to_string(info.param.ranks) + "Daemons" + (info.param.shm ? "Shm" : "Tcp") +
+                                  (info.param.broadcast ? "Broadcast" : "");
+                         });
+
+// Pushes batches into queue 0 until it fails (the job ended, the queue was
+// cleared, the connection went); counts them.
+class EndlessFeeder {
+ public:
+  EndlessFeeder(DeviceLink& device, const testing::SyntheticData& data, int64_t first)
+      : thread_([this, &device, &data, first] {
+          const int64_t batches = data.size() / kBatch;
+          for (int64_t i = first;; ++i) {
+            const int64_t b = i % batches;
+            ConstBytes cols[2] = {
+                ConstBytes(reinterpret_cast<const uint8_t*>(data.images.data() + b * kBatch * data.features),
+                           kBatch * data.features * sizeof(float)),
+                ConstBytes(reinterpret_cast<const uint8_t*>(data.labels.data() + b * kBatch),
+                           kBatch * sizeof(int32_t))};
+            Status st = device.PushBatch(0, cols);
+            std::lock_guard<std::mutex> lk(mu_);
+            if (!st.ok()) {
+              done_ = true;
+              cv_.notify_all();
+              return;
+            }
+            ++pushed_;
+            cv_.notify_all();
+          }
+        }) {}
+  ~EndlessFeeder() { thread_.join(); }
+
+  // True once `n` batches went out (the device consumed n - capacity).
+  bool WaitPushed(int64_t n, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lk(mu_);
+    return cv_.wait_for(lk, timeout, [&] { return pushed_ >= n || done_; }) && pushed_ >= n;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t pushed_ = 0;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+TEST(SinkdWorldFaultTest, DeadPeerFailsTheOthersSinksNamingItAndTheyServeANewWorld) {
+  constexpr auto kPeerTimeout = 3000ms;
+  Daemons d;
+  SINKRT_ASSERT_OK(StartDaemons(&d, 3, kPeerTimeout));
+  SINKRT_ASSERT_OK(ConnectAll(&d, kPeerTimeout));
+  auto specs = WorldOf(d.links(), 5);
+  ASSERT_TRUE(specs.ok()) << specs.status().ToString();
+  std::vector<Status> joined(3);
+  OnEachRank(3, [&](uint32_t r) {
+    joined[r] = d.devices[r]->JoinWorld((*specs)[r]);
+    if (joined[r].ok()) joined[r] = d.devices[r]->Load(DataParallelStream(3, r)).status();
+  });
+  for (uint32_t r = 0; r < 3; ++r) ASSERT_TRUE(joined[r].ok()) << "rank " << r << ": " << joined[r].ToString();
+
+  const testing::SyntheticData data = testing::MakeSyntheticData(3 * 16 * kBatch, kFeatures, 4, 5);
+  std::vector<std::unique_ptr<EndlessFeeder>> feeders;
+  std::vector<std::future<Result<SinkResult>>> sinks;
+  for (uint32_t r = 0; r < 3; ++r) {
+    feeders.push_back(std::make_unique<EndlessFeeder>(*d.devices[r], data, r * 16));
+    sinks.push_back(std::async(std::launch::async, [&, r] {
+      return d.devices[r]->RunSink(ProgramKind::TrainStep, 1'000'000);
+    }));
+  }
+  // 20 batches through a queue of 4: every rank is well inside the sink
+  // (collectives keep them in step).
+  ASSERT_TRUE(feeders[1]->WaitPushed(20, 30s));
+  d.processes[1]->Signal(SIGKILL);
+  const auto killed = Clock::now();
+
+  for (uint32_t r : {0u, 2u}) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    ASSERT_EQ(sinks[r].wait_for(kPeerTimeout + 10s), std::future_status::ready);
+    auto result = sinks[r].get();
+    ASSERT_FALSE(result.ok());
+    EXPECT_TRUE(Contains(result.status().message(), "rank 1")) << result.status().ToString();
+    EXPECT_TRUE(Contains(result.status().message(), "train_step")) << result.status().ToString();
+  }
+  EXPECT_LT(Clock::now() - killed, kPeerTimeout + 5s);
+  ASSERT_EQ(sinks[1].wait_for(10s), std::future_status::ready);
+  EXPECT_FALSE(sinks[1].get().ok());
+  // The failed sinks consume no more: release the feeders waiting for credits.
+  for (uint32_t r : {0u, 2u}) EXPECT_TRUE(d.devices[r]->ClearQueue(0).ok());
+  feeders.clear();
+
+  // The two survivors form a new world (new hosts, a new job) and train.
+  d.devices.clear();
+  std::vector<std::unique_ptr<host::RemoteDevice>> survivors;
+  for (uint32_t r : {0u, 2u}) {
+    auto dev = host::RemoteDevice::Connect(d.processes[r]->address(), HostOptions(kPeerTimeout));
+    ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+    survivors.push_back(std::move(dev).value());
+  }
+  auto got = TrainWorld({survivors[0].get(), survivors[1].get()}, 6, 4);
+  ExpectTrained(got, 4);
+  survivors.clear();
+  const std::string log = d.processes[2]->ReadLog();
+  EXPECT_TRUE(Contains(log, "sink failed")) << log;
+  EXPECT_TRUE(Contains(log, "joined world 6 as rank 1 of 2")) << log;
+}
+
+TEST(SinkdWorldFaultTest, MemberThatNeverJoinsFailsWithinThePeerTimeoutNamingIt) {
+  constexpr auto kPeerTimeout = 1500ms;
+  Daemons d;
+  SINKRT_ASSERT_OK(StartDaemons(&d, 2, kPeerTimeout));
+  SINKRT_ASSERT_OK(ConnectAll(&d, kPeerTimeout));
+  auto specs = WorldOf(d.links(), 9);
+  ASSERT_TRUE(specs.ok()) << specs.status().ToString();
+
+  // Rank 0 never joins: rank 1 waits for its connection.
+  auto t0 = Clock::now();
+  Status st = d.devices[1]->JoinWorld((*specs)[1]);
+  auto took = Clock::now() - t0;
+  EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
+  EXPECT_TRUE(Contains(st.message(), "rank(s) 0 did not connect to rank 1 within 1500 ms")) << st.ToString();
+  EXPECT_TRUE(Contains(st.message(), d.processes[1]->address().ToString())) << st.ToString();
+  EXPECT_GE(took, kPeerTimeout);
+  EXPECT_LT(took, kPeerTimeout + 5s);
+
+  // Rank 1 never joins: rank 0's dial to it is parked there, unclaimed.
+  specs = WorldOf(d.links(), 10);
+  ASSERT_TRUE(specs.ok());
+  t0 = Clock::now();
+  st = d.devices[0]->JoinWorld((*specs)[0]);
+  took = Clock::now() - t0;
+  EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(Contains(st.message(), "rank 1")) << st.ToString();
+  EXPECT_TRUE(Contains(st.message(), "JoinWorld of job 10 as rank 0 of 2")) << st.ToString();
+  EXPECT_LT(took, kPeerTimeout + 5s);
+
+  // Both daemons serve the next world, on the same connections.
+  auto got = TrainWorld(d.links(), 11, 3);
+  ExpectTrained(got, 3);
+}
+
+TEST(SinkdWorldFaultTest, StrayPeerIsDroppedAfterThePeerTimeoutAndNeverBlocksHosts) {
+  constexpr auto kPeerTimeout = 1500ms;
+  Daemons d;
+  SINKRT_ASSERT_OK(StartDaemons(&d, 1, kPeerTimeout));
+  auto stray = FrameSocket::Connect(d.processes[0]->address(), 10s);
+  ASSERT_TRUE(stray.ok()) << stray.status().ToString();
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(SendHello(**stray, fb::PeerRole::Device, 3, 999).ok());
+
+  // A host takes the device and trains while the stray connection waits.
+  auto dev = host::RemoteDevice::Connect(d.processes[0]->address(), HostOptions(kPeerTimeout));
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  EXPECT_FALSE((*dev)->hello().host_id.empty());
+  ASSERT_TRUE((*dev)->Load(StandAloneStream()).ok());
+  const testing::SyntheticData data = testing::MakeSyntheticData(4 * kBatch, kFeatures, 4, 3);
+  testing::Feeder feeder(**dev, 0, data, kBatch, 0, 4);
+  auto sink = (*dev)->RunSink(ProgramKind::TrainStep, 4);
+  ASSERT_TRUE(sink.ok()) << sink.status().ToString();
+  ASSERT_TRUE(feeder.Join().ok());
+  // A stand-alone job has no collectives: nothing was spent in them.
+  EXPECT_EQ(sink->timing.comm_ms, 0.0);
+
+  // The stray connection is answered and closed after the peer timeout.
+  auto answer = NextReply(**stray, kPeerTimeout + 10s);
+  const auto took = Clock::now() - t0;
+  ASSERT_FALSE(answer.ok());
+  EXPECT_EQ(answer.status().code(), StatusCode::kDeadlineExceeded) << answer.status().ToString();
+  EXPECT_TRUE(Contains(answer.status().message(), "no JoinWorld for job 999")) << answer.status().ToString();
+  EXPECT_GE(took, kPeerTimeout);
+  EXPECT_LT(took, kPeerTimeout + 5s);
+  dev->reset();
+  EXPECT_TRUE(Contains(d.processes[0]->ReadLog(), "dropped a peer connection")) << d.processes[0]->ReadLog();
+}
+
+TEST(SinkdWorldFaultTest, HostLeavingDuringACollectiveFreesTheDaemon) {
+  // A long peer timeout: only an abort, not a timeout, frees rank 0 in time.
+  constexpr auto kPeerTimeout = 60000ms;
+  Daemons d;
+  SINKRT_ASSERT_OK(StartDaemons(&d, 2, kPeerTimeout));
+  // Rank 1 through RemoteDevice; rank 0 through raw frames, so that its host
+  // can vanish in the middle of a sink.
+  auto rank1 = host::RemoteDevice::Connect(d.processes[1]->address(), HostOptions(kPeerTimeout));
+  ASSERT_TRUE(rank1.ok()) << rank1.status().ToString();
+  auto raw = FrameSocket::Connect(d.processes[0]->address(), 10s);
+  ASSERT_TRUE(raw.ok());
+  FrameSocket& s = **raw;
+  ASSERT_TRUE(SendHello(s, fb::PeerRole::Host).ok());
+  InFrame hello;
+  ASSERT_TRUE(s.Receive(&hello, DeadlineIn(10s)).ok());
+  ASSERT_EQ(hello.type(), fb::MessageBody::Hello);
+  const fb::Hello* h = hello.message->body_as_Hello();
+  ASSERT_NE(h->host_id(), nullptr);
+  std::vector<PeerEndpoint> members = {{d.processes[0]->address().ToString(), h->host_id()->str()}};
+  auto e1 = (*rank1)->Endpoint();
+  ASSERT_TRUE(e1.ok()) << e1.status().ToString();
+  members.push_back(*e1);
+
+  auto other = std::async(std::launch::async, [&] {
+    SINKRT_RETURN_IF_ERROR((*rank1)->JoinWorld(WorldSpec{21, 1, members}));
+    return (*rank1)->Load(DataParallelStream(2, 1)).status();
+  });
+  ASSERT_TRUE(SendMessage(s, fb::MessageBody::JoinWorld, [&](flatbuffers::FlatBufferBuilder& fbb) {
+                std::vector<flatbuffers::Offset<fb::WorldMember>> m;
+                for (auto& e : members)
+                  m.push_back(fb::CreateWorldMember(fbb, fbb.CreateString(e.address), fbb.CreateString(e.host_id)));
+                return fb::CreateJoinWorld(fbb, 21, 0, fbb.CreateVector(m)).Union();
+              }).ok());
+  auto reply = NextReply(s, 30s);
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  ASSERT_EQ(*reply, fb::MessageBody::Joined);
+  const std::vector<uint8_t> stream = DataParallelStream(2, 0);
+  std::span<const uint8_t> load[1] = {stream};
+  ASSERT_TRUE(SendMessage(
+                  s, fb::MessageBody::LoadProgram,
+                  [&](flatbuffers::FlatBufferBuilder& fbb) { return fb::CreateLoadProgram(fbb, stream.size()).Union(); },
+                  load)
+                  .ok());
+  reply = NextReply(s, 30s);
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  ASSERT_EQ(*reply, fb::MessageBody::Loaded);
+  ASSERT_EQ(other.wait_for(30s), std::future_status::ready);
+  SINKRT_ASSERT_OK(other.get());
+
+  // Rank 0 runs a step with one batch; rank 1 never runs one, so rank 0's
+  // gradient AllReduce waits for it.
+  const testing::SyntheticData data = testing::MakeSyntheticData(kBatch, kFeatures, 4, 1);
+  std::vector<uint8_t> batch(kBatch * kFeatures * sizeof(float) + kBatch * sizeof(int32_t));
+  std::memcpy(batch.data(), data.images.data(), kBatch * kFeatures * sizeof(float));
+  std::memcpy(batch.data() + kBatch * kFeatures * sizeof(float), data.labels.data(), kBatch * sizeof(int32_t));
+  std::span<const uint8_t> push[1] = {batch};
+  ASSERT_TRUE(SendMessage(
+                  s, fb::MessageBody::PushBatch,
+                  [&](flatbuffers::FlatBufferBuilder& fbb) { return fb::CreatePushBatch(fbb, 0, 0).Union(); }, push)
+                  .ok());
+  ASSERT_TRUE(SendMessage(s, fb::MessageBody::RunSink, [&](flatbuffers::FlatBufferBuilder& fbb) {
+                return fb::CreateRunSink(fbb, fb::ProgramKind::TrainStep, 1, 1).Union();
+              }).ok());
+  // GetNext took the batch (its slot comes back as a Credit): the step runs.
+  InFrame credit;
+  ASSERT_TRUE(s.Receive(&credit, DeadlineIn(30s)).ok());
+  ASSERT_EQ(credit.type(), fb::MessageBody::Credit);
+
+  // The host goes away. The daemon frees the device, and then closes our
+  // end: reading that close is the proof, long before the peer timeout.
+  const auto left = Clock::now();
+  ::shutdown(s.native_handle(), SHUT_WR);
+  InFrame last;
+  Status closed;
+  for (int i = 0; i < 8 && closed.ok(); ++i) {
+    closed = s.Receive(&last, DeadlineIn(30s));
+    if (closed.ok()) closed = s.SkipPayload(&last, DeadlineIn(30s));
+  }
+  EXPECT_EQ(closed.code(), StatusCode::kUnavailable) << closed.ToString();
+  EXPECT_LT(Clock::now() - left, 20s);
+
+  // The next host gets the device and trains.
+  auto next = host::RemoteDevice::Connect(d.processes[0]->address(), HostOptions(kPeerTimeout));
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  ASSERT_TRUE((*next)->Load(StandAloneStream()).ok());
+  testing::Feeder feeder(**next, 0, data, kBatch, 0, 2);
+  auto sink = (*next)->RunSink(ProgramKind::TrainStep, 2);
+  EXPECT_TRUE(sink.ok()) << sink.status().ToString();
+  EXPECT_TRUE(feeder.Join().ok());
+}
+
+TEST(SinkdWorldFaultTest, CollectiveStreamWithoutAWorldIsRefused) {
+  Daemons d;
+  SINKRT_ASSERT_OK(StartDaemons(&d, 1, 3000ms));
+  SINKRT_ASSERT_OK(ConnectAll(&d, 3000ms));
+  host::RemoteDevice& dev = *d.devices[0];
+  auto loaded = dev.Load(DataParallelStream(2, 0));
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kFailedPrecondition) << loaded.status().ToString();
+  EXPECT_TRUE(Contains(loaded.status().message(),
+                       "the task stream is rank 0 of 2 and needs collectives, but this device joined no world of "
+                       "devices"))
+      << loaded.status().ToString();
+  EXPECT_TRUE(Contains(loaded.status().message(), "rank 0")) << loaded.status().ToString();
+  // The job goes on: a stand-alone stream loads on the same connection.
+  EXPECT_TRUE(dev.Load(StandAloneStream()).ok());
+  // A malformed JoinWorld is refused by the daemon with the reason, and the job goes on.
+  WorldSpec bad{3, 0, {{"127.0.0.1:1", (*dev.Endpoint()).host_id}}};
+  Status st = dev.JoinWorld(bad);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_TRUE(Contains(st.message(), "member 0 is this device, but its entry names 127.0.0.1:1")) << st.ToString();
+  EXPECT_TRUE(dev.Load(StandAloneStream()).ok());
+}
+
+}  // namespace
+}  // namespace sinkrt
