@@ -240,7 +240,7 @@ TEST_F(SinkrunTest, BadFlagsAreRefused) {
   ExpectRefused("train --model mlp --data synthetic:0", "--data");
   ExpectRefused("train --model mlp", "--data");
   ExpectRefused("train --model mlp --data synthetic:256 --batch 512", "--batch 512");
-  ExpectRefused(base + " --devices 2", "not supported yet");
+  ExpectRefused(base + " --devices 2", "device_number must be 1, device_number: 2");
   ExpectRefused(base + " --devices 1 --rank-table rank_table.json", "contradict");
   ExpectRefused(base + " --token secret", "--token");
   ExpectRefused(base + " --sinkd /bin/true", "--sinkd");
@@ -451,12 +451,27 @@ TEST_F(SinkrunSinkdTest, LaunchWritesARankTableTrainUsesItAndSigtermStopsTheDaem
   }
   EXPECT_NE(table->ranks[0].address, table->ranks[1].address);
 
-  // Training across both is refused before anything runs...
+  // Training across both without data_parallel is MindSpore's error...
   RunResult both = Run("train --model mlp --data synthetic:256 --batch 32 --rank-table '" + RankTablePath().string() +
                        "'" + ReportFlag());
   EXPECT_EQ(both.exit_code, 2) << both.out << both.err;
-  EXPECT_NE(both.err.find("data-parallel"), std::string::npos) << both.err;
+  EXPECT_NE(both.err.find("If parallel_mode is stand_alone, device_number must be 1, device_number: 2"),
+            std::string::npos)
+      << both.err;
   EXPECT_EQ(both.out.find("compiled:"), std::string::npos) << both.out;
+
+  // ...with it, both train one model (and the daemons serve the next job).
+  RunResult dp = Run("train --model mlp --data synthetic:512 --batch 16 --epochs 1 --parallel data_parallel "
+                     "--rank-table '" + RankTablePath().string() + "'" + ReportFlag());
+  ASSERT_EQ(dp.exit_code, 0) << dp.out << dp.err;
+  EXPECT_NE(dp.out.find("device: 2 sinkd daemons, ranks 0-1"), std::string::npos) << dp.out;
+  {
+    const std::vector<json> dp_lines = ReadReport();
+    ASSERT_EQ(dp_lines.size(), 2u);
+    EXPECT_EQ(dp_lines[0]["devices"], 2);
+    EXPECT_EQ(dp_lines[0]["rank_losses"].size(), 2u);
+    EXPECT_EQ(dp_lines[1]["host_round_trips"], 1);
+  }
 
   // ...and a table of rank 0 alone trains on that daemon.
   const fs::path one = dir_ / "one.json";
@@ -542,11 +557,62 @@ TEST_F(SinkrunSinkdTest, LaunchRefusals) {
   ::close(taken);
 }
 
-TEST_F(SinkrunTest, SeveralDevicesAreRefusedNamingWhatIsMissing) {
-  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2", "data-parallel");
+TEST_F(SinkrunTest, SeveralDevicesNeedDataParallelAndValidOptions) {
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2",
+                "--devices 2, --parallel stand_alone: If parallel_mode is stand_alone, device_number must be 1, "
+                "device_number: 2, parallel_mode:stand_alone");
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel model_parallel",
+                "--parallel: The context configuration parameter 'parallel_mode' only support");
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel semi_auto_parallel",
+                "is not supported by this build yet");
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --gradients-mean false",
+                "apply to --parallel data_parallel");
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "
+                "--comm-fusion '{\"allreduce\": {\"mode\": \"bucket\"}}'",
+                "fusion method mode must be auto, index or size, but got bucket");
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "
+                "--comm-fusion '{\"allreduce\": {\"mode\": \"size\", \"config\": \"big\"}}'",
+                "mode 'size' takes a number of MB");
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "
+                "--comm-fusion '{\"openstate\": 1'",
+                "comm_fusion is not valid JSON");
   ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --rank-table '" + (dir_ / "missing.json").string() +
                     "'",
                 (dir_ / "missing.json").string(), 1);
+}
+
+// N daemons with batch b train like one device with batch N·b: the same
+// losses up to summation order, one round trip per sink per device.
+TEST_F(SinkrunSinkdTest, DataParallelOnTwoDaemonsMatchesOneDeviceWithTheGlobalBatch) {
+  RunResult one = Run("train --model mlp --data synthetic:1024 --batch 32 --epochs 2 --threads 1" + ReportFlag());
+  ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
+  const std::vector<json> one_lines = ReadReport();
+  RunResult r = Run("train --model mlp --data synthetic:1024 --batch 16 --epochs 2 --devices 2 --parallel "
+                    "data_parallel --sinkd '" + std::string(kSinkd) + "'" + ReportFlag());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("batch 16 per rank (global 32)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 AllReduce bucket"), std::string::npos) << r.out;
+  const std::vector<json> lines = ReadReport();
+  ASSERT_EQ(lines.size(), 3u);
+  for (int e = 0; e < 2; ++e) {
+    SCOPED_TRACE(lines[e].dump());
+    EXPECT_EQ(lines[e]["devices"], 2);
+    EXPECT_EQ(lines[e]["global_batch_size"], 32);
+    EXPECT_EQ(lines[e]["steps"], 32);
+    EXPECT_EQ(lines[e]["host_round_trips"], 1);
+    ASSERT_EQ(lines[e]["rank_losses"].size(), 2u);
+    const double mean = (lines[e]["rank_losses"][0].get<double>() + lines[e]["rank_losses"][1].get<double>()) / 2;
+    EXPECT_NEAR(lines[e]["loss"].get<double>(), mean, 1e-12);
+    const double want = one_lines[e]["loss"].get<double>();
+    EXPECT_NEAR(lines[e]["loss"].get<double>(), want, 1e-4 * std::abs(want));
+    EXPECT_GT(lines[e]["device_ms"]["comm"].get<double>(), 0);
+  }
+  EXPECT_EQ(lines[2]["devices"], 2);
+  EXPECT_EQ(lines[2]["parallel_mode"], "data_parallel");
+  EXPECT_EQ(lines[2]["host_round_trips"], 2);
+  EXPECT_EQ(lines[2]["train_samples"], 2 * 32 * 32);
+  EXPECT_NEAR(lines[2]["test_loss"].get<double>(), one_lines[2]["test_loss"].get<double>(),
+              1e-4 * one_lines[2]["test_loss"].get<double>());
 }
 
 // The built-in networks read only "image" and leave the loss to Model.

@@ -5,15 +5,20 @@
 //                 [--epochs 5] [--batch 64] [--optimizer sgd|momentum|adam]
 //                 [--lr 0.01] [--momentum 0.9] [--seed 1]
 //                 [--sink-size -1 | --no-sink] [--threads N] [--report FILE]
-//                 [--devices 1 [--sinkd PATH] | --rank-table FILE] [--token T]
+//                 [--devices N [--sinkd PATH] | --rank-table FILE] [--token T]
+//                 [--parallel stand_alone|data_parallel] [--gradients-mean true|false]
+//                 [--parameter-broadcast] [--comm-fusion JSON]
 //   sinkrun launch -n N [--base-port P] [--rank-table-out FILE] [--token T]
 //                  [--sinkd PATH] [--threads K] [--quiet]
 //
-// train runs on an in-process device by default; --devices 1 starts a sinkd
-// daemon for the run and trains through it, --rank-table trains on daemons
-// already running (anywhere). The device code is the same either way, so are
-// the numbers. launch starts N daemons on this machine, writes their rank
-// table and keeps them until SIGINT or SIGTERM (or one of them dies).
+// train runs on an in-process device by default; --devices N starts N sinkd
+// daemons for the run and trains through them, --rank-table trains on
+// daemons already running (anywhere). The device code is the same either
+// way, so are the numbers. More than one device needs --parallel
+// data_parallel (MindSpore's rule); --batch is then per rank, as in
+// MindSpore, and the global batch is N x batch. launch starts N daemons on
+// this machine, writes their rank table and keeps them until SIGINT or
+// SIGTERM (or one of them dies).
 //
 // What MindSpore's
 //   model.train(epochs, train_ds, [LossMonitor(), TimeMonitor()],
@@ -86,10 +91,14 @@ struct Flags {
   bool no_sink = false;
   int threads = 0;  // 0: every core the process may use
   std::string report;
-  int devices = 1;  // given explicitly: on a sinkd started for the run
+  int devices = 1;  // given explicitly: on sinkd daemons started for the run
   std::string rank_table;
   std::string token;
   std::string sinkd;
+  std::string parallel = "stand_alone";
+  bool gradients_mean = true;
+  bool parameter_broadcast = false;
+  std::string comm_fusion;  // MindSpore's comm_fusion dict, as JSON
 };
 
 struct LaunchFlags {
@@ -262,24 +271,24 @@ CLI::Validator PositiveInteger() {
 
 double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-std::string SeveralDevices(size_t devices, const std::string& flag) {
-  return flag + ": training across " + std::to_string(devices) +
-         " devices needs data-parallel collectives (an all-reduce of the gradients), which are not supported yet; "
-         "train on one device (--devices 1, or a rank table of one rank)";
-}
-
-// The device a run trains on. Members are destroyed in reverse order: the
-// connection closes before the daemon it talks to is stopped.
-struct TrainDevice {
-  std::unique_ptr<host::LocalCluster> cluster;  // --devices: the daemon started for this run
-  std::unique_ptr<DeviceLink> link;
+// The devices a run trains on, one per rank. Members are destroyed in
+// reverse order: the connections close before the daemons they talk to are
+// stopped.
+struct TrainDevices {
+  std::unique_ptr<host::LocalCluster> cluster;  // --devices: the daemons started for this run
+  std::vector<std::unique_ptr<DeviceLink>> links;
   std::string kind;      // "in-process" or "sinkd"
   std::string describe;  // for the header line
-  device::InProcessDevice* in_process = nullptr;  // link, when in-process
-  int sinkd_threads = 0;                          // from the daemon's Hello
+  device::InProcessDevice* in_process = nullptr;  // links[0], when in-process
+  int sinkd_threads = 0;                          // from rank 0's Hello
 
   // An in-process device knows its threads once a job is loaded.
   int threads() const { return in_process ? in_process->executor()->threads() : sinkd_threads; }
+  std::vector<DeviceLink*> pointers() const {
+    std::vector<DeviceLink*> out;
+    for (const auto& l : links) out.push_back(l.get());
+    return out;
+  }
 };
 
 Result<std::string> SinkdPath(const std::string& flag, const char* argv0) {
@@ -289,45 +298,59 @@ Result<std::string> SinkdPath(const std::string& flag, const char* argv0) {
   return found;
 }
 
-Result<TrainDevice> ConnectSinkd(const Address& address, const std::string& token) {
-  host::RemoteOptions options = host::RemoteOptions::FromEnvironment();
-  options.rank = 0;
-  options.token = token;
-  SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<host::RemoteDevice> remote, host::RemoteDevice::Connect(address, options));
-  TrainDevice d;
-  d.kind = "sinkd";
-  d.describe = "sinkd rank 0 at " + address.ToString() + " (pid " + std::to_string(remote->hello().pid) + ")";
-  d.sinkd_threads = static_cast<int>(remote->hello().cores);
-  d.link = std::move(remote);
-  return d;
+// Connects to every rank of `table`, rank r expecting to find rank r.
+Status ConnectSinkd(const RankTable& table, const std::string& token, TrainDevices* d) {
+  d->kind = "sinkd";
+  for (size_t r = 0; r < table.ranks.size(); ++r) {
+    host::RemoteOptions options = host::RemoteOptions::FromEnvironment();
+    options.rank = static_cast<int>(r);
+    options.token = token;
+    const Address& address = table.ranks[r].address;
+    SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<host::RemoteDevice> remote, host::RemoteDevice::Connect(address, options));
+    if (r == 0) {
+      d->describe = "sinkd rank 0 at " + address.ToString() + " (pid " + std::to_string(remote->hello().pid) + ")";
+      d->sinkd_threads = static_cast<int>(remote->hello().cores);
+    }
+    d->links.push_back(std::move(remote));
+  }
+  if (table.ranks.size() > 1)
+    d->describe = std::to_string(table.ranks.size()) + " sinkd daemons, ranks 0-" +
+                  std::to_string(table.ranks.size() - 1) + " (" + d->describe + ")";
+  return Status::Ok();
 }
 
 // `table`: the loaded --rank-table, if any.
-Result<TrainDevice> OpenDevice(const Flags& f, const CLI::App& cmd, const std::optional<RankTable>& table,
-                               const char* argv0) {
-  if (table) return ConnectSinkd(table->ranks[0].address, f.token);
+Result<TrainDevices> OpenDevices(const Flags& f, const CLI::App& cmd, const std::optional<RankTable>& table,
+                                 const char* argv0) {
+  TrainDevices d;
+  if (table) {
+    SINKRT_RETURN_IF_ERROR(ConnectSinkd(*table, f.token, &d));
+    return d;
+  }
   if (cmd.count("--devices")) {
     host::LocalClusterOptions options;
-    options.devices = 1;
+    options.devices = f.devices;
     SINKRT_ASSIGN_OR_RETURN(options.sinkd_path, SinkdPath(f.sinkd, argv0));
     options.token = f.token;
     // Failures come back over the connection; the job log would only
     // interleave with the training lines.
     options.sinkd_args = {"--quiet"};
-    if (f.threads > 0) options.sinkd_args.insert(options.sinkd_args.end(), {"--threads", std::to_string(f.threads)});
-    SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<host::LocalCluster> cluster, host::LocalCluster::Start(options));
-    SINKRT_ASSIGN_OR_RETURN(TrainDevice d, ConnectSinkd(cluster->rank_table().ranks[0].address, f.token));
-    d.cluster = std::move(cluster);
+    // Daemons on one machine share its cores: without --threads each gets
+    // its share, so their thread teams do not oversubscribe the machine.
+    const int threads = f.threads > 0 ? f.threads : std::max(1, device::AvailableCores() / f.devices);
+    if (f.threads > 0 || f.devices > 1)
+      options.sinkd_args.insert(options.sinkd_args.end(), {"--threads", std::to_string(threads)});
+    SINKRT_ASSIGN_OR_RETURN(d.cluster, host::LocalCluster::Start(options));
+    SINKRT_RETURN_IF_ERROR(ConnectSinkd(d.cluster->rank_table(), f.token, &d));
     return d;
   }
   device::DeviceOptions options = device::DeviceOptions::FromEnvironment();
   if (f.threads > 0) options.threads = f.threads;
   auto in_process = std::make_unique<device::InProcessDevice>(options);
-  TrainDevice d;
   d.kind = "in-process";
   d.describe = "in-process";
   d.in_process = in_process.get();
-  d.link = std::move(in_process);
+  d.links.push_back(std::move(in_process));
   return d;
 }
 
@@ -337,7 +360,6 @@ int Train(const Flags& f, const CLI::App& cmd, const char* argv0, Clock::time_po
   const bool launch_sinkd = cmd.count("--devices") > 0;
   if (launch_sinkd && !f.rank_table.empty())
     return Usage("--devices and --rank-table contradict each other: the rank table names the devices");
-  if (f.devices > 1) return Usage(SeveralDevices(f.devices, "--devices " + std::to_string(f.devices)));
   if (!f.token.empty() && !launch_sinkd && f.rank_table.empty())
     return Usage("--token applies to sinkd (--devices or --rank-table), not to the in-process device");
   if (!f.sinkd.empty() && !launch_sinkd) return Usage("--sinkd applies to --devices, which starts a sinkd");
@@ -359,10 +381,32 @@ int Train(const Flags& f, const CLI::App& cmd, const char* argv0, Clock::time_po
   if (!f.rank_table.empty()) {
     auto loaded = LoadRankTable(f.rank_table);
     if (!loaded.ok()) return Failure("--rank-table: " + loaded.status().message());
-    if (loaded->size() > 1)
-      return Usage(SeveralDevices(loaded->size(), "--rank-table " + f.rank_table + " (" +
-                                                      std::to_string(loaded->size()) + " ranks)"));
     table = std::move(loaded).value();
+  }
+  const int devices = table ? static_cast<int>(table->size()) : f.devices;
+  // MindSpore's parallel context and its checks: more than one device
+  // needs data_parallel.
+  host::ParallelContext context;
+  {
+    auto mode = host::ParseParallelMode(f.parallel);
+    if (!mode.ok()) return Usage("--parallel: " + mode.status().message());
+    context.mode = *mode;
+    context.device_num = devices;
+    context.gradients_mean = f.gradients_mean;
+    context.parameter_broadcast = f.parameter_broadcast;
+    if (!f.comm_fusion.empty()) {
+      auto fusion = host::ParseCommFusion(f.comm_fusion);
+      if (!fusion.ok()) return Usage("--comm-fusion: " + fusion.status().message());
+      context.comm_fusion = *fusion;
+    }
+    Status valid = context.Validate({host::ParallelMode::StandAlone, host::ParallelMode::DataParallel});
+    if (!valid.ok())
+      return Usage((table ? "--rank-table " + f.rank_table + " (" + std::to_string(devices) + " ranks)"
+                          : "--devices " + std::to_string(devices)) +
+                   ", --parallel " + f.parallel + ": " + valid.message());
+    const bool dp_only = cmd.count("--gradients-mean") || f.parameter_broadcast || !f.comm_fusion.empty();
+    if (dp_only && context.mode != host::ParallelMode::DataParallel)
+      return Usage("--gradients-mean, --parameter-broadcast and --comm-fusion apply to --parallel data_parallel");
   }
 
   // Data first: a missing directory or a corrupt file ends the run here,
@@ -390,31 +434,56 @@ int Train(const Flags& f, const CLI::App& cmd, const char* argv0, Clock::time_po
     report = std::move(r).value();
   }
 
+  // Each rank takes every devices-th sample: a pass has this many steps.
+  const int64_t rank_batches =
+      devices > 1 ? train_data->ShardBelowBatch(devices, 0).get_dataset_size() : batches;
+  if (devices > 1 && rank_batches < 1)
+    return Usage("--batch " + std::to_string(f.batch) + " on " + std::to_string(devices) +
+                 " devices needs more than the " + std::to_string(train_samples) + " training samples");
+
   // Last of the checks: starting or reaching a daemon is the costliest.
-  auto opened = OpenDevice(f, cmd, table, argv0);
+  auto opened = OpenDevices(f, cmd, table, argv0);
   if (!opened.ok()) return Failure(opened.status().message());
-  TrainDevice& dev = *opened;
+  TrainDevices& dev = *opened;
 
   const bool sink = !f.no_sink;
-  const int64_t steps_per_epoch = sink && f.sink_size > 0 ? f.sink_size : batches;
+  const int64_t pass_steps = devices > 1 ? rank_batches : batches;
+  const int64_t steps_per_epoch = sink && f.sink_size > 0 ? f.sink_size : pass_steps;
+  const int64_t global_batch = f.batch * devices;
   std::cout << "sinkrun: " << f.model << " on " << data->describe() << ": " << train_samples << " training, "
-            << test_raw->get_dataset_size() << " test samples; batch " << f.batch << ", " << f.epochs
-            << " epochs of " << steps_per_epoch << " steps, "
+            << test_raw->get_dataset_size() << " test samples; batch " << f.batch
+            << (devices > 1 ? " per rank (global " + std::to_string(global_batch) + ")" : std::string()) << ", "
+            << f.epochs << " epochs of " << steps_per_epoch << " steps, "
             << (sink ? "sink mode (sink_size " + std::to_string(f.sink_size) + ")" : std::string("non-sink mode"))
-            << ", " << OptimizerText(f) << ", seed " << f.seed << "; device: " << dev.describe << std::endl;
+            << ", " << OptimizerText(f) << ", seed " << f.seed << "; "
+            << host::ParallelModeName(context.mode)
+            << (context.mode == host::ParallelMode::DataParallel
+                    ? std::string(context.gradients_mean ? " (gradients mean)" : " (gradients sum)")
+                    : std::string())
+            << "; device: " << dev.describe << std::endl;
 
   host::Graph net = f.model == "mlp" ? host::MakeMlpNetwork(f.batch, {784, 512, 256, 10}, f.seed)
                                      : host::MakeLeNetNetwork(f.batch, f.seed);
-  auto model = host::Model::Create(std::move(net), host::LossSpec::SparseSoftmaxCrossEntropy(), *optimizer,
-                                    *dev.link);
+  host::ModelOptions model_options;
+  model_options.context = context;
+  const std::vector<DeviceLink*> links = dev.pointers();
+  auto model = host::Model::Create(std::move(net), host::LossSpec::SparseSoftmaxCrossEntropy(), *optimizer, links,
+                                    model_options);
   if (!model.ok()) return Failure(model.status().message());
   const host::CompileReport& compiled = (*model)->compiled().report;
-  std::cout << "compiled: " << compiled.train_tasks << " train tasks, arena "
-            << Fixed1(compiled.arena_bytes / 1048576.0) << " MiB; device threads " << dev.threads() << std::endl;
+  std::cout << "compiled: " << compiled.train_tasks << " train tasks";
+  if (!compiled.buckets.empty()) {
+    uint64_t bytes = 0;
+    for (const auto& b : compiled.buckets) bytes += b.bytes;
+    std::cout << " + " << compiled.comm_tasks << " comm tasks (" << compiled.buckets.size() << " AllReduce bucket"
+              << (compiled.buckets.size() == 1 ? "" : "s") << ", " << Fixed1(bytes / 1048576.0) << " MiB)";
+  }
+  std::cout << ", arena " << Fixed1(compiled.arena_bytes / 1048576.0) << " MiB; device threads " << dev.threads()
+            << std::endl;
 
   // In sink mode LossMonitor prints once per sink; without sinking it would
   // print every step, so it prints at each epoch's last step instead.
-  host::LossMonitor loss_monitor(sink ? 1 : static_cast<int>(batches));
+  host::LossMonitor loss_monitor(sink ? 1 : static_cast<int>(pass_steps));
   host::TimeMonitor time_monitor;
   std::vector<host::Callback*> callbacks = {&loss_monitor, &time_monitor};
   if (report) callbacks.push_back(report.get());
@@ -430,14 +499,16 @@ int Train(const Flags& f, const CLI::App& cmd, const char* argv0, Clock::time_po
   if (!eval.ok()) return Failure("evaluation failed: " + eval.status().message());
 
   const int64_t steps = int64_t{f.epochs} * steps_per_epoch;
-  const double samples_per_s = static_cast<double>(steps * f.batch) / train_s;
+  const double samples_per_s = static_cast<double>(steps * global_batch) / train_s;
   const double wall_s = SecondsSince(start);
   std::printf("Eval result: accuracy %.4f, loss %.4f over %lld test samples\n", eval->accuracy, eval->loss,
               static_cast<long long>(eval->samples));
   std::printf("Trained %lld steps (%lld samples) in %.2f s: %.0f samples/s; %llu control round trips (%s); "
               "wall %.2f s\n",
-              static_cast<long long>(steps), static_cast<long long>(steps * f.batch), train_s, samples_per_s,
-              static_cast<unsigned long long>(train_round_trips), sink ? "one per sink epoch" : "one per step",
+              static_cast<long long>(steps), static_cast<long long>(steps * global_batch), train_s, samples_per_s,
+              static_cast<unsigned long long>(train_round_trips),
+              sink ? (devices > 1 ? "one per sink epoch per device" : "one per sink epoch")
+                   : (devices > 1 ? "one per step per device" : "one per step"),
               wall_s);
   if (report) {
     nlohmann::ordered_json end = {
@@ -446,6 +517,9 @@ int Train(const Flags& f, const CLI::App& cmd, const char* argv0, Clock::time_po
         {"data", data->describe()},
         {"epochs", f.epochs},
         {"batch_size", f.batch},
+        {"devices", devices},
+        {"parallel_mode", host::ParallelModeName(context.mode)},
+        {"global_batch_size", global_batch},
         {"optimizer", f.optimizer},
         {"learning_rate", f.lr},
         {"seed", f.seed},
@@ -454,7 +528,7 @@ int Train(const Flags& f, const CLI::App& cmd, const char* argv0, Clock::time_po
         {"device", dev.kind},
         {"device_threads", dev.threads()},
         {"train_steps", steps},
-        {"train_samples", steps * f.batch},
+        {"train_samples", steps * global_batch},
         {"train_s", train_s},
         {"train_samples_per_s", samples_per_s},
         {"host_round_trips", train_round_trips},
@@ -578,11 +652,23 @@ int main(int argc, char** argv) {
       ->check(PositiveInteger());
   train->add_option("--report", f.report, "write one JSON object per epoch and an end record to FILE");
   train->add_option("--devices", f.devices,
-                    "start this many sinkd daemons for the run and train on them (only 1 so far); "
-                    "default: an in-process device")
+                    "start this many sinkd daemons for the run and train on them (more than one needs "
+                    "--parallel data_parallel); default: an in-process device")
       ->check(PositiveInteger());
-  train->add_option("--rank-table", f.rank_table,
-                    "train on the running sinkd daemons this rank table names (one rank so far)");
+  train->add_option("--rank-table", f.rank_table, "train on the running sinkd daemons this rank table names");
+  train->add_option("--parallel", f.parallel,
+                    "stand_alone (one device) or data_parallel (one replica per device, gradients AllReduced "
+                    "on the devices; --batch is per rank)")
+      ->capture_default_str();
+  train->add_option("--gradients-mean", f.gradients_mean,
+                    "data_parallel: average the gradients over the ranks (true, as DDP and MindSpore's examples) "
+                    "or sum them (false)")
+      ->capture_default_str();
+  train->add_flag("--parameter-broadcast", f.parameter_broadcast,
+                  "data_parallel: broadcast rank 0's initial parameters to every rank");
+  train->add_option("--comm-fusion", f.comm_fusion,
+                    "data_parallel: MindSpore's comm_fusion as JSON, e.g. "
+                    "'{\"allreduce\": {\"mode\": \"size\", \"config\": 32}}'");
   train->add_option("--token", f.token, "the daemons' --token");
   train->add_option("--sinkd", f.sinkd, "the sinkd binary for --devices (default: SINKRT_SINKD, or beside sinkrun)");
 
