@@ -22,6 +22,7 @@
 
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
+#include "sinkrt/host/model.h"
 #include "sinkrt/host/remote_device.h"
 #include "sinkrt/runtime/wire_socket.h"
 #include "support/feeder.h"
@@ -184,8 +185,9 @@ struct Daemons {
   }
 };
 
-host::RemoteOptions HostOptions(std::chrono::milliseconds peer_timeout) {
+host::RemoteOptions HostOptions(std::chrono::milliseconds peer_timeout, const std::string& token = "") {
   host::RemoteOptions o;
+  o.token = token;
   o.connect_timeout = 20s;
   o.reply_timeout = 30s;
   o.push_timeout = 30s;
@@ -195,24 +197,25 @@ host::RemoteOptions HostOptions(std::chrono::milliseconds peer_timeout) {
 
 // `n` daemons (ranks 0..n-1) with the given peer timeout; SINKRT_COMM_SHM=0
 // unless `shm`. Logs go to TEST-rR.log.
-Status StartDaemons(Daemons* d, uint32_t n, std::chrono::milliseconds peer_timeout, bool shm = true) {
+Status StartDaemons(Daemons* d, uint32_t n, std::chrono::milliseconds peer_timeout, bool shm = true,
+                    const std::string& token = "") {
   for (uint32_t r = 0; r < n; ++r) {
     auto p = std::make_unique<SinkdProcess>();
     std::vector<std::string> env;
     if (!shm) env.push_back("SINKRT_COMM_SHM=0");
-    SINKRT_RETURN_IF_ERROR(p->Start(SINKD_PATH,
-                                    {"--rank", std::to_string(r), "--peer-timeout-ms",
-                                     std::to_string(peer_timeout.count())},
-                                    LogPath(TestName() + "-r" + std::to_string(r)), 30s, env));
+    std::vector<std::string> args = {"--rank", std::to_string(r), "--peer-timeout-ms",
+                                     std::to_string(peer_timeout.count())};
+    if (!token.empty()) args.insert(args.end(), {"--token", token});
+    SINKRT_RETURN_IF_ERROR(p->Start(SINKD_PATH, args, LogPath(TestName() + "-r" + std::to_string(r)), 30s, env));
     d->processes.push_back(std::move(p));
   }
   return Status::Ok();
 }
 
-Status ConnectAll(Daemons* d, std::chrono::milliseconds peer_timeout) {
+Status ConnectAll(Daemons* d, std::chrono::milliseconds peer_timeout, const std::string& token = "") {
   d->devices.clear();
   for (auto& p : d->processes) {
-    SINKRT_ASSIGN_OR_RETURN(auto dev, host::RemoteDevice::Connect(p->address(), HostOptions(peer_timeout)));
+    SINKRT_ASSIGN_OR_RETURN(auto dev, host::RemoteDevice::Connect(p->address(), HostOptions(peer_timeout, token)));
     d->devices.push_back(std::move(dev));
   }
   return Status::Ok();
@@ -411,6 +414,63 @@ TEST(SinkdWorldFaultTest, DeadPeerFailsTheOthersSinksNamingItAndTheyServeANewWor
   const std::string log = d.processes[2]->ReadLog();
   EXPECT_TRUE(Contains(log, "sink failed")) << log;
   EXPECT_TRUE(Contains(log, "joined world 6 as rank 1 of 2")) << log;
+}
+
+// Daemons with a --token check each other's dials as they check hosts: a
+// world of daemons sharing the token forms and trains.
+TEST(SinkdWorldTokenTest, DaemonsWithATokenJoinEachOther) {
+  Daemons d;
+  SINKRT_ASSERT_OK(StartDaemons(&d, 2, 10s, true, "s3cr"));
+  SINKRT_ASSERT_OK(ConnectAll(&d, 10s, "s3cr"));
+  auto got = TrainWorld(d.links(), 41, 3);
+  ExpectTrained(got, 3);
+}
+
+// The Model over daemons: a rank killed between two sinks fails the next
+// one on every rank, and train() returns an error naming it, within the
+// peer timeout (a kill inside a sink: DeadPeerFailsTheOthersSinks...).
+TEST(SinkdWorldFaultTest, ModelTrainReportsTheDeadRank) {
+  constexpr auto kPeerTimeout = 3000ms;
+  Daemons d;
+  SINKRT_ASSERT_OK(StartDaemons(&d, 3, kPeerTimeout));
+  SINKRT_ASSERT_OK(ConnectAll(&d, kPeerTimeout));
+  host::ModelOptions o;
+  o.context.mode = host::ParallelMode::DataParallel;
+  o.context.device_num = 3;
+  o.context.gradients_mean = true;
+  host::Graph net = testing::MakeMlp(kBatch, {kFeatures, 12, 4});
+  auto model = host::Model::Create(std::move(net), host::LossSpec::None(), host::OptimizerSpec::Sgd(0.05f), d.links(), o);
+  SINKRT_ASSERT_OK(model);
+  const testing::SyntheticData data = testing::MakeSyntheticData(3 * 64 * kBatch, kFeatures, 4, 5);
+  host::Tensor images{DType::F32, {data.size(), kFeatures}, {}};
+  images.data.resize(data.images.size() * sizeof(float));
+  std::memcpy(images.data.data(), data.images.data(), images.data.size());
+  host::Tensor labels{DType::I32, {data.size()}, {}};
+  labels.data.resize(data.labels.size() * sizeof(int32_t));
+  std::memcpy(labels.data.data(), data.labels.data(), labels.data.size());
+  host::Dataset ds = host::Dataset::FromArrays({{"image", images}, {"label", labels}}).Batch(kBatch, true).Repeat(100000);
+
+  // Kill rank 1 once the first epoch has run.
+  struct KillAfterFirstEpoch : host::Callback {
+    SinkdProcess* victim;
+    Clock::time_point killed;
+    Status on_train_epoch_end(host::RunContext&) override {
+      if (victim) {
+        victim->Signal(SIGKILL);
+        killed = Clock::now();
+        victim = nullptr;
+      }
+      return Status::Ok();
+    }
+  } killer;
+  killer.victim = d.processes[1].get();
+  Status st = (*model)->train(2, ds, {&killer}, true, 200);
+  ASSERT_FALSE(st.ok());
+  std::printf("[ info ] train() after the kill: %s\n", st.ToString().c_str());
+  EXPECT_LT(Clock::now() - killer.killed, kPeerTimeout + 5s);
+  EXPECT_TRUE(Contains(st.message(), "train_step failed on rank")) << st.ToString();
+  EXPECT_TRUE(Contains(st.message(), "rank 1")) << st.ToString();
+  EXPECT_TRUE(Contains(st.message(), "of 3")) << st.ToString();
 }
 
 TEST(SinkdWorldFaultTest, MemberThatNeverJoinsFailsWithinThePeerTimeoutNamingIt) {

@@ -37,9 +37,10 @@ namespace {
 std::string RankText(uint32_t r) { return "rank " + std::to_string(r); }
 std::string Ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
 
-Status SendHello(FrameSocket& s, uint32_t rank, uint64_t job) {
+Status SendHello(FrameSocket& s, uint32_t rank, uint64_t job, const std::string& token = "") {
   flatbuffers::FlatBufferBuilder fbb(128);
   auto software = fbb.CreateString("sinkrt " SINKRT_VERSION_STRING);
+  auto token_offset = token.empty() ? 0 : fbb.CreateString(token);
   fb::HelloBuilder hb(fbb);
   hb.add_protocol_major(kProtocolMajor);
   hb.add_protocol_minor(kProtocolMinor);
@@ -48,6 +49,7 @@ Status SendHello(FrameSocket& s, uint32_t rank, uint64_t job) {
   hb.add_software(software);
   hb.add_pid(static_cast<uint32_t>(::getpid()));
   hb.add_job(job);
+  if (!token.empty()) hb.add_token(token_offset);
   FinishMessage(fbb, fb::MessageBody::Hello, hb.Finish().Union());
   return s.Send(fbb);
 }
@@ -68,12 +70,12 @@ Status SendAck(FrameSocket& s) {
 }
 
 Result<std::unique_ptr<FrameSocket>> Dial(uint32_t self, const PeerAddress& peer, uint64_t job,
-                                          std::chrono::milliseconds timeout) {
+                                          std::chrono::milliseconds timeout, const std::string& token) {
   const std::string who = RankText(peer.rank) + " at " + peer.address.ToString();
   auto dialed = FrameSocket::Connect(peer.address, timeout);
   if (!dialed.ok()) return Unavailable("rendezvous (connect): cannot reach " + who + ": " + dialed.status().message());
   FrameSocket& s = **dialed;
-  Status st = SendHello(s, self, job);
+  Status st = SendHello(s, self, job, token);
   if (!st.ok()) return Unavailable("rendezvous (handshake): " + who + ": " + st.message());
   InFrame frame;
   st = s.Receive(&frame, DeadlineIn(timeout));
@@ -258,7 +260,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(uint32_t rank, std::v
   // 1. Connections.
   std::vector<std::unique_ptr<FrameSocket>> sockets(n);
   for (uint32_t p = rank + 1; p < n; ++p) {
-    SINKRT_ASSIGN_OR_RETURN(sockets[p], Dial(rank, by_rank[p], job, timeout));
+    SINKRT_ASSIGN_OR_RETURN(sockets[p], Dial(rank, by_rank[p], job, timeout, options.token));
   }
   const Deadline accept_deadline = DeadlineIn(timeout);
   for (uint32_t arrived = 0; arrived < rank;) {

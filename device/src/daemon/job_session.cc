@@ -326,6 +326,7 @@ Status JobSession::OnJoinWorld(const fb::JoinWorld& request) {
   CommOptions comm_options;
   comm_options.peer_timeout = options_.peer_timeout;
   comm_options.use_shared_memory = options_.device.shared_memory;
+  comm_options.token = options_.token;
   auto created = Communicator::Create(rank, std::move(world).value(), job, *claim, comm_options);
   claim->set_outcome(created.ok() ? "the world is complete" : "the JoinWorld failed: " + created.status().message());
   {

@@ -65,6 +65,9 @@ struct CommOptions {
   size_t small_allreduce_bytes = 256 << 10;
   // Let peers on this host use shared memory (tests turn it off to exercise TCP).
   bool use_shared_memory = true;
+  // Sent in the Hello of every dial: a daemon with a --token checks peers
+  // as it checks hosts, so the daemons of one world share it.
+  std::string token;
 };
 
 // One member of the world as the rendezvous sees it.
