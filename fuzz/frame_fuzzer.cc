@@ -74,6 +74,7 @@ void TouchMessage(const fb::Message& m, uint64_t payload_bytes, Toucher& t) {
       t.Scalar(b->cores());
       t.Scalar(b->pid());
       t.Scalar(b->job());
+      t.Str(b->host_id());
       break;
     }
     case fb::MessageBody::LoadProgram: {
@@ -138,6 +139,29 @@ void TouchMessage(const fb::Message& m, uint64_t payload_bytes, Toucher& t) {
       t.Scalar(b->comm_ms());
       t.Scalar(b->queue_wait_ms());
       t.Scalar(b->other_ms());
+      t.Scalar(b->comm_wait_ms());
+      break;
+    }
+    case fb::MessageBody::JoinWorld: {
+      const fb::JoinWorld* b = m.body_as_JoinWorld();
+      FUZZ_CHECK(b);
+      t.Scalar(b->job());
+      t.Scalar(b->rank());
+      if (const auto* members = b->members())
+        for (uint32_t i = 0; i < members->size(); ++i) {
+          const fb::WorldMember* w = members->Get(i);
+          FUZZ_CHECK(w);
+          t.Str(w->address());
+          t.Str(w->host_id());
+        }
+      break;
+    }
+    case fb::MessageBody::Joined: {
+      const fb::Joined* b = m.body_as_Joined();
+      FUZZ_CHECK(b);
+      t.Scalar(b->ms());
+      if (const auto* transports = b->transports())
+        for (uint32_t i = 0; i < transports->size(); ++i) t.Str(transports->Get(i));
       break;
     }
     case fb::MessageBody::ReadTensor:

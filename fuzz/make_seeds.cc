@@ -253,7 +253,21 @@ int main(int argc, char** argv) {
   cnn_opts.world_size = 2;
   std::vector<uint8_t> cnn = CompileStream(WithLoss(host::MakeLeNetNetwork(1)), cnn_opts);
 
+  // Data parallel: a comm stream of fused AllReduces ordered by events, and
+  // init ending in Broadcasts.
+  host::CompileOptions dp_opts;
+  dp_opts.optimizer = host::OptimizerSpec::Momentum(0.1f, 0.9f);
+  dp_opts.parallel_mode = host::ParallelMode::DataParallel;
+  dp_opts.world_size = 2;
+  dp_opts.rank = 1;
+  dp_opts.gradients_mean = true;
+  dp_opts.parameter_broadcast = true;
+  dp_opts.comm_fusion.mode = "index";
+  dp_opts.comm_fusion.indices = {1, 3};
+  std::vector<uint8_t> dp = CompileStream(WithLoss(host::MakeMlpNetwork(4, {12, 8, 6, 3})), dp_opts);
+
   Write(root / "stream" / "mlp_momentum_predict.tstream", mlp);
+  Write(root / "stream" / "mlp_data_parallel_rank1.tstream", dp);
   Write(root / "stream" / "inline_sgd.tstream", inl);
   Write(root / "stream" / "lenet_adam_rank1.tstream", cnn);
   Write(root / "stream" / "events_by_hand.tstream", EventsStream());
@@ -269,6 +283,18 @@ int main(int argc, char** argv) {
   Write(f / "run_sink", RunSink());
   Write(f / "sink_done", SinkDone());
   Write(f / "error", Error());
+  Write(f / "join_world", Simple(fb::MessageBody::JoinWorld, [](auto& fbb) {
+          std::vector<flatbuffers::Offset<fb::WorldMember>> members = {
+              fb::CreateWorldMemberDirect(fbb, "127.0.0.1:7100", "boot-a/host"),
+              fb::CreateWorldMemberDirect(fbb, "127.0.0.1:7101", "boot-a/host"),
+              fb::CreateWorldMemberDirect(fbb, "10.0.0.2:7100", "boot-b/other")};
+          return fb::CreateJoinWorldDirect(fbb, 0x5eed5eed5eedull, 1, &members);
+        }));
+  Write(f / "joined", Simple(fb::MessageBody::Joined, [](auto& fbb) {
+          std::vector<flatbuffers::Offset<flatbuffers::String>> t = {fbb.CreateString("shm"), fbb.CreateString("self"),
+                                                                     fbb.CreateString("tcp")};
+          return fb::CreateJoined(fbb, 21.5, fbb.CreateVector(t));
+        }));
   Write(f / "tensor_data", Simple(fb::MessageBody::TensorData,
                                   [](auto& fbb) { return fb::CreateTensorData(fbb, 2); }, Bytes(24, 9)));
   // A host's side of a whole job, back to back as on the socket.

@@ -8,6 +8,7 @@
 // the arena, shapes matching sizes, inline data inside the blob section) and
 // reads the bytes those promises cover; ASan reports any read outside the
 // file, and a broken promise aborts with a message (a finding).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -93,6 +94,14 @@ class Walker {
     Scalar(b->offset());
     Scalar(b->bytes());
     return b;
+  }
+  // A collective's group: it exists, has members, and this stream's rank is one.
+  const fb::CommGroup* GroupAt(uint32_t index) {
+    FUZZ_CHECK(s_->groups() && index < s_->groups()->size());
+    const fb::CommGroup* g = s_->groups()->Get(index);
+    FUZZ_CHECK(g != nullptr && g->ranks() && g->ranks()->size() > 0);
+    FUZZ_CHECK(std::find(g->ranks()->begin(), g->ranks()->end(), s_->header()->rank()) != g->ranks()->end());
+    return g;
   }
   void BufferIndices(const flatbuffers::Vector<uint32_t>* v) {
     if (!v) return;
@@ -337,9 +346,61 @@ class Walker {
           }
         return;
       }
+      case fb::TaskBody::AllReduceTask: {
+        const fb::AllReduceTask* t = task.body_as_AllReduceTask();
+        FUZZ_CHECK(t != nullptr);
+        GroupAt(t->group());
+        FUZZ_CHECK(uint8_t(t->op()) <= uint8_t(fb::ReduceOp::MAX));
+        FUZZ_CHECK(t->buffers() && t->buffers()->size() > 0);
+        // Reduced in place as one range: contiguous, ascending, one dtype.
+        const fb::Buffer* first = BufferAt(t->buffers()->Get(0));
+        const fb::Buffer* prev = first;
+        for (uint32_t i = 1; i < t->buffers()->size(); ++i) {
+          const fb::Buffer* b = BufferAt(t->buffers()->Get(i));
+          FUZZ_CHECK(b->offset() >= prev->offset() + prev->bytes());
+          FUZZ_CHECK(b->dtype() == first->dtype());
+          prev = b;
+        }
+        FUZZ_CHECK(prev->offset() + prev->bytes() <= s_->arena_bytes());
+        return;
+      }
+      case fb::TaskBody::BroadcastTask: {
+        const fb::BroadcastTask* t = task.body_as_BroadcastTask();
+        FUZZ_CHECK(t != nullptr);
+        const fb::CommGroup* g = GroupAt(t->group());
+        FUZZ_CHECK(std::find(g->ranks()->begin(), g->ranks()->end(), t->root()) != g->ranks()->end());
+        FUZZ_CHECK(t->buffers() && t->buffers()->size() > 0);
+        BufferIndices(t->buffers());
+        return;
+      }
+      case fb::TaskBody::AllGatherTask: {
+        const fb::AllGatherTask* t = task.body_as_AllGatherTask();
+        FUZZ_CHECK(t != nullptr);
+        GroupAt(t->group());
+        BufferAt(t->input());
+        BufferAt(t->output());
+        return;
+      }
+      case fb::TaskBody::ReduceScatterTask: {
+        const fb::ReduceScatterTask* t = task.body_as_ReduceScatterTask();
+        FUZZ_CHECK(t != nullptr);
+        GroupAt(t->group());
+        BufferAt(t->input());
+        BufferAt(t->output());
+        return;
+      }
+      case fb::TaskBody::SendTask:
+      case fb::TaskBody::RecvTask: {
+        const bool send = task.body_type() == fb::TaskBody::SendTask;
+        FUZZ_CHECK(send ? task.body_as_SendTask() != nullptr : task.body_as_RecvTask() != nullptr);
+        const fb::CommGroup* g = GroupAt(send ? task.body_as_SendTask()->group() : task.body_as_RecvTask()->group());
+        const uint32_t peer = send ? task.body_as_SendTask()->peer() : task.body_as_RecvTask()->peer();
+        FUZZ_CHECK(std::find(g->ranks()->begin(), g->ranks()->end(), peer) != g->ranks()->end());
+        BufferAt(send ? task.body_as_SendTask()->buffer() : task.body_as_RecvTask()->buffer());
+        return;
+      }
       default:
-        // Collectives are refused (Unimplemented), and so is a task without
-        // a known body.
+        // A task without a known body.
         FUZZ_CHECK(false && "VerifyTaskStream accepted a task this device cannot run");
     }
   }
