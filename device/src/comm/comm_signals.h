@@ -57,6 +57,14 @@ class CommSignals {
     for (auto& w : wakers_) w();
   }
 
+  // The op thread is about to sleep (its polling found nothing in time):
+  // every TCP link whose input it has been reading hands that back to the
+  // I/O thread, or a credit or message on it would wait for the next tick.
+  void AddBeforeSleep(std::function<void()> f) { before_sleep_.push_back(std::move(f)); }
+  void BeforeSleep() {
+    for (auto& f : before_sleep_) f();
+  }
+
   void Begin(OpKind op, uint32_t group, uint64_t seq) {
     op_.store(op, std::memory_order_relaxed);
     group_.store(group, std::memory_order_relaxed);
@@ -88,6 +96,7 @@ class CommSignals {
   mutable std::mutex mu_;
   Status poison_;
   std::vector<std::function<void()>> wakers_;
+  std::vector<std::function<void()>> before_sleep_;
 
   std::atomic<OpKind> op_{OpKind::kNone};
   std::atomic<uint32_t> group_{0};

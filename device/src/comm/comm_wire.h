@@ -18,10 +18,12 @@
 
 namespace sinkrt::device {
 
-inline constexpr uint32_t kCommMagic = 0x4D434B53;  // "SKCM"
+// Version 2 ("SKC2"): data headers carry returned credits. A peer of
+// another version fails the rendezvous on the magic instead of hanging.
+inline constexpr uint32_t kCommMagic = 0x32434B53;  // "SKC2"
 
 enum class MsgKind : uint8_t {
-  kData = 1,       // a segment: op, group, seq, segment; payload = the bytes
+  kData = 1,       // a segment: op, group, seq, segment, credits; payload = the bytes
   kCredit = 2,     // `bytes` more slots are free at the receiver
   kNotice = 3,     // the sender's op (op, seq) failed; payload = its message
   kQuery = 4,      // "where are you?" (a peer timed out waiting)
@@ -45,7 +47,7 @@ struct MsgHeader {
   uint32_t segment = 0;
   uint64_t seq = 0;
   uint32_t bytes = 0;
-  uint32_t reserved = 0;
+  uint32_t credits = 0;  // kData: slots the sender freed since its last credit (piggybacked)
 };
 static_assert(sizeof(MsgHeader) == 32, "MsgHeader is a wire format");
 

@@ -343,10 +343,13 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(uint32_t rank, std::v
     }
     TcpLink* link = e.link.get();
     state->signals.AddWaker([link] { link->WakeWaiters(); });
+    if (lp.carries_data) state->signals.AddBeforeSleep([link] { link->StopReading(); });
     links.push_back(link);
   }
   state->engine = std::make_unique<TcpEngine>(std::move(links));
   SINKRT_RETURN_IF_ERROR(state->engine->Start());
+  TcpEngine* engine = state->engine.get();
+  state->signals.AddWaker([engine] { engine->WakeOp(); });  // an op thread asleep in OpSleep
 
   const Group world_group = Group::World(n);
   auto it = state->sequences.emplace(world_group.ranks, 0).first;

@@ -36,7 +36,6 @@ constexpr uint32_t kShmVersion = 1;
 constexpr size_t kPage = 4096;
 constexpr size_t kRingsOffset = 64;
 constexpr size_t kHeadersOffset = kPage;
-constexpr int kSpins = 256;
 constexpr auto kSleepSlice = std::chrono::milliseconds(20);
 
 struct ShmPairHeader {
@@ -147,10 +146,8 @@ ShmTransport::ShmTransport(uint32_t self, uint32_t peer, const ShmRegion& region
 template <typename Ready>
 Status ShmTransport::Wait(std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleeping, Ready ready, Deadline deadline,
                           bool sending) {
-  for (int i = 0; i < kSpins; ++i) {
-    if (ready()) return Status::Ok();
-    CpuRelax();
-  }
+  if (SpinThenYield(ready)) return Status::Ok();
+  signals_.BeforeSleep();
   WaitingOn waiting(signals_, peer_);
   for (;;) {
     if (ready()) return Status::Ok();

@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
+
+#include "futex.h"
 
 namespace sinkrt::device {
 namespace {
@@ -14,6 +17,15 @@ namespace {
 std::string HeaderBytes(const MsgHeader& h) { return std::string(reinterpret_cast<const char*>(&h), sizeof h); }
 
 bool Expired(const Deadline& d) { return d && std::chrono::steady_clock::now() >= *d; }
+
+// An op thread asleep in the op poll wakes at least this often (it also
+// keeps its links' reading duty from falling back to the I/O thread).
+constexpr int64_t kOpSleepSliceNs = 5'000'000;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 }  // namespace
 
@@ -56,16 +68,51 @@ Status TcpLink::InterruptedSendLocked() {
   return Status::Ok();
 }
 
-Result<uint64_t> TcpLink::PostData(const Tag& tag, std::span<const uint8_t> bytes, Deadline deadline) {
-  std::unique_lock<std::mutex> lk(send_mu_);
-  if (out_count_ == out_.size()) {
-    WaitingOn waiting(signals_, params_.peer);
-    while (out_count_ == out_.size()) {
-      SINKRT_RETURN_IF_ERROR(InterruptedSendLocked());
-      if (Expired(deadline)) return DeadlineExceeded(Who() + " took no data");
-      send_cv_.wait_until(lk, *deadline);
+// The op thread's wait on this link: poll (reading and writing the socket
+// itself) for a few microseconds, then sleep in the engine's op poll, which
+// watches every data link's socket and the communicator's wake-up, so the
+// message we wait for wakes this thread directly (one wake-up, not two
+// through the I/O thread and a condition variable).
+template <typename Ready>
+Status TcpLink::AwaitOp(Ready ready, Deadline deadline, bool sending) {
+  auto poll_ready = [&] {
+    PollOnce();
+    return ready();
+  };
+  if (SpinThenYield(poll_ready)) return Status::Ok();
+  WaitingOn waiting(signals_, params_.peer);
+  for (;;) {
+    if (sleeper_) sleeper_->SetOpSleeping(true);  // before the last check: an I/O thread landing our message wakes us
+    if (poll_ready()) break;
+    Status st;
+    {
+      std::lock_guard<std::mutex> lk(recv_mu_);
+      st = InterruptedRecvLocked();
+    }
+    if (st.ok() && Expired(deadline))
+      st = DeadlineExceeded(sending ? Who() + " took no data" : "no data from " + Who());
+    if (!st.ok()) {
+      if (sleeper_) sleeper_->SetOpSleeping(false);
+      return st;
+    }
+    auto slice = std::chrono::nanoseconds(kOpSleepSliceNs);
+    if (deadline) slice = std::min<std::chrono::nanoseconds>(slice, *deadline - std::chrono::steady_clock::now());
+    if (sleeper_) {
+      sleeper_->OpSleep(slice);
+    } else {
+      std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(slice, std::chrono::microseconds(50)));
     }
   }
+  if (sleeper_) sleeper_->SetOpSleeping(false);
+  return Status::Ok();
+}
+
+Result<uint64_t> TcpLink::PostData(const Tag& tag, std::span<const uint8_t> bytes, Deadline deadline) {
+  // A full queue empties as credit comes back.
+  if (posted_ - completed_seen_.load(std::memory_order_acquire) >= out_.size())
+    SINKRT_RETURN_IF_ERROR(AwaitOp(
+        [&] { return posted_ - completed_seen_.load(std::memory_order_acquire) < out_.size(); }, deadline, true));
+  std::unique_lock<std::mutex> lk(send_mu_);
   if (closed()) return InterruptedSendLocked();
   OutData& o = out_[(out_head_ + out_count_) % out_.size()];
   o.header = MsgHeader{};
@@ -87,27 +134,15 @@ Result<uint64_t> TcpLink::PostData(const Tag& tag, std::span<const uint8_t> byte
 }
 
 Status TcpLink::WaitSent(uint64_t ticket, Deadline deadline) {
-  std::unique_lock<std::mutex> lk(send_mu_);
-  if (completed_ >= ticket) return Status::Ok();
-  WaitingOn waiting(signals_, params_.peer);
-  while (completed_ < ticket) {
-    SINKRT_RETURN_IF_ERROR(InterruptedSendLocked());
-    if (Expired(deadline)) return DeadlineExceeded(Who() + " took no data");
-    send_cv_.wait_until(lk, *deadline);
-  }
-  return Status::Ok();
+  if (completed_seen_.load(std::memory_order_acquire) >= ticket) return Status::Ok();
+  return AwaitOp([&] { return completed_seen_.load(std::memory_order_acquire) >= ticket; }, deadline, true);
 }
 
 Result<std::span<const uint8_t>> TcpLink::ReceiveData(const Tag& tag, size_t bytes, Deadline deadline) {
+  if (filled_seen_.load(std::memory_order_acquire) == consumed_)
+    SINKRT_RETURN_IF_ERROR(
+        AwaitOp([&] { return filled_seen_.load(std::memory_order_acquire) != consumed_; }, deadline, false));
   std::unique_lock<std::mutex> lk(recv_mu_);
-  if (filled_ == consumed_) {
-    WaitingOn waiting(signals_, params_.peer);
-    while (filled_ == consumed_) {
-      SINKRT_RETURN_IF_ERROR(InterruptedRecvLocked());
-      if (Expired(deadline)) return DeadlineExceeded("no data from " + Who());
-      recv_cv_.wait_until(lk, *deadline);
-    }
-  }
   const size_t slot = consumed_ % slot_headers_.size();
   const MsgHeader& h = slot_headers_[slot];
   Tag got{static_cast<OpKind>(h.op), h.group, h.seq, h.segment};
@@ -217,7 +252,12 @@ void TcpLink::FlushLocked() {
     if (current_ == Current::kNone) {
       // Control first: credits and answers unblock the peer; data waits for credit.
       MsgHeader h;
-      if (credit_pending_ >= credit_batch_) {
+      const bool data_ready = out_count_ > 0 && credits_ > 0;
+      // Credits ride on our next data message when one is about to leave;
+      // alone only when none is (a ring's receiver never sends to its
+      // sender, and two ranks that both wait for credit must not wait for
+      // each other's data).
+      if (credit_pending_ >= credit_batch_ && !data_ready) {
         h.kind = MsgKind::kCredit;
         h.bytes = credit_pending_;
         credit_pending_ = 0;
@@ -243,11 +283,14 @@ void TcpLink::FlushLocked() {
         control_.assign(notices_.front());  // into the reserved buffer
         notices_.pop_front();
         current_ = Current::kControl;
-      } else if (out_count_ > 0 && credits_ > 0) {
+      } else if (data_ready) {
         --credits_;
+        out_[out_head_].header.credits = credit_pending_;
+        credit_pending_ = 0;
         current_ = Current::kData;
       } else {
         want_write_ = false;
+        want_write_seen_.store(false, std::memory_order_release);
         send_cv_.notify_all();  // Drain waits for an empty queue
         return;
       }
@@ -275,6 +318,7 @@ void TcpLink::FlushLocked() {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
         want_write_ = true;
+        want_write_seen_.store(true, std::memory_order_release);
         return;
       }
       MarkClosed(Who() + " closed its connection (" + std::strerror(errno) + ")", true);
@@ -286,6 +330,7 @@ void TcpLink::FlushLocked() {
       out_head_ = (out_head_ + 1) % out_.size();
       --out_count_;
       ++completed_;
+      completed_seen_.store(completed_, std::memory_order_release);
       send_cv_.notify_all();
     }
     current_ = Current::kNone;
@@ -294,7 +339,9 @@ void TcpLink::FlushLocked() {
 
 short TcpLink::PollEvents() {
   short events = 0;
-  if (!eof_.load(std::memory_order_acquire)) events |= POLLIN;
+  // While the op thread reads this socket itself, the I/O thread keeps out:
+  // two readers would only wake each other.
+  if (!eof_.load(std::memory_order_acquire) && !op_reading_.load(std::memory_order_acquire)) events |= POLLIN;
   std::lock_guard<std::mutex> lk(send_mu_);
   engine_knows_ = want_write_ && !closed() && !write_shut_;
   if (engine_knows_) events |= POLLOUT;
@@ -306,7 +353,40 @@ void TcpLink::OnWritable() {
   FlushLocked();
 }
 
+void TcpLink::PollOnce() {
+  MarkOpReading();
+  if (read_mu_.try_lock()) {
+    ReadAvailable();
+    read_mu_.unlock();
+  }
+  if (want_write_seen_.load(std::memory_order_acquire)) {
+    std::unique_lock<std::mutex> lk(send_mu_, std::try_to_lock);
+    if (lk.owns_lock()) FlushLocked();
+  }
+}
+
+void TcpLink::MarkOpReading() {
+  last_poll_ns_.store(NowNs(), std::memory_order_relaxed);
+  if (!op_reading_.load(std::memory_order_relaxed)) op_reading_.store(true, std::memory_order_release);
+}
+
+void TcpLink::StopReading() {
+  if (op_reading_.exchange(false, std::memory_order_acq_rel) && engine_wake_) engine_wake_();
+}
+
+bool TcpLink::ReleaseIdleReading(int64_t idle_ns) {
+  if (!op_reading_.load(std::memory_order_acquire)) return false;
+  if (NowNs() - last_poll_ns_.load(std::memory_order_relaxed) < idle_ns) return true;
+  op_reading_.store(false, std::memory_order_release);
+  return false;
+}
+
 void TcpLink::OnReadable() {
+  std::lock_guard<std::mutex> lk(read_mu_);
+  ReadAvailable();
+}
+
+void TcpLink::ReadAvailable() {
   while (!eof_.load(std::memory_order_relaxed)) {
     uint8_t* dst;
     size_t want;
@@ -351,6 +431,11 @@ void TcpLink::OnHeader() {
   switch (h.kind) {
     case MsgKind::kData: {
       if (!params_.carries_data) return ProtocolError("data on a shared-memory peer's connection");
+      if (h.credits > 0) {
+        std::lock_guard<std::mutex> lk(send_mu_);
+        credits_ += h.credits;
+        FlushLocked();
+      }
       if (h.bytes > params_.slot_bytes)
         return ProtocolError("a " + std::to_string(h.bytes) + "-byte segment, slots hold " +
                              std::to_string(params_.slot_bytes));
@@ -363,6 +448,7 @@ void TcpLink::OnHeader() {
         if (!overrun && h.bytes == 0) {
           slot_headers_[slot] = h;
           ++filled_;
+          filled_seen_.store(filled_, std::memory_order_release);
         }
       }
       if (overrun) return ProtocolError("a segment beyond its credit");
@@ -423,6 +509,7 @@ void TcpLink::OnPayloadDone() {
       std::lock_guard<std::mutex> lk(recv_mu_);
       slot_headers_[in_slot_] = in_header_;
       ++filled_;
+      filled_seen_.store(filled_, std::memory_order_release);
     }
     recv_cv_.notify_all();
   } else {

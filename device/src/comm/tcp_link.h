@@ -5,15 +5,28 @@
 // the socket has room, and whatever is left (EAGAIN, or no credit) is
 // finished by the I/O thread when the socket drains or credit arrives. So
 // a send never blocks its caller and a ring where every rank sends before
-// it receives cannot deadlock. Only the I/O thread reads: it lands each data
+// it receives cannot deadlock. The I/O thread reads: it lands each data
 // segment in one of the `window` slots the receiver pre-posted, and handles
 // credits, failure notices and stall queries whatever the op thread does.
+// An op thread that must wait (for data, credit or a send) first polls a
+// while (SpinThenYield), reading and writing the socket itself under the
+// same locks: a message then costs no thread wake-up, which on these VMs
+// costs more than a small message's whole trip. A wait that outlasts that
+// sleeps in TcpEngine::OpSleep, a poll over every data link's socket, so
+// the awaited message wakes the op thread itself. Meanwhile the I/O thread
+// leaves those sockets' input to the op thread (no second reader woken for
+// every message); one that stopped waiting (between collectives) hands it
+// back at the I/O thread's next tick (10 ms), and one about to sleep
+// elsewhere (a futex on a shm ring) at once (StopReading).
 //
 // Flow control is credit-based, not a handshake per message: the sender
 // starts with `window` credits (the receiver's slots) and spends one per
-// data message; the receiver returns them in batches of window/2 as it
-// releases slots. A sender therefore always holds at least one credit once
-// the receiver has caught up, and never overruns a slot.
+// data message; the receiver returns them as it releases slots: in the
+// header of its next data message to that peer when one leaves (two ranks
+// exchanging need no credit messages at all), in a message of their own
+// once window/2 are due and no data is leaving. A sender therefore always
+// holds at least one credit once the receiver has caught up, and never
+// overruns a slot.
 //
 // Links to shm peers carry no data: they exist for the notices, queries and
 // end-of-file that tell a rank its neighbour died.
@@ -37,6 +50,18 @@
 
 namespace sinkrt::device {
 
+// Where an op thread sleeps when its wait on a TCP link outlasts its
+// polling: TcpEngine, which polls every data link's socket for it.
+class OpSleeper {
+ public:
+  virtual ~OpSleeper() = default;
+  // Set before the waiter's last check of its condition, cleared after:
+  // an I/O thread that lands a message meanwhile wakes the sleeper.
+  virtual void SetOpSleeping(bool sleeping) = 0;
+  // Until a data link has input (or room to write what is queued), a wake-up, or `max`.
+  virtual void OpSleep(std::chrono::nanoseconds max) = 0;
+};
+
 class TcpLink {
  public:
   struct Params {
@@ -54,6 +79,7 @@ class TcpLink {
   // Set before the engine starts.
   void SetEngineWake(std::function<void()> wake) { engine_wake_ = std::move(wake); }
   void SetEventHook(std::function<void()> hook) { event_hook_ = std::move(hook); }
+  void SetOpSleeper(OpSleeper* sleeper) { sleeper_ = sleeper; }
 
   uint32_t peer() const { return params_.peer; }
   int fd() const { return fd_; }
@@ -79,9 +105,22 @@ class TcpLink {
   void ShutdownWrite();
   void AwaitEof(Deadline deadline);
 
+  // From the op thread's sleep (OpSleeper): the link is read by the op
+  // thread now; whether it has queued bytes waiting for POLLOUT.
+  void MarkOpReading();
+  // The op thread's share of the I/O while it waits: reads what has
+  // arrived (unless the I/O thread is reading) and writes what is queued.
+  void PollOnce();
+  bool carries_data() const { return params_.carries_data; }
+  bool WantsWrite() const { return want_write_seen_.load(std::memory_order_acquire); }
+  bool AtEof() const { return eof_.load(std::memory_order_acquire); }
+
   // From the I/O thread.
   short PollEvents();
-  void OnReadable();
+  // True while the op thread reads this socket itself (it polled within
+  // `idle_ns`); after that the duty falls back to the I/O thread.
+  bool ReleaseIdleReading(int64_t idle_ns);
+  void OnReadable();  // takes the read lock
   void OnWritable();
 
   // Wakes every wait (Abort, a notice from another peer).
@@ -96,7 +135,17 @@ class TcpLink {
   enum class Current { kNone, kData, kControl };
   enum class InState { kHeader, kData, kNotice };
 
+  template <typename Ready>
+  Status AwaitOp(Ready ready, Deadline deadline, bool sending);
   void FlushLocked();        // under send_mu_
+  void ReadAvailable();  // under read_mu_
+
+ public:
+  // The op thread is about to sleep: hand reading back to the I/O thread
+  // (CommSignals::BeforeSleep calls it on every link).
+  void StopReading();
+
+ private:
   void FlushFromOpThread();  // FlushLocked, then wake the engine if it must watch for POLLOUT
   void MarkClosed(const std::string& why, bool holding_send);
   void ProtocolError(const std::string& what);
@@ -112,6 +161,7 @@ class TcpLink {
   CommSignals& signals_;
   std::function<void()> engine_wake_;
   std::function<void()> event_hook_;
+  OpSleeper* sleeper_ = nullptr;
   std::atomic<bool> closed_{false};
   std::atomic<bool> eof_{false};
 
@@ -124,6 +174,7 @@ class TcpLink {
   int64_t credits_;
   uint64_t posted_ = 0;  // written by the op thread only
   uint64_t completed_ = 0;
+  std::atomic<uint64_t> completed_seen_{0};  // completed_, for polling without the lock
   uint32_t credit_pending_ = 0;
   uint32_t credit_batch_;
   bool query_pending_ = false;
@@ -133,10 +184,18 @@ class TcpLink {
   size_t current_done_ = 0;
   std::string control_;        // the control message being written
   bool want_write_ = false;    // a write hit EAGAIN: someone must wait for POLLOUT
+  std::atomic<bool> want_write_seen_{false};  // want_write_, for polling without the lock
   bool engine_knows_ = false;  // the I/O thread's poll set includes POLLOUT for us
   bool write_shut_ = false;
 
-  // Receive side: parse state belongs to the I/O thread.
+  // Receive side: the parse state belongs to whoever holds read_mu_: the
+  // I/O thread, or the op thread while it polls in a wait (PollOnce).
+  std::mutex read_mu_;
+  // Set by the op thread's polling, cleared when it sleeps or, by the I/O
+  // thread, once it has not polled for a while (TcpEngine's tick): meanwhile
+  // the I/O thread leaves POLLIN to it.
+  std::atomic<bool> op_reading_{false};
+  std::atomic<int64_t> last_poll_ns_{0};
   InState in_state_ = InState::kHeader;
   MsgHeader in_header_;
   size_t in_done_ = 0;
@@ -150,6 +209,7 @@ class TcpLink {
   std::vector<uint8_t> slots_;
   std::vector<MsgHeader> slot_headers_;
   uint64_t filled_ = 0;
+  std::atomic<uint64_t> filled_seen_{0};  // filled_, for polling without the lock
   uint64_t consumed_ = 0;
   PeerProgress reply_;
   uint64_t reply_generation_ = 0;
