@@ -10,15 +10,33 @@
 // small_allreduce_bytes. Rank 0 runs in the benchmark's loop, the others
 // on their own threads for the same number of iterations, so consecutive
 // ops overlap the way they do in a training step.
+//
+// BM_MlpGradients/<ranks>/<shm>/<fused>: the gradients of the MLP
+// 784-512-256-10 (weights 784x512, 512x256, 256x10, biases 512, 256, 10;
+// float32, 2.14 MB), fused = one AllReduce over all of them in one
+// contiguous buffer, unfused = one AllReduce per tensor.
+//
+// `allreduce_bench --compare [--ranks N] [--transport shm|tcp] [--sizes ..]
+// [--mlp]` (or `--compare --memcpy`) skips Google Benchmark and runs the ranks as processes, timed
+// like gloo_allreduce and mpi_allreduce (allreduce_harness.h: same
+// protocol, same JSON lines); bench/compare_allreduce puts them side by
+// side. Extra flags there: --algos auto,rd,ring, --segment-bytes B,
+// --window W, --small-bytes B (CommOptions, for tuning).
 #include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <thread>
 #include <tuple>
 #include <vector>
 
+#include "allreduce_harness.h"
 #include "sinkrt/device/communicator.h"
 #include "sinkrt/device/listening_inbox.h"
 
@@ -141,9 +159,248 @@ BENCHMARK(BM_AllReduce)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
+// The MLP's gradients, fused (one contiguous buffer, one AllReduce) or not
+// (one AllReduce per tensor, in backward's order: last layer first).
+void BM_MlpGradients(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  const bool shm = state.range(1) != 0;
+  const bool fused = state.range(2) != 0;
+  Ranks& ranks = Ranks::Get(n, shm, 0);
+  if (!ranks.ok()) {
+    state.SkipWithError("rendezvous failed");
+    return;
+  }
+  const Group world = Group::World(n);
+  const auto& sizes = allreduce_harness::kMlpGradients;
+  const size_t total = std::accumulate(sizes.begin(), sizes.end(), size_t{0});
+  // buffers[r][t]: rank r's tensor t (fused: one buffer of `total`).
+  std::vector<std::vector<std::vector<float>>> buffers(n);
+  for (auto& b : buffers) {
+    if (fused)
+      b.emplace_back(total, 1.0f);
+    else
+      for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) b.emplace_back(*it, 1.0f);
+  }
+  auto step = [&](int r) -> Status {
+    for (auto& t : buffers[r])
+      SINKRT_RETURN_IF_ERROR(ranks[r].AllReduce(
+          std::span(reinterpret_cast<uint8_t*>(t.data()), t.size() * sizeof(float)), DType::F32, ReduceOp::Sum, world));
+    return Status::Ok();
+  };
+  const int64_t iterations = static_cast<int64_t>(state.max_iterations);
+  std::vector<std::thread> others;
+  for (int r = 1; r < n; ++r)
+    others.emplace_back([&, r] {
+      for (int64_t i = 0; i < iterations; ++i)
+        if (!step(r).ok()) return;
+    });
+  for (auto _ : state) {
+    Status st = step(0);
+    if (!st.ok()) {
+      state.SkipWithError(st.ToString().c_str());
+      break;
+    }
+  }
+  for (auto& t : others) t.join();
+  const double bytes = static_cast<double>(total * sizeof(float));
+  state.SetBytesProcessed(static_cast<int64_t>(bytes) * state.iterations());
+  state.counters["busbw"] = benchmark::Counter(bytes * 2 * (n - 1) / n, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+BENCHMARK(BM_MlpGradients)
+    ->ArgsProduct({{2, 4}, {1, 0}, {1, 0}})
+    ->ArgNames({"ranks", "shm", "fused"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
 BENCHMARK(BM_Memcpy)->RangeMultiplier(4)->Range(4 << 10, 256 << 20)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// ---- --compare: ranks as processes, the harness's protocol ------------------
+
+namespace ah = allreduce_harness;
+
+struct CompareFlags {
+  size_t segment_bytes = 0, small_bytes = SIZE_MAX;
+  int window = 0;
+};
+
+// Rank r of the world: listens, publishes its port in dir/r, reads the
+// others', joins and measures. Returns the exit code.
+int CompareRank(int r, const std::string& dir, const ah::Args& args, const CompareFlags& flags) {
+  const int n = args.ranks;
+  auto inbox = ListeningInbox::Start();
+  if (!inbox.ok()) {
+    std::fprintf(stderr, "rank %d: %s\n", r, inbox.status().ToString().c_str());
+    return 1;
+  }
+  {
+    const std::string tmp = dir + "/" + std::to_string(r) + ".tmp";
+    std::ofstream(tmp) << (*inbox)->address().port << "\n";
+    ::rename(tmp.c_str(), (dir + "/" + std::to_string(r)).c_str());
+  }
+  std::vector<PeerAddress> world;
+  for (int q = 0; q < n; ++q) {
+    int port = 0;
+    for (int tries = 0; tries < 30000 && port == 0; ++tries) {
+      std::ifstream in(dir + "/" + std::to_string(q));
+      if (!(in >> port)) {
+        port = 0;
+        ::usleep(1000);
+      }
+    }
+    if (port == 0) {
+      std::fprintf(stderr, "rank %d: rank %d never published its port\n", r, q);
+      return 1;
+    }
+    world.push_back(PeerAddress{static_cast<uint32_t>(q), Address{"127.0.0.1", static_cast<uint16_t>(port)},
+                                LocalHostId()});
+  }
+
+  std::vector<std::pair<std::string, std::unique_ptr<Communicator>>> comms;  // one per algorithm
+  const std::vector<std::string> algos = args.algos.empty() ? std::vector<std::string>{"auto"} : args.algos;
+  for (const std::string& algo : algos) {
+    CommOptions o;
+    o.use_shared_memory = args.transport == "shm";
+    o.peer_timeout = std::chrono::seconds(120);
+    if (flags.segment_bytes) o.segment_bytes = flags.segment_bytes;
+    if (flags.window) o.segments_in_flight = flags.window;
+    if (flags.small_bytes != SIZE_MAX) o.small_allreduce_bytes = flags.small_bytes;
+    if (algo == "rd") o.small_allreduce_bytes = size_t{1} << 40;
+    if (algo == "ring") o.small_allreduce_bytes = 0;
+    // One inbox serves them all: each Create ends in a barrier, so the next one's connections come after.
+    auto c = Communicator::Create(r, world, comms.size() + 1, **inbox, o);
+    if (!c.ok()) {
+      std::fprintf(stderr, "rank %d: %s\n", r, c.status().ToString().c_str());
+      return 1;
+    }
+    comms.emplace_back(algo, std::move(c).value());
+  }
+  const Group group = Group::World(n);
+  int rc = 0;
+  for (auto& [algo, comm] : comms) {
+    auto barrier = [&] {
+      Status st = comm->Barrier(group);
+      if (!st.ok()) {
+        std::fprintf(stderr, "rank %d: %s\n", r, st.ToString().c_str());
+        std::exit(1);
+      }
+    };
+    auto allreduce = [&](float* p, size_t count) {
+      Status st = comm->AllReduce(std::span(reinterpret_cast<uint8_t*>(p), count * sizeof(float)), DType::F32,
+                                  ReduceOp::Sum, group);
+      if (!st.ok()) {
+        std::fprintf(stderr, "rank %d: %s\n", r, st.ToString().c_str());
+        std::exit(1);
+      }
+    };
+    auto slowest = [&](double mine) {
+      Status st = comm->AllReduce(std::span(reinterpret_cast<uint8_t*>(&mine), sizeof mine), DType::F64,
+                                  ReduceOp::Max, group);
+      if (!st.ok()) std::exit(1);
+      return mine;
+    };
+    // Mean and max over ranks of this rank's median.
+    auto report = [&](ah::Line line, double my_us) {
+      std::vector<double> all(n, 0.0);
+      all[r] = my_us;
+      Status st = comm->AllReduce(std::span(reinterpret_cast<uint8_t*>(all.data()), all.size() * sizeof(double)),
+                                  DType::F64, ReduceOp::Sum, group);
+      if (!st.ok()) std::exit(1);
+      line.latency_us = std::accumulate(all.begin(), all.end(), 0.0) / n;
+      line.max_us = *std::max_element(all.begin(), all.end());
+      if (r == 0) ah::Print(line);
+    };
+    const std::string impl = "sinkrt";
+    for (size_t bytes : args.sizes) {
+      const size_t count = bytes / sizeof(float);
+      std::vector<float> buf(count, static_cast<float>(r + 1));
+      barrier();
+      auto t0 = ah::Clock::now();
+      allreduce(buf.data(), count);
+      if (!ah::CheckSum(buf.data(), count, n)) rc = 1;
+      const ah::Plan plan = ah::Budget(ah::PlanFor(bytes, args.iters_scale), slowest(ah::MicrosSince(t0)));
+      double us = ah::TimeOp(plan, [&] { allreduce(buf.data(), count); }, barrier);
+      report(ah::Line{impl, args.transport, algo, "size", n, bytes, plan.iters}, us);
+    }
+    if (args.mlp) {
+      const auto& sizes = ah::kMlpGradients;
+      const size_t total = std::accumulate(sizes.begin(), sizes.end(), size_t{0});
+      const ah::Plan plan = ah::PlanFor(total * sizeof(float), args.iters_scale);
+      std::vector<float> fused(total, 1.0f);
+      double us = ah::TimeOp(plan, [&] { allreduce(fused.data(), total); }, barrier);
+      report(ah::Line{impl, args.transport, algo, "mlp_fused", n, total * sizeof(float), plan.iters}, us);
+      std::vector<std::vector<float>> tensors;
+      for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) tensors.emplace_back(*it, 1.0f);
+      us = ah::TimeOp(
+          plan, [&] {
+            for (auto& t : tensors) allreduce(t.data(), t.size());
+          },
+          barrier);
+      report(ah::Line{impl, args.transport, algo, "mlp_unfused", n, total * sizeof(float), plan.iters}, us);
+    }
+  }
+  return rc;
+}
+
+int CompareMain(int argc, char** argv) {
+  ah::Args args;
+  std::vector<std::string> rest;
+  CompareFlags flags;
+  bool memcpy_only = false;
+  bool ok = ah::ParseArgs(argc, argv, args, &rest);
+  for (size_t i = 0; ok && i < rest.size(); ++i) {
+    auto next = [&]() -> std::string { return i + 1 < rest.size() ? rest[++i] : std::string(); };
+    if (rest[i] == "--compare") continue;
+    if (rest[i] == "--memcpy") {
+      memcpy_only = true;
+      continue;
+    }
+    if (rest[i] == "--segment-bytes")
+      flags.segment_bytes = ah::ParseBytes(next());
+    else if (rest[i] == "--window")
+      flags.window = std::atoi(next().c_str());
+    else if (rest[i] == "--small-bytes")
+      flags.small_bytes = ah::ParseBytes(next());
+    else
+      ok = false;
+  }
+  for (auto& a : args.algos) ok = ok && (a == "auto" || a == "rd" || a == "ring");
+  if (!ok || (args.transport != "shm" && args.transport != "tcp")) {
+    ah::Usage(argv[0], " --compare [--memcpy] [--segment-bytes B] [--window W] [--small-bytes B]; algos: auto, rd, ring");
+    return 2;
+  }
+  if (memcpy_only) {
+    // The limit: one thread copying the same bytes between two pre-touched buffers.
+    for (size_t bytes : args.sizes) {
+      std::vector<uint8_t> src(bytes, 1), dst(bytes, 0);
+      const ah::Plan plan = ah::PlanFor(bytes, args.iters_scale);
+      double us = ah::TimeOp(
+          plan,
+          [&] {
+            std::memcpy(dst.data(), src.data(), bytes);
+            benchmark::DoNotOptimize(dst.data());
+            benchmark::ClobberMemory();
+          },
+          [] {});
+      ah::Line line{"memcpy", "-", "memcpy", "size", 1, bytes, plan.iters};
+      line.latency_us = line.max_us = us;
+      ah::Print(line);
+    }
+    return 0;
+  }
+  return ah::ForkRanks(args.ranks, "sinkrt-allreduce",
+                        [&](int r, const char* dir) { return CompareRank(r, dir, args, flags); });
+}
 
 }  // namespace
 }  // namespace sinkrt::device
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--compare") == 0) return sinkrt::device::CompareMain(argc, argv);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,257 @@
+// Data-parallel training throughput on local sinkd daemons.
+//
+//   BM_DataParallel   Model.train of the 784-512-256-10 MLP (Momentum
+//                     0.01/0.9) at batch 64 per rank, sink mode (sink_size
+//                     -1: one RunSink per device per epoch), on N = 1, 2, 4
+//                     real sinkd daemons in DATA_PARALLEL with gradients
+//                     mean (the fused AllReduce runs on the devices, inside
+//                     the sink); each daemon runs --threads max(1, cores/N),
+//                     as `sinkrun train --devices N` starts them.
+//   BM_StandAlone     the baseline: the same training on one daemon with
+//                     every core, STAND_ALONE (no communication tasks).
+//
+// One iteration is one epoch of kStepsPerRank steps on every rank (the
+// global data is N x 64 x kStepsPerRank samples, in memory, so the host's
+// pipeline costs little); one untimed epoch warms up first. Counters:
+//   items_per_second   global samples/s (every rank's samples)
+//   compute_ms, comm_ms, comm_wait_ms, queue_wait_ms, other_ms
+//                      per step, from CallbackParams::device (the device's
+//                      own clocks, averaged over the ranks)
+//   hidden             max(0, 1 - comm_wait / comm): the share of the
+//                      AllReduce time the compute stream did not wait for,
+//                      i.e. hidden behind backward
+//
+// After the benchmarks, main prints the scaling against the stand-alone
+// baseline. Daemons: one LocalCluster per N, started on first use on
+// 127.0.0.1 with kernel-chosen ports and stopped at exit.
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sinkrt/device/executor.h"
+#include "sinkrt/host/callback.h"
+#include "sinkrt/host/local_cluster.h"
+#include "sinkrt/host/model.h"
+#include "sinkrt/host/model_zoo.h"
+#include "sinkrt/host/remote_device.h"
+#include "support/model_fixtures.h"
+#include "support/test_models.h"
+
+#ifndef SINKD_PATH
+#error "data_parallel_bench needs SINKD_PATH (bench/CMakeLists.txt sets it to the built sinkd)"
+#endif
+
+namespace sinkrt {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr int64_t kBatch = 64;          // per rank
+constexpr int64_t kStepsPerRank = 128;  // per epoch
+constexpr int kTimedEpochs = 6;
+constexpr int64_t kFeatures = 784;
+constexpr int kClasses = 10;
+
+int ThreadsPerDaemon(int devices) { return std::max(1, device::AvailableCores() / devices); }
+
+// -- daemons ------------------------------------------------------------------
+
+std::map<int, std::unique_ptr<host::LocalCluster>>& Clusters() {
+  static auto* clusters = new std::map<int, std::unique_ptr<host::LocalCluster>>();
+  return *clusters;
+}
+
+// N daemons, started on first use (from the main thread, which outlives
+// them: LocalCluster's PR_SET_PDEATHSIG is per thread).
+Result<host::LocalCluster*> Cluster(int devices) {
+  auto& clusters = Clusters();
+  auto it = clusters.find(devices);
+  if (it == clusters.end()) {
+    host::LocalClusterOptions options;
+    options.devices = devices;
+    options.sinkd_path = SINKD_PATH;
+    options.sinkd_args = {"--quiet", "--threads", std::to_string(ThreadsPerDaemon(devices))};
+    SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<host::LocalCluster> cluster, host::LocalCluster::Start(options));
+    it = clusters.emplace(devices, std::move(cluster)).first;
+  }
+  return it->second.get();
+}
+
+void StopDaemons() {
+  for (auto& [n, cluster] : Clusters()) cluster->Stop();
+  Clusters().clear();
+}
+
+Result<std::vector<std::unique_ptr<DeviceLink>>> Connect(int devices) {
+  SINKRT_ASSIGN_OR_RETURN(host::LocalCluster * cluster, Cluster(devices));
+  std::vector<std::unique_ptr<DeviceLink>> links;
+  const RankTable& table = cluster->rank_table();
+  for (size_t r = 0; r < table.ranks.size(); ++r) {
+    host::RemoteOptions o;
+    o.rank = static_cast<int>(r);
+    o.connect_timeout = 30s;
+    o.reply_timeout = 120s;
+    o.push_timeout = 120s;
+    o.peer_timeout = 60s;
+    SINKRT_ASSIGN_OR_RETURN(auto remote, host::RemoteDevice::Connect(table.ranks[r].address, o));
+    links.push_back(std::move(remote));
+  }
+  return links;
+}
+
+// -- timing ---------------------------------------------------------------------
+
+// Sums the device's per-epoch breakdown and the steps over the epochs it
+// saw while `armed`.
+class TimingCallback : public host::Callback {
+ public:
+  bool armed = false;
+  DeviceTiming sum;
+  int64_t steps = 0;
+  std::vector<double> losses;
+
+  Status on_train_epoch_begin(host::RunContext& rc) override {
+    begin_step_ = rc.original_args().cur_step_num;
+    return Status::Ok();
+  }
+  Status on_train_epoch_end(host::RunContext& rc) override {
+    const host::CallbackParams& p = rc.original_args();
+    losses.push_back(p.net_outputs);
+    if (!armed) return Status::Ok();
+    sum.compute_ms += p.device.compute_ms;
+    sum.comm_ms += p.device.comm_ms;
+    sum.comm_wait_ms += p.device.comm_wait_ms;
+    sum.queue_wait_ms += p.device.queue_wait_ms;
+    sum.other_ms += p.device.other_ms;
+    steps += p.cur_step_num - begin_step_;
+    return Status::Ok();
+  }
+
+ private:
+  int64_t begin_step_ = 0;
+};
+
+// `devices` ranks; `data_parallel` false: STAND_ALONE on one daemon.
+void RunTraining(benchmark::State& state, int devices, bool data_parallel) {
+  auto links = Connect(devices);
+  if (!links.ok()) return state.SkipWithError(links.status().ToString().c_str());
+  std::vector<DeviceLink*> pointers;
+  for (auto& l : *links) pointers.push_back(l.get());
+
+  host::ModelOptions options;
+  if (data_parallel) {
+    options.context.mode = host::ParallelMode::DataParallel;
+    options.context.device_num = devices;
+    options.context.gradients_mean = true;
+  }
+  auto model = host::Model::Create(host::MakeMlpNetwork(kBatch, {kFeatures, 512, 256, kClasses}),
+                                   host::LossSpec::SparseSoftmaxCrossEntropy(),
+                                   host::OptimizerSpec::Momentum(0.01f, 0.9f), pointers, options);
+  if (!model.ok()) return state.SkipWithError(model.status().ToString().c_str());
+
+  // Every rank gets kStepsPerRank batches of kBatch per epoch.
+  const int64_t samples = int64_t{devices} * kBatch * kStepsPerRank;
+  const testing::SyntheticData data = testing::MakeSyntheticData(samples, kFeatures, kClasses, 1);
+  const host::Dataset ds = testing::MakeDataset(data, kBatch);
+
+  TimingCallback timing;
+  // One untimed epoch: the arenas' first touch, the world's first
+  // collectives and the kernels' first runs stay out of the figure.
+  if (Status st = (*model)->train(1, ds, {&timing}, true, -1); !st.ok())
+    return state.SkipWithError(st.ToString().c_str());
+  timing.armed = true;
+  for (auto _ : state) {
+    if (Status st = (*model)->train(1, ds, {&timing}, true, -1); !st.ok())
+      return state.SkipWithError(st.ToString().c_str());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * samples);
+  const double steps = static_cast<double>(std::max<int64_t>(1, timing.steps));
+  const DeviceTiming& t = timing.sum;
+  state.counters["compute_ms"] = t.compute_ms / steps;
+  state.counters["comm_ms"] = t.comm_ms / steps;
+  state.counters["comm_wait_ms"] = t.comm_wait_ms / steps;
+  state.counters["queue_wait_ms"] = t.queue_wait_ms / steps;
+  state.counters["other_ms"] = t.other_ms / steps;
+  state.counters["hidden"] = t.comm_ms > 0 ? std::max(0.0, 1.0 - t.comm_wait_ms / t.comm_ms) : 0.0;
+  state.counters["threads"] = ThreadsPerDaemon(devices);
+  state.counters["loss"] = timing.losses.empty() ? 0.0 : timing.losses.back();
+}
+
+void BM_DataParallel(benchmark::State& state) { RunTraining(state, static_cast<int>(state.range(0)), true); }
+BENCHMARK(BM_DataParallel)
+    ->ArgName("devices")
+    ->Arg(1)
+    ->Arg(2)
+    ->Arg(4)
+    ->Iterations(kTimedEpochs)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+void BM_StandAlone(benchmark::State& state) { RunTraining(state, 1, false); }
+BENCHMARK(BM_StandAlone)->Iterations(kTimedEpochs)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// -- summary ------------------------------------------------------------------
+
+class RecordingReporter : public benchmark::ConsoleReporter {
+ public:
+  RecordingReporter() : ConsoleReporter(isatty(STDOUT_FILENO) ? OO_ColorTabular : OO_Tabular) {}
+
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs)
+      if (r.run_type == Run::RT_Iteration && !r.error_occurred)
+        runs_[r.run_name.function_name + (r.run_name.args.empty() ? "" : "/" + r.run_name.args)] = r;
+    ConsoleReporter::ReportRuns(runs);
+  }
+
+  // A counter of a run; negative if the run or the counter is missing.
+  double Counter(const std::string& name, const std::string& counter) const {
+    auto it = runs_.find(name);
+    if (it == runs_.end()) return -1;
+    auto c = it->second.counters.find(counter);
+    return c == it->second.counters.end() ? -1 : c->second.value;
+  }
+
+ private:
+  std::map<std::string, Run> runs_;
+};
+
+void PrintSummary(const RecordingReporter& rep) {
+  const double base = rep.Counter("BM_StandAlone", "items_per_second");
+  std::printf("\nMLP 784-512-256-10, batch 64 per rank, sink mode; %d cores\n", device::AvailableCores());
+  if (base > 0) std::printf("stand-alone, 1 daemon: %.0f samples/s\n", base);
+  for (int n : {1, 2, 4}) {
+    const std::string name = "BM_DataParallel/devices:" + std::to_string(n);
+    const double s = rep.Counter(name, "items_per_second");
+    if (s < 0) continue;
+    std::printf("data parallel, %d daemon%s: %.0f samples/s", n, n > 1 ? "s" : "", s);
+    if (base > 0) std::printf(" (%.2fx stand-alone)", s / base);
+    const double comm = rep.Counter(name, "comm_ms");
+    std::printf("; per step compute %.2f ms, comm %.2f ms, comm wait %.2f ms, queue wait %.2f ms, other %.2f ms",
+                rep.Counter(name, "compute_ms"), comm, rep.Counter(name, "comm_wait_ms"),
+                rep.Counter(name, "queue_wait_ms"), rep.Counter(name, "other_ms"));
+    // One rank has nothing to exchange: its AllReduce is a no-op.
+    if (comm >= 0.01) std::printf("; hidden %.0f%%", 100 * rep.Counter(name, "hidden"));
+    std::printf("\n");
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+}  // namespace sinkrt
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  sinkrt::RecordingReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  sinkrt::StopDaemons();
+  sinkrt::PrintSummary(reporter);
+  return 0;
+}
