@@ -43,19 +43,6 @@ Status AppendLoss(Graph& g, const LossSpec& loss) {
   return Status::Ok();
 }
 
-// The label Input when the loss is SparseSoftmaxCrossEntropy(outputs()[0],
-// an Input): eval can then score a partial batch on the host.
-std::string HostLossLabel(const Graph& g) {
-  if (g.outputs().empty()) return "";
-  const int64_t op = g.producer(g.loss());
-  if (op < 0) return "";
-  const OpNode& node = g.ops()[op];
-  if (node.op != fb::OpCode::SparseSoftmaxCrossEntropy || node.inputs.size() != 2 ||
-      node.inputs[0] != g.outputs().front() || g.tensor(node.inputs[1]).kind != TensorKind::Input)
-    return "";
-  return g.tensor(node.inputs[1]).name;
-}
-
 QueueInfo FindQueue(const StreamView& view, const std::string& name) {
   QueueInfo q;
   if (!view.root->queues()) return q;
@@ -177,7 +164,7 @@ Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, Optim
   CompileOptions co;
   co.optimizer = optimizer;
   co.queue_capacity = capacity;
-  co.rank = static_cast<uint32_t>(pc.global_rank);
+  co.rank = 0;
   co.world_size = static_cast<uint32_t>(pc.device_num);
   co.eval_program = true;
   co.predict_program = !network.outputs().empty();
@@ -187,43 +174,66 @@ Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, Optim
     co.parameter_broadcast = pc.parameter_broadcast;
     co.comm_fusion = pc.comm_fusion;
   }
+  SINKRT_ASSIGN_OR_RETURN(CompiledJob job, CompileJob(network, co, options.compile_cache));
+  return Create(std::move(job), devices, std::move(options));
+}
+
+Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLink* const> devices,
+                                             ModelOptions options) {
+  const std::string context = "Model: network '" + job.network_name + "'";
+  const uint32_t n = static_cast<uint32_t>(devices.size());
+  if (job.ranks.empty()) return InvalidArgument(context + " has no ranks");
+  if (n != job.world_size())
+    return InvalidArgument(context + " was compiled for " + std::to_string(job.world_size()) +
+                           (job.world_size() == 1 ? " rank" : " ranks") + ", but got " + std::to_string(n) +
+                           (n == 1 ? " device" : " devices"));
+  for (uint32_t r = 0; r < n; ++r)
+    if (!devices[r]) return InvalidArgument(context + ": device " + std::to_string(r) + " is null");
+  const CompileOptions& co = job.options;
+  const bool data_parallel = co.parallel_mode == ParallelMode::DataParallel;
+  // The compiled plan is the job's context; a context that says otherwise
+  // is a mistake worth naming, not something to override silently.
+  const ParallelContext& asked = options.context;
+  if (asked.mode != ParallelMode::StandAlone || asked.device_num != 1) {
+    if (asked.mode != co.parallel_mode || asked.device_num != static_cast<int>(co.world_size))
+      return InvalidArgument(context + " was compiled for " + ParallelModeName(co.parallel_mode) + " on " +
+                             std::to_string(co.world_size) + " devices, but the context asks for " +
+                             ParallelModeName(asked.mode) + " on " + std::to_string(asked.device_num));
+  }
+  ParallelContext pc;
+  pc.mode = co.parallel_mode;
+  pc.device_num = static_cast<int>(co.world_size);
+  pc.gradients_mean = co.gradients_mean;
+  pc.parameter_broadcast = co.parameter_broadcast;
+  pc.comm_fusion = co.comm_fusion;
 
   auto impl = std::make_unique<Impl>();
   impl->devices.assign(devices.begin(), devices.end());
   impl->device = devices[0];
   impl->context = pc;
-  impl->network_name = network.name();
-  impl->network_hash = GraphHash(network);
-  impl->label_column = HostLossLabel(network);
-  // Rank 0's stream stays with the Model; the others only until loaded
-  // (they differ from it in the header's rank alone).
-  std::vector<CompiledStream> others(n > 0 ? n - 1 : 0);
-  if (data_parallel) co.rank = 0;
-  SINKRT_ASSIGN_OR_RETURN(impl->compiled, Compile(network, co));
-  for (uint32_t r = 1; r < n; ++r) {
-    co.rank = r;
-    SINKRT_ASSIGN_OR_RETURN(others[r - 1], Compile(network, co));
-  }
+  impl->network_name = job.network_name;
+  impl->network_hash = job.network_hash;
+  impl->label_column = job.label_column;
+  impl->compiled = std::move(job.ranks[0]);
   // The view points into compiled.bytes, which stays put from here on.
   SINKRT_ASSIGN_OR_RETURN(impl->view, VerifyTaskStream(impl->compiled.bytes));
   impl->train_queue = FindQueue(impl->view, "train");
   impl->eval_queue = FindQueue(impl->view, "eval");
   impl->predict_queue = FindQueue(impl->view, "predict");
-  if (impl->train_queue.index < 0)
-    return InvalidArgument(ModelContext(network) + " has no Input: Model trains on dataset columns");
+  if (impl->train_queue.index < 0) return InvalidArgument(context + " has no Input: Model trains on dataset columns");
   FindEvalReports(impl->view, &impl->loss_report, &impl->accuracy_report);
-  if (impl->loss_report < 0) return Internal(ModelContext(network) + ": eval_step does not report the loss");
+  if (impl->loss_report < 0) return Internal(context + ": eval_step does not report the loss");
   impl->state = StateBuffers(impl->view);
 
-  if (data_parallel) SINKRT_RETURN_IF_ERROR(JoinWorld(impl->devices, ModelContext(network)));
+  if (data_parallel) SINKRT_RETURN_IF_ERROR(JoinWorld(impl->devices, context));
   // Together: init may end by broadcasting rank 0's parameters.
   SINKRT_RETURN_IF_ERROR(CombineRankStatuses(
       OnEveryRank(n,
                   [&](uint32_t r) {
-                    const CompiledStream& cs = r == 0 ? impl->compiled : others[r - 1];
+                    const CompiledStream& cs = r == 0 ? impl->compiled : job.ranks[r];
                     return devices[r]->Load(cs.bytes).status();
                   }),
-      ModelContext(network) + ": load"));
+      context + ": load"));
   return std::unique_ptr<Model>(new Model(std::move(impl)));
 }
 

@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "sinkrt/host/callback.h"
+#include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/dataset.h"
 #include "sinkrt/host/graph.h"
@@ -76,6 +77,10 @@ struct LossSpec {
 struct ModelOptions {
   ParallelContext context;
   uint32_t queue_capacity = 16;  // MS_DATASET_SINK_QUEUE overrides (1..128)
+  // Where compiled streams are kept and reused (compiled_job.h); empty: no
+  // cache. Defaults to SINKRT_COMPILE_CACHE, as MindSpore reads
+  // MS_COMPILER_CACHE_PATH.
+  std::string compile_cache = CompileCacheDirFromEnvironment();
 };
 
 struct EvalResult {
@@ -96,6 +101,11 @@ class Model {
   // DATA_PARALLEL, one for STAND_ALONE); every device must outlive the Model.
   static Result<std::unique_ptr<Model>> Create(Graph network, LossSpec loss, OptimizerSpec optimizer,
                                                std::span<DeviceLink* const> devices, ModelOptions options = {});
+  // A job compiled beforehand (sinkc, ReadCompiledJob, CompileJob): no
+  // graph needed. devices[r] runs job.ranks[r]; the job's parallel plan is
+  // the context (options.context, if set, must agree with it).
+  static Result<std::unique_ptr<Model>> Create(CompiledJob job, std::span<DeviceLink* const> devices,
+                                               ModelOptions options = {});
   ~Model();
 
   // MindSpore 2.x defaults: dataset_sink_mode = false, sink_size = -1.

@@ -1,0 +1,236 @@
+#include "job/manifest.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <utility>
+
+#include "compiler/graph_hash.h"
+#include "sinkrt/runtime/stream_view.h"
+
+namespace sinkrt::host::job {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+const char* OptimizerName(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::SGD: return "sgd";
+    case OptimizerKind::Momentum: return "momentum";
+    case OptimizerKind::Adam: return "adam";
+  }
+  return "sgd";
+}
+
+Json OptionsToJson(const CompileOptions& o) {
+  const OptimizerSpec& s = o.optimizer;
+  Json optimizer = {{"kind", OptimizerName(s.kind)}, {"learning_rate", s.learning_rate}};
+  if (s.kind == OptimizerKind::Momentum) {
+    optimizer["momentum"] = s.momentum;
+    optimizer["nesterov"] = s.nesterov;
+  }
+  if (s.kind == OptimizerKind::Adam) {
+    optimizer["beta1"] = s.beta1;
+    optimizer["beta2"] = s.beta2;
+    optimizer["epsilon"] = s.epsilon;
+  }
+  optimizer["weight_decay"] = s.weight_decay;
+  Json parallel = {{"mode", ParallelModeName(o.parallel_mode)}, {"device_num", o.world_size}};
+  if (o.parallel_mode == ParallelMode::DataParallel) {
+    parallel["gradients_mean"] = o.gradients_mean;
+    parallel["parameter_broadcast"] = o.parameter_broadcast;
+    const CommFusion& f = o.comm_fusion;
+    Json fusion = {{"openstate", f.openstate}, {"mode", f.mode}};
+    if (f.mode == "size") fusion["size_mb"] = f.size_mb;
+    if (f.mode == "index") fusion["indices"] = f.indices;
+    parallel["comm_fusion"] = std::move(fusion);
+  }
+  return {{"optimizer", std::move(optimizer)},
+          {"queue_capacity", o.queue_capacity},
+          {"arena_alignment", o.arena_alignment},
+          {"fuse", o.fuse},
+          {"eval_program", o.eval_program},
+          {"predict_program", o.predict_program},
+          {"parallel", std::move(parallel)}};
+}
+
+Json ColumnsToJson(const fb::QueueSpec& q) {
+  Json cols = Json::array();
+  if (q.columns())
+    for (const fb::QueueColumn* c : *q.columns()) {
+      Json shape = Json::array();
+      if (c->shape())
+        for (int64_t d : *c->shape()) shape.push_back(d);
+      cols.push_back({{"name", c->name() ? c->name()->str() : ""}, {"dtype", DTypeName(c->dtype())},
+                      {"shape", std::move(shape)}});
+    }
+  return cols;
+}
+
+// A typed read of `j[key]` whose errors name the manifest and the key path.
+struct Reader {
+  const std::string& path;
+  Status status;
+
+  template <typename T>
+  T Get(const Json& j, const char* key, const std::string& where, T fallback = {}) {
+    if (!status.ok()) return fallback;
+    const std::string name = where.empty() ? key : where + "." + key;
+    auto it = j.find(key);
+    if (it == j.end()) {
+      status = InvalidArgument(path + ": missing \"" + name + "\"");
+      return fallback;
+    }
+    try {
+      return it->template get<T>();
+    } catch (const std::exception& e) {
+      status = InvalidArgument(path + ": \"" + name + "\" has the wrong type (" + e.what() + ")");
+      return fallback;
+    }
+  }
+  uint64_t Hash(const Json& j, const char* key, const std::string& where) {
+    const std::string s = Get<std::string>(j, key, where);
+    if (!status.ok()) return 0;
+    uint64_t v = 0;
+    if (s.size() != 18 || s.compare(0, 2, "0x") != 0 || std::sscanf(s.c_str() + 2, "%" SCNx64, &v) != 1)
+      status = InvalidArgument(path + ": \"" + where + "." + key + "\" is \"" + s + "\", not 0x and 16 hex digits");
+    return v;
+  }
+};
+
+}  // namespace
+
+std::string RankFileName(uint32_t rank) { return "rank_" + std::to_string(rank) + ".tstream"; }
+
+uint64_t ContentHash(std::span<const uint8_t> bytes) {
+  compiler::Fnv1a64 h;
+  h.Bytes(bytes);
+  return h.value();
+}
+
+std::string Hex64(uint64_t v) {
+  char buf[19];
+  std::snprintf(buf, sizeof buf, "0x%016" PRIx64, v);
+  return buf;
+}
+
+Json ManifestToJson(const CompiledJob& job) {
+  Json j;
+  j["format"] = kManifestFormat;
+  j["network"] = {{"name", job.network_name}, {"hash", Hex64(job.network_hash)}, {"label_column", job.label_column}};
+  j["options"] = OptionsToJson(job.options);
+  Json queues = Json::array();
+  if (!job.ranks.empty()) {
+    auto view = VerifyTaskStream(job.ranks[0].bytes, kSupportedFeatures);
+    if (view.ok() && view->root->queues())
+      for (const fb::QueueSpec* q : *view->root->queues())
+        queues.push_back({{"name", q->name() ? q->name()->str() : ""}, {"capacity", q->capacity()},
+                          {"columns", ColumnsToJson(*q)}});
+  }
+  j["queues"] = std::move(queues);
+  Json ranks = Json::array();
+  for (uint32_t r = 0; r < job.ranks.size(); ++r) {
+    const CompiledStream& s = job.ranks[r];
+    ranks.push_back({{"rank", r},
+                     {"file", RankFileName(r)},
+                     {"bytes", s.bytes.size()},
+                     {"arena_bytes", s.report.arena_bytes},
+                     {"stream_hash", Hex64(s.graph_hash)},
+                     {"content_hash", Hex64(ContentHash(s.bytes))}});
+  }
+  j["ranks"] = std::move(ranks);
+  Json buckets = Json::array();
+  if (!job.ranks.empty())
+    for (const GradientBucket& b : job.ranks[0].report.buckets)
+      buckets.push_back({{"offset", b.offset}, {"bytes", b.bytes}, {"gradients", b.gradients}});
+  j["buckets"] = std::move(buckets);
+  return j;
+}
+
+Result<Manifest> ParseManifest(const std::string& text, const std::string& path) {
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const std::exception& e) {
+    return InvalidArgument(path + ": not JSON (" + e.what() + ")");
+  }
+  if (!j.is_object()) return InvalidArgument(path + ": not a JSON object");
+  Reader rd{path, Status::Ok()};
+  const std::string format = rd.Get<std::string>(j, "format", "");
+  if (rd.status.ok() && format != kManifestFormat)
+    return InvalidArgument(path + ": format \"" + format + "\", this build reads \"" + kManifestFormat + "\"");
+  Manifest m;
+  const Json network = rd.Get<Json>(j, "network", "");
+  m.network_name = rd.Get<std::string>(network, "name", "network");
+  m.network_hash = rd.Hash(network, "hash", "network");
+  m.label_column = rd.Get<std::string>(network, "label_column", "network");
+
+  const Json options = rd.Get<Json>(j, "options", "");
+  CompileOptions& o = m.options;
+  const Json opt = rd.Get<Json>(options, "optimizer", "options");
+  const std::string kind = rd.Get<std::string>(opt, "kind", "options.optimizer");
+  if (rd.status.ok()) {
+    auto k = ParseOptimizerKind(kind);
+    if (!k.ok()) return k.status().WithContext(path + ": options.optimizer.kind");
+    o.optimizer.kind = *k;
+  }
+  o.optimizer.learning_rate = rd.Get<float>(opt, "learning_rate", "options.optimizer");
+  if (o.optimizer.kind == OptimizerKind::Momentum) {
+    o.optimizer.momentum = rd.Get<float>(opt, "momentum", "options.optimizer");
+    o.optimizer.nesterov = rd.Get<bool>(opt, "nesterov", "options.optimizer");
+  }
+  if (o.optimizer.kind == OptimizerKind::Adam) {
+    o.optimizer.beta1 = rd.Get<float>(opt, "beta1", "options.optimizer");
+    o.optimizer.beta2 = rd.Get<float>(opt, "beta2", "options.optimizer");
+    o.optimizer.epsilon = rd.Get<float>(opt, "epsilon", "options.optimizer");
+  }
+  o.optimizer.weight_decay = rd.Get<float>(opt, "weight_decay", "options.optimizer");
+  o.queue_capacity = rd.Get<uint32_t>(options, "queue_capacity", "options");
+  o.arena_alignment = rd.Get<uint32_t>(options, "arena_alignment", "options");
+  o.fuse = rd.Get<bool>(options, "fuse", "options");
+  o.eval_program = rd.Get<bool>(options, "eval_program", "options");
+  o.predict_program = rd.Get<bool>(options, "predict_program", "options");
+  const Json parallel = rd.Get<Json>(options, "parallel", "options");
+  const std::string mode = rd.Get<std::string>(parallel, "mode", "options.parallel");
+  if (rd.status.ok()) {
+    auto pm = ParseParallelMode(mode);
+    if (!pm.ok()) return pm.status().WithContext(path + ": options.parallel.mode");
+    o.parallel_mode = *pm;
+  }
+  o.world_size = rd.Get<uint32_t>(parallel, "device_num", "options.parallel");
+  if (o.parallel_mode == ParallelMode::DataParallel) {
+    o.gradients_mean = rd.Get<bool>(parallel, "gradients_mean", "options.parallel");
+    o.parameter_broadcast = rd.Get<bool>(parallel, "parameter_broadcast", "options.parallel");
+    const Json fusion = rd.Get<Json>(parallel, "comm_fusion", "options.parallel");
+    o.comm_fusion.openstate = rd.Get<bool>(fusion, "openstate", "options.parallel.comm_fusion");
+    o.comm_fusion.mode = rd.Get<std::string>(fusion, "mode", "options.parallel.comm_fusion");
+    if (o.comm_fusion.mode == "size")
+      o.comm_fusion.size_mb = rd.Get<double>(fusion, "size_mb", "options.parallel.comm_fusion");
+    if (o.comm_fusion.mode == "index")
+      o.comm_fusion.indices = rd.Get<std::vector<int>>(fusion, "indices", "options.parallel.comm_fusion");
+  }
+
+  const Json ranks = rd.Get<Json>(j, "ranks", "");
+  if (rd.status.ok() && !ranks.is_array()) return InvalidArgument(path + ": \"ranks\" is not a list");
+  if (rd.status.ok())
+    for (size_t i = 0; i < ranks.size() && rd.status.ok(); ++i) {
+      const std::string where = "ranks[" + std::to_string(i) + "]";
+      RankEntry e;
+      e.rank = rd.Get<uint32_t>(ranks[i], "rank", where);
+      e.file = rd.Get<std::string>(ranks[i], "file", where);
+      e.bytes = rd.Get<uint64_t>(ranks[i], "bytes", where);
+      e.stream_hash = rd.Hash(ranks[i], "stream_hash", where);
+      e.content_hash = rd.Hash(ranks[i], "content_hash", where);
+      if (rd.status.ok() && (e.rank != i || e.file != RankFileName(e.rank)))
+        return InvalidArgument(path + ": " + where + " is rank " + std::to_string(e.rank) + " in \"" + e.file +
+                               "\", expected rank " + std::to_string(i) + " in \"" + RankFileName(i) + "\"");
+      m.ranks.push_back(std::move(e));
+    }
+  if (!rd.status.ok()) return rd.status;
+  if (m.ranks.empty()) return InvalidArgument(path + ": \"ranks\" is empty");
+  if (m.ranks.size() != o.world_size)
+    return InvalidArgument(path + ": " + std::to_string(m.ranks.size()) + " ranks listed, but options.parallel.device_num is " +
+                           std::to_string(o.world_size));
+  return m;
+}
+
+}  // namespace sinkrt::host::job

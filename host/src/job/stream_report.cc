@@ -1,0 +1,98 @@
+#include "job/stream_report.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+namespace sinkrt::host::job {
+namespace {
+
+bool IsPersistent(fb::BufferRole role) {
+  switch (role) {
+    case fb::BufferRole::Param:
+    case fb::BufferRole::Grad:
+    case fb::BufferRole::OptState:
+    case fb::BufferRole::Const:
+    case fb::BufferRole::Output:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::vector<std::string> QueueColumns(const StreamView& view, const char* name) {
+  std::vector<std::string> out;
+  if (!view.root->queues()) return out;
+  for (const fb::QueueSpec* q : *view.root->queues()) {
+    if (!q->name() || q->name()->str() != name || !q->columns()) continue;
+    for (const fb::QueueColumn* c : *q->columns()) out.push_back(c->name() ? c->name()->str() : "");
+  }
+  return out;
+}
+
+size_t TaskCount(const fb::Program* p, const char* stream) {
+  if (!p || !p->streams()) return 0;
+  for (const fb::Stream* s : *p->streams())
+    if (s->name() && s->name()->str() == stream && s->tasks()) return s->tasks()->size();
+  return 0;
+}
+
+}  // namespace
+
+CompiledStream StreamFromView(std::vector<uint8_t> bytes, const StreamView& view) {
+  CompiledStream out;
+  const fb::TaskStream& ts = *view.root;
+  out.graph_hash = ts.header()->graph_hash();
+  CompileReport& r = out.report;
+  r.arena_bytes = ts.arena_bytes();
+  r.liveness_lower_bound = ts.liveness_lower_bound();
+  const fb::Program* train = view.FindProgram(fb::ProgramKind::TrainStep);
+  r.train_tasks = TaskCount(train, "compute");
+  r.comm_tasks = TaskCount(train, "comm");
+  r.eval_tasks = TaskCount(view.FindProgram(fb::ProgramKind::EvalStep), "compute");
+  r.predict_tasks = TaskCount(view.FindProgram(fb::ProgramKind::PredictStep), "compute");
+  if (train && train->streams())
+    for (const fb::Stream* s : *train->streams())
+      for (const fb::Task* t : *s->tasks())
+        if (t->body_type() == fb::TaskBody::KernelTask &&
+            (t->body_as_KernelTask()->fused_bias() >= 0 ||
+             t->body_as_KernelTask()->fused_activation() != fb::Activation::None))
+          ++r.fused_kernels;
+  for (const fb::Buffer* b : *ts.buffers()) {
+    PlannedBuffer pb{.name = b->name() ? b->name()->str() : "", .offset = b->offset(), .bytes = b->bytes(),
+                     .role = b->role()};
+    if (IsPersistent(b->role())) {
+      // As the planner lays them: back to back, each aligned.
+      const uint64_t a = ts.arena_alignment();
+      r.persistent_bytes += (b->bytes() + a - 1) / a * a;
+      pb.program = fb::ProgramKind::Init;
+    }
+    r.buffers.push_back(std::move(pb));
+  }
+  // One bucket per AllReduce of train_step's comm stream, in its order.
+  if (train && train->streams())
+    for (const fb::Stream* s : *train->streams()) {
+      if (!s->name() || s->name()->str() != "comm") continue;
+      for (const fb::Task* t : *s->tasks()) {
+        if (t->body_type() != fb::TaskBody::AllReduceTask) continue;
+        GradientBucket bucket;
+        uint64_t end = 0;
+        bool first = true;
+        for (uint32_t index : *t->body_as_AllReduceTask()->buffers()) {
+          const fb::Buffer* b = ts.buffers()->Get(index);
+          bucket.gradients.push_back(b->name() ? b->name()->str() : "");
+          if (first || b->offset() < bucket.offset) bucket.offset = b->offset();
+          end = std::max(end, b->offset() + b->bytes());
+          first = false;
+        }
+        bucket.bytes = end - bucket.offset;
+        r.buckets.push_back(std::move(bucket));
+      }
+    }
+  out.input_columns = QueueColumns(view, "train");
+  out.predict_columns = QueueColumns(view, "predict");
+  out.bytes = std::move(bytes);
+  return out;
+}
+
+}  // namespace sinkrt::host::job

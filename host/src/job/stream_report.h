@@ -1,0 +1,17 @@
+// What the host knows about a compiled stream, rebuilt from the stream
+// alone: a job read from disk has no compiler report to carry.
+#pragma once
+
+#include <span>
+
+#include "sinkrt/host/compiler.h"
+#include "sinkrt/runtime/stream_view.h"
+
+namespace sinkrt::host::job {
+
+// `view` must verify `bytes`. Fills report (arena, liveness bound,
+// persistent bytes, task counts, buffers without their lifetimes, the
+// fusion buckets), the queues' columns and the header's graph hash.
+CompiledStream StreamFromView(std::vector<uint8_t> bytes, const StreamView& view);
+
+}  // namespace sinkrt::host::job
