@@ -14,6 +14,18 @@ foreach(s ${SINKRT_SCHEMAS})
     VERBATIM)
   list(APPEND _generated ${out})
 endforeach()
+# The graph file reader parses JSON against the schema text at run time.
+set(_schema_text ${SINKRT_GEN_DIR}/graph_schema_text.h)
+add_custom_command(
+  OUTPUT ${_schema_text}
+  COMMAND ${CMAKE_COMMAND} -DOUT=${_schema_text}
+          "-DSCHEMAS=Common=${CMAKE_SOURCE_DIR}/schemas/common.fbs|Graph=${CMAKE_SOURCE_DIR}/schemas/graph.fbs"
+          -P ${CMAKE_SOURCE_DIR}/cmake/EmbedSchemaText.cmake
+  DEPENDS ${CMAKE_SOURCE_DIR}/schemas/common.fbs ${CMAKE_SOURCE_DIR}/schemas/graph.fbs
+          ${CMAKE_SOURCE_DIR}/cmake/EmbedSchemaText.cmake
+  COMMENT "embed graph.fbs text"
+  VERBATIM)
+list(APPEND _generated ${_schema_text})
 add_custom_target(sinkrt_schemas_gen DEPENDS ${_generated})
 
 add_library(sinkrt_schemas INTERFACE)

@@ -4,6 +4,7 @@
 #include <string>
 #include <variant>
 
+#include "graph_file/op_options.h"
 #include "sinkrt/runtime/format.h"
 
 namespace sinkrt::host::compiler {
@@ -18,20 +19,6 @@ uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 fbs::Offset<fbs::Vector<int64_t>> ShapeVector(fbs::FlatBufferBuilder& fbb, const Shape& shape) {
   return fbb.CreateVector(shape);
-}
-
-fbs::Offset<fb::Conv2DOptions> ConvOptions(fbs::FlatBufferBuilder& fbb, const OpAttrs& a) {
-  return fb::CreateConv2DOptions(fbb, a.stride_h, a.stride_w, a.pad_top, a.pad_bottom, a.pad_left,
-                                 a.pad_right, a.dilation_h, a.dilation_w);
-}
-
-fbs::Offset<fb::Pool2DOptions> PoolOptions(fbs::FlatBufferBuilder& fbb, const OpAttrs& a) {
-  return fb::CreatePool2DOptions(fbb, a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.pad_top,
-                                 a.pad_bottom, a.pad_left, a.pad_right);
-}
-
-fbs::Offset<fb::AdamOptions> AdamOptions(fbs::FlatBufferBuilder& fbb, const OpAttrs& a) {
-  return fb::CreateAdamOptions(fbb, a.learning_rate, a.beta1, a.beta2, a.epsilon, a.weight_decay);
 }
 
 fbs::Offset<fb::InitDef> WriteInit(fbs::FlatBufferBuilder& fbb, const InitSpec& s,
@@ -52,7 +39,7 @@ fbs::Offset<fb::Task> WriteTask(fbs::FlatBufferBuilder& fbb, const TaskDef& task
   if (const auto* k = std::get_if<KernelDef>(&task.body)) {
     auto inputs = fbb.CreateVector(k->inputs);
     auto outputs = fbb.CreateVector(k->outputs);
-    auto [options_type, options] = OpAttrsFor(fbb, k->op, k->attrs);
+    auto [options_type, options] = host::OpAttrsFor(fbb, k->op, k->attrs);
     type = fb::TaskBody::KernelTask;
     body = fb::CreateKernelTask(fbb, k->op, inputs, outputs, options_type, options,
                                 k->fused_activation, k->fused_bias)
@@ -90,55 +77,6 @@ fbs::Offset<fb::Stream> WriteStream(fbs::FlatBufferBuilder& fbb, const char* nam
 }
 
 }  // namespace
-
-std::pair<fb::OpOptions, fbs::Offset<void>> OpAttrsFor(fbs::FlatBufferBuilder& fbb, fb::OpCode op,
-                                                       const OpAttrs& a) {
-  using fb::OpCode;
-  using fb::OpOptions;
-  switch (op) {
-    case OpCode::MatMul:
-      return {OpOptions::MatMulOptions,
-              fb::CreateMatMulOptions(fbb, a.transpose_a, a.transpose_b).Union()};
-    case OpCode::BiasAdd:
-    case OpCode::Softmax:
-    case OpCode::LogSoftmax:
-    case OpCode::SoftmaxGrad:
-    case OpCode::LogSoftmaxGrad:
-    case OpCode::BiasAddGrad:
-      return {OpOptions::AxisOptions, fb::CreateAxisOptions(fbb, a.axis).Union()};
-    case OpCode::ReduceSum:
-    case OpCode::ReduceMean: {
-      auto axes = fbb.CreateVector(a.axes);
-      return {OpOptions::AxisOptions, fb::CreateAxisOptions(fbb, -1, axes, a.keep_dims).Union()};
-    }
-    case OpCode::BroadcastTo:
-      return {OpOptions::AxisOptions, fb::CreateAxisOptions(fbb, -1, 0, false, a.scale).Union()};
-    case OpCode::Conv2D:
-    case OpCode::Conv2DBackpropInput:
-    case OpCode::Conv2DBackpropFilter:
-      return {OpOptions::Conv2DOptions, ConvOptions(fbb, a).Union()};
-    case OpCode::MaxPool2D:
-    case OpCode::AvgPool2D:
-    case OpCode::MaxPool2DGrad:
-    case OpCode::AvgPool2DGrad:
-      return {OpOptions::Pool2DOptions, PoolOptions(fbb, a).Union()};
-    case OpCode::Fill:
-      return {OpOptions::FillOptions, fb::CreateFillOptions(fbb, a.value).Union()};
-    case OpCode::SgdUpdate:
-      return {OpOptions::SgdOptions,
-              fb::CreateSgdOptions(fbb, a.learning_rate, a.weight_decay).Union()};
-    case OpCode::MomentumUpdate:
-      return {OpOptions::MomentumOptions,
-              fb::CreateMomentumOptions(fbb, a.learning_rate, a.momentum, a.nesterov,
-                                        a.weight_decay)
-                  .Union()};
-    case OpCode::AdamUpdate:
-    case OpCode::AdamPowers:
-      return {OpOptions::AdamOptions, AdamOptions(fbb, a).Union()};
-    default:
-      return {OpOptions::NONE, 0};
-  }
-}
 
 Result<std::vector<uint8_t>> WriteTaskStream(const LoweredStream& stream, const MemoryPlan& plan,
                                              const StreamHeaderInfo& header) {

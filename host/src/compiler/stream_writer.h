@@ -31,10 +31,4 @@ struct StreamHeaderInfo {
 Result<std::vector<uint8_t>> WriteTaskStream(const LoweredStream& stream, const MemoryPlan& plan,
                                              const StreamHeaderInfo& header);
 
-// Which OpAttrs fields travel with which op (docs/ops.md, "options" column):
-// the OpOptions union member for `op`, or NONE for ops without options.
-std::pair<fb::OpOptions, flatbuffers::Offset<void>> OpAttrsFor(flatbuffers::FlatBufferBuilder& fbb,
-                                                               fb::OpCode op,
-                                                               const OpAttrs& attrs);
-
 }  // namespace sinkrt::host::compiler

@@ -60,7 +60,7 @@ struct TensorInfo {
 };
 
 // All op attributes in one plain struct; each op reads the fields it needs
-// (see OpAttrsFor in the writer for which ones travel with which op).
+// (host/src/graph_file/op_options.h maps them to and from the schemas' OpOptions).
 struct OpAttrs {
   bool transpose_a = false, transpose_b = false;  // MatMul
   int axis = -1;                                  // Softmax, LogSoftmax, BiasAdd channel axis

@@ -1,0 +1,180 @@
+#include "graph_file/op_options.h"
+
+namespace sinkrt::host {
+namespace {
+
+namespace fbs = flatbuffers;
+
+std::string TypeName(fb::OpOptions t) {
+  const char* n = fb::EnumNameOpOptions(t);
+  return (n && *n) ? n : "OpOptions(" + std::to_string(static_cast<int>(t)) + ")";
+}
+
+// The fields a table left out read as the schema's defaults: a default-built
+// table from an empty builder gives exactly those.
+template <typename T>
+const T* DefaultTable() {
+  static const std::vector<uint8_t> bytes = [] {
+    fbs::FlatBufferBuilder fbb;
+    typename T::Builder b(fbb);
+    fbb.Finish(b.Finish());
+    return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  }();
+  return fbs::GetRoot<T>(bytes.data());
+}
+
+template <typename T>
+const T* OrDefault(const void* options) {
+  return options ? static_cast<const T*>(options) : DefaultTable<T>();
+}
+
+}  // namespace
+
+fb::OpOptions OpOptionsTypeFor(fb::OpCode op) {
+  using fb::OpCode;
+  using fb::OpOptions;
+  switch (op) {
+    case OpCode::MatMul: return OpOptions::MatMulOptions;
+    case OpCode::BiasAdd:
+    case OpCode::Softmax:
+    case OpCode::LogSoftmax:
+    case OpCode::SoftmaxGrad:
+    case OpCode::LogSoftmaxGrad:
+    case OpCode::BiasAddGrad:
+    case OpCode::ReduceSum:
+    case OpCode::ReduceMean:
+    case OpCode::BroadcastTo: return OpOptions::AxisOptions;
+    case OpCode::Conv2D:
+    case OpCode::Conv2DBackpropInput:
+    case OpCode::Conv2DBackpropFilter: return OpOptions::Conv2DOptions;
+    case OpCode::MaxPool2D:
+    case OpCode::AvgPool2D:
+    case OpCode::MaxPool2DGrad:
+    case OpCode::AvgPool2DGrad: return OpOptions::Pool2DOptions;
+    case OpCode::Fill: return OpOptions::FillOptions;
+    case OpCode::SgdUpdate: return OpOptions::SgdOptions;
+    case OpCode::MomentumUpdate: return OpOptions::MomentumOptions;
+    case OpCode::AdamUpdate:
+    case OpCode::AdamPowers: return OpOptions::AdamOptions;
+    default: return OpOptions::NONE;
+  }
+}
+
+std::pair<fb::OpOptions, fbs::Offset<void>> OpAttrsFor(fbs::FlatBufferBuilder& fbb, fb::OpCode op, const OpAttrs& a) {
+  using fb::OpCode;
+  using fb::OpOptions;
+  const OpOptions type = OpOptionsTypeFor(op);
+  switch (type) {
+    case OpOptions::MatMulOptions: return {type, fb::CreateMatMulOptions(fbb, a.transpose_a, a.transpose_b).Union()};
+    case OpOptions::AxisOptions:
+      // One table, three uses: only the fields `op` reads travel, so equal
+      // ops give equal bytes.
+      if (op == OpCode::ReduceSum || op == OpCode::ReduceMean) {
+        auto axes = fbb.CreateVector(a.axes);
+        return {type, fb::CreateAxisOptions(fbb, -1, axes, a.keep_dims).Union()};
+      }
+      if (op == OpCode::BroadcastTo) return {type, fb::CreateAxisOptions(fbb, -1, 0, false, a.scale).Union()};
+      return {type, fb::CreateAxisOptions(fbb, a.axis).Union()};
+    case OpOptions::Conv2DOptions:
+      return {type, fb::CreateConv2DOptions(fbb, a.stride_h, a.stride_w, a.pad_top, a.pad_bottom, a.pad_left,
+                                            a.pad_right, a.dilation_h, a.dilation_w)
+                        .Union()};
+    case OpOptions::Pool2DOptions:
+      return {type, fb::CreatePool2DOptions(fbb, a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.pad_top,
+                                            a.pad_bottom, a.pad_left, a.pad_right)
+                        .Union()};
+    case OpOptions::FillOptions: return {type, fb::CreateFillOptions(fbb, a.value).Union()};
+    case OpOptions::SgdOptions: return {type, fb::CreateSgdOptions(fbb, a.learning_rate, a.weight_decay).Union()};
+    case OpOptions::MomentumOptions:
+      return {type, fb::CreateMomentumOptions(fbb, a.learning_rate, a.momentum, a.nesterov, a.weight_decay).Union()};
+    case OpOptions::AdamOptions:
+      return {type, fb::CreateAdamOptions(fbb, a.learning_rate, a.beta1, a.beta2, a.epsilon, a.weight_decay).Union()};
+    default: return {OpOptions::NONE, 0};
+  }
+}
+
+Result<OpAttrs> OpAttrsFromOptions(fb::OpCode op, fb::OpOptions type, const void* options) {
+  using fb::OpCode;
+  using fb::OpOptions;
+  const OpOptions want = OpOptionsTypeFor(op);
+  if (type != OpOptions::NONE && type != want) {
+    const char* op_name = fb::EnumNameOpCode(op);
+    const std::string who = (op_name && *op_name) ? op_name : "this op";
+    if (want == OpOptions::NONE)
+      return InvalidArgument("field 'options': " + who + " takes no options, got " + TypeName(type));
+    return InvalidArgument("field 'options': " + who + " takes " + TypeName(want) + ", got " + TypeName(type));
+  }
+  OpAttrs a;
+  switch (want) {
+    case OpOptions::MatMulOptions: {
+      const auto* o = OrDefault<fb::MatMulOptions>(options);
+      a.transpose_a = o->transpose_a();
+      a.transpose_b = o->transpose_b();
+      break;
+    }
+    case OpOptions::AxisOptions: {
+      const auto* o = OrDefault<fb::AxisOptions>(options);
+      if (op == OpCode::ReduceSum || op == OpCode::ReduceMean) {
+        if (o->axes()) a.axes.assign(o->axes()->begin(), o->axes()->end());
+        a.keep_dims = o->keep_dims();
+      } else if (op == OpCode::BroadcastTo) {
+        a.scale = o->scale();
+      } else {
+        a.axis = o->axis();
+      }
+      break;
+    }
+    case OpOptions::Conv2DOptions: {
+      const auto* o = OrDefault<fb::Conv2DOptions>(options);
+      a.stride_h = o->stride_h();
+      a.stride_w = o->stride_w();
+      a.pad_top = o->pad_top();
+      a.pad_bottom = o->pad_bottom();
+      a.pad_left = o->pad_left();
+      a.pad_right = o->pad_right();
+      a.dilation_h = o->dilation_h();
+      a.dilation_w = o->dilation_w();
+      break;
+    }
+    case OpOptions::Pool2DOptions: {
+      const auto* o = OrDefault<fb::Pool2DOptions>(options);
+      a.kernel_h = o->kernel_h();
+      a.kernel_w = o->kernel_w();
+      a.stride_h = o->stride_h();
+      a.stride_w = o->stride_w();
+      a.pad_top = o->pad_top();
+      a.pad_bottom = o->pad_bottom();
+      a.pad_left = o->pad_left();
+      a.pad_right = o->pad_right();
+      break;
+    }
+    case OpOptions::FillOptions: a.value = OrDefault<fb::FillOptions>(options)->value(); break;
+    case OpOptions::SgdOptions: {
+      const auto* o = OrDefault<fb::SgdOptions>(options);
+      a.learning_rate = o->learning_rate();
+      a.weight_decay = o->weight_decay();
+      break;
+    }
+    case OpOptions::MomentumOptions: {
+      const auto* o = OrDefault<fb::MomentumOptions>(options);
+      a.learning_rate = o->learning_rate();
+      a.momentum = o->momentum();
+      a.nesterov = o->nesterov();
+      a.weight_decay = o->weight_decay();
+      break;
+    }
+    case OpOptions::AdamOptions: {
+      const auto* o = OrDefault<fb::AdamOptions>(options);
+      a.learning_rate = o->learning_rate();
+      a.beta1 = o->beta1();
+      a.beta2 = o->beta2();
+      a.epsilon = o->epsilon();
+      a.weight_decay = o->weight_decay();
+      break;
+    }
+    default: break;
+  }
+  return a;
+}
+
+}  // namespace sinkrt::host

@@ -1,0 +1,524 @@
+// Graph files: binary and JSON round trips, the examples against the model
+// zoo, load options, files on disk, and one clear error per malformed file.
+#include "sinkrt/host/graph_file.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "sinkrt/fb/graph_generated.h"
+#include "sinkrt/host/compiler.h"
+#include "sinkrt/host/model_zoo.h"
+
+namespace sinkrt::host {
+namespace {
+
+namespace fs = std::filesystem;
+
+// What Model::Create appends (AppendLoss in host/src/model/model.cc): a
+// "label" input after the network and cross-entropy on outputs()[0].
+Graph WithLoss(Graph g) {
+  const TensorId logits = g.outputs().front();
+  const TensorId label = g.Input("label", {g.tensor(logits).shape[0]}, DType::I32);
+  g.SetLoss(g.SparseSoftmaxCrossEntropy(logits, label));
+  return g;
+}
+
+Graph ZooMlp() { return WithLoss(MakeMlpNetwork(64)); }
+Graph ZooLeNet() { return WithLoss(MakeLeNetNetwork(64)); }
+
+// Every forward op the builder offers, every initialiser kind, explicit
+// attributes and an Inline const.
+Graph AllOps() {
+  Graph g("all_ops");
+  const TensorId x = g.Input("x", {4, 1, 8, 8});
+  const TensorId label = g.Input("label", {4}, DType::I32);
+  const TensorId cw = g.Param("conv.w", {2, 1, 3, 3}, InitSpec::XavierUniform(3));
+  const TensorId cb = g.Param("conv.b", {2}, InitSpec::Constant(0.125f));
+  OpAttrs conv;
+  conv.pad_top = conv.pad_bottom = 1;
+  conv.pad_left = conv.pad_right = 2;
+  conv.dilation_h = conv.dilation_w = 2;
+  TensorId c = g.Gelu(g.BiasAdd(g.Conv2D(x, cw, conv), cb));       // [4,2,6,8]
+  const TensorId m = g.Flatten(g.MaxPool2D(c, 2, 2));              // [4,24]
+  const TensorId a = g.Reshape(g.AvgPool2D(c, 2, 2, 1), {4, -1});  // [4,40]
+  InitSpec he = InitSpec::HeNormal(5);
+  he.fan_in = 7;
+  he.fan_out = 3;
+  const TensorId w1 = g.Param("w1", {24, 5}, he);
+  const TensorId w2 = g.Param("w2", {5, 40}, InitSpec::Uniform(-0.5f, 0.25f, 6));
+  const TensorId w3 = g.Param("w3", {5}, InitSpec::Normal(0.5f, 0.75f, 7));
+  const TensorId k = g.Const("k", {5}, InitSpec::Inline({1.0f, -2.0f, 0.5f, 3.25f, -0.125f}));
+  const TensorId z = g.Const("z", {1}, InitSpec::XavierNormal(8));
+  const TensorId u = g.Const("u", {}, InitSpec::HeUniform(9));
+  TensorId s = g.Add(g.MatMul(m, w1), g.MatMul(a, w2, false, true));  // [4,5]
+  s = g.Mul(g.Sub(s, k), g.Tanh(g.Add(w3, z)));
+  s = g.Relu(g.Sigmoid(s));
+  const TensorId sm = g.ReduceSum(g.Softmax(s, -1), {1}, true);  // [4,1]
+  const TensorId lsm = g.ReduceMean(g.LogSoftmax(s, 0), {-1});   // [4]
+  const TensorId logits = g.Add(s, sm);
+  TensorId loss = g.SparseSoftmaxCrossEntropy(logits, label);
+  loss = g.Add(g.Add(loss, g.ReduceMean(lsm)), u);
+  g.SetLoss(loss);
+  g.AddOutput(logits);
+  g.AddOutput(g.ArgMaxAccuracy(logits, label));
+  return g;
+}
+
+std::span<const uint8_t> Bytes(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
+
+std::string Examples() { return (fs::path(__FILE__).parent_path().parent_path() / "examples").string(); }
+
+std::vector<uint8_t> MustSerialize(const Graph& g, const std::optional<OptimizerSpec>& opt = {}) {
+  auto bytes = SerializeGraph(g, opt);
+  EXPECT_TRUE(bytes.ok()) << bytes.status().message();
+  return bytes.ok() ? *bytes : std::vector<uint8_t>{};
+}
+
+// Graph -> bytes -> Graph gives the same graph and the same bytes; its JSON
+// spelling reads back to the same bytes and prints the same text again.
+void ExpectRoundTrip(const Graph& g, const std::optional<OptimizerSpec>& opt) {
+  ASSERT_TRUE(g.status().ok()) << g.status().message();
+  const std::vector<uint8_t> bytes = MustSerialize(g, opt);
+  auto file = ParseGraph(bytes, "mem");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  EXPECT_EQ(GraphHash(file->graph), GraphHash(g));
+  EXPECT_EQ(MustSerialize(file->graph, file->optimizer), bytes);
+  ASSERT_EQ(file->optimizer.has_value(), opt.has_value());
+
+  auto text = GraphToJson(bytes, "mem");
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  auto from_json = ParseGraph(Bytes(*text), "mem.json");
+  ASSERT_TRUE(from_json.ok()) << from_json.status().message();
+  EXPECT_EQ(GraphHash(from_json->graph), GraphHash(g));
+  const std::vector<uint8_t> again = MustSerialize(from_json->graph, from_json->optimizer);
+  EXPECT_EQ(again, bytes);
+  auto text2 = GraphToJson(again, "mem");
+  ASSERT_TRUE(text2.ok()) << text2.status().message();
+  EXPECT_EQ(*text2, *text);
+}
+
+TEST(GraphFileTest, MlpRoundTrips) { ExpectRoundTrip(ZooMlp(), OptimizerSpec::Momentum(0.01f, 0.9f)); }
+TEST(GraphFileTest, LeNetRoundTrips) { ExpectRoundTrip(ZooLeNet(), OptimizerSpec::Adam(0.001f)); }
+TEST(GraphFileTest, EveryOpRoundTrips) { ExpectRoundTrip(AllOps(), std::nullopt); }
+TEST(GraphFileTest, SgdRoundTrips) { ExpectRoundTrip(ZooMlp(), OptimizerSpec::Sgd(0.5f)); }
+
+TEST(GraphFileTest, SerializeIsDeterministic) {
+  EXPECT_EQ(MustSerialize(AllOps()), MustSerialize(AllOps()));
+  const std::vector<uint8_t> bytes = MustSerialize(ZooMlp());
+  ASSERT_GE(bytes.size(), 8u);
+  EXPECT_EQ(std::string(bytes.begin() + 4, bytes.begin() + 8), "SKGR");
+}
+
+TEST(GraphFileTest, InlineConstKeepsItsBytes) {
+  const Graph g = AllOps();
+  auto file = ParseGraph(MustSerialize(g), "mem");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  const TensorInfo& k = file->graph.tensor(file->graph.FindTensor("k"));
+  EXPECT_EQ(k.init.kind, fb::InitKind::Inline);
+  EXPECT_EQ(k.init.data, g.tensor(g.FindTensor("k")).init.data);
+  const TensorInfo& w1 = file->graph.tensor(file->graph.FindTensor("w1"));
+  EXPECT_EQ(w1.init.fan_in, 7);
+  EXPECT_EQ(w1.init.fan_out, 3);
+  EXPECT_EQ(w1.init.seed, 5u);
+}
+
+// -- examples ------------------------------------------------------------------
+
+TEST(GraphFileTest, MlpExampleIsTheZooMlp) {
+  auto file = LoadGraph(Examples() + "/mlp.json");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  EXPECT_EQ(GraphHash(file->graph), GraphHash(ZooMlp()));
+  ASSERT_TRUE(file->optimizer.has_value());
+  EXPECT_EQ(file->optimizer->kind, OptimizerKind::Momentum);
+  EXPECT_EQ(file->optimizer->learning_rate, 0.01f);
+  EXPECT_EQ(file->optimizer->momentum, 0.9f);
+  EXPECT_FALSE(file->optimizer->nesterov);
+}
+
+TEST(GraphFileTest, LeNetExampleIsTheZooLeNet) {
+  auto file = LoadGraph(Examples() + "/lenet.json");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  EXPECT_EQ(GraphHash(file->graph), GraphHash(ZooLeNet()));
+  ASSERT_TRUE(file->optimizer.has_value());
+  EXPECT_EQ(file->optimizer->kind, OptimizerKind::Momentum);
+}
+
+// -- load options --------------------------------------------------------------
+
+TEST(GraphFileTest, BatchOptionSetsEveryInputAndReinfers) {
+  GraphLoadOptions o;
+  o.batch = 8;
+  auto file = LoadGraph(Examples() + "/lenet.json", o);
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  EXPECT_EQ(GraphHash(file->graph), GraphHash(WithLoss(MakeLeNetNetwork(8))));
+  auto mlp = LoadGraph(Examples() + "/mlp.json", o);
+  ASSERT_TRUE(mlp.ok()) << mlp.status().message();
+  EXPECT_EQ(GraphHash(mlp->graph), GraphHash(WithLoss(MakeMlpNetwork(8))));
+}
+
+TEST(GraphFileTest, BatchOptionMeetsAFixedReshape) {
+  Graph g("reshaped");
+  const TensorId x = g.Input("x", {2, 3, 4});
+  const TensorId label = g.Input("label", {2}, DType::I32);
+  const TensorId w = g.Param("w", {12, 3}, InitSpec::Zeros());
+  const TensorId logits = g.MatMul(g.Reshape(x, {2, 12}), w);
+  g.SetLoss(g.SparseSoftmaxCrossEntropy(logits, label));
+  GraphLoadOptions o;
+  o.batch = 5;
+  auto file = ParseGraph(MustSerialize(g), "r.sgraph", o);
+  ASSERT_FALSE(file.ok());
+  const std::string& m = file.status().message();
+  EXPECT_NE(m.find("r.sgraph: op 'reshape_"), std::string::npos) << m;
+  EXPECT_NE(m.find("Reshape: cannot reshape x [5,3,4] (60 elements) into [2,12]"), std::string::npos) << m;
+  EXPECT_NE(m.find("use -1 for the batch dimension"), std::string::npos) << m;
+}
+
+TEST(GraphFileTest, SeedOffsetMovesRandomInitialisersOnly) {
+  GraphLoadOptions o;
+  o.seed_offset = 100;
+  auto file = ParseGraph(MustSerialize(AllOps()), "mem", o);
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  const Graph& g = file->graph;
+  EXPECT_EQ(g.tensor(g.FindTensor("conv.w")).init.seed, 103u);  // XavierUniform
+  EXPECT_EQ(g.tensor(g.FindTensor("w1")).init.seed, 105u);      // HeNormal
+  EXPECT_EQ(g.tensor(g.FindTensor("w2")).init.seed, 106u);      // Uniform
+  EXPECT_EQ(g.tensor(g.FindTensor("w3")).init.seed, 107u);      // Normal
+  EXPECT_EQ(g.tensor(g.FindTensor("z")).init.seed, 108u);       // XavierNormal
+  EXPECT_EQ(g.tensor(g.FindTensor("u")).init.seed, 109u);       // HeUniform
+  EXPECT_EQ(g.tensor(g.FindTensor("conv.b")).init.seed, 0u);    // Constant
+  EXPECT_EQ(g.tensor(g.FindTensor("k")).init.seed, 0u);         // Inline
+}
+
+// -- files ---------------------------------------------------------------------
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& name) : path(fs::path(::testing::TempDir()) / ("graph_file_" + name)) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+std::string ReadText(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(GraphFileTest, SaveAndLoadBinaryAndJson) {
+  TempDir dir("save");
+  const Graph g = ZooLeNet();
+  const auto opt = OptimizerSpec::Momentum(0.01f, 0.9f);
+  for (const char* name : {"lenet.sgraph", "lenet.json"}) {
+    const std::string path = (dir.path / name).string();
+    ASSERT_TRUE(SaveGraph(path, g, opt).ok()) << name;
+    auto file = LoadGraph(path);
+    ASSERT_TRUE(file.ok()) << file.status().message();
+    EXPECT_EQ(GraphHash(file->graph), GraphHash(g)) << name;
+    EXPECT_FALSE(fs::exists(path + ".tmp")) << name;
+  }
+  EXPECT_EQ(ReadText(dir.path / "lenet.sgraph").substr(4, 4), "SKGR");
+  EXPECT_EQ(ReadText(dir.path / "lenet.json").front(), '{');
+  // The saved JSON is GraphToJson of the saved binary.
+  const std::string binary = ReadText(dir.path / "lenet.sgraph");
+  auto text = GraphToJson(Bytes(binary));
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(ReadText(dir.path / "lenet.json"), *text);
+}
+
+TEST(GraphFileTest, MissingFileNamesThePath) {
+  TempDir dir("missing");
+  const std::string path = (dir.path / "nope.json").string();
+  auto file = LoadGraph(path);
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(file.status().message().find(path), std::string::npos) << file.status().message();
+}
+
+TEST(GraphFileTest, SerializeRefusesWhatIsNotAForwardTrainingGraph) {
+  Graph no_loss = MakeMlpNetwork(4);
+  auto r = SerializeGraph(no_loss);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("graph 'mlp' has no loss"), std::string::npos) << r.status().message();
+
+  Graph bad = ZooMlp();
+  bad.MatMul(bad.FindTensor("image"), bad.FindTensor("image"));
+  r = SerializeGraph(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("inner dimensions differ"), std::string::npos) << r.status().message();
+
+  Graph grad = ZooMlp();
+  TensorInfo t;
+  t.name = "fc1.weight/grad";
+  t.shape = {784, 512};
+  t.kind = TensorKind::Grad;
+  grad.AddTensor(t);
+  r = SerializeGraph(grad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("'fc1.weight/grad' is a Grad tensor"), std::string::npos) << r.status().message();
+}
+
+// -- hand-written JSON ---------------------------------------------------------
+
+// Intermediate shapes left out, ops out of order.
+const char kTiny[] = R"({
+  "format_major": 1,
+  "name": "tiny",
+  "tensors": [
+    {"name": "x", "kind": "Input", "shape": [2, 3]},
+    {"name": "label", "kind": "Input", "dtype": "I32", "shape": [2]},
+    {"name": "w", "kind": "Param", "shape": [3, 4], "init": {"kind": "HeUniform", "seed": 1}},
+    {"name": "logits"},
+    {"name": "loss"}
+  ],
+  "ops": [
+    {"name": "xent", "op": "SparseSoftmaxCrossEntropy", "inputs": [3, 1], "outputs": [4]},
+    {"name": "fc", "op": "MatMul", "inputs": [0, 2], "outputs": [3]}
+  ],
+  "loss": 4,
+  "outputs": [3],
+  "optimizer": {"kind": "SGD", "learning_rate": 0.5}
+})";
+
+std::string Edit(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << "'" << from << "' is not in the text";
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+TEST(GraphFileTest, HandWrittenJsonLoadsInTopologicalOrder) {
+  auto file = ParseGraph(Bytes(kTiny), "tiny.json");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  Graph g("tiny");
+  const TensorId x = g.Input("x", {2, 3});
+  const TensorId label = g.Input("label", {2}, DType::I32);
+  const TensorId w = g.Param("w", {3, 4}, InitSpec::HeUniform(1));
+  TensorInfo logits{"logits", DType::F32, {2, 4}, TensorKind::Intermediate, {}};
+  logits.init.kind = fb::InitKind::None;
+  TensorInfo loss{"loss", DType::F32, {}, TensorKind::Intermediate, {}};
+  loss.init.kind = fb::InitKind::None;
+  g.AddTensor(logits);
+  g.AddTensor(loss);
+  g.AddOpInto(fb::OpCode::MatMul, {x, w}, OpAttrs{}, {3}, "fc");
+  g.AddOpInto(fb::OpCode::SparseSoftmaxCrossEntropy, {3, label}, OpAttrs{}, {4}, "xent");
+  g.SetLoss(4);
+  g.AddOutput(3);
+  ASSERT_TRUE(g.status().ok()) << g.status().message();
+  EXPECT_EQ(GraphHash(file->graph), GraphHash(g));
+  ASSERT_TRUE(file->optimizer.has_value());
+  EXPECT_EQ(file->optimizer->kind, OptimizerKind::SGD);
+  EXPECT_EQ(file->optimizer->learning_rate, 0.5f);
+}
+
+// One error, naming the file, the culprit and what is wrong.
+void ExpectError(const Result<GraphFile>& r, std::initializer_list<std::string> parts) {
+  ASSERT_FALSE(r.ok()) << "loaded, expected an error with '" << *parts.begin() << "'";
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  const std::string& m = r.status().message();
+  for (const std::string& p : parts) EXPECT_NE(m.find(p), std::string::npos) << "'" << p << "' not in: " << m;
+  EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+}
+
+Result<GraphFile> ParseTiny(const std::string& text) { return ParseGraph(Bytes(text), "bad.json"); }
+
+TEST(GraphFileErrorTest, UnknownOpInJsonCarriesTheLine) {
+  ExpectError(ParseTiny(Edit(kTiny, "\"MatMul\"", "\"MatMool\"")), {"bad.json:13:", "MatMool"});
+}
+
+TEST(GraphFileErrorTest, UnknownOpCodeInBinary) {
+  std::vector<uint8_t> bytes = MustSerialize(ZooMlp());
+  ASSERT_TRUE(fb::GetMutableGraphDef(bytes.data())->mutable_ops()->GetMutableObject(0)->mutate_op(fb::OpCode(999)));
+  ExpectError(ParseGraph(bytes, "bad.sgraph"),
+              {"bad.sgraph: op 'matmul_", "(ops[0])", "field 'op': unknown op code 999"});
+}
+
+TEST(GraphFileErrorTest, NotAForwardOp) {
+  ExpectError(ParseTiny(Edit(kTiny, "\"MatMul\"", "\"ReluGrad\"")),
+              {"bad.json: op 'fc' (ops[1]): field 'op': ReluGrad is not a forward op"});
+}
+
+TEST(GraphFileErrorTest, InputIndexOutOfRange) {
+  ExpectError(ParseTiny(Edit(kTiny, "\"inputs\": [0, 2]", "\"inputs\": [0, 17]")),
+              {"bad.json: op 'fc' (ops[1]): input 1 is tensor 17, but the file has 5 tensors"});
+}
+
+TEST(GraphFileErrorTest, OutputIndexOutOfRange) {
+  ExpectError(ParseTiny(Edit(kTiny, "\"outputs\": [3]}", "\"outputs\": [9]}")),
+              {"bad.json: op 'fc' (ops[1]): output 0 is tensor 9, but the file has 5 tensors"});
+}
+
+TEST(GraphFileErrorTest, IntermediateNoOpWrites) {
+  ExpectError(ParseTiny(Edit(kTiny, "{\"name\": \"loss\"}", "{\"name\": \"loss\"}, {\"name\": \"orphan\"}")),
+              {"bad.json: tensor 'orphan' (tensors[5]): an Intermediate that no op writes"});
+}
+
+TEST(GraphFileErrorTest, TensorWrittenByTwoOps) {
+  ExpectError(ParseTiny(Edit(kTiny, "\"outputs\": [4]}", "\"outputs\": [3]}")),
+              {"bad.json: op 'fc' (ops[1]): output 0 is tensor 'logits' (tensors[3]), already written by op 'xent' "
+               "(ops[0])"});
+}
+
+TEST(GraphFileErrorTest, OpWritesALeaf) {
+  ExpectError(ParseTiny(Edit(kTiny, "\"outputs\": [3]}", "\"outputs\": [2]}")),
+              {"bad.json: op 'fc' (ops[1]): output 0 is Param tensor 'w' (tensors[2]), which no op may write"});
+}
+
+TEST(GraphFileErrorTest, ShapeMismatchNamesBothShapes) {
+  ExpectError(ParseTiny(Edit(kTiny, "{\"name\": \"logits\"}", "{\"name\": \"logits\", \"shape\": [2, 5]}")),
+              {"bad.json: op 'fc' (ops[1]): output 0 tensor 'logits' (tensors[3]) has shape [2,5] in the file, but "
+               "the op gives [2,4]"});
+}
+
+TEST(GraphFileErrorTest, DtypeMismatch) {
+  ExpectError(ParseTiny(Edit(kTiny, "{\"name\": \"logits\"}", "{\"name\": \"logits\", \"dtype\": \"I32\"}")),
+              {"bad.json: op 'fc' (ops[1]): output 0 tensor 'logits' (tensors[3]) is i32 in the file"});
+}
+
+TEST(GraphFileErrorTest, BuilderRejectsTheShapes) {
+  ExpectError(ParseTiny(Edit(kTiny, "\"shape\": [3, 4]", "\"shape\": [5, 4]")),
+              {"bad.json: op 'fc' (ops[1]): MatMul: inner dimensions differ"});
+}
+
+TEST(GraphFileErrorTest, CycleNamesItsOps) {
+  std::string text = Edit(kTiny, "{\"name\": \"loss\"}", "{\"name\": \"loss\"}, {\"name\": \"a\"}, {\"name\": \"b\"}");
+  text = Edit(text, "\"outputs\": [3]}\n", R"("outputs": [3]},
+    {"name": "r1", "op": "Relu", "inputs": [6], "outputs": [5]},
+    {"name": "r2", "op": "Relu", "inputs": [5], "outputs": [6]}
+)");
+  ExpectError(ParseTiny(text), {"bad.json: the ops form a cycle: op 'r1' (ops[2]) -> op 'r2' (ops[3]) -> op 'r1' "
+                                "(ops[2])"});
+}
+
+TEST(GraphFileErrorTest, SelfLoop) {
+  ExpectError(ParseTiny(Edit(kTiny, "\"inputs\": [3, 1], \"outputs\": [4]", "\"inputs\": [4, 1], \"outputs\": [4]")),
+              {"bad.json: the ops form a cycle: op 'xent' (ops[0]) -> op 'xent' (ops[0])"});
+}
+
+TEST(GraphFileErrorTest, MissingLoss) {
+  ExpectError(ParseTiny(Edit(kTiny, "\"loss\": 4,", "")),
+              {"bad.json: field 'loss' is -1: a graph file is a training graph"});
+  ExpectError(ParseTiny(Edit(kTiny, "\"loss\": 4,", "\"loss\": 12,")),
+              {"bad.json: field 'loss' is tensor 12, but the file has 5 tensors"});
+  ExpectError(ParseTiny(Edit(kTiny, "\"loss\": 4,", "\"loss\": 3,")),
+              {"bad.json: field 'loss': SetLoss: loss must be an f32 scalar (shape []), got f32 [2,4] 'logits'"});
+}
+
+TEST(GraphFileErrorTest, WrongOptionsType) {
+  ExpectError(ParseTiny(Edit(kTiny, "\"op\": \"MatMul\",",
+                             "\"op\": \"MatMul\", \"options_type\": \"Pool2DOptions\", "
+                             "\"options\": {},")),
+              {"bad.json: op 'fc' (ops[1]): field 'options': MatMul takes MatMulOptions, got Pool2DOptions"});
+}
+
+TEST(GraphFileErrorTest, OptionsOnAnOpWithout) {
+  ExpectError(ParseTiny(Edit(kTiny, "\"op\": \"SparseSoftmaxCrossEntropy\",",
+                             "\"op\": \"SparseSoftmaxCrossEntropy\", \"options_type\": \"AxisOptions\", "
+                             "\"options\": {},")),
+              {"bad.json: op 'xent' (ops[0]): field 'options': SparseSoftmaxCrossEntropy takes no options, got "
+               "AxisOptions"});
+}
+
+// x [2,1,4,4] -conv-> [2,1,2,2] -flatten-> [2,4] -xent-> loss.
+const char kConv[] = R"({
+  "format_major": 1,
+  "tensors": [
+    {"name": "x", "kind": "Input", "shape": [2, 1, 4, 4]},
+    {"name": "w", "kind": "Param", "shape": [1, 1, 3, 3], "init": {"kind": "Zeros"}},
+    {"name": "y"}, {"name": "f"},
+    {"name": "label", "kind": "Input", "dtype": "I32", "shape": [2]},
+    {"name": "loss"}
+  ],
+  "ops": [
+    {"name": "conv", "op": "Conv2D", "inputs": [0, 1], "outputs": [2],
+     "options_type": "Conv2DOptions", "options": {"stride_h": 1}},
+    {"name": "flat", "op": "Flatten", "inputs": [2], "outputs": [3]},
+    {"name": "xent", "op": "SparseSoftmaxCrossEntropy", "inputs": [3, 4], "outputs": [5]}
+  ],
+  "loss": 5
+})";
+
+TEST(GraphFileErrorTest, AttributeTheBuilderRejects) {
+  ASSERT_TRUE(ParseGraph(Bytes(kConv), "conv.json").ok());
+  ExpectError(ParseGraph(Bytes(Edit(kConv, "\"stride_h\": 1", "\"stride_h\": 0")), "conv.json"),
+              {"conv.json: op 'conv' (ops[0]): Conv2D: strides must be >= 1, got (0, 1)"});
+}
+
+TEST(GraphFileErrorTest, WrongOutputCount) {
+  std::string text = Edit(kConv, "\"op\": \"Flatten\"", "\"op\": \"MaxPool2D\"");
+  ExpectError(ParseGraph(Bytes(text), "conv.json"),
+              {"conv.json: op 'flat' (ops[1]): MaxPool2D has 2 outputs, the file lists 1"});
+}
+
+TEST(GraphFileErrorTest, WrongArity) {
+  ExpectError(ParseTiny(Edit(kTiny, "\"inputs\": [0, 2]", "\"inputs\": [0]")),
+              {"bad.json: op 'fc' (ops[1]): MatMul takes 2 inputs, the file lists 1"});
+}
+
+TEST(GraphFileErrorTest, ShardStrategyIsNotSupportedYet) {
+  ExpectError(ParseTiny(Edit(kTiny, "\"outputs\": [3]}", "\"outputs\": [3], \"strategy\": [{\"dims\": [2, 1]}]}")),
+              {"bad.json: op 'fc' (ops[1]): field 'strategy': shard strategies are not supported yet "
+               "(SEMI_AUTO_PARALLEL)"});
+}
+
+TEST(GraphFileErrorTest, WrongFormatMajor) {
+  ExpectError(ParseTiny(Edit(kTiny, "\"format_major\": 1", "\"format_major\": 2")),
+              {"bad.json: field 'format_major' is 2, this build reads graph files of format 1.x"});
+  ExpectError(ParseTiny(Edit(kTiny, "\"format_major\": 1,", "")), {"field 'format_major' is 0"});
+}
+
+TEST(GraphFileErrorTest, LeafWithoutShape) {
+  ExpectError(ParseTiny(Edit(kTiny, "\"kind\": \"Param\", \"shape\": [3, 4],", "\"kind\": \"Param\",")),
+              {"bad.json: tensor 'w' (tensors[2]): field 'shape' is missing: a Param needs its shape"});
+  ExpectError(ParseTiny(Edit(kTiny, "\"kind\": \"Input\", \"shape\": [2, 3]", "\"kind\": \"Input\"")),
+              {"bad.json: tensor 'x' (tensors[0]): field 'shape' is missing"});
+}
+
+TEST(GraphFileErrorTest, LeafTheBuilderRejects) {
+  ExpectError(ParseTiny(Edit(kTiny, "\"shape\": [3, 4]", "\"shape\": [3, 0]")),
+              {"bad.json: tensor 'w' (tensors[2]): Param 'w': shape [3,0] must have positive dimensions"});
+  ExpectError(ParseTiny(Edit(kTiny, ", \"init\": {\"kind\": \"HeUniform\", \"seed\": 1}", "")),
+              {"bad.json: tensor 'w' (tensors[2]): field 'init' is missing"});
+}
+
+TEST(GraphFileErrorTest, NeitherBinaryNorJson) {
+  ExpectError(ParseGraph(Bytes("hello, graph"), "notes.txt"),
+              {"notes.txt: neither a binary graph file (identifier 'SKGR' at byte 4) nor JSON (an object, '{')"});
+  ExpectError(
+      ParseGraph(Bytes(std::string("\x10\0\0\0SKTSxxxxxxxx", 16)), "job.tstream"),
+      {"job.tstream: neither a binary graph file (identifier 'SKGR' at byte 4; this one says 'SKTS') nor JSON"});
+}
+
+TEST(GraphFileErrorTest, EmptyFile) {
+  ExpectError(ParseGraph(std::span<const uint8_t>(), "empty.json"), {"empty.json: empty file"});
+}
+
+TEST(GraphFileErrorTest, CorruptBinary) {
+  std::vector<uint8_t> bytes = MustSerialize(ZooMlp());
+  bytes.resize(bytes.size() / 2);
+  ExpectError(ParseGraph(bytes, "cut.sgraph"), {"cut.sgraph: corrupt binary graph file"});
+  auto text = GraphToJson(bytes, "cut.sgraph");
+  ASSERT_FALSE(text.ok());
+  EXPECT_NE(text.status().message().find("cut.sgraph: corrupt binary graph file"), std::string::npos);
+}
+
+TEST(GraphFileErrorTest, JsonSyntaxErrorCarriesTheLine) {
+  ExpectError(ParseTiny(Edit(kTiny, "\"loss\": 4,", "\"loss\": 4,,")), {"bad.json:15:"});
+  ExpectError(ParseTiny(Edit(kTiny, "\"loss\": 4,", "\"los\": 4,")), {"bad.json:15:", "unknown field: los"});
+}
+
+TEST(GraphFileErrorTest, JsonRefusesFloatsItCannotSpell) {
+  auto r = GraphToJson(MustSerialize(ZooMlp(), OptimizerSpec::Sgd(1e-7f)), "tiny_lr");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("tiny_lr: the JSON spelling would change the graph"), std::string::npos)
+      << r.status().message();
+}
+
+}  // namespace
+}  // namespace sinkrt::host
