@@ -274,8 +274,8 @@ TEST_F(SinkdumpTest, TaskWithTypeButNoBodyIsRefused) {
   }
 }
 
-// A DATA_PARALLEL stream, which no device runs yet, still dumps: its two
-// train_step streams, the world group and each fusion bucket's byte range.
+// A DATA_PARALLEL stream dumps its two train_step streams, the world group
+// and each fusion bucket's byte range.
 TEST_F(SinkdumpTest, ShowsDataParallelBucketsStreamsAndGroups) {
   host::CompileOptions options;
   options.optimizer = host::OptimizerSpec::Momentum(0.05f, 0.9f);
@@ -355,6 +355,162 @@ TEST_F(SinkdumpTest, MissingProgramIsAnError) {
   RunResult r = Run(Quoted(p) + " --program eval_step");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("eval_step"), std::string::npos) << r.err;
+}
+
+// ---- --diff -----------------------------------------------------------------
+
+// Compiles `graph` into the file `p`.
+fs::path CompileTo(const fs::path& p, const host::Graph& graph, const host::CompileOptions& options) {
+  auto compiled = host::Compile(graph, options);
+  EXPECT_TRUE(compiled.ok()) << compiled.status().ToString();
+  EXPECT_TRUE(compiled.ok() && WriteFileBytes(p.string(), compiled->bytes).ok()) << p;
+  return p;
+}
+
+host::CompileOptions DataParallel(uint32_t rank) {
+  host::CompileOptions options;
+  options.optimizer = host::OptimizerSpec::Momentum(0.05f, 0.9f);
+  options.parallel_mode = host::ParallelMode::DataParallel;
+  options.world_size = 2;
+  options.rank = rank;
+  options.gradients_mean = true;
+  return options;
+}
+
+nlohmann::json ParseJson(const RunResult& r) {
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(j.is_discarded()) << "not JSON:\n" << r.out;
+  return j;
+}
+
+TEST_F(SinkdumpTest, DiffOfIdenticalFilesExitsZero) {
+  fs::path copy = WriteVariant("copy.tstream", *bytes_);
+  RunResult r = Run("--diff " + Quoted(*mlp_) + " " + Quoted(copy));
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_EQ(r.out.rfind("identical: ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("graph hash 0x"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << "one line expected:\n" << r.out;
+
+  RunResult json = Run("--diff " + Quoted(*mlp_) + " " + Quoted(copy) + " --json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  nlohmann::json j = ParseJson(json);
+  EXPECT_EQ(j["identical"], true);
+  EXPECT_TRUE(j["sections"].empty());
+  EXPECT_TRUE(j["graph_hash"].is_string());
+}
+
+// Rank 0 and rank 1 of one data-parallel job: the same stream but for the
+// header's rank, and so its graph hash (the compile-cache key, which mixes
+// in every compile option, rank included).
+TEST_F(SinkdumpTest, DiffOfTwoRanksShowsOnlyTheRank) {
+  fs::path r0 = CompileTo(*dir_ / "rank0.tstream", testing::MakeMlp(8, {16, 12, 4}), DataParallel(0));
+  fs::path r1 = CompileTo(*dir_ / "rank1.tstream", testing::MakeMlp(8, {16, 12, 4}), DataParallel(1));
+  RunResult r = Run("--diff " + Quoted(r0) + " " + Quoted(r1));
+  ASSERT_EQ(r.exit_code, 1) << r.err << r.out;
+  const std::string expected = "--- " + r0.string() + "\n+++ " + r1.string() +
+                               "\ndiffer in: header\n\nheader\n  rank        0 -> 1\n  graph hash  0x";
+  EXPECT_EQ(r.out.substr(0, expected.size()), expected);
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 7) << r.out;
+
+  RunResult json = Run("--diff " + Quoted(r0) + " " + Quoted(r1) + " --json");
+  ASSERT_EQ(json.exit_code, 1) << json.err;
+  nlohmann::json j = ParseJson(json);
+  EXPECT_EQ(j["identical"], false);
+  EXPECT_EQ(j["sections"], nlohmann::json::array({"header"}));
+  ASSERT_EQ(j["header"].size(), 2u);
+  EXPECT_EQ(j["header"][0], nlohmann::json({{"field", "rank"}, {"a", 0}, {"b", 1}}));
+  EXPECT_EQ(j["header"][1]["field"], "graph_hash");
+  EXPECT_TRUE(j["graph_hash"].is_null()) << "no shared hash";
+}
+
+// One network at two batch sizes: activations and inputs change shape and
+// bytes, the train queue's columns change shape, parameters do not.
+TEST_F(SinkdumpTest, DiffOfTwoBatchSizesShowsShapesAndBytes) {
+  host::CompileOptions options;
+  options.optimizer = host::OptimizerSpec::Momentum(0.05f, 0.9f);
+  fs::path b32 = CompileTo(*dir_ / "b32.tstream", testing::MakeMlp(32, {16, 12, 4}), options);
+  fs::path b64 = CompileTo(*dir_ / "b64.tstream", testing::MakeMlp(64, {16, 12, 4}), options);
+  RunResult r = Run("--diff " + Quoted(b32) + " " + Quoted(b64) + " --limit 0");
+  ASSERT_EQ(r.exit_code, 1) << r.err << r.out;
+  for (const char* fragment : {"differ in: ", "buffers: ", "~ image: ", "shape [32, 16] -> [64, 16]",
+                               "bytes 2048 -> 4096", "~ label: ", "shape [32] -> [64]", "queues: 2 changed (of 2)",
+                               "~ train: ", "image.shape [32, 16] -> [64, 16]", "label.shape [32] -> [64]",
+                               "bytes per batch 2176 -> 4352"})
+    EXPECT_NE(r.out.find(fragment), std::string::npos) << "missing '" << fragment << "' in:\n" << r.out;
+  EXPECT_EQ(r.out.find("~ fc1.weight: shape"), std::string::npos) << "a parameter's shape changed?\n" << r.out;
+
+  RunResult json = Run("--diff " + Quoted(b32) + " " + Quoted(b64) + " --json");
+  ASSERT_EQ(json.exit_code, 1) << json.err;
+  nlohmann::json j = ParseJson(json);
+  std::vector<std::string> sections = j["sections"];
+  for (const char* s : {"header", "buffers", "queues"})
+    EXPECT_NE(std::find(sections.begin(), sections.end(), s), sections.end()) << s << " in " << j["sections"];
+  EXPECT_TRUE(j["buffers"]["added"].empty());
+  EXPECT_TRUE(j["buffers"]["removed"].empty());
+  bool saw_image = false;
+  for (const auto& c : j["buffers"]["changed"]) {
+    if (c["name"] != "image") continue;
+    saw_image = true;
+    EXPECT_NE(std::find(c["changes"].begin(), c["changes"].end(),
+                        nlohmann::json({{"field", "shape"}, {"a", {32, 16}}, {"b", {64, 16}}})),
+              c["changes"].end())
+        << c;
+  }
+  EXPECT_TRUE(saw_image) << j["buffers"];
+  ASSERT_EQ(j["queues"]["changed"].size(), 2u);  // train and eval
+  EXPECT_EQ(j["queues"]["changed"][0]["name"], "train");
+
+  // The text stops each list at --limit entries and says how many it left out.
+  RunResult brief = Run("--diff " + Quoted(b32) + " " + Quoted(b64) + " --limit 2");
+  ASSERT_EQ(brief.exit_code, 1) << brief.err;
+  EXPECT_NE(brief.out.find("more\n"), std::string::npos) << brief.out;
+  EXPECT_LT(brief.out.size(), r.out.size());
+}
+
+// Two comm-fusion configs of one job: one AllReduce per gradient against one
+// fused bucket.
+TEST_F(SinkdumpTest, DiffOfTwoFusionConfigsShowsBuckets) {
+  host::CompileOptions per_gradient = DataParallel(0);
+  per_gradient.comm_fusion.openstate = false;
+  fs::path a = CompileTo(*dir_ / "fusion_off.tstream", testing::MakeMlp(8, {16, 12, 4}), per_gradient);
+  fs::path b = CompileTo(*dir_ / "fusion_on.tstream", testing::MakeMlp(8, {16, 12, 4}), DataParallel(0));
+  RunResult r = Run("--diff " + Quoted(a) + " " + Quoted(b) + " --program train_step");
+  ASSERT_EQ(r.exit_code, 1) << r.err << r.out;
+  for (const char* fragment : {"buckets (train_step): 4 AllReduces over ", " -> 1 AllReduce over ",
+                               "program train_step", "stream 1 'comm': ", "AllReduce", "group=world op=Mean"})
+    EXPECT_NE(r.out.find(fragment), std::string::npos) << "missing '" << fragment << "' in:\n" << r.out;
+  EXPECT_EQ(r.out.find("program init"), std::string::npos) << "--program must filter:\n" << r.out;
+
+  RunResult json = Run("--diff " + Quoted(a) + " " + Quoted(b) + " --json");
+  ASSERT_EQ(json.exit_code, 1) << json.err;
+  nlohmann::json j = ParseJson(json);
+  std::vector<std::string> sections = j["sections"];
+  EXPECT_NE(std::find(sections.begin(), sections.end(), "buckets"), sections.end()) << j["sections"];
+  ASSERT_EQ(j["buckets"].size(), 1u);
+  const auto& train = j["buckets"][0];
+  EXPECT_EQ(train["program"], "train_step");
+  EXPECT_EQ(train["a"]["count"], 4);
+  EXPECT_EQ(train["b"]["count"], 1);
+  ASSERT_EQ(train["changed"].size(), 4u);
+  EXPECT_EQ(train["changed"][0]["b"]["gradients"], 4);
+  EXPECT_TRUE(train["changed"][3]["b"].is_null());
+}
+
+TEST_F(SinkdumpTest, DiffOfACorruptFileExitsTwoNamingIt) {
+  std::vector<uint8_t> truncated(bytes_->begin(), bytes_->begin() + bytes_->size() / 2);
+  fs::path bad = WriteVariant("diff_truncated.tstream", truncated);
+  for (const char* flags : {"", " --json"}) {
+    RunResult r = Run("--diff " + Quoted(*mlp_) + " " + Quoted(bad) + flags);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_NE(r.err.find(bad.string()), std::string::npos) << "error does not name the file: " << r.err;
+    EXPECT_EQ(r.err.find(mlp_->string()), std::string::npos) << "blames the good file: " << r.err;
+  }
+  RunResult missing = Run("--diff " + Quoted(*dir_ / "no_such.tstream") + " " + Quoted(*mlp_));
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("no_such.tstream"), std::string::npos) << missing.err;
+  RunResult one_file = Run("--diff " + Quoted(*mlp_));
+  EXPECT_EQ(one_file.exit_code, 2) << "a usage error under --diff: " << one_file.err;
 }
 
 }  // namespace

@@ -392,6 +392,38 @@ std::string AttrsText(const Json& attrs) {
   return out;
 }
 
+std::string NamesText(const StreamView& view, const std::vector<int64_t>& indices) {
+  if (indices.empty()) return "-";
+  std::string s;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    if (i) s += ", ";
+    s += BufferLabel(view, indices[i]);
+  }
+  return s;
+}
+
+std::string TaskLine(const StreamView& view, const TaskInfo& info) {
+  std::string s = info.kind;
+  for (const std::string& part : {info.op, info.name}) {
+    if (part.empty()) continue;
+    s += ' ';
+    s += part;
+  }
+  // Events and the like touch no buffer: "EventRecord bucket0/ready event=0".
+  if (!info.inputs.empty() || !info.outputs.empty()) {
+    s += ' ';
+    s += NamesText(view, info.inputs);
+    s += " -> ";
+    s += NamesText(view, info.outputs);
+  }
+  std::string attrs = AttrsText(info.attrs);
+  if (!attrs.empty()) {
+    s += ' ';
+    s += attrs;
+  }
+  return s;
+}
+
 std::string RangeText(uint64_t begin, uint64_t end) {
   // Appends, not "[" + ...: GCC 12 warns (-Wrestrict) on the temporaries.
   std::string s = "[";

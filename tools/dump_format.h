@@ -80,6 +80,15 @@ TaskInfo DescribeTask(const StreamView& view, const fb::Task& task);
 // "transpose_b stride=2 pad=1": the text form of TaskInfo::attrs.
 std::string AttrsText(const Json& attrs);
 
+// "fc1.weight, fc1.bias", or "-" for none.
+std::string NamesText(const StreamView& view, const std::vector<int64_t>& indices);
+
+// A task as one line, the columns of the text dump's task table less the
+// empty ones: "Kernel MatMul fc1 image, fc1.weight -> fc1.out transpose_b",
+// "EventRecord bucket0/ready event=0". Names, not indices, so two streams
+// whose buffer tables differ still compare equal where they run the same task.
+std::string TaskLine(const StreamView& view, const TaskInfo& info);
+
 // One fused gradient AllReduce (a DATA_PARALLEL fusion bucket): where it is,
 // and the arena byte range [offset, end) it reduces in place.
 struct BucketInfo {
@@ -95,5 +104,19 @@ std::vector<BucketInfo> Buckets(const StreamView& view, const fb::Program& progr
 
 // Programs to show, in stream order.
 std::vector<const fb::Program*> SelectPrograms(const StreamView& view, const DumpOptions& options);
+
+// ---- sinkdump --diff (dump_diff.cc, dump_diff_text.cc) ---------------------
+
+// What differs between two verified streams, section by section, as one JSON
+// document (the --json output; the text rendering reads it too). Buffers,
+// queues and groups are matched by name, programs by kind, streams and tasks
+// by position. Only differing sections appear, and "sections" lists them;
+// "identical" is true when none does.
+Json DiffJson(const StreamView& a, const std::string& a_source, const StreamView& b, const std::string& b_source,
+              const DumpOptions& options);
+
+// The text rendering of DiffJson: at most `limit` entries per list (0: all),
+// the rest summarised as "... N more".
+std::string DiffText(const Json& diff, size_t limit);
 
 }  // namespace sinkrt::tools

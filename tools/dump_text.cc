@@ -41,13 +41,6 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-std::string Names(const StreamView& view, const std::vector<int64_t>& indices) {
-  if (indices.empty()) return "-";
-  std::string s;
-  for (size_t i = 0; i < indices.size(); ++i) s += (i ? ", " : "") + BufferLabel(view, indices[i]);
-  return s;
-}
-
 std::string Bytes(uint64_t b) { return b < 1024 ? std::to_string(b) : std::to_string(b) + " (" + HumanBytes(b) + ")"; }
 
 std::string InitKindName(fb::InitKind k) {
@@ -159,7 +152,7 @@ void PrintBuckets(const StreamView& view, const fb::Program& p, std::ostream& ou
     const BucketInfo& b = buckets[i];
     t.Add({std::to_string(i), std::to_string(b.stream), std::to_string(b.task), b.name, b.group, b.op,
            std::to_string(b.buffers.size()), RangeText(b.offset, b.end),
-           std::to_string(b.end - b.offset), Names(view, b.buffers)});
+           std::to_string(b.end - b.offset), NamesText(view, b.buffers)});
   }
   t.Print(out, "    ");
 }
@@ -170,7 +163,7 @@ void PrintProgram(const StreamView& view, const fb::Program& p, const DumpOption
   if (p.reports()) reports.assign(p.reports()->begin(), p.reports()->end());
   out << "\nprogram '" << Str(p.name()) << "' (" << ProgramKindName(p.kind()) << "): " << nstreams
       << (nstreams == 1 ? " stream, " : " streams, ") << p.num_events() << " events, reports ["
-      << (reports.empty() ? "" : Names(view, reports)) << "]\n";
+      << (reports.empty() ? "" : NamesText(view, reports)) << "]\n";
   for (uint32_t st = 0; st < nstreams; ++st) {
     const fb::Stream* stream = p.streams()->Get(st);
     uint32_t ntasks = stream->tasks() ? stream->tasks()->size() : 0;
@@ -181,7 +174,7 @@ void PrintProgram(const StreamView& view, const fb::Program& p, const DumpOption
     for (uint32_t i = 0; i < ntasks; ++i) {
       TaskInfo info = DescribeTask(view, *stream->tasks()->Get(i));
       t.Add({std::to_string(i), info.kind, info.op.empty() ? "-" : info.op, info.name,
-             Names(view, info.inputs) + " -> " + Names(view, info.outputs), AttrsText(info.attrs)});
+             NamesText(view, info.inputs) + " -> " + NamesText(view, info.outputs), AttrsText(info.attrs)});
     }
     t.Print(out, "    ");
   }

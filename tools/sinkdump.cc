@@ -1,14 +1,21 @@
-// sinkdump: prints a task stream (header, memory plan, queues, programs).
+// sinkdump: prints a task stream (header, memory plan, queues, programs), or
+// what differs between two.
 //
 //   sinkdump FILE [--json] [--program init|train_step|eval_step] [--no-tasks]
+//   sinkdump --diff A B [--json] [--program ...] [--no-tasks] [--limit N]
 //
-// The file is verified as a device verifies it before anything is printed,
-// except that features this build's device does not run yet (collectives)
-// are checked rather than refused: a stream sinkdump shows is well formed,
-// and a corrupt one is an error message and exit status 1, never a crash.
-#include <optional>
+// Every file is verified as a device verifies it before anything is printed,
+// with every feature this build knows accepted (collectives included), so a
+// stream sinkdump shows is well formed, and a corrupt one is an error message
+// naming the file, never a crash.
+//
+// Exit status: a dump exits 0, or 1 when its file does not load (usage
+// errors keep CLI11's codes). --diff follows diff(1): 0 when the files are
+// identical, 1 when they differ, 2 on any error.
+#include <algorithm>
 #include <iostream>
 #include <map>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 
@@ -16,48 +23,106 @@
 #include "sinkrt/runtime/file_io.h"
 #include "sinkrt/runtime/format.h"
 
+namespace {
+
+using namespace sinkrt;
+
+// Reads and verifies `path` into `bytes`, which the view points into; an
+// error is printed naming the file.
+std::optional<StreamView> Load(const std::string& path, std::vector<uint8_t>& bytes) {
+  Result<std::vector<uint8_t>> read = ReadFileBytes(path);
+  if (!read.ok()) {
+    std::cerr << "sinkdump: " << read.status().ToString() << '\n';
+    return std::nullopt;
+  }
+  bytes = std::move(*read);
+  Result<StreamView> view = VerifyTaskStream(bytes, kSupportedFeatures | kFeatureCollectives);
+  if (!view.ok()) {
+    std::cerr << "sinkdump: " << path << ": " << view.status().ToString() << '\n';
+    return std::nullopt;
+  }
+  return *view;
+}
+
+std::string Dumped(const tools::Json& j) { return j.dump(2, ' ', false, tools::Json::error_handler_t::replace); }
+
+int Diff(const std::string& a_path, const std::string& b_path, bool json, const tools::DumpOptions& options,
+         size_t limit) {
+  constexpr int kError = 2;
+  std::vector<uint8_t> a_bytes, b_bytes;
+  std::optional<StreamView> a = Load(a_path, a_bytes);
+  if (!a) return kError;
+  std::optional<StreamView> b = Load(b_path, b_bytes);
+  if (!b) return kError;
+  if (options.program && !a->FindProgram(*options.program) && !b->FindProgram(*options.program)) {
+    std::cerr << "sinkdump: neither " << a_path << " nor " << b_path << " has a "
+              << ProgramKindName(*options.program) << " program\n";
+    return kError;
+  }
+  tools::Json diff = tools::DiffJson(*a, a_path, *b, b_path, options);
+  if (json)
+    std::cout << Dumped(diff) << '\n';
+  else
+    std::cout << tools::DiffText(diff, limit);
+  std::cout.flush();
+  if (!std::cout.good()) return kError;
+  return diff["identical"].get<bool>() ? 0 : 1;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  using namespace sinkrt;
-  CLI::App app{"Prints a sinkrt task stream (.tstream): header, memory plan, queues, programs and tasks."};
+  CLI::App app{"Prints a sinkrt task stream (.tstream): header, memory plan, queues, programs and tasks; "
+               "or, with --diff A B, what differs between two."};
   std::string path;
+  std::vector<std::string> diff_paths;
   bool json = false;
   bool no_tasks = false;
+  size_t limit = 10;
   std::string program_name;
   const std::map<std::string, fb::ProgramKind> kPrograms = {
       {"init", fb::ProgramKind::Init},
       {"train_step", fb::ProgramKind::TrainStep},
       {"eval_step", fb::ProgramKind::EvalStep},
   };
-  app.add_option("file", path, "task stream file")->required();
+  CLI::Option* file = app.add_option("file", path, "task stream file");
+  CLI::Option* diff =
+      app.add_option("--diff", diff_paths, "compare two task streams: exit 0 identical, 1 differ, 2 error")
+          ->expected(2)
+          ->type_name("FILE");
+  file->excludes(diff);
   app.add_flag("--json", json, "print one JSON document instead of text");
-  app.add_option("--program", program_name, "show only this program")
+  app.add_option("--program", program_name, "show (or compare) only this program")
       ->check(CLI::IsMember(kPrograms));
   app.add_flag("--no-tasks", no_tasks, "list programs and streams without their tasks");
-  CLI11_PARSE(app, argc, argv);
-  std::optional<fb::ProgramKind> program;
-  if (!program_name.empty()) program = kPrograms.at(program_name);
-
-  Result<std::vector<uint8_t>> bytes = ReadFileBytes(path);
-  if (!bytes.ok()) {
-    std::cerr << "sinkdump: " << bytes.status().ToString() << '\n';
-    return 1;
-  }
-  Result<StreamView> view = VerifyTaskStream(*bytes, kSupportedFeatures | kFeatureCollectives);
-  if (!view.ok()) {
-    std::cerr << "sinkdump: " << path << ": " << view.status().ToString() << '\n';
-    return 1;
+  app.add_option("--limit", limit, "--diff text: at most N entries per list, then '... N more' (0: all)")
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+    if (diff->count() == 0 && path.empty()) throw CLI::RequiredError("file");
+  } catch (const CLI::ParseError& e) {
+    // Under --diff a usage error is an error (2), as in diff(1); a dump keeps CLI11's codes.
+    const bool diffing = std::any_of(argv + 1, argv + argc, [](const char* a) { return std::string(a) == "--diff"; });
+    const int rc = app.exit(e);
+    return rc != 0 && diffing ? 2 : rc;
   }
   tools::DumpOptions options;
-  options.program = program;
+  if (!program_name.empty()) options.program = kPrograms.at(program_name);
   options.tasks = !no_tasks;
-  if (program && !view->FindProgram(*program)) {
-    std::cerr << "sinkdump: " << path << " has no " << ProgramKindName(*program) << " program\n";
+  if (diff->count()) return Diff(diff_paths[0], diff_paths[1], json, options, limit);
+
+  std::vector<uint8_t> bytes;
+  std::optional<StreamView> loaded = Load(path, bytes);
+  if (!loaded) return 1;
+  const StreamView& view = *loaded;
+  if (options.program && !view.FindProgram(*options.program)) {
+    std::cerr << "sinkdump: " << path << " has no " << ProgramKindName(*options.program) << " program\n";
     return 1;
   }
   if (json)
-    std::cout << tools::DumpJson(*view, path, options).dump(2, ' ', false, tools::Json::error_handler_t::replace) << '\n';
+    std::cout << Dumped(tools::DumpJson(view, path, options)) << '\n';
   else
-    std::cout << tools::DumpText(*view, path, options);
+    std::cout << tools::DumpText(view, path, options);
   std::cout.flush();
   return std::cout.good() ? 0 : 1;
 }
