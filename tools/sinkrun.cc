@@ -1,13 +1,14 @@
 // sinkrun: trains a built-in network end to end on one device, and starts
 // local sinkd daemons.
 //
-//   sinkrun train --model mlp|lenet --data fashion-mnist[:DIR]|synthetic[:N]
+//   sinkrun train --model mlp|lenet | --graph FILE | --streams DIR
+//                 --data fashion-mnist[:DIR]|synthetic[:N]
 //                 [--epochs 5] [--batch 64] [--optimizer sgd|momentum|adam]
 //                 [--lr 0.01] [--momentum 0.9] [--seed 1]
 //                 [--sink-size -1 | --no-sink] [--threads N] [--report FILE]
 //                 [--devices N [--sinkd PATH] | --rank-table FILE] [--token T]
 //                 [--parallel stand_alone|data_parallel] [--gradients-mean true|false]
-//                 [--parameter-broadcast] [--comm-fusion JSON]
+//                 [--parameter-broadcast] [--comm-fusion JSON] [--save-checkpoint FILE]
 //   sinkrun launch -n N [--base-port P] [--rank-table-out FILE] [--token T]
 //                  [--sinkd PATH] [--threads K] [--quiet]
 //
@@ -19,6 +20,14 @@
 // MindSpore, and the global batch is N x batch. launch starts N daemons on
 // this machine, writes their rank table and keeps them until SIGINT or
 // SIGTERM (or one of them dies).
+//
+// The network is a built-in one (--model), a graph file (--graph: its
+// loss, its optimizer unless --optimizer is given, its batch unless --batch
+// is), or streams compiled beforehand by sinkc (--streams DIR: no graph and
+// no compiler; the parallel plan, optimizer and batch are the streams', and
+// a job that contradicts them — devices, batch, the data's columns — is
+// refused before anything runs). The image pipeline follows the network's
+// "image" input: [784] per sample for an MLP, [1, 28, 28] for a CNN.
 //
 // What MindSpore's
 //   model.train(epochs, train_ds, [LossMonitor(), TimeMonitor()],
@@ -56,6 +65,8 @@
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/device/openmp_policy.h"
 #include "sinkrt/host/callbacks.h"
+#include "sinkrt/host/compiled_job.h"
+#include "sinkrt/host/graph_file.h"
 #include "sinkrt/host/dataset.h"
 #include "sinkrt/host/local_cluster.h"
 #include "sinkrt/host/model.h"
@@ -80,6 +91,9 @@ constexpr int kClasses = 10;
 
 struct Flags {
   std::string model = "mlp";
+  std::string graph;    // --graph: a graph file instead of --model
+  std::string streams;  // --streams: a sinkc directory instead of --model
+  std::string save_checkpoint;
   std::string data;
   int epochs = 5;
   int64_t batch = 64;
@@ -213,11 +227,11 @@ Result<Dataset> RawSplit(const DataChoice& data, const std::string& usage) {
 
 // The network's input pipeline on one split. `shuffle_seed` empty: in file
 // order (evaluation).
-Result<Dataset> Pipeline(const Dataset& raw, const std::string& model, int64_t batch,
-                         std::optional<uint64_t> shuffle_seed, bool drop_remainder) {
-  Dataset d = raw.Map("image", {Transform::Rescale(1.0 / 255.0), model == "mlp"
-                                                                     ? Transform::Reshape({kImageSide * kImageSide})
-                                                                     : Transform::HWC2CHW()});
+// `flat`: images as [784] (an MLP), else [1, 28, 28] (NCHW, a CNN).
+Result<Dataset> Pipeline(const Dataset& raw, bool flat, int64_t batch, std::optional<uint64_t> shuffle_seed,
+                         bool drop_remainder) {
+  Dataset d = raw.Map("image", {Transform::Rescale(1.0 / 255.0), flat ? Transform::Reshape({kImageSide * kImageSide})
+                                                                      : Transform::HWC2CHW()});
   for (const host::ColumnSpec& c : raw.output_columns())
     if (c.name == "label" && c.dtype != DType::I32) d = d.Map("label", {Transform::TypeCast(DType::I32)});
   if (shuffle_seed) d = d.Shuffle(*shuffle_seed);
@@ -252,10 +266,61 @@ std::string Fixed1(double v) {
   return buf;
 }
 
-std::string OptimizerText(const Flags& f) {
-  std::string s = f.optimizer + " (lr " + Num(f.lr);
-  if (f.optimizer == "momentum") s += ", momentum " + Num(f.momentum);
+const char* OptimizerName(host::OptimizerKind kind) {
+  switch (kind) {
+    case host::OptimizerKind::SGD: return "sgd";
+    case host::OptimizerKind::Momentum: return "momentum";
+    case host::OptimizerKind::Adam: return "adam";
+  }
+  return "sgd";
+}
+
+std::string OptimizerText(const host::OptimizerSpec& o) {
+  std::string s = std::string(OptimizerName(o.kind)) + " (lr " + Num(o.learning_rate);
+  if (o.kind == host::OptimizerKind::Momentum) s += ", momentum " + Num(o.momentum);
   return s + ")";
+}
+
+// What the network reads per batch: a graph's Inputs in creation order.
+std::vector<host::ColumnSpec> GraphInputs(const host::Graph& g) {
+  std::vector<host::ColumnSpec> out;
+  for (const host::TensorInfo& t : g.tensors())
+    if (t.kind == host::TensorKind::Input) out.push_back({t.name, t.dtype, t.shape});
+  return out;
+}
+
+std::string ColumnsText(const std::vector<host::ColumnSpec>& cols) {
+  std::string s;
+  for (const auto& c : cols) s += (s.empty() ? "" : ", ") + c.name + " " + DTypeName(c.dtype) + " " + ShapeToString(c.shape);
+  return s;
+}
+
+// How sinkrun's image pipeline must shape the network's "image" input (per
+// batch, batch first): flat [B, 784] or NCHW [B, 1, 28, 28]; empty when the
+// network reads something this pipeline cannot produce.
+std::optional<bool> FlatImages(const std::vector<host::ColumnSpec>& cols) {
+  for (const auto& c : cols) {
+    if (c.name != "image" || c.dtype != DType::F32) continue;
+    if (c.shape.size() == 2 && c.shape[1] == kImageSide * kImageSide) return true;
+    if (c.shape == Shape{c.shape.empty() ? 0 : c.shape[0], 1, kImageSide, kImageSide}) return false;
+  }
+  return std::nullopt;
+}
+
+// The streams' queue must be what the pipeline feeds: every column the
+// streams read, by name, with the pipeline's dtype and batch shape.
+Status CheckColumns(const std::vector<host::ColumnSpec>& want, const std::vector<host::ColumnSpec>& have) {
+  for (const auto& w : want) {
+    auto it = std::find_if(have.begin(), have.end(), [&](const host::ColumnSpec& h) { return h.name == w.name; });
+    if (it == have.end())
+      return InvalidArgument("the network reads column '" + w.name + "', which the data does not have (it has " +
+                             ColumnsText(have) + ")");
+    if (it->dtype != w.dtype || it->shape != w.shape)
+      return InvalidArgument("the network reads '" + w.name + "' as " + DTypeName(w.dtype) + " " +
+                             ShapeToString(w.shape) + ", the data gives " + DTypeName(it->dtype) + " " +
+                             ShapeToString(it->shape));
+  }
+  return Status::Ok();
 }
 
 // CLI::PositiveNumber's message prints the range up to DBL_MAX in full.
@@ -319,17 +384,18 @@ Status ConnectSinkd(const RankTable& table, const std::string& token, TrainDevic
   return Status::Ok();
 }
 
-// `table`: the loaded --rank-table, if any.
-Result<TrainDevices> OpenDevices(const Flags& f, const CLI::App& cmd, const std::optional<RankTable>& table,
+// `table`: the loaded --rank-table, if any; `launch`: start `devices`
+// local daemons.
+Result<TrainDevices> OpenDevices(const Flags& f, bool launch, int devices, const std::optional<RankTable>& table,
                                  const char* argv0) {
   TrainDevices d;
   if (table) {
     SINKRT_RETURN_IF_ERROR(ConnectSinkd(*table, f.token, &d));
     return d;
   }
-  if (cmd.count("--devices")) {
+  if (launch) {
     host::LocalClusterOptions options;
-    options.devices = f.devices;
+    options.devices = devices;
     SINKRT_ASSIGN_OR_RETURN(options.sinkd_path, SinkdPath(f.sinkd, argv0));
     options.token = f.token;
     // Failures come back over the connection; the job log would only
@@ -337,8 +403,8 @@ Result<TrainDevices> OpenDevices(const Flags& f, const CLI::App& cmd, const std:
     options.sinkd_args = {"--quiet"};
     // Daemons on one machine share its cores: without --threads each gets
     // its share, so their thread teams do not oversubscribe the machine.
-    const int threads = f.threads > 0 ? f.threads : std::max(1, device::AvailableCores() / f.devices);
-    if (f.threads > 0 || f.devices > 1)
+    const int threads = f.threads > 0 ? f.threads : std::max(1, device::AvailableCores() / devices);
+    if (f.threads > 0 || devices > 1)
       options.sinkd_args.insert(options.sinkd_args.end(), {"--threads", std::to_string(threads)});
     SINKRT_ASSIGN_OR_RETURN(d.cluster, host::LocalCluster::Start(options));
     SINKRT_RETURN_IF_ERROR(ConnectSinkd(d.cluster->rank_table(), f.token, &d));
@@ -360,9 +426,9 @@ int Train(const Flags& f, const CLI::App& cmd, const char* argv0, Clock::time_po
   const bool launch_sinkd = cmd.count("--devices") > 0;
   if (launch_sinkd && !f.rank_table.empty())
     return Usage("--devices and --rank-table contradict each other: the rank table names the devices");
-  if (!f.token.empty() && !launch_sinkd && f.rank_table.empty())
+  if (!f.token.empty() && !launch_sinkd && f.rank_table.empty() && f.streams.empty())
     return Usage("--token applies to sinkd (--devices or --rank-table), not to the in-process device");
-  if (!f.sinkd.empty() && !launch_sinkd) return Usage("--sinkd applies to --devices, which starts a sinkd");
+  if (!f.sinkd.empty() && !launch_sinkd && f.streams.empty()) return Usage("--sinkd applies to --devices, which starts a sinkd");
   if (f.threads > 0 && !f.rank_table.empty())
     return Usage("--threads: the daemons of a rank table run with the --threads they were started with");
   if (!(f.lr > 0) || !std::isfinite(f.lr)) return Usage("--lr must be a positive number, got " + Num(f.lr));
@@ -377,17 +443,86 @@ int Train(const Flags& f, const CLI::App& cmd, const char* argv0, Clock::time_po
   std::optional<DataChoice> data = ParseData(f.data);
   if (!data)
     return Usage("--data '" + f.data + "': expected fashion-mnist, fashion-mnist:DIR, synthetic or synthetic:N");
+  if (cmd.count("--model") + !f.graph.empty() + !f.streams.empty() > 1)
+    return Usage("--model, --graph and --streams each name the network: give one");
+  const bool precompiled = !f.streams.empty();
+  if (precompiled) {
+    for (const char* baked : {"--optimizer", "--lr", "--momentum", "--parallel", "--gradients-mean",
+                              "--parameter-broadcast", "--comm-fusion"})
+      if (cmd.count(baked))
+        return Usage(std::string(baked) + " is compiled into the streams of --streams " + f.streams +
+                     " (see its manifest.json): recompile with sinkc to change it");
+  }
   std::optional<RankTable> table;
   if (!f.rank_table.empty()) {
     auto loaded = LoadRankTable(f.rank_table);
     if (!loaded.ok()) return Failure("--rank-table: " + loaded.status().message());
     table = std::move(loaded).value();
   }
-  const int devices = table ? static_cast<int>(table->size()) : f.devices;
+  int devices = table ? static_cast<int>(table->size()) : f.devices;
+  bool launch = launch_sinkd;
+
+  // The network: its inputs (per batch), its batch and its optimizer.
+  std::optional<host::CompiledJob> job;
+  std::optional<host::GraphFile> graph_file;
+  std::string network = f.model;
+  std::vector<host::ColumnSpec> inputs;
+  int64_t batch = f.batch;
+  auto optimizer = Optimizer(f);
+  if (!optimizer.ok()) return Usage("--optimizer: " + optimizer.status().message());
+  if (precompiled) {
+    auto read = host::ReadCompiledJob(f.streams);
+    if (!read.ok()) return Failure("--streams: " + read.status().message());
+    job = std::move(read).value();
+    const int n = static_cast<int>(job->world_size());
+    if (table && devices != n)
+      return Usage("--rank-table " + f.rank_table + " has " + std::to_string(devices) + " ranks, but the streams in " +
+                   f.streams + " were compiled for " + std::to_string(n));
+    if (launch && devices != n)
+      return Usage("--devices " + std::to_string(devices) + ": the streams in " + f.streams + " were compiled for " +
+                   std::to_string(n) + (n == 1 ? " rank" : " ranks"));
+    // Several ranks need as many devices: local daemons unless a rank table names them.
+    if (!table && n > 1) launch = true;
+    devices = n;
+    inputs = job->train_columns();
+    network = "'" + job->network_name + "' (streams " + f.streams + ")";
+    *optimizer = job->options.optimizer;
+  } else if (!f.graph.empty()) {
+    host::GraphLoadOptions load;
+    if (cmd.count("--batch")) load.batch = f.batch;
+    auto loaded = host::LoadGraph(f.graph, load);
+    if (!loaded.ok()) return Failure("--graph: " + loaded.status().message());
+    graph_file = std::move(loaded).value();
+    inputs = GraphInputs(graph_file->graph);
+    network = "'" + graph_file->graph.name() + "' (" + f.graph + ")";
+    if (!cmd.count("--optimizer") && graph_file->optimizer) *optimizer = *graph_file->optimizer;
+  }
+  bool flat = f.model == "mlp";
+  if (job || graph_file) {
+    if (inputs.empty() || inputs[0].shape.empty())
+      return Failure(network + " reads no batched input (its inputs: " + ColumnsText(inputs) + ")");
+    const int64_t compiled_batch = inputs[0].shape[0];
+    if (job && cmd.count("--batch") && f.batch != compiled_batch)
+      return Usage("--batch " + std::to_string(f.batch) + ": the streams in " + f.streams + " were compiled for batch " +
+                   std::to_string(compiled_batch) + " per rank");
+    batch = compiled_batch;
+    const std::optional<bool> layout = FlatImages(inputs);
+    if (!layout)
+      return Failure(network + " reads " + ColumnsText(inputs) +
+                     "; sinkrun's image data gives 'image' f32 [B, 784] or [B, 1, 28, 28] and 'label' i32 [B]");
+    flat = *layout;
+  }
+
   // MindSpore's parallel context and its checks: more than one device
   // needs data_parallel.
   host::ParallelContext context;
-  {
+  if (job) {
+    context.mode = job->options.parallel_mode;
+    context.device_num = devices;
+    context.gradients_mean = job->options.gradients_mean;
+    context.parameter_broadcast = job->options.parameter_broadcast;
+    context.comm_fusion = job->options.comm_fusion;
+  } else {
     auto mode = host::ParseParallelMode(f.parallel);
     if (!mode.ok()) return Usage("--parallel: " + mode.status().message());
     context.mode = *mode;
@@ -415,18 +550,19 @@ int Train(const Flags& f, const CLI::App& cmd, const char* argv0, Clock::time_po
   if (!train_raw.ok()) return Failure("--data " + data->describe() + ": " + train_raw.status().message());
   auto test_raw = RawSplit(*data, "test");
   if (!test_raw.ok()) return Failure("--data " + data->describe() + ": " + test_raw.status().message());
-  auto train_data = Pipeline(*train_raw, f.model, f.batch, f.seed, /*drop_remainder=*/true);
+  auto train_data = Pipeline(*train_raw, flat, batch, f.seed, /*drop_remainder=*/true);
   if (!train_data.ok()) return Failure("training pipeline: " + train_data.status().message());
-  auto test_data = Pipeline(*test_raw, f.model, f.batch, std::nullopt, /*drop_remainder=*/false);
+  auto test_data = Pipeline(*test_raw, flat, batch, std::nullopt, /*drop_remainder=*/false);
   if (!test_data.ok()) return Failure("test pipeline: " + test_data.status().message());
   const int64_t train_samples = train_raw->get_dataset_size();
   const int64_t batches = train_data->get_dataset_size();
   if (batches < 1)
-    return Usage("--batch " + std::to_string(f.batch) + " is larger than the " + std::to_string(train_samples) +
+    return Usage("--batch " + std::to_string(batch) + " is larger than the " + std::to_string(train_samples) +
                  " training samples");
-
-  auto optimizer = Optimizer(f);
-  if (!optimizer.ok()) return Usage("--optimizer: " + optimizer.status().message());
+  if (job || graph_file) {
+    Status matches = CheckColumns(inputs, train_data->output_columns());
+    if (!matches.ok()) return Failure(network + " does not match --data " + data->describe() + ": " + matches.message());
+  }
   std::unique_ptr<host::ReportCallback> report;
   if (!f.report.empty()) {
     auto r = host::ReportCallback::Create(f.report);
@@ -438,37 +574,47 @@ int Train(const Flags& f, const CLI::App& cmd, const char* argv0, Clock::time_po
   const int64_t rank_batches =
       devices > 1 ? train_data->ShardBelowBatch(devices, 0).get_dataset_size() : batches;
   if (devices > 1 && rank_batches < 1)
-    return Usage("--batch " + std::to_string(f.batch) + " on " + std::to_string(devices) +
+    return Usage("--batch " + std::to_string(batch) + " on " + std::to_string(devices) +
                  " devices needs more than the " + std::to_string(train_samples) + " training samples");
 
   // Last of the checks: starting or reaching a daemon is the costliest.
-  auto opened = OpenDevices(f, cmd, table, argv0);
+  auto opened = OpenDevices(f, launch, devices, table, argv0);
   if (!opened.ok()) return Failure(opened.status().message());
   TrainDevices& dev = *opened;
 
   const bool sink = !f.no_sink;
   const int64_t pass_steps = devices > 1 ? rank_batches : batches;
   const int64_t steps_per_epoch = sink && f.sink_size > 0 ? f.sink_size : pass_steps;
-  const int64_t global_batch = f.batch * devices;
-  std::cout << "sinkrun: " << f.model << " on " << data->describe() << ": " << train_samples << " training, "
-            << test_raw->get_dataset_size() << " test samples; batch " << f.batch
+  const int64_t global_batch = batch * devices;
+  std::cout << "sinkrun: " << network << " on " << data->describe() << ": " << train_samples << " training, "
+            << test_raw->get_dataset_size() << " test samples; batch " << batch
             << (devices > 1 ? " per rank (global " + std::to_string(global_batch) + ")" : std::string()) << ", "
             << f.epochs << " epochs of " << steps_per_epoch << " steps, "
             << (sink ? "sink mode (sink_size " + std::to_string(f.sink_size) + ")" : std::string("non-sink mode"))
-            << ", " << OptimizerText(f) << ", seed " << f.seed << "; "
+            << ", " << OptimizerText(*optimizer) << ", seed " << f.seed << "; "
             << host::ParallelModeName(context.mode)
             << (context.mode == host::ParallelMode::DataParallel
                     ? std::string(context.gradients_mean ? " (gradients mean)" : " (gradients sum)")
                     : std::string())
             << "; device: " << dev.describe << std::endl;
 
-  host::Graph net = f.model == "mlp" ? host::MakeMlpNetwork(f.batch, {784, 512, 256, 10}, f.seed)
-                                     : host::MakeLeNetNetwork(f.batch, f.seed);
   host::ModelOptions model_options;
-  model_options.context = context;
   const std::vector<DeviceLink*> links = dev.pointers();
-  auto model = host::Model::Create(std::move(net), host::LossSpec::SparseSoftmaxCrossEntropy(), *optimizer, links,
-                                    model_options);
+  Result<std::unique_ptr<host::Model>> model = Internal("no network");
+  if (job) {
+    // The streams carry their own plan: Create checks the devices against it.
+    model = host::Model::Create(std::move(*job), links, model_options);
+  } else if (graph_file) {
+    model_options.context = context;
+    model = host::Model::Create(std::move(graph_file->graph), host::LossSpec::None(), *optimizer, links,
+                                model_options);
+  } else {
+    model_options.context = context;
+    host::Graph net = f.model == "mlp" ? host::MakeMlpNetwork(batch, {784, 512, 256, 10}, f.seed)
+                                       : host::MakeLeNetNetwork(batch, f.seed);
+    model = host::Model::Create(std::move(net), host::LossSpec::SparseSoftmaxCrossEntropy(), *optimizer, links,
+                                model_options);
+  }
   if (!model.ok()) return Failure(model.status().message());
   const host::CompileReport& compiled = (*model)->compiled().report;
   std::cout << "compiled: " << compiled.train_tasks << " train tasks";
@@ -495,6 +641,14 @@ int Train(const Flags& f, const CLI::App& cmd, const char* argv0, Clock::time_po
   if (!trained.ok()) return Failure("training failed: " + trained.message());
   const uint64_t train_round_trips = (*model)->host_round_trips() - round_trips_before;
 
+  if (!f.save_checkpoint.empty()) {
+    const int64_t consumed = int64_t{f.epochs} * steps_per_epoch;
+    Status saved = host::SaveCheckpoint(
+        f.save_checkpoint, **model,
+        {.epoch = f.epochs, .step = steps_per_epoch, .batch_num = steps_per_epoch, .global_batch = consumed});
+    if (!saved.ok()) return Failure("--save-checkpoint: " + saved.message());
+  }
+
   auto eval = (*model)->eval(*test_data);
   if (!eval.ok()) return Failure("evaluation failed: " + eval.status().message());
 
@@ -513,15 +667,15 @@ int Train(const Flags& f, const CLI::App& cmd, const char* argv0, Clock::time_po
   if (report) {
     nlohmann::ordered_json end = {
         {"event", "end"},
-        {"model", f.model},
+        {"model", network},
         {"data", data->describe()},
         {"epochs", f.epochs},
-        {"batch_size", f.batch},
+        {"batch_size", batch},
         {"devices", devices},
         {"parallel_mode", host::ParallelModeName(context.mode)},
         {"global_batch_size", global_batch},
-        {"optimizer", f.optimizer},
-        {"learning_rate", f.lr},
+        {"optimizer", OptimizerName(optimizer->kind)},
+        {"learning_rate", optimizer->learning_rate},
         {"seed", f.seed},
         {"sink_mode", sink},
         {"sink_size", sink ? f.sink_size : -1},
@@ -538,7 +692,7 @@ int Train(const Flags& f, const CLI::App& cmd, const char* argv0, Clock::time_po
         {"test_samples", eval->samples},
         {"wall_s", wall_s},
     };
-    if (f.optimizer == "momentum") end["momentum"] = f.momentum;
+    if (optimizer->kind == host::OptimizerKind::Momentum) end["momentum"] = optimizer->momentum;
     Status written = report->Write(end);
     if (!written.ok()) return Failure(written.message());
   }
@@ -630,6 +784,12 @@ int main(int argc, char** argv) {
   train->add_option("--model", f.model, "network: mlp (784-512-256-10) or lenet")
       ->check(CLI::IsMember({"mlp", "lenet"}))
       ->capture_default_str();
+  train->add_option("--graph", f.graph, "train a graph file (binary or JSON; its loss and optimizer) instead of --model");
+  train->add_option("--streams", f.streams,
+                    "run the task streams sinkc compiled into DIR: no graph, no compile; the plan, optimizer and "
+                    "batch are the streams'");
+  train->add_option("--save-checkpoint", f.save_checkpoint,
+                    "after training, write the parameters and optimizer state to FILE");
   train->add_option("--data", f.data,
                     "fashion-mnist[:DIR] (IDX files, raw or .gz; default DIR " + std::string(kFashionMnistDir) +
                         ") or synthetic[:N] (a generated stand-in, N training samples, default 60000)")

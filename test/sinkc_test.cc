@@ -1,0 +1,202 @@
+// sinkc end to end: the real binary compiles the example graph files, and
+// the real sinkrun runs what it wrote (--streams) exactly as it trains the
+// graph itself (--graph, Model.train compiling in-process): the same
+// checkpoint bytes, stand-alone and data-parallel over two sinkd daemons.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sinkrt/host/compiled_job.h"
+#include "support/run_binary.h"
+
+namespace sinkrt {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using testing::RunResult;
+using testing::Slurp;
+
+#ifdef SINKRT_SOURCE_DIR
+const std::string kMlp = std::string(SINKRT_SOURCE_DIR) + "/examples/mlp.json";
+const std::string kLeNet = std::string(SINKRT_SOURCE_DIR) + "/examples/lenet.json";
+#endif
+
+class SinkcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#if !defined(SINKC_PATH) || !defined(SINKRUN_PATH) || !defined(SINKRT_SOURCE_DIR)
+    GTEST_SKIP() << "sinkc or sinkrun is not built in this configuration";
+#endif
+    dir_ = fs::temp_directory_path() / ("sinkc_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+
+  RunResult Sinkc(const std::string& args) {
+    RunResult r;
+#ifdef SINKC_PATH
+    r = testing::RunBinary(SINKC_PATH, args, dir_);
+#endif
+    return r;
+  }
+  RunResult Sinkrun(const std::string& args) {
+    RunResult r;
+#ifdef SINKRUN_PATH
+    r = testing::RunBinary(SINKRUN_PATH, args, dir_);
+#endif
+    return r;
+  }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string Q(const std::string& name) const { return "'" + Path(name) + "'"; }
+
+  fs::path dir_;
+};
+
+#ifdef SINKRT_SOURCE_DIR
+
+TEST_F(SinkcTest, WritesOneStreamPerRankAndAManifest) {
+  RunResult r = Sinkc("'" + kMlp + "' --devices 2 --parallel data_parallel --gradients-mean -o " + Q("out"));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("2 ranks, data_parallel (gradients mean)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("buckets   1 AllReduce over 2.04 MiB: ["), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "rank_0.tstream"));
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "rank_1.tstream"));
+  const json manifest = json::parse(Slurp(dir_ / "out" / "manifest.json"));
+  EXPECT_EQ(manifest["ranks"].size(), 2u);
+  EXPECT_EQ(manifest["options"]["parallel"]["mode"], "data_parallel");
+  EXPECT_EQ(manifest["options"]["parallel"]["gradients_mean"], true);
+  EXPECT_EQ(manifest["network"]["name"], "mlp");
+  EXPECT_EQ(manifest["buckets"].size(), 1u);
+  auto job = host::ReadCompiledJob(Path("out"));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->world_size(), 2u);
+}
+
+TEST_F(SinkcTest, CompilingTwiceGivesByteIdenticalFiles) {
+  for (const char* out : {"a", "b"}) {
+    RunResult r = Sinkc("'" + kLeNet + "' --devices 2 --parallel data_parallel --batch 16 -q -o " + Q(out));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+  for (const char* f : {"manifest.json", "rank_0.tstream", "rank_1.tstream"})
+    EXPECT_EQ(Slurp(dir_ / "a" / f), Slurp(dir_ / "b" / f)) << f;
+}
+
+TEST_F(SinkcTest, BadCommandLinesAndBadGraphsAreRefused) {
+  RunResult missing = Sinkc(Q("nowhere.json") + " -o " + Q("out"));
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("nowhere.json"), std::string::npos) << missing.err;
+
+  RunResult stand_alone = Sinkc("'" + kMlp + "' --devices 2 -o " + Q("out"));
+  EXPECT_EQ(stand_alone.exit_code, 2);
+  EXPECT_NE(stand_alone.err.find("device_number must be 1"), std::string::npos) << stand_alone.err;
+
+  RunResult dp_flag = Sinkc("'" + kMlp + "' --gradients-mean -o " + Q("out"));
+  EXPECT_EQ(dp_flag.exit_code, 2);
+  EXPECT_NE(dp_flag.err.find("apply to --parallel data_parallel"), std::string::npos) << dp_flag.err;
+
+  RunResult fusion = Sinkc("'" + kMlp + "' --devices 2 --parallel data_parallel --comm-fusion '{\"allreduce\": "
+                           "{\"mode\": \"index\", \"config\": [9]}}' -o " + Q("out"));
+  EXPECT_EQ(fusion.exit_code, 1) << fusion.err;
+  EXPECT_FALSE(fusion.err.empty());
+
+  // A graph whose op reads a tensor the file does not have.
+  std::string text = Slurp(kMlp);
+  const std::string first = "\"inputs\": [0, 1]";
+  const size_t at = text.find(first);
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, first.size(), "\"inputs\": [0, 999]");
+  { std::ofstream(dir_ / "bad.json") << text; }
+  RunResult bad = Sinkc(Q("bad.json") + " -o " + Q("out"));
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("bad.json"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("999"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "manifest.json"));
+}
+
+TEST_F(SinkcTest, SinkrunRunsTheStreamsExactlyAsItTrainsTheGraph) {
+  RunResult c = Sinkc("'" + kMlp + "' --batch 32 -q -o " + Q("streams"));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const std::string common = " --data synthetic:512 --epochs 2 --threads 1 --seed 5";
+  RunResult from_streams = Sinkrun("train --streams " + Q("streams") + common + " --save-checkpoint " + Q("a.ckpt"));
+  ASSERT_EQ(from_streams.exit_code, 0) << from_streams.out << from_streams.err;
+  RunResult from_graph =
+      Sinkrun("train --graph '" + kMlp + "' --batch 32" + common + " --save-checkpoint " + Q("b.ckpt"));
+  ASSERT_EQ(from_graph.exit_code, 0) << from_graph.out << from_graph.err;
+  const std::string a = Slurp(dir_ / "a.ckpt"), b = Slurp(dir_ / "b.ckpt");
+  ASSERT_GT(a.size(), 100000u);
+  EXPECT_TRUE(a == b) << "the parameters trained from sinkc's streams differ from Model.train's";
+  // The same losses were printed too.
+  const size_t ea = from_streams.out.find("Eval result"), eb = from_graph.out.find("Eval result");
+  ASSERT_NE(ea, std::string::npos);
+  ASSERT_NE(eb, std::string::npos);
+  EXPECT_EQ(from_streams.out.substr(ea, 60), from_graph.out.substr(eb, 60));
+}
+
+TEST_F(SinkcTest, DataParallelStreamsOnTwoDaemonsTrainAsTheGraphDoes) {
+  RunResult c = Sinkc("'" + kMlp + "' --batch 16 --devices 2 --parallel data_parallel --gradients-mean -q -o " +
+                      Q("streams"));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const std::string common = " --data synthetic:512 --epochs 1";
+  // Two ranks compiled: sinkrun starts two local daemons by itself.
+  RunResult from_streams = Sinkrun("train --streams " + Q("streams") + common + " --save-checkpoint " + Q("a.ckpt"));
+  ASSERT_EQ(from_streams.exit_code, 0) << from_streams.out << from_streams.err;
+  EXPECT_NE(from_streams.out.find("2 sinkd daemons"), std::string::npos) << from_streams.out;
+  RunResult from_graph = Sinkrun("train --graph '" + kMlp + "' --batch 16 --devices 2 --parallel data_parallel" +
+                                 common + " --save-checkpoint " + Q("b.ckpt"));
+  ASSERT_EQ(from_graph.exit_code, 0) << from_graph.out << from_graph.err;
+  EXPECT_TRUE(Slurp(dir_ / "a.ckpt") == Slurp(dir_ / "b.ckpt"));
+}
+
+TEST_F(SinkcTest, SinkrunRefusesStreamsTheJobContradicts) {
+  RunResult c = Sinkc("'" + kMlp + "' --batch 32 -q -o " + Q("streams"));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const std::string run = "train --streams " + Q("streams") + " --data synthetic:256 --epochs 1";
+  struct Case {
+    std::string args, expect;
+    int code;
+  };
+  for (const Case& k : std::vector<Case>{
+           {" --batch 64", "were compiled for batch 32 per rank", 2},
+           {" --devices 2", "were compiled for 1 rank", 2},
+           {" --lr 0.5", "--lr is compiled into the streams", 2},
+           {" --parallel data_parallel", "--parallel is compiled into the streams", 2},
+           {" --model lenet", "--model, --graph and --streams each name the network", 2},
+       }) {
+    RunResult r = Sinkrun(run + k.args);
+    EXPECT_EQ(r.exit_code, k.code) << k.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(k.expect), std::string::npos) << k.args << "\n" << r.err;
+    EXPECT_EQ(r.out.find("epoch:"), std::string::npos) << r.out;
+  }
+  // LeNet's streams read [B, 1, 28, 28] images, an MLP's [B, 784]: both
+  // come from the same --data, shaped by what the streams read.
+  ASSERT_EQ(Sinkc("'" + kLeNet + "' --batch 16 -q -o " + Q("lenet")).exit_code, 0);
+  RunResult lenet = Sinkrun("train --streams " + Q("lenet") + " --data synthetic:128 --epochs 1 --threads 1");
+  EXPECT_EQ(lenet.exit_code, 0) << lenet.out << lenet.err;
+  // A damaged stream is named, not run.
+  {
+    std::string bytes = Slurp(dir_ / "streams" / "rank_0.tstream");
+    bytes[bytes.size() / 2] ^= 0x21;
+    std::ofstream(dir_ / "streams" / "rank_0.tstream", std::ios::binary | std::ios::trunc) << bytes;
+  }
+  RunResult damaged = Sinkrun(run);
+  EXPECT_EQ(damaged.exit_code, 1);
+  EXPECT_NE(damaged.err.find("rank_0.tstream"), std::string::npos) << damaged.err;
+  EXPECT_NE(damaged.err.find("changed or damaged"), std::string::npos) << damaged.err;
+}
+
+#endif
+
+}  // namespace
+}  // namespace sinkrt

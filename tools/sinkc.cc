@@ -1,0 +1,239 @@
+// sinkc: compiles a graph file into one task stream per rank, offline.
+//
+//   sinkc GRAPH -o DIR [--devices N] [--parallel stand_alone|data_parallel]
+//         [--batch B] [--gradients-mean[=true|false]] [--parameter-broadcast]
+//         [--comm-fusion JSON] [--seed S] [--optimizer sgd|momentum|adam]
+//         [--lr LR] [--momentum M] [--queue-capacity Q] [--quiet]
+//
+// GRAPH is a graph file (binary .sgraph or JSON, host/graph_file.h). DIR
+// receives rank_K.tstream for every rank and manifest.json; the same input
+// and flags always give byte-identical files. `sinkrun train --streams DIR`
+// and Model::Create(ReadCompiledJob(DIR), ...) run them without the graph.
+//
+// MindSpore's defaults: --gradients-mean false (sum), comm_fusion auto. The
+// optimizer comes from the file unless --optimizer is given. --seed adds to
+// every random initialiser's seed (0: the file's). Exit 0 on success, 2 for
+// a bad command line, 1 for a graph or compile error (naming the file, the
+// op and the field).
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "sinkrt/host/compiled_job.h"
+#include "sinkrt/host/graph_file.h"
+#include "sinkrt/host/parallel_context.h"
+
+namespace {
+
+using namespace sinkrt;
+
+struct Flags {
+  std::string graph;
+  std::string out;
+  int devices = 1;
+  std::string parallel = "stand_alone";
+  int64_t batch = 0;
+  bool gradients_mean = false;
+  bool parameter_broadcast = false;
+  std::string comm_fusion;
+  uint64_t seed = 0;
+  std::string optimizer;
+  double lr = 0.01;
+  double momentum = 0.9;
+  uint32_t queue_capacity = 16;
+  bool quiet = false;
+};
+
+int Usage(const std::string& m) {
+  std::cerr << "sinkc: " << m << '\n';
+  return 2;
+}
+int Failure(const std::string& m) {
+  std::cerr << "sinkc: " << m << '\n';
+  return 1;
+}
+
+std::string Mib(uint64_t bytes) {
+  char buf[32];
+  if (bytes < (1u << 20))
+    std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / 1048576.0);
+  return buf;
+}
+
+std::string Hex(uint64_t v) {
+  char buf[19];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string ColumnsText(const std::vector<host::ColumnSpec>& cols) {
+  std::string s;
+  for (const auto& c : cols) {
+    if (!s.empty()) s += ", ";
+    s += c.name + " " + DTypeName(c.dtype) + " " + ShapeToString(c.shape);
+  }
+  return s;
+}
+
+Result<host::OptimizerSpec> OptimizerFromFlags(const Flags& f) {
+  SINKRT_ASSIGN_OR_RETURN(const host::OptimizerKind kind, host::ParseOptimizerKind(f.optimizer));
+  const float lr = static_cast<float>(f.lr);
+  switch (kind) {
+    case host::OptimizerKind::SGD: return host::OptimizerSpec::Sgd(lr);
+    case host::OptimizerKind::Momentum: return host::OptimizerSpec::Momentum(lr, static_cast<float>(f.momentum));
+    case host::OptimizerKind::Adam: return host::OptimizerSpec::Adam(lr);
+  }
+  return InvalidArgument("unknown optimizer '" + f.optimizer + "'");
+}
+
+void PrintSummary(const Flags& f, const host::GraphFile& file, const host::CompiledJob& job) {
+  const host::CompileOptions& o = job.options;
+  const host::CompiledStream& r0 = job.ranks[0];
+  std::cout << "sinkc: " << f.graph << " -> " << f.out << "/: " << job.world_size()
+            << (job.world_size() == 1 ? " rank, " : " ranks, ") << host::ParallelModeName(o.parallel_mode);
+  if (o.parallel_mode == host::ParallelMode::DataParallel)
+    std::cout << (o.gradients_mean ? " (gradients mean)" : " (gradients sum)")
+              << (o.parameter_broadcast ? ", parameter broadcast" : "");
+  std::cout << '\n';
+  std::cout << "  network   '" << job.network_name << "' " << Hex(job.network_hash) << ": "
+            << file.graph.tensors().size() << " tensors, " << file.graph.ops().size() << " ops, loss '"
+            << file.graph.tensor(file.graph.loss()).name << "'\n";
+  const host::OptimizerSpec& s = o.optimizer;
+  std::cout << "  optimizer " << (s.kind == host::OptimizerKind::SGD        ? "sgd"
+                                  : s.kind == host::OptimizerKind::Momentum ? "momentum"
+                                                                            : "adam")
+            << " lr " << s.learning_rate;
+  if (s.kind == host::OptimizerKind::Momentum) std::cout << " momentum " << s.momentum;
+  std::cout << '\n';
+  const auto cols = job.train_columns();
+  std::cout << "  inputs    " << ColumnsText(cols) << " per rank";
+  if (!cols.empty() && !cols[0].shape.empty() && job.world_size() > 1)
+    std::cout << " (global batch " << cols[0].shape[0] * job.world_size() << ")";
+  std::cout << "; queue capacity " << o.queue_capacity << '\n';
+  std::cout << "  tasks     train " << r0.report.train_tasks;
+  if (r0.report.comm_tasks) std::cout << " + " << r0.report.comm_tasks << " comm";
+  std::cout << ", eval " << r0.report.eval_tasks << ", predict " << r0.report.predict_tasks << "; arena "
+            << Mib(r0.report.arena_bytes) << " (" << Mib(r0.report.persistent_bytes) << " persistent)\n";
+  if (!r0.report.buckets.empty()) {
+    uint64_t total = 0;
+    for (const auto& b : r0.report.buckets) total += b.bytes;
+    std::cout << "  buckets   " << r0.report.buckets.size() << " AllReduce" << (r0.report.buckets.size() == 1 ? "" : "s")
+              << " over " << Mib(total) << ":";
+    size_t shown = 0;
+    for (const auto& b : r0.report.buckets) {
+      if (shown == 4) {
+        std::cout << "; ...";
+        break;
+      }
+      std::cout << (shown++ ? "; [" : " [") << b.offset << ", " << b.offset + b.bytes << ") " << b.gradients.size()
+                << (b.gradients.size() == 1 ? " gradient" : " gradients");
+    }
+    std::cout << '\n';
+  }
+  for (uint32_t r = 0; r < job.world_size(); ++r)
+    std::cout << "  rank " << r << "    rank_" << r << ".tstream " << job.ranks[r].bytes.size() << " bytes, stream "
+              << Hex(job.ranks[r].graph_hash) << '\n';
+  std::cout << "  manifest  " << f.out << "/manifest.json\n";
+}
+
+int Run(const Flags& f, const CLI::App& app) {
+  if (f.out.empty()) return Usage("-o DIR is required");
+  if (!f.optimizer.empty()) {
+    if (!(f.lr > 0) || !std::isfinite(f.lr)) return Usage("--lr must be a positive number");
+    if (!(f.momentum >= 0 && f.momentum < 1)) return Usage("--momentum must be in [0, 1)");
+  } else if (app.count("--lr") || app.count("--momentum")) {
+    return Usage("--lr and --momentum apply with --optimizer (the file's optimizer is used as written)");
+  }
+  host::ParallelContext context;
+  {
+    auto mode = host::ParseParallelMode(f.parallel);
+    if (!mode.ok()) return Usage("--parallel: " + mode.status().message());
+    context.mode = *mode;
+    context.device_num = f.devices;
+    context.gradients_mean = f.gradients_mean;
+    context.parameter_broadcast = f.parameter_broadcast;
+    if (!f.comm_fusion.empty()) {
+      auto fusion = host::ParseCommFusion(f.comm_fusion);
+      if (!fusion.ok()) return Usage("--comm-fusion: " + fusion.status().message());
+      context.comm_fusion = *fusion;
+    }
+    Status valid = context.Validate({host::ParallelMode::StandAlone, host::ParallelMode::DataParallel});
+    if (!valid.ok()) return Usage("--devices " + std::to_string(f.devices) + ", --parallel " + f.parallel + ": " + valid.message());
+    const bool dp_only = app.count("--gradients-mean") || f.parameter_broadcast || !f.comm_fusion.empty();
+    if (dp_only && context.mode != host::ParallelMode::DataParallel)
+      return Usage("--gradients-mean, --parameter-broadcast and --comm-fusion apply to --parallel data_parallel");
+  }
+
+  host::GraphLoadOptions load;
+  load.batch = f.batch;
+  load.seed_offset = f.seed;
+  auto file = host::LoadGraph(f.graph, load);
+  if (!file.ok()) return Failure(file.status().message());
+
+  host::CompileOptions co;
+  if (!f.optimizer.empty()) {
+    auto spec = OptimizerFromFlags(f);
+    if (!spec.ok()) return Usage("--optimizer: " + spec.status().message());
+    co.optimizer = *spec;
+  } else if (file->optimizer) {
+    co.optimizer = *file->optimizer;
+  } else {
+    return Usage(f.graph + " names no optimizer: give --optimizer sgd|momentum|adam");
+  }
+  co.queue_capacity = f.queue_capacity;
+  co.world_size = static_cast<uint32_t>(f.devices);
+  co.eval_program = true;
+  co.predict_program = !file->graph.outputs().empty();
+  if (context.mode == host::ParallelMode::DataParallel) {
+    co.parallel_mode = host::ParallelMode::DataParallel;
+    co.gradients_mean = context.gradients_mean;
+    co.parameter_broadcast = context.parameter_broadcast;
+    co.comm_fusion = context.comm_fusion;
+  }
+  auto job = host::CompileJob(file->graph, co);
+  if (!job.ok()) return Failure(f.graph + ": " + job.status().message());
+  Status written = host::WriteCompiledJob(*job, f.out);
+  if (!written.ok()) return Failure("-o " + f.out + ": " + written.message());
+  if (!f.quiet) PrintSummary(f, *file, *job);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"sinkc: compiles a sinkrt graph file into one task stream per rank (rank_K.tstream) and a manifest"};
+  Flags f;
+  app.add_option("graph", f.graph, "graph file (binary .sgraph, or JSON against schemas/graph.fbs)")->required();
+  app.add_option("-o,--out", f.out, "output directory (created if missing)")->required();
+  app.add_option("--devices", f.devices, "ranks to compile for (MindSpore's device_num)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--parallel", f.parallel, "stand_alone or data_parallel")->capture_default_str();
+  app.add_option("--batch", f.batch, "per-rank batch: replaces every input's leading dimension (default: the file's)")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--gradients-mean", f.gradients_mean,
+               "AllReduce Mean instead of Sum (data_parallel; MindSpore's default is false)");
+  app.add_flag("--parameter-broadcast", f.parameter_broadcast, "init ends by broadcasting rank 0's parameters");
+  app.add_option("--comm-fusion", f.comm_fusion,
+                 "MindSpore's comm_fusion as JSON, e.g. '{\"allreduce\": {\"mode\": \"size\", \"config\": 32}}'");
+  app.add_option("--seed", f.seed, "added to every random initialiser's seed")->capture_default_str();
+  app.add_option("--optimizer", f.optimizer, "sgd, momentum or adam (default: the file's optimizer)");
+  app.add_option("--lr", f.lr, "learning rate of --optimizer")->capture_default_str();
+  app.add_option("--momentum", f.momentum, "momentum of --optimizer momentum")->capture_default_str();
+  app.add_option("--queue-capacity", f.queue_capacity, "device queue slots (MS_DATASET_SINK_QUEUE)")
+      ->check(CLI::Range(1, 128))
+      ->capture_default_str();
+  app.add_flag("-q,--quiet", f.quiet, "print nothing on success");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  return Run(f, app);
+}
