@@ -520,5 +520,45 @@ TEST(GraphFileErrorTest, JsonRefusesFloatsItCannotSpell) {
       << r.status().message();
 }
 
+
+// Every damaged variant of a graph file parses to an error or to a graph
+// that passed every check: never a crash, never a half-built graph.
+TEST(GraphFileErrorTest, DamagedFilesAreErrorsNotCrashes) {
+  const std::vector<uint8_t> good = MustSerialize(ZooLeNet(), OptimizerSpec::Momentum(0.01f, 0.9f));
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  auto next = [&] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  int errors = 0;
+  for (int i = 0; i < 2000; ++i) {
+    std::vector<uint8_t> bytes = good;
+    const int flips = 1 + static_cast<int>(next() % 4);
+    for (int k = 0; k < flips; ++k) bytes[next() % bytes.size()] ^= static_cast<uint8_t>(1 + next() % 255);
+    if (i % 10 == 0) bytes.resize(next() % bytes.size());
+    auto r = ParseGraph(bytes, "damaged.sgraph");
+    if (!r.ok()) {
+      ++errors;
+      EXPECT_NE(r.status().message().find("damaged.sgraph"), std::string::npos) << r.status().message();
+    } else {
+      EXPECT_TRUE(r->graph.status().ok());
+      EXPECT_TRUE(r->graph.valid(r->graph.loss()));
+    }
+  }
+  EXPECT_GT(errors, 1000);
+  // JSON cut anywhere: an error naming the file, or (cut after the last
+  // brace) the graph itself.
+  auto json = GraphToJson(good, "lenet");
+  ASSERT_TRUE(json.ok());
+  for (size_t cut = 0; cut < json->size(); cut += 97) {
+    const std::string part = json->substr(0, cut);
+    auto r = ParseGraph(std::span(reinterpret_cast<const uint8_t*>(part.data()), part.size()), "cut.json");
+    ASSERT_FALSE(r.ok()) << cut;
+    EXPECT_NE(r.status().message().find("cut.json"), std::string::npos) << r.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace sinkrt::host

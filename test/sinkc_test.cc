@@ -81,6 +81,16 @@ TEST_F(SinkcTest, WritesOneStreamPerRankAndAManifest) {
   auto job = host::ReadCompiledJob(Path("out"));
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   EXPECT_EQ(job->world_size(), 2u);
+#ifdef SINKDUMP_PATH
+  // sinkdump reads what sinkc writes; the ranks differ in their header only.
+  RunResult dump = testing::RunBinary(SINKDUMP_PATH, Q("out/rank_1.tstream"), dir_);
+  EXPECT_EQ(dump.exit_code, 0) << dump.err;
+  EXPECT_NE(dump.out.find("buckets: 1 AllReduce"), std::string::npos) << dump.out;
+  RunResult diff =
+      testing::RunBinary(SINKDUMP_PATH, "--diff " + Q("out/rank_0.tstream") + " " + Q("out/rank_1.tstream"), dir_);
+  EXPECT_EQ(diff.exit_code, 1) << diff.err;
+  EXPECT_NE(diff.out.find("differ in: header\n"), std::string::npos) << diff.out;
+#endif
 }
 
 TEST_F(SinkcTest, CompilingTwiceGivesByteIdenticalFiles) {
