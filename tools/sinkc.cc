@@ -23,6 +23,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "parallel_flags.h"
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/graph_file.h"
 #include "sinkrt/host/parallel_context.h"
@@ -81,17 +82,6 @@ std::string ColumnsText(const std::vector<host::ColumnSpec>& cols) {
   return s;
 }
 
-Result<host::OptimizerSpec> OptimizerFromFlags(const Flags& f) {
-  SINKRT_ASSIGN_OR_RETURN(const host::OptimizerKind kind, host::ParseOptimizerKind(f.optimizer));
-  const float lr = static_cast<float>(f.lr);
-  switch (kind) {
-    case host::OptimizerKind::SGD: return host::OptimizerSpec::Sgd(lr);
-    case host::OptimizerKind::Momentum: return host::OptimizerSpec::Momentum(lr, static_cast<float>(f.momentum));
-    case host::OptimizerKind::Adam: return host::OptimizerSpec::Adam(lr);
-  }
-  return InvalidArgument("unknown optimizer '" + f.optimizer + "'");
-}
-
 void PrintSummary(const Flags& f, const host::GraphFile& file, const host::CompiledJob& job) {
   const host::CompileOptions& o = job.options;
   const host::CompiledStream& r0 = job.ranks[0];
@@ -105,10 +95,7 @@ void PrintSummary(const Flags& f, const host::GraphFile& file, const host::Compi
             << file.graph.tensors().size() << " tensors, " << file.graph.ops().size() << " ops, loss '"
             << file.graph.tensor(file.graph.loss()).name << "'\n";
   const host::OptimizerSpec& s = o.optimizer;
-  std::cout << "  optimizer " << (s.kind == host::OptimizerKind::SGD        ? "sgd"
-                                  : s.kind == host::OptimizerKind::Momentum ? "momentum"
-                                                                            : "adam")
-            << " lr " << s.learning_rate;
+  std::cout << "  optimizer " << host::OptimizerKindName(s.kind) << " lr " << s.learning_rate;
   if (s.kind == host::OptimizerKind::Momentum) std::cout << " momentum " << s.momentum;
   std::cout << '\n';
   const auto cols = job.train_columns();
@@ -150,25 +137,14 @@ int Run(const Flags& f, const CLI::App& app) {
   } else if (app.count("--lr") || app.count("--momentum")) {
     return Usage("--lr and --momentum apply with --optimizer (the file's optimizer is used as written)");
   }
-  host::ParallelContext context;
-  {
-    auto mode = host::ParseParallelMode(f.parallel);
-    if (!mode.ok()) return Usage("--parallel: " + mode.status().message());
-    context.mode = *mode;
-    context.device_num = f.devices;
-    context.gradients_mean = f.gradients_mean;
-    context.parameter_broadcast = f.parameter_broadcast;
-    if (!f.comm_fusion.empty()) {
-      auto fusion = host::ParseCommFusion(f.comm_fusion);
-      if (!fusion.ok()) return Usage("--comm-fusion: " + fusion.status().message());
-      context.comm_fusion = *fusion;
-    }
-    Status valid = context.Validate({host::ParallelMode::StandAlone, host::ParallelMode::DataParallel});
-    if (!valid.ok()) return Usage("--devices " + std::to_string(f.devices) + ", --parallel " + f.parallel + ": " + valid.message());
-    const bool dp_only = app.count("--gradients-mean") || f.parameter_broadcast || !f.comm_fusion.empty();
-    if (dp_only && context.mode != host::ParallelMode::DataParallel)
-      return Usage("--gradients-mean, --parameter-broadcast and --comm-fusion apply to --parallel data_parallel");
-  }
+  auto context = tools::ParseParallelFlags({.parallel = f.parallel,
+                                             .devices = f.devices,
+                                             .devices_flag = "--devices " + std::to_string(f.devices),
+                                             .gradients_mean = f.gradients_mean,
+                                             .gradients_mean_given = app.count("--gradients-mean") > 0,
+                                             .parameter_broadcast = f.parameter_broadcast,
+                                             .comm_fusion = f.comm_fusion});
+  if (!context.ok()) return Usage(context.status().message());
 
   host::GraphLoadOptions load;
   load.batch = f.batch;
@@ -178,7 +154,7 @@ int Run(const Flags& f, const CLI::App& app) {
 
   host::CompileOptions co;
   if (!f.optimizer.empty()) {
-    auto spec = OptimizerFromFlags(f);
+    auto spec = host::MakeOptimizer(f.optimizer, static_cast<float>(f.lr), static_cast<float>(f.momentum));
     if (!spec.ok()) return Usage("--optimizer: " + spec.status().message());
     co.optimizer = *spec;
   } else if (file->optimizer) {
@@ -190,11 +166,11 @@ int Run(const Flags& f, const CLI::App& app) {
   co.world_size = static_cast<uint32_t>(f.devices);
   co.eval_program = true;
   co.predict_program = !file->graph.outputs().empty();
-  if (context.mode == host::ParallelMode::DataParallel) {
+  if (context->mode == host::ParallelMode::DataParallel) {
     co.parallel_mode = host::ParallelMode::DataParallel;
-    co.gradients_mean = context.gradients_mean;
-    co.parameter_broadcast = context.parameter_broadcast;
-    co.comm_fusion = context.comm_fusion;
+    co.gradients_mean = context->gradients_mean;
+    co.parameter_broadcast = context->parameter_broadcast;
+    co.comm_fusion = context->comm_fusion;
   }
   auto job = host::CompileJob(file->graph, co);
   if (!job.ok()) return Failure(f.graph + ": " + job.status().message());

@@ -60,6 +60,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "parallel_flags.h"
 #include "sinkrt/device/device_options.h"
 #include "sinkrt/device/executor.h"
 #include "sinkrt/device/in_process_device.h"
@@ -241,17 +242,7 @@ Result<Dataset> Pipeline(const Dataset& raw, bool flat, int64_t batch, std::opti
 }
 
 Result<host::OptimizerSpec> Optimizer(const Flags& f) {
-  SINKRT_ASSIGN_OR_RETURN(const host::OptimizerKind kind, host::ParseOptimizerKind(f.optimizer));
-  const float lr = static_cast<float>(f.lr);
-  switch (kind) {
-    case host::OptimizerKind::SGD:
-      return host::OptimizerSpec::Sgd(lr);
-    case host::OptimizerKind::Momentum:
-      return host::OptimizerSpec::Momentum(lr, static_cast<float>(f.momentum));
-    case host::OptimizerKind::Adam:
-      return host::OptimizerSpec::Adam(lr);
-  }
-  return InvalidArgument("unknown optimizer '" + f.optimizer + "'");
+  return host::MakeOptimizer(f.optimizer, static_cast<float>(f.lr), static_cast<float>(f.momentum));
 }
 
 std::string Num(double v) {
@@ -266,17 +257,8 @@ std::string Fixed1(double v) {
   return buf;
 }
 
-const char* OptimizerName(host::OptimizerKind kind) {
-  switch (kind) {
-    case host::OptimizerKind::SGD: return "sgd";
-    case host::OptimizerKind::Momentum: return "momentum";
-    case host::OptimizerKind::Adam: return "adam";
-  }
-  return "sgd";
-}
-
 std::string OptimizerText(const host::OptimizerSpec& o) {
-  std::string s = std::string(OptimizerName(o.kind)) + " (lr " + Num(o.learning_rate);
+  std::string s = std::string(host::OptimizerKindName(o.kind)) + " (lr " + Num(o.learning_rate);
   if (o.kind == host::OptimizerKind::Momentum) s += ", momentum " + Num(o.momentum);
   return s + ")";
 }
@@ -523,25 +505,17 @@ int Train(const Flags& f, const CLI::App& cmd, const char* argv0, Clock::time_po
     context.parameter_broadcast = job->options.parameter_broadcast;
     context.comm_fusion = job->options.comm_fusion;
   } else {
-    auto mode = host::ParseParallelMode(f.parallel);
-    if (!mode.ok()) return Usage("--parallel: " + mode.status().message());
-    context.mode = *mode;
-    context.device_num = devices;
-    context.gradients_mean = f.gradients_mean;
-    context.parameter_broadcast = f.parameter_broadcast;
-    if (!f.comm_fusion.empty()) {
-      auto fusion = host::ParseCommFusion(f.comm_fusion);
-      if (!fusion.ok()) return Usage("--comm-fusion: " + fusion.status().message());
-      context.comm_fusion = *fusion;
-    }
-    Status valid = context.Validate({host::ParallelMode::StandAlone, host::ParallelMode::DataParallel});
-    if (!valid.ok())
-      return Usage((table ? "--rank-table " + f.rank_table + " (" + std::to_string(devices) + " ranks)"
-                          : "--devices " + std::to_string(devices)) +
-                   ", --parallel " + f.parallel + ": " + valid.message());
-    const bool dp_only = cmd.count("--gradients-mean") || f.parameter_broadcast || !f.comm_fusion.empty();
-    if (dp_only && context.mode != host::ParallelMode::DataParallel)
-      return Usage("--gradients-mean, --parameter-broadcast and --comm-fusion apply to --parallel data_parallel");
+    auto parsed = tools::ParseParallelFlags(
+        {.parallel = f.parallel,
+         .devices = devices,
+         .devices_flag = table ? "--rank-table " + f.rank_table + " (" + std::to_string(devices) + " ranks)"
+                               : "--devices " + std::to_string(devices),
+         .gradients_mean = f.gradients_mean,
+         .gradients_mean_given = cmd.count("--gradients-mean") > 0,
+         .parameter_broadcast = f.parameter_broadcast,
+         .comm_fusion = f.comm_fusion});
+    if (!parsed.ok()) return Usage(parsed.status().message());
+    context = *parsed;
   }
 
   // Data first: a missing directory or a corrupt file ends the run here,
@@ -674,7 +648,7 @@ int Train(const Flags& f, const CLI::App& cmd, const char* argv0, Clock::time_po
         {"devices", devices},
         {"parallel_mode", host::ParallelModeName(context.mode)},
         {"global_batch_size", global_batch},
-        {"optimizer", OptimizerName(optimizer->kind)},
+        {"optimizer", host::OptimizerKindName(optimizer->kind)},
         {"learning_rate", optimizer->learning_rate},
         {"seed", f.seed},
         {"sink_mode", sink},

@@ -41,6 +41,25 @@ Result<OptimizerKind> ParseOptimizerKind(const std::string& name) {
                          "'; valid names are 'sgd', 'momentum' and 'adam'");
 }
 
+const char* OptimizerKindName(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::SGD: return "sgd";
+    case OptimizerKind::Momentum: return "momentum";
+    case OptimizerKind::Adam: return "adam";
+  }
+  return "sgd";
+}
+
+Result<OptimizerSpec> MakeOptimizer(const std::string& kind, float learning_rate, float momentum) {
+  SINKRT_ASSIGN_OR_RETURN(const OptimizerKind k, ParseOptimizerKind(kind));
+  switch (k) {
+    case OptimizerKind::SGD: return OptimizerSpec::Sgd(learning_rate);
+    case OptimizerKind::Momentum: return OptimizerSpec::Momentum(learning_rate, momentum);
+    case OptimizerKind::Adam: return OptimizerSpec::Adam(learning_rate);
+  }
+  return InvalidArgument("unknown optimizer '" + kind + "'");
+}
+
 namespace {
 
 const char* KindName(OptimizerKind k) {

@@ -12,18 +12,9 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-const char* OptimizerName(OptimizerKind k) {
-  switch (k) {
-    case OptimizerKind::SGD: return "sgd";
-    case OptimizerKind::Momentum: return "momentum";
-    case OptimizerKind::Adam: return "adam";
-  }
-  return "sgd";
-}
-
 Json OptionsToJson(const CompileOptions& o) {
   const OptimizerSpec& s = o.optimizer;
-  Json optimizer = {{"kind", OptimizerName(s.kind)}, {"learning_rate", s.learning_rate}};
+  Json optimizer = {{"kind", OptimizerKindName(s.kind)}, {"learning_rate", s.learning_rate}};
   if (s.kind == OptimizerKind::Momentum) {
     optimizer["momentum"] = s.momentum;
     optimizer["nesterov"] = s.nesterov;

@@ -26,6 +26,11 @@ struct OptimizerSpec {
 };
 
 Result<OptimizerKind> ParseOptimizerKind(const std::string& name);  // "sgd", "momentum", "adam"
+const char* OptimizerKindName(OptimizerKind kind);                   // the names ParseOptimizerKind reads
+
+// The optimizer a command line names: `kind` by name, with the learning
+// rate and (Momentum) the momentum; the other settings at their defaults.
+Result<OptimizerSpec> MakeOptimizer(const std::string& kind, float learning_rate, float momentum);
 
 // Adds optimizer state (zero-initialised OptState tensors named
 // "<param>/momentum", "<param>/adam_m", "<param>/adam_v", and "adam/powers")

@@ -1,0 +1,44 @@
+// The parallel flags sinkrun train and sinkc share, turned into MindSpore's
+// parallel context with its checks and messages.
+#pragma once
+
+#include <string>
+
+#include "sinkrt/host/parallel_context.h"
+#include "sinkrt/runtime/status.h"
+
+namespace sinkrt::tools {
+
+struct ParallelFlags {
+  std::string parallel;        // --parallel
+  int devices = 1;             // the device count, however the command line gave it
+  std::string devices_flag;    // how to name it in messages: "--devices 4", "--rank-table t.json (4 ranks)"
+  bool gradients_mean = false;
+  bool gradients_mean_given = false;  // --gradients-mean appeared on the command line
+  bool parameter_broadcast = false;
+  std::string comm_fusion;     // --comm-fusion JSON; empty: the default
+};
+
+// Errors name the flag; every one is a command-line mistake.
+inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) {
+  host::ParallelContext context;
+  auto mode = host::ParseParallelMode(f.parallel);
+  if (!mode.ok()) return mode.status().WithContext("--parallel");
+  context.mode = *mode;
+  context.device_num = f.devices;
+  context.gradients_mean = f.gradients_mean;
+  context.parameter_broadcast = f.parameter_broadcast;
+  if (!f.comm_fusion.empty()) {
+    auto fusion = host::ParseCommFusion(f.comm_fusion);
+    if (!fusion.ok()) return fusion.status().WithContext("--comm-fusion");
+    context.comm_fusion = *fusion;
+  }
+  Status valid = context.Validate({host::ParallelMode::StandAlone, host::ParallelMode::DataParallel});
+  if (!valid.ok()) return valid.WithContext(f.devices_flag + ", --parallel " + f.parallel);
+  const bool dp_only = f.gradients_mean_given || f.parameter_broadcast || !f.comm_fusion.empty();
+  if (dp_only && context.mode != host::ParallelMode::DataParallel)
+    return InvalidArgument("--gradients-mean, --parameter-broadcast and --comm-fusion apply to --parallel data_parallel");
+  return context;
+}
+
+}  // namespace sinkrt::tools
