@@ -23,6 +23,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli_validators.h"
 #include "parallel_flags.h"
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/graph_file.h"
@@ -188,11 +189,11 @@ int main(int argc, char** argv) {
   app.add_option("graph", f.graph, "graph file (binary .sgraph, or JSON against schemas/graph.fbs)")->required();
   app.add_option("-o,--out", f.out, "output directory (created if missing)")->required();
   app.add_option("--devices", f.devices, "ranks to compile for (MindSpore's device_num)")
-      ->check(CLI::PositiveNumber)
+      ->check(tools::PositiveInteger())
       ->capture_default_str();
   app.add_option("--parallel", f.parallel, "stand_alone or data_parallel")->capture_default_str();
   app.add_option("--batch", f.batch, "per-rank batch: replaces every input's leading dimension (default: the file's)")
-      ->check(CLI::PositiveNumber);
+      ->check(tools::PositiveInteger());
   app.add_flag("--gradients-mean", f.gradients_mean,
                "AllReduce Mean instead of Sum (data_parallel; MindSpore's default is false)");
   app.add_flag("--parameter-broadcast", f.parameter_broadcast, "init ends by broadcasting rank 0's parameters");

@@ -60,6 +60,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cli_validators.h"
 #include "parallel_flags.h"
 #include "sinkrt/device/device_options.h"
 #include "sinkrt/device/executor.h"
@@ -303,17 +304,6 @@ Status CheckColumns(const std::vector<host::ColumnSpec>& want, const std::vector
                              ShapeToString(it->shape));
   }
   return Status::Ok();
-}
-
-// CLI::PositiveNumber's message prints the range up to DBL_MAX in full.
-CLI::Validator PositiveInteger() {
-  return CLI::Validator(
-      [](std::string& input) -> std::string {
-        long long v = 0;
-        if (!CLI::detail::lexical_cast(input, v) || v < 1) return "must be a positive integer, got '" + input + "'";
-        return {};
-      },
-      "POSITIVE");
 }
 
 double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -769,9 +759,9 @@ int main(int argc, char** argv) {
                         ") or synthetic[:N] (a generated stand-in, N training samples, default 60000)")
       ->required();
   train->add_option("--epochs", f.epochs, "epochs (sinks in sink mode)")
-      ->check(PositiveInteger())
+      ->check(tools::PositiveInteger())
       ->capture_default_str();
-  train->add_option("--batch", f.batch, "batch size")->check(PositiveInteger())->capture_default_str();
+  train->add_option("--batch", f.batch, "batch size")->check(tools::PositiveInteger())->capture_default_str();
   train->add_option("--optimizer", f.optimizer, "sgd, momentum or adam")
       ->check(CLI::IsMember({"sgd", "momentum", "adam"}))
       ->capture_default_str();
@@ -783,12 +773,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   train->add_flag("--no-sink", f.no_sink, "run every step as its own request (dataset_sink_mode=False)");
   train->add_option("--threads", f.threads, "device kernel threads (default: every core this process may use)")
-      ->check(PositiveInteger());
+      ->check(tools::PositiveInteger());
   train->add_option("--report", f.report, "write one JSON object per epoch and an end record to FILE");
   train->add_option("--devices", f.devices,
                     "start this many sinkd daemons for the run and train on them (more than one needs "
                     "--parallel data_parallel); default: an in-process device")
-      ->check(PositiveInteger());
+      ->check(tools::PositiveInteger());
   train->add_option("--rank-table", f.rank_table, "train on the running sinkd daemons this rank table names");
   train->add_option("--parallel", f.parallel,
                     "stand_alone (one device) or data_parallel (one replica per device, gradients AllReduced "
@@ -810,7 +800,7 @@ int main(int argc, char** argv) {
   CLI::App* launch = app.add_subcommand(
       "launch", "start N sinkd daemons on this machine, write their rank table, stop them on Ctrl-C or SIGTERM");
   launch->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  launch->add_option("-n,--devices", l.devices, "daemons to start, ranks 0..N-1")->required()->check(PositiveInteger());
+  launch->add_option("-n,--devices", l.devices, "daemons to start, ranks 0..N-1")->required()->check(tools::PositiveInteger());
   launch->add_option("--base-port", l.base_port, "rank i listens on 127.0.0.1:(P + i); 0: any free port")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
@@ -818,7 +808,7 @@ int main(int argc, char** argv) {
   launch->add_option("--token", l.token, "a secret every host must send");
   launch->add_option("--sinkd", l.sinkd, "the sinkd binary (default: SINKRT_SINKD, or beside sinkrun)");
   launch->add_option("--threads", l.threads, "kernel threads per daemon (default: every core)")
-      ->check(PositiveInteger());
+      ->check(tools::PositiveInteger());
   launch->add_flag("--quiet", l.quiet, "no job log from the daemons");
   try {
     app.parse(argc, argv);
