@@ -7,6 +7,8 @@
 // seconds here so failures are quick.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -630,6 +632,74 @@ TEST(SinkdWorldFaultTest, HostLeavingDuringACollectiveFreesTheDaemon) {
   auto sink = (*next)->RunSink(ProgramKind::TrainStep, 2);
   EXPECT_TRUE(sink.ok()) << sink.status().ToString();
   EXPECT_TRUE(feeder.Join().ok());
+}
+
+// A port on 127.0.0.1 where nothing listens (bound, then closed): dials to
+// it are refused.
+uint16_t RefusingPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    return 0;
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// A host sends the daemon a JoinWorld that cannot complete (the other
+// member is a refused port) as rank `rank`, then hangs up. The daemon must
+// give the world up and close our end long before its peer timeout, and
+// serve the next host.
+void ExpectAbandonedJoinFreesTheDaemon(SinkdProcess& daemon, uint32_t rank, uint64_t job) {
+  SCOPED_TRACE("the daemon is rank " + std::to_string(rank));
+  const uint16_t port = RefusingPort();
+  ASSERT_NE(port, 0);
+  auto raw = FrameSocket::Connect(daemon.address(), 10s);
+  ASSERT_TRUE(raw.ok());
+  FrameSocket& s = **raw;
+  ASSERT_TRUE(SendHello(s, fb::PeerRole::Host).ok());
+  InFrame hello;
+  ASSERT_TRUE(s.Receive(&hello, DeadlineIn(10s)).ok());
+  ASSERT_EQ(hello.type(), fb::MessageBody::Hello);
+  const std::string host_id = hello.message->body_as_Hello()->host_id()->str();
+  std::vector<PeerEndpoint> members(2);
+  members[rank] = {daemon.address().ToString(), host_id};
+  members[1 - rank] = {"127.0.0.1:" + std::to_string(port), "another-host"};
+  ASSERT_TRUE(SendMessage(s, fb::MessageBody::JoinWorld, [&](flatbuffers::FlatBufferBuilder& fbb) {
+                std::vector<flatbuffers::Offset<fb::WorldMember>> m;
+                for (auto& e : members)
+                  m.push_back(fb::CreateWorldMember(fbb, fbb.CreateString(e.address), fbb.CreateString(e.host_id)));
+                return fb::CreateJoinWorld(fbb, job, rank, fbb.CreateVector(m)).Union();
+              }).ok());
+
+  const auto left = Clock::now();
+  ::shutdown(s.native_handle(), SHUT_WR);
+  InFrame last;
+  Status closed;
+  for (int i = 0; i < 8 && closed.ok(); ++i) {
+    closed = s.Receive(&last, DeadlineIn(50s));
+    if (closed.ok()) closed = s.SkipPayload(&last, DeadlineIn(50s));
+  }
+  EXPECT_EQ(closed.code(), StatusCode::kUnavailable) << closed.ToString();
+  EXPECT_LT(Clock::now() - left, 20s) << "the daemon waited for its peer timeout";
+
+  auto next = host::RemoteDevice::Connect(daemon.address(), HostOptions(60000ms));
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_TRUE((*next)->Load(StandAloneStream()).ok());
+}
+
+TEST(SinkdWorldFaultTest, HostHangingUpDuringTheRendezvousFreesTheDaemon) {
+  // A long peer timeout: only the hang-up, not a timeout, frees the daemon in time.
+  Daemons d;
+  SINKRT_ASSERT_OK(StartDaemons(&d, 1, 60000ms));
+  // As rank 0 it dials rank 1, which refuses; as rank 1 it waits for rank 0's dial.
+  ExpectAbandonedJoinFreesTheDaemon(*d.processes[0], 0, 31);
+  ExpectAbandonedJoinFreesTheDaemon(*d.processes[0], 1, 32);
+  EXPECT_TRUE(Contains(d.processes[0]->ReadLog(), "JoinWorld of job 31 as rank 0 of 2 failed"))
+      << d.processes[0]->ReadLog();
 }
 
 TEST(SinkdWorldFaultTest, CollectiveStreamWithoutAWorldIsRefused) {

@@ -70,10 +70,30 @@ Status SendAck(FrameSocket& s) {
 }
 
 Result<std::unique_ptr<FrameSocket>> Dial(uint32_t self, const PeerAddress& peer, uint64_t job,
-                                          std::chrono::milliseconds timeout, const std::string& token) {
+                                          std::chrono::milliseconds timeout, const std::string& token,
+                                          PeerInbox& inbox) {
   const std::string who = RankText(peer.rank) + " at " + peer.address.ToString();
-  auto dialed = FrameSocket::Connect(peer.address, timeout);
-  if (!dialed.ok()) return Unavailable("rendezvous (connect): cannot reach " + who + ": " + dialed.status().message());
+  // A peer whose daemon is not up yet refuses: keep dialing until the peer
+  // timeout, in slices, so that a JoinWorld its host abandoned stops within
+  // one slice instead of holding this daemon for the whole timeout.
+  constexpr auto kSlice = std::chrono::milliseconds(250);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  Result<std::unique_ptr<FrameSocket>> dialed = Unavailable("not dialed");
+  for (;;) {
+    if (inbox.Abandoned())
+      return Aborted("rendezvous (connect): abandoned while dialing " + who + " (the JoinWorld was given up)");
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    dialed = FrameSocket::Connect(peer.address, std::max(std::chrono::milliseconds(1), std::min(left, kSlice)));
+    if (dialed.ok() || std::chrono::steady_clock::now() >= deadline) break;
+  }
+  if (!dialed.ok()) {
+    // The last attempt's reason ("Connection refused"), not its slice.
+    const std::string& m = dialed.status().message();
+    const size_t colon = m.rfind(": ");
+    return Unavailable("rendezvous (connect): cannot reach " + who + " within " + Ms(timeout) + ": " +
+                       (colon == std::string::npos ? m : m.substr(colon + 2)));
+  }
   FrameSocket& s = **dialed;
   Status st = SendHello(s, self, job, token);
   if (!st.ok()) return Unavailable("rendezvous (handshake): " + who + ": " + st.message());
@@ -260,7 +280,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(uint32_t rank, std::v
   // 1. Connections.
   std::vector<std::unique_ptr<FrameSocket>> sockets(n);
   for (uint32_t p = rank + 1; p < n; ++p) {
-    SINKRT_ASSIGN_OR_RETURN(sockets[p], Dial(rank, by_rank[p], job, timeout, options.token));
+    SINKRT_ASSIGN_OR_RETURN(sockets[p], Dial(rank, by_rank[p], job, timeout, options.token, inbox));
   }
   const Deadline accept_deadline = DeadlineIn(timeout);
   for (uint32_t arrived = 0; arrived < rank;) {

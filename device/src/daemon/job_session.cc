@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "daemon_log.h"
+#include "hangup_watch.h"
 #include "data_queue.h"
 #include "sinkrt/runtime/stream_view.h"
 
@@ -327,7 +328,15 @@ Status JobSession::OnJoinWorld(const fb::JoinWorld& request) {
   comm_options.peer_timeout = options_.peer_timeout;
   comm_options.use_shared_memory = options_.device.shared_memory;
   comm_options.token = options_.token;
-  auto created = Communicator::Create(rank, std::move(world).value(), job, *claim, comm_options);
+  Result<std::unique_ptr<Communicator>> created = Internal("no rendezvous");
+  {
+    // Nobody reads the host's connection while the rendezvous blocks this
+    // thread: a host that hangs up meanwhile abandons the claim, so this
+    // daemon is free again within a dial slice, not at the peer timeout.
+    PeerHub::Claim* c = claim.get();
+    HangupWatch watch(socket_.native_handle(), [c] { c->Abort(); });
+    created = Communicator::Create(rank, std::move(world).value(), job, *claim, comm_options);
+  }
   claim->set_outcome(created.ok() ? "the world is complete" : "the JoinWorld failed: " + created.status().message());
   {
     std::lock_guard<std::mutex> lk(mu_);

@@ -65,6 +65,11 @@ void PeerHub::Claim::Abort() {
   hub_.cv_.notify_all();
 }
 
+bool PeerHub::Claim::Abandoned() {
+  std::lock_guard<std::mutex> lk(hub_.mu_);
+  return aborted_;
+}
+
 void PeerHub::Claim::set_outcome(std::string why) {
   std::lock_guard<std::mutex> lk(hub_.mu_);
   outcome_ = std::move(why);

@@ -54,6 +54,7 @@ class PeerHub {
    public:
     ~Claim() override;
     Result<std::pair<uint32_t, std::unique_ptr<FrameSocket>>> Accept(Deadline deadline) override;
+    bool Abandoned() override;
     // Wakes an Accept with kAborted, now and for every later call (the
     // session is being torn down). Safe from any thread.
     void Abort();

@@ -91,6 +91,10 @@ class PeerInbox {
   virtual ~PeerInbox() = default;
   // The next peer connection, or an error at the deadline.
   virtual Result<std::pair<uint32_t, std::unique_ptr<FrameSocket>>> Accept(Deadline deadline) = 0;
+  // True once whoever asked for the world has given up on it (a daemon's
+  // host hung up): the rendezvous stops dialing peers that are not there
+  // yet instead of retrying until the peer timeout.
+  virtual bool Abandoned() { return false; }
 };
 
 class Transport;
