@@ -264,6 +264,14 @@ TEST(CompiledJob, ModelRefusesAJobForAnotherWorld) {
   ASSERT_FALSE(two_ranks.ok());
   EXPECT_NE(two_ranks.status().message().find("compiled for 2 ranks, but got 1 device"), std::string::npos)
       << two_ranks.status().ToString();
+  // Streams of the right count but the wrong ranks.
+  CompiledJob swapped = host::CompileJob(Net(), Options(2)).value();
+  std::swap(swapped.ranks[0], swapped.ranks[1]);
+  DeviceLink* both[] = {&a, &b};
+  auto wrong = host::Model::Create(std::move(swapped), both);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("the stream for rank 0 is rank 1 of 2"), std::string::npos)
+      << wrong.status().ToString();
   host::ModelOptions dp;
   dp.context.mode = host::ParallelMode::DataParallel;
   dp.context.device_num = 2;

@@ -189,6 +189,17 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
                            (n == 1 ? " device" : " devices"));
   for (uint32_t r = 0; r < n; ++r)
     if (!devices[r]) return InvalidArgument(context + ": device " + std::to_string(r) + " is null");
+  // A job put together by hand may hold streams of different compiles: each
+  // must be the rank it stands for, in a world of this size.
+  for (uint32_t r = 0; r < n; ++r) {
+    auto view = VerifyTaskStream(job.ranks[r].bytes);
+    if (!view.ok()) return view.status().WithContext(context + ": rank " + std::to_string(r) + "'s stream");
+    const fb::Header& h = *view->root->header();
+    if (h.rank() != r || h.world_size() != n)
+      return InvalidArgument(context + ": the stream for rank " + std::to_string(r) + " is rank " +
+                             std::to_string(h.rank()) + " of " + std::to_string(h.world_size()) + ", not of " +
+                             std::to_string(n));
+  }
   const CompileOptions& co = job.options;
   const bool data_parallel = co.parallel_mode == ParallelMode::DataParallel;
   // The compiled plan is the job's context; a context that says otherwise
