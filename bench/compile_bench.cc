@@ -46,8 +46,7 @@ void Report(benchmark::State& state, const host::CompiledStream& s) {
   state.counters["arena_bytes"] = static_cast<double>(s.report.arena_bytes);
 }
 
-void BM_CompileMlp(benchmark::State& state) {
-  const host::Graph g = testing::MakeMlp(kBatch, Widths(static_cast<int>(state.range(0))));
+void CompileLoop(benchmark::State& state, const host::Graph& g) {
   host::CompiledStream last;
   for (auto _ : state) {
     auto s = host::Compile(g, Options());
@@ -58,22 +57,14 @@ void BM_CompileMlp(benchmark::State& state) {
     last = std::move(s).value();
   }
   Report(state, last);
+}
+
+void BM_CompileMlp(benchmark::State& state) {
+  CompileLoop(state, testing::MakeMlp(kBatch, Widths(static_cast<int>(state.range(0)))));
 }
 BENCHMARK(BM_CompileMlp)->Name("BM_Compile/mlp")->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
 
-void BM_CompileLeNet(benchmark::State& state) {
-  const host::Graph g = testing::MakeLeNet(kBatch);
-  host::CompiledStream last;
-  for (auto _ : state) {
-    auto s = host::Compile(g, Options());
-    if (!s.ok()) {
-      state.SkipWithError(s.status().ToString().c_str());
-      return;
-    }
-    last = std::move(s).value();
-  }
-  Report(state, last);
-}
+void BM_CompileLeNet(benchmark::State& state) { CompileLoop(state, testing::MakeLeNet(kBatch)); }
 BENCHMARK(BM_CompileLeNet)->Name("BM_Compile/lenet")->Unit(benchmark::kMillisecond);
 
 void BM_CompileDataParallel(benchmark::State& state) {

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "recording_reporter.h"
 #include "sinkrt/device/executor.h"
 #include "sinkrt/host/callback.h"
 #include "sinkrt/host/local_cluster.h"
@@ -198,45 +199,22 @@ BENCHMARK(BM_StandAlone)->Iterations(kTimedEpochs)->Unit(benchmark::kMillisecond
 
 // -- summary ------------------------------------------------------------------
 
-class RecordingReporter : public benchmark::ConsoleReporter {
- public:
-  RecordingReporter() : ConsoleReporter(isatty(STDOUT_FILENO) ? OO_ColorTabular : OO_Tabular) {}
-
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs)
-      if (r.run_type == Run::RT_Iteration && !r.error_occurred)
-        runs_[r.run_name.function_name + (r.run_name.args.empty() ? "" : "/" + r.run_name.args)] = r;
-    ConsoleReporter::ReportRuns(runs);
-  }
-
-  // A counter of a run; negative if the run or the counter is missing.
-  double Counter(const std::string& name, const std::string& counter) const {
-    auto it = runs_.find(name);
-    if (it == runs_.end()) return -1;
-    auto c = it->second.counters.find(counter);
-    return c == it->second.counters.end() ? -1 : c->second.value;
-  }
-
- private:
-  std::map<std::string, Run> runs_;
-};
-
 void PrintSummary(const RecordingReporter& rep) {
-  const double base = rep.Counter("BM_StandAlone", "items_per_second");
+  const double base = rep.Median("BM_StandAlone", "items_per_second");
   std::printf("\nMLP 784-512-256-10, batch 64 per rank, sink mode; %d cores\n", device::AvailableCores());
   if (base > 0) std::printf("stand-alone, 1 daemon: %.0f samples/s\n", base);
   for (int n : {1, 2, 4}) {
     const std::string name = "BM_DataParallel/devices:" + std::to_string(n);
-    const double s = rep.Counter(name, "items_per_second");
+    const double s = rep.Median(name, "items_per_second");
     if (s < 0) continue;
     std::printf("data parallel, %d daemon%s: %.0f samples/s", n, n > 1 ? "s" : "", s);
     if (base > 0) std::printf(" (%.2fx stand-alone)", s / base);
-    const double comm = rep.Counter(name, "comm_ms");
+    const double comm = rep.Median(name, "comm_ms");
     std::printf("; per step compute %.2f ms, comm %.2f ms, comm wait %.2f ms, queue wait %.2f ms, other %.2f ms",
-                rep.Counter(name, "compute_ms"), comm, rep.Counter(name, "comm_wait_ms"),
-                rep.Counter(name, "queue_wait_ms"), rep.Counter(name, "other_ms"));
+                rep.Median(name, "compute_ms"), comm, rep.Median(name, "comm_wait_ms"),
+                rep.Median(name, "queue_wait_ms"), rep.Median(name, "other_ms"));
     // One rank has nothing to exchange: its AllReduce is a no-op.
-    if (comm >= 0.01) std::printf("; hidden %.0f%%", 100 * rep.Counter(name, "hidden"));
+    if (comm >= 0.01) std::printf("; hidden %.0f%%", 100 * rep.Median(name, "hidden"));
     std::printf("\n");
   }
   std::fflush(stdout);

@@ -50,6 +50,7 @@
 #include <thread>
 #include <vector>
 
+#include "recording_reporter.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model.h"
@@ -378,41 +379,6 @@ BENCHMARK(BM_Train)
     ->MinTime(1.5);
 
 // -- ratios -------------------------------------------------------------------
-
-// The console reporter, keeping every measured run for the ratios.
-class RecordingReporter : public benchmark::ConsoleReporter {
- public:
-  RecordingReporter() : ConsoleReporter(isatty(STDOUT_FILENO) ? OO_ColorTabular : OO_Tabular) {}
-
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs)
-      if (r.run_type == Run::RT_Iteration && !r.error_occurred)
-        runs_[r.run_name.function_name + (r.run_name.args.empty() ? "" : "/" + r.run_name.args)].push_back(r);
-    ConsoleReporter::ReportRuns(runs);
-  }
-
-  // The median over repetitions of a counter ("" = real time per
-  // iteration in the benchmark's unit); negative if the run is missing.
-  double Median(const std::string& name, const std::string& counter = "") const {
-    auto it = runs_.find(name);
-    if (it == runs_.end()) return -1;
-    std::vector<double> v;
-    for (const Run& r : it->second) {
-      if (counter.empty()) {
-        v.push_back(r.GetAdjustedRealTime());
-      } else {
-        auto c = r.counters.find(counter);
-        if (c != r.counters.end()) v.push_back(c->second.value);
-      }
-    }
-    if (v.empty()) return -1;
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-  }
-
- private:
-  std::map<std::string, std::vector<Run>> runs_;
-};
 
 void PrintRatios(const RecordingReporter& rep) {
   std::printf("\n");
