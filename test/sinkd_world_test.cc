@@ -543,6 +543,38 @@ TEST(SinkdWorldFaultTest, StrayPeerIsDroppedAfterThePeerTimeoutAndNeverBlocksHos
   EXPECT_TRUE(Contains(d.processes[0]->ReadLog(), "dropped a peer connection")) << d.processes[0]->ReadLog();
 }
 
+// A host speaking raw frames: its Hello, the daemon's back; the daemon's host id.
+Result<std::string> RawHostHello(FrameSocket& s) {
+  SINKRT_RETURN_IF_ERROR(SendHello(s, fb::PeerRole::Host));
+  InFrame hello;
+  SINKRT_RETURN_IF_ERROR(s.Receive(&hello, DeadlineIn(10s)));
+  const fb::Hello* h = hello.type() == fb::MessageBody::Hello ? hello.message->body_as_Hello() : nullptr;
+  if (!h || !h->host_id()) return Internal("the daemon did not answer with a Hello carrying its host id");
+  return h->host_id()->str();
+}
+
+Status SendJoinWorld(FrameSocket& s, uint64_t job, uint32_t rank, const std::vector<PeerEndpoint>& members) {
+  return SendMessage(s, fb::MessageBody::JoinWorld, [&](flatbuffers::FlatBufferBuilder& fbb) {
+    std::vector<flatbuffers::Offset<fb::WorldMember>> m;
+    for (auto& e : members)
+      m.push_back(fb::CreateWorldMember(fbb, fbb.CreateString(e.address), fbb.CreateString(e.host_id)));
+    return fb::CreateJoinWorld(fbb, job, rank, fbb.CreateVector(m)).Union();
+  });
+}
+
+// The host goes away (shuts its side) and reads until the daemon closes
+// ours: the status that ended the reading (kUnavailable when it closed).
+Status HangUpAndReadToClose(FrameSocket& s, std::chrono::seconds limit) {
+  ::shutdown(s.native_handle(), SHUT_WR);
+  InFrame last;
+  Status closed;
+  for (int i = 0; i < 8 && closed.ok(); ++i) {
+    closed = s.Receive(&last, DeadlineIn(limit));
+    if (closed.ok()) closed = s.SkipPayload(&last, DeadlineIn(limit));
+  }
+  return closed;
+}
+
 TEST(SinkdWorldFaultTest, HostLeavingDuringACollectiveFreesTheDaemon) {
   // A long peer timeout: only an abort, not a timeout, frees rank 0 in time.
   constexpr auto kPeerTimeout = 60000ms;
@@ -555,13 +587,9 @@ TEST(SinkdWorldFaultTest, HostLeavingDuringACollectiveFreesTheDaemon) {
   auto raw = FrameSocket::Connect(d.processes[0]->address(), 10s);
   ASSERT_TRUE(raw.ok());
   FrameSocket& s = **raw;
-  ASSERT_TRUE(SendHello(s, fb::PeerRole::Host).ok());
-  InFrame hello;
-  ASSERT_TRUE(s.Receive(&hello, DeadlineIn(10s)).ok());
-  ASSERT_EQ(hello.type(), fb::MessageBody::Hello);
-  const fb::Hello* h = hello.message->body_as_Hello();
-  ASSERT_NE(h->host_id(), nullptr);
-  std::vector<PeerEndpoint> members = {{d.processes[0]->address().ToString(), h->host_id()->str()}};
+  auto host_id = RawHostHello(s);
+  ASSERT_TRUE(host_id.ok()) << host_id.status().ToString();
+  std::vector<PeerEndpoint> members = {{d.processes[0]->address().ToString(), *host_id}};
   auto e1 = (*rank1)->Endpoint();
   ASSERT_TRUE(e1.ok()) << e1.status().ToString();
   members.push_back(*e1);
@@ -570,12 +598,7 @@ TEST(SinkdWorldFaultTest, HostLeavingDuringACollectiveFreesTheDaemon) {
     SINKRT_RETURN_IF_ERROR((*rank1)->JoinWorld(WorldSpec{21, 1, members}));
     return (*rank1)->Load(DataParallelStream(2, 1)).status();
   });
-  ASSERT_TRUE(SendMessage(s, fb::MessageBody::JoinWorld, [&](flatbuffers::FlatBufferBuilder& fbb) {
-                std::vector<flatbuffers::Offset<fb::WorldMember>> m;
-                for (auto& e : members)
-                  m.push_back(fb::CreateWorldMember(fbb, fbb.CreateString(e.address), fbb.CreateString(e.host_id)));
-                return fb::CreateJoinWorld(fbb, 21, 0, fbb.CreateVector(m)).Union();
-              }).ok());
+  ASSERT_TRUE(SendJoinWorld(s, 21, 0, members).ok());
   auto reply = NextReply(s, 30s);
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
   ASSERT_EQ(*reply, fb::MessageBody::Joined);
@@ -614,13 +637,7 @@ TEST(SinkdWorldFaultTest, HostLeavingDuringACollectiveFreesTheDaemon) {
   // The host goes away. The daemon frees the device, and then closes our
   // end: reading that close is the proof, long before the peer timeout.
   const auto left = Clock::now();
-  ::shutdown(s.native_handle(), SHUT_WR);
-  InFrame last;
-  Status closed;
-  for (int i = 0; i < 8 && closed.ok(); ++i) {
-    closed = s.Receive(&last, DeadlineIn(30s));
-    if (closed.ok()) closed = s.SkipPayload(&last, DeadlineIn(30s));
-  }
+  Status closed = HangUpAndReadToClose(s, 30s);
   EXPECT_EQ(closed.code(), StatusCode::kUnavailable) << closed.ToString();
   EXPECT_LT(Clock::now() - left, 20s);
 
@@ -660,29 +677,15 @@ void ExpectAbandonedJoinFreesTheDaemon(SinkdProcess& daemon, uint32_t rank, uint
   auto raw = FrameSocket::Connect(daemon.address(), 10s);
   ASSERT_TRUE(raw.ok());
   FrameSocket& s = **raw;
-  ASSERT_TRUE(SendHello(s, fb::PeerRole::Host).ok());
-  InFrame hello;
-  ASSERT_TRUE(s.Receive(&hello, DeadlineIn(10s)).ok());
-  ASSERT_EQ(hello.type(), fb::MessageBody::Hello);
-  const std::string host_id = hello.message->body_as_Hello()->host_id()->str();
+  auto host_id = RawHostHello(s);
+  ASSERT_TRUE(host_id.ok()) << host_id.status().ToString();
   std::vector<PeerEndpoint> members(2);
-  members[rank] = {daemon.address().ToString(), host_id};
+  members[rank] = {daemon.address().ToString(), *host_id};
   members[1 - rank] = {"127.0.0.1:" + std::to_string(port), "another-host"};
-  ASSERT_TRUE(SendMessage(s, fb::MessageBody::JoinWorld, [&](flatbuffers::FlatBufferBuilder& fbb) {
-                std::vector<flatbuffers::Offset<fb::WorldMember>> m;
-                for (auto& e : members)
-                  m.push_back(fb::CreateWorldMember(fbb, fbb.CreateString(e.address), fbb.CreateString(e.host_id)));
-                return fb::CreateJoinWorld(fbb, job, rank, fbb.CreateVector(m)).Union();
-              }).ok());
+  ASSERT_TRUE(SendJoinWorld(s, job, rank, members).ok());
 
   const auto left = Clock::now();
-  ::shutdown(s.native_handle(), SHUT_WR);
-  InFrame last;
-  Status closed;
-  for (int i = 0; i < 8 && closed.ok(); ++i) {
-    closed = s.Receive(&last, DeadlineIn(50s));
-    if (closed.ok()) closed = s.SkipPayload(&last, DeadlineIn(50s));
-  }
+  Status closed = HangUpAndReadToClose(s, 50s);
   EXPECT_EQ(closed.code(), StatusCode::kUnavailable) << closed.ToString();
   EXPECT_LT(Clock::now() - left, 20s) << "the daemon waited for its peer timeout";
 
