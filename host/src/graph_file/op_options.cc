@@ -28,6 +28,17 @@ const T* OrDefault(const void* options) {
   return options ? static_cast<const T*>(options) : DefaultTable<T>();
 }
 
+// The window fields convolution and pooling options share.
+template <typename T>
+void ReadStridesAndPads(const T* o, OpAttrs& a) {
+  a.stride_h = o->stride_h();
+  a.stride_w = o->stride_w();
+  a.pad_top = o->pad_top();
+  a.pad_bottom = o->pad_bottom();
+  a.pad_left = o->pad_left();
+  a.pad_right = o->pad_right();
+}
+
 }  // namespace
 
 fb::OpOptions OpOptionsTypeFor(fb::OpCode op) {
@@ -126,12 +137,7 @@ Result<OpAttrs> OpAttrsFromOptions(fb::OpCode op, fb::OpOptions type, const void
     }
     case OpOptions::Conv2DOptions: {
       const auto* o = OrDefault<fb::Conv2DOptions>(options);
-      a.stride_h = o->stride_h();
-      a.stride_w = o->stride_w();
-      a.pad_top = o->pad_top();
-      a.pad_bottom = o->pad_bottom();
-      a.pad_left = o->pad_left();
-      a.pad_right = o->pad_right();
+      ReadStridesAndPads(o, a);
       a.dilation_h = o->dilation_h();
       a.dilation_w = o->dilation_w();
       break;
@@ -140,12 +146,7 @@ Result<OpAttrs> OpAttrsFromOptions(fb::OpCode op, fb::OpOptions type, const void
       const auto* o = OrDefault<fb::Pool2DOptions>(options);
       a.kernel_h = o->kernel_h();
       a.kernel_w = o->kernel_w();
-      a.stride_h = o->stride_h();
-      a.stride_w = o->stride_w();
-      a.pad_top = o->pad_top();
-      a.pad_bottom = o->pad_bottom();
-      a.pad_left = o->pad_left();
-      a.pad_right = o->pad_right();
+      ReadStridesAndPads(o, a);
       break;
     }
     case OpOptions::FillOptions: a.value = OrDefault<fb::FillOptions>(options)->value(); break;

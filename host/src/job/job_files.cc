@@ -1,4 +1,5 @@
 // A compiled job on disk: DIR/rank_K.tstream and DIR/manifest.json.
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -15,30 +16,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Equal queues: names, capacities and columns (names, dtypes, shapes).
 bool SameQueues(const StreamView& a, const StreamView& b) {
-  const auto* qa = a.root->queues();
-  const auto* qb = b.root->queues();
-  const size_t na = qa ? qa->size() : 0, nb = qb ? qb->size() : 0;
+  const size_t na = a.root->queues() ? a.root->queues()->size() : 0;
+  const size_t nb = b.root->queues() ? b.root->queues()->size() : 0;
   if (na != nb) return false;
   for (size_t i = 0; i < na; ++i) {
-    const fb::QueueSpec* x = qa->Get(i);
-    const fb::QueueSpec* y = qb->Get(i);
-    if (x->capacity() != y->capacity() || !x->name() != !y->name() ||
-        (x->name() && x->name()->str() != y->name()->str()))
+    const fb::QueueSpec* x = a.root->queues()->Get(i);
+    const fb::QueueSpec* y = b.root->queues()->Get(i);
+    const std::string_view name = x->name() ? x->name()->string_view() : "";
+    if (x->capacity() != y->capacity() || name != (y->name() ? y->name()->string_view() : "")) return false;
+    const auto cx = job::QueueColumns(a, name), cy = job::QueueColumns(b, name);
+    if (!std::equal(cx.begin(), cx.end(), cy.begin(), cy.end(), [](const ColumnSpec& u, const ColumnSpec& v) {
+          return u.name == v.name && u.dtype == v.dtype && u.shape == v.shape;
+        }))
       return false;
-    const size_t cx = x->columns() ? x->columns()->size() : 0, cy = y->columns() ? y->columns()->size() : 0;
-    if (cx != cy) return false;
-    for (size_t c = 0; c < cx; ++c) {
-      const fb::QueueColumn* u = x->columns()->Get(c);
-      const fb::QueueColumn* v = y->columns()->Get(c);
-      if (u->dtype() != v->dtype() || (u->name() ? u->name()->str() : "") != (v->name() ? v->name()->str() : ""))
-        return false;
-      const std::vector<int64_t> su = u->shape() ? std::vector<int64_t>(u->shape()->begin(), u->shape()->end())
-                                                 : std::vector<int64_t>{};
-      const std::vector<int64_t> sv = v->shape() ? std::vector<int64_t>(v->shape()->begin(), v->shape()->end())
-                                                 : std::vector<int64_t>{};
-      if (su != sv) return false;
-    }
   }
   return true;
 }
@@ -46,19 +38,9 @@ bool SameQueues(const StreamView& a, const StreamView& b) {
 }  // namespace
 
 std::vector<ColumnSpec> CompiledJob::train_columns() const {
-  std::vector<ColumnSpec> out;
-  if (ranks.empty()) return out;
+  if (ranks.empty()) return {};
   auto view = VerifyTaskStream(ranks[0].bytes, kSupportedFeatures);
-  if (!view.ok() || !view->root->queues()) return out;
-  for (const fb::QueueSpec* q : *view->root->queues()) {
-    if (!q->name() || q->name()->str() != "train" || !q->columns()) continue;
-    for (const fb::QueueColumn* c : *q->columns()) {
-      ColumnSpec col{.name = c->name() ? c->name()->str() : "", .dtype = c->dtype(), .shape = {}};
-      if (c->shape()) col.shape.assign(c->shape()->begin(), c->shape()->end());
-      out.push_back(std::move(col));
-    }
-  }
-  return out;
+  return view.ok() ? job::QueueColumns(*view, "train") : std::vector<ColumnSpec>{};
 }
 
 std::string ManifestJson(const CompiledJob& job) { return job::ManifestToJson(job).dump(2) + "\n"; }
@@ -119,13 +101,8 @@ Result<CompiledJob> ReadCompiledJob(const std::string& dir) {
     } else if (!SameQueues(rank0, *view)) {
       return InvalidArgument(path + ": its queues differ from rank 0's: the ranks were compiled apart");
     }
+    // Moving a vector keeps its buffer, so rank0's view stays valid.
     out.ranks.push_back(job::StreamFromView(std::move(bytes), *view));
-    // StreamFromView moved the bytes: rank0's view must point at the kept copy.
-    if (r == 0) {
-      auto again = VerifyTaskStream(out.ranks[0].bytes, kSupportedFeatures);
-      if (!again.ok()) return again.status().WithContext(path);
-      rank0 = *again;
-    }
   }
   return out;
 }

@@ -20,16 +20,6 @@ bool IsPersistent(fb::BufferRole role) {
   }
 }
 
-std::vector<std::string> QueueColumns(const StreamView& view, const char* name) {
-  std::vector<std::string> out;
-  if (!view.root->queues()) return out;
-  for (const fb::QueueSpec* q : *view.root->queues()) {
-    if (!q->name() || q->name()->str() != name || !q->columns()) continue;
-    for (const fb::QueueColumn* c : *q->columns()) out.push_back(c->name() ? c->name()->str() : "");
-  }
-  return out;
-}
-
 size_t TaskCount(const fb::Program* p, const char* stream) {
   if (!p || !p->streams()) return 0;
   for (const fb::Stream* s : *p->streams())
@@ -37,7 +27,27 @@ size_t TaskCount(const fb::Program* p, const char* stream) {
   return 0;
 }
 
+std::vector<std::string> Names(const std::vector<ColumnSpec>& columns) {
+  std::vector<std::string> out;
+  for (const ColumnSpec& c : columns) out.push_back(c.name);
+  return out;
+}
+
 }  // namespace
+
+std::vector<ColumnSpec> QueueColumns(const StreamView& view, std::string_view name) {
+  std::vector<ColumnSpec> out;
+  if (!view.root->queues()) return out;
+  for (const fb::QueueSpec* q : *view.root->queues()) {
+    if (!q->name() || q->name()->string_view() != name || !q->columns()) continue;
+    for (const fb::QueueColumn* c : *q->columns()) {
+      ColumnSpec col{.name = c->name() ? c->name()->str() : "", .dtype = c->dtype(), .shape = {}};
+      if (c->shape()) col.shape.assign(c->shape()->begin(), c->shape()->end());
+      out.push_back(std::move(col));
+    }
+  }
+  return out;
+}
 
 CompiledStream StreamFromView(std::vector<uint8_t> bytes, const StreamView& view) {
   CompiledStream out;
@@ -89,8 +99,8 @@ CompiledStream StreamFromView(std::vector<uint8_t> bytes, const StreamView& view
         r.buckets.push_back(std::move(bucket));
       }
     }
-  out.input_columns = QueueColumns(view, "train");
-  out.predict_columns = QueueColumns(view, "predict");
+  out.input_columns = Names(QueueColumns(view, "train"));
+  out.predict_columns = Names(QueueColumns(view, "predict"));
   out.bytes = std::move(bytes);
   return out;
 }

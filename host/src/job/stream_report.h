@@ -3,11 +3,18 @@
 #pragma once
 
 #include <span>
+#include <string_view>
+#include <vector>
 
 #include "sinkrt/host/compiler.h"
+#include "sinkrt/host/tensor.h"
 #include "sinkrt/runtime/stream_view.h"
 
 namespace sinkrt::host::job {
+
+// The columns of the queue called `name` (per-rank batch shapes), in order;
+// empty when the stream has no such queue.
+std::vector<ColumnSpec> QueueColumns(const StreamView& view, std::string_view name);
 
 // `view` must verify `bytes`. Fills report (arena, liveness bound,
 // persistent bytes, task counts, buffers without their lifetimes, the

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "job/stream_report.h"
 #include "model/fan_out.h"
 #include "model/model_impl.h"
 #include "model/validate.h"
@@ -48,16 +49,9 @@ QueueInfo FindQueue(const StreamView& view, const std::string& name) {
   if (!view.root->queues()) return q;
   for (uint32_t i = 0; i < view.root->queues()->size(); ++i) {
     const fb::QueueSpec* spec = view.root->queues()->Get(i);
-    if (!spec->name() || spec->name()->str() != name) continue;
-    q.index = i;
-    for (const fb::QueueColumn* c : *spec->columns()) {
-      ColumnSpec col;
-      col.name = c->name() ? c->name()->str() : "";
-      col.dtype = c->dtype();
-      if (c->shape()) col.shape.assign(c->shape()->begin(), c->shape()->end());
-      q.columns.push_back(std::move(col));
-    }
+    if (spec->name() && spec->name()->str() == name) q.index = i;
   }
+  if (q.index >= 0) q.columns = job::QueueColumns(view, name);
   return q;
 }
 
