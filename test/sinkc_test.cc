@@ -27,6 +27,15 @@ const std::string kMlp = std::string(SINKRT_SOURCE_DIR) + "/examples/mlp.json";
 const std::string kLeNet = std::string(SINKRT_SOURCE_DIR) + "/examples/lenet.json";
 #endif
 
+// SetUp skips every test where a binary is missing.
+#if defined(SINKC_PATH) && defined(SINKRUN_PATH)
+constexpr const char* kSinkc = SINKC_PATH;
+constexpr const char* kSinkrun = SINKRUN_PATH;
+#else
+constexpr const char* kSinkc = "";
+constexpr const char* kSinkrun = "";
+#endif
+
 class SinkcTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -43,20 +52,8 @@ class SinkcTest : public ::testing::Test {
     if (!dir_.empty()) fs::remove_all(dir_, ec);
   }
 
-  RunResult Sinkc(const std::string& args) {
-    RunResult r;
-#ifdef SINKC_PATH
-    r = testing::RunBinary(SINKC_PATH, args, dir_);
-#endif
-    return r;
-  }
-  RunResult Sinkrun(const std::string& args) {
-    RunResult r;
-#ifdef SINKRUN_PATH
-    r = testing::RunBinary(SINKRUN_PATH, args, dir_);
-#endif
-    return r;
-  }
+  RunResult Sinkc(const std::string& args) { return testing::RunBinary(kSinkc, args, dir_); }
+  RunResult Sinkrun(const std::string& args) { return testing::RunBinary(kSinkrun, args, dir_); }
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
   std::string Q(const std::string& name) const { return "'" + Path(name) + "'"; }
 
