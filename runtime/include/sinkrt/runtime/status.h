@@ -3,7 +3,8 @@
 // No exceptions cross a library boundary in sinkrt: a daemon that must
 // survive a bad job needs values, not unwinding. A Status carries a code (the
 // canonical codes, as in absl/IREE) and a message that names what is wrong;
-// callers add context on the way up with WithContext().
+// callers add context on the way up, with the optional second argument of
+// SINKRT_RETURN_IF_ERROR / SINKRT_ASSIGN_OR_RETURN (evaluated only on error).
 #pragma once
 
 #include <cstdint>
@@ -69,7 +70,11 @@ template <typename T>
 class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
-  Result(Status status) : v_(std::move(status)) {}  // NOLINT: must not be ok
+  // An OK status carries no value: that is a bug of the code that returned
+  // it, so it becomes an internal error here instead of a Result that
+  // claims ok() and holds nothing.
+  Result(Status status)  // NOLINT: implicit by design
+      : v_(status.ok() ? Internal("a Result was built from an OK status, with no value") : std::move(status)) {}
 
   bool ok() const { return std::holds_alternative<T>(v_); }
   const Status& status() const {
@@ -93,15 +98,26 @@ class [[nodiscard]] Result {
 #define SINKRT_CONCAT_INNER(a, b) a##b
 #define SINKRT_CONCAT(a, b) SINKRT_CONCAT_INNER(a, b)
 
-#define SINKRT_RETURN_IF_ERROR(expr)           \
-  do {                                         \
-    ::sinkrt::Status _st = (expr);             \
-    if (!_st.ok()) return _st;                 \
+namespace sinkrt::status_internal {
+inline Status WithOptionalContext(Status s) { return s; }
+inline Status WithOptionalContext(const Status& s, const std::string& context) { return s.WithContext(context); }
+}  // namespace sinkrt::status_internal
+
+// SINKRT_RETURN_IF_ERROR(status_expr) returns the status if it is an error.
+// SINKRT_RETURN_IF_ERROR(status_expr, context) returns it as
+// "context: message"; `context` is a std::string expression evaluated only
+// when there is an error, so building it costs nothing on the good path.
+#define SINKRT_RETURN_IF_ERROR(expr, ...)                                                       \
+  do {                                                                                          \
+    ::sinkrt::Status _st = (expr);                                                              \
+    if (!_st.ok()) return ::sinkrt::status_internal::WithOptionalContext(_st __VA_OPT__(, ) __VA_ARGS__); \
   } while (0)
 
-#define SINKRT_ASSIGN_OR_RETURN(lhs, expr) \
-  SINKRT_ASSIGN_OR_RETURN_IMPL(SINKRT_CONCAT(_res_, __LINE__), lhs, expr)
-#define SINKRT_ASSIGN_OR_RETURN_IMPL(res, lhs, expr) \
-  auto res = (expr);                                 \
-  if (!res.ok()) return res.status();                \
+// SINKRT_ASSIGN_OR_RETURN(lhs, result_expr[, context]): `lhs = value`, or
+// return the error (with the optional context, as above).
+#define SINKRT_ASSIGN_OR_RETURN(lhs, expr, ...) \
+  SINKRT_ASSIGN_OR_RETURN_IMPL(SINKRT_CONCAT(_res_, __LINE__), lhs, expr __VA_OPT__(, ) __VA_ARGS__)
+#define SINKRT_ASSIGN_OR_RETURN_IMPL(res, lhs, expr, ...)                                                 \
+  auto res = (expr);                                                                                      \
+  if (!res.ok()) return ::sinkrt::status_internal::WithOptionalContext(res.status() __VA_OPT__(, ) __VA_ARGS__); \
   lhs = std::move(res).value()
