@@ -125,6 +125,53 @@ RefTensor Pool(const RefTensor& x, const RefWindow& win, F reduce) {
   return y;
 }
 
+// Calls f(x_index, w_index, y_index) for every multiply of a convolution of
+// an x_shape input by a w_shape filter (padding taps skipped).
+template <typename F>
+void ForEachConvTap(const Shape& x_shape, const Shape& w_shape, const RefWindow& win, F f) {
+  Dims4 d = Nchw(RefTensor::Zeros(x_shape), "conv input");
+  Dims4 k = Nchw(RefTensor::Zeros(w_shape), "conv filter");  // o, c, kh, kw
+  if (k.c != d.c) Fail("conv filter has " + std::to_string(k.c) + " input channels, input " + std::to_string(d.c));
+  int64_t ext_h = win.dilation_h * (k.h - 1) + 1, ext_w = win.dilation_w * (k.w - 1) + 1;
+  int64_t oh = OutDim(d.h, win.pad_top, win.pad_bottom, ext_h, win.stride_h, "conv");
+  int64_t ow = OutDim(d.w, win.pad_left, win.pad_right, ext_w, win.stride_w, "conv");
+  for (int64_t n = 0; n < d.n; ++n)
+    for (int64_t o = 0; o < k.n; ++o)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j)
+          for (int64_t c = 0; c < d.c; ++c)
+            for (int64_t p = 0; p < k.h; ++p)
+              for (int64_t q = 0; q < k.w; ++q) {
+                int64_t h = i * win.stride_h - win.pad_top + p * win.dilation_h;
+                int64_t wc = j * win.stride_w - win.pad_left + q * win.dilation_w;
+                if (h < 0 || h >= d.h || wc < 0 || wc >= d.w) continue;
+                f(((n * d.c + c) * d.h + h) * d.w + wc, ((o * k.c + c) * k.h + p) * k.w + q,
+                  ((n * k.n + o) * oh + i) * ow + j);
+              }
+}
+
+// Calls f(y_index, x indices of the window's in-bounds elements) for every
+// output of a pool over an x_shape input.
+template <typename F>
+void ForEachPoolWindow(const Shape& x_shape, const RefWindow& win, F f) {
+  Dims4 d = Nchw(RefTensor::Zeros(x_shape), "pool input");
+  int64_t oh = OutDim(d.h, win.pad_top, win.pad_bottom, win.kernel_h, win.stride_h, "pool");
+  int64_t ow = OutDim(d.w, win.pad_left, win.pad_right, win.kernel_w, win.stride_w, "pool");
+  std::vector<int64_t> taps;
+  for (int64_t nc = 0; nc < d.n * d.c; ++nc)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j) {
+        taps.clear();
+        for (int kh = 0; kh < win.kernel_h; ++kh)
+          for (int kw = 0; kw < win.kernel_w; ++kw) {
+            int64_t h = i * win.stride_h - win.pad_top + kh, w = j * win.stride_w - win.pad_left + kw;
+            if (h >= 0 && h < d.h && w >= 0 && w < d.w) taps.push_back((nc * d.h + h) * d.w + w);
+          }
+        if (taps.empty()) Fail("pool window lies entirely in the padding");
+        f((nc * oh + i) * ow + j, taps);
+      }
+}
+
 RefTensor Reduce(const RefTensor& x, std::vector<int> axes, bool keep_dims, bool mean) {
   size_t rank = x.shape.size();
   std::vector<bool> reduced(rank, axes.empty());
@@ -230,6 +277,9 @@ RefTensor RefTanh(const RefTensor& x) {
 RefTensor RefSigmoid(const RefTensor& x) {
   return Elementwise(x, [](double v) { return 1.0 / (1.0 + std::exp(-v)); });
 }
+RefTensor RefNeg(const RefTensor& x) {
+  return Elementwise(x, [](double v) { return -v; });
+}
 
 RefTensor RefSoftmax(const RefTensor& x, int axis) {
   return AlongAxis(x, axis, [](const std::vector<double>& in, std::vector<double>& out) {
@@ -283,6 +333,43 @@ RefTensor RefFlatten(const RefTensor& x) {
   return RefReshape(x, {x.shape[0], -1});
 }
 
+RefTensor RefBroadcastTo(const RefTensor& x, const Shape& shape, double scale) {
+  if (x.shape.size() > shape.size())
+    Fail("cannot broadcast " + ShapeToString(x.shape) + " to the lower-rank " + ShapeToString(shape));
+  const size_t off = shape.size() - x.shape.size();
+  for (size_t d = 0; d < x.shape.size(); ++d)
+    if (x.shape[d] != 1 && x.shape[d] != shape[off + d])
+      Fail(ShapeToString(x.shape) + " does not broadcast to " + ShapeToString(shape));
+  RefTensor y = RefTensor::Zeros(shape);
+  std::vector<int64_t> sy = Strides(shape), sx = Strides(x.shape);
+  for (int64_t i = 0; i < y.size(); ++i) {
+    int64_t ix = 0;
+    for (size_t d = 0; d < x.shape.size(); ++d)
+      if (x.shape[d] != 1) ix += (i / sy[off + d] % shape[off + d]) * sx[d];
+    y.data[i] = scale * x.data[ix];
+  }
+  return y;
+}
+
+RefTensor RefSumToShape(const RefTensor& x, const Shape& shape) {
+  // Every element of x lands where broadcasting `shape` to x's would read.
+  if (shape.size() > x.shape.size())
+    Fail("cannot sum " + ShapeToString(x.shape) + " to the higher-rank " + ShapeToString(shape));
+  const size_t off = x.shape.size() - shape.size();
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1 && shape[d] != x.shape[off + d])
+      Fail(ShapeToString(shape) + " does not broadcast to " + ShapeToString(x.shape));
+  RefTensor y = RefTensor::Zeros(shape);
+  std::vector<int64_t> sx = Strides(x.shape), sy = Strides(shape);
+  for (int64_t i = 0; i < x.size(); ++i) {
+    int64_t iy = 0;
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (shape[d] != 1) iy += (i / sx[off + d] % x.shape[off + d]) * sy[d];
+    y.data[iy] += x.data[i];
+  }
+  return y;
+}
+
 RefTensor RefConv2D(const RefTensor& x, const RefTensor& w, const RefWindow& win) {
   Dims4 d = Nchw(x, "conv input");
   Dims4 k = Nchw(w, "conv filter");  // o, c, kh, kw
@@ -323,6 +410,42 @@ RefTensor RefAvgPool2D(const RefTensor& x, const RefWindow& win) {
     for (double e : v) s += e;
     return s / static_cast<double>(v.size());
   });
+}
+
+RefTensor RefConv2DBackpropInput(const RefTensor& dy, const RefTensor& w, const Shape& x_shape, const RefWindow& win) {
+  RefTensor dx = RefTensor::Zeros(x_shape);
+  ForEachConvTap(x_shape, w.shape, win, [&](int64_t xi, int64_t wi, int64_t yi) {
+    if (yi >= dy.size()) Fail("conv dy " + ShapeToString(dy.shape) + " is smaller than the output");
+    dx.data[xi] += dy.data[yi] * w.data[wi];
+  });
+  return dx;
+}
+
+RefTensor RefConv2DBackpropFilter(const RefTensor& dy, const RefTensor& x, const Shape& w_shape, const RefWindow& win) {
+  RefTensor dw = RefTensor::Zeros(w_shape);
+  ForEachConvTap(x.shape, w_shape, win, [&](int64_t xi, int64_t wi, int64_t yi) {
+    if (yi >= dy.size()) Fail("conv dy " + ShapeToString(dy.shape) + " is smaller than the output");
+    dw.data[wi] += dy.data[yi] * x.data[xi];
+  });
+  return dw;
+}
+
+RefTensor RefMaxPool2DGrad(const RefTensor& dy, const RefTensor& x, const RefWindow& win) {
+  RefTensor dx = RefTensor::Zeros(x.shape);
+  ForEachPoolWindow(x.shape, win, [&](int64_t yi, const std::vector<int64_t>& taps) {
+    int64_t best = taps[0];
+    for (int64_t t : taps) best = x.data[t] > x.data[best] ? t : best;
+    dx.data[best] += dy.data[yi];
+  });
+  return dx;
+}
+
+RefTensor RefAvgPool2DGrad(const RefTensor& dy, const Shape& x_shape, const RefWindow& win) {
+  RefTensor dx = RefTensor::Zeros(x_shape);
+  ForEachPoolWindow(x_shape, win, [&](int64_t yi, const std::vector<int64_t>& taps) {
+    for (int64_t t : taps) dx.data[t] += dy.data[yi] / static_cast<double>(taps.size());
+  });
+  return dx;
 }
 
 double RefWeightedSum(const RefTensor& y, const RefTensor& r) {

@@ -1,4 +1,6 @@
-// Float64 reference forward of every differentiable op, for gradient checks.
+// Float64 reference ops: the forward of every differentiable op (for the
+// gradient checks) and the ops and gradients the kernel tests compare the
+// device kernels against (test/kernels_*_test.cc).
 //
 // Deliberately naive (nested loops, no blocking, no shared code with the
 // device kernels or the host's shape inference) so that an error in either
@@ -37,6 +39,7 @@ RefTensor RefRelu(const RefTensor& x);
 RefTensor RefGelu(const RefTensor& x);  // tanh approximation
 RefTensor RefTanh(const RefTensor& x);
 RefTensor RefSigmoid(const RefTensor& x);
+RefTensor RefNeg(const RefTensor& x);
 RefTensor RefSoftmax(const RefTensor& x, int axis);
 RefTensor RefLogSoftmax(const RefTensor& x, int axis);
 // Scalar: mean over rows of -log softmax(logits)[n, labels[n]].
@@ -48,6 +51,11 @@ RefTensor RefReduceMean(const RefTensor& x, std::vector<int> axes, bool keep_dim
 // One dim may be -1.
 RefTensor RefReshape(const RefTensor& x, Shape shape);
 RefTensor RefFlatten(const RefTensor& x);  // [N, ...] -> [N, prod(...)]
+// scale * x broadcast (NumPy rules, right-aligned) to `shape`; x's rank must
+// not exceed the shape's.
+RefTensor RefBroadcastTo(const RefTensor& x, const Shape& shape, double scale = 1.0);
+// The inverse of broadcasting: sums x into `shape`, which broadcasts to x.
+RefTensor RefSumToShape(const RefTensor& x, const Shape& shape);
 
 struct RefWindow {
   int kernel_h = 1, kernel_w = 1;  // pools only; convolutions take it from w
@@ -63,6 +71,15 @@ RefTensor RefConv2D(const RefTensor& x, const RefTensor& w, const RefWindow& win
 // Padding never wins the max, nor counts in the average.
 RefTensor RefMaxPool2D(const RefTensor& x, const RefWindow& win);
 RefTensor RefAvgPool2D(const RefTensor& x, const RefWindow& win);
+
+// Gradients of the windowed ops (docs/ops.md), straight from the forward's
+// taps: dx of a convolution of an `x_shape` input, dw of a `w_shape` filter.
+RefTensor RefConv2DBackpropInput(const RefTensor& dy, const RefTensor& w, const Shape& x_shape, const RefWindow& win);
+RefTensor RefConv2DBackpropFilter(const RefTensor& dy, const RefTensor& x, const Shape& w_shape, const RefWindow& win);
+// dy flows to the first maximum of each window (ties: the earliest element).
+RefTensor RefMaxPool2DGrad(const RefTensor& dy, const RefTensor& x, const RefWindow& win);
+// dy spreads evenly over each window's in-bounds elements.
+RefTensor RefAvgPool2DGrad(const RefTensor& dy, const Shape& x_shape, const RefWindow& win);
 
 // Σ y·r over every element: the scalar loss a gradient check differentiates.
 double RefWeightedSum(const RefTensor& y, const RefTensor& r);
