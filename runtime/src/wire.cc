@@ -34,7 +34,8 @@ WireLimits WireLimits::FromEnvironment() {
   if (const char* v = std::getenv("SINKRT_MAX_FRAME_BYTES")) {
     char* end = nullptr;
     unsigned long long n = std::strtoull(v, &end, 10);
-    if (end != v && *end == '\0' && n > 0) limits.max_payload_bytes = n;
+    // strtoull takes "-5" as 2^64 - 5, which would lift the cap: digits only.
+    if (*v >= '0' && *v <= '9' && *end == '\0' && n > 0) limits.max_payload_bytes = n;
   }
   return limits;
 }
@@ -100,7 +101,12 @@ Status CheckPayloadRule(const fb::Message& message, uint64_t payload_bytes) {
     case fb::MessageBody::SinkDone: {
       uint64_t total = 0;
       if (auto* r = message.body_as_SinkDone()->reports())
-        for (const fb::ReportedBuffer* b : *r) total += b->bytes();
+        for (const fb::ReportedBuffer* b : *r) {
+          // A sum that wraps could otherwise match any payload size.
+          if (b->bytes() > UINT64_MAX - total)
+            return InvalidArgument("SinkDone states reports of more than 2^64 bytes");
+          total += b->bytes();
+        }
       if (total != payload_bytes)
         return InvalidArgument("SinkDone states reports of " + Bytes(total) + " but the frame carries " +
                                Bytes(payload_bytes));
