@@ -11,6 +11,7 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,9 @@ struct RoundTripCase {
   std::function<flatbuffers::Offset<void>(flatbuffers::FlatBufferBuilder&)> build;
   std::function<void(const fb::Message&)> check;
 };
+
+// gtest prints a parameter in test listings (and ctest names); name it.
+void PrintTo(const RoundTripCase& c, std::ostream* os) { *os << MessageName(c.type); }
 
 std::vector<RoundTripCase> RoundTripCases() {
   using B = flatbuffers::FlatBufferBuilder;
@@ -279,6 +283,8 @@ struct RefusalCase {
   std::string part;  // a piece of the expected message
   WireLimits limits = {};
 };
+
+void PrintTo(const RefusalCase& c, std::ostream* os) { *os << c.name; }
 
 std::vector<uint8_t> ValidLoadProgram(uint64_t stated, size_t payload) {
   flatbuffers::FlatBufferBuilder fbb;
