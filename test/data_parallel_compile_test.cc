@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/fusion_buckets.h"
+#include "parallel/fusion_buckets.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/parallel_context.h"
 #include "sinkrt/runtime/format.h"
@@ -367,7 +367,7 @@ TEST(DataParallelCompile, IndexModeSplitsInParameterOrder) {
 }
 
 TEST(DataParallelCompile, PlannerOrdersByReadiness) {
-  using host::compiler::FusionGradient;
+  using host::parallel::FusionGradient;
   std::vector<FusionGradient> grads = {{"w1", 400, DType::F32, 9},
                                        {"b1", 40, DType::F32, 8},
                                        {"w2", 400, DType::F32, 5},
@@ -375,7 +375,7 @@ TEST(DataParallelCompile, PlannerOrdersByReadiness) {
   host::CommFusion f;
   f.mode = "index";
   f.indices = {1};
-  auto buckets = host::compiler::PlanFusionBuckets(grads, f);
+  auto buckets = host::parallel::PlanFusionBuckets(grads, f);
   SINKRT_ASSERT_OK(buckets);
   ASSERT_EQ(buckets->size(), 2u);
   EXPECT_EQ((*buckets)[0].gradients, (std::vector<size_t>{2, 3}));  // ready at 5, parameter order inside
@@ -384,7 +384,7 @@ TEST(DataParallelCompile, PlannerOrdersByReadiness) {
 
   f.mode = "size";
   f.size_mb = 400.0 / 262144;  // 400 bytes: w2 takes b2's bucket past it and closes it
-  buckets = host::compiler::PlanFusionBuckets(grads, f);
+  buckets = host::parallel::PlanFusionBuckets(grads, f);
   SINKRT_ASSERT_OK(buckets);
   ASSERT_EQ(buckets->size(), 2u);
   EXPECT_EQ((*buckets)[0].gradients, (std::vector<size_t>{3, 2}));
@@ -392,7 +392,7 @@ TEST(DataParallelCompile, PlannerOrdersByReadiness) {
 
   grads[1].dtype = DType::BF16;  // a bucket holds one dtype
   f.size_mb = 64;
-  buckets = host::compiler::PlanFusionBuckets(grads, f);
+  buckets = host::parallel::PlanFusionBuckets(grads, f);
   SINKRT_ASSERT_OK(buckets);
   EXPECT_EQ(buckets->size(), 3u);
 }

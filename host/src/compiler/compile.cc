@@ -1,5 +1,5 @@
 // Compile(): the passes in order — training graph, lowering, memory plan,
-// writer — and the report that tools and tests read.
+// writer (docs/compiler.md) — and the report that tools and tests read.
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -92,21 +92,22 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
                            .parameter_broadcast = options.parameter_broadcast,
                            .comm_fusion = options.comm_fusion}));
   SINKRT_ASSIGN_OR_RETURN(std::vector<compiler::BufferLifetime> lifetimes, Lifetimes(lowered));
-  auto plan = compiler::PlanMemory(std::move(lifetimes), options.arena_alignment);
-  if (!plan.ok()) return plan.status().WithContext("compile graph '" + forward.name() + "'");
+  SINKRT_ASSIGN_OR_RETURN(compiler::MemoryPlan plan,
+                          compiler::PlanMemory(std::move(lifetimes), options.arena_alignment),
+                          "compile graph '" + forward.name() + "'");
 
   CompiledStream out;
   out.graph_hash = compiler::StreamHash(GraphHash(forward), options);
   SINKRT_ASSIGN_OR_RETURN(out.bytes,
-                          compiler::WriteTaskStream(lowered, *plan,
+                          compiler::WriteTaskStream(lowered, plan,
                                                     {.rank = options.rank,
                                                      .world_size = options.world_size,
                                                      .graph_hash = out.graph_hash}));
 
   CompileReport& r = out.report;
-  r.arena_bytes = plan->arena_bytes;
-  r.liveness_lower_bound = plan->liveness_lower_bound;
-  r.persistent_bytes = plan->persistent_bytes;
+  r.arena_bytes = plan.arena_bytes;
+  r.liveness_lower_bound = plan.liveness_lower_bound;
+  r.persistent_bytes = plan.persistent_bytes;
   r.fused_kernels = lowered.fused_kernels;
   for (const compiler::ProgramDef& p : lowered.programs) {
     if (p.kind == fb::ProgramKind::TrainStep) {
@@ -120,7 +121,7 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
       static_cast<int32_t>(std::max({r.train_tasks, r.eval_tasks, r.predict_tasks})) - 1;
   for (size_t i = 0; i < lowered.buffers.size(); ++i) {
     const compiler::BufferDef& b = lowered.buffers[i];
-    PlannedBuffer pb{.name = b.name, .offset = plan->offsets[i], .bytes = b.bytes, .role = b.role};
+    PlannedBuffer pb{.name = b.name, .offset = plan.offsets[i], .bytes = b.bytes, .role = b.role};
     if (b.persistent) {
       pb.program = fb::ProgramKind::Init;
       pb.first_use = 0;
@@ -136,8 +137,8 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
     GradientBucket gb;
     for (uint32_t i : b.buffers) gb.gradients.push_back(lowered.buffers[i].name);
     const uint32_t first = b.buffers.front(), last = b.buffers.back();
-    gb.offset = plan->offsets[first];
-    gb.bytes = plan->offsets[last] + lowered.buffers[last].bytes - gb.offset;
+    gb.offset = plan.offsets[first];
+    gb.bytes = plan.offsets[last] + lowered.buffers[last].bytes - gb.offset;
     r.buckets.push_back(std::move(gb));
   }
   for (TensorId t : tg.inputs) out.input_columns.push_back(tg.graph.tensor(t).name);

@@ -4,45 +4,25 @@
 // the header, as plain structs the writer serialises one to one. Everything
 // is in a deterministic order derived from tensor and op indices only.
 //
-// Buffers. A tensor gets a buffer only if a program touches it (fused-away
-// intermediates get none). Persistent tensors (Param, Const, OptState, Grad
-// and reported Outputs) get one buffer shared by every program. Transient
-// tensors (Input, Activation, Workspace) get one buffer per program that uses
-// them: train_step, eval_step and predict_step never run at once, so each
-// program's copy is planned over the same bytes with its own liveness; eval's
-// copies are named "eval/<tensor>", predict's "predict/<tensor>". Buffers are
-// named after their tensors, except the loss ("loss") and eval's accuracy
-// count ("accuracy"), which the host looks up by name (unless another tensor
-// already has that name). Table order: Param, Const, OptState, Grad, Output,
-// then train_step's transients, then eval_step's, then predict_step's, each
-// by tensor index — so the persistent buffers of one role are contiguous once
-// packed in that order.
+// The steps, in order (docs/compiler.md):
+//   1. program_plan.h: check the graph and gather per-tensor facts;
+//   2. fusion.h: each program's ops become kernels (some fused);
+//   3. parallel/gradient_reduction.h (data parallel): fusion buckets, which
+//      also fix the Grad buffers' order;
+//   4. buffer_table.h: which tensors get buffers, in which order, named how;
+//   5. here: initializers, the init program, each step program's tasks (the
+//      data-parallel reduction spliced into train_step) and the transients'
+//      liveness.
 //
-// Data parallel (LoweringOptions::data_parallel). The gradients are grouped
-// into fusion buckets (fusion_buckets.h) and the Grad buffers laid out bucket
-// by bucket in the table, hence contiguously in the arena, so that one
-// AllReduce reduces one byte range in place. train_step gets a second stream,
-// "comm": for bucket k, event 2k ("ready") is recorded on the compute stream
-// right after the task that writes the bucket's last gradient; the comm
-// stream waits for it, runs the AllReduce and records event 2k + 1 ("done");
-// the compute stream waits for "done" right before its first later task that
-// touches one of the bucket's gradients (the optimizer update), or at its
-// end. The updates, which the training graph lists in parameter order, run
-// bucket by bucket. So the rest of backward overlaps the reductions, and the
-// updates of an early bucket overlap the reduction of later ones. Group 0 is "world"
-// (every rank). With parameter_broadcast, init ends with a Broadcast of
-// every Param from rank 0. eval_step and predict_step never communicate.
+// Data parallel (LoweringOptions::data_parallel): see
+// parallel/gradient_reduction.h for the comm stream and its events. Group 0
+// is "world" (every rank). With parameter_broadcast, init ends with a
+// Broadcast of every Param from rank 0. eval_step and predict_step never
+// communicate.
 //
 // Queues: one per step program that reads inputs, in program order — "train"
 // (0), "eval" (1), "predict" (2 with eval, else 1). train and eval take every
 // Input tensor; predict only those its output depends on.
-//
-// Fusion. With `fuse`, MatMul → BiasAdd [→ Relu] and Conv2D → BiasAdd
-// [→ Relu] become one kernel (docs/ops.md "Fusion") when, in the program
-// being lowered, each dropped intermediate has exactly one reader (the next
-// op of the chain) and is not a loss, graph output or report. The chain need
-// not be adjacent in op order, so the bias must also be ready when the first
-// op runs (a leaf, or produced earlier) and not be updated in place between.
 #pragma once
 
 #include <cstdint>
@@ -168,7 +148,7 @@ struct LoweringOptions {
   bool eval_program = true;
   bool predict_program = false;
   uint32_t queue_capacity = 16;
-  // Data parallel over ranks [0, world_size); see the top of this file.
+  // Data parallel over ranks [0, world_size); see parallel/gradient_reduction.h.
   bool data_parallel = false;
   uint32_t world_size = 1;
   bool gradients_mean = false;

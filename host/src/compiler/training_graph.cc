@@ -63,7 +63,7 @@ void ForwardCone(const Graph& g, size_t forward_ops, TensorId target, std::vecto
 
 Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSpec& optimizer,
                                          bool with_eval, bool with_predict) {
-  if (!forward.status().ok()) return forward.status().WithContext(GraphContext(forward));
+  SINKRT_RETURN_IF_ERROR(forward.status(), GraphContext(forward));
   if (!forward.valid(forward.loss()))
     return FailedPrecondition(GraphContext(forward) + ": the graph has no loss (call SetLoss)");
   for (TensorId t : forward.outputs())
@@ -77,12 +77,9 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
   tg.forward_ops = g.ops().size();
   tg.loss = g.loss();
 
-  auto grads = AppendBackward(g, tg.loss);
-  if (!grads.ok()) return grads.status().WithContext(GraphContext(forward) + ": backward");
-  tg.grads = std::move(grads).value();
-  Status st = AppendOptimizer(g, tg.grads, optimizer);
-  if (!st.ok()) return st.WithContext(GraphContext(forward) + ": optimizer");
-  if (!g.status().ok()) return g.status().WithContext(GraphContext(forward));
+  SINKRT_ASSIGN_OR_RETURN(tg.grads, AppendBackward(g, tg.loss), GraphContext(forward) + ": backward");
+  SINKRT_RETURN_IF_ERROR(AppendOptimizer(g, tg.grads, optimizer), GraphContext(forward) + ": optimizer");
+  SINKRT_RETURN_IF_ERROR(g.status(), GraphContext(forward));
   tg.train_ops = g.ops().size();
 
   if (with_eval && !g.outputs().empty()) {

@@ -1,9 +1,12 @@
 // The compiler: training graph -> one verified-format task stream.
 //
 //   forward graph --AppendBackward--> + backward --AppendOptimizer--> + update
-//     --lower (fusion, tasks)--> --plan memory (liveness)--> --write--> bytes
+//     --lower (fusion, parallel planning, buffers, tasks)-->
+//     --plan memory (liveness)--> --write--> bytes
 //
-// The same graph and options always give byte-identical streams.
+// docs/compiler.md lists every pass in order, with its input, output, file
+// and invariants. The same graph and options always give byte-identical
+// streams.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +39,7 @@ struct CompileOptions {
   // `world_size` above are its global_rank and device_num). StandAlone
   // ignores the fields below and emits no communication, whatever
   // world_size says. DataParallel gives train_step a "comm" stream with one
-  // in-place AllReduce per gradient fusion bucket (fusion_buckets.h),
+  // in-place AllReduce per gradient fusion bucket (parallel/fusion_buckets.h),
   // overlapped with backward; eval and predict stay single-stream. Other
   // modes are refused.
   ParallelMode parallel_mode = ParallelMode::StandAlone;

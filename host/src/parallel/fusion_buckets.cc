@@ -1,10 +1,10 @@
-#include "compiler/fusion_buckets.h"
+#include "parallel/fusion_buckets.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
-namespace sinkrt::host::compiler {
+namespace sinkrt::host::parallel {
 namespace {
 
 // Inclusive ends of the segments of `order` (positions into it).
@@ -102,4 +102,4 @@ Result<std::vector<FusionBucket>> PlanFusionBuckets(std::span<const FusionGradie
   return buckets;
 }
 
-}  // namespace sinkrt::host::compiler
+}  // namespace sinkrt::host::parallel

@@ -33,7 +33,7 @@
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/status.h"
 
-namespace sinkrt::host::compiler {
+namespace sinkrt::host::parallel {
 
 // communication_op_fusion.cc: threshold bytes = MB × kDefaultThresholdMb2Byte.
 inline constexpr uint64_t kFusionBytesPerMb = 262144;
@@ -61,4 +61,4 @@ struct FusionBucket {
 Result<std::vector<FusionBucket>> PlanFusionBuckets(std::span<const FusionGradient> gradients,
                                                     const CommFusion& fusion);
 
-}  // namespace sinkrt::host::compiler
+}  // namespace sinkrt::host::parallel

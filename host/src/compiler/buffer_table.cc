@@ -1,0 +1,166 @@
+#include "compiler/buffer_table.h"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+#include <string>
+#include <utility>
+
+namespace sinkrt::host::compiler {
+namespace {
+
+// Persistent roles in buffer-table order.
+int PersistentRank(fb::BufferRole role) {
+  switch (role) {
+    case fb::BufferRole::Param: return 0;
+    case fb::BufferRole::Const: return 1;
+    case fb::BufferRole::OptState: return 2;
+    case fb::BufferRole::Grad: return 3;
+    case fb::BufferRole::Output: return 4;
+    default: return 5;
+  }
+}
+
+fb::BufferRole RoleOf(const Graph& g, const GraphFacts& f, TensorId t) {
+  const TensorInfo& info = g.tensor(t);
+  switch (info.kind) {
+    case TensorKind::Param: return fb::BufferRole::Param;
+    case TensorKind::Const: return fb::BufferRole::Const;
+    case TensorKind::OptState: return fb::BufferRole::OptState;
+    case TensorKind::Grad: return fb::BufferRole::Grad;
+    case TensorKind::Input: return fb::BufferRole::Input;
+    case TensorKind::Intermediate: break;
+  }
+  if (f.reported[t]) return fb::BufferRole::Output;
+  if (f.producer[t] >= 0 && g.ops()[f.producer[t]].op == fb::OpCode::MaxPool2D &&
+      f.producer_slot[t] == 1)
+    return fb::BufferRole::Workspace;
+  return fb::BufferRole::Activation;
+}
+
+}  // namespace
+
+bool HasInitializer(TensorKind k) {
+  return k == TensorKind::Param || k == TensorKind::Const || k == TensorKind::OptState;
+}
+
+bool IsPersistentRole(fb::BufferRole r) {
+  return r == fb::BufferRole::Param || r == fb::BufferRole::Const ||
+         r == fb::BufferRole::OptState || r == fb::BufferRole::Grad ||
+         r == fb::BufferRole::Output;
+}
+
+Result<uint64_t> BufferBytes(const TensorInfo& info) {
+  const int64_t elements = NumElements(info.shape);
+  const uint64_t size = DTypeSize(info.dtype);
+  if (elements < 0 || size == 0 ||
+      static_cast<uint64_t>(elements) > (uint64_t{1} << 62) / size)
+    return InvalidArgument("tensor '" + info.name + "' of shape " + ShapeToString(info.shape) +
+                           " is too large for a buffer");
+  return static_cast<uint64_t>(elements) * size;
+}
+
+Result<BufferTable> BuildBufferTable(const TrainingGraph& tg, const GraphFacts& facts,
+                                     const std::vector<ProgramPlan>& plans,
+                                     const std::map<TensorId, size_t>& grad_rank) {
+  const Graph& g = tg.graph;
+  BufferTable table;
+
+  std::vector<fb::BufferRole>& role = table.role;
+  role.resize(g.tensors().size());
+  for (TensorId t = 0; t < g.tensors().size(); ++t) role[t] = RoleOf(g, facts, t);
+
+  // Which tensors each program touches.
+  std::set<TensorId> persistent_used;
+  std::vector<std::set<TensorId>> transient_used(plans.size());
+  auto touch = [&](size_t p, TensorId t) {
+    if (IsPersistentRole(role[t]))
+      persistent_used.insert(t);
+    else
+      transient_used[p].insert(t);
+  };
+  for (TensorId t = 0; t < g.tensors().size(); ++t)
+    if (HasInitializer(g.tensor(t).kind)) persistent_used.insert(t);
+  for (size_t p = 0; p < plans.size(); ++p) {
+    for (TensorId t : plans[p].inputs) touch(p, t);
+    for (const KernelPlan& k : plans[p].kernels) {
+      for (TensorId t : k.inputs) touch(p, t);
+      for (TensorId t : k.outputs) touch(p, t);
+      if (k.bias != kInvalidTensor) touch(p, k.bias);
+    }
+    for (TensorId t : plans[p].reports) touch(p, t);
+  }
+
+  // Data parallel: the gradients in bucket order; everything else keeps
+  // tensor order within its role.
+  auto layout_rank = [&](TensorId t) {
+    auto it = grad_rank.find(t);
+    return it == grad_rank.end() ? 0 : it->second;
+  };
+
+  BufferMaps& maps = table.maps;
+  maps.transient.resize(plans.size());
+  std::set<std::string> names;
+  auto add_buffer = [&](TensorId t, bool persistent, fb::ProgramKind program,
+                        std::string name) -> Status {
+    const TensorInfo& info = g.tensor(t);
+    BufferDef b;
+    b.name = std::move(name);
+    b.tensor = t;
+    b.dtype = info.dtype;
+    b.shape = info.shape;
+    b.role = role[t];
+    b.persistent = persistent;
+    b.program = program;
+    if (b.role == fb::BufferRole::Workspace) {
+      // docs/ops.md: 4 bytes of argmax per element of the pooled output.
+      const TensorInfo& y = g.tensor(g.ops()[facts.producer[t]].outputs[0]);
+      b.dtype = DType::U8;
+      b.shape = {4 * NumElements(y.shape)};
+      TensorInfo workspace;
+      workspace.name = info.name;
+      workspace.dtype = b.dtype;
+      workspace.shape = b.shape;
+      SINKRT_ASSIGN_OR_RETURN(b.bytes, BufferBytes(workspace));
+    } else {
+      SINKRT_ASSIGN_OR_RETURN(b.bytes, BufferBytes(info));
+    }
+    if (!names.insert(b.name).second)
+      return InvalidArgument("two buffers are named '" + b.name +
+                             "': tensor names must be unique (and not start with 'eval/' or "
+                             "'predict/')");
+    if (table.buffers.size() >= std::numeric_limits<uint32_t>::max())
+      return ResourceExhausted("more than 2^32 - 1 buffers");
+    table.buffers.push_back(std::move(b));
+    return Status::Ok();
+  };
+
+  // The host finds the metrics by these names; a graph that already uses a
+  // name for another tensor keeps the metric's own tensor name instead.
+  auto buffer_name = [&](TensorId t) {
+    const char* alias = t == tg.loss ? "loss" : t == tg.accuracy ? "accuracy" : nullptr;
+    if (alias && (g.tensor(t).name == alias || g.FindTensor(alias) == kInvalidTensor))
+      return std::string(alias);
+    return g.tensor(t).name;
+  };
+
+  std::vector<TensorId> persistent_order(persistent_used.begin(), persistent_used.end());
+  std::stable_sort(persistent_order.begin(), persistent_order.end(), [&](TensorId a, TensorId b) {
+    if (PersistentRank(role[a]) != PersistentRank(role[b])) return PersistentRank(role[a]) < PersistentRank(role[b]);
+    return layout_rank(a) < layout_rank(b);
+  });
+  for (TensorId t : persistent_order) {
+    maps.persistent[t] = static_cast<uint32_t>(table.buffers.size());
+    SINKRT_RETURN_IF_ERROR(add_buffer(t, true, fb::ProgramKind::Init, buffer_name(t)));
+  }
+  for (size_t p = 0; p < plans.size(); ++p) {
+    const std::string prefix = p == 0 ? "" : plans[p].stem + "/";
+    for (TensorId t : transient_used[p]) {
+      maps.transient[p][t] = static_cast<uint32_t>(table.buffers.size());
+      SINKRT_RETURN_IF_ERROR(add_buffer(t, false, plans[p].kind, prefix + buffer_name(t)));
+    }
+  }
+  return table;
+}
+
+}  // namespace sinkrt::host::compiler

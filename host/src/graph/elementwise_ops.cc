@@ -1,0 +1,61 @@
+// Graph builders for element-wise ops: NumPy-broadcasting binaries (Add,
+// Sub, Mul) and activations (Relu, Gelu, Tanh, Sigmoid).
+#include "sinkrt/host/graph.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace sinkrt::host {
+
+Result<Shape> BroadcastShapes(const Shape& a, const Shape& b) {
+  const size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    // Shapes align at their last axis; missing leading axes count as 1.
+    const int64_t da = i + a.size() < rank ? 1 : a[i + a.size() - rank];
+    const int64_t db = i + b.size() < rank ? 1 : b[i + b.size() - rank];
+    if (da == db || db == 1) {
+      out[i] = da;
+    } else if (da == 1) {
+      out[i] = db;
+    } else {
+      return InvalidArgument("operands could not be broadcast together with shapes " +
+                             ShapeToString(a) + " and " + ShapeToString(b) + " (" +
+                             std::to_string(da) + " vs " + std::to_string(db) +
+                             " at broadcast axis " + std::to_string(i) + ")");
+    }
+  }
+  return out;
+}
+
+TensorId Graph::Broadcasting(fb::OpCode op, TensorId a, TensorId b, const char* base) {
+  if (!status_.ok()) return kInvalidTensor;
+  const std::string name = UniqueName(base);
+  if (!CheckInput(op, name, "a", a, DType::F32) || !CheckInput(op, name, "b", b, DType::F32))
+    return kInvalidTensor;
+  Result<Shape> shape = BroadcastShapes(tensors_[a].shape, tensors_[b].shape);
+  if (!shape.ok()) {
+    FailOp(op, name, shape.status().message());
+    return kInvalidTensor;
+  }
+  return AddOp(op, {a, b}, OpAttrs{}, {{std::move(shape).value(), DType::F32}}, name)[0];
+}
+
+TensorId Graph::Add(TensorId a, TensorId b) { return Broadcasting(fb::OpCode::Add, a, b, "add"); }
+TensorId Graph::Sub(TensorId a, TensorId b) { return Broadcasting(fb::OpCode::Sub, a, b, "sub"); }
+TensorId Graph::Mul(TensorId a, TensorId b) { return Broadcasting(fb::OpCode::Mul, a, b, "mul"); }
+
+TensorId Graph::Unary(fb::OpCode op, TensorId x, const char* base) {
+  if (!status_.ok()) return kInvalidTensor;
+  const std::string name = UniqueName(base);
+  if (!CheckInput(op, name, "x", x, DType::F32)) return kInvalidTensor;
+  Shape shape = tensors_[x].shape;
+  return AddOp(op, {x}, OpAttrs{}, {{std::move(shape), DType::F32}}, name)[0];
+}
+
+TensorId Graph::Relu(TensorId x) { return Unary(fb::OpCode::Relu, x, "relu"); }
+TensorId Graph::Gelu(TensorId x) { return Unary(fb::OpCode::Gelu, x, "gelu"); }
+TensorId Graph::Tanh(TensorId x) { return Unary(fb::OpCode::Tanh, x, "tanh"); }
+TensorId Graph::Sigmoid(TensorId x) { return Unary(fb::OpCode::Sigmoid, x, "sigmoid"); }
+
+}  // namespace sinkrt::host

@@ -1,0 +1,54 @@
+// InitSpec's factories: how init fills a Param, Const or OptState.
+#include <cstring>
+#include <utility>
+
+#include "sinkrt/host/graph.h"
+
+namespace sinkrt::host {
+
+InitSpec InitSpec::Constant(float v) {
+  InitSpec s;
+  s.kind = fb::InitKind::Constant;
+  s.value = v;
+  return s;
+}
+
+InitSpec InitSpec::Uniform(float low, float high, uint64_t seed) {
+  InitSpec s;
+  s.kind = fb::InitKind::Uniform;
+  s.low = low;
+  s.high = high;
+  s.seed = seed;
+  return s;
+}
+
+InitSpec InitSpec::Normal(float mean, float stddev, uint64_t seed) {
+  InitSpec s;
+  s.kind = fb::InitKind::Normal;
+  s.mean = mean;
+  s.stddev = stddev;
+  s.seed = seed;
+  return s;
+}
+
+static InitSpec Seeded(fb::InitKind kind, uint64_t seed) {
+  InitSpec s;
+  s.kind = kind;
+  s.seed = seed;
+  return s;
+}
+
+InitSpec InitSpec::XavierUniform(uint64_t seed) { return Seeded(fb::InitKind::XavierUniform, seed); }
+InitSpec InitSpec::XavierNormal(uint64_t seed) { return Seeded(fb::InitKind::XavierNormal, seed); }
+InitSpec InitSpec::HeUniform(uint64_t seed) { return Seeded(fb::InitKind::HeUniform, seed); }
+InitSpec InitSpec::HeNormal(uint64_t seed) { return Seeded(fb::InitKind::HeNormal, seed); }
+
+InitSpec InitSpec::Inline(std::vector<float> values) {
+  InitSpec s;
+  s.kind = fb::InitKind::Inline;
+  s.data.resize(values.size() * sizeof(float));
+  if (!values.empty()) std::memcpy(s.data.data(), values.data(), s.data.size());
+  return s;
+}
+
+}  // namespace sinkrt::host

@@ -1,0 +1,117 @@
+#include "parallel/gradient_reduction.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+
+namespace sinkrt::host::parallel {
+namespace {
+
+bool Touches(const ComputeTask& task, const std::set<uint32_t>& buffers) {
+  return std::any_of(task.touched.begin(), task.touched.end(),
+                     [&](uint32_t b) { return buffers.count(b) > 0; });
+}
+
+// The optimizer updates end the step in parameter order, which is roughly
+// the reverse of the order backward finishes the gradients: the first
+// update would wait for the last bucket. Runs them bucket by bucket instead,
+// so that bucket 0's updates overlap the later buckets' reductions. Only the
+// trailing run of kernels at positions >= `after` (past every gradient's
+// last write) that each touch one bucket's gradients is reordered, and only
+// if no buffer one of them writes is touched by another (true of the
+// updates: each owns its parameter and state; Adam's shared powers are only
+// read there). `order` holds indices into `tasks`.
+void OrderUpdatesByBucket(std::vector<size_t>& order, std::span<const ComputeTask> tasks,
+                          const std::map<uint32_t, size_t>& bucket_of, size_t after) {
+  auto bucket = [&](size_t i) -> int64_t {
+    const ComputeTask& t = tasks[i];
+    if (!t.kernel) return -1;
+    int64_t found = -1;
+    for (uint32_t b : t.operands)
+      if (auto it = bucket_of.find(b); it != bucket_of.end()) {
+        if (found >= 0 && found != static_cast<int64_t>(it->second)) return -1;
+        found = static_cast<int64_t>(it->second);
+      }
+    return found;
+  };
+  size_t start = order.size();
+  while (start > after && bucket(order[start - 1]) >= 0) --start;
+  std::map<uint32_t, int> writers, touchers;
+  for (size_t i = start; i < order.size(); ++i) {
+    const ComputeTask& t = tasks[order[i]];
+    for (uint32_t b : std::set<uint32_t>(t.touched.begin(), t.touched.end())) ++touchers[b];
+    for (uint32_t b : t.written) ++writers[b];
+  }
+  for (const auto& [b, n] : writers)
+    if (touchers[b] > 1) return;
+  std::stable_sort(order.begin() + static_cast<std::ptrdiff_t>(start), order.end(),
+                   [&](size_t a, size_t b) { return bucket(a) < bucket(b); });
+}
+
+}  // namespace
+
+Result<std::vector<FusionBucket>> PlanGradientBuckets(std::span<const FusionGradient> gradients,
+                                                      const CommFusion& fusion) {
+  SINKRT_ASSIGN_OR_RETURN(std::vector<FusionBucket> buckets, PlanFusionBuckets(gradients, fusion));
+  if (2 * buckets.size() > kMaxEvents)
+    return InvalidArgument("data parallel: " + std::to_string(buckets.size()) +
+                           " gradient AllReduces need more than the " + std::to_string(kMaxEvents) +
+                           " events a program may have: turn comm_fusion's openstate on");
+  return buckets;
+}
+
+ReductionSchedule ScheduleGradientReduction(std::span<const ComputeTask> tasks,
+                                            std::span<const std::vector<uint32_t>> bucket_buffers,
+                                            std::span<const int64_t> ready_at) {
+  const size_t n = tasks.size();
+  const size_t count = bucket_buffers.size();
+  std::map<uint32_t, size_t> bucket_of;
+  for (size_t k = 0; k < count; ++k)
+    for (uint32_t b : bucket_buffers[k]) bucket_of[b] = k;
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  if (count > 0) {
+    const int64_t last_ready = *std::max_element(ready_at.begin(), ready_at.end());
+    OrderUpdatesByBucket(order, tasks, bucket_of, static_cast<size_t>(last_ready) + 1);
+  }
+  // A bucket's gradients may not be touched between "ready" and "done": the
+  // AllReduce rewrites them in place. Waiting at the first toucher, not
+  // earlier, lets everything before it overlap the reduction.
+  std::vector<size_t> consumer(count, n);
+  for (size_t k = 0; k < count; ++k) {
+    const std::set<uint32_t> mine(bucket_buffers[k].begin(), bucket_buffers[k].end());
+    for (size_t i = static_cast<size_t>(ready_at[k]) + 1; i < n; ++i)
+      if (Touches(tasks[order[i]], mine)) {
+        consumer[k] = i;
+        break;
+      }
+  }
+  using Kind = ScheduledTask::Kind;
+  auto event = [](Kind kind, size_t k, const char* what, uint32_t id) {
+    return ScheduledTask{.kind = kind, .event = id, .name = "bucket" + std::to_string(k) + "/" + what};
+  };
+  auto ready = [](size_t k) { return static_cast<uint32_t>(2 * k); };
+  auto done = [](size_t k) { return static_cast<uint32_t>(2 * k + 1); };
+
+  ReductionSchedule s;
+  s.compute.reserve(n + 2 * count);
+  for (size_t i = 0; i <= n; ++i) {
+    for (size_t k = 0; k < count; ++k)
+      if (consumer[k] == i) s.compute.push_back(event(Kind::WaitEvent, k, "done", done(k)));
+    if (i == n) break;
+    s.compute.push_back({.kind = Kind::Compute, .index = order[i], .event = 0, .name = {}});
+    for (size_t k = 0; k < count; ++k)
+      if (ready_at[k] == static_cast<int64_t>(i))
+        s.compute.push_back(event(Kind::RecordEvent, k, "ready", ready(k)));
+  }
+  for (size_t k = 0; k < count; ++k) {
+    s.comm.push_back(event(Kind::WaitEvent, k, "ready", ready(k)));
+    s.comm.push_back({.kind = Kind::AllReduce, .index = k, .name = "bucket" + std::to_string(k) + "/allreduce"});
+    s.comm.push_back(event(Kind::RecordEvent, k, "done", done(k)));
+  }
+  s.num_events = static_cast<uint32_t>(2 * count);
+  return s;
+}
+
+}  // namespace sinkrt::host::parallel
