@@ -14,7 +14,8 @@
 //
 // train runs on an in-process device by default; --devices N starts N sinkd
 // daemons for the run and trains through them, --rank-table trains on
-// daemons already running (anywhere). The device code is the same either
+// daemons already running (anywhere); without either, MindSpore's
+// RANK_TABLE_FILE names that table when it is set. The device code is the same either
 // way, so are the numbers. More than one device needs --parallel
 // data_parallel (MindSpore's rule); --batch is then per rank, as in
 // MindSpore, and the global batch is N x batch. launch starts N daemons on
@@ -49,6 +50,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -112,9 +114,12 @@ struct Flags {
   std::string token;
   std::string sinkd;
   std::string parallel = "stand_alone";
-  bool gradients_mean = true;
+  bool gradients_mean = host::ParallelContext{}.gradients_mean;  // MindSpore's default, as sinkc's
   bool parameter_broadcast = false;
   std::string comm_fusion;  // MindSpore's comm_fusion dict, as JSON
+  // How the rank table was named, for messages: "--rank-table FILE", or
+  // "RANK_TABLE_FILE=FILE" when MindSpore's variable named it.
+  std::string rank_table_source;
 };
 
 struct LaunchFlags {
@@ -363,6 +368,7 @@ Result<TrainDevices> OpenDevices(const Flags& f, bool launch, int devices, const
   TrainDevices d;
   if (table) {
     SINKRT_RETURN_IF_ERROR(ConnectSinkd(*table, f.token, &d));
+    if (f.rank_table_source.starts_with("RANK_TABLE_FILE")) d.describe += ", from " + f.rank_table_source;
     return d;
   }
   if (launch) {
@@ -402,7 +408,8 @@ int Train(const Flags& f, const CLI::App& cmd, const char* argv0, Clock::time_po
     return Usage("--token applies to sinkd (--devices or --rank-table), not to the in-process device");
   if (!f.sinkd.empty() && !launch_sinkd && f.streams.empty()) return Usage("--sinkd applies to --devices, which starts a sinkd");
   if (f.threads > 0 && !f.rank_table.empty())
-    return Usage("--threads: the daemons of a rank table run with the --threads they were started with");
+    return Usage("--threads: the daemons of a rank table (" + f.rank_table_source +
+                 ") run with the --threads they were started with");
   if (!(f.lr > 0) || !std::isfinite(f.lr)) return Usage("--lr must be a positive number, got " + Num(f.lr));
   if (!(f.momentum >= 0 && f.momentum < 1))
     return Usage("--momentum must be in [0, 1), got " + Num(f.momentum));
@@ -428,7 +435,7 @@ int Train(const Flags& f, const CLI::App& cmd, const char* argv0, Clock::time_po
   std::optional<RankTable> table;
   if (!f.rank_table.empty()) {
     auto loaded = LoadRankTable(f.rank_table);
-    if (!loaded.ok()) return Failure("--rank-table: " + loaded.status().message());
+    if (!loaded.ok()) return Failure(f.rank_table_source + ": " + loaded.status().message());
     table = std::move(loaded).value();
   }
   int devices = table ? static_cast<int>(table->size()) : f.devices;
@@ -448,7 +455,7 @@ int Train(const Flags& f, const CLI::App& cmd, const char* argv0, Clock::time_po
     job = std::move(read).value();
     const int n = static_cast<int>(job->world_size());
     if (table && devices != n)
-      return Usage("--rank-table " + f.rank_table + " has " + std::to_string(devices) + " ranks, but the streams in " +
+      return Usage(f.rank_table_source + " has " + std::to_string(devices) + " ranks, but the streams in " +
                    f.streams + " were compiled for " + std::to_string(n));
     if (launch && devices != n)
       return Usage("--devices " + std::to_string(devices) + ": the streams in " + f.streams + " were compiled for " +
@@ -498,7 +505,7 @@ int Train(const Flags& f, const CLI::App& cmd, const char* argv0, Clock::time_po
     auto parsed = tools::ParseParallelFlags(
         {.parallel = f.parallel,
          .devices = devices,
-         .devices_flag = table ? "--rank-table " + f.rank_table + " (" + std::to_string(devices) + " ranks)"
+         .devices_flag = table ? f.rank_table_source + " (" + std::to_string(devices) + " ranks)"
                                : "--devices " + std::to_string(devices),
          .gradients_mean = f.gradients_mean,
          .gradients_mean_given = cmd.count("--gradients-mean") > 0,
@@ -556,11 +563,8 @@ int Train(const Flags& f, const CLI::App& cmd, const char* argv0, Clock::time_po
             << f.epochs << " epochs of " << steps_per_epoch << " steps, "
             << (sink ? "sink mode (sink_size " + std::to_string(f.sink_size) + ")" : std::string("non-sink mode"))
             << ", " << OptimizerText(*optimizer) << ", seed " << f.seed << "; "
-            << host::ParallelModeName(context.mode)
-            << (context.mode == host::ParallelMode::DataParallel
-                    ? std::string(context.gradients_mean ? " (gradients mean)" : " (gradients sum)")
-                    : std::string())
-            << "; device: " << dev.describe << std::endl;
+            << tools::ParallelContextText(context.mode, context.gradients_mean) << "; device: " << dev.describe
+            << std::endl;
 
   host::ModelOptions model_options;
   const std::vector<DeviceLink*> links = dev.pointers();
@@ -637,6 +641,7 @@ int Train(const Flags& f, const CLI::App& cmd, const char* argv0, Clock::time_po
         {"batch_size", batch},
         {"devices", devices},
         {"parallel_mode", host::ParallelModeName(context.mode)},
+        {"gradients_mean", context.gradients_mean},
         {"global_batch_size", global_batch},
         {"optimizer", host::OptimizerKindName(optimizer->kind)},
         {"learning_rate", optimizer->learning_rate},
@@ -779,14 +784,16 @@ int main(int argc, char** argv) {
                     "start this many sinkd daemons for the run and train on them (more than one needs "
                     "--parallel data_parallel); default: an in-process device")
       ->check(tools::PositiveInteger());
-  train->add_option("--rank-table", f.rank_table, "train on the running sinkd daemons this rank table names");
+  train->add_option("--rank-table", f.rank_table,
+                    "train on the running sinkd daemons this rank table names (default: RANK_TABLE_FILE, unless "
+                    "--devices is given)");
   train->add_option("--parallel", f.parallel,
                     "stand_alone (one device) or data_parallel (one replica per device, gradients AllReduced "
                     "on the devices; --batch is per rank)")
       ->capture_default_str();
   train->add_option("--gradients-mean", f.gradients_mean,
-                    "data_parallel: average the gradients over the ranks (true, as DDP and MindSpore's examples) "
-                    "or sum them (false)")
+                    "data_parallel: average the gradients over the ranks (true, as DDP) or sum them (false, "
+                    "MindSpore's default)")
       ->capture_default_str();
   train->add_flag("--parameter-broadcast", f.parameter_broadcast,
                   "data_parallel: broadcast rank 0's initial parameters to every rank");
@@ -816,5 +823,13 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   if (launch->parsed()) return Launch(l, argv[0]);
+  // MindSpore's RANK_TABLE_FILE names the devices when the command line
+  // does not: an explicit --rank-table or --devices wins over it.
+  f.rank_table_source = "--rank-table " + f.rank_table;
+  if (f.rank_table.empty() && !train->count("--devices"))
+    if (const char* env = std::getenv("RANK_TABLE_FILE"); env && *env) {
+      f.rank_table = env;
+      f.rank_table_source = std::string("RANK_TABLE_FILE=") + env;
+    }
   return Train(f, *train, argv[0], start);
 }
