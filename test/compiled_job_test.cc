@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -281,6 +283,28 @@ TEST(CompiledJob, ModelRefusesAJobForAnotherWorld) {
                 "was compiled for stand_alone on 1 devices, but the context asks for data_parallel on 2"),
             std::string::npos)
       << contradicted.status().ToString();
+}
+
+// MindSpore's MS_COMPILER_CACHE_PATH names the cache too; sinkrt's own
+// variable wins when both are set.
+TEST(CompileCache, TheDirectoryComesFromSinkrtsOrMindSporesVariable) {
+  const char* names[] = {"SINKRT_COMPILE_CACHE", "MS_COMPILER_CACHE_PATH"};
+  std::optional<std::string> saved[2];
+  for (int i = 0; i < 2; ++i)
+    if (const char* v = std::getenv(names[i])) saved[i] = v;
+  for (const char* n : names) ::unsetenv(n);
+  EXPECT_EQ(host::CompileCacheDirFromEnvironment(), "");
+  ::setenv("MS_COMPILER_CACHE_PATH", "/tmp/ms_cache", 1);
+  EXPECT_EQ(host::CompileCacheDirFromEnvironment(), "/tmp/ms_cache");
+  EXPECT_EQ(host::ModelOptions{}.compile_cache, "/tmp/ms_cache");
+  ::setenv("SINKRT_COMPILE_CACHE", "/tmp/sinkrt_cache", 1);
+  EXPECT_EQ(host::CompileCacheDirFromEnvironment(), "/tmp/sinkrt_cache");
+  ::setenv("SINKRT_COMPILE_CACHE", "", 1);  // empty: as if unset
+  EXPECT_EQ(host::CompileCacheDirFromEnvironment(), "/tmp/ms_cache");
+  for (int i = 0; i < 2; ++i) {
+    if (saved[i]) ::setenv(names[i], saved[i]->c_str(), 1);
+    else ::unsetenv(names[i]);
+  }
 }
 
 TEST(CompileCache, MissThenHitSkipsCompilation) {

@@ -541,9 +541,9 @@ TEST(DataParallelCompile, CommFusionValidationMessages) {
             "fusion method mode must be auto, index or size, but got bucket");
   EXPECT_EQ(with([](CompileOptions& o) {
               o.comm_fusion.mode = "size";
-              o.comm_fusion.size_mb = 0;
+              o.comm_fusion.size_mb = -1;
             }),
-            "fusion threshold must be larger than 0, but got 0.0");
+            "fusion threshold must be larger than 0, but got -1.0");
   EXPECT_EQ(with([](CompileOptions& o) { o.comm_fusion.mode = "index"; }),
             who + "the argument 'indices' can not be empty");
   EXPECT_EQ(with([](CompileOptions& o) {

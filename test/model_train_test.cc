@@ -445,34 +445,6 @@ TEST(ModelCreate, ParallelContextAndQueueCapacityChecks) {
   for (const fb::QueueSpec* q : *view->root->queues()) EXPECT_EQ(q->capacity(), 5u);
 }
 
-TEST(ParallelContext, ModesAndValueChecks) {
-  EXPECT_EQ(*host::ParseParallelMode("semi_auto_parallel"), host::ParallelMode::SemiAutoParallel);
-  EXPECT_EQ(host::ParseParallelMode("model_parallel").status().message(),
-            "The context configuration parameter 'parallel_mode' only support 'stand_alone', 'data_parallel', "
-            "'hybrid_parallel', 'semi_auto_parallel' and 'auto_parallel', but got the value : model_parallel.");
-  EXPECT_EQ(host::ParseParallelMode("hybrid_parallel").status().code(), StatusCode::kUnimplemented);
-  host::ParallelContext c;
-  SINKRT_ASSERT_OK(c.Validate());
-  c.search_mode = "greedy";
-  EXPECT_EQ(c.Validate().message(),
-            "The context configuration parameter 'auto_parallel_search_mode' only support 'recursive_programming', "
-            "'dynamic_programming' and 'sharding_propagation', but got the value: greedy.");
-  c = {};
-  c.comm_fusion.mode = "bucket";
-  EXPECT_EQ(c.Validate().message(), "fusion method mode must be auto, index or size, but got bucket");
-  c.comm_fusion.mode = "size";
-  c.comm_fusion.size_mb = 0;
-  EXPECT_EQ(c.Validate().message(), "fusion threshold must be larger than 0, but got 0.0");
-  c = {};
-  c.mode = host::ParallelMode::DataParallel;
-  c.device_num = 8;
-  c.global_rank = 8;
-  EXPECT_EQ(c.Validate().message(), "The global_rank 8 must be less than device_num 8.");
-  c.global_rank = 3;
-  EXPECT_EQ(c.Validate().code(), StatusCode::kUnimplemented);  // valid, not runnable yet
-  SINKRT_ASSERT_OK(c.Validate({host::ParallelMode::StandAlone, host::ParallelMode::DataParallel}));
-}
-
 TEST(ModelCreate, LossSpecErrors) {
   CountingDevice dev;
   host::Graph with_loss = testing::MakeMlp(kBatch, {kFeatures, 4});

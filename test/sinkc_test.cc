@@ -65,7 +65,7 @@ class SinkcTest : public ::testing::Test {
 TEST_F(SinkcTest, WritesOneStreamPerRankAndAManifest) {
   RunResult r = Sinkc("'" + kMlp + "' --devices 2 --parallel data_parallel --gradients-mean -o " + Q("out"));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("2 ranks, data_parallel (gradients mean)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 ranks, data_parallel (gradients_mean true: AllReduce mean)\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("buckets   1 AllReduce over 2.04 MiB: ["), std::string::npos) << r.out;
   EXPECT_TRUE(fs::exists(dir_ / "out" / "rank_0.tstream"));
   EXPECT_TRUE(fs::exists(dir_ / "out" / "rank_1.tstream"));
@@ -88,6 +88,18 @@ TEST_F(SinkcTest, WritesOneStreamPerRankAndAManifest) {
   EXPECT_EQ(diff.exit_code, 1) << diff.err;
   EXPECT_NE(diff.out.find("differ in: header\n"), std::string::npos) << diff.out;
 #endif
+}
+
+// gradients_mean defaults to MindSpore's false; a size threshold of 0 (which
+// MindSpore accepts) fuses nothing: one AllReduce per gradient.
+TEST_F(SinkcTest, DefaultsAreMindSpores) {
+  RunResult r = Sinkc("'" + kMlp + "' --devices 2 --parallel data_parallel --comm-fusion "
+                      "'{\"allreduce\": {\"mode\": \"size\", \"config\": 0}}' -o " + Q("out"));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("2 ranks, data_parallel (gradients_mean false: AllReduce sum)\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("buckets   6 AllReduces"), std::string::npos) << r.out;
+  const json manifest = json::parse(Slurp(dir_ / "out" / "manifest.json"));
+  EXPECT_EQ(manifest["options"]["parallel"]["gradients_mean"], false);
 }
 
 TEST_F(SinkcTest, CompilingTwiceGivesByteIdenticalFiles) {
@@ -117,6 +129,14 @@ TEST_F(SinkcTest, BadCommandLinesAndBadGraphsAreRefused) {
                            "{\"mode\": \"index\", \"config\": [9]}}' -o " + Q("out"));
   EXPECT_EQ(fusion.exit_code, 1) << fusion.err;
   EXPECT_FALSE(fusion.err.empty());
+  // MindSpore's comm_fusion checks, with its messages, are command-line errors.
+  RunResult not_dict = Sinkc("'" + kMlp + "' --devices 2 --parallel data_parallel --comm-fusion "
+                             "'{\"allreduce\": \"auto\"}' -o " + Q("out"));
+  EXPECT_EQ(not_dict.exit_code, 2) << not_dict.err;
+  EXPECT_NE(not_dict.err.find("--comm-fusion: For 'comm_fusion', the 'allreduce' config must be dict, but got the "
+                              "type : <class 'str'>."),
+            std::string::npos)
+      << not_dict.err;
 
   // A graph whose op reads a tensor the file does not have.
   std::string text = Slurp(kMlp);
@@ -152,8 +172,8 @@ TEST_F(SinkcTest, SinkrunRunsTheStreamsExactlyAsItTrainsTheGraph) {
 }
 
 TEST_F(SinkcTest, DataParallelStreamsOnTwoDaemonsTrainAsTheGraphDoes) {
-  RunResult c = Sinkc("'" + kMlp + "' --batch 16 --devices 2 --parallel data_parallel --gradients-mean -q -o " +
-                      Q("streams"));
+  // Neither tool is told gradients_mean: they share MindSpore's default.
+  RunResult c = Sinkc("'" + kMlp + "' --batch 16 --devices 2 --parallel data_parallel -q -o " + Q("streams"));
   ASSERT_EQ(c.exit_code, 0) << c.err;
   const std::string common = " --data synthetic:512 --epochs 1";
   // Two ranks compiled: sinkrun starts two local daemons by itself.

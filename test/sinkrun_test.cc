@@ -101,6 +101,18 @@ class SinkrunTest : public ::testing::Test {
   fs::path dir_;
 };
 
+// Sets an environment variable for the tools a test runs, until it ends.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) { ::setenv(name, value.c_str(), 1); }
+  ~ScopedEnv() { ::unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
+
 void ExpectEpochRecord(const json& e, int epoch, int64_t steps) {
   SCOPED_TRACE("epoch record " + e.dump());
   EXPECT_EQ(e["event"], "epoch");
@@ -465,9 +477,12 @@ TEST_F(SinkrunSinkdTest, LaunchWritesARankTableTrainUsesItAndSigtermStopsTheDaem
                      "--rank-table '" + RankTablePath().string() + "'" + ReportFlag());
   ASSERT_EQ(dp.exit_code, 0) << dp.out << dp.err;
   EXPECT_NE(dp.out.find("device: 2 sinkd daemons, ranks 0-1"), std::string::npos) << dp.out;
+  // MindSpore's default, the same as sinkc's and ParallelContext's.
+  EXPECT_NE(dp.out.find("; data_parallel (gradients_mean false: AllReduce sum); "), std::string::npos) << dp.out;
   {
     const std::vector<json> dp_lines = ReadReport();
     ASSERT_EQ(dp_lines.size(), 2u);
+    EXPECT_EQ(dp_lines[1]["gradients_mean"], false);
     EXPECT_EQ(dp_lines[0]["devices"], 2);
     EXPECT_EQ(dp_lines[0]["rank_losses"].size(), 2u);
     EXPECT_EQ(dp_lines[1]["host_round_trips"], 1);
@@ -488,6 +503,22 @@ TEST_F(SinkrunSinkdTest, LaunchWritesARankTableTrainUsesItAndSigtermStopsTheDaem
   EXPECT_EQ(lines[1]["device"], "sinkd");
   EXPECT_EQ(lines[1]["host_round_trips"], 1);
   EXPECT_EQ(::kill(daemons_[0].pid, 0), 0) << "the daemon serves the next job";
+
+  // MindSpore's RANK_TABLE_FILE names the table when --rank-table does not.
+  {
+    ScopedEnv env("RANK_TABLE_FILE", one.string());
+    RunResult from_env = Run("train --model mlp --data synthetic:512 --batch 32 --epochs 1 --threads 1");
+    EXPECT_EQ(from_env.exit_code, 2) << from_env.out << from_env.err;
+    EXPECT_NE(from_env.err.find("--threads: the daemons of a rank table (RANK_TABLE_FILE=" + one.string() + ")"),
+              std::string::npos)
+        << from_env.err;
+    from_env = Run("train --model mlp --data synthetic:512 --batch 32 --epochs 1");
+    ASSERT_EQ(from_env.exit_code, 0) << from_env.out << from_env.err;
+    EXPECT_NE(from_env.out.find("device: sinkd rank 0 at " + daemons_[0].address + " (pid " +
+                                std::to_string(daemons_[0].pid) + "), from RANK_TABLE_FILE=" + one.string()),
+              std::string::npos)
+        << from_env.out;
+  }
 
   ASSERT_EQ(::kill(launcher.pid(), SIGTERM), 0);
   const int status = launcher.Wait(seconds(30));
@@ -557,6 +588,19 @@ TEST_F(SinkrunSinkdTest, LaunchRefusals) {
   ::close(taken);
 }
 
+// RANK_TABLE_FILE stands in for --rank-table only: an explicit --rank-table
+// or --devices wins, and a table it names is checked like the flag's.
+TEST_F(SinkrunTest, RankTableFileIsReadWhenNoFlagNamesTheDevices) {
+  const std::string missing = (dir_ / "missing.json").string();
+  ScopedEnv env("RANK_TABLE_FILE", missing);
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32", "RANK_TABLE_FILE=" + missing + ": ", 1);
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --rank-table '" + (dir_ / "other.json").string() +
+                    "'",
+                "--rank-table " + (dir_ / "other.json").string() + ": ", 1);
+  // --devices 2 without data_parallel: refused for that, not for the table.
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2", "--devices 2, --parallel stand_alone");
+}
+
 TEST_F(SinkrunTest, SeveralDevicesNeedDataParallelAndValidOptions) {
   ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2",
                 "--devices 2, --parallel stand_alone: If parallel_mode is stand_alone, device_number must be 1, "
@@ -568,11 +612,18 @@ TEST_F(SinkrunTest, SeveralDevicesNeedDataParallelAndValidOptions) {
   ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --gradients-mean false",
                 "apply to --parallel data_parallel");
   ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "
-                "--comm-fusion '{\"allreduce\": {\"mode\": \"bucket\"}}'",
+                "--comm-fusion '{\"allreduce\": {\"mode\": \"bucket\", \"config\": null}}'",
                 "fusion method mode must be auto, index or size, but got bucket");
   ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "
                 "--comm-fusion '{\"allreduce\": {\"mode\": \"size\", \"config\": \"big\"}}'",
-                "mode 'size' takes a number of MB");
+                "--comm-fusion: '<' not supported between instances of 'str' and 'int'");
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "
+                "--comm-fusion '{\"allreduce\": 32}'",
+                "--comm-fusion: For 'comm_fusion', the 'allreduce' config must be dict, but got the type : "
+                "<class 'int'>.");
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "
+                "--comm-fusion '{\"allreduce\": {\"mode\": \"size\"}}'",
+                "--comm-fusion: For 'comm_fusion', the key 'config' should be contained.");
   ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "
                 "--comm-fusion '{\"openstate\": 1'",
                 "comm_fusion is not valid JSON");
@@ -588,9 +639,10 @@ TEST_F(SinkrunSinkdTest, DataParallelOnTwoDaemonsMatchesOneDeviceWithTheGlobalBa
   ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
   const std::vector<json> one_lines = ReadReport();
   RunResult r = Run("train --model mlp --data synthetic:1024 --batch 16 --epochs 2 --devices 2 --parallel "
-                    "data_parallel --sinkd '" + std::string(kSinkd) + "'" + ReportFlag());
+                    "data_parallel --gradients-mean true --sinkd '" + std::string(kSinkd) + "'" + ReportFlag());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("batch 16 per rank (global 32)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("data_parallel (gradients_mean true: AllReduce mean)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("1 AllReduce bucket"), std::string::npos) << r.out;
   const std::vector<json> lines = ReadReport();
   ASSERT_EQ(lines.size(), 3u);
@@ -609,6 +661,7 @@ TEST_F(SinkrunSinkdTest, DataParallelOnTwoDaemonsMatchesOneDeviceWithTheGlobalBa
   }
   EXPECT_EQ(lines[2]["devices"], 2);
   EXPECT_EQ(lines[2]["parallel_mode"], "data_parallel");
+  EXPECT_EQ(lines[2]["gradients_mean"], true);
   EXPECT_EQ(lines[2]["host_round_trips"], 2);
   EXPECT_EQ(lines[2]["train_samples"], 2 * 32 * 32);
   EXPECT_NEAR(lines[2]["test_loss"].get<double>(), one_lines[2]["test_loss"].get<double>(),

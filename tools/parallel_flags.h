@@ -13,7 +13,7 @@ struct ParallelFlags {
   std::string parallel;        // --parallel
   int devices = 1;             // the device count, however the command line gave it
   std::string devices_flag;    // how to name it in messages: "--devices 4", "--rank-table t.json (4 ranks)"
-  bool gradients_mean = false;
+  bool gradients_mean = host::ParallelContext{}.gradients_mean;  // MindSpore's default, false
   bool gradients_mean_given = false;  // --gradients-mean appeared on the command line
   bool parameter_broadcast = false;
   std::string comm_fusion;     // --comm-fusion JSON; empty: the default
@@ -39,6 +39,15 @@ inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) 
   if (dp_only && context.mode != host::ParallelMode::DataParallel)
     return InvalidArgument("--gradients-mean, --parameter-broadcast and --comm-fusion apply to --parallel data_parallel");
   return context;
+}
+
+// How a run header shows the context in force, e.g. "data_parallel
+// (gradients_mean false: AllReduce sum)"; stand_alone has no AllReduce.
+inline std::string ParallelContextText(host::ParallelMode mode, bool gradients_mean) {
+  std::string s = host::ParallelModeName(mode);
+  if (mode == host::ParallelMode::DataParallel)
+    s += gradients_mean ? " (gradients_mean true: AllReduce mean)" : " (gradients_mean false: AllReduce sum)";
+  return s;
 }
 
 }  // namespace sinkrt::tools

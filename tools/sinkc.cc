@@ -10,7 +10,8 @@
 // and flags always give byte-identical files. `sinkrun train --streams DIR`
 // and Model::Create(ReadCompiledJob(DIR), ...) run them without the graph.
 //
-// MindSpore's defaults: --gradients-mean false (sum), comm_fusion auto. The
+// MindSpore's defaults, shared with sinkrun and host::ParallelContext:
+// --gradients-mean false (AllReduce sum), comm_fusion auto. The
 // optimizer comes from the file unless --optimizer is given. --seed adds to
 // every random initialiser's seed (0: the file's). Exit 0 on success, 2 for
 // a bad command line, 1 for a graph or compile error (naming the file, the
@@ -39,7 +40,7 @@ struct Flags {
   int devices = 1;
   std::string parallel = "stand_alone";
   int64_t batch = 0;
-  bool gradients_mean = false;
+  bool gradients_mean = host::ParallelContext{}.gradients_mean;
   bool parameter_broadcast = false;
   std::string comm_fusion;
   uint64_t seed = 0;
@@ -87,10 +88,9 @@ void PrintSummary(const Flags& f, const host::GraphFile& file, const host::Compi
   const host::CompileOptions& o = job.options;
   const host::CompiledStream& r0 = job.ranks[0];
   std::cout << "sinkc: " << f.graph << " -> " << f.out << "/: " << job.world_size()
-            << (job.world_size() == 1 ? " rank, " : " ranks, ") << host::ParallelModeName(o.parallel_mode);
-  if (o.parallel_mode == host::ParallelMode::DataParallel)
-    std::cout << (o.gradients_mean ? " (gradients mean)" : " (gradients sum)")
-              << (o.parameter_broadcast ? ", parameter broadcast" : "");
+            << (job.world_size() == 1 ? " rank, " : " ranks, ")
+            << tools::ParallelContextText(o.parallel_mode, o.gradients_mean);
+  if (o.parameter_broadcast) std::cout << ", parameter broadcast";
   std::cout << '\n';
   std::cout << "  network   '" << job.network_name << "' " << Hex(job.network_hash) << ": "
             << file.graph.tensors().size() << " tensors, " << file.graph.ops().size() << " ops, loss '"
@@ -195,7 +195,7 @@ int main(int argc, char** argv) {
   app.add_option("--batch", f.batch, "per-rank batch: replaces every input's leading dimension (default: the file's)")
       ->check(tools::PositiveInteger());
   app.add_flag("--gradients-mean", f.gradients_mean,
-               "AllReduce Mean instead of Sum (data_parallel; MindSpore's default is false)");
+               "data_parallel: AllReduce Mean instead of Sum (--gradients-mean=false: Sum, MindSpore's default)");
   app.add_flag("--parameter-broadcast", f.parameter_broadcast, "init ends by broadcasting rank 0's parameters");
   app.add_option("--comm-fusion", f.comm_fusion,
                  "MindSpore's comm_fusion as JSON, e.g. '{\"allreduce\": {\"mode\": \"size\", \"config\": 32}}'");

@@ -4,6 +4,7 @@
 #include "sinkrt/host/parallel_context.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -15,78 +16,180 @@ namespace {
 
 const char* PyBool(bool b) { return b ? "True" : "False"; }
 
+using Json = nlohmann::ordered_json;  // keys in the order written, as a Python dict keeps them
+
+// The Python type of what json.loads gives for `v`.
+std::string PyTypeName(const Json& v) {
+  return v.is_boolean()          ? "bool"
+         : v.is_number_integer() ? "int"
+         : v.is_number()         ? "float"
+         : v.is_string()         ? "str"
+         : v.is_array()          ? "list"
+         : v.is_object()         ? "dict"
+                                 : "NoneType";
+}
+
+// type(value) as Python prints it: "<class 'int'>".
+std::string PyType(const Json& v) { return "<class '" + PyTypeName(v) + "'>"; }
+
+// str(value) in Python (repr inside containers), for "but got {}".
+std::string PyStr(const Json& v, bool nested = false) {
+  if (v.is_string()) return nested ? "'" + v.get<std::string>() + "'" : v.get<std::string>();
+  if (v.is_boolean()) return PyBool(v.get<bool>());
+  if (v.is_null()) return "None";
+  if (v.is_number_float()) return PyFloatRepr(v.get<double>());
+  if (v.is_number()) return v.dump();
+  std::string out;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (!out.empty()) out += ", ";
+    if (v.is_object()) out += "'" + it.key() + "': ";
+    out += PyStr(*it, /*nested=*/true);
+  }
+  return v.is_array() ? "[" + out + "]" : "{" + out + "}";
+}
+
+// set_fusion_threshold_mb: `threshold < 0` in Python, so 0 passes (the
+// backend then fuses nothing) and a non-number is Python's own TypeError.
+Result<double> FusionThresholdMb(const Json& config) {
+  // Python compares a bool as an int, then pybind11 takes it as 0 or 1:
+  // refused here as the mistake it is.
+  if (config.is_boolean()) return InvalidArgument("comm_fusion: mode 'size' takes a number of MB, got " + PyStr(config));
+  if (!config.is_number())
+    return InvalidArgument("'<' not supported between instances of '" + PyTypeName(config) + "' and 'int'");
+  const double mb = config.get<double>();
+  if (mb < 0) return InvalidArgument("fusion threshold must be larger than 0, but got " + PyStr(config));
+  return mb;
+}
+
+// set_all_reduce_fusion_split_indices after its type checks, in its order:
+// duplicates, then sorting. Whether an index is below the gradient count is
+// only known when compiling (fusion_buckets.cc).
+Status CheckIndices(const std::vector<int>& indices) {
+  const std::string who = "For 'set_auto_parallel_context().set_all_reduce_fusion_split_indices', ";
+  if (indices.empty()) return InvalidArgument(who + "the argument 'indices' can not be empty");
+  std::vector<int> sorted = indices;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    return InvalidArgument("The indices has duplicate elements");
+  if (sorted != indices)
+    return InvalidArgument(who + "the elements in argument 'indices' must be sorted in ascending order");
+  // Then the list goes to C++ as uint32, where pybind11 refuses a negative
+  // index with a TypeError of its own; this message is sinkrt's.
+  if (indices.front() < 0)
+    return InvalidArgument(who + "the argument 'indices' must be non-negative, but got " +
+                           std::to_string(indices.front()) + ".");
+  return Status::Ok();
+}
+
+// The {"mode", "config"} entry both _set_allreduce_comm_fusion and
+// _set_allgather_comm_fusion begin with; `type_error` is the dict check's
+// message, which differs between the two.
+Status CheckEntry(const Json& entry, const std::string& type_error, const char* key) {
+  if (!entry.is_object()) return InvalidArgument(type_error + PyType(entry) + ".");
+  if (!entry.contains("mode")) return InvalidArgument("For 'comm_fusion', the key 'mode' should be contained.");
+  if (!entry.contains("config")) return InvalidArgument("For 'comm_fusion', the key 'config' should be contained.");
+  for (auto it = entry.begin(); it != entry.end(); ++it)
+    if (it.key() != "mode" && it.key() != "config")
+      return InvalidArgument("comm_fusion: '" + std::string(key) + "' has no key '" + it.key() +
+                             "' (it has 'mode' and 'config')");
+  return Status::Ok();
+}
+
+// _set_allreduce_comm_fusion then set_all_reduce_fusion_split_indices.
+Status ParseAllReduce(const Json& entry, CommFusion* f) {
+  SINKRT_RETURN_IF_ERROR(CheckEntry(entry, "For 'comm_fusion', the 'allreduce' config must be dict, but got the type : ",
+                                    "allreduce"));
+  const Json& mode = entry["mode"];
+  const Json& config = entry["config"];
+  if (mode != "auto" && mode != "size" && mode != "index")
+    return InvalidArgument("fusion method mode must be auto, index or size, but got " + PyStr(mode));
+  f->mode = mode.get<std::string>();
+  f->indices.clear();
+  if (f->mode == "auto") {
+    f->size_mb = 64;
+  } else if (f->mode == "size") {
+    SINKRT_ASSIGN_OR_RETURN(f->size_mb, FusionThresholdMb(config));
+  } else {
+    const std::string who = "For 'set_auto_parallel_context().set_all_reduce_fusion_split_indices', ";
+    // Python's `if not indices`: None, [], 0, "" and False are all "empty".
+    const bool empty = config.is_null() || (config.is_array() && config.empty()) ||
+                       (config.is_string() && config.get<std::string>().empty()) ||
+                       (config.is_boolean() && !config.get<bool>()) ||
+                       (config.is_number() && config.get<double>() == 0);
+    if (empty) return InvalidArgument(who + "the argument 'indices' can not be empty");
+    if (!config.is_array())
+      return InvalidArgument(who + "the argument 'indices' must be list, but got the type : " + PyType(config) + " .");
+    for (const Json& i : config) {
+      if (!i.is_number_integer())
+        return InvalidArgument(who + "the argument 'index' must be int, but got the type : " + PyType(i) + " .");
+      if (i.get<int64_t>() < INT32_MIN || i.get<int64_t>() > INT32_MAX)
+        return InvalidArgument(who + "the argument 'index' " + i.dump() + " is out of range");
+      f->indices.push_back(i.get<int>());
+    }
+    SINKRT_RETURN_IF_ERROR(CheckIndices(f->indices));
+  }
+  return Status::Ok();
+}
+
+// _set_allgather_comm_fusion, for "allgather" and "reducescatter".
+Status ParseGatherScatter(const Json& entry, const std::string& key, FusionThreshold* t) {
+  SINKRT_RETURN_IF_ERROR(
+      CheckEntry(entry, "For 'comm_fusion', " + key + " config must be dict, but got the type : ", key.c_str()));
+  const Json& mode = entry["mode"];
+  if (mode != "auto" && mode != "size")
+    return InvalidArgument("fusion method mode must be auto or size, but got " + PyStr(mode));
+  t->mode = mode.get<std::string>();
+  t->size_mb = 64;
+  if (t->mode == "size") {
+    SINKRT_ASSIGN_OR_RETURN(t->size_mb, FusionThresholdMb(entry["config"]));
+  }
+  return Status::Ok();
+}
+
 Status CheckCommFusion(const CommFusion& f) {
   if (f.mode != "auto" && f.mode != "size" && f.mode != "index")
     return InvalidArgument("fusion method mode must be auto, index or size, but got " + f.mode);
-  if (f.mode == "size" && !(f.size_mb > 0))
+  if (f.mode == "size" && !(f.size_mb >= 0))
     return InvalidArgument("fusion threshold must be larger than 0, but got " + PyFloatRepr(f.size_mb));
-  if (f.mode == "index") {
-    // _auto_parallel_context.py set_all_reduce_fusion_split_indices, in its
-    // order: empty, then duplicates, then sorting. Whether an index is below
-    // the gradient count is only known when compiling (fusion_buckets.cc).
-    const std::string who = "For 'set_auto_parallel_context().set_all_reduce_fusion_split_indices', ";
-    if (f.indices.empty()) return InvalidArgument(who + "the argument 'indices' can not be empty");
-    std::vector<int> sorted = f.indices;
-    std::sort(sorted.begin(), sorted.end());
-    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
-      return InvalidArgument("The indices has duplicate elements");
-    if (sorted != f.indices)
-      return InvalidArgument(who + "the elements in argument 'indices' must be sorted in ascending order");
-    // Then the list goes to C++ as uint32, where pybind11 refuses a negative
-    // index with a TypeError of its own; this message is sinkrt's.
-    if (f.indices.front() < 0)
-      return InvalidArgument(who + "the argument 'indices' must be non-negative, but got " +
-                             std::to_string(f.indices.front()) + ".");
+  for (const FusionThreshold* t : {&f.allgather, &f.reducescatter}) {
+    if (t->mode != "auto" && t->mode != "size")
+      return InvalidArgument("fusion method mode must be auto or size, but got " + t->mode);
+    if (!(t->size_mb >= 0))
+      return InvalidArgument("fusion threshold must be larger than 0, but got " + PyFloatRepr(t->size_mb));
   }
+  if (f.mode == "index") SINKRT_RETURN_IF_ERROR(CheckIndices(f.indices));
   return Status::Ok();
 }
 
 }  // namespace
 
 Result<CommFusion> ParseCommFusion(const std::string& json) {
-  nlohmann::json j;
+  Json j;
   try {
-    j = nlohmann::json::parse(json);
-  } catch (const nlohmann::json::parse_error& e) {
+    j = Json::parse(json);
+  } catch (const Json::parse_error& e) {
     return InvalidArgument(std::string("comm_fusion is not valid JSON: ") + e.what());
   }
-  if (!j.is_object()) return InvalidArgument("comm_fusion must be a JSON object, got " + j.dump());
+  // set_auto_parallel_context's args_type_check.
+  if (!j.is_object()) return InvalidArgument("The parameter 'comm_fusion' must be <class 'dict'>, but got " + PyType(j));
+  // set_comm_fusion: each key in turn, as it comes.
   CommFusion f;
-  for (const auto& [key, value] : j.items()) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    const Json& value = it.value();
     if (key == "openstate") {
       if (!value.is_boolean())
-        return InvalidArgument("comm_fusion: 'openstate' must be true or false, got " + value.dump());
-      f.openstate = value.get<bool>();
-    } else if (key == "allreduce") {
-      if (!value.is_object())
-        return InvalidArgument("comm_fusion: 'allreduce' must be an object {\"mode\", \"config\"}, got " +
-                               value.dump());
-      for (const auto& [k, v] : value.items()) {
-        if (k == "mode") {
-          if (!v.is_string()) return InvalidArgument("comm_fusion: 'allreduce.mode' must be a string, got " + v.dump());
-          f.mode = v.get<std::string>();
-        } else if (k != "config") {
-          return InvalidArgument("comm_fusion: 'allreduce' has no key '" + k + "' (it has 'mode' and 'config')");
-        }
-      }
-      if (value.contains("config") && !value["config"].is_null()) {
-        const auto& c = value["config"];
-        if (f.mode == "size") {
-          if (!c.is_number()) return InvalidArgument("comm_fusion: mode 'size' takes a number of MB, got " + c.dump());
-          f.size_mb = c.get<double>();
-        } else if (f.mode == "index") {
-          if (!c.is_array()) return InvalidArgument("comm_fusion: mode 'index' takes a list of indices, got " + c.dump());
-          for (const auto& i : c) {
-            if (!i.is_number_integer())
-              return InvalidArgument("comm_fusion: mode 'index' takes integer indices, got " + i.dump());
-            f.indices.push_back(i.get<int>());
-          }
-        } else if (f.mode == "auto") {
-          return InvalidArgument("comm_fusion: mode 'auto' takes no config, got " + c.dump());
-        }
-      }
+        return InvalidArgument("For 'comm_fusion', the 'openstate' must be bool, but got the type : " +
+                               PyType(value) + ".");
+      // MindSpore turns the three fusions off; later entries then return
+      // before any check. True leaves them as they are.
+      if (!value.get<bool>()) f.openstate = false;
+    } else if (key == "allreduce" || key == "allgather" || key == "reducescatter") {
+      if (!f.openstate) continue;
+      if (key == "allreduce") SINKRT_RETURN_IF_ERROR(ParseAllReduce(value, &f));
+      else SINKRT_RETURN_IF_ERROR(ParseGatherScatter(value, key, key == "allgather" ? &f.allgather : &f.reducescatter));
     } else {
-      return InvalidArgument("comm_fusion has no key '" + key + "' (it has 'openstate' and 'allreduce')");
+      return InvalidArgument("comm fusion type must be openstate,allreduce, allgather or reducescatter, but got " + key);
     }
   }
   return f;
@@ -108,7 +211,7 @@ Result<ParallelMode> ParseParallelMode(const std::string& name) {
     if (name == ParallelModeName(m)) return m;
   if (name == "hybrid_parallel")
     return Unimplemented("The parallel_mode 'hybrid_parallel' (manual model parallelism) is not "
-                         "supported by sinkrt: use 'semi_auto_parallel' with shard strategies.");
+                         "supported by sinkrt, which runs 'stand_alone' and 'data_parallel'.");
   return InvalidArgument(
       "The context configuration parameter 'parallel_mode' only support 'stand_alone', "
       "'data_parallel', 'hybrid_parallel', 'semi_auto_parallel' and 'auto_parallel', but got the "
@@ -154,7 +257,21 @@ Status ParallelContext::Validate(const std::vector<ParallelMode>& supported) con
                          "' is not supported by this build yet, it only runs " + list +
                          ", but got parallel_mode: " + name + ".");
   }
+  // Under data_parallel MindSpore's full_batch has every rank load the whole
+  // batch (the same data on every rank); sinkrt always shards it, so taking
+  // the flag would train something else than asked.
+  if (full_batch && mode == ParallelMode::DataParallel)
+    return Unimplemented(
+        "full_batch=True (dataset_strategy 'full_batch') is not supported with data_parallel: every rank reads "
+        "its own shard of the batch. It will be supported with semi_auto_parallel; set full_batch=False.");
   return Status::Ok();
+}
+
+Status CheckModelGlobalRank(const ParallelContext& context) {
+  if (context.global_rank == 0) return Status::Ok();
+  return InvalidArgument("global_rank " + std::to_string(context.global_rank) +
+                         ": a sinkrt Model drives every rank from one host (devices[r] is rank r), so it has no "
+                         "global_rank of its own; leave global_rank 0");
 }
 
 }  // namespace sinkrt::host

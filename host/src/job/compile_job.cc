@@ -74,8 +74,11 @@ void Publish(const fs::path& tmp, const fs::path& entry) {
 }  // namespace
 
 std::string CompileCacheDirFromEnvironment() {
-  const char* dir = std::getenv("SINKRT_COMPILE_CACHE");
-  return dir ? dir : "";
+  // sinkrt's own name first, so that a job can point its cache elsewhere
+  // than the MindSpore setting its shell exports.
+  for (const char* name : {"SINKRT_COMPILE_CACHE", "MS_COMPILER_CACHE_PATH"})
+    if (const char* dir = std::getenv(name); dir && *dir) return dir;
+  return "";
 }
 
 CompileCacheStats GetCompileCacheStats() {

@@ -138,6 +138,7 @@ Status JoinWorld(const std::vector<DeviceLink*>& devices, const std::string& con
 Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, OptimizerSpec optimizer,
                                              std::span<DeviceLink* const> devices, ModelOptions options) {
   SINKRT_RETURN_IF_ERROR(options.context.Validate({ParallelMode::StandAlone, ParallelMode::DataParallel}));
+  SINKRT_RETURN_IF_ERROR(CheckModelGlobalRank(options.context));
   SINKRT_ASSIGN_OR_RETURN(const uint32_t capacity, SinkQueueCapacity(options.queue_capacity));
   if (!network.status().ok()) return network.status().WithContext(ModelContext(network));
   const ParallelContext& pc = options.context;
@@ -199,6 +200,8 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
   // The compiled plan is the job's context; a context that says otherwise
   // is a mistake worth naming, not something to override silently.
   const ParallelContext& asked = options.context;
+  SINKRT_RETURN_IF_ERROR(asked.Validate({ParallelMode::StandAlone, ParallelMode::DataParallel}));
+  SINKRT_RETURN_IF_ERROR(CheckModelGlobalRank(asked));
   if (asked.mode != ParallelMode::StandAlone || asked.device_num != 1) {
     if (asked.mode != co.parallel_mode || asked.device_num != static_cast<int>(co.world_size))
       return InvalidArgument(context + " was compiled for " + ParallelModeName(co.parallel_mode) + " on " +

@@ -6,7 +6,7 @@
 //   DIR --ReadCompiledJob--> CompiledJob --Model::Create--> devices
 //
 // sinkc writes DIR; `sinkrun train --streams DIR` and Model::Create(job, ...)
-// run it. The compile cache (SINKRT_COMPILE_CACHE, like MindSpore's
+// run it. The compile cache (SINKRT_COMPILE_CACHE, or MindSpore's
 // MS_COMPILER_CACHE_PATH) stores the same directories under a key that
 // hashes the graph, every compile option and the format version.
 //
@@ -45,7 +45,9 @@ struct CompiledJob {
   std::vector<ColumnSpec> train_columns() const;
 };
 
-// Where the compile cache lives: SINKRT_COMPILE_CACHE, or empty (no cache).
+// Where the compile cache lives: SINKRT_COMPILE_CACHE, else MindSpore's
+// MS_COMPILER_CACHE_PATH (SINKRT_COMPILE_CACHE wins when both are set and
+// non-empty), else empty (no cache).
 std::string CompileCacheDirFromEnvironment();
 
 // Process-wide counters of the compile cache, for logs and tests.

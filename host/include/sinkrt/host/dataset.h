@@ -1,6 +1,6 @@
 // Dataset: MindSpore's dataset pipeline, in C++.
 //
-//   Dataset::Mnist(dir, "train")           // or FromArrays / FromGenerator
+//   Dataset::Mnist(dir, "train")           // or FromArrays / FromGenerator / SyntheticImages
 //       .Map("image", {Rescale(1/255.), Reshape({784})})
 //       .Map("label", {TypeCast(DType::I32)})
 //       .Shuffle(seed).Shard(num_shards, shard_id)
@@ -139,6 +139,15 @@ class Dataset {
   // match its spec; a -1 dim in a spec may vary from sample to sample.
   static Dataset FromGenerator(std::vector<ColumnSpec> columns, int64_t size,
                                std::function<Status(int64_t index, Row* row)> fn);
+  // A generated stand-in for Fashion-MNIST with its columns ("image" u8
+  // [28, 28, 1], "label" i32 []), a FromGenerator source: each of the 10
+  // classes is a fixed random template and each sample its class's template
+  // blended 1:3 with per-pixel noise, so an MLP learns it within an epoch or
+  // two and a broken pipeline shows as chance accuracy. Sample i depends only
+  // on (split, i): the same on every run, platform and worker thread, and
+  // another split (e.g. 1 for a test set) draws other samples of the same
+  // classes. No seed: it is data, as a file would be.
+  static Dataset SyntheticImages(int64_t size, uint64_t split = 0);
 
   // -- operations (MindSpore names) ------------------------------------------
   Dataset Map(const std::string& column, std::vector<Transform> transforms) const;

@@ -78,8 +78,8 @@ struct ModelOptions {
   ParallelContext context;
   uint32_t queue_capacity = 16;  // MS_DATASET_SINK_QUEUE overrides (1..128)
   // Where compiled streams are kept and reused (compiled_job.h); empty: no
-  // cache. Defaults to SINKRT_COMPILE_CACHE, as MindSpore reads
-  // MS_COMPILER_CACHE_PATH.
+  // cache. Defaults to SINKRT_COMPILE_CACHE, or MindSpore's
+  // MS_COMPILER_CACHE_PATH (CompileCacheDirFromEnvironment).
   std::string compile_cache = CompileCacheDirFromEnvironment();
 };
 

@@ -14,20 +14,39 @@ enum class ParallelMode { StandAlone, DataParallel, SemiAutoParallel, AutoParall
 const char* ParallelModeName(ParallelMode mode);
 Result<ParallelMode> ParseParallelMode(const std::string& name);
 
-// comm_fusion = {"openstate": ..., "allreduce": {"mode": "auto"|"size"|"index", "config": ...}}
+// How one kind of collective is fused: comm_fusion's "allgather" and
+// "reducescatter" entries ({"mode": "auto" | "size", "config": MB}).
+// Checked and kept for the parallel optimizer; nothing emits these
+// collectives yet.
+struct FusionThreshold {
+  std::string mode = "auto";  // auto: 64 MB
+  double size_mb = 64;        // the threshold in force ("auto": 64)
+};
+
+// comm_fusion = {"openstate": ..., "allreduce": {"mode": "auto"|"size"|"index", "config": ...},
+//                "allgather": {...}, "reducescatter": {...}}
 // How DATA_PARALLEL groups gradients into fused AllReduces (compiler/fusion_buckets.h;
 // mindspore-semantics.md §3). An "MB" is MindSpore's DP unit as coded, 262144 bytes.
 struct CommFusion {
   std::string mode = "auto";        // auto: 64 MB buckets
-  double size_mb = 64;              // mode "size": N MB buckets (fractions allowed, unlike MindSpore's int)
+  double size_mb = 64;              // mode "size": N MB buckets, 0: one per gradient (fractions allowed,
+                                    // unlike MindSpore's int)
   std::vector<int> indices;         // mode "index": inclusive 0-based bucket ends, in parameter order
-  bool openstate = true;            // false: one AllReduce per gradient
+  bool openstate = true;            // false: no fusion of any kind, one AllReduce per gradient
+  FusionThreshold allgather;        // kept for the parallel optimizer
+  FusionThreshold reducescatter;    // kept for the parallel optimizer
 };
 
-// MindSpore's comm_fusion dict as JSON:
-//   {"openstate": true, "allreduce": {"mode": "auto" | "size" | "index", "config": 32 | [2, 5]}}
-// Every key is optional. Errors name the key; the values are checked by
-// ParallelContext::Validate, with MindSpore's messages.
+// MindSpore's comm_fusion dict as JSON, checked as
+// _AutoParallelContext.set_comm_fusion checks it, with its messages:
+//   {"openstate": true, "allreduce": {"mode": "auto" | "size" | "index", "config": 32 | [2, 5]},
+//    "allgather": {"mode": "auto" | "size", "config": 32}, "reducescatter": {...}}
+// Every top-level key is optional; an entry needs both "mode" and "config"
+// ("auto" ignores its config, MindSpore passes None). Keys are taken in the
+// order written, as Python's dict is: an "openstate": false turns fusion off,
+// and the entries after it are then not looked at (MindSpore returns early).
+// A wrong type is named as Python's type() prints it ("<class 'int'>").
+// Unknown keys inside an entry are refused (MindSpore ignores them).
 Result<CommFusion> ParseCommFusion(const std::string& json);
 
 struct ParallelContext {
@@ -36,6 +55,9 @@ struct ParallelContext {
   int global_rank = 0;
   bool gradients_mean = false;
   bool parameter_broadcast = false;
+  // MindSpore's dataset_strategy "full_batch": every rank loads the whole
+  // batch instead of its shard. Refused under data_parallel (Validate); it
+  // gets its meaning with semi_auto_parallel.
   bool full_batch = false;
   std::string search_mode = "dynamic_programming";
   CommFusion comm_fusion;
@@ -43,9 +65,16 @@ struct ParallelContext {
   // MindSpore's checks and messages, e.g. "If parallel_mode is stand_alone,
   // device_number must be 1, device_number: 4, parallel_mode:stand_alone".
   // `supported` lists the modes this build can run; others are refused
-  // (kUnimplemented) after the value checks. Model::Create passes the modes
-  // the runtime runs; only stand_alone so far.
+  // (kUnimplemented) after the value checks, and so is full_batch under
+  // data_parallel. Model::Create and the compiler pass stand_alone and
+  // data_parallel, which is what the runtime runs.
   Status Validate(const std::vector<ParallelMode>& supported = {ParallelMode::StandAlone}) const;
 };
+
+// global_rank is the rank a MindSpore process is. A Model drives every rank
+// from one host (devices[r] is rank r), so it has none of its own: anything
+// but 0 is refused, naming why, rather than ignored. (The compiler's
+// CompileOptions::rank is the rank a stream is compiled for.)
+Status CheckModelGlobalRank(const ParallelContext& context);
 
 }  // namespace sinkrt::host

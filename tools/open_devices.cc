@@ -1,0 +1,86 @@
+// The devices a sinkrun training run opens: an in-process device, sinkd
+// daemons it starts, or the running daemons of a rank table.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "sinkrun.h"
+#include "sinkrt/device/device_options.h"
+#include "sinkrt/device/executor.h"
+#include "sinkrt/device/in_process_device.h"
+#include "sinkrt/device/openmp_policy.h"
+#include "sinkrt/host/remote_device.h"
+
+namespace sinkrt::tools {
+namespace {
+
+// Connects to every rank of `table`, rank r expecting to find rank r.
+Status ConnectSinkd(const RankTable& table, const std::string& token, TrainDevices* d) {
+  d->kind = "sinkd";
+  for (size_t r = 0; r < table.ranks.size(); ++r) {
+    host::RemoteOptions options = host::RemoteOptions::FromEnvironment();
+    options.rank = static_cast<int>(r);
+    options.token = token;
+    const Address& address = table.ranks[r].address;
+    SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<host::RemoteDevice> remote, host::RemoteDevice::Connect(address, options));
+    if (r == 0) {
+      d->describe = "sinkd rank 0 at " + address.ToString() + " (pid " + std::to_string(remote->hello().pid) + ")";
+      d->sinkd_threads = static_cast<int>(remote->hello().cores);
+    }
+    d->links.push_back(std::move(remote));
+  }
+  if (table.ranks.size() > 1)
+    d->describe = std::to_string(table.ranks.size()) + " sinkd daemons, ranks 0-" +
+                  std::to_string(table.ranks.size() - 1) + " (" + d->describe + ")";
+  return Status::Ok();
+}
+
+}  // namespace
+
+// An in-process device knows its threads once a job is loaded.
+int TrainDevices::threads() const { return in_process ? in_process->executor()->threads() : sinkd_threads; }
+
+Result<std::string> SinkdPath(const std::string& flag, const char* argv0) {
+  if (!flag.empty()) return flag;
+  auto found = host::FindSinkd(argv0);
+  if (!found.ok()) return found.status().WithContext("--sinkd PATH or SINKRT_SINKD");
+  return found;
+}
+
+Result<TrainDevices> OpenDevices(const TrainFlags& f, bool launch, int devices, const std::optional<RankTable>& table,
+                                 const char* argv0) {
+  TrainDevices d;
+  if (table) {
+    SINKRT_RETURN_IF_ERROR(ConnectSinkd(*table, f.token, &d));
+    if (f.rank_table_source.starts_with("RANK_TABLE_FILE")) d.describe += ", from " + f.rank_table_source;
+    return d;
+  }
+  if (launch) {
+    host::LocalClusterOptions options;
+    options.devices = devices;
+    SINKRT_ASSIGN_OR_RETURN(options.sinkd_path, SinkdPath(f.sinkd, argv0));
+    options.token = f.token;
+    // Failures come back over the connection; the job log would only
+    // interleave with the training lines.
+    options.sinkd_args = {"--quiet"};
+    // Daemons on one machine share its cores: without --threads each gets
+    // its share, so their thread teams do not oversubscribe the machine.
+    const int threads = f.threads > 0 ? f.threads : std::max(1, device::AvailableCores() / devices);
+    if (f.threads > 0 || devices > 1)
+      options.sinkd_args.insert(options.sinkd_args.end(), {"--threads", std::to_string(threads)});
+    SINKRT_ASSIGN_OR_RETURN(d.cluster, host::LocalCluster::Start(options));
+    SINKRT_RETURN_IF_ERROR(ConnectSinkd(d.cluster->rank_table(), f.token, &d));
+    return d;
+  }
+  device::DeviceOptions options = device::DeviceOptions::FromEnvironment();
+  if (f.threads > 0) options.threads = f.threads;
+  auto in_process = std::make_unique<device::InProcessDevice>(options);
+  d.kind = "in-process";
+  d.describe = "in-process";
+  d.in_process = in_process.get();
+  d.links.push_back(std::move(in_process));
+  return d;
+}
+
+}  // namespace sinkrt::tools

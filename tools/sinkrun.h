@@ -1,0 +1,118 @@
+// sinkrun's parts: the flags its subcommands share (parsed in
+// sinkrun_main.cc), `train` (sinkrun_train.cc), `launch`
+// (sinkrun_launch.cc), and the devices a training run opens
+// (open_devices.cc).
+#pragma once
+
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "sinkrt/host/local_cluster.h"
+#include "sinkrt/host/parallel_context.h"
+#include "sinkrt/runtime/device_link.h"
+#include "sinkrt/runtime/rank_table.h"
+#include "sinkrt/runtime/status.h"
+
+namespace sinkrt::device {
+class InProcessDevice;
+}
+
+namespace sinkrt::tools {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";  // Debian's dataset-fashion-mnist
+
+struct TrainFlags {
+  std::string model = "mlp";
+  std::string graph;    // --graph: a graph file instead of --model
+  std::string streams;  // --streams: a sinkc directory instead of --model
+  std::string save_checkpoint;
+  std::string data;
+  int epochs = 5;
+  int64_t batch = 64;
+  double lr = 0.01;
+  double momentum = 0.9;
+  std::string optimizer = "momentum";
+  uint64_t seed = 1;
+  int sink_size = -1;
+  bool no_sink = false;
+  int threads = 0;  // 0: every core the process may use
+  std::string report;
+  int devices = 1;  // given explicitly: on sinkd daemons started for the run
+  std::string rank_table;
+  std::string token;
+  std::string sinkd;
+  std::string parallel = "stand_alone";
+  bool gradients_mean = host::ParallelContext{}.gradients_mean;  // MindSpore's default, as sinkc's
+  bool parameter_broadcast = false;
+  std::string comm_fusion;  // MindSpore's comm_fusion dict, as JSON
+  // How the rank table was named, for messages: "--rank-table FILE", or
+  // "RANK_TABLE_FILE=FILE" when MindSpore's variable named it.
+  std::string rank_table_source;
+};
+
+struct LaunchFlags {
+  int devices = 0;
+  int base_port = 0;  // 0: the kernel picks each daemon's port
+  std::string rank_table_out = "rank_table.json";
+  std::string token;
+  std::string sinkd;
+  int threads = 0;
+  bool quiet = false;
+};
+
+// A bad command line: exit 2.
+inline int Usage(const std::string& message) {
+  std::cerr << "sinkrun: " << message << '\n';
+  return 2;
+}
+
+// Anything that fails after the command line: exit 1.
+inline int Failure(const std::string& message) {
+  std::cerr << "sinkrun: " << message << '\n';
+  return 1;
+}
+
+// The devices a run trains on, one per rank. Members are destroyed in
+// reverse order: the connections close before the daemons they talk to are
+// stopped.
+struct TrainDevices {
+  std::unique_ptr<host::LocalCluster> cluster;  // --devices: the daemons started for this run
+  std::vector<std::unique_ptr<DeviceLink>> links;
+  std::string kind;      // "in-process" or "sinkd"
+  std::string describe;  // for the header line
+  device::InProcessDevice* in_process = nullptr;  // links[0], when in-process
+  int sinkd_threads = 0;                          // from rank 0's Hello
+
+  // An in-process device knows its threads once a job is loaded.
+  int threads() const;
+  std::vector<DeviceLink*> pointers() const {
+    std::vector<DeviceLink*> out;
+    for (const auto& l : links) out.push_back(l.get());
+    return out;
+  }
+};
+
+// The sinkd binary: `flag` (--sinkd), else SINKRT_SINKD or the one beside
+// sinkrun.
+Result<std::string> SinkdPath(const std::string& flag, const char* argv0);
+
+// `table`: the loaded rank table, if any; `launch`: start `devices` local
+// daemons; else one in-process device.
+Result<TrainDevices> OpenDevices(const TrainFlags& f, bool launch, int devices, const std::optional<RankTable>& table,
+                                 const char* argv0);
+
+// `sinkrun train`; `cmd` tells which flags were given. Returns the exit code.
+int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::time_point start);
+
+// `sinkrun launch`: returns the exit code once the daemons are stopped.
+int Launch(const LaunchFlags& f, const char* argv0);
+
+}  // namespace sinkrt::tools

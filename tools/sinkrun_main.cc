@@ -1,0 +1,151 @@
+// sinkrun: trains a built-in network end to end on one device, and starts
+// local sinkd daemons.
+//
+//   sinkrun train --model mlp|lenet | --graph FILE | --streams DIR
+//                 --data fashion-mnist[:DIR]|synthetic[:N]
+//                 [--epochs 5] [--batch 64] [--optimizer sgd|momentum|adam]
+//                 [--lr 0.01] [--momentum 0.9] [--seed 1]
+//                 [--sink-size -1 | --no-sink] [--threads N] [--report FILE]
+//                 [--devices N [--sinkd PATH] | --rank-table FILE] [--token T]
+//                 [--parallel stand_alone|data_parallel] [--gradients-mean true|false]
+//                 [--parameter-broadcast] [--comm-fusion JSON] [--save-checkpoint FILE]
+//   sinkrun launch -n N [--base-port P] [--rank-table-out FILE] [--token T]
+//                  [--sinkd PATH] [--threads K] [--quiet]
+//
+// train runs on an in-process device by default; --devices N starts N sinkd
+// daemons for the run and trains through them, --rank-table trains on
+// daemons already running (anywhere); without either, MindSpore's
+// RANK_TABLE_FILE names that table when it is set. The device code is the same either
+// way, so are the numbers. More than one device needs --parallel
+// data_parallel (MindSpore's rule); --batch is then per rank, as in
+// MindSpore, and the global batch is N x batch. launch starts N daemons on
+// this machine, writes their rank table and keeps them until SIGINT or
+// SIGTERM (or one of them dies).
+//
+// The network is a built-in one (--model), a graph file (--graph: its
+// loss, its optimizer unless --optimizer is given, its batch unless --batch
+// is), or streams compiled beforehand by sinkc (--streams DIR: no graph and
+// no compiler; the parallel plan, optimizer and batch are the streams', and
+// a job that contradicts them — devices, batch, the data's columns — is
+// refused before anything runs). The image pipeline follows the network's
+// "image" input: [784] per sample for an MLP, [1, 28, 28] for a CNN.
+//
+// What MindSpore's
+//   model.train(epochs, train_ds, [LossMonitor(), TimeMonitor()],
+//               dataset_sink_mode=True, sink_size=-1)
+//   model.eval(test_ds)
+// does, with the same printed lines. The pipeline is MindSpore's LeNet/MLP
+// recipe: Rescale(1/255), Reshape([784]) for the MLP or HWC2CHW for LeNet,
+// labels to int32, Shuffle(seed) (a new permutation every pass),
+// Batch(batch, drop_remainder=True); the test split is evaluated whole.
+//
+// Every flag, the data and the report file are checked before anything is
+// compiled, so a mistake costs no training time: exit 2 for a bad command
+// line, 1 for anything that fails after it (missing data included).
+#include <signal.h>
+
+#include <cstdlib>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "cli_validators.h"
+#include "sinkrun.h"
+#include "sinkrt/device/openmp_policy.h"
+
+int main(int argc, char** argv) {
+  using namespace sinkrt;
+  device::EnsurePassiveOpenMp(argv);
+  const tools::Clock::time_point start = tools::Clock::now();
+  // A daemon that goes away must be an error from send(), not a silent death.
+  signal(SIGPIPE, SIG_IGN);
+  CLI::App app{"sinkrun: trains sinkrt's built-in networks end to end, on an in-process device or on sinkd"};
+  app.require_subcommand(1);
+  tools::TrainFlags f;
+  CLI::App* train = app.add_subcommand("train", "train a network, then evaluate it on the test split");
+  // The last of a repeated option wins, as with getopt, so that a wrapper
+  // (scripts/demo) can pass defaults and its caller override them.
+  train->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  train->add_option("--model", f.model, "network: mlp (784-512-256-10) or lenet")
+      ->check(CLI::IsMember({"mlp", "lenet"}))
+      ->capture_default_str();
+  train->add_option("--graph", f.graph, "train a graph file (binary or JSON; its loss and optimizer) instead of --model");
+  train->add_option("--streams", f.streams,
+                    "run the task streams sinkc compiled into DIR: no graph, no compile; the plan, optimizer and "
+                    "batch are the streams'");
+  train->add_option("--save-checkpoint", f.save_checkpoint,
+                    "after training, write the parameters and optimizer state to FILE");
+  train->add_option("--data", f.data,
+                    "fashion-mnist[:DIR] (IDX files, raw or .gz; default DIR " + std::string(tools::kFashionMnistDir) +
+                        ") or synthetic[:N] (a generated stand-in, N training samples, default 60000)")
+      ->required();
+  train->add_option("--epochs", f.epochs, "epochs (sinks in sink mode)")
+      ->check(tools::PositiveInteger())
+      ->capture_default_str();
+  train->add_option("--batch", f.batch, "batch size")->check(tools::PositiveInteger())->capture_default_str();
+  train->add_option("--optimizer", f.optimizer, "sgd, momentum or adam")
+      ->check(CLI::IsMember({"sgd", "momentum", "adam"}))
+      ->capture_default_str();
+  train->add_option("--lr", f.lr, "learning rate, > 0")->capture_default_str();
+  train->add_option("--momentum", f.momentum, "momentum of --optimizer momentum, in [0, 1)")->capture_default_str();
+  train->add_option("--seed", f.seed, "parameter initialisation and shuffle seed")->capture_default_str();
+  train->add_option("--sink-size", f.sink_size,
+                    "steps per sink epoch; -1: a whole pass (MindSpore's sink_size)")
+      ->capture_default_str();
+  train->add_flag("--no-sink", f.no_sink, "run every step as its own request (dataset_sink_mode=False)");
+  train->add_option("--threads", f.threads, "device kernel threads (default: every core this process may use)")
+      ->check(tools::PositiveInteger());
+  train->add_option("--report", f.report, "write one JSON object per epoch and an end record to FILE");
+  train->add_option("--devices", f.devices,
+                    "start this many sinkd daemons for the run and train on them (more than one needs "
+                    "--parallel data_parallel); default: an in-process device")
+      ->check(tools::PositiveInteger());
+  train->add_option("--rank-table", f.rank_table,
+                    "train on the running sinkd daemons this rank table names (default: RANK_TABLE_FILE, unless "
+                    "--devices is given)");
+  train->add_option("--parallel", f.parallel,
+                    "stand_alone (one device) or data_parallel (one replica per device, gradients AllReduced "
+                    "on the devices; --batch is per rank)")
+      ->capture_default_str();
+  train->add_option("--gradients-mean", f.gradients_mean,
+                    "data_parallel: average the gradients over the ranks (true, as DDP) or sum them (false, "
+                    "MindSpore's default)")
+      ->capture_default_str();
+  train->add_flag("--parameter-broadcast", f.parameter_broadcast,
+                  "data_parallel: broadcast rank 0's initial parameters to every rank");
+  train->add_option("--comm-fusion", f.comm_fusion,
+                    "data_parallel: MindSpore's comm_fusion as JSON, e.g. "
+                    "'{\"allreduce\": {\"mode\": \"size\", \"config\": 32}}'");
+  train->add_option("--token", f.token, "the daemons' --token");
+  train->add_option("--sinkd", f.sinkd, "the sinkd binary for --devices (default: SINKRT_SINKD, or beside sinkrun)");
+
+  tools::LaunchFlags l;
+  CLI::App* launch = app.add_subcommand(
+      "launch", "start N sinkd daemons on this machine, write their rank table, stop them on Ctrl-C or SIGTERM");
+  launch->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  launch->add_option("-n,--devices", l.devices, "daemons to start, ranks 0..N-1")->required()->check(tools::PositiveInteger());
+  launch->add_option("--base-port", l.base_port, "rank i listens on 127.0.0.1:(P + i); 0: any free port")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  launch->add_option("--rank-table-out", l.rank_table_out, "where to write the rank table")->capture_default_str();
+  launch->add_option("--token", l.token, "a secret every host must send");
+  launch->add_option("--sinkd", l.sinkd, "the sinkd binary (default: SINKRT_SINKD, or beside sinkrun)");
+  launch->add_option("--threads", l.threads, "kernel threads per daemon (default: every core)")
+      ->check(tools::PositiveInteger());
+  launch->add_flag("--quiet", l.quiet, "no job log from the daemons");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (launch->parsed()) return tools::Launch(l, argv[0]);
+  // MindSpore's RANK_TABLE_FILE names the devices when the command line
+  // does not: an explicit --rank-table or --devices wins over it.
+  f.rank_table_source = "--rank-table " + f.rank_table;
+  if (f.rank_table.empty() && !train->count("--devices"))
+    if (const char* env = std::getenv("RANK_TABLE_FILE"); env && *env) {
+      f.rank_table = env;
+      f.rank_table_source = std::string("RANK_TABLE_FILE=") + env;
+    }
+  return tools::Train(f, *train, argv[0], start);
+}

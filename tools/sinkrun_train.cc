@@ -1,0 +1,440 @@
+// sinkrun train: checks the job, builds the data pipeline and the model,
+// trains, evaluates, and prints MindSpore's monitor lines (sinkrun_main.cc
+// has the command line).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "parallel_flags.h"
+#include "sinkrun.h"
+#include "sinkrt/host/callbacks.h"
+#include "sinkrt/host/compiled_job.h"
+#include "sinkrt/host/dataset.h"
+#include "sinkrt/host/graph_file.h"
+#include "sinkrt/host/model.h"
+#include "sinkrt/host/model_zoo.h"
+#include "sinkrt/host/report_callback.h"
+
+namespace sinkrt::tools {
+namespace {
+
+using host::Dataset;
+using host::Transform;
+
+constexpr int64_t kSyntheticTrainSize = 60000;  // Fashion-MNIST's split sizes
+constexpr int64_t kSyntheticTestRatio = 6;
+constexpr int64_t kImageSide = 28;
+
+// --data, parsed.
+struct DataChoice {
+  bool synthetic = false;
+  std::string dir = kFashionMnistDir;            // fashion-mnist
+  int64_t synthetic_size = kSyntheticTrainSize;  // synthetic: training samples
+  std::string describe() const {
+    return synthetic ? "synthetic:" + std::to_string(synthetic_size) : "fashion-mnist:" + dir;
+  }
+};
+
+std::optional<DataChoice> ParseData(const std::string& spec) {
+  const size_t colon = spec.find(':');
+  const std::string kind = spec.substr(0, colon);
+  const std::optional<std::string> arg =
+      colon == std::string::npos ? std::nullopt : std::optional<std::string>(spec.substr(colon + 1));
+  DataChoice d;
+  if (kind == "fashion-mnist") {
+    if (arg) {
+      if (arg->empty()) return std::nullopt;
+      d.dir = *arg;
+    }
+    return d;
+  }
+  if (kind == "synthetic") {
+    d.synthetic = true;
+    if (arg) {
+      size_t used = 0;
+      try {
+        d.synthetic_size = std::stoll(*arg, &used);
+      } catch (const std::exception&) {
+        return std::nullopt;
+      }
+      if (used != arg->size() || d.synthetic_size < 1) return std::nullopt;
+    }
+    return d;
+  }
+  return std::nullopt;
+}
+
+// `usage`: "train" or "test".
+Result<Dataset> RawSplit(const DataChoice& data, const std::string& usage) {
+  const bool train = usage == "train";
+  Dataset d = !data.synthetic ? Dataset::Mnist(data.dir, usage)
+              : train ? Dataset::SyntheticImages(data.synthetic_size, 0)
+                      : Dataset::SyntheticImages(std::max<int64_t>(1, data.synthetic_size / kSyntheticTestRatio), 1);
+  if (!d.status().ok()) return d.status();
+  return d;
+}
+
+// The network's input pipeline on one split. `shuffle_seed` empty: in file
+// order (evaluation).
+// `flat`: images as [784] (an MLP), else [1, 28, 28] (NCHW, a CNN).
+Result<Dataset> Pipeline(const Dataset& raw, bool flat, int64_t batch, std::optional<uint64_t> shuffle_seed,
+                         bool drop_remainder) {
+  Dataset d = raw.Map("image", {Transform::Rescale(1.0 / 255.0), flat ? Transform::Reshape({kImageSide * kImageSide})
+                                                                      : Transform::HWC2CHW()});
+  for (const host::ColumnSpec& c : raw.output_columns())
+    if (c.name == "label" && c.dtype != DType::I32) d = d.Map("label", {Transform::TypeCast(DType::I32)});
+  if (shuffle_seed) d = d.Shuffle(*shuffle_seed);
+  d = d.Batch(batch, drop_remainder);
+  if (!d.status().ok()) return d.status();
+  return d;
+}
+
+Result<host::OptimizerSpec> Optimizer(const TrainFlags& f) {
+  return host::MakeOptimizer(f.optimizer, static_cast<float>(f.lr), static_cast<float>(f.momentum));
+}
+
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+std::string Fixed1(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+std::string OptimizerText(const host::OptimizerSpec& o) {
+  std::string s = std::string(host::OptimizerKindName(o.kind)) + " (lr " + Num(o.learning_rate);
+  if (o.kind == host::OptimizerKind::Momentum) s += ", momentum " + Num(o.momentum);
+  return s + ")";
+}
+
+// What the network reads per batch: a graph's Inputs in creation order.
+std::vector<host::ColumnSpec> GraphInputs(const host::Graph& g) {
+  std::vector<host::ColumnSpec> out;
+  for (const host::TensorInfo& t : g.tensors())
+    if (t.kind == host::TensorKind::Input) out.push_back({t.name, t.dtype, t.shape});
+  return out;
+}
+
+std::string ColumnsText(const std::vector<host::ColumnSpec>& cols) {
+  std::string s;
+  for (const auto& c : cols) s += (s.empty() ? "" : ", ") + c.name + " " + DTypeName(c.dtype) + " " + ShapeToString(c.shape);
+  return s;
+}
+
+// How sinkrun's image pipeline must shape the network's "image" input (per
+// batch, batch first): flat [B, 784] or NCHW [B, 1, 28, 28]; empty when the
+// network reads something this pipeline cannot produce.
+std::optional<bool> FlatImages(const std::vector<host::ColumnSpec>& cols) {
+  for (const auto& c : cols) {
+    if (c.name != "image" || c.dtype != DType::F32) continue;
+    if (c.shape.size() == 2 && c.shape[1] == kImageSide * kImageSide) return true;
+    if (c.shape == Shape{c.shape.empty() ? 0 : c.shape[0], 1, kImageSide, kImageSide}) return false;
+  }
+  return std::nullopt;
+}
+
+// The streams' queue must be what the pipeline feeds: every column the
+// streams read, by name, with the pipeline's dtype and batch shape.
+Status CheckColumns(const std::vector<host::ColumnSpec>& want, const std::vector<host::ColumnSpec>& have) {
+  for (const auto& w : want) {
+    auto it = std::find_if(have.begin(), have.end(), [&](const host::ColumnSpec& h) { return h.name == w.name; });
+    if (it == have.end())
+      return InvalidArgument("the network reads column '" + w.name + "', which the data does not have (it has " +
+                             ColumnsText(have) + ")");
+    if (it->dtype != w.dtype || it->shape != w.shape)
+      return InvalidArgument("the network reads '" + w.name + "' as " + DTypeName(w.dtype) + " " +
+                             ShapeToString(w.shape) + ", the data gives " + DTypeName(it->dtype) + " " +
+                             ShapeToString(it->shape));
+  }
+  return Status::Ok();
+}
+
+double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+}  // namespace
+
+int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::time_point start) {
+  // Flags whose meaning depends on others, checked together so that no
+  // combination is silently ignored.
+  const bool launch_sinkd = cmd.count("--devices") > 0;
+  if (launch_sinkd && !f.rank_table.empty())
+    return Usage("--devices and --rank-table contradict each other: the rank table names the devices");
+  if (!f.token.empty() && !launch_sinkd && f.rank_table.empty() && f.streams.empty())
+    return Usage("--token applies to sinkd (--devices or --rank-table), not to the in-process device");
+  if (!f.sinkd.empty() && !launch_sinkd && f.streams.empty()) return Usage("--sinkd applies to --devices, which starts a sinkd");
+  if (f.threads > 0 && !f.rank_table.empty())
+    return Usage("--threads: the daemons of a rank table (" + f.rank_table_source +
+                 ") run with the --threads they were started with");
+  if (!(f.lr > 0) || !std::isfinite(f.lr)) return Usage("--lr must be a positive number, got " + Num(f.lr));
+  if (!(f.momentum >= 0 && f.momentum < 1))
+    return Usage("--momentum must be in [0, 1), got " + Num(f.momentum));
+  if (f.sink_size == 0 || f.sink_size < -1)
+    return Usage("--sink-size must be -1 (a whole pass per epoch) or positive, got " + std::to_string(f.sink_size));
+  if (f.no_sink && cmd.count("--sink-size"))
+    return Usage("--sink-size and --no-sink contradict each other: without sinking every step is its own request");
+  if (cmd.count("--momentum") && f.optimizer != "momentum")
+    return Usage("--momentum applies to --optimizer momentum, not " + f.optimizer);
+  std::optional<DataChoice> data = ParseData(f.data);
+  if (!data)
+    return Usage("--data '" + f.data + "': expected fashion-mnist, fashion-mnist:DIR, synthetic or synthetic:N");
+  if (cmd.count("--model") + !f.graph.empty() + !f.streams.empty() > 1)
+    return Usage("--model, --graph and --streams each name the network: give one");
+  const bool precompiled = !f.streams.empty();
+  if (precompiled) {
+    for (const char* baked : {"--optimizer", "--lr", "--momentum", "--parallel", "--gradients-mean",
+                              "--parameter-broadcast", "--comm-fusion"})
+      if (cmd.count(baked))
+        return Usage(std::string(baked) + " is compiled into the streams of --streams " + f.streams +
+                     " (see its manifest.json): recompile with sinkc to change it");
+  }
+  std::optional<RankTable> table;
+  if (!f.rank_table.empty()) {
+    auto loaded = LoadRankTable(f.rank_table);
+    if (!loaded.ok()) return Failure(f.rank_table_source + ": " + loaded.status().message());
+    table = std::move(loaded).value();
+  }
+  int devices = table ? static_cast<int>(table->size()) : f.devices;
+  bool launch = launch_sinkd;
+
+  // The network: its inputs (per batch), its batch and its optimizer.
+  std::optional<host::CompiledJob> job;
+  std::optional<host::GraphFile> graph_file;
+  std::string network = f.model;
+  std::vector<host::ColumnSpec> inputs;
+  int64_t batch = f.batch;
+  auto optimizer = Optimizer(f);
+  if (!optimizer.ok()) return Usage("--optimizer: " + optimizer.status().message());
+  if (precompiled) {
+    auto read = host::ReadCompiledJob(f.streams);
+    if (!read.ok()) return Failure("--streams: " + read.status().message());
+    job = std::move(read).value();
+    const int n = static_cast<int>(job->world_size());
+    if (table && devices != n)
+      return Usage(f.rank_table_source + " has " + std::to_string(devices) + " ranks, but the streams in " +
+                   f.streams + " were compiled for " + std::to_string(n));
+    if (launch && devices != n)
+      return Usage("--devices " + std::to_string(devices) + ": the streams in " + f.streams + " were compiled for " +
+                   std::to_string(n) + (n == 1 ? " rank" : " ranks"));
+    // Several ranks need as many devices: local daemons unless a rank table names them.
+    if (!table && n > 1) launch = true;
+    devices = n;
+    inputs = job->train_columns();
+    network = "'" + job->network_name + "' (streams " + f.streams + ")";
+    *optimizer = job->options.optimizer;
+  } else if (!f.graph.empty()) {
+    host::GraphLoadOptions load;
+    if (cmd.count("--batch")) load.batch = f.batch;
+    auto loaded = host::LoadGraph(f.graph, load);
+    if (!loaded.ok()) return Failure("--graph: " + loaded.status().message());
+    graph_file = std::move(loaded).value();
+    inputs = GraphInputs(graph_file->graph);
+    network = "'" + graph_file->graph.name() + "' (" + f.graph + ")";
+    if (!cmd.count("--optimizer") && graph_file->optimizer) *optimizer = *graph_file->optimizer;
+  }
+  bool flat = f.model == "mlp";
+  if (job || graph_file) {
+    if (inputs.empty() || inputs[0].shape.empty())
+      return Failure(network + " reads no batched input (its inputs: " + ColumnsText(inputs) + ")");
+    const int64_t compiled_batch = inputs[0].shape[0];
+    if (job && cmd.count("--batch") && f.batch != compiled_batch)
+      return Usage("--batch " + std::to_string(f.batch) + ": the streams in " + f.streams + " were compiled for batch " +
+                   std::to_string(compiled_batch) + " per rank");
+    batch = compiled_batch;
+    const std::optional<bool> layout = FlatImages(inputs);
+    if (!layout)
+      return Failure(network + " reads " + ColumnsText(inputs) +
+                     "; sinkrun's image data gives 'image' f32 [B, 784] or [B, 1, 28, 28] and 'label' i32 [B]");
+    flat = *layout;
+  }
+
+  // MindSpore's parallel context and its checks: more than one device
+  // needs data_parallel.
+  host::ParallelContext context;
+  if (job) {
+    context.mode = job->options.parallel_mode;
+    context.device_num = devices;
+    context.gradients_mean = job->options.gradients_mean;
+    context.parameter_broadcast = job->options.parameter_broadcast;
+    context.comm_fusion = job->options.comm_fusion;
+  } else {
+    auto parsed = tools::ParseParallelFlags(
+        {.parallel = f.parallel,
+         .devices = devices,
+         .devices_flag = table ? f.rank_table_source + " (" + std::to_string(devices) + " ranks)"
+                               : "--devices " + std::to_string(devices),
+         .gradients_mean = f.gradients_mean,
+         .gradients_mean_given = cmd.count("--gradients-mean") > 0,
+         .parameter_broadcast = f.parameter_broadcast,
+         .comm_fusion = f.comm_fusion});
+    if (!parsed.ok()) return Usage(parsed.status().message());
+    context = *parsed;
+  }
+
+  // Data first: a missing directory or a corrupt file ends the run here,
+  // naming the file, before any compilation.
+  auto train_raw = RawSplit(*data, "train");
+  if (!train_raw.ok()) return Failure("--data " + data->describe() + ": " + train_raw.status().message());
+  auto test_raw = RawSplit(*data, "test");
+  if (!test_raw.ok()) return Failure("--data " + data->describe() + ": " + test_raw.status().message());
+  auto train_data = Pipeline(*train_raw, flat, batch, f.seed, /*drop_remainder=*/true);
+  if (!train_data.ok()) return Failure("training pipeline: " + train_data.status().message());
+  auto test_data = Pipeline(*test_raw, flat, batch, std::nullopt, /*drop_remainder=*/false);
+  if (!test_data.ok()) return Failure("test pipeline: " + test_data.status().message());
+  const int64_t train_samples = train_raw->get_dataset_size();
+  const int64_t batches = train_data->get_dataset_size();
+  if (batches < 1)
+    return Usage("--batch " + std::to_string(batch) + " is larger than the " + std::to_string(train_samples) +
+                 " training samples");
+  if (job || graph_file) {
+    Status matches = CheckColumns(inputs, train_data->output_columns());
+    if (!matches.ok()) return Failure(network + " does not match --data " + data->describe() + ": " + matches.message());
+  }
+  std::unique_ptr<host::ReportCallback> report;
+  if (!f.report.empty()) {
+    auto r = host::ReportCallback::Create(f.report);
+    if (!r.ok()) return Failure("--report: " + r.status().message());
+    report = std::move(r).value();
+  }
+
+  // Each rank takes every devices-th sample: a pass has this many steps.
+  const int64_t rank_batches =
+      devices > 1 ? train_data->ShardBelowBatch(devices, 0).get_dataset_size() : batches;
+  if (devices > 1 && rank_batches < 1)
+    return Usage("--batch " + std::to_string(batch) + " on " + std::to_string(devices) +
+                 " devices needs more than the " + std::to_string(train_samples) + " training samples");
+
+  // Last of the checks: starting or reaching a daemon is the costliest.
+  auto opened = OpenDevices(f, launch, devices, table, argv0);
+  if (!opened.ok()) return Failure(opened.status().message());
+  TrainDevices& dev = *opened;
+
+  const bool sink = !f.no_sink;
+  const int64_t pass_steps = devices > 1 ? rank_batches : batches;
+  const int64_t steps_per_epoch = sink && f.sink_size > 0 ? f.sink_size : pass_steps;
+  const int64_t global_batch = batch * devices;
+  std::cout << "sinkrun: " << network << " on " << data->describe() << ": " << train_samples << " training, "
+            << test_raw->get_dataset_size() << " test samples; batch " << batch
+            << (devices > 1 ? " per rank (global " + std::to_string(global_batch) + ")" : std::string()) << ", "
+            << f.epochs << " epochs of " << steps_per_epoch << " steps, "
+            << (sink ? "sink mode (sink_size " + std::to_string(f.sink_size) + ")" : std::string("non-sink mode"))
+            << ", " << OptimizerText(*optimizer) << ", seed " << f.seed << "; "
+            << tools::ParallelContextText(context.mode, context.gradients_mean) << "; device: " << dev.describe
+            << std::endl;
+
+  host::ModelOptions model_options;
+  const std::vector<DeviceLink*> links = dev.pointers();
+  Result<std::unique_ptr<host::Model>> model = Internal("no network");
+  if (job) {
+    // The streams carry their own plan: Create checks the devices against it.
+    model = host::Model::Create(std::move(*job), links, model_options);
+  } else if (graph_file) {
+    model_options.context = context;
+    model = host::Model::Create(std::move(graph_file->graph), host::LossSpec::None(), *optimizer, links,
+                                model_options);
+  } else {
+    model_options.context = context;
+    host::Graph net = f.model == "mlp" ? host::MakeMlpNetwork(batch, {784, 512, 256, 10}, f.seed)
+                                       : host::MakeLeNetNetwork(batch, f.seed);
+    model = host::Model::Create(std::move(net), host::LossSpec::SparseSoftmaxCrossEntropy(), *optimizer, links,
+                                model_options);
+  }
+  if (!model.ok()) return Failure(model.status().message());
+  const host::CompileReport& compiled = (*model)->compiled().report;
+  std::cout << "compiled: " << compiled.train_tasks << " train tasks";
+  if (!compiled.buckets.empty()) {
+    uint64_t bytes = 0;
+    for (const auto& b : compiled.buckets) bytes += b.bytes;
+    std::cout << " + " << compiled.comm_tasks << " comm tasks (" << compiled.buckets.size() << " AllReduce bucket"
+              << (compiled.buckets.size() == 1 ? "" : "s") << ", " << Fixed1(bytes / 1048576.0) << " MiB)";
+  }
+  std::cout << ", arena " << Fixed1(compiled.arena_bytes / 1048576.0) << " MiB; device threads " << dev.threads()
+            << std::endl;
+
+  // In sink mode LossMonitor prints once per sink; without sinking it would
+  // print every step, so it prints at each epoch's last step instead.
+  host::LossMonitor loss_monitor(sink ? 1 : static_cast<int>(pass_steps));
+  host::TimeMonitor time_monitor;
+  std::vector<host::Callback*> callbacks = {&loss_monitor, &time_monitor};
+  if (report) callbacks.push_back(report.get());
+
+  const uint64_t round_trips_before = (*model)->host_round_trips();
+  const Clock::time_point train_start = Clock::now();
+  Status trained = (*model)->train(f.epochs, *train_data, callbacks, sink, sink ? f.sink_size : -1);
+  const double train_s = SecondsSince(train_start);
+  if (!trained.ok()) return Failure("training failed: " + trained.message());
+  const uint64_t train_round_trips = (*model)->host_round_trips() - round_trips_before;
+
+  if (!f.save_checkpoint.empty()) {
+    const int64_t consumed = int64_t{f.epochs} * steps_per_epoch;
+    Status saved = host::SaveCheckpoint(
+        f.save_checkpoint, **model,
+        {.epoch = f.epochs, .step = steps_per_epoch, .batch_num = steps_per_epoch, .global_batch = consumed});
+    if (!saved.ok()) return Failure("--save-checkpoint: " + saved.message());
+  }
+
+  auto eval = (*model)->eval(*test_data);
+  if (!eval.ok()) return Failure("evaluation failed: " + eval.status().message());
+
+  const int64_t steps = int64_t{f.epochs} * steps_per_epoch;
+  const double samples_per_s = static_cast<double>(steps * global_batch) / train_s;
+  const double wall_s = SecondsSince(start);
+  std::printf("Eval result: accuracy %.4f, loss %.4f over %lld test samples\n", eval->accuracy, eval->loss,
+              static_cast<long long>(eval->samples));
+  std::printf("Trained %lld steps (%lld samples) in %.2f s: %.0f samples/s; %llu control round trips (%s); "
+              "wall %.2f s\n",
+              static_cast<long long>(steps), static_cast<long long>(steps * global_batch), train_s, samples_per_s,
+              static_cast<unsigned long long>(train_round_trips),
+              sink ? (devices > 1 ? "one per sink epoch per device" : "one per sink epoch")
+                   : (devices > 1 ? "one per step per device" : "one per step"),
+              wall_s);
+  if (report) {
+    nlohmann::ordered_json end = {
+        {"event", "end"},
+        {"model", network},
+        {"data", data->describe()},
+        {"epochs", f.epochs},
+        {"batch_size", batch},
+        {"devices", devices},
+        {"parallel_mode", host::ParallelModeName(context.mode)},
+        {"gradients_mean", context.gradients_mean},
+        {"global_batch_size", global_batch},
+        {"optimizer", host::OptimizerKindName(optimizer->kind)},
+        {"learning_rate", optimizer->learning_rate},
+        {"seed", f.seed},
+        {"sink_mode", sink},
+        {"sink_size", sink ? f.sink_size : -1},
+        {"device", dev.kind},
+        {"device_threads", dev.threads()},
+        {"train_steps", steps},
+        {"train_samples", steps * global_batch},
+        {"train_s", train_s},
+        {"train_samples_per_s", samples_per_s},
+        {"host_round_trips", train_round_trips},
+        {"eval_round_trips", eval->round_trips},
+        {"test_accuracy", eval->accuracy},
+        {"test_loss", eval->loss},
+        {"test_samples", eval->samples},
+        {"wall_s", wall_s},
+    };
+    if (optimizer->kind == host::OptimizerKind::Momentum) end["momentum"] = optimizer->momentum;
+    Status written = report->Write(end);
+    if (!written.ok()) return Failure(written.message());
+  }
+  return 0;
+}
+
+}  // namespace sinkrt::tools
