@@ -25,7 +25,7 @@ struct FusionThreshold {
 
 // comm_fusion = {"openstate": ..., "allreduce": {"mode": "auto"|"size"|"index", "config": ...},
 //                "allgather": {...}, "reducescatter": {...}}
-// How DATA_PARALLEL groups gradients into fused AllReduces (compiler/fusion_buckets.h;
+// How DATA_PARALLEL groups gradients into fused AllReduces (host/src/parallel/fusion_buckets.h;
 // mindspore-semantics.md §3). An "MB" is MindSpore's DP unit as coded, 262144 bytes.
 struct CommFusion {
   std::string mode = "auto";        // auto: 64 MB buckets
