@@ -14,7 +14,7 @@
 
 #include "sinkrt/device/communicator.h"
 #include "sinkrt/device/listening_inbox.h"
-#include "comm/reduce.h"
+#include "comm/algorithms/reduce.h"
 #include "sinkrt/runtime/wire.h"
 
 namespace sinkrt::device {
