@@ -9,10 +9,13 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <random>
 #include <thread>
 
 #include "sinkrt/device/communicator.h"
+#include "sinkrt/device/daemon.h"
+#include "sinkrt/device/device_options.h"
 #include "sinkrt/device/listening_inbox.h"
 #include "comm/algorithms/reduce.h"
 #include "sinkrt/runtime/wire.h"
@@ -636,6 +639,117 @@ TEST(CommFailures, AbortWakesTheWaitAndFailsThePeers) {
     EXPECT_LT(took[0], milliseconds(10000));
     EXPECT_FALSE(st[1].ok());
   }
+}
+
+// ---- timeouts from the environment (MindSpore's HCCL_* as users set them) ----
+
+// Sets (or, with nullptr, unsets) environment variables for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (auto [name, value] : vars) {
+      const char* old = std::getenv(name);
+      saved_.push_back({name, old ? std::optional<std::string>(old) : std::nullopt});
+      if (value)
+        ::setenv(name, value, 1);
+      else
+        ::unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    for (auto& [name, old] : saved_) {
+      if (old)
+        ::setenv(name, old->c_str(), 1);
+      else
+        ::unsetenv(name);
+    }
+  }
+
+ private:
+  std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
+};
+
+TEST(CommTimeouts, EnvironmentResolution) {
+  using std::chrono::seconds;
+  auto resolve = [](const char* sinkrt_ms, const char* exec_s, const char* connect_s) {
+    ScopedEnv env{{"SINKRT_PEER_TIMEOUT_MS", sinkrt_ms}, {"HCCL_EXEC_TIMEOUT", exec_s},
+                  {"HCCL_CONNECT_TIMEOUT", connect_s}};
+    return DeviceOptions::FromEnvironment();
+  };
+  DeviceOptions o = resolve(nullptr, nullptr, nullptr);
+  EXPECT_EQ(o.peer_timeout, seconds(300));
+  EXPECT_EQ(o.effective_rendezvous_timeout(), seconds(300));
+  // HCCL_EXEC_TIMEOUT: how long a collective waits for its peers, only.
+  o = resolve(nullptr, "7", nullptr);
+  EXPECT_EQ(o.peer_timeout, seconds(7));
+  EXPECT_EQ(o.effective_rendezvous_timeout(), seconds(300));
+  // HCCL_CONNECT_TIMEOUT: joining a world, only.
+  o = resolve(nullptr, nullptr, "5");
+  EXPECT_EQ(o.peer_timeout, seconds(300));
+  EXPECT_EQ(o.effective_rendezvous_timeout(), seconds(5));
+  o = resolve(nullptr, "7", "5");
+  EXPECT_EQ(o.peer_timeout, seconds(7));
+  EXPECT_EQ(o.effective_rendezvous_timeout(), seconds(5));
+  // SINKRT_PEER_TIMEOUT_MS wins over both, for both waits.
+  o = resolve("1234", "7", "5");
+  EXPECT_EQ(o.peer_timeout, milliseconds(1234));
+  EXPECT_EQ(o.effective_rendezvous_timeout(), milliseconds(1234));
+  // Zero or not a number is ignored, never "fail at once".
+  o = resolve("x", "0", "soon");
+  EXPECT_EQ(o.peer_timeout, seconds(300));
+  EXPECT_EQ(o.effective_rendezvous_timeout(), seconds(300));
+  // An explicit option (a flag) wins over the environment: the daemon's
+  // options carry the resolved values and Daemon::Start hands them on.
+  {
+    ScopedEnv env{{"SINKRT_PEER_TIMEOUT_MS", nullptr}, {"HCCL_EXEC_TIMEOUT", "7"}, {"HCCL_CONNECT_TIMEOUT", "5"}};
+    DaemonOptions d = DaemonOptions::FromEnvironment();
+    EXPECT_EQ(d.peer_timeout, seconds(7));
+    EXPECT_EQ(d.rendezvous_timeout, seconds(5));
+  }
+}
+
+// CommOptions as a device builds them from its DeviceOptions.
+CommOptions FromDevice(const DeviceOptions& d, bool shm) {
+  CommOptions o = TestOptions(shm, d.peer_timeout);
+  o.rendezvous_timeout = d.rendezvous_timeout;
+  return o;
+}
+
+TEST(CommTimeouts, HcclExecTimeoutBoundsACollectiveNamingTheMissingRank) {
+  ScopedEnv env{{"SINKRT_PEER_TIMEOUT_MS", nullptr}, {"HCCL_EXEC_TIMEOUT", "1"}, {"HCCL_CONNECT_TIMEOUT", nullptr}};
+  const CommOptions o = FromDevice(DeviceOptions::FromEnvironment(), false);
+  Cluster c(2, o);  // joining is not bounded by it: a loaded machine still forms the world
+  ASSERT_TRUE(c.ok()) << c.create_status(0).ToString();
+  std::vector<uint8_t> data(64);
+  const auto start = Clock::now();
+  Status st = c[0].AllReduce(data, DType::F32, ReduceOp::Sum, Group::World(2));  // rank 1 never calls
+  const auto took = Clock::now() - start;
+  EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
+  EXPECT_NE(st.message().find("within 1000 ms"), std::string::npos) << st.ToString();
+  EXPECT_TRUE(st.message().find("rank 1 has not called AllReduce #1") != std::string::npos ||
+              st.message().find("rank 1 does not answer") != std::string::npos)
+      << st.ToString();
+  EXPECT_GE(took, milliseconds(1000));
+  EXPECT_LT(took, milliseconds(8000));
+}
+
+TEST(CommTimeouts, HcclConnectTimeoutBoundsTheRendezvousNamingTheMissingRank) {
+  ScopedEnv env{{"SINKRT_PEER_TIMEOUT_MS", nullptr}, {"HCCL_EXEC_TIMEOUT", nullptr}, {"HCCL_CONNECT_TIMEOUT", "1"}};
+  const CommOptions o = FromDevice(DeviceOptions::FromEnvironment(), false);
+  EXPECT_EQ(o.peer_timeout, std::chrono::seconds(300));
+  // Rank 1's inbox takes rank 0's dial, but rank 1 never joins.
+  auto inbox0 = std::move(ListeningInbox::Start()).value();
+  auto inbox1 = std::move(ListeningInbox::Start()).value();
+  std::vector<PeerAddress> world{{0, inbox0->address(), "h"}, {1, inbox1->address(), "h"}};
+  const auto start = Clock::now();
+  auto created = Communicator::Create(0, world, 42, *inbox0, o);
+  const auto took = Clock::now() - start;
+  ASSERT_FALSE(created.ok());
+  EXPECT_EQ(created.status().code(), StatusCode::kDeadlineExceeded) << created.status().ToString();
+  EXPECT_NE(created.status().message().find("rank 1 "), std::string::npos) << created.status().ToString();
+  EXPECT_NE(created.status().message().find("within 1000 ms"), std::string::npos) << created.status().ToString();
+  EXPECT_GE(took, milliseconds(1000));
+  EXPECT_LT(took, milliseconds(8000));
 }
 
 TEST(CommRendezvous, WrongJobIsRefusedNamingBothJobs) {

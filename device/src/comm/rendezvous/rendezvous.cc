@@ -202,9 +202,10 @@ std::string ShmName(uint64_t job, uint32_t lo, uint32_t hi) {
 }
 
 // Returns the mapped region, or null when the pair stays on TCP.
-Result<std::unique_ptr<ShmRegion>> SetUpShm(uint32_t self, uint32_t peer, int fd, uint64_t job, const CommOptions& o) {
+Result<std::unique_ptr<ShmRegion>> SetUpShm(uint32_t self, uint32_t peer, int fd, uint64_t job, const CommOptions& o,
+                                            std::chrono::milliseconds timeout) {
   const size_t bytes = ShmPairBytes(o.segments_in_flight, o.segment_bytes);
-  const Deadline deadline = DeadlineIn(o.peer_timeout);
+  const Deadline deadline = DeadlineIn(timeout);
   const std::string who = RankText(peer);
   if (self < peer) {
     const std::string name = ShmName(job, self, peer);
@@ -252,6 +253,8 @@ void TuneFd(int fd) {
 
 Status CheckOptions(const CommOptions& o) {
   if (o.peer_timeout.count() <= 0) return InvalidArgument("CommOptions.peer_timeout must be positive");
+  if (o.rendezvous_timeout.count() < 0)
+    return InvalidArgument("CommOptions.rendezvous_timeout must be positive (or 0: the peer timeout)");
   if (o.segment_bytes < 8 || o.segment_bytes % 8 != 0 || o.segment_bytes > (1u << 30))
     return InvalidArgument("CommOptions.segment_bytes must be a multiple of 8 between 8 and 1 GiB, not " +
                            std::to_string(o.segment_bytes));
@@ -279,7 +282,10 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(uint32_t rank, std::v
     seen[p.rank] = true;
     by_rank[p.rank] = p;
   }
-  const auto timeout = options.peer_timeout;
+  // Every phase below, Barrier #0 included, is bounded by the rendezvous
+  // timeout (HCCL_CONNECT_TIMEOUT's meaning); the collectives after it by
+  // the peer timeout.
+  const auto timeout = options.rendezvous_timeout.count() > 0 ? options.rendezvous_timeout : options.peer_timeout;
 
   // 1. Connections.
   std::vector<std::unique_ptr<FrameSocket>> sockets(n);
@@ -339,7 +345,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(uint32_t rank, std::v
     if (p == rank) continue;
     const bool same_host = !by_rank[p].host_id.empty() && by_rank[p].host_id == by_rank[rank].host_id;
     if (!same_host || !options.use_shared_memory || !theirs[p].use_shared_memory) continue;
-    SINKRT_ASSIGN_OR_RETURN(regions[p], SetUpShm(rank, p, sockets[p]->native_handle(), job, options));
+    SINKRT_ASSIGN_OR_RETURN(regions[p], SetUpShm(rank, p, sockets[p]->native_handle(), job, options, timeout));
   }
 
   // 4. Transports, the I/O thread, the barrier.
@@ -356,7 +362,9 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(uint32_t rank, std::v
   auto it = state->sequences.emplace(world_group.ranks, 0).first;
   Op barrier(*state, OpKind::kBarrier, it->first, rank, 0);
   state->signals.Begin(OpKind::kBarrier, barrier.group, 0);
+  state->options.peer_timeout = timeout;  // the op's waits read it
   Status st = BarrierOp(barrier);
+  state->options.peer_timeout = options.peer_timeout;
   state->signals.End(!st.ok());
   if (!st.ok()) return Status(st.code(), "rendezvous barrier: " + st.message());
   return std::unique_ptr<Communicator>(new Communicator(std::move(state)));
