@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
                  "a sink fails when its data queue stays empty this long (SINKRT_GETNEXT_TIMEOUT_MS; 300000)")
       ->check(CLI::PositiveNumber);
   app.add_option("--peer-timeout-ms", f.peer_timeout_ms,
-                 "waiting on a peer daemon: joining a world, each collective (SINKRT_PEER_TIMEOUT_MS; 300000)")
+                 "waiting on a peer daemon: joining a world, each collective (SINKRT_PEER_TIMEOUT_MS; else "
+                 "HCCL_CONNECT_TIMEOUT s for joining, HCCL_EXEC_TIMEOUT s for collectives; 300000)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--quiet", f.quiet, "no job log on stderr");
   CLI11_PARSE(app, argc, argv);
@@ -99,7 +100,10 @@ int main(int argc, char** argv) {
   if (f.threads >= 0) options.device.threads = f.threads;
   if (f.connect_timeout_ms > 0) options.connect_timeout = std::chrono::milliseconds(f.connect_timeout_ms);
   if (f.getnext_timeout_ms > 0) options.device.get_next_timeout = std::chrono::milliseconds(f.getnext_timeout_ms);
-  if (f.peer_timeout_ms > 0) options.peer_timeout = std::chrono::milliseconds(f.peer_timeout_ms);
+  if (f.peer_timeout_ms > 0) {  // the flag wins over every variable, for both waits
+    options.peer_timeout = std::chrono::milliseconds(f.peer_timeout_ms);
+    options.rendezvous_timeout = std::chrono::milliseconds(0);
+  }
   options.log = !f.quiet;
 
   // Signals are taken by one thread with sigwait, so no handler runs inside

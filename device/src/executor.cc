@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "comm_stream.h"
+#include "streams/comm_stream.h"
 #include "loaded_job.h"
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/format.h"

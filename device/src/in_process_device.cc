@@ -21,7 +21,7 @@ InProcessDevice::~InProcessDevice() {
 
 Result<PeerEndpoint> InProcessDevice::Endpoint() {
   if (!inbox_) {
-    SINKRT_ASSIGN_OR_RETURN(inbox_, ListeningInbox::Start(options_.peer_timeout));
+    SINKRT_ASSIGN_OR_RETURN(inbox_, ListeningInbox::Start(options_.effective_rendezvous_timeout()));
   }
   return PeerEndpoint{inbox_->address().ToString(), LocalHostId()};
 }
@@ -46,6 +46,7 @@ Status InProcessDevice::JoinWorld(const WorldSpec& world) {
   comm_.reset();
   CommOptions options;
   options.peer_timeout = options_.peer_timeout;
+  options.rendezvous_timeout = options_.rendezvous_timeout;
   options.use_shared_memory = options_.shared_memory;
   SINKRT_ASSIGN_OR_RETURN(comm_, Communicator::Create(world.rank, std::move(peers), world.job, *inbox_, options));
   return Status::Ok();

@@ -1,118 +1,38 @@
-// Communicator::State and Op: what every algorithm file shares.
+// Communicator::State: one communicator's world as the layers above the
+// transports see it (communicator.cc, algorithms/).
 //
-// An Op is one collective call as one rank sees it: the group, this rank's
-// position in it, the sequence number that tags its messages, and the
-// phase it is in. Its helpers post, receive and wait through the peers'
-// transports and turn their errors into messages that name the op, the
-// phase and the rank at fault (asking the group where everyone is when a
-// wait times out).
+// It holds the peers only as a Mesh and their Transport interfaces, never
+// the concrete shm or TCP classes: rendezvous/ builds those and hands the
+// Mesh over, so the algorithms compile against the interfaces alone.
 #pragma once
 
 #include <map>
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
-#include "comm_signals.h"
+#include "comm/transport/comm_signals.h"
+#include "comm/transport/mesh.h"
+#include "comm/transport/transport.h"
 #include "sinkrt/device/communicator.h"
-#include "shm_transport.h"
-#include "tcp_engine.h"
-#include "tcp_link.h"
-#include "transport.h"
 
 namespace sinkrt::device {
-
-struct PeerEntry {
-  std::unique_ptr<TcpLink> link;      // every peer has one
-  std::unique_ptr<ShmRegion> region;  // peers on this host with shared memory
-  std::unique_ptr<ShmTransport> shm;
-  std::unique_ptr<Transport> tcp;
-  Transport* transport = nullptr;  // shm or tcp
-};
 
 struct Communicator::State {
   uint32_t rank = 0;
   uint32_t size = 0;
   uint64_t job = 0;
   CommOptions options;
-  CommSignals signals;
-  std::vector<PeerEntry> peers;  // by world rank; this rank's entry is empty
-  std::unique_ptr<TcpEngine> engine;
+  CommSignals signals;          // declared before mesh: the mesh's links hold a reference
+  std::unique_ptr<Mesh> mesh;   // every peer's connection; closed by ~State
+  // By world rank, looked up once from the mesh (null for this rank): the
+  // hot path reads a pointer, no virtual call.
+  std::vector<Transport*> transports;
   std::map<std::vector<uint32_t>, uint64_t> sequences;  // per group: the last sequence number used
   Status broken;                                        // the first failure; every later call returns it
   std::vector<uint8_t> scratch;                         // ReduceScatter's working copy, kept between calls
 
   ~State();
 };
-
-uint32_t GroupHash(std::span<const uint32_t> ranks);
-
-class Op {
- public:
-  Op(Communicator::State& s, OpKind kind, std::span<const uint32_t> ranks, uint32_t pos, uint64_t seq)
-      : state(s), kind(kind), ranks(ranks), pos(pos), seq(seq), group(GroupHash(ranks)) {}
-
-  Communicator::State& state;
-  OpKind kind;                      // as errors name it (Recv for the receiving side)
-  std::span<const uint32_t> ranks;  // the group, ascending
-  uint32_t pos;                     // this rank's position in it
-  uint64_t seq;
-  uint32_t group;
-  const char* phase = "";
-
-  uint32_t n() const { return static_cast<uint32_t>(ranks.size()); }
-  uint32_t rank_at(uint32_t position) const { return ranks[position]; }
-  size_t segment_bytes() const { return state.options.segment_bytes; }
-  uint32_t window() const { return static_cast<uint32_t>(state.options.segments_in_flight); }
-  Tag tag(uint32_t segment) const { return Tag{kind == OpKind::kRecv ? OpKind::kSend : kind, group, seq, segment}; }
-  // "AllReduce #7"
-  std::string Name() const { return std::string(OpName(kind)) + " #" + std::to_string(seq); }
-
-  // Transport calls on the member at `position`, errors worded for this op.
-  Result<uint64_t> Post(uint32_t position, uint32_t segment, std::span<const uint8_t> bytes);
-  Result<std::span<const uint8_t>> Receive(uint32_t position, uint32_t segment, size_t bytes);
-  void Release(uint32_t position) { transport(position).Release(); }
-  Status WaitSent(uint32_t position, uint64_t ticket);
-  uint64_t Posted(uint32_t position) { return transport(position).posted(); }
-  // Until everything this rank posted to the group has left its buffers.
-  Status FlushAll();
-
-  // A transport's error as this op's: names the op, the phase and the rank;
-  // a timeout also reports where the rest of the group is.
-  Status Fail(const Status& st);
-
- private:
-  Transport& transport(uint32_t position) { return *state.peers[ranks[position]].transport; }
-  Deadline deadline() const { return DeadlineIn(state.options.peer_timeout); }
-  std::string StallReport();
-};
-
-// Cuts `count` elements into `parts` runs whose sizes differ by at most one.
-struct Split {
-  size_t count = 0;
-  size_t parts = 1;
-  size_t begin(size_t i) const { return i * (count / parts) + std::min(i, count % parts); }
-  size_t size(size_t i) const { return count / parts + (i < count % parts ? 1 : 0); }
-};
-
-// Segments per piece so that no segment of `max_elements` elements of
-// `elem` bytes exceeds `segment_bytes` (a multiple of 8, so whole elements fit).
-inline size_t SegmentsFor(size_t max_elements, size_t elem, size_t segment_bytes) {
-  size_t bytes = max_elements * elem;
-  return bytes == 0 ? 1 : (bytes + segment_bytes - 1) / segment_bytes;
-}
-
-// Algorithms (one file each).
-Status RingPass(Op& op, std::span<uint8_t> data, size_t elem, DType dtype, ReduceOp rop, uint32_t first_step,
-                uint32_t end_step);
-Status RecursiveDoubling(Op& op, std::span<uint8_t> data, size_t elem, DType dtype, ReduceOp rop);
-Status AllReduceOp(Op& op, std::span<uint8_t> data, DType dtype, ReduceOp rop);
-Status AllGatherOp(Op& op, std::span<const uint8_t> in, std::span<uint8_t> out);
-Status ReduceScatterOp(Op& op, std::span<const uint8_t> in, std::span<uint8_t> out, DType dtype, ReduceOp rop);
-Status BroadcastOp(Op& op, std::span<uint8_t> data, uint32_t root_pos);
-Status SendOp(Op& op, std::span<const uint8_t> data, uint32_t peer_pos);
-Status RecvOp(Op& op, std::span<uint8_t> data, uint32_t peer_pos);
-Status BarrierOp(Op& op);
 
 }  // namespace sinkrt::device

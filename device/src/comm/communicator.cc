@@ -1,10 +1,15 @@
 // Communicator's public calls: check the arguments, number the call in its
 // group, run the algorithm, and on failure break the communicator and tell
 // every peer (so they fail now rather than at their own timeouts).
+//
+// The front of the comm layers: it sees State (the Mesh and Transport
+// interfaces) and the algorithms (algorithms/op.h), never a concrete
+// transport; Communicator::Create is in rendezvous/.
 #include <algorithm>
 
-#include "comm_state.h"
-#include "reduce.h"
+#include "comm/algorithms/op.h"
+#include "comm/algorithms/reduce.h"
+#include "comm/comm_state.h"
 
 namespace sinkrt::device {
 namespace {
@@ -52,8 +57,7 @@ Status RunOp(Communicator::State& s, OpKind kind, const std::vector<uint32_t>& r
   s.signals.End(!st.ok());
   if (!st.ok()) {
     s.broken = st;
-    for (auto& peer : s.peers)
-      if (peer.link) peer.link->SendNotice(st.message());
+    s.mesh->SendNotice(st.message());
   }
   return st;
 }
@@ -76,8 +80,8 @@ const CommOptions& Communicator::options() const { return state_->options; }
 
 std::string Communicator::TransportName(uint32_t peer) const {
   if (peer == state_->rank) return "self";
-  if (peer >= state_->size || !state_->peers[peer].transport) return "none";
-  return state_->peers[peer].transport->kind();
+  if (peer >= state_->size || !state_->transports[peer]) return "none";
+  return state_->transports[peer]->kind();
 }
 
 void Communicator::Abort() { state_->signals.Abort(); }
@@ -140,23 +144,15 @@ Status Communicator::Barrier(const Group& group) {
 }
 
 Communicator::State::~State() {
-  // Let what is queued leave, half-close, and wait (briefly) for the peers'
-  // end of file, so closing never resets data a peer has not read yet.
-  if (engine) {
+  // Let what is queued leave (unless the communicator failed), half-close,
+  // and wait (briefly) for the peers' end of file.
+  if (mesh) {
     const Deadline until = DeadlineIn(std::min(options.peer_timeout, std::chrono::milliseconds(1000)));
-    if (!signals.aborted() && broken.ok()) {
-      for (auto& p : peers)
-        if (p.link) p.link->Drain(until);
-    }
-    for (auto& p : peers)
-      if (p.link) p.link->ShutdownWrite();
-    if (!signals.aborted()) {
-      for (auto& p : peers)
-        if (p.link) p.link->AwaitEof(until);
-    }
-    engine->Stop();
+    const bool aborted = signals.aborted();
+    mesh->Close(/*drain=*/!aborted && broken.ok(), /*await_eof=*/!aborted, until);
   }
-  peers.clear();
+  transports.clear();
+  mesh.reset();
 }
 
 }  // namespace sinkrt::device

@@ -85,9 +85,10 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
                            " lets other machines drive this device: pass --token, which every host must then send");
   auto state = std::make_unique<State>();
   state->options = std::move(options);
-  // One peer timeout for the whole daemon: the rendezvous, the hub and
-  // every collective of the executor.
+  // One peer timeout for every collective of the executor, one rendezvous
+  // timeout (by default the same) for joining a world and the hub.
   state->options.device.peer_timeout = state->options.peer_timeout;
+  state->options.device.rendezvous_timeout = state->options.rendezvous_timeout;
   const Address& listen = state->options.listen;
   asio::error_code ec;
   asio::ip::tcp::resolver resolver(state->io);
@@ -105,7 +106,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   state->host_id = LocalHostId();
   PeerHub::Options hub;
   hub.rank = state->options.rank;
-  hub.linger = state->options.peer_timeout;
+  hub.linger = state->options.device.effective_rendezvous_timeout();
   hub.log = state->options.log;
   state->hub = std::make_unique<PeerHub>(hub);
   State* s = state.get();

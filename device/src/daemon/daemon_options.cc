@@ -6,10 +6,12 @@ namespace sinkrt::device {
 DaemonOptions DaemonOptions::FromEnvironment() {
   DaemonOptions o;
   o.connect_timeout = ConnectTimeoutFromEnvironment(o.connect_timeout);
-  // DeviceOptions read SINKRT_PEER_TIMEOUT_MS already; Daemon::Start hands
-  // this value back to the device options, so a --peer-timeout-ms flag set
-  // here reaches the rendezvous, the peer hub and every collective alike.
+  // DeviceOptions read SINKRT_PEER_TIMEOUT_MS and the HCCL_* timeouts
+  // already; Daemon::Start hands these values back to the device options,
+  // so a --peer-timeout-ms flag set here reaches the rendezvous, the peer
+  // hub and every collective alike.
   o.peer_timeout = o.device.peer_timeout;
+  o.rendezvous_timeout = o.device.rendezvous_timeout;
   return o;
 }
 

@@ -326,6 +326,7 @@ Status JobSession::OnJoinWorld(const fb::JoinWorld& request) {
   }
   CommOptions comm_options;
   comm_options.peer_timeout = options_.peer_timeout;
+  comm_options.rendezvous_timeout = options_.rendezvous_timeout;
   comm_options.use_shared_memory = options_.device.shared_memory;
   comm_options.token = options_.token;
   Result<std::unique_ptr<Communicator>> created = Internal("no rendezvous");

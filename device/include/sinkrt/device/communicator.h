@@ -50,8 +50,12 @@ namespace sinkrt::device {
 using ReduceOp = fb::ReduceOp;
 
 struct CommOptions {
-  // Every receive, send-window wait and rendezvous phase (SINKRT_PEER_TIMEOUT_MS).
+  // Every receive, send-window wait and flush of a collective
+  // (DeviceOptions::peer_timeout).
   std::chrono::milliseconds peer_timeout{std::chrono::seconds(300)};
+  // Every rendezvous phase, Barrier #0 included; 0: peer_timeout
+  // (DeviceOptions::rendezvous_timeout).
+  std::chrono::milliseconds rendezvous_timeout{0};
   // Large messages move in segments of this size, several in flight, so
   // sending, receiving and reducing overlap.
   size_t segment_bytes = 512 << 10;

@@ -37,8 +37,13 @@ struct DaemonOptions {
   // A new connection must send its Hello within this (SINKRT_CONNECT_TIMEOUT_MS,
   // or HCCL_CONNECT_TIMEOUT in seconds).
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(120)};
-  // Waiting on a peer daemon during collectives (SINKRT_PEER_TIMEOUT_MS).
+  // Waiting on a peer daemon during collectives (DeviceOptions::peer_timeout:
+  // SINKRT_PEER_TIMEOUT_MS, else HCCL_EXEC_TIMEOUT in seconds).
   std::chrono::milliseconds peer_timeout{std::chrono::seconds(300)};
+  // Joining a world, and how long a peer's dial waits for its JoinWorld;
+  // 0: peer_timeout (DeviceOptions::rendezvous_timeout: SINKRT_PEER_TIMEOUT_MS,
+  // else HCCL_CONNECT_TIMEOUT in seconds).
+  std::chrono::milliseconds rendezvous_timeout{0};
   // Connections beyond this many at once are closed on accept.
   int max_connections = 16;
   // One line per job event; false in tests that count nothing from logs.

@@ -18,17 +18,34 @@ struct DeviceOptions {
   // Touch every arena and queue page at load and ask for transparent huge
   // pages: a first touch costs ~10 µs per 4 KiB page on these machines.
   bool prefault = true;
-  // Every wait on a peer device: connecting, the rendezvous, each receive
-  // inside a collective. A dead or stalled peer fails the sink after this,
-  // naming it. Override: SINKRT_PEER_TIMEOUT_MS.
+  // How long a collective waits for its peers (each receive, send-window
+  // wait and flush): a dead or stalled peer fails the sink after this,
+  // naming it. Override: SINKRT_PEER_TIMEOUT_MS, else HCCL_EXEC_TIMEOUT
+  // (seconds, HCCL's meaning: how long a collective may wait for its
+  // peers, as MindSpore users already set it).
   std::chrono::milliseconds peer_timeout{std::chrono::seconds(300)};
+  // Joining a world: the device-to-device rendezvous (dials, handshakes,
+  // option check, shared-memory setup, Barrier #0) and how long a peer's
+  // dial waits to be claimed. 0: peer_timeout. Override:
+  // SINKRT_PEER_TIMEOUT_MS (which bounds both, as it always has), else
+  // HCCL_CONNECT_TIMEOUT (seconds, HCCL's meaning: how long building the
+  // links between devices may take).
+  std::chrono::milliseconds rendezvous_timeout{0};
   // Peers on the same host exchange data through shared memory, the rest
   // over TCP. SINKRT_COMM_SHM=0 turns shared memory off (everything TCP),
   // for measurements.
   bool shared_memory = true;
 
-  // Defaults overridden by the SINKRT_* environment variables above.
+  // Defaults overridden by the environment variables above. Precedence,
+  // highest first: explicit options or flags (set after this), SINKRT_*,
+  // HCCL_*, the defaults: a sinkrt variable is the more specific (and in
+  // ms), the HCCL ones are there so a MindSpore setup works unchanged.
   static DeviceOptions FromEnvironment();
+
+  // rendezvous_timeout, or peer_timeout when it is 0.
+  std::chrono::milliseconds effective_rendezvous_timeout() const {
+    return rendezvous_timeout.count() > 0 ? rendezvous_timeout : peer_timeout;
+  }
 };
 
 }  // namespace sinkrt::device

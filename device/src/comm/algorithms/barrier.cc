@@ -1,7 +1,7 @@
 // Barrier: dissemination (Hensgen, Finkel & Manber): in round r each member
 // signals the one 2^r positions ahead and waits for the one 2^r behind;
 // after ceil(lg n) rounds everyone has heard, directly or not, from all.
-#include "comm_state.h"
+#include "comm/algorithms/op.h"
 
 namespace sinkrt::device {
 

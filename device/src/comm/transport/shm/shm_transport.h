@@ -15,6 +15,9 @@
 // other side pays for the wake syscall only when someone sleeps. Sleeps
 // are sliced (20 ms) so that a peer dying without a word, or an Abort that
 // races the sleep, is noticed without any shared state from the dead side.
+//
+// Layer: a concrete transport. It sees the transport interfaces and its
+// pair's TcpLink (for the peer's end of file); never an algorithm.
 #pragma once
 
 #include <atomic>
@@ -22,9 +25,9 @@
 #include <memory>
 #include <string>
 
-#include "comm_signals.h"
-#include "tcp_link.h"
-#include "transport.h"
+#include "comm/transport/comm_signals.h"
+#include "comm/transport/tcp/tcp_link.h"
+#include "comm/transport/transport.h"
 
 namespace sinkrt::device {
 

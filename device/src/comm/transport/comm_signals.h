@@ -5,6 +5,10 @@
 // The op thread writes the progress fields; the I/O thread reads them to
 // answer a peer's query. Each field is its own atomic: a report that mixes
 // two moments is still a fair picture of a stalled rank.
+//
+// Layer: shared by the transports (which check it in every wait and answer
+// queries from it) and the op layer (which records progress); it knows no
+// concrete transport.
 #pragma once
 
 #include <atomic>
@@ -14,7 +18,7 @@
 #include <vector>
 
 #include "sinkrt/runtime/status.h"
-#include "transport.h"
+#include "comm/transport/transport.h"
 
 namespace sinkrt::device {
 

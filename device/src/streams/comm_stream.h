@@ -6,6 +6,11 @@
 // an AllReduce waits for the event recorded after its bucket's last gradient,
 // and the optimizer waits for the event recorded after that AllReduce, so
 // the reduction overlaps the rest of backward.
+//
+// streams/ holds the executor's stream loops: run_stream.cc (one stream's
+// tasks for one step, on the compute thread or here) and this second thread.
+// They see the loaded job and the public Communicator API, never comm/'s
+// internals.
 #pragma once
 
 #include <condition_variable>

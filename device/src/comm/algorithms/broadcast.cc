@@ -3,7 +3,7 @@
 // so a large buffer takes about one transfer time plus n-2 segment times.
 #include <cstring>
 
-#include "comm_state.h"
+#include "comm/algorithms/op.h"
 
 namespace sinkrt::device {
 

@@ -16,8 +16,8 @@
 // cycle of waits can form even when every rank sends before it receives.
 #include <cstring>
 
-#include "comm_state.h"
-#include "reduce.h"
+#include "comm/algorithms/op.h"
+#include "comm/algorithms/reduce.h"
 
 namespace sinkrt::device {
 namespace {

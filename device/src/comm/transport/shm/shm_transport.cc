@@ -1,4 +1,4 @@
-#include "shm_transport.h"
+#include "comm/transport/shm/shm_transport.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "futex.h"
+#include "comm/transport/futex.h"
 
 namespace sinkrt::device {
 

@@ -1,4 +1,4 @@
-#include "transport.h"
+#include "comm/transport/transport.h"
 
 namespace sinkrt::device {
 

@@ -7,6 +7,9 @@
 // fixed header lets the reader land a payload straight in its slot. Fields
 // are in host byte order: peers are the same build on little-endian hosts,
 // and the magic catches anything else.
+//
+// Layer: framing only, below the TCP transport and beside rendezvous (the
+// option exchange); it includes nothing else from comm/.
 #pragma once
 
 #include <cstdint>

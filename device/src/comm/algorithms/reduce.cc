@@ -1,4 +1,4 @@
-#include "reduce.h"
+#include "comm/algorithms/reduce.h"
 
 #include <cstring>
 #include <type_traits>

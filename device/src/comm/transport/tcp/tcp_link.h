@@ -30,6 +30,9 @@
 //
 // Links to shm peers carry no data: they exist for the notices, queries and
 // end-of-file that tell a rank its neighbour died.
+//
+// Layer: a concrete transport. It sees the transport interfaces and the
+// framing (wire/); never an algorithm or the communicator's state.
 #pragma once
 
 #include <atomic>
@@ -43,10 +46,10 @@
 #include <string>
 #include <vector>
 
-#include "comm_signals.h"
-#include "comm_wire.h"
+#include "comm/transport/comm_signals.h"
+#include "comm/wire/comm_wire.h"
 #include "sinkrt/runtime/wire_socket.h"
-#include "transport.h"
+#include "comm/transport/transport.h"
 
 namespace sinkrt::device {
 

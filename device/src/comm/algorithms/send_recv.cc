@@ -3,7 +3,7 @@
 // sequence numbers are the pair's own.
 #include <cstring>
 
-#include "comm_state.h"
+#include "comm/algorithms/op.h"
 
 namespace sinkrt::device {
 

@@ -19,6 +19,9 @@
 //   kUnavailable        the peer closed its connection ("rank 2 closed its connection")
 //   kAborted            Abort() here, or a failure notice from a peer (message is the notice)
 //   kFailedPrecondition the peer sent another message than expected (message complete)
+//
+// Layer: the interface between algorithms/ (above) and the concrete
+// transports in tcp/ and shm/ (below). Nothing here knows a reduction.
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,11 @@
 // TcpTransport: a Transport over a TcpLink (the link does the work; this
 // only adapts the interface the algorithms use).
+//
+// Layer: concrete transport; built only by SocketMesh.
 #pragma once
 
-#include "tcp_link.h"
-#include "transport.h"
+#include "comm/transport/tcp/tcp_link.h"
+#include "comm/transport/transport.h"
 
 namespace sinkrt::device {
 

@@ -1,4 +1,4 @@
-#include "comm_wire.h"
+#include "comm/wire/comm_wire.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -1,4 +1,4 @@
-#include "comm_stream.h"
+#include "streams/comm_stream.h"
 
 #include <omp.h>
 

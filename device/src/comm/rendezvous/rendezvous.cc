@@ -17,6 +17,10 @@
 //      after the answer, so nothing stays in /dev/shm whatever fails.
 //   4. The I/O thread starts and a world barrier (Barrier #0) proves every
 //      pair carries messages both ways.
+//
+// The construction layer: the one place that picks and builds concrete
+// transports (a SocketMesh) and hands them to the communicator as a Mesh.
+// It may see transport/, wire/ and the algorithms (for Barrier #0).
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -26,10 +30,10 @@
 #include <atomic>
 #include <cstdio>
 
-#include "comm_state.h"
-#include "comm_wire.h"
+#include "comm/algorithms/op.h"
+#include "comm/transport/socket_mesh.h"
+#include "comm/wire/comm_wire.h"
 #include "sinkrt/runtime/wire.h"
-#include "tcp_transport.h"
 
 namespace sinkrt::device {
 namespace {
@@ -198,9 +202,10 @@ std::string ShmName(uint64_t job, uint32_t lo, uint32_t hi) {
 }
 
 // Returns the mapped region, or null when the pair stays on TCP.
-Result<std::unique_ptr<ShmRegion>> SetUpShm(uint32_t self, uint32_t peer, int fd, uint64_t job, const CommOptions& o) {
+Result<std::unique_ptr<ShmRegion>> SetUpShm(uint32_t self, uint32_t peer, int fd, uint64_t job, const CommOptions& o,
+                                            std::chrono::milliseconds timeout) {
   const size_t bytes = ShmPairBytes(o.segments_in_flight, o.segment_bytes);
-  const Deadline deadline = DeadlineIn(o.peer_timeout);
+  const Deadline deadline = DeadlineIn(timeout);
   const std::string who = RankText(peer);
   if (self < peer) {
     const std::string name = ShmName(job, self, peer);
@@ -248,6 +253,8 @@ void TuneFd(int fd) {
 
 Status CheckOptions(const CommOptions& o) {
   if (o.peer_timeout.count() <= 0) return InvalidArgument("CommOptions.peer_timeout must be positive");
+  if (o.rendezvous_timeout.count() < 0)
+    return InvalidArgument("CommOptions.rendezvous_timeout must be positive (or 0: the peer timeout)");
   if (o.segment_bytes < 8 || o.segment_bytes % 8 != 0 || o.segment_bytes > (1u << 30))
     return InvalidArgument("CommOptions.segment_bytes must be a multiple of 8 between 8 and 1 GiB, not " +
                            std::to_string(o.segment_bytes));
@@ -275,7 +282,10 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(uint32_t rank, std::v
     seen[p.rank] = true;
     by_rank[p.rank] = p;
   }
-  const auto timeout = options.peer_timeout;
+  // Every phase below, Barrier #0 included, is bounded by the rendezvous
+  // timeout (HCCL_CONNECT_TIMEOUT's meaning); the collectives after it by
+  // the peer timeout.
+  const auto timeout = options.rendezvous_timeout.count() > 0 ? options.rendezvous_timeout : options.peer_timeout;
 
   // 1. Connections.
   std::vector<std::unique_ptr<FrameSocket>> sockets(n);
@@ -327,55 +337,34 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(uint32_t rank, std::v
   state->size = n;
   state->job = job;
   state->options = options;
-  state->peers.resize(n);
 
   // 3. Shared memory, pairs in (higher, lower) order: ascending peers
   // visit exactly that order from either end of every pair.
+  std::vector<std::unique_ptr<ShmRegion>> regions(n);
   for (uint32_t p = 0; p < n; ++p) {
     if (p == rank) continue;
     const bool same_host = !by_rank[p].host_id.empty() && by_rank[p].host_id == by_rank[rank].host_id;
     if (!same_host || !options.use_shared_memory || !theirs[p].use_shared_memory) continue;
-    SINKRT_ASSIGN_OR_RETURN(state->peers[p].region, SetUpShm(rank, p, sockets[p]->native_handle(), job, options));
+    SINKRT_ASSIGN_OR_RETURN(regions[p], SetUpShm(rank, p, sockets[p]->native_handle(), job, options, timeout));
   }
 
   // 4. Transports, the I/O thread, the barrier.
-  std::vector<TcpLink*> links;
-  for (uint32_t p = 0; p < n; ++p) {
-    if (p == rank) continue;
-    PeerEntry& e = state->peers[p];
-    TcpLink::Params lp;
-    lp.self = rank;
-    lp.peer = p;
-    lp.window = options.segments_in_flight;
-    lp.slot_bytes = options.segment_bytes;
-    lp.carries_data = !e.region;
-    e.link = std::make_unique<TcpLink>(lp, std::move(sockets[p]), state->signals);
-    if (e.region) {
-      e.shm = std::make_unique<ShmTransport>(rank, p, *e.region, options.segments_in_flight, options.segment_bytes,
-                                             *e.link, state->signals);
-      ShmTransport* shm = e.shm.get();
-      e.link->SetEventHook([shm] { shm->Wake(); });
-      state->signals.AddWaker([shm] { shm->Wake(); });
-      e.transport = shm;
-    } else {
-      e.tcp = std::make_unique<TcpTransport>(*e.link);
-      e.transport = e.tcp.get();
-    }
-    TcpLink* link = e.link.get();
-    state->signals.AddWaker([link] { link->WakeWaiters(); });
-    if (lp.carries_data) state->signals.AddBeforeSleep([link] { link->StopReading(); });
-    links.push_back(link);
-  }
-  state->engine = std::make_unique<TcpEngine>(std::move(links));
-  SINKRT_RETURN_IF_ERROR(state->engine->Start());
-  TcpEngine* engine = state->engine.get();
-  state->signals.AddWaker([engine] { engine->WakeOp(); });  // an op thread asleep in OpSleep
+  auto mesh = std::make_unique<SocketMesh>(rank, n, options.segments_in_flight, options.segment_bytes, state->signals);
+  for (uint32_t p = 0; p < n; ++p)
+    if (p != rank) mesh->AddPeer(p, std::move(sockets[p]), std::move(regions[p]));
+  SocketMesh* started = mesh.get();
+  state->mesh = std::move(mesh);
+  state->transports.resize(n);
+  for (uint32_t p = 0; p < n; ++p) state->transports[p] = state->mesh->transport(p);
+  SINKRT_RETURN_IF_ERROR(started->Start());
 
   const Group world_group = Group::World(n);
   auto it = state->sequences.emplace(world_group.ranks, 0).first;
   Op barrier(*state, OpKind::kBarrier, it->first, rank, 0);
   state->signals.Begin(OpKind::kBarrier, barrier.group, 0);
+  state->options.peer_timeout = timeout;  // the op's waits read it
   Status st = BarrierOp(barrier);
+  state->options.peer_timeout = options.peer_timeout;
   state->signals.End(!st.ok());
   if (!st.ok()) return Status(st.code(), "rendezvous barrier: " + st.message());
   return std::unique_ptr<Communicator>(new Communicator(std::move(state)));

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "sinkrt/runtime/status.h"
-#include "tcp_link.h"
+#include "comm/transport/tcp/tcp_link.h"
 
 namespace sinkrt::device {
 

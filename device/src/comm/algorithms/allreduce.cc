@@ -2,8 +2,8 @@
 // rounds: latency), the pipelined ring above (2(n-1)/n of the data per rank
 // on the wire: bandwidth). Mean is a Sum divided once at the end, after
 // every send has left the buffer.
-#include "comm_state.h"
-#include "reduce.h"
+#include "comm/algorithms/op.h"
+#include "comm/algorithms/reduce.h"
 
 namespace sinkrt::device {
 

@@ -1,6 +1,8 @@
-#include <algorithm>
+// Op's helpers: transport calls worded as this op's errors, and the stall
+// report a timeout asks the group for (over the mesh's control channel).
+#include "comm/algorithms/op.h"
 
-#include "comm_state.h"
+#include <algorithm>
 
 namespace sinkrt::device {
 
@@ -70,14 +72,13 @@ std::string Op::StallReport() {
   std::vector<std::pair<uint32_t, uint64_t>> asked;
   for (uint32_t q = 0; q < n(); ++q) {
     if (q == pos) continue;
-    TcpLink& link = *state.peers[ranks[q]].link;
-    asked.emplace_back(ranks[q], link.SendQuery());
+    asked.emplace_back(ranks[q], state.mesh->SendQuery(ranks[q]));
   }
   const Deadline until = DeadlineIn(std::min(state.options.peer_timeout, std::chrono::milliseconds(1000)));
   std::vector<std::string> culprits, chain;
   for (auto [r, generation] : asked) {
     const std::string who = "rank " + std::to_string(r);
-    auto reply = state.peers[r].link->AwaitReply(generation, until);
+    auto reply = state.mesh->AwaitReply(r, generation, until);
     if (!reply.ok()) {
       if (reply.status().code() != StatusCode::kAborted) culprits.push_back(reply.status().message());
       continue;

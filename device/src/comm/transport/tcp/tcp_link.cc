@@ -1,4 +1,4 @@
-#include "tcp_link.h"
+#include "comm/transport/tcp/tcp_link.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <thread>
 
-#include "futex.h"
+#include "comm/transport/futex.h"
 
 namespace sinkrt::device {
 namespace {

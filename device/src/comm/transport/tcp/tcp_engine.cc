@@ -1,4 +1,4 @@
-#include "tcp_engine.h"
+#include "comm/transport/tcp/tcp_engine.h"
 
 #include <poll.h>
 #include <pthread.h>

@@ -4,8 +4,8 @@
 // size allocate nothing.
 #include <cstring>
 
-#include "comm_state.h"
-#include "reduce.h"
+#include "comm/algorithms/op.h"
+#include "comm/algorithms/reduce.h"
 
 namespace sinkrt::device {
 

@@ -11,8 +11,8 @@
 // with identical bytes.
 #include <cstring>
 
-#include "comm_state.h"
-#include "reduce.h"
+#include "comm/algorithms/op.h"
+#include "comm/algorithms/reduce.h"
 
 namespace sinkrt::device {
 namespace {
