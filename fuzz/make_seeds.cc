@@ -22,7 +22,7 @@
 #include "sinkrt/host/graph.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/runtime/format.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 #include "sinkrt/runtime/wire.h"
 
 namespace fs = std::filesystem;

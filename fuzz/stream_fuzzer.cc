@@ -1,4 +1,4 @@
-// libFuzzer target for the task-stream verifier (runtime/stream_view.h).
+// libFuzzer target for the task-stream verifier (runtime/task_stream_verifier.h).
 //
 // The input is a .tstream file. sinkrt::VerifyTaskStream is the device's
 // trust boundary: once it accepts a stream, device code indexes buffers,
@@ -20,7 +20,7 @@
 
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/format.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace {
 

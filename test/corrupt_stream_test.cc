@@ -7,7 +7,7 @@
 #include "sinkrt/device/executor.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/runtime/file_io.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
 

@@ -15,7 +15,7 @@
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/parallel_context.h"
 #include "sinkrt/runtime/format.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
 

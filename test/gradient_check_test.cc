@@ -26,7 +26,7 @@
 
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/reference_ops.h"
 
 namespace sinkrt {

@@ -16,7 +16,7 @@
 #include "support/run_binary.h"
 #include "sinkrt/runtime/format.h"
 #include "sinkrt/runtime/file_io.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/test_models.h"
 
 namespace sinkrt {

@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace sinkrt::tools {
 

@@ -16,7 +16,7 @@
 #include "kernels/dnnl_runtime.h"
 #include "kernels/kernel.h"
 #include "sinkrt/device/device_options.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace sinkrt::device {
 

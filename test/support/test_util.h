@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "sinkrt/runtime/status.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 
 #define SINKRT_ASSERT_OK(expr)                                   \
   do {                                                           \

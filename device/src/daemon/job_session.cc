@@ -6,7 +6,7 @@
 #include "daemon_log.h"
 #include "hangup_watch.h"
 #include "data_queue.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace sinkrt::device {
 namespace {

@@ -12,7 +12,7 @@
 #include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/runtime/file_io.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace sinkrt::host {
 namespace {

@@ -9,7 +9,7 @@
 #include "job/stream_report.h"
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/runtime/file_io.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace sinkrt::host {
 namespace {

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "compiler/graph_hash.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace sinkrt::host::job {
 namespace {

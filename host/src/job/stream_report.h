@@ -8,7 +8,7 @@
 
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/tensor.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace sinkrt::host::job {
 

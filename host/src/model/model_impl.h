@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "sinkrt/host/model.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace sinkrt::host {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "sinkrt/runtime/env.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 #include "sinkrt/runtime/wire.h"
 #include "sinkrt/runtime/wire_socket.h"
 

@@ -17,7 +17,7 @@
 
 #include "sinkrt/device/device_options.h"
 #include "sinkrt/runtime/device_link.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace sinkrt::device {
 

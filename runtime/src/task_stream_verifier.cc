@@ -1,4 +1,4 @@
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 
 #include <algorithm>
 #include <string>
