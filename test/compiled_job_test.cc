@@ -77,10 +77,10 @@ TEST(CompiledJob, CompilesEveryRankAndKnowsItsNetwork) {
   EXPECT_EQ(job->network_hash, host::GraphHash(Net()));
   EXPECT_EQ(job->label_column, "label");
   for (uint32_t r = 0; r < 3; ++r) {
-    auto view = VerifyTaskStream(job->ranks[r].bytes);
+    auto view = VerifyTaskStream(job->ranks[r].stream.bytes());
     SINKRT_ASSERT_OK(view.status());
-    EXPECT_EQ(view->root->header()->rank(), r);
-    EXPECT_EQ(view->root->header()->world_size(), 3u);
+    EXPECT_EQ(view->root()->header()->rank(), r);
+    EXPECT_EQ(view->root()->header()->world_size(), 3u);
   }
   const auto cols = job->train_columns();
   ASSERT_EQ(cols.size(), 2u);
@@ -106,7 +106,7 @@ TEST(CompiledJob, WriteThenReadGivesTheSameStreamsAndReport) {
   for (uint32_t r = 0; r < 2; ++r) {
     const host::CompiledStream& a = job->ranks[r];
     const host::CompiledStream& b = back->ranks[r];
-    EXPECT_EQ(a.bytes, b.bytes);
+    EXPECT_EQ(a.stream.bytes(), b.stream.bytes());
     EXPECT_EQ(a.graph_hash, b.graph_hash);
     EXPECT_EQ(a.input_columns, b.input_columns);
     EXPECT_EQ(a.predict_columns, b.predict_columns);
@@ -303,7 +303,7 @@ TEST(CompileCache, MissThenHitSkipsCompilation) {
   host::CompileCacheStats after = host::GetCompileCacheStats();
   EXPECT_EQ(after.hits, mid.hits + 1);
   EXPECT_EQ(after.compiles, mid.compiles) << "a hit compiled";
-  for (uint32_t r = 0; r < 2; ++r) EXPECT_EQ(first->ranks[r].bytes, second->ranks[r].bytes);
+  for (uint32_t r = 0; r < 2; ++r) EXPECT_EQ(first->ranks[r].stream.bytes(), second->ranks[r].stream.bytes());
 
   // Another option is another key.
   CompileOptions other = Options(2);
@@ -332,7 +332,7 @@ TEST(CompileCache, ACorruptEntryIsRecompiledAndReplacedNeverUsed) {
   const std::string log = ::testing::internal::GetCapturedStderr();
   SINKRT_ASSERT_OK(again.status());
   EXPECT_NE(log.find("is unusable, recompiling"), std::string::npos) << log;
-  EXPECT_EQ(again->ranks[0].bytes, good->ranks[0].bytes);
+  EXPECT_EQ(again->ranks[0].stream.bytes(), good->ranks[0].stream.bytes());
   const host::CompileCacheStats after = host::GetCompileCacheStats();
   EXPECT_EQ(after.corrupt, before.corrupt + 1);
   EXPECT_EQ(after.compiles, before.compiles + 1);
@@ -357,7 +357,7 @@ TEST(CompileCache, ModelCreateUsesTheCacheItIsGiven) {
   SINKRT_ASSERT_OK(m2.status());
   EXPECT_EQ(host::GetCompileCacheStats().hits, mid.hits + 1);
   EXPECT_EQ(host::GetCompileCacheStats().compiles, mid.compiles);
-  EXPECT_EQ((*m1)->compiled().bytes, (*m2)->compiled().bytes);
+  EXPECT_EQ((*m1)->compiled().stream.bytes(), (*m2)->compiled().stream.bytes());
 }
 
 TEST(CompileCache, AnUnwritableCacheIsSkippedNotAnError) {

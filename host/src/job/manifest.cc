@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "compiler/graph_hash.h"
-#include "sinkrt/runtime/task_stream_verifier.h"
+#include "sinkrt/fb/task_stream_generated.h"
 
 namespace sinkrt::host::job {
 namespace {
@@ -111,9 +111,9 @@ Json ManifestToJson(const CompiledJob& job) {
   j["options"] = OptionsToJson(job.options);
   Json queues = Json::array();
   if (!job.ranks.empty()) {
-    auto view = VerifyTaskStream(job.ranks[0].bytes, kSupportedFeatures);
-    if (view.ok() && view->root->queues())
-      for (const fb::QueueSpec* q : *view->root->queues())
+    const fb::TaskStream& rank0 = *job.ranks[0].stream.root();
+    if (rank0.queues())
+      for (const fb::QueueSpec* q : *rank0.queues())
         queues.push_back({{"name", q->name() ? q->name()->str() : ""}, {"capacity", q->capacity()},
                           {"columns", ColumnsToJson(*q)}});
   }
@@ -123,10 +123,10 @@ Json ManifestToJson(const CompiledJob& job) {
     const CompiledStream& s = job.ranks[r];
     ranks.push_back({{"rank", r},
                      {"file", RankFileName(r)},
-                     {"bytes", s.bytes.size()},
+                     {"bytes", s.stream.bytes().size()},
                      {"arena_bytes", s.report.arena_bytes},
                      {"stream_hash", Hex64(s.graph_hash)},
-                     {"content_hash", Hex64(ContentHash(s.bytes))}});
+                     {"content_hash", Hex64(ContentHash(s.stream.bytes()))}});
   }
   j["ranks"] = std::move(ranks);
   Json buckets = Json::array();

@@ -5,15 +5,10 @@
 #include <system_error>
 
 #include "model/validate.h"
+#include "sinkrt/runtime/clock.h"
 
 namespace sinkrt::host {
 namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string Describe(DType dtype, const Shape& shape) {
   return std::string(DTypeName(dtype)) + " " + ShapeToString(shape);

@@ -44,18 +44,18 @@ Status AppendLoss(Graph& g, const LossSpec& loss) {
   return Status::Ok();
 }
 
-QueueInfo FindQueue(const StreamView& view, const std::string& name) {
+QueueInfo FindQueue(const VerifiedStream& view, const std::string& name) {
   QueueInfo q;
-  if (!view.root->queues()) return q;
-  for (uint32_t i = 0; i < view.root->queues()->size(); ++i) {
-    const fb::QueueSpec* spec = view.root->queues()->Get(i);
+  if (!view.root()->queues()) return q;
+  for (uint32_t i = 0; i < view.root()->queues()->size(); ++i) {
+    const fb::QueueSpec* spec = view.root()->queues()->Get(i);
     if (spec->name() && spec->name()->str() == name) q.index = i;
   }
   if (q.index >= 0) q.columns = job::QueueColumns(view, name);
   return q;
 }
 
-std::vector<uint32_t> Reports(const StreamView& view, fb::ProgramKind kind) {
+std::vector<uint32_t> Reports(const VerifiedStream& view, fb::ProgramKind kind) {
   const fb::Program* p = view.FindProgram(kind);
   if (!p || !p->reports()) return {};
   return {p->reports()->begin(), p->reports()->end()};
@@ -65,7 +65,7 @@ std::vector<uint32_t> Reports(const StreamView& view, fb::ProgramKind kind) {
 // The loss is train_step's report; the count is what the ArgMaxAccuracy task
 // writes (buffer names may be the tensors' own when "loss"/"accuracy" are
 // taken).
-void FindEvalReports(const StreamView& view, int* loss_report, int* accuracy_report) {
+void FindEvalReports(const VerifiedStream& view, int* loss_report, int* accuracy_report) {
   const std::vector<uint32_t> train = Reports(view, fb::ProgramKind::TrainStep);
   const std::vector<uint32_t> eval = Reports(view, fb::ProgramKind::EvalStep);
   int64_t accuracy_buffer = -1;
@@ -83,10 +83,10 @@ void FindEvalReports(const StreamView& view, int* loss_report, int* accuracy_rep
 
 }  // namespace
 
-std::vector<StateBuffer> StateBuffers(const StreamView& view) {
+std::vector<StateBuffer> StateBuffers(const VerifiedStream& view) {
   std::vector<StateBuffer> out;
-  for (uint32_t i = 0; i < view.root->buffers()->size(); ++i) {
-    const fb::Buffer* b = view.root->buffers()->Get(i);
+  for (uint32_t i = 0; i < view.root()->buffers()->size(); ++i) {
+    const fb::Buffer* b = view.root()->buffers()->Get(i);
     if (b->role() != fb::BufferRole::Param && b->role() != fb::BufferRole::OptState) continue;
     StateBuffer s;
     s.index = i;
@@ -186,9 +186,7 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
   // A job put together by hand may hold streams of different compiles: each
   // must be the rank it stands for, in a world of this size.
   for (uint32_t r = 0; r < n; ++r) {
-    auto view = VerifyTaskStream(job.ranks[r].bytes);
-    if (!view.ok()) return view.status().WithContext(context + ": rank " + std::to_string(r) + "'s stream");
-    const fb::Header& h = *view->root->header();
+    const fb::Header& h = *job.ranks[r].stream.root()->header();
     if (h.rank() != r || h.world_size() != n)
       return InvalidArgument(context + ": the stream for rank " + std::to_string(r) + " is rank " +
                              std::to_string(h.rank()) + " of " + std::to_string(h.world_size()) + ", not of " +
@@ -212,23 +210,21 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
   pc.parameter_broadcast = co.parameter_broadcast;
   pc.comm_fusion = co.comm_fusion;
 
-  auto impl = std::make_unique<Impl>();
+  auto impl = std::make_unique<Impl>(std::move(job.ranks[0]));
   impl->devices.assign(devices.begin(), devices.end());
   impl->device = devices[0];
   impl->context = pc;
   impl->network_name = job.network_name;
   impl->network_hash = job.network_hash;
   impl->label_column = job.label_column;
-  impl->compiled = std::move(job.ranks[0]);
-  // The view points into compiled.bytes, which stays put from here on.
-  SINKRT_ASSIGN_OR_RETURN(impl->view, VerifyTaskStream(impl->compiled.bytes));
-  impl->train_queue = FindQueue(impl->view, "train");
-  impl->eval_queue = FindQueue(impl->view, "eval");
-  impl->predict_queue = FindQueue(impl->view, "predict");
+  const VerifiedStream& stream = impl->compiled.stream;
+  impl->train_queue = FindQueue(stream, "train");
+  impl->eval_queue = FindQueue(stream, "eval");
+  impl->predict_queue = FindQueue(stream, "predict");
   if (impl->train_queue.index < 0) return InvalidArgument(context + " has no Input: Model trains on dataset columns");
-  FindEvalReports(impl->view, &impl->loss_report, &impl->accuracy_report);
+  FindEvalReports(stream, &impl->loss_report, &impl->accuracy_report);
   if (impl->loss_report < 0) return Internal(context + ": eval_step does not report the loss");
-  impl->state = StateBuffers(impl->view);
+  impl->state = StateBuffers(stream);
 
   if (data_parallel) SINKRT_RETURN_IF_ERROR(JoinWorld(impl->devices, context));
   // Together: init may end by broadcasting rank 0's parameters.
@@ -236,7 +232,7 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
       OnEveryRank(n,
                   [&](uint32_t r) {
                     const CompiledStream& cs = r == 0 ? impl->compiled : job.ranks[r];
-                    return devices[r]->Load(cs.bytes).status();
+                    return devices[r]->Load(cs.stream).status();
                   }),
       context + ": load"));
   return std::unique_ptr<Model>(new Model(std::move(impl)));

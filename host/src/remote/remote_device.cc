@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/env.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 #include "sinkrt/runtime/wire.h"
@@ -351,7 +352,8 @@ RemoteDevice::~RemoteDevice() {
   if (s.reader.joinable()) s.reader.join();
 }
 
-Result<LoadInfo> RemoteDevice::Load(ConstBytes stream) {
+Result<LoadInfo> RemoteDevice::Load(const VerifiedStream& verified) {
+  const ConstBytes stream = verified.bytes();
   State& s = *state_;
   std::lock_guard<std::mutex> control(s.control_mu);
   {
@@ -380,12 +382,9 @@ Result<LoadInfo> RemoteDevice::Load(ConstBytes stream) {
   SINKRT_ASSIGN_OR_RETURN(Reply r, s.Request(fbb, pieces, fb::MessageBody::Loaded, what, s.options.reply_timeout));
   const fb::Loaded* loaded = r.get()->body_as_Loaded();
 
-  // The daemon has verified the stream; the host reads it only for the
-  // buffer and queue tables that name reports and size batches.
-  auto view = VerifyTaskStream(stream);
-  if (!view.ok())
-    return view.status().WithContext(s.who + ": the daemon loaded the task stream but the host cannot read it");
-  const fb::TaskStream* root = view->root;
+  // The host reads the buffer and queue tables that name reports and size
+  // batches from its own verified copy; the daemon verified what it received.
+  const fb::TaskStream* root = verified.root();
   std::vector<BufferInfo> buffers;
   if (root->buffers())
     for (const fb::Buffer* b : *root->buffers()) {
