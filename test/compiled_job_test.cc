@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "job/manifest.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/model.h"
@@ -211,6 +212,24 @@ TEST(CompiledJob, ReadRefusesWhatDoesNotBelong) {
     ASSERT_FALSE(r.ok()) << c.expect;
     EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status().ToString();
   }
+}
+
+// A corrupt stream that its manifest vouches for (hash and size rewritten to
+// match) is refused by the verifier as it is read, naming the file: a
+// CompiledJob, and so train_columns(), only ever holds verified streams.
+TEST(CompiledJob, ReadRefusesACorruptStreamItsManifestVouchesFor) {
+  TempDir dir("corrupt_stream");
+  SINKRT_ASSERT_OK(host::WriteCompiledJob(host::CompileJob(Net(), Options()).value(), dir.str()));
+  FlipByte(dir.str("rank_0.tstream"), 4 + 4);  // the file identifier "SKTS"
+  auto bytes = ReadFileBytes(dir.str("rank_0.tstream"));
+  ASSERT_TRUE(bytes.ok());
+  nlohmann::json m = nlohmann::json::parse(ReadText(dir.str("manifest.json")));
+  m["ranks"][0]["content_hash"] = host::job::Hex64(host::job::ContentHash(*bytes));
+  WriteText(dir.str("manifest.json"), m.dump());
+  auto read = host::ReadCompiledJob(dir.str());
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find("rank_0.tstream: not a sinkrt task stream"), std::string::npos)
+      << read.status().ToString();
 }
 
 std::vector<std::pair<std::string, host::Tensor>> TrainAndRead(std::unique_ptr<host::Model>& model) {
