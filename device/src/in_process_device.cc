@@ -36,10 +36,9 @@ Status InProcessDevice::JoinWorld(const WorldSpec& world) {
   if (!inbox_) SINKRT_RETURN_IF_ERROR(Endpoint().status());
   std::vector<PeerAddress> peers;
   for (size_t r = 0; r < n; ++r) {
-    auto address = ParseAddress(world.members[r].address);
-    if (!address.ok())
-      return address.status().WithContext("JoinWorld: member " + std::to_string(r) + "'s address");
-    peers.push_back({static_cast<uint32_t>(r), *address, world.members[r].host_id});
+    SINKRT_ASSIGN_OR_RETURN(const Address address, ParseAddress(world.members[r].address),
+                            "JoinWorld: member " + std::to_string(r) + "'s address");
+    peers.push_back({static_cast<uint32_t>(r), address, world.members[r].host_id});
   }
   if (comm_) comm_->Abort();
   executor_.reset();

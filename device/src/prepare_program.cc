@@ -172,8 +172,7 @@ Status PrepareProgram(LoadedJob& job, const fb::Program* def, PrepareContext& pc
           if (k->outputs())
             for (uint32_t i : *k->outputs()) pt.args.outputs.push_back(MakeRef(job, i));
           if (k->fused_bias() >= 0) pt.args.fused_bias = MakeRef(job, static_cast<uint32_t>(k->fused_bias()));
-          Status st = pt.kernel->prepare(pt.args, pctx, &pt.state);
-          if (!st.ok()) return st.WithContext(TaskLabel(*out, s, t));
+          SINKRT_RETURN_IF_ERROR(pt.kernel->prepare(pt.args, pctx, &pt.state), TaskLabel(*out, s, t));
           break;
         }
         case fb::TaskBody::GetNextTask: {

@@ -291,9 +291,9 @@ Result<std::vector<PeerAddress>> JobSession::WorldOf(const fb::JoinWorld& reques
   for (uint32_t r = 0; r < n; ++r) {
     const fb::WorldMember* m = request.members()->Get(r);
     const std::string text = m->address() ? m->address()->str() : "";
-    auto address = ParseAddress(text);
-    if (!address.ok()) return address.status().WithContext("member " + std::to_string(r) + "'s address '" + text + "'");
-    world.push_back({r, *address, m->host_id() ? m->host_id()->str() : ""});
+    SINKRT_ASSIGN_OR_RETURN(const Address address, ParseAddress(text),
+                            "member " + std::to_string(r) + "'s address '" + text + "'");
+    world.push_back({r, address, m->host_id() ? m->host_id()->str() : ""});
   }
   // This rank's own entry must be this daemon: otherwise its peers dial
   // someone else for it and fail with a confusing rank mismatch there.

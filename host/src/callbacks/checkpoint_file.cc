@@ -112,8 +112,7 @@ Status LoadCheckpoint(const std::string& path, Model& model, CheckpointInfo* inf
     if (have) value.data.assign(t->data()->begin(), t->data()->end());
     state.emplace_back(s.name, std::move(value));
   }
-  Status st = model.WriteState(state);
-  if (!st.ok()) return st.WithContext(where);
+  SINKRT_RETURN_IF_ERROR(model.WriteState(state), where);
   if (info) {
     info->epoch = ck->epoch();
     info->step = ck->step();

@@ -160,9 +160,7 @@ Result<Manifest> ParseManifest(const std::string& text, const std::string& path)
   const Json opt = rd.Get<Json>(options, "optimizer", "options");
   const std::string kind = rd.Get<std::string>(opt, "kind", "options.optimizer");
   if (rd.status.ok()) {
-    auto k = ParseOptimizerKind(kind);
-    if (!k.ok()) return k.status().WithContext(path + ": options.optimizer.kind");
-    o.optimizer.kind = *k;
+    SINKRT_ASSIGN_OR_RETURN(o.optimizer.kind, ParseOptimizerKind(kind), path + ": options.optimizer.kind");
   }
   o.optimizer.learning_rate = rd.Get<float>(opt, "learning_rate", "options.optimizer");
   if (o.optimizer.kind == OptimizerKind::Momentum) {
@@ -183,9 +181,7 @@ Result<Manifest> ParseManifest(const std::string& text, const std::string& path)
   const Json parallel = rd.Get<Json>(options, "parallel", "options");
   const std::string mode = rd.Get<std::string>(parallel, "mode", "options.parallel");
   if (rd.status.ok()) {
-    auto pm = ParseParallelMode(mode);
-    if (!pm.ok()) return pm.status().WithContext(path + ": options.parallel.mode");
-    o.parallel_mode = *pm;
+    SINKRT_ASSIGN_OR_RETURN(o.parallel_mode, ParseParallelMode(mode), path + ": options.parallel.mode");
   }
   o.world_size = rd.Get<uint32_t>(parallel, "device_num", "options.parallel");
   if (o.parallel_mode == ParallelMode::DataParallel) {

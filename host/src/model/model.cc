@@ -40,7 +40,7 @@ Status AppendLoss(Graph& g, const LossSpec& loss) {
   if (loss.label_column.empty()) return InvalidArgument(ModelContext(g) + ": the label column has no name");
   const TensorId label = g.Input(loss.label_column, {logits.shape[0]}, DType::I32);
   g.SetLoss(g.SparseSoftmaxCrossEntropy(g.outputs().front(), label));
-  if (!g.status().ok()) return g.status().WithContext(ModelContext(g) + ": loss");
+  SINKRT_RETURN_IF_ERROR(g.status(), ModelContext(g) + ": loss");
   return Status::Ok();
 }
 
@@ -119,10 +119,9 @@ Status JoinWorld(const std::vector<DeviceLink*>& devices, const std::string& con
   std::random_device entropy;
   world.job = (uint64_t{entropy()} << 32 | entropy()) | 1;
   for (uint32_t r = 0; r < n; ++r) {
-    auto endpoint = devices[r]->Endpoint();
-    if (!endpoint.ok())
-      return endpoint.status().WithContext(context + ": rank " + std::to_string(r) + " has no peer endpoint");
-    world.members.push_back(std::move(endpoint).value());
+    SINKRT_ASSIGN_OR_RETURN(PeerEndpoint endpoint, devices[r]->Endpoint(),
+                            context + ": rank " + std::to_string(r) + " has no peer endpoint");
+    world.members.push_back(std::move(endpoint));
   }
   return CombineRankStatuses(OnEveryRank(n,
                                          [&](uint32_t r) {
@@ -139,7 +138,7 @@ Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, Optim
                                              std::span<DeviceLink* const> devices, ModelOptions options) {
   SINKRT_RETURN_IF_ERROR(options.context.Validate({ParallelMode::StandAlone, ParallelMode::DataParallel}));
   SINKRT_ASSIGN_OR_RETURN(const uint32_t capacity, SinkQueueCapacity(options.queue_capacity));
-  if (!network.status().ok()) return network.status().WithContext(ModelContext(network));
+  SINKRT_RETURN_IF_ERROR(network.status(), ModelContext(network));
   const ParallelContext& pc = options.context;
   const bool data_parallel = pc.mode == ParallelMode::DataParallel;
   const uint32_t n = static_cast<uint32_t>(devices.size());
@@ -254,12 +253,12 @@ Result<std::vector<std::pair<std::string, Tensor>>> Model::ReadState(uint32_t ra
   std::vector<std::pair<std::string, Tensor>> out;
   out.reserve(impl_->state.size());
   for (const StateBuffer& s : impl_->state) {
-    auto bytes = impl_->devices[rank]->ReadTensor(s.index);
-    if (!bytes.ok()) return bytes.status().WithContext("Model.ReadState: tensor '" + s.name + "'");
-    if (bytes->size() != s.bytes)
+    SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, impl_->devices[rank]->ReadTensor(s.index),
+                            "Model.ReadState: tensor '" + s.name + "'");
+    if (bytes.size() != s.bytes)
       return Internal("Model.ReadState: tensor '" + s.name + "' came back with " +
-                      std::to_string(bytes->size()) + " bytes, expected " + std::to_string(s.bytes));
-    out.emplace_back(s.name, Tensor{s.dtype, s.shape, std::move(bytes).value()});
+                      std::to_string(bytes.size()) + " bytes, expected " + std::to_string(s.bytes));
+    out.emplace_back(s.name, Tensor{s.dtype, s.shape, std::move(bytes)});
   }
   return out;
 }
@@ -286,10 +285,9 @@ Status Model::WriteState(const std::vector<std::pair<std::string, Tensor>>& stat
   }
   for (size_t r = 0; r < impl_->devices.size(); ++r)
     for (const auto& [s, t] : writes) {
-      Status st = impl_->devices[r]->WriteTensor(s->index, t->bytes());
-      if (!st.ok())
-        return st.WithContext("Model.WriteState: tensor '" + s->name + "'" +
-                              (impl_->devices.size() > 1 ? " on rank " + std::to_string(r) : ""));
+      SINKRT_RETURN_IF_ERROR(impl_->devices[r]->WriteTensor(s->index, t->bytes()),
+                             "Model.WriteState: tensor '" + s->name + "'" +
+                                 (impl_->devices.size() > 1 ? " on rank " + std::to_string(r) : ""));
     }
   return Status::Ok();
 }

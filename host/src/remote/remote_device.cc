@@ -53,11 +53,10 @@ Result<DeviceHello> Handshake(FrameSocket& socket, const Address& address, fb::P
   auto hello = fb::CreateHello(fbb, kProtocolMajor, kProtocolMinor, role, rank, fbb.CreateString(token),
                                fbb.CreateString(kSoftware));
   FinishMessage(fbb, fb::MessageBody::Hello, hello.Union());
-  Status st = socket.Send(fbb);
-  if (!st.ok()) return st.WithContext("handshake with " + where);
+  SINKRT_RETURN_IF_ERROR(socket.Send(fbb), "handshake with " + where);
 
   InFrame frame;
-  st = socket.Receive(&frame, DeadlineIn(Sane(timeout)));
+  Status st = socket.Receive(&frame, DeadlineIn(Sane(timeout)));
   if (st.code() == StatusCode::kDeadlineExceeded)
     return DeadlineExceeded("no Hello from " + where + " within " + Ms(timeout) +
                             " (is a sinkd daemon listening there?)");
