@@ -21,8 +21,12 @@ void BM_DispatchPerTask(benchmark::State& state) {
   for (int i = 0; i < n; ++i)
     hs.AddKernel(fb::OpCode::Fill, {}, {b}, fb::OpOptions::FillOptions,
                  [](flatbuffers::FlatBufferBuilder& fbb) { return fb::CreateFillOptions(fbb, 1.0f).Union(); });
-  auto bytes = hs.Finish();
-  auto ex = device::Executor::Load(bytes, device::DeviceOptions{});
+  auto stream = VerifyTaskStream(hs.Finish());
+  if (!stream.ok()) {
+    state.SkipWithError(stream.status().ToString().c_str());
+    return;
+  }
+  auto ex = device::Executor::Load(std::move(stream).value(), device::DeviceOptions{});
   if (!ex.ok()) {
     state.SkipWithError(ex.status().ToString().c_str());
     return;
@@ -49,7 +53,7 @@ void BM_MlpStepOverhead(benchmark::State& state) {
     return;
   }
   device::InProcessDevice dev;
-  if (auto l = dev.Load(cs->bytes); !l.ok()) {
+  if (auto l = dev.Load(cs->stream); !l.ok()) {
     state.SkipWithError(l.status().ToString().c_str());
     return;
   }

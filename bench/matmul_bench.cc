@@ -45,10 +45,14 @@ void BM_MatMulSinkrt(benchmark::State& state) {
   bool ta = s.ta, tb = s.tb;
   hs.AddKernel(fb::OpCode::MatMul, {a, b}, {y}, fb::OpOptions::MatMulOptions,
                [ta, tb](flatbuffers::FlatBufferBuilder& fbb) { return fb::CreateMatMulOptions(fbb, ta, tb).Union(); });
-  auto bytes = hs.Finish();
+  auto stream = VerifyTaskStream(hs.Finish());
+  if (!stream.ok()) {
+    state.SkipWithError(stream.status().ToString().c_str());
+    return;
+  }
   device::DeviceOptions opts;
   opts.threads = static_cast<int>(state.range(1));
-  auto ex = device::Executor::Load(bytes, opts);
+  auto ex = device::Executor::Load(std::move(stream).value(), opts);
   if (!ex.ok()) {
     state.SkipWithError(ex.status().ToString().c_str());
     return;

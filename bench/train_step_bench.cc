@@ -26,7 +26,7 @@ void BM_MlpTrain(benchmark::State& state) {
     return;
   }
   device::InProcessDevice dev(opts);
-  if (auto l = dev.Load(cs->bytes); !l.ok()) {
+  if (auto l = dev.Load(cs->stream); !l.ok()) {
     state.SkipWithError(l.status().ToString().c_str());
     return;
   }

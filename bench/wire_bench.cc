@@ -134,7 +134,7 @@ Status LoadMlp(DeviceLink& device, int64_t batch, uint32_t queue_capacity) {
   o.optimizer = host::OptimizerSpec::Momentum(0.01f, 0.9f);
   o.queue_capacity = queue_capacity;
   SINKRT_ASSIGN_OR_RETURN(host::CompiledStream cs, host::Compile(testing::MakeMlp(batch), o));
-  return device.Load(cs.bytes).status();
+  return device.Load(cs.stream).status();
 }
 
 // One batch of the MLP's train queue ("image" f32 [batch, 784], "label" i32

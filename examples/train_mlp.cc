@@ -62,11 +62,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("compiled: %zu bytes, arena %.2f MiB (liveness lower bound %.2f MiB), %zu train tasks\n",
-              compiled->bytes.size(), compiled->report.arena_bytes / 1048576.0,
+              compiled->stream.bytes().size(), compiled->report.arena_bytes / 1048576.0,
               compiled->report.liveness_lower_bound / 1048576.0, compiled->report.train_tasks);
 
   device::InProcessDevice dev;
-  auto loaded = dev.Load(compiled->bytes);
+  auto loaded = dev.Load(compiled->stream);
   if (!loaded.ok()) {
     std::fprintf(stderr, "load failed: %s\n", loaded.status().ToString().c_str());
     return 1;

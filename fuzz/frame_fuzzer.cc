@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "sinkrt/runtime/stream_view.h"  // ProgramKindName
+#include "sinkrt/runtime/task_stream_verifier.h"  // ProgramKindName
 #include "sinkrt/runtime/wire.h"
 
 namespace {

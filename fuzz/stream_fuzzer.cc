@@ -1,4 +1,4 @@
-// libFuzzer target for the task-stream verifier (runtime/stream_view.h).
+// libFuzzer target for the task-stream verifier (runtime/task_stream_verifier.h).
 //
 // The input is a .tstream file. sinkrt::VerifyTaskStream is the device's
 // trust boundary: once it accepts a stream, device code indexes buffers,
@@ -18,9 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/format.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace {
 
@@ -39,16 +40,16 @@ volatile uint64_t g_sink;
 
 class Walker {
  public:
-  Walker(const StreamView& v, std::span<const uint8_t> file) : v_(v), s_(v.root), file_(file) {}
+  explicit Walker(const VerifiedStream& v) : v_(v), s_(v.root()), file_(v.bytes()) {}
 
   void Run() {
     FUZZ_CHECK(s_ != nullptr);
     // The sections lie inside the file.
-    FUZZ_CHECK(v_.flatbuffer.data() == file_.data() + 4);
-    FUZZ_CHECK(v_.flatbuffer.size() + 4 <= file_.size());
-    if (!v_.blobs.empty()) {
-      FUZZ_CHECK(v_.blobs.data() >= v_.flatbuffer.data() + v_.flatbuffer.size());
-      FUZZ_CHECK(v_.blobs.data() + v_.blobs.size() == file_.data() + file_.size());
+    FUZZ_CHECK(v_.flatbuffer().data() == file_.data() + 4);
+    FUZZ_CHECK(v_.flatbuffer().size() + 4 <= file_.size());
+    if (!v_.blobs().empty()) {
+      FUZZ_CHECK(v_.blobs().data() >= v_.flatbuffer().data() + v_.flatbuffer().size());
+      FUZZ_CHECK(v_.blobs().data() + v_.blobs().size() == file_.data() + file_.size());
     }
     Header();
     Buffers();
@@ -136,7 +137,7 @@ class Walker {
     FUZZ_CHECK(a >= 8 && a <= 4096 && (a & (a - 1)) == 0);
     FUZZ_CHECK(s_->arena_bytes() <= kMaxStreamBytes * 4);
     Scalar(s_->liveness_lower_bound());
-    FUZZ_CHECK(s_->blob_bytes() == v_.blobs.size());
+    FUZZ_CHECK(s_->blob_bytes() == v_.blobs().size());
   }
 
   void Buffers() {
@@ -179,10 +180,10 @@ class Walker {
       Scalar(d->fan_out());
       if (d->kind() == fb::InitKind::Inline) {
         // The device copies these bytes into the buffer.
-        FUZZ_CHECK(d->data_offset() <= v_.blobs.size());
-        FUZZ_CHECK(d->data_bytes() <= v_.blobs.size() - d->data_offset());
+        FUZZ_CHECK(d->data_offset() <= v_.blobs().size());
+        FUZZ_CHECK(d->data_bytes() <= v_.blobs().size() - d->data_offset());
         FUZZ_CHECK(d->data_bytes() == b->bytes());
-        Bytes(v_.blobs.subspan(d->data_offset(), d->data_bytes()));
+        Bytes(v_.blobs().subspan(d->data_offset(), d->data_bytes()));
       }
     }
   }
@@ -351,17 +352,7 @@ class Walker {
         FUZZ_CHECK(t != nullptr);
         GroupAt(t->group());
         FUZZ_CHECK(uint8_t(t->op()) <= uint8_t(fb::ReduceOp::MAX));
-        FUZZ_CHECK(t->buffers() && t->buffers()->size() > 0);
-        // Reduced in place as one range: contiguous, ascending, one dtype.
-        const fb::Buffer* first = BufferAt(t->buffers()->Get(0));
-        const fb::Buffer* prev = first;
-        for (uint32_t i = 1; i < t->buffers()->size(); ++i) {
-          const fb::Buffer* b = BufferAt(t->buffers()->Get(i));
-          FUZZ_CHECK(b->offset() >= prev->offset() + prev->bytes());
-          FUZZ_CHECK(b->dtype() == first->dtype());
-          prev = b;
-        }
-        FUZZ_CHECK(prev->offset() + prev->bytes() <= s_->arena_bytes());
+        OneRange(t->buffers());
         return;
       }
       case fb::TaskBody::BroadcastTask: {
@@ -369,8 +360,7 @@ class Walker {
         FUZZ_CHECK(t != nullptr);
         const fb::CommGroup* g = GroupAt(t->group());
         FUZZ_CHECK(std::find(g->ranks()->begin(), g->ranks()->end(), t->root()) != g->ranks()->end());
-        FUZZ_CHECK(t->buffers() && t->buffers()->size() > 0);
-        BufferIndices(t->buffers());
+        OneRange(t->buffers());
         return;
       }
       case fb::TaskBody::AllGatherTask: {
@@ -405,7 +395,23 @@ class Walker {
     }
   }
 
-  const StreamView& v_;
+  // A fused AllReduce or Broadcast runs in place on one range: its buffers
+  // are contiguous, ascending and of one dtype.
+  void OneRange(const flatbuffers::Vector<uint32_t>* buffers) {
+    FUZZ_CHECK(buffers && buffers->size() > 0);
+    const fb::Buffer* first = BufferAt(buffers->Get(0));
+    const fb::Buffer* prev = first;
+    for (uint32_t i = 1; i < buffers->size(); ++i) {
+      const fb::Buffer* b = BufferAt(buffers->Get(i));
+      FUZZ_CHECK(b->offset() >= prev->offset() + prev->bytes());
+      FUZZ_CHECK(b->offset() - (prev->offset() + prev->bytes()) < s_->arena_alignment());
+      FUZZ_CHECK(b->dtype() == first->dtype());
+      prev = b;
+    }
+    FUZZ_CHECK(prev->offset() + prev->bytes() <= s_->arena_bytes());
+  }
+
+  const VerifiedStream& v_;
   const fb::TaskStream* s_;
   std::span<const uint8_t> file_;
   uint64_t h_ = 0;
@@ -419,11 +425,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // reports any read past the file.
   std::vector<uint8_t> file(data, data + size);
   FUZZ_CHECK(size == 0 || reinterpret_cast<uintptr_t>(file.data()) % 8 == 0);
-  Result<StreamView> view = VerifyTaskStream(file);
+  // The stream takes the vector over: moved, its buffer stays where it is.
+  Result<VerifiedStream> view = VerifyTaskStream(std::move(file));
   if (!view.ok()) {
     FUZZ_CHECK(!view.status().message().empty());
     return 0;
   }
-  Walker(view.value(), file).Run();
+  FUZZ_CHECK(view->bytes().size() == size);
+  Walker(view.value()).Run();
   return 0;
 }

@@ -266,7 +266,7 @@ TEST_F(CheckpointErrors, MissingFile) {
 TEST_F(CheckpointErrors, NotACheckpoint) {
   ExpectLoadError({}, "not a sinkrt checkpoint (no 'SKCK' identifier)");
   ExpectLoadError(std::vector<uint8_t>(64, 0xab), "not a sinkrt checkpoint");
-  auto stream = model_->compiled().bytes;  // a task stream is no checkpoint
+  auto stream = model_->compiled().stream.bytes();  // a task stream is no checkpoint
   ExpectLoadError(stream, "not a sinkrt checkpoint");
 }
 

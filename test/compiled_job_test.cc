@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "job/manifest.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/model.h"
@@ -79,10 +80,10 @@ TEST(CompiledJob, CompilesEveryRankAndKnowsItsNetwork) {
   EXPECT_EQ(job->network_hash, host::GraphHash(Net()));
   EXPECT_EQ(job->label_column, "label");
   for (uint32_t r = 0; r < 3; ++r) {
-    auto view = VerifyTaskStream(job->ranks[r].bytes);
+    auto view = VerifyTaskStream(job->ranks[r].stream.bytes());
     SINKRT_ASSERT_OK(view.status());
-    EXPECT_EQ(view->root->header()->rank(), r);
-    EXPECT_EQ(view->root->header()->world_size(), 3u);
+    EXPECT_EQ(view->root()->header()->rank(), r);
+    EXPECT_EQ(view->root()->header()->world_size(), 3u);
   }
   const auto cols = job->train_columns();
   ASSERT_EQ(cols.size(), 2u);
@@ -108,7 +109,7 @@ TEST(CompiledJob, WriteThenReadGivesTheSameStreamsAndReport) {
   for (uint32_t r = 0; r < 2; ++r) {
     const host::CompiledStream& a = job->ranks[r];
     const host::CompiledStream& b = back->ranks[r];
-    EXPECT_EQ(a.bytes, b.bytes);
+    EXPECT_EQ(a.stream.bytes(), b.stream.bytes());
     EXPECT_EQ(a.graph_hash, b.graph_hash);
     EXPECT_EQ(a.input_columns, b.input_columns);
     EXPECT_EQ(a.predict_columns, b.predict_columns);
@@ -213,6 +214,24 @@ TEST(CompiledJob, ReadRefusesWhatDoesNotBelong) {
     ASSERT_FALSE(r.ok()) << c.expect;
     EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status().ToString();
   }
+}
+
+// A corrupt stream that its manifest vouches for (hash and size rewritten to
+// match) is refused by the verifier as it is read, naming the file: a
+// CompiledJob, and so train_columns(), only ever holds verified streams.
+TEST(CompiledJob, ReadRefusesACorruptStreamItsManifestVouchesFor) {
+  TempDir dir("corrupt_stream");
+  SINKRT_ASSERT_OK(host::WriteCompiledJob(host::CompileJob(Net(), Options()).value(), dir.str()));
+  FlipByte(dir.str("rank_0.tstream"), 4 + 4);  // the file identifier "SKTS"
+  auto bytes = ReadFileBytes(dir.str("rank_0.tstream"));
+  ASSERT_TRUE(bytes.ok());
+  nlohmann::json m = nlohmann::json::parse(ReadText(dir.str("manifest.json")));
+  m["ranks"][0]["content_hash"] = host::job::Hex64(host::job::ContentHash(*bytes));
+  WriteText(dir.str("manifest.json"), m.dump());
+  auto read = host::ReadCompiledJob(dir.str());
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find("rank_0.tstream: not a sinkrt task stream"), std::string::npos)
+      << read.status().ToString();
 }
 
 std::vector<std::pair<std::string, host::Tensor>> TrainAndRead(std::unique_ptr<host::Model>& model) {
@@ -327,7 +346,7 @@ TEST(CompileCache, MissThenHitSkipsCompilation) {
   host::CompileCacheStats after = host::GetCompileCacheStats();
   EXPECT_EQ(after.hits, mid.hits + 1);
   EXPECT_EQ(after.compiles, mid.compiles) << "a hit compiled";
-  for (uint32_t r = 0; r < 2; ++r) EXPECT_EQ(first->ranks[r].bytes, second->ranks[r].bytes);
+  for (uint32_t r = 0; r < 2; ++r) EXPECT_EQ(first->ranks[r].stream.bytes(), second->ranks[r].stream.bytes());
 
   // Another option is another key.
   CompileOptions other = Options(2);
@@ -356,7 +375,7 @@ TEST(CompileCache, ACorruptEntryIsRecompiledAndReplacedNeverUsed) {
   const std::string log = ::testing::internal::GetCapturedStderr();
   SINKRT_ASSERT_OK(again.status());
   EXPECT_NE(log.find("is unusable, recompiling"), std::string::npos) << log;
-  EXPECT_EQ(again->ranks[0].bytes, good->ranks[0].bytes);
+  EXPECT_EQ(again->ranks[0].stream.bytes(), good->ranks[0].stream.bytes());
   const host::CompileCacheStats after = host::GetCompileCacheStats();
   EXPECT_EQ(after.corrupt, before.corrupt + 1);
   EXPECT_EQ(after.compiles, before.compiles + 1);
@@ -381,7 +400,7 @@ TEST(CompileCache, ModelCreateUsesTheCacheItIsGiven) {
   SINKRT_ASSERT_OK(m2.status());
   EXPECT_EQ(host::GetCompileCacheStats().hits, mid.hits + 1);
   EXPECT_EQ(host::GetCompileCacheStats().compiles, mid.compiles);
-  EXPECT_EQ((*m1)->compiled().bytes, (*m2)->compiled().bytes);
+  EXPECT_EQ((*m1)->compiled().stream.bytes(), (*m2)->compiled().stream.bytes());
 }
 
 TEST(CompileCache, AnUnwritableCacheIsSkippedNotAnError) {

@@ -11,7 +11,7 @@
 
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/runtime/format.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
 
@@ -34,26 +34,17 @@ CompileOptions MomentumOptions() {
 CompiledStream CompileOk(const Graph& g, const CompileOptions& o = MomentumOptions()) {
   auto cs = host::Compile(g, o);
   EXPECT_TRUE(cs.ok()) << cs.status().ToString();
-  return cs.ok() ? std::move(cs).value() : CompiledStream{};
+  return std::move(cs).value();  // throws on failure: gtest reports it and goes on
 }
 
-// The stream as the device sees it; fails the test if the verifier refuses it.
-StreamView View(const CompiledStream& cs) {
-  auto v = VerifyTaskStream(cs.bytes);
-  EXPECT_TRUE(v.ok()) << v.status().ToString();
-  return v.ok() ? *v : StreamView{};
-}
+// The stream as the device sees it (Compile verified it).
+const VerifiedStream& View(const CompiledStream& cs) { return cs.stream; }
 
-// The header's graph_hash, or 0 (after a test failure) if the stream does
-// not verify.
-uint64_t HeaderHash(const CompiledStream& cs) {
-  StreamView v = View(cs);
-  return v.root ? v.root->header()->graph_hash() : 0;
-}
+uint64_t HeaderHash(const CompiledStream& cs) { return cs.stream.root()->header()->graph_hash(); }
 
-const fb::Buffer* BufferNamed(const StreamView& v, const std::string& name) {
+const fb::Buffer* BufferNamed(const VerifiedStream& v, const std::string& name) {
   int64_t i = v.FindBuffer(name);
-  return i < 0 ? nullptr : v.root->buffers()->Get(static_cast<uint32_t>(i));
+  return i < 0 ? nullptr : v.root()->buffers()->Get(static_cast<uint32_t>(i));
 }
 
 std::vector<const fb::KernelTask*> Kernels(const fb::Program* p) {
@@ -74,14 +65,14 @@ TEST(Compiler, SameGraphAndOptionsGiveIdenticalBytes) {
   CompiledStream a = CompileOk(testing::MakeMlp(64), o);
   CompiledStream b = CompileOk(testing::MakeMlp(64), o);  // built again from scratch
   CompiledStream c = CompileOk(testing::MakeMlp(64), o);
-  ASSERT_FALSE(a.bytes.empty());
-  EXPECT_EQ(a.bytes, b.bytes);
-  EXPECT_EQ(a.bytes, c.bytes);
+  ASSERT_FALSE(a.stream.bytes().empty());
+  EXPECT_EQ(a.stream.bytes(), b.stream.bytes());
+  EXPECT_EQ(a.stream.bytes(), c.stream.bytes());
   EXPECT_EQ(a.graph_hash, b.graph_hash);
 
   CompiledStream l1 = CompileOk(testing::MakeLeNet(16), o);
   CompiledStream l2 = CompileOk(testing::MakeLeNet(16), o);
-  EXPECT_EQ(l1.bytes, l2.bytes);
+  EXPECT_EQ(l1.stream.bytes(), l2.stream.bytes());
 }
 
 TEST(Compiler, GraphHashFollowsContent) {
@@ -129,7 +120,7 @@ TEST(Compiler, DifferentOptionsChangeTheHash) {
   for (const CompileOptions& o : variants) {
     CompiledStream cs = CompileOk(g, o);
     EXPECT_NE(cs.graph_hash, ref.graph_hash);
-    EXPECT_NE(cs.bytes, ref.bytes);
+    EXPECT_NE(cs.stream.bytes(), ref.stream.bytes());
     EXPECT_EQ(HeaderHash(cs), cs.graph_hash);
     hashes.insert(cs.graph_hash);
   }
@@ -149,8 +140,8 @@ TEST(Compiler, StreamsPassTheVerifier) {
         o.eval_program = eval;
         SCOPED_TRACE("optimizer " + std::to_string(int(opt.kind)) + " fuse " + std::to_string(fuse) +
                      " eval " + std::to_string(eval));
-        SINKRT_ASSERT_OK(VerifyTaskStream(CompileOk(testing::MakeMlp(64), o).bytes));
-        SINKRT_ASSERT_OK(VerifyTaskStream(CompileOk(testing::MakeLeNet(8), o).bytes));
+        SINKRT_ASSERT_OK(VerifyTaskStream(CompileOk(testing::MakeMlp(64), o).stream.bytes()));
+        SINKRT_ASSERT_OK(VerifyTaskStream(CompileOk(testing::MakeLeNet(8), o).stream.bytes()));
       }
     }
   }
@@ -161,9 +152,9 @@ TEST(Compiler, HeaderCarriesVersionRankAndProducer) {
   o.world_size = 4;
   o.rank = 3;
   CompiledStream cs = CompileOk(testing::MakeMlp(8, {16, 8, 4}), o);
-  StreamView v = View(cs);
-  ASSERT_NE(v.root, nullptr);
-  const fb::Header* h = v.root->header();
+  VerifiedStream v = View(cs);
+  ASSERT_NE(v.root(), nullptr);
+  const fb::Header* h = v.root()->header();
   EXPECT_EQ(h->format_major(), kFormatMajor);
   EXPECT_EQ(h->format_minor(), kFormatMinor);
   EXPECT_EQ(h->rank(), 3u);
@@ -171,14 +162,14 @@ TEST(Compiler, HeaderCarriesVersionRankAndProducer) {
   EXPECT_EQ(h->target()->str(), "cpu");
   EXPECT_EQ(h->producer()->str(), "sinkrt 0.1.0");
   EXPECT_EQ(h->requirements(), 0u);
-  EXPECT_EQ(v.root->arena_alignment(), 64u);
-  EXPECT_EQ(v.root->arena_bytes(), cs.report.arena_bytes);
-  EXPECT_EQ(v.root->liveness_lower_bound(), cs.report.liveness_lower_bound);
-  EXPECT_EQ(v.root->blob_bytes(), 0u);
+  EXPECT_EQ(v.root()->arena_alignment(), 64u);
+  EXPECT_EQ(v.root()->arena_bytes(), cs.report.arena_bytes);
+  EXPECT_EQ(v.root()->liveness_lower_bound(), cs.report.liveness_lower_bound);
+  EXPECT_EQ(v.root()->blob_bytes(), 0u);
   // No blobs: the file ends right after the size-prefixed FlatBuffer.
   uint32_t fb_bytes;
-  std::memcpy(&fb_bytes, cs.bytes.data(), 4);
-  EXPECT_EQ(cs.bytes.size(), 4u + fb_bytes);
+  std::memcpy(&fb_bytes, cs.stream.bytes().data(), 4);
+  EXPECT_EQ(cs.stream.bytes().size(), 4u + fb_bytes);
 }
 
 // ---- fusion ---------------------------------------------------------------------------
@@ -187,8 +178,8 @@ TEST(Compiler, MlpFusesMatMulBiasAddRelu) {
   const Graph g = testing::MakeMlp(64);
   CompiledStream cs = CompileOk(g);
   EXPECT_EQ(cs.report.fused_kernels, 3u);
-  StreamView v = View(cs);
-  ASSERT_NE(v.root, nullptr);
+  VerifiedStream v = View(cs);
+  ASSERT_NE(v.root(), nullptr);
   for (fb::ProgramKind kind : {fb::ProgramKind::TrainStep, fb::ProgramKind::EvalStep}) {
     const fb::Program* p = v.FindProgram(kind);
     ASSERT_NE(p, nullptr);
@@ -202,7 +193,7 @@ TEST(Compiler, MlpFusesMatMulBiasAddRelu) {
     const char* biases[] = {"fc1.bias", "fc2.bias", "fc3.bias"};
     for (size_t i = 0; i < 3; ++i) {
       EXPECT_EQ(fused[i]->op(), fb::OpCode::MatMul);
-      EXPECT_EQ(v.root->buffers()->Get(fused[i]->fused_bias())->name()->str(), biases[i]);
+      EXPECT_EQ(v.root()->buffers()->Get(fused[i]->fused_bias())->name()->str(), biases[i]);
       EXPECT_EQ(fused[i]->fused_activation(), i < 2 ? fb::Activation::Relu : fb::Activation::None);
     }
   }
@@ -222,8 +213,8 @@ TEST(Compiler, NoFusionWhenDisabled) {
   o.fuse = false;
   CompiledStream cs = CompileOk(g, o);
   EXPECT_EQ(cs.report.fused_kernels, 0u);
-  StreamView v = View(cs);
-  ASSERT_NE(v.root, nullptr);
+  VerifiedStream v = View(cs);
+  ASSERT_NE(v.root(), nullptr);
   int bias_adds = 0, relus = 0;
   for (const fb::KernelTask* k : Kernels(v.FindProgram(fb::ProgramKind::TrainStep))) {
     EXPECT_EQ(k->fused_bias(), -1);
@@ -247,8 +238,8 @@ TEST(Compiler, NoFusionWhenDisabled) {
 TEST(Compiler, LeNetFusesConvolutionsAndDenseLayers) {
   CompiledStream cs = CompileOk(testing::MakeLeNet(8));
   EXPECT_EQ(cs.report.fused_kernels, 5u);
-  StreamView v = View(cs);
-  ASSERT_NE(v.root, nullptr);
+  VerifiedStream v = View(cs);
+  ASSERT_NE(v.root(), nullptr);
   int conv_fused = 0;
   for (const fb::KernelTask* k : Kernels(v.FindProgram(fb::ProgramKind::TrainStep)))
     if (k->op() == fb::OpCode::Conv2D) {
@@ -280,13 +271,13 @@ TEST(Compiler, FusionKeepsIntermediatesThatAreOutputsOrReadTwice) {
 
   CompiledStream cs = CompileOk(g);
   EXPECT_EQ(cs.report.fused_kernels, 1u);
-  StreamView v = View(cs);
-  ASSERT_NE(v.root, nullptr);
+  VerifiedStream v = View(cs);
+  ASSERT_NE(v.root(), nullptr);
   auto kernels = Kernels(v.FindProgram(fb::ProgramKind::TrainStep));
   ASSERT_GE(kernels.size(), 4u);
   EXPECT_EQ(kernels[0]->op(), fb::OpCode::MatMul);
   EXPECT_EQ(kernels[0]->fused_activation(), fb::Activation::None);
-  EXPECT_EQ(v.root->buffers()->Get(kernels[0]->outputs()->Get(0))->name()->str(), g.tensor(pre).name);
+  EXPECT_EQ(v.root()->buffers()->Get(kernels[0]->outputs()->Get(0))->name()->str(), g.tensor(pre).name);
   EXPECT_EQ(kernels[1]->op(), fb::OpCode::Relu);
   EXPECT_EQ(kernels[2]->op(), fb::OpCode::MatMul);
   EXPECT_EQ(kernels[2]->fused_bias(), -1);
@@ -313,26 +304,26 @@ TEST(Compiler, FusionSpansNonAdjacentOpsOnlyWhenTheBiasIsReady) {
 
   CompiledStream cs = CompileOk(g);
   EXPECT_EQ(cs.report.fused_kernels, 1u);
-  StreamView v = View(cs);
-  ASSERT_NE(v.root, nullptr);
+  VerifiedStream v = View(cs);
+  ASSERT_NE(v.root(), nullptr);
   auto kernels = Kernels(v.FindProgram(fb::ProgramKind::EvalStep));
   ASSERT_GE(kernels.size(), 4u);
   EXPECT_EQ(kernels[0]->op(), fb::OpCode::MatMul);
-  EXPECT_EQ(v.root->buffers()->Get(kernels[0]->fused_bias())->name()->str(), "b1");
-  EXPECT_EQ(v.root->buffers()->Get(kernels[0]->outputs()->Get(0))->name()->str(), "eval/" + g.tensor(y1).name);
+  EXPECT_EQ(v.root()->buffers()->Get(kernels[0]->fused_bias())->name()->str(), "b1");
+  EXPECT_EQ(v.root()->buffers()->Get(kernels[0]->outputs()->Get(0))->name()->str(), "eval/" + g.tensor(y1).name);
   EXPECT_EQ(kernels[1]->op(), fb::OpCode::MatMul);
   EXPECT_EQ(kernels[1]->fused_bias(), -1);
   EXPECT_EQ(kernels[2]->op(), fb::OpCode::Relu);
   EXPECT_EQ(kernels[3]->op(), fb::OpCode::BiasAdd);
-  SINKRT_ASSERT_OK(VerifyTaskStream(cs.bytes));
+  SINKRT_ASSERT_OK(VerifyTaskStream(cs.stream.bytes()));
 }
 
 // ---- buffers ------------------------------------------------------------------------------
 
 TEST(Compiler, BufferTableHasTheExpectedRolesAndNames) {
   CompiledStream cs = CompileOk(testing::MakeMlp(64));
-  StreamView v = View(cs);
-  ASSERT_NE(v.root, nullptr);
+  VerifiedStream v = View(cs);
+  ASSERT_NE(v.root(), nullptr);
   struct Expect {
     const char* name;
     fb::BufferRole role;
@@ -363,12 +354,12 @@ TEST(Compiler, BufferTableHasTheExpectedRolesAndNames) {
   // Names are unique; offsets aligned and inside the arena; the report
   // describes the same table.
   std::set<std::string> names;
-  ASSERT_EQ(cs.report.buffers.size(), v.root->buffers()->size());
-  for (uint32_t i = 0; i < v.root->buffers()->size(); ++i) {
-    const fb::Buffer* b = v.root->buffers()->Get(i);
+  ASSERT_EQ(cs.report.buffers.size(), v.root()->buffers()->size());
+  for (uint32_t i = 0; i < v.root()->buffers()->size(); ++i) {
+    const fb::Buffer* b = v.root()->buffers()->Get(i);
     EXPECT_TRUE(names.insert(b->name()->str()).second) << b->name()->str();
     EXPECT_EQ(b->offset() % 64, 0u);
-    EXPECT_LE(b->offset() + b->bytes(), v.root->arena_bytes());
+    EXPECT_LE(b->offset() + b->bytes(), v.root()->arena_bytes());
     EXPECT_EQ(cs.report.buffers[i].name, b->name()->str());
     EXPECT_EQ(cs.report.buffers[i].offset, b->offset());
     EXPECT_EQ(cs.report.buffers[i].bytes, b->bytes());
@@ -378,7 +369,7 @@ TEST(Compiler, BufferTableHasTheExpectedRolesAndNames) {
   // Persistent buffers sit below every transient one, and the gradients are
   // one contiguous run (a fused AllReduce can work on them in place).
   uint64_t persistent_end = 0, transient_begin = UINT64_MAX, grad_lo = UINT64_MAX, grad_hi = 0, grad_sum = 0;
-  for (const fb::Buffer* b : *v.root->buffers()) {
+  for (const fb::Buffer* b : *v.root()->buffers()) {
     const bool persistent = b->role() == fb::BufferRole::Param || b->role() == fb::BufferRole::Grad ||
                             b->role() == fb::BufferRole::OptState || b->role() == fb::BufferRole::Const ||
                             b->role() == fb::BufferRole::Output;
@@ -399,14 +390,14 @@ TEST(Compiler, BufferTableHasTheExpectedRolesAndNames) {
 
 TEST(Compiler, MaxPoolWorkspaceIsPlanned) {
   CompiledStream cs = CompileOk(testing::MakeLeNet(8));
-  StreamView v = View(cs);
-  ASSERT_NE(v.root, nullptr);
+  VerifiedStream v = View(cs);
+  ASSERT_NE(v.root(), nullptr);
   int workspaces = 0;
   for (const fb::KernelTask* k : Kernels(v.FindProgram(fb::ProgramKind::TrainStep))) {
     if (k->op() != fb::OpCode::MaxPool2D) continue;
     ASSERT_EQ(k->outputs()->size(), 2u);
-    const fb::Buffer* y = v.root->buffers()->Get(k->outputs()->Get(0));
-    const fb::Buffer* ws = v.root->buffers()->Get(k->outputs()->Get(1));
+    const fb::Buffer* y = v.root()->buffers()->Get(k->outputs()->Get(0));
+    const fb::Buffer* ws = v.root()->buffers()->Get(k->outputs()->Get(1));
     EXPECT_EQ(ws->role(), fb::BufferRole::Workspace);
     EXPECT_EQ(ws->dtype(), DType::U8);
     EXPECT_EQ(ws->bytes(), y->bytes());  // 4 bytes per f32 element of y
@@ -422,12 +413,12 @@ TEST(Compiler, QueueSpecColumnsMatchTheInputs) {
   o.queue_capacity = 5;
   CompiledStream cs = CompileOk(testing::MakeLeNet(16), o);
   EXPECT_EQ(cs.input_columns, (std::vector<std::string>{"image", "label"}));
-  StreamView v = View(cs);
-  ASSERT_NE(v.root, nullptr);
-  ASSERT_EQ(v.root->queues()->size(), 2u);
+  VerifiedStream v = View(cs);
+  ASSERT_NE(v.root(), nullptr);
+  ASSERT_EQ(v.root()->queues()->size(), 2u);
   const char* queue_names[] = {"train", "eval"};
   for (uint32_t q = 0; q < 2; ++q) {
-    const fb::QueueSpec* spec = v.root->queues()->Get(q);
+    const fb::QueueSpec* spec = v.root()->queues()->Get(q);
     EXPECT_EQ(spec->name()->str(), queue_names[q]);
     EXPECT_EQ(spec->capacity(), 5u);
     ASSERT_EQ(spec->columns()->size(), 2u);
@@ -448,8 +439,8 @@ TEST(Compiler, QueueSpecColumnsMatchTheInputs) {
     const fb::GetNextTask* gn = first->body_as_GetNextTask();
     EXPECT_EQ(gn->queue(), queue);
     ASSERT_EQ(gn->outputs()->size(), 2u);
-    EXPECT_EQ(v.root->buffers()->Get(gn->outputs()->Get(0))->name()->str(), std::string(prefix) + "image");
-    EXPECT_EQ(v.root->buffers()->Get(gn->outputs()->Get(1))->name()->str(), std::string(prefix) + "label");
+    EXPECT_EQ(v.root()->buffers()->Get(gn->outputs()->Get(0))->name()->str(), std::string(prefix) + "image");
+    EXPECT_EQ(v.root()->buffers()->Get(gn->outputs()->Get(1))->name()->str(), std::string(prefix) + "label");
   }
 }
 
@@ -463,10 +454,10 @@ TEST(Compiler, GraphWithoutInputsHasNoQueue) {
   ASSERT_TRUE(g.status().ok()) << g.status().ToString();
   CompiledStream cs = CompileOk(g);
   EXPECT_TRUE(cs.input_columns.empty());
-  StreamView v = View(cs);
-  ASSERT_NE(v.root, nullptr);
-  EXPECT_EQ(v.root->queues() ? v.root->queues()->size() : 0u, 0u);
-  for (const fb::Program* prog : *v.root->programs())
+  VerifiedStream v = View(cs);
+  ASSERT_NE(v.root(), nullptr);
+  EXPECT_EQ(v.root()->queues() ? v.root()->queues()->size() : 0u, 0u);
+  for (const fb::Program* prog : *v.root()->programs())
     for (const fb::Task* t : *prog->streams()->Get(0)->tasks())
       EXPECT_NE(t->body_type(), fb::TaskBody::GetNextTask);
   ASSERT_NE(BufferNamed(v, "target"), nullptr);
@@ -476,13 +467,13 @@ TEST(Compiler, GraphWithoutInputsHasNoQueue) {
 TEST(Compiler, ProgramsAndReports) {
   const Graph g = testing::MakeMlp(32, {64, 32, 4});
   CompiledStream cs = CompileOk(g);
-  StreamView v = View(cs);
-  ASSERT_NE(v.root, nullptr);
-  ASSERT_EQ(v.root->programs()->size(), 3u);
-  EXPECT_EQ(v.root->programs()->Get(0)->name()->str(), "init");
-  EXPECT_EQ(v.root->programs()->Get(1)->name()->str(), "train_step");
-  EXPECT_EQ(v.root->programs()->Get(2)->name()->str(), "eval_step");
-  for (const fb::Program* p : *v.root->programs()) {
+  VerifiedStream v = View(cs);
+  ASSERT_NE(v.root(), nullptr);
+  ASSERT_EQ(v.root()->programs()->size(), 3u);
+  EXPECT_EQ(v.root()->programs()->Get(0)->name()->str(), "init");
+  EXPECT_EQ(v.root()->programs()->Get(1)->name()->str(), "train_step");
+  EXPECT_EQ(v.root()->programs()->Get(2)->name()->str(), "eval_step");
+  for (const fb::Program* p : *v.root()->programs()) {
     ASSERT_EQ(p->streams()->size(), 1u);
     EXPECT_EQ(p->streams()->Get(0)->name()->str(), "compute");
   }
@@ -492,11 +483,11 @@ TEST(Compiler, ProgramsAndReports) {
   ASSERT_EQ(init->streams()->Get(0)->tasks()->size(), 1u);
   const fb::Task* it = init->streams()->Get(0)->tasks()->Get(0);
   ASSERT_EQ(it->body_type(), fb::TaskBody::InitTask);
-  ASSERT_EQ(it->body_as_InitTask()->initializers()->size(), v.root->initializers()->size());
+  ASSERT_EQ(it->body_as_InitTask()->initializers()->size(), v.root()->initializers()->size());
 
   auto report_names = [&](const fb::Program* p) {
     std::vector<std::string> out;
-    for (uint32_t b : *p->reports()) out.push_back(v.root->buffers()->Get(b)->name()->str());
+    for (uint32_t b : *p->reports()) out.push_back(v.root()->buffers()->Get(b)->name()->str());
     return out;
   };
   EXPECT_EQ(report_names(v.FindProgram(fb::ProgramKind::TrainStep)), (std::vector<std::string>{"loss"}));
@@ -521,11 +512,11 @@ TEST(Compiler, ProgramsAndReports) {
   CompileOptions no_eval = MomentumOptions();
   no_eval.eval_program = false;
   CompiledStream train_only = CompileOk(g, no_eval);
-  StreamView tv = View(train_only);
-  ASSERT_NE(tv.root, nullptr);
-  EXPECT_EQ(tv.root->programs()->size(), 2u);
+  VerifiedStream tv = View(train_only);
+  ASSERT_NE(tv.root(), nullptr);
+  EXPECT_EQ(tv.root()->programs()->size(), 2u);
   EXPECT_EQ(tv.FindProgram(fb::ProgramKind::EvalStep), nullptr);
-  EXPECT_EQ(tv.root->queues()->size(), 1u);
+  EXPECT_EQ(tv.root()->queues()->size(), 1u);
   EXPECT_LT(tv.FindBuffer("eval/image"), 0);
   EXPECT_EQ(train_only.report.eval_tasks, 0u);
 }
@@ -534,8 +525,8 @@ TEST(Compiler, KernelOptionsComeFromOpAttrs) {
   CompileOptions o;
   o.optimizer = OptimizerSpec::Momentum(0.05f, 0.8f, /*nesterov=*/true);
   CompiledStream cs = CompileOk(testing::MakeLeNet(4), o);
-  StreamView v = View(cs);
-  ASSERT_NE(v.root, nullptr);
+  VerifiedStream v = View(cs);
+  ASSERT_NE(v.root(), nullptr);
   bool saw_conv_pad = false, saw_pool = false, saw_transpose = false, saw_momentum = false, saw_fill = false;
   for (const fb::KernelTask* k : Kernels(v.FindProgram(fb::ProgramKind::TrainStep))) {
     switch (k->op()) {
@@ -595,11 +586,11 @@ TEST(Compiler, KernelOptionsComeFromOpAttrs) {
 
 TEST(Compiler, InitializersCarryFanInAndFanOut) {
   CompiledStream cs = CompileOk(testing::MakeLeNet(4));
-  StreamView v = View(cs);
-  ASSERT_NE(v.root, nullptr);
+  VerifiedStream v = View(cs);
+  ASSERT_NE(v.root(), nullptr);
   auto init_of = [&](const std::string& name) -> const fb::InitDef* {
-    for (const fb::Initializer* in : *v.root->initializers())
-      if (v.root->buffers()->Get(in->buffer())->name()->str() == name) return in->init();
+    for (const fb::Initializer* in : *v.root()->initializers())
+      if (v.root()->buffers()->Get(in->buffer())->name()->str() == name) return in->init();
     return nullptr;
   };
   struct Fan {
@@ -620,11 +611,11 @@ TEST(Compiler, InitializersCarryFanInAndFanOut) {
   }
   EXPECT_EQ(init_of("fc1.weight")->seed(), 3u);  // MakeLeNet: seed + 2
   // Only Params, Consts and optimizer state are initialised.
-  for (const fb::Initializer* in : *v.root->initializers()) {
-    fb::BufferRole r = v.root->buffers()->Get(in->buffer())->role();
+  for (const fb::Initializer* in : *v.root()->initializers()) {
+    fb::BufferRole r = v.root()->buffers()->Get(in->buffer())->role();
     EXPECT_TRUE(r == fb::BufferRole::Param || r == fb::BufferRole::Const || r == fb::BufferRole::OptState);
   }
-  EXPECT_EQ(v.root->initializers()->size(), 10u + 10u);  // 10 params, 10 momentum slots
+  EXPECT_EQ(v.root()->initializers()->size(), 10u + 10u);  // 10 params, 10 momentum slots
 }
 
 TEST(Compiler, UserFanInOutWins) {
@@ -633,11 +624,11 @@ TEST(Compiler, UserFanInOutWins) {
   spec.fan_in = 100;  // fan_out left 0: derived from the shape
   g.Const("proj", {6, 3}, spec);
   CompiledStream cs = CompileOk(g);
-  StreamView v = View(cs);
-  ASSERT_NE(v.root, nullptr);
+  VerifiedStream v = View(cs);
+  ASSERT_NE(v.root(), nullptr);
   const int64_t proj = v.FindBuffer("proj");
   ASSERT_GE(proj, 0);
-  for (const fb::Initializer* in : *v.root->initializers()) {
+  for (const fb::Initializer* in : *v.root()->initializers()) {
     if (in->buffer() != proj) continue;
     EXPECT_EQ(in->init()->kind(), fb::InitKind::XavierNormal);
     EXPECT_EQ(in->init()->fan_in(), 100);
@@ -652,22 +643,22 @@ TEST(Compiler, InlineDataGoesToTheAlignedBlobSection) {
   g.Const("table_b", {5}, InitSpec::Inline(b));
   ASSERT_TRUE(g.status().ok()) << g.status().ToString();
   CompiledStream cs = CompileOk(g);
-  StreamView v = View(cs);
-  ASSERT_NE(v.root, nullptr);
-  auto sections = SplitStream(cs.bytes);
+  VerifiedStream v = View(cs);
+  ASSERT_NE(v.root(), nullptr);
+  auto sections = SplitStream(cs.stream.bytes());
   ASSERT_TRUE(sections.ok());
-  EXPECT_EQ((sections->blobs.data() - cs.bytes.data()) % 64, 0);
-  EXPECT_EQ(v.root->blob_bytes(), sections->blobs.size());
+  EXPECT_EQ((sections->blobs.data() - cs.stream.bytes().data()) % 64, 0);
+  EXPECT_EQ(v.root()->blob_bytes(), sections->blobs.size());
   int seen = 0;
-  for (const fb::Initializer* in : *v.root->initializers()) {
-    const fb::Buffer* buf = v.root->buffers()->Get(in->buffer());
+  for (const fb::Initializer* in : *v.root()->initializers()) {
+    const fb::Buffer* buf = v.root()->buffers()->Get(in->buffer());
     if (in->init()->kind() != fb::InitKind::Inline) continue;
     EXPECT_EQ(buf->role(), fb::BufferRole::Const);
     EXPECT_EQ(in->init()->data_offset() % 64, 0u);
     EXPECT_EQ(in->init()->data_bytes(), buf->bytes());
     const std::vector<float>& want = buf->name()->str() == "table_a" ? a : b;
     ASSERT_EQ(in->init()->data_bytes(), want.size() * sizeof(float));
-    EXPECT_EQ(std::memcmp(v.blobs.data() + in->init()->data_offset(), want.data(), want.size() * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(v.blobs().data() + in->init()->data_offset(), want.data(), want.size() * sizeof(float)), 0);
     ++seen;
   }
   EXPECT_EQ(seen, 2);
@@ -721,22 +712,22 @@ CompileOptions WithPredict(bool eval = true) {
   return o;
 }
 
-std::vector<std::string> ReportNames(const StreamView& v, const fb::Program* p) {
+std::vector<std::string> ReportNames(const VerifiedStream& v, const fb::Program* p) {
   std::vector<std::string> out;
-  for (uint32_t b : *p->reports()) out.push_back(v.root->buffers()->Get(b)->name()->str());
+  for (uint32_t b : *p->reports()) out.push_back(v.root()->buffers()->Get(b)->name()->str());
   return out;
 }
 
 TEST(Compiler, PredictProgramRunsTheForwardOpsOfTheFirstOutputWithoutTheLabel) {
   const Graph g = testing::MakeMlp(32, {64, 32, 4});
   CompiledStream cs = CompileOk(g, WithPredict());
-  StreamView v = View(cs);
-  ASSERT_NE(v.root, nullptr);
-  ASSERT_EQ(v.root->programs()->size(), 4u);
-  EXPECT_EQ(v.root->programs()->Get(3)->name()->str(), "predict_step");
+  VerifiedStream v = View(cs);
+  ASSERT_NE(v.root(), nullptr);
+  ASSERT_EQ(v.root()->programs()->size(), 4u);
+  EXPECT_EQ(v.root()->programs()->Get(3)->name()->str(), "predict_step");
   EXPECT_EQ(cs.predict_columns, (std::vector<std::string>{"image"}));
-  ASSERT_EQ(v.root->queues()->size(), 3u);
-  const fb::QueueSpec* q = v.root->queues()->Get(2);
+  ASSERT_EQ(v.root()->queues()->size(), 3u);
+  const fb::QueueSpec* q = v.root()->queues()->Get(2);
   EXPECT_EQ(q->name()->str(), "predict");
   ASSERT_EQ(q->columns()->size(), 1u);
   EXPECT_EQ(q->columns()->Get(0)->name()->str(), "image");
@@ -747,7 +738,7 @@ TEST(Compiler, PredictProgramRunsTheForwardOpsOfTheFirstOutputWithoutTheLabel) {
   const fb::Task* first = p->streams()->Get(0)->tasks()->Get(0);
   ASSERT_EQ(first->body_type(), fb::TaskBody::GetNextTask);
   EXPECT_EQ(first->body_as_GetNextTask()->queue(), 2u);
-  EXPECT_EQ(v.root->buffers()->Get(first->body_as_GetNextTask()->outputs()->Get(0))->name()->str(), "predict/image");
+  EXPECT_EQ(v.root()->buffers()->Get(first->body_as_GetNextTask()->outputs()->Get(0))->name()->str(), "predict/image");
   EXPECT_EQ(ReportNames(v, p), (std::vector<std::string>{g.tensor(g.outputs()[0]).name}));
   // Forward ops only, up to the logits: no loss, no metric, no update.
   for (const fb::KernelTask* k : Kernels(p)) {
@@ -765,10 +756,10 @@ TEST(Compiler, PredictProgramRunsTheForwardOpsOfTheFirstOutputWithoutTheLabel) {
 
   // Without eval_step the predict queue is queue 1.
   CompiledStream no_eval = CompileOk(g, WithPredict(false));
-  StreamView nv = View(no_eval);
-  ASSERT_NE(nv.root, nullptr);
-  ASSERT_EQ(nv.root->queues()->size(), 2u);
-  EXPECT_EQ(nv.root->queues()->Get(1)->name()->str(), "predict");
+  VerifiedStream nv = View(no_eval);
+  ASSERT_NE(nv.root(), nullptr);
+  ASSERT_EQ(nv.root()->queues()->size(), 2u);
+  EXPECT_EQ(nv.root()->queues()->Get(1)->name()->str(), "predict");
   const fb::Program* np = nv.FindProgram(fb::ProgramKind::PredictStep);
   ASSERT_NE(np, nullptr);
   EXPECT_EQ(np->streams()->Get(0)->tasks()->Get(0)->body_as_GetNextTask()->queue(), 1u);
@@ -795,13 +786,13 @@ TEST(Compiler, AccuracyComparesWithTheLossLabels) {
   g.SetLoss(g.SparseSoftmaxCrossEntropy(logits, label));
   ASSERT_TRUE(g.status().ok()) << g.status().ToString();
   CompiledStream cs = CompileOk(g, WithPredict());
-  StreamView v = View(cs);
-  ASSERT_NE(v.root, nullptr);
+  VerifiedStream v = View(cs);
+  ASSERT_NE(v.root(), nullptr);
   const fb::KernelTask* accuracy = nullptr;
   for (const fb::KernelTask* k : Kernels(v.FindProgram(fb::ProgramKind::EvalStep)))
     if (k->op() == fb::OpCode::ArgMaxAccuracy) accuracy = k;
   ASSERT_NE(accuracy, nullptr);
-  EXPECT_EQ(v.root->buffers()->Get(accuracy->inputs()->Get(1))->name()->str(), "eval/label");
+  EXPECT_EQ(v.root()->buffers()->Get(accuracy->inputs()->Get(1))->name()->str(), "eval/label");
   EXPECT_EQ(cs.predict_columns, (std::vector<std::string>{"x"}));
 }
 

@@ -7,7 +7,7 @@
 #include "sinkrt/device/executor.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/runtime/file_io.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
 
@@ -21,10 +21,10 @@ class CorruptStream : public ::testing::Test {
     o.optimizer = host::OptimizerSpec::Momentum(0.1f, 0.9f);
     auto cs = host::Compile(testing::MakeMlp(4, {12, 8, 3}), o);
     ASSERT_TRUE(cs.ok()) << cs.status().ToString();
-    good_ = new std::vector<uint8_t>(cs->bytes);
+    good_ = new std::vector<uint8_t>(cs->stream.bytes());
     auto cnn = host::Compile(testing::MakeLeNet(2), o);
     ASSERT_TRUE(cnn.ok()) << cnn.status().ToString();
-    cnn_ = new std::vector<uint8_t>(cnn->bytes);
+    cnn_ = new std::vector<uint8_t>(cnn->stream.bytes());
   }
   static void TearDownTestSuite() {
     delete good_;
@@ -33,11 +33,10 @@ class CorruptStream : public ::testing::Test {
 
   // Verifies and, if that passes, loads on a device; returns the first error.
   static Status VerifyAndLoad(const std::vector<uint8_t>& bytes) {
-    auto view = VerifyTaskStream(bytes);
-    if (!view.ok()) return view.status();
+    SINKRT_ASSIGN_OR_RETURN(VerifiedStream stream, VerifyTaskStream(bytes));
     device::DeviceOptions opts;
     opts.prefault = false;
-    auto ex = device::Executor::Load(bytes, opts);
+    auto ex = device::Executor::Load(std::move(stream), opts);
     return ex.status();
   }
 

@@ -15,7 +15,7 @@
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/parallel_context.h"
 #include "sinkrt/runtime/format.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
 
@@ -42,7 +42,7 @@ CompileOptions DataParallel(uint32_t world = 2, uint32_t rank = 0) {
 CompiledStream CompileOk(const Graph& g, const CompileOptions& o) {
   auto cs = host::Compile(g, o);
   EXPECT_TRUE(cs.ok()) << cs.status().ToString();
-  return cs.ok() ? std::move(cs).value() : CompiledStream{};
+  return std::move(cs).value();  // throws on failure: gtest reports it and goes on
 }
 
 std::string CompileError(const Graph& g, const CompileOptions& o) {
@@ -50,10 +50,10 @@ std::string CompileError(const Graph& g, const CompileOptions& o) {
   return cs.ok() ? "(compiled)" : cs.status().message();
 }
 
-StreamView View(const std::vector<uint8_t>& bytes) {
+VerifiedStream View(const std::vector<uint8_t>& bytes) {
   auto v = VerifyTaskStream(bytes, kReadAll);
   EXPECT_TRUE(v.ok()) << v.status().ToString();
-  return v.ok() ? *v : StreamView{};
+  return std::move(v).value();  // throws on failure: gtest reports it and goes on
 }
 
 using Tasks = flatbuffers::Vector<flatbuffers::Offset<fb::Task>>;
@@ -103,8 +103,8 @@ std::vector<uint32_t> BuffersWithRole(const std::vector<uint8_t>& bytes, fb::Buf
   std::vector<uint32_t> out;
   auto v = VerifyTaskStream(bytes, kReadAll);
   if (!v.ok()) return out;
-  for (uint32_t i = 0; i < v->root->buffers()->size(); ++i)
-    if (v->root->buffers()->Get(i)->role() == role) out.push_back(i);
+  for (uint32_t i = 0; i < v->root()->buffers()->size(); ++i)
+    if (v->root()->buffers()->Get(i)->role() == role) out.push_back(i);
   return out;
 }
 
@@ -113,9 +113,9 @@ uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 // Every property a DATA_PARALLEL train_step must have, whatever the model,
 // optimizer and comm_fusion: checked on the stream alone.
 void ExpectWellFormedDataParallel(const CompiledStream& cs, uint32_t world, bool mean) {
-  StreamView v = View(cs.bytes);
-  ASSERT_NE(v.root, nullptr);
-  const fb::TaskStream& s = *v.root;
+  VerifiedStream v = View(cs.stream.bytes());
+  ASSERT_NE(v.root(), nullptr);
+  const fb::TaskStream& s = *v.root();
   EXPECT_EQ(s.header()->world_size(), world);
   EXPECT_EQ(s.header()->requirements() & kFeatureCollectives, kFeatureCollectives);
   ASSERT_NE(s.groups(), nullptr);
@@ -163,7 +163,7 @@ void ExpectWellFormedDataParallel(const CompiledStream& cs, uint32_t world, bool
   // In place over contiguous gradients: every Grad buffer in exactly one
   // bucket, the buckets laid out one after another in the table and the
   // arena, each one byte range.
-  std::vector<uint32_t> grads = BuffersWithRole(cs.bytes, fb::BufferRole::Grad);
+  std::vector<uint32_t> grads = BuffersWithRole(cs.stream.bytes(), fb::BufferRole::Grad);
   std::vector<uint32_t> concatenated;
   for (size_t k = 0; k < buckets; ++k) {
     const std::vector<uint32_t>& b = bucket_buffers[k];
@@ -271,7 +271,7 @@ TEST(DataParallelCompile, OpenstateFalseGivesOneAllReducePerGradient) {
   // first AllReduces overlap the rest of backward.
   EXPECT_NE(cs.report.buckets.front().gradients[0].find("fc2."), std::string::npos);
   EXPECT_NE(cs.report.buckets.back().gradients[0].find("fc1."), std::string::npos);
-  StreamView v = View(cs.bytes);
+  VerifiedStream v = View(cs.stream.bytes());
   const Tasks& compute = StreamTasks(v.FindProgram(fb::ProgramKind::TrainStep), 0);
   size_t first_ready = 0, kernels_after = 0;
   for (uint32_t i = 0; i < compute.size(); ++i) {
@@ -298,10 +298,10 @@ TEST(DataParallelCompile, SizeModeSplitsAtTheThreshold) {
     // Reference: walk the gradients in backward order (the buckets' own
     // order, since they follow it) with MindSpore's rule.
     std::vector<std::pair<std::string, uint64_t>> order;
-    StreamView v = View(cs.bytes);
+    VerifiedStream v = View(cs.stream.bytes());
     for (const host::GradientBucket& b : cs.report.buckets)
       for (const std::string& name : b.gradients)
-        order.emplace_back(name, v.root->buffers()->Get(uint32_t(v.FindBuffer(name)))->bytes());
+        order.emplace_back(name, v.root()->buffers()->Get(uint32_t(v.FindBuffer(name)))->bytes());
     ASSERT_EQ(order.size(), 4u);
     std::vector<std::vector<std::string>> expected(1);
     uint64_t acc = 0;
@@ -427,7 +427,7 @@ TEST(DataParallelCompile, GradientsMeanSelectsMean) {
     o.gradients_mean = mean;
     CompiledStream cs = CompileOk(SmallMlp(), o);
     ExpectWellFormedDataParallel(cs, 2, mean);
-    StreamView v = View(cs.bytes);
+    VerifiedStream v = View(cs.stream.bytes());
     for (const fb::AllReduceTask* a : AllReduces(v.FindProgram(fb::ProgramKind::TrainStep)))
       EXPECT_EQ(a->op(), mean ? fb::ReduceOp::Mean : fb::ReduceOp::Sum);
   }
@@ -436,7 +436,7 @@ TEST(DataParallelCompile, GradientsMeanSelectsMean) {
 TEST(DataParallelCompile, ParameterBroadcastEndsInit) {
   CompileOptions o = DataParallel(4, 2);
   CompiledStream plain = CompileOk(SmallMlp(), o);
-  StreamView pv = View(plain.bytes);
+  VerifiedStream pv = View(plain.stream.bytes());
   const Tasks& plain_init = StreamTasks(pv.FindProgram(fb::ProgramKind::Init), 0);
   ASSERT_EQ(plain_init.size(), 1u);
   EXPECT_NE(plain_init.Get(0)->body_as_InitTask(), nullptr);
@@ -444,7 +444,7 @@ TEST(DataParallelCompile, ParameterBroadcastEndsInit) {
   o.parameter_broadcast = true;
   CompiledStream cs = CompileOk(SmallMlp(), o);
   ExpectWellFormedDataParallel(cs, 4, false);
-  StreamView v = View(cs.bytes);
+  VerifiedStream v = View(cs.stream.bytes());
   const fb::Program* init = v.FindProgram(fb::ProgramKind::Init);
   ASSERT_EQ(init->streams()->size(), 1u);
   const Tasks& tasks = StreamTasks(init, 0);
@@ -454,7 +454,7 @@ TEST(DataParallelCompile, ParameterBroadcastEndsInit) {
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(b->group(), 0u);
   EXPECT_EQ(b->root(), 0u);
-  EXPECT_EQ(Indices(b->buffers()), BuffersWithRole(cs.bytes, fb::BufferRole::Param));
+  EXPECT_EQ(Indices(b->buffers()), BuffersWithRole(cs.stream.bytes(), fb::BufferRole::Param));
   EXPECT_EQ(Indices(b->buffers()).size(), 4u);
 }
 
@@ -463,17 +463,17 @@ TEST(DataParallelCompile, RanksDifferOnlyInTheHeaderRank) {
   // ranks that both store it, after giving one the other's rank and hash.
   CompiledStream r1 = CompileOk(SmallMlp(), DataParallel(4, 1));
   CompiledStream r3 = CompileOk(SmallMlp(), DataParallel(4, 3));
-  ASSERT_NE(r1.bytes, r3.bytes);
-  ASSERT_EQ(r1.bytes.size(), r3.bytes.size());
-  std::vector<uint8_t> relabelled = r3.bytes;
+  ASSERT_NE(r1.stream.bytes(), r3.stream.bytes());
+  ASSERT_EQ(r1.stream.bytes().size(), r3.stream.bytes().size());
+  std::vector<uint8_t> relabelled = r3.stream.bytes();
   fb::Header* h = fb::GetMutableTaskStream(relabelled.data() + 4)->mutable_header();
   EXPECT_EQ(h->rank(), 3u);
   ASSERT_TRUE(h->mutate_rank(1));
   ASSERT_TRUE(h->mutate_graph_hash(r1.graph_hash));  // the cache key covers the rank
-  EXPECT_EQ(relabelled, r1.bytes);
+  EXPECT_EQ(relabelled, r1.stream.bytes());
 
   CompiledStream r0 = CompileOk(SmallMlp(), DataParallel(4, 0));
-  EXPECT_EQ(View(r0.bytes).root->header()->rank(), 0u);
+  EXPECT_EQ(View(r0.stream.bytes()).root()->header()->rank(), 0u);
   EXPECT_EQ(BucketNames(r0), BucketNames(r1));
   EXPECT_EQ(r0.report.arena_bytes, r1.report.arena_bytes);
 }
@@ -505,13 +505,13 @@ TEST(DataParallelCompile, StandAloneIsUnchanged) {
   noisy.comm_fusion.mode = "size";
   noisy.comm_fusion.size_mb = 0.001;
   CompiledStream same = CompileOk(SmallMlp(), noisy);
-  EXPECT_EQ(same.bytes, ref.bytes) << "stand-alone must ignore the data-parallel options";
+  EXPECT_EQ(same.stream.bytes(), ref.stream.bytes()) << "stand-alone must ignore the data-parallel options";
   EXPECT_TRUE(ref.report.buckets.empty());
   EXPECT_EQ(ref.report.comm_tasks, 0u);
 
-  auto device_view = VerifyTaskStream(ref.bytes);  // what a device accepts today
+  auto device_view = VerifyTaskStream(ref.stream.bytes());  // what a device accepts today
   SINKRT_ASSERT_OK(device_view);
-  const fb::TaskStream& s = *device_view->root;
+  const fb::TaskStream& s = *device_view->root();
   EXPECT_EQ(s.header()->requirements(), 0u);
   EXPECT_EQ(s.groups(), nullptr);
   for (const fb::Program* p : *s.programs()) {
@@ -522,7 +522,7 @@ TEST(DataParallelCompile, StandAloneIsUnchanged) {
 
 TEST(DataParallelCompile, DevicesWithoutCollectivesRefuseTheStream) {
   CompiledStream cs = CompileOk(SmallMlp(), DataParallel());
-  auto v = VerifyTaskStream(cs.bytes, /*supported_features=*/0);  // a device built without collectives
+  auto v = VerifyTaskStream(cs.stream.bytes(), /*supported_features=*/0);  // a device built without collectives
   ASSERT_FALSE(v.ok());
   EXPECT_EQ(v.status().code(), StatusCode::kUnimplemented);
   EXPECT_NE(v.status().message().find("requires feature bits 0x1"), std::string::npos) << v.status().ToString();
@@ -603,7 +603,7 @@ class DataParallelVerifier : public ::testing::Test {
     CompileOptions o = DataParallel(4, 1);
     o.comm_fusion.openstate = false;
     o.parameter_broadcast = true;
-    bytes_ = CompileOk(SmallMlp(), o).bytes;
+    bytes_ = CompileOk(SmallMlp(), o).stream.bytes();
     SINKRT_ASSERT_OK(VerifyTaskStream(bytes_, kReadAll));
   }
 
@@ -639,7 +639,7 @@ TEST_F(DataParallelVerifier, AllReduceBuffersMustBeContiguousAndAscending) {
   SINKRT_ASSERT_OK(VerifyTaskStream(bad, kReadAll));  // one buffer is always contiguous
 
   CompileOptions o = DataParallel(4, 1);
-  std::vector<uint8_t> fused = CompileOk(SmallMlp(), o).bytes;
+  std::vector<uint8_t> fused = CompileOk(SmallMlp(), o).stream.bytes();
   auto* all = const_cast<fb::AllReduceTask*>(TaskAt(fused, 1, 1)->body_as_AllReduceTask());
   ASSERT_EQ(all->buffers()->size(), 4u);
   const uint32_t first = all->buffers()->Get(0), second = all->buffers()->Get(1);

@@ -357,12 +357,12 @@ TEST(DataParallelTrain, ParameterBroadcastStartsEveryRankFromRankZero) {
     SCOPED_TRACE(broadcast ? "broadcast" : "own init");
     host::CompiledStream s0 = compile(0, 1, broadcast), s1 = compile(1, 2, broadcast);
     std::vector<Status> loaded(2);
-    std::thread t([&] { loaded[1] = world.links[1]->Load(s1.bytes).status(); });
-    loaded[0] = world.links[0]->Load(s0.bytes).status();
+    std::thread t([&] { loaded[1] = world.links[1]->Load(s1.stream).status(); });
+    loaded[0] = world.links[0]->Load(s0.stream).status();
     t.join();
     SINKRT_ASSERT_OK(loaded[0]);
     SINKRT_ASSERT_OK(loaded[1]);
-    auto view = VerifyTaskStream(s0.bytes);
+    auto view = VerifyTaskStream(s0.stream.bytes());
     SINKRT_ASSERT_OK(view);
     int64_t w = view->FindBuffer("fc1.weight");
     ASSERT_GE(w, 0);

@@ -26,7 +26,7 @@
 
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/reference_ops.h"
 
 namespace sinkrt {
@@ -441,14 +441,14 @@ struct DeviceResult {
 
 // Pushes one batch into every queue that train_step pops: the labels column
 // for cross-entropy cases, nothing at all for the rest.
-void FeedOneStep(const GradCase& c, const StreamView& view, device::InProcessDevice& dev) {
+void FeedOneStep(const GradCase& c, const VerifiedStream& view, device::InProcessDevice& dev) {
   const fb::Program* train = view.FindProgram(fb::ProgramKind::TrainStep);
   ASSERT_NE(train, nullptr) << "no train_step program";
   for (const fb::Stream* stream : *train->streams())
     for (const fb::Task* task : *stream->tasks()) {
       const fb::GetNextTask* get_next = task->body_as_GetNextTask();
       if (!get_next) continue;
-      const fb::QueueSpec* queue = view.root->queues()->Get(get_next->queue());
+      const fb::QueueSpec* queue = view.root()->queues()->Get(get_next->queue());
       ASSERT_EQ(queue->columns()->size(), 1u) << "expected only the labels column";
       const fb::QueueColumn* col = queue->columns()->Get(0);
       ASSERT_EQ(col->name()->str(), "labels");
@@ -466,8 +466,7 @@ void RunOnDevice(const GradCase& c, const Prepared& prep, DeviceResult* out) {
   options.eval_program = false;
   auto compiled = host::Compile(prep.graph, options);
   ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
-  auto view = VerifyTaskStream(compiled->bytes);
-  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  const VerifiedStream& view = compiled->stream;
 
   device::DeviceOptions dopts;
   dopts.threads = 1;
@@ -475,10 +474,10 @@ void RunOnDevice(const GradCase& c, const Prepared& prep, DeviceResult* out) {
   dopts.get_next_timeout = std::chrono::seconds(10);
   dopts.push_timeout = std::chrono::seconds(10);
   device::InProcessDevice dev(dopts);
-  auto loaded = dev.Load(compiled->bytes);
+  auto loaded = dev.Load(compiled->stream);
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
 
-  ASSERT_NO_FATAL_FAILURE(FeedOneStep(c, *view, dev));
+  ASSERT_NO_FATAL_FAILURE(FeedOneStep(c, view, dev));
 
   auto sink = dev.RunSink(ProgramKind::TrainStep, 1);
   ASSERT_TRUE(sink.ok()) << sink.status().ToString();
@@ -491,7 +490,7 @@ void RunOnDevice(const GradCase& c, const Prepared& prep, DeviceResult* out) {
 
   for (const ParamSpec& p : c.params) {
     const std::string grad_name = p.name + "/grad";
-    int64_t index = view->FindBuffer(grad_name);
+    int64_t index = view.FindBuffer(grad_name);
     ASSERT_GE(index, 0) << "no buffer '" << grad_name << "' in the compiled stream";
     auto bytes = dev.ReadTensor(static_cast<uint32_t>(index));
     ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();

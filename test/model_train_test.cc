@@ -72,7 +72,7 @@ Reference ReferenceRun(device::InProcessDevice& dev, const testing::SyntheticDat
   return ref;
 }
 
-uint32_t TrainQueueSize(CountingDevice& dev) { return dev.inner().executor()->queue(0).size(); }
+uint32_t TrainQueueSize(CountingDevice& dev) { return dev.inner().executor()->queued_batches(0); }
 
 std::vector<int64_t> Steps(const std::vector<HookCall>& calls) {
   std::vector<int64_t> out;
@@ -440,9 +440,7 @@ TEST(ModelCreate, ParallelContextAndQueueCapacityChecks) {
   auto m = Model::Create(MlpNetwork(kBatch), LossSpec::SparseSoftmaxCrossEntropy(), OptimizerSpec::Sgd(0.1f), dev);
   unsetenv("MS_DATASET_SINK_QUEUE");
   SINKRT_ASSERT_OK(m);
-  auto view = VerifyTaskStream((*m)->compiled().bytes);
-  SINKRT_ASSERT_OK(view);
-  for (const fb::QueueSpec* q : *view->root->queues()) EXPECT_EQ(q->capacity(), 5u);
+  for (const fb::QueueSpec* q : *(*m)->compiled().stream.root()->queues()) EXPECT_EQ(q->capacity(), 5u);
 }
 
 TEST(ModelCreate, LossSpecErrors) {

@@ -160,7 +160,7 @@ void ExpectNoAllocations(const host::Graph& g, int64_t batch, int64_t features) 
   o.optimizer = host::OptimizerSpec::Adam(0.001f);
   auto cs = host::Compile(g, o);
   SINKRT_ASSERT_OK(cs);
-  auto ex = device::Executor::Load(cs->bytes, device::DeviceOptions{});
+  auto ex = device::Executor::Load(cs->stream, device::DeviceOptions{});
   SINKRT_ASSERT_OK(ex);
   auto data = testing::MakeSyntheticData(batch * 12, features, 10, 1);
   CountRun(**ex, data, batch, 2);  // warm-up: lazily created OpenMP state
@@ -225,7 +225,7 @@ void ExpectDataParallelNoAllocations(bool shared_memory) {
     streams.push_back(std::move(cs).value());
   }
   for (uint32_t r = 0; r < kRanks; ++r) {
-    auto ex = device::Executor::Load(streams[r].bytes, d, comms[r].get());
+    auto ex = device::Executor::Load(streams[r].stream, d, comms[r].get());
     SINKRT_ASSERT_OK(ex);
     executors.push_back(std::move(ex).value());
   }

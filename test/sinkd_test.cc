@@ -37,7 +37,7 @@ std::filesystem::path Scratch(const std::string& name) {
 class RecordingLink final : public DeviceLink {
  public:
   explicit RecordingLink(DeviceLink& inner) : inner_(inner) {}
-  Result<LoadInfo> Load(ConstBytes s) override { return inner_.Load(s); }
+  Result<LoadInfo> Load(const VerifiedStream& s) override { return inner_.Load(s); }
   Status PushBatch(uint32_t q, std::span<const ConstBytes> c) override { return inner_.PushBatch(q, c); }
   Result<SinkResult> RunSink(ProgramKind p, uint32_t steps) override {
     auto r = inner_.RunSink(p, steps);

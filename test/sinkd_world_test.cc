@@ -67,7 +67,7 @@ void OnEachRank(size_t n, const std::function<void(uint32_t)>& fn) {
 
 // ---- streams and data -------------------------------------------------------
 
-std::vector<uint8_t> DataParallelStream(uint32_t world, uint32_t rank, bool broadcast = false) {
+VerifiedStream DataParallelStream(uint32_t world, uint32_t rank, bool broadcast = false) {
   host::CompileOptions o;
   o.optimizer = host::OptimizerSpec::Momentum(0.05f, 0.9f);
   o.parallel_mode = host::ParallelMode::DataParallel;
@@ -78,16 +78,16 @@ std::vector<uint8_t> DataParallelStream(uint32_t world, uint32_t rank, bool broa
   o.queue_capacity = 4;
   auto compiled = host::Compile(testing::MakeMlp(kBatch, {kFeatures, 12, 4}), o);
   EXPECT_TRUE(compiled.ok()) << compiled.status().ToString();
-  return compiled.ok() ? compiled->bytes : std::vector<uint8_t>{};
+  return std::move(compiled).value().stream;  // throws on failure
 }
 
-std::vector<uint8_t> StandAloneStream() {
+VerifiedStream StandAloneStream() {
   host::CompileOptions o;
   o.optimizer = host::OptimizerSpec::Momentum(0.05f, 0.9f);
   o.queue_capacity = 4;
   auto compiled = host::Compile(testing::MakeMlp(kBatch, {kFeatures, 12, 4}), o);
   EXPECT_TRUE(compiled.ok()) << compiled.status().ToString();
-  return compiled.ok() ? compiled->bytes : std::vector<uint8_t>{};
+  return std::move(compiled).value().stream;  // throws on failure
 }
 
 // ---- one training job over a world ------------------------------------------
@@ -130,7 +130,7 @@ std::vector<RankOutcome> TrainWorld(const std::vector<DeviceLink*>& devices, uin
     o.status = dev.JoinWorld((*specs)[r]);
     if (!o.status.ok()) return;
     if (auto* remote = dynamic_cast<host::RemoteDevice*>(&dev)) o.transports = remote->transports();
-    const std::vector<uint8_t> stream = DataParallelStream(n, r, broadcast);
+    const VerifiedStream stream = DataParallelStream(n, r, broadcast);
     auto loaded = dev.Load(stream);
     if (!loaded.ok()) {
       o.status = loaded.status();
@@ -149,7 +149,7 @@ std::vector<RankOutcome> TrainWorld(const std::vector<DeviceLink*>& devices, uin
       return;
     }
     o.sink = *sink;
-    for (uint32_t b : testing::BuffersWithRole(stream, fb::BufferRole::Param)) {
+    for (uint32_t b : testing::BuffersWithRole(stream.bytes(), fb::BufferRole::Param)) {
       auto bytes = dev.ReadTensor(b);
       if (!bytes.ok()) {
         o.status = bytes.status();
@@ -602,7 +602,7 @@ TEST(SinkdWorldFaultTest, HostLeavingDuringACollectiveFreesTheDaemon) {
   auto reply = NextReply(s, 30s);
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
   ASSERT_EQ(*reply, fb::MessageBody::Joined);
-  const std::vector<uint8_t> stream = DataParallelStream(2, 0);
+  const std::vector<uint8_t> stream = DataParallelStream(2, 0).bytes();
   std::span<const uint8_t> load[1] = {stream};
   ASSERT_TRUE(SendMessage(
                   s, fb::MessageBody::LoadProgram,

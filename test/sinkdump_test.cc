@@ -16,7 +16,7 @@
 #include "support/run_binary.h"
 #include "sinkrt/runtime/format.h"
 #include "sinkrt/runtime/file_io.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/test_models.h"
 
 namespace sinkrt {
@@ -36,7 +36,7 @@ class SinkdumpTest : public ::testing::Test {
     options.optimizer = host::OptimizerSpec::Momentum(0.05f, 0.9f);
     auto compiled = host::Compile(testing::MakeMlp(8, {16, 12, 4}), options);
     ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
-    bytes_ = new std::vector<uint8_t>(compiled->bytes);
+    bytes_ = new std::vector<uint8_t>(compiled->stream.bytes());
     mlp_ = new fs::path(*dir_ / "mlp.tstream");
     ASSERT_TRUE(WriteFileBytes(mlp_->string(), *bytes_).ok());
   }
@@ -77,10 +77,10 @@ class SinkdumpTest : public ::testing::Test {
     return p;
   }
 
-  static StreamView View() {
+  static VerifiedStream View() {
     auto v = VerifyTaskStream(*bytes_);
     EXPECT_TRUE(v.ok()) << v.status().ToString();
-    return *v;
+    return std::move(v).value();
   }
 
   static fs::path* dir_;
@@ -104,10 +104,10 @@ TEST_F(SinkdumpTest, TextShowsHeaderMemoryPlanQueuesAndTasks) {
     EXPECT_NE(r.out.find(fragment), std::string::npos) << "missing '" << fragment << "' in:\n" << r.out;
 
   // Every buffer appears as a row of the memory table, in index order.
-  StreamView v = View();
+  VerifiedStream v = View();
   size_t at = r.out.find("memory plan:");
-  for (uint32_t i = 0; i < v.root->buffers()->size(); ++i) {
-    std::string name = v.root->buffers()->Get(i)->name()->str();
+  for (uint32_t i = 0; i < v.root()->buffers()->size(); ++i) {
+    std::string name = v.root()->buffers()->Get(i)->name()->str();
     size_t next = r.out.find(name, at);
     ASSERT_NE(next, std::string::npos) << "buffer " << i << " '" << name << "' not listed in order";
     at = next;
@@ -129,8 +129,8 @@ TEST_F(SinkdumpTest, JsonCarriesTheSameInformation) {
   nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
   ASSERT_FALSE(j.is_discarded()) << "not JSON:\n" << r.out;
 
-  StreamView v = View();
-  const fb::TaskStream& s = *v.root;
+  VerifiedStream v = View();
+  const fb::TaskStream& s = *v.root();
   EXPECT_EQ(j["header"]["format_version"], "1.0");
   EXPECT_EQ(j["header"]["world_size"], 1);
   EXPECT_EQ(j["header"]["target"], s.header()->target()->str());
@@ -286,7 +286,7 @@ TEST_F(SinkdumpTest, ShowsDataParallelBucketsStreamsAndGroups) {
   options.comm_fusion.openstate = false;  // one bucket per gradient
   auto compiled = host::Compile(testing::MakeMlp(8, {16, 12, 4}), options);
   ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
-  fs::path p = WriteVariant("dp.tstream", compiled->bytes);
+  fs::path p = WriteVariant("dp.tstream", compiled->stream.bytes());
   const auto& buckets = compiled->report.buckets;
   ASSERT_EQ(buckets.size(), 4u);
 
@@ -351,7 +351,7 @@ TEST_F(SinkdumpTest, MissingProgramIsAnError) {
   options.eval_program = false;
   auto compiled = host::Compile(testing::MakeMlp(4, {6, 3}), options);
   ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
-  fs::path p = WriteVariant("no_eval.tstream", compiled->bytes);
+  fs::path p = WriteVariant("no_eval.tstream", compiled->stream.bytes());
   RunResult r = Run(Quoted(p) + " --program eval_step");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("eval_step"), std::string::npos) << r.err;
@@ -363,7 +363,7 @@ TEST_F(SinkdumpTest, MissingProgramIsAnError) {
 fs::path CompileTo(const fs::path& p, const host::Graph& graph, const host::CompileOptions& options) {
   auto compiled = host::Compile(graph, options);
   EXPECT_TRUE(compiled.ok()) << compiled.status().ToString();
-  EXPECT_TRUE(compiled.ok() && WriteFileBytes(p.string(), compiled->bytes).ok()) << p;
+  EXPECT_TRUE(compiled.ok() && WriteFileBytes(p.string(), compiled->stream.bytes()).ok()) << p;
   return p;
 }
 

@@ -60,7 +60,7 @@ TEST(Train, MlpLossFallsInSinks) {
   const int64_t batch = 64;
   auto cs = CompileOrDie(testing::MakeMlp(batch), OptimizerSpec::Momentum(0.01f, 0.9f));
   InProcessDevice dev;
-  SINKRT_ASSERT_OK(dev.Load(cs.bytes));
+  SINKRT_ASSERT_OK(dev.Load(cs.stream));
   auto data = MakeSyntheticData(batch * 16, 784, 10, 7);
   auto losses = Train(dev, data, batch, 5, 20);
   ASSERT_EQ(losses.size(), 5u);
@@ -73,7 +73,7 @@ TEST(Train, LeNetLossFalls) {
   const int64_t batch = 32;
   auto cs = CompileOrDie(testing::MakeLeNet(batch), OptimizerSpec::Momentum(0.01f, 0.9f));
   InProcessDevice dev;
-  SINKRT_ASSERT_OK(dev.Load(cs.bytes));
+  SINKRT_ASSERT_OK(dev.Load(cs.stream));
   auto data = MakeSyntheticData(batch * 8, 28 * 28, 10, 11);
   auto losses = Train(dev, data, batch, 4, 15);
   ASSERT_EQ(losses.size(), 4u);
@@ -87,7 +87,7 @@ TEST(Train, AdamAndSgdTrain) {
                             OptimizerSpec::Momentum(0.02f, 0.9f, /*nesterov=*/true)}) {
     auto cs = CompileOrDie(testing::MakeMlp(batch, {64, 32, 4}), opt);
     InProcessDevice dev;
-    SINKRT_ASSERT_OK(dev.Load(cs.bytes));
+    SINKRT_ASSERT_OK(dev.Load(cs.stream));
     auto losses = Train(dev, data, batch, 4, 16);
     ASSERT_EQ(losses.size(), 4u);
     EXPECT_LT(losses.back(), 0.5 * losses.front()) << "optimizer " << int(opt.kind);
@@ -100,8 +100,8 @@ void ExpectSinkSizeInvariance(const host::Graph& g, int64_t batch, int64_t featu
   auto cs = CompileOrDie(g, OptimizerSpec::Momentum(0.01f, 0.9f));
   auto data = MakeSyntheticData(batch * 10, features, 10, 5);
   InProcessDevice one_sink, many_sinks;
-  SINKRT_ASSERT_OK(one_sink.Load(cs.bytes));
-  SINKRT_ASSERT_OK(many_sinks.Load(cs.bytes));
+  SINKRT_ASSERT_OK(one_sink.Load(cs.stream));
+  SINKRT_ASSERT_OK(many_sinks.Load(cs.stream));
   auto a = Train(one_sink, data, batch, 1, 100);
   auto b = Train(many_sinks, data, batch, 100, 1);
   ASSERT_FALSE(a.empty());
@@ -109,8 +109,8 @@ void ExpectSinkSizeInvariance(const host::Graph& g, int64_t batch, int64_t featu
   EXPECT_EQ(a.back(), b.back());
   EXPECT_EQ(one_sink.control_round_trips(), 1u);
   EXPECT_EQ(many_sinks.control_round_trips(), 100u);
-  std::vector<uint32_t> state = testing::BuffersWithRole(cs.bytes, fb::BufferRole::Param);
-  auto opt = testing::BuffersWithRole(cs.bytes, fb::BufferRole::OptState);
+  std::vector<uint32_t> state = testing::BuffersWithRole(cs.stream.bytes(), fb::BufferRole::Param);
+  auto opt = testing::BuffersWithRole(cs.stream.bytes(), fb::BufferRole::OptState);
   state.insert(state.end(), opt.begin(), opt.end());
   ASSERT_FALSE(state.empty());
   auto pa = ReadAll(one_sink, state);
@@ -127,9 +127,9 @@ TEST(Train, LeNetHundredStepsOneSinkEqualsHundredSinks) {
 TEST(Train, InitIsDeterministicAcrossDevices) {
   auto cs = CompileOrDie(testing::MakeMlp(8, {16, 8, 4}), OptimizerSpec::Sgd(0.1f));
   InProcessDevice a, b;
-  SINKRT_ASSERT_OK(a.Load(cs.bytes));
-  SINKRT_ASSERT_OK(b.Load(cs.bytes));
-  auto params = testing::BuffersWithRole(cs.bytes, fb::BufferRole::Param);
+  SINKRT_ASSERT_OK(a.Load(cs.stream));
+  SINKRT_ASSERT_OK(b.Load(cs.stream));
+  auto params = testing::BuffersWithRole(cs.stream.bytes(), fb::BufferRole::Param);
   EXPECT_EQ(ReadAll(a, params), ReadAll(b, params));
 }
 
@@ -138,7 +138,7 @@ TEST(Train, DryQueueFailsNamingTheQueue) {
   device::DeviceOptions opts;
   opts.get_next_timeout = std::chrono::milliseconds(100);
   InProcessDevice dev(opts);
-  SINKRT_ASSERT_OK(dev.Load(cs.bytes));
+  SINKRT_ASSERT_OK(dev.Load(cs.stream));
   auto r = dev.RunSink(ProgramKind::TrainStep, 3);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded);
@@ -150,7 +150,7 @@ TEST(Train, BadLabelFailsTheStepNamingTheRow) {
   const int64_t batch = 8;
   auto cs = CompileOrDie(testing::MakeMlp(batch, {16, 8, 4}), OptimizerSpec::Sgd(0.1f));
   InProcessDevice dev;
-  SINKRT_ASSERT_OK(dev.Load(cs.bytes));
+  SINKRT_ASSERT_OK(dev.Load(cs.stream));
   auto data = MakeSyntheticData(batch, 16, 4, 1);
   data.labels[3] = 9;  // only 4 classes
   Feeder feeder(dev, 0, data, batch, 0, 1);
@@ -164,7 +164,7 @@ TEST(Train, EvalStepReportsLossAndAccuracy) {
   const int64_t batch = 32;
   auto cs = CompileOrDie(testing::MakeMlp(batch, {64, 32, 4}), OptimizerSpec::Momentum(0.02f, 0.9f));
   InProcessDevice dev;
-  SINKRT_ASSERT_OK(dev.Load(cs.bytes));
+  SINKRT_ASSERT_OK(dev.Load(cs.stream));
   auto data = MakeSyntheticData(batch * 8, 64, 4, 3);
   Train(dev, data, batch, 4, 16);
   Feeder feeder(dev, 1, data, batch, 0, 1);

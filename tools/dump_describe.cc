@@ -38,8 +38,8 @@ Json Collapse(std::initializer_list<int> values) {
   return same ? Json(*values.begin()) : Json(std::vector<int>(values));
 }
 
-std::string GroupLabel(const StreamView& view, uint32_t group) {
-  const auto* groups = view.root->groups();
+std::string GroupLabel(const VerifiedStream& view, uint32_t group) {
+  const auto* groups = view.root()->groups();
   if (groups && group < groups->size()) {
     std::string name = Str(groups->Get(group)->name());
     if (!name.empty()) return name;
@@ -73,7 +73,7 @@ void AxisAttrs(fb::OpCode op, const fb::AxisOptions& o, Json& attrs) {
   if (o.scale() != 1.0f) attrs["scale"] = CleanFloat(o.scale());
 }
 
-void KernelAttrs(const StreamView& view, const fb::KernelTask& k, Json& attrs) {
+void KernelAttrs(const VerifiedStream& view, const fb::KernelTask& k, Json& attrs) {
   switch (k.options_type()) {
     case fb::OpOptions::MatMulOptions:
       if (const auto* o = k.options_as_MatMulOptions()) {
@@ -144,8 +144,8 @@ std::string ReduceOpName(fb::ReduceOp op) {
 
 // [first buffer's offset, last buffer's end): what an AllReduce reduces,
 // since the verifier holds its buffers contiguous and ascending.
-std::pair<uint64_t, uint64_t> ByteRange(const StreamView& view, const flatbuffers::Vector<uint32_t>* buffers) {
-  const auto* table = view.root->buffers();
+std::pair<uint64_t, uint64_t> ByteRange(const VerifiedStream& view, const flatbuffers::Vector<uint32_t>* buffers) {
+  const auto* table = view.root()->buffers();
   if (!buffers || buffers->size() == 0 || !table) return {0, 0};
   const uint32_t first = buffers->Get(0), last = buffers->Get(buffers->size() - 1);
   if (first >= table->size() || last >= table->size()) return {0, 0};
@@ -197,8 +197,8 @@ double CleanFloat(float f) {
   return std::strtod(buf, nullptr);
 }
 
-std::string BufferLabel(const StreamView& view, int64_t index) {
-  const auto* buffers = view.root->buffers();
+std::string BufferLabel(const VerifiedStream& view, int64_t index) {
+  const auto* buffers = view.root()->buffers();
   if (index >= 0 && buffers && index < static_cast<int64_t>(buffers->size())) {
     std::string name = Str(buffers->Get(static_cast<uint32_t>(index))->name());
     if (!name.empty()) return name;
@@ -221,12 +221,12 @@ std::optional<double> ArenaRatio(const fb::TaskStream& s) {
   return static_cast<double>(s.arena_bytes()) / static_cast<double>(s.liveness_lower_bound());
 }
 
-std::vector<RoleTotal> BytesByRole(const StreamView& view) {
+std::vector<RoleTotal> BytesByRole(const VerifiedStream& view) {
   constexpr int kRoles = static_cast<int>(fb::BufferRole::MAX) + 1;
   std::vector<RoleTotal> all;
   for (int r = 0; r < kRoles; ++r) all.push_back({static_cast<fb::BufferRole>(r)});
-  if (view.root->buffers()) {
-    for (const fb::Buffer* b : *view.root->buffers()) {
+  if (view.root()->buffers()) {
+    for (const fb::Buffer* b : *view.root()->buffers()) {
       int r = static_cast<int>(b->role());
       if (r >= kRoles) continue;  // VerifyTaskStream refuses unknown roles
       ++all[r].buffers;
@@ -283,7 +283,7 @@ Json InitParams(const fb::InitDef& d) {
   return p;
 }
 
-TaskInfo DescribeTask(const StreamView& view, const fb::Task& task) {
+TaskInfo DescribeTask(const VerifiedStream& view, const fb::Task& task) {
   TaskInfo info;
   info.kind = std::string(StripTaskSuffix(TaskKindName(task.body_type())));
   info.name = Str(task.name());
@@ -299,7 +299,7 @@ TaskInfo DescribeTask(const StreamView& view, const fb::Task& task) {
     case fb::TaskBody::GetNextTask:
       if (const auto* g = task.body_as_GetNextTask()) {
         info.outputs = Indices(g->outputs());
-        const auto* queues = view.root->queues();
+        const auto* queues = view.root()->queues();
         std::string qname = queues && g->queue() < queues->size() ? Str(queues->Get(g->queue())->name()) : "";
         info.attrs["queue"] = qname.empty() ? IndexLabel(g->queue()) : qname;
       }
@@ -312,7 +312,7 @@ TaskInfo DescribeTask(const StreamView& view, const fb::Task& task) {
       break;
     case fb::TaskBody::InitTask:
       if (const auto* in = task.body_as_InitTask()) {
-        const auto* inits = view.root->initializers();
+        const auto* inits = view.root()->initializers();
         if (in->initializers() && inits)
           for (uint32_t i : *in->initializers())
             if (i < inits->size()) info.outputs.push_back(inits->Get(i)->buffer());
@@ -392,7 +392,7 @@ std::string AttrsText(const Json& attrs) {
   return out;
 }
 
-std::string NamesText(const StreamView& view, const std::vector<int64_t>& indices) {
+std::string NamesText(const VerifiedStream& view, const std::vector<int64_t>& indices) {
   if (indices.empty()) return "-";
   std::string s;
   for (size_t i = 0; i < indices.size(); ++i) {
@@ -402,7 +402,7 @@ std::string NamesText(const StreamView& view, const std::vector<int64_t>& indice
   return s;
 }
 
-std::string TaskLine(const StreamView& view, const TaskInfo& info) {
+std::string TaskLine(const VerifiedStream& view, const TaskInfo& info) {
   std::string s = info.kind;
   for (const std::string& part : {info.op, info.name}) {
     if (part.empty()) continue;
@@ -434,7 +434,7 @@ std::string RangeText(uint64_t begin, uint64_t end) {
   return s;
 }
 
-std::vector<BucketInfo> Buckets(const StreamView& view, const fb::Program& program) {
+std::vector<BucketInfo> Buckets(const VerifiedStream& view, const fb::Program& program) {
   std::vector<BucketInfo> out;
   if (!program.streams()) return out;
   for (uint32_t st = 0; st < program.streams()->size(); ++st) {
@@ -457,10 +457,10 @@ std::vector<BucketInfo> Buckets(const StreamView& view, const fb::Program& progr
   return out;
 }
 
-std::vector<const fb::Program*> SelectPrograms(const StreamView& view, const DumpOptions& options) {
+std::vector<const fb::Program*> SelectPrograms(const VerifiedStream& view, const DumpOptions& options) {
   std::vector<const fb::Program*> out;
-  if (!view.root->programs()) return out;
-  for (const fb::Program* p : *view.root->programs())
+  if (!view.root()->programs()) return out;
+  for (const fb::Program* p : *view.root()->programs())
     if (!options.program || p->kind() == *options.program) out.push_back(p);
   return out;
 }

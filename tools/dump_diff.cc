@@ -108,9 +108,9 @@ std::string InitText(const fb::InitDef* d) {
   return params.empty() ? s : s + " " + params;
 }
 
-std::vector<Entry> BufferEntries(const StreamView& view) {
+std::vector<Entry> BufferEntries(const VerifiedStream& view) {
   std::vector<Entry> out;
-  const fb::TaskStream& s = *view.root;
+  const fb::TaskStream& s = *view.root();
   if (!s.buffers()) return out;
   // A buffer's initialiser belongs to it: a changed seed or fill value is a
   // change of that buffer.
@@ -134,9 +134,9 @@ std::vector<Entry> BufferEntries(const StreamView& view) {
 
 // Columns are flattened to "image.shape" and the like, so a changed batch
 // size reads as the shapes that changed rather than one opaque column list.
-std::vector<Entry> QueueEntries(const StreamView& view) {
+std::vector<Entry> QueueEntries(const VerifiedStream& view) {
   std::vector<Entry> out;
-  const auto* queues = view.root->queues();
+  const auto* queues = view.root()->queues();
   if (!queues) return out;
   for (uint32_t q = 0; q < queues->size(); ++q) {
     const fb::QueueSpec* spec = queues->Get(q);
@@ -160,9 +160,9 @@ std::vector<Entry> QueueEntries(const StreamView& view) {
   return out;
 }
 
-std::vector<Entry> GroupEntries(const StreamView& view) {
+std::vector<Entry> GroupEntries(const VerifiedStream& view) {
   std::vector<Entry> out;
-  const auto* groups = view.root->groups();
+  const auto* groups = view.root()->groups();
   if (!groups) return out;
   for (uint32_t g = 0; g < groups->size(); ++g) {
     const fb::CommGroup* grp = groups->Get(g);
@@ -173,7 +173,7 @@ std::vector<Entry> GroupEntries(const StreamView& view) {
   return out;
 }
 
-std::vector<std::string> TaskLines(const StreamView& view, const fb::Stream* stream) {
+std::vector<std::string> TaskLines(const VerifiedStream& view, const fb::Stream* stream) {
   std::vector<std::string> lines;
   if (stream && stream->tasks())
     for (const fb::Task* t : *stream->tasks()) lines.push_back(TaskLine(view, DescribeTask(view, *t)));
@@ -181,7 +181,7 @@ std::vector<std::string> TaskLines(const StreamView& view, const fb::Stream* str
 }
 
 // One stream position of a program; null when both sides run the same tasks.
-Json DiffStream(const StreamView& va, const fb::Stream* a, const StreamView& vb, const fb::Stream* b, uint32_t index,
+Json DiffStream(const VerifiedStream& va, const fb::Stream* a, const VerifiedStream& vb, const fb::Stream* b, uint32_t index,
                 const DumpOptions& options) {
   std::vector<std::string> la = TaskLines(va, a), lb = TaskLines(vb, b);
   Json changes = Json::array();
@@ -210,7 +210,7 @@ std::vector<int64_t> Reports(const fb::Program& p) {
   return p.reports() ? std::vector<int64_t>(p.reports()->begin(), p.reports()->end()) : std::vector<int64_t>{};
 }
 
-Json DiffProgram(const StreamView& va, const fb::Program& a, const StreamView& vb, const fb::Program& b,
+Json DiffProgram(const VerifiedStream& va, const fb::Program& a, const VerifiedStream& vb, const fb::Program& b,
                  const DumpOptions& options) {
   uint32_t na = a.streams() ? a.streams()->size() : 0, nb = b.streams() ? b.streams()->size() : 0;
   Json changes = Json::array();
@@ -229,13 +229,13 @@ Json DiffProgram(const StreamView& va, const fb::Program& a, const StreamView& v
           {"streams", std::move(streams)}};
 }
 
-std::map<fb::ProgramKind, const fb::Program*> ProgramsByKind(const StreamView& view, const DumpOptions& options) {
+std::map<fb::ProgramKind, const fb::Program*> ProgramsByKind(const VerifiedStream& view, const DumpOptions& options) {
   std::map<fb::ProgramKind, const fb::Program*> out;
   for (const fb::Program* p : SelectPrograms(view, options)) out.emplace(p->kind(), p);
   return out;
 }
 
-Json DiffPrograms(const StreamView& a, const StreamView& b, const DumpOptions& options) {
+Json DiffPrograms(const VerifiedStream& a, const VerifiedStream& b, const DumpOptions& options) {
   auto pa = ProgramsByKind(a, options), pb = ProgramsByKind(b, options);
   Json added = Json::array(), removed = Json::array(), changed = Json::array();
   for (const auto& [kind, p] : pa) {
@@ -252,7 +252,7 @@ Json DiffPrograms(const StreamView& a, const StreamView& b, const DumpOptions& o
   return {{"added", std::move(added)}, {"removed", std::move(removed)}, {"changed", std::move(changed)}};
 }
 
-Json BucketJson(const StreamView& view, const BucketInfo& b) {
+Json BucketJson(const VerifiedStream& view, const BucketInfo& b) {
   Json names = Json::array();
   for (int64_t i : b.buffers) names.push_back(BufferLabel(view, i));
   return {{"name", b.name},           {"group", b.group}, {"op", b.op},
@@ -269,7 +269,7 @@ Json BucketTotals(const std::vector<BucketInfo>& buckets) {
 // Fusion buckets by position, per program kind: what each step communicates.
 // Where a bucket's task sits is left to the programs section, so a bucket
 // that only moved within its stream is not reported here too.
-Json DiffBuckets(const StreamView& a, const StreamView& b, const DumpOptions& options) {
+Json DiffBuckets(const VerifiedStream& a, const VerifiedStream& b, const DumpOptions& options) {
   auto pa = ProgramsByKind(a, options), pb = ProgramsByKind(b, options);
   std::vector<fb::ProgramKind> kinds;
   for (const auto& [kind, p] : pa) kinds.push_back(kind);
@@ -298,7 +298,7 @@ bool SameBytes(std::span<const uint8_t> a, std::span<const uint8_t> b) {
 
 }  // namespace
 
-Json DiffJson(const StreamView& a, const std::string& a_source, const StreamView& b, const std::string& b_source,
+Json DiffJson(const VerifiedStream& a, const std::string& a_source, const VerifiedStream& b, const std::string& b_source,
               const DumpOptions& options) {
   Json j;
   j["a"] = a_source;
@@ -312,20 +312,20 @@ Json DiffJson(const StreamView& a, const std::string& a_source, const StreamView
     sections.push_back(section);
     j[section] = std::move(d);
   };
-  add("header", FieldChanges(HeaderFields(*a.root), HeaderFields(*b.root)));
+  add("header", FieldChanges(HeaderFields(*a.root()), HeaderFields(*b.root())));
   add("buffers", DiffEntries(BufferEntries(a), BufferEntries(b)));
   add("queues", DiffEntries(QueueEntries(a), QueueEntries(b)));
   add("groups", DiffEntries(GroupEntries(a), GroupEntries(b)));
   add("programs", DiffPrograms(a, b, options));
   add("buckets", DiffBuckets(a, b, options));
-  if (!SameBytes(a.blobs, b.blobs))
-    add("blob", {{"a_bytes", a.blobs.size()}, {"b_bytes", b.blobs.size()}, {"equal", false}});
+  if (!SameBytes(a.blobs(), b.blobs()))
+    add("blob", {{"a_bytes", a.blobs().size()}, {"b_bytes", b.blobs().size()}, {"equal", false}});
   // Nothing above differs but the FlatBuffers do (another writer's layout, or
   // a field sinkdump does not show): still not identical files.
-  if (sections.empty() && !options.program && !SameBytes(a.flatbuffer, b.flatbuffer))
-    add("layout", {{"a_bytes", a.flatbuffer.size()}, {"b_bytes", b.flatbuffer.size()}});
+  if (sections.empty() && !options.program && !SameBytes(a.flatbuffer(), b.flatbuffer()))
+    add("layout", {{"a_bytes", a.flatbuffer().size()}, {"b_bytes", b.flatbuffer().size()}});
   j["identical"] = sections.empty();
-  const fb::Header *ha = a.root->header(), *hb = b.root->header();
+  const fb::Header *ha = a.root()->header(), *hb = b.root()->header();
   if (ha && hb && ha->graph_hash() == hb->graph_hash()) j["graph_hash"] = Hex64(ha->graph_hash());
   j["sections"] = std::move(sections);
   return j;

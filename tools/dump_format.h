@@ -2,7 +2,7 @@
 // JSON for scripts. Both renderings read the same descriptions
 // (dump_describe.cc), so they always carry the same information.
 //
-// Everything here takes a StreamView, i.e. a stream that passed
+// Everything here takes a VerifiedStream, i.e. a stream that passed
 // VerifyTaskStream, but still tolerates the optional parts a valid stream may
 // leave out (names, shapes, table vectors, union bodies), because the
 // Verifier accepts a union whose type is set but whose value is absent.
@@ -15,7 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/fb/task_stream_generated.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace sinkrt::tools {
 
@@ -27,8 +28,8 @@ struct DumpOptions {
 };
 
 // The whole report. `source` names the file in the first line / "file" key.
-std::string DumpText(const StreamView& view, const std::string& source, const DumpOptions& options);
-Json DumpJson(const StreamView& view, const std::string& source, const DumpOptions& options);
+std::string DumpText(const VerifiedStream& view, const std::string& source, const DumpOptions& options);
+Json DumpJson(const VerifiedStream& view, const std::string& source, const DumpOptions& options);
 
 // ---- shared descriptions (dump_describe.cc) --------------------------------
 
@@ -44,7 +45,7 @@ std::string HumanBytes(uint64_t bytes);    // "1.50 MiB"
 double CleanFloat(float f);
 
 // The buffer's name, or "#<index>" when it has none (or is not in the table).
-std::string BufferLabel(const StreamView& view, int64_t index);
+std::string BufferLabel(const VerifiedStream& view, int64_t index);
 
 // Names of the feature bits set in Header.requirements.
 std::vector<std::string> RequirementNames(uint64_t bits);
@@ -58,7 +59,7 @@ struct RoleTotal {
   uint64_t bytes = 0;
 };
 // One entry per role that has buffers, in role order.
-std::vector<RoleTotal> BytesByRole(const StreamView& view);
+std::vector<RoleTotal> BytesByRole(const VerifiedStream& view);
 
 uint64_t QueueBatchBytes(const fb::QueueSpec& q);
 
@@ -75,19 +76,19 @@ struct TaskInfo {
   // else as key=value ("stride=2", "pad=0,1,0,1", "fused_bias=fc1.bias").
   Json attrs = Json::object();
 };
-TaskInfo DescribeTask(const StreamView& view, const fb::Task& task);
+TaskInfo DescribeTask(const VerifiedStream& view, const fb::Task& task);
 
 // "transpose_b stride=2 pad=1": the text form of TaskInfo::attrs.
 std::string AttrsText(const Json& attrs);
 
 // "fc1.weight, fc1.bias", or "-" for none.
-std::string NamesText(const StreamView& view, const std::vector<int64_t>& indices);
+std::string NamesText(const VerifiedStream& view, const std::vector<int64_t>& indices);
 
 // A task as one line, the columns of the text dump's task table less the
 // empty ones: "Kernel MatMul fc1 image, fc1.weight -> fc1.out transpose_b",
 // "EventRecord bucket0/ready event=0". Names, not indices, so two streams
 // whose buffer tables differ still compare equal where they run the same task.
-std::string TaskLine(const StreamView& view, const TaskInfo& info);
+std::string TaskLine(const VerifiedStream& view, const TaskInfo& info);
 
 // One fused gradient AllReduce (a DATA_PARALLEL fusion bucket): where it is,
 // and the arena byte range [offset, end) it reduces in place.
@@ -100,10 +101,10 @@ struct BucketInfo {
 // "[offset, end)".
 std::string RangeText(uint64_t begin, uint64_t end);
 // The AllReduce tasks of `program`, in stream then task order.
-std::vector<BucketInfo> Buckets(const StreamView& view, const fb::Program& program);
+std::vector<BucketInfo> Buckets(const VerifiedStream& view, const fb::Program& program);
 
 // Programs to show, in stream order.
-std::vector<const fb::Program*> SelectPrograms(const StreamView& view, const DumpOptions& options);
+std::vector<const fb::Program*> SelectPrograms(const VerifiedStream& view, const DumpOptions& options);
 
 // ---- sinkdump --diff (dump_diff.cc, dump_diff_text.cc) ---------------------
 
@@ -112,7 +113,7 @@ std::vector<const fb::Program*> SelectPrograms(const StreamView& view, const Dum
 // queues and groups are matched by name, programs by kind, streams and tasks
 // by position. Only differing sections appear, and "sections" lists them;
 // "identical" is true when none does.
-Json DiffJson(const StreamView& a, const std::string& a_source, const StreamView& b, const std::string& b_source,
+Json DiffJson(const VerifiedStream& a, const std::string& a_source, const VerifiedStream& b, const std::string& b_source,
               const DumpOptions& options);
 
 // The text rendering of DiffJson: at most `limit` entries per list (0: all),

@@ -8,7 +8,7 @@
 namespace sinkrt::tools {
 namespace {
 
-Json Names(const StreamView& view, const std::vector<int64_t>& indices) {
+Json Names(const VerifiedStream& view, const std::vector<int64_t>& indices) {
   Json names = Json::array();
   for (int64_t i : indices) names.push_back(BufferLabel(view, i));
   return names;
@@ -28,8 +28,8 @@ Json HeaderJson(const fb::Header* h) {
   return j;
 }
 
-Json MemoryJson(const StreamView& view) {
-  const fb::TaskStream& s = *view.root;
+Json MemoryJson(const VerifiedStream& view) {
+  const fb::TaskStream& s = *view.root();
   Json j;
   j["arena_bytes"] = s.arena_bytes();
   j["arena_alignment"] = s.arena_alignment();
@@ -60,10 +60,10 @@ Json MemoryJson(const StreamView& view) {
   return j;
 }
 
-Json InitializersJson(const StreamView& view) {
+Json InitializersJson(const VerifiedStream& view) {
   Json list = Json::array();
-  if (!view.root->initializers()) return list;
-  for (const fb::Initializer* in : *view.root->initializers()) {
+  if (!view.root()->initializers()) return list;
+  for (const fb::Initializer* in : *view.root()->initializers()) {
     Json e;
     e["buffer"] = in->buffer();
     e["name"] = BufferLabel(view, in->buffer());
@@ -76,11 +76,11 @@ Json InitializersJson(const StreamView& view) {
   return list;
 }
 
-Json QueuesJson(const StreamView& view) {
+Json QueuesJson(const VerifiedStream& view) {
   Json list = Json::array();
-  if (!view.root->queues()) return list;
-  for (uint32_t q = 0; q < view.root->queues()->size(); ++q) {
-    const fb::QueueSpec* spec = view.root->queues()->Get(q);
+  if (!view.root()->queues()) return list;
+  for (uint32_t q = 0; q < view.root()->queues()->size(); ++q) {
+    const fb::QueueSpec* spec = view.root()->queues()->Get(q);
     Json e;
     e["index"] = q;
     e["name"] = Str(spec->name());
@@ -96,11 +96,11 @@ Json QueuesJson(const StreamView& view) {
   return list;
 }
 
-Json GroupsJson(const StreamView& view) {
+Json GroupsJson(const VerifiedStream& view) {
   Json list = Json::array();
-  if (!view.root->groups()) return list;
-  for (uint32_t g = 0; g < view.root->groups()->size(); ++g) {
-    const fb::CommGroup* grp = view.root->groups()->Get(g);
+  if (!view.root()->groups()) return list;
+  for (uint32_t g = 0; g < view.root()->groups()->size(); ++g) {
+    const fb::CommGroup* grp = view.root()->groups()->Get(g);
     std::vector<uint32_t> ranks;
     if (grp->ranks()) ranks.assign(grp->ranks()->begin(), grp->ranks()->end());
     list.push_back({{"index", g}, {"name", Str(grp->name())}, {"ranks", ranks}});
@@ -108,7 +108,7 @@ Json GroupsJson(const StreamView& view) {
   return list;
 }
 
-Json TaskJson(const StreamView& view, const fb::Task& task, uint32_t index) {
+Json TaskJson(const VerifiedStream& view, const fb::Task& task, uint32_t index) {
   TaskInfo info = DescribeTask(view, task);
   Json j;
   j["index"] = index;
@@ -123,7 +123,7 @@ Json TaskJson(const StreamView& view, const fb::Task& task, uint32_t index) {
   return j;
 }
 
-Json ProgramJson(const StreamView& view, const fb::Program& p, const DumpOptions& options) {
+Json ProgramJson(const VerifiedStream& view, const fb::Program& p, const DumpOptions& options) {
   Json j;
   j["name"] = Str(p.name());
   j["kind"] = std::string(ProgramKindName(p.kind()));
@@ -168,11 +168,11 @@ Json ProgramJson(const StreamView& view, const fb::Program& p, const DumpOptions
 
 }  // namespace
 
-Json DumpJson(const StreamView& view, const std::string& source, const DumpOptions& options) {
+Json DumpJson(const VerifiedStream& view, const std::string& source, const DumpOptions& options) {
   Json j;
   j["file"] = source;
-  j["flatbuffer_bytes"] = view.flatbuffer.size();
-  j["header"] = HeaderJson(view.root->header());
+  j["flatbuffer_bytes"] = view.flatbuffer().size();
+  j["header"] = HeaderJson(view.root()->header());
   j["memory"] = MemoryJson(view);
   j["initializers"] = InitializersJson(view);
   j["queues"] = QueuesJson(view);

@@ -48,8 +48,8 @@ std::string InitKindName(fb::InitKind k) {
   return (n && *n) ? n : "kind" + std::to_string(int(k));
 }
 
-void PrintHeader(const StreamView& view, std::ostream& out) {
-  const fb::Header* h = view.root->header();
+void PrintHeader(const VerifiedStream& view, std::ostream& out) {
+  const fb::Header* h = view.root()->header();
   out << "header\n";
   if (!h) {
     out << "  (none)\n";
@@ -66,8 +66,8 @@ void PrintHeader(const StreamView& view, std::ostream& out) {
       << "  producer      " << Str(h->producer()) << '\n';
 }
 
-void PrintMemory(const StreamView& view, std::ostream& out) {
-  const fb::TaskStream& s = *view.root;
+void PrintMemory(const VerifiedStream& view, std::ostream& out) {
+  const fb::TaskStream& s = *view.root();
   uint32_t n = s.buffers() ? s.buffers()->size() : 0;
   out << "\nmemory plan: " << n << " buffers, arena alignment " << s.arena_alignment() << '\n';
   Table t({"idx", "name", "role", "dtype", "shape", "offset", "bytes"},
@@ -93,8 +93,8 @@ void PrintMemory(const StreamView& view, std::ostream& out) {
   roles.Print(out, "    ");
 }
 
-void PrintInitializers(const StreamView& view, std::ostream& out) {
-  const auto* inits = view.root->initializers();
+void PrintInitializers(const VerifiedStream& view, std::ostream& out) {
+  const auto* inits = view.root()->initializers();
   uint32_t n = inits ? inits->size() : 0;
   out << "\ninitializers: " << n << '\n';
   if (!n) return;
@@ -108,8 +108,8 @@ void PrintInitializers(const StreamView& view, std::ostream& out) {
   t.Print(out, "  ");
 }
 
-void PrintQueues(const StreamView& view, std::ostream& out) {
-  const auto* queues = view.root->queues();
+void PrintQueues(const VerifiedStream& view, std::ostream& out) {
+  const auto* queues = view.root()->queues();
   uint32_t n = queues ? queues->size() : 0;
   out << "\nqueues: " << n << '\n';
   for (uint32_t q = 0; q < n; ++q) {
@@ -124,8 +124,8 @@ void PrintQueues(const StreamView& view, std::ostream& out) {
   }
 }
 
-void PrintGroups(const StreamView& view, std::ostream& out) {
-  const auto* groups = view.root->groups();
+void PrintGroups(const VerifiedStream& view, std::ostream& out) {
+  const auto* groups = view.root()->groups();
   uint32_t n = groups ? groups->size() : 0;
   out << "\ncommunicator groups: " << n << '\n';
   for (uint32_t g = 0; g < n; ++g) {
@@ -139,7 +139,7 @@ void PrintGroups(const StreamView& view, std::ostream& out) {
 
 // The fused gradient AllReduces, shown even with --no-tasks: what a data
 // parallel step communicates, bucket by bucket.
-void PrintBuckets(const StreamView& view, const fb::Program& p, std::ostream& out) {
+void PrintBuckets(const VerifiedStream& view, const fb::Program& p, std::ostream& out) {
   std::vector<BucketInfo> buckets = Buckets(view, p);
   if (buckets.empty()) return;
   uint64_t total = 0;
@@ -157,7 +157,7 @@ void PrintBuckets(const StreamView& view, const fb::Program& p, std::ostream& ou
   t.Print(out, "    ");
 }
 
-void PrintProgram(const StreamView& view, const fb::Program& p, const DumpOptions& options, std::ostream& out) {
+void PrintProgram(const VerifiedStream& view, const fb::Program& p, const DumpOptions& options, std::ostream& out) {
   uint32_t nstreams = p.streams() ? p.streams()->size() : 0;
   std::vector<int64_t> reports;
   if (p.reports()) reports.assign(p.reports()->begin(), p.reports()->end());
@@ -183,10 +183,10 @@ void PrintProgram(const StreamView& view, const fb::Program& p, const DumpOption
 
 }  // namespace
 
-std::string DumpText(const StreamView& view, const std::string& source, const DumpOptions& options) {
+std::string DumpText(const VerifiedStream& view, const std::string& source, const DumpOptions& options) {
   std::ostringstream out;
-  out << "task stream " << source << ": " << view.flatbuffer.size() << " bytes of FlatBuffer, "
-      << view.blobs.size() << " bytes of blobs\n\n";
+  out << "task stream " << source << ": " << view.flatbuffer().size() << " bytes of FlatBuffer, "
+      << view.blobs().size() << " bytes of blobs\n\n";
   PrintHeader(view, out);
   PrintMemory(view, out);
   PrintInitializers(view, out);

@@ -22,19 +22,15 @@ struct ParallelFlags {
 // Errors name the flag; every one is a command-line mistake.
 inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) {
   host::ParallelContext context;
-  auto mode = host::ParseParallelMode(f.parallel);
-  if (!mode.ok()) return mode.status().WithContext("--parallel");
-  context.mode = *mode;
+  SINKRT_ASSIGN_OR_RETURN(context.mode, host::ParseParallelMode(f.parallel), "--parallel");
   context.device_num = f.devices;
   context.gradients_mean = f.gradients_mean;
   context.parameter_broadcast = f.parameter_broadcast;
   if (!f.comm_fusion.empty()) {
-    auto fusion = host::ParseCommFusion(f.comm_fusion);
-    if (!fusion.ok()) return fusion.status().WithContext("--comm-fusion");
-    context.comm_fusion = *fusion;
+    SINKRT_ASSIGN_OR_RETURN(context.comm_fusion, host::ParseCommFusion(f.comm_fusion), "--comm-fusion");
   }
-  Status valid = context.Validate({host::ParallelMode::StandAlone, host::ParallelMode::DataParallel});
-  if (!valid.ok()) return valid.WithContext(f.devices_flag + ", --parallel " + f.parallel);
+  SINKRT_RETURN_IF_ERROR(context.Validate({host::ParallelMode::StandAlone, host::ParallelMode::DataParallel}),
+                         f.devices_flag + ", --parallel " + f.parallel);
   const bool dp_only = f.gradients_mean_given || f.parameter_broadcast || !f.comm_fusion.empty();
   if (dp_only && context.mode != host::ParallelMode::DataParallel)
     return InvalidArgument("--gradients-mean, --parameter-broadcast and --comm-fusion apply to --parallel data_parallel");

@@ -125,7 +125,7 @@ void PrintSummary(const Flags& f, const host::GraphFile& file, const host::Compi
     std::cout << '\n';
   }
   for (uint32_t r = 0; r < job.world_size(); ++r)
-    std::cout << "  rank " << r << "    rank_" << r << ".tstream " << job.ranks[r].bytes.size() << " bytes, stream "
+    std::cout << "  rank " << r << "    rank_" << r << ".tstream " << job.ranks[r].stream.bytes().size() << " bytes, stream "
               << Hex(job.ranks[r].graph_hash) << '\n';
   std::cout << "  manifest  " << f.out << "/manifest.json\n";
 }

@@ -27,16 +27,14 @@ namespace {
 
 using namespace sinkrt;
 
-// Reads and verifies `path` into `bytes`, which the view points into; an
-// error is printed naming the file.
-std::optional<StreamView> Load(const std::string& path, std::vector<uint8_t>& bytes) {
+// Reads and verifies `path`; an error is printed naming the file.
+std::optional<VerifiedStream> Load(const std::string& path) {
   Result<std::vector<uint8_t>> read = ReadFileBytes(path);
   if (!read.ok()) {
     std::cerr << "sinkdump: " << read.status().ToString() << '\n';
     return std::nullopt;
   }
-  bytes = std::move(*read);
-  Result<StreamView> view = VerifyTaskStream(bytes, kSupportedFeatures | kFeatureCollectives);
+  Result<VerifiedStream> view = VerifyTaskStream(std::move(read).value(), kSupportedFeatures | kFeatureCollectives);
   if (!view.ok()) {
     std::cerr << "sinkdump: " << path << ": " << view.status().ToString() << '\n';
     return std::nullopt;
@@ -49,10 +47,9 @@ std::string Dumped(const tools::Json& j) { return j.dump(2, ' ', false, tools::J
 int Diff(const std::string& a_path, const std::string& b_path, bool json, const tools::DumpOptions& options,
          size_t limit) {
   constexpr int kError = 2;
-  std::vector<uint8_t> a_bytes, b_bytes;
-  std::optional<StreamView> a = Load(a_path, a_bytes);
+  std::optional<VerifiedStream> a = Load(a_path);
   if (!a) return kError;
-  std::optional<StreamView> b = Load(b_path, b_bytes);
+  std::optional<VerifiedStream> b = Load(b_path);
   if (!b) return kError;
   if (options.program && !a->FindProgram(*options.program) && !b->FindProgram(*options.program)) {
     std::cerr << "sinkdump: neither " << a_path << " nor " << b_path << " has a "
@@ -111,10 +108,9 @@ int main(int argc, char** argv) {
   options.tasks = !no_tasks;
   if (diff->count()) return Diff(diff_paths[0], diff_paths[1], json, options, limit);
 
-  std::vector<uint8_t> bytes;
-  std::optional<StreamView> loaded = Load(path, bytes);
+  std::optional<VerifiedStream> loaded = Load(path);
   if (!loaded) return 1;
-  const StreamView& view = *loaded;
+  const VerifiedStream& view = *loaded;
   if (options.program && !view.FindProgram(*options.program)) {
     std::cerr << "sinkdump: " << path << " has no " << ProgramKindName(*options.program) << " program\n";
     return 1;

@@ -10,18 +10,11 @@
 #include "streams/comm_stream.h"
 #include "loaded_job.h"
 #include "sinkrt/runtime/dtype.h"
+#include "sinkrt/runtime/clock.h"
 #include "sinkrt/runtime/format.h"
 
 namespace sinkrt::device {
-namespace {
-
-inline int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
+LoadedJob::LoadedJob(VerifiedStream s) : stream(std::move(s)) {}
 LoadedJob::~LoadedJob() = default;
 
 int AvailableCores() {
@@ -49,16 +42,20 @@ Executor::~Executor() {
   if (job_) CloseQueues();
 }
 
-Result<std::unique_ptr<Executor>> Executor::Load(std::span<const uint8_t> stream, const DeviceOptions& options,
+Result<std::unique_ptr<Executor>> Executor::Load(VerifiedStream stream, const DeviceOptions& options,
                                                  Communicator* comm) {
-  auto job = std::make_unique<LoadedJob>();
-  SINKRT_ASSIGN_OR_RETURN(job->view, VerifyTaskStream(stream));
+  auto job = std::make_unique<LoadedJob>(std::move(stream));
   job->options = options;
   int cores = AvailableCores();
   job->threads = options.threads > 0 && options.threads < cores ? options.threads : cores;
-  const fb::TaskStream* root = job->view.root;
+  const fb::TaskStream* root = job->stream.root();
   const fb::Header* header = root->header();
-  if (header && (header->requirements() & kFeatureCollectives)) {
+  // A reader (sinkdump) may have verified it with more features than this
+  // device runs.
+  if (uint64_t extra = header->requirements() & ~kSupportedFeatures)
+    return Unimplemented("the task stream requires feature bits " + std::to_string(extra) +
+                         " that this device does not support");
+  if (header->requirements() & kFeatureCollectives) {
     if (!comm)
       return FailedPrecondition("the task stream is rank " + std::to_string(header->rank()) + " of " +
                                 std::to_string(header->world_size()) +
@@ -171,9 +168,16 @@ Status Executor::Run(ProgramKind kind, uint32_t steps, RunStats* stats) {
   return result;
 }
 
-const StreamView& Executor::view() const { return job_->view; }
+const VerifiedStream& Executor::stream() const { return job_->stream; }
 uint32_t Executor::num_queues() const { return static_cast<uint32_t>(job_->queues.size()); }
-DataQueue& Executor::queue(uint32_t index) { return *job_->queues[index]; }
+std::string_view Executor::queue_name(uint32_t index) const { return job_->queues[index]->name(); }
+uint32_t Executor::queue_capacity(uint32_t index) const { return job_->queues[index]->capacity(); }
+uint64_t Executor::queue_batch_bytes(uint32_t index) const {
+  uint64_t n = 0;
+  for (uint64_t b : job_->queues[index]->column_bytes()) n += b;
+  return n;
+}
+uint32_t Executor::queued_batches(uint32_t index) const { return job_->queues[index]->size(); }
 uint64_t Executor::arena_bytes() const { return job_->arena.size(); }
 uint64_t Executor::scratch_bytes() const { return job_->scratch.size(); }
 int Executor::threads() const { return job_->threads; }
@@ -183,6 +187,19 @@ Status Executor::PushBatch(uint32_t queue, std::span<const ConstBytes> columns) 
     return OutOfRange("queue index " + std::to_string(queue) + " is outside the stream's " +
                       std::to_string(job_->queues.size()) + " queues");
   return job_->queues[queue]->Push(columns, job_->options.push_timeout);
+}
+
+Status Executor::FillNextSlot(uint32_t queue, const SlotFiller& fill) {
+  if (queue >= job_->queues.size())
+    return OutOfRange("queue index " + std::to_string(queue) + " is outside the stream's " +
+                      std::to_string(job_->queues.size()) + " queues");
+  return job_->queues[queue]->FillNext(fill);
+}
+
+void Executor::SetOnSlotsFreed(std::function<void(uint32_t queue, uint32_t slots)> freed) {
+  auto shared = std::make_shared<std::function<void(uint32_t, uint32_t)>>(std::move(freed));
+  for (uint32_t q = 0; q < job_->queues.size(); ++q)
+    job_->queues[q]->SetOnSlotsFreed([shared, q](uint32_t slots) { (*shared)(q, slots); });
 }
 
 Status Executor::ClearQueue(uint32_t queue) {
@@ -202,7 +219,7 @@ uint64_t Executor::queue_bytes() const {
 }
 
 Result<std::span<uint8_t>> Executor::Buffer(uint32_t index) {
-  const auto* buffers = job_->view.root->buffers();
+  const auto* buffers = job_->stream.root()->buffers();
   uint32_t n = buffers ? buffers->size() : 0;
   if (index >= n)
     return OutOfRange("buffer index " + std::to_string(index) + " is outside the buffer table (" + std::to_string(n) +

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "data_queue.h"
+#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/device/communicator.h"
 #include "sinkrt/device/executor.h"
 #include "sinkrt/device/listening_inbox.h"
@@ -35,14 +36,12 @@ Status InProcessDevice::JoinWorld(const WorldSpec& world) {
   if (!inbox_) SINKRT_RETURN_IF_ERROR(Endpoint().status());
   std::vector<PeerAddress> peers;
   for (size_t r = 0; r < n; ++r) {
-    auto address = ParseAddress(world.members[r].address);
-    if (!address.ok())
-      return address.status().WithContext("JoinWorld: member " + std::to_string(r) + "'s address");
-    peers.push_back({static_cast<uint32_t>(r), *address, world.members[r].host_id});
+    SINKRT_ASSIGN_OR_RETURN(const Address address, ParseAddress(world.members[r].address),
+                            "JoinWorld: member " + std::to_string(r) + "'s address");
+    peers.push_back({static_cast<uint32_t>(r), address, world.members[r].host_id});
   }
   if (comm_) comm_->Abort();
   executor_.reset();
-  stream_.clear();
   comm_.reset();
   CommOptions options;
   options.peer_timeout = options_.peer_timeout;
@@ -52,16 +51,10 @@ Status InProcessDevice::JoinWorld(const WorldSpec& world) {
   return Status::Ok();
 }
 
-Result<LoadInfo> InProcessDevice::Load(ConstBytes stream) {
+Result<LoadInfo> InProcessDevice::Load(const VerifiedStream& stream) {
   auto t0 = std::chrono::steady_clock::now();
   executor_.reset();
-  stream_.assign(stream.begin(), stream.end());
-  auto ex = Executor::Load(stream_, options_, comm_.get());
-  if (!ex.ok()) {
-    stream_.clear();
-    return ex.status();
-  }
-  executor_ = std::move(ex).value();
+  SINKRT_ASSIGN_OR_RETURN(executor_, Executor::Load(stream, options_, comm_.get()));
   LoadInfo info;
   info.arena_bytes = executor_->arena_bytes() + executor_->scratch_bytes();
   info.queue_bytes = executor_->queue_bytes();
@@ -88,11 +81,11 @@ Result<SinkResult> InProcessDevice::RunSink(ProgramKind program, uint32_t steps)
   r.steps_run = stats.steps;
   r.timing = TimingOf(stats);
   for (uint32_t q = 0; q < executor_->num_queues(); ++q) r.queue_high_water.push_back(executor_->queue_high_water_mark(q));
-  const StreamView& view = executor_->view();
-  const fb::Program* p = view.FindProgram(program);
+  const VerifiedStream& stream = executor_->stream();
+  const fb::Program* p = stream.FindProgram(program);
   if (p && p->reports())
     for (uint32_t index : *p->reports()) {
-      const fb::Buffer* b = view.root->buffers()->Get(index);
+      const fb::Buffer* b = stream.root()->buffers()->Get(index);
       ReportedTensor t;
       t.buffer = index;
       t.name = b->name() ? b->name()->str() : "";

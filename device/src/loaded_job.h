@@ -16,7 +16,8 @@
 #include "kernels/dnnl_runtime.h"
 #include "kernels/kernel.h"
 #include "sinkrt/device/device_options.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/fb/task_stream_generated.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace sinkrt::device {
 
@@ -91,9 +92,10 @@ struct PreparedProgram {
 class CommStream;
 
 struct LoadedJob {
+  explicit LoadedJob(VerifiedStream s);
   ~LoadedJob();
 
-  StreamView view;
+  VerifiedStream stream;
   DeviceOptions options;
   int threads = 1;
   PageBlock arena;

@@ -10,7 +10,7 @@ namespace sinkrt::device {
 namespace {
 
 TensorRef MakeRef(const LoadedJob& job, uint32_t index) {
-  const fb::Buffer* b = job.view.root->buffers()->Get(index);
+  const fb::Buffer* b = job.stream.root()->buffers()->Get(index);
   TensorRef r;
   r.data = job.arena.data() + b->offset();
   r.dtype = b->dtype();
@@ -19,43 +19,27 @@ TensorRef MakeRef(const LoadedJob& job, uint32_t index) {
   return r;
 }
 
-const fb::Buffer* BufferDef(const LoadedJob& job, uint32_t index) { return job.view.root->buffers()->Get(index); }
+const fb::Buffer* BufferDef(const LoadedJob& job, uint32_t index) { return job.stream.root()->buffers()->Get(index); }
 
 std::span<uint8_t> Bytes(const LoadedJob& job, uint32_t index) {
   const fb::Buffer* b = BufferDef(job, index);
   return {job.arena.data() + b->offset(), b->bytes()};
 }
 
-// The arena range covered by `buffers`, which must be adjacent (each starts
-// where the previous ends, up to alignment padding that belongs to none) and
-// of one dtype: a fused collective runs in place on one region.
-Status Region(const LoadedJob& job, const flatbuffers::Vector<uint32_t>* buffers, const std::string& where,
-              std::span<uint8_t>* region, DType* dtype) {
-  if (!buffers || buffers->size() == 0) return InvalidArgument(where + ": no buffers");
+// The arena range of a fused collective's `buffers` and their dtype. The
+// verifier has checked that they are contiguous, ascending and of one dtype
+// (VerifyTaskStream); the padding between them is reduced along with them
+// and never read.
+void Region(const LoadedJob& job, const flatbuffers::Vector<uint32_t>* buffers, std::span<uint8_t>* region,
+            DType* dtype) {
   const fb::Buffer* first = BufferDef(job, buffers->Get(0));
-  uint64_t begin = first->offset(), end = first->offset() + first->bytes();
+  const fb::Buffer* last = BufferDef(job, buffers->Get(buffers->size() - 1));
   *dtype = first->dtype();
-  const uint64_t align = job.view.root->arena_alignment();
-  for (uint32_t i = 1; i < buffers->size(); ++i) {
-    const fb::Buffer* b = BufferDef(job, buffers->Get(i));
-    uint64_t expected = (end + align - 1) / align * align;
-    if (b->offset() != end && b->offset() != expected)
-      return InvalidArgument(where + ": buffer '" + b->name()->str() + "' at offset " + std::to_string(b->offset()) +
-                             " does not follow the previous one (ends at " + std::to_string(end) +
-                             "): a fused collective needs one contiguous region");
-    if (b->dtype() != *dtype)
-      return InvalidArgument(where + ": buffers of different dtypes cannot be reduced together");
-    end = b->offset() + b->bytes();
-  }
-  // Padding between buffers is reduced along with them: it is never read.
-  if ((end - begin) % DTypeSize(*dtype) != 0)
-    return InvalidArgument(where + ": region of " + std::to_string(end - begin) + " bytes is not whole elements");
-  *region = {job.arena.data() + begin, end - begin};
-  return Status::Ok();
+  *region = {job.arena.data() + first->offset(), last->offset() + last->bytes() - first->offset()};
 }
 
 Status PrepareGroup(const LoadedJob& job, uint32_t index, const std::string& where, Group* group) {
-  const auto* groups = job.view.root->groups();
+  const auto* groups = job.stream.root()->groups();
   if (!groups || index >= groups->size()) return OutOfRange(where + ": communicator group " + std::to_string(index) + " does not exist");
   const fb::CommGroup* g = groups->Get(index);
   group->ranks.assign(g->ranks()->begin(), g->ranks()->end());
@@ -79,7 +63,8 @@ Status PrepareCollective(LoadedJob& job, const fb::Task* task, const std::string
       auto* t = task->body_as_AllReduceTask();
       pt->op = t->op();
       SINKRT_RETURN_IF_ERROR(PrepareGroup(job, t->group(), where, &pt->group));
-      return Region(job, t->buffers(), where, &pt->data, &pt->dtype);
+      Region(job, t->buffers(), &pt->data, &pt->dtype);
+      return Status::Ok();
     }
     case fb::TaskBody::BroadcastTask: {
       auto* t = task->body_as_BroadcastTask();
@@ -87,7 +72,8 @@ Status PrepareCollective(LoadedJob& job, const fb::Task* task, const std::string
       SINKRT_RETURN_IF_ERROR(PrepareGroup(job, t->group(), where, &pt->group));
       if (std::find(pt->group.ranks.begin(), pt->group.ranks.end(), pt->peer) == pt->group.ranks.end())
         return InvalidArgument(where + ": broadcast root " + std::to_string(pt->peer) + " is not in its group");
-      return Region(job, t->buffers(), where, &pt->data, &pt->dtype);
+      Region(job, t->buffers(), &pt->data, &pt->dtype);
+      return Status::Ok();
     }
     case fb::TaskBody::AllGatherTask: {
       auto* t = task->body_as_AllGatherTask();
@@ -186,8 +172,7 @@ Status PrepareProgram(LoadedJob& job, const fb::Program* def, PrepareContext& pc
           if (k->outputs())
             for (uint32_t i : *k->outputs()) pt.args.outputs.push_back(MakeRef(job, i));
           if (k->fused_bias() >= 0) pt.args.fused_bias = MakeRef(job, static_cast<uint32_t>(k->fused_bias()));
-          Status st = pt.kernel->prepare(pt.args, pctx, &pt.state);
-          if (!st.ok()) return st.WithContext(TaskLabel(*out, s, t));
+          SINKRT_RETURN_IF_ERROR(pt.kernel->prepare(pt.args, pctx, &pt.state), TaskLabel(*out, s, t));
           break;
         }
         case fb::TaskBody::GetNextTask: {
@@ -213,15 +198,11 @@ Status PrepareProgram(LoadedJob& job, const fb::Program* def, PrepareContext& pc
             pt.initializers.assign(task->body_as_InitTask()->initializers()->begin(),
                                    task->body_as_InitTask()->initializers()->end());
           break;
-        case fb::TaskBody::AllReduceTask:
-        case fb::TaskBody::AllGatherTask:
-        case fb::TaskBody::ReduceScatterTask:
-        case fb::TaskBody::BroadcastTask:
-        case fb::TaskBody::SendTask:
-        case fb::TaskBody::RecvTask:
-          SINKRT_RETURN_IF_ERROR(PrepareCollective(job, task, TaskLabel(*out, s, t), &pt));
-          break;
         default:
+          if (IsCollective(pt.kind)) {
+            SINKRT_RETURN_IF_ERROR(PrepareCollective(job, task, TaskLabel(*out, s, t), &pt));
+            break;
+          }
           return Unimplemented(TaskLabel(*out, s, t) + ": task kind not supported by this device");
       }
     }

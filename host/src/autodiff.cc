@@ -187,7 +187,7 @@ Result<std::vector<ParamGrad>> AppendBackward(Graph& g, TensorId loss) {
                   {gt}, b.UniqueOpName(tensors[param].name + "/grad"));
       grad_of[param] = gt;
     }
-    if (!g.status().ok()) return g.status().WithContext("AppendBackward");
+    SINKRT_RETURN_IF_ERROR(g.status(), "AppendBackward");
   }
 
   std::vector<ParamGrad> result;

@@ -67,7 +67,7 @@ class CountingDevice final : public DeviceLink {
   explicit CountingDevice(device::DeviceOptions options = device::DeviceOptions::FromEnvironment())
       : dev_(options) {}
 
-  Result<LoadInfo> Load(ConstBytes stream) override { return dev_.Load(stream); }
+  Result<LoadInfo> Load(const VerifiedStream& stream) override { return dev_.Load(stream); }
   Status PushBatch(uint32_t queue, std::span<const ConstBytes> columns) override {
     Status st = dev_.PushBatch(queue, columns);
     if (st.ok() && queue < kQueues) ++pushed_[queue];

@@ -6,8 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/status.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 
 #define SINKRT_ASSERT_OK(expr)                                   \
   do {                                                           \
@@ -26,8 +27,8 @@ inline std::vector<uint32_t> BuffersWithRole(const std::vector<uint8_t>& stream,
   std::vector<uint32_t> out;
   auto view = VerifyTaskStream(stream);
   if (!view.ok()) return out;
-  for (uint32_t i = 0; i < view->root->buffers()->size(); ++i)
-    if (view->root->buffers()->Get(i)->role() == role) out.push_back(i);
+  for (uint32_t i = 0; i < view->root()->buffers()->size(); ++i)
+    if (view->root()->buffers()->Get(i)->role() == role) out.push_back(i);
   return out;
 }
 

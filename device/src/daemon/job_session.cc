@@ -5,8 +5,8 @@
 
 #include "daemon_log.h"
 #include "hangup_watch.h"
-#include "data_queue.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/fb/task_stream_generated.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace sinkrt::device {
 namespace {
@@ -17,8 +17,9 @@ std::string MiB(uint64_t bytes) {
   return buf;
 }
 
-std::string QueueName(DataQueue& q, uint32_t index) {
-  return q.name().empty() ? "queue " + std::to_string(index) : "queue '" + q.name() + "'";
+std::string QueueName(const Executor& ex, uint32_t index) {
+  const std::string_view name = ex.queue_name(index);
+  return name.empty() ? "queue " + std::to_string(index) : "queue '" + std::string(name) + "'";
 }
 
 }  // namespace
@@ -75,21 +76,22 @@ Status JobSession::OnLoadProgram(InFrame& frame) {
   if (SinkRunning()) return ProtocolError(FailedPrecondition("LoadProgram while a sink runs"));
   Unload();
   auto t0 = std::chrono::steady_clock::now();
-  stream_.resize(frame.payload_left);
-  SINKRT_RETURN_IF_ERROR(socket_.ReadPayload(&frame, stream_));
+  std::vector<uint8_t> bytes(frame.payload_left);
+  SINKRT_RETURN_IF_ERROR(socket_.ReadPayload(&frame, bytes));
+  // Bytes from the network: verified here, once, before anything reads them.
   // A stream with collectives runs them in the world joined before; the
   // executor refuses it, naming both, if there is none or another one.
-  auto loaded = Executor::Load(stream_, options_.device, comm_.get());
+  auto verified = VerifyTaskStream(std::move(bytes));
+  auto loaded = verified.ok() ? Executor::Load(std::move(verified).value(), options_.device, comm_.get())
+                              : Result<std::unique_ptr<Executor>>(verified.status());
   if (!loaded.ok()) {
-    stream_ = {};
     DaemonLog(options_.log, options_.rank,
               "job " + std::to_string(job_id_) + ": task stream refused: " + loaded.status().message());
     return ReplyError(loaded.status().WithContext("LoadProgram"));
   }
   Executor& ex = *loaded.value();
   next_sequence_.assign(ex.num_queues(), 0);
-  for (uint32_t q = 0; q < ex.num_queues(); ++q)
-    ex.queue(q).SetOnSlotsFreed([this, q](uint32_t slots) { SendCredit(q, slots); });
+  ex.SetOnSlotsFreed([this](uint32_t queue, uint32_t slots) { SendCredit(queue, slots); });
   {
     std::lock_guard<std::mutex> lk(mu_);
     executor_ = std::move(loaded).value();
@@ -98,9 +100,9 @@ Status JobSession::OnLoadProgram(InFrame& frame) {
 
   flatbuffers::FlatBufferBuilder fbb(256);
   std::vector<uint32_t> capacity;
-  for (uint32_t q = 0; q < executor_->num_queues(); ++q) capacity.push_back(executor_->queue(q).capacity());
+  for (uint32_t q = 0; q < executor_->num_queues(); ++q) capacity.push_back(executor_->queue_capacity(q));
   auto cap = fbb.CreateVector(capacity);
-  const fb::Header* header = executor_->view().root->header();
+  const fb::Header* header = executor_->stream().root()->header();
   uint64_t hash = header ? header->graph_hash() : 0;
   fb::LoadedBuilder lb(fbb);
   lb.add_arena_bytes(executor_->arena_bytes() + executor_->scratch_bytes());
@@ -111,7 +113,7 @@ Status JobSession::OnLoadProgram(InFrame& frame) {
   FinishMessage(fbb, fb::MessageBody::Loaded, lb.Finish().Union());
   char line[160];
   std::snprintf(line, sizeof line, "job %llu: loaded stream of %zu bytes (graph %016llx): arena %s, queues %s, %.1f ms",
-                static_cast<unsigned long long>(job_id_), stream_.size(), static_cast<unsigned long long>(hash),
+                static_cast<unsigned long long>(job_id_), executor_->stream().bytes().size(), static_cast<unsigned long long>(hash),
                 MiB(executor_->arena_bytes() + executor_->scratch_bytes()).c_str(),
                 MiB(executor_->queue_bytes()).c_str(), load_ms);
   DaemonLog(options_.log, options_.rank, line);
@@ -124,20 +126,18 @@ Status JobSession::OnPushBatch(InFrame& frame) {
   if (m.queue() >= executor_->num_queues())
     return ProtocolError(OutOfRange("PushBatch to queue " + std::to_string(m.queue()) + ": the stream has " +
                                     std::to_string(executor_->num_queues()) + " queues"));
-  DataQueue& queue = executor_->queue(m.queue());
-  uint64_t batch = 0;
-  for (uint64_t b : queue.column_bytes()) batch += b;
+  const uint64_t batch = executor_->queue_batch_bytes(m.queue());
   if (frame.payload_left != batch)
-    return ProtocolError(InvalidArgument("PushBatch to " + QueueName(queue, m.queue()) + " carries " +
+    return ProtocolError(InvalidArgument("PushBatch to " + QueueName(*executor_, m.queue()) + " carries " +
                                          std::to_string(frame.payload_left) + " bytes; a batch is " +
                                          std::to_string(batch) + " bytes"));
   if (m.sequence() != next_sequence_[m.queue()])
-    return ProtocolError(InvalidArgument("PushBatch to " + QueueName(queue, m.queue()) + " has sequence " +
+    return ProtocolError(InvalidArgument("PushBatch to " + QueueName(*executor_, m.queue()) + " has sequence " +
                                          std::to_string(m.sequence()) + ", expected " +
                                          std::to_string(next_sequence_[m.queue()]) +
                                          ": a batch was lost or sent twice"));
   // Straight from the socket into the slot: no staging copy.
-  Status st = queue.FillNext([&](std::span<const std::span<uint8_t>> columns) {
+  Status st = executor_->FillNextSlot(m.queue(), [&](std::span<const std::span<uint8_t>> columns) {
     for (std::span<uint8_t> c : columns) SINKRT_RETURN_IF_ERROR(socket_.ReadPayload(&frame, c));
     return Status::Ok();
   });
@@ -175,7 +175,7 @@ void JobSession::RunSinkOnWorker(fb::ProgramKind program, uint32_t steps) {
     ctx.program = std::string(ProgramKindName(program));
     ctx.task = stats.failed_task;
     // failed_task indexes the stream that failed (compute or comm).
-    const fb::Program* p = executor_->view().FindProgram(program);
+    const fb::Program* p = executor_->stream().FindProgram(program);
     const auto failed_stream = static_cast<uint32_t>(stats.failed_stream);
     if (p && stats.failed_task >= 0 && p->streams() && failed_stream < p->streams()->size()) {
       const auto* tasks = p->streams()->Get(failed_stream)->tasks();
@@ -195,7 +195,7 @@ void JobSession::RunSinkOnWorker(fb::ProgramKind program, uint32_t steps) {
                   st.message());
   } else {
     std::vector<flatbuffers::Offset<fb::ReportedBuffer>> reports;
-    const fb::Program* p = executor_->view().FindProgram(program);
+    const fb::Program* p = executor_->stream().FindProgram(program);
     if (p && p->reports())
       for (uint32_t index : *p->reports()) {
         auto bytes = executor_->Buffer(index);
@@ -291,9 +291,9 @@ Result<std::vector<PeerAddress>> JobSession::WorldOf(const fb::JoinWorld& reques
   for (uint32_t r = 0; r < n; ++r) {
     const fb::WorldMember* m = request.members()->Get(r);
     const std::string text = m->address() ? m->address()->str() : "";
-    auto address = ParseAddress(text);
-    if (!address.ok()) return address.status().WithContext("member " + std::to_string(r) + "'s address '" + text + "'");
-    world.push_back({r, *address, m->host_id() ? m->host_id()->str() : ""});
+    SINKRT_ASSIGN_OR_RETURN(const Address address, ParseAddress(text),
+                            "member " + std::to_string(r) + "'s address '" + text + "'");
+    world.push_back({r, address, m->host_id() ? m->host_id()->str() : ""});
   }
   // This rank's own entry must be this daemon: otherwise its peers dial
   // someone else for it and fail with a confusing rank mismatch there.
@@ -438,7 +438,6 @@ void JobSession::Unload() {
     ending_ = false;  // a LoadProgram may follow (it unloads the old job first)
   }
   old.reset();  // unmaps the arena and the queue slots
-  stream_ = {};
   next_sequence_.clear();
 }
 

@@ -91,7 +91,6 @@ class JobSession {
   const uint16_t port_;
   const std::string host_id_;
 
-  std::vector<uint8_t> stream_;          // the executor points into it
   // Swapped under mu_ (Abort reads them from another thread); declared
   // before executor_, which runs collectives in comm_.
   std::unique_ptr<Communicator> comm_;

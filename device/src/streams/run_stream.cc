@@ -1,16 +1,10 @@
 // One stream's tasks for one step: the executor's inner loop.
-#include <chrono>
-
 #include "init/initializer.h"
 #include "loaded_job.h"
+#include "sinkrt/runtime/clock.h"
 
 namespace sinkrt::device {
 namespace {
-
-inline int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 Status RunCollective(Communicator& comm, PreparedTask& pt) {
   switch (pt.kind) {
@@ -28,7 +22,7 @@ Status RunCollective(Communicator& comm, PreparedTask& pt) {
 
 Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step, uint32_t steps,
                      StreamCounters* c) {
-  const fb::TaskStream* root = job.view.root;
+  const fb::TaskStream* root = job.stream.root();
   std::vector<PreparedTask>& tasks = prog.streams[s];
   auto fail = [&](size_t t, const Status& st) {
     c->failed_task = static_cast<int32_t>(t);
@@ -74,27 +68,21 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
           out.dtype = b->dtype();
           if (b->shape()) out.shape.assign(b->shape()->begin(), b->shape()->end());
           out.numel = NumElements(out.shape);
-          Status st = FillInitializer(*in->init(), out, job.view.blobs);
+          Status st = FillInitializer(*in->init(), out, job.stream.blobs());
           if (!st.ok())
             return fail(t, st.WithContext("initializer " + std::to_string(i) + " ('" + b->name()->str() + "')"));
         }
         c->compute_ns += NowNs() - t0;
         break;
       }
-      case fb::TaskBody::AllReduceTask:
-      case fb::TaskBody::AllGatherTask:
-      case fb::TaskBody::ReduceScatterTask:
-      case fb::TaskBody::BroadcastTask:
-      case fb::TaskBody::SendTask:
-      case fb::TaskBody::RecvTask: {
+      default: {
+        if (!IsCollective(pt.kind)) return Internal(TaskLabel(prog, s, t) + ": unprepared task kind");
         int64_t t0 = NowNs();
         Status st = RunCollective(*job.comm, pt);
         c->comm_ns += NowNs() - t0;
         if (!st.ok()) return fail(t, st);
         break;
       }
-      default:
-        return Internal(TaskLabel(prog, s, t) + ": unprepared task kind");
     }
   }
   return Status::Ok();

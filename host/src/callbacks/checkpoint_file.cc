@@ -12,7 +12,6 @@
 #include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/runtime/file_io.h"
-#include "sinkrt/runtime/stream_view.h"
 
 namespace sinkrt::host {
 namespace {
@@ -37,22 +36,19 @@ std::string Describe(DType dtype, const Shape& shape) {
 }  // namespace
 
 Status SaveCheckpoint(const std::string& path, Model& model, const CheckpointInfo& info) {
-  auto state = model.ReadState();
-  if (!state.ok()) return state.status().WithContext("SaveCheckpoint '" + path + "'");
-  auto view = VerifyTaskStream(model.compiled().bytes);
-  if (!view.ok()) return view.status().WithContext("SaveCheckpoint '" + path + "'");
+  SINKRT_ASSIGN_OR_RETURN(const auto state, model.ReadState(), "SaveCheckpoint '" + path + "'");
   std::map<std::string, fb::BufferRole> roles;
-  for (const StateBuffer& s : StateBuffers(*view)) roles[s.name] = s.role;
+  for (const StateBuffer& s : StateBuffers(model.compiled().stream)) roles[s.name] = s.role;
 
   uint64_t total = 0;
-  for (const auto& [name, t] : *state) total += t.data.size();
+  for (const auto& [name, t] : state) total += t.data.size();
   if (total > kMaxTensorBytes)
     return ResourceExhausted("SaveCheckpoint '" + path + "': " + std::to_string(total) +
                              " bytes of state exceed what one FlatBuffer checkpoint holds (2 GiB)");
 
   flatbuffers::FlatBufferBuilder fbb(static_cast<size_t>(total) + 4096);
   std::vector<flatbuffers::Offset<fb::CheckpointTensor>> tensors;
-  for (const auto& [name, t] : *state) {
+  for (const auto& [name, t] : state) {
     auto n = fbb.CreateString(name);
     auto shape = fbb.CreateVector(t.shape);
     auto data = fbb.CreateVector(t.data);
@@ -95,9 +91,8 @@ Status LoadCheckpoint(const std::string& path, Model& model, CheckpointInfo* inf
     for (const fb::CheckpointTensor* t : *ck->tensors())
       if (t->name()) saved[t->name()->str()] = t;
 
-  SINKRT_ASSIGN_OR_RETURN(const StreamView view, VerifyTaskStream(model.compiled().bytes));
   std::vector<std::pair<std::string, Tensor>> state;
-  for (const StateBuffer& s : StateBuffers(view)) {
+  for (const StateBuffer& s : StateBuffers(model.compiled().stream)) {
     auto it = saved.find(s.name);
     if (it == saved.end()) return NotFound(where + ": has no tensor '" + s.name + "'");
     const fb::CheckpointTensor* t = it->second;
@@ -117,8 +112,7 @@ Status LoadCheckpoint(const std::string& path, Model& model, CheckpointInfo* inf
     if (have) value.data.assign(t->data()->begin(), t->data()->end());
     state.emplace_back(s.name, std::move(value));
   }
-  Status st = model.WriteState(state);
-  if (!st.ok()) return st.WithContext(where);
+  SINKRT_RETURN_IF_ERROR(model.WriteState(state), where);
   if (info) {
     info->epoch = ck->epoch();
     info->step = ck->step();

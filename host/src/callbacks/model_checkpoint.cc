@@ -146,8 +146,7 @@ Status ModelCheckpoint::Save(const CallbackParams& p) {
   info.step = step;
   info.batch_num = p.batch_num;
   info.global_batch = p.global_batch;
-  Status st = SaveCheckpoint(path, *p.model, info);
-  if (!st.ok()) return st.WithContext("ModelCheckpoint");
+  SINKRT_RETURN_IF_ERROR(SaveCheckpoint(path, *p.model, info), "ModelCheckpoint");
   latest_ = path;
   return Status::Ok();
 }

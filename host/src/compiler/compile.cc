@@ -96,13 +96,17 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
                           compiler::PlanMemory(std::move(lifetimes), options.arena_alignment),
                           "compile graph '" + forward.name() + "'");
 
-  CompiledStream out;
-  out.graph_hash = compiler::StreamHash(GraphHash(forward), options);
-  SINKRT_ASSIGN_OR_RETURN(out.bytes,
+  const uint64_t stream_hash = compiler::StreamHash(GraphHash(forward), options);
+  SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
                           compiler::WriteTaskStream(lowered, plan,
                                                     {.rank = options.rank,
                                                      .world_size = options.world_size,
-                                                     .graph_hash = out.graph_hash}));
+                                                     .graph_hash = stream_hash}));
+  // Verified once, where the bytes are made; everything downstream carries
+  // the VerifiedStream.
+  SINKRT_ASSIGN_OR_RETURN(VerifiedStream verified, VerifyTaskStream(std::move(bytes)),
+                          "compile graph '" + forward.name() + "': the task stream written");
+  CompiledStream out{.stream = std::move(verified), .graph_hash = stream_hash};
 
   CompileReport& r = out.report;
   r.arena_bytes = plan.arena_bytes;

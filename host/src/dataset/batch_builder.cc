@@ -38,10 +38,8 @@ Status BatchBuilder::ReadSample(int64_t index, Row* row) {
     for (size_t i = 0; i < map->transforms.size(); ++i) {
       const Transform& t = map->transforms[i];
       const ColumnSpec& spec = map->transform_specs[i];
-      Status s = t.apply(column);
-      if (!s.ok())
-        return s.WithContext("Map: column '" + spec.name + "', sample " + std::to_string(index) + ", transform '" +
-                             t.name + "'");
+      SINKRT_RETURN_IF_ERROR(t.apply(column), "Map: column '" + spec.name + "', sample " + std::to_string(index) +
+                                                  ", transform '" + t.name + "'");
       // A custom transform that disagrees with its own output_spec would
       // hand the device bytes of the wrong shape: stop it here.
       const int64_t numel = NumElements(column.shape);

@@ -19,8 +19,7 @@ class GeneratorSource final : public Source {
 
   Status Read(int64_t index, Row* row) const override {
     const std::string where = "GeneratorDataset: sample " + std::to_string(index);
-    Status s = fn_(index, row);
-    if (!s.ok()) return s.WithContext(where);
+    SINKRT_RETURN_IF_ERROR(fn_(index, row), where);
     if (row->size() != columns_.size())
       return InvalidArgument(where + ": produced " + std::to_string(row->size()) + " columns, the spec has " +
                              std::to_string(columns_.size()));

@@ -45,7 +45,7 @@ fbs::Offset<fb::OptimizerDef> WriteOptimizer(fbs::FlatBufferBuilder& fbb, const 
 
 Result<std::vector<uint8_t>> SerializeGraph(const Graph& graph, const std::optional<OptimizerSpec>& optimizer) {
   const std::string where = "SerializeGraph: graph '" + graph.name() + "'";
-  if (!graph.status().ok()) return graph.status().WithContext(where);
+  SINKRT_RETURN_IF_ERROR(graph.status(), where);
   if (!graph.valid(graph.loss()))
     return InvalidArgument(where + " has no loss: a graph file is a training graph (call SetLoss)");
   for (const OpNode& op : graph.ops())

@@ -8,8 +8,9 @@
 #include "job/manifest.h"
 #include "job/stream_report.h"
 #include "sinkrt/host/compiled_job.h"
+#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/file_io.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace sinkrt::host {
 namespace {
@@ -17,13 +18,13 @@ namespace {
 namespace fs = std::filesystem;
 
 // Equal queues: names, capacities and columns (names, dtypes, shapes).
-bool SameQueues(const StreamView& a, const StreamView& b) {
-  const size_t na = a.root->queues() ? a.root->queues()->size() : 0;
-  const size_t nb = b.root->queues() ? b.root->queues()->size() : 0;
+bool SameQueues(const VerifiedStream& a, const VerifiedStream& b) {
+  const size_t na = a.root()->queues() ? a.root()->queues()->size() : 0;
+  const size_t nb = b.root()->queues() ? b.root()->queues()->size() : 0;
   if (na != nb) return false;
   for (size_t i = 0; i < na; ++i) {
-    const fb::QueueSpec* x = a.root->queues()->Get(i);
-    const fb::QueueSpec* y = b.root->queues()->Get(i);
+    const fb::QueueSpec* x = a.root()->queues()->Get(i);
+    const fb::QueueSpec* y = b.root()->queues()->Get(i);
     const std::string_view name = x->name() ? x->name()->string_view() : "";
     if (x->capacity() != y->capacity() || name != (y->name() ? y->name()->string_view() : "")) return false;
     const auto cx = job::QueueColumns(a, name), cy = job::QueueColumns(b, name);
@@ -39,8 +40,7 @@ bool SameQueues(const StreamView& a, const StreamView& b) {
 
 std::vector<ColumnSpec> CompiledJob::train_columns() const {
   if (ranks.empty()) return {};
-  auto view = VerifyTaskStream(ranks[0].bytes, kSupportedFeatures);
-  return view.ok() ? job::QueueColumns(*view, "train") : std::vector<ColumnSpec>{};
+  return job::QueueColumns(ranks[0].stream, "train");
 }
 
 std::string ManifestJson(const CompiledJob& job) { return job::ManifestToJson(job).dump(2) + "\n"; }
@@ -51,7 +51,7 @@ Status WriteCompiledJob(const CompiledJob& job, const std::string& dir) {
   fs::create_directories(dir, ec);
   if (ec) return Unavailable("cannot create directory '" + dir + "': " + ec.message());
   for (uint32_t r = 0; r < job.ranks.size(); ++r)
-    SINKRT_RETURN_IF_ERROR(WriteFileBytes(dir + "/" + job::RankFileName(r), job.ranks[r].bytes));
+    SINKRT_RETURN_IF_ERROR(WriteFileBytes(dir + "/" + job::RankFileName(r), job.ranks[r].stream.bytes()));
   // Streams of an earlier, larger world would read as part of this one by
   // anyone who globs the directory.
   for (uint32_t r = job.world_size();; ++r) {
@@ -66,10 +66,10 @@ Status WriteCompiledJob(const CompiledJob& job, const std::string& dir) {
 
 Result<CompiledJob> ReadCompiledJob(const std::string& dir) {
   const std::string manifest_path = dir + "/manifest.json";
-  auto text = ReadFileBytes(manifest_path);
-  if (!text.ok()) return text.status().WithContext("compiled job '" + dir + "'");
+  SINKRT_ASSIGN_OR_RETURN(const std::vector<uint8_t> text, ReadFileBytes(manifest_path),
+                          "compiled job '" + dir + "'");
   SINKRT_ASSIGN_OR_RETURN(job::Manifest m,
-                          job::ParseManifest(std::string(text->begin(), text->end()), manifest_path));
+                          job::ParseManifest(std::string(text.begin(), text.end()), manifest_path));
   CompiledJob out;
   out.network_name = m.network_name;
   out.network_hash = m.network_hash;
@@ -77,7 +77,6 @@ Result<CompiledJob> ReadCompiledJob(const std::string& dir) {
   out.options = m.options;
   out.options.rank = 0;
   const uint32_t n = static_cast<uint32_t>(m.ranks.size());
-  StreamView rank0;
   for (uint32_t r = 0; r < n; ++r) {
     const job::RankEntry& e = m.ranks[r];
     const std::string path = dir + "/" + e.file;
@@ -86,9 +85,9 @@ Result<CompiledJob> ReadCompiledJob(const std::string& dir) {
       return InvalidArgument(path + ": " + std::to_string(bytes.size()) + " bytes with content hash " +
                       job::Hex64(job::ContentHash(bytes)) + ", but the manifest lists " + std::to_string(e.bytes) +
                       " bytes with " + job::Hex64(e.content_hash) + ": the file was changed or damaged");
-    auto view = VerifyTaskStream(bytes, kSupportedFeatures);
-    if (!view.ok()) return view.status().WithContext(path);
-    const fb::Header& h = *view->root->header();
+    // Bytes from disk: verified here, once.
+    SINKRT_ASSIGN_OR_RETURN(VerifiedStream stream, VerifyTaskStream(std::move(bytes)), path);
+    const fb::Header& h = *stream.root()->header();
     if (h.rank() != r || h.world_size() != n)
       return InvalidArgument(path + ": the stream is rank " + std::to_string(h.rank()) + " of " +
                              std::to_string(h.world_size()) + ", the manifest says rank " + std::to_string(r) +
@@ -96,13 +95,9 @@ Result<CompiledJob> ReadCompiledJob(const std::string& dir) {
     if (h.graph_hash() != e.stream_hash)
       return InvalidArgument(path + ": graph hash " + job::Hex64(h.graph_hash()) + ", the manifest says " +
                              job::Hex64(e.stream_hash) + ": the file belongs to another compile");
-    if (r == 0) {
-      rank0 = *view;
-    } else if (!SameQueues(rank0, *view)) {
+    if (r > 0 && !SameQueues(out.ranks[0].stream, stream))
       return InvalidArgument(path + ": its queues differ from rank 0's: the ranks were compiled apart");
-    }
-    // Moving a vector keeps its buffer, so rank0's view stays valid.
-    out.ranks.push_back(job::StreamFromView(std::move(bytes), *view));
+    out.ranks.push_back(job::CompiledStreamFrom(std::move(stream)));
   }
   return out;
 }

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "compiler/graph_hash.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/fb/task_stream_generated.h"
 
 namespace sinkrt::host::job {
 namespace {
@@ -111,9 +111,9 @@ Json ManifestToJson(const CompiledJob& job) {
   j["options"] = OptionsToJson(job.options);
   Json queues = Json::array();
   if (!job.ranks.empty()) {
-    auto view = VerifyTaskStream(job.ranks[0].bytes, kSupportedFeatures);
-    if (view.ok() && view->root->queues())
-      for (const fb::QueueSpec* q : *view->root->queues())
+    const fb::TaskStream& rank0 = *job.ranks[0].stream.root();
+    if (rank0.queues())
+      for (const fb::QueueSpec* q : *rank0.queues())
         queues.push_back({{"name", q->name() ? q->name()->str() : ""}, {"capacity", q->capacity()},
                           {"columns", ColumnsToJson(*q)}});
   }
@@ -123,10 +123,10 @@ Json ManifestToJson(const CompiledJob& job) {
     const CompiledStream& s = job.ranks[r];
     ranks.push_back({{"rank", r},
                      {"file", RankFileName(r)},
-                     {"bytes", s.bytes.size()},
+                     {"bytes", s.stream.bytes().size()},
                      {"arena_bytes", s.report.arena_bytes},
                      {"stream_hash", Hex64(s.graph_hash)},
-                     {"content_hash", Hex64(ContentHash(s.bytes))}});
+                     {"content_hash", Hex64(ContentHash(s.stream.bytes()))}});
   }
   j["ranks"] = std::move(ranks);
   Json buckets = Json::array();
@@ -160,9 +160,7 @@ Result<Manifest> ParseManifest(const std::string& text, const std::string& path)
   const Json opt = rd.Get<Json>(options, "optimizer", "options");
   const std::string kind = rd.Get<std::string>(opt, "kind", "options.optimizer");
   if (rd.status.ok()) {
-    auto k = ParseOptimizerKind(kind);
-    if (!k.ok()) return k.status().WithContext(path + ": options.optimizer.kind");
-    o.optimizer.kind = *k;
+    SINKRT_ASSIGN_OR_RETURN(o.optimizer.kind, ParseOptimizerKind(kind), path + ": options.optimizer.kind");
   }
   o.optimizer.learning_rate = rd.Get<float>(opt, "learning_rate", "options.optimizer");
   if (o.optimizer.kind == OptimizerKind::Momentum) {
@@ -183,9 +181,7 @@ Result<Manifest> ParseManifest(const std::string& text, const std::string& path)
   const Json parallel = rd.Get<Json>(options, "parallel", "options");
   const std::string mode = rd.Get<std::string>(parallel, "mode", "options.parallel");
   if (rd.status.ok()) {
-    auto pm = ParseParallelMode(mode);
-    if (!pm.ok()) return pm.status().WithContext(path + ": options.parallel.mode");
-    o.parallel_mode = *pm;
+    SINKRT_ASSIGN_OR_RETURN(o.parallel_mode, ParseParallelMode(mode), path + ": options.parallel.mode");
   }
   o.world_size = rd.Get<uint32_t>(parallel, "device_num", "options.parallel");
   if (o.parallel_mode == ParallelMode::DataParallel) {

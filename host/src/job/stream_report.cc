@@ -4,6 +4,8 @@
 #include <string>
 #include <utility>
 
+#include "sinkrt/fb/task_stream_generated.h"
+
 namespace sinkrt::host::job {
 namespace {
 
@@ -35,10 +37,10 @@ std::vector<std::string> Names(const std::vector<ColumnSpec>& columns) {
 
 }  // namespace
 
-std::vector<ColumnSpec> QueueColumns(const StreamView& view, std::string_view name) {
+std::vector<ColumnSpec> QueueColumns(const VerifiedStream& stream, std::string_view name) {
   std::vector<ColumnSpec> out;
-  if (!view.root->queues()) return out;
-  for (const fb::QueueSpec* q : *view.root->queues()) {
+  if (!stream.root()->queues()) return out;
+  for (const fb::QueueSpec* q : *stream.root()->queues()) {
     if (!q->name() || q->name()->string_view() != name || !q->columns()) continue;
     for (const fb::QueueColumn* c : *q->columns()) {
       ColumnSpec col{.name = c->name() ? c->name()->str() : "", .dtype = c->dtype(), .shape = {}};
@@ -49,9 +51,10 @@ std::vector<ColumnSpec> QueueColumns(const StreamView& view, std::string_view na
   return out;
 }
 
-CompiledStream StreamFromView(std::vector<uint8_t> bytes, const StreamView& view) {
-  CompiledStream out;
-  const fb::TaskStream& ts = *view.root;
+CompiledStream CompiledStreamFrom(VerifiedStream stream) {
+  CompiledStream out{.stream = std::move(stream)};
+  const VerifiedStream& view = out.stream;
+  const fb::TaskStream& ts = *view.root();
   out.graph_hash = ts.header()->graph_hash();
   CompileReport& r = out.report;
   r.arena_bytes = ts.arena_bytes();
@@ -101,7 +104,6 @@ CompiledStream StreamFromView(std::vector<uint8_t> bytes, const StreamView& view
     }
   out.input_columns = Names(QueueColumns(view, "train"));
   out.predict_columns = Names(QueueColumns(view, "predict"));
-  out.bytes = std::move(bytes);
   return out;
 }
 

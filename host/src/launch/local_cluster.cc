@@ -108,12 +108,13 @@ Status ParseReadyLine(const std::string& line, int rank, pid_t pid, int base_por
   if (line.rfind(prefix, 0) != 0 || line.size() < prefix.size() + suffix.size() ||
       line.compare(line.size() - suffix.size(), suffix.size(), suffix) != 0)
     return Internal("sinkd rank " + std::to_string(rank) + " printed an unexpected ready line: '" + line + "'");
-  auto parsed = ParseAddress(line.substr(prefix.size(), line.size() - prefix.size() - suffix.size()));
-  if (!parsed.ok()) return parsed.status().WithContext("sinkd rank " + std::to_string(rank) + " ready line");
-  if (base_port > 0 && parsed->port != base_port + rank)
-    return Internal("sinkd rank " + std::to_string(rank) + " listens on " + parsed->ToString() + ", not port " +
+  SINKRT_ASSIGN_OR_RETURN(const Address parsed,
+                          ParseAddress(line.substr(prefix.size(), line.size() - prefix.size() - suffix.size())),
+                          "sinkd rank " + std::to_string(rank) + " ready line");
+  if (base_port > 0 && parsed.port != base_port + rank)
+    return Internal("sinkd rank " + std::to_string(rank) + " listens on " + parsed.ToString() + ", not port " +
                     std::to_string(base_port + rank));
-  *address = *parsed;
+  *address = parsed;
   return Status::Ok();
 }
 

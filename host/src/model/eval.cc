@@ -104,7 +104,7 @@ Result<EvalResult> Model::eval(const Dataset& dataset, bool dataset_sink_mode) {
   Impl& m = *impl_;
   if (m.eval_queue.index < 0 || m.eval_queue.columns.front().shape.empty())
     return FailedPrecondition("For 'Model.eval', the compiled stream has no eval_step queue of batches");
-  if (!dataset.status().ok()) return dataset.status().WithContext("For 'Model.eval', valid_dataset");
+  SINKRT_RETURN_IF_ERROR(dataset.status(), "For 'Model.eval', valid_dataset");
   const int64_t batches = dataset.get_dataset_size();
   if (batches <= 0) return InvalidArgument("There is no valid data in dataset, please check dataset file firstly.");
   SINKRT_RETURN_IF_ERROR(CheckDatasetColumns("Model.eval", dataset, m.eval_queue));
@@ -115,8 +115,7 @@ Result<EvalResult> Model::eval(const Dataset& dataset, bool dataset_sink_mode) {
     predict_source.push_back(static_cast<size_t>(FindColumn(have, c.name)));
   const int64_t label_source = m.label_column.empty() ? -1 : FindColumn(have, m.label_column);
 
-  auto it = dataset.Iterate();
-  if (!it.ok()) return it.status().WithContext("For 'Model.eval', starting the dataset pipeline");
+  SINKRT_ASSIGN_OR_RETURN(auto it, dataset.Iterate(), "For 'Model.eval', starting the dataset pipeline");
   const uint64_t round_trips_before = m.device->control_round_trips();
   const uint32_t q = static_cast<uint32_t>(m.eval_queue.index);
   const int64_t batch = m.eval_queue.columns.front().shape[0];
@@ -126,16 +125,15 @@ Result<EvalResult> Model::eval(const Dataset& dataset, bool dataset_sink_mode) {
   std::vector<ConstBytes> spans(eval_source.size());
   for (int64_t b = 0; b < batches; ++b) {
     const std::string where = "For 'Model.eval', batch " + std::to_string(b);
-    Status st = (*it)->Next(&row);
-    if (!st.ok()) return st.WithContext(where);
+    SINKRT_RETURN_IF_ERROR(it->Next(&row), where);
     int64_t rows = -1;
     for (size_t c = 0; c < eval_source.size(); ++c) {
       if (eval_source[c] >= row.size()) return InvalidArgument(where + " lacks column '" + m.eval_queue.columns[c].name + "'");
-      auto n = CheckRows("Model.eval", row[eval_source[c]], m.eval_queue.columns[c]);
-      if (!n.ok()) return n.status().WithContext(where);
-      if (rows >= 0 && *n != rows)
+      SINKRT_ASSIGN_OR_RETURN(const int64_t n, CheckRows("Model.eval", row[eval_source[c]], m.eval_queue.columns[c]),
+                              where);
+      if (rows >= 0 && n != rows)
         return InvalidArgument(where + ": its columns have different row counts");
-      rows = *n;
+      rows = n;
     }
     if (rows == batch) {
       for (size_t c = 0; c < spans.size(); ++c) spans[c] = row[eval_source[c]].bytes();

@@ -5,15 +5,10 @@
 #include <system_error>
 
 #include "model/validate.h"
+#include "sinkrt/runtime/clock.h"
 
 namespace sinkrt::host {
 namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string Describe(DType dtype, const Shape& shape) {
   return std::string(DTypeName(dtype)) + " " + ShapeToString(shape);
@@ -58,9 +53,8 @@ Status CheckBatch(const FeedPlan& plan, const Row& row, int64_t global_batch) {
 Result<std::unique_ptr<Feeder>> Feeder::Start(DeviceLink& device, const Dataset& dataset, FeedPlan plan) {
   IteratorOptions options;
   options.start_batch = plan.start_batch;
-  auto it = dataset.Iterate(options);
-  if (!it.ok()) return it.status().WithContext("starting the dataset pipeline");
-  std::unique_ptr<Feeder> f(new Feeder(device, std::move(plan), std::move(it).value()));
+  SINKRT_ASSIGN_OR_RETURN(auto it, dataset.Iterate(options), "starting the dataset pipeline");
+  std::unique_ptr<Feeder> f(new Feeder(device, std::move(plan), std::move(it)));
   try {
     f->thread_ = std::thread([p = f.get()] { p->Run(); });
   } catch (const std::system_error& e) {

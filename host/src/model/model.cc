@@ -40,22 +40,22 @@ Status AppendLoss(Graph& g, const LossSpec& loss) {
   if (loss.label_column.empty()) return InvalidArgument(ModelContext(g) + ": the label column has no name");
   const TensorId label = g.Input(loss.label_column, {logits.shape[0]}, DType::I32);
   g.SetLoss(g.SparseSoftmaxCrossEntropy(g.outputs().front(), label));
-  if (!g.status().ok()) return g.status().WithContext(ModelContext(g) + ": loss");
+  SINKRT_RETURN_IF_ERROR(g.status(), ModelContext(g) + ": loss");
   return Status::Ok();
 }
 
-QueueInfo FindQueue(const StreamView& view, const std::string& name) {
+QueueInfo FindQueue(const VerifiedStream& view, const std::string& name) {
   QueueInfo q;
-  if (!view.root->queues()) return q;
-  for (uint32_t i = 0; i < view.root->queues()->size(); ++i) {
-    const fb::QueueSpec* spec = view.root->queues()->Get(i);
+  if (!view.root()->queues()) return q;
+  for (uint32_t i = 0; i < view.root()->queues()->size(); ++i) {
+    const fb::QueueSpec* spec = view.root()->queues()->Get(i);
     if (spec->name() && spec->name()->str() == name) q.index = i;
   }
   if (q.index >= 0) q.columns = job::QueueColumns(view, name);
   return q;
 }
 
-std::vector<uint32_t> Reports(const StreamView& view, fb::ProgramKind kind) {
+std::vector<uint32_t> Reports(const VerifiedStream& view, fb::ProgramKind kind) {
   const fb::Program* p = view.FindProgram(kind);
   if (!p || !p->reports()) return {};
   return {p->reports()->begin(), p->reports()->end()};
@@ -65,7 +65,7 @@ std::vector<uint32_t> Reports(const StreamView& view, fb::ProgramKind kind) {
 // The loss is train_step's report; the count is what the ArgMaxAccuracy task
 // writes (buffer names may be the tensors' own when "loss"/"accuracy" are
 // taken).
-void FindEvalReports(const StreamView& view, int* loss_report, int* accuracy_report) {
+void FindEvalReports(const VerifiedStream& view, int* loss_report, int* accuracy_report) {
   const std::vector<uint32_t> train = Reports(view, fb::ProgramKind::TrainStep);
   const std::vector<uint32_t> eval = Reports(view, fb::ProgramKind::EvalStep);
   int64_t accuracy_buffer = -1;
@@ -83,10 +83,10 @@ void FindEvalReports(const StreamView& view, int* loss_report, int* accuracy_rep
 
 }  // namespace
 
-std::vector<StateBuffer> StateBuffers(const StreamView& view) {
+std::vector<StateBuffer> StateBuffers(const VerifiedStream& view) {
   std::vector<StateBuffer> out;
-  for (uint32_t i = 0; i < view.root->buffers()->size(); ++i) {
-    const fb::Buffer* b = view.root->buffers()->Get(i);
+  for (uint32_t i = 0; i < view.root()->buffers()->size(); ++i) {
+    const fb::Buffer* b = view.root()->buffers()->Get(i);
     if (b->role() != fb::BufferRole::Param && b->role() != fb::BufferRole::OptState) continue;
     StateBuffer s;
     s.index = i;
@@ -119,10 +119,9 @@ Status JoinWorld(const std::vector<DeviceLink*>& devices, const std::string& con
   std::random_device entropy;
   world.job = (uint64_t{entropy()} << 32 | entropy()) | 1;
   for (uint32_t r = 0; r < n; ++r) {
-    auto endpoint = devices[r]->Endpoint();
-    if (!endpoint.ok())
-      return endpoint.status().WithContext(context + ": rank " + std::to_string(r) + " has no peer endpoint");
-    world.members.push_back(std::move(endpoint).value());
+    SINKRT_ASSIGN_OR_RETURN(PeerEndpoint endpoint, devices[r]->Endpoint(),
+                            context + ": rank " + std::to_string(r) + " has no peer endpoint");
+    world.members.push_back(std::move(endpoint));
   }
   return CombineRankStatuses(OnEveryRank(n,
                                          [&](uint32_t r) {
@@ -140,7 +139,7 @@ Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, Optim
   SINKRT_RETURN_IF_ERROR(options.context.Validate({ParallelMode::StandAlone, ParallelMode::DataParallel}));
   SINKRT_RETURN_IF_ERROR(CheckModelGlobalRank(options.context));
   SINKRT_ASSIGN_OR_RETURN(const uint32_t capacity, SinkQueueCapacity(options.queue_capacity));
-  if (!network.status().ok()) return network.status().WithContext(ModelContext(network));
+  SINKRT_RETURN_IF_ERROR(network.status(), ModelContext(network));
   const ParallelContext& pc = options.context;
   const bool data_parallel = pc.mode == ParallelMode::DataParallel;
   const uint32_t n = static_cast<uint32_t>(devices.size());
@@ -187,9 +186,7 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
   // A job put together by hand may hold streams of different compiles: each
   // must be the rank it stands for, in a world of this size.
   for (uint32_t r = 0; r < n; ++r) {
-    auto view = VerifyTaskStream(job.ranks[r].bytes);
-    if (!view.ok()) return view.status().WithContext(context + ": rank " + std::to_string(r) + "'s stream");
-    const fb::Header& h = *view->root->header();
+    const fb::Header& h = *job.ranks[r].stream.root()->header();
     if (h.rank() != r || h.world_size() != n)
       return InvalidArgument(context + ": the stream for rank " + std::to_string(r) + " is rank " +
                              std::to_string(h.rank()) + " of " + std::to_string(h.world_size()) + ", not of " +
@@ -215,23 +212,21 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
   pc.parameter_broadcast = co.parameter_broadcast;
   pc.comm_fusion = co.comm_fusion;
 
-  auto impl = std::make_unique<Impl>();
+  auto impl = std::make_unique<Impl>(std::move(job.ranks[0]));
   impl->devices.assign(devices.begin(), devices.end());
   impl->device = devices[0];
   impl->context = pc;
   impl->network_name = job.network_name;
   impl->network_hash = job.network_hash;
   impl->label_column = job.label_column;
-  impl->compiled = std::move(job.ranks[0]);
-  // The view points into compiled.bytes, which stays put from here on.
-  SINKRT_ASSIGN_OR_RETURN(impl->view, VerifyTaskStream(impl->compiled.bytes));
-  impl->train_queue = FindQueue(impl->view, "train");
-  impl->eval_queue = FindQueue(impl->view, "eval");
-  impl->predict_queue = FindQueue(impl->view, "predict");
+  const VerifiedStream& stream = impl->compiled.stream;
+  impl->train_queue = FindQueue(stream, "train");
+  impl->eval_queue = FindQueue(stream, "eval");
+  impl->predict_queue = FindQueue(stream, "predict");
   if (impl->train_queue.index < 0) return InvalidArgument(context + " has no Input: Model trains on dataset columns");
-  FindEvalReports(impl->view, &impl->loss_report, &impl->accuracy_report);
+  FindEvalReports(stream, &impl->loss_report, &impl->accuracy_report);
   if (impl->loss_report < 0) return Internal(context + ": eval_step does not report the loss");
-  impl->state = StateBuffers(impl->view);
+  impl->state = StateBuffers(stream);
 
   if (data_parallel) SINKRT_RETURN_IF_ERROR(JoinWorld(impl->devices, context));
   // Together: init may end by broadcasting rank 0's parameters.
@@ -239,7 +234,7 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
       OnEveryRank(n,
                   [&](uint32_t r) {
                     const CompiledStream& cs = r == 0 ? impl->compiled : job.ranks[r];
-                    return devices[r]->Load(cs.bytes).status();
+                    return devices[r]->Load(cs.stream).status();
                   }),
       context + ": load"));
   return std::unique_ptr<Model>(new Model(std::move(impl)));
@@ -261,12 +256,12 @@ Result<std::vector<std::pair<std::string, Tensor>>> Model::ReadState(uint32_t ra
   std::vector<std::pair<std::string, Tensor>> out;
   out.reserve(impl_->state.size());
   for (const StateBuffer& s : impl_->state) {
-    auto bytes = impl_->devices[rank]->ReadTensor(s.index);
-    if (!bytes.ok()) return bytes.status().WithContext("Model.ReadState: tensor '" + s.name + "'");
-    if (bytes->size() != s.bytes)
+    SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, impl_->devices[rank]->ReadTensor(s.index),
+                            "Model.ReadState: tensor '" + s.name + "'");
+    if (bytes.size() != s.bytes)
       return Internal("Model.ReadState: tensor '" + s.name + "' came back with " +
-                      std::to_string(bytes->size()) + " bytes, expected " + std::to_string(s.bytes));
-    out.emplace_back(s.name, Tensor{s.dtype, s.shape, std::move(bytes).value()});
+                      std::to_string(bytes.size()) + " bytes, expected " + std::to_string(s.bytes));
+    out.emplace_back(s.name, Tensor{s.dtype, s.shape, std::move(bytes)});
   }
   return out;
 }
@@ -293,10 +288,9 @@ Status Model::WriteState(const std::vector<std::pair<std::string, Tensor>>& stat
   }
   for (size_t r = 0; r < impl_->devices.size(); ++r)
     for (const auto& [s, t] : writes) {
-      Status st = impl_->devices[r]->WriteTensor(s->index, t->bytes());
-      if (!st.ok())
-        return st.WithContext("Model.WriteState: tensor '" + s->name + "'" +
-                              (impl_->devices.size() > 1 ? " on rank " + std::to_string(r) : ""));
+      SINKRT_RETURN_IF_ERROR(impl_->devices[r]->WriteTensor(s->index, t->bytes()),
+                             "Model.WriteState: tensor '" + s->name + "'" +
+                                 (impl_->devices.size() > 1 ? " on rank " + std::to_string(r) : ""));
     }
   return Status::Ok();
 }

@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sinkrt/host/model.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/fb/task_stream_generated.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace sinkrt::host {
 
@@ -29,14 +31,15 @@ struct StateBuffer {
 };
 
 // Every Param and OptState buffer of a verified stream, in table order.
-std::vector<StateBuffer> StateBuffers(const StreamView& view);
+std::vector<StateBuffer> StateBuffers(const VerifiedStream& stream);
 
 struct Model::Impl {
+  explicit Impl(CompiledStream rank0) : compiled(std::move(rank0)) {}
+
   std::vector<DeviceLink*> devices;  // by rank
   DeviceLink* device = nullptr;      // rank 0: eval, predict, state
   ParallelContext context;
-  CompiledStream compiled;
-  StreamView view;               // into compiled.bytes
+  CompiledStream compiled;       // rank 0's
   std::string network_name;
   uint64_t network_hash = 0;     // GraphHash of the network with its loss
 

@@ -41,11 +41,9 @@ Status CheckLastBatchFull(const Dataset& dataset, int64_t dataset_size, const Fe
   options.start_batch = dataset_size - 1;
   options.num_workers = 1;
   options.prefetch = 1;
-  auto it = dataset.Iterate(options);
-  if (!it.ok()) return it.status().WithContext("For 'Model.train', reading the last batch of a pass");
+  SINKRT_ASSIGN_OR_RETURN(auto it, dataset.Iterate(options), "For 'Model.train', reading the last batch of a pass");
   Row row;
-  Status st = (*it)->Next(&row);
-  if (!st.ok()) return st.WithContext("For 'Model.train', reading the last batch of a pass");
+  SINKRT_RETURN_IF_ERROR(it->Next(&row), "For 'Model.train', reading the last batch of a pass");
   return CheckBatch(plan, row, dataset_size - 1).WithContext("For 'Model.train'");
 }
 
@@ -199,13 +197,12 @@ Status Model::train(int epoch, const Dataset& train_dataset, const std::vector<C
   for (uint32_t r = 0; r < n; ++r) {
     shards.push_back(data_parallel ? train_dataset.ShardBelowBatch(static_cast<int>(n), static_cast<int>(r))
                                    : train_dataset);
-    if (!shards.back().status().ok()) return shards.back().status().WithContext("For 'Model.train'");
+    SINKRT_RETURN_IF_ERROR(shards.back().status(), "For 'Model.train'");
   }
   if (data_parallel) {
     // Steps count the shard's batches.
-    auto shard_plan = ValidateTrainArgs(epoch, shards[0], dataset_sink_mode, sink_size, initial_epoch);
-    if (!shard_plan.ok()) return shard_plan.status().WithContext("For 'Model.train', rank 0's shard");
-    plan = *shard_plan;
+    SINKRT_ASSIGN_OR_RETURN(plan, ValidateTrainArgs(epoch, shards[0], dataset_sink_mode, sink_size, initial_epoch),
+                            "For 'Model.train', rank 0's shard");
   }
 
   FeedPlan feed = MakeFeedPlan(m.train_queue, shards[0]);

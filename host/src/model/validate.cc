@@ -53,7 +53,7 @@ Result<TrainPlan> ValidateTrainArgs(int epoch, const Dataset& dataset, bool data
                            "'initial_epoch', but got the parameter 'epoch' is " +
                            std::to_string(epoch) + ", 'initial_epoch' is " +
                            std::to_string(initial_epoch) + ".");
-  if (!dataset.status().ok()) return dataset.status().WithContext("For 'Model.train', train_dataset");
+  SINKRT_RETURN_IF_ERROR(dataset.status(), "For 'Model.train', train_dataset");
   TrainPlan plan;
   plan.dataset_size = dataset.get_dataset_size();
   if (plan.dataset_size <= 0)

@@ -10,8 +10,9 @@
 #include <thread>
 #include <vector>
 
+#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/env.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 #include "sinkrt/runtime/wire.h"
 #include "sinkrt/runtime/wire_socket.h"
 
@@ -52,11 +53,10 @@ Result<DeviceHello> Handshake(FrameSocket& socket, const Address& address, fb::P
   auto hello = fb::CreateHello(fbb, kProtocolMajor, kProtocolMinor, role, rank, fbb.CreateString(token),
                                fbb.CreateString(kSoftware));
   FinishMessage(fbb, fb::MessageBody::Hello, hello.Union());
-  Status st = socket.Send(fbb);
-  if (!st.ok()) return st.WithContext("handshake with " + where);
+  SINKRT_RETURN_IF_ERROR(socket.Send(fbb), "handshake with " + where);
 
   InFrame frame;
-  st = socket.Receive(&frame, DeadlineIn(Sane(timeout)));
+  Status st = socket.Receive(&frame, DeadlineIn(Sane(timeout)));
   if (st.code() == StatusCode::kDeadlineExceeded)
     return DeadlineExceeded("no Hello from " + where + " within " + Ms(timeout) +
                             " (is a sinkd daemon listening there?)");
@@ -351,7 +351,8 @@ RemoteDevice::~RemoteDevice() {
   if (s.reader.joinable()) s.reader.join();
 }
 
-Result<LoadInfo> RemoteDevice::Load(ConstBytes stream) {
+Result<LoadInfo> RemoteDevice::Load(const VerifiedStream& verified) {
+  const ConstBytes stream = verified.bytes();
   State& s = *state_;
   std::lock_guard<std::mutex> control(s.control_mu);
   {
@@ -380,12 +381,9 @@ Result<LoadInfo> RemoteDevice::Load(ConstBytes stream) {
   SINKRT_ASSIGN_OR_RETURN(Reply r, s.Request(fbb, pieces, fb::MessageBody::Loaded, what, s.options.reply_timeout));
   const fb::Loaded* loaded = r.get()->body_as_Loaded();
 
-  // The daemon has verified the stream; the host reads it only for the
-  // buffer and queue tables that name reports and size batches.
-  auto view = VerifyTaskStream(stream);
-  if (!view.ok())
-    return view.status().WithContext(s.who + ": the daemon loaded the task stream but the host cannot read it");
-  const fb::TaskStream* root = view->root;
+  // The host reads the buffer and queue tables that name reports and size
+  // batches from its own verified copy; the daemon verified what it received.
+  const fb::TaskStream* root = verified.root();
   std::vector<BufferInfo> buffers;
   if (root->buffers())
     for (const fb::Buffer* b : *root->buffers()) {

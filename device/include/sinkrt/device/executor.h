@@ -1,28 +1,30 @@
 // Executor: one loaded job on one device.
 //
-// Load() is the only place that allocates: it verifies the stream, maps one
+// Load() is the only place that allocates: it takes a verified stream, maps one
 // arena of the planned size, pre-faults it, creates every queue's slots,
 // resolves every task to a ready-to-run form (kernel state, oneDNN
 // primitives, arena pointers) and sizes one scratch block for all kernels.
 // Run() then executes programs with no allocation, no checks beyond those
 // that depend on data, and no system calls other than waiting on a queue.
 //
-// Lifetime: the stream bytes passed to Load must outlive the Executor.
+// The Executor keeps its VerifiedStream (shared bytes), so nothing the
+// caller holds needs to outlive it.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
+#include <string_view>
 
 #include "sinkrt/device/device_options.h"
 #include "sinkrt/runtime/device_link.h"
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace sinkrt::device {
 
 class Communicator;
-class DataQueue;
 struct LoadedJob;
 
 // Nanosecond counters of one Run, filled without allocation.
@@ -48,7 +50,9 @@ class Executor {
   // `comm` (not owned, must outlive the Executor) runs the stream's
   // collectives; a stream that has some is refused without one, or with one
   // of another rank or world size.
-  static Result<std::unique_ptr<Executor>> Load(std::span<const uint8_t> stream, const DeviceOptions& options,
+  // A stream requiring features this device lacks (beyond
+  // kSupportedFeatures, whatever it was verified with) is refused.
+  static Result<std::unique_ptr<Executor>> Load(VerifiedStream stream, const DeviceOptions& options,
                                                 Communicator* comm = nullptr);
 
   // Runs the init program (parameter initialisation). Load calls it once;
@@ -62,12 +66,29 @@ class Executor {
   // Copies one batch into queue `queue` (index checked), waiting up to the
   // push timeout for a free slot. Safe to call while Run executes.
   Status PushBatch(uint32_t queue, std::span<const ConstBytes> columns);
-  // Drops every batch of queue `queue` (index checked); see DataQueue::Clear.
+  // Fills the next free slot of queue `queue` (index checked) in place and
+  // publishes it if `fill` succeeds; never waits: a full queue is
+  // kResourceExhausted. `fill` gets the slot's column spans in column order,
+  // e.g. to read them straight from a socket. For a feeder that holds one
+  // credit per free slot (the daemon); safe to call while Run executes.
+  using SlotFiller = std::function<Status(std::span<const std::span<uint8_t>> columns)>;
+  Status FillNextSlot(uint32_t queue, const SlotFiller& fill);
+  // Drops every batch of queue `queue` (index checked); a PushBatch waiting
+  // for a free slot of it returns kAborted.
   Status ClearQueue(uint32_t queue);
+  // Calls `freed(queue, slots)` whenever slots of a queue become free: 1
+  // after each GetNext, the dropped count after ClearQueue. Called on the
+  // thread that freed them, outside the queue's lock. Set it once, before
+  // any batch is pushed or any sink runs.
+  void SetOnSlotsFreed(std::function<void(uint32_t queue, uint32_t slots)> freed);
 
-  const StreamView& view() const;
+  const VerifiedStream& stream() const;
   uint32_t num_queues() const;
-  DataQueue& queue(uint32_t index);
+  // Queue facts by index (< num_queues(), unchecked).
+  std::string_view queue_name(uint32_t index) const;
+  uint32_t queue_capacity(uint32_t index) const;
+  uint64_t queue_batch_bytes(uint32_t index) const;  // one batch as pushed: its columns' bytes
+  uint32_t queued_batches(uint32_t index) const;      // waiting now
   // Most slots a queue ever held at once (flow-control tests).
   uint32_t queue_high_water_mark(uint32_t index) const;
   // The arena bytes of a buffer (index checked).

@@ -22,7 +22,7 @@ class InProcessDevice final : public DeviceLink {
   explicit InProcessDevice(DeviceOptions options = DeviceOptions::FromEnvironment());
   ~InProcessDevice() override;
 
-  Result<LoadInfo> Load(ConstBytes stream) override;
+  Result<LoadInfo> Load(const VerifiedStream& stream) override;
   Status PushBatch(uint32_t queue, std::span<const ConstBytes> columns) override;
   Result<SinkResult> RunSink(ProgramKind program, uint32_t steps) override;
   Status ClearQueue(uint32_t queue) override;
@@ -41,7 +41,6 @@ class InProcessDevice final : public DeviceLink {
 
  private:
   DeviceOptions options_;
-  std::vector<uint8_t> stream_;  // the executor points into it
   std::unique_ptr<ListeningInbox> inbox_;
   std::unique_ptr<Communicator> comm_;  // outlives executor_, which runs collectives in it
   std::unique_ptr<Executor> executor_;

@@ -18,6 +18,7 @@
 #include "sinkrt/host/optimizer.h"
 #include "sinkrt/host/parallel_context.h"
 #include "sinkrt/runtime/status.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace sinkrt::host {
 
@@ -78,8 +79,11 @@ struct CompileReport {
   std::vector<GradientBucket> buckets;  // DataParallel: in the comm stream's order
 };
 
+// Only ever made from a stream that passed VerifyTaskStream (Compile
+// verifies what it writes, ReadCompiledJob what it reads), so whoever holds
+// one reads the stream without verifying it again.
 struct CompiledStream {
-  std::vector<uint8_t> bytes;  // the .tstream file
+  VerifiedStream stream;  // the .tstream file: stream.bytes()
   CompileReport report;
   uint64_t graph_hash = 0;
   // Queue 0 ("train") and queue 1 ("eval") take the graph's Input tensors in
@@ -90,7 +94,8 @@ struct CompiledStream {
   std::vector<std::string> predict_columns;
 };
 
-// `forward` must have a loss (SetLoss). It is copied, not modified.
+// `forward` must have a loss (SetLoss). It is copied, not modified. The
+// stream is verified as a device would before it is returned.
 Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& options);
 
 // FNV-1a over the graph's canonical serialisation: names, shapes, ops, attrs,

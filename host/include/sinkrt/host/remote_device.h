@@ -66,7 +66,7 @@ class RemoteDevice final : public DeviceLink {
   static Result<std::unique_ptr<RemoteDevice>> Connect(const Address& address, RemoteOptions options = RemoteOptions::FromEnvironment());
   ~RemoteDevice() override;  // sends Shutdown and closes
 
-  Result<LoadInfo> Load(ConstBytes stream) override;
+  Result<LoadInfo> Load(const VerifiedStream& stream) override;
   Status PushBatch(uint32_t queue, std::span<const ConstBytes> columns) override;
   Result<SinkResult> RunSink(ProgramKind program, uint32_t steps) override;
   Status ClearQueue(uint32_t queue) override;

@@ -6,6 +6,16 @@
 // implementations exist: in-process (device/, the embedded default) and
 // remote over TCP to a sinkd daemon (host/remote/). Only applications,
 // tools and tests wire a concrete device to the host.
+//
+// Threading. One control thread makes every call, except PushBatch: while
+// the control thread runs RunSink (or anything else but Load and
+// JoinWorld), a feeder thread may call PushBatch on a queue, one feeder per
+// queue (Model's feeder pushes the train queue this way). ClearQueue(q) from
+// the control thread is how a feeder blocked in PushBatch(q) on a full queue
+// is stopped: that PushBatch returns kAborted. Every feeder has returned (is
+// joined) before the control thread calls Load or JoinWorld, which replace
+// the job the queues belong to. Both implementations keep to this and
+// promise nothing wider.
 #pragma once
 
 #include <cstdint>
@@ -13,11 +23,16 @@
 #include <string>
 #include <vector>
 
-#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/status.h"
 
+namespace sinkrt::fb {
+enum class ProgramKind : uint8_t;  // task_stream_generated.h
+}  // namespace sinkrt::fb
+
 namespace sinkrt {
+
+class VerifiedStream;
 
 using ProgramKind = fb::ProgramKind;
 using ConstBytes = std::span<const uint8_t>;
@@ -77,8 +92,11 @@ class DeviceLink {
  public:
   virtual ~DeviceLink() = default;
 
-  // Verifies `stream` and makes it the device's job; replaces any earlier one.
-  virtual Result<LoadInfo> Load(ConstBytes stream) = 0;
+  // Makes `stream` the device's job; replaces any earlier one. The device
+  // refuses a stream that needs what it lacks (features, a world). A remote
+  // device sends the bytes, and its daemon verifies them again: bytes from
+  // the network are untrusted.
+  virtual Result<LoadInfo> Load(const VerifiedStream& stream) = 0;
 
   // Copies one batch into the next free slot of `queue`: one span per queue
   // column, in column order, each exactly the column's bytes. Waits while the

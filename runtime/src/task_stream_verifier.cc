@@ -1,9 +1,10 @@
-#include "sinkrt/runtime/stream_view.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/format.h"
 
@@ -277,33 +278,40 @@ class Checker {
     return Status::Ok();
   }
 
-  // The device reduces one byte range in place, so the buffers must follow
-  // each other in the arena with nothing but alignment padding between them,
-  // and share one dtype.
+  // A fused AllReduce or Broadcast runs in place on one byte range of the
+  // arena, so its buffers must follow each other with nothing but alignment
+  // padding between them, and share one dtype. This is the only place the
+  // rule is checked: the device takes the range from the first buffer's
+  // offset to the end of the last.
+  Status CheckContiguous(const std::string& where, const std::string& kind,
+                         const flatbuffers::Vector<uint32_t>* buffers) {
+    if (!buffers || buffers->size() == 0) return InvalidArgument(where + ": " + kind + " of no buffers");
+    SINKRT_RETURN_IF_ERROR(CheckIndices(where, buffers));
+    const uint64_t align = s_->arena_alignment();
+    const fb::Buffer* prev = s_->buffers()->Get(buffers->Get(0));
+    for (uint32_t i = 1; i < buffers->size(); ++i) {
+      const fb::Buffer* b = s_->buffers()->Get(buffers->Get(i));
+      const uint64_t expected = (prev->offset() + prev->bytes() + align - 1) / align * align;
+      if (b->offset() != expected)
+        return InvalidArgument(where + ": buffer " + std::to_string(i) + Named(b->name()) + " is at offset " +
+                               std::to_string(b->offset()) + ", not right after" + Named(prev->name()) + " (" +
+                               std::to_string(expected) + "): an " + kind +
+                               "'s buffers must be contiguous and ascending in the arena");
+      if (b->dtype() != prev->dtype())
+        return InvalidArgument(where + ": buffer " + std::to_string(i) + Named(b->name()) + " is " +
+                               DTypeName(b->dtype()) + ", the others " + DTypeName(prev->dtype()) + ": an " + kind +
+                               " works on one dtype");
+      prev = b;
+    }
+    return Status::Ok();
+  }
+
   Status CheckAllReduce(const std::string& where, const fb::AllReduceTask* t) {
     const fb::CommGroup* group = nullptr;
     SINKRT_RETURN_IF_ERROR(CheckGroupIndex(where, t->group(), &group));
     if (uint8_t(t->op()) > uint8_t(fb::ReduceOp::MAX))
       return InvalidArgument(where + ": unknown reduce op " + std::to_string(int(t->op())));
-    if (!t->buffers() || t->buffers()->size() == 0) return InvalidArgument(where + ": reduces no buffers");
-    SINKRT_RETURN_IF_ERROR(CheckIndices(where, t->buffers()));
-    const uint64_t align = s_->arena_alignment();
-    const fb::Buffer* prev = s_->buffers()->Get(t->buffers()->Get(0));
-    for (uint32_t i = 1; i < t->buffers()->size(); ++i) {
-      const fb::Buffer* b = s_->buffers()->Get(t->buffers()->Get(i));
-      const uint64_t expected = (prev->offset() + prev->bytes() + align - 1) / align * align;
-      if (b->offset() != expected)
-        return InvalidArgument(where + ": buffer " + std::to_string(i) + Named(b->name()) + " is at offset " +
-                               std::to_string(b->offset()) + ", not right after" + Named(prev->name()) + " (" +
-                               std::to_string(expected) +
-                               "): an AllReduce's buffers must be contiguous and ascending in the arena");
-      if (b->dtype() != prev->dtype())
-        return InvalidArgument(where + ": buffer " + std::to_string(i) + Named(b->name()) + " is " +
-                               DTypeName(b->dtype()) + ", the others " + DTypeName(prev->dtype()) +
-                               ": an AllReduce reduces one dtype");
-      prev = b;
-    }
-    return Status::Ok();
+    return CheckContiguous(where, "AllReduce", t->buffers());
   }
 
   Status CheckCollective(const std::string& where, const fb::Task* task) {
@@ -322,8 +330,7 @@ class Checker {
         if (std::find(group->ranks()->begin(), group->ranks()->end(), t->root()) == group->ranks()->end())
           return InvalidArgument(where + ": root rank " + std::to_string(t->root()) + " is not a member of group " +
                                  std::to_string(t->group()) + Named(group->name()));
-        if (!t->buffers() || t->buffers()->size() == 0) return InvalidArgument(where + ": broadcasts no buffers");
-        return CheckIndices(where, t->buffers());
+        return CheckContiguous(where, "Broadcast", t->buffers());
       }
       case fb::TaskBody::AllGatherTask: {
         const fb::AllGatherTask* t = task->body_as_AllGatherTask();
@@ -412,15 +419,8 @@ class Checker {
                                 std::to_string(n) + " initializers)");
         return Status::Ok();
       }
-      case fb::TaskBody::AllReduceTask:
-      case fb::TaskBody::AllGatherTask:
-      case fb::TaskBody::ReduceScatterTask:
-      case fb::TaskBody::BroadcastTask:
-      case fb::TaskBody::SendTask:
-      case fb::TaskBody::RecvTask:
-        return CheckCollective(where, task);
-      case fb::TaskBody::NONE:
       default:
+        if (IsCollective(task->body_type())) return CheckCollective(where, task);
         return InvalidArgument(where + ": missing or unknown task body (type " +
                                std::to_string(int(task->body_type())) + ")");
     }
@@ -447,7 +447,11 @@ class Checker {
 
 }  // namespace
 
-Result<StreamView> VerifyTaskStream(std::span<const uint8_t> file, uint64_t supported_features) {
+Result<VerifiedStream> VerifyTaskStream(std::vector<uint8_t> bytes, uint64_t supported_features) {
+  // Shared before anything points into it: a vector's buffer stays put when
+  // the vector moves, and nothing writes to it from here on.
+  auto owned = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  const std::span<const uint8_t> file(*owned);
   SINKRT_ASSIGN_OR_RETURN(StreamSections sections, SplitStream(file));
   if (sections.flatbuffer.size() < 8 ||
       !flatbuffers::BufferHasIdentifier(sections.flatbuffer.data(), fb::TaskStreamIdentifier())) {
@@ -474,28 +478,43 @@ Result<StreamView> VerifyTaskStream(std::span<const uint8_t> file, uint64_t supp
   if (!fb::VerifySizePrefixedTaskStreamBuffer(verifier))
     return InvalidArgument("task stream failed FlatBuffers verification (corrupt or truncated, " +
                            std::to_string(sections.flatbuffer.size()) + " bytes)");
-  StreamView view;
-  view.root = fb::GetTaskStream(sections.flatbuffer.data());
-  view.flatbuffer = sections.flatbuffer;
-  view.blobs = sections.blobs;
-  SINKRT_RETURN_IF_ERROR(Checker(view.root, view.blobs, supported_features).Run());
+  VerifiedStream view;
+  view.root_ = fb::GetTaskStream(sections.flatbuffer.data());
+  view.flatbuffer_ = sections.flatbuffer;
+  view.blobs_ = sections.blobs;
+  view.file_ = std::move(owned);
+  SINKRT_RETURN_IF_ERROR(Checker(view.root_, view.blobs_, supported_features).Run());
   return view;
 }
 
-const fb::Program* StreamView::FindProgram(fb::ProgramKind kind) const {
-  if (!root->programs()) return nullptr;
-  for (const fb::Program* p : *root->programs())
+const fb::Program* VerifiedStream::FindProgram(fb::ProgramKind kind) const {
+  if (!root_->programs()) return nullptr;
+  for (const fb::Program* p : *root_->programs())
     if (p->kind() == kind) return p;
   return nullptr;
 }
 
-int64_t StreamView::FindBuffer(std::string_view name) const {
-  if (!root->buffers()) return -1;
-  for (uint32_t i = 0; i < root->buffers()->size(); ++i) {
-    const flatbuffers::String* n = root->buffers()->Get(i)->name();
+int64_t VerifiedStream::FindBuffer(std::string_view name) const {
+  if (!root_->buffers()) return -1;
+  for (uint32_t i = 0; i < root_->buffers()->size(); ++i) {
+    const flatbuffers::String* n = root_->buffers()->Get(i)->name();
     if (n && n->string_view() == name) return i;
   }
   return -1;
+}
+
+bool IsCollective(fb::TaskBody kind) {
+  switch (kind) {
+    case fb::TaskBody::AllReduceTask:
+    case fb::TaskBody::AllGatherTask:
+    case fb::TaskBody::ReduceScatterTask:
+    case fb::TaskBody::BroadcastTask:
+    case fb::TaskBody::SendTask:
+    case fb::TaskBody::RecvTask:
+      return true;
+    default:
+      return false;
+  }
 }
 
 std::string_view OpCodeName(fb::OpCode op) {
