@@ -33,7 +33,8 @@ JobSession::JobSession(const DaemonOptions& options, SinkWorker& worker, FrameSo
       counters_(counters),
       hub_(hub),
       port_(port),
-      host_id_(std::move(host_id)) {}
+      host_id_(std::move(host_id)),
+      core_(options.device) {}
 
 JobSession::~JobSession() { End(); }
 
@@ -82,62 +83,60 @@ Status JobSession::OnLoadProgram(InFrame& frame) {
   // A stream with collectives runs them in the world joined before; the
   // executor refuses it, naming both, if there is none or another one.
   auto verified = VerifyTaskStream(std::move(bytes));
-  auto loaded = verified.ok() ? Executor::Load(std::move(verified).value(), options_.device, comm_.get())
-                              : Result<std::unique_ptr<Executor>>(verified.status());
+  auto loaded = verified.ok() ? core_.Load(std::move(verified).value()) : Result<LoadInfo>(verified.status());
   if (!loaded.ok()) {
     DaemonLog(options_.log, options_.rank,
               "job " + std::to_string(job_id_) + ": task stream refused: " + loaded.status().message());
     return ReplyError(loaded.status().WithContext("LoadProgram"));
   }
-  Executor& ex = *loaded.value();
+  // No batch is pushed nor a sink run before this thread goes on, so the
+  // credits are wired in time.
+  Executor& ex = *core_.job();
   next_sequence_.assign(ex.num_queues(), 0);
   ex.SetOnSlotsFreed([this](uint32_t queue, uint32_t slots) { SendCredit(queue, slots); });
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    executor_ = std::move(loaded).value();
-  }
+  // Measured from the first byte read: what the host waited for.
   double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
   flatbuffers::FlatBufferBuilder fbb(256);
   std::vector<uint32_t> capacity;
-  for (uint32_t q = 0; q < executor_->num_queues(); ++q) capacity.push_back(executor_->queue_capacity(q));
+  for (uint32_t q = 0; q < ex.num_queues(); ++q) capacity.push_back(ex.queue_capacity(q));
   auto cap = fbb.CreateVector(capacity);
-  const fb::Header* header = executor_->stream().root()->header();
+  const fb::Header* header = ex.stream().root()->header();
   uint64_t hash = header ? header->graph_hash() : 0;
   fb::LoadedBuilder lb(fbb);
-  lb.add_arena_bytes(executor_->arena_bytes() + executor_->scratch_bytes());
-  lb.add_queue_bytes(executor_->queue_bytes());
+  lb.add_arena_bytes(loaded->arena_bytes);
+  lb.add_queue_bytes(loaded->queue_bytes);
   lb.add_load_ms(load_ms);
   lb.add_queue_capacity(cap);
   lb.add_graph_hash(hash);
   FinishMessage(fbb, fb::MessageBody::Loaded, lb.Finish().Union());
   char line[160];
   std::snprintf(line, sizeof line, "job %llu: loaded stream of %zu bytes (graph %016llx): arena %s, queues %s, %.1f ms",
-                static_cast<unsigned long long>(job_id_), executor_->stream().bytes().size(), static_cast<unsigned long long>(hash),
-                MiB(executor_->arena_bytes() + executor_->scratch_bytes()).c_str(),
-                MiB(executor_->queue_bytes()).c_str(), load_ms);
+                static_cast<unsigned long long>(job_id_), ex.stream().bytes().size(), static_cast<unsigned long long>(hash),
+                MiB(loaded->arena_bytes).c_str(), MiB(loaded->queue_bytes).c_str(), load_ms);
   DaemonLog(options_.log, options_.rank, line);
   return socket_.Send(fbb);
 }
 
 Status JobSession::OnPushBatch(InFrame& frame) {
-  if (!executor_) return ProtocolError(FailedPrecondition("PushBatch before LoadProgram"));
+  Executor* ex = core_.job();
+  if (!ex) return ProtocolError(FailedPrecondition("PushBatch before LoadProgram"));
   const fb::PushBatch& m = *frame.message->body_as_PushBatch();
-  if (m.queue() >= executor_->num_queues())
+  if (m.queue() >= ex->num_queues())
     return ProtocolError(OutOfRange("PushBatch to queue " + std::to_string(m.queue()) + ": the stream has " +
-                                    std::to_string(executor_->num_queues()) + " queues"));
-  const uint64_t batch = executor_->queue_batch_bytes(m.queue());
+                                    std::to_string(ex->num_queues()) + " queues"));
+  const uint64_t batch = ex->queue_batch_bytes(m.queue());
   if (frame.payload_left != batch)
-    return ProtocolError(InvalidArgument("PushBatch to " + QueueName(*executor_, m.queue()) + " carries " +
+    return ProtocolError(InvalidArgument("PushBatch to " + QueueName(*ex, m.queue()) + " carries " +
                                          std::to_string(frame.payload_left) + " bytes; a batch is " +
                                          std::to_string(batch) + " bytes"));
   if (m.sequence() != next_sequence_[m.queue()])
-    return ProtocolError(InvalidArgument("PushBatch to " + QueueName(*executor_, m.queue()) + " has sequence " +
+    return ProtocolError(InvalidArgument("PushBatch to " + QueueName(*ex, m.queue()) + " has sequence " +
                                          std::to_string(m.sequence()) + ", expected " +
                                          std::to_string(next_sequence_[m.queue()]) +
                                          ": a batch was lost or sent twice"));
   // Straight from the socket into the slot: no staging copy.
-  Status st = executor_->FillNextSlot(m.queue(), [&](std::span<const std::span<uint8_t>> columns) {
+  Status st = ex->FillNextSlot(m.queue(), [&](std::span<const std::span<uint8_t>> columns) {
     for (std::span<uint8_t> c : columns) SINKRT_RETURN_IF_ERROR(socket_.ReadPayload(&frame, c));
     return Status::Ok();
   });
@@ -149,7 +148,7 @@ Status JobSession::OnPushBatch(InFrame& frame) {
 }
 
 Status JobSession::OnRunSink(const fb::RunSink& request) {
-  if (!executor_) return ProtocolError(FailedPrecondition("RunSink before LoadProgram"));
+  if (!core_.job()) return ProtocolError(FailedPrecondition("RunSink before LoadProgram"));
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (sink_running_) return ProtocolError(FailedPrecondition("RunSink while a sink runs: one sink at a time"));
@@ -163,28 +162,13 @@ Status JobSession::OnRunSink(const fb::RunSink& request) {
 }
 
 void JobSession::RunSinkOnWorker(fb::ProgramKind program, uint32_t steps) {
-  RunStats stats;
-  Status st = executor_->Run(program, steps, &stats);
+  SinkOutcome sink = core_.RunSink(program, steps, options_.rank);
   sinks_ += 1;
-  steps_ += stats.steps;
+  steps_ += sink.steps_run;
   flatbuffers::FlatBufferBuilder fbb(512);
   std::vector<std::span<const uint8_t>> payload;
-  if (!st.ok()) {
-    ErrorContext ctx;
-    ctx.rank = options_.rank;
-    ctx.program = std::string(ProgramKindName(program));
-    ctx.task = stats.failed_task;
-    // failed_task indexes the stream that failed (compute or comm).
-    const fb::Program* p = executor_->stream().FindProgram(program);
-    const auto failed_stream = static_cast<uint32_t>(stats.failed_stream);
-    if (p && stats.failed_task >= 0 && p->streams() && failed_stream < p->streams()->size()) {
-      const auto* tasks = p->streams()->Get(failed_stream)->tasks();
-      if (tasks && static_cast<uint32_t>(stats.failed_task) < tasks->size()) {
-        const fb::Task* task = tasks->Get(stats.failed_task);
-        if (task->name()) ctx.task_name = task->name()->str();
-      }
-    }
-    BuildError(fbb, st, ctx);
+  if (!sink.status.ok()) {
+    BuildError(fbb, sink.status, sink.failure);
     bool ending;
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -192,31 +176,26 @@ void JobSession::RunSinkOnWorker(fb::ProgramKind program, uint32_t steps) {
     }
     DaemonLog(options_.log, options_.rank,
               "job " + std::to_string(job_id_) + (ending ? ": sink stopped (the job is ending): " : ": sink failed: ") +
-                  st.message());
+                  sink.status.message());
   } else {
+    // The reported buffers go out as the frame's payload, straight from the arena.
     std::vector<flatbuffers::Offset<fb::ReportedBuffer>> reports;
-    const fb::Program* p = executor_->stream().FindProgram(program);
-    if (p && p->reports())
-      for (uint32_t index : *p->reports()) {
-        auto bytes = executor_->Buffer(index);
-        if (!bytes.ok()) continue;  // verified at load; cannot happen
-        payload.push_back(*bytes);
-        reports.push_back(fb::CreateReportedBuffer(fbb, index, bytes->size()));
-      }
+    payload.reserve(sink.reports.size());
+    for (const ReportView& r : sink.reports) {
+      payload.push_back(r.bytes);
+      reports.push_back(fb::CreateReportedBuffer(fbb, r.buffer, r.bytes.size()));
+    }
     auto rv = fbb.CreateVector(reports);
-    std::vector<uint32_t> high_water;
-    for (uint32_t q = 0; q < executor_->num_queues(); ++q) high_water.push_back(executor_->queue_high_water_mark(q));
-    auto hw = fbb.CreateVector(high_water);
-    const DeviceTiming timing = TimingOf(stats);
+    auto hw = fbb.CreateVector(sink.queue_high_water);
     fb::SinkDoneBuilder sb(fbb);
     sb.add_queue_high_water(hw);
-    sb.add_steps_run(stats.steps);
+    sb.add_steps_run(sink.steps_run);
     sb.add_reports(rv);
-    sb.add_compute_ms(timing.compute_ms);
-    sb.add_comm_ms(timing.comm_ms);
-    sb.add_comm_wait_ms(timing.comm_wait_ms);
-    sb.add_queue_wait_ms(timing.queue_wait_ms);
-    sb.add_other_ms(timing.other_ms);
+    sb.add_compute_ms(sink.timing.compute_ms);
+    sb.add_comm_ms(sink.timing.comm_ms);
+    sb.add_comm_wait_ms(sink.timing.comm_wait_ms);
+    sb.add_queue_wait_ms(sink.timing.queue_wait_ms);
+    sb.add_other_ms(sink.timing.other_ms);
     FinishMessage(fbb, fb::MessageBody::SinkDone, sb.Finish().Union());
   }
   bool answer;
@@ -238,9 +217,10 @@ void JobSession::RunSinkOnWorker(fb::ProgramKind program, uint32_t steps) {
 }
 
 Status JobSession::OnReadTensor(const fb::ReadTensor& request) {
-  if (!executor_) return ProtocolError(FailedPrecondition("ReadTensor before LoadProgram"));
+  Executor* ex = core_.job();
+  if (!ex) return ProtocolError(FailedPrecondition("ReadTensor before LoadProgram"));
   if (SinkRunning()) return ProtocolError(FailedPrecondition("ReadTensor while a sink runs"));
-  auto bytes = executor_->Buffer(request.buffer());
+  auto bytes = ex->Buffer(request.buffer());
   if (!bytes.ok()) return ReplyError(bytes.status().WithContext("ReadTensor"));
   flatbuffers::FlatBufferBuilder fbb(64);
   fb::TensorDataBuilder tb(fbb);
@@ -251,10 +231,11 @@ Status JobSession::OnReadTensor(const fb::ReadTensor& request) {
 }
 
 Status JobSession::OnWriteTensor(InFrame& frame) {
-  if (!executor_) return ProtocolError(FailedPrecondition("WriteTensor before LoadProgram"));
+  Executor* ex = core_.job();
+  if (!ex) return ProtocolError(FailedPrecondition("WriteTensor before LoadProgram"));
   if (SinkRunning()) return ProtocolError(FailedPrecondition("WriteTensor while a sink runs"));
   uint32_t index = frame.message->body_as_WriteTensor()->buffer();
-  auto bytes = executor_->Buffer(index);
+  auto bytes = ex->Buffer(index);
   Status bad;
   if (!bytes.ok())
     bad = bytes.status();
@@ -272,34 +253,23 @@ Status JobSession::OnWriteTensor(InFrame& frame) {
 }
 
 Status JobSession::OnClearQueue(const fb::ClearQueue& request) {
-  if (!executor_) return ProtocolError(FailedPrecondition("ClearQueue before LoadProgram"));
+  Executor* ex = core_.job();
+  if (!ex) return ProtocolError(FailedPrecondition("ClearQueue before LoadProgram"));
   if (SinkRunning()) return ProtocolError(FailedPrecondition("ClearQueue while a sink runs"));
-  Status st = executor_->ClearQueue(request.queue());  // the freed slots go back as Credit first
+  Status st = ex->ClearQueue(request.queue());  // the freed slots go back as Credit first
   if (!st.ok()) return ReplyError(st.WithContext("ClearQueue"));
   flatbuffers::FlatBufferBuilder fbb(32);
   FinishMessage(fbb, fb::MessageBody::Ack, fb::CreateAck(fbb).Union());
   return socket_.Send(fbb);
 }
 
-Result<std::vector<PeerAddress>> JobSession::WorldOf(const fb::JoinWorld& request) const {
-  const uint32_t n = request.members() ? request.members()->size() : 0;
-  if (n == 0) return InvalidArgument("the world has no members");
-  if (request.rank() >= n)
-    return InvalidArgument("rank " + std::to_string(request.rank()) + " is outside a world of " + std::to_string(n) +
-                           " members");
-  std::vector<PeerAddress> world;
-  for (uint32_t r = 0; r < n; ++r) {
-    const fb::WorldMember* m = request.members()->Get(r);
-    const std::string text = m->address() ? m->address()->str() : "";
-    SINKRT_ASSIGN_OR_RETURN(const Address address, ParseAddress(text),
-                            "member " + std::to_string(r) + "'s address '" + text + "'");
-    world.push_back({r, address, m->host_id() ? m->host_id()->str() : ""});
-  }
+Result<std::vector<PeerAddress>> JobSession::WorldOf(const WorldSpec& spec) const {
+  SINKRT_ASSIGN_OR_RETURN(std::vector<PeerAddress> world, PeersOf(spec));
   // This rank's own entry must be this daemon: otherwise its peers dial
   // someone else for it and fail with a confusing rank mismatch there.
-  const PeerAddress& self = world[request.rank()];
+  const PeerAddress& self = world[spec.rank];
   if (self.address.port != port_ || (!self.host_id.empty() && self.host_id != host_id_))
-    return InvalidArgument("member " + std::to_string(request.rank()) + " is this device, but its entry names " +
+    return InvalidArgument("member " + std::to_string(spec.rank) + " is this device, but its entry names " +
                            self.address.ToString() + " (host id '" + self.host_id + "'); this sinkd listens on port " +
                            std::to_string(port_) + " (host id '" + host_id_ + "')");
   return world;
@@ -307,12 +277,17 @@ Result<std::vector<PeerAddress>> JobSession::WorldOf(const fb::JoinWorld& reques
 
 Status JobSession::OnJoinWorld(const fb::JoinWorld& request) {
   if (SinkRunning()) return ProtocolError(FailedPrecondition("JoinWorld while a sink runs"));
-  const uint64_t job = request.job();
-  const uint32_t rank = request.rank();
-  const uint32_t n = request.members() ? request.members()->size() : 0;
-  const std::string what =
-      "JoinWorld of job " + std::to_string(job) + " as rank " + std::to_string(rank) + " of " + std::to_string(n);
-  auto world = WorldOf(request);
+  WorldSpec spec;
+  spec.job = request.job();
+  spec.rank = request.rank();
+  if (request.members())
+    for (const fb::WorldMember* m : *request.members())
+      spec.members.push_back({m->address() ? m->address()->str() : "", m->host_id() ? m->host_id()->str() : ""});
+  const uint64_t job = spec.job;
+  const uint32_t rank = spec.rank;
+  const auto n = static_cast<uint32_t>(spec.members.size());
+  const std::string what = JoinWorldLabel(spec);
+  auto world = WorldOf(spec);
   if (!world.ok()) return ReplyError(world.status().WithContext(what));
 
   // The loaded job may run collectives in the old world: both go first.
@@ -324,10 +299,8 @@ Status JobSession::OnJoinWorld(const fb::JoinWorld& request) {
     if (aborted_) claim->Abort();  // the daemon stopped before the claim existed
     joining_ = claim.get();
   }
-  CommOptions comm_options;
-  comm_options.peer_timeout = options_.peer_timeout;
-  comm_options.rendezvous_timeout = options_.rendezvous_timeout;
-  comm_options.use_shared_memory = options_.device.shared_memory;
+  // Daemon::Start handed its peer and rendezvous timeouts to the device options.
+  CommOptions comm_options = CommOptionsOf(options_.device);
   comm_options.token = options_.token;
   Result<std::unique_ptr<Communicator>> created = Internal("no rendezvous");
   {
@@ -352,15 +325,15 @@ Status JobSession::OnJoinWorld(const fb::JoinWorld& request) {
   }
   {
     std::lock_guard<std::mutex> lk(mu_);
-    comm_ = std::move(created).value();
-    if (aborted_) comm_->Abort();
+    core_.SetWorld(std::move(created).value());
+    if (aborted_) core_.AbortWorld();
   }
 
   flatbuffers::FlatBufferBuilder fbb(256);
   std::vector<std::string> transports;
   std::string shm, tcp;
   for (uint32_t r = 0; r < n; ++r) {
-    transports.push_back(r == rank ? "self" : comm_->TransportName(r));
+    transports.push_back(r == rank ? "self" : core_.world()->TransportName(r));
     if (r == rank) continue;
     std::string& list = transports.back() == "shm" ? shm : tcp;
     list += (list.empty() ? "" : " ") + std::to_string(r);
@@ -406,8 +379,7 @@ void JobSession::Abort(const Status& why) {
     ending_ = true;  // the Error above is the host's answer
     aborted_ = true;
     if (joining_) joining_->Abort();
-    if (comm_) comm_->Abort();  // a sink or an init blocked in a collective wakes
-    if (executor_) executor_->Cancel();
+    core_.Abort();  // a sink or an init blocked in a collective or a queue wakes
   }
   socket_.Shutdown();
 }
@@ -415,30 +387,23 @@ void JobSession::Abort(const Status& why) {
 void JobSession::End() {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    ending_ = true;  // a sink the abort below fails answers nobody (Unload waits for it)
-    if (comm_) comm_->Abort();
+    ending_ = true;  // a sink the world's abort fails answers nobody (StopSink waits for it)
   }
-  Unload();
-  std::unique_ptr<Communicator> old;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    old = std::move(comm_);
-  }
-  old.reset();  // closes the peer links: the other members' next wait fails naming this rank
+  core_.End([this] { StopSink(); });
+  next_sequence_.clear();
 }
 
 void JobSession::Unload() {
-  std::unique_ptr<Executor> old;
-  {
-    std::unique_lock<std::mutex> lk(mu_);
-    ending_ = true;
-    if (executor_ && sink_running_) executor_->Cancel();
-    sink_done_cv_.wait(lk, [&] { return worker_tasks_ == 0; });
-    old = std::move(executor_);
-    ending_ = false;  // a LoadProgram may follow (it unloads the old job first)
-  }
-  old.reset();  // unmaps the arena and the queue slots
+  core_.Unload([this] { StopSink(); });
   next_sequence_.clear();
+}
+
+void JobSession::StopSink() {
+  std::unique_lock<std::mutex> lk(mu_);
+  ending_ = true;
+  if (sink_running_) core_.CancelJob();
+  sink_done_cv_.wait(lk, [&] { return worker_tasks_ == 0; });
+  ending_ = false;  // a LoadProgram may follow (it unloads the old job first)
 }
 
 }  // namespace sinkrt::device

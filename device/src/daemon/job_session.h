@@ -8,10 +8,10 @@
 // slot, a sequence gap, a payload of the wrong size) get an Error and end
 // the job. Either way the daemon lives on.
 //
-// A session may join a world of peer daemons (JoinWorld): it then owns a
-// Communicator that outlives every executor loaded into that world. Teardown
-// always runs in one order: abort the world (a sink blocked in a collective
-// wakes), stop the sink, free the executor, then the world.
+// A session may join a world of peer daemons (JoinWorld). The world and the
+// loaded job live in a DeviceCore (device_core.h has their ownership and
+// teardown order); this session translates frames to it and back, runs its
+// sinks on the SinkWorker's thread and tells the core how to stop them.
 #pragma once
 
 #include <atomic>
@@ -22,11 +22,10 @@
 #include <string>
 #include <vector>
 
+#include "device_core.h"
 #include "peer_hub.h"
 #include "sink_worker.h"
-#include "sinkrt/device/communicator.h"
 #include "sinkrt/device/daemon.h"
-#include "sinkrt/device/executor.h"
 #include "sinkrt/runtime/wire_socket.h"
 
 namespace sinkrt::device {
@@ -71,10 +70,13 @@ class JobSession {
   Status OnWriteTensor(InFrame& frame);
   Status OnClearQueue(const fb::ClearQueue& request);
   Status OnJoinWorld(const fb::JoinWorld& request);
-  // The members as the rendezvous wants them, or why the request is wrong.
-  Result<std::vector<PeerAddress>> WorldOf(const fb::JoinWorld& request) const;
+  // The members as the rendezvous wants them, or why the world is wrong.
+  Result<std::vector<PeerAddress>> WorldOf(const WorldSpec& world) const;
   void RunSinkOnWorker(fb::ProgramKind program, uint32_t steps);
   bool SinkRunning();
+  // The core's StopSink: cancels a running sink and waits until no posted
+  // sink task uses the executor.
+  void StopSink();
 
   // A request failed on its own merits: answer with an Error, keep going.
   Status ReplyError(const Status& status, const ErrorContext& context = {});
@@ -91,15 +93,12 @@ class JobSession {
   const uint16_t port_;
   const std::string host_id_;
 
-  // Swapped under mu_ (Abort reads them from another thread); declared
-  // before executor_, which runs collectives in comm_.
-  std::unique_ptr<Communicator> comm_;
-  PeerHub::Claim* joining_ = nullptr;    // the JoinWorld in progress, if any
-  bool aborted_ = false;                 // Abort ran: no new world is joined
-  std::unique_ptr<Executor> executor_;
+  DeviceCore core_;                      // the world and the loaded job
   std::vector<uint64_t> next_sequence_;  // per queue
 
-  std::mutex mu_;
+  std::mutex mu_;                        // taken before the core's own lock, never after
+  PeerHub::Claim* joining_ = nullptr;    // the JoinWorld in progress, if any
+  bool aborted_ = false;                 // Abort ran: no new world is joined
   std::condition_variable sink_done_cv_;
   bool sink_running_ = false;   // protocol state: a RunSink awaits its answer
   int worker_tasks_ = 0;        // posted sink tasks not yet finished (they use the arena and socket)

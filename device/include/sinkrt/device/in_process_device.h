@@ -13,7 +13,7 @@
 
 namespace sinkrt::device {
 
-class Communicator;
+class DeviceCore;
 class Executor;
 class ListeningInbox;
 
@@ -37,13 +37,12 @@ class InProcessDevice final : public DeviceLink {
   Status JoinWorld(const WorldSpec& world) override;
 
   // The loaded job, for tools and tests (nullptr before Load).
-  Executor* executor() { return executor_.get(); }
+  Executor* executor();
 
  private:
   DeviceOptions options_;
   std::unique_ptr<ListeningInbox> inbox_;
-  std::unique_ptr<Communicator> comm_;  // outlives executor_, which runs collectives in it
-  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<DeviceCore> core_;  // the world and the job; its sinks run on the caller's thread
   uint64_t round_trips_ = 0;
 };
 
