@@ -12,12 +12,13 @@
 // outlives it. Teardown runs in one order: abort the world (a sink blocked
 // in a collective wakes), stop the sink, free the executor, then the world.
 //
-// Threading. One control thread calls everything, except Abort(), which may
-// come from any thread. A mutex guards only the two pointers against
-// Abort(); it is never held while anything waits or is freed. A front end
-// whose sink runs on another thread says how to stop and wait for it
-// (`stop_sink` below); job() and world() are for the control thread and for
-// a sink it started.
+// Threading. One control thread calls everything, except AbortWorld(),
+// CancelJob() and Abort(), which may come from any thread. A mutex guards
+// only the two pointers against those; it is never held while anything
+// waits, is freed or calls back, so a front end may call in under a lock of
+// its own (the daemon's session does). A front end whose sink runs on
+// another thread says how to stop it and wait for it (StopSink below);
+// job() and world() are for the control thread and for a sink it started.
 #pragma once
 
 #include <cstdint>
