@@ -133,31 +133,26 @@ void BM_Memcpy(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(bytes) * state.iterations());
 }
 
+// BM_AllReduce over sizes min_bytes, ·step, .. max_bytes on 2 and 4 ranks,
+// shared memory and TCP, with `algo` (0 the communicator's choice, 1
+// recursive doubling, 2 ring).
 void AllReduceSizes(benchmark::internal::Benchmark* b, int algo, int64_t min_bytes, int64_t max_bytes, int step) {
   for (int n : {2, 4})
     for (int shm : {1, 0})
       for (int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= step) b->Args({bytes, n, shm, algo});
+  b->ArgNames({"bytes", "ranks", "shm", "algo"})->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 
 BENCHMARK(BM_AllReduce)
-    ->Apply([](benchmark::internal::Benchmark* b) { AllReduceSizes(b, 0, 4 << 10, int64_t{256} << 20, 4); })
-    ->ArgNames({"bytes", "ranks", "shm", "algo"})
-    ->UseRealTime()
-    ->Unit(benchmark::kMicrosecond);
+    ->Apply([](benchmark::internal::Benchmark* b) { AllReduceSizes(b, 0, 4 << 10, int64_t{256} << 20, 4); });
 
 // Calibration sweep around the switch-over, forced to each algorithm.
 BENCHMARK(BM_AllReduce)
     ->Name("BM_AllReduceRD")
-    ->Apply([](benchmark::internal::Benchmark* b) { AllReduceSizes(b, 1, 16 << 10, 4 << 20, 2); })
-    ->ArgNames({"bytes", "ranks", "shm", "algo"})
-    ->UseRealTime()
-    ->Unit(benchmark::kMicrosecond);
+    ->Apply([](benchmark::internal::Benchmark* b) { AllReduceSizes(b, 1, 16 << 10, 4 << 20, 2); });
 BENCHMARK(BM_AllReduce)
     ->Name("BM_AllReduceRing")
-    ->Apply([](benchmark::internal::Benchmark* b) { AllReduceSizes(b, 2, 16 << 10, 4 << 20, 2); })
-    ->ArgNames({"bytes", "ranks", "shm", "algo"})
-    ->UseRealTime()
-    ->Unit(benchmark::kMicrosecond);
+    ->Apply([](benchmark::internal::Benchmark* b) { AllReduceSizes(b, 2, 16 << 10, 4 << 20, 2); });
 
 // The MLP's gradients, fused (one contiguous buffer, one AllReduce) or not
 // (one AllReduce per tensor, in backward's order: last layer first).
@@ -299,45 +294,15 @@ int CompareRank(int r, const std::string& dir, const ah::Args& args, const Compa
       if (!st.ok()) std::exit(1);
       return mine;
     };
-    // Mean and max over ranks of this rank's median.
     auto report = [&](ah::Line line, double my_us) {
       std::vector<double> all(n, 0.0);
       all[r] = my_us;
       Status st = comm->AllReduce(std::span(reinterpret_cast<uint8_t*>(all.data()), all.size() * sizeof(double)),
                                   DType::F64, ReduceOp::Sum, group);
       if (!st.ok()) std::exit(1);
-      line.latency_us = std::accumulate(all.begin(), all.end(), 0.0) / n;
-      line.max_us = *std::max_element(all.begin(), all.end());
-      if (r == 0) ah::Print(line);
+      ah::Report(line, all, r);
     };
-    const std::string impl = "sinkrt";
-    for (size_t bytes : args.sizes) {
-      const size_t count = bytes / sizeof(float);
-      std::vector<float> buf(count, static_cast<float>(r + 1));
-      barrier();
-      auto t0 = ah::Clock::now();
-      allreduce(buf.data(), count);
-      if (!ah::CheckSum(buf.data(), count, n)) rc = 1;
-      const ah::Plan plan = ah::Budget(ah::PlanFor(bytes, args.iters_scale), slowest(ah::MicrosSince(t0)));
-      double us = ah::TimeOp(plan, [&] { allreduce(buf.data(), count); }, barrier);
-      report(ah::Line{impl, args.transport, algo, "size", n, bytes, plan.iters}, us);
-    }
-    if (args.mlp) {
-      const auto& sizes = ah::kMlpGradients;
-      const size_t total = std::accumulate(sizes.begin(), sizes.end(), size_t{0});
-      const ah::Plan plan = ah::PlanFor(total * sizeof(float), args.iters_scale);
-      std::vector<float> fused(total, 1.0f);
-      double us = ah::TimeOp(plan, [&] { allreduce(fused.data(), total); }, barrier);
-      report(ah::Line{impl, args.transport, algo, "mlp_fused", n, total * sizeof(float), plan.iters}, us);
-      std::vector<std::vector<float>> tensors;
-      for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) tensors.emplace_back(*it, 1.0f);
-      us = ah::TimeOp(
-          plan, [&] {
-            for (auto& t : tensors) allreduce(t.data(), t.size());
-          },
-          barrier);
-      report(ah::Line{impl, args.transport, algo, "mlp_unfused", n, total * sizeof(float), plan.iters}, us);
-    }
+    if (ah::Sweep(args, r, n, "sinkrt", algo, allreduce, barrier, slowest, report) != 0) rc = 1;
   }
   return rc;
 }

@@ -34,6 +34,7 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -217,6 +218,14 @@ inline void Print(const Line& l) {
   std::fflush(stdout);
 }
 
+// The line's figures from every rank's median (`all`, in rank order):
+// their mean and maximum. Rank 0 prints it.
+inline void Report(Line line, const std::vector<double>& all, int rank) {
+  line.latency_us = std::accumulate(all.begin(), all.end(), 0.0) / static_cast<double>(all.size());
+  line.max_us = *std::max_element(all.begin(), all.end());
+  if (rank == 0) Print(line);
+}
+
 // Every element of the first `count` floats must be n(n+1)/2 after an
 // AllReduce of (rank+1)-filled buffers.
 inline bool CheckSum(const float* data, size_t count, int n) {
@@ -227,6 +236,48 @@ inline bool CheckSum(const float* data, size_t count, int n) {
       return false;
     }
   return true;
+}
+
+// The protocol above for one library and algorithm, on rank `r` of `n`:
+// the size sweep, then with --mlp the MLP's gradients fused (one buffer)
+// and unfused (one AllReduce per tensor, last layer first, as backward
+// produces them). The library's operations: allreduce(float*, count) in
+// place, barrier(), slowest(mine) (the maximum over ranks) and
+// report(Line, my_us) (gathers every rank's median, then Report).
+// Returns 1 if a checked result was wrong.
+template <typename AllReduce, typename Barrier, typename Slowest, typename ReportFn>
+int Sweep(const Args& args, int r, int n, const std::string& impl, const std::string& algo, AllReduce allreduce,
+          Barrier barrier, Slowest slowest, ReportFn report) {
+  int rc = 0;
+  for (size_t bytes : args.sizes) {
+    const size_t count = bytes / sizeof(float);
+    std::vector<float> buf(count, static_cast<float>(r + 1));
+    barrier();
+    auto t0 = Clock::now();
+    allreduce(buf.data(), count);
+    if (!CheckSum(buf.data(), count, n)) rc = 1;
+    const Plan plan = Budget(PlanFor(bytes, args.iters_scale), slowest(MicrosSince(t0)));
+    double us = TimeOp(plan, [&] { allreduce(buf.data(), count); }, barrier);
+    report(Line{impl, args.transport, algo, "size", n, bytes, plan.iters}, us);
+  }
+  if (args.mlp) {
+    const auto& sizes = kMlpGradients;
+    const size_t total = std::accumulate(sizes.begin(), sizes.end(), size_t{0});
+    const Plan plan = PlanFor(total * sizeof(float), args.iters_scale);
+    std::vector<float> fused(total, 1.0f);
+    double us = TimeOp(plan, [&] { allreduce(fused.data(), total); }, barrier);
+    report(Line{impl, args.transport, algo, "mlp_fused", n, total * sizeof(float), plan.iters}, us);
+    std::vector<std::vector<float>> tensors;
+    for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) tensors.emplace_back(*it, 1.0f);
+    us = TimeOp(
+        plan,
+        [&] {
+          for (auto& t : tensors) allreduce(t.data(), t.size());
+        },
+        barrier);
+    report(Line{impl, args.transport, algo, "mlp_unfused", n, total * sizeof(float), plan.iters}, us);
+  }
+  return rc;
 }
 
 // Runs `rank(r, dir)` in `ranks` forked processes sharing a fresh temporary

@@ -46,8 +46,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_pytorch import (  # noqa: E402  (sinkrt's RNGs and data, shared with the single-device comparison)
-    FASHION_MNIST_DIR, find, read_idx, shuffle_permutation, synthetic_split, torch_model)
+from compare_pytorch import (  # noqa: E402  (RNGs, data, the PyTorch pass and sinkrun reports, shared)
+    FASHION_MNIST_DIR, find, read_idx, read_report, shuffle_permutation, synthetic_split, torch_model, train_pass)
 
 LR, MOMENTUM = 0.01, 0.9
 FIRST_STEPS = 20
@@ -123,17 +123,7 @@ def ddp_rank(rank, world, threads, data_dir, out_dir, epochs, batch, seed, first
         mine = torch.from_numpy(orders[epoch % len(orders)][pick])
         dist.barrier()
         t0 = time.perf_counter()
-        for s in range(steps):
-            idx = mine[s * batch:(s + 1) * batch]
-            xb, yb = x_all[idx], y_all[idx]
-            opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(xb), yb)
-            loss.backward()
-            opt.step()
-            if first_steps:
-                step_losses.append(loss.item())
-                if len(step_losses) == first_steps:
-                    break
+        loss = train_pass(model, opt, loss_fn, x_all, y_all, mine, batch, steps, step_losses, first_steps)
         times.append(time.perf_counter() - t0)
         losses.append(loss.item())
         if first_steps:
@@ -217,11 +207,7 @@ def run_sinkrun(args, devices, epochs, extra=()):
         sys.exit(f"compare_ddp: {' '.join(cmd)} did not finish in {args.timeout} s")
     if proc.returncode != 0:
         sys.exit(f"compare_ddp: {' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
-    with open(report) as f:
-        records = [json.loads(line) for line in f if line.strip()]
-    os.unlink(report)
-    epochs_ = [r for r in records if r["event"] == "epoch"]
-    end = next(r for r in records if r["event"] == "end")
+    epochs_, end = read_report(report)
     timed = epochs_[1:] if len(epochs_) > 1 else epochs_
 
     def per_step(key):

@@ -188,6 +188,15 @@ def pinned(threads):
     return lambda: os.sched_setaffinity(0, cores)
 
 
+def read_report(path):
+    """sinkrun's --report file (JSON lines), removed once read: its epoch
+    records and its end record."""
+    with open(path) as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    os.unlink(path)
+    return [r for r in records if r["event"] == "epoch"], next(r for r in records if r["event"] == "end")
+
+
 def run_sinkrun(sinkrun, data, batch, threads, epochs, sink, seed, extra=()):
     with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as f:
         report = f.name
@@ -199,11 +208,7 @@ def run_sinkrun(sinkrun, data, batch, threads, epochs, sink, seed, extra=()):
     proc = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=pinned(threads))
     if proc.returncode != 0:
         sys.exit(f"compare_pytorch: {' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
-    with open(report) as f:
-        records = [json.loads(line) for line in f if line.strip()]
-    os.unlink(report)
-    epochs_ = [r for r in records if r["event"] == "epoch"]
-    end = next(r for r in records if r["event"] == "end")
+    epochs_, end = read_report(report)
     return {"epoch_samples_per_s": [r["samples_per_s"] for r in epochs_], "losses": [r["loss"] for r in epochs_],
             "test_accuracy": end["test_accuracy"], "test_loss": end["test_loss"], "end": end}
 
@@ -221,6 +226,25 @@ def torch_model(torch, seed):
     return torch.nn.Sequential(*layers)
 
 
+def train_pass(model, opt, loss_fn, x_all, y_all, order, batch, steps, step_losses, first_steps=0):
+    """One pass of `steps` optimizer steps over x_all/y_all in `order`, `batch`
+    samples a step; returns the last step's loss. With first_steps > 0, each
+    step's loss goes to step_losses, and the pass ends once it holds
+    first_steps of them."""
+    for s in range(steps):
+        idx = order[s * batch:(s + 1) * batch]
+        xb, yb = x_all[idx], y_all[idx]
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        opt.step()
+        if first_steps:
+            step_losses.append(loss.item())
+            if len(step_losses) == first_steps:
+                break
+    return loss
+
+
 def run_torch(torch, data, batch, threads, epochs, seed, first_steps=0):
     """Trains and evaluates; with first_steps > 0, returns the losses of the
     first `first_steps` steps instead."""
@@ -235,17 +259,9 @@ def run_torch(torch, data, batch, threads, epochs, seed, first_steps=0):
     for epoch in range(epochs):
         order = torch.from_numpy(shuffle_permutation(len(train_y), seed, epoch))
         t0 = time.perf_counter()
-        for s in range(steps):
-            idx = order[s * batch:(s + 1) * batch]
-            xb, yb = x_all[idx], y_all[idx]
-            opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(xb), yb)
-            loss.backward()
-            opt.step()
-            if first_steps:
-                losses.append(loss.item())
-                if len(losses) == first_steps:
-                    return {"step_losses": losses}
+        loss = train_pass(model, opt, loss_fn, x_all, y_all, order, batch, steps, losses, first_steps)
+        if first_steps and len(losses) == first_steps:
+            return {"step_losses": losses}
         rates.append(steps * batch / (time.perf_counter() - t0))
         losses.append(loss.item())
     with torch.no_grad():

@@ -217,19 +217,11 @@ void PrintSummary(const RecordingReporter& rep) {
     if (comm >= 0.01) std::printf("; hidden %.0f%%", 100 * rep.Median(name, "hidden"));
     std::printf("\n");
   }
-  std::fflush(stdout);
 }
 
 }  // namespace
 }  // namespace sinkrt
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  sinkrt::RecordingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  sinkrt::StopDaemons();
-  sinkrt::PrintSummary(reporter);
-  return 0;
+  return sinkrt::RunRecorded(argc, argv, sinkrt::StopDaemons, sinkrt::PrintSummary);
 }

@@ -2,9 +2,9 @@
 // kernels (target: < 2 % of a step at batch 64, DESIGN §7).
 #include <benchmark/benchmark.h>
 
+#include "load_mlp.h"
 #include "sinkrt/device/executor.h"
 #include "sinkrt/device/in_process_device.h"
-#include "sinkrt/host/compiler.h"
 #include "support/stream_builder.h"
 #include "support/test_models.h"
 
@@ -45,16 +45,9 @@ BENCHMARK(BM_DispatchPerTask)->Arg(1000)->Unit(benchmark::kMicrosecond);
 void BM_MlpStepOverhead(benchmark::State& state) {
   const int64_t batch = state.range(0);
   const uint32_t steps = 16;
-  host::CompileOptions o;
-  o.optimizer = host::OptimizerSpec::Momentum(0.01f, 0.9f);
-  auto cs = host::Compile(testing::MakeMlp(batch), o);
-  if (!cs.ok()) {
-    state.SkipWithError(cs.status().ToString().c_str());
-    return;
-  }
   device::InProcessDevice dev;
-  if (auto l = dev.Load(cs->stream); !l.ok()) {
-    state.SkipWithError(l.status().ToString().c_str());
+  if (Status st = LoadMlp(dev, batch); !st.ok()) {
+    state.SkipWithError(st.ToString().c_str());
     return;
   }
   auto data = testing::MakeSyntheticData(batch * steps, 784, 10, 1);

@@ -95,13 +95,7 @@ int Rank(int r, const std::string& dir, const ah::Args& args) {
     auto all = gather(mine);
     return *std::max_element(all.begin(), all.end());
   };
-  // Mean and max over ranks of this rank's median.
-  auto report = [&](ah::Line line, double my_us) {
-    auto all = gather(my_us);
-    line.latency_us = std::accumulate(all.begin(), all.end(), 0.0) / n;
-    line.max_us = *std::max_element(all.begin(), all.end());
-    if (r == 0) ah::Print(line);
-  };
+  auto report = [&](ah::Line line, double my_us) { ah::Report(line, gather(my_us), r); };
 
   const std::vector<std::string> algos = {"ring_chunked", "halving_doubling", "bcube", "ring", "new_bcube"};
   int rc = 0;

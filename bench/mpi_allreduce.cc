@@ -12,7 +12,6 @@
 #include <mpi.h>
 
 #include <cstdio>
-#include <numeric>
 #include <vector>
 
 #include "allreduce_harness.h"
@@ -41,44 +40,12 @@ int main(int argc, char** argv) {
     MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return all;
   };
-  // Mean and max over ranks of this rank's median.
   auto report = [&](ah::Line line, double my_us) {
     std::vector<double> all(n, 0.0);
     MPI_Gather(&my_us, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    line.latency_us = std::accumulate(all.begin(), all.end(), 0.0) / n;
-    line.max_us = *std::max_element(all.begin(), all.end());
-    if (r == 0) ah::Print(line);
+    ah::Report(line, all, r);
   };
-
-  int rc = 0;
-  for (size_t bytes : args.sizes) {
-    const size_t count = bytes / sizeof(float);
-    std::vector<float> buf(count, static_cast<float>(r + 1));
-    barrier();
-    auto t0 = ah::Clock::now();
-    allreduce(buf.data(), count);
-    if (!ah::CheckSum(buf.data(), count, n)) rc = 1;
-    const ah::Plan plan = ah::Budget(ah::PlanFor(bytes, args.iters_scale), slowest(ah::MicrosSince(t0)));
-    double us = ah::TimeOp(plan, [&] { allreduce(buf.data(), count); }, barrier);
-    report(ah::Line{"mpi", args.transport, "tuned", "size", n, bytes, plan.iters}, us);
-  }
-  if (args.mlp) {
-    const auto& sizes = ah::kMlpGradients;
-    const size_t total = std::accumulate(sizes.begin(), sizes.end(), size_t{0});
-    const ah::Plan plan = ah::PlanFor(total * sizeof(float), args.iters_scale);
-    std::vector<float> fused(total, 1.0f);
-    double us = ah::TimeOp(plan, [&] { allreduce(fused.data(), total); }, barrier);
-    report(ah::Line{"mpi", args.transport, "tuned", "mlp_fused", n, total * sizeof(float), plan.iters}, us);
-    std::vector<std::vector<float>> tensors;
-    for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) tensors.emplace_back(*it, 1.0f);
-    us = ah::TimeOp(
-        plan,
-        [&] {
-          for (auto& t : tensors) allreduce(t.data(), t.size());
-        },
-        barrier);
-    report(ah::Line{"mpi", args.transport, "tuned", "mlp_unfused", n, total * sizeof(float), plan.iters}, us);
-  }
+  const int rc = ah::Sweep(args, r, n, "mpi", "tuned", allreduce, barrier, slowest, report);
   int any = 0;
   MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   MPI_Finalize();

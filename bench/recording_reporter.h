@@ -1,11 +1,14 @@
 // The console reporter, keeping every measured run so a suite's main can
-// print ratios and summaries after the tables (wire_bench, data_parallel_bench).
+// print ratios and summaries after the tables (wire_bench, data_parallel_bench);
+// RunRecorded is such a main.
 #pragma once
 
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -45,5 +48,22 @@ class RecordingReporter : public benchmark::ConsoleReporter {
  private:
   std::map<std::string, std::vector<Run>> runs_;
 };
+
+// A suite's main: runs the benchmarks the command line selects, then
+// `stop` (the suite's daemons) and `summarise` (its lines after the
+// tables), and flushes stdout. Returns main's exit status: 1 for an
+// argument Google Benchmark does not know.
+inline int RunRecorded(int argc, char** argv, const std::function<void()>& stop,
+                       const std::function<void(const RecordingReporter&)>& summarise) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  RecordingReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  stop();
+  summarise(reporter);
+  std::fflush(stdout);
+  return 0;
+}
 
 }  // namespace sinkrt

@@ -6,8 +6,8 @@
 
 #include <thread>
 
+#include "load_mlp.h"
 #include "sinkrt/device/in_process_device.h"
-#include "sinkrt/host/compiler.h"
 #include "support/test_models.h"
 
 namespace sinkrt {
@@ -18,16 +18,9 @@ void BM_MlpTrain(benchmark::State& state) {
   device::DeviceOptions opts = device::DeviceOptions::FromEnvironment();
   opts.threads = static_cast<int>(state.range(1));
   const uint32_t steps = 32;
-  host::CompileOptions o;
-  o.optimizer = host::OptimizerSpec::Momentum(0.01f, 0.9f);
-  auto cs = host::Compile(testing::MakeMlp(batch), o);
-  if (!cs.ok()) {
-    state.SkipWithError(cs.status().ToString().c_str());
-    return;
-  }
   device::InProcessDevice dev(opts);
-  if (auto l = dev.Load(cs->stream); !l.ok()) {
-    state.SkipWithError(l.status().ToString().c_str());
+  if (Status st = LoadMlp(dev, batch); !st.ok()) {
+    state.SkipWithError(st.ToString().c_str());
     return;
   }
   auto data = testing::MakeSyntheticData(batch * 8, 784, 10, 1);

@@ -50,6 +50,7 @@
 #include <thread>
 #include <vector>
 
+#include "load_mlp.h"
 #include "recording_reporter.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
@@ -126,15 +127,6 @@ std::unique_ptr<DeviceLink> InProcess(int threads) {
   device::DeviceOptions opts = device::DeviceOptions::FromEnvironment();
   opts.threads = threads;
   return std::make_unique<device::InProcessDevice>(opts);
-}
-
-// The 784-512-256-10 MLP at `batch`, compiled and loaded on `device`.
-Status LoadMlp(DeviceLink& device, int64_t batch, uint32_t queue_capacity) {
-  host::CompileOptions o;
-  o.optimizer = host::OptimizerSpec::Momentum(0.01f, 0.9f);
-  o.queue_capacity = queue_capacity;
-  SINKRT_ASSIGN_OR_RETURN(host::CompiledStream cs, host::Compile(testing::MakeMlp(batch), o));
-  return device.Load(cs.stream).status();
 }
 
 // One batch of the MLP's train queue ("image" f32 [batch, 784], "label" i32
@@ -407,19 +399,11 @@ void PrintRatios(const RecordingReporter& rep) {
         std::printf("gain from sinking (%s, %d thread%s): %.2fx (sink %.0f samples/s, non-sink %.0f samples/s)\n",
                     daemon ? "daemon" : "in-process", threads, threads > 1 ? "s" : "", s / n, s, n);
     }
-  std::fflush(stdout);
 }
 
 }  // namespace
 }  // namespace sinkrt
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  sinkrt::RecordingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  sinkrt::StopDaemons();
-  sinkrt::PrintRatios(reporter);
-  return 0;
+  return sinkrt::RunRecorded(argc, argv, sinkrt::StopDaemons, sinkrt::PrintRatios);
 }

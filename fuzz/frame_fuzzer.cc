@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_support.h"
 #include "sinkrt/runtime/task_stream_verifier.h"  // ProgramKindName
 #include "sinkrt/runtime/wire.h"
 
@@ -23,37 +24,8 @@ namespace {
 
 using namespace sinkrt;
 
-#define FUZZ_CHECK(cond)                                                               \
-  do {                                                                                 \
-    if (!(cond)) {                                                                     \
-      std::fprintf(stderr, "frame_fuzzer: %s:%d: check failed: %s\n", __FILE__, __LINE__, \
-                   #cond);                                                             \
-      std::abort();                                                                    \
-    }                                                                                  \
-  } while (0)
-
-// Reads land here so the optimiser cannot drop them.
-volatile uint64_t g_sink;
-
-struct Toucher {
-  uint64_t h = 0;
-  template <typename T>
-  void Scalar(T v) {
-    uint64_t x = 0;
-    std::memcpy(&x, &v, sizeof v < sizeof x ? sizeof v : sizeof x);
-    h = h * 1099511628211ull ^ x;
-  }
-  void Str(const flatbuffers::String* s) {
-    if (!s) return;
-    std::string copy = s->str();
-    FUZZ_CHECK(copy.size() == s->size());
-    for (char c : copy) Scalar(c);
-    FUZZ_CHECK(s->c_str()[s->size()] == '\0');  // the Verifier checks the terminator
-  }
-  void Bytes(std::span<const uint8_t> b) {
-    for (uint8_t x : b) Scalar(x);
-  }
-};
+using fuzz::g_sink;
+using fuzz::Toucher;
 
 void TouchMessage(const fb::Message& m, uint64_t payload_bytes, Toucher& t) {
   t.Scalar(static_cast<uint8_t>(m.body_type()));

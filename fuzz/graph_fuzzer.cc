@@ -13,22 +13,11 @@
 #include <cstdlib>
 #include <span>
 
+#include "fuzz_support.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/graph_file.h"
 
-namespace {
-
 using namespace sinkrt;
-
-#define FUZZ_CHECK(cond)                                                                                  \
-  do {                                                                                                    \
-    if (!(cond)) {                                                                                        \
-      std::fprintf(stderr, "graph_fuzzer: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);        \
-      std::abort();                                                                                       \
-    }                                                                                                     \
-  } while (0)
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto file = host::ParseGraph(std::span(data, size), "fuzz");

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_support.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/format.h"
@@ -27,18 +28,10 @@ namespace {
 
 using namespace sinkrt;
 
-#define FUZZ_CHECK(cond)                                                                    \
-  do {                                                                                      \
-    if (!(cond)) {                                                                          \
-      std::fprintf(stderr, "stream_fuzzer: %s:%d: check failed: %s\n", __FILE__, __LINE__, \
-                   #cond);                                                                  \
-      std::abort();                                                                         \
-    }                                                                                       \
-  } while (0)
+using fuzz::g_sink;
 
-volatile uint64_t g_sink;
-
-class Walker {
+// A Toucher that knows the stream's structure.
+class Walker : fuzz::Toucher {
  public:
   explicit Walker(const VerifiedStream& v) : v_(v), s_(v.root()), file_(v.bytes()) {}
 
@@ -57,31 +50,10 @@ class Walker {
     Queues();
     Groups();
     Programs();
-    g_sink = h_;
+    g_sink = h;
   }
 
  private:
-  template <typename T>
-  void Scalar(T v) {
-    uint64_t x = 0;
-    std::memcpy(&x, &v, sizeof v < sizeof x ? sizeof v : sizeof x);
-    h_ = h_ * 1099511628211ull ^ x;
-  }
-  void Str(const flatbuffers::String* s) {
-    if (!s) return;
-    std::string copy = s->str();
-    for (char c : copy) Scalar(c);
-    FUZZ_CHECK(s->c_str()[s->size()] == '\0');
-  }
-  template <typename T>
-  void Vec(const flatbuffers::Vector<T>* v) {
-    if (!v) return;
-    for (uint32_t i = 0; i < v->size(); ++i) Scalar(v->Get(i));
-  }
-  void Bytes(std::span<const uint8_t> b) {
-    for (uint8_t x : b) Scalar(x);
-  }
-
   uint32_t NumBuffers() const { return s_->buffers() ? s_->buffers()->size() : 0; }
   uint32_t NumQueues() const { return s_->queues() ? s_->queues()->size() : 0; }
   uint32_t NumInits() const { return s_->initializers() ? s_->initializers()->size() : 0; }
@@ -248,6 +220,26 @@ class Walker {
       if (!seen[k]) FUZZ_CHECK(v_.FindProgram(fb::ProgramKind(k)) == nullptr);
   }
 
+  // A collective over a group from one buffer into another.
+  template <typename T>
+  void GroupInputOutput(const T* t) {
+    FUZZ_CHECK(t != nullptr);
+    GroupAt(t->group());
+    BufferAt(t->input());
+    BufferAt(t->output());
+  }
+
+  // The window fields convolution and pooling options share.
+  template <typename T>
+  void StridesAndPads(const T& o) {
+    Scalar(o.stride_h());
+    Scalar(o.stride_w());
+    Scalar(o.pad_top());
+    Scalar(o.pad_bottom());
+    Scalar(o.pad_left());
+    Scalar(o.pad_right());
+  }
+
   void Options(const fb::KernelTask& k) {
     Scalar(uint8_t(k.options_type()));
     // The options are optional: a kernel falls back to defaults without them.
@@ -260,23 +252,13 @@ class Walker {
       Scalar(o->keep_dims());
       Scalar(o->scale());
     } else if (const auto* o = k.options_as_Conv2DOptions()) {
-      Scalar(o->stride_h());
-      Scalar(o->stride_w());
-      Scalar(o->pad_top());
-      Scalar(o->pad_bottom());
-      Scalar(o->pad_left());
-      Scalar(o->pad_right());
+      StridesAndPads(*o);
       Scalar(o->dilation_h());
       Scalar(o->dilation_w());
     } else if (const auto* o = k.options_as_Pool2DOptions()) {
       Scalar(o->kernel_h());
       Scalar(o->kernel_w());
-      Scalar(o->stride_h());
-      Scalar(o->stride_w());
-      Scalar(o->pad_top());
-      Scalar(o->pad_bottom());
-      Scalar(o->pad_left());
-      Scalar(o->pad_right());
+      StridesAndPads(*o);
     } else if (const auto* o = k.options_as_FillOptions()) {
       Scalar(o->value());
     } else if (const auto* o = k.options_as_SgdOptions()) {
@@ -363,22 +345,10 @@ class Walker {
         OneRange(t->buffers());
         return;
       }
-      case fb::TaskBody::AllGatherTask: {
-        const fb::AllGatherTask* t = task.body_as_AllGatherTask();
-        FUZZ_CHECK(t != nullptr);
-        GroupAt(t->group());
-        BufferAt(t->input());
-        BufferAt(t->output());
-        return;
-      }
-      case fb::TaskBody::ReduceScatterTask: {
-        const fb::ReduceScatterTask* t = task.body_as_ReduceScatterTask();
-        FUZZ_CHECK(t != nullptr);
-        GroupAt(t->group());
-        BufferAt(t->input());
-        BufferAt(t->output());
-        return;
-      }
+      case fb::TaskBody::AllGatherTask:
+        return GroupInputOutput(task.body_as_AllGatherTask());
+      case fb::TaskBody::ReduceScatterTask:
+        return GroupInputOutput(task.body_as_ReduceScatterTask());
       case fb::TaskBody::SendTask:
       case fb::TaskBody::RecvTask: {
         const bool send = task.body_type() == fb::TaskBody::SendTask;
@@ -414,7 +384,6 @@ class Walker {
   const VerifiedStream& v_;
   const fb::TaskStream* s_;
   std::span<const uint8_t> file_;
-  uint64_t h_ = 0;
 };
 
 }  // namespace

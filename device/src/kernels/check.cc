@@ -54,28 +54,27 @@ Status CheckCommon(const KernelArgs& args, bool allow_fusion) {
   return Status::Ok();
 }
 
-}  // namespace
-
-Status CheckOperands(const KernelArgs& args, size_t inputs, size_t outputs, bool allow_fusion) {
+// `at_least`: `inputs` is a minimum (variadic ops such as AddN).
+Status CheckCounts(const KernelArgs& args, size_t inputs, size_t outputs, bool at_least, bool allow_fusion) {
   if (args.task == nullptr) return InvalidArgument("kernel: no task");
-  if (args.inputs.size() != inputs || args.outputs.size() != outputs) {
-    return OpError(args, "takes " + std::to_string(inputs) + " inputs and " +
-                             std::to_string(outputs) + " outputs, got " +
+  const bool inputs_ok = at_least ? args.inputs.size() >= inputs : args.inputs.size() == inputs;
+  if (!inputs_ok || args.outputs.size() != outputs) {
+    return OpError(args, std::string("takes ") + (at_least ? "at least " : "") + std::to_string(inputs) +
+                             " inputs and " + std::to_string(outputs) + " outputs, got " +
                              std::to_string(args.inputs.size()) + " and " +
                              std::to_string(args.outputs.size()));
   }
   return CheckCommon(args, allow_fusion);
 }
 
+}  // namespace
+
+Status CheckOperands(const KernelArgs& args, size_t inputs, size_t outputs, bool allow_fusion) {
+  return CheckCounts(args, inputs, outputs, /*at_least=*/false, allow_fusion);
+}
+
 Status CheckOperandsAtLeast(const KernelArgs& args, size_t min_inputs, size_t outputs) {
-  if (args.task == nullptr) return InvalidArgument("kernel: no task");
-  if (args.inputs.size() < min_inputs || args.outputs.size() != outputs) {
-    return OpError(args, "takes at least " + std::to_string(min_inputs) + " inputs and " +
-                             std::to_string(outputs) + " outputs, got " +
-                             std::to_string(args.inputs.size()) + " and " +
-                             std::to_string(args.outputs.size()));
-  }
-  return CheckCommon(args, false);
+  return CheckCounts(args, min_inputs, outputs, /*at_least=*/true, /*allow_fusion=*/false);
 }
 
 Status CheckDType(const KernelArgs& args, Operand o, DType want) {

@@ -131,26 +131,42 @@ Status Conv2DPrepare(const KernelArgs& args, PrepareContext& ctx,
   });
 }
 
-// dy [N,O,OH,OW], w [O,C,KH,KW] -> dx [N,C,H,W] (the output's shape).
-Status BackpropInputPrepare(const KernelArgs& args, PrepareContext& ctx,
-                            std::unique_ptr<KernelState>* state) {
+// What the two backward kernels check alike: dy [N,O,OH,OW] is input 0;
+// the forward x [N,C,H,W] and w [O,C,KH,KW] are input 1 and output 0 in
+// either order, each named by the operand it is.
+Result<ConvGeometry> BackwardGeometry(const KernelArgs& args, PrepareContext& ctx, Operand x_op,
+                                      Operand w_op) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 2, 1));
   SINKRT_ASSIGN_OR_RETURN(const fb::Conv2DOptions* opts, GetOptions<fb::Conv2DOptions>(args));
   SINKRT_RETURN_IF_ERROR(RequireDnnl(args, ctx));
   SINKRT_RETURN_IF_ERROR(CheckAllF32(args));
-  const TensorRef &dy = args.inputs[0], &w = args.inputs[1], &dx = args.outputs[0];
-  SINKRT_ASSIGN_OR_RETURN(const ConvGeometry g, Geometry(args, *opts, dx, Out(0), w, In(1)));
-  SINKRT_RETURN_IF_ERROR(CheckShape(args, In(0), g.y_shape(), YDesc(g) + " for a " +
-                                                              ShapeToString(dx.shape) + " output 0"));
+  const TensorRef& x = Get(args, x_op);
+  SINKRT_ASSIGN_OR_RETURN(const ConvGeometry g, Geometry(args, *opts, x, x_op, Get(args, w_op), w_op));
+  SINKRT_RETURN_IF_ERROR(CheckShape(args, In(0), g.y_shape(),
+                                    YDesc(g) + " for a " + ShapeToString(x.shape) + " " + x_op.Name()));
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
+  return g;
+}
+
+// convolution_backward_data or _weights, with the forward descriptor as hint.
+template <typename Backward>
+typename Backward::primitive_desc BackwardPd(const ConvGeometry& g, const dnnl::engine& engine) {
+  const dnnl::primitive_attr attr = MakeAttr(false);
+  const auto hint = ForwardPd(g, false, attr, engine);
+  const typename Backward::desc desc(dnnl::algorithm::convolution_direct, PlainDesc(g.x_shape()),
+                                     PlainDesc(g.w_shape()), PlainDesc(g.y_shape()), g.strides,
+                                     g.dilates, g.pad_l, g.pad_r);
+  return typename Backward::primitive_desc(desc, attr, engine, hint);
+}
+
+// dy [N,O,OH,OW], w [O,C,KH,KW] -> dx [N,C,H,W] (the output's shape).
+Status BackpropInputPrepare(const KernelArgs& args, PrepareContext& ctx,
+                            std::unique_ptr<KernelState>* state) {
+  SINKRT_ASSIGN_OR_RETURN(const ConvGeometry g, BackwardGeometry(args, ctx, Out(0), In(1)));
+  const TensorRef &dy = args.inputs[0], &w = args.inputs[1], &dx = args.outputs[0];
   return CatchDnnl(args, [&]() -> Status {
     const dnnl::engine& engine = ctx.dnnl->engine;
-    const dnnl::primitive_attr attr = MakeAttr(false);
-    const auto hint = ForwardPd(g, false, attr, engine);
-    const dnnl::convolution_backward_data::desc desc(
-        dnnl::algorithm::convolution_direct, PlainDesc(g.x_shape()), PlainDesc(g.w_shape()),
-        PlainDesc(g.y_shape()), g.strides, g.dilates, g.pad_l, g.pad_r);
-    const dnnl::convolution_backward_data::primitive_desc pd(desc, attr, engine, hint);
+    const auto pd = BackwardPd<dnnl::convolution_backward_data>(g, engine);
     auto s = std::make_unique<DnnlState>();
     s->Bind(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), engine, dy.data);
     s->Bind(DNNL_ARG_WEIGHTS, pd.weights_desc(), engine, w.data);
@@ -164,23 +180,11 @@ Status BackpropInputPrepare(const KernelArgs& args, PrepareContext& ctx,
 // dy [N,O,OH,OW], x [N,C,H,W] -> dw [O,C,KH,KW] (the output's shape).
 Status BackpropFilterPrepare(const KernelArgs& args, PrepareContext& ctx,
                              std::unique_ptr<KernelState>* state) {
-  SINKRT_RETURN_IF_ERROR(CheckOperands(args, 2, 1));
-  SINKRT_ASSIGN_OR_RETURN(const fb::Conv2DOptions* opts, GetOptions<fb::Conv2DOptions>(args));
-  SINKRT_RETURN_IF_ERROR(RequireDnnl(args, ctx));
-  SINKRT_RETURN_IF_ERROR(CheckAllF32(args));
+  SINKRT_ASSIGN_OR_RETURN(const ConvGeometry g, BackwardGeometry(args, ctx, In(1), Out(0)));
   const TensorRef &dy = args.inputs[0], &x = args.inputs[1], &dw = args.outputs[0];
-  SINKRT_ASSIGN_OR_RETURN(const ConvGeometry g, Geometry(args, *opts, x, In(1), dw, Out(0)));
-  SINKRT_RETURN_IF_ERROR(CheckShape(args, In(0), g.y_shape(), YDesc(g) + " for a " +
-                                                              ShapeToString(x.shape) + " input 1"));
-  SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
   return CatchDnnl(args, [&]() -> Status {
     const dnnl::engine& engine = ctx.dnnl->engine;
-    const dnnl::primitive_attr attr = MakeAttr(false);
-    const auto hint = ForwardPd(g, false, attr, engine);
-    const dnnl::convolution_backward_weights::desc desc(
-        dnnl::algorithm::convolution_direct, PlainDesc(g.x_shape()), PlainDesc(g.w_shape()),
-        PlainDesc(g.y_shape()), g.strides, g.dilates, g.pad_l, g.pad_r);
-    const dnnl::convolution_backward_weights::primitive_desc pd(desc, attr, engine, hint);
+    const auto pd = BackwardPd<dnnl::convolution_backward_weights>(g, engine);
     auto s = std::make_unique<DnnlState>();
     s->Bind(DNNL_ARG_SRC, pd.src_desc(), engine, x.data);
     s->Bind(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), engine, dy.data);

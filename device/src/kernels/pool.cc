@@ -100,64 +100,11 @@ Status CheckAllF32(const KernelArgs& args, std::initializer_list<Operand> ops) {
   return Status::Ok();
 }
 
-// x -> y, workspace
-Status MaxPoolPrepare(const KernelArgs& args, PrepareContext& ctx,
-                      std::unique_ptr<KernelState>* state) {
-  SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, 2));
-  SINKRT_RETURN_IF_ERROR(RequireDnnl(args, ctx));
-  SINKRT_RETURN_IF_ERROR(CheckAllF32(args, {In(0), Out(0)}));
-  const TensorRef &x = args.inputs[0], &y = args.outputs[0], &ws = args.outputs[1];
-  SINKRT_ASSIGN_OR_RETURN(const PoolGeometry g, Geometry(args, x, In(0)));
-  SINKRT_RETURN_IF_ERROR(CheckShape(args, Out(0), g.y_shape(), YDesc(g)));
-  SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
-  return CatchDnnl(args, [&]() -> Status {
-    const dnnl::engine& engine = ctx.dnnl->engine;
-    const auto pd = ForwardPd(g, dnnl::algorithm::pooling_max, MakeAttr(false), engine);
-    SINKRT_RETURN_IF_ERROR(CheckWorkspace(args, Out(1), g, pd.workspace_desc()));
-    auto s = std::make_unique<DnnlState>();
-    s->Bind(DNNL_ARG_SRC, pd.src_desc(), engine, x.data);
-    s->Bind(DNNL_ARG_DST, pd.dst_desc(), engine, y.data);
-    s->Bind(DNNL_ARG_WORKSPACE, pd.workspace_desc(), engine, ws.data);
-    s->Finish(pd, engine, ctx);
-    *state = std::move(s);
-    return Status::Ok();
-  });
-}
-
-// dy, x, workspace -> dx
-Status MaxPoolGradPrepare(const KernelArgs& args, PrepareContext& ctx,
-                          std::unique_ptr<KernelState>* state) {
-  SINKRT_RETURN_IF_ERROR(CheckOperands(args, 3, 1));
-  SINKRT_RETURN_IF_ERROR(RequireDnnl(args, ctx));
-  SINKRT_RETURN_IF_ERROR(CheckAllF32(args, {In(0), In(1), Out(0)}));
-  const TensorRef &dy = args.inputs[0], &ws = args.inputs[2], &dx = args.outputs[0];
-  SINKRT_ASSIGN_OR_RETURN(const PoolGeometry g, Geometry(args, dx, Out(0)));
-  SINKRT_RETURN_IF_ERROR(CheckShape(args, In(0), g.y_shape(), YDesc(g)));
-  SINKRT_RETURN_IF_ERROR(CheckSameShape(args, In(1), Out(0)));
-  SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
-  return CatchDnnl(args, [&]() -> Status {
-    const dnnl::engine& engine = ctx.dnnl->engine;
-    const dnnl::primitive_attr attr = MakeAttr(false);
-    const auto hint = ForwardPd(g, dnnl::algorithm::pooling_max, attr, engine);
-    SINKRT_RETURN_IF_ERROR(CheckWorkspace(args, In(2), g, hint.workspace_desc()));
-    const dnnl::pooling_backward::desc desc(dnnl::algorithm::pooling_max, PlainDesc(g.x_shape()),
-                                            PlainDesc(g.y_shape()), g.strides, g.kernel, g.pad_l,
-                                            g.pad_r);
-    const dnnl::pooling_backward::primitive_desc pd(desc, attr, engine, hint);
-    auto s = std::make_unique<DnnlState>();
-    s->Bind(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), engine, dy.data);
-    s->Bind(DNNL_ARG_WORKSPACE, hint.workspace_desc(), engine, ws.data);
-    s->Bind(DNNL_ARG_DIFF_SRC, pd.diff_src_desc(), engine, dx.data);
-    s->Finish(pd, engine, ctx);
-    *state = std::move(s);
-    return Status::Ok();
-  });
-}
-
-// x -> y
-Status AvgPoolPrepare(const KernelArgs& args, PrepareContext& ctx,
-                      std::unique_ptr<KernelState>* state) {
-  SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, 1));
+// x -> y, and with pooling_max the argmax workspace as output 1.
+template <dnnl::algorithm kAlgo>
+Status PoolPrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_ptr<KernelState>* state) {
+  constexpr bool kMax = kAlgo == dnnl::algorithm::pooling_max;
+  SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, kMax ? 2 : 1));
   SINKRT_RETURN_IF_ERROR(RequireDnnl(args, ctx));
   SINKRT_RETURN_IF_ERROR(CheckAllF32(args, {In(0), Out(0)}));
   const TensorRef &x = args.inputs[0], &y = args.outputs[0];
@@ -166,37 +113,42 @@ Status AvgPoolPrepare(const KernelArgs& args, PrepareContext& ctx,
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
   return CatchDnnl(args, [&]() -> Status {
     const dnnl::engine& engine = ctx.dnnl->engine;
-    const auto pd =
-        ForwardPd(g, dnnl::algorithm::pooling_avg_exclude_padding, MakeAttr(false), engine);
+    const auto pd = ForwardPd(g, kAlgo, MakeAttr(false), engine);
+    if constexpr (kMax) SINKRT_RETURN_IF_ERROR(CheckWorkspace(args, Out(1), g, pd.workspace_desc()));
     auto s = std::make_unique<DnnlState>();
     s->Bind(DNNL_ARG_SRC, pd.src_desc(), engine, x.data);
     s->Bind(DNNL_ARG_DST, pd.dst_desc(), engine, y.data);
+    if constexpr (kMax) s->Bind(DNNL_ARG_WORKSPACE, pd.workspace_desc(), engine, args.outputs[1].data);
     s->Finish(pd, engine, ctx);
     *state = std::move(s);
     return Status::Ok();
   });
 }
 
-// dy -> dx (the output's shape)
-Status AvgPoolGradPrepare(const KernelArgs& args, PrepareContext& ctx,
-                          std::unique_ptr<KernelState>* state) {
-  SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, 1));
+// dy -> dx (the output's shape); with pooling_max also x (input 1, dx's
+// shape) and the forward kernel's workspace (input 2).
+template <dnnl::algorithm kAlgo>
+Status PoolGradPrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_ptr<KernelState>* state) {
+  constexpr bool kMax = kAlgo == dnnl::algorithm::pooling_max;
+  SINKRT_RETURN_IF_ERROR(CheckOperands(args, kMax ? 3 : 1, 1));
   SINKRT_RETURN_IF_ERROR(RequireDnnl(args, ctx));
-  SINKRT_RETURN_IF_ERROR(CheckAllF32(args, {In(0), Out(0)}));
+  SINKRT_RETURN_IF_ERROR(kMax ? CheckAllF32(args, {In(0), In(1), Out(0)}) : CheckAllF32(args, {In(0), Out(0)}));
   const TensorRef &dy = args.inputs[0], &dx = args.outputs[0];
   SINKRT_ASSIGN_OR_RETURN(const PoolGeometry g, Geometry(args, dx, Out(0)));
   SINKRT_RETURN_IF_ERROR(CheckShape(args, In(0), g.y_shape(), YDesc(g)));
+  if constexpr (kMax) SINKRT_RETURN_IF_ERROR(CheckSameShape(args, In(1), Out(0)));
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
   return CatchDnnl(args, [&]() -> Status {
     const dnnl::engine& engine = ctx.dnnl->engine;
     const dnnl::primitive_attr attr = MakeAttr(false);
-    const auto algo = dnnl::algorithm::pooling_avg_exclude_padding;
-    const auto hint = ForwardPd(g, algo, attr, engine);
-    const dnnl::pooling_backward::desc desc(algo, PlainDesc(g.x_shape()), PlainDesc(g.y_shape()),
-                                            g.strides, g.kernel, g.pad_l, g.pad_r);
+    const auto hint = ForwardPd(g, kAlgo, attr, engine);
+    if constexpr (kMax) SINKRT_RETURN_IF_ERROR(CheckWorkspace(args, In(2), g, hint.workspace_desc()));
+    const dnnl::pooling_backward::desc desc(kAlgo, PlainDesc(g.x_shape()), PlainDesc(g.y_shape()), g.strides,
+                                            g.kernel, g.pad_l, g.pad_r);
     const dnnl::pooling_backward::primitive_desc pd(desc, attr, engine, hint);
     auto s = std::make_unique<DnnlState>();
     s->Bind(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), engine, dy.data);
+    if constexpr (kMax) s->Bind(DNNL_ARG_WORKSPACE, hint.workspace_desc(), engine, args.inputs[2].data);
     s->Bind(DNNL_ARG_DIFF_SRC, pd.diff_src_desc(), engine, dx.data);
     s->Finish(pd, engine, ctx);
     *state = std::move(s);
@@ -206,9 +158,10 @@ Status AvgPoolGradPrepare(const KernelArgs& args, PrepareContext& ctx,
 
 }  // namespace
 
-const KernelImpl kMaxPool2DKernel = {MaxPoolPrepare, DnnlRun};
-const KernelImpl kMaxPool2DGradKernel = {MaxPoolGradPrepare, DnnlRun};
-const KernelImpl kAvgPool2DKernel = {AvgPoolPrepare, DnnlRun};
-const KernelImpl kAvgPool2DGradKernel = {AvgPoolGradPrepare, DnnlRun};
+// Average pooling leaves padding out of the count.
+const KernelImpl kMaxPool2DKernel = {PoolPrepare<dnnl::algorithm::pooling_max>, DnnlRun};
+const KernelImpl kMaxPool2DGradKernel = {PoolGradPrepare<dnnl::algorithm::pooling_max>, DnnlRun};
+const KernelImpl kAvgPool2DKernel = {PoolPrepare<dnnl::algorithm::pooling_avg_exclude_padding>, DnnlRun};
+const KernelImpl kAvgPool2DGradKernel = {PoolGradPrepare<dnnl::algorithm::pooling_avg_exclude_padding>, DnnlRun};
 
 }  // namespace sinkrt::device

@@ -29,6 +29,13 @@ Status CheckF32(const KernelArgs& args) {
   return Status::Ok();
 }
 
+// Whether `from` broadcasts to exactly `to`: the pair SumToShape reduces
+// (dx to dy) and BroadcastTo expands (x to y).
+bool BroadcastsExactlyTo(const Shape& from, const Shape& to) {
+  Shape b;
+  return from.size() <= to.size() && BroadcastShapes(from, to, &b) && b == to;
+}
+
 template <bool kMean>
 Status ReducePrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, 1));
@@ -83,8 +90,7 @@ Status SumToShapePrepare(const KernelArgs& args, PrepareContext&,
   SINKRT_RETURN_IF_ERROR(CheckNoOptions(args));
   SINKRT_RETURN_IF_ERROR(CheckF32(args));
   const TensorRef &dy = args.inputs[0], &dx = args.outputs[0];
-  Shape b;
-  if (dx.rank() > dy.rank() || !BroadcastShapes(dx.shape, dy.shape, &b) || b != dy.shape) {
+  if (!BroadcastsExactlyTo(dx.shape, dy.shape)) {
     return OpError(args, "output 0 has shape " + ShapeToString(dx.shape) +
                              ", expected a shape that broadcasts to input 0's " +
                              ShapeToString(dy.shape));
@@ -102,8 +108,7 @@ Status BroadcastToPrepare(const KernelArgs& args, PrepareContext&,
   SINKRT_ASSIGN_OR_RETURN(const fb::AxisOptions* opts, GetOptions<fb::AxisOptions>(args));
   SINKRT_RETURN_IF_ERROR(CheckF32(args));
   const TensorRef &x = args.inputs[0], &y = args.outputs[0];
-  Shape b;
-  if (x.rank() > y.rank() || !BroadcastShapes(x.shape, y.shape, &b) || b != y.shape) {
+  if (!BroadcastsExactlyTo(x.shape, y.shape)) {
     return OpError(args, "input 0 has shape " + ShapeToString(x.shape) +
                              ", which does not broadcast to output 0's " +
                              ShapeToString(y.shape));

@@ -87,11 +87,7 @@ uint64_t GraphHash(const Graph& g) {
     h.U8(static_cast<uint8_t>(t.kind));
     const InitSpec& i = t.init;
     h.U8(static_cast<uint8_t>(i.kind));
-    h.F32(i.value);
-    h.F32(i.low);
-    h.F32(i.high);
-    h.F32(i.mean);
-    h.F32(i.stddev);
+    for (float v : {i.value, i.low, i.high, i.mean, i.stddev}) h.F32(v);
     h.U64(i.seed);
     h.I64(i.fan_in);
     h.I64(i.fan_out);

@@ -6,6 +6,14 @@
 
 namespace sinkrt::host {
 
+// The kind and seed; the factories below fill in their parameters.
+static InitSpec Seeded(fb::InitKind kind, uint64_t seed) {
+  InitSpec s;
+  s.kind = kind;
+  s.seed = seed;
+  return s;
+}
+
 InitSpec InitSpec::Constant(float v) {
   InitSpec s;
   s.kind = fb::InitKind::Constant;
@@ -14,27 +22,16 @@ InitSpec InitSpec::Constant(float v) {
 }
 
 InitSpec InitSpec::Uniform(float low, float high, uint64_t seed) {
-  InitSpec s;
-  s.kind = fb::InitKind::Uniform;
+  InitSpec s = Seeded(fb::InitKind::Uniform, seed);
   s.low = low;
   s.high = high;
-  s.seed = seed;
   return s;
 }
 
 InitSpec InitSpec::Normal(float mean, float stddev, uint64_t seed) {
-  InitSpec s;
-  s.kind = fb::InitKind::Normal;
+  InitSpec s = Seeded(fb::InitKind::Normal, seed);
   s.mean = mean;
   s.stddev = stddev;
-  s.seed = seed;
-  return s;
-}
-
-static InitSpec Seeded(fb::InitKind kind, uint64_t seed) {
-  InitSpec s;
-  s.kind = kind;
-  s.seed = seed;
   return s;
 }
 

@@ -39,6 +39,13 @@ void ReadStridesAndPads(const T* o, OpAttrs& a) {
   a.pad_right = o->pad_right();
 }
 
+// The fields every optimizer's options share.
+template <typename T>
+void ReadRateAndDecay(const T* o, OpAttrs& a) {
+  a.learning_rate = o->learning_rate();
+  a.weight_decay = o->weight_decay();
+}
+
 }  // namespace
 
 fb::OpOptions OpOptionsTypeFor(fb::OpCode op) {
@@ -150,27 +157,20 @@ Result<OpAttrs> OpAttrsFromOptions(fb::OpCode op, fb::OpOptions type, const void
       break;
     }
     case OpOptions::FillOptions: a.value = OrDefault<fb::FillOptions>(options)->value(); break;
-    case OpOptions::SgdOptions: {
-      const auto* o = OrDefault<fb::SgdOptions>(options);
-      a.learning_rate = o->learning_rate();
-      a.weight_decay = o->weight_decay();
-      break;
-    }
+    case OpOptions::SgdOptions: ReadRateAndDecay(OrDefault<fb::SgdOptions>(options), a); break;
     case OpOptions::MomentumOptions: {
       const auto* o = OrDefault<fb::MomentumOptions>(options);
-      a.learning_rate = o->learning_rate();
+      ReadRateAndDecay(o, a);
       a.momentum = o->momentum();
       a.nesterov = o->nesterov();
-      a.weight_decay = o->weight_decay();
       break;
     }
     case OpOptions::AdamOptions: {
       const auto* o = OrDefault<fb::AdamOptions>(options);
-      a.learning_rate = o->learning_rate();
+      ReadRateAndDecay(o, a);
       a.beta1 = o->beta1();
       a.beta2 = o->beta2();
       a.epsilon = o->epsilon();
-      a.weight_decay = o->weight_decay();
       break;
     }
     default: break;

@@ -54,25 +54,25 @@ struct Min {
 
 // Loads and stores through memcpy: segments of a byte buffer need not be
 // aligned for T, and the compiler turns these into plain vector moves.
-template <typename T, template <typename> class F>
-void Kernel(uint8_t* __restrict dst, const uint8_t* __restrict src, size_t count, bool src_first) {
-  if (src_first) {
-    for (size_t i = 0; i < count; ++i) {
-      T a, b;
-      std::memcpy(&a, src + i * sizeof(T), sizeof(T));
-      std::memcpy(&b, dst + i * sizeof(T), sizeof(T));
-      T r = F<T>::Apply(a, b);
-      std::memcpy(dst + i * sizeof(T), &r, sizeof(T));
-    }
-  } else {
-    for (size_t i = 0; i < count; ++i) {
-      T a, b;
-      std::memcpy(&a, dst + i * sizeof(T), sizeof(T));
-      std::memcpy(&b, src + i * sizeof(T), sizeof(T));
-      T r = F<T>::Apply(a, b);
-      std::memcpy(dst + i * sizeof(T), &r, sizeof(T));
-    }
+// kSrcFirst (which operand F sees first) is a template argument so that each
+// loop is compiled for one order, with no branch inside it.
+template <typename T, template <typename> class F, bool kSrcFirst>
+void Loop(uint8_t* __restrict dst, const uint8_t* __restrict src, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    T d, s;
+    std::memcpy(&d, dst + i * sizeof(T), sizeof(T));
+    std::memcpy(&s, src + i * sizeof(T), sizeof(T));
+    T r = kSrcFirst ? F<T>::Apply(s, d) : F<T>::Apply(d, s);
+    std::memcpy(dst + i * sizeof(T), &r, sizeof(T));
   }
+}
+
+template <typename T, template <typename> class F>
+void Kernel(uint8_t* dst, const uint8_t* src, size_t count, bool src_first) {
+  if (src_first)
+    Loop<T, F, true>(dst, src, count);
+  else
+    Loop<T, F, false>(dst, src, count);
 }
 
 void Bf16Kernel(uint8_t* __restrict dst, const uint8_t* __restrict src, size_t count, ReduceOp op, bool src_first) {
