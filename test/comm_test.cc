@@ -18,6 +18,7 @@
 #include "sinkrt/device/device_options.h"
 #include "sinkrt/device/listening_inbox.h"
 #include "comm/algorithms/reduce.h"
+#include "sinkrt/runtime/hello.h"
 #include "sinkrt/runtime/wire.h"
 
 namespace sinkrt::device {
@@ -768,13 +769,12 @@ TEST(CommRendezvous, WrongJobIsRefusedNamingBothJobs) {
 std::unique_ptr<FrameSocket> FakePeer(const Address& to, int rank, uint64_t job) {
   auto s = FrameSocket::Connect(to, milliseconds(2000));
   EXPECT_TRUE(s.ok());
+  HelloFields hello;
+  hello.role = fb::PeerRole::Device;
+  hello.rank = rank;
+  hello.job = job;
   flatbuffers::FlatBufferBuilder fbb;
-  fb::HelloBuilder hb(fbb);
-  hb.add_role(fb::PeerRole::Device);
-  hb.add_rank(rank);
-  hb.add_job(job);
-  hb.add_protocol_major(kProtocolMajor);
-  FinishMessage(fbb, fb::MessageBody::Hello, hb.Finish().Union());
+  BuildHello(fbb, hello);
   EXPECT_TRUE((*s)->Send(fbb).ok());
   return std::move(s).value();
 }
