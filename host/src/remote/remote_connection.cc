@@ -79,8 +79,16 @@ RemoteOptions RemoteOptions::FromEnvironment() {
   if (auto ms = EnvMilliseconds("SINKRT_PUSH_TIMEOUT_MS")) o.push_timeout = *ms;
   if (auto ms = EnvMilliseconds("SINKRT_SINK_TIMEOUT_MS")) o.sink_timeout = *ms;
   if (auto ms = EnvMilliseconds("SINKRT_REPLY_TIMEOUT_MS")) o.reply_timeout = *ms;
-  if (auto ms = EnvMilliseconds("SINKRT_PEER_TIMEOUT_MS")) o.peer_timeout = *ms;
+  // As the daemons resolve them (DeviceOptions::FromEnvironment).
+  const PeerTimeouts peer = PeerTimeoutsFromEnvironment({o.peer_timeout, o.rendezvous_timeout});
+  o.peer_timeout = peer.peer;
+  o.rendezvous_timeout = peer.rendezvous;
   return o;
+}
+
+milliseconds RemoteOptions::join_timeout() const {
+  const milliseconds rendezvous = PeerTimeouts{peer_timeout, rendezvous_timeout}.effective_rendezvous();
+  return std::max(reply_timeout, Sane(rendezvous) + milliseconds(10000));
 }
 
 Result<std::unique_ptr<RemoteConnection>> RemoteConnection::Open(const Address& address, RemoteOptions options) {

@@ -1,6 +1,5 @@
 #include "sinkrt/host/remote_device.h"
 
-#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <vector>
@@ -12,8 +11,6 @@
 
 namespace sinkrt::host {
 namespace {
-
-using std::chrono::milliseconds;
 
 // The bytes a queue column occupies, as the device sizes its slots.
 uint64_t ColumnBytes(const fb::QueueColumn& c) {
@@ -355,10 +352,9 @@ Status RemoteDevice::JoinWorld(const WorldSpec& world) {
   auto mv = fbb.CreateVector(members);
   FinishMessage(fbb, fb::MessageBody::JoinWorld, fb::CreateJoinWorld(fbb, world.job, world.rank, mv).Union());
   // Every member blocks until the last one has joined; the daemon gives up
-  // after its peer timeout and says which members never came.
-  const milliseconds timeout = std::max(c.options.reply_timeout, Sane(c.options.peer_timeout) + milliseconds(10000));
+  // after its rendezvous timeout and says which members never came.
   bool daemon_error = false;
-  auto r = c.Request(fbb, {}, fb::MessageBody::Joined, what, timeout, &daemon_error);
+  auto r = c.Request(fbb, {}, fb::MessageBody::Joined, what, c.options.join_timeout(), &daemon_error);
   // The daemon's Error names its rank and the members that did not come;
   // the address is added here. Local failures name both already.
   if (!r.ok()) return daemon_error ? r.status().WithContext(c.address.ToString()) : r.status();
