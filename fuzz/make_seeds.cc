@@ -22,6 +22,7 @@
 #include "sinkrt/host/graph.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/runtime/format.h"
+#include "sinkrt/runtime/hello.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 #include "sinkrt/runtime/wire.h"
 
@@ -52,11 +53,16 @@ std::vector<uint8_t> Bytes(size_t n, uint8_t seed) {
 }
 
 std::vector<uint8_t> Hello(fb::PeerRole role, int rank, const char* token, uint64_t job = 0) {
+  HelloFields hello;
+  hello.role = role;
+  hello.rank = rank;
+  hello.token = token;
+  hello.software = "sinkrt 0.1.0";
+  hello.cores = 2;
+  hello.pid = 4242;
+  hello.job = job;
   flatbuffers::FlatBufferBuilder fbb;
-  auto tok = fbb.CreateString(token);
-  auto sw = fbb.CreateString("sinkrt 0.1.0");
-  auto body = fb::CreateHello(fbb, kProtocolMajor, kProtocolMinor, role, rank, tok, sw, false, 2, 4242, job);
-  FinishMessage(fbb, fb::MessageBody::Hello, body.Union());
+  BuildHello(fbb, hello);
   return Frame(fbb);
 }
 

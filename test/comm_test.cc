@@ -18,6 +18,9 @@
 #include "sinkrt/device/device_options.h"
 #include "sinkrt/device/listening_inbox.h"
 #include "comm/algorithms/reduce.h"
+#include "sinkrt/host/remote_device.h"
+#include "sinkrt/runtime/env.h"
+#include "sinkrt/runtime/hello.h"
 #include "sinkrt/runtime/wire.h"
 
 namespace sinkrt::device {
@@ -708,6 +711,38 @@ TEST(CommTimeouts, EnvironmentResolution) {
   }
 }
 
+// A host reads the same variables the same way, and its JoinWorld outwaits
+// the daemons' rendezvous so their verdict (which member never came) is
+// what the host reports, even when HCCL_CONNECT_TIMEOUT exceeds the peer wait.
+TEST(CommTimeouts, HostJoinWaitFollowsTheDaemonsRendezvous) {
+  using std::chrono::seconds;
+  struct Case {
+    const char* sinkrt_ms;
+    const char* exec_s;
+    const char* connect_s;
+    milliseconds rendezvous;
+  };
+  for (const Case& c : {Case{nullptr, nullptr, nullptr, seconds(300)}, Case{nullptr, "7", nullptr, seconds(300)},
+                        Case{nullptr, nullptr, "900", seconds(900)}, Case{nullptr, "7", "5", seconds(5)},
+                        Case{"1234", "7", "900", milliseconds(1234)}}) {
+    ScopedEnv env{{"SINKRT_PEER_TIMEOUT_MS", c.sinkrt_ms}, {"HCCL_EXEC_TIMEOUT", c.exec_s},
+                  {"HCCL_CONNECT_TIMEOUT", c.connect_s}, {"SINKRT_REPLY_TIMEOUT_MS", "1000"}};
+    const DeviceOptions device = DeviceOptions::FromEnvironment();
+    const host::RemoteOptions remote = host::RemoteOptions::FromEnvironment();
+    const PeerTimeouts resolved = PeerTimeoutsFromEnvironment({});
+    EXPECT_EQ(device.effective_rendezvous_timeout(), c.rendezvous);
+    EXPECT_EQ(resolved.effective_rendezvous(), c.rendezvous);
+    EXPECT_EQ(remote.peer_timeout, device.peer_timeout);
+    EXPECT_EQ(remote.rendezvous_timeout, device.rendezvous_timeout);
+    EXPECT_EQ(remote.join_timeout(), c.rendezvous + seconds(10));
+  }
+  // Never less than the bound on any other reply.
+  host::RemoteOptions o;
+  o.peer_timeout = seconds(1);
+  o.reply_timeout = seconds(60);
+  EXPECT_EQ(o.join_timeout(), seconds(60));
+}
+
 // CommOptions as a device builds them from its DeviceOptions.
 CommOptions FromDevice(const DeviceOptions& d, bool shm) {
   CommOptions o = TestOptions(shm, d.peer_timeout);
@@ -768,13 +803,12 @@ TEST(CommRendezvous, WrongJobIsRefusedNamingBothJobs) {
 std::unique_ptr<FrameSocket> FakePeer(const Address& to, int rank, uint64_t job) {
   auto s = FrameSocket::Connect(to, milliseconds(2000));
   EXPECT_TRUE(s.ok());
+  HelloFields hello;
+  hello.role = fb::PeerRole::Device;
+  hello.rank = rank;
+  hello.job = job;
   flatbuffers::FlatBufferBuilder fbb;
-  fb::HelloBuilder hb(fbb);
-  hb.add_role(fb::PeerRole::Device);
-  hb.add_rank(rank);
-  hb.add_job(job);
-  hb.add_protocol_major(kProtocolMajor);
-  FinishMessage(fbb, fb::MessageBody::Hello, hb.Finish().Union());
+  BuildHello(fbb, hello);
   EXPECT_TRUE((*s)->Send(fbb).ok());
   return std::move(s).value();
 }

@@ -16,6 +16,7 @@
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/remote_device.h"
+#include "sinkrt/runtime/hello.h"
 #include "sinkrt/runtime/wire_socket.h"
 #include "support/model_fixtures.h"
 #include "support/sinkd_process.h"
@@ -47,14 +48,12 @@ std::unique_ptr<FrameSocket> Dial(const Address& a) {
 
 Status SendHello(FrameSocket& s, fb::PeerRole role = fb::PeerRole::Host, const std::string& token = "",
                  uint16_t major = kProtocolMajor) {
+  HelloFields hello;
+  hello.protocol_major = major;
+  hello.role = role;
+  hello.token = token;
   flatbuffers::FlatBufferBuilder fbb;
-  auto t = fbb.CreateString(token);
-  fb::HelloBuilder hb(fbb);
-  hb.add_protocol_major(major);
-  hb.add_protocol_minor(kProtocolMinor);
-  hb.add_role(role);
-  hb.add_token(t);
-  FinishMessage(fbb, fb::MessageBody::Hello, hb.Finish().Union());
+  BuildHello(fbb, hello);
   return s.Send(fbb);
 }
 

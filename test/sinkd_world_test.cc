@@ -26,6 +26,7 @@
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/remote_device.h"
+#include "sinkrt/runtime/hello.h"
 #include "sinkrt/runtime/wire_socket.h"
 #include "support/feeder.h"
 #include "support/sinkd_process.h"
@@ -251,15 +252,13 @@ Status SendMessage(FrameSocket& s, fb::MessageBody type, Build build,
 }
 
 Status SendHello(FrameSocket& s, fb::PeerRole role, int rank = -1, uint64_t job = 0) {
-  return SendMessage(s, fb::MessageBody::Hello, [&](flatbuffers::FlatBufferBuilder& fbb) {
-    fb::HelloBuilder hb(fbb);
-    hb.add_protocol_major(kProtocolMajor);
-    hb.add_protocol_minor(kProtocolMinor);
-    hb.add_role(role);
-    hb.add_rank(rank);
-    hb.add_job(job);
-    return hb.Finish().Union();
-  });
+  HelloFields hello;
+  hello.role = role;
+  hello.rank = rank;
+  hello.job = job;
+  flatbuffers::FlatBufferBuilder fbb;
+  BuildHello(fbb, hello);
+  return s.Send(fbb);
 }
 
 // The next frame other than Credit; Error frames become the Status.
@@ -548,9 +547,10 @@ Result<std::string> RawHostHello(FrameSocket& s) {
   SINKRT_RETURN_IF_ERROR(SendHello(s, fb::PeerRole::Host));
   InFrame hello;
   SINKRT_RETURN_IF_ERROR(s.Receive(&hello, DeadlineIn(10s)));
-  const fb::Hello* h = hello.type() == fb::MessageBody::Hello ? hello.message->body_as_Hello() : nullptr;
-  if (!h || !h->host_id()) return Internal("the daemon did not answer with a Hello carrying its host id");
-  return h->host_id()->str();
+  if (hello.type() != fb::MessageBody::Hello) return Internal("the daemon did not answer with a Hello");
+  std::string host_id = ReadHello(*hello.message->body_as_Hello()).host_id;
+  if (host_id.empty()) return Internal("the daemon's Hello carries no host id");
+  return host_id;
 }
 
 Status SendJoinWorld(FrameSocket& s, uint64_t job, uint32_t rank, const std::vector<PeerEndpoint>& members) {

@@ -15,6 +15,7 @@
 #include "sink_worker.h"
 #include "sinkrt/device/communicator.h"
 #include "sinkrt/device/executor.h"
+#include "sinkrt/runtime/hello.h"
 #include "sinkrt/runtime/wire_socket.h"
 
 namespace sinkrt::device {
@@ -205,20 +206,15 @@ void Daemon::State::Reap() {
 }
 
 void Daemon::State::SendHello(FrameSocket& socket, bool busy) {
+  HelloFields hello;
+  hello.role = fb::PeerRole::Device;
+  hello.rank = options.rank;
+  hello.busy = busy;
+  hello.cores = options.device.threads > 0 ? options.device.threads : AvailableCores();
+  hello.pid = static_cast<uint32_t>(::getpid());
+  hello.host_id = host_id;
   flatbuffers::FlatBufferBuilder fbb(128);
-  auto software = fbb.CreateString("sinkrt " SINKRT_VERSION_STRING);
-  auto host = fbb.CreateString(host_id);
-  fb::HelloBuilder hb(fbb);
-  hb.add_protocol_major(kProtocolMajor);
-  hb.add_protocol_minor(kProtocolMinor);
-  hb.add_role(fb::PeerRole::Device);
-  hb.add_rank(options.rank);
-  hb.add_software(software);
-  hb.add_busy(busy);
-  hb.add_cores(options.device.threads > 0 ? options.device.threads : AvailableCores());
-  hb.add_pid(static_cast<uint32_t>(::getpid()));
-  hb.add_host_id(host);
-  FinishMessage(fbb, fb::MessageBody::Hello, hb.Finish().Union());
+  BuildHello(fbb, hello);
   (void)socket.Send(fbb);
 }
 
@@ -255,7 +251,7 @@ void Daemon::State::Serve(Connection& c) {
   };
   if (hello.protocol_major() != kProtocolMajor)
     return refuse(Unimplemented("protocol version " + ProtocolVersion(hello.protocol_major(), hello.protocol_minor()) +
-                                " is not supported: this sinkd (sinkrt " SINKRT_VERSION_STRING ") speaks " +
+                                " is not supported: this sinkd (" + kSoftwareName + ") speaks " +
                                 ProtocolVersion(kProtocolMajor, kProtocolMinor)));
   if (!options.token.empty() && (!hello.token() || hello.token()->str() != options.token))
     return refuse(PermissionDenied(std::string(hello.token() && hello.token()->size() ? "wrong" : "missing") +

@@ -33,6 +33,7 @@
 #include "comm/algorithms/op.h"
 #include "comm/transport/socket_mesh.h"
 #include "comm/wire/comm_wire.h"
+#include "sinkrt/runtime/hello.h"
 #include "sinkrt/runtime/wire.h"
 
 namespace sinkrt::device {
@@ -42,19 +43,14 @@ std::string RankText(uint32_t r) { return "rank " + std::to_string(r); }
 std::string Ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
 
 Status SendHello(FrameSocket& s, uint32_t rank, uint64_t job, const std::string& token = "") {
+  HelloFields hello;
+  hello.role = fb::PeerRole::Device;
+  hello.rank = static_cast<int32_t>(rank);
+  hello.token = token;
+  hello.pid = static_cast<uint32_t>(::getpid());
+  hello.job = job;
   flatbuffers::FlatBufferBuilder fbb(128);
-  auto software = fbb.CreateString("sinkrt " SINKRT_VERSION_STRING);
-  auto token_offset = token.empty() ? 0 : fbb.CreateString(token);
-  fb::HelloBuilder hb(fbb);
-  hb.add_protocol_major(kProtocolMajor);
-  hb.add_protocol_minor(kProtocolMinor);
-  hb.add_role(fb::PeerRole::Device);
-  hb.add_rank(static_cast<int32_t>(rank));
-  hb.add_software(software);
-  hb.add_pid(static_cast<uint32_t>(::getpid()));
-  hb.add_job(job);
-  if (!token.empty()) hb.add_token(token_offset);
-  FinishMessage(fbb, fb::MessageBody::Hello, hb.Finish().Union());
+  BuildHello(fbb, hello);
   return s.Send(fbb);
 }
 

@@ -40,12 +40,18 @@ struct RemoteOptions {
   // Bound on waiting for SinkDone; 0 waits as long as the connection lives
   // (a sink's length depends on its steps). SINKRT_SINK_TIMEOUT_MS.
   std::chrono::milliseconds sink_timeout{0};
-  // The daemons' peer timeout (SINKRT_PEER_TIMEOUT_MS): JoinWorld waits at
-  // least this plus 10 s, so the daemon's own verdict (the members that did
-  // not come) arrives before the host gives up.
+  // The daemons' peer and rendezvous timeouts (0: peer_timeout), read from
+  // the environment as the daemons read them (PeerTimeoutsFromEnvironment:
+  // SINKRT_PEER_TIMEOUT_MS, else HCCL_EXEC_TIMEOUT and HCCL_CONNECT_TIMEOUT).
   std::chrono::milliseconds peer_timeout{std::chrono::seconds(300)};
+  std::chrono::milliseconds rendezvous_timeout{0};
 
   static RemoteOptions FromEnvironment();
+
+  // How long JoinWorld waits for Joined: the daemons' rendezvous timeout
+  // plus 10 s, so their own verdict (the members that did not come)
+  // arrives before the host gives up; never less than reply_timeout.
+  std::chrono::milliseconds join_timeout() const;
 };
 
 // What a daemon said about itself in its Hello.

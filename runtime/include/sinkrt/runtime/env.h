@@ -12,9 +12,32 @@ namespace sinkrt {
 // variable is unset or not a number (a typo must not become "0 = forever").
 std::optional<std::chrono::milliseconds> EnvMilliseconds(const char* name);
 
+// As EnvMilliseconds, but 0 is ignored too: for bounds where 0 would mean
+// "fail at once" rather than "no bound".
+std::optional<std::chrono::milliseconds> EnvPositiveMilliseconds(const char* name);
+
 // The connect/handshake timeout: SINKRT_CONNECT_TIMEOUT_MS, else
 // HCCL_CONNECT_TIMEOUT (seconds, as MindSpore users already set it), else
 // `fallback`.
 std::chrono::milliseconds ConnectTimeoutFromEnvironment(std::chrono::milliseconds fallback);
+
+// How long devices wait for their peers: the daemons bound their waits by
+// these, and a host driving them waits a little longer so that the
+// daemons' verdict (which peer did not come) reaches it first.
+struct PeerTimeouts {
+  // Every wait inside a collective.
+  std::chrono::milliseconds peer{std::chrono::seconds(300)};
+  // Joining a world (dials, handshakes, Barrier #0); 0: `peer`.
+  std::chrono::milliseconds rendezvous{0};
+
+  std::chrono::milliseconds effective_rendezvous() const { return rendezvous.count() > 0 ? rendezvous : peer; }
+};
+
+// `defaults` overridden by SINKRT_PEER_TIMEOUT_MS (both waits, in ms), else
+// by HCCL_EXEC_TIMEOUT (the collectives) and HCCL_CONNECT_TIMEOUT (joining),
+// in seconds as MindSpore users set them. Zero or not a number is ignored.
+// HCCL_EXEC_TIMEOUT alone leaves joining at the default peer wait rather
+// than have it follow the collectives.
+PeerTimeouts PeerTimeoutsFromEnvironment(PeerTimeouts defaults);
 
 }  // namespace sinkrt
