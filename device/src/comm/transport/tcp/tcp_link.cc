@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "comm/transport/futex.h"
+#include "sinkrt/runtime/clock.h"
 
 namespace sinkrt::device {
 namespace {
@@ -21,11 +22,6 @@ bool Expired(const Deadline& d) { return d && std::chrono::steady_clock::now() >
 // An op thread asleep in the op poll wakes at least this often (it also
 // keeps its links' reading duty from falling back to the I/O thread).
 constexpr int64_t kOpSleepSliceNs = 5'000'000;
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace
 
