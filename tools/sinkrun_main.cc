@@ -2,7 +2,7 @@
 // local sinkd daemons.
 //
 //   sinkrun train --model mlp|lenet | --graph FILE | --streams DIR
-//                 --data fashion-mnist[:DIR]|synthetic[:N]
+//                 [--data fashion-mnist[:DIR]|synthetic[:N]]
 //                 [--epochs 5] [--batch 64] [--optimizer sgd|momentum|adam]
 //                 [--lr 0.01] [--momentum 0.9] [--seed 1]
 //                 [--sink-size -1 | --no-sink] [--threads N] [--report FILE]
@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
   train->add_option("--data", f.data,
                     "fashion-mnist[:DIR] (IDX files, raw or .gz; default DIR " + std::string(tools::kFashionMnistDir) +
                         ") or synthetic[:N] (a generated stand-in, N training samples, default 60000)")
-      ->required();
+      ->default_val("fashion-mnist");
   train->add_option("--epochs", f.epochs, "epochs (sinks in sink mode)")
       ->check(tools::PositiveInteger())
       ->capture_default_str();
