@@ -232,6 +232,31 @@ TEST_F(SinkrunTest, UnwritableReportFailsBeforeTraining) {
   EXPECT_EQ(r.out.find("epoch:"), std::string::npos) << r.out;
 }
 
+// A checkpoint that cannot be written is found before training, not after
+// it with the eval and summary lines lost.
+TEST_F(SinkrunTest, UnwritableCheckpointFailsBeforeTraining) {
+  const std::string base = "train --model mlp --data synthetic:256 --batch 32 --epochs 1";
+  const fs::path missing = dir_ / "no-dir" / "model.ckpt";
+  ExpectRefused(base + " --save-checkpoint '" + missing.string() + "'", (dir_ / "no-dir").string(), 1);
+  ExpectRefused(base + " --save-checkpoint /sys/sinkrun.ckpt", "/sys", 1);  // read-only, even for root
+  fs::create_directories(dir_ / "sub");
+  ExpectRefused(base + " --save-checkpoint '" + (dir_ / "sub").string() + "'", "is a directory", 1);
+  EXPECT_FALSE(fs::exists(dir_ / "sub.tmp"));
+}
+
+// The checkpoint's temporary sits in its directory and is gone afterwards.
+TEST_F(SinkrunTest, SavedCheckpointLeavesOnlyItself) {
+  fs::create_directories(dir_ / "ck");
+  const fs::path ckpt = dir_ / "ck" / "model.ckpt";
+  RunResult r = Run("train --model mlp --data synthetic:256 --batch 32 --epochs 1 --save-checkpoint '" +
+                    ckpt.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("Eval result"), std::string::npos) << r.out;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir_ / "ck")) names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"model.ckpt"});
+}
+
 TEST_F(SinkrunTest, BadFlagsAreRefused) {
   const std::string base = "train --model mlp --data synthetic:256 --batch 32";
   ExpectRefused(base + " --epochs 0", "--epochs");

@@ -1,11 +1,17 @@
 // sinkrun train: checks the job, builds the data pipeline and the model,
 // trains, evaluates, and prints MindSpore's monitor lines (sinkrun_main.cc
 // has the command line).
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -163,6 +169,27 @@ Status CheckColumns(const std::vector<host::ColumnSpec>& want, const std::vector
   return Status::Ok();
 }
 
+// --save-checkpoint writes after training: whatever would stop it there
+// (no such directory, no permission, a read-only filesystem, a directory in
+// the way) is found now, by creating and removing a file where the
+// checkpoint's temporary will go.
+Status CheckCheckpointPath(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  std::error_code ec;
+  if (fs::is_directory(target, ec)) return InvalidArgument("'" + path + "' is a directory");
+  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  if (!fs::is_directory(dir, ec))
+    return NotFound("'" + path + "': the directory '" + dir.string() + "' does not exist");
+  const fs::path probe = dir / ("." + target.filename().string() + ".probe." + std::to_string(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return PermissionDenied("'" + path + "': cannot create a file in '" + dir.string() + "': " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return Status::Ok();
+}
+
 double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 }  // namespace
@@ -302,6 +329,10 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   if (job || graph_file) {
     Status matches = CheckColumns(inputs, train_data->output_columns());
     if (!matches.ok()) return Failure(network + " does not match --data " + data->describe() + ": " + matches.message());
+  }
+  if (!f.save_checkpoint.empty()) {
+    Status writable = CheckCheckpointPath(f.save_checkpoint);
+    if (!writable.ok()) return Failure("--save-checkpoint " + writable.message());
   }
   std::unique_ptr<host::ReportCallback> report;
   if (!f.report.empty()) {
