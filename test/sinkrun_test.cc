@@ -257,6 +257,19 @@ TEST_F(SinkrunTest, SavedCheckpointLeavesOnlyItself) {
   EXPECT_EQ(names, std::vector<std::string>{"model.ckpt"});
 }
 
+TEST_F(SinkrunTest, EmptyOrCollidingOutputFilesAreRefused) {
+  const std::string base = "train --model mlp --data synthetic:256 --batch 32 --epochs 1";
+  ExpectRefused(base + " --save-checkpoint ''", "--save-checkpoint needs a file name");
+  RunResult r = Run(base + " --report ''");
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("--report needs a file name"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("epoch:"), std::string::npos) << r.out;
+  // The same file, spelled differently.
+  fs::create_directories(dir_ / "sub");
+  ExpectRefused(base + " --save-checkpoint '" + (dir_ / "sub" / ".." / "report.jsonl").string() + "'",
+                "name the same file");
+}
+
 TEST_F(SinkrunTest, BadFlagsAreRefused) {
   const std::string base = "train --model mlp --data synthetic:256 --batch 32";
   ExpectRefused(base + " --epochs 0", "--epochs");

@@ -169,6 +169,15 @@ Status CheckColumns(const std::vector<host::ColumnSpec>& want, const std::vector
   return Status::Ok();
 }
 
+// Whether two paths name one file, whether or not it exists yet.
+bool SameFile(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ea, eb;
+  const fs::path pa = fs::weakly_canonical(fs::absolute(a, ea), ea), pb = fs::weakly_canonical(fs::absolute(b, eb), eb);
+  if (ea || eb) return a == b;
+  return pa == pb;
+}
+
 // --save-checkpoint writes after training: whatever would stop it there
 // (no such directory, no permission, a read-only filesystem, a directory in
 // the way) is found now, by creating and removing a file where the
@@ -206,6 +215,12 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   if (f.threads > 0 && !f.rank_table.empty())
     return Usage("--threads: the daemons of a rank table (" + f.rank_table_source +
                  ") run with the --threads they were started with");
+  for (const auto& [flag, value] : {std::pair<const char*, const std::string&>{"--report", f.report},
+                                    {"--save-checkpoint", f.save_checkpoint}})
+    if (cmd.count(flag) && value.empty()) return Usage(std::string(flag) + " needs a file name, got ''");
+  if (!f.report.empty() && !f.save_checkpoint.empty() && SameFile(f.report, f.save_checkpoint))
+    return Usage("--report and --save-checkpoint name the same file (" + f.save_checkpoint +
+                 "): one would overwrite the other");
   if (!(f.lr > 0) || !std::isfinite(f.lr)) return Usage("--lr must be a positive number, got " + Num(f.lr));
   if (!(f.momentum >= 0 && f.momentum < 1))
     return Usage("--momentum must be in [0, 1), got " + Num(f.momentum));
