@@ -270,6 +270,14 @@ TEST_F(SinkrunTest, EmptyOrCollidingOutputFilesAreRefused) {
                 "name the same file");
 }
 
+TEST_F(SinkrunTest, OutOfRangeNumbersAreRefusedWithTheRange) {
+  const std::string base = "train --model mlp --data synthetic:256 --batch 32 --epochs 1";
+  ExpectRefused(base + " --seed -1", "[0, 18446744073709551615], got '-1'");
+  ExpectRefused(base + " --lr 1e-50", "f32's range");  // underflows to 0 in f32
+  ExpectRefused(base + " --lr 1e39", "f32's range");   // overflows to inf in f32
+  ExpectRefused(base + " --threads 1000", "cores this process may use");
+}
+
 TEST_F(SinkrunTest, BadFlagsAreRefused) {
   const std::string base = "train --model mlp --data synthetic:256 --batch 32";
   ExpectRefused(base + " --epochs 0", "--epochs");

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,6 +24,7 @@
 
 #include "parallel_flags.h"
 #include "sinkrun.h"
+#include "sinkrt/device/executor.h"
 #include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/dataset.h"
@@ -221,7 +223,14 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   if (!f.report.empty() && !f.save_checkpoint.empty() && SameFile(f.report, f.save_checkpoint))
     return Usage("--report and --save-checkpoint name the same file (" + f.save_checkpoint +
                  "): one would overwrite the other");
-  if (!(f.lr > 0) || !std::isfinite(f.lr)) return Usage("--lr must be a positive number, got " + Num(f.lr));
+  // The devices compute in f32: a value that underflows to 0 or overflows
+  // to inf there would train with lr 0 or fail only at compile.
+  if (const float lr = static_cast<float>(f.lr); !(lr > 0) || !std::isfinite(lr))
+    return Usage("--lr must be a positive number within f32's range [" + Num(std::numeric_limits<float>::denorm_min()) +
+                 ", " + Num(std::numeric_limits<float>::max()) + "], got " + Num(f.lr));
+  if (const int cores = device::AvailableCores(); f.threads > cores)
+    return Usage("--threads " + std::to_string(f.threads) + ": this machine has " + std::to_string(cores) +
+                 (cores == 1 ? " core" : " cores") + " this process may use");
   if (!(f.momentum >= 0 && f.momentum < 1))
     return Usage("--momentum must be in [0, 1), got " + Num(f.momentum));
   if (f.sink_size == 0 || f.sink_size < -1)
