@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "sinkrt/host/compiler.h"
+#include "sinkrt/host/graph_file.h"
 #include "support/run_binary.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/report_callback.h"
@@ -276,6 +277,24 @@ TEST_F(SinkrunTest, OutOfRangeNumbersAreRefusedWithTheRange) {
   ExpectRefused(base + " --lr 1e-50", "f32's range");  // underflows to 0 in f32
   ExpectRefused(base + " --lr 1e39", "f32's range");   // overflows to inf in f32
   ExpectRefused(base + " --threads 1000", "cores this process may use");
+}
+
+// A graph file's optimizer is used whole: tuning flags without --optimizer
+// would be silently ignored.
+TEST_F(SinkrunTest, GraphOptimizerRefusesLrAndMomentumWithoutOptimizer) {
+  const fs::path graph = dir_ / "mlp.json";
+  host::Graph net = host::MakeMlpNetwork(32);
+  const host::TensorId logits = net.outputs().front();
+  net.SetLoss(net.SparseSoftmaxCrossEntropy(logits, net.Input("label", {32}, DType::I32)));
+  const Status saved = host::SaveGraph(graph.string(), net, host::OptimizerSpec::Sgd(0.5f));
+  ASSERT_TRUE(saved.ok()) << saved.message();
+  const std::string base = "train --graph '" + graph.string() + "' --data synthetic:256 --epochs 1";
+  ExpectRefused(base + " --lr 0.1", "--lr does not apply to the optimizer of --graph");
+  ExpectRefused(base + " --momentum 0.5", "--momentum does not apply to the optimizer of --graph");
+  // With --optimizer the flags replace the graph's optimizer, as the header says.
+  RunResult r = Run(base + " --optimizer sgd --lr 0.25");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("sgd (lr 0.25)"), std::string::npos) << r.out;
 }
 
 TEST_F(SinkrunTest, BadFlagsAreRefused) {

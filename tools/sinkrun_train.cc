@@ -294,7 +294,14 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     graph_file = std::move(loaded).value();
     inputs = GraphInputs(graph_file->graph);
     network = "'" + graph_file->graph.name() + "' (" + f.graph + ")";
-    if (!cmd.count("--optimizer") && graph_file->optimizer) *optimizer = *graph_file->optimizer;
+    if (!cmd.count("--optimizer") && graph_file->optimizer) {
+      // The graph's optimizer, whole: its own lr and momentum, not the flags'.
+      for (const char* tuning : {"--lr", "--momentum"})
+        if (cmd.count(tuning))
+          return Usage(std::string(tuning) + " does not apply to the optimizer of --graph " + f.graph + " (" +
+                       OptimizerText(*graph_file->optimizer) + "): give --optimizer to replace it");
+      *optimizer = *graph_file->optimizer;
+    }
   }
   bool flat = f.model == "mlp";
   if (job || graph_file) {
