@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/graph_file.h"
 #include "support/run_binary.h"
@@ -279,14 +280,20 @@ TEST_F(SinkrunTest, OutOfRangeNumbersAreRefusedWithTheRange) {
   ExpectRefused(base + " --threads 1000", "cores this process may use");
 }
 
+// The built-in MLP (batch 32) with the loss a graph file or sinkc's streams
+// carry: cross-entropy against a "label" input.
+host::Graph MlpWithLoss() {
+  host::Graph net = host::MakeMlpNetwork(32);
+  const host::TensorId logits = net.outputs().front();
+  net.SetLoss(net.SparseSoftmaxCrossEntropy(logits, net.Input("label", {32}, DType::I32)));
+  return net;
+}
+
 // A graph file's optimizer is used whole: tuning flags without --optimizer
 // would be silently ignored.
 TEST_F(SinkrunTest, GraphOptimizerRefusesLrAndMomentumWithoutOptimizer) {
   const fs::path graph = dir_ / "mlp.json";
-  host::Graph net = host::MakeMlpNetwork(32);
-  const host::TensorId logits = net.outputs().front();
-  net.SetLoss(net.SparseSoftmaxCrossEntropy(logits, net.Input("label", {32}, DType::I32)));
-  const Status saved = host::SaveGraph(graph.string(), net, host::OptimizerSpec::Sgd(0.5f));
+  const Status saved = host::SaveGraph(graph.string(), MlpWithLoss(), host::OptimizerSpec::Sgd(0.5f));
   ASSERT_TRUE(saved.ok()) << saved.message();
   const std::string base = "train --graph '" + graph.string() + "' --data synthetic:256 --epochs 1";
   ExpectRefused(base + " --lr 0.1", "--lr does not apply to the optimizer of --graph");
@@ -295,6 +302,30 @@ TEST_F(SinkrunTest, GraphOptimizerRefusesLrAndMomentumWithoutOptimizer) {
   RunResult r = Run(base + " --optimizer sgd --lr 0.25");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("sgd (lr 0.25)"), std::string::npos) << r.out;
+}
+
+// One of each reads as one, and a --streams run, which compiles nothing,
+// prints no compiled: line.
+TEST_F(SinkrunTest, CountsOfOneAreSingularAndStreamsCompileNothing) {
+  RunResult r = Run("train --model mlp --data synthetic:32 --batch 32 --epochs 1");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("5 test samples; batch 32, 1 epoch of 1 step, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Trained 1 step (32 samples) in "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("; 1 control round trip (one per sink epoch)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("compiled: "), std::string::npos) << r.out;
+
+  host::CompileOptions co;
+  co.optimizer = host::OptimizerSpec::Sgd(0.1f);
+  co.eval_program = true;
+  auto job = host::CompileJob(MlpWithLoss(), co);
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  ASSERT_TRUE(host::WriteCompiledJob(*job, (dir_ / "streams").string()).ok());
+  // 192 samples: 32 test samples, one whole batch.
+  r = Run("train --streams '" + (dir_ / "streams").string() + "' --data synthetic:192 --epochs 2");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("2 epochs of 6 steps, "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("compiled:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Eval result"), std::string::npos) << r.out;
 }
 
 TEST_F(SinkrunTest, BadFlagsAreRefused) {

@@ -275,7 +275,7 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     job = std::move(read).value();
     const int n = static_cast<int>(job->world_size());
     if (table && devices != n)
-      return Usage(f.rank_table_source + " has " + std::to_string(devices) + " ranks, but the streams in " +
+      return Usage(f.rank_table_source + " has " + Counted(devices, "rank") + ", but the streams in " +
                    f.streams + " were compiled for " + std::to_string(n));
     if (launch && devices != n)
       return Usage("--devices " + std::to_string(devices) + ": the streams in " + f.streams + " were compiled for " +
@@ -332,7 +332,7 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     auto parsed = tools::ParseParallelFlags(
         {.parallel = f.parallel,
          .devices = devices,
-         .devices_flag = table ? f.rank_table_source + " (" + std::to_string(devices) + " ranks)"
+         .devices_flag = table ? f.rank_table_source + " (" + Counted(devices, "rank") + ")"
                                : "--devices " + std::to_string(devices),
          .gradients_mean = f.gradients_mean,
          .gradients_mean_given = cmd.count("--gradients-mean") > 0,
@@ -355,8 +355,8 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   const int64_t train_samples = train_raw->get_dataset_size();
   const int64_t batches = train_data->get_dataset_size();
   if (batches < 1)
-    return Usage("--batch " + std::to_string(batch) + " is larger than the " + std::to_string(train_samples) +
-                 " training samples");
+    return Usage("--batch " + std::to_string(batch) + " is larger than the " +
+                 Counted(train_samples, "training sample"));
   if (job || graph_file) {
     Status matches = CheckColumns(inputs, train_data->output_columns());
     if (!matches.ok()) return Failure(network + " does not match --data " + data->describe() + ": " + matches.message());
@@ -377,7 +377,7 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
       devices > 1 ? train_data->ShardBelowBatch(devices, 0).get_dataset_size() : batches;
   if (devices > 1 && rank_batches < 1)
     return Usage("--batch " + std::to_string(batch) + " on " + std::to_string(devices) +
-                 " devices needs more than the " + std::to_string(train_samples) + " training samples");
+                 " devices needs more than the " + Counted(train_samples, "training sample"));
 
   // Last of the checks: starting or reaching a daemon is the costliest.
   auto opened = OpenDevices(f, launch, devices, table, argv0);
@@ -389,9 +389,9 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   const int64_t steps_per_epoch = sink && f.sink_size > 0 ? f.sink_size : pass_steps;
   const int64_t global_batch = batch * devices;
   std::cout << "sinkrun: " << network << " on " << data->describe() << ": " << train_samples << " training, "
-            << test_raw->get_dataset_size() << " test samples; batch " << batch
+            << Counted(test_raw->get_dataset_size(), "test sample") << "; batch " << batch
             << (devices > 1 ? " per rank (global " + std::to_string(global_batch) + ")" : std::string()) << ", "
-            << f.epochs << " epochs of " << steps_per_epoch << " steps, "
+            << Counted(f.epochs, "epoch") << " of " << Counted(steps_per_epoch, "step") << ", "
             << (sink ? "sink mode (sink_size " + std::to_string(f.sink_size) + ")" : std::string("non-sink mode"))
             << ", " << OptimizerText(*optimizer) << ", seed " << f.seed << "; "
             << tools::ParallelContextText(context.mode, context.gradients_mean) << "; device: " << dev.describe
@@ -415,16 +415,19 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
                                 model_options);
   }
   if (!model.ok()) return Failure(model.status().message());
-  const host::CompileReport& compiled = (*model)->compiled().report;
-  std::cout << "compiled: " << compiled.train_tasks << " train tasks";
-  if (!compiled.buckets.empty()) {
-    uint64_t bytes = 0;
-    for (const auto& b : compiled.buckets) bytes += b.bytes;
-    std::cout << " + " << compiled.comm_tasks << " comm tasks (" << compiled.buckets.size() << " AllReduce bucket"
-              << (compiled.buckets.size() == 1 ? "" : "s") << ", " << Fixed1(bytes / 1048576.0) << " MiB)";
+  // Streams from sinkc were compiled beforehand: this run compiled nothing.
+  if (!precompiled) {
+    const host::CompileReport& compiled = (*model)->compiled().report;
+    std::cout << "compiled: " << compiled.train_tasks << " train tasks";
+    if (!compiled.buckets.empty()) {
+      uint64_t bytes = 0;
+      for (const auto& b : compiled.buckets) bytes += b.bytes;
+      std::cout << " + " << compiled.comm_tasks << " comm tasks (" << compiled.buckets.size() << " AllReduce bucket"
+                << (compiled.buckets.size() == 1 ? "" : "s") << ", " << Fixed1(bytes / 1048576.0) << " MiB)";
+    }
+    std::cout << ", arena " << Fixed1(compiled.arena_bytes / 1048576.0) << " MiB; device threads " << dev.threads()
+              << std::endl;
   }
-  std::cout << ", arena " << Fixed1(compiled.arena_bytes / 1048576.0) << " MiB; device threads " << dev.threads()
-            << std::endl;
 
   // In sink mode LossMonitor prints once per sink; without sinking it would
   // print every step, so it prints at each epoch's last step instead.
@@ -454,12 +457,11 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   const int64_t steps = int64_t{f.epochs} * steps_per_epoch;
   const double samples_per_s = static_cast<double>(steps * global_batch) / train_s;
   const double wall_s = SecondsSince(start);
-  std::printf("Eval result: accuracy %.4f, loss %.4f over %lld test samples\n", eval->accuracy, eval->loss,
-              static_cast<long long>(eval->samples));
-  std::printf("Trained %lld steps (%lld samples) in %.2f s: %.0f samples/s; %llu control round trips (%s); "
-              "wall %.2f s\n",
-              static_cast<long long>(steps), static_cast<long long>(steps * global_batch), train_s, samples_per_s,
-              static_cast<unsigned long long>(train_round_trips),
+  std::printf("Eval result: accuracy %.4f, loss %.4f over %s\n", eval->accuracy, eval->loss,
+              Counted(eval->samples, "test sample").c_str());
+  std::printf("Trained %s (%s) in %.2f s: %.0f samples/s; %s (%s); wall %.2f s\n", Counted(steps, "step").c_str(),
+              Counted(steps * global_batch, "sample").c_str(), train_s, samples_per_s,
+              Counted(static_cast<int64_t>(train_round_trips), "control round trip").c_str(),
               sink ? (devices > 1 ? "one per sink epoch per device" : "one per sink epoch")
                    : (devices > 1 ? "one per step per device" : "one per step"),
               wall_s);
