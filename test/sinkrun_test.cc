@@ -26,7 +26,9 @@
 #include <string>
 #include <vector>
 
+#include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/compiler.h"
+#include "sinkrt/host/graph_file.h"
 #include "support/run_binary.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/report_callback.h"
@@ -230,6 +232,100 @@ TEST_F(SinkrunTest, UnwritableReportFailsBeforeTraining) {
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.err.find((dir_ / "no-dir" / "r.jsonl").string()), std::string::npos) << r.err;
   EXPECT_EQ(r.out.find("epoch:"), std::string::npos) << r.out;
+}
+
+// A checkpoint that cannot be written is found before training, not after
+// it with the eval and summary lines lost.
+TEST_F(SinkrunTest, UnwritableCheckpointFailsBeforeTraining) {
+  const std::string base = "train --model mlp --data synthetic:256 --batch 32 --epochs 1";
+  const fs::path missing = dir_ / "no-dir" / "model.ckpt";
+  ExpectRefused(base + " --save-checkpoint '" + missing.string() + "'", (dir_ / "no-dir").string(), 1);
+  ExpectRefused(base + " --save-checkpoint /sys/sinkrun.ckpt", "/sys", 1);  // read-only, even for root
+  fs::create_directories(dir_ / "sub");
+  ExpectRefused(base + " --save-checkpoint '" + (dir_ / "sub").string() + "'", "is a directory", 1);
+  EXPECT_FALSE(fs::exists(dir_ / "sub.tmp"));
+}
+
+// The checkpoint's temporary sits in its directory and is gone afterwards.
+TEST_F(SinkrunTest, SavedCheckpointLeavesOnlyItself) {
+  fs::create_directories(dir_ / "ck");
+  const fs::path ckpt = dir_ / "ck" / "model.ckpt";
+  RunResult r = Run("train --model mlp --data synthetic:256 --batch 32 --epochs 1 --save-checkpoint '" +
+                    ckpt.string() + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("Eval result"), std::string::npos) << r.out;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir_ / "ck")) names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"model.ckpt"});
+}
+
+TEST_F(SinkrunTest, EmptyOrCollidingOutputFilesAreRefused) {
+  const std::string base = "train --model mlp --data synthetic:256 --batch 32 --epochs 1";
+  ExpectRefused(base + " --save-checkpoint ''", "--save-checkpoint needs a file name");
+  RunResult r = Run(base + " --report ''");
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("--report needs a file name"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("epoch:"), std::string::npos) << r.out;
+  // The same file, spelled differently.
+  fs::create_directories(dir_ / "sub");
+  ExpectRefused(base + " --save-checkpoint '" + (dir_ / "sub" / ".." / "report.jsonl").string() + "'",
+                "name the same file");
+}
+
+TEST_F(SinkrunTest, OutOfRangeNumbersAreRefusedWithTheRange) {
+  const std::string base = "train --model mlp --data synthetic:256 --batch 32 --epochs 1";
+  ExpectRefused(base + " --seed -1", "[0, 18446744073709551615], got '-1'");
+  ExpectRefused(base + " --lr 1e-50", "f32's range");  // underflows to 0 in f32
+  ExpectRefused(base + " --lr 1e39", "f32's range");   // overflows to inf in f32
+  ExpectRefused(base + " --threads 1000", "cores this process may use");
+}
+
+// The built-in MLP (batch 32) with the loss a graph file or sinkc's streams
+// carry: cross-entropy against a "label" input.
+host::Graph MlpWithLoss() {
+  host::Graph net = host::MakeMlpNetwork(32);
+  const host::TensorId logits = net.outputs().front();
+  net.SetLoss(net.SparseSoftmaxCrossEntropy(logits, net.Input("label", {32}, DType::I32)));
+  return net;
+}
+
+// A graph file's optimizer is used whole: tuning flags without --optimizer
+// would be silently ignored.
+TEST_F(SinkrunTest, GraphOptimizerRefusesLrAndMomentumWithoutOptimizer) {
+  const fs::path graph = dir_ / "mlp.json";
+  const Status saved = host::SaveGraph(graph.string(), MlpWithLoss(), host::OptimizerSpec::Sgd(0.5f));
+  ASSERT_TRUE(saved.ok()) << saved.message();
+  const std::string base = "train --graph '" + graph.string() + "' --data synthetic:256 --epochs 1";
+  ExpectRefused(base + " --lr 0.1", "--lr does not apply to the optimizer of --graph");
+  ExpectRefused(base + " --momentum 0.5", "--momentum does not apply to the optimizer of --graph");
+  // With --optimizer the flags replace the graph's optimizer, as the header says.
+  RunResult r = Run(base + " --optimizer sgd --lr 0.25");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("sgd (lr 0.25)"), std::string::npos) << r.out;
+}
+
+// One of each reads as one, and a --streams run, which compiles nothing,
+// prints no compiled: line.
+TEST_F(SinkrunTest, CountsOfOneAreSingularAndStreamsCompileNothing) {
+  RunResult r = Run("train --model mlp --data synthetic:32 --batch 32 --epochs 1");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("5 test samples; batch 32, 1 epoch of 1 step, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Trained 1 step (32 samples) in "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("; 1 control round trip (one per sink epoch)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("compiled: "), std::string::npos) << r.out;
+
+  host::CompileOptions co;
+  co.optimizer = host::OptimizerSpec::Sgd(0.1f);
+  co.eval_program = true;
+  auto job = host::CompileJob(MlpWithLoss(), co);
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  ASSERT_TRUE(host::WriteCompiledJob(*job, (dir_ / "streams").string()).ok());
+  // 192 samples: 32 test samples, one whole batch.
+  r = Run("train --streams '" + (dir_ / "streams").string() + "' --data synthetic:192 --epochs 2");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("2 epochs of 6 steps, "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("compiled:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Eval result"), std::string::npos) << r.out;
 }
 
 TEST_F(SinkrunTest, BadFlagsAreRefused) {

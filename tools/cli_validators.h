@@ -18,4 +18,16 @@ inline CLI::Validator PositiveInteger() {
       "POSITIVE");
 }
 
+// An unsigned 64-bit value: CLI11 would wrap "-1" to 2^64 - 1.
+inline CLI::Validator UnsignedInteger() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        unsigned long long v = 0;
+        if (input.find('-') != std::string::npos || !CLI::detail::lexical_cast(input, v))
+          return "must be an integer in [0, 18446744073709551615], got '" + input + "'";
+        return {};
+      },
+      "UINT64");
+}
+
 }  // namespace sinkrt::tools

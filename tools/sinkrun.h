@@ -68,6 +68,11 @@ struct LaunchFlags {
   bool quiet = false;
 };
 
+// "1 step", "2 steps": a count with its noun, singular for one.
+inline std::string Counted(int64_t n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 // A bad command line: exit 2.
 inline int Usage(const std::string& message) {
   std::cerr << "sinkrun: " << message << '\n';

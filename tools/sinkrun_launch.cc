@@ -80,7 +80,9 @@ int Launch(const LaunchFlags& f, const char* argv0) {
 
   Status died;
   const int sig = WaitForStopOrDeath(stop, **cluster, &died);
-  if (sig > 0) std::fprintf(stderr, "sinkrun: SIG%s: stopping %zu daemons\n", sigabbrev_np(sig), table.size());
+  if (sig > 0)
+    std::fprintf(stderr, "sinkrun: SIG%s: stopping %s\n", sigabbrev_np(sig),
+                 Counted(static_cast<int64_t>(table.size()), "daemon").c_str());
   else std::fprintf(stderr, "sinkrun: %s; stopping the others\n", died.message().c_str());
   (*cluster)->Stop();
   return sig > 0 ? 0 : 1;

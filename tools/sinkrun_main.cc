@@ -88,7 +88,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   train->add_option("--lr", f.lr, "learning rate, > 0")->capture_default_str();
   train->add_option("--momentum", f.momentum, "momentum of --optimizer momentum, in [0, 1)")->capture_default_str();
-  train->add_option("--seed", f.seed, "parameter initialisation and shuffle seed")->capture_default_str();
+  train->add_option("--seed", f.seed, "parameter initialisation and shuffle seed")
+      ->check(tools::UnsignedInteger())
+      ->capture_default_str();
   train->add_option("--sink-size", f.sink_size,
                     "steps per sink epoch; -1: a whole pass (MindSpore's sink_size)")
       ->capture_default_str();

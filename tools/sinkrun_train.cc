@@ -1,12 +1,19 @@
 // sinkrun train: checks the job, builds the data pipeline and the model,
 // trains, evaluates, and prints MindSpore's monitor lines (sinkrun_main.cc
 // has the command line).
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +24,7 @@
 
 #include "parallel_flags.h"
 #include "sinkrun.h"
+#include "sinkrt/device/executor.h"
 #include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/dataset.h"
@@ -163,6 +171,36 @@ Status CheckColumns(const std::vector<host::ColumnSpec>& want, const std::vector
   return Status::Ok();
 }
 
+// Whether two paths name one file, whether or not it exists yet.
+bool SameFile(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ea, eb;
+  const fs::path pa = fs::weakly_canonical(fs::absolute(a, ea), ea), pb = fs::weakly_canonical(fs::absolute(b, eb), eb);
+  if (ea || eb) return a == b;
+  return pa == pb;
+}
+
+// --save-checkpoint writes after training: whatever would stop it there
+// (no such directory, no permission, a read-only filesystem, a directory in
+// the way) is found now, by creating and removing a file where the
+// checkpoint's temporary will go.
+Status CheckCheckpointPath(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  std::error_code ec;
+  if (fs::is_directory(target, ec)) return InvalidArgument("'" + path + "' is a directory");
+  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  if (!fs::is_directory(dir, ec))
+    return NotFound("'" + path + "': the directory '" + dir.string() + "' does not exist");
+  const fs::path probe = dir / ("." + target.filename().string() + ".probe." + std::to_string(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return PermissionDenied("'" + path + "': cannot create a file in '" + dir.string() + "': " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return Status::Ok();
+}
+
 double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 }  // namespace
@@ -179,7 +217,20 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   if (f.threads > 0 && !f.rank_table.empty())
     return Usage("--threads: the daemons of a rank table (" + f.rank_table_source +
                  ") run with the --threads they were started with");
-  if (!(f.lr > 0) || !std::isfinite(f.lr)) return Usage("--lr must be a positive number, got " + Num(f.lr));
+  for (const auto& [flag, value] : {std::pair<const char*, const std::string&>{"--report", f.report},
+                                    {"--save-checkpoint", f.save_checkpoint}})
+    if (cmd.count(flag) && value.empty()) return Usage(std::string(flag) + " needs a file name, got ''");
+  if (!f.report.empty() && !f.save_checkpoint.empty() && SameFile(f.report, f.save_checkpoint))
+    return Usage("--report and --save-checkpoint name the same file (" + f.save_checkpoint +
+                 "): one would overwrite the other");
+  // The devices compute in f32: a value that underflows to 0 or overflows
+  // to inf there would train with lr 0 or fail only at compile.
+  if (const float lr = static_cast<float>(f.lr); !(lr > 0) || !std::isfinite(lr))
+    return Usage("--lr must be a positive number within f32's range [" + Num(std::numeric_limits<float>::denorm_min()) +
+                 ", " + Num(std::numeric_limits<float>::max()) + "], got " + Num(f.lr));
+  if (const int cores = device::AvailableCores(); f.threads > cores)
+    return Usage("--threads " + std::to_string(f.threads) + ": this machine has " + std::to_string(cores) +
+                 (cores == 1 ? " core" : " cores") + " this process may use");
   if (!(f.momentum >= 0 && f.momentum < 1))
     return Usage("--momentum must be in [0, 1), got " + Num(f.momentum));
   if (f.sink_size == 0 || f.sink_size < -1)
@@ -224,7 +275,7 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     job = std::move(read).value();
     const int n = static_cast<int>(job->world_size());
     if (table && devices != n)
-      return Usage(f.rank_table_source + " has " + std::to_string(devices) + " ranks, but the streams in " +
+      return Usage(f.rank_table_source + " has " + Counted(devices, "rank") + ", but the streams in " +
                    f.streams + " were compiled for " + std::to_string(n));
     if (launch && devices != n)
       return Usage("--devices " + std::to_string(devices) + ": the streams in " + f.streams + " were compiled for " +
@@ -243,7 +294,14 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     graph_file = std::move(loaded).value();
     inputs = GraphInputs(graph_file->graph);
     network = "'" + graph_file->graph.name() + "' (" + f.graph + ")";
-    if (!cmd.count("--optimizer") && graph_file->optimizer) *optimizer = *graph_file->optimizer;
+    if (!cmd.count("--optimizer") && graph_file->optimizer) {
+      // The graph's optimizer, whole: its own lr and momentum, not the flags'.
+      for (const char* tuning : {"--lr", "--momentum"})
+        if (cmd.count(tuning))
+          return Usage(std::string(tuning) + " does not apply to the optimizer of --graph " + f.graph + " (" +
+                       OptimizerText(*graph_file->optimizer) + "): give --optimizer to replace it");
+      *optimizer = *graph_file->optimizer;
+    }
   }
   bool flat = f.model == "mlp";
   if (job || graph_file) {
@@ -274,7 +332,7 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     auto parsed = tools::ParseParallelFlags(
         {.parallel = f.parallel,
          .devices = devices,
-         .devices_flag = table ? f.rank_table_source + " (" + std::to_string(devices) + " ranks)"
+         .devices_flag = table ? f.rank_table_source + " (" + Counted(devices, "rank") + ")"
                                : "--devices " + std::to_string(devices),
          .gradients_mean = f.gradients_mean,
          .gradients_mean_given = cmd.count("--gradients-mean") > 0,
@@ -297,11 +355,15 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   const int64_t train_samples = train_raw->get_dataset_size();
   const int64_t batches = train_data->get_dataset_size();
   if (batches < 1)
-    return Usage("--batch " + std::to_string(batch) + " is larger than the " + std::to_string(train_samples) +
-                 " training samples");
+    return Usage("--batch " + std::to_string(batch) + " is larger than the " +
+                 Counted(train_samples, "training sample"));
   if (job || graph_file) {
     Status matches = CheckColumns(inputs, train_data->output_columns());
     if (!matches.ok()) return Failure(network + " does not match --data " + data->describe() + ": " + matches.message());
+  }
+  if (!f.save_checkpoint.empty()) {
+    Status writable = CheckCheckpointPath(f.save_checkpoint);
+    if (!writable.ok()) return Failure("--save-checkpoint " + writable.message());
   }
   std::unique_ptr<host::ReportCallback> report;
   if (!f.report.empty()) {
@@ -315,7 +377,7 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
       devices > 1 ? train_data->ShardBelowBatch(devices, 0).get_dataset_size() : batches;
   if (devices > 1 && rank_batches < 1)
     return Usage("--batch " + std::to_string(batch) + " on " + std::to_string(devices) +
-                 " devices needs more than the " + std::to_string(train_samples) + " training samples");
+                 " devices needs more than the " + Counted(train_samples, "training sample"));
 
   // Last of the checks: starting or reaching a daemon is the costliest.
   auto opened = OpenDevices(f, launch, devices, table, argv0);
@@ -327,9 +389,9 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   const int64_t steps_per_epoch = sink && f.sink_size > 0 ? f.sink_size : pass_steps;
   const int64_t global_batch = batch * devices;
   std::cout << "sinkrun: " << network << " on " << data->describe() << ": " << train_samples << " training, "
-            << test_raw->get_dataset_size() << " test samples; batch " << batch
+            << Counted(test_raw->get_dataset_size(), "test sample") << "; batch " << batch
             << (devices > 1 ? " per rank (global " + std::to_string(global_batch) + ")" : std::string()) << ", "
-            << f.epochs << " epochs of " << steps_per_epoch << " steps, "
+            << Counted(f.epochs, "epoch") << " of " << Counted(steps_per_epoch, "step") << ", "
             << (sink ? "sink mode (sink_size " + std::to_string(f.sink_size) + ")" : std::string("non-sink mode"))
             << ", " << OptimizerText(*optimizer) << ", seed " << f.seed << "; "
             << tools::ParallelContextText(context.mode, context.gradients_mean) << "; device: " << dev.describe
@@ -353,16 +415,19 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
                                 model_options);
   }
   if (!model.ok()) return Failure(model.status().message());
-  const host::CompileReport& compiled = (*model)->compiled().report;
-  std::cout << "compiled: " << compiled.train_tasks << " train tasks";
-  if (!compiled.buckets.empty()) {
-    uint64_t bytes = 0;
-    for (const auto& b : compiled.buckets) bytes += b.bytes;
-    std::cout << " + " << compiled.comm_tasks << " comm tasks (" << compiled.buckets.size() << " AllReduce bucket"
-              << (compiled.buckets.size() == 1 ? "" : "s") << ", " << Fixed1(bytes / 1048576.0) << " MiB)";
+  // Streams from sinkc were compiled beforehand: this run compiled nothing.
+  if (!precompiled) {
+    const host::CompileReport& compiled = (*model)->compiled().report;
+    std::cout << "compiled: " << compiled.train_tasks << " train tasks";
+    if (!compiled.buckets.empty()) {
+      uint64_t bytes = 0;
+      for (const auto& b : compiled.buckets) bytes += b.bytes;
+      std::cout << " + " << compiled.comm_tasks << " comm tasks (" << compiled.buckets.size() << " AllReduce bucket"
+                << (compiled.buckets.size() == 1 ? "" : "s") << ", " << Fixed1(bytes / 1048576.0) << " MiB)";
+    }
+    std::cout << ", arena " << Fixed1(compiled.arena_bytes / 1048576.0) << " MiB; device threads " << dev.threads()
+              << std::endl;
   }
-  std::cout << ", arena " << Fixed1(compiled.arena_bytes / 1048576.0) << " MiB; device threads " << dev.threads()
-            << std::endl;
 
   // In sink mode LossMonitor prints once per sink; without sinking it would
   // print every step, so it prints at each epoch's last step instead.
@@ -392,12 +457,11 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   const int64_t steps = int64_t{f.epochs} * steps_per_epoch;
   const double samples_per_s = static_cast<double>(steps * global_batch) / train_s;
   const double wall_s = SecondsSince(start);
-  std::printf("Eval result: accuracy %.4f, loss %.4f over %lld test samples\n", eval->accuracy, eval->loss,
-              static_cast<long long>(eval->samples));
-  std::printf("Trained %lld steps (%lld samples) in %.2f s: %.0f samples/s; %llu control round trips (%s); "
-              "wall %.2f s\n",
-              static_cast<long long>(steps), static_cast<long long>(steps * global_batch), train_s, samples_per_s,
-              static_cast<unsigned long long>(train_round_trips),
+  std::printf("Eval result: accuracy %.4f, loss %.4f over %s\n", eval->accuracy, eval->loss,
+              Counted(eval->samples, "test sample").c_str());
+  std::printf("Trained %s (%s) in %.2f s: %.0f samples/s; %s (%s); wall %.2f s\n", Counted(steps, "step").c_str(),
+              Counted(steps * global_batch, "sample").c_str(), train_s, samples_per_s,
+              Counted(static_cast<int64_t>(train_round_trips), "control round trip").c_str(),
               sink ? (devices > 1 ? "one per sink epoch per device" : "one per sink epoch")
                    : (devices > 1 ? "one per step per device" : "one per step"),
               wall_s);

@@ -1,7 +1,12 @@
 // SaveCheckpoint / LoadCheckpoint: schemas/checkpoint.fbs files.
 #include <flatbuffers/flatbuffers.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <utility>
@@ -27,6 +32,31 @@ std::string Hex(uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
   return buf;
+}
+
+// The whole file or nothing: written to a temporary inside the target's
+// directory (a rename never crosses filesystems, and a failure leaves no
+// stray beside an unrelated path), then renamed over it.
+Status WriteAtomically(const std::string& path, std::span<const uint8_t> bytes) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  std::error_code ec;
+  if (fs::is_directory(target, ec)) return InvalidArgument("'" + path + "' is a directory");
+  const fs::path tmp = target.parent_path() / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()));
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return NotFound("cannot create '" + tmp.string() + "': " + std::strerror(errno));
+  bool ok = bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok) {
+    std::remove(tmp.c_str());
+    return Unavailable("error writing '" + tmp.string() + "'");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    return Unavailable("cannot rename '" + tmp.string() + "' to '" + path + "': " + std::strerror(err));
+  }
+  return Status::Ok();
 }
 
 std::string Describe(DType dtype, const Shape& shape) {
@@ -62,7 +92,9 @@ Status SaveCheckpoint(const std::string& path, Model& model, const CheckpointInf
   fbb.Finish(fb::CreateCheckpoint(fbb, kCheckpointMajor, kCheckpointMinor, producer, network, model.network_hash(),
                                   info.epoch, info.step, info.batch_num, info.global_batch, tv),
              fb::CheckpointIdentifier());
-  return WriteFileBytes(path, std::span<const uint8_t>(fbb.GetBufferPointer(), fbb.GetSize()));
+  SINKRT_RETURN_IF_ERROR(WriteAtomically(path, std::span<const uint8_t>(fbb.GetBufferPointer(), fbb.GetSize())),
+                         "SaveCheckpoint '" + path + "'");
+  return Status::Ok();
 }
 
 Status LoadCheckpoint(const std::string& path, Model& model, CheckpointInfo* info) {
