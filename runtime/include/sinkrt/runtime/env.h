@@ -6,7 +6,20 @@
 #include <chrono>
 #include <optional>
 
+#include "sinkrt/runtime/status.h"
+
 namespace sinkrt {
+
+// Every numeric SINKRT_* and HCCL_* variable the runtime and the devices
+// read, checked together: the first one set to anything but a non-negative
+// integer is an InvalidArgument naming it and its value. The readers below
+// skip such a value (they run where no error can be returned), so a
+// process calls this once at start, where it can refuse to run.
+Status CheckEnvironment();
+
+// A non-negative integer from `name`; empty when the variable is unset or
+// not such a number (CheckEnvironment reports the latter).
+std::optional<long long> EnvNonNegativeInteger(const char* name);
 
 // A non-negative integer number of milliseconds from `name`; empty when the
 // variable is unset or not a number (a typo must not become "0 = forever").
