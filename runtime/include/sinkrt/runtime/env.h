@@ -48,7 +48,8 @@ struct PeerTimeouts {
 
 // `defaults` overridden by SINKRT_PEER_TIMEOUT_MS (both waits, in ms), else
 // by HCCL_EXEC_TIMEOUT (the collectives) and HCCL_CONNECT_TIMEOUT (joining),
-// in seconds as MindSpore users set them. Zero or not a number is ignored.
+// in seconds as MindSpore users set them. Zero is ignored (unset), and so
+// is not a number here (CheckEnvironment reports it).
 // HCCL_EXEC_TIMEOUT alone leaves joining at the default peer wait rather
 // than have it follow the collectives.
 PeerTimeouts PeerTimeoutsFromEnvironment(PeerTimeouts defaults);
