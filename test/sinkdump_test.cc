@@ -357,6 +357,80 @@ TEST_F(SinkdumpTest, MissingProgramIsAnError) {
   EXPECT_NE(r.err.find("eval_step"), std::string::npos) << r.err;
 }
 
+TEST_F(SinkdumpTest, PredictStepCanBePicked) {
+  host::CompileOptions options;
+  options.predict_program = true;
+  auto compiled = host::Compile(testing::MakeMlp(4, {6, 3}), options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  fs::path p = WriteVariant("predict.tstream", compiled->stream.bytes());
+  RunResult r = Run(Quoted(p) + " --program predict_step --no-tasks");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("predict_step"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("train_step"), std::string::npos) << r.out;
+}
+
+// Every tool exits 2 on a bad command line (CLI11's own codes are 105 to 115).
+TEST_F(SinkdumpTest, UsageErrorsExitTwo) {
+  for (const std::string& args : {std::string("--no-such-flag ") + Quoted(*mlp_), std::string(""),
+                                  Quoted(*mlp_) + " --limit abc", Quoted(*mlp_) + " --program nope"}) {
+    SCOPED_TRACE(args);
+    RunResult r = Run(args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_FALSE(r.err.empty());
+  }
+  EXPECT_EQ(Run("--help").exit_code, 0);
+}
+
+// sinkrt's other files are named for what they are, with what to do instead.
+TEST_F(SinkdumpTest, OtherSinkrtFilesAreNamedForWhatTheyAre) {
+  auto write_text = [](const std::string& name, const std::string& text) {
+    fs::path p = *dir_ / name;
+    std::ofstream(p) << text;
+    return p;
+  };
+  // A plain FlatBuffer: root offset, then the 4-byte file identifier.
+  auto write_flatbuffer = [](const std::string& name, const char* identifier) {
+    std::vector<uint8_t> bytes = {8, 0, 0, 0};
+    bytes.insert(bytes.end(), identifier, identifier + 4);
+    bytes.resize(32, 0);
+    return WriteVariant(name, bytes);
+  };
+  struct Case {
+    fs::path path;
+    std::vector<std::string> says;
+  };
+  const std::vector<Case> cases = {
+      {write_text("graph.json", R"({"format_major": 1, "name": "mlp", "tensors": []})"),
+       {"graph file (JSON)", "sinkc"}},
+      {write_text("manifest.json", R"({"format": "sinkrt-job 1", "network": {}, "ranks": []})"),
+       {"sinkc manifest", "rank_0.tstream"}},
+      {write_flatbuffer("graph.sgraph", "SKGR"), {"graph file", "sinkc"}},
+      {write_flatbuffer("weights.ckpt", "SKCK"), {"checkpoint", "SKCK"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.path.string());
+    RunResult r = Run(Quoted(c.path));
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find(c.path.string()), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("not a task stream"), std::string::npos) << r.err;
+    for (const std::string& s : c.says) EXPECT_NE(r.err.find(s), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("size prefix"), std::string::npos) << r.err;
+  }
+
+  const fs::path job = *dir_ / "job";
+  fs::create_directories(job);
+  RunResult empty = Run(Quoted(job));
+  EXPECT_EQ(empty.exit_code, 1);
+  EXPECT_NE(empty.err.find("is a directory"), std::string::npos) << empty.err;
+  fs::copy_file(*mlp_, job / "rank_0.tstream");
+  fs::copy_file(*mlp_, job / "rank_1.tstream");
+  RunResult streams = Run(Quoted(job));
+  EXPECT_EQ(streams.exit_code, 1);
+  EXPECT_NE(streams.err.find("is a directory"), std::string::npos) << streams.err;
+  EXPECT_NE(streams.err.find((job / "rank_0.tstream").string()), std::string::npos) << streams.err;
+  EXPECT_NE(streams.err.find((job / "rank_1.tstream").string()), std::string::npos) << streams.err;
+}
+
 // ---- --diff -----------------------------------------------------------------
 
 // Compiles `graph` into the file `p`.

@@ -30,4 +30,20 @@ inline CLI::Validator UnsignedInteger() {
       "UINT64");
 }
 
+// CLI::NonNegativeNumber's message has the same flaw.
+inline CLI::Validator NonNegativeInteger() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        long long v = 0;
+        if (!CLI::detail::lexical_cast(input, v) || v < 0) return "must be a non-negative integer, got '" + input + "'";
+        return {};
+      },
+      "NON-NEGATIVE");
+}
+
+// The exit status of a command line CLI11 refused, the same in every tool:
+// 0 after --help (printed), 2 for any usage error (CLI11's own codes, 105
+// to 115, differ by error kind and are no contract). Prints as app.exit does.
+inline int UsageExit(const CLI::App& app, const CLI::ParseError& e) { return app.exit(e) == 0 ? 0 : 2; }
+
 }  // namespace sinkrt::tools

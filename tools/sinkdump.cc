@@ -1,7 +1,7 @@
 // sinkdump: prints a task stream (header, memory plan, queues, programs), or
 // what differs between two.
 //
-//   sinkdump FILE [--json] [--program init|train_step|eval_step] [--no-tasks]
+//   sinkdump FILE [--json] [--program init|train_step|eval_step|predict_step] [--no-tasks]
 //   sinkdump --diff A B [--json] [--program ...] [--no-tasks] [--limit N]
 //
 // Every file is verified as a device verifies it before anything is printed,
@@ -9,16 +9,20 @@
 // stream sinkdump shows is well formed, and a corrupt one is an error message
 // naming the file, never a crash.
 //
-// Exit status: a dump exits 0, or 1 when its file does not load (usage
-// errors keep CLI11's codes). --diff follows diff(1): 0 when the files are
-// identical, 1 when they differ, 2 on any error.
-#include <algorithm>
+// A file that is not a task stream but another of sinkrt's (a graph file, a
+// manifest, a checkpoint, a directory of streams) is named for what it is.
+//
+// Exit status: a dump exits 0, or 1 when its file does not load; a usage
+// error exits 2, as in every tool. --diff follows diff(1): 0 when the files
+// are identical, 1 when they differ, 2 on any error.
 #include <iostream>
 #include <map>
 #include <optional>
 
 #include <CLI/CLI.hpp>
 
+#include "cli_validators.h"
+#include "dump_file_kind.h"
 #include "dump_format.h"
 #include "sinkrt/runtime/file_io.h"
 #include "sinkrt/runtime/format.h"
@@ -29,14 +33,23 @@ using namespace sinkrt;
 
 // Reads and verifies `path`; an error is printed naming the file.
 std::optional<VerifiedStream> Load(const std::string& path) {
+  if (std::optional<std::string> dir = tools::DescribeDirectory(path)) {
+    std::cerr << "sinkdump: " << *dir << '\n';
+    return std::nullopt;
+  }
   Result<std::vector<uint8_t>> read = ReadFileBytes(path);
   if (!read.ok()) {
     std::cerr << "sinkdump: " << read.status().ToString() << '\n';
     return std::nullopt;
   }
+  // Told before the bytes move into the verifier, used only when it refuses.
+  const std::optional<std::string> other = tools::DescribeOtherFile(path, *read);
   Result<VerifiedStream> view = VerifyTaskStream(std::move(read).value(), kSupportedFeatures | kFeatureCollectives);
   if (!view.ok()) {
-    std::cerr << "sinkdump: " << path << ": " << view.status().ToString() << '\n';
+    if (other)
+      std::cerr << "sinkdump: " << *other << '\n';
+    else
+      std::cerr << "sinkdump: " << path << ": " << view.status().ToString() << '\n';
     return std::nullopt;
   }
   return *view;
@@ -81,6 +94,7 @@ int main(int argc, char** argv) {
       {"init", fb::ProgramKind::Init},
       {"train_step", fb::ProgramKind::TrainStep},
       {"eval_step", fb::ProgramKind::EvalStep},
+      {"predict_step", fb::ProgramKind::PredictStep},
   };
   CLI::Option* file = app.add_option("file", path, "task stream file");
   CLI::Option* diff =
@@ -98,10 +112,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
     if (diff->count() == 0 && path.empty()) throw CLI::RequiredError("file");
   } catch (const CLI::ParseError& e) {
-    // Under --diff a usage error is an error (2), as in diff(1); a dump keeps CLI11's codes.
-    const bool diffing = std::any_of(argv + 1, argv + argc, [](const char* a) { return std::string(a) == "--diff"; });
-    const int rc = app.exit(e);
-    return rc != 0 && diffing ? 2 : rc;
+    return tools::UsageExit(app, e);
   }
   tools::DumpOptions options;
   if (!program_name.empty()) options.program = kPrograms.at(program_name);

@@ -6,7 +6,8 @@
 // once the port is bound (launchers and tests wait for it; with port 0 it
 // names the port the kernel chose), then logs job events on stderr. Peer
 // daemons of a data-parallel world connect to the same port (JoinWorld).
-// Exits 0 on SIGTERM or SIGINT after ending the running job.
+// Exits 0 on SIGTERM or SIGINT after ending the running job; 2 on a bad
+// command line or a SINKRT_*/HCCL_* number that is not one, before binding.
 #include <signal.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli_validators.h"
 #include "sinkrt/device/daemon.h"
 #include "sinkrt/device/openmp_policy.h"
 #include "sinkrt/runtime/env.h"
@@ -51,21 +53,27 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 65535));
   app.add_option("--token", f.token, "secret every host must send (required when listening beyond loopback)");
   app.add_option("--rank", f.rank, "this device's rank (default: RANK_ID, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID, or 0)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(sinkrt::tools::NonNegativeInteger());
   app.add_option("--threads", f.threads, "kernel threads (default: every core this process may use)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(sinkrt::tools::PositiveInteger());  // as sinkrun's: leave it out for every core
   app.add_option("--connect-timeout-ms", f.connect_timeout_ms,
                  "a connection must say Hello within this (SINKRT_CONNECT_TIMEOUT_MS, HCCL_CONNECT_TIMEOUT s; 120000)")
-      ->check(CLI::PositiveNumber);
+      ->check(sinkrt::tools::PositiveInteger());
   app.add_option("--getnext-timeout-ms", f.getnext_timeout_ms,
                  "a sink fails when its data queue stays empty this long (SINKRT_GETNEXT_TIMEOUT_MS; 300000)")
-      ->check(CLI::PositiveNumber);
+      ->check(sinkrt::tools::PositiveInteger());
   app.add_option("--peer-timeout-ms", f.peer_timeout_ms,
                  "waiting on a peer daemon: joining a world, each collective (SINKRT_PEER_TIMEOUT_MS; else "
                  "HCCL_CONNECT_TIMEOUT s for joining, HCCL_EXEC_TIMEOUT s for collectives; 300000)")
-      ->check(CLI::PositiveNumber);
+      ->check(sinkrt::tools::PositiveInteger());
   app.add_flag("--quiet", f.quiet, "no job log on stderr");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return sinkrt::tools::UsageExit(app, e);
+  }
+  // A typo in a timeout must not silently leave the default in place.
+  if (sinkrt::Status env = sinkrt::CheckEnvironment(); !env.ok()) return Fail(env.message());
 
   sinkrt::device::DaemonOptions options = sinkrt::device::DaemonOptions::FromEnvironment();
   auto launch = sinkrt::LaunchRankFromEnvironment();
@@ -97,7 +105,7 @@ int main(int argc, char** argv) {
   }
   options.listen = sinkrt::Address{host, static_cast<uint16_t>(port)};
   options.token = f.token;
-  if (f.threads >= 0) options.device.threads = f.threads;
+  if (f.threads > 0) options.device.threads = f.threads;
   if (f.connect_timeout_ms > 0) options.connect_timeout = std::chrono::milliseconds(f.connect_timeout_ms);
   if (f.getnext_timeout_ms > 0) options.device.get_next_timeout = std::chrono::milliseconds(f.getnext_timeout_ms);
   if (f.peer_timeout_ms > 0) {  // the flag wins over every variable, for both waits

@@ -1,5 +1,7 @@
 #include "sinkrt/device/device_options.h"
 
+#include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <string>
 
@@ -16,7 +18,7 @@ DeviceOptions DeviceOptions::FromEnvironment() {
   o.peer_timeout = peer.peer;
   o.rendezvous_timeout = peer.rendezvous;
   if (const char* v = std::getenv("SINKRT_COMM_SHM")) o.shared_memory = std::string(v) != "0";
-  if (const char* t = std::getenv("SINKRT_DEVICE_THREADS")) o.threads = std::atoi(t);
+  if (auto n = EnvNonNegativeInteger("SINKRT_DEVICE_THREADS")) o.threads = static_cast<int>(std::min<long long>(*n, INT_MAX));
   return o;
 }
 

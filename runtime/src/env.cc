@@ -1,20 +1,52 @@
 #include "sinkrt/runtime/env.h"
 
+#include <cerrno>
 #include <cstdlib>
+#include <string>
 
 namespace sinkrt {
 namespace {
 
-std::optional<long long> EnvInteger(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return std::nullopt;
+// Read as non-negative integers wherever they are read (env.cc,
+// device_options.cc, remote_connection.cc, wire.cc, comm/transport/futex.h):
+// a variable added there belongs here too.
+constexpr const char* kNumericVariables[] = {
+    "SINKRT_CONNECT_TIMEOUT_MS", "SINKRT_GETNEXT_TIMEOUT_MS", "SINKRT_PUSH_TIMEOUT_MS",
+    "SINKRT_SINK_TIMEOUT_MS",    "SINKRT_REPLY_TIMEOUT_MS",   "SINKRT_PEER_TIMEOUT_MS",
+    "SINKRT_DEVICE_THREADS",     "SINKRT_MAX_FRAME_BYTES",    "SINKRT_COMM_SPIN_US",
+    "SINKRT_COMM_YIELD_US",      "HCCL_CONNECT_TIMEOUT",      "HCCL_EXEC_TIMEOUT",
+};
+
+// Digits only: strtoll alone would take " 5", "+5" and, for unsigned
+// readers, "-5" as a huge number.
+std::optional<long long> ParseNonNegative(const char* v) {
+  if (!v || *v < '0' || *v > '9') return std::nullopt;
   char* end = nullptr;
+  errno = 0;
   long long n = std::strtoll(v, &end, 10);
-  if (*end != '\0' || n < 0) return std::nullopt;
+  if (*end != '\0' || errno == ERANGE) return std::nullopt;
   return n;
 }
 
+std::optional<long long> EnvInteger(const char* name) { return EnvNonNegativeInteger(name); }
+
 }  // namespace
+
+Status CheckEnvironment() {
+  for (const char* name : kNumericVariables) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) continue;  // empty reads as unset everywhere
+    if (!ParseNonNegative(v))
+      return InvalidArgument(std::string(name) + "='" + v + "' is not a non-negative integer");
+  }
+  return Status::Ok();
+}
+
+std::optional<long long> EnvNonNegativeInteger(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  return ParseNonNegative(v);
+}
 
 std::optional<std::chrono::milliseconds> EnvMilliseconds(const char* name) {
   auto n = EnvInteger(name);

@@ -6,7 +6,20 @@
 #include <chrono>
 #include <optional>
 
+#include "sinkrt/runtime/status.h"
+
 namespace sinkrt {
+
+// Every numeric SINKRT_* and HCCL_* variable the runtime and the devices
+// read, checked together: the first one set to anything but a non-negative
+// integer is an InvalidArgument naming it and its value. The readers below
+// skip such a value (they run where no error can be returned), so a
+// process calls this once at start, where it can refuse to run.
+Status CheckEnvironment();
+
+// A non-negative integer from `name`; empty when the variable is unset or
+// not such a number (CheckEnvironment reports the latter).
+std::optional<long long> EnvNonNegativeInteger(const char* name);
 
 // A non-negative integer number of milliseconds from `name`; empty when the
 // variable is unset or not a number (a typo must not become "0 = forever").
@@ -35,7 +48,8 @@ struct PeerTimeouts {
 
 // `defaults` overridden by SINKRT_PEER_TIMEOUT_MS (both waits, in ms), else
 // by HCCL_EXEC_TIMEOUT (the collectives) and HCCL_CONNECT_TIMEOUT (joining),
-// in seconds as MindSpore users set them. Zero or not a number is ignored.
+// in seconds as MindSpore users set them. Zero is ignored (unset), and so
+// is not a number here (CheckEnvironment reports it).
 // HCCL_EXEC_TIMEOUT alone leaves joining at the default peer wait rather
 // than have it follow the collectives.
 PeerTimeouts PeerTimeoutsFromEnvironment(PeerTimeouts defaults);

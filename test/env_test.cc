@@ -1,0 +1,74 @@
+// runtime/env: numeric variables are read strictly, and a nonsense value is
+// an error naming the variable rather than silently the default.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <string>
+
+#include "sinkrt/device/device_options.h"
+#include "sinkrt/runtime/env.h"
+
+namespace sinkrt {
+namespace {
+
+// Sets one variable for the scope of a test and restores it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(EnvTest, NonsenseNumbersAreErrorsNamingTheVariableAndValue) {
+  for (const char* name : {"SINKRT_CONNECT_TIMEOUT_MS", "SINKRT_GETNEXT_TIMEOUT_MS", "SINKRT_PUSH_TIMEOUT_MS",
+                           "SINKRT_SINK_TIMEOUT_MS", "SINKRT_REPLY_TIMEOUT_MS", "SINKRT_PEER_TIMEOUT_MS",
+                           "SINKRT_DEVICE_THREADS", "SINKRT_MAX_FRAME_BYTES", "HCCL_CONNECT_TIMEOUT",
+                           "HCCL_EXEC_TIMEOUT"}) {
+    for (const char* value : {"abc", "-5", "10s", " 5", "1e3", "99999999999999999999999"}) {
+      SCOPED_TRACE(std::string(name) + "=" + value);
+      ScopedEnv env(name, value);
+      Status st = CheckEnvironment();
+      ASSERT_FALSE(st.ok());
+      EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(st.message().find(name), std::string::npos) << st.message();
+      EXPECT_NE(st.message().find(std::string("'") + value + "'"), std::string::npos) << st.message();
+    }
+  }
+}
+
+TEST(EnvTest, SensibleNumbersAndZeroAreAccepted) {
+  // HCCL_* at 0 is documented as ignored (MindSpore's "unset"), not an error.
+  ScopedEnv a("HCCL_CONNECT_TIMEOUT", "0");
+  ScopedEnv b("HCCL_EXEC_TIMEOUT", "0");
+  ScopedEnv c("SINKRT_GETNEXT_TIMEOUT_MS", "1500");
+  ScopedEnv d("SINKRT_DEVICE_THREADS", "");  // empty reads as unset
+  EXPECT_TRUE(CheckEnvironment().ok()) << CheckEnvironment().ToString();
+  const PeerTimeouts t = PeerTimeoutsFromEnvironment({});
+  EXPECT_EQ(t.peer, PeerTimeouts{}.peer);
+  EXPECT_EQ(t.rendezvous, PeerTimeouts{}.rendezvous);
+  EXPECT_EQ(device::DeviceOptions::FromEnvironment().get_next_timeout.count(), 1500);
+}
+
+TEST(EnvTest, GarbageThreadCountIsNotZeroThreads) {
+  // atoi read "abc" as 0, i.e. "every core": the reader now skips it (and
+  // CheckEnvironment reports it).
+  ScopedEnv bad("SINKRT_DEVICE_THREADS", "3x");
+  EXPECT_EQ(device::DeviceOptions::FromEnvironment().threads, device::DeviceOptions{}.threads);
+  EXPECT_FALSE(CheckEnvironment().ok());
+  ScopedEnv good("SINKRT_DEVICE_THREADS", "3");
+  EXPECT_EQ(device::DeviceOptions::FromEnvironment().threads, 3);
+}
+
+}  // namespace
+}  // namespace sinkrt
