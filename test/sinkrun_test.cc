@@ -280,6 +280,16 @@ TEST_F(SinkrunTest, OutOfRangeNumbersAreRefusedWithTheRange) {
   ExpectRefused(base + " --threads 1000", "cores this process may use");
 }
 
+TEST_F(SinkrunTest, NonsenseEnvironmentNumbersAreRefusedNamingTheVariable) {
+  const std::string base = "train --model mlp --data synthetic:256 --batch 32 --epochs 1";
+  {
+    ScopedEnv env("SINKRT_GETNEXT_TIMEOUT_MS", "-5");
+    ExpectRefused(base, "SINKRT_GETNEXT_TIMEOUT_MS");
+  }
+  ScopedEnv env("SINKRT_CONNECT_TIMEOUT_MS", "abc");
+  ExpectRefused(base, "SINKRT_CONNECT_TIMEOUT_MS='abc'");
+}
+
 // The built-in MLP (batch 32) with the loss a graph file or sinkc's streams
 // carry: cross-entropy against a "label" input.
 host::Graph MlpWithLoss() {

@@ -210,7 +210,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    return tools::UsageExit(app, e);
   }
   return Run(f, app);
 }

@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    return tools::UsageExit(app, e);
   }
   if (launch->parsed()) return tools::Launch(l, argv[0]);
   // MindSpore's RANK_TABLE_FILE names the devices when the command line

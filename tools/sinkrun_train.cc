@@ -32,6 +32,7 @@
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/report_callback.h"
+#include "sinkrt/runtime/env.h"
 
 namespace sinkrt::tools {
 namespace {
@@ -206,6 +207,9 @@ double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>
 }  // namespace
 
 int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::time_point start) {
+  // A timeout such as SINKRT_GETNEXT_TIMEOUT_MS=-5 would otherwise be
+  // skipped silently by the readers, which have no error path.
+  if (Status env = CheckEnvironment(); !env.ok()) return Usage(env.message());
   // Flags whose meaning depends on others, checked together so that no
   // combination is silently ignored.
   const bool launch_sinkd = cmd.count("--devices") > 0;
