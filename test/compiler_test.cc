@@ -703,6 +703,30 @@ TEST(Compiler, RefusesBadInputWithAClearMessage) {
   EXPECT_NE(c.status().message().find("broken"), std::string::npos) << c.status().message();
 }
 
+// The optimizer gets the same check however the options were made (code,
+// sinkc, sinkrun, a graph file): a value that cannot train is refused here,
+// not found out when the loss diverges.
+TEST(Compiler, RefusesOptimizerValuesThatCannotTrain) {
+  const Graph g = testing::MakeMlp(4, {6, 3});
+  auto message = [&](const OptimizerSpec& spec) {
+    CompileOptions o;
+    o.optimizer = spec;
+    auto r = host::Compile(g, o);
+    EXPECT_FALSE(r.ok());
+    if (r.ok()) return std::string();
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    return r.status().message();
+  };
+  EXPECT_EQ(message(OptimizerSpec::Sgd(0.0f)), "compile: optimizer: SGD: learning_rate must be > 0, but got 0.000000");
+  EXPECT_EQ(message(OptimizerSpec::Momentum(0.01f, 1.0f)).rfind("compile: optimizer: Momentum: momentum must be < 1", 0), 0u);
+  EXPECT_NE(message(OptimizerSpec::Momentum(0.01f, 2.0f)).find("but got 2.000000"), std::string::npos);
+  EXPECT_EQ(message(OptimizerSpec::Momentum(0.01f, -0.1f)),
+            "compile: optimizer: Momentum: momentum must be >= 0, but got -0.100000");
+  CompileOptions edge;
+  edge.optimizer = OptimizerSpec::Momentum(0.01f, 0.0f);
+  EXPECT_TRUE(host::Compile(g, edge).ok());
+}
+
 // ---- predict_step --------------------------------------------------------------------
 
 CompileOptions WithPredict(bool eval = true) {

@@ -39,7 +39,8 @@ Status CheckOptions(const CompileOptions& o) {
                           .gradients_mean = o.gradients_mean,
                           .parameter_broadcast = o.parameter_broadcast,
                           .comm_fusion = o.comm_fusion};
-  return context.Validate({ParallelMode::StandAlone, ParallelMode::DataParallel});
+  SINKRT_RETURN_IF_ERROR(context.Validate({ParallelMode::StandAlone, ParallelMode::DataParallel}));
+  return ValidateOptimizer(o.optimizer).WithContext("compile: optimizer");
 }
 
 // Lays the step programs end to end on one timeline (train_step, eval_step,
