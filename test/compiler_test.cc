@@ -727,6 +727,43 @@ TEST(Compiler, RefusesOptimizerValuesThatCannotTrain) {
   EXPECT_TRUE(host::Compile(g, edge).ok());
 }
 
+// A graph no device could load fails at compile, naming the tensors, not
+// later when a device reads the stream.
+TEST(Compiler, RefusesATensorLargerThanTheDeviceArena) {
+  // image [2^30, 784] f32 is 3.2e12 bytes, beyond the 2^38-byte arena limit.
+  auto r = host::Compile(testing::MakeMlp(int64_t{1} << 30), MomentumOptions());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("compile graph 'mlp': tensor 'image' f32 [1073741824,784] of 3367254360064 bytes"),
+            std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("arena limit of " + std::to_string(kMaxArenaBytes) + " bytes"),
+            std::string::npos)
+      << r.status().message();
+}
+
+TEST(Compiler, RefusesAnArenaLargerThanTheDeviceAcceptsNamingTheLargestBuffers) {
+  // Every buffer fits under the limit; together they do not.
+  auto r = host::Compile(testing::MakeMlp(int64_t{1} << 26, {784, 512, 10}), MomentumOptions());
+  ASSERT_FALSE(r.ok());
+  const std::string& m = r.status().message();
+  EXPECT_NE(m.find("compile graph 'mlp': arena of "), std::string::npos) << m;
+  EXPECT_NE(m.find("is larger than the device's limit of " + std::to_string(kMaxArenaBytes) + " bytes"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("; the largest buffers: '"), std::string::npos) << m;
+  EXPECT_NE(m.find("'image' f32 [67108864,784] of 210453397504 bytes"), std::string::npos) << m;
+}
+
+TEST(Compiler, GraphBuilderRefusesAShapeWhoseByteCountOverflows) {
+  // 2^61 f32 elements: the element count is fine, its 2^63 bytes are not.
+  Graph g("big");
+  g.Param("w", {int64_t{1} << 31, int64_t{1} << 30}, InitSpec::Zeros());
+  ASSERT_FALSE(g.status().ok());
+  EXPECT_NE(g.status().message().find("'w'"), std::string::npos) << g.status().message();
+  EXPECT_NE(g.status().message().find("byte count beyond int64"), std::string::npos) << g.status().message();
+}
+
 // ---- predict_step --------------------------------------------------------------------
 
 CompileOptions WithPredict(bool eval = true) {
