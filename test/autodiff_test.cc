@@ -803,7 +803,7 @@ TEST(OptimizerTest, BadSpecsAndGradients) {
     return st.message();
   };
   EXPECT_EQ(message(OptimizerSpec::Sgd(-1.0f), t.grads),
-            "AppendOptimizer: SGD: learning_rate must be >= 0, but got -1.000000");
+            "AppendOptimizer: SGD: learning_rate must be > 0, but got -1.000000");
   EXPECT_EQ(message(OptimizerSpec::Momentum(0.1f, -0.5f), t.grads),
             "AppendOptimizer: Momentum: momentum must be >= 0, but got -0.500000");
   EXPECT_EQ(message(OptimizerSpec::Adam(0.1f, 1.0f), t.grads),

@@ -703,6 +703,67 @@ TEST(Compiler, RefusesBadInputWithAClearMessage) {
   EXPECT_NE(c.status().message().find("broken"), std::string::npos) << c.status().message();
 }
 
+// The optimizer gets the same check however the options were made (code,
+// sinkc, sinkrun, a graph file): a value that cannot train is refused here,
+// not found out when the loss diverges.
+TEST(Compiler, RefusesOptimizerValuesThatCannotTrain) {
+  const Graph g = testing::MakeMlp(4, {6, 3});
+  auto message = [&](const OptimizerSpec& spec) {
+    CompileOptions o;
+    o.optimizer = spec;
+    auto r = host::Compile(g, o);
+    EXPECT_FALSE(r.ok());
+    if (r.ok()) return std::string();
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    return r.status().message();
+  };
+  EXPECT_EQ(message(OptimizerSpec::Sgd(0.0f)), "compile: optimizer: SGD: learning_rate must be > 0, but got 0.000000");
+  EXPECT_EQ(message(OptimizerSpec::Momentum(0.01f, 1.0f)).rfind("compile: optimizer: Momentum: momentum must be < 1", 0), 0u);
+  EXPECT_NE(message(OptimizerSpec::Momentum(0.01f, 2.0f)).find("but got 2.000000"), std::string::npos);
+  EXPECT_EQ(message(OptimizerSpec::Momentum(0.01f, -0.1f)),
+            "compile: optimizer: Momentum: momentum must be >= 0, but got -0.100000");
+  CompileOptions edge;
+  edge.optimizer = OptimizerSpec::Momentum(0.01f, 0.0f);
+  EXPECT_TRUE(host::Compile(g, edge).ok());
+}
+
+// A graph no device could load fails at compile, naming the tensors, not
+// later when a device reads the stream.
+TEST(Compiler, RefusesATensorLargerThanTheDeviceArena) {
+  // image [2^30, 784] f32 is 3.2e12 bytes, beyond the 2^38-byte arena limit.
+  auto r = host::Compile(testing::MakeMlp(int64_t{1} << 30), MomentumOptions());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("compile graph 'mlp': tensor 'image' f32 [1073741824,784] of 3367254360064 bytes"),
+            std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("arena limit of " + std::to_string(kMaxArenaBytes) + " bytes"),
+            std::string::npos)
+      << r.status().message();
+}
+
+TEST(Compiler, RefusesAnArenaLargerThanTheDeviceAcceptsNamingTheLargestBuffers) {
+  // Every buffer fits under the limit; together they do not.
+  auto r = host::Compile(testing::MakeMlp(int64_t{1} << 26, {784, 512, 10}), MomentumOptions());
+  ASSERT_FALSE(r.ok());
+  const std::string& m = r.status().message();
+  EXPECT_NE(m.find("compile graph 'mlp': arena of "), std::string::npos) << m;
+  EXPECT_NE(m.find("is larger than the device's limit of " + std::to_string(kMaxArenaBytes) + " bytes"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("; the largest buffers: '"), std::string::npos) << m;
+  EXPECT_NE(m.find("'image' f32 [67108864,784] of 210453397504 bytes"), std::string::npos) << m;
+}
+
+TEST(Compiler, GraphBuilderRefusesAShapeWhoseByteCountOverflows) {
+  // 2^61 f32 elements: the element count is fine, its 2^63 bytes are not.
+  Graph g("big");
+  g.Param("w", {int64_t{1} << 31, int64_t{1} << 30}, InitSpec::Zeros());
+  ASSERT_FALSE(g.status().ok());
+  EXPECT_NE(g.status().message().find("'w'"), std::string::npos) << g.status().message();
+  EXPECT_NE(g.status().message().find("byte count beyond int64"), std::string::npos) << g.status().message();
+}
+
 // ---- predict_step --------------------------------------------------------------------
 
 CompileOptions WithPredict(bool eval = true) {

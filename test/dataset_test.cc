@@ -673,6 +673,21 @@ TEST(DatasetSynthetic, HasFashionMnistsColumnsAndItsSize) {
   EXPECT_FALSE(Dataset::SyntheticImages(-1).status().ok());
 }
 
+// A size whose sample order could never fit is refused up front, naming the
+// bytes, instead of aborting with std::bad_alloc at the first pass. 2^60
+// samples need 24 * 2^60 bytes, beyond any machine.
+TEST(DatasetSynthetic, RefusesASizeWhoseOrderCannotFitInMemory) {
+  const Dataset d = Dataset::SyntheticImages(int64_t{1} << 60);
+  ASSERT_FALSE(d.status().ok());
+  EXPECT_EQ(d.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(d.status().message().find(
+                "SyntheticImages: size 1152921504606846976 needs up to 27670116110564327424 bytes"),
+            std::string::npos)
+      << d.status().message();
+  EXPECT_NE(d.status().message().find("of memory"), std::string::npos) << d.status().message();
+  EXPECT_FALSE(d.Batch(32).Shuffle(4).status().ok());
+}
+
 TEST(DatasetSynthetic, EverySampleIsAFunctionOfSplitAndIndex) {
   const Dataset train = Dataset::SyntheticImages(200);
   const std::vector<Row> one = Take(train, 200, {.num_workers = 1});

@@ -462,7 +462,9 @@ void FeedOneStep(const GradCase& c, const VerifiedStream& view, device::InProces
 
 void RunOnDevice(const GradCase& c, const Prepared& prep, DeviceResult* out) {
   host::CompileOptions options;
-  options.optimizer = host::OptimizerSpec::Sgd(0.0f);
+  // Compile refuses a learning rate of 0; the gradients are read after one
+  // step, before any update could reach them, so the rate does not matter.
+  options.optimizer = host::OptimizerSpec::Sgd(1e-3f);
   options.eval_program = false;
   auto compiled = host::Compile(prep.graph, options);
   ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();

@@ -487,6 +487,18 @@ TEST(GraphFileErrorTest, LeafTheBuilderRejects) {
               {"bad.json: tensor 'w' (tensors[2]): field 'init' is missing"});
 }
 
+// A file's optimizer gets the checks sinkrun's --lr and --momentum get.
+TEST(GraphFileErrorTest, OptimizerValuesTheFlagsRefuse) {
+  ExpectError(ParseTiny(Edit(kTiny, "\"learning_rate\": 0.5", "\"learning_rate\": 0")),
+              {"bad.json: field 'optimizer': SGD: learning_rate must be > 0, but got 0"});
+  ExpectError(ParseTiny(Edit(kTiny, "{\"kind\": \"SGD\", \"learning_rate\": 0.5}",
+                             "{\"kind\": \"Momentum\", \"learning_rate\": 0.5, \"momentum\": 2}")),
+              {"bad.json: field 'optimizer': Momentum: momentum must be < 1", "but got 2"});
+  ExpectError(ParseTiny(Edit(kTiny, "{\"kind\": \"SGD\", \"learning_rate\": 0.5}",
+                             "{\"kind\": \"Momentum\", \"learning_rate\": 0.5, \"momentum\": -0.5}")),
+              {"bad.json: field 'optimizer': Momentum: momentum must be >= 0"});
+}
+
 TEST(GraphFileErrorTest, NeitherBinaryNorJson) {
   ExpectError(ParseGraph(Bytes("hello, graph"), "notes.txt"),
               {"notes.txt: neither a binary graph file (identifier 'SKGR' at byte 4) nor JSON (an object, '{')"});

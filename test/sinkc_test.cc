@@ -152,6 +152,30 @@ TEST_F(SinkcTest, BadCommandLinesAndBadGraphsAreRefused) {
   EXPECT_FALSE(fs::exists(dir_ / "out" / "manifest.json"));
 }
 
+// A graph no device can load is a compile error naming the tensor, with
+// no files written; a file's optimizer gets sinkrun's --momentum check.
+TEST_F(SinkcTest, RefusesGraphsNoDeviceCanLoadAndOptimizersThatCannotTrain) {
+  std::string text = Slurp(kMlp);
+  auto edit = [&](std::string t, const std::string& from, const std::string& to) {
+    const size_t at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) t.replace(at, from.size(), to);
+    return t;
+  };
+  RunResult huge = Sinkc("'" + kMlp + "' -o " + Q("out") + " --batch 1099511627776");
+  EXPECT_EQ(huge.exit_code, 1);
+  EXPECT_NE(huge.err.find("tensor 'image' f32 [1099511627776,784]"), std::string::npos) << huge.err;
+  EXPECT_NE(huge.err.find("arena limit of 274877906944 bytes"), std::string::npos) << huge.err;
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "manifest.json"));
+
+  { std::ofstream(dir_ / "diverges.json") << edit(text, "\"momentum\": 0.9", "\"momentum\": 2"); }
+  RunResult diverges = Sinkc(Q("diverges.json") + " -o " + Q("out"));
+  EXPECT_EQ(diverges.exit_code, 1);
+  EXPECT_NE(diverges.err.find("diverges.json: field 'optimizer': Momentum: momentum must be < 1"), std::string::npos)
+      << diverges.err;
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "manifest.json"));
+}
+
 TEST_F(SinkcTest, SinkrunRunsTheStreamsExactlyAsItTrainsTheGraph) {
   RunResult c = Sinkc("'" + kMlp + "' --batch 32 -q -o " + Q("streams"));
   ASSERT_EQ(c.exit_code, 0) << c.err;

@@ -71,25 +71,31 @@ const char* KindName(OptimizerKind k) {
   return "?";
 }
 
-// MindSpore's optimizer argument checks, with its wording where it has one.
-Status CheckSpec(const OptimizerSpec& s) {
-  const std::string who = std::string("AppendOptimizer: ") + KindName(s.kind) + ": ";
+}  // namespace
+
+// MindSpore's optimizer argument checks, with its wording where it has one,
+// narrowed where a value MindSpore lets through cannot train: a learning
+// rate of 0 changes nothing and a momentum of 1 or more never decays, so the
+// update grows without bound (the ranges sinkrun's --lr and --momentum use).
+Status ValidateOptimizer(const OptimizerSpec& s) {
   if (s.kind != OptimizerKind::SGD && s.kind != OptimizerKind::Momentum &&
       s.kind != OptimizerKind::Adam) {
-    return InvalidArgument("AppendOptimizer: unknown optimizer kind " +
-                           std::to_string(static_cast<int>(s.kind)));
+    return InvalidArgument("unknown optimizer kind " + std::to_string(static_cast<int>(s.kind)));
   }
+  const std::string who = std::string(KindName(s.kind)) + ": ";
   auto finite = [](float v) { return std::isfinite(v); };
-  if (!finite(s.learning_rate) || s.learning_rate < 0) {
-    return InvalidArgument(who + "learning_rate must be >= 0, but got " +
-                           std::to_string(s.learning_rate));
+  if (!finite(s.learning_rate) || !(s.learning_rate > 0)) {
+    return InvalidArgument(who + "learning_rate must be > 0, but got " + std::to_string(s.learning_rate));
   }
   if (!finite(s.weight_decay) || s.weight_decay < 0) {
-    return InvalidArgument(who + "weight_decay must be >= 0, but got " +
-                           std::to_string(s.weight_decay));
+    return InvalidArgument(who + "weight_decay must be >= 0, but got " + std::to_string(s.weight_decay));
   }
-  if (s.kind == OptimizerKind::Momentum && (!finite(s.momentum) || s.momentum < 0)) {
-    return InvalidArgument(who + "momentum must be >= 0, but got " + std::to_string(s.momentum));
+  if (s.kind == OptimizerKind::Momentum) {
+    if (!finite(s.momentum) || s.momentum < 0)
+      return InvalidArgument(who + "momentum must be >= 0, but got " + std::to_string(s.momentum));
+    if (s.momentum >= 1)
+      return InvalidArgument(who + "momentum must be < 1 (at 1 or more the accumulated update never decays "
+                                   "and training diverges), but got " + std::to_string(s.momentum));
   }
   if (s.kind == OptimizerKind::Adam) {
     if (!(s.beta1 > 0 && s.beta1 < 1)) {
@@ -104,6 +110,8 @@ Status CheckSpec(const OptimizerSpec& s) {
   }
   return Status::Ok();
 }
+
+namespace {
 
 Status CheckGrads(const Graph& g, const std::vector<ParamGrad>& grads) {
   if (grads.empty()) {
@@ -145,7 +153,7 @@ TensorId State(Graph& g, const std::string& name, const Shape& shape, InitSpec i
 
 Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const OptimizerSpec& spec) {
   if (!g.status().ok()) return g.status();
-  SINKRT_RETURN_IF_ERROR(CheckSpec(spec));
+  SINKRT_RETURN_IF_ERROR(ValidateOptimizer(spec), "AppendOptimizer");
   SINKRT_RETURN_IF_ERROR(CheckGrads(g, grads));
 
   OpAttrs attrs;

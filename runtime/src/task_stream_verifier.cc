@@ -47,7 +47,7 @@ class Checker {
     uint32_t a = s_->arena_alignment();
     if (a < 8 || a > 4096 || (a & (a - 1)) != 0)
       return InvalidArgument("arena alignment " + std::to_string(a) + " must be a power of two in [8, 4096]");
-    if (s_->arena_bytes() > kMaxStreamBytes * 4)
+    if (s_->arena_bytes() > kMaxArenaBytes)
       return InvalidArgument("arena of " + std::to_string(s_->arena_bytes()) + " bytes is larger than a device accepts");
     if (s_->blob_bytes() != blobs_.size())
       return InvalidArgument("blob section is " + std::to_string(blobs_.size()) + " bytes, header says " +

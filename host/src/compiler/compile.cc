@@ -1,6 +1,7 @@
 // Compile(): the passes in order — training graph, lowering, memory plan,
 // writer (docs/compiler.md) — and the report that tools and tests read.
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "compiler/stream_writer.h"
 #include "compiler/training_graph.h"
 #include "sinkrt/host/compiler.h"
+#include "sinkrt/runtime/format.h"
 
 namespace sinkrt::host {
 namespace {
@@ -39,7 +41,8 @@ Status CheckOptions(const CompileOptions& o) {
                           .gradients_mean = o.gradients_mean,
                           .parameter_broadcast = o.parameter_broadcast,
                           .comm_fusion = o.comm_fusion};
-  return context.Validate({ParallelMode::StandAlone, ParallelMode::DataParallel});
+  SINKRT_RETURN_IF_ERROR(context.Validate({ParallelMode::StandAlone, ParallelMode::DataParallel}));
+  return ValidateOptimizer(o.optimizer).WithContext("compile: optimizer");
 }
 
 // Lays the step programs end to end on one timeline (train_step, eval_step,
@@ -72,6 +75,46 @@ Result<std::vector<compiler::BufferLifetime>> Lifetimes(const compiler::LoweredS
   return out;
 }
 
+std::string Size(uint64_t bytes) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%llu bytes (%.2f GiB)", static_cast<unsigned long long>(bytes),
+                static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+std::string Describe(const compiler::BufferDef& b) {
+  return "'" + b.name + "' " + DTypeName(b.dtype) + " " + ShapeToString(b.shape) + " of " + Size(b.bytes);
+}
+
+// The device refuses an arena above kMaxArenaBytes (the verifier's header
+// check); refusing it here names the tensors that made it so large. The
+// largest buffer, when above the limit, is named alone and before planning,
+// so the planner never sums sizes that could wrap.
+Status CheckBufferSizes(const compiler::LoweredStream& s) {
+  const compiler::BufferDef* largest = nullptr;
+  for (const compiler::BufferDef& b : s.buffers)
+    if (!largest || b.bytes > largest->bytes) largest = &b;
+  if (largest && largest->bytes > kMaxArenaBytes)
+    return InvalidArgument("tensor " + Describe(*largest) + " is larger than the device's arena limit of " +
+                           Size(kMaxArenaBytes));
+  return Status::Ok();
+}
+
+Status CheckArenaSize(const compiler::LoweredStream& s, uint64_t arena_bytes) {
+  if (arena_bytes <= kMaxArenaBytes) return Status::Ok();
+  std::vector<const compiler::BufferDef*> largest;
+  for (const compiler::BufferDef& b : s.buffers) largest.push_back(&b);
+  const size_t shown = std::min<size_t>(3, largest.size());
+  std::partial_sort(largest.begin(), largest.begin() + shown, largest.end(),
+                    [](const compiler::BufferDef* a, const compiler::BufferDef* b) {
+                      return a->bytes != b->bytes ? a->bytes > b->bytes : a < b;  // ties in table order
+                    });
+  std::string names;
+  for (size_t i = 0; i < shown; ++i) names += (i ? ", " : "") + Describe(*largest[i]);
+  return InvalidArgument("arena of " + Size(arena_bytes) + " is larger than the device's limit of " +
+                         Size(kMaxArenaBytes) + "; the largest buffers: " + names);
+}
+
 }  // namespace
 
 Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& options) {
@@ -91,10 +134,12 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
                            .gradients_mean = options.gradients_mean,
                            .parameter_broadcast = options.parameter_broadcast,
                            .comm_fusion = options.comm_fusion}));
+  SINKRT_RETURN_IF_ERROR(CheckBufferSizes(lowered), "compile graph '" + forward.name() + "'");
   SINKRT_ASSIGN_OR_RETURN(std::vector<compiler::BufferLifetime> lifetimes, Lifetimes(lowered));
   SINKRT_ASSIGN_OR_RETURN(compiler::MemoryPlan plan,
                           compiler::PlanMemory(std::move(lifetimes), options.arena_alignment),
                           "compile graph '" + forward.name() + "'");
+  SINKRT_RETURN_IF_ERROR(CheckArenaSize(lowered, plan.arena_bytes), "compile graph '" + forward.name() + "'");
 
   const uint64_t stream_hash = compiler::StreamHash(GraphHash(forward), options);
   SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,

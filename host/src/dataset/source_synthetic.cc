@@ -1,11 +1,15 @@
 // Dataset::SyntheticImages: a generated stand-in for Fashion-MNIST, for
 // demos and tests that must not depend on a download.
+#include <unistd.h>
+
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "dataset/node.h"
 #include "sinkrt/host/dataset.h"
 
 namespace sinkrt::host {
@@ -21,9 +25,43 @@ uint64_t Mix(uint64_t z) {  // one SplitMix64 step from state z: a good 64-bit h
   return z ^ (z >> 31);
 }
 
+// The samples are generated on demand, but a pass's order is not: it holds
+// an int64 index per sample, and a shuffle or a shard works on a copy and a
+// permutation of it, so one pass can need three of them at once.
+constexpr uint64_t kOrderBytesPerSample = 3 * sizeof(int64_t);
+
+uint64_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return uint64_t{1} << 40;  // unknown: a bound no test machine reaches
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
+
+std::string GiB(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+// A size whose pass order cannot fit in this machine's memory is refused
+// here, saying how much it needs, rather than as std::bad_alloc at the first
+// pass.
+Status CheckSize(int64_t size) {
+  if (size < 0) return Status::Ok();  // FromGenerator names a negative size
+  const uint64_t memory = PhysicalMemoryBytes();
+  if (static_cast<uint64_t>(size) <= memory / kOrderBytesPerSample) return Status::Ok();
+  const double needed = static_cast<double>(size) * static_cast<double>(kOrderBytesPerSample);
+  char exact[32];
+  std::snprintf(exact, sizeof exact, "%.0f", needed);
+  return ResourceExhausted("SyntheticImages: size " + std::to_string(size) + " needs up to " + exact + " bytes (" +
+                           GiB(needed) + ") for the sample order of one pass (" +
+                           std::to_string(kOrderBytesPerSample) + " bytes a sample), more than this machine's " +
+                           GiB(static_cast<double>(memory)) + " of memory");
+}
+
 }  // namespace
 
 Dataset Dataset::SyntheticImages(int64_t size, uint64_t split) {
+  if (Status st = CheckSize(size); !st.ok()) return MakeSourceDataset(st);
   constexpr int64_t kPixels = kImageSide * kImageSide;
   auto templates = std::make_shared<std::vector<uint8_t>>(kClasses * kPixels);
   for (int64_t i = 0; i < kClasses * kPixels; ++i) (*templates)[i] = static_cast<uint8_t>(Mix(0x7E3A11 + i) >> 56);

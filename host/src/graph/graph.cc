@@ -6,6 +6,7 @@
 #include "sinkrt/host/graph.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "graph/builder_helpers.h"
@@ -16,6 +17,13 @@ using internal::LowerName;
 using internal::OpCodeName;
 
 namespace {
+
+// Element count times dtype size must fit in int64: a buffer's byte count is
+// computed from them everywhere downstream. The dtype must be valid.
+bool ByteCountOverflows(const Shape& shape, DType dtype) {
+  const int64_t n = NumElements(shape);
+  return n >= 0 && n > INT64_MAX / static_cast<int64_t>(DTypeSize(dtype));
+}
 
 const char* KindName(TensorKind k) {
   switch (k) {
@@ -124,6 +132,11 @@ TensorId Graph::AddTensor(TensorInfo info) {
                          " has a negative dimension or too many elements"));
     return kInvalidTensor;
   }
+  if (ByteCountOverflows(info.shape, info.dtype)) {
+    Fail(InvalidArgument("tensor '" + info.name + "': shape " + ShapeToString(info.shape) + " of " +
+                         DTypeName(info.dtype) + " has a byte count beyond int64"));
+    return kInvalidTensor;
+  }
   const TensorId id = static_cast<TensorId>(tensors_.size());
   tensor_names_.emplace(info.name, id);
   tensors_.push_back(std::move(info));
@@ -153,6 +166,11 @@ std::vector<TensorId> Graph::AddOp(fb::OpCode op, std::vector<TensorId> inputs, 
     if (DTypeSize(outputs[k].second) == 0 || NumElements(outputs[k].first) < 0) {
       FailOp(op, name, "output " + std::to_string(k) + " has an invalid dtype or shape " +
                            ShapeToString(outputs[k].first));
+      return ids;
+    }
+    if (ByteCountOverflows(outputs[k].first, outputs[k].second)) {
+      FailOp(op, name, "output " + std::to_string(k) + " of shape " + ShapeToString(outputs[k].first) + " of " +
+                           DTypeName(outputs[k].second) + " has a byte count beyond int64");
       return ids;
     }
   }

@@ -445,6 +445,9 @@ Result<std::optional<OptimizerSpec>> Reader::Optimizer() const {
   o.beta2 = d->beta2();
   o.epsilon = d->epsilon();
   o.weight_decay = d->weight_decay();
+  // Checked here too, so a file with a value sinkrun's flags refuse is
+  // refused as it is read, naming the file.
+  SINKRT_RETURN_IF_ERROR(ValidateOptimizer(o), source_ + ": field 'optimizer'");
   return std::optional<OptimizerSpec>(o);
 }
 

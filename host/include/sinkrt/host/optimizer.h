@@ -32,6 +32,13 @@ const char* OptimizerKindName(OptimizerKind kind);                   // the name
 // rate and (Momentum) the momentum; the other settings at their defaults.
 Result<OptimizerSpec> MakeOptimizer(const std::string& kind, float learning_rate, float momentum);
 
+// The one check of an optimizer's settings, whoever wrote them (code, a
+// graph file, sinkc or sinkrun flags): learning_rate > 0, momentum in
+// [0, 1), Adam's betas in (0, 1) and epsilon > 0, weight_decay >= 0, all
+// finite. The message names the optimizer and the setting ("Momentum:
+// momentum must be < 1 ..."); callers add where the spec came from.
+Status ValidateOptimizer(const OptimizerSpec& spec);
+
 // Adds optimizer state (zero-initialised OptState tensors named
 // "<param>/momentum", "<param>/adam_m", "<param>/adam_v", and "adam/powers")
 // and one update op per gradient. Update ops mutate param and state in place.

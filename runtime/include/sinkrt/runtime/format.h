@@ -23,6 +23,9 @@ inline constexpr uint64_t kSupportedFeatures = kFeatureCollectives;
 
 // Largest stream a device accepts (FlatBuffer plus blobs).
 inline constexpr uint64_t kMaxStreamBytes = 1ull << 36;
+// Largest arena a device accepts (256 GiB); the compiler refuses a plan
+// above it, naming the largest buffers.
+inline constexpr uint64_t kMaxArenaBytes = kMaxStreamBytes * 4;
 
 struct StreamSections {
   std::span<const uint8_t> flatbuffer;  // without the size prefix
