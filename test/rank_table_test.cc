@@ -291,7 +291,8 @@ TEST(RankTableTest, DuplicateRank) {
 TEST(RankTableTest, MissingRank) {
   std::string text = Edit(ReadSample("server_list_2x4dev.json"), R"("rank_id": "3")", R"("rank_id": "8")");
   EXPECT_TRUE(TableFails(text, {"rank 3 is missing", "0..7"}));
-  EXPECT_TRUE(TableFails(R"({"devices": [{"rank": 1, "address": "h:1"}]})", {"rank 0 is missing"}));
+  EXPECT_TRUE(TableFails(R"({"devices": [{"rank": 1, "address": "h:1"}]})",
+                         {"rank 0 is missing: a table of 1 rank must number it 0"}));
 }
 
 TEST(RankTableTest, EmptyTable) {

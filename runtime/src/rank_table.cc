@@ -226,8 +226,10 @@ Result<RankTable> Validate(std::string layout, std::vector<ReadEntry> entries) {
   }
   for (size_t i = 0; i < entries.size(); ++i) {
     if (entries[i].entry.rank != i)
-      return InvalidArgument("rank " + std::to_string(i) + " is missing: " + std::to_string(entries.size()) +
-                             " ranks must be numbered 0.." + std::to_string(entries.size() - 1));
+      return InvalidArgument("rank " + std::to_string(i) + " is missing: " +
+                             (entries.size() == 1 ? std::string("a table of 1 rank must number it 0")
+                                                  : std::to_string(entries.size()) + " ranks must be numbered 0.." +
+                                                        std::to_string(entries.size() - 1)));
   }
   std::map<std::string, const ReadEntry*> by_address;
   for (const ReadEntry& e : entries) {
