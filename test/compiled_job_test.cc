@@ -198,6 +198,10 @@ TEST(CompiledJob, ReadRefusesWhatDoesNotBelong) {
   bad_mode["options"]["parallel"]["mode"] = "pipeline";
   nlohmann::json wrong_count = nlohmann::json::parse(manifest);
   wrong_count["options"]["parallel"]["device_num"] = 4;
+  nlohmann::json wrong_arena = nlohmann::json::parse(manifest);
+  wrong_arena["ranks"][1]["arena_bytes"] = wrong_arena["ranks"][1]["arena_bytes"].get<uint64_t>() + 64;
+  nlohmann::json no_arena = nlohmann::json::parse(manifest);
+  no_arena["ranks"][0].erase("arena_bytes");
   nlohmann::json wrong_type = nlohmann::json::parse(manifest);
   wrong_type["options"]["queue_capacity"] = "sixteen";
   for (const Case& c : std::vector<Case>{
@@ -208,6 +212,8 @@ TEST(CompiledJob, ReadRefusesWhatDoesNotBelong) {
            {bad_mode.dump(), "options.parallel.mode"},
            {wrong_count.dump(), "2 ranks listed, but options.parallel.device_num is 4"},
            {wrong_type.dump(), "\"options.queue_capacity\" has the wrong type"},
+           {wrong_arena.dump(), "rank_1.tstream: the stream's arena is "},
+           {no_arena.dump(), "arena_bytes"},
        }) {
     WriteText(dir.str("manifest.json"), c.text);
     auto r = host::ReadCompiledJob(dir.str());

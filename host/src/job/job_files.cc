@@ -92,6 +92,11 @@ Result<CompiledJob> ReadCompiledJob(const std::string& dir) {
       return InvalidArgument(path + ": the stream is rank " + std::to_string(h.rank()) + " of " +
                              std::to_string(h.world_size()) + ", the manifest says rank " + std::to_string(r) +
                              " of " + std::to_string(n));
+    // A manifest edited by hand (or by a tool) must not show one arena and
+    // load another.
+    if (stream.root()->arena_bytes() != e.arena_bytes)
+      return InvalidArgument(path + ": the stream's arena is " + std::to_string(stream.root()->arena_bytes()) +
+                             " bytes, the manifest says " + std::to_string(e.arena_bytes));
     if (h.graph_hash() != e.stream_hash)
       return InvalidArgument(path + ": graph hash " + job::Hex64(h.graph_hash()) + ", the manifest says " +
                              job::Hex64(e.stream_hash) + ": the file belongs to another compile");

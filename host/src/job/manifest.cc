@@ -205,6 +205,7 @@ Result<Manifest> ParseManifest(const std::string& text, const std::string& path)
       e.rank = rd.Get<uint32_t>(ranks[i], "rank", where);
       e.file = rd.Get<std::string>(ranks[i], "file", where);
       e.bytes = rd.Get<uint64_t>(ranks[i], "bytes", where);
+      e.arena_bytes = rd.Get<uint64_t>(ranks[i], "arena_bytes", where);
       e.stream_hash = rd.Hash(ranks[i], "stream_hash", where);
       e.content_hash = rd.Hash(ranks[i], "content_hash", where);
       if (rd.status.ok() && (e.rank != i || e.file != RankFileName(e.rank)))

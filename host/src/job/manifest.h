@@ -19,6 +19,7 @@ struct RankEntry {
   uint32_t rank = 0;
   std::string file;
   uint64_t bytes = 0;
+  uint64_t arena_bytes = 0;   // the stream's arena, as the summary tools print it
   uint64_t stream_hash = 0;   // the stream header's graph_hash
   uint64_t content_hash = 0;  // FNV-1a 64 of the whole file
 };
