@@ -29,7 +29,7 @@ struct Flags {
   std::string token;
   int rank = -1;
   int threads = -1;
-  long long connect_timeout_ms = -1;
+  long long hello_timeout_ms = -1;
   long long getnext_timeout_ms = -1;
   long long peer_timeout_ms = -1;
   bool quiet = false;
@@ -56,8 +56,8 @@ int main(int argc, char** argv) {
       ->check(sinkrt::tools::NonNegativeInteger());
   app.add_option("--threads", f.threads, "kernel threads (default: every core this process may use)")
       ->check(sinkrt::tools::PositiveInteger());  // as sinkrun's: leave it out for every core
-  app.add_option("--connect-timeout-ms", f.connect_timeout_ms,
-                 "a connection must say Hello within this (SINKRT_CONNECT_TIMEOUT_MS, HCCL_CONNECT_TIMEOUT s; 120000)")
+  app.add_option("--hello-timeout-ms", f.hello_timeout_ms,
+                 "a new connection must finish its Hello within this (SINKRT_HELLO_TIMEOUT_MS; 5000)")
       ->check(sinkrt::tools::PositiveInteger());
   app.add_option("--getnext-timeout-ms", f.getnext_timeout_ms,
                  "a sink fails when its data queue stays empty this long (SINKRT_GETNEXT_TIMEOUT_MS; 300000)")
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
   options.listen = sinkrt::Address{host, static_cast<uint16_t>(port)};
   options.token = f.token;
   if (f.threads > 0) options.device.threads = f.threads;
-  if (f.connect_timeout_ms > 0) options.connect_timeout = std::chrono::milliseconds(f.connect_timeout_ms);
+  if (f.hello_timeout_ms > 0) options.hello_timeout = std::chrono::milliseconds(f.hello_timeout_ms);
   if (f.getnext_timeout_ms > 0) options.device.get_next_timeout = std::chrono::milliseconds(f.getnext_timeout_ms);
   if (f.peer_timeout_ms > 0) {  // the flag wins over every variable, for both waits
     options.peer_timeout = std::chrono::milliseconds(f.peer_timeout_ms);

@@ -8,13 +8,14 @@ namespace sinkrt {
 namespace {
 
 // Read as non-negative integers wherever they are read (env.cc,
-// device_options.cc, remote_connection.cc, wire.cc, comm/transport/futex.h):
-// a variable added there belongs here too.
+// device_options.cc, daemon_options.cc, remote_connection.cc, wire.cc,
+// comm/transport/futex.h): a variable added there belongs here too.
 constexpr const char* kNumericVariables[] = {
     "SINKRT_CONNECT_TIMEOUT_MS", "SINKRT_GETNEXT_TIMEOUT_MS", "SINKRT_PUSH_TIMEOUT_MS",
     "SINKRT_SINK_TIMEOUT_MS",    "SINKRT_REPLY_TIMEOUT_MS",   "SINKRT_PEER_TIMEOUT_MS",
     "SINKRT_DEVICE_THREADS",     "SINKRT_MAX_FRAME_BYTES",    "SINKRT_COMM_SPIN_US",
     "SINKRT_COMM_YIELD_US",      "HCCL_CONNECT_TIMEOUT",      "HCCL_EXEC_TIMEOUT",
+    "SINKRT_HELLO_TIMEOUT_MS",
 };
 
 // Digits only: strtoll alone would take " 5", "+5" and, for unsigned

@@ -5,7 +5,9 @@
 
 #include <asio/ip/tcp.hpp>
 #include <atomic>
+#include <algorithm>
 #include <list>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -24,9 +26,20 @@ namespace {
 struct Connection {
   // Null once a peer daemon's connection moved to the hub (under State::mu).
   std::unique_ptr<FrameSocket> socket;
+  std::string source;  // the peer's address without its port: the quota key
   std::thread thread;
   std::atomic<bool> done{false};
+  // Under State::mu: admitted once its Hello passed; evicted by a newer
+  // pending connection over a quota (its thread then only ends).
+  bool admitted = false;
+  bool evicted = false;
 };
+
+std::string SourceAddress(const asio::ip::tcp::socket& socket) {
+  asio::error_code ec;
+  auto remote = socket.remote_endpoint(ec);
+  return ec ? std::string("(unknown)") : remote.address().to_string();
+}
 
 void SendError(FrameSocket& socket, int rank, const Status& status) {
   flatbuffers::FlatBufferBuilder fbb(256);
@@ -64,6 +77,11 @@ struct Daemon::State {
   DaemonStats stats;
 
   void AcceptLoop();
+  // Makes room for a new pending connection from `source` (under mu).
+  void EvictForLocked(const std::string& source);
+  // Admits `c` once its Hello passed; false (after refusing it) when it was
+  // evicted meanwhile or the admitted connections are at their limit.
+  bool Admit(Connection& c);
   void Serve(Connection& c);
   void ServeHost(Connection& c, const fb::Hello& hello);
   void ServePeer(Connection& c, const fb::Hello& hello);
@@ -171,17 +189,11 @@ void Daemon::State::AcceptLoop() {
     }
     TuneSocket(socket);
     auto conn = std::make_unique<Connection>();
+    conn->source = SourceAddress(socket);
     conn->socket = std::make_unique<FrameSocket>(std::move(socket), options.limits);
     Reap();
     std::lock_guard<std::mutex> lk(mu);
-    if (static_cast<int>(connections.size()) >= options.max_connections) {
-      ++stats.connections_refused;
-      SendError(*conn->socket, options.rank,
-                ResourceExhausted("sinkd rank " + std::to_string(options.rank) + " already has " +
-                                  std::to_string(connections.size()) + " connections (the limit)"));
-      Log("refused " + conn->socket->peer() + ": too many connections");
-      continue;
-    }
+    EvictForLocked(conn->source);
     Connection* c = conn.get();
     connections.push_back(std::move(conn));
     c->thread = std::thread([this, c] {
@@ -190,6 +202,64 @@ void Daemon::State::AcceptLoop() {
       c->done = true;
     });
   }
+}
+
+void Daemon::State::EvictForLocked(const std::string& source) {
+  // Connections are kept in accept order, so the first pending one found is
+  // the oldest.
+  auto pending = [](const Connection& c) { return !c.admitted && !c.evicted && !c.done; };
+  int total = 0, from_source = 0;
+  std::map<std::string, int> per_source;
+  for (const auto& c : connections) {
+    if (!pending(*c)) continue;
+    ++total;
+    ++per_source[c->source];
+  }
+  from_source = per_source[source];
+  std::string victim_source;
+  std::string why;
+  if (from_source >= options.max_pending_per_address) {
+    victim_source = source;
+    why = std::to_string(from_source) + " connections from " + source + " have not finished their Hello (the limit per address)";
+  } else if (total >= options.max_pending) {
+    victim_source = std::max_element(per_source.begin(), per_source.end(), [](const auto& a, const auto& b) {
+                      return a.second < b.second;
+                    })->first;
+    why = std::to_string(total) + " connections have not finished their Hello (the limit), " +
+          std::to_string(per_source[victim_source]) + " of them from " + victim_source;
+  } else {
+    return;
+  }
+  for (auto& c : connections) {
+    if (!pending(*c) || c->source != victim_source || !c->socket) continue;
+    c->evicted = true;
+    ++stats.connections_evicted;
+    // A tiny frame into an empty send buffer: it cannot block the accept loop.
+    SendError(*c->socket, options.rank,
+              ResourceExhausted("sinkd rank " + std::to_string(options.rank) + " closed this connection: " + why +
+                                ", and a newer one came"));
+    c->socket->Shutdown();
+    Log("closed " + c->socket->peer() + " without a Hello: " + why);
+    return;
+  }
+}
+
+bool Daemon::State::Admit(Connection& c) {
+  std::lock_guard<std::mutex> lk(mu);
+  if (c.evicted) return false;  // its socket is shut down; the reason went out already
+  int admitted = 0;
+  for (const auto& other : connections)
+    if (other->admitted && !other->done) ++admitted;
+  if (admitted >= options.max_connections) {
+    ++stats.connections_refused;
+    SendError(*c.socket, options.rank,
+              ResourceExhausted("sinkd rank " + std::to_string(options.rank) + " already serves " +
+                                std::to_string(admitted) + " connections (the limit)"));
+    Log("refused " + c.socket->peer() + ": too many connections");
+    return false;
+  }
+  c.admitted = true;
+  return true;
 }
 
 void Daemon::State::Reap() {
@@ -221,12 +291,18 @@ void Daemon::State::SendHello(FrameSocket& socket, bool busy) {
 void Daemon::State::Serve(Connection& c) {
   FrameSocket& socket = *c.socket;
   InFrame frame;
-  Status st = socket.Receive(&frame, DeadlineIn(options.connect_timeout));
+  // One deadline for the whole frame: a client that trickles bytes gets no
+  // more time than one that sends nothing.
+  Status st = socket.Receive(&frame, DeadlineIn(options.hello_timeout));
   if (!st.ok()) {
-    if (st.code() == StatusCode::kUnavailable) return;  // connected and left (a port scan, a dead launcher)
-    if (st.code() == StatusCode::kDeadlineExceeded)
-      st = DeadlineExceeded("no Hello within " + std::to_string(options.connect_timeout.count()) +
-                            " ms of connecting (SINKRT_CONNECT_TIMEOUT_MS)");
+    // Connected and left (a port scan, a dead launcher), or evicted.
+    if (st.code() == StatusCode::kUnavailable) return;
+    if (st.code() == StatusCode::kDeadlineExceeded) {
+      st = DeadlineExceeded("no Hello within " + std::to_string(options.hello_timeout.count()) +
+                            " ms of connecting (SINKRT_HELLO_TIMEOUT_MS)");
+      std::lock_guard<std::mutex> lk(mu);
+      ++stats.hello_timeouts;
+    }
     counters.protocol_errors.fetch_add(1);
     SendError(socket, options.rank, st.WithContext("protocol error"));
     Log("refused " + socket.peer() + ": " + st.message());
@@ -256,6 +332,7 @@ void Daemon::State::Serve(Connection& c) {
   if (!options.token.empty() && (!hello.token() || hello.token()->str() != options.token))
     return refuse(PermissionDenied(std::string(hello.token() && hello.token()->size() ? "wrong" : "missing") +
                                    " token: this sinkd was started with --token"));
+  if (!Admit(c)) return;
   switch (hello.role()) {
     case fb::PeerRole::Probe: {
       bool busy;

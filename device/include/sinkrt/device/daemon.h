@@ -12,6 +12,17 @@
 // Threads: one accepting, one per connection reading frames (PushBatch goes
 // straight into a free queue slot from there), one running sinks, so a sink
 // and the batches feeding it proceed together.
+//
+// Admission: a connection is *pending* until its Hello passes the version
+// and token checks, and pending connections never take the slots of
+// admitted ones (hosts, peers, probes). A pending connection has
+// hello_timeout to finish its Hello, however slowly its bytes come; each
+// source address may hold max_pending_per_address of them and all sources
+// together max_pending. A new connection over either quota closes the
+// oldest pending connection of its own address (over the total: of the
+// address holding the most), so a flood of silent or slow connections only
+// ever crowds out its own sender, and a real host, which says Hello at
+// once, gets in at any time.
 #pragma once
 
 #include <chrono>
@@ -34,9 +45,11 @@ struct DaemonOptions {
   int rank = 0;
   DeviceOptions device = DeviceOptions::FromEnvironment();
   WireLimits limits = WireLimits::FromEnvironment();
-  // A new connection must send its Hello within this (SINKRT_CONNECT_TIMEOUT_MS,
-  // or HCCL_CONNECT_TIMEOUT in seconds).
-  std::chrono::milliseconds connect_timeout{std::chrono::seconds(120)};
+  // A new connection must finish its Hello within this
+  // (SINKRT_HELLO_TIMEOUT_MS). Short on purpose: a real host or peer sends
+  // its Hello as soon as it connects, and until then nothing proves the
+  // connection is not an attack.
+  std::chrono::milliseconds hello_timeout{std::chrono::seconds(5)};
   // Waiting on a peer daemon during collectives (DeviceOptions::peer_timeout:
   // SINKRT_PEER_TIMEOUT_MS, else HCCL_EXEC_TIMEOUT in seconds).
   std::chrono::milliseconds peer_timeout{std::chrono::seconds(300)};
@@ -44,8 +57,13 @@ struct DaemonOptions {
   // 0: peer_timeout (DeviceOptions::rendezvous_timeout: SINKRT_PEER_TIMEOUT_MS,
   // else HCCL_CONNECT_TIMEOUT in seconds).
   std::chrono::milliseconds rendezvous_timeout{0};
-  // Connections beyond this many at once are closed on accept.
+  // Admitted connections (hosts, peers, probes) at once; a Hello beyond
+  // this is refused.
   int max_connections = 16;
+  // Connections that have not finished their Hello: at once, and per source
+  // address (see Admission above).
+  int max_pending = 64;
+  int max_pending_per_address = 8;
   // One line per job event; false in tests that count nothing from logs.
   bool log = true;
 
@@ -58,6 +76,8 @@ struct DaemonStats {
   uint64_t jobs_started = 0;
   uint64_t jobs_ended = 0;
   uint64_t connections_refused = 0;  // busy, bad token, bad version, over the limit
+  uint64_t connections_evicted = 0;  // pending ones closed for a newer one over a quota
+  uint64_t hello_timeouts = 0;       // pending ones closed at hello_timeout
   uint64_t protocol_errors = 0;      // malformed or out-of-order frames
 };
 
