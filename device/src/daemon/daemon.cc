@@ -1,5 +1,6 @@
 #include "sinkrt/device/daemon.h"
 
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -34,6 +35,11 @@ struct Connection {
   bool admitted = false;
   bool evicted = false;
 };
+
+int UnreadBytes(FrameSocket& socket) {
+  int n = 0;
+  return ::ioctl(socket.native_handle(), FIONREAD, &n) == 0 ? n : 0;
+}
 
 std::string SourceAddress(const asio::ip::tcp::socket& socket) {
   asio::error_code ec;
@@ -77,8 +83,9 @@ struct Daemon::State {
   DaemonStats stats;
 
   void AcceptLoop();
-  // Makes room for a new pending connection from `source` (under mu).
-  void EvictForLocked(const std::string& source);
+  // Makes room for a new pending connection from `source` (under mu);
+  // false when there is none to make and the new one must go instead.
+  bool EvictForLocked(const std::string& source);
   // Admits `c` once its Hello passed; false (after refusing it) when it was
   // evicted meanwhile or the admitted connections are at their limit.
   bool Admit(Connection& c);
@@ -193,7 +200,15 @@ void Daemon::State::AcceptLoop() {
     conn->socket = std::make_unique<FrameSocket>(std::move(socket), options.limits);
     Reap();
     std::lock_guard<std::mutex> lk(mu);
-    EvictForLocked(conn->source);
+    if (!EvictForLocked(conn->source)) {
+      ++stats.connections_refused;
+      SendError(*conn->socket, options.rank,
+                ResourceExhausted("sinkd rank " + std::to_string(options.rank) + " has " +
+                                  std::to_string(2 * options.max_pending) +
+                                  " connections that have not finished their Hello; try again"));
+      Log("refused " + conn->socket->peer() + ": too many connections without a Hello");
+      continue;
+    }
     Connection* c = conn.get();
     connections.push_back(std::move(conn));
     c->thread = std::thread([this, c] {
@@ -204,18 +219,18 @@ void Daemon::State::AcceptLoop() {
   }
 }
 
-void Daemon::State::EvictForLocked(const std::string& source) {
+bool Daemon::State::EvictForLocked(const std::string& source) {
   // Connections are kept in accept order, so the first pending one found is
   // the oldest.
   auto pending = [](const Connection& c) { return !c.admitted && !c.evicted && !c.done; };
-  int total = 0, from_source = 0;
+  int total = 0;
   std::map<std::string, int> per_source;
   for (const auto& c : connections) {
     if (!pending(*c)) continue;
     ++total;
     ++per_source[c->source];
   }
-  from_source = per_source[source];
+  const int from_source = per_source[source];
   std::string victim_source;
   std::string why;
   if (from_source >= options.max_pending_per_address) {
@@ -228,10 +243,15 @@ void Daemon::State::EvictForLocked(const std::string& source) {
     why = std::to_string(total) + " connections have not finished their Hello (the limit), " +
           std::to_string(per_source[victim_source]) + " of them from " + victim_source;
   } else {
-    return;
+    return true;
   }
   for (auto& c : connections) {
     if (!pending(*c) || c->source != victim_source || !c->socket) continue;
+    // Bytes its thread has not read yet: a peer or host whose Hello came in
+    // a burst of dials (a world's rendezvous) before the thread ran. Not a
+    // silent connection, and about to be served; spare it. A slow-loris is
+    // read as its bytes come, so it shows none.
+    if (UnreadBytes(*c->socket) > 0) continue;
     c->evicted = true;
     ++stats.connections_evicted;
     // A tiny frame into an empty send buffer: it cannot block the accept loop.
@@ -240,8 +260,12 @@ void Daemon::State::EvictForLocked(const std::string& source) {
                                 ", and a newer one came"));
     c->socket->Shutdown();
     Log("closed " + c->socket->peer() + " without a Hello: " + why);
-    return;
+    return true;
   }
+  // Every candidate has its Hello waiting to be read: a burst its threads
+  // will clear at once. Over twice the total, though, threads are not
+  // keeping up and the newcomer is refused, so their number stays bounded.
+  return total < 2 * options.max_pending;
 }
 
 bool Daemon::State::Admit(Connection& c) {
