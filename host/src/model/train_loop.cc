@@ -222,7 +222,7 @@ Status Model::train(int epoch, const Dataset& train_dataset, const std::vector<C
   for (uint32_t r = 0; r < n; ++r) {
     auto feeder = Feeder::Start(*m.devices[r], shards[r], feed);
     if (!feeder.ok()) {
-      stop_feeders();
+      (void)stop_feeders();  // the start failure is the error to report
       return n > 1 ? feeder.status().WithContext("For 'Model.train', rank " + std::to_string(r) + "'s data")
                    : feeder.status();
     }
@@ -244,7 +244,7 @@ Status Model::train(int epoch, const Dataset& train_dataset, const std::vector<C
   // Stopped early, the batches fed for epochs that never ran are dropped;
   // otherwise the device has taken every batch the feeder pushed.
   if (stopped) {
-    stop_feeders();
+    (void)stop_feeders();  // their unfed batches were not needed
   } else {
     Status fed;
     for (auto& f : feeders) {
