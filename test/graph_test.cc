@@ -748,6 +748,36 @@ TEST(LowLevelTest, CopiesKeepNameBookkeeping) {
 
 // -- whole models -----------------------------------------------------------------------------
 
+TEST(NameScopeTest, OpsInAScopeAreNamedAfterItAndScopesNest) {
+  Graph g;
+  TensorId x = g.Input("x", {2, 4});
+  TensorId w = g.Param("block0.attn.qkv.weight", {4, 4}, InitSpec::Zeros());
+  TensorId y, z, after;
+  {
+    NameScope block(g, "block0");
+    {
+      NameScope qkv(g, "attn.qkv");
+      EXPECT_EQ(g.name_scope(), "block0.attn.qkv");
+      y = g.MatMul(x, w);
+      z = g.MatMul(y, w);  // a clash: the counter only then
+    }
+    EXPECT_EQ(g.name_scope(), "block0");
+  }
+  EXPECT_EQ(g.name_scope(), "");
+  after = g.MatMul(z, w);
+  ASSERT_TRUE(g.status().ok()) << g.status().ToString();
+  EXPECT_EQ(g.ops()[g.producer(y)].name, "block0.attn.qkv.matmul");
+  EXPECT_EQ(g.tensor(y).name, "block0.attn.qkv.matmul");
+  EXPECT_TRUE(g.ops()[g.producer(z)].name.starts_with("block0.attn.qkv.matmul_"));
+  EXPECT_TRUE(g.ops()[g.producer(after)].name.starts_with("matmul_"));  // unscoped as before
+}
+
+TEST(NameScopeTest, APopWithoutAPushIsAnError) {
+  Graph g;
+  g.PopNameScope();
+  EXPECT_NE(g.status().message().find("PopNameScope without a PushNameScope"), std::string::npos);
+}
+
 TEST(ModelTest, MlpShapes) {
   Graph g = testing::MakeMlp(64);
   ASSERT_TRUE(g.status().ok()) << g.status().ToString();

@@ -78,7 +78,28 @@ void Graph::FailOp(fb::OpCode op, const std::string& name, const std::string& me
   Fail(InvalidArgument(OpCodeName(op) + " '" + name + "': " + message));
 }
 
+void Graph::PushNameScope(const std::string& name) {
+  scope_marks_.push_back(scope_.size());
+  if (name.empty()) return;
+  scope_ += (scope_.empty() ? "" : ".") + name;
+}
+
+void Graph::PopNameScope() {
+  if (scope_marks_.empty()) return Fail(FailedPrecondition("PopNameScope without a PushNameScope"));
+  scope_.resize(scope_marks_.back());
+  scope_marks_.pop_back();
+}
+
 std::string Graph::UniqueName(const std::string& base) {
+  if (!scope_.empty()) {
+    // In a scope the plain name is the readable one; a counter only on a clash.
+    const std::string scoped = scope_ + "." + base;
+    if (!tensor_names_.count(scoped) && !op_names_.count(scoped)) return scoped;
+    for (;;) {
+      std::string n = scoped + "_" + std::to_string(name_counter_++);
+      if (!tensor_names_.count(n) && !op_names_.count(n)) return n;
+    }
+  }
   for (;;) {
     std::string n = base + "_" + std::to_string(name_counter_++);
     if (!tensor_names_.count(n) && !op_names_.count(n)) return n;

@@ -141,6 +141,15 @@ class Graph {
   void SetLoss(TensorId loss);
   void AddOutput(TensorId t);
 
+  // -- names ------------------------------------------------------------------
+  // Ops built while a scope is open are named "<scope>.<op>"
+  // ("block0.attn.qkv.matmul"), with "_N" added only on a clash; scopes nest
+  // with '.'. Shard strategies, pipeline stages and profiles refer to layers
+  // by these names. Prefer the RAII NameScope below to these two.
+  void PushNameScope(const std::string& name);
+  void PopNameScope();
+  const std::string& name_scope() const { return scope_; }
+
   // -- low level: used by autodiff, the optimizer pass and graph loading ----
   // Adds an op whose outputs are new tensors of the given shapes/dtypes.
   // Output 0 is named after the op, output k "<op>:k"; no shape checks here.
@@ -180,6 +189,8 @@ class Graph {
   bool CheckLogitsLabels(fb::OpCode op, const std::string& name, TensorId logits, TensorId labels);
 
   std::string name_;
+  std::string scope_;               // "" or "a.b.c", see PushNameScope
+  std::vector<size_t> scope_marks_;  // scope_'s length before each push
   Status status_;
   std::vector<TensorInfo> tensors_;
   std::vector<OpNode> ops_;
@@ -189,6 +200,19 @@ class Graph {
   std::unordered_map<std::string, TensorId> tensor_names_;
   std::unordered_set<std::string> op_names_;
   std::vector<int64_t> producer_;  // per tensor, see producer()
+};
+
+// Opens a name scope on `g` for its lifetime:
+//   { NameScope attn(g, "block0.attn"); ... }   // ops named block0.attn.*
+class NameScope {
+ public:
+  NameScope(Graph& g, const std::string& name) : g_(g) { g_.PushNameScope(name); }
+  ~NameScope() { g_.PopNameScope(); }
+  NameScope(const NameScope&) = delete;
+  NameScope& operator=(const NameScope&) = delete;
+
+ private:
+  Graph& g_;
 };
 
 // NumPy broadcast of two shapes; error names both shapes.
