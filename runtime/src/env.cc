@@ -9,13 +9,15 @@ namespace {
 
 // Read as non-negative integers wherever they are read (env.cc,
 // device_options.cc, daemon_options.cc, remote_connection.cc, wire.cc,
-// comm/transport/futex.h): a variable added there belongs here too.
+// comm/transport/futex.h, local_device_limit.cc): a variable added there
+// belongs here too. SINKRT_MAX_LOCAL_DEVICES must also be positive; its
+// reader says so.
 constexpr const char* kNumericVariables[] = {
     "SINKRT_CONNECT_TIMEOUT_MS", "SINKRT_GETNEXT_TIMEOUT_MS", "SINKRT_PUSH_TIMEOUT_MS",
     "SINKRT_SINK_TIMEOUT_MS",    "SINKRT_REPLY_TIMEOUT_MS",   "SINKRT_PEER_TIMEOUT_MS",
     "SINKRT_DEVICE_THREADS",     "SINKRT_MAX_FRAME_BYTES",    "SINKRT_COMM_SPIN_US",
     "SINKRT_COMM_YIELD_US",      "HCCL_CONNECT_TIMEOUT",      "HCCL_EXEC_TIMEOUT",
-    "SINKRT_HELLO_TIMEOUT_MS",
+    "SINKRT_HELLO_TIMEOUT_MS",   "SINKRT_PROGRESS_MS",        "SINKRT_MAX_LOCAL_DEVICES",
 };
 
 // Digits only: strtoll alone would take " 5", "+5" and, for unsigned
@@ -64,6 +66,11 @@ std::optional<std::chrono::milliseconds> EnvPositiveMilliseconds(const char* nam
 std::chrono::milliseconds ConnectTimeoutFromEnvironment(std::chrono::milliseconds fallback) {
   if (auto ms = EnvMilliseconds("SINKRT_CONNECT_TIMEOUT_MS")) return *ms;
   if (auto s = EnvInteger("HCCL_CONNECT_TIMEOUT")) return std::chrono::seconds(*s);
+  return fallback;
+}
+
+std::chrono::milliseconds ProgressIntervalFromEnvironment(std::chrono::milliseconds fallback) {
+  if (auto ms = EnvPositiveMilliseconds("SINKRT_PROGRESS_MS")) return *ms;
   return fallback;
 }
 

@@ -61,7 +61,10 @@ FrameSocket::~FrameSocket() {
 int FrameSocket::native_handle() { return socket_.native_handle(); }
 
 Result<std::unique_ptr<FrameSocket>> FrameSocket::Connect(const Address& address, std::chrono::milliseconds timeout,
-                                                          WireLimits limits) {
+                                                          WireLimits limits, const ConnectObserver& observer) {
+  // How often an observer hears of an attempt still pending (a SYN nobody
+  // answers waits for the whole deadline).
+  constexpr auto kObserverTick = std::chrono::milliseconds(100);
   auto context = std::make_unique<asio::io_context>();
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   asio::ip::tcp::resolver resolver(*context);
@@ -78,7 +81,17 @@ Result<std::unique_ptr<FrameSocket>> FrameSocket::Connect(const Address& address
       result = e;
     });
     context->restart();
-    context->run_until(deadline);
+    if (observer) {
+      // In ticks: run_until returns at the tick with the connect still
+      // pending, or earlier once it has completed (the context runs dry).
+      for (auto now = std::chrono::steady_clock::now(); now < deadline; now = std::chrono::steady_clock::now()) {
+        context->run_until(std::min(deadline, now + kObserverTick));
+        if (context->stopped()) break;
+        observer(ConnectWait{true, {}});
+      }
+    } else {
+      context->run_until(deadline);
+    }
     if (!context->stopped()) {  // the deadline passed with the connect pending
       socket.close(ec);
       context->run();
@@ -91,6 +104,7 @@ Result<std::unique_ptr<FrameSocket>> FrameSocket::Connect(const Address& address
       return s;
     }
     last_error = result.message();
+    if (observer) observer(ConnectWait{false, last_error});
     // A daemon that is still starting refuses connections: try again until
     // the deadline, backing off so a missing one does not spin a core.
     if (result != asio::error::connection_refused || std::chrono::steady_clock::now() + backoff >= deadline) break;

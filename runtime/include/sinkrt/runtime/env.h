@@ -34,6 +34,11 @@ std::optional<std::chrono::milliseconds> EnvPositiveMilliseconds(const char* nam
 // `fallback`.
 std::chrono::milliseconds ConnectTimeoutFromEnvironment(std::chrono::milliseconds fallback);
 
+// How often a wait that may be long (a launcher starting daemons, a host
+// connecting to one) says what it is waiting for: SINKRT_PROGRESS_MS, else
+// `fallback`. 0 is ignored: it would mean a line per poll.
+std::chrono::milliseconds ProgressIntervalFromEnvironment(std::chrono::milliseconds fallback);
+
 // How long devices wait for their peers: the daemons bound their waits by
 // these, and a host driving them waits a little longer so that the
 // daemons' verdict (which peer did not come) reaches it first.

@@ -12,6 +12,7 @@
 #include <asio/ip/tcp.hpp>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -36,6 +37,15 @@ struct InFrame {
   fb::MessageBody type() const { return message->body_type(); }
 };
 
+// Where FrameSocket::Connect stands while it waits, for an observer that
+// tells a person: an attempt out with no answer yet, or why the last one
+// failed ("Connection refused": retried while the deadline allows).
+struct ConnectWait {
+  bool pending = false;
+  std::string error;  // of the last attempt, when !pending
+};
+using ConnectObserver = std::function<void(const ConnectWait&)>;
+
 class FrameSocket {
  public:
   FrameSocket(asio::ip::tcp::socket socket, WireLimits limits);
@@ -43,8 +53,11 @@ class FrameSocket {
 
   // Connects to `address`, retrying refused connections (a daemon still
   // starting) until `timeout`; sets TCP_NODELAY, keepalive and large buffers.
+  // `observer`, if given, is called on this thread after every failed
+  // attempt and about every 100 ms while one is pending.
   static Result<std::unique_ptr<FrameSocket>> Connect(const Address& address, std::chrono::milliseconds timeout,
-                                                      WireLimits limits = WireLimits::FromEnvironment());
+                                                      WireLimits limits = WireLimits::FromEnvironment(),
+                                                      const ConnectObserver& observer = {});
 
   // Sends one frame: the finished message and the payload pieces, gathered
   // in one write. Thread-safe.
