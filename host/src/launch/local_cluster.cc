@@ -34,6 +34,10 @@ constexpr milliseconds kReapPoll = milliseconds(5);
 constexpr milliseconds kProbeRetry = milliseconds(50);
 constexpr milliseconds kProbeTimeout = std::chrono::seconds(5);
 constexpr const char* kLoopback = "127.0.0.1";
+constexpr milliseconds kDefaultProgress = std::chrono::seconds(2);
+// A deadline error names this many of the daemons that missed it, then
+// counts the rest: a thousand names help nobody.
+constexpr size_t kNamedMissing = 5;
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
@@ -124,12 +128,15 @@ std::chrono::milliseconds DefaultStartTimeout() {
   return std::clamp(ConnectTimeoutFromEnvironment(kDefaultStart), milliseconds(1000), kMaxStart);
 }
 
+std::chrono::milliseconds DefaultStartProgressInterval() { return ProgressIntervalFromEnvironment(kDefaultProgress); }
+
 struct LocalCluster::Daemon {
   int rank = 0;
   pid_t pid = -1;
   int ready_fd = -1;  // the read end of its stdout until the ready line is in
   std::string printed;
-  bool ready = false;
+  bool ready = false;     // its ready line is in
+  bool answered = false;  // it answered the Hello probe as its rank
   bool reaped = false;
   int wait_status = 0;
   Address address;
@@ -153,6 +160,9 @@ LocalCluster::LocalCluster(LocalClusterOptions options) : options_(std::move(opt
 LocalCluster::~LocalCluster() { Stop(); }
 
 Result<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOptions options) {
+  // The start timeout came from the environment: a nonsense value there
+  // would silently be the default.
+  SINKRT_RETURN_IF_ERROR(CheckEnvironment());
   if (options.devices < 1)
     return InvalidArgument("a cluster needs at least one device, got " + std::to_string(options.devices));
   if (options.base_port < 0 || options.base_port + options.devices - 1 > 65535)
@@ -162,6 +172,8 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOptions op
   if (access(options.sinkd_path.c_str(), X_OK) != 0) return NotFound(Errno("sinkd binary " + options.sinkd_path));
   const Clock::time_point deadline = Clock::now() + options.start_timeout;
   std::unique_ptr<LocalCluster> cluster(new LocalCluster(std::move(options)));
+  cluster->started_ = Clock::now();
+  cluster->next_report_ = cluster->started_ + cluster->options_.progress_interval;
   // On an error the cluster's destructor stops every daemon started so far.
   SINKRT_RETURN_IF_ERROR(cluster->Launch());
   SINKRT_RETURN_IF_ERROR(cluster->AwaitReadyLines(deadline));
@@ -209,9 +221,33 @@ Status LocalCluster::Launch() {
   return Status::Ok();
 }
 
+void LocalCluster::MaybeReport(const std::string& what) {
+  if (!options_.progress || Clock::now() < next_report_) return;
+  const milliseconds elapsed = std::chrono::duration_cast<milliseconds>(Clock::now() - started_);
+  options_.progress(what + " after " + Seconds(elapsed) + " (limit " + Seconds(options_.start_timeout) + ")");
+  next_report_ = Clock::now() + options_.progress_interval;
+}
+
+template <typename Done>
+std::string LocalCluster::Missing(Done done) const {
+  std::string names;
+  size_t named = 0, more = 0;
+  for (const Daemon& d : daemons_) {
+    if (done(d)) continue;
+    if (named == kNamedMissing) {
+      ++more;
+      continue;
+    }
+    names += (named++ ? ", " : "") + ("rank " + std::to_string(d.rank) + " (pid " + std::to_string(d.pid) + ")");
+  }
+  if (more > 0) names += " and " + std::to_string(more) + " more";
+  return names;
+}
+
 Status LocalCluster::AwaitReadyLines(Clock::time_point deadline) {
   // All daemons start at once; one poll over their pipes takes each ready
   // line as it comes, so N daemons cost one start time, not N.
+  const std::string total = std::to_string(daemons_.size());
   for (;;) {
     std::vector<pollfd> fds;
     std::vector<Daemon*> waiting;
@@ -221,16 +257,19 @@ Status LocalCluster::AwaitReadyLines(Clock::time_point deadline) {
       waiting.push_back(&d);
     }
     if (fds.empty()) return Status::Ok();
+    const std::string ready = std::to_string(daemons_.size() - waiting.size()) + " of " + total;
+    MaybeReport(ready + " sinkd daemons ready");
     const milliseconds left = Left(deadline);
-    const int n = left.count() > 0 ? poll(fds.data(), fds.size(), static_cast<int>(left.count())) : 0;
+    // Woken for the next progress line too; the deadline is checked below.
+    const milliseconds slice = options_.progress ? std::min(left, Left(next_report_) + milliseconds(1)) : left;
+    const int n = slice.count() > 0 ? poll(fds.data(), fds.size(), static_cast<int>(slice.count())) : 0;
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Internal(Errno("poll"));
-    if (n == 0) {
-      std::string names;
-      for (const Daemon* d : waiting) names += (names.empty() ? "" : ", ") + d->Name();
-      return DeadlineExceeded(names + ": no ready line within " + Seconds(options_.start_timeout) +
+    if (n == 0 && Left(deadline).count() > 0) continue;
+    if (n == 0)
+      return DeadlineExceeded(ready + " sinkd daemons ready within " + Seconds(options_.start_timeout) +
+                              "; no ready line from " + Missing([](const Daemon& d) { return d.ready; }) +
                               " (SINKRT_CONNECT_TIMEOUT_MS sets the limit)");
-    }
     for (size_t i = 0; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
       Daemon& d = *waiting[i];
@@ -265,13 +304,19 @@ Status LocalCluster::AwaitReadyLines(Clock::time_point deadline) {
 Status LocalCluster::AwaitHello(Clock::time_point deadline) {
   // The ready line comes after bind, so the first probe normally answers;
   // retries cover a daemon still starting its accept loop.
+  size_t answered = 0;
+  const std::string total = std::to_string(daemons_.size());
   for (Daemon& d : daemons_) {
     Status last;
     for (;;) {
+      MaybeReport(total + " of " + total + " sinkd daemons ready, " + std::to_string(answered) + " answered Hello");
       const milliseconds left = Left(deadline);
       if (left.count() == 0)
-        return DeadlineExceeded(d.Name() + " at " + d.address.ToString() + " did not answer Hello within " +
-                                Seconds(options_.start_timeout) + (last.ok() ? "" : ": " + last.message()));
+        return DeadlineExceeded(std::to_string(answered) + " of " + total + " sinkd daemons answered Hello within " +
+                                Seconds(options_.start_timeout) + "; " + d.Name() + " at " + d.address.ToString() +
+                                " did not" + (last.ok() ? "" : " (" + last.message() + ")") + "; missing: " +
+                                Missing([](const Daemon& x) { return x.answered; }) +
+                                " (SINKRT_CONNECT_TIMEOUT_MS sets the limit)");
       auto hello = ProbeDevice(d.address, std::min(left, kProbeTimeout), options_.token);
       if (hello.ok()) {
         if (hello->rank != d.rank)
@@ -280,6 +325,8 @@ Status LocalCluster::AwaitHello(Clock::time_point deadline) {
         if (hello->pid != 0 && static_cast<pid_t>(hello->pid) != d.pid)
           return FailedPrecondition(d.address.ToString() + " is served by pid " + std::to_string(hello->pid) +
                                     ", not by " + d.Name());
+        d.answered = true;
+        ++answered;
         break;
       }
       last = hello.status();

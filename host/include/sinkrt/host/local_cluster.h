@@ -11,11 +11,16 @@
 // from a thread that lives as long as it does (the main thread). Daemons run
 // in their own process group: a Ctrl-C at the terminal reaches the launcher
 // alone, which then stops them in order instead of racing their exit.
+//
+// Start() does not judge whether the machine can host `devices` daemons: a
+// launcher asks CheckLocalDeviceCount (local_device_limit.h) first, with
+// the machine's cores, before anything is forked.
 #pragma once
 
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +36,9 @@ namespace sinkrt::host {
 // has not started in two minutes will not).
 std::chrono::milliseconds DefaultStartTimeout();
 
+// How often Start reports its progress: SINKRT_PROGRESS_MS, else 2 s.
+std::chrono::milliseconds DefaultStartProgressInterval();
+
 struct LocalClusterOptions {
   int devices = 1;
   // 0: each daemon listens on 127.0.0.1:0 and the kernel picks a free port
@@ -42,6 +50,12 @@ struct LocalClusterOptions {
   std::vector<std::string> sinkd_args;  // more flags for every daemon: --quiet, --threads 1
   std::chrono::milliseconds start_timeout = DefaultStartTimeout();
   int stderr_fd = -1;  // where the daemons' stderr (their job log) goes; -1: the launcher's
+  // Called about every progress_interval while the daemons start, on the
+  // thread that called Start, with a line such as "40 of 64 sinkd daemons
+  // ready after 4.1 s (limit 30.0 s)"; nothing when empty. Many daemons
+  // take a while (64 took 19 s on 2 cores): the launcher must not look hung.
+  std::function<void(const std::string&)> progress;
+  std::chrono::milliseconds progress_interval = DefaultStartProgressInterval();
 };
 
 class LocalCluster {
@@ -70,7 +84,16 @@ class LocalCluster {
   Status Launch();
   Status AwaitReadyLines(std::chrono::steady_clock::time_point deadline);
   Status AwaitHello(std::chrono::steady_clock::time_point deadline);
+  // Calls options_.progress with `what` once progress_interval has passed
+  // since the last call (or since the start).
+  void MaybeReport(const std::string& what);
+  // "rank 3 (pid 41), rank 4 (pid 42), ... and 58 more": the daemons not
+  // yet counted by `done`.
+  template <typename Done>
+  std::string Missing(Done done) const;
 
+  std::chrono::steady_clock::time_point started_;
+  std::chrono::steady_clock::time_point next_report_;
   LocalClusterOptions options_;
   std::vector<Daemon> daemons_;
   RankTable table_;
