@@ -1,6 +1,12 @@
 #include "remote_connection.h"
 
+#include <poll.h>
+
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <new>
 #include <system_error>
 
@@ -30,11 +36,42 @@ Status SendShutdown(FrameSocket& socket) {
 
 std::string Ms(milliseconds d) { return std::to_string(d.count()) + " ms"; }
 
+std::string Seconds(milliseconds d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", d.count() / 1e3);
+  return buf;
+}
+
+std::string ConnectTarget(const Address& address, const RemoteOptions& options) {
+  std::string s = (options.rank >= 0 ? "rank " + std::to_string(options.rank) : std::string("sinkd")) + " at " +
+                  address.ToString();
+  if (!options.origin.empty()) s += " (" + options.origin + ")";
+  return s;
+}
+
+ConnectProgress::ConnectProgress(const RemoteOptions& options, std::string who)
+    : options_(options), who_(std::move(who)), start_(Clock::now()), next_(start_ + options.progress_interval) {}
+
+void ConnectProgress::Report(const std::string& state) {
+  if (!options_.progress) return;
+  const Clock::time_point now = Clock::now();
+  if (now < next_) return;
+  next_ = now + options_.progress_interval;
+  options_.progress("waiting for " + who_ + ": " + state + "; " +
+                    Seconds(std::chrono::duration_cast<milliseconds>(now - start_)) + " of " +
+                    Seconds(options_.connect_timeout) + " (SINKRT_CONNECT_TIMEOUT_MS sets the limit)");
+}
+
+milliseconds ConnectProgress::UntilNextReport() const {
+  return std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(next_ - Clock::now()) + milliseconds(1));
+}
+
 milliseconds Sane(milliseconds d) { return std::min(d, milliseconds(std::chrono::hours(24 * 365 * 10))); }
 
 Result<DeviceHello> Handshake(FrameSocket& socket, const Address& address, fb::PeerRole role, int rank,
-                              const std::string& token, milliseconds timeout) {
+                              const std::string& token, milliseconds timeout, ConnectProgress* progress) {
   const std::string where = address.ToString();
+  const Clock::time_point deadline = Clock::now() + Sane(timeout);
   HelloFields mine;
   mine.role = role;
   mine.rank = rank;
@@ -44,7 +81,20 @@ Result<DeviceHello> Handshake(FrameSocket& socket, const Address& address, fb::P
   SINKRT_RETURN_IF_ERROR(socket.Send(fbb), "handshake with " + where);
 
   InFrame frame;
-  Status st = socket.Receive(&frame, DeadlineIn(Sane(timeout)));
+  if (progress && progress->enabled()) {
+    // Only readability is waited for in slices: once the first byte is in,
+    // Receive takes the whole frame against the remaining deadline.
+    for (;;) {
+      const milliseconds left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) break;
+      pollfd p{socket.native_handle(), POLLIN, 0};
+      const int r = ::poll(&p, 1, static_cast<int>(std::min(left, progress->UntilNextReport()).count()));
+      if (r < 0 && errno == EINTR) continue;
+      if (r != 0) break;  // readable, closed or failed: Receive says which
+      progress->Report("connected, no Hello yet");
+    }
+  }
+  Status st = socket.Receive(&frame, deadline);
   if (st.code() == StatusCode::kDeadlineExceeded)
     return DeadlineExceeded("no Hello from " + where + " within " + Ms(timeout) +
                             " (is a sinkd daemon listening there?)");
@@ -76,6 +126,7 @@ Result<DeviceHello> Handshake(FrameSocket& socket, const Address& address, fb::P
 RemoteOptions RemoteOptions::FromEnvironment() {
   RemoteOptions o;
   o.connect_timeout = ConnectTimeoutFromEnvironment(o.connect_timeout);
+  o.progress_interval = ProgressIntervalFromEnvironment(o.progress_interval);
   if (auto ms = EnvMilliseconds("SINKRT_PUSH_TIMEOUT_MS")) o.push_timeout = *ms;
   if (auto ms = EnvMilliseconds("SINKRT_SINK_TIMEOUT_MS")) o.sink_timeout = *ms;
   if (auto ms = EnvMilliseconds("SINKRT_REPLY_TIMEOUT_MS")) o.reply_timeout = *ms;
@@ -92,9 +143,33 @@ milliseconds RemoteOptions::join_timeout() const {
 }
 
 Result<std::unique_ptr<RemoteConnection>> RemoteConnection::Open(const Address& address, RemoteOptions options) {
-  SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<FrameSocket> socket, FrameSocket::Connect(address, options.connect_timeout));
-  SINKRT_ASSIGN_OR_RETURN(DeviceHello hello, Handshake(*socket, address, fb::PeerRole::Host, options.rank,
-                                                       options.token, options.connect_timeout));
+  const std::string target = ConnectTarget(address, options);
+  ConnectProgress progress(options, target);
+  const Clock::time_point start = Clock::now();
+  std::string last_error;  // of the last refused or failed attempt
+  ConnectObserver observer = [&](const ConnectWait& w) {
+    if (!w.pending) {
+      last_error = w.error;
+      // "Connection refused" reads as the middle of a sentence here.
+      if (!last_error.empty()) last_error[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(last_error[0])));
+    }
+    progress.Report(w.pending ? "connecting, no answer yet" : last_error + ", retrying");
+  };
+  auto connected = FrameSocket::Connect(address, options.connect_timeout, WireLimits::FromEnvironment(), observer);
+  if (!connected.ok()) {
+    if (last_error.empty()) return connected.status().WithContext(target);
+    return Unavailable(target + ": no sinkd answered within " + Seconds(options.connect_timeout) + ": " + last_error);
+  }
+  std::unique_ptr<FrameSocket> socket = std::move(connected).value();
+  // One budget: what connecting left, for the Hello.
+  const milliseconds left =
+      std::max(milliseconds(1), options.connect_timeout - std::chrono::duration_cast<milliseconds>(Clock::now() - start));
+  auto greeted = Handshake(*socket, address, fb::PeerRole::Host, options.rank, options.token, left, &progress);
+  if (greeted.status().code() == StatusCode::kDeadlineExceeded)
+    return DeadlineExceeded(target + ": connected, but no Hello within " + Seconds(options.connect_timeout) +
+                            " (is a sinkd daemon listening there?)");
+  if (!greeted.ok()) return greeted.status();
+  DeviceHello hello = std::move(greeted).value();
   if (options.rank >= 0 && hello.rank != options.rank) {
     // The daemon took us as its job: release it before closing.
     (void)SendShutdown(*socket);

@@ -48,10 +48,44 @@ struct Reply {
   const fb::Message* get() const { return fb::GetMessage(message.data()); }
 };
 
+// Tells RemoteOptions::progress what a connection is waiting for, at most
+// once per progress_interval: "waiting for rank 1 at 127.0.0.1:7101
+// (rank table entry 1): connection refused, retrying; 5.0 s of 120.0 s
+// (SINKRT_CONNECT_TIMEOUT_MS sets the limit)". Inert without a callback.
+class ConnectProgress {
+ public:
+  using Clock = std::chrono::steady_clock;
+  ConnectProgress(const RemoteOptions& options, std::string who);
+
+  // Reports `state` if the interval has passed since the start or the last report.
+  void Report(const std::string& state);
+  bool enabled() const { return static_cast<bool>(options_.progress); }
+  // How long a wait may block before the next report is due (at least 1 ms).
+  std::chrono::milliseconds UntilNextReport() const;
+
+ private:
+  const RemoteOptions& options_;
+  std::string who_;
+  Clock::time_point start_;
+  Clock::time_point next_;
+};
+
+// "rank 1 at 127.0.0.1:7101 (rank table entry 1)", "sinkd at HOST:PORT": a
+// connection in messages, before the daemon has said who it is.
+std::string ConnectTarget(const Address& address, const RemoteOptions& options);
+
+// "1.5 s"
+std::string Seconds(std::chrono::milliseconds d);
+
 // Says Hello as `role` and reads the daemon's; fails with the daemon's
 // Error (busy, bad token, version) or a timeout naming the address.
+// `progress`, if given, hears "connected, no Hello yet" while the daemon is
+// silent: the socket is polled for readability in slices, and the frame is
+// then received whole against the one deadline (a slice ending mid-frame
+// would lose the frame's start).
 Result<DeviceHello> Handshake(FrameSocket& socket, const Address& address, fb::PeerRole role, int rank,
-                              const std::string& token, std::chrono::milliseconds timeout);
+                              const std::string& token, std::chrono::milliseconds timeout,
+                              ConnectProgress* progress = nullptr);
 
 struct RemoteConnection {
   // Connects, says Hello as a host and starts the reader.

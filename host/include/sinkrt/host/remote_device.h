@@ -19,6 +19,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -30,9 +31,21 @@ namespace sinkrt::host {
 struct RemoteOptions {
   int rank = -1;                  // the rank the daemon must have (-1: any)
   std::string token;              // the daemon's --token, if it has one
-  // Connect (with retries while the daemon starts) and handshake. Override:
-  // SINKRT_CONNECT_TIMEOUT_MS, or HCCL_CONNECT_TIMEOUT in seconds.
+  // Where the address came from, for messages: "rank table entry 1" makes
+  // them read "rank 1 at 10.0.0.2:7101 (rank table entry 1): ...".
+  std::string origin;
+  // Connect (with retries while the daemon starts) and handshake, one
+  // budget for both. Override: SINKRT_CONNECT_TIMEOUT_MS, or
+  // HCCL_CONNECT_TIMEOUT in seconds.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(120)};
+  // While Connect waits (a refused port retried, a connection whose Hello
+  // has not come), called about every progress_interval on the connecting
+  // thread with a line naming the rank, the address, the time waited, the
+  // limit and what the wait is on; nothing when empty. A wrong address
+  // would otherwise be silent for the whole connect_timeout.
+  // Interval override: SINKRT_PROGRESS_MS.
+  std::function<void(const std::string&)> progress;
+  std::chrono::milliseconds progress_interval{std::chrono::seconds(5)};
   // How long PushBatch waits for a credit (SINKRT_PUSH_TIMEOUT_MS).
   std::chrono::milliseconds push_timeout{std::chrono::seconds(300)};
   // Bound on any reply but SinkDone (Loaded, TensorData, Ack).
@@ -68,7 +81,10 @@ struct DeviceHello {
 class RemoteDevice final : public DeviceLink {
  public:
   // Connects and says Hello as a host; fails with the daemon's Error (busy,
-  // bad token, version) or a timeout naming the address.
+  // bad token, version) or a timeout naming the rank and address.
+  // InvalidArgument, before any connection, when a numeric SINKRT_* or
+  // HCCL_* variable is nonsense (CheckEnvironment): `options` came from the
+  // environment, where such a value would silently be the default.
   static Result<std::unique_ptr<RemoteDevice>> Connect(const Address& address, RemoteOptions options = RemoteOptions::FromEnvironment());
   ~RemoteDevice() override;  // sends Shutdown and closes
 
