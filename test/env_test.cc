@@ -6,6 +6,10 @@
 #include <string>
 
 #include "sinkrt/device/device_options.h"
+#include "sinkrt/device/in_process_device.h"
+#include "sinkrt/host/model.h"
+#include "sinkrt/host/model_zoo.h"
+#include "sinkrt/host/remote_device.h"
 #include "sinkrt/runtime/env.h"
 
 namespace sinkrt {
@@ -68,6 +72,48 @@ TEST(EnvTest, GarbageThreadCountIsNotZeroThreads) {
   EXPECT_FALSE(CheckEnvironment().ok());
   ScopedEnv good("SINKRT_DEVICE_THREADS", "3");
   EXPECT_EQ(device::DeviceOptions::FromEnvironment().threads, 3);
+}
+
+// The library meets the error the tools give. The readers themselves skip
+// a nonsense value (they have no error path); the entry points refuse it.
+TEST(EnvTest, ModelCreateRefusesNonsenseNamingTheVariable) {
+  ScopedEnv env("SINKRT_GETNEXT_TIMEOUT_MS", "-5");
+  device::InProcessDevice device;  // its options silently skipped the value
+  auto model = host::Model::Create(host::MakeMlpNetwork(8), host::LossSpec::SparseSoftmaxCrossEntropy(),
+                                   host::OptimizerSpec{}, device);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(model.status().message().find("SINKRT_GETNEXT_TIMEOUT_MS='-5'"), std::string::npos)
+      << model.status().message();
+}
+
+TEST(EnvTest, RemoteConnectRefusesNonsenseBeforeDialing) {
+  // Port 1 on loopback: nothing listens, and nothing is dialed anyway; a
+  // silent default would have waited out the default timeout.
+  ScopedEnv env("SINKRT_CONNECT_TIMEOUT_MS", "abc");
+  auto remote = host::RemoteDevice::Connect(Address{"127.0.0.1", 1});
+  ASSERT_FALSE(remote.ok());
+  EXPECT_EQ(remote.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(remote.status().message().find("SINKRT_CONNECT_TIMEOUT_MS='abc'"), std::string::npos)
+      << remote.status().message();
+}
+
+TEST(EnvTest, NewVariablesAreCheckedAndRead) {
+  {
+    ScopedEnv env("SINKRT_PROGRESS_MS", "soon");
+    EXPECT_FALSE(CheckEnvironment().ok());
+    EXPECT_EQ(ProgressIntervalFromEnvironment(std::chrono::milliseconds(7)).count(), 7);
+  }
+  {
+    ScopedEnv env("SINKRT_PROGRESS_MS", "250");
+    EXPECT_TRUE(CheckEnvironment().ok());
+    EXPECT_EQ(ProgressIntervalFromEnvironment(std::chrono::milliseconds(7)).count(), 250);
+    EXPECT_EQ(host::RemoteOptions::FromEnvironment().progress_interval.count(), 250);
+  }
+  ScopedEnv env("SINKRT_MAX_LOCAL_DEVICES", "many");
+  Status st = CheckEnvironment();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("SINKRT_MAX_LOCAL_DEVICES='many'"), std::string::npos) << st.message();
 }
 
 }  // namespace

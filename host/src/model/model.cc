@@ -9,6 +9,7 @@
 #include "model/fan_out.h"
 #include "model/model_impl.h"
 #include "model/validate.h"
+#include "sinkrt/runtime/env.h"
 
 namespace sinkrt::host {
 namespace {
@@ -136,6 +137,9 @@ Status JoinWorld(const std::vector<DeviceLink*>& devices, const std::string& con
 
 Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, OptimizerSpec optimizer,
                                              std::span<DeviceLink* const> devices, ModelOptions options) {
+  // Before compiling; the job overload below checks again for callers that
+  // bring their own job.
+  SINKRT_RETURN_IF_ERROR(CheckEnvironment(), "Model");
   SINKRT_RETURN_IF_ERROR(options.context.Validate({ParallelMode::StandAlone, ParallelMode::DataParallel}));
   SINKRT_RETURN_IF_ERROR(CheckModelGlobalRank(options.context));
   SINKRT_ASSIGN_OR_RETURN(const uint32_t capacity, SinkQueueCapacity(options.queue_capacity));
@@ -175,6 +179,15 @@ Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, Optim
 Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLink* const> devices,
                                              ModelOptions options) {
   const std::string context = "Model: network '" + job.network_name + "'";
+  // Every application path meets here (a graph compiled by the overload
+  // above or a job from sinkc; in-process devices or remote ones), and
+  // nothing has been loaded yet. The readers of the numeric SINKRT_* and
+  // HCCL_* variables (DeviceOptions::FromEnvironment, RemoteOptions::
+  // FromEnvironment, the queue and peer timeouts) have no error path and
+  // skip a nonsense value, so SINKRT_GETNEXT_TIMEOUT_MS=-5 would silently
+  // be the default; the tools refuse it at start, a library user meets the
+  // same error here. RemoteDevice::Connect checks too, as it runs first.
+  SINKRT_RETURN_IF_ERROR(CheckEnvironment(), "Model");
   const uint32_t n = static_cast<uint32_t>(devices.size());
   if (job.ranks.empty()) return InvalidArgument(context + " has no ranks");
   if (n != job.world_size())

@@ -6,6 +6,7 @@
 
 #include "remote_connection.h"
 #include "sinkrt/fb/task_stream_generated.h"
+#include "sinkrt/runtime/env.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 #include "sinkrt/runtime/wire.h"
 
@@ -53,6 +54,9 @@ struct RemoteDevice::State {
 RemoteDevice::RemoteDevice(std::unique_ptr<State> state) : state_(std::move(state)) {}
 
 Result<std::unique_ptr<RemoteDevice>> RemoteDevice::Connect(const Address& address, RemoteOptions options) {
+  // Checked here as well as in Model::Create: connecting comes first, and
+  // SINKRT_CONNECT_TIMEOUT_MS=abc would otherwise mean a silent 120 s wait.
+  SINKRT_RETURN_IF_ERROR(CheckEnvironment(), "connecting to " + ConnectTarget(address, options));
   auto state = std::make_unique<State>();
   SINKRT_ASSIGN_OR_RETURN(state->conn, RemoteConnection::Open(address, std::move(options)));
   return std::unique_ptr<RemoteDevice>(new RemoteDevice(std::move(state)));

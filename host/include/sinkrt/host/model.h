@@ -95,6 +95,11 @@ class Model {
   // `network`: a forward graph whose Input tensors are named after dataset
   // columns and whose outputs()[0] are the logits. The device must outlive
   // the Model. Compiles and loads the task stream.
+  //
+  // Every Create fails with InvalidArgument naming the variable when a
+  // numeric SINKRT_* or HCCL_* environment variable is not a non-negative
+  // integer (CheckEnvironment): the devices' options were read from it,
+  // and such a value would silently have been the default.
   static Result<std::unique_ptr<Model>> Create(Graph network, LossSpec loss, OptimizerSpec optimizer,
                                                DeviceLink& device, ModelOptions options = {});
   // One device per rank (options.context.device_num of them for
