@@ -26,10 +26,13 @@
 #include <string>
 #include <vector>
 
+#include "sinkrt/device/executor.h"
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/graph_file.h"
+#include "sinkrt/host/local_device_limit.h"
 #include "support/run_binary.h"
+#include "support/sinkd_process.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/report_callback.h"
 #include "sinkrt/runtime/rank_table.h"
@@ -288,6 +291,28 @@ TEST_F(SinkrunTest, NonsenseEnvironmentNumbersAreRefusedNamingTheVariable) {
   }
   ScopedEnv env("SINKRT_CONNECT_TIMEOUT_MS", "abc");
   ExpectRefused(base, "SINKRT_CONNECT_TIMEOUT_MS='abc'");
+}
+
+// More local daemons than the machine can host are refused before any is
+// forked: a usage error naming the count, the limit and the override.
+TEST_F(SinkrunTest, LocalDeviceCountsBeyondTheMachineAreRefused) {
+  const std::string base = "train --model mlp --data synthetic:256 --batch 32 --epochs 1 --parallel data_parallel";
+  const int over = device::AvailableCores() * host::kLocalDaemonsPerCore + 1;
+  ExpectRefused(base + " --devices " + std::to_string(over),
+                "--devices: " + std::to_string(over) + " local sinkd daemons asked for, but ");
+  EXPECT_NE(Slurp(dir_ / "stderr").find("SINKRT_MAX_LOCAL_DEVICES"), std::string::npos) << Slurp(dir_ / "stderr");
+  {
+    ScopedEnv env("SINKRT_MAX_LOCAL_DEVICES", "2");
+    const std::string message = "--devices: 3 local sinkd daemons asked for, but SINKRT_MAX_LOCAL_DEVICES=2 allows at most 2";
+    ExpectRefused(base + " --devices 3", message);
+    const fs::path table = dir_ / "rank_table.json";
+    RunResult launch = Run("launch -n 3 --rank-table-out '" + table.string() + "'");
+    EXPECT_EQ(launch.exit_code, 2) << launch.out << launch.err;
+    EXPECT_NE(launch.err.find(message), std::string::npos) << launch.err;
+    EXPECT_FALSE(fs::exists(table));
+  }
+  ScopedEnv env("SINKRT_MAX_LOCAL_DEVICES", "0");
+  ExpectRefused(base + " --devices 2", "SINKRT_MAX_LOCAL_DEVICES='0' is not a positive integer");
 }
 
 // The built-in MLP (batch 32) with the loss a graph file or sinkc's streams
@@ -691,6 +716,66 @@ TEST_F(SinkrunSinkdTest, LaunchRefusals) {
   EXPECT_NE(r.err.find(std::to_string(port)), std::string::npos) << "sinkd's own message names the port:\n" << r.err;
   EXPECT_FALSE(fs::exists(RankTablePath()));
   ::close(taken);
+}
+
+// A listening socket on 127.0.0.1 (the kernel picks the port): it accepts
+// into its backlog and never speaks. Returns the descriptor; -1 on failure.
+int ListenOnLoopback(int* port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 16) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  *port = ntohs(addr.sin_port);
+  return fd;
+}
+
+// A rank table naming a port nobody serves: while sinkrun waits it says for
+// what and on what, and its error names the rank, not only the address.
+TEST_F(SinkrunSinkdTest, DeadRankTableEntryIsReportedWhileWaitedForAndNamed) {
+  testing::SinkdProcess rank0;
+  ASSERT_TRUE(rank0.Start(kSinkd).ok());
+  int dead_port = 0;
+  const int gone = ListenOnLoopback(&dead_port);
+  ASSERT_GE(gone, 0);
+  ::close(gone);  // connections to it are refused from now on
+  const std::string dead = "127.0.0.1:" + std::to_string(dead_port);
+  std::ofstream(RankTablePath()) << R"({"devices": [{"rank": 0, "address": ")" << rank0.address().ToString()
+                                 << R"("}, {"rank": 1, "address": ")" << dead << R"("}]})";
+  ScopedEnv timeout("SINKRT_CONNECT_TIMEOUT_MS", "1500");
+  ScopedEnv progress("SINKRT_PROGRESS_MS", "100");
+  RunResult r = Run("train --model mlp --data synthetic:256 --batch 32 --epochs 1 --parallel data_parallel "
+                    "--rank-table '" + RankTablePath().string() + "'");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const std::string who = "rank 1 at " + dead + " (rank table entry 1)";
+  EXPECT_NE(r.err.find("sinkrun: waiting for " + who + ": "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("of 1.5 s (SINKRT_CONNECT_TIMEOUT_MS sets the limit)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(who + ": no sinkd answered within 1.5 s: connection refused"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("epoch:"), std::string::npos) << r.out;
+}
+
+// A server that accepts and never speaks: "connected, no Hello yet".
+TEST_F(SinkrunTest, SilentRankTableEntryIsReportedAsConnectedWithoutHello) {
+  int port = 0;
+  const int silent = ListenOnLoopback(&port);
+  ASSERT_GE(silent, 0);
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  const fs::path table = dir_ / "rank_table.json";
+  std::ofstream(table) << R"({"devices": [{"rank": 0, "address": ")" << address << R"("}]})";
+  ScopedEnv timeout("SINKRT_CONNECT_TIMEOUT_MS", "1500");
+  ScopedEnv progress("SINKRT_PROGRESS_MS", "100");
+  RunResult r = Run("train --model mlp --data synthetic:256 --batch 32 --epochs 1 --rank-table '" + table.string() + "'");
+  ::close(silent);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const std::string who = "rank 0 at " + address + " (rank table entry 0)";
+  EXPECT_NE(r.err.find("sinkrun: waiting for " + who + ": connected, no Hello yet; "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(who + ": connected, but no Hello within 1.5 s"), std::string::npos) << r.err;
 }
 
 // RANK_TABLE_FILE stands in for --rank-table only: an explicit --rank-table

@@ -1,6 +1,7 @@
 // The devices a sinkrun training run opens: an in-process device, sinkd
 // daemons it starts, or the running daemons of a rank table.
 #include <algorithm>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <utility>
@@ -10,18 +11,23 @@
 #include "sinkrt/device/executor.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/device/openmp_policy.h"
+#include "sinkrt/host/local_device_limit.h"
 #include "sinkrt/host/remote_device.h"
 
 namespace sinkrt::tools {
 namespace {
 
 // Connects to every rank of `table`, rank r expecting to find rank r.
-Status ConnectSinkd(const RankTable& table, const std::string& token, TrainDevices* d) {
+// `from_file`: the table was read from a file (not the daemons this run
+// started), so messages name its entry too.
+Status ConnectSinkd(const RankTable& table, const std::string& token, bool from_file, TrainDevices* d) {
   d->kind = "sinkd";
   for (size_t r = 0; r < table.ranks.size(); ++r) {
     host::RemoteOptions options = host::RemoteOptions::FromEnvironment();
     options.rank = static_cast<int>(r);
     options.token = token;
+    if (from_file) options.origin = "rank table entry " + std::to_string(r);
+    options.progress = PrintProgress;
     const Address& address = table.ranks[r].address;
     SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<host::RemoteDevice> remote, host::RemoteDevice::Connect(address, options));
     if (r == 0) {
@@ -38,6 +44,13 @@ Status ConnectSinkd(const RankTable& table, const std::string& token, TrainDevic
 
 }  // namespace
 
+void PrintProgress(const std::string& line) { std::cerr << "sinkrun: " << line << std::endl; }
+
+Status CheckLocalDevices(int devices, uint64_t arena_bytes) {
+  const host::LocalMachine machine{.cores = device::AvailableCores(), .mem_available_bytes = host::MemAvailableBytes()};
+  return host::CheckLocalDeviceCount(devices, machine, arena_bytes);
+}
+
 // An in-process device knows its threads once a job is loaded.
 int TrainDevices::threads() const { return in_process ? in_process->executor()->threads() : sinkd_threads; }
 
@@ -52,7 +65,7 @@ Result<TrainDevices> OpenDevices(const TrainFlags& f, bool launch, int devices, 
                                  const char* argv0) {
   TrainDevices d;
   if (table) {
-    SINKRT_RETURN_IF_ERROR(ConnectSinkd(*table, f.token, &d));
+    SINKRT_RETURN_IF_ERROR(ConnectSinkd(*table, f.token, /*from_file=*/true, &d));
     if (f.rank_table_source.starts_with("RANK_TABLE_FILE")) d.describe += ", from " + f.rank_table_source;
     return d;
   }
@@ -64,13 +77,14 @@ Result<TrainDevices> OpenDevices(const TrainFlags& f, bool launch, int devices, 
     // Failures come back over the connection; the job log would only
     // interleave with the training lines.
     options.sinkd_args = {"--quiet"};
+    options.progress = PrintProgress;
     // Daemons on one machine share its cores: without --threads each gets
     // its share, so their thread teams do not oversubscribe the machine.
     const int threads = f.threads > 0 ? f.threads : std::max(1, device::AvailableCores() / devices);
     if (f.threads > 0 || devices > 1)
       options.sinkd_args.insert(options.sinkd_args.end(), {"--threads", std::to_string(threads)});
     SINKRT_ASSIGN_OR_RETURN(d.cluster, host::LocalCluster::Start(options));
-    SINKRT_RETURN_IF_ERROR(ConnectSinkd(d.cluster->rank_table(), f.token, &d));
+    SINKRT_RETURN_IF_ERROR(ConnectSinkd(d.cluster->rank_table(), f.token, /*from_file=*/false, &d));
     return d;
   }
   device::DeviceOptions options = device::DeviceOptions::FromEnvironment();

@@ -105,6 +105,16 @@ struct TrainDevices {
   }
 };
 
+// A progress line of a long wait (daemons starting, a daemon not
+// answering), on stderr: stdout carries the training lines.
+void PrintProgress(const std::string& line);
+
+// Whether this machine can host `devices` local sinkd daemons
+// (host::CheckLocalDeviceCount with its cores and MemAvailable);
+// `arena_bytes`: each daemon's job arena when known before launch, else 0.
+// Called before anything is forked; a refusal is a usage error.
+Status CheckLocalDevices(int devices, uint64_t arena_bytes = 0);
+
 // The sinkd binary: `flag` (--sinkd), else SINKRT_SINKD or the one beside
 // sinkrun.
 Result<std::string> SinkdPath(const std::string& flag, const char* argv0);

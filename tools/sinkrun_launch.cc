@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sinkrun.h"
+#include "sinkrt/runtime/env.h"
 #include "sinkrt/runtime/file_io.h"
 
 namespace sinkrt::tools {
@@ -42,6 +43,9 @@ int WaitForStopOrDeath(const sigset_t& stop, host::LocalCluster& cluster, Status
 }  // namespace
 
 int Launch(const LaunchFlags& f, const char* argv0) {
+  // As sinkd does: the start timeout comes from the environment.
+  if (Status env = CheckEnvironment(); !env.ok()) return Usage(env.message());
+  if (Status fits = CheckLocalDevices(f.devices); !fits.ok()) return Usage("--devices: " + fits.message());
   if (f.base_port > 0 && f.base_port + f.devices - 1 > 65535)
     return Usage("--base-port " + std::to_string(f.base_port) + ": " + std::to_string(f.devices) +
                  " daemons need ports up to " + std::to_string(f.base_port + f.devices - 1) + ", beyond 65535");
@@ -60,6 +64,7 @@ int Launch(const LaunchFlags& f, const char* argv0) {
   options.token = f.token;
   if (f.threads > 0) options.sinkd_args.insert(options.sinkd_args.end(), {"--threads", std::to_string(f.threads)});
   if (f.quiet) options.sinkd_args.push_back("--quiet");
+  options.progress = PrintProgress;
   auto cluster = host::LocalCluster::Start(options);
   if (!cluster.ok()) return Failure("starting sinkd: " + cluster.status().message());
 

@@ -307,6 +307,17 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
       *optimizer = *graph_file->optimizer;
     }
   }
+  if (launch) {
+    // Before any daemon is forked. Streams from sinkc know their arena;
+    // a network compiled here is compiled on the devices' behalf after
+    // they start, so only the daemons' own memory is counted for it.
+    uint64_t arena_bytes = 0;
+    if (job)
+      for (const host::CompiledStream& s : job->ranks) arena_bytes = std::max(arena_bytes, s.report.arena_bytes);
+    if (Status fits = CheckLocalDevices(devices, arena_bytes); !fits.ok())
+      return Usage((job && !launch_sinkd ? "--streams " + f.streams : std::string("--devices")) + ": " +
+                   fits.message());
+  }
   bool flat = f.model == "mlp";
   if (job || graph_file) {
     if (inputs.empty() || inputs[0].shape.empty())
