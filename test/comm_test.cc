@@ -22,6 +22,7 @@
 #include "sinkrt/runtime/env.h"
 #include "sinkrt/runtime/hello.h"
 #include "sinkrt/runtime/wire.h"
+#include "support/scoped_env.h"
 
 namespace sinkrt::device {
 namespace {
@@ -646,31 +647,7 @@ TEST(CommFailures, AbortWakesTheWaitAndFailsThePeers) {
 
 // ---- timeouts from the environment (MindSpore's HCCL_* as users set them) ----
 
-// Sets (or, with nullptr, unsets) environment variables for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
-    for (auto [name, value] : vars) {
-      const char* old = std::getenv(name);
-      saved_.push_back({name, old ? std::optional<std::string>(old) : std::nullopt});
-      if (value)
-        ::setenv(name, value, 1);
-      else
-        ::unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    for (auto& [name, old] : saved_) {
-      if (old)
-        ::setenv(name, old->c_str(), 1);
-      else
-        ::unsetenv(name);
-    }
-  }
-
- private:
-  std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
-};
+using testing::ScopedEnv;
 
 TEST(CommTimeouts, EnvironmentResolution) {
   using std::chrono::seconds;

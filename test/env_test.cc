@@ -11,28 +11,12 @@
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/remote_device.h"
 #include "sinkrt/runtime/env.h"
+#include "support/scoped_env.h"
 
 namespace sinkrt {
 namespace {
 
-// Sets one variable for the scope of a test and restores it after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_, old_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using testing::ScopedEnv;
 
 TEST(EnvTest, NonsenseNumbersAreErrorsNamingTheVariableAndValue) {
   for (const char* name : {"SINKRT_CONNECT_TIMEOUT_MS", "SINKRT_GETNEXT_TIMEOUT_MS", "SINKRT_PUSH_TIMEOUT_MS",

@@ -20,6 +20,7 @@
 
 #include "sinkrt/host/local_cluster.h"
 #include "sinkrt/host/local_device_limit.h"
+#include "support/scoped_env.h"
 
 namespace sinkrt::host {
 namespace {
@@ -29,24 +30,7 @@ using std::chrono::milliseconds;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
-// Sets one variable for the scope of a test and restores it after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_, old_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using testing::ScopedEnv;
 
 void ExpectMentions(const Status& st, const std::vector<std::string>& parts) {
   for (const std::string& p : parts) EXPECT_NE(st.message().find(p), std::string::npos) << "'" << p << "' in: " << st.message();

@@ -32,6 +32,7 @@
 #include "sinkrt/host/graph_file.h"
 #include "sinkrt/host/local_device_limit.h"
 #include "support/run_binary.h"
+#include "support/scoped_env.h"
 #include "support/sinkd_process.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/report_callback.h"
@@ -106,17 +107,7 @@ class SinkrunTest : public ::testing::Test {
   fs::path dir_;
 };
 
-// Sets an environment variable for the tools a test runs, until it ends.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) { ::setenv(name, value.c_str(), 1); }
-  ~ScopedEnv() { ::unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
+using testing::ScopedEnv;
 
 void ExpectEpochRecord(const json& e, int epoch, int64_t steps) {
   SCOPED_TRACE("epoch record " + e.dump());
