@@ -16,7 +16,7 @@ namespace sinkrt::host::graph_file {
 // A reader refuses another major version; a minor version adds only fields
 // an older reader may ignore.
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 0;
+inline constexpr uint16_t kFormatMinor = 1;  // 1.1: transformer ops
 
 // The verified GraphDef inside `bytes` (which must outlive it), after the
 // identifier and FlatBuffers verifier checks.
