@@ -55,6 +55,11 @@ constexpr Entry kKernels[] = {
     {OpCode::AdamUpdate, &kAdamUpdateKernel},
     {OpCode::AdamPowers, &kAdamPowersKernel},
     {OpCode::ArgMaxAccuracy, &kArgMaxAccuracyKernel},
+    {OpCode::LayerNorm, &kLayerNormKernel},
+    {OpCode::LayerNormGrad, &kLayerNormGradKernel},
+    {OpCode::Gather, &kGatherKernel},
+    {OpCode::GatherGrad, &kGatherGradKernel},
+    {OpCode::Cast, &kCastKernel},
 };
 
 }  // namespace
