@@ -465,6 +465,103 @@ TEST(LossTest, SetLossNeedsAScalar) {
   EXPECT_EQ(g3.status().message(), "AddOutput: not a tensor of this graph (id 3)");
 }
 
+// -- LayerNorm, Gather, Cast ------------------------------------------------------------------
+
+TEST(LayerNormTest, ReturnsYWithMeanAndRstdPerRow) {
+  Graph g;
+  TensorId x = g.Input("x", {4, 16, 8});
+  TensorId gamma = g.Param("gamma", {8}, InitSpec::Constant(1.0f));
+  TensorId beta = g.Param("beta", {8}, InitSpec::Zeros());
+  TensorId y = g.LayerNorm(x, gamma, beta);
+  TensorId y2 = g.LayerNorm(y, gamma, beta, 1e-6f);
+  ASSERT_TRUE(g.status().ok()) << g.status().ToString();
+  EXPECT_EQ(ShapeOf(g, y), (Shape{4, 16, 8}));
+  const OpNode& op = ProducerOf(g, y);
+  EXPECT_EQ(op.op, OpCode::LayerNorm);
+  EXPECT_EQ(op.inputs, (std::vector<TensorId>{x, gamma, beta}));
+  ASSERT_EQ(op.outputs.size(), 3u);
+  EXPECT_EQ(op.outputs[0], y);
+  EXPECT_EQ(ShapeOf(g, op.outputs[1]), (Shape{64}));
+  EXPECT_EQ(ShapeOf(g, op.outputs[2]), (Shape{64}));
+  EXPECT_EQ(op.attrs.layer_norm_epsilon, 1e-5f);
+  EXPECT_EQ(op.attrs.epsilon, 1e-8f);  // Adam's, untouched
+  EXPECT_EQ(ProducerOf(g, y2).attrs.layer_norm_epsilon, 1e-6f);
+}
+
+TEST(LayerNormTest, MismatchedGammaOrBetaNamesTheField) {
+  Graph g;
+  g.LayerNorm(g.Input("x", {4, 8}), g.Param("gamma", {4}, InitSpec::Zeros()), g.Param("beta", {8}, InitSpec::Zeros()));
+  ExpectError(g, "LayerNorm 'layernorm_0': gamma must be [D] = [8] for x [4,8] (normalised over its last axis), "
+                 "got [4]");
+  Graph g2;
+  g2.LayerNorm(g2.Input("x", {4, 8}), g2.Param("gamma", {8}, InitSpec::Zeros()),
+               g2.Param("beta", {1, 8}, InitSpec::Zeros()));
+  ExpectError(g2, "LayerNorm 'layernorm_0': beta must be [D] = [8] for x [4,8] (normalised over its last axis), "
+                  "got [1,8]");
+  Graph g3;
+  TensorId p = g3.Param("p", {8}, InitSpec::Zeros());
+  g3.LayerNorm(g3.Input("x", {4, 8}), p, p, 0.0f);
+  ExpectError(g3, "LayerNorm 'layernorm_0': epsilon must be a positive finite number, got 0.000000");
+  Graph g4;
+  TensorId q = g4.Param("q", {8}, InitSpec::Zeros());
+  g4.LayerNorm(g4.Input("x", {4, 8}), g4.Input("gamma", {8}, DType::I32), q);
+  ExpectError(g4, "LayerNorm 'layernorm_0': gamma must be f32, got i32 [8] 'gamma'");
+}
+
+TEST(GatherTest, RowsOfTheTableAtTheIndices) {
+  Graph g;
+  TensorId table = g.Param("embedding", {100, 16}, InitSpec::Normal(0, 1, 1));
+  TensorId ids = g.Input("ids", {8, 5}, DType::I32);
+  TensorId y = g.Gather(table, ids);
+  ASSERT_TRUE(g.status().ok()) << g.status().ToString();
+  EXPECT_EQ(ShapeOf(g, y), (Shape{8, 5, 16}));
+  EXPECT_EQ(ProducerOf(g, y).op, OpCode::Gather);
+  EXPECT_EQ(ProducerOf(g, y).inputs, (std::vector<TensorId>{table, ids}));
+  TensorId v = g.Gather(g.Param("vec", {7}, InitSpec::Zeros()), ids);
+  EXPECT_EQ(ShapeOf(g, v), (Shape{8, 5}));
+}
+
+TEST(GatherTest, FloatIndicesAreRefusedNamingTheField) {
+  Graph g;
+  g.Gather(g.Param("embedding", {100, 16}, InitSpec::Zeros()), g.Input("ids", {8}));
+  ExpectError(g, "Gather 'gather_0': indices must be i32, got f32 [8] 'ids'");
+  Graph g2;
+  g2.Gather(g2.Const("scalar", {}, InitSpec::Zeros()), g2.Input("ids", {8}, DType::I32));
+  ExpectError(g2, "Gather 'gather_0': table must be [V, ...] (rank >= 1), got a scalar []");
+}
+
+TEST(CastTest, F32AndBf16BothWays) {
+  Graph g;
+  TensorId x = g.Input("x", {2, 3});
+  TensorId h = g.Cast(x, DType::BF16);
+  TensorId r = g.Reshape(h, {3, 2});  // byte copies move bf16 too
+  TensorId back = g.Cast(r, DType::F32);
+  TensorId same = g.Cast(back, DType::F32);
+  ASSERT_TRUE(g.status().ok()) << g.status().ToString();
+  EXPECT_EQ(g.tensor(h).dtype, DType::BF16);
+  EXPECT_EQ(g.tensor(r).dtype, DType::BF16);
+  EXPECT_EQ(g.tensor(back).dtype, DType::F32);
+  EXPECT_EQ(ShapeOf(g, back), (Shape{3, 2}));
+  EXPECT_EQ(ProducerOf(g, h).attrs.cast_to, DType::BF16);
+  EXPECT_EQ(ProducerOf(g, same).attrs.cast_to, DType::F32);
+}
+
+TEST(CastTest, OtherDtypesAndBf16IntoOtherOpsAreRefused) {
+  Graph g;
+  g.Cast(g.Input("x", {2}), DType::I32);
+  ExpectError(g, "Cast 'cast_0': to must be f32 or bf16, got i32");
+  Graph g2;
+  g2.Cast(g2.Input("ids", {2}, DType::I32), DType::F32);
+  ExpectError(g2, "Cast 'cast_0': x must be f32 or bf16, got i32 [2] 'ids'");
+  Graph g3;
+  g3.Relu(g3.Cast(g3.Input("x", {2}), DType::BF16));
+  ExpectError(g3, "Relu 'relu_1': x must be f32, got bf16 [2] 'cast_0'");
+  Graph g4;
+  TensorId p = g4.Param("p", {2}, InitSpec::Zeros());
+  g4.LayerNorm(g4.Cast(g4.Input("x", {2}), DType::BF16), p, p);
+  ExpectError(g4, "LayerNorm 'layernorm_1': x must be f32, got bf16 [2] 'cast_0'");
+}
+
 // -- reductions and reshapes ------------------------------------------------------------------
 
 TEST(ReduceTest, AxesNormalisedSortedDeduplicated) {

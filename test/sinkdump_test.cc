@@ -186,6 +186,30 @@ TEST_F(SinkdumpTest, JsonCarriesTheSameInformation) {
   }
 }
 
+TEST_F(SinkdumpTest, ShowsLayerNormGatherCastAndBf16Buffers) {
+  host::Graph g("norm_gather_cast");
+  const host::TensorId ids = g.Input("ids", {4}, DType::I32);
+  const host::TensorId table = g.Param("embed", {10, 8}, host::InitSpec::Normal(0.0f, 1.0f, 1));
+  const host::TensorId gamma = g.Param("ln.gamma", {8}, host::InitSpec::Constant(1.0f));
+  const host::TensorId beta = g.Param("ln.beta", {8}, host::InitSpec::Zeros());
+  host::TensorId y = g.LayerNorm(g.Gather(table, ids), gamma, beta, 1e-6f);
+  y = g.Cast(g.Cast(y, DType::BF16), DType::F32);
+  g.SetLoss(g.ReduceSum(y));
+  host::CompileOptions options;
+  options.optimizer = host::OptimizerSpec::Sgd(0.1f);
+  auto compiled = host::Compile(g, options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  const fs::path path = WriteVariant("norm_gather_cast.tstream", compiled->stream.bytes());
+  RunResult r = Run(Quoted(path));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* fragment : {"LayerNorm", "LayerNormGrad", "epsilon=1e-06", "Gather", "GatherGrad", "Cast",
+                               "to=bf16", "to=f32", "bf16"})
+    EXPECT_NE(r.out.find(fragment), std::string::npos) << fragment << " not in:\n" << r.out;
+  RunResult j = Run(Quoted(path) + " --json");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  EXPECT_NE(j.out.find("\"bf16\""), std::string::npos) << j.out;
+}
+
 TEST_F(SinkdumpTest, JsonKeyOrderIsStable) {
   RunResult a = Run(Quoted(*mlp_) + " --json");
   RunResult b = Run(Quoted(*mlp_) + " --json");

@@ -125,6 +125,12 @@ void KernelAttrs(const VerifiedStream& view, const fb::KernelTask& k, Json& attr
         if (o->weight_decay() != 0) attrs["weight_decay"] = CleanFloat(o->weight_decay());
       }
       break;
+    case fb::OpOptions::LayerNormOptions:
+      if (const auto* o = k.options_as_LayerNormOptions()) attrs["epsilon"] = CleanFloat(o->epsilon());
+      break;
+    case fb::OpOptions::CastOptions:
+      if (const auto* o = k.options_as_CastOptions()) attrs["to"] = std::string(DTypeName(o->to()));
+      break;
     default:
       break;
   }

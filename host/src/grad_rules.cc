@@ -21,8 +21,8 @@ struct Rule {
   std::string name(const std::string& suffix) const { return op.name + "/" + suffix; }
 
   Ref Emit(OpCode code, std::vector<Ref> inputs, OpAttrs attrs, Shape shape,
-           const std::string& suffix) const {
-    return b.Emit(code, std::move(inputs), std::move(attrs), std::move(shape), name(suffix));
+           const std::string& suffix, DType dtype = DType::F32) const {
+    return b.Emit(code, std::move(inputs), std::move(attrs), std::move(shape), name(suffix), dtype);
   }
 
   // Undoes NumPy broadcasting: sums `v` back to `shape` when they differ.
@@ -141,6 +141,7 @@ bool DifferentiableInput(fb::OpCode op, size_t slot) {
   switch (op) {
     case OpCode::SparseSoftmaxCrossEntropy: return slot == 0;
     case OpCode::ArgMaxAccuracy: return false;  // piecewise constant: no gradient
+    case OpCode::Gather: return slot == 0;       // not the indices
     default: return true;
   }
 }
@@ -171,6 +172,9 @@ bool HasGradRule(fb::OpCode op) {
     case OpCode::AvgPool2D:
     case OpCode::BroadcastTo:
     case OpCode::SumToShape:
+    case OpCode::LayerNorm:
+    case OpCode::Gather:
+    case OpCode::Cast:
       return true;
     default:
       return false;
@@ -242,7 +246,8 @@ Status ApplyGradRule(Backward& b, const OpNode& op, const std::vector<std::optio
       break;
     case OpCode::Reshape:
     case OpCode::Flatten:
-      if (want(0)) dx[0] = r.Emit(OpCode::Reshape, {r.dy}, OpAttrs{}, r.in_shape(0), "grad");
+      // A byte copy: the gradient keeps dy's dtype (bf16 between Casts).
+      if (want(0)) dx[0] = r.Emit(OpCode::Reshape, {r.dy}, OpAttrs{}, r.in_shape(0), "grad", r.b.dtype(r.dy));
       break;
     case OpCode::Copy:
       if (want(0)) dx[0] = r.dy;
@@ -287,6 +292,31 @@ Status ApplyGradRule(Backward& b, const OpNode& op, const std::vector<std::optio
     case OpCode::SumToShape:
       if (want(0)) {
         dx[0] = r.Emit(OpCode::BroadcastTo, {r.dy}, ScaleAttrs(1.0f), r.in_shape(0), "grad");
+      }
+      break;
+    case OpCode::LayerNorm:
+      // One kernel gives all three: it reads the forward's per-row mean and
+      // rstd rather than keeping a normalised copy of x.
+      if (want(0) || want(1) || want(2)) {
+        if (op.outputs.size() < 3) return Internal("LayerNorm '" + op.name + "' has no mean and rstd outputs");
+        const std::vector<Ref> d =
+            b.EmitMulti(OpCode::LayerNormGrad, {r.dy, r.in(0), r.in(1), r.out(1), r.out(2)}, op.attrs,
+                        {r.in_shape(0), r.in_shape(1), r.in_shape(2)}, r.name("grad"));
+        for (size_t i = 0; i < 3; ++i)
+          if (want(i)) dx[i] = d[i];
+      }
+      break;
+    case OpCode::Gather:
+      if (want(0)) {
+        dx[0] = r.Emit(OpCode::GatherGrad, {r.dy, r.in(1)}, OpAttrs{}, r.in_shape(0), "grad");
+      }
+      break;
+    case OpCode::Cast:
+      // Back to the input's dtype.
+      if (want(0)) {
+        OpAttrs back;
+        back.cast_to = r.g().tensor(op.inputs[0]).dtype;
+        dx[0] = r.Emit(OpCode::Cast, {r.dy}, back, r.in_shape(0), "grad", back.cast_to);
       }
       break;
     default:

@@ -122,6 +122,8 @@ uint64_t GraphHash(const Graph& g) {
     h.F32(a.beta1);
     h.F32(a.beta2);
     h.F32(a.epsilon);
+    h.F32(a.layer_norm_epsilon);
+    h.U8(static_cast<uint8_t>(a.cast_to));
   }
 
   h.U32(g.loss());

@@ -45,7 +45,8 @@ Status CheckSquarePool(fb::OpCode op, const OpAttrs& a) {
 bool IsForwardOp(fb::OpCode op) {
   const auto v = static_cast<int>(op);
   return (v >= static_cast<int>(fb::OpCode::MatMul) && v <= static_cast<int>(fb::OpCode::Flatten)) ||
-         op == fb::OpCode::ArgMaxAccuracy;
+         op == fb::OpCode::ArgMaxAccuracy ||
+         op == fb::OpCode::LayerNorm || op == fb::OpCode::Gather || op == fb::OpCode::Cast;
 }
 
 size_t ForwardArity(fb::OpCode op) {
@@ -58,6 +59,8 @@ size_t ForwardArity(fb::OpCode op) {
     case fb::OpCode::SparseSoftmaxCrossEntropy:
     case fb::OpCode::Conv2D:
     case fb::OpCode::ArgMaxAccuracy: return 2;
+    case fb::OpCode::Gather: return 2;
+    case fb::OpCode::LayerNorm: return 3;
     default: return 1;
   }
 }
@@ -93,6 +96,9 @@ Status AddForwardOp(Graph& g, fb::OpCode op, const std::vector<TensorId>& in, co
       break;
     case OpCode::Flatten: g.Flatten(in[0]); break;
     case OpCode::ArgMaxAccuracy: g.ArgMaxAccuracy(in[0], in[1]); break;
+    case OpCode::LayerNorm: g.LayerNorm(in[0], in[1], in[2], a.layer_norm_epsilon); break;
+    case OpCode::Gather: g.Gather(in[0], in[1]); break;
+    case OpCode::Cast: g.Cast(in[0], a.cast_to); break;
     default: return InvalidArgument(OpName(op) + " is not a forward op");
   }
   if (!g.status().ok()) return WithoutGeneratedName(op, g.status());

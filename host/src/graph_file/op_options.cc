@@ -74,6 +74,9 @@ fb::OpOptions OpOptionsTypeFor(fb::OpCode op) {
     case OpCode::MomentumUpdate: return OpOptions::MomentumOptions;
     case OpCode::AdamUpdate:
     case OpCode::AdamPowers: return OpOptions::AdamOptions;
+    case OpCode::LayerNorm:
+    case OpCode::LayerNormGrad: return OpOptions::LayerNormOptions;
+    case OpCode::Cast: return OpOptions::CastOptions;
     default: return OpOptions::NONE;
   }
 }
@@ -107,6 +110,8 @@ std::pair<fb::OpOptions, fbs::Offset<void>> OpAttrsFor(fbs::FlatBufferBuilder& f
       return {type, fb::CreateMomentumOptions(fbb, a.learning_rate, a.momentum, a.nesterov, a.weight_decay).Union()};
     case OpOptions::AdamOptions:
       return {type, fb::CreateAdamOptions(fbb, a.learning_rate, a.beta1, a.beta2, a.epsilon, a.weight_decay).Union()};
+    case OpOptions::LayerNormOptions: return {type, fb::CreateLayerNormOptions(fbb, a.layer_norm_epsilon).Union()};
+    case OpOptions::CastOptions: return {type, fb::CreateCastOptions(fbb, a.cast_to).Union()};
     default: return {OpOptions::NONE, 0};
   }
 }
@@ -173,6 +178,8 @@ Result<OpAttrs> OpAttrsFromOptions(fb::OpCode op, fb::OpOptions type, const void
       a.epsilon = o->epsilon();
       break;
     }
+    case OpOptions::LayerNormOptions: a.layer_norm_epsilon = OrDefault<fb::LayerNormOptions>(options)->epsilon(); break;
+    case OpOptions::CastOptions: a.cast_to = OrDefault<fb::CastOptions>(options)->to(); break;
     default: break;
   }
   return a;
