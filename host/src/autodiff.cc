@@ -27,6 +27,19 @@ Ref Backward::Emit(fb::OpCode op, std::vector<Ref> inputs, OpAttrs attrs, Shape 
   return Ref{true, v};
 }
 
+std::vector<Ref> Backward::EmitMulti(fb::OpCode op, std::vector<Ref> inputs, OpAttrs attrs,
+                                     std::vector<Shape> shapes, const std::string& name) {
+  const uint32_t first = static_cast<uint32_t>(values_.size());
+  std::vector<Ref> refs;
+  for (Shape& s : shapes) {
+    refs.push_back(Ref{true, static_cast<uint32_t>(values_.size())});
+    values_.push_back(Value{std::move(s), static_cast<uint32_t>(ops_.size())});
+  }
+  ops_.push_back(PendingOp{UniqueOpName(name), op, std::move(inputs), std::move(attrs), first,
+                           static_cast<uint32_t>(refs.size())});
+  return refs;
+}
+
 const Shape& Backward::shape(Ref r) const {
   return r.pending ? values_[r.id].shape : g_.tensor(r.id).shape;
 }
@@ -142,7 +155,9 @@ Result<std::vector<ParamGrad>> AppendBackward(Graph& g, TensorId loss) {
   std::vector<std::vector<TensorId>> finish(pending.size());  // op -> params summed after it
   for (TensorId p : params) {
     const std::vector<Ref>& c = grads[p];
-    if (c.size() == 1 && refs[c[0].id] == 1) {
+    // A result of a multi-output op (Split) is never the Grad tensor itself:
+    // a Copy writes it, so that the op's outputs stay plain intermediates.
+    if (c.size() == 1 && refs[c[0].id] == 1 && pending[values[c[0].id].op].outputs == 1) {
       owner[c[0].id] = p;
       continue;
     }
@@ -171,7 +186,12 @@ Result<std::vector<ParamGrad>> AppendBackward(Graph& g, TensorId loss) {
   for (size_t i = 0; i < pending.size(); ++i) {
     const autodiff_internal::PendingOp& p = pending[i];
     const Shape& shape = values[p.out].shape;
-    if (owner[p.out] != kNone) {
+    if (p.outputs > 1) {
+      std::vector<std::pair<Shape, DType>> shapes;
+      for (uint32_t k = 0; k < p.outputs; ++k) shapes.push_back({values[p.out + k].shape, DType::F32});
+      const std::vector<TensorId> ids = g.AddOp(p.op, resolve(p.inputs), p.attrs, std::move(shapes), p.name);
+      for (uint32_t k = 0; k < p.outputs; ++k) tensor_of[p.out + k] = ids[k];
+    } else if (owner[p.out] != kNone) {
       const TensorId param = owner[p.out];
       const TensorId gt = make_grad(param, shape);
       g.AddOpInto(p.op, resolve(p.inputs), p.attrs, {gt}, p.name);

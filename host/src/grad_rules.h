@@ -34,7 +34,8 @@ struct PendingOp {
   fb::OpCode op = fb::OpCode::Invalid;
   std::vector<Ref> inputs;
   OpAttrs attrs;
-  uint32_t out = 0;  // the one value it computes (every gradient op has one output)
+  uint32_t out = 0;      // the first value it computes
+  uint32_t outputs = 1;  // values out .. out + outputs - 1 (Split has several)
 };
 
 struct Value {
@@ -49,6 +50,9 @@ class Backward {
   // Records an op and returns its result. `name` is made unique.
   Ref Emit(fb::OpCode op, std::vector<Ref> inputs, OpAttrs attrs, Shape shape,
            const std::string& name);
+  // As Emit, for an op with one result per shape in `shapes`.
+  std::vector<Ref> EmitMulti(fb::OpCode op, std::vector<Ref> inputs, OpAttrs attrs,
+                             std::vector<Shape> shapes, const std::string& name);
   const Shape& shape(Ref r) const;
   // `name` if no op has it yet, else name_1, name_2, ...
   std::string UniqueOpName(const std::string& name);

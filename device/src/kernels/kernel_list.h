@@ -33,5 +33,11 @@ extern const KernelImpl kConv2DKernel, kConv2DBackpropInputKernel, kConv2DBackpr
 // pool.cc
 extern const KernelImpl kMaxPool2DKernel, kMaxPool2DGradKernel, kAvgPool2DKernel,
     kAvgPool2DGradKernel;
+// batch_matmul.cc
+extern const KernelImpl kBatchMatMulKernel;
+// transpose.cc
+extern const KernelImpl kTransposeKernel;
+// concat_split.cc
+extern const KernelImpl kConcatKernel, kSplitKernel;
 
 }  // namespace sinkrt::device

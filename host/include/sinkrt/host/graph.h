@@ -75,6 +75,8 @@ struct OpAttrs {
   float learning_rate = 0, momentum = 0, weight_decay = 0;  // optimizers
   bool nesterov = false;
   float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
+  std::vector<int> perm;                          // Transpose: y dim i = x dim perm[i]
+  std::vector<int64_t> sizes;                     // Split: each output's extent along `axis`
 };
 
 struct OpNode {
@@ -134,6 +136,16 @@ class Graph {
   TensorId MaxPool2D(TensorId x, int kernel, int stride, int pad = 0);
   TensorId AvgPool2D(TensorId x, int kernel, int stride, int pad = 0);
   TensorId Flatten(TensorId x);  // [N, ...] -> [N, prod(...)]
+  // [..., M, K] x [..., K, N] (before the transposes of the last two dims),
+  // batch dims broadcast by NumPy rules; each side has rank >= 2.
+  TensorId BatchMatMul(TensorId a, TensorId b, bool transpose_a = false, bool transpose_b = false);
+  // y dim i = x dim perm[i]; perm is a permutation of [0, rank), rank <= 6.
+  TensorId Transpose(TensorId x, std::vector<int> perm);
+  // Joins `xs` (same rank, equal dims but `axis`) along `axis` (may be negative).
+  TensorId Concat(std::vector<TensorId> xs, int axis = 0);
+  // Cuts x along `axis` into pieces of `sizes` (each >= 1, summing to x's
+  // extent); MindSpore's Split(axis, output_num) with explicit sizes.
+  std::vector<TensorId> Split(TensorId x, int axis, std::vector<int64_t> sizes);
 
   // Number of rows whose argmax equals the label (eval metric); f32 scalar.
   TensorId ArgMaxAccuracy(TensorId logits, TensorId labels);
