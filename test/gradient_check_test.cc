@@ -430,6 +430,18 @@ void AddLayoutCases(std::vector<GradCase>& cases) {
                    {},
                    [](Graph& g, const Params& p, TensorId) { return g.Concat({p[0], p[0]}, 0); },
                    [](const RefParams& p, const auto&) { return testing::RefConcat({p[0], p[0]}, 0); }});
+  // Only the second input needs a gradient: the Split's first output is
+  // written and never read.
+  cases.push_back({"Concat_axis0_const_and_param",
+                   {{"x", {1, 3}}},
+                   {},
+                   [](Graph& g, const Params& p, TensorId) {
+                     const TensorId k = g.Const("k", {2, 3}, InitSpec::Inline({0.5f, -1, 2, 0.25f, 3, -0.75f}));
+                     return g.Concat({k, p[0]}, 0);
+                   },
+                   [](const RefParams& p, const auto&) {
+                     return testing::RefConcat({RefTensor({2, 3}, {0.5, -1, 2, 0.25, 3, -0.75}), p[0]}, 0);
+                   }});
   // Every output read (in another order), and one left unread: its
   // gradient is zeros.
   cases.push_back({"Split_axis1_all_outputs",

@@ -1,6 +1,7 @@
 // Graph builders that move elements between positions without arithmetic:
 // Transpose, Concat and Split.
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "graph/builder_helpers.h"
@@ -96,6 +97,10 @@ TensorId Graph::Concat(std::vector<TensorId> xs, int axis) {
                            ShapeToString(s0) + ": every dim but axis " + std::to_string(a) + " must be equal");
       return kInvalidTensor;
     }
+    if (si[a] > INT64_MAX - y[a]) {
+      FailOp(op, name, "the inputs' extents along axis " + std::to_string(a) + " overflow int64");
+      return kInvalidTensor;
+    }
     y[a] += si[a];
   }
   OpAttrs attrs;
@@ -127,8 +132,12 @@ std::vector<TensorId> Graph::Split(TensorId x, int axis, std::vector<int64_t> si
                            std::to_string(sizes[k]) + ", every output needs at least 1");
       return failed;
     }
+    // Stops once past the extent, so that the sum cannot overflow.
+    if (sizes[k] > sx[a] - total) {
+      total = -1;
+      break;
+    }
     total += sizes[k];
-    if (total > sx[a]) break;
   }
   if (total != sx[a]) {
     FailOp(op, name, "sizes " + SizesToString(sizes) + " do not sum to " + std::to_string(sx[a]) +
