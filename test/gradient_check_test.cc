@@ -27,6 +27,7 @@
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
+#include "support/reference_layout_ops.h"
 #include "support/reference_ops.h"
 
 namespace sinkrt {
@@ -438,6 +439,95 @@ void AddCompositeCases(std::vector<GradCase>& cases) {
                    }});
 }
 
+void AddBatchMatMulCases(std::vector<GradCase>& cases) {
+  struct B { const char* tag; Shape batch_a, batch_b; int64_t m, k, n; };
+  // Equal batches, one side broadcast (ranks differ), size-1 dims broadcast
+  // on both sides: each input's gradient must sum over what it was spread on.
+  const B shapes[] = {{"same", {2, 3}, {2, 3}, 3, 4, 2},
+                      {"bcast_b", {2, 3}, {3}, 2, 3, 4},
+                      {"matrix_b", {3}, {}, 4, 2, 3},
+                      {"bcast_both", {2, 1}, {1, 3}, 2, 3, 2}};
+  for (const B& d : shapes)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        Shape sa = d.batch_a, sb = d.batch_b;
+        sa.push_back(ta ? d.k : d.m);
+        sa.push_back(ta ? d.m : d.k);
+        sb.push_back(tb ? d.n : d.k);
+        sb.push_back(tb ? d.k : d.n);
+        cases.push_back({Cat("BatchMatMul_", d.tag, ta ? "_ta" : "", tb ? "_tb" : "", "_", Dims(sa), "_by_", Dims(sb)),
+                         {{"a", sa}, {"b", sb}},
+                         {},
+                         [=](Graph& g, const Params& p, TensorId) { return g.BatchMatMul(p[0], p[1], ta, tb); },
+                         [=](const RefParams& p, const auto&) { return testing::RefBatchMatMul(p[0], p[1], ta, tb); }});
+      }
+}
+
+void AddLayoutCases(std::vector<GradCase>& cases) {
+  const std::pair<Shape, std::vector<int>> transposes[] = {
+      {{3, 4}, {1, 0}}, {{2, 3, 4}, {0, 2, 1}}, {{2, 3, 4, 5}, {2, 0, 3, 1}}, {{2, 3, 4}, {-1, 0, 1}}};
+  for (const auto& [s, perm] : transposes) {
+    std::string tag;
+    for (int p : perm) tag += p < 0 ? "m" + std::to_string(-p) : std::to_string(p);
+    cases.push_back({Cat("Transpose_", Dims(s), "_perm", tag),
+                     {{"x", s}},
+                     {},
+                     [perm](Graph& g, const Params& p, TensorId) { return g.Transpose(p[0], perm); },
+                     [perm](const RefParams& p, const auto&) { return testing::RefTranspose(p[0], perm); }});
+  }
+  cases.push_back({"Concat_axis1_three_inputs",
+                   {{"a", {2, 1, 3}}, {"b", {2, 4, 3}}, {"c", {2, 2, 3}}},
+                   {},
+                   [](Graph& g, const Params& p, TensorId) { return g.Concat({p[0], p[1], p[2]}, 1); },
+                   [](const RefParams& p, const auto&) { return testing::RefConcat({p[0], p[1], p[2]}, 1); }});
+  cases.push_back({"Concat_axism1",
+                   {{"a", {3, 2}}, {"b", {3, 5}}},
+                   {},
+                   [](Graph& g, const Params& p, TensorId) { return g.Concat({p[0], p[1]}, -1); },
+                   [](const RefParams& p, const auto&) { return testing::RefConcat({p[0], p[1]}, -1); }});
+  cases.push_back({"Concat_axis0_same_input_twice",
+                   {{"x", {2, 3}}},
+                   {},
+                   [](Graph& g, const Params& p, TensorId) { return g.Concat({p[0], p[0]}, 0); },
+                   [](const RefParams& p, const auto&) { return testing::RefConcat({p[0], p[0]}, 0); }});
+  // Only the second input needs a gradient: the Split's first output is
+  // written and never read.
+  cases.push_back({"Concat_axis0_const_and_param",
+                   {{"x", {1, 3}}},
+                   {},
+                   [](Graph& g, const Params& p, TensorId) {
+                     const TensorId k = g.Const("k", {2, 3}, InitSpec::Inline({0.5f, -1, 2, 0.25f, 3, -0.75f}));
+                     return g.Concat({k, p[0]}, 0);
+                   },
+                   [](const RefParams& p, const auto&) {
+                     return testing::RefConcat({RefTensor({2, 3}, {0.5, -1, 2, 0.25, 3, -0.75}), p[0]}, 0);
+                   }});
+  // Every output read (in another order), and one left unread: its
+  // gradient is zeros.
+  cases.push_back({"Split_axis1_all_outputs",
+                   {{"x", {2, 6, 3}}},
+                   {},
+                   [](Graph& g, const Params& p, TensorId) {
+                     std::vector<TensorId> s = g.Split(p[0], 1, {1, 3, 2});
+                     return g.Concat({s[2], s[0], s[1]}, 1);
+                   },
+                   [](const RefParams& p, const auto&) {
+                     std::vector<RefTensor> s = testing::RefSplit(p[0], 1, {1, 3, 2});
+                     return testing::RefConcat({s[2], s[0], s[1]}, 1);
+                   }});
+  cases.push_back({"Split_axism1_one_output_unread",
+                   {{"x", {3, 7}}},
+                   {},
+                   [](Graph& g, const Params& p, TensorId) {
+                     std::vector<TensorId> s = g.Split(p[0], -1, {2, 4, 1});
+                     return g.Mul(s[0], g.Tanh(s[2]));
+                   },
+                   [](const RefParams& p, const auto&) {
+                     std::vector<RefTensor> s = testing::RefSplit(p[0], -1, {2, 4, 1});
+                     return testing::RefMul(s[0], testing::RefTanh(s[2]));
+                   }});
+}
+
 std::vector<GradCase> AllCases() {
   std::vector<GradCase> cases;
   AddMatMulCases(cases);
@@ -454,6 +544,8 @@ std::vector<GradCase> AllCases() {
   AddGatherCases(cases);
   AddCastCases(cases);
   AddCompositeCases(cases);
+  AddBatchMatMulCases(cases);
+  AddLayoutCases(cases);
   return cases;
 }
 

@@ -71,6 +71,14 @@ Graph AllOps() {
   TensorId t = g.LayerNorm(g.Add(s, g.Gather(emb, label)), ln_gamma, ln_beta, 1e-6f);    // [4,5]
   t = g.Cast(g.Reshape(g.Cast(t, DType::BF16), {5, 4}), DType::F32);                   // [5,4]
   loss = g.Add(loss, g.ReduceMean(t));
+  // The transformer's layout ops, with every attribute away from its default.
+  const TensorId t3 = g.Reshape(a, {4, 5, 8});
+  const TensorId scores = g.Add(g.BatchMatMul(t3, g.Transpose(t3, {0, -1, 1})),  // [4,5,5]
+                                g.BatchMatMul(t3, t3, false, true));
+  const TensorId gram = g.BatchMatMul(w2, t3, true, false);  // [5,40]^T x [4,5,8] -> [4,40,8]
+  const std::vector<TensorId> parts = g.Split(g.Reshape(scores, {4, 25}), -1, {20, 5});
+  loss = g.Add(loss, g.ReduceMean(g.Concat({parts[1], parts[0], parts[1]}, 1)));
+  loss = g.Add(loss, g.ReduceMean(gram));
   g.SetLoss(loss);
   g.AddOutput(logits);
   g.AddOutput(g.ArgMaxAccuracy(logits, label));
@@ -438,6 +446,58 @@ TEST(GraphFileErrorTest, OptionsOnAnOpWithout) {
                              "\"options\": {},")),
               {"bad.json: op 'xent' (ops[0]): field 'options': SparseSoftmaxCrossEntropy takes no options, got "
                "AxisOptions"});
+}
+
+// x [2,3,4] -transpose-> [2,4,3] -split-> [2,4,1] + [2,4,2] -concat-> [2,4,3] -sum-> loss.
+const char kLayout[] = R"({
+  "format_major": 1,
+  "tensors": [
+    {"name": "x", "kind": "Param", "shape": [2, 3, 4], "init": {"kind": "Zeros"}},
+    {"name": "t"}, {"name": "s0"}, {"name": "s1"}, {"name": "c"}, {"name": "loss"}
+  ],
+  "ops": [
+    {"name": "tr", "op": "Transpose", "inputs": [0], "outputs": [1],
+     "options_type": "TransposeOptions", "options": {"perm": [0, 2, 1]}},
+    {"name": "sp", "op": "Split", "inputs": [1], "outputs": [2, 3],
+     "options_type": "SplitOptions", "options": {"axis": -1, "sizes": [1, 2]}},
+    {"name": "cat", "op": "Concat", "inputs": [3, 2], "outputs": [4],
+     "options_type": "AxisOptions", "options": {"axis": 2}},
+    {"name": "sum", "op": "ReduceSum", "inputs": [4], "outputs": [5]}
+  ],
+  "loss": 5
+})";
+
+TEST(GraphFileTest, LayoutOpsLoadWithTheirOptions) {
+  auto file = ParseGraph(Bytes(kLayout), "layout.json");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  const Graph& g = file->graph;
+  EXPECT_EQ(g.tensor(1).shape, (Shape{2, 4, 3}));
+  EXPECT_EQ(g.tensor(2).shape, (Shape{2, 4, 1}));
+  EXPECT_EQ(g.tensor(3).shape, (Shape{2, 4, 2}));
+  EXPECT_EQ(g.tensor(4).shape, (Shape{2, 4, 3}));
+  EXPECT_EQ(g.ops()[0].attrs.perm, (std::vector<int>{0, 2, 1}));
+  EXPECT_EQ(g.ops()[1].attrs.axis, 2);  // normalised by the builder
+  EXPECT_EQ(g.ops()[1].attrs.sizes, (std::vector<int64_t>{1, 2}));
+}
+
+TEST(GraphFileErrorTest, TransposeWithAnInvalidPermutation) {
+  ExpectError(ParseGraph(Bytes(Edit(kLayout, "\"perm\": [0, 2, 1]", "\"perm\": [0, 2, 2]")), "layout.json"),
+              {"layout.json: op 'tr' (ops[0]): Transpose: perm [0,2,2] is not a permutation: axis 2 appears twice"});
+  ExpectError(ParseGraph(Bytes(Edit(kLayout, "\"perm\": [0, 2, 1]", "\"perm\": [0, 1]")), "layout.json"),
+              {"layout.json: op 'tr' (ops[0]): Transpose: perm [0,1] has 2 entries, x [2,3,4] has rank 3"});
+  ExpectError(ParseGraph(Bytes(Edit(kLayout, "\"perm\": [0, 2, 1]", "\"perm\": [0, 2, 5]")), "layout.json"),
+              {"layout.json: op 'tr' (ops[0]): Transpose: perm [0,2,5]: entry 2 (5) is out of range"});
+}
+
+TEST(GraphFileErrorTest, SplitAndConcatRefusals) {
+  ExpectError(ParseGraph(Bytes(Edit(kLayout, "\"sizes\": [1, 2]", "\"sizes\": [1, 3]")), "layout.json"),
+              {"layout.json: op 'sp' (ops[1]): Split: sizes [1,3] do not sum to 3"});
+  ExpectError(ParseGraph(Bytes(Edit(kLayout, "\"sizes\": [1, 2]", "\"sizes\": [1, 1, 1]")), "layout.json"),
+              {"layout.json: op 'sp' (ops[1]): Split has 3 outputs, the file lists 2"});
+  ExpectError(ParseGraph(Bytes(Edit(kLayout, "\"inputs\": [3, 2]", "\"inputs\": []")), "layout.json"),
+              {"layout.json: op 'cat' (ops[2]): Concat takes one or more inputs, the file lists none"});
+  ExpectError(ParseGraph(Bytes(Edit(kLayout, "\"axis\": 2}", "\"axis\": 1}")), "layout.json"),
+              {"layout.json: op 'cat' (ops[2]): Concat: input 1 [2,4,1] does not match input 0 [2,4,2]"});
 }
 
 // x [2,1,4,4] -conv-> [2,1,2,2] -flatten-> [2,4] -xent-> loss.

@@ -123,6 +123,24 @@ TEST_F(SinkdumpTest, TextShowsFusedKernelOptions) {
   EXPECT_EQ(r.out.find("program 'init'"), std::string::npos) << "--program must filter:\n" << r.out;
 }
 
+TEST_F(SinkdumpTest, TextShowsTheLayoutOpsAndTheirOptions) {
+  host::Graph g("layout");
+  const host::TensorId x = g.Param("x", {2, 3, 4}, host::InitSpec::HeUniform(3));
+  const std::vector<host::TensorId> parts = g.Split(g.Transpose(x, {0, 2, 1}), -1, {1, 2});
+  const host::TensorId c = g.Concat({parts[1], parts[0]}, 2);
+  g.SetLoss(g.ReduceSum(g.BatchMatMul(c, x, true, true)));
+  host::CompileOptions options;
+  options.optimizer = host::OptimizerSpec::Sgd(0.5f);
+  auto compiled = host::Compile(g, options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  const fs::path p = WriteVariant("layout.tstream", compiled->stream.bytes());
+  RunResult r = Run(Quoted(p) + " --program train_step");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* fragment : {"Transpose", "perm=0,2,1", "Split", "axis=2 sizes=1,2", "Concat", "axis=2",
+                               "BatchMatMul", "transpose_a transpose_b"})
+    EXPECT_NE(r.out.find(fragment), std::string::npos) << "missing '" << fragment << "' in:\n" << r.out;
+}
+
 TEST_F(SinkdumpTest, JsonCarriesTheSameInformation) {
   RunResult r = Run(Quoted(*mlp_) + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -79,6 +79,54 @@ void MatMulGrad(const Rule& r, const std::vector<bool>& wants,
   }
 }
 
+// As MatMulGrad over the last two dims; each product comes out with y's
+// batch dims, and an input whose batch dims were broadcast sums them back.
+void BatchMatMulGrad(const Rule& r, const std::vector<bool>& wants,
+                     std::vector<std::optional<Ref>>& dx) {
+  const bool ta = r.op.attrs.transpose_a, tb = r.op.attrs.transpose_b;
+  const Ref a = r.in(0), b = r.in(1), dy = r.dy;
+  const Shape& sy = r.b.shape(dy);
+  // y's batch dims with input i's last two.
+  auto grad_shape = [&](size_t i) {
+    const Shape& s = r.in_shape(i);
+    Shape g(sy.begin(), sy.end() - 2);
+    g.push_back(s[s.size() - 2]);
+    g.push_back(s[s.size() - 1]);
+    return g;
+  };
+  auto emit = [&](size_t i, Ref x, Ref y, bool tx, bool ty, const std::string& suffix) {
+    const Shape shape = grad_shape(i);
+    const bool reduce = shape != r.in_shape(i);
+    const Ref prod = r.Emit(OpCode::BatchMatMul, {x, y}, MatMulAttrs(tx, ty), shape,
+                            reduce ? suffix + "/bmm" : suffix);
+    return r.SumTo(prod, r.in_shape(i), suffix);
+  };
+  if (wants[1]) {
+    dx[1] = !tb ? emit(1, a, dy, !ta, false, "grad_b") : emit(1, dy, a, true, ta, "grad_b");
+  }
+  if (wants[0]) {
+    dx[0] = !ta ? emit(0, dy, b, false, !tb, "grad_a") : emit(0, b, dy, tb, true, "grad_a");
+  }
+}
+
+// Split's results each take one gradient; a result nothing read
+// contributes zeros.
+Ref SplitGrad(Backward& b, const OpNode& op, const std::vector<std::optional<Ref>>& dy) {
+  std::vector<Ref> parts;
+  for (size_t k = 0; k < op.outputs.size(); ++k) {
+    if (k < dy.size() && dy[k]) {
+      parts.push_back(*dy[k]);
+      continue;
+    }
+    OpAttrs zero;
+    zero.value = 0.0f;
+    parts.push_back(b.Emit(OpCode::Fill, {}, zero, b.graph().tensor(op.outputs[k]).shape,
+                           op.name + "/grad_zeros"));
+  }
+  return b.Emit(OpCode::Concat, std::move(parts), AxisAttrs(op.attrs.axis),
+                b.graph().tensor(op.inputs[0]).shape, op.name + "/grad");
+}
+
 void BroadcastingGrad(const Rule& r, const std::vector<bool>& wants,
                       std::vector<std::optional<Ref>>& dx) {
   const char* const suffix[2] = {"grad_a", "grad_b"};
@@ -175,6 +223,10 @@ bool HasGradRule(fb::OpCode op) {
     case OpCode::LayerNorm:
     case OpCode::Gather:
     case OpCode::Cast:
+    case OpCode::BatchMatMul:
+    case OpCode::Transpose:
+    case OpCode::Concat:
+    case OpCode::Split:
       return true;
     default:
       return false;
@@ -184,8 +236,13 @@ bool HasGradRule(fb::OpCode op) {
 Status ApplyGradRule(Backward& b, const OpNode& op, const std::vector<std::optional<Ref>>& dy,
                      const std::vector<bool>& wants, std::vector<std::optional<Ref>>& dx) {
   dx.assign(op.inputs.size(), std::nullopt);
-  // Every differentiable op reads its gradient from output 0 (MaxPool2D's
-  // second output is the workspace, which carries none).
+  // Split's outputs each carry a gradient, any of them may be missing.
+  if (op.op == OpCode::Split) {
+    if (!wants.empty() && wants[0]) dx[0] = SplitGrad(b, op, dy);
+    return Status::Ok();
+  }
+  // Every other differentiable op reads its gradient from output 0
+  // (MaxPool2D's second output is the workspace, which carries none).
   if (dy.empty() || !dy[0]) return Status::Ok();
   const Rule r{b, op, *dy[0]};
   auto want = [&](size_t i) { return i < wants.size() && wants[i]; };
@@ -319,6 +376,31 @@ Status ApplyGradRule(Backward& b, const OpNode& op, const std::vector<std::optio
         dx[0] = r.Emit(OpCode::Cast, {r.dy}, back, r.in_shape(0), "grad", back.cast_to);
       }
       break;
+    case OpCode::BatchMatMul:
+      BatchMatMulGrad(r, wants, dx);
+      break;
+    case OpCode::Transpose:
+      if (want(0)) {
+        OpAttrs inverse;
+        inverse.perm.resize(op.attrs.perm.size());
+        for (size_t i = 0; i < op.attrs.perm.size(); ++i) inverse.perm[op.attrs.perm[i]] = static_cast<int>(i);
+        dx[0] = r.Emit(OpCode::Transpose, {r.dy}, std::move(inverse), r.in_shape(0), "grad");
+      }
+      break;
+    case OpCode::Concat: {
+      // One Split into the inputs' extents along the axis feeds every input.
+      std::vector<Shape> shapes;
+      OpAttrs split = AxisAttrs(op.attrs.axis);
+      for (size_t i = 0; i < op.inputs.size(); ++i) {
+        shapes.push_back(r.in_shape(i));
+        split.sizes.push_back(r.in_shape(i)[op.attrs.axis]);
+      }
+      const std::vector<Ref> parts =
+          b.EmitMulti(OpCode::Split, {r.dy}, std::move(split), std::move(shapes), r.name("grad"));
+      for (size_t i = 0; i < op.inputs.size(); ++i)
+        if (want(i)) dx[i] = parts[i];
+      break;
+    }
     default:
       return Unimplemented(std::string("no gradient rule for op '") + op.name + "' (" +
                            fb::EnumNameOpCode(op.op) + ")");

@@ -161,6 +161,12 @@ KernelRunner& KernelRunner::LayerNormEpsilon(float epsilon) {
 KernelRunner& KernelRunner::CastTo(DType to) {
   return Options(fb::OpOptions::CastOptions, fb::CreateCastOptions(fbb_, to).Union());
 }
+KernelRunner& KernelRunner::Perm(std::vector<int32_t> perm) {
+  return Options(fb::OpOptions::TransposeOptions, fb::CreateTransposeOptionsDirect(fbb_, &perm).Union());
+}
+KernelRunner& KernelRunner::SplitOpts(int axis, std::vector<int64_t> sizes) {
+  return Options(fb::OpOptions::SplitOptions, fb::CreateSplitOptionsDirect(fbb_, axis, &sizes).Union());
+}
 KernelRunner& KernelRunner::Options(fb::OpOptions type, flatbuffers::Offset<void> value) {
   opt_type_ = type;
   opt_ = value;

@@ -39,5 +39,11 @@ extern const KernelImpl kLayerNormKernel, kLayerNormGradKernel;
 extern const KernelImpl kGatherKernel, kGatherGradKernel;
 // cast.cc
 extern const KernelImpl kCastKernel;
+// batch_matmul.cc
+extern const KernelImpl kBatchMatMulKernel;
+// transpose.cc
+extern const KernelImpl kTransposeKernel;
+// concat_split.cc
+extern const KernelImpl kConcatKernel, kSplitKernel;
 
 }  // namespace sinkrt::device

@@ -32,7 +32,8 @@ Result<GraphFile> ReadGraphDef(const fb::GraphDef& def, const std::string& sourc
 // Forward ops: what a graph file may hold (autodiff and the optimizer pass
 // add the rest when it is compiled).
 bool IsForwardOp(fb::OpCode op);
-// How many inputs forward op `op` takes.
+// How many inputs forward op `op` takes, or kAnyArity (one or more: Concat).
+inline constexpr size_t kAnyArity = 0;
 size_t ForwardArity(fb::OpCode op);
 
 // Appends forward op `op` to `g` through its builder method, so a file gets

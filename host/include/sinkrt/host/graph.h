@@ -77,6 +77,8 @@ struct OpAttrs {
   float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
   float layer_norm_epsilon = 1e-5f;               // LayerNorm, LayerNormGrad (epsilon is Adam's)
   DType cast_to = DType::Invalid;                 // Cast: the output dtype (F32 or BF16)
+  std::vector<int> perm;                          // Transpose: y dim i = x dim perm[i]
+  std::vector<int64_t> sizes;                     // Split: each output's extent along `axis`
 };
 
 struct OpNode {
@@ -147,6 +149,16 @@ class Graph {
   TensorId Gather(TensorId table, TensorId indices);
   // x converted to `to`: F32 <-> BF16 (round to nearest even) or the identity.
   TensorId Cast(TensorId x, DType to);
+  // [..., M, K] x [..., K, N] (before the transposes of the last two dims),
+  // batch dims broadcast by NumPy rules; each side has rank >= 2.
+  TensorId BatchMatMul(TensorId a, TensorId b, bool transpose_a = false, bool transpose_b = false);
+  // y dim i = x dim perm[i]; perm is a permutation of [0, rank), rank <= 6.
+  TensorId Transpose(TensorId x, std::vector<int> perm);
+  // Joins `xs` (same rank, equal dims but `axis`) along `axis` (may be negative).
+  TensorId Concat(std::vector<TensorId> xs, int axis = 0);
+  // Cuts x along `axis` into pieces of `sizes` (each >= 1, summing to x's
+  // extent); MindSpore's Split(axis, output_num) with explicit sizes.
+  std::vector<TensorId> Split(TensorId x, int axis, std::vector<int64_t> sizes);
 
   // Number of rows whose argmax equals the label (eval metric); f32 scalar.
   TensorId ArgMaxAccuracy(TensorId logits, TensorId labels);
