@@ -27,6 +27,7 @@
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
+#include "support/reference_layout_ops.h"
 #include "support/reference_ops.h"
 
 namespace sinkrt {
@@ -50,6 +51,7 @@ enum class Draw {
   Wide,          // U(-3, 3): reaches the curved parts of tanh, sigmoid, gelu
   AwayFromZero,  // ±U(0.1, 1): no ReLU kink within the finite-difference step
   Distinct,      // a shuffled grid 0.05 apart: no max-pool ties
+  Bf16,          // U(-1, 1) rounded to bf16: a Cast to bf16 is exact (and so are the weights R)
 };
 
 struct ParamSpec {
@@ -112,6 +114,9 @@ std::vector<float> DrawValues(Draw how, int64_t n, std::mt19937_64& rng) {
     case Draw::Distinct:
       for (int64_t i = 0; i < n; ++i) v[i] = 0.05f * (static_cast<float>(i) - static_cast<float>(n) / 2 + 0.5f);
       std::shuffle(v.begin(), v.end(), rng);
+      break;
+    case Draw::Bf16:
+      for (float& x : v) x = static_cast<float>(testing::RefRoundToBf16(unit(rng)));
       break;
   }
   return v;
@@ -326,6 +331,62 @@ void AddPoolCases(std::vector<GradCase>& cases) {
   }
 }
 
+void AddLayerNormCases(std::vector<GradCase>& cases) {
+  for (Shape s : {Shape{4, 5}, Shape{1, 7}, Shape{2, 3, 6}}) {
+    const int64_t d = s.back();
+    cases.push_back({Cat("LayerNorm_", Dims(s)),
+                     {{"x", s, Draw::Wide}, {"gamma", {d}}, {"beta", {d}}},
+                     {},
+                     [](Graph& g, const Params& p, TensorId) { return g.LayerNorm(p[0], p[1], p[2]); },
+                     [](const RefParams& p, const auto&) { return testing::RefLayerNorm(p[0], p[1], p[2], 1e-5); }});
+  }
+  // A large epsilon changes every term of the gradient.
+  cases.push_back({"LayerNorm_3x4_epsilon0_5",
+                   {{"x", {3, 4}}, {"gamma", {4}}, {"beta", {4}}},
+                   {},
+                   [](Graph& g, const Params& p, TensorId) { return g.LayerNorm(p[0], p[1], p[2], 0.5f); },
+                   [](const RefParams& p, const auto&) { return testing::RefLayerNorm(p[0], p[1], p[2], 0.5); }});
+}
+
+// The indices are the labels column; repeated rows sum their gradients.
+void AddGatherCases(std::vector<GradCase>& cases) {
+  cases.push_back({"Gather_6x3_by_5_repeated",
+                   {{"table", {6, 3}}},
+                   {0, 5, 2, 5, 5},
+                   [](Graph& g, const Params& p, TensorId l) { return g.Gather(p[0], l); },
+                   [](const RefParams& p, const std::vector<int32_t>& l) {
+                     return testing::RefGather(p[0], l, {static_cast<int64_t>(l.size())});
+                   }});
+  cases.push_back({"Gather_4x2x2_by_2x3",
+                   {{"table", {4, 2, 2}}},
+                   {1, 3, 0, 3, 2, 3},
+                   [](Graph& g, const Params& p, TensorId l) { return g.Gather(p[0], g.Reshape(l, {2, 3})); },
+                   [](const RefParams& p, const std::vector<int32_t>& l) { return testing::RefGather(p[0], l, {2, 3}); }});
+}
+
+// Cast's gradient is the Cast back. Through bf16 the values and the weights
+// are bf16 numbers (Draw::Bf16), so the rounding is exact both ways and the
+// reference is the identity.
+void AddCastCases(std::vector<GradCase>& cases) {
+  cases.push_back({"Cast_f32_to_f32_5",
+                   {{"x", {5}}},
+                   {},
+                   [](Graph& g, const Params& p, TensorId) { return g.Cast(p[0], DType::F32); },
+                   [](const RefParams& p, const auto&) { return p[0]; }});
+  cases.push_back({"Cast_through_bf16_3x4",
+                   {{"x", {3, 4}, Draw::Bf16}},
+                   {},
+                   [](Graph& g, const Params& p, TensorId) { return g.Cast(g.Cast(p[0], DType::BF16), DType::F32); },
+                   [](const RefParams& p, const auto&) { return p[0]; }});
+  cases.push_back({"Cast_bf16_Reshape_2x6",
+                   {{"x", {2, 6}, Draw::Bf16}},
+                   {},
+                   [](Graph& g, const Params& p, TensorId) {
+                     return g.Cast(g.Reshape(g.Cast(p[0], DType::BF16), {3, 4}), DType::F32);
+                   },
+                   [](const RefParams& p, const auto&) { return testing::RefReshape(p[0], {3, 4}); }});
+}
+
 // Chains the compiler fuses into one kernel, and a tensor read twice (its
 // gradient is the AddN of two contributions).
 void AddCompositeCases(std::vector<GradCase>& cases) {
@@ -378,6 +439,95 @@ void AddCompositeCases(std::vector<GradCase>& cases) {
                    }});
 }
 
+void AddBatchMatMulCases(std::vector<GradCase>& cases) {
+  struct B { const char* tag; Shape batch_a, batch_b; int64_t m, k, n; };
+  // Equal batches, one side broadcast (ranks differ), size-1 dims broadcast
+  // on both sides: each input's gradient must sum over what it was spread on.
+  const B shapes[] = {{"same", {2, 3}, {2, 3}, 3, 4, 2},
+                      {"bcast_b", {2, 3}, {3}, 2, 3, 4},
+                      {"matrix_b", {3}, {}, 4, 2, 3},
+                      {"bcast_both", {2, 1}, {1, 3}, 2, 3, 2}};
+  for (const B& d : shapes)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        Shape sa = d.batch_a, sb = d.batch_b;
+        sa.push_back(ta ? d.k : d.m);
+        sa.push_back(ta ? d.m : d.k);
+        sb.push_back(tb ? d.n : d.k);
+        sb.push_back(tb ? d.k : d.n);
+        cases.push_back({Cat("BatchMatMul_", d.tag, ta ? "_ta" : "", tb ? "_tb" : "", "_", Dims(sa), "_by_", Dims(sb)),
+                         {{"a", sa}, {"b", sb}},
+                         {},
+                         [=](Graph& g, const Params& p, TensorId) { return g.BatchMatMul(p[0], p[1], ta, tb); },
+                         [=](const RefParams& p, const auto&) { return testing::RefBatchMatMul(p[0], p[1], ta, tb); }});
+      }
+}
+
+void AddLayoutCases(std::vector<GradCase>& cases) {
+  const std::pair<Shape, std::vector<int>> transposes[] = {
+      {{3, 4}, {1, 0}}, {{2, 3, 4}, {0, 2, 1}}, {{2, 3, 4, 5}, {2, 0, 3, 1}}, {{2, 3, 4}, {-1, 0, 1}}};
+  for (const auto& [s, perm] : transposes) {
+    std::string tag;
+    for (int p : perm) tag += p < 0 ? "m" + std::to_string(-p) : std::to_string(p);
+    cases.push_back({Cat("Transpose_", Dims(s), "_perm", tag),
+                     {{"x", s}},
+                     {},
+                     [perm](Graph& g, const Params& p, TensorId) { return g.Transpose(p[0], perm); },
+                     [perm](const RefParams& p, const auto&) { return testing::RefTranspose(p[0], perm); }});
+  }
+  cases.push_back({"Concat_axis1_three_inputs",
+                   {{"a", {2, 1, 3}}, {"b", {2, 4, 3}}, {"c", {2, 2, 3}}},
+                   {},
+                   [](Graph& g, const Params& p, TensorId) { return g.Concat({p[0], p[1], p[2]}, 1); },
+                   [](const RefParams& p, const auto&) { return testing::RefConcat({p[0], p[1], p[2]}, 1); }});
+  cases.push_back({"Concat_axism1",
+                   {{"a", {3, 2}}, {"b", {3, 5}}},
+                   {},
+                   [](Graph& g, const Params& p, TensorId) { return g.Concat({p[0], p[1]}, -1); },
+                   [](const RefParams& p, const auto&) { return testing::RefConcat({p[0], p[1]}, -1); }});
+  cases.push_back({"Concat_axis0_same_input_twice",
+                   {{"x", {2, 3}}},
+                   {},
+                   [](Graph& g, const Params& p, TensorId) { return g.Concat({p[0], p[0]}, 0); },
+                   [](const RefParams& p, const auto&) { return testing::RefConcat({p[0], p[0]}, 0); }});
+  // Only the second input needs a gradient: the Split's first output is
+  // written and never read.
+  cases.push_back({"Concat_axis0_const_and_param",
+                   {{"x", {1, 3}}},
+                   {},
+                   [](Graph& g, const Params& p, TensorId) {
+                     const TensorId k = g.Const("k", {2, 3}, InitSpec::Inline({0.5f, -1, 2, 0.25f, 3, -0.75f}));
+                     return g.Concat({k, p[0]}, 0);
+                   },
+                   [](const RefParams& p, const auto&) {
+                     return testing::RefConcat({RefTensor({2, 3}, {0.5, -1, 2, 0.25, 3, -0.75}), p[0]}, 0);
+                   }});
+  // Every output read (in another order), and one left unread: its
+  // gradient is zeros.
+  cases.push_back({"Split_axis1_all_outputs",
+                   {{"x", {2, 6, 3}}},
+                   {},
+                   [](Graph& g, const Params& p, TensorId) {
+                     std::vector<TensorId> s = g.Split(p[0], 1, {1, 3, 2});
+                     return g.Concat({s[2], s[0], s[1]}, 1);
+                   },
+                   [](const RefParams& p, const auto&) {
+                     std::vector<RefTensor> s = testing::RefSplit(p[0], 1, {1, 3, 2});
+                     return testing::RefConcat({s[2], s[0], s[1]}, 1);
+                   }});
+  cases.push_back({"Split_axism1_one_output_unread",
+                   {{"x", {3, 7}}},
+                   {},
+                   [](Graph& g, const Params& p, TensorId) {
+                     std::vector<TensorId> s = g.Split(p[0], -1, {2, 4, 1});
+                     return g.Mul(s[0], g.Tanh(s[2]));
+                   },
+                   [](const RefParams& p, const auto&) {
+                     std::vector<RefTensor> s = testing::RefSplit(p[0], -1, {2, 4, 1});
+                     return testing::RefMul(s[0], testing::RefTanh(s[2]));
+                   }});
+}
+
 std::vector<GradCase> AllCases() {
   std::vector<GradCase> cases;
   AddMatMulCases(cases);
@@ -390,7 +540,12 @@ std::vector<GradCase> AllCases() {
   AddShapeCases(cases);
   AddConvCases(cases);
   AddPoolCases(cases);
+  AddLayerNormCases(cases);
+  AddGatherCases(cases);
+  AddCastCases(cases);
   AddCompositeCases(cases);
+  AddBatchMatMulCases(cases);
+  AddLayoutCases(cases);
   return cases;
 }
 
@@ -426,7 +581,9 @@ void Prepare(const GradCase& c, Prepared* out) {
 
   RefTensor ref_y = c.reference(out->params, c.labels);
   ASSERT_EQ(g.tensor(y).shape, ref_y.shape) << "graph shape inference disagrees with the reference";
-  std::vector<float> r = DrawValues(Draw::Unit, ref_y.size(), rng);
+  // Weights in bf16 for the cases through bf16: d(loss)/dy = R passes a Cast.
+  const bool bf16 = std::any_of(c.params.begin(), c.params.end(), [](const ParamSpec& p) { return p.draw == Draw::Bf16; });
+  std::vector<float> r = DrawValues(bf16 ? Draw::Bf16 : Draw::Unit, ref_y.size(), rng);
   out->weights = Widen(ref_y.shape, r);
   TensorId weights = g.Const("weights", ref_y.shape, InitSpec::Inline(r));
   g.SetLoss(g.ReduceSum(g.Mul(y, weights)));

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -62,6 +63,22 @@ Graph AllOps() {
   const TensorId logits = g.Add(s, sm);
   TensorId loss = g.SparseSoftmaxCrossEntropy(logits, label);
   loss = g.Add(g.Add(loss, g.ReduceMean(lsm)), u);
+  // LayerNorm with its own epsilon, Gather by the labels, and Cast to bf16
+  // and back around a Reshape.
+  const TensorId emb = g.Param("emb", {6, 5}, InitSpec::Normal(0.0f, 1.0f, 10));
+  const TensorId ln_gamma = g.Param("ln.gamma", {5}, InitSpec::Constant(1.0f));
+  const TensorId ln_beta = g.Param("ln.beta", {5}, InitSpec::Zeros());
+  TensorId t = g.LayerNorm(g.Add(s, g.Gather(emb, label)), ln_gamma, ln_beta, 1e-6f);    // [4,5]
+  t = g.Cast(g.Reshape(g.Cast(t, DType::BF16), {5, 4}), DType::F32);                   // [5,4]
+  loss = g.Add(loss, g.ReduceMean(t));
+  // The transformer's layout ops, with every attribute away from its default.
+  const TensorId t3 = g.Reshape(a, {4, 5, 8});
+  const TensorId scores = g.Add(g.BatchMatMul(t3, g.Transpose(t3, {0, -1, 1})),  // [4,5,5]
+                                g.BatchMatMul(t3, t3, false, true));
+  const TensorId gram = g.BatchMatMul(w2, t3, true, false);  // [5,40]^T x [4,5,8] -> [4,40,8]
+  const std::vector<TensorId> parts = g.Split(g.Reshape(scores, {4, 25}), -1, {20, 5});
+  loss = g.Add(loss, g.ReduceMean(g.Concat({parts[1], parts[0], parts[1]}, 1)));
+  loss = g.Add(loss, g.ReduceMean(gram));
   g.SetLoss(loss);
   g.AddOutput(logits);
   g.AddOutput(g.ArgMaxAccuracy(logits, label));
@@ -104,6 +121,12 @@ void ExpectRoundTrip(const Graph& g, const std::optional<OptimizerSpec>& opt) {
 TEST(GraphFileTest, MlpRoundTrips) { ExpectRoundTrip(ZooMlp(), OptimizerSpec::Momentum(0.01f, 0.9f)); }
 TEST(GraphFileTest, LeNetRoundTrips) { ExpectRoundTrip(ZooLeNet(), OptimizerSpec::Adam(0.001f)); }
 TEST(GraphFileTest, EveryOpRoundTrips) { ExpectRoundTrip(AllOps(), std::nullopt); }
+TEST(GraphFileTest, EveryForwardOpIsInTheEveryOpGraph) {
+  std::set<fb::OpCode> used;
+  for (const OpNode& op : AllOps().ops()) used.insert(op.op);
+  for (fb::OpCode op : {fb::OpCode::LayerNorm, fb::OpCode::Gather, fb::OpCode::Cast})
+    EXPECT_TRUE(used.count(op)) << fb::EnumNameOpCode(op);
+}
 TEST(GraphFileTest, SgdRoundTrips) { ExpectRoundTrip(ZooMlp(), OptimizerSpec::Sgd(0.5f)); }
 
 TEST(GraphFileTest, SerializeIsDeterministic) {
@@ -425,6 +448,58 @@ TEST(GraphFileErrorTest, OptionsOnAnOpWithout) {
                "AxisOptions"});
 }
 
+// x [2,3,4] -transpose-> [2,4,3] -split-> [2,4,1] + [2,4,2] -concat-> [2,4,3] -sum-> loss.
+const char kLayout[] = R"({
+  "format_major": 1,
+  "tensors": [
+    {"name": "x", "kind": "Param", "shape": [2, 3, 4], "init": {"kind": "Zeros"}},
+    {"name": "t"}, {"name": "s0"}, {"name": "s1"}, {"name": "c"}, {"name": "loss"}
+  ],
+  "ops": [
+    {"name": "tr", "op": "Transpose", "inputs": [0], "outputs": [1],
+     "options_type": "TransposeOptions", "options": {"perm": [0, 2, 1]}},
+    {"name": "sp", "op": "Split", "inputs": [1], "outputs": [2, 3],
+     "options_type": "SplitOptions", "options": {"axis": -1, "sizes": [1, 2]}},
+    {"name": "cat", "op": "Concat", "inputs": [3, 2], "outputs": [4],
+     "options_type": "AxisOptions", "options": {"axis": 2}},
+    {"name": "sum", "op": "ReduceSum", "inputs": [4], "outputs": [5]}
+  ],
+  "loss": 5
+})";
+
+TEST(GraphFileTest, LayoutOpsLoadWithTheirOptions) {
+  auto file = ParseGraph(Bytes(kLayout), "layout.json");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  const Graph& g = file->graph;
+  EXPECT_EQ(g.tensor(1).shape, (Shape{2, 4, 3}));
+  EXPECT_EQ(g.tensor(2).shape, (Shape{2, 4, 1}));
+  EXPECT_EQ(g.tensor(3).shape, (Shape{2, 4, 2}));
+  EXPECT_EQ(g.tensor(4).shape, (Shape{2, 4, 3}));
+  EXPECT_EQ(g.ops()[0].attrs.perm, (std::vector<int>{0, 2, 1}));
+  EXPECT_EQ(g.ops()[1].attrs.axis, 2);  // normalised by the builder
+  EXPECT_EQ(g.ops()[1].attrs.sizes, (std::vector<int64_t>{1, 2}));
+}
+
+TEST(GraphFileErrorTest, TransposeWithAnInvalidPermutation) {
+  ExpectError(ParseGraph(Bytes(Edit(kLayout, "\"perm\": [0, 2, 1]", "\"perm\": [0, 2, 2]")), "layout.json"),
+              {"layout.json: op 'tr' (ops[0]): Transpose: perm [0,2,2] is not a permutation: axis 2 appears twice"});
+  ExpectError(ParseGraph(Bytes(Edit(kLayout, "\"perm\": [0, 2, 1]", "\"perm\": [0, 1]")), "layout.json"),
+              {"layout.json: op 'tr' (ops[0]): Transpose: perm [0,1] has 2 entries, x [2,3,4] has rank 3"});
+  ExpectError(ParseGraph(Bytes(Edit(kLayout, "\"perm\": [0, 2, 1]", "\"perm\": [0, 2, 5]")), "layout.json"),
+              {"layout.json: op 'tr' (ops[0]): Transpose: perm [0,2,5]: entry 2 (5) is out of range"});
+}
+
+TEST(GraphFileErrorTest, SplitAndConcatRefusals) {
+  ExpectError(ParseGraph(Bytes(Edit(kLayout, "\"sizes\": [1, 2]", "\"sizes\": [1, 3]")), "layout.json"),
+              {"layout.json: op 'sp' (ops[1]): Split: sizes [1,3] do not sum to 3"});
+  ExpectError(ParseGraph(Bytes(Edit(kLayout, "\"sizes\": [1, 2]", "\"sizes\": [1, 1, 1]")), "layout.json"),
+              {"layout.json: op 'sp' (ops[1]): Split has 3 outputs, the file lists 2"});
+  ExpectError(ParseGraph(Bytes(Edit(kLayout, "\"inputs\": [3, 2]", "\"inputs\": []")), "layout.json"),
+              {"layout.json: op 'cat' (ops[2]): Concat takes one or more inputs, the file lists none"});
+  ExpectError(ParseGraph(Bytes(Edit(kLayout, "\"axis\": 2}", "\"axis\": 1}")), "layout.json"),
+              {"layout.json: op 'cat' (ops[2]): Concat: input 1 [2,4,1] does not match input 0 [2,4,2]"});
+}
+
 // x [2,1,4,4] -conv-> [2,1,2,2] -flatten-> [2,4] -xent-> loss.
 const char kConv[] = R"({
   "format_major": 1,
@@ -465,6 +540,88 @@ TEST(GraphFileErrorTest, ShardStrategyIsNotSupportedYet) {
   ExpectError(ParseTiny(Edit(kTiny, "\"outputs\": [3]}", "\"outputs\": [3], \"strategy\": [{\"dims\": [2, 1]}]}")),
               {"bad.json: op 'fc' (ops[1]): field 'strategy': shard strategies are not supported yet "
                "(SEMI_AUTO_PARALLEL)"});
+}
+
+// x [2,4] -layernorm-> [2,4], ids [2] -gather-> [2,4], sum -> loss.
+const char kNormGather[] = R"({
+  "format_major": 1,
+  "tensors": [
+    {"name": "x", "kind": "Input", "shape": [2, 4]},
+    {"name": "gamma", "kind": "Param", "shape": [4], "init": {"kind": "Constant", "value": 1}},
+    {"name": "beta", "kind": "Param", "shape": [4], "init": {"kind": "Zeros"}},
+    {"name": "y"}, {"name": "mean"}, {"name": "rstd"},
+    {"name": "table", "kind": "Param", "shape": [10, 4], "init": {"kind": "Zeros"}},
+    {"name": "ids", "kind": "Input", "dtype": "I32", "shape": [2]},
+    {"name": "e"}, {"name": "h", "dtype": "BF16"}, {"name": "f"}, {"name": "loss"}
+  ],
+  "ops": [
+    {"name": "ln", "op": "LayerNorm", "inputs": [0, 1, 2], "outputs": [3, 4, 5],
+     "options_type": "LayerNormOptions", "options": {"epsilon": 0.001}},
+    {"name": "embed", "op": "Gather", "inputs": [6, 7], "outputs": [8]},
+    {"name": "to_bf16", "op": "Cast", "inputs": [8], "outputs": [9],
+     "options_type": "CastOptions", "options": {"to": "BF16"}},
+    {"name": "to_f32", "op": "Cast", "inputs": [9], "outputs": [10],
+     "options_type": "CastOptions", "options": {"to": "F32"}},
+    {"name": "sum", "op": "ReduceSum", "inputs": [10], "outputs": [11]}
+  ],
+  "loss": 11
+})";
+
+TEST(GraphFileTest, LayerNormGatherAndCastLoad) {
+  auto file = ParseGraph(Bytes(kNormGather), "ng.json");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  const Graph& g = file->graph;
+  const OpNode& ln = g.ops().at(static_cast<size_t>(g.producer(g.FindTensor("y"))));
+  EXPECT_EQ(ln.attrs.layer_norm_epsilon, 0.001f);
+  EXPECT_EQ(g.tensor(g.FindTensor("mean")).shape, (Shape{2}));
+  EXPECT_EQ(g.tensor(g.FindTensor("e")).shape, (Shape{2, 4}));
+  EXPECT_EQ(g.tensor(g.FindTensor("h")).dtype, DType::BF16);
+  EXPECT_EQ(g.tensor(g.FindTensor("f")).dtype, DType::F32);
+  // The graph compiles: bf16 buffers get planned like any other.
+  CompileOptions options;
+  options.optimizer = OptimizerSpec::Sgd(0.1f);
+  auto compiled = Compile(g, options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().message();
+  const int64_t h = compiled->stream.FindBuffer("h");
+  ASSERT_GE(h, 0);
+  const fb::Buffer* b = compiled->stream.root()->buffers()->Get(static_cast<uint32_t>(h));
+  EXPECT_EQ(b->dtype(), DType::BF16);
+  EXPECT_EQ(b->bytes(), 2u * 2 * 4);
+  EXPECT_EQ(b->offset() % 64, 0u);
+}
+
+TEST(GraphFileErrorTest, LayerNormOverAMismatchedGammaNamesTheOpAndField) {
+  ExpectError(ParseGraph(Bytes(Edit(kNormGather, "\"shape\": [4], \"init\": {\"kind\": \"Constant\"",
+                                    "\"shape\": [3], \"init\": {\"kind\": \"Constant\"")),
+                         "ng.json"),
+              {"ng.json: op 'ln' (ops[0]): LayerNorm: gamma must be [D] = [4] for x [2,4] (normalised over its "
+               "last axis), got [3]"});
+}
+
+TEST(GraphFileErrorTest, GatherWithAFloatIndexTensorNamesTheOpAndField) {
+  ExpectError(ParseGraph(Bytes(Edit(kNormGather, "\"name\": \"ids\", \"kind\": \"Input\", \"dtype\": \"I32\"",
+                                    "\"name\": \"ids\", \"kind\": \"Input\"")),
+                         "ng.json"),
+              {"ng.json: op 'embed' (ops[1]): Gather: indices must be i32, got f32 [2] 'ids'"});
+}
+
+TEST(GraphFileErrorTest, CastOptionsAreChecked) {
+  ExpectError(ParseGraph(Bytes(Edit(kNormGather, "{\"to\": \"BF16\"}", "{\"to\": \"I32\"}")), "ng.json"),
+              {"ng.json: op 'to_bf16' (ops[2]): Cast: to must be f32 or bf16, got i32"});
+  ExpectError(ParseGraph(Bytes(Edit(kNormGather, "\"options_type\": \"CastOptions\", \"options\": {\"to\": \"BF16\"}",
+                                    "\"options_type\": \"CastOptions\", \"options\": {}")),
+                         "ng.json"),
+              {"ng.json: op 'to_bf16' (ops[2]): Cast: to must be f32 or bf16, got invalid"});
+  ExpectError(ParseGraph(Bytes(Edit(kNormGather, "{\"name\": \"f\"}", "{\"name\": \"f\", \"dtype\": \"BF16\"}")),
+                         "ng.json"),
+              {"ng.json: op 'to_f32' (ops[3]): output 0 tensor 'f' (tensors[10]) is bf16 in the file, but the op gives f32"});
+}
+
+TEST(GraphFileErrorTest, LayerNormListsItsThreeOutputs) {
+  std::string text = Edit(kNormGather, "\"outputs\": [3, 4, 5]", "\"outputs\": [3, 4]");
+  text = Edit(text, "{\"name\": \"rstd\"}", "{\"name\": \"rstd\", \"kind\": \"Input\", \"shape\": [2]}");
+  ExpectError(ParseGraph(Bytes(text), "ng.json"),
+              {"ng.json: op 'ln' (ops[0]): LayerNorm has 3 outputs, the file lists 2"});
 }
 
 TEST(GraphFileErrorTest, WrongFormatMajor) {

@@ -465,6 +465,103 @@ TEST(LossTest, SetLossNeedsAScalar) {
   EXPECT_EQ(g3.status().message(), "AddOutput: not a tensor of this graph (id 3)");
 }
 
+// -- LayerNorm, Gather, Cast ------------------------------------------------------------------
+
+TEST(LayerNormTest, ReturnsYWithMeanAndRstdPerRow) {
+  Graph g;
+  TensorId x = g.Input("x", {4, 16, 8});
+  TensorId gamma = g.Param("gamma", {8}, InitSpec::Constant(1.0f));
+  TensorId beta = g.Param("beta", {8}, InitSpec::Zeros());
+  TensorId y = g.LayerNorm(x, gamma, beta);
+  TensorId y2 = g.LayerNorm(y, gamma, beta, 1e-6f);
+  ASSERT_TRUE(g.status().ok()) << g.status().ToString();
+  EXPECT_EQ(ShapeOf(g, y), (Shape{4, 16, 8}));
+  const OpNode& op = ProducerOf(g, y);
+  EXPECT_EQ(op.op, OpCode::LayerNorm);
+  EXPECT_EQ(op.inputs, (std::vector<TensorId>{x, gamma, beta}));
+  ASSERT_EQ(op.outputs.size(), 3u);
+  EXPECT_EQ(op.outputs[0], y);
+  EXPECT_EQ(ShapeOf(g, op.outputs[1]), (Shape{64}));
+  EXPECT_EQ(ShapeOf(g, op.outputs[2]), (Shape{64}));
+  EXPECT_EQ(op.attrs.layer_norm_epsilon, 1e-5f);
+  EXPECT_EQ(op.attrs.epsilon, 1e-8f);  // Adam's, untouched
+  EXPECT_EQ(ProducerOf(g, y2).attrs.layer_norm_epsilon, 1e-6f);
+}
+
+TEST(LayerNormTest, MismatchedGammaOrBetaNamesTheField) {
+  Graph g;
+  g.LayerNorm(g.Input("x", {4, 8}), g.Param("gamma", {4}, InitSpec::Zeros()), g.Param("beta", {8}, InitSpec::Zeros()));
+  ExpectError(g, "LayerNorm 'layernorm_0': gamma must be [D] = [8] for x [4,8] (normalised over its last axis), "
+                 "got [4]");
+  Graph g2;
+  g2.LayerNorm(g2.Input("x", {4, 8}), g2.Param("gamma", {8}, InitSpec::Zeros()),
+               g2.Param("beta", {1, 8}, InitSpec::Zeros()));
+  ExpectError(g2, "LayerNorm 'layernorm_0': beta must be [D] = [8] for x [4,8] (normalised over its last axis), "
+                  "got [1,8]");
+  Graph g3;
+  TensorId p = g3.Param("p", {8}, InitSpec::Zeros());
+  g3.LayerNorm(g3.Input("x", {4, 8}), p, p, 0.0f);
+  ExpectError(g3, "LayerNorm 'layernorm_0': epsilon must be a positive finite number, got 0.000000");
+  Graph g4;
+  TensorId q = g4.Param("q", {8}, InitSpec::Zeros());
+  g4.LayerNorm(g4.Input("x", {4, 8}), g4.Input("gamma", {8}, DType::I32), q);
+  ExpectError(g4, "LayerNorm 'layernorm_0': gamma must be f32, got i32 [8] 'gamma'");
+}
+
+TEST(GatherTest, RowsOfTheTableAtTheIndices) {
+  Graph g;
+  TensorId table = g.Param("embedding", {100, 16}, InitSpec::Normal(0, 1, 1));
+  TensorId ids = g.Input("ids", {8, 5}, DType::I32);
+  TensorId y = g.Gather(table, ids);
+  ASSERT_TRUE(g.status().ok()) << g.status().ToString();
+  EXPECT_EQ(ShapeOf(g, y), (Shape{8, 5, 16}));
+  EXPECT_EQ(ProducerOf(g, y).op, OpCode::Gather);
+  EXPECT_EQ(ProducerOf(g, y).inputs, (std::vector<TensorId>{table, ids}));
+  TensorId v = g.Gather(g.Param("vec", {7}, InitSpec::Zeros()), ids);
+  EXPECT_EQ(ShapeOf(g, v), (Shape{8, 5}));
+}
+
+TEST(GatherTest, FloatIndicesAreRefusedNamingTheField) {
+  Graph g;
+  g.Gather(g.Param("embedding", {100, 16}, InitSpec::Zeros()), g.Input("ids", {8}));
+  ExpectError(g, "Gather 'gather_0': indices must be i32, got f32 [8] 'ids'");
+  Graph g2;
+  g2.Gather(g2.Const("scalar", {}, InitSpec::Zeros()), g2.Input("ids", {8}, DType::I32));
+  ExpectError(g2, "Gather 'gather_0': table must be [V, ...] (rank >= 1), got a scalar []");
+}
+
+TEST(CastTest, F32AndBf16BothWays) {
+  Graph g;
+  TensorId x = g.Input("x", {2, 3});
+  TensorId h = g.Cast(x, DType::BF16);
+  TensorId r = g.Reshape(h, {3, 2});  // byte copies move bf16 too
+  TensorId back = g.Cast(r, DType::F32);
+  TensorId same = g.Cast(back, DType::F32);
+  ASSERT_TRUE(g.status().ok()) << g.status().ToString();
+  EXPECT_EQ(g.tensor(h).dtype, DType::BF16);
+  EXPECT_EQ(g.tensor(r).dtype, DType::BF16);
+  EXPECT_EQ(g.tensor(back).dtype, DType::F32);
+  EXPECT_EQ(ShapeOf(g, back), (Shape{3, 2}));
+  EXPECT_EQ(ProducerOf(g, h).attrs.cast_to, DType::BF16);
+  EXPECT_EQ(ProducerOf(g, same).attrs.cast_to, DType::F32);
+}
+
+TEST(CastTest, OtherDtypesAndBf16IntoOtherOpsAreRefused) {
+  Graph g;
+  g.Cast(g.Input("x", {2}), DType::I32);
+  ExpectError(g, "Cast 'cast_0': to must be f32 or bf16, got i32");
+  Graph g2;
+  g2.Cast(g2.Input("ids", {2}, DType::I32), DType::F32);
+  ExpectError(g2, "Cast 'cast_0': x must be f32 or bf16, got i32 [2] 'ids'");
+  Graph g3;
+  g3.Relu(g3.Cast(g3.Input("x", {2}), DType::BF16));
+  ExpectError(g3, "Relu 'relu_1': x must be f32, got bf16 [2] 'cast_0'");
+  Graph g4;
+  TensorId p = g4.Param("p", {2}, InitSpec::Zeros());
+  g4.LayerNorm(g4.Cast(g4.Input("x", {2}), DType::BF16), p, p);
+  ExpectError(g4, "LayerNorm 'layernorm_1': x must be f32, got bf16 [2] 'cast_0'");
+}
+
 // -- reductions and reshapes ------------------------------------------------------------------
 
 TEST(ReduceTest, AxesNormalisedSortedDeduplicated) {
@@ -744,6 +841,112 @@ TEST(LowLevelTest, CopiesKeepNameBookkeeping) {
   ExpectError(copy, "Param 'fc1.bias': name is already used by Param tensor " +
                         std::to_string(g.FindTensor("fc1.bias")));
   EXPECT_TRUE(g.status().ok());
+}
+
+// -- BatchMatMul, Transpose, Concat, Split -----------------------------------------
+
+TEST(BatchMatMulTest, BroadcastBatchDimsAndTransposes) {
+  Graph g;
+  TensorId a = g.Input("a", {2, 1, 4, 3});
+  TensorId b = g.Param("b", {5, 3, 6}, InitSpec::Zeros());
+  TensorId bt = g.Param("bt", {6, 3}, InitSpec::Zeros());
+  TensorId y = g.BatchMatMul(a, b);                // [2,1] x [5] batch -> [2,5]
+  TensorId yt = g.BatchMatMul(a, bt, true, true);  // op(a) [3,4] (K=4), op(b) [3,6] (K=3)
+  ASSERT_FALSE(g.status().ok());
+  EXPECT_EQ(ShapeOf(g, y), (Shape{2, 5, 4, 6}));
+  EXPECT_EQ(yt, kInvalidTensor);
+  ExpectError(g, "BatchMatMul 'batchmatmul_1': inner dimensions differ: a is [2,1,4,3] transposed (K=4), "
+                 "b is [6,3] transposed (K=3)");
+  Graph g2;
+  TensorId x = g2.Input("x", {8, 4, 16, 16});
+  TensorId q = g2.BatchMatMul(x, x, false, true);
+  ASSERT_TRUE(g2.status().ok()) << g2.status().ToString();
+  EXPECT_EQ(ShapeOf(g2, q), (Shape{8, 4, 16, 16}));
+  EXPECT_TRUE(ProducerOf(g2, q).attrs.transpose_b);
+  EXPECT_FALSE(ProducerOf(g2, q).attrs.transpose_a);
+}
+
+TEST(BatchMatMulTest, Errors) {
+  Graph g;
+  g.BatchMatMul(g.Input("a", {4, 2, 3}), g.Param("b", {4, 5, 2}, InitSpec::Zeros()));
+  ExpectError(g, "BatchMatMul 'batchmatmul_0': inner dimensions differ: a is [4,2,3] (K=3), b is [4,5,2] (K=5)");
+  Graph g2;
+  g2.BatchMatMul(g2.Input("a", {4, 2, 3}), g2.Param("b", {3, 3, 2}, InitSpec::Zeros()));
+  ExpectError(g2, "BatchMatMul 'batchmatmul_0': batch dimensions of a [4,2,3] and b [3,3,2] do not broadcast: "
+                  "operands could not be broadcast together with shapes [4] and [3] (4 vs 3 at broadcast axis 0)");
+  Graph g3;
+  g3.BatchMatMul(g3.Input("a", {3}), g3.Param("b", {3, 2}, InitSpec::Zeros()));
+  ExpectError(g3, "BatchMatMul 'batchmatmul_0': a must have rank 2 to 8 ([..., rows, cols]), got [3]");
+}
+
+TEST(TransposeTest, PermutesAndNormalises) {
+  Graph g;
+  TensorId x = g.Input("x", {2, 3, 4, 5});
+  TensorId y = g.Transpose(x, {2, 0, -1, 1});
+  ASSERT_TRUE(g.status().ok()) << g.status().ToString();
+  EXPECT_EQ(ShapeOf(g, y), (Shape{4, 2, 5, 3}));
+  EXPECT_EQ(ProducerOf(g, y).attrs.perm, (std::vector<int>{2, 0, 3, 1}));
+}
+
+TEST(TransposeTest, InvalidPermutationNamesTheOpAndPerm) {
+  Graph g;
+  g.Transpose(g.Input("x", {2, 3, 4}), {1, 0});
+  ExpectError(g, "Transpose 'transpose_0': perm [1,0] has 2 entries, x [2,3,4] has rank 3");
+  Graph g2;
+  g2.Transpose(g2.Input("x", {2, 3, 4}), {0, 2, 0});
+  ExpectError(g2, "Transpose 'transpose_0': perm [0,2,0] is not a permutation: axis 0 appears twice");
+  Graph g3;
+  g3.Transpose(g3.Input("x", {2, 3, 4}), {0, 3, 1});
+  ExpectError(g3, "Transpose 'transpose_0': perm [0,3,1]: entry 1 (3) is out of range for x [2,3,4] (valid: [-3, 3))");
+  Graph g4;
+  g4.Transpose(g4.Input("x", {1, 1, 1, 1, 1, 1, 2}), {0, 1, 2, 3, 4, 5, 6});
+  ExpectError(g4, "Transpose 'transpose_0': x [1,1,1,1,1,1,2] has rank 7, at most 6 is supported");
+}
+
+TEST(ConcatSplitTest, Shapes) {
+  Graph g;
+  TensorId a = g.Input("a", {2, 3, 4});
+  TensorId b = g.Param("b", {2, 5, 4}, InitSpec::Zeros());
+  TensorId c = g.Concat({a, b, a}, -2);
+  ASSERT_TRUE(g.status().ok()) << g.status().ToString();
+  EXPECT_EQ(ShapeOf(g, c), (Shape{2, 11, 4}));
+  EXPECT_EQ(ProducerOf(g, c).attrs.axis, 1);
+  std::vector<TensorId> parts = g.Split(c, -1, {1, 3});
+  ASSERT_TRUE(g.status().ok()) << g.status().ToString();
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(ShapeOf(g, parts[0]), (Shape{2, 11, 1}));
+  EXPECT_EQ(ShapeOf(g, parts[1]), (Shape{2, 11, 3}));
+  const OpNode& split = ProducerOf(g, parts[1]);
+  EXPECT_EQ(split.outputs, parts);
+  EXPECT_EQ(split.attrs.axis, 2);
+  EXPECT_EQ(split.attrs.sizes, (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(g.tensor(parts[1]).name, split.name + ":1");
+}
+
+TEST(ConcatSplitTest, Errors) {
+  Graph g;
+  g.Concat({g.Input("a", {2, 3}), g.Input("b", {3, 3})}, 1);
+  ExpectError(g, "Concat 'concat_0': input 1 [3,3] does not match input 0 [2,3]: every dim but axis 1 must be equal");
+  Graph g2;
+  g2.Concat({g2.Input("a", {2, 3}), g2.Input("b", {2, 3, 1})}, 0);
+  ExpectError(g2, "Concat 'concat_0': input 1 [2,3,1] does not match input 0 [2,3]: every dim but axis 0 must be equal");
+  Graph g3;
+  g3.Concat({g3.Input("a", {2, 3})}, 2);
+  ExpectError(g3, "Concat 'concat_0': axis 2 is out of range for input 0 [2,3] (valid: [-2, 2))");
+  Graph g4;
+  g4.Concat({}, 0);
+  ExpectError(g4, "Concat 'concat_0': needs at least one input");
+
+  Graph s;
+  std::vector<TensorId> out = s.Split(s.Input("x", {4, 6}), 1, {2, 3});
+  ExpectError(s, "Split 'split_0': sizes [2,3] do not sum to 6, the extent of axis 1 of x [4,6]");
+  EXPECT_EQ(out, (std::vector<TensorId>{kInvalidTensor, kInvalidTensor}));
+  Graph s2;
+  s2.Split(s2.Input("x", {4, 6}), 0, {4, 0});
+  ExpectError(s2, "Split 'split_0': sizes [4,0]: entry 1 is 0, every output needs at least 1");
+  Graph s3;
+  s3.Split(s3.Input("x", {4, 6}), 0, {});
+  ExpectError(s3, "Split 'split_0': sizes is empty: Split makes one output per entry");
 }
 
 // -- whole models -----------------------------------------------------------------------------

@@ -139,6 +139,11 @@ TEST(KernelRules, RunDoesNotAllocate) {
   add(OpCode::MomentumUpdate).In(p).In(x).In(m).Momentum(0.1f, 0.9f, true, 0.0f);
   add(OpCode::AdamPowers).In(pw).Adam(0.1f, 0.9f, 0.999f, 1e-8f, 0.0f);
   add(OpCode::AdamUpdate).In(p).In(x).In(m).In(y2).In(pw).Adam(0.1f, 0.9f, 0.999f, 1e-8f, 0.0f);
+  Tensor tiled({5, 8, 6}), rows({6, 8, 5}), joined({8, 12, 5}), left({8, 6, 2}), right({8, 6, 3});
+  add(OpCode::Transpose).In(x).Out(tiled).Perm({2, 0, 1});
+  add(OpCode::Transpose).In(x).Out(rows).Perm({1, 0, 2});
+  add(OpCode::Concat).In(x).In(y).Out(joined).Axis(1);
+  add(OpCode::Split).In(x).Out(left).Out(right).SplitOpts(2, {2, 3});
   for (auto& op : ops) ASSERT_TRUE(op->Prepare().ok());
   // The counter itself works (this binary's operator new is the counting one).
   g_allocations = 0;

@@ -96,7 +96,7 @@ TEST_F(SinkdumpTest, TextShowsHeaderMemoryPlanQueuesAndTasks) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(r.err.empty()) << r.err;
   for (const char* fragment :
-       {"header", "format        1.0", "world size 1", "graph hash    0x", "requirements", "producer",
+       {"header", "format        1.1", "world size 1", "graph hash    0x", "requirements", "producer",
         "memory plan:", "liveness lower bound", "arena / lower bound", "bytes per role", "fc1.weight",
         "fc2.bias", "HeUniform", "queues:", "'train'", "image", "label", "per batch",
         "communicator groups: 0", "program 'init'", "train_step", "eval_step", "GetNext", "MatMul",
@@ -123,6 +123,24 @@ TEST_F(SinkdumpTest, TextShowsFusedKernelOptions) {
   EXPECT_EQ(r.out.find("program 'init'"), std::string::npos) << "--program must filter:\n" << r.out;
 }
 
+TEST_F(SinkdumpTest, TextShowsTheLayoutOpsAndTheirOptions) {
+  host::Graph g("layout");
+  const host::TensorId x = g.Param("x", {2, 3, 4}, host::InitSpec::HeUniform(3));
+  const std::vector<host::TensorId> parts = g.Split(g.Transpose(x, {0, 2, 1}), -1, {1, 2});
+  const host::TensorId c = g.Concat({parts[1], parts[0]}, 2);
+  g.SetLoss(g.ReduceSum(g.BatchMatMul(c, x, true, true)));
+  host::CompileOptions options;
+  options.optimizer = host::OptimizerSpec::Sgd(0.5f);
+  auto compiled = host::Compile(g, options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  const fs::path p = WriteVariant("layout.tstream", compiled->stream.bytes());
+  RunResult r = Run(Quoted(p) + " --program train_step");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* fragment : {"Transpose", "perm=0,2,1", "Split", "axis=2 sizes=1,2", "Concat", "axis=2",
+                               "BatchMatMul", "transpose_a transpose_b"})
+    EXPECT_NE(r.out.find(fragment), std::string::npos) << "missing '" << fragment << "' in:\n" << r.out;
+}
+
 TEST_F(SinkdumpTest, JsonCarriesTheSameInformation) {
   RunResult r = Run(Quoted(*mlp_) + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -131,7 +149,7 @@ TEST_F(SinkdumpTest, JsonCarriesTheSameInformation) {
 
   VerifiedStream v = View();
   const fb::TaskStream& s = *v.root();
-  EXPECT_EQ(j["header"]["format_version"], "1.0");
+  EXPECT_EQ(j["header"]["format_version"], "1.1");
   EXPECT_EQ(j["header"]["world_size"], 1);
   EXPECT_EQ(j["header"]["target"], s.header()->target()->str());
 
@@ -184,6 +202,30 @@ TEST_F(SinkdumpTest, JsonCarriesTheSameInformation) {
     EXPECT_EQ(first["options"]["queue"], "train");
     EXPECT_EQ(first["outputs"], nlohmann::json::array({"image", "label"}));
   }
+}
+
+TEST_F(SinkdumpTest, ShowsLayerNormGatherCastAndBf16Buffers) {
+  host::Graph g("norm_gather_cast");
+  const host::TensorId ids = g.Input("ids", {4}, DType::I32);
+  const host::TensorId table = g.Param("embed", {10, 8}, host::InitSpec::Normal(0.0f, 1.0f, 1));
+  const host::TensorId gamma = g.Param("ln.gamma", {8}, host::InitSpec::Constant(1.0f));
+  const host::TensorId beta = g.Param("ln.beta", {8}, host::InitSpec::Zeros());
+  host::TensorId y = g.LayerNorm(g.Gather(table, ids), gamma, beta, 1e-6f);
+  y = g.Cast(g.Cast(y, DType::BF16), DType::F32);
+  g.SetLoss(g.ReduceSum(y));
+  host::CompileOptions options;
+  options.optimizer = host::OptimizerSpec::Sgd(0.1f);
+  auto compiled = host::Compile(g, options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  const fs::path path = WriteVariant("norm_gather_cast.tstream", compiled->stream.bytes());
+  RunResult r = Run(Quoted(path));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* fragment : {"LayerNorm", "LayerNormGrad", "epsilon=1e-06", "Gather", "GatherGrad", "Cast",
+                               "to=bf16", "to=f32", "bf16"})
+    EXPECT_NE(r.out.find(fragment), std::string::npos) << fragment << " not in:\n" << r.out;
+  RunResult j = Run(Quoted(path) + " --json");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  EXPECT_NE(j.out.find("\"bf16\""), std::string::npos) << j.out;
 }
 
 TEST_F(SinkdumpTest, JsonKeyOrderIsStable) {

@@ -55,6 +55,7 @@ bool UsesAxis(fb::OpCode op) {
     case fb::OpCode::SoftmaxGrad:
     case fb::OpCode::LogSoftmaxGrad:
     case fb::OpCode::BiasAddGrad:
+    case fb::OpCode::Concat:
       return true;
     default:
       return false;
@@ -123,6 +124,22 @@ void KernelAttrs(const VerifiedStream& view, const fb::KernelTask& k, Json& attr
         attrs["beta2"] = CleanFloat(o->beta2());
         attrs["epsilon"] = CleanFloat(o->epsilon());
         if (o->weight_decay() != 0) attrs["weight_decay"] = CleanFloat(o->weight_decay());
+      }
+      break;
+    case fb::OpOptions::LayerNormOptions:
+      if (const auto* o = k.options_as_LayerNormOptions()) attrs["epsilon"] = CleanFloat(o->epsilon());
+      break;
+    case fb::OpOptions::CastOptions:
+      if (const auto* o = k.options_as_CastOptions()) attrs["to"] = std::string(DTypeName(o->to()));
+    case fb::OpOptions::TransposeOptions:
+      if (const auto* o = k.options_as_TransposeOptions())
+        attrs["perm"] = o->perm() ? std::vector<int>(o->perm()->begin(), o->perm()->end()) : std::vector<int>{};
+      break;
+    case fb::OpOptions::SplitOptions:
+      if (const auto* o = k.options_as_SplitOptions()) {
+        attrs["axis"] = o->axis();
+        attrs["sizes"] = o->sizes() ? std::vector<int64_t>(o->sizes()->begin(), o->sizes()->end())
+                                    : std::vector<int64_t>{};
       }
       break;
     default:

@@ -20,16 +20,32 @@ std::string Backward::UniqueOpName(const std::string& name) {
 }
 
 Ref Backward::Emit(fb::OpCode op, std::vector<Ref> inputs, OpAttrs attrs, Shape shape,
-                   const std::string& name) {
+                   const std::string& name, DType dtype) {
   const uint32_t v = static_cast<uint32_t>(values_.size());
-  values_.push_back(Value{std::move(shape), static_cast<uint32_t>(ops_.size())});
-  ops_.push_back(PendingOp{UniqueOpName(name), op, std::move(inputs), std::move(attrs), v});
+  values_.push_back(Value{std::move(shape), static_cast<uint32_t>(ops_.size()), dtype});
+  ops_.push_back(PendingOp{UniqueOpName(name), op, std::move(inputs), std::move(attrs), {v}});
   return Ref{true, v};
+}
+
+std::vector<Ref> Backward::EmitMulti(fb::OpCode op, std::vector<Ref> inputs, OpAttrs attrs,
+                                     std::vector<Shape> shapes, const std::string& name) {
+  std::vector<Ref> refs;
+  std::vector<uint32_t> outs;
+  for (Shape& shape : shapes) {
+    const uint32_t v = static_cast<uint32_t>(values_.size());
+    values_.push_back(Value{std::move(shape), static_cast<uint32_t>(ops_.size()), DType::F32});
+    outs.push_back(v);
+    refs.push_back(Ref{true, v});
+  }
+  ops_.push_back(PendingOp{UniqueOpName(name), op, std::move(inputs), std::move(attrs), std::move(outs)});
+  return refs;
 }
 
 const Shape& Backward::shape(Ref r) const {
   return r.pending ? values_[r.id].shape : g_.tensor(r.id).shape;
 }
+
+DType Backward::dtype(Ref r) const { return r.pending ? values_[r.id].dtype : g_.tensor(r.id).dtype; }
 
 }  // namespace autodiff_internal
 
@@ -73,7 +89,8 @@ Result<std::vector<ParamGrad>> AppendBackward(Graph& g, TensorId loss) {
     for (size_t i = 0; i < op.inputs.size(); ++i)
       any = any || (needs[op.inputs[i]] && autodiff_internal::DifferentiableInput(op.op, i));
     if (!any || op.op == fb::OpCode::ArgMaxAccuracy) continue;
-    for (TensorId o : op.outputs) needs[o] = tensors[o].dtype == DType::F32;
+    // Gradients flow through float tensors: f32, and bf16 between Casts.
+    for (TensorId o : op.outputs) needs[o] = tensors[o].dtype == DType::F32 || tensors[o].dtype == DType::BF16;
   }
   if (!needs[loss]) return std::vector<ParamGrad>{};
 
@@ -110,6 +127,13 @@ Result<std::vector<ParamGrad>> AppendBackward(Graph& g, TensorId loss) {
       if (c.empty()) continue;
       if (c.size() > 1) {
         const Shape shape = tensors[op.outputs[k]].shape;
+        if (tensors[op.outputs[k]].dtype != DType::F32) {
+          // AddN is f32 only (docs/ops.md) until the precision work.
+          return Unimplemented("AppendBackward: " + std::string(DTypeName(tensors[op.outputs[k]].dtype)) +
+                               " tensor '" + tensors[op.outputs[k]].name + "' is read by " +
+                               std::to_string(c.size()) +
+                               " ops; summing its gradients needs an f32 tensor (Cast it once and share that)");
+        }
         c = {b.Emit(fb::OpCode::AddN, c, OpAttrs{}, shape,
                     tensors[op.outputs[k]].name + "/grad_sum")};
       }
@@ -168,17 +192,36 @@ Result<std::vector<ParamGrad>> AppendBackward(Graph& g, TensorId loss) {
     info.init.kind = fb::InitKind::None;
     return g.AddTensor(std::move(info));
   };
+  // A fresh tensor name for an output of an op with several (AddOp names
+  // single outputs itself).
+  auto fresh_name = [&](const std::string& base) {
+    std::string n = base;
+    for (int k = 1; g.FindTensor(n) != kNone; ++k) n = base + "_" + std::to_string(k);
+    return n;
+  };
   for (size_t i = 0; i < pending.size(); ++i) {
     const autodiff_internal::PendingOp& p = pending[i];
-    const Shape& shape = values[p.out].shape;
-    if (owner[p.out] != kNone) {
-      const TensorId param = owner[p.out];
-      const TensorId gt = make_grad(param, shape);
-      g.AddOpInto(p.op, resolve(p.inputs), p.attrs, {gt}, p.name);
-      tensor_of[p.out] = grad_of[param] = gt;
+    if (p.outs.size() == 1 && owner[p.outs[0]] == kNone) {
+      const autodiff_internal::Value& v = values[p.outs[0]];
+      tensor_of[p.outs[0]] = g.AddOp(p.op, resolve(p.inputs), p.attrs, {{v.shape, v.dtype}}, p.name)[0];
     } else {
-      tensor_of[p.out] =
-          g.AddOp(p.op, resolve(p.inputs), p.attrs, {{shape, DType::F32}}, p.name)[0];
+      // Outputs that are a parameter's whole gradient are its Grad tensor.
+      std::vector<TensorId> outs;
+      for (size_t k = 0; k < p.outs.size(); ++k) {
+        const uint32_t v = p.outs[k];
+        if (owner[v] != kNone) {
+          tensor_of[v] = grad_of[owner[v]] = make_grad(owner[v], values[v].shape);
+        } else {
+          TensorInfo info;
+          info.name = fresh_name(k == 0 ? p.name : p.name + ":" + std::to_string(k));
+          info.dtype = values[v].dtype;
+          info.shape = values[v].shape;
+          info.init.kind = fb::InitKind::None;
+          tensor_of[v] = g.AddTensor(std::move(info));
+        }
+        outs.push_back(tensor_of[v]);
+      }
+      g.AddOpInto(p.op, resolve(p.inputs), p.attrs, std::move(outs), p.name);
     }
     for (TensorId param : finish[i]) {
       const std::vector<Ref>& c = grads[param];

@@ -21,8 +21,8 @@ struct Rule {
   std::string name(const std::string& suffix) const { return op.name + "/" + suffix; }
 
   Ref Emit(OpCode code, std::vector<Ref> inputs, OpAttrs attrs, Shape shape,
-           const std::string& suffix) const {
-    return b.Emit(code, std::move(inputs), std::move(attrs), std::move(shape), name(suffix));
+           const std::string& suffix, DType dtype = DType::F32) const {
+    return b.Emit(code, std::move(inputs), std::move(attrs), std::move(shape), name(suffix), dtype);
   }
 
   // Undoes NumPy broadcasting: sums `v` back to `shape` when they differ.
@@ -77,6 +77,54 @@ void MatMulGrad(const Rule& r, const std::vector<bool>& wants,
                  : r.Emit(OpCode::MatMul, {b, dy}, MatMulAttrs(false, true), r.in_shape(0), "grad_a");
     }
   }
+}
+
+// As MatMulGrad over the last two dims; each product comes out with y's
+// batch dims, and an input whose batch dims were broadcast sums them back.
+void BatchMatMulGrad(const Rule& r, const std::vector<bool>& wants,
+                     std::vector<std::optional<Ref>>& dx) {
+  const bool ta = r.op.attrs.transpose_a, tb = r.op.attrs.transpose_b;
+  const Ref a = r.in(0), b = r.in(1), dy = r.dy;
+  const Shape& sy = r.b.shape(dy);
+  // y's batch dims with input i's last two.
+  auto grad_shape = [&](size_t i) {
+    const Shape& s = r.in_shape(i);
+    Shape g(sy.begin(), sy.end() - 2);
+    g.push_back(s[s.size() - 2]);
+    g.push_back(s[s.size() - 1]);
+    return g;
+  };
+  auto emit = [&](size_t i, Ref x, Ref y, bool tx, bool ty, const std::string& suffix) {
+    const Shape shape = grad_shape(i);
+    const bool reduce = shape != r.in_shape(i);
+    const Ref prod = r.Emit(OpCode::BatchMatMul, {x, y}, MatMulAttrs(tx, ty), shape,
+                            reduce ? suffix + "/bmm" : suffix);
+    return r.SumTo(prod, r.in_shape(i), suffix);
+  };
+  if (wants[1]) {
+    dx[1] = !tb ? emit(1, a, dy, !ta, false, "grad_b") : emit(1, dy, a, true, ta, "grad_b");
+  }
+  if (wants[0]) {
+    dx[0] = !ta ? emit(0, dy, b, false, !tb, "grad_a") : emit(0, b, dy, tb, true, "grad_a");
+  }
+}
+
+// Split's results each take one gradient; a result nothing read
+// contributes zeros.
+Ref SplitGrad(Backward& b, const OpNode& op, const std::vector<std::optional<Ref>>& dy) {
+  std::vector<Ref> parts;
+  for (size_t k = 0; k < op.outputs.size(); ++k) {
+    if (k < dy.size() && dy[k]) {
+      parts.push_back(*dy[k]);
+      continue;
+    }
+    OpAttrs zero;
+    zero.value = 0.0f;
+    parts.push_back(b.Emit(OpCode::Fill, {}, zero, b.graph().tensor(op.outputs[k]).shape,
+                           op.name + "/grad_zeros"));
+  }
+  return b.Emit(OpCode::Concat, std::move(parts), AxisAttrs(op.attrs.axis),
+                b.graph().tensor(op.inputs[0]).shape, op.name + "/grad");
 }
 
 void BroadcastingGrad(const Rule& r, const std::vector<bool>& wants,
@@ -141,6 +189,7 @@ bool DifferentiableInput(fb::OpCode op, size_t slot) {
   switch (op) {
     case OpCode::SparseSoftmaxCrossEntropy: return slot == 0;
     case OpCode::ArgMaxAccuracy: return false;  // piecewise constant: no gradient
+    case OpCode::Gather: return slot == 0;       // not the indices
     default: return true;
   }
 }
@@ -171,6 +220,13 @@ bool HasGradRule(fb::OpCode op) {
     case OpCode::AvgPool2D:
     case OpCode::BroadcastTo:
     case OpCode::SumToShape:
+    case OpCode::LayerNorm:
+    case OpCode::Gather:
+    case OpCode::Cast:
+    case OpCode::BatchMatMul:
+    case OpCode::Transpose:
+    case OpCode::Concat:
+    case OpCode::Split:
       return true;
     default:
       return false;
@@ -180,8 +236,13 @@ bool HasGradRule(fb::OpCode op) {
 Status ApplyGradRule(Backward& b, const OpNode& op, const std::vector<std::optional<Ref>>& dy,
                      const std::vector<bool>& wants, std::vector<std::optional<Ref>>& dx) {
   dx.assign(op.inputs.size(), std::nullopt);
-  // Every differentiable op reads its gradient from output 0 (MaxPool2D's
-  // second output is the workspace, which carries none).
+  // Split's outputs each carry a gradient, any of them may be missing.
+  if (op.op == OpCode::Split) {
+    if (!wants.empty() && wants[0]) dx[0] = SplitGrad(b, op, dy);
+    return Status::Ok();
+  }
+  // Every other differentiable op reads its gradient from output 0
+  // (MaxPool2D's second output is the workspace, which carries none).
   if (dy.empty() || !dy[0]) return Status::Ok();
   const Rule r{b, op, *dy[0]};
   auto want = [&](size_t i) { return i < wants.size() && wants[i]; };
@@ -242,7 +303,8 @@ Status ApplyGradRule(Backward& b, const OpNode& op, const std::vector<std::optio
       break;
     case OpCode::Reshape:
     case OpCode::Flatten:
-      if (want(0)) dx[0] = r.Emit(OpCode::Reshape, {r.dy}, OpAttrs{}, r.in_shape(0), "grad");
+      // A byte copy: the gradient keeps dy's dtype (bf16 between Casts).
+      if (want(0)) dx[0] = r.Emit(OpCode::Reshape, {r.dy}, OpAttrs{}, r.in_shape(0), "grad", r.b.dtype(r.dy));
       break;
     case OpCode::Copy:
       if (want(0)) dx[0] = r.dy;
@@ -289,6 +351,56 @@ Status ApplyGradRule(Backward& b, const OpNode& op, const std::vector<std::optio
         dx[0] = r.Emit(OpCode::BroadcastTo, {r.dy}, ScaleAttrs(1.0f), r.in_shape(0), "grad");
       }
       break;
+    case OpCode::LayerNorm:
+      // One kernel gives all three: it reads the forward's per-row mean and
+      // rstd rather than keeping a normalised copy of x.
+      if (want(0) || want(1) || want(2)) {
+        if (op.outputs.size() < 3) return Internal("LayerNorm '" + op.name + "' has no mean and rstd outputs");
+        const std::vector<Ref> d =
+            b.EmitMulti(OpCode::LayerNormGrad, {r.dy, r.in(0), r.in(1), r.out(1), r.out(2)}, op.attrs,
+                        {r.in_shape(0), r.in_shape(1), r.in_shape(2)}, r.name("grad"));
+        for (size_t i = 0; i < 3; ++i)
+          if (want(i)) dx[i] = d[i];
+      }
+      break;
+    case OpCode::Gather:
+      if (want(0)) {
+        dx[0] = r.Emit(OpCode::GatherGrad, {r.dy, r.in(1)}, OpAttrs{}, r.in_shape(0), "grad");
+      }
+      break;
+    case OpCode::Cast:
+      // Back to the input's dtype.
+      if (want(0)) {
+        OpAttrs back;
+        back.cast_to = r.g().tensor(op.inputs[0]).dtype;
+        dx[0] = r.Emit(OpCode::Cast, {r.dy}, back, r.in_shape(0), "grad", back.cast_to);
+      }
+      break;
+    case OpCode::BatchMatMul:
+      BatchMatMulGrad(r, wants, dx);
+      break;
+    case OpCode::Transpose:
+      if (want(0)) {
+        OpAttrs inverse;
+        inverse.perm.resize(op.attrs.perm.size());
+        for (size_t i = 0; i < op.attrs.perm.size(); ++i) inverse.perm[op.attrs.perm[i]] = static_cast<int>(i);
+        dx[0] = r.Emit(OpCode::Transpose, {r.dy}, std::move(inverse), r.in_shape(0), "grad");
+      }
+      break;
+    case OpCode::Concat: {
+      // One Split into the inputs' extents along the axis feeds every input.
+      std::vector<Shape> shapes;
+      OpAttrs split = AxisAttrs(op.attrs.axis);
+      for (size_t i = 0; i < op.inputs.size(); ++i) {
+        shapes.push_back(r.in_shape(i));
+        split.sizes.push_back(r.in_shape(i)[op.attrs.axis]);
+      }
+      const std::vector<Ref> parts =
+          b.EmitMulti(OpCode::Split, {r.dy}, std::move(split), std::move(shapes), r.name("grad"));
+      for (size_t i = 0; i < op.inputs.size(); ++i)
+        if (want(i)) dx[i] = parts[i];
+      break;
+    }
     default:
       return Unimplemented(std::string("no gradient rule for op '") + op.name + "' (" +
                            fb::EnumNameOpCode(op.op) + ")");

@@ -19,7 +19,8 @@
 namespace sinkrt::host::autodiff_internal {
 
 // A tensor the backward pass reads: a forward tensor of the graph, or a
-// value computed by a pending op. Values are always f32.
+// value computed by a pending op. Values are f32 but for the gradients of
+// BF16 tensors (Cast's rule).
 struct Ref {
   bool pending = false;
   uint32_t id = 0;  // TensorId, or index into Backward::values()
@@ -34,12 +35,13 @@ struct PendingOp {
   fb::OpCode op = fb::OpCode::Invalid;
   std::vector<Ref> inputs;
   OpAttrs attrs;
-  uint32_t out = 0;  // the one value it computes (every gradient op has one output)
+  std::vector<uint32_t> outs;  // the values it computes, in output order (LayerNormGrad has three)
 };
 
 struct Value {
   Shape shape;
   uint32_t op = 0;  // the pending op computing it
+  DType dtype = DType::F32;
 };
 
 class Backward {
@@ -48,8 +50,12 @@ class Backward {
 
   // Records an op and returns its result. `name` is made unique.
   Ref Emit(fb::OpCode op, std::vector<Ref> inputs, OpAttrs attrs, Shape shape,
-           const std::string& name);
+           const std::string& name, DType dtype = DType::F32);
+  // An op with several f32 outputs, one value per shape.
+  std::vector<Ref> EmitMulti(fb::OpCode op, std::vector<Ref> inputs, OpAttrs attrs,
+                             std::vector<Shape> shapes, const std::string& name);
   const Shape& shape(Ref r) const;
+  DType dtype(Ref r) const;
   // `name` if no op has it yet, else name_1, name_2, ...
   std::string UniqueOpName(const std::string& name);
 

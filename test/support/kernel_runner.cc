@@ -155,6 +155,18 @@ KernelRunner& KernelRunner::Momentum(float lr, float mu, bool nesterov, float wd
 KernelRunner& KernelRunner::Adam(float lr, float b1, float b2, float eps, float wd) {
   return Options(fb::OpOptions::AdamOptions, fb::CreateAdamOptions(fbb_, lr, b1, b2, eps, wd).Union());
 }
+KernelRunner& KernelRunner::LayerNormEpsilon(float epsilon) {
+  return Options(fb::OpOptions::LayerNormOptions, fb::CreateLayerNormOptions(fbb_, epsilon).Union());
+}
+KernelRunner& KernelRunner::CastTo(DType to) {
+  return Options(fb::OpOptions::CastOptions, fb::CreateCastOptions(fbb_, to).Union());
+}
+KernelRunner& KernelRunner::Perm(std::vector<int32_t> perm) {
+  return Options(fb::OpOptions::TransposeOptions, fb::CreateTransposeOptionsDirect(fbb_, &perm).Union());
+}
+KernelRunner& KernelRunner::SplitOpts(int axis, std::vector<int64_t> sizes) {
+  return Options(fb::OpOptions::SplitOptions, fb::CreateSplitOptionsDirect(fbb_, axis, &sizes).Union());
+}
 KernelRunner& KernelRunner::Options(fb::OpOptions type, flatbuffers::Offset<void> value) {
   opt_type_ = type;
   opt_ = value;

@@ -95,6 +95,10 @@ class KernelRunner {
   KernelRunner& Sgd(float lr, float wd);
   KernelRunner& Momentum(float lr, float mu, bool nesterov, float wd);
   KernelRunner& Adam(float lr, float b1, float b2, float eps, float wd);
+  KernelRunner& LayerNormEpsilon(float epsilon);
+  KernelRunner& CastTo(DType to);
+  KernelRunner& Perm(std::vector<int32_t> perm);
+  KernelRunner& SplitOpts(int axis, std::vector<int64_t> sizes);
   KernelRunner& Options(fb::OpOptions type, flatbuffers::Offset<void> value);
 
   // Builds the task and runs the kernel's prepare(); call once.

@@ -448,6 +448,87 @@ RefTensor RefAvgPool2DGrad(const RefTensor& dy, const Shape& x_shape, const RefW
   return dx;
 }
 
+RefTensor RefLayerNorm(const RefTensor& x, const RefTensor& gamma, const RefTensor& beta, double epsilon,
+                       RefTensor* mean, RefTensor* rstd) {
+  if (x.shape.empty()) Fail("LayerNorm of a scalar");
+  const int64_t d = x.shape.back(), rows = x.size() / d;
+  if (gamma.shape != Shape{d} || beta.shape != Shape{d}) Fail("LayerNorm gamma/beta must be [D]");
+  RefTensor y = x;
+  if (mean) *mean = RefTensor::Zeros({rows});
+  if (rstd) *rstd = RefTensor::Zeros({rows});
+  for (int64_t r = 0; r < rows; ++r) {
+    double m = 0, v = 0;
+    for (int64_t i = 0; i < d; ++i) m += x.data[r * d + i];
+    m /= d;
+    for (int64_t i = 0; i < d; ++i) v += (x.data[r * d + i] - m) * (x.data[r * d + i] - m);
+    v /= d;
+    const double s = 1.0 / std::sqrt(v + epsilon);
+    for (int64_t i = 0; i < d; ++i) y.data[r * d + i] = (x.data[r * d + i] - m) * s * gamma.data[i] + beta.data[i];
+    if (mean) mean->data[r] = m;
+    if (rstd) rstd->data[r] = s;
+  }
+  return y;
+}
+
+RefLayerNormGrads RefLayerNormGrad(const RefTensor& dy, const RefTensor& x, const RefTensor& gamma, double epsilon) {
+  if (dy.shape != x.shape) Fail("LayerNormGrad dy and x differ in shape");
+  RefTensor mean, rstd;
+  RefLayerNorm(x, gamma, RefTensor::Zeros(gamma.shape), epsilon, &mean, &rstd);
+  const int64_t d = x.shape.back(), rows = x.size() / d;
+  RefLayerNormGrads g{RefTensor::Zeros(x.shape), RefTensor::Zeros(gamma.shape), RefTensor::Zeros(gamma.shape)};
+  // Per row, with x̂_i = (x_i − mean)·rstd: ∂y_j/∂x_i = gamma_j·rstd·(δ_ij − 1/D − x̂_i·x̂_j/D).
+  for (int64_t r = 0; r < rows; ++r) {
+    auto xhat = [&](int64_t i) { return (x.data[r * d + i] - mean.data[r]) * rstd.data[r]; };
+    for (int64_t i = 0; i < d; ++i) {
+      double acc = 0;
+      for (int64_t j = 0; j < d; ++j)
+        acc += dy.data[r * d + j] * gamma.data[j] * rstd.data[r] * ((i == j ? 1.0 : 0.0) - 1.0 / d - xhat(i) * xhat(j) / d);
+      g.dx.data[r * d + i] = acc;
+      g.dgamma.data[i] += dy.data[r * d + i] * xhat(i);
+      g.dbeta.data[i] += dy.data[r * d + i];
+    }
+  }
+  return g;
+}
+
+RefTensor RefGather(const RefTensor& table, const std::vector<int32_t>& indices, const Shape& indices_shape) {
+  if (table.shape.empty()) Fail("Gather from a scalar");
+  if (NumElements(indices_shape) != static_cast<int64_t>(indices.size())) Fail("Gather indices shape");
+  const int64_t v = table.shape[0], row = table.size() / v;
+  Shape out = indices_shape;
+  out.insert(out.end(), table.shape.begin() + 1, table.shape.end());
+  RefTensor y = RefTensor::Zeros(out);
+  for (size_t n = 0; n < indices.size(); ++n) {
+    if (indices[n] < 0 || indices[n] >= v) Fail("Gather index out of range");
+    for (int64_t j = 0; j < row; ++j) y.data[n * row + j] = table.data[indices[n] * row + j];
+  }
+  return y;
+}
+
+RefTensor RefGatherGrad(const RefTensor& dy, const std::vector<int32_t>& indices, const Shape& table_shape) {
+  RefTensor dt = RefTensor::Zeros(table_shape);
+  const int64_t v = table_shape.at(0), row = dt.size() / v;
+  if (dy.size() != static_cast<int64_t>(indices.size()) * row) Fail("GatherGrad dy size");
+  for (size_t n = 0; n < indices.size(); ++n) {
+    if (indices[n] < 0 || indices[n] >= v) Fail("GatherGrad index out of range");
+    for (int64_t j = 0; j < row; ++j) dt.data[indices[n] * row + j] += dy.data[n * row + j];
+  }
+  return dt;
+}
+
+double RefRoundToBf16(double x) {
+  if (std::isnan(x) || std::isinf(x) || x == 0) return x;
+  int e = 0;
+  std::frexp(x, &e);  // x = m·2^e, 0.5 ≤ |m| < 1
+  // 8 significant bits; below the smallest normal float (2^-126, e = -125)
+  // the spacing stays that of the subnormals, 2^-133.
+  const double scale = std::ldexp(1.0, 8 - std::max(e, -125));
+  const double r = std::nearbyint(x * scale) / scale;  // ties to even in the default rounding mode
+  // Beyond the largest bf16 (just under 2^128) a float is infinite.
+  if (std::abs(r) >= std::ldexp(1.0, 128)) return std::copysign(INFINITY, x);
+  return r;
+}
+
 double RefWeightedSum(const RefTensor& y, const RefTensor& r) {
   if (y.shape != r.shape) Fail("weighted sum of " + ShapeToString(y.shape) + " by " + ShapeToString(r.shape));
   double s = 0;

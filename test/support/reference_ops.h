@@ -81,6 +81,25 @@ RefTensor RefMaxPool2DGrad(const RefTensor& dy, const RefTensor& x, const RefWin
 // dy spreads evenly over each window's in-bounds elements.
 RefTensor RefAvgPool2DGrad(const RefTensor& dy, const Shape& x_shape, const RefWindow& win);
 
+// LayerNorm over the last axis of x [..., D]: (x − mean)·rstd·gamma + beta,
+// rstd = 1/√(var + epsilon), biased variance. `mean` and `rstd` (when given)
+// receive the per-row statistics, shape [rows].
+RefTensor RefLayerNorm(const RefTensor& x, const RefTensor& gamma, const RefTensor& beta, double epsilon,
+                       RefTensor* mean = nullptr, RefTensor* rstd = nullptr);
+struct RefLayerNormGrads {
+  RefTensor dx, dgamma, dbeta;
+};
+// The gradients of RefLayerNorm at x for output gradient dy.
+RefLayerNormGrads RefLayerNormGrad(const RefTensor& dy, const RefTensor& x, const RefTensor& gamma, double epsilon);
+// Rows of table [V, ...] at `indices` (any shape `indices_shape`):
+// [indices_shape..., table dims after 0].
+RefTensor RefGather(const RefTensor& table, const std::vector<int32_t>& indices, const Shape& indices_shape);
+// The zero table of `table_shape` with each dy row added at its index.
+RefTensor RefGatherGrad(const RefTensor& dy, const std::vector<int32_t>& indices, const Shape& table_shape);
+// The bf16 value nearest to float `x` (ties to even), as a double; overflow
+// gives ±inf and NaN stays NaN. Written with frexp/nearbyint, not bit tricks.
+double RefRoundToBf16(double x);
+
 // Σ y·r over every element: the scalar loss a gradient check differentiates.
 double RefWeightedSum(const RefTensor& y, const RefTensor& r);
 

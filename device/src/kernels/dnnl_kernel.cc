@@ -119,6 +119,14 @@ int64_t DnnlWorkEstimate(const KernelArgs& args) {
       const int64_t k = a.numel / std::max<int64_t>(y.dim(0), 1);
       return 2 * y.numel * k;
     }
+    case fb::OpCode::BatchMatMul: {
+      // y [..., M, N]; K is whichever of a's last two dims is not M.
+      const TensorRef& a = args.inputs[0];
+      if (a.rank() < 2 || y.rank() < 2) return 0;
+      const int64_t m = y.dim(-2);
+      const int64_t k = a.dim(-1) == m ? a.dim(-2) : a.dim(-1);
+      return 2 * y.numel * k;
+    }
     case fb::OpCode::Conv2D:
     case fb::OpCode::Conv2DBackpropInput:
     case fb::OpCode::Conv2DBackpropFilter: {

@@ -33,5 +33,17 @@ extern const KernelImpl kConv2DKernel, kConv2DBackpropInputKernel, kConv2DBackpr
 // pool.cc
 extern const KernelImpl kMaxPool2DKernel, kMaxPool2DGradKernel, kAvgPool2DKernel,
     kAvgPool2DGradKernel;
+// layer_norm.cc
+extern const KernelImpl kLayerNormKernel, kLayerNormGradKernel;
+// gather.cc
+extern const KernelImpl kGatherKernel, kGatherGradKernel;
+// cast.cc
+extern const KernelImpl kCastKernel;
+// batch_matmul.cc
+extern const KernelImpl kBatchMatMulKernel;
+// transpose.cc
+extern const KernelImpl kTransposeKernel;
+// concat_split.cc
+extern const KernelImpl kConcatKernel, kSplitKernel;
 
 }  // namespace sinkrt::device

@@ -32,6 +32,10 @@ constexpr Entry kKernels[] = {
     {OpCode::MaxPool2D, &kMaxPool2DKernel},
     {OpCode::AvgPool2D, &kAvgPool2DKernel},
     {OpCode::Flatten, &kFlattenKernel},
+    {OpCode::BatchMatMul, &kBatchMatMulKernel},
+    {OpCode::Transpose, &kTransposeKernel},
+    {OpCode::Concat, &kConcatKernel},
+    {OpCode::Split, &kSplitKernel},
     {OpCode::ReluGrad, &kReluGradKernel},
     {OpCode::GeluGrad, &kGeluGradKernel},
     {OpCode::TanhGrad, &kTanhGradKernel},
@@ -55,6 +59,11 @@ constexpr Entry kKernels[] = {
     {OpCode::AdamUpdate, &kAdamUpdateKernel},
     {OpCode::AdamPowers, &kAdamPowersKernel},
     {OpCode::ArgMaxAccuracy, &kArgMaxAccuracyKernel},
+    {OpCode::LayerNorm, &kLayerNormKernel},
+    {OpCode::LayerNormGrad, &kLayerNormGradKernel},
+    {OpCode::Gather, &kGatherKernel},
+    {OpCode::GatherGrad, &kGatherGradKernel},
+    {OpCode::Cast, &kCastKernel},
 };
 
 }  // namespace

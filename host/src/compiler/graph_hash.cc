@@ -122,6 +122,26 @@ uint64_t GraphHash(const Graph& g) {
     h.F32(a.beta1);
     h.F32(a.beta2);
     h.F32(a.epsilon);
+    // Hashed only where set, so that graphs without these ops keep the
+    // hashes (and so the streams) they had before the fields existed.
+    if (a.layer_norm_epsilon != OpAttrs{}.layer_norm_epsilon) {
+      h.String("layer_norm_epsilon");
+      h.F32(a.layer_norm_epsilon);
+    }
+    if (a.cast_to != DType::Invalid) {
+      h.String("cast_to");
+      h.U8(static_cast<uint8_t>(a.cast_to));
+    }
+    if (!a.perm.empty()) {
+      h.String("perm");
+      h.U64(a.perm.size());
+      for (int v : a.perm) h.I64(v);
+    }
+    if (!a.sizes.empty()) {
+      h.String("sizes");
+      h.U64(a.sizes.size());
+      for (int64_t v : a.sizes) h.I64(v);
+    }
   }
 
   h.U32(g.loss());

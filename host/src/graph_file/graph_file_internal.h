@@ -16,7 +16,7 @@ namespace sinkrt::host::graph_file {
 // A reader refuses another major version; a minor version adds only fields
 // an older reader may ignore.
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 0;
+inline constexpr uint16_t kFormatMinor = 1;  // 1.1: transformer ops
 
 // The verified GraphDef inside `bytes` (which must outlive it), after the
 // identifier and FlatBuffers verifier checks.
@@ -32,7 +32,8 @@ Result<GraphFile> ReadGraphDef(const fb::GraphDef& def, const std::string& sourc
 // Forward ops: what a graph file may hold (autodiff and the optimizer pass
 // add the rest when it is compiled).
 bool IsForwardOp(fb::OpCode op);
-// How many inputs forward op `op` takes.
+// How many inputs forward op `op` takes, or kAnyArity (one or more: Concat).
+inline constexpr size_t kAnyArity = 0;
 size_t ForwardArity(fb::OpCode op);
 
 // Appends forward op `op` to `g` through its builder method, so a file gets

@@ -44,7 +44,8 @@ Status CheckSquarePool(fb::OpCode op, const OpAttrs& a) {
 
 bool IsForwardOp(fb::OpCode op) {
   const auto v = static_cast<int>(op);
-  return (v >= static_cast<int>(fb::OpCode::MatMul) && v <= static_cast<int>(fb::OpCode::Flatten)) ||
+  // The forward family is contiguous in schemas/common.fbs (MatMul..Cast).
+  return (v >= static_cast<int>(fb::OpCode::MatMul) && v <= static_cast<int>(fb::OpCode::Cast)) ||
          op == fb::OpCode::ArgMaxAccuracy;
 }
 
@@ -57,7 +58,11 @@ size_t ForwardArity(fb::OpCode op) {
     case fb::OpCode::Mul:
     case fb::OpCode::SparseSoftmaxCrossEntropy:
     case fb::OpCode::Conv2D:
-    case fb::OpCode::ArgMaxAccuracy: return 2;
+    case fb::OpCode::ArgMaxAccuracy:
+    case fb::OpCode::BatchMatMul:
+    case fb::OpCode::Gather: return 2;
+    case fb::OpCode::LayerNorm: return 3;
+    case fb::OpCode::Concat: return kAnyArity;
     default: return 1;
   }
 }
@@ -93,6 +98,13 @@ Status AddForwardOp(Graph& g, fb::OpCode op, const std::vector<TensorId>& in, co
       break;
     case OpCode::Flatten: g.Flatten(in[0]); break;
     case OpCode::ArgMaxAccuracy: g.ArgMaxAccuracy(in[0], in[1]); break;
+    case OpCode::LayerNorm: g.LayerNorm(in[0], in[1], in[2], a.layer_norm_epsilon); break;
+    case OpCode::Gather: g.Gather(in[0], in[1]); break;
+    case OpCode::Cast: g.Cast(in[0], a.cast_to); break;
+    case OpCode::BatchMatMul: g.BatchMatMul(in[0], in[1], a.transpose_a, a.transpose_b); break;
+    case OpCode::Transpose: g.Transpose(in[0], a.perm); break;
+    case OpCode::Concat: g.Concat(in, a.axis); break;
+    case OpCode::Split: g.Split(in[0], a.axis, a.sizes); break;
     default: return InvalidArgument(OpName(op) + " is not a forward op");
   }
   if (!g.status().ok()) return WithoutGeneratedName(op, g.status());

@@ -164,7 +164,9 @@ Status Reader::CheckOps() {
       return Error(where, "field 'strategy': shard strategies are not supported yet (SEMI_AUTO_PARALLEL)");
     const size_t arity = ForwardArity(code);
     const size_t n_in = op->inputs() ? op->inputs()->size() : 0;
-    if (n_in != arity)
+    if (arity == kAnyArity && n_in == 0)
+      return Error(where, std::string(code_name) + " takes one or more inputs, the file lists none");
+    if (arity != kAnyArity && n_in != arity)
       return Error(where, std::string(code_name) + " takes " + std::to_string(arity) +
                               (arity == 1 ? " input" : " inputs") + ", the file lists " + std::to_string(n_in));
     for (size_t k = 0; k < n_in; ++k) {

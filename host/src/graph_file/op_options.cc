@@ -52,7 +52,10 @@ fb::OpOptions OpOptionsTypeFor(fb::OpCode op) {
   using fb::OpCode;
   using fb::OpOptions;
   switch (op) {
-    case OpCode::MatMul: return OpOptions::MatMulOptions;
+    case OpCode::MatMul:
+    case OpCode::BatchMatMul: return OpOptions::MatMulOptions;
+    case OpCode::Transpose: return OpOptions::TransposeOptions;
+    case OpCode::Split: return OpOptions::SplitOptions;
     case OpCode::BiasAdd:
     case OpCode::Softmax:
     case OpCode::LogSoftmax:
@@ -61,7 +64,8 @@ fb::OpOptions OpOptionsTypeFor(fb::OpCode op) {
     case OpCode::BiasAddGrad:
     case OpCode::ReduceSum:
     case OpCode::ReduceMean:
-    case OpCode::BroadcastTo: return OpOptions::AxisOptions;
+    case OpCode::BroadcastTo:
+    case OpCode::Concat: return OpOptions::AxisOptions;
     case OpCode::Conv2D:
     case OpCode::Conv2DBackpropInput:
     case OpCode::Conv2DBackpropFilter: return OpOptions::Conv2DOptions;
@@ -74,6 +78,9 @@ fb::OpOptions OpOptionsTypeFor(fb::OpCode op) {
     case OpCode::MomentumUpdate: return OpOptions::MomentumOptions;
     case OpCode::AdamUpdate:
     case OpCode::AdamPowers: return OpOptions::AdamOptions;
+    case OpCode::LayerNorm:
+    case OpCode::LayerNormGrad: return OpOptions::LayerNormOptions;
+    case OpCode::Cast: return OpOptions::CastOptions;
     default: return OpOptions::NONE;
   }
 }
@@ -107,6 +114,11 @@ std::pair<fb::OpOptions, fbs::Offset<void>> OpAttrsFor(fbs::FlatBufferBuilder& f
       return {type, fb::CreateMomentumOptions(fbb, a.learning_rate, a.momentum, a.nesterov, a.weight_decay).Union()};
     case OpOptions::AdamOptions:
       return {type, fb::CreateAdamOptions(fbb, a.learning_rate, a.beta1, a.beta2, a.epsilon, a.weight_decay).Union()};
+    case OpOptions::LayerNormOptions: return {type, fb::CreateLayerNormOptions(fbb, a.layer_norm_epsilon).Union()};
+    case OpOptions::CastOptions: return {type, fb::CreateCastOptions(fbb, a.cast_to).Union()};
+    case OpOptions::TransposeOptions: return {type, fb::CreateTransposeOptions(fbb, fbb.CreateVector(a.perm)).Union()};
+    case OpOptions::SplitOptions:
+      return {type, fb::CreateSplitOptions(fbb, a.axis, fbb.CreateVector(a.sizes)).Union()};
     default: return {OpOptions::NONE, 0};
   }
 }
@@ -171,6 +183,19 @@ Result<OpAttrs> OpAttrsFromOptions(fb::OpCode op, fb::OpOptions type, const void
       a.beta1 = o->beta1();
       a.beta2 = o->beta2();
       a.epsilon = o->epsilon();
+      break;
+    }
+    case OpOptions::LayerNormOptions: a.layer_norm_epsilon = OrDefault<fb::LayerNormOptions>(options)->epsilon(); break;
+    case OpOptions::CastOptions: a.cast_to = OrDefault<fb::CastOptions>(options)->to(); break;
+    case OpOptions::TransposeOptions: {
+      const auto* o = OrDefault<fb::TransposeOptions>(options);
+      if (o->perm()) a.perm.assign(o->perm()->begin(), o->perm()->end());
+      break;
+    }
+    case OpOptions::SplitOptions: {
+      const auto* o = OrDefault<fb::SplitOptions>(options);
+      a.axis = o->axis();
+      if (o->sizes()) a.sizes.assign(o->sizes()->begin(), o->sizes()->end());
       break;
     }
     default: break;

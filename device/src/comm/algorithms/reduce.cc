@@ -3,22 +3,13 @@
 #include <cstring>
 #include <type_traits>
 
+#include "sinkrt/runtime/bf16.h"
+
 namespace sinkrt::device {
 
-float Bf16ToFloat(uint16_t v) {
-  uint32_t bits = static_cast<uint32_t>(v) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
+float Bf16ToFloat(uint16_t v) { return ::sinkrt::Bf16ToFloat(v); }
 
-uint16_t FloatToBf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x0040u);  // quiet NaN
-  bits += 0x7fffu + ((bits >> 16) & 1u);  // round to nearest, ties to even
-  return static_cast<uint16_t>(bits >> 16);
-}
+uint16_t FloatToBf16(float f) { return ::sinkrt::FloatToBf16(f); }
 
 namespace {
 

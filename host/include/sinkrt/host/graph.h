@@ -75,6 +75,10 @@ struct OpAttrs {
   float learning_rate = 0, momentum = 0, weight_decay = 0;  // optimizers
   bool nesterov = false;
   float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
+  float layer_norm_epsilon = 1e-5f;               // LayerNorm, LayerNormGrad (epsilon is Adam's)
+  DType cast_to = DType::Invalid;                 // Cast: the output dtype (F32 or BF16)
+  std::vector<int> perm;                          // Transpose: y dim i = x dim perm[i]
+  std::vector<int64_t> sizes;                     // Split: each output's extent along `axis`
 };
 
 struct OpNode {
@@ -134,6 +138,27 @@ class Graph {
   TensorId MaxPool2D(TensorId x, int kernel, int stride, int pad = 0);
   TensorId AvgPool2D(TensorId x, int kernel, int stride, int pad = 0);
   TensorId Flatten(TensorId x);  // [N, ...] -> [N, prod(...)]
+  // Normalises x [..., D] over its last axis: (x - mean) * rstd * gamma + beta,
+  // gamma and beta [D], rstd = 1/sqrt(var + epsilon) with the biased
+  // variance (PyTorch, MindSpore). Returns y; the op's other outputs, mean and
+  // rstd per row (f32 [rows]), are what its gradient reads.
+  TensorId LayerNorm(TensorId x, TensorId gamma, TensorId beta, float epsilon = 1e-5f);
+  // Rows of table [V, ...] along axis 0 at int32 `indices` [...]: the result
+  // is [..., table dims after 0] (an embedding lookup). An index outside
+  // [0, V) fails the step.
+  TensorId Gather(TensorId table, TensorId indices);
+  // x converted to `to`: F32 <-> BF16 (round to nearest even) or the identity.
+  TensorId Cast(TensorId x, DType to);
+  // [..., M, K] x [..., K, N] (before the transposes of the last two dims),
+  // batch dims broadcast by NumPy rules; each side has rank >= 2.
+  TensorId BatchMatMul(TensorId a, TensorId b, bool transpose_a = false, bool transpose_b = false);
+  // y dim i = x dim perm[i]; perm is a permutation of [0, rank), rank <= 6.
+  TensorId Transpose(TensorId x, std::vector<int> perm);
+  // Joins `xs` (same rank, equal dims but `axis`) along `axis` (may be negative).
+  TensorId Concat(std::vector<TensorId> xs, int axis = 0);
+  // Cuts x along `axis` into pieces of `sizes` (each >= 1, summing to x's
+  // extent); MindSpore's Split(axis, output_num) with explicit sizes.
+  std::vector<TensorId> Split(TensorId x, int axis, std::vector<int64_t> sizes);
 
   // Number of rows whose argmax equals the label (eval metric); f32 scalar.
   TensorId ArgMaxAccuracy(TensorId logits, TensorId labels);

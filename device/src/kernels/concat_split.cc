@@ -1,0 +1,121 @@
+// Concat and Split along one axis: byte copies between the pieces and the
+// whole.
+//
+// Along axis a, every piece is a [outer, extent · inner] matrix (outer: the
+// product of the dims before a, inner: of the dims after), and the whole is
+// those matrices side by side. So both ops are `outer` rows of one memcpy per
+// piece, planned at load.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "kernel_list.h"
+
+namespace sinkrt::device {
+namespace {
+
+struct PiecesState : KernelState {
+  int64_t outer = 1;
+  int64_t whole_row = 0;                // elements per row of the whole
+  std::vector<int64_t> piece_row;       // elements per row of each piece
+  std::vector<int64_t> offset;          // where each piece starts in a row of the whole
+};
+
+// Checks that `pieces` (operands of kind `piece_kind`) joined along `axis`
+// give `whole`, and plans the copies.
+Status PlanPieces(const KernelArgs& args, const TensorRef& whole, Operand whole_operand, int axis,
+                  bool pieces_are_inputs, std::unique_ptr<KernelState>* state) {
+  const std::vector<TensorRef>& pieces = pieces_are_inputs ? args.inputs : args.outputs;
+  const int rank = whole.rank();
+  SINKRT_RETURN_IF_ERROR(CheckAxis(args, axis, rank, whole_operand));
+  auto s = std::make_unique<PiecesState>();
+  int64_t inner = 1;
+  for (int d = 0; d < axis; ++d) s->outer *= whole.shape[d];
+  for (int d = axis + 1; d < rank; ++d) inner *= whole.shape[d];
+  int64_t extent = 0;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const Operand o = pieces_are_inputs ? In(static_cast<int>(i)) : Out(static_cast<int>(i));
+    SINKRT_RETURN_IF_ERROR(CheckDType(args, o, DType::F32));
+    const TensorRef& p = pieces[i];
+    Shape want = whole.shape;
+    if (p.rank() == rank) want[axis] = p.shape[axis];
+    if (p.rank() != rank || p.shape[axis] < 1) {
+      return OpError(args, o.Name() + " has shape " + ShapeToString(p.shape) + ", expected " +
+                               ShapeToString(whole.shape) + " but for axis " + std::to_string(axis) + " (" +
+                               whole_operand.Name() + ")");
+    }
+    SINKRT_RETURN_IF_ERROR(CheckShape(args, o, want,
+                                      ShapeToString(want) + " (" + whole_operand.Name() + " " +
+                                          ShapeToString(whole.shape) + " but for axis " + std::to_string(axis) + ")"));
+    s->offset.push_back(extent * inner);
+    s->piece_row.push_back(p.shape[axis] * inner);
+    extent += p.shape[axis];
+  }
+  if (extent != whole.shape[axis]) {
+    return OpError(args, std::string("the ") + (pieces_are_inputs ? "inputs" : "outputs") + " add up to " +
+                             std::to_string(extent) + " along axis " + std::to_string(axis) + ", " +
+                             whole_operand.Name() + " " + ShapeToString(whole.shape) + " has " +
+                             std::to_string(whole.shape[axis]));
+  }
+  s->whole_row = extent * inner;
+  SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
+  *state = std::move(s);
+  return Status::Ok();
+}
+
+Status ConcatPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
+  SINKRT_RETURN_IF_ERROR(CheckOperandsAtLeast(args, 1, 1));
+  SINKRT_ASSIGN_OR_RETURN(const fb::AxisOptions* opts, GetOptions<fb::AxisOptions>(args));
+  SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(0), DType::F32));
+  return PlanPieces(args, args.outputs[0], Out(0), opts->axis(), /*pieces_are_inputs=*/true, state);
+}
+
+Status SplitPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
+  SINKRT_ASSIGN_OR_RETURN(const fb::SplitOptions* opts, GetOptions<fb::SplitOptions>(args));
+  const size_t n = opts->sizes() ? opts->sizes()->size() : 0;
+  if (n == 0) return OpError(args, "SplitOptions.sizes is empty");
+  SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, n));
+  SINKRT_RETURN_IF_ERROR(CheckDType(args, In(0), DType::F32));
+  const int axis = opts->axis();
+  SINKRT_RETURN_IF_ERROR(CheckAxis(args, axis, args.inputs[0].rank(), In(0)));
+  for (size_t k = 0; k < n; ++k) {
+    const TensorRef& p = args.outputs[k];
+    const int64_t want = opts->sizes()->Get(static_cast<flatbuffers::uoffset_t>(k));
+    if (p.rank() == args.inputs[0].rank() && p.shape[axis] != want) {
+      return OpError(args, Out(static_cast<int>(k)).Name() + " has shape " + ShapeToString(p.shape) + ", expected " +
+                               std::to_string(want) + " along axis " + std::to_string(axis) + " (sizes[" +
+                               std::to_string(k) + "])");
+    }
+  }
+  return PlanPieces(args, args.inputs[0], In(0), axis, /*pieces_are_inputs=*/false, state);
+}
+
+Status ConcatRun(const KernelArgs& args, KernelState* state, RunContext&) {
+  const auto& s = *static_cast<PiecesState*>(state);
+  float* y = args.outputs[0].f32();
+  for (size_t i = 0; i < s.piece_row.size(); ++i) {
+    const float* x = args.inputs[i].f32();
+    const size_t bytes = static_cast<size_t>(s.piece_row[i]) * sizeof(float);
+    for (int64_t o = 0; o < s.outer; ++o) std::memcpy(y + o * s.whole_row + s.offset[i], x + o * s.piece_row[i], bytes);
+  }
+  return Status::Ok();
+}
+
+Status SplitRun(const KernelArgs& args, KernelState* state, RunContext&) {
+  const auto& s = *static_cast<PiecesState*>(state);
+  const float* x = args.inputs[0].f32();
+  for (size_t i = 0; i < s.piece_row.size(); ++i) {
+    float* y = args.outputs[i].f32();
+    const size_t bytes = static_cast<size_t>(s.piece_row[i]) * sizeof(float);
+    for (int64_t o = 0; o < s.outer; ++o) std::memcpy(y + o * s.piece_row[i], x + o * s.whole_row + s.offset[i], bytes);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const KernelImpl kConcatKernel = {ConcatPrepare, ConcatRun};
+const KernelImpl kSplitKernel = {SplitPrepare, SplitRun};
+
+}  // namespace sinkrt::device

@@ -1,0 +1,164 @@
+// LayerNorm over the last axis and its gradient (docs/ops.md).
+//
+// x is seen as [rows, D]. The forward keeps only mean and rstd per row; the
+// gradient recomputes the normalised row x̂ = (x − mean)·rstd from them.
+// Row sums go through PairwiseSum/PairwiseDot, and the gradients of gamma
+// and beta (sums over every row) through AddColumnSums, so the results are
+// accurate for long rows and many rows and bitwise the same run to run.
+// Every inner loop runs contiguously over D. Like the other non-oneDNN
+// kernels, these run on the calling stream's thread.
+#include <algorithm>
+#include <cmath>
+
+#include "check.h"
+#include "kernel_list.h"
+#include "sum.h"
+
+namespace sinkrt::device {
+namespace {
+
+struct LayerNormState : KernelState {
+  int64_t rows = 0, d = 0;
+  float epsilon = 1e-5f;
+};
+
+// x [..., D] (input 0 of both ops; input 1 of the gradient), gamma [D] and
+// the per-row statistics [rows]; fills rows, D and epsilon.
+Status CheckLayerNormOperands(const KernelArgs& args, Operand x_at, Operand gamma_at, LayerNormState* s) {
+  SINKRT_ASSIGN_OR_RETURN(const fb::LayerNormOptions* opts, GetOptions<fb::LayerNormOptions>(args));
+  if (!(opts->epsilon() > 0.0f) || !std::isfinite(opts->epsilon()))
+    return OpError(args, "epsilon must be a positive finite number, got " + std::to_string(opts->epsilon()));
+  SINKRT_RETURN_IF_ERROR(CheckDType(args, x_at, DType::F32));
+  const TensorRef& x = Get(args, x_at);
+  if (x.rank() == 0) return OpError(args, x_at.Name() + " is a scalar, expected [..., D]");
+  s->d = x.dim(-1);
+  if (s->d == 0) return OpError(args, x_at.Name() + " has shape " + ShapeToString(x.shape) + ", D must be >= 1");
+  s->rows = x.numel / s->d;
+  s->epsilon = opts->epsilon();
+  const std::string d = "[D=" + std::to_string(s->d) + "] for " + x_at.Name() + " " + ShapeToString(x.shape);
+  SINKRT_RETURN_IF_ERROR(CheckDType(args, gamma_at, DType::F32));
+  SINKRT_RETURN_IF_ERROR(CheckShape(args, gamma_at, Shape{s->d}, d));
+  return Status::Ok();
+}
+
+Status CheckRowStats(const KernelArgs& args, Operand o, const LayerNormState& s) {
+  SINKRT_RETURN_IF_ERROR(CheckDType(args, o, DType::F32));
+  return CheckShape(args, o, Shape{s.rows}, "[rows=" + std::to_string(s.rows) + "] (one per row)");
+}
+
+// x, gamma, beta -> y, mean, rstd.
+Status LayerNormPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
+  SINKRT_RETURN_IF_ERROR(CheckOperands(args, 3, 3));
+  auto s = std::make_unique<LayerNormState>();
+  SINKRT_RETURN_IF_ERROR(CheckLayerNormOperands(args, In(0), In(1), s.get()));
+  SINKRT_RETURN_IF_ERROR(CheckDType(args, In(2), DType::F32));
+  SINKRT_RETURN_IF_ERROR(CheckSameShape(args, In(2), In(1)));
+  SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(0), DType::F32));
+  SINKRT_RETURN_IF_ERROR(CheckSameShape(args, Out(0), In(0)));
+  SINKRT_RETURN_IF_ERROR(CheckRowStats(args, Out(1), *s));
+  SINKRT_RETURN_IF_ERROR(CheckRowStats(args, Out(2), *s));
+  SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
+  *state = std::move(s);
+  return Status::Ok();
+}
+
+// Two passes over each row (mean, then the variance of x − mean, which
+// stays accurate when |mean| ≫ std), with y holding x − mean in between.
+Status LayerNormRun(const KernelArgs& args, KernelState* state, RunContext&) {
+  const auto& s = *static_cast<LayerNormState*>(state);
+  const float* __restrict x = args.inputs[0].f32();
+  const float* __restrict gamma = args.inputs[1].f32();
+  const float* __restrict beta = args.inputs[2].f32();
+  float* __restrict y = args.outputs[0].f32();
+  float* __restrict mean = args.outputs[1].f32();
+  float* __restrict rstd = args.outputs[2].f32();
+  const int64_t d = s.d;
+  const float inv_d = 1.0f / static_cast<float>(d);
+  for (int64_t r = 0; r < s.rows; ++r) {
+    const float* __restrict xr = x + r * d;
+    float* __restrict yr = y + r * d;
+    const float m = PairwiseSum(xr, d) * inv_d;
+    for (int64_t i = 0; i < d; ++i) yr[i] = xr[i] - m;
+    const float var = PairwiseDot(yr, yr, d) * inv_d;
+    const float rs = 1.0f / std::sqrt(var + s.epsilon);
+    for (int64_t i = 0; i < d; ++i) yr[i] = yr[i] * rs * gamma[i] + beta[i];
+    mean[r] = m;
+    rstd[r] = rs;
+  }
+  return Status::Ok();
+}
+
+// dy, x, gamma, mean, rstd -> dx, dgamma, dbeta.
+Status LayerNormGradPrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_ptr<KernelState>* state) {
+  SINKRT_RETURN_IF_ERROR(CheckOperands(args, 5, 3));
+  auto s = std::make_unique<LayerNormState>();
+  SINKRT_RETURN_IF_ERROR(CheckLayerNormOperands(args, In(1), In(2), s.get()));
+  SINKRT_RETURN_IF_ERROR(CheckDType(args, In(0), DType::F32));
+  SINKRT_RETURN_IF_ERROR(CheckSameShape(args, In(0), In(1)));
+  SINKRT_RETURN_IF_ERROR(CheckRowStats(args, In(3), *s));
+  SINKRT_RETURN_IF_ERROR(CheckRowStats(args, In(4), *s));
+  SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(0), DType::F32));
+  SINKRT_RETURN_IF_ERROR(CheckSameShape(args, Out(0), In(1)));
+  for (int o : {1, 2}) {
+    SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(o), DType::F32));
+    SINKRT_RETURN_IF_ERROR(CheckSameShape(args, Out(o), In(2)));
+  }
+  SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
+  // x̂ and dy·gamma of one row.
+  ctx.scratch_bytes = std::max<uint64_t>(ctx.scratch_bytes, 2 * static_cast<uint64_t>(s->d) * sizeof(float));
+  *state = std::move(s);
+  return Status::Ok();
+}
+
+// With g = dy·gamma and x̂ = (x − mean)·rstd per row:
+//   dx = rstd·(g − mean(g) − x̂·mean(g·x̂)),  dgamma = Σ_rows dy·x̂,  dbeta = Σ_rows dy.
+// dx first holds dy·x̂ so that dgamma is one column sum over it.
+Status LayerNormGradRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
+  const auto& s = *static_cast<LayerNormState*>(state);
+  const float* __restrict dy = args.inputs[0].f32();
+  const float* __restrict x = args.inputs[1].f32();
+  const float* __restrict gamma = args.inputs[2].f32();
+  const float* __restrict mean = args.inputs[3].f32();
+  const float* __restrict rstd = args.inputs[4].f32();
+  float* __restrict dx = args.outputs[0].f32();
+  float* __restrict dgamma = args.outputs[1].f32();
+  float* __restrict dbeta = args.outputs[2].f32();
+  const int64_t d = s.d;
+  float* __restrict xhat = reinterpret_cast<float*>(ctx.scratch);
+  float* __restrict g = xhat + d;
+
+  for (int64_t r = 0; r < s.rows; ++r) {
+    const float* __restrict xr = x + r * d;
+    const float* __restrict dyr = dy + r * d;
+    float* __restrict dxr = dx + r * d;
+    const float m = mean[r], rs = rstd[r];
+    for (int64_t i = 0; i < d; ++i) dxr[i] = dyr[i] * ((xr[i] - m) * rs);
+  }
+  std::fill(dgamma, dgamma + d, 0.0f);
+  std::fill(dbeta, dbeta + d, 0.0f);
+  AddColumnSums(dx, s.rows, d, dgamma);
+  AddColumnSums(dy, s.rows, d, dbeta);
+
+  const float inv_d = 1.0f / static_cast<float>(d);
+  for (int64_t r = 0; r < s.rows; ++r) {
+    const float* __restrict xr = x + r * d;
+    const float* __restrict dyr = dy + r * d;
+    float* __restrict dxr = dx + r * d;
+    const float m = mean[r], rs = rstd[r];
+    for (int64_t i = 0; i < d; ++i) {
+      xhat[i] = (xr[i] - m) * rs;
+      g[i] = dyr[i] * gamma[i];
+    }
+    const float g_mean = PairwiseSum(g, d) * inv_d;
+    const float gx_mean = PairwiseDot(g, xhat, d) * inv_d;
+    for (int64_t i = 0; i < d; ++i) dxr[i] = rs * (g[i] - g_mean - xhat[i] * gx_mean);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const KernelImpl kLayerNormKernel = {LayerNormPrepare, LayerNormRun};
+const KernelImpl kLayerNormGradKernel = {LayerNormGradPrepare, LayerNormGradRun};
+
+}  // namespace sinkrt::device

@@ -1,0 +1,174 @@
+// Transpose: y dim i = x dim perm[i], any permutation up to rank 6.
+//
+// prepare() simplifies the permutation once: size-1 dims are dropped and
+// neighbouring output dims that are also neighbours in x (in the same order)
+// merge, so [B,4,7,4,7] -> [B,4,4,7,7] becomes a 4-D walk with a contiguous
+// run of 7, and a batched last-two-dims swap becomes [B, C, R] -> [B, R, C].
+// run() then writes y in order, one of two ways:
+//  - runs: x's contiguous dim is y's last too, so every innermost row is a
+//    contiguous copy;
+//  - tiles: x's contiguous dim lands elsewhere in y (a 2-D transpose inside).
+//    The plane of that dim and y's last is walked in 16x16 tiles, so both
+//    the strided reads and the strided writes stay within a few cache lines.
+// The remaining (outer) dims advance an odometer with incremental offsets.
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "check.h"
+#include "kernel_list.h"
+
+namespace sinkrt::device {
+namespace {
+
+constexpr int kMaxTransposeRank = 6;
+constexpr int64_t kTile = 16;
+
+struct TransposeState : KernelState {
+  int rank = 0;  // merged
+  int64_t dims[kMaxTransposeRank] = {};
+  int64_t x_strides[kMaxTransposeRank] = {};  // x's element stride for each y dim
+  int64_t y_strides[kMaxTransposeRank] = {};  // row-major over the merged dims
+  int tile_dim = -1;  // the y dim with x stride 1, when it is not the last
+  int64_t numel = 0;
+};
+
+std::string PermToString(const flatbuffers::Vector<int32_t>* perm) {
+  std::string s = "[";
+  for (flatbuffers::uoffset_t i = 0; perm && i < perm->size(); ++i) s += (i ? "," : "") + std::to_string(perm->Get(i));
+  return s + "]";
+}
+
+Status TransposePrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
+  SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, 1));
+  SINKRT_ASSIGN_OR_RETURN(const fb::TransposeOptions* opts, GetOptions<fb::TransposeOptions>(args));
+  SINKRT_RETURN_IF_ERROR(CheckDType(args, In(0), DType::F32));
+  SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(0), DType::F32));
+  const TensorRef &x = args.inputs[0], &y = args.outputs[0];
+  const int rank = x.rank();
+  if (rank > kMaxTransposeRank) {
+    return OpError(args, "input 0 has shape " + ShapeToString(x.shape) + ", at most rank " +
+                             std::to_string(kMaxTransposeRank) + " is supported");
+  }
+  const auto* perm = opts->perm();
+  const int given = perm ? static_cast<int>(perm->size()) : 0;
+  if (given != rank) {
+    return OpError(args, "perm " + PermToString(perm) + " has " + std::to_string(given) + " entries, input 0 " +
+                             ShapeToString(x.shape) + " has rank " + std::to_string(rank));
+  }
+  bool seen[kMaxTransposeRank] = {};
+  Shape want(rank);
+  for (int i = 0; i < rank; ++i) {
+    const int p = perm->Get(i);
+    if (p < 0 || p >= rank || seen[p]) {
+      return OpError(args, "perm " + PermToString(perm) + " is not a permutation of [0, " + std::to_string(rank) +
+                               ") (stored normalised)");
+    }
+    seen[p] = true;
+    want[i] = x.shape[p];
+  }
+  SINKRT_RETURN_IF_ERROR(CheckShape(args, Out(0), want, ShapeToString(want) + " (input 0 permuted by perm)"));
+  SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
+
+  int64_t x_stride[kMaxTransposeRank] = {};
+  int64_t stride = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    x_stride[d] = stride;
+    stride *= x.shape[d];
+  }
+  auto st = std::make_unique<TransposeState>();
+  st->numel = y.numel;
+  for (int i = 0; i < rank; ++i) {
+    const int p = perm->Get(i);
+    if (x.shape[p] == 1) continue;
+    const int r = st->rank;
+    // Merge with the previous y dim when x holds the two in the same order, adjacent.
+    if (r > 0 && st->x_strides[r - 1] == x_stride[p] * x.shape[p]) {
+      st->dims[r - 1] *= x.shape[p];
+      st->x_strides[r - 1] = x_stride[p];
+      continue;
+    }
+    st->dims[r] = x.shape[p];
+    st->x_strides[r] = x_stride[p];
+    ++st->rank;
+  }
+  stride = 1;
+  for (int d = st->rank - 1; d >= 0; --d) {
+    st->y_strides[d] = stride;
+    stride *= st->dims[d];
+  }
+  for (int d = 0; d + 1 < st->rank; ++d)
+    if (st->x_strides[d] == 1) st->tile_dim = d;
+  *state = std::move(st);
+  return Status::Ok();
+}
+
+// y[i] for y's merged dims, skipping `skip_a` and `skip_b` (-1: none) in
+// the odometer; calls body(x_offset, y_offset) for every outer position.
+template <typename F>
+void ForEachOuter(const TransposeState& s, int skip_a, int skip_b, F body) {
+  int outer[kMaxTransposeRank];
+  int n = 0;
+  int64_t count = 1;
+  for (int d = 0; d < s.rank; ++d) {
+    if (d == skip_a || d == skip_b) continue;
+    outer[n++] = d;
+    count *= s.dims[d];
+  }
+  int64_t idx[kMaxTransposeRank] = {};
+  int64_t xo = 0, yo = 0;
+  for (int64_t c = 0; c < count; ++c) {
+    body(xo, yo);
+    for (int k = n - 1; k >= 0; --k) {
+      const int d = outer[k];
+      xo += s.x_strides[d];
+      yo += s.y_strides[d];
+      if (++idx[k] < s.dims[d]) break;
+      idx[k] = 0;
+      xo -= s.x_strides[d] * s.dims[d];
+      yo -= s.y_strides[d] * s.dims[d];
+    }
+  }
+}
+
+Status TransposeRun(const KernelArgs& args, KernelState* state, RunContext&) {
+  const auto& s = *static_cast<TransposeState*>(state);
+  const float* __restrict x = args.inputs[0].f32();
+  float* __restrict y = args.outputs[0].f32();
+  if (s.rank <= 1) {  // the identity once size-1 dims are gone
+    std::memcpy(y, x, static_cast<size_t>(s.numel) * sizeof(float));
+    return Status::Ok();
+  }
+  const int last = s.rank - 1;
+  const int64_t n_last = s.dims[last], xs_last = s.x_strides[last];
+  if (s.tile_dim < 0) {
+    // x's contiguous dim is y's last: copy rows.
+    ForEachOuter(s, last, -1, [&](int64_t xo, int64_t yo) {
+      std::memcpy(y + yo, x + xo, static_cast<size_t>(n_last) * sizeof(float));
+    });
+    return Status::Ok();
+  }
+  const int t = s.tile_dim;
+  const int64_t n_t = s.dims[t], ys_t = s.y_strides[t];
+  ForEachOuter(s, t, last, [&](int64_t xo, int64_t yo) {
+    for (int64_t i0 = 0; i0 < n_t; i0 += kTile) {
+      const int64_t i1 = std::min(n_t, i0 + kTile);
+      for (int64_t j0 = 0; j0 < n_last; j0 += kTile) {
+        const int64_t j1 = std::min(n_last, j0 + kTile);
+        // Read along x's contiguous dim (i), write strided by ys_t.
+        for (int64_t j = j0; j < j1; ++j) {
+          const float* xr = x + xo + j * xs_last;
+          float* yc = y + yo + j;
+          for (int64_t i = i0; i < i1; ++i) yc[i * ys_t] = xr[i];
+        }
+      }
+    }
+  });
+  return Status::Ok();
+}
+
+}  // namespace
+
+const KernelImpl kTransposeKernel = {TransposePrepare, TransposeRun};
+
+}  // namespace sinkrt::device
