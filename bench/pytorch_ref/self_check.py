@@ -11,6 +11,7 @@ the initial parameters exactly; only a parameter that starts at exactly 0
 (a bias) may end at +-k * 2^-149, which the comparison allows.
 """
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -83,6 +84,9 @@ def initial_parameters(sinkrun, network_flags, batch=64):
 def compare(expected, actual, what):
     """Lines saying what differs; empty when every value is bit-identical."""
     problems = []
+    extra = sorted(set(actual) - set(expected))
+    if extra:  # plain SGD keeps no optimizer state: every tensor is a parameter
+        problems.append(f"{what}: sinkrt has parameters the reference lacks: {', '.join(extra)}")
     for name, want in expected.items():
         got = actual.get(name)
         if got is None:
@@ -126,9 +130,7 @@ def run(sinkrun, seed, models, has_model):
                 print(f"self-check: FAILED {p}", file=sys.stderr)
         else:
             print(f"self-check: {what}: {len(want)} tensors, {n} values bit-identical")
-    try:
-        import torch  # noqa: F401  (the PyTorch halves need it; the initialisers do not)
-    except ImportError:
+    if importlib.util.find_spec("torch") is None:  # the initialisers need no PyTorch; the rest does
         print("self-check: no PyTorch here: the ViT module and Adam checks skipped")
         return ok
     return check_vit_module(seed) & check_adam() & ok

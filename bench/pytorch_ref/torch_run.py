@@ -66,7 +66,7 @@ def run(args):
             accuracies.append(evaluate(net, test_x, test_y)[0])
     acc, test_loss = evaluate(net, test_x, test_y)
     return {"epoch_samples_per_s": rates, "losses": losses, "epoch_test_accuracy": accuracies,
-            "test_accuracy": acc, "test_loss": test_loss, "optimizer": opt_name}
+            "test_accuracy": acc, "test_loss": test_loss, "test_samples": len(test_y), "optimizer": opt_name}
 
 
 def worker(args):
