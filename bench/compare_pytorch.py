@@ -124,9 +124,10 @@ def throughput(args, batches, threads, results):
                                                       epoch_steps=args.epoch_steps)["epoch_samples_per_s"]))
             med = {k: statistics.median(v) for k, v in runs.items() if v}
             best = max(range(len(configs)), key=lambda i: med[i])
+            win = configs[best]
             row = {"batch": b, "threads": t, "torch": med[0], "torch_best": med[best],
-                   "best_config": configs[best].describe(base), "best_env": configs[best].env(base),
-                   "best_torch_threads": configs[best].torch_threads,
+                   "best_config": win.describe(base), "best_torch_threads": win.torch_threads,
+                   "best_env_set": win.set, "best_env_unset": list(win.unset),
                    "candidates": [{"config": c.describe(base), "torch_threads": c.torch_threads,
                                    "samples_per_s": med[i], "rounds": runs[i]} for i, c in enumerate(configs)]}
             for k in ("sink", "nosink"):
