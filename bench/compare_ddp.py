@@ -46,8 +46,11 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_pytorch import (  # noqa: E402  (RNGs, data, the PyTorch pass and sinkrun reports, shared)
-    FASHION_MNIST_DIR, find, read_idx, read_report, shuffle_permutation, synthetic_split, torch_model, train_pass)
+# RNGs, data, the PyTorch pass and sinkrun reports, shared with compare_pytorch.
+from pytorch_ref.data import FASHION_MNIST_DIR, find, read_idx, synthetic_split  # noqa: E402
+from pytorch_ref.mlp_pass import torch_model, train_pass  # noqa: E402
+from pytorch_ref.rng import shuffle_permutation  # noqa: E402
+from pytorch_ref.sinkrun import read_report  # noqa: E402
 
 LR, MOMENTUM = 0.01, 0.9
 FIRST_STEPS = 20
