@@ -284,6 +284,7 @@ TEST(NoAlloc, DataParallelStepsOverTcpAllocateNothing) { ExpectDataParallelNoAll
 
 TEST(NoAlloc, MlpStepsAllocateNothing) { ExpectNoAllocations(testing::MakeMlp(64), 64, 784); }
 TEST(NoAlloc, LeNetStepsAllocateNothing) { ExpectNoAllocations(testing::MakeLeNet(16), 16, 784); }
+TEST(NoAlloc, VitStepsAllocateNothing) { ExpectNoAllocations(testing::MakeVit(16), 16, 784); }
 
 }  // namespace
 }  // namespace sinkrt

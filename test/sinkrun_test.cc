@@ -210,6 +210,22 @@ TEST_F(SinkrunTest, TrainsLeNet) {
   EXPECT_EQ(lines[1]["test_samples"], 512 / 6);
 }
 
+// --model vit trains with its recipe's optimizer unless the flags name another.
+TEST_F(SinkrunTest, TrainsTheVitWithItsRecipeDefaults) {
+  RunResult r = Run("train --model vit --data synthetic:256 --epochs 1 --threads 1 --batch 16" + ReportFlag());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("adam (lr 0.001)"), std::string::npos) << r.out;
+  std::vector<json> lines = ReadReport();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["steps"], 16);
+  EXPECT_EQ(lines[1]["model"], "vit");
+  EXPECT_EQ(lines[1]["optimizer"], "adam");
+  EXPECT_FLOAT_EQ(lines[1]["learning_rate"].get<double>(), 0.001);
+  RunResult m = Run("train --model vit --data synthetic:64 --epochs 1 --threads 1 --batch 16 --optimizer momentum");
+  ASSERT_EQ(m.exit_code, 0) << m.out << m.err;
+  EXPECT_NE(m.out.find("momentum (lr 0.001, momentum 0.9)"), std::string::npos) << m.out;  // the recipe's lr stays
+}
+
 TEST_F(SinkrunTest, MissingDataDirectoryFailsBeforeTrainingAndNamesIt) {
   const fs::path missing = dir_ / "no-such-dir";
   ExpectRefused("train --model mlp --data 'fashion-mnist:" + missing.string() + "'", missing.string(), 1);
@@ -855,7 +871,9 @@ TEST(ModelZooTest, NetworksReadTheImageAndHaveNoLoss) {
     host::Graph g;
     Shape image;
   };
-  Case cases[] = {{host::MakeMlpNetwork(8), {8, 784}}, {host::MakeLeNetNetwork(8), {8, 1, 28, 28}}};
+  Case cases[] = {{host::MakeMlpNetwork(8), {8, 784}},
+                  {host::MakeLeNetNetwork(8), {8, 1, 28, 28}},
+                  {host::MakeVitNetwork(8), {8, 784}}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.g.name());
     ASSERT_TRUE(c.g.status().ok()) << c.g.status().ToString();
@@ -867,7 +885,7 @@ TEST(ModelZooTest, NetworksReadTheImageAndHaveNoLoss) {
     EXPECT_EQ(c.g.tensor(c.g.FindTensor("image")).shape, c.image);
     ASSERT_EQ(c.g.outputs().size(), 1u);
     EXPECT_EQ(c.g.tensor(c.g.outputs()[0]).shape, (Shape{8, 10}));
-    EXPECT_EQ(c.g.tensor(c.g.FindTensor("fc1.weight")).init.kind, fb::InitKind::HeUniform);
+    if (c.g.name() != "vit") EXPECT_EQ(c.g.tensor(c.g.FindTensor("fc1.weight")).init.kind, fb::InitKind::HeUniform);
   }
   // Same seed, same graph; another seed, other initial weights.
   EXPECT_EQ(host::GraphHash(host::MakeMlpNetwork(8, {4, 3}, 5)), host::GraphHash(host::MakeMlpNetwork(8, {4, 3}, 5)));
@@ -879,6 +897,7 @@ TEST(ModelZooTest, BadArgumentsAreTheGraphsStatus) {
   EXPECT_FALSE(one_width.status().ok());
   EXPECT_NE(one_width.status().message().find("widths"), std::string::npos) << one_width.status().message();
   EXPECT_FALSE(host::MakeLeNetNetwork(0).status().ok());
+  EXPECT_FALSE(host::MakeVitNetwork(0).status().ok());
 }
 
 TEST(ReportCallbackTest, AFailedWriteIsAnError) {

@@ -124,6 +124,8 @@ TEST(Train, LeNetHundredStepsOneSinkEqualsHundredSinks) {
   ExpectSinkSizeInvariance(testing::MakeLeNet(16), 16, 28 * 28);
 }
 
+TEST(Train, VitHundredStepsOneSinkEqualsHundredSinks) { ExpectSinkSizeInvariance(testing::MakeVit(8), 8, 784); }
+
 TEST(Train, InitIsDeterministicAcrossDevices) {
   auto cs = CompileOrDie(testing::MakeMlp(8, {16, 8, 4}), OptimizerSpec::Sgd(0.1f));
   InProcessDevice a, b;

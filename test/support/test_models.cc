@@ -32,6 +32,8 @@ Graph MakeMlp(int64_t batch, std::vector<int64_t> widths, uint64_t seed) {
 
 Graph MakeLeNet(int64_t batch, uint64_t seed) { return WithLoss(host::MakeLeNetNetwork(batch, seed)); }
 
+Graph MakeVit(int64_t batch, uint64_t seed) { return WithLoss(host::MakeVitNetwork(batch, seed)); }
+
 SyntheticData MakeSyntheticData(int64_t n, int64_t features, int classes, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);

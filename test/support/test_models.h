@@ -20,6 +20,10 @@ host::Graph MakeMlp(int64_t batch, std::vector<int64_t> widths = {784, 512, 256,
 // the same loss and "label" input.
 host::Graph MakeLeNet(int64_t batch, uint64_t seed = 1);
 
+// host::MakeVitNetwork (the small ViT on "image" [batch, 784]) with the same
+// loss and "label" input.
+host::Graph MakeVit(int64_t batch, uint64_t seed = 1);
+
 // A learnable synthetic classification set: `classes` Gaussian blobs in
 // `features` dimensions. Deterministic in seed.
 struct SyntheticData {
