@@ -318,7 +318,7 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
       return Usage((job && !launch_sinkd ? "--streams " + f.streams : std::string("--devices")) + ": " +
                    fits.message());
   }
-  bool flat = f.model == "mlp";
+  bool flat = f.model != "lenet";  // the MLP and the ViT read [B, 784]
   if (job || graph_file) {
     if (inputs.empty() || inputs[0].shape.empty())
       return Failure(network + " reads no batched input (its inputs: " + ColumnsText(inputs) + ")");
@@ -424,8 +424,9 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
                                 model_options);
   } else {
     model_options.context = context;
-    host::Graph net = f.model == "mlp" ? host::MakeMlpNetwork(batch, {784, 512, 256, 10}, f.seed)
-                                       : host::MakeLeNetNetwork(batch, f.seed);
+    host::Graph net = f.model == "mlp"     ? host::MakeMlpNetwork(batch, {784, 512, 256, 10}, f.seed)
+                      : f.model == "vit" ? host::MakeVitNetwork(batch, f.seed)
+                                         : host::MakeLeNetNetwork(batch, f.seed);
     model = host::Model::Create(std::move(net), host::LossSpec::SparseSoftmaxCrossEntropy(), *optimizer, links,
                                 model_options);
   }

@@ -1,5 +1,6 @@
 #include "sinkrt/host/model_zoo.h"
 
+#include <cmath>
 #include <string>
 
 namespace sinkrt::host {
@@ -10,6 +11,56 @@ TensorId Dense(Graph& g, TensorId x, const std::string& name, int64_t in, int64_
   TensorId w = g.Param(name + ".weight", {in, out}, InitSpec::HeUniform(seed));
   TensorId b = g.Param(name + ".bias", {out}, InitSpec::Zeros());
   return g.BiasAdd(g.MatMul(x, w), b);
+}
+
+// x [rows, in] -> x W + b in scope `name`, W [in, out] XavierUniform.
+TensorId Linear(Graph& g, TensorId x, const std::string& name, int64_t in, int64_t out, uint64_t seed) {
+  NameScope scope(g, name);
+  const std::string prefix = g.name_scope();
+  TensorId w = g.Param(prefix + ".weight", {in, out}, InitSpec::XavierUniform(seed));
+  TensorId b = g.Param(prefix + ".bias", {out}, InitSpec::Zeros());
+  return g.BiasAdd(g.MatMul(x, w), b);
+}
+
+// LayerNorm over the last axis of x in scope `name`, gamma one, beta zero.
+TensorId LayerNormLayer(Graph& g, TensorId x, const std::string& name, int64_t dim) {
+  NameScope scope(g, name);
+  const std::string prefix = g.name_scope();
+  TensorId gamma = g.Param(prefix + ".gamma", {dim}, InitSpec::Constant(1.0f));
+  TensorId beta = g.Param(prefix + ".beta", {dim}, InitSpec::Zeros());
+  return g.LayerNorm(x, gamma, beta, 1e-5f);
+}
+
+struct VitShape {
+  int64_t batch;
+  static constexpr int64_t kSide = 28, kPatchSide = 7, kGrid = kSide / kPatchSide;  // 4 x 4 patches
+  static constexpr int64_t kTokens = kGrid * kGrid, kPatch = kPatchSide * kPatchSide;
+  static constexpr int64_t kDim = 64, kHeads = 4, kHeadDim = kDim / kHeads, kHidden = 256, kClasses = 10;
+  static constexpr int kBlocks = 2;
+  int64_t rows() const { return batch * kTokens; }  // tokens of the whole batch, one per row
+};
+
+// Multi-head self-attention of h [B*T, D] in scope "attn": the projected
+// context [B*T, D].
+TensorId Attention(Graph& g, TensorId h, const VitShape& v, uint64_t seed) {
+  using V = VitShape;
+  NameScope scope(g, "attn");
+  TensorId qkv = Linear(g, h, "qkv", V::kDim, 3 * V::kDim, seed);
+  // [B, T, 3, H, hd] -> [3, B, H, T, hd]: q, k and v as batched [T, hd] matrices.
+  qkv = g.Transpose(g.Reshape(qkv, {v.batch, V::kTokens, 3, V::kHeads, V::kHeadDim}), {2, 0, 3, 1, 4});
+  std::vector<TensorId> parts = g.Split(qkv, 0, {1, 1, 1});
+  if (parts.size() != 3) return kInvalidTensor;  // the graph's status says why
+  const Shape head_shape = {v.batch, V::kHeads, V::kTokens, V::kHeadDim};
+  TensorId q = g.Reshape(parts[0], head_shape);
+  TensorId k = g.Reshape(parts[1], head_shape);
+  TensorId val = g.Reshape(parts[2], head_shape);
+  TensorId scale = g.Const(g.name_scope() + ".scale", {1},
+                           InitSpec::Constant(1.0f / std::sqrt(static_cast<float>(V::kHeadDim))));
+  TensorId scores = g.Mul(g.BatchMatMul(q, k, false, true), scale);  // [B, H, T, T]
+  TensorId context = g.BatchMatMul(g.Softmax(scores, -1), val);      // [B, H, T, hd]
+  // Heads back side by side, in head order: [B, T, H, hd] -> [B*T, D].
+  context = g.Reshape(g.Transpose(context, {0, 2, 1, 3}), {v.rows(), V::kDim});
+  return Linear(g, context, "proj", V::kDim, V::kDim, seed + 1);
 }
 
 }  // namespace
@@ -46,6 +97,50 @@ Graph MakeLeNetNetwork(int64_t batch, uint64_t seed) {
     if (i < 2) h = g.Relu(h);
   }
   g.AddOutput(h);
+  return g;
+}
+
+Graph MakeVitNetwork(int64_t batch, uint64_t seed) {
+  using V = VitShape;
+  const VitShape v{batch};
+  Graph g("vit");
+  if (batch < 1) {
+    g.Fail(InvalidArgument("MakeVitNetwork: batch must be at least 1, got " + std::to_string(batch)));
+    return g;
+  }
+  TensorId x = g.Input("image", {batch, V::kSide * V::kSide});
+  {
+    // [B, 784] -> [B, 4, 7, 4, 7] (grid row, pixel row, grid column, pixel
+    // column) -> [B, 4, 4, 7, 7] -> one 49-value row per patch.
+    NameScope scope(g, "patchify");
+    x = g.Reshape(x, {batch, V::kGrid, V::kPatchSide, V::kGrid, V::kPatchSide});
+    x = g.Reshape(g.Transpose(x, {0, 1, 3, 2, 4}), {v.rows(), V::kPatch});
+  }
+  x = Linear(g, x, "patch", V::kPatch, V::kDim, seed);
+  {
+    NameScope scope(g, "pos_embed");
+    TensorId pos = g.Param("pos_embed", {V::kTokens, V::kDim}, InitSpec::Uniform(-0.035f, 0.035f, seed + 1));
+    x = g.Reshape(g.Add(g.Reshape(x, {batch, V::kTokens, V::kDim}), pos), {v.rows(), V::kDim});
+  }
+  for (int i = 0; i < V::kBlocks; ++i) {
+    NameScope block(g, "block" + std::to_string(i));
+    const uint64_t s = seed + 2 + 4 * static_cast<uint64_t>(i);  // qkv, proj, fc1, fc2
+    x = g.Add(x, Attention(g, LayerNormLayer(g, x, "ln1", V::kDim), v, s));
+    TensorId h = LayerNormLayer(g, x, "ln2", V::kDim);
+    {
+      NameScope mlp(g, "mlp");
+      h = g.Gelu(Linear(g, h, "fc1", V::kDim, V::kHidden, s + 2));
+      h = Linear(g, h, "fc2", V::kHidden, V::kDim, s + 3);
+    }
+    x = g.Add(x, h);
+  }
+  x = LayerNormLayer(g, x, "norm", V::kDim);
+  {
+    NameScope scope(g, "pool");
+    x = g.ReduceMean(g.Reshape(x, {batch, V::kTokens, V::kDim}), {1});  // mean over the tokens
+  }
+  x = Linear(g, x, "head", V::kDim, V::kClasses, seed + 10);
+  g.AddOutput(x);
   return g;
 }
 

@@ -31,4 +31,26 @@ Graph MakeMlpNetwork(int64_t batch, std::vector<int64_t> widths = {784, 512, 256
 // relu -> fc 10. conv1, conv2, fc1..fc3 are seeded seed .. seed + 4.
 Graph MakeLeNetNetwork(int64_t batch, uint64_t seed = 1);
 
+// A small Vision Transformer on input "image" f32 [batch, 784] (28x28,
+// row-major), outputs()[0] the logits [batch, 10]:
+//   patchify in the graph (Reshape [B,4,7,4,7], Transpose (0,1,3,2,4),
+//   Reshape): 16 patches of 7x7 = 49 values in row-major patch order;
+//   "patch" Linear(49->64) plus a learned "pos_embed" [16, 64];
+//   2 pre-LayerNorm blocks "block0", "block1", each
+//     x += attn.proj(softmax(q k^T / 4) v) over attn.qkv = Linear(64->192)
+//          of ln1(x), 4 heads of 16 (q, k, v are columns 0-63, 64-127,
+//          128-191 of qkv; head h is columns 16h..16h+15 of each)
+//     x += mlp.fc2(gelu_tanh(mlp.fc1(ln2(x)))), 64 -> 256 -> 64;
+//   a final LayerNorm "norm", the mean over the 16 tokens, "head"
+//   Linear(64->10).
+// Parameters are named after their layer ("block0.attn.qkv.weight",
+// "block1.ln2.gamma", ...), and ops after it too ("block0.attn.qkv.matmul":
+// NameScope), which is how shard strategies and pipeline stages name them.
+// Initialisers (seed S): Linear weights [in, out] XavierUniform — patch S,
+// block i's qkv, proj, fc1, fc2 S+2+4i .. S+5+4i, head S+10 — biases zero;
+// pos_embed Uniform(-0.035, 0.035) from S+1 (standard deviation 0.02, as
+// ViT's truncated normal); LayerNorm gamma one, beta zero (epsilon 1e-5).
+// bench/pytorch_ref builds the same network in PyTorch from these.
+Graph MakeVitNetwork(int64_t batch, uint64_t seed = 1);
+
 }  // namespace sinkrt::host
