@@ -65,12 +65,16 @@ inline float GeluOf(float x) {
   return x * FastSigmoid(2.0f * u);
 }
 // d/dx 0.5x(1 + tanh u) = 0.5(1 + tanh u) + 0.5x(1 − tanh² u)·c(1 + 3a x²)
-//                      = s + 2x·s(1 − s)·c(1 + 3a x²), s = σ(2u).
+//                      = s + 2x·s(1 − s)·c(1 + 3a x²), s = σ(2u) = 1/(1 + e),
+// e = exp(−2u), with s(1 − s) = e·s² (no cancellation where s is near 1).
+// e is capped so that e·s² is 0, not inf·0, where exp overflows.
 inline float GeluGradOf(float dy, float x) {
   const float u = kGeluC * (x + kGeluA * x * x * x);
-  const float s = FastSigmoid(2.0f * u);
+  float e = FastExp(-2.0f * u);
+  e = e > 1e30f ? 1e30f : e;  // NaN stays NaN
+  const float s = 1.0f / (1.0f + e);
   const float du = kGeluC * (1.0f + 3.0f * kGeluA * x * x);
-  return dy * (s + 2.0f * x * s * (1.0f - s) * du);
+  return dy * (s + 2.0f * x * (e * s * s) * du);
 }
 
 SINKRT_VECTOR_CLONES void GeluLoop(const float* x, float* y, int64_t n) {

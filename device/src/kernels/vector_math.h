@@ -10,9 +10,10 @@
 // no clone fuses a*b+c into an FMA: every clone computes the same operations
 // in the same order and returns the same bits, whatever the CPU.
 //
-// Accuracy (measured against double-precision exp/tanh over every float
-// in range, test/kernels_vector_math_test.cc): FastExp within 2 ulp on
-// [-87.3, 88.3]; FastTanh within 2 ulp (and 3e-8 absolute) everywhere.
+// Accuracy, against double-precision exp/tanh over every float (a sweep
+// run once; test/kernels_vector_math_test.cc checks a sample of them):
+// FastExp within 1.22 ulp on [kExpMin, kExpMax]; FastTanh within 2.47 ulp
+// and 9.1e-8 absolute everywhere (glibc's tanhf: 2.19 ulp, 1.0e-7).
 #pragma once
 
 #include <bit>
