@@ -168,6 +168,30 @@ Status Executor::Run(ProgramKind kind, uint32_t steps, RunStats* stats) {
   return result;
 }
 
+std::vector<TaskTime> Executor::TaskTimes(ProgramKind kind) const {
+  std::vector<TaskTime> out;
+  auto k = static_cast<uint8_t>(kind);
+  if (k >= LoadedJob::kPrograms || !job_->has_program[k]) return out;
+  const PreparedProgram& prog = job_->programs[k];
+  for (int s = 0; s < prog.num_streams; ++s)
+    for (const PreparedTask& pt : prog.streams[s]) {
+      TaskTime t;
+      if (pt.def->name()) t.name = pt.def->name()->string_view();
+      t.op = pt.kind == fb::TaskBody::KernelTask ? OpCodeName(pt.def->body_as_KernelTask()->op())
+                                                  : TaskKindName(pt.kind);
+      t.stream = s;
+      t.ns = pt.ns;
+      out.push_back(t);
+    }
+  return out;
+}
+
+void Executor::ResetTaskTimes() {
+  for (PreparedProgram& prog : job_->programs)
+    for (int s = 0; s < prog.num_streams; ++s)
+      for (PreparedTask& pt : prog.streams[s]) pt.ns = 0;
+}
+
 const VerifiedStream& Executor::stream() const { return job_->stream; }
 uint32_t Executor::num_queues() const { return static_cast<uint32_t>(job_->queues.size()); }
 std::string_view Executor::queue_name(uint32_t index) const { return job_->queues[index]->name(); }

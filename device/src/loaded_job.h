@@ -24,6 +24,10 @@ namespace sinkrt::device {
 struct PreparedTask {
   fb::TaskBody kind = fb::TaskBody::NONE;
   const fb::Task* def = nullptr;
+  // Nanoseconds spent in this task over every step run since load (or
+  // Executor::ResetTaskTimes): the clock reads the stream loop makes anyway,
+  // one add per task.
+  int64_t ns = 0;
   // Kernel
   const KernelImpl* kernel = nullptr;
   KernelArgs args;

@@ -5,14 +5,16 @@
 // Row sums go through PairwiseSum/PairwiseDot, and the gradients of gamma
 // and beta (sums over every row) through AddColumnSums, so the results are
 // accurate for long rows and many rows and bitwise the same run to run.
-// Every inner loop runs contiguously over D. Like the other non-oneDNN
-// kernels, these run on the calling stream's thread.
+// Every inner loop runs contiguously over D, in row loops compiled per ISA
+// (SINKRT_VECTOR_CLONES). Like the other non-oneDNN kernels, these run on
+// the calling stream's thread.
 #include <algorithm>
 #include <cmath>
 
 #include "check.h"
 #include "kernel_list.h"
 #include "sum.h"
+#include "vector_math.h"
 
 namespace sinkrt::device {
 namespace {
@@ -64,27 +66,27 @@ Status LayerNormPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr
 
 // Two passes over each row (mean, then the variance of x − mean, which
 // stays accurate when |mean| ≫ std), with y holding x − mean in between.
-Status LayerNormRun(const KernelArgs& args, KernelState* state, RunContext&) {
-  const auto& s = *static_cast<LayerNormState*>(state);
-  const float* __restrict x = args.inputs[0].f32();
-  const float* __restrict gamma = args.inputs[1].f32();
-  const float* __restrict beta = args.inputs[2].f32();
-  float* __restrict y = args.outputs[0].f32();
-  float* __restrict mean = args.outputs[1].f32();
-  float* __restrict rstd = args.outputs[2].f32();
-  const int64_t d = s.d;
+SINKRT_VECTOR_CLONES void LayerNormRows(const float* __restrict x, const float* __restrict gamma,
+                                        const float* __restrict beta, float* __restrict y, float* __restrict mean,
+                                        float* __restrict rstd, int64_t rows, int64_t d, float epsilon) {
   const float inv_d = 1.0f / static_cast<float>(d);
-  for (int64_t r = 0; r < s.rows; ++r) {
+  for (int64_t r = 0; r < rows; ++r) {
     const float* __restrict xr = x + r * d;
     float* __restrict yr = y + r * d;
     const float m = PairwiseSum(xr, d) * inv_d;
     for (int64_t i = 0; i < d; ++i) yr[i] = xr[i] - m;
     const float var = PairwiseDot(yr, yr, d) * inv_d;
-    const float rs = 1.0f / std::sqrt(var + s.epsilon);
+    const float rs = 1.0f / std::sqrt(var + epsilon);
     for (int64_t i = 0; i < d; ++i) yr[i] = yr[i] * rs * gamma[i] + beta[i];
     mean[r] = m;
     rstd[r] = rs;
   }
+}
+
+Status LayerNormRun(const KernelArgs& args, KernelState* state, RunContext&) {
+  const auto& s = *static_cast<LayerNormState*>(state);
+  LayerNormRows(args.inputs[0].f32(), args.inputs[1].f32(), args.inputs[2].f32(), args.outputs[0].f32(),
+                args.outputs[1].f32(), args.outputs[2].f32(), s.rows, s.d, s.epsilon);
   return Status::Ok();
 }
 
@@ -110,37 +112,26 @@ Status LayerNormGradPrepare(const KernelArgs& args, PrepareContext& ctx, std::un
   return Status::Ok();
 }
 
-// With g = dy·gamma and x̂ = (x − mean)·rstd per row:
-//   dx = rstd·(g − mean(g) − x̂·mean(g·x̂)),  dgamma = Σ_rows dy·x̂,  dbeta = Σ_rows dy.
-// dx first holds dy·x̂ so that dgamma is one column sum over it.
-Status LayerNormGradRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
-  const auto& s = *static_cast<LayerNormState*>(state);
-  const float* __restrict dy = args.inputs[0].f32();
-  const float* __restrict x = args.inputs[1].f32();
-  const float* __restrict gamma = args.inputs[2].f32();
-  const float* __restrict mean = args.inputs[3].f32();
-  const float* __restrict rstd = args.inputs[4].f32();
-  float* __restrict dx = args.outputs[0].f32();
-  float* __restrict dgamma = args.outputs[1].f32();
-  float* __restrict dbeta = args.outputs[2].f32();
-  const int64_t d = s.d;
-  float* __restrict xhat = reinterpret_cast<float*>(ctx.scratch);
-  float* __restrict g = xhat + d;
-
-  for (int64_t r = 0; r < s.rows; ++r) {
+// dx = dy·x̂ per row: the product whose column sums are dgamma.
+SINKRT_VECTOR_CLONES void DyXhatRows(const float* __restrict dy, const float* __restrict x,
+                                     const float* __restrict mean, const float* __restrict rstd,
+                                     float* __restrict dx, int64_t rows, int64_t d) {
+  for (int64_t r = 0; r < rows; ++r) {
     const float* __restrict xr = x + r * d;
     const float* __restrict dyr = dy + r * d;
     float* __restrict dxr = dx + r * d;
     const float m = mean[r], rs = rstd[r];
     for (int64_t i = 0; i < d; ++i) dxr[i] = dyr[i] * ((xr[i] - m) * rs);
   }
-  std::fill(dgamma, dgamma + d, 0.0f);
-  std::fill(dbeta, dbeta + d, 0.0f);
-  AddColumnSums(dx, s.rows, d, dgamma);
-  AddColumnSums(dy, s.rows, d, dbeta);
+}
 
+// dx = rstd·(g − mean(g) − x̂·mean(g·x̂)) per row; xhat and g: d floats of scratch each.
+SINKRT_VECTOR_CLONES void LayerNormGradRows(const float* __restrict dy, const float* __restrict x,
+                                            const float* __restrict gamma, const float* __restrict mean,
+                                            const float* __restrict rstd, float* __restrict dx, int64_t rows,
+                                            int64_t d, float* __restrict xhat, float* __restrict g) {
   const float inv_d = 1.0f / static_cast<float>(d);
-  for (int64_t r = 0; r < s.rows; ++r) {
+  for (int64_t r = 0; r < rows; ++r) {
     const float* __restrict xr = x + r * d;
     const float* __restrict dyr = dy + r * d;
     float* __restrict dxr = dx + r * d;
@@ -153,6 +144,30 @@ Status LayerNormGradRun(const KernelArgs& args, KernelState* state, RunContext& 
     const float gx_mean = PairwiseDot(g, xhat, d) * inv_d;
     for (int64_t i = 0; i < d; ++i) dxr[i] = rs * (g[i] - g_mean - xhat[i] * gx_mean);
   }
+}
+
+// With g = dy·gamma and x̂ = (x − mean)·rstd per row:
+//   dx = rstd·(g − mean(g) − x̂·mean(g·x̂)),  dgamma = Σ_rows dy·x̂,  dbeta = Σ_rows dy.
+// dx first holds dy·x̂ so that dgamma is one column sum over it.
+Status LayerNormGradRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
+  const auto& s = *static_cast<LayerNormState*>(state);
+  const float* dy = args.inputs[0].f32();
+  const float* x = args.inputs[1].f32();
+  const float* gamma = args.inputs[2].f32();
+  const float* mean = args.inputs[3].f32();
+  const float* rstd = args.inputs[4].f32();
+  float* dx = args.outputs[0].f32();
+  float* dgamma = args.outputs[1].f32();
+  float* dbeta = args.outputs[2].f32();
+  const int64_t d = s.d;
+  float* xhat = reinterpret_cast<float*>(ctx.scratch);
+
+  DyXhatRows(dy, x, mean, rstd, dx, s.rows, d);
+  std::fill(dgamma, dgamma + d, 0.0f);
+  std::fill(dbeta, dbeta + d, 0.0f);
+  AddColumnSums(dx, s.rows, d, dgamma);
+  AddColumnSums(dy, s.rows, d, dbeta);
+  LayerNormGradRows(dy, x, gamma, mean, rstd, dx, s.rows, d, xhat, xhat + d);
   return Status::Ok();
 }
 

@@ -3,13 +3,16 @@
 // A tensor is seen as [outer, A, inner] around the axis. The common case is
 // the last axis (inner = 1): each row is contiguous. Otherwise the per-position
 // running values (max, sum) live in the kernel scratch, 2·inner floats, so
-// that every loop stays contiguous over inner.
+// that every loop stays contiguous over inner. exp is vector_math.h's
+// FastExp, so that the loops vectorise; the last-axis rows run in a function
+// compiled per ISA (SINKRT_VECTOR_CLONES).
 #include <algorithm>
 #include <cmath>
 
 #include "check.h"
 #include "kernel_list.h"
 #include "sum.h"
+#include "vector_math.h"
 
 namespace sinkrt::device {
 namespace {
@@ -55,11 +58,27 @@ Status GradAxisPrepare(const KernelArgs& args, PrepareContext& ctx,
   return AxisPrepare(args, 2, ctx, state);
 }
 
-template <bool kLog>
-void SoftmaxRow(const float* __restrict x, float* __restrict y, int64_t n) {
+// max of x[0..n), n ≥ 1, over 8 lanes so that the loop vectorises (max is
+// exact, so the order does not change the result).
+inline float RowMax(const float* __restrict x, int64_t n) {
   float m = x[0];
-  for (int64_t i = 1; i < n; ++i) m = std::max(m, x[i]);
-  for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i] - m);
+  int64_t i = 0;
+  if (n >= 8) {
+    float lane[8];
+    for (int j = 0; j < 8; ++j) lane[j] = x[j];
+    for (i = 8; i + 8 <= n; i += 8)
+      for (int j = 0; j < 8; ++j) lane[j] = lane[j] < x[i + j] ? x[i + j] : lane[j];
+    m = lane[0];
+    for (int j = 1; j < 8; ++j) m = std::max(m, lane[j]);
+  }
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+template <bool kLog>
+inline void SoftmaxRow(const float* __restrict x, float* __restrict y, int64_t n) {
+  const float m = RowMax(x, n);
+  for (int64_t i = 0; i < n; ++i) y[i] = FastExp(x[i] - m);
   const float s = PairwiseSum(y, n);
   if constexpr (kLog) {
     // (x − m) − log s, not x − (m + log s): near the maximum the result is
@@ -70,6 +89,14 @@ void SoftmaxRow(const float* __restrict x, float* __restrict y, int64_t n) {
     const float inv = 1.0f / s;
     for (int64_t i = 0; i < n; ++i) y[i] *= inv;
   }
+}
+
+// `rows` contiguous rows of n.
+SINKRT_VECTOR_CLONES void SoftmaxRows(const float* __restrict x, float* __restrict y, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) SoftmaxRow<false>(x + r * n, y + r * n, n);
+}
+SINKRT_VECTOR_CLONES void LogSoftmaxRows(const float* __restrict x, float* __restrict y, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) SoftmaxRow<true>(x + r * n, y + r * n, n);
 }
 
 // x, y: [A, I] slices; m, s: I floats of scratch.
@@ -86,7 +113,7 @@ void SoftmaxStrided(const float* __restrict x, float* __restrict y, int64_t a_le
     const float* xa = x + a * inner;
     float* ya = y + a * inner;
     for (int64_t i = 0; i < inner; ++i) {
-      ya[i] = std::exp(xa[i] - m[i]);
+      ya[i] = FastExp(xa[i] - m[i]);
       s[i] += ya[i];
     }
   }
@@ -113,15 +140,13 @@ Status SoftmaxRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   float* y = args.outputs[0].f32();
   const int64_t slice = s.axis_len * s.inner;
   if (s.axis_len == 0) return Status::Ok();
-  for (int64_t o = 0; o < s.outer; ++o) {
-    if (s.inner == 1) {
-      SoftmaxRow<kLog>(x + o * slice, y + o * slice, s.axis_len);
-    } else {
-      float* scratch = reinterpret_cast<float*>(ctx.scratch);
-      SoftmaxStrided<kLog>(x + o * slice, y + o * slice, s.axis_len, s.inner, scratch,
-                           scratch + s.inner);
-    }
+  if (s.inner == 1) {
+    (kLog ? LogSoftmaxRows : SoftmaxRows)(x, y, s.outer, s.axis_len);
+    return Status::Ok();
   }
+  float* scratch = reinterpret_cast<float*>(ctx.scratch);
+  for (int64_t o = 0; o < s.outer; ++o)
+    SoftmaxStrided<kLog>(x + o * slice, y + o * slice, s.axis_len, s.inner, scratch, scratch + s.inner);
   return Status::Ok();
 }
 
@@ -140,7 +165,7 @@ Status SoftmaxGradRun(const KernelArgs& args, KernelState* state, RunContext& ct
     if (inner == 1) {
       if constexpr (kLog) {
         const float sum = PairwiseSum(g, a_len);
-        for (int64_t i = 0; i < a_len; ++i) d[i] = g[i] - std::exp(v[i]) * sum;
+        for (int64_t i = 0; i < a_len; ++i) d[i] = g[i] - FastExp(v[i]) * sum;
       } else {
         const float dot = PairwiseDot(g, v, a_len);
         for (int64_t i = 0; i < a_len; ++i) d[i] = v[i] * (g[i] - dot);
@@ -159,7 +184,7 @@ Status SoftmaxGradRun(const KernelArgs& args, KernelState* state, RunContext& ct
       const float* va = v + a * inner;
       float* da = d + a * inner;
       for (int64_t i = 0; i < inner; ++i) {
-        da[i] = kLog ? ga[i] - std::exp(va[i]) * acc[i] : va[i] * (ga[i] - acc[i]);
+        da[i] = kLog ? ga[i] - FastExp(va[i]) * acc[i] : va[i] * (ga[i] - acc[i]);
       }
     }
   }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "vector_math.h"
+
 namespace sinkrt::device {
 namespace {
 
@@ -18,7 +20,9 @@ inline float LaneTotal(const float* acc) {
   return t[0];
 }
 
-float LeafSum(const float* __restrict x, int64_t n) {
+// The leaves are compiled per ISA: their lanes are explicit, so every clone
+// adds in the same order and returns the same bits.
+SINKRT_VECTOR_CLONES float LeafSum(const float* __restrict x, int64_t n) {
   float acc[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
@@ -29,7 +33,7 @@ float LeafSum(const float* __restrict x, int64_t n) {
   return s;
 }
 
-float LeafDot(const float* __restrict x, const float* __restrict w, int64_t n) {
+SINKRT_VECTOR_CLONES float LeafDot(const float* __restrict x, const float* __restrict w, int64_t n) {
   float acc[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
@@ -63,14 +67,19 @@ constexpr int64_t kCols = 64;   // a column block stays in registers / L1
 constexpr int64_t kRows = 128;  // rows summed directly before pairing
 
 // out[j] = Σ_r x[r·cols + j] for j < w ≤ kCols, pairwise over row blocks.
+SINKRT_VECTOR_CLONES void ColumnLeafSum(const float* __restrict x, int64_t rows, int64_t cols, int64_t w,
+                                        float* __restrict out) {
+  for (int64_t j = 0; j < w; ++j) out[j] = 0.0f;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * cols;
+    for (int64_t j = 0; j < w; ++j) out[j] += row[j];
+  }
+}
+
 void ColumnBlockSum(const float* __restrict x, int64_t rows, int64_t cols, int64_t w,
                     float* __restrict out) {
   if (rows <= kRows) {
-    for (int64_t j = 0; j < w; ++j) out[j] = 0.0f;
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* row = x + r * cols;
-      for (int64_t j = 0; j < w; ++j) out[j] += row[j];
-    }
+    ColumnLeafSum(x, rows, cols, w, out);
     return;
   }
   const int64_t h = ((rows / 2 + kRows - 1) / kRows) * kRows;

@@ -23,6 +23,7 @@ namespace {
 
 constexpr int kMaxTransposeRank = 6;
 constexpr int64_t kTile = 16;
+constexpr int64_t kShortRow = 32;  // floats; longer rows go through memcpy
 
 struct TransposeState : KernelState {
   int rank = 0;  // merged
@@ -142,7 +143,15 @@ Status TransposeRun(const KernelArgs& args, KernelState* state, RunContext&) {
   const int last = s.rank - 1;
   const int64_t n_last = s.dims[last], xs_last = s.x_strides[last];
   if (s.tile_dim < 0) {
-    // x's contiguous dim is y's last: copy rows.
+    // x's contiguous dim is y's last: copy rows. Short rows (the ViT's runs
+    // of 7 and 16 floats) are copied inline: a memcpy call per row costs
+    // more than the copy.
+    if (n_last <= kShortRow) {
+      ForEachOuter(s, last, -1, [&](int64_t xo, int64_t yo) {
+        for (int64_t i = 0; i < n_last; ++i) y[yo + i] = x[xo + i];
+      });
+      return Status::Ok();
+    }
     ForEachOuter(s, last, -1, [&](int64_t xo, int64_t yo) {
       std::memcpy(y + yo, x + xo, static_cast<size_t>(n_last) * sizeof(float));
     });

@@ -35,7 +35,9 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
       case fb::TaskBody::KernelTask: {
         int64_t t0 = NowNs();
         Status st = pt.kernel->run(pt.args, pt.state.get(), job.run_ctx);
-        c->compute_ns += NowNs() - t0;
+        const int64_t dt = NowNs() - t0;
+        c->compute_ns += dt;
+        pt.ns += dt;
         if (!st.ok()) return fail(t, st);
         break;
       }
@@ -43,8 +45,10 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
         int64_t t0 = NowNs();
         int64_t waited = 0;
         Status st = pt.queue->Pop(pt.dst, job.options.get_next_timeout, &waited);
+        const int64_t dt = NowNs() - t0;
         c->queue_wait_ns += waited;
-        c->copy_ns += NowNs() - t0 - waited;
+        c->copy_ns += dt - waited;
+        pt.ns += dt;
         if (!st.ok()) return fail(t, st);
         break;
       }
@@ -54,7 +58,9 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
       case fb::TaskBody::EventWaitTask: {
         int64_t t0 = NowNs();
         bool met = prog.events->Wait(pt.event);
-        c->event_wait_ns += NowNs() - t0;
+        const int64_t dt = NowNs() - t0;
+        c->event_wait_ns += dt;
+        pt.ns += dt;
         if (!met) return fail(t, Aborted("the other stream of this step failed"));
         break;
       }
@@ -72,14 +78,18 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
           if (!st.ok())
             return fail(t, st.WithContext("initializer " + std::to_string(i) + " ('" + b->name()->str() + "')"));
         }
-        c->compute_ns += NowNs() - t0;
+        const int64_t dt = NowNs() - t0;
+        c->compute_ns += dt;
+        pt.ns += dt;
         break;
       }
       default: {
         if (!IsCollective(pt.kind)) return Internal(TaskLabel(prog, s, t) + ": unprepared task kind");
         int64_t t0 = NowNs();
         Status st = RunCollective(*job.comm, pt);
-        c->comm_ns += NowNs() - t0;
+        const int64_t dt = NowNs() - t0;
+        c->comm_ns += dt;
+        pt.ns += dt;
         if (!st.ok()) return fail(t, st);
         break;
       }

@@ -17,6 +17,7 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "sinkrt/device/device_options.h"
 #include "sinkrt/runtime/device_link.h"
@@ -42,6 +43,15 @@ struct RunStats {
 
 // The host's view of where a sink's time went.
 DeviceTiming TimingOf(const RunStats& stats);
+
+// One task's share of a program's time (Executor::TaskTimes). The views
+// point into the loaded stream and live as long as the Executor.
+struct TaskTime {
+  std::string_view name;  // the task's name in the stream, "" when it has none
+  std::string_view op;    // a kernel's op ("MatMul"), else the task kind ("GetNextTask")
+  int stream = 0;         // 0 compute, 1 comm
+  int64_t ns = 0;         // summed over every step run since Load or ResetTaskTimes
+};
 
 class Executor {
  public:
@@ -81,6 +91,13 @@ class Executor {
   // thread that freed them, outside the queue's lock. Set it once, before
   // any batch is pushed or any sink runs.
   void SetOnSlotsFreed(std::function<void(uint32_t queue, uint32_t slots)> freed);
+
+  // Time per task of program `kind`, in stream order (compute stream, then
+  // comm), from the clock reads around each task of every step. Allocates:
+  // call between sinks, not while one runs. Empty for a program the stream
+  // lacks. The init program's times include Load's RunInit.
+  std::vector<TaskTime> TaskTimes(ProgramKind kind) const;
+  void ResetTaskTimes();
 
   const VerifiedStream& stream() const;
   uint32_t num_queues() const;
