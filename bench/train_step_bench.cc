@@ -4,8 +4,7 @@
 // this machine kind does 32.8k / 21.2k as-is (bench/compare_pytorch.py).
 #include <benchmark/benchmark.h>
 
-#include <thread>
-
+#include "fed_sink.h"
 #include "load_mlp.h"
 #include "sinkrt/device/in_process_device.h"
 #include "support/test_models.h"
@@ -23,34 +22,15 @@ void BM_MlpTrain(benchmark::State& state) {
     state.SkipWithError(st.ToString().c_str());
     return;
   }
-  auto data = testing::MakeSyntheticData(batch * 8, 784, 10, 1);
-  double compute = 0, wait = 0, other = 0;
+  const auto data = testing::MakeSyntheticData(batch * 8, 784, 10, 1);
+  SinkTotals totals;
   for (auto _ : state) {
-    // The feeder runs beside the sink, as in training; queue waits are
-    // reported separately so a slow feeder cannot hide in the figure.
-    std::thread feeder([&] {
-      for (uint32_t i = 0; i < steps; ++i) {
-        int64_t b = i % 8;
-        ConstBytes cols[2] = {
-            ConstBytes(reinterpret_cast<const uint8_t*>(&data.images[b * batch * 784]), batch * 784 * 4),
-            ConstBytes(reinterpret_cast<const uint8_t*>(&data.labels[b * batch]), batch * 4)};
-        (void)dev.PushBatch(0, cols);
-      }
-    });
-    auto r = dev.RunSink(ProgramKind::TrainStep, steps);
-    feeder.join();
-    if (!r.ok()) {
-      state.SkipWithError(r.status().ToString().c_str());
+    if (Status st = RunFedSink(dev, data, batch, steps, &totals); !st.ok()) {
+      state.SkipWithError(st.ToString().c_str());
       break;
     }
-    compute += r->timing.compute_ms;
-    wait += r->timing.queue_wait_ms;
-    other += r->timing.other_ms;
   }
-  const double n = static_cast<double>(state.iterations()) * steps;
-  state.counters["step_ms"] = (compute + wait + other) / n;
-  state.counters["queue_wait_ms"] = wait / n;
-  state.SetItemsProcessed(static_cast<int64_t>(n) * batch);
+  ReportStepCounters(state, totals, batch);
 }
 BENCHMARK(BM_MlpTrain)
     ->ArgNames({"batch", "threads"})

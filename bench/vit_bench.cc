@@ -1,6 +1,6 @@
 // Training throughput of issue 15's ViT (host::MakeVitNetwork, Adam 1e-3)
 // on one in-process device: batch 64 and 256, 1 and 2 threads, a feeder
-// thread pushing batches beside the sink as in bench/train_step_bench.cc.
+// thread pushing batches beside the sink (bench/fed_sink.h).
 // Besides samples/s, each run reports where the step goes, in ms per step
 // per op class, from the executor's per-task timing (Executor::TaskTimes).
 //
@@ -15,12 +15,12 @@
 #include <cstdio>
 #include <cstring>
 #include <string_view>
-#include <thread>
 
 #include "sinkrt/device/executor.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model_zoo.h"
+#include "fed_sink.h"
 #include "support/test_models.h"
 
 namespace sinkrt {
@@ -90,49 +90,29 @@ void BM_VitTrain(benchmark::State& state) {
     state.SkipWithError(st.ToString().c_str());
     return;
   }
-  auto data = testing::MakeSyntheticData(batch * 8, 784, 10, 1);
-  auto feed = [&] {
-    for (uint32_t i = 0; i < steps; ++i) {
-      int64_t b = i % 8;
-      ConstBytes cols[2] = {
-          ConstBytes(reinterpret_cast<const uint8_t*>(&data.images[b * batch * 784]), batch * 784 * 4),
-          ConstBytes(reinterpret_cast<const uint8_t*>(&data.labels[b * batch]), batch * 4)};
-      (void)dev.PushBatch(0, cols);
-    }
-  };
+  const auto data = testing::MakeSyntheticData(batch * 8, 784, 10, 1);
   // One untimed sink: first-touch effects and oneDNN's first calls stay out
   // of the figures.
-  {
-    std::thread feeder(feed);
-    auto r = dev.RunSink(ProgramKind::TrainStep, steps);
-    feeder.join();
-    if (!r.ok()) {
-      state.SkipWithError(r.status().ToString().c_str());
-      return;
-    }
+  SinkTotals warmup;
+  if (Status st = RunFedSink(dev, data, batch, steps, &warmup); !st.ok()) {
+    state.SkipWithError(st.ToString().c_str());
+    return;
   }
   dev.executor()->ResetTaskTimes();
-  double compute = 0, wait = 0, other = 0;
+  SinkTotals totals;
   for (auto _ : state) {
-    std::thread feeder(feed);
-    auto r = dev.RunSink(ProgramKind::TrainStep, steps);
-    feeder.join();
-    if (!r.ok()) {
-      state.SkipWithError(r.status().ToString().c_str());
+    if (Status st = RunFedSink(dev, data, batch, steps, &totals); !st.ok()) {
+      state.SkipWithError(st.ToString().c_str());
       break;
     }
-    compute += r->timing.compute_ms;
-    wait += r->timing.queue_wait_ms;
-    other += r->timing.other_ms;
   }
-  const double n = static_cast<double>(state.iterations()) * steps;
-  state.counters["step_ms"] = (compute + wait + other) / n;
-  state.counters["queue_wait_ms"] = wait / n;
+  ReportStepCounters(state, totals, batch);
+  const double n = totals.steps;
+  if (n == 0) return;
   const std::vector<device::TaskTime> times = dev.executor()->TaskTimes(ProgramKind::TrainStep);
   std::array<double, kClasses> class_ms{};
   for (const device::TaskTime& t : times) class_ms[ClassOf(t.op)] += t.ns / 1e6 / n;
   for (int c = 0; c < kClasses; ++c) state.counters[std::string(kClassNames[c]) + "_ms"] = class_ms[c];
-  state.SetItemsProcessed(static_cast<int64_t>(n) * batch);
   if (g_print_tasks) PrintTasks(times, n, state);
 }
 BENCHMARK(BM_VitTrain)
