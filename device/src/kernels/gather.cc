@@ -49,11 +49,14 @@ Status IndexError(const KernelArgs& args, int64_t row, int32_t index, int64_t vo
                            std::to_string(vocab) + ")");
 }
 
-// table, indices -> y.
+// Gather: table, indices -> y. GatherGrad: dy, indices -> dtable (the
+// table's shape comes from the output buffer).
+template <bool kGrad>
 Status GatherPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 2, 1));
   auto s = std::make_unique<GatherState>();
-  SINKRT_RETURN_IF_ERROR(CheckGatherShapes(args, In(0), In(1), Out(0), s.get()));
+  const Operand table = kGrad ? Out(0) : In(0), rows = kGrad ? In(0) : Out(0);
+  SINKRT_RETURN_IF_ERROR(CheckGatherShapes(args, table, In(1), rows, s.get()));
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
   *state = std::move(s);
   return Status::Ok();
@@ -69,16 +72,6 @@ Status GatherRun(const KernelArgs& args, KernelState* state, RunContext&) {
     if (k < 0 || k >= s.vocab) return IndexError(args, n, k, s.vocab);
     std::memcpy(y + n * s.row, table + k * s.row, static_cast<size_t>(s.row) * sizeof(float));
   }
-  return Status::Ok();
-}
-
-// dy, indices -> dtable (the table's shape, from the output buffer).
-Status GatherGradPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
-  SINKRT_RETURN_IF_ERROR(CheckOperands(args, 2, 1));
-  auto s = std::make_unique<GatherState>();
-  SINKRT_RETURN_IF_ERROR(CheckGatherShapes(args, Out(0), In(1), In(0), s.get()));
-  SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
-  *state = std::move(s);
   return Status::Ok();
 }
 
@@ -102,7 +95,7 @@ Status GatherGradRun(const KernelArgs& args, KernelState* state, RunContext&) {
 
 }  // namespace
 
-const KernelImpl kGatherKernel = {GatherPrepare, GatherRun};
-const KernelImpl kGatherGradKernel = {GatherGradPrepare, GatherGradRun};
+const KernelImpl kGatherKernel = {GatherPrepare<false>, GatherRun};
+const KernelImpl kGatherGradKernel = {GatherPrepare<true>, GatherGradRun};
 
 }  // namespace sinkrt::device
