@@ -135,7 +135,7 @@ std::vector<int64_t> GroupAlong(const DeviceMatrix& dm, std::span<const int> axe
 
 std::string LayoutToString(const TensorLayout& l) {
   std::string s = "dm" + Join(l.device_matrix) + " map" + Join(l.tensor_map);
-  if (!l.partial.empty()) s += " partial" + Join(l.partial);
+  if (!l.partial.empty()) s += (l.partial_mean ? " partial-mean" : " partial") + Join(l.partial);
   return s + " shape" + Join(l.shape);
 }
 
@@ -199,6 +199,7 @@ Result<MeshLayout> ToMesh(const TensorLayout& l, const DeviceMatrix& mesh) {
   MeshLayout m;
   m.mesh = mesh;
   m.shape = l.shape;
+  m.partial_mean = l.partial_mean && !l.partial.empty();
   m.dims.resize(l.shape.size());
   for (size_t d = 0; d < l.shape.size(); ++d) {
     if (l.tensor_map[d] < 0) continue;
@@ -226,7 +227,7 @@ std::string LayoutToString(const MeshLayout& l) {
     s += l.dims[d].empty() ? "-" : Join(l.dims[d]);
   }
   s += "]";
-  if (!l.partial.empty()) s += " partial" + Join(l.partial);
+  if (!l.partial.empty()) s += (l.partial_mean ? " partial-mean" : " partial") + Join(l.partial);
   return s + " shape" + Join(l.shape);
 }
 

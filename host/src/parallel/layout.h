@@ -38,6 +38,9 @@ struct TensorLayout {
   std::vector<int> tensor_map;  // one per tensor dim: an axis counted from the right, or -1
   std::vector<int> partial;     // axes counted from the right, ascending
   Shape shape;                  // the whole tensor's shape
+  // The pending reduction over `partial` is a mean, not a sum (a loss or a
+  // ReduceMean over a split dim: each rank holds the mean of its slice).
+  bool partial_mean = false;
 
   bool operator==(const TensorLayout&) const = default;
 };
@@ -71,7 +74,8 @@ std::vector<int> ReplicaAxes(const TensorLayout& layout);
 // group concatenates slices in tensor order.
 std::vector<int64_t> GroupAlong(const DeviceMatrix& dm, std::span<const int> axes, int64_t rank);
 
-// "dm[2,1,4] map[2,0] partial[1] shape[64,64]" (partial only when set).
+// "dm[2,1,4] map[2,0] partial[1] shape[64,64]" (partial only when set;
+// "partial-mean" for a pending mean).
 std::string LayoutToString(const TensorLayout& layout);
 
 // ---- the finer form redistribution works on ---------------------------------
@@ -83,6 +87,7 @@ struct MeshLayout {
   std::vector<std::vector<int>> dims;  // one list per tensor dim
   std::vector<int> partial;            // ascending
   Shape shape;
+  bool partial_mean = false;
 
   bool operator==(const MeshLayout&) const = default;
 };

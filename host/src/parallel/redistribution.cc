@@ -31,6 +31,10 @@ class Planner {
                                        " would become partial");
       }
     }
+    if (!want_.partial.empty() && want_.partial_mean != cur_.partial_mean) {
+      return InvalidArgument("cannot redistribute " + LayoutToString(cur_) + " to " + LayoutToString(want_) +
+                             ": a pending sum and a pending mean");
+    }
     // Each step fixes one axis of one dim for good, or moves one toward its
     // place, so the loop ends; the bound only guards against a planner bug.
     for (int guard = 0; guard < 4 * static_cast<int>(cur_.mesh.size() * (cur_.shape.size() + 1)) + 8; ++guard) {
@@ -61,8 +65,9 @@ class Planner {
     return Contains(cur_.partial, a);
   }
 
-  void Emit(RedistKind kind, int axis, int dim, int to_dim, const Shape& before) {
+  void Emit(RedistKind kind, int axis, int dim, int to_dim, const Shape& before, bool mean = false) {
     RedistStep s;
+    s.mean = mean;
     s.kind = kind;
     s.mesh = cur_.mesh;
     s.axis = axis;
@@ -109,14 +114,16 @@ class Planner {
     for (const int a : cur_.partial) {
       if (Contains(want_.partial, a)) continue;
       const Shape before = SliceShape(cur_);
+      const bool mean = cur_.partial_mean;
       cur_.partial.erase(std::find(cur_.partial.begin(), cur_.partial.end(), a));
+      if (cur_.partial.empty()) cur_.partial_mean = false;
       for (size_t d = 0; d < cur_.dims.size(); ++d) {
         if (NextWanted(d) != a) continue;
         cur_.dims[d].push_back(a);
-        Emit(RedistKind::ReduceScatter, a, static_cast<int>(d), -1, before);
+        Emit(RedistKind::ReduceScatter, a, static_cast<int>(d), -1, before, mean);
         return true;
       }
-      Emit(RedistKind::AllReduce, a, -1, -1, before);
+      Emit(RedistKind::AllReduce, a, -1, -1, before, mean);
       return true;
     }
     return false;
@@ -162,7 +169,7 @@ const char* RedistKindName(RedistKind kind) {
 
 std::string RedistStep::ToString() const {
   auto shape = [](const Shape& s) { return ShapeToString(s); };
-  std::string s = std::string(RedistKindName(kind)) + " axis " + std::to_string(axis) + " (" +
+  std::string s = std::string(RedistKindName(kind)) + (mean ? "(mean)" : "") + " axis " + std::to_string(axis) + " (" +
                    std::to_string(group_size) + " ranks)";
   if (dim >= 0) s += " dim " + std::to_string(dim);
   if (to_dim >= 0) s += "->" + std::to_string(to_dim);

@@ -41,6 +41,7 @@ struct RedistStep {
   int dim = -1;          // Slice, ReduceScatter: the dim it splits; AllGather, AllToAll: the dim it gathers
   int to_dim = -1;       // AllToAll: the dim it splits
   int64_t group_size = 1;
+  bool mean = false;     // AllReduce, ReduceScatter: the pending reduction is a mean
   Shape in_slice, out_slice;      // this rank's shapes before and after
   int64_t in_bytes = 0, out_bytes = 0;
 
