@@ -106,7 +106,10 @@ Result<OpSharding> ShardOp(const Graph& g, const OpNode& op, const Strategy& str
   const int64_t repeated = device_num / product;
   if (repeated > 1) out.device_matrix.push_back(repeated);  // MindSpore's default: repeats on the right
   const int shift = repeated > 1 ? 1 : 0;
+  if (repeated > 1) out.repeated_axis = 0;
   auto axis_of = [&](int loop) { return loop < 0 ? -1 : static_cast<int>(num_loops) - 1 - loop + shift; };
+  for (size_t loop = num_loops; loop-- > 0;)
+    if (split[loop] > 1) out.split_axes.push_back(axis_of(static_cast<int>(loop)));
   auto layout = [&](const std::vector<int>& dims, TensorId t) {
     TensorLayout l;
     l.device_matrix = out.device_matrix;

@@ -35,6 +35,8 @@ std::string StrategyToString(const Strategy& s);
 struct OpSharding {
   Strategy strategy;  // as given, or the default
   DeviceMatrix device_matrix;
+  int repeated_axis = -1;             // the axis of repeated calculation (0), if any
+  std::vector<int> split_axes;        // axes of the loops split more than one way, ascending
   std::vector<TensorLayout> inputs;   // the layout the op needs of each input
   std::vector<TensorLayout> outputs;  // the layout of each output
 };

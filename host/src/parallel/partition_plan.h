@@ -1,0 +1,67 @@
+// The partition plan of a forward graph under SEMI_AUTO_PARALLEL: a layout
+// on every tensor, and for every op the redistribution of each input and
+// the axes along which that input's gradient is partial (docs/sharding.md
+// §5, §6). It is pure data, the same on every rank; emitting rank r's local
+// graph from it is a separate step.
+//
+// Walking the ops in order:
+// - a Param or Const takes the layout its first consumer needs; a later
+//   consumer that needs another is an error naming both ops;
+// - a dataset Input takes its first consumer's layout (each rank's queue
+//   then holds its slice of the batch), or with full_batch the whole batch,
+//   sliced by a redistribution;
+// - an op's output takes its rule's layout (partial where a reduction loop
+//   is split); Reshape and Flatten carry their input's splits to the output
+//   dims that hold the same blocks, after gathering any split they cannot;
+// - each input is redistributed from its layout to the one the op needs.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "parallel/layout.h"
+#include "parallel/op_sharding.h"
+#include "parallel/redistribution.h"
+#include "sinkrt/host/graph.h"
+#include "sinkrt/runtime/status.h"
+
+namespace sinkrt::host::parallel {
+
+struct PartitionOptions {
+  int64_t device_num = 1;
+  bool full_batch = false;  // MindSpore's dataset_strategy "full_batch"
+};
+
+struct InputPlan {
+  TensorLayout need;         // the layout the op reads
+  RedistPlan redistribution;  // from the tensor's layout to `need`
+  // Axes along which this input's gradient is partial: split loops of the
+  // op that do not index it. Activations get a GradAllReduce over them;
+  // for a parameter they are its mirror axes.
+  std::vector<int> grad_partial_axes;
+};
+
+struct OpPlan {
+  bool has_rule = false;       // false for Reshape and Flatten (no loops)
+  OpSharding sharding;         // when has_rule
+  std::vector<InputPlan> inputs;
+  std::vector<TensorLayout> outputs;
+};
+
+struct PartitionPlan {
+  std::vector<TensorLayout> layouts;  // per tensor of the graph, as produced (leaves: as stored)
+  std::vector<OpPlan> ops;            // per op of the graph
+  // Per tensor: the op that fixed a leaf's layout (-1 if none yet).
+  std::vector<int64_t> layout_owner;
+  // Per Param tensor (others empty): the mirror axes of its gradient, from
+  // the device matrix of its layout.
+  std::vector<std::vector<int>> mirror_axes;
+};
+
+// `strategies[i]` is op i's strategy; an empty one (or a span shorter than
+// the op list) means MindSpore's default.
+Result<PartitionPlan> PlanPartition(const Graph& g, std::span<const Strategy> strategies,
+                                    const PartitionOptions& options);
+
+}  // namespace sinkrt::host::parallel
