@@ -81,6 +81,12 @@ fb::OpOptions OpOptionsTypeFor(fb::OpCode op) {
     case OpCode::LayerNorm:
     case OpCode::LayerNormGrad: return OpOptions::LayerNormOptions;
     case OpCode::Cast: return OpOptions::CastOptions;
+    case OpCode::AllReduce:
+    case OpCode::AllGather:
+    case OpCode::ReduceScatter:
+    case OpCode::AllToAll:
+    case OpCode::ShardSlice:
+    case OpCode::GradAllReduce: return OpOptions::CommOptions;
     default: return OpOptions::NONE;
   }
 }
@@ -119,6 +125,11 @@ std::pair<fb::OpOptions, fbs::Offset<void>> OpAttrsFor(fbs::FlatBufferBuilder& f
     case OpOptions::TransposeOptions: return {type, fb::CreateTransposeOptions(fbb, fbb.CreateVector(a.perm)).Union()};
     case OpOptions::SplitOptions:
       return {type, fb::CreateSplitOptions(fbb, a.axis, fbb.CreateVector(a.sizes)).Union()};
+    case OpOptions::CommOptions: {
+      // Only ShardSlice reads the axis; equal ops give equal bytes.
+      const int axis = op == OpCode::ShardSlice ? a.axis : 0;
+      return {type, fb::CreateCommOptions(fbb, fbb.CreateVector(a.group), a.group_position, a.mean, axis).Union()};
+    }
     default: return {OpOptions::NONE, 0};
   }
 }
@@ -196,6 +207,14 @@ Result<OpAttrs> OpAttrsFromOptions(fb::OpCode op, fb::OpOptions type, const void
       const auto* o = OrDefault<fb::SplitOptions>(options);
       a.axis = o->axis();
       if (o->sizes()) a.sizes.assign(o->sizes()->begin(), o->sizes()->end());
+      break;
+    }
+    case OpOptions::CommOptions: {
+      const auto* o = OrDefault<fb::CommOptions>(options);
+      if (o->group()) a.group.assign(o->group()->begin(), o->group()->end());
+      a.group_position = o->position();
+      a.mean = o->mean();
+      if (op == OpCode::ShardSlice) a.axis = o->axis();
       break;
     }
     default: break;

@@ -79,6 +79,12 @@ struct OpAttrs {
   DType cast_to = DType::Invalid;                 // Cast: the output dtype (F32 or BF16)
   std::vector<int> perm;                          // Transpose: y dim i = x dim perm[i]
   std::vector<int64_t> sizes;                     // Split: each output's extent along `axis`
+  // Communication ops (AllReduce ... GradAllReduce): the group's world
+  // ranks, ascending; this rank's position in it; a mean, not a sum
+  // (AllReduce, ReduceScatter). ShardSlice cuts `axis`.
+  std::vector<uint32_t> group;
+  uint32_t group_position = 0;
+  bool mean = false;
 };
 
 struct OpNode {
