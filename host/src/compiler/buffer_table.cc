@@ -62,6 +62,7 @@ Result<uint64_t> BufferBytes(const TensorInfo& info) {
 
 Result<BufferTable> BuildBufferTable(const TrainingGraph& tg, const GraphFacts& facts,
                                      const std::vector<ProgramPlan>& plans,
+                                     const std::vector<ProgramViews>& views,
                                      const std::map<TensorId, size_t>& grad_rank) {
   const Graph& g = tg.graph;
   BufferTable table;
@@ -89,6 +90,9 @@ Result<BufferTable> BuildBufferTable(const TrainingGraph& tg, const GraphFacts& 
       if (k.bias != kInvalidTensor) touch(p, k.bias);
     }
     for (TensorId t : plans[p].reports) touch(p, t);
+    // A root only its views are read through still holds their bytes.
+    for (const auto& [t, v] : views[p])
+      if (transient_used[p].count(t)) touch(p, v.root);
   }
 
   // Data parallel: the gradients in bucket order; everything else keeps
@@ -158,6 +162,13 @@ Result<BufferTable> BuildBufferTable(const TrainingGraph& tg, const GraphFacts& 
     for (TensorId t : transient_used[p]) {
       maps.transient[p][t] = static_cast<uint32_t>(table.buffers.size());
       SINKRT_RETURN_IF_ERROR(add_buffer(t, false, plans[p].kind, prefix + buffer_name(t)));
+    }
+    for (const auto& [t, v] : views[p]) {
+      auto it = maps.transient[p].find(t);
+      if (it == maps.transient[p].end()) continue;  // a piece nothing reads
+      BufferDef& b = table.buffers[it->second];
+      b.view_of = maps.transient[p].at(v.root);
+      b.view_offset = v.offset;
     }
   }
   return table;

@@ -16,6 +16,10 @@
 // packed in that order. Data parallel lays the Grad buffers out bucket by
 // bucket instead (`grad_rank`), so that one AllReduce reduces one byte range.
 //
+// Views (views.h) get a buffer of their own (their shape, their name) with
+// view_of naming their group root's buffer in the same program; a root that
+// no kernel touches (only its views are read) still gets its buffer.
+//
 // Liveness (first_use/last_use) is left unset: it depends on the final task
 // order, which lowering.cc knows.
 #pragma once
@@ -28,6 +32,7 @@
 #include "compiler/lowering.h"
 #include "compiler/program_plan.h"
 #include "compiler/training_graph.h"
+#include "compiler/views.h"
 #include "sinkrt/host/graph.h"
 #include "sinkrt/runtime/status.h"
 
@@ -59,9 +64,11 @@ Result<uint64_t> BufferBytes(const TensorInfo& info);
 
 // The table for `plans` (train_step first). `grad_rank`: each gradient's
 // place in the data-parallel bucket-by-bucket layout (empty otherwise).
+// `views`: each plan's views (views.h), one entry per plan.
 // Fails on two buffers with one name or a tensor too large for a buffer.
 Result<BufferTable> BuildBufferTable(const TrainingGraph& tg, const GraphFacts& facts,
                                      const std::vector<ProgramPlan>& plans,
+                                     const std::vector<ProgramViews>& views,
                                      const std::map<TensorId, size_t>& grad_rank);
 
 }  // namespace sinkrt::host::compiler

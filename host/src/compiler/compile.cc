@@ -62,13 +62,17 @@ Result<std::vector<compiler::BufferLifetime>> Lifetimes(const compiler::LoweredS
   std::vector<compiler::BufferLifetime> out;
   out.reserve(s.buffers.size());
   for (const compiler::BufferDef& b : s.buffers) {
-    compiler::BufferLifetime l{.bytes = b.bytes, .persistent = b.persistent};
+    compiler::BufferLifetime l{.bytes = b.bytes, .persistent = b.persistent, .view_of = b.view_of,
+                               .view_offset = b.view_offset};
+    // Lowering already gave a view group's root the whole group's lifetime;
+    // a view takes it too (one it has alone may be empty: a piece nothing reads).
+    const compiler::BufferDef& own = b.view_of >= 0 ? s.buffers[b.view_of] : b;
     if (!b.persistent) {
-      if (b.first_use < 0)
+      if (own.first_use < 0)
         return Internal("compile: transient buffer '" + b.name + "' is used by no task");
       const int32_t base = base_of(b.program);
-      l.first_use = base + b.first_use;
-      l.last_use = base + b.last_use;
+      l.first_use = base + own.first_use;
+      l.last_use = base + own.last_use;
     }
     out.push_back(l);
   }
@@ -129,6 +133,7 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
                            .eval_program = options.eval_program,
                            .predict_program = options.predict_program,
                            .queue_capacity = options.queue_capacity,
+                           .arena_alignment = options.arena_alignment,
                            .data_parallel = options.parallel_mode == ParallelMode::DataParallel,
                            .world_size = options.world_size,
                            .gradients_mean = options.gradients_mean,
@@ -175,6 +180,14 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
       pb.program = fb::ProgramKind::Init;
       pb.first_use = 0;
       pb.last_use = last_task;
+    } else if (b.view_of >= 0) {
+      // Its bytes are its root's and so is its lifetime: reported on the root
+      // alone, the view's own range is empty, so that a reader that treats
+      // every buffer as its own interval still counts the group once.
+      pb.program = b.program;
+      pb.first_use = 0;
+      pb.last_use = -1;
+      pb.view_of = lowered.buffers[b.view_of].name;
     } else {
       pb.program = b.program;
       pb.first_use = b.first_use;

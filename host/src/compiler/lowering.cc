@@ -8,6 +8,7 @@
 #include "compiler/buffer_table.h"
 #include "compiler/fusion.h"
 #include "compiler/program_plan.h"
+#include "compiler/views.h"
 #include "parallel/gradient_reduction.h"
 
 namespace sinkrt::host::compiler {
@@ -116,6 +117,10 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
     plans.push_back({fb::ProgramKind::PredictStep, "predict_step", "predict", tg.predict_inputs,
                      PlanKernels(g, facts, tg.predict_program, options.fuse), tg.predict_reports});
 
+  // Views leave the kernel lists before anything counts task positions.
+  std::vector<ProgramViews> views;
+  for (ProgramPlan& plan : plans) views.push_back(PlanViews(g, facts, plan, options.arena_alignment));
+
   // Data parallel: the buckets decide the Grad buffers' order, so they come
   // before the buffer table.
   std::vector<parallel::FusionBucket> buckets;
@@ -127,7 +132,7 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
       for (size_t i : b.gradients) grad_rank.emplace(tg.grads[i].grad, grad_rank.size());
   }
 
-  SINKRT_ASSIGN_OR_RETURN(BufferTable table, BuildBufferTable(tg, facts, plans, grad_rank));
+  SINKRT_ASSIGN_OR_RETURN(BufferTable table, BuildBufferTable(tg, facts, plans, views, grad_rank));
   LoweredStream out;
   out.buffers = std::move(table.buffers);
   const BufferMaps& maps = table.maps;
@@ -247,6 +252,14 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
     for (uint32_t b : prog.reports)
       if (!out.buffers[b].persistent) use(b, static_cast<int32_t>(prog.tasks.size() - 1));
     out.programs.push_back(std::move(prog));
+  }
+  // A view group is one buffer to the planner: its root lives from the first
+  // use of any member to the last (views' tasks never touch the root's index).
+  for (BufferDef& view : out.buffers) {
+    if (view.view_of < 0 || view.first_use < 0) continue;
+    BufferDef& root = out.buffers[view.view_of];
+    root.first_use = root.first_use < 0 ? view.first_use : std::min(root.first_use, view.first_use);
+    root.last_use = std::max(root.last_use, view.last_use);
   }
   return out;
 }

@@ -7,10 +7,12 @@
 // The steps, in order (docs/compiler.md):
 //   1. program_plan.h: check the graph and gather per-tensor facts;
 //   2. fusion.h: each program's ops become kernels (some fused);
-//   3. parallel/gradient_reduction.h (data parallel): fusion buckets, which
+//   3. views.h: Reshapes (and axis-0 Splits and Concats) that share their
+//      input's bytes become views and leave the kernel list;
+//   4. parallel/gradient_reduction.h (data parallel): fusion buckets, which
 //      also fix the Grad buffers' order;
-//   4. buffer_table.h: which tensors get buffers, in which order, named how;
-//   5. here: initializers, the init program, each step program's tasks (the
+//   5. buffer_table.h: which tensors get buffers, in which order, named how;
+//   6. here: initializers, the init program, each step program's tasks (the
 //      data-parallel reduction spliced into train_step) and the transients'
 //      liveness.
 //
@@ -51,6 +53,11 @@ struct BufferDef {
   // index (in that program) that touches them.
   fb::ProgramKind program = fb::ProgramKind::TrainStep;
   int32_t first_use = -1, last_use = -1;
+  // A view (compiler/views.h): these bytes are [view_offset, + bytes) of
+  // buffer `view_of`, the group's root, in the same program. A root's
+  // first_use/last_use cover its whole group; a view's are its own uses.
+  int64_t view_of = -1;
+  uint64_t view_offset = 0;
 };
 
 struct KernelDef {
@@ -148,6 +155,9 @@ struct LoweringOptions {
   bool eval_program = true;
   bool predict_program = false;
   uint32_t queue_capacity = 16;
+  // Every buffer offset is a multiple of it, so a view (a Split's piece, a
+  // Concat's input) is made only at such an offset inside its root.
+  uint64_t arena_alignment = 64;
   // Data parallel over ranks [0, world_size); see parallel/gradient_reduction.h.
   bool data_parallel = false;
   uint32_t world_size = 1;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <string>
 #include <utility>
 
 namespace sinkrt::host::compiler {
@@ -114,16 +115,56 @@ Placement PlaceGreedy(const std::vector<BufferLifetime>& buffers, const std::vec
   return p;
 }
 
+bool IsView(const BufferLifetime& b, size_t count) {
+  return b.view_of >= 0 && static_cast<uint64_t>(b.view_of) < count;
+}
+
+// The requests with each view group's lifetime resolved: the root's interval
+// grows to cover its views', and every view takes its root's.
+std::vector<BufferLifetime> ResolveGroups(std::span<const BufferLifetime> buffers) {
+  std::vector<BufferLifetime> out(buffers.begin(), buffers.end());
+  for (const BufferLifetime& b : buffers) {
+    if (!IsView(b, out.size()) || b.persistent) continue;
+    BufferLifetime& root = out[b.view_of];
+    root.first_use = std::min(root.first_use, b.first_use);
+    root.last_use = std::max(root.last_use, b.last_use);
+  }
+  for (BufferLifetime& b : out)
+    if (IsView(b, out.size())) {
+      b.first_use = out[b.view_of].first_use;
+      b.last_use = out[b.view_of].last_use;
+    }
+  return out;
+}
+
+Status CheckView(std::span<const BufferLifetime> buffers, size_t i, uint64_t alignment) {
+  const BufferLifetime& v = buffers[i];
+  const std::string what = "memory plan: buffer " + std::to_string(i) + ", a view of buffer " + std::to_string(v.view_of);
+  if (static_cast<uint64_t>(v.view_of) >= buffers.size() || static_cast<size_t>(v.view_of) == i)
+    return InvalidArgument(what + ", names no other buffer of the " + std::to_string(buffers.size()));
+  const BufferLifetime& root = buffers[v.view_of];
+  if (root.view_of >= 0) return InvalidArgument(what + ", which is a view itself: name the group's root");
+  if (root.persistent != v.persistent) return InvalidArgument(what + ", differs from it in persistence");
+  if (v.view_offset % alignment != 0)
+    return InvalidArgument(what + ", is at offset " + std::to_string(v.view_offset) +
+                           " in it, not a multiple of the alignment " + std::to_string(alignment));
+  if (v.view_offset > root.bytes || v.bytes > root.bytes - v.view_offset)
+    return InvalidArgument(what + ", takes bytes [" + std::to_string(v.view_offset) + ", +" + std::to_string(v.bytes) +
+                           ") of its " + std::to_string(root.bytes));
+  return Status::Ok();
+}
+
 }  // namespace
 
-uint64_t LivenessLowerBound(std::span<const BufferLifetime> buffers, uint64_t alignment) {
+uint64_t LivenessLowerBound(std::span<const BufferLifetime> requests, uint64_t alignment) {
+  const std::vector<BufferLifetime> buffers = ResolveGroups(requests);
   uint64_t persistent = 0;
   // (time, +bytes) at first use, (last_use + 1, -bytes) after the last use;
   // ends sort before starts at the same time, so a buffer that dies at t and
   // one born at t + 1 are never counted together.
   std::vector<std::pair<int64_t, int64_t>> events;
   for (const BufferLifetime& b : buffers) {
-    if (b.bytes == 0) continue;
+    if (b.bytes == 0 || IsView(b, buffers.size())) continue;  // a group counts as its root
     const uint64_t size = AlignUp(b.bytes, alignment);
     if (b.persistent) {
       persistent += size;
@@ -157,6 +198,9 @@ Result<MemoryPlan> PlanMemory(std::vector<BufferLifetime> buffers, uint64_t alig
                                std::to_string(b.bytes) + " bytes takes the total past 2^62 bytes");
     total += AlignUp(b.bytes, alignment);
   }
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i].view_of >= 0) SINKRT_RETURN_IF_ERROR(CheckView(buffers, i, alignment));
+  buffers = ResolveGroups(buffers);
 
   MemoryPlan plan;
   plan.alignment = alignment;
@@ -167,6 +211,7 @@ Result<MemoryPlan> PlanMemory(std::vector<BufferLifetime> buffers, uint64_t alig
   uint64_t cursor = 0;
   std::vector<size_t> transient;
   for (size_t i = 0; i < buffers.size(); ++i) {
+    if (buffers[i].view_of >= 0) continue;  // placed with its root below
     if (!buffers[i].persistent) {
       if (buffers[i].bytes > 0) transient.push_back(i);
       continue;
@@ -205,7 +250,10 @@ Result<MemoryPlan> PlanMemory(std::vector<BufferLifetime> buffers, uint64_t alig
   }
   // Zero-byte transients sit at the region's start; they overlap nothing.
   for (size_t i = 0; i < buffers.size(); ++i)
-    if (!buffers[i].persistent && buffers[i].bytes == 0) plan.offsets[i] = plan.persistent_bytes;
+    if (!buffers[i].persistent && buffers[i].bytes == 0 && buffers[i].view_of < 0)
+      plan.offsets[i] = plan.persistent_bytes;
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i].view_of >= 0) plan.offsets[i] = plan.offsets[buffers[i].view_of] + buffers[i].view_offset;
   if (plan.strategy.empty()) plan.strategy = "persistent-only";
   plan.buffers = std::move(buffers);
   return plan;
@@ -213,10 +261,11 @@ Result<MemoryPlan> PlanMemory(std::vector<BufferLifetime> buffers, uint64_t alig
 
 bool AnyLiveOverlap(const MemoryPlan& plan) {
   const auto& b = plan.buffers;
+  auto group = [&](size_t i) { return IsView(b[i], b.size()) ? static_cast<size_t>(b[i].view_of) : i; };
   for (size_t i = 0; i < b.size(); ++i) {
     if (b[i].bytes == 0) continue;
     for (size_t j = i + 1; j < b.size(); ++j) {
-      if (b[j].bytes == 0 || !LiveTogether(b[i], b[j])) continue;
+      if (b[j].bytes == 0 || group(i) == group(j) || !LiveTogether(b[i], b[j])) continue;
       const uint64_t ai = plan.offsets[i], aj = plan.offsets[j];
       if (ai < aj + b[j].bytes && aj < ai + b[i].bytes) return true;
     }

@@ -43,6 +43,13 @@
 //     the maximum over programs as well. The arena is rounded up to the
 //     alignment, so arena_bytes >= liveness_lower_bound always holds.
 //
+// Views (compiler/views.h): a buffer with `view_of` set holds no bytes of its
+// own; it is [offset(view_of) + view_offset, + bytes) of its root, which is
+// not a view itself. The planner places the root only, over the union of the
+// lifetimes of the root and all its views (one group, one interval), and the
+// lower bound counts the group's bytes once, as the root's. A view has its
+// root's persistence, an offset that keeps alignment and fits in the root.
+//
 // Cost: each placement scans every placed buffer for a time overlap, so one
 // ordering is O(N²) in the number of transient buffers (plus a sort of the
 // k overlapping ones, k usually small); ten orderings at most. Scratch memory
@@ -66,10 +73,16 @@ struct BufferLifetime {
   int32_t first_use = 0;
   int32_t last_use = 0;
   bool persistent = false;
+  // A view of buffer `view_of` (an index into the same request list) at
+  // byte `view_offset` of it; -1: a buffer of its own.
+  int64_t view_of = -1;
+  uint64_t view_offset = 0;
 };
 
 struct MemoryPlan {
-  std::vector<BufferLifetime> buffers;  // the requests, in the caller's order
+  // The requests, in the caller's order, each view's group resolved: a root
+  // and its views all carry the union of their lifetimes.
+  std::vector<BufferLifetime> buffers;
   std::vector<uint64_t> offsets;        // one per buffer
   uint64_t alignment = 64;
   uint64_t arena_bytes = 0;             // a multiple of alignment
@@ -79,16 +92,19 @@ struct MemoryPlan {
 };
 
 // Plans `buffers` with every offset a multiple of `alignment` (a power of
-// two). Fails on a bad alignment, an interval with first_use > last_use, or a
-// total that would overflow 64 bits; messages name the buffer index.
+// two). Fails on a bad alignment, an interval with first_use > last_use, a
+// view that breaks the rules above, or a total that would overflow 64 bits;
+// messages name the buffer index.
 Result<MemoryPlan> PlanMemory(std::vector<BufferLifetime> buffers, uint64_t alignment);
 
 // Persistent bytes plus the peak of simultaneously live transient bytes, each
-// size rounded up to `alignment`.
+// size rounded up to `alignment`; a view group counts once (its root's bytes
+// over the union of its lifetimes).
 uint64_t LivenessLowerBound(std::span<const BufferLifetime> buffers, uint64_t alignment);
 
 // True if two buffers that are live at the same time share a byte (a
-// persistent buffer is live at every time). O(N²); for tests and debugging,
+// persistent buffer is live at every time); members of one view group share
+// bytes by design and are not compared. O(N²); for tests and debugging,
 // like TFLM's DoAnyBuffersOverlap().
 bool AnyLiveOverlap(const MemoryPlan& plan);
 

@@ -59,6 +59,10 @@ struct PlannedBuffer {
   // task of the longest step program.
   int32_t first_use = 0, last_use = 0;
   fb::ProgramKind program = fb::ProgramKind::TrainStep;
+  // A view (docs/compiler.md "Views"): the buffer whose bytes it shares, its
+  // group's root; first_use 0 and last_use -1, as the root's range covers it.
+  // Empty for a buffer of its own.
+  std::string view_of = {};
 };
 
 // One fused gradient AllReduce of a DataParallel train_step: its gradients
