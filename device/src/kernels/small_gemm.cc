@@ -55,6 +55,37 @@ inline __attribute__((always_inline)) void Tile(const float* __restrict a, int64
   }
 }
 
+// dst[p·ldd + j] = src[j·lds + p] for an 8×8 block, in registers: the
+// usual unpack / shuffle / 128-bit permute network, which GCC maps to
+// vunpcklps, vshufps and vperm2f128 in the AVX clones. A scalar loop here
+// cost as much as the products it packs for.
+inline __attribute__((always_inline)) void Transpose8x8(const float* __restrict src, int64_t lds,
+                                                        float* __restrict dst, int64_t ldd) {
+  V8 r[8], t[8], u[8];
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) std::memcpy(&r[j], src + j * lds, sizeof(V8));
+#pragma GCC unroll 4
+  for (int j = 0; j < 8; j += 2) {
+    t[j] = __builtin_shufflevector(r[j], r[j + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[j + 1] = __builtin_shufflevector(r[j], r[j + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+  }
+#pragma GCC unroll 2
+  for (int h = 0; h < 8; h += 4) {
+    u[h] = __builtin_shufflevector(t[h], t[h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+    u[h + 1] = __builtin_shufflevector(t[h], t[h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    u[h + 2] = __builtin_shufflevector(t[h + 1], t[h + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+    u[h + 3] = __builtin_shufflevector(t[h + 1], t[h + 3], 2, 3, 10, 11, 6, 7, 14, 15);
+  }
+  // u[q] (q < 4) holds columns q and q + 4 of rows 0–3; u[q + 4] of rows 4–7.
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    const V8 lo = __builtin_shufflevector(u[q], u[q + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+    const V8 hi = __builtin_shufflevector(u[q], u[q + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    std::memcpy(dst + q * ldd, &lo, sizeof(V8));
+    std::memcpy(dst + (q + 4) * ldd, &hi, sizeof(V8));
+  }
+}
+
 // Columns [j0, j0 + cols) of y, cols ≤ 8·C, for every row.
 template <int C>
 inline __attribute__((always_inline)) void Panel(const SmallGemmDims& d, const float* __restrict a,
@@ -67,10 +98,12 @@ inline __attribute__((always_inline)) void Panel(const SmallGemmDims& d, const f
   if (d.tb || cols < W) {
     // op(b)[p][j0 + j] into tile[p·W + j], zeros past cols.
     if (d.tb) {
-      for (int64_t j = 0; j < cols; ++j) {
-        const float* row = b + (j0 + j) * k;
-        for (int64_t p = 0; p < k; ++p) tile[p * W + j] = row[p];
-      }
+      const float* rows = b + j0 * k;  // row j of op(b)ᵀ is column j of the panel
+      const int64_t k8 = k - k % 8, c8 = cols - cols % 8;
+      for (int64_t p = 0; p < k8; p += 8)
+        for (int64_t j = 0; j < c8; j += 8) Transpose8x8(rows + j * k + p, k, tile + p * W + j, W);
+      for (int64_t j = 0; j < cols; ++j)
+        for (int64_t p = j < c8 ? k8 : 0; p < k; ++p) tile[p * W + j] = rows[j * k + p];
     } else {
       for (int64_t p = 0; p < k; ++p)
         for (int64_t j = 0; j < cols; ++j) tile[p * W + j] = b[p * n + j0 + j];
