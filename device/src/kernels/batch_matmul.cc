@@ -54,18 +54,28 @@ struct BatchMatMulState : DnnlState {
   int64_t y_step = 0;
 };
 
-// Products [begin, end) of s.
+// Products [begin, end) of s. The batch index is advanced as an odometer:
+// dividing it out for every product costs up to a tenth of a [16,16] one.
 void RunProducts(const BatchMatMulState& s, const float* a, const float* b, float* y, int64_t begin,
                  int64_t end) {
+  if (begin >= end) return;
+  int64_t index[kMaxRank] = {}, oa = 0, ob = 0, rest = begin;
+  for (int d = s.batch_rank - 1; d >= 0; --d) {
+    index[d] = rest % s.extent[d];
+    rest /= s.extent[d];
+    oa += index[d] * s.a_step[d];
+    ob += index[d] * s.b_step[d];
+  }
   for (int64_t e = begin; e < end; ++e) {
-    int64_t rest = e, oa = 0, ob = 0;
-    for (int d = s.batch_rank - 1; d >= 0; --d) {
-      const int64_t i = rest % s.extent[d];
-      rest /= s.extent[d];
-      oa += i * s.a_step[d];
-      ob += i * s.b_step[d];
-    }
     SmallGemm(s.dims, a + oa, b + ob, y + e * s.y_step);
+    for (int d = s.batch_rank - 1; d >= 0; --d) {
+      oa += s.a_step[d];
+      ob += s.b_step[d];
+      if (++index[d] < s.extent[d]) break;
+      oa -= s.a_step[d] * s.extent[d];
+      ob -= s.b_step[d] * s.extent[d];
+      index[d] = 0;
+    }
   }
 }
 
