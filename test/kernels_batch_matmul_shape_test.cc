@@ -77,8 +77,8 @@ TEST(BatchMatMulKernel, HandKernelTailsAndTheOneDnnSide) {
       {{2}, {}, 13, 16, 16},       // b shared by every product
       {{1}, {1}, 2, 256, 9},       // K at kSmallGemmMaxK
       {{2}, {2}, 3, 300, 5},       // K above it: oneDNN
-      {{2}, {2}, 40, 40, 40},      // work at kSmallProductWork: hand
-      {{2}, {1}, 48, 48, 48},      // above it: oneDNN
+      {{2}, {2}, 48, 48, 48},      // work at kSmallProductWork: hand
+      {{2}, {1}, 49, 48, 48},      // above it: oneDNN
       {{2}, {2}, 64, 8, 64},       // wide, short K: hand
   };
   for (const BmmCase& c : cases)

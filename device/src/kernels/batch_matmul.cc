@@ -31,10 +31,13 @@ using dnnl::memory;
 
 // Products up to this many multiply-adds (M·N·K) take the hand kernel when
 // K ≤ kSmallGemmMaxK. bench/batch_matmul_bench.cc's BM_Crossover, square
-// products on one AVX2 core (oneDNN 2.6, no brgemm): the hand kernel is
-// 1.4–7× faster up to 32³, even at 48³, and 1.1–1.4× slower from 64³ on,
-// where oneDNN's packed, cache-blocked gemm pays off; 40³ is between.
-inline constexpr int64_t kSmallProductWork = 40 * 40 * 40;
+// S³ products on one AVX2 core (oneDNN 2.6, no brgemm), CPU-time medians:
+// the hand kernel is 8–13× faster at 8³, 4–5× at 16³, 1.5–1.8× at 24³–32³,
+// 1.1–1.3× at 48³, even from 64³ to 96³ and up to 1.4× slower at 128³,
+// where oneDNN's packed, cache-blocked gemm pays off (the hand kernel
+// blocks neither K nor M). Where they tie, oneDNN keeps the product: it
+// scales to larger shapes and to ISAs the hand kernel does not exploit.
+inline constexpr int64_t kSmallProductWork = 48 * 48 * 48;
 
 // A batch of hand-kernel products is split across the OpenMP team above
 // this much work (flops, as kParallelWork): waking a passively waiting

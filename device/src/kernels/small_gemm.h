@@ -12,6 +12,11 @@
 // thread in a fixed order, so the result does not depend on how a batch of
 // them is split between threads. It does depend on the ISA clone (the
 // v3/v4 clones fuse multiplies and adds), as oneDNN's does.
+//
+// Only AVX2 was measured. The x86-64-v4 clone keeps 8-lane (ymm) vectors;
+// on an AVX-512 machine oneDNN also has its brgemm kernels, so the size
+// below which batch_matmul.cc picks this kernel should be measured there
+// again (bench/batch_matmul_bench.cc, BM_Crossover).
 #pragma once
 
 #include <cstdint>
