@@ -39,9 +39,12 @@ using dnnl::memory;
 // scales to larger shapes and to ISAs the hand kernel does not exploit.
 inline constexpr int64_t kSmallProductWork = 48 * 48 * 48;
 
-// A batch of hand-kernel products is split across the OpenMP team above
-// this much work (flops, as kParallelWork): waking a passively waiting
-// worker costs ~50 µs here, MEASURED.
+// A batch of hand-kernel products is shared among the OpenMP team from this
+// much work on (flops), the oneDNN kernels' bound: waking a passively
+// waiting worker costs ~50 µs here, and 8 MFLOP is ~150 µs of this kernel
+// on one core. The ViT's attention products split from batch 256 (8.4
+// MFLOP). Not tuned further: on the loaded 2-core dev VM two threads ran
+// in the time of one whatever the bound (bench/README.md, BatchMatMul).
 inline constexpr int64_t kSmallParallelWork = kParallelWork;
 
 // Either a oneDNN primitive (DnnlState) or, when `hand`, the small-product

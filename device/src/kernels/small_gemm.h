@@ -27,7 +27,7 @@ namespace sinkrt::device {
 inline constexpr int64_t kSmallGemmMaxK = 256;
 
 struct SmallGemmDims {
-  int64_t m = 0, n = 0, k = 0;  // y is [m, n]; 1 ≤ k ≤ kSmallGemmMaxK
+  int64_t m = 0, n = 0, k = 0;  // y is [m, n]; k ≤ kSmallGemmMaxK (0: y = 0)
   bool ta = false;              // a is [k, m] (else [m, k]), row-major
   bool tb = false;              // b is [n, k] (else [k, n]), row-major
 };
