@@ -1,20 +1,31 @@
-// BatchMatMul for the ViT's attention shapes: the sinkrt kernel (one oneDNN
-// matmul primitive over every batch, run by the executor from a one-kernel
-// task stream) against a hand-written loop over the same [16,16] products,
-// compiled with this project's flags. This is the measurement behind
-// device/src/kernels/batch_matmul.cc using oneDNN.
+// BatchMatMul for the ViT's attention shapes: the sinkrt kernel (run by the
+// executor from a one-kernel task stream; small products take the hand
+// kernel of device/src/kernels/small_gemm.h) against one oneDNN matmul
+// primitive over every batch (what the kernel ran before the hand kernel)
+// and against the first hand-written loop over the same [16,16] products,
+// compiled with this project's flags.
 //
 // The ViT (issue 15) has 4 heads of 16 on 16 tokens: per sample and head,
 // QKᵀ is [16,16]·[16,16]ᵀ and the weighting of V is [16,16]·[16,16]; the
 // backward pass adds the transposed variants. Batch 64 and 256 give 256 and
 // 1024 products per call.
+//
+// BM_Crossover{Hand,OneDnn} time square S×S×S products (as many as give
+// ~4 MFLOP per call) on one thread, hand kernel against oneDNN, rates from
+// CPU time (this VM is shared): where they cross is batch_matmul.cc's
+// kSmallProductWork.
 #include <benchmark/benchmark.h>
+
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <unordered_map>
 #include <vector>
 
+#include "kernels/small_gemm.h"
 #include "sinkrt/device/executor.h"
 #include "support/stream_builder.h"
 
@@ -28,7 +39,8 @@ struct Variant {
   bool ta, tb;
 };
 // Forward QKᵀ (tb), forward weights·V, and the backward's ta products.
-const Variant kVariants[] = {{"QK^T", false, true}, {"AV", false, false}, {"A^T dY", true, false}};
+const Variant kVariants[] = {
+    {"QK^T", false, true}, {"AV", false, false}, {"A^T dY", true, false}, {"A^T B^T", true, true}};
 
 void SetRate(benchmark::State& state, int64_t batch) {
   const double flops = 2.0 * batch * kHeads * kTokens * kTokens * kHeadDim;
@@ -139,18 +151,117 @@ void RunHandLoop(benchmark::State& state, HandFn hand) {
 void BM_BatchMatMulHandLoop(benchmark::State& state) { RunHandLoop(state, HandBatchMatMul); }
 void BM_BatchMatMulHandLoopAvx2(benchmark::State& state) { RunHandLoop(state, HandBatchMatMulAvx2); }
 
+std::vector<float> RandomFloats(int64_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(count);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// One oneDNN matmul primitive over `count` [m,k]·[k,n] products (op(a),
+// op(b) as transposed strides), run with `threads` OpenMP threads, as the
+// sinkrt kernel built it before the hand kernel. execute() builds a
+// std::unordered_map per call (~1 µs; the kernel uses the C API instead).
+struct OneDnnBatch {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  dnnl::matmul prim;
+  std::unordered_map<int, dnnl::memory> args;
+
+  OneDnnBatch(int64_t count, int64_t m, int64_t n, int64_t k, bool ta, bool tb, float* a, float* b, float* y) {
+    using dnnl::memory;
+    auto desc = [](int64_t c, int64_t r, int64_t cols, bool t) {
+      // [c, r, cols] row-major in memory, described as its transpose when t.
+      return t ? memory::desc({c, cols, r}, memory::data_type::f32, {r * cols, 1, cols})
+               : memory::desc({c, r, cols}, memory::data_type::f32, {r * cols, cols, 1});
+    };
+    const memory::desc a_md = ta ? desc(count, k, m, true) : desc(count, m, k, false);
+    const memory::desc b_md = tb ? desc(count, n, k, true) : desc(count, k, n, false);
+    const memory::desc y_md({count, m, n}, memory::data_type::f32, {m * n, n, 1});
+    prim = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, y_md), engine));
+    args = {{DNNL_ARG_SRC, memory(a_md, engine, a)},
+            {DNNL_ARG_WEIGHTS, memory(b_md, engine, b)},
+            {DNNL_ARG_DST, memory(y_md, engine, y)}};
+  }
+  void Run() {
+    prim.execute(stream, args);
+    stream.wait();
+  }
+};
+
+void BM_BatchMatMulOneDnn(benchmark::State& state) {
+  const int64_t batch = state.range(0), count = batch * kHeads;
+  const Variant& v = kVariants[state.range(1)];
+  omp_set_num_threads(static_cast<int>(state.range(2)));
+  std::vector<float> a = RandomFloats(count * 256, 1), b = RandomFloats(count * 256, 2), y(count * 256);
+  OneDnnBatch p(count, kTokens, kHeadDim, kTokens, v.ta, v.tb, a.data(), b.data(), y.data());
+  for (int i = 0; i < 10; ++i) p.Run();
+  for (auto _ : state) p.Run();
+  SetRate(state, batch);
+}
+
+// Square products of side S = range(0), variant range(1), one thread.
+int64_t CrossoverCount(int64_t s) { return std::max<int64_t>(1, (int64_t{2} << 20) / (s * s * s)); }
+
+void SetCrossoverRate(benchmark::State& state, int64_t count) {
+  const int64_t s = state.range(0);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * count * s * s * s * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(kVariants[state.range(1)].name) + " " + std::to_string(count) + " x " +
+                 std::to_string(s) + "^3");
+}
+
+void BM_CrossoverHand(benchmark::State& state) {
+  const int64_t s = state.range(0), count = CrossoverCount(s), mat = s * s;
+  const Variant& v = kVariants[state.range(1)];
+  if (s > device::kSmallGemmMaxK) {
+    state.SkipWithError("K above kSmallGemmMaxK");
+    return;
+  }
+  std::vector<float> a = RandomFloats(count * mat, 1), b = RandomFloats(count * mat, 2), y(count * mat);
+  const device::SmallGemmDims d{s, s, s, v.ta, v.tb};
+  for (auto _ : state) {
+    for (int64_t e = 0; e < count; ++e) device::SmallGemm(d, a.data() + e * mat, b.data() + e * mat, y.data() + e * mat);
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetCrossoverRate(state, count);
+}
+
+void BM_CrossoverOneDnn(benchmark::State& state) {
+  const int64_t s = state.range(0), count = CrossoverCount(s), mat = s * s;
+  const Variant& v = kVariants[state.range(1)];
+  omp_set_num_threads(1);
+  std::vector<float> a = RandomFloats(count * mat, 1), b = RandomFloats(count * mat, 2), y(count * mat);
+  OneDnnBatch p(count, s, s, s, v.ta, v.tb, a.data(), b.data(), y.data());
+  for (int i = 0; i < 3; ++i) p.Run();
+  for (auto _ : state) p.Run();
+  SetCrossoverRate(state, count);
+}
+
+void CrossoverArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"side", "variant"});
+  for (int s : {8, 16, 24, 32, 40, 48, 64, 96, 128})
+    for (int v : {0, 1, 2}) b->Args({s, v});
+}
+
 void Args(benchmark::internal::Benchmark* b, std::initializer_list<int> threads) {
   b->ArgNames({"batch", "variant", "threads"});
   for (int t : threads)
     for (int batch : {64, 256})
-      for (int v = 0; v < 3; ++v) b->Args({batch, v, t});
+      for (int v = 0; v < 4; ++v) b->Args({batch, v, t});
 }
 BENCHMARK(BM_BatchMatMulSinkrt)
     ->Apply([](auto* b) { Args(b, {1, 2}); })
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
-// Our own kernels run on the calling thread (only oneDNN's use OpenMP), so
-// the hand loop is measured as it would run: on one thread.
+BENCHMARK(BM_BatchMatMulOneDnn)
+    ->Apply([](auto* b) { Args(b, {1, 2}); })
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK(BM_CrossoverHand)->Apply(CrossoverArgs)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CrossoverOneDnn)->Apply(CrossoverArgs)->Unit(benchmark::kMicrosecond);
+// The first hand loops, on one thread.
 BENCHMARK(BM_BatchMatMulHandLoop)
     ->Apply([](auto* b) { Args(b, {1}); })
     ->Unit(benchmark::kMicrosecond)

@@ -1,6 +1,7 @@
 // BatchMatMul (broadcast batch dims, transposes), Transpose, Concat and
 // Split kernels against the float64 references, and their load-time checks.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <numeric>
@@ -30,6 +31,21 @@ struct BmmCase {
   int64_t m, k, n;
 };
 
+void CheckBatchMatMul(const BmmCase& c, int t) {
+  const bool ta = t & 1, tb = t & 2;
+  Shape sa = c.batch_a, sb = c.batch_b;
+  sa.push_back(ta ? c.k : c.m);
+  sa.push_back(ta ? c.m : c.k);
+  sb.push_back(tb ? c.n : c.k);
+  sb.push_back(tb ? c.k : c.n);
+  const Tensor a = RandomTensor(sa, 201), b = RandomTensor(sb, 202);
+  const RefTensor want = RefBatchMatMul(ToRef(a), ToRef(b), ta, tb);
+  Tensor y(want.shape);
+  KernelRunner(OpCode::BatchMatMul).In(a).In(b).Out(y).MatMulOpts(ta, tb).PrepareAndRun();
+  ExpectClose(y, want, 1e-4, 1e-5,
+              "BatchMatMul " + ShapeToString(sa) + " x " + ShapeToString(sb) + " t" + std::to_string(t));
+}
+
 TEST(BatchMatMulKernel, BroadcastAndTransposesMatchReference) {
   const BmmCase cases[] = {
       {{}, {}, 3, 4, 5},                // plain 2-D
@@ -41,22 +57,57 @@ TEST(BatchMatMulKernel, BroadcastAndTransposesMatchReference) {
       {{2, 1, 3}, {1, 4, 1}, 3, 9, 2},  // size-1 dims broadcast on both sides
       {{5}, {5}, 33, 17, 19},           // vector tails
   };
-  for (const BmmCase& c : cases) {
-    for (int t = 0; t < 4; ++t) {
-      const bool ta = t & 1, tb = t & 2;
-      Shape sa = c.batch_a, sb = c.batch_b;
-      sa.push_back(ta ? c.k : c.m);
-      sa.push_back(ta ? c.m : c.k);
-      sb.push_back(tb ? c.n : c.k);
-      sb.push_back(tb ? c.k : c.n);
-      const Tensor a = RandomTensor(sa, 201), b = RandomTensor(sb, 202);
-      const RefTensor want = RefBatchMatMul(ToRef(a), ToRef(b), ta, tb);
-      Tensor y(want.shape);
+  for (const BmmCase& c : cases)
+    for (int t = 0; t < 4; ++t) CheckBatchMatMul(c, t);
+}
+
+// The hand kernel (small_gemm.h: 4-row × 16- or 8-column tiles) at every
+// kind of tail, and shapes on both sides of batch_matmul.cc's choice
+// between it and oneDNN (M·N·K ≤ kSmallProductWork and K ≤ kSmallGemmMaxK).
+TEST(BatchMatMulKernel, HandKernelTailsAndTheOneDnnSide) {
+  const BmmCase cases[] = {
+      {{4}, {4}, 17, 5, 3},        // row tail of 1, one 8-column panel of 3
+      {{3}, {3}, 5, 17, 1},        // one column
+      {{2}, {1}, 1, 3, 17},        // one row; 16 + 1 columns
+      {{2}, {2}, 17, 17, 17},      // all tails
+      {{3}, {3}, 6, 7, 12},        // a 16-column panel of 12
+      {{2}, {2}, 5, 9, 24},        // 16 + a whole 8-column panel
+      {{2, 2}, {2}, 3, 1, 33},     // K = 1
+      {{3, 1}, {1, 2}, 7, 3, 16},  // broadcast on both sides
+      {{2}, {}, 13, 16, 16},       // b shared by every product
+      {{1}, {1}, 2, 256, 9},       // K at kSmallGemmMaxK
+      {{2}, {2}, 3, 300, 5},       // K above it: oneDNN
+      {{2}, {2}, 48, 48, 48},      // work at kSmallProductWork: hand
+      {{2}, {1}, 49, 48, 48},      // above it: oneDNN
+      {{2}, {2}, 64, 8, 64},       // wide, short K: hand
+  };
+  for (const BmmCase& c : cases)
+    for (int t = 0; t < 4; ++t) CheckBatchMatMul(c, t);
+}
+
+// Enough products to be shared among the OpenMP team: each is still computed
+// by one thread, so any team size gives the same bits. b is broadcast over
+// the first batch dim, so each share starts mid-way through its index.
+TEST(BatchMatMulKernel, SameBitsForAnyThreadCount) {
+  const Tensor a = RandomTensor({256, 4, 16, 16}, 203), b = RandomTensor({4, 16, 16}, 204);
+  const int team = omp_get_max_threads();
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = t & 1, tb = t & 2;
+    std::vector<float> first;
+    for (int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      Tensor y({256, 4, 16, 16});
       KernelRunner(OpCode::BatchMatMul).In(a).In(b).Out(y).MatMulOpts(ta, tb).PrepareAndRun();
-      ExpectClose(y, want, 1e-4, 1e-5,
-                  "BatchMatMul " + ShapeToString(sa) + " x " + ShapeToString(sb) + " t" + std::to_string(t));
+      if (first.empty()) {
+        first = y.values();
+        ExpectClose(y, RefBatchMatMul(ToRef(a), ToRef(b), ta, tb), 1e-4, 1e-5, "BatchMatMul 1 thread");
+      } else {
+        ExpectBitwise(y, first, "BatchMatMul t" + std::to_string(t) + " on " + std::to_string(threads) +
+                                    " threads against 1");
+      }
     }
   }
+  omp_set_num_threads(team);
 }
 
 TEST(BatchMatMulKernel, PrepareNamesTheMismatch) {

@@ -285,6 +285,9 @@ TEST(NoAlloc, DataParallelStepsOverTcpAllocateNothing) { ExpectDataParallelNoAll
 TEST(NoAlloc, MlpStepsAllocateNothing) { ExpectNoAllocations(testing::MakeMlp(64), 64, 784); }
 TEST(NoAlloc, LeNetStepsAllocateNothing) { ExpectNoAllocations(testing::MakeLeNet(16), 16, 784); }
 TEST(NoAlloc, VitStepsAllocateNothing) { ExpectNoAllocations(testing::MakeVit(16), 16, 784); }
+// At batch 256 the attention BatchMatMuls share their products among the
+// OpenMP team (batch_matmul.cc), in a parallel region of our own.
+TEST(NoAlloc, VitBatch256StepsAllocateNothing) { ExpectNoAllocations(testing::MakeVit(256), 256, 784); }
 
 }  // namespace
 }  // namespace sinkrt

@@ -1,25 +1,132 @@
-// BatchMatMul: y[..., M, N] = op(a)[..., M, K] · op(b)[..., K, N] on one
-// oneDNN matmul primitive, batch dims broadcast (NumPy rules).
+// BatchMatMul: y[..., M, N] = op(a)[..., M, K] · op(b)[..., K, N], batch
+// dims broadcast (NumPy rules).
 //
-// As for MatMul, a transposed operand is the same bytes described with
-// swapped strides, and broadcasting needs no copy either: both operands are
-// described at y's rank, a missing or size-1 batch dim as extent 1, which
-// oneDNN's matmul broadcasts. One primitive call covers every batch, so the
-// many tiny products of attention ([16,16]·[16,16] per head and sample) pay
-// one dispatch, not one per matrix. (bench/batch_matmul_bench.cc measures it
-// against hand-written [16,16] loops, which it beats by 1.4-1.6x even on an
-// AVX2-only machine where oneDNN 2.6 cannot use its brgemm kernels.)
+// Small products (attention's [16,16]·[16,16] per head and sample) run on
+// small_gemm.h's hand-written kernel, one call per product; larger ones on
+// one oneDNN matmul primitive over every batch. oneDNN 2.6 has no brgemm
+// kernels on AVX2, and its gemm:jit reaches only 10–14 GFLOP/s on [16,16]
+// products there, the hand kernel several times that
+// (bench/batch_matmul_bench.cc; kSmallProductWork below says where the two
+// cross).
+//
+// For oneDNN, as for MatMul, a transposed operand is the same bytes
+// described with swapped strides, and broadcasting needs no copy either:
+// both operands are described at y's rank, a missing or size-1 batch dim as
+// extent 1, which oneDNN's matmul broadcasts. One primitive call covers
+// every batch, so the many products pay one dispatch, not one per matrix.
+#include <omp.h>
+
 #include <algorithm>
 #include <string>
 #include <utility>
 
 #include "dnnl_kernel.h"
 #include "kernel_list.h"
+#include "small_gemm.h"
 
 namespace sinkrt::device {
 namespace {
 
 using dnnl::memory;
+
+// Products up to this many multiply-adds (M·N·K) take the hand kernel when
+// K ≤ kSmallGemmMaxK. bench/batch_matmul_bench.cc's BM_Crossover, square
+// S³ products on one AVX2 core (oneDNN 2.6, no brgemm), CPU-time medians:
+// the hand kernel is 8–13× faster at 8³, 4–5× at 16³, 1.5–1.8× at 24³–32³,
+// 1.1–1.3× at 48³, even from 64³ to 96³ and up to 1.4× slower at 128³,
+// where oneDNN's packed, cache-blocked gemm pays off (the hand kernel
+// blocks neither K nor M). Where they tie, oneDNN keeps the product: it
+// scales to larger shapes and to ISAs the hand kernel does not exploit.
+inline constexpr int64_t kSmallProductWork = 48 * 48 * 48;
+
+// A batch of hand-kernel products is shared among the OpenMP team from this
+// much work on (flops), the oneDNN kernels' bound: waking a passively
+// waiting worker costs ~50 µs here, and 8 MFLOP is ~150 µs of this kernel
+// on one core. The ViT's attention products split from batch 256 (8.4
+// MFLOP). Not tuned further: on the loaded 2-core dev VM two threads ran
+// in the time of one whatever the bound (bench/README.md, BatchMatMul).
+inline constexpr int64_t kSmallParallelWork = kParallelWork;
+
+// Either a oneDNN primitive (DnnlState) or, when `hand`, the small-product
+// loop: product e of y (row-major over y's batch dims) reads a and b at
+// offsets Σ_d index_d(e)·a_step[d] (resp. b_step), step 0 on a broadcast dim.
+struct BatchMatMulState : DnnlState {
+  bool hand = false;
+  bool split = false;  // share the products among the OpenMP team
+  SmallGemmDims dims;
+  int batch_rank = 0;
+  int64_t products = 1;
+  int64_t extent[kMaxRank] = {}, a_step[kMaxRank] = {}, b_step[kMaxRank] = {};
+  int64_t y_step = 0;
+};
+
+// Products [begin, end) of s. The batch index is advanced as an odometer:
+// dividing it out for every product costs up to a tenth of a [16,16] one.
+void RunProducts(const BatchMatMulState& s, const float* a, const float* b, float* y, int64_t begin,
+                 int64_t end) {
+  if (begin >= end) return;
+  int64_t index[kMaxRank] = {}, oa = 0, ob = 0, rest = begin;
+  for (int d = s.batch_rank - 1; d >= 0; --d) {
+    index[d] = rest % s.extent[d];
+    rest /= s.extent[d];
+    oa += index[d] * s.a_step[d];
+    ob += index[d] * s.b_step[d];
+  }
+  for (int64_t e = begin; e < end; ++e) {
+    SmallGemm(s.dims, a + oa, b + ob, y + e * s.y_step);
+    for (int d = s.batch_rank - 1; d >= 0; --d) {
+      oa += s.a_step[d];
+      ob += s.b_step[d];
+      if (++index[d] < s.extent[d]) break;
+      oa -= s.a_step[d] * s.extent[d];
+      ob -= s.b_step[d] * s.extent[d];
+      index[d] = 0;
+    }
+  }
+}
+
+Status BatchMatMulRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
+  const auto& s = *static_cast<BatchMatMulState*>(state);
+  if (!s.hand) return DnnlRun(args, state, ctx);
+  const float* a = args.inputs[0].f32();
+  const float* b = args.inputs[1].f32();
+  float* y = args.outputs[0].f32();
+  if (s.split && omp_get_max_threads() > 1) {
+    // Contiguous equal shares: each product is still one SmallGemm call on
+    // one thread, so the bits do not depend on the team size.
+#pragma omp parallel
+    {
+      const int64_t t = omp_get_thread_num(), team = omp_get_num_threads();
+      RunProducts(s, a, b, y, s.products * t / team, s.products * (t + 1) / team);
+    }
+  } else {
+    RunProducts(s, a, b, y, 0, s.products);
+  }
+  return Status::Ok();
+}
+
+// The hand path's state: batch dims of a, b padded on the left to y's.
+std::unique_ptr<BatchMatMulState> HandState(const TensorRef& a, const TensorRef& b, const TensorRef& y,
+                                            const SmallGemmDims& dims) {
+  auto s = std::make_unique<BatchMatMulState>();
+  s->hand = true;
+  s->dims = dims;
+  s->batch_rank = y.rank() - 2;
+  const int64_t a_mat = a.dim(-1) * a.dim(-2), b_mat = b.dim(-1) * b.dim(-2);
+  int64_t a_stride = a_mat, b_stride = b_mat;
+  for (int d = s->batch_rank - 1; d >= 0; --d) {
+    const int da = d - (y.rank() - a.rank()), db = d - (y.rank() - b.rank());
+    const int64_t ea = da >= 0 ? a.shape[da] : 1, eb = db >= 0 ? b.shape[db] : 1;
+    s->extent[d] = y.shape[d];
+    s->a_step[d] = ea == 1 ? 0 : a_stride;
+    s->b_step[d] = eb == 1 ? 0 : b_stride;
+    a_stride *= ea;
+    b_stride *= eb;
+    s->products *= y.shape[d];
+  }
+  s->y_step = dims.m * dims.n;
+  return s;
+}
 
 // `t` [..., rows, cols] described at rank `rank` as [batch..., r, c], where
 // (r, c) = (rows, cols), or (cols, rows) with swapped strides when
@@ -87,6 +194,12 @@ Status BatchMatMulPrepare(const KernelArgs& args, PrepareContext& ctx,
                                         ", N=" + std::to_string(n) + ")"));
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
 
+  if (k <= kSmallGemmMaxK && m * n * k <= kSmallProductWork) {
+    auto s = HandState(a, b, y, SmallGemmDims{m, n, k, ta, tb});
+    s->split = 2 * s->products * m * n * k >= kSmallParallelWork;
+    *state = std::move(s);
+    return Status::Ok();
+  }
   return CatchDnnl(args, [&]() -> Status {
     const dnnl::engine& engine = ctx.dnnl->engine;
     const memory::desc a_md = OperandDesc(a, rank, ta);
@@ -94,7 +207,7 @@ Status BatchMatMulPrepare(const KernelArgs& args, PrepareContext& ctx,
     const memory::desc y_md = PlainDesc(y.shape);
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, y_md), MakeAttr(/*relu=*/false),
                                           engine);
-    auto s = std::make_unique<DnnlState>();
+    auto s = std::make_unique<BatchMatMulState>();
     s->Bind(DNNL_ARG_SRC, a_md, engine, a.data);
     s->Bind(DNNL_ARG_WEIGHTS, b_md, engine, b.data);
     s->Bind(DNNL_ARG_DST, y_md, engine, y.data);
@@ -106,6 +219,6 @@ Status BatchMatMulPrepare(const KernelArgs& args, PrepareContext& ctx,
 
 }  // namespace
 
-const KernelImpl kBatchMatMulKernel = {BatchMatMulPrepare, DnnlRun};
+const KernelImpl kBatchMatMulKernel = {BatchMatMulPrepare, BatchMatMulRun};
 
 }  // namespace sinkrt::device
