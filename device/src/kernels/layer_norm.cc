@@ -2,7 +2,8 @@
 //
 // x is seen as [rows, D]. The forward keeps only mean and rstd per row; the
 // gradient recomputes the normalised row x̂ = (x − mean)·rstd from them.
-// Row sums go through PairwiseSum/PairwiseDot, and the gradients of gamma
+// Row sums go through RowSum/RowDot (PairwiseSum/PairwiseDot, inline for
+// rows up to a leaf), and the gradients of gamma
 // and beta (sums over every row) through AddColumnSums, so the results are
 // accurate for long rows and many rows and bitwise the same run to run.
 // Every inner loop runs contiguously over D, in row loops compiled per ISA
@@ -73,9 +74,9 @@ SINKRT_VECTOR_CLONES void LayerNormRows(const float* __restrict x, const float* 
   for (int64_t r = 0; r < rows; ++r) {
     const float* __restrict xr = x + r * d;
     float* __restrict yr = y + r * d;
-    const float m = PairwiseSum(xr, d) * inv_d;
+    const float m = RowSum(xr, d) * inv_d;
     for (int64_t i = 0; i < d; ++i) yr[i] = xr[i] - m;
-    const float var = PairwiseDot(yr, yr, d) * inv_d;
+    const float var = RowDot(yr, yr, d) * inv_d;
     const float rs = 1.0f / std::sqrt(var + epsilon);
     for (int64_t i = 0; i < d; ++i) yr[i] = yr[i] * rs * gamma[i] + beta[i];
     mean[r] = m;
@@ -140,8 +141,8 @@ SINKRT_VECTOR_CLONES void LayerNormGradRows(const float* __restrict dy, const fl
       xhat[i] = (xr[i] - m) * rs;
       g[i] = dyr[i] * gamma[i];
     }
-    const float g_mean = PairwiseSum(g, d) * inv_d;
-    const float gx_mean = PairwiseDot(g, xhat, d) * inv_d;
+    const float g_mean = RowSum(g, d) * inv_d;
+    const float gx_mean = RowDot(g, xhat, d) * inv_d;
     for (int64_t i = 0; i < d; ++i) dxr[i] = rs * (g[i] - g_mean - xhat[i] * gx_mean);
   }
 }
