@@ -35,7 +35,7 @@ float PairwiseDot(const float* __restrict x, const float* __restrict w, int64_t 
 namespace {
 
 constexpr int64_t kCols = 64;   // a column block stays in registers / L1
-constexpr int64_t kRows = 128;  // rows summed directly before pairing
+constexpr int64_t kRows = kColumnLeafRows;  // rows summed directly before pairing
 
 // out[j] = Σ_r x[r·cols + j] for j < w ≤ kCols, pairwise over row blocks.
 SINKRT_VECTOR_CLONES void ColumnLeafSum(const float* __restrict x, int64_t rows, int64_t cols, int64_t w,
@@ -60,7 +60,24 @@ void ColumnBlockSum(const float* __restrict x, int64_t rows, int64_t cols, int64
   for (int64_t j = 0; j < w; ++j) out[j] += rest[j];
 }
 
+// Folds the pairwise tree over the leaves of `rows` rows into leaves[0..cols):
+// ColumnBlockSum's tree, with the leaves already summed.
+void FoldColumnLeaves(float* __restrict leaves, int64_t rows, int64_t cols) {
+  if (rows <= kRows) return;
+  const int64_t h = ((rows / 2 + kRows - 1) / kRows) * kRows;
+  float* __restrict rest = leaves + (h / kRows) * cols;
+  FoldColumnLeaves(leaves, h, cols);
+  FoldColumnLeaves(rest, rows - h, cols);
+  for (int64_t j = 0; j < cols; ++j) leaves[j] += rest[j];
+}
+
 }  // namespace
+
+void AddColumnLeaves(float* __restrict leaves, int64_t rows, int64_t cols, float* __restrict y) {
+  if (rows == 0) return;
+  FoldColumnLeaves(leaves, rows, cols);
+  for (int64_t j = 0; j < cols; ++j) y[j] += leaves[j];
+}
 
 void AddColumnSums(const float* __restrict x, int64_t rows, int64_t cols, float* __restrict y) {
   for (int64_t c0 = 0; c0 < cols; c0 += kCols) {

@@ -72,4 +72,14 @@ inline float RowDot(const float* __restrict x, const float* __restrict w, int64_
 // as PairwiseSum), a block of columns at a time.
 void AddColumnSums(const float* __restrict x, int64_t rows, int64_t cols, float* __restrict y);
 
+// AddColumnSums in two halves, for a kernel that computes its rows as it
+// goes (LayerNormGrad) instead of storing them first. Rows are summed into
+// leaves of kColumnLeafRows consecutive rows, each leaf[j] = 0 + row₀[j] +
+// row₁[j] + … in row order; AddColumnLeaves adds the leaves' pairwise tree
+// to y. Together they give AddColumnSums's bits.
+inline constexpr int64_t kColumnLeafRows = 128;
+inline int64_t ColumnLeafCount(int64_t rows) { return (rows + kColumnLeafRows - 1) / kColumnLeafRows; }
+// leaves: ColumnLeafCount(rows) rows of cols floats, combined in place.
+void AddColumnLeaves(float* __restrict leaves, int64_t rows, int64_t cols, float* __restrict y);
+
 }  // namespace sinkrt::device
