@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/sum.h"
 #include "support/kernel_runner.h"
 #include "support/reference_ops.h"
 
@@ -82,7 +83,32 @@ TEST(LayerNormKernels, GradMatchesReference) {
   }
 }
 
-TEST(LayerNormKernels, RunsAreBitwiseDeterministicAndUseOneRowOfScratch) {
+// The gradient fills the column sums' leaves as it goes (sum.h,
+// AddColumnLeaves); dgamma and dbeta must be AddColumnSums's bits over
+// dy·x̂ and dy: leaves of 128 rows and a short last one (300 rows), one and
+// two column blocks (D = 64, 70).
+TEST(LayerNormKernels, GradColumnSumsAreAddColumnSumsBits) {
+  for (const Shape& s : {Shape{3, 100, 64}, Shape{300, 70}, Shape{5, 70}}) {
+    const int64_t d = s.back(), rows = Rows(s)[0];
+    const Tensor x = RandomTensor(s, 51, -2.0f, 2.0f), dy = RandomTensor(s, 52);
+    const Tensor gamma = RandomTensor({d}, 53, 0.5f, 1.5f), beta = RandomTensor({d}, 54);
+    Tensor y(s), mean(Rows(s)), rstd(Rows(s));
+    KernelRunner(OpCode::LayerNorm).In(x).In(gamma).In(beta).Out(y).Out(mean).Out(rstd).LayerNormEpsilon(1e-5f)
+        .PrepareAndRun();
+    Tensor dx(s), dgamma({d}), dbeta({d});
+    KernelRunner(OpCode::LayerNormGrad).In(dy).In(x).In(gamma).In(mean).In(rstd).Out(dx).Out(dgamma).Out(dbeta)
+        .LayerNormEpsilon(1e-5f).PrepareAndRun();
+    std::vector<float> dy_xhat(rows * d), dys = dy.values(), want_g(d, 0.0f), want_b(d, 0.0f);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < d; ++i) dy_xhat[r * d + i] = dy[r * d + i] * ((x[r * d + i] - mean[r]) * rstd[r]);
+    AddColumnSums(dy_xhat.data(), rows, d, want_g.data());
+    AddColumnSums(dys.data(), rows, d, want_b.data());
+    ExpectBitwise(dgamma, want_g, "dgamma " + ShapeToString(s));
+    ExpectBitwise(dbeta, want_b, "dbeta " + ShapeToString(s));
+  }
+}
+
+TEST(LayerNormKernels, RunsAreBitwiseDeterministicAndSizeTheirScratch) {
   const Shape s{64, 16, 64};
   const Tensor x = RandomTensor(s, 41), dy = RandomTensor(s, 42), gamma = RandomTensor({64}, 43);
   const Tensor beta = RandomTensor({64}, 44);
@@ -92,7 +118,8 @@ TEST(LayerNormKernels, RunsAreBitwiseDeterministicAndUseOneRowOfScratch) {
   Tensor dx1(s), dg1({64}), db1({64}), dx2(s), dg2({64}), db2({64});
   KernelRunner grad(OpCode::LayerNormGrad);
   grad.In(dy).In(x).In(gamma).In(mean).In(rstd).Out(dx1).Out(dg1).Out(db1).LayerNormEpsilon(1e-5f).PrepareAndRun();
-  EXPECT_EQ(grad.scratch_bytes(), 2 * 64 * sizeof(float));
+  // x̂ and dy·gamma of one row, and 8 column leaves (1024 rows) each for dgamma and dbeta.
+  EXPECT_EQ(grad.scratch_bytes(), (2 + 2 * 8) * 64 * sizeof(float));
   KernelRunner(OpCode::LayerNormGrad).In(dy).In(x).In(gamma).In(mean).In(rstd).Out(dx2).Out(dg2).Out(db2)
       .LayerNormEpsilon(1e-5f).PrepareAndRun();
   ExpectBitwise(dx2, dx1.values(), "dx");

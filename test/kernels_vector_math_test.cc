@@ -2,7 +2,8 @@
 // of floats, and the kernels built on them (Gelu, GeluGrad, Tanh, Sigmoid,
 // Softmax) against float64 references. The kernels' loops run whichever
 // ISA clone this CPU selects; the scalar functions in this file are built
-// for plain x86-64, so equal bits show the clones agree with it.
+// for plain x86-64, so equal bits show the clones agree with it (and Gelu's
+// loops are also built here per ISA and compared directly).
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -89,6 +90,13 @@ std::vector<float> GeluInputs() {
   return x;
 }
 
+// dy for GeluGrad: varied magnitudes and signs, not all 1.
+std::vector<float> GeluUpstream(size_t n) {
+  std::vector<float> dy(n);
+  for (size_t i = 0; i < n; ++i) dy[i] = 0.25f * static_cast<float>(static_cast<int>(i % 13) - 6);
+  return dy;
+}
+
 TEST(VectorMath, GeluAndGradAgainstFloat64) {
   const std::vector<float> xs = GeluInputs();
   const int64_t n = static_cast<int64_t>(xs.size());
@@ -122,7 +130,65 @@ TEST(VectorMath, KernelsGiveTheScalarFunctionsBits) {
   for (int64_t i = 0; i < n; ++i)
     ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(FastSigmoid(xs[i])))
         << "Sigmoid at x = " << xs[i];
+  KernelRunner(OpCode::Gelu).In(x).Out(y).PrepareAndRun();
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(GeluOf(xs[i], kExp2Bound)))
+        << "Gelu at x = " << xs[i];
+  const std::vector<float> dys = GeluUpstream(xs.size());
+  Tensor dy({n}), dx({n});
+  dy.set(dys);
+  KernelRunner(OpCode::GeluGrad).In(dy).In(x).Out(dx).PrepareAndRun();
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(dx[i]), std::bit_cast<uint32_t>(GeluGradOf(dys[i], xs[i], kExp2Bound)))
+        << "GeluGrad at x = " << xs[i];
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// Gelu's loops built here for each ISA the library's clones target
+// (SINKRT_VECTOR_CLONES); this file is compiled with -ffp-contract=off as
+// the library is. Every one this CPU can run gives the plain x86-64 build's
+// bits: a training run's numbers do not depend on the machine's ISA.
+void GeluLoops(const float* x, const float* dy, float* y, float* dx, int64_t n, float bound) {
+  for (int64_t i = 0; i < n; ++i) y[i] = GeluOf(x[i], bound), dx[i] = GeluGradOf(dy[i], x[i], bound);
+}
+__attribute__((target("arch=x86-64-v3"))) void GeluLoopsV3(const float* x, const float* dy, float* y, float* dx,
+                                                          int64_t n, float bound) {
+  for (int64_t i = 0; i < n; ++i) y[i] = GeluOf(x[i], bound), dx[i] = GeluGradOf(dy[i], x[i], bound);
+}
+__attribute__((target("arch=x86-64-v4"))) void GeluLoopsV4(const float* x, const float* dy, float* y, float* dx,
+                                                          int64_t n, float bound) {
+  for (int64_t i = 0; i < n; ++i) y[i] = GeluOf(x[i], bound), dx[i] = GeluGradOf(dy[i], x[i], bound);
+}
+
+TEST(VectorMath, GeluGivesTheSameBitsOnEveryIsa) {
+  std::vector<float> xs = GeluInputs();
+  for (float v : {1e10f, -1e10f, 1e-40f, -0.0f, std::numeric_limits<float>::infinity()}) xs.push_back(v);
+  const int64_t n = static_cast<int64_t>(xs.size());
+  const std::vector<float> dys = GeluUpstream(xs.size());
+  std::vector<float> y0(n), dx0(n), y(n), dx(n);
+  GeluLoops(xs.data(), dys.data(), y0.data(), dx0.data(), n, kExp2Bound);
+  auto expect_same = [&](const char* isa) {
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(y0[i])) << isa << " Gelu at x = " << xs[i];
+      ASSERT_EQ(std::bit_cast<uint32_t>(dx[i]), std::bit_cast<uint32_t>(dx0[i])) << isa << " GeluGrad at x = " << xs[i];
+    }
+  };
+  __builtin_cpu_init();
+  int ran = 0;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2")) {
+    GeluLoopsV3(xs.data(), dys.data(), y.data(), dx.data(), n, kExp2Bound);
+    expect_same("x86-64-v3");
+    ++ran;
+  }
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl")) {
+    GeluLoopsV4(xs.data(), dys.data(), y.data(), dx.data(), n, kExp2Bound);
+    expect_same("x86-64-v4");
+    ++ran;
+  }
+  if (ran == 0) GTEST_SKIP() << "this CPU has neither x86-64-v3 nor v4";
+}
+#endif
 
 TEST(VectorMath, SoftmaxRowsAgainstFloat64) {
   // Rows of 16 (the ViT's attention), 10 and 37 (vector tails).

@@ -2,9 +2,11 @@
 //
 // x is seen as [rows, D]. The forward keeps only mean and rstd per row; the
 // gradient recomputes the normalised row x̂ = (x − mean)·rstd from them.
-// Row sums go through PairwiseSum/PairwiseDot, and the gradients of gamma
-// and beta (sums over every row) through AddColumnSums, so the results are
-// accurate for long rows and many rows and bitwise the same run to run.
+// Row sums go through RowSum/RowDot (PairwiseSum/PairwiseDot, inline for
+// rows up to a leaf), and the gradients of gamma and beta (sums over every
+// row) through AddColumnSums's pairwise tree (column leaves filled during
+// the gradient's one pass over the rows), so the results are accurate for
+// long rows and many rows and bitwise the same run to run.
 // Every inner loop runs contiguously over D, in row loops compiled per ISA
 // (SINKRT_VECTOR_CLONES). Like the other non-oneDNN kernels, these run on
 // the calling stream's thread.
@@ -73,9 +75,9 @@ SINKRT_VECTOR_CLONES void LayerNormRows(const float* __restrict x, const float* 
   for (int64_t r = 0; r < rows; ++r) {
     const float* __restrict xr = x + r * d;
     float* __restrict yr = y + r * d;
-    const float m = PairwiseSum(xr, d) * inv_d;
+    const float m = RowSum(xr, d) * inv_d;
     for (int64_t i = 0; i < d; ++i) yr[i] = xr[i] - m;
-    const float var = PairwiseDot(yr, yr, d) * inv_d;
+    const float var = RowDot(yr, yr, d) * inv_d;
     const float rs = 1.0f / std::sqrt(var + epsilon);
     for (int64_t i = 0; i < d; ++i) yr[i] = yr[i] * rs * gamma[i] + beta[i];
     mean[r] = m;
@@ -106,68 +108,64 @@ Status LayerNormGradPrepare(const KernelArgs& args, PrepareContext& ctx, std::un
     SINKRT_RETURN_IF_ERROR(CheckSameShape(args, Out(o), In(2)));
   }
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
-  // x̂ and dy·gamma of one row.
-  ctx.scratch_bytes = std::max<uint64_t>(ctx.scratch_bytes, 2 * static_cast<uint64_t>(s->d) * sizeof(float));
+  // x̂ and dy·gamma of one row, and the column leaves of dgamma and dbeta.
+  const uint64_t floats = 2 * static_cast<uint64_t>(s->d) * (1 + static_cast<uint64_t>(ColumnLeafCount(s->rows)));
+  ctx.scratch_bytes = std::max<uint64_t>(ctx.scratch_bytes, floats * sizeof(float));
   *state = std::move(s);
   return Status::Ok();
 }
 
-// dx = dy·x̂ per row: the product whose column sums are dgamma.
-SINKRT_VECTOR_CLONES void DyXhatRows(const float* __restrict dy, const float* __restrict x,
-                                     const float* __restrict mean, const float* __restrict rstd,
-                                     float* __restrict dx, int64_t rows, int64_t d) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* __restrict xr = x + r * d;
-    const float* __restrict dyr = dy + r * d;
-    float* __restrict dxr = dx + r * d;
-    const float m = mean[r], rs = rstd[r];
-    for (int64_t i = 0; i < d; ++i) dxr[i] = dyr[i] * ((xr[i] - m) * rs);
-  }
-}
-
-// dx = rstd·(g − mean(g) − x̂·mean(g·x̂)) per row; xhat and g: d floats of scratch each.
+// One pass over each row: dx = rstd·(g − mean(g) − x̂·mean(g·x̂)) with
+// g = dy·gamma and x̂ = (x − mean)·rstd (xhat and g: d floats of scratch
+// each), and the rows' dy·x̂ and dy added into their column leaves
+// (sum.h, AddColumnLeaves) for dgamma and dbeta.
 SINKRT_VECTOR_CLONES void LayerNormGradRows(const float* __restrict dy, const float* __restrict x,
                                             const float* __restrict gamma, const float* __restrict mean,
                                             const float* __restrict rstd, float* __restrict dx, int64_t rows,
-                                            int64_t d, float* __restrict xhat, float* __restrict g) {
+                                            int64_t d, float* __restrict xhat, float* __restrict g,
+                                            float* __restrict dgamma_leaves, float* __restrict dbeta_leaves) {
   const float inv_d = 1.0f / static_cast<float>(d);
   for (int64_t r = 0; r < rows; ++r) {
     const float* __restrict xr = x + r * d;
     const float* __restrict dyr = dy + r * d;
     float* __restrict dxr = dx + r * d;
+    float* __restrict lg = dgamma_leaves + (r / kColumnLeafRows) * d;
+    float* __restrict lb = dbeta_leaves + (r / kColumnLeafRows) * d;
+    if (r % kColumnLeafRows == 0) {
+      for (int64_t i = 0; i < d; ++i) lg[i] = 0.0f, lb[i] = 0.0f;
+    }
     const float m = mean[r], rs = rstd[r];
     for (int64_t i = 0; i < d; ++i) {
-      xhat[i] = (xr[i] - m) * rs;
+      const float xh = (xr[i] - m) * rs;
+      xhat[i] = xh;
       g[i] = dyr[i] * gamma[i];
+      lg[i] += dyr[i] * xh;
+      lb[i] += dyr[i];
     }
-    const float g_mean = PairwiseSum(g, d) * inv_d;
-    const float gx_mean = PairwiseDot(g, xhat, d) * inv_d;
+    const float g_mean = RowSum(g, d) * inv_d;
+    const float gx_mean = RowDot(g, xhat, d) * inv_d;
     for (int64_t i = 0; i < d; ++i) dxr[i] = rs * (g[i] - g_mean - xhat[i] * gx_mean);
   }
 }
 
 // With g = dy·gamma and x̂ = (x − mean)·rstd per row:
 //   dx = rstd·(g − mean(g) − x̂·mean(g·x̂)),  dgamma = Σ_rows dy·x̂,  dbeta = Σ_rows dy.
-// dx first holds dy·x̂ so that dgamma is one column sum over it.
+// One pass over dy and x; the column sums come out as AddColumnSums's bits.
 Status LayerNormGradRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   const auto& s = *static_cast<LayerNormState*>(state);
-  const float* dy = args.inputs[0].f32();
-  const float* x = args.inputs[1].f32();
-  const float* gamma = args.inputs[2].f32();
-  const float* mean = args.inputs[3].f32();
-  const float* rstd = args.inputs[4].f32();
-  float* dx = args.outputs[0].f32();
   float* dgamma = args.outputs[1].f32();
   float* dbeta = args.outputs[2].f32();
   const int64_t d = s.d;
   float* xhat = reinterpret_cast<float*>(ctx.scratch);
-
-  DyXhatRows(dy, x, mean, rstd, dx, s.rows, d);
+  float* leaves = xhat + 2 * d;
+  const int64_t leaf_floats = ColumnLeafCount(s.rows) * d;
+  LayerNormGradRows(args.inputs[0].f32(), args.inputs[1].f32(), args.inputs[2].f32(), args.inputs[3].f32(),
+                    args.inputs[4].f32(), args.outputs[0].f32(), s.rows, d, xhat, xhat + d, leaves,
+                    leaves + leaf_floats);
   std::fill(dgamma, dgamma + d, 0.0f);
   std::fill(dbeta, dbeta + d, 0.0f);
-  AddColumnSums(dx, s.rows, d, dgamma);
-  AddColumnSums(dy, s.rows, d, dbeta);
-  LayerNormGradRows(dy, x, gamma, mean, rstd, dx, s.rows, d, xhat, xhat + d);
+  AddColumnLeaves(leaves, s.rows, d, dgamma);
+  AddColumnLeaves(leaves + leaf_floats, s.rows, d, dbeta);
   return Status::Ok();
 }
 

@@ -4,8 +4,8 @@
 // the last axis (inner = 1): each row is contiguous. Otherwise the per-position
 // running values (max, sum) live in the kernel scratch, 2·inner floats, so
 // that every loop stays contiguous over inner. exp is vector_math.h's
-// FastExp, so that the loops vectorise; the last-axis rows run in a function
-// compiled per ISA (SINKRT_VECTOR_CLONES).
+// FastExp, so that the loops vectorise; the last-axis rows run in functions
+// compiled per ISA (SINKRT_VECTOR_CLONES), with their sums inline (RowSum).
 #include <algorithm>
 #include <cmath>
 
@@ -79,7 +79,7 @@ template <bool kLog>
 inline void SoftmaxRow(const float* __restrict x, float* __restrict y, int64_t n) {
   const float m = RowMax(x, n);
   for (int64_t i = 0; i < n; ++i) y[i] = FastExp(x[i] - m);
-  const float s = PairwiseSum(y, n);
+  const float s = RowSum(y, n);
   if constexpr (kLog) {
     // (x − m) − log s, not x − (m + log s): near the maximum the result is
     // small and the second form would lose it to the rounding of m + log s.
@@ -150,6 +150,28 @@ Status SoftmaxRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   return Status::Ok();
 }
 
+// `rows` contiguous rows of n (the axis is the last one).
+SINKRT_VECTOR_CLONES void SoftmaxGradRows(const float* __restrict dy, const float* __restrict y, float* __restrict dx,
+                                          int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* g = dy + r * n;
+    const float* v = y + r * n;
+    float* d = dx + r * n;
+    const float dot = RowDot(g, v, n);
+    for (int64_t i = 0; i < n; ++i) d[i] = v[i] * (g[i] - dot);
+  }
+}
+SINKRT_VECTOR_CLONES void LogSoftmaxGradRows(const float* __restrict dy, const float* __restrict y,
+                                             float* __restrict dx, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* g = dy + r * n;
+    const float* v = y + r * n;
+    float* d = dx + r * n;
+    const float sum = RowSum(g, n);
+    for (int64_t i = 0; i < n; ++i) d[i] = g[i] - FastExp(v[i]) * sum;
+  }
+}
+
 // SoftmaxGrad: dx = y·(dy − Σ dy·y).  LogSoftmaxGrad: dx = dy − exp(y)·Σ dy.
 template <bool kLog>
 Status SoftmaxGradRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
@@ -158,20 +180,14 @@ Status SoftmaxGradRun(const KernelArgs& args, KernelState* state, RunContext& ct
   const float* __restrict y = args.inputs[1].f32();
   float* __restrict dx = args.outputs[0].f32();
   const int64_t a_len = s.axis_len, inner = s.inner, slice = a_len * inner;
+  if (inner == 1) {
+    (kLog ? LogSoftmaxGradRows : SoftmaxGradRows)(dy, y, dx, s.outer, a_len);
+    return Status::Ok();
+  }
   for (int64_t o = 0; o < s.outer; ++o) {
     const float* g = dy + o * slice;
     const float* v = y + o * slice;
     float* d = dx + o * slice;
-    if (inner == 1) {
-      if constexpr (kLog) {
-        const float sum = PairwiseSum(g, a_len);
-        for (int64_t i = 0; i < a_len; ++i) d[i] = g[i] - FastExp(v[i]) * sum;
-      } else {
-        const float dot = PairwiseDot(g, v, a_len);
-        for (int64_t i = 0; i < a_len; ++i) d[i] = v[i] * (g[i] - dot);
-      }
-      continue;
-    }
     float* __restrict acc = reinterpret_cast<float*>(ctx.scratch);
     std::fill(acc, acc + inner, 0.0f);
     for (int64_t a = 0; a < a_len; ++a) {

@@ -7,41 +7,12 @@
 namespace sinkrt::device {
 namespace {
 
-constexpr int64_t kLanes = 16;
-constexpr int64_t kLeaf = 256;  // elements summed by one lane block
+constexpr int64_t kLeaf = kPairwiseLeaf;
 
-inline float LaneTotal(const float* acc) {
-  // Tree over the lanes: same order every call.
-  float t[kLanes / 2];
-  for (int j = 0; j < kLanes / 2; ++j) t[j] = acc[j] + acc[j + kLanes / 2];
-  for (int w = kLanes / 4; w >= 1; w /= 2) {
-    for (int j = 0; j < w; ++j) t[j] = t[j] + t[j + w];
-  }
-  return t[0];
-}
-
-// The leaves are compiled per ISA: their lanes are explicit, so every clone
-// adds in the same order and returns the same bits.
-SINKRT_VECTOR_CLONES float LeafSum(const float* __restrict x, int64_t n) {
-  float acc[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) acc[j] += x[i + j];
-  }
-  float s = LaneTotal(acc);
-  for (; i < n; ++i) s += x[i];
-  return s;
-}
-
-SINKRT_VECTOR_CLONES float LeafDot(const float* __restrict x, const float* __restrict w, int64_t n) {
-  float acc[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) acc[j] += x[i + j] * w[i + j];
-  }
-  float s = LaneTotal(acc);
-  for (; i < n; ++i) s += x[i] * w[i];
-  return s;
+// The leaves (sum.h) compiled per ISA.
+SINKRT_VECTOR_CLONES float LeafSumClones(const float* __restrict x, int64_t n) { return LeafSum(x, n); }
+SINKRT_VECTOR_CLONES float LeafDotClones(const float* __restrict x, const float* __restrict w, int64_t n) {
+  return LeafDot(x, w, n);
 }
 
 // Split point: a multiple of the leaf so leaves stay full.
@@ -50,13 +21,13 @@ inline int64_t Half(int64_t n) { return ((n / 2 + kLeaf - 1) / kLeaf) * kLeaf; }
 }  // namespace
 
 float PairwiseSum(const float* __restrict x, int64_t n) {
-  if (n <= kLeaf) return LeafSum(x, n);
+  if (n <= kLeaf) return LeafSumClones(x, n);
   const int64_t h = Half(n);
   return PairwiseSum(x, h) + PairwiseSum(x + h, n - h);
 }
 
 float PairwiseDot(const float* __restrict x, const float* __restrict w, int64_t n) {
-  if (n <= kLeaf) return LeafDot(x, w, n);
+  if (n <= kLeaf) return LeafDotClones(x, w, n);
   const int64_t h = Half(n);
   return PairwiseDot(x, w, h) + PairwiseDot(x + h, w + h, n - h);
 }
@@ -64,7 +35,7 @@ float PairwiseDot(const float* __restrict x, const float* __restrict w, int64_t 
 namespace {
 
 constexpr int64_t kCols = 64;   // a column block stays in registers / L1
-constexpr int64_t kRows = 128;  // rows summed directly before pairing
+constexpr int64_t kRows = kColumnLeafRows;  // rows summed directly before pairing
 
 // out[j] = Σ_r x[r·cols + j] for j < w ≤ kCols, pairwise over row blocks.
 SINKRT_VECTOR_CLONES void ColumnLeafSum(const float* __restrict x, int64_t rows, int64_t cols, int64_t w,
@@ -89,7 +60,24 @@ void ColumnBlockSum(const float* __restrict x, int64_t rows, int64_t cols, int64
   for (int64_t j = 0; j < w; ++j) out[j] += rest[j];
 }
 
+// Folds the pairwise tree over the leaves of `rows` rows into leaves[0..cols):
+// ColumnBlockSum's tree, with the leaves already summed.
+void FoldColumnLeaves(float* __restrict leaves, int64_t rows, int64_t cols) {
+  if (rows <= kRows) return;
+  const int64_t h = ((rows / 2 + kRows - 1) / kRows) * kRows;
+  float* __restrict rest = leaves + (h / kRows) * cols;
+  FoldColumnLeaves(leaves, h, cols);
+  FoldColumnLeaves(rest, rows - h, cols);
+  for (int64_t j = 0; j < cols; ++j) leaves[j] += rest[j];
+}
+
 }  // namespace
+
+void AddColumnLeaves(float* __restrict leaves, int64_t rows, int64_t cols, float* __restrict y) {
+  if (rows == 0) return;
+  FoldColumnLeaves(leaves, rows, cols);
+  for (int64_t j = 0; j < cols; ++j) y[j] += leaves[j];
+}
 
 void AddColumnSums(const float* __restrict x, int64_t rows, int64_t cols, float* __restrict y) {
   for (int64_t c0 = 0; c0 < cols; c0 += kCols) {
