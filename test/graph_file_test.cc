@@ -123,7 +123,8 @@ TEST(GraphFileTest, LeNetRoundTrips) { ExpectRoundTrip(ZooLeNet(), OptimizerSpec
 TEST(GraphFileTest, EveryOpRoundTrips) { ExpectRoundTrip(AllOps(), std::nullopt); }
 TEST(GraphFileTest, EveryForwardOpIsInTheEveryOpGraph) {
   std::set<fb::OpCode> used;
-  for (const OpNode& op : AllOps().ops()) used.insert(op.op);
+  const Graph g = AllOps();  // not AllOps().ops(): the temporary would die before the loop
+  for (const OpNode& op : g.ops()) used.insert(op.op);
   for (fb::OpCode op : {fb::OpCode::LayerNorm, fb::OpCode::Gather, fb::OpCode::Cast})
     EXPECT_TRUE(used.count(op)) << fb::EnumNameOpCode(op);
 }
@@ -536,10 +537,79 @@ TEST(GraphFileErrorTest, WrongArity) {
               {"bad.json: op 'fc' (ops[1]): MatMul takes 2 inputs, the file lists 1"});
 }
 
-TEST(GraphFileErrorTest, ShardStrategyIsNotSupportedYet) {
-  ExpectError(ParseTiny(Edit(kTiny, "\"outputs\": [3]}", "\"outputs\": [3], \"strategy\": [{\"dims\": [2, 1]}]}")),
-              {"bad.json: op 'fc' (ops[1]): field 'strategy': shard strategies are not supported yet "
-               "(SEMI_AUTO_PARALLEL)"});
+// -- shard strategies ----------------------------------------------------------
+
+std::string WithStrategy(const std::string& strategy) {
+  return Edit(kTiny, "\"outputs\": [3]}", "\"outputs\": [3], \"strategy\": " + strategy + "}");
+}
+
+TEST(GraphFileTest, HandWrittenStrategyLoads) {
+  auto file = ParseTiny(WithStrategy(R"([{"dims": [2, 1]}, {"dims": [1, 4]}])"));
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  const Graph& g = file->graph;
+  EXPECT_EQ(g.ops().at(g.FindOp("fc")).strategy, (std::vector<std::vector<int64_t>>{{2, 1}, {1, 4}}));
+  EXPECT_TRUE(g.ops().at(g.FindOp("xent")).strategy.empty());
+  // An empty list is no strategy.
+  auto none = ParseTiny(WithStrategy("[]"));
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_EQ(GraphHash(none->graph), GraphHash(ParseTiny(kTiny)->graph));
+}
+
+// Strategies survive binary and JSON, and change the bytes and the hash
+// only of the ops that have one.
+TEST(GraphFileTest, StrategiesRoundTrip) {
+  Graph g = AllOps();
+  const Graph plain = g;
+  g.Shard(g.ops().front().outputs[0], {{2, 1, 1, 1}, {1, 1, 1, 1}});  // the Conv2D
+  const OpNode* matmul = nullptr;
+  for (const OpNode& op : g.ops())
+    if (op.op == fb::OpCode::MatMul) matmul = &op;
+  ASSERT_NE(matmul, nullptr);
+  g.Shard(matmul->name, {{2, 1}, {1, 1}});
+  for (const OpNode& op : g.ops())  // a scalar input's entry is empty
+    if (op.op == fb::OpCode::Add && g.tensor(op.inputs[1]).shape.empty())
+      g.Shard(op.name, {std::vector<int64_t>(g.tensor(op.inputs[0]).shape.size(), 1), {}});
+  ASSERT_TRUE(g.status().ok()) << g.status().message();
+  ExpectRoundTrip(g, std::nullopt);
+  EXPECT_NE(GraphHash(g), GraphHash(plain));
+  EXPECT_NE(MustSerialize(g), MustSerialize(plain));
+
+  auto text = GraphToJson(MustSerialize(g), "mem");
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  EXPECT_NE(text->find(R"("dims": [2, 1, 1, 1])"), std::string::npos) << *text;
+  auto back = ParseGraph(Bytes(*text), "mem.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->graph.ops().at(back->graph.FindOp(matmul->name)).strategy,
+            (std::vector<std::vector<int64_t>>{{2, 1}, {1, 1}}));
+}
+
+TEST(GraphFileErrorTest, StrategyOfTheWrongSize) {
+  ExpectError(ParseTiny(WithStrategy(R"([{"dims": [2, 1]}])")),
+              {"bad.json: op 'fc' (ops[1]): field 'strategy': fc: The strategy is ((2, 1),), strategy size: 1 is not "
+               "equal to inputs size: 2"});
+}
+
+TEST(GraphFileErrorTest, StrategyEntryOfTheWrongLength) {
+  ExpectError(ParseTiny(WithStrategy(R"([{"dims": [2, 1]}, {"dims": [4]}])")),
+              {"bad.json: op 'fc' (ops[1]): field 'strategy': fc: The strategy is ((2, 1), (4,)), strategy len: 1 is "
+               "not equal to inputs len: 2, index: 1"});
+  ExpectError(ParseTiny(WithStrategy(R"([{"dims": [2, 1]}, {}])")),
+              {"field 'strategy': fc: The strategy is ((2, 1), ()), strategy len: 0 is not equal to inputs len: 2, "
+               "index: 1"});
+}
+
+TEST(GraphFileErrorTest, StrategyValueBelowOne) {
+  ExpectError(ParseTiny(WithStrategy(R"([{"dims": [2, 1]}, {"dims": [1, 0]}])")),
+              {"bad.json: op 'fc' (ops[1]): field 'strategy': fc: The strategy is ((2, 1), (1, 0)), the value of "
+               "strategy must be larger than 0, but get 0"});
+}
+
+// An op without a name is named by its index in the message.
+TEST(GraphFileErrorTest, StrategyOfAnUnnamedOp) {
+  std::string text = Edit(kTiny, "{\"name\": \"fc\", ", "{");
+  text = Edit(text, "\"outputs\": [3]}", "\"outputs\": [3], \"strategy\": [{\"dims\": [-1, 1]}, {\"dims\": [1, 1]}]}");
+  ExpectError(ParseTiny(text), {"bad.json: op ops[1]: field 'strategy': ops[1]: The strategy is ((-1, 1), (1, 1)), the "
+                                "value of strategy must be larger than 0, but get -1"});
 }
 
 // x [2,4] -layernorm-> [2,4], ids [2] -gather-> [2,4], sum -> loss.

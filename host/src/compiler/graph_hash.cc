@@ -70,7 +70,9 @@ uint64_t StreamHash(uint64_t graph_hash, const CompileOptions& o) {
 
 }  // namespace compiler
 
-uint64_t GraphHash(const Graph& g) {
+namespace {
+
+uint64_t Hash(const Graph& g, bool with_strategies) {
   compiler::Fnv1a64 h;
   auto shape = [&](const Shape& s) {
     h.U64(s.size());
@@ -142,6 +144,16 @@ uint64_t GraphHash(const Graph& g) {
       h.U64(a.sizes.size());
       for (int64_t v : a.sizes) h.I64(v);
     }
+    // A strategy changes what is compiled; absent, it leaves the hash as
+    // it was before strategies existed.
+    if (with_strategies && !op.strategy.empty()) {
+      h.String("strategy");
+      h.U64(op.strategy.size());
+      for (const std::vector<int64_t>& entry : op.strategy) {
+        h.U64(entry.size());
+        for (int64_t v : entry) h.I64(v);
+      }
+    }
   }
 
   h.U32(g.loss());
@@ -149,5 +161,10 @@ uint64_t GraphHash(const Graph& g) {
   for (TensorId t : g.outputs()) h.U32(t);
   return h.value();
 }
+
+}  // namespace
+
+uint64_t GraphHash(const Graph& g) { return Hash(g, true); }
+uint64_t GraphHashWithoutStrategies(const Graph& g) { return Hash(g, false); }
 
 }  // namespace sinkrt::host

@@ -70,6 +70,11 @@ TensorId Graph::FindTensor(const std::string& name) const {
 
 int64_t Graph::producer(TensorId t) const { return valid(t) ? producer_[t] : -1; }
 
+int64_t Graph::FindOp(const std::string& name) const {
+  auto it = op_names_.find(name);
+  return it == op_names_.end() ? -1 : static_cast<int64_t>(it->second);
+}
+
 void Graph::Fail(Status status) {
   if (status_.ok() && !status.ok()) status_ = std::move(status);
 }
@@ -207,8 +212,8 @@ std::vector<TensorId> Graph::AddOp(fb::OpCode op, std::vector<TensorId> inputs, 
     if (ids[k] == kInvalidTensor) return ids;
     producer_[ids[k]] = op_index;
   }
-  op_names_.insert(name);
-  ops_.push_back(OpNode{std::move(name), op, std::move(inputs), ids, std::move(attrs)});
+  op_names_.emplace(name, ops_.size());
+  ops_.push_back(OpNode{std::move(name), op, std::move(inputs), ids, std::move(attrs), {}});
   return ids;
 }
 
@@ -251,8 +256,8 @@ void Graph::AddOpInto(fb::OpCode op, std::vector<TensorId> inputs, OpAttrs attrs
   }
   const int64_t op_index = static_cast<int64_t>(ops_.size());
   for (TensorId t : outputs) producer_[t] = op_index;
-  op_names_.insert(name);
-  ops_.push_back(OpNode{std::move(name), op, std::move(inputs), std::move(outputs), std::move(attrs)});
+  op_names_.emplace(name, ops_.size());
+  ops_.push_back(OpNode{std::move(name), op, std::move(inputs), std::move(outputs), std::move(attrs), {}});
 }
 
 // -- leaves -------------------------------------------------------------------

@@ -39,6 +39,20 @@ std::string AKind(fb::TensorKind k) {
          fb::EnumNameTensorKind(k);
 }
 
+using Strategy = std::vector<std::vector<int64_t>>;
+
+// An op's shard strategy as the file spells it; an entry without dims is a
+// scalar input's.
+Strategy StrategyOf(const fb::OpDef& op) {
+  Strategy s;
+  if (!op.strategy()) return s;
+  for (const fb::ShardStrategy* entry : *op.strategy()) {
+    s.emplace_back();
+    if (entry->dims()) s.back().assign(entry->dims()->begin(), entry->dims()->end());
+  }
+  return s;
+}
+
 // One file being read: where errors point.
 class Reader {
  public:
@@ -85,6 +99,7 @@ class Reader {
   std::vector<const fb::TensorDef*> tensors_;
   std::vector<const fb::OpDef*> ops_;
   std::vector<OpAttrs> attrs_;        // per op, from its options
+  std::vector<Strategy> strategies_;  // per op, empty when the file gives none
   std::vector<int64_t> producer_;     // per tensor: the op writing it, or -1
   std::vector<size_t> order_;         // ops in topological order
   std::vector<TensorInfo> inferred_;  // per tensor, from the check graph
@@ -142,6 +157,7 @@ Status Reader::CheckOps() {
   const size_t n = tensors_.size();
   producer_.assign(n, -1);
   attrs_.resize(ops_.size());
+  strategies_.resize(ops_.size());
   std::unordered_map<std::string, size_t> names;
   for (size_t i = 0; i < ops_.size(); ++i) {
     const fb::OpDef* op = ops_[i];
@@ -160,8 +176,6 @@ Status Reader::CheckOps() {
       return Error(where, std::string("field 'op': ") + code_name +
                               " is not a forward op; a graph file holds the forward graph (gradients and optimizer "
                               "updates are added when it is compiled)");
-    if (op->strategy())
-      return Error(where, "field 'strategy': shard strategies are not supported yet (SEMI_AUTO_PARALLEL)");
     const size_t arity = ForwardArity(code);
     const size_t n_in = op->inputs() ? op->inputs()->size() : 0;
     if (arity == kAnyArity && n_in == 0)
@@ -195,6 +209,7 @@ Status Reader::CheckOps() {
     Result<OpAttrs> attrs = OpAttrsFromOptions(code, op->options_type(), op->options());
     if (!attrs.ok()) return Error(where, attrs.status());
     attrs_[i] = std::move(attrs).value();
+    strategies_[i] = StrategyOf(*op);
   }
   for (size_t t = 0; t < n; ++t)
     if (tensors_[t]->kind() == fb::TensorKind::Intermediate && producer_[t] < 0)
@@ -368,6 +383,14 @@ Status Reader::BuildCheckGraph() {
       id[t] = node.outputs[k];
     }
     canonical_[i] = node.attrs;
+    if (!strategies_[i].empty()) {
+      // Checked against the inferred input ranks, under the file's op name
+      // (the check graph's are generated).
+      OpNode named = node;
+      named.name = Str(op->name()).empty() ? "ops[" + std::to_string(i) + "]" : Str(op->name());
+      if (Status s = CheckStrategyShape(chk, named, strategies_[i]); !s.ok())
+        return Error(where, "field 'strategy': " + s.message());
+    }
   }
   inferred_.resize(tensors_.size());
   for (size_t i = 0; i < tensors_.size(); ++i) inferred_[i] = chk.tensor(id[i]);
@@ -403,6 +426,7 @@ Status Reader::BuildGraph(Graph& g) const {
     const fb::OpDef* op = ops_[i];
     g.AddOpInto(op->op(), {op->inputs()->begin(), op->inputs()->end()}, canonical_[i],
                 {op->outputs()->begin(), op->outputs()->end()}, Str(op->name()));
+    if (!strategies_[i].empty()) g.Shard(static_cast<TensorId>(op->outputs()->Get(0)), strategies_[i]);
     if (!g.status().ok()) return Error(OpWhere(i), g.status());
   }
   const int32_t loss = def_.loss();

@@ -41,6 +41,17 @@ fbs::Offset<fb::OptimizerDef> WriteOptimizer(fbs::FlatBufferBuilder& fbb, const 
                                 o.weight_decay);
 }
 
+// Absent when the op has none, so files without strategies keep their bytes.
+fbs::Offset<fbs::Vector<fbs::Offset<fb::ShardStrategy>>> WriteStrategy(fbs::FlatBufferBuilder& fbb,
+                                                                        const OpNode& op) {
+  if (op.strategy.empty()) return 0;
+  std::vector<fbs::Offset<fb::ShardStrategy>> entries;
+  entries.reserve(op.strategy.size());
+  for (const std::vector<int64_t>& dims : op.strategy)
+    entries.push_back(fb::CreateShardStrategy(fbb, fbb.CreateVector(dims)));
+  return fbb.CreateVector(entries);
+}
+
 }  // namespace
 
 Result<std::vector<uint8_t>> SerializeGraph(const Graph& graph, const std::optional<OptimizerSpec>& optimizer) {
@@ -80,7 +91,7 @@ Result<std::vector<uint8_t>> SerializeGraph(const Graph& graph, const std::optio
     auto inputs = fbb.CreateVector(op.inputs);
     auto outputs = fbb.CreateVector(op.outputs);
     auto [options_type, options] = OpAttrsFor(fbb, op.op, op.attrs);
-    ops.push_back(fb::CreateOpDef(fbb, name, op.op, inputs, outputs, options_type, options));
+    ops.push_back(fb::CreateOpDef(fbb, name, op.op, inputs, outputs, options_type, options, WriteStrategy(fbb, op)));
   }
   auto ops_vec = fbb.CreateVector(ops);
 

@@ -50,7 +50,7 @@ Status CheckEntry(const CompiledJob& entry, const Graph& network, const CompileO
   if (entry.world_size() != options.world_size)
     return InvalidArgument("it holds " + std::to_string(entry.world_size()) + " ranks, not " +
                            std::to_string(options.world_size));
-  if (entry.network_hash != graph_hash || entry.network_name != network.name())
+  if (entry.network_hash != GraphHashWithoutStrategies(network) || entry.network_name != network.name())
     return InvalidArgument("it holds network '" + entry.network_name + "' " + job::Hex64(entry.network_hash));
   for (uint32_t r = 0; r < entry.world_size(); ++r) {
     const uint64_t want = compiler::StreamHash(graph_hash, ForRank(options, r));
@@ -120,7 +120,9 @@ Result<CompiledJob> CompileJob(const Graph& network, CompileOptions options, con
 
   CompiledJob out;
   out.network_name = network.name();
-  out.network_hash = graph_hash;
+  // Checkpoints bind to the network, not to how it is sharded: they hold
+  // full tensors and load under any strategy.
+  out.network_hash = GraphHashWithoutStrategies(network);
   out.label_column = HostLossLabel(network);
   out.options = ForRank(options, 0);
   out.ranks.reserve(options.world_size);

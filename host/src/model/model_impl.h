@@ -41,7 +41,7 @@ struct Model::Impl {
   ParallelContext context;
   CompiledStream compiled;       // rank 0's
   std::string network_name;
-  uint64_t network_hash = 0;     // GraphHash of the network with its loss
+  uint64_t network_hash = 0;     // GraphHashWithoutStrategies of the network with its loss
 
   QueueInfo train_queue, eval_queue, predict_queue;
   // Reports of eval_step: positions of the loss and of the correct-row count

@@ -14,22 +14,6 @@ std::string Prefix(const OpNode& op, const Strategy& s) {
 
 }  // namespace
 
-std::string StrategyToString(const Strategy& s) {
-  std::string r = "(";
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i) r += ", ";
-    r += '(';
-    for (size_t d = 0; d < s[i].size(); ++d) {
-      if (d) r += ", ";
-      r += std::to_string(s[i][d]);
-    }
-    if (s[i].size() == 1) r += ',';
-    r += ')';
-  }
-  if (s.size() == 1) r += ',';
-  return r + ")";
-}
-
 Result<OpSharding> ShardOp(const Graph& g, const OpNode& op, const Strategy& strategy, int64_t device_num) {
   SINKRT_ASSIGN_OR_RETURN(OpLoops loops, LoopsOf(g, op));
   const std::string prefix = Prefix(op, strategy);

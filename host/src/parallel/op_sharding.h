@@ -28,9 +28,8 @@ namespace sinkrt::host::parallel {
 // Per input, the number of slices of each dim.
 using Strategy = std::vector<std::vector<int64_t>>;
 
-// As MindSpore prints one: "((2, 4), (4, 1))", a single input with a
-// trailing comma: "((2, 4),)".
-std::string StrategyToString(const Strategy& s);
+// As MindSpore prints one (declared with Graph::Shard, which needs it too).
+using host::StrategyToString;
 
 struct OpSharding {
   Strategy strategy;  // as given, or the default

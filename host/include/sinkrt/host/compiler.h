@@ -104,6 +104,12 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
 
 // FNV-1a over the graph's canonical serialisation: names, shapes, ops, attrs,
 // initialisers. Equal graphs hash equal on every platform.
+// Shard strategies are part of it (only where an op has one, so a graph
+// without any hashes as it did before they existed).
 uint64_t GraphHash(const Graph& g);
+// GraphHash as if no op had a strategy: the network itself, which
+// checkpoints and strategy files are bound to (both hold under any
+// strategy).
+uint64_t GraphHashWithoutStrategies(const Graph& g);
 
 }  // namespace sinkrt::host

@@ -93,6 +93,10 @@ struct OpNode {
   std::vector<TensorId> inputs;
   std::vector<TensorId> outputs;
   OpAttrs attrs;
+  // SEMI_AUTO_PARALLEL shard strategy (MindSpore's in_strategy): per input,
+  // the number of slices of each dim. Empty: none given, the op gets
+  // MindSpore's default when it is compiled. See Graph::Shard.
+  std::vector<std::vector<int64_t>> strategy;
 };
 
 // Which inputs of `op` it overwrites in place (optimizer updates: param and
@@ -172,6 +176,21 @@ class Graph {
   void SetLoss(TensorId loss);
   void AddOutput(TensorId t);
 
+  // -- shard strategies (SEMI_AUTO_PARALLEL, docs/sharding.md) --------------
+  // Sets the strategy of the op that produced `output` and returns `output`,
+  // so that it chains: g.Shard(g.MatMul(x, w), {{2, 1}, {1, 4}}). One entry
+  // per op input, one value per dim of that input, each >= 1 (MindSpore's
+  // in_strategy); an empty strategy removes the op's. Checks that need the
+  // device count (divisibility, powers of 2, the product) are made when the
+  // graph is compiled. A leaf, an unknown op or a malformed strategy is
+  // recorded in status() with MindSpore's message naming the op.
+  TensorId Shard(TensorId output, std::vector<std::vector<int64_t>> strategy);
+  // The same for the op called `op_name` (NameScope's names,
+  // "block0.attn.qkv.matmul").
+  void Shard(const std::string& op_name, std::vector<std::vector<int64_t>> strategy);
+  // Index in ops() of the op called `name`, or -1.
+  int64_t FindOp(const std::string& name) const;
+
   // -- names ------------------------------------------------------------------
   // Ops built while a scope is open are named "<scope>.<op>"
   // ("block0.attn.qkv.matmul"), with "_N" added only on a clash; scopes nest
@@ -229,7 +248,7 @@ class Graph {
   std::vector<TensorId> outputs_;
   uint64_t name_counter_ = 0;
   std::unordered_map<std::string, TensorId> tensor_names_;
-  std::unordered_set<std::string> op_names_;
+  std::unordered_map<std::string, size_t> op_names_;  // name -> index in ops_
   std::vector<int64_t> producer_;  // per tensor, see producer()
 };
 
@@ -245,6 +264,17 @@ class NameScope {
  private:
   Graph& g_;
 };
+
+// A shard strategy as MindSpore prints one: "((2, 4), (4, 1))", a single
+// entry with a trailing comma: "((2, 4),)".
+std::string StrategyToString(const std::vector<std::vector<int64_t>>& strategy);
+
+// Why `strategy` cannot be op `op`'s (an op of `g`): an entry count other
+// than the op's inputs, an entry length other than that input's rank, or a
+// value below 1, in MindSpore's words naming the op and the strategy. The
+// checks Graph::Shard makes, for callers that must not touch the graph's
+// status (a strategy file checked before it is applied).
+Status CheckStrategyShape(const Graph& g, const OpNode& op, const std::vector<std::vector<int64_t>>& strategy);
 
 // NumPy broadcast of two shapes; error names both shapes.
 Result<Shape> BroadcastShapes(const Shape& a, const Shape& b);

@@ -144,9 +144,10 @@ class Model {
   // Rank 0's stream; every rank's differs only in its rank.
   const CompiledStream& compiled() const;
   const ParallelContext& context() const;
-  // GraphHash of the network with its loss: what a checkpoint is bound to
-  // (not the stream hash, so the queue capacity or the learning rate may
-  // change between a run and its resume).
+  // GraphHashWithoutStrategies of the network with its loss: what a
+  // checkpoint is bound to (not the stream hash, so the queue capacity, the
+  // learning rate or the shard strategies may change between a run and its
+  // resume).
   uint64_t network_hash() const;
   const std::string& network_name() const;
 
