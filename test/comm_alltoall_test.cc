@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,8 @@ struct Setup {
 };
 
 class CommAllToAll : public ::testing::TestWithParam<Setup> {};
+
+void PrintTo(const Setup& s, std::ostream* os) { *os << (s.shm ? "shm" : "tcp") << ", " << s.n << " ranks"; }
 
 TEST_P(CommAllToAll, WorldExchangesEveryBlock) {
   const auto [shm, n] = GetParam();
