@@ -108,7 +108,7 @@ Status PrepareCollective(LoadedJob& job, const fb::Task* task, const std::string
       pt->dtype = BufferDef(job, t->input())->dtype();
       if (pt->data.size() != pt->out.size() || pt->data.size() % pt->group.ranks.size() != 0)
         return InvalidArgument(where + ": input of " + std::to_string(pt->data.size()) + " bytes and output of " +
-                               std::to_string(pt->out.size()) + " are not equal blocks for " +
+                               std::to_string(pt->out.size()) + " bytes are not equal blocks for " +
                                std::to_string(pt->group.ranks.size()) + " members");
       return Status::Ok();
     }
