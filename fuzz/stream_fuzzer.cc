@@ -349,6 +349,8 @@ class Walker : fuzz::Toucher {
         return GroupInputOutput(task.body_as_AllGatherTask());
       case fb::TaskBody::ReduceScatterTask:
         return GroupInputOutput(task.body_as_ReduceScatterTask());
+      case fb::TaskBody::AllToAllTask:
+        return GroupInputOutput(task.body_as_AllToAllTask());
       case fb::TaskBody::SendTask:
       case fb::TaskBody::RecvTask: {
         const bool send = task.body_type() == fb::TaskBody::SendTask;

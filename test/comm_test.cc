@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +23,7 @@
 #include "sinkrt/runtime/env.h"
 #include "sinkrt/runtime/hello.h"
 #include "sinkrt/runtime/wire.h"
+#include "support/comm_cluster.h"
 #include "support/scoped_env.h"
 
 namespace sinkrt::device {
@@ -40,59 +42,8 @@ CommOptions TestOptions(bool shm, milliseconds timeout = milliseconds(10000)) {
   return o;
 }
 
-// Runs fn(rank) on one thread per rank and joins them.
-void OnEachRank(uint32_t n, const std::function<void(uint32_t)>& fn) {
-  std::vector<std::thread> threads;
-  for (uint32_t r = 0; r < n; ++r) threads.emplace_back([&fn, r] { fn(r); });
-  for (auto& t : threads) t.join();
-}
-
-class Cluster {
- public:
-  // Rendezvous of n ranks with options per rank (job per rank too); statuses
-  // of Create are kept for the tests that expect it to fail.
-  Cluster(
-      uint32_t n, const std::function<CommOptions(uint32_t)>& options,
-      const std::function<uint64_t(uint32_t)>& job = [](uint32_t) { return uint64_t{42}; },
-      const std::function<std::string(uint32_t)>& host = [](uint32_t) { return LocalHostId(); })
-      : n_(n), comms_(n), create_status_(n) {
-    std::vector<PeerAddress> world;
-    for (uint32_t r = 0; r < n; ++r) {
-      auto inbox = ListeningInbox::Start();
-      EXPECT_TRUE(inbox.ok()) << inbox.status().ToString();
-      inboxes_.push_back(std::move(inbox).value());
-      world.push_back(PeerAddress{r, inboxes_.back()->address(), host(r)});
-    }
-    OnEachRank(n, [&](uint32_t r) {
-      auto c = Communicator::Create(r, world, job(r), *inboxes_[r], options(r));
-      if (c.ok())
-        comms_[r] = std::move(c).value();
-      else
-        create_status_[r] = c.status();
-    });
-  }
-  Cluster(uint32_t n, const CommOptions& o) : Cluster(n, [o](uint32_t) { return o; }) {}
-
-  ~Cluster() {
-    OnEachRank(n_, [&](uint32_t r) { comms_[r].reset(); });
-  }
-
-  bool ok() const {
-    for (auto& c : comms_)
-      if (!c) return false;
-    return true;
-  }
-  Communicator& operator[](uint32_t r) { return *comms_[r]; }
-  void Destroy(uint32_t r) { comms_[r].reset(); }
-  const Status& create_status(uint32_t r) const { return create_status_[r]; }
-  uint32_t size() const { return n_; }
-
- private:
-  uint32_t n_;
-  std::vector<std::unique_ptr<ListeningInbox>> inboxes_;
-  std::vector<std::unique_ptr<Communicator>> comms_;
-  std::vector<Status> create_status_;
-};
+using testing::Cluster;
+using testing::OnEachRank;
 
 // ---- data and references --------------------------------------------------
 
@@ -455,6 +406,52 @@ TEST(CommCollectives, SubgroupsRunConcurrentlyAndKeepTheirOwnSequence) {
     EXPECT_EQ(data[2][20010], 4.0f);
     EXPECT_EQ(data[1][0], 24.0f);
     EXPECT_EQ(data[3][7], 24.0f);
+  }
+}
+
+// AllGather and ReduceScatter on subgroups: the pairs {0,2} and {1,3} at
+// once, then {1,2,3} while rank 0 sits out; blocks of several segments, so
+// positions (not world ranks) must choose every chunk.
+TEST(CommCollectives, AllGatherAndReduceScatterOnSubgroups) {
+  for (bool shm : {true, false}) {
+    SCOPED_TRACE(shm ? "shm" : "tcp");
+    Cluster c(4, TestOptions(shm));
+    ASSERT_TRUE(c.ok());
+    const size_t count = 5003;  // F32: ~5 segments of 4 KiB per member
+    const std::vector<Group> groups = {Group{{0, 2}}, Group{{1, 3}}, Group{{1, 2, 3}}};
+    for (const Group& g : {groups[0], groups[2]}) {
+      SCOPED_TRACE(g.ranks.size() == 2 ? "pairs" : "{1,2,3}");
+      std::vector<std::vector<uint8_t>> gin(4), gout(4), rin(4), rout(4);
+      std::vector<Status> st(4);
+      for (uint32_t r = 0; r < 4; ++r) {
+        gin[r] = MakeInput(DType::U8, count, r, 21);
+        rin[r] = MakeInput(DType::F32, count * g.ranks.size(), r, 22);
+      }
+      auto group_of = [&](uint32_t r) -> const Group* {
+        if (g.ranks.size() == 2) return &groups[r % 2];
+        return r == 0 ? nullptr : &g;
+      };
+      OnEachRank(4, [&](uint32_t r) {
+        const Group* mine = group_of(r);
+        if (!mine) return;
+        gout[r].resize(count * mine->ranks.size());
+        rout[r].resize(count * 4);
+        st[r] = c[r].AllGather(gin[r], gout[r], *mine);
+        if (st[r].ok()) st[r] = c[r].ReduceScatter(rin[r], rout[r], DType::F32, ReduceOp::Sum, *mine);
+      });
+      for (uint32_t r = 0; r < 4; ++r) {
+        const Group* mine = group_of(r);
+        if (!mine) continue;
+        SCOPED_TRACE("rank " + std::to_string(r));
+        ASSERT_TRUE(st[r].ok()) << st[r].ToString();
+        std::vector<uint8_t> want;
+        for (uint32_t m : mine->ranks) want.insert(want.end(), gin[m].begin(), gin[m].end());
+        EXPECT_EQ(gout[r], want);
+        const uint32_t pos = static_cast<uint32_t>(
+            std::find(mine->ranks.begin(), mine->ranks.end(), r) - mine->ranks.begin());
+        ExpectReduced(rin, mine->ranks, pos * count, rout[r].data(), count, DType::F32, ReduceOp::Sum);
+      }
+    }
   }
 }
 

@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <new>
 #include <thread>
@@ -281,6 +282,87 @@ void ExpectDataParallelNoAllocations(bool shared_memory) {
 
 TEST(NoAlloc, DataParallelStepsOverSharedMemoryAllocateNothing) { ExpectDataParallelNoAllocations(true); }
 TEST(NoAlloc, DataParallelStepsOverTcpAllocateNothing) { ExpectDataParallelNoAllocations(false); }
+
+// AllToAll straight on three communicators, on the world and on the
+// subgroup {1,2}, in blocks of several segments: after a warm-up (each
+// group's first call numbers it), neither the ranks' threads nor the
+// transports' allocate.
+void ExpectAllToAllNoAllocations(bool shared_memory) {
+  constexpr uint32_t kRanks = 3;
+  constexpr size_t kBlock = 3 * 4096 + 5;
+  std::vector<std::unique_ptr<device::ListeningInbox>> inboxes;
+  std::vector<device::PeerAddress> world;
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    auto inbox = device::ListeningInbox::Start();
+    SINKRT_ASSERT_OK(inbox);
+    world.push_back({r, (*inbox)->address(), device::LocalHostId()});
+    inboxes.push_back(std::move(inbox).value());
+  }
+  std::vector<std::unique_ptr<device::Communicator>> comms(kRanks);
+  std::vector<Status> st(kRanks);
+  auto on_each_rank = [&](const std::function<void(uint32_t)>& fn) {
+    std::vector<std::thread> threads;
+    for (uint32_t r = 0; r < kRanks; ++r) threads.emplace_back([&fn, r] { fn(r); });
+    for (auto& t : threads) t.join();
+  };
+  on_each_rank([&](uint32_t r) {
+    device::CommOptions o;
+    o.use_shared_memory = shared_memory;
+    o.segment_bytes = 4096;
+    auto c = device::Communicator::Create(r, world, 78, *inboxes[r], o);
+    st[r] = c.status();
+    if (c.ok()) comms[r] = std::move(c).value();
+  });
+  for (uint32_t r = 0; r < kRanks; ++r) SINKRT_ASSERT_OK(st[r]);
+  const device::Group all = device::Group::World(kRanks), tail{{1, 2}};
+  std::vector<std::vector<uint8_t>> in(kRanks), out(kRanks), tail_in(kRanks), tail_out(kRanks);
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    in[r].assign(kBlock * kRanks, static_cast<uint8_t>(r));
+    out[r].resize(kBlock * kRanks);
+    tail_in[r].assign(kBlock * 2, static_cast<uint8_t>(r + 10));
+    tail_out[r].resize(kBlock * 2);
+  }
+  auto exchange = [&](uint32_t r, int times) {
+    Status s;
+    for (int i = 0; i < times && s.ok(); ++i) {
+      s = comms[r]->AllToAll(in[r], out[r], all);
+      if (s.ok() && r > 0) s = comms[r]->AllToAll(tail_in[r], tail_out[r], tail);
+    }
+    return s;
+  };
+  on_each_rank([&](uint32_t r) { st[r] = exchange(r, 2); });  // warm-up
+  for (uint32_t r = 0; r < kRanks; ++r) SINKRT_ASSERT_OK(st[r]);
+
+  // The threads start (which allocates) before the counter is armed and
+  // wait at a gate; it is disarmed once all have finished.
+  std::atomic<uint32_t> ready{0}, done{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < kRanks; ++r)
+    threads.emplace_back([&, r] {
+      ++ready;
+      while (!go.load()) std::this_thread::yield();
+      st[r] = exchange(r, 8);
+      ++done;
+    });
+  while (ready.load() < kRanks) std::this_thread::yield();
+  g_ours = g_dnnl = g_dnnl_calls = 0;
+  g_per_thread = true;
+  g_armed = true;
+  go = true;
+  while (done.load() < kRanks) std::this_thread::yield();
+  g_armed = false;
+  g_per_thread = false;
+  for (auto& t : threads) t.join();
+  for (uint32_t r = 0; r < kRanks; ++r) SINKRT_ASSERT_OK(st[r]);
+  EXPECT_EQ(g_ours.load(), 0) << "sinkrt allocated during 8 rounds of AllToAll";
+  EXPECT_EQ(out[0][kBlock * 2], 2);
+  EXPECT_EQ(tail_out[2][0], 11);
+  on_each_rank([&](uint32_t r) { comms[r].reset(); });
+}
+
+TEST(NoAlloc, AllToAllOverSharedMemoryAllocatesNothing) { ExpectAllToAllNoAllocations(true); }
+TEST(NoAlloc, AllToAllOverTcpAllocatesNothing) { ExpectAllToAllNoAllocations(false); }
 
 TEST(NoAlloc, MlpStepsAllocateNothing) { ExpectNoAllocations(testing::MakeMlp(64), 64, 784); }
 TEST(NoAlloc, LeNetStepsAllocateNothing) { ExpectNoAllocations(testing::MakeLeNet(16), 16, 784); }

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "sinkrt/host/compiler.h"
+#include "support/alltoall_stream.h"
 #include "support/run_binary.h"
 #include "sinkrt/runtime/format.h"
 #include "sinkrt/runtime/file_io.h"
@@ -314,6 +315,35 @@ TEST_F(SinkdumpTest, TaskWithTypeButNoBodyIsRefused) {
     EXPECT_EQ(r.exit_code, 1) << name << " (-1: killed by a signal)";
     EXPECT_NE(r.err.find(p.string()), std::string::npos) << name << ": " << r.err;
   }
+}
+
+// An AllToAll on a subgroup shows like the other collectives: its buffers
+// and its group, in text and JSON.
+TEST_F(SinkdumpTest, ShowsAllToAllWithItsGroup) {
+  const fs::path p = WriteVariant(
+      "alltoall.tstream", testing::AllToAllStream(2, 4, {{"tokens", DType::F32, {2, 8}}, {"routed", DType::F32, {2, 8}}},
+                                                  {{1, 0, 1}}));
+  RunResult text = Run(Quoted(p) + " --program train_step");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  for (const char* fragment : {"communicator groups: 3", "1 'even': ranks [0, 2]", "stream 1 'comm'"})
+    EXPECT_NE(text.out.find(fragment), std::string::npos) << "missing '" << fragment << "' in:\n" << text.out;
+  // The task's row of the comm stream's table.
+  const size_t at = text.out.find("exchange0");
+  ASSERT_NE(at, std::string::npos) << text.out;
+  const size_t begin = text.out.rfind('\n', at) + 1;
+  const std::string row = text.out.substr(begin, text.out.find('\n', at) - begin);
+  for (const char* fragment : {" AllToAll ", "tokens -> routed", "group=even"})
+    EXPECT_NE(row.find(fragment), std::string::npos) << "missing '" << fragment << "' in the row: " << row;
+
+  RunResult json = Run(Quoted(p) + " --json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  nlohmann::json j = nlohmann::json::parse(json.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << "not JSON:\n" << json.out;
+  const auto& task = j["programs"][0]["streams"][1]["tasks"][1];
+  EXPECT_EQ(task["kind"], "AllToAll");
+  EXPECT_EQ(task["inputs"], nlohmann::json::array({"tokens"}));
+  EXPECT_EQ(task["outputs"], nlohmann::json::array({"routed"}));
+  EXPECT_EQ(task["options"]["group"], "even");
 }
 
 // A DATA_PARALLEL stream dumps its two train_step streams, the world group

@@ -361,6 +361,13 @@ TaskInfo DescribeTask(const VerifiedStream& view, const fb::Task& task) {
         info.attrs["op"] = ReduceOpName(t->op());
       }
       break;
+    case fb::TaskBody::AllToAllTask:
+      if (const auto* t = task.body_as_AllToAllTask()) {
+        info.inputs = {t->input()};
+        info.outputs = {t->output()};
+        info.attrs["group"] = GroupLabel(view, t->group());
+      }
+      break;
     case fb::TaskBody::BroadcastTask:
       if (const auto* t = task.body_as_BroadcastTask()) {
         info.inputs = info.outputs = Indices(t->buffers());

@@ -40,8 +40,8 @@ struct PreparedTask {
   // Init
   std::vector<uint32_t> initializers;
   // Collectives: the arena bytes they work on (AllReduce and Broadcast in
-  // place over `data`; AllGather and ReduceScatter from `data` into `out`;
-  // Send and Recv over `data`), resolved and checked at load.
+  // place over `data`; AllGather, ReduceScatter and AllToAll from `data`
+  // into `out`; Send and Recv over `data`), resolved and checked at load.
   std::span<uint8_t> data, out;
   DType dtype = DType::Invalid;
   ReduceOp op = ReduceOp::Sum;

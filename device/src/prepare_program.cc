@@ -100,6 +100,18 @@ Status PrepareCollective(LoadedJob& job, const fb::Task* task, const std::string
                                std::to_string(pt->out.size()));
       return Status::Ok();
     }
+    case fb::TaskBody::AllToAllTask: {
+      auto* t = task->body_as_AllToAllTask();
+      SINKRT_RETURN_IF_ERROR(PrepareGroup(job, t->group(), where, &pt->group));
+      pt->data = Bytes(job, t->input());
+      pt->out = Bytes(job, t->output());
+      pt->dtype = BufferDef(job, t->input())->dtype();
+      if (pt->data.size() != pt->out.size() || pt->data.size() % pt->group.ranks.size() != 0)
+        return InvalidArgument(where + ": input of " + std::to_string(pt->data.size()) + " bytes and output of " +
+                               std::to_string(pt->out.size()) + " bytes are not equal blocks for " +
+                               std::to_string(pt->group.ranks.size()) + " members");
+      return Status::Ok();
+    }
     case fb::TaskBody::SendTask:
     case fb::TaskBody::RecvTask: {
       bool send = task->body_type() == fb::TaskBody::SendTask;

@@ -314,6 +314,34 @@ class Checker {
     return CheckContiguous(where, "AllReduce", t->buffers());
   }
 
+  // The device exchanges equal blocks of `input` into `output`, one per
+  // member, reading the one while writing the other.
+  Status CheckAllToAll(const std::string& where, const fb::AllToAllTask* t) {
+    const fb::CommGroup* group = nullptr;
+    SINKRT_RETURN_IF_ERROR(CheckGroupIndex(where, t->group(), &group));
+    SINKRT_RETURN_IF_ERROR(CheckBufferIndex(where + " input", t->input()));
+    SINKRT_RETURN_IF_ERROR(CheckBufferIndex(where + " output", t->output()));
+    const fb::Buffer* in = s_->buffers()->Get(t->input());
+    const fb::Buffer* out = s_->buffers()->Get(t->output());
+    const uint32_t members = group->ranks()->size();
+    if (in->dtype() != out->dtype())
+      return InvalidArgument(where + ": input" + Named(in->name()) + " is " + DTypeName(in->dtype()) + ", output" +
+                             Named(out->name()) + " " + DTypeName(out->dtype()) + ": an AllToAll works on one dtype");
+    if (in->bytes() != out->bytes())
+      return InvalidArgument(where + ": input" + Named(in->name()) + " of " + std::to_string(in->bytes()) +
+                             " bytes and output" + Named(out->name()) + " of " + std::to_string(out->bytes()) +
+                             " bytes differ: an AllToAll's buffers are equal in size");
+    const uint64_t elems = in->bytes() / DTypeSize(in->dtype());
+    if (elems % members != 0)
+      return InvalidArgument(where + ": input" + Named(in->name()) + " of " + std::to_string(elems) + " " +
+                             DTypeName(in->dtype()) + " elements does not split into " + std::to_string(members) +
+                             " equal blocks for group " + std::to_string(t->group()) + Named(group->name()));
+    if (in->bytes() > 0 && in->offset() < out->offset() + out->bytes() && out->offset() < in->offset() + in->bytes())
+      return InvalidArgument(where + ": input" + Named(in->name()) + " and output" + Named(out->name()) +
+                             " overlap in the arena: an AllToAll reads one while it writes the other");
+    return Status::Ok();
+  }
+
   Status CheckCollective(const std::string& where, const fb::Task* task) {
     const std::string kind(TaskKindName(task->body_type()));
     if (!(supported_ & kFeatureCollectives))
@@ -344,6 +372,8 @@ class Checker {
         SINKRT_RETURN_IF_ERROR(CheckBufferIndex(where + " input", t->input()));
         return CheckBufferIndex(where + " output", t->output());
       }
+      case fb::TaskBody::AllToAllTask:
+        return CheckAllToAll(where, task->body_as_AllToAllTask());
       case fb::TaskBody::SendTask:
       case fb::TaskBody::RecvTask: {
         const bool send = task->body_type() == fb::TaskBody::SendTask;
@@ -511,6 +541,7 @@ bool IsCollective(fb::TaskBody kind) {
     case fb::TaskBody::BroadcastTask:
     case fb::TaskBody::SendTask:
     case fb::TaskBody::RecvTask:
+    case fb::TaskBody::AllToAllTask:
       return true;
     default:
       return false;

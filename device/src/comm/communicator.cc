@@ -111,6 +111,20 @@ Status Communicator::ReduceScatter(std::span<const uint8_t> in, std::span<uint8_
                [&](Op& o) { return ReduceScatterOp(o, in, out, dtype, op); });
 }
 
+Status Communicator::AllToAll(std::span<const uint8_t> in, std::span<uint8_t> out, const Group& group) {
+  SINKRT_ASSIGN_OR_RETURN(uint32_t pos, GroupPosition(*state_, group));
+  const size_t n = group.ranks.size();
+  if (in.size() != out.size() || in.size() % n != 0)
+    return InvalidArgument("AllToAll: " + std::to_string(in.size()) + " input and " + std::to_string(out.size()) +
+                           " output bytes must be equal and divide into " + std::to_string(n) + " blocks");
+  // Blocks land in `out` while others still leave from `in`.
+  const uintptr_t a = reinterpret_cast<uintptr_t>(in.data());
+  const uintptr_t b = reinterpret_cast<uintptr_t>(out.data());
+  if (!in.empty() && a < b + out.size() && b < a + in.size())
+    return InvalidArgument("AllToAll: the input and output buffers overlap");
+  return RunOp(*state_, OpKind::kAllToAll, group.ranks, pos, [&](Op& o) { return AllToAllOp(o, in, out); });
+}
+
 Status Communicator::Broadcast(std::span<uint8_t> data, uint32_t root, const Group& group) {
   SINKRT_ASSIGN_OR_RETURN(uint32_t pos, GroupPosition(*state_, group));
   auto it = std::find(group.ranks.begin(), group.ranks.end(), root);

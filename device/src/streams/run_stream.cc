@@ -12,6 +12,7 @@ Status RunCollective(Communicator& comm, PreparedTask& pt) {
     case fb::TaskBody::BroadcastTask: return comm.Broadcast(pt.data, pt.peer, pt.group);
     case fb::TaskBody::AllGatherTask: return comm.AllGather(pt.data, pt.out, pt.group);
     case fb::TaskBody::ReduceScatterTask: return comm.ReduceScatter(pt.data, pt.out, pt.dtype, pt.op, pt.group);
+    case fb::TaskBody::AllToAllTask: return comm.AllToAll(pt.data, pt.out, pt.group);
     case fb::TaskBody::SendTask: return comm.Send(pt.data, pt.peer);
     case fb::TaskBody::RecvTask: return comm.Recv(pt.data, pt.peer);
     default: return Internal("not a collective");

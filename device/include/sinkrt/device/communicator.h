@@ -128,6 +128,11 @@ class Communicator {
   // `out` = this member's 1/members share of the reduction of every `in`.
   Status ReduceScatter(std::span<const uint8_t> in, std::span<uint8_t> out, DType dtype, ReduceOp op,
                        const Group& group);
+  // MPI_Alltoall with equal blocks: `in` is one block per member, block j
+  // for the member at position j; `out` receives the block that the member
+  // at position i holds for this rank at block i. in.size() == out.size(),
+  // a multiple of the member count. `in` and `out` must not overlap.
+  Status AllToAll(std::span<const uint8_t> in, std::span<uint8_t> out, const Group& group);
   // `data` on `root` (a world rank in the group) copied to every member.
   Status Broadcast(std::span<uint8_t> data, uint32_t root, const Group& group);
   Status Send(std::span<const uint8_t> data, uint32_t peer);

@@ -20,6 +20,8 @@ const char* OpName(OpKind op) {
       return "Recv";
     case OpKind::kBarrier:
       return "Barrier";
+    case OpKind::kAllToAll:
+      return "AllToAll";
   }
   return "(unknown op)";
 }

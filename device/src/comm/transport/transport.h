@@ -42,6 +42,7 @@ enum class OpKind : uint8_t {
   kSend = 5,  // Send/Recv messages carry kSend on both sides
   kRecv = 6,  // only names the receiving side in errors
   kBarrier = 7,
+  kAllToAll = 8,
 };
 
 const char* OpName(OpKind op);
