@@ -167,6 +167,10 @@ KernelRunner& KernelRunner::Perm(std::vector<int32_t> perm) {
 KernelRunner& KernelRunner::SplitOpts(int axis, std::vector<int64_t> sizes) {
   return Options(fb::OpOptions::SplitOptions, fb::CreateSplitOptionsDirect(fbb_, axis, &sizes).Union());
 }
+KernelRunner& KernelRunner::CommOpts(int axis, uint32_t position, std::vector<uint32_t> group) {
+  return Options(fb::OpOptions::CommOptions,
+                 fb::CreateCommOptionsDirect(fbb_, &group, position, false, axis).Union());
+}
 KernelRunner& KernelRunner::Options(fb::OpOptions type, flatbuffers::Offset<void> value) {
   opt_type_ = type;
   opt_ = value;

@@ -45,5 +45,7 @@ extern const KernelImpl kBatchMatMulKernel;
 extern const KernelImpl kTransposeKernel;
 // concat_split.cc
 extern const KernelImpl kConcatKernel, kSplitKernel;
+// shard_slice.cc
+extern const KernelImpl kShardSliceKernel;
 
 }  // namespace sinkrt::device

@@ -36,6 +36,7 @@ constexpr Entry kKernels[] = {
     {OpCode::Transpose, &kTransposeKernel},
     {OpCode::Concat, &kConcatKernel},
     {OpCode::Split, &kSplitKernel},
+    {OpCode::ShardSlice, &kShardSliceKernel},
     {OpCode::ReluGrad, &kReluGradKernel},
     {OpCode::GeluGrad, &kGeluGradKernel},
     {OpCode::TanhGrad, &kTanhGradKernel},
