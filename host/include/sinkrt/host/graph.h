@@ -39,6 +39,13 @@ struct InitSpec {
   uint64_t seed = 0;
   int64_t fan_in = 0, fan_out = 0;  // 0: derived from the shape at compile time
   std::vector<uint8_t> data;        // Inline
+  // A slice of a larger tensor (a sharded parameter): the whole tensor's
+  // shape and where this slice starts. Random kinds then draw each element
+  // at its index in the whole tensor, and fans come from the whole shape,
+  // so every rank holds exactly what one device would hold there. Empty:
+  // the tensor is whole.
+  Shape global_shape;
+  std::vector<int64_t> slice_offset;
 
   static InitSpec Zeros() { return {}; }
   static InitSpec Constant(float v);
