@@ -131,6 +131,14 @@ void KernelAttrs(const VerifiedStream& view, const fb::KernelTask& k, Json& attr
       break;
     case fb::OpOptions::CastOptions:
       if (const auto* o = k.options_as_CastOptions()) attrs["to"] = std::string(DTypeName(o->to()));
+      break;
+    case fb::OpOptions::CommOptions:
+      if (const auto* o = k.options_as_CommOptions()) {
+        attrs["group"] = o->group() ? std::vector<int>(o->group()->begin(), o->group()->end()) : std::vector<int>{};
+        attrs["position"] = static_cast<int>(o->position());
+        attrs["axis"] = o->axis();
+      }
+      break;
     case fb::OpOptions::TransposeOptions:
       if (const auto* o = k.options_as_TransposeOptions())
         attrs["perm"] = o->perm() ? std::vector<int>(o->perm()->begin(), o->perm()->end()) : std::vector<int>{};

@@ -183,6 +183,68 @@ Ref ReduceGrad(const Rule& r) {
   return r.Emit(OpCode::BroadcastTo, {dy}, ScaleAttrs(scale), sx, "grad");
 }
 
+// The communication ops' rules (docs/sharding.md §6: a gradient has its
+// tensor's layout, replicas hold the same gradient). Each emits the op's
+// transpose over the same group.
+OpAttrs CommAttrs(const OpAttrs& forward, bool mean = false, int axis = 0) {
+  OpAttrs a;
+  a.group = forward.group;
+  a.group_position = forward.group_position;
+  a.mean = mean;
+  a.axis = axis;
+  return a;
+}
+
+std::optional<Ref> CommGrad(const Rule& r) {
+  const OpAttrs& f = r.op.attrs;
+  const Shape& sx = r.in_shape(0);
+  const int64_t n = static_cast<int64_t>(f.group.size());
+  switch (r.op.op) {
+    case OpCode::AllReduce:
+      // Every addend gets the whole (replicated) gradient; a mean's is 1/n of it.
+      if (!f.mean) return r.dy;
+      return r.Emit(OpCode::BroadcastTo, {r.dy}, ScaleAttrs(1.0f / static_cast<float>(n)), sx, "grad");
+    case OpCode::GradAllReduce:
+      return r.Emit(OpCode::AllReduce, {r.dy}, CommAttrs(f), sx, "grad");
+    case OpCode::AllGather: {
+      // dy [n, ...] is the same on every member: keep this member's block.
+      Shape block = r.b.shape(r.dy);
+      block[0] = 1;
+      const Ref mine = r.Emit(OpCode::ShardSlice, {r.dy}, CommAttrs(f, false, 0), block, "grad/shard_slice");
+      return r.Emit(OpCode::Reshape, {mine}, OpAttrs{}, sx, "grad");
+    }
+    case OpCode::ReduceScatter: {
+      // x [n, ...]: every member's addend needs the whole sum's gradient.
+      Ref dx = r.Emit(OpCode::AllGather, {r.dy}, CommAttrs(f), sx, "grad");
+      if (f.mean) dx = r.Emit(OpCode::BroadcastTo, {dx}, ScaleAttrs(1.0f / static_cast<float>(n)), sx, "grad/mean");
+      return dx;
+    }
+    case OpCode::ShardSlice: {
+      // Gather the members' blocks back along the sliced axis.
+      const Shape& sy = r.b.shape(r.dy);
+      const size_t d = static_cast<size_t>(f.axis < 0 ? f.axis + static_cast<int>(sx.size()) : f.axis);
+      int64_t outer = 1, inner = 1;
+      for (size_t i = 0; i < d; ++i) outer *= sy[i];
+      for (size_t i = d + 1; i < sy.size(); ++i) inner *= sy[i];
+      Shape gathered = {n};
+      gathered.insert(gathered.end(), sy.begin(), sy.end());
+      Ref g = r.Emit(OpCode::AllGather, {r.dy}, CommAttrs(f), gathered, "grad/allgather");
+      if (outer > 1) {
+        g = r.Emit(OpCode::Reshape, {g}, OpAttrs{}, {n, outer, sy[d] * inner}, "grad/blocks");
+        OpAttrs t;
+        t.perm = {1, 0, 2};
+        g = r.Emit(OpCode::Transpose, {g}, std::move(t), {outer, n, sy[d] * inner}, "grad/to_dim");
+      }
+      return r.Emit(OpCode::Reshape, {g}, OpAttrs{}, sx, "grad");
+    }
+    case OpCode::AllToAll:
+      // Its own inverse over the same group.
+      return r.Emit(OpCode::AllToAll, {r.dy}, CommAttrs(f), sx, "grad");
+    default:
+      return std::nullopt;
+  }
+}
+
 }  // namespace
 
 bool DifferentiableInput(fb::OpCode op, size_t slot) {
@@ -227,6 +289,12 @@ bool HasGradRule(fb::OpCode op) {
     case OpCode::Transpose:
     case OpCode::Concat:
     case OpCode::Split:
+    case OpCode::AllReduce:
+    case OpCode::AllGather:
+    case OpCode::ReduceScatter:
+    case OpCode::AllToAll:
+    case OpCode::ShardSlice:
+    case OpCode::GradAllReduce:
       return true;
     default:
       return false;
@@ -401,6 +469,14 @@ Status ApplyGradRule(Backward& b, const OpNode& op, const std::vector<std::optio
         if (want(i)) dx[i] = parts[i];
       break;
     }
+    case OpCode::AllReduce:
+    case OpCode::AllGather:
+    case OpCode::ReduceScatter:
+    case OpCode::AllToAll:
+    case OpCode::ShardSlice:
+    case OpCode::GradAllReduce:
+      if (want(0)) dx[0] = CommGrad(r);
+      break;
     default:
       return Unimplemented(std::string("no gradient rule for op '") + op.name + "' (" +
                            fb::EnumNameOpCode(op.op) + ")");

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numbers>
 #include <string>
+#include <vector>
 
 namespace sinkrt::device {
 namespace {
@@ -48,15 +49,67 @@ Status RequireFinite(const fb::InitDef& def, const char* name, double v) {
   return Error(def, std::string(name) + " is " + std::to_string(v) + ", expected a finite value");
 }
 
-void FillUniform(const TensorRef& out, uint64_t seed, float low, float high) {
-  float* y = out.f32();
-  const float range = high - low;
-  for (int64_t i = 0; i < out.numel; ++i) y[i] = low + range * UniformAt(seed, i);
+// Where a buffer's elements sit in the tensor whose values they take: the
+// buffer itself, or (InitDef.global_shape) a slice of a larger tensor, whose
+// element i is drawn at its index in the whole so that every rank's slice
+// holds what one device would hold there.
+struct Placement {
+  std::vector<int64_t> whole, offset;  // empty: the buffer is the whole
+
+  // Calls fn(i, index in the whole) for every element i, in order.
+  template <typename Fn>
+  void ForEach(const TensorRef& out, Fn fn) const {
+    if (whole.empty()) {
+      for (int64_t i = 0; i < out.numel; ++i) fn(i, static_cast<uint64_t>(i));
+      return;
+    }
+    const size_t rank = out.shape.size();
+    std::vector<int64_t> idx(rank, 0);
+    for (int64_t i = 0; i < out.numel; ++i) {
+      uint64_t flat = 0;
+      for (size_t d = 0; d < rank; ++d) flat = flat * whole[d] + static_cast<uint64_t>(offset[d] + idx[d]);
+      fn(i, flat);
+      for (size_t d = rank; d-- > 0;) {
+        if (++idx[d] < out.shape[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+};
+
+Result<Placement> PlacementOf(const fb::InitDef& def, const TensorRef& out) {
+  Placement p;
+  if (!def.global_shape() && !def.slice_offset()) return p;
+  if (!def.global_shape() || !def.slice_offset())
+    return Error(def, "a slice needs both global_shape and slice_offset");
+  p.whole.assign(def.global_shape()->begin(), def.global_shape()->end());
+  p.offset.assign(def.slice_offset()->begin(), def.slice_offset()->end());
+  if (p.whole.size() != out.shape.size() || p.offset.size() != out.shape.size()) {
+    return Error(def, "slice of " + ShapeToString(p.whole) + " at " + ShapeToString(p.offset) +
+                          " does not match the buffer's rank " + std::to_string(out.shape.size()));
+  }
+  for (size_t d = 0; d < p.whole.size(); ++d) {
+    if (p.offset[d] < 0 || out.shape[d] > p.whole[d] || p.offset[d] > p.whole[d] - out.shape[d]) {
+      return Error(def, "slice " + ShapeToString(out.shape) + " at " + ShapeToString(p.offset) + " lies outside " +
+                            ShapeToString(p.whole) + " (dim " + std::to_string(d) + ")");
+    }
+  }
+  return p;
 }
 
-// Same values as NormalAt, one Box–Muller per pair.
-void FillNormal(const TensorRef& out, uint64_t seed, float mean, float stddev) {
+void FillUniform(const TensorRef& out, const Placement& at, uint64_t seed, float low, float high) {
   float* y = out.f32();
+  const float range = high - low;
+  at.ForEach(out, [&](int64_t i, uint64_t g) { y[i] = low + range * UniformAt(seed, g); });
+}
+
+// Same values as NormalAt, one Box–Muller per pair (a slice: one per element).
+void FillNormal(const TensorRef& out, const Placement& at, uint64_t seed, float mean, float stddev) {
+  float* y = out.f32();
+  if (!at.whole.empty()) {
+    at.ForEach(out, [&](int64_t i, uint64_t g) { y[i] = mean + stddev * NormalAt(seed, g); });
+    return;
+  }
   for (int64_t i = 0; i < out.numel; i += 2) {
     double even, odd;
     NormalPair(seed, static_cast<uint64_t>(i) / 2, &even, &odd);
@@ -107,6 +160,7 @@ Status FillInitializer(const fb::InitDef& def, const TensorRef& out, std::span<c
                           " is not a valid tensor");
   }
   using fb::InitKind;
+  SINKRT_ASSIGN_OR_RETURN(const Placement at, PlacementOf(def, out));
   const double fan_in = static_cast<double>(def.fan_in());
   const double fan_out = static_cast<double>(def.fan_out());
   switch (def.kind()) {
@@ -126,14 +180,14 @@ Status FillInitializer(const fb::InitDef& def, const TensorRef& out, std::span<c
         return Error(def, "high " + std::to_string(def.high()) + " is below low " +
                               std::to_string(def.low()));
       }
-      FillUniform(out, def.seed(), def.low(), def.high());
+      FillUniform(out, at, def.seed(), def.low(), def.high());
       return Status::Ok();
     case InitKind::Normal:
       SINKRT_RETURN_IF_ERROR(RequireF32(def, out));
       SINKRT_RETURN_IF_ERROR(RequireFinite(def, "mean", def.mean()));
       SINKRT_RETURN_IF_ERROR(RequireFinite(def, "stddev", def.stddev()));
       if (def.stddev() < 0) return Error(def, "stddev " + std::to_string(def.stddev()) + " < 0");
-      FillNormal(out, def.seed(), def.mean(), def.stddev());
+      FillNormal(out, at, def.seed(), def.mean(), def.stddev());
       return Status::Ok();
     case InitKind::XavierUniform:
     case InitKind::XavierNormal:
@@ -150,9 +204,9 @@ Status FillInitializer(const fb::InitDef& def, const TensorRef& out, std::span<c
       const double fan = xavier ? fan_in + fan_out : fan_in;
       if (def.kind() == InitKind::XavierUniform || def.kind() == InitKind::HeUniform) {
         const float limit = static_cast<float>(std::sqrt(6.0 / fan));
-        FillUniform(out, def.seed(), -limit, limit);
+        FillUniform(out, at, def.seed(), -limit, limit);
       } else {
-        FillNormal(out, def.seed(), 0.0f, static_cast<float>(std::sqrt(2.0 / fan)));
+        FillNormal(out, at, def.seed(), 0.0f, static_cast<float>(std::sqrt(2.0 / fan)));
       }
       return Status::Ok();
     }

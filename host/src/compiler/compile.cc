@@ -2,6 +2,7 @@
 // writer (docs/compiler.md) — and the report that tools and tests read.
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "compiler/memory_planner.h"
 #include "compiler/stream_writer.h"
 #include "compiler/training_graph.h"
+#include "parallel/partition.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/runtime/format.h"
 
@@ -40,8 +42,10 @@ Status CheckOptions(const CompileOptions& o) {
                           .global_rank = stand_alone ? 0 : static_cast<int>(std::min<uint32_t>(o.rank, 1u << 30)),
                           .gradients_mean = o.gradients_mean,
                           .parameter_broadcast = o.parameter_broadcast,
+                          .full_batch = o.full_batch,
                           .comm_fusion = o.comm_fusion};
-  SINKRT_RETURN_IF_ERROR(context.Validate({ParallelMode::StandAlone, ParallelMode::DataParallel}));
+  SINKRT_RETURN_IF_ERROR(
+      context.Validate({ParallelMode::StandAlone, ParallelMode::DataParallel, ParallelMode::SemiAutoParallel}));
   return ValidateOptimizer(o.optimizer).WithContext("compile: optimizer");
 }
 
@@ -119,14 +123,41 @@ Status CheckArenaSize(const compiler::LoweredStream& s, uint64_t arena_bytes) {
                          Size(kMaxArenaBytes) + "; the largest buffers: " + names);
 }
 
+// SEMI_AUTO_PARALLEL: this rank's local forward graph (docs/sharding.md),
+// and each of its parameters' mirror group.
+Result<parallel::LocalGraph> PartitionForward(const Graph& forward, const CompileOptions& o) {
+  if (!forward.status().ok()) return forward.status();
+  std::vector<parallel::Strategy> strategies;
+  for (const OpNode& op : forward.ops()) strategies.push_back(op.strategy);
+  SINKRT_ASSIGN_OR_RETURN(
+      parallel::PartitionPlan plan,
+      parallel::PlanPartition(forward, strategies, {.device_num = o.world_size, .full_batch = o.full_batch}));
+  return parallel::PartitionForRank(forward, plan, o.rank);
+}
+
 }  // namespace
 
 Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& options) {
   SINKRT_RETURN_IF_ERROR(CheckOptions(options));
+  const bool sharded = options.parallel_mode == ParallelMode::SemiAutoParallel;
+  std::optional<parallel::LocalGraph> local;
+  if (sharded) {
+    SINKRT_ASSIGN_OR_RETURN(local, PartitionForward(forward, options),
+                            "compile graph '" + forward.name() + "' for rank " + std::to_string(options.rank));
+  }
   SINKRT_ASSIGN_OR_RETURN(
       compiler::TrainingGraph tg,
-      compiler::BuildTrainingGraph(forward, options.optimizer, options.eval_program,
+      compiler::BuildTrainingGraph(sharded ? local->graph : forward, options.optimizer, options.eval_program,
                                    options.predict_program));
+  std::vector<std::vector<uint32_t>> grad_groups;
+  if (sharded) {
+    for (const ParamGrad& pg : tg.grads) {
+      std::vector<uint32_t> group = {options.rank};
+      for (const parallel::LocalParameter& p : local->parameters)
+        if (p.local == pg.param) group = p.mirror_group;
+      grad_groups.push_back(std::move(group));
+    }
+  }
   SINKRT_ASSIGN_OR_RETURN(
       compiler::LoweredStream lowered,
       compiler::Lower(tg, {.fuse = options.fuse,
@@ -134,11 +165,12 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
                            .predict_program = options.predict_program,
                            .queue_capacity = options.queue_capacity,
                            .arena_alignment = options.arena_alignment,
-                           .data_parallel = options.parallel_mode == ParallelMode::DataParallel,
+                           .data_parallel = options.parallel_mode == ParallelMode::DataParallel || sharded,
                            .world_size = options.world_size,
                            .gradients_mean = options.gradients_mean,
-                           .parameter_broadcast = options.parameter_broadcast,
-                           .comm_fusion = options.comm_fusion}));
+                           .parameter_broadcast = options.parameter_broadcast && !sharded,
+                           .comm_fusion = options.comm_fusion,
+                           .grad_groups = std::move(grad_groups)}));
   SINKRT_RETURN_IF_ERROR(CheckBufferSizes(lowered), "compile graph '" + forward.name() + "'");
   SINKRT_ASSIGN_OR_RETURN(std::vector<compiler::BufferLifetime> lifetimes, Lifetimes(lowered));
   SINKRT_ASSIGN_OR_RETURN(compiler::MemoryPlan plan,

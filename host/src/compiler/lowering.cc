@@ -20,11 +20,13 @@ namespace {
 // position of the task that writes it last: GetNext, if any, is position 0.
 Result<std::vector<parallel::FusionGradient>> TrainGradients(const TrainingGraph& tg, const ProgramPlan& train) {
   const Graph& g = tg.graph;
-  const int64_t first_kernel = train.inputs.empty() ? 0 : 1;
+  // Task positions: GetNext first; a sharded graph's AllReduce op becomes
+  // two tasks (a Copy, then the in-place AllReduce).
+  int64_t pos = train.inputs.empty() ? -1 : 0;
   std::map<TensorId, int64_t> written;
   for (size_t k = 0; k < train.kernels.size(); ++k) {
     const KernelPlan& kernel = train.kernels[k];
-    const int64_t pos = first_kernel + static_cast<int64_t>(k);
+    pos += g.ops()[kernel.ops[0]].op == fb::OpCode::AllReduce ? 2 : 1;
     for (TensorId t : kernel.outputs) written[t] = pos;
     for (size_t slot : MutatedInputs(g.ops()[kernel.ops[0]].op))
       if (slot < kernel.inputs.size()) written[kernel.inputs[slot]] = pos;
@@ -41,6 +43,49 @@ Result<std::vector<parallel::FusionGradient>> TrainGradients(const TrainingGraph
   return out;
 }
 
+// The gradient buckets: under data parallel, PlanGradientBuckets over every
+// gradient (group: the world); sharded, the same per mirror group (a group
+// of one rank sums nothing), the groups' buckets merged in the order their
+// gradients are ready.
+Result<std::vector<parallel::FusionBucket>> PlanGroupedBuckets(const std::vector<parallel::FusionGradient>& grads,
+                                                               const LoweringOptions& options,
+                                                               std::vector<std::vector<uint32_t>>* groups) {
+  std::vector<uint32_t> world;
+  for (uint32_t r = 0; r < options.world_size; ++r) world.push_back(r);
+  if (options.grad_groups.empty()) {
+    SINKRT_ASSIGN_OR_RETURN(std::vector<parallel::FusionBucket> b,
+                            parallel::PlanGradientBuckets(grads, options.comm_fusion));
+    groups->assign(b.size(), world);
+    return b;
+  }
+  if (options.grad_groups.size() != grads.size())
+    return Internal("sharded: " + std::to_string(options.grad_groups.size()) + " mirror groups for " +
+                    std::to_string(grads.size()) + " gradients");
+  std::map<std::vector<uint32_t>, std::vector<size_t>> by_group;
+  for (size_t i = 0; i < grads.size(); ++i)
+    if (options.grad_groups[i].size() > 1) by_group[options.grad_groups[i]].push_back(i);
+  std::vector<std::pair<parallel::FusionBucket, std::vector<uint32_t>>> all;
+  for (const auto& [ranks, members] : by_group) {
+    std::vector<parallel::FusionGradient> sub;
+    for (size_t i : members) sub.push_back(grads[i]);
+    SINKRT_ASSIGN_OR_RETURN(std::vector<parallel::FusionBucket> b,
+                            parallel::PlanGradientBuckets(sub, options.comm_fusion));
+    for (parallel::FusionBucket& bucket : b) {
+      for (size_t& i : bucket.gradients) i = members[i];
+      all.emplace_back(std::move(bucket), ranks);
+    }
+  }
+  std::stable_sort(all.begin(), all.end(),
+                   [](const auto& a, const auto& b) { return a.first.ready_at < b.first.ready_at; });
+  std::vector<parallel::FusionBucket> out;
+  groups->clear();
+  for (auto& [bucket, ranks] : all) {
+    out.push_back(std::move(bucket));
+    groups->push_back(std::move(ranks));
+  }
+  return out;
+}
+
 // What the schedule needs to know of a compute task: the buffers it touches.
 parallel::ComputeTask ComputeTaskOf(const TaskDef& task) {
   parallel::ComputeTask c;
@@ -53,10 +98,66 @@ parallel::ComputeTask ComputeTaskOf(const TaskDef& task) {
     c.written = k->outputs;
     for (size_t slot : MutatedInputs(k->op))
       if (slot < k->inputs.size()) c.written.push_back(k->inputs[slot]);
-  } else if (const auto* gn = std::get_if<GetNextDef>(&task.body)) {
-    c.touched = gn->outputs;
+  } else {
+    c.touched = TaskBuffers(task);  // GetNext, the graph's collectives: kept in place
+    c.collective = std::holds_alternative<AllReduceDef>(task.body) ||
+                   std::holds_alternative<AllGatherDef>(task.body) ||
+                   std::holds_alternative<ReduceScatterDef>(task.body) ||
+                   std::holds_alternative<AllToAllDef>(task.body);
   }
   return c;
+}
+
+// Group index of `ranks` in `groups`, added when new ("world" when it is
+// every rank, else "ranks_0_2").
+uint32_t GroupIndex(std::vector<CommGroupDef>& groups, const std::vector<uint32_t>& ranks, uint32_t world_size) {
+  for (size_t i = 0; i < groups.size(); ++i)
+    if (groups[i].ranks == ranks) return static_cast<uint32_t>(i);
+  CommGroupDef g;
+  bool world = ranks.size() == world_size;
+  for (size_t i = 0; i < ranks.size() && world; ++i) world = ranks[i] == i;
+  g.name = world ? "world" : "ranks";
+  if (!world)
+    for (uint32_t r : ranks) g.name += "_" + std::to_string(r);
+  g.ranks = ranks;
+  groups.push_back(std::move(g));
+  return static_cast<uint32_t>(groups.size() - 1);
+}
+
+bool IsCollectiveOp(fb::OpCode op) {
+  return op == fb::OpCode::AllReduce || op == fb::OpCode::AllGather || op == fb::OpCode::ReduceScatter ||
+         op == fb::OpCode::AllToAll;
+}
+
+// A collective op of the sharded graph as its tasks: AllReduce reduces in
+// place, so its input is first copied into its output.
+void AddCollective(const KernelDef& k, const std::string& name, std::vector<CommGroupDef>& groups,
+                   uint32_t world_size, std::vector<TaskDef>& tasks) {
+  const uint32_t group = GroupIndex(groups, k.attrs.group, world_size);
+  const fb::ReduceOp op = k.attrs.mean ? fb::ReduceOp::Mean : fb::ReduceOp::Sum;
+  switch (k.op) {
+    case fb::OpCode::AllReduce: {
+      KernelDef copy;
+      copy.op = fb::OpCode::Copy;
+      copy.inputs = k.inputs;
+      copy.outputs = k.outputs;
+      tasks.push_back({name + "/copy", std::move(copy)});
+      tasks.push_back({name, AllReduceDef{.group = group, .op = op, .buffers = k.outputs}});
+      return;
+    }
+    case fb::OpCode::AllGather:
+      tasks.push_back({name, AllGatherDef{.group = group, .input = k.inputs[0], .output = k.outputs[0]}});
+      return;
+    case fb::OpCode::ReduceScatter:
+      tasks.push_back(
+          {name, ReduceScatterDef{.group = group, .op = op, .input = k.inputs[0], .output = k.outputs[0]}});
+      return;
+    case fb::OpCode::AllToAll:
+      tasks.push_back({name, AllToAllDef{.group = group, .input = k.inputs[0], .output = k.outputs[0]}});
+      return;
+    default:
+      return;
+  }
 }
 
 // Splices the buckets' events into train_step's compute stream and writes
@@ -80,19 +181,38 @@ void AddGradientReduction(ProgramDef& prog, const std::vector<BucketDef>& bucket
       case Kind::WaitEvent: return {std::move(s.name), EventWaitDef{s.event}};
       case Kind::AllReduce:
         return {std::move(s.name),
-                AllReduceDef{.group = 0, .op = op, .buffers = buckets[s.index].buffers}};
+                AllReduceDef{.group = buckets[s.index].group, .op = op, .buffers = buckets[s.index].buffers}};
     }
     return {};
   };
-  std::vector<TaskDef> compute;
+  // Both streams take their tasks from the original list (a collective
+  // moves to comm), so neither replaces it before the other is built.
+  std::vector<TaskDef> compute, comm;
   compute.reserve(schedule.compute.size());
   for (parallel::ScheduledTask& s : schedule.compute) compute.push_back(task_of(s));
+  for (parallel::ScheduledTask& s : schedule.comm) comm.push_back(task_of(s));
   prog.tasks = std::move(compute);
-  for (parallel::ScheduledTask& s : schedule.comm) prog.comm_tasks.push_back(task_of(s));
+  prog.comm_tasks = std::move(comm);
   prog.num_events = schedule.num_events;
 }
 
 }  // namespace
+
+std::vector<uint32_t> TaskBuffers(const TaskDef& task) {
+  if (const auto* k = std::get_if<KernelDef>(&task.body)) {
+    std::vector<uint32_t> b = k->inputs;
+    b.insert(b.end(), k->outputs.begin(), k->outputs.end());
+    if (k->fused_bias >= 0) b.push_back(static_cast<uint32_t>(k->fused_bias));
+    return b;
+  }
+  if (const auto* g = std::get_if<GetNextDef>(&task.body)) return g->outputs;
+  if (const auto* a = std::get_if<AllReduceDef>(&task.body)) return a->buffers;
+  if (const auto* b = std::get_if<BroadcastDef>(&task.body)) return b->buffers;
+  if (const auto* g = std::get_if<AllGatherDef>(&task.body)) return {g->input, g->output};
+  if (const auto* r = std::get_if<ReduceScatterDef>(&task.body)) return {r->input, r->output};
+  if (const auto* a = std::get_if<AllToAllDef>(&task.body)) return {a->input, a->output};
+  return {};
+}
 
 std::pair<int64_t, int64_t> FanInOut(const Shape& shape) {
   if (shape.empty()) return {1, 1};
@@ -124,12 +244,15 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
   // Data parallel: the buckets decide the Grad buffers' order, so they come
   // before the buffer table.
   std::vector<parallel::FusionBucket> buckets;
+  std::vector<std::vector<uint32_t>> bucket_group;  // the ranks of each bucket's AllReduce
   std::map<TensorId, size_t> grad_rank;  // place in the bucket-by-bucket layout
   if (options.data_parallel) {
     SINKRT_ASSIGN_OR_RETURN(std::vector<parallel::FusionGradient> grads, TrainGradients(tg, plans[0]));
-    SINKRT_ASSIGN_OR_RETURN(buckets, parallel::PlanGradientBuckets(grads, options.comm_fusion));
+    SINKRT_ASSIGN_OR_RETURN(buckets, PlanGroupedBuckets(grads, options, &bucket_group));
     for (const parallel::FusionBucket& b : buckets)
       for (size_t i : b.gradients) grad_rank.emplace(tg.grads[i].grad, grad_rank.size());
+    // Gradients no group sums (a slice only this rank holds) come after.
+    for (const ParamGrad& pg : tg.grads) grad_rank.emplace(pg.grad, grad_rank.size());
   }
 
   SINKRT_ASSIGN_OR_RETURN(BufferTable table, BuildBufferTable(tg, facts, plans, views, grad_rank));
@@ -145,7 +268,9 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
     if (!buf.persistent || !HasInitializer(g.tensor(buf.tensor).kind)) continue;
     InitializerDef init{.buffer = b, .init = g.tensor(buf.tensor).init};
     // 0 means "derive from the shape" (graph.h); a value the user set wins.
-    auto [fan_in, fan_out] = FanInOut(buf.shape);
+    // A slice of a sharded parameter takes the whole tensor's fans.
+    const Shape& whole = init.init.global_shape.empty() ? buf.shape : init.init.global_shape;
+    auto [fan_in, fan_out] = FanInOut(whole);
     if (init.init.fan_in == 0) init.init.fan_in = fan_in;
     if (init.init.fan_out == 0) init.init.fan_out = fan_out;
     if (init.init.kind == fb::InitKind::Inline && init.init.data.size() != buf.bytes)
@@ -173,13 +298,13 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
   }
   out.programs.push_back(std::move(init));
   if (options.data_parallel) {
-    CommGroupDef world;
-    world.name = "world";
-    for (uint32_t r = 0; r < options.world_size; ++r) world.ranks.push_back(r);
-    out.groups.push_back(std::move(world));
-    for (const parallel::FusionBucket& b : buckets) {
+    std::vector<uint32_t> world;
+    for (uint32_t r = 0; r < options.world_size; ++r) world.push_back(r);
+    GroupIndex(out.groups, world, options.world_size);  // group 0, as data parallel has always had it
+    for (size_t k = 0; k < buckets.size(); ++k) {
       BucketDef def;
-      for (size_t i : b.gradients) def.buffers.push_back(maps.persistent.at(tg.grads[i].grad));
+      for (size_t i : buckets[k].gradients) def.buffers.push_back(maps.persistent.at(tg.grads[i].grad));
+      def.group = GroupIndex(out.groups, bucket_group[k], options.world_size);
       out.buckets.push_back(std::move(def));
     }
   }
@@ -217,6 +342,16 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
       std::string name = head.name;
       for (size_t i = 1; i < k.ops.size(); ++i) name += "+" + g.ops()[k.ops[i]].name;
       if (p == 0 && k.ops.size() > 1) ++out.fused_kernels;
+      if (IsCollectiveOp(kd.op)) {
+        AddCollective(kd, name, out.groups, options.world_size, prog.tasks);
+        continue;
+      }
+      // GradAllReduce is the identity in the forward (its gradient is the
+      // AllReduce).
+      if (kd.op == fb::OpCode::GradAllReduce) {
+        kd.op = fb::OpCode::Copy;
+        kd.attrs = OpAttrs{};
+      }
       prog.tasks.push_back({std::move(name), std::move(kd)});
     }
     for (TensorId t : plan.reports) prog.reports.push_back(buffer_of(t));
@@ -237,15 +372,24 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
       if (buf.first_use < 0 || task < buf.first_use) buf.first_use = task;
       buf.last_use = std::max(buf.last_use, task);
     };
+    // A collective on the comm stream runs between its "ready" record and
+    // its "done" wait on the compute stream: its buffers are live there.
+    std::map<uint32_t, std::vector<uint32_t>> comm_buffers;  // event -> buffers
+    for (size_t i = 0; i + 1 < prog.comm_tasks.size(); ++i) {
+      const auto* wait = std::get_if<EventWaitDef>(&prog.comm_tasks[i].body);
+      const std::vector<uint32_t> buffers = TaskBuffers(prog.comm_tasks[i + 1]);
+      if (!wait || std::holds_alternative<AllReduceDef>(prog.comm_tasks[i + 1].body) && buffers.empty()) continue;
+      comm_buffers[wait->event] = buffers;
+      comm_buffers[wait->event + 1] = buffers;
+    }
     for (size_t i = 0; i < prog.tasks.size(); ++i) {
-      const int32_t task = static_cast<int32_t>(i);
-      if (const auto* gn = std::get_if<GetNextDef>(&prog.tasks[i].body)) {
-        for (uint32_t b : gn->outputs) use(b, task);
-      } else if (const auto* kd = std::get_if<KernelDef>(&prog.tasks[i].body)) {
-        for (uint32_t b : kd->inputs) use(b, task);
-        for (uint32_t b : kd->outputs) use(b, task);
-        if (kd->fused_bias >= 0) use(static_cast<uint32_t>(kd->fused_bias), task);
-      }
+      const TaskDef& t = prog.tasks[i];
+      uint32_t event = UINT32_MAX;
+      if (const auto* r = std::get_if<EventRecordDef>(&t.body)) event = r->event;
+      if (const auto* w = std::get_if<EventWaitDef>(&t.body)) event = w->event;
+      if (auto it = comm_buffers.find(event); it != comm_buffers.end())
+        for (uint32_t b : it->second) use(b, static_cast<int32_t>(i));
+      for (uint32_t b : TaskBuffers(t)) use(b, static_cast<int32_t>(i));
     }
     // A transient report (an Input the user asked to see) must survive to
     // the end of the step.

@@ -98,11 +98,34 @@ struct BroadcastDef {
   std::vector<uint32_t> buffers;
 };
 
+// The sharded graph's collectives (docs/sharding.md §6), on the compute
+// stream where the graph puts them.
+struct AllGatherDef {
+  uint32_t group = 0;
+  uint32_t input = 0, output = 0;
+};
+
+struct ReduceScatterDef {
+  uint32_t group = 0;
+  fb::ReduceOp op = fb::ReduceOp::Sum;
+  uint32_t input = 0, output = 0;
+};
+
+struct AllToAllDef {
+  uint32_t group = 0;
+  uint32_t input = 0, output = 0;
+};
+
 struct TaskDef {
   std::string name;  // op names ("a+b+c" for a fused chain)
-  std::variant<KernelDef, GetNextDef, InitTaskDef, EventRecordDef, EventWaitDef, AllReduceDef, BroadcastDef>
+  std::variant<KernelDef, GetNextDef, InitTaskDef, EventRecordDef, EventWaitDef, AllReduceDef, BroadcastDef,
+               AllGatherDef, ReduceScatterDef, AllToAllDef>
       body;
 };
+
+// The buffers a task reads or writes (kernels: with a fused bias; events
+// and init: none).
+std::vector<uint32_t> TaskBuffers(const TaskDef& task);
 
 struct ProgramDef {
   std::string name;
@@ -118,9 +141,11 @@ struct CommGroupDef {
   std::vector<uint32_t> ranks;
 };
 
-// One AllReduce of train_step: its Grad buffers, in arena order.
+// One AllReduce of train_step: its Grad buffers, in arena order, and the
+// group that sums them (0, "world", under data parallel).
 struct BucketDef {
   std::vector<uint32_t> buffers;
+  uint32_t group = 0;
 };
 
 struct InitializerDef {
@@ -164,6 +189,11 @@ struct LoweringOptions {
   bool gradients_mean = false;
   bool parameter_broadcast = false;
   CommFusion comm_fusion;
+  // Sharded (SEMI_AUTO_PARALLEL): per gradient of tg.grads, the ranks whose
+  // gradients of that slice are summed (its mirror group, this rank
+  // included); one rank means none. Buckets then form per group, each
+  // AllReduce over its own group. Empty: every gradient over the world.
+  std::vector<std::vector<uint32_t>> grad_groups;
 };
 
 Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& options);

@@ -24,13 +24,18 @@ fbs::Offset<fbs::Vector<int64_t>> ShapeVector(fbs::FlatBufferBuilder& fbb, const
 fbs::Offset<fb::InitDef> WriteInit(fbs::FlatBufferBuilder& fbb, const InitSpec& s,
                                    uint64_t data_offset) {
   const bool inline_data = s.kind == fb::InitKind::Inline;
+  // A slice of a sharded tensor (graph.h): the whole shape and its offset.
+  auto whole = s.global_shape.empty() ? 0 : fbb.CreateVector(s.global_shape);
+  auto offset = s.slice_offset.empty() ? 0 : fbb.CreateVector(s.slice_offset);
   return fb::CreateInitDef(fbb, s.kind, s.value, s.low, s.high, s.mean, s.stddev, s.seed, s.fan_in,
                            s.fan_out, inline_data ? data_offset : 0,
-                           inline_data ? s.data.size() : 0);
+                           inline_data ? s.data.size() : 0, whole, offset);
 }
 
 bool IsCollective(const TaskDef& task) {
-  return std::holds_alternative<AllReduceDef>(task.body) || std::holds_alternative<BroadcastDef>(task.body);
+  return std::holds_alternative<AllReduceDef>(task.body) || std::holds_alternative<BroadcastDef>(task.body) ||
+         std::holds_alternative<AllGatherDef>(task.body) || std::holds_alternative<ReduceScatterDef>(task.body) ||
+         std::holds_alternative<AllToAllDef>(task.body);
 }
 
 fbs::Offset<fb::Task> WriteTask(fbs::FlatBufferBuilder& fbb, const TaskDef& task) {
@@ -62,6 +67,15 @@ fbs::Offset<fb::Task> WriteTask(fbs::FlatBufferBuilder& fbb, const TaskDef& task
   } else if (const auto* b = std::get_if<BroadcastDef>(&task.body)) {
     type = fb::TaskBody::BroadcastTask;
     body = fb::CreateBroadcastTask(fbb, b->group, b->root, fbb.CreateVector(b->buffers)).Union();
+  } else if (const auto* ag = std::get_if<AllGatherDef>(&task.body)) {
+    type = fb::TaskBody::AllGatherTask;
+    body = fb::CreateAllGatherTask(fbb, ag->group, ag->input, ag->output).Union();
+  } else if (const auto* rs = std::get_if<ReduceScatterDef>(&task.body)) {
+    type = fb::TaskBody::ReduceScatterTask;
+    body = fb::CreateReduceScatterTask(fbb, rs->group, rs->op, rs->input, rs->output).Union();
+  } else if (const auto* aa = std::get_if<AllToAllDef>(&task.body)) {
+    type = fb::TaskBody::AllToAllTask;
+    body = fb::CreateAllToAllTask(fbb, aa->group, aa->input, aa->output).Union();
   }
   auto name = fbb.CreateString(task.name);
   return fb::CreateTask(fbb, type, body, name);

@@ -94,23 +94,55 @@ ReductionSchedule ScheduleGradientReduction(std::span<const ComputeTask> tasks,
   auto ready = [](size_t k) { return static_cast<uint32_t>(2 * k); };
   auto done = [](size_t k) { return static_cast<uint32_t>(2 * k + 1); };
 
+  // The graph's own collectives, in compute order, with their event pairs.
+  std::map<size_t, uint32_t> collective_at;  // compute position -> j
+  for (size_t i = 0; i < n; ++i)
+    if (tasks[order[i]].collective) collective_at.emplace(i, static_cast<uint32_t>(collective_at.size()));
+  auto c_ready = [&](uint32_t j) { return static_cast<uint32_t>(2 * count + 2 * j); };
+  auto c_done = [&](uint32_t j) { return static_cast<uint32_t>(2 * count + 2 * j + 1); };
+  auto c_event = [](Kind kind, uint32_t j, const char* what, uint32_t id) {
+    return ScheduledTask{.kind = kind, .event = id, .name = "collective" + std::to_string(j) + "/" + what};
+  };
+
   ReductionSchedule s;
-  s.compute.reserve(n + 2 * count);
+  s.compute.reserve(n + 2 * count + 2 * collective_at.size());
   for (size_t i = 0; i <= n; ++i) {
     for (size_t k = 0; k < count; ++k)
       if (consumer[k] == i) s.compute.push_back(event(Kind::WaitEvent, k, "done", done(k)));
     if (i == n) break;
-    s.compute.push_back({.kind = Kind::Compute, .index = order[i], .event = 0, .name = {}});
+    if (auto c = collective_at.find(i); c != collective_at.end()) {
+      s.compute.push_back(c_event(Kind::RecordEvent, c->second, "ready", c_ready(c->second)));
+      s.compute.push_back(c_event(Kind::WaitEvent, c->second, "done", c_done(c->second)));
+    } else {
+      s.compute.push_back({.kind = Kind::Compute, .index = order[i], .event = 0, .name = {}});
+    }
     for (size_t k = 0; k < count; ++k)
       if (ready_at[k] == static_cast<int64_t>(i))
         s.compute.push_back(event(Kind::RecordEvent, k, "ready", ready(k)));
   }
-  for (size_t k = 0; k < count; ++k) {
-    s.comm.push_back(event(Kind::WaitEvent, k, "ready", ready(k)));
-    s.comm.push_back({.kind = Kind::AllReduce, .index = k, .name = "bucket" + std::to_string(k) + "/allreduce"});
-    s.comm.push_back(event(Kind::RecordEvent, k, "done", done(k)));
+  // The comm stream takes buckets and collectives in the order they become
+  // ready on the compute stream (a bucket ready at the collective's own
+  // position goes first: its ready event is recorded before).
+  std::vector<std::pair<int64_t, int64_t>> comm_order;  // (position, bucket k or -1 - j)
+  for (size_t k = 0; k < count; ++k) comm_order.emplace_back(ready_at[k], static_cast<int64_t>(k));
+  for (const auto& [i, j] : collective_at) comm_order.emplace_back(static_cast<int64_t>(i), -1 - static_cast<int64_t>(j));
+  std::stable_sort(comm_order.begin(), comm_order.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second > b.second;  // buckets (>= 0) before a collective
+  });
+  for (const auto& [pos, who] : comm_order) {
+    if (who >= 0) {
+      const size_t k = static_cast<size_t>(who);
+      s.comm.push_back(event(Kind::WaitEvent, k, "ready", ready(k)));
+      s.comm.push_back({.kind = Kind::AllReduce, .index = k, .name = "bucket" + std::to_string(k) + "/allreduce"});
+      s.comm.push_back(event(Kind::RecordEvent, k, "done", done(k)));
+    } else {
+      const uint32_t j = static_cast<uint32_t>(-1 - who);
+      s.comm.push_back(c_event(Kind::WaitEvent, j, "ready", c_ready(j)));
+      s.comm.push_back({.kind = Kind::Compute, .index = order[static_cast<size_t>(pos)], .event = 0, .name = {}});
+      s.comm.push_back(c_event(Kind::RecordEvent, j, "done", c_done(j)));
+    }
   }
-  s.num_events = static_cast<uint32_t>(2 * count);
+  s.num_events = static_cast<uint32_t>(2 * count + 2 * collective_at.size());
   return s;
 }
 

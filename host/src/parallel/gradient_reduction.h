@@ -48,6 +48,10 @@ Result<std::vector<FusionBucket>> PlanGradientBuckets(std::span<const FusionGrad
 // One task of train_step's compute stream, as the schedule sees it.
 struct ComputeTask {
   bool kernel = false;             // only kernels are reordered or belong to a bucket
+  // A collective of the sharded graph: it moves to the comm stream at its
+  // place (the communicator is driven from one thread), with the compute
+  // stream waiting for it right away.
+  bool collective = false;
   std::vector<uint32_t> operands;  // kernel: its input and output buffers
   std::vector<uint32_t> touched;   // every buffer it touches (a kernel's fused bias too)
   std::vector<uint32_t> written;   // kernel: outputs and the inputs it updates in place
@@ -69,7 +73,8 @@ struct ReductionSchedule {
 };
 
 // The schedule above for `tasks` (train_step's compute stream, without
-// events). bucket_buffers[k]: bucket k's gradient buffers; ready_at[k]: the
+// events). Collective tasks go to the comm stream in compute order among the
+// buckets' AllReduces: event pair (2·buckets + 2j, +1) for the j-th. bucket_buffers[k]: bucket k's gradient buffers; ready_at[k]: the
 // index in `tasks` of the task that writes its last gradient. Buckets run in
 // the order given.
 ReductionSchedule ScheduleGradientReduction(std::span<const ComputeTask> tasks,

@@ -41,12 +41,19 @@ struct CompileOptions {
   // ignores the fields below and emits no communication, whatever
   // world_size says. DataParallel gives train_step a "comm" stream with one
   // in-place AllReduce per gradient fusion bucket (parallel/fusion_buckets.h),
-  // overlapped with backward; eval and predict stay single-stream. Other
-  // modes are refused.
+  // overlapped with backward; eval and predict stay single-stream.
+  // SemiAutoParallel: see full_batch below. AutoParallel is refused.
   ParallelMode parallel_mode = ParallelMode::StandAlone;
   bool gradients_mean = false;       // AllReduce Mean instead of Sum
   bool parameter_broadcast = false;  // init ends by broadcasting rank 0's Params
   CommFusion comm_fusion;
+  // SemiAutoParallel (docs/sharding.md): the forward graph is the whole
+  // model, with shard strategies on its ops (OpNode::strategy; MindSpore's
+  // default where none); the stream is rank `rank`'s slice of it, with the
+  // collectives its layouts need and each parameter's gradient reduced over
+  // its mirror group. full_batch: every rank reads the whole batch
+  // (MindSpore's dataset_strategy "full_batch"), else its slice.
+  bool full_batch = false;
 };
 
 struct PlannedBuffer {

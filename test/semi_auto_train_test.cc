@@ -1,0 +1,238 @@
+// SEMI_AUTO_PARALLEL end to end on worlds of in-process devices: each rank
+// compiles its slice of the whole graph (host::Compile with
+// ParallelMode::SemiAutoParallel), the collectives the layouts need run on
+// the device, and the sharded step trains like one device with the same
+// global batch, loss for loss.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "sinkrt/device/in_process_device.h"
+#include "sinkrt/host/compiler.h"
+#include "support/test_models.h"
+#include "support/test_util.h"
+
+namespace sinkrt {
+namespace {
+
+using host::Graph;
+using host::InitSpec;
+using host::TensorId;
+
+device::DeviceOptions OneThread() {
+  device::DeviceOptions o = device::DeviceOptions::FromEnvironment();
+  o.threads = 1;
+  o.peer_timeout = std::chrono::seconds(60);
+  return o;
+}
+
+// x [B,32] -> MatMul w1 [32,64] + b1 -> Tanh -> MatMul w2 [64,10] + b2 -> loss,
+// with `strategies` per op (empty: MindSpore's default).
+constexpr int64_t kBatch = 8;
+
+Graph Mlp(const std::vector<std::vector<std::vector<int64_t>>>& strategies) {
+  Graph g("mlp");
+  const TensorId x = g.Input("image", {kBatch, 32});
+  const TensorId labels = g.Input("label", {kBatch}, DType::I32);
+  const TensorId w1 = g.Param("w1", {32, 64}, InitSpec::HeUniform(11));
+  const TensorId b1 = g.Param("b1", {64}, InitSpec::Uniform(-0.1f, 0.1f, 12));
+  const TensorId w2 = g.Param("w2", {64, 10}, InitSpec::XavierUniform(13));
+  const TensorId b2 = g.Param("b2", {10}, InitSpec::Uniform(-0.1f, 0.1f, 14));
+  const TensorId h = g.Tanh(g.BiasAdd(g.MatMul(x, w1), b1));
+  g.SetLoss(g.SparseSoftmaxCrossEntropy(g.BiasAdd(g.MatMul(h, w2), b2), labels));
+  EXPECT_TRUE(g.status().ok()) << g.status().ToString();
+  for (size_t i = 0; i < strategies.size() && i < g.ops().size(); ++i)
+    if (!strategies[i].empty()) g.Shard(g.ops()[i].name, strategies[i]);
+  EXPECT_TRUE(g.status().ok()) << g.status().ToString();
+  return g;
+}
+
+struct Batch {
+  std::vector<float> images;    // [kBatch, 32]
+  std::vector<int32_t> labels;  // [kBatch]
+};
+
+std::vector<Batch> MakeBatches(int n) {
+  testing::SyntheticData d = testing::MakeSyntheticData(n * kBatch, 32, 10, 5);
+  std::vector<Batch> out(n);
+  for (int b = 0; b < n; ++b) {
+    out[b].images.assign(d.images.begin() + b * kBatch * 32, d.images.begin() + (b + 1) * kBatch * 32);
+    out[b].labels.assign(d.labels.begin() + b * kBatch, d.labels.begin() + (b + 1) * kBatch);
+  }
+  return out;
+}
+
+host::CompileOptions Options(host::ParallelMode mode, uint32_t world, uint32_t rank, float lr = 0.1f) {
+  host::CompileOptions o;
+  o.optimizer = host::OptimizerSpec::Sgd(lr);
+  o.parallel_mode = mode;
+  o.world_size = world;
+  o.rank = rank;
+  o.eval_program = false;
+  return o;
+}
+
+// Losses of one device training on the whole batches, one step per sink.
+std::vector<double> SingleDevice(const std::vector<Batch>& batches, float lr = 0.1f) {
+  device::InProcessDevice dev(OneThread());
+  auto cs = host::Compile(Mlp({}), Options(host::ParallelMode::StandAlone, 1, 0, lr));
+  EXPECT_TRUE(cs.ok()) << cs.status().ToString();
+  EXPECT_TRUE(dev.Load(cs->stream).ok());
+  std::vector<double> losses;
+  for (const Batch& b : batches) {
+    ConstBytes cols[2] = {
+        ConstBytes(reinterpret_cast<const uint8_t*>(b.images.data()), b.images.size() * sizeof(float)),
+        ConstBytes(reinterpret_cast<const uint8_t*>(b.labels.data()), b.labels.size() * sizeof(int32_t))};
+    EXPECT_TRUE(dev.PushBatch(0, cols).ok());
+    auto r = dev.RunSink(ProgramKind::TrainStep, 1);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    losses.push_back(r.ok() ? r->reports.at(0).scalar() : NAN);
+  }
+  return losses;
+}
+
+// The same on `world` ranks, each compiled for its rank from `graph`. Rank
+// r reads `rows` rows of every batch from row first_row(r).
+struct ShardedRun {
+  std::vector<std::vector<double>> losses;  // per rank, per step
+};
+
+ShardedRun Sharded(const Graph& graph, int world, const std::vector<Batch>& batches, int64_t rows,
+                   const std::function<int64_t(int)>& first_row) {
+  std::vector<std::unique_ptr<device::InProcessDevice>> devices;
+  std::vector<PeerEndpoint> members;
+  for (int r = 0; r < world; ++r) {
+    devices.push_back(std::make_unique<device::InProcessDevice>(OneThread()));
+    auto e = devices.back()->Endpoint();
+    EXPECT_TRUE(e.ok());
+    members.push_back(*e);
+  }
+  ShardedRun out;
+  out.losses.resize(world);
+  std::vector<std::thread> threads;
+  std::vector<Status> status(world);
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      device::InProcessDevice& dev = *devices[r];
+      status[r] = dev.JoinWorld({9, static_cast<uint32_t>(r), members});
+      if (!status[r].ok()) return;
+      auto cs = host::Compile(graph, Options(host::ParallelMode::SemiAutoParallel, world, r));
+      if (!cs.ok()) {
+        status[r] = cs.status();
+        return;
+      }
+      auto loaded = dev.Load(cs->stream);
+      if (!loaded.ok()) {
+        status[r] = loaded.status();
+        return;
+      }
+      const int64_t first = first_row(r);
+      for (const Batch& b : batches) {
+        ConstBytes cols[2] = {
+            ConstBytes(reinterpret_cast<const uint8_t*>(b.images.data() + first * 32), rows * 32 * sizeof(float)),
+            ConstBytes(reinterpret_cast<const uint8_t*>(b.labels.data() + first), rows * sizeof(int32_t))};
+        status[r] = dev.PushBatch(0, cols);
+        if (!status[r].ok()) return;
+        auto res = dev.RunSink(ProgramKind::TrainStep, 1);
+        if (!res.ok()) {
+          status[r] = res.status();
+          return;
+        }
+        out.losses[r].push_back(res->reports.at(0).scalar());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < world; ++r) EXPECT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r].ToString();
+  return out;
+}
+
+void ExpectTracks(const std::vector<double>& want, const ShardedRun& got, bool mean_over_ranks) {
+  const size_t world = got.losses.size();
+  for (size_t s = 0; s < want.size(); ++s) {
+    double loss = 0;
+    for (size_t r = 0; r < world; ++r) {
+      ASSERT_EQ(got.losses[r].size(), want.size()) << "rank " << r;
+      loss += got.losses[r][s];
+    }
+    loss = mean_over_ranks ? loss / static_cast<double>(world) : got.losses[0][s];
+    EXPECT_NEAR(loss, want[s], 1e-5 * std::abs(want[s])) << "step " << s;
+    if (std::getenv("SINKRT_TEST_VERBOSE")) std::printf("step %zu: %.7f %.7f\n", s, loss, want[s]);
+  }
+}
+
+// Megatron's pair on 2 ranks: w1 by columns, w2 by rows, the batch whole.
+TEST(SemiAutoTrain, MegatronMlpTracksOneDevice) {
+  const std::vector<Batch> batches = MakeBatches(12);
+  const std::vector<double> want = SingleDevice(batches);
+  const Graph g = Mlp({{{1, 1}, {1, 2}}, {{1, 2}, {2}}, {{1, 2}}, {{1, 2}, {2, 1}}, {{1, 1}, {1}}, {{1, 1}, {1}}});
+  const ShardedRun got = Sharded(g, 2, batches, kBatch, [](int) { return 0; });
+  ExpectTracks(want, got, /*mean_over_ranks=*/false);
+  // Both ranks compute the same loss.
+  for (size_t s = 0; s < want.size(); ++s) EXPECT_EQ(got.losses[0][s], got.losses[1][s]);
+}
+
+// Every op on its default strategy: data parallel. As under DATA_PARALLEL
+// with gradients summed (gradients_mean false), two ranks on half batches
+// step like one device on the whole batch at twice the learning rate, and
+// the mean of their losses is its loss.
+TEST(SemiAutoTrain, DefaultStrategiesTrainLikeDataParallel) {
+  const std::vector<Batch> batches = MakeBatches(12);
+  const std::vector<double> want = SingleDevice(batches, 0.2f);
+  const ShardedRun got = Sharded(Mlp({}), 2, batches, kBatch / 2, [](int r) { return r * kBatch / 2; });
+  ExpectTracks(want, got, /*mean_over_ranks=*/true);
+}
+
+// 2x2 on 4 ranks: data parallel across two groups of the Megatron layout.
+// The batch's rows split along the device matrix's leftmost axis (ranks
+// 0-1 and 2-3); each weight slice is summed over its data-parallel pair.
+TEST(SemiAutoTrain, DataTimesModelOnFourRanks) {
+  const std::vector<Batch> batches = MakeBatches(10);
+  const std::vector<double> want = SingleDevice(batches, 0.2f);
+  const Graph g = Mlp({{{2, 1}, {1, 2}}, {{2, 2}, {2}}, {{2, 2}}, {{2, 2}, {2, 1}}, {{2, 1}, {1}}, {{2, 1}, {2}}});
+  const ShardedRun got = Sharded(g, 4, batches, kBatch / 2, [](int r) { return (r / 2) * kBatch / 2; });
+  ExpectTracks(want, got, /*mean_over_ranks=*/true);
+  for (size_t s = 0; s < want.size(); ++s) {
+    EXPECT_EQ(got.losses[0][s], got.losses[1][s]);  // one data-parallel replica: the same loss
+    EXPECT_EQ(got.losses[2][s], got.losses[3][s]);
+  }
+}
+
+// Data parallel on 4 ranks, rows 2 each: lr × 4 on one device.
+TEST(SemiAutoTrain, DefaultStrategiesOnFourRanks) {
+  const std::vector<Batch> batches = MakeBatches(4);
+  const std::vector<double> want = SingleDevice(batches, 0.4f);
+  const ShardedRun got = Sharded(Mlp({}), 4, batches, kBatch / 4, [](int r) { return r * kBatch / 4; });
+  ExpectTracks(want, got, true);
+}
+
+// 2x2 with only the first layer split by columns: the second MatMul gathers
+// h in the forward (an AllGather), whose gradient is a local slice.
+TEST(SemiAutoTrain, TwoByTwoFirstLayerSplit) {
+  const std::vector<Batch> batches = MakeBatches(4);
+  const std::vector<double> want = SingleDevice(batches, 0.2f);
+  const Graph g = Mlp({{{2, 1}, {1, 2}}, {{2, 2}, {2}}, {{2, 2}}, {{2, 1}, {1, 1}}, {{2, 1}, {1}}, {{2, 1}, {2}}});
+  const ShardedRun got = Sharded(g, 4, batches, kBatch / 2, [](int r) { return (r / 2) * kBatch / 2; });
+  ExpectTracks(want, got, true);
+}
+
+// 2x2 with only the second layer split by rows: h is sliced (ShardSlice),
+// so backward has an AllGather on the comm stream among the mirror
+// buckets, and gradients written after it must not be reduced before.
+TEST(SemiAutoTrain, TwoByTwoSecondLayerSplit) {
+  const std::vector<Batch> batches = MakeBatches(4);
+  const std::vector<double> want = SingleDevice(batches, 0.2f);
+  const Graph g = Mlp({{{2, 1}, {1, 1}}, {{2, 1}, {1}}, {{2, 2}}, {{2, 2}, {2, 1}}, {{2, 1}, {1}}, {{2, 1}, {2}}});
+  const ShardedRun got = Sharded(g, 4, batches, kBatch / 2, [](int r) { return (r / 2) * kBatch / 2; });
+  ExpectTracks(want, got, true);
+}
+
+}  // namespace
+}  // namespace sinkrt
