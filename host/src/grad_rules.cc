@@ -195,6 +195,11 @@ OpAttrs CommAttrs(const OpAttrs& forward, bool mean = false, int axis = 0) {
   return a;
 }
 
+bool IsCommOp(OpCode op) {
+  return op == OpCode::AllReduce || op == OpCode::AllGather || op == OpCode::ReduceScatter ||
+         op == OpCode::AllToAll || op == OpCode::ShardSlice || op == OpCode::GradAllReduce;
+}
+
 std::optional<Ref> CommGrad(const Rule& r) {
   const OpAttrs& f = r.op.attrs;
   const Shape& sx = r.in_shape(0);
@@ -289,15 +294,9 @@ bool HasGradRule(fb::OpCode op) {
     case OpCode::Transpose:
     case OpCode::Concat:
     case OpCode::Split:
-    case OpCode::AllReduce:
-    case OpCode::AllGather:
-    case OpCode::ReduceScatter:
-    case OpCode::AllToAll:
-    case OpCode::ShardSlice:
-    case OpCode::GradAllReduce:
       return true;
     default:
-      return false;
+      return IsCommOp(op);
   }
 }
 
@@ -469,15 +468,11 @@ Status ApplyGradRule(Backward& b, const OpNode& op, const std::vector<std::optio
         if (want(i)) dx[i] = parts[i];
       break;
     }
-    case OpCode::AllReduce:
-    case OpCode::AllGather:
-    case OpCode::ReduceScatter:
-    case OpCode::AllToAll:
-    case OpCode::ShardSlice:
-    case OpCode::GradAllReduce:
-      if (want(0)) dx[0] = CommGrad(r);
-      break;
     default:
+      if (IsCommOp(op.op)) {
+        if (want(0)) dx[0] = CommGrad(r);
+        break;
+      }
       return Unimplemented(std::string("no gradient rule for op '") + op.name + "' (" +
                            fb::EnumNameOpCode(op.op) + ")");
   }
