@@ -376,9 +376,10 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
     // its "done" wait on the compute stream: its buffers are live there.
     std::map<uint32_t, std::vector<uint32_t>> comm_buffers;  // event -> buffers
     for (size_t i = 0; i + 1 < prog.comm_tasks.size(); ++i) {
+      // (A bucket's gradients are persistent; use() skips them.)
       const auto* wait = std::get_if<EventWaitDef>(&prog.comm_tasks[i].body);
+      if (!wait) continue;
       const std::vector<uint32_t> buffers = TaskBuffers(prog.comm_tasks[i + 1]);
-      if (!wait || std::holds_alternative<AllReduceDef>(prog.comm_tasks[i + 1].body) && buffers.empty()) continue;
       comm_buffers[wait->event] = buffers;
       comm_buffers[wait->event + 1] = buffers;
     }
