@@ -30,8 +30,9 @@ class Attention(torch.nn.Module):
 
     def forward(self, x):
         b, t, d = x.shape
-        # A token's 192 qkv values are [3, heads, head_dim]: q, k, v, each head by head.
-        qkv = self.qkv(x).view(b, t, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        # A token's 192 qkv values are [heads, 3, head_dim], head-major as
+        # sinkrt's zoo ViT: head h's q, k, v are columns 48h..48h+47.
+        qkv = self.qkv(x).view(b, t, self.heads, 3, self.head_dim).permute(3, 0, 2, 1, 4)
         q, k, v = qkv[0], qkv[1], qkv[2]
         attn = torch.softmax((q @ k.transpose(-2, -1)) * self.scale, dim=-1)
         return self.proj((attn @ v).transpose(1, 2).reshape(b, t, d))

@@ -159,7 +159,8 @@ def vit_reference_logits(params, images):
             qkv = linear(layer_norm(x, b + ".ln1"), b + ".attn.qkv")
             heads = []
             for h in range(4):
-                q, k, v = (qkv[:, 64 * j + 16 * h:64 * j + 16 * h + 16] for j in range(3))
+                # Head-major: head h's q, k, v are columns 48h + 16j .. + 15.
+                q, k, v = (qkv[:, 48 * h + 16 * j:48 * h + 16 * j + 16] for j in range(3))
                 s = q @ k.T / 4
                 a = np.exp(s - s.max(-1, keepdims=True))
                 heads.append((a / a.sum(-1, keepdims=True)) @ v)

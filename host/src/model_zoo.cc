@@ -46,8 +46,13 @@ TensorId Attention(Graph& g, TensorId h, const VitShape& v, uint64_t seed) {
   using V = VitShape;
   NameScope scope(g, "attn");
   TensorId qkv = Linear(g, h, "qkv", V::kDim, 3 * V::kDim, seed);
-  // [B, T, 3, H, hd] -> [3, B, H, T, hd]: q, k and v as batched [T, hd] matrices.
-  qkv = g.Transpose(g.Reshape(qkv, {v.batch, V::kTokens, 3, V::kHeads, V::kHeadDim}), {2, 0, 3, 1, 4});
+  // Head-major columns, [H, 3, hd]: head h's q, k and v are one block of
+  // 48 columns, so splitting qkv's columns n ways (Megatron's column
+  // parallel layer) hands each rank whole heads. [B, T, H, 3, hd] ->
+  // [3, B, H, T, hd]: q, k and v as batched [T, hd] matrices, split along
+  // axis 0 (a view, no copy), with batch and heads kept apart (a merged
+  // B*H dim whose inner factor is split is not one block per rank).
+  qkv = g.Transpose(g.Reshape(qkv, {v.batch, V::kTokens, V::kHeads, 3, V::kHeadDim}), {3, 0, 2, 1, 4});
   std::vector<TensorId> parts = g.Split(qkv, 0, {1, 1, 1});
   if (parts.size() != 3) return kInvalidTensor;  // the graph's status says why
   const Shape head_shape = {v.batch, V::kHeads, V::kTokens, V::kHeadDim};

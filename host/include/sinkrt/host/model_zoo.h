@@ -38,8 +38,9 @@ Graph MakeLeNetNetwork(int64_t batch, uint64_t seed = 1);
 //   "patch" Linear(49->64) plus a learned "pos_embed" [16, 64];
 //   2 pre-LayerNorm blocks "block0", "block1", each
 //     x += attn.proj(softmax(q k^T / 4) v) over attn.qkv = Linear(64->192)
-//          of ln1(x), 4 heads of 16 (q, k, v are columns 0-63, 64-127,
-//          128-191 of qkv; head h is columns 16h..16h+15 of each)
+//          of ln1(x), 4 heads of 16, head-major: head h owns columns
+//          48h..48h+47 of qkv, its q, k and v 16 columns each in that
+//          order (so a column split hands each rank whole heads)
 //     x += mlp.fc2(gelu_tanh(mlp.fc1(ln2(x)))), 64 -> 256 -> 64;
 //   a final LayerNorm "norm", the mean over the 16 tokens, "head"
 //   Linear(64->10).
