@@ -25,6 +25,7 @@ using testing::Slurp;
 #ifdef SINKRT_SOURCE_DIR
 const std::string kMlp = std::string(SINKRT_SOURCE_DIR) + "/examples/mlp.json";
 const std::string kLeNet = std::string(SINKRT_SOURCE_DIR) + "/examples/lenet.json";
+const std::string kVit = std::string(SINKRT_SOURCE_DIR) + "/examples/vit.json";
 #endif
 
 // SetUp skips every test where a binary is missing.
@@ -245,6 +246,100 @@ TEST_F(SinkcTest, SinkrunRefusesStreamsTheJobContradicts) {
   EXPECT_EQ(damaged.exit_code, 1);
   EXPECT_NE(damaged.err.find("rank_0.tstream"), std::string::npos) << damaged.err;
   EXPECT_NE(damaged.err.find("changed or damaged"), std::string::npos) << damaged.err;
+}
+
+// SEMI_AUTO_PARALLEL: every preset on 2 and 4 ranks, for the MLP and the
+// ViT. --batch is one data-parallel replica's: the graph's batch is
+// --batch x DP (data: N, model: 1, 2x2: 2), and each rank's queue holds its
+// replica's rows (all of them under model); --full-batch gives every rank
+// the whole --batch.
+TEST_F(SinkcTest, SemiAutoCompilesEveryPresetOnTwoAndFourRanks) {
+  struct Case {
+    const char* strategy;
+    int devices;
+    int dp;
+  };
+  for (const std::string& graph : {kMlp, kVit}) {
+    for (Case c : {Case{"data", 2, 2}, Case{"data", 4, 4}, Case{"model", 2, 1}, Case{"model", 4, 1},
+                   Case{"2x2", 4, 2}}) {
+      const std::string what = graph + " --strategy " + c.strategy + " --devices " + std::to_string(c.devices);
+      const std::string out = std::string("out_") + c.strategy + std::to_string(c.devices);
+      RunResult r = Sinkc("'" + graph + "' --parallel semi_auto_parallel --devices " + std::to_string(c.devices) +
+                          " --strategy " + c.strategy + " --batch 8 -o " + Q(out));
+      ASSERT_EQ(r.exit_code, 0) << what << "\n" << r.out << r.err;
+      EXPECT_NE(r.out.find(std::to_string(c.devices) + " ranks, semi_auto_parallel, strategy " + c.strategy + "\n"),
+                std::string::npos)
+          << r.out;
+      EXPECT_NE(r.out.find("image f32 [8,784], label i32 [8] per rank (global batch " + std::to_string(8 * c.dp) +
+                           ")"),
+                std::string::npos)
+          << what << "\n" << r.out;
+      const json manifest = json::parse(Slurp(dir_ / out / "manifest.json"));
+      EXPECT_EQ(manifest["options"]["parallel"]["mode"], "semi_auto_parallel") << what;
+      EXPECT_EQ(manifest["ranks"].size(), static_cast<size_t>(c.devices)) << what;
+      auto job = host::ReadCompiledJob(Path(out));
+      ASSERT_TRUE(job.ok()) << what << ": " << job.status().ToString();
+      EXPECT_EQ(job->world_size(), static_cast<uint32_t>(c.devices));
+    }
+  }
+  RunResult full = Sinkc("'" + kMlp + "' --parallel semi_auto_parallel --devices 4 --strategy 2x2 --full-batch "
+                         "--batch 8 -o " + Q("full"));
+  ASSERT_EQ(full.exit_code, 0) << full.out << full.err;
+  EXPECT_NE(full.out.find("strategy 2x2, full batch\n"), std::string::npos) << full.out;
+  EXPECT_NE(full.out.find("image f32 [8,784], label i32 [8] per rank (global batch 8)"), std::string::npos)
+      << full.out;
+}
+
+// --strategy-save writes MindSpore's strategy file; compiling with it as
+// --strategy gives the preset's streams, byte for byte.
+TEST_F(SinkcTest, StrategyFileSavedAndLoadedGivesTheSameStreams) {
+  const std::string flags = " --parallel semi_auto_parallel --devices 4 --batch 8 -q";
+  RunResult saved = Sinkc("'" + kVit + "'" + flags + " --strategy 2x2 --strategy-save " + Q("s.json") + " -o " +
+                          Q("preset"));
+  ASSERT_EQ(saved.exit_code, 0) << saved.err;
+  const json s = json::parse(Slurp(dir_ / "s.json"));
+  EXPECT_EQ(s["format"], "sinkrt-strategy");
+  EXPECT_EQ(s["device_num"], 4);
+  EXPECT_EQ(s["ops"]["block0.attn.qkv.matmul"], json::parse("[[2, 1], [1, 2]]"));
+  EXPECT_EQ(s["ops"]["block0.attn.proj.matmul"], json::parse("[[2, 2], [2, 1]]"));
+  EXPECT_EQ(s["parameters"]["block0.attn.qkv.weight"]["shape"], json::parse("[64, 192]"));
+  RunResult loaded = Sinkc("'" + kVit + "'" + flags + " --strategy " + Q("s.json") + " -o " + Q("file"));
+  ASSERT_EQ(loaded.exit_code, 0) << loaded.err;
+  for (const char* f : {"manifest.json", "rank_0.tstream", "rank_1.tstream", "rank_2.tstream", "rank_3.tstream"})
+    EXPECT_EQ(Slurp(dir_ / "preset" / f), Slurp(dir_ / "file" / f)) << f;
+}
+
+TEST_F(SinkcTest, BadStrategiesAreRefused) {
+  ASSERT_EQ(Sinkc("'" + kVit + "' --parallel semi_auto_parallel --devices 4 --batch 8 -q --strategy model "
+                  "--strategy-save " + Q("vit4.json") + " -o " + Q("out"))
+                .exit_code,
+            0);
+  const std::string semi = " --parallel semi_auto_parallel -o " + Q("bad");
+  struct Case {
+    std::string args, expect;
+    int code;
+  };
+  for (const Case& k : std::vector<Case>{
+           {"'" + kMlp + "' --devices 4 --strategy megatron" + semi,
+            "--strategy megatron: neither a preset (data, model, or DPxMP such as 2x2) nor a strategy file", 2},
+           {"'" + kMlp + "' --devices 4 --strategy 3x2" + semi,
+            "--strategy 3x2: strategy preset '3x2' needs DP x MP = 6 devices, the job has 4", 2},
+           {"'" + kMlp + "' --devices 2 --parallel data_parallel --strategy model -o " + Q("bad"),
+            "--strategy, --strategy-save and --full-batch apply to --parallel semi_auto_parallel", 2},
+           {"'" + kLeNet + "' --devices 2 --strategy model" + semi,
+            "knows the Megatron pairs of the networks mlp and vit", 1},
+           {"'" + kVit + "' --devices 8 --strategy model" + semi, "that dim is not divisible by 8", 1},
+           {"'" + kMlp + "' --devices 4 --strategy data --batch 3 --full-batch" + semi,
+            "the batch dim has 3 entries, not divisible by 4", 1},
+           {"'" + kVit + "' --devices 2 --strategy " + Q("vit4.json") + semi,
+            "was written for 4 devices (device_num), the job has 2", 1},
+           {"'" + kMlp + "' --devices 4 --strategy " + Q("vit4.json") + semi, "which graph mlp does not have", 1},
+       }) {
+    RunResult r = Sinkc(k.args);
+    EXPECT_EQ(r.exit_code, k.code) << k.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(k.expect), std::string::npos) << k.args << "\n" << r.err;
+    EXPECT_FALSE(fs::exists(dir_ / "bad" / "manifest.json")) << k.args;
+  }
 }
 
 #endif

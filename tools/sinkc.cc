@@ -1,9 +1,12 @@
 // sinkc: compiles a graph file into one task stream per rank, offline.
 //
-//   sinkc GRAPH -o DIR [--devices N] [--parallel stand_alone|data_parallel]
+//   sinkc GRAPH -o DIR [--devices N]
+//         [--parallel stand_alone|data_parallel|semi_auto_parallel]
 //         [--batch B] [--gradients-mean[=true|false]] [--parameter-broadcast]
-//         [--comm-fusion JSON] [--seed S] [--optimizer sgd|momentum|adam]
-//         [--lr LR] [--momentum M] [--queue-capacity Q] [--quiet]
+//         [--comm-fusion JSON] [--strategy data|model|DPxMP|FILE]
+//         [--strategy-save FILE] [--full-batch] [--seed S]
+//         [--optimizer sgd|momentum|adam] [--lr LR] [--momentum M]
+//         [--queue-capacity Q] [--quiet]
 //
 // GRAPH is a graph file (binary .sgraph or JSON, host/graph_file.h). DIR
 // receives rank_K.tstream for every rank and manifest.json; the same input
@@ -13,7 +16,20 @@
 // MindSpore's defaults, shared with sinkrun and host::ParallelContext:
 // --gradients-mean false (AllReduce sum), comm_fusion auto. The
 // optimizer comes from the file unless --optimizer is given. --seed adds to
-// every random initialiser's seed (0: the file's). Exit 0 on success, 2 for
+// every random initialiser's seed (0: the file's).
+//
+// semi_auto_parallel compiles each rank's slice of the whole graph
+// (docs/sharding.md) with the shard strategies of --strategy: a preset
+// (data, model, DPxMP) or a strategy file; without it, the file's own
+// (MindSpore's default where an op has none). --batch (default: the
+// file's) is one data-parallel replica's batch, as under data_parallel: the
+// graph is compiled for --batch x the strategy's data-parallel degree
+// (data on N devices: N, model: 1, DPxMP: DP, a strategy file: the split of
+// its loss's labels), or for --batch itself with --full-batch (every rank
+// reads the whole batch). --strategy-save writes the strategies and
+// parameter layouts compiled (MindSpore's strategy_ckpt_save_file).
+//
+// Exit 0 on success, 2 for
 // a bad command line, 1 for a graph or compile error (naming the file, the
 // op and the field).
 #include <cmath>
@@ -29,6 +45,7 @@
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/graph_file.h"
 #include "sinkrt/host/parallel_context.h"
+#include "sinkrt/host/shard_strategies.h"
 
 namespace {
 
@@ -43,6 +60,9 @@ struct Flags {
   bool gradients_mean = host::ParallelContext{}.gradients_mean;
   bool parameter_broadcast = false;
   std::string comm_fusion;
+  std::string strategy;
+  std::string strategy_save;
+  bool full_batch = false;
   uint64_t seed = 0;
   std::string optimizer;
   double lr = 0.01;
@@ -84,13 +104,18 @@ std::string ColumnsText(const std::vector<host::ColumnSpec>& cols) {
   return s;
 }
 
-void PrintSummary(const Flags& f, const host::GraphFile& file, const host::CompiledJob& job) {
+// `global_batch`: the batch of one step over every rank.
+void PrintSummary(const Flags& f, const host::GraphFile& file, const host::CompiledJob& job, int64_t global_batch) {
   const host::CompileOptions& o = job.options;
   const host::CompiledStream& r0 = job.ranks[0];
   std::cout << "sinkc: " << f.graph << " -> " << f.out << "/: " << job.world_size()
             << (job.world_size() == 1 ? " rank, " : " ranks, ")
             << tools::ParallelContextText(o.parallel_mode, o.gradients_mean);
   if (o.parameter_broadcast) std::cout << ", parameter broadcast";
+  if (o.parallel_mode == host::ParallelMode::SemiAutoParallel) {
+    std::cout << ", strategy " << tools::StrategyText(f.strategy);
+    if (o.full_batch) std::cout << ", full batch";
+  }
   std::cout << '\n';
   std::cout << "  network   '" << job.network_name << "' " << Hex(job.network_hash) << ": "
             << file.graph.tensors().size() << " tensors, " << file.graph.ops().size() << " ops, loss '"
@@ -101,8 +126,7 @@ void PrintSummary(const Flags& f, const host::GraphFile& file, const host::Compi
   std::cout << '\n';
   const auto cols = job.train_columns();
   std::cout << "  inputs    " << ColumnsText(cols) << " per rank";
-  if (!cols.empty() && !cols[0].shape.empty() && job.world_size() > 1)
-    std::cout << " (global batch " << cols[0].shape[0] * job.world_size() << ")";
+  if (job.world_size() > 1) std::cout << " (global batch " << global_batch << ")";
   std::cout << "; queue capacity " << o.queue_capacity << '\n';
   std::cout << "  tasks     train " << r0.report.train_tasks;
   if (r0.report.comm_tasks) std::cout << " + " << r0.report.comm_tasks << " comm";
@@ -124,10 +148,18 @@ void PrintSummary(const Flags& f, const host::GraphFile& file, const host::Compi
     }
     std::cout << '\n';
   }
+  if (!f.strategy_save.empty()) std::cout << "  strategy  " << f.strategy_save << '\n';
   for (uint32_t r = 0; r < job.world_size(); ++r)
     std::cout << "  rank " << r << "    rank_" << r << ".tstream " << job.ranks[r].stream.bytes().size() << " bytes, stream "
               << Hex(job.ranks[r].graph_hash) << '\n';
   std::cout << "  manifest  " << f.out << "/manifest.json\n";
+}
+
+// The leading dim of the graph's first Input: its batch (0 when none).
+int64_t GraphBatch(const host::Graph& g) {
+  for (const host::TensorInfo& t : g.tensors())
+    if (t.kind == host::TensorKind::Input) return t.shape.empty() ? 0 : t.shape[0];
+  return 0;
 }
 
 int Run(const Flags& f, const CLI::App& app) {
@@ -144,7 +176,10 @@ int Run(const Flags& f, const CLI::App& app) {
                                              .gradients_mean = f.gradients_mean,
                                              .gradients_mean_given = app.count("--gradients-mean") > 0,
                                              .parameter_broadcast = f.parameter_broadcast,
-                                             .comm_fusion = f.comm_fusion});
+                                             .comm_fusion = f.comm_fusion,
+                                             .strategy = f.strategy,
+                                             .strategy_save = f.strategy_save,
+                                             .full_batch = f.full_batch});
   if (!context.ok()) return Usage(context.status().message());
 
   host::GraphLoadOptions load;
@@ -152,6 +187,26 @@ int Run(const Flags& f, const CLI::App& app) {
   load.seed_offset = f.seed;
   auto file = host::LoadGraph(f.graph, load);
   if (!file.ok()) return Failure(file.status().message());
+  const bool semi_auto = context->mode == host::ParallelMode::SemiAutoParallel;
+  int64_t global_batch = 0;
+  if (semi_auto) {
+    // The batch the file (or --batch) gives is one replica's; the graph
+    // takes the global one.
+    const int64_t replica_batch = GraphBatch(file->graph);
+    if (replica_batch < 1) return Failure(f.graph + ": semi_auto_parallel needs a batched Input to split");
+    auto dp = host::StrategyDataParallel(f.strategy, file->graph, f.devices);
+    if (!dp.ok()) return Failure("--strategy " + f.strategy + ": " + dp.status().message());
+    global_batch = tools::SemiAutoGraphBatch(replica_batch, *dp, f.full_batch);
+    if (global_batch != replica_batch) {
+      load.batch = global_batch;
+      file = host::LoadGraph(f.graph, load);
+      if (!file.ok()) return Failure(file.status().message());
+    }
+    if (!f.strategy.empty()) {
+      Status applied = host::ApplyShardStrategy(f.strategy, file->graph, f.devices);
+      if (!applied.ok()) return Failure(f.graph + ": --strategy " + f.strategy + ": " + applied.message());
+    }
+  }
 
   host::CompileOptions co;
   if (!f.optimizer.empty()) {
@@ -172,12 +227,23 @@ int Run(const Flags& f, const CLI::App& app) {
     co.gradients_mean = context->gradients_mean;
     co.parameter_broadcast = context->parameter_broadcast;
     co.comm_fusion = context->comm_fusion;
+  } else if (semi_auto) {
+    co.parallel_mode = host::ParallelMode::SemiAutoParallel;
+    co.full_batch = f.full_batch;
   }
   auto job = host::CompileJob(file->graph, co);
   if (!job.ok()) return Failure(f.graph + ": " + job.status().message());
   Status written = host::WriteCompiledJob(*job, f.out);
   if (!written.ok()) return Failure("-o " + f.out + ": " + written.message());
-  if (!f.quiet) PrintSummary(f, *file, *job);
+  if (!f.strategy_save.empty()) {
+    Status saved = host::SaveShardStrategies(f.strategy_save, file->graph, f.devices, f.full_batch);
+    if (!saved.ok()) return Failure("--strategy-save: " + saved.message());
+  }
+  if (!semi_auto) {
+    const auto cols = job->train_columns();
+    global_batch = cols.empty() || cols[0].shape.empty() ? 0 : cols[0].shape[0] * job->world_size();
+  }
+  if (!f.quiet) PrintSummary(f, *file, *job, global_batch);
   return 0;
 }
 
@@ -191,14 +257,23 @@ int main(int argc, char** argv) {
   app.add_option("--devices", f.devices, "ranks to compile for (MindSpore's device_num)")
       ->check(tools::PositiveInteger())
       ->capture_default_str();
-  app.add_option("--parallel", f.parallel, "stand_alone or data_parallel")->capture_default_str();
-  app.add_option("--batch", f.batch, "per-rank batch: replaces every input's leading dimension (default: the file's)")
+  app.add_option("--parallel", f.parallel, "stand_alone, data_parallel or semi_auto_parallel")->capture_default_str();
+  app.add_option("--batch", f.batch,
+                 "one data-parallel replica's batch (default: the file's): every input's leading dimension, times the "
+                 "data-parallel degree under semi_auto_parallel")
       ->check(tools::PositiveInteger());
   app.add_flag("--gradients-mean", f.gradients_mean,
                "data_parallel: AllReduce Mean instead of Sum (--gradients-mean=false: Sum, MindSpore's default)");
   app.add_flag("--parameter-broadcast", f.parameter_broadcast, "init ends by broadcasting rank 0's parameters");
   app.add_option("--comm-fusion", f.comm_fusion,
                  "MindSpore's comm_fusion as JSON, e.g. '{\"allreduce\": {\"mode\": \"size\", \"config\": 32}}'");
+  app.add_option("--strategy", f.strategy,
+                 "semi_auto_parallel: data, model (Megatron, the zoo MLP and ViT), DPxMP (e.g. 2x2) or a strategy "
+                 "file (default: the graph file's strategies, MindSpore's default elsewhere)");
+  app.add_option("--strategy-save", f.strategy_save,
+                 "semi_auto_parallel: write the ops' strategies and the parameters' layouts to FILE (JSON)");
+  app.add_flag("--full-batch", f.full_batch,
+               "semi_auto_parallel: every rank reads the whole --batch (MindSpore's full_batch)");
   app.add_option("--seed", f.seed, "added to every random initialiser's seed")->capture_default_str();
   app.add_option("--optimizer", f.optimizer, "sgd, momentum or adam (default: the file's optimizer)");
   app.add_option("--lr", f.lr, "learning rate of --optimizer")->capture_default_str();

@@ -25,25 +25,29 @@ Result<parallel::StrategyFileContents> ReadFor(const std::string& path, int64_t 
 
 bool IsStrategyPresetName(const std::string& strategy) { return parallel::IsStrategyPresetName(strategy); }
 
+Result<int64_t> PresetDataParallel(const std::string& preset, int64_t device_num) {
+  SINKRT_ASSIGN_OR_RETURN(const parallel::StrategyPreset p, parallel::ParseStrategyPreset(preset, device_num));
+  return p.data_parallel;
+}
+
 Result<int64_t> StrategyDataParallel(const std::string& strategy, const Graph& graph, int64_t device_num) {
-  if (IsStrategyPresetName(strategy)) {
-    SINKRT_ASSIGN_OR_RETURN(const parallel::StrategyPreset p, parallel::ParseStrategyPreset(strategy, device_num));
-    return p.data_parallel;
-  }
-  SINKRT_ASSIGN_OR_RETURN(const parallel::StrategyFileContents c, ReadFor(strategy, device_num));
+  if (IsStrategyPresetName(strategy)) return PresetDataParallel(strategy, device_num);
+  const std::string source = strategy.empty() ? "graph '" + graph.name() + "'" : "strategy file " + strategy;
   const int64_t producer = graph.valid(graph.loss()) ? graph.producer(graph.loss()) : -1;
-  if (producer < 0)
-    return InvalidArgument("strategy file " + strategy + ": graph '" + graph.name() +
-                           "' has no loss op, whose strategy would split the batch");
+  if (producer < 0) return InvalidArgument(source + ": the graph has no loss op, whose strategy splits the batch");
   const OpNode& loss = graph.ops()[producer];
-  for (const auto& [name, s] : c.ops) {
-    if (name != loss.name) continue;
-    // SparseSoftmaxCrossEntropy's labels [N]: their split is the batch's.
-    if (s.size() == 2 && s[1].size() == 1) return s[1][0];
-    return InvalidArgument("strategy file " + strategy + ": the strategy of the loss op " + name + ", " +
-                           StrategyToString(s) + ", does not split labels [N]");
+  parallel::Strategy given = loss.strategy;
+  if (!strategy.empty()) {
+    SINKRT_ASSIGN_OR_RETURN(const parallel::StrategyFileContents c, ReadFor(strategy, device_num));
+    given.clear();
+    for (const auto& [name, s] : c.ops)
+      if (name == loss.name) given = s;
   }
-  return device_num;
+  if (given.empty()) return device_num;
+  // SparseSoftmaxCrossEntropy's labels [N]: their split is the batch's.
+  if (loss.op == fb::OpCode::SparseSoftmaxCrossEntropy && given.size() == 2 && given[1].size() == 1) return given[1][0];
+  return InvalidArgument(source + ": the loss op " + loss.name + " has the strategy " + StrategyToString(given) +
+                         ", which does not say how the batch (labels [N]) is split");
 }
 
 Status ApplyShardStrategy(const std::string& strategy, Graph& graph, int64_t device_num) {

@@ -18,13 +18,18 @@ namespace sinkrt::host {
 // DPxMP such as 2x2, right or wrong), else a strategy file's path.
 bool IsStrategyPresetName(const std::string& strategy);
 
+// A preset's data-parallel degree on device_num ranks (data: device_num,
+// model: 1, DPxMP: DP), or why it is no preset for them: an unknown name,
+// DP x MP other than device_num. What needs no graph.
+Result<int64_t> PresetDataParallel(const std::string& preset, int64_t device_num);
+
 // How many ways `strategy` splits the batch on device_num ranks: the
 // data-parallel degree, which --batch (one replica's batch) is multiplied
-// by to give the graph's batch. A preset's DP (data: device_num, model: 1,
-// DPxMP: DP); for a strategy file, the split of the labels in its entry for
-// the loss op of `graph` (which must have its loss), or device_num when the
-// file gives the loss no strategy (MindSpore's default splits the batch).
-// A bad preset or an unreadable file is an error naming it.
+// by to give the graph's batch. A preset's (above); for a strategy file,
+// the split of the labels in its entry for the loss op of `graph` (which
+// must have its loss); empty `strategy`: the one the loss op of `graph`
+// has. A loss without a strategy gets MindSpore's default, device_num. A
+// bad preset or an unreadable file is an error naming it.
 Result<int64_t> StrategyDataParallel(const std::string& strategy, const Graph& graph, int64_t device_num);
 
 // Sets the strategies of `graph` (with its loss) from `strategy`: a preset
