@@ -804,8 +804,21 @@ TEST_F(SinkrunTest, SeveralDevicesNeedDataParallelAndValidOptions) {
                 "device_number: 2, parallel_mode:stand_alone");
   ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel model_parallel",
                 "--parallel: The context configuration parameter 'parallel_mode' only support");
-  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel semi_auto_parallel",
-                "is not supported by this build yet");
+  // semi_auto_parallel's strategies: a wrong preset or device count is the
+  // command line's; what the network cannot take, the network's; both
+  // before any daemon starts.
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel semi_auto_parallel "
+                "--strategy megatron",
+                "--strategy megatron: neither a preset (data, model, or DPxMP such as 2x2) nor a strategy file");
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 4 --parallel semi_auto_parallel "
+                "--strategy 3x2",
+                "--strategy 3x2: strategy preset '3x2' needs DP x MP = 6 devices, the job has 4");
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "
+                "--strategy model",
+                "--strategy, --strategy-save and --full-batch apply to --parallel semi_auto_parallel");
+  ExpectRefused("train --model lenet --data synthetic:256 --batch 32 --devices 2 --parallel semi_auto_parallel "
+                "--strategy model",
+                "knows the Megatron pairs of the networks mlp and vit", 1);
   ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --gradients-mean false",
                 "apply to --parallel data_parallel");
   ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "

@@ -53,6 +53,11 @@ struct TrainFlags {
   bool gradients_mean = host::ParallelContext{}.gradients_mean;  // MindSpore's default, as sinkc's
   bool parameter_broadcast = false;
   std::string comm_fusion;  // MindSpore's comm_fusion dict, as JSON
+  // semi_auto_parallel: --strategy (data, model, DPxMP or a strategy file),
+  // --strategy-save FILE, --full-batch.
+  std::string strategy;
+  std::string strategy_save;
+  bool full_batch = false;
   // How the rank table was named, for messages: "--rank-table FILE", or
   // "RANK_TABLE_FILE=FILE" when MindSpore's variable named it.
   std::string rank_table_source;

@@ -7,8 +7,10 @@
 //                 [--lr 0.01] [--momentum 0.9] [--seed 1]
 //                 [--sink-size -1 | --no-sink] [--threads N] [--report FILE]
 //                 [--devices N [--sinkd PATH] | --rank-table FILE] [--token T]
-//                 [--parallel stand_alone|data_parallel] [--gradients-mean true|false]
-//                 [--parameter-broadcast] [--comm-fusion JSON] [--save-checkpoint FILE]
+//                 [--parallel stand_alone|data_parallel|semi_auto_parallel]
+//                 [--gradients-mean true|false] [--parameter-broadcast] [--comm-fusion JSON]
+//                 [--strategy data|model|DPxMP|FILE] [--strategy-save FILE] [--full-batch]
+//                 [--save-checkpoint FILE]
 //   sinkrun launch -n N [--base-port P] [--rank-table-out FILE] [--token T]
 //                  [--sinkd PATH] [--threads K] [--quiet]
 //
@@ -17,8 +19,11 @@
 // daemons already running (anywhere); without either, MindSpore's
 // RANK_TABLE_FILE names that table when it is set. The device code is the same either
 // way, so are the numbers. More than one device needs --parallel
-// data_parallel (MindSpore's rule); --batch is then per rank, as in
-// MindSpore, and the global batch is N x batch. launch starts N daemons on
+// data_parallel or semi_auto_parallel (MindSpore's rule); --batch is then
+// one data-parallel replica's, as in MindSpore: the global batch is N x
+// batch under data_parallel, and batch x the strategy's data-parallel
+// degree under semi_auto_parallel (data: N, model: 1, DPxMP: DP; with
+// --full-batch every rank reads the whole batch). launch starts N daemons on
 // this machine, writes their rank table and keeps them until SIGINT or
 // SIGTERM (or one of them dies).
 //
@@ -108,8 +113,9 @@ int main(int argc, char** argv) {
                     "train on the running sinkd daemons this rank table names (default: RANK_TABLE_FILE, unless "
                     "--devices is given)");
   train->add_option("--parallel", f.parallel,
-                    "stand_alone (one device) or data_parallel (one replica per device, gradients AllReduced "
-                    "on the devices; --batch is per rank)")
+                    "stand_alone (one device), data_parallel (one replica per device, gradients AllReduced "
+                    "on the devices; --batch is per rank) or semi_auto_parallel (the model sharded by --strategy; "
+                    "--batch is per data-parallel replica)")
       ->capture_default_str();
   train->add_option("--gradients-mean", f.gradients_mean,
                     "data_parallel: average the gradients over the ranks (true, as DDP) or sum them (false, "
@@ -120,6 +126,13 @@ int main(int argc, char** argv) {
   train->add_option("--comm-fusion", f.comm_fusion,
                     "data_parallel: MindSpore's comm_fusion as JSON, e.g. "
                     "'{\"allreduce\": {\"mode\": \"size\", \"config\": 32}}'");
+  train->add_option("--strategy", f.strategy,
+                    "semi_auto_parallel: data, model (Megatron: the MLP and the ViT), DPxMP (e.g. 2x2) or a strategy "
+                    "file (default: the graph's strategies, MindSpore's default elsewhere)");
+  train->add_option("--strategy-save", f.strategy_save,
+                    "semi_auto_parallel: write the ops' strategies and the parameters' layouts to FILE (JSON)");
+  train->add_flag("--full-batch", f.full_batch,
+                  "semi_auto_parallel: every rank reads the whole --batch (MindSpore's full_batch)");
   train->add_option("--token", f.token, "the daemons' --token");
   train->add_option("--sinkd", f.sinkd, "the sinkd binary for --devices (default: SINKRT_SINKD, or beside sinkrun)");
 

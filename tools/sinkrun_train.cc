@@ -32,6 +32,7 @@
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/report_callback.h"
+#include "sinkrt/host/shard_strategies.h"
 #include "sinkrt/runtime/env.h"
 
 namespace sinkrt::tools {
@@ -204,6 +205,31 @@ Status CheckCheckpointPath(const std::string& path) {
 
 double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+host::Graph ZooNetwork(const std::string& model, int64_t batch, uint64_t seed) {
+  return model == "mlp"   ? host::MakeMlpNetwork(batch, {784, 512, 256, 10}, seed)
+         : model == "vit" ? host::MakeVitNetwork(batch, seed)
+                          : host::MakeLeNetNetwork(batch, seed);
+}
+
+// The network of a semi_auto_parallel run at graph batch `batch`, with its
+// loss: a shard strategy covers the loss too (its split of the labels is
+// each rank's share of the batch), so a zoo network gets here the loss
+// Model::Create would append, MindSpore's SoftmaxCrossEntropyWithLogits
+// (sparse=True) against "label", built by the same calls.
+Result<host::Graph> NetworkWithLoss(const TrainFlags& f, int64_t batch) {
+  if (!f.graph.empty()) {
+    host::GraphLoadOptions load;
+    load.batch = batch;
+    SINKRT_ASSIGN_OR_RETURN(host::GraphFile file, host::LoadGraph(f.graph, load), "--graph");
+    return std::move(file.graph);
+  }
+  host::Graph g = ZooNetwork(f.model, batch, f.seed);
+  if (g.status().ok() && !g.outputs().empty())
+    g.SetLoss(g.SparseSoftmaxCrossEntropy(g.outputs().front(), g.Input("label", {batch}, DType::I32)));
+  SINKRT_RETURN_IF_ERROR(g.status(), "--model " + f.model);
+  return g;
+}
+
 }  // namespace
 
 int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::time_point start) {
@@ -251,7 +277,8 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   const bool precompiled = !f.streams.empty();
   if (precompiled) {
     for (const char* baked : {"--optimizer", "--lr", "--momentum", "--parallel", "--gradients-mean",
-                              "--parameter-broadcast", "--comm-fusion"})
+                              "--parameter-broadcast", "--comm-fusion", "--strategy", "--strategy-save",
+                              "--full-batch"})
       if (cmd.count(baked))
         return Usage(std::string(baked) + " is compiled into the streams of --streams " + f.streams +
                      " (see its manifest.json): recompile with sinkc to change it");
@@ -352,10 +379,41 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
          .gradients_mean = f.gradients_mean,
          .gradients_mean_given = cmd.count("--gradients-mean") > 0,
          .parameter_broadcast = f.parameter_broadcast,
-         .comm_fusion = f.comm_fusion});
+         .comm_fusion = f.comm_fusion,
+         .strategy = f.strategy,
+         .strategy_save = f.strategy_save,
+         .full_batch = f.full_batch});
     if (!parsed.ok()) return Usage(parsed.status().message());
     context = *parsed;
   }
+
+  // SEMI_AUTO_PARALLEL: `batch` is one data-parallel replica's; the graph
+  // is the whole model at batch x the strategy's data-parallel degree (or
+  // at batch with --full-batch), its strategies set here, loss included.
+  const bool semi_auto = !job && context.mode == host::ParallelMode::SemiAutoParallel;
+  int64_t graph_batch = batch;
+  std::optional<host::Graph> sharded;
+  if (semi_auto) {
+    auto replica = NetworkWithLoss(f, batch);
+    if (!replica.ok()) return Failure(replica.status().message());
+    auto dp = host::StrategyDataParallel(f.strategy, *replica, devices);
+    if (!dp.ok()) return Failure("--strategy " + f.strategy + ": " + dp.status().message());
+    graph_batch = SemiAutoGraphBatch(batch, *dp, f.full_batch);
+    auto whole = NetworkWithLoss(f, graph_batch);
+    if (!whole.ok()) return Failure(whole.status().message());
+    if (!f.strategy.empty()) {
+      Status applied = host::ApplyShardStrategy(f.strategy, *whole, devices);
+      if (!applied.ok()) return Failure("--strategy " + f.strategy + ": " + applied.message());
+    }
+    if (!f.strategy_save.empty()) {
+      Status saved = host::SaveShardStrategies(f.strategy_save, *whole, devices, f.full_batch);
+      if (!saved.ok()) return Failure("--strategy-save: " + saved.message());
+    }
+    sharded = std::move(whole).value();
+  }
+  // The batch the pipeline makes: under semi_auto_parallel the whole step's,
+  // which the Model slices for each rank.
+  const int64_t feed_batch = semi_auto ? graph_batch : batch;
 
   // Data first: a missing directory or a corrupt file ends the run here,
   // naming the file, before any compilation.
@@ -363,17 +421,18 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   if (!train_raw.ok()) return Failure("--data " + data->describe() + ": " + train_raw.status().message());
   auto test_raw = RawSplit(*data, "test");
   if (!test_raw.ok()) return Failure("--data " + data->describe() + ": " + test_raw.status().message());
-  auto train_data = Pipeline(*train_raw, flat, batch, f.seed, /*drop_remainder=*/true);
+  auto train_data = Pipeline(*train_raw, flat, feed_batch, f.seed, /*drop_remainder=*/true);
   if (!train_data.ok()) return Failure("training pipeline: " + train_data.status().message());
-  auto test_data = Pipeline(*test_raw, flat, batch, std::nullopt, /*drop_remainder=*/false);
+  auto test_data = Pipeline(*test_raw, flat, feed_batch, std::nullopt, /*drop_remainder=*/false);
   if (!test_data.ok()) return Failure("test pipeline: " + test_data.status().message());
   const int64_t train_samples = train_raw->get_dataset_size();
   const int64_t batches = train_data->get_dataset_size();
   if (batches < 1)
-    return Usage("--batch " + std::to_string(batch) + " is larger than the " +
-                 Counted(train_samples, "training sample"));
-  if (job || graph_file) {
-    Status matches = CheckColumns(inputs, train_data->output_columns());
+    return Usage("--batch " + std::to_string(batch) +
+                 (feed_batch != batch ? " (global " + std::to_string(feed_batch) + ")" : std::string()) +
+                 " is larger than the " + Counted(train_samples, "training sample"));
+  if (job || graph_file || semi_auto) {
+    Status matches = CheckColumns(semi_auto ? GraphInputs(*sharded) : inputs, train_data->output_columns());
     if (!matches.ok()) return Failure(network + " does not match --data " + data->describe() + ": " + matches.message());
   }
   if (!f.save_checkpoint.empty()) {
@@ -387,10 +446,11 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     report = std::move(r).value();
   }
 
-  // Each rank takes every devices-th sample: a pass has this many steps.
-  const int64_t rank_batches =
-      devices > 1 ? train_data->ShardBelowBatch(devices, 0).get_dataset_size() : batches;
-  if (devices > 1 && rank_batches < 1)
+  // Each rank takes every devices-th sample: a pass has this many steps
+  // (under semi_auto_parallel every rank takes its slice of every batch).
+  const bool rank_shards = devices > 1 && !semi_auto;
+  const int64_t rank_batches = rank_shards ? train_data->ShardBelowBatch(devices, 0).get_dataset_size() : batches;
+  if (rank_shards && rank_batches < 1)
     return Usage("--batch " + std::to_string(batch) + " on " + std::to_string(devices) +
                  " devices needs more than the " + Counted(train_samples, "training sample"));
 
@@ -400,12 +460,18 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   TrainDevices& dev = *opened;
 
   const bool sink = !f.no_sink;
-  const int64_t pass_steps = devices > 1 ? rank_batches : batches;
+  const int64_t pass_steps = rank_shards ? rank_batches : batches;
   const int64_t steps_per_epoch = sink && f.sink_size > 0 ? f.sink_size : pass_steps;
-  const int64_t global_batch = batch * devices;
+  const int64_t global_batch = semi_auto ? graph_batch : batch * devices;
+  const std::string batch_text =
+      semi_auto ? (f.full_batch ? " on every rank (full batch; strategy " : " per data-parallel replica (global " +
+                                                                               std::to_string(global_batch) +
+                                                                               "; strategy ") +
+                      StrategyText(f.strategy) + ")"
+      : devices > 1 ? " per rank (global " + std::to_string(global_batch) + ")"
+                    : std::string();
   std::cout << "sinkrun: " << network << " on " << data->describe() << ": " << train_samples << " training, "
-            << Counted(test_raw->get_dataset_size(), "test sample") << "; batch " << batch
-            << (devices > 1 ? " per rank (global " + std::to_string(global_batch) + ")" : std::string()) << ", "
+            << Counted(test_raw->get_dataset_size(), "test sample") << "; batch " << batch << batch_text << ", "
             << Counted(f.epochs, "epoch") << " of " << Counted(steps_per_epoch, "step") << ", "
             << (sink ? "sink mode (sink_size " + std::to_string(f.sink_size) + ")" : std::string("non-sink mode"))
             << ", " << OptimizerText(*optimizer) << ", seed " << f.seed << "; "
@@ -418,15 +484,18 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   if (job) {
     // The streams carry their own plan: Create checks the devices against it.
     model = host::Model::Create(std::move(*job), links, model_options);
+  } else if (semi_auto) {
+    // The whole model with its loss and strategies: each rank compiles
+    // its slice of it.
+    model_options.context = context;
+    model = host::Model::Create(std::move(*sharded), host::LossSpec::None(), *optimizer, links, model_options);
   } else if (graph_file) {
     model_options.context = context;
     model = host::Model::Create(std::move(graph_file->graph), host::LossSpec::None(), *optimizer, links,
                                 model_options);
   } else {
     model_options.context = context;
-    host::Graph net = f.model == "mlp"     ? host::MakeMlpNetwork(batch, {784, 512, 256, 10}, f.seed)
-                      : f.model == "vit" ? host::MakeVitNetwork(batch, f.seed)
-                                         : host::MakeLeNetNetwork(batch, f.seed);
+    host::Graph net = ZooNetwork(f.model, batch, f.seed);
     model = host::Model::Create(std::move(net), host::LossSpec::SparseSoftmaxCrossEntropy(), *optimizer, links,
                                 model_options);
   }
@@ -511,6 +580,10 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
         {"wall_s", wall_s},
     };
     if (optimizer->kind == host::OptimizerKind::Momentum) end["momentum"] = optimizer->momentum;
+    if (semi_auto) {
+      end["strategy"] = f.strategy.empty() ? "graph" : f.strategy;
+      end["full_batch"] = f.full_batch;
+    }
     Status written = report->Write(end);
     if (!written.ok()) return Failure(written.message());
   }
