@@ -57,10 +57,10 @@ Partitioned Partition(const Graph& g, int64_t n, int64_t rank, bool full_batch =
   const std::vector<Strategy> strategies = StrategiesOf(g);
   auto plan = PlanPartition(g, strategies, {.device_num = n, .full_batch = full_batch});
   EXPECT_TRUE(plan.ok()) << plan.status().ToString();
-  if (!plan.ok()) return {};
+  if (!plan.ok()) return Partitioned();
   auto local = PartitionForRank(g, *plan, rank);
   EXPECT_TRUE(local.ok()) << local.status().ToString();
-  if (!local.ok()) return {};
+  if (!local.ok()) return Partitioned();
   return {std::move(local).value(), std::move(plan).value()};
 }
 
@@ -233,7 +233,9 @@ TEST(StrategyPresets, Errors) {
     EXPECT_TRUE(p.ok()) << p.status().ToString();
     const uint64_t before = host::GraphHash(g);
     Status s = ApplyStrategyPreset(g, *p);
-    if (!s.ok()) EXPECT_EQ(host::GraphHash(g), before) << "a refused preset leaves the graph as it was";
+    if (!s.ok()) {
+      EXPECT_EQ(host::GraphHash(g), before) << "a refused preset leaves the graph as it was";
+    }
     return s.message();
   };
   // 4 heads on 8 ranks.
@@ -269,8 +271,10 @@ TEST(StrategyPresets, SaveAndApplyAStrategyFile) {
   ASSERT_TRUE(host::SaveShardStrategies(file, g, 4, false).ok());
   auto read = ReadStrategyFile(file);
   ASSERT_TRUE(read.ok()) << read.status().ToString();
+  bool qkv_split = false;
   for (const auto& [name, layout] : read->parameters)
-    if (name == "block0.attn.qkv.weight") EXPECT_EQ(layout.tensor_map[1] >= 0, true);
+    if (name == "block0.attn.qkv.weight") qkv_split = layout.tensor_map[1] >= 0;
+  EXPECT_TRUE(qkv_split) << "the qkv weight's columns are split";
 
   Graph fresh = testing::MakeVit(8);
   auto dp = host::StrategyDataParallel(file, fresh, 4);
@@ -386,7 +390,9 @@ TEST(StrategyPresets, VitTrainsLikeOneDevice) {
     EXPECT_NEAR((dxm[0][s] + dxm[2][s]) / 2, one_x2[0][s], 1e-5 * std::abs(one_x2[0][s])) << "2x2, step " << s;
     EXPECT_EQ(dxm[0][s], dxm[1][s]) << "one replica, one loss";
     EXPECT_EQ(dxm[2][s], dxm[3][s]) << "one replica, one loss";
-    if (s > 0) EXPECT_NE(one[0][s], one[0][0]) << "the steps train";
+    if (s > 0) {
+      EXPECT_NE(one[0][s], one[0][0]) << "the steps train";
+    }
   }
 }
 
