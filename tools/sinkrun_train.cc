@@ -463,13 +463,13 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   const int64_t pass_steps = rank_shards ? rank_batches : batches;
   const int64_t steps_per_epoch = sink && f.sink_size > 0 ? f.sink_size : pass_steps;
   const int64_t global_batch = semi_auto ? graph_batch : batch * devices;
-  const std::string batch_text =
-      semi_auto ? (f.full_batch ? " on every rank (full batch; strategy " : " per data-parallel replica (global " +
-                                                                               std::to_string(global_batch) +
-                                                                               "; strategy ") +
-                      StrategyText(f.strategy) + ")"
-      : devices > 1 ? " per rank (global " + std::to_string(global_batch) + ")"
-                    : std::string();
+  std::string batch_text;
+  if (semi_auto)
+    batch_text = (f.full_batch ? std::string(" on every rank (full batch")
+                               : " per data-parallel replica (global " + std::to_string(global_batch)) +
+                 "; strategy " + StrategyText(f.strategy) + ")";
+  else if (devices > 1)
+    batch_text = " per rank (global " + std::to_string(global_batch) + ")";
   std::cout << "sinkrun: " << network << " on " << data->describe() << ": " << train_samples << " training, "
             << Counted(test_raw->get_dataset_size(), "test sample") << "; batch " << batch << batch_text << ", "
             << Counted(f.epochs, "epoch") << " of " << Counted(steps_per_epoch, "step") << ", "
