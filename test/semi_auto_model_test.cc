@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sinkrt/device/in_process_device.h"
+#include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/model.h"
 #include "support/model_fixtures.h"
 #include "support/test_models.h"
@@ -228,8 +229,11 @@ TEST(SemiAutoModel, TwoByTwoTracksOneDeviceAndReplicasStayEqual) {
       EXPECT_TRUE((*x)[i].second.data == (*y)[i].second.data) << "ranks " << a << " and " << b << ": " << (*x)[i].first;
   }
 
-  // A checkpoint of the 2x2 run loads into one device and into 2-rank
-  // `model`, and all three give the same eval loss.
+  // A checkpoint of the 2x2 run (through a file, as SaveCheckpoint writes
+  // whole tensors) loads into one device and into 2-rank `model`, and all
+  // three give the same eval loss.
+  const std::string path = ::testing::TempDir() + "semi_auto_2x2.ckpt";
+  SINKRT_ASSERT_OK(host::SaveCheckpoint(path, *four->model));
   auto state = four->model->ReadState();
   SINKRT_ASSERT_OK(state);
   World w1(1), w2(2);
@@ -239,8 +243,13 @@ TEST(SemiAutoModel, TwoByTwoTracksOneDeviceAndReplicasStayEqual) {
                           OptimizerSpec::Momentum(0.05f, 0.9f), w2.links, SemiAuto(2));
   SINKRT_ASSERT_OK(m1);
   SINKRT_ASSERT_OK(m2);
-  SINKRT_ASSERT_OK((*m1)->WriteState(*state));
-  SINKRT_ASSERT_OK((*m2)->WriteState(*state));
+  SINKRT_ASSERT_OK(host::LoadCheckpoint(path, **m1));
+  SINKRT_ASSERT_OK(host::LoadCheckpoint(path, **m2));
+  auto loaded = (*m2)->ReadState();
+  SINKRT_ASSERT_OK(loaded);
+  ASSERT_EQ(loaded->size(), state->size());
+  for (size_t i = 0; i < state->size(); ++i)
+    EXPECT_TRUE((*loaded)[i].second.data == (*state)[i].second.data) << (*state)[i].first;
   const Data eval_data = MakeData(40);
   auto e4 = four->model->eval(Pipeline(eval_data, 4));
   auto e1 = (*m1)->eval(Pipeline(eval_data, 8));
