@@ -191,3 +191,49 @@ TEST_F(CorruptStream, StrayBytesAfterTheFlatBuffer) {
 
 }  // namespace
 }  // namespace sinkrt
+
+namespace sinkrt {
+namespace {
+
+// A stream of one buffer [4, 8] whose SliceDef is built by `slice`: the
+// verifier checks it against the buffer's shape (the host reads slices to
+// feed, merge and show them).
+std::vector<uint8_t> StreamWithSlice(std::vector<int64_t> whole, std::vector<int64_t> offset,
+                                     std::vector<int64_t> matrix, std::vector<int> map) {
+  flatbuffers::FlatBufferBuilder fbb;
+  auto header = fb::CreateHeaderDirect(fbb, kFormatMajor, kFormatMinor, 0, 2, "cpu");
+  const std::vector<int64_t> shape = {4, 8};
+  auto slice = fb::CreateSliceDefDirect(fbb, &whole, &offset, &matrix, &map);
+  std::vector<flatbuffers::Offset<fb::Buffer>> buffers = {
+      fb::CreateBufferDirect(fbb, "w", 0, 4 * 8 * 4, DType::F32, &shape, fb::BufferRole::Param, slice)};
+  fb::TaskStreamBuilder root(fbb);
+  root.add_header(header);
+  root.add_arena_bytes(4096);
+  root.add_buffers(fbb.CreateVector(buffers));
+  fb::FinishSizePrefixedTaskStreamBuffer(fbb, root.Finish());
+  return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
+}
+
+std::string Refusal(const std::vector<uint8_t>& bytes) {
+  auto v = VerifyTaskStream(bytes);
+  return v.ok() ? "accepted" : v.status().message();
+}
+
+TEST(CorruptSlice, GoodSliceIsAccepted) {
+  EXPECT_EQ(Refusal(StreamWithSlice({4, 16}, {0, 8}, {2}, {-1, 0})), "accepted");
+}
+
+TEST(CorruptSlice, EachInconsistencyIsNamed) {
+  EXPECT_NE(Refusal(StreamWithSlice({4}, {0}, {2}, {-1, 0})).find("global shape of rank 1"), std::string::npos);
+  EXPECT_NE(Refusal(StreamWithSlice({4, 16}, {0, 12}, {2}, {-1, 0})).find("dim 1 holds [12, +8) of a global dim of 16"),
+            std::string::npos);
+  EXPECT_NE(Refusal(StreamWithSlice({4, 16}, {-1, 0}, {2}, {-1, 0})).find("dim 0 holds [-1, +4)"), std::string::npos);
+  EXPECT_NE(Refusal(StreamWithSlice({4, 16}, {0, 8}, {0}, {-1, 0})).find("device matrix extent 0"), std::string::npos);
+  EXPECT_NE(Refusal(StreamWithSlice({4, 16}, {0, 8}, {2}, {-1, 1})).find("tensor map entry 1 of dim 1 names no axis"),
+            std::string::npos);
+  EXPECT_NE(Refusal(StreamWithSlice({4, 16}, {0, 8}, {2}, {0})).find("a tensor map of 1 entries for 2 dims"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace sinkrt

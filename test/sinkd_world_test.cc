@@ -357,6 +357,87 @@ class EndlessFeeder {
   std::thread thread_;
 };
 
+// SEMI_AUTO_PARALLEL through real daemons: the Megatron MLP on 2 sinkd
+// ranks (w1 by columns, w2 by rows, the batch whole) trains, evaluates and
+// checkpoints exactly as on 2 in-process devices: the same sharded streams,
+// the same collectives, over sockets and shared memory instead.
+host::Graph MegatronMlp() {
+  host::Graph g("mlp");
+  const host::TensorId x = g.Input("image", {kBatch, kFeatures});
+  const host::TensorId w1 = g.Param("w1", {kFeatures, 12}, host::InitSpec::HeUniform(11));
+  const host::TensorId b1 = g.Param("b1", {12}, host::InitSpec::Uniform(-0.1f, 0.1f, 12));
+  const host::TensorId w2 = g.Param("w2", {12, 4}, host::InitSpec::XavierUniform(13));
+  const host::TensorId b2 = g.Param("b2", {4}, host::InitSpec::Uniform(-0.1f, 0.1f, 14));
+  host::TensorId h = g.Shard(g.MatMul(x, w1), {{1, 1}, {1, 2}});
+  h = g.Tanh(g.Shard(g.BiasAdd(h, b1), {{1, 2}, {2}}));
+  h = g.Shard(g.MatMul(h, w2), {{1, 2}, {2, 1}});
+  g.AddOutput(g.BiasAdd(h, b2));
+  return g;
+}
+
+TEST(SinkdWorldSemiAutoTest, MegatronMlpTrainsLikeInProcessDevices) {
+  const testing::SyntheticData data = testing::MakeSyntheticData(32 * kBatch, kFeatures, 4, 5);
+  host::Tensor images{DType::F32, {data.size(), kFeatures}, {}};
+  images.data.resize(data.images.size() * sizeof(float));
+  std::memcpy(images.data.data(), data.images.data(), images.data.size());
+  host::Tensor labels{DType::I32, {data.size()}, {}};
+  labels.data.resize(data.labels.size() * sizeof(int32_t));
+  std::memcpy(labels.data.data(), data.labels.data(), labels.data.size());
+  const host::Dataset ds = host::Dataset::FromArrays({{"image", images}, {"label", labels}}).Batch(kBatch, true);
+  host::ModelOptions o;
+  o.context.mode = host::ParallelMode::SemiAutoParallel;
+  o.context.device_num = 2;
+  o.compile_cache = "";
+  host::LossSpec loss = host::LossSpec::SparseSoftmaxCrossEntropy();
+  loss.strategy = {{1, 1}, {1}};
+
+  struct Losses : host::Callback {
+    std::vector<double> values;
+    Status on_train_epoch_end(host::RunContext& c) override {
+      values.push_back(c.original_args().net_outputs);
+      return Status::Ok();
+    }
+  };
+  auto run = [&](std::span<DeviceLink* const> links, Losses* losses, host::EvalResult* eval,
+                 std::vector<std::pair<std::string, host::Tensor>>* state) {
+    auto model = host::Model::Create(MegatronMlp(), loss, host::OptimizerSpec::Momentum(0.05f, 0.9f), links, o);
+    SINKRT_ASSERT_OK(model);
+    SINKRT_ASSERT_OK((*model)->train(3, ds, {losses}, true, 10));
+    auto e = (*model)->eval(ds);
+    SINKRT_ASSERT_OK(e);
+    *eval = *e;
+    auto s = (*model)->ReadState();
+    SINKRT_ASSERT_OK(s);
+    *state = std::move(s).value();
+  };
+
+  Daemons d;
+  SINKRT_ASSERT_OK(StartDaemons(&d, 2, 10000ms));
+  SINKRT_ASSERT_OK(ConnectAll(&d, 10000ms));
+  Losses remote_losses, local_losses;
+  host::EvalResult remote_eval, local_eval;
+  std::vector<std::pair<std::string, host::Tensor>> remote_state, local_state;
+  run(d.links(), &remote_losses, &remote_eval, &remote_state);
+  device::DeviceOptions opts = device::DeviceOptions::FromEnvironment();
+  opts.threads = 1;  // as the daemons (SinkdProcess starts them with --threads 1)
+  opts.peer_timeout = 20s;
+  device::InProcessDevice a(opts), b(opts);
+  DeviceLink* local[] = {&a, &b};
+  run(local, &local_losses, &local_eval, &local_state);
+
+  ASSERT_EQ(remote_losses.values.size(), 3u);
+  EXPECT_EQ(remote_losses.values, local_losses.values);
+  EXPECT_EQ(remote_eval.loss, local_eval.loss);
+  EXPECT_EQ(remote_eval.samples, 32 * kBatch);
+  ASSERT_EQ(remote_state.size(), local_state.size());
+  for (size_t i = 0; i < remote_state.size(); ++i) {
+    EXPECT_EQ(remote_state[i].first, local_state[i].first);
+    EXPECT_TRUE(remote_state[i].second.data == local_state[i].second.data) << remote_state[i].first;
+  }
+  // Whole tensors: w1 merged from the ranks' column halves.
+  EXPECT_EQ(remote_state[0].second.shape, (Shape{kFeatures, 12}));
+}
+
 TEST(SinkdWorldFaultTest, DeadPeerFailsTheOthersSinksNamingItAndTheyServeANewWorld) {
   constexpr auto kPeerTimeout = 3000ms;
   Daemons d;

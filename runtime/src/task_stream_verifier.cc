@@ -75,6 +75,53 @@ class Checker {
     return Status::Ok();
   }
 
+  // A sharded buffer's or column's slice: the host reads it to feed, merge
+  // and show slices, so it must describe a real sub-block of a real layout.
+  Status CheckSlice(const std::string& what, const flatbuffers::Vector<int64_t>* shape, const fb::SliceDef* sl) {
+    if (!sl) return Status::Ok();
+    const size_t rank = shape ? shape->size() : 0;
+    auto aligned = [](const auto* v) {
+      return !v || v->size() == 0 || reinterpret_cast<uintptr_t>(v->data()) % alignof(int64_t) == 0;
+    };
+    if (!aligned(sl->global_shape()) || !aligned(sl->offset()) || !aligned(sl->device_matrix()))
+      return InvalidArgument(what + ": slice vectors are not 8-byte aligned");
+    const size_t g = sl->global_shape() ? sl->global_shape()->size() : 0;
+    const size_t o = sl->offset() ? sl->offset()->size() : 0;
+    if (g != rank || o != rank)
+      return InvalidArgument(what + ": its slice has a global shape of rank " + std::to_string(g) + " and an offset of " +
+                             std::to_string(o) + " dims, the buffer has " + std::to_string(rank));
+    for (size_t d = 0; d < rank; ++d) {
+      const int64_t whole = sl->global_shape()->Get(d), at = sl->offset()->Get(d), part = shape->Get(d);
+      if (whole < 1 || at < 0 || part > whole || at > whole - part)
+        return InvalidArgument(what + ": dim " + std::to_string(d) + " holds [" + std::to_string(at) + ", +" +
+                               std::to_string(part) + ") of a global dim of " + std::to_string(whole));
+    }
+    const size_t axes = sl->device_matrix() ? sl->device_matrix()->size() : 0;
+    if (axes > 8) return InvalidArgument(what + ": a device matrix of " + std::to_string(axes) + " axes (at most 8)");
+    int64_t devices = 1;
+    for (size_t a = 0; a < axes; ++a) {
+      const int64_t n = sl->device_matrix()->Get(a);
+      if (n < 1 || n > (int64_t{1} << 20) || devices > (int64_t{1} << 20))
+        return InvalidArgument(what + ": device matrix extent " + std::to_string(n) + " is out of range");
+      devices *= n;
+    }
+    const size_t maps = sl->tensor_map() ? sl->tensor_map()->size() : 0;
+    if (maps != 0 && maps != rank)
+      return InvalidArgument(what + ": a tensor map of " + std::to_string(maps) + " entries for " + std::to_string(rank) +
+                             " dims");
+    for (size_t d = 0; d < maps; ++d) {
+      const int m = sl->tensor_map()->Get(d);
+      if (m < -1 || m >= static_cast<int>(axes))
+        return InvalidArgument(what + ": tensor map entry " + std::to_string(m) + " of dim " + std::to_string(d) +
+                               " names no axis of a " + std::to_string(axes) + "-axis device matrix");
+    }
+    if (sl->partial())
+      for (int a : *sl->partial())
+        if (a < 0 || a >= static_cast<int>(axes))
+          return InvalidArgument(what + ": partial axis " + std::to_string(a) + " is outside the device matrix");
+    return Status::Ok();
+  }
+
   Status CheckBuffers() {
     if (!s_->buffers()) return Status::Ok();
     const uint64_t arena = s_->arena_bytes();
@@ -96,6 +143,7 @@ class Checker {
                           std::to_string(arena) + " bytes");
       if (uint8_t(b->role()) > uint8_t(fb::BufferRole::MAX))
         return InvalidArgument(what + ": unknown role " + std::to_string(int(b->role())));
+      SINKRT_RETURN_IF_ERROR(CheckSlice(what, b->shape(), b->slice()));
     }
     return Status::Ok();
   }
@@ -150,8 +198,9 @@ class Checker {
       for (uint32_t c = 0; c < spec->columns()->size(); ++c) {
         const fb::QueueColumn* col = spec->columns()->Get(c);
         uint64_t bytes;
-        SINKRT_RETURN_IF_ERROR(CheckShape(where + " column " + std::to_string(c) + Named(col->name()),
-                                          col->dtype(), col->shape(), &bytes));
+        const std::string what = where + " column " + std::to_string(c) + Named(col->name());
+        SINKRT_RETURN_IF_ERROR(CheckShape(what, col->dtype(), col->shape(), &bytes));
+        SINKRT_RETURN_IF_ERROR(CheckSlice(what, col->shape(), col->slice()));
       }
     }
     return Status::Ok();

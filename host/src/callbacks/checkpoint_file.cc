@@ -133,13 +133,16 @@ Status LoadCheckpoint(const std::string& path, Model& model, CheckpointInfo* inf
     if (t->shape() && t->shape()->size() > 0 && reinterpret_cast<uintptr_t>(t->shape()->data()) % alignof(int64_t) != 0)
       return InvalidArgument(where + ": tensor '" + s.name + "' has a misaligned shape vector");
     if (t->shape()) shape.assign(t->shape()->begin(), t->shape()->end());
-    if (t->dtype() != s.dtype || shape != s.shape)
+    // Checkpoints hold whole tensors; a sharded rank's buffer is a slice.
+    const Shape& whole = s.slice ? s.slice->global_shape : s.shape;
+    if (t->dtype() != s.dtype || shape != whole)
       return InvalidArgument(where + ": tensor '" + s.name + "' is " + Describe(t->dtype(), shape) +
-                             ", the model's is " + Describe(s.dtype, s.shape));
+                             ", the model's is " + Describe(s.dtype, whole));
     const size_t have = t->data() ? t->data()->size() : 0;
-    if (have != s.bytes)
+    const uint64_t need = static_cast<uint64_t>(NumElements(whole)) * DTypeSize(s.dtype);
+    if (have != need)
       return InvalidArgument(where + ": tensor '" + s.name + "' holds " + std::to_string(have) +
-                             " bytes, its shape needs " + std::to_string(s.bytes));
+                             " bytes, its shape needs " + std::to_string(need));
     Tensor value{s.dtype, std::move(shape), {}};
     if (have) value.data.assign(t->data()->begin(), t->data()->end());
     state.emplace_back(s.name, std::move(value));

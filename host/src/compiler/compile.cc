@@ -135,6 +135,42 @@ Result<parallel::LocalGraph> PartitionForward(const Graph& forward, const Compil
   return parallel::PartitionForRank(forward, plan, o.rank);
 }
 
+// Every buffer and queue column of a sharded tensor gets its layout and this
+// rank's slice (fb::SliceDef): the forward tensors from the partition, each
+// gradient and each optimizer state from its parameter.
+void AttachSlices(compiler::LoweredStream& lowered, const compiler::TrainingGraph& tg,
+                  const parallel::LocalGraph& local, int64_t rank) {
+  const Graph& g = tg.graph;
+  std::vector<const parallel::TensorLayout*> layout_of(g.tensors().size(), nullptr);
+  for (TensorId t = 0; t < local.layouts.size() && t < layout_of.size(); ++t)
+    if (!local.layouts[t].device_matrix.empty()) layout_of[t] = &local.layouts[t];
+  for (const ParamGrad& pg : tg.grads) layout_of[pg.grad] = layout_of[pg.param];
+  for (const OpNode& op : g.ops()) {
+    if (op.op != fb::OpCode::SgdUpdate && op.op != fb::OpCode::MomentumUpdate && op.op != fb::OpCode::AdamUpdate)
+      continue;
+    const TensorId param = op.inputs[0];
+    for (size_t k = 2; k < op.inputs.size(); ++k)
+      if (g.tensor(op.inputs[k]).kind == TensorKind::OptState &&
+          g.tensor(op.inputs[k]).shape == g.tensor(param).shape)
+        layout_of[op.inputs[k]] = layout_of[param];
+  }
+  auto slice = [&](TensorId t) -> std::optional<compiler::SliceInfo> {
+    if (t == kInvalidTensor || t >= layout_of.size() || !layout_of[t]) return std::nullopt;
+    const parallel::TensorLayout& l = *layout_of[t];
+    // A buffer that is not exactly the slice (none today) gets no slice
+    // rather than a wrong one.
+    if (parallel::SliceShape(l) != g.tensor(t).shape) return std::nullopt;
+    return compiler::SliceInfo{.global_shape = l.shape,
+                               .offset = parallel::SliceOffset(l, rank),
+                               .device_matrix = l.device_matrix,
+                               .tensor_map = l.tensor_map,
+                               .partial = l.partial};
+  };
+  for (compiler::BufferDef& b : lowered.buffers) b.slice = slice(b.tensor);
+  for (compiler::QueueDef& q : lowered.queues)
+    for (compiler::QueueColumnDef& c : q.columns) c.slice = slice(c.tensor);
+}
+
 }  // namespace
 
 Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& options) {
@@ -171,6 +207,7 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
                            .parameter_broadcast = options.parameter_broadcast && !sharded,
                            .comm_fusion = options.comm_fusion,
                            .grad_groups = std::move(grad_groups)}));
+  if (sharded) AttachSlices(lowered, tg, *local, options.rank);
   SINKRT_RETURN_IF_ERROR(CheckBufferSizes(lowered), "compile graph '" + forward.name() + "'");
   SINKRT_ASSIGN_OR_RETURN(std::vector<compiler::BufferLifetime> lifetimes, Lifetimes(lowered));
   SINKRT_ASSIGN_OR_RETURN(compiler::MemoryPlan plan,

@@ -327,7 +327,7 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
       q.name = plan.stem;
       q.capacity = options.queue_capacity;
       for (TensorId t : plan.inputs)
-        q.columns.push_back({g.tensor(t).name, g.tensor(t).dtype, g.tensor(t).shape});
+        q.columns.push_back({g.tensor(t).name, g.tensor(t).dtype, g.tensor(t).shape, t, std::nullopt});
       out.queues.push_back(std::move(q));
     }
     for (const KernelPlan& k : plan.kernels) {

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -40,6 +41,16 @@
 #include "sinkrt/runtime/status.h"
 
 namespace sinkrt::host::compiler {
+
+// A sharded tensor's layout and this rank's slice of it (fb::SliceDef;
+// docs/sharding.md §2). Set by Compile under SEMI_AUTO_PARALLEL.
+struct SliceInfo {
+  Shape global_shape;
+  std::vector<int64_t> offset;
+  std::vector<int64_t> device_matrix;
+  std::vector<int> tensor_map;
+  std::vector<int> partial;
+};
 
 struct BufferDef {
   std::string name;
@@ -58,6 +69,7 @@ struct BufferDef {
   // first_use/last_use cover its whole group; a view's are its own uses.
   int64_t view_of = -1;
   uint64_t view_offset = 0;
+  std::optional<SliceInfo> slice;
 };
 
 struct KernelDef {
@@ -157,6 +169,8 @@ struct QueueColumnDef {
   std::string name;
   DType dtype = DType::F32;
   Shape shape;
+  TensorId tensor = kInvalidTensor;  // the Input it fills
+  std::optional<SliceInfo> slice;
 };
 
 struct QueueDef {

@@ -21,6 +21,16 @@ fbs::Offset<fbs::Vector<int64_t>> ShapeVector(fbs::FlatBufferBuilder& fbb, const
   return fbb.CreateVector(shape);
 }
 
+fbs::Offset<fb::SliceDef> WriteSlice(fbs::FlatBufferBuilder& fbb, const std::optional<SliceInfo>& s) {
+  if (!s) return 0;
+  auto whole = fbb.CreateVector(s->global_shape);
+  auto offset = fbb.CreateVector(s->offset);
+  auto matrix = fbb.CreateVector(s->device_matrix);
+  auto map = fbb.CreateVector(s->tensor_map);
+  auto partial = fbb.CreateVector(s->partial);
+  return fb::CreateSliceDef(fbb, whole, offset, matrix, map, partial);
+}
+
 fbs::Offset<fb::InitDef> WriteInit(fbs::FlatBufferBuilder& fbb, const InitSpec& s,
                                    uint64_t data_offset) {
   const bool inline_data = s.kind == fb::InitKind::Inline;
@@ -117,7 +127,8 @@ Result<std::vector<uint8_t>> WriteTaskStream(const LoweredStream& stream, const 
     const BufferDef& b = stream.buffers[i];
     auto name = fbb.CreateString(b.name);
     auto shape = ShapeVector(fbb, b.shape);
-    buffers.push_back(fb::CreateBuffer(fbb, name, plan.offsets[i], b.bytes, b.dtype, shape, b.role));
+    auto slice = WriteSlice(fbb, b.slice);
+    buffers.push_back(fb::CreateBuffer(fbb, name, plan.offsets[i], b.bytes, b.dtype, shape, b.role, slice));
   }
   auto buffers_vec = fbb.CreateVector(buffers);
 
@@ -134,7 +145,8 @@ Result<std::vector<uint8_t>> WriteTaskStream(const LoweredStream& stream, const 
     for (const QueueColumnDef& c : q.columns) {
       auto name = fbb.CreateString(c.name);
       auto shape = ShapeVector(fbb, c.shape);
-      columns.push_back(fb::CreateQueueColumn(fbb, name, c.dtype, shape));
+      auto slice = WriteSlice(fbb, c.slice);
+      columns.push_back(fb::CreateQueueColumn(fbb, name, c.dtype, shape, slice));
     }
     auto name = fbb.CreateString(q.name);
     auto cols = fbb.CreateVector(columns);

@@ -51,6 +51,27 @@ std::vector<ColumnSpec> QueueColumns(const VerifiedStream& stream, std::string_v
   return out;
 }
 
+std::optional<StreamSlice> ReadSlice(const fb::SliceDef* s) {
+  if (!s) return std::nullopt;
+  StreamSlice out;
+  if (s->global_shape()) out.global_shape.assign(s->global_shape()->begin(), s->global_shape()->end());
+  if (s->offset()) out.offset.assign(s->offset()->begin(), s->offset()->end());
+  if (s->device_matrix()) out.device_matrix.assign(s->device_matrix()->begin(), s->device_matrix()->end());
+  if (s->tensor_map()) out.tensor_map.assign(s->tensor_map()->begin(), s->tensor_map()->end());
+  if (s->partial()) out.partial.assign(s->partial()->begin(), s->partial()->end());
+  return out;
+}
+
+std::vector<std::optional<StreamSlice>> QueueSlices(const VerifiedStream& stream, std::string_view name) {
+  std::vector<std::optional<StreamSlice>> out;
+  if (!stream.root()->queues()) return out;
+  for (const fb::QueueSpec* q : *stream.root()->queues()) {
+    if (!q->name() || q->name()->string_view() != name || !q->columns()) continue;
+    for (const fb::QueueColumn* c : *q->columns()) out.push_back(ReadSlice(c->slice()));
+  }
+  return out;
+}
+
 CompiledStream CompiledStreamFrom(VerifiedStream stream) {
   CompiledStream out{.stream = std::move(stream)};
   const VerifiedStream& view = out.stream;

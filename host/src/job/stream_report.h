@@ -2,6 +2,8 @@
 // alone: a job read from disk has no compiler report to carry.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -14,6 +16,21 @@ namespace sinkrt::host::job {
 // The columns of the queue called `name` (per-rank batch shapes), in order;
 // empty when the stream has no such queue.
 std::vector<ColumnSpec> QueueColumns(const VerifiedStream& stream, std::string_view name);
+
+// A sharded buffer's or queue column's layout and slice, as the stream
+// states it (fb::SliceDef; the verifier has checked it against the shape).
+struct StreamSlice {
+  Shape global_shape;
+  std::vector<int64_t> offset;
+  std::vector<int64_t> device_matrix;
+  std::vector<int> tensor_map;
+  std::vector<int> partial;
+};
+std::optional<StreamSlice> ReadSlice(const fb::SliceDef* slice);
+
+// Per column of the queue called `name`: its slice of the global batch
+// (nullopt: the rank's queue holds the whole batch column).
+std::vector<std::optional<StreamSlice>> QueueSlices(const VerifiedStream& stream, std::string_view name);
 
 // A CompiledStream whose report (arena, liveness bound, persistent bytes,
 // task counts, buffers without their lifetimes, the fusion buckets), queue

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 
+#include "model/eval_sharded.h"
 #include "model/model_impl.h"
 #include "model/validate.h"
 
@@ -24,8 +25,8 @@ std::vector<uint8_t> Padded(const Tensor& t, const ColumnSpec& col) {
   return out;
 }
 
-// A batch of up to the compiled batch size for `col`: same dtype, same
-// per-row shape. Returns its row count.
+}  // namespace
+
 Result<int64_t> CheckRows(const char* api, const Tensor& t, const ColumnSpec& col) {
   const std::string where = std::string("For '") + api + "', input '" + col.name + "' ";
   const bool same_rank = t.shape.size() == col.shape.size() && !col.shape.empty();
@@ -41,6 +42,8 @@ Result<int64_t> CheckRows(const char* api, const Tensor& t, const ColumnSpec& co
                            std::to_string(bytes));
   return t.shape[0];
 }
+
+namespace {
 
 // Runs predict_step on `inputs` (the predict queue's columns, in order, of
 // equal row counts) and returns the logits report, still padded.
@@ -67,9 +70,8 @@ Result<ReportedTensor> RunPredict(Model::Impl& m, const std::vector<const Tensor
   return std::move(r->reports.front());
 }
 
-// Sum over the real rows of -log softmax(logits)[label], and the number of
-// rows whose argmax (the first on ties, as the device's ArgMaxAccuracy)
-// equals the label; in double.
+}  // namespace
+
 Status ScoreRows(const ReportedTensor& logits, const Tensor& labels, int64_t rows, double* loss_sum,
                  double* correct) {
   if (logits.dtype != DType::F32 || logits.shape.size() != 2)
@@ -97,11 +99,10 @@ Status ScoreRows(const ReportedTensor& logits, const Tensor& labels, int64_t row
   return Status::Ok();
 }
 
-}  // namespace
-
 Result<EvalResult> Model::eval(const Dataset& dataset, bool dataset_sink_mode) {
   (void)dataset_sink_mode;  // one step per launch either way (see above)
   Impl& m = *impl_;
+  if (m.sharded) return ShardedEval(m, dataset);
   if (m.eval_queue.index < 0 || m.eval_queue.columns.front().shape.empty())
     return FailedPrecondition("For 'Model.eval', the compiled stream has no eval_step queue of batches");
   SINKRT_RETURN_IF_ERROR(dataset.status(), "For 'Model.eval', valid_dataset");
@@ -172,6 +173,7 @@ Result<EvalResult> Model::eval(const Dataset& dataset, bool dataset_sink_mode) {
 
 Result<Tensor> Model::predict(const Row& inputs) {
   Impl& m = *impl_;
+  if (m.sharded) return ShardedPredict(m, inputs);
   if (m.predict_queue.index < 0)
     return FailedPrecondition("For 'Model.predict', the network has no predict program: it needs an output "
                               "(AddOutput) that depends on at least one Input");

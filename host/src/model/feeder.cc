@@ -90,6 +90,7 @@ double Feeder::wait_ms(int64_t index) const {
 void Feeder::Run() {
   Row row;
   std::vector<ConstBytes> spans(plan_.columns.size());
+  std::vector<std::vector<uint8_t>> cut(plan_.columns.size());
   for (int64_t i = 0; i < plan_.count && !stop_.load(); ++i) {
     const int64_t global = plan_.start_batch + i;
     const int64_t t0 = NowNs();
@@ -104,7 +105,15 @@ void Feeder::Run() {
       Fail(st);
       return;
     }
-    for (size_t c = 0; c < spans.size(); ++c) spans[c] = row[plan_.source[c]].bytes();
+    for (size_t c = 0; c < spans.size(); ++c) {
+      const Tensor& t = row[plan_.source[c]];
+      if (c < plan_.blocks.size() && plan_.blocks[c]) {
+        cut[c] = ExtractBlock(t.data.data(), *plan_.blocks[c]);
+        spans[c] = cut[c];
+      } else {
+        spans[c] = t.bytes();
+      }
+    }
     st = device_.PushBatch(plan_.queue, spans);
     if (!st.ok()) {
       // A push refused because Stop cleared the queue is the stop itself.

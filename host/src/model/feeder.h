@@ -11,11 +11,13 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "model/model_impl.h"
+#include "model/slices.h"
 #include "sinkrt/host/dataset.h"
 #include "sinkrt/runtime/device_link.h"
 
@@ -28,6 +30,9 @@ struct FeedPlan {
   int64_t start_batch = 0;
   int64_t count = 0;
   int64_t batches_per_epoch = 1;    // data-wait time is accounted per epoch
+  // Per column (SEMI_AUTO_PARALLEL): the block of each batch column this
+  // rank's queue holds when it is split inside a row; nullopt: all of it.
+  std::vector<std::optional<Block>> blocks;
 };
 
 // Maps the queue's columns to the dataset's by name (CheckDatasetColumns has

@@ -1,5 +1,6 @@
 // Model::Create (loss, parallel context, compile, load) and the model's
 // state (parameters and optimizer state, for checkpoints).
+#include <algorithm>
 #include <map>
 #include <random>
 #include <string>
@@ -40,7 +41,9 @@ Status AppendLoss(Graph& g, const LossSpec& loss) {
                            logits.name + "' is " + ShapeToString(logits.shape));
   if (loss.label_column.empty()) return InvalidArgument(ModelContext(g) + ": the label column has no name");
   const TensorId label = g.Input(loss.label_column, {logits.shape[0]}, DType::I32);
-  g.SetLoss(g.SparseSoftmaxCrossEntropy(g.outputs().front(), label));
+  const TensorId value = g.SparseSoftmaxCrossEntropy(g.outputs().front(), label);
+  if (!loss.strategy.empty()) g.Shard(value, loss.strategy);
+  g.SetLoss(value);
   SINKRT_RETURN_IF_ERROR(g.status(), ModelContext(g) + ": loss");
   return Status::Ok();
 }
@@ -82,6 +85,43 @@ void FindEvalReports(const VerifiedStream& view, int* loss_report, int* accuracy
   }
 }
 
+// eval_step's ArgMaxAccuracy input: the rows of the logits it counts, local
+// and global (equal when the logits are not split by rows).
+void AccuracyRows(const VerifiedStream& view, int64_t* local, int64_t* global) {
+  *local = *global = 0;
+  const fb::Program* p = view.FindProgram(fb::ProgramKind::EvalStep);
+  if (!p) return;
+  for (const fb::Stream* s : *p->streams())
+    for (const fb::Task* t : *s->tasks())
+      if (t->body_type() == fb::TaskBody::KernelTask &&
+          t->body_as_KernelTask()->op() == fb::OpCode::ArgMaxAccuracy) {
+        const fb::Buffer* b = view.root()->buffers()->Get(t->body_as_KernelTask()->inputs()->Get(0));
+        *local = *global = b->shape() && b->shape()->size() > 0 ? b->shape()->Get(0) : 1;
+        if (b->slice() && b->slice()->global_shape() && b->slice()->global_shape()->size() > 0)
+          *global = b->slice()->global_shape()->Get(0);
+      }
+}
+
+// How the host drives rank r of a sharded job (model_impl.h).
+Result<RankPlan> PlanRank(const VerifiedStream& view, uint32_t r) {
+  const std::string where = "rank " + std::to_string(r);
+  RankPlan plan;
+  SINKRT_ASSIGN_OR_RETURN(plan.train,
+                          PlanRankFeed(job::QueueColumns(view, "train"), job::QueueSlices(view, "train"),
+                                       where + "'s train queue"));
+  SINKRT_ASSIGN_OR_RETURN(plan.eval,
+                          PlanRankFeed(job::QueueColumns(view, "eval"), job::QueueSlices(view, "eval"),
+                                       where + "'s eval queue"));
+  SINKRT_ASSIGN_OR_RETURN(plan.predict,
+                          PlanRankFeed(job::QueueColumns(view, "predict"), job::QueueSlices(view, "predict"),
+                                       where + "'s predict queue"));
+  plan.state = StateBuffers(view);
+  AccuracyRows(view, &plan.accuracy_rows, &plan.accuracy_global_rows);
+  const std::vector<uint32_t> predict = Reports(view, fb::ProgramKind::PredictStep);
+  if (!predict.empty()) plan.predict_output = job::ReadSlice(view.root()->buffers()->Get(predict[0])->slice());
+  return plan;
+}
+
 }  // namespace
 
 std::vector<StateBuffer> StateBuffers(const VerifiedStream& view) {
@@ -96,6 +136,7 @@ std::vector<StateBuffer> StateBuffers(const VerifiedStream& view) {
     if (b->shape()) s.shape.assign(b->shape()->begin(), b->shape()->end());
     s.bytes = b->bytes();
     s.role = b->role();
+    s.slice = job::ReadSlice(b->slice());
     out.push_back(std::move(s));
   }
   return out;
@@ -140,18 +181,20 @@ Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, Optim
   // Before compiling; the job overload below checks again for callers that
   // bring their own job.
   SINKRT_RETURN_IF_ERROR(CheckEnvironment(), "Model");
-  SINKRT_RETURN_IF_ERROR(options.context.Validate({ParallelMode::StandAlone, ParallelMode::DataParallel}));
+  SINKRT_RETURN_IF_ERROR(options.context.Validate(
+      {ParallelMode::StandAlone, ParallelMode::DataParallel, ParallelMode::SemiAutoParallel}));
   SINKRT_RETURN_IF_ERROR(CheckModelGlobalRank(options.context));
   SINKRT_ASSIGN_OR_RETURN(const uint32_t capacity, SinkQueueCapacity(options.queue_capacity));
   SINKRT_RETURN_IF_ERROR(network.status(), ModelContext(network));
   const ParallelContext& pc = options.context;
+  const bool sharded = pc.mode == ParallelMode::SemiAutoParallel;
   const bool data_parallel = pc.mode == ParallelMode::DataParallel;
   const uint32_t n = static_cast<uint32_t>(devices.size());
-  if (data_parallel && n != static_cast<uint32_t>(pc.device_num))
-    return InvalidArgument(ModelContext(network) + ": data_parallel with device_num " + std::to_string(pc.device_num) +
-                           " needs " + std::to_string(pc.device_num) + " devices, one per rank, but got " +
-                           std::to_string(n));
-  if (!data_parallel && n != 1)
+  if ((data_parallel || sharded) && n != static_cast<uint32_t>(pc.device_num))
+    return InvalidArgument(ModelContext(network) + ": " + ParallelModeName(pc.mode) + " with device_num " +
+                           std::to_string(pc.device_num) + " needs " + std::to_string(pc.device_num) +
+                           " devices, one per rank, but got " + std::to_string(n));
+  if (!data_parallel && !sharded && n != 1)
     return InvalidArgument(ModelContext(network) + ": " + ParallelModeName(pc.mode) +
                            " runs on one device, but got " + std::to_string(n) +
                            " (set parallel_mode data_parallel with device_num " + std::to_string(n) + ")");
@@ -166,11 +209,12 @@ Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, Optim
   co.world_size = static_cast<uint32_t>(pc.device_num);
   co.eval_program = true;
   co.predict_program = !network.outputs().empty();
-  if (data_parallel) {
-    co.parallel_mode = ParallelMode::DataParallel;
+  if (data_parallel || sharded) {
+    co.parallel_mode = pc.mode;
     co.gradients_mean = pc.gradients_mean;
     co.parameter_broadcast = pc.parameter_broadcast;
     co.comm_fusion = pc.comm_fusion;
+    co.full_batch = pc.full_batch;
   }
   SINKRT_ASSIGN_OR_RETURN(CompiledJob job, CompileJob(network, co, options.compile_cache));
   return Create(std::move(job), devices, std::move(options));
@@ -206,11 +250,13 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
                              std::to_string(n));
   }
   const CompileOptions& co = job.options;
-  const bool data_parallel = co.parallel_mode == ParallelMode::DataParallel;
+  const bool sharded = co.parallel_mode == ParallelMode::SemiAutoParallel;
+  const bool collective = co.parallel_mode == ParallelMode::DataParallel || sharded;
   // The compiled plan is the job's context; a context that says otherwise
   // is a mistake worth naming, not something to override silently.
   const ParallelContext& asked = options.context;
-  SINKRT_RETURN_IF_ERROR(asked.Validate({ParallelMode::StandAlone, ParallelMode::DataParallel}));
+  SINKRT_RETURN_IF_ERROR(
+      asked.Validate({ParallelMode::StandAlone, ParallelMode::DataParallel, ParallelMode::SemiAutoParallel}));
   SINKRT_RETURN_IF_ERROR(CheckModelGlobalRank(asked));
   if (asked.mode != ParallelMode::StandAlone || asked.device_num != 1) {
     if (asked.mode != co.parallel_mode || asked.device_num != static_cast<int>(co.world_size))
@@ -224,6 +270,7 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
   pc.gradients_mean = co.gradients_mean;
   pc.parameter_broadcast = co.parameter_broadcast;
   pc.comm_fusion = co.comm_fusion;
+  pc.full_batch = co.full_batch;
 
   auto impl = std::make_unique<Impl>(std::move(job.ranks[0]));
   impl->devices.assign(devices.begin(), devices.end());
@@ -240,8 +287,16 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
   FindEvalReports(stream, &impl->loss_report, &impl->accuracy_report);
   if (impl->loss_report < 0) return Internal(context + ": eval_step does not report the loss");
   impl->state = StateBuffers(stream);
+  impl->sharded = sharded;
+  if (sharded) {
+    for (uint32_t r = 0; r < n; ++r) {
+      const VerifiedStream& view = r == 0 ? stream : job.ranks[r].stream;
+      SINKRT_ASSIGN_OR_RETURN(RankPlan plan, PlanRank(view, r), context);
+      impl->ranks.push_back(std::move(plan));
+    }
+  }
 
-  if (data_parallel) SINKRT_RETURN_IF_ERROR(JoinWorld(impl->devices, context));
+  if (collective) SINKRT_RETURN_IF_ERROR(JoinWorld(impl->devices, context));
   // Together: init may end by broadcasting rank 0's parameters.
   SINKRT_RETURN_IF_ERROR(CombineRankStatuses(
       OnEveryRank(n,
@@ -260,15 +315,61 @@ const ParallelContext& Model::context() const { return impl_->context; }
 uint64_t Model::network_hash() const { return impl_->network_hash; }
 const std::string& Model::network_name() const { return impl_->network_name; }
 
-Result<std::vector<std::pair<std::string, Tensor>>> Model::ReadState() { return ReadState(0); }
+namespace {
+
+// A state buffer's whole tensor: its slice's global shape, else its own.
+const Shape& WholeShape(const StateBuffer& s) { return s.slice ? s.slice->global_shape : s.shape; }
+
+// A sharded model's state as whole tensors: each slice is read from the
+// first rank that holds it (replicas hold equal bytes) and put in place.
+Result<std::vector<std::pair<std::string, Tensor>>> MergedState(Model::Impl& m) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (size_t i = 0; i < m.state.size(); ++i) {
+    const StateBuffer& s0 = m.state[i];
+    Tensor whole{s0.dtype, WholeShape(s0), {}};
+    whole.data.assign(static_cast<size_t>(NumElements(whole.shape)) * DTypeSize(s0.dtype), 0);
+    std::vector<std::vector<int64_t>> placed;
+    for (uint32_t r = 0; r < m.ranks.size(); ++r) {
+      const std::vector<StateBuffer>& state = m.ranks[r].state;
+      const StateBuffer* s = i < state.size() && state[i].name == s0.name ? &state[i] : nullptr;
+      if (!s || WholeShape(*s) != whole.shape || s->dtype != s0.dtype)
+        return Internal("Model.ReadState: rank " + std::to_string(r) + " holds tensor '" + s0.name +
+                        "' differently from rank 0");
+      const std::vector<int64_t> offset = s->slice ? s->slice->offset : std::vector<int64_t>(s->shape.size(), 0);
+      if (std::find(placed.begin(), placed.end(), offset) != placed.end()) continue;
+      SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, m.devices[r]->ReadTensor(s->index),
+                              "Model.ReadState: tensor '" + s->name + "' on rank " + std::to_string(r));
+      if (bytes.size() != s->bytes)
+        return Internal("Model.ReadState: tensor '" + s->name + "' came back with " + std::to_string(bytes.size()) +
+                        " bytes, expected " + std::to_string(s->bytes));
+      if (!s->slice) {
+        whole.data = std::move(bytes);
+        break;
+      }
+      PlaceBlock(whole.data.data(), bytes.data(), BlockOf(*s->slice, s->shape, DTypeSize(s->dtype)));
+      placed.push_back(offset);
+    }
+    out.emplace_back(s0.name, std::move(whole));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<std::pair<std::string, Tensor>>> Model::ReadState() {
+  if (impl_->sharded) return MergedState(*impl_);
+  return ReadState(0);
+}
 
 Result<std::vector<std::pair<std::string, Tensor>>> Model::ReadState(uint32_t rank) {
   if (rank >= impl_->devices.size())
     return OutOfRange("Model.ReadState: rank " + std::to_string(rank) + " is outside the model's " +
                       std::to_string(impl_->devices.size()) + " devices");
   std::vector<std::pair<std::string, Tensor>> out;
-  out.reserve(impl_->state.size());
-  for (const StateBuffer& s : impl_->state) {
+  // A sharded rank's own slices; ReadState() merges them.
+  const std::vector<StateBuffer>& state = impl_->sharded ? impl_->ranks[rank].state : impl_->state;
+  out.reserve(state.size());
+  for (const StateBuffer& s : state) {
     SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, impl_->devices[rank]->ReadTensor(s.index),
                             "Model.ReadState: tensor '" + s.name + "'");
     if (bytes.size() != s.bytes)
@@ -290,18 +391,37 @@ Status Model::WriteState(const std::vector<std::pair<std::string, Tensor>>& stat
     if (it == by_name.end())
       return NotFound("Model.WriteState: the model has no parameter or optimizer state '" + name + "'");
     const StateBuffer& s = *it->second;
-    if (t.dtype != s.dtype || t.shape != s.shape)
+    // Whole tensors, whatever the ranks hold: a checkpoint does not depend
+    // on the strategy.
+    const Shape& shape = WholeShape(s);
+    if (t.dtype != s.dtype || t.shape != shape)
       return InvalidArgument("Model.WriteState: tensor '" + name + "' is " + DTypeName(t.dtype) + " " +
                              ShapeToString(t.shape) + ", the model's is " + DTypeName(s.dtype) + " " +
-                             ShapeToString(s.shape));
-    if (t.data.size() != s.bytes)
+                             ShapeToString(shape));
+    const uint64_t bytes = static_cast<uint64_t>(NumElements(shape)) * DTypeSize(s.dtype);
+    if (t.data.size() != bytes)
       return InvalidArgument("Model.WriteState: tensor '" + name + "' holds " + std::to_string(t.data.size()) +
-                             " bytes, its shape needs " + std::to_string(s.bytes));
+                             " bytes, its shape needs " + std::to_string(bytes));
     writes.emplace_back(&s, &t);
   }
   for (size_t r = 0; r < impl_->devices.size(); ++r)
-    for (const auto& [s, t] : writes) {
-      SINKRT_RETURN_IF_ERROR(impl_->devices[r]->WriteTensor(s->index, t->bytes()),
+    for (const auto& [s0, t] : writes) {
+      const StateBuffer* s = s0;
+      std::vector<uint8_t> part;
+      ConstBytes bytes = t->bytes();
+      if (impl_->sharded) {
+        // Rank r's buffer of that name (same table order on every rank).
+        const std::vector<StateBuffer>& state = impl_->ranks[r].state;
+        const size_t i = static_cast<size_t>(s0 - impl_->state.data());
+        if (i >= state.size() || state[i].name != s0->name)
+          return Internal("Model.WriteState: rank " + std::to_string(r) + " has no tensor '" + s0->name + "'");
+        s = &state[i];
+        if (s->slice) {
+          part = ExtractBlock(t->data.data(), BlockOf(*s->slice, s->shape, DTypeSize(s->dtype)));
+          bytes = part;
+        }
+      }
+      SINKRT_RETURN_IF_ERROR(impl_->devices[r]->WriteTensor(s->index, bytes),
                              "Model.WriteState: tensor '" + s->name + "'" +
                                  (impl_->devices.size() > 1 ? " on rank " + std::to_string(r) : ""));
     }

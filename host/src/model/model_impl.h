@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "job/stream_report.h"
+#include "model/slices.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
@@ -28,10 +30,24 @@ struct StateBuffer {
   Shape shape;
   uint64_t bytes = 0;
   fb::BufferRole role = fb::BufferRole::Param;
+  std::optional<job::StreamSlice> slice;  // a sharded rank's part of the whole tensor
 };
 
 // Every Param and OptState buffer of a verified stream, in table order.
 std::vector<StateBuffer> StateBuffers(const VerifiedStream& stream);
+
+// What the host needs of one rank's stream when the ranks hold slices
+// (SEMI_AUTO_PARALLEL): how each queue takes the batch, the state buffers
+// with their slices, and the slices of the tensors eval and predict read
+// back.
+struct RankPlan {
+  RankFeed train, eval, predict;
+  std::vector<StateBuffer> state;
+  // The rows of eval_step's accuracy count relative to the global batch's:
+  // the logits it counts cover local/global of the rows.
+  int64_t accuracy_rows = 0, accuracy_global_rows = 0;
+  std::optional<job::StreamSlice> predict_output;  // predict_step's report
+};
 
 struct Model::Impl {
   explicit Impl(CompiledStream rank0) : compiled(std::move(rank0)) {}
@@ -54,6 +70,11 @@ struct Model::Impl {
   std::string label_column;
 
   std::vector<StateBuffer> state;
+
+  // SEMI_AUTO_PARALLEL: every rank holds a slice and runs eval and predict
+  // too; per rank, how (empty otherwise).
+  bool sharded = false;
+  std::vector<RankPlan> ranks;
 };
 
 }  // namespace sinkrt::host

@@ -187,25 +187,36 @@ Status Model::train(int epoch, const Dataset& train_dataset, const std::vector<C
   for (size_t i = 0; i < callbacks.size(); ++i)
     if (!callbacks[i])
       return InvalidArgument("For 'Model.train', callbacks[" + std::to_string(i) + "] is null");
-  SINKRT_RETURN_IF_ERROR(CheckDatasetColumns("Model.train", train_dataset, m.train_queue));
+  // What the dataset must yield: the queue's columns, or under
+  // SEMI_AUTO_PARALLEL the shard's batch of which each queue keeps a block.
+  const QueueInfo wanted = DatasetView(m.train_queue, m.sharded ? &m.ranks[0].train : nullptr);
+  SINKRT_RETURN_IF_ERROR(CheckDatasetColumns("Model.train", train_dataset, wanted));
 
   // Data parallel: rank r trains on shard r of the pipeline (its batch size
-  // is per rank). Stand-alone: the dataset as it is.
+  // is per rank). SEMI_AUTO_PARALLEL: on the shard its inputs' layout
+  // names (ranks of one data-parallel slice read the same one). Stand-alone:
+  // the dataset as it is.
   const uint32_t n = static_cast<uint32_t>(m.devices.size());
   const bool data_parallel = m.context.mode == ParallelMode::DataParallel;
   std::vector<Dataset> shards;
   for (uint32_t r = 0; r < n; ++r) {
-    shards.push_back(data_parallel ? train_dataset.ShardBelowBatch(static_cast<int>(n), static_cast<int>(r))
-                                   : train_dataset);
+    if (data_parallel) {
+      shards.push_back(train_dataset.ShardBelowBatch(static_cast<int>(n), static_cast<int>(r)));
+    } else if (m.sharded && m.ranks[r].train.parts > 1) {
+      shards.push_back(train_dataset.ShardBelowBatch(static_cast<int>(m.ranks[r].train.parts),
+                                                     static_cast<int>(m.ranks[r].train.index)));
+    } else {
+      shards.push_back(train_dataset);
+    }
     SINKRT_RETURN_IF_ERROR(shards.back().status(), "For 'Model.train'");
   }
-  if (data_parallel) {
+  if (data_parallel || (m.sharded && m.ranks[0].train.parts > 1)) {
     // Steps count the shard's batches.
     SINKRT_ASSIGN_OR_RETURN(plan, ValidateTrainArgs(epoch, shards[0], dataset_sink_mode, sink_size, initial_epoch),
                             "For 'Model.train', rank 0's shard");
   }
 
-  FeedPlan feed = MakeFeedPlan(m.train_queue, shards[0]);
+  FeedPlan feed = MakeFeedPlan(wanted, shards[0]);
   SINKRT_RETURN_IF_ERROR(CheckLastBatchFull(shards[0], plan.dataset_size, feed));
   feed.start_batch = int64_t{initial_epoch} * plan.steps_per_epoch;
   feed.count = plan.total_batches();
@@ -220,7 +231,9 @@ Status Model::train(int epoch, const Dataset& train_dataset, const std::vector<C
     return first;
   };
   for (uint32_t r = 0; r < n; ++r) {
-    auto feeder = Feeder::Start(*m.devices[r], shards[r], feed);
+    FeedPlan mine = feed;
+    if (m.sharded) mine.blocks = m.ranks[r].train.columns;
+    auto feeder = Feeder::Start(*m.devices[r], shards[r], std::move(mine));
     if (!feeder.ok()) {
       (void)stop_feeders();  // the start failure is the error to report
       return n > 1 ? feeder.status().WithContext("For 'Model.train', rank " + std::to_string(r) + "'s data")

@@ -99,4 +99,12 @@ Status CheckDatasetColumns(const char* api, const Dataset& dataset, const QueueI
   return Status::Ok();
 }
 
+QueueInfo DatasetView(const QueueInfo& queue, const RankFeed* feed) {
+  QueueInfo out = queue;
+  if (!feed) return out;
+  for (size_t c = 0; c < out.columns.size() && c < feed->dataset_shapes.size(); ++c)
+    out.columns[c].shape = feed->dataset_shapes[c];
+  return out;
+}
+
 }  // namespace sinkrt::host

@@ -32,6 +32,11 @@ Result<TrainPlan> ValidateTrainArgs(int epoch, const Dataset& dataset, bool data
 // names the caller in messages ("Model.train").
 Status CheckDatasetColumns(const char* api, const Dataset& dataset, const QueueInfo& queue);
 
+// `queue` as the dataset must feed it: with a sharded rank's `feed`, each
+// column at the shape of the shard's batch (which the rank cuts its block
+// from); without, the queue as it is.
+QueueInfo DatasetView(const QueueInfo& queue, const RankFeed* feed);
+
 // Index in `columns` of the column called `name`, or -1.
 int64_t FindColumn(const std::vector<ColumnSpec>& columns, const std::string& name);
 

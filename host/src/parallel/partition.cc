@@ -49,6 +49,9 @@ class Emitter {
     if (g_.loss() != kInvalidTensor) l().SetLoss(out_.local_of[g_.loss()]);
     for (TensorId o : g_.outputs()) l().AddOutput(out_.local_of[o]);
     if (!l().status().ok()) return l().status();
+    out_.layouts.assign(l().tensors().size(), TensorLayout{});
+    for (TensorId t = 0; t < g_.tensors().size(); ++t)
+      if (out_.local_of[t] != kInvalidTensor) out_.layouts[out_.local_of[t]] = plan_.layouts[t];
     return std::move(out_);
   }
 

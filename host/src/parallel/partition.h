@@ -35,6 +35,9 @@ struct LocalGraph {
   Graph graph;
   int64_t rank = 0;
   std::vector<TensorId> local_of;        // per global tensor: its local tensor
+  // Per local tensor: the layout of the global tensor it is the slice of
+  // (an empty device matrix for the intermediates of a redistribution).
+  std::vector<TensorLayout> layouts;
   std::vector<LocalParameter> parameters;  // per Param of the global graph, in creation order
 };
 

@@ -43,6 +43,22 @@
 // batches being equal); CallbackParams::rank_losses has each. eval(),
 // predict() and ReadState() use rank 0, whose parameters equal every
 // rank's; WriteState() writes every rank.
+//
+// SEMI_AUTO_PARALLEL (context.mode, device_num N; docs/sharding.md): the
+// network is the whole model with global shapes and shard strategies on
+// some ops (Graph::Shard; LossSpec::strategy for the loss Model appends).
+// Create compiles rank r's slice of it for devices[r]. train() feeds each
+// rank the part of the batch its inputs' layout names: the batch is split
+// across the data-parallel groups as in DATA_PARALLEL (the dataset's batch
+// is one group's, Dataset::ShardBelowBatch), and with context.full_batch
+// every rank reads the whole batch (the dataset's batch is the global one)
+// and the graph slices it. A step's loss is the mean of the ranks'. eval()
+// and predict() run on every rank (a sharded model may not fit one): one
+// eval step takes one dataset batch per data-parallel group, and
+// predict's logits come back whole. ReadState() returns whole tensors,
+// merged from the ranks' slices, and WriteState() takes whole tensors and
+// writes each rank its slice, so a checkpoint loads under any strategy or
+// device count; ReadState(r) is rank r's own slices.
 #pragma once
 
 #include <memory>
@@ -66,6 +82,11 @@ struct LossSpec {
   enum class Kind { NetworkComputesLoss, SparseSoftmaxCrossEntropy };
   Kind kind = Kind::SparseSoftmaxCrossEntropy;
   std::string label_column = "label";  // the i32 input the loss reads
+  // SEMI_AUTO_PARALLEL: the shard strategy of the loss op Model appends
+  // (logits, labels), e.g. {{dp, 1}, {dp}}. Empty: MindSpore's default,
+  // the batch split over every device, which also splits every dataset
+  // input that way (a model-parallel layout then gathers them again).
+  std::vector<std::vector<int64_t>> strategy = {};
 
   static LossSpec SparseSoftmaxCrossEntropy(std::string label_column = "label") {
     return {Kind::SparseSoftmaxCrossEntropy, std::move(label_column)};

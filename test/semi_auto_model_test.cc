@@ -1,0 +1,293 @@
+// Model under SEMI_AUTO_PARALLEL on worlds of in-process devices: Create
+// compiles one sharded stream per rank, train() feeds each rank the slice of
+// the batch its inputs' layout names, eval() and predict() run on every
+// rank, and the state comes back as whole tensors (checkpoints load into
+// any strategy). Each run is compared with one device on the same global
+// batches.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sinkrt/device/in_process_device.h"
+#include "sinkrt/host/callbacks.h"
+#include "sinkrt/host/model.h"
+#include "support/model_fixtures.h"
+#include "support/test_models.h"
+#include "support/test_util.h"
+
+namespace sinkrt {
+namespace {
+
+using host::Dataset;
+using host::Graph;
+using host::InitSpec;
+using host::LossSpec;
+using host::Model;
+using host::OptimizerSpec;
+using host::ParallelMode;
+using host::TensorId;
+using Strategies = std::vector<std::vector<std::vector<int64_t>>>;
+
+class LossRecorder : public host::Callback {
+ public:
+  std::vector<double> losses;
+  Status on_train_step_end(host::RunContext& c) override {
+    losses.push_back(c.original_args().net_outputs);
+    return Status::Ok();
+  }
+};
+
+device::DeviceOptions OneThread() {
+  device::DeviceOptions o = device::DeviceOptions::FromEnvironment();
+  o.threads = 1;
+  o.peer_timeout = std::chrono::seconds(60);
+  return o;
+}
+
+struct World {
+  std::vector<std::unique_ptr<device::InProcessDevice>> devices;
+  std::vector<DeviceLink*> links;
+  explicit World(int n) {
+    for (int r = 0; r < n; ++r) {
+      devices.push_back(std::make_unique<device::InProcessDevice>(OneThread()));
+      links.push_back(devices.back().get());
+    }
+  }
+};
+
+// image [G,32] -> MatMul w1 [32,64] + b1 -> Tanh -> MatMul w2 [64,10] + b2:
+// the logits; Model appends the loss. Ops: matmul, biasadd, tanh, matmul, biasadd.
+Graph Mlp(int64_t global_batch, const Strategies& strategies) {
+  Graph g("mlp");
+  const TensorId x = g.Input("image", {global_batch, 32});
+  const TensorId w1 = g.Param("w1", {32, 64}, InitSpec::HeUniform(11));
+  const TensorId b1 = g.Param("b1", {64}, InitSpec::Uniform(-0.1f, 0.1f, 12));
+  const TensorId w2 = g.Param("w2", {64, 10}, InitSpec::XavierUniform(13));
+  const TensorId b2 = g.Param("b2", {10}, InitSpec::Uniform(-0.1f, 0.1f, 14));
+  const TensorId h = g.Tanh(g.BiasAdd(g.MatMul(x, w1), b1));
+  g.AddOutput(g.BiasAdd(g.MatMul(h, w2), b2));
+  for (size_t i = 0; i < strategies.size() && i < g.ops().size(); ++i)
+    if (!strategies[i].empty()) g.Shard(g.ops()[i].name, strategies[i]);
+  EXPECT_TRUE(g.status().ok()) << g.status().ToString();
+  return g;
+}
+
+// The Megatron pair with the batch split `dp` ways and the model `mp` ways.
+Strategies Megatron(int64_t dp, int64_t mp) {
+  return {{{dp, 1}, {1, mp}}, {{dp, mp}, {mp}}, {{dp, mp}}, {{dp, mp}, {mp, 1}}, {{dp, 1}, {1}}};
+}
+
+struct Data {
+  host::Tensor images, labels;
+};
+
+Data MakeData(int64_t n) {
+  testing::SyntheticData d = testing::MakeSyntheticData(n, 32, 10, 5);
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (int32_t& label : d.labels) {  // some noise keeps the loss away from 0
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    if ((x >> 33) % 4 == 0) label = static_cast<int32_t>((x >> 40) % 10);
+  }
+  return {testing::ImagesTensor(d), testing::LabelsTensor(d)};
+}
+
+Dataset Pipeline(const Data& d, int64_t batch, bool drop = true) {
+  return Dataset::FromArrays({{"image", d.images}, {"label", d.labels}}).Shuffle(3).Batch(batch, drop);
+}
+
+host::ModelOptions SemiAuto(int n, bool full_batch = false) {
+  host::ModelOptions o;
+  o.context.mode = ParallelMode::SemiAutoParallel;
+  o.context.device_num = n;
+  o.context.gradients_mean = true;
+  o.context.full_batch = full_batch;
+  o.compile_cache = "";
+  return o;
+}
+
+host::ModelOptions OneDevice() {
+  host::ModelOptions o;
+  o.compile_cache = "";
+  return o;
+}
+
+struct Run {
+  World world;
+  std::unique_ptr<Model> model;
+  LossRecorder losses;
+  explicit Run(int n) : world(n) {}
+};
+
+// The loss with the batch split `dp` ways (0: MindSpore's default).
+LossSpec Loss(int64_t dp = 0) {
+  LossSpec loss = LossSpec::SparseSoftmaxCrossEntropy();
+  if (dp > 0) loss.strategy = {{dp, 1}, {dp}};
+  return loss;
+}
+
+std::unique_ptr<Run> Train(const Graph& g, int n, host::ModelOptions options, const Dataset& data, int epochs,
+                           int64_t loss_dp = 0) {
+  auto run = std::make_unique<Run>(n);
+  auto m = Model::Create(g, Loss(loss_dp), OptimizerSpec::Momentum(0.05f, 0.9f),
+                         run->world.links, std::move(options));
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  if (!m.ok()) return nullptr;
+  run->model = std::move(m).value();
+  Status st = run->model->train(epochs, data, {&run->losses}, false);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return run;
+}
+
+void ExpectNear(double got, double want, const std::string& what) {
+  EXPECT_NEAR(got, want, 1e-5 * std::max(1.0, std::abs(want))) << what;
+}
+
+void ExpectLossesTrack(const Run& got, const Run& want) {
+  ASSERT_EQ(got.losses.losses.size(), want.losses.losses.size());
+  for (size_t s = 0; s < want.losses.losses.size(); ++s)
+    ExpectNear(got.losses.losses[s], want.losses.losses[s], "step " + std::to_string(s));
+}
+
+// Whole tensors back from every strategy, equal to one device's.
+void ExpectStateNear(Model& got, Model& want) {
+  auto a = got.ReadState();
+  auto b = want.ReadState();
+  SINKRT_ASSERT_OK(a);
+  SINKRT_ASSERT_OK(b);
+  ASSERT_EQ(a->size(), b->size());
+  for (size_t i = 0; i < a->size(); ++i) {
+    const auto& [name, t] = (*a)[i];
+    EXPECT_EQ(name, (*b)[i].first);
+    ASSERT_EQ(t.shape, (*b)[i].second.shape) << name;
+    const float* x = t.as<float>();
+    const float* y = (*b)[i].second.as<float>();
+    double worst = 0;
+    for (int64_t k = 0; k < NumElements(t.shape); ++k) worst = std::max(worst, double(std::abs(x[k] - y[k])));
+    EXPECT_LT(worst, 1e-4) << name;
+  }
+}
+
+constexpr int64_t kRows = 96;  // 12 global batches of 8
+
+TEST(SemiAutoModel, ModelLayoutOnTwoRanksTracksOneDevice) {
+  const Data data = MakeData(kRows);
+  auto one = Train(Mlp(8, {}), 1, OneDevice(), Pipeline(data, 8), 2);
+  auto two = Train(Mlp(8, Megatron(1, 2)), 2, SemiAuto(2), Pipeline(data, 8), 2, 1);
+  ASSERT_TRUE(one && two);
+  ExpectLossesTrack(*two, *one);
+  ExpectStateNear(*two->model, *one->model);
+  // The ranks hold different halves of w1 ([32, 32] each), whole b2.
+  auto r0 = two->model->ReadState(0);
+  SINKRT_ASSERT_OK(r0);
+  EXPECT_EQ((*r0)[0].first, "w1");
+  EXPECT_EQ((*r0)[0].second.shape, (Shape{32, 32}));
+
+  // eval over every sample, the last group short (kRows + 5 rows).
+  const Data eval_data = MakeData(kRows + 5);
+  auto e1 = one->model->eval(Pipeline(eval_data, 8, false));
+  auto e2 = two->model->eval(Pipeline(eval_data, 8, false));
+  SINKRT_ASSERT_OK(e1);
+  SINKRT_ASSERT_OK(e2);
+  EXPECT_EQ(e2->samples, kRows + 5);
+  ExpectNear(e2->loss, e1->loss, "eval loss");
+  EXPECT_DOUBLE_EQ(e2->accuracy, e1->accuracy);
+
+  // predict: 3 rows, logits whole.
+  host::Tensor x = eval_data.images;
+  x.shape = {3, 32};
+  x.data.resize(3 * 32 * sizeof(float));
+  auto p1 = one->model->predict({x});
+  auto p2 = two->model->predict({x});
+  SINKRT_ASSERT_OK(p1);
+  SINKRT_ASSERT_OK(p2);
+  ASSERT_EQ(p2->shape, (Shape{3, 10}));
+  for (int k = 0; k < 30; ++k) ExpectNear(p2->as<float>()[k], p1->as<float>()[k], "logit " + std::to_string(k));
+}
+
+// 2x2: the batch split over two data-parallel groups (the dataset's batch
+// is one group's, 4 rows; the global batch 8), the Megatron pair inside
+// each. Replicas of one slice stay bitwise equal.
+TEST(SemiAutoModel, TwoByTwoTracksOneDeviceAndReplicasStayEqual) {
+  const Data data = MakeData(kRows);
+  auto one = Train(Mlp(8, {}), 1, OneDevice(), Pipeline(data, 8), 1);
+  auto four = Train(Mlp(8, Megatron(2, 2)), 4, SemiAuto(4), Pipeline(data, 4), 1, 2);
+  ASSERT_TRUE(one && four);
+  ExpectLossesTrack(*four, *one);
+  ExpectStateNear(*four->model, *one->model);
+  // Device matrix [2, 2], the model axis on the right: ranks 0 and 2 hold
+  // the same slices, so do 1 and 3.
+  for (auto [a, b] : {std::pair{0u, 2u}, std::pair{1u, 3u}}) {
+    auto x = four->model->ReadState(a);
+    auto y = four->model->ReadState(b);
+    SINKRT_ASSERT_OK(x);
+    SINKRT_ASSERT_OK(y);
+    ASSERT_EQ(x->size(), y->size());
+    for (size_t i = 0; i < x->size(); ++i)
+      EXPECT_TRUE((*x)[i].second.data == (*y)[i].second.data) << "ranks " << a << " and " << b << ": " << (*x)[i].first;
+  }
+
+  // A checkpoint of the 2x2 run (through a file, as SaveCheckpoint writes
+  // whole tensors) loads into one device and into 2-rank `model`, and all
+  // three give the same eval loss.
+  const std::string path = ::testing::TempDir() + "semi_auto_2x2.ckpt";
+  SINKRT_ASSERT_OK(host::SaveCheckpoint(path, *four->model));
+  auto state = four->model->ReadState();
+  SINKRT_ASSERT_OK(state);
+  World w1(1), w2(2);
+  auto m1 = Model::Create(Mlp(8, {}), LossSpec::SparseSoftmaxCrossEntropy(), OptimizerSpec::Momentum(0.05f, 0.9f),
+                          w1.links, OneDevice());
+  auto m2 = Model::Create(Mlp(8, Megatron(1, 2)), Loss(1),
+                          OptimizerSpec::Momentum(0.05f, 0.9f), w2.links, SemiAuto(2));
+  SINKRT_ASSERT_OK(m1);
+  SINKRT_ASSERT_OK(m2);
+  SINKRT_ASSERT_OK(host::LoadCheckpoint(path, **m1));
+  SINKRT_ASSERT_OK(host::LoadCheckpoint(path, **m2));
+  auto loaded = (*m2)->ReadState();
+  SINKRT_ASSERT_OK(loaded);
+  ASSERT_EQ(loaded->size(), state->size());
+  for (size_t i = 0; i < state->size(); ++i)
+    EXPECT_TRUE((*loaded)[i].second.data == (*state)[i].second.data) << (*state)[i].first;
+  const Data eval_data = MakeData(40);
+  auto e4 = four->model->eval(Pipeline(eval_data, 4));
+  auto e1 = (*m1)->eval(Pipeline(eval_data, 8));
+  auto e2 = (*m2)->eval(Pipeline(eval_data, 8));
+  SINKRT_ASSERT_OK(e4);
+  SINKRT_ASSERT_OK(e1);
+  SINKRT_ASSERT_OK(e2);
+  ExpectNear(e1->loss, e4->loss, "one device vs 2x2");
+  ExpectNear(e2->loss, e4->loss, "2-rank model vs 2x2");
+}
+
+// Default strategies (every op batch-split) on 2 ranks: DATA_PARALLEL.
+TEST(SemiAutoModel, DefaultStrategiesTrainLikeDataParallel) {
+  const Data data = MakeData(kRows);
+  auto one = Train(Mlp(8, {}), 1, OneDevice(), Pipeline(data, 8), 1);
+  auto two = Train(Mlp(8, {}), 2, SemiAuto(2), Pipeline(data, 4), 1);
+  ASSERT_TRUE(one && two);
+  ExpectLossesTrack(*two, *one);
+  ExpectStateNear(*two->model, *one->model);
+}
+
+// full_batch: every rank reads the whole global batch; the graph slices it.
+TEST(SemiAutoModel, FullBatchReadsTheWholeBatchOnEveryRank) {
+  const Data data = MakeData(kRows);
+  auto one = Train(Mlp(8, {}), 1, OneDevice(), Pipeline(data, 8), 1);
+  auto four = Train(Mlp(8, Megatron(2, 2)), 4, SemiAuto(4, /*full_batch=*/true), Pipeline(data, 8), 1, 2);
+  ASSERT_TRUE(one && four);
+  ExpectLossesTrack(*four, *one);
+}
+
+TEST(SemiAutoModel, WrongDeviceCountIsRefused) {
+  World w(3);
+  auto m = Model::Create(Mlp(8, {}), LossSpec::SparseSoftmaxCrossEntropy(), OptimizerSpec::Sgd(0.1f), w.links,
+                         SemiAuto(2));
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("semi_auto_parallel with device_num 2 needs 2 devices"), std::string::npos)
+      << m.status().ToString();
+}
+
+}  // namespace
+}  // namespace sinkrt
