@@ -23,6 +23,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -876,6 +877,66 @@ TEST_F(SinkrunSinkdTest, DataParallelOnTwoDaemonsMatchesOneDeviceWithTheGlobalBa
   EXPECT_EQ(lines[2]["train_samples"], 2 * 32 * 32);
   EXPECT_NEAR(lines[2]["test_loss"].get<double>(), one_lines[2]["test_loss"].get<double>(),
               1e-4 * one_lines[2]["test_loss"].get<double>());
+}
+
+// SEMI_AUTO_PARALLEL through sinkrun: each preset on 2 and 4 daemons trains
+// the zoo MLP like one device with the same global batch, within 1e-5
+// (the bound; the runs are deterministic). --batch is one
+// data-parallel replica's (global: --batch x DP); with SGD and the
+// replicas' gradients summed (MindSpore's default) DP replicas step like
+// one device at DP times the learning rate.
+TEST_F(SinkrunSinkdTest, SemiAutoPresetsTrainTheMlpLikeOneDevice) {
+  const std::string common = "train --model mlp --data synthetic:512 --epochs 2 --sink-size 3 --optimizer sgd --threads 1";
+  struct Case {
+    const char* strategy;
+    int devices, dp;
+  };
+  std::map<int, std::vector<json>> one;  // by DP: one device at global batch 32, lr 0.05 x DP
+  for (int dp : {1, 2, 4}) {
+    RunResult r = Run(common + " --batch 32 --lr " + std::to_string(0.05 * dp) + ReportFlag());
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    one[dp] = ReadReport();
+    ASSERT_EQ(one[dp].size(), 3u);
+  }
+  for (Case c : {Case{"data", 2, 2}, Case{"model", 2, 1}, Case{"data", 4, 4}, Case{"model", 4, 1}, Case{"2x2", 4, 2}}) {
+    const std::string what = std::string(c.strategy) + " on " + std::to_string(c.devices);
+    SCOPED_TRACE(what);
+    RunResult r = Run(common + " --batch " + std::to_string(32 / c.dp) + " --lr 0.05 --parallel semi_auto_parallel " +
+                      "--devices " + std::to_string(c.devices) + " --strategy " + c.strategy + " --sinkd '" +
+                      std::string(kSinkd) + "'" + ReportFlag());
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("batch " + std::to_string(32 / c.dp) + " per data-parallel replica (global 32; strategy " +
+                         c.strategy + ")"),
+              std::string::npos)
+        << r.out;
+    const std::vector<json> lines = ReadReport();
+    ASSERT_EQ(lines.size(), 3u);
+    for (int e = 0; e < 2; ++e) {
+      const double want = one[c.dp][e]["loss"].get<double>();
+      EXPECT_NEAR(lines[e]["loss"].get<double>(), want, 1e-5 * std::abs(want)) << "epoch " << e;
+    }
+    EXPECT_EQ(lines[2]["parallel_mode"], "semi_auto_parallel");
+    EXPECT_EQ(lines[2]["strategy"], c.strategy);
+    EXPECT_EQ(lines[2]["full_batch"], false);
+    EXPECT_EQ(lines[2]["global_batch_size"], 32);
+    EXPECT_EQ(lines[2]["batch_size"], 32 / c.dp);
+    std::error_code ec;
+    fs::remove(Report(), ec);
+  }
+  // --full-batch: every rank reads the whole --batch, which is then the
+  // global batch; 2x2 still sums two replicas' gradients.
+  RunResult full = Run(common + " --batch 32 --lr 0.05 --parallel semi_auto_parallel --devices 4 --strategy 2x2 " +
+                       "--full-batch --sinkd '" + std::string(kSinkd) + "'" + ReportFlag());
+  ASSERT_EQ(full.exit_code, 0) << full.out << full.err;
+  EXPECT_NE(full.out.find("batch 32 on every rank (full batch; strategy 2x2)"), std::string::npos) << full.out;
+  const std::vector<json> lines = ReadReport();
+  ASSERT_EQ(lines.size(), 3u);
+  for (int e = 0; e < 2; ++e) {
+    const double want = one[2][e]["loss"].get<double>();
+    EXPECT_NEAR(lines[e]["loss"].get<double>(), want, 1e-5 * std::abs(want)) << "full batch, epoch " << e;
+  }
+  EXPECT_EQ(lines[2]["global_batch_size"], 32);
+  EXPECT_EQ(lines[2]["full_batch"], true);
 }
 
 // The built-in networks read only "image" and leave the loss to Model.

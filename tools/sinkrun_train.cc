@@ -392,13 +392,18 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   // at batch with --full-batch), its strategies set here, loss included.
   const bool semi_auto = !job && context.mode == host::ParallelMode::SemiAutoParallel;
   int64_t graph_batch = batch;
+  int64_t data_groups = devices;  // how many ways the dataset's batches are sharded over the ranks
   std::optional<host::Graph> sharded;
   if (semi_auto) {
     auto replica = NetworkWithLoss(f, batch);
     if (!replica.ok()) return Failure(replica.status().message());
+    inputs = GraphInputs(*replica);  // what one replica's batch holds: what the pipeline makes
     auto dp = host::StrategyDataParallel(f.strategy, *replica, devices);
     if (!dp.ok()) return Failure("--strategy " + f.strategy + ": " + dp.status().message());
     graph_batch = SemiAutoGraphBatch(batch, *dp, f.full_batch);
+    // Model feeds the groups as DATA_PARALLEL feeds ranks (shard p of the
+    // dataset's batches to group p); with full_batch every rank reads all.
+    data_groups = f.full_batch ? 1 : *dp;
     auto whole = NetworkWithLoss(f, graph_batch);
     if (!whole.ok()) return Failure(whole.status().message());
     if (!f.strategy.empty()) {
@@ -411,9 +416,6 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     }
     sharded = std::move(whole).value();
   }
-  // The batch the pipeline makes: under semi_auto_parallel the whole step's,
-  // which the Model slices for each rank.
-  const int64_t feed_batch = semi_auto ? graph_batch : batch;
 
   // Data first: a missing directory or a corrupt file ends the run here,
   // naming the file, before any compilation.
@@ -421,18 +423,17 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   if (!train_raw.ok()) return Failure("--data " + data->describe() + ": " + train_raw.status().message());
   auto test_raw = RawSplit(*data, "test");
   if (!test_raw.ok()) return Failure("--data " + data->describe() + ": " + test_raw.status().message());
-  auto train_data = Pipeline(*train_raw, flat, feed_batch, f.seed, /*drop_remainder=*/true);
+  auto train_data = Pipeline(*train_raw, flat, batch, f.seed, /*drop_remainder=*/true);
   if (!train_data.ok()) return Failure("training pipeline: " + train_data.status().message());
-  auto test_data = Pipeline(*test_raw, flat, feed_batch, std::nullopt, /*drop_remainder=*/false);
+  auto test_data = Pipeline(*test_raw, flat, batch, std::nullopt, /*drop_remainder=*/false);
   if (!test_data.ok()) return Failure("test pipeline: " + test_data.status().message());
   const int64_t train_samples = train_raw->get_dataset_size();
   const int64_t batches = train_data->get_dataset_size();
   if (batches < 1)
-    return Usage("--batch " + std::to_string(batch) +
-                 (feed_batch != batch ? " (global " + std::to_string(feed_batch) + ")" : std::string()) +
-                 " is larger than the " + Counted(train_samples, "training sample"));
+    return Usage("--batch " + std::to_string(batch) + " is larger than the " +
+                 Counted(train_samples, "training sample"));
   if (job || graph_file || semi_auto) {
-    Status matches = CheckColumns(semi_auto ? GraphInputs(*sharded) : inputs, train_data->output_columns());
+    Status matches = CheckColumns(inputs, train_data->output_columns());
     if (!matches.ok()) return Failure(network + " does not match --data " + data->describe() + ": " + matches.message());
   }
   if (!f.save_checkpoint.empty()) {
@@ -446,13 +447,14 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     report = std::move(r).value();
   }
 
-  // Each rank takes every devices-th sample: a pass has this many steps
-  // (under semi_auto_parallel every rank takes its slice of every batch).
-  const bool rank_shards = devices > 1 && !semi_auto;
-  const int64_t rank_batches = rank_shards ? train_data->ShardBelowBatch(devices, 0).get_dataset_size() : batches;
-  if (rank_shards && rank_batches < 1)
-    return Usage("--batch " + std::to_string(batch) + " on " + std::to_string(devices) +
-                 " devices needs more than the " + Counted(train_samples, "training sample"));
+  // Each rank (each data-parallel group under semi_auto_parallel) takes
+  // every data_groups-th sample: a pass has this many steps.
+  const int64_t rank_batches =
+      data_groups > 1 ? train_data->ShardBelowBatch(data_groups, 0).get_dataset_size() : batches;
+  if (data_groups > 1 && rank_batches < 1)
+    return Usage("--batch " + std::to_string(batch) + " on " + std::to_string(data_groups) +
+                 (semi_auto ? " data-parallel groups" : " devices") + " needs more than the " +
+                 Counted(train_samples, "training sample"));
 
   // Last of the checks: starting or reaching a daemon is the costliest.
   auto opened = OpenDevices(f, launch, devices, table, argv0);
@@ -460,7 +462,7 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   TrainDevices& dev = *opened;
 
   const bool sink = !f.no_sink;
-  const int64_t pass_steps = rank_shards ? rank_batches : batches;
+  const int64_t pass_steps = data_groups > 1 ? rank_batches : batches;
   const int64_t steps_per_epoch = sink && f.sink_size > 0 ? f.sink_size : pass_steps;
   const int64_t global_batch = semi_auto ? graph_batch : batch * devices;
   std::string batch_text;
