@@ -823,6 +823,60 @@ TEST_F(SinkdumpTest, ShowsShardSliceAllGatherAndMirrorGroupBuckets) {
   EXPECT_NE(text.out.find("partial ("), std::string::npos) << "the logits before their AllReduce:\n" << text.out;
 }
 
+// Two strategies of one network on 2 ranks: --diff says first how they
+// shard apart (memory per role, layouts, collectives), then the usual
+// sections.
+TEST_F(SinkdumpTest, DiffOfTwoStrategiesShowsLayoutsCollectivesAndMemory) {
+  const fs::path model = CompileTo(*dir_ / "diff_model.tstream", ShardedMlp(Megatron()), SemiAuto(2, 0));
+  const fs::path data = CompileTo(*dir_ / "diff_data.tstream", ShardedMlp({}), SemiAuto(2, 0));
+  RunResult r = Run("--diff " + Quoted(model) + " " + Quoted(data) + " --limit 0");
+  ASSERT_EQ(r.exit_code, 1) << r.err << r.out;
+  EXPECT_NE(r.out.find("differ in: header, memory, layouts, collectives, buffers"), std::string::npos) << r.out;
+  for (const char* fragment :
+       {"memory: arena ", "  Param       5,544 B of 11,048 B whole, 5,544 B in arena -> 11,048 B of 11,048 B whole",
+        "  Output      4 B of 4 B whole, 4 B in arena (same)", "layouts: ",
+        "~ w1: [32,32] of [32,64] dm [", "-> [32,64] of [32,64] dm [", "~ w2: [32,10] of [64,10] dm [",
+        "collectives (train_step)\n  - 1 AllReduce (forward) 320 B\n  + gradient buckets: 1 AllReduce ",
+        "- only: 1 AllReduce forward, group world [0, 1], 320 B each",
+        "+ only: 1 AllReduce gradient bucket, group world [0, 1], ", "collectives (eval_step)"})
+    EXPECT_NE(r.out.find(fragment), std::string::npos) << "missing '" << fragment << "' in:\n" << r.out;
+
+  RunResult json = Run("--diff " + Quoted(model) + " " + Quoted(data) + " --json");
+  ASSERT_EQ(json.exit_code, 1) << json.err;
+  const nlohmann::json j = ParseJson(json);
+  const nlohmann::json* w1 = FindNamed(j["layouts"]["changed"], "w1");
+  ASSERT_NE(w1, nullptr) << j["layouts"];
+  EXPECT_EQ((*w1)["a"]["shape"], nlohmann::json::array({32, 32}));
+  EXPECT_EQ((*w1)["b"]["shape"], nlohmann::json::array({32, 64}));
+  EXPECT_TRUE((*w1)["a"]["layout"].is_string());
+  ASSERT_FALSE(j["collectives"].empty());
+  const auto& train = j["collectives"][0];
+  EXPECT_EQ(train["program"], "train_step");
+  ASSERT_EQ(train["only_a"].size(), 1u);
+  EXPECT_EQ(train["only_a"][0]["kind"], "AllReduce");
+  EXPECT_EQ(train["only_a"][0]["purpose"], "forward");
+  EXPECT_EQ(train["only_a"][0]["bytes"], 320);
+  ASSERT_EQ(train["only_b"].size(), 1u);
+  EXPECT_EQ(train["only_b"][0]["purpose"], "gradient bucket");
+  EXPECT_EQ(train["only_b"][0]["ranks"], nlohmann::json::array({0, 1}));
+  for (const auto& role : j["memory"]["roles"]) {
+    if (role["role"] != "Param") continue;
+    EXPECT_EQ(role["a"]["bytes"], 5544);
+    EXPECT_EQ(role["b"]["bytes"], 11048);
+    EXPECT_EQ(role["a"]["whole_bytes"], role["b"]["whole_bytes"]);
+  }
+
+  // One strategy against itself is identical; the two ranks of one strategy
+  // differ in where their slices sit.
+  const fs::path model1 = CompileTo(*dir_ / "diff_model_1.tstream", ShardedMlp(Megatron()), SemiAuto(2, 1));
+  EXPECT_EQ(Run("--diff " + Quoted(model) + " " + Quoted(model)).exit_code, 0);
+  RunResult ranks = Run("--diff " + Quoted(model) + " " + Quoted(model1) + " --limit 0");
+  ASSERT_EQ(ranks.exit_code, 1) << ranks.err;
+  EXPECT_NE(ranks.out.find("differ in: header, layouts\n"), std::string::npos) << ranks.out;
+  EXPECT_NE(ranks.out.find("at [0,0] -> [32,32] of [32,64]"), std::string::npos) << ranks.out;
+  EXPECT_EQ(ranks.out.find("collectives ("), std::string::npos) << ranks.out;
+}
+
 TEST_F(SinkdumpTest, DiffOfACorruptFileExitsTwoNamingIt) {
   std::vector<uint8_t> truncated(bytes_->begin(), bytes_->begin() + bytes_->size() / 2);
   fs::path bad = WriteVariant("diff_truncated.tstream", truncated);
