@@ -303,12 +303,14 @@ Json LayoutEntry(const fb::Buffer& b) {
           {"text", std::move(text)}};
 }
 
-// Buffers both streams have (by name) whose layout or local shape differs,
-// and buffers only one has: where two strategies shard a network apart.
+// Buffers both streams have (by name) whose layout or local shape differs:
+// where two strategies shard a network apart. A buffer only one side has is
+// the buffers section's.
 Json DiffLayouts(const VerifiedStream& a, const VerifiedStream& b) {
   std::map<std::string, const fb::Buffer*> in_b;
   if (b.root()->buffers())
-    for (uint32_t i = 0; i < b.root()->buffers()->size(); ++i) in_b.emplace(BufferLabel(b, i), b.root()->buffers()->Get(i));
+    for (uint32_t i = 0; i < b.root()->buffers()->size(); ++i)
+      in_b.emplace(BufferLabel(b, i), b.root()->buffers()->Get(i));
   Json changed = Json::array();
   if (a.root()->buffers())
     for (uint32_t i = 0; i < a.root()->buffers()->size(); ++i) {

@@ -148,7 +148,8 @@ std::string QueueSliceText(const fb::QueueColumn& column);
 // cut of a redistribution, which moves nothing between ranks).
 struct CollectiveInfo {
   uint32_t stream = 0, task = 0;
-  std::string kind;     // "AllReduce", "AllGather", "ReduceScatter", "AllToAll", "Broadcast", "Send", "Recv", "ShardSlice"
+  // "AllReduce", "AllGather", "ReduceScatter", "AllToAll", "Broadcast", "Send", "Recv", "ShardSlice".
+  std::string kind;
   std::string purpose;  // "forward", "backward", "gradient bucket", "parameters", "local"
   std::string name, group;
   std::vector<uint32_t> ranks;  // the group's world ranks

@@ -194,7 +194,8 @@ Json ProgramJson(const VerifiedStream& view, const fb::Program& p, const DumpOpt
   j["collectives"] = std::move(collectives);
   Json totals = Json::array();
   for (const CollectiveTotal& t : CollectiveTotals(all))
-    totals.push_back({{"kind", t.kind}, {"purpose", t.purpose}, {"ranks", t.ranks}, {"count", t.count}, {"bytes", t.bytes}});
+    totals.push_back(
+        {{"kind", t.kind}, {"purpose", t.purpose}, {"ranks", t.ranks}, {"count", t.count}, {"bytes", t.bytes}});
   j["collective_totals"] = std::move(totals);
   j["collective_summary"] = CollectiveSummary(CollectiveTotals(all));
   return j;

@@ -124,7 +124,9 @@ void PrintRoles(const VerifiedStream& view, bool sharded, std::ostream& out) {
   for (const RoleTotal& r : totals) {
     std::vector<std::string> row = {std::string(BufferRoleName(r.role)), std::to_string(r.buffers),
                                     std::to_string(r.bytes), HumanBytes(r.bytes), std::to_string(r.arena)};
-    if (sharded) row.insert(row.end(), {std::to_string(r.slices), std::to_string(r.whole_bytes), Share(r.bytes, r.whole_bytes)});
+    if (sharded)
+      row.insert(row.end(),
+                 {std::to_string(r.slices), std::to_string(r.whole_bytes), Share(r.bytes, r.whole_bytes)});
     roles.Add(std::move(row));
   }
   roles.Print(out, "    ");
@@ -174,7 +176,8 @@ void PrintQueues(const VerifiedStream& view, std::ostream& out) {
     for (const fb::QueueColumn* c : *spec->columns()) {
       std::vector<std::string> row = {Str(c->name()), DTypeName(c->dtype()), ShapeToString(ShapeOf(c->shape()))};
       if (sliced && c->slice())
-        row.insert(row.end(), {"rank " + std::to_string(rank) + " reads " + QueueSliceText(*c), LayoutText(*c->slice())});
+        row.insert(row.end(),
+                   {"rank " + std::to_string(rank) + " reads " + QueueSliceText(*c), LayoutText(*c->slice())});
       else if (sliced)
         row.insert(row.end(), {"whole", ""});
       t.Add(std::move(row));
