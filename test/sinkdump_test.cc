@@ -642,6 +642,241 @@ TEST_F(SinkdumpTest, DiffOfTwoFusionConfigsShowsBuckets) {
   EXPECT_TRUE(train["changed"][3]["b"].is_null());
 }
 
+// ---- SEMI_AUTO_PARALLEL ----------------------------------------------------
+
+// x [8,32] -> MatMul w1 [32,64] + b1 -> Tanh -> MatMul w2 [64,10] + b2 ->
+// loss, with `strategies` per op in order (matmul, biasadd, tanh, matmul,
+// biasadd, loss; empty: MindSpore's default).
+using Strategies = std::vector<std::vector<std::vector<int64_t>>>;
+
+host::Graph ShardedMlp(const Strategies& strategies) {
+  host::Graph g("mlp");
+  const host::TensorId x = g.Input("image", {8, 32});
+  const host::TensorId labels = g.Input("label", {8}, DType::I32);
+  const host::TensorId w1 = g.Param("w1", {32, 64}, host::InitSpec::HeUniform(11));
+  const host::TensorId b1 = g.Param("b1", {64}, host::InitSpec::Uniform(-0.1f, 0.1f, 12));
+  const host::TensorId w2 = g.Param("w2", {64, 10}, host::InitSpec::XavierUniform(13));
+  const host::TensorId b2 = g.Param("b2", {10}, host::InitSpec::Uniform(-0.1f, 0.1f, 14));
+  const host::TensorId h = g.Tanh(g.BiasAdd(g.MatMul(x, w1), b1));
+  g.SetLoss(g.SparseSoftmaxCrossEntropy(g.BiasAdd(g.MatMul(h, w2), b2), labels));
+  for (size_t i = 0; i < strategies.size() && i < g.ops().size(); ++i)
+    if (!strategies[i].empty()) g.Shard(g.ops()[i].name, strategies[i]);
+  EXPECT_TRUE(g.status().ok()) << g.status().ToString();
+  return g;
+}
+
+// Megatron's pair on 2 ranks: w1 by columns, w2 by rows, the batch whole
+// (the loss's strategy keeps it so).
+Strategies Megatron() {
+  return {{{1, 1}, {1, 2}}, {{1, 2}, {2}}, {{1, 2}}, {{1, 2}, {2, 1}}, {{1, 1}, {1}}, {{1, 1}, {1}}};
+}
+
+host::CompileOptions SemiAuto(uint32_t world, uint32_t rank) {
+  host::CompileOptions options;
+  options.optimizer = host::OptimizerSpec::Momentum(0.05f, 0.9f);
+  options.parallel_mode = host::ParallelMode::SemiAutoParallel;
+  options.world_size = world;
+  options.rank = rank;
+  options.gradients_mean = true;
+  return options;
+}
+
+// The row of the text dump's table that names `name` (first column after
+// the index), or "" when none does.
+std::string RowOf(const std::string& text, const std::string& name, size_t from = 0) {
+  for (size_t at = text.find("  " + name + " ", from); at != std::string::npos;
+       at = text.find("  " + name + " ", at + 1)) {
+    const size_t begin = text.rfind('\n', at) + 1;
+    return text.substr(begin, text.find('\n', at) - begin);
+  }
+  return "";
+}
+
+const nlohmann::json* FindNamed(const nlohmann::json& list, const std::string& name) {
+  for (const auto& e : list)
+    if (e["name"] == name) return &e;
+  return nullptr;
+}
+
+// Megatron on 2 ranks: every weight and its gradient and momentum is half
+// the whole, the batch is whole on both ranks, and the forward's one
+// AllReduce (the second MatMul's partial sums) goes over both ranks.
+TEST_F(SinkdumpTest, ShardedStreamShowsLayoutsCollectivesAndMemory) {
+  const fs::path r1 = CompileTo(*dir_ / "megatron_1.tstream", ShardedMlp(Megatron()), SemiAuto(2, 1));
+  RunResult text = Run(Quoted(r1));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("parallel      semi_auto_parallel on 2 ranks, sharded: "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(" buffers are slices, 4 of 4 queue columns"), std::string::npos) << text.out;
+  // w1 [32,64] split by columns: rank 1 holds columns [32,64).
+  const std::string w1 = RowOf(text.out, "w1");
+  for (const char* fragment : {"Param", "[32,32]", "of [32,64] dm [", "map (", "at [0,32]"})
+    EXPECT_NE(w1.find(fragment), std::string::npos) << "'" << fragment << "' not in the w1 row: " << w1;
+  // w2 [64,10] split by rows: rows [32,64); its momentum has the same layout.
+  for (const char* name : {"w2", "w2/momentum", "w2/grad"})
+    EXPECT_NE(RowOf(text.out, name).find("[32,10]  "), std::string::npos) << RowOf(text.out, name);
+  EXPECT_NE(RowOf(text.out, "w2").find("of [64,10] dm ["), std::string::npos) << RowOf(text.out, "w2");
+  EXPECT_NE(RowOf(text.out, "w2").find("at [32,0]"), std::string::npos) << RowOf(text.out, "w2");
+  // The batch is whole on every rank.
+  EXPECT_NE(text.out.find("rank 1 reads whole batch of 8"), std::string::npos) << text.out;
+  // One forward AllReduce of the [8,10] logits per program that runs the forward.
+  const size_t train = text.out.find("program 'train_step'");
+  ASSERT_NE(train, std::string::npos);
+  EXPECT_NE(text.out.find("collectives: 1 AllReduce (forward) 320 B\n", train), std::string::npos) << text.out;
+  const std::string row = RowOf(text.out, "AllReduce", text.out.find("collectives:", train));
+  for (const char* fragment : {"forward", "world", "[0, 1]", " 320 "})
+    EXPECT_NE(row.find(fragment), std::string::npos) << "'" << fragment << "' not in: " << row;
+  // Memory: Param, Grad and OptState each hold half the weights and the
+  // whole b2 (w1 4096 + b1 128 + w2 1280 + b2 40 of 8192 + 256 + 2560 + 40).
+  const std::string param = RowOf(text.out, "Param", text.out.find("bytes per role"));
+  for (const char* fragment : {" 5544 ", " 11048 ", "50.2%"})
+    EXPECT_NE(param.find(fragment), std::string::npos) << "'" << fragment << "' not in: " << param;
+  EXPECT_NE(text.out.find("this rank holds 16,632 B of 33,144 B of parameters, gradients and optimizer state (50.2%)"),
+            std::string::npos)
+      << text.out;
+
+  RunResult json = Run(Quoted(r1) + " --json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json j = ParseJson(json);
+  EXPECT_EQ(j["header"]["parallel"]["mode"], "semi_auto_parallel");
+  EXPECT_EQ(j["header"]["parallel"]["world_size"], 2);
+  const nlohmann::json* jw1 = FindNamed(j["memory"]["buffers"], "w1");
+  ASSERT_NE(jw1, nullptr);
+  EXPECT_EQ((*jw1)["shape"], nlohmann::json::array({32, 32}));
+  EXPECT_EQ((*jw1)["slice"]["global_shape"], nlohmann::json::array({32, 64}));
+  EXPECT_EQ((*jw1)["slice"]["offset"], nlohmann::json::array({0, 32}));
+  EXPECT_EQ((*jw1)["slice"]["layout"].get<std::string>().rfind("of [32,64] dm [", 0), 0u) << (*jw1)["slice"];
+  EXPECT_TRUE((*FindNamed(j["memory"]["buffers"], "b2"))["slice"]["offset"] == nlohmann::json::array({0}));
+  const auto& roles = j["memory"]["bytes_per_role"];
+  for (const char* role : {"Param", "Grad", "OptState"}) {
+    EXPECT_EQ(roles[role]["bytes"], 5544) << role;
+    EXPECT_EQ(roles[role]["whole_bytes"], 11048) << role;
+    EXPECT_EQ(roles[role]["arena"], 5544) << role << ": persistent buffers never share arena bytes";
+  }
+  EXPECT_LE(roles["Activation"]["arena"].get<uint64_t>(), roles["Activation"]["bytes"].get<uint64_t>());
+  EXPECT_EQ(j["queues"][0]["columns"][0]["slice"]["reads"], "whole batch of 8");
+  for (const auto& p : j["programs"]) {
+    if (p["kind"] == "init") {
+      EXPECT_TRUE(p["collectives"].empty());
+      continue;
+    }
+    SCOPED_TRACE(p["kind"].get<std::string>());
+    ASSERT_EQ(p["collectives"].size(), 1u) << p["collectives"];
+    const auto& c = p["collectives"][0];
+    EXPECT_EQ(c["kind"], "AllReduce");
+    EXPECT_EQ(c["purpose"], "forward");
+    EXPECT_EQ(c["group"], "world");
+    EXPECT_EQ(c["ranks"], nlohmann::json::array({0, 1}));
+    EXPECT_EQ(c["bytes"], 8 * 10 * 4);
+    EXPECT_TRUE(p["buckets"].empty()) << "an activation's AllReduce is no gradient bucket: " << p["buckets"];
+  }
+}
+
+// Every op on its default strategy over 2 ranks: data parallel. The
+// parameters are whole (replicated layouts), each rank reads half the batch,
+// and the gradients go through one bucket over both ranks.
+TEST_F(SinkdumpTest, DefaultStrategiesShowBatchSlicesAndTheGradientBucket) {
+  const fs::path r1 = CompileTo(*dir_ / "data_1.tstream", ShardedMlp({}), SemiAuto(2, 1));
+  RunResult text = Run(Quoted(r1) + " --no-tasks");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  for (const char* fragment : {"rank 1 reads rows [4,8) of 8", "this rank holds 33,144 B of 33,144 B",
+                               "collectives: gradient buckets: 1 AllReduce ", " over ranks [0, 1]\n",
+                               "buckets: 1 AllReduce over "})
+    EXPECT_NE(text.out.find(fragment), std::string::npos) << "missing '" << fragment << "' in:\n" << text.out;
+  EXPECT_NE(RowOf(text.out, "image").find("[4,32]"), std::string::npos) << RowOf(text.out, "image");
+  EXPECT_NE(RowOf(text.out, "bucket0/allreduce").find("[0, 1]"), std::string::npos)
+      << RowOf(text.out, "bucket0/allreduce");
+
+  RunResult json = Run(Quoted(r1) + " --json --program train_step");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json j = ParseJson(json);
+  EXPECT_EQ(j["memory"]["bytes_per_role"]["Param"]["bytes"], j["memory"]["bytes_per_role"]["Param"]["whole_bytes"]);
+  const auto& p = j["programs"][0];
+  ASSERT_EQ(p["buckets"].size(), 1u);
+  ASSERT_EQ(p["collective_totals"].size(), 1u) << p["collective_totals"];
+  const auto& total = p["collective_totals"][0];
+  EXPECT_EQ(total["purpose"], "gradient bucket");
+  EXPECT_EQ(total["ranks"], nlohmann::json::array({0, 1}));
+  EXPECT_EQ(total["count"], 1);
+  EXPECT_EQ(total["bytes"], p["buckets"][0]["bytes"]);
+  EXPECT_EQ(p["buckets"][0]["ranks"], nlohmann::json::array({0, 1}));
+}
+
+// 2x2 with the second layer alone split by rows: the local cut of h
+// (ShardSlice), the forward AllReduce of the logits' partial sums and the
+// backward AllGather all go over the model-parallel pair [0, 1], the
+// gradient bucket over the data-parallel pair [0, 2].
+TEST_F(SinkdumpTest, ShowsShardSliceAllGatherAndMirrorGroupBuckets) {
+  const Strategies second_layer = {{{2, 1}, {1, 1}}, {{2, 1}, {1}}, {{2, 2}}, {{2, 2}, {2, 1}},
+                                   {{2, 1}, {1}},    {{2, 1}, {2}}};
+  const fs::path p = CompileTo(*dir_ / "2x2_0.tstream", ShardedMlp(second_layer), SemiAuto(4, 0));
+  RunResult text = Run(Quoted(p) + " --program train_step --no-tasks");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("collectives: 1 ShardSlice (local, moves nothing), 1 AllReduce (forward) 160 B, "
+                          "1 AllGather (backward) 512 B; gradient buckets: 1 AllReduce "),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find(" over ranks [0, 2]\n"), std::string::npos) << text.out;
+  for (const char* kind : {"ShardSlice", "AllGather"}) {
+    const std::string row = RowOf(text.out, kind, text.out.find("collectives:"));
+    EXPECT_NE(row.find("ranks_0_1  [0, 1]"), std::string::npos) << row;
+  }
+  EXPECT_NE(text.out.find("partial ("), std::string::npos) << "the logits before their AllReduce:\n" << text.out;
+}
+
+// Two strategies of one network on 2 ranks: --diff says first how they
+// shard apart (memory per role, layouts, collectives), then the usual
+// sections.
+TEST_F(SinkdumpTest, DiffOfTwoStrategiesShowsLayoutsCollectivesAndMemory) {
+  const fs::path model = CompileTo(*dir_ / "diff_model.tstream", ShardedMlp(Megatron()), SemiAuto(2, 0));
+  const fs::path data = CompileTo(*dir_ / "diff_data.tstream", ShardedMlp({}), SemiAuto(2, 0));
+  RunResult r = Run("--diff " + Quoted(model) + " " + Quoted(data) + " --limit 0");
+  ASSERT_EQ(r.exit_code, 1) << r.err << r.out;
+  EXPECT_NE(r.out.find("differ in: header, memory, layouts, collectives, buffers"), std::string::npos) << r.out;
+  for (const char* fragment :
+       {"memory: arena ", "  Param       5,544 B of 11,048 B whole, 5,544 B in arena -> 11,048 B of 11,048 B whole",
+        "  Output      4 B of 4 B whole, 4 B in arena (same)", "layouts: ",
+        "~ w1: [32,32] of [32,64] dm [", "-> [32,64] of [32,64] dm [", "~ w2: [32,10] of [64,10] dm [",
+        "collectives (train_step)\n  - 1 AllReduce (forward) 320 B\n  + gradient buckets: 1 AllReduce ",
+        "- only: 1 AllReduce forward, group world [0, 1], 320 B each",
+        "+ only: 1 AllReduce gradient bucket, group world [0, 1], ", "collectives (eval_step)"})
+    EXPECT_NE(r.out.find(fragment), std::string::npos) << "missing '" << fragment << "' in:\n" << r.out;
+
+  RunResult json = Run("--diff " + Quoted(model) + " " + Quoted(data) + " --json");
+  ASSERT_EQ(json.exit_code, 1) << json.err;
+  const nlohmann::json j = ParseJson(json);
+  const nlohmann::json* w1 = FindNamed(j["layouts"]["changed"], "w1");
+  ASSERT_NE(w1, nullptr) << j["layouts"];
+  EXPECT_EQ((*w1)["a"]["shape"], nlohmann::json::array({32, 32}));
+  EXPECT_EQ((*w1)["b"]["shape"], nlohmann::json::array({32, 64}));
+  EXPECT_TRUE((*w1)["a"]["layout"].is_string());
+  ASSERT_FALSE(j["collectives"].empty());
+  const auto& train = j["collectives"][0];
+  EXPECT_EQ(train["program"], "train_step");
+  ASSERT_EQ(train["only_a"].size(), 1u);
+  EXPECT_EQ(train["only_a"][0]["kind"], "AllReduce");
+  EXPECT_EQ(train["only_a"][0]["purpose"], "forward");
+  EXPECT_EQ(train["only_a"][0]["bytes"], 320);
+  ASSERT_EQ(train["only_b"].size(), 1u);
+  EXPECT_EQ(train["only_b"][0]["purpose"], "gradient bucket");
+  EXPECT_EQ(train["only_b"][0]["ranks"], nlohmann::json::array({0, 1}));
+  for (const auto& role : j["memory"]["roles"]) {
+    if (role["role"] != "Param") continue;
+    EXPECT_EQ(role["a"]["bytes"], 5544);
+    EXPECT_EQ(role["b"]["bytes"], 11048);
+    EXPECT_EQ(role["a"]["whole_bytes"], role["b"]["whole_bytes"]);
+  }
+
+  // One strategy against itself is identical; the two ranks of one strategy
+  // differ in where their slices sit.
+  const fs::path model1 = CompileTo(*dir_ / "diff_model_1.tstream", ShardedMlp(Megatron()), SemiAuto(2, 1));
+  EXPECT_EQ(Run("--diff " + Quoted(model) + " " + Quoted(model)).exit_code, 0);
+  RunResult ranks = Run("--diff " + Quoted(model) + " " + Quoted(model1) + " --limit 0");
+  ASSERT_EQ(ranks.exit_code, 1) << ranks.err;
+  EXPECT_NE(ranks.out.find("differ in: header, layouts\n"), std::string::npos) << ranks.out;
+  EXPECT_NE(ranks.out.find("at [0,0] -> [32,32] of [32,64]"), std::string::npos) << ranks.out;
+  EXPECT_EQ(ranks.out.find("collectives ("), std::string::npos) << ranks.out;
+}
+
 TEST_F(SinkdumpTest, DiffOfACorruptFileExitsTwoNamingIt) {
   std::vector<uint8_t> truncated(bytes_->begin(), bytes_->begin() + bytes_->size() / 2);
   fs::path bad = WriteVariant("diff_truncated.tstream", truncated);

@@ -1,4 +1,5 @@
 // Plain descriptions of stream parts, shared by the text and JSON renderings.
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -180,6 +181,14 @@ std::pair<uint64_t, uint64_t> ByteRange(const VerifiedStream& view, const flatbu
 
 }  // namespace
 
+bool ReducesGradients(const VerifiedStream& view, const flatbuffers::Vector<uint32_t>* buffers) {
+  const auto* table = view.root()->buffers();
+  if (!buffers || buffers->size() == 0 || !table) return false;
+  for (uint32_t b : *buffers)
+    if (b >= table->size() || table->Get(b)->role() != fb::BufferRole::Grad) return false;
+  return true;
+}
+
 std::string Str(const flatbuffers::String* s) {
   std::string out = s ? s->str() : std::string();
   // Names come from the file: a control character must not reach the terminal.
@@ -250,17 +259,35 @@ std::vector<RoleTotal> BytesByRole(const VerifiedStream& view) {
   constexpr int kRoles = static_cast<int>(fb::BufferRole::MAX) + 1;
   std::vector<RoleTotal> all;
   for (int r = 0; r < kRoles; ++r) all.push_back({static_cast<fb::BufferRole>(r)});
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> ranges(kRoles);
   if (view.root()->buffers()) {
     for (const fb::Buffer* b : *view.root()->buffers()) {
       int r = static_cast<int>(b->role());
       if (r >= kRoles) continue;  // VerifyTaskStream refuses unknown roles
       ++all[r].buffers;
       all[r].bytes += b->bytes();
+      ranges[r].push_back({b->offset(), b->offset() + b->bytes()});
+      const fb::SliceDef* slice = b->slice();
+      const int64_t whole = slice ? NumElements(ShapeOf(slice->global_shape())) : -1;
+      if (slice && whole >= 0) {
+        ++all[r].slices;
+        all[r].whole_bytes += static_cast<uint64_t>(whole) * DTypeSize(b->dtype());
+      } else {
+        all[r].whole_bytes += b->bytes();
+      }
     }
   }
   std::vector<RoleTotal> used;
-  for (const RoleTotal& t : all)
-    if (t.buffers) used.push_back(t);
+  for (int r = 0; r < kRoles; ++r) {
+    std::sort(ranges[r].begin(), ranges[r].end());
+    uint64_t covered_to = 0;
+    for (auto [begin, end] : ranges[r]) {
+      begin = std::max(begin, covered_to);
+      if (end > begin) all[r].arena += end - begin;
+      covered_to = std::max(covered_to, end);
+    }
+    if (all[r].buffers) used.push_back(all[r]);
+  }
   return used;
 }
 
@@ -351,7 +378,7 @@ TaskInfo DescribeTask(const VerifiedStream& view, const fb::Task& task) {
         info.attrs["op"] = ReduceOpName(t->op());
         auto [begin, end] = ByteRange(view, t->buffers());
         info.attrs["bytes"] = RangeText(begin, end);
-        info.attrs["gradients"] = info.inputs.size();
+        if (ReducesGradients(view, t->buffers())) info.attrs["gradients"] = info.inputs.size();
       }
       break;
     case fb::TaskBody::AllGatherTask:
@@ -474,12 +501,14 @@ std::vector<BucketInfo> Buckets(const VerifiedStream& view, const fb::Program& p
     if (!tasks) continue;
     for (uint32_t i = 0; i < tasks->size(); ++i) {
       const fb::AllReduceTask* t = tasks->Get(i)->body_as_AllReduceTask();
-      if (!t) continue;
+      if (!t || !ReducesGradients(view, t->buffers())) continue;
       BucketInfo b;
       b.stream = st;
       b.task = i;
       b.name = Str(tasks->Get(i)->name());
       b.group = GroupLabel(view, t->group());
+      if (const auto* groups = view.root()->groups(); groups && t->group() < groups->size())
+        if (const auto* ranks = groups->Get(t->group())->ranks()) b.ranks.assign(ranks->begin(), ranks->end());
       b.op = ReduceOpName(t->op());
       b.buffers = Indices(t->buffers());
       std::tie(b.offset, b.end) = ByteRange(view, t->buffers());

@@ -292,6 +292,123 @@ Json DiffBuckets(const VerifiedStream& a, const VerifiedStream& b, const DumpOpt
   return out.empty() ? Json() : out;
 }
 
+// ---- sharded streams: layouts, collectives, memory per role ----------------
+
+// A buffer's local shape and layout: "[32,32] of [32,64] dm [1,1,2] map
+// (1,0) at [0,32]", or "[32,64] whole" for a buffer that is not a slice.
+Json LayoutEntry(const fb::Buffer& b) {
+  std::string text = ShapeToString(ShapeOf(b.shape()));
+  text += b.slice() ? " " + LayoutText(*b.slice()) : std::string(" whole");
+  return {{"shape", ShapeOf(b.shape())}, {"layout", b.slice() ? Json(LayoutText(*b.slice())) : Json()},
+          {"text", std::move(text)}};
+}
+
+// Buffers both streams have (by name) whose layout or local shape differs:
+// where two strategies shard a network apart. A buffer only one side has is
+// the buffers section's.
+Json DiffLayouts(const VerifiedStream& a, const VerifiedStream& b) {
+  std::map<std::string, const fb::Buffer*> in_b;
+  if (b.root()->buffers())
+    for (uint32_t i = 0; i < b.root()->buffers()->size(); ++i)
+      in_b.emplace(BufferLabel(b, i), b.root()->buffers()->Get(i));
+  Json changed = Json::array();
+  if (a.root()->buffers())
+    for (uint32_t i = 0; i < a.root()->buffers()->size(); ++i) {
+      auto it = in_b.find(BufferLabel(a, i));
+      if (it == in_b.end()) continue;  // the buffers section lists what only one side has
+      Json ja = LayoutEntry(*a.root()->buffers()->Get(i)), jb = LayoutEntry(*it->second);
+      if (ja["text"] == jb["text"]) continue;
+      changed.push_back({{"name", it->first}, {"a", std::move(ja)}, {"b", std::move(jb)}});
+    }
+  if (changed.empty()) return nullptr;
+  return {{"a_slices", ShardingOf(a).sliced_buffers}, {"b_slices", ShardingOf(b).sliced_buffers},
+          {"changed", std::move(changed)}};
+}
+
+// "AllReduce forward [0, 1] 320": a collective as the multiset compares it;
+// its name and position are the programs section's business.
+Json CollectiveKey(const CollectiveInfo& c) {
+  return {{"kind", c.kind}, {"purpose", c.purpose}, {"group", c.group}, {"ranks", c.ranks}, {"bytes", c.bytes}};
+}
+
+// Collectives present in one program and not the other, by kind, purpose,
+// group and bytes, with how many of each; and both summaries.
+Json DiffCollectives(const VerifiedStream& a, const VerifiedStream& b, const DumpOptions& options) {
+  auto pa = ProgramsByKind(a, options), pb = ProgramsByKind(b, options);
+  std::vector<fb::ProgramKind> kinds;
+  for (const auto& [kind, p] : pa) kinds.push_back(kind);
+  for (const auto& [kind, p] : pb)
+    if (!pa.count(kind)) kinds.push_back(kind);
+  std::sort(kinds.begin(), kinds.end());
+  Json out = Json::array();
+  for (fb::ProgramKind kind : kinds) {
+    const std::vector<CollectiveInfo> ca = pa.count(kind) ? Collectives(a, *pa[kind]) : std::vector<CollectiveInfo>{};
+    const std::vector<CollectiveInfo> cb = pb.count(kind) ? Collectives(b, *pb[kind]) : std::vector<CollectiveInfo>{};
+    // Counted by key, in order of first appearance (a's, then b's).
+    std::vector<std::pair<Json, std::pair<int64_t, int64_t>>> counts;
+    auto count = [&](const CollectiveInfo& c, bool in_a) {
+      Json key = CollectiveKey(c);
+      auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& e) { return e.first == key; });
+      if (it == counts.end()) {
+        counts.push_back({std::move(key), {0, 0}});
+        it = counts.end() - 1;
+      }
+      ++(in_a ? it->second.first : it->second.second);
+    };
+    for (const CollectiveInfo& c : ca) count(c, true);
+    for (const CollectiveInfo& c : cb) count(c, false);
+    Json only_a = Json::array(), only_b = Json::array();
+    for (const auto& [key, n] : counts) {
+      if (n.first > n.second) {
+        Json e = key;
+        e["count"] = n.first - n.second;
+        only_a.push_back(std::move(e));
+      } else if (n.second > n.first) {
+        Json e = key;
+        e["count"] = n.second - n.first;
+        only_b.push_back(std::move(e));
+      }
+    }
+    if (only_a.empty() && only_b.empty()) continue;
+    out.push_back({{"program", std::string(ProgramKindName(kind))},
+                   {"a", CollectiveSummary(CollectiveTotals(ca))},
+                   {"b", CollectiveSummary(CollectiveTotals(cb))},
+                   {"only_a", std::move(only_a)},
+                   {"only_b", std::move(only_b)}});
+  }
+  return out.empty() ? Json() : out;
+}
+
+// The arena and each role's bytes (and the whole tensors' bytes) side by
+// side; null when they agree.
+Json DiffMemory(const VerifiedStream& a, const VerifiedStream& b) {
+  auto totals = [](const VerifiedStream& v) {
+    std::map<std::string, RoleTotal> m;
+    for (const RoleTotal& r : BytesByRole(v)) m.emplace(std::string(BufferRoleName(r.role)), r);
+    return m;
+  };
+  const auto ta = totals(a), tb = totals(b);
+  auto side = [](const std::map<std::string, RoleTotal>& t, const std::string& role) -> Json {
+    auto it = t.find(role);
+    if (it == t.end()) return nullptr;
+    return {{"bytes", it->second.bytes}, {"arena", it->second.arena}, {"whole_bytes", it->second.whole_bytes}};
+  };
+  Json roles = Json::array();
+  bool differ = a.root()->arena_bytes() != b.root()->arena_bytes();
+  // Role order, as the dump lists them.
+  constexpr int kRoles = static_cast<int>(fb::BufferRole::MAX) + 1;
+  for (int r = 0; r < kRoles; ++r) {
+    const std::string role(BufferRoleName(static_cast<fb::BufferRole>(r)));
+    Json ja = side(ta, role), jb = side(tb, role);
+    if (ja.is_null() && jb.is_null()) continue;
+    differ = differ || ja != jb;
+    roles.push_back({{"role", role}, {"a", std::move(ja)}, {"b", std::move(jb)}});
+  }
+  if (!differ) return nullptr;
+  return {{"arena_bytes", {{"a", a.root()->arena_bytes()}, {"b", b.root()->arena_bytes()}}},
+          {"roles", std::move(roles)}};
+}
+
 bool SameBytes(std::span<const uint8_t> a, std::span<const uint8_t> b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
 }
@@ -312,7 +429,16 @@ Json DiffJson(const VerifiedStream& a, const std::string& a_source, const Verifi
     sections.push_back(section);
     j[section] = std::move(d);
   };
+  // Two sharded compiles (two strategies of one network, or one against a
+  // replicated compile) first say how they shard apart; streams where
+  // neither side is sharded diff as they always have.
+  const bool sharded = ShardingOf(a).sharded() || ShardingOf(b).sharded();
   add("header", FieldChanges(HeaderFields(*a.root()), HeaderFields(*b.root())));
+  if (sharded) {
+    add("memory", DiffMemory(a, b));
+    add("layouts", DiffLayouts(a, b));
+    add("collectives", DiffCollectives(a, b, options));
+  }
   add("buffers", DiffEntries(BufferEntries(a), BufferEntries(b)));
   add("queues", DiffEntries(QueueEntries(a), QueueEntries(b)));
   add("groups", DiffEntries(GroupEntries(a), GroupEntries(b)));

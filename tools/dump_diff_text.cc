@@ -177,6 +177,56 @@ void PrintBuckets(const Json& d, size_t limit, std::ostream& out) {
   }
 }
 
+// "~ w1: [32,32] of [32,64] dm [1,1,2] map (1,0) at [0,0] -> [32,64] whole".
+void PrintLayouts(const Json& d, size_t limit, std::ostream& out) {
+  out << "layouts: " << Plural(d["changed"].size(), "buffer differs", "buffers differ") << " (slices "
+      << d["a_slices"].dump() << " -> " << d["b_slices"].dump() << ")\n";
+  Limited lines(out, "  ", limit);
+  for (const Json& e : d["changed"])
+    lines.Add("~ " + e["name"].get<std::string>() + ": " + e["a"]["text"].get<std::string>() + " -> " +
+              e["b"]["text"].get<std::string>());
+}
+
+// "1 AllReduce forward, group world [0, 1], 320 B each".
+std::string CollectiveText(const Json& c) {
+  return c["count"].dump() + " " + c["kind"].get<std::string>() + " " + c["purpose"].get<std::string>() +
+         ", group " + c["group"].get<std::string>() + " " +
+         RanksText(c["ranks"].get<std::vector<uint32_t>>()) + ", " + CountBytes(c["bytes"].get<uint64_t>()) +
+         " each";
+}
+
+void PrintCollectives(const Json& d, size_t limit, std::ostream& out) {
+  for (const Json& p : d) {
+    out << "collectives (" << p["program"].get<std::string>() << ")\n  - " << p["a"].get<std::string>()
+        << "\n  + " << p["b"].get<std::string>() << '\n';
+    Limited lines(out, "  ", limit);
+    for (const Json& c : p["only_a"]) lines.Add("- only: " + CollectiveText(c));
+    for (const Json& c : p["only_b"]) lines.Add("+ only: " + CollectiveText(c));
+  }
+}
+
+// "Param  5,544 B of 11,048 B whole -> 11,048 B of 11,048 B whole".
+std::string RoleSide(const Json& side) {
+  if (side.is_null()) return "-";
+  return CountBytes(side["bytes"].get<uint64_t>()) + " of " + CountBytes(side["whole_bytes"].get<uint64_t>()) +
+         " whole, " + CountBytes(side["arena"].get<uint64_t>()) + " in arena";
+}
+
+void PrintMemory(const Json& d, std::ostream& out) {
+  out << "memory: arena " << CountBytes(d["arena_bytes"]["a"].get<uint64_t>()) << " -> "
+      << CountBytes(d["arena_bytes"]["b"].get<uint64_t>()) << '\n';
+  size_t width = 0;
+  for (const Json& r : d["roles"]) width = std::max(width, r["role"].get<std::string>().size());
+  for (const Json& r : d["roles"]) {
+    const std::string role = r["role"].get<std::string>();
+    out << "  " << role << std::string(width + 2 - role.size(), ' ') << RoleSide(r["a"]);
+    if (r["a"] == r["b"])
+      out << " (same)\n";
+    else
+      out << " -> " << RoleSide(r["b"]) << '\n';
+  }
+}
+
 }  // namespace
 
 std::string DiffText(const Json& diff, size_t limit) {
@@ -208,6 +258,12 @@ std::string DiffText(const Json& diff, size_t limit) {
       PrintPrograms(d, limit, out);
     } else if (section == "buckets") {
       PrintBuckets(d, limit, out);
+    } else if (section == "memory") {
+      PrintMemory(d, out);
+    } else if (section == "layouts") {
+      PrintLayouts(d, limit, out);
+    } else if (section == "collectives") {
+      PrintCollectives(d, limit, out);
     } else if (section == "blob") {
       uint64_t ba = d["a_bytes"].get<uint64_t>(), bb = d["b_bytes"].get<uint64_t>();
       if (ba == bb)

@@ -57,6 +57,11 @@ struct RoleTotal {
   fb::BufferRole role;
   uint64_t buffers = 0;
   uint64_t bytes = 0;
+  // The arena bytes the role's buffers cover (the union of their ranges):
+  // its share of the arena, since transients reuse one another's space.
+  uint64_t arena = 0;
+  uint64_t slices = 0;       // buffers with a SliceDef
+  uint64_t whole_bytes = 0;  // the whole tensors' bytes: `bytes` for a buffer that is not a slice
 };
 // One entry per role that has buffers, in role order.
 std::vector<RoleTotal> BytesByRole(const VerifiedStream& view);
@@ -95,13 +100,76 @@ std::string TaskLine(const VerifiedStream& view, const TaskInfo& info);
 struct BucketInfo {
   uint32_t stream = 0, task = 0;
   std::string name, group, op;
+  std::vector<uint32_t> ranks;   // the group's
   std::vector<int64_t> buffers;  // the gradients, in arena order
   uint64_t offset = 0, end = 0;
 };
 // "[offset, end)".
 std::string RangeText(uint64_t begin, uint64_t end);
-// The AllReduce tasks of `program`, in stream then task order.
+// An AllReduce of gradients only: a fusion bucket (DATA_PARALLEL, or a
+// mirror group's under SEMI_AUTO_PARALLEL), not an activation's AllReduce.
+bool ReducesGradients(const VerifiedStream& view, const flatbuffers::Vector<uint32_t>* buffers);
+// The fusion buckets of `program` (AllReduce tasks whose buffers are all
+// gradients), in stream then task order.
 std::vector<BucketInfo> Buckets(const VerifiedStream& view, const fb::Program& program);
+
+// ---- SEMI_AUTO_PARALLEL: layouts and collectives (dump_parallel.cc) ------
+
+// "4,096 B" below 1 MiB (exact, and comparable at a glance), HumanBytes above.
+std::string CountBytes(uint64_t bytes);
+// "[0, 2]".
+std::string RanksText(const std::vector<uint32_t>& ranks);
+
+// How much of the stream is sharded: buffers and queue columns with a slice.
+struct Sharding {
+  uint32_t world_size = 1;
+  uint64_t buffers = 0, sliced_buffers = 0;
+  uint64_t columns = 0, sliced_columns = 0;
+  bool sharded() const { return sliced_buffers + sliced_columns > 0; }
+};
+Sharding ShardingOf(const VerifiedStream& view);
+// "semi_auto_parallel on 2 ranks, sharded: 12 of 40 buffers are slices, 2 of
+// 4 queue columns"; "data parallel on 2 ranks: no buffer is a slice"; ""
+// for one device.
+std::string ShardingText(const Sharding& s);
+Json ShardingJson(const Sharding& s);
+
+// A slice's layout, MindSpore's way: "of [32,64] dm [1,2] map (-1,0) at
+// [0,32]", then " partial (0)" where addends of a sum are pending. Shapes
+// and lists without spaces, so that a table column stays one word per part.
+std::string LayoutText(const fb::SliceDef& slice);
+// {"global_shape", "offset", "device_matrix", "tensor_map", "partial", "layout"}.
+Json SliceJson(const fb::SliceDef& slice);
+// What part of the global batch this rank's queue column holds: "rows
+// [0,4) of 8", "rows [0,4) of 8, dim 1 [0,16) of 32", or "whole batch of 8".
+std::string QueueSliceText(const fb::QueueColumn& column);
+
+// One communication task of a program, or a ShardSlice kernel (the local
+// cut of a redistribution, which moves nothing between ranks).
+struct CollectiveInfo {
+  uint32_t stream = 0, task = 0;
+  // "AllReduce", "AllGather", "ReduceScatter", "AllToAll", "Broadcast", "Send", "Recv", "ShardSlice".
+  std::string kind;
+  std::string purpose;  // "forward", "backward", "gradient bucket", "parameters", "local"
+  std::string name, group;
+  std::vector<uint32_t> ranks;  // the group's world ranks
+  std::vector<int64_t> inputs, outputs;
+  uint64_t bytes = 0;  // what each rank puts in (its input), as parallel::RedistPlan counts; 0 for ShardSlice
+};
+// In stream then task order.
+std::vector<CollectiveInfo> Collectives(const VerifiedStream& view, const fb::Program& program);
+
+// Collectives of one purpose and kind (gradient buckets: and group), with
+// their count and bytes, in order of first appearance.
+struct CollectiveTotal {
+  std::string kind, purpose;
+  std::vector<uint32_t> ranks;  // gradient buckets only
+  uint64_t count = 0, bytes = 0;
+};
+std::vector<CollectiveTotal> CollectiveTotals(const std::vector<CollectiveInfo>& collectives);
+// "2 AllReduce (forward) 1,280 B, 1 AllGather (backward) 512 B; gradient
+// buckets: 1 AllReduce 9,792 B over ranks [0, 2]"; "none".
+std::string CollectiveSummary(const std::vector<CollectiveTotal>& totals);
 
 // Programs to show, in stream order.
 std::vector<const fb::Program*> SelectPrograms(const VerifiedStream& view, const DumpOptions& options);

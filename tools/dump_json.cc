@@ -14,7 +14,8 @@ Json Names(const VerifiedStream& view, const std::vector<int64_t>& indices) {
   return names;
 }
 
-Json HeaderJson(const fb::Header* h) {
+Json HeaderJson(const VerifiedStream& view) {
+  const fb::Header* h = view.root()->header();
   if (!h) return nullptr;
   Json j;
   j["format_version"] = std::to_string(h->format_major()) + "." + std::to_string(h->format_minor());
@@ -25,6 +26,7 @@ Json HeaderJson(const fb::Header* h) {
   j["requirements"] = Hex64(h->requirements());
   j["requirement_names"] = RequirementNames(h->requirements());
   j["producer"] = Str(h->producer());
+  j["parallel"] = ShardingJson(ShardingOf(view));
   return j;
 }
 
@@ -39,7 +41,9 @@ Json MemoryJson(const VerifiedStream& view) {
   j["blob_bytes"] = s.blob_bytes();
   Json roles = Json::object();
   for (const RoleTotal& r : BytesByRole(view))
-    roles[std::string(BufferRoleName(r.role))] = {{"buffers", r.buffers}, {"bytes", r.bytes}};
+    roles[std::string(BufferRoleName(r.role))] = {{"buffers", r.buffers},         {"bytes", r.bytes},
+                                                  {"arena", r.arena},             {"slices", r.slices},
+                                                  {"whole_bytes", r.whole_bytes}};
   j["bytes_per_role"] = std::move(roles);
   Json buffers = Json::array();
   if (s.buffers()) {
@@ -53,6 +57,7 @@ Json MemoryJson(const VerifiedStream& view) {
       e["shape"] = ShapeOf(b->shape());
       e["offset"] = b->offset();
       e["bytes"] = b->bytes();
+      e["slice"] = b->slice() ? SliceJson(*b->slice()) : Json(nullptr);
       buffers.push_back(std::move(e));
     }
   }
@@ -88,8 +93,17 @@ Json QueuesJson(const VerifiedStream& view) {
     e["bytes_per_batch"] = QueueBatchBytes(*spec);
     Json cols = Json::array();
     if (spec->columns())
-      for (const fb::QueueColumn* c : *spec->columns())
-        cols.push_back({{"name", Str(c->name())}, {"dtype", DTypeName(c->dtype())}, {"shape", ShapeOf(c->shape())}});
+      for (const fb::QueueColumn* c : *spec->columns()) {
+        Json slice = nullptr;
+        if (c->slice()) {
+          slice = SliceJson(*c->slice());
+          slice["reads"] = QueueSliceText(*c);
+        }
+        cols.push_back({{"name", Str(c->name())},
+                        {"dtype", DTypeName(c->dtype())},
+                        {"shape", ShapeOf(c->shape())},
+                        {"slice", std::move(slice)}});
+      }
     e["columns"] = std::move(cols);
     list.push_back(std::move(e));
   }
@@ -155,6 +169,7 @@ Json ProgramJson(const VerifiedStream& view, const fb::Program& p, const DumpOpt
                        {"task", b.task},
                        {"name", b.name},
                        {"group", b.group},
+                       {"ranks", b.ranks},
                        {"op", b.op},
                        {"gradients", b.buffers.size()},
                        {"offset", b.offset},
@@ -163,6 +178,26 @@ Json ProgramJson(const VerifiedStream& view, const fb::Program& p, const DumpOpt
                        {"buffers", Names(view, b.buffers)},
                        {"buffer_indices", b.buffers}});
   j["buckets"] = std::move(buckets);
+  const std::vector<CollectiveInfo> all = Collectives(view, p);
+  Json collectives = Json::array();
+  for (const CollectiveInfo& c : all)
+    collectives.push_back({{"stream", c.stream},
+                           {"task", c.task},
+                           {"kind", c.kind},
+                           {"purpose", c.purpose},
+                           {"name", c.name},
+                           {"group", c.group},
+                           {"ranks", c.ranks},
+                           {"bytes", c.bytes},
+                           {"inputs", Names(view, c.inputs)},
+                           {"outputs", Names(view, c.outputs)}});
+  j["collectives"] = std::move(collectives);
+  Json totals = Json::array();
+  for (const CollectiveTotal& t : CollectiveTotals(all))
+    totals.push_back(
+        {{"kind", t.kind}, {"purpose", t.purpose}, {"ranks", t.ranks}, {"count", t.count}, {"bytes", t.bytes}});
+  j["collective_totals"] = std::move(totals);
+  j["collective_summary"] = CollectiveSummary(CollectiveTotals(all));
   return j;
 }
 
@@ -172,7 +207,7 @@ Json DumpJson(const VerifiedStream& view, const std::string& source, const DumpO
   Json j;
   j["file"] = source;
   j["flatbuffer_bytes"] = view.flatbuffer().size();
-  j["header"] = HeaderJson(view.root()->header());
+  j["header"] = HeaderJson(view);
   j["memory"] = MemoryJson(view);
   j["initializers"] = InitializersJson(view);
   j["queues"] = QueuesJson(view);

@@ -43,6 +43,14 @@ class Table {
 
 std::string Bytes(uint64_t b) { return b < 1024 ? std::to_string(b) : std::to_string(b) + " (" + HumanBytes(b) + ")"; }
 
+// "25.0%": local bytes against the whole tensors'.
+std::string Share(uint64_t part, uint64_t whole) {
+  if (whole == 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
+  return buf;
+}
+
 std::string InitKindName(fb::InitKind k) {
   const char* n = fb::EnumNameInitKind(k);
   return (n && *n) ? n : "kind" + std::to_string(int(k));
@@ -64,18 +72,32 @@ void PrintHeader(const VerifiedStream& view, std::ostream& out) {
       << "  graph hash    " << Hex64(h->graph_hash()) << '\n'
       << "  requirements  " << Hex64(h->requirements()) << " (" << (req.empty() ? "none" : req_names) << ")\n"
       << "  producer      " << Str(h->producer()) << '\n';
+  const std::string parallel = ShardingText(ShardingOf(view));
+  if (!parallel.empty()) out << "  parallel      " << parallel << '\n';
 }
+
+void PrintRoles(const VerifiedStream& view, bool sharded, std::ostream& out);
 
 void PrintMemory(const VerifiedStream& view, std::ostream& out) {
   const fb::TaskStream& s = *view.root();
   uint32_t n = s.buffers() ? s.buffers()->size() : 0;
   out << "\nmemory plan: " << n << " buffers, arena alignment " << s.arena_alignment() << '\n';
-  Table t({"idx", "name", "role", "dtype", "shape", "offset", "bytes"},
-          {true, false, false, false, false, true, true});
+  // A sharded stream's buffers show their layouts; others keep the table as it was.
+  const bool sharded = ShardingOf(view).sharded();
+  std::vector<std::string> header = {"idx", "name", "role", "dtype", "shape", "offset", "bytes"};
+  std::vector<bool> right = {true, false, false, false, false, true, true};
+  if (sharded) {
+    header.push_back("layout");
+    right.push_back(false);
+  }
+  Table t(std::move(header), std::move(right));
   for (uint32_t i = 0; i < n; ++i) {
     const fb::Buffer* b = s.buffers()->Get(i);
-    t.Add({std::to_string(i), Str(b->name()), std::string(BufferRoleName(b->role())), DTypeName(b->dtype()),
-           ShapeToString(ShapeOf(b->shape())), std::to_string(b->offset()), std::to_string(b->bytes())});
+    std::vector<std::string> row = {std::to_string(i), Str(b->name()), std::string(BufferRoleName(b->role())),
+                                    DTypeName(b->dtype()), ShapeToString(ShapeOf(b->shape())),
+                                    std::to_string(b->offset()), std::to_string(b->bytes())};
+    if (sharded) row.push_back(b->slice() ? LayoutText(*b->slice()) : "");
+    t.Add(std::move(row));
   }
   t.Print(out, "  ");
   std::optional<double> ratio = ArenaRatio(s);
@@ -84,13 +106,41 @@ void PrintMemory(const VerifiedStream& view, std::ostream& out) {
   out << "  arena                 " << Bytes(s.arena_bytes()) << '\n'
       << "  liveness lower bound  " << Bytes(s.liveness_lower_bound()) << '\n'
       << "  arena / lower bound   " << ratio_text << '\n'
-      << "  blob section          " << Bytes(s.blob_bytes()) << '\n'
-      << "  bytes per role:\n";
-  Table roles({"role", "buffers", "bytes", ""}, {false, true, true, false});
-  for (const RoleTotal& r : BytesByRole(view))
-    roles.Add({std::string(BufferRoleName(r.role)), std::to_string(r.buffers), std::to_string(r.bytes),
-               HumanBytes(r.bytes)});
+      << "  blob section          " << Bytes(s.blob_bytes()) << '\n';
+  PrintRoles(view, sharded, out);
+}
+
+// Bytes per role; sharded, also how much of the whole tensors this rank holds.
+void PrintRoles(const VerifiedStream& view, bool sharded, std::ostream& out) {
+  out << "  bytes per role (in arena: the arena bytes its buffers cover, as transients share space):\n";
+  std::vector<std::string> header = {"role", "buffers", "bytes", "", "in arena"};
+  std::vector<bool> right = {false, true, true, false, true};
+  if (sharded) {
+    header.insert(header.end(), {"slices", "whole tensors", "local / whole"});
+    right.insert(right.end(), {true, true, true});
+  }
+  Table roles(std::move(header), std::move(right));
+  const std::vector<RoleTotal> totals = BytesByRole(view);
+  for (const RoleTotal& r : totals) {
+    std::vector<std::string> row = {std::string(BufferRoleName(r.role)), std::to_string(r.buffers),
+                                    std::to_string(r.bytes), HumanBytes(r.bytes), std::to_string(r.arena)};
+    if (sharded)
+      row.insert(row.end(),
+                 {std::to_string(r.slices), std::to_string(r.whole_bytes), Share(r.bytes, r.whole_bytes)});
+    roles.Add(std::move(row));
+  }
   roles.Print(out, "    ");
+  if (!sharded) return;
+  // The sharding's memory claim in one line: what this rank keeps of the
+  // trained state, against the whole model's.
+  uint64_t state = 0, whole = 0;
+  for (const RoleTotal& r : totals)
+    if (r.role == fb::BufferRole::Param || r.role == fb::BufferRole::Grad || r.role == fb::BufferRole::OptState) {
+      state += r.bytes;
+      whole += r.whole_bytes;
+    }
+  out << "  this rank holds " << CountBytes(state) << " of " << CountBytes(whole)
+      << " of parameters, gradients and optimizer state (" << Share(state, whole) << ")\n";
 }
 
 void PrintInitializers(const VerifiedStream& view, std::ostream& out) {
@@ -117,9 +167,21 @@ void PrintQueues(const VerifiedStream& view, std::ostream& out) {
     out << "  " << q << " '" << Str(spec->name()) << "': capacity " << spec->capacity() << ", "
         << Bytes(QueueBatchBytes(*spec)) << " per batch\n";
     if (!spec->columns()) continue;
-    Table t({"column", "dtype", "shape"}, {false, false, false});
-    for (const fb::QueueColumn* c : *spec->columns())
-      t.Add({Str(c->name()), DTypeName(c->dtype()), ShapeToString(ShapeOf(c->shape()))});
+    bool sliced = false;
+    for (const fb::QueueColumn* c : *spec->columns()) sliced = sliced || c->slice();
+    std::vector<std::string> header = {"column", "dtype", "shape"};
+    if (sliced) header.insert(header.end(), {"slice", "layout"});
+    Table t(header, std::vector<bool>(header.size(), false));
+    const uint32_t rank = view.root()->header() ? view.root()->header()->rank() : 0;
+    for (const fb::QueueColumn* c : *spec->columns()) {
+      std::vector<std::string> row = {Str(c->name()), DTypeName(c->dtype()), ShapeToString(ShapeOf(c->shape()))};
+      if (sliced && c->slice())
+        row.insert(row.end(),
+                   {"rank " + std::to_string(rank) + " reads " + QueueSliceText(*c), LayoutText(*c->slice())});
+      else if (sliced)
+        row.insert(row.end(), {"whole", ""});
+      t.Add(std::move(row));
+    }
     t.Print(out, "      ");
   }
 }
@@ -146,15 +208,34 @@ void PrintBuckets(const VerifiedStream& view, const fb::Program& p, std::ostream
   for (const BucketInfo& b : buckets) total += b.end - b.offset;
   out << "  buckets: " << buckets.size() << (buckets.size() == 1 ? " AllReduce" : " AllReduces") << " over "
       << Bytes(total) << '\n';
-  Table t({"bucket", "stream", "task", "name", "group", "op", "gradients", "bytes [offset, end)", "bytes", "buffers"},
-          {true, true, true, false, false, false, true, false, true, false});
+  Table t({"bucket", "stream", "task", "name", "group", "ranks", "op", "gradients", "bytes [offset, end)", "bytes",
+           "buffers"},
+          {true, true, true, false, false, false, false, true, false, true, false});
   for (size_t i = 0; i < buckets.size(); ++i) {
     const BucketInfo& b = buckets[i];
-    t.Add({std::to_string(i), std::to_string(b.stream), std::to_string(b.task), b.name, b.group, b.op,
-           std::to_string(b.buffers.size()), RangeText(b.offset, b.end),
+    t.Add({std::to_string(i), std::to_string(b.stream), std::to_string(b.task), b.name, b.group,
+           RanksText(b.ranks), b.op, std::to_string(b.buffers.size()), RangeText(b.offset, b.end),
            std::to_string(b.end - b.offset), NamesText(view, b.buffers)});
   }
   t.Print(out, "    ");
+}
+
+// Every communication task but the buckets (listed below it) and every
+// ShardSlice, shown even with --no-tasks: what the sharding costs per step.
+void PrintCollectives(const VerifiedStream& view, const fb::Program& p, std::ostream& out) {
+  const std::vector<CollectiveInfo> all = Collectives(view, p);
+  if (all.empty()) return;
+  out << "  collectives: " << CollectiveSummary(CollectiveTotals(all)) << '\n';
+  Table t({"stream", "task", "kind", "purpose", "name", "group", "ranks", "bytes/rank", "inputs -> outputs"},
+          {true, true, false, false, false, false, false, true, false});
+  bool any = false;
+  for (const CollectiveInfo& c : all) {
+    if (c.purpose == "gradient bucket") continue;
+    any = true;
+    t.Add({std::to_string(c.stream), std::to_string(c.task), c.kind, c.purpose, c.name, c.group, RanksText(c.ranks),
+           std::to_string(c.bytes), NamesText(view, c.inputs) + " -> " + NamesText(view, c.outputs)});
+  }
+  if (any) t.Print(out, "    ");
 }
 
 void PrintProgram(const VerifiedStream& view, const fb::Program& p, const DumpOptions& options, std::ostream& out) {
@@ -178,6 +259,7 @@ void PrintProgram(const VerifiedStream& view, const fb::Program& p, const DumpOp
     }
     t.Print(out, "    ");
   }
+  PrintCollectives(view, p, out);
   PrintBuckets(view, p, out);
 }
 
