@@ -34,19 +34,12 @@
 #include <string>
 #include <vector>
 
+#include "local_daemons.h"
 #include "recording_reporter.h"
-#include "sinkrt/device/executor.h"
-#include "sinkrt/host/callback.h"
-#include "sinkrt/host/local_cluster.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
-#include "sinkrt/host/remote_device.h"
 #include "support/model_fixtures.h"
 #include "support/test_models.h"
-
-#ifndef SINKD_PATH
-#error "data_parallel_bench needs SINKD_PATH (bench/CMakeLists.txt sets it to the built sinkd)"
-#endif
 
 namespace sinkrt {
 namespace {
@@ -59,84 +52,10 @@ constexpr int kTimedEpochs = 6;
 constexpr int64_t kFeatures = 784;
 constexpr int kClasses = 10;
 
-int ThreadsPerDaemon(int devices) { return std::max(1, device::AvailableCores() / devices); }
-
-// -- daemons ------------------------------------------------------------------
-
-std::map<int, std::unique_ptr<host::LocalCluster>>& Clusters() {
-  static auto* clusters = new std::map<int, std::unique_ptr<host::LocalCluster>>();
-  return *clusters;
-}
-
-// N daemons, started on first use (from the main thread, which outlives
-// them: LocalCluster's PR_SET_PDEATHSIG is per thread).
-Result<host::LocalCluster*> Cluster(int devices) {
-  auto& clusters = Clusters();
-  auto it = clusters.find(devices);
-  if (it == clusters.end()) {
-    host::LocalClusterOptions options;
-    options.devices = devices;
-    options.sinkd_path = SINKD_PATH;
-    options.sinkd_args = {"--quiet", "--threads", std::to_string(ThreadsPerDaemon(devices))};
-    SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<host::LocalCluster> cluster, host::LocalCluster::Start(options));
-    it = clusters.emplace(devices, std::move(cluster)).first;
-  }
-  return it->second.get();
-}
-
-void StopDaemons() {
-  for (auto& [n, cluster] : Clusters()) cluster->Stop();
-  Clusters().clear();
-}
-
-Result<std::vector<std::unique_ptr<DeviceLink>>> Connect(int devices) {
-  SINKRT_ASSIGN_OR_RETURN(host::LocalCluster * cluster, Cluster(devices));
-  std::vector<std::unique_ptr<DeviceLink>> links;
-  const RankTable& table = cluster->rank_table();
-  for (size_t r = 0; r < table.ranks.size(); ++r) {
-    host::RemoteOptions o;
-    o.rank = static_cast<int>(r);
-    o.connect_timeout = 30s;
-    o.reply_timeout = 120s;
-    o.push_timeout = 120s;
-    o.peer_timeout = 60s;
-    SINKRT_ASSIGN_OR_RETURN(auto remote, host::RemoteDevice::Connect(table.ranks[r].address, o));
-    links.push_back(std::move(remote));
-  }
-  return links;
-}
-
-// -- timing ---------------------------------------------------------------------
-
-// Sums the device's per-epoch breakdown and the steps over the epochs it
-// saw while `armed`.
-class TimingCallback : public host::Callback {
- public:
-  bool armed = false;
-  DeviceTiming sum;
-  int64_t steps = 0;
-  std::vector<double> losses;
-
-  Status on_train_epoch_begin(host::RunContext& rc) override {
-    begin_step_ = rc.original_args().cur_step_num;
-    return Status::Ok();
-  }
-  Status on_train_epoch_end(host::RunContext& rc) override {
-    const host::CallbackParams& p = rc.original_args();
-    losses.push_back(p.net_outputs);
-    if (!armed) return Status::Ok();
-    sum.compute_ms += p.device.compute_ms;
-    sum.comm_ms += p.device.comm_ms;
-    sum.comm_wait_ms += p.device.comm_wait_ms;
-    sum.queue_wait_ms += p.device.queue_wait_ms;
-    sum.other_ms += p.device.other_ms;
-    steps += p.cur_step_num - begin_step_;
-    return Status::Ok();
-  }
-
- private:
-  int64_t begin_step_ = 0;
-};
+using bench::Connect;
+using bench::StopDaemons;
+using bench::ThreadsPerDaemon;
+using bench::TimingCallback;
 
 // `devices` ranks; `data_parallel` false: STAND_ALONE on one daemon.
 void RunTraining(benchmark::State& state, int devices, bool data_parallel) {

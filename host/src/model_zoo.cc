@@ -33,10 +33,10 @@ TensorId LayerNormLayer(Graph& g, TensorId x, const std::string& name, int64_t d
 
 struct VitShape {
   int64_t batch;
+  VitConfig c;
   static constexpr int64_t kSide = 28, kPatchSide = 7, kGrid = kSide / kPatchSide;  // 4 x 4 patches
-  static constexpr int64_t kTokens = kGrid * kGrid, kPatch = kPatchSide * kPatchSide;
-  static constexpr int64_t kDim = 64, kHeads = 4, kHeadDim = kDim / kHeads, kHidden = 256, kClasses = 10;
-  static constexpr int kBlocks = 2;
+  static constexpr int64_t kTokens = kGrid * kGrid, kPatch = kPatchSide * kPatchSide, kClasses = 10;
+  int64_t head_dim() const { return c.dim / c.heads; }
   int64_t rows() const { return batch * kTokens; }  // tokens of the whole batch, one per row
 };
 
@@ -44,28 +44,29 @@ struct VitShape {
 // context [B*T, D].
 TensorId Attention(Graph& g, TensorId h, const VitShape& v, uint64_t seed) {
   using V = VitShape;
+  const int64_t dim = v.c.dim, heads = v.c.heads, hd = v.head_dim();
   NameScope scope(g, "attn");
-  TensorId qkv = Linear(g, h, "qkv", V::kDim, 3 * V::kDim, seed);
+  TensorId qkv = Linear(g, h, "qkv", dim, 3 * dim, seed);
   // Head-major columns, [H, 3, hd]: head h's q, k and v are one block of
-  // 48 columns, so splitting qkv's columns n ways (Megatron's column
+  // 3 hd columns, so splitting qkv's columns n ways (Megatron's column
   // parallel layer) hands each rank whole heads. [B, T, H, 3, hd] ->
   // [3, B, H, T, hd]: q, k and v as batched [T, hd] matrices, split along
   // axis 0 (a view, no copy), with batch and heads kept apart (a merged
   // B*H dim whose inner factor is split is not one block per rank).
-  qkv = g.Transpose(g.Reshape(qkv, {v.batch, V::kTokens, V::kHeads, 3, V::kHeadDim}), {3, 0, 2, 1, 4});
+  qkv = g.Transpose(g.Reshape(qkv, {v.batch, V::kTokens, heads, 3, hd}), {3, 0, 2, 1, 4});
   std::vector<TensorId> parts = g.Split(qkv, 0, {1, 1, 1});
   if (parts.size() != 3) return kInvalidTensor;  // the graph's status says why
-  const Shape head_shape = {v.batch, V::kHeads, V::kTokens, V::kHeadDim};
+  const Shape head_shape = {v.batch, heads, V::kTokens, hd};
   TensorId q = g.Reshape(parts[0], head_shape);
   TensorId k = g.Reshape(parts[1], head_shape);
   TensorId val = g.Reshape(parts[2], head_shape);
-  TensorId scale = g.Const(g.name_scope() + ".scale", {1},
-                           InitSpec::Constant(1.0f / std::sqrt(static_cast<float>(V::kHeadDim))));
+  TensorId scale =
+      g.Const(g.name_scope() + ".scale", {1}, InitSpec::Constant(1.0f / std::sqrt(static_cast<float>(hd))));
   TensorId scores = g.Mul(g.BatchMatMul(q, k, false, true), scale);  // [B, H, T, T]
   TensorId context = g.BatchMatMul(g.Softmax(scores, -1), val);      // [B, H, T, hd]
   // Heads back side by side, in head order: [B, T, H, hd] -> [B*T, D].
-  context = g.Reshape(g.Transpose(context, {0, 2, 1, 3}), {v.rows(), V::kDim});
-  return Linear(g, context, "proj", V::kDim, V::kDim, seed + 1);
+  context = g.Reshape(g.Transpose(context, {0, 2, 1, 3}), {v.rows(), dim});
+  return Linear(g, context, "proj", dim, dim, seed + 1);
 }
 
 }  // namespace
@@ -105,12 +106,23 @@ Graph MakeLeNetNetwork(int64_t batch, uint64_t seed) {
   return g;
 }
 
-Graph MakeVitNetwork(int64_t batch, uint64_t seed) {
+Graph MakeVitNetwork(int64_t batch, uint64_t seed) { return MakeVitNetwork(batch, seed, VitConfig{}); }
+
+Graph MakeVitNetwork(int64_t batch, uint64_t seed, const VitConfig& config) {
   using V = VitShape;
-  const VitShape v{batch};
+  const VitShape v{batch, config};
+  const int64_t dim = config.dim;
   Graph g("vit");
   if (batch < 1) {
     g.Fail(InvalidArgument("MakeVitNetwork: batch must be at least 1, got " + std::to_string(batch)));
+    return g;
+  }
+  if (config.dim < 1 || config.heads < 1 || config.dim % config.heads != 0 || config.hidden < 1 ||
+      config.blocks < 1) {
+    g.Fail(InvalidArgument("MakeVitNetwork: dim " + std::to_string(config.dim) + ", heads " +
+                           std::to_string(config.heads) + ", hidden " + std::to_string(config.hidden) + ", blocks " +
+                           std::to_string(config.blocks) +
+                           ": every one must be at least 1 and the heads must divide dim"));
     return g;
   }
   TensorId x = g.Input("image", {batch, V::kSide * V::kSide});
@@ -121,30 +133,31 @@ Graph MakeVitNetwork(int64_t batch, uint64_t seed) {
     x = g.Reshape(x, {batch, V::kGrid, V::kPatchSide, V::kGrid, V::kPatchSide});
     x = g.Reshape(g.Transpose(x, {0, 1, 3, 2, 4}), {v.rows(), V::kPatch});
   }
-  x = Linear(g, x, "patch", V::kPatch, V::kDim, seed);
+  x = Linear(g, x, "patch", V::kPatch, dim, seed);
   {
     NameScope scope(g, "pos_embed");
-    TensorId pos = g.Param("pos_embed", {V::kTokens, V::kDim}, InitSpec::Uniform(-0.035f, 0.035f, seed + 1));
-    x = g.Reshape(g.Add(g.Reshape(x, {batch, V::kTokens, V::kDim}), pos), {v.rows(), V::kDim});
+    TensorId pos = g.Param("pos_embed", {V::kTokens, dim}, InitSpec::Uniform(-0.035f, 0.035f, seed + 1));
+    x = g.Reshape(g.Add(g.Reshape(x, {batch, V::kTokens, dim}), pos), {v.rows(), dim});
   }
-  for (int i = 0; i < V::kBlocks; ++i) {
+  for (int i = 0; i < config.blocks; ++i) {
     NameScope block(g, "block" + std::to_string(i));
     const uint64_t s = seed + 2 + 4 * static_cast<uint64_t>(i);  // qkv, proj, fc1, fc2
-    x = g.Add(x, Attention(g, LayerNormLayer(g, x, "ln1", V::kDim), v, s));
-    TensorId h = LayerNormLayer(g, x, "ln2", V::kDim);
+    x = g.Add(x, Attention(g, LayerNormLayer(g, x, "ln1", dim), v, s));
+    TensorId h = LayerNormLayer(g, x, "ln2", dim);
     {
       NameScope mlp(g, "mlp");
-      h = g.Gelu(Linear(g, h, "fc1", V::kDim, V::kHidden, s + 2));
-      h = Linear(g, h, "fc2", V::kHidden, V::kDim, s + 3);
+      h = g.Gelu(Linear(g, h, "fc1", dim, config.hidden, s + 2));
+      h = Linear(g, h, "fc2", config.hidden, dim, s + 3);
     }
     x = g.Add(x, h);
   }
-  x = LayerNormLayer(g, x, "norm", V::kDim);
+  x = LayerNormLayer(g, x, "norm", dim);
   {
     NameScope scope(g, "pool");
-    x = g.ReduceMean(g.Reshape(x, {batch, V::kTokens, V::kDim}), {1});  // mean over the tokens
+    x = g.ReduceMean(g.Reshape(x, {batch, V::kTokens, dim}), {1});  // mean over the tokens
   }
-  x = Linear(g, x, "head", V::kDim, V::kClasses, seed + 10);
+  // S+10 for the standard 2 blocks: after the last block's seeds.
+  x = Linear(g, x, "head", dim, V::kClasses, seed + 2 + 4 * static_cast<uint64_t>(config.blocks));
   g.AddOutput(x);
   return g;
 }

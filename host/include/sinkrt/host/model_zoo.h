@@ -54,4 +54,17 @@ Graph MakeLeNetNetwork(int64_t batch, uint64_t seed = 1);
 // bench/pytorch_ref builds the same network in PyTorch from these.
 Graph MakeVitNetwork(int64_t batch, uint64_t seed = 1);
 
+// The same recipe at another size (the defaults are the ViT above): width
+// `dim` in `heads` heads (which must divide it), MLP width `hidden`,
+// `blocks` blocks; the head's seed is S+2+4*blocks, after the blocks'.
+// E.g. the "wide ViT" of bench/README: {.dim = 256, .heads = 4, .hidden =
+// 1024, .blocks = 4}.
+struct VitConfig {
+  int64_t dim = 64;
+  int64_t heads = 4;
+  int64_t hidden = 256;
+  int blocks = 2;
+};
+Graph MakeVitNetwork(int64_t batch, uint64_t seed, const VitConfig& config);
+
 }  // namespace sinkrt::host
