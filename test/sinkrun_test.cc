@@ -626,6 +626,21 @@ TEST_F(SinkrunSinkdTest, LaunchWritesARankTableTrainUsesItAndSigtermStopsTheDaem
     EXPECT_EQ(dp_lines[1]["host_round_trips"], 1);
   }
 
+  // ...and so does a sharded model, each daemon holding its half of the
+  // Megatron MLP, one host round trip per sink per daemon.
+  RunResult sharded = Run("train --model mlp --data synthetic:512 --batch 16 --epochs 1 --parallel "
+                          "semi_auto_parallel --strategy model --rank-table '" + RankTablePath().string() + "'" +
+                          ReportFlag());
+  ASSERT_EQ(sharded.exit_code, 0) << sharded.out << sharded.err;
+  EXPECT_NE(sharded.out.find("device: 2 sinkd daemons, ranks 0-1"), std::string::npos) << sharded.out;
+  {
+    const std::vector<json> lines = ReadReport();
+    ASSERT_EQ(lines.size(), 2u);
+    EXPECT_EQ(lines[1]["parallel_mode"], "semi_auto_parallel");
+    EXPECT_EQ(lines[1]["strategy"], "model");
+    EXPECT_EQ(lines[1]["host_round_trips"], 1);
+  }
+
   // ...and a table of rank 0 alone trains on that daemon.
   const fs::path one = dir_ / "one.json";
   std::ofstream(one) << json{{"devices", {{{"rank", 0}, {"address", daemons_[0].address}}}}}.dump();
