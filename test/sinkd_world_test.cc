@@ -25,6 +25,8 @@
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model.h"
+#include "sinkrt/host/model_zoo.h"
+#include "sinkrt/host/shard_strategies.h"
 #include "sinkrt/host/remote_device.h"
 #include "sinkrt/runtime/hello.h"
 #include "sinkrt/runtime/wire_socket.h"
@@ -436,6 +438,74 @@ TEST(SinkdWorldSemiAutoTest, MegatronMlpTrainsLikeInProcessDevices) {
   }
   // Whole tensors: w1 merged from the ranks' column halves.
   EXPECT_EQ(remote_state[0].second.shape, (Shape{kFeatures, 12}));
+}
+
+// The ViT under `model` on 2 daemons and `2x2` on 4, 200 steps in sinks
+// of 50: every sink's loss and the merged parameters equal 2 and 4
+// in-process devices' bit for bit (semi_auto_model_test compares those
+// with one device).
+TEST(SinkdWorldSemiAutoTest, VitPresetsTrain200StepsLikeInProcessDevices) {
+  constexpr int64_t kVitBatch = 8;
+  const testing::SyntheticData data = testing::MakeSyntheticData(200 * kVitBatch, 784, 10, 9);
+  for (auto [preset, n] : {std::pair{"model", 2}, {"2x2", 4}}) {
+    SCOPED_TRACE(std::string(preset) + " on " + std::to_string(n));
+    const int64_t dp = *host::PresetDataParallel(preset, n);
+    host::Tensor images{DType::F32, {data.size(), 784}, {}};
+    images.data.resize(data.images.size() * sizeof(float));
+    std::memcpy(images.data.data(), data.images.data(), images.data.size());
+    host::Tensor labels{DType::I32, {data.size()}, {}};
+    labels.data.resize(data.labels.size() * sizeof(int32_t));
+    std::memcpy(labels.data.data(), data.labels.data(), labels.data.size());
+    const host::Dataset ds =
+        host::Dataset::FromArrays({{"image", images}, {"label", labels}}).Batch(kVitBatch / dp, true);
+    auto run = [&](std::span<DeviceLink* const> links, std::vector<double>* losses,
+                   std::vector<std::pair<std::string, host::Tensor>>* state) {
+      host::Graph g = host::MakeVitNetwork(kVitBatch);
+      const host::TensorId label = g.Input("label", {kVitBatch}, DType::I32);
+      g.SetLoss(g.SparseSoftmaxCrossEntropy(g.outputs().front(), label));
+      SINKRT_ASSERT_OK(host::ApplyShardStrategy(preset, g, n));
+      host::ModelOptions o;
+      o.context.mode = host::ParallelMode::SemiAutoParallel;
+      o.context.device_num = n;
+      o.context.gradients_mean = true;
+      o.compile_cache = "";
+      auto model = host::Model::Create(std::move(g), host::LossSpec::None(), host::OptimizerSpec::Adam(1e-3f), links, o);
+      SINKRT_ASSERT_OK(model);
+      struct Losses : host::Callback {
+        std::vector<double>* out;
+        Status on_train_epoch_end(host::RunContext& c) override {
+          out->push_back(c.original_args().net_outputs);
+          return Status::Ok();
+        }
+      } cb;
+      cb.out = losses;
+      SINKRT_ASSERT_OK((*model)->train(4, ds, {&cb}, true, 50));
+      auto st = (*model)->ReadState();
+      SINKRT_ASSERT_OK(st);
+      *state = std::move(st).value();
+    };
+    Daemons d;
+    SINKRT_ASSERT_OK(StartDaemons(&d, n, 10000ms));
+    SINKRT_ASSERT_OK(ConnectAll(&d, 10000ms));
+    std::vector<double> remote_losses, local_losses;
+    std::vector<std::pair<std::string, host::Tensor>> remote_state, local_state;
+    run(d.links(), &remote_losses, &remote_state);
+    device::DeviceOptions opts = device::DeviceOptions::FromEnvironment();
+    opts.threads = 1;
+    opts.peer_timeout = 20s;
+    std::vector<std::unique_ptr<device::InProcessDevice>> devs;
+    std::vector<DeviceLink*> local;
+    for (int r = 0; r < n; ++r) {
+      devs.push_back(std::make_unique<device::InProcessDevice>(opts));
+      local.push_back(devs.back().get());
+    }
+    run(local, &local_losses, &local_state);
+    ASSERT_EQ(remote_losses.size(), 4u);
+    EXPECT_EQ(remote_losses, local_losses);
+    ASSERT_EQ(remote_state.size(), local_state.size());
+    for (size_t i = 0; i < remote_state.size(); ++i)
+      EXPECT_TRUE(remote_state[i].second.data == local_state[i].second.data) << remote_state[i].first;
+  }
 }
 
 TEST(SinkdWorldFaultTest, DeadPeerFailsTheOthersSinksNamingItAndTheyServeANewWorld) {
