@@ -14,6 +14,7 @@
 
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/callbacks.h"
+#include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/shard_strategies.h"
@@ -359,6 +360,49 @@ TEST(SemiAutoModel, VitTracksOneDeviceFor200StepsUnderEveryPreset) {
     std::printf("[ info ] ViT %s on %d ranks: worst relative loss difference %.2e over 100 steps, %.2e over %d\n",
                 preset, n, first100, all, kSteps);
   }
+}
+
+// Megatron's count, read from the compiled stream: the ViT under `model` on
+// 2 ranks AllReduces activations twice forward (attention's proj, the MLP's
+// fc2) and twice backward (the gradients of the inputs of qkv and fc1) per
+// block, and nothing else is communicated but gradient buckets.
+TEST(SemiAutoModel, VitModelLayoutHasMegatronsAllReduceCountInItsStream) {
+  host::Graph g = VitWithLoss(8);
+  SINKRT_ASSERT_OK(host::ApplyShardStrategy("model", g, 2));
+  host::CompileOptions o;
+  o.parallel_mode = ParallelMode::SemiAutoParallel;
+  o.world_size = 2;
+  o.optimizer = OptimizerSpec::Adam(1e-3f);
+  auto cs = host::Compile(g, o);
+  SINKRT_ASSERT_OK(cs);
+  const VerifiedStream& v = cs->stream;
+  int activation_allreduces = 0, bucket_allreduces = 0, others = 0;
+  for (const fb::Stream* s : *v.FindProgram(fb::ProgramKind::TrainStep)->streams())
+    for (const fb::Task* t : *s->tasks()) {
+      switch (t->body_type()) {
+        case fb::TaskBody::AllReduceTask: {
+          bool grads = true;
+          for (uint32_t b : *t->body_as_AllReduceTask()->buffers())
+            grads &= v.root()->buffers()->Get(b)->role() == fb::BufferRole::Grad;
+          ++(grads ? bucket_allreduces : activation_allreduces);
+          break;
+        }
+        case fb::TaskBody::AllGatherTask:
+        case fb::TaskBody::ReduceScatterTask:
+        case fb::TaskBody::AllToAllTask:
+        case fb::TaskBody::BroadcastTask:
+          ++others;
+          break;
+        default:
+          break;
+      }
+    }
+  constexpr int kBlocks = 2;
+  EXPECT_EQ(activation_allreduces, 4 * kBlocks);
+  EXPECT_EQ(others, 0);
+  // Every parameter is either split (its own slice, no replica) or
+  // replicated with the same data on both ranks: nothing to reduce.
+  EXPECT_EQ(bucket_allreduces, 0);
 }
 
 }  // namespace
