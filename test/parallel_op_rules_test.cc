@@ -7,7 +7,8 @@
 // every rank reads whole) feeding the op under test, followed by
 //   loss = sum over the op's outputs o of ReduceSum(o * R_o)
 // where each R_o is a Param as well, and every op after the one under test
-// has an explicit all-ones strategy (replicated). So:
+// has an explicit all-ones strategy (replicated; a Reshape or Flatten after
+// it carries its layout, having no strategy of its own). So:
 //  - d loss / d o = R_o, so the gradient of every input of the op is a
 //    random linear functional of the op's backward;
 //  - d loss / d R_o = o, gathered whole (the Mul is replicated): the
