@@ -175,5 +175,111 @@ TEST(RedistributionTest, AcrossDeviceMatrices) {
   EXPECT_EQ(plan->steps[1].out_slice, (Shape{2, 6}));
 }
 
+// Every step's group size and mesh too (ExpectPlan checks the rest).
+void ExpectGroups(const TensorLayout& from, const TensorLayout& to, const DeviceMatrix& mesh,
+                  const std::vector<int64_t>& groups) {
+  Result<RedistPlan> plan = PlanRedistribution(from, to, DType::F32);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->steps.size(), groups.size());
+  for (size_t i = 0; i < groups.size(); ++i) {
+    EXPECT_EQ(plan->steps[i].group_size, groups[i]) << plan->steps[i].ToString();
+    EXPECT_EQ(plan->steps[i].mesh, mesh) << plan->steps[i].ToString();
+  }
+}
+
+// Pending sums together with other changes, on two axes of 2 (ranks 0-3),
+// an f32 [8,8] tensor (256 bytes whole): unwanted axes go first, then the
+// sums, then the slices.
+TEST(RedistributionTest, PartialCombinedWithOtherChanges) {
+  const DeviceMatrix dm = {2, 2};
+  // Rows on axis 1, partial on axis 0 -> replicated: gather, then reduce
+  // the gathered (whole) tensor.
+  ExpectPlan(L(dm, {1, -1}, {8, 8}, {0}), L(dm, {-1, -1}, {8, 8}),
+             {{RedistKind::AllGather, 1, 0, -1, 128, 256}, {RedistKind::AllReduce, 0, -1, -1, 256, 256}});
+  ExpectGroups(L(dm, {1, -1}, {8, 8}, {0}), L(dm, {-1, -1}, {8, 8}), dm, {2, 2});
+  // Rows on axis 1, partial on axis 0 -> columns on axis 1: the rows move
+  // to the columns, then the sum is reduced.
+  ExpectPlan(L(dm, {1, -1}, {8, 8}, {0}), L(dm, {-1, 1}, {8, 8}),
+             {{RedistKind::AllToAll, 1, 0, 1, 128, 128}, {RedistKind::AllReduce, 0, -1, -1, 128, 128}});
+  // Partial on both axes -> replicated: one AllReduce per axis.
+  ExpectPlan(L(dm, {-1, -1}, {8, 8}, {0, 1}), L(dm, {-1, -1}, {8, 8}),
+             {{RedistKind::AllReduce, 0, -1, -1, 256, 256}, {RedistKind::AllReduce, 1, -1, -1, 256, 256}});
+  // Partial on both -> rows on axis 1: the ReduceScatter first, so that
+  // the AllReduce moves half the bytes.
+  ExpectPlan(L(dm, {-1, -1}, {8, 8}, {0, 1}), L(dm, {1, -1}, {8, 8}),
+             {{RedistKind::ReduceScatter, 1, 0, -1, 256, 128}, {RedistKind::AllReduce, 0, -1, -1, 128, 128}});
+  // ... and rows on axis 1, columns on axis 0: two ReduceScatters.
+  ExpectPlan(L(dm, {-1, -1}, {8, 8}, {0, 1}), L(dm, {1, 0}, {8, 8}),
+             {{RedistKind::ReduceScatter, 0, 1, -1, 256, 128}, {RedistKind::ReduceScatter, 1, 0, -1, 128, 64}});
+  // Partial on axis 0 -> rows on axis 1 and columns on axis 0: reduce
+  // along axis 0 scattering the columns, slice the rows locally.
+  ExpectPlan(L(dm, {-1, -1}, {8, 8}, {0}), L(dm, {1, 0}, {8, 8}),
+             {{RedistKind::ReduceScatter, 0, 1, -1, 256, 128}, {RedistKind::Slice, 1, 0, -1, 128, 64}});
+}
+
+// A pending mean stays a mean through the collective that resolves it.
+TEST(RedistributionTest, PendingMeanIsCarriedByItsCollective) {
+  TensorLayout mean = L({4}, {-1, -1}, {8, 16}, {0});
+  mean.partial_mean = true;
+  Result<RedistPlan> all = PlanRedistribution(mean, L({4}, {-1, -1}, {8, 16}), DType::F32);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->steps.size(), 1u);
+  EXPECT_EQ(all->steps[0].kind, RedistKind::AllReduce);
+  EXPECT_TRUE(all->steps[0].mean);
+  Result<RedistPlan> scatter = PlanRedistribution(mean, L({4}, {0, -1}, {8, 16}), DType::F32);
+  ASSERT_TRUE(scatter.ok()) << scatter.status().ToString();
+  ASSERT_EQ(scatter->steps.size(), 1u);
+  EXPECT_EQ(scatter->steps[0].kind, RedistKind::ReduceScatter);
+  EXPECT_TRUE(scatter->steps[0].mean);
+  EXPECT_EQ(scatter->CommBytes(), 512);
+  // A sum is not a mean.
+  EXPECT_FALSE(PlanRedistribution(L({4}, {-1, -1}, {8, 16}, {0}), L({4}, {-1, -1}, {8, 16}), DType::F32)->steps[0].mean);
+}
+
+// Byte counts follow the dtype for every primitive: bf16 halves them.
+TEST(RedistributionTest, Bf16BytesForEveryPrimitive) {
+  const DeviceMatrix dm = {4};
+  const TensorLayout rep = L(dm, {-1, -1}, {8, 16}), rows = L(dm, {0, -1}, {8, 16}),
+                     cols = L(dm, {-1, 0}, {8, 16}), partial = L(dm, {-1, -1}, {8, 16}, {0});
+  auto bytes = [](const TensorLayout& a, const TensorLayout& b) {
+    Result<RedistPlan> p = PlanRedistribution(a, b, DType::BF16);
+    EXPECT_TRUE(p.ok() && p->steps.size() == 1u);
+    return p.ok() && !p->steps.empty() ? std::pair{p->steps[0].in_bytes, p->steps[0].out_bytes} : std::pair{-1L, -1L};
+  };
+  EXPECT_EQ(bytes(rows, rep), std::pair(64L, 256L));
+  EXPECT_EQ(bytes(rep, cols), std::pair(256L, 64L));
+  EXPECT_EQ(bytes(rows, cols), std::pair(64L, 64L));
+  EXPECT_EQ(bytes(partial, rep), std::pair(256L, 256L));
+  EXPECT_EQ(bytes(partial, rows), std::pair(256L, 64L));
+}
+
+// Mesh refinement: layouts on different device matrices meet on their
+// common refinement, where each step runs along one fine axis with that
+// axis's group.
+TEST(RedistributionTest, MeshRefinement) {
+  // [4] rows -> [2,2] rows on the major axis only: the [4] axis is (1, 0)
+  // on the mesh; dropping the minor fine axis is an AllGather of 2.
+  ExpectPlan(L({4}, {0, -1}, {8, 8}), L({2, 2}, {1, -1}, {8, 8}), {{RedistKind::AllGather, 0, 0, -1, 64, 128}});
+  ExpectGroups(L({4}, {0, -1}, {8, 8}), L({2, 2}, {1, -1}, {8, 8}), {2, 2}, {2});
+  // [2,4] and [4,2] meet on [2,2,2]: rows split 2 (major axis of [2,4])
+  // -> rows split 4 (major axis of [4,2]): one local slice on the middle
+  // fine axis.
+  ExpectPlan(L({2, 4}, {1, -1}, {16, 4}), L({4, 2}, {1, -1}, {16, 4}), {{RedistKind::Slice, 1, 0, -1, 128, 64}});
+  ExpectGroups(L({2, 4}, {1, -1}, {16, 4}), L({4, 2}, {1, -1}, {16, 4}), {2, 2, 2}, {2});
+  // ... and back: an AllGather of 2 along the same fine axis.
+  ExpectPlan(L({4, 2}, {1, -1}, {16, 4}), L({2, 4}, {1, -1}, {16, 4}), {{RedistKind::AllGather, 1, 0, -1, 64, 128}});
+  // [2,4] columns by axis 1 (2 ways) -> [8] columns 8 ways: the [8] axis
+  // is (1, 0) on the mesh [2,4], which extends (1): one slice of 4.
+  ExpectPlan(L({2, 4}, {-1, 1}, {4, 16}), L({8}, {-1, 0}, {4, 16}), {{RedistKind::Slice, 0, 1, -1, 128, 32}});
+  ExpectGroups(L({2, 4}, {-1, 1}, {4, 16}), L({8}, {-1, 0}, {4, 16}), {2, 4}, {4});
+  // Columns by axis 0 (4 ways) is not a prefix of (1, 0): rank 4·c1 + c0
+  // holds block c0 of 4 but wants block 4·c1 + c0 of 8, so the plan
+  // gathers and slices both fine axes.
+  ExpectPlan(L({2, 4}, {-1, 0}, {4, 16}), L({8}, {-1, 0}, {4, 16}),
+             {{RedistKind::AllGather, 0, 1, -1, 64, 256},
+              {RedistKind::Slice, 1, 1, -1, 256, 128},
+              {RedistKind::Slice, 0, 1, -1, 128, 32}});
+}
+
 }  // namespace
 }  // namespace sinkrt::host::parallel

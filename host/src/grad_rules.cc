@@ -204,24 +204,27 @@ std::optional<Ref> CommGrad(const Rule& r) {
   const OpAttrs& f = r.op.attrs;
   const Shape& sx = r.in_shape(0);
   const int64_t n = static_cast<int64_t>(f.group.size());
+  // The gradient keeps dy's dtype: a redistributed bf16 activation has a
+  // bf16 gradient (Cast's rule casts it back).
+  const DType dt = r.b.dtype(r.dy);
   switch (r.op.op) {
     case OpCode::AllReduce:
       // Every addend gets the whole (replicated) gradient; a mean's is 1/n of it.
       if (!f.mean) return r.dy;
-      return r.Emit(OpCode::BroadcastTo, {r.dy}, ScaleAttrs(1.0f / static_cast<float>(n)), sx, "grad");
+      return r.Emit(OpCode::BroadcastTo, {r.dy}, ScaleAttrs(1.0f / static_cast<float>(n)), sx, "grad", dt);
     case OpCode::GradAllReduce:
-      return r.Emit(OpCode::AllReduce, {r.dy}, CommAttrs(f), sx, "grad");
+      return r.Emit(OpCode::AllReduce, {r.dy}, CommAttrs(f), sx, "grad", dt);
     case OpCode::AllGather: {
       // dy [n, ...] is the same on every member: keep this member's block.
       Shape block = r.b.shape(r.dy);
       block[0] = 1;
-      const Ref mine = r.Emit(OpCode::ShardSlice, {r.dy}, CommAttrs(f, false, 0), block, "grad/shard_slice");
-      return r.Emit(OpCode::Reshape, {mine}, OpAttrs{}, sx, "grad");
+      const Ref mine = r.Emit(OpCode::ShardSlice, {r.dy}, CommAttrs(f, false, 0), block, "grad/shard_slice", dt);
+      return r.Emit(OpCode::Reshape, {mine}, OpAttrs{}, sx, "grad", dt);
     }
     case OpCode::ReduceScatter: {
       // x [n, ...]: every member's addend needs the whole sum's gradient.
-      Ref dx = r.Emit(OpCode::AllGather, {r.dy}, CommAttrs(f), sx, "grad");
-      if (f.mean) dx = r.Emit(OpCode::BroadcastTo, {dx}, ScaleAttrs(1.0f / static_cast<float>(n)), sx, "grad/mean");
+      Ref dx = r.Emit(OpCode::AllGather, {r.dy}, CommAttrs(f), sx, "grad", dt);
+      if (f.mean) dx = r.Emit(OpCode::BroadcastTo, {dx}, ScaleAttrs(1.0f / static_cast<float>(n)), sx, "grad/mean", dt);
       return dx;
     }
     case OpCode::ShardSlice: {
@@ -233,18 +236,18 @@ std::optional<Ref> CommGrad(const Rule& r) {
       for (size_t i = d + 1; i < sy.size(); ++i) inner *= sy[i];
       Shape gathered = {n};
       gathered.insert(gathered.end(), sy.begin(), sy.end());
-      Ref g = r.Emit(OpCode::AllGather, {r.dy}, CommAttrs(f), gathered, "grad/allgather");
+      Ref g = r.Emit(OpCode::AllGather, {r.dy}, CommAttrs(f), gathered, "grad/allgather", dt);
       if (outer > 1) {
-        g = r.Emit(OpCode::Reshape, {g}, OpAttrs{}, {n, outer, sy[d] * inner}, "grad/blocks");
+        g = r.Emit(OpCode::Reshape, {g}, OpAttrs{}, {n, outer, sy[d] * inner}, "grad/blocks", dt);
         OpAttrs t;
         t.perm = {1, 0, 2};
-        g = r.Emit(OpCode::Transpose, {g}, std::move(t), {outer, n, sy[d] * inner}, "grad/to_dim");
+        g = r.Emit(OpCode::Transpose, {g}, std::move(t), {outer, n, sy[d] * inner}, "grad/to_dim", dt);
       }
-      return r.Emit(OpCode::Reshape, {g}, OpAttrs{}, sx, "grad");
+      return r.Emit(OpCode::Reshape, {g}, OpAttrs{}, sx, "grad", dt);
     }
     case OpCode::AllToAll:
       // Its own inverse over the same group.
-      return r.Emit(OpCode::AllToAll, {r.dy}, CommAttrs(f), sx, "grad");
+      return r.Emit(OpCode::AllToAll, {r.dy}, CommAttrs(f), sx, "grad", dt);
     default:
       return std::nullopt;
   }
@@ -451,7 +454,7 @@ Status ApplyGradRule(Backward& b, const OpNode& op, const std::vector<std::optio
         OpAttrs inverse;
         inverse.perm.resize(op.attrs.perm.size());
         for (size_t i = 0; i < op.attrs.perm.size(); ++i) inverse.perm[op.attrs.perm[i]] = static_cast<int>(i);
-        dx[0] = r.Emit(OpCode::Transpose, {r.dy}, std::move(inverse), r.in_shape(0), "grad");
+        dx[0] = r.Emit(OpCode::Transpose, {r.dy}, std::move(inverse), r.in_shape(0), "grad", r.b.dtype(r.dy));
       }
       break;
     case OpCode::Concat: {

@@ -1,4 +1,5 @@
-// Transpose: y dim i = x dim perm[i], any permutation up to rank 6.
+// Transpose: y dim i = x dim perm[i], any permutation up to rank 6; f32 or
+// bf16 (the partitioner's redistributions move bf16 activations too).
 //
 // prepare() simplifies the permutation once: size-1 dims are dropped and
 // neighbouring output dims that are also neighbours in x (in the same order)
@@ -43,8 +44,12 @@ std::string PermToString(const flatbuffers::Vector<int32_t>* perm) {
 Status TransposePrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, 1));
   SINKRT_ASSIGN_OR_RETURN(const fb::TransposeOptions* opts, GetOptions<fb::TransposeOptions>(args));
-  SINKRT_RETURN_IF_ERROR(CheckDType(args, In(0), DType::F32));
-  SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(0), DType::F32));
+  if (args.inputs.size() == 1 && args.inputs[0].dtype == DType::BF16) {
+    SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(0), DType::BF16));
+  } else {
+    SINKRT_RETURN_IF_ERROR(CheckDType(args, In(0), DType::F32));
+    SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(0), DType::F32));
+  }
   const TensorRef &x = args.inputs[0], &y = args.outputs[0];
   const int rank = x.rank();
   if (rank > kMaxTransposeRank) {
@@ -132,12 +137,11 @@ void ForEachOuter(const TransposeState& s, int skip_a, int skip_b, F body) {
   }
 }
 
-Status TransposeRun(const KernelArgs& args, KernelState* state, RunContext&) {
-  const auto& s = *static_cast<TransposeState*>(state);
-  const float* __restrict x = args.inputs[0].f32();
-  float* __restrict y = args.outputs[0].f32();
+// T: float, or uint16_t for bf16's bits.
+template <typename T>
+Status TransposeAs(const TransposeState& s, const T* __restrict x, T* __restrict y) {
   if (s.rank <= 1) {  // the identity once size-1 dims are gone
-    std::memcpy(y, x, static_cast<size_t>(s.numel) * sizeof(float));
+    std::memcpy(y, x, static_cast<size_t>(s.numel) * sizeof(T));
     return Status::Ok();
   }
   const int last = s.rank - 1;
@@ -153,7 +157,7 @@ Status TransposeRun(const KernelArgs& args, KernelState* state, RunContext&) {
       return Status::Ok();
     }
     ForEachOuter(s, last, -1, [&](int64_t xo, int64_t yo) {
-      std::memcpy(y + yo, x + xo, static_cast<size_t>(n_last) * sizeof(float));
+      std::memcpy(y + yo, x + xo, static_cast<size_t>(n_last) * sizeof(T));
     });
     return Status::Ok();
   }
@@ -166,14 +170,22 @@ Status TransposeRun(const KernelArgs& args, KernelState* state, RunContext&) {
         const int64_t j1 = std::min(n_last, j0 + kTile);
         // Read along x's contiguous dim (i), write strided by ys_t.
         for (int64_t j = j0; j < j1; ++j) {
-          const float* xr = x + xo + j * xs_last;
-          float* yc = y + yo + j;
+          const T* xr = x + xo + j * xs_last;
+          T* yc = y + yo + j;
           for (int64_t i = i0; i < i1; ++i) yc[i * ys_t] = xr[i];
         }
       }
     }
   });
   return Status::Ok();
+}
+
+Status TransposeRun(const KernelArgs& args, KernelState* state, RunContext&) {
+  const auto& s = *static_cast<TransposeState*>(state);
+  if (args.inputs[0].dtype == DType::BF16) {
+    return TransposeAs(s, static_cast<const uint16_t*>(args.inputs[0].data), static_cast<uint16_t*>(args.outputs[0].data));
+  }
+  return TransposeAs(s, args.inputs[0].f32(), args.outputs[0].f32());
 }
 
 }  // namespace

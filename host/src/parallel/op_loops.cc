@@ -208,10 +208,16 @@ Result<OpLoops> LoopsOf(const Graph& g, const OpNode& op) {
     case fb::OpCode::MaxPool2D:
     case fb::OpCode::AvgPool2D: {
       const char* halo = "splitting the image needs halo exchange, not supported";
-      const std::vector<int> dims = LoopPerDim(l, x, {"", "", halo, halo});
+      // MaxPool2D's output 1 is its argmax workspace, one flat dim in y's
+      // order: a split of the batch cuts it into the ranks' blocks, a split
+      // of the channels would not be one block per rank.
+      const bool max = op.op == fb::OpCode::MaxPool2D;
+      const std::vector<int> dims =
+          LoopPerDim(l, x, {"", max ? "the argmax workspace is flat: only the batch may be split" : "", halo, halo});
       const Shape& y = shape(op.outputs[0]);
       l.inputs = {dims};
       l.outputs = {{dims[0], dims[1], y[2] == x[2] ? dims[2] : -1, y[3] == x[3] ? dims[3] : -1}};
+      if (max) l.outputs.push_back({dims[0]});
       return l;
     }
     default:

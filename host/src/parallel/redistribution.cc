@@ -110,21 +110,28 @@ class Planner {
     return false;
   }
 
+  // A sum the consumer wants scattered goes first (a ReduceScatter, which
+  // also shrinks what any AllReduce after it moves), then the others.
   bool ResolvePartial() {
-    for (const int a : cur_.partial) {
-      if (Contains(want_.partial, a)) continue;
-      const Shape before = SliceShape(cur_);
-      const bool mean = cur_.partial_mean;
-      cur_.partial.erase(std::find(cur_.partial.begin(), cur_.partial.end(), a));
-      if (cur_.partial.empty()) cur_.partial_mean = false;
-      for (size_t d = 0; d < cur_.dims.size(); ++d) {
-        if (NextWanted(d) != a) continue;
-        cur_.dims[d].push_back(a);
-        Emit(RedistKind::ReduceScatter, a, static_cast<int>(d), -1, before, mean);
+    for (const bool scatter_only : {true, false}) {
+      for (const int a : cur_.partial) {
+        if (Contains(want_.partial, a)) continue;
+        int scatter_dim = -1;
+        for (size_t d = 0; d < cur_.dims.size() && scatter_dim < 0; ++d)
+          if (NextWanted(d) == a) scatter_dim = static_cast<int>(d);
+        if (scatter_only && scatter_dim < 0) continue;
+        const Shape before = SliceShape(cur_);
+        const bool mean = cur_.partial_mean;
+        cur_.partial.erase(std::find(cur_.partial.begin(), cur_.partial.end(), a));
+        if (cur_.partial.empty()) cur_.partial_mean = false;
+        if (scatter_dim >= 0) {
+          cur_.dims[scatter_dim].push_back(a);
+          Emit(RedistKind::ReduceScatter, a, scatter_dim, -1, before, mean);
+        } else {
+          Emit(RedistKind::AllReduce, a, -1, -1, before, mean);
+        }
         return true;
       }
-      Emit(RedistKind::AllReduce, a, -1, -1, before, mean);
-      return true;
     }
     return false;
   }
