@@ -9,10 +9,11 @@
 //   BM_SerializeGraph/L, BM_ParseGraph/L
 //                            the graph file of the same MLP: write, read back
 //   BM_CompileSemiAutoVit/B  Compile() of rank 0's stream of a B-block ViT
-//                            (the zoo ViT's block, batch 64) under
-//                            SEMI_AUTO_PARALLEL on 4 ranks, Megatron's
-//                            tensor-parallel layout (below); issue 16's
-//                            target: 48 blocks in under 2 s
+//                            (the zoo ViT at B blocks, batch 64) under
+//                            SEMI_AUTO_PARALLEL on 4 ranks, the `model`
+//                            preset (Megatron's layout, attention by
+//                            heads); issue 16's target: 48 blocks in
+//                            under 2 s
 //
 // Counters: stream_bytes, tasks (train_step compute), arena_bytes, and for
 // graph files file_bytes.
@@ -26,6 +27,8 @@
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/graph_file.h"
+#include "sinkrt/host/model_zoo.h"
+#include "sinkrt/host/shard_strategies.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/test_models.h"
 
@@ -130,110 +133,19 @@ void BM_ParseGraph(benchmark::State& state) {
 BENCHMARK(BM_ParseGraph)->Arg(10)->Arg(1000)->Unit(benchmark::kMillisecond);
 
 // -- SEMI_AUTO_PARALLEL: a deep ViT on 4 ranks ----------------------------------
-//
-// The zoo's ViT (host/src/model_zoo.cc, MakeVitNetwork: 16 patch tokens of
-// 49 pixels, width 64, 4 heads, MLP 256) with `blocks` blocks: the zoo
-// builder has two, fixed, so the same ops are built here. The layout is
-// Megatron's tensor parallelism: in each block's MLP fc1 is split by
-// columns (its bias and the Gelu with it) and fc2 by rows (one AllReduce
-// after it); every other op runs replicated on the whole batch
-// (full_batch). The attention is not split: the fused qkv Linear's columns
-// are [q | k | v], each head-major, so 4 column blocks are not heads, and
-// the Reshape to [B, T, 3, H, hd] would gather them again.
-constexpr int64_t kVitTokens = 16, kVitPatch = 49, kVitDim = 64, kVitHeads = 4, kVitHeadDim = 16,
-                  kVitHidden = 256, kVitClasses = 10, kRanks = 4;
 
-host::TensorId VitLinear(host::Graph& g, host::TensorId x, const std::string& name, int64_t in, int64_t out,
-                         uint64_t seed) {
-  host::NameScope scope(g, name);
-  const std::string prefix = g.name_scope();
-  const host::TensorId w = g.Param(prefix + ".weight", {in, out}, host::InitSpec::XavierUniform(seed));
-  const host::TensorId b = g.Param(prefix + ".bias", {out}, host::InitSpec::Zeros());
-  return g.BiasAdd(g.MatMul(x, w), b);
-}
+constexpr int kRanks = 4;
 
-host::TensorId VitLayerNorm(host::Graph& g, host::TensorId x, const std::string& name) {
-  host::NameScope scope(g, name);
-  const std::string prefix = g.name_scope();
-  return g.LayerNorm(x, g.Param(prefix + ".gamma", {kVitDim}, host::InitSpec::Constant(1.0f)),
-                     g.Param(prefix + ".beta", {kVitDim}, host::InitSpec::Zeros()), 1e-5f);
-}
-
+// The zoo ViT's recipe with `blocks` blocks and its loss, in the `model`
+// preset (Megatron's layout: qkv and fc1 by columns, proj and fc2 by rows,
+// attention by heads; the rest whole) on kRanks ranks.
 host::Graph MakeShardedVit(int blocks, int64_t batch) {
-  using host::TensorId;
-  host::Graph g("vit" + std::to_string(blocks));
-  const int64_t rows = batch * kVitTokens;
-  TensorId x = g.Input("image", {batch, 28 * 28});
-  const TensorId labels = g.Input("label", {batch}, DType::I32);
-  {
-    host::NameScope scope(g, "patchify");
-    x = g.Reshape(x, {batch, 4, 7, 4, 7});
-    x = g.Reshape(g.Transpose(x, {0, 1, 3, 2, 4}), {rows, kVitPatch});
-  }
-  x = VitLinear(g, x, "patch", kVitPatch, kVitDim, 1);
-  {
-    host::NameScope scope(g, "pos_embed");
-    const TensorId pos = g.Param("pos_embed", {kVitTokens, kVitDim}, host::InitSpec::Uniform(-0.035f, 0.035f, 2));
-    x = g.Reshape(g.Add(g.Reshape(x, {batch, kVitTokens, kVitDim}), pos), {rows, kVitDim});
-  }
-  std::vector<size_t> megatron_first, megatron_second;  // op indices: fc1 matmul/bias/gelu, fc2 matmul
-  for (int i = 0; i < blocks; ++i) {
-    host::NameScope block(g, "block" + std::to_string(i));
-    const uint64_t s = 3 + 4 * static_cast<uint64_t>(i);
-    TensorId h = VitLayerNorm(g, x, "ln1");
-    {
-      host::NameScope attn(g, "attn");
-      TensorId qkv = VitLinear(g, h, "qkv", kVitDim, 3 * kVitDim, s);
-      qkv = g.Transpose(g.Reshape(qkv, {batch, kVitTokens, 3, kVitHeads, kVitHeadDim}), {2, 0, 3, 1, 4});
-      const std::vector<TensorId> parts = g.Split(qkv, 0, {1, 1, 1});
-      if (parts.size() != 3) return g;
-      const Shape head = {batch, kVitHeads, kVitTokens, kVitHeadDim};
-      const TensorId q = g.Reshape(parts[0], head), k = g.Reshape(parts[1], head), v = g.Reshape(parts[2], head);
-      const TensorId scale = g.Const(g.name_scope() + ".scale", {1}, host::InitSpec::Constant(0.25f));
-      const TensorId scores = g.Mul(g.BatchMatMul(q, k, false, true), scale);
-      TensorId context = g.BatchMatMul(g.Softmax(scores, -1), v);
-      context = g.Reshape(g.Transpose(context, {0, 2, 1, 3}), {rows, kVitDim});
-      h = VitLinear(g, context, "proj", kVitDim, kVitDim, s + 1);
-    }
-    x = g.Add(x, h);
-    h = VitLayerNorm(g, x, "ln2");
-    {
-      host::NameScope mlp(g, "mlp");
-      const size_t fc1 = g.ops().size();
-      h = g.Gelu(VitLinear(g, h, "fc1", kVitDim, kVitHidden, s + 2));
-      for (size_t op = fc1; op < g.ops().size(); ++op) megatron_first.push_back(op);
-      megatron_second.push_back(g.ops().size());  // fc2's MatMul
-      h = VitLinear(g, h, "fc2", kVitHidden, kVitDim, s + 3);
-    }
-    x = g.Add(x, h);
-  }
-  x = VitLayerNorm(g, x, "norm");
-  {
-    host::NameScope scope(g, "pool");
-    x = g.ReduceMean(g.Reshape(x, {batch, kVitTokens, kVitDim}), {1});
-  }
-  x = VitLinear(g, x, "head", kVitDim, kVitClasses, 100);
-  g.SetLoss(g.SparseSoftmaxCrossEntropy(x, labels));
-  if (!g.status().ok()) return g;
-  // Megatron: fc1 ((1,1),(1,4)), its bias ((1,4),(4)), Gelu ((1,4)); fc2
-  // ((1,4),(4,1)); every other op (Reshape and Flatten have no strategy)
-  // whole on every rank.
-  std::vector<std::vector<std::vector<int64_t>>> strategies(g.ops().size());
-  for (size_t i = 0; i < g.ops().size(); ++i) {
-    const host::OpNode& op = g.ops()[i];
-    if (op.op == fb::OpCode::Reshape || op.op == fb::OpCode::Flatten) continue;
-    for (host::TensorId t : op.inputs) strategies[i].emplace_back(g.tensor(t).shape.size(), 1);
-  }
-  for (size_t i : megatron_first) {
-    switch (g.ops()[i].op) {
-      case fb::OpCode::MatMul: strategies[i] = {{1, 1}, {1, kRanks}}; break;
-      case fb::OpCode::BiasAdd: strategies[i] = {{1, kRanks}, {kRanks}}; break;
-      default: strategies[i] = {{1, kRanks}}; break;
-    }
-  }
-  for (size_t i : megatron_second) strategies[i] = {{1, kRanks}, {kRanks, 1}};
-  for (size_t i = 0; i < strategies.size(); ++i)
-    if (!strategies[i].empty()) g.Shard(g.ops()[i].name, strategies[i]);
+  host::VitConfig config;
+  config.blocks = blocks;
+  host::Graph g = host::MakeVitNetwork(batch, 1, config);
+  const host::TensorId labels = g.Input("label", {batch}, DType::I32);
+  g.SetLoss(g.SparseSoftmaxCrossEntropy(g.outputs().front(), labels));
+  if (Status st = host::ApplyShardStrategy("model", g, kRanks); !st.ok()) g.Fail(st);
   return g;
 }
 
@@ -248,7 +160,6 @@ void BM_CompileSemiAutoVit(benchmark::State& state) {
   o.parallel_mode = host::ParallelMode::SemiAutoParallel;
   o.world_size = kRanks;
   o.rank = 0;
-  o.full_batch = true;
   std::optional<host::CompiledStream> last;
   for (auto _ : state) {
     auto s = host::Compile(g, o);
