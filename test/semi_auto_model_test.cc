@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "job/stream_report.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/compiler.h"
@@ -282,6 +283,57 @@ TEST(SemiAutoModel, FullBatchReadsTheWholeBatchOnEveryRank) {
   auto four = Train(Mlp(8, Megatron(2, 2)), 4, SemiAuto(4, /*full_batch=*/true), Pipeline(data, 8), 1, 2);
   ASSERT_TRUE(one && four);
   ExpectLossesTrack(*four, *one);
+}
+
+// MindSpore's dataset_strategy tuple: each input's split decides what each
+// rank's queue holds. Rows over two groups is the default's layout; an
+// image split by its features (each rank gets half of every row, cut on
+// the host) is gathered before the first MatMul.
+TEST(SemiAutoModel, DatasetStrategyDecidesEachRanksSlice) {
+  const Data data = MakeData(kRows);
+  auto one = Train(Mlp(8, {}), 1, OneDevice(), Pipeline(data, 8), 1);
+  host::ModelOptions rows = SemiAuto(4);
+  rows.context.dataset_strategy = {{2, 1}, {2}};
+  auto four = Train(Mlp(8, Megatron(2, 2)), 4, rows, Pipeline(data, 4), 1, 2);
+  host::ModelOptions features = SemiAuto(2);
+  features.context.dataset_strategy = {{1, 2}, {1}};
+  auto two = Train(Mlp(8, Megatron(1, 2)), 2, features, Pipeline(data, 8), 1, 1);
+  ASSERT_TRUE(one && four && two);
+  ExpectLossesTrack(*four, *one);
+  ExpectLossesTrack(*two, *one);
+  const Data eval_data = MakeData(21);
+  auto e1 = one->model->eval(Pipeline(eval_data, 8, false));
+  auto e2 = two->model->eval(Pipeline(eval_data, 8, false));
+  SINKRT_ASSERT_OK(e1);
+  SINKRT_ASSERT_OK(e2);
+  ExpectNear(e2->loss, e1->loss, "eval loss, features split");
+  // Rank 1's queue holds columns [16, 32) of the image.
+  auto slices = host::job::QueueSlices(two->model->compiled().stream, "train");
+  ASSERT_EQ(slices.size(), 2u);
+  ASSERT_TRUE(slices[0].has_value());
+  EXPECT_EQ(slices[0]->global_shape, (Shape{8, 32}));
+}
+
+TEST(SemiAutoModel, BadDatasetStrategiesAreRefusedByName) {
+  auto refusal = [](int n, std::vector<std::vector<int64_t>> ds, bool full_batch = false) {
+    World w(n);
+    host::ModelOptions o = SemiAuto(n, full_batch);
+    o.context.dataset_strategy = std::move(ds);
+    auto m = Model::Create(Mlp(8, {}), Loss(), OptimizerSpec::Sgd(0.1f), w.links, o);
+    return m.ok() ? std::string("created") : m.status().message();
+  };
+  EXPECT_NE(refusal(2, {{2, 1}}).find("dataset_strategy has 1 strategies, but the network has 2 dataset inputs "
+                                      "(image, label)"),
+            std::string::npos);
+  EXPECT_NE(refusal(2, {{2}, {2}}).find("dataset_strategy[0] for input 'image' is ((2,),): it needs one value per dim"),
+            std::string::npos)
+      << refusal(2, {{2}, {2}});
+  EXPECT_NE(refusal(2, {{3, 1}, {1}}).find("dim 0 of [8,32] can not be divisible by 3"), std::string::npos)
+      << refusal(2, {{3, 1}, {1}});
+  EXPECT_NE(refusal(2, {{4, 1}, {4}}).find("it requires 4 devices, but the device number is 2"), std::string::npos)
+      << refusal(2, {{4, 1}, {4}});
+  EXPECT_NE(refusal(2, {{2, 1}, {2}}, true).find("dataset_strategy and full_batch cannot both be set"),
+            std::string::npos);
 }
 
 TEST(SemiAutoModel, WrongDeviceCountIsRefused) {

@@ -260,6 +260,19 @@ Status ParallelContext::Validate(const std::vector<ParallelMode>& supported) con
   // Under data_parallel MindSpore's full_batch has every rank load the whole
   // batch (the same data on every rank); sinkrt always shards it, so taking
   // the flag would train something else than asked.
+  if (!dataset_strategy.empty()) {
+    if (mode != ParallelMode::SemiAutoParallel)
+      return InvalidArgument("dataset_strategy as a tuple of strategies is only supported in semi_auto_parallel, "
+                             "but got parallel_mode: " + std::string(name) + ".");
+    if (full_batch)
+      return InvalidArgument("dataset_strategy and full_batch cannot both be set: full_batch is dataset_strategy "
+                             "'full_batch', every rank reading the whole batch.");
+    for (size_t i = 0; i < dataset_strategy.size(); ++i)
+      for (int64_t v : dataset_strategy[i])
+        if (v < 1)
+          return InvalidArgument("dataset_strategy[" + std::to_string(i) +
+                                 "]: the value of strategy must be larger than 0, but get " + std::to_string(v));
+  }
   if (full_batch && mode == ParallelMode::DataParallel)
     return Unimplemented(
         "full_batch=True (dataset_strategy 'full_batch') is not supported with data_parallel: every rank reads "

@@ -43,6 +43,7 @@ Status CheckOptions(const CompileOptions& o) {
                           .gradients_mean = o.gradients_mean,
                           .parameter_broadcast = o.parameter_broadcast,
                           .full_batch = o.full_batch,
+                          .dataset_strategy = o.dataset_strategy,
                           .comm_fusion = o.comm_fusion};
   SINKRT_RETURN_IF_ERROR(
       context.Validate({ParallelMode::StandAlone, ParallelMode::DataParallel, ParallelMode::SemiAutoParallel}));
@@ -131,7 +132,10 @@ Result<parallel::LocalGraph> PartitionForward(const Graph& forward, const Compil
   for (const OpNode& op : forward.ops()) strategies.push_back(op.strategy);
   SINKRT_ASSIGN_OR_RETURN(
       parallel::PartitionPlan plan,
-      parallel::PlanPartition(forward, strategies, {.device_num = o.world_size, .full_batch = o.full_batch}));
+      parallel::PlanPartition(forward, strategies,
+                              {.device_num = o.world_size,
+                               .full_batch = o.full_batch,
+                               .dataset_strategy = o.dataset_strategy}));
   return parallel::PartitionForRank(forward, plan, o.rank);
 }
 

@@ -65,6 +65,16 @@ uint64_t StreamHash(uint64_t graph_hash, const CompileOptions& o) {
     h.U64(f.indices.size());
     for (int i : f.indices) h.I64(i);
   }
+  // How the batch reaches the ranks changes their streams (queue shapes,
+  // slices); only semi_auto_parallel has a say.
+  if (o.parallel_mode == ParallelMode::SemiAutoParallel) {
+    h.Bool(o.full_batch);
+    h.U64(o.dataset_strategy.size());
+    for (const std::vector<int64_t>& s : o.dataset_strategy) {
+      h.U64(s.size());
+      for (int64_t v : s) h.I64(v);
+    }
+  }
   return h.value();
 }
 

@@ -215,6 +215,7 @@ Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, Optim
     co.parameter_broadcast = pc.parameter_broadcast;
     co.comm_fusion = pc.comm_fusion;
     co.full_batch = pc.full_batch;
+    co.dataset_strategy = pc.dataset_strategy;
   }
   SINKRT_ASSIGN_OR_RETURN(CompiledJob job, CompileJob(network, co, options.compile_cache));
   return Create(std::move(job), devices, std::move(options));
@@ -271,6 +272,7 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
   pc.parameter_broadcast = co.parameter_broadcast;
   pc.comm_fusion = co.comm_fusion;
   pc.full_batch = co.full_batch;
+  pc.dataset_strategy = co.dataset_strategy;
 
   auto impl = std::make_unique<Impl>(std::move(job.ranks[0]));
   impl->devices.assign(devices.begin(), devices.end());

@@ -91,6 +91,7 @@ class Planner {
   // or when the loss does not split the batch.
   Status PlaceBatch() {
     batch_ = ReplicatedLayout({o_.device_num}, {});
+    if (!o_.dataset_strategy.empty()) return PlaceDatasetStrategy();
     if (o_.full_batch || g_.loss() == kInvalidTensor) return Status::Ok();
     const int64_t producer = g_.producer(g_.loss());
     if (producer < 0) return Status::Ok();
@@ -98,6 +99,57 @@ class Planner {
     if (loss.op != fb::OpCode::SparseSoftmaxCrossEntropy) return Status::Ok();
     SINKRT_ASSIGN_OR_RETURN(OpSharding s, Shard(static_cast<size_t>(producer)));
     batch_ = s.inputs[1];  // labels [N]
+    return Status::Ok();
+  }
+
+  // dataset_strategy's tuple: input i's splits as a device matrix [s_0,
+  // ..., s_{r-1}, repeat] (MindSpore's order, the repeat on the right, so
+  // that every input's slice index follows the rank the same way), dim d
+  // on axis r - d (counted from the right, after the repeat).
+  Status PlaceDatasetStrategy() {
+    std::vector<TensorId> inputs;
+    for (TensorId t = 0; t < g_.tensors().size(); ++t)
+      if (g_.tensor(t).kind == TensorKind::Input) inputs.push_back(t);
+    auto names = [&] {
+      std::string out;
+      for (TensorId t : inputs) out += (out.empty() ? "" : ", ") + g_.tensor(t).name;
+      return out;
+    };
+    if (o_.dataset_strategy.size() != inputs.size())
+      return InvalidArgument("dataset_strategy has " + std::to_string(o_.dataset_strategy.size()) +
+                             " strategies, but the network has " + std::to_string(inputs.size()) +
+                             " dataset inputs (" + names() + ")");
+    input_layouts_.assign(g_.tensors().size(), TensorLayout{});
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const TensorInfo& info = g_.tensor(inputs[i]);
+      const std::vector<int64_t>& s = o_.dataset_strategy[i];
+      const std::string what = "dataset_strategy[" + std::to_string(i) + "] for input '" + info.name + "' is " +
+                               StrategyToString({s}) + ": ";
+      if (s.size() != info.shape.size())
+        return InvalidArgument(what + "it needs one value per dim of " + ShapeToString(info.shape));
+      int64_t product = 1;
+      for (size_t d = 0; d < s.size(); ++d) {
+        if (s[d] < 1 || info.shape[d] % s[d] != 0)
+          return InvalidArgument(what + "dim " + std::to_string(d) + " of " + ShapeToString(info.shape) +
+                                 " can not be divisible by " + std::to_string(s[d]));
+        product *= s[d];
+      }
+      if (product > o_.device_num || o_.device_num % product != 0)
+        return InvalidArgument(what + "it requires " + std::to_string(product) +
+                               " devices, but the device number is " + std::to_string(o_.device_num) +
+                               ", it can not be divisible by " + std::to_string(product));
+      TensorLayout l;
+      l.shape = info.shape;
+      l.device_matrix = s;
+      const int64_t repeat = o_.device_num / product;
+      if (repeat > 1) l.device_matrix.push_back(repeat);
+      const int shift = repeat > 1 ? 1 : 0;
+      for (size_t d = 0; d < s.size(); ++d)
+        l.tensor_map.push_back(s[d] > 1 ? static_cast<int>(s.size() - 1 - d) + shift : -1);
+      if (l.device_matrix.empty()) l.device_matrix = {1};
+      SINKRT_RETURN_IF_ERROR(CheckLayout(l), what);
+      input_layouts_[inputs[i]] = std::move(l);
+    }
     return Status::Ok();
   }
 
@@ -112,7 +164,7 @@ class Planner {
   Status PlaceLeaf(size_t i, TensorId t, const TensorLayout& need, const std::vector<int>& grad_axes) {
     const TensorInfo& info = g_.tensor(t);
     if (info.kind == TensorKind::Input) {
-      if (!have_[t]) Place(t, BatchLayout(info), i);
+      if (!have_[t]) Place(t, input_layouts_.empty() ? BatchLayout(info) : input_layouts_[t], i);
       return Status::Ok();
     }
     if (!have_[t]) {
@@ -169,7 +221,8 @@ class Planner {
     if (op.op == fb::OpCode::Reshape || op.op == fb::OpCode::Flatten) {
       const TensorId in = op.inputs[0];
       if (!have_[in]) {
-        if (g_.tensor(in).kind == TensorKind::Input) Place(in, BatchLayout(g_.tensor(in)), i);
+        if (g_.tensor(in).kind == TensorKind::Input)
+          Place(in, input_layouts_.empty() ? BatchLayout(g_.tensor(in)) : input_layouts_[in], i);
         else return InvalidArgument(op.name + ": input " + g_.tensor(in).name + " has no layout");
       }
       TensorLayout need, out;
@@ -195,6 +248,7 @@ class Planner {
   PartitionPlan plan_;
   std::vector<bool> have_;
   TensorLayout batch_;
+  std::vector<TensorLayout> input_layouts_;  // per tensor, with dataset_strategy
 };
 
 }  // namespace

@@ -31,6 +31,10 @@ namespace sinkrt::host::parallel {
 struct PartitionOptions {
   int64_t device_num = 1;
   bool full_batch = false;  // MindSpore's dataset_strategy "full_batch"
+  // MindSpore's dataset_strategy as a tuple: per Input tensor (creation
+  // order), its split per dim; the leftover ranks repeat it. Empty: the
+  // loss's batch split (or full_batch).
+  std::vector<std::vector<int64_t>> dataset_strategy;
 };
 
 struct InputPlan {

@@ -54,6 +54,9 @@ struct CompileOptions {
   // its mirror group. full_batch: every rank reads the whole batch
   // (MindSpore's dataset_strategy "full_batch"), else its slice.
   bool full_batch = false;
+  // SemiAutoParallel: ParallelContext::dataset_strategy (per dataset input
+  // in creation order, its splits; empty: the loss's batch split).
+  std::vector<std::vector<int64_t>> dataset_strategy;
 };
 
 struct PlannedBuffer {

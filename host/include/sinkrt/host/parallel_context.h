@@ -59,6 +59,13 @@ struct ParallelContext {
   // batch instead of its shard. Refused under data_parallel (Validate); it
   // gets its meaning with semi_auto_parallel.
   bool full_batch = false;
+  // MindSpore's dataset_strategy as a tuple: per dataset input (in the
+  // order the network creates them), how many ways each dim is split, e.g.
+  // {{2, 1}, {2}}; each rank's queue then holds that slice (the ranks
+  // left over repeat it). Empty: the batch split the loss's strategy
+  // gives (dataset_strategy "data_parallel"), or full_batch. Only under
+  // semi_auto_parallel, and not with full_batch.
+  std::vector<std::vector<int64_t>> dataset_strategy;
   std::string search_mode = "dynamic_programming";
   CommFusion comm_fusion;
 
