@@ -211,6 +211,25 @@ TEST_F(SinkcTest, DataParallelStreamsOnTwoDaemonsTrainAsTheGraphDoes) {
   EXPECT_TRUE(Slurp(dir_ / "a.ckpt") == Slurp(dir_ / "b.ckpt"));
 }
 
+// 2x2 streams from sinkc: sinkrun reads the data-parallel groups off the
+// streams' queue slices (2 groups of batch 16, global 32) and trains and
+// checkpoints exactly as when it applies the preset itself.
+TEST_F(SinkcTest, SemiAutoStreamsTrainAsTheGraphWithThePresetDoes) {
+  RunResult c = Sinkc("'" + kMlp + "' --batch 16 --devices 4 --parallel semi_auto_parallel --strategy 2x2 -q -o " +
+                      Q("streams"));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const std::string common = " --data synthetic:512 --epochs 1";
+  RunResult from_streams = Sinkrun("train --streams " + Q("streams") + common + " --save-checkpoint " + Q("a.ckpt"));
+  ASSERT_EQ(from_streams.exit_code, 0) << from_streams.out << from_streams.err;
+  EXPECT_NE(from_streams.out.find("batch 16 per data-parallel replica (global 32; strategy as compiled)"),
+            std::string::npos)
+      << from_streams.out;
+  RunResult from_graph = Sinkrun("train --graph '" + kMlp + "' --batch 16 --devices 4 --parallel semi_auto_parallel "
+                                 "--strategy 2x2" + common + " --save-checkpoint " + Q("b.ckpt"));
+  ASSERT_EQ(from_graph.exit_code, 0) << from_graph.out << from_graph.err;
+  EXPECT_TRUE(Slurp(dir_ / "a.ckpt") == Slurp(dir_ / "b.ckpt"));
+}
+
 TEST_F(SinkcTest, SinkrunRefusesStreamsTheJobContradicts) {
   RunResult c = Sinkc("'" + kMlp + "' --batch 32 -q -o " + Q("streams"));
   ASSERT_EQ(c.exit_code, 0) << c.err;

@@ -391,8 +391,15 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   // is the whole model at batch x the strategy's data-parallel degree (or
   // at batch with --full-batch), its strategies set here, loss included.
   const bool semi_auto = !job && context.mode == host::ParallelMode::SemiAutoParallel;
+  // Streams compiled under semi_auto_parallel: their queues say how many
+  // data-parallel groups share the batch (rank 0's rows of the global batch).
+  const bool semi_auto_streams = job && context.mode == host::ParallelMode::SemiAutoParallel;
   int64_t graph_batch = batch;
   int64_t data_groups = devices;  // how many ways the dataset's batches are sharded over the ranks
+  if (semi_auto_streams) {
+    data_groups = job->train_batch_shards();
+    graph_batch = batch * data_groups;
+  }
   std::optional<host::Graph> sharded;
   if (semi_auto) {
     auto replica = NetworkWithLoss(f, batch);
@@ -464,9 +471,11 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   const bool sink = !f.no_sink;
   const int64_t pass_steps = data_groups > 1 ? rank_batches : batches;
   const int64_t steps_per_epoch = sink && f.sink_size > 0 ? f.sink_size : pass_steps;
-  const int64_t global_batch = semi_auto ? graph_batch : batch * devices;
+  const int64_t global_batch = semi_auto || semi_auto_streams ? graph_batch : batch * devices;
   std::string batch_text;
-  if (semi_auto)
+  if (semi_auto_streams)
+    batch_text = " per data-parallel replica (global " + std::to_string(global_batch) + "; strategy as compiled)";
+  else if (semi_auto)
     batch_text = (f.full_batch ? std::string(" on every rank (full batch")
                                : " per data-parallel replica (global " + std::to_string(global_batch)) +
                  "; strategy " + StrategyText(f.strategy) + ")";

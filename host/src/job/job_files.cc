@@ -38,6 +38,15 @@ bool SameQueues(const VerifiedStream& a, const VerifiedStream& b) {
 
 }  // namespace
 
+int64_t CompiledJob::train_batch_shards() const {
+  if (ranks.empty()) return 1;
+  const std::vector<ColumnSpec> columns = job::QueueColumns(ranks[0].stream, "train");
+  const std::vector<std::optional<job::StreamSlice>> slices = job::QueueSlices(ranks[0].stream, "train");
+  if (columns.empty() || slices.empty() || !slices[0] || columns[0].shape.empty() || columns[0].shape[0] < 1)
+    return 1;
+  return std::max<int64_t>(1, slices[0]->global_shape[0] / columns[0].shape[0]);
+}
+
 std::vector<ColumnSpec> CompiledJob::train_columns() const {
   if (ranks.empty()) return {};
   return job::QueueColumns(ranks[0].stream, "train");

@@ -43,6 +43,10 @@ struct CompiledJob {
   // The train queue's columns as the devices expect them per rank (the
   // batch is their leading dimension).
   std::vector<ColumnSpec> train_columns() const;
+  // How many ways rank 0's train queue splits the global batch by rows
+  // (SEMI_AUTO_PARALLEL: the data-parallel groups the dataset's batches
+  // are sharded over, global rows / its rows); 1 when it holds them all.
+  int64_t train_batch_shards() const;
 };
 
 // Where the compile cache lives: SINKRT_COMPILE_CACHE, else MindSpore's
