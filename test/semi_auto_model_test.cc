@@ -336,6 +336,43 @@ TEST(SemiAutoModel, BadDatasetStrategiesAreRefusedByName) {
             std::string::npos);
 }
 
+// Whatever the layout of the logits, eval's loss and accuracy over every
+// sample (a short last batch included) equal one device's with the same
+// weights: rows split as the loss's default splits them (the logits are
+// sliced before the loss), or the classes split by the head.
+TEST(SemiAutoModel, EvalEqualsOneDeviceWithTheSameWeightsForAnyLogitsLayout) {
+  const Data data = MakeData(64);
+  const Data eval_data = MakeData(45);
+  struct Case {
+    const char* what;
+    Strategies strategies;
+    int64_t loss_dp;  // 0: MindSpore's default loss strategy
+    int64_t dataset_batch;
+  };
+  const Case cases[] = {
+      {"Megatron, default loss", Megatron(1, 2), 0, 4},
+      {"head split by classes", {{{1, 1}, {1, 2}}, {{1, 2}, {2}}, {{1, 2}}, {{1, 1}, {1, 2}}, {{1, 2}, {2}}}, 1, 8},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    auto two = Train(Mlp(8, c.strategies), 2, SemiAuto(2), Pipeline(data, c.dataset_batch), 1, c.loss_dp);
+    ASSERT_TRUE(two);
+    auto state = two->model->ReadState();
+    SINKRT_ASSERT_OK(state);
+    World w(1);
+    auto one = Model::Create(Mlp(8, {}), Loss(), OptimizerSpec::Momentum(0.05f, 0.9f), w.links, OneDevice());
+    SINKRT_ASSERT_OK(one);
+    SINKRT_ASSERT_OK((*one)->WriteState(*state));
+    auto e1 = (*one)->eval(Pipeline(eval_data, 8, false));
+    auto e2 = two->model->eval(Pipeline(eval_data, c.dataset_batch, false));
+    SINKRT_ASSERT_OK(e1);
+    SINKRT_ASSERT_OK(e2);
+    EXPECT_EQ(e2->samples, 45);
+    ExpectNear(e2->loss, e1->loss, "eval loss");
+    EXPECT_DOUBLE_EQ(e2->accuracy, e1->accuracy);
+  }
+}
+
 TEST(SemiAutoModel, WrongDeviceCountIsRefused) {
   World w(3);
   auto m = Model::Create(Mlp(8, {}), LossSpec::SparseSoftmaxCrossEntropy(), OptimizerSpec::Sgd(0.1f), w.links,

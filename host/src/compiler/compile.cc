@@ -188,7 +188,7 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
   SINKRT_ASSIGN_OR_RETURN(
       compiler::TrainingGraph tg,
       compiler::BuildTrainingGraph(sharded ? local->graph : forward, options.optimizer, options.eval_program,
-                                   options.predict_program));
+                                   options.predict_program, /*accuracy_from_loss=*/sharded));
   std::vector<std::vector<uint32_t>> grad_groups;
   if (sharded) {
     for (const ParamGrad& pg : tg.grads) {

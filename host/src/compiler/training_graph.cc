@@ -62,7 +62,7 @@ void ForwardCone(const Graph& g, size_t forward_ops, TensorId target, std::vecto
 }  // namespace
 
 Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSpec& optimizer,
-                                         bool with_eval, bool with_predict) {
+                                         bool with_eval, bool with_predict, bool accuracy_from_loss) {
   SINKRT_RETURN_IF_ERROR(forward.status(), GraphContext(forward));
   if (!forward.valid(forward.loss()))
     return FailedPrecondition(GraphContext(forward) + ": the graph has no loss (call SetLoss)");
@@ -83,8 +83,14 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
   tg.train_ops = g.ops().size();
 
   if (with_eval && !g.outputs().empty()) {
-    const TensorId logits = g.outputs().front();
-    const TensorId labels = AccuracyLabels(g, logits, tg.loss);
+    TensorId logits = g.outputs().front();
+    TensorId labels = AccuracyLabels(g, logits, tg.loss);
+    const int64_t loss_op = g.producer(tg.loss);
+    if (accuracy_from_loss && loss_op >= 0 && g.ops()[loss_op].op == fb::OpCode::SparseSoftmaxCrossEntropy &&
+        g.ops()[loss_op].inputs.size() == 2) {
+      logits = g.ops()[loss_op].inputs[0];
+      labels = g.ops()[loss_op].inputs[1];
+    }
     if (labels != kInvalidTensor) {
       tg.accuracy = g.ArgMaxAccuracy(logits, labels);
       if (!g.status().ok() || !g.valid(tg.accuracy))

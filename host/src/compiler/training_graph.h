@@ -43,7 +43,14 @@ struct TrainingGraph {
 // i32 Input if it is [N]. With `with_predict`, also the predict program
 // (needs a graph output). Errors name the graph and carry the failing pass's
 // message.
+//
+// `accuracy_from_loss` (a rank's slice under SEMI_AUTO_PARALLEL): when the
+// loss is a sparse cross-entropy, the metric counts on the logits and
+// labels exactly as the loss reads them, i.e. after the redistribution
+// that gives them whole classes and matching rows, rather than on
+// outputs()[0], whose slice may hold other rows or a part of the classes.
 Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSpec& optimizer,
-                                         bool with_eval, bool with_predict = false);
+                                         bool with_eval, bool with_predict = false,
+                                         bool accuracy_from_loss = false);
 
 }  // namespace sinkrt::host::compiler

@@ -50,6 +50,7 @@ class Emitter {
     for (TensorId o : g_.outputs()) l().AddOutput(out_.local_of[o]);
     if (!l().status().ok()) return l().status();
     out_.layouts.assign(l().tensors().size(), TensorLayout{});
+    for (auto& [t, layout] : read_layouts_) out_.layouts[t] = std::move(layout);
     for (TensorId t = 0; t < g_.tensors().size(); ++t)
       if (out_.local_of[t] != kInvalidTensor) out_.layouts[out_.local_of[t]] = plan_.layouts[t];
     return std::move(out_);
@@ -209,6 +210,8 @@ class Emitter {
         x = Comm(fb::OpCode::GradAllReduce, x, l().tensor(x).shape,
                  Group(p.sharding.device_matrix, ip.grad_partial_axes), false, 0, base + "/grad_allreduce");
       }
+      // What the op reads is its input in the layout it needs.
+      if (x != out_.local_of[op.inputs[k]]) read_layouts_.emplace_back(x, ip.need);
       inputs.push_back(x);
     }
     std::vector<std::pair<Shape, DType>> outs;
@@ -224,6 +227,7 @@ class Emitter {
   const PartitionPlan& plan_;
   int64_t rank_;
   LocalGraph out_;
+  std::vector<std::pair<TensorId, TensorLayout>> read_layouts_;  // a redistribution's result: its op's need
 };
 
 }  // namespace
