@@ -73,6 +73,14 @@ struct LaunchFlags {
   bool quiet = false;
 };
 
+// `sinkrun calibrate` (sinkrun_calibrate.cc).
+struct CalibrateFlags {
+  std::string out = "calibration.json";
+  int threads = 1;  // kernel threads per rank
+  std::vector<int64_t> grid = {16, 64, 256, 1024};  // M, N and K of the GEMM grid
+  bool no_collectives = false;
+};
+
 // "1 step", "2 steps": a count with its noun, singular for one.
 inline std::string Counted(int64_t n, const std::string& noun) {
   return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
@@ -131,6 +139,9 @@ Result<TrainDevices> OpenDevices(const TrainFlags& f, bool launch, int devices, 
 
 // `sinkrun train`; `cmd` tells which flags were given. Returns the exit code.
 int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::time_point start);
+
+// `sinkrun calibrate`: measures, writes f.out; returns the exit code.
+int Calibrate(const CalibrateFlags& f);
 
 // `sinkrun launch`: returns the exit code once the daemons are stopped.
 int Launch(const LaunchFlags& f, const char* argv0);

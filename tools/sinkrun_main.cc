@@ -13,6 +13,8 @@
 //                 [--save-checkpoint FILE]
 //   sinkrun launch -n N [--base-port P] [--rank-table-out FILE] [--token T]
 //                  [--sinkd PATH] [--threads K] [--quiet]
+//   sinkrun calibrate [--out calibration.json] [--threads 1] [--grid 16,64,256,1024]
+//                     [--no-collectives]
 //
 // train runs on an in-process device by default; --devices N starts N sinkd
 // daemons for the run and trains through them, --rank-table trains on
@@ -25,7 +27,9 @@
 // degree under semi_auto_parallel (data: N, model: 1, DPxMP: DP; with
 // --full-batch every rank reads the whole batch). launch starts N daemons on
 // this machine, writes their rank table and keeps them until SIGINT or
-// SIGTERM (or one of them dies).
+// SIGTERM (or one of them dies). calibrate measures this machine for
+// AUTO_PARALLEL's cost model and writes a calibration file
+// (docs/auto_parallel.md).
 //
 // The network is a built-in one (--model), a graph file (--graph: its
 // loss, its optimizer unless --optimizer is given, its batch unless --batch
@@ -49,6 +53,7 @@
 // line, 1 for anything that fails after it (missing data included).
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -150,12 +155,31 @@ int main(int argc, char** argv) {
   launch->add_option("--threads", l.threads, "kernel threads per daemon (default: every core)")
       ->check(tools::PositiveInteger());
   launch->add_flag("--quiet", l.quiet, "no job log from the daemons");
+  tools::CalibrateFlags cal;
+  CLI::App* calibrate = app.add_subcommand(
+      "calibrate", "measure GEMM, memory and collective speeds for auto_parallel's cost model, write a calibration file");
+  calibrate->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  calibrate->add_option("--out", cal.out, "the calibration file to write")->capture_default_str();
+  calibrate->add_option("--threads", cal.threads, "kernel threads per rank")
+      ->check(tools::PositiveInteger())
+      ->capture_default_str();
+  calibrate->add_option("--grid", cal.grid, "M, N and K of the GEMM grid, ascending")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  calibrate->add_flag("--no-collectives", cal.no_collectives, "measure compute only, copy the collectives from the built-in default");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return tools::UsageExit(app, e);
   }
   if (launch->parsed()) return tools::Launch(l, argv[0]);
+  if (calibrate->parsed()) {
+    if (!std::is_sorted(cal.grid.begin(), cal.grid.end()) ||
+        std::adjacent_find(cal.grid.begin(), cal.grid.end()) != cal.grid.end())
+      return tools::Usage("calibrate --grid must be strictly ascending");
+    return tools::Calibrate(cal);
+  }
   // MindSpore's RANK_TABLE_FILE names the devices when the command line
   // does not: an explicit --rank-table or --devices wins over it.
   f.rank_table_source = "--rank-table " + f.rank_table;

@@ -1,0 +1,247 @@
+// `sinkrun calibrate`: measures this machine for AUTO_PARALLEL's cost model
+// and writes a calibration file (docs/auto_parallel.md, "Calibration file").
+//
+// - GEMM: the device's own MatMul kernel, as training runs it: a one-MatMul
+//   graph compiled by the host compiler and run by the executor with
+//   --threads kernel threads (1: one rank per core); the time is the MatMul
+//   task's own (Executor::TaskTimes), not the step's.
+// - Memory bandwidth: a Relu over 16 MiB through the same path (it reads
+//   and writes every byte); the launch cost: a Relu of 16 floats.
+// - Collectives: 2 ranks as threads of this process, on the device's
+//   Communicator over shared memory and over loopback TCP; per kind the
+//   median time of each message size, fitted to α + β·f(2)·bytes by least
+//   squares. Only group size 2 is measured (more ranks than cores would
+//   measure the scheduler); larger groups use the same fit.
+// - The hidden fraction of gradient communication is not measured here:
+//   it is copied from the built-in default.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <thread>
+#include <vector>
+
+#include "parallel/calibration.h"
+#include "sinkrt/device/communicator.h"
+#include "sinkrt/device/executor.h"
+#include "sinkrt/device/listening_inbox.h"
+#include "sinkrt/host/compiler.h"
+#include "sinkrt/fb/task_stream_generated.h"
+#include "sinkrun.h"
+
+namespace sinkrt::tools {
+namespace {
+
+using host::parallel::AlphaBeta;
+using host::parallel::Calibration;
+using host::parallel::CollectiveKind;
+
+// Seconds per step of the task of op `op` in program EvalStep of a graph
+// whose only Input is `x` of `x_elems` floats: compiled, loaded with
+// `threads` kernel threads, one warm-up step, then enough steps for ~20 ms,
+// the best of three rounds.
+Result<double> TaskSeconds(const host::Graph& g, int64_t x_elems, const std::string& op, int threads) {
+  host::CompileOptions co;
+  co.queue_capacity = 16;
+  SINKRT_ASSIGN_OR_RETURN(host::CompiledStream cs, host::Compile(g, co));
+  device::DeviceOptions dopts;
+  dopts.threads = threads;
+  SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<device::Executor> ex, device::Executor::Load(std::move(cs.stream), dopts));
+  std::vector<float> x(static_cast<size_t>(x_elems), 0.5f);
+  const ConstBytes column(reinterpret_cast<const uint8_t*>(x.data()), x.size() * sizeof(float));
+  auto run = [&](uint32_t steps) -> Result<double> {
+    for (uint32_t s = 0; s < steps; ++s) SINKRT_RETURN_IF_ERROR(ex->PushBatch(1, std::span(&column, 1)));
+    ex->ResetTaskTimes();
+    device::RunStats stats;
+    SINKRT_RETURN_IF_ERROR(ex->Run(fb::ProgramKind::EvalStep, steps, &stats));
+    for (const device::TaskTime& t : ex->TaskTimes(fb::ProgramKind::EvalStep))
+      if (t.op == op) return double(t.ns) / 1e9 / steps;
+    return Internal("calibrate: the compiled eval step has no " + op + " task");
+  };
+  SINKRT_ASSIGN_OR_RETURN(double first, run(1));
+  const uint32_t steps = static_cast<uint32_t>(std::clamp(0.02 / std::max(first, 1e-7), 2.0, 15.0));
+  // The best of three rounds: on a shared machine the noise only adds time.
+  double best = first;
+  for (int round = 0; round < 3; ++round) {
+    SINKRT_ASSIGN_OR_RETURN(double s, run(steps));
+    best = std::min(best, s);
+  }
+  return best;
+}
+
+Result<double> MatMulFlops(int64_t m, int64_t n, int64_t k, int threads) {
+  host::Graph g("calibrate_matmul");
+  const host::TensorId x = g.Input("x", {m, k});
+  const host::TensorId w = g.Param("w", {k, n}, host::InitSpec::Uniform(-1, 1, 1));
+  g.SetLoss(g.ReduceMean(g.MatMul(x, w)));
+  SINKRT_ASSIGN_OR_RETURN(double s, TaskSeconds(g, m * k, "MatMul", threads));
+  return 2.0 * double(m) * double(n) * double(k) / s;
+}
+
+Result<double> ReluSeconds(int64_t elems, int threads) {
+  host::Graph g("calibrate_relu");
+  const host::TensorId x = g.Input("x", {elems});
+  // The compiler wants a parameter to train; one float adds no traffic.
+  const host::TensorId p = g.Param("p", {1}, host::InitSpec::Zeros());
+  g.SetLoss(g.Add(g.ReduceMean(g.Relu(x)), g.ReduceMean(p)));
+  return TaskSeconds(g, elems, "Relu", threads);
+}
+
+// Least squares of t = alpha + beta * x in relative error (weights 1/t²),
+// so that 4 KiB fixes alpha as much as 8 MiB fixes beta; each clamped at 0.
+AlphaBeta Fit(const std::vector<double>& x, const std::vector<double>& t) {
+  double sw = 0, sx = 0, st = 0, sxx = 0, sxt = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double w = 1 / (t[i] * t[i]);
+    sw += w;
+    sx += w * x[i];
+    st += w * t[i];
+    sxx += w * x[i] * x[i];
+    sxt += w * x[i] * t[i];
+  }
+  const double beta = std::max(0.0, (sw * sxt - sx * st) / (sw * sxx - sx * sx));
+  return {std::max(0.0, (st - beta * sx) / sw), beta};
+}
+
+// Two ranks as threads over one transport; per kind, the fit over `sizes`.
+Result<host::parallel::TransportFits> MeasureCollectives(bool shm, const std::vector<int64_t>& sizes) {
+  constexpr int kRanks = 2, kReps = 9;
+  device::CommOptions o;
+  o.use_shared_memory = shm;
+  o.peer_timeout = std::chrono::seconds(30);
+  std::vector<std::unique_ptr<device::ListeningInbox>> inboxes;
+  std::vector<device::PeerAddress> world;
+  for (int r = 0; r < kRanks; ++r) {
+    SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<device::ListeningInbox> inbox, device::ListeningInbox::Start());
+    world.push_back(device::PeerAddress{static_cast<uint32_t>(r), inbox->address(), device::LocalHostId()});
+    inboxes.push_back(std::move(inbox));
+  }
+  std::vector<std::unique_ptr<device::Communicator>> comms(kRanks);
+  std::vector<Status> status(kRanks);
+  {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < kRanks; ++r)
+      threads.emplace_back([&, r] {
+        auto c = device::Communicator::Create(r, world, 1, *inboxes[r], o);
+        if (c.ok()) comms[r] = std::move(c).value();
+        else status[r] = c.status();
+      });
+    for (auto& t : threads) t.join();
+  }
+  for (const Status& s : status) SINKRT_RETURN_IF_ERROR(s, std::string("calibrate: ") + (shm ? "shm" : "tcp") + " rendezvous");
+  const device::Group group = device::Group::World(kRanks);
+
+  host::parallel::TransportFits fits;
+  for (int kind = 0; kind < host::parallel::kCollectiveKinds; ++kind) {
+    std::vector<double> xs, ts;
+    for (int64_t bytes : sizes) {
+      // Every rank runs the same reps; rank 0's times, median.
+      std::vector<double> times(kReps);
+      std::vector<Status> st(kRanks);
+      std::vector<std::thread> threads;
+      for (int r = 0; r < kRanks; ++r)
+        threads.emplace_back([&, r] {
+          std::vector<uint8_t> in(static_cast<size_t>(bytes), 0), out(static_cast<size_t>(bytes) * kRanks, 0);
+          device::Communicator& c = *comms[r];
+          for (int i = 0; i < kReps && st[r].ok(); ++i) {
+            const auto t0 = std::chrono::steady_clock::now();
+            switch (static_cast<CollectiveKind>(kind)) {
+              case CollectiveKind::AllReduce: st[r] = c.AllReduce(in, DType::F32, device::ReduceOp::Sum, group); break;
+              case CollectiveKind::AllGather:
+                st[r] = c.AllGather(std::span(in).first(in.size() / kRanks), std::span(out).first(in.size()), group);
+                break;
+              case CollectiveKind::ReduceScatter:
+                st[r] = c.ReduceScatter(in, std::span(out).first(in.size() / kRanks), DType::F32,
+                                        device::ReduceOp::Sum, group);
+                break;
+              case CollectiveKind::AllToAll: st[r] = c.AllToAll(in, std::span(out).first(in.size()), group); break;
+            }
+            if (r == 0) times[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          }
+        });
+      for (auto& t : threads) t.join();
+      for (const Status& s : st) SINKRT_RETURN_IF_ERROR(s, std::string("calibrate: ") + CollectiveKindName(static_cast<CollectiveKind>(kind)));
+      std::nth_element(times.begin(), times.begin() + kReps / 2, times.end());
+      // `bytes` is the whole buffer (AllGather's output, ReduceScatter's input).
+      xs.push_back(host::parallel::RingFactor(static_cast<CollectiveKind>(kind), kRanks) * double(bytes));
+      ts.push_back(times[kReps / 2]);
+    }
+    fits[kind].fit = Fit(xs, ts);
+    fits[kind].per_group[kRanks] = fits[kind].fit;
+  }
+  std::vector<std::thread> closers;
+  for (auto& c : comms) closers.emplace_back([&c] { c.reset(); });
+  for (auto& t : closers) t.join();
+  return fits;
+}
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
+
+}  // namespace
+
+int Calibrate(const CalibrateFlags& f) {
+  const auto start = Clock::now();
+  Result<Calibration> base = host::parallel::DefaultCalibration();
+  if (!base.ok()) return Failure(base.status().ToString());
+  Calibration c = *base;
+  const int cores = device::AvailableCores();
+  c.device_kind = "cpu-" + std::to_string(cores) + "core";
+  c.description = CpuModel() + ", " + std::to_string(cores) + " cores; measured by sinkrun calibrate with " +
+                  Counted(f.threads, "kernel thread") +
+                  "; collectives: 2 ranks as threads; grad_hidden_fraction copied from the built-in default";
+  c.gemm = {};
+  c.gemm.m = c.gemm.n = c.gemm.k = f.grid;
+  for (int64_t m : f.grid)
+    for (int64_t n : f.grid)
+      for (int64_t k : f.grid) {
+        Result<double> flops = MatMulFlops(m, n, k, f.threads);
+        if (!flops.ok()) return Failure("GEMM " + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                                        std::to_string(k) + ": " + flops.status().ToString());
+        c.gemm.flops.push_back(*flops);
+      }
+  std::cout << "GEMM: " << c.gemm.flops.size() << " points, " << c.gemm.flops.front() / 1e9 << " to "
+            << c.gemm.flops.back() / 1e9 << " GFLOP/s (smallest, largest)\n";
+
+  constexpr int64_t kBig = int64_t{4} << 20, kTiny = 16;
+  Result<double> tiny = ReluSeconds(kTiny, f.threads);
+  Result<double> big = ReluSeconds(kBig, f.threads);
+  if (!tiny.ok() || !big.ok()) return Failure((tiny.ok() ? big : tiny).status().ToString());
+  c.kernel_launch = *tiny;
+  c.memory_bandwidth = 2.0 * kBig * sizeof(float) / std::max(*big - *tiny, 1e-9);
+  std::cout << "memory: " << c.memory_bandwidth / 1e9 << " GB/s read+written, launch " << c.kernel_launch * 1e6
+            << " us\n";
+
+  if (!f.no_collectives) {
+    const std::vector<int64_t> sizes = {4 << 10, 64 << 10, 1 << 20, 8 << 20};
+    for (bool shm : {true, false}) {
+      Result<host::parallel::TransportFits> fits = MeasureCollectives(shm, sizes);
+      if (!fits.ok()) return Failure(fits.status().ToString());
+      c.collectives[shm ? "shm" : "tcp"] = *fits;
+      const AlphaBeta& ar = (*fits)[0].fit;
+      std::cout << (shm ? "shm" : "tcp") << " AllReduce: alpha " << ar.alpha * 1e6 << " us, beta "
+                << ar.beta * 1e9 << " ns/byte\n";
+    }
+  } else {
+    c.description += "; collectives copied from the built-in default (--no-collectives)";
+  }
+
+  // Check what we write as the search will read it.
+  const std::string text = host::parallel::CalibrationToJson(c);
+  if (Result<Calibration> back = host::parallel::ParseCalibration(text, f.out); !back.ok())
+    return Failure(back.status().ToString());
+  std::ofstream out(f.out);
+  out << text;
+  out.close();
+  if (!out) return Failure("cannot write " + f.out);
+  std::cout << "wrote " << f.out << " in "
+            << std::chrono::duration<double>(Clock::now() - start).count() << " s\n";
+  return 0;
+}
+
+}  // namespace sinkrt::tools
