@@ -182,6 +182,36 @@ TEST(CostModelTest, RedistributionSumsItsSteps) {
                    kAlpha + kBeta * 0.75 * kOutputBytes / 4);
 }
 
+// Alpa's two MLP oracles on 4 devices, at the cost-model level: two layers
+// x·W1·W2, data parallel against Megatron (W1 column-, W2 row-split; the
+// edge between them is free either way). Wide and short: Megatron is
+// cheaper; narrow and tall: data parallel is.
+double TwoLayerSeconds(int64_t batch, int64_t hidden, const Strategy& s1, const Strategy& s2) {
+  Graph g;
+  const TensorId x = g.Input("x", {batch, hidden});
+  const TensorId w1 = g.Param("w1", {hidden, hidden}, InitSpec::Zeros());
+  const TensorId w2 = g.Param("w2", {hidden, hidden}, InitSpec::Zeros());
+  g.MatMul(g.MatMul(x, w1), w2);
+  const Calibration c = Fixed();
+  Result<CostContext> ctx = MakeCostContext(g, c);
+  EXPECT_TRUE(ctx.ok());
+  double total = 0;
+  for (size_t i = 0; i < 2; ++i) {
+    Result<OpSharding> sh = ShardOp(g, g.ops()[i], i == 0 ? s1 : s2, 4);
+    EXPECT_TRUE(sh.ok()) << sh.status().ToString();
+    Result<OpCost> cost = CostOfOp(*ctx, g.ops()[i], *sh);
+    EXPECT_TRUE(cost.ok()) << cost.status().ToString();
+    total += cost->StepSeconds();
+  }
+  return total;
+}
+
+TEST(CostModelTest, MegatronWinsWideLayersDataParallelWinsTallOnes) {
+  const Strategy dp = {{4, 1}, {1, 1}}, col = {{1, 1}, {1, 4}}, row = {{1, 4}, {4, 1}};
+  EXPECT_LT(TwoLayerSeconds(32, 256, col, row), TwoLayerSeconds(32, 256, dp, dp));
+  EXPECT_LT(TwoLayerSeconds(256, 32, dp, dp), TwoLayerSeconds(256, 32, col, row));
+}
+
 TEST(CostModelTest, UnknownTransportIsRefused) {
   Graph g;
   g.Input("x", {4});
