@@ -120,6 +120,7 @@ void ExpectMatchesBruteForce(const SearchProblem& p, const Brute& b, std::option
   if (limit) {
     EXPECT_LE(r->cost.memory_bytes, *limit) << "graph " << graph;
   }
+  EXPECT_TRUE(r->exact) << "graph " << graph;
   if (b.second_score - b.best_score > tol) {
     EXPECT_EQ(r->choice, b.best) << "graph " << graph;
   }

@@ -61,8 +61,9 @@ struct Sum {
 class Eliminator {
  public:
   Eliminator(const SearchProblem& p, const std::vector<std::vector<size_t>>& keep,
-             std::optional<uint64_t> limit, double bonus)
-      : p_(p), keep_(keep), limit_(limit), node_factors_(p.nodes.size()) {
+             std::optional<uint64_t> limit, size_t max_labels, double bonus)
+      : p_(p), keep_(keep), limit_(limit), max_labels_(std::max<size_t>(max_labels, 2)),
+        node_factors_(p.nodes.size()) {
     for (size_t v = 0; v < p.nodes.size(); ++v) {
       Factor f;
       f.scope = {static_cast<int>(v)};
@@ -125,6 +126,7 @@ class Eliminator {
           std::string(limit_ ? " within the memory limit of " + std::to_string(*limit_) + " bytes per rank" : "") +
           " (every plan meets a forbidden, infinite-cost redistribution)");
     }
+    result.exact = !thinned_;
     // Labels of an entry are sorted by (score, memory): the first is the best.
     const Label best = factors_[final_].labels.front();
     result.choice.assign(p_.nodes.size(), SIZE_MAX);
@@ -173,9 +175,8 @@ class Eliminator {
 
   // Keeps the best sum (no limit) or the Pareto set in (score, memory),
   // sorted by score; each kept sum becomes a label whose record joins the
-  // records of the labels it adds, plus the leaf (`node`, its candidate
-  // `tag`) when an op is being eliminated... the op's own leaf is already
-  // in its unary table's labels, so `groups` carries it.
+  // records of the labels it adds (an eliminated op's own leaf comes in
+  // through its unary table, one of the groups).
   void Prune(std::vector<Sum>& sums, const std::vector<std::span<const Label>>& groups, size_t per_tag,
              std::vector<Label>& out) {
     if (sums.empty()) return;
@@ -249,6 +250,103 @@ class Eliminator {
     }
   }
 
+  // The Pareto front of `labels` in (score, memory), best score first; past
+  // max_labels_ it is thinned to evenly spaced points (the ends kept)
+  // and the search reports itself inexact.
+  template <typename T>
+  void Front(std::vector<T>& labels) {
+    std::stable_sort(labels.begin(), labels.end(), [](const T& x, const T& y) {
+      return x.score != y.score ? x.score < y.score : x.mem < y.mem;
+    });
+    uint64_t min_mem = UINT64_MAX;
+    size_t kept = 0;
+    for (const T& l : labels) {
+      if (l.mem < min_mem) {
+        min_mem = l.mem;
+        labels[kept++] = l;
+      }
+    }
+    labels.resize(kept);
+    if (kept > max_labels_) {
+      thinned_ = true;
+      std::vector<T> thin;
+      for (size_t i = 0; i < max_labels_; ++i) thin.push_back(labels[i * (kept - 1) / (max_labels_ - 1)]);
+      labels = std::move(thin);
+    }
+  }
+
+  // A sum under construction: its score, memory and the records of the
+  // labels it adds, pool_[at, at + groups folded so far).
+  struct Partial {
+    double score;
+    uint64_t mem;
+    uint32_t at;
+  };
+  struct Pair {
+    double score;
+    uint64_t mem;
+    uint32_t at;  // the Partial's records
+    int32_t rec;  // the added label's record
+  };
+
+  // Under a memory limit: the front of the sums of one label from each of
+  // groups[tag * per_tag ...], folded one group at a time so the front, not
+  // the cross product, bounds the work; records are made only for what
+  // survives (Emit). Appends to `acc`.
+  void FoldTag(const std::vector<std::span<const Label>>& groups, size_t per_tag, uint32_t tag,
+               std::vector<Partial>& acc) {
+    const size_t first = static_cast<size_t>(tag) * per_tag;
+    cur_.clear();
+    for (const Label& l : groups[first]) {
+      cur_.push_back({l.score, l.mem, static_cast<uint32_t>(pool_.size())});
+      pool_.push_back(l.rec);
+    }
+    for (size_t i = 1; i < per_tag && !cur_.empty(); ++i) {
+      pairs_.clear();
+      for (const Partial& x : cur_) {
+        for (const Label& y : groups[first + i]) {
+          const double score = x.score + y.score;
+          const uint64_t mem = x.mem + y.mem;
+          if (score < kInf && Fits(mem)) pairs_.push_back({score, mem, x.at, y.rec});
+        }
+      }
+      Front(pairs_);
+      cur_.clear();
+      for (const Pair& q : pairs_) {
+        const uint32_t at = static_cast<uint32_t>(pool_.size());
+        for (size_t k = 0; k < i; ++k) pool_.push_back(pool_[q.at + k]);
+        pool_.push_back(q.rec);
+        cur_.push_back({q.score, q.mem, at});
+      }
+    }
+    for (const Partial& p : cur_) {
+      if (p.score < kInf && Fits(p.mem)) acc.push_back(p);
+    }
+  }
+
+  // The front of `acc` (sums of `per_tag` labels each) as labels in `out`.
+  void Emit(std::vector<Partial>& acc, size_t per_tag, std::vector<Label>& out) {
+    Front(acc);
+    for (const Partial& p : acc) {
+      const uint32_t child_begin = static_cast<uint32_t>(children_.size());
+      for (size_t k = 0; k < per_tag; ++k) {
+        if (pool_[p.at + k] >= 0) children_.push_back(pool_[p.at + k]);
+      }
+      const uint32_t count = static_cast<uint32_t>(children_.size()) - child_begin;
+      int32_t rec = -1;
+      if (count == 1) {
+        rec = children_.back();
+        children_.pop_back();
+      } else if (count > 1) {
+        records_.push_back({-1, 0, child_begin, count});
+        rec = static_cast<int32_t>(records_.size() - 1);
+      }
+      out.push_back({p.score, p.mem, rec});
+    }
+    acc.clear();
+    pool_.clear();
+  }
+
   // Registers `f`, adding it into a live table over the same ops (edge
   // elimination: parallel edges merge by adding their matrices).
   void AddFactor(Factor f) {
@@ -273,9 +371,14 @@ class Eliminator {
       for (size_t e = 0; e + 1 < f.begin.size(); ++e) {
         groups[0] = g.Cell(e);
         groups[1] = f.Cell(e);
-        scratch_.clear();
-        Sums(groups, 2, 0, scratch_);
-        Prune(scratch_, groups, 2, merged.labels);
+        if (limit_) {
+          FoldTag(groups, 2, 0, front_);
+          Emit(front_, 2, merged.labels);
+        } else {
+          scratch_.clear();
+          Sums(groups, 2, 0, scratch_);
+          Prune(scratch_, groups, 2, merged.labels);
+        }
         merged.begin.push_back(static_cast<uint32_t>(merged.labels.size()));
       }
       g.labels = std::move(merged.labels);
@@ -332,9 +435,17 @@ class Eliminator {
           for (auto [pos, stride] : where[i]) idx += joint[pos] * stride;
           groups[cv * m + i] = factors_[fs[i]].Cell(idx);
         }
-        Sums(groups, m, cv, scratch_);
+        if (limit_) {
+          FoldTag(groups, m, cv, front_);
+        } else {
+          Sums(groups, m, cv, scratch_);
+        }
       }
-      Prune(scratch_, groups, m, out.labels);
+      if (limit_) {
+        Emit(front_, m, out.labels);
+      } else {
+        Prune(scratch_, groups, m, out.labels);
+      }
       out.begin.push_back(static_cast<uint32_t>(out.labels.size()));
       // Next assignment of the scope, last op fastest.
       for (size_t k = scope.size(); k-- > 0;) {
@@ -350,11 +461,16 @@ class Eliminator {
   const SearchProblem& p_;
   const std::vector<std::vector<size_t>>& keep_;
   std::optional<uint64_t> limit_;
+  size_t max_labels_;
   std::vector<Factor> factors_;
   std::vector<std::vector<int>> node_factors_;
   std::vector<Record> records_;
   std::vector<int32_t> children_;
   std::vector<Sum> scratch_;
+  std::vector<Partial> cur_, front_;
+  std::vector<Pair> pairs_;
+  std::vector<int32_t> pool_;
+  bool thinned_ = false;
   int final_ = -1;
 };
 
@@ -389,7 +505,7 @@ Result<SearchResult> DynamicProgramming(const SearchProblem& p, const SearchOpti
     }
   }
   for (size_t v = 0; v < p.nodes.size(); ++v) pruned += p.nodes[v].candidates.size() - keep[v].size();
-  Eliminator elim(p, keep, options.memory_limit_bytes, DataParallelBonus(p));
+  Eliminator elim(p, keep, options.memory_limit_bytes, options.max_pareto_labels, DataParallelBonus(p));
   SINKRT_ASSIGN_OR_RETURN(SearchResult r, elim.Run());
   r.pruned_candidates = pruned;
   r.cost = EvaluatePlan(p, r.choice);

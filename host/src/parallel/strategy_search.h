@@ -43,6 +43,7 @@ inline constexpr double kTieRelativeEpsilon = 1e-6;
 // this many entries is refused rather than built.
 inline constexpr uint64_t kMaxEliminationCells = uint64_t{1} << 22;
 
+
 struct StrategyCandidate {
   std::string name;           // for messages and --explain
   double time_s = 0;          // the op's own time under this strategy
@@ -82,6 +83,11 @@ struct SearchOptions {
   SearchMode mode = SearchMode::kDynamicProgramming;
   std::optional<uint64_t> memory_limit_bytes;  // per rank; none: unlimited
   bool prune = true;                           // ParetoCandidates before dynamic_programming
+  // Under a memory limit each table entry keeps the Pareto front of (time,
+  // memory) over the choices folded into it; a front past this many points
+  // is thinned to evenly spaced ones (both ends kept) and the result says
+  // it is not exact. The work per entry grows with its square.
+  size_t max_pareto_labels = 64;
 };
 
 struct PlanCost {
@@ -95,6 +101,9 @@ struct SearchResult {
   PlanCost cost;
   size_t pruned_candidates = 0;       // dropped by ParetoCandidates
   size_t generalized_eliminations = 0; // ops eliminated with 3+ neighbours
+  // False only when a memory limit made a Pareto front exceed
+  // max_pareto_labels: the plan fits the limit but may not be the fastest.
+  bool exact = true;
 };
 
 // Every op has a candidate, fixed indices and edge endpoints are in range,
