@@ -290,6 +290,27 @@ TEST(StrategySearch, ErrorsNameTheSmallestFootprintAndTheOp) {
   EXPECT_EQ(*ParseSearchMode("sharding_propagation"), SearchMode::kShardingPropagation);
 }
 
+TEST(StrategySearch, RefusesATableTooLargeToBuild) {
+  // Ten ops all joined to each other with 8 distinct candidates each: the
+  // first elimination needs a table over 9 neighbours (8^10 entries).
+  SearchProblem p;
+  for (int i = 0; i < 10; ++i) {
+    p.nodes.push_back(Node("op" + std::to_string(i), {1, 2, 3, 4, 5, 6, 7, 8}));
+  }
+  for (size_t a = 0; a < 10; ++a) {
+    for (size_t b = a + 1; b < 10; ++b) {
+      SearchEdge e = Match(a, b, 8, 1);
+      for (size_t i = 0; i < 8; ++i) e.cost[i * 8 + (7 - i)] = 0.5;  // every candidate has a use
+      p.edges.push_back(std::move(e));
+    }
+  }
+  auto r = SearchStrategies(p, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(r.status().message().find("too far from series-parallel: eliminating op 'op0'"), std::string::npos)
+      << r.status().message();
+}
+
 TEST(StrategySearch, ParetoPruningKeepsWhatEdgesCanUse) {
   // b's s1 is slower than s0 with the same edges: dropped. s2 is slower
   // still but matches a's s1 for free: kept.

@@ -173,33 +173,20 @@ class Eliminator {
     return out;
   }
 
-  // Keeps the best sum (no limit) or the Pareto set in (score, memory),
-  // sorted by score; each kept sum becomes a label whose record joins the
+  // Without a memory limit: keeps the best sum (least score, then least
+  // memory, then the lowest tag and combo) as a label whose record joins the
   // records of the labels it adds (an eliminated op's own leaf comes in
   // through its unary table, one of the groups).
   void Prune(std::vector<Sum>& sums, const std::vector<std::span<const Label>>& groups, size_t per_tag,
              std::vector<Label>& out) {
     if (sums.empty()) return;
-    auto less = [](const Sum& x, const Sum& y) {
+    sums[0] = *std::min_element(sums.begin(), sums.end(), [](const Sum& x, const Sum& y) {
       if (x.score != y.score) return x.score < y.score;
       if (x.mem != y.mem) return x.mem < y.mem;
       if (x.tag != y.tag) return x.tag < y.tag;
       return x.combo < y.combo;
-    };
-    size_t kept = 0;
-    if (!limit_) {
-      sums[0] = *std::min_element(sums.begin(), sums.end(), less);
-      kept = 1;
-    } else {
-      std::sort(sums.begin(), sums.end(), less);
-      uint64_t min_mem = UINT64_MAX;
-      for (const Sum& s : sums) {
-        if (s.mem < min_mem) {
-          min_mem = s.mem;
-          sums[kept++] = s;
-        }
-      }
-    }
+    });
+    const size_t kept = 1;
     for (size_t k = 0; k < kept; ++k) {
       const Sum& s = sums[k];
       // Decode the combo into the records it joins.
