@@ -359,6 +359,17 @@ class EndlessFeeder {
   std::thread thread_;
 };
 
+// `data` as an unbatched dataset of "image" f32 [features] and "label" i32.
+host::Dataset SyntheticSamples(const testing::SyntheticData& data, int64_t features) {
+  host::Tensor images{DType::F32, {data.size(), features}, {}};
+  images.data.resize(data.images.size() * sizeof(float));
+  std::memcpy(images.data.data(), data.images.data(), images.data.size());
+  host::Tensor labels{DType::I32, {data.size()}, {}};
+  labels.data.resize(data.labels.size() * sizeof(int32_t));
+  std::memcpy(labels.data.data(), data.labels.data(), labels.data.size());
+  return host::Dataset::FromArrays({{"image", images}, {"label", labels}});
+}
+
 // SEMI_AUTO_PARALLEL through real daemons: the Megatron MLP on 2 sinkd
 // ranks (w1 by columns, w2 by rows, the batch whole) trains, evaluates and
 // checkpoints exactly as on 2 in-process devices: the same sharded streams,
@@ -379,13 +390,8 @@ host::Graph MegatronMlp() {
 
 TEST(SinkdWorldSemiAutoTest, MegatronMlpTrainsLikeInProcessDevices) {
   const testing::SyntheticData data = testing::MakeSyntheticData(32 * kBatch, kFeatures, 4, 5);
-  host::Tensor images{DType::F32, {data.size(), kFeatures}, {}};
-  images.data.resize(data.images.size() * sizeof(float));
-  std::memcpy(images.data.data(), data.images.data(), images.data.size());
-  host::Tensor labels{DType::I32, {data.size()}, {}};
-  labels.data.resize(data.labels.size() * sizeof(int32_t));
-  std::memcpy(labels.data.data(), data.labels.data(), labels.data.size());
-  const host::Dataset ds = host::Dataset::FromArrays({{"image", images}, {"label", labels}}).Batch(kBatch, true);
+  const host::Dataset samples = SyntheticSamples(data, kFeatures);
+  const host::Dataset ds = samples.Batch(kBatch, true);
   host::ModelOptions o;
   o.context.mode = host::ParallelMode::SemiAutoParallel;
   o.context.device_num = 2;
@@ -450,14 +456,9 @@ TEST(SinkdWorldSemiAutoTest, VitPresetsTrain200StepsLikeInProcessDevices) {
   for (auto [preset, n] : {std::pair{"model", 2}, {"2x2", 4}}) {
     SCOPED_TRACE(std::string(preset) + " on " + std::to_string(n));
     const int64_t dp = *host::PresetDataParallel(preset, n);
-    host::Tensor images{DType::F32, {data.size(), 784}, {}};
-    images.data.resize(data.images.size() * sizeof(float));
-    std::memcpy(images.data.data(), data.images.data(), images.data.size());
-    host::Tensor labels{DType::I32, {data.size()}, {}};
-    labels.data.resize(data.labels.size() * sizeof(int32_t));
-    std::memcpy(labels.data.data(), data.labels.data(), labels.data.size());
+    const host::Dataset samples = SyntheticSamples(data, 784);
     const host::Dataset ds =
-        host::Dataset::FromArrays({{"image", images}, {"label", labels}}).Batch(kVitBatch / dp, true);
+        samples.Batch(kVitBatch / dp, true);
     auto run = [&](std::span<DeviceLink* const> links, std::vector<double>* losses,
                    std::vector<std::pair<std::string, host::Tensor>>* state) {
       host::Graph g = host::MakeVitNetwork(kVitBatch);
@@ -594,13 +595,8 @@ TEST(SinkdWorldFaultTest, ModelTrainReportsTheDeadRank) {
   auto model = host::Model::Create(std::move(net), host::LossSpec::None(), host::OptimizerSpec::Sgd(0.05f), d.links(), o);
   SINKRT_ASSERT_OK(model);
   const testing::SyntheticData data = testing::MakeSyntheticData(3 * 64 * kBatch, kFeatures, 4, 5);
-  host::Tensor images{DType::F32, {data.size(), kFeatures}, {}};
-  images.data.resize(data.images.size() * sizeof(float));
-  std::memcpy(images.data.data(), data.images.data(), images.data.size());
-  host::Tensor labels{DType::I32, {data.size()}, {}};
-  labels.data.resize(data.labels.size() * sizeof(int32_t));
-  std::memcpy(labels.data.data(), data.labels.data(), labels.data.size());
-  host::Dataset ds = host::Dataset::FromArrays({{"image", images}, {"label", labels}}).Batch(kBatch, true).Repeat(100000);
+  const host::Dataset samples = SyntheticSamples(data, kFeatures);
+  host::Dataset ds = samples.Batch(kBatch, true).Repeat(100000);
 
   // Kill rank 1 once the first epoch has run.
   struct KillAfterFirstEpoch : host::Callback {

@@ -99,6 +99,16 @@ Status ScoreRows(const ReportedTensor& logits, const Tensor& labels, int64_t row
   return Status::Ok();
 }
 
+EvalResult FinishEval(const Model::Impl& m, double loss_sum, double correct, int64_t samples,
+                      uint64_t round_trips_before) {
+  EvalResult out;
+  out.samples = samples;
+  out.loss = loss_sum / static_cast<double>(samples);
+  out.accuracy = m.accuracy_report >= 0 ? correct / static_cast<double>(samples) : std::nan("");
+  out.round_trips = m.device->control_round_trips() - round_trips_before;
+  return out;
+}
+
 Result<EvalResult> Model::eval(const Dataset& dataset, bool dataset_sink_mode) {
   (void)dataset_sink_mode;  // one step per launch either way (see above)
   Impl& m = *impl_;
@@ -163,12 +173,7 @@ Result<EvalResult> Model::eval(const Dataset& dataset, bool dataset_sink_mode) {
     }
     samples += rows;
   }
-  EvalResult out;
-  out.samples = samples;
-  out.loss = loss_sum / static_cast<double>(samples);
-  out.accuracy = m.accuracy_report >= 0 ? correct / static_cast<double>(samples) : std::nan("");
-  out.round_trips = m.device->control_round_trips() - round_trips_before;
-  return out;
+  return FinishEval(m, loss_sum, correct, samples, round_trips_before);
 }
 
 Result<Tensor> Model::predict(const Row& inputs) {

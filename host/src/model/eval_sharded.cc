@@ -211,12 +211,7 @@ Result<EvalResult> ShardedEval(Model::Impl& m, const Dataset& dataset) {
     SINKRT_RETURN_IF_ERROR(ScoreRows(AsReport(std::move(logits)), labels, group_rows, &loss_sum, &correct), where);
     samples += group_rows;
   }
-  EvalResult out;
-  out.samples = samples;
-  out.loss = loss_sum / static_cast<double>(samples);
-  out.accuracy = m.accuracy_report >= 0 ? correct / static_cast<double>(samples) : std::nan("");
-  out.round_trips = m.device->control_round_trips() - round_trips_before;
-  return out;
+  return FinishEval(m, loss_sum, correct, samples, round_trips_before);
 }
 
 Result<Tensor> ShardedPredict(Model::Impl& m, const Row& inputs) {

@@ -21,6 +21,11 @@ Result<int64_t> CheckRows(const char* api, const Tensor& t, const ColumnSpec& co
 Status ScoreRows(const ReportedTensor& logits, const Tensor& labels, int64_t rows, double* loss_sum,
                  double* correct);
 
+// Model.eval's result from the sums over its samples (NaN accuracy when
+// the stream counts none).
+EvalResult FinishEval(const Model::Impl& m, double loss_sum, double correct, int64_t samples,
+                      uint64_t round_trips_before);
+
 // The global batch is the data-parallel shards' batches side by side: one
 // eval step takes as many dataset batches as the batch has shards (the
 // dataset's batch is one shard's, as in training), and each rank cuts its

@@ -199,16 +199,7 @@ class Eliminator {
         combo /= g.size();
         if (r >= 0) children_.push_back(r);
       }
-      const uint32_t count = static_cast<uint32_t>(children_.size()) - child_begin;
-      int32_t rec = -1;
-      if (count == 1) {
-        rec = children_.back();
-        children_.pop_back();
-      } else if (count > 1) {
-        records_.push_back({-1, 0, child_begin, count});
-        rec = static_cast<int32_t>(records_.size() - 1);
-      }
-      out.push_back({s.score, s.mem, rec});
+      out.push_back({s.score, s.mem, JoinChildren(child_begin)});
     }
   }
 
@@ -319,16 +310,7 @@ class Eliminator {
       for (size_t k = 0; k < per_tag; ++k) {
         if (pool_[p.at + k] >= 0) children_.push_back(pool_[p.at + k]);
       }
-      const uint32_t count = static_cast<uint32_t>(children_.size()) - child_begin;
-      int32_t rec = -1;
-      if (count == 1) {
-        rec = children_.back();
-        children_.pop_back();
-      } else if (count > 1) {
-        records_.push_back({-1, 0, child_begin, count});
-        rec = static_cast<int32_t>(records_.size() - 1);
-      }
-      out.push_back({p.score, p.mem, rec});
+      out.push_back({p.score, p.mem, JoinChildren(child_begin)});
     }
     acc.clear();
     pool_.clear();
@@ -452,6 +434,20 @@ class Eliminator {
   std::vector<Factor> factors_;
   std::vector<std::vector<int>> node_factors_;
   std::vector<Record> records_;
+  // The record that stands for children_[child_begin, end): none, the one
+  // child itself, or a new record joining them.
+  int32_t JoinChildren(uint32_t child_begin) {
+    const uint32_t count = static_cast<uint32_t>(children_.size()) - child_begin;
+    if (count == 0) return -1;
+    if (count == 1) {
+      const int32_t rec = children_.back();
+      children_.pop_back();
+      return rec;
+    }
+    records_.push_back({-1, 0, child_begin, count});
+    return static_cast<int32_t>(records_.size() - 1);
+  }
+
   std::vector<int32_t> children_;
   std::vector<Sum> scratch_;
   std::vector<Partial> cur_, front_;
