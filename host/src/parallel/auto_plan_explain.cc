@@ -1,0 +1,172 @@
+#include "parallel/auto_plan_explain.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace sinkrt::host {
+namespace parallel {
+namespace {
+
+// Below this the search calls two times equal (strategy_search.h).
+double TieSeconds(const SearchProblem& p) { return 2 * DataParallelBonus(p) + 1e-12; }
+
+struct Parts {
+  double compute = 0, communication = 0, redistribution = 0;
+};
+
+Parts PartsOf(const SearchGraph& sg, const std::vector<size_t>& choice, size_t i, size_t c) {
+  const OpCandidate& oc = sg.ops[i][c];
+  Parts p;
+  p.compute = oc.cost.compute_fwd_s + oc.cost.compute_bwd_s + oc.cost.update_s;
+  p.communication = oc.CommunicationSeconds();
+  p.redistribution = oc.own_redistribution_s;
+  // Every edge at the op, the other end as chosen: what swapping this op's
+  // candidate changes.
+  for (const SearchEdge& e : sg.problem.edges) {
+    const size_t nc = sg.problem.nodes[e.consumer].candidates.size();
+    if (e.consumer == i) p.redistribution += e.cost[choice[e.producer] * nc + c];
+    if (e.producer == i) p.redistribution += e.cost[c * nc + choice[e.consumer]];
+  }
+  return p;
+}
+
+std::string Ms(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.3f ms", s * 1e3);
+  return buf;
+}
+
+}  // namespace
+
+std::vector<OpPlanChoice> ExplainChoices(const Graph& g, const SearchGraph& sg, const SearchResult& result,
+                                         std::optional<uint64_t> memory_limit) {
+  const std::vector<size_t>& choice = result.choice;
+  const double tie = TieSeconds(sg.problem);
+  std::vector<OpPlanChoice> out;
+  for (size_t i = 0; i < g.ops().size(); ++i) {
+    const OpNode& op = g.ops()[i];
+    const size_t c = choice[i];
+    const OpCandidate& oc = sg.ops[i][c];
+    const SearchNode& node = sg.problem.nodes[i];
+    OpPlanChoice pc;
+    pc.op = op.name;
+    pc.strategy = oc.strategy;
+    pc.fixed = node.fixed.has_value();
+    pc.memory_bytes = node.candidates[c].memory_bytes;
+    // Edges into the op: what it pays to read its inputs (edges out of it
+    // are its consumers').
+    pc.compute_s = oc.cost.compute_fwd_s + oc.cost.compute_bwd_s + oc.cost.update_s;
+    pc.communication_s = oc.CommunicationSeconds();
+    pc.redistribution_s = oc.own_redistribution_s;
+    for (const SearchEdge& e : sg.problem.edges)
+      if (e.consumer == i)
+        pc.redistribution_s += e.cost[choice[e.producer] * node.candidates.size() + c];
+    if (!oc.strategy.empty() && !pc.fixed) {
+      const Parts chosen = PartsOf(sg, choice, i, c);
+      const double chosen_total = chosen.compute + chosen.communication + chosen.redistribution;
+      std::optional<size_t> best, best_over;
+      double best_extra = std::numeric_limits<double>::infinity(), over_extra = best_extra;
+      for (size_t a = 0; a < node.candidates.size(); ++a) {
+        if (a == c) continue;
+        const Parts p = PartsOf(sg, choice, i, a);
+        const double extra = p.compute + p.communication + p.redistribution - chosen_total;
+        if (!std::isfinite(extra)) continue;
+        const bool over = memory_limit && result.cost.memory_bytes - node.candidates[c].memory_bytes +
+                                                  node.candidates[a].memory_bytes > *memory_limit;
+        if (over) {
+          if (extra < over_extra) over_extra = extra, best_over = a;
+        } else if (extra < best_extra) {
+          best_extra = extra, best = a;
+        }
+      }
+      const bool by_memory = !best || (best_over && over_extra < best_extra);
+      const std::optional<size_t> alt = by_memory ? best_over : best;
+      if (alt) {
+        const Parts p = PartsOf(sg, choice, i, *alt);
+        const double extra = by_memory ? over_extra : best_extra;
+        pc.rejected = sg.ops[i][*alt].strategy;
+        pc.rejected_extra_s = extra;
+        if (by_memory) {
+          pc.reason = "over the memory limit (" +
+                      std::to_string(result.cost.memory_bytes - node.candidates[c].memory_bytes +
+                                     node.candidates[*alt].memory_bytes) +
+                      " bytes per rank)";
+        } else if (std::abs(extra) <= tie) {
+          pc.reason = node.candidates[*alt].data_parallel < node.candidates[c].data_parallel
+                          ? "a tie: the more data-parallel strategy wins"
+                          : "a tie: the first strategy found wins";
+        } else {
+          std::string r;
+          auto part = [&](const char* what, double d) {
+            if (std::abs(d) < 5e-7) return;
+            r += (r.empty() ? "" : ", ") + std::string(what) + " " + Ms(d);
+          };
+          part("compute", p.compute - chosen.compute);
+          part("communication", p.communication - chosen.communication);
+          part("redistribution", p.redistribution - chosen.redistribution);
+          pc.reason = r.empty() ? "slower by less than a microsecond" : r;
+        }
+      }
+    }
+    out.push_back(std::move(pc));
+  }
+  return out;
+}
+
+}  // namespace parallel
+
+namespace {
+
+std::string Msec(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
+  return buf;
+}
+
+std::string Bytes(uint64_t b) {
+  char buf[32];
+  if (b >= (uint64_t{1} << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", double(b) / (1 << 20));
+  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", double(b) / 1024);
+  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  return buf;
+}
+
+std::string Pad(std::string s, size_t width) {
+  if (s.size() < width) s.append(width - s.size(), ' ');
+  return s;
+}
+
+}  // namespace
+
+std::string ExplainPlan(const AutoParallelPlan& plan) {
+  size_t name_w = 2, strat_w = 8;
+  for (const OpPlanChoice& c : plan.ops) {
+    name_w = std::max(name_w, c.op.size());
+    strat_w = std::max(strat_w, c.strategy.empty() ? size_t{7} : StrategyToString(c.strategy).size());
+  }
+  std::string out = "auto_parallel on " + std::to_string(plan.device_num) + " devices: " + plan.search_mode +
+                    ", calibration " + plan.calibration + " (" + plan.transport + ")\n";
+  out += Pad("op", name_w) + "  " + Pad("strategy", strat_w) +
+         "  compute      comm         redist       memory      best rejected\n";
+  for (const OpPlanChoice& c : plan.ops) {
+    out += Pad(c.op, name_w) + "  ";
+    out += Pad(c.strategy.empty() ? "follows" : StrategyToString(c.strategy) + (c.fixed ? "*" : ""), strat_w) + "  ";
+    out += Pad(Msec(c.compute_s), 11) + "  " + Pad(Msec(c.communication_s), 11) + "  " +
+           Pad(Msec(c.redistribution_s), 11) + "  " + Pad(Bytes(c.memory_bytes), 10) + "  ";
+    if (c.fixed) out += "(strategy given: kept)";
+    else if (c.strategy.empty()) out += "(reshape: carries its input's layout)";
+    else if (c.rejected.empty()) out += "(no other strategy)";
+    else out += StrategyToString(c.rejected) + " " + (c.rejected_extra_s >= 0 ? "+" : "") + Msec(c.rejected_extra_s) + ": " + c.reason;
+    out += '\n';
+  }
+  out += "predicted step " + Msec(plan.step_s) + ", memory " + Bytes(plan.memory_bytes) + " per rank";
+  out += plan.memory_limit_bytes ? " (limit " + Bytes(*plan.memory_limit_bytes) + ")" : " (no limit)";
+  out += "; " + std::to_string(plan.candidates) + " strategies, " + std::to_string(plan.pruned) +
+         " pruned, searched in " + Msec(plan.search_s) + (plan.exact ? "" : " (not exact: Pareto fronts thinned)") +
+         "\n";
+  return out;
+}
+
+}  // namespace sinkrt::host
