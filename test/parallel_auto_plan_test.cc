@@ -15,6 +15,7 @@
 #include "parallel/calibration.h"
 #include "sinkrt/host/auto_parallel.h"
 #include "sinkrt/host/compiler.h"
+#include "sinkrt/host/model_zoo.h"
 #include "support/test_util.h"
 
 namespace sinkrt::host {
@@ -284,6 +285,32 @@ TEST(AutoParallelPlan, UserStrategiesAreKeptAndPropagated) {
   // The Relu after the column split follows it (no redistribution).
   EXPECT_EQ(g.ops()[1].strategy, (Strategy{{1, 4}}));
   (void)CompileAndCount(g, 4);
+}
+
+// The zoo's networks (Reshape, LayerNorm, the attention's Split,
+// BatchMatMul and Softmax) plan and compile on 2 and 4 ranks with the
+// built-in calibration; the search takes milliseconds.
+TEST(AutoParallelPlan, ZooNetworksPlanAndCompile) {
+  for (const char* name : {"mlp", "vit"}) {
+    for (int64_t n : {2, 4}) {
+      Graph g = std::string(name) == "mlp" ? MakeMlpNetwork(32) : MakeVitNetwork(16);
+      const TensorId label = g.Input("label", {g.tensor(g.outputs().front()).shape[0]}, DType::I32);
+      g.SetLoss(g.SparseSoftmaxCrossEntropy(g.outputs().front(), label));
+      AutoParallelOptions o;
+      o.device_num = n;
+      o.optimizer = OptimizerSpec::Momentum(0.01f, 0.9f);
+      Result<AutoParallelPlan> plan = PlanAutoParallel(g, o);
+      SINKRT_ASSERT_OK(plan);
+      EXPECT_GT(plan->step_s, 0) << name << " on " << n;
+      EXPECT_EQ(plan->ops.size(), g.ops().size());
+      EXPECT_LT(plan->search_s, 1.0) << name << " on " << n;
+      for (const OpNode& op : g.ops())
+        if (op.op != fb::OpCode::Reshape && op.op != fb::OpCode::Flatten) EXPECT_FALSE(op.strategy.empty()) << op.name;
+      std::printf("[ info ] %s on %lld ranks: predicted step %.3f ms, %zu strategies, searched in %.1f ms\n", name,
+                  static_cast<long long>(n), plan->step_s * 1e3, plan->candidates, plan->search_s * 1e3);
+      (void)CompileAndCount(g, n);
+    }
+  }
 }
 
 TEST(AutoParallelPlan, ErrorsNameWhatIsWrong) {
