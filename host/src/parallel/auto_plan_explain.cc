@@ -16,7 +16,8 @@ struct Parts {
   double compute = 0, communication = 0, redistribution = 0;
 };
 
-Parts PartsOf(const SearchGraph& sg, const std::vector<size_t>& choice, size_t i, size_t c) {
+Parts PartsOf(const SearchGraph& sg, const std::vector<std::vector<size_t>>& incident, const std::vector<size_t>& choice,
+              size_t i, size_t c) {
   const OpCandidate& oc = sg.ops[i][c];
   Parts p;
   p.compute = oc.cost.compute_fwd_s + oc.cost.compute_bwd_s + oc.cost.update_s;
@@ -24,7 +25,8 @@ Parts PartsOf(const SearchGraph& sg, const std::vector<size_t>& choice, size_t i
   p.redistribution = oc.own_redistribution_s;
   // Every edge at the op, the other end as chosen: what swapping this op's
   // candidate changes.
-  for (const SearchEdge& e : sg.problem.edges) {
+  for (size_t k : incident[i]) {
+    const SearchEdge& e = sg.problem.edges[k];
     const size_t nc = sg.problem.nodes[e.consumer].candidates.size();
     if (e.consumer == i) p.redistribution += e.cost[choice[e.producer] * nc + c];
     if (e.producer == i) p.redistribution += e.cost[c * nc + choice[e.consumer]];
@@ -44,6 +46,11 @@ std::vector<OpPlanChoice> ExplainChoices(const Graph& g, const SearchGraph& sg, 
                                          std::optional<uint64_t> memory_limit) {
   const std::vector<size_t>& choice = result.choice;
   const double tie = TieSeconds(sg.problem);
+  std::vector<std::vector<size_t>> incident(sg.problem.nodes.size());
+  for (size_t k = 0; k < sg.problem.edges.size(); ++k) {
+    incident[sg.problem.edges[k].producer].push_back(k);
+    incident[sg.problem.edges[k].consumer].push_back(k);
+  }
   std::vector<OpPlanChoice> out;
   for (size_t i = 0; i < g.ops().size(); ++i) {
     const OpNode& op = g.ops()[i];
@@ -60,17 +67,18 @@ std::vector<OpPlanChoice> ExplainChoices(const Graph& g, const SearchGraph& sg, 
     pc.compute_s = oc.cost.compute_fwd_s + oc.cost.compute_bwd_s + oc.cost.update_s;
     pc.communication_s = oc.CommunicationSeconds();
     pc.redistribution_s = oc.own_redistribution_s;
-    for (const SearchEdge& e : sg.problem.edges)
-      if (e.consumer == i)
-        pc.redistribution_s += e.cost[choice[e.producer] * node.candidates.size() + c];
+    for (size_t k : incident[i]) {
+      const SearchEdge& e = sg.problem.edges[k];
+      if (e.consumer == i) pc.redistribution_s += e.cost[choice[e.producer] * node.candidates.size() + c];
+    }
     if (!oc.strategy.empty() && !pc.fixed) {
-      const Parts chosen = PartsOf(sg, choice, i, c);
+      const Parts chosen = PartsOf(sg, incident, choice, i, c);
       const double chosen_total = chosen.compute + chosen.communication + chosen.redistribution;
       std::optional<size_t> best, best_over;
       double best_extra = std::numeric_limits<double>::infinity(), over_extra = best_extra;
       for (size_t a = 0; a < node.candidates.size(); ++a) {
         if (a == c) continue;
-        const Parts p = PartsOf(sg, choice, i, a);
+        const Parts p = PartsOf(sg, incident, choice, i, a);
         const double extra = p.compute + p.communication + p.redistribution - chosen_total;
         if (!std::isfinite(extra)) continue;
         const bool over = memory_limit && result.cost.memory_bytes - node.candidates[c].memory_bytes +
@@ -84,7 +92,7 @@ std::vector<OpPlanChoice> ExplainChoices(const Graph& g, const SearchGraph& sg, 
       const bool by_memory = !best || (best_over && over_extra < best_extra);
       const std::optional<size_t> alt = by_memory ? best_over : best;
       if (alt) {
-        const Parts p = PartsOf(sg, choice, i, *alt);
+        const Parts p = PartsOf(sg, incident, choice, i, *alt);
         const double extra = by_memory ? over_extra : best_extra;
         pc.rejected = sg.ops[i][*alt].strategy;
         pc.rejected_extra_s = extra;

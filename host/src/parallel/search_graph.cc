@@ -54,26 +54,31 @@ class Builder {
   }
 
  private:
+  // Layouts are interned so that an edge's price matrix costs a hash
+  // lookup per pair, not two layout strings.
+  uint32_t Intern(const TensorLayout& l) {
+    auto [it, added] = layout_ids_.try_emplace(LayoutToString(l), static_cast<uint32_t>(layouts_.size()));
+    if (added) layouts_.push_back(l);
+    return it->second;
+  }
+
   // Seconds to bring tensor `t` from `from` to `to`, and its gradient
   // back when it has one; a pair the planner cannot join is forbidden.
-  double Redist(const TensorLayout& from, const TensorLayout& to, TensorId t) {
+  double Redist(uint32_t from, uint32_t to, TensorId t) {
     if (from == to) return 0;
     const DType dtype = g_.tensor(t).dtype;
     const bool backward = ctx_.needs_grad[t];
-    std::string key = LayoutToString(from);
-    key += '|';
-    key += LayoutToString(to);
-    key += '|';
-    key += std::to_string(static_cast<int>(dtype));
-    key += backward ? "|b" : "|f";
+    const uint64_t key = (uint64_t{from} << 36) | (uint64_t{to} << 9) | (uint64_t{static_cast<uint8_t>(dtype)} << 1) |
+                         (backward ? 1 : 0);
     auto it = memo_.find(key);
     if (it != memo_.end()) return it->second;
-    Result<double> s =
-        RedistributionSeconds(from, to, dtype, *ctx_.calibration, ctx_.options.transport, backward);
+    Result<double> s = RedistributionSeconds(layouts_[from], layouts_[to], dtype, *ctx_.calibration,
+                                             ctx_.options.transport, backward);
     const double v = s.ok() ? *s : kForbidden;
-    memo_.emplace(std::move(key), v);
+    memo_.emplace(key, v);
     return v;
   }
+  double Redist(const TensorLayout& from, const TensorLayout& to, TensorId t) { return Redist(Intern(from), Intern(to), t); }
 
   // A dataset input's layout when it does not follow the loss.
   TensorLayout FixedInput(TensorId t) const {
@@ -158,6 +163,13 @@ class Builder {
     return Status::Ok();
   }
 
+  // The interned layout input `k` of op `i` is read in, per candidate.
+  std::vector<uint32_t> NeedIds(size_t i, size_t k) {
+    std::vector<uint32_t> ids;
+    for (const OpSharding& sh : shardings_[i]) ids.push_back(Intern(sh.inputs[k]));
+    return ids;
+  }
+
   void ReadEdges(size_t i) {
     const OpNode& op = g_.ops()[i];
     const size_t nc = sg_.ops[i].size();
@@ -173,10 +185,11 @@ class Builder {
         for (size_t c = 0; c < nc; ++c) sg_.ops[i][c].own_redistribution_s += Redist(LossInput(c, t), need(c), t);
       } else if (info.kind == TensorKind::Input && follow_loss_) {
         const size_t nl = sg_.ops[loss_op_].size();
+        const std::vector<uint32_t> needs = NeedIds(i, k);
         SearchEdge e{static_cast<size_t>(loss_op_), i, std::vector<double>(nl * nc)};
         for (size_t a = 0; a < nl; ++a) {
-          const TensorLayout from = LossInput(a, t);
-          for (size_t c = 0; c < nc; ++c) e.cost[a * nc + c] = Redist(from, need(c), t);
+          const uint32_t from = Intern(LossInput(a, t));
+          for (size_t c = 0; c < nc; ++c) e.cost[a * nc + c] = Redist(from, needs[c], t);
         }
         AddEdge(std::move(e), {.input = k});
       } else if (info.kind == TensorKind::Input) {
@@ -186,9 +199,12 @@ class Builder {
         const int64_t j = g_.producer(t);
         const size_t o = OutputIndex(g_.ops()[j], t);
         const size_t np = sg_.ops[j].size();
+        const std::vector<uint32_t> needs = NeedIds(i, k);
         SearchEdge e{static_cast<size_t>(j), i, std::vector<double>(np * nc)};
-        for (size_t a = 0; a < np; ++a)
-          for (size_t c = 0; c < nc; ++c) e.cost[a * nc + c] = Redist(sg_.ops[j][a].outputs[o], need(c), t);
+        for (size_t a = 0; a < np; ++a) {
+          const uint32_t from = Intern(sg_.ops[j][a].outputs[o]);
+          for (size_t c = 0; c < nc; ++c) e.cost[a * nc + c] = Redist(from, needs[c], t);
+        }
         AddEdge(std::move(e), {.input = k});
       }
     }
@@ -231,7 +247,9 @@ class Builder {
   SearchGraph sg_;
   std::vector<std::vector<OpSharding>> shardings_;  // per op, per candidate (ruled ops)
   std::map<TensorId, std::vector<std::pair<size_t, size_t>>> params_;  // readers (op, input)
-  std::unordered_map<std::string, double> memo_;
+  std::unordered_map<std::string, uint32_t> layout_ids_;
+  std::vector<TensorLayout> layouts_;  // by id
+  std::unordered_map<uint64_t, double> memo_;
   std::vector<bool> read_;  // per tensor: some op reads it
   int64_t loss_op_ = -1;
   bool follow_loss_ = false;
