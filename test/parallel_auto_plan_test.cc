@@ -287,13 +287,14 @@ TEST(AutoParallelPlan, UserStrategiesAreKeptAndPropagated) {
   (void)CompileAndCount(g, 4);
 }
 
-// The zoo's networks (Reshape, LayerNorm, the attention's Split,
-// BatchMatMul and Softmax) plan and compile on 2 and 4 ranks with the
+// The zoo's networks (LeNet's Conv2D, pooling and Flatten; the ViT's
+// Reshape, LayerNorm, attention Split, BatchMatMul and Softmax) plan and
+// compile on 2 and 4 ranks with the
 // built-in calibration; the search takes milliseconds.
 TEST(AutoParallelPlan, ZooNetworksPlanAndCompile) {
-  for (const char* name : {"mlp", "vit"}) {
+  for (const std::string name : {"mlp", "lenet", "vit"}) {
     for (int64_t n : {2, 4}) {
-      Graph g = std::string(name) == "mlp" ? MakeMlpNetwork(32) : MakeVitNetwork(16);
+      Graph g = name == "mlp" ? MakeMlpNetwork(32) : name == "lenet" ? MakeLeNetNetwork(16) : MakeVitNetwork(16);
       const TensorId label = g.Input("label", {g.tensor(g.outputs().front()).shape[0]}, DType::I32);
       g.SetLoss(g.SparseSoftmaxCrossEntropy(g.outputs().front(), label));
       AutoParallelOptions o;
@@ -306,7 +307,7 @@ TEST(AutoParallelPlan, ZooNetworksPlanAndCompile) {
       EXPECT_LT(plan->search_s, 1.0) << name << " on " << n;
       for (const OpNode& op : g.ops())
         if (op.op != fb::OpCode::Reshape && op.op != fb::OpCode::Flatten) EXPECT_FALSE(op.strategy.empty()) << op.name;
-      std::printf("[ info ] %s on %lld ranks: predicted step %.3f ms, %zu strategies, searched in %.1f ms\n", name,
+      std::printf("[ info ] %s on %lld ranks: predicted step %.3f ms, %zu strategies, searched in %.1f ms\n", name.c_str(),
                   static_cast<long long>(n), plan->step_s * 1e3, plan->candidates, plan->search_s * 1e3);
       (void)CompileAndCount(g, n);
     }
