@@ -16,20 +16,37 @@ struct Parts {
   double compute = 0, communication = 0, redistribution = 0;
 };
 
+// Op `i` and the reshapes that mirror it, transitively: they change
+// candidate together (a reshape's candidate k is "follow candidate k").
+std::vector<size_t> SwapGroup(const SearchGraph& sg, const std::vector<std::vector<size_t>>& followers, size_t i) {
+  std::vector<size_t> group = {i};
+  for (size_t k = 0; k < group.size(); ++k)
+    for (size_t f : followers[group[k]]) group.push_back(f);
+  return group;
+}
+
+// The op's own terms under candidate `c`, and the redistribution of
+// everything the swap touches (the group's own and every edge at it, the
+// other ends as chosen).
 Parts PartsOf(const SearchGraph& sg, const std::vector<std::vector<size_t>>& incident, const std::vector<size_t>& choice,
-              size_t i, size_t c) {
+              const std::vector<size_t>& group, size_t c) {
+  const size_t i = group[0];
   const OpCandidate& oc = sg.ops[i][c];
   Parts p;
   p.compute = oc.cost.compute_fwd_s + oc.cost.compute_bwd_s + oc.cost.update_s;
   p.communication = oc.CommunicationSeconds();
-  p.redistribution = oc.own_redistribution_s;
-  // Every edge at the op, the other end as chosen: what swapping this op's
-  // candidate changes.
-  for (size_t k : incident[i]) {
-    const SearchEdge& e = sg.problem.edges[k];
-    const size_t nc = sg.problem.nodes[e.consumer].candidates.size();
-    if (e.consumer == i) p.redistribution += e.cost[choice[e.producer] * nc + c];
-    if (e.producer == i) p.redistribution += e.cost[c * nc + choice[e.consumer]];
+  auto in_group = [&](size_t v) { return std::find(group.begin(), group.end(), v) != group.end(); };
+  auto pick = [&](size_t v) { return in_group(v) ? c : choice[v]; };
+  std::vector<size_t> seen;
+  for (size_t v : group) {
+    p.redistribution += sg.ops[v][c].own_redistribution_s;
+    for (size_t k : incident[v]) {
+      if (std::find(seen.begin(), seen.end(), k) != seen.end()) continue;
+      seen.push_back(k);
+      const SearchEdge& e = sg.problem.edges[k];
+      const size_t nc = sg.problem.nodes[e.consumer].candidates.size();
+      p.redistribution += e.cost[pick(e.producer) * nc + pick(e.consumer)];
+    }
   }
   return p;
 }
@@ -51,6 +68,9 @@ std::vector<OpPlanChoice> ExplainChoices(const Graph& g, const SearchGraph& sg, 
     incident[sg.problem.edges[k].producer].push_back(k);
     incident[sg.problem.edges[k].consumer].push_back(k);
   }
+  std::vector<std::vector<size_t>> followers(sg.problem.nodes.size());
+  for (size_t v = 0; v < sg.follows.size(); ++v)
+    if (sg.follows[v] >= 0) followers[static_cast<size_t>(sg.follows[v])].push_back(v);
   std::vector<OpPlanChoice> out;
   for (size_t i = 0; i < g.ops().size(); ++i) {
     const OpNode& op = g.ops()[i];
@@ -72,13 +92,14 @@ std::vector<OpPlanChoice> ExplainChoices(const Graph& g, const SearchGraph& sg, 
       if (e.consumer == i) pc.redistribution_s += e.cost[choice[e.producer] * node.candidates.size() + c];
     }
     if (!oc.strategy.empty() && !pc.fixed) {
-      const Parts chosen = PartsOf(sg, incident, choice, i, c);
+      const std::vector<size_t> group = SwapGroup(sg, followers, i);
+      const Parts chosen = PartsOf(sg, incident, choice, group, c);
       const double chosen_total = chosen.compute + chosen.communication + chosen.redistribution;
       std::optional<size_t> best, best_over;
       double best_extra = std::numeric_limits<double>::infinity(), over_extra = best_extra;
       for (size_t a = 0; a < node.candidates.size(); ++a) {
         if (a == c) continue;
-        const Parts p = PartsOf(sg, incident, choice, i, a);
+        const Parts p = PartsOf(sg, incident, choice, group, a);
         const double extra = p.compute + p.communication + p.redistribution - chosen_total;
         if (!std::isfinite(extra)) continue;
         const bool over = memory_limit && result.cost.memory_bytes - node.candidates[c].memory_bytes +
@@ -92,7 +113,7 @@ std::vector<OpPlanChoice> ExplainChoices(const Graph& g, const SearchGraph& sg, 
       const bool by_memory = !best || (best_over && over_extra < best_extra);
       const std::optional<size_t> alt = by_memory ? best_over : best;
       if (alt) {
-        const Parts p = PartsOf(sg, incident, choice, i, *alt);
+        const Parts p = PartsOf(sg, incident, choice, group, *alt);
         const double extra = by_memory ? over_extra : best_extra;
         pc.rejected = sg.ops[i][*alt].strategy;
         pc.rejected_extra_s = extra;

@@ -26,6 +26,7 @@ class Builder {
     const size_t n = g_.ops().size();
     sg_.problem.nodes.resize(n);
     sg_.ops.resize(n);
+    sg_.follows.assign(n, -1);
     shardings_.resize(n);
     if (g_.loss() != kInvalidTensor) {
       const int64_t p = g_.producer(g_.loss());
@@ -154,6 +155,7 @@ class Builder {
       node.candidates.push_back({.name = "follows " + LayoutToString(src)});
       sg_.ops[i].push_back(std::move(oc));
     }
+    sg_.follows[i] = source_node;
     if (source_node >= 0) {
       const size_t k = sources.size();
       SearchEdge e{static_cast<size_t>(source_node), i, std::vector<double>(k * k, kForbidden)};

@@ -62,6 +62,9 @@ struct SearchGraph {
   SearchProblem problem;                       // node i is op i of the graph
   std::vector<std::vector<OpCandidate>> ops;   // per op, parallel to problem.nodes[i].candidates
   std::vector<EdgeTensor> edge_tensors;        // parallel to problem.edges
+  // Per op: the op a follower (Reshape, Flatten) mirrors, candidate for
+  // candidate, or -1; a fixed-input follower mirrors nothing.
+  std::vector<int64_t> follows;
   size_t enumerated = 0;                       // strategies over all ops
 };
 
