@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "parallel/auto_plan_explain.h"
-#include "parallel/calibration.h"
+#include "sinkrt/host/calibration.h"
 #include "parallel/cost_model.h"
 #include "parallel/partition_plan.h"
 #include "parallel/search_graph.h"

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/calibration.h"
+#include "sinkrt/host/calibration.h"
 #include "parallel/layout.h"
 #include "parallel/op_sharding.h"
 #include "parallel/redistribution.h"
