@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -311,6 +312,66 @@ TEST(AutoParallelPlan, ZooNetworksPlanAndCompile) {
       std::printf("[ info ] %s on %lld ranks: predicted step %.3f ms, %zu strategies, searched in %.1f ms\n", name.c_str(),
                   static_cast<long long>(n), plan->step_s * 1e3, plan->candidates, plan->search_s * 1e3);
       (void)CompileAndCount(g, n);
+    }
+  }
+}
+
+// Random residual networks (MatMul, BiasAdd, Relu/Tanh, LayerNorm, Add,
+// Reshape) on 2, 4 and 8 ranks, under both search modes and random memory
+// limits: every plan the planner returns partitions and compiles, and every
+// refusal is a clean error that leaves the graph as it was.
+TEST(AutoParallelPlan, RandomNetworksAlwaysCompileOrRefuseCleanly) {
+  std::mt19937 rng(17);
+  auto pick = [&](std::initializer_list<int64_t> v) {
+    return *(v.begin() + std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng));
+  };
+  for (int trial = 0; trial < 24; ++trial) {
+    const int64_t batch = pick({8, 16, 32, 64});
+    int64_t width = pick({8, 16, 32, 64});
+    Graph g("random" + std::to_string(trial));
+    TensorId h = g.Input("x", {batch, width});
+    const TensorId labels = g.Input("label", {batch}, DType::I32);
+    const int layers = static_cast<int>(pick({1, 2, 3, 4}));
+    uint64_t seed = 1;
+    for (int l = 0; l < layers; ++l) {
+      const std::string p = "l" + std::to_string(l);
+      const int64_t out = pick({8, 16, 32, 64});
+      TensorId y = g.MatMul(h, g.Param(p + ".w", {width, out}, InitSpec::HeUniform(seed++)));
+      if (pick({0, 1})) y = g.BiasAdd(y, g.Param(p + ".b", {out}, InitSpec::Zeros()));
+      y = pick({0, 1}) ? g.Relu(y) : g.Tanh(y);
+      if (out == width && pick({0, 1})) y = g.Add(y, h);  // a residual branch
+      if (pick({0, 1})) y = g.LayerNorm(y, g.Param(p + ".g", {out}, InitSpec::Constant(1.0f)), g.Param(p + ".beta", {out}, InitSpec::Zeros()));
+      if (pick({0, 1})) y = g.Reshape(g.Reshape(y, {batch, out / 4, 4}), {batch, out});
+      h = y;
+      width = out;
+    }
+    g.SetLoss(g.SparseSoftmaxCrossEntropy(h, labels));
+    SINKRT_ASSERT_OK(g.status());
+    for (int64_t n : {2, 4, 8}) {
+      for (const char* mode : {"dynamic_programming", "sharding_propagation"}) {
+        Graph copy = g;
+        AutoParallelOptions o = Options(n);
+        o.search_mode = mode;
+        if (std::string(mode) == "sharding_propagation") copy.Shard(copy.ops()[0].name, {{n, 1}, {1, 1}});
+        if (pick({0, 1})) o.device_memory = static_cast<uint64_t>(pick({4096, 16384, 65536, 262144, 1 << 20}));
+        const uint64_t before = GraphHash(copy);
+        Result<AutoParallelPlan> plan = PlanAutoParallel(copy, o);
+        const std::string what = g.name() + " on " + std::to_string(n) + " ranks, " + mode;
+        if (!plan.ok()) {
+          EXPECT_TRUE(o.device_memory.has_value()) << what << ": " << plan.status().ToString();
+          EXPECT_EQ(GraphHash(copy), before) << what;
+          continue;
+        }
+        if (o.device_memory) {
+          EXPECT_LE(plan->memory_bytes, *o.device_memory) << what;
+        }
+        CompileOptions co;
+        co.parallel_mode = ParallelMode::SemiAutoParallel;
+        co.world_size = static_cast<uint32_t>(n);
+        co.optimizer = OptimizerSpec::Momentum(0.01f, 0.9f);
+        Result<CompiledStream> cs = Compile(copy, co);
+        EXPECT_TRUE(cs.ok()) << what << ": " << cs.status().ToString() << "\n" << ExplainPlan(*plan);
+      }
     }
   }
 }

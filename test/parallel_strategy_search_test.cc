@@ -5,6 +5,8 @@
 // sharding_propagation.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cmath>
 #include <random>
 
@@ -13,11 +15,18 @@
 namespace sinkrt::host::parallel {
 namespace {
 
+// (Appending, not operator+: GCC 12 warns falsely about the latter here.)
+std::string Name(const char* prefix, size_t i) {
+  std::string s = prefix;
+  s += std::to_string(i);
+  return s;
+}
+
 SearchNode Node(std::string op, std::vector<double> times, std::vector<uint64_t> mem = {},
                 std::vector<uint32_t> dp = {}) {
   SearchNode n{std::move(op), {}, {}};
   for (size_t i = 0; i < times.size(); ++i) {
-    n.candidates.push_back({"s" + std::to_string(i), times[i], mem.empty() ? 0 : mem[i], dp.empty() ? 0 : dp[i]});
+    n.candidates.push_back({Name("s", i), times[i], mem.empty() ? 0 : mem[i], dp.empty() ? 0 : dp[i]});
   }
   return n;
 }
@@ -81,9 +90,9 @@ SearchProblem RandomDag(std::mt19937& rng) {
     size_t k = cands(rng);
     while (k > 2 && plans * k > (uint64_t{1} << 15)) --k;
     plans *= k;
-    SearchNode node{"op" + std::to_string(v), {}, {}};
+    SearchNode node{Name("op", v), {}, {}};
     for (size_t c = 0; c < k; ++c) {
-      node.candidates.push_back({"c" + std::to_string(c), u(rng), static_cast<uint64_t>(u(rng) * 1000),
+      node.candidates.push_back({Name("c", c), u(rng), static_cast<uint64_t>(u(rng) * 1000),
                                  static_cast<uint32_t>(u(rng) < 0.3)});
     }
     p.nodes.push_back(std::move(node));
@@ -201,7 +210,7 @@ TEST(StrategySearch, FanOutAndFanIn) {
   // weigh all of them.
   SearchProblem p;
   p.nodes.push_back(Node("hub", {0, 0.5}));
-  for (int i = 0; i < 5; ++i) p.nodes.push_back(Node("leaf" + std::to_string(i), {1, 0}));
+  for (int i = 0; i < 5; ++i) p.nodes.push_back(Node(Name("leaf", i), {1, 0}));
   p.nodes.push_back(Node("sink", {0, 0}));
   for (size_t i = 1; i <= 5; ++i) {
     p.edges.push_back(Match(0, i, 2, 0.3));
@@ -295,7 +304,7 @@ TEST(StrategySearch, RefusesATableTooLargeToBuild) {
   // first elimination needs a table over 9 neighbours (8^10 entries).
   SearchProblem p;
   for (int i = 0; i < 10; ++i) {
-    p.nodes.push_back(Node("op" + std::to_string(i), {1, 2, 3, 4, 5, 6, 7, 8}));
+    p.nodes.push_back(Node(Name("op", i), {1, 2, 3, 4, 5, 6, 7, 8}));
   }
   for (size_t a = 0; a < 10; ++a) {
     for (size_t b = a + 1; b < 10; ++b) {
@@ -346,6 +355,24 @@ TEST(StrategySearch, ShardingPropagationFollowsTheFixedOp) {
   ASSERT_TRUE(fixed_dp.ok());
   EXPECT_EQ(fixed_dp->choice[1], 2u);
   EXPECT_LE(fixed_dp->cost.time_s, r->cost.time_s);
+}
+
+TEST(StrategySearch, ShardingPropagationRecoversWhenGreedPaintsItselfIntoACorner) {
+  // a (fixed s0) reads b and f; f mirrors b (a reshape: only matching
+  // candidates). Greed gives f s1 (cheaper from a), after which b has no
+  // finite choice (a forbids b = s1, f forbids b = s0). The search must
+  // still find the one finite plan, b = f = s0.
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  SearchProblem p;
+  for (const char* op : {"a", "b", "f"}) p.nodes.push_back(Node(op, {1, 1}));
+  p.nodes[0].fixed = 0;
+  p.edges.push_back({0, 2, {1, 0, 1, 0}});          // a - f: f = s1 is free, s0 costs 1
+  p.edges.push_back(Match(1, 2, 2, kInf));          // b - f: mirrors
+  p.edges.push_back({0, 1, {0, kInf, 0, kInf}});    // a - b: b = s1 forbidden
+  auto r = SearchStrategies(p, Mode(SearchMode::kShardingPropagation));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->choice, (std::vector<size_t>{0, 0, 0}));
+  EXPECT_DOUBLE_EQ(r->cost.time_s, 4);
 }
 
 }  // namespace

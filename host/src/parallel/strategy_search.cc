@@ -499,7 +499,12 @@ Result<SearchResult> DynamicProgramming(const SearchProblem& p, const SearchOpti
 // user-fixed ops, breadth first, each reached op takes the candidate with
 // the least redistribution time to its already decided neighbours (ties:
 // the better node score, then the lower index). Ops no fixed op reaches
-// are left to dynamic_programming with the decided ones fixed.
+// are left to dynamic_programming with the decided ones fixed. Greed can
+// paint itself into a corner (a reshape, which must mirror its producer,
+// decided from its reader's side first): an op whose every candidate meets
+// a forbidden pair is left undecided, and when the propagated choices
+// still admit no finite plan, dynamic_programming decides everything but
+// the user's ops, so a plan is found whenever one exists.
 Result<SearchResult> ShardingPropagation(const SearchProblem& p, const SearchOptions& options) {
   const size_t n = p.nodes.size();
   std::vector<std::vector<size_t>> incident(n);
@@ -540,6 +545,7 @@ Result<SearchResult> ShardingPropagation(const SearchProblem& p, const SearchOpt
           best_score = score;
         }
       }
+      if (best_redist == kInf) continue;  // left to dynamic_programming
       decided[w] = best;
       queue.push_back(w);
     }
@@ -548,7 +554,9 @@ Result<SearchResult> ShardingPropagation(const SearchProblem& p, const SearchOpt
   for (size_t v = 0; v < n; ++v) rest.nodes[v].fixed = decided[v];
   SearchOptions dp = options;
   dp.memory_limit_bytes.reset();
-  SINKRT_ASSIGN_OR_RETURN(SearchResult r, DynamicProgramming(rest, dp));
+  Result<SearchResult> propagated = DynamicProgramming(rest, dp);
+  if (!propagated.ok()) propagated = DynamicProgramming(p, dp);
+  SINKRT_ASSIGN_OR_RETURN(SearchResult r, std::move(propagated));
   r.pruned_candidates = 0;
   if (options.memory_limit_bytes && r.cost.memory_bytes > *options.memory_limit_bytes) {
     return ResourceExhausted("sharding_propagation: the propagated plan needs " + std::to_string(r.cost.memory_bytes) +
