@@ -16,7 +16,13 @@
 #include "sinkrt/host/calibration.h"
 #include "sinkrt/host/auto_parallel.h"
 #include "sinkrt/host/compiler.h"
+#include "sinkrt/device/in_process_device.h"
+#include "sinkrt/host/callbacks.h"
+#include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
+#include "sinkrt/host/shard_strategies.h"
+#include "support/model_fixtures.h"
+#include "support/test_models.h"
 #include "support/test_util.h"
 
 namespace sinkrt::host {
@@ -316,8 +322,39 @@ TEST(AutoParallelPlan, ZooNetworksPlanAndCompile) {
   }
 }
 
-// Random residual networks (MatMul, BiasAdd, Relu/Tanh, LayerNorm, Add,
-// Reshape) on 2, 4 and 8 ranks, under both search modes and random memory
+// A random residual network (MatMul, BiasAdd, Relu/Tanh, LayerNorm, Add,
+// Reshape) on input "image" [batch, width] with its loss on "label".
+Graph RandomNetwork(std::mt19937& rng, int trial) {
+  auto pick = [&](std::initializer_list<int64_t> v) {
+    return *(v.begin() + std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng));
+  };
+  const int64_t batch = pick({8, 16, 32, 64});
+  int64_t width = pick({8, 16, 32, 64});
+  Graph g("random" + std::to_string(trial));
+  TensorId h = g.Input("image", {batch, width});
+  const TensorId labels = g.Input("label", {batch}, DType::I32);
+  const int layers = static_cast<int>(pick({1, 2, 3, 4}));
+  uint64_t seed = 1;
+  for (int l = 0; l < layers; ++l) {
+    const std::string p = "l" + std::to_string(l);
+    const int64_t out = pick({8, 16, 32, 64});
+    TensorId y = g.MatMul(h, g.Param(p + ".w", {width, out}, InitSpec::HeUniform(seed++)));
+    if (pick({0, 1})) y = g.BiasAdd(y, g.Param(p + ".b", {out}, InitSpec::Zeros()));
+    y = pick({0, 1}) ? g.Relu(y) : g.Tanh(y);
+    if (out == width && pick({0, 1})) y = g.Add(y, h);  // a residual branch
+    if (pick({0, 1})) {
+      y = g.LayerNorm(y, g.Param(p + ".g", {out}, InitSpec::Constant(1.0f)),
+                      g.Param(p + ".beta", {out}, InitSpec::Zeros()));
+    }
+    if (pick({0, 1})) y = g.Reshape(g.Reshape(y, {batch, out / 4, 4}), {batch, out});
+    h = y;
+    width = out;
+  }
+  g.SetLoss(g.SparseSoftmaxCrossEntropy(h, labels));
+  return g;
+}
+
+// Random residual networks on 2, 4 and 8 ranks, under both search modes and random memory
 // limits: every plan the planner returns partitions and compiles, and every
 // refusal is a clean error that leaves the graph as it was.
 TEST(AutoParallelPlan, RandomNetworksAlwaysCompileOrRefuseCleanly) {
@@ -326,26 +363,7 @@ TEST(AutoParallelPlan, RandomNetworksAlwaysCompileOrRefuseCleanly) {
     return *(v.begin() + std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng));
   };
   for (int trial = 0; trial < 24; ++trial) {
-    const int64_t batch = pick({8, 16, 32, 64});
-    int64_t width = pick({8, 16, 32, 64});
-    Graph g("random" + std::to_string(trial));
-    TensorId h = g.Input("x", {batch, width});
-    const TensorId labels = g.Input("label", {batch}, DType::I32);
-    const int layers = static_cast<int>(pick({1, 2, 3, 4}));
-    uint64_t seed = 1;
-    for (int l = 0; l < layers; ++l) {
-      const std::string p = "l" + std::to_string(l);
-      const int64_t out = pick({8, 16, 32, 64});
-      TensorId y = g.MatMul(h, g.Param(p + ".w", {width, out}, InitSpec::HeUniform(seed++)));
-      if (pick({0, 1})) y = g.BiasAdd(y, g.Param(p + ".b", {out}, InitSpec::Zeros()));
-      y = pick({0, 1}) ? g.Relu(y) : g.Tanh(y);
-      if (out == width && pick({0, 1})) y = g.Add(y, h);  // a residual branch
-      if (pick({0, 1})) y = g.LayerNorm(y, g.Param(p + ".g", {out}, InitSpec::Constant(1.0f)), g.Param(p + ".beta", {out}, InitSpec::Zeros()));
-      if (pick({0, 1})) y = g.Reshape(g.Reshape(y, {batch, out / 4, 4}), {batch, out});
-      h = y;
-      width = out;
-    }
-    g.SetLoss(g.SparseSoftmaxCrossEntropy(h, labels));
+    Graph g = RandomNetwork(rng, trial);
     SINKRT_ASSERT_OK(g.status());
     for (int64_t n : {2, 4, 8}) {
       for (const char* mode : {"dynamic_programming", "sharding_propagation"}) {
@@ -372,6 +390,79 @@ TEST(AutoParallelPlan, RandomNetworksAlwaysCompileOrRefuseCleanly) {
         Result<CompiledStream> cs = Compile(copy, co);
         EXPECT_TRUE(cs.ok()) << what << ": " << cs.status().ToString() << "\n" << ExplainPlan(*plan);
       }
+    }
+  }
+}
+
+class LossRecorder : public Callback {
+ public:
+  std::vector<double> losses;
+  Status on_train_step_end(RunContext& c) override {
+    losses.push_back(c.original_args().net_outputs);
+    return Status::Ok();
+  }
+};
+
+// Losses of `steps` training steps of `g` (its strategies set, or none for
+// one device) on n in-process ranks, the global batch the graph's.
+std::vector<double> TrainLosses(Graph g, int n, int steps) {
+  const Shape& image = g.tensor(g.ops().front().inputs[0]).shape;  // every op 0 reads "image"
+  const int64_t batch = image[0], width = image[1];
+  const int classes = static_cast<int>(g.tensor(g.ops()[g.producer(g.loss())].inputs[0]).shape[1]);
+  ModelOptions o;
+  o.compile_cache = "";
+  int64_t dp = 1;
+  if (n > 1) {
+    Result<int64_t> d = StrategyDataParallel("", g, n);
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    dp = d.ok() ? *d : 1;
+    o.context.mode = ParallelMode::SemiAutoParallel;
+    o.context.device_num = n;
+    o.context.gradients_mean = true;
+  }
+  std::vector<std::unique_ptr<device::InProcessDevice>> devices;
+  std::vector<DeviceLink*> links;
+  for (int r = 0; r < n; ++r) {
+    device::DeviceOptions d = device::DeviceOptions::FromEnvironment();
+    d.threads = 1;
+    d.peer_timeout = std::chrono::seconds(60);
+    devices.push_back(std::make_unique<device::InProcessDevice>(d));
+    links.push_back(devices.back().get());
+  }
+  auto m = Model::Create(std::move(g), LossSpec::None(), OptimizerSpec::Momentum(0.05f, 0.9f), links, o);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  if (!m.ok()) return {};
+  const testing::SyntheticData data = testing::MakeSyntheticData(steps * batch, width, classes, 3);
+  LossRecorder losses;
+  Status st = (*m)->train(1, testing::MakeDataset(data, batch / dp), {&losses}, false);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return losses.losses;
+}
+
+// Whatever the search picks (a calibration that makes collectives cheap
+// favours model parallelism, a dear one data parallelism; repeated
+// calculation allowed or not), the sharded network trains as one device
+// does on the same global batch.
+TEST(AutoParallelPlan, SearchedPlansOfRandomNetworksTrainLikeOneDevice) {
+  std::mt19937 rng(29);
+  constexpr int kSteps = 6;
+  for (int trial = 0; trial < 6; ++trial) {
+    const Graph g = RandomNetwork(rng, trial);
+    const std::vector<double> one = TrainLosses(g, 1, kSteps);
+    ASSERT_EQ(one.size(), static_cast<size_t>(kSteps));
+    for (int n : {2, 4}) {
+      Graph sharded = g;
+      AutoParallelOptions o = Options(n);
+      o.fully_use_devices = trial % 2 == 0;
+      o.calibration = trial % 3 == 0 ? FixedCalibrationFile() : "";  // the built-in one otherwise
+      o.optimizer = OptimizerSpec::Momentum(0.05f, 0.9f);
+      Result<AutoParallelPlan> plan = PlanAutoParallel(sharded, o);
+      SINKRT_ASSERT_OK(plan);
+      const std::vector<double> got = TrainLosses(sharded, n, kSteps);
+      ASSERT_EQ(got.size(), one.size()) << g.name() << " on " << n << "\n" << ExplainPlan(*plan);
+      for (int s = 0; s < kSteps; ++s)
+        EXPECT_NEAR(got[s], one[s], 2e-5 * std::abs(one[s]) + 1e-6)
+            << g.name() << " on " << n << ", step " << s << "\n" << ExplainPlan(*plan);
     }
   }
 }

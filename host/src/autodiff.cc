@@ -52,7 +52,7 @@ DType Backward::dtype(Ref r) const { return r.pending ? values_[r.id].dtype : g_
 using autodiff_internal::Backward;
 using autodiff_internal::Ref;
 
-Result<std::vector<ParamGrad>> AppendBackward(Graph& g, TensorId loss) {
+Result<std::vector<ParamGrad>> AppendBackward(Graph& g, TensorId loss, float seed_value) {
   if (!g.status().ok()) return g.status();
   if (loss == kInvalidTensor) {
     return FailedPrecondition("AppendBackward: the graph has no loss; call SetLoss first");
@@ -99,7 +99,7 @@ Result<std::vector<ParamGrad>> AppendBackward(Graph& g, TensorId loss) {
   std::vector<std::vector<Ref>> grads(tensors.size());
   {
     OpAttrs seed;
-    seed.value = 1.0f;
+    seed.value = seed_value;
     grads[loss].push_back(b.Emit(fb::OpCode::Fill, {}, seed, Shape{}, lt.name + "/grad_seed"));
   }
   std::vector<std::optional<Ref>> dy, dx;

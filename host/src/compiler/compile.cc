@@ -185,10 +185,26 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
     SINKRT_ASSIGN_OR_RETURN(local, PartitionForward(forward, options),
                             "compile graph '" + forward.name() + "' for rank " + std::to_string(options.rank));
   }
+  // gradients_mean under SEMI_AUTO_PARALLEL: the gradient of the mean of
+  // the loss's D data-parallel slices. Each rank's loss is its slice's mean
+  // (partial along D ranks), so backward seeds 1/D and the mirror groups
+  // sum. This is the mean over the mirror group when every parameter's
+  // group is the D replicas (the data and DPxMP presets), and stays right
+  // when it is not: a parameter whose op sees the whole batch while the
+  // loss splits it (no group, yet 1/D), or a plan that splits the batch
+  // more ways before the loss than at it (a group of 2D ranks, yet 1/D).
+  float loss_seed = 1.0f;
+  if (sharded && options.gradients_mean) {
+    const TensorId loss = local->graph.loss();
+    const parallel::TensorLayout& l = local->layouts[loss];
+    int64_t slices = 1;
+    for (int a : l.partial) slices *= parallel::AxisSize(l.device_matrix, a);
+    loss_seed = 1.0f / static_cast<float>(slices);
+  }
   SINKRT_ASSIGN_OR_RETURN(
       compiler::TrainingGraph tg,
       compiler::BuildTrainingGraph(sharded ? local->graph : forward, options.optimizer, options.eval_program,
-                                   options.predict_program, /*accuracy_from_loss=*/sharded));
+                                   options.predict_program, /*accuracy_from_loss=*/sharded, loss_seed));
   std::vector<std::vector<uint32_t>> grad_groups;
   if (sharded) {
     for (const ParamGrad& pg : tg.grads) {
@@ -207,7 +223,7 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
                            .arena_alignment = options.arena_alignment,
                            .data_parallel = options.parallel_mode == ParallelMode::DataParallel || sharded,
                            .world_size = options.world_size,
-                           .gradients_mean = options.gradients_mean,
+                           .gradients_mean = options.gradients_mean && !sharded,  // sharded: the seed is 1/D
                            .parameter_broadcast = options.parameter_broadcast && !sharded,
                            .comm_fusion = options.comm_fusion,
                            .grad_groups = std::move(grad_groups)}));

@@ -62,7 +62,8 @@ void ForwardCone(const Graph& g, size_t forward_ops, TensorId target, std::vecto
 }  // namespace
 
 Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSpec& optimizer,
-                                         bool with_eval, bool with_predict, bool accuracy_from_loss) {
+                                         bool with_eval, bool with_predict, bool accuracy_from_loss,
+                                         float loss_seed) {
   SINKRT_RETURN_IF_ERROR(forward.status(), GraphContext(forward));
   if (!forward.valid(forward.loss()))
     return FailedPrecondition(GraphContext(forward) + ": the graph has no loss (call SetLoss)");
@@ -77,7 +78,7 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
   tg.forward_ops = g.ops().size();
   tg.loss = g.loss();
 
-  SINKRT_ASSIGN_OR_RETURN(tg.grads, AppendBackward(g, tg.loss), GraphContext(forward) + ": backward");
+  SINKRT_ASSIGN_OR_RETURN(tg.grads, AppendBackward(g, tg.loss, loss_seed), GraphContext(forward) + ": backward");
   SINKRT_RETURN_IF_ERROR(AppendOptimizer(g, tg.grads, optimizer), GraphContext(forward) + ": optimizer");
   SINKRT_RETURN_IF_ERROR(g.status(), GraphContext(forward));
   tg.train_ops = g.ops().size();

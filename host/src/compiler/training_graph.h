@@ -49,8 +49,9 @@ struct TrainingGraph {
 // labels exactly as the loss reads them, i.e. after the redistribution
 // that gives them whole classes and matching rows, rather than on
 // outputs()[0], whose slice may hold other rows or a part of the classes.
+// `loss_seed`: d(loss) of backward (AppendBackward).
 Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSpec& optimizer,
                                          bool with_eval, bool with_predict = false,
-                                         bool accuracy_from_loss = false);
+                                         bool accuracy_from_loss = false, float loss_seed = 1.0f);
 
 }  // namespace sinkrt::host::compiler
