@@ -181,9 +181,10 @@ class Emitter {
         TensorId y = Reshape(x, expanded, name + "/cut");
         y = Transpose(y, front, name + "/to_front");
         y = Comm(fb::OpCode::AllToAll, y, l().tensor(y).shape, group, false, 0, name + "/alltoall");
-        // The rest dims in order are `expanded` without n; the gathered
-        // dim sits at d there, or d + 1 when it comes after the cut one.
-        const int gathered = static_cast<int>(d) + (d > to ? 1 : 0);
+        // The rest dims in order are `expanded` without n: `in`'s dims, the
+        // cut one shrunk, so the gathered dim is dim d of them (at d + 1
+        // behind the received n); n goes in front of it.
+        const int gathered = static_cast<int>(d);
         std::vector<int> back;
         for (int i = 1; i <= gathered; ++i) back.push_back(i);
         back.push_back(0);
