@@ -481,6 +481,34 @@ TEST(AutoParallelPlan, SearchedPlansOfRandomNetworksTrainLikeOneDevice) {
   }
 }
 
+// The zoo ViT (attention's Split, BatchMatMul, Softmax, Transpose and
+// Reshapes) under the mixed plans that nearly free collectives give.
+TEST(AutoParallelPlan, MixedPlansOfTheVitTrainLikeOneDevice) {
+  constexpr int kSteps = 4;
+  Graph g = MakeVitNetwork(8);
+  const TensorId label = g.Input("label", {8}, DType::I32);
+  g.SetLoss(g.SparseSoftmaxCrossEntropy(g.outputs().front(), label));
+  const std::vector<double> one = TrainLosses(g, 1, kSteps);
+  ASSERT_EQ(one.size(), static_cast<size_t>(kSteps));
+  for (int n : {2, 4}) {
+    for (bool fully_use : {true, false}) {
+      Graph sharded = g;
+      AutoParallelOptions o = Options(n);
+      o.calibration = CheapCollectivesCalibrationFile();
+      o.fully_use_devices = fully_use;
+      o.optimizer = OptimizerSpec::Momentum(0.05f, 0.9f);
+      Result<AutoParallelPlan> plan = PlanAutoParallel(sharded, o);
+      SINKRT_ASSERT_OK(plan);
+      const std::vector<double> got = TrainLosses(sharded, n, kSteps);
+      ASSERT_EQ(got.size(), one.size()) << "ViT on " << n << "\n" << ExplainPlan(*plan);
+      for (int s = 0; s < kSteps; ++s)
+        EXPECT_NEAR(got[s], one[s], 2e-5 * std::abs(one[s]))
+            << "ViT on " << n << " (fully_use_devices " << fully_use << "), step " << s << "\n"
+            << ExplainPlan(*plan);
+    }
+  }
+}
+
 TEST(AutoParallelPlan, ErrorsNameWhatIsWrong) {
   Graph g = Mlp(2, 32, 32);
   AutoParallelOptions o = Options(4);
