@@ -88,7 +88,7 @@ inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) 
   if (!f.strategy.empty() && auto_parallel)
     return InvalidArgument("--strategy " + f.strategy +
                            " does not apply to --parallel auto_parallel, which searches every op's strategy (ops "
-                           "that carry one in a --graph file keep it); give --parallel semi_auto_parallel to "
+                           "that carry one in a graph file keep it); give --parallel semi_auto_parallel to "
                            "compile a strategy as it is");
   if (!f.strategy.empty() && !sharded)
     return InvalidArgument("--strategy applies to --parallel semi_auto_parallel");
