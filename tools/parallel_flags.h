@@ -90,10 +90,9 @@ inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) 
                            " does not apply to --parallel auto_parallel, which searches every op's strategy (ops "
                            "that carry one in a graph file keep it); give --parallel semi_auto_parallel to "
                            "compile a strategy as it is");
-  if (!f.strategy.empty() && !sharded)
-    return InvalidArgument("--strategy applies to --parallel semi_auto_parallel");
-  if ((!f.strategy_save.empty() || f.full_batch) && !sharded)
-    return InvalidArgument("--strategy-save and --full-batch apply to --parallel semi_auto_parallel and auto_parallel");
+  if ((!f.strategy.empty() || !f.strategy_save.empty() || f.full_batch) && !sharded)
+    return InvalidArgument("--strategy, --strategy-save and --full-batch apply to --parallel semi_auto_parallel "
+                           "(--strategy-save and --full-batch to auto_parallel too)");
   const bool auto_only = f.search_mode_given || !f.device_memory.empty() || !f.calibration.empty();
   if (auto_only && !auto_parallel)
     return InvalidArgument("--search-mode, --device-memory and --calibration apply to --parallel auto_parallel");
