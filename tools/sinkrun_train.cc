@@ -456,6 +456,7 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   // the batch, and so the batch the pipeline makes.
   const bool auto_parallel = !job && context.mode == host::ParallelMode::AutoParallel;
   std::optional<host::CompiledJob> searched;
+  const int64_t device_batch = batch;  // --batch, or a --graph file's own
   if (auto_parallel) {
     graph_batch = AutoParallelGraphBatch(batch, devices, f.full_batch);
     auto whole = NetworkWithLoss(f, graph_batch);
@@ -541,8 +542,8 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   std::string batch_text;
   if (auto_parallel)
     batch_text = (f.full_batch ? std::string(" on every rank (full batch")
-                               : " per data-parallel group (global " + std::to_string(global_batch) + " = --batch " +
-                                     std::to_string(f.batch) + " x " + Counted(devices, "device") + ", " +
+                               : " per data-parallel group (global " + std::to_string(global_batch) + " = batch " +
+                                     std::to_string(device_batch) + " x " + Counted(devices, "device") + ", " +
                                      Counted(data_groups, "group")) +
                  " as searched)";
   else if (semi_auto_streams)
