@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "parallel/calibration.h"
+#include "sinkrt/host/calibration.h"
 
 namespace sinkrt::host::parallel {
 namespace {

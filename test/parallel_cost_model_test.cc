@@ -97,7 +97,9 @@ TEST(CostModelTest, DataParallelAddsTheWeightGradientAllReduce) {
   EXPECT_EQ(dp.comm_fwd_s, 0);
   EXPECT_DOUBLE_EQ(dp.grad_sync_s, AllReduce(4, kWeightBytes));
   EXPECT_DOUBLE_EQ(dp.exposed_grad_sync_s, 0.5 * dp.grad_sync_s);
-  EXPECT_DOUBLE_EQ(dp.StepSeconds(), kGemm / 4 * 2 + 0.5 * AllReduce(4, kWeightBytes));
+  // Momentum's update reads W, its gradient and its state and writes two.
+  EXPECT_DOUBLE_EQ(dp.update_s, 5 * kWeightBytes / kBandwidth);
+  EXPECT_DOUBLE_EQ(dp.StepSeconds(), kGemm / 4 * 2 + 0.5 * AllReduce(4, kWeightBytes) + dp.update_s);
   EXPECT_EQ(dp.param_bytes, kWeightBytes);
   EXPECT_EQ(dp.activation_bytes, 256 * 1024 * 4 / 4);
 
@@ -108,13 +110,18 @@ TEST(CostModelTest, DataParallelAddsTheWeightGradientAllReduce) {
             adam.MemoryBytes() / 3);
 }
 
-TEST(CostModelTest, RepeatedCalculationSyncsOverTheRepeatedRanks) {
+TEST(CostModelTest, RepeatedCalculationNeedsNoGradientSync) {
   OneMatMul m;
-  // 2 of 4 ranks split the columns; the other factor repeats: W's slice
-  // lives on 2 ranks, whose gradient addends are summed.
+  // 2 of 4 ranks split the columns; the other factor repeats the op: both
+  // copies compute W's whole gradient slice, so nothing is summed (the
+  // partitioner's mirror group is the split loops that do not index W).
   const OpCost rep = m.Cost({{1, 1}, {1, 2}}, 4);
   EXPECT_DOUBLE_EQ(rep.compute_fwd_s, kGemm / 2);
-  EXPECT_DOUBLE_EQ(rep.grad_sync_s, AllReduce(2, kWeightBytes / 2));
+  EXPECT_DOUBLE_EQ(rep.grad_sync_s, 0);
+  // Splitting the rows too (the batch) makes the other half an addend.
+  const OpCost both = m.Cost({{2, 1}, {1, 2}}, 4);
+  // Half a fusion bucket of gradient: half its α.
+  EXPECT_DOUBLE_EQ(both.grad_sync_s, AllReduce(2, kWeightBytes / 2) - kAlpha / 2);
 }
 
 // H = X·W1 then H·W2 column-split: H needs a gradient, whose column-split

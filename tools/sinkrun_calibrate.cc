@@ -22,10 +22,10 @@
 #include <thread>
 #include <vector>
 
-#include "parallel/calibration.h"
 #include "sinkrt/device/communicator.h"
 #include "sinkrt/device/executor.h"
 #include "sinkrt/device/listening_inbox.h"
+#include "sinkrt/host/calibration.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrun.h"
@@ -33,9 +33,9 @@
 namespace sinkrt::tools {
 namespace {
 
-using host::parallel::AlphaBeta;
-using host::parallel::Calibration;
-using host::parallel::CollectiveKind;
+using host::AlphaBeta;
+using host::Calibration;
+using host::CollectiveKind;
 
 // Seconds per step of the task of op `op` in program EvalStep of a graph
 // whose only Input is `x` of `x_elems` floats: compiled, loaded with
@@ -105,7 +105,7 @@ AlphaBeta Fit(const std::vector<double>& x, const std::vector<double>& t) {
 }
 
 // Two ranks as threads over one transport; per kind, the fit over `sizes`.
-Result<host::parallel::TransportFits> MeasureCollectives(bool shm, const std::vector<int64_t>& sizes) {
+Result<host::TransportFits> MeasureCollectives(bool shm, const std::vector<int64_t>& sizes) {
   constexpr int kRanks = 2, kReps = 9;
   device::CommOptions o;
   o.use_shared_memory = shm;
@@ -132,8 +132,8 @@ Result<host::parallel::TransportFits> MeasureCollectives(bool shm, const std::ve
   for (const Status& s : status) SINKRT_RETURN_IF_ERROR(s, std::string("calibrate: ") + (shm ? "shm" : "tcp") + " rendezvous");
   const device::Group group = device::Group::World(kRanks);
 
-  host::parallel::TransportFits fits;
-  for (int kind = 0; kind < host::parallel::kCollectiveKinds; ++kind) {
+  host::TransportFits fits;
+  for (int kind = 0; kind < host::kCollectiveKinds; ++kind) {
     std::vector<double> xs, ts;
     for (int64_t bytes : sizes) {
       // Every rank runs the same reps; rank 0's times, median.
@@ -164,7 +164,7 @@ Result<host::parallel::TransportFits> MeasureCollectives(bool shm, const std::ve
       for (const Status& s : st) SINKRT_RETURN_IF_ERROR(s, std::string("calibrate: ") + CollectiveKindName(static_cast<CollectiveKind>(kind)));
       std::nth_element(times.begin(), times.begin() + kReps / 2, times.end());
       // `bytes` is the whole buffer (AllGather's output, ReduceScatter's input).
-      xs.push_back(host::parallel::RingFactor(static_cast<CollectiveKind>(kind), kRanks) * double(bytes));
+      xs.push_back(host::RingFactor(static_cast<CollectiveKind>(kind), kRanks) * double(bytes));
       ts.push_back(times[kReps / 2]);
     }
     fits[kind].fit = Fit(xs, ts);
@@ -187,7 +187,7 @@ std::string CpuModel() {
 
 int Calibrate(const CalibrateFlags& f) {
   const auto start = Clock::now();
-  Result<Calibration> base = host::parallel::DefaultCalibration();
+  Result<Calibration> base = host::DefaultCalibration();
   if (!base.ok()) return Failure(base.status().ToString());
   Calibration c = *base;
   const int cores = device::AvailableCores();
@@ -220,7 +220,7 @@ int Calibrate(const CalibrateFlags& f) {
   if (!f.no_collectives) {
     const std::vector<int64_t> sizes = {4 << 10, 64 << 10, 1 << 20, 8 << 20};
     for (bool shm : {true, false}) {
-      Result<host::parallel::TransportFits> fits = MeasureCollectives(shm, sizes);
+      Result<host::TransportFits> fits = MeasureCollectives(shm, sizes);
       if (!fits.ok()) return Failure(fits.status().ToString());
       c.collectives[shm ? "shm" : "tcp"] = *fits;
       const AlphaBeta& ar = (*fits)[0].fit;
@@ -232,8 +232,8 @@ int Calibrate(const CalibrateFlags& f) {
   }
 
   // Check what we write as the search will read it.
-  const std::string text = host::parallel::CalibrationToJson(c);
-  if (Result<Calibration> back = host::parallel::ParseCalibration(text, f.out); !back.ok())
+  const std::string text = host::CalibrationToJson(c);
+  if (Result<Calibration> back = host::ParseCalibration(text, f.out); !back.ok())
     return Failure(back.status().ToString());
   std::ofstream out(f.out);
   out << text;

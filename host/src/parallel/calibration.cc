@@ -1,4 +1,4 @@
-#include "parallel/calibration.h"
+#include "sinkrt/host/calibration.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include "sinkrt/runtime/file_io.h"
 
-namespace sinkrt::host::parallel {
+namespace sinkrt::host {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -289,4 +289,4 @@ Result<double> CollectiveSeconds(const Calibration& c, const std::string& transp
   return ab.alpha + ab.beta * RingFactor(kind, group_size) * double(bytes);
 }
 
-}  // namespace sinkrt::host::parallel
+}  // namespace sinkrt::host

@@ -1,6 +1,7 @@
 #include "parallel/cost_model.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace sinkrt::host::parallel {
 namespace {
@@ -113,21 +114,36 @@ TensorLayout ResolvedLayout(TensorLayout layout) {
   return layout;
 }
 
-Result<double> RedistributionSeconds(const RedistPlan& plan, const Calibration& c, const std::string& transport) {
+Result<double> RedistributionSeconds(const RedistPlan& plan, const Calibration& c, const std::string& transport,
+                                     bool backward) {
   double s = 0;
   for (const RedistStep& step : plan.steps) {
-    if (step.kind == RedistKind::Slice) continue;
-    SINKRT_ASSIGN_OR_RETURN(double t, CollectiveSeconds(c, transport, ToCollective(step.kind), step.group_size,
-                                                        std::max(step.in_bytes, step.out_bytes)));
+    const int64_t bytes = std::max(step.in_bytes, step.out_bytes);
+    if (step.kind != RedistKind::Slice) {
+      SINKRT_ASSIGN_OR_RETURN(double t, CollectiveSeconds(c, transport, ToCollective(step.kind), step.group_size, bytes));
+      s += t;
+    }
+    if (!backward) continue;
+    // The transpose of the step (grad_rules.cc, CommGrad).
+    std::optional<CollectiveKind> grad;
+    switch (step.kind) {
+      case RedistKind::Slice:
+      case RedistKind::ReduceScatter: grad = CollectiveKind::AllGather; break;
+      case RedistKind::AllToAll: grad = CollectiveKind::AllToAll; break;
+      case RedistKind::AllGather:
+      case RedistKind::AllReduce: break;
+    }
+    if (!grad) continue;
+    SINKRT_ASSIGN_OR_RETURN(double t, CollectiveSeconds(c, transport, *grad, step.group_size, bytes));
     s += t;
   }
   return s;
 }
 
 Result<double> RedistributionSeconds(const TensorLayout& from, const TensorLayout& to, DType dtype,
-                                     const Calibration& c, const std::string& transport) {
+                                     const Calibration& c, const std::string& transport, bool backward) {
   SINKRT_ASSIGN_OR_RETURN(RedistPlan plan, PlanRedistribution(from, to, dtype));
-  return RedistributionSeconds(plan, c, transport);
+  return RedistributionSeconds(plan, c, transport, backward);
 }
 
 Result<OpCost> CostOfOp(const CostContext& ctx, const OpNode& op, const OpSharding& sharding) {
@@ -196,18 +212,20 @@ Result<OpCost> CostOfOp(const CostContext& ctx, const OpNode& op, const OpShardi
     const TensorLayout& need = sharding.inputs[i];
     if (info.kind == TensorKind::Param) {
       cost.param_bytes += in_bytes[i];
-      // The mirror group: ranks holding the same slice (repeated
-      // calculation included) each hold an addend of its gradient.
-      const int64_t n = GroupSize(need.device_matrix, ReplicaAxes(need));
+      // The mirror group: the split loops that do not index the parameter
+      // leave an addend of its gradient on each of their ranks.
+      const int64_t n = GroupSize(need.device_matrix, GradPartialAxes(sharding, need));
       SINKRT_ASSIGN_OR_RETURN(double t, CollectiveSeconds(c, transport, CollectiveKind::AllReduce, n, in_bytes[i]));
-      cost.grad_sync_s += t;
+      SINKRT_ASSIGN_OR_RETURN(const double alpha, CollectiveSeconds(c, transport, CollectiveKind::AllReduce, n, 0));
+      const double share =
+          std::min(1.0, double(in_bytes[i]) / double(std::max<int64_t>(1, ctx.options.gradient_bucket_bytes)));
+      cost.grad_sync_s += t - alpha * (1 - share);
+      cost.update_s += MemoryBoundSeconds(
+          c, static_cast<int64_t>(double(in_bytes[i]) * (3.0 + 2.0 * ctx.options.optimizer_state_factor)));
     } else if (needs_grad(i)) {
       // Split loops that do not index this input leave its gradient
       // partial along their axes (the repeated axis is not a loop).
-      std::vector<int> axes;
-      for (int a : sharding.split_axes)
-        if (std::find(need.tensor_map.begin(), need.tensor_map.end(), a) == need.tensor_map.end()) axes.push_back(a);
-      const int64_t n = GroupSize(need.device_matrix, axes);
+      const int64_t n = GroupSize(need.device_matrix, GradPartialAxes(sharding, need));
       SINKRT_ASSIGN_OR_RETURN(double t, CollectiveSeconds(c, transport, CollectiveKind::AllReduce, n, in_bytes[i]));
       cost.comm_bwd_s += t;
     }

@@ -1,5 +1,7 @@
 #include "parallel/op_sharding.h"
 
+#include <algorithm>
+
 #include "parallel/op_loops.h"
 
 namespace sinkrt::host::parallel {
@@ -114,6 +116,13 @@ Result<OpSharding> ShardOp(const Graph& g, const OpNode& op, const Strategy& str
   for (const TensorLayout& l : out.inputs) SINKRT_RETURN_IF_ERROR(CheckLayout(l));
   for (const TensorLayout& l : out.outputs) SINKRT_RETURN_IF_ERROR(CheckLayout(l));
   return out;
+}
+
+std::vector<int> GradPartialAxes(const OpSharding& s, const TensorLayout& layout) {
+  std::vector<int> axes;
+  for (int a : s.split_axes)
+    if (std::find(layout.tensor_map.begin(), layout.tensor_map.end(), a) == layout.tensor_map.end()) axes.push_back(a);
+  return axes;
 }
 
 Strategy DefaultStrategy(const Graph& g, const OpNode& op, int64_t device_num) {

@@ -47,6 +47,12 @@ struct OpSharding {
 // not divide it, a loop dim split two ways, or a dim the op cannot split.
 Result<OpSharding> ShardOp(const Graph& g, const OpNode& op, const Strategy& strategy, int64_t device_num);
 
+// The split loops of `s` that do not index `layout` (one of its inputs'
+// layouts), as axes: along them that input's gradient is a sum over the
+// ranks (a parameter's mirror group, an activation's GradAllReduce). The
+// repeated axis computes the same thing everywhere and is not one of them.
+std::vector<int> GradPartialAxes(const OpSharding& s, const TensorLayout& layout);
+
 // MindSpore's default for an op without a strategy in semi_auto_parallel:
 // data parallel. The batch dim (dim 0 of the first input that is not a
 // parameter or constant) is split device_num ways when the op may split it

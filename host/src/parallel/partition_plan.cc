@@ -13,7 +13,8 @@ int64_t Product(const Shape& s, size_t end) {
   return p;
 }
 
-// Every rank holds the same slice under both layouts.
+}  // namespace
+
 bool SameSlices(const TensorLayout& a, const TensorLayout& b) {
   if (DeviceCount(a.device_matrix) != DeviceCount(b.device_matrix)) return false;
   if (SliceShape(a) != SliceShape(b) || a.partial.empty() != b.partial.empty()) return false;
@@ -22,11 +23,6 @@ bool SameSlices(const TensorLayout& a, const TensorLayout& b) {
   return true;
 }
 
-// Reshape (and Flatten): a split of input dim i by `s` ranks carries over to
-// output dim j when the dims before them hold the same number of elements
-// and s divides out[j]: each rank's block of dim i, with everything after
-// it, is then the same bytes as its block of dim j. Any other split is
-// gathered first. Pending sums pass through (a reshape is linear).
 void ReshapeLayouts(const TensorLayout& in, const Shape& out_shape, TensorLayout* need, TensorLayout* out) {
   *need = in;
   *out = in;
@@ -52,15 +48,14 @@ void ReshapeLayouts(const TensorLayout& in, const Shape& out_shape, TensorLayout
   }
 }
 
-// Split loops of the op that do not index input `layout`: there the
-// input's gradient is a sum over the ranks. The repeated axis computes the
-// same thing everywhere and is not one of them.
-std::vector<int> GradPartialAxes(const OpSharding& s, const TensorLayout& layout) {
-  std::vector<int> axes;
-  for (int a : s.split_axes)
-    if (std::find(layout.tensor_map.begin(), layout.tensor_map.end(), a) == layout.tensor_map.end()) axes.push_back(a);
-  return axes;
+TensorLayout BatchInputLayout(const TensorLayout& labels, const Shape& shape) {
+  TensorLayout l = ReplicatedLayout(labels.device_matrix, shape);
+  const int a = labels.tensor_map.empty() ? -1 : labels.tensor_map[0];
+  if (!shape.empty() && a >= 0 && shape[0] % AxisSize(l.device_matrix, a) == 0) l.tensor_map[0] = a;
+  return l;
 }
+
+namespace {
 
 class Planner {
  public:
@@ -153,12 +148,7 @@ class Planner {
     return Status::Ok();
   }
 
-  TensorLayout BatchLayout(const TensorInfo& t) const {
-    TensorLayout l = ReplicatedLayout(batch_.device_matrix, t.shape);
-    const int a = batch_.tensor_map.empty() ? -1 : batch_.tensor_map[0];
-    if (!t.shape.empty() && a >= 0 && t.shape[0] % AxisSize(l.device_matrix, a) == 0) l.tensor_map[0] = a;
-    return l;
-  }
+  TensorLayout BatchLayout(const TensorInfo& t) const { return BatchInputLayout(batch_, t.shape); }
 
   // The layout of input `t` of op `i`, placing a leaf on first use.
   Status PlaceLeaf(size_t i, TensorId t, const TensorLayout& need, const std::vector<int>& grad_axes) {

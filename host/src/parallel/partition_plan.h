@@ -63,6 +63,23 @@ struct PartitionPlan {
   std::vector<std::vector<int>> mirror_axes;
 };
 
+// Every rank holds the same slice under both layouts (and both or neither
+// hold pending sums).
+bool SameSlices(const TensorLayout& a, const TensorLayout& b);
+
+// Reshape (and Flatten) from `in` to `out_shape`: a split of input dim i by
+// `s` ranks carries over to output dim j when the dims before them hold the
+// same number of elements and s divides out[j]: each rank's block of dim i,
+// with everything after it, is then the same bytes as its block of dim j.
+// Any other split is gathered first (`need`: the layout the reshape reads).
+// Pending sums pass through (a reshape is linear).
+void ReshapeLayouts(const TensorLayout& in, const Shape& out_shape, TensorLayout* need, TensorLayout* out);
+
+// The layout of a dataset input of `shape` when the batch follows the loss:
+// dim 0 split as the loss splits its labels (`labels`: the layout the loss
+// op reads them in), when it divides; whole otherwise.
+TensorLayout BatchInputLayout(const TensorLayout& labels, const Shape& shape);
+
 // `strategies[i]` is op i's strategy; an empty one (or a span shorter than
 // the op list) means MindSpore's default.
 Result<PartitionPlan> PlanPartition(const Graph& g, std::span<const Strategy> strategies,

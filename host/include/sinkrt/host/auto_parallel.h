@@ -33,6 +33,11 @@ struct AutoParallelOptions {
   std::optional<uint64_t> device_memory;
   // Calibration file; empty: $SINKRT_CALIBRATION, else the built-in default.
   std::string calibration;
+  // MindSpore's algo parameter: every MatMul, BatchMatMul and Conv2D
+  // splits over all device_num ranks (repeating one multiplies its FLOPs);
+  // false also offers them the splits over fewer ranks. Other ops may
+  // always repeat (a bias add between two model-parallel layers).
+  bool fully_use_devices = true;
   std::string transport = "shm";  // which of the calibration's collective fits: "shm" or "tcp"
   OptimizerSpec optimizer;        // its state per parameter counts in memory
   // The dataset context of the run (ParallelContext): with neither, every

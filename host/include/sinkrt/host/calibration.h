@@ -1,6 +1,7 @@
 // The calibration of AUTO_PARALLEL's cost model (docs/auto_parallel.md,
 // "Calibration file"): what one device kind does per second, measured once
-// by `sinkrun calibrate` and read by the strategy search.
+// by `sinkrun calibrate` (or a program of its own) and read by the
+// strategy search (AutoParallelOptions::calibration names the file).
 //
 // Units are seconds and bytes, not MindSpore's abstract byte counts, so the
 // search's estimate of a step can be compared with the measured step.
@@ -22,7 +23,7 @@
 
 #include "sinkrt/runtime/status.h"
 
-namespace sinkrt::host::parallel {
+namespace sinkrt::host {
 
 // GEMM throughput at the grid points: flops[(i * n.size() + j) * k.size() + l]
 // is the FLOP/s of an [m[i], k[l]] x [k[l], n[j]] product. Each axis is
@@ -95,4 +96,4 @@ double RingFactor(CollectiveKind kind, int64_t group_size);
 Result<double> CollectiveSeconds(const Calibration& c, const std::string& transport, CollectiveKind kind,
                                  int64_t group_size, int64_t bytes);
 
-}  // namespace sinkrt::host::parallel
+}  // namespace sinkrt::host

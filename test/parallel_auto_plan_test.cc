@@ -1,0 +1,343 @@
+// AUTO_PARALLEL's planner (sinkrt/host/auto_parallel.h) reproduces the
+// layouts the literature finds, hermetically: a fixed calibration (a flat
+// GEMM rate, one α and β for every collective and group size, half the
+// gradient sync hidden), no timing. Each case checks the strategy of every
+// op that reads a weight and the collectives in the compiled stream.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sinkrt/host/calibration.h"
+#include "sinkrt/host/auto_parallel.h"
+#include "sinkrt/host/compiler.h"
+#include "sinkrt/host/model_zoo.h"
+#include "support/test_util.h"
+
+namespace sinkrt::host {
+namespace {
+
+using Strategy = std::vector<std::vector<int64_t>>;
+
+// One GEMM rate (100 GFLOP/s), one memory bandwidth (10 GB/s), and every
+// collective on every group α = 50 µs, β = 1 ns/byte: the "equal α/β" of
+// the cases below, with MindSpore's weight on a collective's fixed cost
+// (its test sets costmodel_communi_const; a 50 KB message is half α).
+std::string FixedCalibrationFile() {
+  static const std::string path = [] {
+    Calibration c;
+    c.device_kind = "test";
+    c.description = "parallel_auto_plan_test: flat rates, equal alpha/beta";
+    c.gemm.m = c.gemm.n = c.gemm.k = {16, 4096};
+    c.gemm.flops.assign(8, 1e11);
+    c.memory_bandwidth = 1e10;
+    c.kernel_launch = 1e-6;
+    TransportFits fits;
+    for (auto& f : fits) f.fit = {5e-5, 1e-9};
+    c.collectives["shm"] = fits;
+    c.collectives["tcp"] = fits;
+    c.grad_hidden_fraction = 0.5;
+    const std::string p =
+        (std::filesystem::temp_directory_path() / ("sinkrt_auto_plan_calib_" + std::to_string(::getpid()) + ".json"))
+            .string();
+    std::ofstream(p) << CalibrationToJson(c);
+    return p;
+  }();
+  return path;
+}
+
+AutoParallelOptions Options(int64_t devices) {
+  AutoParallelOptions o;
+  o.device_num = devices;
+  o.calibration = FixedCalibrationFile();
+  o.optimizer = OptimizerSpec::Momentum(0.01f, 0.9f);
+  return o;
+}
+
+// `layers` MatMuls of [hidden, hidden] weights with Relu between, on a
+// [batch, hidden] input, into a loss over `hidden` classes.
+Graph Mlp(int layers, int64_t hidden, int64_t batch) {
+  Graph g("mlp" + std::to_string(layers));
+  TensorId h = g.Input("x", {batch, hidden});
+  const TensorId labels = g.Input("label", {batch}, DType::I32);
+  for (int l = 0; l < layers; ++l) {
+    const TensorId w = g.Param("fc" + std::to_string(l) + ".weight", {hidden, hidden}, InitSpec::HeUniform(l + 1));
+    h = g.MatMul(h, w);
+    if (l + 1 < layers) h = g.Relu(h);
+  }
+  g.SetLoss(g.SparseSoftmaxCrossEntropy(h, labels));
+  return g;
+}
+
+// The strategy of each op reading a parameter, by the parameter's name.
+std::map<std::string, Strategy> WeightStrategies(const Graph& g) {
+  std::map<std::string, Strategy> out;
+  for (const OpNode& op : g.ops())
+    for (TensorId t : op.inputs)
+      if (g.tensor(t).kind == TensorKind::Param) out[g.tensor(t).name] = op.strategy;
+  return out;
+}
+
+struct Collectives {
+  int activation_allreduces = 0;  // forward partial sums and backward GradAllReduces
+  int forward_allreduces = 0;     // of those, in eval_step (forward only)
+  int gradient_allreduces = 0;    // parameter-gradient buckets
+  int others = 0;                 // AllGather, ReduceScatter, AllToAll, Broadcast
+};
+
+int CountAllReduces(const VerifiedStream& v, fb::ProgramKind kind, bool grads) {
+  int n = 0;
+  const fb::Program* p = v.FindProgram(kind);
+  if (!p) return 0;
+  for (const fb::Stream* s : *p->streams())
+    for (const fb::Task* t : *s->tasks()) {
+      if (t->body_type() != fb::TaskBody::AllReduceTask) continue;
+      bool all_grads = true;
+      for (uint32_t b : *t->body_as_AllReduceTask()->buffers())
+        all_grads &= v.root()->buffers()->Get(b)->role() == fb::BufferRole::Grad;
+      n += all_grads == grads;
+    }
+  return n;
+}
+
+Collectives CompileAndCount(const Graph& planned, int64_t devices) {
+  CompileOptions o;
+  o.parallel_mode = ParallelMode::SemiAutoParallel;
+  o.world_size = static_cast<uint32_t>(devices);
+  o.optimizer = OptimizerSpec::Momentum(0.01f, 0.9f);
+  Result<CompiledStream> cs = Compile(planned, o);
+  EXPECT_TRUE(cs.ok()) << cs.status().ToString();
+  Collectives c;
+  if (!cs.ok()) return c;
+  const VerifiedStream& v = cs->stream;
+  c.activation_allreduces = CountAllReduces(v, fb::ProgramKind::TrainStep, false);
+  c.gradient_allreduces = CountAllReduces(v, fb::ProgramKind::TrainStep, true);
+  c.forward_allreduces = CountAllReduces(v, fb::ProgramKind::EvalStep, false);
+  for (const fb::Stream* s : *v.FindProgram(fb::ProgramKind::TrainStep)->streams())
+    for (const fb::Task* t : *s->tasks())
+      switch (t->body_type()) {
+        case fb::TaskBody::AllGatherTask:
+        case fb::TaskBody::ReduceScatterTask:
+        case fb::TaskBody::AllToAllTask:
+        case fb::TaskBody::BroadcastTask:
+          ++c.others;
+          break;
+        default:
+          break;
+      }
+  return c;
+}
+
+Result<AutoParallelPlan> Plan(Graph& g, const AutoParallelOptions& o) {
+  Result<AutoParallelPlan> plan = PlanAutoParallel(g, o);
+  if (plan.ok()) std::printf("%s", ExplainPlan(*plan).c_str());
+  return plan;
+}
+
+// Narrow layers, a tall batch: the weights are cheap to reduce and the
+// activations dear to move. Every layer splits the batch, and the six
+// gradients go in one fused AllReduce.
+TEST(AutoParallelPlan, NarrowMlpIsDataParallelWithOneFusedAllReduce) {
+  Graph g = Mlp(6, 32, 256);
+  Result<AutoParallelPlan> plan = Plan(g, Options(4));
+  SINKRT_ASSERT_OK(plan);
+  for (const auto& [w, s] : WeightStrategies(g)) EXPECT_EQ(s, (Strategy{{4, 1}, {1, 1}})) << w;
+  const Collectives c = CompileAndCount(g, 4);
+  EXPECT_EQ(c.gradient_allreduces, 1);
+  EXPECT_EQ(c.activation_allreduces, 0);
+  EXPECT_EQ(c.others, 0);
+}
+
+// Wide layers, a short batch: Megatron. The weights alternate column and
+// row splits, so each row-split layer's output is summed once forward (3)
+// and each column-split layer but the first (whose input is data) sums its
+// input's gradient once backward (2): 5 activation AllReduces a step, and
+// no parameter gradient needs reducing.
+TEST(AutoParallelPlan, WideMlpAlternatesColumnAndRowSplits) {
+  Graph g = Mlp(6, 256, 32);
+  Result<AutoParallelPlan> plan = Plan(g, Options(4));
+  SINKRT_ASSERT_OK(plan);
+  const std::map<std::string, Strategy> got = WeightStrategies(g);
+  for (int l = 0; l < 6; ++l) {
+    const Strategy want = l % 2 == 0 ? Strategy{{1, 1}, {1, 4}} : Strategy{{1, 4}, {4, 1}};
+    EXPECT_EQ(got.at("fc" + std::to_string(l) + ".weight"), want) << "layer " << l;
+  }
+  const Collectives c = CompileAndCount(g, 4);
+  EXPECT_EQ(c.activation_allreduces, 5);
+  EXPECT_EQ(c.forward_allreduces, 3);
+  EXPECT_EQ(c.gradient_allreduces, 0);
+  EXPECT_EQ(c.others, 0);
+}
+
+// A transformer's MLP block: [tokens, hidden] x [hidden, 4 hidden], GeLU,
+// x [4 hidden, hidden], biases, into a loss.
+Graph TransformerMlp(int64_t tokens, int64_t hidden) {
+  Graph g("ffn");
+  const TensorId x = g.Input("x", {tokens, hidden});
+  const TensorId labels = g.Input("label", {tokens}, DType::I32);
+  const TensorId w1 = g.Param("fc1.weight", {hidden, 4 * hidden}, InitSpec::HeUniform(1));
+  const TensorId b1 = g.Param("fc1.bias", {4 * hidden}, InitSpec::Zeros());
+  const TensorId w2 = g.Param("fc2.weight", {4 * hidden, hidden}, InitSpec::HeUniform(2));
+  const TensorId b2 = g.Param("fc2.bias", {hidden}, InitSpec::Zeros());
+  const TensorId h = g.Gelu(g.BiasAdd(g.MatMul(x, w1), b1));
+  g.SetLoss(g.SparseSoftmaxCrossEntropy(g.BiasAdd(g.MatMul(h, w2), b2), labels));
+  return g;
+}
+
+// Tokens = 4 x hidden is where the weights' bytes (8 hidden²) meet the
+// activations' (2 x tokens x hidden): both cases sit 4x or more from it.
+TEST(AutoParallelPlan, TransformerMlpIsMegatronWhenWideAndDataParallelWhenTall) {
+  {
+    Graph g = TransformerMlp(256, 1024);  // crossover at 4096 tokens: 16x below
+    Result<AutoParallelPlan> plan = Plan(g, Options(4));
+    SINKRT_ASSERT_OK(plan);
+    const std::map<std::string, Strategy> got = WeightStrategies(g);
+    EXPECT_EQ(got.at("fc1.weight"), (Strategy{{1, 1}, {1, 4}}));
+    EXPECT_EQ(got.at("fc2.weight"), (Strategy{{1, 4}, {4, 1}}));
+    const Collectives c = CompileAndCount(g, 4);
+    EXPECT_EQ(c.forward_allreduces, 1);
+    EXPECT_EQ(c.gradient_allreduces, 0);
+  }
+  {
+    Graph g = TransformerMlp(8192, 256);  // crossover at 1024 tokens: 8x above
+    Result<AutoParallelPlan> plan = Plan(g, Options(4));
+    SINKRT_ASSERT_OK(plan);
+    const std::map<std::string, Strategy> got = WeightStrategies(g);
+    EXPECT_EQ(got.at("fc1.weight"), (Strategy{{4, 1}, {1, 1}}));
+    EXPECT_EQ(got.at("fc2.weight"), (Strategy{{4, 1}, {1, 1}}));
+    const Collectives c = CompileAndCount(g, 4);
+    EXPECT_EQ(c.activation_allreduces, 0);
+    EXPECT_EQ(c.gradient_allreduces, 1);
+  }
+}
+
+// MindSpore's test_auto_parallel_two_matmul: X[128,32]·Y[32,64]·B[64,64] on
+// 16 devices finds [[16,1],[1,1]] for both MatMuls.
+TEST(AutoParallelPlan, MindSporeTwoMatMulsOnSixteenDevices) {
+  Graph g("two_matmul");
+  const TensorId x = g.Input("x", {128, 32});
+  const TensorId labels = g.Input("label", {128}, DType::I32);
+  const TensorId y = g.Param("y", {32, 64}, InitSpec::HeUniform(1));
+  const TensorId b = g.Param("b", {64, 64}, InitSpec::HeUniform(2));
+  g.SetLoss(g.SparseSoftmaxCrossEntropy(g.MatMul(g.MatMul(x, y), b), labels));
+  Result<AutoParallelPlan> plan = Plan(g, Options(16));
+  SINKRT_ASSERT_OK(plan);
+  const std::map<std::string, Strategy> got = WeightStrategies(g);
+  EXPECT_EQ(got.at("y"), (Strategy{{16, 1}, {1, 1}}));
+  EXPECT_EQ(got.at("b"), (Strategy{{16, 1}, {1, 1}}));
+  const Collectives c = CompileAndCount(g, 16);
+  EXPECT_EQ(c.activation_allreduces, 0);
+  EXPECT_EQ(c.gradient_allreduces, 1);
+  EXPECT_EQ(c.others, 0);
+}
+
+// A per-rank memory limit below the data-parallel footprint forces the
+// weights apart; one below every plan's footprint is refused, naming the
+// smallest footprint the search found.
+TEST(AutoParallelPlan, MemoryLimitForcesModelParallelThenRefusesNamingTheSmallestFootprint) {
+  Graph dp = Mlp(6, 32, 256);
+  Result<AutoParallelPlan> free_plan = Plan(dp, Options(4));
+  SINKRT_ASSERT_OK(free_plan);
+  for (const auto& [w, s] : WeightStrategies(dp)) ASSERT_EQ(s, (Strategy{{4, 1}, {1, 1}})) << w;
+
+  AutoParallelOptions limited = Options(4);
+  limited.device_memory = free_plan->memory_bytes - 1;
+  Graph g = Mlp(6, 32, 256);
+  Result<AutoParallelPlan> plan = Plan(g, limited);
+  SINKRT_ASSERT_OK(plan);
+  EXPECT_LE(plan->memory_bytes, *limited.device_memory);
+  EXPECT_GT(plan->step_s, free_plan->step_s);
+  int split_weights = 0;
+  for (const auto& [w, s] : WeightStrategies(g)) split_weights += s[1][0] * s[1][1] > 1;
+  EXPECT_GT(split_weights, 0);
+  // Whatever was turned down for memory says so.
+  bool named = false;
+  for (const OpPlanChoice& c : free_plan->ops) named |= c.rejected_extra_s > 0;
+  EXPECT_TRUE(named);
+  (void)CompileAndCount(g, 4);
+
+  AutoParallelOptions tiny = Options(4);
+  tiny.device_memory = 1024;
+  Graph refused = Mlp(6, 32, 256);
+  const uint64_t hash = GraphHash(refused);
+  Result<AutoParallelPlan> none = PlanAutoParallel(refused, tiny);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("smallest"), std::string::npos) << none.status().ToString();
+  EXPECT_EQ(GraphHash(refused), hash) << "a refused plan leaves the graph as it was";
+}
+
+// An op the user sharded keeps its strategy; under sharding_propagation the
+// others follow it at least redistribution cost.
+TEST(AutoParallelPlan, UserStrategiesAreKeptAndPropagated) {
+  Graph g = Mlp(4, 256, 32);
+  g.Shard(g.ops()[0].name, {{1, 1}, {1, 4}});
+  AutoParallelOptions o = Options(4);
+  o.search_mode = "sharding_propagation";
+  Result<AutoParallelPlan> plan = Plan(g, o);
+  SINKRT_ASSERT_OK(plan);
+  EXPECT_TRUE(plan->ops[0].fixed);
+  EXPECT_EQ(g.ops()[0].strategy, (Strategy{{1, 1}, {1, 4}}));
+  // The Relu after the column split follows it (no redistribution).
+  EXPECT_EQ(g.ops()[1].strategy, (Strategy{{1, 4}}));
+  (void)CompileAndCount(g, 4);
+}
+
+// The zoo's networks (LeNet's Conv2D, pooling and Flatten; the ViT's
+// Reshape, LayerNorm, attention Split, BatchMatMul and Softmax) plan and
+// compile on 2 and 4 ranks with the
+// built-in calibration; the search takes milliseconds.
+TEST(AutoParallelPlan, ZooNetworksPlanAndCompile) {
+  for (const std::string name : {"mlp", "lenet", "vit"}) {
+    for (int64_t n : {2, 4}) {
+      Graph g = name == "mlp" ? MakeMlpNetwork(32) : name == "lenet" ? MakeLeNetNetwork(16) : MakeVitNetwork(16);
+      const TensorId label = g.Input("label", {g.tensor(g.outputs().front()).shape[0]}, DType::I32);
+      g.SetLoss(g.SparseSoftmaxCrossEntropy(g.outputs().front(), label));
+      AutoParallelOptions o;
+      o.device_num = n;
+      o.optimizer = OptimizerSpec::Momentum(0.01f, 0.9f);
+      Result<AutoParallelPlan> plan = PlanAutoParallel(g, o);
+      SINKRT_ASSERT_OK(plan);
+      EXPECT_GT(plan->step_s, 0) << name << " on " << n;
+      EXPECT_EQ(plan->ops.size(), g.ops().size());
+      EXPECT_LT(plan->search_s, 1.0) << name << " on " << n;
+      for (const OpNode& op : g.ops()) {
+        const bool follower = op.op == fb::OpCode::Reshape || op.op == fb::OpCode::Flatten;
+        EXPECT_TRUE(follower || !op.strategy.empty()) << op.name;
+      }
+      std::printf("[ info ] %s on %lld ranks: predicted step %.3f ms, %zu strategies, searched in %.1f ms\n", name.c_str(),
+                  static_cast<long long>(n), plan->step_s * 1e3, plan->candidates, plan->search_s * 1e3);
+      (void)CompileAndCount(g, n);
+    }
+  }
+}
+
+TEST(AutoParallelPlan, ErrorsNameWhatIsWrong) {
+  Graph g = Mlp(2, 32, 32);
+  AutoParallelOptions o = Options(4);
+  o.search_mode = "recursive_programming";
+  Result<AutoParallelPlan> r = PlanAutoParallel(g, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("recursive_programming"), std::string::npos);
+  o = Options(4);
+  o.calibration = "/nonexistent/calibration.json";
+  r = PlanAutoParallel(g, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("/nonexistent/calibration.json"), std::string::npos);
+  o = Options(4);
+  o.transport = "rdma";
+  r = PlanAutoParallel(g, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("rdma"), std::string::npos);
+  Graph no_loss("no_loss");
+  no_loss.MatMul(no_loss.Input("x", {4, 4}), no_loss.Param("w", {4, 4}, InitSpec::Zeros()));
+  r = PlanAutoParallel(no_loss, Options(2));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no loss"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sinkrt::host
