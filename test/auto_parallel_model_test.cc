@@ -149,7 +149,12 @@ int64_t GroupBatch(const Model& m) {
   return cols.empty() || cols[0].shape.empty() ? 0 : cols[0].shape[0];
 }
 
-std::vector<double> VitLosses(bool auto_parallel, int n, int steps) {
+// The zoo ViT at global batch 8 with SGD at `lr`, trained for `steps`
+// steps: on one device, or searched on `n` ranks with the gradients
+// reduced as `gradients_mean` says. *dp: the plan's data-parallel groups
+// (1 on one device).
+std::vector<double> VitLosses(bool auto_parallel, int n, int steps, float lr, bool gradients_mean = false,
+                              int64_t* dp = nullptr) {
   constexpr int64_t kBatch = 8;  // the global batch
   const testing::SyntheticData d = testing::MakeSyntheticData(steps * kBatch, 784, 10, 9);
   host::ModelOptions o;
@@ -157,16 +162,17 @@ std::vector<double> VitLosses(bool auto_parallel, int n, int steps) {
   if (auto_parallel) {
     o.context.mode = ParallelMode::AutoParallel;
     o.context.device_num = n;
-    o.context.gradients_mean = true;
+    o.context.gradients_mean = gradients_mean;
     o.context.calibration_file = kCalibration;
   }
   World w(n);
-  auto m = Model::Create(VitWithLoss(kBatch), LossSpec::None(), OptimizerSpec::Adam(1e-3f), w.links, o);
+  auto m = Model::Create(VitWithLoss(kBatch), LossSpec::None(), OptimizerSpec::Sgd(lr), w.links, o);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   if (!m.ok()) return {};
   const int64_t batch = GroupBatch(**m);
   EXPECT_GT(batch, 0);
-  EXPECT_EQ(kBatch % batch, 0);
+  if (batch < 1 || kBatch % batch != 0) return {};
+  if (dp) *dp = kBatch / batch;
   LossRecorder losses;
   Status st = (*m)->train(1, testing::MakeDataset(d, batch), {&losses}, false);
   EXPECT_TRUE(st.ok()) << st.ToString();
@@ -182,19 +188,47 @@ std::vector<double> VitLosses(bool auto_parallel, int n, int steps) {
   return losses.losses;
 }
 
+double WorstRelative(const std::vector<double>& got, const std::vector<double>& want) {
+  double worst = 0;
+  for (size_t s = 0; s < want.size() && s < got.size(); ++s)
+    worst = std::max(worst, std::abs(got[s] - want[s]) / std::abs(want[s]));
+  return worst;
+}
+
 // The searched ViT on 2 ranks against one device at the same global batch,
-// with the bound semi_auto_model_test uses for the presets over 100 steps.
+// with SGD, which shows a gradient scaled wrongly where Adam would hide it.
+// MindSpore's default gradients_mean false sums the DP groups' gradients,
+// so the run steps like one device at DP x the learning rate (DP: the
+// plan's, from the queue it compiled), as sinkrun_test's semi-auto runs do.
 TEST(AutoParallelModel, VitTracksOneDevice) {
   constexpr int kSteps = 60;
-  const std::vector<double> one = VitLosses(false, 1, kSteps);
-  const std::vector<double> got = VitLosses(true, 2, kSteps);
-  ASSERT_EQ(one.size(), static_cast<size_t>(kSteps));
-  ASSERT_EQ(got.size(), one.size());
-  double worst = 0;
-  for (size_t s = 0; s < one.size(); ++s) worst = std::max(worst, std::abs(got[s] - one[s]) / std::abs(one[s]));
+  int64_t dp = 0;
+  const std::vector<double> got = VitLosses(true, 2, kSteps, 0.05f, /*gradients_mean=*/false, &dp);
+  ASSERT_EQ(got.size(), static_cast<size_t>(kSteps));
+  const std::vector<double> one = VitLosses(false, 1, kSteps, 0.05f * static_cast<float>(dp));
+  ASSERT_EQ(one.size(), got.size());
+  const double worst = WorstRelative(got, one);
   EXPECT_LT(worst, 1e-5);
-  std::printf("[ info ] ViT auto_parallel on 2 ranks: worst relative loss difference %.2e over %d steps\n", worst,
-              kSteps);
+  std::printf("[ info ] ViT auto_parallel on 2 ranks (DP %lld): worst relative loss difference %.2e over %d steps\n",
+              static_cast<long long>(dp), worst, kSteps);
+}
+
+// KNOWN BUG (semi-auto partitioner, not this plumbing): with
+// gradients_mean true, a plan that runs some layers on the whole batch
+// (repeated over the loss's batch split: the ViT's MLP blocks Megatron-split
+// between data-parallel attention) leaves those layers' weight gradients
+// unaveraged, DP times too large, while the data-parallel weights are
+// averaged: the first SGD step already differs by 0.3 %. The same plan set
+// by hand under semi_auto_parallel does the same; with gradients_mean false
+// (above) every gradient is the DP-fold sum and training matches. Enable
+// once the partitioner divides the repeated layers' gradients by the
+// loss's batch split.
+TEST(AutoParallelModel, DISABLED_VitWithGradientsMeanTracksOneDevice) {
+  constexpr int kSteps = 10;
+  const std::vector<double> got = VitLosses(true, 2, kSteps, 0.05f, /*gradients_mean=*/true);
+  const std::vector<double> one = VitLosses(false, 1, kSteps, 0.05f);
+  ASSERT_EQ(got.size(), one.size());
+  EXPECT_LT(WorstRelative(got, one), 1e-5);
 }
 
 // A job searched beforehand runs under auto_parallel and semi_auto_parallel

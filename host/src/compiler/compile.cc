@@ -201,7 +201,7 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
     if (!forward.status().ok()) return forward.status();
     Graph planned = forward;
     SINKRT_ASSIGN_OR_RETURN(AutoParallelPlan plan, PlanAutoParallel(planned, AutoParallelOptionsFor(options)),
-                            "compile graph '" + forward.name() + "': auto_parallel");
+                            "compile graph '" + forward.name() + "'");
     CompileOptions semi = options;
     semi.parallel_mode = ParallelMode::SemiAutoParallel;
     SINKRT_ASSIGN_OR_RETURN(CompiledStream out, Compile(planned, semi));

@@ -108,7 +108,7 @@ Result<CompiledJob> CompileJob(const Graph& network, CompileOptions options, con
     // Once for every rank: each compiles its slice of the same planned graph.
     Graph planned = network;
     SINKRT_ASSIGN_OR_RETURN(AutoParallelPlan plan, PlanAutoParallel(planned, AutoParallelOptionsFor(options)),
-                            "compile graph '" + network.name() + "': auto_parallel");
+                            "compile graph '" + network.name() + "'");
     options.parallel_mode = ParallelMode::SemiAutoParallel;
     SINKRT_ASSIGN_OR_RETURN(CompiledJob job, CompileJob(planned, std::move(options), cache_dir));
     job.auto_parallel = std::move(plan);
