@@ -641,6 +641,21 @@ TEST_F(SinkrunSinkdTest, LaunchWritesARankTableTrainUsesItAndSigtermStopsTheDaem
     EXPECT_EQ(lines[1]["host_round_trips"], 1);
   }
 
+  // ...and a searched one (auto_parallel), the search's line first.
+  RunResult searched = Run("train --model mlp --data synthetic:512 --batch 16 --epochs 1 --parallel auto_parallel "
+                           "--rank-table '" + RankTablePath().string() + "'" + ReportFlag());
+  ASSERT_EQ(searched.exit_code, 0) << searched.out << searched.err;
+  EXPECT_NE(searched.out.find("auto_parallel: dynamic_programming search on 2 devices in "), std::string::npos)
+      << searched.out;
+  {
+    const std::vector<json> lines = ReadReport();
+    ASSERT_EQ(lines.size(), 2u);
+    EXPECT_EQ(lines[1]["parallel_mode"], "auto_parallel");
+    EXPECT_EQ(lines[1]["global_batch_size"], 32);
+    EXPECT_TRUE(lines[1].contains("predicted_step_ms")) << lines[1].dump();
+    EXPECT_EQ(lines[1]["host_round_trips"], 1);
+  }
+
   // ...and a table of rank 0 alone trains on that daemon.
   const fs::path one = dir_ / "one.json";
   std::ofstream(one) << json{{"devices", {{{"rank", 0}, {"address", daemons_[0].address}}}}}.dump();
