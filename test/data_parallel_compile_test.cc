@@ -579,17 +579,17 @@ TEST(DataParallelCompile, ParallelContextValidationMessages) {
   EXPECT_EQ(CompileError(SmallMlp(), sa),
             "stand_alone, semi_auto_parallel and auto_parallel do not support parameter broadcast, parallel_mode: "
             "stand_alone, parameter_broadcast:True");
-  // semi_auto_parallel compiles (semi_auto_train_test); auto_parallel not yet.
+  // semi_auto_parallel compiles (semi_auto_train_test), and so does
+  // auto_parallel, searched and then compiled as semi-auto
+  // (auto_parallel_model_test).
   CompileOptions semi = DataParallel();
   semi.parallel_mode = ParallelMode::SemiAutoParallel;
   SINKRT_ASSERT_OK(host::Compile(SmallMlp(), semi));
   CompileOptions autop = DataParallel();
   autop.parallel_mode = ParallelMode::AutoParallel;
   auto r = host::Compile(SmallMlp(), autop);
-  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(r.status().message().find("it only runs 'stand_alone', 'data_parallel' and 'semi_auto_parallel'"),
-            std::string::npos)
-      << r.status().ToString();
+  SINKRT_ASSERT_OK(r);
+  EXPECT_TRUE(r->report.auto_parallel.has_value());
 
   host::ParallelContext c;
   c.mode = ParallelMode::DataParallel;

@@ -405,13 +405,11 @@ TEST(ModelCreate, ParallelContextAndQueueCapacityChecks) {
   o.context.device_num = 4;
   EXPECT_EQ(create(o).message(),
             "If parallel_mode is stand_alone, device_number must be 1, device_number: 4, parallel_mode:stand_alone");
+  // auto_parallel and semi_auto_parallel run, one device per rank.
   o.context.mode = host::ParallelMode::AutoParallel;
   Status st = create(o);
-  EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
   EXPECT_EQ(st.message(),
-            "The parallel_mode 'auto_parallel' is not supported by this build yet, it only runs 'stand_alone', "
-            "'data_parallel' and 'semi_auto_parallel', but got parallel_mode: auto_parallel.");
-  // semi_auto_parallel runs, one device per rank.
+            "Model: network 'mlp': auto_parallel with device_num 4 needs 4 devices, one per rank, but got 1");
   o.context.mode = host::ParallelMode::SemiAutoParallel;
   EXPECT_EQ(create(o).message(),
             "Model: network 'mlp': semi_auto_parallel with device_num 4 needs 4 devices, one per rank, but got 1");

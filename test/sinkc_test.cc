@@ -5,13 +5,16 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "sinkrt/host/compiled_job.h"
+#include "sinkrt/host/graph_file.h"
 #include "support/run_binary.h"
 
 namespace sinkrt {
@@ -26,6 +29,9 @@ using testing::Slurp;
 const std::string kMlp = std::string(SINKRT_SOURCE_DIR) + "/examples/mlp.json";
 const std::string kLeNet = std::string(SINKRT_SOURCE_DIR) + "/examples/lenet.json";
 const std::string kVit = std::string(SINKRT_SOURCE_DIR) + "/examples/vit.json";
+// AUTO_PARALLEL's cost model reads this copy of the default calibration,
+// so the searched plan does not depend on the machine or SINKRT_CALIBRATION.
+const std::string kCalibration = std::string(SINKRT_SOURCE_DIR) + "/test/data/calibration_fixed.json";
 #endif
 
 // SetUp skips every test where a binary is missing.
@@ -326,6 +332,119 @@ TEST_F(SinkcTest, StrategyFileSavedAndLoadedGivesTheSameStreams) {
   ASSERT_EQ(loaded.exit_code, 0) << loaded.err;
   for (const char* f : {"manifest.json", "rank_0.tstream", "rank_1.tstream", "rank_2.tstream", "rank_3.tstream"})
     EXPECT_EQ(Slurp(dir_ / "preset" / f), Slurp(dir_ / "file" / f)) << f;
+}
+
+// Whether `line` holds `name` as a whole word (op names hold letters,
+// digits, '_' and '.').
+bool NamesWord(const std::string& line, const std::string& name) {
+  auto part = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; };
+  for (size_t p = line.find(name); p != std::string::npos; p = line.find(name, p + 1)) {
+    const size_t end = p + name.size();
+    if ((p == 0 || !part(line[p - 1])) && (end == line.size() || !part(line[end]))) return true;
+  }
+  return false;
+}
+
+// AUTO_PARALLEL: one search, every rank compiled from it as a semi-auto
+// stream; --explain prints the plan, a line per op of the graph (loss
+// included), and every run prints one line with the search and the
+// calibration file.
+TEST_F(SinkcTest, AutoParallelCompilesTheMlpAndTheVitAndExplainsThePlan) {
+  for (const std::string& graph : {kMlp, kVit}) {
+    SCOPED_TRACE(graph);
+    fs::remove_all(dir_ / "out");
+    RunResult r = Sinkc("'" + graph + "' --parallel auto_parallel --devices 2 --batch 8 --explain --calibration '" +
+                        kCalibration + "' -o " + Q("out"));
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_TRUE(fs::exists(dir_ / "out" / "rank_0.tstream"));
+    EXPECT_TRUE(fs::exists(dir_ / "out" / "rank_1.tstream"));
+    EXPECT_NE(r.out.find("2 ranks, auto_parallel (searched strategies, compiled as semi_auto_parallel)"),
+              std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("(global batch 16)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("auto_parallel: dynamic_programming search on 2 devices in "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("; calibration " + kCalibration), std::string::npos) << r.out;
+    // The streams are semi-auto streams; the manifest says so.
+    const json manifest = json::parse(Slurp(dir_ / "out" / "manifest.json"));
+    EXPECT_EQ(manifest["options"]["parallel"]["mode"], "semi_auto_parallel");
+    auto job = host::ReadCompiledJob(Path("out"));
+    ASSERT_TRUE(job.ok()) << job.status().ToString();
+    auto file = host::LoadGraph(graph, {});
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    // One line of --explain per op, which names it; --explain comes before
+    // the search's line.
+    const std::string explained = r.out.substr(0, r.out.find("auto_parallel: "));
+    for (const host::OpNode& op : file->graph.ops()) {
+      size_t lines = 0;
+      std::istringstream in(explained);
+      for (std::string line; std::getline(in, line);)
+        if (NamesWord(line, op.name)) ++lines;
+      EXPECT_EQ(lines, 1u) << op.name << "\n" << explained;
+    }
+  }
+}
+
+// --strategy-save writes the searched strategies; compiling them under
+// semi_auto_parallel at the same graph batch gives the same streams, byte
+// for byte. (--batch there is one data-parallel replica's: the graph's 16
+// over the split the plan gives the labels.)
+TEST_F(SinkcTest, AutoParallelStrategySaveReloadsUnderSemiAutoByteForByte) {
+  for (const std::string& graph : {kMlp, kVit}) {
+    SCOPED_TRACE(graph);
+    for (const char* d : {"auto", "semi"}) fs::remove_all(dir_ / d);
+    RunResult searched = Sinkc("'" + graph + "' --parallel auto_parallel --devices 2 --batch 8 -q --calibration '" +
+                               kCalibration + "' --strategy-save " + Q("s.json") + " -o " + Q("auto"));
+    ASSERT_EQ(searched.exit_code, 0) << searched.err;
+    auto job = host::ReadCompiledJob(Path("auto"));
+    ASSERT_TRUE(job.ok()) << job.status().ToString();
+    const int64_t dp = job->train_batch_shards();
+    ASSERT_EQ(16 % dp, 0) << dp;
+    RunResult loaded = Sinkc("'" + graph + "' --parallel semi_auto_parallel --devices 2 -q --batch " +
+                             std::to_string(16 / dp) + " --strategy " + Q("s.json") + " -o " + Q("semi"));
+    ASSERT_EQ(loaded.exit_code, 0) << loaded.err;
+    for (const char* f : {"rank_0.tstream", "rank_1.tstream"})
+      EXPECT_EQ(Slurp(dir_ / "auto" / f), Slurp(dir_ / "semi" / f)) << f;
+  }
+}
+
+TEST_F(SinkcTest, AutoParallelBadFlagsAreRefused) {
+  const std::string mlp = "'" + kMlp + "' --devices 2 -o " + Q("bad");
+  struct Case {
+    std::string args, expect;
+    int code;
+  };
+  for (const Case& k : std::vector<Case>{
+           {mlp + " --parallel auto_parallel --device-memory garbage",
+            "--device-memory 'garbage': expected a positive number of bytes", 2},
+           {mlp + " --parallel auto_parallel --device-memory 12XB", "--device-memory '12XB'", 2},
+           {mlp + " --parallel auto_parallel --device-memory 0", "--device-memory '0'", 2},
+           {mlp + " --parallel auto_parallel --search-mode recursive_programming",
+            "--search-mode recursive_programming: sinkrt searches with dynamic_programming or sharding_propagation",
+            2},
+           {mlp + " --parallel auto_parallel --strategy data",
+            "--strategy data does not apply to --parallel auto_parallel", 2},
+           {mlp + " --parallel semi_auto_parallel --explain", "--explain explains auto_parallel's search", 2},
+           {mlp + " --parallel semi_auto_parallel --search-mode sharding_propagation",
+            "--search-mode, --device-memory and --calibration apply to --parallel auto_parallel", 2},
+           {mlp + " --parallel auto_parallel --calibration " + Q("none.json"), "--calibration", 2},
+       }) {
+    RunResult r = Sinkc(k.args);
+    EXPECT_EQ(r.exit_code, k.code) << k.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(k.expect), std::string::npos) << k.args << "\n" << r.err;
+    EXPECT_FALSE(fs::exists(dir_ / "bad" / "manifest.json")) << k.args;
+  }
+}
+
+// A per-rank limit below every plan's footprint is refused, naming the
+// smallest footprint the search found; suffixes are bytes as documented.
+TEST_F(SinkcTest, AutoParallelMemoryLimitBelowEveryPlanNamesTheSmallestFootprint) {
+  const std::string args = "'" + kMlp + "' --parallel auto_parallel --devices 2 --calibration '" + kCalibration + "'";
+  RunResult tiny = Sinkc(args + " --device-memory 1KiB -o " + Q("bad"));
+  EXPECT_EQ(tiny.exit_code, 1) << tiny.out << tiny.err;
+  EXPECT_NE(tiny.err.find("smallest"), std::string::npos) << tiny.err;
+  EXPECT_FALSE(fs::exists(dir_ / "bad" / "manifest.json"));
+  RunResult roomy = Sinkc(args + " --device-memory 8GiB -o " + Q("ok"));
+  ASSERT_EQ(roomy.exit_code, 0) << roomy.err;
+  EXPECT_NE(roomy.out.find("(limit 8192.00 MiB)"), std::string::npos) << roomy.out;
 }
 
 TEST_F(SinkcTest, BadStrategiesAreRefused) {

@@ -641,6 +641,21 @@ TEST_F(SinkrunSinkdTest, LaunchWritesARankTableTrainUsesItAndSigtermStopsTheDaem
     EXPECT_EQ(lines[1]["host_round_trips"], 1);
   }
 
+  // ...and a searched one (auto_parallel), the search's line first.
+  RunResult searched = Run("train --model mlp --data synthetic:512 --batch 16 --epochs 1 --parallel auto_parallel "
+                           "--rank-table '" + RankTablePath().string() + "'" + ReportFlag());
+  ASSERT_EQ(searched.exit_code, 0) << searched.out << searched.err;
+  EXPECT_NE(searched.out.find("auto_parallel: dynamic_programming search on 2 devices in "), std::string::npos)
+      << searched.out;
+  {
+    const std::vector<json> lines = ReadReport();
+    ASSERT_EQ(lines.size(), 2u);
+    EXPECT_EQ(lines[1]["parallel_mode"], "auto_parallel");
+    EXPECT_EQ(lines[1]["global_batch_size"], 32);
+    EXPECT_TRUE(lines[1].contains("predicted_step_ms")) << lines[1].dump();
+    EXPECT_EQ(lines[1]["host_round_trips"], 1);
+  }
+
   // ...and a table of rank 0 alone trains on that daemon.
   const fs::path one = dir_ / "one.json";
   std::ofstream(one) << json{{"devices", {{{"rank", 0}, {"address", daemons_[0].address}}}}}.dump();
@@ -952,6 +967,70 @@ TEST_F(SinkrunSinkdTest, SemiAutoPresetsTrainTheMlpLikeOneDevice) {
   }
   EXPECT_EQ(lines[2]["global_batch_size"], 32);
   EXPECT_EQ(lines[2]["full_batch"], true);
+}
+
+#ifdef SINKRT_SOURCE_DIR
+// AUTO_PARALLEL's cost model reads this copy of the default calibration.
+const std::string kCalibration = std::string(SINKRT_SOURCE_DIR) + "/test/data/calibration_fixed.json";
+#else
+const std::string kCalibration = "";
+#endif
+
+// AUTO_PARALLEL's flags are checked before anything runs, naming the flag.
+TEST_F(SinkrunTest, AutoParallelBadFlagsAreRefused) {
+  const std::string common = "train --model vit --data synthetic:256 --batch 8 --devices 2 --parallel auto_parallel";
+  ExpectRefused(common + " --device-memory garbage",
+                "--device-memory 'garbage': expected a positive number of bytes, optionally with a suffix KB, MB, GB");
+  ExpectRefused(common + " --search-mode recursive_programming",
+                "--search-mode recursive_programming: sinkrt searches with dynamic_programming or "
+                "sharding_propagation (MindSpore's recursive_programming is not implemented)");
+  ExpectRefused(common + " --strategy model", "--strategy model does not apply to --parallel auto_parallel");
+  ExpectRefused("train --model vit --data synthetic:256 --batch 8 --devices 2 --parallel semi_auto_parallel "
+                "--device-memory 1GiB",
+                "--search-mode, --device-memory and --calibration apply to --parallel auto_parallel");
+}
+
+// AUTO_PARALLEL through sinkrun on two daemons: the ViT searched on 2 ranks
+// trains like one device with the global batch (--batch x devices, as
+// data_parallel's). With SGD and the replicas' gradients summed
+// (MindSpore's default), the plan's DP data-parallel groups step like one
+// device at DP times the learning rate; DP is the plan's, read from the
+// report (global batch / the group's batch).
+TEST_F(SinkrunSinkdTest, AutoParallelVitOnTwoDaemonsTracksOneDevice) {
+  const std::string common =
+      "train --model vit --data synthetic:512 --epochs 2 --sink-size 3 --optimizer sgd --threads 1";
+  RunResult searched = Run(common + " --batch 8 --lr 0.05 --parallel auto_parallel --devices 2 --calibration '" +
+                           kCalibration + "' --strategy-save '" + (dir_ / "s.json").string() + "' --sinkd '" +
+                           std::string(kSinkd) + "'" + ReportFlag());
+  ASSERT_EQ(searched.exit_code, 0) << searched.out << searched.err;
+  EXPECT_NE(searched.out.find("auto_parallel: dynamic_programming search on 2 devices in "), std::string::npos)
+      << searched.out;
+  EXPECT_NE(searched.out.find("; calibration " + kCalibration), std::string::npos) << searched.out;
+  EXPECT_NE(searched.out.find("Step time: predicted "), std::string::npos) << searched.out;
+  EXPECT_TRUE(fs::exists(dir_ / "s.json"));
+  const std::vector<json> lines = ReadReport();
+  ASSERT_EQ(lines.size(), 3u);
+  const json& end = lines[2];
+  EXPECT_EQ(end["parallel_mode"], "auto_parallel");
+  EXPECT_EQ(end["strategy"], "searched");
+  EXPECT_EQ(end["search_mode"], "dynamic_programming");
+  EXPECT_EQ(end["global_batch_size"], 16);
+  EXPECT_GT(end["predicted_step_ms"].get<double>(), 0);
+  EXPECT_GT(end["measured_step_ms"].get<double>(), 0);
+  const int64_t group_batch = end["batch_size"].get<int64_t>();
+  ASSERT_TRUE(group_batch == 8 || group_batch == 16) << group_batch;
+  const int64_t dp = 16 / group_batch;
+  std::error_code ec;
+  fs::remove(Report(), ec);
+
+  RunResult one = Run(common + " --batch 16 --lr " + std::to_string(0.05 * dp) + ReportFlag());
+  ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
+  const std::vector<json> want = ReadReport();
+  ASSERT_EQ(want.size(), 3u);
+  for (int e = 0; e < 2; ++e) {
+    const double w = want[e]["loss"].get<double>();
+    EXPECT_NEAR(lines[e]["loss"].get<double>(), w, 1e-5 * std::abs(w)) << "epoch " << e << ", DP " << dp;
+  }
 }
 
 // The built-in networks read only "image" and leave the loss to Model.

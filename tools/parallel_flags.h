@@ -2,10 +2,17 @@
 // parallel context with its checks and messages.
 #pragma once
 
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <system_error>
 
+#include "sinkrt/host/auto_parallel.h"
+#include "sinkrt/host/graph.h"
 #include "sinkrt/host/parallel_context.h"
 #include "sinkrt/host/shard_strategies.h"
 #include "sinkrt/runtime/status.h"
@@ -26,7 +33,43 @@ struct ParallelFlags {
   std::string strategy;
   std::string strategy_save;
   bool full_batch = false;
+  // auto_parallel: --search-mode (given or not), --device-memory BYTES
+  // (empty: unlimited), --calibration FILE (empty: $SINKRT_CALIBRATION,
+  // else the built-in default). --strategy-save and --full-batch apply too.
+  std::string search_mode = "dynamic_programming";
+  bool search_mode_given = false;
+  std::string device_memory;
+  std::string calibration;
 };
+
+// A byte count as --device-memory takes it: plain bytes ("8589934592"), or
+// a number with a suffix KB, MB, GB (10^3, 10^6, 10^9) or KiB, MiB, GiB
+// (2^10, 2^20, 2^30), any case, e.g. "512MiB", "1.5GB". Positive; `flag`
+// names the flag in the message.
+inline Result<uint64_t> ParseByteSize(const std::string& text, const std::string& flag) {
+  const std::string why = flag + " '" + text +
+                          "': expected a positive number of bytes, optionally with a suffix KB, MB, GB (10^3, "
+                          "10^6, 10^9) or KiB, MiB, GiB (2^10, 2^20, 2^30), e.g. 8GiB";
+  size_t end = 0;
+  while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.')) ++end;
+  const std::string number = text.substr(0, end);
+  std::string suffix = text.substr(end);
+  for (char& c : suffix) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (number.empty() || number == "." || number.find('.') != number.rfind('.')) return InvalidArgument(why);
+  double scale = 0;
+  if (suffix.empty() || suffix == "b") scale = 1;
+  else if (suffix == "kb") scale = 1e3;
+  else if (suffix == "mb") scale = 1e6;
+  else if (suffix == "gb") scale = 1e9;
+  else if (suffix == "kib") scale = 1024.0;
+  else if (suffix == "mib") scale = 1024.0 * 1024;
+  else if (suffix == "gib") scale = 1024.0 * 1024 * 1024;
+  else return InvalidArgument(why);
+  if (scale == 1 && number.find('.') != std::string::npos) return InvalidArgument(why);  // no fractional bytes
+  const double bytes = std::floor(std::strtod(number.c_str(), nullptr) * scale);  // inf past double's range
+  if (!(bytes >= 1) || bytes >= 18446744073709551616.0) return InvalidArgument(why);
+  return static_cast<uint64_t>(bytes);
+}
 
 // Errors name the flag; every one is a command-line mistake.
 inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) {
@@ -38,12 +81,39 @@ inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) 
   if (!f.comm_fusion.empty()) {
     SINKRT_ASSIGN_OR_RETURN(context.comm_fusion, host::ParseCommFusion(f.comm_fusion), "--comm-fusion");
   }
-  const bool semi_auto_only = !f.strategy.empty() || !f.strategy_save.empty() || f.full_batch;
-  if (semi_auto_only && context.mode != host::ParallelMode::SemiAutoParallel)
-    return InvalidArgument("--strategy, --strategy-save and --full-batch apply to --parallel semi_auto_parallel");
+  const bool auto_parallel = context.mode == host::ParallelMode::AutoParallel;
+  const bool sharded = context.mode == host::ParallelMode::SemiAutoParallel || auto_parallel;
+  // The search sets every op's strategy; a preset or file would leave it
+  // nothing to search (a graph file's own strategies are kept, as fixed).
+  if (!f.strategy.empty() && auto_parallel)
+    return InvalidArgument("--strategy " + f.strategy +
+                           " does not apply to --parallel auto_parallel, which searches every op's strategy (ops "
+                           "that carry one in a graph file keep it); give --parallel semi_auto_parallel to "
+                           "compile a strategy as it is");
+  if ((!f.strategy.empty() || !f.strategy_save.empty() || f.full_batch) && !sharded)
+    return InvalidArgument("--strategy, --strategy-save and --full-batch apply to --parallel semi_auto_parallel "
+                           "(--strategy-save and --full-batch to auto_parallel too)");
+  const bool auto_only = f.search_mode_given || !f.device_memory.empty() || !f.calibration.empty();
+  if (auto_only && !auto_parallel)
+    return InvalidArgument("--search-mode, --device-memory and --calibration apply to --parallel auto_parallel");
   context.full_batch = f.full_batch;
+  if (auto_parallel) {
+    if (f.search_mode != "dynamic_programming" && f.search_mode != "sharding_propagation")
+      return InvalidArgument("--search-mode " + f.search_mode +
+                             ": sinkrt searches with dynamic_programming or sharding_propagation" +
+                             (f.search_mode == "recursive_programming"
+                                  ? " (MindSpore's recursive_programming is not implemented)"
+                                  : ""));
+    context.search_mode = f.search_mode;
+    if (!f.device_memory.empty()) {
+      SINKRT_ASSIGN_OR_RETURN(context.device_memory_capacity, ParseByteSize(f.device_memory, "--device-memory"));
+    }
+    if (std::error_code ec; !f.calibration.empty() && !std::filesystem::is_regular_file(f.calibration, ec))
+      return InvalidArgument("--calibration " + f.calibration + ": no such file (write one with sinkrun calibrate)");
+    context.calibration_file = f.calibration;
+  }
   SINKRT_RETURN_IF_ERROR(context.Validate({host::ParallelMode::StandAlone, host::ParallelMode::DataParallel,
-                                           host::ParallelMode::SemiAutoParallel}),
+                                           host::ParallelMode::SemiAutoParallel, host::ParallelMode::AutoParallel}),
                          f.devices_flag + ", --parallel " + f.parallel);
   const bool dp_only = f.gradients_mean_given || f.parameter_broadcast || !f.comm_fusion.empty();
   if (dp_only && context.mode != host::ParallelMode::DataParallel)
@@ -67,6 +137,47 @@ inline int64_t SemiAutoGraphBatch(int64_t batch, int64_t data_parallel, bool ful
   return full_batch ? batch : batch * data_parallel;
 }
 
+// The graph's batch under auto_parallel: `batch` x the device count, as
+// data_parallel's global batch (so a run compares like for like with
+// --strategy data at the same --batch); with full_batch every rank reads
+// the whole `batch`, which is then the graph's.
+inline int64_t AutoParallelGraphBatch(int64_t batch, int64_t devices, bool full_batch) {
+  return full_batch ? batch : batch * devices;
+}
+
+// Sets the strategies `plan` chose on `graph` (the network it searched,
+// by op name), e.g. to write them with SaveShardStrategies: the graph then
+// compiles under semi_auto_parallel to the searched streams.
+inline Status ApplyAutoParallelPlan(const host::AutoParallelPlan& plan, host::Graph& graph) {
+  for (const host::OpPlanChoice& op : plan.ops) {
+    if (op.strategy.empty()) continue;
+    if (graph.FindOp(op.op) < 0) return NotFound("the searched op '" + op.op + "' is not in graph '" + graph.name() + "'");
+    graph.Shard(op.op, op.strategy);
+  }
+  return graph.status();
+}
+
+inline std::string MibText(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / 1048576.0);
+  return buf;
+}
+
+// The line every auto_parallel run prints: the search, its prediction and
+// the calibration file it used.
+inline std::string AutoParallelText(const host::AutoParallelPlan& plan) {
+  char step[64], search[64];
+  std::snprintf(step, sizeof step, "%.3f ms", plan.step_s * 1e3);
+  std::snprintf(search, sizeof search, "%.1f ms", plan.search_s * 1e3);
+  std::string s = "auto_parallel: " + plan.search_mode + " search on " + std::to_string(plan.device_num) +
+                  (plan.device_num == 1 ? " device" : " devices") + " in " + search + " (" +
+                  std::to_string(plan.candidates) + " candidates, " + std::to_string(plan.ops.size()) +
+                  " ops): predicted step " + step + ", memory " + MibText(plan.memory_bytes) + " per rank";
+  if (plan.memory_limit_bytes) s += " (limit " + MibText(*plan.memory_limit_bytes) + ")";
+  if (!plan.exact) s += ", not exact (Pareto fronts thinned under the limit)";
+  return s + "; calibration " + plan.calibration + " (" + plan.transport + ")";
+}
+
 // How a run header and a report name the strategy in force.
 inline std::string StrategyText(const std::string& strategy) {
   return strategy.empty() ? "the graph's (MindSpore's default where none)" : strategy;
@@ -78,6 +189,7 @@ inline std::string ParallelContextText(host::ParallelMode mode, bool gradients_m
   std::string s = host::ParallelModeName(mode);
   if (mode == host::ParallelMode::DataParallel)
     s += gradients_mean ? " (gradients_mean true: AllReduce mean)" : " (gradients_mean false: AllReduce sum)";
+  if (mode == host::ParallelMode::AutoParallel) s += " (searched strategies, compiled as semi_auto_parallel)";
   return s;
 }
 

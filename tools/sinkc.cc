@@ -1,10 +1,12 @@
 // sinkc: compiles a graph file into one task stream per rank, offline.
 //
 //   sinkc GRAPH -o DIR [--devices N]
-//         [--parallel stand_alone|data_parallel|semi_auto_parallel]
+//         [--parallel stand_alone|data_parallel|semi_auto_parallel|auto_parallel]
 //         [--batch B] [--gradients-mean[=true|false]] [--parameter-broadcast]
 //         [--comm-fusion JSON] [--strategy data|model|DPxMP|FILE]
 //         [--strategy-save FILE] [--full-batch] [--seed S]
+//         [--search-mode dynamic_programming|sharding_propagation]
+//         [--device-memory BYTES] [--calibration FILE] [--explain]
 //         [--optimizer sgd|momentum|adam] [--lr LR] [--momentum M]
 //         [--queue-capacity Q] [--quiet]
 //
@@ -29,6 +31,19 @@
 // reads the whole batch). --strategy-save writes the strategies and
 // parameter layouts compiled (MindSpore's strategy_ckpt_save_file).
 //
+// auto_parallel (docs/auto_parallel.md) searches every op's strategy once
+// (ops that carry one in the file keep it; --strategy is refused) against
+// the cost model of --calibration (else $SINKRT_CALIBRATION, else the
+// built-in default), under the per-rank limit --device-memory (bytes, or
+// with KB/MB/GB/KiB/MiB/GiB), and compiles every rank from the result as
+// semi_auto_parallel: the streams are semi-auto streams. --batch is then
+// the data-parallel global batch's share per device: the graph is compiled
+// for --batch x --devices (--batch with --full-batch). It prints one line
+// with the search and the calibration file; --explain also prints the
+// plan, one line per op (ExplainPlan). --strategy-save writes the searched
+// strategies, which `--parallel semi_auto_parallel --strategy FILE` at the
+// same graph batch compiles to the same stream bytes.
+//
 // Exit 0 on success, 2 for
 // a bad command line, 1 for a graph or compile error (naming the file, the
 // op and the field).
@@ -42,6 +57,7 @@
 
 #include "cli_validators.h"
 #include "parallel_flags.h"
+#include "sinkrt/host/auto_parallel.h"
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/graph_file.h"
 #include "sinkrt/host/parallel_context.h"
@@ -63,6 +79,10 @@ struct Flags {
   std::string strategy;
   std::string strategy_save;
   bool full_batch = false;
+  std::string search_mode = "dynamic_programming";
+  std::string device_memory;
+  std::string calibration;
+  bool explain = false;
   uint64_t seed = 0;
   std::string optimizer;
   double lr = 0.01;
@@ -110,9 +130,13 @@ void PrintSummary(const Flags& f, const host::GraphFile& file, const host::Compi
   const host::CompiledStream& r0 = job.ranks[0];
   std::cout << "sinkc: " << f.graph << " -> " << f.out << "/: " << job.world_size()
             << (job.world_size() == 1 ? " rank, " : " ranks, ")
-            << tools::ParallelContextText(o.parallel_mode, o.gradients_mean);
+            << tools::ParallelContextText(job.auto_parallel ? host::ParallelMode::AutoParallel : o.parallel_mode,
+                                          o.gradients_mean);
   if (o.parameter_broadcast) std::cout << ", parameter broadcast";
-  if (o.parallel_mode == host::ParallelMode::SemiAutoParallel) {
+  if (job.auto_parallel) {
+    std::cout << ", strategy searched (" << job.auto_parallel->search_mode << ")";
+    if (o.full_batch) std::cout << ", full batch";
+  } else if (o.parallel_mode == host::ParallelMode::SemiAutoParallel) {
     std::cout << ", strategy " << tools::StrategyText(f.strategy);
     if (o.full_batch) std::cout << ", full batch";
   }
@@ -179,8 +203,18 @@ int Run(const Flags& f, const CLI::App& app) {
                                              .comm_fusion = f.comm_fusion,
                                              .strategy = f.strategy,
                                              .strategy_save = f.strategy_save,
-                                             .full_batch = f.full_batch});
+                                             .full_batch = f.full_batch,
+                                             .search_mode = f.search_mode,
+                                             .search_mode_given = app.count("--search-mode") > 0,
+                                             .device_memory = f.device_memory,
+                                             .calibration = f.calibration});
   if (!context.ok()) return Usage(context.status().message());
+  const bool auto_parallel = context->mode == host::ParallelMode::AutoParallel;
+  // Only a search has choices to explain; semi_auto_parallel compiles the
+  // strategies it is given.
+  if (f.explain && !auto_parallel)
+    return Usage("--explain explains auto_parallel's search: give --parallel auto_parallel (--parallel " +
+                 f.parallel + " searches nothing)");
 
   host::GraphLoadOptions load;
   load.batch = f.batch;
@@ -189,6 +223,17 @@ int Run(const Flags& f, const CLI::App& app) {
   if (!file.ok()) return Failure(file.status().message());
   const bool semi_auto = context->mode == host::ParallelMode::SemiAutoParallel;
   int64_t global_batch = 0;
+  if (auto_parallel) {
+    // As data_parallel's: the file's (or --batch's) batch on each device.
+    const int64_t device_batch = GraphBatch(file->graph);
+    if (device_batch < 1) return Failure(f.graph + ": auto_parallel needs a batched Input to split");
+    global_batch = tools::AutoParallelGraphBatch(device_batch, f.devices, f.full_batch);
+    if (global_batch != device_batch) {
+      load.batch = global_batch;
+      file = host::LoadGraph(f.graph, load);
+      if (!file.ok()) return Failure(file.status().message());
+    }
+  }
   if (semi_auto) {
     // The batch the file (or --batch) gives is one replica's; the graph
     // takes the global one.
@@ -230,16 +275,31 @@ int Run(const Flags& f, const CLI::App& app) {
   } else if (semi_auto) {
     co.parallel_mode = host::ParallelMode::SemiAutoParallel;
     co.full_batch = f.full_batch;
+  } else if (auto_parallel) {
+    co.parallel_mode = host::ParallelMode::AutoParallel;
+    co.full_batch = f.full_batch;
+    co.search_mode = context->search_mode;
+    co.device_memory = context->device_memory_capacity;
+    co.calibration = context->calibration_file;
   }
+  // Under auto_parallel: one search, every rank compiled from it.
   auto job = host::CompileJob(file->graph, co);
   if (!job.ok()) return Failure(f.graph + ": " + job.status().message());
   Status written = host::WriteCompiledJob(*job, f.out);
   if (!written.ok()) return Failure("-o " + f.out + ": " + written.message());
   if (!f.strategy_save.empty()) {
+    // The searched strategies, set on the graph as the compile set them.
+    if (job->auto_parallel) {
+      Status planned = tools::ApplyAutoParallelPlan(*job->auto_parallel, file->graph);
+      if (!planned.ok()) return Failure("--strategy-save: " + planned.message());
+    }
     Status saved = host::SaveShardStrategies(f.strategy_save, file->graph, f.devices, f.full_batch);
     if (!saved.ok()) return Failure("--strategy-save: " + saved.message());
   }
-  if (!semi_auto) {
+  // Asked for, so printed even with --quiet.
+  if (job->auto_parallel && f.explain) std::cout << host::ExplainPlan(*job->auto_parallel);
+  if (job->auto_parallel && !f.quiet) std::cout << tools::AutoParallelText(*job->auto_parallel) << '\n';
+  if (!semi_auto && !auto_parallel) {
     const auto cols = job->train_columns();
     global_batch = cols.empty() || cols[0].shape.empty() ? 0 : cols[0].shape[0] * job->world_size();
   }
@@ -257,10 +317,11 @@ int main(int argc, char** argv) {
   app.add_option("--devices", f.devices, "ranks to compile for (MindSpore's device_num)")
       ->check(tools::PositiveInteger())
       ->capture_default_str();
-  app.add_option("--parallel", f.parallel, "stand_alone, data_parallel or semi_auto_parallel")->capture_default_str();
+  app.add_option("--parallel", f.parallel, "stand_alone, data_parallel, semi_auto_parallel or auto_parallel")
+      ->capture_default_str();
   app.add_option("--batch", f.batch,
                  "one data-parallel replica's batch (default: the file's): every input's leading dimension, times the "
-                 "data-parallel degree under semi_auto_parallel")
+                 "data-parallel degree under semi_auto_parallel and --devices under auto_parallel")
       ->check(tools::PositiveInteger());
   app.add_flag("--gradients-mean", f.gradients_mean,
                "data_parallel: AllReduce Mean instead of Sum (--gradients-mean=false: Sum, MindSpore's default)");
@@ -271,9 +332,20 @@ int main(int argc, char** argv) {
                  "semi_auto_parallel: data, model (Megatron, the zoo MLP and ViT), DPxMP (e.g. 2x2) or a strategy "
                  "file (default: the graph file's strategies, MindSpore's default elsewhere)");
   app.add_option("--strategy-save", f.strategy_save,
-                 "semi_auto_parallel: write the ops' strategies and the parameters' layouts to FILE (JSON)");
+                 "semi_auto_parallel and auto_parallel: write the ops' strategies (auto_parallel: the searched ones) and "
+                 "the parameters' layouts to FILE (JSON)");
   app.add_flag("--full-batch", f.full_batch,
-               "semi_auto_parallel: every rank reads the whole --batch (MindSpore's full_batch)");
+               "semi_auto_parallel and auto_parallel: every rank reads the whole --batch (MindSpore's full_batch)");
+  app.add_option("--search-mode", f.search_mode, "auto_parallel: dynamic_programming or sharding_propagation")
+      ->capture_default_str();
+  app.add_option("--device-memory", f.device_memory,
+                 "auto_parallel: per-rank memory limit of the search, in bytes or with KB, MB, GB, KiB, MiB, GiB "
+                 "(MindSpore's device_memory_capacity; default: unlimited)");
+  app.add_option("--calibration", f.calibration,
+                 "auto_parallel: the cost model's calibration file (default: SINKRT_CALIBRATION, else the built-in "
+                 "one; sinkrun calibrate writes one)");
+  app.add_flag("--explain", f.explain,
+               "auto_parallel: print the search's choice for every op, its cost and the best rejected alternative");
   app.add_option("--seed", f.seed, "added to every random initialiser's seed")->capture_default_str();
   app.add_option("--optimizer", f.optimizer, "sgd, momentum or adam (default: the file's optimizer)");
   app.add_option("--lr", f.lr, "learning rate of --optimizer")->capture_default_str();

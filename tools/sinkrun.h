@@ -58,6 +58,11 @@ struct TrainFlags {
   std::string strategy;
   std::string strategy_save;
   bool full_batch = false;
+  // auto_parallel: --search-mode, --device-memory BYTES, --calibration FILE
+  // (--strategy-save and --full-batch apply too).
+  std::string search_mode = "dynamic_programming";
+  std::string device_memory;
+  std::string calibration;
   // How the rank table was named, for messages: "--rank-table FILE", or
   // "RANK_TABLE_FILE=FILE" when MindSpore's variable named it.
   std::string rank_table_source;

@@ -7,9 +7,11 @@
 //                 [--lr 0.01] [--momentum 0.9] [--seed 1]
 //                 [--sink-size -1 | --no-sink] [--threads N] [--report FILE]
 //                 [--devices N [--sinkd PATH] | --rank-table FILE] [--token T]
-//                 [--parallel stand_alone|data_parallel|semi_auto_parallel]
+//                 [--parallel stand_alone|data_parallel|semi_auto_parallel|auto_parallel]
 //                 [--gradients-mean true|false] [--parameter-broadcast] [--comm-fusion JSON]
 //                 [--strategy data|model|DPxMP|FILE] [--strategy-save FILE] [--full-batch]
+//                 [--search-mode dynamic_programming|sharding_propagation]
+//                 [--device-memory BYTES] [--calibration FILE]
 //                 [--save-checkpoint FILE]
 //   sinkrun launch -n N [--base-port P] [--rank-table-out FILE] [--token T]
 //                  [--sinkd PATH] [--threads K] [--quiet]
@@ -25,7 +27,12 @@
 // one data-parallel replica's, as in MindSpore: the global batch is N x
 // batch under data_parallel, and batch x the strategy's data-parallel
 // degree under semi_auto_parallel (data: N, model: 1, DPxMP: DP; with
-// --full-batch every rank reads the whole batch). launch starts N daemons on
+// --full-batch every rank reads the whole batch), and batch x N under
+// auto_parallel (data_parallel's global batch: the search is compared like
+// for like with --strategy data; docs/auto_parallel.md). An auto_parallel
+// run prints its search (mode, predicted step time and memory per rank,
+// the calibration file) and, after training, the predicted step time next
+// to the measured one. launch starts N daemons on
 // this machine, writes their rank table and keeps them until SIGINT or
 // SIGTERM (or one of them dies). calibrate measures this machine for
 // AUTO_PARALLEL's cost model and writes a calibration file
@@ -119,8 +126,9 @@ int main(int argc, char** argv) {
                     "--devices is given)");
   train->add_option("--parallel", f.parallel,
                     "stand_alone (one device), data_parallel (one replica per device, gradients AllReduced "
-                    "on the devices; --batch is per rank) or semi_auto_parallel (the model sharded by --strategy; "
-                    "--batch is per data-parallel replica)")
+                    "on the devices; --batch is per rank), semi_auto_parallel (the model sharded by --strategy; "
+                    "--batch is per data-parallel replica) or auto_parallel (the strategies searched; the global "
+                    "batch is --batch x --devices)")
       ->capture_default_str();
   train->add_option("--gradients-mean", f.gradients_mean,
                     "data_parallel: average the gradients over the ranks (true, as DDP) or sum them (false, "
@@ -135,9 +143,18 @@ int main(int argc, char** argv) {
                     "semi_auto_parallel: data, model (Megatron: the MLP and the ViT), DPxMP (e.g. 2x2) or a strategy "
                     "file (default: the graph's strategies, MindSpore's default elsewhere)");
   train->add_option("--strategy-save", f.strategy_save,
-                    "semi_auto_parallel: write the ops' strategies and the parameters' layouts to FILE (JSON)");
+                    "semi_auto_parallel and auto_parallel: write the ops' strategies (auto_parallel: the searched ones) "
+                    "and the parameters' layouts to FILE (JSON)");
   train->add_flag("--full-batch", f.full_batch,
-                  "semi_auto_parallel: every rank reads the whole --batch (MindSpore's full_batch)");
+                  "semi_auto_parallel and auto_parallel: every rank reads the whole --batch (MindSpore's full_batch)");
+  train->add_option("--search-mode", f.search_mode, "auto_parallel: dynamic_programming or sharding_propagation")
+      ->capture_default_str();
+  train->add_option("--device-memory", f.device_memory,
+                    "auto_parallel: per-rank memory limit of the search, in bytes or with KB, MB, GB, KiB, MiB, GiB "
+                    "(MindSpore's device_memory_capacity; default: unlimited)");
+  train->add_option("--calibration", f.calibration,
+                    "auto_parallel: the cost model's calibration file (default: SINKRT_CALIBRATION, else the "
+                    "built-in one; sinkrun calibrate writes one)");
   train->add_option("--token", f.token, "the daemons' --token");
   train->add_option("--sinkd", f.sinkd, "the sinkd binary for --devices (default: SINKRT_SINKD, or beside sinkrun)");
 

@@ -230,6 +230,28 @@ Result<host::Graph> NetworkWithLoss(const TrainFlags& f, int64_t batch) {
   return g;
 }
 
+// The measured step time: per epoch its wall time over its steps, and of
+// those the median, leaving out the first epoch when there are more (it
+// pays for the devices' first touches of their arenas).
+class StepTimer : public host::Callback {
+ public:
+  static constexpr const char* kMeasure = "median epoch wall time per step, the first epoch left out when there are more";
+  Status on_train_epoch_end(host::RunContext& run) override {
+    const host::CallbackParams& p = run.original_args();
+    if (p.batch_num > 0) ms_.push_back(p.epoch_ms / static_cast<double>(p.batch_num));
+    return Status::Ok();
+  }
+  double step_ms() const {
+    std::vector<double> v(ms_.size() > 1 ? ms_.begin() + 1 : ms_.begin(), ms_.end());
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  }
+
+ private:
+  std::vector<double> ms_;
+};
+
 }  // namespace
 
 int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::time_point start) {
@@ -278,7 +300,7 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   if (precompiled) {
     for (const char* baked : {"--optimizer", "--lr", "--momentum", "--parallel", "--gradients-mean",
                               "--parameter-broadcast", "--comm-fusion", "--strategy", "--strategy-save",
-                              "--full-batch"})
+                              "--full-batch", "--search-mode", "--device-memory", "--calibration"})
       if (cmd.count(baked))
         return Usage(std::string(baked) + " is compiled into the streams of --streams " + f.streams +
                      " (see its manifest.json): recompile with sinkc to change it");
@@ -382,7 +404,11 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
          .comm_fusion = f.comm_fusion,
          .strategy = f.strategy,
          .strategy_save = f.strategy_save,
-         .full_batch = f.full_batch});
+         .full_batch = f.full_batch,
+         .search_mode = f.search_mode,
+         .search_mode_given = cmd.count("--search-mode") > 0,
+         .device_memory = f.device_memory,
+         .calibration = f.calibration});
     if (!parsed.ok()) return Usage(parsed.status().message());
     context = *parsed;
   }
@@ -424,6 +450,47 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     sharded = std::move(whole).value();
   }
 
+  // AUTO_PARALLEL: the whole network at --batch x devices (data_parallel's
+  // global batch), searched once and compiled for every rank here, before
+  // any device starts: the plan decides how many data-parallel groups share
+  // the batch, and so the batch the pipeline makes.
+  const bool auto_parallel = !job && context.mode == host::ParallelMode::AutoParallel;
+  std::optional<host::CompiledJob> searched;
+  const int64_t device_batch = batch;  // --batch, or a --graph file's own
+  if (auto_parallel) {
+    graph_batch = AutoParallelGraphBatch(batch, devices, f.full_batch);
+    auto whole = NetworkWithLoss(f, graph_batch);
+    if (!whole.ok()) return Failure(whole.status().message());
+    // What Model::Create would compile with (MS_DATASET_SINK_QUEUE included).
+    auto capacity = host::SinkQueueCapacity(host::ModelOptions{}.queue_capacity);
+    if (!capacity.ok()) return Usage(capacity.status().message());
+    host::CompileOptions co;
+    co.optimizer = *optimizer;
+    co.queue_capacity = *capacity;
+    co.world_size = static_cast<uint32_t>(devices);
+    co.eval_program = true;
+    co.predict_program = !whole->outputs().empty();
+    co.parallel_mode = host::ParallelMode::AutoParallel;
+    co.full_batch = f.full_batch;
+    co.search_mode = context.search_mode;
+    co.device_memory = context.device_memory_capacity;
+    co.calibration = context.calibration_file;
+    auto compiled = host::CompileJob(*whole, co, host::CompileCacheDirFromEnvironment());
+    if (!compiled.ok()) return Failure(network + ": " + compiled.status().message());
+    data_groups = compiled->train_batch_shards();
+    batch = graph_batch / data_groups;  // one data-parallel group's
+    inputs = GraphInputs(*whole);       // what the pipeline makes: the group's batch
+    for (host::ColumnSpec& c : inputs)
+      if (!c.shape.empty()) c.shape[0] = batch;
+    if (!f.strategy_save.empty()) {
+      host::Graph planned = *whole;
+      Status saved = ApplyAutoParallelPlan(*compiled->auto_parallel, planned);
+      if (saved.ok()) saved = host::SaveShardStrategies(f.strategy_save, planned, devices, f.full_batch);
+      if (!saved.ok()) return Failure("--strategy-save: " + saved.message());
+    }
+    searched = std::move(compiled).value();
+  }
+
   // Data first: a missing directory or a corrupt file ends the run here,
   // naming the file, before any compilation.
   auto train_raw = RawSplit(*data, "train");
@@ -439,7 +506,7 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   if (batches < 1)
     return Usage("--batch " + std::to_string(batch) + " is larger than the " +
                  Counted(train_samples, "training sample"));
-  if (job || graph_file || semi_auto) {
+  if (job || graph_file || semi_auto || auto_parallel) {
     Status matches = CheckColumns(inputs, train_data->output_columns());
     if (!matches.ok()) return Failure(network + " does not match --data " + data->describe() + ": " + matches.message());
   }
@@ -460,7 +527,7 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
       data_groups > 1 ? train_data->ShardBelowBatch(data_groups, 0).get_dataset_size() : batches;
   if (data_groups > 1 && rank_batches < 1)
     return Usage("--batch " + std::to_string(batch) + " on " + std::to_string(data_groups) +
-                 (semi_auto ? " data-parallel groups" : " devices") + " needs more than the " +
+                 (semi_auto || auto_parallel ? " data-parallel groups" : " devices") + " needs more than the " +
                  Counted(train_samples, "training sample"));
 
   // Last of the checks: starting or reaching a daemon is the costliest.
@@ -471,9 +538,15 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   const bool sink = !f.no_sink;
   const int64_t pass_steps = data_groups > 1 ? rank_batches : batches;
   const int64_t steps_per_epoch = sink && f.sink_size > 0 ? f.sink_size : pass_steps;
-  const int64_t global_batch = semi_auto || semi_auto_streams ? graph_batch : batch * devices;
+  const int64_t global_batch = semi_auto || semi_auto_streams || auto_parallel ? graph_batch : batch * devices;
   std::string batch_text;
-  if (semi_auto_streams)
+  if (auto_parallel)
+    batch_text = (f.full_batch ? std::string(" on every rank (full batch")
+                               : " per data-parallel group (global " + std::to_string(global_batch) + " = batch " +
+                                     std::to_string(device_batch) + " x " + Counted(devices, "device") + ", " +
+                                     Counted(data_groups, "group")) +
+                 " as searched)";
+  else if (semi_auto_streams)
     batch_text = " per data-parallel replica (global " + std::to_string(global_batch) + "; strategy as compiled)";
   else if (semi_auto)
     batch_text = (f.full_batch ? std::string(" on every rank (full batch")
@@ -488,6 +561,7 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
             << ", " << OptimizerText(*optimizer) << ", seed " << f.seed << "; "
             << tools::ParallelContextText(context.mode, context.gradients_mean) << "; device: " << dev.describe
             << std::endl;
+  if (searched) std::cout << AutoParallelText(*searched->auto_parallel) << std::endl;
 
   host::ModelOptions model_options;
   const std::vector<DeviceLink*> links = dev.pointers();
@@ -495,6 +569,11 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   if (job) {
     // The streams carry their own plan: Create checks the devices against it.
     model = host::Model::Create(std::move(*job), links, model_options);
+  } else if (searched) {
+    // Searched and compiled above; the job holds its plan, which Create
+    // accepts under auto_parallel.
+    model_options.context = context;
+    model = host::Model::Create(std::move(*searched), links, model_options);
   } else if (semi_auto) {
     // The whole model with its loss and strategies: each rank compiles
     // its slice of it.
@@ -529,7 +608,8 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   // print every step, so it prints at each epoch's last step instead.
   host::LossMonitor loss_monitor(sink ? 1 : static_cast<int>(pass_steps));
   host::TimeMonitor time_monitor;
-  std::vector<host::Callback*> callbacks = {&loss_monitor, &time_monitor};
+  StepTimer step_timer;
+  std::vector<host::Callback*> callbacks = {&loss_monitor, &time_monitor, &step_timer};
   if (report) callbacks.push_back(report.get());
 
   const uint64_t round_trips_before = (*model)->host_round_trips();
@@ -561,6 +641,12 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
               sink ? (devices > 1 ? "one per sink epoch per device" : "one per sink epoch")
                    : (devices > 1 ? "one per step per device" : "one per step"),
               wall_s);
+  // The search's estimate next to what the run measured (issue 17).
+  const host::AutoParallelPlan* plan = (*model)->auto_parallel_plan();
+  const double measured_step_ms = step_timer.step_ms();
+  if (plan)
+    std::printf("Step time: predicted %.3f ms (auto_parallel %s), measured %.3f ms (%s)\n", plan->step_s * 1e3,
+                plan->search_mode.c_str(), measured_step_ms, StepTimer::kMeasure);
   if (report) {
     nlohmann::ordered_json end = {
         {"event", "end"},
@@ -594,6 +680,16 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     if (semi_auto) {
       end["strategy"] = f.strategy.empty() ? "graph" : f.strategy;
       end["full_batch"] = f.full_batch;
+    }
+    if (plan) {
+      end["strategy"] = "searched";
+      end["full_batch"] = f.full_batch;
+      end["search_mode"] = plan->search_mode;
+      end["calibration"] = plan->calibration;
+      end["predicted_step_ms"] = plan->step_s * 1e3;
+      end["measured_step_ms"] = measured_step_ms;
+      end["predicted_memory_bytes"] = plan->memory_bytes;
+      end["search_ms"] = plan->search_s * 1e3;
     }
     Status written = report->Write(end);
     if (!written.ok()) return Failure(written.message());

@@ -236,6 +236,9 @@ Status ParallelContext::Validate(const std::vector<ParallelMode>& supported) con
         "The context configuration parameter 'auto_parallel_search_mode' only support "
         "'recursive_programming', 'dynamic_programming' and 'sharding_propagation', but got the "
         "value: " + search_mode + ".");
+  if (device_memory_capacity && *device_memory_capacity == 0)
+    return InvalidArgument("The context configuration parameter 'device_memory_capacity' must be larger than 0, "
+                           "but got the value: 0.");
   SINKRT_RETURN_IF_ERROR(CheckCommFusion(comm_fusion));
 
   const char* name = ParallelModeName(mode);
@@ -261,9 +264,9 @@ Status ParallelContext::Validate(const std::vector<ParallelMode>& supported) con
   // batch (the same data on every rank); sinkrt always shards it, so taking
   // the flag would train something else than asked.
   if (!dataset_strategy.empty()) {
-    if (mode != ParallelMode::SemiAutoParallel)
-      return InvalidArgument("dataset_strategy as a tuple of strategies is only supported in semi_auto_parallel, "
-                             "but got parallel_mode: " + std::string(name) + ".");
+    if (mode != ParallelMode::SemiAutoParallel && mode != ParallelMode::AutoParallel)
+      return InvalidArgument("dataset_strategy as a tuple of strategies is only supported in semi_auto_parallel "
+                             "and auto_parallel, but got parallel_mode: " + std::string(name) + ".");
     if (full_batch)
       return InvalidArgument("dataset_strategy and full_batch cannot both be set: full_batch is dataset_strategy "
                              "'full_batch', every rank reading the whole batch.");

@@ -44,9 +44,12 @@ Status CheckOptions(const CompileOptions& o) {
                           .parameter_broadcast = o.parameter_broadcast,
                           .full_batch = o.full_batch,
                           .dataset_strategy = o.dataset_strategy,
+                          .search_mode = o.search_mode,
+                          .device_memory_capacity = o.device_memory,
+                          .calibration_file = o.calibration,
                           .comm_fusion = o.comm_fusion};
-  SINKRT_RETURN_IF_ERROR(
-      context.Validate({ParallelMode::StandAlone, ParallelMode::DataParallel, ParallelMode::SemiAutoParallel}));
+  SINKRT_RETURN_IF_ERROR(context.Validate({ParallelMode::StandAlone, ParallelMode::DataParallel,
+                                           ParallelMode::SemiAutoParallel, ParallelMode::AutoParallel}));
   return ValidateOptimizer(o.optimizer).WithContext("compile: optimizer");
 }
 
@@ -177,8 +180,34 @@ void AttachSlices(compiler::LoweredStream& lowered, const compiler::TrainingGrap
 
 }  // namespace
 
+AutoParallelOptions AutoParallelOptionsFor(const CompileOptions& o) {
+  AutoParallelOptions a;
+  a.device_num = o.world_size;
+  a.search_mode = o.search_mode;
+  a.device_memory = o.device_memory;
+  a.calibration = o.calibration;
+  a.optimizer = o.optimizer;
+  a.full_batch = o.full_batch;
+  a.dataset_strategy = o.dataset_strategy;
+  return a;
+}
+
 Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& options) {
   SINKRT_RETURN_IF_ERROR(CheckOptions(options));
+  if (options.parallel_mode == ParallelMode::AutoParallel) {
+    // The search works on a copy, so that `forward` stays unplanned; what
+    // it sets compiles as any semi-auto graph would (CompileJob plans once
+    // for every rank instead of once per Compile).
+    if (!forward.status().ok()) return forward.status();
+    Graph planned = forward;
+    SINKRT_ASSIGN_OR_RETURN(AutoParallelPlan plan, PlanAutoParallel(planned, AutoParallelOptionsFor(options)),
+                            "compile graph '" + forward.name() + "'");
+    CompileOptions semi = options;
+    semi.parallel_mode = ParallelMode::SemiAutoParallel;
+    SINKRT_ASSIGN_OR_RETURN(CompiledStream out, Compile(planned, semi));
+    out.report.auto_parallel = std::move(plan);
+    return out;
+  }
   const bool sharded = options.parallel_mode == ParallelMode::SemiAutoParallel;
   std::optional<parallel::LocalGraph> local;
   if (sharded) {

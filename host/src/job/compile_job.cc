@@ -1,6 +1,7 @@
 // CompileJob: every rank's stream, through the compile cache when there is one.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -89,6 +90,30 @@ CompileCacheStats GetCompileCacheStats() {
 
 Result<CompiledJob> CompileJob(const Graph& network, CompileOptions options, const std::string& cache_dir) {
   if (options.world_size == 0) return InvalidArgument("compile: world_size must be at least 1");
+  if (options.parallel_mode == ParallelMode::AutoParallel) {
+    // The context's checks under its own name before the search, which
+    // would otherwise meet them only as semi_auto_parallel's.
+    ParallelContext context{.mode = options.parallel_mode,
+                            .device_num = static_cast<int>(std::min<uint32_t>(options.world_size, 1u << 30)),
+                            .gradients_mean = options.gradients_mean,
+                            .parameter_broadcast = options.parameter_broadcast,
+                            .full_batch = options.full_batch,
+                            .dataset_strategy = options.dataset_strategy,
+                            .search_mode = options.search_mode,
+                            .device_memory_capacity = options.device_memory,
+                            .calibration_file = options.calibration,
+                            .comm_fusion = options.comm_fusion};
+    SINKRT_RETURN_IF_ERROR(context.Validate({ParallelMode::AutoParallel}), "compile graph '" + network.name() + "'");
+    SINKRT_RETURN_IF_ERROR(network.status(), "compile graph '" + network.name() + "'");
+    // Once for every rank: each compiles its slice of the same planned graph.
+    Graph planned = network;
+    SINKRT_ASSIGN_OR_RETURN(AutoParallelPlan plan, PlanAutoParallel(planned, AutoParallelOptionsFor(options)),
+                            "compile graph '" + network.name() + "'");
+    options.parallel_mode = ParallelMode::SemiAutoParallel;
+    SINKRT_ASSIGN_OR_RETURN(CompiledJob job, CompileJob(planned, std::move(options), cache_dir));
+    job.auto_parallel = std::move(plan);
+    return job;
+  }
   const uint64_t graph_hash = GraphHash(network);
   // One key for the job: rank 0's stream hash mixes the graph, every option
   // (world_size included) and the format version; the other ranks' follow.

@@ -17,6 +17,10 @@ namespace {
 
 std::string ModelContext(const Graph& g) { return "Model: network '" + g.name() + "'"; }
 
+// What a Model runs (auto_parallel as semi_auto_parallel, once searched).
+const std::vector<ParallelMode> kModelModes = {ParallelMode::StandAlone, ParallelMode::DataParallel,
+                                               ParallelMode::SemiAutoParallel, ParallelMode::AutoParallel};
+
 // Appends MindSpore's SoftmaxCrossEntropyWithLogits(sparse=True,
 // reduction='mean') on outputs()[0] against a new i32 [N] label input.
 Status AppendLoss(Graph& g, const LossSpec& loss) {
@@ -181,13 +185,13 @@ Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, Optim
   // Before compiling; the job overload below checks again for callers that
   // bring their own job.
   SINKRT_RETURN_IF_ERROR(CheckEnvironment(), "Model");
-  SINKRT_RETURN_IF_ERROR(options.context.Validate(
-      {ParallelMode::StandAlone, ParallelMode::DataParallel, ParallelMode::SemiAutoParallel}));
+  SINKRT_RETURN_IF_ERROR(options.context.Validate(kModelModes));
   SINKRT_RETURN_IF_ERROR(CheckModelGlobalRank(options.context));
   SINKRT_ASSIGN_OR_RETURN(const uint32_t capacity, SinkQueueCapacity(options.queue_capacity));
   SINKRT_RETURN_IF_ERROR(network.status(), ModelContext(network));
   const ParallelContext& pc = options.context;
-  const bool sharded = pc.mode == ParallelMode::SemiAutoParallel;
+  // auto_parallel runs as semi_auto_parallel once CompileJob has searched.
+  const bool sharded = pc.mode == ParallelMode::SemiAutoParallel || pc.mode == ParallelMode::AutoParallel;
   const bool data_parallel = pc.mode == ParallelMode::DataParallel;
   const uint32_t n = static_cast<uint32_t>(devices.size());
   if ((data_parallel || sharded) && n != static_cast<uint32_t>(pc.device_num))
@@ -216,6 +220,9 @@ Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, Optim
     co.comm_fusion = pc.comm_fusion;
     co.full_batch = pc.full_batch;
     co.dataset_strategy = pc.dataset_strategy;
+    co.search_mode = pc.search_mode;
+    co.device_memory = pc.device_memory_capacity;
+    co.calibration = pc.calibration_file;
   }
   SINKRT_ASSIGN_OR_RETURN(CompiledJob job, CompileJob(network, co, options.compile_cache));
   return Create(std::move(job), devices, std::move(options));
@@ -256,23 +263,36 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
   // The compiled plan is the job's context; a context that says otherwise
   // is a mistake worth naming, not something to override silently.
   const ParallelContext& asked = options.context;
-  SINKRT_RETURN_IF_ERROR(
-      asked.Validate({ParallelMode::StandAlone, ParallelMode::DataParallel, ParallelMode::SemiAutoParallel}));
+  SINKRT_RETURN_IF_ERROR(asked.Validate(kModelModes));
   SINKRT_RETURN_IF_ERROR(CheckModelGlobalRank(asked));
+  // A job searched under auto_parallel holds semi-auto streams and its plan.
+  const bool planned = job.auto_parallel.has_value();
+  const ParallelMode compiled_mode = planned ? ParallelMode::AutoParallel : co.parallel_mode;
   if (asked.mode != ParallelMode::StandAlone || asked.device_num != 1) {
-    if (asked.mode != co.parallel_mode || asked.device_num != static_cast<int>(co.world_size))
-      return InvalidArgument(context + " was compiled for " + ParallelModeName(co.parallel_mode) + " on " +
+    if (asked.mode == ParallelMode::AutoParallel && co.parallel_mode == ParallelMode::SemiAutoParallel && !planned)
+      return InvalidArgument(context + " holds semi_auto_parallel streams without the search that chose them (" +
+                             "streams read from disk keep no plan): ask for semi_auto_parallel on " +
+                             std::to_string(co.world_size) + " devices");
+    // A searched job is also what semi_auto_parallel runs: its streams are.
+    const bool same_mode = asked.mode == compiled_mode || (planned && asked.mode == co.parallel_mode);
+    if (!same_mode || asked.device_num != static_cast<int>(co.world_size))
+      return InvalidArgument(context + " was compiled for " + ParallelModeName(compiled_mode) + " on " +
                              std::to_string(co.world_size) + " devices, but the context asks for " +
                              ParallelModeName(asked.mode) + " on " + std::to_string(asked.device_num));
   }
   ParallelContext pc;
-  pc.mode = co.parallel_mode;
+  pc.mode = compiled_mode;
   pc.device_num = static_cast<int>(co.world_size);
   pc.gradients_mean = co.gradients_mean;
   pc.parameter_broadcast = co.parameter_broadcast;
   pc.comm_fusion = co.comm_fusion;
   pc.full_batch = co.full_batch;
   pc.dataset_strategy = co.dataset_strategy;
+  if (planned) {
+    pc.search_mode = job.auto_parallel->search_mode;
+    pc.device_memory_capacity = co.device_memory;
+    pc.calibration_file = co.calibration;
+  }
 
   auto impl = std::make_unique<Impl>(std::move(job.ranks[0]));
   impl->devices.assign(devices.begin(), devices.end());
@@ -290,6 +310,7 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
   if (impl->loss_report < 0) return Internal(context + ": eval_step does not report the loss");
   impl->state = StateBuffers(stream);
   impl->sharded = sharded;
+  impl->auto_parallel = std::move(job.auto_parallel);
   if (sharded) {
     for (uint32_t r = 0; r < n; ++r) {
       const VerifiedStream& view = r == 0 ? stream : job.ranks[r].stream;
@@ -314,6 +335,9 @@ uint64_t Model::host_round_trips() const { return impl_->device->control_round_t
 uint32_t Model::device_num() const { return static_cast<uint32_t>(impl_->devices.size()); }
 const CompiledStream& Model::compiled() const { return impl_->compiled; }
 const ParallelContext& Model::context() const { return impl_->context; }
+const AutoParallelPlan* Model::auto_parallel_plan() const {
+  return impl_->auto_parallel ? &*impl_->auto_parallel : nullptr;
+}
 uint64_t Model::network_hash() const { return impl_->network_hash; }
 const std::string& Model::network_name() const { return impl_->network_name; }
 

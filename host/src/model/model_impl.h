@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,6 +75,7 @@ struct Model::Impl {
   // SEMI_AUTO_PARALLEL: every rank holds a slice and runs eval and predict
   // too; per rank, how (empty otherwise).
   bool sharded = false;
+  std::optional<AutoParallelPlan> auto_parallel;  // the search, under auto_parallel
   std::vector<RankPlan> ranks;
 };
 

@@ -11,10 +11,6 @@
 
 namespace sinkrt::host {
 
-// The device queue capacity: `configured`, unless MS_DATASET_SINK_QUEUE is
-// set (1..128, MindSpore's documented range).
-Result<uint32_t> SinkQueueCapacity(uint32_t configured);
-
 struct TrainPlan {
   int64_t dataset_size = 0;     // batches per pass
   int64_t steps_per_epoch = 0;  // sink: sink_size (or dataset_size); non-sink: dataset_size

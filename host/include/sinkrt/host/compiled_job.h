@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,8 +33,13 @@ struct CompiledJob {
   // The Input the loss reads when it is SparseSoftmaxCrossEntropy of
   // outputs()[0] (eval scores a partial batch on the host); else empty.
   std::string label_column;
-  // What every rank was compiled with; options.rank is rank 0's.
+  // What every rank was compiled with; options.rank is rank 0's. A job
+  // compiled under AutoParallel holds SemiAutoParallel here (what its
+  // streams are) and the search in auto_parallel.
   CompileOptions options;
+  // AutoParallel: the one search every rank was compiled from (none for a
+  // job read from disk, whose streams are plain semi-auto streams).
+  std::optional<AutoParallelPlan> auto_parallel;
   // By rank: ranks[K] is rank K's stream (report rebuilt from the stream
   // when the job was read from disk: buffers, arena and buckets, not the
   // liveness figures).
@@ -64,7 +70,11 @@ struct CompileCacheStats {
 CompileCacheStats GetCompileCacheStats();
 
 // Compiles `network` (which has its loss) for every rank of
-// options.world_size (options.rank is ignored). With `cache_dir` non-empty,
+// options.world_size (options.rank is ignored). Under AutoParallel it
+// searches once (PlanAutoParallel on a copy of `network`) and compiles every
+// rank from the planned copy as SemiAutoParallel, so the job's streams,
+// cache entry and options are those of the searched strategies under
+// semi_auto_parallel, and job.auto_parallel holds the plan. With `cache_dir` non-empty,
 // first looks for a verified entry keyed by the options and the graph and
 // uses it (one log line on stderr: "sinkrt: compile cache hit ..."), else
 // compiles and stores one (a miss, or a corrupt entry, also logged). A cache

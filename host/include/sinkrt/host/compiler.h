@@ -10,10 +10,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "sinkrt/fb/task_stream_generated.h"  // BufferRole, ProgramKind
+#include "sinkrt/host/auto_parallel.h"
 #include "sinkrt/host/graph.h"
 #include "sinkrt/host/optimizer.h"
 #include "sinkrt/host/parallel_context.h"
@@ -42,7 +44,12 @@ struct CompileOptions {
   // world_size says. DataParallel gives train_step a "comm" stream with one
   // in-place AllReduce per gradient fusion bucket (parallel/fusion_buckets.h),
   // overlapped with backward; eval and predict stay single-stream.
-  // SemiAutoParallel: see full_batch below. AutoParallel is refused.
+  // SemiAutoParallel: see full_batch below. AutoParallel: Compile copies
+  // the graph, searches every op's strategy on it (PlanAutoParallel with
+  // the search fields below) and compiles the copy as SemiAutoParallel:
+  // the stream is a semi-auto stream, byte for byte what the searched
+  // strategies give under SemiAutoParallel (its header hash included), and
+  // CompileReport::auto_parallel holds the plan.
   ParallelMode parallel_mode = ParallelMode::StandAlone;
   bool gradients_mean = false;       // AllReduce Mean instead of Sum
   bool parameter_broadcast = false;  // init ends by broadcasting rank 0's Params
@@ -57,7 +64,19 @@ struct CompileOptions {
   // SemiAutoParallel: ParallelContext::dataset_strategy (per dataset input
   // in creation order, its splits; empty: the loss's batch split).
   std::vector<std::vector<int64_t>> dataset_strategy;
+  // AutoParallel only (ParallelContext's search_mode,
+  // device_memory_capacity and calibration_file): the search, the per-rank
+  // memory limit in bytes (none: unlimited), the calibration file (empty:
+  // $SINKRT_CALIBRATION, else the built-in default).
+  std::string search_mode = "dynamic_programming";
+  std::optional<uint64_t> device_memory;
+  std::string calibration;
 };
+
+// What PlanAutoParallel is asked under options.parallel_mode AutoParallel:
+// device_num world_size, the optimizer, the search fields, full_batch and
+// dataset_strategy.
+AutoParallelOptions AutoParallelOptionsFor(const CompileOptions& options);
 
 struct PlannedBuffer {
   std::string name;
@@ -91,6 +110,8 @@ struct CompileReport {
   size_t train_tasks = 0, eval_tasks = 0, predict_tasks = 0, fused_kernels = 0, comm_tasks = 0;
   std::vector<PlannedBuffer> buffers;
   std::vector<GradientBucket> buckets;  // DataParallel: in the comm stream's order
+  // AutoParallel: the search that chose the strategies compiled.
+  std::optional<AutoParallelPlan> auto_parallel;
 };
 
 // Only ever made from a stream that passed VerifyTaskStream (Compile

@@ -59,6 +59,17 @@
 // merged from the ranks' slices, and WriteState() takes whole tensors and
 // writes each rank its slice, so a checkpoint loads under any strategy or
 // device count; ReadState(r) is rank r's own slices.
+//
+// AUTO_PARALLEL (context.mode, device_num N; docs/auto_parallel.md): the
+// network is a single-device one (no strategies needed; ops that have one
+// keep it). Create appends the loss, searches every op's strategy once
+// (PlanAutoParallel with context.search_mode, device_memory_capacity,
+// calibration_file, full_batch, dataset_strategy and the optimizer) and
+// then runs exactly as SEMI_AUTO_PARALLEL with the searched strategies;
+// auto_parallel_plan() is the search. The dataset's batch is one
+// data-parallel group's of the plan, as under SEMI_AUTO_PARALLEL: the
+// graph's batch divided by how many ways the plan splits it
+// (compiled()'s train queue, or CompiledJob::train_batch_shards).
 #pragma once
 
 #include <memory>
@@ -103,6 +114,12 @@ struct ModelOptions {
   // MS_COMPILER_CACHE_PATH (CompileCacheDirFromEnvironment).
   std::string compile_cache = CompileCacheDirFromEnvironment();
 };
+
+// The device queue capacity Model::Create compiles with: `configured`,
+// unless MS_DATASET_SINK_QUEUE is set (1..128, MindSpore's documented
+// range). For callers that compile a job themselves (CompileJob) and want
+// what Model would have compiled.
+Result<uint32_t> SinkQueueCapacity(uint32_t configured);
 
 struct EvalResult {
   double accuracy = 0;   // correct / samples; NaN when the graph has no accuracy metric
@@ -165,6 +182,9 @@ class Model {
   // Rank 0's stream; every rank's differs only in its rank.
   const CompiledStream& compiled() const;
   const ParallelContext& context() const;
+  // The search a Model created under auto_parallel ran (or that the job it
+  // was given holds); null otherwise.
+  const AutoParallelPlan* auto_parallel_plan() const;
   // GraphHashWithoutStrategies of the network with its loss: what a
   // checkpoint is bound to (not the stream hash, so the queue capacity, the
   // learning rate or the shard strategies may change between a run and its

@@ -1,6 +1,8 @@
 // ParallelContext: MindSpore's set_auto_parallel_context, as a value.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,17 +66,26 @@ struct ParallelContext {
   // {{2, 1}, {2}}; each rank's queue then holds that slice (the ranks
   // left over repeat it). Empty: the batch split the loss's strategy
   // gives (dataset_strategy "data_parallel"), or full_batch. Only under
-  // semi_auto_parallel, and not with full_batch.
+  // semi_auto_parallel and auto_parallel, and not with full_batch.
   std::vector<std::vector<int64_t>> dataset_strategy;
+  // auto_parallel's search (docs/auto_parallel.md): MindSpore's
+  // auto_parallel_search_mode ("dynamic_programming" or
+  // "sharding_propagation"; "recursive_programming" passes Validate, as in
+  // MindSpore, and the search refuses it), its per-rank memory limit in
+  // bytes (device_memory_capacity; none: unlimited) and the calibration
+  // file of the cost model (empty: $SINKRT_CALIBRATION, else the built-in
+  // default). Read under auto_parallel only.
   std::string search_mode = "dynamic_programming";
+  std::optional<uint64_t> device_memory_capacity;
+  std::string calibration_file;
   CommFusion comm_fusion;
 
   // MindSpore's checks and messages, e.g. "If parallel_mode is stand_alone,
   // device_number must be 1, device_number: 4, parallel_mode:stand_alone".
   // `supported` lists the modes this build can run; others are refused
   // (kUnimplemented) after the value checks, and so is full_batch under
-  // data_parallel. Model::Create and the compiler pass stand_alone and
-  // data_parallel, which is what the runtime runs.
+  // data_parallel. Model::Create and the compiler pass every mode they
+  // run (auto_parallel plans, then runs as semi_auto_parallel).
   Status Validate(const std::vector<ParallelMode>& supported = {ParallelMode::StandAlone}) const;
 };
 
