@@ -315,7 +315,9 @@ TEST(DataParallelTrain, FusionConfigsTrainBitwiseAlike) {
   for (auto [fusion, count, want] : {std::tuple{unfused, &n_unfused, 6u}, std::tuple{by_size, &n_size, 0u},
                                      std::tuple{by_index, &n_index, 3u}}) {
     auto state = train(fusion, count);
-    if (want) EXPECT_EQ(*count, want) << fusion.mode;
+    if (want) {
+      EXPECT_EQ(*count, want) << fusion.mode;
+    }
     ASSERT_EQ(state.size(), ref.size());
     for (size_t i = 0; i < ref.size(); ++i)
       EXPECT_TRUE(state[i].second.data == ref[i].second.data) << fusion.mode << " " << ref[i].first;

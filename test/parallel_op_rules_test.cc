@@ -598,7 +598,9 @@ TEST_F(ParallelOpRules, EveryStrategyOfEveryOpMatchesOneDevice) {
           // for them: the check does not depend on the rank).
           auto cs = host::Compile(g, Options(static_cast<uint32_t>(n), 0));
           EXPECT_FALSE(cs.ok()) << what << " should be refused";
-          if (!cs.ok()) EXPECT_FALSE(cs.status().message().empty()) << what;
+          if (!cs.ok()) {
+            EXPECT_FALSE(cs.status().message().empty()) << what;
+          }
           ++refused;
           continue;
         }

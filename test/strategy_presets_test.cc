@@ -55,7 +55,7 @@ struct Partitioned {
 
 Partitioned Partition(const Graph& g, int64_t n, int64_t rank, bool full_batch = false) {
   const std::vector<Strategy> strategies = StrategiesOf(g);
-  auto plan = PlanPartition(g, strategies, {.device_num = n, .full_batch = full_batch});
+  auto plan = PlanPartition(g, strategies, {.device_num = n, .full_batch = full_batch, .dataset_strategy = {}});
   EXPECT_TRUE(plan.ok()) << plan.status().ToString();
   if (!plan.ok()) return Partitioned();
   auto local = PartitionForRank(g, *plan, rank);

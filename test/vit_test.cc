@@ -74,7 +74,9 @@ TEST(Vit, ExampleFileIsTheZooVit) {
 // Issue 15: the arena stays within 1.10x of the liveness lower bound.
 TEST(Vit, MemoryPlanIsCloseToTheLivenessBound) {
   for (int64_t batch : {64, 256}) {
-    auto cs = host::Compile(testing::MakeVit(batch), {.optimizer = OptimizerSpec::Adam(1e-3f)});
+    host::CompileOptions o;
+    o.optimizer = OptimizerSpec::Adam(1e-3f);
+    auto cs = host::Compile(testing::MakeVit(batch), o);
     ASSERT_TRUE(cs.ok()) << cs.status().ToString();
     const auto& r = cs->report;
     EXPECT_LE(static_cast<double>(r.arena_bytes - r.persistent_bytes),

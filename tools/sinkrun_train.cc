@@ -475,6 +475,12 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     co.search_mode = context.search_mode;
     co.device_memory = context.device_memory_capacity;
     co.calibration = context.calibration_file;
+    // The daemons of one host talk over shared memory; a rank table that
+    // spans hosts puts TCP links in every ring.
+    if (table) {
+      for (const RankEntry& e : table->ranks)
+        if (e.address.host != table->ranks.front().address.host) co.search_transport = "tcp";
+    }
     auto compiled = host::CompileJob(*whole, co, host::CompileCacheDirFromEnvironment());
     if (!compiled.ok()) return Failure(network + ": " + compiled.status().message());
     data_groups = compiled->train_batch_shards();

@@ -186,6 +186,7 @@ AutoParallelOptions AutoParallelOptionsFor(const CompileOptions& o) {
   a.search_mode = o.search_mode;
   a.device_memory = o.device_memory;
   a.calibration = o.calibration;
+  a.transport = o.search_transport;
   a.optimizer = o.optimizer;
   a.full_batch = o.full_batch;
   a.dataset_strategy = o.dataset_strategy;
@@ -274,7 +275,8 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
   // the VerifiedStream.
   SINKRT_ASSIGN_OR_RETURN(VerifiedStream verified, VerifyTaskStream(std::move(bytes)),
                           "compile graph '" + forward.name() + "': the task stream written");
-  CompiledStream out{.stream = std::move(verified), .graph_hash = stream_hash};
+  CompiledStream out{.stream = std::move(verified), .report = {}, .graph_hash = stream_hash, .input_columns = {},
+                     .predict_columns = {}};
 
   CompileReport& r = out.report;
   r.arena_bytes = plan.arena_bytes;

@@ -73,7 +73,8 @@ std::vector<std::optional<StreamSlice>> QueueSlices(const VerifiedStream& stream
 }
 
 CompiledStream CompiledStreamFrom(VerifiedStream stream) {
-  CompiledStream out{.stream = std::move(stream)};
+  CompiledStream out{.stream = std::move(stream), .report = {}, .graph_hash = 0, .input_columns = {},
+                     .predict_columns = {}};
   const VerifiedStream& view = out.stream;
   const fb::TaskStream& ts = *view.root();
   out.graph_hash = ts.header()->graph_hash();

@@ -71,6 +71,10 @@ struct CompileOptions {
   std::string search_mode = "dynamic_programming";
   std::optional<uint64_t> device_memory;
   std::string calibration;
+  // Which of the calibration's collective fits prices communication: "shm"
+  // when the ranks share a host (sinkd's mesh then uses shared memory),
+  // "tcp" when they span hosts (sinkrun picks it from a rank table).
+  std::string search_transport = "shm";
 };
 
 // What PlanAutoParallel is asked under options.parallel_mode AutoParallel:
