@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "sinkrt/device/executor.h"
+#include "sinkrt/host/calibration.h"
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/graph_file.h"
@@ -975,6 +976,32 @@ const std::string kCalibration = std::string(SINKRT_SOURCE_DIR) + "/test/data/ca
 #else
 const std::string kCalibration = "";
 #endif
+
+// `sinkrun calibrate` measures this machine (a small GEMM grid to keep it
+// short) and writes a file the search reads: both transports' fits, the
+// measured hidden fraction, what it measured in the description.
+TEST_F(SinkrunTest, CalibrateWritesAFileTheSearchReads) {
+  const std::string out = (dir_ / "calib.json").string();
+  RunResult r = Run("calibrate --out '" + out + "' --grid 16,64");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("of the gradient AllReduces hidden behind backward"), std::string::npos) << r.out;
+  Result<host::Calibration> c = host::LoadCalibration(out);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->gemm.m, (std::vector<int64_t>{16, 64}));
+  EXPECT_EQ(c->gemm.flops.size(), 8u);
+  for (double flops : c->gemm.flops) EXPECT_GT(flops, 0);
+  EXPECT_GT(c->memory_bandwidth, 0);
+  EXPECT_EQ(c->collectives.count("shm"), 1u);
+  EXPECT_EQ(c->collectives.count("tcp"), 1u);
+  EXPECT_GE(c->grad_hidden_fraction, 0);
+  EXPECT_LE(c->grad_hidden_fraction, 1);
+  EXPECT_NE(c->description.find("measured by sinkrun calibrate"), std::string::npos) << c->description;
+  // A file that is not a calibration is refused by the run that reads it.
+  RunResult bad = Run("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel auto_parallel "
+                      "--calibration '" + (dir_ / "missing.json").string() + "'");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE((bad.out + bad.err).find("missing.json"), std::string::npos) << bad.out << bad.err;
+}
 
 // AUTO_PARALLEL's flags are checked before anything runs, naming the flag.
 TEST_F(SinkrunTest, AutoParallelBadFlagsAreRefused) {
