@@ -35,6 +35,18 @@
 //   compute_ms, comm_ms, comm_wait_ms   the devices' own clocks, averaged
 //                 over the ranks
 // AUTO_BENCH_EXPLAIN=1 prints ExplainPlan of every plan to stderr.
+//
+//   BM_Compute/net   the compute term alone: one rank's work under `data`
+//       (batch 32) as one in-process device with one kernel thread and no
+//       communication, its train tasks timed by the executor
+//       (Executor::TaskTimes), against the plan's per-op compute on one
+//       device. Per op class, ms per step, predicted (p_*) and measured
+//       (m_*): matmul (MatMul; the prediction includes the update of the
+//       weight it reads), bmm (the attention's BatchMatMuls), mem (every
+//       memory-bound op, forward and backward, the LayerNorms' and biases'
+//       updates predicted with them), opt (AdamUpdate/AdamPowers,
+//       measured only), other (GetNext, the loss and the rest, measured
+//       only). AUTO_BENCH_TASKS=1 prints every task's ms per step.
 // main prints the table bench/README.md shows ("AUTO_PARALLEL: predicted
 // vs measured"): error per row, the median absolute error, and per net
 // whether the predicted ranking of the three layouts is the measured one
@@ -50,9 +62,12 @@
 #include <string>
 #include <vector>
 
+#include "fed_sink.h"
 #include "local_daemons.h"
 #include "recording_reporter.h"
+#include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/auto_parallel.h"
+#include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/shard_strategies.h"
@@ -87,11 +102,11 @@ std::map<std::pair<int, int>, RunRecord>& Records() {
 
 // The network with the loss Model would append, so a preset and the
 // search cover it.
-host::Graph Network(int net) {
-  host::Graph g = net == 0   ? host::MakeMlpNetwork(kGlobalBatch)
-                  : net == 1 ? host::MakeVitNetwork(kGlobalBatch)
-                             : host::MakeVitNetwork(kGlobalBatch, 1, {.dim = 256, .heads = 4, .hidden = 1024, .blocks = 4});
-  const host::TensorId label = g.Input("label", {kGlobalBatch}, DType::I32);
+host::Graph Network(int net, int64_t batch = kGlobalBatch) {
+  host::Graph g = net == 0   ? host::MakeMlpNetwork(batch)
+                  : net == 1 ? host::MakeVitNetwork(batch)
+                             : host::MakeVitNetwork(batch, 1, {.dim = 256, .heads = 4, .hidden = 1024, .blocks = 4});
+  const host::TensorId label = g.Input("label", {batch}, DType::I32);
   g.SetLoss(g.SparseSoftmaxCrossEntropy(g.outputs().front(), label));
   return g;
 }
@@ -205,6 +220,83 @@ BENCHMARK(RunPredicted)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+enum OpClass { kMatmul, kBmm, kMem, kOpt, kOther, kOpClasses };
+constexpr const char* kOpClassNames[] = {"matmul", "bmm", "mem", "opt", "other"};
+
+// A train task's class by its kernel's op; a forward op's class by its
+// OpCode (the plan's compute is per forward op, backward included).
+OpClass TaskClass(std::string_view op) {
+  if (op == "MatMul") return kMatmul;
+  if (op == "BatchMatMul") return kBmm;
+  if (op == "AdamUpdate" || op == "AdamPowers") return kOpt;
+  if (op == "GetNextTask" || op.starts_with("SparseSoftmaxCrossEntropy") || op.ends_with("Task")) return kOther;
+  return kMem;
+}
+
+OpClass ForwardClass(fb::OpCode op) {
+  if (op == fb::OpCode::MatMul) return kMatmul;
+  if (op == fb::OpCode::BatchMatMul) return kBmm;
+  return kMem;
+}
+
+void RunCompute(benchmark::State& state) {
+  const int net = static_cast<int>(state.range(0));
+  const int64_t batch = kGlobalBatch / kDevices;
+  const host::OptimizerSpec optimizer = host::OptimizerSpec::Adam(1e-3f);
+  host::Graph g = Network(net, batch);
+  host::AutoParallelOptions ao;
+  ao.device_num = 1;
+  ao.optimizer = optimizer;
+  auto plan = host::PlanAutoParallel(g, ao);
+  if (!plan.ok()) return state.SkipWithError(plan.status().ToString().c_str());
+  double predicted[kOpClasses] = {};
+  for (size_t i = 0; i < plan->ops.size(); ++i) predicted[ForwardClass(g.ops()[i].op)] += plan->ops[i].compute_s * 1e3;
+
+  host::CompileOptions co;
+  co.optimizer = optimizer;
+  auto cs = host::Compile(g, co);
+  if (!cs.ok()) return state.SkipWithError(cs.status().ToString().c_str());
+  device::DeviceOptions dopts = device::DeviceOptions::FromEnvironment();
+  dopts.threads = bench::ThreadsPerDaemon(kDevices);
+  device::InProcessDevice dev(dopts);
+  if (auto loaded = dev.Load(cs->stream); !loaded.ok()) return state.SkipWithError(loaded.status().ToString().c_str());
+  const uint32_t steps = static_cast<uint32_t>(kSteps[net]);
+  const auto data = testing::MakeSyntheticData(batch * 8, 784, 10, 1);
+  SinkTotals warmup, totals;
+  if (Status st = RunFedSink(dev, data, batch, steps, &warmup); !st.ok()) return state.SkipWithError(st.ToString().c_str());
+  dev.executor()->ResetTaskTimes();
+  for (auto _ : state)
+    if (Status st = RunFedSink(dev, data, batch, steps, &totals); !st.ok())
+      return state.SkipWithError(st.ToString().c_str());
+  ReportStepCounters(state, totals, batch);
+  const double n = std::max(1.0, totals.steps);
+  std::vector<device::TaskTime> times = dev.executor()->TaskTimes(fb::ProgramKind::TrainStep);
+  double measured[kOpClasses] = {};
+  for (const device::TaskTime& t : times) measured[TaskClass(t.op)] += double(t.ns) / 1e6 / n;
+  for (int c = 0; c < kOpClasses; ++c) {
+    state.counters[std::string("p_") + kOpClassNames[c]] = predicted[c];
+    state.counters[std::string("m_") + kOpClassNames[c]] = measured[c];
+  }
+  state.counters["predicted_ms"] = plan->step_s * 1e3;
+  state.counters["tasks"] = static_cast<double>(times.size());
+  if (const char* e = std::getenv("AUTO_BENCH_TASKS"); e && std::string(e) == "1") {
+    std::stable_sort(times.begin(), times.end(), [](const auto& a, const auto& b) { return a.ns > b.ns; });
+    std::fprintf(stderr, "=== %s: train tasks at batch %lld, %d thread(s), ms per step ===\n", kNets[net],
+                 static_cast<long long>(batch), dopts.threads);
+    for (const device::TaskTime& t : times)
+      std::fprintf(stderr, "  %8.4f  %-6s %-22.*s %.*s\n", double(t.ns) / 1e6 / n, kOpClassNames[TaskClass(t.op)],
+                   static_cast<int>(t.op.size()), t.op.data(), static_cast<int>(t.name.size()), t.name.data());
+  }
+}
+
+BENCHMARK(RunCompute)
+    ->Name("BM_Compute")
+    ->ArgNames({"net"})
+    ->DenseRange(0, 2)
+    ->Iterations(kTimedEpochs)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 std::string RunName(int net, int layout) {
   return "BM_Predicted/net:" + std::to_string(net) + "/layout:" + std::to_string(layout);
 }
@@ -290,7 +382,31 @@ void PrintSummary(const RecordingReporter& rep) {
     verdicts.push_back(line);
   }
   for (const std::string& v : verdicts) std::printf("%s\n", v.c_str());
-  std::printf("median |error| over %zu rows: %.1f%%\n", errors.size(), 100 * Median(errors));
+  if (!errors.empty()) std::printf("median |error| over %zu rows: %.1f%%\n", errors.size(), 100 * Median(errors));
+
+  bool header = false;
+  for (int net = 0; net < 3; ++net) {
+    const std::string name = "BM_Compute/net:" + std::to_string(net);
+    const double step = rep.Median(name, "step_ms");
+    if (step < 0) continue;
+    if (!header) {
+      std::printf("\nCompute alone: one rank's data-parallel work (batch %lld) in process, %d thread, no "
+                  "communication; ms per step, predicted/measured\n%-9s %15s %15s %15s %15s %8s %8s\n",
+                  static_cast<long long>(kGlobalBatch / kDevices), bench::ThreadsPerDaemon(kDevices), "net", "step",
+                  "matmul", "bmm", "mem", "opt", "other");
+      header = true;
+    }
+    auto pair = [&](const char* cls) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.3f/%.3f", rep.Median(name, std::string("p_") + cls),
+                    rep.Median(name, std::string("m_") + cls));
+      return std::string(buf);
+    };
+    char step_text[32];
+    std::snprintf(step_text, sizeof step_text, "%.3f/%.3f", rep.Median(name, "predicted_ms"), step);
+    std::printf("%-9s %15s %15s %15s %15s %8.3f %8.3f\n", kNets[net], step_text, pair("matmul").c_str(),
+                pair("bmm").c_str(), pair("mem").c_str(), rep.Median(name, "m_opt"), rep.Median(name, "m_other"));
+  }
 }
 
 }  // namespace
