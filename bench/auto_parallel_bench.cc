@@ -89,7 +89,7 @@ constexpr int64_t kGlobalBatch = 64;
 constexpr int kTimedEpochs = 5;
 const char* const kNets[] = {"mlp", "vit", "wide_vit"};
 const char* const kLayouts[] = {"data", "model", "auto"};
-// Steps per epoch: each net's epoch is ~0.2-1.6 s, so the sink's
+// Steps per epoch: each net's epoch is ~0.1-1.6 s, so the sink's
 // per-epoch round trips stay a small part of a step.
 constexpr int64_t kSteps[] = {64, 32, 8};
 
