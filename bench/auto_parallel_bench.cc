@@ -20,9 +20,10 @@
 // file. The plans price the "shm" fits, and the daemons do talk over shared
 // memory: both run on this host, so their host ids (boot id + hostname)
 // match and Communicator::Create maps a shm ring per pair
-// (device/src/comm/rendezvous/rendezvous.cc; sinkd's --no-shm would turn it
-// off, and LocalCluster does not pass it). Every run checks it from the
-// Joined reply (RemoteDevice::transports) and fails if a peer is on TCP.
+// (device/src/comm/rendezvous/rendezvous.cc) unless SINKRT_COMM_SHM=0 is in
+// the daemons' environment (device_options.cc). Every run checks it from
+// the Joined reply (RemoteDevice::transports) and fails if a peer is on
+// TCP, which a run with SINKRT_COMM_SHM=0 therefore does.
 //
 // One benchmark iteration is one epoch (kSteps[net] steps, long enough
 // that the per-epoch round trips are a few percent of it); one untimed
