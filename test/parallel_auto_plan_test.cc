@@ -243,7 +243,11 @@ TEST(AutoParallelPlan, MindSporeTwoMatMulsOnSixteenDevices) {
   const TensorId y = g.Param("y", {32, 64}, InitSpec::HeUniform(1));
   const TensorId b = g.Param("b", {64, 64}, InitSpec::HeUniform(2));
   g.SetLoss(g.SparseSoftmaxCrossEntropy(g.MatMul(g.MatMul(x, y), b), labels));
-  Result<AutoParallelPlan> plan = Plan(g, Options(16));
+  // Under MindSpore's defaults, fully_use_devices among them: otherwise two
+  // matmuls this small run fastest replicated on every rank.
+  AutoParallelOptions o = Options(16);
+  o.fully_use_devices = true;
+  Result<AutoParallelPlan> plan = Plan(g, o);
   SINKRT_ASSERT_OK(plan);
   const std::map<std::string, Strategy> got = WeightStrategies(g);
   EXPECT_EQ(got.at("y"), (Strategy{{16, 1}, {1, 1}}));

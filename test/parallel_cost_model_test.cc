@@ -145,6 +145,52 @@ TEST(CostModelTest, ColumnSplitOfAHiddenLayerReducesItsInputGradient) {
   EXPECT_DOUBLE_EQ(cost->comm_bwd_s, AllReduce(4, 256.0 * 1024 * 4));
 }
 
+// MatMul → BiasAdd → Relu is one kernel (compiler/fusion.h): the bias add
+// and the Relu cost nothing forward; a Split along axis 0 hands out views.
+TEST(CostModelTest, FusedEpiloguesAndViewsCostNoForwardKernel) {
+  Graph g;
+  const TensorId x = g.Input("x", {256, 1024});
+  const TensorId w = g.Param("w", {1024, 1024}, InitSpec::Zeros());
+  const TensorId b = g.Param("b", {1024}, InitSpec::Zeros());
+  const TensorId y = g.Relu(g.BiasAdd(g.MatMul(x, w), b));
+  g.Split(y, 0, {128, 128});
+  const Calibration c = Fixed();
+  Result<CostContext> ctx = MakeCostContext(g, c);
+  ASSERT_TRUE(ctx.ok());
+  const double out = 256.0 * 1024 * 4;
+  for (size_t i : {size_t{1}, size_t{2}, size_t{3}}) {
+    const OpNode& op = g.ops()[i];
+    Result<OpSharding> sh = ShardOp(g, op, DefaultStrategy(g, op, 1), 1);
+    ASSERT_TRUE(sh.ok()) << sh.status().ToString();
+    Result<OpCost> cost = CostOfOp(*ctx, op, *sh);
+    ASSERT_TRUE(cost.ok());
+    EXPECT_EQ(cost->compute_fwd_s, 0) << op.name;
+    const double bwd = op.op == fb::OpCode::BiasAdd ? out : op.op == fb::OpCode::Relu ? 3 * out : 2 * out;
+    EXPECT_DOUBLE_EQ(cost->compute_bwd_s, bwd / kBandwidth) << op.name;
+  }
+}
+
+// A batch of products runs at the rate of the products stacked along M,
+// not at the rate of one small product times the batch.
+TEST(CostModelTest, BatchMatMulRunsAtTheStackedRate) {
+  Graph g;
+  const TensorId a = g.Input("a", {64, 16, 16});
+  const TensorId b = g.Input("b", {64, 16, 16});
+  g.BatchMatMul(a, b);
+  Calibration c = Fixed();
+  c.gemm.m = {16, 1024};
+  c.gemm.n = c.gemm.k = {16, 4096};
+  // Slow for 16 rows, fast for 1024.
+  c.gemm.flops = {1e9, 1e9, 1e9, 1e9, kFlops, kFlops, kFlops, kFlops};
+  Result<CostContext> ctx = MakeCostContext(g, c);
+  ASSERT_TRUE(ctx.ok());
+  Result<OpSharding> sh = ShardOp(g, g.ops().back(), {{1, 1, 1}, {1, 1, 1}}, 1);
+  ASSERT_TRUE(sh.ok()) << sh.status().ToString();
+  Result<OpCost> cost = CostOfOp(*ctx, g.ops().back(), *sh);
+  ASSERT_TRUE(cost.ok());
+  EXPECT_DOUBLE_EQ(cost->compute_fwd_s, 64.0 * 2 * 16 * 16 * 16 / kFlops);
+}
+
 TEST(CostModelTest, MemoryBoundOpsCostBytesOverBandwidth) {
   Graph g;
   const TensorId x = g.Input("x", {256, 1024});

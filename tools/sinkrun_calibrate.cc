@@ -12,11 +12,14 @@
 //   median time of each message size, fitted to α + β·f(2)·bytes by least
 //   squares. Only group size 2 is measured (more ranks than cores would
 //   measure the scheduler); larger groups use the same fit.
-// - The hidden fraction of gradient communication: the zoo MLP (784-512-
-//   256-10, batch 64 a rank) trained DATA_PARALLEL on 2 in-process devices
-//   of --threads kernel threads, sink mode; 1 - (the compute stream's wait
-//   for the gradient AllReduces) / (their time on the comm stream), over
-//   the timed epochs. Skipped with --no-collectives.
+// - In a sunk step: the zoo MLP (784-512-256-10, batch 64 a rank, 2.1 MB
+//   of gradients) and a narrow one (784-8-10, 25 KB) trained DATA_PARALLEL
+//   on 2 in-process devices of --threads kernel threads; the AllReduce's
+//   time per step at the two sizes gives the α and β training meets (the
+//   comm stream, its events, a peer arriving late), which scale the shm
+//   fits up where they exceed them; and 1 - (the compute stream's wait for
+//   the AllReduce) / (its time) of the large run is the hidden fraction.
+//   Skipped with --no-collectives.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -191,24 +194,38 @@ std::string CpuModel() {
 }
 
 // Sums the device timing of the epochs after the first (the first warms
-// the kernels and the links).
+// the kernels and the links), and counts their steps.
 class OverlapTiming : public host::Callback {
  public:
   DeviceTiming sum;
+  int64_t steps = 0;
+  Status on_train_epoch_begin(host::RunContext& rc) override {
+    begin_ = rc.original_args().cur_step_num;
+    return Status::Ok();
+  }
   Status on_train_epoch_end(host::RunContext& rc) override {
     if (++epochs_ == 1) return Status::Ok();
     sum.comm_ms += rc.original_args().device.comm_ms;
     sum.comm_wait_ms += rc.original_args().device.comm_wait_ms;
+    steps += rc.original_args().cur_step_num - begin_;
     return Status::Ok();
   }
 
  private:
   int epochs_ = 0;
+  int64_t begin_ = 0;
 };
 
-// The share of the gradient AllReduces' time the compute stream does not
-// wait for, in data-parallel training of the zoo MLP on 2 ranks.
-Result<double> HiddenFraction(int threads) {
+// One data-parallel run on 2 in-process devices: the gradients' AllReduce
+// as training meets it (a sunk step's comm stream, its events, the peer
+// arriving late), per step.
+struct StepComm {
+  double comm_s = 0;       // the bucket AllReduce's time on the comm stream, per step
+  double wait_s = 0;       // the compute stream's wait for it, per step
+  int64_t grad_bytes = 0;  // the bucket (every gradient: one bucket)
+};
+
+Result<StepComm> DataParallelStep(const std::vector<int64_t>& widths, int threads) {
   constexpr int64_t kBatch = 64, kSteps = 16;
   std::vector<std::unique_ptr<device::InProcessDevice>> devices;
   std::vector<DeviceLink*> links;
@@ -223,22 +240,52 @@ Result<double> HiddenFraction(int threads) {
   mo.context.mode = host::ParallelMode::DataParallel;
   mo.context.device_num = 2;
   mo.context.gradients_mean = true;
+  host::Graph net = host::MakeMlpNetwork(kBatch, widths);
+  StepComm out;
+  for (const host::TensorInfo& t : net.tensors())
+    if (t.kind == host::TensorKind::Param) out.grad_bytes += NumElements(t.shape) * 4;
   SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<host::Model> model,
-                          host::Model::Create(host::MakeMlpNetwork(kBatch), host::LossSpec::SparseSoftmaxCrossEntropy(),
+                          host::Model::Create(std::move(net), host::LossSpec::SparseSoftmaxCrossEntropy(),
                                               host::OptimizerSpec::Momentum(0.01f, 0.9f), links, mo));
-  const int64_t n = 2 * kBatch * kSteps;
-  host::Tensor images = host::Tensor::Zeros(DType::F32, {n, 784});
+  const int64_t n = 2 * kBatch * kSteps, features = widths.front();
+  host::Tensor images = host::Tensor::Zeros(DType::F32, {n, features});
   host::Tensor labels = host::Tensor::Zeros(DType::I32, {n});
   float* px = reinterpret_cast<float*>(images.data.data());
   int32_t* pl = reinterpret_cast<int32_t*>(labels.data.data());
-  for (int64_t i = 0; i < n * 784; ++i) px[i] = static_cast<float>((i * 7919) % 256) / 256.0f;
-  for (int64_t i = 0; i < n; ++i) pl[i] = static_cast<int32_t>(i % 10);
+  for (int64_t i = 0; i < n * features; ++i) px[i] = static_cast<float>((i * 7919) % 256) / 256.0f;
+  for (int64_t i = 0; i < n; ++i) pl[i] = static_cast<int32_t>(i % widths.back());
   const host::Dataset data =
       host::Dataset::FromArrays({{"image", std::move(images)}, {"label", std::move(labels)}}).Batch(kBatch, true);
   OverlapTiming timing;
-  SINKRT_RETURN_IF_ERROR(model->train(4, data, {&timing}, /*dataset_sink_mode=*/true), "calibrate: overlap run");
-  if (timing.sum.comm_ms <= 0) return Internal("calibrate: the data-parallel run recorded no communication time");
-  return std::clamp(1.0 - timing.sum.comm_wait_ms / timing.sum.comm_ms, 0.0, 1.0);
+  SINKRT_RETURN_IF_ERROR(model->train(4, data, {&timing}, /*dataset_sink_mode=*/true), "calibrate: data-parallel run");
+  if (timing.sum.comm_ms <= 0 || timing.steps <= 0)
+    return Internal("calibrate: the data-parallel run recorded no communication time");
+  out.comm_s = timing.sum.comm_ms / 1e3 / static_cast<double>(timing.steps);
+  out.wait_s = timing.sum.comm_wait_ms / 1e3 / static_cast<double>(timing.steps);
+  return out;
+}
+
+// Scales every shm fit so that an AllReduce costs what a sunk step's does:
+// α and β from two data-parallel runs (the zoo MLP's 2.1 MB of gradients
+// and a narrow one's 25 KB), against the back-to-back fit's. Only ever up:
+// the back-to-back fit is the transport's floor.
+void ScaleToTheStep(host::TransportFits& fits, const StepComm& big, const StepComm& small) {
+  const double db = double(big.grad_bytes - small.grad_bytes);
+  const double beta = std::max(0.0, (big.comm_s - small.comm_s) / db);
+  const double alpha = std::max(0.0, small.comm_s - beta * double(small.grad_bytes));
+  const AlphaBeta floor = fits[0].fit;
+  const double ka = floor.alpha > 0 ? std::max(1.0, alpha / floor.alpha) : 1.0;
+  const double kb = floor.beta > 0 ? std::max(1.0, beta / floor.beta) : 1.0;
+  for (host::CollectiveFit& f : fits) {
+    f.fit.alpha *= ka;
+    f.fit.beta *= kb;
+    for (auto& [size, ab] : f.per_group) {
+      ab.alpha *= ka;
+      ab.beta *= kb;
+    }
+  }
+  std::cout << "in a sunk step, AllReduce: alpha " << alpha * 1e6 << " us, beta " << beta * 1e9
+            << " ns/byte; shm fits scaled x" << ka << " (alpha), x" << kb << " (beta)\n";
 }
 
 }  // namespace
@@ -285,10 +332,14 @@ int Calibrate(const CalibrateFlags& f) {
       std::cout << (shm ? "shm" : "tcp") << " AllReduce: alpha " << ar.alpha * 1e6 << " us, beta "
                 << ar.beta * 1e9 << " ns/byte\n";
     }
-    Result<double> hidden = HiddenFraction(f.threads);
-    if (!hidden.ok()) return Failure(hidden.status().ToString());
-    c.grad_hidden_fraction = *hidden;
-    std::cout << "overlap: " << 100 * *hidden << "% of the gradient AllReduces hidden behind backward\n";
+    Result<StepComm> big = DataParallelStep({784, 512, 256, 10}, f.threads);
+    if (!big.ok()) return Failure(big.status().ToString());
+    Result<StepComm> small = DataParallelStep({784, 8, 10}, f.threads);
+    if (!small.ok()) return Failure(small.status().ToString());
+    ScaleToTheStep(c.collectives["shm"], *big, *small);
+    c.grad_hidden_fraction = std::clamp(1.0 - big->wait_s / big->comm_s, 0.0, 1.0);
+    std::cout << "overlap: " << 100 * c.grad_hidden_fraction
+              << "% of the gradient AllReduces hidden behind backward\n";
   } else {
     c.description += "; collectives and the hidden fraction copied from the built-in default (--no-collectives)";
   }

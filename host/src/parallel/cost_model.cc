@@ -66,9 +66,34 @@ Gemm GemmOf(const OpNode& op, const std::vector<Shape>& in, const std::vector<Sh
   return g;
 }
 
+// A batch of products runs as one kernel whose rate is that of the
+// products stacked along M (the batched kernels stream the batch as rows):
+// batch x one tiny product's rate would charge each one the grid's per-call
+// overhead.
 double GemmBatchSeconds(const Calibration& c, int64_t batch, int64_t m, int64_t n, int64_t k) {
   if (batch <= 0 || m <= 0 || n <= 0 || k <= 0) return 0;
-  return c.kernel_launch + double(batch) * 2.0 * double(m) * double(n) * double(k) / GemmFlops(c.gemm, m, n, k);
+  return c.kernel_launch +
+         double(batch) * 2.0 * double(m) * double(n) * double(k) / GemmFlops(c.gemm, batch * m, n, k);
+}
+
+// Fusion (compiler/fusion.h): MatMul or Conv2D → BiasAdd [→ Relu] run as
+// one kernel when each intermediate has one reader.
+bool FusedIntoGemm(const CostContext& ctx, const OpNode& op) {
+  const Graph& g = *ctx.graph;
+  if (op.op != OpCode::BiasAdd && op.op != OpCode::Relu) return false;
+  const TensorId in = op.inputs[0];
+  if (ctx.readers[in] != 1) return false;
+  const int64_t p = g.producer(in);
+  if (p < 0) return false;
+  const OpNode& prev = g.ops()[p];
+  if (op.op == OpCode::BiasAdd) return prev.op == OpCode::MatMul || prev.op == OpCode::Conv2D;
+  return prev.op == OpCode::BiasAdd && FusedIntoGemm(ctx, prev);
+}
+
+// Split along axis 0 hands out views of its input: no kernel
+// (compiler/views.h).
+bool IsView(const OpNode& op) {
+  return op.op == OpCode::Reshape || op.op == OpCode::Flatten || (op.op == OpCode::Split && op.attrs.axis == 0);
 }
 
 CollectiveKind ToCollective(RedistKind kind) {
@@ -97,6 +122,9 @@ Result<CostContext> MakeCostContext(const Graph& g, const Calibration& c, CostOp
   ctx.calibration = &c;
   ctx.options = std::move(options);
   ctx.needs_grad.assign(g.tensors().size(), false);
+  ctx.readers.assign(g.tensors().size(), 0);
+  for (const OpNode& op : g.ops())
+    for (TensorId t : op.inputs) ++ctx.readers[t];
   for (size_t t = 0; t < g.tensors().size(); ++t) ctx.needs_grad[t] = g.tensors()[t].kind == TensorKind::Param;
   // Ops are in topological order: one pass carries "depends on a Param".
   for (const OpNode& op : g.ops()) {
@@ -178,8 +206,16 @@ Result<OpCost> CostOfOp(const CostContext& ctx, const OpNode& op, const OpShardi
     // parameter is counted as a parameter, not as an activation.
     for (size_t i = 0; i < 2; ++i)
       if (needs_grad(1 - i) && g.tensor(op.inputs[i]).kind != TensorKind::Param) cost.activation_bytes += in_bytes[i];
-  } else if (op.op == OpCode::Reshape || op.op == OpCode::Flatten) {
-    // A view: no kernel, nothing kept.
+  } else if (IsView(op)) {
+    // No kernel, nothing kept; backward's gradient is a view too (or one
+    // Concat of the pieces, priced as copying them).
+    if (op.op == OpCode::Split && has_backward) cost.compute_bwd_s = MemoryBoundSeconds(c, 2 * in_bytes[0]);
+  } else if (FusedIntoGemm(ctx, op)) {
+    // Forward inside the GEMM's kernel; backward reads the output gradient
+    // (BiasAdd: its sum over rows is the bias gradient; Relu: masked by the
+    // output it keeps).
+    if (has_backward) cost.compute_bwd_s = MemoryBoundSeconds(c, (op.op == OpCode::Relu ? 3 : 1) * out_bytes[0]);
+    if (op.op == OpCode::Relu && has_backward) cost.activation_bytes = out_bytes[0];
   } else {
     int64_t bytes = 0;
     for (int64_t b : in_bytes) bytes += b;

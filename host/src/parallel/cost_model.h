@@ -55,6 +55,7 @@ struct CostContext {
   // Per tensor: whether backward computes its gradient (a Param, or an
   // intermediate that depends on one).
   std::vector<bool> needs_grad;
+  std::vector<int> readers;  // per tensor: how many op inputs read it
 };
 
 // The context for `g` (which must outlive it, as must `c`). An options
@@ -89,7 +90,13 @@ struct OpCost {
 //     calibration's grid; backward is one GEMM of the same size per input
 //     that needs a gradient (dA = dY·Bᵀ, dB = Aᵀ·dY): 2x forward for a
 //     weight times an activation, 1x on the first layer (its input is data);
-//   Reshape, Flatten: free (a view);
+//     a batch of products at the rate of the products stacked along M;
+//   Reshape, Flatten, Split along axis 0: free (views); Split's backward
+//     copies the pieces back;
+//   BiasAdd after a MatMul or Conv2D, and Relu after that BiasAdd, each the
+//     only reader of its input: fused into the GEMM's kernel forward
+//     (compiler/fusion.h); backward reads the output gradient (Relu: and
+//     its output, writing the input gradient);
 //   every other op: memory-bound, (input + output slice bytes) / bandwidth
 //     plus one kernel launch; backward twice that (it reads the output
 //     gradient and the saved tensors and writes the input gradients).

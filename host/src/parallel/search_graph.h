@@ -70,7 +70,7 @@ struct SearchGraph {
 
 struct SearchGraphOptions {
   int64_t device_num = 1;
-  bool fully_use_devices = true;  // strategy_enumeration.h
+  bool fully_use_devices = false;  // strategy_enumeration.h
   // Per Input tensor (kInvalid layout elsewhere): its fixed layout, or
   // empty when the batch follows the loss.
   std::vector<TensorLayout> fixed_inputs;

@@ -6,10 +6,8 @@
 // the cheap choice for the small ops between two model-parallel layers
 // (Megatron repeats its bias adds and activations there), whose tensors
 // then need no redistribution. With fully_use_devices (MindSpore's
-// algo parameter of that name, on by default there and here) a GEMM
-// (MatMul, BatchMatMul, Conv2D) must use every rank: repeating one
-// multiplies the step's FLOPs, which a plan for a tiny model on a slow
-// network would otherwise happily do.
+// algo parameter of that name, on by default there, off here) a GEMM
+// (MatMul, BatchMatMul, Conv2D) must use every rank.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +29,7 @@ inline constexpr int kMaxSplitLoops = 3;
 // an op without a sharding rule is an error naming it.
 // A GEMM none of whose splits uses every rank keeps its partial ones.
 Result<std::vector<Strategy>> EnumerateStrategies(const Graph& g, const OpNode& op, int64_t device_num,
-                                                  bool fully_use_devices = true);
+                                                  bool fully_use_devices = false);
 
 // How many ways `strategy` splits op `op`'s batch: dim 0 of its first
 // input that is not a parameter or constant (the dim MindSpore's default

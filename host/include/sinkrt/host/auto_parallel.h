@@ -33,11 +33,14 @@ struct AutoParallelOptions {
   std::optional<uint64_t> device_memory;
   // Calibration file; empty: $SINKRT_CALIBRATION, else the built-in default.
   std::string calibration;
-  // MindSpore's algo parameter: every MatMul, BatchMatMul and Conv2D
-  // splits over all device_num ranks (repeating one multiplies its FLOPs);
-  // false also offers them the splits over fewer ranks. Other ops may
-  // always repeat (a bias add between two model-parallel layers).
-  bool fully_use_devices = true;
+  // MindSpore's algo parameter: true makes every MatMul, BatchMatMul and
+  // Conv2D split over all device_num ranks; false (sinkrt's default) also
+  // offers them splits over fewer ranks, repeated on the rest, which wins
+  // where a small GEMM would otherwise be redistributed around (the zoo
+  // MLP's 256x10 head, replicated after a Megatron pair, measured 1.24x
+  // faster than forcing it apart; bench/README.md). Other ops may always
+  // repeat (a bias add between two model-parallel layers).
+  bool fully_use_devices = false;
   std::string transport = "shm";  // which of the calibration's collective fits: "shm" or "tcp"
   OptimizerSpec optimizer;        // its state per parameter counts in memory
   // The dataset context of the run (ParallelContext): with neither, every
