@@ -21,6 +21,7 @@
 #include "sinkrt/host/model_zoo.h"
 #include "support/model_fixtures.h"
 #include "support/test_models.h"
+#include "support/in_process_world.h"
 #include "support/test_util.h"
 
 namespace sinkrt {
@@ -38,28 +39,8 @@ const std::string kCalibration = std::string(SINKRT_SOURCE_DIR) + "/test/data/ca
 const std::string kCalibration = "";
 #endif
 
-class LossRecorder : public host::Callback {
- public:
-  std::vector<double> losses;
-  Status on_train_step_end(host::RunContext& c) override {
-    losses.push_back(c.original_args().net_outputs);
-    return Status::Ok();
-  }
-};
-
-struct World {
-  std::vector<std::unique_ptr<device::InProcessDevice>> devices;
-  std::vector<DeviceLink*> links;
-  explicit World(int n) {
-    device::DeviceOptions o = device::DeviceOptions::FromEnvironment();
-    o.threads = 1;
-    o.peer_timeout = std::chrono::seconds(60);
-    for (int r = 0; r < n; ++r) {
-      devices.push_back(std::make_unique<device::InProcessDevice>(o));
-      links.push_back(devices.back().get());
-    }
-  }
-};
+using testing::LossRecorder;
+using World = testing::InProcessWorld;
 
 Graph VitWithLoss(int64_t batch) {
   Graph g = host::MakeVitNetwork(batch);

@@ -21,6 +21,7 @@
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/shard_strategies.h"
+#include "support/in_process_world.h"
 #include "support/model_fixtures.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
@@ -410,15 +411,6 @@ TEST(AutoParallelPlan, RandomNetworksAlwaysCompileOrRefuseCleanly) {
   }
 }
 
-class LossRecorder : public Callback {
- public:
-  std::vector<double> losses;
-  Status on_train_step_end(RunContext& c) override {
-    losses.push_back(c.original_args().net_outputs);
-    return Status::Ok();
-  }
-};
-
 // Losses of `steps` training steps of `g` (its strategies set, or none for
 // one device) on n in-process ranks, the global batch the graph's.
 std::vector<double> TrainLosses(Graph g, int n, int steps) {
@@ -436,20 +428,12 @@ std::vector<double> TrainLosses(Graph g, int n, int steps) {
     o.context.device_num = n;
     o.context.gradients_mean = true;
   }
-  std::vector<std::unique_ptr<device::InProcessDevice>> devices;
-  std::vector<DeviceLink*> links;
-  for (int r = 0; r < n; ++r) {
-    device::DeviceOptions d = device::DeviceOptions::FromEnvironment();
-    d.threads = 1;
-    d.peer_timeout = std::chrono::seconds(60);
-    devices.push_back(std::make_unique<device::InProcessDevice>(d));
-    links.push_back(devices.back().get());
-  }
-  auto m = Model::Create(std::move(g), LossSpec::None(), OptimizerSpec::Momentum(0.05f, 0.9f), links, o);
+  testing::InProcessWorld world(n);
+  auto m = Model::Create(std::move(g), LossSpec::None(), OptimizerSpec::Momentum(0.05f, 0.9f), world.links, o);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   if (!m.ok()) return {};
   const testing::SyntheticData data = testing::MakeSyntheticData(steps * batch, width, classes, 3);
-  LossRecorder losses;
+  testing::LossRecorder losses;
   Status st = (*m)->train(1, testing::MakeDataset(data, batch / dp), {&losses}, false);
   EXPECT_TRUE(st.ok()) << st.ToString();
   return losses.losses;

@@ -19,6 +19,7 @@
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/shard_strategies.h"
+#include "support/in_process_world.h"
 #include "support/model_fixtures.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
@@ -36,32 +37,9 @@ using host::ParallelMode;
 using host::TensorId;
 using Strategies = std::vector<std::vector<std::vector<int64_t>>>;
 
-class LossRecorder : public host::Callback {
- public:
-  std::vector<double> losses;
-  Status on_train_step_end(host::RunContext& c) override {
-    losses.push_back(c.original_args().net_outputs);
-    return Status::Ok();
-  }
-};
+using testing::LossRecorder;
 
-device::DeviceOptions OneThread() {
-  device::DeviceOptions o = device::DeviceOptions::FromEnvironment();
-  o.threads = 1;
-  o.peer_timeout = std::chrono::seconds(60);
-  return o;
-}
-
-struct World {
-  std::vector<std::unique_ptr<device::InProcessDevice>> devices;
-  std::vector<DeviceLink*> links;
-  explicit World(int n) {
-    for (int r = 0; r < n; ++r) {
-      devices.push_back(std::make_unique<device::InProcessDevice>(OneThread()));
-      links.push_back(devices.back().get());
-    }
-  }
-};
+using World = testing::InProcessWorld;
 
 // image [G,32] -> MatMul w1 [32,64] + b1 -> Tanh -> MatMul w2 [64,10] + b2:
 // the logits; Model appends the loss. Ops: matmul, biasadd, tanh, matmul, biasadd.

@@ -15,6 +15,7 @@
 #include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/shard_strategies.h"
+#include "support/in_process_world.h"
 #include "support/model_fixtures.h"
 #include "support/test_models.h"
 
@@ -24,15 +25,6 @@ namespace {
 using Strategy = std::vector<std::vector<int64_t>>;
 constexpr int64_t kBatch = 8, kWidth = 16;
 constexpr int kSteps = 3;
-
-class LossRecorder : public Callback {
- public:
-  std::vector<double> losses;
-  Status on_train_step_end(RunContext& c) override {
-    losses.push_back(c.original_args().net_outputs);
-    return Status::Ok();
-  }
-};
 
 // image [8,16] -> MatMul w [16,16] -> Tanh -> loss over 16 classes, with
 // `strategies` for the three ops (none: one device).
@@ -58,20 +50,12 @@ std::vector<double> Losses(Graph g, int n) {
     o.context.device_num = n;
     o.context.gradients_mean = true;
   }
-  std::vector<std::unique_ptr<device::InProcessDevice>> devices;
-  std::vector<DeviceLink*> links;
-  for (int r = 0; r < n; ++r) {
-    device::DeviceOptions d = device::DeviceOptions::FromEnvironment();
-    d.threads = 1;
-    d.peer_timeout = std::chrono::seconds(60);
-    devices.push_back(std::make_unique<device::InProcessDevice>(d));
-    links.push_back(devices.back().get());
-  }
-  auto m = Model::Create(std::move(g), LossSpec::None(), OptimizerSpec::Sgd(0.05f), links, o);
+  testing::InProcessWorld world(n);
+  auto m = Model::Create(std::move(g), LossSpec::None(), OptimizerSpec::Sgd(0.05f), world.links, o);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   if (!m.ok()) return {};
   const testing::SyntheticData data = testing::MakeSyntheticData(kSteps * kBatch, kWidth, kWidth, 3);
-  LossRecorder losses;
+  testing::LossRecorder losses;
   const Status st = (*m)->train(1, testing::MakeDataset(data, kBatch / dp), {&losses}, false);
   EXPECT_TRUE(st.ok()) << st.ToString();
   return losses.losses;

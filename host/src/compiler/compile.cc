@@ -33,23 +33,9 @@ Status CheckOptions(const CompileOptions& o) {
   if (o.queue_capacity < 1 || o.queue_capacity > 4096)
     return InvalidArgument("compile: queue_capacity " + std::to_string(o.queue_capacity) +
                            " must be in [1, 4096]");
-  // MindSpore's context checks and messages. Stand-alone keeps accepting any
-  // world_size (a header-only value there), so only its own options are
-  // checked, against device_num 1.
-  const bool stand_alone = o.parallel_mode == ParallelMode::StandAlone;
-  ParallelContext context{.mode = o.parallel_mode,
-                          .device_num = stand_alone ? 1 : static_cast<int>(std::min<uint32_t>(o.world_size, 1u << 30)),
-                          .global_rank = stand_alone ? 0 : static_cast<int>(std::min<uint32_t>(o.rank, 1u << 30)),
-                          .gradients_mean = o.gradients_mean,
-                          .parameter_broadcast = o.parameter_broadcast,
-                          .full_batch = o.full_batch,
-                          .dataset_strategy = o.dataset_strategy,
-                          .search_mode = o.search_mode,
-                          .device_memory_capacity = o.device_memory,
-                          .calibration_file = o.calibration,
-                          .comm_fusion = o.comm_fusion};
-  SINKRT_RETURN_IF_ERROR(context.Validate({ParallelMode::StandAlone, ParallelMode::DataParallel,
-                                           ParallelMode::SemiAutoParallel, ParallelMode::AutoParallel}));
+  // MindSpore's context checks and messages.
+  SINKRT_RETURN_IF_ERROR(ParallelContextFor(o).Validate({ParallelMode::StandAlone, ParallelMode::DataParallel,
+                                                         ParallelMode::SemiAutoParallel, ParallelMode::AutoParallel}));
   return ValidateOptimizer(o.optimizer).WithContext("compile: optimizer");
 }
 
@@ -179,6 +165,21 @@ void AttachSlices(compiler::LoweredStream& lowered, const compiler::TrainingGrap
 }
 
 }  // namespace
+
+ParallelContext ParallelContextFor(const CompileOptions& o) {
+  const bool stand_alone = o.parallel_mode == ParallelMode::StandAlone;
+  return ParallelContext{.mode = o.parallel_mode,
+                         .device_num = stand_alone ? 1 : static_cast<int>(std::min<uint32_t>(o.world_size, 1u << 30)),
+                         .global_rank = stand_alone ? 0 : static_cast<int>(std::min<uint32_t>(o.rank, 1u << 30)),
+                         .gradients_mean = o.gradients_mean,
+                         .parameter_broadcast = o.parameter_broadcast,
+                         .full_batch = o.full_batch,
+                         .dataset_strategy = o.dataset_strategy,
+                         .search_mode = o.search_mode,
+                         .device_memory_capacity = o.device_memory,
+                         .calibration_file = o.calibration,
+                         .comm_fusion = o.comm_fusion};
+}
 
 AutoParallelOptions AutoParallelOptionsFor(const CompileOptions& o) {
   AutoParallelOptions a;

@@ -93,16 +93,8 @@ Result<CompiledJob> CompileJob(const Graph& network, CompileOptions options, con
   if (options.parallel_mode == ParallelMode::AutoParallel) {
     // The context's checks under its own name before the search, which
     // would otherwise meet them only as semi_auto_parallel's.
-    ParallelContext context{.mode = options.parallel_mode,
-                            .device_num = static_cast<int>(std::min<uint32_t>(options.world_size, 1u << 30)),
-                            .gradients_mean = options.gradients_mean,
-                            .parameter_broadcast = options.parameter_broadcast,
-                            .full_batch = options.full_batch,
-                            .dataset_strategy = options.dataset_strategy,
-                            .search_mode = options.search_mode,
-                            .device_memory_capacity = options.device_memory,
-                            .calibration_file = options.calibration,
-                            .comm_fusion = options.comm_fusion};
+    ParallelContext context = ParallelContextFor(options);
+    context.global_rank = 0;  // the job compiles every rank
     SINKRT_RETURN_IF_ERROR(context.Validate({ParallelMode::AutoParallel}), "compile graph '" + network.name() + "'");
     SINKRT_RETURN_IF_ERROR(network.status(), "compile graph '" + network.name() + "'");
     // Once for every rank: each compiles its slice of the same planned graph.

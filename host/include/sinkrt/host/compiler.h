@@ -77,6 +77,11 @@ struct CompileOptions {
   std::string search_transport = "shm";
 };
 
+// The parallel context `options` compile under, for its checks (MindSpore's
+// messages): stand-alone as device_num 1 and rank 0 (its world_size is a
+// header-only value there), every other mode with world_size and rank.
+ParallelContext ParallelContextFor(const CompileOptions& options);
+
 // What PlanAutoParallel is asked under options.parallel_mode AutoParallel:
 // device_num world_size, the optimizer, the search fields, full_batch and
 // dataset_strategy.
