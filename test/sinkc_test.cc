@@ -383,6 +383,23 @@ TEST_F(SinkcTest, AutoParallelCompilesTheMlpAndTheVitAndExplainsThePlan) {
   }
 }
 
+// --fully-use-devices (MindSpore's algo parameter): no MatMul runs on fewer
+// ranks than the stage, so none is replicated; without it the search may
+// repeat a small one (the MLP's 256x10 head).
+TEST_F(SinkcTest, AutoParallelFullyUseDevicesSplitsEveryMatMul) {
+  RunResult r = Sinkc("'" + kMlp + "' --parallel auto_parallel --devices 2 --batch 8 --explain --fully-use-devices "
+                      "--calibration '" + kCalibration + "' -o " + Q("out"));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::istringstream in(r.out);
+  int matmuls = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("matmul_", 0) != 0) continue;
+    ++matmuls;
+    EXPECT_EQ(line.find("((1, 1), (1, 1))  "), std::string::npos) << line;
+  }
+  EXPECT_EQ(matmuls, 3) << r.out;
+}
+
 // --strategy-save writes the searched strategies; compiling them under
 // semi_auto_parallel at the same graph batch gives the same streams, byte
 // for byte. (--batch there is one data-parallel replica's: the graph's 16
@@ -424,7 +441,7 @@ TEST_F(SinkcTest, AutoParallelBadFlagsAreRefused) {
             "--strategy data does not apply to --parallel auto_parallel", 2},
            {mlp + " --parallel semi_auto_parallel --explain", "--explain explains auto_parallel's search", 2},
            {mlp + " --parallel semi_auto_parallel --search-mode sharding_propagation",
-            "--search-mode, --device-memory and --calibration apply to --parallel auto_parallel", 2},
+            "--search-mode, --device-memory, --calibration and --fully-use-devices apply to --parallel auto_parallel", 2},
            {mlp + " --parallel auto_parallel --calibration " + Q("none.json"), "--calibration", 2},
        }) {
     RunResult r = Sinkc(k.args);

@@ -1014,7 +1014,7 @@ TEST_F(SinkrunTest, AutoParallelBadFlagsAreRefused) {
   ExpectRefused(common + " --strategy model", "--strategy model does not apply to --parallel auto_parallel");
   ExpectRefused("train --model vit --data synthetic:256 --batch 8 --devices 2 --parallel semi_auto_parallel "
                 "--device-memory 1GiB",
-                "--search-mode, --device-memory and --calibration apply to --parallel auto_parallel");
+                "--search-mode, --device-memory, --calibration and --fully-use-devices apply to --parallel auto_parallel");
 }
 
 // AUTO_PARALLEL through sinkrun on two daemons: the ViT searched on 2 ranks

@@ -40,6 +40,7 @@ struct ParallelFlags {
   bool search_mode_given = false;
   std::string device_memory;
   std::string calibration;
+  bool fully_use_devices = false;  // --fully-use-devices
 };
 
 // A byte count as --device-memory takes it: plain bytes ("8589934592"), or
@@ -93,9 +94,11 @@ inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) 
   if ((!f.strategy.empty() || !f.strategy_save.empty() || f.full_batch) && !sharded)
     return InvalidArgument("--strategy, --strategy-save and --full-batch apply to --parallel semi_auto_parallel "
                            "(--strategy-save and --full-batch to auto_parallel too)");
-  const bool auto_only = f.search_mode_given || !f.device_memory.empty() || !f.calibration.empty();
+  const bool auto_only =
+      f.search_mode_given || !f.device_memory.empty() || !f.calibration.empty() || f.fully_use_devices;
   if (auto_only && !auto_parallel)
-    return InvalidArgument("--search-mode, --device-memory and --calibration apply to --parallel auto_parallel");
+    return InvalidArgument(
+        "--search-mode, --device-memory, --calibration and --fully-use-devices apply to --parallel auto_parallel");
   context.full_batch = f.full_batch;
   if (auto_parallel) {
     if (f.search_mode != "dynamic_programming" && f.search_mode != "sharding_propagation")
@@ -111,6 +114,7 @@ inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) 
     if (std::error_code ec; !f.calibration.empty() && !std::filesystem::is_regular_file(f.calibration, ec))
       return InvalidArgument("--calibration " + f.calibration + ": no such file (write one with sinkrun calibrate)");
     context.calibration_file = f.calibration;
+    context.fully_use_devices = f.fully_use_devices;
   }
   SINKRT_RETURN_IF_ERROR(context.Validate({host::ParallelMode::StandAlone, host::ParallelMode::DataParallel,
                                            host::ParallelMode::SemiAutoParallel, host::ParallelMode::AutoParallel}),

@@ -6,7 +6,7 @@
 //         [--comm-fusion JSON] [--strategy data|model|DPxMP|FILE]
 //         [--strategy-save FILE] [--full-batch] [--seed S]
 //         [--search-mode dynamic_programming|sharding_propagation]
-//         [--device-memory BYTES] [--calibration FILE] [--explain]
+//         [--device-memory BYTES] [--calibration FILE] [--fully-use-devices] [--explain]
 //         [--optimizer sgd|momentum|adam] [--lr LR] [--momentum M]
 //         [--queue-capacity Q] [--quiet]
 //
@@ -82,6 +82,7 @@ struct Flags {
   std::string search_mode = "dynamic_programming";
   std::string device_memory;
   std::string calibration;
+  bool fully_use_devices = false;
   bool explain = false;
   uint64_t seed = 0;
   std::string optimizer;
@@ -207,7 +208,8 @@ int Run(const Flags& f, const CLI::App& app) {
                                              .search_mode = f.search_mode,
                                              .search_mode_given = app.count("--search-mode") > 0,
                                              .device_memory = f.device_memory,
-                                             .calibration = f.calibration});
+                                             .calibration = f.calibration,
+                                             .fully_use_devices = f.fully_use_devices});
   if (!context.ok()) return Usage(context.status().message());
   const bool auto_parallel = context->mode == host::ParallelMode::AutoParallel;
   // Only a search has choices to explain; semi_auto_parallel compiles the
@@ -279,6 +281,7 @@ int Run(const Flags& f, const CLI::App& app) {
     co.parallel_mode = host::ParallelMode::AutoParallel;
     co.full_batch = f.full_batch;
     co.search_mode = context->search_mode;
+    co.fully_use_devices = context->fully_use_devices;
     co.device_memory = context->device_memory_capacity;
     co.calibration = context->calibration_file;
   }
@@ -344,6 +347,9 @@ int main(int argc, char** argv) {
   app.add_option("--calibration", f.calibration,
                  "auto_parallel: the cost model's calibration file (default: SINKRT_CALIBRATION, else the built-in "
                  "one; sinkrun calibrate writes one)");
+  app.add_flag("--fully-use-devices", f.fully_use_devices,
+               "auto_parallel: every MatMul, BatchMatMul and Conv2D splits over all devices (MindSpore's default; "
+               "sinkrt's lets a small one repeat)");
   app.add_flag("--explain", f.explain,
                "auto_parallel: print the search's choice for every op, its cost and the best rejected alternative");
   app.add_option("--seed", f.seed, "added to every random initialiser's seed")->capture_default_str();

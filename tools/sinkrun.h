@@ -63,6 +63,7 @@ struct TrainFlags {
   std::string search_mode = "dynamic_programming";
   std::string device_memory;
   std::string calibration;
+  bool fully_use_devices = false;
   // How the rank table was named, for messages: "--rank-table FILE", or
   // "RANK_TABLE_FILE=FILE" when MindSpore's variable named it.
   std::string rank_table_source;

@@ -155,6 +155,9 @@ int main(int argc, char** argv) {
   train->add_option("--calibration", f.calibration,
                     "auto_parallel: the cost model's calibration file (default: SINKRT_CALIBRATION, else the "
                     "built-in one; sinkrun calibrate writes one)");
+  train->add_flag("--fully-use-devices", f.fully_use_devices,
+                  "auto_parallel: every MatMul, BatchMatMul and Conv2D splits over all devices (MindSpore's default; "
+                  "sinkrt's lets a small one repeat)");
   train->add_option("--token", f.token, "the daemons' --token");
   train->add_option("--sinkd", f.sinkd, "the sinkd binary for --devices (default: SINKRT_SINKD, or beside sinkrun)");
 

@@ -300,7 +300,8 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   if (precompiled) {
     for (const char* baked : {"--optimizer", "--lr", "--momentum", "--parallel", "--gradients-mean",
                               "--parameter-broadcast", "--comm-fusion", "--strategy", "--strategy-save",
-                              "--full-batch", "--search-mode", "--device-memory", "--calibration"})
+                              "--full-batch", "--search-mode", "--device-memory", "--calibration",
+                              "--fully-use-devices"})
       if (cmd.count(baked))
         return Usage(std::string(baked) + " is compiled into the streams of --streams " + f.streams +
                      " (see its manifest.json): recompile with sinkc to change it");
@@ -408,7 +409,8 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
          .search_mode = f.search_mode,
          .search_mode_given = cmd.count("--search-mode") > 0,
          .device_memory = f.device_memory,
-         .calibration = f.calibration});
+         .calibration = f.calibration,
+         .fully_use_devices = f.fully_use_devices});
     if (!parsed.ok()) return Usage(parsed.status().message());
     context = *parsed;
   }
@@ -473,6 +475,7 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     co.parallel_mode = host::ParallelMode::AutoParallel;
     co.full_batch = f.full_batch;
     co.search_mode = context.search_mode;
+    co.fully_use_devices = context.fully_use_devices;
     co.device_memory = context.device_memory_capacity;
     co.calibration = context.calibration_file;
     // The daemons of one host talk over shared memory; a rank table that

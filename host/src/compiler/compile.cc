@@ -178,6 +178,7 @@ ParallelContext ParallelContextFor(const CompileOptions& o) {
                          .search_mode = o.search_mode,
                          .device_memory_capacity = o.device_memory,
                          .calibration_file = o.calibration,
+                         .fully_use_devices = o.fully_use_devices,
                          .comm_fusion = o.comm_fusion};
 }
 
@@ -188,6 +189,7 @@ AutoParallelOptions AutoParallelOptionsFor(const CompileOptions& o) {
   a.device_memory = o.device_memory;
   a.calibration = o.calibration;
   a.transport = o.search_transport;
+  a.fully_use_devices = o.fully_use_devices;
   a.optimizer = o.optimizer;
   a.full_batch = o.full_batch;
   a.dataset_strategy = o.dataset_strategy;

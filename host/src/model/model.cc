@@ -221,6 +221,7 @@ Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, Optim
     co.full_batch = pc.full_batch;
     co.dataset_strategy = pc.dataset_strategy;
     co.search_mode = pc.search_mode;
+    co.fully_use_devices = pc.fully_use_devices;
     co.device_memory = pc.device_memory_capacity;
     co.calibration = pc.calibration_file;
   }

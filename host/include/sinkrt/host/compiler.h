@@ -71,6 +71,7 @@ struct CompileOptions {
   std::string search_mode = "dynamic_programming";
   std::optional<uint64_t> device_memory;
   std::string calibration;
+  bool fully_use_devices = false;  // ParallelContext::fully_use_devices
   // Which of the calibration's collective fits prices communication: "shm"
   // when the ranks share a host (sinkd's mesh then uses shared memory),
   // "tcp" when they span hosts (sinkrun picks it from a rank table).

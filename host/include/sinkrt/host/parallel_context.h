@@ -78,6 +78,10 @@ struct ParallelContext {
   std::string search_mode = "dynamic_programming";
   std::optional<uint64_t> device_memory_capacity;
   std::string calibration_file;
+  // MindSpore's set_algo_parameters(fully_use_devices=...): every MatMul,
+  // BatchMatMul and Conv2D uses all device_num ranks. MindSpore's default
+  // is true; sinkrt's is false (AutoParallelOptions::fully_use_devices).
+  bool fully_use_devices = false;
   CommFusion comm_fusion;
 
   // MindSpore's checks and messages, e.g. "If parallel_mode is stand_alone,
