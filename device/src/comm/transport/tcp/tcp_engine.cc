@@ -35,6 +35,7 @@ Status TcpEngine::Start() {
     l->SetOpSleeper(this);
   }
   op_fds_.resize(data_links_.size() + 1);
+  io_fds_.resize(links_.size() + 1);
   for (TcpLink* l : links_) l->SetEngineWake([this] { Wake(); });
   thread_ = std::thread([this] { Run(); });
   return Status::Ok();
@@ -85,7 +86,7 @@ void TcpEngine::OpSleep(std::chrono::nanoseconds max) {
 
 void TcpEngine::Run() {
   pthread_setname_np(pthread_self(), "sinkrt-comm-io");
-  std::vector<pollfd> fds(links_.size() + 1);
+  std::vector<pollfd>& fds = io_fds_;
   while (!stop_.load(std::memory_order_acquire)) {
     fds[0] = {event_fd_, POLLIN, 0};
     // Links whose op thread reads for itself need a tick: one that stopped

@@ -49,6 +49,9 @@ class TcpEngine final : public OpSleeper {
   std::vector<TcpLink*> links_;
   std::vector<TcpLink*> data_links_;
   std::vector<pollfd> op_fds_;  // OpSleep's, allocated once
+  // The I/O thread's, allocated by Start: a thread the scheduler starts late
+  // must not allocate once the steps run (no_alloc_test).
+  std::vector<pollfd> io_fds_;
   int event_fd_ = -1;
   int op_event_fd_ = -1;
   std::atomic<bool> op_sleeping_{false};
