@@ -7,6 +7,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "graph_file/fb_vectors.h"
 #include "graph_file/graph_file_internal.h"
 #include "graph_file/op_options.h"
 
@@ -48,7 +49,7 @@ Strategy StrategyOf(const fb::OpDef& op) {
   if (!op.strategy()) return s;
   for (const fb::ShardStrategy* entry : *op.strategy()) {
     s.emplace_back();
-    if (entry->dims()) s.back().assign(entry->dims()->begin(), entry->dims()->end());
+    s.back() = Longs(entry->dims());
   }
   return s;
 }
@@ -292,7 +293,7 @@ Result<InitSpec> Reader::Init(size_t i) const {
 }
 
 Result<Shape> Reader::LeafShape(size_t i) const {
-  Shape shape(tensors_[i]->shape()->begin(), tensors_[i]->shape()->end());
+  Shape shape = Longs(tensors_[i]->shape());
   if (options_.batch > 0 && tensors_[i]->kind() == fb::TensorKind::Input) {
     if (shape.empty()) return Error(TensorWhere(i), "a scalar Input has no batch dimension to set");
     shape[0] = options_.batch;
@@ -349,7 +350,7 @@ Status Reader::BuildCheckGraph() {
       if (!tensors_[out0]->shape())
         return Error(where, "output 0 " + TensorWhere(out0) +
                                 " needs field 'shape': it is the Reshape's target (one dimension may be -1)");
-      target.assign(tensors_[out0]->shape()->begin(), tensors_[out0]->shape()->end());
+      target = Longs(tensors_[out0]->shape());
     }
     Status s = AddForwardOp(chk, op->op(), in, attrs_[i], target);
     if (!s.ok()) {
@@ -375,7 +376,7 @@ Status Reader::BuildCheckGraph() {
       // With a new batch every shape changes: the file's are as written.
       const bool compare = file->shape() && options_.batch <= 0 && op->op() != fb::OpCode::Reshape;
       if (compare) {
-        const Shape given(file->shape()->begin(), file->shape()->end());
+        const Shape given = Longs(file->shape());
         if (given != got.shape)
           return Error(where, out + " has shape " + ShapeToString(given) + " in the file, but the op gives " +
                                   ShapeToString(got.shape));

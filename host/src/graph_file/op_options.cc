@@ -1,5 +1,7 @@
 #include "graph_file/op_options.h"
 
+#include "graph_file/fb_vectors.h"
+
 namespace sinkrt::host {
 namespace {
 
@@ -206,7 +208,7 @@ Result<OpAttrs> OpAttrsFromOptions(fb::OpCode op, fb::OpOptions type, const void
     case OpOptions::SplitOptions: {
       const auto* o = OrDefault<fb::SplitOptions>(options);
       a.axis = o->axis();
-      if (o->sizes()) a.sizes.assign(o->sizes()->begin(), o->sizes()->end());
+      a.sizes = Longs(o->sizes());
       break;
     }
     case OpOptions::CommOptions: {
