@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fuzz_support.h"
+#include "sinkrt/runtime/profile_record.h"
 #include "sinkrt/runtime/task_stream_verifier.h"  // ProgramKindName
 #include "sinkrt/runtime/wire.h"
 
@@ -105,8 +106,9 @@ void TouchMessage(const fb::Message& m, uint64_t payload_bytes, Toucher& t) {
           total += rb->bytes();
         }
       }
-      // The payload rule promises the reports add up to the payload.
-      FUZZ_CHECK(total == payload_bytes);
+      // The payload rule promises the reports and the profile records add
+      // up to the payload.
+      FUZZ_CHECK(total + uint64_t{b->profile_records()} * sizeof(ProfileRecord) == payload_bytes);
       t.Scalar(b->compute_ms());
       t.Scalar(b->comm_ms());
       t.Scalar(b->queue_wait_ms());
@@ -136,6 +138,23 @@ void TouchMessage(const fb::Message& m, uint64_t payload_bytes, Toucher& t) {
         for (uint32_t i = 0; i < transports->size(); ++i) t.Str(transports->Get(i));
       break;
     }
+    case fb::MessageBody::SetProfiling: {
+      const fb::SetProfiling* b = m.body_as_SetProfiling();
+      FUZZ_CHECK(b);
+      t.Scalar(b->enabled());
+      t.Scalar(b->start_step());
+      t.Scalar(b->stop_step());
+      t.Scalar(b->every());
+      t.Scalar(b->keep_steps());
+      break;
+    }
+    case fb::MessageBody::ReadClock:
+      FUZZ_CHECK(m.body_as_ReadClock());
+      break;
+    case fb::MessageBody::ClockReading:
+      FUZZ_CHECK(m.body_as_ClockReading());
+      t.Scalar(m.body_as_ClockReading()->device_ns());
+      break;
     case fb::MessageBody::ReadTensor:
       FUZZ_CHECK(m.body_as_ReadTensor());
       t.Scalar(m.body_as_ReadTensor()->buffer());

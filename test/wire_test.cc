@@ -209,6 +209,20 @@ std::vector<RoundTripCase> RoundTripCases() {
                  EXPECT_EQ(j->transports()->Get(0)->str(), "self");
                  EXPECT_EQ(j->transports()->Get(1)->str(), "tcp");
                }});
+  c.push_back({fb::MessageBody::SetProfiling, {},
+               [](B& b) { return fb::CreateSetProfiling(b, true, 5, 50, 2, 10).Union(); },
+               [](M m) {
+                 const fb::SetProfiling* p = m.body_as_SetProfiling();
+                 EXPECT_TRUE(p->enabled());
+                 EXPECT_EQ(p->start_step(), 5u);
+                 EXPECT_EQ(p->stop_step(), 50u);
+                 EXPECT_EQ(p->every(), 2u);
+                 EXPECT_EQ(p->keep_steps(), 10u);
+               }});
+  c.push_back({fb::MessageBody::ReadClock, {}, [](B& b) { return fb::CreateReadClock(b).Union(); },
+               [](M m) { EXPECT_NE(m.body_as_ReadClock(), nullptr); }});
+  c.push_back({fb::MessageBody::ClockReading, {}, [](B& b) { return fb::CreateClockReading(b, -123456789).Union(); },
+               [](M m) { EXPECT_EQ(m.body_as_ClockReading()->device_ns(), -123456789); }});
   return c;
 }
 
@@ -333,7 +347,7 @@ TEST(WireHello, BuildThenReadKeepsEveryField) {
 }
 
 // The layout the daemon's answer and the rendezvous' dial had before they
-// shared the builder; a change here changes the bytes every peer receives.
+// shared the builder (protocol_minor now 2); a change here changes the bytes every peer receives.
 TEST(WireHello, LayoutIsPinned) {
   const std::vector<uint8_t> answer = {
       0x10, 0x00, 0x00, 0x00, 0x53, 0x4b, 0x57, 0x52, 0x08, 0x00, 0x0e, 0x00, 0x07, 0x00, 0x08, 0x00,
@@ -341,7 +355,7 @@ TEST(WireHello, LayoutIsPinned) {
       0x24, 0x00, 0x22, 0x00, 0x20, 0x00, 0x1f, 0x00, 0x18, 0x00, 0x00, 0x00, 0x14, 0x00, 0x13, 0x00,
       0x0c, 0x00, 0x08, 0x00, 0x00, 0x00, 0x04, 0x00, 0x1a, 0x00, 0x00, 0x00, 0x20, 0x00, 0x00, 0x00,
       0x92, 0x10, 0x00, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x20, 0x00, 0x00, 0x00,
-      0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x01, 0x00, 0x01, 0x00, 0x09, 0x00, 0x00, 0x00,
+      0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x02, 0x00, 0x01, 0x00, 0x09, 0x00, 0x00, 0x00,
       0x62, 0x6f, 0x6f, 0x74, 0x2f, 0x68, 0x6f, 0x73, 0x74, 0x00, 0x00, 0x00, 0x0c, 0x00, 0x00, 0x00,
       0x73, 0x69, 0x6e, 0x6b, 0x72, 0x74, 0x20, 0x30, 0x2e, 0x31, 0x2e, 0x30, 0x00, 0x00, 0x00, 0x00};
   const std::vector<uint8_t> dial = {
@@ -350,7 +364,7 @@ TEST(WireHello, LayoutIsPinned) {
       0x18, 0x00, 0x24, 0x00, 0x22, 0x00, 0x20, 0x00, 0x1f, 0x00, 0x18, 0x00, 0x04, 0x00, 0x14, 0x00,
       0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x08, 0x00, 0x18, 0x00, 0x00, 0x00, 0x20, 0x00, 0x00, 0x00,
       0xed, 0x5e, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x92, 0x10, 0x00, 0x00, 0x18, 0x00, 0x00, 0x00,
-      0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x01, 0x00, 0x01, 0x00, 0x03, 0x00, 0x00, 0x00,
+      0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x02, 0x00, 0x01, 0x00, 0x03, 0x00, 0x00, 0x00,
       0x74, 0x6f, 0x6b, 0x00, 0x0c, 0x00, 0x00, 0x00, 0x73, 0x69, 0x6e, 0x6b, 0x72, 0x74, 0x20, 0x30,
       0x2e, 0x31, 0x2e, 0x30, 0x00, 0x00, 0x00, 0x00};
   EXPECT_EQ(BuiltHello(DaemonAnswer()), answer);
@@ -375,13 +389,22 @@ std::vector<uint8_t> ValidLoadProgram(uint64_t stated, size_t payload) {
   return Frame(Finished(fbb), Pattern(payload, 9));
 }
 
-std::vector<uint8_t> SinkDoneFrame(std::vector<uint64_t> report_bytes, size_t payload) {
+std::vector<uint8_t> SinkDoneFrame(std::vector<uint64_t> report_bytes, size_t payload, uint32_t profile_records = 0) {
   flatbuffers::FlatBufferBuilder fbb;
   std::vector<flatbuffers::Offset<fb::ReportedBuffer>> reports;
   for (size_t i = 0; i < report_bytes.size(); ++i)
     reports.push_back(fb::CreateReportedBuffer(fbb, static_cast<uint32_t>(i), report_bytes[i]));
-  FinishMessage(fbb, fb::MessageBody::SinkDone, fb::CreateSinkDoneDirect(fbb, 1, &reports).Union());
+  FinishMessage(fbb, fb::MessageBody::SinkDone,
+                fb::CreateSinkDoneDirect(fbb, 1, &reports, 0, 0, 0, 0, nullptr, 0, profile_records).Union());
   return Frame(Finished(fbb), Pattern(payload, 10));
+}
+
+// A profiled sink's payload: the reports, then its records (40 bytes each).
+TEST(WireSinkDone, ProfileRecordsFollowTheReports) {
+  auto f = ParseFrame(SinkDoneFrame({4}, 4 + 3 * 40, 3), WireLimits{});
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->message->body_as_SinkDone()->profile_records(), 3u);
+  EXPECT_FALSE(ParseFrame(SinkDoneFrame({4}, 4 + 3 * 40), WireLimits{}).ok());  // records not stated
 }
 
 std::vector<RefusalCase> RefusalCases() {
@@ -469,6 +492,9 @@ std::vector<RefusalCase> RefusalCases() {
                "LoadProgram carries an empty task stream"});
   c.push_back({"SinkDoneSizeMismatch", [] { return SinkDoneFrame({4, 40}, 43); }, StatusCode::kInvalidArgument,
                "SinkDone states reports of 44 bytes but the frame carries 43 bytes"});
+  c.push_back({"SinkDoneProfileShort", [] { return SinkDoneFrame({4}, 4 + 2 * 40 - 1, 2); },
+               StatusCode::kInvalidArgument,
+               "SinkDone states reports of 4 bytes and profile records of 80 bytes but the frame carries 83 bytes"});
   c.push_back({"SinkDoneReportsWrapAround",
                [] { return SinkDoneFrame({1ull << 63, 1ull << 63}, 0); },
                StatusCode::kInvalidArgument, "SinkDone states reports of more than 2^64 bytes"});

@@ -89,6 +89,7 @@ SinkOutcome DeviceCore::RunSink(ProgramKind program, uint32_t steps, int rank) {
     out.failure.task_name = FailedTaskName(ex, program, stats);
     return out;
   }
+  if (ex.profiling()) out.profile = ex.LastProfile();
   const VerifiedStream& stream = ex.stream();
   const fb::Program* p = stream.FindProgram(program);
   if (p && p->reports()) {

@@ -63,6 +63,7 @@ struct SinkOutcome {
   DeviceTiming timing;
   std::vector<uint32_t> queue_high_water;  // per queue, since load
   std::vector<ReportView> reports;         // on success, in the program's order
+  Executor::ProfileView profile;           // on success with profiling on: what the sink recorded
   ErrorContext failure;                    // on failure: rank, program, failed task and its name
 };
 

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -126,9 +127,26 @@ Status Executor::Run(ProgramKind kind, uint32_t steps, RunStats* stats) {
   omp_set_num_threads(job.threads);
   const int64_t t_start = NowNs();
   const bool comm_stream = prog.num_streams > 1;
+  ProfileState& prof = job.profile;
+  const bool profiling = prof.enabled && kind != ProgramKind::Init;
+  if (profiling) {
+    for (ProfileRing& ring : prof.rings) ring.written = 0;
+    prof.recorded_steps = 0;
+    prof.sink = {};
+    prof.sink.kind = ProfileRecordKind::kSink;
+    prof.sink.program = k;
+    prof.sink.begin_ns = t_start + prof.clock_offset_ns;
+    prof.sink.step = static_cast<uint32_t>(prof.steps[k]);
+  }
   Status result;
   for (uint32_t step = 0; step < steps && result.ok(); ++step) {
     prog.events->Reset();
+    if (profiling) {
+      const uint64_t global = prof.steps[k]++;
+      prog.recording = prof.Records(global);
+      prog.profile_step = static_cast<uint32_t>(global);
+      prof.recorded_steps += prog.recording ? 1 : 0;
+    }
     if (comm_stream) job.comm_stream->Start(prog, step, steps);
     StreamCounters c;
     Status st = prog.num_streams > 0 ? RunStreamStep(job, prog, 0, step, steps, &c) : Status::Ok();
@@ -164,9 +182,40 @@ Status Executor::Run(ProgramKind kind, uint32_t steps, RunStats* stats) {
       result = Aborted(std::string(ProgramKindName(kind)) + " cancelled after step " + std::to_string(step + 1) +
                        " of " + std::to_string(steps));
   }
-  stats->wall_ns += NowNs() - t_start;
+  const int64_t t_end = NowNs();
+  stats->wall_ns += t_end - t_start;
+  if (profiling) {
+    prog.recording = false;
+    prof.sink.end_ns = t_end + prof.clock_offset_ns;
+    prof.sink.depth = stats->steps + (result.ok() ? 0 : 1);  // a failed step ran too
+    prof.sink.task = prof.recorded_steps;
+  }
   return result;
 }
+
+Status Executor::SetProfiling(const ProfileConfig& config) {
+  uint32_t tasks[kProfileStreams] = {0, 0};
+  for (int k = 0; k < LoadedJob::kPrograms; ++k) {
+    if (!job_->has_program[k] || k == static_cast<int>(ProgramKind::Init)) continue;
+    for (int s = 0; s < job_->programs[k].num_streams && s < kProfileStreams; ++s)
+      tasks[s] = std::max(tasks[s], static_cast<uint32_t>(job_->programs[k].streams[s].size()));
+  }
+  job_->profile.clock_offset_ns = job_->options.profile_clock_offset_ns;
+  return EnableProfiling(job_->profile, config, tasks);
+}
+
+Executor::ProfileView Executor::LastProfile() const {
+  ProfileView v;
+  const ProfileState& prof = job_->profile;
+  if (!prof.enabled) return v;
+  v.sink = prof.sink;
+  for (int s = 0; s < kProfileStreams; ++s) prof.rings[s].Kept(&v.runs[2 * s]);
+  return v;
+}
+
+bool Executor::profiling() const { return job_->profile.enabled; }
+
+int64_t Executor::ProfileClockNs() const { return NowNs() + job_->options.profile_clock_offset_ns; }
 
 std::vector<TaskTime> Executor::TaskTimes(ProgramKind kind) const {
   std::vector<TaskTime> out;

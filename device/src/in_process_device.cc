@@ -4,6 +4,7 @@
 
 #include "device_core.h"
 #include "sinkrt/device/listening_inbox.h"
+#include "sinkrt/runtime/clock.h"
 
 namespace sinkrt::device {
 
@@ -71,8 +72,21 @@ Result<SinkResult> InProcessDevice::RunSink(ProgramKind program, uint32_t steps)
     t.data.assign(view.bytes.begin(), view.bytes.end());
     r.reports.push_back(std::move(t));
   }
+  if (sink.profile.sink.kind == ProfileRecordKind::kSink) {
+    r.profile.reserve(1 + sink.profile.records());
+    r.profile.push_back(sink.profile.sink);
+    for (std::span<const ProfileRecord> run : sink.profile.runs) r.profile.insert(r.profile.end(), run.begin(), run.end());
+  }
   return r;
 }
+
+Status InProcessDevice::SetProfiling(const ProfileConfig& config) {
+  Executor* job = core_->job();
+  if (!job) return FailedPrecondition("SetProfiling before a task stream was loaded");
+  return job->SetProfiling(config);
+}
+
+Result<int64_t> InProcessDevice::ReadClock() { return NowNs() + options_.profile_clock_offset_ns; }
 
 Result<std::vector<uint8_t>> InProcessDevice::ReadTensor(uint32_t buffer) {
   Executor* job = core_->job();

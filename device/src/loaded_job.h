@@ -15,6 +15,7 @@
 #include "data_queue.h"
 #include "kernels/dnnl_runtime.h"
 #include "kernels/kernel.h"
+#include "profile/profile_state.h"
 #include "sinkrt/device/device_options.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
@@ -91,6 +92,10 @@ struct PreparedProgram {
   int num_streams = 0;
   std::vector<PreparedTask> streams[kMaxStreams];  // never resized after load: kernels keep pointers
   std::unique_ptr<StepEvents> events = std::make_unique<StepEvents>();
+  // Set by Run before each step's streams start: whether the step is
+  // recorded, and its number in the profile.
+  bool recording = false;
+  uint32_t profile_step = 0;
 };
 
 class CommStream;
@@ -113,6 +118,7 @@ struct LoadedJob {
   std::atomic<bool> cancelled{false};
   Communicator* comm = nullptr;        // not owned; set when the stream has collectives
   std::unique_ptr<CommStream> comm_stream;  // when any program has a second stream
+  ProfileState profile;
 };
 
 // Counters of one stream's part of a step (the caller adds them up).

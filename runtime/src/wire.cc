@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "sinkrt/runtime/profile_record.h"
+
 namespace sinkrt {
 namespace {
 
@@ -107,9 +109,12 @@ Status CheckPayloadRule(const fb::Message& message, uint64_t payload_bytes) {
             return InvalidArgument("SinkDone states reports of more than 2^64 bytes");
           total += b->bytes();
         }
-      if (total != payload_bytes)
-        return InvalidArgument("SinkDone states reports of " + Bytes(total) + " but the frame carries " +
-                               Bytes(payload_bytes));
+      const uint64_t profile = uint64_t{message.body_as_SinkDone()->profile_records()} * sizeof(ProfileRecord);
+      if (profile > UINT64_MAX - total) return InvalidArgument("SinkDone states more than 2^64 bytes");
+      if (total + profile != payload_bytes)
+        return InvalidArgument("SinkDone states reports of " + Bytes(total) +
+                               (profile ? " and profile records of " + Bytes(profile) : std::string()) +
+                               " but the frame carries " + Bytes(payload_bytes));
       return Status::Ok();
     }
     case fb::MessageBody::PushBatch:

@@ -5,6 +5,7 @@
 
 #include "daemon_log.h"
 #include "hangup_watch.h"
+#include "sinkrt/runtime/clock.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 
@@ -61,6 +62,8 @@ Status JobSession::Handle(InFrame& frame) {
     case fb::MessageBody::WriteTensor: return OnWriteTensor(frame);
     case fb::MessageBody::ClearQueue: return OnClearQueue(*m.body_as_ClearQueue());
     case fb::MessageBody::JoinWorld: return OnJoinWorld(*m.body_as_JoinWorld());
+    case fb::MessageBody::SetProfiling: return OnSetProfiling(*m.body_as_SetProfiling());
+    case fb::MessageBody::ReadClock: return OnReadClock();
     case fb::MessageBody::Hello: return ProtocolError(FailedPrecondition("Hello after the handshake"));
     default:
       return ProtocolError(InvalidArgument(std::string(MessageName(m.body_type())) +
@@ -185,6 +188,14 @@ void JobSession::RunSinkOnWorker(fb::ProgramKind program, uint32_t steps) {
       payload.push_back(r.bytes);
       reports.push_back(fb::CreateReportedBuffer(fbb, r.buffer, r.bytes.size()));
     }
+    // The profile records follow the reports, straight from the rings.
+    uint32_t profile_records = 0;
+    if (sink.profile.sink.kind == ProfileRecordKind::kSink) {
+      payload.push_back({reinterpret_cast<const uint8_t*>(&sink.profile.sink), sizeof(ProfileRecord)});
+      for (std::span<const ProfileRecord> run : sink.profile.runs)
+        if (!run.empty()) payload.push_back({reinterpret_cast<const uint8_t*>(run.data()), run.size_bytes()});
+      profile_records = static_cast<uint32_t>(1 + sink.profile.records());
+    }
     auto rv = fbb.CreateVector(reports);
     auto hw = fbb.CreateVector(sink.queue_high_water);
     fb::SinkDoneBuilder sb(fbb);
@@ -196,6 +207,7 @@ void JobSession::RunSinkOnWorker(fb::ProgramKind program, uint32_t steps) {
     sb.add_comm_wait_ms(sink.timing.comm_wait_ms);
     sb.add_queue_wait_ms(sink.timing.queue_wait_ms);
     sb.add_other_ms(sink.timing.other_ms);
+    sb.add_profile_records(profile_records);
     FinishMessage(fbb, fb::MessageBody::SinkDone, sb.Finish().Union());
   }
   bool answer;
@@ -349,6 +361,34 @@ Status JobSession::OnJoinWorld(const fb::JoinWorld& request) {
             "job " + std::to_string(job_id_) + ": joined world " + std::to_string(job) + " as rank " +
                 std::to_string(rank) + " of " + std::to_string(n) + " (shm ranks " + (shm.empty() ? "none" : shm) +
                 ", tcp ranks " + (tcp.empty() ? "none" : tcp) + ")" + line);
+  return socket_.Send(fbb);
+}
+
+Status JobSession::OnSetProfiling(const fb::SetProfiling& request) {
+  Executor* ex = core_.job();
+  if (!ex) return ProtocolError(FailedPrecondition("SetProfiling before LoadProgram"));
+  if (SinkRunning()) return ProtocolError(FailedPrecondition("SetProfiling while a sink runs"));
+  ProfileConfig config;
+  config.enabled = request.enabled();
+  config.start_step = request.start_step();
+  config.stop_step = request.stop_step();
+  config.every = request.every();
+  config.keep_steps = request.keep_steps();
+  Status st = ex->SetProfiling(config);
+  if (!st.ok()) return ReplyError(st.WithContext("SetProfiling"));
+  DaemonLog(options_.log, options_.rank,
+            "job " + std::to_string(job_id_) + (config.enabled ? ": profiling on (keeping " +
+                                                                      std::to_string(config.keep_steps) + " steps per sink)"
+                                                                : ": profiling off"));
+  flatbuffers::FlatBufferBuilder fbb(32);
+  FinishMessage(fbb, fb::MessageBody::Ack, fb::CreateAck(fbb).Union());
+  return socket_.Send(fbb);
+}
+
+Status JobSession::OnReadClock() {
+  const int64_t now = NowNs() + options_.device.profile_clock_offset_ns;
+  flatbuffers::FlatBufferBuilder fbb(32);
+  FinishMessage(fbb, fb::MessageBody::ClockReading, fb::CreateClockReading(fbb, now).Union());
   return socket_.Send(fbb);
 }
 

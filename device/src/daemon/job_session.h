@@ -70,6 +70,8 @@ class JobSession {
   Status OnWriteTensor(InFrame& frame);
   Status OnClearQueue(const fb::ClearQueue& request);
   Status OnJoinWorld(const fb::JoinWorld& request);
+  Status OnSetProfiling(const fb::SetProfiling& request);
+  Status OnReadClock();
   // The members as the rendezvous wants them, or why the world is wrong.
   Result<std::vector<PeerAddress>> WorldOf(const WorldSpec& world) const;
   void RunSinkOnWorker(fb::ProgramKind program, uint32_t steps);

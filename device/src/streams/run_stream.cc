@@ -25,6 +25,20 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
                      StreamCounters* c) {
   const fb::TaskStream* root = job.stream.root();
   std::vector<PreparedTask>& tasks = prog.streams[s];
+  // Profiling: one branch per task when the step is not recorded.
+  ProfileRing* ring = prog.recording ? &job.profile.rings[s] : nullptr;
+  auto record = [&](size_t t, int64_t begin, int64_t end, int64_t wait = 0, uint32_t depth = 0) {
+    ProfileRecord r;
+    r.begin_ns = begin + job.profile.clock_offset_ns;
+    r.end_ns = end + job.profile.clock_offset_ns;
+    r.wait_ns = wait;
+    r.step = prog.profile_step;
+    r.task = static_cast<uint32_t>(t);
+    r.depth = depth;
+    r.stream = static_cast<uint8_t>(s);
+    r.program = static_cast<uint8_t>(prog.def->kind());
+    ring->Push(r);
+  };
   auto fail = [&](size_t t, const Status& st) {
     c->failed_task = static_cast<int32_t>(t);
     return st.WithContext(TaskLabel(prog, s, t) + " at step " + std::to_string(step + 1) + " of " +
@@ -39,10 +53,12 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
         const int64_t dt = NowNs() - t0;
         c->compute_ns += dt;
         pt.ns += dt;
+        if (ring) record(t, t0, t0 + dt);
         if (!st.ok()) return fail(t, st);
         break;
       }
       case fb::TaskBody::GetNextTask: {
+        const uint32_t depth = ring ? pt.queue->size() : 0;
         int64_t t0 = NowNs();
         int64_t waited = 0;
         Status st = pt.queue->Pop(pt.dst, job.options.get_next_timeout, &waited);
@@ -50,11 +66,16 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
         c->queue_wait_ns += waited;
         c->copy_ns += dt - waited;
         pt.ns += dt;
+        if (ring) record(t, t0, t0 + dt, waited, depth);
         if (!st.ok()) return fail(t, st);
         break;
       }
       case fb::TaskBody::EventRecordTask:
         prog.events->Record(pt.event);
+        if (ring) {
+          const int64_t now = NowNs();
+          record(t, now, now);
+        }
         break;
       case fb::TaskBody::EventWaitTask: {
         int64_t t0 = NowNs();
@@ -62,6 +83,7 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
         const int64_t dt = NowNs() - t0;
         c->event_wait_ns += dt;
         pt.ns += dt;
+        if (ring) record(t, t0, t0 + dt);
         if (!met) return fail(t, Aborted("the other stream of this step failed"));
         break;
       }
@@ -82,6 +104,7 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
         const int64_t dt = NowNs() - t0;
         c->compute_ns += dt;
         pt.ns += dt;
+        if (ring) record(t, t0, t0 + dt);
         break;
       }
       default: {
@@ -91,6 +114,7 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
         const int64_t dt = NowNs() - t0;
         c->comm_ns += dt;
         pt.ns += dt;
+        if (ring) record(t, t0, t0 + dt);
         if (!st.ok()) return fail(t, st);
         break;
       }

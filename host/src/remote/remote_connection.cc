@@ -310,7 +310,8 @@ void RemoteConnection::ReadLoop() {
     }
     const bool reply_type = type == fb::MessageBody::Loaded || type == fb::MessageBody::SinkDone ||
                             type == fb::MessageBody::TensorData || type == fb::MessageBody::Ack ||
-                            type == fb::MessageBody::Joined || type == fb::MessageBody::Error;
+                            type == fb::MessageBody::Joined || type == fb::MessageBody::ClockReading ||
+                            type == fb::MessageBody::Error;
     if (!reply_type) {
       why = std::string("protocol error: the daemon sent ") + MessageName(type) +
             (type == fb::MessageBody::Hello ? " after the handshake" : ", which a host never receives");

@@ -1,6 +1,7 @@
 #include "sinkrt/host/remote_device.h"
 
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -268,7 +269,55 @@ Result<SinkResult> RemoteDevice::RunSink(ProgramKind program, uint32_t steps) {
       offset += rb->bytes();
       out.reports.push_back(std::move(t));
     }
+  // The payload rule (wire.cc) has checked that the records fill the rest.
+  if (const uint32_t n = done->profile_records()) {
+    out.profile.resize(n);
+    std::memcpy(out.profile.data(), r.payload.data() + offset, size_t{n} * sizeof(ProfileRecord));
+  }
   return out;
+}
+
+namespace {
+
+// Profiling came with protocol 1.2.
+Status NeedsProfilerProtocol(const RemoteConnection& c, const std::string& what) {
+  if (c.hello.protocol_minor >= 2) return Status::Ok();
+  return Unimplemented(c.who + ": the daemon speaks protocol " + std::to_string(kProtocolMajor) + "." +
+                       std::to_string(c.hello.protocol_minor) + " (" + c.hello.software + "); " + what +
+                       " needs 1.2");
+}
+
+}  // namespace
+
+Status RemoteDevice::SetProfiling(const ProfileConfig& config) {
+  State& s = *state_;
+  RemoteConnection& c = *s.conn;
+  SINKRT_RETURN_IF_ERROR(NeedsProfilerProtocol(c, "profiling"));
+  std::lock_guard<std::mutex> control(s.control_mu);
+  {
+    std::lock_guard<std::mutex> lk(c.mu);
+    if (c.lost) return c.LostStatus();
+    if (!c.loaded) return FailedPrecondition("SetProfiling before a task stream was loaded");
+  }
+  flatbuffers::FlatBufferBuilder fbb(64);
+  FinishMessage(fbb, fb::MessageBody::SetProfiling,
+                fb::CreateSetProfiling(fbb, config.enabled, config.start_step, config.stop_step, config.every,
+                                       config.keep_steps)
+                    .Union());
+  auto r = c.Request(fbb, {}, fb::MessageBody::Ack, std::string("SetProfiling(") + (config.enabled ? "on" : "off") + ")",
+                     c.options.reply_timeout);
+  return r.ok() ? Status::Ok() : r.status();
+}
+
+Result<int64_t> RemoteDevice::ReadClock() {
+  State& s = *state_;
+  RemoteConnection& c = *s.conn;
+  SINKRT_RETURN_IF_ERROR(NeedsProfilerProtocol(c, "reading the device clock"));
+  std::lock_guard<std::mutex> control(s.control_mu);
+  flatbuffers::FlatBufferBuilder fbb(32);
+  FinishMessage(fbb, fb::MessageBody::ReadClock, fb::CreateReadClock(fbb).Union());
+  SINKRT_ASSIGN_OR_RETURN(Reply r, c.Request(fbb, {}, fb::MessageBody::ClockReading, "ReadClock", c.options.reply_timeout));
+  return r.get()->body_as_ClockReading()->device_ns();
 }
 
 Result<std::vector<uint8_t>> RemoteDevice::ReadTensor(uint32_t buffer) {

@@ -35,6 +35,10 @@ struct DeviceOptions {
   // over TCP. SINKRT_COMM_SHM=0 turns shared memory off (everything TCP),
   // for measurements.
   bool shared_memory = true;
+  // Added to every time the profiler records and to the clock the host
+  // reads for alignment (sinkd --profile-clock-offset-us): a device whose
+  // clock disagrees with the host's, to check that alignment undoes it.
+  int64_t profile_clock_offset_ns = 0;
 
   // Defaults overridden by the environment variables above. Precedence,
   // highest first: explicit options or flags (set after this), SINKRT_*,

@@ -21,6 +21,7 @@
 
 #include "sinkrt/device/device_options.h"
 #include "sinkrt/runtime/device_link.h"
+#include "sinkrt/runtime/profile_record.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace sinkrt::device {
@@ -98,6 +99,24 @@ class Executor {
   // lacks. The init program's times include Load's RunInit.
   std::vector<TaskTime> TaskTimes(ProgramKind kind) const;
   void ResetTaskTimes();
+
+  // Starts recording (config.enabled: sizes the per-stream rings now, so no
+  // sink allocates) or stops it; step counts restart at 0. Call between
+  // sinks. Errors: a bad config, rings above their limit.
+  Status SetProfiling(const ProfileConfig& config);
+  // What the last Run recorded, valid until the next Run or SetProfiling:
+  // its sink record, then each stream's kept task records oldest first (at
+  // most four runs; empty ones included). Empty spans when not profiling.
+  struct ProfileView {
+    ProfileRecord sink;
+    std::span<const ProfileRecord> runs[4];
+    size_t records() const { return runs[0].size() + runs[1].size() + runs[2].size() + runs[3].size(); }
+  };
+  ProfileView LastProfile() const;
+  bool profiling() const;
+  // The clock records are stamped with (NowNs plus the device's
+  // profile_clock_offset_ns): what ReadClock answers.
+  int64_t ProfileClockNs() const;
 
   const VerifiedStream& stream() const;
   uint32_t num_queues() const;

@@ -35,6 +35,8 @@ class InProcessDevice final : public DeviceLink {
   Result<PeerEndpoint> Endpoint() override;
   // Unloads the current job (it may run collectives in the old world).
   Status JoinWorld(const WorldSpec& world) override;
+  Status SetProfiling(const ProfileConfig& config) override;
+  Result<int64_t> ReadClock() override;
 
   // The loaded job, for tools and tests (nullptr before Load).
   Executor* executor();

@@ -100,6 +100,8 @@ class RemoteDevice final : public DeviceLink {
   // JoinWorld -> Joined or the daemon's Error (naming the members that did
   // not arrive); not a control round trip of training.
   Status JoinWorld(const WorldSpec& world) override;
+  Status SetProfiling(const ProfileConfig& config) override;
+  Result<int64_t> ReadClock() override;
   // Per rank of the last world joined: "self", "shm" or "tcp".
   std::vector<std::string> transports() const;
 

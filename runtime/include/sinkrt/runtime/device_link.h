@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "sinkrt/runtime/dtype.h"
+#include "sinkrt/runtime/profile_record.h"
 #include "sinkrt/runtime/status.h"
 
 namespace sinkrt::fb {
@@ -86,6 +87,9 @@ struct SinkResult {
   // Per queue of the job: the most batches it ever held at once since load.
   // Never above the queue's capacity: the device's memory for data is bounded.
   std::vector<uint32_t> queue_high_water;
+  // With profiling on (SetProfiling): the sink's record, then the task
+  // records the device kept, each stream's oldest first. Empty otherwise.
+  std::vector<ProfileRecord> profile;
 };
 
 class DeviceLink {
@@ -133,6 +137,19 @@ class DeviceLink {
     (void)world;
     return Unimplemented("this device cannot join a world of devices");
   }
+
+  // Starts or stops the device's profiler (runtime/profile_record.h): with
+  // it on, every RunSink's answer carries the records of the steps it
+  // recorded. The device sizes its record rings here, so a sink never
+  // allocates for them. Call while no sink runs; a maintenance request.
+  virtual Status SetProfiling(const ProfileConfig& config) {
+    (void)config;
+    return Unimplemented("this device has no profiler");
+  }
+  // The device's profile clock now (ns), to measure its offset to the
+  // host's: a maintenance request, allowed whenever no other control
+  // request is out.
+  virtual Result<int64_t> ReadClock() { return Unimplemented("this device has no profiler clock"); }
 
   // RunSink requests that waited for an answer since construction: the
   // control round trips of training. PushBatch is one way; ReadTensor,

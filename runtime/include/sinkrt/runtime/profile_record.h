@@ -17,7 +17,9 @@ namespace sinkrt {
 
 enum class ProfileRecordKind : uint8_t {
   kTask = 0,  // one task of one step: begin..end
-  kSink = 1,  // one RunSink: begin..end; `step` is its first profiled step, `depth` the steps asked
+  // One RunSink: begin..end; `step` is its first step, `depth` the steps it
+  // ran, `task` how many of them were recorded.
+  kSink = 1,
 };
 
 struct ProfileRecord {
