@@ -9,7 +9,6 @@
 
 #include "profile/chrome_trace.h"
 #include "profile/summarize.h"
-#include "profile/summary_json.h"
 #include "profile/summary_svg.h"
 #include "sinkrt/runtime/file_io.h"
 
@@ -33,7 +32,7 @@ Status WriteProfileDir(const ProfileData& data, const std::string& dir, ProfileS
   ProfileSummary s = Summarize(data);
   SINKRT_RETURN_IF_ERROR(WriteText(root / "trace.json", ChromeTrace(data).dump()));
   SINKRT_RETURN_IF_ERROR(WriteText(root / "summary.txt", SummaryText(s)));
-  SINKRT_RETURN_IF_ERROR(WriteText(root / "summary.json", SummaryJson(s).dump(2) + "\n"));
+  SINKRT_RETURN_IF_ERROR(WriteText(root / "summary.json", SummaryJsonText(s)));
   SINKRT_RETURN_IF_ERROR(WriteText(root / "steps.svg", SummarySvg(s)));
   if (summary) *summary = std::move(s);
   return Status::Ok();

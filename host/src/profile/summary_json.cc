@@ -51,4 +51,6 @@ nlohmann::json SummaryJson(const ProfileSummary& s) {
   return out;
 }
 
+std::string SummaryJsonText(const ProfileSummary& summary) { return SummaryJson(summary).dump(2) + "\n"; }
+
 }  // namespace sinkrt::host
