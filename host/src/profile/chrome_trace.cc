@@ -73,7 +73,7 @@ json TaskEvent(const RankData& rank, const ProfileRecord& r, int64_t origin) {
   }
   if (r.depth != 0 || (task && task->get_next)) args["depth"] = r.depth;
   return {{"ph", "X"},  {"cat", "task"}, {"name", std::move(name)}, {"ts", Us(begin - origin)},
-          {"dur", Us(end - begin)}, {"pid", rank.rank}, {"tid", tid}, {"args", std::move(args)}};
+          {"dur", Us(std::max<int64_t>(0, end - begin))}, {"pid", rank.rank}, {"tid", tid}, {"args", std::move(args)}};
 }
 
 json SinkEvent(const RankData& rank, const ProfileRecord& r, int64_t origin) {
@@ -92,7 +92,7 @@ json SinkEvent(const RankData& rank, const ProfileRecord& r, int64_t origin) {
           {"cat", "sink"},
           {"name", "sink " + program + " steps " + std::to_string(r.depth)},
           {"ts", Us(begin - origin)},
-          {"dur", Us(end - begin)},
+          {"dur", Us(std::max<int64_t>(0, end - begin))},
           {"pid", rank.rank},
           {"tid", kComputeTid},
           {"args", std::move(args)}};
@@ -108,7 +108,7 @@ json HostEventJson(const HostEvent& e, int pid, int64_t origin) {
       ev["ph"] = "X";
       ev["name"] = "push batch " + std::to_string(e.arg);
       ev["tid"] = kHostFeederTid + e.rank;
-      ev["dur"] = Us(e.end_ns - e.begin_ns);
+      ev["dur"] = Us(std::max<int64_t>(0, e.end_ns - e.begin_ns));
       break;
     case HostEvent::Kind::kCredit:
       args["kind"] = "credit";
@@ -125,7 +125,7 @@ json HostEventJson(const HostEvent& e, int pid, int64_t origin) {
       ev["ph"] = "X";
       ev["name"] = "RunSink steps " + std::to_string(e.arg);
       ev["tid"] = e.rank;
-      ev["dur"] = Us(e.end_ns - e.begin_ns);
+      ev["dur"] = Us(std::max<int64_t>(0, e.end_ns - e.begin_ns));
       break;
   }
   if (e.program != 1 && e.kind != HostEvent::Kind::kRunSink) args["program_kind"] = e.program;

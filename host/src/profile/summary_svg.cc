@@ -20,7 +20,7 @@ constexpr Part kParts[] = {
     {"other", "other", "#b0b0b0"},
 };
 
-constexpr double kLeft = 80, kRight = 30, kTop = 50, kBarHeight = 22, kBarGap = 10, kPlotWidth = 600;
+constexpr double kLeft = 80, kRight = 80, kTop = 50, kBarHeight = 22, kBarGap = 10, kPlotWidth = 600;
 
 std::string Xml(std::string_view s) {
   std::string out;
