@@ -67,4 +67,8 @@ RankData DescribeRankStream(const VerifiedStream& stream, int rank);
 // between the two samples (the start sample alone when there is no end).
 int64_t ToHostNs(const RankData& rank, int64_t device_ns);
 
+// The task a task record names, or null when it names none of `rank`'s
+// tables (a record of another stream, or a corrupt one): analysis skips it.
+const TaskInfo* FindTaskInfo(const RankData& rank, const ProfileRecord& record);
+
 }  // namespace sinkrt::host

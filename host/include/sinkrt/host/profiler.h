@@ -146,5 +146,7 @@ class Profiler {
 Result<ProfileSummary> ReadProfile(const std::string& dir);
 // The summary as summary.txt holds it.
 std::string SummaryText(const ProfileSummary& summary);
+// The summary as summary.json holds it (indented JSON).
+std::string SummaryJsonText(const ProfileSummary& summary);
 
 }  // namespace sinkrt::host
