@@ -33,6 +33,8 @@ struct Flags {
   long long getnext_timeout_ms = -1;
   long long peer_timeout_ms = -1;
   bool quiet = false;
+  std::string profile;
+  long long profile_clock_offset_us = 0;
 };
 
 int Fail(const std::string& message) {
@@ -67,6 +69,12 @@ int main(int argc, char** argv) {
                  "HCCL_CONNECT_TIMEOUT s for joining, HCCL_EXEC_TIMEOUT s for collectives; 300000)")
       ->check(sinkrt::tools::PositiveInteger());
   app.add_flag("--quiet", f.quiet, "no job log on stderr");
+  app.add_option("--profile", f.profile,
+                 "record every sink of every job into DIR (rank<R>-job<J>.tstream and .records; `sinkprof DIR` "
+                 "summarises them)");
+  app.add_option("--profile-clock-offset-us", f.profile_clock_offset_us,
+                 "shift this daemon's profiler clock by this many microseconds (to check that a host's profile "
+                 "aligns clocks)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -113,6 +121,8 @@ int main(int argc, char** argv) {
     options.rendezvous_timeout = std::chrono::milliseconds(0);
   }
   options.log = !f.quiet;
+  options.profile_dir = f.profile;
+  options.device.profile_clock_offset_ns = f.profile_clock_offset_us * 1000;
 
   // Signals are taken by one thread with sigwait, so no handler runs inside
   // a lock; SIGPIPE is ignored because a vanished host is a normal event.

@@ -2,10 +2,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 
 #include "daemon_log.h"
 #include "hangup_watch.h"
 #include "sinkrt/runtime/clock.h"
+#include "sinkrt/runtime/file_io.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 
@@ -95,6 +97,7 @@ Status JobSession::OnLoadProgram(InFrame& frame) {
   // No batch is pushed nor a sink run before this thread goes on, so the
   // credits are wired in time.
   Executor& ex = *core_.job();
+  if (!options_.profile_dir.empty()) StartOwnProfile(ex);
   next_sequence_.assign(ex.num_queues(), 0);
   ex.SetOnSlotsFreed([this](uint32_t queue, uint32_t slots) { SendCredit(queue, slots); });
   // Measured from the first byte read: what the host waited for.
@@ -210,6 +213,8 @@ void JobSession::RunSinkOnWorker(fb::ProgramKind program, uint32_t steps) {
     sb.add_profile_records(profile_records);
     FinishMessage(fbb, fb::MessageBody::SinkDone, sb.Finish().Union());
   }
+  // Before the answer: once it is out, a SetProfiling may resize the rings.
+  if (!profile_path_.empty() && sink.profile.sink.kind == ProfileRecordKind::kSink) AppendOwnProfile(sink.profile);
   bool answer;
   {
     // The sink is over before its answer leaves: the host may send its next
@@ -369,7 +374,7 @@ Status JobSession::OnSetProfiling(const fb::SetProfiling& request) {
   if (!ex) return ProtocolError(FailedPrecondition("SetProfiling before LoadProgram"));
   if (SinkRunning()) return ProtocolError(FailedPrecondition("SetProfiling while a sink runs"));
   ProfileConfig config;
-  config.enabled = request.enabled();
+  config.enabled = request.enabled() || !options_.profile_dir.empty();  // sinkd --profile records anyway
   config.start_step = request.start_step();
   config.stop_step = request.stop_step();
   config.every = request.every();
@@ -383,6 +388,35 @@ Status JobSession::OnSetProfiling(const fb::SetProfiling& request) {
   flatbuffers::FlatBufferBuilder fbb(32);
   FinishMessage(fbb, fb::MessageBody::Ack, fb::CreateAck(fbb).Union());
   return socket_.Send(fbb);
+}
+
+void JobSession::StartOwnProfile(Executor& ex) {
+  profile_path_.clear();
+  const std::string base = options_.profile_dir + "/rank" + std::to_string(options_.rank) + "-job" + std::to_string(job_id_);
+  std::error_code ec;
+  std::filesystem::create_directories(options_.profile_dir, ec);
+  Status st = ec ? Internal("cannot create " + options_.profile_dir + ": " + ec.message())
+                 : WriteFileBytes(base + ".tstream", ex.stream().bytes());
+  if (st.ok()) st = WriteFileBytes(base + ".records", {});
+  if (st.ok()) st = ex.SetProfiling(ProfileConfig{.enabled = true});
+  if (!st.ok()) {
+    DaemonLog(options_.log, options_.rank, "job " + std::to_string(job_id_) + ": not profiling: " + st.message());
+    return;
+  }
+  profile_path_ = base + ".records";
+}
+
+void JobSession::AppendOwnProfile(const Executor::ProfileView& view) {
+  std::FILE* f = std::fopen(profile_path_.c_str(), "ab");
+  bool ok = f && std::fwrite(&view.sink, sizeof view.sink, 1, f) == 1;
+  for (std::span<const ProfileRecord> run : view.runs)
+    ok = ok && (run.empty() || std::fwrite(run.data(), sizeof(ProfileRecord), run.size(), f) == run.size());
+  if (f) ok = std::fclose(f) == 0 && ok;
+  if (!ok) {
+    DaemonLog(options_.log, options_.rank, "job " + std::to_string(job_id_) + ": cannot append to " + profile_path_ +
+                                               "; profiling to the directory stops");
+    profile_path_.clear();
+  }
 }
 
 Status JobSession::OnReadClock() {

@@ -72,6 +72,10 @@ class JobSession {
   Status OnJoinWorld(const fb::JoinWorld& request);
   Status OnSetProfiling(const fb::SetProfiling& request);
   Status OnReadClock();
+  // sinkd --profile: keep the stream, record from the load, append each
+  // sink's records (a write error stops it, logged; the job goes on).
+  void StartOwnProfile(Executor& ex);
+  void AppendOwnProfile(const Executor::ProfileView& view);
   // The members as the rendezvous wants them, or why the world is wrong.
   Result<std::vector<PeerAddress>> WorldOf(const WorldSpec& world) const;
   void RunSinkOnWorker(fb::ProgramKind program, uint32_t steps);
@@ -105,6 +109,8 @@ class JobSession {
   bool sink_running_ = false;   // protocol state: a RunSink awaits its answer
   int worker_tasks_ = 0;        // posted sink tasks not yet finished (they use the arena and socket)
   bool ending_ = false;         // the job is being torn down: a cancelled sink answers nobody
+
+  std::string profile_path_;  // sinkd --profile: this job's .records file, "" when not recording
 
   uint64_t sinks_ = 0;
   uint64_t steps_ = 0;

@@ -5,6 +5,7 @@
 #include <system_error>
 
 #include "model/validate.h"
+#include "profile/profile_session.h"
 #include "sinkrt/runtime/clock.h"
 
 namespace sinkrt::host {
@@ -114,7 +115,18 @@ void Feeder::Run() {
         spans[c] = t.bytes();
       }
     }
+    const int64_t push_start = NowNs();
     st = device_.PushBatch(plan_.queue, spans);
+    if (plan_.profile) {
+      HostEvent e;
+      e.kind = HostEvent::Kind::kPush;
+      e.rank = plan_.rank;
+      e.queue = plan_.queue;
+      e.begin_ns = push_start;
+      e.end_ns = NowNs();
+      e.arg = static_cast<uint64_t>(global);
+      plan_.profile->AddHost(e);
+    }
     if (!st.ok()) {
       // A push refused because Stop cleared the queue is the stop itself.
       if (!stop_.load()) Fail(st.WithContext("pushing dataset batch " + std::to_string(global)));

@@ -23,6 +23,8 @@
 
 namespace sinkrt::host {
 
+struct ProfileSession;
+
 struct FeedPlan {
   uint32_t queue = 0;
   std::vector<ColumnSpec> columns;  // the queue's, per-batch shapes
@@ -33,6 +35,9 @@ struct FeedPlan {
   // Per column (SEMI_AUTO_PARALLEL): the block of each batch column this
   // rank's queue holds when it is split inside a row; nullopt: all of it.
   std::vector<std::optional<Block>> blocks;
+  // Profiling: the session that records each push, and this feeder's rank.
+  ProfileSession* profile = nullptr;
+  int rank = 0;
 };
 
 // Maps the queue's columns to the dataset's by name (CheckDatasetColumns has

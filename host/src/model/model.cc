@@ -303,6 +303,7 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
   impl->network_hash = job.network_hash;
   impl->label_column = job.label_column;
   const VerifiedStream& stream = impl->compiled.stream;
+  for (uint32_t r = 0; r < n; ++r) impl->streams.push_back(r == 0 ? stream : job.ranks[r].stream);
   impl->train_queue = FindQueue(stream, "train");
   impl->eval_queue = FindQueue(stream, "eval");
   impl->predict_queue = FindQueue(stream, "predict");

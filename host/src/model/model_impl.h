@@ -57,6 +57,7 @@ struct Model::Impl {
   DeviceLink* device = nullptr;      // rank 0: eval, predict, state
   ParallelContext context;
   CompiledStream compiled;       // rank 0's
+  std::vector<VerifiedStream> streams;  // by rank (shared bytes): the profiler's task tables
   std::string network_name;
   uint64_t network_hash = 0;     // GraphHashWithoutStrategies of the network with its loss
 

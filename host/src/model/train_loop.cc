@@ -20,6 +20,9 @@
 #include "model/feeder.h"
 #include "model/model_impl.h"
 #include "model/validate.h"
+#include "profile/profile_session.h"
+#include "sinkrt/host/profiler.h"
+#include "sinkrt/runtime/clock.h"
 
 namespace sinkrt::host {
 namespace {
@@ -50,9 +53,10 @@ Status CheckLastBatchFull(const Dataset& dataset, int64_t dataset_size, const Fe
 class TrainLoop {
  public:
   TrainLoop(Model& model, Model::Impl& m, const std::vector<Callback*>& callbacks, const TrainPlan& plan,
-            bool sink_mode, int initial_epoch, const std::vector<std::unique_ptr<Feeder>>& feeders)
+            bool sink_mode, int initial_epoch, const std::vector<std::unique_ptr<Feeder>>& feeders,
+            ProfileSession* profile)
       : model_(model), m_(m), callbacks_(callbacks), plan_(plan), sink_mode_(sink_mode),
-        initial_epoch_(initial_epoch), feeders_(feeders), ctx_(&p_) {}
+        initial_epoch_(initial_epoch), feeders_(feeders), profile_(profile), ctx_(&p_) {}
 
   // Runs every epoch up to the stop check; on_train_end is the caller's,
   // after the feeder is done. Sets *stopped when a callback asked to stop.
@@ -67,6 +71,16 @@ class TrainLoop {
     return Status::Ok();
   }
   Status Sink(uint32_t steps);
+  void RecordRunSink(uint32_t rank, int64_t begin_ns, uint32_t steps) {
+    HostEvent e;
+    e.kind = HostEvent::Kind::kRunSink;
+    e.rank = static_cast<int>(rank);
+    e.begin_ns = begin_ns;
+    e.end_ns = NowNs();
+    e.arg = steps;
+    e.program = static_cast<uint8_t>(ProgramKind::TrainStep);
+    profile_->AddHost(e);
+  }
   void UpdateEpochTimes() {
     p_.epoch_ms = MsSince(epoch_start_);
     // Ranks wait for each other in every AllReduce: the slowest pipeline counts.
@@ -81,6 +95,7 @@ class TrainLoop {
   const bool sink_mode_;
   const int initial_epoch_;
   const std::vector<std::unique_ptr<Feeder>>& feeders_;
+  ProfileSession* const profile_;    // the active Profiler's, or null
   std::vector<SinkResult> results_;  // per rank, of the last sink
   CallbackParams p_;
   RunContext ctx_;
@@ -96,9 +111,12 @@ Status TrainLoop::Sink(uint32_t steps) {
   results_.resize(n);
   Status st = CombineRankStatuses(OnEveryRank(n,
                                               [&](uint32_t r) -> Status {
+                                                const int64_t t0 = NowNs();
                                                 auto res = m_.devices[r]->RunSink(ProgramKind::TrainStep, steps);
+                                                if (profile_) RecordRunSink(r, t0, steps);
                                                 if (!res.ok()) return res.status();
                                                 results_[r] = std::move(res).value();
+                                                if (profile_) profile_->AddSink(static_cast<int>(r), results_[r]);
                                                 return Status::Ok();
                                               }),
                                   "train_step");
@@ -221,6 +239,22 @@ Status Model::train(int epoch, const Dataset& train_dataset, const std::vector<C
   feed.start_batch = int64_t{initial_epoch} * plan.steps_per_epoch;
   feed.count = plan.total_batches();
   feed.batches_per_epoch = plan.steps_per_epoch;
+  // An active Profiler records this train(): its devices' rings are sized
+  // now, before any batch or sink, and recording stops when train() returns.
+  ProfileSession* profile = nullptr;
+  if (Profiler* profiler = Profiler::Active()) {
+    profile = &profiler->session();
+    std::vector<const VerifiedStream*> streams;
+    for (const VerifiedStream& s : m.streams) streams.push_back(&s);
+    SINKRT_RETURN_IF_ERROR(profile->Attach(m.devices, streams, m.network_name), "For 'Model.train'");
+  }
+  struct Detach {
+    ProfileSession* session;
+    ~Detach() {
+      if (session) (void)session->Detach();  // analyse() reports a device that cannot
+    }
+  } detach{profile};
+
   std::vector<std::unique_ptr<Feeder>> feeders;
   auto stop_feeders = [&feeders] {
     Status first;
@@ -233,6 +267,8 @@ Status Model::train(int epoch, const Dataset& train_dataset, const std::vector<C
   for (uint32_t r = 0; r < n; ++r) {
     FeedPlan mine = feed;
     if (m.sharded) mine.blocks = m.ranks[r].train.columns;
+    mine.profile = profile;
+    mine.rank = static_cast<int>(r);
     auto feeder = Feeder::Start(*m.devices[r], shards[r], std::move(mine));
     if (!feeder.ok()) {
       (void)stop_feeders();  // the start failure is the error to report
@@ -242,7 +278,7 @@ Status Model::train(int epoch, const Dataset& train_dataset, const std::vector<C
     feeders.push_back(std::move(feeder).value());
   }
 
-  TrainLoop loop(*this, m, callbacks, plan, dataset_sink_mode, initial_epoch, feeders);
+  TrainLoop loop(*this, m, callbacks, plan, dataset_sink_mode, initial_epoch, feeders, profile);
   bool stopped = false;
   Status st = loop.Run(&stopped);
   if (!st.ok()) {

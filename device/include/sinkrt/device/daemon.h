@@ -66,6 +66,11 @@ struct DaemonOptions {
   int max_pending_per_address = 8;
   // One line per job event; false in tests that count nothing from logs.
   bool log = true;
+  // Non-empty (sinkd --profile DIR): every job is profiled from its load
+  // (a host's SetProfiling still sets what is recorded), its stream kept as
+  // DIR/rank<R>-job<J>.tstream and each sink's records appended to
+  // DIR/rank<R>-job<J>.records: the daemon's own view, for `sinkprof DIR`.
+  std::string profile_dir;
 
   // Timeouts from the environment, over these defaults.
   static DaemonOptions FromEnvironment();
