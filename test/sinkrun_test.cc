@@ -1003,6 +1003,38 @@ TEST_F(SinkrunTest, CalibrateWritesAFileTheSearchReads) {
   EXPECT_NE((bad.out + bad.err).find("missing.json"), std::string::npos) << bad.out << bad.err;
 }
 
+// --profile: the summary is printed after training, the directory holds
+// the timeline, the summary and the picture, and `sinkrun profile` prints
+// the same summary again.
+TEST_F(SinkrunTest, ProfileWritesTheDirectoryAndProfilePrintsItAgain) {
+  const fs::path out = dir_ / "prof";
+  RunResult r = Run(std::string(kSmall) + " --sink-size 16 --profile '" + out.string() +
+                    "' --profile-steps 3:30 --profile-every 2 --profile-keep 10");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("sinkrt profile: mlp, 1 rank, 10 profiled train steps"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Profile written to " + out.string()), std::string::npos) << r.out;
+  for (const char* file : {"trace.json", "summary.txt", "summary.json", "steps.svg"})
+    EXPECT_TRUE(fs::exists(out / file)) << file;
+  RunResult again = Run("profile '" + out.string() + "'");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, Slurp(out / "summary.txt"));
+  EXPECT_NE(r.out.find(again.out), std::string::npos) << "train printed another summary than profile";
+  RunResult js = Run("profile --json '" + out.string() + "'");
+  ASSERT_EQ(js.exit_code, 0) << js.err;
+  EXPECT_EQ(json::parse(js.out)["steps"], 10);
+}
+
+TEST_F(SinkrunTest, ProfileBadFlagsAreRefused) {
+  ExpectRefused(std::string(kSmall) + " --profile-steps 3:9", "--profile-steps applies to --profile DIR");
+  ExpectRefused(std::string(kSmall) + " --profile '" + (dir_ / "p").string() + "' --profile-steps 9:3",
+                "--profile-steps 9:3: the last step comes before the first");
+  ExpectRefused(std::string(kSmall) + " --profile '" + (dir_ / "p").string() + "' --profile-steps x",
+                "--profile-steps x: expected A:B");
+  RunResult missing = Run("profile '" + (dir_ / "nothing").string() + "'");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("no profile directory"), std::string::npos) << missing.err;
+}
+
 // AUTO_PARALLEL's flags are checked before anything runs, naming the flag.
 TEST_F(SinkrunTest, AutoParallelBadFlagsAreRefused) {
   const std::string common = "train --model vit --data synthetic:256 --batch 8 --devices 2 --parallel auto_parallel";

@@ -15,6 +15,7 @@
 
 #include "sinkrt/host/local_cluster.h"
 #include "sinkrt/host/parallel_context.h"
+#include "sinkrt/host/profiler.h"
 #include "sinkrt/runtime/device_link.h"
 #include "sinkrt/runtime/rank_table.h"
 #include "sinkrt/runtime/status.h"
@@ -64,10 +65,20 @@ struct TrainFlags {
   std::string device_memory;
   std::string calibration;
   bool fully_use_devices = false;
+  // --profile DIR [--profile-steps A:B] [--profile-every K] [--profile-keep N]
+  std::string profile;
+  std::string profile_steps;
+  uint32_t profile_every = 1;
+  uint32_t profile_keep = host::ProfilerOptions{}.keep_steps;
   // How the rank table was named, for messages: "--rank-table FILE", or
   // "RANK_TABLE_FILE=FILE" when MindSpore's variable named it.
   std::string rank_table_source;
 };
+
+// sinkrun profile DIR [--json]: the summary of a recorded run (sinkprof's).
+int Profile(const std::string& dir, bool json);
+// "A:B" (1-based, inclusive; either side may be left out) into `options`.
+Status ParseProfileSteps(const std::string& text, host::ProfilerOptions* options);
 
 struct LaunchFlags {
   int devices = 0;

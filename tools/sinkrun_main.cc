@@ -13,10 +13,12 @@
 //                 [--search-mode dynamic_programming|sharding_propagation]
 //                 [--device-memory BYTES] [--calibration FILE]
 //                 [--save-checkpoint FILE]
+//                 [--profile DIR [--profile-steps A:B] [--profile-every K] [--profile-keep N]]
 //   sinkrun launch -n N [--base-port P] [--rank-table-out FILE] [--token T]
 //                  [--sinkd PATH] [--threads K] [--quiet]
 //   sinkrun calibrate [--out calibration.json] [--threads 1] [--grid 16,64,256,1024]
 //                     [--no-collectives]
+//   sinkrun profile DIR [--json]
 //
 // train runs on an in-process device by default; --devices N starts N sinkd
 // daemons for the run and trains through them, --rank-table trains on
@@ -36,7 +38,9 @@
 // this machine, writes their rank table and keeps them until SIGINT or
 // SIGTERM (or one of them dies). calibrate measures this machine for
 // AUTO_PARALLEL's cost model and writes a calibration file
-// (docs/auto_parallel.md).
+// (docs/auto_parallel.md). --profile records every sink (docs/profiler.md):
+// a Chrome-trace timeline, a summary and a picture in DIR; profile prints
+// the summary of such a directory again.
 //
 // The network is a built-in one (--model), a graph file (--graph: its
 // loss, its optimizer unless --optimizer is given, its batch unless --batch
@@ -158,6 +162,13 @@ int main(int argc, char** argv) {
   train->add_flag("--fully-use-devices", f.fully_use_devices,
                   "auto_parallel: every MatMul, BatchMatMul and Conv2D splits over all devices (MindSpore's default; "
                   "sinkrt's lets a small one repeat)");
+  train->add_option("--profile", f.profile,
+                    "record the run and write its timeline and summary into DIR (docs/profiler.md)");
+  train->add_option("--profile-steps", f.profile_steps, "with --profile: record steps A to B only, counted from 1 (A:B)");
+  train->add_option("--profile-every", f.profile_every, "with --profile: record every K-th step")
+      ->check(tools::PositiveInteger())->capture_default_str();
+  train->add_option("--profile-keep", f.profile_keep, "with --profile: keep the last N recorded steps")
+      ->check(tools::PositiveInteger())->capture_default_str();
   train->add_option("--token", f.token, "the daemons' --token");
   train->add_option("--sinkd", f.sinkd, "the sinkd binary for --devices (default: SINKRT_SINKD, or beside sinkrun)");
 
@@ -188,12 +199,19 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   calibrate->add_flag("--no-collectives", cal.no_collectives, "measure compute only, copy the collectives from the built-in default");
+  CLI::App* profile = app.add_subcommand("profile", "print the summary of a profiled run's directory (as sinkprof)");
+  std::string profile_dir;
+  bool profile_json = false;
+  profile->add_option("dir", profile_dir, "what sinkrun train --profile, Profiler::analyse() or sinkd --profile wrote")
+      ->required();
+  profile->add_flag("--json", profile_json, "print summary.json's JSON instead of the text");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return tools::UsageExit(app, e);
   }
   if (launch->parsed()) return tools::Launch(l, argv[0]);
+  if (profile->parsed()) return tools::Profile(profile_dir, profile_json);
   if (calibrate->parsed()) {
     if (!std::is_sorted(cal.grid.begin(), cal.grid.end()) ||
         std::adjacent_find(cal.grid.begin(), cal.grid.end()) != cal.grid.end())

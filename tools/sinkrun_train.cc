@@ -272,6 +272,12 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   for (const auto& [flag, value] : {std::pair<const char*, const std::string&>{"--report", f.report},
                                     {"--save-checkpoint", f.save_checkpoint}})
     if (cmd.count(flag) && value.empty()) return Usage(std::string(flag) + " needs a file name, got ''");
+  if (cmd.count("--profile") && f.profile.empty()) return Usage("--profile needs a directory, got ''");
+  for (const char* flag : {"--profile-steps", "--profile-every", "--profile-keep"})
+    if (cmd.count(flag) && f.profile.empty()) return Usage(std::string(flag) + " applies to --profile DIR");
+  host::ProfilerOptions profile_options;
+  if (!f.profile_steps.empty())
+    if (Status st = ParseProfileSteps(f.profile_steps, &profile_options); !st.ok()) return Usage(st.message());
   if (!f.report.empty() && !f.save_checkpoint.empty() && SameFile(f.report, f.save_checkpoint))
     return Usage("--report and --save-checkpoint name the same file (" + f.save_checkpoint +
                  "): one would overwrite the other");
@@ -621,11 +627,27 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   std::vector<host::Callback*> callbacks = {&loss_monitor, &time_monitor, &step_timer};
   if (report) callbacks.push_back(report.get());
 
+  std::unique_ptr<host::Profiler> profiler;
+  if (!f.profile.empty()) {
+    host::ProfilerOptions po = profile_options;
+    po.output_path = f.profile;
+    po.every = f.profile_every;
+    po.keep_steps = f.profile_keep;
+    profiler = std::make_unique<host::Profiler>(po);
+    if (!profiler->status().ok()) return Failure(profiler->status().message());
+  }
   const uint64_t round_trips_before = (*model)->host_round_trips();
   const Clock::time_point train_start = Clock::now();
   Status trained = (*model)->train(f.epochs, *train_data, callbacks, sink, sink ? f.sink_size : -1);
   const double train_s = SecondsSince(train_start);
   if (!trained.ok()) return Failure("training failed: " + trained.message());
+  if (profiler) {
+    auto summary = profiler->analyse();
+    if (!summary.ok()) return Failure("--profile: " + summary.status().message());
+    std::cout << host::SummaryText(*summary) << "Profile written to " << f.profile
+              << " (trace.json opens in chrome://tracing or ui.perfetto.dev; sinkrun profile " << f.profile
+              << " prints this again)" << std::endl;
+  }
   const uint64_t train_round_trips = (*model)->host_round_trips() - round_trips_before;
 
   if (!f.save_checkpoint.empty()) {
