@@ -156,19 +156,32 @@ Counts CountRun(device::Executor& ex, const testing::SyntheticData& data, int64_
   return {g_ours.load(), g_dnnl.load(), g_dnnl_calls.load()};
 }
 
-void ExpectNoAllocations(const host::Graph& g, int64_t batch, int64_t features) {
+// With profiling on, every step is recorded into rings sized by
+// SetProfiling: `keep` steps, fewer than the 12-step run, so they wrap too.
+constexpr uint32_t kKeepSteps = 8;
+
+void ExpectNoAllocations(const host::Graph& g, int64_t batch, int64_t features, bool profiling = false) {
   host::CompileOptions o;
   o.optimizer = host::OptimizerSpec::Adam(0.001f);
   auto cs = host::Compile(g, o);
   SINKRT_ASSERT_OK(cs);
   auto ex = device::Executor::Load(cs->stream, device::DeviceOptions{});
   SINKRT_ASSERT_OK(ex);
+  if (profiling) SINKRT_ASSERT_OK((*ex)->SetProfiling({.enabled = true, .keep_steps = kKeepSteps}));
   auto data = testing::MakeSyntheticData(batch * 12, features, 10, 1);
   CountRun(**ex, data, batch, 2);  // warm-up: lazily created OpenMP state
   Counts four = CountRun(**ex, data, batch, 4);
   Counts twelve = CountRun(**ex, data, batch, 12);
   EXPECT_EQ(four.ours, 0) << "sinkrt allocated during a 4-step run";
   EXPECT_EQ(twelve.ours, 0) << "sinkrt allocated during a 12-step run";
+  if (profiling) {
+    // The last kKeepSteps steps of the 12, every task of each.
+    const fb::Program* train = cs->stream.FindProgram(fb::ProgramKind::TrainStep);
+    size_t tasks = 0;
+    for (const fb::Stream* st : *train->streams()) tasks += st->tasks()->size();
+    EXPECT_EQ((*ex)->LastProfile().records(), tasks * kKeepSteps);
+    EXPECT_EQ((*ex)->LastProfile().sink.task, 12u);  // steps recorded, before the ring kept the last ones
+  }
   // oneDNN's own per-execute allocations are a fixed number per call.
   ASSERT_GT(twelve.dnnl_calls, 0);
   EXPECT_EQ(twelve.dnnl * four.dnnl_calls, four.dnnl * twelve.dnnl_calls);
@@ -181,7 +194,7 @@ std::atomic<bool> done_[2];
 // Two ranks of a data-parallel MLP, each an Executor with its own
 // Communicator, run their steps at once: after a warm-up, neither the
 // compute and comm streams nor the transport allocate.
-void ExpectDataParallelNoAllocations(bool shared_memory) {
+void ExpectDataParallelNoAllocations(bool shared_memory, bool profiling = false) {
   constexpr uint32_t kRanks = 2;
   constexpr int64_t kBatch = 32;
   std::vector<std::unique_ptr<device::ListeningInbox>> inboxes;
@@ -228,6 +241,7 @@ void ExpectDataParallelNoAllocations(bool shared_memory) {
   for (uint32_t r = 0; r < kRanks; ++r) {
     auto ex = device::Executor::Load(streams[r].stream, d, comms[r].get());
     SINKRT_ASSERT_OK(ex);
+    if (profiling) SINKRT_ASSERT_OK((*ex)->SetProfiling({.enabled = true, .keep_steps = kKeepSteps}));
     executors.push_back(std::move(ex).value());
   }
   auto data = testing::MakeSyntheticData(kBatch * 12, 784, 10, 1);
@@ -274,6 +288,8 @@ void ExpectDataParallelNoAllocations(bool shared_memory) {
   Counts twelve = run(12);
   EXPECT_EQ(four.ours, 0) << "sinkrt allocated during a 4-step data-parallel run";
   EXPECT_EQ(twelve.ours, 0) << "sinkrt allocated during a 12-step data-parallel run";
+  if (profiling)
+    for (auto& ex : executors) EXPECT_GT(ex->LastProfile().runs[2].size() + ex->LastProfile().runs[3].size(), 0u);
   ASSERT_GT(twelve.dnnl_calls, 0);
   EXPECT_EQ(twelve.dnnl * four.dnnl_calls, four.dnnl * twelve.dnnl_calls);
   executors.clear();
@@ -282,6 +298,7 @@ void ExpectDataParallelNoAllocations(bool shared_memory) {
 
 TEST(NoAlloc, DataParallelStepsOverSharedMemoryAllocateNothing) { ExpectDataParallelNoAllocations(true); }
 TEST(NoAlloc, DataParallelStepsOverTcpAllocateNothing) { ExpectDataParallelNoAllocations(false); }
+TEST(NoAlloc, ProfiledDataParallelStepsAllocateNothing) { ExpectDataParallelNoAllocations(true, true); }
 
 // AllToAll straight on three communicators, on the world and on the
 // subgroup {1,2}, in blocks of several segments: after a warm-up (each
@@ -365,6 +382,8 @@ TEST(NoAlloc, AllToAllOverSharedMemoryAllocatesNothing) { ExpectAllToAllNoAlloca
 TEST(NoAlloc, AllToAllOverTcpAllocatesNothing) { ExpectAllToAllNoAllocations(false); }
 
 TEST(NoAlloc, MlpStepsAllocateNothing) { ExpectNoAllocations(testing::MakeMlp(64), 64, 784); }
+TEST(NoAlloc, ProfiledMlpStepsAllocateNothing) { ExpectNoAllocations(testing::MakeMlp(64), 64, 784, true); }
+TEST(NoAlloc, ProfiledVitStepsAllocateNothing) { ExpectNoAllocations(testing::MakeVit(16), 16, 784, true); }
 TEST(NoAlloc, LeNetStepsAllocateNothing) { ExpectNoAllocations(testing::MakeLeNet(16), 16, 784); }
 TEST(NoAlloc, VitStepsAllocateNothing) { ExpectNoAllocations(testing::MakeVit(16), 16, 784); }
 // At batch 256 the attention BatchMatMuls share their products among the
