@@ -39,7 +39,9 @@ DeviceTiming TimingOf(const RunStats& stats) {
 
 Executor::Executor() = default;
 Executor::~Executor() {
-  if (job_) CloseQueues();
+  if (!job_) return;
+  if (job_->comm) job_->comm->ClearTaskPositions(&job_->positions);
+  CloseQueues();
 }
 
 Result<std::unique_ptr<Executor>> Executor::Load(VerifiedStream stream, const DeviceOptions& options,
@@ -103,8 +105,12 @@ Result<std::unique_ptr<Executor>> Executor::Load(VerifiedStream stream, const De
 #pragma omp parallel
   { (void)omp_get_thread_num(); }
 
+  job->positions.cells[0].Set(StreamState::kIdle);
   std::unique_ptr<Executor> ex(new Executor());
   ex->job_ = std::move(job);
+  // From here on peers that time out waiting for this rank learn where it
+  // is; ~Executor takes it back before the job goes.
+  if (ex->job_->comm) ex->job_->comm->SetTaskPositions(&ex->job_->positions);
   SINKRT_RETURN_IF_ERROR(ex->RunInit());
   return ex;
 }
@@ -126,6 +132,7 @@ Status Executor::Run(ProgramKind kind, uint32_t steps, RunStats* stats) {
   omp_set_num_threads(job.threads);
   const int64_t t_start = NowNs();
   const bool comm_stream = prog.num_streams > 1;
+  if (!comm_stream) job.positions.cells[1].where.store(0, std::memory_order_relaxed);  // another program's
   Status result;
   for (uint32_t step = 0; step < steps && result.ok(); ++step) {
     prog.events->Reset();
@@ -165,6 +172,9 @@ Status Executor::Run(ProgramKind kind, uint32_t steps, RunStats* stats) {
                        " of " + std::to_string(steps));
   }
   stats->wall_ns += NowNs() - t_start;
+  if (result.ok())  // a failed stream keeps saying where it failed
+    for (StreamPositionCell& c : job.positions.cells)
+      if (c.where.load(std::memory_order_relaxed) != 0) c.Set(StreamState::kIdle);
   return result;
 }
 

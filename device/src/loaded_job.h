@@ -18,6 +18,7 @@
 #include "sinkrt/device/device_options.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
+#include "streams/stream_position.h"
 
 namespace sinkrt::device {
 
@@ -113,6 +114,9 @@ struct LoadedJob {
   std::atomic<bool> cancelled{false};
   Communicator* comm = nullptr;        // not owned; set when the stream has collectives
   std::unique_ptr<CommStream> comm_stream;  // when any program has a second stream
+  // Where each stream is, for peers' stall reports (the communicator reads
+  // it on its I/O thread while this job is loaded).
+  JobPositions positions{*this};
 };
 
 // Counters of one stream's part of a step (the caller adds them up).

@@ -25,7 +25,9 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
                      StreamCounters* c) {
   const fb::TaskStream* root = job.stream.root();
   std::vector<PreparedTask>& tasks = prog.streams[s];
+  PositionWriter pos(job.positions.cells[s], prog.def->kind(), step + 1, tasks.size());
   auto fail = [&](size_t t, const Status& st) {
+    pos.Failed(t);
     c->failed_task = static_cast<int32_t>(t);
     return st.WithContext(TaskLabel(prog, s, t) + " at step " + std::to_string(step + 1) + " of " +
                           std::to_string(steps));
@@ -35,6 +37,7 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
     switch (pt.kind) {
       case fb::TaskBody::KernelTask: {
         int64_t t0 = NowNs();
+        pos.Enter(t, StreamState::kKernel, t0);
         Status st = pt.kernel->run(pt.args, pt.state.get(), job.run_ctx);
         const int64_t dt = NowNs() - t0;
         c->compute_ns += dt;
@@ -44,6 +47,7 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
       }
       case fb::TaskBody::GetNextTask: {
         int64_t t0 = NowNs();
+        pos.Enter(t, StreamState::kGetNext, t0);
         int64_t waited = 0;
         Status st = pt.queue->Pop(pt.dst, job.options.get_next_timeout, &waited);
         const int64_t dt = NowNs() - t0;
@@ -58,6 +62,7 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
         break;
       case fb::TaskBody::EventWaitTask: {
         int64_t t0 = NowNs();
+        pos.Enter(t, StreamState::kEventWait, t0);
         bool met = prog.events->Wait(pt.event);
         const int64_t dt = NowNs() - t0;
         c->event_wait_ns += dt;
@@ -67,6 +72,7 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
       }
       case fb::TaskBody::InitTask: {
         int64_t t0 = NowNs();
+        pos.Enter(t, StreamState::kKernel, t0);
         for (uint32_t i : pt.initializers) {
           const fb::Initializer* in = root->initializers()->Get(i);
           const fb::Buffer* b = root->buffers()->Get(in->buffer());
@@ -87,6 +93,7 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
       default: {
         if (!IsCollective(pt.kind)) return Internal(TaskLabel(prog, s, t) + ": unprepared task kind");
         int64_t t0 = NowNs();
+        pos.Enter(t, StreamState::kCollective, t0);
         Status st = RunCollective(*job.comm, pt);
         const int64_t dt = NowNs() - t0;
         c->comm_ns += dt;
@@ -96,6 +103,7 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
       }
     }
   }
+  pos.Done();
   return Status::Ok();
 }
 
