@@ -898,8 +898,8 @@ std::vector<Status> SinkWithRankOneWithheld(const std::vector<DeviceLink*>& devi
     std::unique_ptr<testing::Feeder> feeder;
     if (r != 1) feeder = std::make_unique<testing::Feeder>(dev, 0, data, kBatch, r, 1);
     auto sink = dev.RunSink(ProgramKind::TrainStep, 1);
-    out[r] = sink.ok() ? Status::Ok() : sink.status();
-    if (feeder && !feeder->Join().ok() && out[r].ok()) out[r] = feeder->Join();
+    const Status fed = feeder ? feeder->Join() : Status::Ok();
+    out[r] = sink.ok() ? fed : sink.status();
   });
   return out;
 }

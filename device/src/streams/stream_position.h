@@ -4,7 +4,9 @@
 // Each stream has a cell of three relaxed atomics, written only by the
 // stream's own thread: the program and step (once per step), the state
 // with the current and last completed task (one store per task), and the
-// time it entered that state (one store per task). A reader on another
+// time it entered that state (one store per task; an event record, which
+// never waits, is not marked: the next task's mark says it completed, as
+// tasks run in order). A reader on another
 // thread (the communicator's I/O thread) may see the three from two
 // moments; for a stalled stream they agree, and that is the case reports
 // are for. Nothing here allocates or locks.
