@@ -18,6 +18,7 @@
 #include "sinkrt/device/daemon.h"
 #include "sinkrt/device/device_options.h"
 #include "sinkrt/device/listening_inbox.h"
+#include "sinkrt/device/task_positions.h"
 #include "comm/algorithms/reduce.h"
 #include "sinkrt/host/remote_device.h"
 #include "sinkrt/runtime/env.h"
@@ -569,8 +570,9 @@ TEST(CommFailures, MissingPeerTimesOutNamingIt) {
     // Which rank times out first, and so whose words the others relay in
     // its failure notice, is a race (rank 0 waits for data from rank 3,
     // rank 2's sends to rank 3 fill its window, either may wake first on a
-    // loaded machine). Every rank names rank 3 as the one that did not
-    // call, or as the one that does not answer when even its progress
+    // loaded machine). Every rank names rank 3 as the one that has not
+    // arrived (it never called: its last collective is the rendezvous
+    // barrier), or as the one that does not answer when even its progress
     // query went unanswered; none waits much past its own timeout (the
     // bound leaves room for the stall report and a loaded machine).
     for (uint32_t r = 0; r < 3; ++r) {
@@ -578,10 +580,64 @@ TEST(CommFailures, MissingPeerTimesOutNamingIt) {
       const std::string& m = st[r].message();
       EXPECT_FALSE(st[r].ok());
       EXPECT_NE(m.find("within 1500 ms"), std::string::npos) << m;
-      EXPECT_TRUE(m.find("rank 3 has not called AllReduce #1") != std::string::npos ||
+      EXPECT_TRUE(m.find("rank 3 has not arrived (its last collective was Barrier #0)") != std::string::npos ||
                   m.find("rank 3 does not answer") != std::string::npos)
           << m;
       EXPECT_LT(took[r], timeout + milliseconds(6000)) << m;
+    }
+  }
+}
+
+// Where an executor would be: rank 1 stuck in GetNext at step 5.
+class FixedPositions : public TaskPositions {
+ public:
+  void Describe(TaskPositionReport* out) const override {
+    *out = TaskPositionReport{};
+    StreamPosition& c = out->streams[0];
+    c.state = StreamState::kGetNext;
+    c.program = static_cast<uint8_t>(fb::ProgramKind::TrainStep);
+    c.streams = 2;
+    c.step = 5;
+    c.task = 3;
+    c.last_done = 2;
+    c.for_ms = 2500;
+    std::strcpy(c.what, "GetNextTask");
+    std::strcpy(c.task_name, "data");
+    std::strcpy(c.last_name, "x");
+    // The comm stream only waits for the compute stream: not worth a word.
+    out->streams[1] = c;
+    out->streams[1].state = StreamState::kEventWait;
+  }
+};
+
+TEST(CommFailures, StallReportSaysWhoArrivedAndWhereTheMissingRankIs) {
+  for (bool shm : {false, true}) {
+    SCOPED_TRACE(shm ? "shm" : "tcp");
+    Cluster c(3, TestOptions(shm, milliseconds(1500)));
+    ASSERT_TRUE(c.ok());
+    FixedPositions positions;
+    c[1].SetTaskPositions(&positions);
+    std::vector<Status> st(3);
+    OnEachRank(3, [&](uint32_t r) {
+      if (r == 1) return;  // rank 1 never calls
+      std::vector<uint8_t> data(4000);
+      st[r] = c[r].AllReduce(data, DType::F32, ReduceOp::Sum, Group::World(3));
+    });
+    c[1].ClearTaskPositions(&positions);
+    // Whichever of ranks 0 and 2 times out first reports, the other relays
+    // its words: both carry the whole report.
+    for (uint32_t r : {0u, 2u}) {
+      SCOPED_TRACE("rank " + std::to_string(r));
+      const std::string& m = st[r].message();
+      EXPECT_FALSE(st[r].ok());
+      EXPECT_NE(m.find("AllReduce #1"), std::string::npos) << m;
+      EXPECT_NE(m.find("ranks 0 and 2 have arrived, rank 1 has not"), std::string::npos) << m;
+      EXPECT_NE(m.find("rank 1 has not arrived (its last collective was Barrier #0): it is in train_step compute "
+                       "stream task 3 'data' (GetNextTask) at step 5, waiting for a batch for 2."),
+                std::string::npos)
+          << m;
+      EXPECT_NE(m.find(" s, last completed task 2 'x'"), std::string::npos) << m;
+      EXPECT_EQ(m.find("comm stream"), std::string::npos) << m;
     }
   }
 }
@@ -735,7 +791,7 @@ TEST(CommTimeouts, HcclExecTimeoutBoundsACollectiveNamingTheMissingRank) {
   const auto took = Clock::now() - start;
   EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
   EXPECT_NE(st.message().find("within 1000 ms"), std::string::npos) << st.ToString();
-  EXPECT_TRUE(st.message().find("rank 1 has not called AllReduce #1") != std::string::npos ||
+  EXPECT_TRUE(st.message().find("rank 0 has arrived, rank 1 has not; rank 1 has not arrived") != std::string::npos ||
               st.message().find("rank 1 does not answer") != std::string::npos)
       << st.ToString();
   EXPECT_GE(took, milliseconds(1000));

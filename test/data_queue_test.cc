@@ -180,13 +180,17 @@ TEST(DataQueue, PopOnADryQueueTimesOutNamingTheQueue) {
   int64_t waited_ns = 0;
   const Status st = q.Pop(dst, milliseconds(5), &waited_ns);
   ExpectError(st, StatusCode::kDeadlineExceeded,
-              "GetNext timed out: queue 'train' was empty for 5 ms (the host sent no batch)");
+              "GetNext timed out: queue 'train' (depth 2; batches taken so far: 0) was empty for 5 ms (the host "
+              "sent no batch)");
   EXPECT_GT(waited_ns, 0);  // the wait is accounted to GetNext
   // A batch that is there is taken without waiting or accounting.
   ASSERT_TRUE(Push(q, Batch(q, 1)).ok());
   waited_ns = 0;
   ASSERT_TRUE(q.Pop(dst, milliseconds(5), &waited_ns).ok());
   EXPECT_EQ(waited_ns, 0);
+  // The next timeout counts the batch taken.
+  EXPECT_NE(q.Pop(dst, milliseconds(5), &waited_ns).message().find("(depth 2; batches taken so far: 1)"),
+            std::string::npos);
 }
 
 //===--- Clear and Close -----------------------------------------------------------===//

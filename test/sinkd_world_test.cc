@@ -31,6 +31,7 @@
 #include "sinkrt/runtime/hello.h"
 #include "sinkrt/runtime/wire_socket.h"
 #include "support/feeder.h"
+#include "support/scoped_env.h"
 #include "support/sinkd_process.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
@@ -873,6 +874,91 @@ TEST(SinkdWorldFaultTest, CollectiveStreamWithoutAWorldIsRefused) {
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
   EXPECT_TRUE(Contains(st.message(), "member 0 is this device, but its entry names 127.0.0.1:1")) << st.ToString();
   EXPECT_TRUE(dev.Load(StandAloneStream()).ok());
+}
+
+// ---- stall reports ------------------------------------------------------------
+
+constexpr auto kStallPeerTimeout = 2000ms;
+constexpr auto kStallGetNextTimeout = 6000ms;  // rank 1 outlasts the others' peer timeout and their report
+
+// One sink of one step on 3 data-parallel ranks where rank 1 gets no batch:
+// ranks 0 and 2 reach the gradient AllReduce and time out there waiting
+// for rank 1, which waits in GetNext until its own timeout. Each rank's
+// RunSink status.
+std::vector<Status> SinkWithRankOneWithheld(const std::vector<DeviceLink*>& devices, uint64_t job) {
+  std::vector<Status> out(3);
+  auto specs = WorldOf(devices, job);
+  if (!specs.ok()) return {specs.status(), specs.status(), specs.status()};
+  const testing::SyntheticData data = testing::MakeSyntheticData(3 * kBatch, kFeatures, 4, 17);
+  OnEachRank(3, [&](uint32_t r) {
+    DeviceLink& dev = *devices[r];
+    out[r] = dev.JoinWorld((*specs)[r]);
+    if (out[r].ok()) out[r] = dev.Load(DataParallelStream(3, r)).status();
+    if (!out[r].ok()) return;
+    std::unique_ptr<testing::Feeder> feeder;
+    if (r != 1) feeder = std::make_unique<testing::Feeder>(dev, 0, data, kBatch, r, 1);
+    auto sink = dev.RunSink(ProgramKind::TrainStep, 1);
+    const Status fed = feeder ? feeder->Join() : Status::Ok();
+    out[r] = sink.ok() ? fed : sink.status();
+  });
+  return out;
+}
+
+// Which of ranks 0 and 2 times out first is a race: that one reports, the
+// other fails on its failure notice (relaying its words) or on its closed
+// connection. So some rank's error has the whole report, and both name
+// their AllReduce task.
+void ExpectStallReport(const std::vector<Status>& st) {
+  ASSERT_EQ(st.size(), 3u);
+  std::string all;
+  for (uint32_t r = 0; r < 3; ++r) all += "rank " + std::to_string(r) + ": " + st[r].ToString() + "\n";
+  bool reported = false;
+  for (uint32_t r : {0u, 2u}) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const std::string& m = st[r].message();
+    ASSERT_FALSE(st[r].ok()) << all;
+    EXPECT_TRUE(Contains(m, "train_step comm stream task ")) << all;
+    EXPECT_TRUE(Contains(m, "(AllReduceTask) at step 1 of 1")) << all;
+    EXPECT_TRUE(Contains(m, "rank 1")) << all;
+    reported |= Contains(m, "AllReduce #1") && Contains(m, "within 2000 ms") &&
+                Contains(m, "ranks 0 and 2 have arrived, rank 1 has not") &&
+                Contains(m, "rank 1 has not arrived (its last collective was Barrier #0): it is in train_step "
+                            "compute stream task ") &&
+                Contains(m, "(GetNextTask) at step 1, waiting for a batch for ");
+  }
+  EXPECT_TRUE(reported) << all;
+  // Rank 1's own error: its GetNext, naming the task, the queue, its depth
+  // and the wait.
+  EXPECT_EQ(st[1].code(), StatusCode::kDeadlineExceeded) << all;
+  EXPECT_TRUE(Contains(st[1].message(), "(GetNextTask) at step 1 of 1")) << all;
+  EXPECT_TRUE(Contains(st[1].message(), "(depth 4; batches taken so far: 0) was empty for 6000 ms")) << all;
+  std::printf("[ info ] stall report:\n%s", all.c_str());
+}
+
+TEST(SinkdWorldStallTest, WithheldRankIsNamedInTheStallReport) {
+  Daemons d;
+  {
+    testing::ScopedEnv env("SINKRT_GETNEXT_TIMEOUT_MS", "6000");  // the daemons inherit it
+    SINKRT_ASSERT_OK(StartDaemons(&d, 3, kStallPeerTimeout));
+  }
+  SINKRT_ASSERT_OK(ConnectAll(&d, kStallPeerTimeout));
+  const auto start = Clock::now();
+  ExpectStallReport(SinkWithRankOneWithheld(d.links(), 51));
+  EXPECT_LT(Clock::now() - start, kStallGetNextTimeout + 10s);
+}
+
+TEST(SinkdWorldStallTest, InProcessWithheldRankIsNamedInTheStallReport) {
+  device::DeviceOptions opts = device::DeviceOptions::FromEnvironment();
+  opts.threads = 1;
+  opts.peer_timeout = kStallPeerTimeout;
+  opts.get_next_timeout = kStallGetNextTimeout;
+  std::vector<std::unique_ptr<device::InProcessDevice>> devs;
+  std::vector<DeviceLink*> links;
+  for (uint32_t r = 0; r < 3; ++r) {
+    devs.push_back(std::make_unique<device::InProcessDevice>(opts));
+    links.push_back(devs.back().get());
+  }
+  ExpectStallReport(SinkWithRankOneWithheld(links, 52));
 }
 
 }  // namespace

@@ -106,7 +106,8 @@ Status DataQueue::Pop(std::span<uint8_t* const> dst, std::chrono::milliseconds t
       bool got = not_empty_.wait_for(lk, timeout, [&] { return count_ > 0 || closed_; });
       *waited_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
       if (!got)
-        return DeadlineExceeded("GetNext timed out: queue '" + name_ + "' was empty for " +
+        return DeadlineExceeded("GetNext timed out: queue '" + name_ + "' (depth " + std::to_string(capacity_) +
+                                "; batches taken so far: " + std::to_string(popped_) + ") was empty for " +
                                 std::to_string(timeout.count()) + " ms (the host sent no batch)");
     }
     if (count_ == 0) return Aborted("queue '" + name_ + "' was closed");
@@ -125,6 +126,7 @@ Status DataQueue::Pop(std::span<uint8_t* const> dst, std::chrono::milliseconds t
     if (generation_ == generation) {
       head_ = (head_ + 1) % capacity_;
       --count_;
+      ++popped_;
       freed = true;
     }
   }

@@ -81,6 +81,7 @@ class DataQueue {
   uint32_t tail_ = 0;                // next slot to fill
   uint32_t count_ = 0;               // filled slots
   uint32_t high_water_ = 0;
+  uint64_t popped_ = 0;              // batches taken since load (GetNext's timeout names it)
   uint64_t generation_ = 0;          // bumped by Clear: in-flight pushes and pops are void
   bool closed_ = false;
   std::function<void(uint32_t)> on_freed_;

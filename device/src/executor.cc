@@ -40,7 +40,9 @@ DeviceTiming TimingOf(const RunStats& stats) {
 
 Executor::Executor() = default;
 Executor::~Executor() {
-  if (job_) CloseQueues();
+  if (!job_) return;
+  if (job_->comm) job_->comm->ClearTaskPositions(&job_->positions);
+  CloseQueues();
 }
 
 Result<std::unique_ptr<Executor>> Executor::Load(VerifiedStream stream, const DeviceOptions& options,
@@ -104,8 +106,12 @@ Result<std::unique_ptr<Executor>> Executor::Load(VerifiedStream stream, const De
 #pragma omp parallel
   { (void)omp_get_thread_num(); }
 
+  job->positions.cells[0].Set(StreamState::kIdle);
   std::unique_ptr<Executor> ex(new Executor());
   ex->job_ = std::move(job);
+  // From here on peers that time out waiting for this rank learn where it
+  // is; ~Executor takes it back before the job goes.
+  if (ex->job_->comm) ex->job_->comm->SetTaskPositions(&ex->job_->positions);
   SINKRT_RETURN_IF_ERROR(ex->RunInit());
   return ex;
 }
@@ -138,6 +144,7 @@ Status Executor::Run(ProgramKind kind, uint32_t steps, RunStats* stats) {
     prof.sink.begin_ns = t_start + prof.clock_offset_ns;
     prof.sink.step = static_cast<uint32_t>(prof.steps[k]);
   }
+  if (!comm_stream) job.positions.cells[1].where.store(0, std::memory_order_relaxed);  // another program's
   Status result;
   for (uint32_t step = 0; step < steps && result.ok(); ++step) {
     prog.events->Reset();
@@ -190,6 +197,9 @@ Status Executor::Run(ProgramKind kind, uint32_t steps, RunStats* stats) {
     prof.sink.depth = stats->steps + (result.ok() ? 0 : 1);  // a failed step ran too
     prof.sink.task = prof.recorded_steps;
   }
+  if (result.ok())  // a failed stream keeps saying where it failed
+    for (StreamPositionCell& c : job.positions.cells)
+      if (c.where.load(std::memory_order_relaxed) != 0) c.Set(StreamState::kIdle);
   return result;
 }
 

@@ -19,6 +19,7 @@
 #include "sinkrt/device/device_options.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
+#include "streams/stream_position.h"
 
 namespace sinkrt::device {
 
@@ -119,6 +120,9 @@ struct LoadedJob {
   Communicator* comm = nullptr;        // not owned; set when the stream has collectives
   std::unique_ptr<CommStream> comm_stream;  // when any program has a second stream
   ProfileState profile;
+  // Where each stream is, for peers' stall reports (the communicator reads
+  // it on its I/O thread while this job is loaded).
+  JobPositions positions{*this};
 };
 
 // Counters of one stream's part of a step (the caller adds them up).

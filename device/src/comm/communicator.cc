@@ -78,6 +78,9 @@ uint32_t Communicator::rank() const { return state_->rank; }
 uint32_t Communicator::size() const { return state_->size; }
 const CommOptions& Communicator::options() const { return state_->options; }
 
+void Communicator::SetTaskPositions(const TaskPositions* positions) { state_->signals.SetPositions(positions); }
+void Communicator::ClearTaskPositions(const TaskPositions* positions) { state_->signals.ClearPositions(positions); }
+
 std::string Communicator::TransportName(uint32_t peer) const {
   if (peer == state_->rank) return "self";
   if (peer >= state_->size || !state_->transports[peer]) return "none";

@@ -39,7 +39,9 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
     r.program = static_cast<uint8_t>(prog.def->kind());
     ring->Push(r);
   };
+  PositionWriter pos(job.positions.cells[s], prog.def->kind(), step + 1, tasks.size());
   auto fail = [&](size_t t, const Status& st) {
+    pos.Failed(t);
     c->failed_task = static_cast<int32_t>(t);
     return st.WithContext(TaskLabel(prog, s, t) + " at step " + std::to_string(step + 1) + " of " +
                           std::to_string(steps));
@@ -49,6 +51,7 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
     switch (pt.kind) {
       case fb::TaskBody::KernelTask: {
         int64_t t0 = NowNs();
+        pos.Enter(t, StreamState::kKernel, t0);
         Status st = pt.kernel->run(pt.args, pt.state.get(), job.run_ctx);
         const int64_t dt = NowNs() - t0;
         c->compute_ns += dt;
@@ -60,6 +63,7 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
       case fb::TaskBody::GetNextTask: {
         const uint32_t depth = ring ? pt.queue->size() : 0;
         int64_t t0 = NowNs();
+        pos.Enter(t, StreamState::kGetNext, t0);
         int64_t waited = 0;
         Status st = pt.queue->Pop(pt.dst, job.options.get_next_timeout, &waited);
         const int64_t dt = NowNs() - t0;
@@ -79,6 +83,7 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
         break;
       case fb::TaskBody::EventWaitTask: {
         int64_t t0 = NowNs();
+        pos.Enter(t, StreamState::kEventWait, t0);
         bool met = prog.events->Wait(pt.event);
         const int64_t dt = NowNs() - t0;
         c->event_wait_ns += dt;
@@ -89,6 +94,7 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
       }
       case fb::TaskBody::InitTask: {
         int64_t t0 = NowNs();
+        pos.Enter(t, StreamState::kKernel, t0);
         for (uint32_t i : pt.initializers) {
           const fb::Initializer* in = root->initializers()->Get(i);
           const fb::Buffer* b = root->buffers()->Get(in->buffer());
@@ -110,6 +116,7 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
       default: {
         if (!IsCollective(pt.kind)) return Internal(TaskLabel(prog, s, t) + ": unprepared task kind");
         int64_t t0 = NowNs();
+        pos.Enter(t, StreamState::kCollective, t0);
         Status st = RunCollective(*job.comm, pt);
         const int64_t dt = NowNs() - t0;
         c->comm_ns += dt;
@@ -120,6 +127,7 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
       }
     }
   }
+  pos.Done();
   return Status::Ok();
 }
 

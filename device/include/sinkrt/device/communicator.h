@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "sinkrt/device/task_positions.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/address.h"
 #include "sinkrt/runtime/dtype.h"
@@ -141,6 +142,16 @@ class Communicator {
 
   // Wakes every wait with kAborted (the job is being torn down).
   void Abort();
+
+  // Where this device's streams are: every answer to a peer's stall query
+  // carries it from now on (none set: the answer says only which
+  // collective this rank is in). `positions` must stay valid until
+  // ClearTaskPositions(positions); both are safe while the I/O thread
+  // answers a query (it reads the pointer under a lock). The executor sets
+  // it at load and clears it before it goes.
+  void SetTaskPositions(const TaskPositions* positions);
+  // Forgets `positions` if it is the one set.
+  void ClearTaskPositions(const TaskPositions* positions);
 
   struct State;
 

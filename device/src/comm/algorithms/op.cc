@@ -1,5 +1,5 @@
-// Op's helpers: transport calls worded as this op's errors, and the stall
-// report a timeout asks the group for (over the mesh's control channel).
+// Op's helpers: transport calls worded as this op's errors (the stall
+// report a timeout adds is in stall_report.cc).
 #include "comm/algorithms/op.h"
 
 #include <algorithm>
@@ -59,58 +59,6 @@ Status Op::Fail(const Status& st) {
     default:
       return Status(st.code(), where + ": " + st.message());
   }
-}
-
-namespace {
-
-std::string OpText(OpKind op, uint64_t seq) { return std::string(OpName(op)) + " #" + std::to_string(seq); }
-
-}  // namespace
-
-std::string Op::StallReport() {
-  // Ask every member at once; their I/O threads answer whatever they do.
-  std::vector<std::pair<uint32_t, uint64_t>> asked;
-  for (uint32_t q = 0; q < n(); ++q) {
-    if (q == pos) continue;
-    asked.emplace_back(ranks[q], state.mesh->SendQuery(ranks[q]));
-  }
-  const Deadline until = DeadlineIn(std::min(state.options.peer_timeout, std::chrono::milliseconds(1000)));
-  std::vector<std::string> culprits, chain;
-  for (auto [r, generation] : asked) {
-    const std::string who = "rank " + std::to_string(r);
-    auto reply = state.mesh->AwaitReply(r, generation, until);
-    if (!reply.ok()) {
-      if (reply.status().code() != StatusCode::kAborted) culprits.push_back(reply.status().message());
-      continue;
-    }
-    const PeerProgress& p = *reply;
-    const bool same_group = p.group == group;
-    if (p.op == OpKind::kNone) {
-      culprits.push_back(who + " has not called any collective yet");
-    } else if (p.failed) {
-      culprits.push_back(who + " failed " + OpText(p.op, p.seq));
-    } else if (same_group && p.seq == seq && p.active) {
-      if (p.waiting_on >= 0) chain.push_back(who + " waits for rank " + std::to_string(p.waiting_on));
-    } else if (same_group && p.seq < seq) {
-      culprits.push_back(p.active ? who + " is still in " + OpText(p.op, p.seq)
-                                  : who + " has not called " + Name() + " (its last was " + OpText(p.op, p.seq) + ")");
-    } else if (!same_group) {
-      culprits.push_back(p.active ? who + " is in " + OpText(p.op, p.seq) + " of another group"
-                                  : who + " is idle (its last was " + OpText(p.op, p.seq) + " of another group)");
-    } else if (p.seq > seq) {
-      chain.push_back(who + " has moved on to " + OpText(p.op, p.seq));
-    } else {
-      chain.push_back(who + " has finished it");
-    }
-  }
-  std::string out;
-  for (auto* list : {&culprits, &chain}) {
-    for (auto& s : *list) {
-      if (!out.empty()) out += "; ";
-      out += s;
-    }
-  }
-  return out;
 }
 
 }  // namespace sinkrt::device

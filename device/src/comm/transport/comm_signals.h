@@ -17,6 +17,7 @@
 #include <mutex>
 #include <vector>
 
+#include "sinkrt/device/task_positions.h"
 #include "sinkrt/runtime/status.h"
 #include "comm/transport/transport.h"
 
@@ -29,6 +30,7 @@ struct PeerProgress {
   bool active = false;      // inside that collective now
   bool failed = false;      // that collective failed (the communicator is broken)
   int32_t waiting_on = -1;  // the rank an active collective waits for, -1 if none
+  TaskPositionReport positions;  // where its executor's streams are (kNone: it has none)
 };
 
 class CommSignals {
@@ -83,6 +85,26 @@ class CommSignals {
   }
   void SetWaitingOn(int32_t rank) { waiting_on_.store(rank, std::memory_order_relaxed); }
 
+  // The executor's positions (Communicator::SetTaskPositions), copied into
+  // every reply; the lock keeps one from going while a reply reads it.
+  void SetPositions(const TaskPositions* positions) {
+    std::lock_guard<std::mutex> lk(positions_mu_);
+    positions_ = positions;
+  }
+  void ClearPositions(const TaskPositions* positions) {
+    std::lock_guard<std::mutex> lk(positions_mu_);
+    if (positions_ == positions) positions_ = nullptr;
+  }
+  void DescribePositions(TaskPositionReport* out) const {
+    std::lock_guard<std::mutex> lk(positions_mu_);
+    if (positions_) {
+      positions_->Describe(out);
+    } else {
+      *out = TaskPositionReport{};
+    }
+  }
+
+  // The collective progress only (a reply adds DescribePositions).
   PeerProgress Now() const {
     PeerProgress p;
     p.active = active_.load(std::memory_order_acquire);
@@ -108,6 +130,9 @@ class CommSignals {
   std::atomic<bool> active_{false};
   std::atomic<bool> failed_{false};
   std::atomic<int32_t> waiting_on_{-1};
+
+  mutable std::mutex positions_mu_;
+  const TaskPositions* positions_ = nullptr;
 };
 
 // Marks this rank as waiting for `rank` for the lifetime of the guard.

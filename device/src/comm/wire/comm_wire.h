@@ -21,16 +21,18 @@
 
 namespace sinkrt::device {
 
-// Version 2 ("SKC2"): data headers carry returned credits. A peer of
+// Version 2 ("SKC2"): data headers carry returned credits. Version 3
+// ("SKC3"): a reply carries the replier's task positions. A peer of
 // another version fails the rendezvous on the magic instead of hanging.
-inline constexpr uint32_t kCommMagic = 0x32434B53;  // "SKC2"
+inline constexpr uint32_t kCommMagic = 0x33434B53;  // "SKC3"
 
 enum class MsgKind : uint8_t {
   kData = 1,       // a segment: op, group, seq, segment, credits; payload = the bytes
   kCredit = 2,     // `bytes` more slots are free at the receiver
   kNotice = 3,     // the sender's op (op, seq) failed; payload = its message
   kQuery = 4,      // "where are you?" (a peer timed out waiting)
-  kReply = 5,      // op, group, seq; segment = waiting-on rank + 1; flags: kActive, kFailed
+  kReply = 5,      // op, group, seq; segment = waiting-on rank + 1; flags: kActive, kFailed;
+                   // payload = TaskPositionReport (task_positions.h), as it is
   kConfig = 6,     // rendezvous: payload = ConfigPayload
   kShmOffer = 7,   // rendezvous: payload = the shm object's name ("" = none)
   kShmAnswer = 8,  // rendezvous: flags kShmMapped or 0

@@ -268,7 +268,11 @@ void TcpLink::FlushLocked() {
         h.seq = p.seq;
         h.segment = static_cast<uint32_t>(p.waiting_on + 1);
         h.flags = static_cast<uint16_t>((p.active ? kReplyActive : 0) | (p.failed ? kReplyFailed : 0));
-        control_.assign(reinterpret_cast<const char*>(&h), sizeof h);
+        h.bytes = sizeof(TaskPositionReport);
+        TaskPositionReport positions;
+        signals_.DescribePositions(&positions);
+        control_.assign(reinterpret_cast<const char*>(&h), sizeof h);  // into the reserved buffer
+        control_.append(reinterpret_cast<const char*>(&positions), sizeof positions);
         current_ = Current::kControl;
       } else if (query_pending_) {
         query_pending_ = false;
@@ -478,23 +482,33 @@ void TcpLink::OnHeader() {
       FlushLocked();
       return;
     }
-    case MsgKind::kReply: {
-      {
-        std::lock_guard<std::mutex> lk(recv_mu_);
-        reply_.op = static_cast<OpKind>(h.op);
-        reply_.group = h.group;
-        reply_.seq = h.seq;
-        reply_.waiting_on = static_cast<int32_t>(h.segment) - 1;
-        reply_.active = (h.flags & kReplyActive) != 0;
-        reply_.failed = (h.flags & kReplyFailed) != 0;
-        ++reply_generation_;
-      }
-      recv_cv_.notify_all();
+    case MsgKind::kReply:
+      if (h.bytes != sizeof(TaskPositionReport))
+        return ProtocolError("a " + std::to_string(h.bytes) + "-byte stall reply, " +
+                             std::to_string(sizeof(TaskPositionReport)) + " expected");
+      in_state_ = InState::kReply;
+      in_dst_ = reinterpret_cast<uint8_t*>(&in_positions_);
+      in_left_ = h.bytes;
       return;
-    }
     default:
       return ProtocolError("unexpected message kind " + std::to_string(static_cast<int>(h.kind)));
   }
+}
+
+void TcpLink::OnReply() {
+  const MsgHeader& h = in_header_;
+  {
+    std::lock_guard<std::mutex> lk(recv_mu_);
+    reply_.op = static_cast<OpKind>(h.op);
+    reply_.group = h.group;
+    reply_.seq = h.seq;
+    reply_.waiting_on = static_cast<int32_t>(h.segment) - 1;
+    reply_.active = (h.flags & kReplyActive) != 0;
+    reply_.failed = (h.flags & kReplyFailed) != 0;
+    reply_.positions = in_positions_;
+    ++reply_generation_;
+  }
+  recv_cv_.notify_all();
 }
 
 void TcpLink::OnPayloadDone() {
@@ -508,6 +522,8 @@ void TcpLink::OnPayloadDone() {
       filled_seen_.store(filled_, std::memory_order_release);
     }
     recv_cv_.notify_all();
+  } else if (done == InState::kReply) {
+    OnReply();
   } else {
     signals_.Poison(Aborted(Who() + " failed: " + notice_));
   }

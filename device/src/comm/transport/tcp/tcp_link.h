@@ -136,7 +136,7 @@ class TcpLink {
     size_t bytes = 0;
   };
   enum class Current { kNone, kData, kControl };
-  enum class InState { kHeader, kData, kNotice };
+  enum class InState { kHeader, kData, kNotice, kReply };
 
   template <typename Ready>
   Status AwaitOp(Ready ready, Deadline deadline, bool sending);
@@ -157,6 +157,7 @@ class TcpLink {
   std::string Who() const { return "rank " + std::to_string(params_.peer); }
   void OnHeader();
   void OnPayloadDone();
+  void OnReply();  // a reply's payload has arrived
 
   Params params_;
   std::unique_ptr<FrameSocket> socket_;
@@ -206,6 +207,7 @@ class TcpLink {
   size_t in_left_ = 0;
   size_t in_slot_ = 0;
   std::string notice_;
+  TaskPositionReport in_positions_;  // a reply's payload being read
 
   std::mutex recv_mu_;
   std::condition_variable recv_cv_;
