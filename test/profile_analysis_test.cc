@@ -253,20 +253,20 @@ TEST(ProfileAnalysisSummary, SlowestRankPerStep) {
 
 TEST(ProfileAnalysisSummary, TopOpsOverEveryProgramAndRank) {
   ProfileSummary s = host::Summarize(HandRun());
-  std::vector<std::pair<std::string, double>> want = {{"MatMulGrad", 13},   {"MatMul", 12},   {"AllReduceTask", 11},
-                                                      {"EventWaitTask", 5}, {"SgdUpdate", 4.5}, {"InitTask", 2},
-                                                      {"GetNextTask", 1.8}};
+  // Event waits are idling, not work: left out.
+  std::vector<std::pair<std::string, double>> want = {{"MatMulGrad", 13}, {"MatMul", 12},  {"AllReduceTask", 11},
+                                                      {"SgdUpdate", 4.5}, {"InitTask", 2}, {"GetNextTask", 1.8}};
   ASSERT_EQ(s.top_ops.size(), want.size());
   double share = 0;
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(s.top_ops[i].op, want[i].first);
     EXPECT_NEAR(s.top_ops[i].total_ms, want[i].second, 1e-9) << want[i].first;
-    EXPECT_NEAR(s.top_ops[i].share_pct, 100 * want[i].second / 49.3, 1e-9) << want[i].first;
+    EXPECT_NEAR(s.top_ops[i].share_pct, 100 * want[i].second / 44.3, 1e-9) << want[i].first;
     share += s.top_ops[i].share_pct;
   }
   EXPECT_NEAR(share, 100, 1e-9);
   EXPECT_EQ(s.top_ops[0].count, 4);
-  EXPECT_EQ(s.top_ops[5].count, 1);
+  EXPECT_EQ(s.top_ops[4].count, 1);
 }
 
 TEST(ProfileAnalysisSummary, MemoryAndClocks) {

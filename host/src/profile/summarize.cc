@@ -229,7 +229,9 @@ void TopOps(const ProfileData& data, ProfileSummary* out) {
   for (const RankData& rank : data.ranks)
     for (const ProfileRecord& r : rank.records) {
       const TaskInfo* task = UsableTask(rank, r);
-      if (!task) continue;
+      // An event wait is a stream idling until the other records: no work
+      // of its own (the compute stream's show as exposed communication).
+      if (!task || task->event_wait) continue;
       OpTotal& op = ops[task->op];
       op.op = task->op;
       ++op.count;

@@ -80,7 +80,7 @@ std::string SummaryText(const ProfileSummary& s) {
     for (const MemoryPlan& m : s.memory) {
       Appendf(&out, "rank %d: arena %.3f, queues %.3f", m.rank, MiB(m.arena_bytes), MiB(m.queue_bytes));
       if (!m.by_role.empty()) {
-        out += "; buffers by role:";
+        out += "; buffers by role (activations share the arena):";
         for (const auto& [role, bytes] : m.by_role) Appendf(&out, " %s %.3f", role.c_str(), MiB(bytes));
       }
       out += "\n";
