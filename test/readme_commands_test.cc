@@ -106,7 +106,7 @@ const std::vector<Rule>& Rules() {
       {std::regex(R"(\.\.\.|\[-)"), Action::kSkip,
        "a synopsis: '...' and [optional flags] are placeholders, not a command"},
       {std::regex(R"(^build/tools/sinkrun launch )"), Action::kLaunch, ""},
-      {std::regex(R"(^build/tools/(sinkrun|sinkc|sinkdump) )"), Action::kRun, ""},
+      {std::regex(R"(^build/tools/(sinkrun|sinkc|sinkdump|sinkprof) )"), Action::kRun, ""},
   };
   return rules;
 }
