@@ -206,7 +206,7 @@ TEST(Profiler, TwoDaemonsDataParallelAlignClocks) {
   ASSERT_EQ(summary->clocks.size(), 2u);
   EXPECT_NEAR(summary->clocks[0].offset_us, 0, 1000);
   EXPECT_NEAR(summary->clocks[1].offset_us, 1e6, 1000);
-  const TraceFacts f = Facts(ReadJson(dir / "trace.json"));
+  const TraceFacts f = Facts(ReadJson(dir / "trace.json"));  // Facts copies what it needs
   // Each rank trains on half the batches: 20 steps, all recorded.
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(f.steps.at(r).size(), 20u);
@@ -226,6 +226,19 @@ TEST(Profiler, TwoDaemonsDataParallelAlignClocks) {
   }
   EXPECT_GE(compared, 20u);
   EXPECT_FALSE(summary->buckets.empty());
+  // The host's side: a RunSink per rank, a push per batch, the daemons' credits.
+  size_t pushes = 0, credits = 0, sinks = 0;
+  const nlohmann::json trace = ReadJson(dir / "trace.json");
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("pid") != 2 || e.at("ph") == "M") continue;
+    const std::string kind = e.at("args").value("kind", "");
+    pushes += kind == "push";
+    credits += kind == "credit";
+    sinks += kind == "run_sink";
+  }
+  EXPECT_EQ(sinks, 2u);
+  EXPECT_EQ(pushes, 40u);
+  EXPECT_GT(credits, 0u);
   fs::remove_all(dir);
 }
 

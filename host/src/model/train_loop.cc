@@ -242,18 +242,18 @@ Status Model::train(int epoch, const Dataset& train_dataset, const std::vector<C
   // An active Profiler records this train(): its devices' rings are sized
   // now, before any batch or sink, and recording stops when train() returns.
   ProfileSession* profile = nullptr;
-  if (Profiler* profiler = Profiler::Active()) {
-    profile = &profiler->session();
-    std::vector<const VerifiedStream*> streams;
-    for (const VerifiedStream& s : m.streams) streams.push_back(&s);
-    SINKRT_RETURN_IF_ERROR(profile->Attach(m.devices, streams, m.network_name), "For 'Model.train'");
-  }
-  struct Detach {
+  if (Profiler* profiler = Profiler::Active()) profile = &profiler->session();
+  struct Detach {  // also after an Attach that failed half way
     ProfileSession* session;
     ~Detach() {
       if (session) (void)session->Detach();  // analyse() reports a device that cannot
     }
   } detach{profile};
+  if (profile) {
+    std::vector<const VerifiedStream*> streams;
+    for (const VerifiedStream& s : m.streams) streams.push_back(&s);
+    SINKRT_RETURN_IF_ERROR(profile->Attach(m.devices, streams, m.network_name), "For 'Model.train'");
+  }
 
   std::vector<std::unique_ptr<Feeder>> feeders;
   auto stop_feeders = [&feeders] {

@@ -96,6 +96,15 @@ Status ProfileSession::Attach(std::span<DeviceLink* const> devices, std::span<co
     // Train steps are what the window counts.
     const ProfileConfig config = DeviceWindow(options, base_[r][static_cast<int>(fb::ProgramKind::TrainStep)]);
     SINKRT_RETURN_IF_ERROR(devices[r]->SetProfiling(config), "Profiler: rank " + std::to_string(r));
+    devices[r]->SetCreditObserver([this, r](uint32_t queue, uint32_t slots) {
+      HostEvent e;
+      e.kind = HostEvent::Kind::kCredit;
+      e.rank = static_cast<int>(r);
+      e.queue = queue;
+      e.begin_ns = e.end_ns = NowNs();
+      e.arg = slots;
+      AddHost(e);
+    });
     SINKRT_ASSIGN_OR_RETURN(ClockSample s, MeasureClock(*devices[r]), "Profiler: rank " + std::to_string(r) + "'s clock");
     std::lock_guard<std::mutex> lk(mu_);
     if (data_.ranks[r].clock_start.host_ns == 0) data_.ranks[r].clock_start = s;
@@ -143,6 +152,7 @@ Status ProfileSession::Detach() {
   }
   Status first;
   for (size_t r = 0; r < devices.size(); ++r) {
+    devices[r]->SetCreditObserver({});
     auto s = MeasureClock(*devices[r]);
     if (s.ok()) {
       std::lock_guard<std::mutex> lk(mu_);

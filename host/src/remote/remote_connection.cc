@@ -306,6 +306,7 @@ void RemoteConnection::ReadLoop() {
       }
       queues[c->queue()]->credits += c->slots();
       queue_cv.notify_all();
+      if (credit_observer) (*credit_observer)(c->queue(), c->slots());
       continue;
     }
     const bool reply_type = type == fb::MessageBody::Loaded || type == fb::MessageBody::SinkDone ||

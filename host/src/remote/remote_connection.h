@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -115,6 +116,9 @@ struct RemoteConnection {
   uint64_t job = 0;          // bumped by EndJob: pushes for the old job abort
   uint32_t sending = 0;      // pushes on their way to the wire, all queues
   std::vector<std::shared_ptr<QueueState>> queues;
+  // DeviceLink::SetCreditObserver's: called by the reader, under mu, for
+  // each Credit of the loaded job (it must not call back into this device).
+  std::shared_ptr<const std::function<void(uint32_t queue, uint32_t slots)>> credit_observer;
 
   // Records why the connection ended and wakes every waiter. The socket is
   // shut down so that the reader, and a send blocked on a full socket, wake too.

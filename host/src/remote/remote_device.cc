@@ -309,6 +309,14 @@ Status RemoteDevice::SetProfiling(const ProfileConfig& config) {
   return r.ok() ? Status::Ok() : r.status();
 }
 
+void RemoteDevice::SetCreditObserver(std::function<void(uint32_t queue, uint32_t slots)> observer) {
+  RemoteConnection& c = *state_->conn;
+  auto shared = observer ? std::make_shared<const std::function<void(uint32_t, uint32_t)>>(std::move(observer))
+                         : nullptr;
+  std::lock_guard<std::mutex> lk(c.mu);
+  c.credit_observer = std::move(shared);
+}
+
 Result<int64_t> RemoteDevice::ReadClock() {
   State& s = *state_;
   RemoteConnection& c = *s.conn;

@@ -102,6 +102,7 @@ class RemoteDevice final : public DeviceLink {
   Status JoinWorld(const WorldSpec& world) override;
   Status SetProfiling(const ProfileConfig& config) override;
   Result<int64_t> ReadClock() override;
+  void SetCreditObserver(std::function<void(uint32_t queue, uint32_t slots)> observer) override;
   // Per rank of the last world joined: "self", "shm" or "tcp".
   std::vector<std::string> transports() const;
 

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -146,6 +147,12 @@ class DeviceLink {
     (void)config;
     return Unimplemented("this device has no profiler");
   }
+  // Calls `observer(queue, slots)` whenever the device hands the host
+  // credits for freed queue slots (a remote device's Credit frames), on the
+  // thread that receives them; it must not call into this device. Empty:
+  // none. Devices without credits (in-process: PushBatch waits on the
+  // queue itself) ignore it. The profiler records credits this way.
+  virtual void SetCreditObserver(std::function<void(uint32_t queue, uint32_t slots)> observer) { (void)observer; }
   // The device's profile clock now (ns), to measure its offset to the
   // host's: a maintenance request, allowed whenever no other control
   // request is out.
