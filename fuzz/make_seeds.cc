@@ -7,8 +7,9 @@
 //   cmake --build build --target sinkrt_host sinkrt_runtime
 //   cmake --build build-fuzz --target sinkrt_schemas_gen
 //   g++ -std=c++20 -O1 -Iruntime/include -Ihost/include -Ibuild-fuzz/generated \
-//       -DASIO_STANDALONE fuzz/make_seeds.cc build/host/libsinkrt_host.a \
-//       build/runtime/libsinkrt_runtime.a -lflatbuffers -o /tmp/make_seeds
+//       -DASIO_STANDALONE -DSINKRT_VERSION_STRING='"0.1.0"' fuzz/make_seeds.cc \
+//       build/host/libsinkrt_host.a build/runtime/libsinkrt_runtime.a \
+//       -lflatbuffers -lz -ldnnl -o /tmp/make_seeds
 //   /tmp/make_seeds fuzz/corpus
 #include <flatbuffers/flatbuffers.h>
 
@@ -296,6 +297,16 @@ int main(int argc, char** argv) {
                                                                      fbb.CreateString("tcp")};
           return fb::CreateJoined(fbb, 21.5, fbb.CreateVector(t));
         }));
+  Write(f / "set_profiling", Simple(fb::MessageBody::SetProfiling,
+                                    [](auto& fbb) { return fb::CreateSetProfiling(fbb, true, 4, 40, 2, 16); }));
+  Write(f / "read_clock", Simple(fb::MessageBody::ReadClock, [](auto& fbb) { return fb::CreateReadClock(fbb); }));
+  Write(f / "clock_reading", Simple(fb::MessageBody::ClockReading,
+                                    [](auto& fbb) { return fb::CreateClockReading(fbb, 123456789012345); }));
+  // A profiled sink: one 4-byte report, then three 40-byte records.
+  Write(f / "sink_done_profiled", Simple(fb::MessageBody::SinkDone, [](auto& fbb) {
+          std::vector<flatbuffers::Offset<fb::ReportedBuffer>> reports = {fb::CreateReportedBuffer(fbb, 7, 4)};
+          return fb::CreateSinkDone(fbb, 2, fbb.CreateVector(reports), 1.0, 0, 0, 0, 0, 0, 3);
+        }, Bytes(4 + 3 * 40, 5)));
   Write(f / "tensor_data", Simple(fb::MessageBody::TensorData,
                                   [](auto& fbb) { return fb::CreateTensorData(fbb, 2); }, Bytes(24, 9)));
   // A host's side of a whole job, back to back as on the socket.
