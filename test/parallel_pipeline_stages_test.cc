@@ -176,6 +176,59 @@ TEST(PipelineStages, TheVitSplitsIntoBalancedContiguousStages) {
   EXPECT_LT(std::max(p->stage_seconds[0], p->stage_seconds[1]) / std::min(p->stage_seconds[0], p->stage_seconds[1]),
             1.5);
   EXPECT_FALSE(p->boundaries.empty());
+  auto split = SplitStageGraphs(g, *p);
+  SINKRT_ASSERT_OK(split);
+  EXPECT_EQ((*split)[0].graph.ops().size() + (*split)[1].graph.ops().size(), g.ops().size());
+  EXPECT_FALSE((*split)[1].received.empty());
+  EXPECT_EQ((*split)[0].sent.size(), (*split)[1].received.size());
+}
+
+TEST(PipelineStages, StageGraphsHoldTheirOpsAndReceiveWhatCrosses) {
+  Graph g = DeepMlp(4);
+  const TensorId labels = g.Input("label", {32}, DType::I32);
+  g.SparseSoftmaxCrossEntropy(g.outputs()[0], labels);
+  PipelineConfig c;
+  c.stages = 2;
+  c.stage_of = {{"layer0", 0}, {"layer1", 0}, {"layer2", 1}, {"layer3", 1}};
+  auto p = AssignPipelineStages(g, c, Cal());
+  SINKRT_ASSERT_OK(p);
+  auto split = SplitStageGraphs(g, *p);
+  SINKRT_ASSERT_OK(split);
+  ASSERT_EQ(split->size(), 2u);
+  const StageGraph& a = (*split)[0];
+  const StageGraph& b = (*split)[1];
+  // Every op lands in exactly one stage graph, by name.
+  EXPECT_EQ(a.graph.ops().size() + b.graph.ops().size(), g.ops().size());
+  for (size_t i = 0; i < g.ops().size(); ++i) {
+    const Graph& mine = (*split)[p->op_stage[i]].graph;
+    const int64_t at = mine.FindOp(g.ops()[i].name);
+    ASSERT_GE(at, 0) << g.ops()[i].name;
+    EXPECT_EQ(mine.ops()[at].op, g.ops()[i].op);
+  }
+  // Stage 0 reads the images and sends layer1's activation; stage 1
+  // receives it under the same name and shape, and reads the labels.
+  EXPECT_NE(a.graph.FindTensor("image"), kInvalidTensor);
+  EXPECT_EQ(a.graph.FindTensor("label"), kInvalidTensor);
+  EXPECT_NE(b.graph.FindTensor("label"), kInvalidTensor);
+  EXPECT_EQ(b.graph.FindTensor("image"), kInvalidTensor);
+  ASSERT_EQ(a.sent.size(), 1u);
+  ASSERT_EQ(b.received.size(), 1u);
+  const TensorInfo& sent = a.graph.tensors()[a.sent[0]];
+  const TensorInfo& got = b.graph.tensors()[b.received[0]];
+  EXPECT_EQ(sent.name, got.name);
+  EXPECT_EQ(sent.shape, got.shape);
+  EXPECT_EQ(got.kind, TensorKind::Input);
+  EXPECT_EQ(a.graph.outputs(), a.sent);
+  EXPECT_EQ(a.original[a.sent[0]], g.FindTensor(sent.name));
+  // Parameters live in their stage only.
+  EXPECT_NE(a.graph.FindTensor("layer1.weight"), kInvalidTensor);
+  EXPECT_EQ(b.graph.FindTensor("layer1.weight"), kInvalidTensor);
+  EXPECT_NE(b.graph.FindTensor("head.weight"), kInvalidTensor);
+  // The network's output (the logits) is the last stage's.
+  ASSERT_EQ(b.graph.outputs().size(), 1u);
+  EXPECT_EQ(b.graph.tensors()[b.graph.outputs()[0]].name, g.tensors()[g.outputs()[0]].name);
+  SINKRT_ASSERT_OK(a.graph.status());
+  SINKRT_ASSERT_OK(b.graph.status());
 }
 
 }  // namespace

@@ -65,6 +65,24 @@ struct PipelineStages {
 Result<PipelineStages> AssignPipelineStages(const Graph& g, const PipelineConfig& config,
                                             const Calibration& calibration);
 
+// One stage's forward graph, cut out of the network by its stage
+// assignment. It holds the stage's ops (same names, attributes and shard
+// strategies), the leaves they read (the dataset Inputs only in the stages
+// that read them: the inputs in the first, the labels in the last), and
+// for every tensor an earlier stage sends it an Input of the same name,
+// shape and dtype. Its outputs are what it sends on (in the order of
+// `sent`), then the network's outputs it computes.
+struct StageGraph {
+  int stage = 0;
+  Graph graph;
+  std::vector<TensorId> received;  // in `graph`: the Inputs standing for earlier stages' tensors
+  std::vector<TensorId> sent;      // in `graph`: tensors a later stage reads
+  std::vector<TensorId> original;  // per tensor of `graph`: its tensor in the network
+};
+
+// The S stage graphs of `g` under `stages` (from AssignPipelineStages).
+Result<std::vector<StageGraph>> SplitStageGraphs(const Graph& g, const PipelineStages& stages);
+
 // The world ranks of stage `stage`: device_num / stages consecutive ranks
 // (MindSpore's layout: stage k holds ranks [k·n, (k+1)·n)).
 std::vector<uint32_t> StageRanks(int device_num, int stages, int stage);
