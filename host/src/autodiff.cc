@@ -224,8 +224,8 @@ Result<BackwardResult> AppendBackward(Graph& g, TensorId loss, const BackwardOpt
   for (TensorId t : options.wrt) {
     if (grads[t].empty()) {
       return InvalidArgument("AppendBackward: wrt tensor '" + tensors[t].name +
-                             "' is not reached by any seed (no gradient of " +
-                             (seeded.empty() ? std::string("the seeds") : seeded) + " flows to it)");
+                             "' is not reached by any seed (no gradient of " + seeded +
+                             " flows to it)");
     }
   }
 

@@ -30,9 +30,9 @@ struct BackwardOptions {
   // d(loss) when a loss is given.
   float seed = 1.0f;
   // {tensor, seed}: d(tensor) = seed, a tensor of the same shape and dtype
-  // (f32) that the forward does not compute from `tensor` (typically an
-  // Input fed with the next stage's gradient). A loss, these, or both seed
-  // the pass; where several reach one tensor their contributions are summed.
+  // (f32), typically an Input fed with the next stage's gradient. A loss,
+  // these, or both seed the pass; where several reach one tensor their
+  // contributions are summed.
   std::vector<std::pair<TensorId, TensorId>> output_grads;
   // Non-Param f32 tensors (Inputs or intermediates: a stage's received
   // activations) whose gradients are wanted too. Each must be reached by a
