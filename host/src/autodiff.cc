@@ -52,21 +52,83 @@ DType Backward::dtype(Ref r) const { return r.pending ? values_[r.id].dtype : g_
 using autodiff_internal::Backward;
 using autodiff_internal::Ref;
 
+namespace {
+
+std::string TensorIdText(const Graph& g, TensorId t) {
+  return "tensor id " + std::to_string(t) + " is not a tensor of graph '" + g.name() + "'";
+}
+
+// Checks the seeds and the wrt tensors; names the first one that is wrong.
+Status CheckOptions(const Graph& g, const BackwardOptions& o) {
+  for (size_t i = 0; i < o.output_grads.size(); ++i) {
+    const auto [t, seed] = o.output_grads[i];
+    const std::string where = "AppendBackward: output_grads[" + std::to_string(i) + "]: ";
+    if (!g.valid(t)) return InvalidArgument(where + TensorIdText(g, t));
+    const TensorInfo& ti = g.tensor(t);
+    if (!g.valid(seed)) return InvalidArgument(where + "the seed of '" + ti.name + "': " + TensorIdText(g, seed));
+    const TensorInfo& si = g.tensor(seed);
+    if (ti.dtype != DType::F32) {
+      return InvalidArgument(where + "seeded tensor '" + ti.name + "' must be f32 (got " +
+                             DTypeName(ti.dtype) + ")");
+    }
+    if (seed == t) return InvalidArgument(where + "tensor '" + ti.name + "' cannot seed itself");
+    if (si.dtype != ti.dtype || si.shape != ti.shape) {
+      return InvalidArgument(where + "seed '" + si.name + "' (" + DTypeName(si.dtype) + " " +
+                             ShapeToString(si.shape) + ") must match tensor '" + ti.name + "' (" +
+                             DTypeName(ti.dtype) + " " + ShapeToString(ti.shape) + ")");
+    }
+    for (size_t j = 0; j < i; ++j)
+      if (o.output_grads[j].first == t)
+        return InvalidArgument(where + "tensor '" + ti.name + "' is seeded twice (also output_grads[" +
+                               std::to_string(j) + "])");
+  }
+  for (size_t i = 0; i < o.wrt.size(); ++i) {
+    const TensorId t = o.wrt[i];
+    const std::string where = "AppendBackward: wrt[" + std::to_string(i) + "]: ";
+    if (!g.valid(t)) return InvalidArgument(where + TensorIdText(g, t));
+    const TensorInfo& ti = g.tensor(t);
+    if (ti.kind == TensorKind::Param) {
+      return InvalidArgument(where + "'" + ti.name +
+                             "' is a Param; its gradient is returned with the other parameters'");
+    }
+    if (ti.dtype != DType::F32) {
+      return InvalidArgument(where + "'" + ti.name + "' must be f32 (got " + DTypeName(ti.dtype) + ")");
+    }
+    for (size_t j = 0; j < i; ++j)
+      if (o.wrt[j] == t)
+        return InvalidArgument(where + "'" + ti.name + "' is listed twice (also wrt[" + std::to_string(j) + "])");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<std::vector<ParamGrad>> AppendBackward(Graph& g, TensorId loss, float seed_value) {
+  BackwardOptions options;
+  options.seed = seed_value;
+  SINKRT_ASSIGN_OR_RETURN(BackwardResult r, AppendBackward(g, loss, options));
+  return std::move(r.params);
+}
+
+Result<BackwardResult> AppendBackward(Graph& g, TensorId loss, const BackwardOptions& options) {
   if (!g.status().ok()) return g.status();
-  if (loss == kInvalidTensor) {
+  const bool has_loss = loss != kInvalidTensor;
+  if (!has_loss && options.output_grads.empty()) {
     return FailedPrecondition("AppendBackward: the graph has no loss; call SetLoss first");
   }
-  if (!g.valid(loss)) {
+  if (has_loss && !g.valid(loss)) {
     return InvalidArgument("AppendBackward: loss is not a tensor of graph '" + g.name() +
                            "' (id " + std::to_string(loss) + ")");
   }
-  const TensorInfo& lt = g.tensor(loss);
-  if (lt.dtype != DType::F32 || !lt.shape.empty()) {
-    return InvalidArgument("AppendBackward: loss '" + lt.name +
-                           "' must be an f32 scalar (shape []), got " + DTypeName(lt.dtype) +
-                           " " + ShapeToString(lt.shape));
+  if (has_loss) {
+    const TensorInfo& lt = g.tensor(loss);
+    if (lt.dtype != DType::F32 || !lt.shape.empty()) {
+      return InvalidArgument("AppendBackward: loss '" + lt.name +
+                             "' must be an f32 scalar (shape []), got " + DTypeName(lt.dtype) +
+                             " " + ShapeToString(lt.shape));
+    }
   }
+  SINKRT_RETURN_IF_ERROR(CheckOptions(g, options));
   for (const TensorInfo& t : g.tensors()) {
     if (t.kind == TensorKind::Grad) {
       return FailedPrecondition("AppendBackward: graph '" + g.name() +
@@ -77,13 +139,21 @@ Result<std::vector<ParamGrad>> AppendBackward(Graph& g, TensorId loss, float see
   const std::vector<TensorInfo>& tensors = g.tensors();
   const std::vector<OpNode>& ops = g.ops();
   const size_t forward_ops = ops.size();
+  // What the error of a missing rule says the op feeds.
+  std::string seeded = has_loss ? "the loss '" + tensors[loss].name + "'" : std::string();
+  if (!has_loss) {
+    seeded = options.output_grads.size() == 1 ? "the seeded tensor" : "the seeded tensors";
+    for (size_t i = 0; i < options.output_grads.size(); ++i)
+      seeded += (i ? ", '" : " '") + tensors[options.output_grads[i].first].name + "'";
+  }
 
-  // Which tensors depend on a Param through differentiable inputs: only
-  // those need gradients, so branches fed by Inputs and Consts alone (and
-  // labels, which are i32) are pruned.
+  // Which tensors depend on a Param (or a wrt tensor) through differentiable
+  // inputs: only those need gradients, so branches fed by Inputs and Consts
+  // alone (and labels, which are i32) are pruned.
   std::vector<bool> needs(tensors.size(), false);
   for (size_t t = 0; t < tensors.size(); ++t)
     needs[t] = tensors[t].kind == TensorKind::Param && tensors[t].dtype == DType::F32;
+  for (TensorId t : options.wrt) needs[t] = true;
   for (const OpNode& op : ops) {
     bool any = false;
     for (size_t i = 0; i < op.inputs.size(); ++i)
@@ -92,16 +162,23 @@ Result<std::vector<ParamGrad>> AppendBackward(Graph& g, TensorId loss, float see
     // Gradients flow through float tensors: f32, and bf16 between Casts.
     for (TensorId o : op.outputs) needs[o] = tensors[o].dtype == DType::F32 || tensors[o].dtype == DType::BF16;
   }
-  if (!needs[loss]) return std::vector<ParamGrad>{};
+  // Where no seed needs a gradient there is nothing to append (a loss that
+  // depends on no parameter); wanted wrt gradients are then unreached.
+  bool any_seed = has_loss && needs[loss];
+  for (const auto& [t, seed] : options.output_grads) any_seed = any_seed || needs[t];
+  if (!any_seed && options.wrt.empty()) return BackwardResult{};
 
   Backward b(g);
   // Gradient contributions per forward tensor, summed when an op needs them.
+  // A seed from output_grads is a forward tensor (Ref::pending false).
   std::vector<std::vector<Ref>> grads(tensors.size());
-  {
+  if (has_loss && needs[loss]) {
     OpAttrs seed;
-    seed.value = seed_value;
-    grads[loss].push_back(b.Emit(fb::OpCode::Fill, {}, seed, Shape{}, lt.name + "/grad_seed"));
+    seed.value = options.seed;
+    grads[loss].push_back(b.Emit(fb::OpCode::Fill, {}, seed, Shape{}, tensors[loss].name + "/grad_seed"));
   }
+  for (const auto& [t, seed] : options.output_grads)
+    if (needs[t]) grads[t].push_back(autodiff_internal::Forward(seed));
   std::vector<std::optional<Ref>> dy, dx;
   std::vector<bool> wants;
   for (size_t i = forward_ops; i-- > 0;) {
@@ -118,8 +195,8 @@ Result<std::vector<ParamGrad>> AppendBackward(Graph& g, TensorId loss, float see
     if (!any) continue;
     if (!autodiff_internal::HasGradRule(op.op)) {
       return Unimplemented("AppendBackward: no gradient rule for op '" + op.name + "' (" +
-                           fb::EnumNameOpCode(op.op) + "), which the loss '" + lt.name +
-                           "' depends on");
+                           fb::EnumNameOpCode(op.op) + "), which " + seeded +
+                           (has_loss || options.output_grads.size() == 1 ? " depends on" : " depend on"));
     }
     dy.assign(op.outputs.size(), std::nullopt);
     for (size_t k = 0; k < op.outputs.size(); ++k) {
@@ -144,35 +221,49 @@ Result<std::vector<ParamGrad>> AppendBackward(Graph& g, TensorId loss, float see
     for (size_t k = 0; k < op.inputs.size(); ++k)
       if (dx[k]) grads[op.inputs[k]].push_back(*dx[k]);
   }
+  for (TensorId t : options.wrt) {
+    if (grads[t].empty()) {
+      return InvalidArgument("AppendBackward: wrt tensor '" + tensors[t].name +
+                             "' is not reached by any seed (no gradient of " + seeded +
+                             " flows to it)");
+    }
+  }
 
-  // Decide how each parameter's Grad tensor is written. A value read by
-  // nothing else becomes the Grad tensor itself; otherwise (several
-  // contributions, or a value shared with other readers) one AddN or Copy
-  // writes it, right after its last contribution so its AllReduce can start.
+  // Decide how each target's gradient tensor (a parameter's Grad, a wrt
+  // tensor's gradient) is written. A value read by nothing else becomes the
+  // gradient tensor itself; otherwise (several contributions, a value shared
+  // with other readers, or a seed passed through unchanged) one AddN or Copy
+  // writes it, right after its last contribution so its AllReduce (or Send)
+  // can start.
   const std::vector<autodiff_internal::PendingOp>& pending = b.ops();
   const std::vector<autodiff_internal::Value>& values = b.values();
   std::vector<uint32_t> refs(values.size(), 0);
   for (const auto& p : pending)
     for (const Ref& r : p.inputs)
       if (r.pending) ++refs[r.id];
-  std::vector<TensorId> params;
+  std::vector<TensorId> targets;
   for (size_t t = 0; t < tensors.size(); ++t)
-    if (tensors[t].kind == TensorKind::Param && !grads[t].empty()) params.push_back(t);
-  for (TensorId p : params)
-    for (const Ref& r : grads[p]) ++refs[r.id];
+    if (tensors[t].kind == TensorKind::Param && !grads[t].empty()) targets.push_back(t);
+  const size_t param_count = targets.size();
+  targets.insert(targets.end(), options.wrt.begin(), options.wrt.end());
+  for (TensorId p : targets)
+    for (const Ref& r : grads[p])
+      if (r.pending) ++refs[r.id];
 
   constexpr TensorId kNone = kInvalidTensor;
-  std::vector<TensorId> owner(values.size(), kNone);     // value -> param whose Grad it is
-  std::vector<std::vector<TensorId>> finish(pending.size());  // op -> params summed after it
-  for (TensorId p : params) {
+  std::vector<TensorId> owner(values.size(), kNone);     // value -> target whose gradient it is
+  std::vector<std::vector<TensorId>> finish(pending.size());  // op -> targets summed after it
+  std::vector<TensorId> finish_first;  // targets whose contributions are all seeds
+  for (TensorId p : targets) {
     const std::vector<Ref>& c = grads[p];
-    if (c.size() == 1 && refs[c[0].id] == 1) {
+    if (c.size() == 1 && c[0].pending && refs[c[0].id] == 1) {
       owner[c[0].id] = p;
       continue;
     }
-    uint32_t last = 0;
-    for (const Ref& r : c) last = std::max(last, values[r.id].op);
-    finish[last].push_back(p);
+    int64_t last = -1;
+    for (const Ref& r : c)
+      if (r.pending) last = std::max<int64_t>(last, values[r.id].op);
+    (last < 0 ? finish_first : finish[static_cast<size_t>(last)]).push_back(p);
   }
 
   std::vector<TensorId> tensor_of(values.size(), kNone);
@@ -183,15 +274,6 @@ Result<std::vector<ParamGrad>> AppendBackward(Graph& g, TensorId loss, float see
     for (const Ref& r : refs_in) ids.push_back(r.pending ? tensor_of[r.id] : r.id);
     return ids;
   };
-  auto make_grad = [&](TensorId p, const Shape& shape) {
-    TensorInfo info;
-    info.name = tensors[p].name + "/grad";
-    info.dtype = DType::F32;
-    info.shape = shape;
-    info.kind = TensorKind::Grad;
-    info.init.kind = fb::InitKind::None;
-    return g.AddTensor(std::move(info));
-  };
   // A fresh tensor name for an output of an op with several (AddOp names
   // single outputs itself).
   auto fresh_name = [&](const std::string& base) {
@@ -199,13 +281,33 @@ Result<std::vector<ParamGrad>> AppendBackward(Graph& g, TensorId loss, float see
     for (int k = 1; g.FindTensor(n) != kNone; ++k) n = base + "_" + std::to_string(k);
     return n;
   };
+  auto make_grad = [&](TensorId p, const Shape& shape) {
+    TensorInfo info;
+    const bool param = tensors[p].kind == TensorKind::Param;
+    info.name = param ? tensors[p].name + "/grad" : fresh_name(tensors[p].name + "/grad");
+    info.dtype = DType::F32;
+    info.shape = shape;
+    info.kind = param ? TensorKind::Grad : TensorKind::Intermediate;
+    info.init.kind = fb::InitKind::None;
+    return g.AddTensor(std::move(info));
+  };
+  auto write_grads = [&](const std::vector<TensorId>& done) {
+    for (TensorId target : done) {
+      const std::vector<Ref>& c = grads[target];
+      const TensorId gt = make_grad(target, tensors[target].shape);
+      g.AddOpInto(c.size() > 1 ? fb::OpCode::AddN : fb::OpCode::Copy, resolve(c), OpAttrs{},
+                  {gt}, b.UniqueOpName(tensors[target].name + "/grad"));
+      grad_of[target] = gt;
+    }
+  };
+  write_grads(finish_first);
   for (size_t i = 0; i < pending.size(); ++i) {
     const autodiff_internal::PendingOp& p = pending[i];
     if (p.outs.size() == 1 && owner[p.outs[0]] == kNone) {
       const autodiff_internal::Value& v = values[p.outs[0]];
       tensor_of[p.outs[0]] = g.AddOp(p.op, resolve(p.inputs), p.attrs, {{v.shape, v.dtype}}, p.name)[0];
     } else {
-      // Outputs that are a parameter's whole gradient are its Grad tensor.
+      // Outputs that are a target's whole gradient are its gradient tensor.
       std::vector<TensorId> outs;
       for (size_t k = 0; k < p.outs.size(); ++k) {
         const uint32_t v = p.outs[k];
@@ -223,19 +325,15 @@ Result<std::vector<ParamGrad>> AppendBackward(Graph& g, TensorId loss, float see
       }
       g.AddOpInto(p.op, resolve(p.inputs), p.attrs, std::move(outs), p.name);
     }
-    for (TensorId param : finish[i]) {
-      const std::vector<Ref>& c = grads[param];
-      const TensorId gt = make_grad(param, tensors[param].shape);
-      g.AddOpInto(c.size() > 1 ? fb::OpCode::AddN : fb::OpCode::Copy, resolve(c), OpAttrs{},
-                  {gt}, b.UniqueOpName(tensors[param].name + "/grad"));
-      grad_of[param] = gt;
-    }
+    write_grads(finish[i]);
     SINKRT_RETURN_IF_ERROR(g.status(), "AppendBackward");
   }
+  SINKRT_RETURN_IF_ERROR(g.status(), "AppendBackward");
 
-  std::vector<ParamGrad> result;
-  result.reserve(params.size());
-  for (TensorId p : params) result.push_back(ParamGrad{p, grad_of[p]});
+  BackwardResult result;
+  result.params.reserve(param_count);
+  for (size_t i = 0; i < param_count; ++i) result.params.push_back(ParamGrad{targets[i], grad_of[targets[i]]});
+  for (TensorId t : options.wrt) result.wrt_grads.emplace_back(t, grad_of[t]);
   return result;
 }
 
