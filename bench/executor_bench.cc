@@ -13,9 +13,12 @@ namespace {
 
 // A train_step of N Fill kernels on one float: the kernel body is a single
 // store, so the time per task is the executor's dispatch plus its timers.
-// items_per_second inverted is the cost of one task.
+// items_per_second inverted is the cost of one task. The second argument
+// records every task (the profiler, issue 18): the difference between /0
+// and /1 is what recording one task costs.
 void BM_DispatchPerTask(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
+  const bool profiled = state.range(1) != 0;
   testing::HandStream hs;
   uint32_t b = hs.AddBuffer("x", {1});
   for (int i = 0; i < n; ++i)
@@ -31,14 +34,20 @@ void BM_DispatchPerTask(benchmark::State& state) {
     state.SkipWithError(ex.status().ToString().c_str());
     return;
   }
+  if (profiled)
+    if (Status st = (*ex)->SetProfiling({.enabled = true, .keep_steps = 4}); !st.ok()) {
+      state.SkipWithError(st.ToString().c_str());
+      return;
+    }
   device::RunStats stats;
   for (auto _ : state) {
     Status st = (*ex)->Run(ProgramKind::TrainStep, 1, &stats);
     if (!st.ok()) state.SkipWithError(st.ToString().c_str());
   }
   state.SetItemsProcessed(state.iterations() * n);
+  state.SetLabel(profiled ? "profiling on" : "profiling off");
 }
-BENCHMARK(BM_DispatchPerTask)->Arg(1000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DispatchPerTask)->Args({1000, 0})->Args({1000, 1})->Unit(benchmark::kMicrosecond);
 
 // Sinks of 16 MLP steps with the queue filled beforehand: reports how much
 // of the device's time went outside kernels (dispatch, GetNext copies).

@@ -2,7 +2,8 @@
 // same stream, one recording every task and one not, alternated in one run
 // in ABBA order, so that the machine's drift and the warmer second sink of
 // a pair hit both alike (the aim: < 3 % on, issue 18).
-// And the recording's cost per task, on a stream of trivial kernels.
+// (The recording's cost per task: executor_bench's BM_DispatchPerTask/1000/1
+// against /1000/0.)
 #include <benchmark/benchmark.h>
 
 #include <string>
@@ -11,7 +12,6 @@
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/runtime/clock.h"
-#include "support/stream_builder.h"
 #include "support/test_models.h"
 
 namespace sinkrt {
@@ -90,38 +90,6 @@ void BM_ProfilingOverhead(benchmark::State& state) {
   state.SetLabel(state.range(0) == 0 ? "mlp batch 64" : "vit batch 32");
 }
 BENCHMARK(BM_ProfilingOverhead)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
-
-// A train_step of N Fill kernels on one float (as executor_bench's
-// BM_DispatchPerTask), recorded or not: the difference of the two is what
-// recording one task costs.
-void BM_DispatchPerTaskProfiled(benchmark::State& state) {
-  const int n = 1000;
-  const bool profiled = state.range(0) != 0;
-  testing::HandStream hs;
-  uint32_t b = hs.AddBuffer("x", {1});
-  for (int i = 0; i < n; ++i)
-    hs.AddKernel(fb::OpCode::Fill, {}, {b}, fb::OpOptions::FillOptions,
-                 [](flatbuffers::FlatBufferBuilder& fbb) { return fb::CreateFillOptions(fbb, 1.0f).Union(); });
-  auto stream = VerifyTaskStream(hs.Finish());
-  if (!stream.ok()) {
-    state.SkipWithError(stream.status().ToString().c_str());
-    return;
-  }
-  auto ex = device::Executor::Load(std::move(stream).value(), device::DeviceOptions{});
-  if (!ex.ok()) {
-    state.SkipWithError(ex.status().ToString().c_str());
-    return;
-  }
-  if (profiled) (void)(*ex)->SetProfiling({.enabled = true, .keep_steps = 4});
-  device::RunStats stats;
-  for (auto _ : state) {
-    Status st = (*ex)->Run(ProgramKind::TrainStep, 1, &stats);
-    if (!st.ok()) state.SkipWithError(st.ToString().c_str());
-  }
-  state.SetItemsProcessed(state.iterations() * n);
-  state.SetLabel(profiled ? "profiling on" : "profiling off");
-}
-BENCHMARK(BM_DispatchPerTaskProfiled)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace sinkrt
