@@ -36,7 +36,7 @@ Status PlanPieces(const KernelArgs& args, const TensorRef& whole, Operand whole_
   int64_t extent = 0;
   for (size_t i = 0; i < pieces.size(); ++i) {
     const Operand o = pieces_are_inputs ? In(static_cast<int>(i)) : Out(static_cast<int>(i));
-    SINKRT_RETURN_IF_ERROR(CheckDType(args, o, DType::F32));
+    SINKRT_RETURN_IF_ERROR(CheckDType(args, o, whole.dtype));
     const TensorRef& p = pieces[i];
     Shape want = whole.shape;
     if (p.rank() == rank) want[axis] = p.shape[axis];
@@ -76,7 +76,9 @@ Status SplitPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<Ker
   const size_t n = opts->sizes() ? opts->sizes()->size() : 0;
   if (n == 0) return OpError(args, "SplitOptions.sizes is empty");
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, n));
-  SINKRT_RETURN_IF_ERROR(CheckDType(args, In(0), DType::F32));
+  // f32 activations, and i32 labels (a pipeline stage cuts its batch into
+  // micro-batches, docs/pipeline.md): a copy of 4-byte elements either way.
+  if (args.inputs[0].dtype != DType::I32) SINKRT_RETURN_IF_ERROR(CheckDType(args, In(0), DType::F32));
   const int axis = opts->axis();
   SINKRT_RETURN_IF_ERROR(CheckAxis(args, axis, args.inputs[0].rank(), In(0)));
   for (size_t k = 0; k < n; ++k) {

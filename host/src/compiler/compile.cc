@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "compiler/compile_pipeline.h"
 #include "compiler/graph_hash.h"
 #include "compiler/lowering.h"
 #include "compiler/memory_planner.h"
@@ -164,103 +165,9 @@ void AttachSlices(compiler::LoweredStream& lowered, const compiler::TrainingGrap
     for (compiler::QueueColumnDef& c : q.columns) c.slice = slice(c.tensor);
 }
 
-}  // namespace
-
-ParallelContext ParallelContextFor(const CompileOptions& o) {
-  const bool stand_alone = o.parallel_mode == ParallelMode::StandAlone;
-  return ParallelContext{.mode = o.parallel_mode,
-                         .device_num = stand_alone ? 1 : static_cast<int>(std::min<uint32_t>(o.world_size, 1u << 30)),
-                         .global_rank = stand_alone ? 0 : static_cast<int>(std::min<uint32_t>(o.rank, 1u << 30)),
-                         .gradients_mean = o.gradients_mean,
-                         .parameter_broadcast = o.parameter_broadcast,
-                         .full_batch = o.full_batch,
-                         .dataset_strategy = o.dataset_strategy,
-                         .search_mode = o.search_mode,
-                         .device_memory_capacity = o.device_memory,
-                         .calibration_file = o.calibration,
-                         .fully_use_devices = o.fully_use_devices,
-                         .comm_fusion = o.comm_fusion};
-}
-
-AutoParallelOptions AutoParallelOptionsFor(const CompileOptions& o) {
-  AutoParallelOptions a;
-  a.device_num = o.world_size;
-  a.search_mode = o.search_mode;
-  a.device_memory = o.device_memory;
-  a.calibration = o.calibration;
-  a.transport = o.search_transport;
-  a.fully_use_devices = o.fully_use_devices;
-  a.optimizer = o.optimizer;
-  a.full_batch = o.full_batch;
-  a.dataset_strategy = o.dataset_strategy;
-  return a;
-}
-
-Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& options) {
-  SINKRT_RETURN_IF_ERROR(CheckOptions(options));
-  if (options.parallel_mode == ParallelMode::AutoParallel) {
-    // The search works on a copy, so that `forward` stays unplanned; what
-    // it sets compiles as any semi-auto graph would (CompileJob plans once
-    // for every rank instead of once per Compile).
-    if (!forward.status().ok()) return forward.status();
-    Graph planned = forward;
-    SINKRT_ASSIGN_OR_RETURN(AutoParallelPlan plan, PlanAutoParallel(planned, AutoParallelOptionsFor(options)),
-                            "compile graph '" + forward.name() + "'");
-    CompileOptions semi = options;
-    semi.parallel_mode = ParallelMode::SemiAutoParallel;
-    SINKRT_ASSIGN_OR_RETURN(CompiledStream out, Compile(planned, semi));
-    out.report.auto_parallel = std::move(plan);
-    return out;
-  }
-  const bool sharded = options.parallel_mode == ParallelMode::SemiAutoParallel;
-  std::optional<parallel::LocalGraph> local;
-  if (sharded) {
-    SINKRT_ASSIGN_OR_RETURN(local, PartitionForward(forward, options),
-                            "compile graph '" + forward.name() + "' for rank " + std::to_string(options.rank));
-  }
-  // gradients_mean under SEMI_AUTO_PARALLEL: the gradient of the mean of
-  // the loss's D data-parallel slices. Each rank's loss is its slice's mean
-  // (partial along D ranks), so backward seeds 1/D and the mirror groups
-  // sum. This is the mean over the mirror group when every parameter's
-  // group is the D replicas (the data and DPxMP presets), and stays right
-  // when it is not: a parameter whose op sees the whole batch while the
-  // loss splits it (no group, yet 1/D), or a plan that splits the batch
-  // more ways before the loss than at it (a group of 2D ranks, yet 1/D).
-  float loss_seed = 1.0f;
-  if (sharded && options.gradients_mean) {
-    const TensorId loss = local->graph.loss();
-    const parallel::TensorLayout& l = local->layouts[loss];
-    int64_t slices = 1;
-    for (int a : l.partial) slices *= parallel::AxisSize(l.device_matrix, a);
-    loss_seed = 1.0f / static_cast<float>(slices);
-  }
-  SINKRT_ASSIGN_OR_RETURN(
-      compiler::TrainingGraph tg,
-      compiler::BuildTrainingGraph(sharded ? local->graph : forward, options.optimizer, options.eval_program,
-                                   options.predict_program, /*accuracy_from_loss=*/sharded, loss_seed));
-  std::vector<std::vector<uint32_t>> grad_groups;
-  if (sharded) {
-    for (const ParamGrad& pg : tg.grads) {
-      std::vector<uint32_t> group = {options.rank};
-      for (const parallel::LocalParameter& p : local->parameters)
-        if (p.local == pg.param) group = p.mirror_group;
-      grad_groups.push_back(std::move(group));
-    }
-  }
-  SINKRT_ASSIGN_OR_RETURN(
-      compiler::LoweredStream lowered,
-      compiler::Lower(tg, {.fuse = options.fuse,
-                           .eval_program = options.eval_program,
-                           .predict_program = options.predict_program,
-                           .queue_capacity = options.queue_capacity,
-                           .arena_alignment = options.arena_alignment,
-                           .data_parallel = options.parallel_mode == ParallelMode::DataParallel || sharded,
-                           .world_size = options.world_size,
-                           .gradients_mean = options.gradients_mean && !sharded,  // sharded: the seed is 1/D
-                           .parameter_broadcast = options.parameter_broadcast && !sharded,
-                           .comm_fusion = options.comm_fusion,
-                           .grad_groups = std::move(grad_groups)}));
-  if (sharded) AttachSlices(lowered, tg, *local, options.rank);
+// The passes after lowering: memory plan, writer, verifier, report.
+Result<CompiledStream> EmitStream(const Graph& forward, const CompileOptions& options,
+                                  const compiler::TrainingGraph& tg, const compiler::LoweredStream& lowered) {
   SINKRT_RETURN_IF_ERROR(CheckBufferSizes(lowered), "compile graph '" + forward.name() + "'");
   SINKRT_ASSIGN_OR_RETURN(std::vector<compiler::BufferLifetime> lifetimes, Lifetimes(lowered));
   SINKRT_ASSIGN_OR_RETURN(compiler::MemoryPlan plan,
@@ -329,6 +236,135 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
   for (TensorId t : tg.inputs) out.input_columns.push_back(tg.graph.tensor(t).name);
   for (TensorId t : tg.predict_inputs) out.predict_columns.push_back(tg.graph.tensor(t).name);
   return out;
+}
+
+// A pipeline stage (compiler/compile_pipeline.h): its training graph, its
+// transfers and buckets on the comm stream (LoweringOptions::pipeline), the
+// gradients reduced over its stage's ranks.
+Result<CompiledStream> CompilePipelineStage(const Graph& forward, const CompileOptions& options) {
+  SINKRT_ASSIGN_OR_RETURN(compiler::PipelineStageGraph stage, compiler::BuildPipelineStage(forward, options));
+  std::vector<std::vector<uint32_t>> grad_groups;
+  if (stage.group.size() > 1) grad_groups.assign(stage.tg.grads.size(), stage.group);
+  SINKRT_ASSIGN_OR_RETURN(
+      compiler::LoweredStream lowered,
+      compiler::Lower(stage.tg, {.fuse = options.fuse,
+                                 .eval_program = false,
+                                 .predict_program = false,
+                                 .queue_capacity = options.queue_capacity,
+                                 .arena_alignment = options.arena_alignment,
+                                 .data_parallel = stage.group.size() > 1,
+                                 .world_size = options.world_size,
+                                 .gradients_mean = options.gradients_mean,
+                                 .parameter_broadcast = false,
+                                 .comm_fusion = options.comm_fusion,
+                                 .grad_groups = std::move(grad_groups),
+                                 .pipeline = true}),
+      "compile graph '" + forward.name() + "' stage " + std::to_string(stage.stage));
+  SINKRT_ASSIGN_OR_RETURN(CompiledStream out, EmitStream(forward, options, stage.tg, lowered));
+  out.report.pipeline_stage = stage.stage;
+  out.report.predicted_bubble = parallel::PredictedBubble(stage.schedule);
+  return out;
+}
+
+}  // namespace
+
+ParallelContext ParallelContextFor(const CompileOptions& o) {
+  const bool stand_alone = o.parallel_mode == ParallelMode::StandAlone;
+  return ParallelContext{.mode = o.parallel_mode,
+                         .device_num = stand_alone ? 1 : static_cast<int>(std::min<uint32_t>(o.world_size, 1u << 30)),
+                         .global_rank = stand_alone ? 0 : static_cast<int>(std::min<uint32_t>(o.rank, 1u << 30)),
+                         .gradients_mean = o.gradients_mean,
+                         .parameter_broadcast = o.parameter_broadcast,
+                         .full_batch = o.full_batch,
+                         .dataset_strategy = o.dataset_strategy,
+                         .search_mode = o.search_mode,
+                         .device_memory_capacity = o.device_memory,
+                         .calibration_file = o.calibration,
+                         .fully_use_devices = o.fully_use_devices,
+                         .comm_fusion = o.comm_fusion};
+}
+
+AutoParallelOptions AutoParallelOptionsFor(const CompileOptions& o) {
+  AutoParallelOptions a;
+  a.device_num = o.world_size;
+  a.search_mode = o.search_mode;
+  a.device_memory = o.device_memory;
+  a.calibration = o.calibration;
+  a.transport = o.search_transport;
+  a.fully_use_devices = o.fully_use_devices;
+  a.optimizer = o.optimizer;
+  a.full_batch = o.full_batch;
+  a.dataset_strategy = o.dataset_strategy;
+  return a;
+}
+
+Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& options) {
+  SINKRT_RETURN_IF_ERROR(CheckOptions(options));
+  if (options.parallel_mode == ParallelMode::AutoParallel) {
+    // The search works on a copy, so that `forward` stays unplanned; what
+    // it sets compiles as any semi-auto graph would (CompileJob plans once
+    // for every rank instead of once per Compile).
+    if (!forward.status().ok()) return forward.status();
+    Graph planned = forward;
+    SINKRT_ASSIGN_OR_RETURN(AutoParallelPlan plan, PlanAutoParallel(planned, AutoParallelOptionsFor(options)),
+                            "compile graph '" + forward.name() + "'");
+    CompileOptions semi = options;
+    semi.parallel_mode = ParallelMode::SemiAutoParallel;
+    SINKRT_ASSIGN_OR_RETURN(CompiledStream out, Compile(planned, semi));
+    out.report.auto_parallel = std::move(plan);
+    return out;
+  }
+  if (options.pipeline.stages > 1) return CompilePipelineStage(forward, options);
+  const bool sharded = options.parallel_mode == ParallelMode::SemiAutoParallel;
+  std::optional<parallel::LocalGraph> local;
+  if (sharded) {
+    SINKRT_ASSIGN_OR_RETURN(local, PartitionForward(forward, options),
+                            "compile graph '" + forward.name() + "' for rank " + std::to_string(options.rank));
+  }
+  // gradients_mean under SEMI_AUTO_PARALLEL: the gradient of the mean of
+  // the loss's D data-parallel slices. Each rank's loss is its slice's mean
+  // (partial along D ranks), so backward seeds 1/D and the mirror groups
+  // sum. This is the mean over the mirror group when every parameter's
+  // group is the D replicas (the data and DPxMP presets), and stays right
+  // when it is not: a parameter whose op sees the whole batch while the
+  // loss splits it (no group, yet 1/D), or a plan that splits the batch
+  // more ways before the loss than at it (a group of 2D ranks, yet 1/D).
+  float loss_seed = 1.0f;
+  if (sharded && options.gradients_mean) {
+    const TensorId loss = local->graph.loss();
+    const parallel::TensorLayout& l = local->layouts[loss];
+    int64_t slices = 1;
+    for (int a : l.partial) slices *= parallel::AxisSize(l.device_matrix, a);
+    loss_seed = 1.0f / static_cast<float>(slices);
+  }
+  SINKRT_ASSIGN_OR_RETURN(
+      compiler::TrainingGraph tg,
+      compiler::BuildTrainingGraph(sharded ? local->graph : forward, options.optimizer, options.eval_program,
+                                   options.predict_program, /*accuracy_from_loss=*/sharded, loss_seed));
+  std::vector<std::vector<uint32_t>> grad_groups;
+  if (sharded) {
+    for (const ParamGrad& pg : tg.grads) {
+      std::vector<uint32_t> group = {options.rank};
+      for (const parallel::LocalParameter& p : local->parameters)
+        if (p.local == pg.param) group = p.mirror_group;
+      grad_groups.push_back(std::move(group));
+    }
+  }
+  SINKRT_ASSIGN_OR_RETURN(
+      compiler::LoweredStream lowered,
+      compiler::Lower(tg, {.fuse = options.fuse,
+                           .eval_program = options.eval_program,
+                           .predict_program = options.predict_program,
+                           .queue_capacity = options.queue_capacity,
+                           .arena_alignment = options.arena_alignment,
+                           .data_parallel = options.parallel_mode == ParallelMode::DataParallel || sharded,
+                           .world_size = options.world_size,
+                           .gradients_mean = options.gradients_mean && !sharded,  // sharded: the seed is 1/D
+                           .parameter_broadcast = options.parameter_broadcast && !sharded,
+                           .comm_fusion = options.comm_fusion,
+                           .grad_groups = std::move(grad_groups)}));
+  if (sharded) AttachSlices(lowered, tg, *local, options.rank);
+  return EmitStream(forward, options, tg, lowered);
 }
 
 }  // namespace sinkrt::host

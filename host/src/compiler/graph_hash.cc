@@ -65,6 +65,18 @@ uint64_t StreamHash(uint64_t graph_hash, const CompileOptions& o) {
     h.U64(f.indices.size());
     for (int i : f.indices) h.I64(i);
   }
+  if (o.pipeline.stages > 1) {
+    const PipelineConfig& p = o.pipeline;
+    h.String("pipeline");
+    h.I64(p.stages);
+    h.I64(p.micro_size);
+    h.String(p.scheduler);
+    h.U64(p.stage_of.size());
+    for (const auto& [layer, stage] : p.stage_of) {
+      h.String(layer);
+      h.I64(stage);
+    }
+  }
   // How the batch reaches the ranks changes their streams (queue shapes,
   // slices); only semi_auto_parallel has a say.
   if (o.parallel_mode == ParallelMode::SemiAutoParallel) {

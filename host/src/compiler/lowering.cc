@@ -10,6 +10,7 @@
 #include "compiler/program_plan.h"
 #include "compiler/views.h"
 #include "parallel/gradient_reduction.h"
+#include "parallel/pipeline_comm.h"
 
 namespace sinkrt::host::compiler {
 namespace {
@@ -196,6 +197,45 @@ void AddGradientReduction(ProgramDef& prog, const std::vector<BucketDef>& bucket
   prog.num_events = schedule.num_events;
 }
 
+// A pipeline stage's train_step: its Send and Recv tasks and the gradient
+// buckets move to the comm stream as parallel::SchedulePipelineComm orders
+// them.
+void AddPipelineComm(ProgramDef& prog, const std::vector<BucketDef>& buckets, const std::vector<int64_t>& ready_at,
+                     fb::ReduceOp op) {
+  std::vector<parallel::ComputeTask> tasks;
+  std::vector<parallel::PipelineTransfer> transfers;
+  tasks.reserve(prog.tasks.size());
+  for (size_t i = 0; i < prog.tasks.size(); ++i) {
+    const TaskDef& t = prog.tasks[i];
+    if (const auto* sd = std::get_if<SendDef>(&t.body))
+      transfers.push_back({.task = i, .send = true, .order = sd->order, .channel = sd->channel});
+    if (const auto* rv = std::get_if<RecvDef>(&t.body))
+      transfers.push_back({.task = i, .send = false, .order = rv->order, .channel = 0});
+    tasks.push_back(ComputeTaskOf(t));
+  }
+  std::vector<std::vector<uint32_t>> bucket_buffers;
+  for (const BucketDef& b : buckets) bucket_buffers.push_back(b.buffers);
+  parallel::ReductionSchedule schedule = parallel::SchedulePipelineComm(tasks, transfers, bucket_buffers, ready_at);
+  auto task_of = [&](parallel::ScheduledTask& s) -> TaskDef {
+    using Kind = parallel::ScheduledTask::Kind;
+    switch (s.kind) {
+      case Kind::Compute: return std::move(prog.tasks[s.index]);
+      case Kind::RecordEvent: return {std::move(s.name), EventRecordDef{s.event}};
+      case Kind::WaitEvent: return {std::move(s.name), EventWaitDef{s.event}};
+      case Kind::AllReduce:
+        return {std::move(s.name),
+                AllReduceDef{.group = buckets[s.index].group, .op = op, .buffers = buckets[s.index].buffers}};
+    }
+    return {};
+  };
+  std::vector<TaskDef> compute, comm;
+  for (parallel::ScheduledTask& s : schedule.compute) compute.push_back(task_of(s));
+  for (parallel::ScheduledTask& s : schedule.comm) comm.push_back(task_of(s));
+  prog.tasks = std::move(compute);
+  prog.comm_tasks = std::move(comm);
+  prog.num_events = schedule.num_events;
+}
+
 }  // namespace
 
 std::vector<uint32_t> TaskBuffers(const TaskDef& task) {
@@ -211,6 +251,8 @@ std::vector<uint32_t> TaskBuffers(const TaskDef& task) {
   if (const auto* g = std::get_if<AllGatherDef>(&task.body)) return {g->input, g->output};
   if (const auto* r = std::get_if<ReduceScatterDef>(&task.body)) return {r->input, r->output};
   if (const auto* a = std::get_if<AllToAllDef>(&task.body)) return {a->input, a->output};
+  if (const auto* sd = std::get_if<SendDef>(&task.body)) return {sd->buffer};
+  if (const auto* rv = std::get_if<RecvDef>(&task.body)) return {rv->buffer};
   return {};
 }
 
@@ -346,6 +388,24 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
         AddCollective(kd, name, out.groups, options.world_size, prog.tasks);
         continue;
       }
+      if (kd.op == fb::OpCode::Send || kd.op == fb::OpCode::Recv) {
+        const uint32_t group = GroupIndex(out.groups, head.attrs.group, options.world_size);
+        if (kd.op == fb::OpCode::Send)
+          prog.tasks.push_back({std::move(name), SendDef{.group = group, .peer = head.attrs.peer,
+                                                         .buffer = kd.inputs.at(0), .order = head.attrs.comm_order,
+                                                         .channel = head.attrs.channel}});
+        else
+          prog.tasks.push_back({std::move(name), RecvDef{.group = group, .peer = head.attrs.peer,
+                                                         .buffer = kd.outputs.at(0), .order = head.attrs.comm_order}});
+        continue;
+      }
+      // A gradient summed over micro-batches: acc = acc + g in place (AddN
+      // allows its output to be one of its inputs).
+      if (kd.op == fb::OpCode::AccumulateGrad) {
+        kd.op = fb::OpCode::AddN;
+        kd.attrs = OpAttrs{};
+        kd.outputs = {kd.inputs.at(0)};
+      }
       // GradAllReduce is the identity in the forward (its gradient is the
       // AllReduce).
       if (kd.op == fb::OpCode::GradAllReduce) {
@@ -356,7 +416,11 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
     }
     for (TensorId t : plan.reports) prog.reports.push_back(buffer_of(t));
 
-    if (p == 0 && options.data_parallel) {
+    if (p == 0 && options.pipeline) {
+      std::vector<int64_t> ready_at;
+      for (const parallel::FusionBucket& b : buckets) ready_at.push_back(b.ready_at);
+      AddPipelineComm(prog, out.buckets, ready_at, options.gradients_mean ? fb::ReduceOp::Mean : fb::ReduceOp::Sum);
+    } else if (p == 0 && options.data_parallel) {
       // Events touch no buffer and the comm stream only persistent
       // gradients, so liveness below just counts the compute stream.
       std::vector<int64_t> ready_at;

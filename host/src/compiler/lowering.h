@@ -128,10 +128,28 @@ struct AllToAllDef {
   uint32_t input = 0, output = 0;
 };
 
+// Pipeline stages' point to point transfers (docs/pipeline.md): `buffer`
+// to or from world rank `peer`, in `group` (the pair). `order` and
+// `channel` are the schedule's (OpAttrs::comm_order, channel): they place
+// the transfer on the comm stream and are not written to the stream.
+struct SendDef {
+  uint32_t group = 0;
+  uint32_t peer = 0;
+  uint32_t buffer = 0;
+  int64_t order = 0, channel = 0;
+};
+
+struct RecvDef {
+  uint32_t group = 0;
+  uint32_t peer = 0;
+  uint32_t buffer = 0;
+  int64_t order = 0;
+};
+
 struct TaskDef {
   std::string name;  // op names ("a+b+c" for a fused chain)
   std::variant<KernelDef, GetNextDef, InitTaskDef, EventRecordDef, EventWaitDef, AllReduceDef, BroadcastDef,
-               AllGatherDef, ReduceScatterDef, AllToAllDef>
+               AllGatherDef, ReduceScatterDef, AllToAllDef, SendDef, RecvDef>
       body;
 };
 
@@ -208,6 +226,10 @@ struct LoweringOptions {
   // included); one rank means none. Buckets then form per group, each
   // AllReduce over its own group. Empty: every gradient over the world.
   std::vector<std::vector<uint32_t>> grad_groups;
+  // Pipeline stage (docs/pipeline.md): the graph's Send and Recv ops move to
+  // train_step's comm stream in their schedule order
+  // (parallel/pipeline_comm.h), beside the gradient buckets.
+  bool pipeline = false;
 };
 
 Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& options);

@@ -52,7 +52,7 @@ Result<GraphFacts> AnalyseGraph(const TrainingGraph& tg) {
       return InvalidArgument(OpContext(g.ops()[i], i) + ": MaxPool2D must have two outputs " +
                              "(y and its argmax workspace), has " +
                              std::to_string(g.ops()[i].outputs.size()));
-  f.reported[tg.loss] = true;
+  if (tg.loss != kInvalidTensor) f.reported[tg.loss] = true;
   for (TensorId t : g.outputs()) f.reported[t] = true;
   if (tg.accuracy != kInvalidTensor) f.reported[tg.accuracy] = true;
   return f;

@@ -45,7 +45,8 @@ fbs::Offset<fb::InitDef> WriteInit(fbs::FlatBufferBuilder& fbb, const InitSpec& 
 bool IsCollective(const TaskDef& task) {
   return std::holds_alternative<AllReduceDef>(task.body) || std::holds_alternative<BroadcastDef>(task.body) ||
          std::holds_alternative<AllGatherDef>(task.body) || std::holds_alternative<ReduceScatterDef>(task.body) ||
-         std::holds_alternative<AllToAllDef>(task.body);
+         std::holds_alternative<AllToAllDef>(task.body) || std::holds_alternative<SendDef>(task.body) ||
+         std::holds_alternative<RecvDef>(task.body);
 }
 
 fbs::Offset<fb::Task> WriteTask(fbs::FlatBufferBuilder& fbb, const TaskDef& task) {
@@ -86,6 +87,12 @@ fbs::Offset<fb::Task> WriteTask(fbs::FlatBufferBuilder& fbb, const TaskDef& task
   } else if (const auto* aa = std::get_if<AllToAllDef>(&task.body)) {
     type = fb::TaskBody::AllToAllTask;
     body = fb::CreateAllToAllTask(fbb, aa->group, aa->input, aa->output).Union();
+  } else if (const auto* sd = std::get_if<SendDef>(&task.body)) {
+    type = fb::TaskBody::SendTask;
+    body = fb::CreateSendTask(fbb, sd->group, sd->peer, sd->buffer).Union();
+  } else if (const auto* rv = std::get_if<RecvDef>(&task.body)) {
+    type = fb::TaskBody::RecvTask;
+    body = fb::CreateRecvTask(fbb, rv->group, rv->peer, rv->buffer).Union();
   }
   auto name = fbb.CreateString(task.name);
   return fb::CreateTask(fbb, type, body, name);

@@ -19,6 +19,7 @@
 #include "sinkrt/host/graph.h"
 #include "sinkrt/host/optimizer.h"
 #include "sinkrt/host/parallel_context.h"
+#include "sinkrt/host/pipeline.h"
 #include "sinkrt/runtime/status.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 
@@ -76,6 +77,17 @@ struct CompileOptions {
   // when the ranks share a host (sinkd's mesh then uses shared memory),
   // "tcp" when they span hosts (sinkrun picks it from a rank table).
   std::string search_transport = "shm";
+  // Pipeline stages (MindSpore's pipeline_stages, PipelineCell's micro_size
+  // and pipeline_config's scheduler; docs/pipeline.md). stages 1: none.
+  // With S > 1 (data_parallel only, for now), rank r compiles stage
+  // r / (world_size / S): its share of every micro-batch's forward and
+  // backward in the schedule's order, the transfers to its neighbours on
+  // the comm stream, gradients summed over micro-batches and reduced over
+  // its stage's ranks, one update per step. The network is the graph one
+  // replica trains (its batch is split into micro_size micro-batches); the
+  // first stage's queue holds the inputs, the last stage's the labels, and
+  // only the last stage reports the loss. No eval or predict program yet.
+  PipelineConfig pipeline;
 };
 
 // The parallel context `options` compile under, for its checks (MindSpore's
@@ -122,6 +134,11 @@ struct CompileReport {
   std::vector<GradientBucket> buckets;  // DataParallel: in the comm stream's order
   // AutoParallel: the search that chose the strategies compiled.
   std::optional<AutoParallelPlan> auto_parallel;
+  // Pipeline stages: this rank's stage (-1: none), and the schedule's bubble
+  // as its simulation predicts it (the mean fraction of a step a stage
+  // waits for a neighbour).
+  int pipeline_stage = -1;
+  double predicted_bubble = 0;
 };
 
 // Only ever made from a stream that passed VerifyTaskStream (Compile

@@ -92,6 +92,13 @@ struct OpAttrs {
   std::vector<uint32_t> group;
   uint32_t group_position = 0;
   bool mean = false;
+  // Send and Recv (pipeline stages; never in a graph file): the peer's
+  // world rank, the transfer's place in the comm stream's order (both ends
+  // use the same), and its channel (one tensor to one peer: a send waits for
+  // the channel's previous send before it reuses the channel).
+  uint32_t peer = 0;
+  int64_t comm_order = 0;
+  int64_t channel = 0;
 };
 
 struct OpNode {

@@ -1,0 +1,135 @@
+// Compile's pipeline path (compiler/compile_pipeline.h).
+#include "compiler/compile_pipeline.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "compiler/pipeline_graph.h"
+#include "parallel/partition.h"
+#include "parallel/partition_plan.h"
+#include "parallel/strategy_presets.h"
+#include "sinkrt/host/calibration.h"
+#include "sinkrt/host/pipeline.h"
+
+namespace sinkrt::host::compiler {
+namespace {
+
+bool IsCommOp(fb::OpCode op) {
+  return op == fb::OpCode::AllReduce || op == fb::OpCode::AllGather || op == fb::OpCode::ReduceScatter ||
+         op == fb::OpCode::AllToAll || op == fb::OpCode::ShardSlice || op == fb::OpCode::GradAllReduce;
+}
+
+// The network at the micro-batch size: its rows split M ways.
+Result<Graph> MicroBatchGraph(const Graph& forward, int micro_size) {
+  if (micro_size == 1) return forward;
+  Graph g = forward;
+  SINKRT_ASSIGN_OR_RETURN(parallel::StrategyPreset preset, parallel::ParseStrategyPreset("data", micro_size));
+  SINKRT_RETURN_IF_ERROR(parallel::ApplyStrategyPreset(g, preset), "cutting the batch into " +
+                                                                       std::to_string(micro_size) + " micro-batches");
+  std::vector<parallel::Strategy> strategies;
+  for (const OpNode& op : g.ops()) strategies.push_back(op.strategy);
+  SINKRT_ASSIGN_OR_RETURN(parallel::PartitionPlan plan,
+                          parallel::PlanPartition(g, strategies, {.device_num = micro_size}),
+                          "cutting the batch into " + std::to_string(micro_size) + " micro-batches");
+  SINKRT_ASSIGN_OR_RETURN(parallel::LocalGraph local, parallel::PartitionForRank(g, plan, 0),
+                          "cutting the batch into " + std::to_string(micro_size) + " micro-batches");
+  for (const OpNode& op : local.graph.ops())
+    if (IsCommOp(op.op))
+      return InvalidArgument("the network does not cut into micro-batches by rows: op '" + op.name +
+                             "' would need the other micro-batches' rows");
+  if (local.graph.ops().size() != forward.ops().size())
+    return InvalidArgument("the network does not cut into micro-batches by rows: " +
+                           std::to_string(local.graph.ops().size()) + " ops at the micro-batch size, " +
+                           std::to_string(forward.ops().size()) + " in the network");
+  // Plain ops again: the strategies were only the means of the cut.
+  Graph out = std::move(local.graph);
+  return out;
+}
+
+int64_t BatchOf(const Graph& g) {
+  for (const TensorInfo& t : g.tensors())
+    if (t.kind == TensorKind::Input && !t.shape.empty()) return t.shape[0];
+  return -1;
+}
+
+}  // namespace
+
+Result<PipelineStageGraph> BuildPipelineStage(const Graph& forward, const CompileOptions& options) {
+  const PipelineConfig& config = options.pipeline;
+  const std::string who = "compile graph '" + forward.name() + "' with pipeline_stages " +
+                          std::to_string(config.stages);
+  SINKRT_RETURN_IF_ERROR(forward.status(), who);
+  if (options.parallel_mode != ParallelMode::DataParallel)
+    return InvalidArgument(who + ": pipeline stages run under data_parallel (each stage's ranks are replicas); " +
+                           std::string(ParallelModeName(options.parallel_mode)) + " is not supported with them yet");
+  if (!forward.valid(forward.loss())) return FailedPrecondition(who + ": the graph has no loss (call SetLoss)");
+  const int64_t batch = BatchOf(forward);
+  if (batch < 1) return InvalidArgument(who + ": the graph has no dataset input with a batch dimension");
+  const int device_num = static_cast<int>(std::min<uint32_t>(options.world_size, 1u << 30));
+  SINKRT_RETURN_IF_ERROR(CheckPipelineConfig(config, device_num, batch), who);
+
+  SINKRT_ASSIGN_OR_RETURN(Graph micro, MicroBatchGraph(forward, config.micro_size), who);
+  SINKRT_ASSIGN_OR_RETURN(const Calibration calibration, FindCalibration(options.calibration), who);
+  SINKRT_ASSIGN_OR_RETURN(PipelineStages stages, AssignPipelineStages(micro, config, calibration), who);
+  SINKRT_ASSIGN_OR_RETURN(std::vector<StageGraph> graphs, SplitStageGraphs(micro, stages), who);
+
+  const int S = config.stages;
+  // Per stage: network tensor -> its tensor in the stage graph.
+  std::vector<std::map<TensorId, TensorId>> local(static_cast<size_t>(S));
+  for (const StageGraph& sg : graphs)
+    for (TensorId t = 0; t < sg.original.size(); ++t) local[static_cast<size_t>(sg.stage)][sg.original[t]] = t;
+  // The links: every tensor a stage receives, from the stage that computes it.
+  std::vector<std::tuple<int, int, TensorId>> crossing;  // (from, to, network tensor)
+  for (const StageGraph& sg : graphs)
+    for (TensorId r : sg.received) {
+      const TensorId t = sg.original[r];
+      const int64_t producer = micro.producer(t);
+      if (producer < 0) return Internal(who + ": received tensor '" + micro.tensor(t).name + "' has no producer");
+      crossing.emplace_back(stages.op_stage[static_cast<size_t>(producer)], sg.stage, t);
+    }
+  std::sort(crossing.begin(), crossing.end());
+  std::vector<parallel::PipelineLink> links;
+  for (const auto& [from, to, t] : crossing)
+    links.push_back({.from = from, .to = to, .grad = micro.tensor(t).dtype == DType::F32});
+  std::vector<double> fwd, bwd;
+  for (double s : stages.stage_seconds) {
+    fwd.push_back(s / 3);
+    bwd.push_back(2 * s / 3);
+  }
+  SINKRT_ASSIGN_OR_RETURN(parallel::PipelineSchedule schedule,
+                          parallel::PlanPipelineSchedule(S, config.micro_size, config.scheduler, links, fwd, bwd), who);
+
+  PipelineStageGraph out;
+  const int stage = StageOfRank(device_num, S, options.rank);
+  const uint32_t per_stage = options.world_size / static_cast<uint32_t>(S);
+  const uint32_t place = options.rank - static_cast<uint32_t>(stage) * per_stage;
+  out.stage = stage;
+  out.group = StageRanks(device_num, S, stage);
+
+  PipelineStageSpec spec;
+  spec.stage = &graphs[static_cast<size_t>(stage)];
+  spec.schedule = &schedule;
+  spec.rank = options.rank;
+  spec.optimizer = options.optimizer;
+  const std::map<TensorId, TensorId>& mine = local[static_cast<size_t>(stage)];
+  for (size_t l = 0; l < crossing.size(); ++l) {
+    const auto& [from, to, t] = crossing[l];
+    if (from != stage && to != stage) continue;
+    const int other = from == stage ? to : from;
+    spec.links.push_back({.link = static_cast<int>(l), .tensor = mine.at(t),
+                          .peer = static_cast<uint32_t>(other) * per_stage + place});
+  }
+  const TensorId loss = micro.loss();
+  const int loss_stage = stages.op_stage[static_cast<size_t>(micro.producer(loss))];
+  if (loss_stage != S - 1)
+    return InvalidArgument(who + ": the loss '" + micro.tensor(loss).name + "' is computed in stage " +
+                           std::to_string(loss_stage) + ", not in the last stage " + std::to_string(S - 1));
+  if (stage == S - 1) spec.loss = mine.at(loss);
+  SINKRT_ASSIGN_OR_RETURN(out.tg, BuildPipelineStageGraph(spec), who);
+  out.schedule = std::move(schedule);
+  return out;
+}
+
+}  // namespace sinkrt::host::compiler

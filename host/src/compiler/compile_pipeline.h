@@ -1,0 +1,33 @@
+// Compile's pipeline path (docs/pipeline.md): from the network and the
+// pipeline config, the training graph of this rank's stage.
+//
+// The network is first cut into micro-batches: its ops split by rows M ways
+// (the "data" strategy preset over M virtual devices, partitioned for the
+// first of them), which gives the forward at the micro-batch size with
+// every Reshape target adjusted. The stages are assigned on that graph
+// (AssignPipelineStages), split into stage graphs (SplitStageGraphs), and
+// every tensor that crosses stages becomes a link of the schedule
+// (PlanPipelineSchedule, checked for deadlock). Rank r runs stage
+// r / (device_num / S) and talks to the rank at the same place in each
+// neighbouring stage; its stage's ranks are its data-parallel group.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "compiler/training_graph.h"
+#include "parallel/pipeline_schedule.h"
+#include "sinkrt/host/compiler.h"
+
+namespace sinkrt::host::compiler {
+
+struct PipelineStageGraph {
+  TrainingGraph tg;
+  int stage = 0;
+  std::vector<uint32_t> group;  // this stage's ranks: the gradients' data-parallel group
+  parallel::PipelineSchedule schedule;
+};
+
+Result<PipelineStageGraph> BuildPipelineStage(const Graph& forward, const CompileOptions& options);
+
+}  // namespace sinkrt::host::compiler
