@@ -240,6 +240,12 @@ Status ParallelContext::Validate(const std::vector<ParallelMode>& supported) con
     return InvalidArgument("The context configuration parameter 'device_memory_capacity' must be larger than 0, "
                            "but got the value: 0.");
   SINKRT_RETURN_IF_ERROR(CheckCommFusion(comm_fusion));
+  if (pipeline_stages < 1)
+    return InvalidArgument("The context configuration parameter 'pipeline_stages' must be a positive int, but got "
+                           "the value of pipeline_stages : " + std::to_string(pipeline_stages) + ".");
+  if (pipeline_scheduler != "1f1b" && pipeline_scheduler != "gpipe")
+    return InvalidArgument("For 'pipeline_config', the pipeline_scheduler only support '1f1b' and 'gpipe', but got "
+                           "'" + pipeline_scheduler + "'.");
 
   const char* name = ParallelModeName(mode);
   // parallel/_utils.py: _device_number_check, then _parameter_broadcast_check.
@@ -280,6 +286,19 @@ Status ParallelContext::Validate(const std::vector<ParallelMode>& supported) con
     return Unimplemented(
         "full_batch=True (dataset_strategy 'full_batch') is not supported with data_parallel: every rank reads "
         "its own shard of the batch. It will be supported with semi_auto_parallel; set full_batch=False.");
+  if (pipeline_stages > 1) {
+    if (mode == ParallelMode::StandAlone)
+      return InvalidArgument("pipeline_stages " + std::to_string(pipeline_stages) +
+                             " needs several devices: set parallel_mode data_parallel with device_num a multiple of "
+                             "pipeline_stages, but got parallel_mode: stand_alone.");
+    if (mode != ParallelMode::DataParallel)
+      return Unimplemented("pipeline_stages " + std::to_string(pipeline_stages) + " with parallel_mode " + name +
+                           " is not supported by this build yet: the stages run under data_parallel.");
+    if (device_num % pipeline_stages != 0)
+      return InvalidArgument("device_num " + std::to_string(device_num) + " is not divisible by pipeline_stages " +
+                             std::to_string(pipeline_stages) + ": every stage needs device_num / pipeline_stages "
+                             "devices.");
+  }
   return Status::Ok();
 }
 

@@ -35,6 +35,14 @@ Json OptionsToJson(const CompileOptions& o) {
     if (f.mode == "index") fusion["indices"] = f.indices;
     parallel["comm_fusion"] = std::move(fusion);
   }
+  if (o.pipeline.stages > 1) {
+    Json stage_of = Json::array();
+    for (const auto& [layer, stage] : o.pipeline.stage_of) stage_of.push_back({layer, stage});
+    parallel["pipeline"] = {{"stages", o.pipeline.stages},
+                            {"micro_size", o.pipeline.micro_size},
+                            {"scheduler", o.pipeline.scheduler},
+                            {"stage_of", std::move(stage_of)}};
+  }
   return {{"optimizer", std::move(optimizer)},
           {"queue_capacity", o.queue_capacity},
           {"arena_alignment", o.arena_alignment},
@@ -194,6 +202,13 @@ Result<Manifest> ParseManifest(const std::string& text, const std::string& path)
       o.comm_fusion.size_mb = rd.Get<double>(fusion, "size_mb", "options.parallel.comm_fusion");
     if (o.comm_fusion.mode == "index")
       o.comm_fusion.indices = rd.Get<std::vector<int>>(fusion, "indices", "options.parallel.comm_fusion");
+  }
+  if (rd.status.ok() && parallel.is_object() && parallel.contains("pipeline")) {
+    const Json pipe = rd.Get<Json>(parallel, "pipeline", "options.parallel");
+    o.pipeline.stages = rd.Get<int>(pipe, "stages", "options.parallel.pipeline");
+    o.pipeline.micro_size = rd.Get<int>(pipe, "micro_size", "options.parallel.pipeline");
+    o.pipeline.scheduler = rd.Get<std::string>(pipe, "scheduler", "options.parallel.pipeline");
+    o.pipeline.stage_of = rd.Get<std::vector<std::pair<std::string, int>>>(pipe, "stage_of", "options.parallel.pipeline");
   }
 
   const Json ranks = rd.Get<Json>(j, "ranks", "");

@@ -112,6 +112,9 @@ EvalResult FinishEval(const Model::Impl& m, double loss_sum, double correct, int
 Result<EvalResult> Model::eval(const Dataset& dataset, bool dataset_sink_mode) {
   (void)dataset_sink_mode;  // one step per launch either way (see above)
   Impl& m = *impl_;
+  if (m.pipeline_stages > 1)
+    return Unimplemented("For 'Model.eval', the model runs " + std::to_string(m.pipeline_stages) +
+                         " pipeline stages, and eval through pipeline stages is not built yet (docs/pipeline.md)");
   if (m.sharded) return ShardedEval(m, dataset);
   if (m.eval_queue.index < 0 || m.eval_queue.columns.front().shape.empty())
     return FailedPrecondition("For 'Model.eval', the compiled stream has no eval_step queue of batches");
@@ -178,6 +181,9 @@ Result<EvalResult> Model::eval(const Dataset& dataset, bool dataset_sink_mode) {
 
 Result<Tensor> Model::predict(const Row& inputs) {
   Impl& m = *impl_;
+  if (m.pipeline_stages > 1)
+    return Unimplemented("For 'Model.predict', the model runs " + std::to_string(m.pipeline_stages) +
+                         " pipeline stages, and predict through pipeline stages is not built yet (docs/pipeline.md)");
   if (m.sharded) return ShardedPredict(m, inputs);
   if (m.predict_queue.index < 0)
     return FailedPrecondition("For 'Model.predict', the network has no predict program: it needs an output "

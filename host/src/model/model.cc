@@ -178,6 +178,29 @@ Status JoinWorld(const std::vector<DeviceLink*>& devices, const std::string& con
                              context + ": joining the devices' world");
 }
 
+// A pipeline's ranks (model_impl.h): each one's train queue, which of them
+// report the loss, and where each piece of the state lives.
+Status PlanPipeline(Model::Impl& m, const std::string& context) {
+  const uint32_t n = static_cast<uint32_t>(m.devices.size());
+  const uint32_t per_stage = n / static_cast<uint32_t>(m.pipeline_stages);
+  std::map<std::string, uint32_t> owner;
+  for (uint32_t r = 0; r < n; ++r) {
+    const VerifiedStream& view = m.streams[r];
+    m.rank_train_queues.push_back(FindQueue(view, "train"));
+    m.reports_loss.push_back(!Reports(view, fb::ProgramKind::TrainStep).empty());
+    if (r % per_stage != 0) continue;  // replicas hold what their stage's first rank holds
+    for (StateBuffer& s : StateBuffers(view)) {
+      auto [it, fresh] = owner.emplace(s.name, r);
+      if (!fresh)
+        return Internal(context + ": ranks " + std::to_string(it->second) + " and " + std::to_string(r) +
+                        " both hold '" + s.name + "'");
+      m.stage_state.emplace_back(r, std::move(s));
+    }
+  }
+  if (!m.reports_loss.back()) return Internal(context + ": the last stage does not report the loss");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, OptimizerSpec optimizer,
@@ -224,6 +247,14 @@ Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, Optim
     co.fully_use_devices = pc.fully_use_devices;
     co.device_memory = pc.device_memory_capacity;
     co.calibration = pc.calibration_file;
+  }
+  if (pc.pipeline_stages > 1) {
+    co.pipeline = {.stages = pc.pipeline_stages,
+                   .micro_size = options.micro_size,
+                   .scheduler = pc.pipeline_scheduler,
+                   .stage_of = options.stage_of};
+    co.eval_program = false;  // not built for pipelines yet
+    co.predict_program = false;
   }
   SINKRT_ASSIGN_OR_RETURN(CompiledJob job, CompileJob(network, co, options.compile_cache));
   return Create(std::move(job), devices, std::move(options));
@@ -276,6 +307,9 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
                              std::to_string(co.world_size) + " devices");
     // A searched job is also what semi_auto_parallel runs: its streams are.
     const bool same_mode = asked.mode == compiled_mode || (planned && asked.mode == co.parallel_mode);
+    if (asked.pipeline_stages != co.pipeline.stages)
+      return InvalidArgument(context + " was compiled for pipeline_stages " + std::to_string(co.pipeline.stages) +
+                             ", but the context asks for " + std::to_string(asked.pipeline_stages));
     if (!same_mode || asked.device_num != static_cast<int>(co.world_size))
       return InvalidArgument(context + " was compiled for " + ParallelModeName(compiled_mode) + " on " +
                              std::to_string(co.world_size) + " devices, but the context asks for " +
@@ -289,6 +323,8 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
   pc.comm_fusion = co.comm_fusion;
   pc.full_batch = co.full_batch;
   pc.dataset_strategy = co.dataset_strategy;
+  pc.pipeline_stages = co.pipeline.stages;
+  pc.pipeline_scheduler = co.pipeline.scheduler;
   if (planned) {
     pc.search_mode = job.auto_parallel->search_mode;
     pc.device_memory_capacity = co.device_memory;
@@ -308,8 +344,13 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
   impl->eval_queue = FindQueue(stream, "eval");
   impl->predict_queue = FindQueue(stream, "predict");
   if (impl->train_queue.index < 0) return InvalidArgument(context + " has no Input: Model trains on dataset columns");
-  FindEvalReports(stream, &impl->loss_report, &impl->accuracy_report);
-  if (impl->loss_report < 0) return Internal(context + ": eval_step does not report the loss");
+  impl->pipeline_stages = co.pipeline.stages;
+  if (impl->pipeline_stages > 1) {
+    SINKRT_RETURN_IF_ERROR(PlanPipeline(*impl, context));
+  } else {
+    FindEvalReports(stream, &impl->loss_report, &impl->accuracy_report);
+    if (impl->loss_report < 0) return Internal(context + ": eval_step does not report the loss");
+  }
   impl->state = StateBuffers(stream);
   impl->sharded = sharded;
   impl->auto_parallel = std::move(job.auto_parallel);
@@ -386,6 +427,19 @@ Result<std::vector<std::pair<std::string, Tensor>>> MergedState(Model::Impl& m) 
 
 Result<std::vector<std::pair<std::string, Tensor>>> Model::ReadState() {
   if (impl_->sharded) return MergedState(*impl_);
+  if (impl_->pipeline_stages > 1) {
+    // Each stage's parameters from its first replica, in stage order.
+    std::vector<std::pair<std::string, Tensor>> out;
+    for (const auto& [rank, s] : impl_->stage_state) {
+      SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, impl_->devices[rank]->ReadTensor(s.index),
+                              "Model.ReadState: tensor '" + s.name + "' on rank " + std::to_string(rank));
+      if (bytes.size() != s.bytes)
+        return Internal("Model.ReadState: tensor '" + s.name + "' came back with " + std::to_string(bytes.size()) +
+                        " bytes, expected " + std::to_string(s.bytes));
+      out.emplace_back(s.name, Tensor{s.dtype, s.shape, std::move(bytes)});
+    }
+    return out;
+  }
   return ReadState(0);
 }
 
@@ -395,7 +449,11 @@ Result<std::vector<std::pair<std::string, Tensor>>> Model::ReadState(uint32_t ra
                       std::to_string(impl_->devices.size()) + " devices");
   std::vector<std::pair<std::string, Tensor>> out;
   // A sharded rank's own slices; ReadState() merges them.
-  const std::vector<StateBuffer>& state = impl_->sharded ? impl_->ranks[rank].state : impl_->state;
+  // A pipeline rank holds its stage's tensors.
+  const std::vector<StateBuffer> stage_state =
+      impl_->pipeline_stages > 1 ? StateBuffers(impl_->streams[rank]) : std::vector<StateBuffer>{};
+  const std::vector<StateBuffer>& state =
+      impl_->sharded ? impl_->ranks[rank].state : impl_->pipeline_stages > 1 ? stage_state : impl_->state;
   out.reserve(state.size());
   for (const StateBuffer& s : state) {
     SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, impl_->devices[rank]->ReadTensor(s.index),
@@ -409,6 +467,7 @@ Result<std::vector<std::pair<std::string, Tensor>>> Model::ReadState(uint32_t ra
 }
 
 Status Model::WriteState(const std::vector<std::pair<std::string, Tensor>>& state) {
+  if (impl_->pipeline_stages > 1) return WritePipelineState(state);
   std::map<std::string, const StateBuffer*> by_name;
   for (const StateBuffer& s : impl_->state) by_name[s.name] = &s;
   // Check everything before writing anything, so a bad entry leaves the
@@ -453,6 +512,35 @@ Status Model::WriteState(const std::vector<std::pair<std::string, Tensor>>& stat
                              "Model.WriteState: tensor '" + s->name + "'" +
                                  (impl_->devices.size() > 1 ? " on rank " + std::to_string(r) : ""));
     }
+  return Status::Ok();
+}
+
+// A pipeline's state: each tensor to every replica of the stage that holds
+// it, all checked before anything is written.
+Status Model::WritePipelineState(const std::vector<std::pair<std::string, Tensor>>& state) {
+  Impl& m = *impl_;
+  std::map<std::string, const std::pair<uint32_t, StateBuffer>*> by_name;
+  for (const auto& entry : m.stage_state) by_name[entry.second.name] = &entry;
+  std::vector<std::pair<const std::pair<uint32_t, StateBuffer>*, const Tensor*>> writes;
+  for (const auto& [name, t] : state) {
+    auto it = by_name.find(name);
+    if (it == by_name.end())
+      return NotFound("Model.WriteState: the model has no parameter or optimizer state '" + name + "'");
+    const StateBuffer& s = it->second->second;
+    if (t.dtype != s.dtype || t.shape != s.shape)
+      return InvalidArgument("Model.WriteState: tensor '" + name + "' is " + DTypeName(t.dtype) + " " +
+                             ShapeToString(t.shape) + ", the model's is " + DTypeName(s.dtype) + " " +
+                             ShapeToString(s.shape));
+    if (t.data.size() != s.bytes)
+      return InvalidArgument("Model.WriteState: tensor '" + name + "' holds " + std::to_string(t.data.size()) +
+                             " bytes, its shape needs " + std::to_string(s.bytes));
+    writes.emplace_back(it->second, &t);
+  }
+  const uint32_t per_stage = static_cast<uint32_t>(m.devices.size()) / static_cast<uint32_t>(m.pipeline_stages);
+  for (const auto& [entry, t] : writes)
+    for (uint32_t r = entry->first; r < entry->first + per_stage; ++r)
+      SINKRT_RETURN_IF_ERROR(m.devices[r]->WriteTensor(entry->second.index, t->bytes()),
+                             "Model.WriteState: tensor '" + entry->second.name + "' on rank " + std::to_string(r));
   return Status::Ok();
 }
 

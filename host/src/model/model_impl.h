@@ -78,6 +78,16 @@ struct Model::Impl {
   bool sharded = false;
   std::optional<AutoParallelPlan> auto_parallel;  // the search, under auto_parallel
   std::vector<RankPlan> ranks;
+
+  // Pipeline stages (docs/pipeline.md): the stage count, each rank's train
+  // queue (index -1: a middle stage, fed nothing) and whether its train_step
+  // reports the loss (the last stage), and the model's state across the
+  // stages: every Param and OptState with the rank of the first replica of
+  // the stage that holds it.
+  int pipeline_stages = 1;
+  std::vector<QueueInfo> rank_train_queues;
+  std::vector<bool> reports_loss;
+  std::vector<std::pair<uint32_t, StateBuffer>> stage_state;
 };
 
 }  // namespace sinkrt::host

@@ -126,19 +126,26 @@ Status TrainLoop::Sink(uint32_t steps) {
   }
   p_.rank_losses.assign(n, 0);
   DeviceTiming sum;
+  // Pipeline stages: only the last stage computes the loss; each rank is
+  // given its pipeline's (the last stage's rank at its place).
+  const bool pipelined = m_.pipeline_stages > 1;
+  const uint32_t replicas = n / static_cast<uint32_t>(m_.pipeline_stages);
   for (uint32_t r = 0; r < n; ++r) {
     const SinkResult& res = results_[r];
-    if (res.steps_run != steps || res.reports.empty())
+    const bool reports = !pipelined || m_.reports_loss[r];
+    if (res.steps_run != steps || (reports && res.reports.empty()))
       return Internal("train_step ran " + std::to_string(res.steps_run) + " of " + std::to_string(steps) +
                       " steps and reported " + std::to_string(res.reports.size()) + " tensors" +
                       (n > 1 ? " on rank " + std::to_string(r) : ""));
-    p_.rank_losses[r] = res.reports[0].scalar();  // the last step's loss
+    if (reports) p_.rank_losses[r] = res.reports[0].scalar();  // the last step's loss
     sum.compute_ms += res.timing.compute_ms;
     sum.comm_ms += res.timing.comm_ms;
     sum.comm_wait_ms += res.timing.comm_wait_ms;
     sum.queue_wait_ms += res.timing.queue_wait_ms;
     sum.other_ms += res.timing.other_ms;
   }
+  if (pipelined)
+    for (uint32_t r = 0; r + replicas < n; ++r) p_.rank_losses[r] = p_.rank_losses[n - replicas + r % replicas];
   double loss = 0;
   for (double l : p_.rank_losses) loss += l;
   p_.net_outputs = loss / n;  // the global batch's loss: the ranks' batches are equal
@@ -207,19 +214,34 @@ Status Model::train(int epoch, const Dataset& train_dataset, const std::vector<C
       return InvalidArgument("For 'Model.train', callbacks[" + std::to_string(i) + "] is null");
   // What the dataset must yield: the queue's columns, or under
   // SEMI_AUTO_PARALLEL the shard's batch of which each queue keeps a block.
-  const QueueInfo wanted = DatasetView(m.train_queue, m.sharded ? &m.ranks[0].train : nullptr);
+  QueueInfo wanted = DatasetView(m.train_queue, m.sharded ? &m.ranks[0].train : nullptr);
+  const bool pipelined = m.pipeline_stages > 1;
+  if (pipelined) {
+    // Every column some stage's queue takes: the inputs (first stage) and
+    // the labels (last stage).
+    for (const QueueInfo& q : m.rank_train_queues)
+      for (const ColumnSpec& c : q.columns) {
+        bool seen = false;
+        for (const ColumnSpec& w : wanted.columns) seen = seen || w.name == c.name;
+        if (!seen) wanted.columns.push_back(c);
+      }
+  }
   SINKRT_RETURN_IF_ERROR(CheckDatasetColumns("Model.train", train_dataset, wanted));
 
   // Data parallel: rank r trains on shard r of the pipeline (its batch size
   // is per rank). SEMI_AUTO_PARALLEL: on the shard its inputs' layout
   // names (ranks of one data-parallel slice read the same one). Stand-alone:
   // the dataset as it is.
+  // Pipeline stages: the replicas of a stage split the data as data
+  // parallel ranks do; the ranks at one place in every stage (one pipeline)
+  // read the same shard.
   const uint32_t n = static_cast<uint32_t>(m.devices.size());
-  const bool data_parallel = m.context.mode == ParallelMode::DataParallel;
+  const uint32_t replicas = n / static_cast<uint32_t>(m.pipeline_stages);
+  const bool data_parallel = m.context.mode == ParallelMode::DataParallel && replicas > 1;
   std::vector<Dataset> shards;
   for (uint32_t r = 0; r < n; ++r) {
     if (data_parallel) {
-      shards.push_back(train_dataset.ShardBelowBatch(static_cast<int>(n), static_cast<int>(r)));
+      shards.push_back(train_dataset.ShardBelowBatch(static_cast<int>(replicas), static_cast<int>(r % replicas)));
     } else if (m.sharded && m.ranks[r].train.parts > 1) {
       shards.push_back(train_dataset.ShardBelowBatch(static_cast<int>(m.ranks[r].train.parts),
                                                      static_cast<int>(m.ranks[r].train.index)));
@@ -266,6 +288,15 @@ Status Model::train(int epoch, const Dataset& train_dataset, const std::vector<C
   };
   for (uint32_t r = 0; r < n; ++r) {
     FeedPlan mine = feed;
+    if (pipelined) {
+      // Each stage's queue has its own columns; a middle stage has none.
+      const QueueInfo& q = m.rank_train_queues[r];
+      if (q.index < 0) continue;
+      FeedPlan own = MakeFeedPlan(q, shards[r]);
+      mine.queue = own.queue;
+      mine.columns = std::move(own.columns);
+      mine.source = std::move(own.source);
+    }
     if (m.sharded) mine.blocks = m.ranks[r].train.columns;
     mine.profile = profile;
     mine.rank = static_cast<int>(r);

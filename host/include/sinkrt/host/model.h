@@ -60,6 +60,19 @@
 // writes each rank its slice, so a checkpoint loads under any strategy or
 // device count; ReadState(r) is rank r's own slices.
 //
+// Pipeline stages (context.pipeline_stages S > 1 under DATA_PARALLEL,
+// ModelOptions::micro_size M; docs/pipeline.md): rank r runs stage
+// r / (N / S) of the network, every micro-batch of each step in the
+// schedule's order (1F1B or GPipe), sending activations forward and
+// gradients back to the ranks at its place in the neighbouring stages; the
+// N / S ranks of a stage are data-parallel replicas (the batch size is per
+// replica, and replica j is shard j of the dataset). The first stage's
+// ranks are fed the inputs, the last stage's the labels; a step's loss is
+// the mean of the last stage's ranks'. ReadState() gathers each parameter
+// from its stage; WriteState() writes it to its stage's ranks, so a
+// checkpoint is the same as one device's. eval() and predict() are not
+// built for pipelines yet and say so.
+//
 // AUTO_PARALLEL (context.mode, device_num N; docs/auto_parallel.md): the
 // network is a single-device one (no strategies needed; ops that have one
 // keep it). Create appends the loss, searches every op's strategy once
@@ -113,6 +126,14 @@ struct ModelOptions {
   // cache. Defaults to SINKRT_COMPILE_CACHE, or MindSpore's
   // MS_COMPILER_CACHE_PATH (CompileCacheDirFromEnvironment).
   std::string compile_cache = CompileCacheDirFromEnvironment();
+  // Pipeline stages (context.pipeline_stages > 1; docs/pipeline.md):
+  // MindSpore's PipelineCell(network, micro_size), the micro-batches each
+  // batch is cut into (at least pipeline_stages, dividing the batch), and
+  // cell.pipeline_stage as layer name -> stage ({"fc1", 0}: the ops in name
+  // scope fc1). Without stage_of the ops are split into contiguous stages of
+  // about equal estimated cost.
+  int micro_size = 1;
+  std::vector<std::pair<std::string, int>> stage_of;
 };
 
 // The device queue capacity Model::Create compiles with: `configured`,
@@ -195,6 +216,7 @@ class Model {
   struct Impl;
 
  private:
+  Status WritePipelineState(const std::vector<std::pair<std::string, Tensor>>& state);
   explicit Model(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -83,6 +83,14 @@ struct ParallelContext {
   // is true; sinkrt's is false (AutoParallelOptions::fully_use_devices).
   bool fully_use_devices = false;
   CommFusion comm_fusion;
+  // MindSpore's pipeline_stages and pipeline_config's pipeline_scheduler
+  // ("1f1b" or "gpipe"; docs/pipeline.md). The micro-batches
+  // (PipelineCell's micro_size) and the layers' stages (cell.pipeline_stage)
+  // belong to the network: ModelOptions and CompileOptions::pipeline. Today
+  // the stages run under data_parallel: each stage's device_num /
+  // pipeline_stages ranks are replicas of it.
+  int pipeline_stages = 1;
+  std::string pipeline_scheduler = "1f1b";
 
   // MindSpore's checks and messages, e.g. "If parallel_mode is stand_alone,
   // device_number must be 1, device_number: 4, parallel_mode:stand_alone".

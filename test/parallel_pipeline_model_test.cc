@@ -1,0 +1,212 @@
+// Model with pipeline stages (context.pipeline_stages, ModelOptions::
+// micro_size; docs/pipeline.md) on worlds of in-process devices: it trains
+// like one device with the same global batch, one control round trip per
+// sink per device whatever the stages and micro-batches, and its state
+// reads and writes as one device's does.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sinkrt/device/in_process_device.h"
+#include "sinkrt/host/model.h"
+#include "sinkrt/host/model_zoo.h"
+#include "support/model_fixtures.h"
+#include "support/test_models.h"
+#include "support/test_util.h"
+
+namespace sinkrt {
+namespace {
+
+using host::Dataset;
+using host::LossSpec;
+using host::Model;
+using host::OptimizerSpec;
+using host::ParallelMode;
+
+class LossRecorder : public host::Callback {
+ public:
+  std::vector<double> losses;
+  std::vector<std::vector<double>> rank_losses;
+  Status on_train_step_end(host::RunContext& c) override {
+    losses.push_back(c.original_args().net_outputs);
+    rank_losses.push_back(c.original_args().rank_losses);
+    return Status::Ok();
+  }
+};
+
+device::DeviceOptions OneThread() {
+  device::DeviceOptions o = device::DeviceOptions::FromEnvironment();
+  o.threads = 1;
+  o.peer_timeout = std::chrono::seconds(60);
+  return o;
+}
+
+struct World {
+  std::vector<std::unique_ptr<device::InProcessDevice>> devices;
+  std::vector<DeviceLink*> links;
+  explicit World(int n) {
+    for (int r = 0; r < n; ++r) {
+      devices.push_back(std::make_unique<device::InProcessDevice>(OneThread()));
+      links.push_back(devices.back().get());
+    }
+  }
+};
+
+const std::vector<int64_t> kWidths = {64, 48, 48, 48, 48, 48, 10};
+
+Dataset Data(int64_t samples, int64_t batch) {
+  testing::SyntheticData d = testing::MakeSyntheticData(samples, 64, 10, 7);
+  // A quarter of the labels random: the loss stays near 1, where a relative
+  // comparison sees the arithmetic rather than float32's rounding of a
+  // loss near 0 (as data_parallel_train_test does).
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (int32_t& label : d.labels) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    if ((x >> 33) % 4 == 0) label = static_cast<int32_t>((x >> 40) % 10);
+  }
+  return Dataset::FromArrays({{"image", testing::ImagesTensor(d)}, {"label", testing::LabelsTensor(d)}})
+      .Shuffle(5)
+      .Batch(batch, true);
+}
+
+host::ModelOptions Pipelined(int devices, int stages, int micro, const std::string& scheduler = "1f1b") {
+  host::ModelOptions o;
+  o.context.mode = ParallelMode::DataParallel;
+  o.context.device_num = devices;
+  o.context.gradients_mean = true;
+  o.context.pipeline_stages = stages;
+  o.context.pipeline_scheduler = scheduler;
+  o.micro_size = micro;
+  return o;
+}
+
+const OptimizerSpec kOpt = OptimizerSpec::Momentum(0.02f, 0.9f);
+
+std::unique_ptr<Model> OneDevice(device::InProcessDevice& dev, int64_t batch) {
+  auto m = Model::Create(host::MakeMlpNetwork(batch, kWidths), LossSpec::SparseSoftmaxCrossEntropy(), kOpt, dev);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? std::move(m).value() : nullptr;
+}
+
+void ExpectClose(const std::vector<double>& got, const std::vector<double>& want, double rel) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], rel * std::abs(want[i])) << "step " << i;
+}
+
+// 200 steps, one per launch, of 2 stages x 4 micro-batches and of 2 replicas
+// x 2 stages, against one device with the global batch.
+void TrackOneDevice(int devices, int stages, int micro) {
+  constexpr int64_t kGlobal = 16;
+  const int64_t replicas = devices / stages;
+  const Dataset global = Data(50 * kGlobal, kGlobal);
+  const Dataset per_replica = Data(50 * kGlobal, kGlobal / replicas);
+  device::InProcessDevice dev(OneThread());
+  auto one = OneDevice(dev, kGlobal);
+  ASSERT_TRUE(one);
+  LossRecorder want;
+  SINKRT_ASSERT_OK(one->train(4, global, {&want}, false));
+
+  World world(devices);
+  auto m = Model::Create(host::MakeMlpNetwork(kGlobal / replicas, kWidths), LossSpec::SparseSoftmaxCrossEntropy(),
+                         kOpt, world.links, Pipelined(devices, stages, micro));
+  SINKRT_ASSERT_OK(m);
+  LossRecorder got;
+  SINKRT_ASSERT_OK((*m)->train(4, per_replica, {&got}, false));
+  ASSERT_EQ(got.losses.size(), 200u);
+  ExpectClose(got.losses, want.losses, 1e-5);
+  EXPECT_LT(got.losses.back(), got.losses.front());
+  for (const auto& ranks : got.rank_losses) ASSERT_EQ(ranks.size(), static_cast<size_t>(devices));
+
+  // The state: one device's names, shapes and values (within the rounding
+  // of 200 steps of another summation order).
+  auto a = one->ReadState();
+  auto b = (*m)->ReadState();
+  SINKRT_ASSERT_OK(a);
+  SINKRT_ASSERT_OK(b);
+  ASSERT_EQ(a->size(), b->size());
+  std::set<std::string> names;
+  for (const auto& [name, t] : *b) names.insert(name);
+  for (const auto& [name, t] : *a) {
+    ASSERT_TRUE(names.count(name)) << name;
+    const auto it = std::find_if(b->begin(), b->end(), [&](const auto& e) { return e.first == name; });
+    ASSERT_EQ(it->second.shape, t.shape) << name;
+    const auto* x = reinterpret_cast<const float*>(t.data.data());
+    const auto* y = reinterpret_cast<const float*>(it->second.data.data());
+    double worst = 0;
+    for (size_t i = 0; i < t.data.size() / sizeof(float); ++i)
+      worst = std::max(worst, static_cast<double>(std::abs(x[i] - y[i])));
+    EXPECT_LT(worst, 1e-4) << name;
+  }
+}
+
+TEST(PipelineModel, TwoStagesTrackOneDeviceFor200Steps) { TrackOneDevice(2, 2, 4); }
+TEST(PipelineModel, TwoReplicasTimesTwoStagesTrackOneDeviceFor200Steps) { TrackOneDevice(4, 2, 4); }
+
+// Whatever S and M, a sink is one control round trip per device.
+TEST(PipelineModel, OneRoundTripPerSinkPerDevice) {
+  World world(4);
+  auto m = Model::Create(host::MakeMlpNetwork(16, kWidths), LossSpec::SparseSoftmaxCrossEntropy(), kOpt,
+                         world.links, Pipelined(4, 4, 8));
+  SINKRT_ASSERT_OK(m);
+  SINKRT_ASSERT_OK((*m)->train(3, Data(40 * 16, 16), {}, true, 10));
+  for (auto& d : world.devices) EXPECT_EQ(d->control_round_trips(), 3u);
+}
+
+// A checkpoint of one device loads into the pipeline, and reads back the same.
+TEST(PipelineModel, WriteStateThenReadStateRoundTrips) {
+  device::InProcessDevice dev(OneThread());
+  auto one = OneDevice(dev, 16);
+  ASSERT_TRUE(one);
+  SINKRT_ASSERT_OK(one->train(1, Data(5 * 16, 16), {}, true));
+  auto state = one->ReadState();
+  SINKRT_ASSERT_OK(state);
+  World world(2);
+  auto m = Model::Create(host::MakeMlpNetwork(16, kWidths), LossSpec::SparseSoftmaxCrossEntropy(), kOpt,
+                         world.links, Pipelined(2, 2, 2));
+  SINKRT_ASSERT_OK(m);
+  SINKRT_ASSERT_OK((*m)->WriteState(*state));
+  auto back = (*m)->ReadState();
+  SINKRT_ASSERT_OK(back);
+  ASSERT_EQ(back->size(), state->size());
+  for (const auto& [name, t] : *state) {
+    const auto it = std::find_if(back->begin(), back->end(), [&](const auto& e) { return e.first == name; });
+    ASSERT_NE(it, back->end()) << name;
+    EXPECT_TRUE(it->second.data == t.data) << name;
+  }
+  // A name the model does not have is refused, naming it, before anything is written.
+  std::vector<std::pair<std::string, host::Tensor>> bad = {(*state)[0], {"no.such.weight", (*state)[0].second}};
+  Status st = (*m)->WriteState(bad);
+  EXPECT_EQ(st.code(), StatusCode::kNotFound);
+  EXPECT_NE(st.message().find("no.such.weight"), std::string::npos);
+}
+
+TEST(PipelineModel, RefusesWhatIsNotBuiltAndBadConfigs) {
+  World world(2);
+  auto m = Model::Create(host::MakeMlpNetwork(16, kWidths), LossSpec::SparseSoftmaxCrossEntropy(), kOpt,
+                         world.links, Pipelined(2, 2, 2));
+  SINKRT_ASSERT_OK(m);
+  auto ev = (*m)->eval(Data(2 * 16, 16));
+  EXPECT_EQ(ev.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(ev.status().message().find("pipeline"), std::string::npos);
+
+  World three(3);
+  auto odd = Model::Create(host::MakeMlpNetwork(16, kWidths), LossSpec::SparseSoftmaxCrossEntropy(), kOpt,
+                           three.links, Pipelined(3, 2, 2));
+  EXPECT_FALSE(odd.ok());
+  EXPECT_NE(odd.status().message().find("not divisible by pipeline_stages"), std::string::npos)
+      << odd.status().ToString();
+  World two(2);
+  auto few = Model::Create(host::MakeMlpNetwork(16, kWidths), LossSpec::SparseSoftmaxCrossEntropy(), kOpt,
+                           two.links, Pipelined(2, 2, 1));
+  EXPECT_FALSE(few.ok());
+  EXPECT_NE(few.status().message().find("micro_size"), std::string::npos) << few.status().ToString();
+}
+
+}  // namespace
+}  // namespace sinkrt
