@@ -46,10 +46,12 @@ using Tensor = KernelTensor;
 
 TEST(KernelRegistry, EveryOpCodeHasAKernel) {
   for (OpCode op : fb::EnumValuesOpCode()) {
-    // The collectives are tasks of their own, and GradAllReduce is an
-    // identity in the forward: the compiler emits no kernel for them.
+    // The collectives and a pipeline's Send/Recv are tasks of their own,
+    // GradAllReduce is an identity in the forward and AccumulateGrad an
+    // in-place AddN: the compiler emits no kernel of their own for them.
     const bool collective = op == OpCode::AllReduce || op == OpCode::AllGather || op == OpCode::ReduceScatter ||
-                            op == OpCode::AllToAll || op == OpCode::GradAllReduce;
+                            op == OpCode::AllToAll || op == OpCode::GradAllReduce || op == OpCode::Send ||
+                            op == OpCode::Recv || op == OpCode::AccumulateGrad;
     if (op == OpCode::Invalid || collective) {
       EXPECT_EQ(FindKernel(op), nullptr) << fb::EnumNameOpCode(op);
       continue;
