@@ -11,9 +11,11 @@
 #include <string>
 #include <system_error>
 
+#include "cli_validators.h"
 #include "sinkrt/host/auto_parallel.h"
 #include "sinkrt/host/graph.h"
 #include "sinkrt/host/parallel_context.h"
+#include "sinkrt/host/pipeline.h"
 #include "sinkrt/host/shard_strategies.h"
 #include "sinkrt/runtime/status.h"
 
@@ -41,6 +43,15 @@ struct ParallelFlags {
   std::string device_memory;
   std::string calibration;
   bool fully_use_devices = false;  // --fully-use-devices
+  // Pipeline stages (data_parallel; docs/pipeline.md): --pipeline-stages S,
+  // --micro-size M (PipelineCell's micro_size), --pipeline-scheduler
+  // 1f1b|gpipe, --stage-of LAYER=k,... (cell.pipeline_stage).
+  int pipeline_stages = 1;
+  int micro_size = 1;
+  bool micro_size_given = false;
+  std::string pipeline_scheduler = "1f1b";
+  bool pipeline_scheduler_given = false;
+  std::string stage_of;
 };
 
 // A byte count as --device-memory takes it: plain bytes ("8589934592"), or
@@ -100,6 +111,13 @@ inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) 
     return InvalidArgument(
         "--search-mode, --device-memory, --calibration and --fully-use-devices apply to --parallel auto_parallel");
   context.full_batch = f.full_batch;
+  context.pipeline_stages = f.pipeline_stages;
+  context.pipeline_scheduler = f.pipeline_scheduler;
+  if (f.pipeline_stages == 1 && (f.micro_size_given || f.pipeline_scheduler_given || !f.stage_of.empty()))
+    return InvalidArgument("--micro-size, --pipeline-scheduler and --stage-of apply with --pipeline-stages above 1");
+  if (!f.stage_of.empty()) {
+    SINKRT_RETURN_IF_ERROR(host::ParseStageOf(f.stage_of).status());
+  }
   if (auto_parallel) {
     if (f.search_mode != "dynamic_programming" && f.search_mode != "sharding_propagation")
       return InvalidArgument("--search-mode " + f.search_mode +
@@ -131,6 +149,37 @@ inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) 
                            ": neither a preset (data, model, or DPxMP such as 2x2) nor a strategy file");
   }
   return context;
+}
+
+// The pipeline the flags ask for (stages 1: none); ParseParallelFlags has
+// checked them.
+inline Result<host::PipelineConfig> PipelineFromFlags(const ParallelFlags& f) {
+  host::PipelineConfig p;
+  p.stages = f.pipeline_stages;
+  p.micro_size = f.micro_size;
+  p.scheduler = f.pipeline_scheduler;
+  if (!f.stage_of.empty()) {
+    SINKRT_ASSIGN_OR_RETURN(p.stage_of, host::ParseStageOf(f.stage_of));
+  }
+  return p;
+}
+
+// The command-line flags of a pipeline, for sinkc and sinkrun train.
+template <typename App>
+void AddPipelineFlags(App& app, ParallelFlags& f) {
+  app.add_option("--pipeline-stages", f.pipeline_stages,
+                 "data_parallel: cut the network into S pipeline stages of devices/S ranks each (MindSpore's "
+                 "pipeline_stages; docs/pipeline.md)")
+      ->check(PositiveInteger());
+  app.add_option("--micro-size", f.micro_size,
+                 "with --pipeline-stages: micro-batches per batch (PipelineCell's micro_size; at least the stages, "
+                 "dividing --batch)")
+      ->check(PositiveInteger());
+  app.add_option("--pipeline-scheduler", f.pipeline_scheduler,
+                 "with --pipeline-stages: 1f1b (default) or gpipe (MindSpore's pipeline_config)");
+  app.add_option("--stage-of", f.stage_of,
+                 "with --pipeline-stages: LAYER=k,... puts the ops in name scope LAYER in stage k (cell.pipeline_stage); "
+                 "default: contiguous stages of about equal estimated cost");
 }
 
 // The graph's batch under semi_auto_parallel: `batch` is one data-parallel

@@ -83,6 +83,7 @@ struct Flags {
   std::string device_memory;
   std::string calibration;
   bool fully_use_devices = false;
+  tools::ParallelFlags pipe;  // its pipeline fields: --pipeline-stages and company
   bool explain = false;
   uint64_t seed = 0;
   std::string optimizer;
@@ -209,7 +210,13 @@ int Run(const Flags& f, const CLI::App& app) {
                                              .search_mode_given = app.count("--search-mode") > 0,
                                              .device_memory = f.device_memory,
                                              .calibration = f.calibration,
-                                             .fully_use_devices = f.fully_use_devices});
+                                             .fully_use_devices = f.fully_use_devices,
+                                             .pipeline_stages = f.pipe.pipeline_stages,
+                                             .micro_size = f.pipe.micro_size,
+                                             .micro_size_given = app.count("--micro-size") > 0,
+                                             .pipeline_scheduler = f.pipe.pipeline_scheduler,
+                                             .pipeline_scheduler_given = app.count("--pipeline-scheduler") > 0,
+                                             .stage_of = f.pipe.stage_of});
   if (!context.ok()) return Usage(context.status().message());
   const bool auto_parallel = context->mode == host::ParallelMode::AutoParallel;
   // Only a search has choices to explain; semi_auto_parallel compiles the
@@ -274,6 +281,12 @@ int Run(const Flags& f, const CLI::App& app) {
     co.gradients_mean = context->gradients_mean;
     co.parameter_broadcast = context->parameter_broadcast;
     co.comm_fusion = context->comm_fusion;
+    if (context->pipeline_stages > 1) {
+      auto pipeline = tools::PipelineFromFlags(f.pipe);
+      if (!pipeline.ok()) return Usage(pipeline.status().message());
+      co.pipeline = *pipeline;
+      co.predict_program = false;  // not built for pipelines yet
+    }
   } else if (semi_auto) {
     co.parallel_mode = host::ParallelMode::SemiAutoParallel;
     co.full_batch = f.full_batch;
@@ -350,6 +363,7 @@ int main(int argc, char** argv) {
   app.add_flag("--fully-use-devices", f.fully_use_devices,
                "auto_parallel: every MatMul, BatchMatMul and Conv2D splits over all devices (MindSpore's default; "
                "sinkrt's lets a small one repeat)");
+  tools::AddPipelineFlags(app, f.pipe);
   app.add_flag("--explain", f.explain,
                "auto_parallel: print the search's choice for every op, its cost and the best rejected alternative");
   app.add_option("--seed", f.seed, "added to every random initialiser's seed")->capture_default_str();

@@ -65,6 +65,11 @@ struct TrainFlags {
   std::string device_memory;
   std::string calibration;
   bool fully_use_devices = false;
+  // --pipeline-stages S [--micro-size M] [--pipeline-scheduler 1f1b|gpipe] [--stage-of ...]
+  int pipeline_stages = 1;
+  int micro_size = 1;
+  std::string pipeline_scheduler = "1f1b";
+  std::string stage_of;
   // --profile DIR [--profile-steps A:B] [--profile-every K] [--profile-keep N]
   std::string profile;
   std::string profile_steps;

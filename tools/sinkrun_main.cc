@@ -162,6 +162,19 @@ int main(int argc, char** argv) {
   train->add_flag("--fully-use-devices", f.fully_use_devices,
                   "auto_parallel: every MatMul, BatchMatMul and Conv2D splits over all devices (MindSpore's default; "
                   "sinkrt's lets a small one repeat)");
+  train->add_option("--pipeline-stages", f.pipeline_stages,
+                    "data_parallel: cut the network into S pipeline stages of devices/S ranks each (MindSpore's "
+                    "pipeline_stages; docs/pipeline.md)")
+      ->check(tools::PositiveInteger());
+  train->add_option("--micro-size", f.micro_size,
+                    "with --pipeline-stages: micro-batches per batch (PipelineCell's micro_size; at least the stages, "
+                    "dividing --batch)")
+      ->check(tools::PositiveInteger());
+  train->add_option("--pipeline-scheduler", f.pipeline_scheduler,
+                    "with --pipeline-stages: 1f1b (default) or gpipe (MindSpore's pipeline_config)");
+  train->add_option("--stage-of", f.stage_of,
+                    "with --pipeline-stages: LAYER=k,... puts the ops in name scope LAYER in stage k "
+                    "(cell.pipeline_stage); default: contiguous stages of about equal estimated cost");
   train->add_option("--profile", f.profile,
                     "record the run and write its timeline and summary into DIR (docs/profiler.md)");
   train->add_option("--profile-steps", f.profile_steps, "with --profile: record steps A to B only, counted from 1 (A:B)");

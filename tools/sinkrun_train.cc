@@ -307,7 +307,8 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     for (const char* baked : {"--optimizer", "--lr", "--momentum", "--parallel", "--gradients-mean",
                               "--parameter-broadcast", "--comm-fusion", "--strategy", "--strategy-save",
                               "--full-batch", "--search-mode", "--device-memory", "--calibration",
-                              "--fully-use-devices"})
+                              "--fully-use-devices", "--pipeline-stages", "--micro-size", "--pipeline-scheduler",
+                              "--stage-of"})
       if (cmd.count(baked))
         return Usage(std::string(baked) + " is compiled into the streams of --streams " + f.streams +
                      " (see its manifest.json): recompile with sinkc to change it");
@@ -399,6 +400,8 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     context.gradients_mean = job->options.gradients_mean;
     context.parameter_broadcast = job->options.parameter_broadcast;
     context.comm_fusion = job->options.comm_fusion;
+    context.pipeline_stages = job->options.pipeline.stages;
+    context.pipeline_scheduler = job->options.pipeline.scheduler;
   } else {
     auto parsed = tools::ParseParallelFlags(
         {.parallel = f.parallel,
@@ -416,7 +419,13 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
          .search_mode_given = cmd.count("--search-mode") > 0,
          .device_memory = f.device_memory,
          .calibration = f.calibration,
-         .fully_use_devices = f.fully_use_devices});
+         .fully_use_devices = f.fully_use_devices,
+         .pipeline_stages = f.pipeline_stages,
+         .micro_size = f.micro_size,
+         .micro_size_given = cmd.count("--micro-size") > 0,
+         .pipeline_scheduler = f.pipeline_scheduler,
+         .pipeline_scheduler_given = cmd.count("--pipeline-scheduler") > 0,
+         .stage_of = f.stage_of});
     if (!parsed.ok()) return Usage(parsed.status().message());
     context = *parsed;
   }
@@ -579,6 +588,14 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   if (searched) std::cout << AutoParallelText(*searched->auto_parallel) << std::endl;
 
   host::ModelOptions model_options;
+  if (context.pipeline_stages > 1 && !job) {
+    model_options.micro_size = f.micro_size;
+    if (!f.stage_of.empty()) {
+      auto layers = host::ParseStageOf(f.stage_of);
+      if (!layers.ok()) return Usage(layers.status().message());
+      model_options.stage_of = *layers;
+    }
+  }
   const std::vector<DeviceLink*> links = dev.pointers();
   Result<std::unique_ptr<host::Model>> model = Internal("no network");
   if (job) {

@@ -248,7 +248,7 @@ Result<CompiledStream> CompilePipelineStage(const Graph& forward, const CompileO
   SINKRT_ASSIGN_OR_RETURN(
       compiler::LoweredStream lowered,
       compiler::Lower(stage.tg, {.fuse = options.fuse,
-                                 .eval_program = false,
+                                 .eval_program = options.eval_program,
                                  .predict_program = false,
                                  .queue_capacity = options.queue_capacity,
                                  .arena_alignment = options.arena_alignment,

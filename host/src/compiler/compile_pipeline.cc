@@ -102,6 +102,14 @@ Result<PipelineStageGraph> BuildPipelineStage(const Graph& forward, const Compil
                           parallel::PlanPipelineSchedule(S, config.micro_size, config.scheduler, links, fwd, bwd), who);
 
   PipelineStageGraph out;
+  if (options.eval_program) {
+    // eval_step: every micro-batch's forward in order, activations only.
+    std::vector<parallel::PipelineLink> forward = links;
+    for (parallel::PipelineLink& l : forward) l.grad = false;
+    SINKRT_ASSIGN_OR_RETURN(out.eval_schedule,
+                            parallel::PlanPipelineSchedule(S, config.micro_size, "gpipe", forward, fwd, bwd),
+                            who + ": eval_step");
+  }
   const int stage = StageOfRank(device_num, S, options.rank);
   const uint32_t per_stage = options.world_size / static_cast<uint32_t>(S);
   const uint32_t place = options.rank - static_cast<uint32_t>(stage) * per_stage;
@@ -111,6 +119,7 @@ Result<PipelineStageGraph> BuildPipelineStage(const Graph& forward, const Compil
   PipelineStageSpec spec;
   spec.stage = &graphs[static_cast<size_t>(stage)];
   spec.schedule = &schedule;
+  spec.eval_schedule = options.eval_program ? &out.eval_schedule : nullptr;
   spec.rank = options.rank;
   spec.optimizer = options.optimizer;
   const std::map<TensorId, TensorId>& mine = local[static_cast<size_t>(stage)];

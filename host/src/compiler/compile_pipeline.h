@@ -26,6 +26,7 @@ struct PipelineStageGraph {
   int stage = 0;
   std::vector<uint32_t> group;  // this stage's ranks: the gradients' data-parallel group
   parallel::PipelineSchedule schedule;
+  parallel::PipelineSchedule eval_schedule;  // forward only; with options.eval_program
 };
 
 Result<PipelineStageGraph> BuildPipelineStage(const Graph& forward, const CompileOptions& options);

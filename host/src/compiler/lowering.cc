@@ -420,6 +420,8 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
       std::vector<int64_t> ready_at;
       for (const parallel::FusionBucket& b : buckets) ready_at.push_back(b.ready_at);
       AddPipelineComm(prog, out.buckets, ready_at, options.gradients_mean ? fb::ReduceOp::Mean : fb::ReduceOp::Sum);
+    } else if (options.pipeline && plan.kind == fb::ProgramKind::EvalStep) {
+      AddPipelineComm(prog, {}, {}, fb::ReduceOp::Sum);  // its transfers; eval reduces nothing
     } else if (p == 0 && options.data_parallel) {
       // Events touch no buffer and the comm stream only persistent
       // gradients, so liveness below just counts the compute stream.

@@ -79,6 +79,137 @@ Result<Template> MakeTemplate(const PipelineStageSpec& spec) {
   return t;
 }
 
+// eval_step (see the header): appended after train_step's ops.
+Status AddEval(const PipelineStageSpec& spec, const Template& tpl, const std::vector<TensorId>& shared,
+               TrainingGraph& out) {
+  const parallel::PipelineSchedule& sched = *spec.eval_schedule;
+  const int stage = spec.stage->stage;
+  const int M = sched.micro_size;
+  const Graph& tg = tpl.graph;
+  Graph& u = out.graph;
+  const size_t nt = tg.tensors().size();
+  const size_t first_op = u.ops().size();
+  std::vector<bool> received(nt, false);
+  for (const StageLinkEnd& end : spec.links)
+    if (sched.links[static_cast<size_t>(end.link)].to == stage) received[end.tensor] = true;
+  auto micro = [](int m) { return "eval/mb" + std::to_string(m) + "/"; };
+
+  std::vector<std::vector<TensorId>> map(static_cast<size_t>(M), std::vector<TensorId>(nt, kInvalidTensor));
+  for (TensorId t = 0; t < nt; ++t) {
+    const TensorInfo& info = tg.tensor(t);
+    if (info.kind == TensorKind::Param || info.kind == TensorKind::Const) {
+      for (int m = 0; m < M; ++m) map[m][t] = shared[t];
+    } else if (info.kind == TensorKind::Input && !received[t] && t < spec.stage->graph.tensors().size()) {
+      // The dataset column, the same Input train_step reads, cut again.
+      const TensorId whole = u.FindTensor(info.name);
+      if (whole == kInvalidTensor) return Internal("dataset column '" + info.name + "' is not in the stage graph");
+      if (M == 1) {
+        map[0][t] = whole;
+        continue;
+      }
+      std::vector<std::pair<Shape, DType>> outs(static_cast<size_t>(M), {info.shape, info.dtype});
+      OpAttrs split;
+      split.axis = 0;
+      split.sizes.assign(static_cast<size_t>(M), info.shape[0]);
+      std::vector<TensorId> pieces = u.AddOp(fb::OpCode::Split, {whole}, split, outs, "eval/" + info.name + "/micro_batches");
+      for (int m = 0; m < M && m < static_cast<int>(pieces.size()); ++m) map[m][t] = pieces[static_cast<size_t>(m)];
+    }
+  }
+  SINKRT_RETURN_IF_ERROR(u.status());
+  auto attrs = [&](const StageLinkEnd& end, int m) -> Result<OpAttrs> {
+    const parallel::PipelineMessage* msg = sched.Find(end.link, m, false);
+    if (!msg) return Internal("the eval schedule has no message for link " + std::to_string(end.link));
+    OpAttrs a;
+    a.group = {std::min(spec.rank, end.peer), std::max(spec.rank, end.peer)};
+    a.group_position = spec.rank < end.peer ? 0 : 1;
+    a.peer = end.peer;
+    a.comm_order = msg->order;
+    a.channel = 2 * end.link;
+    return a;
+  };
+  auto arm = [&](int m) -> Status {
+    for (const StageLinkEnd& end : spec.links) {
+      if (sched.links[static_cast<size_t>(end.link)].to != stage) continue;
+      TensorId& slot = map[static_cast<size_t>(m)][end.tensor];
+      if (slot != kInvalidTensor) continue;
+      SINKRT_ASSIGN_OR_RETURN(OpAttrs a, attrs(end, m));
+      const TensorInfo& info = tg.tensor(end.tensor);
+      slot = u.AddOp(fb::OpCode::Recv, {}, a, {{info.shape, info.dtype}}, micro(m) + "recv/" + info.name).at(0);
+    }
+    return u.status();
+  };
+
+  std::vector<TensorId> losses, correct, logits;
+  TensorId loss_logits = kInvalidTensor, loss_labels = kInvalidTensor;
+  if (tpl.loss != kInvalidTensor) {
+    const int64_t op = tg.producer(tpl.loss);
+    if (op >= 0 && tg.ops()[op].op == fb::OpCode::SparseSoftmaxCrossEntropy && tg.ops()[op].inputs.size() == 2) {
+      loss_logits = tg.ops()[op].inputs[0];
+      loss_labels = tg.ops()[op].inputs[1];
+    }
+  }
+  SINKRT_RETURN_IF_ERROR(arm(0));
+  for (int m = 0; m < M; ++m) {
+    if (m + 1 < M) SINKRT_RETURN_IF_ERROR(arm(m + 1));
+    std::vector<TensorId>& mp = map[static_cast<size_t>(m)];
+    for (size_t i = 0; i < tpl.forward_ops; ++i) {
+      const OpNode& op = tg.ops()[i];
+      std::vector<TensorId> inputs, outputs;
+      for (TensorId t : op.inputs) {
+        if (mp[t] == kInvalidTensor)
+          return Internal("op '" + op.name + "' reads '" + tg.tensor(t).name + "' before it is written");
+        inputs.push_back(mp[t]);
+      }
+      for (TensorId t : op.outputs) {
+        TensorInfo info = tg.tensor(t);
+        info.name = micro(m) + info.name;
+        info.kind = TensorKind::Intermediate;
+        mp[t] = u.AddTensor(std::move(info));
+        outputs.push_back(mp[t]);
+      }
+      u.AddOpInto(op.op, std::move(inputs), op.attrs, std::move(outputs), micro(m) + op.name);
+      SINKRT_RETURN_IF_ERROR(u.status());
+      for (TensorId t : op.outputs)
+        for (const StageLinkEnd& end : spec.links) {
+          if (sched.links[static_cast<size_t>(end.link)].from != stage || end.tensor != t) continue;
+          SINKRT_ASSIGN_OR_RETURN(OpAttrs a, attrs(end, m));
+          u.AddOp(fb::OpCode::Send, {mp[t]}, a, {},
+                  micro(m) + "send/" + tg.tensor(t).name + "/to_rank" + std::to_string(end.peer));
+        }
+      SINKRT_RETURN_IF_ERROR(u.status());
+    }
+    if (tpl.loss != kInvalidTensor) {
+      losses.push_back(mp[tpl.loss]);
+      if (loss_logits != kInvalidTensor) {
+        logits.push_back(mp[loss_logits]);
+        correct.push_back(u.ArgMaxAccuracy(mp[loss_logits], mp[loss_labels]));
+      }
+    }
+  }
+  if (tpl.loss != kInvalidTensor) {
+    auto mean = [&](const std::vector<TensorId>& xs, float scale, const std::string& name) {
+      TensorId sum = xs.front();
+      if (xs.size() > 1) sum = u.AddOp(fb::OpCode::AddN, xs, OpAttrs{}, {{{}, DType::F32}}, name + "/sum").at(0);
+      OpAttrs a;
+      a.scale = scale;
+      return u.AddOp(fb::OpCode::BroadcastTo, {sum}, a, {{{}, DType::F32}}, name).at(0);
+    };
+    const TensorId loss = mean(losses, 1.0f / static_cast<float>(M), "eval/loss");
+    out.eval_reports.push_back(loss);
+    u.AddOutput(loss);
+    if (!correct.empty()) {
+      out.accuracy = mean(correct, 1.0f, "eval/accuracy");
+      out.eval_reports.push_back(out.accuracy);
+      const TensorId whole = logits.size() > 1 ? u.Concat(logits, 0) : logits.front();
+      out.eval_reports.push_back(whole);
+      u.AddOutput(whole);
+    }
+  }
+  SINKRT_RETURN_IF_ERROR(u.status());
+  for (size_t i = first_op; i < u.ops().size(); ++i) out.eval_program.push_back(i);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& spec) {
@@ -256,6 +387,7 @@ Result<TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& spec) {
   for (TensorId t = 0; t < u.tensors().size(); ++t)
     if (u.tensor(t).kind == TensorKind::Input) out.inputs.push_back(t);
   if (out.loss != kInvalidTensor) out.train_reports = {out.loss};
+  if (spec.eval_schedule) SINKRT_RETURN_IF_ERROR(AddEval(spec, tpl, shared, out), where + " eval_step");
   return out;
 }
 

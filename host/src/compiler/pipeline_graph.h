@@ -20,6 +20,13 @@
 // - the last stage's loss: the mean of the micro-batches' losses, after
 //   the last forward.
 // Then the optimizer updates every parameter once.
+//
+// With an eval schedule, the graph also holds eval_step: every
+// micro-batch's forward in order ("eval/mb<m>/<op>", its own Splits of the
+// same dataset columns, its own transfers), and on the last stage the
+// batch's mean loss, its count of correct rows (when the loss is a sparse
+// cross-entropy of logits and labels) and the logits of the whole batch,
+// reported in that order.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +49,9 @@ struct StageLinkEnd {
 struct PipelineStageSpec {
   const StageGraph* stage = nullptr;  // forward, at the micro-batch size
   const parallel::PipelineSchedule* schedule = nullptr;
+  // eval_step's transfers: forward only (links without gradients); nullptr:
+  // no eval_step.
+  const parallel::PipelineSchedule* eval_schedule = nullptr;
   uint32_t rank = 0;
   std::vector<StageLinkEnd> links;  // every link this stage sends or receives on
   TensorId loss = kInvalidTensor;   // in the stage graph: the network's loss, if this stage computes it

@@ -253,8 +253,7 @@ Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, Optim
                    .micro_size = options.micro_size,
                    .scheduler = pc.pipeline_scheduler,
                    .stage_of = options.stage_of};
-    co.eval_program = false;  // not built for pipelines yet
-    co.predict_program = false;
+    co.predict_program = false;  // not built for pipelines yet
   }
   SINKRT_ASSIGN_OR_RETURN(CompiledJob job, CompileJob(network, co, options.compile_cache));
   return Create(std::move(job), devices, std::move(options));
