@@ -12,7 +12,8 @@
 // and at the end it waits for every send. A stage's comm stream runs every
 // message it sends or receives, in `order`: a global order of all
 // messages, taken from a simulated run of the schedule (the message's
-// time, ties broken by stage and micro-batch), so that both ends of a link
+// time, ties broken by stage and micro-batch; a message one of whose ends
+// cannot move it yet lets the next go first), so that both ends of a link
 // see its messages in the same order and no two stages can wait on each
 // other in a cycle. PlanPipelineSchedule then replays the whole world with
 // blocking (rendezvous) transfers and refuses a schedule that would hang.
