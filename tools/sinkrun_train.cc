@@ -439,6 +439,9 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   const bool semi_auto_streams = job && context.mode == host::ParallelMode::SemiAutoParallel;
   int64_t graph_batch = batch;
   int64_t data_groups = devices;  // how many ways the dataset's batches are sharded over the ranks
+  // Pipeline stages: the ranks of a stage are the replicas; a pipeline of
+  // one rank per stage reads every batch.
+  if (context.pipeline_stages > 1) data_groups = devices / context.pipeline_stages;
   if (semi_auto_streams) {
     data_groups = job->train_batch_shards();
     graph_batch = batch * data_groups;
@@ -562,7 +565,8 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   const bool sink = !f.no_sink;
   const int64_t pass_steps = data_groups > 1 ? rank_batches : batches;
   const int64_t steps_per_epoch = sink && f.sink_size > 0 ? f.sink_size : pass_steps;
-  const int64_t global_batch = semi_auto || semi_auto_streams || auto_parallel ? graph_batch : batch * devices;
+  const int64_t global_batch =
+      semi_auto || semi_auto_streams || auto_parallel ? graph_batch : batch * (devices / context.pipeline_stages);
   std::string batch_text;
   if (auto_parallel)
     batch_text = (f.full_batch ? std::string(" on every rank (full batch")
@@ -576,6 +580,12 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     batch_text = (f.full_batch ? std::string(" on every rank (full batch")
                                : " per data-parallel replica (global " + std::to_string(global_batch)) +
                  "; strategy " + StrategyText(f.strategy) + ")";
+  else if (context.pipeline_stages > 1)
+    batch_text = " per replica (global " + std::to_string(global_batch) + "; " +
+                 std::to_string(context.pipeline_stages) + " stages x " + Counted(devices / context.pipeline_stages,
+                                                                                  "replica") +
+                 ", " + std::to_string(job ? job->options.pipeline.micro_size : f.micro_size) + " micro-batches, " +
+                 context.pipeline_scheduler + ")";
   else if (devices > 1)
     batch_text = " per rank (global " + std::to_string(global_batch) + ")";
   std::cout << "sinkrun: " << network << " on " << data->describe() << ": " << train_samples << " training, "
@@ -634,6 +644,9 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     }
     std::cout << ", arena " << Fixed1(compiled.arena_bytes / 1048576.0) << " MiB; device threads " << dev.threads()
               << std::endl;
+    if (compiled.pipeline_stage >= 0)
+      std::cout << "pipeline: stage 0 of " << context.pipeline_stages << " shown; the schedule's predicted bubble "
+                << Fixed1(100 * compiled.predicted_bubble) << "% of a step" << std::endl;
   }
 
   // In sink mode LossMonitor prints once per sink; without sinking it would

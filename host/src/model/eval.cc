@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 
+#include "model/eval_pipeline.h"
 #include "model/eval_sharded.h"
 #include "model/model_impl.h"
 #include "model/validate.h"
@@ -112,9 +113,7 @@ EvalResult FinishEval(const Model::Impl& m, double loss_sum, double correct, int
 Result<EvalResult> Model::eval(const Dataset& dataset, bool dataset_sink_mode) {
   (void)dataset_sink_mode;  // one step per launch either way (see above)
   Impl& m = *impl_;
-  if (m.pipeline_stages > 1)
-    return Unimplemented("For 'Model.eval', the model runs " + std::to_string(m.pipeline_stages) +
-                         " pipeline stages, and eval through pipeline stages is not built yet (docs/pipeline.md)");
+  if (m.pipeline_stages > 1) return PipelineEval(m, dataset);
   if (m.sharded) return ShardedEval(m, dataset);
   if (m.eval_queue.index < 0 || m.eval_queue.columns.front().shape.empty())
     return FailedPrecondition("For 'Model.eval', the compiled stream has no eval_step queue of batches");

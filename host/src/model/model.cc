@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -187,17 +188,31 @@ Status PlanPipeline(Model::Impl& m, const std::string& context) {
   for (uint32_t r = 0; r < n; ++r) {
     const VerifiedStream& view = m.streams[r];
     m.rank_train_queues.push_back(FindQueue(view, "train"));
+    m.rank_eval_queues.push_back(FindQueue(view, "eval"));
     m.reports_loss.push_back(!Reports(view, fb::ProgramKind::TrainStep).empty());
     if (r % per_stage != 0) continue;  // replicas hold what their stage's first rank holds
     for (StateBuffer& s : StateBuffers(view)) {
       auto [it, fresh] = owner.emplace(s.name, r);
-      if (!fresh)
-        return Internal(context + ": ranks " + std::to_string(it->second) + " and " + std::to_string(r) +
-                        " both hold '" + s.name + "'");
+      // A parameter lives in one stage. Optimizer state that is not any
+      // parameter's (Adam's step powers) is on every stage, equal on all:
+      // a checkpoint holds it once and loads it everywhere.
+      if (!fresh) {
+        const auto first = std::find_if(m.stage_state.begin(), m.stage_state.end(),
+                                        [&](const auto& e) { return e.second.name == s.name; });
+        if (s.role != fb::BufferRole::OptState || first == m.stage_state.end() ||
+            first->second.shape != s.shape || first->second.dtype != s.dtype)
+          return Internal(context + ": ranks " + std::to_string(it->second) + " and " + std::to_string(r) +
+                          " both hold '" + s.name + "'");
+      }
       m.stage_state.emplace_back(r, std::move(s));
     }
   }
   if (!m.reports_loss.back()) return Internal(context + ": the last stage does not report the loss");
+  // The last stage's eval_step reports [loss, correct count, logits], or
+  // [loss] when the loss is not a sparse cross-entropy.
+  const size_t eval_reports = Reports(m.streams.back(), fb::ProgramKind::EvalStep).size();
+  m.loss_report = eval_reports > 0 ? 0 : -1;
+  m.accuracy_report = eval_reports == 3 ? 1 : -1;
   return Status::Ok();
 }
 
@@ -429,7 +444,9 @@ Result<std::vector<std::pair<std::string, Tensor>>> Model::ReadState() {
   if (impl_->pipeline_stages > 1) {
     // Each stage's parameters from its first replica, in stage order.
     std::vector<std::pair<std::string, Tensor>> out;
+    std::set<std::string> seen;
     for (const auto& [rank, s] : impl_->stage_state) {
+      if (!seen.insert(s.name).second) continue;  // held by several stages, equal: once
       SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, impl_->devices[rank]->ReadTensor(s.index),
                               "Model.ReadState: tensor '" + s.name + "' on rank " + std::to_string(rank));
       if (bytes.size() != s.bytes)
@@ -518,13 +535,14 @@ Status Model::WriteState(const std::vector<std::pair<std::string, Tensor>>& stat
 // it, all checked before anything is written.
 Status Model::WritePipelineState(const std::vector<std::pair<std::string, Tensor>>& state) {
   Impl& m = *impl_;
-  std::map<std::string, const std::pair<uint32_t, StateBuffer>*> by_name;
-  for (const auto& entry : m.stage_state) by_name[entry.second.name] = &entry;
+  std::multimap<std::string, const std::pair<uint32_t, StateBuffer>*> by_name;
+  for (const auto& entry : m.stage_state) by_name.emplace(entry.second.name, &entry);
   std::vector<std::pair<const std::pair<uint32_t, StateBuffer>*, const Tensor*>> writes;
   for (const auto& [name, t] : state) {
-    auto it = by_name.find(name);
-    if (it == by_name.end())
+    auto [it, end] = by_name.equal_range(name);
+    if (it == end)
       return NotFound("Model.WriteState: the model has no parameter or optimizer state '" + name + "'");
+    for (auto holder = std::next(it); holder != end; ++holder) writes.emplace_back(holder->second, &t);
     const StateBuffer& s = it->second->second;
     if (t.dtype != s.dtype || t.shape != s.shape)
       return InvalidArgument("Model.WriteState: tensor '" + name + "' is " + DTypeName(t.dtype) + " " +

@@ -85,7 +85,7 @@ struct Model::Impl {
   // stages: every Param and OptState with the rank of the first replica of
   // the stage that holds it.
   int pipeline_stages = 1;
-  std::vector<QueueInfo> rank_train_queues;
+  std::vector<QueueInfo> rank_train_queues, rank_eval_queues;
   std::vector<bool> reports_loss;
   std::vector<std::pair<uint32_t, StateBuffer>> stage_state;
 };

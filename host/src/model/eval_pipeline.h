@@ -1,0 +1,18 @@
+// Model::eval through pipeline stages (docs/pipeline.md).
+#pragma once
+
+#include "model/model_impl.h"
+#include "sinkrt/host/dataset.h"
+
+namespace sinkrt::host {
+
+// One eval step per dataset batch on the first replica's pipeline (the
+// ranks at place 0 of every stage; the other replicas hold the same
+// parameters): the first stage takes the inputs, the last the labels, and
+// every stage runs eval_step, which forwards each micro-batch through the
+// stages. The last stage reports the batch's mean loss and correct count.
+// A partial last batch is zero-padded and scored on the host from the
+// logits the last stage reports, over its real rows only.
+Result<EvalResult> PipelineEval(Model::Impl& m, const Dataset& dataset);
+
+}  // namespace sinkrt::host
