@@ -154,6 +154,17 @@ void PrintSummary(const Flags& f, const host::GraphFile& file, const host::Compi
   std::cout << "  inputs    " << ColumnsText(cols) << " per rank";
   if (job.world_size() > 1) std::cout << " (global batch " << global_batch << ")";
   std::cout << "; queue capacity " << o.queue_capacity << '\n';
+  if (o.pipeline.stages > 1) {
+    std::cout << "  pipeline  " << o.pipeline.stages << " stages of " << job.world_size() / o.pipeline.stages
+              << (job.world_size() / o.pipeline.stages == 1 ? " rank" : " ranks") << ", " << o.pipeline.micro_size
+              << " micro-batches, " << o.pipeline.scheduler << "; per stage, its first rank:\n";
+    for (uint32_t r = 0; r < job.world_size(); r += job.world_size() / o.pipeline.stages) {
+      const host::CompileReport& rep = job.ranks[r].report;
+      std::cout << "    stage " << rep.pipeline_stage << "  rank " << r << ": train " << rep.train_tasks << " + "
+                << rep.comm_tasks << " comm tasks, arena " << Mib(rep.arena_bytes) << ", predicted bubble "
+                << static_cast<int>(100 * rep.predicted_bubble + 0.5) << "%\n";
+    }
+  }
   std::cout << "  tasks     train " << r0.report.train_tasks;
   if (r0.report.comm_tasks) std::cout << " + " << r0.report.comm_tasks << " comm";
   std::cout << ", eval " << r0.report.eval_tasks << ", predict " << r0.report.predict_tasks << "; arena "
@@ -317,7 +328,9 @@ int Run(const Flags& f, const CLI::App& app) {
   if (job->auto_parallel && !f.quiet) std::cout << tools::AutoParallelText(*job->auto_parallel) << '\n';
   if (!semi_auto && !auto_parallel) {
     const auto cols = job->train_columns();
-    global_batch = cols.empty() || cols[0].shape.empty() ? 0 : cols[0].shape[0] * job->world_size();
+    global_batch = cols.empty() || cols[0].shape.empty()
+                       ? 0
+                       : cols[0].shape[0] * (job->world_size() / std::max(1, job->options.pipeline.stages));
   }
   if (!f.quiet) PrintSummary(f, *file, *job, global_batch);
   return 0;
