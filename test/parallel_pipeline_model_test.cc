@@ -59,8 +59,8 @@ struct World {
 
 const std::vector<int64_t> kWidths = {64, 48, 48, 48, 48, 48, 10};
 
-Dataset Data(int64_t samples, int64_t batch, bool drop_remainder = true) {
-  testing::SyntheticData d = testing::MakeSyntheticData(samples, 64, 10, 7);
+Dataset Data(int64_t samples, int64_t batch, bool drop_remainder = true, int64_t width = 64) {
+  testing::SyntheticData d = testing::MakeSyntheticData(samples, width, 10, 7);
   // A quarter of the labels random: the loss stays near 1, where a relative
   // comparison sees the arithmetic rather than float32's rounding of a
   // loss near 0 (as data_parallel_train_test does).
@@ -99,22 +99,25 @@ void ExpectClose(const std::vector<double>& got, const std::vector<double>& want
     ASSERT_NEAR(got[i], want[i], rel * std::abs(want[i])) << "step " << i;
 }
 
-// 200 steps, one per launch, of 2 stages x 4 micro-batches and of 2 replicas
-// x 2 stages, against one device with the global batch.
-void TrackOneDevice(int devices, int stages, int micro) {
+// 200 steps, one per launch, against one device with the global batch.
+void TrackOneDevice(int devices, int stages, int micro, bool vit = false) {
   constexpr int64_t kGlobal = 16;
   const int64_t replicas = devices / stages;
-  const Dataset global = Data(50 * kGlobal, kGlobal);
-  const Dataset per_replica = Data(50 * kGlobal, kGlobal / replicas);
+  const int64_t width = vit ? 784 : 64;
+  const Dataset global = Data(50 * kGlobal, kGlobal, true, width);
+  const Dataset per_replica = Data(50 * kGlobal, kGlobal / replicas, true, width);
+  auto network = [&](int64_t batch) { return vit ? host::MakeVitNetwork(batch) : host::MakeMlpNetwork(batch, kWidths); };
+  const OptimizerSpec opt = vit ? OptimizerSpec::Adam(1e-3f) : kOpt;
   device::InProcessDevice dev(OneThread());
-  auto one = OneDevice(dev, kGlobal);
-  ASSERT_TRUE(one);
+  auto created = Model::Create(network(kGlobal), LossSpec::SparseSoftmaxCrossEntropy(), opt, dev);
+  SINKRT_ASSERT_OK(created);
+  auto one = std::move(created).value();
   LossRecorder want;
   SINKRT_ASSERT_OK(one->train(4, global, {&want}, false));
 
   World world(devices);
-  auto m = Model::Create(host::MakeMlpNetwork(kGlobal / replicas, kWidths), LossSpec::SparseSoftmaxCrossEntropy(),
-                         kOpt, world.links, Pipelined(devices, stages, micro));
+  auto m = Model::Create(network(kGlobal / replicas), LossSpec::SparseSoftmaxCrossEntropy(), opt, world.links,
+                         Pipelined(devices, stages, micro));
   SINKRT_ASSERT_OK(m);
   LossRecorder got;
   SINKRT_ASSERT_OK((*m)->train(4, per_replica, {&got}, false));
@@ -141,12 +144,20 @@ void TrackOneDevice(int devices, int stages, int micro) {
     double worst = 0;
     for (size_t i = 0; i < t.data.size() / sizeof(float); ++i)
       worst = std::max(worst, static_cast<double>(std::abs(x[i] - y[i])));
-    EXPECT_LT(worst, 1e-4) << name;
+    // Adam (the ViT) divides each gradient by its running RMS, so a
+    // parameter whose gradient is rounding noise (the attention's key bias:
+    // softmax ignores a shift, its exact gradient is 0) moves by that noise
+    // at full rate: 1e-3 there, 1e-4 under momentum.
+    EXPECT_LT(worst, vit ? 1e-3 : 1e-4) << name;
   }
 }
 
-TEST(PipelineModel, TwoStagesTrackOneDeviceFor200Steps) { TrackOneDevice(2, 2, 4); }
-TEST(PipelineModel, TwoReplicasTimesTwoStagesTrackOneDeviceFor200Steps) { TrackOneDevice(4, 2, 4); }
+TEST(PipelineModel, MlpTwoStagesTrackOneDeviceFor200Steps) { TrackOneDevice(2, 2, 4); }
+TEST(PipelineModel, MlpFourStagesEightMicroBatchesTrackOneDeviceFor200Steps) { TrackOneDevice(4, 4, 8); }
+TEST(PipelineModel, MlpTwoReplicasTimesTwoStagesTrackOneDeviceFor200Steps) { TrackOneDevice(4, 2, 4); }
+TEST(PipelineModel, VitTwoStagesTrackOneDeviceFor200Steps) { TrackOneDevice(2, 2, 4, true); }
+TEST(PipelineModel, VitFourStagesEightMicroBatchesTrackOneDeviceFor200Steps) { TrackOneDevice(4, 4, 8, true); }
+TEST(PipelineModel, VitTwoReplicasTimesTwoStagesTrackOneDeviceFor200Steps) { TrackOneDevice(4, 2, 4, true); }
 
 // Whatever S and M, a sink is one control round trip per device.
 TEST(PipelineModel, OneRoundTripPerSinkPerDevice) {
