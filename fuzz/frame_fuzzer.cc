@@ -114,6 +114,7 @@ void TouchMessage(const fb::Message& m, uint64_t payload_bytes, Toucher& t) {
       t.Scalar(b->queue_wait_ms());
       t.Scalar(b->other_ms());
       t.Scalar(b->comm_wait_ms());
+      t.Scalar(b->bubble_ms());
       break;
     }
     case fb::MessageBody::JoinWorld: {

@@ -1173,5 +1173,63 @@ TEST(SinkdWorldFaultTest, PipelineStageKilledMidSinkFailsEveryOtherRankNamingIt)
   }
 }
 
+// Two pipeline stages on two daemons: each stage's wait for its neighbour
+// comes back as SinkDone.bubble_ms (protocol 1.3), apart from comm_wait_ms
+// (no gradient buckets with one rank per stage).
+TEST(SinkdWorldPipelineTest, StagesReportTheirBubble) {
+  Daemons d;
+  SINKRT_ASSERT_OK(StartDaemons(&d, 2, 10s));
+  SINKRT_ASSERT_OK(ConnectAll(&d, 10s));
+  auto specs = WorldOf(d.links(), 81);
+  SINKRT_ASSERT_OK(specs.status());
+  const testing::SyntheticData data = testing::MakeSyntheticData(kBatch, kFeatures, 4, 13);
+  std::vector<Status> status(2);
+  std::vector<SinkResult> sinks(2);
+  OnEachRank(2, [&](uint32_t r) {
+    DeviceLink& dev = *d.devices[r];
+    status[r] = dev.JoinWorld((*specs)[r]);
+    if (!status[r].ok()) return;
+    host::CompileOptions o;
+    o.optimizer = host::OptimizerSpec::Sgd(0.1f);
+    o.parallel_mode = host::ParallelMode::DataParallel;
+    o.world_size = 2;
+    o.rank = r;
+    o.eval_program = false;
+    o.pipeline.stages = 2;
+    o.pipeline.micro_size = 2;
+    auto compiled = host::Compile(testing::MakeMlp(kBatch, {kFeatures, 12, 12, 4}), o);
+    if (!compiled.ok()) {
+      status[r] = compiled.status();
+      return;
+    }
+    if (auto loaded = dev.Load(compiled->stream); !loaded.ok()) {
+      status[r] = loaded.status();
+      return;
+    }
+    std::vector<ConstBytes> cols;  // stage 0 reads the images, stage 1 the labels
+    for (const std::string& c : compiled->input_columns) {
+      if (c == "image")
+        cols.emplace_back(reinterpret_cast<const uint8_t*>(data.images.data()), data.images.size() * sizeof(float));
+      if (c == "label")
+        cols.emplace_back(reinterpret_cast<const uint8_t*>(data.labels.data()), data.labels.size() * sizeof(int32_t));
+    }
+    status[r] = dev.PushBatch(0, cols);
+    if (!status[r].ok()) return;
+    auto sink = dev.RunSink(ProgramKind::TrainStep, 1);
+    if (!sink.ok()) {
+      status[r] = sink.status();
+      return;
+    }
+    sinks[r] = *sink;
+  });
+  for (uint32_t r = 0; r < 2; ++r) {
+    SCOPED_TRACE("stage " + std::to_string(r));
+    ASSERT_TRUE(status[r].ok()) << status[r].ToString();
+    EXPECT_EQ(sinks[r].steps_run, 1u);
+    EXPECT_GT(sinks[r].timing.bubble_ms, 0.0);
+    EXPECT_EQ(sinks[r].timing.comm_wait_ms, 0.0);
+  }
+}
+
 }  // namespace
 }  // namespace sinkrt

@@ -125,7 +125,7 @@ void ExpectEpochRecord(const json& e, int epoch, int64_t steps) {
   EXPECT_GT(e["epoch_ms"].get<double>(), 0);
   const double samples_per_s = steps * 32 / (e["epoch_ms"].get<double>() / 1e3);
   EXPECT_NEAR(e["samples_per_s"].get<double>(), samples_per_s, 1e-9 * samples_per_s);
-  for (const char* key : {"compute", "queue_wait", "other"}) {
+  for (const char* key : {"compute", "comm_wait", "bubble", "queue_wait", "other"}) {
     ASSERT_TRUE(e["device_ms"].contains(key)) << key;
     EXPECT_GE(e["device_ms"][key].get<double>(), 0) << key;
   }

@@ -33,8 +33,10 @@ DeviceTiming TimingOf(const RunStats& stats) {
   t.compute_ms = stats.compute_ns / 1e6;
   t.comm_ms = stats.comm_ns / 1e6;
   t.comm_wait_ms = stats.comm_wait_ns / 1e6;
+  t.bubble_ms = stats.bubble_ns / 1e6;
   t.queue_wait_ms = stats.queue_wait_ns / 1e6;
-  t.other_ms = (stats.wall_ns - stats.compute_ns - stats.queue_wait_ns - stats.comm_wait_ns) / 1e6;
+  t.other_ms =
+      (stats.wall_ns - stats.compute_ns - stats.queue_wait_ns - stats.comm_wait_ns - stats.bubble_ns) / 1e6;
   return t;
 }
 
@@ -178,6 +180,7 @@ Status Executor::Run(ProgramKind kind, uint32_t steps, RunStats* stats) {
     stats->queue_wait_ns += c.queue_wait_ns;
     stats->copy_ns += c.copy_ns;
     stats->comm_wait_ns += c.event_wait_ns;
+    stats->bubble_ns += c.bubble_ns;
     if (!st.ok()) {
       stats->failed_task = c.failed_task;
       result = st;

@@ -39,6 +39,10 @@ struct PreparedTask {
   std::vector<uint8_t*> dst;
   // Events
   uint32_t event = 0;
+  // A compute-stream wait for a point-to-point transfer's done event (a
+  // pipeline stage waiting on a neighbour): its time counts as bubble, not
+  // as comm wait.
+  bool waits_on_neighbour = false;
   // Init
   std::vector<uint32_t> initializers;
   // Collectives: the arena bytes they work on (AllReduce and Broadcast in
@@ -132,6 +136,7 @@ struct StreamCounters {
   int64_t copy_ns = 0;
   int64_t comm_ns = 0;        // inside collectives
   int64_t event_wait_ns = 0;  // blocked on another stream's event
+  int64_t bubble_ns = 0;      // blocked on a Send/Recv's done event instead (PreparedTask::waits_on_neighbour)
   int32_t failed_task = -1;
 };
 

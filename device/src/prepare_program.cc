@@ -155,12 +155,26 @@ Status PrepareProgram(LoadedJob& job, const fb::Program* def, PrepareContext& pc
   out->num_streams = static_cast<int>(def->streams()->size());
   out->events->counts.assign(def->num_events(), 0);
   std::vector<bool> recorded(def->num_events(), false);
+  // The done events of point-to-point transfers: what a comm stream records
+  // right after a Send or Recv (parallel/pipeline_comm.h). The compute
+  // stream waiting on one waits for a neighbour stage, which DeviceTiming
+  // reports as bubble rather than as communication not hidden.
+  std::vector<bool> transfer_done(def->num_events(), false);
   // Records of every stream, for the cross-stream wait check below.
   for (int s = 0; s < out->num_streams; ++s) {
     const auto* tasks = def->streams()->Get(s)->tasks();
-    if (tasks)
-      for (const fb::Task* task : *tasks)
-        if (task->body_type() == fb::TaskBody::EventRecordTask) recorded[task->body_as_EventRecordTask()->event()] = true;
+    if (!tasks) continue;
+    bool after_transfer = false;
+    for (const fb::Task* task : *tasks) {
+      const fb::TaskBody kind = task->body_type();
+      if (kind == fb::TaskBody::EventRecordTask) {
+        const uint32_t e = task->body_as_EventRecordTask()->event();
+        recorded[e] = true;
+        if (s > 0 && after_transfer) transfer_done[e] = true;
+      } else {
+        after_transfer = kind == fb::TaskBody::SendTask || kind == fb::TaskBody::RecvTask;
+      }
+    }
   }
   for (int s = 0; s < out->num_streams; ++s) {
     const auto* tasks = def->streams()->Get(s)->tasks();
@@ -204,6 +218,7 @@ Status PrepareProgram(LoadedJob& job, const fb::Program* def, PrepareContext& pc
           if (!recorded[pt.event] || (out->num_streams == 1 && !recorded_before[pt.event]))
             return InvalidArgument(TaskLabel(*out, s, t) + ": waits on event " + std::to_string(pt.event) +
                                    " that no earlier task records (the step would deadlock)");
+          pt.waits_on_neighbour = s == 0 && transfer_done[pt.event];
           break;
         case fb::TaskBody::InitTask:
           if (task->body_as_InitTask()->initializers())

@@ -208,6 +208,7 @@ void JobSession::RunSinkOnWorker(fb::ProgramKind program, uint32_t steps) {
     sb.add_compute_ms(sink.timing.compute_ms);
     sb.add_comm_ms(sink.timing.comm_ms);
     sb.add_comm_wait_ms(sink.timing.comm_wait_ms);
+    sb.add_bubble_ms(sink.timing.bubble_ms);
     sb.add_queue_wait_ms(sink.timing.queue_wait_ms);
     sb.add_other_ms(sink.timing.other_ms);
     sb.add_profile_records(profile_records);

@@ -86,7 +86,7 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
         pos.Enter(t, StreamState::kEventWait, t0);
         bool met = prog.events->Wait(pt.event);
         const int64_t dt = NowNs() - t0;
-        c->event_wait_ns += dt;
+        (pt.waits_on_neighbour ? c->bubble_ns : c->event_wait_ns) += dt;
         pt.ns += dt;
         if (ring) record(t, t0, t0 + dt);
         if (!met) return fail(t, Aborted("the other stream of this step failed"));

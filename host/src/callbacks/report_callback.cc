@@ -76,6 +76,7 @@ Status ReportCallback::on_train_epoch_end(RunContext& run_context) {
        {{"compute", p.device.compute_ms},
         {"comm", p.device.comm_ms},
         {"comm_wait", p.device.comm_wait_ms},
+        {"bubble", p.device.bubble_ms},
         {"queue_wait", p.device.queue_wait_ms},
         {"other", p.device.other_ms}}},
       // The share of collective time the compute stream did not wait for:

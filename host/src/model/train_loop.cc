@@ -141,6 +141,7 @@ Status TrainLoop::Sink(uint32_t steps) {
     sum.compute_ms += res.timing.compute_ms;
     sum.comm_ms += res.timing.comm_ms;
     sum.comm_wait_ms += res.timing.comm_wait_ms;
+    sum.bubble_ms += res.timing.bubble_ms;
     sum.queue_wait_ms += res.timing.queue_wait_ms;
     sum.other_ms += res.timing.other_ms;
   }
@@ -155,6 +156,7 @@ Status TrainLoop::Sink(uint32_t steps) {
   p_.device.compute_ms += sum.compute_ms / n;
   p_.device.comm_ms += sum.comm_ms / n;
   p_.device.comm_wait_ms += sum.comm_wait_ms / n;
+  p_.device.bubble_ms += sum.bubble_ms / n;
   p_.device.queue_wait_ms += sum.queue_wait_ms / n;
   p_.device.other_ms += sum.other_ms / n;
   p_.host_round_trips = m_.device->control_round_trips();

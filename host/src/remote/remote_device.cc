@@ -247,6 +247,7 @@ Result<SinkResult> RemoteDevice::RunSink(ProgramKind program, uint32_t steps) {
   out.timing.compute_ms = done->compute_ms();
   out.timing.comm_ms = done->comm_ms();
   out.timing.comm_wait_ms = done->comm_wait_ms();
+  out.timing.bubble_ms = done->bubble_ms();  // 0 from a 1.2 daemon
   out.timing.queue_wait_ms = done->queue_wait_ms();
   out.timing.other_ms = done->other_ms();
   if (const auto* hw = done->queue_high_water()) out.queue_high_water.assign(hw->begin(), hw->end());

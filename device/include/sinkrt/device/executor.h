@@ -38,6 +38,7 @@ struct RunStats {
   int64_t copy_ns = 0;        // GetNext copying a batch into the arena
   int64_t comm_ns = 0;        // inside collectives (on the comm stream, overlapping compute)
   int64_t comm_wait_ns = 0;   // the compute stream blocked on the comm stream: communication not hidden
+  int64_t bubble_ns = 0;      // the compute stream blocked on a Send/Recv: waiting for a neighbour stage
   int32_t failed_task = -1;   // on failure: the task's index in its stream
   int32_t failed_stream = 0;  // on failure: 0 compute, 1 comm
 };

@@ -12,14 +12,17 @@
 //    "steps":K, "batch_size":B, "sink_mode":true, "loss":L,
 //    "epoch_ms":T, "samples_per_s":K*B/T, "data_wait_ms":W,
 //    "host_round_trips":R, "total_host_round_trips":RT,
-//    "device_ms":{"compute":..,"comm":..,"queue_wait":..,"other":..}}
+//    "device_ms":{"compute":..,"comm":..,"comm_wait":..,"bubble":..,
+//                 "queue_wait":..,"other":..}}
 //
 // epoch is absolute (it continues after initial_epoch), cur_step_num is
 // MindSpore's (the steps of this train() call so far), steps are the steps
 // this epoch ran, loss is the last step's. host_round_trips counts the
 // control round trips of this epoch — 1 per sink epoch, K without sinking —
 // and total_host_round_trips those since train() began; device_ms is the
-// device's own account of the epoch's sinks. A NaN loss is written as null.
+// device's own account of the epoch's sinks (DeviceTiming: comm_wait is the
+// compute stream waiting for collectives, bubble a pipeline stage waiting
+// for a neighbour stage). A NaN loss is written as null.
 // Whatever comes after training (an end record with the test accuracy) the
 // caller adds with Write().
 #pragma once

@@ -51,6 +51,9 @@ struct DeviceTiming {
   double comm_ms = 0;          // inside collectives, on the communication stream
   double comm_wait_ms = 0;     // the compute stream waiting for collectives:
                                // the part of comm_ms not hidden behind compute
+  double bubble_ms = 0;        // pipeline stages: the compute stream waiting for a
+                               // neighbour stage's data, or for it to take ours
+                               // (a Send/Recv's done event); not in comm_wait_ms
   double queue_wait_ms = 0;    // GetNext waiting for the host
   double other_ms = 0;         // dispatch and everything else
 };
