@@ -64,6 +64,9 @@ Result<PipelineStageGraph> BuildPipelineStage(const Graph& forward, const Compil
   if (options.parallel_mode != ParallelMode::DataParallel)
     return InvalidArgument(who + ": pipeline stages run under data_parallel (each stage's ranks are replicas); " +
                            std::string(ParallelModeName(options.parallel_mode)) + " is not supported with them yet");
+  if (options.parameter_broadcast)
+    return Unimplemented(who + ": parameter_broadcast is not supported with pipeline stages yet (a stage's replicas "
+                               "start equal anyway: their parameters have the same seeds)");
   if (!forward.valid(forward.loss())) return FailedPrecondition(who + ": the graph has no loss (call SetLoss)");
   const int64_t batch = BatchOf(forward);
   if (batch < 1) return InvalidArgument(who + ": the graph has no dataset input with a batch dimension");
@@ -71,7 +74,12 @@ Result<PipelineStageGraph> BuildPipelineStage(const Graph& forward, const Compil
   SINKRT_RETURN_IF_ERROR(CheckPipelineConfig(config, device_num, batch), who);
 
   SINKRT_ASSIGN_OR_RETURN(Graph micro, MicroBatchGraph(forward, config.micro_size), who);
-  SINKRT_ASSIGN_OR_RETURN(const Calibration calibration, FindCalibration(options.calibration), who);
+  // The balanced split prices ops with the built-in calibration unless one
+  // is named: not $SINKRT_CALIBRATION, so that every rank's compile, here or
+  // on another host, cuts the same stages.
+  SINKRT_ASSIGN_OR_RETURN(const Calibration calibration,
+                          options.calibration.empty() ? DefaultCalibration() : LoadCalibration(options.calibration),
+                          who);
   SINKRT_ASSIGN_OR_RETURN(PipelineStages stages, AssignPipelineStages(micro, config, calibration), who);
   SINKRT_ASSIGN_OR_RETURN(std::vector<StageGraph> graphs, SplitStageGraphs(micro, stages), who);
 

@@ -71,6 +71,7 @@ uint64_t StreamHash(uint64_t graph_hash, const CompileOptions& o) {
     h.I64(p.stages);
     h.I64(p.micro_size);
     h.String(p.scheduler);
+    h.String(o.calibration);  // prices the balanced split
     h.U64(p.stage_of.size());
     for (const auto& [layer, stage] : p.stage_of) {
       h.String(layer);
