@@ -641,11 +641,13 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
       for (const auto& b : compiled.buckets) bytes += b.bytes;
       std::cout << " + " << compiled.comm_tasks << " comm tasks (" << compiled.buckets.size() << " AllReduce bucket"
                 << (compiled.buckets.size() == 1 ? "" : "s") << ", " << Fixed1(bytes / 1048576.0) << " MiB)";
+    } else if (compiled.comm_tasks > 0) {
+      std::cout << " + " << compiled.comm_tasks << " comm tasks";  // a pipeline stage's transfers
     }
     std::cout << ", arena " << Fixed1(compiled.arena_bytes / 1048576.0) << " MiB; device threads " << dev.threads()
               << std::endl;
     if (compiled.pipeline_stage >= 0)
-      std::cout << "pipeline: stage 0 of " << context.pipeline_stages << " shown; the schedule's predicted bubble "
+      std::cout << "pipeline: stage 0 of " << context.pipeline_stages << " shown above; the schedule's predicted bubble "
                 << Fixed1(100 * compiled.predicted_bubble) << "% of a step" << std::endl;
   }
 
