@@ -194,7 +194,9 @@ std::atomic<bool> done_[2];
 // Two ranks of a data-parallel MLP, each an Executor with its own
 // Communicator, run their steps at once: after a warm-up, neither the
 // compute and comm streams nor the transport allocate.
-void ExpectDataParallelNoAllocations(bool shared_memory, bool profiling = false) {
+// With `pipeline`, the two ranks are two pipeline stages (4 micro-batches,
+// 1F1B): their Send/Recv transfers on the comm stream allocate nothing either.
+void ExpectDataParallelNoAllocations(bool shared_memory, bool profiling = false, bool pipeline = false) {
   constexpr uint32_t kRanks = 2;
   constexpr int64_t kBatch = 32;
   std::vector<std::unique_ptr<device::ListeningInbox>> inboxes;
@@ -228,6 +230,7 @@ void ExpectDataParallelNoAllocations(bool shared_memory, bool profiling = false)
   o.gradients_mean = true;
   o.comm_fusion.size_mb = 1;  // several buckets, so several AllReduces per step
   o.comm_fusion.mode = "size";
+  if (pipeline) o.pipeline = {.stages = 2, .micro_size = 4, .scheduler = "1f1b", .stage_of = {}};
   std::vector<host::CompiledStream> streams;
   std::vector<std::unique_ptr<device::Executor>> executors;
   device::DeviceOptions d;
@@ -249,9 +252,12 @@ void ExpectDataParallelNoAllocations(bool shared_memory, bool profiling = false)
     for (uint32_t r = 0; r < kRanks; ++r)
       for (uint32_t i = 0; i < steps; ++i) {
         const size_t ib = static_cast<size_t>(kBatch * 784) * 4;
-        ConstBytes cols[2] = {
-            ConstBytes(reinterpret_cast<const uint8_t*>(data.images.data() + i * kBatch * 784), ib),
-            ConstBytes(reinterpret_cast<const uint8_t*>(data.labels.data() + i * kBatch), kBatch * 4)};
+        // A pipeline's first stage takes the images, its last the labels.
+        std::vector<ConstBytes> cols;
+        for (const std::string& c : streams[r].input_columns) {
+          if (c == "image") cols.emplace_back(reinterpret_cast<const uint8_t*>(data.images.data() + i * kBatch * 784), ib);
+          if (c == "label") cols.emplace_back(reinterpret_cast<const uint8_t*>(data.labels.data() + i * kBatch), kBatch * 4);
+        }
         EXPECT_TRUE(executors[r]->PushBatch(0, cols).ok());
       }
     done_[1] = false;
@@ -299,6 +305,8 @@ void ExpectDataParallelNoAllocations(bool shared_memory, bool profiling = false)
 TEST(NoAlloc, DataParallelStepsOverSharedMemoryAllocateNothing) { ExpectDataParallelNoAllocations(true); }
 TEST(NoAlloc, DataParallelStepsOverTcpAllocateNothing) { ExpectDataParallelNoAllocations(false); }
 TEST(NoAlloc, ProfiledDataParallelStepsAllocateNothing) { ExpectDataParallelNoAllocations(true, true); }
+TEST(NoAlloc, PipelineStagesOverSharedMemoryAllocateNothing) { ExpectDataParallelNoAllocations(true, false, true); }
+TEST(NoAlloc, PipelineStagesOverTcpAllocateNothing) { ExpectDataParallelNoAllocations(false, false, true); }
 
 // AllToAll straight on three communicators, on the world and on the
 // subgroup {1,2}, in blocks of several segments: after a warm-up (each

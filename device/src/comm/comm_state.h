@@ -29,6 +29,9 @@ struct Communicator::State {
   // hot path reads a pointer, no virtual call.
   std::vector<Transport*> transports;
   std::map<std::vector<uint32_t>, uint64_t> sequences;  // per group: the last sequence number used
+  // Per peer: the pair {this rank, peer} in rank order, the group of its
+  // Send/Recv, made on first use so that later ones allocate nothing.
+  std::map<uint32_t, std::vector<uint32_t>> pairs;
   Status broken;                                        // the first failure; every later call returns it
   std::vector<uint8_t> scratch;                         // ReduceScatter's working copy, kept between calls
 

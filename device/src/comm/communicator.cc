@@ -62,6 +62,13 @@ Status RunOp(Communicator::State& s, OpKind kind, const std::vector<uint32_t>& r
   return st;
 }
 
+const std::vector<uint32_t>& PairRanks(Communicator::State& s, uint32_t peer) {
+  auto it = s.pairs.find(peer);
+  if (it == s.pairs.end())
+    it = s.pairs.emplace(peer, std::vector<uint32_t>{std::min(s.rank, peer), std::max(s.rank, peer)}).first;
+  return it->second;
+}
+
 }  // namespace
 
 Group Group::World(uint32_t size) {
@@ -141,18 +148,16 @@ Status Communicator::Send(std::span<const uint8_t> data, uint32_t peer) {
   const uint32_t self = state_->rank;
   if (peer >= state_->size || peer == self)
     return InvalidArgument("Send: rank " + std::to_string(self) + " cannot send to rank " + std::to_string(peer));
-  const Group pair{{std::min(self, peer), std::max(self, peer)}};
   const uint32_t pos = self < peer ? 0 : 1;
-  return RunOp(*state_, OpKind::kSend, pair.ranks, pos, [&](Op& o) { return SendOp(o, data, 1 - pos); });
+  return RunOp(*state_, OpKind::kSend, PairRanks(*state_, peer), pos, [&](Op& o) { return SendOp(o, data, 1 - pos); });
 }
 
 Status Communicator::Recv(std::span<uint8_t> data, uint32_t peer) {
   const uint32_t self = state_->rank;
   if (peer >= state_->size || peer == self)
     return InvalidArgument("Recv: rank " + std::to_string(self) + " cannot receive from rank " + std::to_string(peer));
-  const Group pair{{std::min(self, peer), std::max(self, peer)}};
   const uint32_t pos = self < peer ? 0 : 1;
-  return RunOp(*state_, OpKind::kRecv, pair.ranks, pos, [&](Op& o) { return RecvOp(o, data, 1 - pos); });
+  return RunOp(*state_, OpKind::kRecv, PairRanks(*state_, peer), pos, [&](Op& o) { return RecvOp(o, data, 1 - pos); });
 }
 
 Status Communicator::Barrier(const Group& group) {
