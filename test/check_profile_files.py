@@ -58,7 +58,7 @@ def check_svg(path):
         rank = g.attrib["data-rank"]
         parts = [r for r in g.iter(SVG_NS + "rect") if "data-part" in r.attrib]
         names = [r.attrib["data-part"] for r in parts]
-        if names != ["compute", "exposed_comm", "queue", "other"]:
+        if names != ["compute", "exposed_comm", "bubble", "queue", "other"]:
             fail("%s: rank %s has parts %s" % (path, rank, names))
         step = float(g.attrib["data-step-ms"])
         total = sum(float(r.attrib["data-ms"]) for r in parts)

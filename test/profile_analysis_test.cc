@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -214,8 +215,46 @@ TEST(ProfileAnalysisSummary, SplitsEachRanksStepAsWorkedByHand) {
   EXPECT_DOUBLE_EQ(r1.comm_ms, 2.5);
   EXPECT_NEAR(r1.overlap_pct, 60.0, 1e-9);
 
-  for (const auto& r : s.ranks)
+  for (const auto& r : s.ranks) {
+    EXPECT_EQ(r.bubble_ms, 0) << "rank " << r.rank << ": no pipeline stages, no neighbours to wait for";
     EXPECT_NEAR(r.compute_ms + r.exposed_comm_ms + r.queue_ms + r.other_ms, r.step_ms, 1e-9) << "rank " << r.rank;
+  }
+}
+
+// The same run with rank 1's wait marked as one on a pipeline neighbour's
+// transfer: those 1 ms per step move from exposed comm to bubble, nothing
+// else moves, and the trace carries the mark back.
+TEST(ProfileAnalysisSummary, NeighbourWaitsAreBubbleNotExposedComm) {
+  ProfileData d = HandRun();
+  d.ranks[1].programs[1].streams[0][3].neighbour_wait = true;
+  ProfileSummary s = host::Summarize(d);
+  ProfileSummary before = host::Summarize(HandRun());
+  const auto& r1 = SplitOf(s, 1);
+  EXPECT_DOUBLE_EQ(r1.bubble_ms, 1.0);
+  EXPECT_DOUBLE_EQ(r1.exposed_comm_ms, 0.0);
+  EXPECT_DOUBLE_EQ(r1.compute_ms, SplitOf(before, 1).compute_ms);
+  EXPECT_DOUBLE_EQ(r1.queue_ms, SplitOf(before, 1).queue_ms);
+  EXPECT_NEAR(r1.other_ms, SplitOf(before, 1).other_ms, 1e-12);
+  EXPECT_DOUBLE_EQ(r1.step_ms, SplitOf(before, 1).step_ms);
+  EXPECT_NEAR(r1.overlap_pct, 100.0, 1e-9);  // overlap compares exposed comm alone with comm
+  EXPECT_NEAR(r1.compute_ms + r1.exposed_comm_ms + r1.bubble_ms + r1.queue_ms + r1.other_ms, r1.step_ms, 1e-9);
+  EXPECT_EQ(host::SummaryJson(s)["ranks"][0], host::SummaryJson(before)["ranks"][0]);  // rank 0 untouched
+  EXPECT_EQ(host::SummaryJson(s)["ranks"][1]["bubble_ms"], 1.0);
+  EXPECT_NE(host::SummaryText(s).find("bubble"), std::string::npos);
+
+  json trace = host::ChromeTrace(d);
+  size_t marked = 0;
+  for (const json& ev : trace["traceEvents"])
+    if (ev.value("cat", "") == "task" && ev["args"].value("bubble", false)) {
+      EXPECT_EQ(ev["pid"], 1);
+      EXPECT_EQ(ev["args"]["task"], 3);
+      ++marked;
+    }
+  EXPECT_EQ(marked, 2u);  // rank 1's wait in each of its two steps
+  auto back = host::ProfileDataFromTrace(json::parse(trace.dump()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(back->ranks[1].programs[1].streams[0][3].neighbour_wait);
+  EXPECT_EQ(host::SummaryJson(host::Summarize(*back)), host::SummaryJson(s));
 }
 
 TEST(ProfileAnalysisSummary, BucketBandwidthAndPeerWaitOnAlignedClocks) {
@@ -335,7 +374,8 @@ bool SameRecord(const ProfileRecord& a, const ProfileRecord& b) {
 
 bool SameTask(const TaskInfo& a, const TaskInfo& b) {
   return a.name == b.name && a.op == b.op && a.collective == b.collective && a.get_next == b.get_next &&
-         a.event_wait == b.event_wait && a.bytes == b.bytes && a.group == b.group;
+         a.event_wait == b.event_wait && a.neighbour_wait == b.neighbour_wait && a.bytes == b.bytes &&
+         a.group == b.group;
 }
 
 void ExpectSameData(const ProfileData& a, const ProfileData& b) {
@@ -573,7 +613,7 @@ TEST(ProfileAnalysisSvg, IsWellFormedAndItsBarsSumToTheStep) {
     std::string rank = std::to_string(r.rank);
     EXPECT_NEAR(step_ms[rank], r.step_ms, 1e-5);
     EXPECT_NEAR(sum_ms[rank], step_ms[rank], 1e-5) << "rank " << rank;
-    EXPECT_EQ(parts[rank], (std::vector<std::string>{"compute", "exposed_comm", "queue", "other"}));
+    EXPECT_EQ(parts[rank], (std::vector<std::string>{"compute", "exposed_comm", "bubble", "queue", "other"}));
   }
 }
 
@@ -747,6 +787,61 @@ TEST(ProfileAnalysisStreamTables, DescribesACompiledDataParallelStream) {
   for (const fb::Buffer* b : *root.buffers()) buffer_total += b->bytes();
   EXPECT_EQ(role_total, buffer_total);
   ASSERT_FALSE(r.memory.by_role.empty());
+}
+
+// A pipeline stage's compute stream waits on its transfers' "done" events
+// (the comm stream records each right after a Send or Recv): those waits,
+// and only those, are neighbour waits. A data-parallel stream has none.
+TEST(ProfileAnalysisStreamTables, MarksAPipelineStagesWaitsOnItsNeighbours) {
+  for (int stages : {1, 2}) {
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      SCOPED_TRACE("stages " + std::to_string(stages) + " rank " + std::to_string(rank));
+      host::CompileOptions o;
+      o.optimizer = host::OptimizerSpec::Sgd(0.1f);
+      o.parallel_mode = host::ParallelMode::DataParallel;
+      o.world_size = 2;
+      o.rank = rank;
+      o.gradients_mean = true;
+      o.pipeline.stages = stages;
+      o.pipeline.micro_size = 4;
+      auto cs = host::Compile(testing::MakeMlp(8, {16, 32, 32, 32, 4}), o);
+      ASSERT_TRUE(cs.ok()) << cs.status().ToString();
+      RankData r = host::DescribeRankStream(cs->stream, static_cast<int>(rank));
+      const fb::Program* train = cs->stream.FindProgram(fb::ProgramKind::TrainStep);
+      ASSERT_NE(train, nullptr);
+      // The done events, by the comm stream's order.
+      std::set<uint32_t> done;
+      if (train->streams()->size() > 1) {
+        bool after_transfer = false;
+        for (const fb::Task* task : *train->streams()->Get(1)->tasks()) {
+          if (task->body_type() == fb::TaskBody::EventRecordTask && after_transfer)
+            done.insert(task->body_as_EventRecordTask()->event());
+          after_transfer =
+              task->body_type() == fb::TaskBody::SendTask || task->body_type() == fb::TaskBody::RecvTask;
+        }
+      }
+      int neighbour = 0, other_waits = 0;
+      const auto* compute = train->streams()->Get(0)->tasks();
+      ASSERT_EQ(r.programs[1].streams[0].size(), compute->size());
+      for (uint32_t t = 0; t < compute->size(); ++t) {
+        const TaskInfo& info = r.programs[1].streams[0][t];
+        const fb::Task* task = compute->Get(t);
+        bool want = task->body_type() == fb::TaskBody::EventWaitTask &&
+                    done.count(task->body_as_EventWaitTask()->event()) > 0;
+        EXPECT_EQ(info.neighbour_wait, want) << "compute task " << t << " " << info.name;
+        neighbour += info.neighbour_wait;
+        other_waits += info.event_wait && !info.neighbour_wait;
+      }
+      for (const TaskInfo& info : r.programs[1].streams[1]) EXPECT_FALSE(info.neighbour_wait) << info.name;
+      if (stages == 2) {
+        EXPECT_GT(neighbour, 0);
+        EXPECT_EQ(other_waits, 0);  // one rank per stage: no gradient buckets to wait for
+      } else {
+        EXPECT_EQ(neighbour, 0);
+        EXPECT_GT(other_waits, 0);  // the gradient buckets
+      }
+    }
+  }
 }
 
 }  // namespace

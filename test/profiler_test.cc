@@ -174,6 +174,81 @@ TEST(Profiler, OneAtATimeAndNothingRecordedAreErrors) {
   EXPECT_EQ(empty_path.status().code(), StatusCode::kInvalidArgument);
 }
 
+// Whether any task table of the trace marks a neighbour wait, and the
+// summary.json ranks' bubble.
+bool AnyNeighbourWait(const nlohmann::json& trace) {
+  for (const auto& rank : trace.at("otherData").at("ranks"))
+    for (const auto& program : rank.at("tasks"))
+      for (const auto& stream : program.at("streams"))
+        for (const auto& task : stream)
+          if (task.value("neighbour_wait", false)) return true;
+  return false;
+}
+
+// Two pipeline stages on two in-process devices: each stage's compute
+// stream waits for its neighbour's activations or gradients (the comm
+// stream's Send/Recv). Those waits are bubble, as the device counts them,
+// and with one rank per stage there are no gradient buckets, so nothing is
+// left as exposed communication.
+TEST(Profiler, PipelineStagesWaitingForTheirNeighboursAreBubble) {
+  const fs::path dir = OutDir("pipeline");
+  const testing::SyntheticData data = testing::MakeSyntheticData(8 * 12, 16, 4, 3);
+  testing::InProcessWorld world(2);
+  host::ModelOptions o = DataParallel(2);
+  o.context.pipeline_stages = 2;
+  o.micro_size = 4;
+  auto model = host::Model::Create(host::MakeMlpNetwork(8, {16, 32, 32, 32, 4}),
+                                   host::LossSpec::SparseSoftmaxCrossEntropy(), host::OptimizerSpec::Sgd(0.1f),
+                                   world.links, o);
+  SINKRT_ASSERT_OK(model);
+  host::Profiler profiler(dir.string());
+  SINKRT_ASSERT_OK(profiler.status());
+  SINKRT_ASSERT_OK((*model)->train(1, testing::MakeDataset(data, 8), {}, true, 12));
+  auto summary = profiler.analyse();
+  SINKRT_ASSERT_OK(summary);
+
+  ASSERT_EQ(summary->ranks.size(), 2u);
+  for (const host::RankStepSplit& r : summary->ranks) {
+    SCOPED_TRACE("stage " + std::to_string(r.rank));
+    EXPECT_EQ(r.steps, 12);
+    EXPECT_GT(r.bubble_ms, 0);
+    EXPECT_EQ(r.exposed_comm_ms, 0);
+    EXPECT_NEAR(r.compute_ms + r.exposed_comm_ms + r.bubble_ms + r.queue_ms + r.other_ms, r.step_ms,
+                1e-6 * r.step_ms);
+  }
+  for (const auto& r : ReadJson(dir / "summary.json").at("ranks")) EXPECT_GT(r.at("bubble_ms").get<double>(), 0) << r.dump();
+  EXPECT_TRUE(AnyNeighbourWait(ReadJson(dir / "trace.json")));
+  // sinkprof's path keeps the marks: the same summary, bubble included.
+  auto again = host::ReadProfile(dir.string());
+  SINKRT_ASSERT_OK(again);
+  EXPECT_EQ(host::SummaryText(*again), host::SummaryText(*summary));
+  fs::remove_all(dir);
+}
+
+// Data parallel on two in-process devices: its compute stream waits only
+// for gradient buckets, never for a neighbour, so no bubble.
+TEST(Profiler, DataParallelHasNoBubble) {
+  const fs::path dir = OutDir("dp-bubble");
+  const testing::SyntheticData data = testing::MakeSyntheticData(16 * 10, 16, 4, 3);
+  testing::InProcessWorld world(2);
+  auto model = host::Model::Create(testing::MlpNetwork(8, {16, 64, 4}), host::LossSpec::SparseSoftmaxCrossEntropy(),
+                                   host::OptimizerSpec::Sgd(0.1f), world.links, DataParallel(2));
+  SINKRT_ASSERT_OK(model);
+  host::Profiler profiler(dir.string());
+  SINKRT_ASSERT_OK(profiler.status());
+  SINKRT_ASSERT_OK((*model)->train(1, testing::MakeDataset(data, 8), {}, true, 10));
+  auto summary = profiler.analyse();
+  SINKRT_ASSERT_OK(summary);
+  ASSERT_EQ(summary->ranks.size(), 2u);
+  for (const host::RankStepSplit& r : summary->ranks) {
+    EXPECT_EQ(r.steps, 10) << "rank " << r.rank;
+    EXPECT_EQ(r.bubble_ms, 0) << "rank " << r.rank;
+  }
+  EXPECT_FALSE(AnyNeighbourWait(ReadJson(dir / "trace.json")));
+  for (const auto& r : ReadJson(dir / "summary.json").at("ranks")) EXPECT_EQ(r.at("bubble_ms"), 0) << r.dump();
+  fs::remove_all(dir);
+}
+
 // Two sinkd daemons, one with its clock a second ahead: after alignment the
 // ranks' AllReduce slices of each step overlap, as one collective must.
 TEST(Profiler, TwoDaemonsDataParallelAlignClocks) {

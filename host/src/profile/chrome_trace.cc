@@ -64,6 +64,7 @@ json TaskEvent(const RankData& rank, const ProfileRecord& r, int64_t origin) {
       args["group_size"] = task->group.size();
     }
     if (task->get_next) tid = kQueueTid;
+    if (task->neighbour_wait) args["bubble"] = true;  // the summary's bubble, not exposed comm
   } else {
     name = "task " + std::to_string(r.task) + " (not in the stream)";
   }
@@ -138,6 +139,7 @@ json TaskJson(const TaskInfo& t) {
   if (t.collective) j["collective"] = true;
   if (t.get_next) j["get_next"] = true;
   if (t.event_wait) j["event_wait"] = true;
+  if (t.neighbour_wait) j["neighbour_wait"] = true;
   if (t.bytes) j["bytes"] = t.bytes;
   if (!t.group.empty()) j["group"] = t.group;
   return j;
@@ -269,6 +271,7 @@ Status ReadTask(const json& j, const std::string& where, TaskInfo* t) {
   SINKRT_RETURN_IF_ERROR(f.Bool("collective", &t->collective));
   SINKRT_RETURN_IF_ERROR(f.Bool("get_next", &t->get_next));
   SINKRT_RETURN_IF_ERROR(f.Bool("event_wait", &t->event_wait));
+  SINKRT_RETURN_IF_ERROR(f.Bool("neighbour_wait", &t->neighbour_wait));
   SINKRT_RETURN_IF_ERROR(f.Int("bytes", &t->bytes, /*required=*/false));
   if (j.contains("group")) {
     const json* g = nullptr;

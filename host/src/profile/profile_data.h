@@ -22,6 +22,11 @@ struct TaskInfo {
   bool collective = false;
   bool get_next = false;
   bool event_wait = false;
+  // A compute-stream event wait for a point-to-point transfer's "done" (the
+  // event a comm stream records right after a Send or Recv, as the device
+  // marks it at load): a pipeline stage waiting for its neighbour, which the
+  // summary counts as bubble rather than exposed communication.
+  bool neighbour_wait = false;
   uint64_t bytes = 0;     // collectives: the bytes this rank sends in (AllReduce: the bucket)
   std::vector<uint32_t> group;  // collectives: the group's world ranks
 };

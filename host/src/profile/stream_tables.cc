@@ -98,6 +98,38 @@ TaskInfo DescribeTask(const fb::TaskStream& root, const fb::Task& task) {
   return info;
 }
 
+// The rule of device/src/prepare_program.cc, so the summary's bubble is the
+// device's: an event a comm stream records right after a Send or Recv is a
+// transfer's done (parallel/pipeline_comm.h), and the compute stream waiting
+// on one waits for a neighbour stage.
+void MarkNeighbourWaits(const fb::Program& program, ProgramInfo* info) {
+  const auto* streams = program.streams();
+  if (!streams || streams->size() == 0) return;
+  std::vector<bool> transfer_done(program.num_events(), false);
+  for (uint32_t s = 1; s < streams->size(); ++s) {
+    const auto* tasks = streams->Get(s)->tasks();
+    if (!tasks) continue;
+    bool after_transfer = false;
+    for (const fb::Task* task : *tasks) {
+      const fb::TaskBody kind = task->body_type();
+      if (kind == fb::TaskBody::EventRecordTask) {
+        const auto* record = task->body_as_EventRecordTask();
+        if (after_transfer && record && record->event() < transfer_done.size()) transfer_done[record->event()] = true;
+      } else {
+        after_transfer = kind == fb::TaskBody::SendTask || kind == fb::TaskBody::RecvTask;
+      }
+    }
+  }
+  const auto* compute = streams->Get(0)->tasks();
+  if (!compute) return;
+  for (uint32_t t = 0; t < compute->size() && t < info->streams[0].size(); ++t) {
+    const fb::Task* task = compute->Get(t);
+    const auto* wait = task->body_as_EventWaitTask();
+    if (wait && wait->event() < transfer_done.size())
+      info->streams[0][t].neighbour_wait = transfer_done[wait->event()];
+  }
+}
+
 MemoryPlan DescribeMemory(const fb::TaskStream& root, int rank) {
   MemoryPlan plan;
   plan.rank = rank;
@@ -140,6 +172,7 @@ RankData DescribeRankStream(const VerifiedStream& stream, int rank) {
       if (!tasks) continue;
       for (const fb::Task* task : *tasks) info.streams[s].push_back(DescribeTask(root, *task));
     }
+    MarkNeighbourWaits(*program, &info);
   }
   out.memory = DescribeMemory(root, rank);
   return out;

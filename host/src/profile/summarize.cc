@@ -5,7 +5,8 @@
 // `step`); its "start" is the begin of its first compute-stream task. The
 // compute stream runs its tasks one after another, so its task times and
 // the gaps between them partition the step: that is what makes the split
-// add up.
+// add up. Its event waits on a pipeline neighbour's transfer are bubble,
+// its other waits and its collectives exposed communication.
 #include "profile/summarize.h"
 
 #include <algorithm>
@@ -27,7 +28,7 @@ struct StepTotals {
   int64_t start = std::numeric_limits<int64_t>::max();  // compute stream's first begin
   int64_t last_end = std::numeric_limits<int64_t>::min();
   bool has_compute = false;
-  int64_t compute = 0, exposed = 0, queue = 0, comm = 0;
+  int64_t compute = 0, exposed = 0, bubble = 0, queue = 0, comm = 0;
   double time = 0;  // filled once the next step is known
 };
 
@@ -66,7 +67,9 @@ Steps TrainSteps(const RankData& rank) {
     s.has_compute = true;
     s.start = std::min(s.start, r.begin_ns);
     s.last_end = std::max(s.last_end, r.end_ns);
-    if (task->collective || task->event_wait)
+    if (task->neighbour_wait)
+      s.bubble += d;
+    else if (task->collective || task->event_wait)
       s.exposed += d;
     else if (task->get_next)
       s.queue += std::clamp<int64_t>(r.wait_ns, 0, d);
@@ -97,19 +100,21 @@ RankStepSplit Split(int rank, const Steps& steps) {
   out.rank = rank;
   out.steps = static_cast<int64_t>(steps.size());
   if (steps.empty()) return out;
-  double time = 0, compute = 0, exposed = 0, queue = 0, other = 0, comm = 0;
+  double time = 0, compute = 0, exposed = 0, bubble = 0, queue = 0, other = 0, comm = 0;
   for (const auto& [step, s] : steps) {
     time += s.time;
     compute += static_cast<double>(s.compute);
     exposed += static_cast<double>(s.exposed);
+    bubble += static_cast<double>(s.bubble);
     queue += static_cast<double>(s.queue);
-    other += std::max(0.0, s.time - static_cast<double>(s.compute + s.exposed + s.queue));
+    other += std::max(0.0, s.time - static_cast<double>(s.compute + s.exposed + s.bubble + s.queue));
     comm += static_cast<double>(s.comm);
   }
   double n = static_cast<double>(steps.size()) * kNsPerMs;
   out.step_ms = time / n;
   out.compute_ms = compute / n;
   out.exposed_comm_ms = exposed / n;
+  out.bubble_ms = bubble / n;
   out.queue_ms = queue / n;
   out.other_ms = other / n;
   out.comm_ms = comm / n;
@@ -230,7 +235,8 @@ void TopOps(const ProfileData& data, ProfileSummary* out) {
     for (const ProfileRecord& r : rank.records) {
       const TaskInfo* task = UsableTask(rank, r);
       // An event wait is a stream idling until the other records: no work
-      // of its own (the compute stream's show as exposed communication).
+      // of its own (the compute stream's show as exposed communication or
+      // bubble).
       if (!task || task->event_wait) continue;
       OpTotal& op = ops[task->op];
       op.op = task->op;

@@ -14,6 +14,7 @@ nlohmann::json SummaryJson(const ProfileSummary& s) {
                      {"step_ms", r.step_ms},
                      {"compute_ms", r.compute_ms},
                      {"exposed_comm_ms", r.exposed_comm_ms},
+                     {"bubble_ms", r.bubble_ms},
                      {"queue_ms", r.queue_ms},
                      {"other_ms", r.other_ms},
                      {"comm_ms", r.comm_ms},

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <string_view>
 
 namespace sinkrt::host {
@@ -16,6 +17,7 @@ struct Part {
 constexpr Part kParts[] = {
     {"compute", "compute", "#4c72b0"},
     {"exposed_comm", "exposed comm", "#dd8452"},
+    {"bubble", "bubble", "#8172b3"},
     {"queue", "queue wait", "#55a868"},
     {"other", "other", "#b0b0b0"},
 };
@@ -57,7 +59,7 @@ double TickStep(double max) {
 std::string SummarySvg(const ProfileSummary& s) {
   double max_ms = 0;
   for (const RankStepSplit& r : s.ranks)
-    max_ms = std::max({max_ms, r.step_ms, r.compute_ms + r.exposed_comm_ms + r.queue_ms + r.other_ms});
+    max_ms = std::max({max_ms, r.step_ms, r.compute_ms + r.exposed_comm_ms + r.bubble_ms + r.queue_ms + r.other_ms});
   double step = max_ms > 0 ? TickStep(max_ms) : 1;
   double axis_ms = max_ms > 0 ? std::ceil(max_ms / step) * step : 1;
   double scale = kPlotWidth / axis_ms;
@@ -85,9 +87,10 @@ std::string SummarySvg(const ProfileSummary& s) {
     out += "<g data-rank=\"" + rank + "\" data-step-ms=\"" + Num("%.6g", r.step_ms) + "\">\n";
     out += "<text x=\"" + Num("%.0f", kLeft - 8) + "\" y=\"" + Num("%.1f", y + kBarHeight / 2 + 4) +
            "\" text-anchor=\"end\">rank " + rank + "</text>\n";
-    const double ms[] = {r.compute_ms, r.exposed_comm_ms, r.queue_ms, r.other_ms};
+    const double ms[] = {r.compute_ms, r.exposed_comm_ms, r.bubble_ms, r.queue_ms, r.other_ms};
+    static_assert(std::size(ms) == std::size(kParts));
     double x = kLeft;
-    for (int p = 0; p < 4; ++p) {
+    for (size_t p = 0; p < std::size(kParts); ++p) {
       double w = ms[p] * scale;
       out += "<rect x=\"" + Num("%.3f", x) + "\" y=\"" + Num("%.1f", y) + "\" width=\"" + Num("%.3f", w) +
              "\" height=\"" + Num("%.0f", kBarHeight) + "\" fill=\"" + kParts[p].colour + "\" data-rank=\"" + rank +
@@ -122,7 +125,7 @@ std::string SummarySvg(const ProfileSummary& s) {
     out += "<rect x=\"" + Num("%.0f", lx) + "\" y=\"" + Num("%.0f", ly) + "\" width=\"12\" height=\"12\" fill=\"" +
            p.colour + "\"/>\n";
     out += "<text x=\"" + Num("%.0f", lx + 16) + "\" y=\"" + Num("%.0f", ly + 10) + "\">" + p.label + "</text>\n";
-    lx += 140;
+    lx += 125;
   }
   out += "</g>\n";
   out += "</svg>\n";

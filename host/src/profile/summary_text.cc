@@ -44,11 +44,12 @@ std::string SummaryText(const ProfileSummary& s) {
   out += "\n";
 
   out += "\nMean train step per rank (ms)\n";
-  Appendf(&out, "%5s %6s %9s %9s %9s %9s %9s %9s %8s\n", "rank", "steps", "step", "compute", "exp.comm", "queue",
-          "other", "comm", "overlap");
+  Appendf(&out, "%5s %6s %9s %9s %9s %9s %9s %9s %9s %8s\n", "rank", "steps", "step", "compute", "exp.comm",
+          "bubble", "queue", "other", "comm", "overlap");
   for (const RankStepSplit& r : s.ranks)
-    Appendf(&out, "%5d %6lld %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %7.1f%%\n", r.rank, static_cast<long long>(r.steps),
-            r.step_ms, r.compute_ms, r.exposed_comm_ms, r.queue_ms, r.other_ms, r.comm_ms, r.overlap_pct);
+    Appendf(&out, "%5d %6lld %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %7.1f%%\n", r.rank,
+            static_cast<long long>(r.steps), r.step_ms, r.compute_ms, r.exposed_comm_ms, r.bubble_ms, r.queue_ms,
+            r.other_ms, r.comm_ms, r.overlap_pct);
 
   if (!s.top_ops.empty()) {
     out += "\nTop ops (every program and rank)\n";

@@ -53,6 +53,7 @@ struct RankStepSplit {
   double step_ms = 0;          // mean, step start to the next step's start (compute stream)
   double compute_ms = 0;       // kernels and init on the compute stream
   double exposed_comm_ms = 0;  // compute stream blocked on communication (event waits, inline collectives)
+  double bubble_ms = 0;        // compute stream waiting for a neighbour pipeline stage (its Send/Recv); 0 without stages
   double queue_ms = 0;         // GetNext waiting for a batch
   double other_ms = 0;         // the rest: batch copies, dispatch, gaps
   double comm_ms = 0;          // all collective time, either stream (hidden or not)
