@@ -497,6 +497,116 @@ TEST_F(SinkcTest, BadStrategiesAreRefused) {
   }
 }
 
+// Pipeline stages (issue 19; docs/pipeline.md): the ViT's two blocks in two
+// stages of one rank each, 4 micro-batches of the batch of 16. The manifest
+// records the pipeline and reads back with the same options, the summary
+// prints a line per stage, and sinkrun runs the directory as compiled.
+TEST_F(SinkcTest, PipelineStagesWriteEveryRankAndAManifestThatReadsBack) {
+  RunResult r = Sinkc("'" + kVit + "' --parallel data_parallel --devices 2 --pipeline-stages 2 --micro-size 4 "
+                      "--batch 16 --stage-of block0=0,block1=1 -o " + Q("out"));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("2 ranks, data_parallel"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(global batch 16)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  pipeline  2 stages of 1 rank, 4 micro-batches, 1f1b; per stage, its first rank:\n"),
+            std::string::npos)
+      << r.out;
+  for (int k = 0; k < 2; ++k)
+    EXPECT_NE(r.out.find("    stage " + std::to_string(k) + "  rank " + std::to_string(k) + ": train "),
+              std::string::npos)
+        << r.out;
+  EXPECT_NE(r.out.find("predicted bubble "), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "rank_0.tstream"));
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "rank_1.tstream"));
+  const json manifest = json::parse(Slurp(dir_ / "out" / "manifest.json"));
+  EXPECT_EQ(manifest["ranks"].size(), 2u);
+  EXPECT_EQ(manifest["options"]["parallel"]["mode"], "data_parallel");
+  const json& pipe = manifest["options"]["parallel"]["pipeline"];
+  EXPECT_EQ(pipe["stages"], 2) << pipe.dump();
+  EXPECT_EQ(pipe["micro_size"], 4) << pipe.dump();
+  EXPECT_EQ(pipe["scheduler"], "1f1b") << pipe.dump();
+  EXPECT_EQ(pipe["stage_of"], json::parse(R"([["block0", 0], ["block1", 1]])")) << pipe.dump();
+
+  // The stages read different columns: the first the images, the last the
+  // labels. The job reads back whole.
+  auto job = host::ReadCompiledJob(Path("out"));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->world_size(), 2u);
+  const host::PipelineConfig& p = job->options.pipeline;
+  EXPECT_EQ(p.stages, 2);
+  EXPECT_EQ(p.micro_size, 4);
+  EXPECT_EQ(p.scheduler, "1f1b");
+  const std::vector<std::pair<std::string, int>> stage_of = {{"block0", 0}, {"block1", 1}};
+  EXPECT_EQ(p.stage_of, stage_of);
+  EXPECT_EQ(job->options.parallel_mode, host::ParallelMode::DataParallel);
+  EXPECT_EQ(job->options.world_size, 2u);
+
+  // Two ranks compiled: sinkrun starts two daemons and runs the pipeline.
+  RunResult run = Sinkrun("train --streams " + Q("out") + " --data synthetic:256 --epochs 1 --threads 1");
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("batch 16 per replica (global 16; 2 stages x 1 replica, 4 micro-batches, 1f1b)"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("Eval result: "), std::string::npos) << run.out;
+
+  // gpipe is recorded as given; a manifest whose stages do not divide its
+  // ranks is refused naming the key.
+  RunResult gpipe = Sinkc("'" + kMlp + "' --parallel data_parallel --devices 4 --pipeline-stages 2 --micro-size 2 "
+                          "--pipeline-scheduler gpipe -q -o " + Q("gpipe"));
+  ASSERT_EQ(gpipe.exit_code, 0) << gpipe.err;
+  json edited = json::parse(Slurp(dir_ / "gpipe" / "manifest.json"));
+  EXPECT_EQ(edited["options"]["parallel"]["pipeline"]["scheduler"], "gpipe");
+  auto gjob = host::ReadCompiledJob(Path("gpipe"));
+  ASSERT_TRUE(gjob.ok()) << gjob.status().ToString();
+  EXPECT_EQ(gjob->options.pipeline.scheduler, "gpipe");
+  EXPECT_TRUE(gjob->options.pipeline.stage_of.empty());
+  edited["options"]["parallel"]["pipeline"]["stages"] = 3;
+  { std::ofstream(dir_ / "gpipe" / "manifest.json", std::ios::trunc) << edited.dump(2); }
+  auto three = host::ReadCompiledJob(Path("gpipe"));
+  ASSERT_FALSE(three.ok());
+  EXPECT_NE(three.status().message().find("options.parallel.pipeline.stages 3 does not divide the 4 ranks"),
+            std::string::npos)
+      << three.status().ToString();
+}
+
+// Pipeline flags the command line gets wrong exit 2 naming the rule; what
+// the graph contradicts (a layer naming no op) exits 1 naming the layer.
+// Nothing is written either way.
+TEST_F(SinkcTest, PipelineBadFlagsAreRefused) {
+  const std::string vit = "'" + kVit + "' --parallel data_parallel --devices 2 --batch 16 -o " + Q("bad");
+  struct Case {
+    std::string args, expect;
+    int code;
+  };
+  for (const Case& k : std::vector<Case>{
+           {vit + " --micro-size 4",
+            "--micro-size, --pipeline-scheduler and --stage-of apply with --pipeline-stages above 1", 2},
+           {vit + " --pipeline-stages 3 --micro-size 4",
+            "--devices 2, --parallel data_parallel: device_num 2 is not divisible by pipeline_stages 3", 2},
+           {vit + " --pipeline-stages 2 --micro-size 1",
+            "--pipeline-stages 2, --micro-size 1: micro_size must be greater than or equal to pipeline_stages, but "
+            "got micro_size 1 and pipeline_stages 2",
+            2},
+           {vit + " --pipeline-stages 2 --micro-size 4 --pipeline-scheduler interleaved",
+            "the pipeline_scheduler only support '1f1b' and 'gpipe', but got 'interleaved'", 2},
+           {vit + " --pipeline-stages 2 --micro-size 4 --stage-of block0",
+            "--stage-of entry 'block0': expected LAYER=STAGE", 2},
+           {vit + " --pipeline-stages 2 --micro-size 4 --stage-of block0=2",
+            "layer 'block0' is given stage 2, outside the pipeline's stages 0..1", 2},
+           {vit + " --pipeline-stages 2 --micro-size 4 --stage-of nosuch=0",
+            "layer 'nosuch' (stage 0) names no op of the network", 1},
+           {vit + " --pipeline-stages 2 --micro-size 3",
+            "the batch of 16 does not split into micro_size 3 equal micro-batches", 1},
+           {"'" + kVit + "' --parallel semi_auto_parallel --devices 2 --batch 16 --pipeline-stages 2 --micro-size 4 "
+            "-o " + Q("bad"),
+            "pipeline_stages 2 with parallel_mode semi_auto_parallel is not supported by this build yet", 2},
+       }) {
+    RunResult r = Sinkc(k.args);
+    EXPECT_EQ(r.exit_code, k.code) << k.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(k.expect), std::string::npos) << k.args << "\n" << r.err;
+    EXPECT_FALSE(fs::exists(dir_ / "bad" / "manifest.json")) << k.args;
+  }
+}
+
 #endif
 
 }  // namespace

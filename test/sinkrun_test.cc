@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <cstdlib>
 #include <regex>
@@ -1090,6 +1091,109 @@ TEST_F(SinkrunSinkdTest, AutoParallelVitOnTwoDaemonsTracksOneDevice) {
     const double w = want[e]["loss"].get<double>();
     EXPECT_NEAR(lines[e]["loss"].get<double>(), w, 1e-5 * std::abs(w)) << "epoch " << e << ", DP " << dp;
   }
+}
+
+// Pipeline stages through sinkrun (issue 19; docs/pipeline.md): 2 stages of
+// one daemon each, 4 micro-batches of the batch of 32. The run prints the
+// pipeline's header and compile lines and an Eval result, and the stages'
+// waits for each other come back as device_ms.bubble.
+TEST_F(SinkrunSinkdTest, PipelineStagesOnTwoDaemonsTrainAndReportTheirBubble) {
+  RunResult r = Run("train --model mlp --data synthetic:512 --batch 32 --epochs 1 --threads 1 --devices 2 "
+                    "--parallel data_parallel --pipeline-stages 2 --micro-size 4 --sinkd '" + std::string(kSinkd) +
+                    "'" + ReportFlag());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("batch 32 per replica (global 32; 2 stages x 1 replica, 4 micro-batches, 1f1b)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("pipeline: stage 0 of 2 shown; the schedule's predicted bubble "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Eval result: accuracy "), std::string::npos) << r.out;
+  const std::vector<json> lines = ReadReport();
+  ASSERT_EQ(lines.size(), 2u);
+  const json& epoch = lines[0];
+  EXPECT_EQ(epoch["event"], "epoch");
+  EXPECT_EQ(epoch["steps"], 16);
+  EXPECT_EQ(epoch["host_round_trips"], 1);
+  EXPECT_TRUE(std::isfinite(epoch["loss"].get<double>())) << epoch.dump();
+  EXPECT_GT(epoch["device_ms"]["bubble"].get<double>(), 0) << epoch.dump();
+  EXPECT_GT(epoch["device_ms"]["compute"].get<double>(), 0) << epoch.dump();
+  const json& end = lines[1];
+  EXPECT_EQ(end["event"], "end");
+  EXPECT_EQ(end["devices"], 2);
+  EXPECT_EQ(end["parallel_mode"], "data_parallel");
+  EXPECT_EQ(end["global_batch_size"], 32);
+  EXPECT_EQ(end["train_samples"], 512);
+  EXPECT_EQ(end["test_samples"], 85);
+}
+
+// Streams compiled with a pipeline (as sinkc writes them) run as compiled,
+// on as many daemons as ranks, and train like the same pipeline compiled
+// by sinkrun itself; the pipeline flags are refused beside them.
+TEST_F(SinkrunSinkdTest, PipelineStreamsRunAsCompiledAndRefuseThePipelineFlags) {
+  host::CompileOptions co;
+  co.optimizer = host::OptimizerSpec::Momentum(0.01f, 0.9f);  // sinkrun's defaults
+  co.eval_program = true;
+  co.parallel_mode = host::ParallelMode::DataParallel;
+  co.world_size = 2;
+  co.pipeline.stages = 2;
+  co.pipeline.micro_size = 4;
+  auto job = host::CompileJob(MlpWithLoss(), co);
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  const std::string streams = (dir_ / "streams").string();
+  ASSERT_TRUE(host::WriteCompiledJob(*job, streams).ok());
+  const std::string common = " --data synthetic:512 --epochs 1 --threads 1 --sinkd '" + std::string(kSinkd) + "'";
+
+  RunResult r = Run("train --streams '" + streams + "'" + common + ReportFlag());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("2 sinkd daemons"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("batch 32 per replica (global 32; 2 stages x 1 replica, 4 micro-batches, 1f1b)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("compiled:"), std::string::npos) << r.out;
+  const size_t at = r.out.find("Eval result: ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::vector<json> lines = ReadReport();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_GT(lines[0]["device_ms"]["bubble"].get<double>(), 0) << lines[0].dump();
+  std::error_code ec;
+  fs::remove(Report(), ec);
+
+  RunResult compiled_here = Run("train --model mlp --batch 32 --parallel data_parallel --devices 2 "
+                                "--pipeline-stages 2 --micro-size 4" + common);
+  ASSERT_EQ(compiled_here.exit_code, 0) << compiled_here.out << compiled_here.err;
+  const size_t here = compiled_here.out.find("Eval result: ");
+  ASSERT_NE(here, std::string::npos) << compiled_here.out;
+  EXPECT_EQ(r.out.substr(at, r.out.find('\n', at) - at),
+            compiled_here.out.substr(here, compiled_here.out.find('\n', here) - here));
+
+  for (const char* flag : {"--micro-size 4", "--pipeline-stages 2", "--pipeline-scheduler gpipe",
+                           "--stage-of layer0=0"}) {
+    const std::string name = std::string(flag).substr(0, std::string(flag).find(' '));
+    ExpectRefused("train --streams '" + streams + "'" + common + " " + flag,
+                  name + " is compiled into the streams of --streams " + streams);
+  }
+}
+
+// Pipeline flags the command line gets wrong are refused before any daemon
+// starts, naming the flags and the rule.
+TEST_F(SinkrunTest, PipelineBadFlagsAreRefused) {
+  const std::string dp = "train --model mlp --data synthetic:256 --parallel data_parallel --devices 2";
+  ExpectRefused(dp + " --batch 32 --micro-size 4",
+                "--micro-size, --pipeline-scheduler and --stage-of apply with --pipeline-stages above 1");
+  ExpectRefused(dp + " --batch 32 --pipeline-stages 3 --micro-size 4",
+                "device_num 2 is not divisible by pipeline_stages 3");
+  ExpectRefused(dp + " --batch 32 --pipeline-stages 2 --micro-size 1",
+                "--pipeline-stages 2, --micro-size 1: micro_size must be greater than or equal to pipeline_stages");
+  ExpectRefused(dp + " --batch 30 --pipeline-stages 2 --micro-size 4",
+                "batch 30 (one replica's) does not split into --micro-size 4 equal micro-batches");
+  ExpectRefused(dp + " --batch 32 --pipeline-stages 2 --micro-size 4 --pipeline-scheduler interleaved",
+                "the pipeline_scheduler only support '1f1b' and 'gpipe', but got 'interleaved'");
+  ExpectRefused(dp + " --batch 32 --pipeline-stages 2 --micro-size 4 --stage-of layer0",
+                "--stage-of entry 'layer0': expected LAYER=STAGE");
+  ExpectRefused(dp + " --batch 32 --pipeline-stages 2 --micro-size 4 --stage-of layer0=2",
+                "layer 'layer0' is given stage 2, outside the pipeline's stages 0..1");
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel semi_auto_parallel "
+                "--pipeline-stages 2 --micro-size 4",
+                "pipeline_stages 2 with parallel_mode semi_auto_parallel is not supported by this build yet");
 }
 
 // The built-in networks read only "image" and leave the loss to Model.

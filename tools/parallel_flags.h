@@ -83,6 +83,19 @@ inline Result<uint64_t> ParseByteSize(const std::string& text, const std::string
   return static_cast<uint64_t>(bytes);
 }
 
+// The pipeline the flags ask for (stages 1: none); ParseParallelFlags
+// checks it.
+inline Result<host::PipelineConfig> PipelineFromFlags(const ParallelFlags& f) {
+  host::PipelineConfig p;
+  p.stages = f.pipeline_stages;
+  p.micro_size = f.micro_size;
+  p.scheduler = f.pipeline_scheduler;
+  if (!f.stage_of.empty()) {
+    SINKRT_ASSIGN_OR_RETURN(p.stage_of, host::ParseStageOf(f.stage_of));
+  }
+  return p;
+}
+
 // Errors name the flag; every one is a command-line mistake.
 inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) {
   host::ParallelContext context;
@@ -137,6 +150,15 @@ inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) 
   SINKRT_RETURN_IF_ERROR(context.Validate({host::ParallelMode::StandAlone, host::ParallelMode::DataParallel,
                                            host::ParallelMode::SemiAutoParallel, host::ParallelMode::AutoParallel}),
                          f.devices_flag + ", --parallel " + f.parallel);
+  if (f.pipeline_stages > 1) {
+    // MindSpore's pipeline rules that need no graph, so that a mistake is
+    // the command line's and is refused before sinkrun starts a daemon; the
+    // compile checks that the batch splits into the micro-batches.
+    SINKRT_ASSIGN_OR_RETURN(const host::PipelineConfig pipeline, PipelineFromFlags(f));
+    SINKRT_RETURN_IF_ERROR(host::CheckPipelineConfig(pipeline, f.devices, 0),
+                           "--pipeline-stages " + std::to_string(f.pipeline_stages) + ", --micro-size " +
+                               std::to_string(f.micro_size) + (f.stage_of.empty() ? "" : ", --stage-of " + f.stage_of));
+  }
   const bool dp_only = f.gradients_mean_given || f.parameter_broadcast || !f.comm_fusion.empty();
   if (dp_only && context.mode != host::ParallelMode::DataParallel)
     return InvalidArgument("--gradients-mean, --parameter-broadcast and --comm-fusion apply to --parallel data_parallel");
@@ -149,19 +171,6 @@ inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) 
                            ": neither a preset (data, model, or DPxMP such as 2x2) nor a strategy file");
   }
   return context;
-}
-
-// The pipeline the flags ask for (stages 1: none); ParseParallelFlags has
-// checked them.
-inline Result<host::PipelineConfig> PipelineFromFlags(const ParallelFlags& f) {
-  host::PipelineConfig p;
-  p.stages = f.pipeline_stages;
-  p.micro_size = f.micro_size;
-  p.scheduler = f.pipeline_scheduler;
-  if (!f.stage_of.empty()) {
-    SINKRT_ASSIGN_OR_RETURN(p.stage_of, host::ParseStageOf(f.stage_of));
-  }
-  return p;
 }
 
 // The command-line flags of a pipeline, for sinkc and sinkrun train.

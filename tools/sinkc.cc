@@ -7,6 +7,8 @@
 //         [--strategy-save FILE] [--full-batch] [--seed S]
 //         [--search-mode dynamic_programming|sharding_propagation]
 //         [--device-memory BYTES] [--calibration FILE] [--fully-use-devices] [--explain]
+//         [--pipeline-stages S --micro-size M [--pipeline-scheduler 1f1b|gpipe]
+//          [--stage-of LAYER=k,...]]
 //         [--optimizer sgd|momentum|adam] [--lr LR] [--momentum M]
 //         [--queue-capacity Q] [--quiet]
 //
@@ -43,6 +45,11 @@
 // plan, one line per op (ExplainPlan). --strategy-save writes the searched
 // strategies, which `--parallel semi_auto_parallel --strategy FILE` at the
 // same graph batch compiles to the same stream bytes.
+//
+// data_parallel with --pipeline-stages S (docs/pipeline.md) compiles S
+// stages of --devices / S ranks, each batch of --batch rows cut into M
+// micro-batches; the manifest records the pipeline and the summary prints a
+// line per stage.
 //
 // Exit 0 on success, 2 for
 // a bad command line, 1 for a graph or compile error (naming the file, the

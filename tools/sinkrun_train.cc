@@ -428,6 +428,10 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
          .stage_of = f.stage_of});
     if (!parsed.ok()) return Usage(parsed.status().message());
     context = *parsed;
+    // The compile would refuse it too, but only once the daemons run.
+    if (context.pipeline_stages > 1 && batch % f.micro_size != 0)
+      return Usage("batch " + std::to_string(batch) + " (one replica's) does not split into --micro-size " +
+                   std::to_string(f.micro_size) + " equal micro-batches");
   }
 
   // SEMI_AUTO_PARALLEL: `batch` is one data-parallel replica's; the graph

@@ -86,6 +86,11 @@ Result<CompiledJob> ReadCompiledJob(const std::string& dir) {
   out.options = m.options;
   out.options.rank = 0;
   const uint32_t n = static_cast<uint32_t>(m.ranks.size());
+  const int stages = out.options.pipeline.stages;
+  if (stages < 1 || n % static_cast<uint32_t>(stages) != 0)
+    return InvalidArgument(manifest_path + ": options.parallel.pipeline.stages " + std::to_string(stages) +
+                           " does not divide the " + std::to_string(n) + " ranks into equal stages");
+  const uint32_t per_stage = n / static_cast<uint32_t>(stages);
   for (uint32_t r = 0; r < n; ++r) {
     const job::RankEntry& e = m.ranks[r];
     const std::string path = dir + "/" + e.file;
@@ -109,8 +114,13 @@ Result<CompiledJob> ReadCompiledJob(const std::string& dir) {
     if (h.graph_hash() != e.stream_hash)
       return InvalidArgument(path + ": graph hash " + job::Hex64(h.graph_hash()) + ", the manifest says " +
                              job::Hex64(e.stream_hash) + ": the file belongs to another compile");
-    if (r > 0 && !SameQueues(out.ranks[0].stream, stream))
-      return InvalidArgument(path + ": its queues differ from rank 0's: the ranks were compiled apart");
+    // Pipeline stages read different columns (the first the inputs, the
+    // last the labels); the ranks of one stage read the same.
+    const uint32_t first = r - r % per_stage;
+    if (r != first && !SameQueues(out.ranks[first].stream, stream))
+      return InvalidArgument(path + ": its queues differ from rank " + std::to_string(first) + "'s" +
+                             (stages > 1 ? " (its pipeline stage's first rank)" : "") +
+                             ": the ranks were compiled apart");
     out.ranks.push_back(job::CompiledStreamFrom(std::move(stream)));
   }
   return out;
