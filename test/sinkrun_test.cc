@@ -1105,7 +1105,7 @@ TEST_F(SinkrunSinkdTest, PipelineStagesOnTwoDaemonsTrainAndReportTheirBubble) {
   EXPECT_NE(r.out.find("batch 32 per replica (global 32; 2 stages x 1 replica, 4 micro-batches, 1f1b)"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("pipeline: stage 0 of 2 shown; the schedule's predicted bubble "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("pipeline: stage 0 of 2 shown above; the schedule's predicted bubble "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Eval result: accuracy "), std::string::npos) << r.out;
   const std::vector<json> lines = ReadReport();
   ASSERT_EQ(lines.size(), 2u);
@@ -1116,6 +1116,8 @@ TEST_F(SinkrunSinkdTest, PipelineStagesOnTwoDaemonsTrainAndReportTheirBubble) {
   EXPECT_TRUE(std::isfinite(epoch["loss"].get<double>())) << epoch.dump();
   EXPECT_GT(epoch["device_ms"]["bubble"].get<double>(), 0) << epoch.dump();
   EXPECT_GT(epoch["device_ms"]["compute"].get<double>(), 0) << epoch.dump();
+  // The stages pass the same 32 samples along: one replica's batch.
+  EXPECT_EQ(epoch["global_batch_size"], 32) << epoch.dump();
   const json& end = lines[1];
   EXPECT_EQ(end["event"], "end");
   EXPECT_EQ(end["devices"], 2);

@@ -54,7 +54,8 @@ Status ReportCallback::on_train_epoch_end(RunContext& run_context) {
   // request_stop() cut short ran fewer steps than batch_num.
   const int64_t steps = p.cur_step_num - epoch_begin_step_;
   // Data parallel: every rank ran `steps` steps of its own batch.
-  const double samples = static_cast<double>(steps) * static_cast<double>(p.batch_size) * p.device_num;
+  const int64_t global_batch = p.global_batch_size > 0 ? p.global_batch_size : p.batch_size * p.device_num;
+  const double samples = static_cast<double>(steps) * static_cast<double>(global_batch);
   nlohmann::ordered_json record = {
       {"event", "epoch"},
       {"epoch", p.cur_epoch_num},
@@ -66,7 +67,7 @@ Status ReportCallback::on_train_epoch_end(RunContext& run_context) {
       {"loss", Number(p.net_outputs)},
       {"rank_losses", RankLosses(p)},
       {"devices", p.device_num},
-      {"global_batch_size", p.batch_size * p.device_num},
+      {"global_batch_size", global_batch},
       {"epoch_ms", p.epoch_ms},
       {"samples_per_s", Number(samples / (p.epoch_ms / 1e3))},
       {"data_wait_ms", p.data_wait_ms},

@@ -34,6 +34,10 @@ struct CallbackParams {
   std::vector<double> rank_losses;  // last step's loss on each rank (one entry stand-alone)
   int device_num = 1;           // devices training together
   int64_t batch_size = 0;
+  // Samples one step trains on over every rank: batch_size x device_num
+  // under data parallel, batch_size x the replicas of a pipeline (whose
+  // stages pass the same samples along).
+  int64_t global_batch_size = 0;
   // This epoch so far, for monitors.
   double epoch_ms = 0;          // wall time since epoch begin
   double data_wait_ms = 0;      // host time waiting for the pipeline
