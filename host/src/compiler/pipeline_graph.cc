@@ -79,6 +79,21 @@ Result<Template> MakeTemplate(const PipelineStageSpec& spec) {
   return t;
 }
 
+// A Send's or Recv's attributes for micro-batch `m` of `end`'s link, in the
+// direction given: the pair, the peer, the schedule's order and the channel.
+Result<OpAttrs> TransferAttrs(const PipelineStageSpec& spec, const parallel::PipelineSchedule& sched,
+                              const StageLinkEnd& end, int m, bool backward) {
+  const parallel::PipelineMessage* msg = sched.Find(end.link, m, backward);
+  if (!msg) return Internal("the schedule has no message for link " + std::to_string(end.link));
+  OpAttrs a;
+  a.group = {std::min(spec.rank, end.peer), std::max(spec.rank, end.peer)};
+  a.group_position = spec.rank < end.peer ? 0 : 1;
+  a.peer = end.peer;
+  a.comm_order = msg->order;
+  a.channel = 2 * end.link + (backward ? 1 : 0);
+  return a;
+}
+
 // eval_step (see the header): appended after train_step's ops.
 Status AddEval(const PipelineStageSpec& spec, const Template& tpl, const std::vector<TensorId>& shared,
                TrainingGraph& out) {
@@ -116,17 +131,7 @@ Status AddEval(const PipelineStageSpec& spec, const Template& tpl, const std::ve
     }
   }
   SINKRT_RETURN_IF_ERROR(u.status());
-  auto attrs = [&](const StageLinkEnd& end, int m) -> Result<OpAttrs> {
-    const parallel::PipelineMessage* msg = sched.Find(end.link, m, false);
-    if (!msg) return Internal("the eval schedule has no message for link " + std::to_string(end.link));
-    OpAttrs a;
-    a.group = {std::min(spec.rank, end.peer), std::max(spec.rank, end.peer)};
-    a.group_position = spec.rank < end.peer ? 0 : 1;
-    a.peer = end.peer;
-    a.comm_order = msg->order;
-    a.channel = 2 * end.link;
-    return a;
-  };
+  auto attrs = [&](const StageLinkEnd& end, int m) { return TransferAttrs(spec, sched, end, m, false); };
   auto arm = [&](int m) -> Status {
     for (const StageLinkEnd& end : spec.links) {
       if (sched.links[static_cast<size_t>(end.link)].to != stage) continue;
@@ -271,16 +276,8 @@ Result<TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& spec) {
       if (!piece[t].empty()) map[m][t] = piece[t][static_cast<size_t>(m)];
     }
 
-  auto peer_attrs = [&](const StageLinkEnd& end, bool backward, int m) -> Result<OpAttrs> {
-    const parallel::PipelineMessage* msg = sched.Find(end.link, m, backward);
-    if (!msg) return Internal(where + ": the schedule has no message for link " + std::to_string(end.link));
-    OpAttrs a;
-    a.group = {std::min(spec.rank, end.peer), std::max(spec.rank, end.peer)};
-    a.group_position = spec.rank < end.peer ? 0 : 1;
-    a.peer = end.peer;
-    a.comm_order = msg->order;
-    a.channel = 2 * end.link + (backward ? 1 : 0);
-    return a;
+  auto peer_attrs = [&](const StageLinkEnd& end, bool backward, int m) {
+    return TransferAttrs(spec, sched, end, m, backward);
   };
   // The Recv ops block `b` reads, emitted where they are armed.
   auto arm = [&](const parallel::PipelineBlock& b) -> Status {
