@@ -22,6 +22,10 @@
 //   step_ms          the host's wall time from starting every rank's sink
 //                    to the last one returning, per step
 //   samples_per_s    global samples per second of that wall time
+//   cpu_ms           this process's CPU time (every thread: devices, their
+//                    comm threads, feeders) per step; passive waits cost
+//                    none, and unlike the clocks below it does not grow
+//                    while another process holds the core
 //   bubble_frac      per rank bubble_ms / its device wall time (compute +
 //                    queue wait + comm wait + bubble + other: the compute
 //                    stream's whole sink), averaged over the ranks; 0
@@ -36,12 +40,18 @@
 //                    the peak memory of the heaviest stage
 //   compute_ms, comm_wait_ms, bubble_ms, queue_wait_ms, other_ms
 //                    per step, the devices' own clocks averaged over ranks
+//   work_ms, matmul_ms, addn_ms
+//                    kernel ms per step summed over every rank
+//                    (Executor::TaskTimes): all kernels, the MatMuls, the
+//                    AddNs (AccumulateGrad's lowering); against one device's
+//                    work_ms, what micro-batches cost in kernel time
 //
 // main prints the two tables of bench/README.md ("Pipeline stages (issue
 // 19)") from the medians. Run it with --benchmark_repetitions=3
 // --benchmark_enable_random_interleaving=true so every row shares the
 // machine's state: the speed claims are ratios within one run.
 #include <benchmark/benchmark.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -88,6 +98,14 @@ device::DeviceOptions Threads(int threads) {
   o.threads = threads;
   o.peer_timeout = std::chrono::seconds(60);
   return o;
+}
+
+// CPU time of every thread of this process: unlike the kernels' wall
+// clocks, it does not grow while other processes hold the cores.
+double ProcessCpuMs() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
 }
 
 // Each world gets a fresh job id.
@@ -205,15 +223,18 @@ void BM_World(benchmark::State& state) {
     r.dev->executor()->ResetTaskTimes();
   }
 
-  double wall_ms = 0;
+  double wall_ms = 0, cpu_ms = 0;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = ProcessCpuMs();
     if (Status s = sink(); !s.ok()) return state.SkipWithError(s.ToString().c_str());
+    cpu_ms += ProcessCpuMs() - c0;
     wall_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
   const double steps = static_cast<double>(state.iterations()) * kSteps;
   state.SetItemsProcessed(static_cast<int64_t>(steps) * kGlobalBatch);
   state.counters["step_ms"] = wall_ms / steps;
+  state.counters["cpu_ms"] = cpu_ms / steps;
   state.counters["samples_per_s"] = wall_ms > 0 ? steps * kGlobalBatch / (wall_ms / 1e3) : 0.0;
 
   DeviceTiming mean;
@@ -305,39 +326,43 @@ void PrintSummary(const RecordingReporter& rep) {
               "cores\n",
               static_cast<long long>(kGlobalBatch), kSteps, cores);
   std::printf("work_x: kernel ms summed over every rank / the one-device (1 thread) kernel ms, per step\n");
+  std::printf("cpu_x: the process's CPU ms per step / the one-device (1 thread) CPU ms per step\n");
   std::printf("\n(a) step time and peak per-stage memory\n");
-  std::printf("%-4s %-28s %2s %8s %7s %7s %9s %7s %7s %7s\n", "net", "layout", "N", "step_ms", "vs_1t", "vs_2t",
-              "arena_MiB", "bubble", "cwait", "work_x");
+  std::printf("%-4s %-28s %2s %8s %7s %7s %9s %7s %7s %7s %7s\n", "net", "layout", "N", "step_ms", "vs_1t", "vs_2t",
+              "arena_MiB", "bubble", "cwait", "work_x", "cpu_x");
   for (int net : {0, 1}) {
     const double one1 = rep.Median(Name(net, 1, 1, 0, 1), "step_ms");
     const double one2 = rep.Median(Name(net, 1, 1, 0, 2), "step_ms");
     const double work1 = rep.Median(Name(net, 1, 1, 0, 1), "work_ms");
+    const double cpu1 = rep.Median(Name(net, 1, 1, 0, 1), "cpu_ms");
     for (const Layout& l : kLayouts) {
       const std::string n = Name(net, l.stages, l.replicas, l.micro, l.threads);
       const double step = rep.Median(n, "step_ms");
       if (step < 0) continue;
       const int devices = l.stages * l.replicas;
-      std::printf("%-4s %-28s %2d %8.2f %6.2fx %6.2fx %9.2f %7.3f %7.2f %6.2fx%s\n", kNets[net], l.name, devices, step,
+      std::printf("%-4s %-28s %2d %8.2f %6.2fx %6.2fx %9.2f %7.3f %7.2f %6.2fx %6.2fx%s\n", kNets[net], l.name, devices, step,
                   one1 > 0 ? one1 / step : 0.0, one2 > 0 ? one2 / step : 0.0, rep.Median(n, "arena_MiB"),
                   rep.Median(n, "bubble_frac"), rep.Median(n, "comm_wait_ms"),
-                  work1 > 0 ? rep.Median(n, "work_ms") / work1 : 0.0,
+                  work1 > 0 ? rep.Median(n, "work_ms") / work1 : 0.0, cpu1 > 0 ? rep.Median(n, "cpu_ms") / cpu1 : 0.0,
                   devices * l.threads > cores ? "  [oversubscribed]" : "");
     }
   }
   std::printf("\n(b) 1F1B bubble, one device per stage (1 thread each); measured = mean over stages of "
               "bubble_ms / the stage's device wall\n");
-  std::printf("%-4s %2s %3s %8s %9s %7s %8s %7s %7s  %s\n", "net", "S", "M", "measured", "predicted", "formula",
-              "step_ms", "work_x", "addn_ms", "per stage: bubble (compute ms/step)");
+  std::printf("%-4s %2s %3s %8s %9s %7s %8s %7s %7s %7s  %s\n", "net", "S", "M", "measured", "predicted", "formula",
+              "step_ms", "work_x", "cpu_x", "addn_ms", "per stage: bubble (compute ms/step)");
   for (int net : {0, 1}) {
     const double work1 = rep.Median(Name(net, 1, 1, 0, 1), "work_ms");
+    const double cpu1 = rep.Median(Name(net, 1, 1, 0, 1), "cpu_ms");
     for (int s : {2, 4}) {
       for (int m : kBubbleMicro) {
         const std::string n = Name(net, s, 1, m, 1);
         const double measured = rep.Median(n, "bubble_frac");
         if (measured < 0) continue;
-        std::printf("%-4s %2d %3d %8.3f %9.3f %7.3f %8.2f %6.2fx %7.2f  ", kNets[net], s, m, measured,
+        std::printf("%-4s %2d %3d %8.3f %9.3f %7.3f %8.2f %6.2fx %6.2fx %7.2f  ", kNets[net], s, m, measured,
                     rep.Median(n, "predicted_bubble"), FormulaBubble(s, m), rep.Median(n, "step_ms"),
-                    work1 > 0 ? rep.Median(n, "work_ms") / work1 : 0.0, rep.Median(n, "addn_ms"));
+                    work1 > 0 ? rep.Median(n, "work_ms") / work1 : 0.0, cpu1 > 0 ? rep.Median(n, "cpu_ms") / cpu1 : 0.0,
+                    rep.Median(n, "addn_ms"));
         for (int k = 0; k < s; ++k)
           std::printf("%s%.3f (%.2f)", k ? ", " : "", rep.Median(n, "bubble_s" + std::to_string(k)),
                       rep.Median(n, "compute_s" + std::to_string(k)));
