@@ -16,6 +16,7 @@
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
+#include "support/in_process_world.h"
 #include "support/model_fixtures.h"
 #include "support/test_util.h"
 
@@ -28,36 +29,9 @@ using host::Model;
 using host::OptimizerSpec;
 using host::ParallelMode;
 
-// Every step's loss (non-sink mode: one step per callback).
-class LossRecorder : public host::Callback {
- public:
-  std::vector<double> losses;
-  std::vector<std::vector<double>> rank_losses;
-  Status on_train_step_end(host::RunContext& c) override {
-    losses.push_back(c.original_args().net_outputs);
-    rank_losses.push_back(c.original_args().rank_losses);
-    return Status::Ok();
-  }
-};
-
-device::DeviceOptions OneThread() {
-  device::DeviceOptions o = device::DeviceOptions::FromEnvironment();
-  o.threads = 1;  // N devices share this machine's cores
-  o.peer_timeout = std::chrono::seconds(60);
-  return o;
-}
-
-// A world of in-process devices, one per rank.
-struct World {
-  std::vector<std::unique_ptr<device::InProcessDevice>> devices;
-  std::vector<DeviceLink*> links;
-  explicit World(int n) {
-    for (int r = 0; r < n; ++r) {
-      devices.push_back(std::make_unique<device::InProcessDevice>(OneThread()));
-      links.push_back(devices.back().get());
-    }
-  }
-};
+using testing::LossRecorder;
+using testing::OneThreadOptions;
+using World = testing::InProcessWorld;
 
 host::ModelOptions DataParallel(int n) {
   host::ModelOptions o;
@@ -145,7 +119,7 @@ void CompareWithOneDevice(int n, int64_t b, int64_t steps, bool cnn) {
   // last-bit differences of summation order into different trajectories.
   const OptimizerSpec opt = OptimizerSpec::Momentum(cnn ? 0.002f : 0.02f, 0.9f);
 
-  device::InProcessDevice one_device(OneThread());
+  device::InProcessDevice one_device(OneThreadOptions());
   Run one;
   auto m1 = Model::Create(net(global), LossSpec::SparseSoftmaxCrossEntropy(), opt, one_device);
   SINKRT_ASSERT_OK(m1);

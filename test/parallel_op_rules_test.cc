@@ -45,7 +45,6 @@
 #include <cstring>
 #include <functional>
 #include <map>
-#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -54,6 +53,7 @@
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
+#include "support/in_process_world.h"
 
 namespace sinkrt {
 namespace {
@@ -376,11 +376,12 @@ std::vector<Candidate> Enumerate(const Case& c, int64_t n) {
 
 // -- running a graph -------------------------------------------------------------
 
+// The shared one-thread options, without prefaulting (each case loads a
+// fresh stream and runs it once: touching its pages up front buys nothing)
+// and with the queues' waits bounded like the peers'.
 device::DeviceOptions OneThread() {
-  device::DeviceOptions o = device::DeviceOptions::FromEnvironment();
-  o.threads = 1;
+  device::DeviceOptions o = testing::OneThreadOptions();
   o.prefault = false;
-  o.peer_timeout = std::chrono::seconds(60);
   o.get_next_timeout = std::chrono::seconds(60);
   o.push_timeout = std::chrono::seconds(60);
   return o;
@@ -465,36 +466,35 @@ Status RunRank(DeviceLink& dev, const Graph& g, const std::map<TensorId, std::ve
 // One world of in-process devices for every case run on it.
 class World {
  public:
-  explicit World(uint32_t n) {
+  explicit World(uint32_t n) : ranks_(static_cast<int>(n), OneThread()) {
     std::vector<PeerEndpoint> members;
     for (uint32_t r = 0; r < n; ++r) {
-      devices_.push_back(std::make_unique<device::InProcessDevice>(OneThread()));
-      auto e = devices_.back()->Endpoint();
+      auto e = ranks_.devices[r]->Endpoint();
       EXPECT_TRUE(e.ok()) << e.status().ToString();
       if (e.ok()) members.push_back(*e);
     }
     std::vector<std::thread> threads;
     std::vector<Status> status(n);
     for (uint32_t r = 0; r < n; ++r)
-      threads.emplace_back([&, r] { status[r] = devices_[r]->JoinWorld({1600 + n, r, members}); });
+      threads.emplace_back([&, r] { status[r] = ranks_.devices[r]->JoinWorld({1600 + n, r, members}); });
     for (std::thread& t : threads) t.join();
     for (uint32_t r = 0; r < n; ++r) EXPECT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r].ToString();
   }
 
-  size_t size() const { return devices_.size(); }
+  size_t size() const { return ranks_.devices.size(); }
 
   std::vector<RankResult> Run(const Graph& g, const std::map<TensorId, std::vector<int32_t>>& ints) {
-    const uint32_t n = static_cast<uint32_t>(devices_.size());
+    const uint32_t n = static_cast<uint32_t>(ranks_.devices.size());
     std::vector<RankResult> out(n);
     std::vector<std::thread> threads;
     for (uint32_t r = 0; r < n; ++r)
-      threads.emplace_back([&, r] { out[r].status = RunRank(*devices_[r], g, ints, n, r, &out[r]); });
+      threads.emplace_back([&, r] { out[r].status = RunRank(*ranks_.devices[r], g, ints, n, r, &out[r]); });
     for (std::thread& t : threads) t.join();
     return out;
   }
 
  private:
-  std::vector<std::unique_ptr<device::InProcessDevice>> devices_;
+  testing::InProcessWorld ranks_;
 };
 
 // The single-device run of a case: the loss, and per Param its update

@@ -4,7 +4,6 @@
 // has no neighbours and no bubble.
 #include <gtest/gtest.h>
 
-#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -12,6 +11,7 @@
 
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
+#include "support/in_process_world.h"
 #include "support/test_models.h"
 
 namespace sinkrt {
@@ -20,13 +20,6 @@ namespace {
 constexpr int kSteps = 3;
 constexpr int64_t kRows = 8;  // per rank (data parallel) or per replica (pipeline)
 const std::vector<int64_t> kWidths = {32, 48, 48, 48, 10};
-
-device::DeviceOptions OneThread() {
-  device::DeviceOptions o = device::DeviceOptions::FromEnvironment();
-  o.threads = 1;
-  o.peer_timeout = std::chrono::seconds(60);
-  return o;
-}
 
 ConstBytes Bytes(const std::vector<float>& v, int64_t first, int64_t n) {
   return ConstBytes(reinterpret_cast<const uint8_t*>(v.data() + first), n * sizeof(float));
@@ -41,11 +34,10 @@ ConstBytes Bytes(const std::vector<int32_t>& v, int64_t first, int64_t n) {
 // the time goes matters here.
 std::vector<DeviceTiming> RunWorld(uint64_t job, int world, std::optional<host::PipelineConfig> pipeline) {
   const testing::SyntheticData data = testing::MakeSyntheticData(kRows, kWidths.front(), 10, 7);
-  std::vector<std::unique_ptr<device::InProcessDevice>> devices;
+  testing::InProcessWorld ranks(world);
   std::vector<PeerEndpoint> members;
   for (int r = 0; r < world; ++r) {
-    devices.push_back(std::make_unique<device::InProcessDevice>(OneThread()));
-    auto e = devices.back()->Endpoint();
+    auto e = ranks.devices[r]->Endpoint();
     EXPECT_TRUE(e.ok()) << e.status().ToString();
     if (!e.ok()) return {};
     members.push_back(*e);
@@ -55,7 +47,7 @@ std::vector<DeviceTiming> RunWorld(uint64_t job, int world, std::optional<host::
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
-      device::InProcessDevice& dev = *devices[r];
+      device::InProcessDevice& dev = *ranks.devices[r];
       status[r] = dev.JoinWorld({job, static_cast<uint32_t>(r), members});
       if (!status[r].ok()) return;
       host::CompileOptions o;

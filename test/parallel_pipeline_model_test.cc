@@ -15,6 +15,7 @@
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
+#include "support/in_process_world.h"
 #include "support/model_fixtures.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
@@ -28,34 +29,9 @@ using host::Model;
 using host::OptimizerSpec;
 using host::ParallelMode;
 
-class LossRecorder : public host::Callback {
- public:
-  std::vector<double> losses;
-  std::vector<std::vector<double>> rank_losses;
-  Status on_train_step_end(host::RunContext& c) override {
-    losses.push_back(c.original_args().net_outputs);
-    rank_losses.push_back(c.original_args().rank_losses);
-    return Status::Ok();
-  }
-};
-
-device::DeviceOptions OneThread() {
-  device::DeviceOptions o = device::DeviceOptions::FromEnvironment();
-  o.threads = 1;
-  o.peer_timeout = std::chrono::seconds(60);
-  return o;
-}
-
-struct World {
-  std::vector<std::unique_ptr<device::InProcessDevice>> devices;
-  std::vector<DeviceLink*> links;
-  explicit World(int n) {
-    for (int r = 0; r < n; ++r) {
-      devices.push_back(std::make_unique<device::InProcessDevice>(OneThread()));
-      links.push_back(devices.back().get());
-    }
-  }
-};
+using testing::LossRecorder;
+using testing::OneThreadOptions;
+using World = testing::InProcessWorld;
 
 const std::vector<int64_t> kWidths = {64, 48, 48, 48, 48, 48, 10};
 
@@ -108,7 +84,7 @@ void TrackOneDevice(int devices, int stages, int micro, bool vit = false) {
   const Dataset per_replica = Data(50 * kGlobal, kGlobal / replicas, true, width);
   auto network = [&](int64_t batch) { return vit ? host::MakeVitNetwork(batch) : host::MakeMlpNetwork(batch, kWidths); };
   const OptimizerSpec opt = vit ? OptimizerSpec::Adam(1e-3f) : kOpt;
-  device::InProcessDevice dev(OneThread());
+  device::InProcessDevice dev(OneThreadOptions());
   auto created = Model::Create(network(kGlobal), LossSpec::SparseSoftmaxCrossEntropy(), opt, dev);
   SINKRT_ASSERT_OK(created);
   auto one = std::move(created).value();
@@ -171,7 +147,7 @@ TEST(PipelineModel, OneRoundTripPerSinkPerDevice) {
 
 // A checkpoint of one device loads into the pipeline, and reads back the same.
 TEST(PipelineModel, WriteStateThenReadStateRoundTrips) {
-  device::InProcessDevice dev(OneThread());
+  device::InProcessDevice dev(OneThreadOptions());
   auto one = OneDevice(dev, 16);
   ASSERT_TRUE(one);
   SINKRT_ASSERT_OK(one->train(1, Data(5 * 16, 16), {}, true));
@@ -200,7 +176,7 @@ TEST(PipelineModel, WriteStateThenReadStateRoundTrips) {
 // Eval runs the pipeline forward only and scores what one device scores,
 // a partial last batch included (padded, scored on the host).
 TEST(PipelineModel, EvalMatchesOneDevice) {
-  device::InProcessDevice dev(OneThread());
+  device::InProcessDevice dev(OneThreadOptions());
   auto one = OneDevice(dev, 16);
   ASSERT_TRUE(one);
   SINKRT_ASSERT_OK(one->train(1, Data(20 * 16, 16), {}, true));
