@@ -37,14 +37,7 @@ const std::vector<int64_t> kWidths = {64, 48, 48, 48, 48, 48, 10};
 
 Dataset Data(int64_t samples, int64_t batch, bool drop_remainder = true, int64_t width = 64) {
   testing::SyntheticData d = testing::MakeSyntheticData(samples, width, 10, 7);
-  // A quarter of the labels random: the loss stays near 1, where a relative
-  // comparison sees the arithmetic rather than float32's rounding of a
-  // loss near 0 (as data_parallel_train_test does).
-  uint64_t x = 0x9e3779b97f4a7c15ull;
-  for (int32_t& label : d.labels) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    if ((x >> 33) % 4 == 0) label = static_cast<int32_t>((x >> 40) % 10);
-  }
+  testing::RandomizeQuarterOfLabels(d);
   return Dataset::FromArrays({{"image", testing::ImagesTensor(d)}, {"label", testing::LabelsTensor(d)}})
       .Shuffle(5)
       .Batch(batch, drop_remainder);

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/graph_file.h"
 #include "support/run_binary.h"
@@ -571,6 +572,41 @@ TEST_F(SinkcTest, PipelineStagesWriteEveryRankAndAManifestThatReadsBack) {
 // Pipeline flags the command line gets wrong exit 2 naming the rule; what
 // the graph contradicts (a layer naming no op) exits 1 naming the layer.
 // Nothing is written either way.
+
+// SEMI_AUTO_PARALLEL inside the stages: --strategy spans one stage's ranks
+// (model on 2 of the 4), each rank's stream holds its slices, and sinkrun
+// runs the directory as compiled.
+TEST_F(SinkcTest, SemiAutoPipelineStagesCompileEachStageOverItsRanks) {
+  RunResult r = Sinkc("'" + kMlp + "' --parallel semi_auto_parallel --strategy model --devices 4 "
+                      "--pipeline-stages 2 --micro-size 4 -o " + Q("semi"));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("4 ranks, semi_auto_parallel"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  pipeline  2 stages of 2 ranks, 4 micro-batches, 1f1b; per stage, its first rank:\n"),
+            std::string::npos)
+      << r.out;
+  auto job = host::ReadCompiledJob(Path("semi"));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->options.parallel_mode, host::ParallelMode::SemiAutoParallel);
+  EXPECT_EQ(job->options.pipeline.stages, 2);
+  // Every rank reads whole batches; each holds its slice of the model.
+  EXPECT_EQ(job->train_batch_shards(), 1);
+  for (uint32_t k = 0; k < 4; ++k) {
+    auto elements = [](const auto* dims) {
+      int64_t n = 1;
+      for (int64_t d : *dims) n *= d;
+      return n;
+    };
+    int sliced = 0;
+    for (const fb::Buffer* b : *job->ranks[k].stream.root()->buffers())
+      sliced += b->role() == fb::BufferRole::Param && b->slice() &&
+                elements(b->shape()) < elements(b->slice()->global_shape());
+    EXPECT_GT(sliced, 0) << "rank " << k;
+  }
+  RunResult run = Sinkrun("train --streams " + Q("semi") + " --data synthetic:256 --epochs 1 --threads 1");
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("Eval result: "), std::string::npos) << run.out;
+}
+
 TEST_F(SinkcTest, PipelineBadFlagsAreRefused) {
   const std::string vit = "'" + kVit + "' --parallel data_parallel --devices 2 --batch 16 -o " + Q("bad");
   struct Case {
@@ -596,9 +632,9 @@ TEST_F(SinkcTest, PipelineBadFlagsAreRefused) {
             "layer 'nosuch' (stage 0) names no op of the network", 1},
            {vit + " --pipeline-stages 2 --micro-size 3",
             "the batch of 16 does not split into micro_size 3 equal micro-batches", 1},
-           {"'" + kVit + "' --parallel semi_auto_parallel --devices 2 --batch 16 --pipeline-stages 2 --micro-size 4 "
+           {"'" + kVit + "' --parallel auto_parallel --devices 2 --batch 16 --pipeline-stages 2 --micro-size 4 "
             "-o " + Q("bad"),
-            "pipeline_stages 2 with parallel_mode semi_auto_parallel is not supported by this build yet", 2},
+            "pipeline_stages 2 with parallel_mode auto_parallel is not supported by this build yet", 2},
        }) {
     RunResult r = Sinkc(k.args);
     EXPECT_EQ(r.exit_code, k.code) << k.args << "\n" << r.err;

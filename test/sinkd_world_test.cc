@@ -973,11 +973,7 @@ const std::vector<int64_t> kPipelineWidths = {64, 48, 48, 48, 48, 48, 10};
 // float32's rounding of a loss near 0 (as parallel_pipeline_model_test).
 host::Dataset PipelineData(int64_t samples, int64_t batch, int64_t features = 64) {
   testing::SyntheticData d = testing::MakeSyntheticData(samples, features, 10, 7);
-  uint64_t x = 0x9e3779b97f4a7c15ull;
-  for (int32_t& label : d.labels) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    if ((x >> 33) % 4 == 0) label = static_cast<int32_t>((x >> 40) % 10);
-  }
+  testing::RandomizeQuarterOfLabels(d);
   return SyntheticSamples(d, features).Shuffle(5).Batch(batch, true);
 }
 

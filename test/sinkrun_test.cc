@@ -1193,9 +1193,43 @@ TEST_F(SinkrunTest, PipelineBadFlagsAreRefused) {
                 "--stage-of entry 'layer0': expected LAYER=STAGE");
   ExpectRefused(dp + " --batch 32 --pipeline-stages 2 --micro-size 4 --stage-of layer0=2",
                 "layer 'layer0' is given stage 2, outside the pipeline's stages 0..1");
-  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel semi_auto_parallel "
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel auto_parallel "
                 "--pipeline-stages 2 --micro-size 4",
-                "pipeline_stages 2 with parallel_mode semi_auto_parallel is not supported by this build yet");
+                "pipeline_stages 2 with parallel_mode auto_parallel is not supported by this build yet");
+  // A preset spans one stage's ranks: 2x2 needs 4 of them.
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 4 --parallel semi_auto_parallel "
+                "--strategy 2x2 --pipeline-stages 2 --micro-size 4",
+                "--strategy 2x2: strategy preset '2x2' needs DP x MP = 4 devices, the job has 2");
+}
+
+// SEMI_AUTO_PARALLEL inside the stages through sinkrun: 2 stages of 2
+// daemons each, the MLP's layers split Megatron's way inside each, every
+// rank reading the batch of 32. It trains like one device at that batch.
+TEST_F(SinkrunSinkdTest, SemiAutoPipelineStagesOnFourDaemonsTrackOneDevice) {
+  const std::string common = "train --model mlp --data synthetic:512 --batch 32 --epochs 2 --sink-size 4 --threads 1";
+  RunResult r = Run(common + " --devices 4 --parallel semi_auto_parallel --strategy model --pipeline-stages 2 "
+                    "--micro-size 4 --sinkd '" + std::string(kSinkd) + "'" + ReportFlag());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("batch 32 on every rank (2 stages x 2 ranks, strategy model in each, 4 micro-batches, 1f1b)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("Eval result: accuracy "), std::string::npos) << r.out;
+  const std::vector<json> got = ReadReport();
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0]["host_round_trips"], 1) << got[0].dump();
+  EXPECT_EQ(got[2]["global_batch_size"], 32) << got[2].dump();
+  EXPECT_EQ(got[2]["parallel_mode"], "semi_auto_parallel") << got[2].dump();
+  std::error_code ec;
+  fs::remove(Report(), ec);
+
+  RunResult one = Run(common + ReportFlag());
+  ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
+  const std::vector<json> want = ReadReport();
+  ASSERT_EQ(want.size(), 3u);
+  for (int e = 0; e < 2; ++e) {
+    const double w = want[e]["loss"].get<double>();
+    EXPECT_NEAR(got[e]["loss"].get<double>(), w, 1e-5 * std::abs(w)) << "epoch " << e;
+  }
 }
 
 // The built-in networks read only "image" and leave the loss to Model.

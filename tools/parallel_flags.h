@@ -43,7 +43,7 @@ struct ParallelFlags {
   std::string device_memory;
   std::string calibration;
   bool fully_use_devices = false;  // --fully-use-devices
-  // Pipeline stages (data_parallel; docs/pipeline.md): --pipeline-stages S,
+  // Pipeline stages (data_parallel or semi_auto_parallel; docs/pipeline.md): --pipeline-stages S,
   // --micro-size M (PipelineCell's micro_size), --pipeline-scheduler
   // 1f1b|gpipe, --stage-of LAYER=k,... (cell.pipeline_stage).
   int pipeline_stages = 1;
@@ -97,6 +97,12 @@ inline Result<host::PipelineConfig> PipelineFromFlags(const ParallelFlags& f) {
 }
 
 // Errors name the flag; every one is a command-line mistake.
+// The ranks a shard strategy spans: every device, or with pipeline stages
+// one stage's (the stage's ops are partitioned over them).
+inline int StrategyDevices(const host::ParallelContext& c) {
+  return c.pipeline_stages > 1 ? c.device_num / c.pipeline_stages : c.device_num;
+}
+
 inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) {
   host::ParallelContext context;
   SINKRT_ASSIGN_OR_RETURN(context.mode, host::ParseParallelMode(f.parallel), "--parallel");
@@ -165,7 +171,8 @@ inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) 
   // A preset's name and device count need no graph: a mistake is the
   // command line's (a strategy file is read with the graph).
   if (host::IsStrategyPresetName(f.strategy)) {
-    SINKRT_RETURN_IF_ERROR(host::PresetDataParallel(f.strategy, f.devices).status(), "--strategy " + f.strategy);
+    SINKRT_RETURN_IF_ERROR(host::PresetDataParallel(f.strategy, StrategyDevices(context)).status(),
+                           "--strategy " + f.strategy);
   } else if (std::error_code ec; !f.strategy.empty() && !std::filesystem::is_regular_file(f.strategy, ec)) {
     return InvalidArgument("--strategy " + f.strategy +
                            ": neither a preset (data, model, or DPxMP such as 2x2) nor a strategy file");
@@ -177,8 +184,9 @@ inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) 
 template <typename App>
 void AddPipelineFlags(App& app, ParallelFlags& f) {
   app.add_option("--pipeline-stages", f.pipeline_stages,
-                 "data_parallel: cut the network into S pipeline stages of devices/S ranks each (MindSpore's "
-                 "pipeline_stages; docs/pipeline.md)")
+                 "data_parallel or semi_auto_parallel: cut the network into S pipeline stages of devices/S ranks "
+                 "each (MindSpore's pipeline_stages; docs/pipeline.md); under semi_auto_parallel --strategy is for "
+                 "devices/S ranks and every rank reads the whole batch")
       ->check(PositiveInteger());
   app.add_option("--micro-size", f.micro_size,
                  "with --pipeline-stages: micro-batches per batch (PipelineCell's micro_size; at least the stages, "

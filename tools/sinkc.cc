@@ -261,21 +261,25 @@ int Run(const Flags& f, const CLI::App& app) {
       if (!file.ok()) return Failure(file.status().message());
     }
   }
+  // A shard strategy spans one pipeline stage's ranks.
+  const int strategy_devices = tools::StrategyDevices(*context);
   if (semi_auto) {
     // The batch the file (or --batch) gives is one replica's; the graph
-    // takes the global one.
+    // takes the global one. Pipeline stages: every rank reads the whole
+    // batch, which is the one given.
     const int64_t replica_batch = GraphBatch(file->graph);
     if (replica_batch < 1) return Failure(f.graph + ": semi_auto_parallel needs a batched Input to split");
-    auto dp = host::StrategyDataParallel(f.strategy, file->graph, f.devices);
+    auto dp = host::StrategyDataParallel(f.strategy, file->graph, strategy_devices);
     if (!dp.ok()) return Failure("--strategy " + f.strategy + ": " + dp.status().message());
-    global_batch = tools::SemiAutoGraphBatch(replica_batch, *dp, f.full_batch);
+    global_batch =
+        tools::SemiAutoGraphBatch(replica_batch, *dp, f.full_batch || context->pipeline_stages > 1);
     if (global_batch != replica_batch) {
       load.batch = global_batch;
       file = host::LoadGraph(f.graph, load);
       if (!file.ok()) return Failure(file.status().message());
     }
     if (!f.strategy.empty()) {
-      Status applied = host::ApplyShardStrategy(f.strategy, file->graph, f.devices);
+      Status applied = host::ApplyShardStrategy(f.strategy, file->graph, strategy_devices);
       if (!applied.ok()) return Failure(f.graph + ": --strategy " + f.strategy + ": " + applied.message());
     }
   }
@@ -308,6 +312,12 @@ int Run(const Flags& f, const CLI::App& app) {
   } else if (semi_auto) {
     co.parallel_mode = host::ParallelMode::SemiAutoParallel;
     co.full_batch = f.full_batch;
+    if (context->pipeline_stages > 1) {
+      auto pipeline = tools::PipelineFromFlags(f.pipe);
+      if (!pipeline.ok()) return Usage(pipeline.status().message());
+      co.pipeline = *pipeline;
+      co.predict_program = false;  // not built for pipelines yet
+    }
   } else if (auto_parallel) {
     co.parallel_mode = host::ParallelMode::AutoParallel;
     co.full_batch = f.full_batch;
@@ -327,7 +337,8 @@ int Run(const Flags& f, const CLI::App& app) {
       Status planned = tools::ApplyAutoParallelPlan(*job->auto_parallel, file->graph);
       if (!planned.ok()) return Failure("--strategy-save: " + planned.message());
     }
-    Status saved = host::SaveShardStrategies(f.strategy_save, file->graph, f.devices, f.full_batch);
+    Status saved = host::SaveShardStrategies(f.strategy_save, file->graph, strategy_devices,
+                                             f.full_batch || context->pipeline_stages > 1);
     if (!saved.ok()) return Failure("--strategy-save: " + saved.message());
   }
   // Asked for, so printed even with --quiet.

@@ -455,20 +455,24 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     auto replica = NetworkWithLoss(f, batch);
     if (!replica.ok()) return Failure(replica.status().message());
     inputs = GraphInputs(*replica);  // what one replica's batch holds: what the pipeline makes
-    auto dp = host::StrategyDataParallel(f.strategy, *replica, devices);
+    // Pipeline stages: the strategy spans one stage's ranks, and every rank
+    // reads the whole batch (docs/pipeline.md), which is --batch.
+    const int strategy_devices = StrategyDevices(context);
+    const bool whole_batch = f.full_batch || context.pipeline_stages > 1;
+    auto dp = host::StrategyDataParallel(f.strategy, *replica, strategy_devices);
     if (!dp.ok()) return Failure("--strategy " + f.strategy + ": " + dp.status().message());
-    graph_batch = SemiAutoGraphBatch(batch, *dp, f.full_batch);
+    graph_batch = SemiAutoGraphBatch(batch, *dp, whole_batch);
     // Model feeds the groups as DATA_PARALLEL feeds ranks (shard p of the
     // dataset's batches to group p); with full_batch every rank reads all.
-    data_groups = f.full_batch ? 1 : *dp;
+    data_groups = whole_batch ? 1 : *dp;
     auto whole = NetworkWithLoss(f, graph_batch);
     if (!whole.ok()) return Failure(whole.status().message());
     if (!f.strategy.empty()) {
-      Status applied = host::ApplyShardStrategy(f.strategy, *whole, devices);
+      Status applied = host::ApplyShardStrategy(f.strategy, *whole, strategy_devices);
       if (!applied.ok()) return Failure("--strategy " + f.strategy + ": " + applied.message());
     }
     if (!f.strategy_save.empty()) {
-      Status saved = host::SaveShardStrategies(f.strategy_save, *whole, devices, f.full_batch);
+      Status saved = host::SaveShardStrategies(f.strategy_save, *whole, strategy_devices, whole_batch);
       if (!saved.ok()) return Failure("--strategy-save: " + saved.message());
     }
     sharded = std::move(whole).value();
@@ -580,6 +584,10 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
                  " as searched)";
   else if (semi_auto_streams)
     batch_text = " per data-parallel replica (global " + std::to_string(global_batch) + "; strategy as compiled)";
+  else if (semi_auto && context.pipeline_stages > 1)
+    batch_text = " on every rank (" + std::to_string(context.pipeline_stages) + " stages x " +
+                 Counted(devices / context.pipeline_stages, "rank") + ", strategy " + StrategyText(f.strategy) +
+                 " in each, " + std::to_string(f.micro_size) + " micro-batches, " + context.pipeline_scheduler + ")";
   else if (semi_auto)
     batch_text = (f.full_batch ? std::string(" on every rank (full batch")
                                : " per data-parallel replica (global " + std::to_string(global_batch)) +

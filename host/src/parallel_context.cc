@@ -291,9 +291,14 @@ Status ParallelContext::Validate(const std::vector<ParallelMode>& supported) con
       return InvalidArgument("pipeline_stages " + std::to_string(pipeline_stages) +
                              " needs several devices: set parallel_mode data_parallel with device_num a multiple of "
                              "pipeline_stages, but got parallel_mode: stand_alone.");
-    if (mode != ParallelMode::DataParallel)
+    if (mode == ParallelMode::AutoParallel)
       return Unimplemented("pipeline_stages " + std::to_string(pipeline_stages) + " with parallel_mode " + name +
-                           " is not supported by this build yet: the stages run under data_parallel.");
+                           " is not supported by this build yet: the stages run under data_parallel or "
+                           "semi_auto_parallel (give the ops' strategies for device_num / pipeline_stages devices).");
+    if (mode == ParallelMode::SemiAutoParallel && !dataset_strategy.empty())
+      return Unimplemented("pipeline_stages " + std::to_string(pipeline_stages) +
+                           " with a dataset_strategy tuple is not supported by this build yet: every rank of a "
+                           "stage reads the whole batch, as with full_batch.");
     if (device_num % pipeline_stages != 0)
       return InvalidArgument("device_num " + std::to_string(device_num) + " is not divisible by pipeline_stages " +
                              std::to_string(pipeline_stages) + ": every stage needs device_num / pipeline_stages "

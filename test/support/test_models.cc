@@ -52,4 +52,12 @@ SyntheticData MakeSyntheticData(int64_t n, int64_t features, int classes, uint64
   return d;
 }
 
+void RandomizeQuarterOfLabels(SyntheticData& d, int classes) {
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (int32_t& label : d.labels) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    if ((x >> 33) % 4 == 0) label = static_cast<int32_t>((x >> 40) % static_cast<uint64_t>(classes));
+  }
+}
+
 }  // namespace sinkrt::testing

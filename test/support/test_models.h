@@ -34,4 +34,10 @@ struct SyntheticData {
 };
 SyntheticData MakeSyntheticData(int64_t n, int64_t features, int classes, uint64_t seed);
 
+// Replaces about a quarter of the labels by random ones of `classes`
+// (deterministic): the loss then stays near 1 instead of falling to ~1e-4,
+// where a relative comparison of two runs would see float32's rounding of
+// the loss itself rather than the arithmetic.
+void RandomizeQuarterOfLabels(SyntheticData& d, int classes = 10);
+
 }  // namespace sinkrt::testing

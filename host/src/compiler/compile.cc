@@ -2,6 +2,7 @@
 // writer (docs/compiler.md) — and the report that tools and tests read.
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -125,19 +126,20 @@ Result<parallel::LocalGraph> PartitionForward(const Graph& forward, const Compil
       parallel::PlanPartition(forward, strategies,
                               {.device_num = o.world_size,
                                .full_batch = o.full_batch,
-                               .dataset_strategy = o.dataset_strategy}));
+                               .dataset_strategy = o.dataset_strategy,
+                               .activation_inputs = {}}));
   return parallel::PartitionForRank(forward, plan, o.rank);
 }
 
 // Every buffer and queue column of a sharded tensor gets its layout and this
 // rank's slice (fb::SliceDef): the forward tensors from the partition, each
 // gradient and each optimizer state from its parameter.
+// `layout_of`: per tensor of the training graph, its layout (nullptr: a
+// whole tensor), of which the gradients and optimizer states are filled in
+// here from their parameters'.
 void AttachSlices(compiler::LoweredStream& lowered, const compiler::TrainingGraph& tg,
-                  const parallel::LocalGraph& local, int64_t rank) {
+                  std::vector<const parallel::TensorLayout*> layout_of, int64_t rank) {
   const Graph& g = tg.graph;
-  std::vector<const parallel::TensorLayout*> layout_of(g.tensors().size(), nullptr);
-  for (TensorId t = 0; t < local.layouts.size() && t < layout_of.size(); ++t)
-    if (!local.layouts[t].device_matrix.empty()) layout_of[t] = &local.layouts[t];
   for (const ParamGrad& pg : tg.grads) layout_of[pg.grad] = layout_of[pg.param];
   for (const OpNode& op : g.ops()) {
     if (op.op != fb::OpCode::SgdUpdate && op.op != fb::OpCode::MomentumUpdate && op.op != fb::OpCode::AdamUpdate)
@@ -163,6 +165,26 @@ void AttachSlices(compiler::LoweredStream& lowered, const compiler::TrainingGrap
   for (compiler::BufferDef& b : lowered.buffers) b.slice = slice(b.tensor);
   for (compiler::QueueDef& q : lowered.queues)
     for (compiler::QueueColumnDef& c : q.columns) c.slice = slice(c.tensor);
+}
+
+// SEMI_AUTO_PARALLEL: every forward tensor's layout from the partition.
+void AttachSlices(compiler::LoweredStream& lowered, const compiler::TrainingGraph& tg,
+                  const parallel::LocalGraph& local, int64_t rank) {
+  std::vector<const parallel::TensorLayout*> layout_of(tg.graph.tensors().size(), nullptr);
+  for (TensorId t = 0; t < local.layouts.size() && t < layout_of.size(); ++t)
+    if (!local.layouts[t].device_matrix.empty()) layout_of[t] = &local.layouts[t];
+  AttachSlices(lowered, tg, std::move(layout_of), rank);
+}
+
+// A pipeline stage under SEMI_AUTO_PARALLEL: the parameters' layouts over
+// the stage's ranks (its queues and reports are whole,
+// compiler/pipeline_shard.h), `place` being this rank's among them.
+void AttachParamSlices(compiler::LoweredStream& lowered, const compiler::TrainingGraph& tg,
+                       const std::map<std::string, parallel::TensorLayout>& layouts, uint32_t place) {
+  std::vector<const parallel::TensorLayout*> layout_of(tg.graph.tensors().size(), nullptr);
+  for (const ParamGrad& pg : tg.grads)
+    if (auto it = layouts.find(tg.graph.tensor(pg.param).name); it != layouts.end()) layout_of[pg.param] = &it->second;
+  AttachSlices(lowered, tg, std::move(layout_of), place);
 }
 
 // The passes after lowering: memory plan, writer, verifier, report.
@@ -243,8 +265,23 @@ Result<CompiledStream> EmitStream(const Graph& forward, const CompileOptions& op
 // gradients reduced over its stage's ranks.
 Result<CompiledStream> CompilePipelineStage(const Graph& forward, const CompileOptions& options) {
   SINKRT_ASSIGN_OR_RETURN(compiler::PipelineStageGraph stage, compiler::BuildPipelineStage(forward, options));
+  const bool sharded = options.parallel_mode == ParallelMode::SemiAutoParallel;
+  const Graph& g = stage.tg.graph;
+  // Data parallel: the stage's replicas average their gradients.
+  // SEMI_AUTO_PARALLEL: each parameter's mirror group sums its slice's
+  // (the loss is whole, so its seed already carries the mean).
   std::vector<std::vector<uint32_t>> grad_groups;
-  if (stage.group.size() > 1) grad_groups.assign(stage.tg.grads.size(), stage.group);
+  bool reduces = false;
+  for (const ParamGrad& pg : stage.tg.grads) {
+    std::vector<uint32_t> group = stage.group;
+    if (sharded) {
+      auto it = stage.mirror_groups.find(g.tensor(pg.param).name);
+      group = it != stage.mirror_groups.end() ? it->second : std::vector<uint32_t>{options.rank};
+    }
+    reduces = reduces || group.size() > 1;
+    grad_groups.push_back(std::move(group));
+  }
+  if (!reduces) grad_groups.clear();
   SINKRT_ASSIGN_OR_RETURN(
       compiler::LoweredStream lowered,
       compiler::Lower(stage.tg, {.fuse = options.fuse,
@@ -252,14 +289,15 @@ Result<CompiledStream> CompilePipelineStage(const Graph& forward, const CompileO
                                  .predict_program = false,
                                  .queue_capacity = options.queue_capacity,
                                  .arena_alignment = options.arena_alignment,
-                                 .data_parallel = stage.group.size() > 1,
+                                 .data_parallel = reduces,
                                  .world_size = options.world_size,
-                                 .gradients_mean = options.gradients_mean,
+                                 .gradients_mean = options.gradients_mean && !sharded,
                                  .parameter_broadcast = false,
                                  .comm_fusion = options.comm_fusion,
                                  .grad_groups = std::move(grad_groups),
                                  .pipeline = true}),
       "compile graph '" + forward.name() + "' stage " + std::to_string(stage.stage));
+  if (sharded) AttachParamSlices(lowered, stage.tg, stage.param_layouts, stage.place);
   SINKRT_ASSIGN_OR_RETURN(CompiledStream out, EmitStream(forward, options, stage.tg, lowered));
   out.report.pipeline_stage = stage.stage;
   out.report.predicted_bubble = parallel::PredictedBubble(stage.schedule);

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "compiler/pipeline_graph.h"
+#include "compiler/pipeline_shard.h"
 #include "parallel/partition.h"
 #include "parallel/partition_plan.h"
 #include "parallel/strategy_presets.h"
@@ -21,8 +22,10 @@ bool IsCommOp(fb::OpCode op) {
          op == fb::OpCode::AllToAll || op == fb::OpCode::ShardSlice || op == fb::OpCode::GradAllReduce;
 }
 
-// The network at the micro-batch size: its rows split M ways.
-Result<Graph> MicroBatchGraph(const Graph& forward, int micro_size) {
+// The network at the micro-batch size: its rows split M ways. With
+// `keep_strategies` the ops get the network's shard strategies back (the
+// "data" preset only serves the cut).
+Result<Graph> MicroBatchGraph(const Graph& forward, int micro_size, bool keep_strategies) {
   if (micro_size == 1) return forward;
   Graph g = forward;
   SINKRT_ASSIGN_OR_RETURN(parallel::StrategyPreset preset, parallel::ParseStrategyPreset("data", micro_size));
@@ -31,7 +34,11 @@ Result<Graph> MicroBatchGraph(const Graph& forward, int micro_size) {
   std::vector<parallel::Strategy> strategies;
   for (const OpNode& op : g.ops()) strategies.push_back(op.strategy);
   SINKRT_ASSIGN_OR_RETURN(parallel::PartitionPlan plan,
-                          parallel::PlanPartition(g, strategies, {.device_num = micro_size}),
+                          parallel::PlanPartition(g, strategies,
+                                                  {.device_num = micro_size,
+                                                   .full_batch = false,
+                                                   .dataset_strategy = {},
+                                                   .activation_inputs = {}}),
                           "cutting the batch into " + std::to_string(micro_size) + " micro-batches");
   SINKRT_ASSIGN_OR_RETURN(parallel::LocalGraph local, parallel::PartitionForRank(g, plan, 0),
                           "cutting the batch into " + std::to_string(micro_size) + " micro-batches");
@@ -43,8 +50,10 @@ Result<Graph> MicroBatchGraph(const Graph& forward, int micro_size) {
     return InvalidArgument("the network does not cut into micro-batches by rows: " +
                            std::to_string(local.graph.ops().size()) + " ops at the micro-batch size, " +
                            std::to_string(forward.ops().size()) + " in the network");
-  // Plain ops again: the strategies were only the means of the cut.
   Graph out = std::move(local.graph);
+  if (keep_strategies)
+    for (size_t i = 0; i < out.ops().size(); ++i) out.Shard(out.ops()[i].outputs.at(0), forward.ops()[i].strategy);
+  SINKRT_RETURN_IF_ERROR(out.status(), "the network's shard strategies at the micro-batch size");
   return out;
 }
 
@@ -61,9 +70,13 @@ Result<PipelineStageGraph> BuildPipelineStage(const Graph& forward, const Compil
   const std::string who = "compile graph '" + forward.name() + "' with pipeline_stages " +
                           std::to_string(config.stages);
   SINKRT_RETURN_IF_ERROR(forward.status(), who);
-  if (options.parallel_mode != ParallelMode::DataParallel)
-    return InvalidArgument(who + ": pipeline stages run under data_parallel (each stage's ranks are replicas); " +
-                           std::string(ParallelModeName(options.parallel_mode)) + " is not supported with them yet");
+  const bool sharded = options.parallel_mode == ParallelMode::SemiAutoParallel;
+  if (options.parallel_mode != ParallelMode::DataParallel && !sharded)
+    return InvalidArgument(who + ": pipeline stages run under data_parallel or semi_auto_parallel, not " +
+                           std::string(ParallelModeName(options.parallel_mode)));
+  if (sharded && !options.dataset_strategy.empty())
+    return Unimplemented(who + ": dataset_strategy is not supported with pipeline stages yet (every rank of a "
+                               "stage reads the whole batch, as with full_batch)");
   if (options.parameter_broadcast)
     return Unimplemented(who + ": parameter_broadcast is not supported with pipeline stages yet (a stage's replicas "
                                "start equal anyway: their parameters have the same seeds)");
@@ -73,7 +86,7 @@ Result<PipelineStageGraph> BuildPipelineStage(const Graph& forward, const Compil
   const int device_num = static_cast<int>(std::min<uint32_t>(options.world_size, 1u << 30));
   SINKRT_RETURN_IF_ERROR(CheckPipelineConfig(config, device_num, batch), who);
 
-  SINKRT_ASSIGN_OR_RETURN(Graph micro, MicroBatchGraph(forward, config.micro_size), who);
+  SINKRT_ASSIGN_OR_RETURN(Graph micro, MicroBatchGraph(forward, config.micro_size, sharded), who);
   // The balanced split prices ops with the built-in calibration unless one
   // is named: not $SINKRT_CALIBRATION, so that every rank's compile, here or
   // on another host, cuts the same stages.
@@ -124,8 +137,25 @@ Result<PipelineStageGraph> BuildPipelineStage(const Graph& forward, const Compil
   out.stage = stage;
   out.group = StageRanks(device_num, S, stage);
 
+  // SEMI_AUTO_PARALLEL: the stage graph partitioned over the stage's ranks
+  // (compiler/pipeline_shard.h); data parallel: each rank runs it whole.
+  const StageGraph* mine_graph = &graphs[static_cast<size_t>(stage)];
+  std::vector<TensorId> local_of(mine_graph->graph.tensors().size());
+  for (TensorId t = 0; t < local_of.size(); ++t) local_of[t] = t;
+  ShardedStage sharded_stage;
+  if (sharded) {
+    const TensorId loss_here = stage == S - 1 ? local[static_cast<size_t>(stage)].at(micro.loss()) : kInvalidTensor;
+    SINKRT_ASSIGN_OR_RETURN(sharded_stage,
+                            ShardPipelineStage(*mine_graph, loss_here, per_stage, place, out.group.front()), who);
+    mine_graph = &sharded_stage.local;
+    local_of = sharded_stage.local_of;
+    out.param_layouts = std::move(sharded_stage.param_layouts);
+    out.mirror_groups = std::move(sharded_stage.mirror_groups);
+    out.place = place;
+  }
+
   PipelineStageSpec spec;
-  spec.stage = &graphs[static_cast<size_t>(stage)];
+  spec.stage = mine_graph;
   spec.schedule = &schedule;
   spec.eval_schedule = options.eval_program ? &out.eval_schedule : nullptr;
   spec.rank = options.rank;
@@ -135,7 +165,7 @@ Result<PipelineStageGraph> BuildPipelineStage(const Graph& forward, const Compil
     const auto& [from, to, t] = crossing[l];
     if (from != stage && to != stage) continue;
     const int other = from == stage ? to : from;
-    spec.links.push_back({.link = static_cast<int>(l), .tensor = mine.at(t),
+    spec.links.push_back({.link = static_cast<int>(l), .tensor = local_of[mine.at(t)],
                           .peer = static_cast<uint32_t>(other) * per_stage + place});
   }
   const TensorId loss = micro.loss();
@@ -143,7 +173,7 @@ Result<PipelineStageGraph> BuildPipelineStage(const Graph& forward, const Compil
   if (loss_stage != S - 1)
     return InvalidArgument(who + ": the loss '" + micro.tensor(loss).name + "' is computed in stage " +
                            std::to_string(loss_stage) + ", not in the last stage " + std::to_string(S - 1));
-  if (stage == S - 1) spec.loss = mine.at(loss);
+  if (stage == S - 1) spec.loss = local_of[mine.at(loss)];
   SINKRT_ASSIGN_OR_RETURN(out.tg, BuildPipelineStageGraph(spec), who);
   out.schedule = std::move(schedule);
   return out;

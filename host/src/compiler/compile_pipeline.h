@@ -9,13 +9,18 @@
 // every tensor that crosses stages becomes a link of the schedule
 // (PlanPipelineSchedule, checked for deadlock). Rank r runs stage
 // r / (device_num / S) and talks to the rank at the same place in each
-// neighbouring stage; its stage's ranks are its data-parallel group.
+// neighbouring stage. Under data parallel its stage's ranks are its
+// data-parallel group; under SEMI_AUTO_PARALLEL the stage graph is
+// partitioned over them (compiler/pipeline_shard.h).
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "compiler/training_graph.h"
+#include "parallel/layout.h"
 #include "parallel/pipeline_schedule.h"
 #include "sinkrt/host/compiler.h"
 
@@ -27,6 +32,12 @@ struct PipelineStageGraph {
   std::vector<uint32_t> group;  // this stage's ranks: the gradients' data-parallel group
   parallel::PipelineSchedule schedule;
   parallel::PipelineSchedule eval_schedule;  // forward only; with options.eval_program
+  // SEMI_AUTO_PARALLEL (compiler/pipeline_shard.h): this rank's place in
+  // its stage, and by parameter name its layout over the stage's ranks and
+  // its mirror group (world ranks). Empty under data parallel.
+  uint32_t place = 0;
+  std::map<std::string, parallel::TensorLayout> param_layouts;
+  std::map<std::string, std::vector<uint32_t>> mirror_groups;
 };
 
 Result<PipelineStageGraph> BuildPipelineStage(const Graph& forward, const CompileOptions& options);

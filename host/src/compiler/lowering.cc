@@ -161,19 +161,11 @@ void AddCollective(const KernelDef& k, const std::string& name, std::vector<Comm
   }
 }
 
-// Splices the buckets' events into train_step's compute stream and writes
-// its comm stream, as parallel::ScheduleGradientReduction orders them.
-// ready_at[k] is a compute position before any event is inserted.
-void AddGradientReduction(ProgramDef& prog, const std::vector<BucketDef>& buckets,
-                          const std::vector<int64_t>& ready_at, fb::ReduceOp op) {
-  std::vector<parallel::ComputeTask> tasks;
-  tasks.reserve(prog.tasks.size());
-  for (const TaskDef& t : prog.tasks) tasks.push_back(ComputeTaskOf(t));
-  std::vector<std::vector<uint32_t>> bucket_buffers;
-  for (const BucketDef& b : buckets) bucket_buffers.push_back(b.buffers);
-  parallel::ReductionSchedule schedule =
-      parallel::ScheduleGradientReduction(tasks, bucket_buffers, ready_at);
-
+// Rewrites `prog`'s tasks as `schedule` lays them out on the compute and
+// comm streams: its Compute entries index the tasks, its AllReduce entries
+// the buckets.
+void ApplyCommSchedule(ProgramDef& prog, parallel::ReductionSchedule schedule, const std::vector<BucketDef>& buckets,
+                       fb::ReduceOp op) {
   auto task_of = [&](parallel::ScheduledTask& s) -> TaskDef {
     using Kind = parallel::ScheduledTask::Kind;
     switch (s.kind) {
@@ -186,8 +178,9 @@ void AddGradientReduction(ProgramDef& prog, const std::vector<BucketDef>& bucket
     }
     return {};
   };
-  // Both streams take their tasks from the original list (a collective
-  // moves to comm), so neither replaces it before the other is built.
+  // Both streams take their tasks from the original list (a collective or
+  // a transfer moves to comm), so neither replaces it before the other is
+  // built.
   std::vector<TaskDef> compute, comm;
   compute.reserve(schedule.compute.size());
   for (parallel::ScheduledTask& s : schedule.compute) compute.push_back(task_of(s));
@@ -197,11 +190,28 @@ void AddGradientReduction(ProgramDef& prog, const std::vector<BucketDef>& bucket
   prog.num_events = schedule.num_events;
 }
 
-// A pipeline stage's train_step: its Send and Recv tasks and the gradient
-// buckets move to the comm stream as parallel::SchedulePipelineComm orders
-// them.
-void AddPipelineComm(ProgramDef& prog, const std::vector<BucketDef>& buckets, const std::vector<int64_t>& ready_at,
-                     fb::ReduceOp op) {
+std::vector<std::vector<uint32_t>> BucketBuffers(const std::vector<BucketDef>& buckets) {
+  std::vector<std::vector<uint32_t>> out;
+  for (const BucketDef& b : buckets) out.push_back(b.buffers);
+  return out;
+}
+
+// Splices the buckets' events into train_step's compute stream and writes
+// its comm stream, as parallel::ScheduleGradientReduction orders them.
+// ready_at[k] is a compute position before any event is inserted.
+void AddGradientReduction(ProgramDef& prog, const std::vector<BucketDef>& buckets,
+                          const std::vector<int64_t>& ready_at, fb::ReduceOp op) {
+  std::vector<parallel::ComputeTask> tasks;
+  tasks.reserve(prog.tasks.size());
+  for (const TaskDef& t : prog.tasks) tasks.push_back(ComputeTaskOf(t));
+  ApplyCommSchedule(prog, parallel::ScheduleGradientReduction(tasks, BucketBuffers(buckets), ready_at), buckets, op);
+}
+
+// A pipeline stage's program: its Send and Recv tasks, its collectives and
+// (train_step) the gradient buckets move to the comm stream as
+// parallel::SchedulePipelineComm orders them.
+Status AddPipelineComm(ProgramDef& prog, const std::vector<BufferDef>& buffers, const std::vector<BucketDef>& buckets,
+                       const std::vector<int64_t>& ready_at, fb::ReduceOp op) {
   std::vector<parallel::ComputeTask> tasks;
   std::vector<parallel::PipelineTransfer> transfers;
   tasks.reserve(prog.tasks.size());
@@ -212,28 +222,17 @@ void AddPipelineComm(ProgramDef& prog, const std::vector<BucketDef>& buckets, co
     if (const auto* rv = std::get_if<RecvDef>(&t.body))
       transfers.push_back({.task = i, .send = false, .order = rv->order, .channel = 0});
     tasks.push_back(ComputeTaskOf(t));
+    // A task that reads a view (a row block of a received tensor that a
+    // ShardSlice cut) reads its root's bytes: it must wait for the receive
+    // into the root.
+    std::vector<uint32_t>& touched = tasks.back().touched;
+    for (size_t k = 0, n = touched.size(); k < n; ++k)
+      if (const int64_t root = buffers[touched[k]].view_of; root >= 0) touched.push_back(static_cast<uint32_t>(root));
   }
-  std::vector<std::vector<uint32_t>> bucket_buffers;
-  for (const BucketDef& b : buckets) bucket_buffers.push_back(b.buffers);
-  parallel::ReductionSchedule schedule = parallel::SchedulePipelineComm(tasks, transfers, bucket_buffers, ready_at);
-  auto task_of = [&](parallel::ScheduledTask& s) -> TaskDef {
-    using Kind = parallel::ScheduledTask::Kind;
-    switch (s.kind) {
-      case Kind::Compute: return std::move(prog.tasks[s.index]);
-      case Kind::RecordEvent: return {std::move(s.name), EventRecordDef{s.event}};
-      case Kind::WaitEvent: return {std::move(s.name), EventWaitDef{s.event}};
-      case Kind::AllReduce:
-        return {std::move(s.name),
-                AllReduceDef{.group = buckets[s.index].group, .op = op, .buffers = buckets[s.index].buffers}};
-    }
-    return {};
-  };
-  std::vector<TaskDef> compute, comm;
-  for (parallel::ScheduledTask& s : schedule.compute) compute.push_back(task_of(s));
-  for (parallel::ScheduledTask& s : schedule.comm) comm.push_back(task_of(s));
-  prog.tasks = std::move(compute);
-  prog.comm_tasks = std::move(comm);
-  prog.num_events = schedule.num_events;
+  SINKRT_ASSIGN_OR_RETURN(parallel::ReductionSchedule schedule,
+                          parallel::SchedulePipelineComm(tasks, transfers, BucketBuffers(buckets), ready_at));
+  ApplyCommSchedule(prog, std::move(schedule), buckets, op);
+  return Status::Ok();
 }
 
 }  // namespace
@@ -419,9 +418,12 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
     if (p == 0 && options.pipeline) {
       std::vector<int64_t> ready_at;
       for (const parallel::FusionBucket& b : buckets) ready_at.push_back(b.ready_at);
-      AddPipelineComm(prog, out.buckets, ready_at, options.gradients_mean ? fb::ReduceOp::Mean : fb::ReduceOp::Sum);
+      SINKRT_RETURN_IF_ERROR(AddPipelineComm(prog, out.buffers, out.buckets, ready_at,
+                                             options.gradients_mean ? fb::ReduceOp::Mean : fb::ReduceOp::Sum),
+                             "train_step");
     } else if (options.pipeline && plan.kind == fb::ProgramKind::EvalStep) {
-      AddPipelineComm(prog, {}, {}, fb::ReduceOp::Sum);  // its transfers; eval reduces nothing
+      // Its transfers and collectives; eval reduces no gradient.
+      SINKRT_RETURN_IF_ERROR(AddPipelineComm(prog, out.buffers, {}, {}, fb::ReduceOp::Sum), "eval_step");
     } else if (p == 0 && options.data_parallel) {
       // Events touch no buffer and the comm stream only persistent
       // gradients, so liveness below just counts the compute stream.

@@ -16,8 +16,12 @@ Result<EvalResult> PipelineEval(Model::Impl& m, const Dataset& dataset) {
   const uint32_t n = static_cast<uint32_t>(m.devices.size());
   const uint32_t stages = static_cast<uint32_t>(m.pipeline_stages);
   const uint32_t per_stage = n / stages;
-  std::vector<uint32_t> ranks;  // replica 0's pipeline, stage by stage
-  for (uint32_t k = 0; k < stages; ++k) ranks.push_back(k * per_stage);
+  // Data parallel: replica 0's pipeline, stage by stage. SEMI_AUTO_PARALLEL
+  // inside the stages: every rank (a stage's collectives need all of its
+  // ranks); the last stage's reports are whole on each.
+  std::vector<uint32_t> ranks;
+  for (uint32_t k = 0; k < stages; ++k)
+    for (uint32_t j = 0; j < (m.stage_sharded ? per_stage : 1); ++j) ranks.push_back(k * per_stage + j);
   const uint32_t last = ranks.back();
   const QueueInfo& first = m.rank_eval_queues[ranks.front()];
   if (first.index < 0 || first.columns.empty() || first.columns.front().shape.empty() || m.loss_report < 0)

@@ -190,18 +190,21 @@ Status PlanPipeline(Model::Impl& m, const std::string& context) {
     m.rank_train_queues.push_back(FindQueue(view, "train"));
     m.rank_eval_queues.push_back(FindQueue(view, "eval"));
     m.reports_loss.push_back(!Reports(view, fb::ProgramKind::TrainStep).empty());
-    if (r % per_stage != 0) continue;  // replicas hold what their stage's first rank holds
+    // Replicas hold what their stage's first rank holds; slices are each
+    // their own rank's.
+    if (!m.stage_sharded && r % per_stage != 0) continue;
+    const uint32_t stage = r / per_stage;
     for (StateBuffer& s : StateBuffers(view)) {
-      auto [it, fresh] = owner.emplace(s.name, r);
+      auto [it, fresh] = owner.emplace(s.name, stage);
       // A parameter lives in one stage. Optimizer state that is not any
       // parameter's (Adam's step powers) is on every stage, equal on all:
       // a checkpoint holds it once and loads it everywhere.
-      if (!fresh) {
+      if (!fresh && it->second != stage) {
         const auto first = std::find_if(m.stage_state.begin(), m.stage_state.end(),
                                         [&](const auto& e) { return e.second.name == s.name; });
-        if (s.role != fb::BufferRole::OptState || first == m.stage_state.end() ||
+        if (s.role != fb::BufferRole::OptState || s.slice || first == m.stage_state.end() ||
             first->second.shape != s.shape || first->second.dtype != s.dtype)
-          return Internal(context + ": ranks " + std::to_string(it->second) + " and " + std::to_string(r) +
+          return Internal(context + ": stages " + std::to_string(it->second) + " and " + std::to_string(stage) +
                           " both hold '" + s.name + "'");
       }
       m.stage_state.emplace_back(r, std::move(s));
@@ -359,6 +362,7 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
   impl->predict_queue = FindQueue(stream, "predict");
   if (impl->train_queue.index < 0) return InvalidArgument(context + " has no Input: Model trains on dataset columns");
   impl->pipeline_stages = co.pipeline.stages;
+  impl->stage_sharded = sharded && co.pipeline.stages > 1;
   if (impl->pipeline_stages > 1) {
     SINKRT_RETURN_IF_ERROR(PlanPipeline(*impl, context));
   } else {
@@ -366,9 +370,11 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
     if (impl->loss_report < 0) return Internal(context + ": eval_step does not report the loss");
   }
   impl->state = StateBuffers(stream);
-  impl->sharded = sharded;
+  // Pipeline stages keep their own per-rank plan (PlanPipeline): their
+  // ranks read whole batches.
+  impl->sharded = sharded && !impl->stage_sharded;
   impl->auto_parallel = std::move(job.auto_parallel);
-  if (sharded) {
+  if (impl->sharded) {
     for (uint32_t r = 0; r < n; ++r) {
       const VerifiedStream& view = r == 0 ? stream : job.ranks[r].stream;
       SINKRT_ASSIGN_OR_RETURN(RankPlan plan, PlanRank(view, r), context);
@@ -437,25 +443,49 @@ Result<std::vector<std::pair<std::string, Tensor>>> MergedState(Model::Impl& m) 
   return out;
 }
 
+// A pipeline's state as whole tensors, in stage order: each from the first
+// rank that holds it, or put together from its stage's slices. A tensor
+// several stages hold (Adam's powers) is equal on all: read once.
+Result<std::vector<std::pair<std::string, Tensor>>> PipelineState(Model::Impl& m) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  std::map<std::string, size_t> index;  // name -> its entry in `out`
+  std::map<std::string, std::vector<std::vector<int64_t>>> placed;
+  std::map<std::string, uint32_t> from;  // name -> the rank it was first read from
+  const uint32_t per_stage = static_cast<uint32_t>(m.devices.size()) / static_cast<uint32_t>(m.pipeline_stages);
+  for (const auto& [rank, s] : m.stage_state) {
+    auto [it, fresh] = index.emplace(s.name, out.size());
+    if (fresh) {
+      from[s.name] = rank;
+      Tensor whole{s.dtype, WholeShape(s), {}};
+      if (s.slice) whole.data.assign(static_cast<size_t>(NumElements(whole.shape)) * DTypeSize(s.dtype), 0);
+      out.emplace_back(s.name, std::move(whole));
+    } else if (!s.slice || rank / per_stage != from[s.name] / per_stage) {
+      continue;  // a replica's copy, or another stage's equal one
+    }
+    const std::vector<int64_t> offset = s.slice ? s.slice->offset : std::vector<int64_t>{};
+    std::vector<std::vector<int64_t>>& done = placed[s.name];
+    if (s.slice && std::find(done.begin(), done.end(), offset) != done.end()) continue;
+    SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, m.devices[rank]->ReadTensor(s.index),
+                            "Model.ReadState: tensor '" + s.name + "' on rank " + std::to_string(rank));
+    if (bytes.size() != s.bytes)
+      return Internal("Model.ReadState: tensor '" + s.name + "' came back with " + std::to_string(bytes.size()) +
+                      " bytes, expected " + std::to_string(s.bytes));
+    Tensor& whole = out[it->second].second;
+    if (!s.slice) {
+      whole.data = std::move(bytes);
+      continue;
+    }
+    PlaceBlock(whole.data.data(), bytes.data(), BlockOf(*s.slice, s.shape, DTypeSize(s.dtype)));
+    done.push_back(offset);
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<std::vector<std::pair<std::string, Tensor>>> Model::ReadState() {
   if (impl_->sharded) return MergedState(*impl_);
-  if (impl_->pipeline_stages > 1) {
-    // Each stage's parameters from its first replica, in stage order.
-    std::vector<std::pair<std::string, Tensor>> out;
-    std::set<std::string> seen;
-    for (const auto& [rank, s] : impl_->stage_state) {
-      if (!seen.insert(s.name).second) continue;  // held by several stages, equal: once
-      SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, impl_->devices[rank]->ReadTensor(s.index),
-                              "Model.ReadState: tensor '" + s.name + "' on rank " + std::to_string(rank));
-      if (bytes.size() != s.bytes)
-        return Internal("Model.ReadState: tensor '" + s.name + "' came back with " + std::to_string(bytes.size()) +
-                        " bytes, expected " + std::to_string(s.bytes));
-      out.emplace_back(s.name, Tensor{s.dtype, s.shape, std::move(bytes)});
-    }
-    return out;
-  }
+  if (impl_->pipeline_stages > 1) return PipelineState(*impl_);
   return ReadState(0);
 }
 
@@ -542,22 +572,35 @@ Status Model::WritePipelineState(const std::vector<std::pair<std::string, Tensor
     auto [it, end] = by_name.equal_range(name);
     if (it == end)
       return NotFound("Model.WriteState: the model has no parameter or optimizer state '" + name + "'");
-    for (auto holder = std::next(it); holder != end; ++holder) writes.emplace_back(holder->second, &t);
+    for (auto holder = it; holder != end; ++holder) writes.emplace_back(holder->second, &t);
     const StateBuffer& s = it->second->second;
-    if (t.dtype != s.dtype || t.shape != s.shape)
+    // Whole tensors, whatever the ranks hold: a checkpoint does not depend
+    // on the strategy.
+    const Shape& shape = WholeShape(s);
+    if (t.dtype != s.dtype || t.shape != shape)
       return InvalidArgument("Model.WriteState: tensor '" + name + "' is " + DTypeName(t.dtype) + " " +
                              ShapeToString(t.shape) + ", the model's is " + DTypeName(s.dtype) + " " +
-                             ShapeToString(s.shape));
-    if (t.data.size() != s.bytes)
+                             ShapeToString(shape));
+    const uint64_t bytes = static_cast<uint64_t>(NumElements(shape)) * DTypeSize(s.dtype);
+    if (t.data.size() != bytes)
       return InvalidArgument("Model.WriteState: tensor '" + name + "' holds " + std::to_string(t.data.size()) +
-                             " bytes, its shape needs " + std::to_string(s.bytes));
-    writes.emplace_back(it->second, &t);
+                             " bytes, its shape needs " + std::to_string(bytes));
   }
+  // Data parallel: an entry stands for its stage's replicas too.
   const uint32_t per_stage = static_cast<uint32_t>(m.devices.size()) / static_cast<uint32_t>(m.pipeline_stages);
-  for (const auto& [entry, t] : writes)
-    for (uint32_t r = entry->first; r < entry->first + per_stage; ++r)
-      SINKRT_RETURN_IF_ERROR(m.devices[r]->WriteTensor(entry->second.index, t->bytes()),
-                             "Model.WriteState: tensor '" + entry->second.name + "' on rank " + std::to_string(r));
+  const uint32_t copies = m.stage_sharded ? 1 : per_stage;
+  for (const auto& [entry, t] : writes) {
+    const StateBuffer& s = entry->second;
+    std::vector<uint8_t> part;
+    ConstBytes bytes = t->bytes();
+    if (s.slice) {
+      part = ExtractBlock(t->data.data(), BlockOf(*s.slice, s.shape, DTypeSize(s.dtype)));
+      bytes = part;
+    }
+    for (uint32_t r = entry->first; r < entry->first + copies; ++r)
+      SINKRT_RETURN_IF_ERROR(m.devices[r]->WriteTensor(s.index, bytes),
+                             "Model.WriteState: tensor '" + s.name + "' on rank " + std::to_string(r));
+  }
   return Status::Ok();
 }
 

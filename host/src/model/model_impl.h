@@ -82,9 +82,12 @@ struct Model::Impl {
   // Pipeline stages (docs/pipeline.md): the stage count, each rank's train
   // queue (index -1: a middle stage, fed nothing) and whether its train_step
   // reports the loss (the last stage), and the model's state across the
-  // stages: every Param and OptState with the rank of the first replica of
-  // the stage that holds it.
+  // stages: every Param and OptState with the rank that holds it. Under
+  // data parallel that is the first replica of its stage (the others hold
+  // the same); with stage_sharded (SEMI_AUTO_PARALLEL inside the stages)
+  // every rank of the stage, each with its slice.
   int pipeline_stages = 1;
+  bool stage_sharded = false;
   std::vector<QueueInfo> rank_train_queues, rank_eval_queues;
   std::vector<bool> reports_loss;
   std::vector<std::pair<uint32_t, StateBuffer>> stage_state;

@@ -171,7 +171,10 @@ Status TrainLoop::Run(bool* stopped) {
   p_.batch_size = m_.train_queue.columns.front().shape.empty() ? 1 : m_.train_queue.columns.front().shape[0];
   p_.global_batch = int64_t{initial_epoch_} * plan_.steps_per_epoch;
   p_.device_num = static_cast<int>(m_.devices.size());
-  p_.global_batch_size = p_.batch_size * (p_.device_num / m_.pipeline_stages);
+  // Data parallel: each replica of the pipeline reads its own batch; the
+  // ranks of a semi-auto stage read the same one.
+  p_.global_batch_size =
+      p_.batch_size * (m_.context.mode == ParallelMode::DataParallel ? p_.device_num / m_.pipeline_stages : 1);
   p_.host_round_trips = m_.device->control_round_trips();
   p_.model = &model_;
   SINKRT_RETURN_IF_ERROR(Hooks(&Callback::on_train_begin));

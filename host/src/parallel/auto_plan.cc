@@ -47,7 +47,8 @@ Result<AutoParallelPlan> PlanAutoParallel(Graph& graph, const AutoParallelOption
       who);
   const PartitionOptions partition{.device_num = options.device_num,
                                    .full_batch = options.full_batch,
-                                   .dataset_strategy = options.dataset_strategy};
+                                   .dataset_strategy = options.dataset_strategy,
+                                   .activation_inputs = {}};
   SearchGraphOptions so;
   so.device_num = options.device_num;
   so.fully_use_devices = options.fully_use_devices;

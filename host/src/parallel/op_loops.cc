@@ -94,7 +94,8 @@ Result<OpLoops> LoopsOf(const Graph& g, const OpNode& op) {
     case fb::OpCode::Tanh:
     case fb::OpCode::Sigmoid:
     case fb::OpCode::Neg:
-    case fb::OpCode::Cast: {
+    case fb::OpCode::Cast:
+    case fb::OpCode::Copy: {  // the gather in front of a pipeline stage's Send
       const std::vector<int> dims = LoopPerDim(l, x);
       l.inputs = {dims};
       l.outputs = {dims};

@@ -34,7 +34,8 @@ std::vector<uint8_t> SliceBytes(const std::vector<uint8_t>& data, const Shape& w
 
 class Emitter {
  public:
-  Emitter(const Graph& g, const PartitionPlan& plan, int64_t rank) : g_(g), plan_(plan), rank_(rank) {}
+  Emitter(const Graph& g, const PartitionPlan& plan, int64_t rank, uint32_t first_rank)
+      : g_(g), plan_(plan), rank_(rank), first_rank_(first_rank) {}
 
   Result<LocalGraph> Run() {
     out_.graph = Graph(g_.name());
@@ -61,7 +62,7 @@ class Emitter {
 
   std::vector<uint32_t> Group(const DeviceMatrix& dm, const std::vector<int>& axes) const {
     std::vector<uint32_t> group;
-    for (int64_t r : GroupAlong(dm, axes, rank_)) group.push_back(static_cast<uint32_t>(r));
+    for (int64_t r : GroupAlong(dm, axes, rank_)) group.push_back(first_rank_ + static_cast<uint32_t>(r));
     return group;
   }
 
@@ -120,7 +121,7 @@ class Emitter {
     OpAttrs a;
     a.group = group;
     a.group_position =
-        static_cast<uint32_t>(std::find(group.begin(), group.end(), static_cast<uint32_t>(rank_)) - group.begin());
+        static_cast<uint32_t>(std::find(group.begin(), group.end(), first_rank_ + static_cast<uint32_t>(rank_)) - group.begin());
     a.mean = mean;
     a.axis = axis;
     return Add(op, x, std::move(a), std::move(out), name);
@@ -227,13 +228,14 @@ class Emitter {
   const Graph& g_;
   const PartitionPlan& plan_;
   int64_t rank_;
+  uint32_t first_rank_;  // the world rank of the plan's rank 0
   LocalGraph out_;
   std::vector<std::pair<TensorId, TensorLayout>> read_layouts_;  // a redistribution's result: its op's need
 };
 
 }  // namespace
 
-Result<LocalGraph> PartitionForRank(const Graph& g, const PartitionPlan& plan, int64_t rank) {
+Result<LocalGraph> PartitionForRank(const Graph& g, const PartitionPlan& plan, int64_t rank, uint32_t first_rank) {
   if (plan.layouts.size() != g.tensors().size() || plan.ops.size() != g.ops().size())
     return InvalidArgument("the partition plan is not of graph " + g.name());
   if (!plan.layouts.empty()) {
@@ -244,7 +246,7 @@ Result<LocalGraph> PartitionForRank(const Graph& g, const PartitionPlan& plan, i
       return InvalidArgument("rank " + std::to_string(rank) + " is outside the plan's " + std::to_string(devices) +
                              " devices");
   }
-  return Emitter(g, plan, rank).Run();
+  return Emitter(g, plan, rank, first_rank).Run();
 }
 
 }  // namespace sinkrt::host::parallel

@@ -42,6 +42,9 @@ struct LocalGraph {
 };
 
 // Rank `rank`'s forward graph. `plan` must come from PlanPartition on `g`.
-Result<LocalGraph> PartitionForRank(const Graph& g, const PartitionPlan& plan, int64_t rank);
+// The plan's ranks 0..n-1 are world ranks first_rank..first_rank+n-1 in
+// every group it names (a pipeline stage's ranks, docs/pipeline.md).
+Result<LocalGraph> PartitionForRank(const Graph& g, const PartitionPlan& plan, int64_t rank,
+                                    uint32_t first_rank = 0);
 
 }  // namespace sinkrt::host::parallel

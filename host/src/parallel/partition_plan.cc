@@ -191,8 +191,10 @@ class Planner {
     if (IsLeaf(info.kind)) SINKRT_RETURN_IF_ERROR(PlaceLeaf(i, t, need, grad_axes));
     // A parameter's partial gradient is reduced by its mirror group; an
     // activation's by a GradAllReduce in front of the op; data needs none.
-    if (info.kind != TensorKind::Param && info.kind != TensorKind::Input && info.kind != TensorKind::Const &&
-        info.dtype == DType::F32)
+    const bool activation =
+        info.kind != TensorKind::Input ||
+        std::find(o_.activation_inputs.begin(), o_.activation_inputs.end(), t) != o_.activation_inputs.end();
+    if (info.kind != TensorKind::Param && info.kind != TensorKind::Const && activation && info.dtype == DType::F32)
       ip->grad_partial_axes = grad_axes;
     if (!have_[t]) {
       return InvalidArgument(g_.ops()[i].name + ": input " + info.name + " has no layout (it is produced later?)");

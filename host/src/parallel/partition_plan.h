@@ -35,6 +35,11 @@ struct PartitionOptions {
   // order), its split per dim; the leftover ranks repeat it. Empty: the
   // loss's batch split (or full_batch).
   std::vector<std::vector<int64_t>> dataset_strategy;
+  // Inputs that stand for activations rather than data: a pipeline stage's
+  // received tensors (docs/pipeline.md). They are placed as the batch is,
+  // but their gradients are sent back, so a partial one is reduced as an
+  // activation's is (a GradAllReduce in front of its reader).
+  std::vector<TensorId> activation_inputs;
 };
 
 struct InputPlan {

@@ -16,6 +16,13 @@
 // The gradient buckets follow every transfer on the comm stream (the last
 // backward's sends are what the previous stage waits for), each as
 // gradient_reduction.h describes: event pair (2T + 2k, + 1).
+//
+// The stage graph's own collectives (SEMI_AUTO_PARALLEL inside the stage)
+// move to the comm stream too, which one thread drives: collective c as
+// wait (2T + 2B + 2c), the collective, record (+1), placed among the
+// transfers where neither stream can wait for the other in a cycle; the
+// compute stream records "ready" and waits for "done" in its place. An
+// Internal error means the transfers' order contradicts the compute order.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +31,7 @@
 #include <vector>
 
 #include "parallel/gradient_reduction.h"
+#include "sinkrt/runtime/status.h"
 
 namespace sinkrt::host::parallel {
 
@@ -37,8 +45,9 @@ struct PipelineTransfer {
 // `tasks`: train_step's compute stream without events, the transfers
 // included; the schedule's Compute entries index it (a transfer's on the
 // comm stream). Buckets as ScheduleGradientReduction takes them.
-ReductionSchedule SchedulePipelineComm(std::span<const ComputeTask> tasks, std::span<const PipelineTransfer> transfers,
-                                       std::span<const std::vector<uint32_t>> bucket_buffers,
-                                       std::span<const int64_t> ready_at);
+Result<ReductionSchedule> SchedulePipelineComm(std::span<const ComputeTask> tasks,
+                                               std::span<const PipelineTransfer> transfers,
+                                               std::span<const std::vector<uint32_t>> bucket_buffers,
+                                               std::span<const int64_t> ready_at);
 
 }  // namespace sinkrt::host::parallel

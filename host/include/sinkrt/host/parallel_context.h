@@ -86,9 +86,11 @@ struct ParallelContext {
   // MindSpore's pipeline_stages and pipeline_config's pipeline_scheduler
   // ("1f1b" or "gpipe"; docs/pipeline.md). The micro-batches
   // (PipelineCell's micro_size) and the layers' stages (cell.pipeline_stage)
-  // belong to the network: ModelOptions and CompileOptions::pipeline. Today
-  // the stages run under data_parallel: each stage's device_num /
-  // pipeline_stages ranks are replicas of it.
+  // belong to the network: ModelOptions and CompileOptions::pipeline. The
+  // stages run under data_parallel (each stage's device_num /
+  // pipeline_stages ranks are replicas of it) or semi_auto_parallel (the
+  // stage's ops are partitioned over them with their strategies, every rank
+  // reading the whole batch); auto_parallel is not supported with them yet.
   int pipeline_stages = 1;
   std::string pipeline_scheduler = "1f1b";
 
