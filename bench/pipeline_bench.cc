@@ -1,7 +1,7 @@
 // Pipeline stages (issue 19) against one device and data parallel, on
 // worlds of in-process devices, and the 1F1B bubble against its formula.
 //
-//   BM_World/net/stages/replicas/micro/threads
+//   BM_World/net/stages/replicas/micro/threads/semi
 //       train_step of `net` (0: the zoo ViT, host::MakeVitNetwork, Adam
 //       1e-3; 1: a deep MLP 784-512x6-10, 7 layers, Momentum 0.01/0.9) at
 //       global batch 64 on stages x replicas in-process devices, each
@@ -11,10 +11,15 @@
 //         stages S, replicas R      S pipeline stages (1F1B, `micro`
 //                                   micro-batches), each stage data parallel
 //                                   over R replicas
+//       With semi 1 the R ranks of each stage (or of the whole world,
+//       without stages) are not replicas: SEMI_AUTO_PARALLEL splits the
+//       layers over them with the "model" preset (Megatron's column/row
+//       pairs), and every rank reads the whole batch.
 //       Every device is compiled for its rank with host::Compile and driven
 //       as Model drives it: a feeder thread per queue pushes the batches
 //       (the first stage gets the images, the last the labels; a replica
-//       gets its 64 / R rows) beside one RunSink of kSteps steps.
+//       gets its 64 / R rows, a semi-auto rank all 64) beside one RunSink
+//       of kSteps steps.
 //
 // One iteration is one sink of kSteps steps on every rank at once; one
 // untimed sink warms up first (the arenas' first touch, the kernels' first
@@ -67,6 +72,7 @@
 #include "sinkrt/device/executor.h"  // AvailableCores
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
+#include "sinkrt/host/shard_strategies.h"
 #include "support/test_models.h"
 
 namespace sinkrt {
@@ -118,6 +124,7 @@ struct Rank {
   std::unique_ptr<device::InProcessDevice> dev;
   std::optional<host::CompiledStream> compiled;  // no default: a stream is only ever a verified one
   int stage = 0, replica = 0;
+  int64_t first_row = 0;  // of each global batch, the first this rank reads
   DeviceTiming sum;  // over the timed sinks
 };
 
@@ -130,7 +137,7 @@ Status RunFedSink(Rank& rank, const testing::SyntheticData& data, int64_t rows, 
       for (uint32_t i = 0; i < steps; ++i) {
         // 8 distinct global batches, as bench/fed_sink.h cycles; a replica
         // reads its share of rows of each.
-        const int64_t first = (i % 8) * kGlobalBatch + rank.replica * rows;
+        const int64_t first = (i % 8) * kGlobalBatch + rank.first_row;
         std::vector<ConstBytes> cols;
         for (const std::string& c : columns) {
           if (c == "image")
@@ -175,8 +182,9 @@ void BM_World(benchmark::State& state) {
   const int replicas = static_cast<int>(state.range(2));
   const int micro = static_cast<int>(state.range(3));
   const int threads = static_cast<int>(state.range(4));
+  const bool semi = state.range(5) != 0;
   const int world = stages * replicas;
-  const int64_t rows = kGlobalBatch / replicas;  // one replica's batch
+  const int64_t rows = semi ? kGlobalBatch : kGlobalBatch / replicas;  // what one rank reads
 
   std::vector<Rank> ranks(world);
   std::vector<PeerEndpoint> members;
@@ -184,6 +192,7 @@ void BM_World(benchmark::State& state) {
     ranks[r].dev = std::make_unique<device::InProcessDevice>(Threads(threads));
     ranks[r].stage = r / replicas;  // MindSpore's layout: stage k holds ranks [k·R, (k+1)·R)
     ranks[r].replica = r % replicas;
+    ranks[r].first_row = semi ? 0 : ranks[r].replica * rows;
     if (world > 1) {
       auto e = ranks[r].dev->Endpoint();
       if (!e.ok()) return state.SkipWithError(e.status().ToString().c_str());
@@ -199,16 +208,19 @@ void BM_World(benchmark::State& state) {
     o.eval_program = false;
     o.predict_program = false;
     if (world > 1) {
-      o.parallel_mode = host::ParallelMode::DataParallel;
+      o.parallel_mode = semi ? host::ParallelMode::SemiAutoParallel : host::ParallelMode::DataParallel;
       o.world_size = static_cast<uint32_t>(world);
       o.rank = static_cast<uint32_t>(r);
       o.gradients_mean = true;
+      o.full_batch = semi;
     }
     if (stages > 1) {
       o.pipeline.stages = stages;
       o.pipeline.micro_size = micro;
     }
-    SINKRT_ASSIGN_OR_RETURN(host::CompiledStream cs, host::Compile(Network(net, rows), o));
+    host::Graph g = Network(net, rows);
+    if (semi) SINKRT_RETURN_IF_ERROR(host::ApplyShardStrategy("model", g, replicas));
+    SINKRT_ASSIGN_OR_RETURN(host::CompiledStream cs, host::Compile(g, o));
     rank.compiled = std::move(cs);
     SINKRT_RETURN_IF_ERROR(rank.dev->Load(rank.compiled->stream).status());
     return Status::Ok();
@@ -293,29 +305,32 @@ void BM_World(benchmark::State& state) {
 struct Layout {
   const char* name;
   int stages, replicas, micro, threads;
+  int semi = 0;
 };
 const Layout kLayouts[] = {
     {"one device, 1 thread", 1, 1, 0, 1},  {"one device, 2 threads", 1, 1, 0, 2},
     {"data parallel x2", 1, 2, 0, 1},      {"2 stages, M=8", 2, 1, 8, 1},
     {"data parallel x4", 1, 4, 0, 1},      {"4 stages, M=8", 4, 1, 8, 1},
     {"2 stages x 2 replicas, M=8", 2, 2, 8, 1},
+    {"model parallel x2 (semi)", 1, 2, 0, 1, 1},
+    {"2 stages x model x2, M=8", 2, 2, 8, 1, 1},
 };
 const int kBubbleMicro[] = {4, 8, 16};
 
-std::string Name(int net, int stages, int replicas, int micro, int threads) {
+std::string Name(int net, int stages, int replicas, int micro, int threads, int semi = 0) {
   return "BM_World/net:" + std::to_string(net) + "/stages:" + std::to_string(stages) +
          "/replicas:" + std::to_string(replicas) + "/micro:" + std::to_string(micro) +
-         "/threads:" + std::to_string(threads);
+         "/threads:" + std::to_string(threads) + "/semi:" + std::to_string(semi);
 }
 
 void Register() {
   auto* b = benchmark::RegisterBenchmark("BM_World", BM_World);
-  b->ArgNames({"net", "stages", "replicas", "micro", "threads"});
+  b->ArgNames({"net", "stages", "replicas", "micro", "threads", "semi"});
   for (int net : {0, 1}) {
-    for (const Layout& l : kLayouts) b->Args({net, l.stages, l.replicas, l.micro, l.threads});
+    for (const Layout& l : kLayouts) b->Args({net, l.stages, l.replicas, l.micro, l.threads, l.semi});
     for (int s : {2, 4})
       for (int m : kBubbleMicro)
-        if (m != 8) b->Args({net, s, 1, m, 1});  // M=8 is in the rows above
+        if (m != 8) b->Args({net, s, 1, m, 1, 0});  // M=8 is in the rows above
   }
   b->Iterations(kTimedSinks)->Unit(benchmark::kMillisecond)->UseRealTime();
 }
@@ -336,7 +351,7 @@ void PrintSummary(const RecordingReporter& rep) {
     const double work1 = rep.Median(Name(net, 1, 1, 0, 1), "work_ms");
     const double cpu1 = rep.Median(Name(net, 1, 1, 0, 1), "cpu_ms");
     for (const Layout& l : kLayouts) {
-      const std::string n = Name(net, l.stages, l.replicas, l.micro, l.threads);
+      const std::string n = Name(net, l.stages, l.replicas, l.micro, l.threads, l.semi);
       const double step = rep.Median(n, "step_ms");
       if (step < 0) continue;
       const int devices = l.stages * l.replicas;
