@@ -95,6 +95,17 @@ class SinkrunTest : public ::testing::Test {
     return lines;
   }
 
+  // The first `epochs` lines of two --report files (one per epoch, then
+  // "end") have the same loss within 1e-5 relative.
+  static void ExpectEpochLossesNear(const std::vector<json>& got, const std::vector<json>& want, int epochs) {
+    ASSERT_EQ(got.size(), static_cast<size_t>(epochs) + 1);
+    ASSERT_EQ(want.size(), static_cast<size_t>(epochs) + 1);
+    for (int e = 0; e < epochs; ++e) {
+      const double w = want[e]["loss"].get<double>();
+      EXPECT_NEAR(got[e]["loss"].get<double>(), w, 1e-5 * std::abs(w)) << "epoch " << e;
+    }
+  }
+
   // A command line that must be refused before any training: non-zero
   // exit, an error on stderr naming `expect`, nothing trained or compiled.
   void ExpectRefused(const std::string& args, const std::string& expect, int code = 2) {
@@ -1085,12 +1096,8 @@ TEST_F(SinkrunSinkdTest, AutoParallelVitOnTwoDaemonsTracksOneDevice) {
 
   RunResult one = Run(common + " --batch 16 --lr " + std::to_string(0.05 * dp) + ReportFlag());
   ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
-  const std::vector<json> want = ReadReport();
-  ASSERT_EQ(want.size(), 3u);
-  for (int e = 0; e < 2; ++e) {
-    const double w = want[e]["loss"].get<double>();
-    EXPECT_NEAR(lines[e]["loss"].get<double>(), w, 1e-5 * std::abs(w)) << "epoch " << e << ", DP " << dp;
-  }
+  SCOPED_TRACE("DP " + std::to_string(dp));
+  ExpectEpochLossesNear(lines, ReadReport(), 2);
 }
 
 // Pipeline stages through sinkrun (issue 19; docs/pipeline.md): 2 stages of
@@ -1202,6 +1209,37 @@ TEST_F(SinkrunTest, PipelineBadFlagsAreRefused) {
                 "--strategy 2x2: strategy preset '2x2' needs DP x MP = 4 devices, the job has 2");
 }
 
+// Gradient accumulation through sinkrun (docs/grad_accumulation.md): two
+// data-parallel daemons, each stepping on 4 batches of 8, train as one
+// device on batches of 64; the steps count optimizer steps.
+TEST_F(SinkrunSinkdTest, GradAccumulationOnTwoDaemonsTracksOneDeviceAtTheGlobalBatch) {
+  const std::string common = " --model mlp --data synthetic:512 --epochs 2 --threads 1";
+  RunResult r = Run("train" + common + " --batch 8 --grad-accumulation 4 --devices 2 --parallel data_parallel "
+                    "--gradients-mean true --sinkd '" + std::string(kSinkd) + "'" + ReportFlag());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("batch 8 per rank (global 64), 4 batches per optimizer step (gradient accumulation), 2 epochs "
+                       "of 8 steps"),
+            std::string::npos)
+      << r.out;
+  const std::vector<json> got = ReadReport();
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0]["steps"], 8) << got[0].dump();
+  EXPECT_EQ(got[0]["host_round_trips"], 1) << got[0].dump();
+  EXPECT_EQ(got[2]["global_batch_size"], 64) << got[2].dump();
+  std::error_code ec;
+  fs::remove(Report(), ec);
+
+  RunResult one = Run("train" + common + " --batch 64" + ReportFlag());
+  ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
+  ExpectEpochLossesNear(got, ReadReport(), 2);
+  fs::remove(Report(), ec);
+  ExpectRefused("train" + common + " --batch 8 --grad-accumulation 100",
+                "--grad-accumulation 100 needs that many batches of --batch 8 per pass, but a pass has 64 batches");
+  ExpectRefused("train" + common + " --batch 8 --grad-accumulation 2 --devices 4 --parallel data_parallel "
+                "--pipeline-stages 2 --micro-size 2",
+                "grad_accumulation_step 2 with pipeline_stages 2 is not supported");
+}
+
 // SEMI_AUTO_PARALLEL inside the stages through sinkrun: 2 stages of 2
 // daemons each, the MLP's layers split Megatron's way inside each, every
 // rank reading the batch of 32. It trains like one device at that batch.
@@ -1224,12 +1262,7 @@ TEST_F(SinkrunSinkdTest, SemiAutoPipelineStagesOnFourDaemonsTrackOneDevice) {
 
   RunResult one = Run(common + ReportFlag());
   ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
-  const std::vector<json> want = ReadReport();
-  ASSERT_EQ(want.size(), 3u);
-  for (int e = 0; e < 2; ++e) {
-    const double w = want[e]["loss"].get<double>();
-    EXPECT_NEAR(got[e]["loss"].get<double>(), w, 1e-5 * std::abs(w)) << "epoch " << e;
-  }
+  ExpectEpochLossesNear(got, ReadReport(), 2);
 }
 
 // The built-in networks read only "image" and leave the loss to Model.

@@ -52,6 +52,9 @@ struct ParallelFlags {
   std::string pipeline_scheduler = "1f1b";
   bool pipeline_scheduler_given = false;
   std::string stage_of;
+  // --grad-accumulation K (MindSpore's grad_accumulation_step; stand_alone
+  // and data_parallel).
+  int grad_accumulation = 1;
 };
 
 // A byte count as --device-memory takes it: plain bytes ("8589934592"), or
@@ -132,6 +135,7 @@ inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) 
   context.full_batch = f.full_batch;
   context.pipeline_stages = f.pipeline_stages;
   context.pipeline_scheduler = f.pipeline_scheduler;
+  context.grad_accumulation_step = f.grad_accumulation;
   if (f.pipeline_stages == 1 && (f.micro_size_given || f.pipeline_scheduler_given || !f.stage_of.empty()))
     return InvalidArgument("--micro-size, --pipeline-scheduler and --stage-of apply with --pipeline-stages above 1");
   if (!f.stage_of.empty()) {
@@ -180,9 +184,15 @@ inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) 
   return context;
 }
 
-// The command-line flags of a pipeline, for sinkc and sinkrun train.
+// The command-line flags of a pipeline and of gradient accumulation, for
+// sinkc and sinkrun train.
 template <typename App>
 void AddPipelineFlags(App& app, ParallelFlags& f) {
+  app.add_option("--grad-accumulation", f.grad_accumulation,
+                 "K: one optimizer step is K batches of --batch, their gradients summed on the device before one "
+                 "reduction and one update (MindSpore's grad_accumulation_step; stand_alone and data_parallel; "
+                 "steps and --sink-size count optimizer steps; docs/grad_accumulation.md)")
+      ->check(PositiveInteger());
   app.add_option("--pipeline-stages", f.pipeline_stages,
                  "data_parallel or semi_auto_parallel: cut the network into S pipeline stages of devices/S ranks "
                  "each (MindSpore's pipeline_stages; docs/pipeline.md); under semi_auto_parallel --strategy is for "

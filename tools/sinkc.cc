@@ -234,7 +234,8 @@ int Run(const Flags& f, const CLI::App& app) {
                                              .micro_size_given = app.count("--micro-size") > 0,
                                              .pipeline_scheduler = f.pipe.pipeline_scheduler,
                                              .pipeline_scheduler_given = app.count("--pipeline-scheduler") > 0,
-                                             .stage_of = f.pipe.stage_of});
+                                             .stage_of = f.pipe.stage_of,
+                                             .grad_accumulation = f.pipe.grad_accumulation});
   if (!context.ok()) return Usage(context.status().message());
   const bool auto_parallel = context->mode == host::ParallelMode::AutoParallel;
   // Only a search has choices to explain; semi_auto_parallel compiles the
@@ -296,6 +297,7 @@ int Run(const Flags& f, const CLI::App& app) {
   }
   co.queue_capacity = f.queue_capacity;
   co.world_size = static_cast<uint32_t>(f.devices);
+  co.grad_accumulation = context->grad_accumulation_step;
   co.eval_program = true;
   co.predict_program = !file->graph.outputs().empty();
   if (context->mode == host::ParallelMode::DataParallel) {

@@ -70,6 +70,7 @@ struct TrainFlags {
   int micro_size = 1;
   std::string pipeline_scheduler = "1f1b";
   std::string stage_of;
+  int grad_accumulation = 1;  // --grad-accumulation K
   // --profile DIR [--profile-steps A:B] [--profile-every K] [--profile-keep N]
   std::string profile;
   std::string profile_steps;

@@ -175,6 +175,11 @@ int main(int argc, char** argv) {
   train->add_option("--stage-of", f.stage_of,
                     "with --pipeline-stages: LAYER=k,... puts the ops in name scope LAYER in stage k "
                     "(cell.pipeline_stage); default: contiguous stages of about equal estimated cost");
+  train->add_option("--grad-accumulation", f.grad_accumulation,
+                    "K: one optimizer step is K batches of --batch, their gradients summed on the device before one "
+                    "reduction and one update (MindSpore's grad_accumulation_step; stand_alone and data_parallel; "
+                    "steps and --sink-size count optimizer steps; docs/grad_accumulation.md)")
+      ->check(tools::PositiveInteger());
   train->add_option("--profile", f.profile,
                     "record the run and write its timeline and summary into DIR (docs/profiler.md)");
   train->add_option("--profile-steps", f.profile_steps, "with --profile: record steps A to B only, counted from 1 (A:B)");

@@ -402,6 +402,7 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     context.comm_fusion = job->options.comm_fusion;
     context.pipeline_stages = job->options.pipeline.stages;
     context.pipeline_scheduler = job->options.pipeline.scheduler;
+    context.grad_accumulation_step = job->options.grad_accumulation;
   } else {
     auto parsed = tools::ParseParallelFlags(
         {.parallel = f.parallel,
@@ -425,7 +426,8 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
          .micro_size_given = cmd.count("--micro-size") > 0,
          .pipeline_scheduler = f.pipeline_scheduler,
          .pipeline_scheduler_given = cmd.count("--pipeline-scheduler") > 0,
-         .stage_of = f.stage_of});
+         .stage_of = f.stage_of,
+         .grad_accumulation = f.grad_accumulation});
     if (!parsed.ok()) return Usage(parsed.status().message());
     context = *parsed;
     // The compile would refuse it too, but only once the daemons run.
@@ -549,12 +551,6 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     Status writable = CheckCheckpointPath(f.save_checkpoint);
     if (!writable.ok()) return Failure("--save-checkpoint " + writable.message());
   }
-  std::unique_ptr<host::ReportCallback> report;
-  if (!f.report.empty()) {
-    auto r = host::ReportCallback::Create(f.report);
-    if (!r.ok()) return Failure("--report: " + r.status().message());
-    report = std::move(r).value();
-  }
 
   // Each rank (each data-parallel group under semi_auto_parallel) takes
   // every data_groups-th sample: a pass has this many steps.
@@ -565,16 +561,32 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
                  (semi_auto || auto_parallel ? " data-parallel groups" : " devices") + " needs more than the " +
                  Counted(train_samples, "training sample"));
 
+  // Gradient accumulation: a step takes K batches (of each rank's).
+  const int64_t per_step = context.grad_accumulation_step;
+  const int64_t pass_steps = (data_groups > 1 ? rank_batches : batches) / per_step;
+  if (pass_steps < 1)
+    return Usage("--grad-accumulation " + std::to_string(per_step) + " needs that many batches of --batch " +
+                 std::to_string(batch) + " per pass, but a pass has " +
+                 std::to_string(data_groups > 1 ? rank_batches : batches) + " batches" +
+                 (data_groups > 1 ? " per rank" : ""));
+  // The report file is created last, so that a refused run leaves none.
+  std::unique_ptr<host::ReportCallback> report;
+  if (!f.report.empty()) {
+    auto r = host::ReportCallback::Create(f.report);
+    if (!r.ok()) return Failure("--report: " + r.status().message());
+    report = std::move(r).value();
+  }
+
   // Last of the checks: starting or reaching a daemon is the costliest.
   auto opened = OpenDevices(f, launch, devices, table, argv0);
   if (!opened.ok()) return Failure(opened.status().message());
   TrainDevices& dev = *opened;
 
   const bool sink = !f.no_sink;
-  const int64_t pass_steps = data_groups > 1 ? rank_batches : batches;
   const int64_t steps_per_epoch = sink && f.sink_size > 0 ? f.sink_size : pass_steps;
   const int64_t global_batch =
-      semi_auto || semi_auto_streams || auto_parallel ? graph_batch : batch * (devices / context.pipeline_stages);
+      per_step * (semi_auto || semi_auto_streams || auto_parallel ? graph_batch
+                                                                   : batch * (devices / context.pipeline_stages));
   std::string batch_text;
   if (auto_parallel)
     batch_text = (f.full_batch ? std::string(" on every rank (full batch")
@@ -600,6 +612,9 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
                  context.pipeline_scheduler + ")";
   else if (devices > 1)
     batch_text = " per rank (global " + std::to_string(global_batch) + ")";
+  if (per_step > 1)
+    batch_text += ", " + std::to_string(per_step) + " batches per optimizer step (gradient accumulation" +
+                  (devices > 1 ? "" : "; " + std::to_string(global_batch) + " samples") + ")";
   std::cout << "sinkrun: " << network << " on " << data->describe() << ": " << train_samples << " training, "
             << Counted(test_raw->get_dataset_size(), "test sample") << "; batch " << batch << batch_text << ", "
             << Counted(f.epochs, "epoch") << " of " << Counted(steps_per_epoch, "step") << ", "

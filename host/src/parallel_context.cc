@@ -286,6 +286,19 @@ Status ParallelContext::Validate(const std::vector<ParallelMode>& supported) con
     return Unimplemented(
         "full_batch=True (dataset_strategy 'full_batch') is not supported with data_parallel: every rank reads "
         "its own shard of the batch. It will be supported with semi_auto_parallel; set full_batch=False.");
+  if (grad_accumulation_step < 1 || grad_accumulation_step > 1024)
+    return InvalidArgument("The context configuration parameter 'grad_accumulation_step' must be in [1, 1024], but "
+                           "got " + std::to_string(grad_accumulation_step) + ".");
+  if (grad_accumulation_step > 1) {
+    if (pipeline_stages > 1)
+      return Unimplemented("grad_accumulation_step " + std::to_string(grad_accumulation_step) +
+                           " with pipeline_stages " + std::to_string(pipeline_stages) +
+                           " is not supported: the pipeline's micro_size already accumulates gradients.");
+    if (mode == ParallelMode::SemiAutoParallel || mode == ParallelMode::AutoParallel)
+      return Unimplemented("grad_accumulation_step " + std::to_string(grad_accumulation_step) +
+                           " with parallel_mode " + name +
+                           " is not supported by this build yet: it runs under stand_alone and data_parallel.");
+  }
   if (pipeline_stages > 1) {
     if (mode == ParallelMode::StandAlone)
       return InvalidArgument("pipeline_stages " + std::to_string(pipeline_stages) +

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "compiler/accumulation.h"
 #include "compiler/compile_pipeline.h"
 #include "compiler/graph_hash.h"
 #include "compiler/lowering.h"
@@ -35,6 +36,18 @@ Status CheckOptions(const CompileOptions& o) {
   if (o.queue_capacity < 1 || o.queue_capacity > 4096)
     return InvalidArgument("compile: queue_capacity " + std::to_string(o.queue_capacity) +
                            " must be in [1, 4096]");
+  if (o.grad_accumulation < 1 || o.grad_accumulation > 1024)
+    return InvalidArgument("compile: grad_accumulation " + std::to_string(o.grad_accumulation) +
+                           " must be in [1, 1024]");
+  if (o.grad_accumulation > 1 && o.pipeline.stages > 1)
+    return Unimplemented("compile: grad_accumulation " + std::to_string(o.grad_accumulation) +
+                         " with pipeline_stages " + std::to_string(o.pipeline.stages) +
+                         " is not supported: the pipeline's micro_size already accumulates gradients over "
+                         "micro-batches");
+  if (o.grad_accumulation > 1 && (o.parallel_mode == ParallelMode::SemiAutoParallel ||
+                                  o.parallel_mode == ParallelMode::AutoParallel))
+    return Unimplemented("compile: grad_accumulation with " + std::string(ParallelModeName(o.parallel_mode)) +
+                         " is not supported yet (stand_alone and data_parallel are)");
   // MindSpore's context checks and messages.
   SINKRT_RETURN_IF_ERROR(ParallelContextFor(o).Validate({ParallelMode::StandAlone, ParallelMode::DataParallel,
                                                          ParallelMode::SemiAutoParallel, ParallelMode::AutoParallel}));
@@ -255,7 +268,8 @@ Result<CompiledStream> EmitStream(const Graph& forward, const CompileOptions& op
     gb.bytes = plan.offsets[last] + lowered.buffers[last].bytes - gb.offset;
     r.buckets.push_back(std::move(gb));
   }
-  for (TensorId t : tg.inputs) out.input_columns.push_back(tg.graph.tensor(t).name);
+  for (TensorId t : tg.train_inputs.empty() ? tg.inputs : tg.train_inputs)
+    out.input_columns.push_back(tg.graph.tensor(t).name);
   for (TensorId t : tg.predict_inputs) out.predict_columns.push_back(tg.graph.tensor(t).name);
   return out;
 }
@@ -375,10 +389,14 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
     for (int a : l.partial) slices *= parallel::AxisSize(l.device_matrix, a);
     loss_seed = 1.0f / static_cast<float>(slices);
   }
+  // Gradient accumulation: the gradient of the K batches' mean loss.
+  const int accumulate = options.grad_accumulation;
   SINKRT_ASSIGN_OR_RETURN(
       compiler::TrainingGraph tg,
       compiler::BuildTrainingGraph(sharded ? local->graph : forward, options.optimizer, options.eval_program,
-                                   options.predict_program, /*accuracy_from_loss=*/sharded, loss_seed));
+                                   options.predict_program, /*accuracy_from_loss=*/sharded,
+                                   loss_seed / static_cast<float>(accumulate)));
+  if (accumulate > 1) SINKRT_RETURN_IF_ERROR(compiler::AccumulateGradients(tg, accumulate));
   std::vector<std::vector<uint32_t>> grad_groups;
   if (sharded) {
     for (const ParamGrad& pg : tg.grads) {

@@ -78,6 +78,10 @@ uint64_t StreamHash(uint64_t graph_hash, const CompileOptions& o) {
       h.I64(stage);
     }
   }
+  if (o.grad_accumulation > 1) {
+    h.String("grad_accumulation");
+    h.I64(o.grad_accumulation);
+  }
   // How the batch reaches the ranks changes their streams (queue shapes,
   // slices); only semi_auto_parallel has a say.
   if (o.parallel_mode == ParallelMode::SemiAutoParallel) {

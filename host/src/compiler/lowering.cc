@@ -269,7 +269,7 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
   SINKRT_ASSIGN_OR_RETURN(GraphFacts facts, AnalyseGraph(tg));
 
   std::vector<ProgramPlan> plans;
-  plans.push_back({fb::ProgramKind::TrainStep, "train_step", "train", tg.inputs,
+  plans.push_back({fb::ProgramKind::TrainStep, "train_step", "train", tg.train_inputs.empty() ? tg.inputs : tg.train_inputs,
                    PlanKernels(g, facts, tg.train_program, options.fuse), tg.train_reports});
   if (options.eval_program)
     plans.push_back({fb::ProgramKind::EvalStep, "eval_step", "eval", tg.inputs,

@@ -79,6 +79,7 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
   tg.loss = g.loss();
 
   SINKRT_ASSIGN_OR_RETURN(tg.grads, AppendBackward(g, tg.loss, loss_seed), GraphContext(forward) + ": backward");
+  tg.backward_ops = g.ops().size();
   SINKRT_RETURN_IF_ERROR(AppendOptimizer(g, tg.grads, optimizer), GraphContext(forward) + ": optimizer");
   SINKRT_RETURN_IF_ERROR(g.status(), GraphContext(forward));
   tg.train_ops = g.ops().size();

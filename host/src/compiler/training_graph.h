@@ -30,6 +30,12 @@ struct TrainingGraph {
   std::vector<TensorId> predict_reports;  // [outputs()[0]]
   std::vector<ParamGrad> grads;
   std::vector<TensorId> inputs;       // Input tensors in creation order: the queue columns
+  // train_step's queue columns when they are not `inputs` (gradient
+  // accumulation, compiler/accumulation.h: K batches' Inputs in turn).
+  std::vector<TensorId> train_inputs;
+  // Ops [forward_ops, backward_ops) are the backward pass, [backward_ops,
+  // train_ops) the optimizer update.
+  size_t backward_ops = 0;
   TensorId loss = kInvalidTensor;
   TensorId accuracy = kInvalidTensor; // eval's correct-prediction count, if any
   std::vector<TensorId> train_reports;  // [loss]

@@ -43,6 +43,7 @@ Json OptionsToJson(const CompileOptions& o) {
                             {"scheduler", o.pipeline.scheduler},
                             {"stage_of", std::move(stage_of)}};
   }
+  if (o.grad_accumulation > 1) parallel["grad_accumulation_step"] = o.grad_accumulation;
   return {{"optimizer", std::move(optimizer)},
           {"queue_capacity", o.queue_capacity},
           {"arena_alignment", o.arena_alignment},
@@ -209,6 +210,12 @@ Result<Manifest> ParseManifest(const std::string& text, const std::string& path)
     o.pipeline.micro_size = rd.Get<int>(pipe, "micro_size", "options.parallel.pipeline");
     o.pipeline.scheduler = rd.Get<std::string>(pipe, "scheduler", "options.parallel.pipeline");
     o.pipeline.stage_of = rd.Get<std::vector<std::pair<std::string, int>>>(pipe, "stage_of", "options.parallel.pipeline");
+  }
+  if (rd.status.ok() && parallel.is_object() && parallel.contains("grad_accumulation_step")) {
+    o.grad_accumulation = rd.Get<int>(parallel, "grad_accumulation_step", "options.parallel");
+    if (rd.status.ok() && (o.grad_accumulation < 1 || o.grad_accumulation > 1024))
+      return InvalidArgument(path + ": options.parallel.grad_accumulation_step " +
+                             std::to_string(o.grad_accumulation) + " must be in [1, 1024]");
   }
 
   const Json ranks = rd.Get<Json>(j, "ranks", "");

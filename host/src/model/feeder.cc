@@ -1,5 +1,6 @@
 #include "model/feeder.h"
 
+#include <algorithm>
 #include <chrono>
 #include <span>
 #include <system_error>
@@ -89,34 +90,41 @@ double Feeder::wait_ms(int64_t index) const {
 }
 
 void Feeder::Run() {
-  Row row;
-  std::vector<ConstBytes> spans(plan_.columns.size());
-  std::vector<std::vector<uint8_t>> cut(plan_.columns.size());
+  const size_t width = plan_.columns.size();
+  const size_t group = static_cast<size_t>(std::max<int64_t>(1, plan_.group));
+  std::vector<Row> rows(group);
+  std::vector<ConstBytes> spans(width * group);
+  std::vector<std::vector<uint8_t>> cut(width * group);
   for (int64_t i = 0; i < plan_.count && !stop_.load(); ++i) {
-    const int64_t global = plan_.start_batch + i;
-    const int64_t t0 = NowNs();
-    Status st = it_->Next(&row);
-    wait_ns_[static_cast<size_t>(i / plan_.batches_per_epoch)] += NowNs() - t0;
-    if (!st.ok()) {
-      Fail(st.WithContext("dataset batch " + std::to_string(global)));
-      return;
-    }
-    st = CheckBatch(plan_, row, global);
-    if (!st.ok()) {
-      Fail(st);
-      return;
-    }
-    for (size_t c = 0; c < spans.size(); ++c) {
-      const Tensor& t = row[plan_.source[c]];
-      if (c < plan_.blocks.size() && plan_.blocks[c]) {
-        cut[c] = ExtractBlock(t.data.data(), *plan_.blocks[c]);
-        spans[c] = cut[c];
-      } else {
-        spans[c] = t.bytes();
+    const int64_t first = plan_.start_batch + i * static_cast<int64_t>(group);
+    for (size_t k = 0; k < group; ++k) {
+      const int64_t global = first + static_cast<int64_t>(k);
+      Row& row = rows[k];
+      const int64_t t0 = NowNs();
+      Status st = it_->Next(&row);
+      wait_ns_[static_cast<size_t>(i / plan_.batches_per_epoch)] += NowNs() - t0;
+      if (!st.ok()) {
+        Fail(st.WithContext("dataset batch " + std::to_string(global)));
+        return;
+      }
+      st = CheckBatch(plan_, row, global);
+      if (!st.ok()) {
+        Fail(st);
+        return;
+      }
+      for (size_t c = 0; c < width; ++c) {
+        const Tensor& t = row[plan_.source[c]];
+        const size_t at = k * width + c;
+        if (c < plan_.blocks.size() && plan_.blocks[c]) {
+          cut[at] = ExtractBlock(t.data.data(), *plan_.blocks[c]);
+          spans[at] = cut[at];
+        } else {
+          spans[at] = t.bytes();
+        }
       }
     }
     const int64_t push_start = NowNs();
-    st = device_.PushBatch(plan_.queue, spans);
+    Status st = device_.PushBatch(plan_.queue, spans);
     if (plan_.profile) {
       HostEvent e;
       e.kind = HostEvent::Kind::kPush;
@@ -124,12 +132,12 @@ void Feeder::Run() {
       e.queue = plan_.queue;
       e.begin_ns = push_start;
       e.end_ns = NowNs();
-      e.arg = static_cast<uint64_t>(global);
+      e.arg = static_cast<uint64_t>(first);
       plan_.profile->AddHost(e);
     }
     if (!st.ok()) {
       // A push refused because Stop cleared the queue is the stop itself.
-      if (!stop_.load()) Fail(st.WithContext("pushing dataset batch " + std::to_string(global)));
+      if (!stop_.load()) Fail(st.WithContext("pushing dataset batch " + std::to_string(first)));
       return;
     }
     ++pushed_;

@@ -27,11 +27,14 @@ struct ProfileSession;
 
 struct FeedPlan {
   uint32_t queue = 0;
-  std::vector<ColumnSpec> columns;  // the queue's, per-batch shapes
+  std::vector<ColumnSpec> columns;  // one batch's columns in the queue, per-batch shapes
   std::vector<size_t> source;       // queue column c is dataset column source[c]
-  int64_t start_batch = 0;
-  int64_t count = 0;
-  int64_t batches_per_epoch = 1;    // data-wait time is accounted per epoch
+  // Dataset batches per queue entry (gradient accumulation's K): an entry
+  // holds `columns` of each of them in turn.
+  int64_t group = 1;
+  int64_t start_batch = 0;          // in dataset batches
+  int64_t count = 0;                // queue entries
+  int64_t batches_per_epoch = 1;    // entries; data-wait time is accounted per epoch
   // Per column (SEMI_AUTO_PARALLEL): the block of each batch column this
   // rank's queue holds when it is split inside a row; nullopt: all of it.
   std::vector<std::optional<Block>> blocks;

@@ -88,6 +88,9 @@ void FindEvalReports(const VerifiedStream& view, int* loss_report, int* accuracy
     if (!train.empty() && eval[i] == train[0]) *loss_report = static_cast<int>(i);
     if (eval[i] == accuracy_buffer) *accuracy_report = static_cast<int>(i);
   }
+  // With gradient accumulation train_step reports the mean of its
+  // micro-steps' losses, another buffer; eval_step reports the loss first.
+  if (*loss_report < 0 && !eval.empty() && eval[0] != accuracy_buffer) *loss_report = 0;
 }
 
 // eval_step's ArgMaxAccuracy input: the rows of the logits it counts, local
@@ -266,6 +269,7 @@ Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, Optim
     co.device_memory = pc.device_memory_capacity;
     co.calibration = pc.calibration_file;
   }
+  co.grad_accumulation = pc.grad_accumulation_step;
   if (pc.pipeline_stages > 1) {
     co.pipeline = {.stages = pc.pipeline_stages,
                    .micro_size = options.micro_size,
@@ -332,6 +336,12 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
                              std::to_string(co.world_size) + " devices, but the context asks for " +
                              ParallelModeName(asked.mode) + " on " + std::to_string(asked.device_num));
   }
+  // A job's streams fix its accumulation; a context that names another
+  // one is a mistake (1, the default, takes the job's).
+  if (asked.grad_accumulation_step != 1 && asked.grad_accumulation_step != co.grad_accumulation)
+    return InvalidArgument(context + " was compiled for grad_accumulation_step " +
+                           std::to_string(co.grad_accumulation) + ", but the context asks for " +
+                           std::to_string(asked.grad_accumulation_step));
   ParallelContext pc;
   pc.mode = compiled_mode;
   pc.device_num = static_cast<int>(co.world_size);
@@ -342,6 +352,7 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
   pc.dataset_strategy = co.dataset_strategy;
   pc.pipeline_stages = co.pipeline.stages;
   pc.pipeline_scheduler = co.pipeline.scheduler;
+  pc.grad_accumulation_step = co.grad_accumulation;
   if (planned) {
     pc.search_mode = job.auto_parallel->search_mode;
     pc.device_memory_capacity = co.device_memory;
@@ -361,6 +372,11 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
   impl->eval_queue = FindQueue(stream, "eval");
   impl->predict_queue = FindQueue(stream, "predict");
   if (impl->train_queue.index < 0) return InvalidArgument(context + " has no Input: Model trains on dataset columns");
+  impl->accumulation = co.grad_accumulation;
+  if (impl->accumulation > 1 &&
+      impl->train_queue.columns.size() % static_cast<size_t>(impl->accumulation) != 0)
+    return Internal(context + ": train_step's queue has " + std::to_string(impl->train_queue.columns.size()) +
+                    " columns, not a multiple of grad_accumulation_step " + std::to_string(impl->accumulation));
   impl->pipeline_stages = co.pipeline.stages;
   impl->stage_sharded = sharded && co.pipeline.stages > 1;
   if (impl->pipeline_stages > 1) {

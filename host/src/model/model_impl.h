@@ -88,6 +88,9 @@ struct Model::Impl {
   // every rank of the stage, each with its slice.
   int pipeline_stages = 1;
   bool stage_sharded = false;
+  // Gradient accumulation (docs/grad_accumulation.md): dataset batches per
+  // train_step; its queue takes their columns in turn.
+  int accumulation = 1;
   std::vector<QueueInfo> rank_train_queues, rank_eval_queues;
   std::vector<bool> reports_loss;
   std::vector<std::pair<uint32_t, StateBuffer>> stage_state;

@@ -213,14 +213,19 @@ Status TrainLoop::Run(bool* stopped) {
 Status Model::train(int epoch, const Dataset& train_dataset, const std::vector<Callback*>& callbacks,
                     bool dataset_sink_mode, int sink_size, int initial_epoch) {
   Impl& m = *impl_;
+  // Gradient accumulation: a step takes K dataset batches, and the train
+  // queue one batch's columns for each of them in turn.
+  const int64_t per_step = m.accumulation;
   SINKRT_ASSIGN_OR_RETURN(
-      TrainPlan plan, ValidateTrainArgs(epoch, train_dataset, dataset_sink_mode, sink_size, initial_epoch));
+      TrainPlan plan, ValidateTrainArgs(epoch, train_dataset, dataset_sink_mode, sink_size, initial_epoch, per_step));
+  QueueInfo train_queue = m.train_queue;
+  train_queue.columns.resize(train_queue.columns.size() / static_cast<size_t>(per_step));
   for (size_t i = 0; i < callbacks.size(); ++i)
     if (!callbacks[i])
       return InvalidArgument("For 'Model.train', callbacks[" + std::to_string(i) + "] is null");
   // What the dataset must yield: the queue's columns, or under
   // SEMI_AUTO_PARALLEL the shard's batch of which each queue keeps a block.
-  QueueInfo wanted = DatasetView(m.train_queue, m.sharded ? &m.ranks[0].train : nullptr);
+  QueueInfo wanted = DatasetView(train_queue, m.sharded ? &m.ranks[0].train : nullptr);
   const bool pipelined = m.pipeline_stages > 1;
   if (pipelined) {
     // Every column some stage's queue takes: the inputs (first stage) and
@@ -258,13 +263,15 @@ Status Model::train(int epoch, const Dataset& train_dataset, const std::vector<C
   }
   if (data_parallel || (m.sharded && m.ranks[0].train.parts > 1)) {
     // Steps count the shard's batches.
-    SINKRT_ASSIGN_OR_RETURN(plan, ValidateTrainArgs(epoch, shards[0], dataset_sink_mode, sink_size, initial_epoch),
+    SINKRT_ASSIGN_OR_RETURN(plan,
+                            ValidateTrainArgs(epoch, shards[0], dataset_sink_mode, sink_size, initial_epoch, per_step),
                             "For 'Model.train', rank 0's shard");
   }
 
   FeedPlan feed = MakeFeedPlan(wanted, shards[0]);
-  SINKRT_RETURN_IF_ERROR(CheckLastBatchFull(shards[0], plan.dataset_size, feed));
-  feed.start_batch = int64_t{initial_epoch} * plan.steps_per_epoch;
+  SINKRT_RETURN_IF_ERROR(CheckLastBatchFull(shards[0], shards[0].get_dataset_size(), feed));
+  feed.group = per_step;
+  feed.start_batch = int64_t{initial_epoch} * plan.steps_per_epoch * per_step;
   feed.count = plan.total_batches();
   feed.batches_per_epoch = plan.steps_per_epoch;
   // An active Profiler records this train(): its devices' rings are sized

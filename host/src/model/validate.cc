@@ -45,7 +45,7 @@ Result<uint32_t> SinkQueueCapacity(uint32_t configured) {
 }
 
 Result<TrainPlan> ValidateTrainArgs(int epoch, const Dataset& dataset, bool dataset_sink_mode,
-                                    int sink_size, int initial_epoch) {
+                                    int sink_size, int initial_epoch, int64_t batches_per_step) {
   SINKRT_RETURN_IF_ERROR(CheckNonNegativeInt(epoch));
   SINKRT_RETURN_IF_ERROR(CheckNonNegativeInt(initial_epoch));
   if (initial_epoch >= epoch)
@@ -58,6 +58,13 @@ Result<TrainPlan> ValidateTrainArgs(int epoch, const Dataset& dataset, bool data
   plan.dataset_size = dataset.get_dataset_size();
   if (plan.dataset_size <= 0)
     return InvalidArgument("There is no valid data in dataset, please check dataset file firstly.");
+  if (batches_per_step > 1) {
+    if (plan.dataset_size < batches_per_step)
+      return InvalidArgument("For 'Model.train', the dataset has " + std::to_string(plan.dataset_size) +
+                             " batches, fewer than grad_accumulation_step " + std::to_string(batches_per_step) +
+                             ": one step needs that many.");
+    plan.dataset_size /= batches_per_step;
+  }
   // MindSpore checks sink_size in both modes, after replacing -1.
   const int64_t sink = sink_size == -1 ? plan.dataset_size : sink_size;
   if (sink < -1 || sink == 0)

@@ -79,15 +79,26 @@ struct CompileOptions {
   std::string search_transport = "shm";
   // Pipeline stages (MindSpore's pipeline_stages, PipelineCell's micro_size
   // and pipeline_config's scheduler; docs/pipeline.md). stages 1: none.
-  // With S > 1 (data_parallel only, for now), rank r compiles stage
+  // With S > 1 (data_parallel or semi_auto_parallel), rank r compiles stage
   // r / (world_size / S): its share of every micro-batch's forward and
   // backward in the schedule's order, the transfers to its neighbours on
   // the comm stream, gradients summed over micro-batches and reduced over
-  // its stage's ranks, one update per step. The network is the graph one
-  // replica trains (its batch is split into micro_size micro-batches); the
-  // first stage's queue holds the inputs, the last stage's the labels, and
-  // only the last stage reports the loss. No eval or predict program yet.
+  // its stage's ranks (data parallel) or partitioned over them (semi-auto),
+  // one update per step. The network is the graph one replica trains (its
+  // batch is split into micro_size micro-batches); the first stage's queue
+  // holds the inputs, the last stage's the labels, and only the last stage
+  // reports the loss. eval_step runs the stages forward; no predict_step.
   PipelineConfig pipeline;
+  // Gradient accumulation (MindSpore's grad_accumulation_step; docs/
+  // grad_accumulation.md): train_step runs forward and backward on K
+  // batches in turn, summing their gradients, then one reduction (data
+  // parallel) and one optimizer update. Its queue holds K batches per
+  // entry (columns "image", "label", then "mb1/image", "mb1/label", ...);
+  // the loss it reports is their mean, and the gradients are those of that
+  // mean: one step on K batches of b equals one step on a batch of K·b.
+  // eval_step and predict_step read one batch. Stand-alone and data
+  // parallel; not with pipeline stages.
+  int grad_accumulation = 1;
 };
 
 // The parallel context `options` compile under, for its checks (MindSpore's
@@ -148,8 +159,9 @@ struct CompiledStream {
   VerifiedStream stream;  // the .tstream file: stream.bytes()
   CompileReport report;
   uint64_t graph_hash = 0;
-  // Queue 0 ("train") and queue 1 ("eval") take the graph's Input tensors in
-  // creation order as their columns.
+  // Queue 0 ("train") takes these columns: the graph's Input tensors in
+  // creation order, then with grad_accumulation K the same for batches
+  // 1..K-1 ("mb1/image", ...). Queue 1 ("eval") takes the first batch's.
   std::vector<std::string> input_columns;
   // Queue "predict" (2, or 1 without eval_step): the Inputs outputs()[0]
   // depends on, in creation order. Empty without predict_program.

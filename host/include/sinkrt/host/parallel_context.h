@@ -93,6 +93,12 @@ struct ParallelContext {
   // reading the whole batch); auto_parallel is not supported with them yet.
   int pipeline_stages = 1;
   std::string pipeline_scheduler = "1f1b";
+  // MindSpore's grad_accumulation_step (docs/grad_accumulation.md): one
+  // optimizer step is K dataset batches, forward and backward in turn with
+  // their gradients summed on the device, then one reduction and one
+  // update. sink_size, steps and cur_step_num count optimizer steps.
+  // Stand-alone and data_parallel; 1: none.
+  int grad_accumulation_step = 1;
 
   // MindSpore's checks and messages, e.g. "If parallel_mode is stand_alone,
   // device_number must be 1, device_number: 4, parallel_mode:stand_alone".
