@@ -15,6 +15,8 @@
 #include <cstdio>
 #include <cstring>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "sinkrt/device/executor.h"
 #include "sinkrt/device/in_process_device.h"
@@ -63,10 +65,33 @@ host::Graph VitWithLoss(int64_t batch) {
   return g;
 }
 
-Status LoadVit(device::InProcessDevice& dev, int64_t batch) {
+// The arena bytes the memory plan's activation buffers cover: their peak
+// (transients share space), not their sum.
+double ActivationMiB(const host::CompileReport& r) {
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  for (const host::PlannedBuffer& b : r.buffers)
+    if (b.role == fb::BufferRole::Activation && b.view_of.empty()) spans.emplace_back(b.offset, b.offset + b.bytes);
+  std::sort(spans.begin(), spans.end());
+  uint64_t covered = 0, end = 0;
+  for (const auto& [lo, hi] : spans) {
+    if (hi <= end) continue;
+    covered += hi - std::max(lo, end);
+    end = hi;
+  }
+  return static_cast<double>(covered) / (1 << 20);
+}
+
+// Compiles and loads the ViT; with `recompute`, every layer recomputed
+// (Graph::Recompute("all"), docs/recompute.md). Sets the arena's and the
+// activations' MiB as counters.
+Status LoadVit(device::InProcessDevice& dev, int64_t batch, benchmark::State& state, bool recompute = false) {
   host::CompileOptions o;
   o.optimizer = host::OptimizerSpec::Adam(1e-3f);
-  SINKRT_ASSIGN_OR_RETURN(host::CompiledStream cs, host::Compile(VitWithLoss(batch), o));
+  host::Graph g = VitWithLoss(batch);
+  if (recompute) g.Recompute("all");
+  SINKRT_ASSIGN_OR_RETURN(host::CompiledStream cs, host::Compile(g, o));
+  state.counters["arena_MiB"] = static_cast<double>(cs.report.arena_bytes) / (1 << 20);
+  state.counters["activation_MiB"] = ActivationMiB(cs.report);
   return dev.Load(cs.stream).status();
 }
 
@@ -80,13 +105,14 @@ void PrintTasks(const std::vector<device::TaskTime>& times, double steps, const 
                  std::string(t.op).c_str(), static_cast<int>(t.name.size()), t.name.data());
 }
 
-void BM_VitTrain(benchmark::State& state) {
+// Arguments: batch, threads.
+void RunVitTrain(benchmark::State& state, bool recompute) {
   const int64_t batch = state.range(0);
   device::DeviceOptions opts = device::DeviceOptions::FromEnvironment();
   opts.threads = static_cast<int>(state.range(1));
   const uint32_t steps = 16;
   device::InProcessDevice dev(opts);
-  if (Status st = LoadVit(dev, batch); !st.ok()) {
+  if (Status st = LoadVit(dev, batch, state, recompute); !st.ok()) {
     state.SkipWithError(st.ToString().c_str());
     return;
   }
@@ -115,12 +141,25 @@ void BM_VitTrain(benchmark::State& state) {
   for (int c = 0; c < kClasses; ++c) state.counters[std::string(kClassNames[c]) + "_ms"] = class_ms[c];
   if (g_print_tasks) PrintTasks(times, n, state);
 }
+
+void BM_VitTrain(benchmark::State& state) { RunVitTrain(state, false); }
+// Recomputation (issue 20): arguments batch, threads, recompute 0/1.
+void BM_VitRecompute(benchmark::State& state) { RunVitTrain(state, state.range(2) != 0); }
+
 BENCHMARK(BM_VitTrain)
     ->ArgNames({"batch", "threads"})
     ->Args({64, 1})
     ->Args({64, 2})
     ->Args({256, 1})
     ->Args({256, 2})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(2.0);
+// Recomputation (issue 20): memory saved against step time added, the
+// same ViT with and without every layer recomputed.
+BENCHMARK(BM_VitRecompute)
+    ->ArgNames({"batch", "threads", "recompute"})
+    ->ArgsProduct({{64, 256}, {1}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(2.0);

@@ -1209,6 +1209,31 @@ TEST_F(SinkrunTest, PipelineBadFlagsAreRefused) {
                 "--strategy 2x2: strategy preset '2x2' needs DP x MP = 4 devices, the job has 2");
 }
 
+// --recompute through sinkrun (docs/recompute.md): the ViT with every
+// layer recomputed prints the very losses of the run without, and a layer
+// that is not in the network is refused naming it.
+TEST_F(SinkrunTest, RecomputePrintsTheSameLossesAndRefusesAnUnknownLayer) {
+  const std::string common = "train --model vit --data synthetic:256 --batch 16 --epochs 2 --threads 1";
+  RunResult plain = Run(common);
+  ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
+  RunResult all = Run(common + " --recompute all");
+  ASSERT_EQ(all.exit_code, 0) << all.out << all.err;
+  auto losses = [](const std::string& out) {
+    std::string lines;
+    for (size_t at = out.find("loss is "); at != std::string::npos; at = out.find("loss is ", at + 1))
+      lines += out.substr(at, out.find('\n', at) - at) + "\n";
+    return lines;
+  };
+  EXPECT_FALSE(losses(plain.out).empty()) << plain.out;
+  EXPECT_EQ(losses(all.out), losses(plain.out));
+  RunResult bad = Run(common + " --recompute block7");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("has no op in layer 'block7'"), std::string::npos) << bad.err;
+  ExpectRefused(common + " --recompute all --devices 2 --parallel semi_auto_parallel",
+                "--recompute runs under stand_alone and data_parallel without --pipeline-stages, not with "
+                "semi_auto_parallel");
+}
+
 // Gradient accumulation through sinkrun (docs/grad_accumulation.md): two
 // data-parallel daemons, each stepping on 4 batches of 8, train as one
 // device on batches of 64; the steps count optimizer steps.

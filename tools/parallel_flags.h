@@ -2,6 +2,7 @@
 // parallel context with its checks and messages.
 #pragma once
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "cli_validators.h"
 #include "sinkrt/host/auto_parallel.h"
@@ -100,6 +102,18 @@ inline Result<host::PipelineConfig> PipelineFromFlags(const ParallelFlags& f) {
 }
 
 // Errors name the flag; every one is a command-line mistake.
+// "a,b,c" as its non-empty entries.
+inline std::vector<std::string> SplitList(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    if (comma > start) out.push_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
 // The ranks a shard strategy spans: every device, or with pipeline stages
 // one stage's (the stage's ops are partitioned over them).
 inline int StrategyDevices(const host::ParallelContext& c) {

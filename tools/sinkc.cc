@@ -91,6 +91,7 @@ struct Flags {
   std::string calibration;
   bool fully_use_devices = false;
   tools::ParallelFlags pipe;  // its pipeline fields: --pipeline-stages and company
+  std::string recompute;      // --recompute all|LAYER,...
   bool explain = false;
   uint64_t seed = 0;
   std::string optimizer;
@@ -285,6 +286,10 @@ int Run(const Flags& f, const CLI::App& app) {
     }
   }
 
+  for (const std::string& layer : tools::SplitList(f.recompute)) file->graph.Recompute(layer);
+  if (!file->graph.status().ok()) return Failure(f.graph + ": --recompute " + f.recompute + ": " +
+                                                 file->graph.status().message());
+
   host::CompileOptions co;
   if (!f.optimizer.empty()) {
     auto spec = host::MakeOptimizer(f.optimizer, static_cast<float>(f.lr), static_cast<float>(f.momentum));
@@ -397,6 +402,9 @@ int main(int argc, char** argv) {
                "auto_parallel: every MatMul, BatchMatMul and Conv2D splits over all devices (MindSpore's default; "
                "sinkrt's lets a small one repeat)");
   tools::AddPipelineFlags(app, f.pipe);
+  app.add_option("--recompute", f.recompute,
+                 "all|LAYER,...: re-run these layers' forward in the backward pass instead of keeping their "
+                 "activations (MindSpore's cell.recompute(); all: every top-level layer; docs/recompute.md)");
   app.add_flag("--explain", f.explain,
                "auto_parallel: print the search's choice for every op, its cost and the best rejected alternative");
   app.add_option("--seed", f.seed, "added to every random initialiser's seed")->capture_default_str();

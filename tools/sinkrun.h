@@ -71,6 +71,7 @@ struct TrainFlags {
   std::string pipeline_scheduler = "1f1b";
   std::string stage_of;
   int grad_accumulation = 1;  // --grad-accumulation K
+  std::string recompute;      // --recompute all|LAYER,...
   // --profile DIR [--profile-steps A:B] [--profile-every K] [--profile-keep N]
   std::string profile;
   std::string profile_steps;

@@ -180,6 +180,9 @@ int main(int argc, char** argv) {
                     "reduction and one update (MindSpore's grad_accumulation_step; stand_alone and data_parallel; "
                     "steps and --sink-size count optimizer steps; docs/grad_accumulation.md)")
       ->check(tools::PositiveInteger());
+  train->add_option("--recompute", f.recompute,
+                    "all|LAYER,...: re-run these layers' forward in the backward pass instead of keeping their "
+                    "activations (MindSpore's cell.recompute(); all: every top-level layer; docs/recompute.md)");
   train->add_option("--profile", f.profile,
                     "record the run and write its timeline and summary into DIR (docs/profiler.md)");
   train->add_option("--profile-steps", f.profile_steps, "with --profile: record steps A to B only, counted from 1 (A:B)");

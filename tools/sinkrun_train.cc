@@ -430,6 +430,10 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
          .grad_accumulation = f.grad_accumulation});
     if (!parsed.ok()) return Usage(parsed.status().message());
     context = *parsed;
+    if (!f.recompute.empty() && (context.mode == host::ParallelMode::SemiAutoParallel ||
+                                 context.mode == host::ParallelMode::AutoParallel || context.pipeline_stages > 1))
+      return Usage("--recompute runs under stand_alone and data_parallel without --pipeline-stages, not with " +
+                   std::string(context.pipeline_stages > 1 ? "pipeline stages" : host::ParallelModeName(context.mode)));
     // The compile would refuse it too, but only once the daemons run.
     if (context.pipeline_stages > 1 && batch % f.micro_size != 0)
       return Usage("batch " + std::to_string(batch) + " (one replica's) does not split into --micro-size " +
@@ -650,11 +654,13 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     model = host::Model::Create(std::move(*sharded), host::LossSpec::None(), *optimizer, links, model_options);
   } else if (graph_file) {
     model_options.context = context;
+    for (const std::string& layer : tools::SplitList(f.recompute)) graph_file->graph.Recompute(layer);
     model = host::Model::Create(std::move(graph_file->graph), host::LossSpec::None(), *optimizer, links,
                                 model_options);
   } else {
     model_options.context = context;
     host::Graph net = ZooNetwork(f.model, batch, f.seed);
+    for (const std::string& layer : tools::SplitList(f.recompute)) net.Recompute(layer);
     model = host::Model::Create(std::move(net), host::LossSpec::SparseSoftmaxCrossEntropy(), *optimizer, links,
                                 model_options);
   }

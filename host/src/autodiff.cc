@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
+#include <string>
 
 #include "grad_rules.h"
 
@@ -28,17 +30,28 @@ Ref Backward::Emit(fb::OpCode op, std::vector<Ref> inputs, OpAttrs attrs, Shape 
 }
 
 std::vector<Ref> Backward::EmitMulti(fb::OpCode op, std::vector<Ref> inputs, OpAttrs attrs,
-                                     std::vector<Shape> shapes, const std::string& name) {
+                                     std::vector<Shape> shapes, const std::string& name, std::vector<DType> dtypes) {
   std::vector<Ref> refs;
   std::vector<uint32_t> outs;
-  for (Shape& shape : shapes) {
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    Shape& shape = shapes[k];
     const uint32_t v = static_cast<uint32_t>(values_.size());
-    values_.push_back(Value{std::move(shape), static_cast<uint32_t>(ops_.size()), DType::F32});
+    values_.push_back(Value{std::move(shape), static_cast<uint32_t>(ops_.size()),
+                            k < dtypes.size() ? dtypes[k] : DType::F32});
     outs.push_back(v);
     refs.push_back(Ref{true, v});
   }
   ops_.push_back(PendingOp{UniqueOpName(name), op, std::move(inputs), std::move(attrs), std::move(outs)});
   return refs;
+}
+
+Ref Backward::Read(TensorId t) const {
+  return t < remap_.size() && remap_[t] ? *remap_[t] : Forward(t);
+}
+
+void Backward::Remap(TensorId t, Ref value) {
+  if (remap_.size() <= t) remap_.resize(static_cast<size_t>(t) + 1);
+  remap_[t] = value;
 }
 
 const Shape& Backward::shape(Ref r) const {
@@ -181,6 +194,8 @@ Result<BackwardResult> AppendBackward(Graph& g, TensorId loss, const BackwardOpt
     if (needs[t]) grads[t].push_back(autodiff_internal::Forward(seed));
   std::vector<std::optional<Ref>> dy, dx;
   std::vector<bool> wants;
+  std::set<std::string> recomputed;  // segments already re-run
+  std::vector<size_t> recompute_ops;  // the pending ops that re-run them
   for (size_t i = forward_ops; i-- > 0;) {
     const OpNode& op = ops[i];
     bool has_dy = false;
@@ -197,6 +212,29 @@ Result<BackwardResult> AppendBackward(Graph& g, TensorId loss, const BackwardOpt
       return Unimplemented("AppendBackward: no gradient rule for op '" + op.name + "' (" +
                            fb::EnumNameOpCode(op.op) + "), which " + seeded +
                            (has_loss || options.output_grads.size() == 1 ? " depends on" : " depend on"));
+    }
+    // A recomputed segment (Graph::Recompute) is re-run, whole and in
+    // forward order, right before the first of its ops' gradients: its
+    // rules then read the recomputed values, and its forward activations
+    // die with the forward pass. Tensors from outside it (its inputs, the
+    // checkpoints) are read as they are.
+    if (!op.recompute.empty() && recomputed.insert(op.recompute).second) {
+      for (size_t j = 0; j < forward_ops; ++j) {
+        const OpNode& f = ops[j];
+        if (f.recompute != op.recompute) continue;
+        std::vector<Ref> inputs;
+        for (TensorId t : f.inputs) inputs.push_back(b.Read(t));
+        std::vector<Shape> shapes;
+        std::vector<DType> dtypes;
+        for (TensorId t : f.outputs) {
+          shapes.push_back(tensors[t].shape);
+          dtypes.push_back(tensors[t].dtype);
+        }
+        const std::vector<Ref> outs =
+            b.EmitMulti(f.op, std::move(inputs), f.attrs, std::move(shapes), "recompute/" + f.name, std::move(dtypes));
+        recompute_ops.push_back(b.ops().size() - 1);
+        for (size_t k = 0; k < f.outputs.size(); ++k) b.Remap(f.outputs[k], outs[k]);
+      }
     }
     dy.assign(op.outputs.size(), std::nullopt);
     for (size_t k = 0; k < op.outputs.size(); ++k) {
@@ -249,6 +287,19 @@ Result<BackwardResult> AppendBackward(Graph& g, TensorId loss, const BackwardOpt
   for (TensorId p : targets)
     for (const Ref& r : grads[p])
       if (r.pending) ++refs[r.id];
+  // A recomputed op whose results no gradient reads (a segment's last op,
+  // whose output is the next layer's kept input) is not written.
+  std::vector<bool> dead(pending.size(), false);
+  for (size_t n = recompute_ops.size(); n-- > 0;) {
+    const size_t i = recompute_ops[n];
+    const autodiff_internal::PendingOp& p = pending[i];
+    bool used = false;
+    for (uint32_t v : p.outs) used = used || refs[v] > 0;
+    if (used) continue;
+    dead[i] = true;
+    for (const Ref& r : p.inputs)
+      if (r.pending) --refs[r.id];
+  }
 
   constexpr TensorId kNone = kInvalidTensor;
   std::vector<TensorId> owner(values.size(), kNone);     // value -> target whose gradient it is
@@ -303,6 +354,7 @@ Result<BackwardResult> AppendBackward(Graph& g, TensorId loss, const BackwardOpt
   write_grads(finish_first);
   for (size_t i = 0; i < pending.size(); ++i) {
     const autodiff_internal::PendingOp& p = pending[i];
+    if (dead[i]) continue;
     if (p.outs.size() == 1 && owner[p.outs[0]] == kNone) {
       const autodiff_internal::Value& v = values[p.outs[0]];
       tensor_of[p.outs[0]] = g.AddOp(p.op, resolve(p.inputs), p.attrs, {{v.shape, v.dtype}}, p.name)[0];

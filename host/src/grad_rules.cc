@@ -15,8 +15,8 @@ struct Rule {
   Ref dy;  // gradient of output 0
 
   const Graph& g() const { return b.graph(); }
-  Ref in(size_t i) const { return Forward(op.inputs[i]); }
-  Ref out(size_t i) const { return Forward(op.outputs[i]); }
+  Ref in(size_t i) const { return b.Read(op.inputs[i]); }
+  Ref out(size_t i) const { return b.Read(op.outputs[i]); }
   const Shape& in_shape(size_t i) const { return g().tensor(op.inputs[i]).shape; }
   std::string name(const std::string& suffix) const { return op.name + "/" + suffix; }
 

@@ -51,9 +51,14 @@ class Backward {
   // Records an op and returns its result. `name` is made unique.
   Ref Emit(fb::OpCode op, std::vector<Ref> inputs, OpAttrs attrs, Shape shape,
            const std::string& name, DType dtype = DType::F32);
-  // An op with several f32 outputs, one value per shape.
+  // An op with several f32 outputs, one value per shape (or per dtype given).
   std::vector<Ref> EmitMulti(fb::OpCode op, std::vector<Ref> inputs, OpAttrs attrs,
-                             std::vector<Shape> shapes, const std::string& name);
+                             std::vector<Shape> shapes, const std::string& name,
+                             std::vector<DType> dtypes = {});
+  // What the rules read for forward tensor `t`: the tensor itself, or the
+  // value that recomputes it (Remap; a recomputed segment).
+  Ref Read(TensorId t) const;
+  void Remap(TensorId t, Ref value);
   const Shape& shape(Ref r) const;
   DType dtype(Ref r) const;
   // `name` if no op has it yet, else name_1, name_2, ...
@@ -68,6 +73,7 @@ class Backward {
   std::vector<PendingOp> ops_;
   std::vector<Value> values_;
   std::unordered_set<std::string> names_;
+  std::vector<std::optional<Ref>> remap_;  // per forward tensor
 };
 
 // Whether d(loss) flows through input `slot` of `op` (labels do not).

@@ -366,6 +366,15 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
     out.report.auto_parallel = std::move(plan);
     return out;
   }
+  // Recomputation marks live on the network's ops; the partitioner and the
+  // micro-batch cut build new ops without them.
+  const bool recompute = std::any_of(forward.ops().begin(), forward.ops().end(),
+                                     [](const OpNode& op) { return !op.recompute.empty(); });
+  if (recompute && (options.pipeline.stages > 1 || options.parallel_mode == ParallelMode::SemiAutoParallel))
+    return Unimplemented("compile graph '" + forward.name() + "': recompute is not supported with " +
+                         (options.pipeline.stages > 1 ? std::string("pipeline stages")
+                                                      : std::string(ParallelModeName(options.parallel_mode))) +
+                         " yet (stand_alone and data_parallel are)");
   if (options.pipeline.stages > 1) return CompilePipelineStage(forward, options);
   const bool sharded = options.parallel_mode == ParallelMode::SemiAutoParallel;
   std::optional<parallel::LocalGraph> local;

@@ -171,6 +171,10 @@ uint64_t Hash(const Graph& g, bool with_strategies) {
       h.U64(a.sizes.size());
       for (int64_t v : a.sizes) h.I64(v);
     }
+    if (!op.recompute.empty()) {
+      h.String("recompute");
+      h.String(op.recompute);
+    }
     // A strategy changes what is compiled; absent, it leaves the hash as
     // it was before strategies existed.
     if (with_strategies && !op.strategy.empty()) {

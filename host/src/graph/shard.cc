@@ -85,4 +85,27 @@ void Graph::Shard(const std::string& op_name, std::vector<std::vector<int64_t>> 
   ops_[op].strategy = std::move(strategy);
 }
 
+void Graph::Recompute(const std::string& layer) {
+  if (!status_.ok()) return;
+  if (layer.empty()) return Fail(InvalidArgument("Recompute: the layer name is empty"));
+  const bool all = layer == "all";
+  bool any = false;
+  for (OpNode& op : ops_) {
+    const size_t dot = op.name.find('.');
+    if (all) {
+      if (dot == std::string::npos) continue;  // not inside a layer
+      op.recompute = op.name.substr(0, dot);
+    } else if (op.name.size() > layer.size() && op.name.compare(0, layer.size(), layer) == 0 &&
+               op.name[layer.size()] == '.') {
+      op.recompute = layer;
+    } else {
+      continue;
+    }
+    any = true;
+  }
+  if (!any)
+    Fail(InvalidArgument(all ? "Recompute: graph '" + name_ + "' has no op inside a layer (a name scope)"
+                             : "Recompute: graph '" + name_ + "' has no op in layer '" + layer + "'"));
+}
+
 }  // namespace sinkrt::host

@@ -111,6 +111,10 @@ struct OpNode {
   // the number of slices of each dim. Empty: none given, the op gets
   // MindSpore's default when it is compiled. See Graph::Shard.
   std::vector<std::vector<int64_t>> strategy;
+  // Recomputation (MindSpore's cell.recompute(); Graph::Recompute): the
+  // segment this op belongs to, re-run in the backward pass instead of
+  // keeping its activations. Empty: not recomputed.
+  std::string recompute;
 };
 
 // Which inputs of `op` it overwrites in place (optimizer updates: param and
@@ -204,6 +208,15 @@ class Graph {
   void Shard(const std::string& op_name, std::vector<std::vector<int64_t>> strategy);
   // Index in ops() of the op called `name`, or -1.
   int64_t FindOp(const std::string& name) const;
+
+  // -- recomputation (MindSpore's cell.recompute(); docs/recompute.md) ------
+  // Marks the ops of layer `layer` (its name scope: "block0", "block0.attn")
+  // for recomputation: the backward pass re-runs them from the layer's
+  // inputs instead of keeping their activations alive since the forward.
+  // "all" marks every op inside a name scope, each top-level layer its own
+  // segment. Call it on the finished forward graph; a layer that names no
+  // op is recorded in status().
+  void Recompute(const std::string& layer);
 
   // -- names ------------------------------------------------------------------
   // Ops built while a scope is open are named "<scope>.<op>"
