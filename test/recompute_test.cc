@@ -38,22 +38,6 @@ Graph Vit(int64_t batch, const std::string& recompute) {
   return g;
 }
 
-// The arena bytes the memory plan's activation buffers cover (transients
-// share space, so this is their peak, not their sum).
-uint64_t ActivationBytes(const host::CompiledStream& c) {
-  std::vector<std::pair<uint64_t, uint64_t>> spans;
-  for (const host::PlannedBuffer& b : c.report.buffers)
-    if (b.role == fb::BufferRole::Activation && b.view_of.empty()) spans.emplace_back(b.offset, b.offset + b.bytes);
-  std::sort(spans.begin(), spans.end());
-  uint64_t covered = 0, end = 0;
-  for (const auto& [lo, hi] : spans) {
-    if (hi <= end) continue;
-    covered += hi - std::max(lo, end);
-    end = hi;
-  }
-  return covered;
-}
-
 std::vector<double> Losses(const std::string& recompute, int steps) {
   constexpr int64_t kBatch = 8;
   const testing::SyntheticData d = testing::MakeSyntheticData(steps * kBatch, 784, 10, 13);
@@ -91,7 +75,7 @@ TEST(Recompute, VitActivationBytesFallByAtLeast40Percent) {
     auto all = host::Compile(Vit(batch, "all"), co);
     SINKRT_ASSERT_OK(plain);
     SINKRT_ASSERT_OK(all);
-    const double a = static_cast<double>(ActivationBytes(*plain)), b = static_cast<double>(ActivationBytes(*all));
+    const double a = static_cast<double>(plain->report.activation_bytes), b = static_cast<double>(all->report.activation_bytes);
     std::printf("[ info ] ViT batch %lld: activations %.2f MiB -> %.2f MiB with recompute all (-%.1f%%)\n",
                 static_cast<long long>(batch), a / (1 << 20), b / (1 << 20), 100 * (1 - b / a));
     EXPECT_LE(b, 0.6 * a) << "batch " << batch;

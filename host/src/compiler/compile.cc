@@ -260,6 +260,7 @@ Result<CompiledStream> EmitStream(const Graph& forward, const CompileOptions& op
     }
     r.buffers.push_back(std::move(pb));
   }
+  r.activation_bytes = ArenaBytesOf(r.buffers, fb::BufferRole::Activation);
   for (const compiler::BucketDef& b : lowered.buckets) {
     GradientBucket gb;
     for (uint32_t i : b.buffers) gb.gradients.push_back(lowered.buffers[i].name);
@@ -319,6 +320,20 @@ Result<CompiledStream> CompilePipelineStage(const Graph& forward, const CompileO
 }
 
 }  // namespace
+
+uint64_t ArenaBytesOf(const std::vector<PlannedBuffer>& buffers, fb::BufferRole role) {
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  for (const PlannedBuffer& b : buffers)
+    if (b.role == role) spans.emplace_back(b.offset, b.offset + b.bytes);
+  std::sort(spans.begin(), spans.end());
+  uint64_t covered = 0, end = 0;
+  for (const auto& [lo, hi] : spans) {
+    if (hi <= end) continue;
+    covered += hi - std::max(lo, end);
+    end = hi;
+  }
+  return covered;
+}
 
 ParallelContext ParallelContextFor(const CompileOptions& o) {
   const bool stand_alone = o.parallel_mode == ParallelMode::StandAlone;

@@ -104,6 +104,7 @@ CompiledStream CompiledStreamFrom(VerifiedStream stream) {
     }
     r.buffers.push_back(std::move(pb));
   }
+  r.activation_bytes = ArenaBytesOf(r.buffers, fb::BufferRole::Activation);
   // One bucket per AllReduce of train_step's comm stream, in its order.
   if (train && train->streams())
     for (const fb::Stream* s : *train->streams()) {

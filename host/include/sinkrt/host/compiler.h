@@ -127,6 +127,10 @@ struct PlannedBuffer {
   std::string view_of = {};
 };
 
+// The arena bytes that the buffers of `role` cover: overlapping buffers
+// (transients sharing space, a view inside its root) count once.
+uint64_t ArenaBytesOf(const std::vector<PlannedBuffer>& buffers, fb::BufferRole role);
+
 // One fused gradient AllReduce of a DataParallel train_step: its gradients
 // (buffer names, in arena order) and the byte range it reduces in place.
 struct GradientBucket {
@@ -138,6 +142,9 @@ struct CompileReport {
   uint64_t arena_bytes = 0;
   uint64_t liveness_lower_bound = 0;  // max over time of live bytes
   uint64_t persistent_bytes = 0;
+  // The arena bytes the Activation buffers cover: their peak, since
+  // transients share space (what recomputation lowers; docs/recompute.md).
+  uint64_t activation_bytes = 0;
   // Tasks of each program's compute stream; comm_tasks: train_step's "comm"
   // stream (DataParallel only).
   size_t train_tasks = 0, eval_tasks = 0, predict_tasks = 0, fused_kernels = 0, comm_tasks = 0;
