@@ -140,11 +140,17 @@ struct Counts {
 
 // Runs `steps` train steps through the Executor with the counter armed. The
 // batches are pushed before arming, so only the device's own work counts.
-Counts CountRun(device::Executor& ex, const testing::SyntheticData& data, int64_t batch, uint32_t steps) {
+// `group`: batches per queue entry (gradient accumulation's K; the same
+// batch K times is enough here).
+Counts CountRun(device::Executor& ex, const testing::SyntheticData& data, int64_t batch, uint32_t steps,
+                int group = 1) {
   for (uint32_t i = 0; i < steps; ++i) {
     const size_t ib = static_cast<size_t>(batch * data.features) * 4;
-    ConstBytes cols[2] = {ConstBytes(reinterpret_cast<const uint8_t*>(data.images.data() + i * batch * data.features), ib),
-                          ConstBytes(reinterpret_cast<const uint8_t*>(data.labels.data() + i * batch), batch * 4)};
+    std::vector<ConstBytes> cols;
+    for (int k = 0; k < group; ++k) {
+      cols.emplace_back(reinterpret_cast<const uint8_t*>(data.images.data() + i * batch * data.features), ib);
+      cols.emplace_back(reinterpret_cast<const uint8_t*>(data.labels.data() + i * batch), batch * 4);
+    }
     EXPECT_TRUE(ex.PushBatch(0, cols).ok());
   }
   device::RunStats stats;
@@ -160,18 +166,20 @@ Counts CountRun(device::Executor& ex, const testing::SyntheticData& data, int64_
 // SetProfiling: `keep` steps, fewer than the 12-step run, so they wrap too.
 constexpr uint32_t kKeepSteps = 8;
 
-void ExpectNoAllocations(const host::Graph& g, int64_t batch, int64_t features, bool profiling = false) {
+void ExpectNoAllocations(const host::Graph& g, int64_t batch, int64_t features, bool profiling = false,
+                         int accumulate = 1) {
   host::CompileOptions o;
   o.optimizer = host::OptimizerSpec::Adam(0.001f);
+  o.grad_accumulation = accumulate;
   auto cs = host::Compile(g, o);
   SINKRT_ASSERT_OK(cs);
   auto ex = device::Executor::Load(cs->stream, device::DeviceOptions{});
   SINKRT_ASSERT_OK(ex);
   if (profiling) SINKRT_ASSERT_OK((*ex)->SetProfiling({.enabled = true, .keep_steps = kKeepSteps}));
   auto data = testing::MakeSyntheticData(batch * 12, features, 10, 1);
-  CountRun(**ex, data, batch, 2);  // warm-up: lazily created OpenMP state
-  Counts four = CountRun(**ex, data, batch, 4);
-  Counts twelve = CountRun(**ex, data, batch, 12);
+  CountRun(**ex, data, batch, 2, accumulate);  // warm-up: lazily created OpenMP state
+  Counts four = CountRun(**ex, data, batch, 4, accumulate);
+  Counts twelve = CountRun(**ex, data, batch, 12, accumulate);
   EXPECT_EQ(four.ours, 0) << "sinkrt allocated during a 4-step run";
   EXPECT_EQ(twelve.ours, 0) << "sinkrt allocated during a 12-step run";
   if (profiling) {
@@ -394,6 +402,16 @@ TEST(NoAlloc, ProfiledMlpStepsAllocateNothing) { ExpectNoAllocations(testing::Ma
 TEST(NoAlloc, ProfiledVitStepsAllocateNothing) { ExpectNoAllocations(testing::MakeVit(16), 16, 784, true); }
 TEST(NoAlloc, LeNetStepsAllocateNothing) { ExpectNoAllocations(testing::MakeLeNet(16), 16, 784); }
 TEST(NoAlloc, VitStepsAllocateNothing) { ExpectNoAllocations(testing::MakeVit(16), 16, 784); }
+// Issue 20's switches: gradient accumulation (4 batches per step) and
+// recomputation (every layer) allocate nothing per step either.
+TEST(NoAlloc, GradientAccumulationStepsAllocateNothing) {
+  ExpectNoAllocations(testing::MakeMlp(32), 32, 784, false, 4);
+}
+TEST(NoAlloc, RecomputedVitStepsAllocateNothing) {
+  host::Graph g = testing::MakeVit(16);
+  g.Recompute("all");
+  ExpectNoAllocations(g, 16, 784);
+}
 // At batch 256 the attention BatchMatMuls share their products among the
 // OpenMP team (batch_matmul.cc), in a parallel region of our own.
 TEST(NoAlloc, VitBatch256StepsAllocateNothing) { ExpectNoAllocations(testing::MakeVit(256), 256, 784); }
