@@ -146,6 +146,35 @@ TEST(GradAccumulation, VitWithAdamTrainsAsTheLargerBatch) {
   ExpectSameTraining(got, want, 1e-6, 1e-4);
 }
 
+// LeNet: convolutions and max pools (whose workspace is a second output)
+// copied per micro-step too.
+TEST(GradAccumulation, LeNetTrainsAsTheLargerBatch) {
+  auto run = [](int64_t batch, int k) {
+    const testing::SyntheticData d = testing::MakeSyntheticData(16 * 30, 784, 10, 17);
+    device::InProcessDevice dev(OneThreadOptions());
+    host::ModelOptions o;
+    o.compile_cache = "";
+    o.context.grad_accumulation_step = k;
+    auto m = Model::Create(host::MakeLeNetNetwork(batch), LossSpec::SparseSoftmaxCrossEntropy(),
+                           OptimizerSpec::Momentum(0.02f, 0.9f), dev, o);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    LossRecorder rec;
+    if (m.ok()) {
+      host::Tensor images = testing::ImagesTensor(d);
+      images.shape = {d.size(), 1, 28, 28};
+      Status st = (*m)->train(1, Dataset::FromArrays({{"image", images}, {"label", testing::LabelsTensor(d)}})
+                                     .Batch(batch, true),
+                              {&rec}, false);
+      EXPECT_TRUE(st.ok()) << st.ToString();
+    }
+    return rec.losses;
+  };
+  const std::vector<double> want = run(16, 1), got = run(4, 4);
+  ASSERT_EQ(want.size(), 30u);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6 * std::abs(want[i])) << "step " << i;
+}
+
 // What the stream holds: a train queue of K batches' columns, an eval queue
 // of one, and per step one AllReduce per gradient bucket on the comm stream.
 TEST(GradAccumulation, TheStreamReducesOncePerStepAndQueuesKBatches) {
