@@ -148,7 +148,8 @@ TEST(LayerNormKernels, PrepareRejectsBadOperands) {
   const Tensor bf16_x({4, 8}, DType::BF16);
   KernelRunner half(OpCode::LayerNorm);
   half.In(bf16_x).In(gamma).In(beta).Out(y).Out(mean).Out(rstd).LayerNormEpsilon(1e-5f);
-  ExpectPrepareError(half, "LayerNorm", {"input 0 has dtype bf16, expected f32"});
+  // bf16 x with f32 gamma: one float dtype per op (kernels_bf16_elementwise_test).
+  ExpectPrepareError(half, "LayerNorm", {"input 1 has dtype f32, expected bf16 (as input 0)"});
   KernelRunner scalar(OpCode::LayerNorm);
   const Tensor s0(Shape{});
   scalar.In(s0).In(gamma).In(beta).Out(y).Out(mean).Out(rstd).LayerNormEpsilon(1e-5f);
@@ -348,13 +349,14 @@ TEST(CastKernels, PrepareRejectsBadOperands) {
   ExpectPrepareError(none, "Cast", {"options missing, expected CastOptions, got NONE"});
 }
 
-// Every op but Cast (and the byte copies) keeps refusing bf16 at load.
+// Only Cast converts: an op that takes bf16 (kernels_bf16_elementwise_test)
+// refuses f32 and bf16 operands mixed, and the rest refuse bf16 at load.
 TEST(CastKernels, OtherKernelsRefuseBf16) {
   const Tensor h({2, 3}, DType::BF16), x({2, 3});
   Tensor y({2, 3});
   KernelRunner relu(OpCode::Relu);
   relu.In(h).Out(y);
-  ExpectPrepareError(relu, "Relu", {"input 0 has dtype bf16, expected f32"});
+  ExpectPrepareError(relu, "Relu", {"output 0 has dtype f32, expected bf16 (as input 0)"});
   KernelRunner add(OpCode::Add);
   add.In(x).In(h).Out(y);
   ExpectPrepareError(add, "Add", {"bf16"});

@@ -167,5 +167,45 @@ TEST(KernelRules, RunDoesNotAllocate) {
   EXPECT_EQ(g_allocations.load(), 0);
 }
 
+// The bf16 paths (mixed precision) stage through the kernel scratch and
+// allocate nothing either.
+TEST(KernelRules, Bf16RunDoesNotAllocate) {
+  const Shape s3{8, 6, 5};
+  Tensor x(s3, DType::BF16), y(s3, DType::BF16), y2(s3, DType::BF16), b({5}, DType::BF16),
+      c({6}, DType::BF16), v6({6}, DType::BF16), joined({8, 12, 5}, DType::BF16), left({8, 6, 2}, DType::BF16),
+      right({8, 6, 3}, DType::BF16), gamma({5}, DType::BF16), dg({5}, DType::BF16), db({5}, DType::BF16);
+  Tensor mean({48}), rstd({48});
+  std::vector<std::unique_ptr<KernelRunner>> ops;
+  auto add = [&](OpCode code) -> KernelRunner& { return *ops.emplace_back(std::make_unique<KernelRunner>(code)); };
+  add(OpCode::Add).In(x).In(b).Out(y);
+  add(OpCode::AddN).In(x).In(x).In(y).Out(y2);
+  add(OpCode::Relu).In(x).Out(x);
+  add(OpCode::Gelu).In(x).Out(y);
+  add(OpCode::GeluGrad).In(y).In(x).Out(y2);
+  add(OpCode::TanhGrad).In(y).In(x).Out(y2);
+  add(OpCode::Softmax).In(x).Out(y).Axis(1);
+  add(OpCode::LogSoftmax).In(x).Out(y).Axis(2);
+  add(OpCode::SoftmaxGrad).In(x).In(y).Out(y2).Axis(2);
+  add(OpCode::LogSoftmaxGrad).In(x).In(y).Out(y2).Axis(1);
+  add(OpCode::ReduceMean).In(x).Out(v6).Axes({0, 2}, false);
+  add(OpCode::SumToShape).In(x).Out(View(v6, {6, 1}));
+  add(OpCode::BroadcastTo).In(View(c, {6, 1})).Out(y).Scale(2.0f);
+  add(OpCode::BiasAdd).In(x).In(c).Out(y).Axis(1);
+  add(OpCode::BiasAddGrad).In(x).Out(v6).Axis(1);
+  add(OpCode::Fill).Out(y).FillValue(2.0f);
+  add(OpCode::Concat).In(x).In(y).Out(joined).Axis(1);
+  add(OpCode::Split).In(x).Out(left).Out(right).SplitOpts(2, {2, 3});
+  add(OpCode::LayerNorm).In(x).In(gamma).In(gamma).Out(y).Out(mean).Out(rstd).LayerNormEpsilon(1e-5f);
+  add(OpCode::LayerNormGrad).In(x).In(y).In(gamma).In(mean).In(rstd).Out(y2).Out(dg).Out(db).LayerNormEpsilon(1e-5f);
+  for (auto& op : ops) ASSERT_TRUE(op->Prepare().ok());
+  g_allocations = 0;
+  g_counting = true;
+  for (int rep = 0; rep < 3; ++rep) {
+    for (auto& op : ops) ASSERT_TRUE(op->Run().ok());
+  }
+  g_counting = false;
+  EXPECT_EQ(g_allocations.load(), 0);
+}
+
 }  // namespace
 }  // namespace sinkrt::device

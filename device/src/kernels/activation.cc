@@ -1,12 +1,17 @@
 // Elementwise activations (Relu, Gelu, Tanh, Sigmoid, Neg) and their
-// gradients. Same-shape f32 tensors; y may be exactly x (in place), so the
+// gradients. Same-shape tensors, all f32 or all bf16 (mixed precision): the
+// loops are templated on the storage type (storage.h), compute in f32 and
+// round once per stored element, so a bf16 result is the f32 result on the
+// widened inputs, rounded. y may be exactly x (in place), so the
 // loops take plain pointers (GCC's overlap check still lets y == x take the
 // vector path). The transcendental ones use vector_math.h and are compiled
-// once per ISA (SINKRT_VECTOR_CLONES); the rest vectorise as they are.
+// once per ISA (SINKRT_VECTOR_CLONES, one clone set per storage type); the
+// rest vectorise as they are.
 #include <cmath>
 
 #include "check.h"
 #include "kernel_list.h"
+#include "storage.h"
 #include "vector_math.h"
 
 namespace sinkrt::device {
@@ -15,8 +20,7 @@ namespace {
 Status UnaryPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>*) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, 1));
   SINKRT_RETURN_IF_ERROR(CheckNoOptions(args));
-  SINKRT_RETURN_IF_ERROR(CheckDType(args, In(0), DType::F32));
-  SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(0), DType::F32));
+  SINKRT_RETURN_IF_ERROR(CheckAllFloatDType(args).status());
   SINKRT_RETURN_IF_ERROR(CheckSameShape(args, Out(0), In(0)));
   return CheckNoOverlap(args, /*allow_exact_alias=*/true);
 }
@@ -25,64 +29,103 @@ Status UnaryPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<Ker
 Status GradPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>*) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 2, 1));
   SINKRT_RETURN_IF_ERROR(CheckNoOptions(args));
-  for (int i = 0; i < 2; ++i) SINKRT_RETURN_IF_ERROR(CheckDType(args, In(i), DType::F32));
-  SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(0), DType::F32));
+  SINKRT_RETURN_IF_ERROR(CheckAllFloatDType(args).status());
   SINKRT_RETURN_IF_ERROR(CheckSameShape(args, In(1), In(0)));
   SINKRT_RETURN_IF_ERROR(CheckSameShape(args, Out(0), In(0)));
   return CheckNoOverlap(args, /*allow_exact_alias=*/true);
 }
 
+template <typename T, typename F>
+void UnaryLoop(const T* x, T* y, int64_t n) {
+  const F f;
+  for (int64_t i = 0; i < n; ++i) y[i] = Store<T>(f(Load(x[i])));
+}
+
+template <typename T, typename F>
+void GradLoop(const T* dy, const T* v, T* dx, int64_t n) {
+  const F f;
+  for (int64_t i = 0; i < n; ++i) dx[i] = Store<T>(f(Load(dy[i]), Load(v[i])));
+}
+
 template <typename F>
 Status UnaryRun(const KernelArgs& args, KernelState*, RunContext&) {
-  const float* x = args.inputs[0].f32();
-  float* y = args.outputs[0].f32();
-  const int64_t n = args.outputs[0].numel;
-  const F f;
-  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
-  return Status::Ok();
+  return WithStorage(args.outputs[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    UnaryLoop<T, F>(Data<T>(args.inputs[0]), Data<T>(args.outputs[0]), args.outputs[0].numel);
+    return Status::Ok();
+  });
 }
 
 template <typename F>
 Status GradRun(const KernelArgs& args, KernelState*, RunContext&) {
-  const float* dy = args.inputs[0].f32();
-  const float* v = args.inputs[1].f32();
-  float* dx = args.outputs[0].f32();
-  const int64_t n = args.outputs[0].numel;
-  const F f;
-  for (int64_t i = 0; i < n; ++i) dx[i] = f(dy[i], v[i]);
-  return Status::Ok();
+  return WithStorage(args.outputs[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    GradLoop<T, F>(Data<T>(args.inputs[0]), Data<T>(args.inputs[1]), Data<T>(args.outputs[0]),
+                   args.outputs[0].numel);
+    return Status::Ok();
+  });
 }
 
+// The transcendental loops, one overload per storage type: target_clones is
+// kept off templates (each overload is its own set of clones).
 // `bound` is kExp2Bound, an argument so that the compiler cannot see it
 // (vector_math.h, GeluExponent).
 SINKRT_VECTOR_CLONES void GeluLoop(const float* x, float* y, int64_t n, float bound) {
   for (int64_t i = 0; i < n; ++i) y[i] = GeluOf(x[i], bound);
 }
+SINKRT_VECTOR_CLONES void GeluLoop(const bf16_t* x, bf16_t* y, int64_t n, float bound) {
+  for (int64_t i = 0; i < n; ++i) y[i] = Store<bf16_t>(GeluOf(Load(x[i]), bound));
+}
 SINKRT_VECTOR_CLONES void TanhLoop(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = FastTanh(x[i]);
+}
+SINKRT_VECTOR_CLONES void TanhLoop(const bf16_t* x, bf16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = Store<bf16_t>(FastTanh(Load(x[i])));
 }
 SINKRT_VECTOR_CLONES void SigmoidLoop(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = FastSigmoid(x[i]);
 }
+SINKRT_VECTOR_CLONES void SigmoidLoop(const bf16_t* x, bf16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = Store<bf16_t>(FastSigmoid(Load(x[i])));
+}
 SINKRT_VECTOR_CLONES void GeluGradLoop(const float* dy, const float* x, float* dx, int64_t n, float bound) {
   for (int64_t i = 0; i < n; ++i) dx[i] = GeluGradOf(dy[i], x[i], bound);
 }
+SINKRT_VECTOR_CLONES void GeluGradLoop(const bf16_t* dy, const bf16_t* x, bf16_t* dx, int64_t n, float bound) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = Store<bf16_t>(GeluGradOf(Load(dy[i]), Load(x[i]), bound));
+}
 
-template <void (*kLoop)(const float*, float*, int64_t)>
-Status UnaryLoopRun(const KernelArgs& args, KernelState*, RunContext&) {
-  kLoop(args.inputs[0].f32(), args.outputs[0].f32(), args.outputs[0].numel);
-  return Status::Ok();
+Status TanhRun(const KernelArgs& args, KernelState*, RunContext&) {
+  return WithStorage(args.outputs[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    TanhLoop(Data<T>(args.inputs[0]), Data<T>(args.outputs[0]), args.outputs[0].numel);
+    return Status::Ok();
+  });
+}
+
+Status SigmoidRun(const KernelArgs& args, KernelState*, RunContext&) {
+  return WithStorage(args.outputs[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    SigmoidLoop(Data<T>(args.inputs[0]), Data<T>(args.outputs[0]), args.outputs[0].numel);
+    return Status::Ok();
+  });
 }
 
 Status GeluRun(const KernelArgs& args, KernelState*, RunContext&) {
-  GeluLoop(args.inputs[0].f32(), args.outputs[0].f32(), args.outputs[0].numel, kExp2Bound);
-  return Status::Ok();
+  return WithStorage(args.outputs[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    GeluLoop(Data<T>(args.inputs[0]), Data<T>(args.outputs[0]), args.outputs[0].numel, kExp2Bound);
+    return Status::Ok();
+  });
 }
 
 Status GeluGradRun(const KernelArgs& args, KernelState*, RunContext&) {
-  GeluGradLoop(args.inputs[0].f32(), args.inputs[1].f32(), args.outputs[0].f32(), args.outputs[0].numel,
-               kExp2Bound);
-  return Status::Ok();
+  return WithStorage(args.outputs[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    GeluGradLoop(Data<T>(args.inputs[0]), Data<T>(args.inputs[1]), Data<T>(args.outputs[0]),
+                 args.outputs[0].numel, kExp2Bound);
+    return Status::Ok();
+  });
 }
 
 // NaN stays NaN, so a diverging step shows up in the loss.
@@ -107,8 +150,8 @@ struct SigmoidGrad {
 
 const KernelImpl kReluKernel = {UnaryPrepare, UnaryRun<Relu>};
 const KernelImpl kGeluKernel = {UnaryPrepare, GeluRun};
-const KernelImpl kTanhKernel = {UnaryPrepare, UnaryLoopRun<TanhLoop>};
-const KernelImpl kSigmoidKernel = {UnaryPrepare, UnaryLoopRun<SigmoidLoop>};
+const KernelImpl kTanhKernel = {UnaryPrepare, TanhRun};
+const KernelImpl kSigmoidKernel = {UnaryPrepare, SigmoidRun};
 const KernelImpl kNegKernel = {UnaryPrepare, UnaryRun<Neg>};
 const KernelImpl kReluGradKernel = {GradPrepare, GradRun<ReluGrad>};
 const KernelImpl kGeluGradKernel = {GradPrepare, GeluGradRun};

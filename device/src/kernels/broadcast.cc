@@ -118,11 +118,11 @@ ReducePlan PlanReduceTo(std::span<const int64_t> x, std::span<const int64_t> y, 
   return PlanReduce(x, std::span<const bool>(reduced, x.size()), scale);
 }
 
-void RunReduce(const ReducePlan& p, const float* __restrict x, float* __restrict y) {
-  if (p.rank == 1 && !p.reduced[0]) {
-    for (int64_t i = 0; i < p.y_numel; ++i) y[i] = p.scale * x[i];
-    return;
-  }
+namespace {
+
+// The summing part of RunReduce into f32 sums y; x as stored.
+template <typename T>
+void ReduceInto(const ReducePlan& p, const T* __restrict x, float* __restrict y) {
   std::memset(y, 0, static_cast<size_t>(p.y_numel) * sizeof(float));
   if (p.x_numel == 0) return;
   const int last = p.rank - 1;
@@ -134,7 +134,7 @@ void RunReduce(const ReducePlan& p, const float* __restrict x, float* __restrict
   int64_t idx[kMaxRank] = {};
   int64_t off = 0;
   for (int64_t q = 0; q < blocks; ++q) {
-    const float* xb = x + q * block;
+    const T* xb = x + q * block;
     if (p.reduced[last]) {
       y[off] += PairwiseSum(xb, block);
     } else {
@@ -150,6 +150,25 @@ void RunReduce(const ReducePlan& p, const float* __restrict x, float* __restrict
   if (p.scale != 1.0f) {
     for (int64_t i = 0; i < p.y_numel; ++i) y[i] *= p.scale;
   }
+}
+
+}  // namespace
+
+void RunReduce(const ReducePlan& p, const float* __restrict x, float* __restrict y) {
+  if (p.rank == 1 && !p.reduced[0]) {
+    for (int64_t i = 0; i < p.y_numel; ++i) y[i] = p.scale * x[i];
+    return;
+  }
+  ReduceInto(p, x, y);
+}
+
+void RunReduce(const ReducePlan& p, const bf16_t* __restrict x, bf16_t* __restrict y, float* __restrict acc) {
+  if (p.rank == 1 && !p.reduced[0]) {
+    for (int64_t i = 0; i < p.y_numel; ++i) y[i] = FloatToBf16(p.scale * Bf16ToFloat(x[i]));
+    return;
+  }
+  ReduceInto(p, x, acc);
+  for (int64_t i = 0; i < p.y_numel; ++i) y[i] = FloatToBf16(acc[i]);
 }
 
 }  // namespace sinkrt::device

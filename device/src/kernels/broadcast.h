@@ -13,6 +13,7 @@
 #include <span>
 
 #include "check.h"
+#include "storage.h"
 #include "sum.h"
 
 namespace sinkrt::device {
@@ -43,21 +44,22 @@ BroadcastPlan PlanBroadcast(std::span<const int64_t> y, std::span<const int64_t>
 
 // Runs y[i] = f(a[ia], b[ib]) over a plan. The pointers may alias y only when
 // that operand is y-shaped (each y[i] is written after its inputs are read).
-template <typename F>
-inline void RunBroadcast(const BroadcastPlan& p, const float* a, const float* b, float* y, F f) {
+// T is the storage type (storage.h): f computes in float either way.
+template <typename T, typename F>
+inline void RunBroadcast(const BroadcastPlan& p, const T* a, const T* b, T* y, F f) {
   using Kind = BroadcastPlan::Kind;
   if (p.kind == Kind::kSame) {
-    for (int64_t i = 0; i < p.numel; ++i) y[i] = f(a[i], b[i]);
+    for (int64_t i = 0; i < p.numel; ++i) y[i] = Store<T>(f(Load(a[i]), Load(b[i])));
     return;
   }
   if (p.kind == Kind::kScalarA) {
-    const float s = a[0];
-    for (int64_t i = 0; i < p.numel; ++i) y[i] = f(s, b[i]);
+    const float s = Load(a[0]);
+    for (int64_t i = 0; i < p.numel; ++i) y[i] = Store<T>(f(s, Load(b[i])));
     return;
   }
   if (p.kind == Kind::kScalarB) {
-    const float s = b[0];
-    for (int64_t i = 0; i < p.numel; ++i) y[i] = f(a[i], s);
+    const float s = Load(b[0]);
+    for (int64_t i = 0; i < p.numel; ++i) y[i] = Store<T>(f(Load(a[i]), s));
     return;
   }
   const int last = p.rank - 1;
@@ -67,19 +69,19 @@ inline void RunBroadcast(const BroadcastPlan& p, const float* a, const float* b,
   int64_t oa = 0, ob = 0;
   const int64_t rows = p.numel / (inner == 0 ? 1 : inner);
   for (int64_t r = 0; r < rows; ++r) {
-    const float* pa = a + oa;
-    const float* pb = b + ob;
-    float* py = y + r * inner;
+    const T* pa = a + oa;
+    const T* pb = b + ob;
+    T* py = y + r * inner;
     if (sa != 0 && sb != 0) {
-      for (int64_t i = 0; i < inner; ++i) py[i] = f(pa[i], pb[i]);
+      for (int64_t i = 0; i < inner; ++i) py[i] = Store<T>(f(Load(pa[i]), Load(pb[i])));
     } else if (sa != 0) {
-      const float s = pb[0];
-      for (int64_t i = 0; i < inner; ++i) py[i] = f(pa[i], s);
+      const float s = Load(pb[0]);
+      for (int64_t i = 0; i < inner; ++i) py[i] = Store<T>(f(Load(pa[i]), s));
     } else if (sb != 0) {
-      const float s = pa[0];
-      for (int64_t i = 0; i < inner; ++i) py[i] = f(s, pb[i]);
+      const float s = Load(pa[0]);
+      for (int64_t i = 0; i < inner; ++i) py[i] = Store<T>(f(s, Load(pb[i])));
     } else {
-      const float v = f(pa[0], pb[0]);
+      const T v = Store<T>(f(Load(pa[0]), Load(pb[0])));
       for (int64_t i = 0; i < inner; ++i) py[i] = v;
     }
     // Odometer over the outer dims, keeping operand offsets incremental.
@@ -113,5 +115,10 @@ ReducePlan PlanReduceTo(std::span<const int64_t> x, std::span<const int64_t> y, 
 // Deterministic: a fixed summation order (pairwise along contiguous runs,
 // blocked across rows), independent of anything but the plan and the data.
 void RunReduce(const ReducePlan& p, const float* __restrict x, float* __restrict y);
+// bf16: sums in f32, in the float version's order, into `acc`
+// (ReduceScratchFloats(p) floats of scratch), then rounds each sum once into
+// y; so y is the f32 result on the widened x, rounded to bf16.
+void RunReduce(const ReducePlan& p, const bf16_t* __restrict x, bf16_t* __restrict y, float* __restrict acc);
+inline int64_t ReduceScratchFloats(const ReducePlan& p) { return p.y_numel; }
 
 }  // namespace sinkrt::device

@@ -1,6 +1,7 @@
 #include "check.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace sinkrt::device {
 
@@ -82,6 +83,36 @@ Status CheckDType(const KernelArgs& args, Operand o, DType want) {
   if (t.dtype == want) return Status::Ok();
   return OpError(args, o.Name() + " has dtype " + DTypeName(t.dtype) + ", expected " +
                            DTypeName(want));
+}
+
+Result<DType> CheckFloatDType(const KernelArgs& args, std::span<const Operand> operands) {
+  if (operands.empty()) return DType::F32;
+  const Operand first = operands[0];
+  const DType want = Get(args, first).dtype;
+  if (want != DType::F32 && want != DType::BF16) {
+    return OpError(args, first.Name() + " has dtype " + DTypeName(want) + ", expected f32 or bf16");
+  }
+  for (const Operand& o : operands.subspan(1)) {
+    const DType got = Get(args, o).dtype;
+    if (got != want) {
+      return OpError(args, o.Name() + " has dtype " + DTypeName(got) + ", expected " + DTypeName(want) +
+                               " (as " + first.Name() + ")");
+    }
+  }
+  return want;
+}
+
+Result<DType> CheckFloatDType(const KernelArgs& args, std::initializer_list<Operand> operands) {
+  return CheckFloatDType(args, std::span<const Operand>(operands.begin(), operands.size()));
+}
+
+Result<DType> CheckAllFloatDType(const KernelArgs& args) {
+  // Inputs first, so that input 0 sets the dtype; an op with no inputs
+  // (Fill) takes output 0's.
+  std::vector<Operand> all;
+  for (size_t i = 0; i < args.inputs.size(); ++i) all.push_back(In(static_cast<int>(i)));
+  for (size_t i = 0; i < args.outputs.size(); ++i) all.push_back(Out(static_cast<int>(i)));
+  return CheckFloatDType(args, all);
 }
 
 Status CheckRank(const KernelArgs& args, Operand o, int rank, const char* layout) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 #include <string>
 
@@ -41,6 +42,14 @@ Status CheckOperands(const KernelArgs& args, size_t inputs, size_t outputs,
 Status CheckOperandsAtLeast(const KernelArgs& args, size_t min_inputs, size_t outputs);
 
 Status CheckDType(const KernelArgs& args, Operand o, DType want);
+// Mixed precision runs each op in one float type: every operand listed must
+// be F32 or BF16, all the same (the first one sets it). Returns that dtype.
+// Errors: "input 1 has dtype f32, expected bf16 (as input 0)" or
+// "input 0 has dtype i32, expected f32 or bf16".
+Result<DType> CheckFloatDType(const KernelArgs& args, std::span<const Operand> operands);
+Result<DType> CheckFloatDType(const KernelArgs& args, std::initializer_list<Operand> operands);
+// As above over every input and output of the task.
+Result<DType> CheckAllFloatDType(const KernelArgs& args);
 Status CheckRank(const KernelArgs& args, Operand o, int rank, const char* layout = nullptr);
 // `expected` describes the shape for the message, e.g. "[K=256, N]".
 Status CheckShape(const KernelArgs& args, Operand o, std::span<const int64_t> want,

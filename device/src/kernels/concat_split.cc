@@ -1,5 +1,6 @@
 // Concat and Split along one axis: byte copies between the pieces and the
-// whole.
+// whole, so any element size: f32 or bf16 (Concat); f32, bf16 or i32
+// (Split). All operands share one dtype.
 //
 // Along axis a, every piece is a [outer, extent · inner] matrix (outer: the
 // product of the dims before a, inner: of the dims after), and the whole is
@@ -17,9 +18,9 @@ namespace {
 
 struct PiecesState : KernelState {
   int64_t outer = 1;
-  int64_t whole_row = 0;                // elements per row of the whole
-  std::vector<int64_t> piece_row;       // elements per row of each piece
-  std::vector<int64_t> offset;          // where each piece starts in a row of the whole
+  size_t whole_row = 0;                 // bytes per row of the whole
+  std::vector<size_t> piece_row;        // bytes per row of each piece
+  std::vector<size_t> offset;           // where each piece starts in a row of the whole, bytes
 };
 
 // Checks that `pieces` (operands of kind `piece_kind`) joined along `axis`
@@ -33,6 +34,7 @@ Status PlanPieces(const KernelArgs& args, const TensorRef& whole, Operand whole_
   int64_t inner = 1;
   for (int d = 0; d < axis; ++d) s->outer *= whole.shape[d];
   for (int d = axis + 1; d < rank; ++d) inner *= whole.shape[d];
+  const size_t elem = DTypeSize(whole.dtype);
   int64_t extent = 0;
   for (size_t i = 0; i < pieces.size(); ++i) {
     const Operand o = pieces_are_inputs ? In(static_cast<int>(i)) : Out(static_cast<int>(i));
@@ -48,8 +50,8 @@ Status PlanPieces(const KernelArgs& args, const TensorRef& whole, Operand whole_
     SINKRT_RETURN_IF_ERROR(CheckShape(args, o, want,
                                       ShapeToString(want) + " (" + whole_operand.Name() + " " +
                                           ShapeToString(whole.shape) + " but for axis " + std::to_string(axis) + ")"));
-    s->offset.push_back(extent * inner);
-    s->piece_row.push_back(p.shape[axis] * inner);
+    s->offset.push_back(static_cast<size_t>(extent * inner) * elem);
+    s->piece_row.push_back(static_cast<size_t>(p.shape[axis] * inner) * elem);
     extent += p.shape[axis];
   }
   if (extent != whole.shape[axis]) {
@@ -58,7 +60,7 @@ Status PlanPieces(const KernelArgs& args, const TensorRef& whole, Operand whole_
                              whole_operand.Name() + " " + ShapeToString(whole.shape) + " has " +
                              std::to_string(whole.shape[axis]));
   }
-  s->whole_row = extent * inner;
+  s->whole_row = static_cast<size_t>(extent * inner) * elem;
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
   *state = std::move(s);
   return Status::Ok();
@@ -67,7 +69,8 @@ Status PlanPieces(const KernelArgs& args, const TensorRef& whole, Operand whole_
 Status ConcatPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperandsAtLeast(args, 1, 1));
   SINKRT_ASSIGN_OR_RETURN(const fb::AxisOptions* opts, GetOptions<fb::AxisOptions>(args));
-  SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(0), DType::F32));
+  // Activations, f32 or bf16 (mixed precision); the inputs must match.
+  SINKRT_RETURN_IF_ERROR(CheckFloatDType(args, {Out(0)}).status());
   return PlanPieces(args, args.outputs[0], Out(0), opts->axis(), /*pieces_are_inputs=*/true, state);
 }
 
@@ -76,9 +79,9 @@ Status SplitPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<Ker
   const size_t n = opts->sizes() ? opts->sizes()->size() : 0;
   if (n == 0) return OpError(args, "SplitOptions.sizes is empty");
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, n));
-  // f32 activations, and i32 labels (a pipeline stage cuts its batch into
-  // micro-batches, docs/pipeline.md): a copy of 4-byte elements either way.
-  if (args.inputs[0].dtype != DType::I32) SINKRT_RETURN_IF_ERROR(CheckDType(args, In(0), DType::F32));
+  // f32 or bf16 activations, and i32 labels (a pipeline stage cuts its
+  // batch into micro-batches, docs/pipeline.md): a byte copy either way.
+  if (args.inputs[0].dtype != DType::I32) SINKRT_RETURN_IF_ERROR(CheckFloatDType(args, {In(0)}).status());
   const int axis = opts->axis();
   SINKRT_RETURN_IF_ERROR(CheckAxis(args, axis, args.inputs[0].rank(), In(0)));
   for (size_t k = 0; k < n; ++k) {
@@ -95,22 +98,22 @@ Status SplitPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<Ker
 
 Status ConcatRun(const KernelArgs& args, KernelState* state, RunContext&) {
   const auto& s = *static_cast<PiecesState*>(state);
-  float* y = args.outputs[0].f32();
+  auto* y = static_cast<uint8_t*>(args.outputs[0].data);
   for (size_t i = 0; i < s.piece_row.size(); ++i) {
-    const float* x = args.inputs[i].f32();
-    const size_t bytes = static_cast<size_t>(s.piece_row[i]) * sizeof(float);
-    for (int64_t o = 0; o < s.outer; ++o) std::memcpy(y + o * s.whole_row + s.offset[i], x + o * s.piece_row[i], bytes);
+    const auto* x = static_cast<const uint8_t*>(args.inputs[i].data);
+    const size_t bytes = s.piece_row[i];
+    for (int64_t o = 0; o < s.outer; ++o) std::memcpy(y + o * s.whole_row + s.offset[i], x + o * bytes, bytes);
   }
   return Status::Ok();
 }
 
 Status SplitRun(const KernelArgs& args, KernelState* state, RunContext&) {
   const auto& s = *static_cast<PiecesState*>(state);
-  const float* x = args.inputs[0].f32();
+  const auto* x = static_cast<const uint8_t*>(args.inputs[0].data);
   for (size_t i = 0; i < s.piece_row.size(); ++i) {
-    float* y = args.outputs[i].f32();
-    const size_t bytes = static_cast<size_t>(s.piece_row[i]) * sizeof(float);
-    for (int64_t o = 0; o < s.outer; ++o) std::memcpy(y + o * s.piece_row[i], x + o * s.whole_row + s.offset[i], bytes);
+    auto* y = static_cast<uint8_t*>(args.outputs[i].data);
+    const size_t bytes = s.piece_row[i];
+    for (int64_t o = 0; o < s.outer; ++o) std::memcpy(y + o * bytes, x + o * s.whole_row + s.offset[i], bytes);
   }
   return Status::Ok();
 }

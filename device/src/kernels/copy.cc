@@ -1,10 +1,13 @@
 // Reshape, Flatten and Copy (a byte copy of any dtype between same-size
-// buffers, skipped when the compiler gave both the same memory) and Fill.
+// buffers, skipped when the compiler gave both the same memory; so bf16
+// too) and Fill (an f32 or bf16 output; the value rounded to bf16 once, at
+// load).
 #include <algorithm>
 #include <cstring>
 
 #include "check.h"
 #include "kernel_list.h"
+#include "storage.h"
 
 namespace sinkrt::device {
 namespace {
@@ -55,21 +58,28 @@ Status CopyRun(const KernelArgs& args, KernelState* state, RunContext&) {
 
 struct FillState : KernelState {
   float value = 0.0f;
+  bf16_t bf16 = 0;  // value rounded, for a bf16 output
 };
 
 Status FillPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 0, 1));
   SINKRT_ASSIGN_OR_RETURN(const fb::FillOptions* opts, GetOptions<fb::FillOptions>(args));
-  SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(0), DType::F32));
+  SINKRT_RETURN_IF_ERROR(CheckAllFloatDType(args).status());
   auto s = std::make_unique<FillState>();
   s->value = opts->value();
+  s->bf16 = FloatToBf16(s->value);
   *state = std::move(s);
   return Status::Ok();
 }
 
 Status FillRun(const KernelArgs& args, KernelState* state, RunContext&) {
   const TensorRef& y = args.outputs[0];
-  std::fill(y.f32(), y.f32() + y.numel, static_cast<FillState*>(state)->value);
+  const auto& s = *static_cast<FillState*>(state);
+  if (y.dtype == DType::BF16) {
+    std::fill(Data<bf16_t>(y), Data<bf16_t>(y) + y.numel, s.bf16);
+  } else {
+    std::fill(y.f32(), y.f32() + y.numel, s.value);
+  }
   return Status::Ok();
 }
 

@@ -10,11 +10,19 @@
 // Every inner loop runs contiguously over D, in row loops compiled per ISA
 // (SINKRT_VECTOR_CLONES). Like the other non-oneDNN kernels, these run on
 // the calling stream's thread.
+//
+// Mixed precision: x, gamma, beta, y (and dy, dx, dgamma, dbeta) are all f32
+// or all bf16; mean and rstd stay f32 (statistics). bf16 runs the f32 code on
+// staged copies: gamma (and beta) widened once per run, and blocks of rows
+// widened into f32 kernel scratch, computed exactly as f32 and rounded once
+// into the output. So every statistic and every column sum is f32, and a bf16
+// result is the rounded f32 result on the widened inputs.
 #include <algorithm>
 #include <cmath>
 
 #include "check.h"
 #include "kernel_list.h"
+#include "storage.h"
 #include "sum.h"
 #include "vector_math.h"
 
@@ -24,7 +32,21 @@ namespace {
 struct LayerNormState : KernelState {
   int64_t rows = 0, d = 0;
   float epsilon = 1e-5f;
+  int64_t stage_rows = 0;  // bf16: rows widened at a time
 };
+
+// The forward stages this many floats of x (and of y) at a time, at least a
+// row. The gradient stages kColumnLeafRows rows, so that each block starts a
+// column leaf (sum.h) and the leaves fill exactly as in one f32 pass.
+constexpr int64_t kStageFloats = 4096;
+
+// bf16 staging: exact widening, and one rounding per stored element.
+void Widen(const bf16_t* __restrict x, float* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = Bf16ToFloat(x[i]);
+}
+void Narrow(const float* __restrict x, bf16_t* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = FloatToBf16(x[i]);
+}
 
 // x [..., D] (input 0 of both ops; input 1 of the gradient), gamma [D] and
 // the per-row statistics [rows]; fills rows, D and epsilon.
@@ -32,7 +54,6 @@ Status CheckLayerNormOperands(const KernelArgs& args, Operand x_at, Operand gamm
   SINKRT_ASSIGN_OR_RETURN(const fb::LayerNormOptions* opts, GetOptions<fb::LayerNormOptions>(args));
   if (!(opts->epsilon() > 0.0f) || !std::isfinite(opts->epsilon()))
     return OpError(args, "epsilon must be a positive finite number, got " + std::to_string(opts->epsilon()));
-  SINKRT_RETURN_IF_ERROR(CheckDType(args, x_at, DType::F32));
   const TensorRef& x = Get(args, x_at);
   if (x.rank() == 0) return OpError(args, x_at.Name() + " is a scalar, expected [..., D]");
   s->d = x.dim(-1);
@@ -40,7 +61,6 @@ Status CheckLayerNormOperands(const KernelArgs& args, Operand x_at, Operand gamm
   s->rows = x.numel / s->d;
   s->epsilon = opts->epsilon();
   const std::string d = "[D=" + std::to_string(s->d) + "] for " + x_at.Name() + " " + ShapeToString(x.shape);
-  SINKRT_RETURN_IF_ERROR(CheckDType(args, gamma_at, DType::F32));
   SINKRT_RETURN_IF_ERROR(CheckShape(args, gamma_at, Shape{s->d}, d));
   return Status::Ok();
 }
@@ -51,17 +71,22 @@ Status CheckRowStats(const KernelArgs& args, Operand o, const LayerNormState& s)
 }
 
 // x, gamma, beta -> y, mean, rstd.
-Status LayerNormPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
+Status LayerNormPrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 3, 3));
   auto s = std::make_unique<LayerNormState>();
+  SINKRT_ASSIGN_OR_RETURN(const DType dtype, CheckFloatDType(args, {In(0), In(1), In(2), Out(0)}));
   SINKRT_RETURN_IF_ERROR(CheckLayerNormOperands(args, In(0), In(1), s.get()));
-  SINKRT_RETURN_IF_ERROR(CheckDType(args, In(2), DType::F32));
   SINKRT_RETURN_IF_ERROR(CheckSameShape(args, In(2), In(1)));
-  SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(0), DType::F32));
   SINKRT_RETURN_IF_ERROR(CheckSameShape(args, Out(0), In(0)));
   SINKRT_RETURN_IF_ERROR(CheckRowStats(args, Out(1), *s));
   SINKRT_RETURN_IF_ERROR(CheckRowStats(args, Out(2), *s));
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
+  if (dtype == DType::BF16) {
+    // gamma and beta, then x and y of a block of rows.
+    s->stage_rows = std::clamp<int64_t>(kStageFloats / s->d, 1, std::max<int64_t>(s->rows, 1));
+    const uint64_t floats = 2 * static_cast<uint64_t>(s->d) * (1 + static_cast<uint64_t>(s->stage_rows));
+    ctx.scratch_bytes = std::max<uint64_t>(ctx.scratch_bytes, floats * sizeof(float));
+  }
   *state = std::move(s);
   return Status::Ok();
 }
@@ -85,8 +110,31 @@ SINKRT_VECTOR_CLONES void LayerNormRows(const float* __restrict x, const float* 
   }
 }
 
-Status LayerNormRun(const KernelArgs& args, KernelState* state, RunContext&) {
+// bf16: LayerNormRows on staged f32 copies (scratch as LayerNormPrepare
+// sized it); mean and rstd are written in place.
+Status LayerNormRunBf16(const KernelArgs& args, const LayerNormState& s, RunContext& ctx) {
+  const bf16_t* x = Data<bf16_t>(args.inputs[0]);
+  bf16_t* y = Data<bf16_t>(args.outputs[0]);
+  const int64_t d = s.d;
+  float* gamma = reinterpret_cast<float*>(ctx.scratch);
+  float* beta = gamma + d;
+  float* xf = beta + d;
+  float* yf = xf + s.stage_rows * d;
+  Widen(Data<bf16_t>(args.inputs[1]), gamma, d);
+  Widen(Data<bf16_t>(args.inputs[2]), beta, d);
+  for (int64_t r0 = 0; r0 < s.rows; r0 += s.stage_rows) {
+    const int64_t rows = std::min(s.stage_rows, s.rows - r0);
+    Widen(x + r0 * d, xf, rows * d);
+    LayerNormRows(xf, gamma, beta, yf, args.outputs[1].f32() + r0, args.outputs[2].f32() + r0, rows, d,
+                  s.epsilon);
+    Narrow(yf, y + r0 * d, rows * d);
+  }
+  return Status::Ok();
+}
+
+Status LayerNormRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   const auto& s = *static_cast<LayerNormState*>(state);
+  if (args.outputs[0].dtype == DType::BF16) return LayerNormRunBf16(args, s, ctx);
   LayerNormRows(args.inputs[0].f32(), args.inputs[1].f32(), args.inputs[2].f32(), args.outputs[0].f32(),
                 args.outputs[1].f32(), args.outputs[2].f32(), s.rows, s.d, s.epsilon);
   return Status::Ok();
@@ -96,20 +144,22 @@ Status LayerNormRun(const KernelArgs& args, KernelState* state, RunContext&) {
 Status LayerNormGradPrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 5, 3));
   auto s = std::make_unique<LayerNormState>();
+  SINKRT_ASSIGN_OR_RETURN(const DType dtype,
+                          CheckFloatDType(args, {In(0), In(1), In(2), Out(0), Out(1), Out(2)}));
   SINKRT_RETURN_IF_ERROR(CheckLayerNormOperands(args, In(1), In(2), s.get()));
-  SINKRT_RETURN_IF_ERROR(CheckDType(args, In(0), DType::F32));
   SINKRT_RETURN_IF_ERROR(CheckSameShape(args, In(0), In(1)));
   SINKRT_RETURN_IF_ERROR(CheckRowStats(args, In(3), *s));
   SINKRT_RETURN_IF_ERROR(CheckRowStats(args, In(4), *s));
-  SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(0), DType::F32));
   SINKRT_RETURN_IF_ERROR(CheckSameShape(args, Out(0), In(1)));
-  for (int o : {1, 2}) {
-    SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(o), DType::F32));
-    SINKRT_RETURN_IF_ERROR(CheckSameShape(args, Out(o), In(2)));
-  }
+  for (int o : {1, 2}) SINKRT_RETURN_IF_ERROR(CheckSameShape(args, Out(o), In(2)));
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
   // x̂ and dy·gamma of one row, and the column leaves of dgamma and dbeta.
-  const uint64_t floats = 2 * static_cast<uint64_t>(s->d) * (1 + static_cast<uint64_t>(ColumnLeafCount(s->rows)));
+  uint64_t floats = 2 * static_cast<uint64_t>(s->d) * (1 + static_cast<uint64_t>(ColumnLeafCount(s->rows)));
+  if (dtype == DType::BF16) {
+    // gamma, the f32 dgamma and dbeta, then dy, x and dx of a block of rows.
+    s->stage_rows = std::min<int64_t>(kColumnLeafRows, std::max<int64_t>(s->rows, 1));
+    floats += static_cast<uint64_t>(s->d) * (3 + 3 * static_cast<uint64_t>(s->stage_rows));
+  }
   ctx.scratch_bytes = std::max<uint64_t>(ctx.scratch_bytes, floats * sizeof(float));
   *state = std::move(s);
   return Status::Ok();
@@ -151,8 +201,45 @@ SINKRT_VECTOR_CLONES void LayerNormGradRows(const float* __restrict dy, const fl
 // With g = dy·gamma and x̂ = (x − mean)·rstd per row:
 //   dx = rstd·(g − mean(g) − x̂·mean(g·x̂)),  dgamma = Σ_rows dy·x̂,  dbeta = Σ_rows dy.
 // One pass over dy and x; the column sums come out as AddColumnSums's bits.
+// bf16: LayerNormGradRows on staged f32 copies of kColumnLeafRows rows at a
+// time (each block starts a column leaf, so the leaves fill as in one pass),
+// and the f32 column sums rounded once into dgamma and dbeta.
+Status LayerNormGradRunBf16(const KernelArgs& args, const LayerNormState& s, RunContext& ctx) {
+  const int64_t d = s.d;
+  float* xhat = reinterpret_cast<float*>(ctx.scratch);
+  float* leaves = xhat + 2 * d;
+  const int64_t leaf_floats = ColumnLeafCount(s.rows) * d;
+  float* gamma = leaves + 2 * leaf_floats;
+  float* dgamma = gamma + d;
+  float* dbeta = dgamma + d;
+  float* dyf = dbeta + d;
+  float* xf = dyf + s.stage_rows * d;
+  float* dxf = xf + s.stage_rows * d;
+  const bf16_t* dy = Data<bf16_t>(args.inputs[0]);
+  const bf16_t* x = Data<bf16_t>(args.inputs[1]);
+  bf16_t* dx = Data<bf16_t>(args.outputs[0]);
+  Widen(Data<bf16_t>(args.inputs[2]), gamma, d);
+  for (int64_t r0 = 0; r0 < s.rows; r0 += s.stage_rows) {
+    const int64_t rows = std::min(s.stage_rows, s.rows - r0);
+    Widen(dy + r0 * d, dyf, rows * d);
+    Widen(x + r0 * d, xf, rows * d);
+    const int64_t leaf = (r0 / kColumnLeafRows) * d;
+    LayerNormGradRows(dyf, xf, gamma, args.inputs[3].f32() + r0, args.inputs[4].f32() + r0, dxf, rows, d, xhat,
+                      xhat + d, leaves + leaf, leaves + leaf_floats + leaf);
+    Narrow(dxf, dx + r0 * d, rows * d);
+  }
+  std::fill(dgamma, dgamma + d, 0.0f);
+  std::fill(dbeta, dbeta + d, 0.0f);
+  AddColumnLeaves(leaves, s.rows, d, dgamma);
+  AddColumnLeaves(leaves + leaf_floats, s.rows, d, dbeta);
+  Narrow(dgamma, Data<bf16_t>(args.outputs[1]), d);
+  Narrow(dbeta, Data<bf16_t>(args.outputs[2]), d);
+  return Status::Ok();
+}
+
 Status LayerNormGradRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   const auto& s = *static_cast<LayerNormState*>(state);
+  if (args.outputs[0].dtype == DType::BF16) return LayerNormGradRunBf16(args, s, ctx);
   float* dgamma = args.outputs[1].f32();
   float* dbeta = args.outputs[2].f32();
   const int64_t d = s.d;

@@ -1,6 +1,12 @@
 // Reductions and broadcasts: ReduceSum, ReduceMean, SumToShape, BroadcastTo,
 // BiasAdd, BiasAddGrad. All are planned at load into a BroadcastPlan or a
 // ReducePlan (broadcast.h) and run as flat loops.
+//
+// Every float operand is f32, or every one bf16 (mixed precision). bf16
+// computes in f32 and rounds once per stored element; the sums add in f32,
+// in the float order, into kernel scratch (one float per output element),
+// so a bf16 reduction is the rounded f32 reduction of the widened input.
+#include <algorithm>
 #include <string>
 
 #include "broadcast.h"
@@ -19,14 +25,14 @@ struct BroadcastState : KernelState {
   float scale = 1.0f;
 };
 
-Status CheckF32(const KernelArgs& args) {
-  for (size_t i = 0; i < args.inputs.size(); ++i) {
-    SINKRT_RETURN_IF_ERROR(CheckDType(args, In(static_cast<int>(i)), DType::F32));
-  }
-  for (size_t i = 0; i < args.outputs.size(); ++i) {
-    SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(static_cast<int>(i)), DType::F32));
-  }
-  return Status::Ok();
+// All operands f32, or all bf16.
+Status CheckFloats(const KernelArgs& args) { return CheckAllFloatDType(args).status(); }
+
+// A bf16 reduction's f32 sums live in the kernel scratch.
+void ReserveReduceScratch(const KernelArgs& args, const ReducePlan& plan, PrepareContext& ctx) {
+  if (args.outputs[0].dtype != DType::BF16) return;
+  const uint64_t bytes = static_cast<uint64_t>(ReduceScratchFloats(plan)) * sizeof(float);
+  ctx.scratch_bytes = std::max(ctx.scratch_bytes, bytes);
 }
 
 // Whether `from` broadcasts to exactly `to`: the pair SumToShape reduces
@@ -37,10 +43,10 @@ bool BroadcastsExactlyTo(const Shape& from, const Shape& to) {
 }
 
 template <bool kMean>
-Status ReducePrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
+Status ReducePrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, 1));
   SINKRT_ASSIGN_OR_RETURN(const fb::AxisOptions* opts, GetOptions<fb::AxisOptions>(args));
-  SINKRT_RETURN_IF_ERROR(CheckF32(args));
+  SINKRT_RETURN_IF_ERROR(CheckFloats(args));
   const TensorRef& x = args.inputs[0];
   bool reduced[kMaxRank] = {};
   if (opts->axes() == nullptr || opts->axes()->size() == 0) {
@@ -74,21 +80,28 @@ Status ReducePrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<Ke
   auto s = std::make_unique<ReduceState>();
   const float scale = kMean && count > 0 ? 1.0f / static_cast<float>(count) : 1.0f;
   s->plan = PlanReduce(x.shape, std::span<const bool>(reduced, x.shape.size()), scale);
+  ReserveReduceScratch(args, s->plan, ctx);
   *state = std::move(s);
   return Status::Ok();
 }
 
-Status ReduceRun(const KernelArgs& args, KernelState* state, RunContext&) {
-  RunReduce(static_cast<ReduceState*>(state)->plan, args.inputs[0].f32(), args.outputs[0].f32());
+Status ReduceRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
+  const ReducePlan& plan = static_cast<ReduceState*>(state)->plan;
+  if (args.outputs[0].dtype == DType::BF16) {
+    RunReduce(plan, Data<bf16_t>(args.inputs[0]), Data<bf16_t>(args.outputs[0]),
+              reinterpret_cast<float*>(ctx.scratch));
+  } else {
+    RunReduce(plan, args.inputs[0].f32(), args.outputs[0].f32());
+  }
   return Status::Ok();
 }
 
 // dx (the output) must broadcast to exactly dy's shape.
-Status SumToShapePrepare(const KernelArgs& args, PrepareContext&,
+Status SumToShapePrepare(const KernelArgs& args, PrepareContext& ctx,
                          std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, 1));
   SINKRT_RETURN_IF_ERROR(CheckNoOptions(args));
-  SINKRT_RETURN_IF_ERROR(CheckF32(args));
+  SINKRT_RETURN_IF_ERROR(CheckFloats(args));
   const TensorRef &dy = args.inputs[0], &dx = args.outputs[0];
   if (!BroadcastsExactlyTo(dx.shape, dy.shape)) {
     return OpError(args, "output 0 has shape " + ShapeToString(dx.shape) +
@@ -98,6 +111,7 @@ Status SumToShapePrepare(const KernelArgs& args, PrepareContext&,
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
   auto s = std::make_unique<ReduceState>();
   s->plan = PlanReduceTo(dy.shape, dx.shape, 1.0f);
+  ReserveReduceScratch(args, s->plan, ctx);
   *state = std::move(s);
   return Status::Ok();
 }
@@ -106,7 +120,7 @@ Status BroadcastToPrepare(const KernelArgs& args, PrepareContext&,
                           std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, 1));
   SINKRT_ASSIGN_OR_RETURN(const fb::AxisOptions* opts, GetOptions<fb::AxisOptions>(args));
-  SINKRT_RETURN_IF_ERROR(CheckF32(args));
+  SINKRT_RETURN_IF_ERROR(CheckFloats(args));
   const TensorRef &x = args.inputs[0], &y = args.outputs[0];
   if (!BroadcastsExactlyTo(x.shape, y.shape)) {
     return OpError(args, "input 0 has shape " + ShapeToString(x.shape) +
@@ -123,10 +137,13 @@ Status BroadcastToPrepare(const KernelArgs& args, PrepareContext&,
 
 Status BroadcastToRun(const KernelArgs& args, KernelState* state, RunContext&) {
   const auto& s = *static_cast<BroadcastState*>(state);
-  const float* x = args.inputs[0].f32();
   const float scale = s.scale;
-  RunBroadcast(s.plan, x, x, args.outputs[0].f32(), [scale](float a, float) { return scale * a; });
-  return Status::Ok();
+  return WithStorage(args.outputs[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    const T* x = Data<T>(args.inputs[0]);
+    RunBroadcast(s.plan, x, x, Data<T>(args.outputs[0]), [scale](float a, float) { return scale * a; });
+    return Status::Ok();
+  });
 }
 
 // The channel axis of BiasAdd / BiasAddGrad, which the contract fixes at 1
@@ -146,7 +163,7 @@ Result<int> ChannelAxis(const KernelArgs& args, const TensorRef& t, Operand of) 
 
 Status BiasAddPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 2, 1));
-  SINKRT_RETURN_IF_ERROR(CheckF32(args));
+  SINKRT_RETURN_IF_ERROR(CheckFloats(args));
   const TensorRef& x = args.inputs[0];
   SINKRT_ASSIGN_OR_RETURN(const int axis, ChannelAxis(args, x, In(0)));
   const int64_t c = x.dim(axis);
@@ -166,15 +183,18 @@ Status BiasAddPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<K
 }
 
 Status BiasAddRun(const KernelArgs& args, KernelState* state, RunContext&) {
-  RunBroadcast(static_cast<BroadcastState*>(state)->plan, args.inputs[0].f32(),
-               args.inputs[1].f32(), args.outputs[0].f32(), [](float a, float b) { return a + b; });
-  return Status::Ok();
+  return WithStorage(args.outputs[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    RunBroadcast(static_cast<BroadcastState*>(state)->plan, Data<T>(args.inputs[0]), Data<T>(args.inputs[1]),
+                 Data<T>(args.outputs[0]), [](float a, float b) { return a + b; });
+    return Status::Ok();
+  });
 }
 
-Status BiasAddGradPrepare(const KernelArgs& args, PrepareContext&,
+Status BiasAddGradPrepare(const KernelArgs& args, PrepareContext& ctx,
                           std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, 1));
-  SINKRT_RETURN_IF_ERROR(CheckF32(args));
+  SINKRT_RETURN_IF_ERROR(CheckFloats(args));
   const TensorRef& dy = args.inputs[0];
   SINKRT_ASSIGN_OR_RETURN(const int axis, ChannelAxis(args, dy, In(0)));
   const int64_t c = dy.dim(axis);
@@ -187,6 +207,7 @@ Status BiasAddGradPrepare(const KernelArgs& args, PrepareContext&,
   for (int d = 0; d < dy.rank(); ++d) reduced[d] = d != axis;
   auto s = std::make_unique<ReduceState>();
   s->plan = PlanReduce(dy.shape, std::span<const bool>(reduced, dy.shape.size()), 1.0f);
+  ReserveReduceScratch(args, s->plan, ctx);
   *state = std::move(s);
   return Status::Ok();
 }

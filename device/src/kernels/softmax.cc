@@ -6,11 +6,19 @@
 // that every loop stays contiguous over inner. exp is vector_math.h's
 // FastExp, so that the loops vectorise; the last-axis rows run in functions
 // compiled per ISA (SINKRT_VECTOR_CLONES), with their sums inline (RowSum).
+//
+// Operands are all f32 or all bf16 (mixed precision). bf16 runs the f32
+// code on staged copies: a block of rows (or one [A, inner] slice) is
+// widened into f32 kernel scratch, computed exactly as f32, and rounded once
+// into the output; so a bf16 result is the rounded f32 result on the widened
+// inputs, with every sum in f32. (The f32 rows keep exp values in y to sum
+// and rescale them, which a bf16 y could not hold.)
 #include <algorithm>
 #include <cmath>
 
 #include "check.h"
 #include "kernel_list.h"
+#include "storage.h"
 #include "sum.h"
 #include "vector_math.h"
 
@@ -19,19 +27,23 @@ namespace {
 
 struct AxisState : KernelState {
   int64_t outer = 1, axis_len = 1, inner = 1;
+  int64_t stage_rows = 1;  // bf16, last axis: rows widened at a time
 };
 
-// Shared prepare: `inputs` same-shape f32 tensors (x, or dy and y) and one
-// output of that shape; AxisOptions.axis normalised.
+// bf16 stages this many floats of rows at a time (at least one row): enough
+// to amortise the per-ISA row function's call, small enough to stay in L2.
+constexpr int64_t kStageFloats = 4096;
+
+// Shared prepare: `inputs` same-shape tensors (x, or dy and y) and one
+// output of that shape, all f32 or all bf16; AxisOptions.axis normalised.
 Status AxisPrepare(const KernelArgs& args, size_t inputs, PrepareContext& ctx,
                    std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, inputs, 1));
   SINKRT_ASSIGN_OR_RETURN(const fb::AxisOptions* opts, GetOptions<fb::AxisOptions>(args));
+  SINKRT_ASSIGN_OR_RETURN(const DType dtype, CheckAllFloatDType(args));
   for (size_t i = 0; i < inputs; ++i) {
-    SINKRT_RETURN_IF_ERROR(CheckDType(args, In(static_cast<int>(i)), DType::F32));
     SINKRT_RETURN_IF_ERROR(CheckSameShape(args, In(static_cast<int>(i)), In(0)));
   }
-  SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(0), DType::F32));
   SINKRT_RETURN_IF_ERROR(CheckSameShape(args, Out(0), In(0)));
   const TensorRef& x = args.inputs[0];
   if (x.rank() == 0) return OpError(args, "input 0 is a scalar; it needs an axis");
@@ -42,9 +54,20 @@ Status AxisPrepare(const KernelArgs& args, size_t inputs, PrepareContext& ctx,
   for (int d = 0; d < axis; ++d) s->outer *= x.dim(d);
   s->axis_len = x.dim(axis);
   for (int d = axis + 1; d < x.rank(); ++d) s->inner *= x.dim(d);
-  if (s->inner > 1) {
-    ctx.scratch_bytes = std::max<uint64_t>(ctx.scratch_bytes, 2 * s->inner * sizeof(float));
+  uint64_t floats = s->inner > 1 ? 2 * s->inner : 0;  // f32: the strided running values
+  if (dtype == DType::BF16) {
+    // Staged copies: x and y (Softmax) or dy, y and dx (the gradients), of a
+    // block of rows or of one [A, inner] slice, plus the running values.
+    const uint64_t staged = static_cast<uint64_t>(inputs) + 1;
+    if (s->inner == 1) {
+      s->stage_rows = std::clamp<int64_t>(kStageFloats / std::max<int64_t>(s->axis_len, 1), 1,
+                                          std::max<int64_t>(s->outer, 1));
+      floats = staged * static_cast<uint64_t>(s->stage_rows * s->axis_len);
+    } else {
+      floats += staged * static_cast<uint64_t>(s->axis_len * s->inner);
+    }
   }
+  ctx.scratch_bytes = std::max<uint64_t>(ctx.scratch_bytes, floats * sizeof(float));
   *state = std::move(s);
   return Status::Ok();
 }
@@ -56,6 +79,14 @@ Status UnaryAxisPrepare(const KernelArgs& args, PrepareContext& ctx,
 Status GradAxisPrepare(const KernelArgs& args, PrepareContext& ctx,
                        std::unique_ptr<KernelState>* state) {
   return AxisPrepare(args, 2, ctx, state);
+}
+
+// bf16 staging: exact widening, and one rounding per stored element.
+void Widen(const bf16_t* __restrict x, float* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = Bf16ToFloat(x[i]);
+}
+void Narrow(const float* __restrict x, bf16_t* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = FloatToBf16(x[i]);
 }
 
 // max of x[0..n), n ≥ 1, over 8 lanes so that the loop vectorises (max is
@@ -133,13 +164,43 @@ void SoftmaxStrided(const float* __restrict x, float* __restrict y, int64_t a_le
   }
 }
 
+// bf16: the f32 code below on staged f32 copies (scratch laid out as
+// AxisPrepare sized it).
+template <bool kLog>
+Status SoftmaxRunBf16(const KernelArgs& args, const AxisState& s, RunContext& ctx) {
+  const bf16_t* x = Data<bf16_t>(args.inputs[0]);
+  bf16_t* y = Data<bf16_t>(args.outputs[0]);
+  float* xf = reinterpret_cast<float*>(ctx.scratch);
+  if (s.inner == 1) {
+    const int64_t n = s.axis_len;
+    float* yf = xf + s.stage_rows * n;
+    for (int64_t r0 = 0; r0 < s.outer; r0 += s.stage_rows) {
+      const int64_t rows = std::min(s.stage_rows, s.outer - r0);
+      Widen(x + r0 * n, xf, rows * n);
+      (kLog ? LogSoftmaxRows : SoftmaxRows)(xf, yf, rows, n);
+      Narrow(yf, y + r0 * n, rows * n);
+    }
+    return Status::Ok();
+  }
+  const int64_t slice = s.axis_len * s.inner;
+  float* yf = xf + slice;
+  float* m = yf + slice;
+  for (int64_t o = 0; o < s.outer; ++o) {
+    Widen(x + o * slice, xf, slice);
+    SoftmaxStrided<kLog>(xf, yf, s.axis_len, s.inner, m, m + s.inner);
+    Narrow(yf, y + o * slice, slice);
+  }
+  return Status::Ok();
+}
+
 template <bool kLog>
 Status SoftmaxRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   const auto& s = *static_cast<AxisState*>(state);
+  if (s.axis_len == 0) return Status::Ok();
+  if (args.outputs[0].dtype == DType::BF16) return SoftmaxRunBf16<kLog>(args, s, ctx);
   const float* x = args.inputs[0].f32();
   float* y = args.outputs[0].f32();
   const int64_t slice = s.axis_len * s.inner;
-  if (s.axis_len == 0) return Status::Ok();
   if (s.inner == 1) {
     (kLog ? LogSoftmaxRows : SoftmaxRows)(x, y, s.outer, s.axis_len);
     return Status::Ok();
@@ -172,10 +233,61 @@ SINKRT_VECTOR_CLONES void LogSoftmaxGradRows(const float* __restrict dy, const f
   }
 }
 
+// One [A, inner] slice of the gradient; acc: inner floats of scratch.
+template <bool kLog>
+inline void SoftmaxGradStrided(const float* __restrict g, const float* __restrict v, float* __restrict d,
+                               int64_t a_len, int64_t inner, float* __restrict acc) {
+  std::fill(acc, acc + inner, 0.0f);
+  for (int64_t a = 0; a < a_len; ++a) {
+    const float* ga = g + a * inner;
+    const float* va = v + a * inner;
+    for (int64_t i = 0; i < inner; ++i) acc[i] += kLog ? ga[i] : ga[i] * va[i];
+  }
+  for (int64_t a = 0; a < a_len; ++a) {
+    const float* ga = g + a * inner;
+    const float* va = v + a * inner;
+    float* da = d + a * inner;
+    for (int64_t i = 0; i < inner; ++i) {
+      da[i] = kLog ? ga[i] - FastExp(va[i]) * acc[i] : va[i] * (ga[i] - acc[i]);
+    }
+  }
+}
+
+// bf16: the f32 code on staged copies, as SoftmaxRunBf16.
+template <bool kLog>
+Status SoftmaxGradRunBf16(const KernelArgs& args, const AxisState& s, RunContext& ctx) {
+  const bf16_t* dy = Data<bf16_t>(args.inputs[0]);
+  const bf16_t* y = Data<bf16_t>(args.inputs[1]);
+  bf16_t* dx = Data<bf16_t>(args.outputs[0]);
+  float* dyf = reinterpret_cast<float*>(ctx.scratch);
+  if (s.inner == 1) {
+    const int64_t n = s.axis_len, block = s.stage_rows * n;
+    float *yf = dyf + block, *dxf = yf + block;
+    for (int64_t r0 = 0; r0 < s.outer; r0 += s.stage_rows) {
+      const int64_t rows = std::min(s.stage_rows, s.outer - r0);
+      Widen(dy + r0 * n, dyf, rows * n);
+      Widen(y + r0 * n, yf, rows * n);
+      (kLog ? LogSoftmaxGradRows : SoftmaxGradRows)(dyf, yf, dxf, rows, n);
+      Narrow(dxf, dx + r0 * n, rows * n);
+    }
+    return Status::Ok();
+  }
+  const int64_t slice = s.axis_len * s.inner;
+  float *yf = dyf + slice, *dxf = yf + slice, *acc = dxf + slice;
+  for (int64_t o = 0; o < s.outer; ++o) {
+    Widen(dy + o * slice, dyf, slice);
+    Widen(y + o * slice, yf, slice);
+    SoftmaxGradStrided<kLog>(dyf, yf, dxf, s.axis_len, s.inner, acc);
+    Narrow(dxf, dx + o * slice, slice);
+  }
+  return Status::Ok();
+}
+
 // SoftmaxGrad: dx = y·(dy − Σ dy·y).  LogSoftmaxGrad: dx = dy − exp(y)·Σ dy.
 template <bool kLog>
 Status SoftmaxGradRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   const auto& s = *static_cast<AxisState*>(state);
+  if (args.outputs[0].dtype == DType::BF16) return SoftmaxGradRunBf16<kLog>(args, s, ctx);
   const float* __restrict dy = args.inputs[0].f32();
   const float* __restrict y = args.inputs[1].f32();
   float* __restrict dx = args.outputs[0].f32();
@@ -184,25 +296,9 @@ Status SoftmaxGradRun(const KernelArgs& args, KernelState* state, RunContext& ct
     (kLog ? LogSoftmaxGradRows : SoftmaxGradRows)(dy, y, dx, s.outer, a_len);
     return Status::Ok();
   }
+  float* __restrict acc = reinterpret_cast<float*>(ctx.scratch);
   for (int64_t o = 0; o < s.outer; ++o) {
-    const float* g = dy + o * slice;
-    const float* v = y + o * slice;
-    float* d = dx + o * slice;
-    float* __restrict acc = reinterpret_cast<float*>(ctx.scratch);
-    std::fill(acc, acc + inner, 0.0f);
-    for (int64_t a = 0; a < a_len; ++a) {
-      const float* ga = g + a * inner;
-      const float* va = v + a * inner;
-      for (int64_t i = 0; i < inner; ++i) acc[i] += kLog ? ga[i] : ga[i] * va[i];
-    }
-    for (int64_t a = 0; a < a_len; ++a) {
-      const float* ga = g + a * inner;
-      const float* va = v + a * inner;
-      float* da = d + a * inner;
-      for (int64_t i = 0; i < inner; ++i) {
-        da[i] = kLog ? ga[i] - FastExp(va[i]) * acc[i] : va[i] * (ga[i] - acc[i]);
-      }
-    }
+    SoftmaxGradStrided<kLog>(dy + o * slice, y + o * slice, dx + o * slice, a_len, inner, acc);
   }
   return Status::Ok();
 }

@@ -11,6 +11,7 @@ constexpr int64_t kLeaf = kPairwiseLeaf;
 
 // The leaves (sum.h) compiled per ISA.
 SINKRT_VECTOR_CLONES float LeafSumClones(const float* __restrict x, int64_t n) { return LeafSum(x, n); }
+SINKRT_VECTOR_CLONES float LeafSumClones(const bf16_t* __restrict x, int64_t n) { return LeafSum(x, n); }
 SINKRT_VECTOR_CLONES float LeafDotClones(const float* __restrict x, const float* __restrict w, int64_t n) {
   return LeafDot(x, w, n);
 }
@@ -18,13 +19,17 @@ SINKRT_VECTOR_CLONES float LeafDotClones(const float* __restrict x, const float*
 // Split point: a multiple of the leaf so leaves stay full.
 inline int64_t Half(int64_t n) { return ((n / 2 + kLeaf - 1) / kLeaf) * kLeaf; }
 
-}  // namespace
-
-float PairwiseSum(const float* __restrict x, int64_t n) {
+template <typename T>
+float PairwiseSumOf(const T* __restrict x, int64_t n) {
   if (n <= kLeaf) return LeafSumClones(x, n);
   const int64_t h = Half(n);
-  return PairwiseSum(x, h) + PairwiseSum(x + h, n - h);
+  return PairwiseSumOf(x, h) + PairwiseSumOf(x + h, n - h);
 }
+
+}  // namespace
+
+float PairwiseSum(const float* __restrict x, int64_t n) { return PairwiseSumOf(x, n); }
+float PairwiseSum(const bf16_t* __restrict x, int64_t n) { return PairwiseSumOf(x, n); }
 
 float PairwiseDot(const float* __restrict x, const float* __restrict w, int64_t n) {
   if (n <= kLeaf) return LeafDotClones(x, w, n);
@@ -38,17 +43,25 @@ constexpr int64_t kCols = 64;   // a column block stays in registers / L1
 constexpr int64_t kRows = kColumnLeafRows;  // rows summed directly before pairing
 
 // out[j] = Σ_r x[r·cols + j] for j < w ≤ kCols, pairwise over row blocks.
-SINKRT_VECTOR_CLONES void ColumnLeafSum(const float* __restrict x, int64_t rows, int64_t cols, int64_t w,
-                                        float* __restrict out) {
+template <typename T>
+inline void ColumnLeafSumOf(const T* __restrict x, int64_t rows, int64_t cols, int64_t w, float* __restrict out) {
   for (int64_t j = 0; j < w; ++j) out[j] = 0.0f;
   for (int64_t r = 0; r < rows; ++r) {
-    const float* row = x + r * cols;
-    for (int64_t j = 0; j < w; ++j) out[j] += row[j];
+    const T* row = x + r * cols;
+    for (int64_t j = 0; j < w; ++j) out[j] += Load(row[j]);
   }
 }
+SINKRT_VECTOR_CLONES void ColumnLeafSum(const float* __restrict x, int64_t rows, int64_t cols, int64_t w,
+                                        float* __restrict out) {
+  ColumnLeafSumOf(x, rows, cols, w, out);
+}
+SINKRT_VECTOR_CLONES void ColumnLeafSum(const bf16_t* __restrict x, int64_t rows, int64_t cols, int64_t w,
+                                        float* __restrict out) {
+  ColumnLeafSumOf(x, rows, cols, w, out);
+}
 
-void ColumnBlockSum(const float* __restrict x, int64_t rows, int64_t cols, int64_t w,
-                    float* __restrict out) {
+template <typename T>
+void ColumnBlockSum(const T* __restrict x, int64_t rows, int64_t cols, int64_t w, float* __restrict out) {
   if (rows <= kRows) {
     ColumnLeafSum(x, rows, cols, w, out);
     return;
@@ -79,13 +92,25 @@ void AddColumnLeaves(float* __restrict leaves, int64_t rows, int64_t cols, float
   for (int64_t j = 0; j < cols; ++j) y[j] += leaves[j];
 }
 
-void AddColumnSums(const float* __restrict x, int64_t rows, int64_t cols, float* __restrict y) {
+namespace {
+
+template <typename T>
+void AddColumnSumsOf(const T* __restrict x, int64_t rows, int64_t cols, float* __restrict y) {
   for (int64_t c0 = 0; c0 < cols; c0 += kCols) {
     const int64_t w = std::min(kCols, cols - c0);
     float total[kCols];
     ColumnBlockSum(x + c0, rows, cols, w, total);
     for (int64_t j = 0; j < w; ++j) y[c0 + j] += total[j];
   }
+}
+
+}  // namespace
+
+void AddColumnSums(const float* __restrict x, int64_t rows, int64_t cols, float* __restrict y) {
+  AddColumnSumsOf(x, rows, cols, y);
+}
+void AddColumnSums(const bf16_t* __restrict x, int64_t rows, int64_t cols, float* __restrict y) {
+  AddColumnSumsOf(x, rows, cols, y);
 }
 
 }  // namespace sinkrt::device

@@ -4,14 +4,21 @@
 // reductions (a bias gradient over a big batch), without double or threads:
 // sums are pairwise over blocks whose insides use 16 independent lanes, so
 // the error grows with log(n) and the inner loop vectorises.
+//
+// The sums over bf16 storage widen each element and add in f32 in exactly
+// the order of the float ones: a bf16 tensor sums to the bits its f32 copy
+// sums to.
 #pragma once
 
 #include <cstdint>
+
+#include "storage.h"
 
 namespace sinkrt::device {
 
 // Σ x[0..n).
 float PairwiseSum(const float* __restrict x, int64_t n);
+float PairwiseSum(const bf16_t* __restrict x, int64_t n);
 
 // PairwiseSum and PairwiseDot of at most this many elements are one leaf:
 // LeafSum / LeafDot below, whose bits they return.
@@ -32,14 +39,15 @@ inline float LeafLaneTotal(const float* acc) {
 // adds in the same order and gets the same bits. Inline so that a row loop
 // compiled per ISA (LayerNorm, Softmax over short rows) sums without a call:
 // the call through the ifunc and back cost as much as a 64-float row.
-inline float LeafSum(const float* __restrict x, int64_t n) {
+template <typename T>
+inline float LeafSum(const T* __restrict x, int64_t n) {
   float acc[kLeafLanes] = {};
   int64_t i = 0;
   for (; i + kLeafLanes <= n; i += kLeafLanes) {
-    for (int j = 0; j < kLeafLanes; ++j) acc[j] += x[i + j];
+    for (int j = 0; j < kLeafLanes; ++j) acc[j] += Load(x[i + j]);
   }
   float s = LeafLaneTotal(acc);
-  for (; i < n; ++i) s += x[i];
+  for (; i < n; ++i) s += Load(x[i]);
   return s;
 }
 
@@ -71,6 +79,7 @@ inline float RowDot(const float* __restrict x, const float* __restrict w, int64_
 // [rows, cols] block, summed pairwise over blocks of rows (same error bound
 // as PairwiseSum), a block of columns at a time.
 void AddColumnSums(const float* __restrict x, int64_t rows, int64_t cols, float* __restrict y);
+void AddColumnSums(const bf16_t* __restrict x, int64_t rows, int64_t cols, float* __restrict y);
 
 // AddColumnSums in two halves, for a kernel that computes its rows as it
 // goes (LayerNormGrad) instead of storing them first. Rows are summed into
