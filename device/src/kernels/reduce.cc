@@ -182,13 +182,19 @@ Status BiasAddPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<K
   return Status::Ok();
 }
 
+struct BiasAddOp {
+  float operator()(float a, float b) const { return a + b; }
+};
+
 Status BiasAddRun(const KernelArgs& args, KernelState* state, RunContext&) {
-  return WithStorage(args.outputs[0].dtype, [&](auto t) {
-    using T = decltype(t);
-    RunBroadcast(static_cast<BroadcastState*>(state)->plan, Data<T>(args.inputs[0]), Data<T>(args.inputs[1]),
-                 Data<T>(args.outputs[0]), [](float a, float b) { return a + b; });
-    return Status::Ok();
-  });
+  const BroadcastPlan& plan = static_cast<BroadcastState*>(state)->plan;
+  if (args.outputs[0].dtype == DType::BF16) {
+    RunBroadcast(plan, Data<bf16_t>(args.inputs[0]), Data<bf16_t>(args.inputs[1]), Data<bf16_t>(args.outputs[0]),
+                 BiasAddOp());
+  } else {
+    RunBroadcast(plan, args.inputs[0].f32(), args.inputs[1].f32(), args.outputs[0].f32(), BiasAddOp());
+  }
+  return Status::Ok();
 }
 
 Status BiasAddGradPrepare(const KernelArgs& args, PrepareContext& ctx,
