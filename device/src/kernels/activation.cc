@@ -6,7 +6,8 @@
 // loops take plain pointers (GCC's overlap check still lets y == x take the
 // vector path). The transcendental ones use vector_math.h and are compiled
 // once per ISA (SINKRT_VECTOR_CLONES, one clone set per storage type); the
-// rest vectorise as they are.
+// rest vectorise as they are in f32, and are cloned per ISA in bf16
+// (narrowing to bf16 is slow on baseline SSE2, storage.h).
 #include <cmath>
 
 #include "check.h"
@@ -47,23 +48,31 @@ void GradLoop(const T* dy, const T* v, T* dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dx[i] = Store<T>(f(Load(dy[i]), Load(v[i])));
 }
 
-template <typename F>
+// The bf16 loop of each op, compiled per ISA (storage.h: narrowing is slow
+// on baseline SSE2); the f32 loops vectorise as they are.
+using UnaryBf16 = void (*)(const bf16_t*, bf16_t*, int64_t);
+using GradBf16 = void (*)(const bf16_t*, const bf16_t*, bf16_t*, int64_t);
+
+template <typename F, UnaryBf16 kBf16>
 Status UnaryRun(const KernelArgs& args, KernelState*, RunContext&) {
-  return WithStorage(args.outputs[0].dtype, [&](auto t) {
-    using T = decltype(t);
-    UnaryLoop<T, F>(Data<T>(args.inputs[0]), Data<T>(args.outputs[0]), args.outputs[0].numel);
-    return Status::Ok();
-  });
+  const int64_t n = args.outputs[0].numel;
+  if (args.outputs[0].dtype == DType::BF16) {
+    kBf16(Data<bf16_t>(args.inputs[0]), Data<bf16_t>(args.outputs[0]), n);
+  } else {
+    UnaryLoop<float, F>(args.inputs[0].f32(), args.outputs[0].f32(), n);
+  }
+  return Status::Ok();
 }
 
-template <typename F>
+template <typename F, GradBf16 kBf16>
 Status GradRun(const KernelArgs& args, KernelState*, RunContext&) {
-  return WithStorage(args.outputs[0].dtype, [&](auto t) {
-    using T = decltype(t);
-    GradLoop<T, F>(Data<T>(args.inputs[0]), Data<T>(args.inputs[1]), Data<T>(args.outputs[0]),
-                   args.outputs[0].numel);
-    return Status::Ok();
-  });
+  const int64_t n = args.outputs[0].numel;
+  if (args.outputs[0].dtype == DType::BF16) {
+    kBf16(Data<bf16_t>(args.inputs[0]), Data<bf16_t>(args.inputs[1]), Data<bf16_t>(args.outputs[0]), n);
+  } else {
+    GradLoop<float, F>(args.inputs[0].f32(), args.inputs[1].f32(), args.outputs[0].f32(), n);
+  }
+  return Status::Ok();
 }
 
 // The transcendental loops, one overload per storage type: target_clones is
@@ -146,16 +155,28 @@ struct SigmoidGrad {
   float operator()(float dy, float y) const { return dy * y * (1.0f - y); }
 };
 
+SINKRT_VECTOR_CLONES void ReluBf16(const bf16_t* x, bf16_t* y, int64_t n) { UnaryLoop<bf16_t, Relu>(x, y, n); }
+SINKRT_VECTOR_CLONES void NegBf16(const bf16_t* x, bf16_t* y, int64_t n) { UnaryLoop<bf16_t, Neg>(x, y, n); }
+SINKRT_VECTOR_CLONES void ReluGradBf16(const bf16_t* dy, const bf16_t* v, bf16_t* dx, int64_t n) {
+  GradLoop<bf16_t, ReluGrad>(dy, v, dx, n);
+}
+SINKRT_VECTOR_CLONES void TanhGradBf16(const bf16_t* dy, const bf16_t* v, bf16_t* dx, int64_t n) {
+  GradLoop<bf16_t, TanhGrad>(dy, v, dx, n);
+}
+SINKRT_VECTOR_CLONES void SigmoidGradBf16(const bf16_t* dy, const bf16_t* v, bf16_t* dx, int64_t n) {
+  GradLoop<bf16_t, SigmoidGrad>(dy, v, dx, n);
+}
+
 }  // namespace
 
-const KernelImpl kReluKernel = {UnaryPrepare, UnaryRun<Relu>};
+const KernelImpl kReluKernel = {UnaryPrepare, UnaryRun<Relu, ReluBf16>};
 const KernelImpl kGeluKernel = {UnaryPrepare, GeluRun};
 const KernelImpl kTanhKernel = {UnaryPrepare, TanhRun};
 const KernelImpl kSigmoidKernel = {UnaryPrepare, SigmoidRun};
-const KernelImpl kNegKernel = {UnaryPrepare, UnaryRun<Neg>};
-const KernelImpl kReluGradKernel = {GradPrepare, GradRun<ReluGrad>};
+const KernelImpl kNegKernel = {UnaryPrepare, UnaryRun<Neg, NegBf16>};
+const KernelImpl kReluGradKernel = {GradPrepare, GradRun<ReluGrad, ReluGradBf16>};
 const KernelImpl kGeluGradKernel = {GradPrepare, GeluGradRun};
-const KernelImpl kTanhGradKernel = {GradPrepare, GradRun<TanhGrad>};
-const KernelImpl kSigmoidGradKernel = {GradPrepare, GradRun<SigmoidGrad>};
+const KernelImpl kTanhGradKernel = {GradPrepare, GradRun<TanhGrad, TanhGradBf16>};
+const KernelImpl kSigmoidGradKernel = {GradPrepare, GradRun<SigmoidGrad, SigmoidGradBf16>};
 
 }  // namespace sinkrt::device

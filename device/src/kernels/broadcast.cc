@@ -168,7 +168,7 @@ void RunReduce(const ReducePlan& p, const bf16_t* __restrict x, bf16_t* __restri
     return;
   }
   ReduceInto(p, x, acc);
-  for (int64_t i = 0; i < p.y_numel; ++i) y[i] = FloatToBf16(acc[i]);
+  Narrow(acc, y, p.y_numel);
 }
 
 }  // namespace sinkrt::device

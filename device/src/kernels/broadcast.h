@@ -45,8 +45,10 @@ BroadcastPlan PlanBroadcast(std::span<const int64_t> y, std::span<const int64_t>
 // Runs y[i] = f(a[ia], b[ib]) over a plan. The pointers may alias y only when
 // that operand is y-shaped (each y[i] is written after its inputs are read).
 // T is the storage type (storage.h): f computes in float either way.
+// Always inlined, so that a caller compiled per ISA (the bf16 loops) gets
+// the loops built for its ISA instead of a call to one shared copy.
 template <typename T, typename F>
-inline void RunBroadcast(const BroadcastPlan& p, const T* a, const T* b, T* y, F f) {
+[[gnu::always_inline]] inline void RunBroadcast(const BroadcastPlan& p, const T* a, const T* b, T* y, F f) {
   using Kind = BroadcastPlan::Kind;
   if (p.kind == Kind::kSame) {
     for (int64_t i = 0; i < p.numel; ++i) y[i] = Store<T>(f(Load(a[i]), Load(b[i])));

@@ -40,13 +40,6 @@ struct LayerNormState : KernelState {
 // column leaf (sum.h) and the leaves fill exactly as in one f32 pass.
 constexpr int64_t kStageFloats = 4096;
 
-// bf16 staging: exact widening, and one rounding per stored element.
-void Widen(const bf16_t* __restrict x, float* __restrict y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = Bf16ToFloat(x[i]);
-}
-void Narrow(const float* __restrict x, bf16_t* __restrict y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = FloatToBf16(x[i]);
-}
 
 // x [..., D] (input 0 of both ops; input 1 of the gradient), gamma [D] and
 // the per-row statistics [rows]; fills rows, D and epsilon.

@@ -81,13 +81,6 @@ Status GradAxisPrepare(const KernelArgs& args, PrepareContext& ctx,
   return AxisPrepare(args, 2, ctx, state);
 }
 
-// bf16 staging: exact widening, and one rounding per stored element.
-void Widen(const bf16_t* __restrict x, float* __restrict y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = Bf16ToFloat(x[i]);
-}
-void Narrow(const float* __restrict x, bf16_t* __restrict y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = FloatToBf16(x[i]);
-}
 
 // max of x[0..n), n ≥ 1, over 8 lanes so that the loop vectorises (max is
 // exact, so the order does not change the result).

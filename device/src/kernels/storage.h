@@ -31,6 +31,13 @@ inline bf16_t Store<bf16_t>(float v) { return FloatToBf16(v); }
 template <typename T>
 inline T* Data(const TensorRef& t) { return static_cast<T*>(t.data); }
 
+// Whole arrays, compiled per ISA (SINKRT_VECTOR_CLONES, storage.cc):
+// baseline SSE2 has no unsigned 32-to-16-bit pack, and narrowing runs 2-3x
+// slower there than with AVX2. Callers' own bf16 loops are cloned for the
+// same reason.
+void Widen(const bf16_t* __restrict x, float* __restrict y, int64_t n);
+void Narrow(const float* __restrict x, bf16_t* __restrict y, int64_t n);
+
 // Calls f(T{}) with T the storage type of `dtype` (F32 or BF16, checked at
 // prepare), so that run() picks an instantiation with one branch.
 template <typename F>
