@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 #include <string>
@@ -418,6 +420,29 @@ TEST(Bf16DnnlErrors, UnimplementedBf16NamesTheCpuFeature) {
   args.inputs = {a.ref()};
   const Status f32 = DnnlErrorStatus(args, dnnl::error(dnnl_unimplemented, "could not create"));
   EXPECT_EQ(f32.message().find("bf16"), std::string::npos) << f32.message();
+}
+
+// The same end to end, in a process whose oneDNN is capped at AVX2 (no bf16
+// kernels): prepares a bf16 MatMul, prints the status and exits 0 if it was
+// Unimplemented.
+[[noreturn]] void PrepareBf16MatMulWithoutBf16Isa() {
+  if (dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2) != dnnl::status::success) std::_Exit(2);
+  const Tensor a({4, 8}, DType::BF16), b({8, 3}, DType::BF16);
+  Tensor y({4, 3});
+  KernelRunner op(OpCode::MatMul);
+  op.In(a).In(b).Out(y).MatMulOpts(false, false);
+  const Status st = op.Prepare();
+  std::fprintf(stderr, "%s\n", st.ToString().c_str());
+  std::_Exit(st.code() == StatusCode::kUnimplemented ? 0 : 1);
+}
+
+// The "threadsafe" death-test style runs the statement in a freshly executed
+// copy of this binary, where oneDNN has not yet fixed its ISA, so the cap
+// still takes.
+TEST(Bf16DnnlErrors, PrepareWithoutBf16IsaNamesTheCpuFeature) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(PrepareBf16MatMulWithoutBf16Isa(), ::testing::ExitedWithCode(0),
+              "MatMul: .*bf16 needs a CPU with AVX512-BF16/AMX");
 }
 
 }  // namespace
