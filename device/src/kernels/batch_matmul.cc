@@ -134,9 +134,9 @@ std::unique_ptr<BatchMatMulState> HandState(const TensorRef& a, const TensorRef&
 
 // `t` [..., rows, cols] described at rank `rank` as [batch..., r, c], where
 // (r, c) = (rows, cols), or (cols, rows) with swapped strides when
-// `transposed`. Missing leading batch dims are 1.
+// `transposed`. Missing leading batch dims are 1. In t's dtype (f32 or
+// bf16, checked by the caller).
 memory::desc OperandDesc(const TensorRef& t, int rank, bool transposed) {
-  // t's own dtype (f32 or bf16, checked by the caller).
   const int r = t.rank();
   memory::dims dims(rank, 1), strides(rank, 0);
   int64_t stride = 1;

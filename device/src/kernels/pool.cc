@@ -8,9 +8,9 @@
 // both derive it from a forward primitive descriptor built from the same
 // shapes and options on the same engine.
 //
-// dtypes: x, y, dy and dx all f32 or all bf16 (pooling computes no sums
-// that a wider output would keep: max selects, and oneDNN averages bf16 in
-// f32 before rounding once). The workspace is u8 either way.
+// dtypes: x, y, dy and dx share one, f32 or bf16 (oneDNN pools bf16 in f32
+// and rounds each result once, so an f32 output would buy little). The
+// workspace is the same u8 buffer either way.
 #include <string>
 
 #include "dnnl_kernel.h"
