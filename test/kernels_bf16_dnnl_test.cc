@@ -406,6 +406,32 @@ TEST(Bf16PoolKernels, RefusesMixedAndNonFloatDTypes) {
   ExpectPrepareError(avg_grad, "AvgPool2DGrad", {"output 0 has dtype f32, expected bf16 (as input 0)"});
 }
 
+//===--- Determinism ------------------------------------------------------------===//
+
+// As KernelRules.RunsAreBitwiseDeterministic for f32: a prepared bf16 op run
+// twice writes the same bits, including the reductions over the batch
+// (filter gradient) and over overlapping windows (pool gradient).
+TEST(Bf16KernelRules, RerunsAreBitwiseEqual) {
+  const Tensor a = ToBf16(Bf16Values({64, 300}, 601)), b = ToBf16(Bf16Values({300, 70}, 602));
+  const Tensor bias = ToBf16(Bf16Values({70}, 603));
+  const Tensor x = ToBf16(Bf16Values({4, 3, 12, 12}, 604));
+  const Tensor dy = ToBf16(Bf16Values({4, 8, 6, 6}, 605)), pdy = ToBf16(Bf16Values({4, 3, 6, 6}, 606));
+  Tensor y({64, 70}, DType::BF16), dw({8, 3, 3, 3}), dx({4, 3, 12, 12}, DType::BF16);
+  KernelRunner mm(OpCode::MatMul), bf(OpCode::Conv2DBackpropFilter), pool(OpCode::AvgPool2DGrad);
+  mm.In(a).In(b).Out(y).MatMulOpts(false, false).Bias(bias).Relu();
+  bf.In(dy).In(x).Out(dw).Conv({2, 2, 1, 1, 1, 1, 1, 1});
+  pool.In(pdy).Out(dx).Pool({3, 3, 2, 2, 1, 1, 1, 1});
+  for (KernelRunner* op : {&mm, &bf, &pool}) {
+    ASSERT_TRUE(op->Prepare().ok());
+    ASSERT_TRUE(op->Run().ok());
+  }
+  const std::vector<float> y1 = Values(y), dw1 = Values(dw), dx1 = Values(dx);
+  for (KernelRunner* op : {&mm, &bf, &pool}) ASSERT_TRUE(op->Run().ok());
+  EXPECT_EQ(Values(y), y1) << "MatMul";
+  EXPECT_EQ(Values(dw), dw1) << "Conv2DBackpropFilter";
+  EXPECT_EQ(Values(dx), dx1) << "AvgPool2DGrad";
+}
+
 //===--- oneDNN without bf16 ----------------------------------------------------===//
 
 // What prepare reports when oneDNN has no bf16 primitive for this CPU (it
