@@ -14,6 +14,10 @@
 // both operands are described at y's rank, a missing or size-1 batch dim as
 // extent 1, which oneDNN's matmul broadcasts. One primitive call covers
 // every batch, so the many products pay one dispatch, not one per matrix.
+//
+// dtypes as MatMul: a and b both f32 or both bf16, y f32 (or bf16 with bf16
+// sources). The hand kernel is f32 only; bf16 products of any size go to
+// oneDNN, whose bf16 kernels accumulate in f32.
 #include <omp.h>
 
 #include <algorithm>
@@ -130,7 +134,8 @@ std::unique_ptr<BatchMatMulState> HandState(const TensorRef& a, const TensorRef&
 
 // `t` [..., rows, cols] described at rank `rank` as [batch..., r, c], where
 // (r, c) = (rows, cols), or (cols, rows) with swapped strides when
-// `transposed`. Missing leading batch dims are 1.
+// `transposed`. Missing leading batch dims are 1. In t's dtype (f32 or
+// bf16, checked by the caller).
 memory::desc OperandDesc(const TensorRef& t, int rank, bool transposed) {
   const int r = t.rank();
   memory::dims dims(rank, 1), strides(rank, 0);
@@ -147,7 +152,7 @@ memory::desc OperandDesc(const TensorRef& t, int rank, bool transposed) {
     std::swap(dims[rank - 1], dims[rank - 2]);
     std::swap(strides[rank - 1], strides[rank - 2]);
   }
-  return memory::desc(dims, memory::data_type::f32, strides);
+  return memory::desc(dims, DnnlType(t.dtype), strides);
 }
 
 Status BatchMatMulPrepare(const KernelArgs& args, PrepareContext& ctx,
@@ -155,8 +160,10 @@ Status BatchMatMulPrepare(const KernelArgs& args, PrepareContext& ctx,
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 2, 1));
   SINKRT_ASSIGN_OR_RETURN(const fb::MatMulOptions* opts, GetOptions<fb::MatMulOptions>(args));
   SINKRT_RETURN_IF_ERROR(RequireDnnl(args, ctx));
-  for (int i = 0; i < 2; ++i) SINKRT_RETURN_IF_ERROR(CheckDType(args, In(i), DType::F32));
-  SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(0), DType::F32));
+  SINKRT_RETURN_IF_ERROR(CheckFloatDType(args, In(0)));
+  SINKRT_RETURN_IF_ERROR(CheckSameDType(args, In(1), In(0)));
+  const DType sources = args.inputs[0].dtype;
+  SINKRT_RETURN_IF_ERROR(CheckResultDType(args, Out(0), sources));
   const bool ta = opts->transpose_a(), tb = opts->transpose_b();
   const TensorRef &a = args.inputs[0], &b = args.inputs[1], &y = args.outputs[0];
   if (a.rank() < 2) {
@@ -194,7 +201,7 @@ Status BatchMatMulPrepare(const KernelArgs& args, PrepareContext& ctx,
                                         ", N=" + std::to_string(n) + ")"));
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
 
-  if (k <= kSmallGemmMaxK && m * n * k <= kSmallProductWork) {
+  if (sources == DType::F32 && k <= kSmallGemmMaxK && m * n * k <= kSmallProductWork) {
     auto s = HandState(a, b, y, SmallGemmDims{m, n, k, ta, tb});
     s->split = 2 * s->products * m * n * k >= kSmallParallelWork;
     *state = std::move(s);
@@ -204,7 +211,7 @@ Status BatchMatMulPrepare(const KernelArgs& args, PrepareContext& ctx,
     const dnnl::engine& engine = ctx.dnnl->engine;
     const memory::desc a_md = OperandDesc(a, rank, ta);
     const memory::desc b_md = OperandDesc(b, rank, tb);
-    const memory::desc y_md = PlainDesc(y.shape);
+    const memory::desc y_md = PlainDesc(y.shape, y.dtype);
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, y_md), MakeAttr(/*relu=*/false),
                                           engine);
     auto s = std::make_unique<BatchMatMulState>();

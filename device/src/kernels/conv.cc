@@ -7,6 +7,11 @@
 // primitives need a forward primitive descriptor as a hint; it is built from
 // the same shapes. The bias gradient is not computed here (BiasAddGrad does
 // it), so backward-weights has no bias.
+//
+// dtypes: each kernel's two inputs (x and w, dy and w, dy and x) are both
+// f32 or both bf16; its output is f32, or with bf16 inputs f32 or bf16
+// (oneDNN accumulates bf16 in f32 and stores either). Conv2D's fused bias
+// follows the output's rule.
 #include <string>
 
 #include "dnnl_kernel.h"
@@ -81,24 +86,31 @@ std::string YDesc(const ConvGeometry& g) {
          ", OH=" + std::to_string(g.oh) + ", OW=" + std::to_string(g.ow) + "]";
 }
 
-Status CheckAllF32(const KernelArgs& args) {
-  for (size_t i = 0; i < args.inputs.size(); ++i) {
-    SINKRT_RETURN_IF_ERROR(CheckDType(args, In(static_cast<int>(i)), DType::F32));
-  }
-  return CheckDType(args, Out(0), DType::F32);
+// The two inputs share an f32 or bf16 dtype, which it returns; the output
+// is f32 or (with bf16 inputs) bf16.
+Result<DType> CheckConvDTypes(const KernelArgs& args) {
+  SINKRT_RETURN_IF_ERROR(CheckFloatDType(args, In(0)));
+  SINKRT_RETURN_IF_ERROR(CheckSameDType(args, In(1), In(0)));
+  SINKRT_RETURN_IF_ERROR(CheckResultDType(args, Out(0), args.inputs[0].dtype));
+  return args.inputs[0].dtype;
 }
+
+// The dtypes of x, w, y and the bias as one primitive sees them.
+struct ConvTypes {
+  DType x = DType::F32, w = DType::F32, y = DType::F32, bias = DType::F32;
+};
 
 // The forward descriptor every conv kernel builds (the backward ones as a
 // hint), optionally with a bias.
-dnnl::convolution_forward::primitive_desc ForwardPd(const ConvGeometry& g, bool bias,
-                                                    const dnnl::primitive_attr& attr,
+dnnl::convolution_forward::primitive_desc ForwardPd(const ConvGeometry& g, const ConvTypes& t,
+                                                    bool bias, const dnnl::primitive_attr& attr,
                                                     const dnnl::engine& engine) {
-  const memory::desc x_md = PlainDesc(g.x_shape()), w_md = PlainDesc(g.w_shape()),
-                     y_md = PlainDesc(g.y_shape());
+  const memory::desc x_md = PlainDesc(g.x_shape(), t.x), w_md = PlainDesc(g.w_shape(), t.w),
+                     y_md = PlainDesc(g.y_shape(), t.y);
   const auto kind = dnnl::prop_kind::forward_training;
   const auto algo = dnnl::algorithm::convolution_direct;
   const dnnl::convolution_forward::desc desc =
-      bias ? dnnl::convolution_forward::desc(kind, algo, x_md, w_md, PlainDesc({g.o}), y_md,
+      bias ? dnnl::convolution_forward::desc(kind, algo, x_md, w_md, PlainDesc({g.o}, t.bias), y_md,
                                              g.strides, g.dilates, g.pad_l, g.pad_r)
            : dnnl::convolution_forward::desc(kind, algo, x_md, w_md, y_md, g.strides, g.dilates,
                                              g.pad_l, g.pad_r);
@@ -110,16 +122,18 @@ Status Conv2DPrepare(const KernelArgs& args, PrepareContext& ctx,
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 2, 1, /*allow_fusion=*/true));
   SINKRT_ASSIGN_OR_RETURN(const fb::Conv2DOptions* opts, GetOptions<fb::Conv2DOptions>(args));
   SINKRT_RETURN_IF_ERROR(RequireDnnl(args, ctx));
-  SINKRT_RETURN_IF_ERROR(CheckAllF32(args));
+  SINKRT_ASSIGN_OR_RETURN(const DType sources, CheckConvDTypes(args));
   const TensorRef &x = args.inputs[0], &w = args.inputs[1], &y = args.outputs[0];
   SINKRT_ASSIGN_OR_RETURN(const ConvGeometry g, Geometry(args, *opts, x, In(0), w, In(1)));
   SINKRT_RETURN_IF_ERROR(CheckShape(args, Out(0), g.y_shape(), YDesc(g)));
   bool has_bias = false, relu = false;
-  SINKRT_RETURN_IF_ERROR(CheckFusion(args, g.o, "O", &has_bias, &relu));
+  SINKRT_RETURN_IF_ERROR(CheckFusion(args, g.o, "O", sources, &has_bias, &relu));
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
   return CatchDnnl(args, [&]() -> Status {
     const dnnl::engine& engine = ctx.dnnl->engine;
-    const auto pd = ForwardPd(g, has_bias, MakeAttr(relu), engine);
+    const ConvTypes types{sources, sources, y.dtype,
+                          has_bias ? args.fused_bias.dtype : DType::F32};
+    const auto pd = ForwardPd(g, types, has_bias, MakeAttr(relu), engine);
     auto s = std::make_unique<DnnlState>();
     s->Bind(DNNL_ARG_SRC, pd.src_desc(), engine, x.data);
     s->Bind(DNNL_ARG_WEIGHTS, pd.weights_desc(), engine, w.data);
@@ -139,7 +153,7 @@ Result<ConvGeometry> BackwardGeometry(const KernelArgs& args, PrepareContext& ct
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 2, 1));
   SINKRT_ASSIGN_OR_RETURN(const fb::Conv2DOptions* opts, GetOptions<fb::Conv2DOptions>(args));
   SINKRT_RETURN_IF_ERROR(RequireDnnl(args, ctx));
-  SINKRT_RETURN_IF_ERROR(CheckAllF32(args));
+  SINKRT_RETURN_IF_ERROR(CheckConvDTypes(args).status());
   const TensorRef& x = Get(args, x_op);
   SINKRT_ASSIGN_OR_RETURN(const ConvGeometry g, Geometry(args, *opts, x, x_op, Get(args, w_op), w_op));
   SINKRT_RETURN_IF_ERROR(CheckShape(args, In(0), g.y_shape(),
@@ -148,14 +162,19 @@ Result<ConvGeometry> BackwardGeometry(const KernelArgs& args, PrepareContext& ct
   return g;
 }
 
-// convolution_backward_data or _weights, with the forward descriptor as hint.
+// convolution_backward_data or _weights over tensors of dtypes `t` (x or dx,
+// w or dw, dy), with the forward descriptor as hint. The hint has dy's dtype
+// throughout: a forward conv of bf16 x and w into f32 y exists, but none with
+// an f32 x and bf16 w, as dx f32 from bf16 dy and w would ask for.
 template <typename Backward>
-typename Backward::primitive_desc BackwardPd(const ConvGeometry& g, const dnnl::engine& engine) {
+typename Backward::primitive_desc BackwardPd(const ConvGeometry& g, const ConvTypes& t,
+                                             const dnnl::engine& engine) {
   const dnnl::primitive_attr attr = MakeAttr(false);
-  const auto hint = ForwardPd(g, false, attr, engine);
-  const typename Backward::desc desc(dnnl::algorithm::convolution_direct, PlainDesc(g.x_shape()),
-                                     PlainDesc(g.w_shape()), PlainDesc(g.y_shape()), g.strides,
-                                     g.dilates, g.pad_l, g.pad_r);
+  const auto hint = ForwardPd(g, ConvTypes{t.y, t.y, t.y}, false, attr, engine);
+  const typename Backward::desc desc(dnnl::algorithm::convolution_direct,
+                                     PlainDesc(g.x_shape(), t.x), PlainDesc(g.w_shape(), t.w),
+                                     PlainDesc(g.y_shape(), t.y), g.strides, g.dilates, g.pad_l,
+                                     g.pad_r);
   return typename Backward::primitive_desc(desc, attr, engine, hint);
 }
 
@@ -166,7 +185,8 @@ Status BackpropInputPrepare(const KernelArgs& args, PrepareContext& ctx,
   const TensorRef &dy = args.inputs[0], &w = args.inputs[1], &dx = args.outputs[0];
   return CatchDnnl(args, [&]() -> Status {
     const dnnl::engine& engine = ctx.dnnl->engine;
-    const auto pd = BackwardPd<dnnl::convolution_backward_data>(g, engine);
+    const ConvTypes types{dx.dtype, w.dtype, dy.dtype};
+    const auto pd = BackwardPd<dnnl::convolution_backward_data>(g, types, engine);
     auto s = std::make_unique<DnnlState>();
     s->Bind(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), engine, dy.data);
     s->Bind(DNNL_ARG_WEIGHTS, pd.weights_desc(), engine, w.data);
@@ -184,7 +204,8 @@ Status BackpropFilterPrepare(const KernelArgs& args, PrepareContext& ctx,
   const TensorRef &dy = args.inputs[0], &x = args.inputs[1], &dw = args.outputs[0];
   return CatchDnnl(args, [&]() -> Status {
     const dnnl::engine& engine = ctx.dnnl->engine;
-    const auto pd = BackwardPd<dnnl::convolution_backward_weights>(g, engine);
+    const ConvTypes types{x.dtype, dw.dtype, dy.dtype};
+    const auto pd = BackwardPd<dnnl::convolution_backward_weights>(g, types, engine);
     auto s = std::make_unique<DnnlState>();
     s->Bind(DNNL_ARG_SRC, pd.src_desc(), engine, x.data);
     s->Bind(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), engine, dy.data);

@@ -51,8 +51,39 @@ dnnl::primitive_attr MakeAttr(bool relu) {
   return attr;
 }
 
+Status CheckFloatDType(const KernelArgs& args, Operand o) {
+  const DType t = Get(args, o).dtype;
+  if (t == DType::F32 || t == DType::BF16) return Status::Ok();
+  return OpError(args, o.Name() + " has dtype " + DTypeName(t) + ", expected f32 or bf16");
+}
+
+Status CheckSameDType(const KernelArgs& args, Operand o, Operand like) {
+  const DType t = Get(args, o).dtype, want = Get(args, like).dtype;
+  if (t == want) return Status::Ok();
+  return OpError(args, o.Name() + " has dtype " + DTypeName(t) + ", expected " + DTypeName(want) +
+                           " (as " + like.Name() + ")");
+}
+
+namespace {
+
+// CheckResultDType for any tensor, named `name`.
+Status CheckResult(const KernelArgs& args, const TensorRef& t, const std::string& name,
+                   DType sources) {
+  if (t.dtype == DType::F32 || (sources == DType::BF16 && t.dtype == DType::BF16)) {
+    return Status::Ok();
+  }
+  return OpError(args, name + " has dtype " + DTypeName(t.dtype) + ", expected " +
+                           (sources == DType::BF16 ? "f32 or bf16" : "f32"));
+}
+
+}  // namespace
+
+Status CheckResultDType(const KernelArgs& args, Operand o, DType sources) {
+  return CheckResult(args, Get(args, o), o.Name(), sources);
+}
+
 Status CheckFusion(const KernelArgs& args, int64_t channels, const char* channel_name,
-                   bool* has_bias, bool* relu) {
+                   DType sources, bool* has_bias, bool* relu) {
   const fb::Activation act = args.task->fused_activation();
   if (act != fb::Activation::None && act != fb::Activation::Relu) {
     return OpError(args, "fused activation " + std::to_string(static_cast<int>(act)) +
@@ -66,10 +97,7 @@ Status CheckFusion(const KernelArgs& args, int64_t channels, const char* channel
                              ") and the resolved bias tensor disagree");
   }
   if (!*has_bias) return Status::Ok();
-  if (bias.dtype != DType::F32) {
-    return OpError(args, std::string("fused bias has dtype ") + DTypeName(bias.dtype) +
-                             ", expected f32");
-  }
+  SINKRT_RETURN_IF_ERROR(CheckResult(args, bias, "fused bias", sources));
   if (bias.shape != Shape{channels}) {
     return OpError(args, "fused bias has shape " + ShapeToString(bias.shape) + ", expected [" +
                              channel_name + "=" + std::to_string(channels) + "]");
@@ -88,9 +116,26 @@ Status RequireDnnl(const KernelArgs& args, const PrepareContext& ctx) {
   return FailedPrecondition(std::string(OpName(args)) + ": no oneDNN runtime on this device");
 }
 
+namespace {
+
+bool AnyBf16(const KernelArgs& args) {
+  auto bf16 = [](const TensorRef& t) { return t.dtype == DType::BF16; };
+  return std::any_of(args.inputs.begin(), args.inputs.end(), bf16) ||
+         std::any_of(args.outputs.begin(), args.outputs.end(), bf16) ||
+         (args.fused_bias.data != nullptr && bf16(args.fused_bias));
+}
+
+}  // namespace
+
 Status DnnlErrorStatus(const KernelArgs& args, const dnnl::error& e) {
-  const std::string message = std::string(OpName(args)) + ": oneDNN: " + e.what() + " (" +
-                              dnnl_status2str(e.status) + ")";
+  std::string message = std::string(OpName(args)) + ": oneDNN: " + e.what() + " (" +
+                        dnnl_status2str(e.status) + ")";
+  // oneDNN has no bf16 kernels without native bf16 support (it reports
+  // unimplemented): say what the operator needs rather than leave them to
+  // guess.
+  if (e.status == dnnl_unimplemented && AnyBf16(args)) {
+    message += "; bf16 needs a CPU with AVX512-BF16/AMX";
+  }
   switch (e.status) {
     case dnnl_unimplemented: return Unimplemented(message);
     case dnnl_invalid_arguments: return InvalidArgument(message);

@@ -35,19 +35,43 @@ struct DnnlState : KernelState {
   void Finish(const dnnl::primitive_desc& pd, const dnnl::engine& engine, PrepareContext& ctx);
 };
 
-// Dense row-major f32 memory descriptor (nchw, oihw, ab, ...).
+// oneDNN's name for a float dtype the oneDNN kernels take: f32 or bf16 (the
+// dtype checks below have ruled out any other).
+inline dnnl::memory::data_type DnnlType(DType dtype) {
+  return dtype == DType::BF16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+}
+
+// Dense row-major memory descriptor (nchw, oihw, ab, ...).
 dnnl::memory::desc PlainDesc(const Shape& shape, dnnl::memory::data_type dt =
                                                      dnnl::memory::data_type::f32);
+inline dnnl::memory::desc PlainDesc(const Shape& shape, DType dtype) {
+  return PlainDesc(shape, DnnlType(dtype));
+}
+
+// Mixed precision: the oneDNN kernels compute in f32 or bf16 (bf16 products
+// accumulate in f32 inside oneDNN). These check the float operands:
+//
+// `o` is f32 or bf16 ("input 0 has dtype i32, expected f32 or bf16").
+Status CheckFloatDType(const KernelArgs& args, Operand o);
+// `o` has the dtype of `like` ("input 1 has dtype f32, expected bf16 (as
+// input 0)"): oneDNN refuses mixed f32/bf16 sources, and a silent cast would
+// hide a compiler bug.
+Status CheckSameDType(const KernelArgs& args, Operand o, Operand like);
+// An output that may be wider than its sources: f32 for f32 sources (the f32
+// path is unchanged), f32 or bf16 for bf16 sources, which oneDNN accumulates
+// in f32 and can store either way.
+Status CheckResultDType(const KernelArgs& args, Operand o, DType sources);
 
 // Attributes every primitive is created with: user scratchpad, and the ReLU
 // post-op when `relu`.
 dnnl::primitive_attr MakeAttr(bool relu);
 
 // Checks the fusion fields of MatMul and Conv2D: a fused bias, if the task
-// names one, is f32 [channels] and disjoint from the outputs; the fused
-// activation is None or Relu.
+// names one, is [channels], disjoint from the outputs, and f32 (or, with
+// `sources` bf16, f32 or bf16, as CheckResultDType); the fused activation is
+// None or Relu.
 Status CheckFusion(const KernelArgs& args, int64_t channels, const char* channel_name,
-                   bool* has_bias, bool* relu);
+                   DType sources, bool* has_bias, bool* relu);
 
 // Fails unless the executor provided a DnnlRuntime.
 Status RequireDnnl(const KernelArgs& args, const PrepareContext& ctx);

@@ -7,6 +7,10 @@
 // kernel reads it, so both must agree on oneDNN's workspace layout. They do:
 // both derive it from a forward primitive descriptor built from the same
 // shapes and options on the same engine.
+//
+// dtypes: x, y, dy and dx share one, f32 or bf16 (oneDNN pools bf16 in f32
+// and rounds each result once, so an f32 output would buy little). The
+// workspace is the same u8 buffer either way.
 #include <string>
 
 #include "dnnl_kernel.h"
@@ -71,11 +75,13 @@ std::string YDesc(const PoolGeometry& g) {
          ", OH=" + std::to_string(g.oh) + ", OW=" + std::to_string(g.ow) + "]";
 }
 
-dnnl::pooling_forward::primitive_desc ForwardPd(const PoolGeometry& g, dnnl::algorithm algo,
+// `dt`: the dtype of every float operand.
+dnnl::pooling_forward::primitive_desc ForwardPd(const PoolGeometry& g, DType dt,
+                                                dnnl::algorithm algo,
                                                 const dnnl::primitive_attr& attr,
                                                 const dnnl::engine& engine) {
   const dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_training, algo,
-                                         PlainDesc(g.x_shape()), PlainDesc(g.y_shape()),
+                                         PlainDesc(g.x_shape(), dt), PlainDesc(g.y_shape(), dt),
                                          g.strides, g.kernel, g.pad_l, g.pad_r);
   return dnnl::pooling_forward::primitive_desc(desc, attr, engine);
 }
@@ -95,9 +101,11 @@ Status CheckWorkspace(const KernelArgs& args, Operand ws_op, const PoolGeometry&
   return Status::Ok();
 }
 
-Status CheckAllF32(const KernelArgs& args, std::initializer_list<Operand> ops) {
-  for (Operand o : ops) SINKRT_RETURN_IF_ERROR(CheckDType(args, o, DType::F32));
-  return Status::Ok();
+// Input 0 is f32 or bf16, and the `others` have its dtype, which it returns.
+Result<DType> CheckFloatOperands(const KernelArgs& args, std::initializer_list<Operand> others) {
+  SINKRT_RETURN_IF_ERROR(CheckFloatDType(args, In(0)));
+  for (Operand o : others) SINKRT_RETURN_IF_ERROR(CheckSameDType(args, o, In(0)));
+  return args.inputs[0].dtype;
 }
 
 // x -> y, and with pooling_max the argmax workspace as output 1.
@@ -106,14 +114,14 @@ Status PoolPrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_ptr<
   constexpr bool kMax = kAlgo == dnnl::algorithm::pooling_max;
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, kMax ? 2 : 1));
   SINKRT_RETURN_IF_ERROR(RequireDnnl(args, ctx));
-  SINKRT_RETURN_IF_ERROR(CheckAllF32(args, {In(0), Out(0)}));
+  SINKRT_ASSIGN_OR_RETURN(const DType dt, CheckFloatOperands(args, {Out(0)}));
   const TensorRef &x = args.inputs[0], &y = args.outputs[0];
   SINKRT_ASSIGN_OR_RETURN(const PoolGeometry g, Geometry(args, x, In(0)));
   SINKRT_RETURN_IF_ERROR(CheckShape(args, Out(0), g.y_shape(), YDesc(g)));
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
   return CatchDnnl(args, [&]() -> Status {
     const dnnl::engine& engine = ctx.dnnl->engine;
-    const auto pd = ForwardPd(g, kAlgo, MakeAttr(false), engine);
+    const auto pd = ForwardPd(g, dt, kAlgo, MakeAttr(false), engine);
     if constexpr (kMax) SINKRT_RETURN_IF_ERROR(CheckWorkspace(args, Out(1), g, pd.workspace_desc()));
     auto s = std::make_unique<DnnlState>();
     s->Bind(DNNL_ARG_SRC, pd.src_desc(), engine, x.data);
@@ -132,7 +140,8 @@ Status PoolGradPrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_
   constexpr bool kMax = kAlgo == dnnl::algorithm::pooling_max;
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, kMax ? 3 : 1, 1));
   SINKRT_RETURN_IF_ERROR(RequireDnnl(args, ctx));
-  SINKRT_RETURN_IF_ERROR(kMax ? CheckAllF32(args, {In(0), In(1), Out(0)}) : CheckAllF32(args, {In(0), Out(0)}));
+  SINKRT_ASSIGN_OR_RETURN(const DType dt, kMax ? CheckFloatOperands(args, {In(1), Out(0)})
+                                                : CheckFloatOperands(args, {Out(0)}));
   const TensorRef &dy = args.inputs[0], &dx = args.outputs[0];
   SINKRT_ASSIGN_OR_RETURN(const PoolGeometry g, Geometry(args, dx, Out(0)));
   SINKRT_RETURN_IF_ERROR(CheckShape(args, In(0), g.y_shape(), YDesc(g)));
@@ -141,10 +150,10 @@ Status PoolGradPrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_
   return CatchDnnl(args, [&]() -> Status {
     const dnnl::engine& engine = ctx.dnnl->engine;
     const dnnl::primitive_attr attr = MakeAttr(false);
-    const auto hint = ForwardPd(g, kAlgo, attr, engine);
+    const auto hint = ForwardPd(g, dt, kAlgo, attr, engine);
     if constexpr (kMax) SINKRT_RETURN_IF_ERROR(CheckWorkspace(args, In(2), g, hint.workspace_desc()));
-    const dnnl::pooling_backward::desc desc(kAlgo, PlainDesc(g.x_shape()), PlainDesc(g.y_shape()), g.strides,
-                                            g.kernel, g.pad_l, g.pad_r);
+    const dnnl::pooling_backward::desc desc(kAlgo, PlainDesc(g.x_shape(), dt), PlainDesc(g.y_shape(), dt),
+                                            g.strides, g.kernel, g.pad_l, g.pad_r);
     const dnnl::pooling_backward::primitive_desc pd(desc, attr, engine, hint);
     auto s = std::make_unique<DnnlState>();
     s->Bind(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), engine, dy.data);
