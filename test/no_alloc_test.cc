@@ -167,10 +167,13 @@ Counts CountRun(device::Executor& ex, const testing::SyntheticData& data, int64_
 constexpr uint32_t kKeepSteps = 8;
 
 void ExpectNoAllocations(const host::Graph& g, int64_t batch, int64_t features, bool profiling = false,
-                         int accumulate = 1) {
+                         int accumulate = 1, host::AmpLevel amp = host::AmpLevel::O0,
+                         const host::LossScaleManager& loss_scale = {}) {
   host::CompileOptions o;
   o.optimizer = host::OptimizerSpec::Adam(0.001f);
   o.grad_accumulation = accumulate;
+  o.amp_level = amp;
+  o.loss_scale = loss_scale;
   auto cs = host::Compile(g, o);
   SINKRT_ASSERT_OK(cs);
   auto ex = device::Executor::Load(cs->stream, device::DeviceOptions{});
@@ -406,6 +409,14 @@ TEST(NoAlloc, VitStepsAllocateNothing) { ExpectNoAllocations(testing::MakeVit(16
 // recomputation (every layer) allocate nothing per step either.
 TEST(NoAlloc, GradientAccumulationStepsAllocateNothing) {
   ExpectNoAllocations(testing::MakeMlp(32), 32, 784, false, 4);
+}
+// Mixed precision (bf16 kernels and their casts) and loss scaling (the
+// overflow check, the scaled updates, the scale's schedule).
+TEST(NoAlloc, AmpO2WithDynamicLossScaleStepsAllocateNothing) {
+  ExpectNoAllocations(testing::MakeMlp(32), 32, 784, false, 1, host::AmpLevel::O2,
+                      host::LossScaleManager::Dynamic(1024.0f, 2.0f, 3));
+  ExpectNoAllocations(testing::MakeVit(16), 16, 784, false, 1, host::AmpLevel::O3,
+                      host::LossScaleManager::Fixed(64.0f));
 }
 TEST(NoAlloc, RecomputedVitStepsAllocateNothing) {
   host::Graph g = testing::MakeVit(16);

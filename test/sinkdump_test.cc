@@ -229,6 +229,25 @@ TEST_F(SinkdumpTest, ShowsLayerNormGatherCastAndBf16Buffers) {
   EXPECT_NE(j.out.find("\"bf16\""), std::string::npos) << j.out;
 }
 
+// amp_level O2 (docs/amp.md): the casts are tasks of their own, each
+// parameter's bf16 copy is a bf16 buffer, and the fused bias is that copy.
+TEST_F(SinkdumpTest, ShowsTheCastsOfAmpO2) {
+  host::CompileOptions options;
+  options.optimizer = host::OptimizerSpec::Momentum(0.1f, 0.9f);
+  options.amp_level = host::AmpLevel::O2;
+  auto compiled = host::Compile(testing::MakeMlp(8, {16, 12, 4}), options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  const fs::path path = WriteVariant("mlp_o2.tstream", compiled->stream.bytes());
+  RunResult r = Run(Quoted(path) + " --program train_step");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* fragment : {"Cast", "to=bf16", "to=f32", "fc1.weight/to_bf16", "image/to_bf16",
+                               "fused_bias=fc1.bias/to_bf16", "MomentumUpdate"})
+    EXPECT_NE(r.out.find(fragment), std::string::npos) << fragment << " not in:\n" << r.out;
+  RunResult all = Run(Quoted(path));
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_NE(all.out.find("bf16"), std::string::npos);
+}
+
 TEST_F(SinkdumpTest, JsonKeyOrderIsStable) {
   RunResult a = Run(Quoted(*mlp_) + " --json");
   RunResult b = Run(Quoted(*mlp_) + " --json");

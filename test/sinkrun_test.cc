@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <cmath>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <regex>
 #include <thread>
@@ -1232,6 +1233,42 @@ TEST_F(SinkrunTest, RecomputePrintsTheSameLossesAndRefusesAnUnknownLayer) {
   ExpectRefused(common + " --recompute all --devices 2 --parallel semi_auto_parallel",
                 "--recompute runs under stand_alone and data_parallel without --pipeline-stages, not with "
                 "semi_auto_parallel");
+}
+
+// Mixed precision (docs/amp.md): --amp-level runs, says so in the header
+// and the report, and a level MindSpore does not have is refused.
+TEST_F(SinkrunTest, AmpLevelO2TrainsAndAnUnknownLevelIsRefused) {
+  RunResult r = Run(std::string(kSmall) + " --amp-level O2" + ReportFlag());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find(", amp_level O2"), std::string::npos) << r.out;
+  const std::vector<json> lines = ReadReport();
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[2]["amp_level"], "O2");
+  EXPECT_GT(lines[2]["test_accuracy"].get<double>(), 0.5);
+  fs::remove(Report());
+  ExpectRefused(std::string(kSmall) + " --amp-level O4",
+                "--amp-level: amp_level must be one of 'O0', 'O1', 'O2', 'O3', but got 'O4'");
+}
+
+// The bar: O2 reaches fp32's Fashion-MNIST test accuracy within
+// 0.005 after 3 epochs (the main job's MLP and recipe).
+TEST_F(SinkrunTest, AmpO2MlpReachesF32AccuracyOnFashionMnistIn3Epochs) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "Fashion-MNIST is not installed";
+  double accuracy[2] = {};
+  for (int i = 0; i < 2; ++i) {
+    const std::string level = i == 0 ? "O0" : "O2";
+    fs::remove(Report());
+    RunResult r = Run("train --model mlp --data fashion-mnist --epochs 3 --amp-level " + level + ReportFlag());
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    const std::vector<json> lines = ReadReport();
+    ASSERT_EQ(lines.size(), 4u);
+    accuracy[i] = lines[3]["test_accuracy"].get<double>();
+  }
+  std::printf("[ info ] MLP on Fashion-MNIST after 3 epochs: test accuracy %.4f f32, %.4f amp O2\n", accuracy[0],
+              accuracy[1]);
+  EXPECT_GT(accuracy[0], 0.8);
+  EXPECT_NEAR(accuracy[1], accuracy[0], 0.005);
 }
 
 // Gradient accumulation through sinkrun (docs/grad_accumulation.md): two

@@ -133,6 +133,18 @@ void KernelAttrs(const VerifiedStream& view, const fb::KernelTask& k, Json& attr
     case fb::OpOptions::CastOptions:
       if (const auto* o = k.options_as_CastOptions()) attrs["to"] = std::string(DTypeName(o->to()));
       break;
+    case fb::OpOptions::LossScaleOptions:
+      if (const auto* o = k.options_as_LossScaleOptions()) {
+        if (k.op() == fb::OpCode::GradOverflow) {
+          attrs["check"] = o->check();
+        } else if (o->dynamic()) {
+          attrs["scale_factor"] = CleanFloat(o->scale_factor());
+          attrs["scale_window"] = o->scale_window();
+        } else {
+          attrs["fixed"] = true;
+        }
+      }
+      break;
     case fb::OpOptions::CommOptions:
       if (const auto* o = k.options_as_CommOptions()) {
         attrs["group"] = o->group() ? std::vector<int>(o->group()->begin(), o->group()->end()) : std::vector<int>{};

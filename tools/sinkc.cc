@@ -92,6 +92,8 @@ struct Flags {
   bool fully_use_devices = false;
   tools::ParallelFlags pipe;  // its pipeline fields: --pipeline-stages and company
   std::string recompute;      // --recompute all|LAYER,...
+  std::string amp_level = "O0";  // --amp-level
+  std::string loss_scale = "none";  // --loss-scale-manager
   bool explain = false;
   uint64_t seed = 0;
   std::string optimizer;
@@ -303,6 +305,14 @@ int Run(const Flags& f, const CLI::App& app) {
   co.queue_capacity = f.queue_capacity;
   co.world_size = static_cast<uint32_t>(f.devices);
   co.grad_accumulation = context->grad_accumulation_step;
+  {
+    auto amp = host::ParseAmpLevel(f.amp_level);
+    if (!amp.ok()) return Usage("--amp-level: " + amp.status().message());
+    co.amp_level = *amp;
+    auto loss_scale = host::ParseLossScaleManager(f.loss_scale);
+    if (!loss_scale.ok()) return Usage("--loss-scale-manager: " + loss_scale.status().message());
+    co.loss_scale = *loss_scale;
+  }
   co.eval_program = true;
   co.predict_program = !file->graph.outputs().empty();
   if (context->mode == host::ParallelMode::DataParallel) {
@@ -402,6 +412,16 @@ int main(int argc, char** argv) {
                "auto_parallel: every MatMul, BatchMatMul and Conv2D splits over all devices (MindSpore's default; "
                "sinkrt's lets a small one repeat)");
   tools::AddPipelineFlags(app, f.pipe);
+  app.add_option("--loss-scale-manager", f.loss_scale,
+                 "none, fixed[:SCALE[:DROP]] or dynamic[:INIT[:FACTOR[:WINDOW]]]: loss scaling inside the sink "
+                 "(MindSpore's FixedLossScaleManager(128, True) and DynamicLossScaleManager(2**24, 2, 2000) are "
+                 "fixed and dynamic; an overflowed step skips its update; docs/loss_scale.md)")
+      ->capture_default_str();
+  app.add_option("--amp-level", f.amp_level,
+                 "O0|O1|O2|O3: mixed precision (MindSpore's amp_level): O1 runs MatMul, BatchMatMul, Conv2D and Relu in "
+                 "bf16, O2 the whole network but LayerNorm, Softmax and the loss, O3 all but the loss; parameters, "
+                 "gradients and the optimizer stay f32 (docs/amp.md)")
+      ->capture_default_str();
   app.add_option("--recompute", f.recompute,
                  "all|LAYER,...: re-run these layers' forward in the backward pass instead of keeping their "
                  "activations (MindSpore's cell.recompute(); all: every top-level layer; docs/recompute.md)");

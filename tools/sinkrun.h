@@ -72,6 +72,8 @@ struct TrainFlags {
   std::string stage_of;
   int grad_accumulation = 1;  // --grad-accumulation K
   std::string recompute;      // --recompute all|LAYER,...
+  std::string amp_level;      // --amp-level O0..O3
+  std::string loss_scale = "none";  // --loss-scale-manager
   // --profile DIR [--profile-steps A:B] [--profile-every K] [--profile-keep N]
   std::string profile;
   std::string profile_steps;

@@ -180,6 +180,14 @@ int main(int argc, char** argv) {
                     "reduction and one update (MindSpore's grad_accumulation_step; stand_alone and data_parallel; "
                     "steps and --sink-size count optimizer steps; docs/grad_accumulation.md)")
       ->check(tools::PositiveInteger());
+  train->add_option("--loss-scale-manager", f.loss_scale,
+                    "none, fixed[:SCALE[:DROP]] or dynamic[:INIT[:FACTOR[:WINDOW]]]: loss scaling inside the sink "
+                    "(MindSpore's FixedLossScaleManager(128, True) and DynamicLossScaleManager(2**24, 2, 2000) are "
+                    "fixed and dynamic; an overflowed step skips its update; docs/loss_scale.md)");
+  train->add_option("--amp-level", f.amp_level,
+                    "O0|O1|O2|O3: mixed precision (MindSpore's amp_level): O1 runs MatMul, BatchMatMul, Conv2D and Relu in "
+                    "bf16, O2 the whole network but LayerNorm, Softmax and the loss, O3 all but the loss; parameters, "
+                    "gradients and the optimizer stay f32 (docs/amp.md)");
   train->add_option("--recompute", f.recompute,
                     "all|LAYER,...: re-run these layers' forward in the backward pass instead of keeping their "
                     "activations (MindSpore's cell.recompute(); all: every top-level layer; docs/recompute.md)");

@@ -488,6 +488,17 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   // global batch), searched once and compiled for every rank here, before
   // any device starts: the plan decides how many data-parallel groups share
   // the batch, and so the batch the pipeline makes.
+  host::AmpLevel amp_level = host::AmpLevel::O0;
+  if (!f.amp_level.empty()) {
+    auto amp = host::ParseAmpLevel(f.amp_level);
+    if (!amp.ok()) return Usage("--amp-level: " + amp.status().message());
+    amp_level = *amp;
+  } else if (job) {
+    amp_level = job->options.amp_level;  // sinkc's streams carry theirs
+  }
+  auto loss_scale = host::ParseLossScaleManager(f.loss_scale);
+  if (!loss_scale.ok()) return Usage("--loss-scale-manager: " + loss_scale.status().message());
+  if (job && !loss_scale->enabled()) *loss_scale = job->options.loss_scale;
   const bool auto_parallel = !job && context.mode == host::ParallelMode::AutoParallel;
   std::optional<host::CompiledJob> searched;
   const int64_t device_batch = batch;  // --batch, or a --graph file's own
@@ -510,6 +521,8 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     co.fully_use_devices = context.fully_use_devices;
     co.device_memory = context.device_memory_capacity;
     co.calibration = context.calibration_file;
+    co.amp_level = amp_level;
+    co.loss_scale = *loss_scale;
     // The daemons of one host talk over shared memory; a rank table that
     // spans hosts puts TCP links in every ring.
     if (table) {
@@ -623,12 +636,16 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
             << Counted(test_raw->get_dataset_size(), "test sample") << "; batch " << batch << batch_text << ", "
             << Counted(f.epochs, "epoch") << " of " << Counted(steps_per_epoch, "step") << ", "
             << (sink ? "sink mode (sink_size " + std::to_string(f.sink_size) + ")" : std::string("non-sink mode"))
+            << (amp_level == host::AmpLevel::O0 ? std::string() : std::string(", amp_level ") + host::AmpLevelName(amp_level))
+            << (loss_scale->enabled() ? ", " + host::LossScaleManagerText(*loss_scale) : std::string())
             << ", " << OptimizerText(*optimizer) << ", seed " << f.seed << "; "
             << tools::ParallelContextText(context.mode, context.gradients_mean) << "; device: " << dev.describe
             << std::endl;
   if (searched) std::cout << AutoParallelText(*searched->auto_parallel) << std::endl;
 
   host::ModelOptions model_options;
+  model_options.amp_level = amp_level;
+  model_options.loss_scale_manager = *loss_scale;
   if (context.pipeline_stages > 1 && !job) {
     model_options.micro_size = f.micro_size;
     if (!f.stage_of.empty()) {
@@ -773,6 +790,8 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
         {"wall_s", wall_s},
     };
     if (optimizer->kind == host::OptimizerKind::Momentum) end["momentum"] = optimizer->momentum;
+    end["amp_level"] = host::AmpLevelName(amp_level);
+    if (loss_scale->enabled()) end["loss_scale_manager"] = host::LossScaleManagerText(*loss_scale);
     if (semi_auto) {
       end["strategy"] = f.strategy.empty() ? "graph" : f.strategy;
       end["full_batch"] = f.full_batch;

@@ -242,15 +242,9 @@ Result<BackwardResult> AppendBackward(Graph& g, TensorId loss, const BackwardOpt
       if (c.empty()) continue;
       if (c.size() > 1) {
         const Shape shape = tensors[op.outputs[k]].shape;
-        if (tensors[op.outputs[k]].dtype != DType::F32) {
-          // AddN is f32 only (docs/ops.md) until the precision work.
-          return Unimplemented("AppendBackward: " + std::string(DTypeName(tensors[op.outputs[k]].dtype)) +
-                               " tensor '" + tensors[op.outputs[k]].name + "' is read by " +
-                               std::to_string(c.size()) +
-                               " ops; summing its gradients needs an f32 tensor (Cast it once and share that)");
-        }
+        // In the tensor's dtype: bf16 under amp (AddN sums in f32 and rounds once).
         c = {b.Emit(fb::OpCode::AddN, c, OpAttrs{}, shape,
-                    tensors[op.outputs[k]].name + "/grad_sum")};
+                    tensors[op.outputs[k]].name + "/grad_sum", tensors[op.outputs[k]].dtype)};
       }
       dy[k] = c[0];
     }

@@ -20,15 +20,25 @@ struct Rule {
   const Shape& in_shape(size_t i) const { return g().tensor(op.inputs[i]).shape; }
   std::string name(const std::string& suffix) const { return op.name + "/" + suffix; }
 
+  // The dtype the op computes in (bf16 under amp, docs/amp.md): its
+  // gradients are computed in it too, since every float input of an op has
+  // its dtype (the amp pass casts them), except LayerNorm's f32 statistics.
+  DType dt() const {
+    const DType t = g().tensor(op.outputs.at(0)).dtype;
+    return t == DType::BF16 ? t : DType::F32;
+  }
+
+  // `dtype` Invalid: dt().
   Ref Emit(OpCode code, std::vector<Ref> inputs, OpAttrs attrs, Shape shape,
-           const std::string& suffix, DType dtype = DType::F32) const {
-    return b.Emit(code, std::move(inputs), std::move(attrs), std::move(shape), name(suffix), dtype);
+           const std::string& suffix, DType dtype = DType::Invalid) const {
+    return b.Emit(code, std::move(inputs), std::move(attrs), std::move(shape), name(suffix),
+                  dtype == DType::Invalid ? dt() : dtype);
   }
 
   // Undoes NumPy broadcasting: sums `v` back to `shape` when they differ.
   Ref SumTo(Ref v, const Shape& shape, const std::string& suffix) const {
     if (b.shape(v) == shape) return v;
-    return Emit(OpCode::SumToShape, {v}, OpAttrs{}, shape, suffix);
+    return Emit(OpCode::SumToShape, {v}, OpAttrs{}, shape, suffix, b.dtype(v));
   }
 };
 
@@ -121,10 +131,10 @@ Ref SplitGrad(Backward& b, const OpNode& op, const std::vector<std::optional<Ref
     OpAttrs zero;
     zero.value = 0.0f;
     parts.push_back(b.Emit(OpCode::Fill, {}, zero, b.graph().tensor(op.outputs[k]).shape,
-                           op.name + "/grad_zeros"));
+                           op.name + "/grad_zeros", b.graph().tensor(op.outputs[k]).dtype));
   }
   return b.Emit(OpCode::Concat, std::move(parts), AxisAttrs(op.attrs.axis),
-                b.graph().tensor(op.inputs[0]).shape, op.name + "/grad");
+                b.graph().tensor(op.inputs[0]).shape, op.name + "/grad", b.graph().tensor(op.inputs[0]).dtype);
 }
 
 void BroadcastingGrad(const Rule& r, const std::vector<bool>& wants,
@@ -428,7 +438,7 @@ Status ApplyGradRule(Backward& b, const OpNode& op, const std::vector<std::optio
         if (op.outputs.size() < 3) return Internal("LayerNorm '" + op.name + "' has no mean and rstd outputs");
         const std::vector<Ref> d =
             b.EmitMulti(OpCode::LayerNormGrad, {r.dy, r.in(0), r.in(1), r.out(1), r.out(2)}, op.attrs,
-                        {r.in_shape(0), r.in_shape(1), r.in_shape(2)}, r.name("grad"));
+                        {r.in_shape(0), r.in_shape(1), r.in_shape(2)}, r.name("grad"), {r.dt(), r.dt(), r.dt()});
         for (size_t i = 0; i < 3; ++i)
           if (want(i)) dx[i] = d[i];
       }
@@ -465,8 +475,9 @@ Status ApplyGradRule(Backward& b, const OpNode& op, const std::vector<std::optio
         shapes.push_back(r.in_shape(i));
         split.sizes.push_back(r.in_shape(i)[op.attrs.axis]);
       }
+      std::vector<DType> dtypes(op.inputs.size(), r.b.dtype(r.dy));
       const std::vector<Ref> parts =
-          b.EmitMulti(OpCode::Split, {r.dy}, std::move(split), std::move(shapes), r.name("grad"));
+          b.EmitMulti(OpCode::Split, {r.dy}, std::move(split), std::move(shapes), r.name("grad"), std::move(dtypes));
       for (size_t i = 0; i < op.inputs.size(); ++i)
         if (want(i)) dx[i] = parts[i];
       break;

@@ -151,17 +151,23 @@ TensorId State(Graph& g, const std::string& name, const Shape& shape, InitSpec i
 
 }  // namespace
 
-Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const OptimizerSpec& spec) {
+Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const OptimizerSpec& spec,
+                       TensorId loss_scale_status) {
   if (!g.status().ok()) return g.status();
   SINKRT_RETURN_IF_ERROR(ValidateOptimizer(spec), "AppendOptimizer");
   SINKRT_RETURN_IF_ERROR(CheckGrads(g, grads));
 
+  // The update's inputs, with the loss-scale status last when there is one.
+  auto with_status = [&](std::vector<TensorId> inputs) {
+    if (loss_scale_status != kInvalidTensor) inputs.push_back(loss_scale_status);
+    return inputs;
+  };
   OpAttrs attrs;
   attrs.learning_rate = spec.learning_rate;
   attrs.weight_decay = spec.weight_decay;
   switch (spec.kind) {
     case OptimizerKind::SGD:
-      for (const ParamGrad& pg : grads) g.AddOp(fb::OpCode::SgdUpdate, {pg.param, pg.grad}, attrs, {});
+      for (const ParamGrad& pg : grads) g.AddOp(fb::OpCode::SgdUpdate, with_status({pg.param, pg.grad}), attrs, {});
       break;
     case OptimizerKind::Momentum:
       attrs.momentum = spec.momentum;
@@ -170,7 +176,7 @@ Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const Opti
         const std::string name = g.tensor(pg.param).name;
         const Shape shape = g.tensor(pg.param).shape;
         const TensorId accum = State(g, name + "/momentum", shape, InitSpec::Zeros());
-        g.AddOp(fb::OpCode::MomentumUpdate, {pg.param, pg.grad, accum}, attrs, {});
+        g.AddOp(fb::OpCode::MomentumUpdate, with_status({pg.param, pg.grad, accum}), attrs, {});
       }
       break;
     case OptimizerKind::Adam: {
@@ -179,13 +185,13 @@ Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const Opti
       attrs.epsilon = spec.epsilon;
       // β₁ᵗ and β₂ᵗ advance once per step, before any parameter reads them.
       const TensorId powers = State(g, "adam/powers", {2}, InitSpec::Constant(1.0f));
-      g.AddOp(fb::OpCode::AdamPowers, {powers}, attrs, {});
+      g.AddOp(fb::OpCode::AdamPowers, with_status({powers}), attrs, {});
       for (const ParamGrad& pg : grads) {
         const std::string name = g.tensor(pg.param).name;
         const Shape shape = g.tensor(pg.param).shape;
         const TensorId m = State(g, name + "/adam_m", shape, InitSpec::Zeros());
         const TensorId v = State(g, name + "/adam_v", shape, InitSpec::Zeros());
-        g.AddOp(fb::OpCode::AdamUpdate, {pg.param, pg.grad, m, v, powers}, attrs, {});
+        g.AddOp(fb::OpCode::AdamUpdate, with_status({pg.param, pg.grad, m, v, powers}), attrs, {});
       }
       break;
     }

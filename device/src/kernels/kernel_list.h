@@ -24,6 +24,8 @@ extern const KernelImpl kCopyKernel, kFlattenKernel, kFillKernel;
 // optimizer_update.cc
 extern const KernelImpl kSgdUpdateKernel, kMomentumUpdateKernel, kAdamUpdateKernel,
     kAdamPowersKernel;
+// loss_scale.cc
+extern const KernelImpl kGradOverflowKernel, kLossScaleUpdateKernel;
 // accuracy.cc
 extern const KernelImpl kArgMaxAccuracyKernel;
 // matmul.cc

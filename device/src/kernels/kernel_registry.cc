@@ -59,6 +59,8 @@ constexpr Entry kKernels[] = {
     {OpCode::MomentumUpdate, &kMomentumUpdateKernel},
     {OpCode::AdamUpdate, &kAdamUpdateKernel},
     {OpCode::AdamPowers, &kAdamPowersKernel},
+    {OpCode::GradOverflow, &kGradOverflowKernel},
+    {OpCode::LossScaleUpdate, &kLossScaleUpdateKernel},
     {OpCode::ArgMaxAccuracy, &kArgMaxAccuracyKernel},
     {OpCode::LayerNorm, &kLayerNormKernel},
     {OpCode::LayerNormGrad, &kLayerNormGradKernel},

@@ -2,6 +2,11 @@
 // (ApplyMomentum, optionally Nesterov), Adam and the per-step AdamPowers.
 // They have no outputs: they mutate their first inputs (param and state) in
 // place, which is why all inputs must be disjoint.
+//
+// Under loss scaling (docs/loss_scale.md) each takes GradOverflow's status
+// [2] as one more, last input: on an overflow the step leaves everything
+// untouched (MindSpore skips the optimizer), else the gradient is
+// grad · status[1], the scale taken back out.
 #include <cmath>
 #include <string>
 
@@ -21,22 +26,43 @@ Status CheckBeta(const KernelArgs& args, const char* name, float v) {
   return OpError(args, std::string(name) + " is " + std::to_string(v) + ", expected [0, 1)");
 }
 
-// `n` same-shape f32 inputs (param, grad, state...), no outputs.
-Status CheckParamInputs(const KernelArgs& args, size_t n) {
-  SINKRT_RETURN_IF_ERROR(CheckOperands(args, n, 0));
+// Whether the task has the loss-scale status after its `n` inputs, which
+// it checks: f32 [2].
+Result<bool> CheckStatusInput(const KernelArgs& args, size_t n) {
+  if (args.inputs.size() != n + 1) return false;
+  const int i = static_cast<int>(n);
+  SINKRT_RETURN_IF_ERROR(CheckDType(args, In(i), DType::F32));
+  SINKRT_RETURN_IF_ERROR(CheckShape(args, In(i), Shape{2}, "[2] (GradOverflow's status)"));
+  return true;
+}
+
+// `n` same-shape f32 inputs (param, grad, state...), perhaps the status,
+// no outputs.
+Result<bool> CheckParamInputs(const KernelArgs& args, size_t n) {
+  SINKRT_RETURN_IF_ERROR(CheckOperands(args, args.inputs.size() == n + 1 ? n + 1 : n, 0));
   for (size_t i = 0; i < n; ++i) {
     SINKRT_RETURN_IF_ERROR(CheckDType(args, In(static_cast<int>(i)), DType::F32));
     SINKRT_RETURN_IF_ERROR(CheckSameShape(args, In(static_cast<int>(i)), In(0)));
   }
-  return Status::Ok();
+  return CheckStatusInput(args, n);
+}
+
+// Under loss scaling, whether this step overflowed (the update then
+// returns before touching anything); else `*inv` is the gradient's factor.
+bool SkipStep(const KernelArgs& args, bool scaled, size_t n, float* inv) {
+  if (!scaled) return false;
+  const float* status = args.inputs[n].f32();
+  *inv = status[1];
+  return status[0] != 0.0f;
 }
 
 struct SgdState : KernelState {
   float lr = 0, wd = 0;
+  bool scaled = false;
 };
 
 Status SgdPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
-  SINKRT_RETURN_IF_ERROR(CheckParamInputs(args, 2));
+  SINKRT_ASSIGN_OR_RETURN(const bool scaled, CheckParamInputs(args, 2));
   SINKRT_ASSIGN_OR_RETURN(const fb::SgdOptions* opts, GetOptions<fb::SgdOptions>(args));
   SINKRT_RETURN_IF_ERROR(CheckFinite(args, "learning_rate", opts->learning_rate()));
   SINKRT_RETURN_IF_ERROR(CheckFinite(args, "weight_decay", opts->weight_decay()));
@@ -44,29 +70,36 @@ Status SgdPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<Kerne
   auto s = std::make_unique<SgdState>();
   s->lr = opts->learning_rate();
   s->wd = opts->weight_decay();
+  s->scaled = scaled;
   *state = std::move(s);
   return Status::Ok();
 }
 
-// g = grad + wd·param; param −= lr·g
+// g = grad + wd·param; param −= lr·g (grad · inv under loss scaling)
 Status SgdRun(const KernelArgs& args, KernelState* state, RunContext&) {
   const auto& s = *static_cast<SgdState*>(state);
+  float inv = 1.0f;
+  if (SkipStep(args, s.scaled, 2, &inv)) return Status::Ok();
   float* __restrict param = args.inputs[0].f32();
   const float* __restrict grad = args.inputs[1].f32();
   const int64_t n = args.inputs[0].numel;
   const float lr = s.lr, wd = s.wd;
-  for (int64_t i = 0; i < n; ++i) param[i] -= lr * (grad[i] + wd * param[i]);
+  if (s.scaled) {
+    for (int64_t i = 0; i < n; ++i) param[i] -= lr * (grad[i] * inv + wd * param[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) param[i] -= lr * (grad[i] + wd * param[i]);
+  }
   return Status::Ok();
 }
 
 struct MomentumState : KernelState {
   float lr = 0, momentum = 0, wd = 0;
-  bool nesterov = false;
+  bool nesterov = false, scaled = false;
 };
 
 Status MomentumPrepare(const KernelArgs& args, PrepareContext&,
                        std::unique_ptr<KernelState>* state) {
-  SINKRT_RETURN_IF_ERROR(CheckParamInputs(args, 3));
+  SINKRT_ASSIGN_OR_RETURN(const bool scaled, CheckParamInputs(args, 3));
   SINKRT_ASSIGN_OR_RETURN(const fb::MomentumOptions* opts, GetOptions<fb::MomentumOptions>(args));
   SINKRT_RETURN_IF_ERROR(CheckFinite(args, "learning_rate", opts->learning_rate()));
   SINKRT_RETURN_IF_ERROR(CheckFinite(args, "momentum", opts->momentum()));
@@ -77,18 +110,19 @@ Status MomentumPrepare(const KernelArgs& args, PrepareContext&,
   s->momentum = opts->momentum();
   s->wd = opts->weight_decay();
   s->nesterov = opts->nesterov();
+  s->scaled = scaled;
   *state = std::move(s);
   return Status::Ok();
 }
 
 // g = grad + wd·param; accum = momentum·accum + g;
 // param −= lr·(g + momentum·accum) (Nesterov) or lr·accum.
-template <bool kNesterov>
+template <bool kNesterov, bool kScaled>
 void MomentumLoop(const MomentumState& s, float* __restrict param, const float* __restrict grad,
-                  float* __restrict accum, int64_t n) {
+                  float* __restrict accum, int64_t n, float inv) {
   const float lr = s.lr, mu = s.momentum, wd = s.wd;
   for (int64_t i = 0; i < n; ++i) {
-    const float g = grad[i] + wd * param[i];
+    const float g = (kScaled ? grad[i] * inv : grad[i]) + wd * param[i];
     const float a = mu * accum[i] + g;
     accum[i] = a;
     param[i] -= kNesterov ? lr * (g + mu * a) : lr * a;
@@ -97,20 +131,25 @@ void MomentumLoop(const MomentumState& s, float* __restrict param, const float* 
 
 Status MomentumRun(const KernelArgs& args, KernelState* state, RunContext&) {
   const auto& s = *static_cast<MomentumState*>(state);
+  float inv = 1.0f;
+  if (SkipStep(args, s.scaled, 3, &inv)) return Status::Ok();
   float* param = args.inputs[0].f32();
   const float* grad = args.inputs[1].f32();
   float* accum = args.inputs[2].f32();
   const int64_t n = args.inputs[0].numel;
-  if (s.nesterov) {
-    MomentumLoop<true>(s, param, grad, accum, n);
+  if (s.scaled) {
+    s.nesterov ? MomentumLoop<true, true>(s, param, grad, accum, n, inv)
+               : MomentumLoop<false, true>(s, param, grad, accum, n, inv);
   } else {
-    MomentumLoop<false>(s, param, grad, accum, n);
+    s.nesterov ? MomentumLoop<true, false>(s, param, grad, accum, n, inv)
+               : MomentumLoop<false, false>(s, param, grad, accum, n, inv);
   }
   return Status::Ok();
 }
 
 struct AdamState : KernelState {
   float lr = 0, beta1 = 0, beta2 = 0, eps = 0, wd = 0;
+  bool scaled = false;
 };
 
 Status CheckAdamOptions(const KernelArgs& args, AdamState* s) {
@@ -138,9 +177,10 @@ Status CheckPowers(const KernelArgs& args, int index) {
 
 Status AdamPowersPrepare(const KernelArgs& args, PrepareContext&,
                          std::unique_ptr<KernelState>* state) {
-  SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, 0));
+  SINKRT_RETURN_IF_ERROR(CheckOperands(args, args.inputs.size() == 2 ? 2 : 1, 0));
   SINKRT_RETURN_IF_ERROR(CheckPowers(args, 0));
   auto s = std::make_unique<AdamState>();
+  SINKRT_ASSIGN_OR_RETURN(s->scaled, CheckStatusInput(args, 1));
   SINKRT_RETURN_IF_ERROR(CheckAdamOptions(args, s.get()));
   *state = std::move(s);
   return Status::Ok();
@@ -148,6 +188,8 @@ Status AdamPowersPrepare(const KernelArgs& args, PrepareContext&,
 
 Status AdamPowersRun(const KernelArgs& args, KernelState* state, RunContext&) {
   const auto& s = *static_cast<AdamState*>(state);
+  float inv = 1.0f;
+  if (SkipStep(args, s.scaled, 1, &inv)) return Status::Ok();
   float* powers = args.inputs[0].f32();
   powers[0] *= s.beta1;
   powers[1] *= s.beta2;
@@ -155,13 +197,14 @@ Status AdamPowersRun(const KernelArgs& args, KernelState* state, RunContext&) {
 }
 
 Status AdamPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
-  SINKRT_RETURN_IF_ERROR(CheckOperands(args, 5, 0));
+  SINKRT_RETURN_IF_ERROR(CheckOperands(args, args.inputs.size() == 6 ? 6 : 5, 0));
   for (int i = 0; i < 4; ++i) {
     SINKRT_RETURN_IF_ERROR(CheckDType(args, In(i), DType::F32));
     SINKRT_RETURN_IF_ERROR(CheckSameShape(args, In(i), In(0)));
   }
   SINKRT_RETURN_IF_ERROR(CheckPowers(args, 4));
   auto s = std::make_unique<AdamState>();
+  SINKRT_ASSIGN_OR_RETURN(s->scaled, CheckStatusInput(args, 5));
   SINKRT_RETURN_IF_ERROR(CheckAdamOptions(args, s.get()));
   SINKRT_RETURN_IF_ERROR(CheckInputsDisjoint(args));
   *state = std::move(s);
@@ -172,6 +215,8 @@ Status AdamPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<Kern
 // lr_t = lr·√(1−β₂ᵗ)/(1−β₁ᵗ); param −= lr_t·m/(√v + ε)
 Status AdamRun(const KernelArgs& args, KernelState* state, RunContext&) {
   const auto& s = *static_cast<AdamState*>(state);
+  float inv = 1.0f;
+  if (SkipStep(args, s.scaled, 5, &inv)) return Status::Ok();
   float* __restrict param = args.inputs[0].f32();
   const float* __restrict grad = args.inputs[1].f32();
   float* __restrict m = args.inputs[2].f32();
@@ -181,7 +226,7 @@ Status AdamRun(const KernelArgs& args, KernelState* state, RunContext&) {
   const float b1 = s.beta1, b2 = s.beta2, eps = s.eps, wd = s.wd;
   const float lr_t = s.lr * std::sqrt(1.0f - powers[1]) / (1.0f - powers[0]);
   for (int64_t i = 0; i < n; ++i) {
-    const float g = grad[i] + wd * param[i];
+    const float g = (s.scaled ? grad[i] * inv : grad[i]) + wd * param[i];
     const float mi = b1 * m[i] + (1.0f - b1) * g;
     const float vi = b2 * v[i] + (1.0f - b2) * g * g;
     m[i] = mi;

@@ -45,6 +45,7 @@ Status ReportCallback::on_train_epoch_begin(RunContext& run_context) {
   const CallbackParams& p = run_context.original_args();
   epoch_begin_round_trips_ = p.host_round_trips;
   epoch_begin_step_ = p.cur_step_num;
+  epoch_begin_overflows_ = p.total_overflow_steps;
   return Status::Ok();
 }
 
@@ -88,6 +89,12 @@ Status ReportCallback::on_train_epoch_end(RunContext& run_context) {
                           ? Number(std::max(0.0, 1.0 - p.device.comm_wait_ms / p.device.comm_ms))
                           : nlohmann::ordered_json(nullptr)},
   };
+  // Loss scaling (docs/loss_scale.md): the scale after the epoch's last
+  // step, and its steps whose update was skipped.
+  if (p.loss_scale > 0) {
+    record["loss_scale"] = p.loss_scale;
+    record["overflow_steps"] = p.total_overflow_steps - epoch_begin_overflows_;
+  }
   return Write(record);
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "compiler/accumulation.h"
+#include "compiler/amp.h"
 #include "compiler/compile_pipeline.h"
 #include "compiler/graph_hash.h"
 #include "compiler/lowering.h"
@@ -47,6 +48,17 @@ Status CheckOptions(const CompileOptions& o) {
   if (o.grad_accumulation > 1 && (o.parallel_mode == ParallelMode::SemiAutoParallel ||
                                   o.parallel_mode == ParallelMode::AutoParallel))
     return Unimplemented("compile: grad_accumulation with " + std::string(ParallelModeName(o.parallel_mode)) +
+                         " is not supported yet (stand_alone and data_parallel are)");
+  if (o.amp_level != AmpLevel::O0 && o.pipeline.stages > 1)
+    return Unimplemented(std::string("compile: amp_level ") + AmpLevelName(o.amp_level) + " with pipeline_stages " +
+                         std::to_string(o.pipeline.stages) + " is not supported yet (stand_alone, data_parallel "
+                         "and semi_auto_parallel are)");
+  SINKRT_RETURN_IF_ERROR(ValidateLossScaleManager(o.loss_scale), "compile");
+  if (o.loss_scale.enabled() && (o.pipeline.stages > 1 || o.parallel_mode == ParallelMode::SemiAutoParallel ||
+                                 o.parallel_mode == ParallelMode::AutoParallel))
+    return Unimplemented("compile: loss scaling with " +
+                         (o.pipeline.stages > 1 ? std::string("pipeline stages")
+                                                : std::string(ParallelModeName(o.parallel_mode))) +
                          " is not supported yet (stand_alone and data_parallel are)");
   // MindSpore's context checks and messages.
   SINKRT_RETURN_IF_ERROR(ParallelContextFor(o).Validate({ParallelMode::StandAlone, ParallelMode::DataParallel,
@@ -413,13 +425,17 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
     for (int a : l.partial) slices *= parallel::AxisSize(l.device_matrix, a);
     loss_seed = 1.0f / static_cast<float>(slices);
   }
+  // Mixed precision on the graph this rank runs (after partitioning: the
+  // amp pass keeps tensor ids, so the layouts stay valid).
+  SINKRT_ASSIGN_OR_RETURN(Graph amp, compiler::ApplyAmp(sharded ? local->graph : forward, options.amp_level),
+                          "compile graph '" + forward.name() + "'");
   // Gradient accumulation: the gradient of the K batches' mean loss.
   const int accumulate = options.grad_accumulation;
   SINKRT_ASSIGN_OR_RETURN(
       compiler::TrainingGraph tg,
-      compiler::BuildTrainingGraph(sharded ? local->graph : forward, options.optimizer, options.eval_program,
+      compiler::BuildTrainingGraph(amp, options.optimizer, options.eval_program,
                                    options.predict_program, /*accuracy_from_loss=*/sharded,
-                                   loss_seed / static_cast<float>(accumulate)));
+                                   loss_seed / static_cast<float>(accumulate), options.loss_scale));
   if (accumulate > 1) SINKRT_RETURN_IF_ERROR(compiler::AccumulateGradients(tg, accumulate));
   std::vector<std::vector<uint32_t>> grad_groups;
   if (sharded) {

@@ -82,6 +82,19 @@ uint64_t StreamHash(uint64_t graph_hash, const CompileOptions& o) {
     h.String("grad_accumulation");
     h.I64(o.grad_accumulation);
   }
+  if (o.amp_level != AmpLevel::O0) {
+    h.String("amp_level");
+    h.String(AmpLevelName(o.amp_level));
+  }
+  if (o.loss_scale.enabled()) {
+    const LossScaleManager& m = o.loss_scale;
+    h.String("loss_scale");
+    h.I64(static_cast<int64_t>(m.kind));
+    h.U64(std::bit_cast<uint32_t>(m.loss_scale));
+    h.Bool(m.drop_overflow_update);
+    h.U64(std::bit_cast<uint32_t>(m.scale_factor));
+    h.I64(m.scale_window);
+  }
   // How the batch reaches the ranks changes their streams (queue shapes,
   // slices); only semi_auto_parallel has a say.
   if (o.parallel_mode == ParallelMode::SemiAutoParallel) {

@@ -59,11 +59,31 @@ void ForwardCone(const Graph& g, size_t forward_ops, TensorId target, std::vecto
     if (needed[t] && g.tensor(t).kind == TensorKind::Input) inputs->push_back(t);
 }
 
+// The scale and MindSpore's counters, kept across steps like optimizer
+// state (and so in checkpoints, as MindSpore saves scale_sense and the
+// update cell's iterators).
+void AddLossScaleState(Graph& g, const LossScaleManager& m, TrainingGraph* tg) {
+  TensorInfo scale;
+  scale.name = "loss_scale";
+  scale.dtype = DType::F32;
+  scale.shape = {};
+  scale.kind = TensorKind::OptState;
+  scale.init = InitSpec::Constant(m.loss_scale);
+  tg->loss_scale = g.AddTensor(std::move(scale));
+  TensorInfo counters;
+  counters.name = "loss_scale/counters";
+  counters.dtype = DType::I32;
+  counters.shape = {3};
+  counters.kind = TensorKind::OptState;
+  counters.init = InitSpec::Zeros();
+  tg->loss_scale_counters = g.AddTensor(std::move(counters));
+}
+
 }  // namespace
 
 Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSpec& optimizer,
                                          bool with_eval, bool with_predict, bool accuracy_from_loss,
-                                         float loss_seed) {
+                                         float loss_seed, const LossScaleManager& loss_scale) {
   SINKRT_RETURN_IF_ERROR(forward.status(), GraphContext(forward));
   if (!forward.valid(forward.loss()))
     return FailedPrecondition(GraphContext(forward) + ": the graph has no loss (call SetLoss)");
@@ -78,9 +98,42 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
   tg.forward_ops = g.ops().size();
   tg.loss = g.loss();
 
-  SINKRT_ASSIGN_OR_RETURN(tg.grads, AppendBackward(g, tg.loss, loss_seed), GraphContext(forward) + ": backward");
+  if (!loss_scale.enabled()) {
+    SINKRT_ASSIGN_OR_RETURN(tg.grads, AppendBackward(g, tg.loss, loss_seed), GraphContext(forward) + ": backward");
+  } else {
+    SINKRT_RETURN_IF_ERROR(ValidateLossScaleManager(loss_scale), GraphContext(forward));
+    AddLossScaleState(g, loss_scale, &tg);
+    // d(loss) = scale · loss_seed, read from the arena every step.
+    OpAttrs seed_attrs;
+    seed_attrs.scale = loss_seed;
+    const TensorId seed =
+        g.AddOp(fb::OpCode::BroadcastTo, {tg.loss_scale}, seed_attrs, {{{}, DType::F32}}, "loss_scale/seed").at(0);
+    SINKRT_RETURN_IF_ERROR(g.status(), GraphContext(forward) + ": loss scale");
+    BackwardOptions bo;
+    bo.output_grads = {{tg.loss, seed}};
+    SINKRT_ASSIGN_OR_RETURN(BackwardResult r, AppendBackward(g, kInvalidTensor, bo),
+                            GraphContext(forward) + ": backward");
+    tg.grads = std::move(r.params);
+  }
   tg.backward_ops = g.ops().size();
-  SINKRT_RETURN_IF_ERROR(AppendOptimizer(g, tg.grads, optimizer), GraphContext(forward) + ": optimizer");
+  if (loss_scale.enabled()) {
+    OpAttrs check;
+    check.loss_scale_check = loss_scale.checks_overflow();
+    std::vector<TensorId> inputs = {tg.loss_scale};
+    for (const ParamGrad& pg : tg.grads) inputs.push_back(pg.grad);
+    tg.loss_scale_status =
+        g.AddOp(fb::OpCode::GradOverflow, std::move(inputs), check, {{{2}, DType::F32}}, "loss_scale/status").at(0);
+  }
+  SINKRT_RETURN_IF_ERROR(AppendOptimizer(g, tg.grads, optimizer, tg.loss_scale_status),
+                         GraphContext(forward) + ": optimizer");
+  if (loss_scale.enabled()) {
+    OpAttrs update;
+    update.loss_scale_dynamic = loss_scale.kind == LossScaleManager::Kind::Dynamic;
+    update.scale_factor = loss_scale.scale_factor;
+    update.scale_window = loss_scale.scale_window;
+    g.AddOp(fb::OpCode::LossScaleUpdate, {tg.loss_scale, tg.loss_scale_counters, tg.loss_scale_status}, update, {},
+            "loss_scale/update");
+  }
   SINKRT_RETURN_IF_ERROR(g.status(), GraphContext(forward));
   tg.train_ops = g.ops().size();
 
@@ -106,6 +159,10 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
 
   for (size_t i = 0; i < tg.train_ops; ++i) tg.train_program.push_back(i);
   tg.train_reports = {tg.loss};
+  if (loss_scale.enabled()) {
+    tg.train_reports.push_back(tg.loss_scale);
+    tg.train_reports.push_back(tg.loss_scale_counters);
+  }
   if (with_eval) {
     for (size_t i = 0; i < tg.forward_ops; ++i) tg.eval_program.push_back(i);
     for (size_t i = tg.train_ops; i < g.ops().size(); ++i) tg.eval_program.push_back(i);

@@ -8,6 +8,7 @@
 
 #include "sinkrt/host/autodiff.h"
 #include "sinkrt/host/graph.h"
+#include "sinkrt/host/loss_scale.h"
 #include "sinkrt/host/optimizer.h"
 #include "sinkrt/runtime/status.h"
 
@@ -38,7 +39,12 @@ struct TrainingGraph {
   size_t backward_ops = 0;
   TensorId loss = kInvalidTensor;
   TensorId accuracy = kInvalidTensor; // eval's correct-prediction count, if any
-  std::vector<TensorId> train_reports;  // [loss]
+  // Loss scaling (docs/loss_scale.md): the scale [] f32 and the counters
+  // [3] i32 (OptState), GradOverflow's status [2]; kInvalidTensor without.
+  TensorId loss_scale = kInvalidTensor;
+  TensorId loss_scale_counters = kInvalidTensor;
+  TensorId loss_scale_status = kInvalidTensor;
+  std::vector<TensorId> train_reports;  // [loss], then [loss_scale, loss_scale_counters] when scaled
   std::vector<TensorId> eval_reports;   // [loss, accuracy, outputs...], no repeats
 };
 
@@ -56,8 +62,13 @@ struct TrainingGraph {
 // that gives them whole classes and matching rows, rather than on
 // outputs()[0], whose slice may hold other rows or a part of the classes.
 // `loss_seed`: d(loss) of backward (AppendBackward).
+// `loss_scale` (docs/loss_scale.md): backward is seeded with the scale
+// (times loss_seed), a GradOverflow op checks the gradients before the
+// optimizer, whose updates read its status, and a LossScaleUpdate op ends
+// the step.
 Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSpec& optimizer,
                                          bool with_eval, bool with_predict = false,
-                                         bool accuracy_from_loss = false, float loss_seed = 1.0f);
+                                         bool accuracy_from_loss = false, float loss_seed = 1.0f,
+                                         const LossScaleManager& loss_scale = {});
 
 }  // namespace sinkrt::host::compiler

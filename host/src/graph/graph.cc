@@ -57,6 +57,7 @@ std::vector<size_t> MutatedInputs(fb::OpCode op) {
     case fb::OpCode::MomentumUpdate: return {0, 2};
     case fb::OpCode::AdamUpdate: return {0, 2, 3};
     case fb::OpCode::AdamPowers: return {0};
+    case fb::OpCode::LossScaleUpdate: return {0, 1};
     case fb::OpCode::AccumulateGrad: return {0};
     default: return {};
   }

@@ -108,4 +108,11 @@ void Graph::Recompute(const std::string& layer) {
                              : "Recompute: graph '" + name_ + "' has no op in layer '" + layer + "'"));
 }
 
+void Graph::SetOpRecompute(size_t op, std::string segment) {
+  if (!status_.ok()) return;
+  if (op >= ops_.size())
+    return Fail(Internal("SetOpRecompute: op index " + std::to_string(op) + " is outside graph '" + name_ + "'"));
+  ops_[op].recompute = std::move(segment);
+}
+
 }  // namespace sinkrt::host

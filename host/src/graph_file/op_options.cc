@@ -83,6 +83,8 @@ fb::OpOptions OpOptionsTypeFor(fb::OpCode op) {
     case OpCode::LayerNorm:
     case OpCode::LayerNormGrad: return OpOptions::LayerNormOptions;
     case OpCode::Cast: return OpOptions::CastOptions;
+    case OpCode::GradOverflow:
+    case OpCode::LossScaleUpdate: return OpOptions::LossScaleOptions;
     case OpCode::AllReduce:
     case OpCode::AllGather:
     case OpCode::ReduceScatter:
@@ -124,6 +126,10 @@ std::pair<fb::OpOptions, fbs::Offset<void>> OpAttrsFor(fbs::FlatBufferBuilder& f
       return {type, fb::CreateAdamOptions(fbb, a.learning_rate, a.beta1, a.beta2, a.epsilon, a.weight_decay).Union()};
     case OpOptions::LayerNormOptions: return {type, fb::CreateLayerNormOptions(fbb, a.layer_norm_epsilon).Union()};
     case OpOptions::CastOptions: return {type, fb::CreateCastOptions(fbb, a.cast_to).Union()};
+    case OpOptions::LossScaleOptions:
+      // Only the fields `op` reads travel; equal ops give equal bytes.
+      if (op == OpCode::GradOverflow) return {type, fb::CreateLossScaleOptions(fbb, a.loss_scale_check).Union()};
+      return {type, fb::CreateLossScaleOptions(fbb, true, a.loss_scale_dynamic, a.scale_factor, a.scale_window).Union()};
     case OpOptions::TransposeOptions: return {type, fb::CreateTransposeOptions(fbb, fbb.CreateVector(a.perm)).Union()};
     case OpOptions::SplitOptions:
       return {type, fb::CreateSplitOptions(fbb, a.axis, fbb.CreateVector(a.sizes)).Union()};
@@ -217,6 +223,14 @@ Result<OpAttrs> OpAttrsFromOptions(fb::OpCode op, fb::OpOptions type, const void
       a.group_position = o->position();
       a.mean = o->mean();
       if (op == OpCode::ShardSlice) a.axis = o->axis();
+      break;
+    }
+    case OpOptions::LossScaleOptions: {
+      const auto* o = OrDefault<fb::LossScaleOptions>(options);
+      a.loss_scale_check = o->check();
+      a.loss_scale_dynamic = o->dynamic();
+      a.scale_factor = o->scale_factor();
+      a.scale_window = o->scale_window();
       break;
     }
     default: break;

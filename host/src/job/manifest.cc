@@ -44,13 +44,26 @@ Json OptionsToJson(const CompileOptions& o) {
                             {"stage_of", std::move(stage_of)}};
   }
   if (o.grad_accumulation > 1) parallel["grad_accumulation_step"] = o.grad_accumulation;
-  return {{"optimizer", std::move(optimizer)},
+  Json out = {{"optimizer", std::move(optimizer)},
           {"queue_capacity", o.queue_capacity},
           {"arena_alignment", o.arena_alignment},
           {"fuse", o.fuse},
           {"eval_program", o.eval_program},
           {"predict_program", o.predict_program},
           {"parallel", std::move(parallel)}};
+  // Written only when on, so that an O0 manifest reads as before amp.
+  if (o.amp_level != AmpLevel::O0) out["amp_level"] = AmpLevelName(o.amp_level);
+  if (o.loss_scale.enabled()) {
+    const LossScaleManager& m = o.loss_scale;
+    Json ls = {{"kind", m.kind == LossScaleManager::Kind::Fixed ? "fixed" : "dynamic"}, {"loss_scale", m.loss_scale}};
+    if (m.kind == LossScaleManager::Kind::Fixed) ls["drop_overflow_update"] = m.drop_overflow_update;
+    if (m.kind == LossScaleManager::Kind::Dynamic) {
+      ls["scale_factor"] = m.scale_factor;
+      ls["scale_window"] = m.scale_window;
+    }
+    out["loss_scale_manager"] = std::move(ls);
+  }
+  return out;
 }
 
 Json ColumnsToJson(const fb::QueueSpec& q) {
@@ -216,6 +229,26 @@ Result<Manifest> ParseManifest(const std::string& text, const std::string& path)
     if (rd.status.ok() && (o.grad_accumulation < 1 || o.grad_accumulation > 1024))
       return InvalidArgument(path + ": options.parallel.grad_accumulation_step " +
                              std::to_string(o.grad_accumulation) + " must be in [1, 1024]");
+  }
+  if (rd.status.ok() && options.is_object() && options.contains("loss_scale_manager")) {
+    const Json ls = rd.Get<Json>(options, "loss_scale_manager", "options");
+    const std::string kind = rd.Get<std::string>(ls, "kind", "options.loss_scale_manager");
+    const float scale = rd.Get<float>(ls, "loss_scale", "options.loss_scale_manager");
+    if (rd.status.ok() && kind == "fixed") {
+      o.loss_scale = LossScaleManager::Fixed(scale, rd.Get<bool>(ls, "drop_overflow_update", "options.loss_scale_manager"));
+    } else if (rd.status.ok() && kind == "dynamic") {
+      o.loss_scale = LossScaleManager::Dynamic(scale, rd.Get<float>(ls, "scale_factor", "options.loss_scale_manager"),
+                                               rd.Get<int>(ls, "scale_window", "options.loss_scale_manager"));
+    } else if (rd.status.ok()) {
+      return InvalidArgument(path + ": options.loss_scale_manager.kind '" + kind + "' is not fixed or dynamic");
+    }
+    if (rd.status.ok()) SINKRT_RETURN_IF_ERROR(ValidateLossScaleManager(o.loss_scale), path + ": options.loss_scale_manager");
+  }
+  if (rd.status.ok() && options.is_object() && options.contains("amp_level")) {
+    const std::string level = rd.Get<std::string>(options, "amp_level", "options");
+    if (rd.status.ok()) {
+      SINKRT_ASSIGN_OR_RETURN(o.amp_level, ParseAmpLevel(level), path + ": options.amp_level");
+    }
   }
 
   const Json ranks = rd.Get<Json>(j, "ranks", "");

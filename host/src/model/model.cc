@@ -270,6 +270,8 @@ Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, Optim
     co.calibration = pc.calibration_file;
   }
   co.grad_accumulation = pc.grad_accumulation_step;
+  co.amp_level = options.amp_level;
+  co.loss_scale = options.loss_scale_manager;
   if (pc.pipeline_stages > 1) {
     co.pipeline = {.stages = pc.pipeline_stages,
                    .micro_size = options.micro_size,
@@ -342,6 +344,13 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
     return InvalidArgument(context + " was compiled for grad_accumulation_step " +
                            std::to_string(co.grad_accumulation) + ", but the context asks for " +
                            std::to_string(asked.grad_accumulation_step));
+  if (options.loss_scale_manager.enabled() &&
+      LossScaleManagerText(options.loss_scale_manager) != LossScaleManagerText(co.loss_scale))
+    return InvalidArgument(context + " was compiled with " + LossScaleManagerText(co.loss_scale) +
+                           ", but the options ask for " + LossScaleManagerText(options.loss_scale_manager));
+  if (options.amp_level != AmpLevel::O0 && options.amp_level != co.amp_level)
+    return InvalidArgument(context + " was compiled for amp_level " + AmpLevelName(co.amp_level) +
+                           ", but the options ask for " + AmpLevelName(options.amp_level));
   ParallelContext pc;
   pc.mode = compiled_mode;
   pc.device_num = static_cast<int>(co.world_size);
@@ -373,6 +382,7 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
   impl->predict_queue = FindQueue(stream, "predict");
   if (impl->train_queue.index < 0) return InvalidArgument(context + " has no Input: Model trains on dataset columns");
   impl->accumulation = co.grad_accumulation;
+  impl->loss_scaled = co.loss_scale.enabled();
   if (impl->accumulation > 1 &&
       impl->train_queue.columns.size() % static_cast<size_t>(impl->accumulation) != 0)
     return Internal(context + ": train_step's queue has " + std::to_string(impl->train_queue.columns.size()) +

@@ -91,6 +91,9 @@ struct Model::Impl {
   // Gradient accumulation (docs/grad_accumulation.md): dataset batches per
   // train_step; its queue takes their columns in turn.
   int accumulation = 1;
+  // Loss scaling (docs/loss_scale.md): train_step reports the scale and its
+  // counters after the loss.
+  bool loss_scaled = false;
   std::vector<QueueInfo> rank_train_queues, rank_eval_queues;
   std::vector<bool> reports_loss;
   std::vector<std::pair<uint32_t, StateBuffer>> stage_state;

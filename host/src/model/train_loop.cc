@@ -12,6 +12,7 @@
 // the device in both modes.
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,6 +72,9 @@ class TrainLoop {
     return Status::Ok();
   }
   Status Sink(uint32_t steps);
+  // Loss scaling: the scale and the overflowed steps from the last sink's
+  // reports, which every rank must agree on.
+  Status ReadLossScale();
   void RecordRunSink(uint32_t rank, int64_t begin_ns, uint32_t steps) {
     HostEvent e;
     e.kind = HostEvent::Kind::kRunSink;
@@ -147,6 +151,7 @@ Status TrainLoop::Sink(uint32_t steps) {
   }
   if (pipelined)
     for (uint32_t r = 0; r + replicas < n; ++r) p_.rank_losses[r] = p_.rank_losses[n - replicas + r % replicas];
+  if (m_.loss_scaled) SINKRT_RETURN_IF_ERROR(ReadLossScale());
   double loss = 0;
   for (double l : p_.rank_losses) loss += l;
   p_.net_outputs = loss / n;  // the global batch's loss: the ranks' batches are equal
@@ -161,6 +166,30 @@ Status TrainLoop::Sink(uint32_t steps) {
   p_.device.other_ms += sum.other_ms / n;
   p_.host_round_trips = m_.device->control_round_trips();
   UpdateEpochTimes();
+  return Status::Ok();
+}
+
+Status TrainLoop::ReadLossScale() {
+  int32_t total = -1;
+  for (uint32_t r = 0; r < results_.size(); ++r) {
+    const std::vector<ReportedTensor>& reports = results_[r].reports;
+    if (reports.size() < 3 || reports[2].dtype != DType::I32 || reports[2].data.size() != 3 * sizeof(int32_t))
+      return Internal("train_step reported " + std::to_string(reports.size()) +
+                      " tensors, not the loss scale and its counters" + (results_.size() > 1 ? " on rank " + std::to_string(r) : ""));
+    int32_t counters[3];
+    std::memcpy(counters, reports[2].data.data(), sizeof counters);
+    // The ranks checked the same reduced gradients: a rank that counts
+    // other overflows than rank 0 would have updated while rank 0 skipped.
+    if (r > 0 && counters[2] != total)
+      return Internal("loss scaling: rank " + std::to_string(r) + " counts " + std::to_string(counters[2]) +
+                      " overflowed steps, rank 0 " + std::to_string(total));
+    if (r == 0) {
+      total = counters[2];
+      p_.loss_scale = reports[1].scalar();
+    }
+  }
+  p_.overflow_steps = total - p_.total_overflow_steps;
+  p_.total_overflow_steps = total;
   return Status::Ok();
 }
 

@@ -15,8 +15,10 @@
 #include <vector>
 
 #include "sinkrt/fb/task_stream_generated.h"  // BufferRole, ProgramKind
+#include "sinkrt/host/amp.h"
 #include "sinkrt/host/auto_parallel.h"
 #include "sinkrt/host/graph.h"
+#include "sinkrt/host/loss_scale.h"
 #include "sinkrt/host/optimizer.h"
 #include "sinkrt/host/parallel_context.h"
 #include "sinkrt/host/pipeline.h"
@@ -99,6 +101,18 @@ struct CompileOptions {
   // eval_step and predict_step read one batch. Stand-alone and data
   // parallel; not with pipeline stages.
   int grad_accumulation = 1;
+  // Mixed precision (MindSpore's amp_level; docs/amp.md): the forward graph
+  // is rewritten with Casts before autodiff, so the ops the level names
+  // compute in bf16; parameters, their gradients (and so the gradient
+  // reduction), the optimizer and the loss stay f32. O0: the f32 stream,
+  // byte for byte. Stand-alone, data parallel and semi-auto; not with
+  // pipeline stages.
+  AmpLevel amp_level = AmpLevel::O0;
+  // Loss scaling (MindSpore's loss_scale_manager; docs/loss_scale.md): the
+  // overflow check, the skipped update and the scale's schedule run inside
+  // train_step, which then also reports the scale and its counters.
+  // Stand-alone and data parallel.
+  LossScaleManager loss_scale;
 };
 
 // The parallel context `options` compile under, for its checks (MindSpore's

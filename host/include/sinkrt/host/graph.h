@@ -99,6 +99,11 @@ struct OpAttrs {
   uint32_t peer = 0;
   int64_t comm_order = 0;
   int64_t channel = 0;
+  // GradOverflow and LossScaleUpdate (docs/loss_scale.md; compiler-made).
+  bool loss_scale_check = true;
+  bool loss_scale_dynamic = false;
+  float scale_factor = 2.0f;
+  int scale_window = 2000;
 };
 
 struct OpNode {
@@ -240,6 +245,9 @@ class Graph {
   // Const, OptState: those change only through MutatedInputs).
   void AddOpInto(fb::OpCode op, std::vector<TensorId> inputs, OpAttrs attrs,
                  std::vector<TensorId> outputs, std::string name = "");
+  // Puts op `op` (an index in ops()) in recomputation segment `segment`
+  // (OpNode::recompute): for passes that rebuild a graph op by op.
+  void SetOpRecompute(size_t op, std::string segment);
   // Index in ops() of the op that writes `t`; -1 for leaves and unwritten tensors.
   int64_t producer(TensorId t) const;
   // Records the first error; later builder calls become no-ops.

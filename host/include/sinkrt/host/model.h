@@ -134,6 +134,14 @@ struct ModelOptions {
   // about equal estimated cost.
   int micro_size = 1;
   std::vector<std::pair<std::string, int>> stage_of;
+  // MindSpore's Model(..., amp_level=...) (docs/amp.md): which ops compute
+  // in bf16. A compiled job keeps the level it was compiled with; O0 here
+  // takes it, another level must match it.
+  AmpLevel amp_level = AmpLevel::O0;
+  // MindSpore's Model(..., loss_scale_manager=...) (docs/loss_scale.md):
+  // FixedLossScaleManager or DynamicLossScaleManager, run inside the sink.
+  // A compiled job keeps its own; None here takes it.
+  LossScaleManager loss_scale_manager;
 };
 
 // The device queue capacity Model::Create compiles with: `configured`,

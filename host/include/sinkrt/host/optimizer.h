@@ -42,6 +42,10 @@ Status ValidateOptimizer(const OptimizerSpec& spec);
 // Adds optimizer state (zero-initialised OptState tensors named
 // "<param>/momentum", "<param>/adam_m", "<param>/adam_v", and "adam/powers")
 // and one update op per gradient. Update ops mutate param and state in place.
-Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const OptimizerSpec& spec);
+// `loss_scale_status` (docs/loss_scale.md): GradOverflow's [2] status, read
+// by every update op (AdamPowers too) as its last input, to skip an
+// overflowed step and to take the scale out of the gradient.
+Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const OptimizerSpec& spec,
+                       TensorId loss_scale_status = kInvalidTensor);
 
 }  // namespace sinkrt::host

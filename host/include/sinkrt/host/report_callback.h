@@ -22,7 +22,9 @@
 // and total_host_round_trips those since train() began; device_ms is the
 // device's own account of the epoch's sinks (DeviceTiming: comm_wait is the
 // compute stream waiting for collectives, bubble a pipeline stage waiting
-// for a neighbour stage). A NaN loss is written as null.
+// for a neighbour stage). A NaN loss is written as null. Under loss scaling
+// (docs/loss_scale.md) the record also has "loss_scale" (after the epoch's
+// last step) and "overflow_steps" (its steps whose update was skipped).
 // Whatever comes after training (an end record with the test accuracy) the
 // caller adds with Write().
 #pragma once
@@ -63,6 +65,7 @@ class ReportCallback : public Callback {
   uint64_t train_begin_round_trips_ = 0;
   uint64_t epoch_begin_round_trips_ = 0;
   int64_t epoch_begin_step_ = 0;
+  int64_t epoch_begin_overflows_ = 0;
 };
 
 }  // namespace sinkrt::host

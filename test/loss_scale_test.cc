@@ -1,0 +1,317 @@
+// Loss scaling (docs/loss_scale.md): MindSpore's update rules, and sunk
+// runs in which an overflowed step is skipped on the device, leaving the
+// parameters and the optimizer state exactly as if the batch had never
+// been there, on one device and on two data-parallel ranks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sinkrt/device/in_process_device.h"
+#include "sinkrt/host/callback.h"
+#include "sinkrt/host/compiler.h"
+#include "sinkrt/host/loss_scale.h"
+#include "sinkrt/host/model.h"
+#include "sinkrt/runtime/loss_scale_rule.h"
+#include "support/in_process_world.h"
+#include "support/model_fixtures.h"
+#include "support/test_models.h"
+#include "support/test_util.h"
+
+namespace sinkrt {
+namespace {
+
+using host::LossScaleManager;
+using host::LossSpec;
+using host::Model;
+using host::OptimizerSpec;
+using host::ParallelMode;
+using testing::OneThreadOptions;
+
+// ---- MindSpore's rules (DynamicLossScaleUpdateCell) -------------------------
+
+struct Schedule {
+  std::vector<float> scales;  // after each step
+  LossScaleCounters counters;
+};
+
+Schedule RunDynamic(float init, float factor, int32_t window, const std::vector<bool>& overflow) {
+  Schedule s;
+  float scale = init;
+  for (bool o : overflow) {
+    DynamicLossScaleStep(factor, window, o, &scale, &s.counters);
+    s.scales.push_back(scale);
+  }
+  return s;
+}
+
+// cur_iter starts at 1 and last_overflow_iter at 0, so the first increase
+// comes at the window-th step, and then every window steps.
+TEST(LossScaleRule, DynamicGrowsEveryWindowStepsWithoutOverflow) {
+  const Schedule s = RunDynamic(8, 2, 3, std::vector<bool>(9, false));
+  const std::vector<float> want = {8, 8, 16, 16, 16, 32, 32, 32, 64};
+  EXPECT_EQ(s.scales, want);
+  EXPECT_EQ(s.counters.steps, 9);
+  EXPECT_EQ(s.counters.last_overflow_iter, 9);
+  EXPECT_EQ(s.counters.overflow_steps, 0);
+}
+
+// An overflow divides the scale and restarts the window from that step.
+TEST(LossScaleRule, DynamicOverflowHalvesAndRestartsTheWindow) {
+  const Schedule s = RunDynamic(8, 2, 3, {false, false, false, true, false, false, false, false});
+  const std::vector<float> want = {8, 8, 16, 8, 8, 8, 16, 16};
+  EXPECT_EQ(s.scales, want);
+  EXPECT_EQ(s.counters.overflow_steps, 1);
+  EXPECT_EQ(s.counters.last_overflow_iter, 7);
+}
+
+// An overflow on the step the window would grow the scale wins; the scale
+// never falls below 1.
+TEST(LossScaleRule, DynamicOverflowWinsAndTheScaleStopsAtOne) {
+  const Schedule s = RunDynamic(4, 2, 2, {false, true, true, true, true, false, false});
+  const std::vector<float> want = {4, 2, 1, 1, 1, 1, 2};
+  EXPECT_EQ(s.scales, want);
+  EXPECT_EQ(s.counters.overflow_steps, 4);
+  const Schedule odd = RunDynamic(3, 4, 1000, {true, true});
+  EXPECT_EQ(odd.scales, (std::vector<float>{1, 1}));
+}
+
+TEST(LossScaleRule, FixedCountsOnly) {
+  LossScaleCounters c;
+  for (bool o : {false, true, false, true}) FixedLossScaleStep(o, &c);
+  EXPECT_EQ(c.steps, 4);
+  EXPECT_EQ(c.overflow_steps, 2);
+  EXPECT_EQ(c.last_overflow_iter, 0);
+}
+
+TEST(LossScaleManager, ParsesAndChecksLikeMindSpore) {
+  auto fixed = host::ParseLossScaleManager("fixed");
+  SINKRT_ASSERT_OK(fixed);
+  EXPECT_EQ(fixed->kind, LossScaleManager::Kind::Fixed);
+  EXPECT_EQ(fixed->loss_scale, 128.0f);
+  EXPECT_TRUE(fixed->drop_overflow_update);
+  auto keep = host::ParseLossScaleManager("fixed:1024:false");
+  SINKRT_ASSERT_OK(keep);
+  EXPECT_EQ(keep->loss_scale, 1024.0f);
+  EXPECT_FALSE(keep->checks_overflow());
+  auto dyn = host::ParseLossScaleManager("dynamic");
+  SINKRT_ASSERT_OK(dyn);
+  EXPECT_EQ(dyn->loss_scale, 16777216.0f);
+  EXPECT_EQ(dyn->scale_factor, 2.0f);
+  EXPECT_EQ(dyn->scale_window, 2000);
+  auto custom = host::ParseLossScaleManager("dynamic:65536:4:100");
+  SINKRT_ASSERT_OK(custom);
+  EXPECT_EQ(host::LossScaleManagerText(*custom),
+            "DynamicLossScaleManager(init_loss_scale=65536, scale_factor=4, scale_window=100)");
+  auto none = host::ParseLossScaleManager("none");
+  SINKRT_ASSERT_OK(none);
+  EXPECT_FALSE(none->enabled());
+  const std::pair<const char*, const char*> bad[] = {
+      {"fixed:0.5", "'loss_scale' must be >= 1, but got 0.5"},
+      {"dynamic:0", "'init_loss_scale' must be >= 1, but got 0"},
+      {"dynamic:8:0", "'scale_factor' must be > 0, but got 0"},
+      {"dynamic:8:2:0", "'scale_window' must be a positive int, but got 0"},
+      {"dynamic:8:2:1.5", "scale_window must be an integer"},
+      {"fixed:8:maybe", "drop_overflow_update must be true or false"},
+      {"fixed:abc", "loss_scale 'abc' is not a finite number"},
+      {"static", "is not a loss scale manager"},
+  };
+  for (const auto& [text, want] : bad) {
+    auto r = host::ParseLossScaleManager(text);
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_NE(r.status().message().find(want), std::string::npos) << text << ": " << r.status().message();
+  }
+}
+
+// ---- sunk runs ---------------------------------------------------------------
+
+constexpr int64_t kBatch = 16;
+constexpr int kSteps = 12;
+constexpr int kOverflowBatch = 5;  // 0-based: the sixth step
+
+// A callback that keeps what each sink reported.
+struct ScaleRecorder : host::Callback {
+  std::vector<double> losses, scales;
+  std::vector<int64_t> overflows;
+  Status on_train_step_end(host::RunContext& ctx) override {
+    const host::CallbackParams& p = ctx.original_args();
+    losses.push_back(p.net_outputs);
+    scales.push_back(p.loss_scale);
+    overflows.push_back(p.overflow_steps);
+    return Status::Ok();
+  }
+};
+
+struct Trained {
+  ScaleRecorder rec;
+  std::vector<std::pair<std::string, host::Tensor>> state;
+};
+
+// The data of `steps` global batches of `batch` x `ranks`; with
+// `poison`, the first value of the first row of global batch
+// kOverflowBatch is +inf (rank 0's share under data parallel).
+testing::SyntheticData Data(int64_t rows, bool poison) {
+  testing::SyntheticData d = testing::MakeSyntheticData(rows, 16, 4, 5);
+  if (poison) d.images[static_cast<size_t>(kOverflowBatch * (rows / kSteps) * d.features)] =
+      std::numeric_limits<float>::infinity();
+  return d;
+}
+
+// `d` without global batch kOverflowBatch.
+testing::SyntheticData Without(testing::SyntheticData d, int64_t global_batch) {
+  const auto row0 = static_cast<std::ptrdiff_t>(kOverflowBatch * global_batch);
+  d.images.erase(d.images.begin() + row0 * d.features, d.images.begin() + (row0 + global_batch) * d.features);
+  d.labels.erase(d.labels.begin() + row0, d.labels.begin() + row0 + global_batch);
+  return d;
+}
+
+Trained Train(const testing::SyntheticData& d, const OptimizerSpec& opt, const LossScaleManager& ls, int ranks,
+              bool sink, int sink_size) {
+  Trained out;
+  testing::InProcessWorld world(ranks);
+  host::ModelOptions o;
+  o.compile_cache = "";
+  o.loss_scale_manager = ls;
+  if (ranks > 1) {
+    o.context.mode = ParallelMode::DataParallel;
+    o.context.device_num = ranks;
+    o.context.gradients_mean = true;
+  }
+  auto m = Model::Create(testing::MakeMlp(kBatch, {16, 12, 4}), LossSpec::None(), opt, world.links, o);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  if (!m.ok()) return out;
+  // Sink mode: an epoch is one sink of sink_size steps (MindSpore's
+  // semantics), so the epochs cover the data once; non-sink: one epoch.
+  const int rows_per_step = static_cast<int>(kBatch) * ranks;
+  const int epochs = sink ? static_cast<int>(d.size()) / rows_per_step / sink_size : 1;
+  Status st = (*m)->train(epochs, testing::MakeDataset(d, kBatch), {&out.rec}, sink, sink_size);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  auto state = (*m)->ReadState();
+  EXPECT_TRUE(state.ok()) << state.status().ToString();
+  if (state.ok()) out.state = std::move(state).value();
+  return out;
+}
+
+// Every parameter and optimizer state bitwise equal (the loss scale's own
+// state aside).
+void ExpectSameState(const Trained& got, const Trained& want, const std::string& what) {
+  size_t compared = 0;
+  for (const auto& [name, t] : want.state) {
+    if (name.rfind("loss_scale", 0) == 0) continue;
+    bool found = false;
+    for (const auto& [gname, gt] : got.state)
+      if (gname == name) {
+        found = true;
+        ASSERT_EQ(gt.data.size(), t.data.size()) << what << ": " << name;
+        EXPECT_EQ(std::memcmp(gt.data.data(), t.data.data(), t.data.size()), 0) << what << ": " << name;
+        ++compared;
+      }
+    EXPECT_TRUE(found) << what << ": " << name << " missing";
+  }
+  EXPECT_GT(compared, 6u) << what;
+}
+
+// A power-of-two scale is exact in binary: with no overflow the run is
+// bitwise the unscaled one, losses and state.
+TEST(LossScaleTrain, APowerOfTwoScaleTrainsBitwiseAsWithout) {
+  const testing::SyntheticData d = Data(kSteps * kBatch, false);
+  const OptimizerSpec opt = OptimizerSpec::Momentum(0.05f, 0.9f);
+  const Trained plain = Train(d, opt, LossScaleManager::None(), 1, true, 4);
+  const Trained scaled = Train(d, opt, LossScaleManager::Fixed(1024.0f), 1, true, 4);
+  ASSERT_EQ(plain.rec.losses.size(), static_cast<size_t>(kSteps / 4));
+  ASSERT_EQ(scaled.rec.losses.size(), plain.rec.losses.size());
+  for (size_t i = 0; i < plain.rec.losses.size(); ++i) {
+    EXPECT_EQ(scaled.rec.losses[i], plain.rec.losses[i]) << "sink " << i;
+    EXPECT_EQ(scaled.rec.scales[i], 1024.0);
+    EXPECT_EQ(scaled.rec.overflows[i], 0);
+  }
+  ExpectSameState(scaled, plain, "fixed 1024");
+}
+
+// A batch holding an inf: its gradients are NaN, the device skips that
+// update (the optimizer's state and Adam's step count included) and halves
+// the scale. Everything then is bitwise what training without that batch
+// gives, for Momentum and Adam, in sink and non-sink mode.
+TEST(LossScaleTrain, AnOverflowedStepIsSkippedAsIfTheBatchWereNotThere) {
+  const testing::SyntheticData poisoned = Data(kSteps * kBatch, true);
+  const testing::SyntheticData clean = Without(poisoned, kBatch);
+  for (const OptimizerSpec& opt : {OptimizerSpec::Momentum(0.05f, 0.9f), OptimizerSpec::Adam(1e-2f)}) {
+    const LossScaleManager ls = LossScaleManager::Dynamic(1024.0f, 2.0f, 4);
+    const Trained want = Train(clean, opt, ls, 1, true, kSteps - 1);
+    for (bool sink : {true, false}) {
+      const Trained got = Train(poisoned, opt, ls, 1, sink, kSteps);
+      ExpectSameState(got, want, std::string(sink ? "sink " : "non-sink ") + host::OptimizerKindName(opt.kind));
+      // The schedule: MindSpore's rule over the same overflow pattern.
+      std::vector<bool> overflow(kSteps, false);
+      overflow[kOverflowBatch] = true;
+      const Schedule s = RunDynamic(1024.0f, 2.0f, 4, overflow);
+      if (sink) {
+        ASSERT_EQ(got.rec.scales.size(), 1u);
+        EXPECT_EQ(got.rec.scales[0], s.scales.back());
+        EXPECT_EQ(got.rec.overflows[0], 1);
+      } else {
+        ASSERT_EQ(got.rec.scales.size(), static_cast<size_t>(kSteps));
+        for (int i = 0; i < kSteps; ++i) {
+          EXPECT_EQ(got.rec.scales[i], s.scales[i]) << "step " << i + 1;
+          EXPECT_EQ(got.rec.overflows[i], i == kOverflowBatch ? 1 : 0) << "step " << i + 1;
+        }
+      }
+    }
+  }
+}
+
+// Only rank 0's share of one global batch overflows. The ranks check the
+// same reduced gradients, so both skip (Model checks that they counted the
+// same overflows) and both end as the data-parallel run without it.
+TEST(LossScaleTrain, DataParallelRanksAgreeOnTheOverflow) {
+  const testing::SyntheticData poisoned = Data(kSteps * 2 * kBatch, true);
+  const testing::SyntheticData clean = Without(poisoned, 2 * kBatch);
+  const OptimizerSpec opt = OptimizerSpec::Momentum(0.05f, 0.9f);
+  const LossScaleManager ls = LossScaleManager::Dynamic(256.0f, 2.0f, 3);
+  const Trained want = Train(clean, opt, ls, 2, true, kSteps - 1);
+  const Trained got = Train(poisoned, opt, ls, 2, true, kSteps);
+  ExpectSameState(got, want, "data parallel");
+  ASSERT_EQ(got.rec.overflows.size(), 1u);
+  EXPECT_EQ(got.rec.overflows[0], 1);
+}
+
+// FixedLossScaleManager(drop_overflow_update=False): no check, the step
+// updates with whatever the gradients hold (MindSpore's behaviour).
+TEST(LossScaleTrain, FixedWithoutDropUpdatesEveryStep) {
+  const testing::SyntheticData poisoned = Data(kSteps * kBatch, true);
+  const Trained got =
+      Train(poisoned, OptimizerSpec::Momentum(0.05f, 0.9f), LossScaleManager::Fixed(8.0f, false), 1, true, kSteps);
+  ASSERT_EQ(got.rec.overflows.size(), 1u);
+  EXPECT_EQ(got.rec.overflows[0], 0);
+  bool nan = false;
+  for (const auto& [name, t] : got.state)
+    if (name == "fc1.weight")
+      for (size_t i = 0; i < t.data.size() / 4; ++i) nan = nan || std::isnan(reinterpret_cast<const float*>(t.data.data())[i]);
+  EXPECT_TRUE(nan) << "the NaN gradients were applied";
+}
+
+TEST(LossScaleCompile, RefusedWhereNotSupported) {
+  host::CompileOptions co;
+  co.optimizer = OptimizerSpec::Sgd(0.1f);
+  co.loss_scale = LossScaleManager::Dynamic();
+  co.parallel_mode = ParallelMode::SemiAutoParallel;
+  co.world_size = 2;
+  auto r = host::Compile(testing::MakeMlp(8, {16, 12, 4}), co);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("loss scaling with semi_auto_parallel is not supported yet"), std::string::npos)
+      << r.status().message();
+  co.parallel_mode = ParallelMode::StandAlone;
+  co.world_size = 1;
+  co.loss_scale = LossScaleManager::Fixed(0.5f);
+  r = host::Compile(testing::MakeMlp(8, {16, 12, 4}), co);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("'loss_scale' must be >= 1"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace sinkrt
