@@ -265,5 +265,96 @@ TEST(AmpTrain, VitO2AndO3TrackF32) {
     ExpectTracksF32(f32, Losses(Vit(8), l, opt, 100, 8, 784), (std::string("ViT ") + host::AmpLevelName(l)).c_str());
 }
 
+// Under data parallel and semi-auto the ranks run the amp graph on their
+// share: 2 ranks track one device at the same level (the gradients are
+// summed in another order, and a row-split MatMul's partial sums are
+// AllReduced in bf16).
+std::vector<double> ParallelLosses(Graph net, AmpLevel level, host::ParallelMode mode, int ranks, int64_t batch,
+                                   const testing::SyntheticData& d) {
+  testing::InProcessWorld world(ranks);
+  host::ModelOptions o;
+  o.compile_cache = "";
+  o.amp_level = level;
+  if (ranks > 1) {
+    o.context.mode = mode;
+    o.context.device_num = ranks;
+    o.context.gradients_mean = true;
+    o.context.full_batch = mode == host::ParallelMode::SemiAutoParallel;
+  }
+  auto m = Model::Create(std::move(net), LossSpec::SparseSoftmaxCrossEntropy(), OptimizerSpec::Momentum(0.02f, 0.9f),
+                         world.links, o);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  if (!m.ok()) return {};
+  LossRecorder rec;
+  Status st = (*m)->train(static_cast<int>(d.size() / 64 / 5), testing::MakeDataset(d, batch), {&rec}, true, 5);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return rec.losses;
+}
+
+void ExpectNear(const std::vector<double>& got, const std::vector<double>& want, double rel, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  ASSERT_FALSE(want.empty()) << what;
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]) / std::abs(want[i]));
+  std::printf("[ info ] %s: worst relative loss difference %.4f over %zu sinks\n", what, worst, want.size());
+  EXPECT_LT(worst, rel) << what;
+}
+
+// x [B,32] -> Linear 64 -> Tanh -> Linear 10: the logits.
+Graph SmallMlp(int64_t batch, const std::vector<std::vector<std::vector<int64_t>>>& strategies = {}) {
+  Graph g("mlp");
+  const TensorId x = g.Input("image", {batch, 32});
+  const TensorId w1 = g.Param("w1", {32, 64}, host::InitSpec::HeUniform(11));
+  const TensorId b1 = g.Param("b1", {64}, host::InitSpec::Uniform(-0.1f, 0.1f, 12));
+  const TensorId w2 = g.Param("w2", {64, 10}, host::InitSpec::XavierUniform(13));
+  const TensorId b2 = g.Param("b2", {10}, host::InitSpec::Uniform(-0.1f, 0.1f, 14));
+  g.AddOutput(g.BiasAdd(g.MatMul(g.Tanh(g.BiasAdd(g.MatMul(x, w1), b1)), w2), b2));
+  for (size_t i = 0; i < strategies.size() && i < g.ops().size(); ++i)
+    if (!strategies[i].empty()) g.Shard(g.ops()[i].name, strategies[i]);
+  return g;
+}
+
+TEST(AmpParallel, DataParallelAndMegatronTrackOneDeviceAtO2) {
+  testing::SyntheticData d = testing::MakeSyntheticData(64 * 60, 32, 10, 5);
+  testing::RandomizeQuarterOfLabels(d);
+  const std::vector<double> one = ParallelLosses(SmallMlp(64), AmpLevel::O2, host::ParallelMode::StandAlone, 1, 64, d);
+  // Data parallel: each rank reads 32 of the 64 rows.
+  ExpectNear(ParallelLosses(SmallMlp(32), AmpLevel::O2, host::ParallelMode::DataParallel, 2, 32, d), one, 0.01,
+             "O2 data parallel x2");
+  // Megatron's pair: w1 by columns, w2 by rows (its partial sums AllReduced).
+  const std::vector<std::vector<std::vector<int64_t>>> megatron = {
+      {{1, 1}, {1, 2}}, {{1, 2}, {2}}, {{1, 2}}, {{1, 2}, {2, 1}}, {{1, 1}, {1}}};
+  ExpectNear(ParallelLosses(SmallMlp(64, megatron), AmpLevel::O2, host::ParallelMode::SemiAutoParallel, 2, 64, d), one,
+             0.01, "O2 semi-auto Megatron x2");
+}
+
+// With gradient accumulation and recomputation on top: K=2 batches of 32
+// track one batch of 64 at O2, and recomputation changes nothing.
+TEST(AmpTrain, WithGradientAccumulationAndRecompute) {
+  testing::SyntheticData d = testing::MakeSyntheticData(64 * 40, 784, 10, 7);
+  testing::RandomizeQuarterOfLabels(d);
+  auto run = [&](int64_t batch, int k, const std::string& recompute) {
+    device::InProcessDevice dev(OneThreadOptions());
+    host::ModelOptions o;
+    o.compile_cache = "";
+    o.amp_level = AmpLevel::O2;
+    o.context.grad_accumulation_step = k;
+    Graph g = Vit(batch);
+    if (!recompute.empty()) g.Recompute(recompute);
+    auto m = Model::Create(std::move(g), LossSpec::None(), OptimizerSpec::Adam(1e-3f), dev, o);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    if (!m.ok()) return std::vector<double>{};
+    LossRecorder rec;
+    Status st = (*m)->train(8, testing::MakeDataset(d, batch), {&rec}, true, 5);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return rec.losses;
+  };
+  const std::vector<double> whole = run(64, 1, "");
+  ExpectNear(run(32, 2, ""), whole, 0.01, "O2 ViT, 2 batches of 32 against one of 64");
+  const std::vector<double> recomputed = run(64, 1, "all");
+  ASSERT_EQ(recomputed.size(), whole.size());
+  for (size_t i = 0; i < whole.size(); ++i) EXPECT_EQ(recomputed[i], whole[i]) << "sink " << i;
+}
+
 }  // namespace
 }  // namespace sinkrt

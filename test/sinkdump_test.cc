@@ -248,6 +248,22 @@ TEST_F(SinkdumpTest, ShowsTheCastsOfAmpO2) {
   EXPECT_NE(all.out.find("bf16"), std::string::npos);
 }
 
+// Loss scaling (docs/loss_scale.md): the check, the scaled updates reading
+// its status, the update cell, and the scale's state in the memory plan.
+TEST_F(SinkdumpTest, ShowsTheLossScaleTasksAndState) {
+  host::CompileOptions options;
+  options.optimizer = host::OptimizerSpec::Momentum(0.1f, 0.9f);
+  options.loss_scale = host::LossScaleManager::Dynamic(1024.0f, 2.0f, 100);
+  auto compiled = host::Compile(testing::MakeMlp(8, {16, 12, 4}), options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  const fs::path path = WriteVariant("mlp_loss_scale.tstream", compiled->stream.bytes());
+  RunResult r = Run(Quoted(path));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* fragment : {"GradOverflow", "loss_scale/status", "check", "LossScaleUpdate", "scale_factor=2",
+                               "scale_window=100", "loss_scale/counters", "loss_scale/seed"})
+    EXPECT_NE(r.out.find(fragment), std::string::npos) << fragment << " not in:\n" << r.out;
+}
+
 TEST_F(SinkdumpTest, JsonKeyOrderIsStable) {
   RunResult a = Run(Quoted(*mlp_) + " --json");
   RunResult b = Run(Quoted(*mlp_) + " --json");

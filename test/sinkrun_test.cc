@@ -1250,25 +1250,52 @@ TEST_F(SinkrunTest, AmpLevelO2TrainsAndAnUnknownLevelIsRefused) {
                 "--amp-level: amp_level must be one of 'O0', 'O1', 'O2', 'O3', but got 'O4'");
 }
 
+// Loss scaling (docs/loss_scale.md): the epoch records carry the scale
+// and the skipped steps; the dynamic scale follows MindSpore's schedule
+// over the sunk steps (window 20: up at steps 20, 40, 60, then 80, 100,
+// 120); a bad manager is refused before anything runs.
+TEST_F(SinkrunTest, LossScaleManagerReportsTheScheduleAndRefusesBadArguments) {
+  RunResult r = Run(std::string(kSmall) + " --loss-scale-manager dynamic:1024:2:20" + ReportFlag());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("DynamicLossScaleManager(init_loss_scale=1024, scale_factor=2, scale_window=20)"),
+            std::string::npos)
+      << r.out;
+  const std::vector<json> lines = ReadReport();
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0]["loss_scale"], 8192.0);
+  EXPECT_EQ(lines[1]["loss_scale"], 65536.0);
+  for (int e = 0; e < 2; ++e) EXPECT_EQ(lines[e]["overflow_steps"], 0) << "epoch " << e + 1;
+  EXPECT_EQ(lines[2]["loss_scale_manager"],
+            "DynamicLossScaleManager(init_loss_scale=1024, scale_factor=2, scale_window=20)");
+  fs::remove(Report());
+  ExpectRefused(std::string(kSmall) + " --loss-scale-manager dynamic:0",
+                "--loss-scale-manager: DynamicLossScaleManager: the argument 'init_loss_scale' must be >= 1, but got 0");
+  ExpectRefused(std::string(kSmall) + " --loss-scale-manager static", "is not a loss scale manager");
+}
+
 // The bar: O2 reaches fp32's Fashion-MNIST test accuracy within
-// 0.005 after 3 epochs (the main job's MLP and recipe).
-TEST_F(SinkrunTest, AmpO2MlpReachesF32AccuracyOnFashionMnistIn3Epochs) {
+// 0.005 after 3 epochs, for the main job's MLP and for the ViT.
+TEST_F(SinkrunTest, AmpO2ReachesF32AccuracyOnFashionMnistIn3Epochs) {
   if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
     GTEST_SKIP() << "Fashion-MNIST is not installed";
-  double accuracy[2] = {};
-  for (int i = 0; i < 2; ++i) {
-    const std::string level = i == 0 ? "O0" : "O2";
-    fs::remove(Report());
-    RunResult r = Run("train --model mlp --data fashion-mnist --epochs 3 --amp-level " + level + ReportFlag());
-    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-    const std::vector<json> lines = ReadReport();
-    ASSERT_EQ(lines.size(), 4u);
-    accuracy[i] = lines[3]["test_accuracy"].get<double>();
+  for (const char* model : {"mlp", "vit"}) {
+    double accuracy[2] = {};
+    for (int i = 0; i < 2; ++i) {
+      const std::string level = i == 0 ? "O0" : "O2";
+      fs::remove(Report());
+      RunResult r = Run(std::string("train --model ") + model + " --data fashion-mnist --epochs 3 --amp-level " + level +
+                        ReportFlag());
+      ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+      const std::vector<json> lines = ReadReport();
+      ASSERT_EQ(lines.size(), 4u);
+      EXPECT_EQ(lines[3]["amp_level"], level);
+      accuracy[i] = lines[3]["test_accuracy"].get<double>();
+    }
+    std::printf("[ info ] %s on Fashion-MNIST after 3 epochs: test accuracy %.4f f32, %.4f amp O2\n", model,
+                accuracy[0], accuracy[1]);
+    EXPECT_GT(accuracy[0], 0.8) << model;
+    EXPECT_NEAR(accuracy[1], accuracy[0], 0.005) << model;
   }
-  std::printf("[ info ] MLP on Fashion-MNIST after 3 epochs: test accuracy %.4f f32, %.4f amp O2\n", accuracy[0],
-              accuracy[1]);
-  EXPECT_GT(accuracy[0], 0.8);
-  EXPECT_NEAR(accuracy[1], accuracy[0], 0.005);
 }
 
 // Gradient accumulation through sinkrun (docs/grad_accumulation.md): two
