@@ -203,6 +203,34 @@ TEST_F(SinkcTest, SinkrunRunsTheStreamsExactlyAsItTrainsTheGraph) {
   EXPECT_EQ(from_streams.out.substr(ea, 60), from_graph.out.substr(eb, 60));
 }
 
+// amp_level and the loss scale manager travel in the manifest: sinkrun
+// trains sinkc's streams as it trains the graph with the same flags, the
+// loss scale's state (an i32 counter among it) checkpointed alike.
+TEST_F(SinkcTest, AmpAndLossScaleTravelInTheManifest) {
+  const std::string flags = " --amp-level O2 --loss-scale-manager dynamic:1024:2:10";
+  RunResult c = Sinkc("'" + kMlp + "' --batch 32 -q -o " + Q("streams") + flags);
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const json manifest = json::parse(Slurp(dir_ / "streams" / "manifest.json"));
+  EXPECT_EQ(manifest["options"]["amp_level"], "O2");
+  EXPECT_EQ(manifest["options"]["loss_scale_manager"]["kind"], "dynamic");
+  EXPECT_EQ(manifest["options"]["loss_scale_manager"]["scale_window"], 10);
+  const std::string common = " --data synthetic:512 --epochs 2 --threads 1 --seed 5";
+  RunResult from_streams = Sinkrun("train --streams " + Q("streams") + common + " --save-checkpoint " + Q("a.ckpt"));
+  ASSERT_EQ(from_streams.exit_code, 0) << from_streams.out << from_streams.err;
+  EXPECT_NE(from_streams.out.find("amp_level O2, DynamicLossScaleManager(init_loss_scale=1024"), std::string::npos)
+      << from_streams.out;
+  RunResult from_graph =
+      Sinkrun("train --graph '" + kMlp + "' --batch 32" + common + flags + " --save-checkpoint " + Q("b.ckpt"));
+  ASSERT_EQ(from_graph.exit_code, 0) << from_graph.out << from_graph.err;
+  const std::string a = Slurp(dir_ / "a.ckpt"), b = Slurp(dir_ / "b.ckpt");
+  ASSERT_GT(a.size(), 100000u);
+  EXPECT_TRUE(a == b) << "the parameters trained from sinkc's streams differ from Model.train's";
+  // A level that contradicts the streams is refused.
+  RunResult wrong = Sinkrun("train --streams " + Q("streams") + common + " --amp-level O3");
+  EXPECT_NE(wrong.exit_code, 0);
+  EXPECT_NE(wrong.err.find("was compiled for amp_level O2, but the options ask for O3"), std::string::npos) << wrong.err;
+}
+
 TEST_F(SinkcTest, DataParallelStreamsOnTwoDaemonsTrainAsTheGraphDoes) {
   // Neither tool is told gradients_mean: they share MindSpore's default.
   RunResult c = Sinkc("'" + kMlp + "' --batch 16 --devices 2 --parallel data_parallel -q -o " + Q("streams"));
