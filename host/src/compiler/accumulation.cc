@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "compiler/op_clone.h"
+
 namespace sinkrt::host::compiler {
 
 Status AccumulateGradients(TrainingGraph& tg, int steps) {
@@ -38,26 +40,13 @@ Status AccumulateGradients(TrainingGraph& tg, int steps) {
       train_inputs.push_back(map[t]);
     }
     for (size_t i = 0; i < tg.backward_ops; ++i) {
-      const OpNode op = g.ops()[i];  // a copy: AddOpInto grows the op list
-      std::vector<TensorId> inputs, outputs;
-      for (TensorId t : op.inputs) {
-        if (map[t] == kInvalidTensor)
-          return Internal(where + ": op '" + op.name + "' reads '" + g.tensor(t).name + "' before it is written");
-        inputs.push_back(map[t]);
-      }
-      std::vector<std::pair<TensorId, TensorId>> accumulate;  // (Grad, this micro-step's part)
-      for (TensorId t : op.outputs) {
-        TensorInfo info = g.tensor(t);
-        info.name = prefix + info.name;
-        info.kind = TensorKind::Intermediate;
-        map[t] = g.AddTensor(std::move(info));
-        outputs.push_back(map[t]);
-        if (is_grad[t]) accumulate.emplace_back(t, map[t]);
-      }
-      g.AddOpInto(op.op, std::move(inputs), op.attrs, std::move(outputs), prefix + op.name);
+      SINKRT_RETURN_IF_ERROR(CloneOp(g, g.ops()[i], prefix, g, map, where));
       program.push_back(g.ops().size() - 1);
-      for (const auto& [acc, part] : accumulate) {
-        g.AddOp(fb::OpCode::AccumulateGrad, {acc, part}, OpAttrs{}, {}, prefix + "accumulate/" + g.tensor(acc).name);
+      // A Grad the original writes is this micro-step's part here: added in.
+      const std::vector<TensorId> written = g.ops()[i].outputs;
+      for (TensorId t : written) {
+        if (!is_grad[t]) continue;
+        g.AddOp(fb::OpCode::AccumulateGrad, {t, map[t]}, OpAttrs{}, {}, prefix + "accumulate/" + g.tensor(t).name);
         program.push_back(g.ops().size() - 1);
       }
       SINKRT_RETURN_IF_ERROR(g.status(), where);

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "compiler/op_clone.h"
 #include "sinkrt/host/autodiff.h"
 
 namespace sinkrt::host::compiler {
@@ -159,21 +160,7 @@ Status AddEval(const PipelineStageSpec& spec, const Template& tpl, const std::ve
     std::vector<TensorId>& mp = map[static_cast<size_t>(m)];
     for (size_t i = 0; i < tpl.forward_ops; ++i) {
       const OpNode& op = tg.ops()[i];
-      std::vector<TensorId> inputs, outputs;
-      for (TensorId t : op.inputs) {
-        if (mp[t] == kInvalidTensor)
-          return Internal("op '" + op.name + "' reads '" + tg.tensor(t).name + "' before it is written");
-        inputs.push_back(mp[t]);
-      }
-      for (TensorId t : op.outputs) {
-        TensorInfo info = tg.tensor(t);
-        info.name = micro(m) + info.name;
-        info.kind = TensorKind::Intermediate;
-        mp[t] = u.AddTensor(std::move(info));
-        outputs.push_back(mp[t]);
-      }
-      u.AddOpInto(op.op, std::move(inputs), op.attrs, std::move(outputs), micro(m) + op.name);
-      SINKRT_RETURN_IF_ERROR(u.status());
+      SINKRT_RETURN_IF_ERROR(CloneOp(tg, op, micro(m), u, mp, "eval micro-batch " + std::to_string(m)));
       for (TensorId t : op.outputs)
         for (const StageLinkEnd& end : spec.links) {
           if (sched.links[static_cast<size_t>(end.link)].from != stage || end.tensor != t) continue;
@@ -324,33 +311,19 @@ Result<TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& spec) {
     const size_t end = b.backward ? tg.ops().size() : tpl.forward_ops;
     for (size_t i = begin; i < end; ++i) {
       const OpNode& op = tg.ops()[i];
-      std::vector<TensorId> inputs;
-      for (TensorId t : op.inputs) {
-        if (mp[t] == kInvalidTensor)
-          return Internal(where + ": op '" + op.name + "' of micro-batch " + std::to_string(b.micro) + " reads '" +
-                          tg.tensor(t).name + "' before it is written");
-        inputs.push_back(mp[t]);
-      }
-      std::vector<TensorId> outputs;
-      std::vector<std::pair<TensorId, TensorId>> accumulate;  // (Grad, this micro-batch's part)
-      for (TensorId t : op.outputs) {
-        TensorInfo info = tg.tensor(t);
-        const bool grad = info.kind == TensorKind::Grad;
-        if (grad && b.micro == first_backward) {
-          mp[t] = shared[t];
-        } else {
-          info.name = Micro(b.micro) + info.name;
-          info.kind = TensorKind::Intermediate;
-          mp[t] = u.AddTensor(std::move(info));
-          if (grad) accumulate.emplace_back(shared[t], mp[t]);
-        }
-        outputs.push_back(mp[t]);
-      }
-      OpAttrs attrs = op.attrs;
-      u.AddOpInto(op.op, std::move(inputs), std::move(attrs), std::move(outputs), Micro(b.micro) + op.name);
-      for (const auto& [acc, part] : accumulate)
-        u.AddOp(fb::OpCode::AccumulateGrad, {acc, part}, OpAttrs{}, {},
-                Micro(b.micro) + "accumulate/" + u.tensor(acc).name);
+      // The first micro-batch to run backward writes the Grads themselves;
+      // every later one writes its own part and adds it in.
+      const bool writes_grads = b.micro == first_backward;
+      SINKRT_RETURN_IF_ERROR(CloneOp(tg, op, Micro(b.micro), u, mp, where + ", micro-batch " + std::to_string(b.micro),
+                                     [&](TensorId t) {
+                                       return writes_grads && tg.tensor(t).kind == TensorKind::Grad ? shared[t]
+                                                                                                    : kInvalidTensor;
+                                     }));
+      if (!writes_grads)
+        for (TensorId t : op.outputs)
+          if (tg.tensor(t).kind == TensorKind::Grad)
+            u.AddOp(fb::OpCode::AccumulateGrad, {shared[t], mp[t]}, OpAttrs{}, {},
+                    Micro(b.micro) + "accumulate/" + u.tensor(shared[t]).name);
       SINKRT_RETURN_IF_ERROR(u.status(), where);
       for (TensorId t : op.outputs) SINKRT_RETURN_IF_ERROR(sends(b, t), where);
     }
