@@ -161,6 +161,10 @@ KernelRunner& KernelRunner::LayerNormEpsilon(float epsilon) {
 KernelRunner& KernelRunner::CastTo(DType to) {
   return Options(fb::OpOptions::CastOptions, fb::CreateCastOptions(fbb_, to).Union());
 }
+KernelRunner& KernelRunner::LossScale(bool check, bool dynamic, float scale_factor, int scale_window) {
+  return Options(fb::OpOptions::LossScaleOptions,
+                 fb::CreateLossScaleOptions(fbb_, check, dynamic, scale_factor, scale_window).Union());
+}
 KernelRunner& KernelRunner::Perm(std::vector<int32_t> perm) {
   return Options(fb::OpOptions::TransposeOptions, fb::CreateTransposeOptionsDirect(fbb_, &perm).Union());
 }

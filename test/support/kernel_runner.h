@@ -97,6 +97,7 @@ class KernelRunner {
   KernelRunner& Adam(float lr, float b1, float b2, float eps, float wd);
   KernelRunner& LayerNormEpsilon(float epsilon);
   KernelRunner& CastTo(DType to);
+  KernelRunner& LossScale(bool check, bool dynamic, float scale_factor, int scale_window);
   KernelRunner& Perm(std::vector<int32_t> perm);
   KernelRunner& SplitOpts(int axis, std::vector<int64_t> sizes);
   KernelRunner& CommOpts(int axis, uint32_t position, std::vector<uint32_t> group);
