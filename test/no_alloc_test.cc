@@ -207,7 +207,10 @@ std::atomic<bool> done_[2];
 // compute and comm streams nor the transport allocate.
 // With `pipeline`, the two ranks are two pipeline stages (4 micro-batches,
 // 1F1B): their Send/Recv transfers on the comm stream allocate nothing either.
-void ExpectDataParallelNoAllocations(bool shared_memory, bool profiling = false, bool pipeline = false) {
+// With `amp`, the ranks run amp O2 with a dynamic loss scale: the bf16
+// kernels, the overflow check on the reduced gradients, the scaled updates.
+void ExpectDataParallelNoAllocations(bool shared_memory, bool profiling = false, bool pipeline = false,
+                                     bool amp = false) {
   constexpr uint32_t kRanks = 2;
   constexpr int64_t kBatch = 32;
   std::vector<std::unique_ptr<device::ListeningInbox>> inboxes;
@@ -242,6 +245,10 @@ void ExpectDataParallelNoAllocations(bool shared_memory, bool profiling = false,
   o.comm_fusion.size_mb = 1;  // several buckets, so several AllReduces per step
   o.comm_fusion.mode = "size";
   if (pipeline) o.pipeline = {.stages = 2, .micro_size = 4, .scheduler = "1f1b", .stage_of = {}};
+  if (amp) {
+    o.amp_level = host::AmpLevel::O2;
+    o.loss_scale = host::LossScaleManager::Dynamic(1024.0f, 2.0f, 3);
+  }
   std::vector<host::CompiledStream> streams;
   std::vector<std::unique_ptr<device::Executor>> executors;
   device::DeviceOptions d;
@@ -318,6 +325,9 @@ TEST(NoAlloc, DataParallelStepsOverTcpAllocateNothing) { ExpectDataParallelNoAll
 TEST(NoAlloc, ProfiledDataParallelStepsAllocateNothing) { ExpectDataParallelNoAllocations(true, true); }
 TEST(NoAlloc, PipelineStagesOverSharedMemoryAllocateNothing) { ExpectDataParallelNoAllocations(true, false, true); }
 TEST(NoAlloc, PipelineStagesOverTcpAllocateNothing) { ExpectDataParallelNoAllocations(false, false, true); }
+TEST(NoAlloc, AmpLossScaledDataParallelStepsAllocateNothing) {
+  ExpectDataParallelNoAllocations(true, false, false, true);
+}
 
 // AllToAll straight on three communicators, on the world and on the
 // subgroup {1,2}, in blocks of several segments: after a warm-up (each

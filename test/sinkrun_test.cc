@@ -1329,6 +1329,33 @@ TEST_F(SinkrunSinkdTest, GradAccumulationOnTwoDaemonsTracksOneDeviceAtTheGlobalB
                 "grad_accumulation_step 2 with pipeline_stages 2 is not supported");
 }
 
+// amp O2 with a dynamic loss scale on two data-parallel daemons: the
+// scale and its counters come back over the wire with the loss, and the
+// run trains as one in-process device at the global batch does (window 8:
+// 8 steps per epoch double the scale once each epoch).
+TEST_F(SinkrunSinkdTest, AmpAndLossScaleOnTwoDaemonsTrackOneDevice) {
+  const std::string common =
+      " --model mlp --data synthetic:512 --epochs 2 --threads 1 --amp-level O2 --loss-scale-manager dynamic:256:2:8";
+  RunResult r = Run("train" + common + " --batch 32 --devices 2 --parallel data_parallel --gradients-mean true "
+                    "--sinkd '" + std::string(kSinkd) + "'" + ReportFlag());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::vector<json> got = ReadReport();
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0]["loss_scale"], 512.0) << got[0].dump();
+  EXPECT_EQ(got[1]["loss_scale"], 1024.0) << got[1].dump();
+  EXPECT_EQ(got[1]["overflow_steps"], 0) << got[1].dump();
+  std::error_code ec;
+  fs::remove(Report(), ec);
+  RunResult one = Run("train" + common + " --batch 64" + ReportFlag());
+  ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
+  const std::vector<json> want = ReadReport();
+  ASSERT_EQ(want.size(), 3u);
+  for (int e = 0; e < 2; ++e) {
+    const double w = want[e]["loss"].get<double>();
+    EXPECT_NEAR(got[e]["loss"].get<double>(), w, 0.01 * std::abs(w)) << "epoch " << e + 1;
+  }
+}
+
 // SEMI_AUTO_PARALLEL inside the stages through sinkrun: 2 stages of 2
 // daemons each, the MLP's layers split Megatron's way inside each, every
 // rank reading the batch of 32. It trains like one device at that batch.
