@@ -280,6 +280,75 @@ TEST(LossScaleTrain, DataParallelRanksAgreeOnTheOverflow) {
   EXPECT_EQ(got.rec.overflows[0], 1);
 }
 
+// SEMI_AUTO_PARALLEL (Megatron's pair on 2 ranks): each rank checks the
+// gradients it holds (different slices) and the ranks take the max of
+// their flags, an AllReduce in the stream; the poisoned step is skipped
+// everywhere, bitwise as if its batch had not been there.
+host::Graph MegatronMlp(int64_t batch) {
+  host::Graph g("mlp");
+  const host::TensorId x = g.Input("image", {batch, 16});
+  const host::TensorId w1 = g.Param("w1", {16, 32}, host::InitSpec::HeUniform(11));
+  const host::TensorId b1 = g.Param("b1", {32}, host::InitSpec::Zeros());
+  const host::TensorId w2 = g.Param("w2", {32, 4}, host::InitSpec::XavierUniform(13));
+  const host::TensorId b2 = g.Param("b2", {4}, host::InitSpec::Zeros());
+  g.AddOutput(g.BiasAdd(g.MatMul(g.Tanh(g.BiasAdd(g.MatMul(x, w1), b1)), w2), b2));
+  const std::vector<std::vector<std::vector<int64_t>>> s = {
+      {{1, 1}, {1, 2}}, {{1, 2}, {2}}, {{1, 2}}, {{1, 2}, {2, 1}}, {{1, 1}, {1}}};
+  for (size_t i = 0; i < s.size(); ++i) g.Shard(g.ops()[i].name, s[i]);
+  return g;
+}
+
+Trained TrainSemi(const testing::SyntheticData& d, const LossScaleManager& ls, int sink_size) {
+  Trained out;
+  testing::InProcessWorld world(2);
+  host::ModelOptions o;
+  o.compile_cache = "";
+  o.loss_scale_manager = ls;
+  o.context.mode = ParallelMode::SemiAutoParallel;
+  o.context.device_num = 2;
+  o.context.full_batch = true;
+  auto m = Model::Create(MegatronMlp(kBatch), LossSpec::SparseSoftmaxCrossEntropy(),
+                         OptimizerSpec::Momentum(0.05f, 0.9f), world.links, o);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  if (!m.ok()) return out;
+  Status st = (*m)->train(static_cast<int>(d.size() / kBatch / sink_size), testing::MakeDataset(d, kBatch),
+                          {&out.rec}, true, sink_size);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  auto state = (*m)->ReadState();
+  EXPECT_TRUE(state.ok()) << state.status().ToString();
+  if (state.ok()) out.state = std::move(state).value();
+  return out;
+}
+
+TEST(LossScaleTrain, SemiAutoRanksAgreeOnTheOverflow) {
+  const testing::SyntheticData poisoned = Data(kSteps * kBatch, true);
+  const testing::SyntheticData clean = Without(poisoned, kBatch);
+  const LossScaleManager ls = LossScaleManager::Dynamic(256.0f, 2.0f, 3);
+  const Trained want = TrainSemi(clean, ls, kSteps - 1);
+  const Trained got = TrainSemi(poisoned, ls, kSteps);
+  ExpectSameState(got, want, "semi-auto");
+  ASSERT_EQ(got.rec.overflows.size(), 1u);
+  EXPECT_EQ(got.rec.overflows[0], 1);
+  // The stream reduces the flags with a max over both ranks.
+  host::CompileOptions co;
+  co.optimizer = OptimizerSpec::Momentum(0.05f, 0.9f);
+  co.parallel_mode = ParallelMode::SemiAutoParallel;
+  co.world_size = 2;
+  co.full_batch = true;
+  co.loss_scale = ls;
+  host::Graph g = MegatronMlp(kBatch);
+  g.SetLoss(g.SparseSoftmaxCrossEntropy(g.outputs().front(), g.Input("label", {kBatch}, DType::I32)));
+  auto cs = host::Compile(g, co);
+  SINKRT_ASSERT_OK(cs);
+  bool found = false;
+  for (const fb::Program* p : *cs->stream.root()->programs())
+    for (const fb::Stream* s : *p->streams())
+      for (const fb::Task* t : *s->tasks())
+        if (t->body_type() == fb::TaskBody::AllReduceTask && t->body_as_AllReduceTask()->op() == fb::ReduceOp::Max)
+          found = true;
+  EXPECT_TRUE(found) << "no AllReduce Max of the overflow status";
+}
+
 // FixedLossScaleManager(drop_overflow_update=False): no check, the step
 // updates with whatever the gradients hold (MindSpore's behaviour).
 TEST(LossScaleTrain, FixedWithoutDropUpdatesEveryStep) {
@@ -299,12 +368,14 @@ TEST(LossScaleCompile, RefusedWhereNotSupported) {
   host::CompileOptions co;
   co.optimizer = OptimizerSpec::Sgd(0.1f);
   co.loss_scale = LossScaleManager::Dynamic();
-  co.parallel_mode = ParallelMode::SemiAutoParallel;
+  co.parallel_mode = ParallelMode::DataParallel;
   co.world_size = 2;
+  co.pipeline = {.stages = 2, .micro_size = 2, .scheduler = "1f1b", .stage_of = {}};
   auto r = host::Compile(testing::MakeMlp(8, {16, 12, 4}), co);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("loss scaling with semi_auto_parallel is not supported yet"), std::string::npos)
+  EXPECT_NE(r.status().message().find("loss scaling with pipeline stages is not supported yet"), std::string::npos)
       << r.status().message();
+  co.pipeline = {};
   co.parallel_mode = ParallelMode::StandAlone;
   co.world_size = 1;
   co.loss_scale = LossScaleManager::Fixed(0.5f);

@@ -150,6 +150,7 @@ void KernelAttrs(const VerifiedStream& view, const fb::KernelTask& k, Json& attr
         attrs["group"] = o->group() ? std::vector<int>(o->group()->begin(), o->group()->end()) : std::vector<int>{};
         attrs["position"] = static_cast<int>(o->position());
         attrs["axis"] = o->axis();
+        if (o->max()) attrs["max"] = true;
       }
       break;
     case fb::OpOptions::TransposeOptions:

@@ -23,6 +23,13 @@
 namespace sinkrt::host {
 namespace {
 
+// Every rank of the world, ascending.
+std::vector<uint32_t> WorldGroup(uint32_t world_size) {
+  std::vector<uint32_t> all(world_size);
+  for (uint32_t r = 0; r < world_size; ++r) all[r] = r;
+  return all;
+}
+
 Status CheckOptions(const CompileOptions& o) {
   if (o.world_size == 0) return InvalidArgument("compile: world_size must be at least 1");
   if (o.rank >= o.world_size)
@@ -54,12 +61,9 @@ Status CheckOptions(const CompileOptions& o) {
                          std::to_string(o.pipeline.stages) + " is not supported yet (stand_alone, data_parallel "
                          "and semi_auto_parallel are)");
   SINKRT_RETURN_IF_ERROR(ValidateLossScaleManager(o.loss_scale), "compile");
-  if (o.loss_scale.enabled() && (o.pipeline.stages > 1 || o.parallel_mode == ParallelMode::SemiAutoParallel ||
-                                 o.parallel_mode == ParallelMode::AutoParallel))
-    return Unimplemented("compile: loss scaling with " +
-                         (o.pipeline.stages > 1 ? std::string("pipeline stages")
-                                                : std::string(ParallelModeName(o.parallel_mode))) +
-                         " is not supported yet (stand_alone and data_parallel are)");
+  if (o.loss_scale.enabled() && o.pipeline.stages > 1)
+    return Unimplemented("compile: loss scaling with pipeline stages is not supported yet (stand_alone, "
+                         "data_parallel, semi_auto_parallel and auto_parallel are)");
   // MindSpore's context checks and messages.
   SINKRT_RETURN_IF_ERROR(ParallelContextFor(o).Validate({ParallelMode::StandAlone, ParallelMode::DataParallel,
                                                          ParallelMode::SemiAutoParallel, ParallelMode::AutoParallel}));
@@ -435,7 +439,8 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
       compiler::TrainingGraph tg,
       compiler::BuildTrainingGraph(amp, options.optimizer, options.eval_program,
                                    options.predict_program, /*accuracy_from_loss=*/sharded,
-                                   loss_seed / static_cast<float>(accumulate), options.loss_scale));
+                                   loss_seed / static_cast<float>(accumulate), options.loss_scale,
+                                   sharded ? WorldGroup(options.world_size) : std::vector<uint32_t>{}, options.rank));
   if (accumulate > 1) SINKRT_RETURN_IF_ERROR(compiler::AccumulateGradients(tg, accumulate));
   std::vector<std::vector<uint32_t>> grad_groups;
   if (sharded) {

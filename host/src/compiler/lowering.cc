@@ -135,7 +135,7 @@ bool IsCollectiveOp(fb::OpCode op) {
 void AddCollective(const KernelDef& k, const std::string& name, std::vector<CommGroupDef>& groups,
                    uint32_t world_size, std::vector<TaskDef>& tasks) {
   const uint32_t group = GroupIndex(groups, k.attrs.group, world_size);
-  const fb::ReduceOp op = k.attrs.mean ? fb::ReduceOp::Mean : fb::ReduceOp::Sum;
+  const fb::ReduceOp op = k.attrs.max ? fb::ReduceOp::Max : k.attrs.mean ? fb::ReduceOp::Mean : fb::ReduceOp::Sum;
   switch (k.op) {
     case fb::OpCode::AllReduce: {
       KernelDef copy;

@@ -83,7 +83,8 @@ void AddLossScaleState(Graph& g, const LossScaleManager& m, TrainingGraph* tg) {
 
 Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSpec& optimizer,
                                          bool with_eval, bool with_predict, bool accuracy_from_loss,
-                                         float loss_seed, const LossScaleManager& loss_scale) {
+                                         float loss_seed, const LossScaleManager& loss_scale,
+                                         const std::vector<uint32_t>& overflow_group, uint32_t overflow_position) {
   SINKRT_RETURN_IF_ERROR(forward.status(), GraphContext(forward));
   if (!forward.valid(forward.loss()))
     return FailedPrecondition(GraphContext(forward) + ": the graph has no loss (call SetLoss)");
@@ -121,8 +122,20 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
     check.loss_scale_check = loss_scale.checks_overflow();
     std::vector<TensorId> inputs = {tg.loss_scale};
     for (const ParamGrad& pg : tg.grads) inputs.push_back(pg.grad);
-    tg.loss_scale_status =
-        g.AddOp(fb::OpCode::GradOverflow, std::move(inputs), check, {{{2}, DType::F32}}, "loss_scale/status").at(0);
+    const bool agree = overflow_group.size() > 1;
+    tg.loss_scale_status = g.AddOp(fb::OpCode::GradOverflow, std::move(inputs), check, {{{2}, DType::F32}},
+                                   agree ? "loss_scale/local_status" : "loss_scale/status")
+                               .at(0);
+    if (agree) {
+      // One rank's overflow is every rank's: the max of the flags (1/scale
+      // is the same everywhere).
+      OpAttrs any;
+      any.group = overflow_group;
+      any.group_position = overflow_position;
+      any.max = true;
+      tg.loss_scale_status =
+          g.AddOp(fb::OpCode::AllReduce, {tg.loss_scale_status}, any, {{{2}, DType::F32}}, "loss_scale/status").at(0);
+    }
   }
   SINKRT_RETURN_IF_ERROR(AppendOptimizer(g, tg.grads, optimizer, tg.loss_scale_status),
                          GraphContext(forward) + ": optimizer");

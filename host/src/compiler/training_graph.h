@@ -65,10 +65,14 @@ struct TrainingGraph {
 // `loss_scale` (docs/loss_scale.md): backward is seeded with the scale
 // (times loss_seed), a GradOverflow op checks the gradients before the
 // optimizer, whose updates read its status, and a LossScaleUpdate op ends
-// the step.
+// the step. `overflow_group` (semi-auto: every rank, this one at
+// `overflow_position`): the ranks hold different gradients, so the status
+// is AllReduced (max) over them before any update reads it.
 Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSpec& optimizer,
                                          bool with_eval, bool with_predict = false,
                                          bool accuracy_from_loss = false, float loss_seed = 1.0f,
-                                         const LossScaleManager& loss_scale = {});
+                                         const LossScaleManager& loss_scale = {},
+                                         const std::vector<uint32_t>& overflow_group = {},
+                                         uint32_t overflow_position = 0);
 
 }  // namespace sinkrt::host::compiler

@@ -136,7 +136,9 @@ std::pair<fb::OpOptions, fbs::Offset<void>> OpAttrsFor(fbs::FlatBufferBuilder& f
     case OpOptions::CommOptions: {
       // Only ShardSlice reads the axis; equal ops give equal bytes.
       const int axis = op == OpCode::ShardSlice ? a.axis : 0;
-      return {type, fb::CreateCommOptions(fbb, fbb.CreateVector(a.group), a.group_position, a.mean, axis).Union()};
+      return {type, fb::CreateCommOptions(fbb, fbb.CreateVector(a.group), a.group_position, a.mean, axis,
+                                          op == OpCode::AllReduce && a.max)
+                        .Union()};
     }
     default: return {OpOptions::NONE, 0};
   }
@@ -223,6 +225,7 @@ Result<OpAttrs> OpAttrsFromOptions(fb::OpCode op, fb::OpOptions type, const void
       a.group_position = o->position();
       a.mean = o->mean();
       if (op == OpCode::ShardSlice) a.axis = o->axis();
+      if (op == OpCode::AllReduce) a.max = o->max();
       break;
     }
     case OpOptions::LossScaleOptions: {

@@ -111,7 +111,7 @@ struct CompileOptions {
   // Loss scaling (MindSpore's loss_scale_manager; docs/loss_scale.md): the
   // overflow check, the skipped update and the scale's schedule run inside
   // train_step, which then also reports the scale and its counters.
-  // Stand-alone and data parallel.
+  // Not with pipeline stages.
   LossScaleManager loss_scale;
 };
 

@@ -92,6 +92,7 @@ struct OpAttrs {
   std::vector<uint32_t> group;
   uint32_t group_position = 0;
   bool mean = false;
+  bool max = false;  // AllReduce: the maximum (the loss-scale status)
   // Send and Recv (pipeline stages; never in a graph file): the peer's
   // world rank, the transfer's place in the comm stream's order (both ends
   // use the same), and its channel (one tensor to one peer: a send waits for
