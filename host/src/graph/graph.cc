@@ -215,7 +215,7 @@ std::vector<TensorId> Graph::AddOp(fb::OpCode op, std::vector<TensorId> inputs, 
     producer_[ids[k]] = op_index;
   }
   op_names_.emplace(name, ops_.size());
-  ops_.push_back(OpNode{std::move(name), op, std::move(inputs), ids, std::move(attrs), {}});
+  ops_.push_back(OpNode{std::move(name), op, std::move(inputs), ids, std::move(attrs), {}, {}});
   return ids;
 }
 
@@ -259,7 +259,7 @@ void Graph::AddOpInto(fb::OpCode op, std::vector<TensorId> inputs, OpAttrs attrs
   const int64_t op_index = static_cast<int64_t>(ops_.size());
   for (TensorId t : outputs) producer_[t] = op_index;
   op_names_.emplace(name, ops_.size());
-  ops_.push_back(OpNode{std::move(name), op, std::move(inputs), std::move(outputs), std::move(attrs), {}});
+  ops_.push_back(OpNode{std::move(name), op, std::move(inputs), std::move(outputs), std::move(attrs), {}, {}});
 }
 
 // -- leaves -------------------------------------------------------------------
