@@ -42,20 +42,7 @@ void BM_AmpTrain(benchmark::State& state) {
   }
   const uint32_t steps = vit ? 16 : 32;
   const auto data = testing::MakeSyntheticData(batch * 8, 784, 10, 1);
-  // One untimed sink: first touches and oneDNN's first calls stay out.
-  SinkTotals warmup;
-  if (Status st = RunFedSink(dev, data, batch, steps, &warmup); !st.ok()) {
-    state.SkipWithError(st.ToString().c_str());
-    return;
-  }
-  SinkTotals totals;
-  for (auto _ : state) {
-    if (Status st = RunFedSink(dev, data, batch, steps, &totals); !st.ok()) {
-      state.SkipWithError(st.ToString().c_str());
-      break;
-    }
-  }
-  ReportStepCounters(state, totals, batch);
+  RunTimedSinks(state, dev, data, batch, steps);
 }
 // f32, then O2 (and for the ViT O3, whose LayerNorm and Softmax run in
 // bf16 too) for each configuration, adjacent.

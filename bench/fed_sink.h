@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <thread>
 
+#include "sinkrt/device/executor.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/fb/task_stream_generated.h"  // ProgramKind
 #include "sinkrt/runtime/status.h"
@@ -50,6 +51,31 @@ inline void ReportStepCounters(benchmark::State& state, const SinkTotals& t, int
   state.counters["step_ms"] = (t.compute_ms + t.queue_wait_ms + t.other_ms) / t.steps;
   state.counters["queue_wait_ms"] = t.queue_wait_ms / t.steps;
   state.SetItemsProcessed(static_cast<int64_t>(t.steps) * batch);
+}
+
+// One untimed sink (first touches and oneDNN's first calls stay out of the
+// figures) unless `warm_up` is false, then `steps`-step sinks for as long as
+// `state` runs them, their counters reported. Per-task times start after
+// the warm-up. Returns the timed sinks' totals.
+inline SinkTotals RunTimedSinks(benchmark::State& state, device::InProcessDevice& dev, const testing::SyntheticData& data,
+                          int64_t batch, uint32_t steps, bool warm_up = true) {
+  if (warm_up) {
+    SinkTotals warmup;
+    if (Status st = RunFedSink(dev, data, batch, steps, &warmup); !st.ok()) {
+      state.SkipWithError(st.ToString().c_str());
+      return {};
+    }
+    dev.executor()->ResetTaskTimes();
+  }
+  SinkTotals totals;
+  for (auto _ : state) {
+    if (Status st = RunFedSink(dev, data, batch, steps, &totals); !st.ok()) {
+      state.SkipWithError(st.ToString().c_str());
+      break;
+    }
+  }
+  ReportStepCounters(state, totals, batch);
+  return totals;
 }
 
 }  // namespace sinkrt

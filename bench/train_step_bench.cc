@@ -23,14 +23,7 @@ void BM_MlpTrain(benchmark::State& state) {
     return;
   }
   const auto data = testing::MakeSyntheticData(batch * 8, 784, 10, 1);
-  SinkTotals totals;
-  for (auto _ : state) {
-    if (Status st = RunFedSink(dev, data, batch, steps, &totals); !st.ok()) {
-      state.SkipWithError(st.ToString().c_str());
-      break;
-    }
-  }
-  ReportStepCounters(state, totals, batch);
+  RunTimedSinks(state, dev, data, batch, steps, /*warm_up=*/false);
 }
 BENCHMARK(BM_MlpTrain)
     ->ArgNames({"batch", "threads"})

@@ -101,23 +101,7 @@ void RunVitTrain(benchmark::State& state, bool recompute) {
     return;
   }
   const auto data = testing::MakeSyntheticData(batch * 8, 784, 10, 1);
-  // One untimed sink: first-touch effects and oneDNN's first calls stay out
-  // of the figures.
-  SinkTotals warmup;
-  if (Status st = RunFedSink(dev, data, batch, steps, &warmup); !st.ok()) {
-    state.SkipWithError(st.ToString().c_str());
-    return;
-  }
-  dev.executor()->ResetTaskTimes();
-  SinkTotals totals;
-  for (auto _ : state) {
-    if (Status st = RunFedSink(dev, data, batch, steps, &totals); !st.ok()) {
-      state.SkipWithError(st.ToString().c_str());
-      break;
-    }
-  }
-  ReportStepCounters(state, totals, batch);
-  const double n = totals.steps;
+  const double n = RunTimedSinks(state, dev, data, batch, steps).steps;
   if (n == 0) return;
   const std::vector<device::TaskTime> times = dev.executor()->TaskTimes(ProgramKind::TrainStep);
   std::array<double, kClasses> class_ms{};

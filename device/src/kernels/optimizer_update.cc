@@ -213,25 +213,36 @@ Status AdamPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<Kern
 
 // g = grad + wd·param; m = β₁m + (1−β₁)g; v = β₂v + (1−β₂)g²;
 // lr_t = lr·√(1−β₂ᵗ)/(1−β₁ᵗ); param −= lr_t·m/(√v + ε)
-Status AdamRun(const KernelArgs& args, KernelState* state, RunContext&) {
-  const auto& s = *static_cast<AdamState*>(state);
-  float inv = 1.0f;
-  if (SkipStep(args, s.scaled, 5, &inv)) return Status::Ok();
-  float* __restrict param = args.inputs[0].f32();
-  const float* __restrict grad = args.inputs[1].f32();
-  float* __restrict m = args.inputs[2].f32();
-  float* __restrict v = args.inputs[3].f32();
-  const float* powers = args.inputs[4].f32();
-  const int64_t n = args.inputs[0].numel;
+// (grad · inv under loss scaling: kScaled, a loop of its own)
+template <bool kScaled>
+void AdamLoop(const AdamState& s, float* __restrict param, const float* __restrict grad, float* __restrict m,
+              float* __restrict v, float lr_t, int64_t n, float inv) {
   const float b1 = s.beta1, b2 = s.beta2, eps = s.eps, wd = s.wd;
-  const float lr_t = s.lr * std::sqrt(1.0f - powers[1]) / (1.0f - powers[0]);
   for (int64_t i = 0; i < n; ++i) {
-    const float g = (s.scaled ? grad[i] * inv : grad[i]) + wd * param[i];
+    const float g = (kScaled ? grad[i] * inv : grad[i]) + wd * param[i];
     const float mi = b1 * m[i] + (1.0f - b1) * g;
     const float vi = b2 * v[i] + (1.0f - b2) * g * g;
     m[i] = mi;
     v[i] = vi;
     param[i] -= lr_t * mi / (std::sqrt(vi) + eps);
+  }
+}
+
+Status AdamRun(const KernelArgs& args, KernelState* state, RunContext&) {
+  const auto& s = *static_cast<AdamState*>(state);
+  float inv = 1.0f;
+  if (SkipStep(args, s.scaled, 5, &inv)) return Status::Ok();
+  const float* powers = args.inputs[4].f32();
+  const float lr_t = s.lr * std::sqrt(1.0f - powers[1]) / (1.0f - powers[0]);
+  float* param = args.inputs[0].f32();
+  const float* grad = args.inputs[1].f32();
+  float* m = args.inputs[2].f32();
+  float* v = args.inputs[3].f32();
+  const int64_t n = args.inputs[0].numel;
+  if (s.scaled) {
+    AdamLoop<true>(s, param, grad, m, v, lr_t, n, inv);
+  } else {
+    AdamLoop<false>(s, param, grad, m, v, lr_t, n, inv);
   }
   return Status::Ok();
 }

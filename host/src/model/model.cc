@@ -344,8 +344,7 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
     return InvalidArgument(context + " was compiled for grad_accumulation_step " +
                            std::to_string(co.grad_accumulation) + ", but the context asks for " +
                            std::to_string(asked.grad_accumulation_step));
-  if (options.loss_scale_manager.enabled() &&
-      LossScaleManagerText(options.loss_scale_manager) != LossScaleManagerText(co.loss_scale))
+  if (options.loss_scale_manager.enabled() && options.loss_scale_manager != co.loss_scale)
     return InvalidArgument(context + " was compiled with " + LossScaleManagerText(co.loss_scale) +
                            ", but the options ask for " + LossScaleManagerText(options.loss_scale_manager));
   if (options.amp_level != AmpLevel::O0 && options.amp_level != co.amp_level)

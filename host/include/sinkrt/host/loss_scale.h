@@ -40,6 +40,7 @@ struct LossScaleManager {
   bool enabled() const { return kind != Kind::None; }
   // Whether the device checks the gradients (and so may skip an update).
   bool checks_overflow() const { return kind == Kind::Dynamic || (kind == Kind::Fixed && drop_overflow_update); }
+  bool operator==(const LossScaleManager&) const = default;
 };
 
 // MindSpore's argument checks, naming the argument.
