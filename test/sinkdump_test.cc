@@ -150,7 +150,7 @@ TEST_F(SinkdumpTest, JsonCarriesTheSameInformation) {
 
   VerifiedStream v = View();
   const fb::TaskStream& s = *v.root();
-  EXPECT_EQ(j["header"]["format_version"], "1.2");
+  EXPECT_EQ(j["header"]["format_version"], "1.3");
   EXPECT_EQ(j["header"]["world_size"], 1);
   EXPECT_EQ(j["header"]["target"], s.header()->target()->str());
 

@@ -57,6 +57,10 @@ struct ParallelFlags {
   // --grad-accumulation K (MindSpore's grad_accumulation_step; stand_alone
   // and data_parallel).
   int grad_accumulation = 1;
+  // --enable-parallel-optimizer and --parallel-optimizer-config JSON
+  // (data_parallel; docs/parallel_optimizer.md).
+  bool enable_parallel_optimizer = false;
+  std::string parallel_optimizer_config;
 };
 
 // A byte count as --device-memory takes it: plain bytes ("8589934592"), or
@@ -150,6 +154,14 @@ inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) 
   context.pipeline_stages = f.pipeline_stages;
   context.pipeline_scheduler = f.pipeline_scheduler;
   context.grad_accumulation_step = f.grad_accumulation;
+  context.enable_parallel_optimizer = f.enable_parallel_optimizer;
+  if (!f.parallel_optimizer_config.empty()) {
+    if (!f.enable_parallel_optimizer)
+      return InvalidArgument("--parallel-optimizer-config applies with --enable-parallel-optimizer");
+    SINKRT_ASSIGN_OR_RETURN(context.parallel_optimizer_config,
+                            host::ParseParallelOptimizerConfig(f.parallel_optimizer_config),
+                            "--parallel-optimizer-config");
+  }
   if (f.pipeline_stages == 1 && (f.micro_size_given || f.pipeline_scheduler_given || !f.stage_of.empty()))
     return InvalidArgument("--micro-size, --pipeline-scheduler and --stage-of apply with --pipeline-stages above 1");
   if (!f.stage_of.empty()) {
@@ -196,6 +208,18 @@ inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) 
                            ": neither a preset (data, model, or DPxMP such as 2x2) nor a strategy file");
   }
   return context;
+}
+
+// --enable-parallel-optimizer and --parallel-optimizer-config, for sinkc
+// and sinkrun train.
+template <typename App>
+void AddParallelOptimizerFlags(App& app, bool& enable, std::string& config) {
+  app.add_flag("--enable-parallel-optimizer", enable,
+               "data_parallel: each rank keeps and updates only its 1/devices of the optimizer state (ZeRO-1; "
+               "MindSpore's enable_parallel_optimizer; docs/parallel_optimizer.md)");
+  app.add_option("--parallel-optimizer-config", config,
+                 "with --enable-parallel-optimizer: MindSpore's parallel_optimizer_config as JSON, e.g. "
+                 "'{\"parallel_optimizer_threshold\": 24}' (KB; smaller parameters stay replicated; default 64)");
 }
 
 // The command-line flags of a pipeline and of gradient accumulation, for

@@ -83,6 +83,8 @@ struct Flags {
   bool gradients_mean = host::ParallelContext{}.gradients_mean;
   bool parameter_broadcast = false;
   std::string comm_fusion;
+  bool enable_parallel_optimizer = false;
+  std::string parallel_optimizer_config;
   std::string strategy;
   std::string strategy_save;
   bool full_batch = false;
@@ -238,7 +240,9 @@ int Run(const Flags& f, const CLI::App& app) {
                                              .pipeline_scheduler = f.pipe.pipeline_scheduler,
                                              .pipeline_scheduler_given = app.count("--pipeline-scheduler") > 0,
                                              .stage_of = f.pipe.stage_of,
-                                             .grad_accumulation = f.pipe.grad_accumulation});
+                                             .grad_accumulation = f.pipe.grad_accumulation,
+                                             .enable_parallel_optimizer = f.enable_parallel_optimizer,
+                                             .parallel_optimizer_config = f.parallel_optimizer_config});
   if (!context.ok()) return Usage(context.status().message());
   const bool auto_parallel = context->mode == host::ParallelMode::AutoParallel;
   // Only a search has choices to explain; semi_auto_parallel compiles the
@@ -320,6 +324,8 @@ int Run(const Flags& f, const CLI::App& app) {
     co.gradients_mean = context->gradients_mean;
     co.parameter_broadcast = context->parameter_broadcast;
     co.comm_fusion = context->comm_fusion;
+    co.enable_parallel_optimizer = context->enable_parallel_optimizer;
+    co.parallel_optimizer_config = context->parallel_optimizer_config;
     if (context->pipeline_stages > 1) {
       auto pipeline = tools::PipelineFromFlags(f.pipe);
       if (!pipeline.ok()) return Usage(pipeline.status().message());
@@ -412,6 +418,7 @@ int main(int argc, char** argv) {
                "auto_parallel: every MatMul, BatchMatMul and Conv2D splits over all devices (MindSpore's default; "
                "sinkrt's lets a small one repeat)");
   tools::AddPipelineFlags(app, f.pipe);
+  tools::AddParallelOptimizerFlags(app, f.enable_parallel_optimizer, f.parallel_optimizer_config);
   app.add_option("--loss-scale-manager", f.loss_scale,
                  "none, fixed[:SCALE[:DROP]] or dynamic[:INIT[:FACTOR[:WINDOW]]]: loss scaling inside the sink "
                  "(MindSpore's FixedLossScaleManager(128, True) and DynamicLossScaleManager(2**24, 2, 2000) are "

@@ -71,6 +71,8 @@ struct TrainFlags {
   std::string pipeline_scheduler = "1f1b";
   std::string stage_of;
   int grad_accumulation = 1;  // --grad-accumulation K
+  bool enable_parallel_optimizer = false;  // --enable-parallel-optimizer
+  std::string parallel_optimizer_config;   // --parallel-optimizer-config JSON
   std::string recompute;      // --recompute all|LAYER,...
   std::string amp_level;      // --amp-level O0..O3
   std::string loss_scale = "none";  // --loss-scale-manager

@@ -71,6 +71,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli_validators.h"
+#include "parallel_flags.h"
 #include "sinkrun.h"
 #include "sinkrt/device/openmp_policy.h"
 
@@ -180,6 +181,7 @@ int main(int argc, char** argv) {
                     "reduction and one update (MindSpore's grad_accumulation_step; stand_alone and data_parallel; "
                     "steps and --sink-size count optimizer steps; docs/grad_accumulation.md)")
       ->check(tools::PositiveInteger());
+  tools::AddParallelOptimizerFlags(*train, f.enable_parallel_optimizer, f.parallel_optimizer_config);
   train->add_option("--loss-scale-manager", f.loss_scale,
                     "none, fixed[:SCALE[:DROP]] or dynamic[:INIT[:FACTOR[:WINDOW]]]: loss scaling inside the sink "
                     "(MindSpore's FixedLossScaleManager(128, True) and DynamicLossScaleManager(2**24, 2, 2000) are "

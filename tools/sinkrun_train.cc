@@ -308,7 +308,7 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
                               "--parameter-broadcast", "--comm-fusion", "--strategy", "--strategy-save",
                               "--full-batch", "--search-mode", "--device-memory", "--calibration",
                               "--fully-use-devices", "--pipeline-stages", "--micro-size", "--pipeline-scheduler",
-                              "--stage-of"})
+                              "--stage-of", "--enable-parallel-optimizer", "--parallel-optimizer-config"})
       if (cmd.count(baked))
         return Usage(std::string(baked) + " is compiled into the streams of --streams " + f.streams +
                      " (see its manifest.json): recompile with sinkc to change it");
@@ -403,6 +403,8 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     context.pipeline_stages = job->options.pipeline.stages;
     context.pipeline_scheduler = job->options.pipeline.scheduler;
     context.grad_accumulation_step = job->options.grad_accumulation;
+    context.enable_parallel_optimizer = job->options.enable_parallel_optimizer;
+    context.parallel_optimizer_config = job->options.parallel_optimizer_config;
   } else {
     auto parsed = tools::ParseParallelFlags(
         {.parallel = f.parallel,
@@ -427,7 +429,9 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
          .pipeline_scheduler = f.pipeline_scheduler,
          .pipeline_scheduler_given = cmd.count("--pipeline-scheduler") > 0,
          .stage_of = f.stage_of,
-         .grad_accumulation = f.grad_accumulation});
+         .grad_accumulation = f.grad_accumulation,
+         .enable_parallel_optimizer = f.enable_parallel_optimizer,
+         .parallel_optimizer_config = f.parallel_optimizer_config});
     if (!parsed.ok()) return Usage(parsed.status().message());
     context = *parsed;
     if (!f.recompute.empty() && (context.mode == host::ParallelMode::SemiAutoParallel ||

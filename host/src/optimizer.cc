@@ -152,10 +152,23 @@ TensorId State(Graph& g, const std::string& name, const Shape& shape, InitSpec i
 }  // namespace
 
 Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const OptimizerSpec& spec,
-                       TensorId loss_scale_status) {
+                       TensorId loss_scale_status, const std::vector<ParamGrad>& update_on) {
   if (!g.status().ok()) return g.status();
   SINKRT_RETURN_IF_ERROR(ValidateOptimizer(spec), "AppendOptimizer");
   SINKRT_RETURN_IF_ERROR(CheckGrads(g, grads));
+  if (!update_on.empty() && update_on.size() != grads.size())
+    return InvalidArgument("AppendOptimizer: " + std::to_string(update_on.size()) + " update targets for " +
+                           std::to_string(grads.size()) + " gradients");
+  // What grads[i]'s update reads and writes.
+  auto target = [&](size_t i) -> Result<ParamGrad> {
+    if (update_on.empty() || update_on[i].param == kInvalidTensor) return grads[i];
+    const ParamGrad& u = update_on[i];
+    if (!g.valid(u.param) || !g.valid(u.grad) || g.tensor(u.param).shape != g.tensor(u.grad).shape ||
+        g.tensor(u.param).dtype != DType::F32 || g.tensor(u.grad).dtype != DType::F32)
+      return InvalidArgument("AppendOptimizer: the update target of '" + g.tensor(grads[i].param).name +
+                             "' is not an f32 block and gradient block of one shape");
+    return u;
+  };
 
   // The update's inputs, with the loss-scale status last when there is one.
   auto with_status = [&](std::vector<TensorId> inputs) {
@@ -167,16 +180,20 @@ Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const Opti
   attrs.weight_decay = spec.weight_decay;
   switch (spec.kind) {
     case OptimizerKind::SGD:
-      for (const ParamGrad& pg : grads) g.AddOp(fb::OpCode::SgdUpdate, with_status({pg.param, pg.grad}), attrs, {});
+      for (size_t i = 0; i < grads.size(); ++i) {
+        SINKRT_ASSIGN_OR_RETURN(const ParamGrad u, target(i));
+        g.AddOp(fb::OpCode::SgdUpdate, with_status({u.param, u.grad}), attrs, {});
+      }
       break;
     case OptimizerKind::Momentum:
       attrs.momentum = spec.momentum;
       attrs.nesterov = spec.nesterov;
-      for (const ParamGrad& pg : grads) {
-        const std::string name = g.tensor(pg.param).name;
-        const Shape shape = g.tensor(pg.param).shape;
+      for (size_t i = 0; i < grads.size(); ++i) {
+        SINKRT_ASSIGN_OR_RETURN(const ParamGrad u, target(i));
+        const std::string name = g.tensor(grads[i].param).name;
+        const Shape shape = g.tensor(u.param).shape;
         const TensorId accum = State(g, name + "/momentum", shape, InitSpec::Zeros());
-        g.AddOp(fb::OpCode::MomentumUpdate, with_status({pg.param, pg.grad, accum}), attrs, {});
+        g.AddOp(fb::OpCode::MomentumUpdate, with_status({u.param, u.grad, accum}), attrs, {});
       }
       break;
     case OptimizerKind::Adam: {
@@ -186,12 +203,13 @@ Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const Opti
       // β₁ᵗ and β₂ᵗ advance once per step, before any parameter reads them.
       const TensorId powers = State(g, "adam/powers", {2}, InitSpec::Constant(1.0f));
       g.AddOp(fb::OpCode::AdamPowers, with_status({powers}), attrs, {});
-      for (const ParamGrad& pg : grads) {
-        const std::string name = g.tensor(pg.param).name;
-        const Shape shape = g.tensor(pg.param).shape;
+      for (size_t i = 0; i < grads.size(); ++i) {
+        SINKRT_ASSIGN_OR_RETURN(const ParamGrad u, target(i));
+        const std::string name = g.tensor(grads[i].param).name;
+        const Shape shape = g.tensor(u.param).shape;
         const TensorId m = State(g, name + "/adam_m", shape, InitSpec::Zeros());
         const TensorId v = State(g, name + "/adam_v", shape, InitSpec::Zeros());
-        g.AddOp(fb::OpCode::AdamUpdate, with_status({pg.param, pg.grad, m, v, powers}), attrs, {});
+        g.AddOp(fb::OpCode::AdamUpdate, with_status({u.param, u.grad, m, v, powers}), attrs, {});
       }
       break;
     }

@@ -161,6 +161,46 @@ Status CheckCommFusion(const CommFusion& f) {
   return Status::Ok();
 }
 
+// enable_parallel_optimizer and its config: MindSpore's values, then what
+// this build runs (level1 over the whole data-parallel group, under
+// data_parallel; stand_alone has one rank and nothing to shard).
+Status ValidateParallelOptimizer(const ParallelContext& c) {
+  const ParallelOptimizerConfig& o = c.parallel_optimizer_config;
+  if (o.threshold_kb < 0)
+    return InvalidArgument("For 'parallel_optimizer_config', the 'parallel_optimizer_threshold' must be int and must "
+                           ">= 0, but got '" + std::to_string(o.threshold_kb) + "'.");
+  if (o.optimizer_level != "level1" && o.optimizer_level != "level2" && o.optimizer_level != "level3")
+    return InvalidArgument("For 'parallel_optimizer_config', the 'optimizer_level' must be 'level1', 'level2' or "
+                           "'level3', but got '" + o.optimizer_level + "'.");
+  if (o.optimizer_weight_shard_size != -1 && o.optimizer_weight_shard_size <= 1)
+    return InvalidArgument("The setting 'optimizer_weight_shard_size' is invalid: use -1 (the whole data-parallel "
+                           "group) or an integer larger than 1, but got " +
+                           std::to_string(o.optimizer_weight_shard_size) + ".");
+  if (!c.enable_parallel_optimizer || c.mode == ParallelMode::StandAlone) return Status::Ok();
+  const std::string name = ParallelModeName(c.mode);
+  if (c.mode != ParallelMode::DataParallel)
+    return Unimplemented("enable_parallel_optimizer with parallel_mode " + name +
+                         " is not supported by this build yet: it runs under data_parallel.");
+  if (c.pipeline_stages > 1)
+    return Unimplemented("enable_parallel_optimizer with pipeline_stages " + std::to_string(c.pipeline_stages) +
+                         " is not supported by this build yet.");
+  // gradient_accumulation_shard only means something with accumulation
+  // (MindSpore: "effective only when the model runs on pipeline training
+  // or gradient accumulation").
+  if (c.grad_accumulation_step > 1)
+    return Unimplemented("enable_parallel_optimizer with grad_accumulation_step " +
+                         std::to_string(c.grad_accumulation_step) + " is not supported by this build yet.");
+  if (o.optimizer_level != "level1")
+    return Unimplemented("parallel_optimizer_config's optimizer_level '" + o.optimizer_level +
+                         "' is not supported by this build yet: it runs 'level1' (the optimizer state and the "
+                         "update sharded; gradients and weights whole).");
+  if (o.optimizer_weight_shard_size != -1 && o.optimizer_weight_shard_size != c.device_num)
+    return Unimplemented("optimizer_weight_shard_size " + std::to_string(o.optimizer_weight_shard_size) +
+                         " is not supported by this build yet: each parameter's update is shared by the whole "
+                         "data-parallel group (-1, or device_num " + std::to_string(c.device_num) + ").");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<CommFusion> ParseCommFusion(const std::string& json) {
@@ -193,6 +233,45 @@ Result<CommFusion> ParseCommFusion(const std::string& json) {
     }
   }
   return f;
+}
+
+Result<ParallelOptimizerConfig> ParseParallelOptimizerConfig(const std::string& json) {
+  Json j;
+  try {
+    j = Json::parse(json);
+  } catch (const Json::parse_error& e) {
+    return InvalidArgument(std::string("parallel_optimizer_config is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object())
+    return InvalidArgument("The parameter 'parallel_optimizer_config' must be <class 'dict'>, but got " + PyType(j));
+  ParallelOptimizerConfig c;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    const Json& v = it.value();
+    if (key == "parallel_optimizer_threshold") {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0)
+        return InvalidArgument("For 'parallel_optimizer_config', the 'parallel_optimizer_threshold' must be int and "
+                               "must >= 0, but got '" + v.dump() + "' with type '" + PyTypeName(v) + "'.");
+      c.threshold_kb = v.get<int64_t>();
+    } else if (key == "gradient_accumulation_shard") {
+      if (!v.is_boolean())
+        return InvalidArgument("For 'parallel_optimizer_config', the 'gradient_accumulation_shard' must be bool, "
+                               "but got the type : " + PyType(v) + ".");
+      c.gradient_accumulation_shard = v.get<bool>();
+    } else if (key == "optimizer_weight_shard_size") {
+      if (!v.is_number_integer())
+        return InvalidArgument("The type of optimizer_weight_shard_size must be int, but got " + PyType(v) + ".");
+      c.optimizer_weight_shard_size = v.get<int64_t>();
+    } else if (key == "optimizer_level") {
+      if (!v.is_string())
+        return InvalidArgument("For 'parallel_optimizer_config', the 'optimizer_level' must be str, but got the "
+                               "type : " + PyType(v) + ".");
+      c.optimizer_level = v.get<std::string>();
+    } else {
+      return InvalidArgument("Unknown config: ['" + key + "']");
+    }
+  }
+  return c;
 }
 
 const char* ParallelModeName(ParallelMode mode) {
@@ -299,6 +378,7 @@ Status ParallelContext::Validate(const std::vector<ParallelMode>& supported) con
                            " with parallel_mode " + name +
                            " is not supported by this build yet: it runs under stand_alone and data_parallel.");
   }
+  SINKRT_RETURN_IF_ERROR(ValidateParallelOptimizer(*this));
   if (pipeline_stages > 1) {
     if (mode == ParallelMode::StandAlone)
       return InvalidArgument("pipeline_stages " + std::to_string(pipeline_stages) +

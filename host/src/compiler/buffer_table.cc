@@ -47,7 +47,7 @@ bool HasInitializer(TensorKind k) {
 bool IsPersistentRole(fb::BufferRole r) {
   return r == fb::BufferRole::Param || r == fb::BufferRole::Const ||
          r == fb::BufferRole::OptState || r == fb::BufferRole::Grad ||
-         r == fb::BufferRole::Output;
+         r == fb::BufferRole::Output || r == fb::BufferRole::ParamSlice || r == fb::BufferRole::GradSlice;
 }
 
 Result<uint64_t> BufferBytes(const TensorInfo& info) {
@@ -70,6 +70,12 @@ Result<BufferTable> BuildBufferTable(const TrainingGraph& tg, const GraphFacts& 
   std::vector<fb::BufferRole>& role = table.role;
   role.resize(g.tensors().size());
   for (TensorId t = 0; t < g.tensors().size(); ++t) role[t] = RoleOf(g, facts, t);
+  // Optimizer parallel: blocks of a parameter and of its gradient, views
+  // that live as long as what they are blocks of.
+  for (const OptimizerShard& s : tg.optimizer_shards) {
+    role[s.param_slice] = fb::BufferRole::ParamSlice;
+    role[s.grad_slice] = fb::BufferRole::GradSlice;
+  }
 
   // Which tensors each program touches.
   std::set<TensorId> persistent_used;
@@ -156,6 +162,18 @@ Result<BufferTable> BuildBufferTable(const TrainingGraph& tg, const GraphFacts& 
   for (TensorId t : persistent_order) {
     maps.persistent[t] = static_cast<uint32_t>(table.buffers.size());
     SINKRT_RETURN_IF_ERROR(add_buffer(t, true, fb::ProgramKind::Init, buffer_name(t)));
+  }
+  for (const OptimizerShard& s : tg.optimizer_shards) {
+    const ParamGrad& pg = tg.grads.at(s.grad);
+    for (auto [view, root] : {std::pair{s.param_slice, pg.param}, std::pair{s.grad_slice, pg.grad}}) {
+      auto v = maps.persistent.find(view);
+      auto r = maps.persistent.find(root);
+      if (v == maps.persistent.end() || r == maps.persistent.end())
+        return Internal("optimizer parallel: no buffer for '" + g.tensor(view).name + "' or '" +
+                        g.tensor(root).name + "'");
+      table.buffers[v->second].view_of = r->second;
+      table.buffers[v->second].view_offset = s.offset_bytes;
+    }
   }
   for (size_t p = 0; p < plans.size(); ++p) {
     const std::string prefix = p == 0 ? "" : plans[p].stem + "/";

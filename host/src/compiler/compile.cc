@@ -64,6 +64,17 @@ Status CheckOptions(const CompileOptions& o) {
   if (o.loss_scale.enabled() && o.pipeline.stages > 1)
     return Unimplemented("compile: loss scaling with pipeline stages is not supported yet (stand_alone, "
                          "data_parallel, semi_auto_parallel and auto_parallel are)");
+  if (o.enable_parallel_optimizer && o.parallel_mode != ParallelMode::StandAlone) {
+    if (o.pipeline.stages > 1)
+      return Unimplemented("compile: enable_parallel_optimizer with pipeline_stages " +
+                           std::to_string(o.pipeline.stages) + " is not supported yet (data_parallel is)");
+    if (o.grad_accumulation > 1)
+      return Unimplemented("compile: enable_parallel_optimizer with grad_accumulation " +
+                           std::to_string(o.grad_accumulation) + " is not supported yet");
+    if (o.loss_scale.enabled())
+      return Unimplemented("compile: enable_parallel_optimizer with loss scaling is not supported yet: the overflow "
+                           "check would read each rank's unreduced gradients");
+  }
   // MindSpore's context checks and messages.
   SINKRT_RETURN_IF_ERROR(ParallelContextFor(o).Validate({ParallelMode::StandAlone, ParallelMode::DataParallel,
                                                          ParallelMode::SemiAutoParallel, ParallelMode::AutoParallel}));
@@ -205,6 +216,42 @@ void AttachSlices(compiler::LoweredStream& lowered, const compiler::TrainingGrap
   AttachSlices(lowered, tg, std::move(layout_of), rank);
 }
 
+// Optimizer parallel: a sharded parameter's optimizer state, and its block
+// (shown by sinkdump), are dim-0 block `position` of `parts` of a tensor of
+// the parameter's shape, so that the host reads and writes whole state
+// (checkpoints stay strategy-independent). The gradient's block gets none:
+// the gradient is whole in the arena.
+void AttachOptimizerSlices(compiler::LoweredStream& lowered, const compiler::TrainingGraph& tg) {
+  const Graph& g = tg.graph;
+  std::map<TensorId, const compiler::OptimizerShard*> shard_of;  // update target -> shard
+  for (const compiler::OptimizerShard& s : tg.optimizer_shards) shard_of[s.param_slice] = &s;
+  std::map<TensorId, const compiler::OptimizerShard*> sliced;  // optimizer state or block -> shard
+  for (const OpNode& op : g.ops()) {
+    if (op.op != fb::OpCode::MomentumUpdate && op.op != fb::OpCode::AdamUpdate) continue;
+    auto it = shard_of.find(op.inputs[0]);
+    if (it == shard_of.end()) continue;
+    sliced[op.inputs[0]] = it->second;
+    for (size_t k = 2; k < op.inputs.size(); ++k)
+      if (g.tensor(op.inputs[k]).kind == TensorKind::OptState &&
+          g.tensor(op.inputs[k]).shape == g.tensor(op.inputs[0]).shape)
+        sliced[op.inputs[k]] = it->second;
+  }
+  for (compiler::BufferDef& b : lowered.buffers) {
+    auto it = sliced.find(b.tensor);
+    if (it == sliced.end() || !b.persistent) continue;
+    const compiler::OptimizerShard& s = *it->second;
+    const Shape& whole = g.tensor(tg.grads[s.grad].param).shape;
+    compiler::SliceInfo info{.global_shape = whole,
+                             .offset = std::vector<int64_t>(whole.size(), 0),
+                             .device_matrix = {static_cast<int64_t>(s.parts)},
+                             .tensor_map = std::vector<int>(whole.size(), -1),
+                             .partial = {}};
+    info.offset[0] = s.row_begin;
+    info.tensor_map[0] = 0;
+    b.slice = std::move(info);
+  }
+}
+
 // A pipeline stage under SEMI_AUTO_PARALLEL: the parameters' layouts over
 // the stage's ranks (its queues and reports are whole,
 // compiler/pipeline_shard.h), `place` being this rank's among them.
@@ -277,7 +324,9 @@ Result<CompiledStream> EmitStream(const Graph& forward, const CompileOptions& op
     r.buffers.push_back(std::move(pb));
   }
   r.activation_bytes = ArenaBytesOf(r.buffers, fb::BufferRole::Activation);
+  r.optimizer_shards = tg.optimizer_shard_report;
   for (const compiler::BucketDef& b : lowered.buckets) {
+    if (b.kind != compiler::BucketDef::Kind::AllReduce) continue;
     GradientBucket gb;
     for (uint32_t i : b.buffers) gb.gradients.push_back(lowered.buffers[i].name);
     const uint32_t first = b.buffers.front(), last = b.buffers.back();
@@ -364,7 +413,9 @@ ParallelContext ParallelContextFor(const CompileOptions& o) {
                          .device_memory_capacity = o.device_memory,
                          .calibration_file = o.calibration,
                          .fully_use_devices = o.fully_use_devices,
-                         .comm_fusion = o.comm_fusion};
+                         .comm_fusion = o.comm_fusion,
+                         .enable_parallel_optimizer = o.enable_parallel_optimizer,
+                         .parallel_optimizer_config = o.parallel_optimizer_config};
 }
 
 AutoParallelOptions AutoParallelOptionsFor(const CompileOptions& o) {
@@ -435,12 +486,20 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
                           "compile graph '" + forward.name() + "'");
   // Gradient accumulation: the gradient of the K batches' mean loss.
   const int accumulate = options.grad_accumulation;
+  // Optimizer parallel (data parallel): rank r updates block r.
+  std::optional<parallel::OptimizerSharding> zero;
+  if (options.enable_parallel_optimizer && options.parallel_mode == ParallelMode::DataParallel)
+    zero = parallel::OptimizerSharding{.parts = options.world_size,
+                                       .position = options.rank,
+                                       .threshold_kb = options.parallel_optimizer_config.threshold_kb,
+                                       .alignment = options.arena_alignment};
   SINKRT_ASSIGN_OR_RETURN(
       compiler::TrainingGraph tg,
       compiler::BuildTrainingGraph(amp, options.optimizer, options.eval_program,
                                    options.predict_program, /*accuracy_from_loss=*/sharded,
                                    loss_seed / static_cast<float>(accumulate), options.loss_scale,
-                                   sharded ? WorldGroup(options.world_size) : std::vector<uint32_t>{}, options.rank));
+                                   sharded ? WorldGroup(options.world_size) : std::vector<uint32_t>{}, options.rank,
+                                   zero ? &*zero : nullptr));
   if (accumulate > 1) SINKRT_RETURN_IF_ERROR(compiler::AccumulateGradients(tg, accumulate));
   std::vector<std::vector<uint32_t>> grad_groups;
   if (sharded) {
@@ -465,6 +524,7 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
                            .comm_fusion = options.comm_fusion,
                            .grad_groups = std::move(grad_groups)}));
   if (sharded) AttachSlices(lowered, tg, *local, options.rank);
+  AttachOptimizerSlices(lowered, tg);
   return EmitStream(forward, options, tg, lowered);
 }
 

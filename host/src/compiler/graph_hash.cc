@@ -78,6 +78,16 @@ uint64_t StreamHash(uint64_t graph_hash, const CompileOptions& o) {
       h.I64(stage);
     }
   }
+  // Only when it can shard something, so that other streams keep their
+  // hashes.
+  if (o.enable_parallel_optimizer && o.parallel_mode != ParallelMode::StandAlone) {
+    const ParallelOptimizerConfig& c = o.parallel_optimizer_config;
+    h.String("parallel_optimizer");
+    h.I64(c.threshold_kb);
+    h.I64(c.optimizer_weight_shard_size);
+    h.String(c.optimizer_level);
+    h.Bool(c.gradient_accumulation_shard);
+  }
   if (o.grad_accumulation > 1) {
     h.String("grad_accumulation");
     h.I64(o.grad_accumulation);

@@ -172,9 +172,20 @@ void ApplyCommSchedule(ProgramDef& prog, parallel::ReductionSchedule schedule, c
       case Kind::Compute: return std::move(prog.tasks[s.index]);
       case Kind::RecordEvent: return {std::move(s.name), EventRecordDef{s.event}};
       case Kind::WaitEvent: return {std::move(s.name), EventWaitDef{s.event}};
-      case Kind::AllReduce:
-        return {std::move(s.name),
-                AllReduceDef{.group = buckets[s.index].group, .op = op, .buffers = buckets[s.index].buffers}};
+      case Kind::AllReduce: {
+        const BucketDef& b = buckets[s.index];
+        switch (b.kind) {
+          case BucketDef::Kind::AllReduce:
+            return {std::move(s.name), AllReduceDef{.group = b.group, .op = op, .buffers = b.buffers}};
+          case BucketDef::Kind::ReduceScatter:
+            return {std::move(s.name), ReduceScatterDef{.group = b.group, .op = op, .input = b.buffers.at(0),
+                                                        .output = b.buffers.at(1)}};
+          case BucketDef::Kind::AllGather:
+            return {std::move(s.name),
+                    AllGatherDef{.group = b.group, .input = b.buffers.at(0), .output = b.buffers.at(1)}};
+        }
+        return {};
+      }
     }
     return {};
   };
@@ -199,12 +210,32 @@ std::vector<std::vector<uint32_t>> BucketBuffers(const std::vector<BucketDef>& b
 // Splices the buckets' events into train_step's compute stream and writes
 // its comm stream, as parallel::ScheduleGradientReduction orders them.
 // ready_at[k] is a compute position before any event is inserted.
-void AddGradientReduction(ProgramDef& prog, const std::vector<BucketDef>& buckets,
-                          const std::vector<int64_t>& ready_at, fb::ReduceOp op) {
+// A task touching a view touches its root's bytes too.
+void AddViewRoots(parallel::ComputeTask& task, const std::vector<BufferDef>& buffers) {
+  std::vector<uint32_t>& touched = task.touched;
+  for (size_t k = 0, n = touched.size(); k < n; ++k)
+    if (const int64_t root = buffers[touched[k]].view_of; root >= 0) touched.push_back(static_cast<uint32_t>(root));
+}
+
+void AddGradientReduction(ProgramDef& prog, const std::vector<BufferDef>& buffers,
+                          const std::vector<BucketDef>& buckets, const std::vector<int64_t>& ready_at,
+                          fb::ReduceOp op) {
   std::vector<parallel::ComputeTask> tasks;
   tasks.reserve(prog.tasks.size());
-  for (const TaskDef& t : prog.tasks) tasks.push_back(ComputeTaskOf(t));
-  ApplyCommSchedule(prog, parallel::ScheduleGradientReduction(tasks, BucketBuffers(buckets), ready_at), buckets, op);
+  for (const TaskDef& t : prog.tasks) {
+    tasks.push_back(ComputeTaskOf(t));
+    AddViewRoots(tasks.back(), buffers);
+  }
+  std::vector<parallel::CommBucket> comm;
+  for (size_t k = 0; k < buckets.size(); ++k) {
+    const BucketDef& b = buckets[k];
+    comm.push_back({.buffers = b.buffers,
+                    .ready_at = ready_at[k],
+                    .collective = b.kind == BucketDef::Kind::AllReduce       ? "allreduce"
+                                  : b.kind == BucketDef::Kind::ReduceScatter ? "reducescatter"
+                                                                             : "allgather"});
+  }
+  ApplyCommSchedule(prog, parallel::ScheduleGradientReduction(tasks, comm), buckets, op);
 }
 
 // A pipeline stage's program: its Send and Recv tasks, its collectives and
@@ -225,9 +256,7 @@ Status AddPipelineComm(ProgramDef& prog, const std::vector<BufferDef>& buffers, 
     // A task that reads a view (a row block of a received tensor that a
     // ShardSlice cut) reads its root's bytes: it must wait for the receive
     // into the root.
-    std::vector<uint32_t>& touched = tasks.back().touched;
-    for (size_t k = 0, n = touched.size(); k < n; ++k)
-      if (const int64_t root = buffers[touched[k]].view_of; root >= 0) touched.push_back(static_cast<uint32_t>(root));
+    AddViewRoots(tasks.back(), buffers);
   }
   SINKRT_ASSIGN_OR_RETURN(parallel::ReductionSchedule schedule,
                           parallel::SchedulePipelineComm(tasks, transfers, BucketBuffers(buckets), ready_at));
@@ -287,9 +316,27 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
   std::vector<parallel::FusionBucket> buckets;
   std::vector<std::vector<uint32_t>> bucket_group;  // the ranks of each bucket's AllReduce
   std::map<TensorId, size_t> grad_rank;  // place in the bucket-by-bucket layout
+  std::vector<int64_t> bucket_ready_at;  // per entry of out.buckets
+  std::vector<parallel::FusionGradient> grads;
   if (options.data_parallel) {
-    SINKRT_ASSIGN_OR_RETURN(std::vector<parallel::FusionGradient> grads, TrainGradients(tg, plans[0]));
-    SINKRT_ASSIGN_OR_RETURN(buckets, PlanGroupedBuckets(grads, options, &bucket_group));
+    SINKRT_ASSIGN_OR_RETURN(grads, TrainGradients(tg, plans[0]));
+    // Optimizer parallel: a sharded parameter's gradient is ReduceScattered
+    // on its own, the others fuse into AllReduce buckets as before.
+    std::vector<bool> scattered(tg.grads.size(), false);
+    for (const OptimizerShard& s : tg.optimizer_shards) scattered.at(s.grad) = true;
+    std::vector<parallel::FusionGradient> reduced;
+    std::vector<size_t> reduced_index;
+    LoweringOptions reduced_options = options;
+    reduced_options.grad_groups.clear();
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (scattered[i]) continue;
+      reduced.push_back(grads[i]);
+      reduced_index.push_back(i);
+      if (!options.grad_groups.empty()) reduced_options.grad_groups.push_back(options.grad_groups.at(i));
+    }
+    SINKRT_ASSIGN_OR_RETURN(buckets, PlanGroupedBuckets(reduced, reduced_options, &bucket_group));
+    for (parallel::FusionBucket& b : buckets)
+      for (size_t& i : b.gradients) i = reduced_index[i];
     for (const parallel::FusionBucket& b : buckets)
       for (size_t i : b.gradients) grad_rank.emplace(tg.grads[i].grad, grad_rank.size());
     // Gradients no group sums (a slice only this rank holds) come after.
@@ -342,10 +389,36 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
     std::vector<uint32_t> world;
     for (uint32_t r = 0; r < options.world_size; ++r) world.push_back(r);
     GroupIndex(out.groups, world, options.world_size);  // group 0, as data parallel has always had it
+    std::vector<std::pair<int64_t, BucketDef>> ready;  // (ready_at, bucket)
     for (size_t k = 0; k < buckets.size(); ++k) {
       BucketDef def;
       for (size_t i : buckets[k].gradients) def.buffers.push_back(maps.persistent.at(tg.grads[i].grad));
       def.group = GroupIndex(out.groups, bucket_group[k], options.world_size);
+      ready.emplace_back(buckets[k].ready_at, std::move(def));
+    }
+    // Optimizer parallel: each sharded gradient's ReduceScatter, ready when
+    // backward has written it, with the reduced buckets in ready order;
+    // then the AllGathers of the updated blocks, ready after the updates.
+    for (const OptimizerShard& s : tg.optimizer_shards)
+      ready.emplace_back(grads.at(s.grad).written_at,
+                         BucketDef{.kind = BucketDef::Kind::ReduceScatter,
+                                   .buffers = {maps.persistent.at(tg.grads[s.grad].grad),
+                                               maps.persistent.at(s.grad_slice)},
+                                   .group = 0});
+    if (!tg.optimizer_shards.empty())
+      std::stable_sort(ready.begin(), ready.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const OptimizerShard& s : tg.optimizer_shards)
+      ready.emplace_back(-1, BucketDef{.kind = BucketDef::Kind::AllGather,
+                                       .buffers = {maps.persistent.at(s.param_slice),
+                                                   maps.persistent.at(tg.grads[s.grad].param)},
+                                       .group = 0});
+    if (2 * ready.size() > parallel::kMaxEvents)
+      return InvalidArgument("data parallel: " + std::to_string(ready.size()) +
+                             " gradient collectives need more than the " + std::to_string(parallel::kMaxEvents) +
+                             " events a program may have: turn comm_fusion's openstate on");
+    for (auto& [at, def] : ready) {
+      bucket_ready_at.push_back(at);
       out.buckets.push_back(std::move(def));
     }
   }
@@ -416,9 +489,7 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
     for (TensorId t : plan.reports) prog.reports.push_back(buffer_of(t));
 
     if (p == 0 && options.pipeline) {
-      std::vector<int64_t> ready_at;
-      for (const parallel::FusionBucket& b : buckets) ready_at.push_back(b.ready_at);
-      SINKRT_RETURN_IF_ERROR(AddPipelineComm(prog, out.buffers, out.buckets, ready_at,
+      SINKRT_RETURN_IF_ERROR(AddPipelineComm(prog, out.buffers, out.buckets, bucket_ready_at,
                                              options.gradients_mean ? fb::ReduceOp::Mean : fb::ReduceOp::Sum),
                              "train_step");
     } else if (options.pipeline && plan.kind == fb::ProgramKind::EvalStep) {
@@ -426,10 +497,9 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
       SINKRT_RETURN_IF_ERROR(AddPipelineComm(prog, out.buffers, {}, {}, fb::ReduceOp::Sum), "eval_step");
     } else if (p == 0 && options.data_parallel) {
       // Events touch no buffer and the comm stream only persistent
-      // gradients, so liveness below just counts the compute stream.
-      std::vector<int64_t> ready_at;
-      for (const parallel::FusionBucket& b : buckets) ready_at.push_back(b.ready_at);
-      AddGradientReduction(prog, out.buckets, ready_at,
+      // gradients and parameters, so liveness below just counts the compute
+      // stream.
+      AddGradientReduction(prog, out.buffers, out.buckets, bucket_ready_at,
                            options.gradients_mean ? fb::ReduceOp::Mean : fb::ReduceOp::Sum);
     }
 

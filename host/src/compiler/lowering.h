@@ -171,9 +171,14 @@ struct CommGroupDef {
   std::vector<uint32_t> ranks;
 };
 
-// One AllReduce of train_step: its Grad buffers, in arena order, and the
-// group that sums them (0, "world", under data parallel).
+// One collective of train_step's comm stream that the compiler adds: an
+// AllReduce of Grad buffers (in arena order, contiguous) over `group` (0,
+// "world", under data parallel), or optimizer parallel's ReduceScatter of
+// a gradient into this rank's block of it (buffers {gradient, block}) or
+// AllGather of the updated parameter blocks (buffers {block, parameter}).
 struct BucketDef {
+  enum class Kind : uint8_t { AllReduce, ReduceScatter, AllGather };
+  Kind kind = Kind::AllReduce;
   std::vector<uint32_t> buffers;
   uint32_t group = 0;
 };
@@ -203,7 +208,7 @@ struct LoweredStream {
   std::vector<QueueDef> queues;
   std::vector<ProgramDef> programs;  // init, train_step[, eval_step][, predict_step]
   std::vector<CommGroupDef> groups;  // data parallel: [world]
-  std::vector<BucketDef> buckets;    // data parallel: in the comm stream's order
+  std::vector<BucketDef> buckets;    // data parallel: in the order their inputs are ready
   size_t fused_kernels = 0;          // kernels of train_step that absorbed ops
 };
 

@@ -79,12 +79,42 @@ void AddLossScaleState(Graph& g, const LossScaleManager& m, TrainingGraph* tg) {
   tg->loss_scale_counters = g.AddTensor(std::move(counters));
 }
 
+// The parameter and gradient blocks the sharded updates work on (views,
+// made by lowering), one per parameter PlanOptimizerShards shards.
+void ShardOptimizer(Graph& g, OptimizerKind kind, const parallel::OptimizerSharding& sharding, TrainingGraph* tg,
+                    std::vector<ParamGrad>* update_on) {
+  const std::vector<parallel::OptimizerShardDecision> decisions =
+      parallel::PlanOptimizerShards(g, tg->grads, kind, sharding);
+  update_on->assign(tg->grads.size(), ParamGrad{kInvalidTensor, kInvalidTensor});
+  for (size_t i = 0; i < decisions.size(); ++i) {
+    const parallel::OptimizerShardDecision& d = decisions[i];
+    const TensorInfo param = g.tensor(tg->grads[i].param);
+    tg->optimizer_shard_report.push_back(parallel::DescribeShard(param, d, sharding.position));
+    if (!d.sharded) continue;
+    Shape block = param.shape;
+    block[0] = d.row_end - d.row_begin;
+    OptimizerShard s;
+    s.grad = i;
+    s.parts = sharding.parts;
+    s.position = sharding.position;
+    s.row_begin = d.row_begin;
+    s.offset_bytes = d.block_bytes * sharding.position;
+    s.param_slice = g.AddTensor({.name = param.name + "/zero_slice", .dtype = DType::F32, .shape = block,
+                                 .kind = TensorKind::Intermediate, .init = {}});
+    s.grad_slice = g.AddTensor({.name = g.tensor(tg->grads[i].grad).name + "/zero_slice", .dtype = DType::F32,
+                                .shape = block, .kind = TensorKind::Grad, .init = {}});
+    (*update_on)[i] = {s.param_slice, s.grad_slice};
+    tg->optimizer_shards.push_back(s);
+  }
+}
+
 }  // namespace
 
 Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSpec& optimizer,
                                          bool with_eval, bool with_predict, bool accuracy_from_loss,
                                          float loss_seed, const LossScaleManager& loss_scale,
-                                         const std::vector<uint32_t>& overflow_group, uint32_t overflow_position) {
+                                         const std::vector<uint32_t>& overflow_group, uint32_t overflow_position,
+                                         const parallel::OptimizerSharding* optimizer_sharding) {
   SINKRT_RETURN_IF_ERROR(forward.status(), GraphContext(forward));
   if (!forward.valid(forward.loss()))
     return FailedPrecondition(GraphContext(forward) + ": the graph has no loss (call SetLoss)");
@@ -137,7 +167,9 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
           g.AddOp(fb::OpCode::AllReduce, {tg.loss_scale_status}, any, {{{2}, DType::F32}}, "loss_scale/status").at(0);
     }
   }
-  SINKRT_RETURN_IF_ERROR(AppendOptimizer(g, tg.grads, optimizer, tg.loss_scale_status),
+  std::vector<ParamGrad> update_on;
+  if (optimizer_sharding) ShardOptimizer(g, optimizer.kind, *optimizer_sharding, &tg, &update_on);
+  SINKRT_RETURN_IF_ERROR(AppendOptimizer(g, tg.grads, optimizer, tg.loss_scale_status, update_on),
                          GraphContext(forward) + ": optimizer");
   if (loss_scale.enabled()) {
     OpAttrs update;

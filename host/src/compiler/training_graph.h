@@ -10,9 +10,24 @@
 #include "sinkrt/host/graph.h"
 #include "sinkrt/host/loss_scale.h"
 #include "sinkrt/host/optimizer.h"
+#include "parallel/optimizer_shards.h"
 #include "sinkrt/runtime/status.h"
 
 namespace sinkrt::host::compiler {
+
+// Optimizer parallel (parallel/optimizer_shards.h): a parameter this rank
+// updates one dim-0 block of. `param_slice` has no producer and
+// `grad_slice` none either: lowering makes them views of the parameter and
+// of its gradient at `offset_bytes` (role ParamSlice, GradSlice), fills
+// the gradient's block with a ReduceScatter and the parameter's other
+// blocks with an AllGather after the update.
+struct OptimizerShard {
+  size_t grad = 0;  // index into TrainingGraph::grads
+  TensorId param_slice = kInvalidTensor, grad_slice = kInvalidTensor;
+  uint32_t parts = 1, position = 0;
+  int64_t row_begin = 0;
+  uint64_t offset_bytes = 0;
+};
 
 struct TrainingGraph {
   // Ops [0, forward_ops) are the forward graph as the user built it; ops
@@ -45,6 +60,10 @@ struct TrainingGraph {
   TensorId loss_scale_counters = kInvalidTensor;
   TensorId loss_scale_status = kInvalidTensor;
   std::vector<TensorId> train_reports;  // [loss], then [loss_scale, loss_scale_counters] when scaled
+  // Optimizer parallel: the sharded parameters (grads order), and one line
+  // per parameter saying what was decided (parallel::DescribeShard).
+  std::vector<OptimizerShard> optimizer_shards;
+  std::vector<std::string> optimizer_shard_report;
   std::vector<TensorId> eval_reports;   // [loss, accuracy, outputs...], no repeats
 };
 
@@ -68,11 +87,15 @@ struct TrainingGraph {
 // the step. `overflow_group` (semi-auto: every rank, this one at
 // `overflow_position`): the ranks hold different gradients, so the status
 // is AllReduced (max) over them before any update reads it.
+// `optimizer_sharding` (data parallel with the parallel optimizer): the
+// updates of the parameters PlanOptimizerShards shards read and write
+// their dim-0 block (TrainingGraph::optimizer_shards).
 Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSpec& optimizer,
                                          bool with_eval, bool with_predict = false,
                                          bool accuracy_from_loss = false, float loss_seed = 1.0f,
                                          const LossScaleManager& loss_scale = {},
                                          const std::vector<uint32_t>& overflow_group = {},
-                                         uint32_t overflow_position = 0);
+                                         uint32_t overflow_position = 0,
+                                         const parallel::OptimizerSharding* optimizer_sharding = nullptr);
 
 }  // namespace sinkrt::host::compiler

@@ -44,6 +44,15 @@ Json OptionsToJson(const CompileOptions& o) {
                             {"stage_of", std::move(stage_of)}};
   }
   if (o.grad_accumulation > 1) parallel["grad_accumulation_step"] = o.grad_accumulation;
+  // Written only when on, so that other manifests read as before.
+  if (o.enable_parallel_optimizer) {
+    const ParallelOptimizerConfig& c = o.parallel_optimizer_config;
+    parallel["enable_parallel_optimizer"] = true;
+    parallel["parallel_optimizer_config"] = {{"parallel_optimizer_threshold", c.threshold_kb},
+                                             {"optimizer_weight_shard_size", c.optimizer_weight_shard_size},
+                                             {"optimizer_level", c.optimizer_level},
+                                             {"gradient_accumulation_shard", c.gradient_accumulation_shard}};
+  }
   Json out = {{"optimizer", std::move(optimizer)},
           {"queue_capacity", o.queue_capacity},
           {"arena_alignment", o.arena_alignment},
@@ -229,6 +238,14 @@ Result<Manifest> ParseManifest(const std::string& text, const std::string& path)
     if (rd.status.ok() && (o.grad_accumulation < 1 || o.grad_accumulation > 1024))
       return InvalidArgument(path + ": options.parallel.grad_accumulation_step " +
                              std::to_string(o.grad_accumulation) + " must be in [1, 1024]");
+  }
+  if (rd.status.ok() && parallel.is_object() && parallel.contains("enable_parallel_optimizer")) {
+    o.enable_parallel_optimizer = rd.Get<bool>(parallel, "enable_parallel_optimizer", "options.parallel");
+    const Json config = rd.Get<Json>(parallel, "parallel_optimizer_config", "options.parallel");
+    if (rd.status.ok()) {
+      SINKRT_ASSIGN_OR_RETURN(o.parallel_optimizer_config, ParseParallelOptimizerConfig(config.dump()),
+                              path + ": options.parallel.parallel_optimizer_config");
+    }
   }
   if (rd.status.ok() && options.is_object() && options.contains("loss_scale_manager")) {
     const Json ls = rd.Get<Json>(options, "loss_scale_manager", "options");

@@ -268,6 +268,8 @@ Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, Optim
     co.fully_use_devices = pc.fully_use_devices;
     co.device_memory = pc.device_memory_capacity;
     co.calibration = pc.calibration_file;
+    co.enable_parallel_optimizer = pc.enable_parallel_optimizer;
+    co.parallel_optimizer_config = pc.parallel_optimizer_config;
   }
   co.grad_accumulation = pc.grad_accumulation_step;
   co.amp_level = options.amp_level;
@@ -344,6 +346,12 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
     return InvalidArgument(context + " was compiled for grad_accumulation_step " +
                            std::to_string(co.grad_accumulation) + ", but the context asks for " +
                            std::to_string(asked.grad_accumulation_step));
+  if (asked.enable_parallel_optimizer && asked.mode != ParallelMode::StandAlone &&
+      (!co.enable_parallel_optimizer || asked.parallel_optimizer_config != co.parallel_optimizer_config))
+    return InvalidArgument(context + " was compiled " +
+                           (co.enable_parallel_optimizer ? "with another parallel_optimizer_config"
+                                                         : std::string("without enable_parallel_optimizer")) +
+                           ", but the context asks for it");
   if (options.loss_scale_manager.enabled() && options.loss_scale_manager != co.loss_scale)
     return InvalidArgument(context + " was compiled with " + LossScaleManagerText(co.loss_scale) +
                            ", but the options ask for " + LossScaleManagerText(options.loss_scale_manager));
@@ -361,6 +369,8 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
   pc.pipeline_stages = co.pipeline.stages;
   pc.pipeline_scheduler = co.pipeline.scheduler;
   pc.grad_accumulation_step = co.grad_accumulation;
+  pc.enable_parallel_optimizer = co.enable_parallel_optimizer;
+  pc.parallel_optimizer_config = co.parallel_optimizer_config;
   if (planned) {
     pc.search_mode = job.auto_parallel->search_mode;
     pc.device_memory_capacity = co.device_memory;
@@ -407,6 +417,15 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
     }
   }
 
+  // Optimizer parallel: each rank holds its own blocks of the sharded
+  // optimizer state.
+  if (!impl->sharded && impl->pipeline_stages == 1 && n > 1) {
+    for (uint32_t r = 0; r < n; ++r) impl->rank_state.push_back(StateBuffers(r == 0 ? stream : job.ranks[r].stream));
+    impl->state_sliced = std::any_of(impl->state.begin(), impl->state.end(),
+                                     [](const StateBuffer& s) { return s.slice.has_value(); });
+    if (!impl->state_sliced) impl->rank_state.clear();
+  }
+
   if (collective) SINKRT_RETURN_IF_ERROR(JoinWorld(impl->devices, context));
   // Together: init may end by broadcasting rank 0's parameters.
   SINKRT_RETURN_IF_ERROR(CombineRankStatuses(
@@ -443,8 +462,8 @@ Result<std::vector<std::pair<std::string, Tensor>>> MergedState(Model::Impl& m) 
     Tensor whole{s0.dtype, WholeShape(s0), {}};
     whole.data.assign(static_cast<size_t>(NumElements(whole.shape)) * DTypeSize(s0.dtype), 0);
     std::vector<std::vector<int64_t>> placed;
-    for (uint32_t r = 0; r < m.ranks.size(); ++r) {
-      const std::vector<StateBuffer>& state = m.ranks[r].state;
+    for (uint32_t r = 0; r < m.devices.size(); ++r) {
+      const std::vector<StateBuffer>& state = m.RankState(r);
       const StateBuffer* s = i < state.size() && state[i].name == s0.name ? &state[i] : nullptr;
       if (!s || WholeShape(*s) != whole.shape || s->dtype != s0.dtype)
         return Internal("Model.ReadState: rank " + std::to_string(r) + " holds tensor '" + s0.name +
@@ -509,7 +528,7 @@ Result<std::vector<std::pair<std::string, Tensor>>> PipelineState(Model::Impl& m
 }  // namespace
 
 Result<std::vector<std::pair<std::string, Tensor>>> Model::ReadState() {
-  if (impl_->sharded) return MergedState(*impl_);
+  if (impl_->sharded || impl_->state_sliced) return MergedState(*impl_);
   if (impl_->pipeline_stages > 1) return PipelineState(*impl_);
   return ReadState(0);
 }
@@ -524,7 +543,9 @@ Result<std::vector<std::pair<std::string, Tensor>>> Model::ReadState(uint32_t ra
   const std::vector<StateBuffer> stage_state =
       impl_->pipeline_stages > 1 ? StateBuffers(impl_->streams[rank]) : std::vector<StateBuffer>{};
   const std::vector<StateBuffer>& state =
-      impl_->sharded ? impl_->ranks[rank].state : impl_->pipeline_stages > 1 ? stage_state : impl_->state;
+      impl_->sharded || impl_->state_sliced ? impl_->RankState(rank)
+      : impl_->pipeline_stages > 1          ? stage_state
+                                            : impl_->state;
   out.reserve(state.size());
   for (const StateBuffer& s : state) {
     SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, impl_->devices[rank]->ReadTensor(s.index),
@@ -567,9 +588,9 @@ Status Model::WriteState(const std::vector<std::pair<std::string, Tensor>>& stat
       const StateBuffer* s = s0;
       std::vector<uint8_t> part;
       ConstBytes bytes = t->bytes();
-      if (impl_->sharded) {
+      if (impl_->sharded || impl_->state_sliced) {
         // Rank r's buffer of that name (same table order on every rank).
-        const std::vector<StateBuffer>& state = impl_->ranks[r].state;
+        const std::vector<StateBuffer>& state = impl_->RankState(static_cast<uint32_t>(r));
         const size_t i = static_cast<size_t>(s0 - impl_->state.data());
         if (i >= state.size() || state[i].name != s0->name)
           return Internal("Model.WriteState: rank " + std::to_string(r) + " has no tensor '" + s0->name + "'");

@@ -78,6 +78,16 @@ struct Model::Impl {
   bool sharded = false;
   std::optional<AutoParallelPlan> auto_parallel;  // the search, under auto_parallel
   std::vector<RankPlan> ranks;
+  // Optimizer parallel under data parallel (docs/parallel_optimizer.md):
+  // the ranks hold different dim-0 blocks of the sharded parameters'
+  // optimizer state; each rank's state buffers, which ReadState() merges
+  // and WriteState() splits (empty otherwise).
+  bool state_sliced = false;
+  std::vector<std::vector<StateBuffer>> rank_state;
+
+  // Rank r's state buffers when the ranks' differ (sharded or
+  // state_sliced).
+  const std::vector<StateBuffer>& RankState(uint32_t r) const { return sharded ? ranks[r].state : rank_state[r]; }
 
   // Pipeline stages (docs/pipeline.md): the stage count, each rank's train
   // queue (index -1: a middle stage, fed nothing) and whether its train_step

@@ -61,26 +61,36 @@ Result<std::vector<FusionBucket>> PlanGradientBuckets(std::span<const FusionGrad
   return buckets;
 }
 
-ReductionSchedule ScheduleGradientReduction(std::span<const ComputeTask> tasks,
-                                            std::span<const std::vector<uint32_t>> bucket_buffers,
-                                            std::span<const int64_t> ready_at) {
+ReductionSchedule ScheduleGradientReduction(std::span<const ComputeTask> tasks, std::span<const CommBucket> buckets) {
   const size_t n = tasks.size();
-  const size_t count = bucket_buffers.size();
-  std::map<uint32_t, size_t> bucket_of;
+  const size_t count = buckets.size();
+  std::map<uint32_t, size_t> bucket_of;  // the buckets that order the updates
   for (size_t k = 0; k < count; ++k)
-    for (uint32_t b : bucket_buffers[k]) bucket_of[b] = k;
+    if (buckets[k].ready_at >= 0)
+      for (uint32_t b : buckets[k].buffers) bucket_of[b] = k;
   std::vector<size_t> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = i;
-  if (count > 0) {
-    const int64_t last_ready = *std::max_element(ready_at.begin(), ready_at.end());
-    OrderUpdatesByBucket(order, tasks, bucket_of, static_cast<size_t>(last_ready) + 1);
+  int64_t last_ready = -1;
+  for (const CommBucket& b : buckets) last_ready = std::max(last_ready, b.ready_at);
+  if (last_ready >= 0) OrderUpdatesByBucket(order, tasks, bucket_of, static_cast<size_t>(last_ready) + 1);
+  // An AllGather of updated blocks is ready once the last task writing one
+  // of them has run, in the order the updates now have.
+  std::vector<int64_t> ready_at(count);
+  for (size_t k = 0; k < count; ++k) {
+    ready_at[k] = buckets[k].ready_at;
+    if (ready_at[k] >= 0) continue;
+    const std::set<uint32_t> mine(buckets[k].buffers.begin(), buckets[k].buffers.end());
+    for (size_t i = 0; i < n; ++i)
+      for (uint32_t b : tasks[order[i]].written)
+        if (mine.count(b)) ready_at[k] = static_cast<int64_t>(i);
+    if (ready_at[k] < 0) ready_at[k] = n == 0 ? 0 : static_cast<int64_t>(n - 1);
   }
   // A bucket's gradients may not be touched between "ready" and "done": the
   // AllReduce rewrites them in place. Waiting at the first toucher, not
   // earlier, lets everything before it overlap the reduction.
   std::vector<size_t> consumer(count, n);
   for (size_t k = 0; k < count; ++k) {
-    const std::set<uint32_t> mine(bucket_buffers[k].begin(), bucket_buffers[k].end());
+    const std::set<uint32_t> mine(buckets[k].buffers.begin(), buckets[k].buffers.end());
     for (size_t i = static_cast<size_t>(ready_at[k]) + 1; i < n; ++i)
       if (Touches(tasks[order[i]], mine)) {
         consumer[k] = i;
@@ -133,7 +143,8 @@ ReductionSchedule ScheduleGradientReduction(std::span<const ComputeTask> tasks,
     if (who >= 0) {
       const size_t k = static_cast<size_t>(who);
       s.comm.push_back(event(Kind::WaitEvent, k, "ready", ready(k)));
-      s.comm.push_back({.kind = Kind::AllReduce, .index = k, .name = "bucket" + std::to_string(k) + "/allreduce"});
+      s.comm.push_back(
+          {.kind = Kind::AllReduce, .index = k, .name = "bucket" + std::to_string(k) + "/" + buckets[k].collective});
       s.comm.push_back(event(Kind::RecordEvent, k, "done", done(k)));
     } else {
       const uint32_t j = static_cast<uint32_t>(-1 - who);

@@ -61,7 +61,10 @@ struct ComputeTask {
 struct ScheduledTask {
   enum class Kind : uint8_t { Compute, RecordEvent, WaitEvent, AllReduce };
   Kind kind = Kind::Compute;
-  size_t index = 0;    // Compute: index of the ComputeTask; AllReduce: the bucket
+  // Compute: index of the ComputeTask; AllReduce: the bucket, whose own
+  // collective (an AllReduce, or optimizer parallel's ReduceScatter or
+  // AllGather) this is.
+  size_t index = 0;
   uint32_t event = 0;  // RecordEvent, WaitEvent
   std::string name;    // "bucket3/ready"; empty for Compute
 };
@@ -72,13 +75,23 @@ struct ReductionSchedule {
   uint32_t num_events = 0;
 };
 
+// One collective of the comm stream's buckets.
+struct CommBucket {
+  std::vector<uint32_t> buffers;  // every buffer it reads or writes
+  // The index in `tasks` of the task that writes its last input (a
+  // gradient); -1: ready after the last task that writes one of `buffers`
+  // once the updates are ordered (optimizer parallel's AllGather of the
+  // updated parameter blocks; it then neither orders the updates nor is
+  // waited for before the step ends).
+  int64_t ready_at = 0;
+  std::string collective = "allreduce";  // its comm task is "bucket<k>/<collective>"
+};
+
 // The schedule above for `tasks` (train_step's compute stream, without
 // events). Collective tasks go to the comm stream in compute order among the
-// buckets' AllReduces: event pair (2·buckets + 2j, +1) for the j-th. bucket_buffers[k]: bucket k's gradient buffers; ready_at[k]: the
-// index in `tasks` of the task that writes its last gradient. Buckets run in
-// the order given.
-ReductionSchedule ScheduleGradientReduction(std::span<const ComputeTask> tasks,
-                                            std::span<const std::vector<uint32_t>> bucket_buffers,
-                                            std::span<const int64_t> ready_at);
+// buckets: event pair (2·buckets + 2j, +1) for the j-th. Buckets are given
+// in the order their inputs are ready (ties: as listed), and the updates
+// run in bucket order.
+ReductionSchedule ScheduleGradientReduction(std::span<const ComputeTask> tasks, std::span<const CommBucket> buckets);
 
 }  // namespace sinkrt::host::parallel

@@ -113,6 +113,18 @@ struct CompileOptions {
   // train_step, which then also reports the scale and its counters.
   // Not with pipeline stages.
   LossScaleManager loss_scale;
+  // Optimizer parallel (MindSpore's enable_parallel_optimizer and
+  // parallel_optimizer_config; docs/parallel_optimizer.md), under
+  // DataParallel: every parameter of at least threshold_kb KB whose dim 0
+  // divides by world_size (and whose slice keeps the arena alignment) is
+  // updated in slices. Rank r holds the optimizer state of dim-0 block r
+  // only; the gradient is ReduceScattered into that block, the update
+  // writes it in place in the parameter, and an AllGather on the comm
+  // stream fills in the other ranks' blocks. Other parameters keep the
+  // AllReduce path; CompileReport::optimizer_shards says which and why.
+  // SGD has no state: nothing is sharded with it.
+  bool enable_parallel_optimizer = false;
+  ParallelOptimizerConfig parallel_optimizer_config;
 };
 
 // The parallel context `options` compile under, for its checks (MindSpore's
@@ -171,6 +183,10 @@ struct CompileReport {
   // waits for a neighbour).
   int pipeline_stage = -1;
   double predicted_bubble = 0;
+  // Optimizer parallel: one line per parameter, in parameter order, e.g.
+  // "fc1.weight [784,512]: sharded, rank 1 updates rows [392, 784)" or
+  // "fc3.bias [10]: replicated, 40 B < threshold 64 KB". Empty without it.
+  std::vector<std::string> optimizer_shards;
 };
 
 // Only ever made from a stream that passed VerifyTaskStream (Compile

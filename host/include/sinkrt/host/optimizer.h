@@ -45,7 +45,12 @@ Status ValidateOptimizer(const OptimizerSpec& spec);
 // `loss_scale_status` (docs/loss_scale.md): GradOverflow's [2] status, read
 // by every update op (AdamPowers too) as its last input, to skip an
 // overflowed step and to take the scale out of the gradient.
+// `update_on` (optimizer parallel; empty, or one entry per gradient): the
+// update of grads[i] reads and writes update_on[i].param and reads
+// update_on[i].grad instead, a block of the parameter and of its reduced
+// gradient (equal shapes), and its state takes their shape while keeping
+// the parameter's name. An entry of kInvalidTensor ids keeps grads[i].
 Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const OptimizerSpec& spec,
-                       TensorId loss_scale_status = kInvalidTensor);
+                       TensorId loss_scale_status = kInvalidTensor, const std::vector<ParamGrad>& update_on = {});
 
 }  // namespace sinkrt::host

@@ -51,6 +51,34 @@ struct CommFusion {
 // Unknown keys inside an entry are refused (MindSpore ignores them).
 Result<CommFusion> ParseCommFusion(const std::string& json);
 
+// MindSpore's parallel_optimizer_config (docs/parallel_optimizer.md).
+struct ParallelOptimizerConfig {
+  // parallel_optimizer_threshold: a parameter of fewer than this many KB
+  // (1024 bytes; shape[0] * ... * shape[n] * size(dtype)) stays replicated.
+  int64_t threshold_kb = 64;
+  // optimizer_weight_shard_size: how many ranks share one parameter's
+  // update; -1: the whole data-parallel group (the only size this build
+  // runs).
+  int64_t optimizer_weight_shard_size = -1;
+  // optimizer_level: "level1" shards the optimizer state and the update
+  // (ZeRO-1, what this build runs); "level2" would also shard the
+  // gradients and "level3" the weights.
+  std::string optimizer_level = "level1";
+  // gradient_accumulation_shard: shard the accumulated gradients too. It
+  // only acts with gradient accumulation, which the parallel optimizer does
+  // not run with yet.
+  bool gradient_accumulation_shard = false;
+
+  bool operator==(const ParallelOptimizerConfig&) const = default;
+};
+
+// MindSpore's parallel_optimizer_config dict as JSON, checked as
+// set_parallel_optimizer_config checks it, with its messages:
+//   {"parallel_optimizer_threshold": 24, "gradient_accumulation_shard": false,
+//    "optimizer_weight_shard_size": -1, "optimizer_level": "level1"}
+// Every key is optional; an unknown key is refused ("Unknown config: [...]").
+Result<ParallelOptimizerConfig> ParseParallelOptimizerConfig(const std::string& json);
+
 struct ParallelContext {
   ParallelMode mode = ParallelMode::StandAlone;
   int device_num = 1;
@@ -99,6 +127,14 @@ struct ParallelContext {
   // update. sink_size, steps and cur_step_num count optimizer steps.
   // Stand-alone and data_parallel; 1: none.
   int grad_accumulation_step = 1;
+  // MindSpore's enable_parallel_optimizer (docs/parallel_optimizer.md):
+  // under data_parallel each rank keeps and updates only its 1/device_num
+  // of the optimizer state of every parameter the config lets it shard
+  // (ZeRO-1): the gradient is ReduceScattered into its slice and the
+  // updated slices AllGathered back. stand_alone has nothing to shard and
+  // ignores it.
+  bool enable_parallel_optimizer = false;
+  ParallelOptimizerConfig parallel_optimizer_config;
 
   // MindSpore's checks and messages, e.g. "If parallel_mode is stand_alone,
   // device_number must be 1, device_number: 4, parallel_mode:stand_alone".
