@@ -97,7 +97,7 @@ TEST_F(SinkdumpTest, TextShowsHeaderMemoryPlanQueuesAndTasks) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(r.err.empty()) << r.err;
   for (const char* fragment :
-       {"header", "format        1.2", "world size 1", "graph hash    0x", "requirements", "producer",
+       {"header", "format        1.3", "world size 1", "graph hash    0x", "requirements", "producer",
         "memory plan:", "liveness lower bound", "arena / lower bound", "bytes per role", "fc1.weight",
         "fc2.bias", "HeUniform", "queues:", "'train'", "image", "label", "per batch",
         "communicator groups: 0", "program 'init'", "train_step", "eval_step", "GetNext", "MatMul",

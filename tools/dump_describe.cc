@@ -279,7 +279,10 @@ std::vector<RoleTotal> BytesByRole(const VerifiedStream& view) {
       if (r >= kRoles) continue;  // VerifyTaskStream refuses unknown roles
       ++all[r].buffers;
       all[r].bytes += b->bytes();
-      ranges[r].push_back({b->offset(), b->offset() + b->bytes()});
+      // A parameter's or gradient's block lies inside it: its bytes are
+      // counted there.
+      if (b->role() != fb::BufferRole::ParamSlice && b->role() != fb::BufferRole::GradSlice)
+        ranges[r].push_back({b->offset(), b->offset() + b->bytes()});
       const fb::SliceDef* slice = b->slice();
       const int64_t whole = slice ? NumElements(ShapeOf(slice->global_shape())) : -1;
       if (slice && whole >= 0) {

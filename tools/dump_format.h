@@ -125,12 +125,18 @@ struct Sharding {
   uint32_t world_size = 1;
   uint64_t buffers = 0, sliced_buffers = 0;
   uint64_t columns = 0, sliced_columns = 0;
+  // Optimizer parallel (ZeRO-1 under data parallel): the sliced buffers
+  // are optimizer state and parameter blocks only, and blocks of how many
+  // parameters this rank updates.
+  uint64_t optimizer_slices = 0, param_blocks = 0;
   bool sharded() const { return sliced_buffers + sliced_columns > 0; }
+  bool optimizer_parallel() const { return sharded() && sliced_columns == 0 && optimizer_slices == sliced_buffers; }
 };
 Sharding ShardingOf(const VerifiedStream& view);
 // "semi_auto_parallel on 2 ranks, sharded: 12 of 40 buffers are slices, 2 of
-// 4 queue columns"; "data parallel on 2 ranks: no buffer is a slice"; ""
-// for one device.
+// 4 queue columns"; "data parallel on 4 ranks, optimizer parallel: 2
+// parameters updated in blocks, 6 of 49 buffers are slices"; "data
+// parallel on 2 ranks: no buffer is a slice"; "" for one device.
 std::string ShardingText(const Sharding& s);
 Json ShardingJson(const Sharding& s);
 

@@ -65,6 +65,14 @@ std::string WithCommas(uint64_t n) {
   return out;
 }
 
+bool HasRole(const VerifiedStream& view, const std::vector<int64_t>& buffers, fb::BufferRole role) {
+  const auto* table = view.root()->buffers();
+  for (int64_t b : buffers)
+    if (table && b >= 0 && b < static_cast<int64_t>(table->size()) && table->Get(static_cast<uint32_t>(b))->role() == role)
+      return true;
+  return false;
+}
+
 }  // namespace
 
 std::string CountBytes(uint64_t bytes) {
@@ -90,7 +98,12 @@ Sharding ShardingOf(const VerifiedStream& view) {
   if (root.header()) s.world_size = root.header()->world_size();
   if (root.buffers()) {
     s.buffers = root.buffers()->size();
-    for (const fb::Buffer* b : *root.buffers()) s.sliced_buffers += b->slice() != nullptr;
+    for (const fb::Buffer* b : *root.buffers()) {
+      if (!b->slice()) continue;
+      ++s.sliced_buffers;
+      s.optimizer_slices += b->role() == fb::BufferRole::OptState || b->role() == fb::BufferRole::ParamSlice;
+      s.param_blocks += b->role() == fb::BufferRole::ParamSlice;
+    }
   }
   if (root.queues())
     for (const fb::QueueSpec* q : *root.queues())
@@ -104,6 +117,10 @@ Sharding ShardingOf(const VerifiedStream& view) {
 
 std::string ShardingText(const Sharding& s) {
   const std::string ranks = " on " + std::to_string(s.world_size) + (s.world_size == 1 ? " rank" : " ranks");
+  if (s.optimizer_parallel())
+    return "data parallel" + ranks + ", optimizer parallel: " + std::to_string(s.param_blocks) +
+           (s.param_blocks == 1 ? " parameter" : " parameters") + " updated in blocks, " +
+           std::to_string(s.sliced_buffers) + " of " + std::to_string(s.buffers) + " buffers are slices";
   if (s.sharded())
     return "semi_auto_parallel" + ranks + ", sharded: " + std::to_string(s.sliced_buffers) + " of " +
            std::to_string(s.buffers) + " buffers are slices, " + std::to_string(s.sliced_columns) + " of " +
@@ -113,10 +130,15 @@ std::string ShardingText(const Sharding& s) {
 }
 
 Json ShardingJson(const Sharding& s) {
-  const char* mode = s.sharded() ? "semi_auto_parallel" : s.world_size > 1 ? "data_parallel" : "stand_alone";
+  const char* mode = s.optimizer_parallel() ? "data_parallel"
+                     : s.sharded()            ? "semi_auto_parallel"
+                     : s.world_size > 1       ? "data_parallel"
+                                              : "stand_alone";
   return {{"mode", mode},
           {"world_size", s.world_size},
           {"sharded", s.sharded()},
+          {"optimizer_parallel", s.optimizer_parallel()},
+          {"parameters_updated_in_blocks", s.param_blocks},
           {"buffers", s.buffers},
           {"sliced_buffers", s.sliced_buffers},
           {"queue_columns", s.columns},
@@ -214,6 +236,10 @@ std::vector<CollectiveInfo> Collectives(const VerifiedStream& view, const fb::Pr
           if (const auto* t = task.body_as_RecvTask()) group = t->group();
           // A Recv takes in what it receives; the others what they send.
           for (int64_t b : c.inputs.empty() ? c.outputs : c.inputs) c.bytes += BufferBytes(view, b);
+          // Optimizer parallel: a gradient into its block, or the updated
+          // blocks back into the parameter.
+          if (HasRole(view, c.outputs, fb::BufferRole::GradSlice) || HasRole(view, c.inputs, fb::BufferRole::ParamSlice))
+            c.purpose = "optimizer parallel";
           break;
         }
         case fb::TaskBody::KernelTask:

@@ -112,7 +112,8 @@ void PrintMemory(const VerifiedStream& view, std::ostream& out) {
 
 // Bytes per role; sharded, also how much of the whole tensors this rank holds.
 void PrintRoles(const VerifiedStream& view, bool sharded, std::ostream& out) {
-  out << "  bytes per role (in arena: the arena bytes its buffers cover, as transients share space):\n";
+  out << "  bytes per role (in arena: the arena bytes its buffers cover, as transients share space; ParamSlice and\n"
+         "  GradSlice are blocks inside a Param or Grad and cover none of their own):\n";
   std::vector<std::string> header = {"role", "buffers", "bytes", "", "in arena"};
   std::vector<bool> right = {false, true, true, false, true};
   if (sharded) {

@@ -197,6 +197,9 @@ void PrintSummary(const Flags& f, const host::GraphFile& file, const host::Compi
     }
     std::cout << '\n';
   }
+  // Optimizer parallel: what rank 0 shards, and why the rest stays whole.
+  for (size_t i = 0; i < r0.report.optimizer_shards.size(); ++i)
+    std::cout << (i == 0 ? "  optimizer parallel (rank 0):\n" : "") << "    " << r0.report.optimizer_shards[i] << '\n';
   if (!f.strategy_save.empty()) std::cout << "  strategy  " << f.strategy_save << '\n';
   for (uint32_t r = 0; r < job.world_size(); ++r)
     std::cout << "  rank " << r << "    rank_" << r << ".tstream " << job.ranks[r].stream.bytes().size() << " bytes, stream "

@@ -408,11 +408,18 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
     if (!tg.optimizer_shards.empty())
       std::stable_sort(ready.begin(), ready.end(),
                        [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (const OptimizerShard& s : tg.optimizer_shards)
+    // The AllGathers in the order of their ReduceScatters, which is the
+    // order the updates run in.
+    std::map<uint32_t, const OptimizerShard*> shard_of_grad;  // gradient buffer -> shard
+    for (const OptimizerShard& s : tg.optimizer_shards) shard_of_grad[maps.persistent.at(tg.grads[s.grad].grad)] = &s;
+    for (size_t k = 0, n = ready.size(); k < n; ++k) {
+      if (ready[k].second.kind != BucketDef::Kind::ReduceScatter) continue;
+      const OptimizerShard& s = *shard_of_grad.at(ready[k].second.buffers[0]);
       ready.emplace_back(-1, BucketDef{.kind = BucketDef::Kind::AllGather,
                                        .buffers = {maps.persistent.at(s.param_slice),
                                                    maps.persistent.at(tg.grads[s.grad].param)},
                                        .group = 0});
+    }
     if (2 * ready.size() > parallel::kMaxEvents)
       return InvalidArgument("data parallel: " + std::to_string(ready.size()) +
                              " gradient collectives need more than the " + std::to_string(parallel::kMaxEvents) +
