@@ -47,6 +47,7 @@ CommOptions CommOptionsOf(const DeviceOptions& options) {
   comm.peer_timeout = options.peer_timeout;
   comm.rendezvous_timeout = options.rendezvous_timeout;
   comm.use_shared_memory = options.shared_memory;
+  comm.small_allreduce_bytes = options.small_allreduce_bytes;
   return comm;
 }
 

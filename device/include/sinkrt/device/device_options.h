@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 
 namespace sinkrt::device {
@@ -35,6 +36,11 @@ struct DeviceOptions {
   // over TCP. SINKRT_COMM_SHM=0 turns shared memory off (everything TCP),
   // for measurements.
   bool shared_memory = true;
+  // AllReduce below this many bytes uses recursive doubling, the rest the
+  // ring (CommOptions::small_allreduce_bytes); the ranks of a world must
+  // agree, the rendezvous refuses them otherwise. 0: always the ring, whose
+  // summation order a ReduceScatter shares (tests compare the two bitwise).
+  size_t small_allreduce_bytes = 256 << 10;
   // Added to every time the profiler records and to the clock the host
   // reads for alignment (sinkd --profile-clock-offset-us): a device whose
   // clock disagrees with the host's, to check that alignment undoes it.
