@@ -19,7 +19,11 @@ inline constexpr uint32_t kBlobAlignment = 64;
 // Feature bits a stream may require (Header.requirements). A device refuses
 // a stream with any bit outside the set it supports.
 inline constexpr uint64_t kFeatureCollectives = 1ull << 0;
-inline constexpr uint64_t kSupportedFeatures = kFeatureCollectives;
+// Fused, blocked AllGather and ReduceScatter (their inputs/outputs lists;
+// format 1.3): a device that ignored those fields would run a different
+// collective, so it must refuse the stream instead.
+inline constexpr uint64_t kFeatureBlockedCollectives = 1ull << 1;
+inline constexpr uint64_t kSupportedFeatures = kFeatureCollectives | kFeatureBlockedCollectives;
 
 // Largest stream a device accepts (FlatBuffer plus blobs).
 inline constexpr uint64_t kMaxStreamBytes = 1ull << 36;
