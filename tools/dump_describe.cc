@@ -399,17 +399,22 @@ TaskInfo DescribeTask(const VerifiedStream& view, const fb::Task& task) {
       break;
     case fb::TaskBody::AllGatherTask:
       if (const auto* t = task.body_as_AllGatherTask()) {
-        info.inputs = {t->input()};
-        info.outputs = {t->output()};
+        // Fused and blocked (optimizer parallel): its lists.
+        const bool blocked = t->inputs() && t->inputs()->size() > 0;
+        info.inputs = blocked ? Indices(t->inputs()) : std::vector<int64_t>{t->input()};
+        info.outputs = blocked ? Indices(t->outputs()) : std::vector<int64_t>{t->output()};
         info.attrs["group"] = GroupLabel(view, t->group());
+        if (blocked) info.attrs["fused"] = info.inputs.size();
       }
       break;
     case fb::TaskBody::ReduceScatterTask:
       if (const auto* t = task.body_as_ReduceScatterTask()) {
-        info.inputs = {t->input()};
-        info.outputs = {t->output()};
+        const bool blocked = t->inputs() && t->inputs()->size() > 0;
+        info.inputs = blocked ? Indices(t->inputs()) : std::vector<int64_t>{t->input()};
+        info.outputs = blocked ? Indices(t->outputs()) : std::vector<int64_t>{t->output()};
         info.attrs["group"] = GroupLabel(view, t->group());
         info.attrs["op"] = ReduceOpName(t->op());
+        if (blocked) info.attrs["fused"] = info.inputs.size();
       }
       break;
     case fb::TaskBody::AllToAllTask:

@@ -87,6 +87,69 @@ Result<std::vector<parallel::FusionBucket>> PlanGroupedBuckets(const std::vector
   return out;
 }
 
+// ---- optimizer parallel: ReduceScatter and AllGather buckets ----
+
+// comm_fusion's "reducescatter" or "allgather" entry as a size split over
+// gradients taken in the order backward finishes them (openstate false:
+// one per parameter).
+CommFusion SizeFusion(const CommFusion& fusion, const FusionThreshold& entry) {
+  CommFusion f;
+  f.openstate = fusion.openstate;
+  f.mode = "size";
+  f.size_mb = entry.size_mb;
+  return f;
+}
+
+struct OptimizerBuckets {
+  std::vector<const OptimizerShard*> scatter;  // in the order backward finishes their gradients
+  int64_t ready_at = 0;                        // the last of them
+};
+
+// The sharded gradients in ReduceScatter buckets of at most comm_fusion's
+// reducescatter size (the gradient that crosses it still joins, as
+// AllReduce buckets do), in the order they are ready.
+Result<std::vector<OptimizerBuckets>> PlanOptimizerBuckets(const TrainingGraph& tg,
+                                                           const std::vector<parallel::FusionGradient>& grads,
+                                                           const CommFusion& fusion) {
+  std::vector<parallel::FusionGradient> sharded;
+  for (const OptimizerShard& s : tg.optimizer_shards) sharded.push_back(grads.at(s.grad));
+  if (sharded.empty()) return std::vector<OptimizerBuckets>{};
+  SINKRT_ASSIGN_OR_RETURN(std::vector<parallel::FusionBucket> buckets,
+                          parallel::PlanFusionBuckets(sharded, SizeFusion(fusion, fusion.reducescatter)));
+  std::vector<OptimizerBuckets> out;
+  for (const parallel::FusionBucket& b : buckets) {
+    OptimizerBuckets z;
+    z.ready_at = b.ready_at;
+    for (size_t i : b.gradients) z.scatter.push_back(&tg.optimizer_shards[i]);
+    out.push_back(std::move(z));
+  }
+  return out;
+}
+
+// The updated blocks in AllGather buckets of at most comm_fusion's
+// allgather size, taken in the order their updates run (that of the
+// ReduceScatter buckets).
+std::vector<std::vector<const OptimizerShard*>> GatherBuckets(const std::vector<OptimizerBuckets>& scatter,
+                                                              const CommFusion& fusion) {
+  const CommFusion f = SizeFusion(fusion, fusion.allgather);
+  const uint64_t limit = static_cast<uint64_t>(f.size_mb * static_cast<double>(parallel::kFusionBytesPerMb));
+  std::vector<std::vector<const OptimizerShard*>> out;
+  uint64_t bytes = 0;
+  bool open = false;
+  for (const OptimizerBuckets& b : scatter)
+    for (const OptimizerShard* s : b.scatter) {
+      if (!open) {
+        out.emplace_back();
+        bytes = 0;
+        open = true;
+      }
+      out.back().push_back(s);
+      bytes += s->bytes;
+      if (!f.openstate || bytes >= limit) open = false;
+    }
+  return out;
+}
+
 // What the schedule needs to know of a compute task: the buffers it touches.
 parallel::ComputeTask ComputeTaskOf(const TaskDef& task) {
   parallel::ComputeTask c;
@@ -178,11 +241,17 @@ void ApplyCommSchedule(ProgramDef& prog, parallel::ReductionSchedule schedule, c
           case BucketDef::Kind::AllReduce:
             return {std::move(s.name), AllReduceDef{.group = b.group, .op = op, .buffers = b.buffers}};
           case BucketDef::Kind::ReduceScatter:
-            return {std::move(s.name), ReduceScatterDef{.group = b.group, .op = op, .input = b.buffers.at(0),
-                                                        .output = b.buffers.at(1)}};
+            if (b.inputs.size() == 1)
+              return {std::move(s.name), ReduceScatterDef{.group = b.group, .op = op, .input = b.inputs[0],
+                                                          .output = b.outputs.at(0), .inputs = {}, .outputs = {}}};
+            return {std::move(s.name), ReduceScatterDef{.group = b.group, .op = op, .input = 0, .output = 0,
+                                                        .inputs = b.inputs, .outputs = b.outputs}};
           case BucketDef::Kind::AllGather:
-            return {std::move(s.name),
-                    AllGatherDef{.group = b.group, .input = b.buffers.at(0), .output = b.buffers.at(1)}};
+            if (b.inputs.size() == 1)
+              return {std::move(s.name), AllGatherDef{.group = b.group, .input = b.inputs[0],
+                                                      .output = b.outputs.at(0), .inputs = {}, .outputs = {}}};
+            return {std::move(s.name), AllGatherDef{.group = b.group, .input = 0, .output = 0, .inputs = b.inputs,
+                                                    .outputs = b.outputs}};
         }
         return {};
       }
@@ -276,8 +345,15 @@ std::vector<uint32_t> TaskBuffers(const TaskDef& task) {
   if (const auto* g = std::get_if<GetNextDef>(&task.body)) return g->outputs;
   if (const auto* a = std::get_if<AllReduceDef>(&task.body)) return a->buffers;
   if (const auto* b = std::get_if<BroadcastDef>(&task.body)) return b->buffers;
-  if (const auto* g = std::get_if<AllGatherDef>(&task.body)) return {g->input, g->output};
-  if (const auto* r = std::get_if<ReduceScatterDef>(&task.body)) return {r->input, r->output};
+  auto pairs = [](const std::vector<uint32_t>& in, const std::vector<uint32_t>& out) {
+    std::vector<uint32_t> b = in;
+    b.insert(b.end(), out.begin(), out.end());
+    return b;
+  };
+  if (const auto* g = std::get_if<AllGatherDef>(&task.body))
+    return g->inputs.empty() ? std::vector<uint32_t>{g->input, g->output} : pairs(g->inputs, g->outputs);
+  if (const auto* r = std::get_if<ReduceScatterDef>(&task.body))
+    return r->inputs.empty() ? std::vector<uint32_t>{r->input, r->output} : pairs(r->inputs, r->outputs);
   if (const auto* a = std::get_if<AllToAllDef>(&task.body)) return {a->input, a->output};
   if (const auto* sd = std::get_if<SendDef>(&task.body)) return {sd->buffer};
   if (const auto* rv = std::get_if<RecvDef>(&task.body)) return {rv->buffer};
@@ -396,29 +472,33 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
       def.group = GroupIndex(out.groups, bucket_group[k], options.world_size);
       ready.emplace_back(buckets[k].ready_at, std::move(def));
     }
-    // Optimizer parallel: each sharded gradient's ReduceScatter, ready when
-    // backward has written it, with the reduced buckets in ready order;
-    // then the AllGathers of the updated blocks, ready after the updates.
-    for (const OptimizerShard& s : tg.optimizer_shards)
-      ready.emplace_back(grads.at(s.grad).written_at,
-                         BucketDef{.kind = BucketDef::Kind::ReduceScatter,
-                                   .buffers = {maps.persistent.at(tg.grads[s.grad].grad),
-                                               maps.persistent.at(s.grad_slice)},
-                                   .group = 0});
-    if (!tg.optimizer_shards.empty())
-      std::stable_sort(ready.begin(), ready.end(),
-                       [](const auto& a, const auto& b) { return a.first < b.first; });
-    // The AllGathers in the order of their ReduceScatters, which is the
-    // order the updates run in.
-    std::map<uint32_t, const OptimizerShard*> shard_of_grad;  // gradient buffer -> shard
-    for (const OptimizerShard& s : tg.optimizer_shards) shard_of_grad[maps.persistent.at(tg.grads[s.grad].grad)] = &s;
-    for (size_t k = 0, n = ready.size(); k < n; ++k) {
-      if (ready[k].second.kind != BucketDef::Kind::ReduceScatter) continue;
-      const OptimizerShard& s = *shard_of_grad.at(ready[k].second.buffers[0]);
-      ready.emplace_back(-1, BucketDef{.kind = BucketDef::Kind::AllGather,
-                                       .buffers = {maps.persistent.at(s.param_slice),
-                                                   maps.persistent.at(tg.grads[s.grad].param)},
-                                       .group = 0});
+    // Optimizer parallel: the sharded gradients' ReduceScatter buckets,
+    // each ready when backward has written its last gradient, among the
+    // reduced buckets in ready order; then the AllGather buckets of the
+    // updated blocks, ready after their updates.
+    SINKRT_ASSIGN_OR_RETURN(std::vector<OptimizerBuckets> zero,
+                            PlanOptimizerBuckets(tg, grads, options.comm_fusion));
+    for (const OptimizerBuckets& z : zero) {
+      BucketDef rs{.kind = BucketDef::Kind::ReduceScatter, .buffers = {}, .group = 0, .inputs = {}, .outputs = {}};
+      for (const OptimizerShard* s : z.scatter) {
+        rs.inputs.push_back(maps.persistent.at(tg.grads[s->grad].grad));
+        rs.outputs.push_back(maps.persistent.at(s->grad_slice));
+      }
+      rs.buffers = rs.inputs;
+      rs.buffers.insert(rs.buffers.end(), rs.outputs.begin(), rs.outputs.end());
+      ready.emplace_back(z.ready_at, std::move(rs));
+    }
+    if (!zero.empty())
+      std::stable_sort(ready.begin(), ready.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const std::vector<const OptimizerShard*>& bucket : GatherBuckets(zero, options.comm_fusion)) {
+      BucketDef ag{.kind = BucketDef::Kind::AllGather, .buffers = {}, .group = 0, .inputs = {}, .outputs = {}};
+      for (const OptimizerShard* s : bucket) {
+        ag.inputs.push_back(maps.persistent.at(s->param_slice));
+        ag.outputs.push_back(maps.persistent.at(tg.grads[s->grad].param));
+      }
+      ag.buffers = ag.inputs;
+      ag.buffers.insert(ag.buffers.end(), ag.outputs.begin(), ag.outputs.end());
+      ready.emplace_back(-1, std::move(ag));
     }
     if (2 * ready.size() > parallel::kMaxEvents)
       return InvalidArgument("data parallel: " + std::to_string(ready.size()) +

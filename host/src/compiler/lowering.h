@@ -112,15 +112,19 @@ struct BroadcastDef {
 
 // The sharded graph's collectives (docs/sharding.md §6), on the compute
 // stream where the graph puts them.
+// Fused and blocked when `inputs` is non-empty (optimizer parallel's
+// buckets; task_stream.fbs): then `input` and `output` are unused.
 struct AllGatherDef {
   uint32_t group = 0;
   uint32_t input = 0, output = 0;
+  std::vector<uint32_t> inputs, outputs;
 };
 
 struct ReduceScatterDef {
   uint32_t group = 0;
   fb::ReduceOp op = fb::ReduceOp::Sum;
   uint32_t input = 0, output = 0;
+  std::vector<uint32_t> inputs, outputs;
 };
 
 struct AllToAllDef {
@@ -179,8 +183,11 @@ struct CommGroupDef {
 struct BucketDef {
   enum class Kind : uint8_t { AllReduce, ReduceScatter, AllGather };
   Kind kind = Kind::AllReduce;
-  std::vector<uint32_t> buffers;
+  std::vector<uint32_t> buffers;  // AllReduce: its gradients; the others: inputs then outputs
   uint32_t group = 0;
+  // ReduceScatter: gradients and their blocks; AllGather: parameter blocks
+  // and their parameters (one pair: the plain task, more: the fused one).
+  std::vector<uint32_t> inputs, outputs;
 };
 
 struct InitializerDef {

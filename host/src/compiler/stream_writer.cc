@@ -49,6 +49,13 @@ bool IsCollective(const TaskDef& task) {
          std::holds_alternative<RecvDef>(task.body);
 }
 
+// A fused, blocked AllGather or ReduceScatter (optimizer parallel's buckets).
+bool IsBlocked(const TaskDef& task) {
+  if (const auto* ag = std::get_if<AllGatherDef>(&task.body)) return !ag->inputs.empty();
+  if (const auto* rs = std::get_if<ReduceScatterDef>(&task.body)) return !rs->inputs.empty();
+  return false;
+}
+
 fbs::Offset<fb::Task> WriteTask(fbs::FlatBufferBuilder& fbb, const TaskDef& task) {
   fb::TaskBody type = fb::TaskBody::NONE;
   fbs::Offset<void> body;
@@ -80,10 +87,14 @@ fbs::Offset<fb::Task> WriteTask(fbs::FlatBufferBuilder& fbb, const TaskDef& task
     body = fb::CreateBroadcastTask(fbb, b->group, b->root, fbb.CreateVector(b->buffers)).Union();
   } else if (const auto* ag = std::get_if<AllGatherDef>(&task.body)) {
     type = fb::TaskBody::AllGatherTask;
-    body = fb::CreateAllGatherTask(fbb, ag->group, ag->input, ag->output).Union();
+    auto inputs = ag->inputs.empty() ? 0 : fbb.CreateVector(ag->inputs);
+    auto outputs = ag->outputs.empty() ? 0 : fbb.CreateVector(ag->outputs);
+    body = fb::CreateAllGatherTask(fbb, ag->group, ag->input, ag->output, inputs, outputs).Union();
   } else if (const auto* rs = std::get_if<ReduceScatterDef>(&task.body)) {
     type = fb::TaskBody::ReduceScatterTask;
-    body = fb::CreateReduceScatterTask(fbb, rs->group, rs->op, rs->input, rs->output).Union();
+    auto inputs = rs->inputs.empty() ? 0 : fbb.CreateVector(rs->inputs);
+    auto outputs = rs->outputs.empty() ? 0 : fbb.CreateVector(rs->outputs);
+    body = fb::CreateReduceScatterTask(fbb, rs->group, rs->op, rs->input, rs->output, inputs, outputs).Union();
   } else if (const auto* aa = std::get_if<AllToAllDef>(&task.body)) {
     type = fb::TaskBody::AllToAllTask;
     body = fb::CreateAllToAllTask(fbb, aa->group, aa->input, aa->output).Union();
@@ -170,6 +181,8 @@ Result<std::vector<uint8_t>> WriteTaskStream(const LoweredStream& stream, const 
     if (!p.comm_tasks.empty()) streams.push_back(WriteStream(fbb, "comm", p.comm_tasks));
     for (const auto* tasks : {&p.tasks, &p.comm_tasks})
       if (std::any_of(tasks->begin(), tasks->end(), IsCollective)) requirements |= kFeatureCollectives;
+    for (const auto* tasks : {&p.tasks, &p.comm_tasks})
+      if (std::any_of(tasks->begin(), tasks->end(), IsBlocked)) requirements |= kFeatureBlockedCollectives;
     auto name = fbb.CreateString(p.name);
     auto streams_vec = fbb.CreateVector(streams);
     auto reports = fbb.CreateVector(p.reports);

@@ -99,6 +99,7 @@ void ShardOptimizer(Graph& g, OptimizerKind kind, const parallel::OptimizerShard
     s.position = sharding.position;
     s.row_begin = d.row_begin;
     s.offset_bytes = d.block_bytes * sharding.position;
+    s.bytes = d.bytes;
     s.param_slice = g.AddTensor({.name = param.name + "/zero_slice", .dtype = DType::F32, .shape = block,
                                  .kind = TensorKind::Intermediate, .init = {}});
     s.grad_slice = g.AddTensor({.name = g.tensor(tg->grads[i].grad).name + "/zero_slice", .dtype = DType::F32,

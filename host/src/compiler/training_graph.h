@@ -27,6 +27,7 @@ struct OptimizerShard {
   uint32_t parts = 1, position = 0;
   int64_t row_begin = 0;
   uint64_t offset_bytes = 0;
+  uint64_t bytes = 0;  // of the whole parameter
 };
 
 struct TrainingGraph {
