@@ -209,8 +209,10 @@ std::atomic<bool> done_[2];
 // 1F1B): their Send/Recv transfers on the comm stream allocate nothing either.
 // With `amp`, the ranks run amp O2 with a dynamic loss scale: the bf16
 // kernels, the overflow check on the reduced gradients, the scaled updates.
+// With `zero` (optimizer parallel): the sharded updates, a fused blocked
+// ReduceScatter of both large gradients and their AllGathers.
 void ExpectDataParallelNoAllocations(bool shared_memory, bool profiling = false, bool pipeline = false,
-                                     bool amp = false) {
+                                     bool amp = false, bool zero = false) {
   constexpr uint32_t kRanks = 2;
   constexpr int64_t kBatch = 32;
   std::vector<std::unique_ptr<device::ListeningInbox>> inboxes;
@@ -245,6 +247,12 @@ void ExpectDataParallelNoAllocations(bool shared_memory, bool profiling = false,
   o.comm_fusion.size_mb = 1;  // several buckets, so several AllReduces per step
   o.comm_fusion.mode = "size";
   if (pipeline) o.pipeline = {.stages = 2, .micro_size = 4, .scheduler = "1f1b", .stage_of = {}};
+  if (zero) {
+    o.optimizer = host::OptimizerSpec::Adam(1e-3f);
+    o.enable_parallel_optimizer = true;
+    o.comm_fusion.reducescatter = {.mode = "size", .size_mb = 8};  // both large gradients: one blocked ReduceScatter
+    o.comm_fusion.allgather = {.mode = "size", .size_mb = 1};      // each parameter's own AllGather
+  }
   if (amp) {
     o.amp_level = host::AmpLevel::O2;
     o.loss_scale = host::LossScaleManager::Dynamic(1024.0f, 2.0f, 3);
@@ -325,6 +333,12 @@ TEST(NoAlloc, DataParallelStepsOverTcpAllocateNothing) { ExpectDataParallelNoAll
 TEST(NoAlloc, ProfiledDataParallelStepsAllocateNothing) { ExpectDataParallelNoAllocations(true, true); }
 TEST(NoAlloc, PipelineStagesOverSharedMemoryAllocateNothing) { ExpectDataParallelNoAllocations(true, false, true); }
 TEST(NoAlloc, PipelineStagesOverTcpAllocateNothing) { ExpectDataParallelNoAllocations(false, false, true); }
+TEST(NoAlloc, OptimizerParallelStepsOverSharedMemoryAllocateNothing) {
+  ExpectDataParallelNoAllocations(true, false, false, false, true);
+}
+TEST(NoAlloc, OptimizerParallelStepsOverTcpAllocateNothing) {
+  ExpectDataParallelNoAllocations(false, false, false, false, true);
+}
 TEST(NoAlloc, AmpLossScaledDataParallelStepsAllocateNothing) {
   ExpectDataParallelNoAllocations(true, false, false, true);
 }

@@ -21,6 +21,7 @@
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
+#include "sinkrt/runtime/format.h"
 #include "support/in_process_world.h"
 #include "support/model_fixtures.h"
 #include "support/test_util.h"
@@ -218,6 +219,46 @@ TEST(ParallelOptimizer, TwoRanksAreBitwiseDataParallel) {
   ExpectSameState(zero.state, dp.state, /*bitwise=*/true);
 }
 
+// Loss scaling: each rank checks the reduced gradients it holds (its
+// blocks, the replicated ones whole) and an AllReduce Max makes the ranks
+// skip together. A scale of 3e38 overflows the first step; the run, its
+// skipped steps and its scale are those of plain data parallel.
+TEST(ParallelOptimizer, LossScaledRunSkipsTheSameStepsAsDataParallel) {
+  struct Sinks : host::Callback {
+    std::vector<double> losses, scales;
+    std::vector<int64_t> overflows;
+    Status on_train_epoch_end(host::RunContext& c) override {
+      losses.push_back(c.original_args().net_outputs);
+      scales.push_back(c.original_args().loss_scale);
+      overflows.push_back(c.original_args().overflow_steps);
+      return Status::Ok();
+    }
+  };
+  auto run = [](bool zero, int ranks) {
+    ZeroRun s{.net = Net::Mlp, .optimizer = host::OptimizerKind::Momentum, .ranks = ranks, .batch = 8, .zero = zero,
+              .threshold_kb = 0, .ring_order = true};
+    World world(s.ranks, DeviceOptionsOf(s));
+    host::ModelOptions o = OptionsOf(s);
+    o.loss_scale_manager = host::LossScaleManager::Dynamic(3e38f, 1e8f, 6);
+    auto m = Model::Create(Network(s.net, s.batch), LossSpec::SparseSoftmaxCrossEntropy(), Optimizer(s.optimizer),
+                           world.links, o);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    Sinks sinks;
+    if (!m.ok()) return sinks;
+    const Status st = (*m)->train(4, Data(20 * ranks * s.batch, s.batch), {&sinks}, true, 5);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return sinks;
+  };
+  for (int ranks : {2, 4}) {
+    const Sinks dp = run(false, ranks), zero = run(true, ranks);
+    ASSERT_EQ(zero.losses.size(), 4u);
+    EXPECT_EQ(zero.losses, dp.losses) << ranks << " ranks";
+    EXPECT_EQ(zero.scales, dp.scales);
+    EXPECT_EQ(zero.overflows, dp.overflows);
+    EXPECT_GE(zero.overflows[0], 1) << "the first step's scale must overflow";
+  }
+}
+
 class ParallelOptimizerCheckpoint : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -303,10 +344,38 @@ const fb::Buffer* FindBuffer(const fb::TaskStream& ts, const std::string& name) 
   return nullptr;
 }
 
+const fb::Program* TrainProgram(const fb::TaskStream& ts) {
+  for (const fb::Program* p : *ts.programs())
+    if (p->kind() == fb::ProgramKind::TrainStep) return p;
+  return nullptr;
+}
+
+// The comm stream's collectives, in order.
+std::vector<const fb::Task*> CommCollectives(const fb::TaskStream& ts) {
+  std::vector<const fb::Task*> out;
+  const fb::Program* train = TrainProgram(ts);
+  if (!train || train->streams()->size() != 2) return out;
+  for (const fb::Task* t : *train->streams()->Get(1)->tasks())
+    if (t->body_type() != fb::TaskBody::EventWaitTask && t->body_type() != fb::TaskBody::EventRecordTask)
+      out.push_back(t);
+  return out;
+}
+
+std::vector<std::string> Kinds(const std::vector<const fb::Task*>& tasks) {
+  std::vector<std::string> out;
+  for (const fb::Task* t : tasks) out.push_back(fb::EnumNameTaskBody(t->body_type()));
+  return out;
+}
+
 TEST(ParallelOptimizerStream, OptimizerStateIsRankBlockAndCollectivesRunOnTheCommStream) {
   const host::Graph g = MlpWithLoss(16);
   for (uint32_t rank = 0; rank < 4; ++rank) {
-    auto c = host::Compile(g, ZeroOptions(rank, 4));
+    // One parameter per ReduceScatter and AllGather: fc2.weight's 512 KiB
+    // is two of comm_fusion's "MB" (262144 B).
+    host::CompileOptions co = ZeroOptions(rank, 4);
+    co.comm_fusion.reducescatter = {.mode = "size", .size_mb = 1};
+    co.comm_fusion.allgather = {.mode = "size", .size_mb = 1};
+    auto c = host::Compile(g, co);
     SINKRT_ASSERT_OK(c);
     const fb::TaskStream& ts = *c->stream.root();
     // fc1.weight [784, 512] (1.5 MiB) and fc2.weight [512, 256] are sharded;
@@ -338,18 +407,12 @@ TEST(ParallelOptimizerStream, OptimizerStateIsRankBlockAndCollectivesRunOnTheCom
       EXPECT_EQ(b->slice(), nullptr) << whole;
     }
     // On the comm stream: each sharded gradient's ReduceScatter before its
-    // parameter's AllGather, and one AllReduce bucket for the rest.
-    const fb::Program* train = nullptr;
-    for (const fb::Program* p : *ts.programs())
-      if (p->kind() == fb::ProgramKind::TrainStep) train = p;
-    ASSERT_NE(train, nullptr);
-    ASSERT_EQ(train->streams()->size(), 2u);
-    std::vector<std::string> comm;
-    for (const fb::Task* t : *train->streams()->Get(1)->tasks())
-      if (t->body_type() != fb::TaskBody::EventWaitTask && t->body_type() != fb::TaskBody::EventRecordTask)
-        comm.push_back(fb::EnumNameTaskBody(t->body_type()));
-    EXPECT_EQ(comm, (std::vector<std::string>{"ReduceScatterTask", "AllReduceTask", "ReduceScatterTask",
-                                              "AllGatherTask", "AllGatherTask"}));
+    // parameter's AllGather, and one AllReduce bucket for the rest; plain
+    // tasks, which any 1.x device with collectives runs.
+    EXPECT_EQ(Kinds(CommCollectives(ts)), (std::vector<std::string>{"ReduceScatterTask", "AllReduceTask",
+                                                                     "ReduceScatterTask", "AllGatherTask",
+                                                                     "AllGatherTask"}));
+    EXPECT_EQ(ts.header()->requirements(), kFeatureCollectives);
     EXPECT_EQ(c->report.buckets.size(), 1u);
     ASSERT_EQ(c->report.optimizer_shards.size(), 6u);
     EXPECT_EQ(c->report.optimizer_shards[0], "fc1.weight [784,512]: sharded, rank " + std::to_string(rank) +
@@ -357,6 +420,33 @@ TEST(ParallelOptimizerStream, OptimizerStateIsRankBlockAndCollectivesRunOnTheCom
                                                  std::to_string(196 * (rank + 1)) + ")");
     EXPECT_EQ(c->report.optimizer_shards[4], "fc3.weight [256,10]: replicated, 10240 B < threshold 64 KB");
   }
+}
+
+// comm_fusion's defaults ("auto": 64 MB): both sharded gradients in one
+// fused, blocked ReduceScatter and both parameters in one AllGather, which
+// the stream declares it needs.
+TEST(ParallelOptimizerStream, DefaultFusionMakesOneBlockedReduceScatterAndAllGather) {
+  const host::Graph g = MlpWithLoss(16);
+  auto c = host::Compile(g, ZeroOptions(1, 4));
+  SINKRT_ASSERT_OK(c);
+  const fb::TaskStream& ts = *c->stream.root();
+  const std::vector<const fb::Task*> comm = CommCollectives(ts);
+  ASSERT_EQ(Kinds(comm), (std::vector<std::string>{"AllReduceTask", "ReduceScatterTask", "AllGatherTask"}));
+  auto names = [&](const flatbuffers::Vector<uint32_t>* v) {
+    std::vector<std::string> out;
+    for (uint32_t b : *v) out.push_back(ts.buffers()->Get(b)->name()->str());
+    return out;
+  };
+  const fb::ReduceScatterTask* rs = comm[1]->body_as_ReduceScatterTask();
+  ASSERT_NE(rs->inputs(), nullptr);
+  EXPECT_EQ(names(rs->inputs()), (std::vector<std::string>{"fc2.weight/grad", "fc1.weight/grad"}));
+  EXPECT_EQ(names(rs->outputs()),
+            (std::vector<std::string>{"fc2.weight/grad/zero_slice", "fc1.weight/grad/zero_slice"}));
+  const fb::AllGatherTask* ag = comm[2]->body_as_AllGatherTask();
+  ASSERT_NE(ag->inputs(), nullptr);
+  EXPECT_EQ(names(ag->inputs()), (std::vector<std::string>{"fc2.weight/zero_slice", "fc1.weight/zero_slice"}));
+  EXPECT_EQ(names(ag->outputs()), (std::vector<std::string>{"fc2.weight", "fc1.weight"}));
+  EXPECT_EQ(ts.header()->requirements(), kFeatureCollectives | kFeatureBlockedCollectives);
 }
 
 TEST(ParallelOptimizerStream, TheReportNamesWhyAParameterStaysReplicated) {
@@ -425,9 +515,6 @@ TEST(ParallelOptimizerStream, UnsupportedCombinationsAreRefusedByName) {
   host::CompileOptions co = ZeroOptions(0, 2);
   co.grad_accumulation = 2;
   refused(co, StatusCode::kUnimplemented, "grad_accumulation");
-  co = ZeroOptions(0, 2);
-  co.loss_scale = host::LossScaleManager::Dynamic(1024, 2, 10);
-  refused(co, StatusCode::kUnimplemented, "loss scaling");
   co = ZeroOptions(0, 2);
   co.parallel_mode = ParallelMode::SemiAutoParallel;
   refused(co, StatusCode::kUnimplemented, "semi_auto_parallel");

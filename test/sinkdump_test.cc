@@ -13,6 +13,7 @@
 #include <string>
 
 #include "sinkrt/host/compiler.h"
+#include "sinkrt/host/model_zoo.h"
 #include "support/alltoall_stream.h"
 #include "support/run_binary.h"
 #include "sinkrt/runtime/format.h"
@@ -736,6 +737,47 @@ const nlohmann::json* FindNamed(const nlohmann::json& list, const std::string& n
 // Megatron on 2 ranks: every weight and its gradient and momentum is half
 // the whole, the batch is whole on both ranks, and the forward's one
 // AllReduce (the second MatMul's partial sums) goes over both ranks.
+// Optimizer parallel: every parameter of the 784-512-256-32 MLP divides in
+// two aligned blocks, so rank 1 holds exactly half of the momentum, its
+// block of each parameter is a view (no arena bytes of its own), and the
+// comm stream reduces into the blocks and gathers them back.
+TEST_F(SinkdumpTest, OptimizerParallelStreamShowsHalfTheOptimizerState) {
+  host::Graph g = host::MakeMlpNetwork(8, {784, 512, 256, 32});
+  const host::TensorId label = g.Input("label", {8}, DType::I32);
+  g.SetLoss(g.SparseSoftmaxCrossEntropy(g.outputs().front(), label));
+  host::CompileOptions options = DataParallel(1);
+  options.enable_parallel_optimizer = true;
+  options.parallel_optimizer_config.threshold_kb = 0;
+  const fs::path r1 = CompileTo(*dir_ / "zero_1.tstream", g, options);
+  RunResult text = Run(Quoted(r1));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("parallel      data parallel on 2 ranks, optimizer parallel: 6 parameters updated in "
+                          "blocks"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(RowOf(text.out, "fc1.weight/momentum").find("[392,512]"), std::string::npos) << text.out;
+  EXPECT_NE(RowOf(text.out, "fc1.weight/momentum").find("at [392,0]"), std::string::npos) << text.out;
+  const size_t roles = text.out.find("bytes per role");
+  ASSERT_NE(roles, std::string::npos);
+  EXPECT_NE(RowOf(text.out, "OptState", roles).find("50.0%"), std::string::npos) << RowOf(text.out, "OptState", roles);
+  EXPECT_NE(RowOf(text.out, "Param", roles).find("100.0%"), std::string::npos) << RowOf(text.out, "Param", roles);
+  const std::string slice_row = RowOf(text.out, "ParamSlice", roles);
+  ASSERT_FALSE(slice_row.empty()) << text.out;
+  EXPECT_NE(slice_row.find(" 0 "), std::string::npos) << "a block covers no arena bytes of its own: " << slice_row;
+  EXPECT_NE(text.out.find("ReduceScatter (optimizer parallel)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("AllGather (optimizer parallel)"), std::string::npos) << text.out;
+
+  RunResult json = Run(Quoted(r1) + " --json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json j = ParseJson(json);
+  EXPECT_EQ(j["header"]["parallel"]["mode"], "data_parallel");
+  EXPECT_EQ(j["header"]["parallel"]["optimizer_parallel"], true);
+  EXPECT_EQ(j["header"]["parallel"]["parameters_updated_in_blocks"], 6);
+  const auto& opt = j["memory"]["bytes_per_role"]["OptState"];
+  EXPECT_EQ(2 * opt["bytes"].get<uint64_t>(), opt["whole_bytes"].get<uint64_t>()) << opt;
+  EXPECT_EQ(j["memory"]["bytes_per_role"]["ParamSlice"]["arena"], 0);
+}
+
 TEST_F(SinkdumpTest, ShardedStreamShowsLayoutsCollectivesAndMemory) {
   const fs::path r1 = CompileTo(*dir_ / "megatron_1.tstream", ShardedMlp(Megatron()), SemiAuto(2, 1));
   RunResult text = Run(Quoted(r1));

@@ -1273,6 +1273,39 @@ TEST_F(SinkrunTest, LossScaleManagerReportsTheScheduleAndRefusesBadArguments) {
   ExpectRefused(std::string(kSmall) + " --loss-scale-manager static", "is not a loss scale manager");
 }
 
+// Optimizer parallel (docs/parallel_optimizer.md) on two real sinkd
+// daemons: each holds half of the large parameters' Adam state, and the
+// run is the plain data-parallel one (two ranks: a + b is b + a, so
+// bitwise). Bad settings are refused before a daemon starts.
+TEST_F(SinkrunTest, ParallelOptimizerOnTwoDaemonsTrainsAsDataParallel) {
+  const std::string base = "train --model mlp --data synthetic:1024 --batch 16 --epochs 2 --sink-size 8 "
+                           "--optimizer adam --lr 0.001 --devices 2 --parallel data_parallel --threads 1";
+  RunResult dp = Run(base + ReportFlag());
+  ASSERT_EQ(dp.exit_code, 0) << dp.out << dp.err;
+  const std::vector<json> want = ReadReport();
+  fs::remove(Report());
+  RunResult zero = Run(base + " --enable-parallel-optimizer" + ReportFlag());
+  ASSERT_EQ(zero.exit_code, 0) << zero.out << zero.err;
+  EXPECT_NE(zero.out.find(", parallel optimizer (threshold 64 KB)"), std::string::npos) << zero.out;
+  EXPECT_NE(zero.out.find("device: 2 sinkd daemons"), std::string::npos) << zero.out;
+  const std::vector<json> got = ReadReport();
+  ASSERT_EQ(got.size(), 3u);
+  ASSERT_EQ(want.size(), 3u);
+  for (int e = 0; e < 2; ++e) EXPECT_EQ(got[e]["loss"], want[e]["loss"]) << "epoch " << e + 1;
+  EXPECT_EQ(got[2]["test_accuracy"], want[2]["test_accuracy"]);
+  EXPECT_EQ(got[2]["enable_parallel_optimizer"], true);
+  EXPECT_EQ(got[2]["parallel_optimizer_threshold"], 64);
+  fs::remove(Report());
+
+  ExpectRefused(base + " --parallel-optimizer-config '{\"parallel_optimizer_threshold\": 8}'",
+                "--parallel-optimizer-config applies with --enable-parallel-optimizer");
+  ExpectRefused(base + " --enable-parallel-optimizer --parallel-optimizer-config '{\"threshold\": 8}'",
+                "--parallel-optimizer-config: Unknown config: ['threshold']");
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel semi_auto_parallel "
+                "--strategy data --enable-parallel-optimizer",
+                "enable_parallel_optimizer with parallel_mode semi_auto_parallel is not supported by this build yet");
+}
+
 // The bar: O2 reaches fp32's Fashion-MNIST test accuracy within
 // 0.005 after 3 epochs, for the main job's MLP and for the ViT.
 TEST_F(SinkrunTest, AmpO2ReachesF32AccuracyOnFashionMnistIn3Epochs) {

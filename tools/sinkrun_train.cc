@@ -636,12 +636,17 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   if (per_step > 1)
     batch_text += ", " + std::to_string(per_step) + " batches per optimizer step (gradient accumulation" +
                   (devices > 1 ? "" : "; " + std::to_string(global_batch) + " samples") + ")";
+  // Optimizer parallel acts under data parallel (stand_alone has one rank).
+  const bool zero = context.enable_parallel_optimizer && context.mode == host::ParallelMode::DataParallel;
   std::cout << "sinkrun: " << network << " on " << data->describe() << ": " << train_samples << " training, "
             << Counted(test_raw->get_dataset_size(), "test sample") << "; batch " << batch << batch_text << ", "
             << Counted(f.epochs, "epoch") << " of " << Counted(steps_per_epoch, "step") << ", "
             << (sink ? "sink mode (sink_size " + std::to_string(f.sink_size) + ")" : std::string("non-sink mode"))
             << (amp_level == host::AmpLevel::O0 ? std::string() : std::string(", amp_level ") + host::AmpLevelName(amp_level))
             << (loss_scale->enabled() ? ", " + host::LossScaleManagerText(*loss_scale) : std::string())
+            << (zero ? ", parallel optimizer (threshold " +
+                           std::to_string(context.parallel_optimizer_config.threshold_kb) + " KB)"
+                     : std::string())
             << ", " << OptimizerText(*optimizer) << ", seed " << f.seed << "; "
             << tools::ParallelContextText(context.mode, context.gradients_mean) << "; device: " << dev.describe
             << std::endl;
@@ -796,6 +801,10 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     if (optimizer->kind == host::OptimizerKind::Momentum) end["momentum"] = optimizer->momentum;
     end["amp_level"] = host::AmpLevelName(amp_level);
     if (loss_scale->enabled()) end["loss_scale_manager"] = host::LossScaleManagerText(*loss_scale);
+    if (zero) {
+      end["enable_parallel_optimizer"] = true;
+      end["parallel_optimizer_threshold"] = context.parallel_optimizer_config.threshold_kb;
+    }
     if (semi_auto) {
       end["strategy"] = f.strategy.empty() ? "graph" : f.strategy;
       end["full_batch"] = f.full_batch;

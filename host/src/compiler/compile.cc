@@ -71,9 +71,6 @@ Status CheckOptions(const CompileOptions& o) {
     if (o.grad_accumulation > 1)
       return Unimplemented("compile: enable_parallel_optimizer with grad_accumulation " +
                            std::to_string(o.grad_accumulation) + " is not supported yet");
-    if (o.loss_scale.enabled())
-      return Unimplemented("compile: enable_parallel_optimizer with loss scaling is not supported yet: the overflow "
-                           "check would read each rank's unreduced gradients");
   }
   // MindSpore's context checks and messages.
   SINKRT_RETURN_IF_ERROR(ParallelContextFor(o).Validate({ParallelMode::StandAlone, ParallelMode::DataParallel,

@@ -148,12 +148,23 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
     tg.grads = std::move(r.params);
   }
   tg.backward_ops = g.ops().size();
+  std::vector<ParamGrad> update_on;
+  if (optimizer_sharding) ShardOptimizer(g, optimizer.kind, *optimizer_sharding, &tg, &update_on);
   if (loss_scale.enabled()) {
     OpAttrs check;
     check.loss_scale_check = loss_scale.checks_overflow();
+    // Reduced gradients: a sharded parameter's block only, which differs
+    // per rank, so the ranks then agree through the max of their flags.
+    std::vector<uint32_t> group = overflow_group;
+    if (!tg.optimizer_shards.empty() && group.empty()) {
+      for (uint32_t r = 0; r < optimizer_sharding->parts; ++r) group.push_back(r);
+      overflow_position = optimizer_sharding->position;
+    }
     std::vector<TensorId> inputs = {tg.loss_scale};
-    for (const ParamGrad& pg : tg.grads) inputs.push_back(pg.grad);
-    const bool agree = overflow_group.size() > 1;
+    for (size_t i = 0; i < tg.grads.size(); ++i)
+      inputs.push_back(update_on.empty() || update_on[i].grad == kInvalidTensor ? tg.grads[i].grad
+                                                                                : update_on[i].grad);
+    const bool agree = group.size() > 1;
     tg.loss_scale_status = g.AddOp(fb::OpCode::GradOverflow, std::move(inputs), check, {{{2}, DType::F32}},
                                    agree ? "loss_scale/local_status" : "loss_scale/status")
                                .at(0);
@@ -161,15 +172,13 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
       // One rank's overflow is every rank's: the max of the flags (1/scale
       // is the same everywhere).
       OpAttrs any;
-      any.group = overflow_group;
+      any.group = group;
       any.group_position = overflow_position;
       any.max = true;
       tg.loss_scale_status =
           g.AddOp(fb::OpCode::AllReduce, {tg.loss_scale_status}, any, {{{2}, DType::F32}}, "loss_scale/status").at(0);
     }
   }
-  std::vector<ParamGrad> update_on;
-  if (optimizer_sharding) ShardOptimizer(g, optimizer.kind, *optimizer_sharding, &tg, &update_on);
   SINKRT_RETURN_IF_ERROR(AppendOptimizer(g, tg.grads, optimizer, tg.loss_scale_status, update_on),
                          GraphContext(forward) + ": optimizer");
   if (loss_scale.enabled()) {
