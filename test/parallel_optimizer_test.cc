@@ -21,6 +21,7 @@
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
+#include "sinkrt/host/shard_strategies.h"
 #include "sinkrt/runtime/format.h"
 #include "support/in_process_world.h"
 #include "support/model_fixtures.h"
@@ -256,6 +257,47 @@ TEST(ParallelOptimizer, LossScaledRunSkipsTheSameStepsAsDataParallel) {
     EXPECT_EQ(zero.scales, dp.scales);
     EXPECT_EQ(zero.overflows, dp.overflows);
     EXPECT_GE(zero.overflows[0], 1) << "the first step's scale must overflow";
+  }
+}
+
+// semi_auto_parallel: a parameter's update is shared by its mirror group,
+// the ranks holding the same slice. Under 2x2 on 4 ranks every slice has
+// two holders, whose sums are a + b either way: the run, and the whole
+// state ReadState merges from the slices' blocks, are bitwise those
+// without optimizer parallel.
+TEST(ParallelOptimizer, SemiAuto2x2IsBitwiseTheRunWithoutIt) {
+  for (Net net : {Net::Mlp, Net::Vit}) {
+    auto run = [&](bool zero) {
+      host::Graph g = Network(net, 8);
+      const host::TensorId label = g.Input("label", {8}, DType::I32);
+      g.SetLoss(g.SparseSoftmaxCrossEntropy(g.outputs().front(), label));
+      EXPECT_TRUE(host::ApplyShardStrategy("2x2", g, 4).ok());
+      host::ModelOptions o;
+      o.compile_cache = "";
+      o.context.mode = ParallelMode::SemiAutoParallel;
+      o.context.device_num = 4;
+      o.context.gradients_mean = true;
+      o.context.enable_parallel_optimizer = zero;
+      o.context.parallel_optimizer_config.threshold_kb = 0;
+      World world(4);
+      auto m = Model::Create(std::move(g), LossSpec::None(), OptimizerSpec::Adam(1e-3f), world.links, o);
+      EXPECT_TRUE(m.ok()) << m.status().ToString();
+      Trained out;
+      if (!m.ok()) return out;
+      LossRecorder rec;
+      const Status st = (*m)->train(1, Data(30 * 8, 4), {&rec}, false);
+      EXPECT_TRUE(st.ok()) << st.ToString();
+      out.losses = rec.losses;
+      auto state = (*m)->ReadState();
+      EXPECT_TRUE(state.ok()) << state.status().ToString();
+      if (state.ok()) out.state = std::move(state).value();
+      return out;
+    };
+    const Trained plain = run(false), zero = run(true);
+    ASSERT_EQ(zero.losses.size(), 30u);
+    EXPECT_EQ(zero.losses, plain.losses) << (net == Net::Vit ? "vit" : "mlp");
+    EXPECT_LT(zero.losses.back(), zero.losses.front());
+    ExpectSameState(zero.state, plain.state, /*bitwise=*/true);
   }
 }
 
@@ -516,8 +558,8 @@ TEST(ParallelOptimizerStream, UnsupportedCombinationsAreRefusedByName) {
   co.grad_accumulation = 2;
   refused(co, StatusCode::kUnimplemented, "grad_accumulation");
   co = ZeroOptions(0, 2);
-  co.parallel_mode = ParallelMode::SemiAutoParallel;
-  refused(co, StatusCode::kUnimplemented, "semi_auto_parallel");
+  co.pipeline = {.stages = 2, .micro_size = 2, .scheduler = "1f1b", .stage_of = {}};
+  refused(co, StatusCode::kUnimplemented, "pipeline_stages");
   co = ZeroOptions(0, 2);
   co.parallel_optimizer_config.optimizer_level = "level2";
   refused(co, StatusCode::kUnimplemented, "level2");

@@ -1301,9 +1301,9 @@ TEST_F(SinkrunTest, ParallelOptimizerOnTwoDaemonsTrainsAsDataParallel) {
                 "--parallel-optimizer-config applies with --enable-parallel-optimizer");
   ExpectRefused(base + " --enable-parallel-optimizer --parallel-optimizer-config '{\"threshold\": 8}'",
                 "--parallel-optimizer-config: Unknown config: ['threshold']");
-  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel semi_auto_parallel "
-                "--strategy data --enable-parallel-optimizer",
-                "enable_parallel_optimizer with parallel_mode semi_auto_parallel is not supported by this build yet");
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "
+                "--enable-parallel-optimizer --grad-accumulation 2",
+                "enable_parallel_optimizer with grad_accumulation_step 2 is not supported by this build yet");
 }
 
 // The bar: O2 reaches fp32's Fashion-MNIST test accuracy within

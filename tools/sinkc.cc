@@ -327,8 +327,6 @@ int Run(const Flags& f, const CLI::App& app) {
     co.gradients_mean = context->gradients_mean;
     co.parameter_broadcast = context->parameter_broadcast;
     co.comm_fusion = context->comm_fusion;
-    co.enable_parallel_optimizer = context->enable_parallel_optimizer;
-    co.parallel_optimizer_config = context->parallel_optimizer_config;
     if (context->pipeline_stages > 1) {
       auto pipeline = tools::PipelineFromFlags(f.pipe);
       if (!pipeline.ok()) return Usage(pipeline.status().message());
@@ -352,6 +350,8 @@ int Run(const Flags& f, const CLI::App& app) {
     co.device_memory = context->device_memory_capacity;
     co.calibration = context->calibration_file;
   }
+  co.enable_parallel_optimizer = context->enable_parallel_optimizer;
+  co.parallel_optimizer_config = context->parallel_optimizer_config;
   // Under auto_parallel: one search, every rank compiled from it.
   auto job = host::CompileJob(file->graph, co);
   if (!job.ok()) return Failure(f.graph + ": " + job.status().message());

@@ -527,6 +527,8 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     co.calibration = context.calibration_file;
     co.amp_level = amp_level;
     co.loss_scale = *loss_scale;
+    co.enable_parallel_optimizer = context.enable_parallel_optimizer;
+    co.parallel_optimizer_config = context.parallel_optimizer_config;
     // The daemons of one host talk over shared memory; a rank table that
     // spans hosts puts TCP links in every ring.
     if (table) {
@@ -636,8 +638,8 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   if (per_step > 1)
     batch_text += ", " + std::to_string(per_step) + " batches per optimizer step (gradient accumulation" +
                   (devices > 1 ? "" : "; " + std::to_string(global_batch) + " samples") + ")";
-  // Optimizer parallel acts under data parallel (stand_alone has one rank).
-  const bool zero = context.enable_parallel_optimizer && context.mode == host::ParallelMode::DataParallel;
+  // Optimizer parallel acts with several ranks (stand_alone has one).
+  const bool zero = context.enable_parallel_optimizer && context.mode != host::ParallelMode::StandAlone;
   std::cout << "sinkrun: " << network << " on " << data->describe() << ": " << train_samples << " training, "
             << Counted(test_raw->get_dataset_size(), "test sample") << "; batch " << batch << batch_text << ", "
             << Counted(f.epochs, "epoch") << " of " << Counted(steps_per_epoch, "step") << ", "

@@ -178,9 +178,6 @@ Status ValidateParallelOptimizer(const ParallelContext& c) {
                            std::to_string(o.optimizer_weight_shard_size) + ".");
   if (!c.enable_parallel_optimizer || c.mode == ParallelMode::StandAlone) return Status::Ok();
   const std::string name = ParallelModeName(c.mode);
-  if (c.mode != ParallelMode::DataParallel)
-    return Unimplemented("enable_parallel_optimizer with parallel_mode " + name +
-                         " is not supported by this build yet: it runs under data_parallel.");
   if (c.pipeline_stages > 1)
     return Unimplemented("enable_parallel_optimizer with pipeline_stages " + std::to_string(c.pipeline_stages) +
                          " is not supported by this build yet.");

@@ -233,18 +233,27 @@ void AttachOptimizerSlices(compiler::LoweredStream& lowered, const compiler::Tra
           g.tensor(op.inputs[k]).shape == g.tensor(op.inputs[0]).shape)
         sliced[op.inputs[k]] = it->second;
   }
+  std::map<TensorId, const compiler::SliceInfo*> param_slice;  // semi-auto: the parameter's own slice
+  for (const compiler::BufferDef& b : lowered.buffers)
+    if (b.persistent && b.slice && b.role == fb::BufferRole::Param) param_slice[b.tensor] = &*b.slice;
   for (compiler::BufferDef& b : lowered.buffers) {
     auto it = sliced.find(b.tensor);
     if (it == sliced.end() || !b.persistent) continue;
     const compiler::OptimizerShard& s = *it->second;
-    const Shape& whole = g.tensor(tg.grads[s.grad].param).shape;
+    const TensorId param = tg.grads[s.grad].param;
+    const Shape& whole = g.tensor(param).shape;
     compiler::SliceInfo info{.global_shape = whole,
                              .offset = std::vector<int64_t>(whole.size(), 0),
                              .device_matrix = {static_cast<int64_t>(s.parts)},
                              .tensor_map = std::vector<int>(whole.size(), -1),
                              .partial = {}};
-    info.offset[0] = s.row_begin;
     info.tensor_map[0] = 0;
+    // Under semi-auto the parameter is itself a slice: the block is a part
+    // of that slice of the whole tensor. Its layout keeps the parameter's
+    // device matrix and map (which cannot say that dim 0 is cut again);
+    // the offset and the whole shape, which the host reads, are exact.
+    if (auto p = param_slice.find(param); p != param_slice.end()) info = *p->second;
+    info.offset[0] += s.row_begin;
     b.slice = std::move(info);
   }
 }
@@ -484,12 +493,19 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
   // Gradient accumulation: the gradient of the K batches' mean loss.
   const int accumulate = options.grad_accumulation;
   // Optimizer parallel (data parallel): rank r updates block r.
+  // Optimizer parallel: a parameter's update is shared by the ranks that
+  // hold it whole (data parallel) or hold the same slice of it (semi-auto:
+  // its mirror group).
   std::optional<parallel::OptimizerSharding> zero;
-  if (options.enable_parallel_optimizer && options.parallel_mode == ParallelMode::DataParallel)
-    zero = parallel::OptimizerSharding{.parts = options.world_size,
-                                       .position = options.rank,
+  if (options.enable_parallel_optimizer && options.parallel_mode != ParallelMode::StandAlone) {
+    zero = parallel::OptimizerSharding{.rank = options.rank,
+                                       .group = WorldGroup(options.world_size),
+                                       .groups = {},
                                        .threshold_kb = options.parallel_optimizer_config.threshold_kb,
                                        .alignment = options.arena_alignment};
+    if (sharded)
+      for (const parallel::LocalParameter& p : local->parameters) zero->groups[p.local] = p.mirror_group;
+  }
   SINKRT_ASSIGN_OR_RETURN(
       compiler::TrainingGraph tg,
       compiler::BuildTrainingGraph(amp, options.optimizer, options.eval_program,

@@ -101,49 +101,53 @@ CommFusion SizeFusion(const CommFusion& fusion, const FusionThreshold& entry) {
 }
 
 struct OptimizerBuckets {
-  std::vector<const OptimizerShard*> scatter;  // in the order backward finishes their gradients
-  int64_t ready_at = 0;                        // the last of them
+  std::vector<const OptimizerShard*> shards;  // ReduceScatter: in the order backward finishes their gradients
+  std::vector<uint32_t> group;                // the ranks of every shard in it
+  int64_t ready_at = 0;                       // ReduceScatter: the last of its gradients
 };
 
 // The sharded gradients in ReduceScatter buckets of at most comm_fusion's
 // reducescatter size (the gradient that crosses it still joins, as
-// AllReduce buckets do), in the order they are ready.
-Result<std::vector<OptimizerBuckets>> PlanOptimizerBuckets(const TrainingGraph& tg,
-                                                           const std::vector<parallel::FusionGradient>& grads,
-                                                           const CommFusion& fusion) {
-  std::vector<parallel::FusionGradient> sharded;
-  for (const OptimizerShard& s : tg.optimizer_shards) sharded.push_back(grads.at(s.grad));
-  if (sharded.empty()) return std::vector<OptimizerBuckets>{};
-  SINKRT_ASSIGN_OR_RETURN(std::vector<parallel::FusionBucket> buckets,
-                          parallel::PlanFusionBuckets(sharded, SizeFusion(fusion, fusion.reducescatter)));
+// AllReduce buckets do), one group's gradients per bucket, in the order
+// they are ready.
+Result<std::vector<OptimizerBuckets>> PlanScatterBuckets(const TrainingGraph& tg,
+                                                         const std::vector<parallel::FusionGradient>& grads,
+                                                         const CommFusion& fusion) {
+  std::map<std::vector<uint32_t>, std::vector<const OptimizerShard*>> by_group;
+  for (const OptimizerShard& s : tg.optimizer_shards) by_group[s.group].push_back(&s);
   std::vector<OptimizerBuckets> out;
-  for (const parallel::FusionBucket& b : buckets) {
-    OptimizerBuckets z;
-    z.ready_at = b.ready_at;
-    for (size_t i : b.gradients) z.scatter.push_back(&tg.optimizer_shards[i]);
-    out.push_back(std::move(z));
+  for (const auto& [group, shards] : by_group) {
+    std::vector<parallel::FusionGradient> sub;
+    for (const OptimizerShard* s : shards) sub.push_back(grads.at(s->grad));
+    SINKRT_ASSIGN_OR_RETURN(std::vector<parallel::FusionBucket> buckets,
+                            parallel::PlanFusionBuckets(sub, SizeFusion(fusion, fusion.reducescatter)));
+    for (const parallel::FusionBucket& b : buckets) {
+      OptimizerBuckets z{.shards = {}, .group = group, .ready_at = b.ready_at};
+      for (size_t i : b.gradients) z.shards.push_back(shards[i]);
+      out.push_back(std::move(z));
+    }
   }
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.ready_at < b.ready_at; });
   return out;
 }
 
 // The updated blocks in AllGather buckets of at most comm_fusion's
-// allgather size, taken in the order their updates run (that of the
-// ReduceScatter buckets).
-std::vector<std::vector<const OptimizerShard*>> GatherBuckets(const std::vector<OptimizerBuckets>& scatter,
-                                                              const CommFusion& fusion) {
+// allgather size, one group's per bucket, taken in the order their updates
+// run (that of the ReduceScatter buckets).
+std::vector<OptimizerBuckets> GatherBuckets(const std::vector<OptimizerBuckets>& scatter, const CommFusion& fusion) {
   const CommFusion f = SizeFusion(fusion, fusion.allgather);
   const uint64_t limit = static_cast<uint64_t>(f.size_mb * static_cast<double>(parallel::kFusionBytesPerMb));
-  std::vector<std::vector<const OptimizerShard*>> out;
+  std::vector<OptimizerBuckets> out;
   uint64_t bytes = 0;
   bool open = false;
   for (const OptimizerBuckets& b : scatter)
-    for (const OptimizerShard* s : b.scatter) {
-      if (!open) {
-        out.emplace_back();
+    for (const OptimizerShard* s : b.shards) {
+      if (!open || out.back().group != s->group) {
+        out.push_back({.shards = {}, .group = s->group, .ready_at = -1});
         bytes = 0;
         open = true;
       }
-      out.back().push_back(s);
+      out.back().shards.push_back(s);
       bytes += s->bytes;
       if (!f.openstate || bytes >= limit) open = false;
     }
@@ -476,11 +480,14 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
     // each ready when backward has written its last gradient, among the
     // reduced buckets in ready order; then the AllGather buckets of the
     // updated blocks, ready after their updates.
-    SINKRT_ASSIGN_OR_RETURN(std::vector<OptimizerBuckets> zero,
-                            PlanOptimizerBuckets(tg, grads, options.comm_fusion));
+    SINKRT_ASSIGN_OR_RETURN(std::vector<OptimizerBuckets> zero, PlanScatterBuckets(tg, grads, options.comm_fusion));
     for (const OptimizerBuckets& z : zero) {
-      BucketDef rs{.kind = BucketDef::Kind::ReduceScatter, .buffers = {}, .group = 0, .inputs = {}, .outputs = {}};
-      for (const OptimizerShard* s : z.scatter) {
+      BucketDef rs{.kind = BucketDef::Kind::ReduceScatter,
+                   .buffers = {},
+                   .group = GroupIndex(out.groups, z.group, options.world_size),
+                   .inputs = {},
+                   .outputs = {}};
+      for (const OptimizerShard* s : z.shards) {
         rs.inputs.push_back(maps.persistent.at(tg.grads[s->grad].grad));
         rs.outputs.push_back(maps.persistent.at(s->grad_slice));
       }
@@ -490,9 +497,13 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
     }
     if (!zero.empty())
       std::stable_sort(ready.begin(), ready.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (const std::vector<const OptimizerShard*>& bucket : GatherBuckets(zero, options.comm_fusion)) {
-      BucketDef ag{.kind = BucketDef::Kind::AllGather, .buffers = {}, .group = 0, .inputs = {}, .outputs = {}};
-      for (const OptimizerShard* s : bucket) {
+    for (const OptimizerBuckets& bucket : GatherBuckets(zero, options.comm_fusion)) {
+      BucketDef ag{.kind = BucketDef::Kind::AllGather,
+                   .buffers = {},
+                   .group = GroupIndex(out.groups, bucket.group, options.world_size),
+                   .inputs = {},
+                   .outputs = {}};
+      for (const OptimizerShard* s : bucket.shards) {
         ag.inputs.push_back(maps.persistent.at(s->param_slice));
         ag.outputs.push_back(maps.persistent.at(tg.grads[s->grad].param));
       }

@@ -89,16 +89,17 @@ void ShardOptimizer(Graph& g, OptimizerKind kind, const parallel::OptimizerShard
   for (size_t i = 0; i < decisions.size(); ++i) {
     const parallel::OptimizerShardDecision& d = decisions[i];
     const TensorInfo param = g.tensor(tg->grads[i].param);
-    tg->optimizer_shard_report.push_back(parallel::DescribeShard(param, d, sharding.position));
+    tg->optimizer_shard_report.push_back(parallel::DescribeShard(param, d, sharding.rank));
     if (!d.sharded) continue;
     Shape block = param.shape;
     block[0] = d.row_end - d.row_begin;
     OptimizerShard s;
     s.grad = i;
-    s.parts = sharding.parts;
-    s.position = sharding.position;
+    s.group = d.group;
+    s.parts = static_cast<uint32_t>(d.group.size());
+    s.position = d.position;
     s.row_begin = d.row_begin;
-    s.offset_bytes = d.block_bytes * sharding.position;
+    s.offset_bytes = d.block_bytes * d.position;
     s.bytes = d.bytes;
     s.param_slice = g.AddTensor({.name = param.name + "/zero_slice", .dtype = DType::F32, .shape = block,
                                  .kind = TensorKind::Intermediate, .init = {}});
@@ -157,8 +158,8 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
     // per rank, so the ranks then agree through the max of their flags.
     std::vector<uint32_t> group = overflow_group;
     if (!tg.optimizer_shards.empty() && group.empty()) {
-      for (uint32_t r = 0; r < optimizer_sharding->parts; ++r) group.push_back(r);
-      overflow_position = optimizer_sharding->position;
+      group = optimizer_sharding->group;
+      overflow_position = optimizer_sharding->rank;
     }
     std::vector<TensorId> inputs = {tg.loss_scale};
     for (size_t i = 0; i < tg.grads.size(); ++i)

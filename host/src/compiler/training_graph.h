@@ -24,6 +24,7 @@ namespace sinkrt::host::compiler {
 struct OptimizerShard {
   size_t grad = 0;  // index into TrainingGraph::grads
   TensorId param_slice = kInvalidTensor, grad_slice = kInvalidTensor;
+  std::vector<uint32_t> group;  // the ranks sharing the update (world ranks)
   uint32_t parts = 1, position = 0;
   int64_t row_begin = 0;
   uint64_t offset_bytes = 0;

@@ -128,10 +128,12 @@ struct ParallelContext {
   // Stand-alone and data_parallel; 1: none.
   int grad_accumulation_step = 1;
   // MindSpore's enable_parallel_optimizer (docs/parallel_optimizer.md):
-  // under data_parallel each rank keeps and updates only its 1/device_num
-  // of the optimizer state of every parameter the config lets it shard
-  // (ZeRO-1): the gradient is ReduceScattered into its slice and the
-  // updated slices AllGathered back. stand_alone has nothing to shard and
+  // each of the N ranks holding a parameter (data_parallel: every rank;
+  // semi_auto_parallel and auto_parallel: the ranks holding the same
+  // slice, its mirror group) keeps and updates only its 1/N of that
+  // parameter's optimizer state, for every parameter the config lets it
+  // shard (ZeRO-1): the gradient is ReduceScattered into its block and the
+  // updated blocks AllGathered back. stand_alone has nothing to shard and
   // ignores it.
   bool enable_parallel_optimizer = false;
   ParallelOptimizerConfig parallel_optimizer_config;
