@@ -426,9 +426,9 @@ class Checker {
       if (!first) first = in;
       if (in->dtype() != out->dtype() || (scatter && in->dtype() != first->dtype()))
         return InvalidArgument(where + ": " + in_name + " is " + DTypeName(in->dtype()) + ", " + out_name + " " +
-                               DTypeName(out->dtype()) + (scatter ? ", input 0" + Named(first->name()) + " " +
-                                                                        DTypeName(first->dtype())
-                                                                  : std::string()) +
+                               DTypeName(out->dtype()) +
+                               (scatter && i > 0 ? ", input 0" + Named(first->name()) + " " + DTypeName(first->dtype())
+                                                 : std::string()) +
                                ": a blocked " + kind + " works on one dtype" + (scatter ? "" : " per pair"));
       const fb::Buffer* whole = scatter ? in : out;
       const fb::Buffer* block = scatter ? out : in;
