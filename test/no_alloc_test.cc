@@ -25,7 +25,9 @@
 #include <functional>
 #include <memory>
 #include <new>
+#include <span>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "sinkrt/device/communicator.h"
@@ -423,6 +425,101 @@ void ExpectAllToAllNoAllocations(bool shared_memory) {
 
 TEST(NoAlloc, AllToAllOverSharedMemoryAllocatesNothing) { ExpectAllToAllNoAllocations(true); }
 TEST(NoAlloc, AllToAllOverTcpAllocatesNothing) { ExpectAllToAllNoAllocations(false); }
+
+// Blocked ReduceScatter and AllGather on three communicators whose working
+// copy was reserved up front (as PrepareProgram reserves it at load): the
+// warm-up runs only unfused AllGathers of the same total size (numbering
+// the group, priming the transports) and never the blocked calls, so a
+// working copy grown on first use would count.
+void ExpectBlockedNoAllocations(bool shared_memory) {
+  constexpr uint32_t kRanks = 3;
+  const size_t kBlocks[] = {4 * 5, 4 * 3001, 4 * 77};  // bytes per member: f32
+  const size_t kChunk = kBlocks[0] + kBlocks[1] + kBlocks[2];
+  std::vector<std::unique_ptr<device::ListeningInbox>> inboxes;
+  std::vector<device::PeerAddress> world;
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    auto inbox = device::ListeningInbox::Start();
+    SINKRT_ASSERT_OK(inbox);
+    world.push_back({r, (*inbox)->address(), device::LocalHostId()});
+    inboxes.push_back(std::move(inbox).value());
+  }
+  std::vector<std::unique_ptr<device::Communicator>> comms(kRanks);
+  std::vector<Status> st(kRanks);
+  auto on_each_rank = [&](const std::function<void(uint32_t)>& fn) {
+    std::vector<std::thread> threads;
+    for (uint32_t r = 0; r < kRanks; ++r) threads.emplace_back([&fn, r] { fn(r); });
+    for (auto& t : threads) t.join();
+  };
+  on_each_rank([&](uint32_t r) {
+    device::CommOptions o;
+    o.use_shared_memory = shared_memory;
+    o.segment_bytes = 4096;
+    auto c = device::Communicator::Create(r, world, 79, *inboxes[r], o);
+    st[r] = c.status();
+    if (c.ok()) comms[r] = std::move(c).value();
+  });
+  for (uint32_t r = 0; r < kRanks; ++r) SINKRT_ASSERT_OK(st[r]);
+  const device::Group all = device::Group::World(kRanks);
+  // Per rank: whole buffers (gradients, then parameters) and their shards,
+  // each shard this rank's block of its gradient (in place).
+  std::vector<std::vector<std::vector<uint8_t>>> whole(kRanks);
+  std::vector<std::vector<std::span<const uint8_t>>> ins(kRanks);
+  std::vector<std::vector<std::span<uint8_t>>> outs(kRanks);
+  std::vector<std::vector<uint8_t>> warm_in(kRanks), warm_out(kRanks);
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    for (size_t b : kBlocks) whole[r].emplace_back(b * kRanks, static_cast<uint8_t>(0));
+    for (size_t i = 0; i < 3; ++i) {
+      std::span<uint8_t> mine = std::span<uint8_t>(whole[r][i]).subspan(r * kBlocks[i], kBlocks[i]);
+      ins[r].push_back(whole[r][i]);
+      outs[r].push_back(mine);
+    }
+    warm_in[r].resize(kChunk);
+    warm_out[r].resize(kChunk * kRanks);
+    comms[r]->ReserveScratch(kChunk * kRanks);
+  }
+  auto gather_back = [&](uint32_t r) {
+    std::vector<std::span<const uint8_t>> shard_in(outs[r].begin(), outs[r].end());
+    std::vector<std::span<uint8_t>> whole_out(whole[r].begin(), whole[r].end());
+    return std::make_pair(std::move(shard_in), std::move(whole_out));
+  };
+  std::vector<std::pair<std::vector<std::span<const uint8_t>>, std::vector<std::span<uint8_t>>>> gathers;
+  for (uint32_t r = 0; r < kRanks; ++r) gathers.push_back(gather_back(r));
+  on_each_rank([&](uint32_t r) {
+    for (int i = 0; i < 2 && st[r].ok(); ++i) st[r] = comms[r]->AllGather(warm_in[r], warm_out[r], all);
+  });
+  for (uint32_t r = 0; r < kRanks; ++r) SINKRT_ASSERT_OK(st[r]);
+
+  std::atomic<uint32_t> ready{0}, done{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < kRanks; ++r)
+    threads.emplace_back([&, r] {
+      ++ready;
+      while (!go.load()) std::this_thread::yield();
+      Status s;
+      for (int i = 0; i < 8 && s.ok(); ++i) {
+        s = comms[r]->ReduceScatterBlocked(ins[r], outs[r], DType::F32, device::ReduceOp::Mean, all);
+        if (s.ok()) s = comms[r]->AllGatherBlocked(gathers[r].first, gathers[r].second, all);
+      }
+      st[r] = s;
+      ++done;
+    });
+  while (ready.load() < kRanks) std::this_thread::yield();
+  g_ours = g_dnnl = g_dnnl_calls = 0;
+  g_per_thread = true;
+  g_armed = true;
+  go = true;
+  while (done.load() < kRanks) std::this_thread::yield();
+  g_armed = false;
+  g_per_thread = false;
+  for (auto& t : threads) t.join();
+  for (uint32_t r = 0; r < kRanks; ++r) SINKRT_ASSERT_OK(st[r]);
+  EXPECT_EQ(g_ours.load(), 0) << "sinkrt allocated during 8 rounds of blocked ReduceScatter and AllGather";
+  on_each_rank([&](uint32_t r) { comms[r].reset(); });
+}
+
+TEST(NoAlloc, BlockedCollectivesOverSharedMemoryAllocateNothing) { ExpectBlockedNoAllocations(true); }
+TEST(NoAlloc, BlockedCollectivesOverTcpAllocateNothing) { ExpectBlockedNoAllocations(false); }
 
 TEST(NoAlloc, MlpStepsAllocateNothing) { ExpectNoAllocations(testing::MakeMlp(64), 64, 784); }
 TEST(NoAlloc, ProfiledMlpStepsAllocateNothing) { ExpectNoAllocations(testing::MakeMlp(64), 64, 784, true); }

@@ -49,6 +49,10 @@ struct PreparedTask {
   // place over `data`; AllGather, ReduceScatter and AllToAll from `data`
   // into `out`; Send and Recv over `data`), resolved and checked at load.
   std::span<uint8_t> data, out;
+  // Blocked AllGather and ReduceScatter: one input and one output per pair
+  // (empty for every other task, and for the single-buffer forms).
+  std::vector<std::span<const uint8_t>> ins;
+  std::vector<std::span<uint8_t>> outs;
   DType dtype = DType::Invalid;
   ReduceOp op = ReduceOp::Sum;
   Group group;

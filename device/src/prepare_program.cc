@@ -57,6 +57,32 @@ Status PrepareGroup(const LoadedJob& job, uint32_t index, const std::string& whe
   return Status::Ok();
 }
 
+bool Blocked(const flatbuffers::Vector<uint32_t>* outputs) { return outputs && outputs->size() > 0; }
+
+// A blocked AllGather's or ReduceScatter's pairs (the verifier has checked
+// their lengths, dtypes and sizes), and the working copy its ring needs,
+// reserved now so that no step allocates it. `scatter`: the inputs are
+// members x the outputs (else the other way round).
+Status PrepareBlocked(LoadedJob& job, const flatbuffers::Vector<uint32_t>* inputs,
+                      const flatbuffers::Vector<uint32_t>* outputs, bool scatter, const std::string& where,
+                      PreparedTask* pt) {
+  const size_t members = pt->group.ranks.size();
+  size_t chunk = 0;
+  for (uint32_t i = 0; i < outputs->size(); ++i) {
+    pt->ins.push_back(Bytes(job, inputs->Get(i)));
+    pt->outs.push_back(Bytes(job, outputs->Get(i)));
+    const size_t whole = scatter ? pt->ins.back().size() : pt->outs.back().size();
+    const size_t block = scatter ? pt->outs.back().size() : pt->ins.back().size();
+    if (whole != block * members)
+      return InvalidArgument(where + ": pair " + std::to_string(i) + " of " + std::to_string(whole) + " and " +
+                             std::to_string(block) + " bytes is not " + std::to_string(members) + " equal blocks");
+    chunk += block;
+  }
+  pt->dtype = BufferDef(job, inputs->Get(0))->dtype();
+  if (members > 1) job.comm->ReserveScratch(members * chunk);
+  return Status::Ok();
+}
+
 Status PrepareCollective(LoadedJob& job, const fb::Task* task, const std::string& where, PreparedTask* pt) {
   switch (task->body_type()) {
     case fb::TaskBody::AllReduceTask: {
@@ -78,6 +104,7 @@ Status PrepareCollective(LoadedJob& job, const fb::Task* task, const std::string
     case fb::TaskBody::AllGatherTask: {
       auto* t = task->body_as_AllGatherTask();
       SINKRT_RETURN_IF_ERROR(PrepareGroup(job, t->group(), where, &pt->group));
+      if (Blocked(t->outputs())) return PrepareBlocked(job, t->inputs(), t->outputs(), false, where, pt);
       pt->data = Bytes(job, t->input());
       pt->out = Bytes(job, t->output());
       pt->dtype = BufferDef(job, t->input())->dtype();
@@ -91,6 +118,7 @@ Status PrepareCollective(LoadedJob& job, const fb::Task* task, const std::string
       auto* t = task->body_as_ReduceScatterTask();
       pt->op = t->op();
       SINKRT_RETURN_IF_ERROR(PrepareGroup(job, t->group(), where, &pt->group));
+      if (Blocked(t->outputs())) return PrepareBlocked(job, t->inputs(), t->outputs(), true, where, pt);
       pt->data = Bytes(job, t->input());
       pt->out = Bytes(job, t->output());
       pt->dtype = BufferDef(job, t->input())->dtype();
@@ -98,6 +126,7 @@ Status PrepareCollective(LoadedJob& job, const fb::Task* task, const std::string
         return InvalidArgument(where + ": input of " + std::to_string(pt->data.size()) + " bytes is not " +
                                std::to_string(pt->group.ranks.size()) + " x the output's " +
                                std::to_string(pt->out.size()));
+      if (pt->group.ranks.size() > 1) job.comm->ReserveScratch(pt->data.size());
       return Status::Ok();
     }
     case fb::TaskBody::AllToAllTask: {

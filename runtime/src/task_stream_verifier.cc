@@ -391,6 +391,63 @@ class Checker {
     return Status::Ok();
   }
 
+  static bool IsBlocked(const flatbuffers::Vector<uint32_t>* inputs, const flatbuffers::Vector<uint32_t>* outputs) {
+    return (inputs && inputs->size() > 0) || (outputs && outputs->size() > 0);
+  }
+
+  // A fused, blocked AllGather or ReduceScatter (its inputs/outputs lists).
+  // The device packs block q of every pair into one chunk q of a single
+  // ring, so each pair must split into `members` equal blocks: a
+  // ReduceScatter's inputs[i] is members x outputs[i] (all of one dtype,
+  // the ring reduces them as one array), an AllGather's outputs[i] is
+  // members x inputs[i] (moved as bytes, so one dtype per pair is enough).
+  // A device that ignored the lists would run a different collective on
+  // the unused scalar fields, hence the requirement bit.
+  Status CheckBlocked(const std::string& where, const std::string& kind, uint32_t group_index,
+                      const fb::CommGroup* group, const flatbuffers::Vector<uint32_t>* inputs,
+                      const flatbuffers::Vector<uint32_t>* outputs) {
+    if (!(s_->header()->requirements() & kFeatureBlockedCollectives))
+      return InvalidArgument(where + ": a blocked " + kind +
+                             " (inputs/outputs lists) in a stream whose header does not require blocked collectives");
+    const uint32_t ni = inputs ? inputs->size() : 0, no = outputs ? outputs->size() : 0;
+    if (ni != no)
+      return InvalidArgument(where + ": " + std::to_string(ni) + " inputs and " + std::to_string(no) +
+                             " outputs: a blocked " + kind + " pairs every input with one output");
+    const bool scatter = kind == "ReduceScatter";
+    const uint64_t members = group->ranks()->size();
+    const fb::Buffer* first = nullptr;
+    for (uint32_t i = 0; i < ni; ++i) {
+      SINKRT_RETURN_IF_ERROR(CheckBufferIndex(where + " input " + std::to_string(i), inputs->Get(i)));
+      SINKRT_RETURN_IF_ERROR(CheckBufferIndex(where + " output " + std::to_string(i), outputs->Get(i)));
+      const fb::Buffer* in = s_->buffers()->Get(inputs->Get(i));
+      const fb::Buffer* out = s_->buffers()->Get(outputs->Get(i));
+      const std::string in_name = "input " + std::to_string(i) + Named(in->name());
+      const std::string out_name = "output " + std::to_string(i) + Named(out->name());
+      if (!first) first = in;
+      if (in->dtype() != out->dtype() || (scatter && in->dtype() != first->dtype()))
+        return InvalidArgument(where + ": " + in_name + " is " + DTypeName(in->dtype()) + ", " + out_name + " " +
+                               DTypeName(out->dtype()) +
+                               (scatter && i > 0 ? ", input 0" + Named(first->name()) + " " + DTypeName(first->dtype())
+                                                 : std::string()) +
+                               ": a blocked " + kind + " works on one dtype" + (scatter ? "" : " per pair"));
+      const fb::Buffer* whole = scatter ? in : out;
+      const fb::Buffer* block = scatter ? out : in;
+      const std::string& whole_name = scatter ? in_name : out_name;
+      const std::string& block_name = scatter ? out_name : in_name;
+      const uint64_t elems = whole->bytes() / DTypeSize(whole->dtype());
+      if (elems % members != 0)
+        return InvalidArgument(where + ": " + whole_name + " of " + std::to_string(elems) + " " +
+                               DTypeName(whole->dtype()) + " elements does not split into " +
+                               std::to_string(members) + " equal blocks for group " + std::to_string(group_index) +
+                               Named(group->name()));
+      if (whole->bytes() != members * block->bytes())
+        return InvalidArgument(where + ": " + whole_name + " of " + std::to_string(whole->bytes()) + " bytes is not " +
+                               std::to_string(members) + " x " + block_name + " of " +
+                               std::to_string(block->bytes()) + " bytes");
+    }
+    return Status::Ok();
+  }
+
   Status CheckCollective(const std::string& where, const fb::Task* task) {
     const std::string kind(TaskKindName(task->body_type()));
     if (!(supported_ & kFeatureCollectives))
@@ -412,12 +469,16 @@ class Checker {
       case fb::TaskBody::AllGatherTask: {
         const fb::AllGatherTask* t = task->body_as_AllGatherTask();
         SINKRT_RETURN_IF_ERROR(CheckGroupIndex(where, t->group(), &group));
+        if (IsBlocked(t->inputs(), t->outputs()))
+          return CheckBlocked(where, "AllGather", t->group(), group, t->inputs(), t->outputs());
         SINKRT_RETURN_IF_ERROR(CheckBufferIndex(where + " input", t->input()));
         return CheckBufferIndex(where + " output", t->output());
       }
       case fb::TaskBody::ReduceScatterTask: {
         const fb::ReduceScatterTask* t = task->body_as_ReduceScatterTask();
         SINKRT_RETURN_IF_ERROR(CheckGroupIndex(where, t->group(), &group));
+        if (IsBlocked(t->inputs(), t->outputs()))
+          return CheckBlocked(where, "ReduceScatter", t->group(), group, t->inputs(), t->outputs());
         SINKRT_RETURN_IF_ERROR(CheckBufferIndex(where + " input", t->input()));
         return CheckBufferIndex(where + " output", t->output());
       }

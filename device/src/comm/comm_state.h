@@ -33,7 +33,9 @@ struct Communicator::State {
   // Send/Recv, made on first use so that later ones allocate nothing.
   std::map<uint32_t, std::vector<uint32_t>> pairs;
   Status broken;                                        // the first failure; every later call returns it
-  std::vector<uint8_t> scratch;                         // ReduceScatter's working copy, kept between calls
+  // The working copy of ReduceScatter and the blocked collectives, kept
+  // between calls (Communicator::ReserveScratch sizes it at load).
+  std::vector<uint8_t> scratch;
 
   ~State();
 };

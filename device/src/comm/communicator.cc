@@ -38,6 +38,22 @@ Status CheckReducible(DType dtype, size_t bytes, const char* what) {
   return Status::Ok();
 }
 
+// A blocked collective's lists: as many `blocks` as `wholes`, each whole
+// `members` times its block.
+template <typename Blocks, typename Wholes>
+Status CheckBlocked(const char* what, const Blocks& blocks, const Wholes& wholes, size_t members,
+                    const char* whole_name, const char* block_name) {
+  if (blocks.size() != wholes.size())
+    return InvalidArgument(std::string(what) + ": " + std::to_string(wholes.size()) + " " + whole_name + "s for " +
+                           std::to_string(blocks.size()) + " " + block_name + "s");
+  for (size_t i = 0; i < blocks.size(); ++i)
+    if (wholes[i].size() != blocks[i].size() * members)
+      return InvalidArgument(std::string(what) + ": " + whole_name + " " + std::to_string(i) + " of " +
+                             std::to_string(wholes[i].size()) + " bytes for " + std::to_string(members) +
+                             " members of " + std::to_string(blocks[i].size()) + " bytes");
+  return Status::Ok();
+}
+
 Status Usable(const Communicator::State& s) {
   if (!s.broken.ok())
     return Status(s.broken.code(), "the communicator is broken by an earlier failure: " + s.broken.message());
@@ -119,6 +135,27 @@ Status Communicator::ReduceScatter(std::span<const uint8_t> in, std::span<uint8_
                            std::to_string(group.ranks.size()) + " members of " + std::to_string(out.size()) + " bytes");
   return RunOp(*state_, OpKind::kReduceScatter, group.ranks, pos,
                [&](Op& o) { return ReduceScatterOp(o, in, out, dtype, op); });
+}
+
+Status Communicator::ReduceScatterBlocked(std::span<const std::span<const uint8_t>> in,
+                                          std::span<const std::span<uint8_t>> out, DType dtype, ReduceOp op,
+                                          const Group& group) {
+  SINKRT_ASSIGN_OR_RETURN(uint32_t pos, GroupPosition(*state_, group));
+  SINKRT_RETURN_IF_ERROR(CheckBlocked("ReduceScatterBlocked", out, in, group.ranks.size(), "input", "output"));
+  for (const auto& o : out) SINKRT_RETURN_IF_ERROR(CheckReducible(dtype, o.size(), "ReduceScatterBlocked"));
+  return RunOp(*state_, OpKind::kReduceScatter, group.ranks, pos,
+               [&](Op& o) { return ReduceScatterBlockedOp(o, in, out, dtype, op); });
+}
+
+Status Communicator::AllGatherBlocked(std::span<const std::span<const uint8_t>> in,
+                                      std::span<const std::span<uint8_t>> out, const Group& group) {
+  SINKRT_ASSIGN_OR_RETURN(uint32_t pos, GroupPosition(*state_, group));
+  SINKRT_RETURN_IF_ERROR(CheckBlocked("AllGatherBlocked", in, out, group.ranks.size(), "output", "input"));
+  return RunOp(*state_, OpKind::kAllGather, group.ranks, pos, [&](Op& o) { return AllGatherBlockedOp(o, in, out); });
+}
+
+void Communicator::ReserveScratch(size_t bytes) {
+  if (state_->scratch.size() < bytes) state_->scratch.resize(bytes);
 }
 
 Status Communicator::AllToAll(std::span<const uint8_t> in, std::span<uint8_t> out, const Group& group) {

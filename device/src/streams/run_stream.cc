@@ -10,8 +10,12 @@ Status RunCollective(Communicator& comm, PreparedTask& pt) {
   switch (pt.kind) {
     case fb::TaskBody::AllReduceTask: return comm.AllReduce(pt.data, pt.dtype, pt.op, pt.group);
     case fb::TaskBody::BroadcastTask: return comm.Broadcast(pt.data, pt.peer, pt.group);
-    case fb::TaskBody::AllGatherTask: return comm.AllGather(pt.data, pt.out, pt.group);
-    case fb::TaskBody::ReduceScatterTask: return comm.ReduceScatter(pt.data, pt.out, pt.dtype, pt.op, pt.group);
+    case fb::TaskBody::AllGatherTask:
+      if (!pt.outs.empty()) return comm.AllGatherBlocked(pt.ins, pt.outs, pt.group);
+      return comm.AllGather(pt.data, pt.out, pt.group);
+    case fb::TaskBody::ReduceScatterTask:
+      if (!pt.outs.empty()) return comm.ReduceScatterBlocked(pt.ins, pt.outs, pt.dtype, pt.op, pt.group);
+      return comm.ReduceScatter(pt.data, pt.out, pt.dtype, pt.op, pt.group);
     case fb::TaskBody::AllToAllTask: return comm.AllToAll(pt.data, pt.out, pt.group);
     case fb::TaskBody::SendTask: return comm.Send(pt.data, pt.peer);
     case fb::TaskBody::RecvTask: return comm.Recv(pt.data, pt.peer);

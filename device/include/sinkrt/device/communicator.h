@@ -129,6 +129,23 @@ class Communicator {
   // `out` = this member's 1/members share of the reduction of every `in`.
   Status ReduceScatter(std::span<const uint8_t> in, std::span<uint8_t> out, DType dtype, ReduceOp op,
                        const Group& group);
+  // Fused, blocked ReduceScatter (optimizer parallel's buckets): for every
+  // i, `out[i]` = this member's 1/members block of the reduction of every
+  // member's `in[i]` (in[i].size() == out[i].size() * members, all of
+  // `dtype`), in one ring. Each element is reduced in the order
+  // ReduceScatter(in[i], out[i], ...) alone would reduce it, so the results
+  // are bitwise those of the unfused calls. out[i] may lie inside in[i].
+  Status ReduceScatterBlocked(std::span<const std::span<const uint8_t>> in, std::span<const std::span<uint8_t>> out,
+                              DType dtype, ReduceOp op, const Group& group);
+  // Fused, blocked AllGather: for every i, `out[i]` = every member's
+  // `in[i]` in group order (out[i].size() == in[i].size() * members), in
+  // one ring. in[i] may be this member's block of out[i] (in place).
+  Status AllGatherBlocked(std::span<const std::span<const uint8_t>> in, std::span<const std::span<uint8_t>> out,
+                          const Group& group);
+  // Grows the working copy that ReduceScatter and the blocked collectives
+  // use to at least `bytes`, so that a loaded program's collectives
+  // allocate nothing when they run. Not while a collective runs.
+  void ReserveScratch(size_t bytes);
   // MPI_Alltoall with equal blocks: `in` is one block per member, block j
   // for the member at position j; `out` receives the block that the member
   // at position i holds for this rank at block i. in.size() == out.size(),

@@ -85,6 +85,10 @@ Status RecursiveDoubling(Op& op, std::span<uint8_t> data, size_t elem, DType dty
 Status AllReduceOp(Op& op, std::span<uint8_t> data, DType dtype, ReduceOp rop);
 Status AllGatherOp(Op& op, std::span<const uint8_t> in, std::span<uint8_t> out);
 Status ReduceScatterOp(Op& op, std::span<const uint8_t> in, std::span<uint8_t> out, DType dtype, ReduceOp rop);
+Status ReduceScatterBlockedOp(Op& op, std::span<const std::span<const uint8_t>> in,
+                              std::span<const std::span<uint8_t>> out, DType dtype, ReduceOp rop);
+Status AllGatherBlockedOp(Op& op, std::span<const std::span<const uint8_t>> in,
+                          std::span<const std::span<uint8_t>> out);
 Status AllToAllOp(Op& op, std::span<const uint8_t> in, std::span<uint8_t> out);
 Status BroadcastOp(Op& op, std::span<uint8_t> data, uint32_t root_pos);
 Status SendOp(Op& op, std::span<const uint8_t> data, uint32_t peer_pos);
