@@ -1,10 +1,13 @@
 // Optimizer parallel (ZeRO-1; docs/parallel_optimizer.md) against plain
 // data parallel on local sinkd daemons: per-rank memory and step time.
 //
-//   BM_Zero/net:N/devices:D/zero:Z   Model.train with Adam (1e-3) in sink
+//   BM_Zero/zero:Z/net:N/devices:D   Model.train with Adam (1e-3) in sink
 //        mode on D real sinkd daemons, DATA_PARALLEL with gradients mean,
 //        Z = 1 with enable_parallel_optimizer (threshold 64 KB, comm_fusion
-//        defaults: one fused ReduceScatter and one fused AllGather bucket).
+//        defaults: one fused ReduceScatter and one fused AllGather bucket),
+//        Z = 2 the same with comm_fusion's reducescatter and allgather at
+//        size 1 (262144 B buckets: more, smaller collectives that overlap
+//        backward and the updates).
 //        Nets: 0 = the MLP 784-512-256-10 at batch 64 per rank, 1 = the
 //        wide ViT {dim 256, heads 4, hidden 1024, blocks 4} at batch 16.
 //        One iteration is one epoch of kSteps steps per rank after an
@@ -50,12 +53,16 @@ host::Graph NetworkOf(int net) {
   return host::MakeVitNetwork(BatchOf(net), 1, {.dim = 256, .heads = 4, .hidden = 1024, .blocks = 4});
 }
 
-host::ModelOptions OptionsOf(int devices, bool zero) {
+host::ModelOptions OptionsOf(int devices, int zero) {
   host::ModelOptions o;
   o.context.mode = host::ParallelMode::DataParallel;
   o.context.device_num = devices;
   o.context.gradients_mean = true;
-  o.context.enable_parallel_optimizer = zero;
+  o.context.enable_parallel_optimizer = zero > 0;
+  if (zero == 2) {
+    o.context.comm_fusion.reducescatter = {.mode = "size", .size_mb = 1};
+    o.context.comm_fusion.allgather = {.mode = "size", .size_mb = 1};
+  }
   return o;
 }
 
@@ -75,9 +82,9 @@ void MemoryCounters(benchmark::State& state, const host::CompiledJob& job) {
 }
 
 void BM_Zero(benchmark::State& state) {
-  const int net = static_cast<int>(state.range(0));
-  const int devices = static_cast<int>(state.range(1));
-  const bool zero = state.range(2) != 0;
+  const int zero = static_cast<int>(state.range(0));
+  const int net = static_cast<int>(state.range(1));
+  const int devices = static_cast<int>(state.range(2));
   auto links = Connect(devices);
   if (!links.ok()) return state.SkipWithError(links.status().ToString().c_str());
   std::vector<DeviceLink*> pointers;
@@ -95,7 +102,8 @@ void BM_Zero(benchmark::State& state) {
     co.parallel_mode = host::ParallelMode::DataParallel;
     co.world_size = static_cast<uint32_t>(devices);
     co.gradients_mean = true;
-    co.enable_parallel_optimizer = zero;
+    co.enable_parallel_optimizer = zero > 0;
+    co.comm_fusion = options.context.comm_fusion;
     co.predict_program = true;  // as Model compiles a network with an output
     const host::TensorId label = network.Input("label", {BatchOf(net)}, DType::I32);
     network.SetLoss(network.SparseSoftmaxCrossEntropy(network.outputs().front(), label));
@@ -121,11 +129,12 @@ void BM_Zero(benchmark::State& state) {
   state.counters["comm_wait_ms"] = timing.sum.comm_wait_ms / steps;
 }
 
-// Interleaved: each (net, devices) pair runs plain then ZeRO back to back,
-// so the machine's drift hits both alike.
+// Interleaved: each (net, devices) pair runs plain then ZeRO back to back
+// (the first argument varies fastest), so the machine's drift hits both
+// alike.
 BENCHMARK(BM_Zero)
-    ->ArgNames({"net", "devices", "zero"})
-    ->ArgsProduct({{0, 1}, {2, 4}, {0, 1}})
+    ->ArgNames({"zero", "net", "devices"})
+    ->ArgsProduct({{0, 1, 2}, {0, 1}, {2, 4}})
     ->Iterations(kTimedEpochs)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
@@ -133,26 +142,22 @@ BENCHMARK(BM_Zero)
 void PrintSummary(const RecordingReporter& rep) {
   std::printf("\nAdam, data parallel on local sinkd daemons, sink mode; %d cores; rank 0's memory\n",
               device::AvailableCores());
-  std::printf("%-32s %3s  %14s %14s %14s  %12s %12s  %s\n", "net", "N", "opt state MiB", "state MiB", "arena MiB",
-              "samples/s", "comm wait ms", "ZeRO vs DP");
+  std::printf("%-32s %3s %-22s %9s %9s %9s %10s %9s %8s %9s\n", "net", "N", "run", "opt MiB", "state MiB",
+              "arena MiB", "samples/s", "comm ms", "wait ms", "vs DP");
   for (int net : {0, 1})
     for (int n : {2, 4}) {
-      const std::string stem = "BM_Zero/net:" + std::to_string(net) + "/devices:" + std::to_string(n) + "/zero:";
-      const std::string dp = stem + "0", z = stem + "1";
-      if (rep.Median(dp, "items_per_second") < 0 || rep.Median(z, "items_per_second") < 0) continue;
-      auto pair = [&](const char* counter) {
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%.2f -> %.2f", rep.Median(dp, counter), rep.Median(z, counter));
-        return std::string(buf);
-      };
-      const char* name = net == 0 ? "MLP 784-512-256-10, batch 64" : "wide ViT 256/4/1024/4, batch 16";
-      std::printf("%-32s %3d  %14s %14s %14s  %12s %12s  %.2fx samples/s, opt state %.2fx\n", name, n,
-                  pair("opt_state_MiB").c_str(), pair("state_MiB").c_str(), pair("arena_MiB").c_str(),
-                  (std::to_string(static_cast<int>(rep.Median(dp, "items_per_second"))) + " -> " +
-                   std::to_string(static_cast<int>(rep.Median(z, "items_per_second"))))
-                      .c_str(),
-                  pair("comm_wait_ms").c_str(), rep.Median(z, "items_per_second") / rep.Median(dp, "items_per_second"),
-                  rep.Median(z, "opt_state_MiB") / rep.Median(dp, "opt_state_MiB"));
+      const std::string tail = "/net:" + std::to_string(net) + "/devices:" + std::to_string(n);
+      const double base = rep.Median("BM_Zero/zero:0" + tail, "items_per_second");
+      for (int zero : {0, 1, 2}) {
+        const std::string name = "BM_Zero/zero:" + std::to_string(zero) + tail;
+        const double rate = rep.Median(name, "items_per_second");
+        if (rate < 0) continue;
+        const char* run = zero == 0 ? "data parallel" : zero == 1 ? "ZeRO, default fusion" : "ZeRO, 256 KiB buckets";
+        std::printf("%-32s %3d %-22s %9.2f %9.2f %9.2f %10.0f %9.2f %8.2f %8.2fx\n",
+                    net == 0 ? "MLP 784-512-256-10, batch 64" : "wide ViT 256/4/1024/4, batch 16", n, run,
+                    rep.Median(name, "opt_state_MiB"), rep.Median(name, "state_MiB"), rep.Median(name, "arena_MiB"), rate,
+                    rep.Median(name, "comm_ms"), rep.Median(name, "comm_wait_ms"), base > 0 ? rate / base : 0.0);
+      }
     }
 }
 
