@@ -239,7 +239,7 @@ void ApplyCommSchedule(ProgramDef& prog, parallel::ReductionSchedule schedule, c
       case Kind::Compute: return std::move(prog.tasks[s.index]);
       case Kind::RecordEvent: return {std::move(s.name), EventRecordDef{s.event}};
       case Kind::WaitEvent: return {std::move(s.name), EventWaitDef{s.event}};
-      case Kind::AllReduce: {
+      case Kind::Bucket: {
         const BucketDef& b = buckets[s.index];
         switch (b.kind) {
           case BucketDef::Kind::AllReduce:

@@ -144,7 +144,7 @@ ReductionSchedule ScheduleGradientReduction(std::span<const ComputeTask> tasks, 
       const size_t k = static_cast<size_t>(who);
       s.comm.push_back(event(Kind::WaitEvent, k, "ready", ready(k)));
       s.comm.push_back(
-          {.kind = Kind::AllReduce, .index = k, .name = "bucket" + std::to_string(k) + "/" + buckets[k].collective});
+          {.kind = Kind::Bucket, .index = k, .name = "bucket" + std::to_string(k) + "/" + buckets[k].collective});
       s.comm.push_back(event(Kind::RecordEvent, k, "done", done(k)));
     } else {
       const uint32_t j = static_cast<uint32_t>(-1 - who);

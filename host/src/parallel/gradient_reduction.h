@@ -59,11 +59,11 @@ struct ComputeTask {
 
 // One task of a scheduled stream.
 struct ScheduledTask {
-  enum class Kind : uint8_t { Compute, RecordEvent, WaitEvent, AllReduce };
+  enum class Kind : uint8_t { Compute, RecordEvent, WaitEvent, Bucket };
   Kind kind = Kind::Compute;
-  // Compute: index of the ComputeTask; AllReduce: the bucket, whose own
-  // collective (an AllReduce, or optimizer parallel's ReduceScatter or
-  // AllGather) this is.
+  // Compute: index of the ComputeTask; Bucket: the bucket whose collective
+  // this is (an AllReduce, or optimizer parallel's ReduceScatter or
+  // AllGather).
   size_t index = 0;
   uint32_t event = 0;  // RecordEvent, WaitEvent
   std::string name;    // "bucket3/ready"; empty for Compute

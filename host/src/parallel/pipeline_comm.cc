@@ -146,7 +146,7 @@ Result<ReductionSchedule> SchedulePipelineComm(std::span<const ComputeTask> task
   std::stable_sort(by_ready.begin(), by_ready.end(), [&](size_t a, size_t b) { return ready_at[a] < ready_at[b]; });
   for (size_t k : by_ready) {
     s.comm.push_back(bucket_event(Kind::WaitEvent, k, "ready", b_ready(k)));
-    s.comm.push_back({.kind = Kind::AllReduce, .index = k, .event = 0, .name = "bucket" + std::to_string(k) + "/allreduce"});
+    s.comm.push_back({.kind = Kind::Bucket, .index = k, .event = 0, .name = "bucket" + std::to_string(k) + "/allreduce"});
     s.comm.push_back(bucket_event(Kind::RecordEvent, k, "done", b_done(k)));
   }
   s.num_events = c_base + 2 * static_cast<uint32_t>(collective_at.size());
