@@ -229,7 +229,7 @@ void AddCollective(const KernelDef& k, const std::string& name, std::vector<Comm
 }
 
 // Rewrites `prog`'s tasks as `schedule` lays them out on the compute and
-// comm streams: its Compute entries index the tasks, its AllReduce entries
+// comm streams: its Compute entries index the tasks, its Bucket entries
 // the buckets.
 void ApplyCommSchedule(ProgramDef& prog, parallel::ReductionSchedule schedule, const std::vector<BucketDef>& buckets,
                        fb::ReduceOp op) {
