@@ -620,9 +620,15 @@ TEST(SinkdWorldFaultTest, ModelTrainReportsTheDeadRank) {
   ASSERT_FALSE(st.ok());
   std::printf("[ info ] train() after the kill: %s\n", st.ToString().c_str());
   EXPECT_LT(Clock::now() - killer.killed, kPeerTimeout + 5s);
-  EXPECT_TRUE(Contains(st.message(), "train_step failed on rank")) << st.ToString();
+  // Who notices first is a race, and either report names the dead rank:
+  // the survivors' failed sink ("train_step failed on rank 0 of 3: ...
+  // rank 1 ..."), or the host's feeder, whose push to rank 1 meets the
+  // closed connection first ("pushing dataset batch N: rank 1 (...):
+  // connection lost during PushBatch").
+  const bool sink_failed = Contains(st.message(), "train_step failed on rank") && Contains(st.message(), "of 3");
+  const bool push_failed = Contains(st.message(), "connection lost during PushBatch");
+  EXPECT_TRUE(sink_failed || push_failed) << st.ToString();
   EXPECT_TRUE(Contains(st.message(), "rank 1")) << st.ToString();
-  EXPECT_TRUE(Contains(st.message(), "of 3")) << st.ToString();
 }
 
 TEST(SinkdWorldFaultTest, MemberThatNeverJoinsFailsWithinThePeerTimeoutNamingIt) {
