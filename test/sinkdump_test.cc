@@ -764,6 +764,8 @@ TEST_F(SinkdumpTest, OptimizerParallelStreamShowsHalfTheOptimizerState) {
   const std::string slice_row = RowOf(text.out, "ParamSlice", roles);
   ASSERT_FALSE(slice_row.empty()) << text.out;
   EXPECT_NE(slice_row.find(" 0 "), std::string::npos) << "a block covers no arena bytes of its own: " << slice_row;
+  EXPECT_NE(text.out.find("requirements  0x0000000000000003 (collectives, blocked collectives)"), std::string::npos)
+      << text.out;
   EXPECT_NE(text.out.find("ReduceScatter (optimizer parallel)"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("AllGather (optimizer parallel)"), std::string::npos) << text.out;
 

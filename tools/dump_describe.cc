@@ -256,9 +256,11 @@ std::string BufferLabel(const VerifiedStream& view, int64_t index) {
 std::vector<std::string> RequirementNames(uint64_t bits) {
   std::vector<std::string> names;
   if (bits & kFeatureCollectives) names.push_back("collectives");
+  if (bits & kFeatureBlockedCollectives) names.push_back("blocked collectives");
   for (int b = 0; b < 64; ++b) {
     uint64_t bit = uint64_t{1} << b;
-    if ((bits & bit) && bit != kFeatureCollectives) names.push_back("bit" + std::to_string(b));
+    if ((bits & bit) && bit != kFeatureCollectives && bit != kFeatureBlockedCollectives)
+      names.push_back("bit" + std::to_string(b));
   }
   return names;
 }
