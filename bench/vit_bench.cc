@@ -23,36 +23,13 @@
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model_zoo.h"
 #include "fed_sink.h"
+#include "task_breakdown.h"
 #include "support/test_models.h"
 
 namespace sinkrt {
 namespace {
 
 bool g_print_tasks = false;
-
-// The op classes of the breakdown. "attention" is the attention's own
-// products and softmax (its Linear layers count as matmul); "copy" is data
-// movement (the patchify and head split/merge Transposes, Split, Concat,
-// materialised Reshapes); "other" is the loss, GetNext and the rest.
-enum Class { kMatmul, kAttention, kLayerNorm, kElementwise, kCopy, kOptimizer, kOther, kClasses };
-constexpr std::array<const char*, kClasses> kClassNames = {"matmul",  "attention", "layernorm", "elementwise",
-                                                           "copy",    "optimizer", "other"};
-
-Class ClassOf(std::string_view op) {
-  if (op == "MatMul") return kMatmul;
-  if (op == "BatchMatMul" || op == "Softmax" || op == "SoftmaxGrad") return kAttention;
-  if (op == "LayerNorm" || op == "LayerNormGrad") return kLayerNorm;
-  if (op == "Transpose" || op == "Split" || op == "Concat" || op == "Reshape" || op == "Copy" || op == "Flatten" ||
-      op == "Gather" || op == "GatherGrad")
-    return kCopy;
-  if (op == "SgdUpdate" || op == "MomentumUpdate" || op == "AdamUpdate" || op == "AdamPowers") return kOptimizer;
-  if (op == "Gelu" || op == "GeluGrad" || op == "Relu" || op == "ReluGrad" || op == "Tanh" || op == "TanhGrad" ||
-      op == "Sigmoid" || op == "SigmoidGrad" || op == "Add" || op == "Sub" || op == "Mul" || op == "Neg" ||
-      op == "BiasAdd" || op == "BiasAddGrad" || op == "SumToShape" || op == "BroadcastTo" || op == "AddN" ||
-      op == "ReduceSum" || op == "ReduceMean" || op == "Fill" || op == "Cast")
-    return kElementwise;
-  return kOther;
-}
 
 // The zoo network with the loss Model would append (as test/support's
 // MakeMlp does for the MLP).
@@ -79,16 +56,6 @@ Status LoadVit(device::InProcessDevice& dev, int64_t batch, benchmark::State& st
   return dev.Load(cs.stream).status();
 }
 
-void PrintTasks(const std::vector<device::TaskTime>& times, double steps, const benchmark::State& state) {
-  std::vector<device::TaskTime> sorted = times;
-  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.ns > b.ns; });
-  std::fprintf(stderr, "\nViT train tasks, batch %ld, %ld thread(s): ms per step\n", static_cast<long>(state.range(0)),
-               static_cast<long>(state.range(1)));
-  for (const device::TaskTime& t : sorted)
-    std::fprintf(stderr, "  %8.4f  %-12s %-14s %.*s\n", t.ns / 1e6 / steps, kClassNames[ClassOf(t.op)],
-                 std::string(t.op).c_str(), static_cast<int>(t.name.size()), t.name.data());
-}
-
 // Arguments: batch, threads.
 void RunVitTrain(benchmark::State& state, bool recompute) {
   const int64_t batch = state.range(0);
@@ -104,10 +71,8 @@ void RunVitTrain(benchmark::State& state, bool recompute) {
   const double n = RunTimedSinks(state, dev, data, batch, steps).steps;
   if (n == 0) return;
   const std::vector<device::TaskTime> times = dev.executor()->TaskTimes(ProgramKind::TrainStep);
-  std::array<double, kClasses> class_ms{};
-  for (const device::TaskTime& t : times) class_ms[ClassOf(t.op)] += t.ns / 1e6 / n;
-  for (int c = 0; c < kClasses; ++c) state.counters[std::string(kClassNames[c]) + "_ms"] = class_ms[c];
-  if (g_print_tasks) PrintTasks(times, n, state);
+  SetClassCounters(state, times, n);
+  if (g_print_tasks) PrintTasks("ViT", times, n, state);
 }
 
 void BM_VitTrain(benchmark::State& state) { RunVitTrain(state, false); }
@@ -137,14 +102,7 @@ BENCHMARK(BM_VitRecompute)
 
 int main(int argc, char** argv) {
   // Our flag first; the rest are Google Benchmark's.
-  int kept = 1;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--tasks") == 0)
-      sinkrt::g_print_tasks = true;
-    else
-      argv[kept++] = argv[i];
-  }
-  argc = kept;
+  sinkrt::g_print_tasks = sinkrt::TakeTasksFlag(&argc, argv);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

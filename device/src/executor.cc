@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "streams/comm_stream.h"
+#include "team/worker_team.h"
 #include "loaded_job.h"
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/clock.h"
@@ -88,8 +89,20 @@ Result<std::unique_ptr<Executor>> Executor::Load(VerifiedStream stream, const De
     return Internal(std::string("cannot create the oneDNN CPU engine: ") + e.what());
   }
 
+  const bool team = job->threads > 1 && options.worker_team;
+  if (team) {
+    job->team = std::make_unique<WorkerTeam>(
+        job->threads, std::chrono::duration_cast<std::chrono::nanoseconds>(options.worker_spin).count());
+    try {
+      job->dnnl->part_streams.push_back(job->dnnl->stream);
+      for (int p = 1; p < job->threads; ++p) job->dnnl->part_streams.emplace_back(job->dnnl->engine);
+    } catch (const dnnl::error& e) {
+      return Internal(std::string("cannot create the oneDNN streams of the worker team: ") + e.what());
+    }
+  }
   PrepareContext pctx;
   pctx.dnnl = job->dnnl.get();
+  pctx.team_size = team ? job->threads : 1;
   bool two_streams = false;
   if (root->programs())
     for (const fb::Program* p : *root->programs()) {
@@ -101,6 +114,9 @@ Result<std::unique_ptr<Executor>> Executor::Load(VerifiedStream stream, const De
   SINKRT_ASSIGN_OR_RETURN(job->scratch, PageBlock::Allocate(pctx.scratch_bytes, options.prefault));
   job->run_ctx.dnnl = job->dnnl.get();
   job->run_ctx.scratch = job->scratch.data();
+  job->run_ctx.team = job->team.get();
+  job->side_run_ctx = job->run_ctx;
+  job->side_run_ctx.team = nullptr;
   if (two_streams) job->comm_stream = std::make_unique<CommStream>(*job);
 
   // Start the OpenMP team now: its first parallel region allocates.

@@ -108,6 +108,7 @@ struct PreparedProgram {
 };
 
 class CommStream;
+class WorkerTeam;
 
 struct LoadedJob {
   explicit LoadedJob(VerifiedStream s);
@@ -123,7 +124,12 @@ struct LoadedJob {
   static constexpr int kPrograms = static_cast<int>(fb::ProgramKind::MAX) + 1;
   PreparedProgram programs[kPrograms];  // by ProgramKind
   bool has_program[kPrograms] = {};
+  // Kernels of the compute stream (stream 0) run with run_ctx, which has
+  // the worker team; any kernel on another stream with side_run_ctx, which
+  // has none, so the team only ever has one caller.
   RunContext run_ctx;
+  RunContext side_run_ctx;
+  std::unique_ptr<WorkerTeam> team;  // threads - 1 workers; null with one thread
   std::atomic<bool> cancelled{false};
   Communicator* comm = nullptr;        // not owned; set when the stream has collectives
   std::unique_ptr<CommStream> comm_stream;  // when any program has a second stream

@@ -227,7 +227,13 @@ Status PrepareProgram(LoadedJob& job, const fb::Program* def, PrepareContext& pc
           if (k->outputs())
             for (uint32_t i : *k->outputs()) pt.args.outputs.push_back(MakeRef(job, i));
           if (k->fused_bias() >= 0) pt.args.fused_bias = MakeRef(job, static_cast<uint32_t>(k->fused_bias()));
-          SINKRT_RETURN_IF_ERROR(pt.kernel->prepare(pt.args, pctx, &pt.state), TaskLabel(*out, s, t));
+          // Only the compute stream's kernels split across the team
+          // (LoadedJob::side_run_ctx).
+          PrepareContext stream_ctx = pctx;
+          if (s != 0) stream_ctx.team_size = 1;
+          const Status st = pt.kernel->prepare(pt.args, stream_ctx, &pt.state);
+          pctx.scratch_bytes = stream_ctx.scratch_bytes;
+          SINKRT_RETURN_IF_ERROR(st, TaskLabel(*out, s, t));
           break;
         }
         case fb::TaskBody::GetNextTask: {

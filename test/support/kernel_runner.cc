@@ -9,6 +9,7 @@
 #include <random>
 
 #include "../../device/src/kernels/dnnl_runtime.h"
+#include "../../device/src/team/worker_team.h"
 
 namespace sinkrt::testing {
 namespace {
@@ -22,6 +23,9 @@ device::DnnlRuntime& Dnnl() {
     auto* r = new device::DnnlRuntime;
     r->engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
     r->stream = dnnl::stream(r->engine);
+    // Enough part streams for any KernelRunner::Team a test makes.
+    r->part_streams.push_back(r->stream);
+    for (int p = 1; p < 8; ++p) r->part_streams.emplace_back(r->engine);
     return r;
   }();
   return *rt;
@@ -118,6 +122,11 @@ KernelRunner& KernelRunner::Relu() {
   act_ = fb::Activation::Relu;
   return *this;
 }
+KernelRunner& KernelRunner::Team(device::WorkerTeam* team) {
+  team_ = team;
+  return *this;
+}
+
 KernelRunner& KernelRunner::NoDnnl() {
   use_dnnl_ = false;
   return *this;
@@ -196,11 +205,13 @@ Status KernelRunner::Prepare() {
   if (impl_ == nullptr) return NotFound(std::string("no kernel for ") + fb::EnumNameOpCode(code_));
   device::PrepareContext ctx;
   ctx.dnnl = use_dnnl_ ? &Dnnl() : nullptr;
+  ctx.team_size = team_ ? team_->size() : 1;
   SINKRT_RETURN_IF_ERROR(impl_->prepare(args_, ctx, &state_));
   scratch_bytes_ = ctx.scratch_bytes;
   scratch_.assign(scratch_bytes_ + 64, 0);
   auto p = reinterpret_cast<uintptr_t>(scratch_.data());
   run_ctx_.dnnl = ctx.dnnl;
+  run_ctx_.team = team_;
   run_ctx_.scratch = reinterpret_cast<uint8_t*>((p + 63) & ~uintptr_t{63});
   return Status::Ok();
 }

@@ -84,6 +84,9 @@ class KernelRunner {
   KernelRunner& Relu();
   // Prepares without a oneDNN runtime (a device built without one).
   KernelRunner& NoDnnl();
+  // Prepares and runs with `team` (at most 8 threads; the test owns it), as
+  // the compute stream of a device with that many threads.
+  KernelRunner& Team(device::WorkerTeam* team);
 
   KernelRunner& Axis(int axis);
   KernelRunner& Axes(std::vector<int32_t> axes, bool keep_dims);
@@ -120,6 +123,7 @@ class KernelRunner {
   fb::Activation act_ = fb::Activation::None;
   int32_t bias_index_ = -1;
   bool use_dnnl_ = true;
+  device::WorkerTeam* team_ = nullptr;
   device::KernelArgs args_;
   const device::KernelImpl* impl_ = nullptr;
   std::unique_ptr<device::KernelState> state_;

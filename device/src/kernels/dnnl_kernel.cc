@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <string>
 
+#include "team/worker_team.h"
+
 namespace sinkrt::device {
 
 void DnnlState::Bind(int arg, const dnnl::memory::desc& md, const dnnl::engine& engine,
@@ -26,8 +28,9 @@ void DnnlState::Finish(const dnnl::primitive_desc& pd, const dnnl::engine& engin
   scratchpad = dnnl::memory(md, engine, DNNL_MEMORY_NONE);
   scratchpad_arg = static_cast<int>(exec_args.size());
   exec_args.push_back({DNNL_ARG_SCRATCHPAD, scratchpad.get()});
-  ctx.scratch_bytes = std::max(ctx.scratch_bytes, bytes);
+  ctx.scratch_bytes = std::max(ctx.scratch_bytes, scratch_offset + bytes);
 }
+
 
 dnnl::memory::desc PlainDesc(const Shape& shape, dnnl::memory::data_type dt) {
   dnnl::memory::dims dims(shape.begin(), shape.end());
@@ -191,26 +194,50 @@ int64_t DnnlWorkEstimate(const KernelArgs& args) {
   }
 }
 
+namespace {
+
+// Executes one prepared primitive on `stream`, its scratchpad bound to
+// `scratch` + its offset.
+dnnl_status_t Execute(DnnlState& s, const dnnl::stream& stream, uint8_t* scratch) {
+  uint8_t* mine = scratch + s.scratch_offset;
+  if (s.scratchpad_arg >= 0 && s.bound_scratch != mine) {
+    dnnl_status_t st = dnnl_memory_set_data_handle(s.scratchpad.get(), mine);
+    if (st != dnnl_success) return st;
+    s.bound_scratch = mine;
+  }
+  dnnl_status_t st = dnnl_primitive_execute(s.primitive.get(), stream.get(), static_cast<int>(s.exec_args.size()),
+                                            s.exec_args.data());
+  if (st == dnnl_success) st = dnnl_stream_wait(stream.get());
+  return st;
+}
+
+Status ExecutionError(const KernelArgs& args, dnnl_status_t st) {
+  return Internal(std::string(OpName(args)) + ": oneDNN execution failed (" + dnnl_status2str(st) + ")");
+}
+
+}  // namespace
+
 Status DnnlRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   auto& s = *static_cast<DnnlState*>(state);
-  if (s.scratchpad_arg >= 0 && s.bound_scratch != ctx.scratch) {
-    if (dnnl_memory_set_data_handle(s.scratchpad.get(), ctx.scratch) != dnnl_success) {
-      return Internal(std::string(OpName(args)) + ": cannot bind the oneDNN scratchpad");
-    }
-    s.bound_scratch = ctx.scratch;
-  }
-  dnnl_stream_t stream = ctx.dnnl->stream.get();
   const int team = s.single_thread ? omp_get_max_threads() : 0;
   if (s.single_thread) omp_set_num_threads(1);
-  dnnl_status_t st = dnnl_primitive_execute(s.primitive.get(), stream,
-                                            static_cast<int>(s.exec_args.size()),
-                                            s.exec_args.data());
-  if (st == dnnl_success) st = dnnl_stream_wait(stream);
+  const dnnl_status_t st = Execute(s, ctx.dnnl->stream, ctx.scratch);
   if (s.single_thread) omp_set_num_threads(team);
-  if (st != dnnl_success) {
-    return Internal(std::string(OpName(args)) + ": oneDNN execution failed (" +
-                    dnnl_status2str(st) + ")");
-  }
+  if (st != dnnl_success) return ExecutionError(args, st);
+  return Status::Ok();
+}
+
+Status DnnlSplitRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
+  auto& s = *static_cast<DnnlSplitState*>(state);
+  const int parts = static_cast<int>(s.parts.size());
+  // Part 0 runs here, on the compute thread: one OpenMP thread for it too
+  // (the workers are set so for good).
+  const int team = omp_get_max_threads();
+  omp_set_num_threads(1);
+  ctx.team->Run(parts, [&](int p) { s.status[p] = Execute(s.parts[p], ctx.dnnl->StreamOf(p), ctx.scratch); });
+  omp_set_num_threads(team);
+  for (dnnl_status_t st : s.status)
+    if (st != dnnl_success) return ExecutionError(args, st);
   return Status::Ok();
 }
 

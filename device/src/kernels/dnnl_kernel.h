@@ -15,6 +15,7 @@
 
 #include "check.h"
 #include "dnnl_runtime.h"
+#include "parallel_range.h"
 
 namespace sinkrt::device {
 
@@ -28,12 +29,24 @@ struct DnnlState : KernelState {
   // Small primitives run on the calling thread alone: waking a passively
   // waiting OpenMP worker costs ~50 µs here, more than their whole work.
   bool single_thread = false;
+  // Where this primitive's scratchpad starts in RunContext::scratch: a part
+  // of a split kernel runs beside the others and needs its own.
+  uint64_t scratch_offset = 0;
 
   // Wraps `data` (an arena pointer) in a memory object described by `md`.
   void Bind(int arg, const dnnl::memory::desc& md, const dnnl::engine& engine, void* data);
-  // Creates the primitive from `pd` and reserves its scratchpad.
+  // Creates the primitive from `pd` and reserves its scratchpad (at
+  // scratch_offset, which a split kernel sets first).
   void Finish(const dnnl::primitive_desc& pd, const dnnl::engine& engine, PrepareContext& ctx);
 };
+
+// A kernel split across the worker team: one single-threaded primitive per
+// part, each over its own slice of the output, run at once (DnnlSplitRun).
+struct DnnlSplitState : KernelState {
+  std::vector<DnnlState> parts;
+  std::vector<dnnl_status_t> status;  // per part, written by the part's thread
+};
+
 
 // oneDNN's name for a float dtype the oneDNN kernels take: f32 or bf16 (the
 // dtype checks below have ruled out any other).
@@ -113,5 +126,7 @@ Status CatchDnnl(const KernelArgs& args, F&& build) {
 
 // The run() of every oneDNN kernel: executes the prepared primitive.
 Status DnnlRun(const KernelArgs& args, KernelState* state, RunContext& ctx);
+// The run() of a DnnlSplitState: every part at once on the worker team.
+Status DnnlSplitRun(const KernelArgs& args, KernelState* state, RunContext& ctx);
 
 }  // namespace sinkrt::device

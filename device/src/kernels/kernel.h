@@ -43,17 +43,25 @@ struct KernelState {
 };
 
 struct DnnlRuntime;  // engine + stream, one per device (dnnl_runtime.h)
+class WorkerTeam;    // the compute threads a kernel may split across (team/worker_team.h)
 
 struct PrepareContext {
   DnnlRuntime* dnnl = nullptr;
   // Raised by prepare to the largest scratch any kernel needs; the executor
   // allocates (and pre-faults) that much once, after every prepare.
   uint64_t scratch_bytes = 0;
+  // Threads a kernel may split its work across (RunContext::team's size):
+  // a kernel that splits decides its parts here, once, from the shapes.
+  int team_size = 1;
 };
 
 struct RunContext {
   DnnlRuntime* dnnl = nullptr;
   uint8_t* scratch = nullptr;  // scratch_bytes, shared by the kernels of one stream
+  // The compute stream's team (nullptr on a stream that must not split,
+  // such as the comm stream); parts run at once, so a part that needs
+  // scratch takes its own slice of it.
+  WorkerTeam* team = nullptr;
 };
 
 struct KernelImpl {

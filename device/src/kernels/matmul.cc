@@ -8,6 +8,11 @@
 // dtypes: a and b both f32 or both bf16. With bf16 sources oneDNN
 // accumulates in f32 and stores y as f32 or bf16 (whichever y is); the bias
 // may be either too. All-f32 is the full-precision path.
+//
+// On a device with a worker team, a large MatMul is split into one
+// single-threaded primitive per thread over its own rows or columns of y
+// (PlanSplit), run at once: DnnlSplitRun.
+#include <algorithm>
 #include <string>
 
 #include "dnnl_kernel.h"
@@ -17,6 +22,36 @@ namespace sinkrt::device {
 namespace {
 
 using dnnl::memory;
+
+// Below this much work (2·M·N·K) a MatMul runs whole on one thread: a part
+// should be worth more than the hand-off.
+constexpr int64_t kSplitWork = 2'000'000;
+// Part boundaries fall on multiples of 16 rows or columns: 64 bytes of f32
+// output, so two parts never write one cache line.
+constexpr int64_t kSplitAlign = 16;
+
+// How a MatMul splits across the worker team: along M (rows of y and of
+// op(a)) when op(a) is the larger operand, else along N (columns of y, of
+// op(b) and of the bias), so that each part streams its own share of the
+// larger operand and the weights a part reads stay in its core's cache
+// from step to step. K is never split: each y element is one part's dot
+// product, summed as the whole kernel would.
+struct MatMulSplit {
+  int parts = 1;
+  bool rows = true;
+};
+
+MatMulSplit PlanSplit(int64_t m, int64_t n, int64_t k, int team) {
+  MatMulSplit s;
+  s.rows = m >= n;
+  const int64_t extent = s.rows ? m : n;
+  if (team <= 1 || 2 * m * n * k < kSplitWork) return s;
+  s.parts = static_cast<int>(std::min<int64_t>(team, extent / kSplitAlign));
+  if (s.parts < 1) s.parts = 1;
+  return s;
+}
+
+void* Offset(void* base, int64_t bytes) { return static_cast<uint8_t*>(base) + bytes; }
 
 Status MatMulPrepare(const KernelArgs& args, PrepareContext& ctx,
                      std::unique_ptr<KernelState>* state) {
@@ -47,22 +82,42 @@ Status MatMulPrepare(const KernelArgs& args, PrepareContext& ctx,
   SINKRT_RETURN_IF_ERROR(CheckFusion(args, n, "N", sources, &has_bias, &relu));
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
 
+  const MatMulSplit split = PlanSplit(m, n, k, ctx.team_size);
   return CatchDnnl(args, [&]() -> Status {
+    // A split kernel's parts are one thread each, and so is their oneDNN
+    // kernel choice: create them under a one-thread OpenMP team.
+    ScopedOmpThreads one(split.parts > 1 ? 1 : 0);
     const dnnl::engine& engine = ctx.dnnl->engine;
     const auto src_dt = DnnlType(sources);
-    const memory::desc a_md({m, k}, src_dt, ta ? memory::dims{1, m} : memory::dims{k, 1});
-    const memory::desc b_md({k, n}, src_dt, tb ? memory::dims{1, k} : memory::dims{n, 1});
-    const memory::desc y_md = PlainDesc({m, n}, args.outputs[0].dtype);
-    const memory::desc bias_md = PlainDesc({1, n}, has_bias ? args.fused_bias.dtype : DType::F32);
-    const dnnl::matmul::desc desc = has_bias ? dnnl::matmul::desc(a_md, b_md, bias_md, y_md)
-                                             : dnnl::matmul::desc(a_md, b_md, y_md);
-    const dnnl::matmul::primitive_desc pd(desc, MakeAttr(relu), engine);
-    auto s = std::make_unique<DnnlState>();
-    s->Bind(DNNL_ARG_SRC, a_md, engine, a.data);
-    s->Bind(DNNL_ARG_WEIGHTS, b_md, engine, b.data);
-    if (has_bias) s->Bind(DNNL_ARG_BIAS, bias_md, engine, args.fused_bias.data);
-    s->Bind(DNNL_ARG_DST, y_md, engine, args.outputs[0].data);
-    s->Finish(pd, engine, ctx);
+    const size_t src_size = DTypeSize(sources), y_size = DTypeSize(args.outputs[0].dtype);
+    auto s = std::make_unique<DnnlSplitState>();
+    s->parts.resize(split.parts);
+    s->status.resize(split.parts, dnnl_success);
+    uint64_t scratch = 0;
+    for (int p = 0; p < split.parts; ++p) {
+      // Part p computes y[r0:r1, c0:c1]: rows of op(a), or columns of op(b)
+      // and of the bias. Every slice keeps the full tensor's strides.
+      const int64_t extent = split.rows ? m : n;
+      const int64_t begin = PartBegin(extent, split.parts, p, kSplitAlign);
+      const int64_t end = PartBegin(extent, split.parts, p + 1, kSplitAlign);
+      const int64_t r0 = split.rows ? begin : 0, mp = split.rows ? end - begin : m;
+      const int64_t c0 = split.rows ? 0 : begin, np = split.rows ? n : end - begin;
+      const memory::desc a_md({mp, k}, src_dt, ta ? memory::dims{1, m} : memory::dims{k, 1});
+      const memory::desc b_md({k, np}, src_dt, tb ? memory::dims{1, k} : memory::dims{n, 1});
+      const memory::desc y_md({mp, np}, DnnlType(args.outputs[0].dtype), memory::dims{n, 1});
+      const memory::desc bias_md = PlainDesc({1, np}, has_bias ? args.fused_bias.dtype : DType::F32);
+      const dnnl::matmul::desc desc = has_bias ? dnnl::matmul::desc(a_md, b_md, bias_md, y_md)
+                                               : dnnl::matmul::desc(a_md, b_md, y_md);
+      const dnnl::matmul::primitive_desc pd(desc, MakeAttr(relu), engine);
+      DnnlState& part = s->parts[p];
+      part.Bind(DNNL_ARG_SRC, a_md, engine, Offset(a.data, (ta ? r0 : r0 * k) * src_size));
+      part.Bind(DNNL_ARG_WEIGHTS, b_md, engine, Offset(b.data, (tb ? c0 * k : c0) * src_size));
+      if (has_bias) part.Bind(DNNL_ARG_BIAS, bias_md, engine, Offset(args.fused_bias.data, c0 * DTypeSize(args.fused_bias.dtype)));
+      part.Bind(DNNL_ARG_DST, y_md, engine, Offset(args.outputs[0].data, (r0 * n + c0) * y_size));
+      part.scratch_offset = scratch;
+      part.Finish(pd, engine, ctx);
+      scratch += (pd.scratchpad_desc().get_size() + 63) / 64 * 64;
+    }
     *state = std::move(s);
     return Status::Ok();
   });
@@ -70,6 +125,6 @@ Status MatMulPrepare(const KernelArgs& args, PrepareContext& ctx,
 
 }  // namespace
 
-const KernelImpl kMatMulKernel = {MatMulPrepare, DnnlRun};
+const KernelImpl kMatMulKernel = {MatMulPrepare, DnnlSplitRun};
 
 }  // namespace sinkrt::device

@@ -12,6 +12,7 @@
 
 #include "check.h"
 #include "kernel_list.h"
+#include "parallel_range.h"
 
 namespace sinkrt::device {
 namespace {
@@ -76,7 +77,7 @@ Status SgdPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<Kerne
 }
 
 // g = grad + wd·param; param −= lr·g (grad · inv under loss scaling)
-Status SgdRun(const KernelArgs& args, KernelState* state, RunContext&) {
+Status SgdRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   const auto& s = *static_cast<SgdState*>(state);
   float inv = 1.0f;
   if (SkipStep(args, s.scaled, 2, &inv)) return Status::Ok();
@@ -84,11 +85,13 @@ Status SgdRun(const KernelArgs& args, KernelState* state, RunContext&) {
   const float* __restrict grad = args.inputs[1].f32();
   const int64_t n = args.inputs[0].numel;
   const float lr = s.lr, wd = s.wd;
-  if (s.scaled) {
-    for (int64_t i = 0; i < n; ++i) param[i] -= lr * (grad[i] * inv + wd * param[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) param[i] -= lr * (grad[i] + wd * param[i]);
-  }
+  ForRange(ctx, n, [&](int64_t begin, int64_t end) {
+    if (s.scaled) {
+      for (int64_t i = begin; i < end; ++i) param[i] -= lr * (grad[i] * inv + wd * param[i]);
+    } else {
+      for (int64_t i = begin; i < end; ++i) param[i] -= lr * (grad[i] + wd * param[i]);
+    }
+  });
   return Status::Ok();
 }
 
@@ -129,21 +132,24 @@ void MomentumLoop(const MomentumState& s, float* __restrict param, const float* 
   }
 }
 
-Status MomentumRun(const KernelArgs& args, KernelState* state, RunContext&) {
+Status MomentumRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   const auto& s = *static_cast<MomentumState*>(state);
   float inv = 1.0f;
   if (SkipStep(args, s.scaled, 3, &inv)) return Status::Ok();
   float* param = args.inputs[0].f32();
   const float* grad = args.inputs[1].f32();
   float* accum = args.inputs[2].f32();
-  const int64_t n = args.inputs[0].numel;
-  if (s.scaled) {
-    s.nesterov ? MomentumLoop<true, true>(s, param, grad, accum, n, inv)
-               : MomentumLoop<false, true>(s, param, grad, accum, n, inv);
-  } else {
-    s.nesterov ? MomentumLoop<true, false>(s, param, grad, accum, n, inv)
-               : MomentumLoop<false, false>(s, param, grad, accum, n, inv);
-  }
+  ForRange(ctx, args.inputs[0].numel, [&](int64_t begin, int64_t end) {
+    float* p = param + begin;
+    const float* g = grad + begin;
+    float* a = accum + begin;
+    const int64_t n = end - begin;
+    if (s.scaled) {
+      s.nesterov ? MomentumLoop<true, true>(s, p, g, a, n, inv) : MomentumLoop<false, true>(s, p, g, a, n, inv);
+    } else {
+      s.nesterov ? MomentumLoop<true, false>(s, p, g, a, n, inv) : MomentumLoop<false, false>(s, p, g, a, n, inv);
+    }
+  });
   return Status::Ok();
 }
 
@@ -228,7 +234,7 @@ void AdamLoop(const AdamState& s, float* __restrict param, const float* __restri
   }
 }
 
-Status AdamRun(const KernelArgs& args, KernelState* state, RunContext&) {
+Status AdamRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   const auto& s = *static_cast<AdamState*>(state);
   float inv = 1.0f;
   if (SkipStep(args, s.scaled, 5, &inv)) return Status::Ok();
@@ -238,12 +244,13 @@ Status AdamRun(const KernelArgs& args, KernelState* state, RunContext&) {
   const float* grad = args.inputs[1].f32();
   float* m = args.inputs[2].f32();
   float* v = args.inputs[3].f32();
-  const int64_t n = args.inputs[0].numel;
-  if (s.scaled) {
-    AdamLoop<true>(s, param, grad, m, v, lr_t, n, inv);
-  } else {
-    AdamLoop<false>(s, param, grad, m, v, lr_t, n, inv);
-  }
+  ForRange(ctx, args.inputs[0].numel, [&](int64_t b, int64_t e) {
+    if (s.scaled) {
+      AdamLoop<true>(s, param + b, grad + b, m + b, v + b, lr_t, e - b, inv);
+    } else {
+      AdamLoop<false>(s, param + b, grad + b, m + b, v + b, lr_t, e - b, inv);
+    }
+  });
   return Status::Ok();
 }
 

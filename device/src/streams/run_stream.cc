@@ -56,7 +56,7 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
       case fb::TaskBody::KernelTask: {
         int64_t t0 = NowNs();
         pos.Enter(t, StreamState::kKernel, t0);
-        Status st = pt.kernel->run(pt.args, pt.state.get(), job.run_ctx);
+        Status st = pt.kernel->run(pt.args, pt.state.get(), s == 0 ? job.run_ctx : job.side_run_ctx);
         const int64_t dt = NowNs() - t0;
         c->compute_ns += dt;
         pt.ns += dt;

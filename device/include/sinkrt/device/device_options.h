@@ -8,9 +8,22 @@
 namespace sinkrt::device {
 
 struct DeviceOptions {
-  // Threads for kernels (oneDNN's OpenMP team). 0: every core this process
-  // may run on (sched_getaffinity), never more.
+  // Threads for kernels: the compute thread and its worker team (large
+  // MatMuls and updates split across them), and oneDNN's OpenMP team for
+  // the kernels that do not split themselves. 0: every core this process
+  // may run on (sched_getaffinity), never more. Override:
+  // SINKRT_DEVICE_THREADS.
   int threads = 0;
+  // How long a worker of the team polls for its next part, and the compute
+  // thread for the workers' ends, before sleeping on a futex. Inside a step
+  // the next split kernel follows within microseconds; waking a sleeping
+  // thread costs tens of µs on these VMs. 0: sleep at once. Override:
+  // SINKRT_WORKER_SPIN_US.
+  std::chrono::microseconds worker_spin{50};
+  // false: no worker team; oneDNN's OpenMP team splits each large kernel
+  // instead, as before the team existed. SINKRT_WORKER_TEAM=0 turns it
+  // off, for measurements (bench/README.md compares the two).
+  bool worker_team = true;
   // How long GetNext waits on a dry queue before failing the sink, like
   // MindSpore's GetNext timeout. Override: SINKRT_GETNEXT_TIMEOUT_MS.
   std::chrono::milliseconds get_next_timeout{std::chrono::seconds(300)};

@@ -1,0 +1,74 @@
+// WorkerTeam: the compute threads of a device beyond the one that drives
+// its sink, for kernels that split their work into parts.
+//
+// Run(parts, fn) runs fn(0) on the calling thread and fn(p) on worker p, all
+// at once, and returns when every part is done. Parts are fixed by the
+// kernel at load (rows of a matmul, a range of an update), never by timing,
+// so a step computes the same bits on every run.
+//
+// Why not OpenMP: oneDNN's OpenMP team waits passively here (DESIGN §5: a
+// spinning team on 2 cores starves the feeder and the comm thread), and
+// waking a passive worker costs tens of µs per parallel region on these
+// VMs, about as much as a small matmul's whole work (bench/team_bench
+// measures both). A worker here spins for a bounded while after its part,
+// since the next split kernel of a step follows within microseconds, and
+// only then sleeps on a futex: inside a step the hand-off is a cache line,
+// between sinks the workers cost nothing.
+//
+// One caller at a time (the thread running the compute stream). No
+// allocation after construction.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace sinkrt::device {
+
+class WorkerTeam {
+ public:
+  // `size` threads in all, counting the caller (size - 1 workers start
+  // here). `spin_ns`: how long a worker polls for the next part, and the
+  // caller for the workers' ends, before sleeping.
+  WorkerTeam(int size, int64_t spin_ns);
+  ~WorkerTeam();
+  WorkerTeam(const WorkerTeam&) = delete;
+  WorkerTeam& operator=(const WorkerTeam&) = delete;
+
+  int size() const { return size_; }
+
+  // fn(part) for every part in [0, parts), parts <= size(); `fn` must not
+  // throw. With one part (or a team of one) it is a plain call.
+  template <typename F>
+  void Run(int parts, F&& fn) {
+    if (parts <= 1 || size_ <= 1) {
+      fn(0);
+      return;
+    }
+    RunParts(parts, [](void* f, int part) { (*static_cast<std::remove_reference_t<F>*>(f))(part); }, &fn);
+  }
+
+ private:
+  using PartFn = void (*)(void*, int);
+  void RunParts(int parts, PartFn fn, void* arg);
+  void WorkerLoop(int index);
+
+  const int size_;
+  const int64_t spin_ns_;
+  // The job of the current generation, written before generation_ moves.
+  PartFn fn_ = nullptr;
+  void* arg_ = nullptr;
+  int parts_ = 0;
+  bool quit_ = false;
+  // Futex words: workers wait for generation_ to move, the caller for
+  // remaining_ (workers yet to finish this generation) to reach 0.
+  alignas(64) std::atomic<uint32_t> generation_{0};
+  std::atomic<uint32_t> sleepers_{0};
+  alignas(64) std::atomic<uint32_t> remaining_{0};
+  std::atomic<uint32_t> caller_sleeping_{0};
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace sinkrt::device

@@ -1,0 +1,188 @@
+// WorkerTeam (device/src/team/worker_team.h): every part of every Run runs
+// exactly once, on distinct threads at once, whether the workers are found
+// polling or asleep; and the kernels that split across a team compute what
+// they compute unsplit.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../device/src/team/worker_team.h"
+#include "support/kernel_runner.h"
+#include "support/reference_ops.h"
+
+namespace sinkrt::device {
+namespace {
+
+using namespace ::sinkrt::testing;
+using fb::OpCode;
+using Tensor = KernelTensor;
+
+// Runs `rounds` Runs of `parts` parts, each part adding its index + 1 to its
+// own counter, and checks every count.
+void CheckEveryPartOnce(WorkerTeam& team, int parts, int rounds) {
+  std::vector<int64_t> sums(parts, 0);
+  for (int r = 0; r < rounds; ++r) team.Run(parts, [&](int p) { sums[p] += p + 1; });
+  for (int p = 0; p < parts; ++p) EXPECT_EQ(sums[p], int64_t{rounds} * (p + 1)) << "part " << p;
+}
+
+TEST(WorkerTeam, EveryPartRunsOnceWhileTheWorkersPoll) {
+  // The device's default poll (50 µs): back-to-back Runs find the workers
+  // polling, unless the machine's other load has them descheduled.
+  WorkerTeam team(2, /*spin_ns=*/50'000);
+  EXPECT_EQ(team.size(), 2);
+  CheckEveryPartOnce(team, 2, 5000);
+  WorkerTeam three(3, 50'000);
+  CheckEveryPartOnce(three, 3, 500);
+  CheckEveryPartOnce(three, 2, 500);  // fewer parts than threads: the last worker sits out
+}
+
+TEST(WorkerTeam, EveryPartRunsOnceWhenTheWorkersSleepBetweenRuns) {
+  // No polling at all: every Run wakes the workers through the futex, and
+  // the caller sleeps for their ends.
+  WorkerTeam team(2, /*spin_ns=*/0);
+  CheckEveryPartOnce(team, 2, 5000);
+}
+
+TEST(WorkerTeam, PartsRunOnDistinctThreadsAtOnce) {
+  WorkerTeam team(2, 0);
+  // Part 0 waits (bounded) for part 1 to have started: they can only meet if
+  // both run at the same time, part 0 on the caller.
+  std::atomic<bool> one_started{false};
+  std::thread::id ids[2];
+  bool met = false;
+  team.Run(2, [&](int p) {
+    ids[p] = std::this_thread::get_id();
+    if (p == 1) {
+      one_started = true;
+      return;
+    }
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!one_started && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    met = one_started;
+  });
+  EXPECT_TRUE(met);
+  EXPECT_EQ(ids[0], std::this_thread::get_id());
+  EXPECT_NE(ids[1], ids[0]);
+}
+
+TEST(WorkerTeam, OnePartOrOneThreadIsAPlainCall) {
+  WorkerTeam solo(1, 0);
+  std::thread::id where;
+  solo.Run(4, [&](int p) {
+    EXPECT_EQ(p, 0);
+    where = std::this_thread::get_id();
+  });
+  EXPECT_EQ(where, std::this_thread::get_id());
+  WorkerTeam pair(2, 0);
+  int calls = 0;
+  pair.Run(1, [&](int p) { calls += p + 1; });
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(WorkerTeam, DestroysWithWorkersAsleepOrPolling) {
+  for (int64_t spin : {int64_t{0}, int64_t{1'000'000'000}}) {
+    WorkerTeam team(4, spin);
+    CheckEveryPartOnce(team, 4, 10);
+  }  // each destructor joins its workers, polling or asleep
+}
+
+//===--- Kernels split across a team ------------------------------------------===//
+
+// MatMul y = op(a)·op(b) (+ bias, ReLU) with and without a team of `threads`.
+// oneDNN blocks a part's smaller M or N differently, and its K loop with
+// it, so the split kernel rounds differently from the unsplit one (by
+// ~1e-5 on these K ≤ 1000 sums of values in [-1, 1]): it must match the
+// reference as closely as the unsplit kernel does, and give the same bits
+// on every run.
+void CheckMatMulSplit(int64_t m, int64_t k, int64_t n, bool ta, bool tb, bool bias_relu, int threads) {
+  const std::string what = "MatMul " + std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n) +
+                           (ta ? " ta" : "") + (tb ? " tb" : "") + (bias_relu ? " bias+relu" : "") + ", " +
+                           std::to_string(threads) + " threads";
+  const Tensor a = RandomTensor(ta ? Shape{k, m} : Shape{m, k}, 11);
+  const Tensor b = RandomTensor(tb ? Shape{n, k} : Shape{k, n}, 12);
+  const Tensor bias = RandomTensor({n}, 13);
+  Tensor whole({m, n}), split({m, n});
+  KernelRunner one(OpCode::MatMul);
+  one.In(a).In(b).Out(whole).MatMulOpts(ta, tb);
+  WorkerTeam team(threads, 0);
+  KernelRunner many(OpCode::MatMul);
+  many.In(a).In(b).Out(split).MatMulOpts(ta, tb).Team(&team);
+  if (bias_relu) {
+    one.Bias(bias).Relu();
+    many.Bias(bias).Relu();
+  }
+  one.PrepareAndRun();
+  many.PrepareAndRun();
+  const std::vector<float> first = split.values();
+  ASSERT_TRUE(many.Run().ok());  // twice: the same bits, the parts' scratch bindings hold
+  ExpectBitwise(split, first, what + ", second run");
+  const std::vector<float> unsplit = whole.values();
+  ExpectClose(split, std::vector<double>(unsplit.begin(), unsplit.end()), 1e-4, 5e-5, what + " against unsplit");
+  RefTensor want = RefMatMul(ToRef(a), ToRef(b), ta, tb);
+  if (bias_relu) want = RefRelu(RefBiasAdd(want, ToRef(bias), 1));
+  ExpectClose(split, want, 1e-4, 1e-5, what);
+}
+
+TEST(WorkerTeamKernels, MatMulSplitByRowsOrColumnsMatchesUnsplit) {
+  // The MLP's products at batch 64 and 256 (split by rows where op(a) is
+  // the larger operand, by columns otherwise), odd sizes whose parts are
+  // not whole 16-blocks, and three threads.
+  struct Case {
+    int64_t m, k, n;
+    bool ta, tb;
+  };
+  for (const Case c : {Case{256, 784, 512, false, false}, Case{64, 784, 512, false, false},
+                       Case{784, 256, 512, true, false}, Case{256, 512, 784, false, true},
+                       Case{512, 64, 256, true, false}, Case{50, 300, 200, false, false},
+                       Case{300, 97, 45, true, true}, Case{33, 1000, 130, false, true}})
+    for (bool fused : {false, true})
+      for (int threads : {2, 3}) CheckMatMulSplit(c.m, c.k, c.n, c.ta, c.tb, fused, threads);
+}
+
+// One optimizer update over fresh copies of the same tensors, with or
+// without a team: returns the tensors after it.
+std::vector<Tensor> RunUpdate(OpCode op, bool nesterov, WorkerTeam* team) {
+  const int64_t n = 100003;  // parts of 16-element multiples and a ragged tail
+  const int states = op == OpCode::SgdUpdate ? 0 : op == OpCode::MomentumUpdate ? 1 : 2;
+  std::vector<Tensor> t;
+  t.push_back(RandomTensor({n}, 21));  // param
+  t.push_back(RandomTensor({n}, 22));  // grad
+  for (int s = 0; s < states; ++s) t.push_back(RandomTensor({n}, 23 + s, 0.0f, 1.0f));
+  if (op == OpCode::AdamUpdate) {
+    t.push_back(Tensor({2}));
+    t.back().set({0.9f * 0.9f, 0.999f * 0.999f});
+  }
+  KernelRunner r(op);
+  for (const Tensor& x : t) r.In(x);
+  if (op == OpCode::SgdUpdate) r.Sgd(0.1f, 1e-4f);
+  if (op == OpCode::MomentumUpdate) r.Momentum(0.1f, 0.9f, nesterov, 1e-4f);
+  if (op == OpCode::AdamUpdate) r.Adam(1e-3f, 0.9f, 0.999f, 1e-8f, 1e-4f);
+  if (team) r.Team(team);
+  r.PrepareAndRun();
+  return t;
+}
+
+TEST(WorkerTeamKernels, OptimizerUpdatesSplitGiveTheUnsplitBits) {
+  WorkerTeam team(2, 0);
+  struct Case {
+    OpCode op;
+    bool nesterov;
+  };
+  for (const Case c : {Case{OpCode::SgdUpdate, false}, Case{OpCode::MomentumUpdate, false},
+                       Case{OpCode::MomentumUpdate, true}, Case{OpCode::AdamUpdate, false}}) {
+    const std::vector<Tensor> whole = RunUpdate(c.op, c.nesterov, nullptr);
+    const std::vector<Tensor> split = RunUpdate(c.op, c.nesterov, &team);
+    for (size_t i = 0; i < whole.size(); ++i)
+      ExpectBitwise(split[i], whole[i].values(),
+                    std::string(fb::EnumNameOpCode(c.op)) + (c.nesterov ? " (Nesterov)" : "") + " input " +
+                        std::to_string(i));
+  }
+}
+
+}  // namespace
+}  // namespace sinkrt::device
