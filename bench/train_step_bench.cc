@@ -13,6 +13,7 @@
 
 #include "fed_sink.h"
 #include "load_mlp.h"
+#include "roofline.h"
 #include "task_breakdown.h"
 #include "sinkrt/device/in_process_device.h"
 #include "support/test_models.h"
@@ -40,6 +41,19 @@ void BM_MlpTrain(benchmark::State& state) {
   SetClassCounters(state, times, n);
   if (g_print_tasks) PrintTasks("MLP", times, n, state);
 }
+// The machine's limit beside the figures: one core's peak f32 GEMM rate
+// and, from it, the MLP's roofline in samples/s for 1 and 2 cores
+// (bench/roofline.h). A training figure's fraction of the roofline is its
+// samples/s over roofline_2c_per_s (2 threads) or roofline_1c_per_s.
+void BM_Roofline(benchmark::State& state) {
+  double gflops = 0;
+  for (auto _ : state) gflops = std::max(gflops, PeakGflopsOneCore());
+  state.counters["gflops_1core"] = gflops;
+  state.counters["roofline_1c_per_s"] = gflops * 1e9 / kMlpFlopsPerSample;
+  state.counters["roofline_2c_per_s"] = 2 * gflops * 1e9 / kMlpFlopsPerSample;
+}
+BENCHMARK(BM_Roofline)->Iterations(3)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 BENCHMARK(BM_MlpTrain)
     ->ArgNames({"batch", "threads", "team"})
     ->Args({64, 1, 0})
