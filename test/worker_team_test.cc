@@ -184,5 +184,41 @@ TEST(WorkerTeamKernels, OptimizerUpdatesSplitGiveTheUnsplitBits) {
   }
 }
 
+TEST(WorkerTeamKernels, ActivationsSplitGiveTheUnsplitBits) {
+  // The vectorised loops' ragged tails fall where they fall unsplit: parts
+  // begin on 16-element bounds.
+  const int64_t n = 70001;
+  WorkerTeam team(2, 0);
+  for (OpCode op : {OpCode::Relu, OpCode::Gelu, OpCode::Tanh, OpCode::Sigmoid, OpCode::ReluGrad, OpCode::GeluGrad,
+                    OpCode::TanhGrad, OpCode::SigmoidGrad}) {
+    const bool grad = op == OpCode::ReluGrad || op == OpCode::GeluGrad || op == OpCode::TanhGrad ||
+                      op == OpCode::SigmoidGrad;
+    const Tensor x = RandomTensor({n}, 31, -4.0f, 4.0f), dy = RandomTensor({n}, 32);
+    Tensor whole({n}), split({n});
+    for (Tensor* y : {&whole, &split}) {
+      KernelRunner r(op);
+      if (grad) r.In(dy);
+      r.In(x).Out(*y);
+      if (y == &split) r.Team(&team);
+      r.PrepareAndRun();
+    }
+    ExpectBitwise(split, whole.values(), fb::EnumNameOpCode(op));
+  }
+}
+
+TEST(WorkerTeamKernels, BatchMatMulSharesProductsWithoutChangingBits) {
+  // The ViT's QK^T at batch 64: 256 products of [16,16]x[16,16].
+  const Tensor a = RandomTensor({64, 4, 16, 16}, 41), b = RandomTensor({64, 4, 16, 16}, 42);
+  Tensor whole({64, 4, 16, 16}), split({64, 4, 16, 16});
+  WorkerTeam team(2, 0);
+  for (Tensor* y : {&whole, &split}) {
+    KernelRunner r(OpCode::BatchMatMul);
+    r.In(a).In(b).Out(*y).MatMulOpts(false, true);
+    if (y == &split) r.Team(&team);
+    r.PrepareAndRun();
+  }
+  ExpectBitwise(split, whole.values(), "BatchMatMul");
+}
+
 }  // namespace
 }  // namespace sinkrt::device

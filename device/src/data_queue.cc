@@ -1,10 +1,19 @@
 #include "data_queue.h"
 
+#include <algorithm>
 #include <cstring>
+
+#include "kernels/parallel_range.h"
 
 #include "sinkrt/runtime/dtype.h"
 
 namespace sinkrt::device {
+namespace {
+
+// A column copy below this many bytes per part stays on one thread.
+constexpr uint64_t kMinPartBytes = 128 << 10;
+
+}  // namespace
 
 Status DataQueue::Init(const fb::QueueSpec& spec, bool prefault) {
   name_ = spec.name() ? spec.name()->str() : "";
@@ -96,7 +105,8 @@ Status DataQueue::Publish(uint64_t generation) {
   return Status::Ok();
 }
 
-Status DataQueue::Pop(std::span<uint8_t* const> dst, std::chrono::milliseconds timeout, int64_t* waited_ns) {
+Status DataQueue::Pop(std::span<uint8_t* const> dst, std::chrono::milliseconds timeout, int64_t* waited_ns,
+                      WorkerTeam* team) {
   uint32_t slot;
   uint64_t generation;
   {
@@ -116,8 +126,18 @@ Status DataQueue::Pop(std::span<uint8_t* const> dst, std::chrono::milliseconds t
   }
   const uint8_t* p = slots_.data() + slot * slot_bytes_;
   for (size_t c = 0; c < dst.size(); ++c) {
-    std::memcpy(dst[c], p, column_bytes_[c]);
-    p += (column_bytes_[c] + 63) / 64 * 64;
+    const uint64_t bytes = column_bytes_[c];
+    const int parts = team ? static_cast<int>(std::min<uint64_t>(team->size(), bytes / kMinPartBytes)) : 1;
+    if (parts <= 1) {
+      std::memcpy(dst[c], p, bytes);
+    } else {
+      team->Run(parts, [&](int part) {
+        const int64_t begin = PartBegin(static_cast<int64_t>(bytes), parts, part, 64);
+        const int64_t end = PartBegin(static_cast<int64_t>(bytes), parts, part + 1, 64);
+        std::memcpy(dst[c] + begin, p + begin, end - begin);
+      });
+    }
+    p += (bytes + 63) / 64 * 64;
   }
   bool freed = false;
   {

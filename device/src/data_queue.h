@@ -24,6 +24,8 @@
 
 namespace sinkrt::device {
 
+class WorkerTeam;
+
 class DataQueue {
  public:
   Status Init(const fb::QueueSpec& spec, bool prefault);
@@ -44,8 +46,11 @@ class DataQueue {
   void SetOnSlotsFreed(std::function<void(uint32_t)> callback) { on_freed_ = std::move(callback); }
 
   // Copies the oldest batch out, column c into dst[c]; waits up to `timeout`
-  // for one to arrive. Adds the time spent waiting to *waited_ns.
-  Status Pop(std::span<uint8_t* const> dst, std::chrono::milliseconds timeout, int64_t* waited_ns);
+  // for one to arrive. Adds the time spent waiting to *waited_ns. With a
+  // `team`, a large column's copy is split across it (a memory-bound copy
+  // goes faster from two cores).
+  Status Pop(std::span<uint8_t* const> dst, std::chrono::milliseconds timeout, int64_t* waited_ns,
+             WorkerTeam* team = nullptr);
 
   // Drops every queued batch. A Push waiting for a free slot, or copying
   // into one, when Clear runs returns kAborted and leaves nothing behind, so

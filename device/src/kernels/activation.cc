@@ -12,6 +12,7 @@
 
 #include "check.h"
 #include "kernel_list.h"
+#include "parallel_range.h"
 #include "storage.h"
 #include "vector_math.h"
 
@@ -53,25 +54,30 @@ void GradLoop(const T* dy, const T* v, T* dx, int64_t n) {
 using UnaryBf16 = void (*)(const bf16_t*, bf16_t*, int64_t);
 using GradBf16 = void (*)(const bf16_t*, const bf16_t*, bf16_t*, int64_t);
 
+// Every loop is split across the worker team by element ranges
+// (parallel_range.h), which changes no element's value.
 template <typename F, UnaryBf16 kBf16>
-Status UnaryRun(const KernelArgs& args, KernelState*, RunContext&) {
-  const int64_t n = args.outputs[0].numel;
-  if (args.outputs[0].dtype == DType::BF16) {
-    kBf16(Data<bf16_t>(args.inputs[0]), Data<bf16_t>(args.outputs[0]), n);
-  } else {
-    UnaryLoop<float, F>(args.inputs[0].f32(), args.outputs[0].f32(), n);
-  }
+Status UnaryRun(const KernelArgs& args, KernelState*, RunContext& ctx) {
+  ForRange(ctx, args.outputs[0].numel, [&](int64_t b, int64_t e) {
+    if (args.outputs[0].dtype == DType::BF16) {
+      kBf16(Data<bf16_t>(args.inputs[0]) + b, Data<bf16_t>(args.outputs[0]) + b, e - b);
+    } else {
+      UnaryLoop<float, F>(args.inputs[0].f32() + b, args.outputs[0].f32() + b, e - b);
+    }
+  });
   return Status::Ok();
 }
 
 template <typename F, GradBf16 kBf16>
-Status GradRun(const KernelArgs& args, KernelState*, RunContext&) {
-  const int64_t n = args.outputs[0].numel;
-  if (args.outputs[0].dtype == DType::BF16) {
-    kBf16(Data<bf16_t>(args.inputs[0]), Data<bf16_t>(args.inputs[1]), Data<bf16_t>(args.outputs[0]), n);
-  } else {
-    GradLoop<float, F>(args.inputs[0].f32(), args.inputs[1].f32(), args.outputs[0].f32(), n);
-  }
+Status GradRun(const KernelArgs& args, KernelState*, RunContext& ctx) {
+  ForRange(ctx, args.outputs[0].numel, [&](int64_t b, int64_t e) {
+    if (args.outputs[0].dtype == DType::BF16) {
+      kBf16(Data<bf16_t>(args.inputs[0]) + b, Data<bf16_t>(args.inputs[1]) + b, Data<bf16_t>(args.outputs[0]) + b,
+            e - b);
+    } else {
+      GradLoop<float, F>(args.inputs[0].f32() + b, args.inputs[1].f32() + b, args.outputs[0].f32() + b, e - b);
+    }
+  });
   return Status::Ok();
 }
 
@@ -104,35 +110,43 @@ SINKRT_VECTOR_CLONES void GeluGradLoop(const bf16_t* dy, const bf16_t* x, bf16_t
   for (int64_t i = 0; i < n; ++i) dx[i] = Store<bf16_t>(GeluGradOf(Load(dy[i]), Load(x[i]), bound));
 }
 
-Status TanhRun(const KernelArgs& args, KernelState*, RunContext&) {
+Status TanhRun(const KernelArgs& args, KernelState*, RunContext& ctx) {
   return WithStorage(args.outputs[0].dtype, [&](auto t) {
     using T = decltype(t);
-    TanhLoop(Data<T>(args.inputs[0]), Data<T>(args.outputs[0]), args.outputs[0].numel);
+    ForRange(ctx, args.outputs[0].numel, [&](int64_t b, int64_t e) {
+      TanhLoop(Data<T>(args.inputs[0]) + b, Data<T>(args.outputs[0]) + b, e - b);
+    });
     return Status::Ok();
   });
 }
 
-Status SigmoidRun(const KernelArgs& args, KernelState*, RunContext&) {
+Status SigmoidRun(const KernelArgs& args, KernelState*, RunContext& ctx) {
   return WithStorage(args.outputs[0].dtype, [&](auto t) {
     using T = decltype(t);
-    SigmoidLoop(Data<T>(args.inputs[0]), Data<T>(args.outputs[0]), args.outputs[0].numel);
+    ForRange(ctx, args.outputs[0].numel, [&](int64_t b, int64_t e) {
+      SigmoidLoop(Data<T>(args.inputs[0]) + b, Data<T>(args.outputs[0]) + b, e - b);
+    });
     return Status::Ok();
   });
 }
 
-Status GeluRun(const KernelArgs& args, KernelState*, RunContext&) {
+Status GeluRun(const KernelArgs& args, KernelState*, RunContext& ctx) {
   return WithStorage(args.outputs[0].dtype, [&](auto t) {
     using T = decltype(t);
-    GeluLoop(Data<T>(args.inputs[0]), Data<T>(args.outputs[0]), args.outputs[0].numel, kExp2Bound);
+    ForRange(ctx, args.outputs[0].numel, [&](int64_t b, int64_t e) {
+      GeluLoop(Data<T>(args.inputs[0]) + b, Data<T>(args.outputs[0]) + b, e - b, kExp2Bound);
+    });
     return Status::Ok();
   });
 }
 
-Status GeluGradRun(const KernelArgs& args, KernelState*, RunContext&) {
+Status GeluGradRun(const KernelArgs& args, KernelState*, RunContext& ctx) {
   return WithStorage(args.outputs[0].dtype, [&](auto t) {
     using T = decltype(t);
-    GeluGradLoop(Data<T>(args.inputs[0]), Data<T>(args.inputs[1]), Data<T>(args.outputs[0]),
-                 args.outputs[0].numel, kExp2Bound);
+    ForRange(ctx, args.outputs[0].numel, [&](int64_t b, int64_t e) {
+      GeluGradLoop(Data<T>(args.inputs[0]) + b, Data<T>(args.inputs[1]) + b, Data<T>(args.outputs[0]) + b, e - b,
+                   kExp2Bound);
+    });
     return Status::Ok();
   });
 }

@@ -26,6 +26,7 @@
 
 #include "dnnl_kernel.h"
 #include "kernel_list.h"
+#include "parallel_range.h"
 #include "small_gemm.h"
 
 namespace sinkrt::device {
@@ -50,13 +51,17 @@ inline constexpr int64_t kSmallProductWork = 48 * 48 * 48;
 // MFLOP). Not tuned further: on the loaded 2-core dev VM two threads ran
 // in the time of one whatever the bound (bench/README.md, BatchMatMul).
 inline constexpr int64_t kSmallParallelWork = kParallelWork;
+// With the worker team (team/worker_team.h) a hand-off is a polled cache
+// line, not a futex wake: products split from this much work on, as
+// MatMul does.
+inline constexpr int64_t kTeamSplitWork = 2'000'000;
 
 // Either a oneDNN primitive (DnnlState) or, when `hand`, the small-product
 // loop: product e of y (row-major over y's batch dims) reads a and b at
 // offsets Σ_d index_d(e)·a_step[d] (resp. b_step), step 0 on a broadcast dim.
 struct BatchMatMulState : DnnlState {
   bool hand = false;
-  bool split = false;  // share the products among the OpenMP team
+  bool split = false;  // share the products among the worker team (or the OpenMP team)
   SmallGemmDims dims;
   int batch_rank = 0;
   int64_t products = 1;
@@ -95,13 +100,19 @@ Status BatchMatMulRun(const KernelArgs& args, KernelState* state, RunContext& ct
   const float* a = args.inputs[0].f32();
   const float* b = args.inputs[1].f32();
   float* y = args.outputs[0].f32();
-  if (s.split && omp_get_max_threads() > 1) {
+  const int team = ctx.team ? ctx.team->size() : 1;
+  if (s.split && team > 1) {
     // Contiguous equal shares: each product is still one SmallGemm call on
     // one thread, so the bits do not depend on the team size.
+    ctx.team->Run(team, [&](int t) {
+      RunProducts(s, a, b, y, s.products * t / team, s.products * (t + 1) / team);
+    });
+  } else if (s.split && omp_get_max_threads() > 1) {
+    // No worker team (DeviceOptions::worker_team off): OpenMP's, as before.
 #pragma omp parallel
     {
-      const int64_t t = omp_get_thread_num(), team = omp_get_num_threads();
-      RunProducts(s, a, b, y, s.products * t / team, s.products * (t + 1) / team);
+      const int64_t t = omp_get_thread_num(), n = omp_get_num_threads();
+      RunProducts(s, a, b, y, s.products * t / n, s.products * (t + 1) / n);
     }
   } else {
     RunProducts(s, a, b, y, 0, s.products);
@@ -203,7 +214,7 @@ Status BatchMatMulPrepare(const KernelArgs& args, PrepareContext& ctx,
 
   if (sources == DType::F32 && k <= kSmallGemmMaxK && m * n * k <= kSmallProductWork) {
     auto s = HandState(a, b, y, SmallGemmDims{m, n, k, ta, tb});
-    s->split = 2 * s->products * m * n * k >= kSmallParallelWork;
+    s->split = 2 * s->products * m * n * k >= (ctx.team_size > 1 ? kTeamSplitWork : kSmallParallelWork);
     *state = std::move(s);
     return Status::Ok();
   }

@@ -26,8 +26,9 @@ using dnnl::memory;
 // Below this much work (2·M·N·K) a MatMul runs whole on one thread: a part
 // should be worth more than the hand-off.
 constexpr int64_t kSplitWork = 2'000'000;
-// Part boundaries fall on multiples of 16 rows or columns: 64 bytes of f32
-// output, so two parts never write one cache line.
+// Column boundaries fall on multiples of 16 (64 bytes of f32 output), so
+// two parts never write one cache line; so do row boundaries, unless a row
+// is whole cache lines.
 constexpr int64_t kSplitAlign = 16;
 
 // How a MatMul splits across the worker team: along M (rows of y and of
@@ -94,12 +95,15 @@ Status MatMulPrepare(const KernelArgs& args, PrepareContext& ctx,
     s->parts.resize(split.parts);
     s->status.resize(split.parts, dnnl_success);
     uint64_t scratch = 0;
+    // Rows whose bytes fill whole cache lines split anywhere (the MLP's
+    // 784-row dW halves evenly); anything else on 16-element bounds.
+    const int64_t align = split.rows && n * y_size % 64 == 0 ? 1 : kSplitAlign;
     for (int p = 0; p < split.parts; ++p) {
       // Part p computes y[r0:r1, c0:c1]: rows of op(a), or columns of op(b)
       // and of the bias. Every slice keeps the full tensor's strides.
       const int64_t extent = split.rows ? m : n;
-      const int64_t begin = PartBegin(extent, split.parts, p, kSplitAlign);
-      const int64_t end = PartBegin(extent, split.parts, p + 1, kSplitAlign);
+      const int64_t begin = PartBegin(extent, split.parts, p, align);
+      const int64_t end = PartBegin(extent, split.parts, p + 1, align);
       const int64_t r0 = split.rows ? begin : 0, mp = split.rows ? end - begin : m;
       const int64_t c0 = split.rows ? 0 : begin, np = split.rows ? n : end - begin;
       const memory::desc a_md({mp, k}, src_dt, ta ? memory::dims{1, m} : memory::dims{k, 1});

@@ -1,6 +1,7 @@
 // One stream's tasks for one step: the executor's inner loop.
 #include "init/initializer.h"
 #include "loaded_job.h"
+#include "team/worker_team.h"
 #include "sinkrt/runtime/clock.h"
 
 namespace sinkrt::device {
@@ -69,7 +70,7 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
         int64_t t0 = NowNs();
         pos.Enter(t, StreamState::kGetNext, t0);
         int64_t waited = 0;
-        Status st = pt.queue->Pop(pt.dst, job.options.get_next_timeout, &waited);
+        Status st = pt.queue->Pop(pt.dst, job.options.get_next_timeout, &waited, s == 0 ? job.team.get() : nullptr);
         const int64_t dt = NowNs() - t0;
         c->queue_wait_ns += waited;
         c->copy_ns += dt - waited;
