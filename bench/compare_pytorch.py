@@ -15,7 +15,10 @@ sinkrun. --model mlp (784-512-256-10, SGD momentum 0.9, lr 0.01) or vit
                cores (sched_setaffinity), each over --epochs epochs of
                --epoch-steps steps (0: whole passes); the figure is the median
                over epochs 2..E (epoch 1 warms up), then the median over
-               --rounds rounds, interleaved.
+               --rounds rounds, interleaved. With --roofline-bench, every
+               round also measures one core's peak f32 GEMM rate, and the
+               MLP's rows show the roofline of n cores and the fraction of
+               it reached (pytorch_ref/roofline.py).
   accuracy     test accuracy and loss after --accuracy-epochs epochs at batch
                64, sinkrt (sink mode) vs PyTorch, all test images, for each
                of --accuracy-seeds, with both per-epoch curves.
@@ -37,7 +40,7 @@ import statistics
 import subprocess
 import sys
 
-from pytorch_ref import self_check, torch_env
+from pytorch_ref import roofline, self_check, torch_env
 from pytorch_ref.recipes import RECIPES
 from pytorch_ref.sinkrun import MissingModel, has_model, pinned, run_sinkrun
 
@@ -112,7 +115,10 @@ def throughput(args, batches, threads, results):
             configs = torch_env.candidates(t, args.best)
             base = dict(os.environ)
             runs = {"sink": [], "nosink": [], **{i: [] for i in range(len(configs))}}
+            peaks = []
             for _ in range(args.rounds):
+                if args.roofline_bench:
+                    peaks.append(roofline.peak_gflops_one_core(args.roofline_bench))
                 if sinkrt:
                     runs["sink"].append(steady(run_sinkrun(args.sinkrun, args.model, args.data, b, t, args.epochs,
                                                            True, args.seed, sink_extra)["epoch_samples_per_s"]))
@@ -133,6 +139,9 @@ def throughput(args, batches, threads, results):
             for k in ("sink", "nosink"):
                 if k in med:
                     row[k], row[k + "_rounds"] = med[k], runs[k]
+            if peaks:
+                row["peak_gflops_1core"], row["peak_gflops_rounds"] = statistics.median(peaks), peaks
+                row["roofline"] = roofline.samples_per_s(args.model, row["peak_gflops_1core"], t)
             rows.append(row)
             shown = [(k, runs[k]) for k in ("sink", "nosink") if runs[k]] + [("PyTorch as-is", runs[0])]
             print(f"  batch {b}, {t} thread(s): " + ", ".join(
@@ -145,10 +154,17 @@ def throughput(args, batches, threads, results):
     steps = f"{args.epoch_steps} steps" if args.epoch_steps else "whole passes"
     print(f"\nsamples/s, {RECIPES[args.model]['describe']}; epochs of {steps}, median of epochs 2..{args.epochs}"
           f" ({args.rounds} round(s)); PyTorch best: --best {args.best}\n")
+    has_roof = any(r.get("roofline") for r in rows)
+    if has_roof:
+        print(f"roofline: n cores x one core's peak f32 GEMM rate (a 1024^3 oneDNN matmul on one thread, measured "
+              f"in every round beside the runs) over {roofline.FLOPS_PER_SAMPLE[args.model] / 1e6:.2f} MFLOP per "
+              f"sample\n")
     head = ["batch", "threads"] + (["sinkrt sink"] if sinkrt else []) + (["sinkrt non-sink"] if nosink else [])
     head += ["PyTorch as-is", "PyTorch best"]
     if sinkrt:
         head += ["sink / best"] + (["non-sink / best"] if nosink else []) + ["sink / as-is"]
+    if has_roof:
+        head += ["roofline"] + (["sink / roofline"] if sinkrt else []) + ["best / roofline"]
     head += ["best configuration"]
     lines = []
     for r in rows:
@@ -158,6 +174,10 @@ def throughput(args, batches, threads, results):
         if sinkrt:
             line += [f"{r[k] / r['torch_best']:.2f}x" for k in ("sink", "nosink") if k in r]
             line += [f"{r['sink'] / r['torch']:.2f}x"]
+        if has_roof:
+            roof = r.get("roofline")
+            line += [fmt_k(roof) if roof else "-"]
+            line += [f"{r[k] / roof:.0%}" if roof else "-" for k in (["sink"] if sinkrt else []) + ["torch_best"]]
         line += [r["best_config"]]
         lines.append(line)
     table(head, lines)
@@ -244,6 +264,9 @@ def main():
                    help="run the PyTorch side alone (no sinkrun: no first-steps check, no sinkrt columns)")
     p.add_argument("--self-check", action="store_true",
                    help="only check the numpy initialisers against sinkrun's, bit for bit, and exit")
+    p.add_argument("--roofline-bench",
+                   help="train_step_bench, to measure one core's peak f32 GEMM rate in every round and print the "
+                        "MLP's roofline and each figure's fraction of it (bench/compare_pytorch passes it)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", help="also write every figure to this file")
     # Internal: one PyTorch run in a child process.
