@@ -1,8 +1,12 @@
 #include "sink_worker.h"
 
+#include <sched.h>
+
+#include "sinkrt/runtime/clock.h"
+
 namespace sinkrt::device {
 
-SinkWorker::SinkWorker() : thread_([this] { Loop(); }) {}
+SinkWorker::SinkWorker(std::chrono::microseconds poll) : poll_(poll), thread_([this] { Loop(); }) {}
 
 SinkWorker::~SinkWorker() {
   {
@@ -17,20 +21,31 @@ void SinkWorker::Post(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     task_ = std::move(task);
+    posted_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
 }
 
 void SinkWorker::Loop() {
-  std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
-    cv_.wait(lk, [&] { return quit_ || task_; });
-    if (!task_) return;
-    std::function<void()> task = std::move(task_);
-    task_ = nullptr;
-    lk.unlock();
+    // Poll first (no lock: the flag), yielding, since on 2 cores the
+    // connection thread that posts may need this core; then sleep.
+    const int64_t until = NowNs() + std::chrono::nanoseconds(poll_).count();
+    while (!posted_.load(std::memory_order_acquire) && NowNs() < until) {
+#if defined(__x86_64__) || defined(__i386__)
+      sched_yield();
+#endif
+    }
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return quit_ || task_; });
+      if (!task_) return;
+      task = std::move(task_);
+      task_ = nullptr;
+      posted_.store(false, std::memory_order_relaxed);
+    }
     task();
-    lk.lock();
   }
 }
 

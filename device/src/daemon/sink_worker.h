@@ -15,7 +15,8 @@ namespace sinkrt::device {
 
 class SinkWorker {
  public:
-  SinkWorker();
+  // `poll`: how long the thread polls for a next task after each one.
+  explicit SinkWorker(std::chrono::microseconds poll = std::chrono::microseconds(200));
   ~SinkWorker();  // finishes the task in hand, then joins
 
   // Runs `task` on the worker thread. One task at a time: the caller (the
@@ -28,7 +29,9 @@ class SinkWorker {
   std::mutex mu_;
   std::condition_variable cv_;
   std::function<void()> task_;
+  std::atomic<bool> posted_{false};  // task_ is set: what the poll reads
   bool quit_ = false;
+  const std::chrono::microseconds poll_;
   std::thread thread_;
 };
 
