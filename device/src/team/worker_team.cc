@@ -3,6 +3,7 @@
 #include <linux/futex.h>
 #include <omp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -32,17 +33,22 @@ void FutexWakeAll(std::atomic<uint32_t>& word) {
   syscall(SYS_futex, Word(word), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
 }
 
-// Polls `done` for up to spin_ns; true if it came true.
+// Polls `done` for up to spin_ns; true if it came true. The first few µs
+// spin on the cache line (a part that ends together with ours); after that
+// each turn yields, so that a thread this core owes time to (the feeder,
+// the comm stream, the partner part itself on a loaded machine) runs.
 template <typename Done>
 bool SpinUntil(int64_t spin_ns, Done&& done) {
   if (done()) return true;
-  const int64_t until = NowNs() + spin_ns;
+  const int64_t start = NowNs(), until = start + spin_ns, tight = start + 2000;
   for (;;) {
     for (int i = 0; i < 64; ++i) {
       SINKRT_CPU_RELAX();
       if (done()) return true;
     }
-    if (NowNs() >= until) return false;
+    const int64_t now = NowNs();
+    if (now >= until) return false;
+    if (now >= tight) sched_yield();
   }
 }
 

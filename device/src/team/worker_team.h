@@ -10,10 +10,12 @@
 // spinning team on 2 cores starves the feeder and the comm thread), and
 // waking a passive worker costs tens of µs per parallel region on these
 // VMs, about as much as a small matmul's whole work (bench/team_bench
-// measures both). A worker here spins for a bounded while after its part,
+// measures both). A worker here polls for a bounded while after its part,
 // since the next split kernel of a step follows within microseconds, and
 // only then sleeps on a futex: inside a step the hand-off is a cache line,
-// between sinks the workers cost nothing.
+// between sinks the workers cost nothing. After its first µs the poll
+// yields the core at every turn: a pure spin starves whatever else must
+// run on 2 cores.
 //
 // One caller at a time (the thread running the compute stream). No
 // allocation after construction.
