@@ -22,6 +22,7 @@
 
 #include "check.h"
 #include "kernel_list.h"
+#include "parallel_range.h"
 #include "storage.h"
 #include "sum.h"
 #include "vector_math.h"
@@ -128,8 +129,13 @@ Status LayerNormRunBf16(const KernelArgs& args, const LayerNormState& s, RunCont
 Status LayerNormRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   const auto& s = *static_cast<LayerNormState*>(state);
   if (args.outputs[0].dtype == DType::BF16) return LayerNormRunBf16(args, s, ctx);
-  LayerNormRows(args.inputs[0].f32(), args.inputs[1].f32(), args.inputs[2].f32(), args.outputs[0].f32(),
-                args.outputs[1].f32(), args.outputs[2].f32(), s.rows, s.d, s.epsilon);
+  // Rows are independent: split across the team, no bit changes.
+  const int64_t d = s.d;
+  ForRange(ctx, s.rows, [&](int64_t b, int64_t e) {
+    LayerNormRows(args.inputs[0].f32() + b * d, args.inputs[1].f32(), args.inputs[2].f32(),
+                  args.outputs[0].f32() + b * d, args.outputs[1].f32() + b, args.outputs[2].f32() + b, e - b, d,
+                  s.epsilon);
+  }, RowsPerPart(d));
   return Status::Ok();
 }
 

@@ -38,4 +38,10 @@ void ForRange(RunContext& ctx, int64_t n, F&& fn, int64_t min_part = kMinPartEle
   ctx.team->Run(parts, [&](int p) { fn(PartBegin(n, parts, p, 16), PartBegin(n, parts, p + 1, 16)); });
 }
 
+// ForRange's min_part for a loop over rows of `row_elements`: as many rows
+// as make kMinPartElements.
+inline int64_t RowsPerPart(int64_t row_elements) {
+  return std::max<int64_t>(1, kMinPartElements / std::max<int64_t>(row_elements, 1));
+}
+
 }  // namespace sinkrt::device

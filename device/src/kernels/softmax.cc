@@ -18,6 +18,7 @@
 
 #include "check.h"
 #include "kernel_list.h"
+#include "parallel_range.h"
 #include "storage.h"
 #include "sum.h"
 #include "vector_math.h"
@@ -195,7 +196,11 @@ Status SoftmaxRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   float* y = args.outputs[0].f32();
   const int64_t slice = s.axis_len * s.inner;
   if (s.inner == 1) {
-    (kLog ? LogSoftmaxRows : SoftmaxRows)(x, y, s.outer, s.axis_len);
+    // Rows are independent: split across the team, no bit changes.
+    const int64_t n = s.axis_len;
+    ForRange(ctx, s.outer, [&](int64_t b, int64_t e) {
+      (kLog ? LogSoftmaxRows : SoftmaxRows)(x + b * n, y + b * n, e - b, n);
+    }, RowsPerPart(n));
     return Status::Ok();
   }
   float* scratch = reinterpret_cast<float*>(ctx.scratch);
@@ -286,7 +291,9 @@ Status SoftmaxGradRun(const KernelArgs& args, KernelState* state, RunContext& ct
   float* __restrict dx = args.outputs[0].f32();
   const int64_t a_len = s.axis_len, inner = s.inner, slice = a_len * inner;
   if (inner == 1) {
-    (kLog ? LogSoftmaxGradRows : SoftmaxGradRows)(dy, y, dx, s.outer, a_len);
+    ForRange(ctx, s.outer, [&](int64_t b, int64_t e) {
+      (kLog ? LogSoftmaxGradRows : SoftmaxGradRows)(dy + b * a_len, y + b * a_len, dx + b * a_len, e - b, a_len);
+    }, RowsPerPart(a_len));
     return Status::Ok();
   }
   float* __restrict acc = reinterpret_cast<float*>(ctx.scratch);
