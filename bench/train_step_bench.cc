@@ -8,7 +8,8 @@
 //
 // --tasks also prints every task's ms per step, longest first. team:1 runs
 // the kernels split across the device's worker team (the default), team:0
-// leaves the splitting to oneDNN's OpenMP team, as before the team existed.
+// leaves the splitting to oneDNN's OpenMP team, as before the team existed;
+// team:2 is the team with its threads pinned (DeviceOptions::pin_threads).
 #include <benchmark/benchmark.h>
 
 #include "fed_sink.h"
@@ -28,6 +29,7 @@ void BM_MlpTrain(benchmark::State& state) {
   device::DeviceOptions opts = device::DeviceOptions::FromEnvironment();
   opts.threads = static_cast<int>(state.range(1));
   opts.worker_team = state.range(2) != 0;
+  opts.pin_threads = state.range(2) == 2;
   const uint32_t steps = 32;
   device::InProcessDevice dev(opts);
   if (Status st = LoadMlp(dev, batch); !st.ok()) {
@@ -59,9 +61,11 @@ BENCHMARK(BM_MlpTrain)
     ->Args({64, 1, 0})
     ->Args({64, 2, 0})
     ->Args({64, 2, 1})
+    ->Args({64, 2, 2})
     ->Args({256, 1, 0})
     ->Args({256, 2, 0})
     ->Args({256, 2, 1})
+    ->Args({256, 2, 2})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(2.0);

@@ -11,9 +11,15 @@
 #include <thread>
 #include <vector>
 
+#include <pthread.h>
+#include <sched.h>
+
 #include "../device/src/team/worker_team.h"
+#include "sinkrt/device/in_process_device.h"
+#include "sinkrt/host/compiler.h"
 #include "support/kernel_runner.h"
 #include "support/reference_ops.h"
+#include "support/test_models.h"
 
 namespace sinkrt::device {
 namespace {
@@ -89,6 +95,51 @@ TEST(WorkerTeam, DestroysWithWorkersAsleepOrPolling) {
     WorkerTeam team(4, spin);
     CheckEveryPartOnce(team, 4, 10);
   }  // each destructor joins its workers, polling or asleep
+}
+
+TEST(WorkerTeam, PinnedWorkersRunOnTheirCores) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  std::vector<int> cores;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cores.push_back(c);
+  if (cores.size() < 2) GTEST_SKIP() << "one core: nothing to pin apart";
+  WorkerTeam team(3, 0, {cores[0], cores[1]});
+  int where[3] = {-1, -1, -1};
+  team.Run(3, [&](int p) {
+    if (p > 0) where[p] = sched_getcpu();
+  });
+  EXPECT_EQ(where[1], cores[1]);
+  EXPECT_EQ(where[2], cores[0]);  // worker 2 wraps around the list
+}
+
+TEST(WorkerTeam, APinnedDeviceGivesTheCallerItsAffinityBack) {
+  cpu_set_t before;
+  CPU_ZERO(&before);
+  ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof before, &before), 0);
+  if (CPU_COUNT(&before) < 2) GTEST_SKIP() << "one core: a device runs one thread";
+  DeviceOptions o;
+  o.threads = 2;
+  o.pin_threads = true;
+  InProcessDevice dev(o);
+  host::CompileOptions co;
+  co.optimizer = host::OptimizerSpec::Momentum(0.01f, 0.9f);
+  auto cs = host::Compile(MakeMlp(64), co);
+  ASSERT_TRUE(cs.ok()) << cs.status().ToString();
+  ASSERT_TRUE(dev.Load(cs->stream).ok());
+  const SyntheticData data = MakeSyntheticData(64 * 2, 784, 10, 1);
+  for (int b = 0; b < 2; ++b) {
+    ConstBytes cols[2] = {ConstBytes(reinterpret_cast<const uint8_t*>(&data.images[b * 64 * 784]), 64 * 784 * 4),
+                          ConstBytes(reinterpret_cast<const uint8_t*>(&data.labels[b * 64]), 64 * 4)};
+    ASSERT_TRUE(dev.PushBatch(0, cols).ok());
+  }
+  auto r = dev.RunSink(ProgramKind::TrainStep, 2);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  cpu_set_t after;
+  CPU_ZERO(&after);
+  ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof after, &after), 0);
+  EXPECT_TRUE(CPU_EQUAL(&before, &after));
 }
 
 //===--- Kernels split across a team ------------------------------------------===//

@@ -1,6 +1,8 @@
 #include "sinkrt/device/executor.h"
 
 #include <omp.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -18,6 +20,38 @@
 namespace sinkrt::device {
 LoadedJob::LoadedJob(VerifiedStream s) : stream(std::move(s)) {}
 LoadedJob::~LoadedJob() = default;
+
+namespace {
+
+// The cores this process may run on, in order.
+std::vector<int> AllowedCores() {
+  std::vector<int> cores;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cores.push_back(c);
+  return cores;
+}
+
+// Pins the calling thread to `core` for a scope, then gives it back the
+// affinity it had (the thread is the caller's: a host's or the daemon's).
+class ScopedPin {
+ public:
+  explicit ScopedPin(int core) {
+    if (core < 0 || pthread_getaffinity_np(pthread_self(), sizeof saved_, &saved_) != 0) return;
+    pinned_ = PinToCore(core);
+  }
+  ~ScopedPin() {
+    if (pinned_) pthread_setaffinity_np(pthread_self(), sizeof saved_, &saved_);
+  }
+
+ private:
+  cpu_set_t saved_;
+  bool pinned_ = false;
+};
+
+}  // namespace
 
 int AvailableCores() {
   cpu_set_t set;
@@ -91,8 +125,14 @@ Result<std::unique_ptr<Executor>> Executor::Load(VerifiedStream stream, const De
 
   const bool team = job->threads > 1 && options.worker_team;
   if (team) {
+    std::vector<int> cores;
+    if (options.pin_threads) {
+      cores = AllowedCores();
+      if (!cores.empty()) job->pin_core = cores[0];
+    }
     job->team = std::make_unique<WorkerTeam>(
-        job->threads, std::chrono::duration_cast<std::chrono::nanoseconds>(options.worker_spin).count());
+        job->threads, std::chrono::duration_cast<std::chrono::nanoseconds>(options.worker_spin).count(),
+        std::move(cores));
     try {
       job->dnnl->part_streams.push_back(job->dnnl->stream);
       for (int p = 1; p < job->threads; ++p) job->dnnl->part_streams.emplace_back(job->dnnl->engine);
@@ -149,6 +189,7 @@ Status Executor::Run(ProgramKind kind, uint32_t steps, RunStats* stats) {
   // The OpenMP thread count is per calling thread: set it on whichever
   // thread drives this sink.
   omp_set_num_threads(job.threads);
+  ScopedPin pin(job.pin_core);
   const int64_t t_start = NowNs();
   const bool comm_stream = prog.num_streams > 1;
   ProfileState& prof = job.profile;

@@ -130,6 +130,7 @@ struct LoadedJob {
   RunContext run_ctx;
   RunContext side_run_ctx;
   std::unique_ptr<WorkerTeam> team;  // threads - 1 workers; null with one thread
+  int pin_core = -1;                 // DeviceOptions::pin_threads: the compute thread's core during a sink
   std::atomic<bool> cancelled{false};
   Communicator* comm = nullptr;        // not owned; set when the stream has collectives
   std::unique_ptr<CommStream> comm_stream;  // when any program has a second stream

@@ -54,7 +54,15 @@ bool SpinUntil(int64_t spin_ns, Done&& done) {
 
 }  // namespace
 
-WorkerTeam::WorkerTeam(int size, int64_t spin_ns) : size_(size < 1 ? 1 : size), spin_ns_(spin_ns) {
+bool PinToCore(int core) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(core, &set);
+  return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+}
+
+WorkerTeam::WorkerTeam(int size, int64_t spin_ns, std::vector<int> cores)
+    : size_(size < 1 ? 1 : size), spin_ns_(spin_ns), cores_(std::move(cores)) {
   workers_.reserve(size_ - 1);
   for (int w = 1; w < size_; ++w) workers_.emplace_back([this, w] { WorkerLoop(w); });
 }
@@ -89,6 +97,7 @@ void WorkerTeam::WorkerLoop(int index) {
   omp_set_num_threads(1);
   const std::string name = "sinkrt-team" + std::to_string(index);
   pthread_setname_np(pthread_self(), name.c_str());
+  if (!cores_.empty()) PinToCore(cores_[index % cores_.size()]);
   uint32_t seen = 0;
   for (;;) {
     auto moved = [&] { return generation_.load(std::memory_order_acquire) != seen; };

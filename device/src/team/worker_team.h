@@ -29,12 +29,17 @@
 
 namespace sinkrt::device {
 
+// Pins the calling thread to one core; false if the system refused.
+bool PinToCore(int core);
+
 class WorkerTeam {
  public:
   // `size` threads in all, counting the caller (size - 1 workers start
   // here). `spin_ns`: how long a worker polls for the next part, and the
-  // caller for the workers' ends, before sleeping.
-  WorkerTeam(int size, int64_t spin_ns);
+  // caller for the workers' ends, before sleeping. `cores`, if not empty:
+  // worker p is pinned to cores[p % cores.size()] (cores[0] is the
+  // caller's, which the caller pins itself).
+  WorkerTeam(int size, int64_t spin_ns, std::vector<int> cores = {});
   ~WorkerTeam();
   WorkerTeam(const WorkerTeam&) = delete;
   WorkerTeam& operator=(const WorkerTeam&) = delete;
@@ -57,6 +62,7 @@ class WorkerTeam {
   void RunParts(int parts, PartFn fn, void* arg);
   void WorkerLoop(int index);
 
+  std::vector<int> cores_;
   const int size_;
   const int64_t spin_ns_;
   // The job of the current generation, written before generation_ moves.

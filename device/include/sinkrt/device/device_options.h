@@ -24,6 +24,13 @@ struct DeviceOptions {
   // instead, as before the team existed. SINKRT_WORKER_TEAM=0 turns it
   // off, for measurements (bench/README.md compares the two).
   bool worker_team = true;
+  // Pin the worker team's threads and, for the length of each sink, the
+  // thread running the compute stream, to one core each of those this
+  // process may use (in order): a part of a split kernel then always runs
+  // on the same core, and the weights it reads stay in that core's cache.
+  // Off by default: a machine shared with other work may want the
+  // scheduler to move threads. Override: SINKRT_PIN_THREADS=1.
+  bool pin_threads = false;
   // How long GetNext waits on a dry queue before failing the sink, like
   // MindSpore's GetNext timeout. Override: SINKRT_GETNEXT_TIMEOUT_MS.
   std::chrono::milliseconds get_next_timeout{std::chrono::seconds(300)};
