@@ -157,6 +157,10 @@ TEST(FusedPipelineTest, GeneratorSourcesFuseThroughTheSampleRow) {
                         .Batch(32, true);
   EXPECT_EQ(Kinds(d), (std::vector<Kind>{Kind::kTable, Kind::kCopy}));
   ExpectSameRows(Batches(d, false, 0, 8), Batches(d, true, 0, 8));
+  // Its samples cost its function: the feeder keeps the worker threads.
+  auto writer = BatchWriter::Make(d);
+  ASSERT_TRUE(writer.ok());
+  EXPECT_EQ(*writer, nullptr);
 }
 
 TEST(FusedPipelineTest, WhatCannotFuseRunsAsWrittenBesideWhatCan) {

@@ -45,6 +45,8 @@ SamplePlan MakeSamplePlan(std::shared_ptr<const Node> root, bool fuse) {
   // Unbatched plans hand out the sample row itself: nothing to fuse into.
   if (fuse && plan.batched)
     for (size_t c = 0; c < plan.columns.size(); ++c) plan.fused[c] = FuseSourceColumn(plan, c);
+  plan.in_memory = plan.source->size() > 0;
+  for (size_t c = 0; c < plan.columns.size(); ++c) plan.in_memory &= plan.source->SampleBytes(0, c) != nullptr;
   plan.all_fused = plan.batched && std::all_of(plan.fused.begin(), plan.fused.end(), [](const FusedColumn& f) {
                      return f.kind != FusedColumn::Kind::kUnfused;
                    });

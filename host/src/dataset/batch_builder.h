@@ -31,6 +31,9 @@ struct SamplePlan {
   // run on the sample row as written).
   std::vector<FusedColumn> fused;
   bool all_fused = false;  // batched and every column fused: Write works
+  // The source holds its samples in memory (Source::SampleBytes): reading
+  // one costs a few cache misses, not a user's function.
+  bool in_memory = false;
 };
 
 // `fuse` false: every column unfused, the pipeline as it ran before fusion

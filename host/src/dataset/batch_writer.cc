@@ -15,7 +15,10 @@ Result<std::unique_ptr<BatchWriter>> BatchWriter::Make(const Dataset& dataset) {
         "There is no valid data in dataset, please check dataset file firstly. (a pass has no " +
         std::string(root->batch_size > 0 ? "batches" : "samples") + ")");
   SamplePlan plan = MakeSamplePlan(root);
-  if (!plan.all_fused) return std::unique_ptr<BatchWriter>();
+  // A source that computes its samples (FromGenerator, SyntheticImages)
+  // costs what its function costs: it keeps the iterator's worker threads
+  // rather than run on the one thread that writes.
+  if (!plan.all_fused || !plan.in_memory) return std::unique_ptr<BatchWriter>();
   // As Dataset::Iterate: Repeat at the top only relabels passes.
   const Node* order_root = root.get();
   while (order_root->kind == Node::Kind::Repeat) order_root = order_root->up.get();

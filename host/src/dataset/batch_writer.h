@@ -2,7 +2,8 @@
 // into memory the caller lends (a device queue slot, a frame payload).
 //
 // What a feeder uses instead of a BatchIterator when every column of the
-// pipeline fuses (SamplePlan::all_fused): a batch is then written once,
+// pipeline fuses (SamplePlan::all_fused) and the source holds its samples
+// in memory (FromArrays, Mnist): a batch is then written once,
 // where the device will read it, with no sample rows, no batch tensor to
 // copy again and no worker thread to hand it over. The order is the
 // iterator's: batch g is the same whichever of the two builds it.
@@ -21,8 +22,8 @@ namespace sinkrt::host {
 
 class BatchWriter {
  public:
-  // Null when the pipeline does not fully fuse (iterate it instead); an
-  // error where Dataset::Iterate would fail.
+  // Null when the pipeline does not fully fuse or its source computes its
+  // samples (iterate it instead); an error where Dataset::Iterate would fail.
   static Result<std::unique_ptr<BatchWriter>> Make(const Dataset& dataset);
 
   // Per dataset column: what one sample of the batch holds.

@@ -43,8 +43,9 @@ struct FeedPlan {
   ProfileSession* profile = nullptr;
   int rank = 0;
   // Build each batch straight into the device's memory (DeviceLink::
-  // FillBatch) on the feeder thread, where every dataset column fuses
-  // (dataset/batch_writer.h), no column is cut into blocks and the device
+  // FillBatch) on the feeder thread, where every dataset column fuses and
+  // the source is in memory (dataset/batch_writer.h), no column is cut into
+  // blocks and the device
   // lends its memory; otherwise iterate and push. Off: the pipeline as it
   // ran before fusion, unfused, iterated and pushed (benchmarks and tests
   // compare the two).
