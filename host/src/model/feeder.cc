@@ -148,6 +148,10 @@ Status Feeder::FillEntry(std::span<const std::span<uint8_t>> slot) {
     std::fill(fill_dst_.begin(), fill_dst_.end(), std::span<uint8_t>());
     for (size_t c = 0; c < width; ++c) {
       const ColumnSpec& want = plan_.columns[c];
+      if (plan_.source[c] >= writer_->columns().size())
+        return fill_error_ = InvalidArgument("dataset batch " + std::to_string(global) + " has " +
+                                             std::to_string(writer_->columns().size()) + " columns, column '" +
+                                             want.name + "' is missing");
       const FusedColumn& have = writer_->columns()[plan_.source[c]];
       const bool fits = have.out_dtype == want.dtype && want.shape.size() == have.out_shape.size() + 1 &&
                         want.shape[0] == rows &&
