@@ -1,6 +1,9 @@
 #include "sinkrt/device/in_process_device.h"
 
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "device_core.h"
 #include "sinkrt/device/listening_inbox.h"
@@ -8,8 +11,20 @@
 
 namespace sinkrt::device {
 
+// The executor only offers a non-waiting fill (FillNextSlot); a FillBatch
+// that finds its queue full waits here until the job frees a slot (the
+// executor's slots-freed callback) or ClearQueue stops it, as a PushBatch
+// waits inside the queue.
+struct InProcessDevice::FreeSlots {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<uint64_t> clears;  // per queue of the loaded job: ClearQueue calls
+};
+
 InProcessDevice::InProcessDevice(DeviceOptions options)
-    : options_(std::move(options)), core_(std::make_unique<DeviceCore>(options_)) {}
+    : options_(std::move(options)),
+      free_slots_(std::make_unique<FreeSlots>()),
+      core_(std::make_unique<DeviceCore>(options_)) {}
 // The core goes first (its teardown aborts the world, then frees the job
 // and the world): the world's links came through the inbox.
 InProcessDevice::~InProcessDevice() { core_.reset(); }
@@ -36,7 +51,24 @@ Status InProcessDevice::JoinWorld(const WorldSpec& world) {
   return Status::Ok();
 }
 
-Result<LoadInfo> InProcessDevice::Load(const VerifiedStream& stream) { return core_->Load(stream); }
+Result<LoadInfo> InProcessDevice::Load(const VerifiedStream& stream) {
+  SINKRT_ASSIGN_OR_RETURN(LoadInfo info, core_->Load(stream));
+  // Before any push or sink, as SetOnSlotsFreed requires; no feeder runs
+  // during Load.
+  Executor* job = core_->job();
+  {
+    std::lock_guard<std::mutex> lk(free_slots_->mu);
+    free_slots_->clears.assign(job->num_queues(), 0);
+  }
+  FreeSlots* slots = free_slots_.get();
+  job->SetOnSlotsFreed([slots](uint32_t, uint32_t) {
+    // Under the lock: a waiter between its check and its sleep must not
+    // miss this.
+    std::lock_guard<std::mutex> lk(slots->mu);
+    slots->cv.notify_all();
+  });
+  return info;
+}
 
 Status InProcessDevice::PushBatch(uint32_t queue, std::span<const ConstBytes> columns) {
   Executor* job = core_->job();
@@ -44,9 +76,40 @@ Status InProcessDevice::PushBatch(uint32_t queue, std::span<const ConstBytes> co
   return job->PushBatch(queue, columns);
 }
 
+Status InProcessDevice::FillBatch(uint32_t queue, const BatchFiller& fill) {
+  Executor* job = core_->job();
+  if (!job) return FailedPrecondition("FillBatch before a task stream was loaded");
+  if (queue >= job->num_queues())
+    return OutOfRange("queue index " + std::to_string(queue) + " is outside the stream's " +
+                      std::to_string(job->num_queues()) + " queues");
+  FreeSlots& f = *free_slots_;
+  {
+    std::unique_lock<std::mutex> lk(f.mu);
+    const uint64_t clears = f.clears[queue];
+    // One feeder per queue: a free slot seen here is still free below, since
+    // only the consumer moves and it only frees slots.
+    const bool ready = f.cv.wait_for(lk, options_.push_timeout, [&] {
+      return f.clears[queue] != clears || job->queued_batches(queue) < job->queue_capacity(queue);
+    });
+    if (f.clears[queue] != clears) return Aborted("queue " + std::to_string(queue) + " was cleared");
+    if (!ready)
+      return DeadlineExceeded("queue " + std::to_string(queue) + " stayed full for " +
+                              std::to_string(options_.push_timeout.count()) +
+                              " ms: the device is not consuming batches");
+  }
+  // A ClearQueue from here on is caught by the queue itself: the slot is
+  // not published and this returns kAborted.
+  return job->FillNextSlot(queue, fill);
+}
+
 Status InProcessDevice::ClearQueue(uint32_t queue) {
   Executor* job = core_->job();
   if (!job) return FailedPrecondition("ClearQueue before a task stream was loaded");
+  {
+    std::lock_guard<std::mutex> lk(free_slots_->mu);
+    if (queue < free_slots_->clears.size()) ++free_slots_->clears[queue];
+    free_slots_->cv.notify_all();
+  }
   return job->ClearQueue(queue);
 }
 

@@ -60,8 +60,8 @@ inline host::Dataset MakeDataset(const SyntheticData& d, int64_t batch, bool dro
       .Batch(batch, drop_remainder);
 }
 
-// Forwards to an InProcessDevice and counts: batches pushed per queue (from
-// any thread), every RunSink (program, steps), ClearQueue calls.
+// Forwards to an InProcessDevice and counts: batches pushed or filled per
+// queue (from any thread), every RunSink (program, steps), ClearQueue calls.
 class CountingDevice final : public DeviceLink {
  public:
   explicit CountingDevice(device::DeviceOptions options = device::DeviceOptions::FromEnvironment())
@@ -70,6 +70,11 @@ class CountingDevice final : public DeviceLink {
   Result<LoadInfo> Load(const VerifiedStream& stream) override { return dev_.Load(stream); }
   Status PushBatch(uint32_t queue, std::span<const ConstBytes> columns) override {
     Status st = dev_.PushBatch(queue, columns);
+    if (st.ok() && queue < kQueues) ++pushed_[queue];
+    return st;
+  }
+  Status FillBatch(uint32_t queue, const BatchFiller& fill) override {
+    Status st = dev_.FillBatch(queue, fill);
     if (st.ok() && queue < kQueues) ++pushed_[queue];
     return st;
   }

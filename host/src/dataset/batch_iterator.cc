@@ -155,23 +155,28 @@ int DefaultWorkers() {
 }  // namespace
 
 Result<std::unique_ptr<BatchIterator>> Dataset::Iterate(IteratorOptions options) const {
-  SINKRT_RETURN_IF_ERROR(status());
+  return IterateDataset(*this, options, /*fuse=*/true);
+}
+
+Result<std::unique_ptr<BatchIterator>> IterateDataset(const Dataset& dataset, IteratorOptions options, bool fuse) {
+  SINKRT_RETURN_IF_ERROR(dataset.status());
+  const std::shared_ptr<const Node>& node = DatasetAccess::node(dataset);
   if (options.start_batch < 0 || options.num_workers < 0 || options.prefetch < 1)
     return InvalidArgument("Dataset::Iterate: need start_batch >= 0, num_workers >= 0 and prefetch >= 1, got " +
                            std::to_string(options.start_batch) + ", " + std::to_string(options.num_workers) +
                            " and " + std::to_string(options.prefetch));
-  if (node_->units == 0)
+  if (node->units == 0)
     return FailedPrecondition(
         "There is no valid data in dataset, please check dataset file firstly. (a pass has no " +
-        std::string(node_->batch_size > 0 ? "batches" : "samples") + ")");
+        std::string(node->batch_size > 0 ? "batches" : "samples") + ")");
   // Repeat at the top only relabels passes: batch g of Repeat(c) over X is
   // batch g of X's endless sequence. Iterating X directly keeps each pass
   // order one upstream pass long instead of c of them.
-  const Node* order_root = node_.get();
+  const Node* order_root = node.get();
   while (order_root->kind == Node::Kind::Repeat) order_root = order_root->up.get();
 
   const int workers = options.num_workers > 0 ? options.num_workers : DefaultWorkers();
-  auto it = std::make_unique<PipelineIterator>(MakeSamplePlan(node_), order_root, node_->units, options);
+  auto it = std::make_unique<PipelineIterator>(MakeSamplePlan(node, fuse), order_root, node->units, options);
   SINKRT_RETURN_IF_ERROR(it->Start(workers));
   return std::unique_ptr<BatchIterator>(std::move(it));
 }

@@ -30,6 +30,11 @@ class Source {
   // A hint that Read(index) comes soon: in-memory sources start loading the
   // sample's cache lines, hiding the miss of a shuffled order's random reads.
   virtual void Prefetch(int64_t index) const {}
+  // Sample `index`'s bytes of `column` where the source holds them in
+  // memory as the column's spec says (static shape), so a fused pipeline
+  // reads them in place; nullptr (the default, or an index out of range):
+  // use Read, which also reports the error.
+  virtual const uint8_t* SampleBytes(int64_t index, size_t column) const { return nullptr; }
 };
 
 struct Dataset::Node {

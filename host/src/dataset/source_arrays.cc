@@ -27,6 +27,11 @@ class ArraySource final : public Source {
     }
   }
 
+  const uint8_t* SampleBytes(int64_t index, size_t column) const override {
+    if (index < 0 || index >= rows_ || column >= arrays_.size()) return nullptr;
+    return arrays_[column].data.data() + row_bytes_[column] * index;
+  }
+
   Status Read(int64_t index, Row* row) const override {
     if (index < 0 || index >= rows_)
       return OutOfRange(std::string(name_) + ": sample " + std::to_string(index) + " outside [0, " +

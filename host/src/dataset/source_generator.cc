@@ -18,21 +18,22 @@ class GeneratorSource final : public Source {
   const std::vector<ColumnSpec>& columns() const override { return columns_; }
 
   Status Read(int64_t index, Row* row) const override {
-    const std::string where = "GeneratorDataset: sample " + std::to_string(index);
-    SINKRT_RETURN_IF_ERROR(fn_(index, row), where);
+    // Built only for an error: an eager string was a heap allocation per sample.
+    auto where = [index] { return "GeneratorDataset: sample " + std::to_string(index); };
+    SINKRT_RETURN_IF_ERROR(fn_(index, row), where());
     if (row->size() != columns_.size())
-      return InvalidArgument(where + ": produced " + std::to_string(row->size()) + " columns, the spec has " +
+      return InvalidArgument(where() + ": produced " + std::to_string(row->size()) + " columns, the spec has " +
                              std::to_string(columns_.size()));
     for (size_t c = 0; c < columns_.size(); ++c) {
       const ColumnSpec& spec = columns_[c];
       const Tensor& t = (*row)[c];
       if (t.dtype != spec.dtype || !ShapeMatches(spec.shape, t.shape))
-        return InvalidArgument(where + ", column '" + spec.name + "': produced " + DTypeName(t.dtype) + " " +
+        return InvalidArgument(where() + ", column '" + spec.name + "': produced " + DTypeName(t.dtype) + " " +
                                ShapeToString(t.shape) + " but the spec says " + DTypeName(spec.dtype) + " " +
                                ShapeToString(spec.shape));
       const int64_t numel = NumElements(t.shape);
       if (numel < 0 || t.data.size() != static_cast<size_t>(numel) * DTypeSize(t.dtype))
-        return InvalidArgument(where + ", column '" + spec.name + "': holds " + std::to_string(t.data.size()) +
+        return InvalidArgument(where() + ", column '" + spec.name + "': holds " + std::to_string(t.data.size()) +
                                " bytes, not those of " + DTypeName(t.dtype) + " " + ShapeToString(t.shape));
     }
     return Status::Ok();

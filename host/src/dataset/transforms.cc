@@ -6,6 +6,7 @@
 // A transform whose output differs in size writes into a per-thread scratch
 // buffer and swaps it with the column's storage: after the first few samples
 // both buffers have grown to their largest size and nothing is allocated.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -99,6 +100,7 @@ std::function<Result<ColumnSpec>(const ColumnSpec&)> Refuse(Status status) {
 Transform Transform::Rescale(double scale, double shift) {
   Transform t;
   t.name = "Rescale";
+  t.fusion = Transform::Fusion::kPerValue;
   t.output_spec = [](const ColumnSpec& in) -> Result<ColumnSpec> {
     if (in.dtype != DType::U8 && in.dtype != DType::I32 && in.dtype != DType::F32)
       return BadDType("Rescale", in.dtype, "u8, i32 or f32");
@@ -145,6 +147,8 @@ Transform Transform::Rescale(double scale, double shift) {
 Transform Transform::Normalize(std::vector<float> mean, std::vector<float> std) {
   Transform t;
   t.name = "Normalize";
+  t.fusion = Transform::Fusion::kPerValue;
+  t.channels = static_cast<int64_t>(std::max<size_t>(1, mean.size()));
   if (mean.empty() || mean.size() != std.size()) {
     t.output_spec = Refuse(InvalidArgument("Normalize: mean and std must be non-empty and of one length, got " +
                                            std::to_string(mean.size()) + " and " + std::to_string(std.size())));
@@ -203,6 +207,7 @@ Transform Transform::Normalize(std::vector<float> mean, std::vector<float> std) 
 Transform Transform::TypeCast(DType to) {
   Transform t;
   t.name = "TypeCast";
+  t.fusion = Transform::Fusion::kPerValue;
   const char* kSupported = "u8, i32, i64, f32 or f64";
   if (!IsCastable(to)) {
     t.output_spec = Refuse(InvalidArgument(std::string("TypeCast: target dtype ") + Dt(to) +
@@ -301,6 +306,7 @@ Status ResolveReshape(const Shape& target, int64_t numel, const Shape& from, Sha
 Transform Transform::Reshape(Shape shape) {
   Transform t;
   t.name = "Reshape";
+  t.fusion = Transform::Fusion::kBytesUnchanged;
   int inferred = 0;
   bool bad_dim = false;
   for (int64_t d : shape) {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,6 +42,14 @@ struct FeedPlan {
   // Profiling: the session that records each push, and this feeder's rank.
   ProfileSession* profile = nullptr;
   int rank = 0;
+  // Build each batch straight into the device's memory (DeviceLink::
+  // FillBatch) on the feeder thread, where every dataset column fuses and
+  // the source is in memory (dataset/batch_writer.h), no column is cut into
+  // blocks and the device
+  // lends its memory; otherwise iterate and push. Off: the pipeline as it
+  // ran before fusion, unfused, iterated and pushed (benchmarks and tests
+  // compare the two).
+  bool fuse = true;
 };
 
 // Maps the queue's columns to the dataset's by name (CheckDatasetColumns has
@@ -50,6 +59,8 @@ FeedPlan MakeFeedPlan(const QueueInfo& queue, const Dataset& dataset);
 // Checks one dataset batch against the queue's columns; `global_batch` names
 // it in errors.
 Status CheckBatch(const FeedPlan& plan, const Row& row, int64_t global_batch);
+
+class BatchWriter;
 
 class Feeder {
  public:
@@ -74,13 +85,28 @@ class Feeder {
   double wait_ms(int64_t index) const;
 
  private:
-  Feeder(DeviceLink& device, FeedPlan plan, std::unique_ptr<BatchIterator> it);
+  Feeder(DeviceLink& device, const Dataset& dataset, FeedPlan plan, std::unique_ptr<BatchWriter> writer,
+         std::unique_ptr<BatchIterator> it);
   void Run();
+  // Entries from *next on through FillBatch; false if the device has no
+  // FillBatch (then nothing was pushed and the iterator takes over).
+  bool RunFilling(int64_t* next);
+  void RunIterating(int64_t next);
+  // The filler: entry `fill_first_`'s batches written into the slot.
+  Status FillEntry(std::span<const std::span<uint8_t>> slot);
+  void RecordPush(int64_t begin_ns, int64_t first);
   void Fail(Status st);
 
   DeviceLink& device_;
+  const Dataset dataset_;  // for an iterator made late, after a fill fell back
   const FeedPlan plan_;
+  std::unique_ptr<BatchWriter> writer_;
   std::unique_ptr<BatchIterator> it_;
+  DeviceLink::BatchFiller filler_;         // made once: a std::function per batch would allocate
+  int64_t fill_first_ = 0;                 // the entry's first dataset batch
+  int64_t fill_epoch_ = 0;                 // its epoch, for wait_ns_
+  Status fill_error_;                      // the pipeline's error in FillEntry, apart from the device's
+  std::vector<std::span<uint8_t>> fill_dst_;  // per dataset column
   std::vector<std::atomic<int64_t>> wait_ns_;  // per epoch
   std::atomic<int64_t> pushed_{0};
   std::atomic<bool> stop_{false};

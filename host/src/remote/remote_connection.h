@@ -39,6 +39,11 @@ struct QueueState {
   uint32_t sending = 0;        // pushes that hold a credit and are on their way to the wire
   std::mutex push_mu;          // one push per queue at a time: sequences reach the wire in order
   flatbuffers::FlatBufferBuilder fbb{64};  // reused under push_mu
+  // FillBatch's frame payload, the columns back to back, and its column
+  // spans: sized by the first fill and reused under push_mu.
+  std::vector<uint8_t> payload;
+  std::vector<std::span<uint8_t>> fill_spans;
+  std::vector<ConstBytes> send_spans;
 };
 
 struct Reply {

@@ -121,33 +121,26 @@ Result<LoadInfo> RemoteDevice::Load(const VerifiedStream& verified) {
   return info;
 }
 
-Status RemoteDevice::PushBatch(uint32_t queue, std::span<const ConstBytes> columns) {
-  State& s = *state_;
-  RemoteConnection& c = *s.conn;
-  std::shared_ptr<QueueState> q;
-  uint64_t job;
-  {
-    std::lock_guard<std::mutex> lk(c.mu);
-    if (c.lost) return c.LostStatus();
-    if (!c.loaded) return FailedPrecondition("PushBatch before a task stream was loaded");
-    job = c.job;
-    if (queue >= c.queues.size())
-      return OutOfRange("queue index " + std::to_string(queue) + " is outside the stream's " +
-                        std::to_string(c.queues.size()) + " queues");
-    q = c.queues[queue];
-  }
-  // The daemon treats a mis-sized batch as a protocol violation and drops the
-  // connection; checked here it is an ordinary error, as in-process.
-  if (columns.size() != q->column_bytes.size())
-    return InvalidArgument("queue '" + q->name + "': batch has " + std::to_string(columns.size()) +
-                           " columns, expected " + std::to_string(q->column_bytes.size()));
-  for (size_t c = 0; c < columns.size(); ++c)
-    if (columns[c].size() != q->column_bytes[c])
-      return InvalidArgument("queue '" + q->name + "': column " + std::to_string(c) + " has " +
-                             std::to_string(columns[c].size()) + " bytes, expected " +
-                             std::to_string(q->column_bytes[c]));
+namespace {
 
-  std::lock_guard<std::mutex> producer(q->push_mu);
+// The queue a push goes to and the job it belongs to, or why there is none.
+Status PushTarget(RemoteConnection& c, uint32_t queue, std::shared_ptr<QueueState>* q, uint64_t* job) {
+  std::lock_guard<std::mutex> lk(c.mu);
+  if (c.lost) return c.LostStatus();
+  if (!c.loaded) return FailedPrecondition("PushBatch before a task stream was loaded");
+  *job = c.job;
+  if (queue >= c.queues.size())
+    return OutOfRange("queue index " + std::to_string(queue) + " is outside the stream's " +
+                      std::to_string(c.queues.size()) + " queues");
+  *q = c.queues[queue];
+  return Status::Ok();
+}
+
+// Takes a credit (waiting for one) and sends the frame; the caller holds
+// q.push_mu and has checked the columns' sizes.
+Status SendBatch(RemoteConnection& c, uint32_t queue, QueueState& qs, uint64_t job,
+                 std::span<const ConstBytes> columns) {
+  QueueState* q = &qs;
   uint64_t sequence;
   {
     std::unique_lock<std::mutex> lk(c.mu);
@@ -183,6 +176,52 @@ Status RemoteDevice::PushBatch(uint32_t queue, std::span<const ConstBytes> colum
     return c.LostStatus("PushBatch(queue '" + q->name + "')");
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status RemoteDevice::PushBatch(uint32_t queue, std::span<const ConstBytes> columns) {
+  std::shared_ptr<QueueState> q;
+  uint64_t job;
+  SINKRT_RETURN_IF_ERROR(PushTarget(*state_->conn, queue, &q, &job));
+  // The daemon treats a mis-sized batch as a protocol violation and drops the
+  // connection; checked here it is an ordinary error, as in-process.
+  if (columns.size() != q->column_bytes.size())
+    return InvalidArgument("queue '" + q->name + "': batch has " + std::to_string(columns.size()) +
+                           " columns, expected " + std::to_string(q->column_bytes.size()));
+  for (size_t c = 0; c < columns.size(); ++c)
+    if (columns[c].size() != q->column_bytes[c])
+      return InvalidArgument("queue '" + q->name + "': column " + std::to_string(c) + " has " +
+                             std::to_string(columns[c].size()) + " bytes, expected " +
+                             std::to_string(q->column_bytes[c]));
+  std::lock_guard<std::mutex> producer(q->push_mu);
+  return SendBatch(*state_->conn, queue, *q, job, columns);
+}
+
+// The batch is built into the frame's payload buffer before a credit is
+// taken: a credit then never waits on the pipeline, and a fill that fails
+// sends nothing.
+Status RemoteDevice::FillBatch(uint32_t queue, const BatchFiller& fill) {
+  std::shared_ptr<QueueState> q;
+  uint64_t job;
+  SINKRT_RETURN_IF_ERROR(PushTarget(*state_->conn, queue, &q, &job));
+  std::lock_guard<std::mutex> producer(q->push_mu);
+  const size_t columns = q->column_bytes.size();
+  if (q->fill_spans.size() != columns) {
+    uint64_t total = 0;
+    for (uint64_t b : q->column_bytes) total += b;
+    q->payload.resize(total);
+    q->fill_spans.resize(columns);
+    q->send_spans.resize(columns);
+    uint8_t* p = q->payload.data();
+    for (size_t c = 0; c < columns; ++c) {
+      q->fill_spans[c] = std::span<uint8_t>(p, q->column_bytes[c]);
+      q->send_spans[c] = q->fill_spans[c];
+      p += q->column_bytes[c];
+    }
+  }
+  SINKRT_RETURN_IF_ERROR(fill(q->fill_spans));
+  return SendBatch(*state_->conn, queue, *q, job, q->send_spans);
 }
 
 Status RemoteDevice::ClearQueue(uint32_t queue) {

@@ -24,6 +24,9 @@ class InProcessDevice final : public DeviceLink {
 
   Result<LoadInfo> Load(const VerifiedStream& stream) override;
   Status PushBatch(uint32_t queue, std::span<const ConstBytes> columns) override;
+  // Fills the queue slot in place (Executor::FillNextSlot), waiting for a
+  // free one as PushBatch does.
+  Status FillBatch(uint32_t queue, const BatchFiller& fill) override;
   Result<SinkResult> RunSink(ProgramKind program, uint32_t steps) override;
   Status ClearQueue(uint32_t queue) override;
   Result<std::vector<uint8_t>> ReadTensor(uint32_t buffer) override;
@@ -42,7 +45,10 @@ class InProcessDevice final : public DeviceLink {
   Executor* executor();
 
  private:
+  struct FreeSlots;  // what a FillBatch waiting for a slot sleeps on
+
   DeviceOptions options_;
+  std::unique_ptr<FreeSlots> free_slots_;
   std::unique_ptr<ListeningInbox> inbox_;
   std::unique_ptr<DeviceCore> core_;  // the world and the job; its sinks run on the caller's thread
   uint64_t round_trips_ = 0;

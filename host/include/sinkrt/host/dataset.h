@@ -42,6 +42,19 @@ struct Transform {
   std::function<Status(Tensor& column)> apply;    // must be thread-safe
   std::function<Result<ColumnSpec>(const ColumnSpec& in)> output_spec;
 
+  // What the pipeline may assume to fuse a column's transforms into one
+  // pass from the source's bytes to the batch's (host/src/dataset/
+  // fused_column.h). kNone, the default, runs `apply` on every sample as
+  // written; the built-ins declare what they are:
+  //   kPerValue        each output element depends only on its input
+  //                    element's value and on its index modulo `channels`
+  //                    (Rescale, Normalize, TypeCast);
+  //   kBytesUnchanged  only the shape changes (Reshape).
+  // A custom transform that claims either and is not so gets wrong batches.
+  enum class Fusion : uint8_t { kNone, kPerValue, kBytesUnchanged };
+  Fusion fusion = Fusion::kNone;
+  int64_t channels = 1;  // kPerValue
+
   // x*scale + shift, to f32, from u8 / i32 / f32.
   static Transform Rescale(double scale, double shift = 0.0);
   // (x - mean[c]) / std[c] to f32 over the last dim (the channel of an HWC

@@ -90,6 +90,8 @@ class RemoteDevice final : public DeviceLink {
 
   Result<LoadInfo> Load(const VerifiedStream& stream) override;
   Status PushBatch(uint32_t queue, std::span<const ConstBytes> columns) override;
+  // Fills the frame's payload (a buffer per queue, kept) and sends it.
+  Status FillBatch(uint32_t queue, const BatchFiller& fill) override;
   Result<SinkResult> RunSink(ProgramKind program, uint32_t steps) override;
   Status ClearQueue(uint32_t queue) override;
   Result<std::vector<uint8_t>> ReadTensor(uint32_t buffer) override;

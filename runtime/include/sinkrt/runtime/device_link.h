@@ -111,6 +111,21 @@ class DeviceLink {
   // queue is full (bounded by the device's timeout). Never a round trip.
   virtual Status PushBatch(uint32_t queue, std::span<const ConstBytes> columns) = 0;
 
+  // PushBatch with the caller writing the batch where the device will read
+  // it: `fill` gets one writable span per queue column, each exactly the
+  // column's bytes (in-process: the queue slot itself; remote: the frame's
+  // payload), and the batch is queued only if it returns Ok. A feeder that
+  // builds its batch this way writes it once instead of building it and
+  // having PushBatch copy it. Waits, and is stopped by ClearQueue, as
+  // PushBatch is; same threading. Unimplemented (the default, for links
+  // with nowhere to lend): the caller pushes.
+  using BatchFiller = std::function<Status(std::span<const std::span<uint8_t>> columns)>;
+  virtual Status FillBatch(uint32_t queue, const BatchFiller& fill) {
+    (void)queue;
+    (void)fill;
+    return Unimplemented("this device has no FillBatch; push built batches");
+  }
+
   // Runs `steps` iterations of `program` and answers once: one control round trip.
   virtual Result<SinkResult> RunSink(ProgramKind program, uint32_t steps) = 0;
 
