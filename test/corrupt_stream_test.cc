@@ -192,7 +192,8 @@ TEST_F(CorruptStream, AccumulatorThatIsNotAnOutputIsRefused) {
     auto* prog = programs->GetMutableObject(p);
     if (prog->kind() != fb::ProgramKind::EvalStep) continue;
     ASSERT_TRUE(prog->accumulators() && prog->accumulators()->size() == 1);
-    mutated = prog->mutable_accumulators()->Mutate(0, static_cast<uint32_t>(weight));
+    prog->mutable_accumulators()->Mutate(0, static_cast<uint32_t>(weight));
+    mutated = true;
   }
   ASSERT_TRUE(mutated);
   ExpectError(bad, "has role Param, an accumulator must be an Output buffer");
@@ -208,7 +209,7 @@ TEST_F(CorruptStream, MetricSumIntoABufferNeverZeroedIsRefused) {
   auto* programs = Mutable(bad)->mutable_programs();
   for (uint32_t p = 0; p < programs->size(); ++p) {
     auto* prog = programs->GetMutableObject(p);
-    if (prog->kind() == fb::ProgramKind::EvalStep) ASSERT_TRUE(prog->mutable_accumulators()->Mutate(0, loss));
+    if (prog->kind() == fb::ProgramKind::EvalStep) prog->mutable_accumulators()->Mutate(0, loss);
   }
   ExpectError(bad, "MetricSum task 'eval/metric_sum' adds into buffer");
   ExpectError(bad, "not among the program's accumulators");

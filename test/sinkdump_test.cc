@@ -930,7 +930,8 @@ TEST_F(SinkdumpTest, DiffOfTwoStrategiesShowsLayoutsCollectivesAndMemory) {
   EXPECT_NE(r.out.find("differ in: header, memory, layouts, collectives, buffers"), std::string::npos) << r.out;
   for (const char* fragment :
        {"memory: arena ", "  Param       5,544 B of 11,048 B whole, 5,544 B in arena -> 11,048 B of 11,048 B whole",
-        "  Output      4 B of 4 B whole, 4 B in arena (same)", "layouts: ",
+        // Output: the loss and eval_step's f64 metric sum (sunk eval, format 1.4).
+        "  Output      12 B of 12 B whole, 12 B in arena (same)", "layouts: ",
         "~ w1: [32,32] of [32,64] dm [", "-> [32,64] of [32,64] dm [", "~ w2: [32,10] of [64,10] dm [",
         "collectives (train_step)\n  - 1 AllReduce (forward) 320 B\n  + gradient buckets: 1 AllReduce ",
         "- only: 1 AllReduce forward, group world [0, 1], 320 B each",
