@@ -269,7 +269,7 @@ class Checker {
         const fb::Buffer* buf = s_->buffers()->Get(b);
         if (buf->role() != fb::BufferRole::Output)
           return InvalidArgument(pname + ": accumulator buffer " + std::to_string(b) + Named(buf->name()) +
-                                 " has role " + fb::EnumNameBufferRole(buf->role()) +
+                                 " has role " + std::string(BufferRoleName(buf->role())) +
                                  ", an accumulator must be an Output buffer");
         if (std::find(listed.begin(), listed.end(), b) != listed.end())
           return InvalidArgument(pname + ": accumulator buffer " + std::to_string(b) + Named(buf->name()) +
