@@ -491,18 +491,28 @@ TEST(Compiler, ProgramsAndReports) {
     return out;
   };
   EXPECT_EQ(report_names(v.FindProgram(fb::ProgramKind::TrainStep)), (std::vector<std::string>{"loss"}));
+  // eval_step's last report: the metric sums of sunk eval (format 1.4), the
+  // program's one accumulator.
   EXPECT_EQ(report_names(v.FindProgram(fb::ProgramKind::EvalStep)),
-            (std::vector<std::string>{"loss", "accuracy", g.tensor(g.outputs()[0]).name}));
+            (std::vector<std::string>{"loss", "accuracy", g.tensor(g.outputs()[0]).name, "eval/metric_sums"}));
+  const fb::Program* eval = v.FindProgram(fb::ProgramKind::EvalStep);
+  ASSERT_TRUE(eval->accumulators() && eval->accumulators()->size() == 1);
+  EXPECT_EQ(eval->accumulators()->Get(0), eval->reports()->Get(3));
+  EXPECT_EQ(v.FindProgram(fb::ProgramKind::TrainStep)->accumulators(), nullptr);
 
   // Task names are op names; train_step = GetNext + one kernel per op (less
-  // the ops folded by fusion); eval_step runs the forward ops and the metric.
+  // the ops folded by fusion); eval_step runs the forward ops, the metric
+  // and the compiler's MetricSum.
   std::set<std::string> op_names;
   for (const host::OpNode& op : g.ops()) op_names.insert(op.name);
-  const fb::Program* eval = v.FindProgram(fb::ProgramKind::EvalStep);
   for (const fb::Task* t : *eval->streams()->Get(0)->tasks()) {
     if (t->body_type() != fb::TaskBody::KernelTask) continue;
     std::string name = t->name()->str();
     if (t->body_as_KernelTask()->op() == fb::OpCode::ArgMaxAccuracy) continue;
+    if (t->body_as_KernelTask()->op() == fb::OpCode::MetricSum) {
+      EXPECT_EQ(name, "eval/metric_sum");
+      continue;
+    }
     std::string first = name.substr(0, name.find('+'));
     EXPECT_TRUE(op_names.count(first)) << name;
   }

@@ -177,6 +177,44 @@ TEST_F(CorruptStream, GetNextQueueOutOfTable) {
   ExpectError(bad, "queue index 7 is outside the queue table");
 }
 
+// Format 1.4's accumulators (sunk eval): eval_step lists its metric sums.
+// Pointed at a Param, the device would zero trained weights every sink;
+// pointed at another Output, the MetricSum's sums would never be zeroed.
+TEST_F(CorruptStream, AccumulatorThatIsNotAnOutputIsRefused) {
+  std::vector<uint8_t> bad = *good_;
+  auto view = VerifyTaskStream(bad);
+  SINKRT_ASSERT_OK(view);
+  const int64_t weight = view->FindBuffer("fc1.weight");
+  ASSERT_GE(weight, 0);
+  auto* programs = Mutable(bad)->mutable_programs();
+  bool mutated = false;
+  for (uint32_t p = 0; p < programs->size(); ++p) {
+    auto* prog = programs->GetMutableObject(p);
+    if (prog->kind() != fb::ProgramKind::EvalStep) continue;
+    ASSERT_TRUE(prog->accumulators() && prog->accumulators()->size() == 1);
+    prog->mutable_accumulators()->Mutate(0, static_cast<uint32_t>(weight));
+    mutated = true;
+  }
+  ASSERT_TRUE(mutated);
+  ExpectError(bad, "has role Param, an accumulator must be an Output buffer");
+}
+
+TEST_F(CorruptStream, MetricSumIntoABufferNeverZeroedIsRefused) {
+  std::vector<uint8_t> bad = *good_;
+  auto view = VerifyTaskStream(bad);
+  SINKRT_ASSERT_OK(view);
+  const fb::Program* eval = view->FindProgram(fb::ProgramKind::EvalStep);
+  ASSERT_TRUE(eval && eval->reports() && eval->reports()->size() >= 2);
+  const uint32_t loss = eval->reports()->Get(0);  // an Output too, but not an accumulator
+  auto* programs = Mutable(bad)->mutable_programs();
+  for (uint32_t p = 0; p < programs->size(); ++p) {
+    auto* prog = programs->GetMutableObject(p);
+    if (prog->kind() == fb::ProgramKind::EvalStep) prog->mutable_accumulators()->Mutate(0, loss);
+  }
+  ExpectError(bad, "MetricSum task 'eval/metric_sum' adds into buffer");
+  ExpectError(bad, "not among the program's accumulators");
+}
+
 TEST_F(CorruptStream, UnsupportedFormatVersion) {
   std::vector<uint8_t> bad = *good_;
   ASSERT_TRUE(Mutable(bad)->mutable_header()->mutate_format_major(9));

@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <new>
@@ -520,6 +521,54 @@ void ExpectBlockedNoAllocations(bool shared_memory) {
 
 TEST(NoAlloc, BlockedCollectivesOverSharedMemoryAllocateNothing) { ExpectBlockedNoAllocations(true); }
 TEST(NoAlloc, BlockedCollectivesOverTcpAllocateNothing) { ExpectBlockedNoAllocations(false); }
+
+// Sunk eval: RunSink(EvalStep, N) zeroes the metric sums once and adds into
+// them every step (MetricSum), allocating nothing; the sums it reports are
+// those of the sink's own steps.
+TEST(NoAlloc, SunkEvalStepsAllocateNothing) {
+  constexpr int64_t kBatch = 64;
+  host::CompileOptions o;
+  o.optimizer = host::OptimizerSpec::Adam(0.001f);
+  auto cs = host::Compile(testing::MakeMlp(kBatch), o);
+  SINKRT_ASSERT_OK(cs);
+  auto ex = device::Executor::Load(cs->stream, device::DeviceOptions{});
+  SINKRT_ASSERT_OK(ex);
+  const fb::Program* eval = cs->stream.FindProgram(fb::ProgramKind::EvalStep);
+  ASSERT_TRUE(eval && eval->accumulators() && eval->accumulators()->size() == 1);
+  const uint32_t sums_buffer = eval->accumulators()->Get(0);
+  auto data = testing::MakeSyntheticData(kBatch * 12, 784, 10, 1);
+  auto run = [&](uint32_t steps) {
+    for (uint32_t i = 0; i < steps; ++i) {
+      std::vector<ConstBytes> cols;
+      cols.emplace_back(reinterpret_cast<const uint8_t*>(data.images.data() + i * kBatch * 784), kBatch * 784 * 4);
+      cols.emplace_back(reinterpret_cast<const uint8_t*>(data.labels.data() + i * kBatch), kBatch * 4);
+      EXPECT_TRUE((*ex)->PushBatch(1, cols).ok());  // queue 1: eval's
+    }
+    device::RunStats stats;
+    g_ours = g_dnnl = g_dnnl_calls = 0;
+    g_armed = true;
+    Status st = (*ex)->Run(ProgramKind::EvalStep, steps, &stats);
+    g_armed = false;
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    auto sums = (*ex)->Buffer(sums_buffer);
+    EXPECT_TRUE(sums.ok());
+    double correct = -1;
+    if (sums.ok()) std::memcpy(&correct, sums->data() + sizeof(double), sizeof correct);
+    return std::make_pair(Counts{g_ours.load(), g_dnnl.load(), g_dnnl_calls.load()}, correct);
+  };
+  run(2);  // warm-up: lazily created OpenMP state
+  auto [four, four_correct] = run(4);
+  auto [twelve, twelve_correct] = run(12);
+  EXPECT_EQ(four.ours, 0) << "sinkrt allocated during a 4-step eval sink";
+  EXPECT_EQ(twelve.ours, 0) << "sinkrt allocated during a 12-step eval sink";
+  // The batches of the 12-step sink start with the 4-step sink's: had the
+  // sums not been zeroed, the 4 steps' count would be in them twice.
+  auto [again, again_correct] = run(4);
+  EXPECT_EQ(again.ours, 0);
+  EXPECT_EQ(again_correct, four_correct);
+  EXPECT_GE(twelve_correct, four_correct);
+  EXPECT_LE(twelve_correct, 12.0 * kBatch);
+}
 
 TEST(NoAlloc, MlpStepsAllocateNothing) { ExpectNoAllocations(testing::MakeMlp(64), 64, 784); }
 TEST(NoAlloc, ProfiledMlpStepsAllocateNothing) { ExpectNoAllocations(testing::MakeMlp(64), 64, 784, true); }

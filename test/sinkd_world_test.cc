@@ -631,6 +631,45 @@ TEST(SinkdWorldFaultTest, ModelTrainReportsTheDeadRank) {
   EXPECT_TRUE(Contains(st.message(), "rank 1")) << st.ToString();
 }
 
+// Sunk eval under data parallel through real daemons (model/eval_sunk.h):
+// eval runs on rank 0, its full batches in one RunSink over the wire while
+// the host's Feeder pushes them, with the per-batch eval's figures to the
+// bit, one control round trip for the pass (+1 for a partial last batch)
+// where the per-batch eval takes one per batch; the other ranks see none.
+TEST(SinkdWorldEvalTest, DataParallelSunkEvalIsOneRoundTripWithThePerBatchFigures) {
+  Daemons d;
+  SINKRT_ASSERT_OK(StartDaemons(&d, 2, 10000ms));
+  SINKRT_ASSERT_OK(ConnectAll(&d, 10000ms));
+  host::ModelOptions o;
+  o.context.mode = host::ParallelMode::DataParallel;
+  o.context.device_num = 2;
+  o.context.gradients_mean = true;
+  o.compile_cache = "";
+  auto model = host::Model::Create(host::MakeMlpNetwork(kBatch, {kFeatures, 12, 4}),
+                                   host::LossSpec::SparseSoftmaxCrossEntropy(), host::OptimizerSpec::Sgd(0.05f),
+                                   d.links(), o);
+  SINKRT_ASSERT_OK(model);
+  const testing::SyntheticData train = testing::MakeSyntheticData(2 * 8 * kBatch, kFeatures, 4, 5);
+  SINKRT_ASSERT_OK((*model)->train(1, SyntheticSamples(train, kFeatures).Batch(kBatch, true), {}, true));
+  for (int64_t n : {int64_t{20 * kBatch}, int64_t{20 * kBatch + 3}}) {
+    SCOPED_TRACE(std::to_string(n) + " samples");
+    const testing::SyntheticData eval = testing::MakeSyntheticData(n, kFeatures, 4, 9);
+    const host::Dataset ds = SyntheticSamples(eval, kFeatures).Batch(kBatch, false);
+    auto per_batch = (*model)->eval(ds, false);
+    SINKRT_ASSERT_OK(per_batch);
+    const uint64_t rank1_before = d.devices[1]->control_round_trips();
+    auto sunk = (*model)->eval(ds, true);
+    SINKRT_ASSERT_OK(sunk);
+    EXPECT_EQ(sunk->samples, n);
+    EXPECT_EQ(sunk->loss, per_batch->loss);
+    EXPECT_EQ(sunk->accuracy, per_batch->accuracy);
+    const uint64_t partial = n % kBatch ? 1 : 0;
+    EXPECT_EQ(per_batch->round_trips, 20 + partial);
+    EXPECT_EQ(sunk->round_trips, 1 + partial);
+    EXPECT_EQ(d.devices[1]->control_round_trips(), rank1_before);
+  }
+}
+
 TEST(SinkdWorldFaultTest, MemberThatNeverJoinsFailsWithinThePeerTimeoutNamingIt) {
   constexpr auto kPeerTimeout = 1500ms;
   Daemons d;

@@ -98,7 +98,7 @@ TEST_F(SinkdumpTest, TextShowsHeaderMemoryPlanQueuesAndTasks) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(r.err.empty()) << r.err;
   for (const char* fragment :
-       {"header", "format        1.3", "world size 1", "graph hash    0x", "requirements", "producer",
+       {"header", "format        1.4", "world size 1", "graph hash    0x", "requirements", "producer",
         "memory plan:", "liveness lower bound", "arena / lower bound", "bytes per role", "fc1.weight",
         "fc2.bias", "HeUniform", "queues:", "'train'", "image", "label", "per batch",
         "communicator groups: 0", "program 'init'", "train_step", "eval_step", "GetNext", "MatMul",
@@ -123,6 +123,23 @@ TEST_F(SinkdumpTest, TextShowsFusedKernelOptions) {
   EXPECT_NE(r.out.find("fused_bias=fc1.bias"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("fused_relu"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("program 'init'"), std::string::npos) << "--program must filter:\n" << r.out;
+}
+
+// Sunk eval (format 1.4): eval_step's MetricSum with its weights (the
+// batch's rows for the loss, 1 for the count) and the accumulator the
+// device zeroes when a sink starts, in text and in JSON.
+TEST_F(SinkdumpTest, ShowsTheSunkEvalSumsAndTheirAccumulator) {
+  RunResult r = Run(Quoted(*mlp_) + " --program eval_step");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* fragment : {"MetricSum", "eval/metric_sum", "weights=", "accumulators [eval/metric_sums]",
+                               "zeroed when a sink starts"})
+    EXPECT_NE(r.out.find(fragment), std::string::npos) << "missing '" << fragment << "' in:\n" << r.out;
+  RunResult j = Run(Quoted(*mlp_) + " --json --program eval_step");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  nlohmann::json doc = nlohmann::json::parse(j.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(doc.is_discarded()) << j.out;
+  ASSERT_TRUE(doc.contains("programs") && doc["programs"].is_array() && !doc["programs"].empty()) << j.out;
+  EXPECT_EQ(doc["programs"][0]["accumulators"], nlohmann::json::array({"eval/metric_sums"})) << j.out;
 }
 
 TEST_F(SinkdumpTest, TextShowsTheLayoutOpsAndTheirOptions) {
@@ -151,7 +168,7 @@ TEST_F(SinkdumpTest, JsonCarriesTheSameInformation) {
 
   VerifiedStream v = View();
   const fb::TaskStream& s = *v.root();
-  EXPECT_EQ(j["header"]["format_version"], "1.3");
+  EXPECT_EQ(j["header"]["format_version"], "1.4");
   EXPECT_EQ(j["header"]["world_size"], 1);
   EXPECT_EQ(j["header"]["target"], s.header()->target()->str());
 
@@ -913,7 +930,8 @@ TEST_F(SinkdumpTest, DiffOfTwoStrategiesShowsLayoutsCollectivesAndMemory) {
   EXPECT_NE(r.out.find("differ in: header, memory, layouts, collectives, buffers"), std::string::npos) << r.out;
   for (const char* fragment :
        {"memory: arena ", "  Param       5,544 B of 11,048 B whole, 5,544 B in arena -> 11,048 B of 11,048 B whole",
-        "  Output      4 B of 4 B whole, 4 B in arena (same)", "layouts: ",
+        // Output: the loss and eval_step's f64 metric sum (sunk eval, format 1.4).
+        "  Output      12 B of 12 B whole, 12 B in arena (same)", "layouts: ",
         "~ w1: [32,32] of [32,64] dm [", "-> [32,64] of [32,64] dm [", "~ w2: [32,10] of [64,10] dm [",
         "collectives (train_step)\n  - 1 AllReduce (forward) 320 B\n  + gradient buckets: 1 AllReduce ",
         "- only: 1 AllReduce forward, group world [0, 1], 320 B each",

@@ -164,6 +164,11 @@ void KernelAttrs(const VerifiedStream& view, const fb::KernelTask& k, Json& attr
                                     : std::vector<int64_t>{};
       }
       break;
+    case fb::OpOptions::MetricSumOptions:
+      if (const auto* o = k.options_as_MetricSumOptions())
+        attrs["weights"] = o->weights() ? std::vector<double>(o->weights()->begin(), o->weights()->end())
+                                        : std::vector<double>{};
+      break;
     default:
       break;
   }

@@ -210,6 +210,11 @@ std::vector<int64_t> Reports(const fb::Program& p) {
   return p.reports() ? std::vector<int64_t>(p.reports()->begin(), p.reports()->end()) : std::vector<int64_t>{};
 }
 
+std::vector<int64_t> Accumulators(const fb::Program& p) {
+  return p.accumulators() ? std::vector<int64_t>(p.accumulators()->begin(), p.accumulators()->end())
+                          : std::vector<int64_t>{};
+}
+
 Json DiffProgram(const VerifiedStream& va, const fb::Program& a, const VerifiedStream& vb, const fb::Program& b,
                  const DumpOptions& options) {
   uint32_t na = a.streams() ? a.streams()->size() : 0, nb = b.streams() ? b.streams()->size() : 0;
@@ -218,6 +223,7 @@ Json DiffProgram(const VerifiedStream& va, const fb::Program& a, const VerifiedS
   AddChange(changes, "streams", na, nb);
   AddChange(changes, "num_events", a.num_events(), b.num_events());
   AddChange(changes, "reports", NamesText(va, Reports(a)), NamesText(vb, Reports(b)));
+  AddChange(changes, "accumulators", NamesText(va, Accumulators(a)), NamesText(vb, Accumulators(b)));
   Json streams = Json::array();
   for (uint32_t st = 0; st < std::max(na, nb); ++st) {
     Json s = DiffStream(va, st < na ? a.streams()->Get(st) : nullptr, vb, st < nb ? b.streams()->Get(st) : nullptr,

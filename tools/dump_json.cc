@@ -145,6 +145,9 @@ Json ProgramJson(const VerifiedStream& view, const fb::Program& p, const DumpOpt
   std::vector<int64_t> reports;
   if (p.reports()) reports.assign(p.reports()->begin(), p.reports()->end());
   j["reports"] = Names(view, reports);
+  std::vector<int64_t> accumulators;
+  if (p.accumulators()) accumulators.assign(p.accumulators()->begin(), p.accumulators()->end());
+  j["accumulators"] = Names(view, accumulators);
   Json streams = Json::array();
   if (p.streams()) {
     for (uint32_t st = 0; st < p.streams()->size(); ++st) {

@@ -246,6 +246,11 @@ void PrintProgram(const VerifiedStream& view, const fb::Program& p, const DumpOp
   out << "\nprogram '" << Str(p.name()) << "' (" << ProgramKindName(p.kind()) << "): " << nstreams
       << (nstreams == 1 ? " stream, " : " streams, ") << p.num_events() << " events, reports ["
       << (reports.empty() ? "" : NamesText(view, reports)) << "]\n";
+  // Format 1.4: the sums the device zeroes when a sink starts (sunk eval).
+  if (p.accumulators() && p.accumulators()->size() > 0) {
+    std::vector<int64_t> acc(p.accumulators()->begin(), p.accumulators()->end());
+    out << "  accumulators [" << NamesText(view, acc) << "], zeroed when a sink starts\n";
+  }
   for (uint32_t st = 0; st < nstreams; ++st) {
     const fb::Stream* stream = p.streams()->Get(st);
     uint32_t ntasks = stream->tasks() ? stream->tasks()->size() : 0;

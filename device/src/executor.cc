@@ -204,6 +204,7 @@ Status Executor::Run(ProgramKind kind, uint32_t steps, RunStats* stats) {
     prof.sink.step = static_cast<uint32_t>(prof.steps[k]);
   }
   if (!comm_stream) job.positions.cells[1].where.store(0, std::memory_order_relaxed);  // another program's
+  ZeroAccumulators(prog);  // a sink's sums start from zero (sink_accumulators.cc)
   Status result;
   for (uint32_t step = 0; step < steps && result.ok(); ++step) {
     prog.events->Reset();

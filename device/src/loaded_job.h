@@ -105,6 +105,9 @@ struct PreparedProgram {
   // recorded, and its number in the profile.
   bool recording = false;
   uint32_t profile_step = 0;
+  // Program.accumulators' arena bytes, zeroed when a sink starts
+  // (sink_accumulators.cc).
+  std::vector<std::span<uint8_t>> accumulators;
 };
 
 class CommStream;
@@ -160,5 +163,10 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
                      StreamCounters* counters);
 
 std::string TaskLabel(const PreparedProgram& p, int stream, size_t t);
+
+// Resolves `def`'s accumulators into out->accumulators (sink_accumulators.cc).
+Status PrepareAccumulators(LoadedJob& job, const fb::Program* def, PreparedProgram* out);
+// Zeroes them: once per sink, before its first step.
+void ZeroAccumulators(PreparedProgram& prog);
 
 }  // namespace sinkrt::device

@@ -176,6 +176,7 @@ std::string TaskLabel(const PreparedProgram& p, int stream, size_t t) {
 Status PrepareProgram(LoadedJob& job, const fb::Program* def, PrepareContext& pctx, PreparedProgram* out) {
   out->def = def;
   std::string pname(ProgramKindName(def->kind()));
+  SINKRT_RETURN_IF_ERROR(PrepareAccumulators(job, def, out));
   if (!def->streams() || def->streams()->size() == 0) return Status::Ok();
   if (def->streams()->size() > kMaxStreams)
     return Unimplemented("program " + pname + " has " + std::to_string(def->streams()->size()) +

@@ -234,6 +234,7 @@ class Checker {
       if (prog->num_events() > 65536)
         return InvalidArgument(pname + ": " + std::to_string(prog->num_events()) + " events exceed 65536");
       SINKRT_RETURN_IF_ERROR(CheckIndices(pname + " reports", prog->reports()));
+      SINKRT_RETURN_IF_ERROR(CheckAccumulators(pname, prog));
       if (!prog->streams()) continue;
       // A compute stream and a communication stream; more would need rules
       // the compiler and the device do not have yet.
@@ -251,6 +252,43 @@ class Checker {
         }
       }
       SINKRT_RETURN_IF_ERROR(CheckEvents(pname, prog));
+    }
+    return Status::Ok();
+  }
+
+  // Format 1.4's accumulators: the device zeroes them when a sink starts,
+  // so each must be a persistent Output buffer (never shared with another
+  // tensor's bytes), listed once; and a MetricSum that adds into a buffer
+  // the device would not zero would carry sums from one sink into the next.
+  Status CheckAccumulators(const std::string& pname, const fb::Program* prog) {
+    const auto* acc = prog->accumulators();
+    SINKRT_RETURN_IF_ERROR(CheckIndices(pname + " accumulators", acc));
+    std::vector<uint32_t> listed;
+    if (acc)
+      for (uint32_t b : *acc) {
+        const fb::Buffer* buf = s_->buffers()->Get(b);
+        if (buf->role() != fb::BufferRole::Output)
+          return InvalidArgument(pname + ": accumulator buffer " + std::to_string(b) + Named(buf->name()) +
+                                 " has role " + std::string(BufferRoleName(buf->role())) +
+                                 ", an accumulator must be an Output buffer");
+        if (std::find(listed.begin(), listed.end(), b) != listed.end())
+          return InvalidArgument(pname + ": accumulator buffer " + std::to_string(b) + Named(buf->name()) +
+                                 " is listed twice");
+        listed.push_back(b);
+      }
+    if (!prog->streams()) return Status::Ok();
+    for (const fb::Stream* stream : *prog->streams()) {
+      if (!stream->tasks()) continue;
+      for (const fb::Task* task : *stream->tasks()) {
+        if (task->body_type() != fb::TaskBody::KernelTask || !task->body()) continue;
+        const fb::KernelTask* k = task->body_as_KernelTask();
+        if (k->op() != fb::OpCode::MetricSum || !k->outputs()) continue;
+        for (uint32_t b : *k->outputs())
+          if (std::find(listed.begin(), listed.end(), b) == listed.end())
+            return InvalidArgument(pname + ": MetricSum task" + Named(task->name()) + " adds into buffer " +
+                                   std::to_string(b) +
+                                   ", which is not among the program's accumulators (it would never be zeroed)");
+      }
     }
     return Status::Ok();
   }

@@ -184,6 +184,10 @@ KernelRunner& KernelRunner::CommOpts(int axis, uint32_t position, std::vector<ui
   return Options(fb::OpOptions::CommOptions,
                  fb::CreateCommOptionsDirect(fbb_, &group, position, false, axis).Union());
 }
+KernelRunner& KernelRunner::MetricWeights(std::vector<double> weights) {
+  return Options(fb::OpOptions::MetricSumOptions, fb::CreateMetricSumOptionsDirect(fbb_, &weights).Union());
+}
+
 KernelRunner& KernelRunner::Options(fb::OpOptions type, flatbuffers::Offset<void> value) {
   opt_type_ = type;
   opt_ = value;

@@ -104,6 +104,7 @@ class KernelRunner {
   KernelRunner& Perm(std::vector<int32_t> perm);
   KernelRunner& SplitOpts(int axis, std::vector<int64_t> sizes);
   KernelRunner& CommOpts(int axis, uint32_t position, std::vector<uint32_t> group);
+  KernelRunner& MetricWeights(std::vector<double> weights);
   KernelRunner& Options(fb::OpOptions type, flatbuffers::Offset<void> value);
 
   // Builds the task and runs the kernel's prepare(); call once.

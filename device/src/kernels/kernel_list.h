@@ -28,6 +28,8 @@ extern const KernelImpl kSgdUpdateKernel, kMomentumUpdateKernel, kAdamUpdateKern
 extern const KernelImpl kGradOverflowKernel, kLossScaleUpdateKernel;
 // accuracy.cc
 extern const KernelImpl kArgMaxAccuracyKernel;
+// metric_sum.cc
+extern const KernelImpl kMetricSumKernel;
 // matmul.cc
 extern const KernelImpl kMatMulKernel;
 // conv.cc

@@ -62,6 +62,7 @@ constexpr Entry kKernels[] = {
     {OpCode::GradOverflow, &kGradOverflowKernel},
     {OpCode::LossScaleUpdate, &kLossScaleUpdateKernel},
     {OpCode::ArgMaxAccuracy, &kArgMaxAccuracyKernel},
+    {OpCode::MetricSum, &kMetricSumKernel},
     {OpCode::LayerNorm, &kLayerNormKernel},
     {OpCode::LayerNormGrad, &kLayerNormGradKernel},
     {OpCode::Gather, &kGatherKernel},

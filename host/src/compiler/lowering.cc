@@ -7,6 +7,7 @@
 
 #include "compiler/buffer_table.h"
 #include "compiler/fusion.h"
+#include "compiler/metric_sums.h"
 #include "compiler/program_plan.h"
 #include "compiler/views.h"
 #include "parallel/gradient_reduction.h"
@@ -585,6 +586,8 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
       prog.tasks.push_back({std::move(name), std::move(kd)});
     }
     for (TensorId t : plan.reports) prog.reports.push_back(buffer_of(t));
+    if (plan.kind == fb::ProgramKind::EvalStep)
+      AddMetricSums(g, plan, tg.accuracy, buffer_of, &out.buffers, &prog);
 
     if (p == 0 && options.pipeline) {
       SINKRT_RETURN_IF_ERROR(AddPipelineComm(prog, out.buffers, out.buckets, bucket_ready_at,

@@ -166,6 +166,8 @@ struct ProgramDef {
   fb::ProgramKind kind = fb::ProgramKind::TrainStep;
   std::vector<TaskDef> tasks;       // the "compute" stream
   std::vector<uint32_t> reports;
+  // Buffers the device zeroes when a sink starts (eval_step's metric sums).
+  std::vector<uint32_t> accumulators;
   std::vector<TaskDef> comm_tasks;  // the "comm" stream; none: a single-stream program
   uint32_t num_events = 0;
 };

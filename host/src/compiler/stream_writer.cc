@@ -186,7 +186,10 @@ Result<std::vector<uint8_t>> WriteTaskStream(const LoweredStream& stream, const 
     auto name = fbb.CreateString(p.name);
     auto streams_vec = fbb.CreateVector(streams);
     auto reports = fbb.CreateVector(p.reports);
-    programs.push_back(fb::CreateProgram(fbb, name, p.kind, streams_vec, p.num_events, reports));
+    // Left out when empty, so programs without sums stay as they were.
+    fbs::Offset<fbs::Vector<uint32_t>> accumulators = 0;
+    if (!p.accumulators.empty()) accumulators = fbb.CreateVector(p.accumulators);
+    programs.push_back(fb::CreateProgram(fbb, name, p.kind, streams_vec, p.num_events, reports, accumulators));
   }
   auto programs_vec = fbb.CreateVector(programs);
 

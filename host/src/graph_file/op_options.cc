@@ -91,6 +91,7 @@ fb::OpOptions OpOptionsTypeFor(fb::OpCode op) {
     case OpCode::AllToAll:
     case OpCode::ShardSlice:
     case OpCode::GradAllReduce: return OpOptions::CommOptions;
+    case OpCode::MetricSum: return OpOptions::MetricSumOptions;
     default: return OpOptions::NONE;
   }
 }
@@ -140,6 +141,8 @@ std::pair<fb::OpOptions, fbs::Offset<void>> OpAttrsFor(fbs::FlatBufferBuilder& f
                                           op == OpCode::AllReduce && a.max)
                         .Union()};
     }
+    case OpOptions::MetricSumOptions:
+      return {type, fb::CreateMetricSumOptions(fbb, fbb.CreateVector(a.weights)).Union()};
     default: return {OpOptions::NONE, 0};
   }
 }
@@ -226,6 +229,11 @@ Result<OpAttrs> OpAttrsFromOptions(fb::OpCode op, fb::OpOptions type, const void
       a.mean = o->mean();
       if (op == OpCode::ShardSlice) a.axis = o->axis();
       if (op == OpCode::AllReduce) a.max = o->max();
+      break;
+    }
+    case OpOptions::MetricSumOptions: {
+      const auto* o = OrDefault<fb::MetricSumOptions>(options);
+      if (o->weights()) a.weights.assign(o->weights()->begin(), o->weights()->end());
       break;
     }
     case OpOptions::LossScaleOptions: {

@@ -1,8 +1,10 @@
 // Model::eval and Model::predict.
 //
-// Eval runs one step per launch, as MindSpore's eval does (it sets the
-// dataset's loop size to 1): a full batch goes through eval_step, which
-// reports the batch's mean loss and its count of correct rows. A partial
+// Without dataset_sink_mode, eval runs one step per launch, as MindSpore's
+// eval does (it sets the dataset's loop size to 1): a full batch goes
+// through eval_step, which reports the batch's mean loss and its count of
+// correct rows. With it, the full batches run in one sink instead
+// (model/eval_sunk.h), to the same figures. A partial
 // last batch cannot: the graph's batch size is fixed and padding rows would
 // count in the device's mean and accuracy. So it goes through predict_step
 // zero-padded, and the host scores the real rows from the logits, in double.
@@ -13,6 +15,7 @@
 
 #include "model/eval_pipeline.h"
 #include "model/eval_sharded.h"
+#include "model/eval_sunk.h"
 #include "model/model_impl.h"
 #include "model/validate.h"
 
@@ -44,10 +47,6 @@ Result<int64_t> CheckRows(const char* api, const Tensor& t, const ColumnSpec& co
   return t.shape[0];
 }
 
-namespace {
-
-// Runs predict_step on `inputs` (the predict queue's columns, in order, of
-// equal row counts) and returns the logits report, still padded.
 Result<ReportedTensor> RunPredict(Model::Impl& m, const std::vector<const Tensor*>& inputs) {
   std::vector<std::vector<uint8_t>> padded;
   std::vector<ConstBytes> spans;
@@ -70,8 +69,6 @@ Result<ReportedTensor> RunPredict(Model::Impl& m, const std::vector<const Tensor
   if (r->reports.empty()) return Internal("predict_step reported nothing");
   return std::move(r->reports.front());
 }
-
-}  // namespace
 
 Status ScoreRows(const ReportedTensor& logits, const Tensor& labels, int64_t rows, double* loss_sum,
                  double* correct) {
@@ -111,9 +108,11 @@ EvalResult FinishEval(const Model::Impl& m, double loss_sum, double correct, int
 }
 
 Result<EvalResult> Model::eval(const Dataset& dataset, bool dataset_sink_mode) {
-  (void)dataset_sink_mode;  // one step per launch either way (see above)
   Impl& m = *impl_;
-  if (m.pipeline_stages > 1) return PipelineEval(m, dataset);
+  // Sunk where eval_step sums its metrics; sharded eval stays per batch
+  // (eval_sunk.h says why).
+  const bool sunk = dataset_sink_mode && m.metric_sums_report >= 0;
+  if (m.pipeline_stages > 1) return PipelineEval(m, dataset, sunk);
   if (m.sharded) return ShardedEval(m, dataset);
   if (m.eval_queue.index < 0 || m.eval_queue.columns.front().shape.empty())
     return FailedPrecondition("For 'Model.eval', the compiled stream has no eval_step queue of batches");
@@ -128,15 +127,30 @@ Result<EvalResult> Model::eval(const Dataset& dataset, bool dataset_sink_mode) {
     predict_source.push_back(static_cast<size_t>(FindColumn(have, c.name)));
   const int64_t label_source = m.label_column.empty() ? -1 : FindColumn(have, m.label_column);
 
-  SINKRT_ASSIGN_OR_RETURN(auto it, dataset.Iterate(), "For 'Model.eval', starting the dataset pipeline");
   const uint64_t round_trips_before = m.device->control_round_trips();
   const uint32_t q = static_cast<uint32_t>(m.eval_queue.index);
   const int64_t batch = m.eval_queue.columns.front().shape[0];
   double loss_sum = 0, correct = 0;
   int64_t samples = 0;
+  // Sunk: the full batches in one sink on rank 0, then the per-batch loop
+  // below for a partial last one.
+  int64_t full = 0;
+  if (sunk) {
+    SINKRT_ASSIGN_OR_RETURN(full, FullBatches(dataset, batches, m.eval_queue.columns.front()));
+    if (full > 0) {
+      SINKRT_ASSIGN_OR_RETURN(MetricSums sums, RunSunkEval(m, dataset, {0}, {m.eval_queue}, full));
+      loss_sum = sums.loss_rows;
+      correct = sums.correct;
+      samples = full * batch;
+    }
+    if (full == batches) return FinishEval(m, loss_sum, correct, samples, round_trips_before);
+  }
+  IteratorOptions from;
+  from.start_batch = full;
+  SINKRT_ASSIGN_OR_RETURN(auto it, dataset.Iterate(from), "For 'Model.eval', starting the dataset pipeline");
   Row row;
   std::vector<ConstBytes> spans(eval_source.size());
-  for (int64_t b = 0; b < batches; ++b) {
+  for (int64_t b = full; b < batches; ++b) {
     const std::string where = "For 'Model.eval', batch " + std::to_string(b);
     SINKRT_RETURN_IF_ERROR(it->Next(&row), where);
     int64_t rows = -1;

@@ -7,12 +7,13 @@
 #include <vector>
 
 #include "model/eval_sharded.h"
+#include "model/eval_sunk.h"
 #include "model/fan_out.h"
 #include "model/validate.h"
 
 namespace sinkrt::host {
 
-Result<EvalResult> PipelineEval(Model::Impl& m, const Dataset& dataset) {
+Result<EvalResult> PipelineEval(Model::Impl& m, const Dataset& dataset, bool sunk) {
   const uint32_t n = static_cast<uint32_t>(m.devices.size());
   const uint32_t stages = static_cast<uint32_t>(m.pipeline_stages);
   const uint32_t per_stage = n / stages;
@@ -37,8 +38,8 @@ Result<EvalResult> PipelineEval(Model::Impl& m, const Dataset& dataset) {
   const std::vector<ColumnSpec> have = dataset.output_columns();
   const int64_t label_source = m.label_column.empty() ? -1 : FindColumn(have, m.label_column);
   const int64_t batch = first.columns.front().shape[0];
+  const ColumnSpec first_column = first.columns.front();
 
-  SINKRT_ASSIGN_OR_RETURN(auto it, dataset.Iterate(), "For 'Model.eval', starting the dataset pipeline");
   const uint64_t round_trips_before = m.device->control_round_trips();
   auto clear = [&] {
     for (uint32_t r : ranks)
@@ -47,8 +48,26 @@ Result<EvalResult> PipelineEval(Model::Impl& m, const Dataset& dataset) {
   };
   double loss_sum = 0, correct = 0;
   int64_t samples = 0;
+  // Sunk (model/eval_sunk.h): the full batches in one sink on every stage,
+  // the last stage summing; then the loop below for a partial last one.
+  int64_t full = 0;
+  if (sunk) {
+    SINKRT_ASSIGN_OR_RETURN(full, FullBatches(dataset, batches, first_column));
+    if (full > 0) {
+      std::vector<QueueInfo> queues;
+      for (uint32_t r : ranks) queues.push_back(m.rank_eval_queues[r]);
+      SINKRT_ASSIGN_OR_RETURN(MetricSums sums, RunSunkEval(m, dataset, ranks, queues, full));
+      loss_sum = sums.loss_rows;
+      correct = sums.correct;
+      samples = full * batch;
+    }
+    if (full == batches) return FinishEval(m, loss_sum, correct, samples, round_trips_before);
+  }
+  IteratorOptions from;
+  from.start_batch = full;
+  SINKRT_ASSIGN_OR_RETURN(auto it, dataset.Iterate(from), "For 'Model.eval', starting the dataset pipeline");
   Row row;
-  for (int64_t b = 0; b < batches; ++b) {
+  for (int64_t b = full; b < batches; ++b) {
     const std::string where = "For 'Model.eval', batch " + std::to_string(b);
     SINKRT_RETURN_IF_ERROR(it->Next(&row), where);
     int64_t rows = -1;
@@ -110,8 +129,10 @@ Result<EvalResult> PipelineEval(Model::Impl& m, const Dataset& dataset) {
       loss_sum += reports[static_cast<size_t>(m.loss_report)].scalar() * static_cast<double>(batch);
       if (m.accuracy_report >= 0) correct += reports[static_cast<size_t>(m.accuracy_report)].scalar();
     } else {
+      // The logits: the last report but for the metric sums that follow it.
+      const size_t logits = reports.size() - 1 - (m.metric_sums_report >= 0 ? 1 : 0);
       SINKRT_RETURN_IF_ERROR(
-          ScoreRows(reports.back(), row[static_cast<size_t>(label_source)], rows, &loss_sum, &correct), where);
+          ScoreRows(reports[logits], row[static_cast<size_t>(label_source)], rows, &loss_sum, &correct), where);
     }
     samples += rows;
   }

@@ -12,7 +12,9 @@ namespace sinkrt::host {
 // every stage runs eval_step, which forwards each micro-batch through the
 // stages. The last stage reports the batch's mean loss and correct count.
 // A partial last batch is zero-padded and scored on the host from the
-// logits the last stage reports, over its real rows only.
-Result<EvalResult> PipelineEval(Model::Impl& m, const Dataset& dataset);
+// logits the last stage reports, over its real rows only. `sunk`
+// (dataset_sink_mode): the full batches run as one sink on every stage
+// first (model/eval_sunk.h).
+Result<EvalResult> PipelineEval(Model::Impl& m, const Dataset& dataset, bool sunk);
 
 }  // namespace sinkrt::host

@@ -15,6 +15,11 @@ namespace sinkrt::host {
 // per-row shape. Returns its row count. `api` names the caller.
 Result<int64_t> CheckRows(const char* api, const Tensor& t, const ColumnSpec& col);
 
+// Runs predict_step once on `inputs` (the predict queue's columns, in
+// order, of equal row counts, zero-padded here when short) and returns the
+// logits report, still padded.
+Result<ReportedTensor> RunPredict(Model::Impl& m, const std::vector<const Tensor*>& inputs);
+
 // Sum over the real rows of -log softmax(logits)[label], and the number of
 // rows whose argmax (the first on ties, as the device's ArgMaxAccuracy)
 // equals the label; in double.

@@ -93,6 +93,21 @@ void FindEvalReports(const VerifiedStream& view, int* loss_report, int* accuracy
   if (*loss_report < 0 && !eval.empty() && eval[0] != accuracy_buffer) *loss_report = 0;
 }
 
+// Position among eval_step's reports of the MetricSum task's sums (the
+// compiler's sunk-eval accumulator, compiler/metric_sums.h), or -1.
+int FindMetricSumsReport(const VerifiedStream& view) {
+  const fb::Program* p = view.FindProgram(fb::ProgramKind::EvalStep);
+  if (!p || !p->reports() || !p->streams()) return -1;
+  for (const fb::Stream* s : *p->streams())
+    for (const fb::Task* t : *s->tasks())
+      if (t->body_type() == fb::TaskBody::KernelTask && t->body_as_KernelTask()->op() == fb::OpCode::MetricSum) {
+        const uint32_t sums = t->body_as_KernelTask()->outputs()->Get(0);
+        for (uint32_t i = 0; i < p->reports()->size(); ++i)
+          if (p->reports()->Get(i) == sums) return static_cast<int>(i);
+      }
+  return -1;
+}
+
 // eval_step's ArgMaxAccuracy input: the rows of the logits it counts, local
 // and global (equal when the logits are not split by rows).
 void AccuracyRows(const VerifiedStream& view, int64_t* local, int64_t* global) {
@@ -215,8 +230,11 @@ Status PlanPipeline(Model::Impl& m, const std::string& context) {
   }
   if (!m.reports_loss.back()) return Internal(context + ": the last stage does not report the loss");
   // The last stage's eval_step reports [loss, correct count, logits], or
-  // [loss] when the loss is not a sparse cross-entropy.
-  const size_t eval_reports = Reports(m.streams.back(), fb::ProgramKind::EvalStep).size();
+  // [loss] when the loss is not a sparse cross-entropy, then the metric
+  // sums of sunk eval.
+  m.metric_sums_report = FindMetricSumsReport(m.streams.back());
+  const size_t eval_reports =
+      Reports(m.streams.back(), fb::ProgramKind::EvalStep).size() - (m.metric_sums_report >= 0 ? 1 : 0);
   m.loss_report = eval_reports > 0 ? 0 : -1;
   m.accuracy_report = eval_reports == 3 ? 1 : -1;
   return Status::Ok();
@@ -403,6 +421,7 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
   } else {
     FindEvalReports(stream, &impl->loss_report, &impl->accuracy_report);
     if (impl->loss_report < 0) return Internal(context + ": eval_step does not report the loss");
+    impl->metric_sums_report = FindMetricSumsReport(stream);
   }
   impl->state = StateBuffers(stream);
   // Pipeline stages keep their own per-rank plan (PlanPipeline): their

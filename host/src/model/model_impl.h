@@ -66,6 +66,10 @@ struct Model::Impl {
   // (-1 when the graph has no accuracy metric).
   int loss_report = -1;
   int accuracy_report = -1;
+  // Sunk eval (model/eval_sunk.h): the position of eval_step's f64 metric
+  // sums, [loss x rows, correct count] summed over a sink's steps (-1 when
+  // the stream has none: eval then runs one batch per sink).
+  int metric_sums_report = -1;
   // When the loss is SparseSoftmaxCrossEntropy(outputs()[0], an Input), the
   // name of that Input: eval then computes a partial batch's loss and
   // accuracy on the host from predict_step's logits. Empty otherwise.

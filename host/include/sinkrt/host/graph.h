@@ -105,6 +105,9 @@ struct OpAttrs {
   bool loss_scale_dynamic = false;
   float scale_factor = 2.0f;
   int scale_window = 2000;
+  // MetricSum (sunk eval; compiler-made, never in a graph): per input, the
+  // f64 weight its value is multiplied by before it is added to its sum.
+  std::vector<double> weights;
 };
 
 struct OpNode {

@@ -154,7 +154,7 @@ struct EvalResult {
   double accuracy = 0;   // correct / samples; NaN when the graph has no accuracy metric
   double loss = 0;       // mean over samples
   int64_t samples = 0;
-  uint64_t round_trips = 0;
+  uint64_t round_trips = 0;  // control round trips to rank 0: one per batch, or per sunk pass (+1 partial batch)
 };
 
 class Model {
@@ -184,11 +184,15 @@ class Model {
   Status train(int epoch, const Dataset& train_dataset, const std::vector<Callback*>& callbacks = {},
                bool dataset_sink_mode = false, int sink_size = -1, int initial_epoch = 0);
   // Loss and accuracy over every sample of `dataset`. Full batches run
-  // eval_step, one RunSink(EvalStep, 1) each as MindSpore's eval launches
-  // one step at a time (so dataset_sink_mode changes nothing); a partial
-  // last batch runs predict_step zero-padded and its loss and accuracy are
-  // computed on the host over the real rows only, in double (this needs the
-  // loss to be SparseSoftmaxCrossEntropy of outputs()[0]).
+  // eval_step: without dataset_sink_mode one RunSink(EvalStep, 1) each, as
+  // MindSpore's eval launches one step at a time; with it all of them in
+  // one RunSink(EvalStep, N), the device summing loss x rows and the
+  // correct count (README "Eval, sunk"; beyond MindSpore), to the same
+  // figures bit for bit. A partial last batch runs predict_step
+  // zero-padded and its loss and accuracy are computed on the host over
+  // the real rows only, in double (this needs the loss to be
+  // SparseSoftmaxCrossEntropy of outputs()[0]). SEMI_AUTO_PARALLEL eval
+  // runs per batch in either mode.
   Result<EvalResult> eval(const Dataset& dataset, bool dataset_sink_mode = false);
   // Logits (outputs()[0]) for one batch of network inputs: the Inputs that
   // outputs()[0] depends on, in creation order (compiled().predict_columns;

@@ -14,7 +14,8 @@
 namespace sinkrt {
 
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 3;  // 1.1: transformer ops; 1.2: sharded slices; 1.3: ParamSlice/GradSlice
+inline constexpr uint16_t kFormatMinor = 4;  // 1.1: transformer ops; 1.2: sharded slices; 1.3: ParamSlice/GradSlice;
+                                             // 1.4: MetricSum, Program.accumulators (sunk eval)
 inline constexpr uint32_t kBlobAlignment = 64;
 // Feature bits a stream may require (Header.requirements). A device refuses
 // a stream with any bit outside the set it supports.
