@@ -21,7 +21,7 @@
 // like gloo_allreduce and mpi_allreduce (allreduce_harness.h: same
 // protocol, same JSON lines); bench/compare_allreduce puts them side by
 // side. Extra flags there: --algos auto,rd,ring, --segment-bytes B,
-// --window W, --small-bytes B (CommOptions, for tuning). `--compare
+// --window W, --small-bytes B, --pair-bytes B (CommOptions, for tuning). `--compare
 // --fusion [--parts 2,4,8]` instead times one AllReduce against the same
 // bytes as P tensors at every size (bench/fusion_sweep.h); --sizes then
 // defaults to 4 KiB .. 64 MiB.
@@ -219,7 +219,7 @@ BENCHMARK(BM_Memcpy)->RangeMultiplier(4)->Range(4 << 10, 256 << 20)->UseRealTime
 namespace ah = allreduce_harness;
 
 struct CompareFlags {
-  size_t segment_bytes = 0, small_bytes = SIZE_MAX;
+  size_t segment_bytes = 0, small_bytes = SIZE_MAX, pair_bytes = SIZE_MAX;
   int window = 0;
   bool fusion = false;
   std::vector<int> parts = fusion_sweep::kParts;
@@ -266,6 +266,7 @@ int CompareRank(int r, const std::string& dir, const ah::Args& args, const Compa
     if (flags.segment_bytes) o.segment_bytes = flags.segment_bytes;
     if (flags.window) o.segments_in_flight = flags.window;
     if (flags.small_bytes != SIZE_MAX) o.small_allreduce_bytes = flags.small_bytes;
+    if (flags.pair_bytes != SIZE_MAX) o.pair_allreduce_bytes = flags.pair_bytes;
     if (algo == "rd") o.small_allreduce_bytes = size_t{1} << 40;
     if (algo == "ring") o.small_allreduce_bytes = 0;
     // One inbox serves them all: each Create ends in a barrier, so the next one's connections come after.
@@ -367,12 +368,14 @@ int CompareMain(int argc, char** argv) {
       flags.window = std::atoi(next().c_str());
     else if (rest[i] == "--small-bytes")
       flags.small_bytes = ah::ParseBytes(next());
+    else if (rest[i] == "--pair-bytes")
+      flags.pair_bytes = ah::ParseBytes(next());
     else
       ok = false;
   }
   for (auto& a : args.algos) ok = ok && (a == "auto" || a == "rd" || a == "ring");
   if (!ok || (args.transport != "shm" && args.transport != "tcp")) {
-    ah::Usage(argv[0], " --compare [--memcpy | --fusion [--parts 2,4,8]] [--segment-bytes B] [--window W] [--small-bytes B]; "
+    ah::Usage(argv[0], " --compare [--memcpy | --fusion [--parts 2,4,8]] [--segment-bytes B] [--window W] [--small-bytes B] [--pair-bytes B]; "
               "algos: auto, rd, ring");
     return 2;
   }
