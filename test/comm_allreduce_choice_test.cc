@@ -61,16 +61,23 @@ std::vector<float> OrderSensitive(size_t count, uint32_t rank, uint32_t seed) {
 
 // ---- the rule -----------------------------------------------------------------
 
-TEST(AllReduceChoice, DefaultsSwitchLaterForAPair) {
+TEST(AllReduceChoice, ByDefaultAPairAlwaysDoublesAndLargerGroupsSwitch) {
   const CommOptions o;
-  ASSERT_GT(o.pair_allreduce_bytes, o.small_allreduce_bytes);
   for (uint32_t n : {3u, 4u, 8u}) {
     EXPECT_EQ(ChooseAllReduce(o, n, o.small_allreduce_bytes - 4, o.small_allreduce_bytes / 4 - 1), kDoubling);
     EXPECT_EQ(ChooseAllReduce(o, n, o.small_allreduce_bytes, o.small_allreduce_bytes / 4), kRing);
   }
+  for (size_t bytes : {o.small_allreduce_bytes, size_t{4} << 20, size_t{256} << 20, size_t{1} << 40})
+    EXPECT_EQ(ChooseAllReduce(o, 2, bytes, bytes / 4), kDoubling) << bytes;
+}
+
+TEST(AllReduceChoice, APairSwitchesAtItsOwnThreshold) {
+  CommOptions o;
+  o.pair_allreduce_bytes = 4 << 20;
   EXPECT_EQ(ChooseAllReduce(o, 2, o.small_allreduce_bytes, o.small_allreduce_bytes / 4), kDoubling);
-  EXPECT_EQ(ChooseAllReduce(o, 2, o.pair_allreduce_bytes - 4, o.pair_allreduce_bytes / 4 - 1), kDoubling);
-  EXPECT_EQ(ChooseAllReduce(o, 2, o.pair_allreduce_bytes, o.pair_allreduce_bytes / 4), kRing);
+  EXPECT_EQ(ChooseAllReduce(o, 2, (4 << 20) - 4, (1 << 20) - 1), kDoubling);
+  EXPECT_EQ(ChooseAllReduce(o, 2, 4 << 20, 1 << 20), kRing);
+  EXPECT_EQ(ChooseAllReduce(o, 3, 4 << 20, 1 << 20), kRing);
 }
 
 TEST(AllReduceChoice, ZeroForcesTheRingForEveryGroupAndTinyBuffersDouble) {

@@ -69,12 +69,13 @@ struct CommOptions {
   // the faster one everywhere measured.
   size_t small_allreduce_bytes = 256 << 10;
   // A group of two switches at this size instead, when it is larger (0
-  // above still means the ring everywhere): with two members the ring moves
-  // no fewer bytes than doubling and waits twice as often, so doubling is
-  // as fast or faster up to several MiB, and a lower switch lets a fused
+  // above still means the ring everywhere). Default: never, a pair always
+  // doubles. With two members the ring moves no more bytes than a swap,
+  // waits on the peer once per phase instead of once, and was never
+  // faster from 64 KiB to 64 MiB here, while any lower switch lets a fused
   // AllReduce lose to its pieces (comm/algorithms/allreduce_choice.h;
   // calibrated by `allreduce_bench --compare --algos rd,ring --ranks 2`).
-  size_t pair_allreduce_bytes = 4 << 20;
+  size_t pair_allreduce_bytes = SIZE_MAX;
   // Let peers on this host use shared memory (tests turn it off to exercise TCP).
   bool use_shared_memory = true;
   // Sent in the Hello of every dial: a daemon with a --token checks peers
