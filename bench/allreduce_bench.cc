@@ -5,7 +5,8 @@
 //   the data each rank must move at the least)
 //
 // BM_AllReduce/<bytes>/<ranks>/<shm>/<algo>: algo 0 = as configured
-// (recursive doubling below small_allreduce_bytes, ring above), 1 = always
+// (recursive doubling below small_allreduce_bytes, ring above; two ranks
+// always double, CommOptions::pair_allreduce_bytes), 1 = always
 // recursive doubling, 2 = always ring; the last two calibrate
 // small_allreduce_bytes. Rank 0 runs in the benchmark's loop, the others
 // on their own threads for the same number of iterations, so consecutive
