@@ -8,11 +8,12 @@
 // position c. Steps n-1.. (all-gather) pass the complete chunks on
 // unchanged, so every rank ends with the same bytes.
 //
-// Items (step, segment) run block by block: a block is kBlockSegments
-// consecutive segments k (the same ones in every chunk), taken through
-// every step before the next block starts, so item j of block b (of Kb
-// segments) is (t = first + r / Kb, k = b * kBlockSegments + r % Kb) with
-// r = j - b * kBlockSegments * steps. Why blocks: step-major order (all of
+// Items (step, segment) run block by block: a block is W = kBlockSegments
+// consecutive segments k (the same ones in every chunk; the last block
+// takes the remainder, so it holds W to 2W-1), taken through every step
+// before the next block starts, so item j of block b (of Kb segments) is
+// (t = first + r / Kb, k = b * W + r % Kb) with r = j - b * W * steps.
+// Why blocks: step-major order (all of
 // the reduce-scatter, then all of the all-gather) touches each segment again
 // only after the whole chunk has streamed through the cache, so a large
 // AllReduce ran from memory while the same bytes as several smaller ones
@@ -40,32 +41,39 @@ namespace {
 constexpr const char* kReduceScatter = "ring reduce-scatter";
 constexpr const char* kAllGather = "ring all-gather";
 
-// Segments per block: two per chunk keep the reuse distance at a few
-// segments (a 1 MiB block per chunk at the default 512 KiB segments) and
-// still let the next block's first sends, which wait on nothing, fill the
-// window while this block's last step drains.
+// Two segments per block keep the reuse distance short (a 1 MiB block per
+// chunk at the default 512 KiB segments) while the next block's first
+// sends, which wait on nothing, fill the window as this block drains; the
+// remainder folds into the last block, since a block of one segment runs
+// its steps one after another (a 3-rank 4 MiB ring, 3 segments per chunk,
+// took 1.4-1.5 ms as blocks of 2 + 1 against 1.0-1.4 step-major). 3-rank
+// ring over shm, step-major -> blocks: 16 MiB 8.8-11.0 -> 8.4-9.2 ms,
+// 64 MiB 40-49 -> 30-39 ms (`allreduce_bench --compare --ranks 3 --algos ring`).
 constexpr size_t kBlockSegments = 2;
 
 uint32_t Mod(int64_t v, uint32_t n) { return static_cast<uint32_t>(((v % n) + n) % n); }
 
-// The block order of a pass of `steps` steps over K segments per chunk.
+// The block order of a pass of `steps` steps over K segments per chunk,
+// in blocks of W segments (the last one W to 2W-1, or all K when K < 2W).
 struct Blocks {
   size_t K;
   uint32_t steps;
+  size_t W;
   struct Item {
     uint32_t t;  // step, from 0 (the caller adds first_step)
     size_t k;    // segment
   };
-  size_t width(size_t b) const { return std::min(kBlockSegments, K - b * kBlockSegments); }
+  size_t count() const { return std::max<size_t>(1, K / W); }
+  size_t width(size_t b) const { return b + 1 == count() ? K - b * W : W; }
   Item at(uint64_t j) const {
-    const size_t b = j / (kBlockSegments * steps);
-    const uint64_t r = j - b * kBlockSegments * steps;
+    const size_t b = std::min<uint64_t>(j / (uint64_t{W} * steps), count() - 1);
+    const uint64_t r = j - uint64_t{b} * W * steps;
     const size_t kb = width(b);
-    return {static_cast<uint32_t>(r / kb), b * kBlockSegments + r % kb};
+    return {static_cast<uint32_t>(r / kb), b * W + r % kb};
   }
   uint64_t index(uint32_t t, size_t k) const {
-    const size_t b = k / kBlockSegments;
-    return b * kBlockSegments * steps + uint64_t{t} * width(b) + (k - b * kBlockSegments);
+    const size_t b = std::min(k / W, count() - 1);
+    return uint64_t{b} * W * steps + uint64_t{t} * width(b) + (k - b * W);
   }
 };
 
@@ -79,7 +87,7 @@ Status RingPass(Op& op, std::span<uint8_t> data, size_t elem, DType dtype, Reduc
   const uint32_t next = (p + 1) % n, prev = (p + n - 1) % n;
   const Split chunks{data.size() / elem, n};
   const size_t K = SegmentsFor(chunks.size(0), elem, op.segment_bytes());
-  const Blocks order{K, end_step - first_step};
+  const Blocks order{K, end_step - first_step, kBlockSegments};
   const uint64_t total = static_cast<uint64_t>(end_step - first_step) * K;
   const uint64_t window = op.window();
   const uint64_t base = op.Posted(next);
