@@ -45,10 +45,11 @@ constexpr const char* kAllGather = "ring all-gather";
 // chunk at the default 512 KiB segments) while the next block's first
 // sends, which wait on nothing, fill the window as this block drains; the
 // remainder folds into the last block, since a block of one segment runs
-// its steps one after another (a 3-rank 4 MiB ring, 3 segments per chunk,
-// took 1.4-1.5 ms as blocks of 2 + 1 against 1.0-1.4 step-major). 3-rank
-// ring over shm, step-major -> blocks: 16 MiB 8.8-11.0 -> 8.4-9.2 ms,
-// 64 MiB 40-49 -> 30-39 ms (`allreduce_bench --compare --ranks 3 --algos ring`).
+// its steps one after another (one early, noisy 3-rank run suggested 2 + 1
+// blocks lost at 4 MiB; the later runs showed 1 and 4 MiB unchanged within
+// noise). 3-rank ring over shm, step-major -> blocks: 16 MiB 8.8-11.0 ->
+// 8.4-9.2 ms, 64 MiB 40-49 -> 30-39 ms (`allreduce_bench --compare
+// --ranks 3 --algos ring`, loaded 2-core VM).
 constexpr size_t kBlockSegments = 2;
 
 uint32_t Mod(int64_t v, uint32_t n) { return static_cast<uint32_t>(((v % n) + n) % n); }
