@@ -5,7 +5,8 @@
 //   the data each rank must move at the least)
 //
 // BM_AllReduce/<bytes>/<ranks>/<shm>/<algo>: algo 0 = as configured
-// (recursive doubling below small_allreduce_bytes, ring above), 1 = always
+// (recursive doubling below small_allreduce_bytes, ring above; two ranks
+// always double, CommOptions::pair_allreduce_bytes), 1 = always
 // recursive doubling, 2 = always ring; the last two calibrate
 // small_allreduce_bytes. Rank 0 runs in the benchmark's loop, the others
 // on their own threads for the same number of iterations, so consecutive
@@ -21,7 +22,10 @@
 // like gloo_allreduce and mpi_allreduce (allreduce_harness.h: same
 // protocol, same JSON lines); bench/compare_allreduce puts them side by
 // side. Extra flags there: --algos auto,rd,ring, --segment-bytes B,
-// --window W, --small-bytes B (CommOptions, for tuning).
+// --window W, --small-bytes B, --pair-bytes B (CommOptions, for tuning). `--compare
+// --fusion [--parts 2,4,8]` instead times one AllReduce against the same
+// bytes as P tensors at every size (bench/fusion_sweep.h); --sizes then
+// defaults to 4 KiB .. 64 MiB.
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -37,6 +41,7 @@
 #include <vector>
 
 #include "allreduce_harness.h"
+#include "fusion_sweep.h"
 #include "sinkrt/device/communicator.h"
 #include "sinkrt/device/listening_inbox.h"
 
@@ -215,8 +220,10 @@ BENCHMARK(BM_Memcpy)->RangeMultiplier(4)->Range(4 << 10, 256 << 20)->UseRealTime
 namespace ah = allreduce_harness;
 
 struct CompareFlags {
-  size_t segment_bytes = 0, small_bytes = SIZE_MAX;
+  size_t segment_bytes = 0, small_bytes = SIZE_MAX, pair_bytes = SIZE_MAX;
   int window = 0;
+  bool fusion = false;
+  std::vector<int> parts = fusion_sweep::kParts;
 };
 
 // Rank r of the world: listens, publishes its port in dir/r, reads the
@@ -260,6 +267,7 @@ int CompareRank(int r, const std::string& dir, const ah::Args& args, const Compa
     if (flags.segment_bytes) o.segment_bytes = flags.segment_bytes;
     if (flags.window) o.segments_in_flight = flags.window;
     if (flags.small_bytes != SIZE_MAX) o.small_allreduce_bytes = flags.small_bytes;
+    if (flags.pair_bytes != SIZE_MAX) o.pair_allreduce_bytes = flags.pair_bytes;
     if (algo == "rd") o.small_allreduce_bytes = size_t{1} << 40;
     if (algo == "ring") o.small_allreduce_bytes = 0;
     // One inbox serves them all: each Create ends in a barrier, so the next one's connections come after.
@@ -302,6 +310,29 @@ int CompareRank(int r, const std::string& dir, const ah::Args& args, const Compa
       if (!st.ok()) std::exit(1);
       ah::Report(line, all, r);
     };
+    if (flags.fusion) {
+      // The mean over ranks of each rank's medians, as Report takes them.
+      auto fusion_report = [&](const std::string& parts, size_t bytes) {
+        return [&, parts, bytes](int iters, double fused_us, double unfused_us) {
+          double both[2] = {fused_us / n, unfused_us / n};
+          Status st = comm->AllReduce(std::span(reinterpret_cast<uint8_t*>(both), sizeof both), DType::F64,
+                                      ReduceOp::Sum, group);
+          if (!st.ok()) std::exit(1);
+          if (r == 0) fusion_sweep::Print(args.transport, n, bytes, parts, iters, both[0], both[1]);
+        };
+      };
+      for (size_t bytes : args.sizes)
+        for (int parts : flags.parts) {
+          const auto pieces = fusion_sweep::EqualParts(bytes / sizeof(float), parts);
+          if (fusion_sweep::TimeCase(pieces, r, n, args.iters_scale, allreduce, barrier,
+                                     fusion_report(std::to_string(parts), bytes)) != 0)
+            rc = 1;
+        }
+      if (args.mlp && fusion_sweep::TimeCase(ah::kMlpGradients, r, n, args.iters_scale, allreduce, barrier,
+                                             fusion_report("mlp", std::accumulate(ah::kMlpGradients.begin(), ah::kMlpGradients.end(), size_t{0}) * sizeof(float))) != 0)
+        rc = 1;
+      continue;
+    }
     if (ah::Sweep(args, r, n, "sinkrt", algo, allreduce, barrier, slowest, report) != 0) rc = 1;
   }
   return rc;
@@ -313,11 +344,23 @@ int CompareMain(int argc, char** argv) {
   CompareFlags flags;
   bool memcpy_only = false;
   bool ok = ah::ParseArgs(argc, argv, args, &rest);
+  bool sizes_given = false;
+  for (int i = 1; i < argc; ++i) sizes_given = sizes_given || std::strcmp(argv[i], "--sizes") == 0;
   for (size_t i = 0; ok && i < rest.size(); ++i) {
     auto next = [&]() -> std::string { return i + 1 < rest.size() ? rest[++i] : std::string(); };
     if (rest[i] == "--compare") continue;
     if (rest[i] == "--memcpy") {
       memcpy_only = true;
+      continue;
+    }
+    if (rest[i] == "--fusion") {
+      flags.fusion = true;
+      if (!sizes_given) args.sizes = fusion_sweep::kSizes;
+      continue;
+    }
+    if (rest[i] == "--parts") {
+      flags.parts.clear();
+      for (auto& p : ah::SplitList(next().c_str())) flags.parts.push_back(std::atoi(p.c_str()));
       continue;
     }
     if (rest[i] == "--segment-bytes")
@@ -326,12 +369,15 @@ int CompareMain(int argc, char** argv) {
       flags.window = std::atoi(next().c_str());
     else if (rest[i] == "--small-bytes")
       flags.small_bytes = ah::ParseBytes(next());
+    else if (rest[i] == "--pair-bytes")
+      flags.pair_bytes = ah::ParseBytes(next());
     else
       ok = false;
   }
   for (auto& a : args.algos) ok = ok && (a == "auto" || a == "rd" || a == "ring");
   if (!ok || (args.transport != "shm" && args.transport != "tcp")) {
-    ah::Usage(argv[0], " --compare [--memcpy] [--segment-bytes B] [--window W] [--small-bytes B]; algos: auto, rd, ring");
+    ah::Usage(argv[0], " --compare [--memcpy | --fusion [--parts 2,4,8]] [--segment-bytes B] [--window W] [--small-bytes B] [--pair-bytes B]; "
+              "algos: auto, rd, ring");
     return 2;
   }
   if (memcpy_only) {

@@ -39,6 +39,7 @@ CommOptions TestOptions(bool shm, milliseconds timeout = milliseconds(10000)) {
   o.segment_bytes = 4096;  // many segments per op: exercises the pipeline
   o.segments_in_flight = 4;
   o.small_allreduce_bytes = 16 << 10;
+  o.pair_allreduce_bytes = 0;  // pairs switch where larger groups do: their ring runs too
   o.use_shared_memory = shm;
   return o;
 }

@@ -48,6 +48,7 @@ CommOptions CommOptionsOf(const DeviceOptions& options) {
   comm.rendezvous_timeout = options.rendezvous_timeout;
   comm.use_shared_memory = options.shared_memory;
   comm.small_allreduce_bytes = options.small_allreduce_bytes;
+  comm.pair_allreduce_bytes = options.pair_allreduce_bytes;
   return comm;
 }
 

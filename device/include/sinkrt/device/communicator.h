@@ -68,6 +68,15 @@ struct CommOptions {
   // swap moves no more bytes than the ring); 256 KiB stays within ~1.5x of
   // the faster one everywhere measured.
   size_t small_allreduce_bytes = 256 << 10;
+  // A group of two switches at this size instead, when it is larger (0
+  // above still means the ring everywhere). Default: never, a pair always
+  // doubles. With two members the ring moves no more bytes than a swap,
+  // waits on the peer once per phase instead of once, and was never
+  // faster by more than the loaded VM's noise from 64 KiB to 64 MiB (over
+  // TCP at 1 MiB the two overlapped: 355-449 µs ring, 411-496 doubling),
+  // while any lower switch lets a fused AllReduce lose to its pieces (comm/algorithms/allreduce_choice.h;
+  // calibrated by `allreduce_bench --compare --algos rd,ring --ranks 2`).
+  size_t pair_allreduce_bytes = SIZE_MAX;
   // Let peers on this host use shared memory (tests turn it off to exercise TCP).
   bool use_shared_memory = true;
   // Sent in the Hello of every dial: a daemon with a --token checks peers

@@ -61,6 +61,9 @@ struct DeviceOptions {
   // agree, the rendezvous refuses them otherwise. 0: always the ring, whose
   // summation order a ReduceScatter shares (tests compare the two bitwise).
   size_t small_allreduce_bytes = 256 << 10;
+  // The same switch for a group of two, when larger
+  // (CommOptions::pair_allreduce_bytes); the ranks must agree on it too.
+  size_t pair_allreduce_bytes = SIZE_MAX;
   // Added to every time the profiler records and to the clock the host
   // reads for alignment (sinkd --profile-clock-offset-us): a device whose
   // clock disagrees with the host's, to check that alignment undoes it.

@@ -1,7 +1,9 @@
-// AllReduce: recursive doubling below options.small_allreduce_bytes (fewest
-// rounds: latency), the pipelined ring above (2(n-1)/n of the data per rank
-// on the wire: bandwidth). Mean is a Sum divided once at the end, after
-// every send has left the buffer.
+// AllReduce: recursive doubling below the group's threshold (fewest rounds:
+// latency), the pipelined ring above (2(n-1)/n of the data per rank on the
+// wire: bandwidth); allreduce_choice.h says where the switch is and why.
+// Mean is a Sum divided once at the end, after every send has left the
+// buffer.
+#include "comm/algorithms/allreduce_choice.h"
 #include "comm/algorithms/op.h"
 #include "comm/algorithms/reduce.h"
 
@@ -12,8 +14,7 @@ Status AllReduceOp(Op& op, std::span<uint8_t> data, DType dtype, ReduceOp rop) {
   const size_t count = data.size() / elem;
   const uint32_t n = op.n();
   if (n > 1 && count > 0) {
-    // The ring needs a chunk per member; tiny buffers have no bandwidth to win anyway.
-    if (data.size() < op.state.options.small_allreduce_bytes || count < n) {
+    if (ChooseAllReduce(op.state.options, n, data.size(), count) == AllReduceSchedule::kDoubling) {
       SINKRT_RETURN_IF_ERROR(RecursiveDoubling(op, data, elem, dtype, rop));
     } else {
       SINKRT_RETURN_IF_ERROR(RingPass(op, data, elem, dtype, rop, 0, 2 * (n - 1)));

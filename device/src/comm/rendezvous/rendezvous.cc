@@ -151,6 +151,7 @@ Status ExchangeConfig(uint32_t self, std::vector<std::unique_ptr<FrameSocket>>& 
   ConfigPayload mine;
   mine.segment_bytes = o.segment_bytes;
   mine.small_allreduce_bytes = o.small_allreduce_bytes;
+  mine.pair_allreduce_bytes = o.pair_allreduce_bytes;
   mine.segments_in_flight = static_cast<uint32_t>(o.segments_in_flight);
   mine.use_shared_memory = o.use_shared_memory ? 1 : 0;
   MsgHeader h;
@@ -183,6 +184,8 @@ Status ExchangeConfig(uint32_t self, std::vector<std::unique_ptr<FrameSocket>>& 
       return differ("segments_in_flight", mine.segments_in_flight, c.segments_in_flight);
     if (c.small_allreduce_bytes != mine.small_allreduce_bytes)
       return differ("small_allreduce_bytes", mine.small_allreduce_bytes, c.small_allreduce_bytes);
+    if (c.pair_allreduce_bytes != mine.pair_allreduce_bytes)
+      return differ("pair_allreduce_bytes", mine.pair_allreduce_bytes, c.pair_allreduce_bytes);
   }
   return Status::Ok();
 }

@@ -1,0 +1,43 @@
+// Which schedule an AllReduce runs: recursive doubling or the ring.
+//
+// Why a rule per group size, and why it errs towards doubling: a fused
+// AllReduce of S bytes must never be slower than the same bytes as several
+// smaller AllReduces (issue 21). Each schedule alone costs about a fixed
+// part plus a part per byte, so it is subadditive; fusion can lose only
+// where the whole takes the ring while its pieces take doubling, and that
+// happens when the switch sits below the size at which the ring starts to
+// win. A switch at or above that size keeps T(S) <= sum T(S_i): above it the
+// ring's per-byte advantage covers the pieces' fixed costs, below it both
+// sides double.
+//
+// Two members are the case the single threshold got wrong: there the ring
+// moves no fewer bytes than a swap (each rank sends S/2 twice instead of S
+// once) but waits on its neighbour twice, once per phase, and doubling was
+// as fast or faster at every size from 64 KiB to 64 MiB (bench/README.md,
+// "Fusion never loses"), where the 256 KiB switch for larger groups made a
+// fused 256 KiB-4 MiB lose to pieces that doubled.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "sinkrt/device/communicator.h"
+
+namespace sinkrt::device {
+
+enum class AllReduceSchedule { kDoubling, kRing };
+
+// |bytes| in |count| elements over a group of |n| > 1 members. The ring
+// needs an element per member; small_allreduce_bytes == 0 forces the ring
+// at every size and group (its summation order is ReduceScatter's, which
+// tests compare bitwise), otherwise a group of two switches at the larger
+// of the two thresholds.
+inline AllReduceSchedule ChooseAllReduce(const CommOptions& o, uint32_t n, size_t bytes, size_t count) {
+  if (count < n) return AllReduceSchedule::kDoubling;
+  if (o.small_allreduce_bytes == 0) return AllReduceSchedule::kRing;
+  const size_t below = n == 2 ? std::max(o.small_allreduce_bytes, o.pair_allreduce_bytes) : o.small_allreduce_bytes;
+  return bytes < below ? AllReduceSchedule::kDoubling : AllReduceSchedule::kRing;
+}
+
+}  // namespace sinkrt::device
