@@ -1,8 +1,6 @@
 #include "sink_worker.h"
 
-#include <sched.h>
-
-#include "sinkrt/runtime/clock.h"
+#include "sync/futex.h"
 
 namespace sinkrt::device {
 
@@ -30,12 +28,7 @@ void SinkWorker::Loop() {
   for (;;) {
     // Poll first (no lock: the flag), yielding, since on 2 cores the
     // connection thread that posts may need this core; then sleep.
-    const int64_t until = NowNs() + std::chrono::nanoseconds(poll_).count();
-    while (!posted_.load(std::memory_order_acquire) && NowNs() < until) {
-#if defined(__x86_64__) || defined(__i386__)
-      sched_yield();
-#endif
-    }
+    SpinThenYield([this] { return posted_.load(std::memory_order_acquire); }, PollBudget{{}, poll_});
     std::function<void()> task;
     {
       std::unique_lock<std::mutex> lk(mu_);

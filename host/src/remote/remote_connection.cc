@@ -1,7 +1,6 @@
 #include "remote_connection.h"
 
 #include <poll.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <cctype>
@@ -20,13 +19,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-// How long Request polls for its reply before sleeping on reply_cv.
-constexpr std::chrono::microseconds kReplyPoll{200};
-
-// Polling yields: on 2 cores the thread that must answer (the reader) may
-// need this one's core.
-inline void CpuRelax() { sched_yield(); }
 
 // After Shutdown the daemon frees the job and closes; waiting for that close
 // means the device is free when the connection ends, so the next host to
@@ -216,7 +208,6 @@ RemoteConnection::~RemoteConnection() {
 
 void RemoteConnection::LoseLocked(std::string reason) {
   if (!lost) lost = std::move(reason);
-  settled.store(true, std::memory_order_release);
   socket->Shutdown();
   reply_cv.notify_all();
   queue_cv.notify_all();
@@ -258,17 +249,8 @@ Result<Reply> RemoteConnection::Request(const flatbuffers::FlatBufferBuilder& fb
     awaiting = true;
     expect = expect_type;
     reply.reset();
-    settled.store(lost.has_value(), std::memory_order_relaxed);
   }
   Status st = socket->Send(fbb, payload);
-  // A short request's reply is one loopback round trip away: poll for it
-  // before sleeping, since waking a sleeping thread on these VMs costs as
-  // much as the round trip (bench/README.md, the wire). A long one (a sink
-  // that trains) costs kReplyPoll of CPU and then sleeps.
-  if (st.ok()) {
-    const auto until = Clock::now() + kReplyPoll;
-    while (!settled.load(std::memory_order_acquire) && Clock::now() < until) CpuRelax();
-  }
   std::unique_lock<std::mutex> lk(mu);
   if (!st.ok()) {
     awaiting = false;
@@ -368,7 +350,6 @@ void RemoteConnection::ReadLoop() {
     // Otherwise the waiter gave up (timeout) and has already closed the connection.
     if (awaiting && !reply) {
       reply = std::move(r);
-      settled.store(true, std::memory_order_release);
       reply_cv.notify_all();
     }
   }

@@ -115,9 +115,6 @@ struct RemoteConnection {
   bool awaiting = false;
   fb::MessageBody expect = fb::MessageBody::NONE;
   std::optional<Reply> reply;
-  // Set (under mu) with `reply` or `lost`: a waiter polls it without the
-  // lock for a while before it sleeps on reply_cv (Request).
-  std::atomic<bool> settled{false};
   // The job's queues and their credits: the reader adds what Credit frames
   // give, pushes take one per batch.
   bool loaded = false;

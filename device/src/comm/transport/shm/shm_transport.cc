@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "comm/transport/futex.h"
+#include "sync/futex.h"
 
 namespace sinkrt::device {
 

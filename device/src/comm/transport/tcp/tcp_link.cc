@@ -9,7 +9,7 @@
 #include <cstring>
 #include <thread>
 
-#include "comm/transport/futex.h"
+#include "sync/futex.h"
 #include "sinkrt/runtime/clock.h"
 
 namespace sinkrt::device {

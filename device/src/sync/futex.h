@@ -1,4 +1,7 @@
-// Futex waits on 32-bit atomics, including ones in a shared mapping.
+// Futex waits on 32-bit atomics, including ones in a shared mapping, and
+// the bounded poll every waiter of the device runs before it sleeps: the
+// comm transports' (shm rings, TCP links), the worker team's
+// (team/worker_team.h) and sinkd's sink worker's.
 //
 // The shm rings' waiters sleep in the kernel instead of spinning: with four
 // ranks on two cores a spinning waiter steals the core its peer needs to
