@@ -13,9 +13,10 @@
 // measures both). A worker here polls for a bounded while after its part,
 // since the next split kernel of a step follows within microseconds, and
 // only then sleeps on a futex: inside a step the hand-off is a cache line,
-// between sinks the workers cost nothing. After its first µs the poll
-// yields the core at every turn: a pure spin starves whatever else must
-// run on 2 cores.
+// between sinks the workers cost nothing. After its first 2 µs the poll
+// yields the core at every turn, since a pure spin starves whatever else
+// must run on 2 cores, and stops yielding for a while once a yield lost the
+// core to another process (sync/futex.h, SpinThenYield).
 //
 // One caller at a time (the thread running the compute stream). No
 // allocation after construction.
