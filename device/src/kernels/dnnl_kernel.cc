@@ -230,11 +230,19 @@ Status DnnlRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
 Status DnnlSplitRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   auto& s = *static_cast<DnnlSplitState*>(state);
   const int parts = static_cast<int>(s.parts.size());
+  // Unsplit (no team, or a small product): the primitive as it was built,
+  // on OpenMP's team if it was built for one.
+  if (parts == 1) return DnnlRun(args, &s.parts[0], ctx);
   // Part 0 runs here, on the compute thread: one OpenMP thread for it too
   // (the workers are set so for good).
   const int team = omp_get_max_threads();
   omp_set_num_threads(1);
-  ctx.team->Run(parts, [&](int p) { s.status[p] = Execute(s.parts[p], ctx.dnnl->StreamOf(p), ctx.scratch); });
+  auto part = [&](int p) { s.status[p] = Execute(s.parts[p], ctx.dnnl->StreamOf(p), ctx.scratch); };
+  if (ctx.team) {
+    ctx.team->Run(parts, part);
+  } else {
+    for (int p = 0; p < parts; ++p) part(p);  // a stream without the team: the same parts, in turn
+  }
   omp_set_num_threads(team);
   for (dnnl_status_t st : s.status)
     if (st != dnnl_success) return ExecutionError(args, st);
