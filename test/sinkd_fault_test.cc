@@ -254,6 +254,34 @@ TEST(SinkdFaultTest, FramesAtTheWrongTimeEndTheJobAndTheDaemonTakesTheNext) {
          (void)SendRunSink(s, 5);
        },
        "one sink at a time"},
+      // A request that needs the device idle is refused during a job's
+      // first sink and during a later one.
+      {"ReadTensor during the first sink",
+       [&](FrameSocket& s) {
+         (void)SendLoad(s, job.stream);
+         (void)SendRunSink(s, 5);
+         (void)SendReadTensor(s, 0);
+       },
+       "ReadTensor while a sink runs"},
+      {"a device's message during a sink",
+       [&](FrameSocket& s) {
+         (void)SendLoad(s, job.stream);
+         (void)SendRunSink(s, 5);
+         (void)SendMessage(s, fb::MessageBody::Credit,
+                           [](flatbuffers::FlatBufferBuilder& fbb) { return fb::CreateCredit(fbb, 0, 1).Union(); });
+       },
+       "a host may not send it"},
+      {"ReadTensor during the second sink",
+       [&](FrameSocket& s) {
+         (void)SendLoad(s, job.stream);
+         if (!ReadUntil(s, fb::MessageBody::Loaded)) return;
+         (void)SendPush(s, 0, 0, batch);
+         (void)SendRunSink(s, 1);
+         if (!ReadUntil(s, fb::MessageBody::SinkDone)) return;
+         (void)SendRunSink(s, 5);
+         (void)SendReadTensor(s, 0);
+       },
+       "ReadTensor while a sink runs"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

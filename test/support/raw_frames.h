@@ -99,6 +99,23 @@ inline Status SendRunSink(FrameSocket& s, uint32_t steps) {
   });
 }
 
+inline Status SendReadTensor(FrameSocket& s, uint32_t buffer) {
+  return SendMessage(s, fb::MessageBody::ReadTensor, [&](flatbuffers::FlatBufferBuilder& fbb) {
+    return fb::CreateReadTensor(fbb, buffer).Union();
+  });
+}
+
+// Reads frames (skipping their payloads) until one of `type`; false on an
+// Error, the end of the connection or 20 s without it.
+inline bool ReadUntil(FrameSocket& s, fb::MessageBody type) {
+  for (;;) {
+    InFrame f;
+    if (!s.Receive(&f, DeadlineIn(20s)).ok() || f.type() == fb::MessageBody::Error) return false;
+    if (!s.SkipPayload(&f).ok()) return false;
+    if (f.type() == type) return true;
+  }
+}
+
 inline Status SendPush(FrameSocket& s, uint32_t queue, uint64_t sequence, std::span<const uint8_t> bytes) {
   std::span<const uint8_t> payload[1] = {bytes};
   return SendMessage(
