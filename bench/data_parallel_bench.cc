@@ -8,7 +8,10 @@
 //                     the sink); each daemon runs --threads max(1, cores/N),
 //                     as `sinkrun train --devices N` starts them.
 //   BM_StandAlone     the baseline: the same training on one daemon with
-//                     every core, STAND_ALONE (no communication tasks).
+//                     every core, STAND_ALONE (no communication tasks);
+//                     threads:1 with one kernel thread, the baseline of
+//                     issue 21's "2 daemons x 1 thread >= 1.6x one device
+//                     with one thread".
 //
 // One iteration is one epoch of kStepsPerRank steps on every rank (the
 // global data is N x 64 x kStepsPerRank samples, in memory, so the host's
@@ -58,8 +61,9 @@ using bench::ThreadsPerDaemon;
 using bench::TimingCallback;
 
 // `devices` ranks; `data_parallel` false: STAND_ALONE on one daemon.
-void RunTraining(benchmark::State& state, int devices, bool data_parallel) {
-  auto links = Connect(devices);
+// `threads` per daemon, 0: ThreadsPerDaemon(devices).
+void RunTraining(benchmark::State& state, int devices, bool data_parallel, int threads = 0) {
+  auto links = Connect(devices, threads);
   if (!links.ok()) return state.SkipWithError(links.status().ToString().c_str());
   std::vector<DeviceLink*> pointers;
   for (auto& l : *links) pointers.push_back(l.get());
@@ -99,7 +103,7 @@ void RunTraining(benchmark::State& state, int devices, bool data_parallel) {
   state.counters["queue_wait_ms"] = t.queue_wait_ms / steps;
   state.counters["other_ms"] = t.other_ms / steps;
   state.counters["hidden"] = t.comm_ms > 0 ? std::max(0.0, 1.0 - t.comm_wait_ms / t.comm_ms) : 0.0;
-  state.counters["threads"] = ThreadsPerDaemon(devices);
+  state.counters["threads"] = threads > 0 ? threads : ThreadsPerDaemon(devices);
   state.counters["loss"] = timing.losses.empty() ? 0.0 : timing.losses.back();
 }
 
@@ -113,27 +117,40 @@ BENCHMARK(BM_DataParallel)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-void BM_StandAlone(benchmark::State& state) { RunTraining(state, 1, false); }
-BENCHMARK(BM_StandAlone)->Iterations(kTimedEpochs)->Unit(benchmark::kMillisecond)->UseRealTime();
+void BM_StandAlone(benchmark::State& state) { RunTraining(state, 1, false, static_cast<int>(state.range(0))); }
+BENCHMARK(BM_StandAlone)
+    ->ArgName("threads")
+    ->Arg(0)  // every core
+    ->Arg(1)
+    ->Iterations(kTimedEpochs)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // -- summary ------------------------------------------------------------------
 
 void PrintSummary(const RecordingReporter& rep) {
-  const double base = rep.Median("BM_StandAlone", "items_per_second");
+  const double base = rep.Median("BM_StandAlone/threads:0", "items_per_second");
+  const double one = rep.Median("BM_StandAlone/threads:1", "items_per_second");
   std::printf("\nMLP 784-512-256-10, batch 64 per rank, sink mode; %d cores\n", device::AvailableCores());
-  if (base > 0) std::printf("stand-alone, 1 daemon: %.0f samples/s\n", base);
+  if (base > 0) std::printf("stand-alone, 1 daemon, every core: %.0f samples/s\n", base);
+  if (one > 0) std::printf("stand-alone, 1 daemon, 1 thread: %.0f samples/s\n", one);
   for (int n : {1, 2, 4}) {
     const std::string name = "BM_DataParallel/devices:" + std::to_string(n);
     const double s = rep.Median(name, "items_per_second");
     if (s < 0) continue;
     std::printf("data parallel, %d daemon%s: %.0f samples/s", n, n > 1 ? "s" : "", s);
-    if (base > 0) std::printf(" (%.2fx stand-alone)", s / base);
+    if (base > 0) std::printf(" (%.2fx stand-alone", s / base);
+    if (one > 0) std::printf(", %.2fx one thread", s / one);
+    if (base > 0) std::printf(")");
     const double comm = rep.Median(name, "comm_ms");
     std::printf("; per step compute %.2f ms, comm %.2f ms, comm wait %.2f ms, queue wait %.2f ms, other %.2f ms",
                 rep.Median(name, "compute_ms"), comm, rep.Median(name, "comm_wait_ms"),
                 rep.Median(name, "queue_wait_ms"), rep.Median(name, "other_ms"));
     // One rank has nothing to exchange: its AllReduce is a no-op.
-    if (comm >= 0.01) std::printf("; hidden %.0f%%", 100 * rep.Median(name, "hidden"));
+    // Exposed: what the compute stream waited for the AllReduce, per step.
+    if (comm >= 0.01)
+      std::printf("; hidden %.0f%%, exposed %.3f ms per step", 100 * rep.Median(name, "hidden"),
+                  rep.Median(name, "comm_wait_ms"));
     std::printf("\n");
   }
 }

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sinkrt/device/executor.h"
@@ -25,24 +26,27 @@ namespace sinkrt::bench {
 // As `sinkrun train --devices N` starts them: the cores shared out.
 inline int ThreadsPerDaemon(int devices) { return std::max(1, device::AvailableCores() / devices); }
 
-inline std::map<int, std::unique_ptr<host::LocalCluster>>& Clusters() {
-  static auto* clusters = new std::map<int, std::unique_ptr<host::LocalCluster>>();
+// Keyed by (devices, threads per daemon).
+inline std::map<std::pair<int, int>, std::unique_ptr<host::LocalCluster>>& Clusters() {
+  static auto* clusters = new std::map<std::pair<int, int>, std::unique_ptr<host::LocalCluster>>();
   return *clusters;
 }
 
-// N daemons, started on first use (from the main thread, which outlives
-// them: LocalCluster's PR_SET_PDEATHSIG is per thread).
-inline Result<host::LocalCluster*> Cluster(int devices) {
+// N daemons of `threads` kernel threads each (0: ThreadsPerDaemon), started
+// on first use (from the main thread, which outlives them: LocalCluster's
+// PR_SET_PDEATHSIG is per thread).
+inline Result<host::LocalCluster*> Cluster(int devices, int threads = 0) {
   using namespace std::chrono_literals;
+  if (threads <= 0) threads = ThreadsPerDaemon(devices);
   auto& clusters = Clusters();
-  auto it = clusters.find(devices);
+  auto it = clusters.find({devices, threads});
   if (it == clusters.end()) {
     host::LocalClusterOptions options;
     options.devices = devices;
     options.sinkd_path = SINKD_PATH;
-    options.sinkd_args = {"--quiet", "--threads", std::to_string(ThreadsPerDaemon(devices))};
+    options.sinkd_args = {"--quiet", "--threads", std::to_string(threads)};
     SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<host::LocalCluster> cluster, host::LocalCluster::Start(options));
-    it = clusters.emplace(devices, std::move(cluster)).first;
+    it = clusters.emplace(std::make_pair(devices, threads), std::move(cluster)).first;
   }
   return it->second.get();
 }
@@ -52,9 +56,9 @@ inline void StopDaemons() {
   Clusters().clear();
 }
 
-inline Result<std::vector<std::unique_ptr<DeviceLink>>> Connect(int devices) {
+inline Result<std::vector<std::unique_ptr<DeviceLink>>> Connect(int devices, int threads = 0) {
   using namespace std::chrono_literals;
-  SINKRT_ASSIGN_OR_RETURN(host::LocalCluster * cluster, Cluster(devices));
+  SINKRT_ASSIGN_OR_RETURN(host::LocalCluster * cluster, Cluster(devices, threads));
   std::vector<std::unique_ptr<DeviceLink>> links;
   const RankTable& table = cluster->rank_table();
   for (size_t r = 0; r < table.ranks.size(); ++r) {
