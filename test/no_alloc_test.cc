@@ -36,6 +36,7 @@
 #include "sinkrt/device/listening_inbox.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
+#include "support/comm_cluster.h"
 #include "support/feeder.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
@@ -346,6 +347,40 @@ TEST(NoAlloc, AmpLossScaledDataParallelStepsAllocateNothing) {
   ExpectDataParallelNoAllocations(true, false, false, true);
 }
 
+// The small segments the collective no-allocation tests use, over shared
+// memory or TCP.
+device::CommOptions SmallSegmentComm(bool shared_memory) {
+  device::CommOptions o;
+  o.use_shared_memory = shared_memory;
+  o.segment_bytes = 4096;
+  return o;
+}
+
+// Runs fn(rank) on one thread per rank with the allocation counter armed
+// (per thread) from when every thread waits at the gate until all are done:
+// starting the threads, which allocates, stays out of the count.
+void CountOnEachRank(uint32_t ranks, const std::function<void(uint32_t)>& fn) {
+  std::atomic<uint32_t> ready{0}, done{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      ++ready;
+      while (!go.load()) std::this_thread::yield();
+      fn(r);
+      ++done;
+    });
+  while (ready.load() < ranks) std::this_thread::yield();
+  g_ours = g_dnnl = g_dnnl_calls = 0;
+  g_per_thread = true;
+  g_armed = true;
+  go = true;
+  while (done.load() < ranks) std::this_thread::yield();
+  g_armed = false;
+  g_per_thread = false;
+  for (auto& t : threads) t.join();
+}
+
 // AllToAll straight on three communicators, on the world and on the
 // subgroup {1,2}, in blocks of several segments: after a warm-up (each
 // group's first call numbers it), neither the ranks' threads nor the
@@ -353,30 +388,12 @@ TEST(NoAlloc, AmpLossScaledDataParallelStepsAllocateNothing) {
 void ExpectAllToAllNoAllocations(bool shared_memory) {
   constexpr uint32_t kRanks = 3;
   constexpr size_t kBlock = 3 * 4096 + 5;
-  std::vector<std::unique_ptr<device::ListeningInbox>> inboxes;
-  std::vector<device::PeerAddress> world;
-  for (uint32_t r = 0; r < kRanks; ++r) {
-    auto inbox = device::ListeningInbox::Start();
-    SINKRT_ASSERT_OK(inbox);
-    world.push_back({r, (*inbox)->address(), device::LocalHostId()});
-    inboxes.push_back(std::move(inbox).value());
-  }
-  std::vector<std::unique_ptr<device::Communicator>> comms(kRanks);
+  const device::CommOptions options = SmallSegmentComm(shared_memory);
+  testing::Cluster comms(
+      kRanks, [&](uint32_t) { return options; }, [](uint32_t) { return uint64_t{78}; });
+  ASSERT_TRUE(comms.ok()) << comms.create_status(0).ToString();
   std::vector<Status> st(kRanks);
-  auto on_each_rank = [&](const std::function<void(uint32_t)>& fn) {
-    std::vector<std::thread> threads;
-    for (uint32_t r = 0; r < kRanks; ++r) threads.emplace_back([&fn, r] { fn(r); });
-    for (auto& t : threads) t.join();
-  };
-  on_each_rank([&](uint32_t r) {
-    device::CommOptions o;
-    o.use_shared_memory = shared_memory;
-    o.segment_bytes = 4096;
-    auto c = device::Communicator::Create(r, world, 78, *inboxes[r], o);
-    st[r] = c.status();
-    if (c.ok()) comms[r] = std::move(c).value();
-  });
-  for (uint32_t r = 0; r < kRanks; ++r) SINKRT_ASSERT_OK(st[r]);
+  auto on_each_rank = [&](const std::function<void(uint32_t)>& fn) { testing::OnEachRank(kRanks, fn); };
   const device::Group all = device::Group::World(kRanks), tail{{1, 2}};
   std::vector<std::vector<uint8_t>> in(kRanks), out(kRanks), tail_in(kRanks), tail_out(kRanks);
   for (uint32_t r = 0; r < kRanks; ++r) {
@@ -388,40 +405,19 @@ void ExpectAllToAllNoAllocations(bool shared_memory) {
   auto exchange = [&](uint32_t r, int times) {
     Status s;
     for (int i = 0; i < times && s.ok(); ++i) {
-      s = comms[r]->AllToAll(in[r], out[r], all);
-      if (s.ok() && r > 0) s = comms[r]->AllToAll(tail_in[r], tail_out[r], tail);
+      s = comms[r].AllToAll(in[r], out[r], all);
+      if (s.ok() && r > 0) s = comms[r].AllToAll(tail_in[r], tail_out[r], tail);
     }
     return s;
   };
   on_each_rank([&](uint32_t r) { st[r] = exchange(r, 2); });  // warm-up
   for (uint32_t r = 0; r < kRanks; ++r) SINKRT_ASSERT_OK(st[r]);
 
-  // The threads start (which allocates) before the counter is armed and
-  // wait at a gate; it is disarmed once all have finished.
-  std::atomic<uint32_t> ready{0}, done{0};
-  std::atomic<bool> go{false};
-  std::vector<std::thread> threads;
-  for (uint32_t r = 0; r < kRanks; ++r)
-    threads.emplace_back([&, r] {
-      ++ready;
-      while (!go.load()) std::this_thread::yield();
-      st[r] = exchange(r, 8);
-      ++done;
-    });
-  while (ready.load() < kRanks) std::this_thread::yield();
-  g_ours = g_dnnl = g_dnnl_calls = 0;
-  g_per_thread = true;
-  g_armed = true;
-  go = true;
-  while (done.load() < kRanks) std::this_thread::yield();
-  g_armed = false;
-  g_per_thread = false;
-  for (auto& t : threads) t.join();
+  CountOnEachRank(kRanks, [&](uint32_t r) { st[r] = exchange(r, 8); });
   for (uint32_t r = 0; r < kRanks; ++r) SINKRT_ASSERT_OK(st[r]);
   EXPECT_EQ(g_ours.load(), 0) << "sinkrt allocated during 8 rounds of AllToAll";
   EXPECT_EQ(out[0][kBlock * 2], 2);
   EXPECT_EQ(tail_out[2][0], 11);
-  on_each_rank([&](uint32_t r) { comms[r].reset(); });
 }
 
 TEST(NoAlloc, AllToAllOverSharedMemoryAllocatesNothing) { ExpectAllToAllNoAllocations(true); }
@@ -436,30 +432,12 @@ void ExpectBlockedNoAllocations(bool shared_memory) {
   constexpr uint32_t kRanks = 3;
   const size_t kBlocks[] = {4 * 5, 4 * 3001, 4 * 77};  // bytes per member: f32
   const size_t kChunk = kBlocks[0] + kBlocks[1] + kBlocks[2];
-  std::vector<std::unique_ptr<device::ListeningInbox>> inboxes;
-  std::vector<device::PeerAddress> world;
-  for (uint32_t r = 0; r < kRanks; ++r) {
-    auto inbox = device::ListeningInbox::Start();
-    SINKRT_ASSERT_OK(inbox);
-    world.push_back({r, (*inbox)->address(), device::LocalHostId()});
-    inboxes.push_back(std::move(inbox).value());
-  }
-  std::vector<std::unique_ptr<device::Communicator>> comms(kRanks);
+  const device::CommOptions options = SmallSegmentComm(shared_memory);
+  testing::Cluster comms(
+      kRanks, [&](uint32_t) { return options; }, [](uint32_t) { return uint64_t{79}; });
+  ASSERT_TRUE(comms.ok()) << comms.create_status(0).ToString();
   std::vector<Status> st(kRanks);
-  auto on_each_rank = [&](const std::function<void(uint32_t)>& fn) {
-    std::vector<std::thread> threads;
-    for (uint32_t r = 0; r < kRanks; ++r) threads.emplace_back([&fn, r] { fn(r); });
-    for (auto& t : threads) t.join();
-  };
-  on_each_rank([&](uint32_t r) {
-    device::CommOptions o;
-    o.use_shared_memory = shared_memory;
-    o.segment_bytes = 4096;
-    auto c = device::Communicator::Create(r, world, 79, *inboxes[r], o);
-    st[r] = c.status();
-    if (c.ok()) comms[r] = std::move(c).value();
-  });
-  for (uint32_t r = 0; r < kRanks; ++r) SINKRT_ASSERT_OK(st[r]);
+  auto on_each_rank = [&](const std::function<void(uint32_t)>& fn) { testing::OnEachRank(kRanks, fn); };
   const device::Group all = device::Group::World(kRanks);
   // Per rank: whole buffers (gradients, then parameters) and their shards,
   // each shard this rank's block of its gradient (in place).
@@ -476,7 +454,7 @@ void ExpectBlockedNoAllocations(bool shared_memory) {
     }
     warm_in[r].resize(kChunk);
     warm_out[r].resize(kChunk * kRanks);
-    comms[r]->ReserveScratch(kChunk * kRanks);
+    comms[r].ReserveScratch(kChunk * kRanks);
   }
   auto gather_back = [&](uint32_t r) {
     std::vector<std::span<const uint8_t>> shard_in(outs[r].begin(), outs[r].end());
@@ -486,37 +464,20 @@ void ExpectBlockedNoAllocations(bool shared_memory) {
   std::vector<std::pair<std::vector<std::span<const uint8_t>>, std::vector<std::span<uint8_t>>>> gathers;
   for (uint32_t r = 0; r < kRanks; ++r) gathers.push_back(gather_back(r));
   on_each_rank([&](uint32_t r) {
-    for (int i = 0; i < 2 && st[r].ok(); ++i) st[r] = comms[r]->AllGather(warm_in[r], warm_out[r], all);
+    for (int i = 0; i < 2 && st[r].ok(); ++i) st[r] = comms[r].AllGather(warm_in[r], warm_out[r], all);
   });
   for (uint32_t r = 0; r < kRanks; ++r) SINKRT_ASSERT_OK(st[r]);
 
-  std::atomic<uint32_t> ready{0}, done{0};
-  std::atomic<bool> go{false};
-  std::vector<std::thread> threads;
-  for (uint32_t r = 0; r < kRanks; ++r)
-    threads.emplace_back([&, r] {
-      ++ready;
-      while (!go.load()) std::this_thread::yield();
-      Status s;
-      for (int i = 0; i < 8 && s.ok(); ++i) {
-        s = comms[r]->ReduceScatterBlocked(ins[r], outs[r], DType::F32, device::ReduceOp::Mean, all);
-        if (s.ok()) s = comms[r]->AllGatherBlocked(gathers[r].first, gathers[r].second, all);
-      }
-      st[r] = s;
-      ++done;
-    });
-  while (ready.load() < kRanks) std::this_thread::yield();
-  g_ours = g_dnnl = g_dnnl_calls = 0;
-  g_per_thread = true;
-  g_armed = true;
-  go = true;
-  while (done.load() < kRanks) std::this_thread::yield();
-  g_armed = false;
-  g_per_thread = false;
-  for (auto& t : threads) t.join();
+  CountOnEachRank(kRanks, [&](uint32_t r) {
+    Status s;
+    for (int i = 0; i < 8 && s.ok(); ++i) {
+      s = comms[r].ReduceScatterBlocked(ins[r], outs[r], DType::F32, device::ReduceOp::Mean, all);
+      if (s.ok()) s = comms[r].AllGatherBlocked(gathers[r].first, gathers[r].second, all);
+    }
+    st[r] = s;
+  });
   for (uint32_t r = 0; r < kRanks; ++r) SINKRT_ASSERT_OK(st[r]);
   EXPECT_EQ(g_ours.load(), 0) << "sinkrt allocated during 8 rounds of blocked ReduceScatter and AllGather";
-  on_each_rank([&](uint32_t r) { comms[r].reset(); });
 }
 
 TEST(NoAlloc, BlockedCollectivesOverSharedMemoryAllocateNothing) { ExpectBlockedNoAllocations(true); }
