@@ -11,6 +11,7 @@
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/format.h"
+#include "support/comm_task_stream.h"
 
 namespace sinkrt::testing {
 
@@ -48,32 +49,14 @@ inline std::vector<uint8_t> AllToAllStream(uint32_t rank, uint32_t world, const 
   std::vector<flatbuffers::Offset<fb::CommGroup>> groups = {fb::CreateCommGroupDirect(fbb, "world", &all),
                                                             fb::CreateCommGroupDirect(fbb, "even", &even),
                                                             fb::CreateCommGroupDirect(fbb, "odd", &odd)};
-  std::vector<flatbuffers::Offset<fb::Task>> compute = {fb::CreateTask(
-      fbb, fb::TaskBody::EventRecordTask, fb::CreateEventRecordTask(fbb, 0).Union(), fbb.CreateString("ready"))};
-  std::vector<flatbuffers::Offset<fb::Task>> comm = {fb::CreateTask(
-      fbb, fb::TaskBody::EventWaitTask, fb::CreateEventWaitTask(fbb, 0).Union(), fbb.CreateString("wait"))};
+  std::vector<flatbuffers::Offset<fb::Task>> comm;
   for (size_t i = 0; i < exchanges.size(); ++i) {
     const ExchangeSpec& e = exchanges[i];
     comm.push_back(fb::CreateTask(fbb, fb::TaskBody::AllToAllTask,
                                   fb::CreateAllToAllTask(fbb, e.group, e.input, e.output).Union(),
                                   fbb.CreateString("exchange" + std::to_string(i))));
   }
-  std::vector<flatbuffers::Offset<fb::Stream>> streams = {fb::CreateStreamDirect(fbb, "compute", &compute),
-                                                          fb::CreateStreamDirect(fbb, "comm", &comm)};
-  std::vector<flatbuffers::Offset<fb::Program>> programs = {
-      fb::CreateProgramDirect(fbb, "train_step", fb::ProgramKind::TrainStep, &streams, 1)};
-  auto header = fb::CreateHeaderDirect(fbb, kFormatMajor, kFormatMinor, rank, world, "cpu", 0, requirements);
-  auto buf_vec = fbb.CreateVector(bufs);
-  auto group_vec = fbb.CreateVector(groups);
-  auto prog_vec = fbb.CreateVector(programs);
-  fb::TaskStreamBuilder root(fbb);
-  root.add_header(header);
-  root.add_arena_bytes(arena);
-  root.add_buffers(buf_vec);
-  root.add_groups(group_vec);
-  root.add_programs(prog_vec);
-  fb::FinishSizePrefixedTaskStreamBuffer(fbb, root.Finish());
-  return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  return FinishCommTaskStream(fbb, rank, world, arena, requirements, bufs, groups, comm);
 }
 
 }  // namespace sinkrt::testing

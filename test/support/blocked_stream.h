@@ -12,6 +12,7 @@
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/format.h"
+#include "support/comm_task_stream.h"
 
 namespace sinkrt::testing {
 
@@ -56,10 +57,7 @@ inline std::vector<uint8_t> BlockedStream(uint32_t rank, uint32_t world, const s
   std::vector<uint32_t> all(world);
   for (uint32_t r = 0; r < world; ++r) all[r] = r;
   std::vector<flatbuffers::Offset<fb::CommGroup>> groups = {fb::CreateCommGroupDirect(fbb, "world", &all)};
-  std::vector<flatbuffers::Offset<fb::Task>> compute = {fb::CreateTask(
-      fbb, fb::TaskBody::EventRecordTask, fb::CreateEventRecordTask(fbb, 0).Union(), fbb.CreateString("ready"))};
-  std::vector<flatbuffers::Offset<fb::Task>> comm = {fb::CreateTask(
-      fbb, fb::TaskBody::EventWaitTask, fb::CreateEventWaitTask(fbb, 0).Union(), fbb.CreateString("wait"))};
+  std::vector<flatbuffers::Offset<fb::Task>> comm;
   for (size_t i = 0; i < tasks.size(); ++i) {
     const BlockedTask& t = tasks[i];
     const std::vector<uint32_t>* in = t.inputs.empty() ? nullptr : &t.inputs;
@@ -73,22 +71,7 @@ inline std::vector<uint8_t> BlockedStream(uint32_t rank, uint32_t world, const s
       comm.push_back(fb::CreateTask(fbb, fb::TaskBody::AllGatherTask,
                                     fb::CreateAllGatherTaskDirect(fbb, t.group, 0, 0, in, out).Union(), name));
   }
-  std::vector<flatbuffers::Offset<fb::Stream>> streams = {fb::CreateStreamDirect(fbb, "compute", &compute),
-                                                          fb::CreateStreamDirect(fbb, "comm", &comm)};
-  std::vector<flatbuffers::Offset<fb::Program>> programs = {
-      fb::CreateProgramDirect(fbb, "train_step", fb::ProgramKind::TrainStep, &streams, 1)};
-  auto header = fb::CreateHeaderDirect(fbb, kFormatMajor, kFormatMinor, rank, world, "cpu", 0, requirements);
-  auto buf_vec = fbb.CreateVector(bufs);
-  auto group_vec = fbb.CreateVector(groups);
-  auto prog_vec = fbb.CreateVector(programs);
-  fb::TaskStreamBuilder root(fbb);
-  root.add_header(header);
-  root.add_arena_bytes(arena);
-  root.add_buffers(buf_vec);
-  root.add_groups(group_vec);
-  root.add_programs(prog_vec);
-  fb::FinishSizePrefixedTaskStreamBuffer(fbb, root.Finish());
-  return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  return FinishCommTaskStream(fbb, rank, world, arena, requirements, bufs, groups, comm);
 }
 
 }  // namespace sinkrt::testing
