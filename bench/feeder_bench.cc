@@ -46,24 +46,10 @@
 
 // Every operator new of this binary counts: per thread (the stage
 // benchmarks run on one) and in all (BM_Feeder's workers).
-namespace {
-std::atomic<int64_t> g_news{0};
-thread_local int64_t t_news = 0;
+#include "support/counting_new.h"
 
-void* Counted(size_t n) {
-  ++t_news;
-  g_news.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-}  // namespace
-
-void* operator new(size_t n) { return Counted(n); }
-void* operator new[](size_t n) { return Counted(n); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
-void operator delete[](void* p, size_t) noexcept { std::free(p); }
+using sinkrt::testing::g_news;
+using sinkrt::testing::t_news;
 
 namespace sinkrt {
 namespace {

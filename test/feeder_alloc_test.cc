@@ -31,27 +31,8 @@
 #include "support/test_models.h"
 #include "support/test_util.h"
 
-namespace {
-std::atomic<bool> g_armed{false};
-std::atomic<int64_t> g_all{0};
-thread_local int64_t t_mine = 0;
-
-void* Counted(size_t n) {
-  if (g_armed.load(std::memory_order_relaxed)) {
-    ++t_mine;
-    g_all.fetch_add(1, std::memory_order_relaxed);
-  }
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-}  // namespace
-
-void* operator new(size_t n) { return Counted(n); }
-void* operator new[](size_t n) { return Counted(n); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
-void operator delete[](void* p, size_t) noexcept { std::free(p); }
+// Every allocation of this binary counts.
+#include "support/counting_new.h"
 
 namespace sinkrt::host {
 namespace {
@@ -65,11 +46,9 @@ struct Counts {
 // Allocations made while `fn` runs, on this thread and on all.
 template <typename Fn>
 Counts Count(Fn&& fn) {
-  const int64_t mine = t_mine, all = g_all.load();
-  g_armed = true;
+  const int64_t mine = testing::t_news, all = testing::g_news.load();
   fn();
-  g_armed = false;
-  return {t_mine - mine, g_all.load() - all};
+  return {testing::t_news - mine, testing::g_news.load() - all};
 }
 
 // The MLP recipe on Fashion-MNIST-shaped data (u8 [28, 28, 1], i32 labels).
