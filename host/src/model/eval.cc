@@ -136,13 +136,12 @@ Result<EvalResult> Model::eval(const Dataset& dataset, bool dataset_sink_mode) {
   // below for a partial last one.
   int64_t full = 0;
   if (sunk) {
-    SINKRT_ASSIGN_OR_RETURN(full, FullBatches(dataset, batches, m.eval_queue.columns.front()));
-    if (full > 0) {
-      SINKRT_ASSIGN_OR_RETURN(MetricSums sums, RunSunkEval(m, dataset, {0}, {m.eval_queue}, full));
-      loss_sum = sums.loss_rows;
-      correct = sums.correct;
-      samples = full * batch;
-    }
+    const ColumnSpec& first_column = m.eval_queue.columns.front();
+    SINKRT_ASSIGN_OR_RETURN(const SunkPart part, RunSunkPart(m, dataset, batches, first_column, {0}, {m.eval_queue}));
+    full = part.batches_run;
+    loss_sum = part.sums.loss_rows;
+    correct = part.sums.correct;
+    samples = full * batch;
     if (full == batches) return FinishEval(m, loss_sum, correct, samples, round_trips_before);
   }
   IteratorOptions from;

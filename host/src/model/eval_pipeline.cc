@@ -52,15 +52,13 @@ Result<EvalResult> PipelineEval(Model::Impl& m, const Dataset& dataset, bool sun
   // the last stage summing; then the loop below for a partial last one.
   int64_t full = 0;
   if (sunk) {
-    SINKRT_ASSIGN_OR_RETURN(full, FullBatches(dataset, batches, first_column));
-    if (full > 0) {
-      std::vector<QueueInfo> queues;
-      for (uint32_t r : ranks) queues.push_back(m.rank_eval_queues[r]);
-      SINKRT_ASSIGN_OR_RETURN(MetricSums sums, RunSunkEval(m, dataset, ranks, queues, full));
-      loss_sum = sums.loss_rows;
-      correct = sums.correct;
-      samples = full * batch;
-    }
+    std::vector<QueueInfo> queues;
+    for (uint32_t r : ranks) queues.push_back(m.rank_eval_queues[r]);
+    SINKRT_ASSIGN_OR_RETURN(const SunkPart part, RunSunkPart(m, dataset, batches, first_column, ranks, queues));
+    full = part.batches_run;
+    loss_sum = part.sums.loss_rows;
+    correct = part.sums.correct;
+    samples = full * batch;
     if (full == batches) return FinishEval(m, loss_sum, correct, samples, round_trips_before);
   }
   IteratorOptions from;

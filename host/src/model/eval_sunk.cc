@@ -91,14 +91,6 @@ Result<MetricSums> RunSunkEval(Model::Impl& m, const Dataset& dataset, const std
   std::vector<std::unique_ptr<Feeder>> feeders;
   std::vector<uint32_t> fed_rank;          // per feeder: its rank
   std::vector<const QueueInfo*> fed_queue;  // and its queue
-  auto stop_feeders = [&feeders] {
-    Status first;
-    for (auto& f : feeders) {
-      Status st = f->Stop();
-      if (first.ok() && !st.ok()) first = st;
-    }
-    return first;
-  };
   for (size_t k = 0; k < ranks.size(); ++k) {
     if (queues[k].index < 0) continue;  // a pipeline's middle stage
     FeedPlan plan = MakeFeedPlan(queues[k], dataset);
@@ -108,7 +100,7 @@ Result<MetricSums> RunSunkEval(Model::Impl& m, const Dataset& dataset, const std
     links.push_back(std::make_unique<StoppablePushes>(*m.devices[ranks[k]], sink_over));
     auto feeder = Feeder::Start(*links.back(), dataset, std::move(plan));
     if (!feeder.ok()) {
-      (void)stop_feeders();  // the start failure is the error to report
+      (void)StopAll(feeders);  // the start failure is the error to report
       return feeder.status().WithContext("For 'Model.eval'");
     }
     feeders.push_back(std::move(feeder).value());
@@ -136,7 +128,7 @@ Result<MetricSums> RunSunkEval(Model::Impl& m, const Dataset& dataset, const std
   try {
     watcher = std::thread(watch);
   } catch (const std::system_error& e) {
-    (void)stop_feeders();
+    (void)StopAll(feeders);
     return ResourceExhausted(std::string("For 'Model.eval', cannot start the feeders' watcher thread: ") + e.what());
   }
 
@@ -185,6 +177,16 @@ Result<MetricSums> RunSunkEval(Model::Impl& m, const Dataset& dataset, const std
   std::memcpy(&out.loss_rows, sums.data.data(), sizeof(double));
   if (want == 2) std::memcpy(&out.correct, sums.data.data() + sizeof(double), sizeof(double));
   return out;
+}
+
+Result<SunkPart> RunSunkPart(Model::Impl& m, const Dataset& dataset, int64_t batches, const ColumnSpec& col,
+                             const std::vector<uint32_t>& ranks, const std::vector<QueueInfo>& queues) {
+  SunkPart part;
+  SINKRT_ASSIGN_OR_RETURN(part.batches_run, FullBatches(dataset, batches, col));
+  if (part.batches_run > 0) {
+    SINKRT_ASSIGN_OR_RETURN(part.sums, RunSunkEval(m, dataset, ranks, queues, part.batches_run));
+  }
+  return part;
 }
 
 }  // namespace sinkrt::host

@@ -45,4 +45,14 @@ struct MetricSums {
 Result<MetricSums> RunSunkEval(Model::Impl& m, const Dataset& dataset, const std::vector<uint32_t>& ranks,
                                const std::vector<QueueInfo>& queues, int64_t full);
 
+// The sunk front of an eval pass of `batches`: its full batches (for `col`)
+// as one sink on `ranks` (RunSunkEval; none when the only batch is
+// partial). The per-batch loop goes on from `batches_run`.
+struct SunkPart {
+  int64_t batches_run = 0;
+  MetricSums sums;
+};
+Result<SunkPart> RunSunkPart(Model::Impl& m, const Dataset& dataset, int64_t batches, const ColumnSpec& col,
+                             const std::vector<uint32_t>& ranks, const std::vector<QueueInfo>& queues);
+
 }  // namespace sinkrt::host

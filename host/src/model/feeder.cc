@@ -269,4 +269,13 @@ Status Feeder::Stop() {
   return cleared;
 }
 
+Status StopAll(const std::vector<std::unique_ptr<Feeder>>& feeders) {
+  Status first;
+  for (const auto& f : feeders) {
+    Status st = f->Stop();
+    if (first.ok() && !st.ok()) first = st;
+  }
+  return first;
+}
+
 }  // namespace sinkrt::host

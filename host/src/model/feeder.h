@@ -115,4 +115,7 @@ class Feeder {
   std::thread thread_;
 };
 
+// Stops every feeder (Feeder::Stop); the first of their own errors.
+Status StopAll(const std::vector<std::unique_ptr<Feeder>>& feeders);
+
 }  // namespace sinkrt::host

@@ -320,14 +320,6 @@ Status Model::train(int epoch, const Dataset& train_dataset, const std::vector<C
   }
 
   std::vector<std::unique_ptr<Feeder>> feeders;
-  auto stop_feeders = [&feeders] {
-    Status first;
-    for (auto& f : feeders) {
-      Status st = f->Stop();
-      if (first.ok() && !st.ok()) first = st;
-    }
-    return first;
-  };
   for (uint32_t r = 0; r < n; ++r) {
     FeedPlan mine = feed;
     if (pipelined) {
@@ -344,7 +336,7 @@ Status Model::train(int epoch, const Dataset& train_dataset, const std::vector<C
     mine.rank = static_cast<int>(r);
     auto feeder = Feeder::Start(*m.devices[r], shards[r], std::move(mine));
     if (!feeder.ok()) {
-      (void)stop_feeders();  // the start failure is the error to report
+      (void)StopAll(feeders);  // the start failure is the error to report
       return n > 1 ? feeder.status().WithContext("For 'Model.train', rank " + std::to_string(r) + "'s data")
                    : feeder.status();
     }
@@ -355,7 +347,7 @@ Status Model::train(int epoch, const Dataset& train_dataset, const std::vector<C
   bool stopped = false;
   Status st = loop.Run(&stopped);
   if (!st.ok()) {
-    const Status fed = stop_feeders();
+    const Status fed = StopAll(feeders);
     // The device's error is often the echo of a feeder that failed first
     // (a dry queue, a bad batch): lead with the cause.
     if (loop.device_failed() && !fed.ok())
@@ -366,7 +358,7 @@ Status Model::train(int epoch, const Dataset& train_dataset, const std::vector<C
   // Stopped early, the batches fed for epochs that never ran are dropped;
   // otherwise the device has taken every batch the feeder pushed.
   if (stopped) {
-    (void)stop_feeders();  // their unfed batches were not needed
+    (void)StopAll(feeders);  // their unfed batches were not needed
   } else {
     Status fed;
     for (auto& f : feeders) {
