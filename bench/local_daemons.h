@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -45,6 +46,11 @@ inline Result<host::LocalCluster*> Cluster(int devices, int threads = 0) {
     options.devices = devices;
     options.sinkd_path = SINKD_PATH;
     options.sinkd_args = {"--quiet", "--threads", std::to_string(threads)};
+    // As `sinkrun train --devices N` binds them (BindLocalDaemons);
+    // SINKRT_BENCH_NO_BIND=1 leaves them unbound, for the A/B.
+    const int cores = device::AvailableCores();
+    options.bind_cores = devices > 1 && devices <= cores && threads <= cores / devices &&
+                         std::getenv("SINKRT_BENCH_NO_BIND") == nullptr;
     SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<host::LocalCluster> cluster, host::LocalCluster::Start(options));
     it = clusters.emplace(std::make_pair(devices, threads), std::move(cluster)).first;
   }

@@ -2,11 +2,16 @@
 // a person can read, and a nonsense SINKRT_*/HCCL_* number stops it before
 // it binds, as sinkrun and sinkc do.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <vector>
 
+#include "sinkrt/host/local_cluster.h"
+#include "sinkrt/runtime/cpu_set.h"
 #include "support/run_binary.h"
 
 namespace sinkrt {
@@ -50,6 +55,63 @@ TEST_F(SinkdCliTest, UsageErrorsExitTwoLikeTheOtherTools) {
   }
   testing::RunResult help = Run("", "--help");
   EXPECT_EQ(help.exit_code, 0) << help.err;
+}
+
+TEST_F(SinkdCliTest, CpusOutsideTheAllowedOnesOrMalformedAreRefusedNamingThem) {
+  const std::vector<int> allowed = AllowedCpus();
+  ASSERT_FALSE(allowed.empty());
+  struct Case {
+    std::string cpus, names;
+  };
+  std::vector<Case> cases = {{"x", "'x' is not a core number"}, {"3-1", "runs backwards"}};
+  if (allowed.back() + 1 < CPU_SETSIZE)
+    cases.push_back({std::to_string(allowed.back() + 1), "are not among those this process may use"});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.cpus);
+    testing::RunResult r = Run("", "--cpus " + c.cpus);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("--cpus " + c.cpus), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(c.names), std::string::npos) << r.err;
+  }
+}
+
+// What /proc says a process may run on ("Cpus_allowed_list").
+std::string CpusAllowedList(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("Cpus_allowed_list:", 0) == 0) {
+      const size_t v = line.find_first_not_of(" \t", line.find(':') + 1);
+      return v == std::string::npos ? "" : line.substr(v);
+    }
+  return "";
+}
+
+TEST_F(SinkdCliTest, LocalDaemonsBoundToCoresRunOnTheirShareOnly) {
+#ifdef SINKD_PATH
+  const std::vector<int> allowed = AllowedCpus();
+  if (allowed.size() < 2) GTEST_SKIP() << "one core: nothing to share";
+  host::LocalClusterOptions o;
+  o.devices = 2;
+  o.sinkd_path = SINKD_PATH;
+  o.sinkd_args = {"--quiet"};
+  o.bind_cores = true;
+  auto cluster = host::LocalCluster::Start(o);
+  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+  const std::vector<std::vector<int>> shares = ShareCpus(allowed, 2);
+  const std::vector<pid_t> pids = (*cluster)->pids();
+  ASSERT_EQ(pids.size(), 2u);
+  for (size_t r = 0; r < 2; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_EQ(CpusAllowedList(pids[r]), FormatCpuList(shares[r]));
+  }
+  EXPECT_NE(CpusAllowedList(pids[0]), CpusAllowedList(pids[1]));
+
+  // Unbound (the default), each may use every core this process may.
+  o.bind_cores = false;
+  auto unbound = host::LocalCluster::Start(o);
+  ASSERT_TRUE(unbound.ok()) << unbound.status().ToString();
+  for (pid_t pid : (*unbound)->pids()) EXPECT_EQ(CpusAllowedList(pid), FormatCpuList(allowed));
+#endif
 }
 
 TEST_F(SinkdCliTest, ThreadsMustBePositiveWithAReadableMessage) {

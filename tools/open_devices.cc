@@ -51,6 +51,11 @@ Status CheckLocalDevices(int devices, uint64_t arena_bytes) {
   return host::CheckLocalDeviceCount(devices, machine, arena_bytes);
 }
 
+bool BindLocalDaemons(bool no_bind, int devices, int threads) {
+  const int cores = device::AvailableCores();
+  return !no_bind && devices > 1 && devices <= cores && (threads <= 0 || threads <= cores / devices);
+}
+
 // An in-process device knows its threads once a job is loaded.
 int TrainDevices::threads() const { return in_process ? in_process->executor()->threads() : sinkd_threads; }
 
@@ -83,6 +88,7 @@ Result<TrainDevices> OpenDevices(const TrainFlags& f, bool launch, int devices, 
     const int threads = f.threads > 0 ? f.threads : std::max(1, device::AvailableCores() / devices);
     if (f.threads > 0 || devices > 1)
       options.sinkd_args.insert(options.sinkd_args.end(), {"--threads", std::to_string(threads)});
+    options.bind_cores = BindLocalDaemons(f.no_bind, devices, f.threads);
     SINKRT_ASSIGN_OR_RETURN(d.cluster, host::LocalCluster::Start(options));
     SINKRT_RETURN_IF_ERROR(ConnectSinkd(d.cluster->rank_table(), f.token, /*from_file=*/false, &d));
     return d;

@@ -45,6 +45,7 @@ struct TrainFlags {
   int sink_size = -1;
   bool no_sink = false;
   int threads = 0;  // 0: every core the process may use
+  bool no_bind = false;  // --no-bind: local daemons are not bound to cores of their own
   std::string report;
   int devices = 1;  // given explicitly: on sinkd daemons started for the run
   std::string rank_table;
@@ -98,6 +99,7 @@ struct LaunchFlags {
   std::string token;
   std::string sinkd;
   int threads = 0;
+  bool no_bind = false;
   bool quiet = false;
 };
 
@@ -155,6 +157,10 @@ void PrintProgress(const std::string& line);
 // `arena_bytes`: each daemon's job arena when known before launch, else 0.
 // Called before anything is forked; a refusal is a usage error.
 Status CheckLocalDevices(int devices, uint64_t arena_bytes = 0);
+// Whether `devices` local daemons of `threads` kernel threads each (0: their
+// share) are bound to cores of their own: unless --no-bind, when there are
+// several and each share holds its threads.
+bool BindLocalDaemons(bool no_bind, int devices, int threads);
 
 // The sinkd binary: `flag` (--sinkd), else SINKRT_SINKD or the one beside
 // sinkrun.

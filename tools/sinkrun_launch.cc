@@ -64,6 +64,7 @@ int Launch(const LaunchFlags& f, const char* argv0) {
   options.token = f.token;
   if (f.threads > 0) options.sinkd_args.insert(options.sinkd_args.end(), {"--threads", std::to_string(f.threads)});
   if (f.quiet) options.sinkd_args.push_back("--quiet");
+  options.bind_cores = BindLocalDaemons(f.no_bind, f.devices, f.threads);
   options.progress = PrintProgress;
   auto cluster = host::LocalCluster::Start(options);
   if (!cluster.ok()) return Failure("starting sinkd: " + cluster.status().message());

@@ -6,7 +6,7 @@
 //                 [--epochs 5] [--batch 64] [--optimizer sgd|momentum|adam]
 //                 [--lr 0.01] [--momentum 0.9] [--seed 1]
 //                 [--sink-size -1 | --no-sink] [--threads N] [--report FILE]
-//                 [--devices N [--sinkd PATH] | --rank-table FILE] [--token T]
+//                 [--devices N [--sinkd PATH] [--no-bind] | --rank-table FILE] [--token T]
 //                 [--parallel stand_alone|data_parallel|semi_auto_parallel|auto_parallel]
 //                 [--gradients-mean true|false] [--parameter-broadcast] [--comm-fusion JSON]
 //                 [--strategy data|model|DPxMP|FILE] [--strategy-save FILE] [--full-batch]
@@ -15,7 +15,7 @@
 //                 [--save-checkpoint FILE]
 //                 [--profile DIR [--profile-steps A:B] [--profile-every K] [--profile-keep N]]
 //   sinkrun launch -n N [--base-port P] [--rank-table-out FILE] [--token T]
-//                  [--sinkd PATH] [--threads K] [--quiet]
+//                  [--sinkd PATH] [--threads K] [--no-bind] [--quiet]
 //   sinkrun calibrate [--out calibration.json] [--threads 1] [--grid 16,64,256,1024]
 //                     [--no-collectives]
 //   sinkrun profile DIR [--json]
@@ -121,6 +121,9 @@ int main(int argc, char** argv) {
   train->add_flag("--no-sink", f.no_sink, "run every step as its own request (dataset_sink_mode=False)");
   train->add_option("--threads", f.threads, "device kernel threads (default: every core this process may use)")
       ->check(tools::PositiveInteger());
+  train->add_flag("--no-bind", f.no_bind,
+                  "with --devices N > 1: leave the daemons unbound (by default each runs on its own share of the "
+                  "cores, as mpirun --bind-to core)");
   train->add_option("--report", f.report, "write one JSON object per epoch and an end record to FILE");
   train->add_option("--devices", f.devices,
                     "start this many sinkd daemons for the run and train on them (more than one needs "
@@ -214,8 +217,12 @@ int main(int argc, char** argv) {
   launch->add_option("--rank-table-out", l.rank_table_out, "where to write the rank table")->capture_default_str();
   launch->add_option("--token", l.token, "a secret every host must send");
   launch->add_option("--sinkd", l.sinkd, "the sinkd binary (default: SINKRT_SINKD, or beside sinkrun)");
-  launch->add_option("--threads", l.threads, "kernel threads per daemon (default: every core)")
+  launch->add_option("--threads", l.threads,
+                     "kernel threads per daemon (default: the cores it is bound to, or every core with --no-bind)")
       ->check(tools::PositiveInteger());
+  launch->add_flag("--no-bind", l.no_bind,
+                   "leave the daemons unbound (by default each of N > 1 runs on its own share of the cores, as "
+                   "mpirun --bind-to core)");
   launch->add_flag("--quiet", l.quiet, "no job log from the daemons");
   tools::CalibrateFlags cal;
   CLI::App* calibrate = app.add_subcommand(

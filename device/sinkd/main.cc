@@ -1,6 +1,7 @@
 // sinkd: the device runtime daemon, one per device.
 //
 //   sinkd [--listen HOST:PORT | --listen HOST --base-port P] [--token T] [--rank R]
+//         [--threads N] [--cpus LIST]
 //
 // Prints one line "sinkd: rank R listening on HOST:PORT (pid P)" on stdout
 // once the port is bound (launchers and tests wait for it; with port 0 it
@@ -17,6 +18,7 @@
 
 #include "cli_validators.h"
 #include "sinkrt/device/daemon.h"
+#include "sinkrt/runtime/cpu_set.h"
 #include "sinkrt/device/openmp_policy.h"
 #include "sinkrt/runtime/env.h"
 #include "sinkrt/runtime/rank_table.h"
@@ -29,6 +31,7 @@ struct Flags {
   std::string token;
   int rank = -1;
   int threads = -1;
+  std::string cpus;
   long long hello_timeout_ms = -1;
   long long getnext_timeout_ms = -1;
   long long peer_timeout_ms = -1;
@@ -58,6 +61,9 @@ int main(int argc, char** argv) {
       ->check(sinkrt::tools::NonNegativeInteger());
   app.add_option("--threads", f.threads, "kernel threads (default: every core this process may use)")
       ->check(sinkrt::tools::PositiveInteger());  // as sinkrun's: leave it out for every core
+  app.add_option("--cpus", f.cpus,
+                 "run on these cores only, e.g. 0-3,6 (as taskset -c); --threads then defaults to their number. "
+                 "sinkrun binds each local daemon to a share of the machine's cores");
   app.add_option("--hello-timeout-ms", f.hello_timeout_ms,
                  "a new connection must finish its Hello within this (SINKRT_HELLO_TIMEOUT_MS; 5000)")
       ->check(sinkrt::tools::PositiveInteger());
@@ -82,6 +88,12 @@ int main(int argc, char** argv) {
   }
   // A typo in a timeout must not silently leave the default in place.
   if (sinkrt::Status env = sinkrt::CheckEnvironment(); !env.ok()) return Fail(env.message());
+  // Before any thread starts: every thread of the daemon inherits the cores.
+  if (!f.cpus.empty()) {
+    auto cpus = sinkrt::ParseCpuList(f.cpus);
+    sinkrt::Status bound = cpus.ok() ? sinkrt::BindProcessTo(*cpus) : cpus.status();
+    if (!bound.ok()) return Fail("--cpus " + f.cpus + ": " + bound.message());
+  }
 
   sinkrt::device::DaemonOptions options = sinkrt::device::DaemonOptions::FromEnvironment();
   auto launch = sinkrt::LaunchRankFromEnvironment();

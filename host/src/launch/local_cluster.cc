@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "sinkrt/host/remote_device.h"
+#include "sinkrt/runtime/cpu_set.h"
 #include "sinkrt/runtime/env.h"
 
 namespace sinkrt::host {
@@ -187,11 +188,14 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOptions op
 Status LocalCluster::Launch() {
   const pid_t launcher = getpid();
   daemons_.reserve(options_.devices);
+  const std::vector<std::vector<int>> cores =
+      options_.bind_cores ? ShareCpus(AllowedCpus(), options_.devices) : std::vector<std::vector<int>>();
   for (int rank = 0; rank < options_.devices; ++rank) {
     const int port = options_.base_port > 0 ? options_.base_port + rank : 0;
     std::vector<std::string> args = {options_.sinkd_path, "--rank", std::to_string(rank),
                                      "--listen", std::string(kLoopback) + ":" + std::to_string(port)};
     if (!options_.token.empty()) args.insert(args.end(), {"--token", options_.token});
+    if (!cores.empty() && !cores[rank].empty()) args.insert(args.end(), {"--cpus", FormatCpuList(cores[rank])});
     args.insert(args.end(), options_.sinkd_args.begin(), options_.sinkd_args.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());

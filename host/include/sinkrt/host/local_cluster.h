@@ -48,6 +48,11 @@ struct LocalClusterOptions {
   std::string sinkd_path;               // see FindSinkd
   std::string token;                    // passed as --token when not empty
   std::vector<std::string> sinkd_args;  // more flags for every daemon: --quiet, --threads 1
+  // Bind each daemon to its own share of the cores this process may use
+  // (`sinkd --cpus`, ShareCpus in sinkrt/runtime/cpu_set.h): daemons then
+  // neither migrate nor crowd onto one core while another idles. Daemons
+  // beyond the core count share cores round robin.
+  bool bind_cores = false;
   std::chrono::milliseconds start_timeout = DefaultStartTimeout();
   int stderr_fd = -1;  // where the daemons' stderr (their job log) goes; -1: the launcher's
   // Called about every progress_interval while the daemons start, on the
