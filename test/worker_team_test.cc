@@ -17,6 +17,7 @@
 #include "../device/src/team/worker_team.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
+#include "support/feeder.h"
 #include "support/kernel_runner.h"
 #include "support/reference_ops.h"
 #include "support/test_models.h"
@@ -129,11 +130,7 @@ TEST(WorkerTeam, APinnedDeviceGivesTheCallerItsAffinityBack) {
   ASSERT_TRUE(cs.ok()) << cs.status().ToString();
   ASSERT_TRUE(dev.Load(cs->stream).ok());
   const SyntheticData data = MakeSyntheticData(64 * 2, 784, 10, 1);
-  for (int b = 0; b < 2; ++b) {
-    ConstBytes cols[2] = {ConstBytes(reinterpret_cast<const uint8_t*>(&data.images[b * 64 * 784]), 64 * 784 * 4),
-                          ConstBytes(reinterpret_cast<const uint8_t*>(&data.labels[b * 64]), 64 * 4)};
-    ASSERT_TRUE(dev.PushBatch(0, cols).ok());
-  }
+  ASSERT_TRUE(PushBatches(dev, 0, data, 64, 0, 2).ok());
   auto r = dev.RunSink(ProgramKind::TrainStep, 2);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   cpu_set_t after;
