@@ -155,11 +155,56 @@ void ForEachOuter(const TransposeState& s, int skip_a, int skip_b, int64_t begin
   }
 }
 
-// T: float, or uint16_t for bf16's bits. Split across ctx's team by ranges
-// of y (rows of the runs path; outer positions × rows of 16x16 tiles of the
-// tiles path): a copy, so no bit depends on the split.
+// Rows [begin, end) of y when x's contiguous dim is y's last. Short rows
+// (the ViT's runs of 7 and 16 floats) are copied inline: a memcpy call per
+// row costs more than the copy. T: float, or uint16_t for bf16's bits.
 template <typename T>
-Status TransposeAs(const TransposeState& s, const T* __restrict x, T* __restrict y, RunContext& ctx) {
+void CopyRuns(const TransposeState& s, const T* __restrict x, T* __restrict y, int64_t begin, int64_t end) {
+  const int last = s.rank - 1;
+  const int64_t n_last = s.dims[last];
+  if (n_last <= kShortRow) {
+    ForEachOuter(s, last, -1, begin, end, [&](int64_t, int64_t xo, int64_t yo) {
+      for (int64_t i = 0; i < n_last; ++i) y[yo + i] = x[xo + i];
+    });
+    return;
+  }
+  ForEachOuter(s, last, -1, begin, end, [&](int64_t, int64_t xo, int64_t yo) {
+    std::memcpy(y + yo, x + xo, static_cast<size_t>(n_last) * sizeof(T));
+  });
+}
+
+// When x's contiguous dim (the tile dim) lands elsewhere in y: units
+// [begin, end) of (outer position, row of 16x16 tiles), `tile_rows` rows of
+// tiles per outer position.
+template <typename T>
+void CopyTiles(const TransposeState& s, const T* __restrict x, T* __restrict y, int64_t tile_rows, int64_t begin,
+               int64_t end) {
+  const int last = s.rank - 1, t = s.tile_dim;
+  const int64_t n_last = s.dims[last], xs_last = s.x_strides[last];
+  const int64_t n_t = s.dims[t], ys_t = s.y_strides[t];
+  const int64_t outer_end = (end + tile_rows - 1) / tile_rows;
+  ForEachOuter(s, t, last, begin / tile_rows, outer_end, [&](int64_t c, int64_t xo, int64_t yo) {
+    const int64_t first = std::max<int64_t>(begin - c * tile_rows, 0) * kTile;
+    const int64_t stop = std::min(n_t, std::min(end - c * tile_rows, tile_rows) * kTile);
+    for (int64_t i0 = first; i0 < stop; i0 += kTile) {
+      const int64_t i1 = std::min(n_t, i0 + kTile);
+      for (int64_t j0 = 0; j0 < n_last; j0 += kTile) {
+        const int64_t j1 = std::min(n_last, j0 + kTile);
+        // Read along x's contiguous dim (i), write strided by ys_t.
+        for (int64_t j = j0; j < j1; ++j) {
+          const T* xr = x + xo + j * xs_last;
+          T* yc = y + yo + j;
+          for (int64_t i = i0; i < i1; ++i) yc[i * ys_t] = xr[i];
+        }
+      }
+    }
+  });
+}
+
+// Split across ctx's team by ranges of y (rows of runs, or rows of tiles of
+// each outer position): a copy, so no bit depends on the split.
+template <typename T>
+Status TransposeAs(const TransposeState& s, const T* x, T* y, RunContext& ctx) {
   if (s.numel == 0) return Status::Ok();  // (a dim of 0: no odometer to start)
   if (s.rank <= 1) {  // the identity once size-1 dims are gone
     ForRange(ctx, s.numel, [&](int64_t b, int64_t e) {
@@ -168,45 +213,14 @@ Status TransposeAs(const TransposeState& s, const T* __restrict x, T* __restrict
     return Status::Ok();
   }
   const int last = s.rank - 1;
-  const int64_t n_last = s.dims[last], xs_last = s.x_strides[last];
   if (s.tile_dim < 0) {
-    // x's contiguous dim is y's last: copy rows. Short rows (the ViT's runs
-    // of 7 and 16 floats) are copied inline: a memcpy call per row costs
-    // more than the copy.
-    ForRange(ctx, OuterCount(s, last, -1), [&](int64_t b, int64_t e) {
-      if (n_last <= kShortRow) {
-        ForEachOuter(s, last, -1, b, e, [&](int64_t, int64_t xo, int64_t yo) {
-          for (int64_t i = 0; i < n_last; ++i) y[yo + i] = x[xo + i];
-        });
-        return;
-      }
-      ForEachOuter(s, last, -1, b, e, [&](int64_t, int64_t xo, int64_t yo) {
-        std::memcpy(y + yo, x + xo, static_cast<size_t>(n_last) * sizeof(T));
-      });
-    }, RowsPerPart(n_last));
+    ForRange(ctx, OuterCount(s, last, -1), [&](int64_t b, int64_t e) { CopyRuns(s, x, y, b, e); },
+             RowsPerPart(s.dims[last]));
     return Status::Ok();
   }
-  const int t = s.tile_dim;
-  const int64_t n_t = s.dims[t], ys_t = s.y_strides[t];
-  // A unit of work: one outer position's row of tiles (kTile values of i).
-  const int64_t tile_rows = (n_t + kTile - 1) / kTile;
-  ForRange(ctx, OuterCount(s, t, last) * tile_rows, [&](int64_t b, int64_t e) {
-    ForEachOuter(s, t, last, b / tile_rows, (e + tile_rows - 1) / tile_rows, [&](int64_t c, int64_t xo, int64_t yo) {
-      const int64_t first = std::max<int64_t>(b - c * tile_rows, 0), stop = std::min(e - c * tile_rows, tile_rows);
-      for (int64_t i0 = first * kTile; i0 < std::min(n_t, stop * kTile); i0 += kTile) {
-        const int64_t i1 = std::min(n_t, i0 + kTile);
-        for (int64_t j0 = 0; j0 < n_last; j0 += kTile) {
-          const int64_t j1 = std::min(n_last, j0 + kTile);
-          // Read along x's contiguous dim (i), write strided by ys_t.
-          for (int64_t j = j0; j < j1; ++j) {
-            const T* xr = x + xo + j * xs_last;
-            T* yc = y + yo + j;
-            for (int64_t i = i0; i < i1; ++i) yc[i * ys_t] = xr[i];
-          }
-        }
-      }
-    });
-  }, RowsPerPart(kTile * n_last));
+  const int64_t tile_rows = (s.dims[s.tile_dim] + kTile - 1) / kTile;
+  ForRange(ctx, OuterCount(s, s.tile_dim, last) * tile_rows,
+           [&](int64_t b, int64_t e) { CopyTiles(s, x, y, tile_rows, b, e); }, RowsPerPart(kTile * s.dims[last]));
   return Status::Ok();
 }
 
