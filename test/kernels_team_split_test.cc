@@ -105,7 +105,8 @@ TEST(TeamSplitKernels, BroadcastBinaryOpsGiveTheUnsplitBits) {
     ASSERT_TRUE(BroadcastShapes(c.a, c.b, &y));
     const Tensor a = RandomTensor(c.a, 61), b = RandomTensor(c.b, 62);
     for (OpCode op : {OpCode::Add, OpCode::Sub, OpCode::Mul}) {
-      const std::string what = std::string(fb::EnumNameOpCode(op)) + " " + ShapeToString(c.a) + " " + ShapeToString(c.b);
+      const std::string what =
+          std::string(fb::EnumNameOpCode(op)) + " " + ShapeToString(c.a) + " " + ShapeToString(c.b);
       const std::vector<Tensor> got = ExpectSplitBitwise(op, {&a, &b}, {{y}}, nullptr, what);
       const RefTensor want = op == OpCode::Add   ? RefAdd(ToRef(a), ToRef(b))
                              : op == OpCode::Sub ? RefSub(ToRef(a), ToRef(b))

@@ -126,12 +126,6 @@ template <typename T, typename F>
   }
 }
 
-// RunBroadcast over the whole plan.
-template <typename T, typename F>
-[[gnu::always_inline]] inline void RunBroadcast(const BroadcastPlan& p, const T* a, const T* b, T* y, F f) {
-  RunBroadcast(p, a, b, y, f, 0, BroadcastUnits(p));
-}
-
 // y = scale · Σ x over the dims of x that y keeps as 1 (or drops).
 struct ReducePlan {
   int rank = 1;  // merged; reduced and kept dims alternate

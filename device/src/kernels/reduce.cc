@@ -162,7 +162,8 @@ Status BroadcastToRun(const KernelArgs& args, KernelState* state, RunContext& ct
   if (args.outputs[0].dtype == DType::BF16) {
     const bf16_t* x = Data<bf16_t>(args.inputs[0]);
     bf16_t* y = Data<bf16_t>(args.outputs[0]);
-    ForBroadcastParts(ctx, s.plan, [&](int64_t begin, int64_t end) { BroadcastToBf16(s.plan, x, y, scale, begin, end); });
+    ForBroadcastParts(ctx, s.plan,
+                      [&](int64_t begin, int64_t end) { BroadcastToBf16(s.plan, x, y, scale, begin, end); });
     return Status::Ok();
   }
   const float* x = args.inputs[0].f32();
@@ -227,7 +228,8 @@ Status BiasAddRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   } else {
     const float *x = args.inputs[0].f32(), *bias = args.inputs[1].f32();
     float* y = args.outputs[0].f32();
-    ForBroadcastParts(ctx, plan, [&](int64_t begin, int64_t end) { RunBroadcast(plan, x, bias, y, BiasAddOp(), begin, end); });
+    ForBroadcastParts(ctx, plan,
+                      [&](int64_t begin, int64_t end) { RunBroadcast(plan, x, bias, y, BiasAddOp(), begin, end); });
   }
   return Status::Ok();
 }
