@@ -7,7 +7,9 @@
 //   vit_bench [--tasks] [benchmark flags]
 //
 // --tasks also prints every train task's ms per step (after each
-// benchmark), longest first.
+// benchmark), longest first. BM_VitTrain's team:1 splits kernels across the
+// device's worker team (the default), team:0 leaves them to oneDNN's OpenMP
+// team as before issue 21 (SINKRT_WORKER_TEAM=0), so both run in one process.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -56,11 +58,12 @@ Status LoadVit(device::InProcessDevice& dev, int64_t batch, benchmark::State& st
   return dev.Load(cs.stream).status();
 }
 
-// Arguments: batch, threads.
-void RunVitTrain(benchmark::State& state, bool recompute) {
+// Arguments: batch, threads; `worker_team` as DeviceOptions::worker_team.
+void RunVitTrain(benchmark::State& state, bool recompute, bool worker_team) {
   const int64_t batch = state.range(0);
   device::DeviceOptions opts = device::DeviceOptions::FromEnvironment();
   opts.threads = static_cast<int>(state.range(1));
+  opts.worker_team = worker_team;
   const uint32_t steps = 16;
   device::InProcessDevice dev(opts);
   if (Status st = LoadVit(dev, batch, state, recompute); !st.ok()) {
@@ -75,16 +78,21 @@ void RunVitTrain(benchmark::State& state, bool recompute) {
   if (g_print_tasks) PrintTasks("ViT", times, n, state);
 }
 
-void BM_VitTrain(benchmark::State& state) { RunVitTrain(state, false); }
+// Arguments: batch, threads, team 0/1.
+void BM_VitTrain(benchmark::State& state) { RunVitTrain(state, false, state.range(2) != 0); }
 // Recomputation (issue 20): arguments batch, threads, recompute 0/1.
-void BM_VitRecompute(benchmark::State& state) { RunVitTrain(state, state.range(2) != 0); }
+void BM_VitRecompute(benchmark::State& state) {
+  RunVitTrain(state, state.range(2) != 0, device::DeviceOptions::FromEnvironment().worker_team);
+}
 
 BENCHMARK(BM_VitTrain)
-    ->ArgNames({"batch", "threads"})
-    ->Args({64, 1})
-    ->Args({64, 2})
-    ->Args({256, 1})
-    ->Args({256, 2})
+    ->ArgNames({"batch", "threads", "team"})
+    ->Args({64, 1, 1})
+    ->Args({64, 2, 0})
+    ->Args({64, 2, 1})
+    ->Args({256, 1, 1})
+    ->Args({256, 2, 0})
+    ->Args({256, 2, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(2.0);

@@ -171,4 +171,29 @@ void RunReduce(const ReducePlan& p, const bf16_t* __restrict x, bf16_t* __restri
   Narrow(acc, y, p.y_numel);
 }
 
+namespace {
+
+// ReduceInto's steps for one block's columns [begin, end) into f32 sums y.
+template <typename T>
+void ReduceColumnsInto(const ReducePlan& p, const T* __restrict x, float* __restrict y, int64_t begin, int64_t end) {
+  std::fill(y + begin, y + end, 0.0f);
+  AddColumnSums(x + begin, p.dims[0], end - begin, p.dims[1], y + begin);
+  if (p.scale != 1.0f) {
+    for (int64_t i = begin; i < end; ++i) y[i] *= p.scale;
+  }
+}
+
+}  // namespace
+
+void RunReduceColumns(const ReducePlan& p, const float* __restrict x, float* __restrict y, int64_t begin,
+                      int64_t end) {
+  ReduceColumnsInto(p, x, y, begin, end);
+}
+
+void RunReduceColumns(const ReducePlan& p, const bf16_t* __restrict x, bf16_t* __restrict y,
+                      float* __restrict acc, int64_t begin, int64_t end) {
+  ReduceColumnsInto(p, x, acc, begin, end);
+  Narrow(acc + begin, y + begin, end - begin);
+}
+
 }  // namespace sinkrt::device

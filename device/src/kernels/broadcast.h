@@ -13,6 +13,7 @@
 #include <span>
 
 #include "check.h"
+#include "parallel_range.h"
 #include "storage.h"
 #include "sum.h"
 
@@ -42,35 +43,62 @@ BroadcastPlan PlanBroadcast(std::span<const int64_t> y, std::span<const int64_t>
                             std::span<const int64_t> b);
 BroadcastPlan PlanBroadcast(std::span<const int64_t> y, std::span<const int64_t> a);
 
-// Runs y[i] = f(a[ia], b[ib]) over a plan. The pointers may alias y only when
-// that operand is y-shaped (each y[i] is written after its inputs are read).
+// RunBroadcast's work comes in units, which a caller may split into ranges
+// (parts of a worker team): y's elements for a flat plan, y's rows of the
+// innermost merged dim for a general one. Every y element is computed the
+// same way whatever the range, so a split changes no bit.
+inline int64_t BroadcastUnitElements(const BroadcastPlan& p) {
+  return p.kind == BroadcastPlan::Kind::kGeneral ? p.dims[p.rank - 1] : 1;
+}
+inline int64_t BroadcastUnits(const BroadcastPlan& p) {
+  const int64_t per = BroadcastUnitElements(p);
+  return per == 0 ? 0 : p.numel / per;
+}
+
+// fn(begin, end) over a plan's units, split across ctx.team as ForRange
+// splits rows: each part at least kMinPartElements elements.
+template <typename F>
+void ForBroadcastParts(RunContext& ctx, const BroadcastPlan& p, F&& fn) {
+  ForRange(ctx, BroadcastUnits(p), fn, RowsPerPart(BroadcastUnitElements(p)));
+}
+
+// Runs y[i] = f(a[ia], b[ib]) over units [begin, end) of a plan. The
+// pointers may alias y only when that operand is y-shaped (each y[i] is
+// written after its inputs are read).
 // T is the storage type (storage.h): f computes in float either way.
 // Always inlined, so that a caller compiled per ISA (the bf16 loops) gets
 // the loops built for its ISA instead of a call to one shared copy.
 template <typename T, typename F>
-[[gnu::always_inline]] inline void RunBroadcast(const BroadcastPlan& p, const T* a, const T* b, T* y, F f) {
+[[gnu::always_inline]] inline void RunBroadcast(const BroadcastPlan& p, const T* a, const T* b, T* y, F f,
+                                                int64_t begin, int64_t end) {
   using Kind = BroadcastPlan::Kind;
   if (p.kind == Kind::kSame) {
-    for (int64_t i = 0; i < p.numel; ++i) y[i] = Store<T>(f(Load(a[i]), Load(b[i])));
+    for (int64_t i = begin; i < end; ++i) y[i] = Store<T>(f(Load(a[i]), Load(b[i])));
     return;
   }
   if (p.kind == Kind::kScalarA) {
     const float s = Load(a[0]);
-    for (int64_t i = 0; i < p.numel; ++i) y[i] = Store<T>(f(s, Load(b[i])));
+    for (int64_t i = begin; i < end; ++i) y[i] = Store<T>(f(s, Load(b[i])));
     return;
   }
   if (p.kind == Kind::kScalarB) {
     const float s = Load(b[0]);
-    for (int64_t i = 0; i < p.numel; ++i) y[i] = Store<T>(f(Load(a[i]), s));
+    for (int64_t i = begin; i < end; ++i) y[i] = Store<T>(f(Load(a[i]), s));
     return;
   }
   const int last = p.rank - 1;
   const int64_t inner = p.dims[last];
   const int64_t sa = p.strides[0][last], sb = p.strides[1][last];
+  // The odometer over the outer dims, started at row `begin`.
   int64_t idx[kMaxRank] = {};
   int64_t oa = 0, ob = 0;
-  const int64_t rows = p.numel / (inner == 0 ? 1 : inner);
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t d = last - 1, r = begin; d >= 0; --d) {
+    idx[d] = r % p.dims[d];
+    r /= p.dims[d];
+    oa += idx[d] * p.strides[0][d];
+    ob += idx[d] * p.strides[1][d];
+  }
+  for (int64_t r = begin; r < end; ++r) {
     const T* pa = a + oa;
     const T* pb = b + ob;
     T* py = y + r * inner;
@@ -122,5 +150,19 @@ void RunReduce(const ReducePlan& p, const float* __restrict x, float* __restrict
 // y; so y is the f32 result on the widened x, rounded to bf16.
 void RunReduce(const ReducePlan& p, const bf16_t* __restrict x, bf16_t* __restrict y, float* __restrict acc);
 inline int64_t ReduceScratchFloats(const ReducePlan& p) { return p.y_numel; }
+
+// The columns of a plan that sums the columns of one [R, C] block (a bias
+// gradient [N, C] -> [C], SumToShape [B, T, D] -> [T, D]): every y element
+// is one column's sum, so the columns split across a team, each summed as
+// RunReduce sums it. 0 for any other plan (run whole).
+inline int64_t ReduceColumns(const ReducePlan& p) {
+  return p.x_numel > 0 && p.rank == 2 && p.reduced[0] && !p.reduced[1] ? p.dims[1] : 0;
+}
+// RunReduce of columns [begin, end) of a ReduceColumns plan: RunReduce's
+// bits for those y elements (`acc`: the bf16 form's scratch, whole).
+void RunReduceColumns(const ReducePlan& p, const float* __restrict x, float* __restrict y, int64_t begin,
+                      int64_t end);
+void RunReduceColumns(const ReducePlan& p, const bf16_t* __restrict x, bf16_t* __restrict y,
+                      float* __restrict acc, int64_t begin, int64_t end);
 
 }  // namespace sinkrt::device

@@ -1,4 +1,5 @@
-// Add, Sub, Mul (NumPy broadcasting) and AddN (same-shape sum).
+// Add, Sub, Mul (NumPy broadcasting) and AddN (same-shape sum), split
+// across the worker team by ranges of y (parallel_range.h).
 //
 // Every operand f32, or every one bf16 (mixed precision): the loops are
 // templated on the storage type (storage.h) and compute in f32, rounding
@@ -41,17 +42,24 @@ Status BinaryPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<Ke
   return Status::Ok();
 }
 
-// The bf16 loop of each op, compiled per ISA (storage.h: narrowing is slow
-// on baseline SSE2); the f32 loops vectorise as they are.
-using BinaryBf16 = void (*)(const BroadcastPlan&, const bf16_t*, const bf16_t*, bf16_t*);
+// The bf16 loop of each op over units [begin, end), compiled per ISA
+// (storage.h: narrowing is slow on baseline SSE2); the f32 loops vectorise
+// as they are.
+using BinaryBf16 = void (*)(const BroadcastPlan&, const bf16_t*, const bf16_t*, bf16_t*, int64_t, int64_t);
 
+// Split across the team by ranges of y (ForBroadcastParts): every element
+// is computed as unsplit, so no bit changes.
 template <typename F, BinaryBf16 kBf16>
-Status BinaryRun(const KernelArgs& args, KernelState* state, RunContext&) {
+Status BinaryRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   const BroadcastPlan& plan = static_cast<BinaryState*>(state)->plan;
   if (args.outputs[0].dtype == DType::BF16) {
-    kBf16(plan, Data<bf16_t>(args.inputs[0]), Data<bf16_t>(args.inputs[1]), Data<bf16_t>(args.outputs[0]));
+    const bf16_t *a = Data<bf16_t>(args.inputs[0]), *b = Data<bf16_t>(args.inputs[1]);
+    bf16_t* y = Data<bf16_t>(args.outputs[0]);
+    ForBroadcastParts(ctx, plan, [&](int64_t begin, int64_t end) { kBf16(plan, a, b, y, begin, end); });
   } else {
-    RunBroadcast(plan, args.inputs[0].f32(), args.inputs[1].f32(), args.outputs[0].f32(), F());
+    const float *a = args.inputs[0].f32(), *b = args.inputs[1].f32();
+    float* y = args.outputs[0].f32();
+    ForBroadcastParts(ctx, plan, [&](int64_t begin, int64_t end) { RunBroadcast(plan, a, b, y, F(), begin, end); });
   }
   return Status::Ok();
 }
@@ -66,14 +74,17 @@ struct MulOp {
   float operator()(float a, float b) const { return a * b; }
 };
 
-SINKRT_VECTOR_CLONES void AddBf16(const BroadcastPlan& p, const bf16_t* a, const bf16_t* b, bf16_t* y) {
-  RunBroadcast(p, a, b, y, AddOp());
+SINKRT_VECTOR_CLONES void AddBf16(const BroadcastPlan& p, const bf16_t* a, const bf16_t* b, bf16_t* y,
+                                  int64_t begin, int64_t end) {
+  RunBroadcast(p, a, b, y, AddOp(), begin, end);
 }
-SINKRT_VECTOR_CLONES void SubBf16(const BroadcastPlan& p, const bf16_t* a, const bf16_t* b, bf16_t* y) {
-  RunBroadcast(p, a, b, y, SubOp());
+SINKRT_VECTOR_CLONES void SubBf16(const BroadcastPlan& p, const bf16_t* a, const bf16_t* b, bf16_t* y,
+                                  int64_t begin, int64_t end) {
+  RunBroadcast(p, a, b, y, SubOp(), begin, end);
 }
-SINKRT_VECTOR_CLONES void MulBf16(const BroadcastPlan& p, const bf16_t* a, const bf16_t* b, bf16_t* y) {
-  RunBroadcast(p, a, b, y, MulOp());
+SINKRT_VECTOR_CLONES void MulBf16(const BroadcastPlan& p, const bf16_t* a, const bf16_t* b, bf16_t* y,
+                                  int64_t begin, int64_t end) {
+  RunBroadcast(p, a, b, y, MulOp(), begin, end);
 }
 
 Status AddNPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>*) {
@@ -86,18 +97,18 @@ Status AddNPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<Kern
   return CheckNoOverlap(args, /*allow_exact_alias=*/true);
 }
 
-// Chunked so that y may be any one of the inputs: a chunk of every input is
-// read before that chunk of y is written. Order: ((a0 + a1) + a2) + ..., in
-// f32 whatever the storage.
+// Elements [begin, end), chunked so that y may be any one of the inputs: a
+// chunk of every input is read before that chunk of y is written. Order:
+// ((a0 + a1) + a2) + ..., in f32 whatever the storage, for each element
+// alone, so the chunks' bounds (and a split's) change no bit.
 // Always inlined, so that AddNBf16's clones each get their own loops.
 template <typename T>
-[[gnu::always_inline]] inline void AddNChunks(const KernelArgs& args) {
+[[gnu::always_inline]] inline void AddNChunks(const KernelArgs& args, int64_t begin, int64_t end) {
   constexpr int64_t kChunk = 512;
-  const int64_t n = args.outputs[0].numel;
   const size_t count = args.inputs.size();
   T* y = Data<T>(args.outputs[0]);
-  for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
-    const int64_t w = std::min(kChunk, n - c0);
+  for (int64_t c0 = begin; c0 < end; c0 += kChunk) {
+    const int64_t w = std::min(kChunk, end - c0);
     float acc[kChunk];
     const T* __restrict a0 = Data<T>(args.inputs[0]) + c0;
     const T* __restrict a1 = Data<T>(args.inputs[1]) + c0;
@@ -115,14 +126,19 @@ template <typename T>
 }
 
 // Compiled per ISA, as the binary ops' bf16 loops.
-SINKRT_VECTOR_CLONES void AddNBf16(const KernelArgs& args) { AddNChunks<bf16_t>(args); }
+SINKRT_VECTOR_CLONES void AddNBf16(const KernelArgs& args, int64_t begin, int64_t end) {
+  AddNChunks<bf16_t>(args, begin, end);
+}
 
-Status AddNRun(const KernelArgs& args, KernelState*, RunContext&) {
-  if (args.outputs[0].dtype == DType::BF16) {
-    AddNBf16(args);
-  } else {
-    AddNChunks<float>(args);
-  }
+Status AddNRun(const KernelArgs& args, KernelState*, RunContext& ctx) {
+  const bool bf16 = args.outputs[0].dtype == DType::BF16;
+  ForRange(ctx, args.outputs[0].numel, [&](int64_t begin, int64_t end) {
+    if (bf16) {
+      AddNBf16(args, begin, end);
+    } else {
+      AddNChunks<float>(args, begin, end);
+    }
+  });
   return Status::Ok();
 }
 

@@ -8,8 +8,9 @@
 // the gradient's one pass over the rows), so the results are accurate for
 // long rows and many rows and bitwise the same run to run.
 // Every inner loop runs contiguously over D, in row loops compiled per ISA
-// (SINKRT_VECTOR_CLONES). Like the other non-oneDNN kernels, these run on
-// the calling stream's thread.
+// (SINKRT_VECTOR_CLONES). The f32 kernels split their rows across the
+// worker team (parallel_range.h) without changing a bit; bf16 runs on the
+// calling stream's thread.
 //
 // Mixed precision: x, gamma, beta, y (and dy, dx, dgamma, dbeta) are all f32
 // or all bf16; mean and rstd stay f32 (statistics). bf16 runs the f32 code on
@@ -34,6 +35,7 @@ struct LayerNormState : KernelState {
   int64_t rows = 0, d = 0;
   float epsilon = 1e-5f;
   int64_t stage_rows = 0;  // bf16: rows widened at a time
+  int grad_parts = 1;      // f32 gradient: parts scratch was sized for
 };
 
 // The forward stages this many floats of x (and of y) at a time, at least a
@@ -152,8 +154,11 @@ Status LayerNormGradPrepare(const KernelArgs& args, PrepareContext& ctx, std::un
   SINKRT_RETURN_IF_ERROR(CheckSameShape(args, Out(0), In(1)));
   for (int o : {1, 2}) SINKRT_RETURN_IF_ERROR(CheckSameShape(args, Out(o), In(2)));
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
-  // x̂ and dy·gamma of one row, and the column leaves of dgamma and dbeta.
-  uint64_t floats = 2 * static_cast<uint64_t>(s->d) * (1 + static_cast<uint64_t>(ColumnLeafCount(s->rows)));
+  // x̂ and dy·gamma of one row (per part of the team, f32), and the column
+  // leaves of dgamma and dbeta.
+  s->grad_parts = dtype == DType::F32 ? std::max(ctx.team_size, 1) : 1;
+  uint64_t floats = 2 * static_cast<uint64_t>(s->d) *
+                    (static_cast<uint64_t>(s->grad_parts) + static_cast<uint64_t>(ColumnLeafCount(s->rows)));
   if (dtype == DType::BF16) {
     // gamma, the f32 dgamma and dbeta, then dy, x and dx of a block of rows.
     s->stage_rows = std::min<int64_t>(kColumnLeafRows, std::max<int64_t>(s->rows, 1));
@@ -236,18 +241,36 @@ Status LayerNormGradRunBf16(const KernelArgs& args, const LayerNormState& s, Run
   return Status::Ok();
 }
 
+// Split across the team by rows, in parts of whole column leaves (sum.h):
+// each leaf is filled by one part, in row order, as unsplit, and dx's rows
+// are independent, so no bit changes; the leaves' tree is then added on the
+// calling thread.
 Status LayerNormGradRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   const auto& s = *static_cast<LayerNormState*>(state);
   if (args.outputs[0].dtype == DType::BF16) return LayerNormGradRunBf16(args, s, ctx);
   float* dgamma = args.outputs[1].f32();
   float* dbeta = args.outputs[2].f32();
   const int64_t d = s.d;
-  float* xhat = reinterpret_cast<float*>(ctx.scratch);
-  float* leaves = xhat + 2 * d;
+  float* scratch = reinterpret_cast<float*>(ctx.scratch);  // x̂ and g of each part
+  float* leaves = scratch + 2 * d * s.grad_parts;
   const int64_t leaf_floats = ColumnLeafCount(s.rows) * d;
-  LayerNormGradRows(args.inputs[0].f32(), args.inputs[1].f32(), args.inputs[2].f32(), args.inputs[3].f32(),
-                    args.inputs[4].f32(), args.outputs[0].f32(), s.rows, d, xhat, xhat + d, leaves,
-                    leaves + leaf_floats);
+  const int team = ctx.team ? std::min(ctx.team->size(), s.grad_parts) : 1;
+  const int parts = static_cast<int>(
+      std::max<int64_t>(1, std::min<int64_t>({team, s.rows / kColumnLeafRows, s.rows * d / kMinPartElements})));
+  auto part = [&](int p) {
+    const int64_t b = PartBegin(s.rows, parts, p, kColumnLeafRows);
+    const int64_t e = PartBegin(s.rows, parts, p + 1, kColumnLeafRows);
+    float* xhat = scratch + 2 * d * p;
+    const int64_t leaf = (b / kColumnLeafRows) * d;
+    LayerNormGradRows(args.inputs[0].f32() + b * d, args.inputs[1].f32() + b * d, args.inputs[2].f32(),
+                      args.inputs[3].f32() + b, args.inputs[4].f32() + b, args.outputs[0].f32() + b * d, e - b, d,
+                      xhat, xhat + d, leaves + leaf, leaves + leaf_floats + leaf);
+  };
+  if (parts > 1) {
+    ctx.team->Run(parts, part);
+  } else {
+    part(0);
+  }
   std::fill(dgamma, dgamma + d, 0.0f);
   std::fill(dbeta, dbeta + d, 0.0f);
   AddColumnLeaves(leaves, s.rows, d, dgamma);

@@ -86,11 +86,23 @@ Status ReducePrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_pt
   return Status::Ok();
 }
 
+// Column sums of one block (BiasAddGrad's [N, C], SumToShape's [B, T, D]
+// to [T, D]) split by columns across the team, each column summed in the
+// same row order as unsplit; any other plan runs whole.
 Status ReduceRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   const ReducePlan& plan = static_cast<ReduceState*>(state)->plan;
-  if (args.outputs[0].dtype == DType::BF16) {
-    RunReduce(plan, Data<bf16_t>(args.inputs[0]), Data<bf16_t>(args.outputs[0]),
-              reinterpret_cast<float*>(ctx.scratch));
+  const bool bf16 = args.outputs[0].dtype == DType::BF16;
+  float* acc = reinterpret_cast<float*>(ctx.scratch);
+  if (const int64_t cols = ReduceColumns(plan); cols > 0) {
+    ForRange(ctx, cols, [&](int64_t begin, int64_t end) {
+      if (bf16) {
+        RunReduceColumns(plan, Data<bf16_t>(args.inputs[0]), Data<bf16_t>(args.outputs[0]), acc, begin, end);
+      } else {
+        RunReduceColumns(plan, args.inputs[0].f32(), args.outputs[0].f32(), begin, end);
+      }
+    }, RowsPerPart(plan.dims[0]));
+  } else if (bf16) {
+    RunReduce(plan, Data<bf16_t>(args.inputs[0]), Data<bf16_t>(args.outputs[0]), acc);
   } else {
     RunReduce(plan, args.inputs[0].f32(), args.outputs[0].f32());
   }
@@ -138,19 +150,27 @@ Status BroadcastToPrepare(const KernelArgs& args, PrepareContext&,
 
 // The bf16 loops of BroadcastTo and BiasAdd, compiled per ISA (storage.h:
 // narrowing is slow on baseline SSE2); the f32 loops vectorise as they are.
-SINKRT_VECTOR_CLONES void BroadcastToBf16(const BroadcastPlan& p, const bf16_t* x, bf16_t* y, float scale) {
-  RunBroadcast(p, x, x, y, [scale](float a, float) { return scale * a; });
+// Both split across the team by ranges of y, which changes no bit.
+SINKRT_VECTOR_CLONES void BroadcastToBf16(const BroadcastPlan& p, const bf16_t* x, bf16_t* y, float scale,
+                                          int64_t begin, int64_t end) {
+  RunBroadcast(p, x, x, y, [scale](float a, float) { return scale * a; }, begin, end);
 }
 
-Status BroadcastToRun(const KernelArgs& args, KernelState* state, RunContext&) {
+Status BroadcastToRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   const auto& s = *static_cast<BroadcastState*>(state);
   const float scale = s.scale;
   if (args.outputs[0].dtype == DType::BF16) {
-    BroadcastToBf16(s.plan, Data<bf16_t>(args.inputs[0]), Data<bf16_t>(args.outputs[0]), scale);
+    const bf16_t* x = Data<bf16_t>(args.inputs[0]);
+    bf16_t* y = Data<bf16_t>(args.outputs[0]);
+    ForBroadcastParts(ctx, s.plan,
+                      [&](int64_t begin, int64_t end) { BroadcastToBf16(s.plan, x, y, scale, begin, end); });
     return Status::Ok();
   }
   const float* x = args.inputs[0].f32();
-  RunBroadcast(s.plan, x, x, args.outputs[0].f32(), [scale](float a, float) { return scale * a; });
+  float* y = args.outputs[0].f32();
+  ForBroadcastParts(ctx, s.plan, [&](int64_t begin, int64_t end) {
+    RunBroadcast(s.plan, x, x, y, [scale](float a, float) { return scale * a; }, begin, end);
+  });
   return Status::Ok();
 }
 
@@ -194,16 +214,22 @@ struct BiasAddOp {
   float operator()(float a, float b) const { return a + b; }
 };
 
-SINKRT_VECTOR_CLONES void BiasAddBf16(const BroadcastPlan& p, const bf16_t* x, const bf16_t* bias, bf16_t* y) {
-  RunBroadcast(p, x, bias, y, BiasAddOp());
+SINKRT_VECTOR_CLONES void BiasAddBf16(const BroadcastPlan& p, const bf16_t* x, const bf16_t* bias, bf16_t* y,
+                                      int64_t begin, int64_t end) {
+  RunBroadcast(p, x, bias, y, BiasAddOp(), begin, end);
 }
 
-Status BiasAddRun(const KernelArgs& args, KernelState* state, RunContext&) {
+Status BiasAddRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   const BroadcastPlan& plan = static_cast<BroadcastState*>(state)->plan;
   if (args.outputs[0].dtype == DType::BF16) {
-    BiasAddBf16(plan, Data<bf16_t>(args.inputs[0]), Data<bf16_t>(args.inputs[1]), Data<bf16_t>(args.outputs[0]));
+    const bf16_t *x = Data<bf16_t>(args.inputs[0]), *bias = Data<bf16_t>(args.inputs[1]);
+    bf16_t* y = Data<bf16_t>(args.outputs[0]);
+    ForBroadcastParts(ctx, plan, [&](int64_t begin, int64_t end) { BiasAddBf16(plan, x, bias, y, begin, end); });
   } else {
-    RunBroadcast(plan, args.inputs[0].f32(), args.inputs[1].f32(), args.outputs[0].f32(), BiasAddOp());
+    const float *x = args.inputs[0].f32(), *bias = args.inputs[1].f32();
+    float* y = args.outputs[0].f32();
+    ForBroadcastParts(ctx, plan,
+                      [&](int64_t begin, int64_t end) { RunBroadcast(plan, x, bias, y, BiasAddOp(), begin, end); });
   }
   return Status::Ok();
 }

@@ -94,12 +94,14 @@ void AddColumnLeaves(float* __restrict leaves, int64_t rows, int64_t cols, float
 
 namespace {
 
+// Each column's sum depends only on its own elements and `rows`: the column
+// blocks' widths (and where they start) change no bit.
 template <typename T>
-void AddColumnSumsOf(const T* __restrict x, int64_t rows, int64_t cols, float* __restrict y) {
+void AddColumnSumsOf(const T* __restrict x, int64_t rows, int64_t cols, int64_t stride, float* __restrict y) {
   for (int64_t c0 = 0; c0 < cols; c0 += kCols) {
     const int64_t w = std::min(kCols, cols - c0);
     float total[kCols];
-    ColumnBlockSum(x + c0, rows, cols, w, total);
+    ColumnBlockSum(x + c0, rows, stride, w, total);
     for (int64_t j = 0; j < w; ++j) y[c0 + j] += total[j];
   }
 }
@@ -107,10 +109,16 @@ void AddColumnSumsOf(const T* __restrict x, int64_t rows, int64_t cols, float* _
 }  // namespace
 
 void AddColumnSums(const float* __restrict x, int64_t rows, int64_t cols, float* __restrict y) {
-  AddColumnSumsOf(x, rows, cols, y);
+  AddColumnSumsOf(x, rows, cols, cols, y);
 }
 void AddColumnSums(const bf16_t* __restrict x, int64_t rows, int64_t cols, float* __restrict y) {
-  AddColumnSumsOf(x, rows, cols, y);
+  AddColumnSumsOf(x, rows, cols, cols, y);
+}
+void AddColumnSums(const float* __restrict x, int64_t rows, int64_t cols, int64_t stride, float* __restrict y) {
+  AddColumnSumsOf(x, rows, cols, stride, y);
+}
+void AddColumnSums(const bf16_t* __restrict x, int64_t rows, int64_t cols, int64_t stride, float* __restrict y) {
+  AddColumnSumsOf(x, rows, cols, stride, y);
 }
 
 }  // namespace sinkrt::device

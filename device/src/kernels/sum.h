@@ -80,6 +80,11 @@ inline float RowDot(const float* __restrict x, const float* __restrict w, int64_
 // as PairwiseSum), a block of columns at a time.
 void AddColumnSums(const float* __restrict x, int64_t rows, int64_t cols, float* __restrict y);
 void AddColumnSums(const bf16_t* __restrict x, int64_t rows, int64_t cols, float* __restrict y);
+// The same for `cols` columns of rows `stride` elements apart: each column
+// is summed as it is in the whole block, whatever columns surround it, so
+// a block's columns may be summed in slices (one per part of a team).
+void AddColumnSums(const float* __restrict x, int64_t rows, int64_t cols, int64_t stride, float* __restrict y);
+void AddColumnSums(const bf16_t* __restrict x, int64_t rows, int64_t cols, int64_t stride, float* __restrict y);
 
 // AddColumnSums in two halves, for a kernel that computes its rows as it
 // goes (LayerNormGrad) instead of storing them first. Rows are summed into

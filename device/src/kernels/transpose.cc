@@ -18,6 +18,7 @@
 
 #include "check.h"
 #include "kernel_list.h"
+#include "parallel_range.h"
 
 namespace sinkrt::device {
 namespace {
@@ -109,22 +110,39 @@ Status TransposePrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr
   return Status::Ok();
 }
 
+// The number of outer positions ForEachOuter walks when skipping `skip_a`
+// and `skip_b`.
+int64_t OuterCount(const TransposeState& s, int skip_a, int skip_b) {
+  int64_t count = 1;
+  for (int d = 0; d < s.rank; ++d)
+    if (d != skip_a && d != skip_b) count *= s.dims[d];
+  return count;
+}
+
 // y[i] for y's merged dims, skipping `skip_a` and `skip_b` (-1: none) in
-// the odometer; calls body(x_offset, y_offset) for every outer position.
+// the odometer; calls body(position, x_offset, y_offset) for outer
+// positions [begin, end) (in y's order).
 template <typename F>
-void ForEachOuter(const TransposeState& s, int skip_a, int skip_b, F body) {
+void ForEachOuter(const TransposeState& s, int skip_a, int skip_b, int64_t begin, int64_t end, F body) {
   int outer[kMaxTransposeRank];
   int n = 0;
-  int64_t count = 1;
   for (int d = 0; d < s.rank; ++d) {
     if (d == skip_a || d == skip_b) continue;
     outer[n++] = d;
-    count *= s.dims[d];
   }
+  // The odometer started at position `begin`.
   int64_t idx[kMaxTransposeRank] = {};
   int64_t xo = 0, yo = 0;
-  for (int64_t c = 0; c < count; ++c) {
-    body(xo, yo);
+  int64_t rest = begin;
+  for (int k = n - 1; k >= 0; --k) {
+    const int d = outer[k];
+    idx[k] = rest % s.dims[d];
+    rest /= s.dims[d];
+    xo += idx[k] * s.x_strides[d];
+    yo += idx[k] * s.y_strides[d];
+  }
+  for (int64_t c = begin; c < end; ++c) {
+    body(c, xo, yo);
     for (int k = n - 1; k >= 0; --k) {
       const int d = outer[k];
       xo += s.x_strides[d];
@@ -137,34 +155,38 @@ void ForEachOuter(const TransposeState& s, int skip_a, int skip_b, F body) {
   }
 }
 
-// T: float, or uint16_t for bf16's bits.
+// Rows [begin, end) of y when x's contiguous dim is y's last. Short rows
+// (the ViT's runs of 7 and 16 floats) are copied inline: a memcpy call per
+// row costs more than the copy. T: float, or uint16_t for bf16's bits.
 template <typename T>
-Status TransposeAs(const TransposeState& s, const T* __restrict x, T* __restrict y) {
-  if (s.rank <= 1) {  // the identity once size-1 dims are gone
-    std::memcpy(y, x, static_cast<size_t>(s.numel) * sizeof(T));
-    return Status::Ok();
-  }
+void CopyRuns(const TransposeState& s, const T* __restrict x, T* __restrict y, int64_t begin, int64_t end) {
   const int last = s.rank - 1;
-  const int64_t n_last = s.dims[last], xs_last = s.x_strides[last];
-  if (s.tile_dim < 0) {
-    // x's contiguous dim is y's last: copy rows. Short rows (the ViT's runs
-    // of 7 and 16 floats) are copied inline: a memcpy call per row costs
-    // more than the copy.
-    if (n_last <= kShortRow) {
-      ForEachOuter(s, last, -1, [&](int64_t xo, int64_t yo) {
-        for (int64_t i = 0; i < n_last; ++i) y[yo + i] = x[xo + i];
-      });
-      return Status::Ok();
-    }
-    ForEachOuter(s, last, -1, [&](int64_t xo, int64_t yo) {
-      std::memcpy(y + yo, x + xo, static_cast<size_t>(n_last) * sizeof(T));
+  const int64_t n_last = s.dims[last];
+  if (n_last <= kShortRow) {
+    ForEachOuter(s, last, -1, begin, end, [&](int64_t, int64_t xo, int64_t yo) {
+      for (int64_t i = 0; i < n_last; ++i) y[yo + i] = x[xo + i];
     });
-    return Status::Ok();
+    return;
   }
-  const int t = s.tile_dim;
+  ForEachOuter(s, last, -1, begin, end, [&](int64_t, int64_t xo, int64_t yo) {
+    std::memcpy(y + yo, x + xo, static_cast<size_t>(n_last) * sizeof(T));
+  });
+}
+
+// When x's contiguous dim (the tile dim) lands elsewhere in y: units
+// [begin, end) of (outer position, row of 16x16 tiles), `tile_rows` rows of
+// tiles per outer position.
+template <typename T>
+void CopyTiles(const TransposeState& s, const T* __restrict x, T* __restrict y, int64_t tile_rows, int64_t begin,
+               int64_t end) {
+  const int last = s.rank - 1, t = s.tile_dim;
+  const int64_t n_last = s.dims[last], xs_last = s.x_strides[last];
   const int64_t n_t = s.dims[t], ys_t = s.y_strides[t];
-  ForEachOuter(s, t, last, [&](int64_t xo, int64_t yo) {
-    for (int64_t i0 = 0; i0 < n_t; i0 += kTile) {
+  const int64_t outer_end = (end + tile_rows - 1) / tile_rows;
+  ForEachOuter(s, t, last, begin / tile_rows, outer_end, [&](int64_t c, int64_t xo, int64_t yo) {
+    const int64_t first = std::max<int64_t>(begin - c * tile_rows, 0) * kTile;
+    const int64_t stop = std::min(n_t, std::min(end - c * tile_rows, tile_rows) * kTile);
+    for (int64_t i0 = first; i0 < stop; i0 += kTile) {
       const int64_t i1 = std::min(n_t, i0 + kTile);
       for (int64_t j0 = 0; j0 < n_last; j0 += kTile) {
         const int64_t j1 = std::min(n_last, j0 + kTile);
@@ -177,15 +199,38 @@ Status TransposeAs(const TransposeState& s, const T* __restrict x, T* __restrict
       }
     }
   });
+}
+
+// Split across ctx's team by ranges of y (rows of runs, or rows of tiles of
+// each outer position): a copy, so no bit depends on the split.
+template <typename T>
+Status TransposeAs(const TransposeState& s, const T* x, T* y, RunContext& ctx) {
+  if (s.numel == 0) return Status::Ok();  // (a dim of 0: no odometer to start)
+  if (s.rank <= 1) {  // the identity once size-1 dims are gone
+    ForRange(ctx, s.numel, [&](int64_t b, int64_t e) {
+      std::memcpy(y + b, x + b, static_cast<size_t>(e - b) * sizeof(T));
+    });
+    return Status::Ok();
+  }
+  const int last = s.rank - 1;
+  if (s.tile_dim < 0) {
+    ForRange(ctx, OuterCount(s, last, -1), [&](int64_t b, int64_t e) { CopyRuns(s, x, y, b, e); },
+             RowsPerPart(s.dims[last]));
+    return Status::Ok();
+  }
+  const int64_t tile_rows = (s.dims[s.tile_dim] + kTile - 1) / kTile;
+  ForRange(ctx, OuterCount(s, s.tile_dim, last) * tile_rows,
+           [&](int64_t b, int64_t e) { CopyTiles(s, x, y, tile_rows, b, e); }, RowsPerPart(kTile * s.dims[last]));
   return Status::Ok();
 }
 
-Status TransposeRun(const KernelArgs& args, KernelState* state, RunContext&) {
+Status TransposeRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   const auto& s = *static_cast<TransposeState*>(state);
   if (args.inputs[0].dtype == DType::BF16) {
-    return TransposeAs(s, static_cast<const uint16_t*>(args.inputs[0].data), static_cast<uint16_t*>(args.outputs[0].data));
+    return TransposeAs(s, static_cast<const uint16_t*>(args.inputs[0].data),
+                       static_cast<uint16_t*>(args.outputs[0].data), ctx);
   }
-  return TransposeAs(s, args.inputs[0].f32(), args.outputs[0].f32());
+  return TransposeAs(s, args.inputs[0].f32(), args.outputs[0].f32(), ctx);
 }
 
 }  // namespace
