@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <chrono>
 #include <set>
 #include <string>
@@ -77,6 +78,24 @@ TEST(WorkerTeam, PartsRunOnDistinctThreadsAtOnce) {
   EXPECT_NE(ids[1], ids[0]);
 }
 
+TEST(WorkerTeam, TheCallerRunsThePartsOfWorkersThatHaveNotWoken) {
+  // Workers that sleep at once (no poll) are still waking when the caller's
+  // part, which does nothing, is done: the caller takes their parts rather
+  // than wait. Which thread runs which part varies from run to run; that
+  // each runs exactly once, and all before Run returns, may not.
+  WorkerTeam team(3, /*spin_ns=*/0);
+  std::vector<int64_t> sums(3, 0);
+  std::atomic<int> on_caller{0};
+  const std::thread::id caller = std::this_thread::get_id();
+  for (int r = 0; r < 3000; ++r)
+    team.Run(3, [&](int p) {
+      sums[p] += p + 1;
+      if (p > 0 && std::this_thread::get_id() == caller) ++on_caller;
+    });
+  for (int p = 0; p < 3; ++p) EXPECT_EQ(sums[p], int64_t{3000} * (p + 1)) << "part " << p;
+  std::printf("parts of workers run by the caller: %d of 6000\n", on_caller.load());
+}
+
 TEST(WorkerTeam, OnePartOrOneThreadIsAPlainCall) {
   WorkerTeam solo(1, 0);
   std::thread::id where;
@@ -108,9 +127,23 @@ TEST(WorkerTeam, PinnedWorkersRunOnTheirCores) {
   if (cores.size() < 2) GTEST_SKIP() << "one core: nothing to pin apart";
   WorkerTeam team(3, 0, {cores[0], cores[1]});
   int where[3] = {-1, -1, -1};
+  std::thread::id who[3];
+  // Part 0 waits (bounded) until both workers have their parts: otherwise
+  // the caller would run a part whose worker had not woken yet.
+  std::atomic<int> started{0};
   team.Run(3, [&](int p) {
-    if (p > 0) where[p] = sched_getcpu();
+    who[p] = std::this_thread::get_id();
+    if (p > 0) {
+      where[p] = sched_getcpu();
+      ++started;
+      return;
+    }
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (started.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
   });
+  ASSERT_EQ(started.load(), 2);
+  EXPECT_NE(who[1], who[0]);
+  EXPECT_NE(who[2], who[0]);
   EXPECT_EQ(where[1], cores[1]);
   EXPECT_EQ(where[2], cores[0]);  // worker 2 wraps around the list
 }

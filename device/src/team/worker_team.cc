@@ -35,7 +35,10 @@ bool PinToCore(int core) {
 }
 
 WorkerTeam::WorkerTeam(int size, int64_t spin_ns, std::vector<int> cores)
-    : size_(size < 1 ? 1 : size), spin_ns_(spin_ns), cores_(std::move(cores)) {
+    : cores_(std::move(cores)),
+      size_(size < 1 ? 1 : size),
+      spin_ns_(spin_ns),
+      claims_(std::make_unique<std::atomic<uint32_t>[]>(size_)) {
   workers_.reserve(size_ - 1);
   for (int w = 1; w < size_; ++w) workers_.emplace_back([this, w] { WorkerLoop(w); });
 }
@@ -48,19 +51,36 @@ WorkerTeam::~WorkerTeam() {
   for (std::thread& t : workers_) t.join();
 }
 
+bool WorkerTeam::Claim(int part, uint32_t generation) {
+  uint32_t was = claims_[part].load(std::memory_order_relaxed);
+  return was != generation && claims_[part].compare_exchange_strong(was, generation, std::memory_order_acq_rel);
+}
+
 void WorkerTeam::RunParts(int parts, PartFn fn, void* arg) {
   fn_ = fn;
   arg_ = arg;
   parts_ = parts < size_ ? parts : size_;
-  remaining_.store(static_cast<uint32_t>(size_ - 1), std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
   // seq_cst against the workers' sleepers_ increment: either a worker about
   // to sleep sees the new generation, or we see it asleep and wake it.
-  generation_.fetch_add(1, std::memory_order_seq_cst);
+  const uint32_t generation = generation_.fetch_add(1, std::memory_order_seq_cst) + 1;
   if (sleepers_.load(std::memory_order_seq_cst) != 0) FutexWakeAll(&generation_);
   fn(arg, 0);
-  if (SpinThenYield([this] { return remaining_.load(std::memory_order_acquire) == 0; }, TeamPoll(spin_ns_))) return;
+  // A part whose worker has not claimed it yet (asleep, or its vCPU lent to
+  // another process) runs here instead of being waited for. Each part is
+  // computed the same on any thread, so the bits do not depend on who ran it.
+  uint32_t mine = 1;
+  for (int p = 1; p < parts_; ++p)
+    if (Claim(p, generation)) {
+      fn(arg, p);
+      ++mine;
+    }
+  const uint32_t all = static_cast<uint32_t>(parts_);
+  if (done_.fetch_add(mine, std::memory_order_acq_rel) + mine == all) return;
+  auto finished = [&] { return done_.load(std::memory_order_acquire) == all; };
+  if (SpinThenYield(finished, TeamPoll(spin_ns_))) return;
   caller_sleeping_.store(1, std::memory_order_seq_cst);
-  for (uint32_t r; (r = remaining_.load(std::memory_order_seq_cst)) != 0;) SleepWhile(remaining_, r);
+  for (uint32_t d; (d = done_.load(std::memory_order_seq_cst)) != all;) SleepWhile(done_, d);
   caller_sleeping_.store(0, std::memory_order_relaxed);
 }
 
@@ -80,10 +100,15 @@ void WorkerTeam::WorkerLoop(int index) {
     }
     seen = generation_.load(std::memory_order_acquire);
     if (quit_) return;
-    if (index < parts_) fn_(arg_, index);
-    if (remaining_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+    // fn_, arg_ and parts_ are this generation's as long as the claim
+    // holds: the caller waits for every claimed part before it moves on.
+    // A worker that woke too late finds its part claimed by the caller.
+    if (index >= parts_ || !Claim(index, seen)) continue;
+    const uint32_t all = static_cast<uint32_t>(parts_);  // read before the caller may move on
+    fn_(arg_, index);
+    if (done_.fetch_add(1, std::memory_order_seq_cst) + 1 == all &&
         caller_sleeping_.load(std::memory_order_seq_cst) != 0)
-      FutexWakeAll(&remaining_);
+      FutexWakeAll(&done_);
   }
 }
 

@@ -4,7 +4,12 @@
 // Run(parts, fn) runs fn(0) on the calling thread and fn(p) on worker p, all
 // at once, and returns when every part is done. Parts are fixed by the
 // kernel at load (rows of a matmul, a range of an update), never by timing,
-// so a step computes the same bits on every run.
+// so a step computes the same bits on every run. Which thread runs a part
+// may vary: a worker claims its part when it wakes, and the caller, its own
+// part done, runs every part still unclaimed rather than wait for a worker
+// that is asleep or whose core another process holds. A kernel's part
+// therefore keeps its state per part (scratch, oneDNN stream), not per
+// thread.
 //
 // Why not OpenMP: oneDNN's OpenMP team waits passively here (DESIGN §5: a
 // spinning team on 2 cores starves the feeder and the comm thread), and
@@ -24,6 +29,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -62,6 +68,8 @@ class WorkerTeam {
   using PartFn = void (*)(void*, int);
   void RunParts(int parts, PartFn fn, void* arg);
   void WorkerLoop(int index);
+  // True for the one thread that takes `part` in `generation`.
+  bool Claim(int part, uint32_t generation);
 
   std::vector<int> cores_;
   const int size_;
@@ -71,11 +79,13 @@ class WorkerTeam {
   void* arg_ = nullptr;
   int parts_ = 0;
   bool quit_ = false;
+  // Per part, the generation that claimed it last.
+  std::unique_ptr<std::atomic<uint32_t>[]> claims_;
   // Futex words: workers wait for generation_ to move, the caller for
-  // remaining_ (workers yet to finish this generation) to reach 0.
+  // done_ (parts finished in this generation) to reach parts_.
   alignas(64) std::atomic<uint32_t> generation_{0};
   std::atomic<uint32_t> sleepers_{0};
-  alignas(64) std::atomic<uint32_t> remaining_{0};
+  alignas(64) std::atomic<uint32_t> done_{0};
   std::atomic<uint32_t> caller_sleeping_{0};
   std::vector<std::thread> workers_;
 };
