@@ -36,6 +36,13 @@ void PageBlock::Release() {
   bytes_ = map_bytes_ = 0;
 }
 
+PageBlock PageBlock::Borrow(uint8_t* data, size_t bytes) {
+  PageBlock b;
+  b.data_ = data;
+  b.bytes_ = bytes;
+  return b;
+}
+
 Result<PageBlock> PageBlock::Allocate(size_t bytes, bool prefault) {
   PageBlock b;
   if (bytes == 0) return b;

@@ -24,6 +24,9 @@ class PageBlock {
 
   // Maps `bytes` (zeroed) aligned to at least 4096; pre-faults when asked.
   static Result<PageBlock> Allocate(size_t bytes, bool prefault);
+  // Memory someone else owns and keeps mapped for the block's life (the
+  // arena a communicator shares with its peers): never unmapped here.
+  static PageBlock Borrow(uint8_t* data, size_t bytes);
 
   uint8_t* data() const { return data_; }
   size_t size() const { return bytes_; }
@@ -33,7 +36,7 @@ class PageBlock {
 
   uint8_t* data_ = nullptr;   // aligned start handed out
   size_t bytes_ = 0;
-  void* map_ = nullptr;       // what mmap returned, for munmap
+  void* map_ = nullptr;       // what mmap returned, for munmap; null when borrowed
   size_t map_bytes_ = 0;
 };
 

@@ -107,7 +107,17 @@ Result<std::unique_ptr<Executor>> Executor::Load(VerifiedStream stream, const De
     job->comm = comm;
   }
 
-  SINKRT_ASSIGN_OR_RETURN(job->arena, PageBlock::Allocate(root->arena_bytes(), options.prefault));
+  // A world whose members all share memory gets its arena from the
+  // communicator: every peer maps it, and AllReduces on it read the peers'
+  // gradients in place. Collective: every rank of the world loads now.
+  if (job->comm && job->comm->size() > 1 && options.shared_arena) {
+    SINKRT_ASSIGN_OR_RETURN(std::span<uint8_t> shared, job->comm->ShareMemory(root->arena_bytes()),
+                            "sharing the arena with the world's other ranks");
+    if (!shared.empty()) job->arena = PageBlock::Borrow(shared.data(), shared.size());
+  }
+  if (!job->arena.data()) {
+    SINKRT_ASSIGN_OR_RETURN(job->arena, PageBlock::Allocate(root->arena_bytes(), options.prefault));
+  }
   if (root->queues())
     for (const fb::QueueSpec* spec : *root->queues()) {
       auto q = std::make_unique<DataQueue>();

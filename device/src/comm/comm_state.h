@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "comm/transport/comm_signals.h"
+#include "comm/transport/direct.h"
 #include "comm/transport/mesh.h"
 #include "comm/transport/transport.h"
 #include "sinkrt/device/communicator.h"
@@ -36,6 +37,16 @@ struct Communicator::State {
   // The working copy of ReduceScatter and the blocked collectives, kept
   // between calls (Communicator::ReserveScratch sizes it at load).
   std::vector<uint8_t> scratch;
+  // Communicator::ShareMemory's last blocks: this rank's (empty: none
+  // shared) and each peer's as mapped here, read-only, by world rank;
+  // `direct` holds every peer's flags then. The mappings themselves are
+  // owned by `shared_mappings` (rendezvous/ knows their type).
+  std::span<uint8_t> shared_own;
+  std::vector<std::span<const uint8_t>> shared_peers;
+  std::vector<DirectPair*> direct;
+  std::vector<const uint8_t*> direct_sources;  // the direct AllReduce's, per position: sized once
+  std::shared_ptr<void> shared_mappings;
+  uint64_t direct_allreduces = 0;
 
   ~State();
 };

@@ -77,6 +77,13 @@ struct CommOptions {
   // while any lower switch lets a fused AllReduce lose to its pieces (comm/algorithms/allreduce_choice.h;
   // calibrated by `allreduce_bench --compare --algos rd,ring --ranks 2`).
   size_t pair_allreduce_bytes = SIZE_MAX;
+  // An AllReduce of at least this many bytes whose buffer lies, on every
+  // member, in the memory ShareMemory gave out reduces straight out of the
+  // peers' buffers (about 2.5 S of memory traffic for 2 ranks instead of
+  // the rings' 4.5 S); below it, or when any member's buffer lies
+  // elsewhere, it takes the schedules above. 0: whenever the buffers allow.
+  // Calibrated by `allreduce_bench --compare --algos auto,direct`.
+  size_t direct_allreduce_bytes = 16 << 10;
   // Let peers on this host use shared memory (tests turn it off to exercise TCP).
   bool use_shared_memory = true;
   // Sent in the Hello of every dial: a daemon with a --token checks peers
@@ -165,6 +172,22 @@ class Communicator {
   Status Send(std::span<const uint8_t> data, uint32_t peer);
   Status Recv(std::span<uint8_t> data, uint32_t peer);
   Status Barrier(const Group& group);
+
+  // Memory that every other member of the world maps too, so that an
+  // AllReduce on a buffer inside it reads the peers' buffers in place
+  // instead of copying them through rings (NCCL's P2P/IPC, Open MPI's
+  // XPMEM single copy). Collective: every rank of the world calls it, each
+  // with its own size (the executor, for its arena, at load). Returns
+  // `bytes` of zeroed, pre-faulted memory; an empty span when the world
+  // cannot share (a member on another host, or over TCP, or an object that
+  // could not be made or mapped: every rank then gets an empty span, and
+  // its caller allocates memory of its own). The memory lives until the
+  // next ShareMemory or the communicator's end. The objects are created
+  // with mode 0600 and their names removed once every member holds them.
+  Result<std::span<uint8_t>> ShareMemory(size_t bytes);
+  // AllReduces so far that reduced straight out of the peers' memory
+  // (tests and benchmarks).
+  uint64_t direct_allreduces() const;
 
   // Wakes every wait with kAborted (the job is being torn down).
   void Abort();

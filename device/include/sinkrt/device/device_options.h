@@ -56,6 +56,12 @@ struct DeviceOptions {
   // over TCP. SINKRT_COMM_SHM=0 turns shared memory off (everything TCP),
   // for measurements.
   bool shared_memory = true;
+  // When every member of the world shares memory with every other, the
+  // arena lives in memory they all map (Communicator::ShareMemory), and an
+  // AllReduce of gradients reads the peers' arenas in place instead of
+  // copying through rings. SINKRT_SHARED_ARENA=0 keeps a private arena
+  // (for measurements). Every rank of a world must agree.
+  bool shared_arena = true;
   // AllReduce below this many bytes uses recursive doubling, the rest the
   // ring (CommOptions::small_allreduce_bytes); the ranks of a world must
   // agree, the rendezvous refuses them otherwise. 0: always the ring, whose

@@ -152,6 +152,7 @@ Status ExchangeConfig(uint32_t self, std::vector<std::unique_ptr<FrameSocket>>& 
   mine.segment_bytes = o.segment_bytes;
   mine.small_allreduce_bytes = o.small_allreduce_bytes;
   mine.pair_allreduce_bytes = o.pair_allreduce_bytes;
+  mine.direct_allreduce_bytes = o.direct_allreduce_bytes;
   mine.segments_in_flight = static_cast<uint32_t>(o.segments_in_flight);
   mine.use_shared_memory = o.use_shared_memory ? 1 : 0;
   MsgHeader h;
@@ -186,6 +187,8 @@ Status ExchangeConfig(uint32_t self, std::vector<std::unique_ptr<FrameSocket>>& 
       return differ("small_allreduce_bytes", mine.small_allreduce_bytes, c.small_allreduce_bytes);
     if (c.pair_allreduce_bytes != mine.pair_allreduce_bytes)
       return differ("pair_allreduce_bytes", mine.pair_allreduce_bytes, c.pair_allreduce_bytes);
+    if (c.direct_allreduce_bytes != mine.direct_allreduce_bytes)
+      return differ("direct_allreduce_bytes", mine.direct_allreduce_bytes, c.direct_allreduce_bytes);
   }
   return Status::Ok();
 }

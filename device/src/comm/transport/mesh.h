@@ -16,6 +16,7 @@
 #include <string>
 
 #include "comm/transport/comm_signals.h"
+#include "comm/transport/direct.h"
 #include "comm/transport/transport.h"
 #include "sinkrt/runtime/status.h"
 
@@ -28,6 +29,9 @@ class Mesh {
   // The data path to world rank `rank`; null for this rank itself. The
   // pointer stays valid for the mesh's life, so callers look it up once.
   virtual Transport* transport(uint32_t rank) = 0;
+  // The flags for reading `rank`'s memory directly: null unless the pair
+  // shares memory.
+  virtual DirectPair* direct(uint32_t rank) = 0;
 
   // Tells every peer that this rank failed, with `text` as the reason.
   virtual void SendNotice(const std::string& text) = 0;

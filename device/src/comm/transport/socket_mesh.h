@@ -31,6 +31,7 @@ class SocketMesh final : public Mesh {
   Status Start();
 
   Transport* transport(uint32_t rank) override { return peers_[rank].transport; }
+  DirectPair* direct(uint32_t rank) override { return peers_[rank].shm.get(); }
   void SendNotice(const std::string& text) override;
   uint64_t SendQuery(uint32_t rank) override { return peers_[rank].link->SendQuery(); }
   Result<PeerProgress> AwaitReply(uint32_t rank, uint64_t generation, Deadline deadline) override {

@@ -29,12 +29,26 @@ struct ShmSlotHeader {
   uint32_t bytes;
 };
 
+// One direction's DirectPair flags: the writer bumps `step` after filling
+// the note; the reader sleeps on `step` when it has to.
+struct ShmDirectCell {
+  alignas(64) std::atomic<uint32_t> step;
+  std::atomic<uint32_t> sleeping;
+  uint64_t offset;
+  uint64_t bytes;
+  uint64_t seq;
+  uint32_t group;
+  uint32_t segment;
+  uint8_t op;
+};
+
 namespace {
 
 constexpr uint32_t kShmMagic = 0x4D534B53;  // "SKSM"
-constexpr uint32_t kShmVersion = 1;
+constexpr uint32_t kShmVersion = 2;  // 2: the DirectPair cells
 constexpr size_t kPage = 4096;
 constexpr size_t kRingsOffset = 64;
+constexpr size_t kDirectOffset = 1024;
 constexpr size_t kHeadersOffset = kPage;
 constexpr auto kSleepSlice = std::chrono::milliseconds(20);
 
@@ -53,6 +67,9 @@ size_t DataOffset(int window) {
 }
 
 ShmRing* RingAt(uint8_t* base, int dir) { return reinterpret_cast<ShmRing*>(base + kRingsOffset) + dir; }
+ShmDirectCell* DirectAt(uint8_t* base, int dir) {
+  return reinterpret_cast<ShmDirectCell*>(base + kDirectOffset) + dir;
+}
 
 std::string Errno() { return std::strerror(errno); }
 
@@ -64,7 +81,8 @@ size_t ShmPairBytes(int window, size_t slot_bytes) {
 
 void InitShmPair(uint8_t* base, int window, size_t slot_bytes) {
   // A fresh object is zero-filled: counters and flags start at 0.
-  static_assert(kRingsOffset + 2 * sizeof(ShmRing) <= kHeadersOffset, "rings overlap the slot headers");
+  static_assert(kRingsOffset + 2 * sizeof(ShmRing) <= kDirectOffset, "rings overlap the direct cells");
+  static_assert(kDirectOffset + 2 * sizeof(ShmDirectCell) <= kHeadersOffset, "direct cells overlap the slot headers");
   auto* h = reinterpret_cast<ShmPairHeader*>(base);
   h->window = static_cast<uint32_t>(window);
   h->slot_bytes = slot_bytes;
@@ -89,6 +107,15 @@ Result<std::unique_ptr<ShmRegion>> ShmRegion::Create(const std::string& name, si
     ::shm_unlink(name.c_str());
     return ResourceExhausted("sizing " + name + " to " + std::to_string(bytes) + " bytes: " + e);
   }
+  // ftruncate only sets the size; a tmpfs too small for it would fail the
+  // first touch with SIGBUS. Reserving the pages turns that into an error
+  // here (a file system without fallocate keeps the old behaviour).
+  if (int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
+    ::close(fd);
+    ::shm_unlink(name.c_str());
+    return ResourceExhausted("reserving " + std::to_string(bytes) + " bytes for " + name + ": " +
+                             std::strerror(rc));
+  }
   // MAP_POPULATE pre-faults every page: a first touch in the middle of a
   // collective would cost ~10 us per page here.
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
@@ -111,6 +138,22 @@ Result<std::unique_ptr<ShmRegion>> ShmRegion::OpenAndUnlink(const std::string& n
     return FailedPrecondition(name + " is smaller than " + std::to_string(bytes) + " bytes");
   }
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  std::string e = Errno();
+  ::close(fd);
+  if (p == MAP_FAILED) return ResourceExhausted("mapping " + name + ": " + e);
+  return std::unique_ptr<ShmRegion>(new ShmRegion(static_cast<uint8_t*>(p), bytes));
+}
+
+Result<std::unique_ptr<ShmRegion>> ShmRegion::Open(const std::string& name, size_t bytes, bool writable) {
+  int fd = ::shm_open(name.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0600);
+  if (fd < 0) return Unavailable("shm_open(" + name + "): " + Errno());
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < bytes) {
+    ::close(fd);
+    return FailedPrecondition(name + " is smaller than " + std::to_string(bytes) + " bytes");
+  }
+  const int prot = writable ? PROT_READ | PROT_WRITE : PROT_READ;
+  void* p = ::mmap(nullptr, bytes, prot, MAP_SHARED | MAP_POPULATE, fd, 0);
   std::string e = Errno();
   ::close(fd);
   if (p == MAP_FAILED) return ResourceExhausted("mapping " + name + ": " + e);
@@ -141,6 +184,8 @@ ShmTransport::ShmTransport(uint32_t self, uint32_t peer, const ShmRegion& region
   uint8_t* data = base + DataOffset(window);
   send_slots_ = data + static_cast<size_t>(send_dir) * window * stride_;
   recv_slots_ = data + static_cast<size_t>(recv_dir) * window * stride_;
+  direct_out_ = DirectAt(base, send_dir);
+  direct_in_ = DirectAt(base, recv_dir);
 }
 
 template <typename Ready>
@@ -204,9 +249,39 @@ void ShmTransport::Release() {
   if (recv_->sender_sleeping.load(std::memory_order_seq_cst)) FutexWakeAll(&recv_->tail);
 }
 
+void ShmTransport::Signal(const DirectNote* note) {
+  if (note) {
+    direct_out_->offset = note->offset;
+    direct_out_->bytes = note->bytes;
+    direct_out_->seq = note->tag.seq;
+    direct_out_->group = note->tag.group;
+    direct_out_->segment = note->tag.segment;
+    direct_out_->op = static_cast<uint8_t>(note->tag.op);
+  }
+  direct_out_->step.store(++signaled_, std::memory_order_seq_cst);
+  if (direct_out_->sleeping.load(std::memory_order_seq_cst)) FutexWakeAll(&direct_out_->step);
+}
+
+Result<DirectNote> ShmTransport::Await(Deadline deadline) {
+  // The peer may be up to two points ahead (it signals "reduced" before we
+  // look at its "arrived"), never a whole op: its next note waits for our
+  // "done".
+  auto ready = [&] {
+    return static_cast<int32_t>(direct_in_->step.load(std::memory_order_acquire) - awaited_) > 0;
+  };
+  if (!ready()) SINKRT_RETURN_IF_ERROR(Wait(&direct_in_->step, &direct_in_->sleeping, ready, deadline, false));
+  ++awaited_;
+  DirectNote note;
+  note.offset = direct_in_->offset;
+  note.bytes = direct_in_->bytes;
+  note.tag = Tag{static_cast<OpKind>(direct_in_->op), direct_in_->group, direct_in_->seq, direct_in_->segment};
+  return note;
+}
+
 void ShmTransport::Wake() {
   FutexWakeAll(&recv_->head);
   FutexWakeAll(&send_->tail);
+  FutexWakeAll(&direct_in_->step);
 }
 
 }  // namespace sinkrt::device

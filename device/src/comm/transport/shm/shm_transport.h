@@ -16,6 +16,10 @@
 // are sliced (20 ms) so that a peer dying without a word, or an Abort that
 // races the sleep, is noticed without any shared state from the dead side.
 //
+// The same page holds the pair's DirectPair flags (direct.h): a counter
+// per direction with the note of the last op's first signal, waited on the
+// same way.
+//
 // Layer: a concrete transport. It sees the transport interfaces and its
 // pair's TcpLink (for the peer's end of file); never an algorithm.
 #pragma once
@@ -26,6 +30,7 @@
 #include <string>
 
 #include "comm/transport/comm_signals.h"
+#include "comm/transport/direct.h"
 #include "comm/transport/tcp/tcp_link.h"
 #include "comm/transport/transport.h"
 
@@ -34,8 +39,13 @@ namespace sinkrt::device {
 // One POSIX shared-memory object, mapped and pre-faulted.
 class ShmRegion {
  public:
-  // Creates a new object (the name must not exist) and maps it.
+  // Creates a new object (mode 0600; the name must not exist), reserves
+  // its memory (an object larger than /dev/shm fails here, not later with
+  // SIGBUS on first touch) and maps it.
   static Result<std::unique_ptr<ShmRegion>> Create(const std::string& name, size_t bytes);
+  // Maps an existing object of at least `bytes`, read-only unless
+  // `writable`, and keeps its name (others still have to open it).
+  static Result<std::unique_ptr<ShmRegion>> Open(const std::string& name, size_t bytes, bool writable);
   // Maps an existing object and removes its name at once: both sides hold
   // it now, and nothing is left in /dev/shm whatever happens next.
   static Result<std::unique_ptr<ShmRegion>> OpenAndUnlink(const std::string& name, size_t bytes);
@@ -60,8 +70,9 @@ Status CheckShmPair(const uint8_t* base, int window, size_t slot_bytes);
 
 struct ShmRing;
 struct ShmSlotHeader;
+struct ShmDirectCell;
 
-class ShmTransport final : public Transport {
+class ShmTransport final : public Transport, public DirectPair {
  public:
   // `link` is the peer's TCP connection: its end of file is how a dead
   // peer shows. Direction 0 carries lower -> higher rank.
@@ -75,6 +86,9 @@ class ShmTransport final : public Transport {
   uint64_t posted() const override { return posted_; }
   Result<std::span<const uint8_t>> Receive(const Tag& tag, size_t bytes, Deadline deadline) override;
   void Release() override;
+
+  void Signal(const DirectNote* note) override;
+  Result<DirectNote> Await(Deadline deadline) override;
 
   // Wakes this side's sleepers (Abort, notices, the peer's end of file).
   void Wake();
@@ -97,6 +111,10 @@ class ShmTransport final : public Transport {
   uint8_t* send_slots_;
   uint8_t* recv_slots_;
   size_t stride_;
+  ShmDirectCell* direct_out_;  // this side's signals
+  ShmDirectCell* direct_in_;   // the peer's
+  uint32_t signaled_ = 0;      // our copy of direct_out_->step
+  uint32_t awaited_ = 0;       // the peer's signals consumed
   uint32_t sent_ = 0;      // our copy of send_->head
   uint32_t received_ = 0;  // our copy of recv_->tail
   uint64_t posted_ = 0;
