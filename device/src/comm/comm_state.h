@@ -37,15 +37,15 @@ struct Communicator::State {
   // The working copy of ReduceScatter and the blocked collectives, kept
   // between calls (Communicator::ReserveScratch sizes it at load).
   std::vector<uint8_t> scratch;
-  // Communicator::ShareMemory's last blocks: this rank's (empty: none
-  // shared) and each peer's as mapped here, read-only, by world rank;
-  // `direct` holds every peer's flags then. The mappings themselves are
-  // owned by `shared_mappings` (rendezvous/ knows their type).
-  std::span<uint8_t> shared_own;
-  std::vector<std::span<const uint8_t>> shared_peers;
+  // Every pair of the world shares memory (agreed at rendezvous): then an
+  // AllReduce may read its peers' buffers, through `direct` (by world
+  // rank), when every member's lies in its shared block.
+  bool world_direct = false;
   std::vector<DirectPair*> direct;
   std::vector<const uint8_t*> direct_sources;  // the direct AllReduce's, per position: sized once
-  std::shared_ptr<void> shared_mappings;
+  // Communicator::ShareMemory's last block (empty: none) and its number.
+  std::span<uint8_t> shared_own;
+  uint64_t shared_generation = 0;
   uint64_t direct_allreduces = 0;
 
   ~State();

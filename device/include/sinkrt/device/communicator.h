@@ -120,6 +120,13 @@ class PeerInbox {
 
 class Transport;
 
+// Memory from Communicator::ShareMemory: `data` stays mapped while `keep`
+// (or the communicator's hold on it) lives.
+struct SharedMemory {
+  std::span<uint8_t> data;
+  std::shared_ptr<void> keep;
+};
+
 class Communicator {
  public:
   ~Communicator();
@@ -173,18 +180,18 @@ class Communicator {
   Status Recv(std::span<uint8_t> data, uint32_t peer);
   Status Barrier(const Group& group);
 
-  // Memory that every other member of the world maps too, so that an
+  // Memory that every other member of the world may map, so that an
   // AllReduce on a buffer inside it reads the peers' buffers in place
   // instead of copying them through rings (NCCL's P2P/IPC, Open MPI's
-  // XPMEM single copy). Collective: every rank of the world calls it, each
-  // with its own size (the executor, for its arena, at load). Returns
-  // `bytes` of zeroed, pre-faulted memory; an empty span when the world
-  // cannot share (a member on another host, or over TCP, or an object that
-  // could not be made or mapped: every rank then gets an empty span, and
-  // its caller allocates memory of its own). The memory lives until the
-  // next ShareMemory or the communicator's end. The objects are created
-  // with mode 0600 and their names removed once every member holds them.
-  Result<std::span<uint8_t>> ShareMemory(size_t bytes);
+  // XPMEM single copy). Local: no peer takes part now; each maps the block
+  // when an AllReduce first points it there. Returns `bytes` of zeroed,
+  // pre-faulted memory, or an empty one when the world cannot share (a
+  // member on another host or over TCP, agreed at rendezvous); then the
+  // caller allocates its own. AllReduces read it in place until the next
+  // ShareMemory; it stays mapped while the caller holds `keep`. The
+  // object is created with mode 0600; its name goes once every peer maps
+  // it (or with the next block, or the communicator).
+  Result<SharedMemory> ShareMemory(size_t bytes);
   // AllReduces so far that reduced straight out of the peers' memory
   // (tests and benchmarks).
   uint64_t direct_allreduces() const;

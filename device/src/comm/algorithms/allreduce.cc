@@ -15,7 +15,7 @@ Status AllReduceOp(Op& op, std::span<uint8_t> data, DType dtype, ReduceOp rop) {
   const size_t count = data.size() / elem;
   const uint32_t n = op.n();
   bool direct = false;
-  if (n > 1 && count > 0 && DirectAllReduceApplies(op.state, data.size())) {
+  if (n > 1 && count > 0 && DirectAllReduceApplies(op.state, data.size(), count, n)) {
     SINKRT_ASSIGN_OR_RETURN(direct, DirectAllReduce(op, data, elem, dtype, rop));
   }
   if (n > 1 && count > 0 && !direct) {

@@ -53,8 +53,9 @@ Status SignalAndAwait(Op& op, const DirectNote* note, const char* phase) {
 
 }  // namespace
 
-bool DirectAllReduceApplies(const Communicator::State& s, size_t bytes) {
-  return s.shared_mappings && bytes >= s.options.direct_allreduce_bytes;
+bool DirectAllReduceApplies(const Communicator::State& s, size_t bytes, size_t count, uint32_t n) {
+  // Fewer elements than members: recursive doubling's order, as before.
+  return s.world_direct && bytes >= s.options.direct_allreduce_bytes && count >= n;
 }
 
 Result<bool> DirectAllReduce(Op& op, std::span<uint8_t> data, size_t elem, DType dtype, ReduceOp rop) {
@@ -65,8 +66,10 @@ Result<bool> DirectAllReduce(Op& op, std::span<uint8_t> data, size_t elem, DType
   mine.bytes = data.size();
   mine.tag = op.tag(0);
   const uint8_t* own = s.shared_own.data();
-  if (!s.shared_own.empty() && data.data() >= own && data.data() + data.size() <= own + s.shared_own.size())
+  if (!s.shared_own.empty() && data.data() >= own && data.data() + data.size() <= own + s.shared_own.size()) {
     mine.offset = static_cast<uint64_t>(data.data() - own);
+    mine.generation = s.shared_generation;
+  }
   for (uint32_t q = 0; q < n; ++q)
     if (q != p) s.direct[op.rank_at(q)]->Signal(&mine);
   bool everyone = mine.offset != DirectNote::kNotShared;
@@ -81,7 +84,9 @@ Result<bool> DirectAllReduce(Op& op, std::span<uint8_t> data, size_t elem, DType
       everyone = false;
       continue;
     }
-    const std::span<const uint8_t> block = s.shared_peers[peer];
+    auto mapped = s.direct[peer]->PeerBlock(note->generation);
+    if (!mapped.ok()) return op.Fail(mapped.status());
+    const std::span<const uint8_t> block = *mapped;
     if (note->offset > block.size() || block.size() - note->offset < data.size())
       return op.Fail(Internal("rank " + std::to_string(peer) + "'s buffer at offset " +
                               std::to_string(note->offset) + " runs past its shared block of " +

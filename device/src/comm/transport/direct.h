@@ -15,6 +15,11 @@
 // ranks that disagree about the op fail at once instead of reading the
 // wrong bytes.
 //
+// The peer's buffer itself is in a block it shared (Mesh::ShareBlock):
+// the note names the block by generation, and the first op that reads a
+// new generation maps it (once per block: the executor shares its arena
+// at load, so that is the first AllReduce of the first sink).
+//
 // Waits end early like the Transport's: Abort, a peer's failure notice,
 // the peer's connection closing (kUnavailable), the deadline.
 //
@@ -23,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "comm/transport/transport.h"
 
@@ -32,6 +38,7 @@ struct DirectNote {
   static constexpr uint64_t kNotShared = ~uint64_t{0};
   uint64_t offset = kNotShared;  // of the buffer in the sender's shared block
   uint64_t bytes = 0;
+  uint64_t generation = 0;  // of the sender's shared block
   Tag tag;
 };
 
@@ -43,6 +50,9 @@ class DirectPair {
   // Until the peer has published as many points as this rank awaited plus
   // one; returns the note of the peer's last noted signal.
   virtual Result<DirectNote> Await(Deadline deadline) = 0;
+  // The peer's shared block of `generation` (from its note), mapped
+  // read-only here on first use and kept until the peer shares another.
+  virtual Result<std::span<const uint8_t>> PeerBlock(uint64_t generation) = 0;
 };
 
 }  // namespace sinkrt::device
