@@ -82,8 +82,16 @@ struct CommOptions {
   // peers' buffers (about 2.5 S of memory traffic for 2 ranks instead of
   // the rings' 4.5 S); below it, or when any member's buffer lies
   // elsewhere, it takes the schedules above. 0: whenever the buffers allow.
-  // Calibrated by `allreduce_bench --compare --algos auto,direct`.
-  size_t direct_allreduce_bytes = 16 << 10;
+  // Why 1 MiB: the direct path waits on its peers three times per op
+  // (arrived, reduced, done) where a pair's doubling waits once, so small
+  // ones lose: on the loaded 2-core VM (`allreduce_bench --compare --algos
+  // auto,direct --direct-bytes 0`, 2 runs) direct/doubling was 2.2-2.5x at
+  // 16-64 KiB, 1.2 at 512 KiB, 0.71-0.89 at 1 MiB, 0.63-0.66 at 2 MiB for 2
+  // ranks; for 4 ranks (against doubling, then the ring from 256 KiB) 2.0x
+  // at 16 KiB, 0.96-1.34 at 256 KiB, 0.67-0.82 at 512 KiB-1 MiB. A fused
+  // buffer of at least 1 MiB that reads directly is then never slower than
+  // its smaller pieces through the rings.
+  size_t direct_allreduce_bytes = 1 << 20;
   // Let peers on this host use shared memory (tests turn it off to exercise TCP).
   bool use_shared_memory = true;
   // Sent in the Hello of every dial: a daemon with a --token checks peers
