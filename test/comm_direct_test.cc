@@ -19,8 +19,11 @@
 
 #include "comm/algorithms/reduce.h"
 #include "sinkrt/device/communicator.h"
+#include "sinkrt/device/executor.h"
 #include "sinkrt/device/listening_inbox.h"
+#include "sinkrt/host/compiler.h"
 #include "support/comm_cluster.h"
+#include "support/test_models.h"
 #include "support/test_util.h"
 
 namespace sinkrt::device {
@@ -363,6 +366,89 @@ TEST(DirectAllReduceFailures, KilledPeerProcessFailsTheSurvivorInsteadOfHangingI
   EXPECT_NE(st.message().find("rank 1 closed its connection during AllReduce #2"), std::string::npos)
       << st.ToString();
   EXPECT_LT(Clock::now() - start, milliseconds(30000));  // the peer timeout is 60 s
+}
+
+// Data-parallel training on two executors: with the arenas shared, the
+// gradient AllReduces read each other's arenas (a 2.1 MB bucket, over the
+// 1 MiB default threshold) and the parameters after the steps are bitwise
+// those of the same run through the rings, and equal on both ranks.
+TEST(DirectAllReduceExecutor, SharedArenasTrainBitwiseAsPrivateOnes) {
+  constexpr uint32_t kRanks = 2;
+  constexpr int64_t kBatch = 16;
+  constexpr uint32_t kSteps = 4;
+  host::CompileOptions o;
+  o.optimizer = host::OptimizerSpec::Momentum(0.01f, 0.9f);
+  o.parallel_mode = host::ParallelMode::DataParallel;
+  o.world_size = kRanks;
+  o.gradients_mean = true;
+  std::vector<host::CompiledStream> streams;
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    o.rank = r;
+    auto cs = host::Compile(sinkrt::testing::MakeMlp(kBatch), o);
+    SINKRT_ASSERT_OK(cs);
+    streams.push_back(std::move(cs).value());
+  }
+  const auto data = sinkrt::testing::MakeSyntheticData(kBatch * kRanks * kSteps, 784, 10, 3);
+  // Every Param buffer's bytes after the steps, per rank.
+  auto train = [&](bool shared, uint64_t* direct_ops) {
+    CommOptions co;
+    co.peer_timeout = milliseconds(60000);
+    Cluster c(kRanks, co);
+    EXPECT_TRUE(c.ok());
+    std::vector<std::vector<uint8_t>> params(kRanks);
+    if (!c.ok()) return params;
+    std::vector<std::unique_ptr<Executor>> ex(kRanks);
+    DeviceOptions d;
+    d.threads = 1;
+    d.shared_arena = shared;
+    // One after the other: sharing at load waits for no peer.
+    for (uint32_t r = 0; r < kRanks; ++r) {
+      auto loaded = Executor::Load(streams[r].stream, d, &c[r]);
+      EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
+      if (!loaded.ok()) return params;
+      ex[r] = std::move(loaded).value();
+    }
+    std::vector<Status> st(kRanks);
+    OnEachRank(kRanks, [&](uint32_t r) {
+      for (uint32_t i = 0; i < kSteps; ++i) {
+        const size_t batch = i * kRanks + r;
+        std::vector<ConstBytes> cols;
+        for (const std::string& col : streams[r].input_columns) {
+          if (col == "image")
+            cols.emplace_back(reinterpret_cast<const uint8_t*>(data.images.data() + batch * kBatch * 784),
+                              size_t{kBatch} * 784 * 4);
+          if (col == "label")
+            cols.emplace_back(reinterpret_cast<const uint8_t*>(data.labels.data() + batch * kBatch), size_t{kBatch} * 4);
+        }
+        st[r] = ex[r]->PushBatch(0, cols);
+        if (!st[r].ok()) return;
+      }
+      RunStats stats;
+      st[r] = ex[r]->Run(ProgramKind::TrainStep, kSteps, &stats);
+    });
+    for (uint32_t r = 0; r < kRanks; ++r) {
+      EXPECT_TRUE(st[r].ok()) << st[r].ToString();
+      const auto* buffers = streams[r].stream.root()->buffers();
+      for (uint32_t i = 0; i < buffers->size(); ++i) {
+        if (buffers->Get(i)->role() != fb::BufferRole::Param) continue;
+        auto bytes = ex[r]->Buffer(i);
+        EXPECT_TRUE(bytes.ok());
+        if (bytes.ok()) params[r].insert(params[r].end(), bytes->begin(), bytes->end());
+      }
+    }
+    *direct_ops = c[0].direct_allreduces();
+    ex.clear();
+    return params;
+  };
+  uint64_t direct_shared = 0, direct_private = 0;
+  const auto shared = train(true, &direct_shared);
+  const auto rings = train(false, &direct_private);
+  EXPECT_GE(direct_shared, kSteps) << "the gradient bucket did not read the peer's arena";
+  EXPECT_EQ(direct_private, 0u);
+  ASSERT_FALSE(shared[0].empty());
+  EXPECT_EQ(shared[0], shared[1]) << "replicas differ";
+  EXPECT_EQ(shared[0], rings[0]) << "shared arenas trained other bits than private ones";
+  EXPECT_EQ(rings[0], rings[1]);
 }
 
 }  // namespace

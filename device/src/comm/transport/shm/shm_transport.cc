@@ -164,22 +164,6 @@ Result<std::unique_ptr<ShmRegion>> ShmRegion::OpenAndUnlink(const std::string& n
   return std::unique_ptr<ShmRegion>(new ShmRegion(static_cast<uint8_t*>(p), bytes));
 }
 
-Result<std::unique_ptr<ShmRegion>> ShmRegion::Open(const std::string& name, size_t bytes, bool writable) {
-  int fd = ::shm_open(name.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0600);
-  if (fd < 0) return Unavailable("shm_open(" + name + "): " + Errno());
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < bytes) {
-    ::close(fd);
-    return FailedPrecondition(name + " is smaller than " + std::to_string(bytes) + " bytes");
-  }
-  const int prot = writable ? PROT_READ | PROT_WRITE : PROT_READ;
-  void* p = ::mmap(nullptr, bytes, prot, MAP_SHARED | MAP_POPULATE, fd, 0);
-  std::string e = Errno();
-  ::close(fd);
-  if (p == MAP_FAILED) return ResourceExhausted("mapping " + name + ": " + e);
-  return std::unique_ptr<ShmRegion>(new ShmRegion(static_cast<uint8_t*>(p), bytes));
-}
-
 ShmRegion::~ShmRegion() { ::munmap(base_, size_); }
 
 void UnlinkShm(const std::string& name) { ::shm_unlink(name.c_str()); }

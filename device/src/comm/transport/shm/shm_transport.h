@@ -44,9 +44,6 @@ class ShmRegion {
   // its memory (an object larger than /dev/shm fails here, not later with
   // SIGBUS on first touch) and maps it.
   static Result<std::unique_ptr<ShmRegion>> Create(const std::string& name, size_t bytes);
-  // Maps an existing object of at least `bytes`, read-only unless
-  // `writable`, and keeps its name (others still have to open it).
-  static Result<std::unique_ptr<ShmRegion>> Open(const std::string& name, size_t bytes, bool writable);
   // Maps an existing object and removes its name at once: both sides hold
   // it now, and nothing is left in /dev/shm whatever happens next.
   static Result<std::unique_ptr<ShmRegion>> OpenAndUnlink(const std::string& name, size_t bytes);
