@@ -106,14 +106,17 @@ TEST_P(DirectAllReduce, EqualsTheDefaultScheduleBitwiseOnEveryRank) {
   Cluster reference(n, Reference(n));
   ASSERT_TRUE(direct.ok() && reference.ok());
   // Counts: one element per member (the least the direct path takes), not
-  // divisible by the members, and one that spans the 16 KiB blocks of a
-  // larger group's accumulation several times with a remainder.
-  const std::vector<size_t> counts = {n, 1001, 65536 + 5};
-  std::vector<SharedMemory> blocks = ShareAll(direct, (65536 + 5) * 8);
+  // divisible by the members, one that spans the 16 KiB blocks of a
+  // larger group's accumulation several times with a remainder, and (f32
+  // only) one whose chunks go in several segments of about 1 MiB.
+  constexpr size_t kSegmented = 1200007;
+  const std::vector<size_t> counts = {n, 1001, 65536 + 5, kSegmented};
+  std::vector<SharedMemory> blocks = ShareAll(direct, kSegmented * 4);
   const Group world = Group::World(n);
   uint64_t expected_direct = 0;
   for (size_t count : counts) {
     for (const Case& k : kCases) {
+      if (count == kSegmented && k.dt != DType::F32) continue;
       SCOPED_TRACE(std::to_string(count) + " x " + DTypeName(k.dt) + " op " + std::to_string(int(k.op)));
       const size_t bytes = count * DTypeSize(k.dt);
       std::vector<std::vector<uint8_t>> want(n);

@@ -2,14 +2,16 @@
 // lie, through the mappings Communicator::ShareMemory set up, so no byte
 // passes through a ring slot.
 //
-// The buffer is cut into n chunks as the ring cuts it (Split). Three
-// points, each a signal to every member and a wait for theirs:
+// The buffer is cut into n chunks as the ring cuts it (Split), each chunk
+// into the same K segments. Points, each a signal to every member and a
+// wait for theirs:
 //   arrived  every input is complete; the first signal carries a note
 //            (offset in the sender's block, size, tag) so each rank finds
 //            the others' buffers and a disagreement fails at once;
-//   reduced  position p has written chunk p = the reduction of every
-//            member's chunk p, read straight from their buffers (and
-//            divided, for Mean);
+//   reduced  (once per segment k) position p has written segment k of
+//            chunk p = the reduction of every member's, read straight from
+//            their buffers (and divided, for Mean); the others copy it
+//            from p at once, while it is in p's cache;
 //   done     each has copied every other chunk from its owner, so no one
 //            reads this rank's buffer any more and it may change.
 // Memory traffic for two ranks of S bytes: reduce reads S/2 twice and
@@ -37,6 +39,10 @@ namespace {
 // More than two members accumulate the peers' chunks in a block this
 // size before folding it into the buffer, so the partial sums stay in L1.
 constexpr size_t kBlockBytes = 16 << 10;
+// A chunk goes in segments of about this size, at most kMaxSegments of
+// them: each costs one more wait on the peers, and buys a copy from cache.
+constexpr size_t kSegmentBytes = 1 << 20;
+constexpr size_t kMaxSegments = 8;
 
 Status SignalAndAwait(Op& op, const DirectNote* note, const char* phase) {
   op.phase = phase;
@@ -98,32 +104,44 @@ Result<bool> DirectAllReduce(Op& op, std::span<uint8_t> data, size_t elem, DType
   if (!everyone) return false;
   s.direct_sources[p] = data.data();
 
+  // Chunks in the ring's cut; each in K segments (the same K for every
+  // chunk), taken in lockstep: reduce segment k of this rank's chunk, say
+  // so, then copy segment k of every other chunk as soon as its owner says
+  // so, while it is still in the owner's cache rather than in memory.
   const Split chunks{data.size() / elem, n};
-  const size_t first = chunks.begin(p) * elem;
-  const size_t count = chunks.size(p);
-  uint8_t* dst = data.data() + first;
-  op.phase = "direct: reduce";
-  if (n == 2) {
-    ReduceRaw(dst, s.direct_sources[1 - p] + first, count, dtype, rop, /*src_first=*/p == 1);
-  } else {
-    alignas(64) uint8_t acc[kBlockBytes];
-    const size_t per = kBlockBytes / elem;
-    for (size_t i = 0; i < count; i += per) {
-      const size_t k = std::min(per, count - i);
-      const size_t at = first + i * elem;
-      std::memcpy(acc, s.direct_sources[(p + 1) % n] + at, k * elem);
-      for (uint32_t j = 2; j < n; ++j) ReduceRaw(acc, s.direct_sources[(p + j) % n] + at, k, dtype, rop, true);
-      ReduceRaw(dst + i * elem, acc, k, dtype, rop, false);
+  const size_t K = std::clamp<size_t>((chunks.size(0) * elem + kSegmentBytes - 1) / kSegmentBytes, 1, kMaxSegments);
+  auto segment = [&](uint32_t c, size_t k) {
+    const Split segs{chunks.size(c), K};
+    return std::pair<size_t, size_t>{(chunks.begin(c) + segs.begin(k)) * elem, segs.size(k)};
+  };
+  for (size_t k = 0; k < K; ++k) {
+    op.phase = "direct: reduce";
+    const auto [first, count] = segment(p, k);
+    uint8_t* dst = data.data() + first;
+    if (n == 2) {
+      ReduceRaw(dst, s.direct_sources[1 - p] + first, count, dtype, rop, /*src_first=*/p == 1);
+    } else {
+      alignas(64) uint8_t acc[kBlockBytes];
+      const size_t per = kBlockBytes / elem;
+      for (size_t i = 0; i < count; i += per) {
+        const size_t m = std::min(per, count - i);
+        const size_t at = first + i * elem;
+        std::memcpy(acc, s.direct_sources[(p + 1) % n] + at, m * elem);
+        for (uint32_t j = 2; j < n; ++j) ReduceRaw(acc, s.direct_sources[(p + j) % n] + at, m, dtype, rop, true);
+        ReduceRaw(dst + i * elem, acc, m, dtype, rop, false);
+      }
     }
-  }
-  if (rop == ReduceOp::Mean) DivideRaw(dst, count, dtype, n);
-  SINKRT_RETURN_IF_ERROR(SignalAndAwait(op, nullptr, "direct: reduce"));
-
-  op.phase = "direct: gather";
-  for (uint32_t c = 0; c < n; ++c) {
-    if (c == p || chunks.size(c) == 0) continue;
-    const size_t at = chunks.begin(c) * elem;
-    std::memcpy(data.data() + at, s.direct_sources[c] + at, chunks.size(c) * elem);
+    if (rop == ReduceOp::Mean) DivideRaw(dst, count, dtype, n);
+    for (uint32_t q = 0; q < n; ++q)
+      if (q != p) s.direct[op.rank_at(q)]->Signal(nullptr);
+    op.phase = "direct: gather";
+    for (uint32_t q = 0; q < n; ++q) {
+      if (q == p) continue;
+      auto reduced = s.direct[op.rank_at(q)]->Await(DeadlineIn(s.options.peer_timeout));
+      if (!reduced.ok()) return op.Fail(reduced.status());
+      const auto [at, m] = segment(q, k);
+      if (m > 0) std::memcpy(data.data() + at, s.direct_sources[q] + at, m * elem);
+    }
   }
   SINKRT_RETURN_IF_ERROR(SignalAndAwait(op, nullptr, "direct: gather"));
   ++s.direct_allreduces;

@@ -340,7 +340,7 @@ void ShmTransport::Signal(const DirectNote* note) {
 }
 
 Result<DirectNote> ShmTransport::Await(Deadline deadline) {
-  // The peer may be up to two points ahead (it signals "reduced" before we
+  // The peer may be a point or two ahead (it signals "reduced" before we
   // look at its "arrived"), never a whole op: its next note waits for our
   // "done".
   auto ready = [&] {
