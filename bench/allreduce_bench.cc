@@ -5,10 +5,12 @@
 //   the data each rank must move at the least)
 //
 // BM_AllReduce/<bytes>/<ranks>/<shm>/<algo>: algo 0 = as configured
-// (recursive doubling below small_allreduce_bytes, ring above; two ranks
-// always double, CommOptions::pair_allreduce_bytes), 1 = always
-// recursive doubling, 2 = always ring; the last two calibrate
-// small_allreduce_bytes. Rank 0 runs in the benchmark's loop, the others
+// through the rings (recursive doubling below small_allreduce_bytes, ring
+// above; two ranks always double, CommOptions::pair_allreduce_bytes), 1 =
+// always recursive doubling, 2 = always ring; the last two calibrate
+// small_allreduce_bytes. 3 = direct: the buffers lie in memory the ranks
+// shared (Communicator::ShareMemory), so from direct_allreduce_bytes up
+// each rank reads its peers' buffers in place (BM_AllReduceDirect). Rank 0 runs in the benchmark's loop, the others
 // on their own threads for the same number of iterations, so consecutive
 // ops overlap the way they do in a training step.
 //
@@ -22,7 +24,10 @@
 // like gloo_allreduce and mpi_allreduce (allreduce_harness.h: same
 // protocol, same JSON lines); bench/compare_allreduce puts them side by
 // side. Extra flags there: --algos auto,rd,ring, --segment-bytes B,
-// --window W, --small-bytes B, --pair-bytes B (CommOptions, for tuning). `--compare
+// --window W, --small-bytes B, --pair-bytes B, --direct-bytes B (CommOptions,
+// for tuning). Algorithm `direct` places every buffer in memory the ranks
+// shared, the others keep them private (the rings, as before the direct
+// path). `--compare
 // --fusion [--parts 2,4,8]` instead times one AllReduce against the same
 // bytes as P tensors at every size (bench/fusion_sweep.h); --sizes then
 // defaults to 4 KiB .. 64 MiB.
@@ -33,7 +38,9 @@
 
 #include <cstring>
 #include <fstream>
+#include <algorithm>
 #include <map>
+#include <new>
 #include <memory>
 #include <numeric>
 #include <thread>
@@ -48,6 +55,9 @@
 namespace sinkrt::device {
 namespace {
 
+constexpr int kDirect = 3;
+constexpr size_t kLargest = size_t{256} << 20;
+
 class Ranks {
  public:
   Ranks(int n, bool shm, int algo) {
@@ -56,6 +66,7 @@ class Ranks {
     o.peer_timeout = std::chrono::seconds(60);
     if (algo == 1) o.small_allreduce_bytes = size_t{1} << 40;
     if (algo == 2) o.small_allreduce_bytes = 0;
+    if (algo != kDirect) o.direct_allreduce_bytes = SIZE_MAX;
     std::vector<PeerAddress> world;
     for (int r = 0; r < n; ++r) {
       inboxes_.push_back(std::move(ListeningInbox::Start()).value());
@@ -69,6 +80,12 @@ class Ranks {
         if (c.ok()) comms_[r] = std::move(c).value();
       });
     for (auto& t : threads) t.join();
+    if (algo == kDirect && ok()) {
+      for (auto& c : comms_) {
+        auto b = c->ShareMemory(kLargest);
+        if (b.ok()) blocks_.push_back(std::move(b).value());
+      }
+    }
   }
   ~Ranks() {
     std::vector<std::thread> threads;
@@ -81,6 +98,8 @@ class Ranks {
     return true;
   }
   Communicator& operator[](int r) { return *comms_[r]; }
+  // Rank r's shared memory (algo kDirect; empty otherwise).
+  std::span<uint8_t> shared(int r) { return r < static_cast<int>(blocks_.size()) ? blocks_[r].data : std::span<uint8_t>(); }
 
   static Ranks& Get(int n, bool shm, int algo) {
     static std::map<std::tuple<int, bool, int>, std::unique_ptr<Ranks>> cache;
@@ -92,6 +111,7 @@ class Ranks {
  private:
   std::vector<std::unique_ptr<ListeningInbox>> inboxes_;
   std::vector<std::unique_ptr<Communicator>> comms_;
+  std::vector<SharedMemory> blocks_;
 };
 
 void BM_AllReduce(benchmark::State& state) {
@@ -105,8 +125,19 @@ void BM_AllReduce(benchmark::State& state) {
     return;
   }
   const Group world = Group::World(n);
-  std::vector<std::vector<float>> buffers(n, std::vector<float>(bytes / sizeof(float), 1.0f));
-  auto span_of = [&](int r) { return std::span(reinterpret_cast<uint8_t*>(buffers[r].data()), bytes); };
+  std::vector<std::vector<float>> buffers(n, std::vector<float>(algo == kDirect ? 0 : bytes / sizeof(float), 1.0f));
+  if (algo == kDirect)
+    for (int r = 0; r < n; ++r) {
+      if (ranks.shared(r).size() < bytes) {
+        state.SkipWithError("no shared memory");
+        return;
+      }
+      std::fill_n(reinterpret_cast<float*>(ranks.shared(r).data()), bytes / sizeof(float), 1.0f);
+    }
+  auto span_of = [&](int r) {
+    return algo == kDirect ? ranks.shared(r).first(bytes)
+                           : std::span(reinterpret_cast<uint8_t*>(buffers[r].data()), bytes);
+  };
   const int64_t iterations = static_cast<int64_t>(state.max_iterations);
   std::vector<std::thread> others;
   for (int r = 1; r < n; ++r)
@@ -158,6 +189,14 @@ BENCHMARK(BM_AllReduce)
 BENCHMARK(BM_AllReduce)
     ->Name("BM_AllReduceRing")
     ->Apply([](benchmark::internal::Benchmark* b) { AllReduceSizes(b, 2, 16 << 10, 4 << 20, 2); });
+
+// The direct path beside BM_AllReduce's shm rows and BM_Memcpy (shared
+// memory only: over TCP there is nothing to share).
+BENCHMARK(BM_AllReduce)->Name("BM_AllReduceDirect")->Apply([](benchmark::internal::Benchmark* b) {
+  for (int n : {2, 4})
+    for (int64_t bytes = 4 << 10; bytes <= int64_t{256} << 20; bytes *= 4) b->Args({bytes, n, 1, kDirect});
+  b->ArgNames({"bytes", "ranks", "shm", "algo"})->UseRealTime()->Unit(benchmark::kMicrosecond);
+});
 
 // The MLP's gradients, fused (one contiguous buffer, one AllReduce) or not
 // (one AllReduce per tensor, in backward's order: last layer first).
@@ -219,8 +258,38 @@ BENCHMARK(BM_Memcpy)->RangeMultiplier(4)->Range(4 << 10, 256 << 20)->UseRealTime
 
 namespace ah = allreduce_harness;
 
+// Hands out a rank's shared memory to the harness's buffers (std::vector
+// with this allocator): bump allocation, all of it free again once the
+// last buffer is (the harness holds at most a size's buffers at a time).
+struct SharedPool {
+  std::span<uint8_t> memory;
+  size_t top = 0;
+  int live = 0;
+};
+
+template <typename T>
+struct SharedAllocator {
+  using value_type = T;
+  SharedPool* pool;
+  explicit SharedAllocator(SharedPool* p) : pool(p) {}
+  template <typename U>
+  SharedAllocator(const SharedAllocator<U>& o) : pool(o.pool) {}
+  T* allocate(size_t count) {
+    const size_t at = (pool->top + 4095) / 4096 * 4096;  // page-aligned, like an arena's buffers
+    if (at + count * sizeof(T) > pool->memory.size()) throw std::bad_alloc();
+    pool->top = at + count * sizeof(T);
+    ++pool->live;
+    return reinterpret_cast<T*>(pool->memory.data() + at);
+  }
+  void deallocate(T*, size_t) {
+    if (--pool->live == 0) pool->top = 0;
+  }
+  template <typename U>
+  bool operator==(const SharedAllocator<U>& o) const { return pool == o.pool; }
+};
+
 struct CompareFlags {
-  size_t segment_bytes = 0, small_bytes = SIZE_MAX, pair_bytes = SIZE_MAX;
+  size_t segment_bytes = 0, small_bytes = SIZE_MAX, pair_bytes = SIZE_MAX, direct_bytes = SIZE_MAX;
   int window = 0;
   bool fusion = false;
   std::vector<int> parts = fusion_sweep::kParts;
@@ -270,6 +339,9 @@ int CompareRank(int r, const std::string& dir, const ah::Args& args, const Compa
     if (flags.pair_bytes != SIZE_MAX) o.pair_allreduce_bytes = flags.pair_bytes;
     if (algo == "rd") o.small_allreduce_bytes = size_t{1} << 40;
     if (algo == "ring") o.small_allreduce_bytes = 0;
+    // Only `direct` shares its buffers; the rest run the rings as before it.
+    if (algo != "direct") o.direct_allreduce_bytes = SIZE_MAX;
+    if (algo == "direct" && flags.direct_bytes != SIZE_MAX) o.direct_allreduce_bytes = flags.direct_bytes;
     // One inbox serves them all: each Create ends in a barrier, so the next one's connections come after.
     auto c = Communicator::Create(r, world, comms.size() + 1, **inbox, o);
     if (!c.ok()) {
@@ -279,8 +351,24 @@ int CompareRank(int r, const std::string& dir, const ah::Args& args, const Compa
     comms.emplace_back(algo, std::move(c).value());
   }
   const Group group = Group::World(n);
+  // The largest set of buffers alive at once: a fused buffer and its
+  // pieces (--fusion), or the MLP's gradients both ways, page-aligned.
+  const size_t largest = std::max(*std::max_element(args.sizes.begin(), args.sizes.end()),
+                                  std::accumulate(ah::kMlpGradients.begin(), ah::kMlpGradients.end(), size_t{0}) *
+                                      sizeof(float));
   int rc = 0;
   for (auto& [algo, comm] : comms) {
+    SharedMemory shared;
+    if (algo == "direct") {
+      auto b = comm->ShareMemory(2 * largest + (1 << 20));
+      if (!b.ok() || b->data.empty()) {
+        std::fprintf(stderr, "rank %d: direct: %s\n", r,
+                     b.ok() ? "this world shares no memory (over TCP?)" : b.status().ToString().c_str());
+        return 1;
+      }
+      shared = std::move(b).value();
+    }
+    SharedPool pool{shared.data};
     auto barrier = [&] {
       Status st = comm->Barrier(group);
       if (!st.ok()) {
@@ -321,19 +409,26 @@ int CompareRank(int r, const std::string& dir, const ah::Args& args, const Compa
           if (r == 0) fusion_sweep::Print(args.transport, n, bytes, parts, iters, both[0], both[1]);
         };
       };
+      auto time_case = [&](const std::vector<size_t>& pieces, const std::string& parts, size_t bytes) {
+        auto report = fusion_report(parts, bytes);
+        return algo == "direct" ? fusion_sweep::TimeCase(pieces, r, n, args.iters_scale, allreduce, barrier, report,
+                                                         SharedAllocator<float>(&pool))
+                                : fusion_sweep::TimeCase(pieces, r, n, args.iters_scale, allreduce, barrier, report);
+      };
       for (size_t bytes : args.sizes)
-        for (int parts : flags.parts) {
-          const auto pieces = fusion_sweep::EqualParts(bytes / sizeof(float), parts);
-          if (fusion_sweep::TimeCase(pieces, r, n, args.iters_scale, allreduce, barrier,
-                                     fusion_report(std::to_string(parts), bytes)) != 0)
+        for (int parts : flags.parts)
+          if (time_case(fusion_sweep::EqualParts(bytes / sizeof(float), parts), std::to_string(parts), bytes) != 0)
             rc = 1;
-        }
-      if (args.mlp && fusion_sweep::TimeCase(ah::kMlpGradients, r, n, args.iters_scale, allreduce, barrier,
-                                             fusion_report("mlp", std::accumulate(ah::kMlpGradients.begin(), ah::kMlpGradients.end(), size_t{0}) * sizeof(float))) != 0)
+      if (args.mlp &&
+          time_case(ah::kMlpGradients, "mlp",
+                    std::accumulate(ah::kMlpGradients.begin(), ah::kMlpGradients.end(), size_t{0}) * sizeof(float)) != 0)
         rc = 1;
       continue;
     }
-    if (ah::Sweep(args, r, n, "sinkrt", algo, allreduce, barrier, slowest, report) != 0) rc = 1;
+    const int swept = algo == "direct" ? ah::Sweep(args, r, n, "sinkrt", algo, allreduce, barrier, slowest, report,
+                                                   SharedAllocator<float>(&pool))
+                                       : ah::Sweep(args, r, n, "sinkrt", algo, allreduce, barrier, slowest, report);
+    if (swept != 0) rc = 1;
   }
   return rc;
 }
@@ -371,13 +466,15 @@ int CompareMain(int argc, char** argv) {
       flags.small_bytes = ah::ParseBytes(next());
     else if (rest[i] == "--pair-bytes")
       flags.pair_bytes = ah::ParseBytes(next());
+    else if (rest[i] == "--direct-bytes")
+      flags.direct_bytes = ah::ParseBytes(next());
     else
       ok = false;
   }
-  for (auto& a : args.algos) ok = ok && (a == "auto" || a == "rd" || a == "ring");
+  for (auto& a : args.algos) ok = ok && (a == "auto" || a == "rd" || a == "ring" || a == "direct");
   if (!ok || (args.transport != "shm" && args.transport != "tcp")) {
-    ah::Usage(argv[0], " --compare [--memcpy | --fusion [--parts 2,4,8]] [--segment-bytes B] [--window W] [--small-bytes B] [--pair-bytes B]; "
-              "algos: auto, rd, ring");
+    ah::Usage(argv[0], " --compare [--memcpy | --fusion [--parts 2,4,8]] [--segment-bytes B] [--window W] [--small-bytes B] [--pair-bytes B] [--direct-bytes B]; "
+              "algos: auto, rd, ring (private buffers, the rings), direct (shared buffers)");
     return 2;
   }
   if (memcpy_only) {

@@ -34,6 +34,7 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -245,13 +246,18 @@ inline bool CheckSum(const float* data, size_t count, int n) {
 // place, barrier(), slowest(mine) (the maximum over ranks) and
 // report(Line, my_us) (gathers every rank's median, then Report).
 // Returns 1 if a checked result was wrong.
-template <typename AllReduce, typename Barrier, typename Slowest, typename ReportFn>
+//
+// `alloc` places the buffers (a program whose library reads peers' memory
+// in place hands out memory it shared; the default is the heap).
+template <typename Alloc = std::allocator<float>, typename AllReduce, typename Barrier, typename Slowest,
+          typename ReportFn>
 int Sweep(const Args& args, int r, int n, const std::string& impl, const std::string& algo, AllReduce allreduce,
-          Barrier barrier, Slowest slowest, ReportFn report) {
+          Barrier barrier, Slowest slowest, ReportFn report, const Alloc& alloc = Alloc()) {
+  using Buffer = std::vector<float, Alloc>;
   int rc = 0;
   for (size_t bytes : args.sizes) {
     const size_t count = bytes / sizeof(float);
-    std::vector<float> buf(count, static_cast<float>(r + 1));
+    Buffer buf(count, static_cast<float>(r + 1), alloc);
     barrier();
     auto t0 = Clock::now();
     allreduce(buf.data(), count);
@@ -264,11 +270,11 @@ int Sweep(const Args& args, int r, int n, const std::string& impl, const std::st
     const auto& sizes = kMlpGradients;
     const size_t total = std::accumulate(sizes.begin(), sizes.end(), size_t{0});
     const Plan plan = PlanFor(total * sizeof(float), args.iters_scale);
-    std::vector<float> fused(total, 1.0f);
+    Buffer fused(total, 1.0f, alloc);
     double us = TimeOp(plan, [&] { allreduce(fused.data(), total); }, barrier);
     report(Line{impl, args.transport, algo, "mlp_fused", n, total * sizeof(float), plan.iters}, us);
-    std::vector<std::vector<float>> tensors;
-    for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) tensors.emplace_back(*it, 1.0f);
+    std::vector<Buffer> tensors;
+    for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) tensors.emplace_back(*it, 1.0f, alloc);
     us = TimeOp(
         plan,
         [&] {

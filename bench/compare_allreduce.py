@@ -1,6 +1,9 @@
 #!/usr/bin/python3
 """AllReduce side by side: sinkrt (shm, tcp), Gloo (tcp), OpenMPI (vader
-shared memory, tcp) and a memcpy of the same bytes, in one run.
+shared memory, tcp) and a memcpy of the same bytes, in one run. sinkrt's
+shared-memory run times both of its paths: "direct" (the buffers lie in
+memory the ranks shared, and each reads its peers' buffers in place) and
+"rings" (private buffers, copied through the shared-memory rings).
 
 Builds nothing: it runs what the build directory holds
 (`cmake --build BUILD --target allreduce_bench gloo_allreduce mpi_allreduce`)
@@ -28,13 +31,15 @@ import sys
 import time
 
 DEFAULT_SIZES = "4K,64K,1M,16M,64M,256M"
+# (impl, transport, heading, sinkrt's algorithm or None for any)
 COLUMNS = [
-    ("sinkrt", "shm", "sinkrt shm"),
-    ("sinkrt", "tcp", "sinkrt tcp"),
-    ("gloo", "tcp", "gloo tcp"),
-    ("mpi", "shm", "mpi shm (vader)"),
-    ("mpi", "tcp", "mpi tcp"),
-    ("memcpy", "-", "memcpy"),
+    ("sinkrt", "shm", "sinkrt shm direct", "direct"),
+    ("sinkrt", "shm", "sinkrt shm rings", "auto"),
+    ("sinkrt", "tcp", "sinkrt tcp", None),
+    ("gloo", "tcp", "gloo tcp", None),
+    ("mpi", "shm", "mpi shm (vader)", None),
+    ("mpi", "tcp", "mpi tcp", None),
+    ("memcpy", "-", "memcpy", None),
 ]
 
 
@@ -145,8 +150,9 @@ def main():
         for n in ranks_list:
             if os.access(sinkrt_bin, os.X_OK):
                 for t in ("shm", "tcp"):
-                    run([sinkrt_bin, "--compare", "--ranks", str(n), "--transport", t] + common + mlp, args.timeout,
-                        env, results)
+                    algos = ["--algos", "auto,direct"] if t == "shm" else []
+                    run([sinkrt_bin, "--compare", "--ranks", str(n), "--transport", t] + algos + common + mlp,
+                        args.timeout, env, results)
             if os.access(gloo_bin, os.X_OK):
                 run([gloo_bin, "--ranks", str(n)] + common + mlp, args.timeout, env, results)
             if os.access(mpi_bin, os.X_OK) and mpirun:
@@ -161,11 +167,12 @@ def main():
             for r in results:
                 f.write(json.dumps(r) + "\n")
 
-    def best(impl, transport, n, case, nbytes=None):
+    def best(impl, transport, n, case, nbytes=None, algo=None):
         """The fastest line: over repeats, and over Gloo's algorithms."""
         cands = [r for r in results
                  if r["impl"] == impl and r["transport"] == transport and r["case"] == case
-                 and (impl == "memcpy" or r["ranks"] == n) and (nbytes is None or r["bytes"] == nbytes)]
+                 and (impl == "memcpy" or r["ranks"] == n) and (nbytes is None or r["bytes"] == nbytes)
+                 and (algo is None or r["algo"] == algo)]
         return min(cands, key=lambda r: r["latency_us"]) if cands else None
 
     print(f"\nAllReduce, float32 sum in place, best of {args.repeat} runs; each cell: latency µs (median) / busbw GB/s "
@@ -177,14 +184,22 @@ def main():
         gloo_algos = []
         for b in sizes:
             cells = []
-            for impl, t, _ in COLUMNS:
-                r = best(impl, t, n, "size", b)
+            for impl, t, _, algo in COLUMNS:
+                r = best(impl, t, n, "size", b, algo)
                 cells.append(cell(r))
                 if impl == "gloo" and r:
                     gloo_algos.append(f"{human(b)}: {r['algo']}")
             print(f"| {human(b)} | " + " | ".join(cells) + " |")
         if gloo_algos:
             print(f"\nGloo's fastest algorithm per size: {', '.join(gloo_algos)}")
+        # The aim (DESIGN §7): busbw at least 0.8x memcpy's bytes/time from 16 MiB.
+        ratios = []
+        for b in sizes:
+            d, m = best("sinkrt", "shm", n, "size", b, "direct"), best("memcpy", "-", n, "size", b)
+            if b >= 16 << 20 and d and m and m["busbw_gbs"] > 0:
+                ratios.append(f"{human(b)} {d['busbw_gbs'] / m['busbw_gbs']:.2f}x")
+        if ratios:
+            print(f"\nsinkrt shm direct busbw / memcpy: {', '.join(ratios)}")
 
     if not args.no_mlp:
         print("\n### MLP 784-512-256-10 gradients (6 tensors, 2.14 MB float32): fused (1 AllReduce) vs unfused "
@@ -192,11 +207,11 @@ def main():
         print("| ranks | implementation | fused | unfused | unfused / fused |")
         print("|---|---|---|---|---|")
         for n in ranks_list:
-            for impl, t, label in COLUMNS:
+            for impl, t, label, algo in COLUMNS:
                 if impl == "memcpy":
                     continue
-                f = best(impl, t, n, "mlp_fused")
-                u = best(impl, t, n, "mlp_unfused")
+                f = best(impl, t, n, "mlp_fused", algo=algo)
+                u = best(impl, t, n, "mlp_unfused", algo=algo)
                 if not f or not u:
                     continue
                 name = label + (f" ({f['algo']} / {u['algo']})" if impl == "gloo" else "")

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdio>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -41,14 +42,16 @@ inline std::vector<size_t> EqualParts(size_t count, int parts) {
 
 // Times one AllReduce of sum(pieces) floats against one per piece, interleaved.
 // Every rank passes the same pieces; `report(fused_us, unfused_us)` gathers
-// the ranks' medians. Returns 1 if a checked result was wrong.
-template <typename AllReduce, typename Barrier, typename ReportFn>
+// the ranks' medians. Returns 1 if a checked result was wrong. `alloc`
+// places the buffers, as in allreduce_harness.h's Sweep.
+template <typename Alloc = std::allocator<float>, typename AllReduce, typename Barrier, typename ReportFn>
 int TimeCase(const std::vector<size_t>& pieces, int r, int n, double iters_scale, AllReduce allreduce,
-             Barrier barrier, ReportFn report) {
+             Barrier barrier, ReportFn report, const Alloc& alloc = Alloc()) {
+  using Buffer = std::vector<float, Alloc>;
   const size_t total = std::accumulate(pieces.begin(), pieces.end(), size_t{0});
-  std::vector<float> fused(total, static_cast<float>(r + 1));
-  std::vector<std::vector<float>> tensors;
-  for (size_t c : pieces) tensors.emplace_back(c, static_cast<float>(r + 1));
+  Buffer fused(total, static_cast<float>(r + 1), alloc);
+  std::vector<Buffer> tensors;
+  for (size_t c : pieces) tensors.emplace_back(c, static_cast<float>(r + 1), alloc);
   int rc = 0;
   barrier();
   allreduce(fused.data(), total);

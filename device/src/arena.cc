@@ -25,15 +25,25 @@ PageBlock& PageBlock::operator=(PageBlock&& o) noexcept {
     bytes_ = std::exchange(o.bytes_, 0);
     map_ = std::exchange(o.map_, nullptr);
     map_bytes_ = std::exchange(o.map_bytes_, 0);
+    keep_ = std::move(o.keep_);
   }
   return *this;
 }
 
 void PageBlock::Release() {
   if (map_) munmap(map_, map_bytes_);
+  keep_.reset();
   map_ = nullptr;
   data_ = nullptr;
   bytes_ = map_bytes_ = 0;
+}
+
+PageBlock PageBlock::Borrow(std::span<uint8_t> data, std::shared_ptr<void> keep) {
+  PageBlock b;
+  b.data_ = data.data();
+  b.bytes_ = data.size();
+  b.keep_ = std::move(keep);
+  return b;
 }
 
 Result<PageBlock> PageBlock::Allocate(size_t bytes, bool prefault) {

@@ -8,6 +8,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <span>
 
 #include "sinkrt/runtime/status.h"
 
@@ -24,6 +26,9 @@ class PageBlock {
 
   // Maps `bytes` (zeroed) aligned to at least 4096; pre-faults when asked.
   static Result<PageBlock> Allocate(size_t bytes, bool prefault);
+  // Memory mapped by someone else and kept mapped while `keep` lives (the
+  // arena a communicator shares with its peers): never unmapped here.
+  static PageBlock Borrow(std::span<uint8_t> data, std::shared_ptr<void> keep);
 
   uint8_t* data() const { return data_; }
   size_t size() const { return bytes_; }
@@ -33,8 +38,9 @@ class PageBlock {
 
   uint8_t* data_ = nullptr;   // aligned start handed out
   size_t bytes_ = 0;
-  void* map_ = nullptr;       // what mmap returned, for munmap
+  void* map_ = nullptr;       // what mmap returned, for munmap; null when borrowed
   size_t map_bytes_ = 0;
+  std::shared_ptr<void> keep_;  // borrowed memory's owner
 };
 
 }  // namespace sinkrt::device

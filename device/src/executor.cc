@@ -107,7 +107,19 @@ Result<std::unique_ptr<Executor>> Executor::Load(VerifiedStream stream, const De
     job->comm = comm;
   }
 
-  SINKRT_ASSIGN_OR_RETURN(job->arena, PageBlock::Allocate(root->arena_bytes(), options.prefault));
+  // A world whose members all share memory gets its arena from the
+  // communicator: every peer maps it, and AllReduces on it read the peers'
+  // gradients in place.
+  // Local: each peer maps it at its first AllReduce that reads it. Should
+  // the block fail (/dev/shm full), the arena is private and the
+  // AllReduces take the rings.
+  if (job->comm && job->comm->size() > 1 && options.shared_arena) {
+    auto shared = job->comm->ShareMemory(root->arena_bytes());
+    if (shared.ok() && !shared->data.empty()) job->arena = PageBlock::Borrow(shared->data, std::move(shared->keep));
+  }
+  if (!job->arena.data()) {
+    SINKRT_ASSIGN_OR_RETURN(job->arena, PageBlock::Allocate(root->arena_bytes(), options.prefault));
+  }
   if (root->queues())
     for (const fb::QueueSpec* spec : *root->queues()) {
       auto q = std::make_unique<DataQueue>();

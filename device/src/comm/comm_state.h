@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "comm/transport/comm_signals.h"
+#include "comm/transport/direct.h"
 #include "comm/transport/mesh.h"
 #include "comm/transport/transport.h"
 #include "sinkrt/device/communicator.h"
@@ -36,6 +37,16 @@ struct Communicator::State {
   // The working copy of ReduceScatter and the blocked collectives, kept
   // between calls (Communicator::ReserveScratch sizes it at load).
   std::vector<uint8_t> scratch;
+  // Every pair of the world shares memory (agreed at rendezvous): then an
+  // AllReduce may read its peers' buffers, through `direct` (by world
+  // rank), when every member's lies in its shared block.
+  bool world_direct = false;
+  std::vector<DirectPair*> direct;
+  std::vector<const uint8_t*> direct_sources;  // the direct AllReduce's, per position: sized once
+  // Communicator::ShareMemory's last block (empty: none) and its number.
+  std::span<uint8_t> shared_own;
+  uint64_t shared_generation = 0;
+  uint64_t direct_allreduces = 0;
 
   ~State();
 };

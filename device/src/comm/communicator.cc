@@ -112,6 +112,20 @@ std::string Communicator::TransportName(uint32_t peer) const {
 
 void Communicator::Abort() { state_->signals.Abort(); }
 
+Result<SharedMemory> Communicator::ShareMemory(size_t bytes) {
+  State& s = *state_;
+  if (!s.world_direct) return SharedMemory{};
+  // The last block stays mapped while its user holds it; peers drop their
+  // mapping of it when a note first names the new one.
+  s.shared_own = {};
+  SINKRT_ASSIGN_OR_RETURN(SharedMemory block, s.mesh->ShareBlock(bytes, s.job, s.shared_generation + 1));
+  ++s.shared_generation;
+  s.shared_own = block.data;
+  return block;
+}
+
+uint64_t Communicator::direct_allreduces() const { return state_->direct_allreduces; }
+
 Status Communicator::AllReduce(std::span<uint8_t> data, DType dtype, ReduceOp op, const Group& group) {
   SINKRT_RETURN_IF_ERROR(CheckReducible(dtype, data.size(), "AllReduce"));
   SINKRT_ASSIGN_OR_RETURN(uint32_t pos, GroupPosition(*state_, group));

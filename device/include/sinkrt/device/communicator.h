@@ -77,6 +77,21 @@ struct CommOptions {
   // while any lower switch lets a fused AllReduce lose to its pieces (comm/algorithms/allreduce_choice.h;
   // calibrated by `allreduce_bench --compare --algos rd,ring --ranks 2`).
   size_t pair_allreduce_bytes = SIZE_MAX;
+  // An AllReduce of at least this many bytes whose buffer lies, on every
+  // member, in the memory ShareMemory gave out reduces straight out of the
+  // peers' buffers (about 2.5 S of memory traffic for 2 ranks instead of
+  // the rings' 4.5 S); below it, or when any member's buffer lies
+  // elsewhere, it takes the schedules above. 0: whenever the buffers allow.
+  // Why 1 MiB: the direct path waits on its peers three times per op
+  // (arrived, reduced, done) where a pair's doubling waits once, so small
+  // ones lose: on the loaded 2-core VM (`allreduce_bench --compare --algos
+  // auto,direct --direct-bytes 0`, 2 runs) direct/doubling was 2.2-2.5x at
+  // 16-64 KiB, 1.2 at 512 KiB, 0.71-0.89 at 1 MiB, 0.63-0.66 at 2 MiB for 2
+  // ranks; for 4 ranks (against doubling, then the ring from 256 KiB) 2.0x
+  // at 16 KiB, 0.96-1.34 at 256 KiB, 0.67-0.82 at 512 KiB-1 MiB. A fused
+  // buffer of at least 1 MiB that reads directly is then never slower than
+  // its smaller pieces through the rings.
+  size_t direct_allreduce_bytes = 1 << 20;
   // Let peers on this host use shared memory (tests turn it off to exercise TCP).
   bool use_shared_memory = true;
   // Sent in the Hello of every dial: a daemon with a --token checks peers
@@ -112,6 +127,13 @@ class PeerInbox {
 };
 
 class Transport;
+
+// Memory from Communicator::ShareMemory: `data` stays mapped while `keep`
+// (or the communicator's hold on it) lives.
+struct SharedMemory {
+  std::span<uint8_t> data;
+  std::shared_ptr<void> keep;
+};
 
 class Communicator {
  public:
@@ -165,6 +187,22 @@ class Communicator {
   Status Send(std::span<const uint8_t> data, uint32_t peer);
   Status Recv(std::span<uint8_t> data, uint32_t peer);
   Status Barrier(const Group& group);
+
+  // Memory that every other member of the world may map, so that an
+  // AllReduce on a buffer inside it reads the peers' buffers in place
+  // instead of copying them through rings (NCCL's P2P/IPC, Open MPI's
+  // XPMEM single copy). Local: no peer takes part now; each maps the block
+  // when an AllReduce first points it there. Returns `bytes` of zeroed,
+  // pre-faulted memory, or an empty one when the world cannot share (a
+  // member on another host or over TCP, agreed at rendezvous); then the
+  // caller allocates its own. AllReduces read it in place until the next
+  // ShareMemory; it stays mapped while the caller holds `keep`. The
+  // object is created with mode 0600; its name goes once every peer maps
+  // it (or with the next block, or the communicator).
+  Result<SharedMemory> ShareMemory(size_t bytes);
+  // AllReduces so far that reduced straight out of the peers' memory
+  // (tests and benchmarks).
+  uint64_t direct_allreduces() const;
 
   // Wakes every wait with kAborted (the job is being torn down).
   void Abort();

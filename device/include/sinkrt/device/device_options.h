@@ -56,6 +56,18 @@ struct DeviceOptions {
   // over TCP. SINKRT_COMM_SHM=0 turns shared memory off (everything TCP),
   // for measurements.
   bool shared_memory = true;
+  // When every member of the world shares memory with every other, the
+  // arena lives in memory they all map (Communicator::ShareMemory), and an
+  // AllReduce of gradients reads the peers' arenas in place instead of
+  // copying through rings. Off by default until it is shown to pay in
+  // training: on the loaded 2-core VM, 2 daemons of the data-parallel MLP
+  // ran 0.76-1.37x as fast with it, median 0.96 (6 interleaved pairs,
+  // bench/README.md "Reading the peers' buffers"),
+  // the compute a few % slower on an arena of 4 KiB shared pages (no huge
+  // pages for shmem here) and the AllReduce no faster with both daemons'
+  // threads on 2 cores. SINKRT_SHARED_ARENA=1 turns it on. Every rank of a
+  // world must agree (the rendezvous checks it).
+  bool shared_arena = false;
   // AllReduce below this many bytes uses recursive doubling, the rest the
   // ring (CommOptions::small_allreduce_bytes); the ranks of a world must
   // agree, the rendezvous refuses them otherwise. 0: always the ring, whose

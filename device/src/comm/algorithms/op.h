@@ -83,6 +83,12 @@ Status RingPass(Op& op, std::span<uint8_t> data, size_t elem, DType dtype, Reduc
                 uint32_t end_step);
 Status RecursiveDoubling(Op& op, std::span<uint8_t> data, size_t elem, DType dtype, ReduceOp rop);
 Status AllReduceOp(Op& op, std::span<uint8_t> data, DType dtype, ReduceOp rop);
+// Whether an AllReduce of `bytes` in `count` elements over `n` members
+// tries the direct schedule (the same answer on every member).
+bool DirectAllReduceApplies(const Communicator::State& s, size_t bytes, size_t count, uint32_t n);
+// allreduce_direct.cc: true when it ran (Mean divided too); false when a
+// member's buffer is not in shared memory and only the arrival happened.
+Result<bool> DirectAllReduce(Op& op, std::span<uint8_t> data, size_t elem, DType dtype, ReduceOp rop);
 Status AllGatherOp(Op& op, std::span<const uint8_t> in, std::span<uint8_t> out);
 Status ReduceScatterOp(Op& op, std::span<const uint8_t> in, std::span<uint8_t> out, DType dtype, ReduceOp rop);
 Status ReduceScatterBlockedOp(Op& op, std::span<const std::span<const uint8_t>> in,

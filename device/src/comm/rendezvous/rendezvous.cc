@@ -17,6 +17,8 @@
 //      after the answer, so nothing stays in /dev/shm whatever fails.
 //   4. The I/O thread starts and a world barrier (Barrier #0) proves every
 //      pair carries messages both ways.
+//   5. The world agrees whether every pair shares memory (the direct
+//      AllReduce's condition).
 //
 // The construction layer: the one place that picks and builds concrete
 // transports (a SocketMesh) and hands them to the communicator as a Mesh.
@@ -152,6 +154,7 @@ Status ExchangeConfig(uint32_t self, std::vector<std::unique_ptr<FrameSocket>>& 
   mine.segment_bytes = o.segment_bytes;
   mine.small_allreduce_bytes = o.small_allreduce_bytes;
   mine.pair_allreduce_bytes = o.pair_allreduce_bytes;
+  mine.direct_allreduce_bytes = o.direct_allreduce_bytes;
   mine.segments_in_flight = static_cast<uint32_t>(o.segments_in_flight);
   mine.use_shared_memory = o.use_shared_memory ? 1 : 0;
   MsgHeader h;
@@ -186,6 +189,8 @@ Status ExchangeConfig(uint32_t self, std::vector<std::unique_ptr<FrameSocket>>& 
       return differ("small_allreduce_bytes", mine.small_allreduce_bytes, c.small_allreduce_bytes);
     if (c.pair_allreduce_bytes != mine.pair_allreduce_bytes)
       return differ("pair_allreduce_bytes", mine.pair_allreduce_bytes, c.pair_allreduce_bytes);
+    if (c.direct_allreduce_bytes != mine.direct_allreduce_bytes)
+      return differ("direct_allreduce_bytes", mine.direct_allreduce_bytes, c.direct_allreduce_bytes);
   }
   return Status::Ok();
 }
@@ -366,6 +371,26 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(uint32_t rank, std::v
   state->options.peer_timeout = options.peer_timeout;
   state->signals.End(!st.ok());
   if (!st.ok()) return Status(st.code(), "rendezvous barrier: " + st.message());
+
+  // 5. Whether every pair of the world shares memory: only then may an
+  // AllReduce read its peers' buffers (allreduce_direct.cc), and every
+  // rank must decide that alike. One more op numbered 0, outside the
+  // progress peers report (their last collective stays Barrier #0).
+  int32_t direct = 1;
+  for (uint32_t p = 0; p < n; ++p)
+    if (p != rank && !state->mesh->direct(p)) direct = 0;
+  Op agree(*state, OpKind::kAllReduce, it->first, rank, 0);
+  state->options.peer_timeout = timeout;
+  st = AllReduceOp(agree, std::span(reinterpret_cast<uint8_t*>(&direct), sizeof direct), DType::I32, ReduceOp::Min);
+  state->options.peer_timeout = options.peer_timeout;
+  if (!st.ok()) return Status(st.code(), "rendezvous (shared memory): " + st.message());
+  if (direct && n > 1) {
+    state->world_direct = true;
+    state->direct.assign(n, nullptr);
+    for (uint32_t p = 0; p < n; ++p)
+      if (p != rank) state->direct[p] = state->mesh->direct(p);
+    state->direct_sources.assign(n, nullptr);
+  }
   return std::unique_ptr<Communicator>(new Communicator(std::move(state)));
 }
 

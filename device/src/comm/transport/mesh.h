@@ -16,7 +16,9 @@
 #include <string>
 
 #include "comm/transport/comm_signals.h"
+#include "comm/transport/direct.h"
 #include "comm/transport/transport.h"
+#include "sinkrt/device/communicator.h"
 #include "sinkrt/runtime/status.h"
 
 namespace sinkrt::device {
@@ -28,6 +30,13 @@ class Mesh {
   // The data path to world rank `rank`; null for this rank itself. The
   // pointer stays valid for the mesh's life, so callers look it up once.
   virtual Transport* transport(uint32_t rank) = 0;
+  // The flags for reading `rank`'s memory directly: null unless the pair
+  // shares memory.
+  virtual DirectPair* direct(uint32_t rank) = 0;
+  // Creates this rank's shared block of `bytes` (zeroed, pre-faulted) and
+  // tells every peer with a DirectPair its name, to be mapped on first
+  // use; replaces the last one (which stays mapped while its `keep` lives).
+  virtual Result<SharedMemory> ShareBlock(size_t bytes, uint64_t job, uint64_t generation) = 0;
 
   // Tells every peer that this rank failed, with `text` as the reason.
   virtual void SendNotice(const std::string& text) = 0;

@@ -1,5 +1,10 @@
 #include "comm/transport/socket_mesh.h"
 
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+
 #include "comm/transport/tcp/tcp_transport.h"
 
 namespace sinkrt::device {
@@ -11,6 +16,26 @@ SocketMesh::~SocketMesh() {
   // The I/O thread reads the links: stop it before they go.
   if (engine_) engine_->Stop();
   peers_.clear();
+  if (block_) UnlinkShm(block_->name);  // a peer that never mapped it left the name
+}
+
+Result<SharedMemory> SocketMesh::ShareBlock(size_t bytes, uint64_t job, uint64_t generation) {
+  uint32_t peers = 0;
+  for (auto& p : peers_)
+    if (p.shm) ++peers;
+  // The pid and a counter keep names apart between worlds in one process
+  // (tests) and from a crashed run's leftovers.
+  static std::atomic<uint64_t> counter{0};
+  char name[64];
+  std::snprintf(name, sizeof name, "/sinkrt-blk-%llx-%u-%d-%llu", static_cast<unsigned long long>(job), rank_,
+                static_cast<int>(::getpid()), static_cast<unsigned long long>(counter.fetch_add(1)));
+  if (block_) UnlinkShm(block_->name);
+  block_.reset();
+  SINKRT_ASSIGN_OR_RETURN(ShmBlock block, ShmBlock::Create(name, bytes, peers));
+  block_ = std::make_shared<ShmBlock>(std::move(block));
+  for (auto& p : peers_)
+    if (p.shm) p.shm->PublishBlock(block_->name, block_->region->size(), generation);
+  return SharedMemory{block_->data().first(bytes), block_};
 }
 
 void SocketMesh::AddPeer(uint32_t peer, std::unique_ptr<FrameSocket> socket, std::unique_ptr<ShmRegion> region) {

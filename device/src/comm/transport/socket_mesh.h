@@ -31,6 +31,8 @@ class SocketMesh final : public Mesh {
   Status Start();
 
   Transport* transport(uint32_t rank) override { return peers_[rank].transport; }
+  DirectPair* direct(uint32_t rank) override { return peers_[rank].shm.get(); }
+  Result<SharedMemory> ShareBlock(size_t bytes, uint64_t job, uint64_t generation) override;
   void SendNotice(const std::string& text) override;
   uint64_t SendQuery(uint32_t rank) override { return peers_[rank].link->SendQuery(); }
   Result<PeerProgress> AwaitReply(uint32_t rank, uint64_t generation, Deadline deadline) override {
@@ -53,6 +55,7 @@ class SocketMesh final : public Mesh {
   CommSignals& signals_;
   std::vector<Peer> peers_;  // by world rank; this rank's entry is empty
   std::unique_ptr<TcpEngine> engine_;
+  std::shared_ptr<ShmBlock> block_;  // this rank's shared block (ShareBlock)
 };
 
 }  // namespace sinkrt::device

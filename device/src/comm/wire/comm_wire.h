@@ -23,9 +23,11 @@ namespace sinkrt::device {
 
 // Version 2 ("SKC2"): data headers carry returned credits. Version 3
 // ("SKC3"): a reply carries the replier's task positions. Version 4
-// ("SKC4"): the options carry pair_allreduce_bytes. A peer of another
-// version fails the rendezvous on the magic instead of hanging.
-inline constexpr uint32_t kCommMagic = 0x34434B53;  // "SKC4"
+// ("SKC4"): the options carry pair_allreduce_bytes. Version 5 ("SKC5"):
+// and direct_allreduce_bytes (and the shm pair page holds the direct
+// AllReduce's flags). A peer of another version fails the rendezvous on
+// the magic instead of hanging.
+inline constexpr uint32_t kCommMagic = 0x35434B53;  // "SKC5"
 
 enum class MsgKind : uint8_t {
   kData = 1,       // a segment: op, group, seq, segment, credits; payload = the bytes
@@ -64,8 +66,9 @@ struct ConfigPayload {
   uint32_t segments_in_flight = 0;
   uint32_t use_shared_memory = 0;
   uint64_t pair_allreduce_bytes = 0;
+  uint64_t direct_allreduce_bytes = 0;
 };
-static_assert(sizeof(ConfigPayload) == 32, "ConfigPayload is a wire format");
+static_assert(sizeof(ConfigPayload) == 40, "ConfigPayload is a wire format");
 
 // Blocking helpers for the rendezvous, before the I/O thread owns the
 // socket; they work on blocking and non-blocking descriptors alike.

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "sync/futex.h"
@@ -29,12 +30,41 @@ struct ShmSlotHeader {
   uint32_t bytes;
 };
 
+// One direction's DirectPair flags: the writer bumps `step` after filling
+// the note; the reader sleeps on `step` when it has to.
+struct ShmDirectCell {
+  alignas(64) std::atomic<uint32_t> step;
+  std::atomic<uint32_t> sleeping;
+  uint64_t offset;
+  uint64_t bytes;
+  uint64_t seq;
+  uint32_t group;
+  uint32_t segment;
+  uint8_t op;
+  uint64_t generation;
+};
+
+// One direction's shared block, as its owner announces it.
+struct ShmBlockCell {
+  char name[64];
+  uint64_t total_bytes;  // header page included
+  uint64_t generation;
+};
+
+// The header page of a ShmBlock.
+struct ShmBlockHeader {
+  std::atomic<uint32_t> mapped;  // peers that hold a mapping
+  uint32_t peers;                // peers that will
+};
+
 namespace {
 
 constexpr uint32_t kShmMagic = 0x4D534B53;  // "SKSM"
-constexpr uint32_t kShmVersion = 1;
+constexpr uint32_t kShmVersion = 2;  // 2: the DirectPair cells
 constexpr size_t kPage = 4096;
 constexpr size_t kRingsOffset = 64;
+constexpr size_t kDirectOffset = 1024;
+constexpr size_t kBlockCellsOffset = 2048;
 constexpr size_t kHeadersOffset = kPage;
 constexpr auto kSleepSlice = std::chrono::milliseconds(20);
 
@@ -53,6 +83,12 @@ size_t DataOffset(int window) {
 }
 
 ShmRing* RingAt(uint8_t* base, int dir) { return reinterpret_cast<ShmRing*>(base + kRingsOffset) + dir; }
+ShmDirectCell* DirectAt(uint8_t* base, int dir) {
+  return reinterpret_cast<ShmDirectCell*>(base + kDirectOffset) + dir;
+}
+ShmBlockCell* BlockCellAt(uint8_t* base, int dir) {
+  return reinterpret_cast<ShmBlockCell*>(base + kBlockCellsOffset) + dir;
+}
 
 std::string Errno() { return std::strerror(errno); }
 
@@ -64,7 +100,9 @@ size_t ShmPairBytes(int window, size_t slot_bytes) {
 
 void InitShmPair(uint8_t* base, int window, size_t slot_bytes) {
   // A fresh object is zero-filled: counters and flags start at 0.
-  static_assert(kRingsOffset + 2 * sizeof(ShmRing) <= kHeadersOffset, "rings overlap the slot headers");
+  static_assert(kRingsOffset + 2 * sizeof(ShmRing) <= kDirectOffset, "rings overlap the direct cells");
+  static_assert(kDirectOffset + 2 * sizeof(ShmDirectCell) <= kBlockCellsOffset, "direct cells overlap the block cells");
+  static_assert(kBlockCellsOffset + 2 * sizeof(ShmBlockCell) <= kHeadersOffset, "block cells overlap the slot headers");
   auto* h = reinterpret_cast<ShmPairHeader*>(base);
   h->window = static_cast<uint32_t>(window);
   h->slot_bytes = slot_bytes;
@@ -88,6 +126,15 @@ Result<std::unique_ptr<ShmRegion>> ShmRegion::Create(const std::string& name, si
     ::close(fd);
     ::shm_unlink(name.c_str());
     return ResourceExhausted("sizing " + name + " to " + std::to_string(bytes) + " bytes: " + e);
+  }
+  // ftruncate only sets the size; a tmpfs too small for it would fail the
+  // first touch with SIGBUS. Reserving the pages turns that into an error
+  // here (a file system without fallocate keeps the old behaviour).
+  if (int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
+    ::close(fd);
+    ::shm_unlink(name.c_str());
+    return ResourceExhausted("reserving " + std::to_string(bytes) + " bytes for " + name + ": " +
+                             std::strerror(rc));
   }
   // MAP_POPULATE pre-faults every page: a first touch in the middle of a
   // collective would cost ~10 us per page here.
@@ -121,6 +168,19 @@ ShmRegion::~ShmRegion() { ::munmap(base_, size_); }
 
 void UnlinkShm(const std::string& name) { ::shm_unlink(name.c_str()); }
 
+Result<ShmBlock> ShmBlock::Create(const std::string& name, size_t bytes, uint32_t peers) {
+  if (name.size() >= sizeof(ShmBlockCell::name)) return InvalidArgument("shared block name too long: " + name);
+  ShmBlock b;
+  SINKRT_ASSIGN_OR_RETURN(b.region, ShmRegion::Create(name, kHeaderBytes + RoundUp(std::max<size_t>(bytes, 1), kPage)));
+  b.name = name;
+  reinterpret_cast<ShmBlockHeader*>(b.region->base())->peers = peers;
+  return b;
+}
+
+std::span<uint8_t> ShmBlock::data() const {
+  return {region->base() + kHeaderBytes, region->size() - kHeaderBytes};
+}
+
 ShmTransport::ShmTransport(uint32_t self, uint32_t peer, const ShmRegion& region, int window, size_t slot_bytes,
                            TcpLink& link, CommSignals& signals)
     : self_(self),
@@ -141,6 +201,67 @@ ShmTransport::ShmTransport(uint32_t self, uint32_t peer, const ShmRegion& region
   uint8_t* data = base + DataOffset(window);
   send_slots_ = data + static_cast<size_t>(send_dir) * window * stride_;
   recv_slots_ = data + static_cast<size_t>(recv_dir) * window * stride_;
+  direct_out_ = DirectAt(base, send_dir);
+  direct_in_ = DirectAt(base, recv_dir);
+  block_out_ = BlockCellAt(base, send_dir);
+  block_in_ = BlockCellAt(base, recv_dir);
+}
+
+ShmTransport::~ShmTransport() { UnmapPeerBlock(); }
+
+void ShmTransport::UnmapPeerBlock() {
+  if (peer_header_) ::munmap(peer_header_, ShmBlock::kHeaderBytes);
+  if (peer_data_) ::munmap(peer_data_, peer_data_bytes_);
+  peer_header_ = peer_data_ = nullptr;
+  peer_data_bytes_ = 0;
+  peer_generation_ = 0;
+}
+
+void ShmTransport::PublishBlock(const std::string& name, size_t total_bytes, uint64_t generation) {
+  std::snprintf(block_out_->name, sizeof block_out_->name, "%s", name.c_str());
+  block_out_->total_bytes = total_bytes;
+  block_out_->generation = generation;  // read by the peer only after a note naming it
+}
+
+Result<std::span<const uint8_t>> ShmTransport::PeerBlock(uint64_t generation) {
+  if (generation != 0 && generation == peer_generation_) return std::span<const uint8_t>(peer_data_, peer_data_bytes_);
+  // Published before the note that names it (the note's release store).
+  const ShmBlockCell& cell = *block_in_;
+  if (generation == 0 || cell.generation != generation)
+    return Internal("rank " + std::to_string(peer_) + " names shared block " + std::to_string(generation) +
+                    ", but announced " + std::to_string(cell.generation));
+  char name[sizeof cell.name];
+  std::memcpy(name, cell.name, sizeof name);
+  name[sizeof name - 1] = '\0';
+  const size_t total = cell.total_bytes;
+  UnmapPeerBlock();
+  int fd = ::shm_open(name, O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return Unavailable(std::string("mapping rank ") + std::to_string(peer_) + "'s block " + name + ": " + Errno());
+  struct stat st;
+  void* header = MAP_FAILED;
+  void* data = MAP_FAILED;
+  if (::fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= total && total > ShmBlock::kHeaderBytes) {
+    header = ::mmap(nullptr, ShmBlock::kHeaderBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    // Pre-faulted: the op that maps it reads every page next.
+    data = ::mmap(nullptr, total - ShmBlock::kHeaderBytes, PROT_READ, MAP_SHARED | MAP_POPULATE, fd,
+                  static_cast<off_t>(ShmBlock::kHeaderBytes));
+  }
+  const std::string e = Errno();
+  ::close(fd);
+  if (header == MAP_FAILED || data == MAP_FAILED) {
+    if (header != MAP_FAILED) ::munmap(header, ShmBlock::kHeaderBytes);
+    if (data != MAP_FAILED) ::munmap(data, total - ShmBlock::kHeaderBytes);
+    return ResourceExhausted(std::string("mapping rank ") + std::to_string(peer_) + "'s block " + name + " of " +
+                             std::to_string(total) + " bytes: " + e);
+  }
+  peer_header_ = static_cast<uint8_t*>(header);
+  peer_data_ = static_cast<uint8_t*>(data);
+  peer_data_bytes_ = total - ShmBlock::kHeaderBytes;
+  peer_generation_ = generation;
+  auto* h = reinterpret_cast<ShmBlockHeader*>(peer_header_);
+  // The last of the owner's peers to map it removes the name.
+  if (h->mapped.fetch_add(1, std::memory_order_acq_rel) + 1 >= h->peers) ::shm_unlink(name);
+  return std::span<const uint8_t>(peer_data_, peer_data_bytes_);
 }
 
 template <typename Ready>
@@ -204,9 +325,41 @@ void ShmTransport::Release() {
   if (recv_->sender_sleeping.load(std::memory_order_seq_cst)) FutexWakeAll(&recv_->tail);
 }
 
+void ShmTransport::Signal(const DirectNote* note) {
+  if (note) {
+    direct_out_->offset = note->offset;
+    direct_out_->bytes = note->bytes;
+    direct_out_->seq = note->tag.seq;
+    direct_out_->group = note->tag.group;
+    direct_out_->segment = note->tag.segment;
+    direct_out_->generation = note->generation;
+    direct_out_->op = static_cast<uint8_t>(note->tag.op);
+  }
+  direct_out_->step.store(++signaled_, std::memory_order_seq_cst);
+  if (direct_out_->sleeping.load(std::memory_order_seq_cst)) FutexWakeAll(&direct_out_->step);
+}
+
+Result<DirectNote> ShmTransport::Await(Deadline deadline) {
+  // The peer may be a point or two ahead (it signals "reduced" before we
+  // look at its "arrived"), never a whole op: its next note waits for our
+  // "done".
+  auto ready = [&] {
+    return static_cast<int32_t>(direct_in_->step.load(std::memory_order_acquire) - awaited_) > 0;
+  };
+  if (!ready()) SINKRT_RETURN_IF_ERROR(Wait(&direct_in_->step, &direct_in_->sleeping, ready, deadline, false));
+  ++awaited_;
+  DirectNote note;
+  note.offset = direct_in_->offset;
+  note.bytes = direct_in_->bytes;
+  note.generation = direct_in_->generation;
+  note.tag = Tag{static_cast<OpKind>(direct_in_->op), direct_in_->group, direct_in_->seq, direct_in_->segment};
+  return note;
+}
+
 void ShmTransport::Wake() {
   FutexWakeAll(&recv_->head);
   FutexWakeAll(&send_->tail);
+  FutexWakeAll(&direct_in_->step);
 }
 
 }  // namespace sinkrt::device

@@ -16,6 +16,11 @@
 // are sliced (20 ms) so that a peer dying without a word, or an Abort that
 // races the sleep, is noticed without any shared state from the dead side.
 //
+// The same page holds the pair's DirectPair flags (direct.h): a counter
+// per direction with the note of the last op's first signal, waited on the
+// same way; and per direction the name of the block that side shares
+// (ShmBlock), which the other maps when a note first points into it.
+//
 // Layer: a concrete transport. It sees the transport interfaces and its
 // pair's TcpLink (for the peer's end of file); never an algorithm.
 #pragma once
@@ -26,6 +31,7 @@
 #include <string>
 
 #include "comm/transport/comm_signals.h"
+#include "comm/transport/direct.h"
 #include "comm/transport/tcp/tcp_link.h"
 #include "comm/transport/transport.h"
 
@@ -34,7 +40,9 @@ namespace sinkrt::device {
 // One POSIX shared-memory object, mapped and pre-faulted.
 class ShmRegion {
  public:
-  // Creates a new object (the name must not exist) and maps it.
+  // Creates a new object (mode 0600; the name must not exist), reserves
+  // its memory (an object larger than /dev/shm fails here, not later with
+  // SIGBUS on first touch) and maps it.
   static Result<std::unique_ptr<ShmRegion>> Create(const std::string& name, size_t bytes);
   // Maps an existing object and removes its name at once: both sides hold
   // it now, and nothing is left in /dev/shm whatever happens next.
@@ -52,6 +60,21 @@ class ShmRegion {
 
 void UnlinkShm(const std::string& name);
 
+// A block one rank shares with every peer on its host: a header page (how
+// many peers must map it, how many have) and then the data. The last peer
+// to map it removes its name, so nothing is left in /dev/shm once every
+// side holds it; the owner removes it too when it replaces or drops the
+// block, in case a peer never came to map it.
+struct ShmBlock {
+  static constexpr size_t kHeaderBytes = 4096;
+  // Creates the object (mode 0600, reserved, pre-faulted) for `bytes` of
+  // data and `peers` future mappers.
+  static Result<ShmBlock> Create(const std::string& name, size_t bytes, uint32_t peers);
+  std::unique_ptr<ShmRegion> region;
+  std::string name;
+  std::span<uint8_t> data() const;
+};
+
 // Bytes of one pair's mapping (both directions).
 size_t ShmPairBytes(int window, size_t slot_bytes);
 // The creator stamps the layout; the other side checks it.
@@ -60,8 +83,10 @@ Status CheckShmPair(const uint8_t* base, int window, size_t slot_bytes);
 
 struct ShmRing;
 struct ShmSlotHeader;
+struct ShmDirectCell;
+struct ShmBlockCell;
 
-class ShmTransport final : public Transport {
+class ShmTransport final : public Transport, public DirectPair {
  public:
   // `link` is the peer's TCP connection: its end of file is how a dead
   // peer shows. Direction 0 carries lower -> higher rank.
@@ -75,6 +100,14 @@ class ShmTransport final : public Transport {
   uint64_t posted() const override { return posted_; }
   Result<std::span<const uint8_t>> Receive(const Tag& tag, size_t bytes, Deadline deadline) override;
   void Release() override;
+
+  ~ShmTransport() override;
+  void Signal(const DirectNote* note) override;
+  Result<DirectNote> Await(Deadline deadline) override;
+  Result<std::span<const uint8_t>> PeerBlock(uint64_t generation) override;
+  // Tells the peer the name of this side's shared block (ShmBlock), to be
+  // mapped when a note first names `generation`.
+  void PublishBlock(const std::string& name, size_t total_bytes, uint64_t generation);
 
   // Wakes this side's sleepers (Abort, notices, the peer's end of file).
   void Wake();
@@ -97,6 +130,19 @@ class ShmTransport final : public Transport {
   uint8_t* send_slots_;
   uint8_t* recv_slots_;
   size_t stride_;
+  ShmDirectCell* direct_out_;  // this side's signals
+  ShmDirectCell* direct_in_;   // the peer's
+  uint32_t signaled_ = 0;      // our copy of direct_out_->step
+  uint32_t awaited_ = 0;       // the peer's signals consumed
+  ShmBlockCell* block_out_;    // the name of our shared block
+  ShmBlockCell* block_in_;     // the peer's
+  // The peer's block as mapped here: the data read-only, the header page
+  // writable (its count of mappers).
+  uint64_t peer_generation_ = 0;
+  uint8_t* peer_header_ = nullptr;
+  uint8_t* peer_data_ = nullptr;
+  size_t peer_data_bytes_ = 0;
+  void UnmapPeerBlock();
   uint32_t sent_ = 0;      // our copy of send_->head
   uint32_t received_ = 0;  // our copy of recv_->tail
   uint64_t posted_ = 0;
