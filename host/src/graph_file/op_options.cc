@@ -158,6 +158,9 @@ Result<OpAttrs> OpAttrsFromOptions(fb::OpCode op, fb::OpOptions type, const void
       return InvalidArgument("field 'options': " + who + " takes no options, got " + TypeName(type));
     return InvalidArgument("field 'options': " + who + " takes " + TypeName(want) + ", got " + TypeName(type));
   }
+  // With type NONE the Verifier never looked at the union's table: its
+  // offset may point anywhere, so only the defaults are read.
+  if (type == OpOptions::NONE) options = nullptr;
   OpAttrs a;
   switch (want) {
     case OpOptions::MatMulOptions: {
