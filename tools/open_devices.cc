@@ -11,6 +11,7 @@
 #include "sinkrt/device/executor.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/device/openmp_policy.h"
+#include "sinkrt/host/communication.h"
 #include "sinkrt/host/local_device_limit.h"
 #include "sinkrt/host/remote_device.h"
 
@@ -66,8 +67,46 @@ Result<std::string> SinkdPath(const std::string& flag, const char* argv0) {
   return found;
 }
 
+// One process per rank: this rank's device only. The rank table's entry
+// for this rank when there is a table (its sinkd), else an in-process
+// device that accepts its peers where this process reaches the master.
+Result<TrainDevices> OpenRankDevice(const TrainFlags& f, const std::optional<RankTable>& table) {
+  TrainDevices d;
+  host::ProcessGroup& pg = *host::process_group();
+  const uint32_t rank = pg.rank();
+  const std::string of = "rank " + std::to_string(rank) + " of " + std::to_string(pg.world_size());
+  if (table) {
+    host::RemoteOptions options = host::RemoteOptions::FromEnvironment();
+    options.rank = static_cast<int>(rank);
+    options.token = f.token;
+    options.origin = "rank table entry " + std::to_string(rank);
+    options.progress = PrintProgress;
+    const Address& address = table->ranks[rank].address;
+    SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<host::RemoteDevice> remote, host::RemoteDevice::Connect(address, options));
+    d.kind = "sinkd";
+    d.describe = "sinkd at " + address.ToString() + " (pid " + std::to_string(remote->hello().pid) + "), " + of +
+                 " (" + pg.options().source + ", " + f.rank_table_source + ")";
+    d.sinkd_threads = static_cast<int>(remote->hello().cores);
+    d.links.push_back(std::move(remote));
+    return d;
+  }
+  device::DeviceOptions options = device::DeviceOptions::FromEnvironment();
+  // The ranks on this host share its cores.
+  options.threads = f.threads > 0 ? f.threads
+                                  : std::max(1, device::AvailableCores() / static_cast<int>(pg.local_world_size()));
+  options.listen_host = pg.local_host();
+  options.token = pg.options().token;
+  auto in_process = std::make_unique<device::InProcessDevice>(options);
+  d.kind = "in-process";
+  d.describe = "in-process, " + of + " (" + pg.options().source + "; master " + pg.options().master.ToString() + ")";
+  d.in_process = in_process.get();
+  d.links.push_back(std::move(in_process));
+  return d;
+}
+
 Result<TrainDevices> OpenDevices(const TrainFlags& f, bool launch, int devices, const std::optional<RankTable>& table,
                                  const char* argv0) {
+  if (f.per_rank) return OpenRankDevice(f, table);
   TrainDevices d;
   if (table) {
     SINKRT_RETURN_IF_ERROR(ConnectSinkd(*table, f.token, /*from_file=*/true, &d));

@@ -85,6 +85,9 @@ struct TrainFlags {
   // How the rank table was named, for messages: "--rank-table FILE", or
   // "RANK_TABLE_FILE=FILE" when MindSpore's variable named it.
   std::string rank_table_source;
+  // Set by Train when a launcher started this process as one rank of
+  // several (mpirun, srun, sinkrun launch -- ..., RANK_ID/RANK_SIZE).
+  std::optional<LaunchRank> per_rank;
 };
 
 // sinkrun profile DIR [--json]: the summary of a recorded run (sinkprof's).
@@ -116,15 +119,22 @@ inline std::string Counted(int64_t n, const std::string& noun) {
   return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
 }
 
+// "rank 2: " in a process that is one rank of several (their errors
+// interleave on one terminal under mpirun), else empty.
+inline std::string& RankPrefix() {
+  static std::string prefix;
+  return prefix;
+}
+
 // A bad command line: exit 2.
 inline int Usage(const std::string& message) {
-  std::cerr << "sinkrun: " << message << '\n';
+  std::cerr << "sinkrun: " << RankPrefix() << message << '\n';
   return 2;
 }
 
 // Anything that fails after the command line: exit 1.
 inline int Failure(const std::string& message) {
-  std::cerr << "sinkrun: " << message << '\n';
+  std::cerr << "sinkrun: " << RankPrefix() << message << '\n';
   return 1;
 }
 
@@ -172,7 +182,7 @@ Result<TrainDevices> OpenDevices(const TrainFlags& f, bool launch, int devices, 
                                  const char* argv0);
 
 // `sinkrun train`; `cmd` tells which flags were given. Returns the exit code.
-int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::time_point start);
+int Train(const TrainFlags& flags, const CLI::App& cmd, const char* argv0, Clock::time_point start);
 
 // `sinkrun calibrate`: measures, writes f.out; returns the exit code.
 int Calibrate(const CalibrateFlags& f);

@@ -26,6 +26,7 @@
 #include "sinkrun.h"
 #include "sinkrt/device/executor.h"
 #include "sinkrt/host/callbacks.h"
+#include "sinkrt/host/communication.h"
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/dataset.h"
 #include "sinkrt/host/graph_file.h"
@@ -254,17 +255,36 @@ class StepTimer : public host::Callback {
 
 }  // namespace
 
-int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::time_point start) {
+int Train(const TrainFlags& flags, const CLI::App& cmd, const char* argv0, Clock::time_point start) {
+  TrainFlags f = flags;
   // A timeout such as SINKRT_GETNEXT_TIMEOUT_MS=-5 would otherwise be
   // skipped silently by the readers, which have no error path.
   if (Status env = CheckEnvironment(); !env.ok()) return Usage(env.message());
+  // Started by a launcher as one rank of several (mpirun, srun, sinkrun
+  // launch -- ..., RANK_ID/RANK_SIZE): this process drives its own rank's
+  // device and feeds its own shard; the others run the same command line.
+  auto launched = LaunchRankFromEnvironment();
+  if (!launched.ok()) return Usage(launched.status().message());
+  if (launched->world_size.value_or(1) > 1) {
+    f.per_rank = *launched;
+    RankPrefix() = "rank " + std::to_string(launched->rank.value_or(0)) + ": ";
+  }
+  // The one process of a job, or rank 0 of one process per rank: it prints
+  // the training lines and writes the report and the checkpoint (replicas
+  // hold equal parameters); the other ranks print only their errors.
+  const bool writer = !f.per_rank || f.per_rank->rank.value_or(0) == 0;
   // Flags whose meaning depends on others, checked together so that no
   // combination is silently ignored.
   const bool launch_sinkd = cmd.count("--devices") > 0;
+  if (f.per_rank && launch_sinkd)
+    return Usage("--devices starts daemons for one process that drives every rank, but this process is rank " +
+                 std::to_string(*f.per_rank->rank) + " of " + std::to_string(*f.per_rank->world_size) + " (" +
+                 f.per_rank->source + "): each rank's process drives its own device");
   if (launch_sinkd && !f.rank_table.empty())
     return Usage("--devices and --rank-table contradict each other: the rank table names the devices");
-  if (!f.token.empty() && !launch_sinkd && f.rank_table.empty() && f.streams.empty())
-    return Usage("--token applies to sinkd (--devices or --rank-table), not to the in-process device");
+  if (!f.token.empty() && !launch_sinkd && f.rank_table.empty() && f.streams.empty() && !f.per_rank)
+    return Usage("--token applies to sinkd (--devices or --rank-table) and to one process per rank, not to the "
+                 "in-process device of a single process");
   if (!f.sinkd.empty() && !launch_sinkd && f.streams.empty()) return Usage("--sinkd applies to --devices, which starts a sinkd");
   if (f.threads > 0 && !f.rank_table.empty())
     return Usage("--threads: the daemons of a rank table (" + f.rank_table_source +
@@ -319,7 +339,12 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     if (!loaded.ok()) return Failure(f.rank_table_source + ": " + loaded.status().message());
     table = std::move(loaded).value();
   }
-  int devices = table ? static_cast<int>(table->size()) : f.devices;
+  if (f.per_rank && table && table->size() != *f.per_rank->world_size)
+    return Usage(f.rank_table_source + " has " + Counted(static_cast<int64_t>(table->size()), "rank") + ", but " +
+                 f.per_rank->source + " puts this process in a world of " + std::to_string(*f.per_rank->world_size));
+  int devices = f.per_rank ? static_cast<int>(*f.per_rank->world_size)
+                : table   ? static_cast<int>(table->size())
+                          : f.devices;
   bool launch = launch_sinkd;
 
   // The network: its inputs (per batch), its batch and its optimizer.
@@ -342,7 +367,7 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
       return Usage("--devices " + std::to_string(devices) + ": the streams in " + f.streams + " were compiled for " +
                    std::to_string(n) + (n == 1 ? " rank" : " ranks"));
     // Several ranks need as many devices: local daemons unless a rank table names them.
-    if (!table && n > 1) launch = true;
+    if (!table && !f.per_rank && n > 1) launch = true;
     devices = n;
     inputs = job->train_columns();
     network = "'" + job->network_name + "' (streams " + f.streams + ")";
@@ -409,8 +434,9 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     auto parsed = tools::ParseParallelFlags(
         {.parallel = f.parallel,
          .devices = devices,
-         .devices_flag = table ? f.rank_table_source + " (" + Counted(devices, "rank") + ")"
-                               : "--devices " + std::to_string(devices),
+         .devices_flag = f.per_rank ? f.per_rank->source + " (a world of " + Counted(devices, "rank") + ")"
+                         : table      ? f.rank_table_source + " (" + Counted(devices, "rank") + ")"
+                                      : "--devices " + std::to_string(devices),
          .gradients_mean = f.gradients_mean,
          .gradients_mean_given = cmd.count("--gradients-mean") > 0,
          .parameter_broadcast = f.parameter_broadcast,
@@ -570,7 +596,7 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     Status matches = CheckColumns(inputs, train_data->output_columns());
     if (!matches.ok()) return Failure(network + " does not match --data " + data->describe() + ": " + matches.message());
   }
-  if (!f.save_checkpoint.empty()) {
+  if (!f.save_checkpoint.empty() && writer) {
     Status writable = CheckCheckpointPath(f.save_checkpoint);
     if (!writable.ok()) return Failure("--save-checkpoint " + writable.message());
   }
@@ -594,12 +620,21 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
                  (data_groups > 1 ? " per rank" : ""));
   // The report file is created last, so that a refused run leaves none.
   std::unique_ptr<host::ReportCallback> report;
-  if (!f.report.empty()) {
+  if (!f.report.empty() && writer) {
     auto r = host::ReportCallback::Create(f.report);
     if (!r.ok()) return Failure("--report: " + r.status().message());
     report = std::move(r).value();
   }
 
+  // One process per rank: every rank meets at the master before any
+  // device opens, so that a rank that never starts is named now.
+  if (f.per_rank) {
+    host::InitOptions init;
+    init.token = f.token;
+    if (Status joined = host::init(init); !joined.ok()) return Failure(joined.message());
+    // The launcher's terminal is shared: only rank 0 prints the training.
+    if (!writer && !std::freopen("/dev/null", "w", stdout)) return Failure("cannot silence stdout");
+  }
   // Last of the checks: starting or reaching a daemon is the costliest.
   auto opened = OpenDevices(f, launch, devices, table, argv0);
   if (!opened.ok()) return Failure(opened.status().message());
@@ -743,7 +778,7 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
   }
   const uint64_t train_round_trips = (*model)->host_round_trips() - round_trips_before;
 
-  if (!f.save_checkpoint.empty()) {
+  if (!f.save_checkpoint.empty() && writer) {
     const int64_t consumed = int64_t{f.epochs} * steps_per_epoch;
     Status saved = host::SaveCheckpoint(
         f.save_checkpoint, **model,

@@ -33,7 +33,11 @@ Executor* InProcessDevice::executor() { return core_->job(); }
 
 Result<PeerEndpoint> InProcessDevice::Endpoint() {
   if (!inbox_) {
-    SINKRT_ASSIGN_OR_RETURN(inbox_, ListeningInbox::Start(options_.effective_rendezvous_timeout()));
+    if (!IsLoopback(options_.listen_host) && options_.token.empty())
+      return InvalidArgument("in-process device: listening for peers on " + options_.listen_host +
+                             " lets other machines join its world: set DeviceOptions::token (SINKRT_TOKEN)");
+    SINKRT_ASSIGN_OR_RETURN(inbox_, ListeningInbox::Start(options_.effective_rendezvous_timeout(),
+                                                          options_.listen_host, options_.token));
   }
   return PeerEndpoint{inbox_->address().ToString(), LocalHostId()};
 }

@@ -331,16 +331,17 @@ struct LauncherVariables {
   const char* rank;
   const char* size;
   const char* local_rank;  // nullptr where the launcher sets none
+  const char* local_size;  // ranks on this host; nullptr where the launcher sets none
 };
 
 // In the order the header documents: MindSpore first, as its RANK_ID is the
 // one a MindSpore user set deliberately, then Open MPI, MPICH and Slurm
 // (srun under mpirun sets both, and the MPI rank is the job's).
 constexpr LauncherVariables kLaunchers[] = {
-    {"RANK_ID", "RANK_SIZE", "DEVICE_ID"},
-    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
-    {"PMI_RANK", "PMI_SIZE", nullptr},
-    {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+    {"RANK_ID", "RANK_SIZE", "DEVICE_ID", "LOCAL_WORLD_SIZE"},
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"PMI_RANK", "PMI_SIZE", nullptr, "MPI_LOCALNRANKS"},
+    {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr},
 };
 
 }  // namespace
@@ -382,6 +383,9 @@ Result<LaunchRank> LaunchRankFromEnvironment() {
     launch.source = vars.rank;
     SINKRT_ASSIGN_OR_RETURN(launch.world_size, EnvUint(vars.size));
     SINKRT_ASSIGN_OR_RETURN(launch.local_rank, EnvUint(vars.local_rank));
+    SINKRT_ASSIGN_OR_RETURN(launch.local_size, EnvUint(vars.local_size));
+    if (launch.local_size && *launch.local_size == 0)
+      return InvalidArgument(std::string(vars.local_size) + "=\"0\": a host of the job has at least one rank");
     if (launch.world_size && *launch.world_size == 0)
       return InvalidArgument(std::string(vars.size) + "=\"0\": a job has at least one rank");
     if (launch.world_size && *launch.rank >= *launch.world_size)

@@ -168,3 +168,27 @@ Result<CompiledJob> CompileJob(const Graph& network, CompileOptions options, con
 }
 
 }  // namespace sinkrt::host
+
+namespace sinkrt::host {
+
+Result<CompiledJob> CompileJobForRank(const Graph& network, CompileOptions options, uint32_t rank) {
+  if (options.world_size == 0) return InvalidArgument("compile: world_size must be at least 1");
+  if (rank >= options.world_size)
+    return InvalidArgument("compile: rank " + std::to_string(rank) + " is outside a world of " +
+                           std::to_string(options.world_size));
+  if (options.parallel_mode == ParallelMode::AutoParallel || options.parallel_mode == ParallelMode::SemiAutoParallel)
+    return Unimplemented("compile graph '" + network.name() + "' for rank " + std::to_string(rank) + " alone: " +
+                         ParallelModeName(options.parallel_mode) +
+                         " plans every rank's slice together; compile the whole job (CompileJob)");
+  CompiledJob out;
+  out.network_name = network.name();
+  out.network_hash = GraphHashWithoutStrategies(network);
+  out.label_column = HostLossLabel(network);
+  out.options = ForRank(options, rank);
+  Stats().compiles.fetch_add(1);
+  SINKRT_ASSIGN_OR_RETURN(CompiledStream s, Compile(network, out.options));
+  out.ranks.push_back(std::move(s));
+  return out;
+}
+
+}  // namespace sinkrt::host

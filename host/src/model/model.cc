@@ -11,6 +11,7 @@
 #include "model/fan_out.h"
 #include "model/model_impl.h"
 #include "model/validate.h"
+#include "sinkrt/host/communication.h"
 #include "sinkrt/runtime/env.h"
 
 namespace sinkrt::host {
@@ -197,6 +198,86 @@ Status JoinWorld(const std::vector<DeviceLink*>& devices, const std::string& con
                              context + ": joining the devices' world");
 }
 
+// The process group when this Model is one rank of a world of host
+// processes (communication.h): one device, device_num > 1, and init()
+// formed a world of that size. Null when it drives every rank itself.
+Result<ProcessGroup*> PerRankGroup(const ParallelContext& pc, uint32_t devices, const std::string& context) {
+  ProcessGroup* pg = process_group();
+  if (devices != 1 || pc.device_num <= 1 || !pg || pg->world_size() == 1) {
+    SINKRT_RETURN_IF_ERROR(CheckModelGlobalRank(pc));
+    return nullptr;
+  }
+  const std::string why = context + ": one process per rank (init() formed rank " + std::to_string(pg->rank()) +
+                          " of " + std::to_string(pg->world_size()) + ")";
+  if (static_cast<uint32_t>(pc.device_num) != pg->world_size())
+    return InvalidArgument(why + ", but device_num is " + std::to_string(pc.device_num));
+  if (pc.global_rank != 0 && static_cast<uint32_t>(pc.global_rank) != pg->rank())
+    return InvalidArgument(why + ", but the context's global_rank is " + std::to_string(pc.global_rank));
+  if (pc.mode != ParallelMode::DataParallel)
+    return Unimplemented(why + ": runs data_parallel, not " + std::string(ParallelModeName(pc.mode)) +
+                         " (its ranks' slices are planned, read and merged together: drive every rank from one "
+                         "process)");
+  if (pc.pipeline_stages > 1 || pc.enable_parallel_optimizer)
+    return Unimplemented(why + ": runs data_parallel without " +
+                         std::string(pc.pipeline_stages > 1 ? "pipeline stages" : "the parallel optimizer") +
+                         " for now: drive every rank from one process");
+  return pg;
+}
+
+std::string Hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// What every rank's process must hold equal for their devices to run one
+// job: refused at the round, by field, instead of hanging in the first
+// collective whose sizes differ.
+std::vector<JoinField> JobFields(const Model::Impl& m, const CompileOptions& co) {
+  const CompileReport& report = m.compiled.report;
+  std::string columns, buckets;
+  for (const ColumnSpec& c : m.train_queue.columns)
+    columns += (columns.empty() ? "" : ", ") + c.name + " " + DTypeName(c.dtype) + " " + ShapeToString(c.shape);
+  for (const auto& b : report.buckets) buckets += (buckets.empty() ? "" : ", ") + std::to_string(b.bytes);
+  const int64_t batch =
+      m.train_queue.columns.empty() || m.train_queue.columns[0].shape.empty() ? 0 : m.train_queue.columns[0].shape[0];
+  std::string optimizer = std::string(OptimizerKindName(co.optimizer.kind)) + " lr " +
+                          std::to_string(co.optimizer.learning_rate);
+  if (co.optimizer.kind == OptimizerKind::Momentum) optimizer += " momentum " + std::to_string(co.optimizer.momentum);
+  return {
+      {"world_size", std::to_string(co.world_size)},
+      {"parallel_mode", ParallelModeName(co.parallel_mode)},
+      {"network", m.network_name},
+      {"graph_hash", Hex(m.network_hash)},
+      {"batch", std::to_string(batch)},
+      {"train_columns", columns},
+      {"optimizer", optimizer},
+      {"gradients_mean", co.gradients_mean ? "true" : "false"},
+      {"parameter_broadcast", co.parameter_broadcast ? "true" : "false"},
+      {"fusion_buckets", buckets},
+      {"grad_accumulation", std::to_string(co.grad_accumulation)},
+      {"amp_level", AmpLevelName(co.amp_level)},
+      {"loss_scale", LossScaleManagerText(co.loss_scale)},
+      {"queue_capacity", std::to_string(co.queue_capacity)},
+      {"arena_bytes", std::to_string(report.arena_bytes)},
+  };
+}
+
+// This rank's device joins the world the other processes' devices form:
+// the endpoints travel through the master, with the job's fields.
+Status JoinWorldOfProcesses(Model::Impl& m, const CompileOptions& co, const std::string& context) {
+  ProcessGroup& pg = *m.group;
+  SINKRT_ASSIGN_OR_RETURN(PeerEndpoint endpoint, m.device->Endpoint(),
+                          context + ": rank " + std::to_string(pg.rank()) + " has no peer endpoint");
+  SINKRT_ASSIGN_OR_RETURN(FormedWorld formed, pg.Round("Model.Create", JobFields(m, co), endpoint));
+  WorldSpec world;
+  world.job = formed.job;
+  world.rank = pg.rank();
+  world.members = std::move(formed.members);
+  return m.device->JoinWorld(world).WithContext(context + ": joining the devices' world as rank " +
+                                                 std::to_string(pg.rank()));
+}
+
 // A pipeline's ranks (model_impl.h): each one's train queue, which of them
 // report the loss, and where each piece of the state lives.
 Status PlanPipeline(Model::Impl& m, const std::string& context) {
@@ -248,7 +329,8 @@ Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, Optim
   // bring their own job.
   SINKRT_RETURN_IF_ERROR(CheckEnvironment(), "Model");
   SINKRT_RETURN_IF_ERROR(options.context.Validate(kModelModes));
-  SINKRT_RETURN_IF_ERROR(CheckModelGlobalRank(options.context));
+  SINKRT_ASSIGN_OR_RETURN(ProcessGroup* const per_rank,
+                          PerRankGroup(options.context, static_cast<uint32_t>(devices.size()), ModelContext(network)));
   SINKRT_ASSIGN_OR_RETURN(const uint32_t capacity, SinkQueueCapacity(options.queue_capacity));
   SINKRT_RETURN_IF_ERROR(network.status(), ModelContext(network));
   const ParallelContext& pc = options.context;
@@ -256,10 +338,11 @@ Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, Optim
   const bool sharded = pc.mode == ParallelMode::SemiAutoParallel || pc.mode == ParallelMode::AutoParallel;
   const bool data_parallel = pc.mode == ParallelMode::DataParallel;
   const uint32_t n = static_cast<uint32_t>(devices.size());
-  if ((data_parallel || sharded) && n != static_cast<uint32_t>(pc.device_num))
+  if ((data_parallel || sharded) && !per_rank && n != static_cast<uint32_t>(pc.device_num))
     return InvalidArgument(ModelContext(network) + ": " + ParallelModeName(pc.mode) + " with device_num " +
                            std::to_string(pc.device_num) + " needs " + std::to_string(pc.device_num) +
-                           " devices, one per rank, but got " + std::to_string(n));
+                           " devices, one per rank, but got " + std::to_string(n) +
+                           (n == 1 ? " (or one per process: init() in each rank's process)" : ""));
   if (!data_parallel && !sharded && n != 1)
     return InvalidArgument(ModelContext(network) + ": " + ParallelModeName(pc.mode) +
                            " runs on one device, but got " + std::to_string(n) +
@@ -299,7 +382,9 @@ Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, Optim
                    .stage_of = options.stage_of};
     co.predict_program = false;  // not built for pipelines yet
   }
-  SINKRT_ASSIGN_OR_RETURN(CompiledJob job, CompileJob(network, co, options.compile_cache));
+  // One process per rank compiles its own rank's stream only.
+  SINKRT_ASSIGN_OR_RETURN(CompiledJob job, per_rank ? CompileJobForRank(network, co, per_rank->rank())
+                                                    : CompileJob(network, co, options.compile_cache));
   return Create(std::move(job), devices, std::move(options));
 }
 
@@ -317,20 +402,45 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
   SINKRT_RETURN_IF_ERROR(CheckEnvironment(), "Model");
   const uint32_t n = static_cast<uint32_t>(devices.size());
   if (job.ranks.empty()) return InvalidArgument(context + " has no ranks");
-  if (n != job.world_size())
+  // One process per rank (communication.h): this Model drives rank
+  // `first` of `world` alone; the job holds that rank's stream (or every
+  // rank's, of which it takes its own).
+  ProcessGroup* per_rank = nullptr;
+  uint32_t first = 0, world = n;
+  if (ProcessGroup* pg = process_group(); pg && pg->world_size() > 1 && n == 1 &&
+                                          job.options.world_size == pg->world_size()) {
+    ParallelContext asked = options.context;
+    asked.mode = job.options.parallel_mode;
+    asked.device_num = static_cast<int>(job.options.world_size);
+    asked.pipeline_stages = job.options.pipeline.stages;
+    asked.enable_parallel_optimizer = job.options.enable_parallel_optimizer;
+    SINKRT_ASSIGN_OR_RETURN(per_rank, PerRankGroup(asked, n, context));
+    first = per_rank->rank();
+    world = per_rank->world_size();
+    if (job.ranks.size() == world) {
+      CompiledStream mine = std::move(job.ranks[first]);
+      job.ranks.clear();
+      job.ranks.push_back(std::move(mine));
+    } else if (job.ranks.size() != 1) {
+      return InvalidArgument(context + " holds " + std::to_string(job.ranks.size()) + " streams: one process per rank "
+                             "takes its own, or every rank's of " + std::to_string(world));
+    }
+    options.context.global_rank = 0;  // checked above; the Model's own checks count local ranks
+  } else if (n != job.world_size()) {
     return InvalidArgument(context + " was compiled for " + std::to_string(job.world_size()) +
                            (job.world_size() == 1 ? " rank" : " ranks") + ", but got " + std::to_string(n) +
                            (n == 1 ? " device" : " devices"));
+  }
   for (uint32_t r = 0; r < n; ++r)
     if (!devices[r]) return InvalidArgument(context + ": device " + std::to_string(r) + " is null");
   // A job put together by hand may hold streams of different compiles: each
   // must be the rank it stands for, in a world of this size.
   for (uint32_t r = 0; r < n; ++r) {
     const fb::Header& h = *job.ranks[r].stream.root()->header();
-    if (h.rank() != r || h.world_size() != n)
-      return InvalidArgument(context + ": the stream for rank " + std::to_string(r) + " is rank " +
+    if (h.rank() != first + r || h.world_size() != world)
+      return InvalidArgument(context + ": the stream for rank " + std::to_string(first + r) + " is rank " +
                              std::to_string(h.rank()) + " of " + std::to_string(h.world_size()) + ", not of " +
-                             std::to_string(n));
+                             std::to_string(world));
   }
   const CompileOptions& co = job.options;
   const bool sharded = co.parallel_mode == ParallelMode::SemiAutoParallel;
@@ -396,6 +506,9 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
   }
 
   auto impl = std::make_unique<Impl>(std::move(job.ranks[0]));
+  impl->group = per_rank;
+  impl->first_rank = first;
+  impl->world_size = world;
   impl->devices.assign(devices.begin(), devices.end());
   impl->device = devices[0];
   impl->context = pc;
@@ -445,7 +558,8 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
     if (!impl->state_sliced) impl->rank_state.clear();
   }
 
-  if (collective) SINKRT_RETURN_IF_ERROR(JoinWorld(impl->devices, context));
+  if (per_rank) SINKRT_RETURN_IF_ERROR(JoinWorldOfProcesses(*impl, co, context));
+  else if (collective) SINKRT_RETURN_IF_ERROR(JoinWorld(impl->devices, context));
   // Together: init may end by broadcasting rank 0's parameters.
   SINKRT_RETURN_IF_ERROR(CombineRankStatuses(
       OnEveryRank(n,

@@ -16,6 +16,8 @@
 
 namespace sinkrt::host {
 
+class ProcessGroup;
+
 // A device queue as the host feeds it: its index and its columns with their
 // per-batch shapes (the batch size is baked into the graph).
 struct QueueInfo {
@@ -53,7 +55,13 @@ struct RankPlan {
 struct Model::Impl {
   explicit Impl(CompiledStream rank0) : compiled(std::move(rank0)) {}
 
-  std::vector<DeviceLink*> devices;  // by rank
+  std::vector<DeviceLink*> devices;  // by rank, from first_rank
+  // One process per rank (communication.h): this Model drives rank
+  // first_rank of world_size alone, and its rounds go through `group`.
+  // Otherwise first_rank 0, world_size = devices.size(), group null.
+  ProcessGroup* group = nullptr;
+  uint32_t first_rank = 0;
+  uint32_t world_size = 1;
   DeviceLink* device = nullptr;      // rank 0: eval, predict, state
   ParallelContext context;
   CompiledStream compiled;       // rank 0's

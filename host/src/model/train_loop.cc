@@ -22,6 +22,7 @@
 #include "model/model_impl.h"
 #include "model/validate.h"
 #include "profile/profile_session.h"
+#include "sinkrt/host/communication.h"
 #include "sinkrt/host/profiler.h"
 #include "sinkrt/runtime/clock.h"
 
@@ -199,7 +200,7 @@ Status TrainLoop::Run(bool* stopped) {
   p_.dataset_sink_mode = sink_mode_;
   p_.batch_size = m_.train_queue.columns.front().shape.empty() ? 1 : m_.train_queue.columns.front().shape[0];
   p_.global_batch = int64_t{initial_epoch_} * plan_.steps_per_epoch;
-  p_.device_num = static_cast<int>(m_.devices.size());
+  p_.device_num = static_cast<int>(m_.world_size);  // one process per rank: the world's, not this process's one
   // Data parallel: each replica of the pipeline reads its own batch; the
   // ranks of a semi-auto stage read the same one.
   p_.global_batch_size =
@@ -275,13 +276,16 @@ Status Model::train(int epoch, const Dataset& train_dataset, const std::vector<C
   // Pipeline stages: the replicas of a stage split the data as data
   // parallel ranks do; the ranks at one place in every stage (one pipeline)
   // read the same shard.
+  // One process per rank: this one's devices are ranks first_rank.. of
+  // the world, and the shards count the world's ranks.
   const uint32_t n = static_cast<uint32_t>(m.devices.size());
-  const uint32_t replicas = n / static_cast<uint32_t>(m.pipeline_stages);
+  const uint32_t replicas = m.world_size / static_cast<uint32_t>(m.pipeline_stages);
   const bool data_parallel = m.context.mode == ParallelMode::DataParallel && replicas > 1;
   std::vector<Dataset> shards;
   for (uint32_t r = 0; r < n; ++r) {
     if (data_parallel) {
-      shards.push_back(train_dataset.ShardBelowBatch(static_cast<int>(replicas), static_cast<int>(r % replicas)));
+      shards.push_back(train_dataset.ShardBelowBatch(static_cast<int>(replicas),
+                                                     static_cast<int>((m.first_rank + r) % replicas)));
     } else if (m.sharded && m.ranks[r].train.parts > 1) {
       shards.push_back(train_dataset.ShardBelowBatch(static_cast<int>(m.ranks[r].train.parts),
                                                      static_cast<int>(m.ranks[r].train.index)));
@@ -297,6 +301,19 @@ Status Model::train(int epoch, const Dataset& train_dataset, const std::vector<C
                             "For 'Model.train', rank 0's shard");
   }
 
+  if (m.group) {
+    // Every process must run the same sinks, or the first AllReduce of a
+    // sink one of them skips waits out its timeout.
+    const std::vector<JoinField> fields = {
+        {"epochs", std::to_string(epoch)},
+        {"initial_epoch", std::to_string(initial_epoch)},
+        {"dataset_sink_mode", dataset_sink_mode ? "true" : "false"},
+        {"sink_size", std::to_string(sink_size)},
+        {"steps_per_epoch", std::to_string(plan.steps_per_epoch)},
+        {"shard_batches", std::to_string(shards[0].get_dataset_size())},
+    };
+    SINKRT_RETURN_IF_ERROR(m.group->Round("Model.train", fields).status());
+  }
   FeedPlan feed = MakeFeedPlan(wanted, shards[0]);
   SINKRT_RETURN_IF_ERROR(CheckLastBatchFull(shards[0], shards[0].get_dataset_size(), feed));
   feed.group = per_step;

@@ -80,6 +80,13 @@ struct DeviceOptions {
   // reads for alignment (sinkd --profile-clock-offset-us): a device whose
   // clock disagrees with the host's, to check that alignment undoes it.
   int64_t profile_clock_offset_ns = 0;
+  // An in-process device's peer endpoint: the address it accepts its
+  // peers on (port chosen by the kernel), and the token they must send.
+  // A host process per rank on several machines listens where it reaches
+  // its master from (ProcessGroup::local_host); anything but loopback
+  // needs a token, as sinkd's --listen does.
+  std::string listen_host = "127.0.0.1";
+  std::string token;
 
   // Defaults overridden by the environment variables above. Precedence,
   // highest first: explicit options or flags (set after this), SINKRT_*,

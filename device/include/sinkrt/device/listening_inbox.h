@@ -1,9 +1,10 @@
 // ListeningInbox: a PeerInbox with its own listening socket, for tests and
 // benchmarks that run communicators without a daemon.
 //
-// It accepts on 127.0.0.1:0 (any free port; address() tells which), reads
-// each connection's Hello with a deadline and queues the socket under the
-// rank the Hello names. Connections that send anything else are dropped.
+// It accepts on HOST:0 (127.0.0.1 by default; any free port, address()
+// tells which), reads each connection's Hello with a deadline and queues
+// the socket under the rank the Hello names. Connections that send
+// anything else, or another token than `token` (when set), are dropped.
 // Sockets it hands over stay valid after the inbox is destroyed.
 #pragma once
 
@@ -21,7 +22,8 @@ namespace sinkrt::device {
 class ListeningInbox final : public PeerInbox {
  public:
   static Result<std::unique_ptr<ListeningInbox>> Start(
-      std::chrono::milliseconds hello_timeout = std::chrono::seconds(10));
+      std::chrono::milliseconds hello_timeout = std::chrono::seconds(10), const std::string& host = "127.0.0.1",
+      std::string token = "");
   ~ListeningInbox() override;
 
   const Address& address() const { return address_; }
@@ -36,6 +38,7 @@ class ListeningInbox final : public PeerInbox {
   std::unique_ptr<Impl> impl_;
   Address address_;
   std::chrono::milliseconds hello_timeout_{10000};
+  std::string token_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<uint32_t, std::unique_ptr<FrameSocket>>> ready_;

@@ -31,21 +31,25 @@ struct ListeningInbox::Impl {
 
 ListeningInbox::ListeningInbox(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-Result<std::unique_ptr<ListeningInbox>> ListeningInbox::Start(std::chrono::milliseconds hello_timeout) {
+Result<std::unique_ptr<ListeningInbox>> ListeningInbox::Start(std::chrono::milliseconds hello_timeout,
+                                                              const std::string& host, std::string token) {
   auto impl = std::make_unique<Impl>();
   asio::error_code ec;
-  asio::ip::tcp::endpoint endpoint(asio::ip::address_v4::loopback(), 0);
+  const asio::ip::address ip = asio::ip::make_address(host, ec);
+  if (ec) return InvalidArgument("peer inbox: '" + host + "' is not an IP address: " + ec.message());
+  asio::ip::tcp::endpoint endpoint(ip, 0);
   impl->acceptor.open(endpoint.protocol(), ec);
   if (!ec) impl->acceptor.bind(endpoint, ec);
   if (!ec) impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (!ec) impl->acceptor.non_blocking(true, ec);
-  if (ec) return Unavailable("peer inbox: cannot listen on 127.0.0.1: " + ec.message());
+  if (ec) return Unavailable("peer inbox: cannot listen on " + host + ": " + ec.message());
   impl->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (impl->wake_fd < 0) return Internal(std::string("eventfd: ") + std::strerror(errno));
   auto local = impl->acceptor.local_endpoint(ec);
   std::unique_ptr<ListeningInbox> inbox(new ListeningInbox(std::move(impl)));
-  inbox->address_ = Address{"127.0.0.1", local.port()};
+  inbox->address_ = Address{host, local.port()};
   inbox->hello_timeout_ = hello_timeout;
+  inbox->token_ = std::move(token);
   inbox->thread_ = std::thread([p = inbox.get()] { p->Loop(); });
   return inbox;
 }
@@ -76,6 +80,7 @@ void ListeningInbox::Loop() {
     if (frame.type() != fb::MessageBody::Hello || frame.payload_left != 0) continue;
     const fb::Hello& hello = *frame.message->body_as_Hello();
     if (hello.role() != fb::PeerRole::Device || hello.rank() < 0) continue;
+    if (!token_.empty() && (!hello.token() || hello.token()->str() != token_)) continue;
     {
       std::lock_guard<std::mutex> lk(mu_);
       ready_.emplace_back(static_cast<uint32_t>(hello.rank()), std::move(s));

@@ -81,6 +81,13 @@ CompileCacheStats GetCompileCacheStats();
 // that cannot be written is logged and skipped, never an error.
 Result<CompiledJob> CompileJob(const Graph& network, CompileOptions options, const std::string& cache_dir = "");
 
+// Only rank `rank`'s stream of the job CompileJob would compile: a host
+// process per rank (communication.h) compiles its own and no other. The
+// job holds that one stream (its header names its rank and the world);
+// options.rank is `rank`. Data parallel and stand-alone only: the sharded
+// modes plan every rank's slice together. No cache.
+Result<CompiledJob> CompileJobForRank(const Graph& network, CompileOptions options, uint32_t rank);
+
 // The manifest (JSON): network, options, inputs and queues, per rank the
 // file, its bytes, arena bytes, stream hash and content hash, the fusion
 // buckets. Deterministic: no time stamps, no paths.

@@ -52,14 +52,16 @@ Result<RankTable> LoadRankTable(const std::string& path, uint16_t base_port = kD
 std::string RankTableToJson(const RankTable& table);
 
 // This process's rank and world size as a cluster launcher set them:
-// RANK_ID/RANK_SIZE (MindSpore), OMPI_COMM_WORLD_RANK/_SIZE/_LOCAL_RANK
-// (Open MPI), PMI_RANK/PMI_SIZE (MPICH), SLURM_PROCID/SLURM_NTASKS/
-// SLURM_LOCALID (Slurm), in that order. Unset fields stay empty; a variable
+// RANK_ID/RANK_SIZE/DEVICE_ID/LOCAL_WORLD_SIZE (MindSpore; the last is
+// torchrun's, set by sinkrun launch), OMPI_COMM_WORLD_RANK/_SIZE/
+// _LOCAL_RANK/_LOCAL_SIZE (Open MPI), PMI_RANK/PMI_SIZE/MPI_LOCALNRANKS
+// (MPICH), SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID (Slurm), in that order. Unset fields stay empty; a variable
 // that is set but not a non-negative integer is an error naming it.
 struct LaunchRank {
   std::optional<uint32_t> rank;
   std::optional<uint32_t> world_size;
   std::optional<uint32_t> local_rank;  // device index on this host
+  std::optional<uint32_t> local_size;  // ranks on this host
   std::string source;                  // the variable the rank came from
 };
 Result<LaunchRank> LaunchRankFromEnvironment();

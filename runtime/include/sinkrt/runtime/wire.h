@@ -26,7 +26,7 @@ namespace sinkrt {
 
 inline constexpr uint32_t kWireMagic = 0x46574B53;  // "SKWF" in little-endian byte order
 inline constexpr uint16_t kProtocolMajor = 1;
-inline constexpr uint16_t kProtocolMinor = 3;  // 1.1: worlds of daemons; 1.2: the profiler; 1.3: bubble_ms (schemas/wire.fbs)
+inline constexpr uint16_t kProtocolMinor = 4;  // 1.1: worlds of daemons; 1.2: the profiler; 1.3: bubble_ms; 1.4: the host processes' bootstrap (schemas/wire.fbs)
 inline constexpr size_t kFrameHeaderBytes = 16;
 
 struct WireLimits {
