@@ -85,7 +85,7 @@ TEST(AutoParallelCompile, OneSearchEveryRankTheSemiAutoBytes) {
   EXPECT_NE(job->auto_parallel->calibration.find("calibration_fixed.json"), std::string::npos)
       << job->auto_parallel->calibration;
   EXPECT_GT(job->auto_parallel->step_s, 0);
-  EXPECT_EQ(job->network_hash, host::GraphHashWithoutStrategies(g));
+  EXPECT_EQ(job->network_hash, host::NetworkHash(g));
 
   Graph planned = g;
   auto plan = host::PlanAutoParallel(planned, host::AutoParallelOptionsFor(AutoOptions(2)));

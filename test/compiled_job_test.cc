@@ -77,7 +77,7 @@ TEST(CompiledJob, CompilesEveryRankAndKnowsItsNetwork) {
   SINKRT_ASSERT_OK(job.status());
   ASSERT_EQ(job->world_size(), 3u);
   EXPECT_EQ(job->network_name, "mlp");
-  EXPECT_EQ(job->network_hash, host::GraphHash(Net()));
+  EXPECT_EQ(job->network_hash, host::NetworkHash(Net()));
   EXPECT_EQ(job->label_column, "label");
   for (uint32_t r = 0; r < 3; ++r) {
     auto view = VerifyTaskStream(job->ranks[r].stream.bytes());

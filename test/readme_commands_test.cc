@@ -105,6 +105,7 @@ const std::vector<Rule>& Rules() {
        "after it runs against a daemon this test launches"},
       {std::regex(R"(\.\.\.|\[-)"), Action::kSkip,
        "a synopsis: '...' and [optional flags] are placeholders, not a command"},
+      {std::regex(R"(^build/tools/sinkrun launch .* -- )"), Action::kRun, ""},  // one process per rank: ends
       {std::regex(R"(^build/tools/sinkrun launch )"), Action::kLaunch, ""},
       {std::regex(R"(^build/tools/(sinkrun|sinkc|sinkdump|sinkprof) )"), Action::kRun, ""},
   };

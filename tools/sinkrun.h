@@ -35,6 +35,12 @@ struct TrainFlags {
   std::string graph;    // --graph: a graph file instead of --model
   std::string streams;  // --streams: a sinkc directory instead of --model
   std::string save_checkpoint;
+  // --resume FILE: the checkpoint to start from (its epoch is the
+  // initial_epoch); --checkpoint-dir DIR [--checkpoint-epochs K]: a
+  // checkpoint every K epochs while training (MindSpore's ModelCheckpoint).
+  std::string resume;
+  std::string checkpoint_dir;
+  int checkpoint_epochs = 1;
   std::string data;
   int epochs = 5;
   int64_t batch = 64;
@@ -104,6 +110,15 @@ struct LaunchFlags {
   int threads = 0;
   bool no_bind = false;
   bool quiet = false;
+  // launch -n N [...] -- COMMAND: one process per rank instead of daemons
+  // (msrun's --worker_num, --local_worker_num, --node_rank, --master_addr,
+  // --master_port, --log_dir).
+  std::vector<std::string> command;
+  int local_workers = 0;  // 0: all N on this host
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // 0: a free port on one host, 8118 across hosts
+  std::string log_dir;
 };
 
 // `sinkrun calibrate` (sinkrun_calibrate.cc).
@@ -189,5 +204,8 @@ int Calibrate(const CalibrateFlags& f);
 
 // `sinkrun launch`: returns the exit code once the daemons are stopped.
 int Launch(const LaunchFlags& f, const char* argv0);
+// `sinkrun launch ... -- COMMAND`: one process per rank; returns the first
+// failing rank's exit code, or 0 once every rank has succeeded.
+int LaunchRanks(const LaunchFlags& f, const char* argv0);
 
 }  // namespace sinkrt::tools

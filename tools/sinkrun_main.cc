@@ -12,10 +12,13 @@
 //                 [--strategy data|model|DPxMP|FILE] [--strategy-save FILE] [--full-batch]
 //                 [--search-mode dynamic_programming|sharding_propagation]
 //                 [--device-memory BYTES] [--calibration FILE]
-//                 [--save-checkpoint FILE]
+//                 [--save-checkpoint FILE] [--checkpoint-dir DIR [--checkpoint-epochs K]]
+//                 [--resume CHECKPOINT]
 //                 [--profile DIR [--profile-steps A:B] [--profile-every K] [--profile-keep N]]
 //   sinkrun launch -n N [--base-port P] [--rank-table-out FILE] [--token T]
 //                  [--sinkd PATH] [--threads K] [--no-bind] [--quiet]
+//   sinkrun launch -n N [--local-worker-num L --node-rank K] [--master-addr A]
+//                  [--master-port P] [--log-dir DIR] [--token T] [--no-bind] -- COMMAND...
 //   sinkrun calibrate [--out calibration.json] [--threads 1] [--grid 16,64,256,1024]
 //                     [--no-collectives]
 //   sinkrun profile DIR [--json]
@@ -99,6 +102,16 @@ int main(int argc, char** argv) {
                     "batch are the streams'");
   train->add_option("--save-checkpoint", f.save_checkpoint,
                     "after training, write the parameters and optimizer state to FILE");
+  train->add_option("--checkpoint-dir", f.checkpoint_dir,
+                    "while training, write DIR/CKP-EPOCH_STEP.ckpt every --checkpoint-epochs epochs (the newest 5 "
+                    "kept; MindSpore's ModelCheckpoint)");
+  train->add_option("--checkpoint-epochs", f.checkpoint_epochs, "epochs between --checkpoint-dir checkpoints")
+      ->check(tools::PositiveInteger())
+      ->capture_default_str();
+  train->add_option("--resume", f.resume,
+                    "start from this checkpoint: its parameters and optimizer state, and its epoch as the initial "
+                    "epoch (the data continues where it stood); --epochs is the total, as MindSpore's epoch with "
+                    "initial_epoch. Any device count, at the same global batch");
   train->add_option("--data", f.data,
                     "fashion-mnist[:DIR] (IDX files, raw or .gz; default DIR " + std::string(tools::kFashionMnistDir) +
                         ") or synthetic[:N] (a generated stand-in, N training samples, default 60000)")
@@ -224,6 +237,20 @@ int main(int argc, char** argv) {
                    "leave the daemons unbound (by default each of N > 1 runs on its own share of the cores, as "
                    "mpirun --bind-to core)");
   launch->add_flag("--quiet", l.quiet, "no job log from the daemons");
+  launch->add_option("--local-worker-num", l.local_workers,
+                     "with a COMMAND: ranks on this host (default: all N); the launcher on host K starts ranks "
+                     "K*L..K*L+L-1")
+      ->check(tools::PositiveInteger());
+  launch->add_option("--node-rank", l.node_rank, "with a COMMAND: this host's index K")->check(CLI::NonNegativeNumber);
+  launch->add_option("--master-addr", l.master_addr, "with a COMMAND: where rank 0's process listens for the others")
+      ->capture_default_str();
+  launch->add_option("--master-port", l.master_port,
+                     "with a COMMAND: the master's port (default: a free one on one host, 8118 across hosts)")
+      ->check(CLI::Range(1, 65535));
+  launch->add_option("--log-dir", l.log_dir, "with a COMMAND: each rank's output to DIR/worker_RANK.log");
+  launch->add_option("command", l.command,
+                     "after --: the program every rank runs (e.g. sinkrun train ...), one process per rank with "
+                     "RANK_ID, RANK_SIZE, DEVICE_ID and MS_SCHED_HOST/PORT set");
   tools::CalibrateFlags cal;
   CLI::App* calibrate = app.add_subcommand(
       "calibrate", "measure GEMM, memory and collective speeds for auto_parallel's cost model, write a calibration file");
@@ -248,7 +275,16 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return tools::UsageExit(app, e);
   }
-  if (launch->parsed()) return tools::Launch(l, argv[0]);
+  if (launch->parsed()) {
+    const bool ranks = !l.command.empty();
+    for (const char* daemons_only : {"--base-port", "--rank-table-out", "--sinkd", "--threads", "--quiet"})
+      if (ranks && launch->count(daemons_only))
+        return tools::Usage(std::string("launch ") + daemons_only + " applies to daemons, not to a COMMAND after --");
+    for (const char* ranks_only : {"--local-worker-num", "--node-rank", "--master-addr", "--master-port", "--log-dir"})
+      if (!ranks && launch->count(ranks_only))
+        return tools::Usage(std::string("launch ") + ranks_only + " applies to a COMMAND after -- (one process per rank)");
+    return ranks ? tools::LaunchRanks(l, argv[0]) : tools::Launch(l, argv[0]);
+  }
   if (profile->parsed()) return tools::Profile(profile_dir, profile_json);
   if (calibrate->parsed()) {
     if (!std::is_sorted(cal.grid.begin(), cal.grid.end()) ||

@@ -293,6 +293,11 @@ int Train(const TrainFlags& flags, const CLI::App& cmd, const char* argv0, Clock
                                     {"--save-checkpoint", f.save_checkpoint}})
     if (cmd.count(flag) && value.empty()) return Usage(std::string(flag) + " needs a file name, got ''");
   if (cmd.count("--profile") && f.profile.empty()) return Usage("--profile needs a directory, got ''");
+  for (const auto& [flag, value] : {std::pair<const char*, const std::string&>{"--resume", f.resume},
+                                    {"--checkpoint-dir", f.checkpoint_dir}})
+    if (cmd.count(flag) && value.empty()) return Usage(std::string(flag) + " needs a path, got ''");
+  if (cmd.count("--checkpoint-epochs") && f.checkpoint_dir.empty())
+    return Usage("--checkpoint-epochs applies to --checkpoint-dir DIR");
   for (const char* flag : {"--profile-steps", "--profile-every", "--profile-keep"})
     if (cmd.count(flag) && f.profile.empty()) return Usage(std::string(flag) + " applies to --profile DIR");
   host::ProfilerOptions profile_options;
@@ -747,6 +752,34 @@ int Train(const TrainFlags& flags, const CLI::App& cmd, const char* argv0, Clock
                 << Fixed1(100 * compiled.predicted_bubble) << "% of a step" << std::endl;
   }
 
+  // --resume: the state and where training stood. Every rank loads it
+  // (one process per rank: each its own device); the data then starts at
+  // the batch the saved run had reached, as MindSpore's initial_epoch.
+  int initial_epoch = 0;
+  if (!f.resume.empty()) {
+    host::CheckpointInfo info;
+    Status loaded = host::LoadCheckpoint(f.resume, **model, &info);
+    if (!loaded.ok()) return Failure("--resume: " + loaded.message());
+    if (info.batch_num > 0 && info.batch_num != steps_per_epoch)
+      return Failure("--resume " + f.resume + ": it was saved with " + Counted(info.batch_num, "step") +
+                     " per epoch, this run has " + std::to_string(steps_per_epoch) +
+                     ": keep the global batch (--batch x devices) and --sink-size of the saved run");
+    initial_epoch = info.initial_epoch;
+    if (initial_epoch >= f.epochs)
+      return Usage("--resume " + f.resume + " stands at epoch " + std::to_string(initial_epoch) + ": --epochs " +
+                   std::to_string(f.epochs) + " leaves nothing to train (--epochs is the total)");
+    std::cout << "resumed from " << f.resume << ": epoch " << initial_epoch << " of " << f.epochs << " done, "
+              << Counted(info.global_batch, "step") << " taken" << std::endl;
+  }
+  std::unique_ptr<host::ModelCheckpoint> checkpoints;
+  if (!f.checkpoint_dir.empty() && writer) {
+    auto created = host::ModelCheckpoint::Create(
+        "CKP", f.checkpoint_dir,
+        {.save_checkpoint_steps = 0, .save_checkpoint_epochs = f.checkpoint_epochs, .keep_checkpoint_max = 5});
+    if (!created.ok()) return Failure("--checkpoint-dir: " + created.status().message());
+    checkpoints = std::move(created).value();
+  }
+
   // In sink mode LossMonitor prints once per sink; without sinking it would
   // print every step, so it prints at each epoch's last step instead.
   host::LossMonitor loss_monitor(sink ? 1 : static_cast<int>(pass_steps));
@@ -754,6 +787,7 @@ int Train(const TrainFlags& flags, const CLI::App& cmd, const char* argv0, Clock
   StepTimer step_timer;
   std::vector<host::Callback*> callbacks = {&loss_monitor, &time_monitor, &step_timer};
   if (report) callbacks.push_back(report.get());
+  if (checkpoints) callbacks.push_back(checkpoints.get());
 
   std::unique_ptr<host::Profiler> profiler;
   if (!f.profile.empty()) {
@@ -766,7 +800,7 @@ int Train(const TrainFlags& flags, const CLI::App& cmd, const char* argv0, Clock
   }
   const uint64_t round_trips_before = (*model)->host_round_trips();
   const Clock::time_point train_start = Clock::now();
-  Status trained = (*model)->train(f.epochs, *train_data, callbacks, sink, sink ? f.sink_size : -1);
+  Status trained = (*model)->train(f.epochs, *train_data, callbacks, sink, sink ? f.sink_size : -1, initial_epoch);
   const double train_s = SecondsSince(train_start);
   if (!trained.ok()) return Failure("training failed: " + trained.message());
   if (profiler) {
@@ -789,7 +823,7 @@ int Train(const TrainFlags& flags, const CLI::App& cmd, const char* argv0, Clock
   auto eval = (*model)->eval(*test_data);
   if (!eval.ok()) return Failure("evaluation failed: " + eval.status().message());
 
-  const int64_t steps = int64_t{f.epochs} * steps_per_epoch;
+  const int64_t steps = int64_t{f.epochs - initial_epoch} * steps_per_epoch;  // this run's
   const double samples_per_s = static_cast<double>(steps * global_batch) / train_s;
   const double wall_s = SecondsSince(start);
   std::printf("Eval result: accuracy %.4f, loss %.4f over %s\n", eval->accuracy, eval->loss,

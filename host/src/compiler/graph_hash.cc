@@ -122,20 +122,23 @@ uint64_t StreamHash(uint64_t graph_hash, const CompileOptions& o) {
 
 namespace {
 
-uint64_t Hash(const Graph& g, bool with_strategies) {
+// `batch_free`: the leading dimension of every tensor the batch flows
+// through (inputs and intermediates) and of every Reshape's sizes is left
+// out, so one network built at two batch sizes hashes alike.
+uint64_t Hash(const Graph& g, bool with_strategies, bool batch_free = false) {
   compiler::Fnv1a64 h;
-  auto shape = [&](const Shape& s) {
+  auto shape = [&](const Shape& s, bool batched) {
     h.U64(s.size());
-    for (int64_t d : s) h.I64(d);
+    for (size_t i = batched ? 1 : 0; i < s.size(); ++i) h.I64(s[i]);
   };
-  h.String("sinkrt.graph.v1");
+  h.String(batch_free ? "sinkrt.graph.v1.batch-free" : "sinkrt.graph.v1");
   h.String(g.name());
 
   h.U64(g.tensors().size());
   for (const TensorInfo& t : g.tensors()) {
     h.String(t.name);
     h.U8(static_cast<uint8_t>(t.dtype));
-    shape(t.shape);
+    shape(t.shape, batch_free && (t.kind == TensorKind::Input || t.kind == TensorKind::Intermediate));
     h.U8(static_cast<uint8_t>(t.kind));
     const InitSpec& i = t.init;
     h.U8(static_cast<uint8_t>(i.kind));
@@ -192,7 +195,7 @@ uint64_t Hash(const Graph& g, bool with_strategies) {
     if (!a.sizes.empty()) {
       h.String("sizes");
       h.U64(a.sizes.size());
-      for (int64_t v : a.sizes) h.I64(v);
+      for (size_t i = batch_free ? 1 : 0; i < a.sizes.size(); ++i) h.I64(a.sizes[i]);
     }
     if (!op.recompute.empty()) {
       h.String("recompute");
@@ -220,5 +223,6 @@ uint64_t Hash(const Graph& g, bool with_strategies) {
 
 uint64_t GraphHash(const Graph& g) { return Hash(g, true); }
 uint64_t GraphHashWithoutStrategies(const Graph& g) { return Hash(g, false); }
+uint64_t NetworkHash(const Graph& g) { return Hash(g, false, /*batch_free=*/true); }
 
 }  // namespace sinkrt::host

@@ -51,7 +51,7 @@ Status CheckEntry(const CompiledJob& entry, const Graph& network, const CompileO
   if (entry.world_size() != options.world_size)
     return InvalidArgument("it holds " + std::to_string(entry.world_size()) + " ranks, not " +
                            std::to_string(options.world_size));
-  if (entry.network_hash != GraphHashWithoutStrategies(network) || entry.network_name != network.name())
+  if (entry.network_hash != NetworkHash(network) || entry.network_name != network.name())
     return InvalidArgument("it holds network '" + entry.network_name + "' " + job::Hex64(entry.network_hash));
   for (uint32_t r = 0; r < entry.world_size(); ++r) {
     const uint64_t want = compiler::StreamHash(graph_hash, ForRank(options, r));
@@ -139,7 +139,7 @@ Result<CompiledJob> CompileJob(const Graph& network, CompileOptions options, con
   out.network_name = network.name();
   // Checkpoints bind to the network, not to how it is sharded: they hold
   // full tensors and load under any strategy.
-  out.network_hash = GraphHashWithoutStrategies(network);
+  out.network_hash = NetworkHash(network);
   out.label_column = HostLossLabel(network);
   out.options = ForRank(options, 0);
   out.ranks.reserve(options.world_size);
@@ -182,7 +182,7 @@ Result<CompiledJob> CompileJobForRank(const Graph& network, CompileOptions optio
                          " plans every rank's slice together; compile the whole job (CompileJob)");
   CompiledJob out;
   out.network_name = network.name();
-  out.network_hash = GraphHashWithoutStrategies(network);
+  out.network_hash = NetworkHash(network);
   out.label_column = HostLossLabel(network);
   out.options = ForRank(options, rank);
   Stats().compiles.fetch_add(1);

@@ -67,7 +67,7 @@ struct Model::Impl {
   CompiledStream compiled;       // rank 0's
   std::vector<VerifiedStream> streams;  // by rank (shared bytes): the profiler's task tables
   std::string network_name;
-  uint64_t network_hash = 0;     // GraphHashWithoutStrategies of the network with its loss
+  uint64_t network_hash = 0;     // NetworkHash of the network with its loss
 
   QueueInfo train_queue, eval_queue, predict_queue;
   // Reports of eval_step: positions of the loss and of the correct-row count

@@ -62,6 +62,15 @@ void SendFailure(FrameSocket& s, const Status& st) {
   (void)s.Send(fbb);
 }
 
+// The master's refusal as the master worded it: it already names the
+// rank at fault, and every rank must report the same words.
+Status Refusal(const fb::Error& error) {
+  StatusCode code = static_cast<StatusCode>(error.code());
+  if (code == StatusCode::kOk || error.code() > static_cast<uint8_t>(StatusCode::kPermissionDenied))
+    code = StatusCode::kInternal;
+  return Status(code, error.message() ? error.message()->str() : "(no message)");
+}
+
 // A received RankJoin, copied out of the frame.
 struct Joined {
   uint32_t round = 0, rank = 0, world_size = 0, pid = 0;
@@ -248,7 +257,7 @@ Status ProcessGroup::Impl::Connect() {
     return DeadlineExceeded("init(): " + where + " did not form the world within " + Seconds(o.timeout) +
                             " (are all " + std::to_string(o.world_size) + " ranks started?)");
   if (!st.ok()) return Status(st.code(), "init(): " + where + ": " + st.message());
-  if (frame.type() == fb::MessageBody::Error) return StatusFromError(*frame.message->body_as_Error());
+  if (frame.type() == fb::MessageBody::Error) return Refusal(*frame.message->body_as_Error());
   if (frame.type() != fb::MessageBody::WorldFormed)
     return Unavailable("init(): " + where + " answered " + MessageName(frame.type()) + ", not WorldFormed");
   return Status::Ok();
@@ -298,7 +307,7 @@ Result<FormedWorld> ProcessGroup::Round(const std::string& what, const std::vect
     if (!st.ok())
       return Status(st.code(), what + ": lost the master (rank 0) at " + o.master.ToString() + ": " + st.message() +
                                    " (rank 0 failed or exited)");
-    if (frame.type() == fb::MessageBody::Error) return StatusFromError(*frame.message->body_as_Error());
+    if (frame.type() == fb::MessageBody::Error) return Refusal(*frame.message->body_as_Error());
     if (frame.type() != fb::MessageBody::WorldFormed)
       return Unavailable(what + ": the master answered " + MessageName(frame.type()) + ", not WorldFormed");
     const fb::WorldFormed& w = *frame.message->body_as_WorldFormed();

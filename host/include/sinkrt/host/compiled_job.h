@@ -29,7 +29,7 @@ namespace sinkrt::host {
 
 struct CompiledJob {
   std::string network_name;
-  uint64_t network_hash = 0;  // GraphHashWithoutStrategies of the network with its loss (checkpoints bind to it)
+  uint64_t network_hash = 0;  // NetworkHash of the network with its loss (checkpoints bind to it)
   // The Input the loss reads when it is SparseSoftmaxCrossEntropy of
   // outputs()[0] (eval scores a partial batch on the host); else empty.
   std::string label_column;

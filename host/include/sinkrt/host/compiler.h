@@ -218,5 +218,11 @@ uint64_t GraphHash(const Graph& g);
 // checkpoints and strategy files are bound to (both hold under any
 // strategy).
 uint64_t GraphHashWithoutStrategies(const Graph& g);
+// GraphHashWithoutStrategies without the batch: the leading dimension of
+// the tensors the batch flows through (and of Reshape sizes) is left out.
+// What a checkpoint binds to (CompiledJob::network_hash): it loads under
+// any strategy, any device count and any per-rank batch, so a job resumes
+// on another number of devices at the same global batch.
+uint64_t NetworkHash(const Graph& g);
 
 }  // namespace sinkrt::host

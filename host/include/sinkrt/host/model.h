@@ -218,10 +218,10 @@ class Model {
   // The search a Model created under auto_parallel ran (or that the job it
   // was given holds); null otherwise.
   const AutoParallelPlan* auto_parallel_plan() const;
-  // GraphHashWithoutStrategies of the network with its loss: what a
-  // checkpoint is bound to (not the stream hash, so the queue capacity, the
-  // learning rate or the shard strategies may change between a run and its
-  // resume).
+  // NetworkHash of the network with its loss: what a checkpoint is bound
+  // to (not the stream hash, so the queue capacity, the learning rate, the
+  // shard strategies, the device count and the per-rank batch may change
+  // between a run and its resume).
   uint64_t network_hash() const;
   const std::string& network_name() const;
 

@@ -1,0 +1,251 @@
+// One host process per rank, end to end: `sinkrun launch -n N -- sinkrun
+// train ...` and `mpirun -n N sinkrun train ...` start N real processes,
+// each with its own in-process device, that meet at rank 0's master,
+// join one world and train data parallel; their checkpoint must match one
+// process driving N daemons (--devices N) within 1e-5. A rank started with
+// another batch or network is refused at the join on every rank, naming it
+// and the field; a rank that fails stops the launch.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "sinkrt/fb/checkpoint_generated.h"
+#include "support/run_binary.h"
+
+namespace sinkrt {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::RunResult;
+using testing::Slurp;
+
+constexpr const char* kTrain =
+    "train --model mlp --data synthetic:2048 --epochs 2 --parallel data_parallel";
+
+class SinkrunRanksTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("sinkrun_ranks_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  RunResult Sh(const std::string& script) {
+    // The shell runs the line; bounded: a hung rank is killed, never waited for.
+    return testing::RunBinary("/usr/bin/timeout", "120 /bin/sh -c '" + script + "'", dir_);
+  }
+  std::string Sinkrun() const { return SINKRUN_PATH; }
+
+  // One process driving `n` local daemons: the reference.
+  fs::path Reference(int n, int batch) {
+    const fs::path ckpt = dir_ / ("reference" + std::to_string(n) + ".ckpt");
+    RunResult r = Sh(Sinkrun() + " " + kTrain + " --batch " + std::to_string(batch) + " --devices " +
+                     std::to_string(n) + " --save-checkpoint " + ckpt.string());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return ckpt;
+  }
+
+  fs::path dir_;
+};
+
+// Every tensor of `a` and `b` by name, within `tolerance`.
+void ExpectSameState(const fs::path& a, const fs::path& b, double tolerance) {
+  const std::string ba = Slurp(a), bb = Slurp(b);
+  ASSERT_FALSE(ba.empty()) << a;
+  ASSERT_FALSE(bb.empty()) << b;
+  const fb::Checkpoint* ca = fb::GetCheckpoint(ba.data());
+  const fb::Checkpoint* cb = fb::GetCheckpoint(bb.data());
+  ASSERT_TRUE(ca->tensors() && cb->tensors());
+  ASSERT_EQ(ca->tensors()->size(), cb->tensors()->size());
+  double worst = 0;
+  for (uint32_t i = 0; i < ca->tensors()->size(); ++i) {
+    const fb::CheckpointTensor* ta = ca->tensors()->Get(i);
+    const fb::CheckpointTensor* tb = cb->tensors()->Get(i);
+    ASSERT_EQ(ta->name()->str(), tb->name()->str());
+    ASSERT_EQ(ta->data()->size(), tb->data()->size()) << ta->name()->str();
+    ASSERT_EQ(ta->dtype(), fb::DType::F32) << ta->name()->str();
+    const float* fa = reinterpret_cast<const float*>(ta->data()->data());
+    const float* fb_ = reinterpret_cast<const float*>(tb->data()->data());
+    for (size_t k = 0; k < ta->data()->size() / sizeof(float); ++k)
+      worst = std::max(worst, static_cast<double>(std::fabs(fa[k] - fb_[k])));
+  }
+  EXPECT_LE(worst, tolerance);
+}
+
+TEST_F(SinkrunRanksTest, LaunchOfTwoAndFourRanksMatchesOneProcess) {
+  for (int n : {2, 4}) {
+    const int batch = 64 / n;  // the same global batch
+    const fs::path ckpt = dir_ / ("launch" + std::to_string(n) + ".ckpt");
+    RunResult r = Sh(Sinkrun() + " launch -n " + std::to_string(n) + " -- sinkrun " + kTrain + " --batch " +
+                     std::to_string(batch) + " --save-checkpoint " + ckpt.string());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // Rank 0 prints the training lines, once.
+    EXPECT_NE(r.out.find("rank 0 of " + std::to_string(n)), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("rank 1 of"), std::string::npos) << r.out;
+    ExpectSameState(ckpt, Reference(n, batch), 1e-5);
+  }
+}
+
+TEST_F(SinkrunRanksTest, MpirunOfTwoAndFourRanksMatchesOneProcess) {
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "no mpirun (Debian's openmpi-bin)";
+  for (int n : {2, 4}) {
+    const int batch = 64 / n;
+    const fs::path ckpt = dir_ / ("mpirun" + std::to_string(n) + ".ckpt");
+    // Each test picks its own master port, so parallel ctest runs never meet.
+    const std::string port = std::to_string(20000 + (::getpid() * 7 + n) % 20000);
+    RunResult r = Sh(std::string("mpirun ") + (::geteuid() == 0 ? "--allow-run-as-root " : "") +
+                     "--oversubscribe -n " + std::to_string(n) + " -x MASTER_PORT=" + port + " " + Sinkrun() + " " +
+                     kTrain + " --batch " + std::to_string(batch) + " --save-checkpoint " + ckpt.string());
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("rank 0 of " + std::to_string(n) + " (OMPI_COMM_WORLD_RANK"), std::string::npos) << r.out;
+    ExpectSameState(ckpt, Reference(n, batch), 1e-5);
+  }
+}
+
+TEST_F(SinkrunRanksTest, ARankWithAnotherBatchIsRefusedAtTheJoinByEveryRank) {
+  const std::string cmd = Sinkrun() + " launch -n 2 --log-dir " + dir_.string() + " -- /bin/sh -c \"exec " +
+                          Sinkrun() + " " + kTrain + " --batch \\$((32 / (1 + RANK_ID)))\"";
+  RunResult r = Sh(cmd);
+  EXPECT_NE(r.exit_code, 0);
+  const std::string want = "rank 1 differs from rank 0 in batch: 16 on rank 1, 32 on rank 0";
+  for (int rank : {0, 1}) {
+    const std::string log = Slurp(dir_ / ("worker_" + std::to_string(rank) + ".log"));
+    EXPECT_NE(log.find("sinkrun: rank " + std::to_string(rank) + ": Model.Create: " + want), std::string::npos)
+        << "rank " << rank << ": " << log;
+  }
+}
+
+TEST_F(SinkrunRanksTest, ARankWithAnotherNetworkIsRefusedAtTheJoin) {
+  RunResult r = Sh(Sinkrun() + " launch -n 2 --log-dir " + dir_.string() + " -- /bin/sh -c \"exec " + Sinkrun() +
+                   " " + kTrain + " --batch 32 --seed \\$((1 + RANK_ID))\"");
+  EXPECT_NE(r.exit_code, 0);
+  const std::string log = Slurp(dir_ / "worker_0.log");
+  EXPECT_NE(log.find("rank 1 differs from rank 0 in graph_hash"), std::string::npos) << log;
+}
+
+TEST_F(SinkrunRanksTest, ARankThatFailsStopsTheOthers) {
+  // Rank 1 exits at once; rank 0 would wait for it at the master for the
+  // whole rendezvous timeout, but the launcher stops it.
+  RunResult r = Sh(Sinkrun() + " launch -n 2 -- /bin/sh -c \"[ \\$RANK_ID = 1 ] && exit 3; exec " + Sinkrun() +
+                   " " + kTrain + " --batch 32\"");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("sinkrun launch: rank 1 (pid "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(") exited with 3; stopping the others"), std::string::npos) << r.err;
+}
+
+TEST_F(SinkrunRanksTest, LaunchRefusesFlagsOfTheOtherForm) {
+  RunResult r = Sh(Sinkrun() + " launch -n 2 --base-port 7300 -- sinkrun " + kTrain);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--base-port applies to daemons, not to a COMMAND after --"), std::string::npos) << r.err;
+  r = Sh(Sinkrun() + " launch -n 2 --log-dir x");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--log-dir applies to a COMMAND after --"), std::string::npos) << r.err;
+  r = Sh(Sinkrun() + " launch -n 4 --local-worker-num 3 -- true");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("do not split into hosts of --local-worker-num 3"), std::string::npos) << r.err;
+}
+
+TEST_F(SinkrunRanksTest, DevicesUnderALauncherIsRefused) {
+  RunResult r = Sh("RANK_ID=0 RANK_SIZE=2 " + Sinkrun() + " " + kTrain + " --devices 2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("sinkrun: rank 0: --devices starts daemons for one process that drives every rank, but this "
+                       "process is rank 0 of 2 (RANK_ID)"),
+            std::string::npos)
+      << r.err;
+}
+
+// The pid of the child of `parent` whose environment holds RANK_ID=rank, or -1.
+pid_t RankChild(pid_t parent, int rank) {
+  std::ifstream children("/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) + "/children");
+  pid_t pid;
+  while (children >> pid) {
+    const std::string env = Slurp("/proc/" + std::to_string(pid) + "/environ");
+    if (env.find(std::string("RANK_ID=") + std::to_string(rank) + '\0') != std::string::npos) return pid;
+  }
+  return -1;
+}
+
+// Kill rank 1 once epoch 2 of 4 is checkpointed, then resume from that
+// checkpoint on 2 ranks (bitwise the uninterrupted run) and on 1 device at
+// the same global batch (within 1e-5).
+TEST_F(SinkrunRanksTest, ARunKilledAtEpochTwoResumesOnTwoAndOnOneDevice) {
+  // Long enough epochs (256 steps per rank) that the kill lands in epoch 3.
+  // gradients_mean: 2 x 32 then sums to what 1 x 64 computes.
+  const std::string train =
+      Sinkrun() + " train --model mlp --data synthetic:16384 --epochs 4 --parallel data_parallel --gradients-mean true";
+  const fs::path full = dir_ / "full.ckpt";
+  RunResult r = Sh(Sinkrun() + " launch -n 2 -- " + train + " --batch 32 --save-checkpoint " + full.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  const fs::path ckdir = dir_ / "ck";
+  const std::string interrupted = "exec " + Sinkrun() + " launch -n 2 -- " + train + " --batch 32 --checkpoint-dir " +
+                                  ckdir.string() + " >" + (dir_ / "killed.out").string() + " 2>" +
+                                  (dir_ / "killed.err").string();
+  const pid_t launcher = ::fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    ::execl("/bin/sh", "sh", "-c", interrupted.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  fs::path epoch2;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (epoch2.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(ckdir, ec))
+      if (e.path().filename().string().starts_with("CKP-2_") && e.path().extension() == ".ckpt") epoch2 = e.path();
+    if (epoch2.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const pid_t rank1 = RankChild(launcher, 1);
+  if (rank1 > 0) ::kill(rank1, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(launcher, &status, 0), launcher);
+  ASSERT_FALSE(epoch2.empty()) << "no epoch-2 checkpoint in " << ckdir;
+  ASSERT_GT(rank1, 0) << "rank 1 had ended before epoch 2's checkpoint appeared";
+  // The launcher reports the dead rank and stops rank 0: no epoch 4.
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGKILL) << Slurp(dir_ / "killed.err");
+  EXPECT_NE(Slurp(dir_ / "killed.err").find("rank 1 (pid " + std::to_string(rank1) + ") was killed by SIGKILL"),
+            std::string::npos)
+      << Slurp(dir_ / "killed.err");
+  EXPECT_EQ(Slurp(dir_ / "killed.out").find("epoch: 4 step"), std::string::npos);
+
+  const fs::path two = dir_ / "resumed2.ckpt", one = dir_ / "resumed1.ckpt";
+  r = Sh(Sinkrun() + " launch -n 2 -- " + train + " --batch 32 --resume " + epoch2.string() + " --save-checkpoint " +
+         two.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("resumed from " + epoch2.string() + ": epoch 2 of 4 done"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("epoch: 2 step"), std::string::npos) << r.out;
+  ExpectSameState(two, full, 0.0);
+
+  r = Sh(train + " --batch 64 --resume " + epoch2.string() + " --save-checkpoint " + one.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectSameState(one, full, 1e-5);
+}
+
+TEST_F(SinkrunRanksTest, AResumeThatChangesTheGlobalBatchIsRefused) {
+  const fs::path ck = dir_ / "a.ckpt";
+  RunResult r = Sh(Sinkrun() + " " + kTrain + " --batch 32 --save-checkpoint " + ck.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = Sh(Sinkrun() + " " + kTrain + " --epochs 3 --batch 16 --resume " + ck.string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("it was saved with 64 steps per epoch, this run has 128"), std::string::npos) << r.err;
+  r = Sh(Sinkrun() + " " + kTrain + " --batch 32 --resume " + ck.string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("stands at epoch 2: --epochs 2 leaves nothing to train"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace sinkrt
