@@ -418,7 +418,7 @@ TEST(ModelCreate, ParallelContextAndQueueCapacityChecks) {
   st = create(o);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(st.message(), "Model: network 'mlp': data_parallel with device_num 4 needs 4 devices, one per rank, "
-                          "but got 1");
+                          "but got 1 (or one per process: init() in each rank's process)");
   o = {};
   o.context.device_num = 0;
   EXPECT_EQ(create(o).message(), "The context configuration parameter 'device_num' must be in [1, 4096], but got "

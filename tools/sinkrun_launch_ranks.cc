@@ -242,6 +242,14 @@ int LaunchRanks(const LaunchFlags& f, const char* argv0) {
       const Child bad = *failed;
       std::fprintf(stderr, "sinkrun launch: rank %u (pid %d) %s; stopping the others\n", bad.rank,
                    static_cast<int>(bad.pid), ExitText(bad.status).c_str());
+      // A failure that every rank sees at once (a join refused by the
+      // master, a collective's failure notice) ends the others by
+      // themselves: let them say why before they are stopped.
+      const auto settle = std::chrono::steady_clock::now() + milliseconds(3000);
+      while (!AllDone(children) && std::chrono::steady_clock::now() < settle) {
+        Reap(children);
+        ::usleep(20'000);
+      }
       StopAll(children, grace);
       return ExitCodeOf(bad.status);
     }

@@ -342,7 +342,7 @@ Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, Optim
     return InvalidArgument(ModelContext(network) + ": " + ParallelModeName(pc.mode) + " with device_num " +
                            std::to_string(pc.device_num) + " needs " + std::to_string(pc.device_num) +
                            " devices, one per rank, but got " + std::to_string(n) +
-                           (n == 1 ? " (or one per process: init() in each rank's process)" : ""));
+                           (n == 1 && data_parallel ? " (or one per process: init() in each rank's process)" : ""));
   if (!data_parallel && !sharded && n != 1)
     return InvalidArgument(ModelContext(network) + ": " + ParallelModeName(pc.mode) +
                            " runs on one device, but got " + std::to_string(n) +
