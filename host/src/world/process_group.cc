@@ -121,6 +121,14 @@ Status CompareFields(const std::string& what, uint32_t r, const std::vector<Join
   return Status::Ok();
 }
 
+// How long a rank other than 0 waits for the master's answer: longer than
+// the master waits for the ranks, so that the master's verdict (which
+// ranks did not come) reaches it first. A master that dies closes the
+// connection, which ends the wait at once.
+std::chrono::milliseconds MemberWait(std::chrono::milliseconds timeout) {
+  return timeout + std::max(std::chrono::milliseconds(2000), timeout / 10);
+}
+
 std::string LocalHostOf(int fd) {
   sockaddr_storage addr{};
   socklen_t len = sizeof addr;
@@ -252,9 +260,9 @@ Status ProcessGroup::Impl::Connect() {
   local_host = LocalHostOf(master->native_handle());
   SINKRT_RETURN_IF_ERROR(SendJoin(*master, 0, o, {}, {}), "init(): " + where);
   InFrame frame;
-  Status st = master->Receive(&frame, DeadlineIn(o.timeout));
+  Status st = master->Receive(&frame, DeadlineIn(MemberWait(o.timeout)));
   if (st.code() == StatusCode::kDeadlineExceeded)
-    return DeadlineExceeded("init(): " + where + " did not form the world within " + Seconds(o.timeout) +
+    return DeadlineExceeded("init(): " + where + " did not form the world within " + Seconds(MemberWait(o.timeout)) +
                             " (are all " + std::to_string(o.world_size) + " ranks started?)");
   if (!st.ok()) return Status(st.code(), "init(): " + where + ": " + st.message());
   if (frame.type() == fb::MessageBody::Error) return Refusal(*frame.message->body_as_Error());
@@ -296,14 +304,14 @@ Result<FormedWorld> ProcessGroup::Round(const std::string& what, const std::vect
   const Options& o = m.options;
   const uint32_t round = ++m.round;
   if (o.world_size == 1) return FormedWorld{FreshJob(), {endpoint}};
-  const Deadline deadline = DeadlineIn(o.timeout);
+  const Deadline deadline = DeadlineIn(o.rank == 0 ? o.timeout : MemberWait(o.timeout));
   if (o.rank != 0) {
     SINKRT_RETURN_IF_ERROR(SendJoin(*m.master, round, o, fields, endpoint),
                            what + ": the master (rank 0) at " + o.master.ToString());
     InFrame frame;
     Status st = m.master->Receive(&frame, deadline);
     if (st.code() == StatusCode::kDeadlineExceeded)
-      return DeadlineExceeded(what + ": the master (rank 0) did not answer within " + Seconds(o.timeout));
+      return DeadlineExceeded(what + ": the master (rank 0) did not answer within " + Seconds(MemberWait(o.timeout)));
     if (!st.ok())
       return Status(st.code(), what + ": lost the master (rank 0) at " + o.master.ToString() + ": " + st.message() +
                                    " (rank 0 failed or exited)");
