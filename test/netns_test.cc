@@ -1,0 +1,344 @@
+// Two "hosts" made of Linux network namespaces (scripts/netns_testbed.sh),
+// two sinkd daemons in each, one data-parallel job across all four: TCP
+// between the namespaces, shared memory inside each (LocalHostId includes
+// the network namespace), the same parameters as one device; and a link cut
+// mid-job fails every rank within the peer timeout, naming who is
+// unreachable. Root only: the tests skip where namespaces cannot be made.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sinkrt/fb/checkpoint_generated.h"
+#include "support/run_binary.h"
+#include "support/sinkd_process.h"
+
+namespace sinkrt {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using testing::RunBinary;
+using testing::RunResult;
+using testing::SinkdProcess;
+using testing::Slurp;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kHosts = 2;
+constexpr int kPerHost = 2;
+constexpr int kRanks = kHosts * kPerHost;
+constexpr char kToken[] = "netns-test-token";
+constexpr int kBasePort = 7100;
+
+std::string FindIp() {
+  for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"})
+    if (::access(p, X_OK) == 0) return p;
+  return "";
+}
+
+std::string HostAddress(int host) { return "10.77.0." + std::to_string(host + 1); }
+
+// A child whose stdout comes through a pipe (read with a deadline) and
+// whose stderr goes to a file; killed with the test and by the destructor.
+class Child {
+ public:
+  ~Child() { Kill(); }
+
+  void Start(std::vector<std::string> argv, const fs::path& err) {
+    int fds[2];
+    ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+    std::vector<char*> args;
+    for (std::string& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    const pid_t parent = ::getpid();
+    pid_ = ::fork();
+    ASSERT_GE(pid_, 0);
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);
+      ::dup2(fds[1], 1);
+      const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (e >= 0) ::dup2(e, 2);
+      ::execv(args[0], args.data());
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    out_ = fds[0];
+  }
+
+  // Reads stdout until it holds `marker` (true), it closes, or the deadline.
+  bool ReadUntil(const std::string& marker, Clock::time_point deadline) {
+    while (printed_.find(marker) == std::string::npos) {
+      if (!ReadSome(deadline)) return false;
+    }
+    return true;
+  }
+
+  // Waits for the exit (reading what it prints meanwhile); the wait status,
+  // or -1 at the deadline.
+  int Wait(Clock::time_point deadline) {
+    while (ReadSome(deadline)) {
+    }
+    const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
+    if (fd < 0) return -1;
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(std::max<long long>(left, 0)));
+    ::close(fd);
+    int status = 0;
+    if (ready <= 0 || ::waitpid(pid_, &status, 0) != pid_) return -1;
+    pid_ = -1;
+    return status;
+  }
+
+  void Kill() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+    if (out_ >= 0) ::close(out_);
+    out_ = -1;
+  }
+
+  const std::string& printed() const { return printed_; }
+
+ private:
+  bool ReadSome(Clock::time_point deadline) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
+    pollfd p{out_, POLLIN, 0};
+    if (out_ < 0 || left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) return false;
+    char buf[512];
+    const ssize_t got = ::read(out_, buf, sizeof buf);
+    if (got <= 0) return false;
+    printed_.append(buf, static_cast<size_t>(got));
+    return true;
+  }
+
+  pid_t pid_ = -1;
+  int out_ = -1;
+  std::string printed_;
+};
+
+class NetnsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#if !defined(SINKD_PATH) || !defined(SINKRUN_PATH)
+    GTEST_SKIP() << "sinkd and sinkrun are not built in this configuration";
+#else
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces (ip netns add); not root";
+    ip_ = FindIp();
+    if (ip_.empty()) GTEST_SKIP() << "no `ip` binary (iproute2) in /usr/sbin, /sbin, /usr/bin or /bin";
+    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir_ = fs::temp_directory_path() / ("sinkrt_netns_" + std::to_string(::getpid()) + "_" + name);
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    // Unique per process; ctest runs each case in a process of its own.
+    prefix_ = "snt" + std::to_string(::getpid());
+    const std::string script = std::string(SINKRT_SOURCE_DIR) + "/scripts/netns_testbed.sh";
+    RunResult up = RunBinary("/bin/bash", "'" + script + "' up " + std::to_string(kHosts) + " --prefix " + prefix_ +
+                                              " --owner " + std::to_string(::getpid()),
+                             dir_);
+    if (up.exit_code != 0 && (up.err.find("not permitted") != std::string::npos ||
+                              up.err.find("Permission denied") != std::string::npos))
+      GTEST_SKIP() << "network namespaces are unavailable here: " << up.err;
+    ASSERT_EQ(up.exit_code, 0) << up.out << up.err;
+    up_ = true;
+#endif
+  }
+
+  void TearDown() override {
+    daemons_.clear();  // SIGTERM, then SIGKILL, each reaped
+    if (up_) {
+      RunResult down = RunBinary("/bin/bash", "'" + std::string(SINKRT_SOURCE_DIR) +
+                                                  "/scripts/netns_testbed.sh' down --prefix " + prefix_,
+                                 dir_);
+      EXPECT_EQ(down.exit_code, 0) << down.err;
+      EXPECT_FALSE(fs::exists("/run/netns/" + prefix_ + "0")) << "the test bed outlived its test";
+    }
+    if (!dir_.empty() && !HasFailure()) fs::remove_all(dir_);
+  }
+
+  std::string Namespace(int host) const { return prefix_ + std::to_string(host); }
+  fs::path Log(int rank) const { return dir_ / ("sinkd" + std::to_string(rank) + ".log"); }
+
+  // kPerHost daemons per namespace, rank = host * kPerHost + local, each on
+  // its namespace's address, and the server_list rank table naming them.
+  void StartDaemons(const std::vector<std::string>& extra = {}) {
+#ifdef SINKD_PATH
+    for (int h = 0; h < kHosts; ++h)
+      for (int d = 0; d < kPerHost; ++d) {
+        const int rank = h * kPerHost + d;
+        std::vector<std::string> args = {"netns", "exec", Namespace(h), SINKD_PATH, "--listen",
+                                         HostAddress(h) + ":" + std::to_string(kBasePort + d),
+                                         "--rank", std::to_string(rank), "--token", kToken, "--threads", "1"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        auto daemon = std::make_unique<SinkdProcess>();
+        ASSERT_TRUE(daemon->Start(ip_, args, Log(rank).string()).ok()) << daemon->ReadLog();
+        EXPECT_EQ(daemon->address().ToString(), HostAddress(h) + ":" + std::to_string(kBasePort + d));
+        daemons_.push_back(std::move(daemon));
+      }
+#endif
+    nlohmann::json servers = nlohmann::json::array();
+    for (int h = 0; h < kHosts; ++h) {
+      nlohmann::json devices = nlohmann::json::array();
+      for (int d = 0; d < kPerHost; ++d)
+        devices.push_back({{"device_id", std::to_string(d)}, {"rank_id", std::to_string(h * kPerHost + d)}});
+      servers.push_back({{"server_id", HostAddress(h)}, {"device", devices}});
+    }
+    std::ofstream(dir_ / "rank_table.json") << nlohmann::json{{"version", "1.0"},
+                                                              {"server_count", std::to_string(kHosts)},
+                                                              {"server_list", servers},
+                                                              {"status", "completed"}}
+                                                   .dump(1);
+  }
+
+  // sinkrun's argv, run from namespace 0 as the job's driver.
+  std::vector<std::string> Driver(const std::string& args) const {
+    std::vector<std::string> argv = {ip_, "netns", "exec", Namespace(0), "/bin/sh", "-c"};
+#ifdef SINKRUN_PATH
+    argv.push_back(std::string("exec '") + SINKRUN_PATH + "' " + args + " --rank-table '" +
+                   (dir_ / "rank_table.json").string() + "' --token " + kToken);
+#endif
+    return argv;
+  }
+
+  std::string ip_, prefix_;
+  fs::path dir_;
+  bool up_ = false;
+  std::vector<std::unique_ptr<SinkdProcess>> daemons_;
+};
+
+// name -> f32 values of a checkpoint's tensors.
+std::map<std::string, std::vector<float>> ReadCheckpoint(const fs::path& path) {
+  std::map<std::string, std::vector<float>> out;
+  const std::string bytes = Slurp(path);
+  flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  EXPECT_TRUE(fb::VerifyCheckpointBuffer(verifier)) << path;
+  if (::testing::Test::HasFailure()) return out;
+  for (const fb::CheckpointTensor* t : *fb::GetCheckpoint(bytes.data())->tensors()) {
+    if (t->dtype() != fb::DType::F32) continue;
+    std::vector<float>& v = out[t->name()->str()];
+    v.resize(t->data()->size() / sizeof(float));
+    std::memcpy(v.data(), t->data()->data(), v.size() * sizeof(float));
+  }
+  return out;
+}
+
+// 4 ranks x batch 16 on two namespaces against one device x batch 64, the
+// gradients averaged: the same parameters within 1e-5 (the sums run in
+// another order). Each daemon's join line says which peers it reaches by
+// shared memory and which by TCP.
+TEST_F(NetnsTest, DataParallelAcrossTwoNamespacesMatchesOneDevice) {
+  ASSERT_NO_FATAL_FAILURE(StartDaemons());
+  const std::string common = "train --model mlp --data synthetic:512 --epochs 2 --seed 5 --gradients-mean true";
+  Child dp;
+  ASSERT_NO_FATAL_FAILURE(dp.Start(Driver(common + " --batch 16 --parallel data_parallel --save-checkpoint '" +
+                                          (dir_ / "dp.ckpt").string() + "'"),
+                                   dir_ / "dp.err"));
+  const int dp_status = dp.Wait(Clock::now() + seconds(60));
+  ASSERT_TRUE(dp_status != -1 && WIFEXITED(dp_status) && WEXITSTATUS(dp_status) == 0)
+      << dp.printed() << Slurp(dir_ / "dp.err");
+  EXPECT_NE(dp.printed().find("device: 4 sinkd daemons, ranks 0-3"), std::string::npos) << dp.printed();
+
+#ifdef SINKRUN_PATH
+  RunResult one = RunBinary(SINKRUN_PATH, common + " --batch 64 --threads 1 --save-checkpoint '" +
+                                              (dir_ / "one.ckpt").string() + "'",
+                            dir_);
+  ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
+#endif
+  const auto a = ReadCheckpoint(dir_ / "dp.ckpt"), b = ReadCheckpoint(dir_ / "one.ckpt");
+  ASSERT_FALSE(a.empty());
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, values] : a) {
+    ASSERT_TRUE(b.count(name)) << name;
+    const std::vector<float>& ref = b.at(name);
+    ASSERT_EQ(values.size(), ref.size()) << name;
+    double worst = 0;
+    for (size_t i = 0; i < values.size(); ++i)
+      worst = std::max(worst, std::abs(double(values[i]) - ref[i]) / std::max(1.0, std::abs(double(ref[i]))));
+    EXPECT_LE(worst, 1e-5) << name;
+  }
+
+  // Ranks 0 and 1 live in namespace 0, 2 and 3 in namespace 1.
+  const char* expected[kRanks] = {"(shm ranks 1, tcp ranks 2 3)", "(shm ranks 0, tcp ranks 2 3)",
+                                  "(shm ranks 3, tcp ranks 0 1)", "(shm ranks 2, tcp ranks 0 1)"};
+  for (int r = 0; r < kRanks; ++r) {
+    const std::string log = Slurp(Log(r));
+    EXPECT_NE(log.find(std::string("as rank ") + std::to_string(r) + " of 4 " + expected[r]), std::string::npos)
+        << "rank " << r << ":\n"
+        << log;
+  }
+}
+
+// The link of namespace 1 goes down while sinks run: no RST, no FIN, the
+// packets just vanish. Every rank must give up within the peer timeout and
+// name a rank it cannot reach; the driver exits non-zero naming one too.
+TEST_F(NetnsTest, LinkCutFailsEveryRankWithinThePeerTimeout) {
+  constexpr int kPeerTimeoutMs = 2000;
+  ASSERT_NO_FATAL_FAILURE(StartDaemons({"--peer-timeout-ms", std::to_string(kPeerTimeoutMs)}));
+  Child job;
+  ASSERT_NO_FATAL_FAILURE(job.Start(Driver("train --model mlp --data synthetic:512 --epochs 100000 --seed 5 "
+                                           "--batch 16 --parallel data_parallel --sink-size 4"),
+                                    dir_ / "job.err"));
+  // The first sink's loss line: every rank has joined and runs sinks.
+  ASSERT_TRUE(job.ReadUntil("epoch: 1 step: 4, loss is", Clock::now() + seconds(60)))
+      << job.printed() << Slurp(dir_ / "job.err");
+
+  const Clock::time_point cut = Clock::now();
+  RunResult down = RunBinary(ip_, "-n " + Namespace(1) + " link set eth0 down", dir_);
+  ASSERT_EQ(down.exit_code, 0) << down.err;
+
+  // The driver: non-zero, naming an unreachable rank, within the timeout
+  // plus a margin for the host's own reply deadline and the 2-core box.
+  const int status = job.Wait(cut + seconds(30));
+  const double driver_s = std::chrono::duration<double>(Clock::now() - cut).count();
+  const std::string err = Slurp(dir_ / "job.err");
+  ASSERT_NE(status, -1) << "the driver still runs 30 s after the cut:\n" << job.printed() << err;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << status << "\n" << err;
+  EXPECT_NE(err.find("rank "), std::string::npos) << err;
+  RecordProperty("driver_seconds_after_cut", std::to_string(driver_s));
+  std::printf("driver exited %.1f s after the cut: %s\n", driver_s, err.c_str());
+
+  // Every daemon's sink failed (its log says why); ranks in namespace 0 name
+  // a rank of namespace 1 and the other way round.
+  const Clock::time_point deadline = cut + seconds(30);
+  for (int r = 0; r < kRanks; ++r) {
+    std::string log;
+    while ((log = Slurp(Log(r))).find(": sink failed: ") == std::string::npos &&
+           log.find(": sink stopped") == std::string::npos && Clock::now() < deadline)
+      std::this_thread::sleep_for(milliseconds(20));  // polling a file, bounded by the deadline
+    const size_t at = log.find(": sink failed: ");
+    const size_t stopped = log.find(": sink stopped");
+    ASSERT_TRUE(at != std::string::npos || stopped != std::string::npos)
+        << "rank " << r << " did not fail within 30 s of the cut:\n"
+        << log;
+    const std::string line = log.substr(std::min(at, stopped), log.find('\n', std::min(at, stopped)) - std::min(at, stopped));
+    std::printf("rank %d: %s\n", r, line.c_str());
+    const bool first_host = r < kPerHost;
+    const std::string a = first_host ? "rank 2" : "rank 0", b = first_host ? "rank 3" : "rank 1";
+    if (at != std::string::npos)
+      EXPECT_TRUE(line.find(a) != std::string::npos || line.find(b) != std::string::npos)
+          << "rank " << r << " names no unreachable peer: " << line;
+  }
+}
+
+}  // namespace
+}  // namespace sinkrt
