@@ -4,7 +4,7 @@
 # each other as separate hosts (TCP between them, shared memory inside one).
 #
 #   netns_testbed.sh up N [--delay 1ms] [--rate 1gbit] [--prefix NAME] [--subnet 10.77.0] [--owner PID]
-#   netns_testbed.sh down [--prefix NAME | --all-stale]
+#   netns_testbed.sh down [--prefix NAME | --all-stale]   # stops what still runs inside, too
 #   netns_testbed.sh status [--prefix NAME]
 #   netns_testbed.sh addr I [--prefix NAME]      # the address of host I
 #   netns_testbed.sh exec I [--prefix NAME] CMD...
@@ -56,8 +56,26 @@ run_namespaces() {
   return 0
 }
 
+# Processes still inside a run's namespaces (daemons started with exec):
+# they would keep a namespace, its veth and its bridge port alive after
+# `ip netns del`.
+run_pids() {
+  local ns
+  for ns in $(run_namespaces "$1"); do ip netns pids "$ns" 2>/dev/null || true; done
+}
+
 down_prefix() {
-  local prefix=$1 ns
+  local prefix=$1 ns pids i
+  pids=$(run_pids "$prefix")
+  if [[ -n $pids ]]; then
+    kill -TERM $pids 2>/dev/null || true
+    for ((i = 0; i < 50; ++i)); do  # up to 5 s for them to stop
+      pids=$(run_pids "$prefix")
+      [[ -z $pids ]] && break
+      sleep 0.1
+    done
+    [[ -n $pids ]] && kill -KILL $pids 2>/dev/null || true
+  fi
   # Deleting a namespace deletes its veth ends and with them their peers.
   for ns in $(run_namespaces "$prefix"); do
     ip netns del "$ns" 2>/dev/null || true
