@@ -4,20 +4,15 @@
 // the network namespace), the same parameters as one device; and a link cut
 // mid-job fails every rank within the peer timeout, naming who is
 // unreachable. Root only: the tests skip where namespaces cannot be made.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -28,6 +23,7 @@
 #include <vector>
 
 #include "sinkrt/fb/checkpoint_generated.h"
+#include "support/launcher.h"
 #include "support/run_binary.h"
 #include "support/sinkd_process.h"
 
@@ -37,6 +33,7 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using testing::Launcher;
 using testing::RunBinary;
 using testing::RunResult;
 using testing::SinkdProcess;
@@ -56,88 +53,6 @@ std::string FindIp() {
 }
 
 std::string HostAddress(int host) { return "10.77.0." + std::to_string(host + 1); }
-
-// A child whose stdout comes through a pipe (read with a deadline) and
-// whose stderr goes to a file; killed with the test and by the destructor.
-class Child {
- public:
-  ~Child() { Kill(); }
-
-  void Start(std::vector<std::string> argv, const fs::path& err) {
-    int fds[2];
-    ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
-    std::vector<char*> args;
-    for (std::string& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    const pid_t parent = ::getpid();
-    pid_ = ::fork();
-    ASSERT_GE(pid_, 0);
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(127);
-      ::dup2(fds[1], 1);
-      const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (e >= 0) ::dup2(e, 2);
-      ::execv(args[0], args.data());
-      ::_exit(127);
-    }
-    ::close(fds[1]);
-    out_ = fds[0];
-  }
-
-  // Reads stdout until it holds `marker` (true), it closes, or the deadline.
-  bool ReadUntil(const std::string& marker, Clock::time_point deadline) {
-    while (printed_.find(marker) == std::string::npos) {
-      if (!ReadSome(deadline)) return false;
-    }
-    return true;
-  }
-
-  // Waits for the exit (reading what it prints meanwhile); the wait status,
-  // or -1 at the deadline.
-  int Wait(Clock::time_point deadline) {
-    while (ReadSome(deadline)) {
-    }
-    const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
-    if (fd < 0) return -1;
-    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
-    pollfd p{fd, POLLIN, 0};
-    const int ready = ::poll(&p, 1, static_cast<int>(std::max<long long>(left, 0)));
-    ::close(fd);
-    int status = 0;
-    if (ready <= 0 || ::waitpid(pid_, &status, 0) != pid_) return -1;
-    pid_ = -1;
-    return status;
-  }
-
-  void Kill() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-      pid_ = -1;
-    }
-    if (out_ >= 0) ::close(out_);
-    out_ = -1;
-  }
-
-  const std::string& printed() const { return printed_; }
-
- private:
-  bool ReadSome(Clock::time_point deadline) {
-    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
-    pollfd p{out_, POLLIN, 0};
-    if (out_ < 0 || left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) return false;
-    char buf[512];
-    const ssize_t got = ::read(out_, buf, sizeof buf);
-    if (got <= 0) return false;
-    printed_.append(buf, static_cast<size_t>(got));
-    return true;
-  }
-
-  pid_t pid_ = -1;
-  int out_ = -1;
-  std::string printed_;
-};
 
 class NetnsTest : public ::testing::Test {
  protected:
@@ -212,10 +127,10 @@ class NetnsTest : public ::testing::Test {
                                                    .dump(1);
   }
 
-  // sinkrun's argv, run from namespace 0 as the job's driver.
+  // ip's arguments that run sinkrun in namespace 0 as the job's driver;
   // `env`: NAME=value entries for the driver alone.
   std::vector<std::string> Driver(const std::string& args, const std::vector<std::string>& env = {}) const {
-    std::vector<std::string> argv = {ip_, "netns", "exec", Namespace(0), "/usr/bin/env"};
+    std::vector<std::string> argv = {"netns", "exec", Namespace(0), "/usr/bin/env"};
     argv.insert(argv.end(), env.begin(), env.end());
     argv.insert(argv.end(), {"/bin/sh", "-c"});
 #ifdef SINKRUN_PATH
@@ -254,12 +169,13 @@ std::map<std::string, std::vector<float>> ReadCheckpoint(const fs::path& path) {
 TEST_F(NetnsTest, DataParallelAcrossTwoNamespacesMatchesOneDevice) {
   ASSERT_NO_FATAL_FAILURE(StartDaemons());
   const std::string common = "train --model mlp --data synthetic:512 --epochs 2 --seed 5";
-  Child dp;
-  ASSERT_NO_FATAL_FAILURE(dp.Start(Driver(common + " --batch 16 --parallel data_parallel --gradients-mean true "
+  Launcher dp;
+  ASSERT_NO_FATAL_FAILURE(dp.Start(ip_, Driver(common + " --batch 16 --parallel data_parallel --gradients-mean true "
                                           "--save-checkpoint '" +
                                           (dir_ / "dp.ckpt").string() + "'"),
                                    dir_ / "dp.err"));
-  const int dp_status = dp.Wait(Clock::now() + seconds(60));
+  dp.ReadUntil("Trained ", seconds(60));
+  const int dp_status = dp.Wait(seconds(60));
   ASSERT_TRUE(dp_status != -1 && WIFEXITED(dp_status) && WEXITSTATUS(dp_status) == 0)
       << dp.printed() << Slurp(dir_ / "dp.err");
   EXPECT_NE(dp.printed().find("device: 4 sinkd daemons, ranks 0-3"), std::string::npos) << dp.printed();
@@ -317,8 +233,8 @@ double LogStamp(const std::string& line) {
 TEST_F(NetnsTest, LinkCutFailsEveryRankWithinThePeerTimeout) {
   constexpr int kPeerTimeoutMs = 2000, kSinkTimeoutMs = 5000;
   ASSERT_NO_FATAL_FAILURE(StartDaemons({"--peer-timeout-ms", std::to_string(kPeerTimeoutMs)}));
-  Child job;
-  ASSERT_NO_FATAL_FAILURE(job.Start(Driver("train --model mlp --data synthetic:8192 --epochs 100000 --seed 5 "
+  Launcher job;
+  ASSERT_NO_FATAL_FAILURE(job.Start(ip_, Driver("train --model mlp --data synthetic:8192 --epochs 100000 --seed 5 "
                                            "--batch 16 --parallel data_parallel --sink-size 64",
                                            {"SINKRT_PEER_TIMEOUT_MS=" + std::to_string(kPeerTimeoutMs),
                                             "SINKRT_SINK_TIMEOUT_MS=" + std::to_string(kSinkTimeoutMs)}),
@@ -326,7 +242,7 @@ TEST_F(NetnsTest, LinkCutFailsEveryRankWithinThePeerTimeout) {
   // The first sink's loss line: every rank has joined, and the second sink
   // runs (sinks of 64 steps, a few hundred ms, a host round trip apart: a cut
   // between two sinks, which idle daemons would not notice, is unlikely).
-  ASSERT_TRUE(job.ReadUntil("epoch: 1 step: 64, loss is", Clock::now() + seconds(60)))
+  ASSERT_TRUE(job.ReadUntil("epoch: 1 step: 64, loss is", seconds(60)))
       << job.printed() << Slurp(dir_ / "job.err");
 
   const Clock::time_point cut = Clock::now();
@@ -334,7 +250,7 @@ TEST_F(NetnsTest, LinkCutFailsEveryRankWithinThePeerTimeout) {
   RunResult down = RunBinary(ip_, "-n " + Namespace(1) + " link set eth0 down", dir_);
   ASSERT_EQ(down.exit_code, 0) << down.err;
 
-  const int status = job.Wait(cut + seconds(30));
+  const int status = job.Wait(seconds(30));
   const double driver_s = std::chrono::duration<double>(Clock::now() - cut).count();
   const std::string err = Slurp(dir_ / "job.err");
   ASSERT_NE(status, -1) << "the driver still runs 30 s after the cut:\n" << job.printed() << err;
