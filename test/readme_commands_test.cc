@@ -103,6 +103,8 @@ const std::vector<Rule>& Rules() {
        "a daemon on the fixed port 7100 that serves until stopped (a fixed port can collide with another test; "
        "0.0.0.0 reaches beyond loopback); sinkd_test starts daemons on free ports, and the rank-table line "
        "after it runs against a daemon this test launches"},
+      {std::regex(R"(^(scripts/netns_testbed\.sh|ip netns ))"), Action::kSkip,
+       "creates network namespaces, which needs root; netns_test runs the same steps where it is root"},
       {std::regex(R"(\.\.\.|\[-)"), Action::kSkip,
        "a synopsis: '...' and [optional flags] are placeholders, not a command"},
       {std::regex(R"(^build/tools/sinkrun launch .* -- )"), Action::kRun, ""},  // one process per rank: ends

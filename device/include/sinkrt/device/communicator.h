@@ -103,7 +103,7 @@ struct CommOptions {
 struct PeerAddress {
   uint32_t rank = 0;
   Address address;      // where its daemon accepts peer connections
-  std::string host_id;  // equal host_ids share memory (the machine's boot id + hostname)
+  std::string host_id;  // equal host_ids share memory (LocalHostId: boot id, hostname, network namespace)
 };
 
 // The ranks of one collective group, ascending; the world is 0..size-1.
@@ -228,7 +228,8 @@ class Communicator {
 // (the division happens once, at the end of the collective).
 Status ReduceInto(std::span<uint8_t> dst, std::span<const uint8_t> src, DType dtype, ReduceOp op);
 
-// This machine's identity for "same host" decisions.
+// This host's identity for "same host" decisions: one kernel and one network
+// namespace (host_id.cc says why).
 std::string LocalHostId();
 
 }  // namespace sinkrt::device
