@@ -213,6 +213,55 @@ TEST_F(NetnsTest, DataParallelAcrossTwoNamespacesMatchesOneDevice) {
   }
 }
 
+// One host process per rank across the two namespaces, as a cluster runs
+// it: `sinkrun launch --node-rank H` on each host starts its two ranks, which
+// meet at rank 0's master on host 0 and train with in-process devices that
+// accept their peers on their namespace's address. Rank 0 writes the
+// checkpoint; it matches one device at the global batch within 1e-5.
+TEST_F(NetnsTest, OneProcessPerRankOnTwoHostsMatchesOneDevice) {
+  const std::string common = "train --model mlp --data synthetic:512 --epochs 2 --seed 5";
+#ifdef SINKRUN_PATH
+  std::vector<std::unique_ptr<Launcher>> hosts;
+  for (int h = 0; h < kHosts; ++h) {
+    std::vector<std::string> argv = {"netns", "exec", Namespace(h), SINKRUN_PATH, "launch", "-n",
+                                     std::to_string(kRanks), "--local-worker-num", std::to_string(kPerHost),
+                                     "--node-rank", std::to_string(h), "--master-addr", HostAddress(0),
+                                     "--master-port", "8118", "--token", kToken, "--", "/bin/sh", "-c",
+                                     std::string("exec '") + SINKRUN_PATH + "' " + common +
+                                         " --batch 16 --parallel data_parallel --gradients-mean true "
+                                         "--save-checkpoint '" + (dir_ / "ranks.ckpt").string() + "'"};
+    hosts.push_back(std::make_unique<Launcher>());
+    ASSERT_NO_FATAL_FAILURE(hosts.back()->Start(ip_, argv, dir_ / ("host" + std::to_string(h) + ".err")));
+  }
+  // Rank 0 prints the training lines; the other ranks only their errors.
+  hosts[0]->ReadUntil("Trained ", seconds(90));
+  for (int h = 0; h < kHosts; ++h) {
+    const int status = hosts[h]->Wait(seconds(90));
+    ASSERT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "host " << h << ": " << hosts[h]->printed() << Slurp(dir_ / ("host" + std::to_string(h) + ".err"));
+  }
+  EXPECT_NE(hosts[0]->printed().find("in-process, rank 0 of 4 (RANK_ID; master " + HostAddress(0) + ":8118)"),
+            std::string::npos)
+      << hosts[0]->printed();
+  RunResult one = RunBinary(SINKRUN_PATH, common + " --batch 64 --threads 1 --save-checkpoint '" +
+                                              (dir_ / "one.ckpt").string() + "'",
+                            dir_);
+  ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
+#endif
+  const auto a = ReadCheckpoint(dir_ / "ranks.ckpt"), b = ReadCheckpoint(dir_ / "one.ckpt");
+  ASSERT_FALSE(a.empty());
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, values] : a) {
+    ASSERT_TRUE(b.count(name)) << name;
+    const std::vector<float>& ref = b.at(name);
+    ASSERT_EQ(values.size(), ref.size()) << name;
+    double worst = 0;
+    for (size_t i = 0; i < values.size(); ++i)
+      worst = std::max(worst, std::abs(double(values[i]) - ref[i]) / std::max(1.0, std::abs(double(ref[i]))));
+    EXPECT_LE(worst, 1e-5) << name;
+  }
+}
+
 // Seconds since the epoch of a sinkd log line's stamp
 // ("2026-11-27T05:38:38.098Z sinkd[rank 0] ..."), -1 if it has none.
 double LogStamp(const std::string& line) {
