@@ -6,8 +6,6 @@
 // test/process_group_test.cc; on the 2-core VMs 32 ranks oversubscribe the
 // cores 16 times over, which is what the figures then include.
 #include <benchmark/benchmark.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -22,15 +20,8 @@ using namespace sinkrt;
 using namespace sinkrt::host;
 
 uint16_t FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
+  auto port = FreeLoopbackPort();
+  return port.ok() ? *port : 0;
 }
 
 // The job fields Model::Create sends (15 of them, as long as real ones).

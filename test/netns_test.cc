@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "sinkrt/fb/checkpoint_generated.h"
+#include "support/checkpoint_compare.h"
 #include "support/launcher.h"
 #include "support/run_binary.h"
 #include "support/sinkd_process.h"
@@ -149,21 +150,6 @@ class NetnsTest : public ::testing::Test {
   std::vector<std::unique_ptr<SinkdProcess>> daemons_;
 };
 
-// name -> f32 values of a checkpoint's tensors.
-std::map<std::string, std::vector<float>> ReadCheckpoint(const fs::path& path) {
-  std::map<std::string, std::vector<float>> out;
-  const std::string bytes = Slurp(path);
-  flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-  EXPECT_TRUE(fb::VerifyCheckpointBuffer(verifier)) << path;
-  if (::testing::Test::HasFailure()) return out;
-  for (const fb::CheckpointTensor* t : *fb::GetCheckpoint(bytes.data())->tensors()) {
-    if (t->dtype() != fb::DType::F32) continue;
-    std::vector<float>& v = out[t->name()->str()];
-    v.resize(t->data()->size() / sizeof(float));
-    std::memcpy(v.data(), t->data()->data(), v.size() * sizeof(float));
-  }
-  return out;
-}
 
 // 4 ranks x batch 16 on two namespaces against one device x batch 64, the
 // gradients averaged: the same parameters within 1e-5 (the sums run in
@@ -189,18 +175,7 @@ TEST_F(NetnsTest, DataParallelAcrossTwoNamespacesMatchesOneDevice) {
                             dir_);
   ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
 #endif
-  const auto a = ReadCheckpoint(dir_ / "dp.ckpt"), b = ReadCheckpoint(dir_ / "one.ckpt");
-  ASSERT_FALSE(a.empty());
-  ASSERT_EQ(a.size(), b.size());
-  for (const auto& [name, values] : a) {
-    ASSERT_TRUE(b.count(name)) << name;
-    const std::vector<float>& ref = b.at(name);
-    ASSERT_EQ(values.size(), ref.size()) << name;
-    double worst = 0;
-    for (size_t i = 0; i < values.size(); ++i)
-      worst = std::max(worst, std::abs(double(values[i]) - ref[i]) / std::max(1.0, std::abs(double(ref[i]))));
-    EXPECT_LE(worst, 1e-5) << name;
-  }
+  testing::ExpectCheckpointsClose(dir_ / "dp.ckpt", dir_ / "one.ckpt", 1e-5);
 
   // Ranks 0 and 1 live in namespace 0, 2 and 3 in namespace 1.
   const char* expected[kRanks] = {"(shm ranks 1, tcp ranks 2 3)", "(shm ranks 0, tcp ranks 2 3)",
@@ -248,18 +223,7 @@ TEST_F(NetnsTest, OneProcessPerRankOnTwoHostsMatchesOneDevice) {
                             dir_);
   ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
 #endif
-  const auto a = ReadCheckpoint(dir_ / "ranks.ckpt"), b = ReadCheckpoint(dir_ / "one.ckpt");
-  ASSERT_FALSE(a.empty());
-  ASSERT_EQ(a.size(), b.size());
-  for (const auto& [name, values] : a) {
-    ASSERT_TRUE(b.count(name)) << name;
-    const std::vector<float>& ref = b.at(name);
-    ASSERT_EQ(values.size(), ref.size()) << name;
-    double worst = 0;
-    for (size_t i = 0; i < values.size(); ++i)
-      worst = std::max(worst, std::abs(double(values[i]) - ref[i]) / std::max(1.0, std::abs(double(ref[i]))));
-    EXPECT_LE(worst, 1e-5) << name;
-  }
+  testing::ExpectCheckpointsClose(dir_ / "ranks.ckpt", dir_ / "one.ckpt", 1e-5);
 }
 
 // Seconds since the epoch of a sinkd log line's stamp

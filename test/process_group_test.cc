@@ -4,8 +4,6 @@
 // rounds carry every rank's endpoint, and every refusal reaches every rank
 // naming the rank and the field.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <functional>
@@ -22,15 +20,8 @@ namespace {
 using std::chrono::milliseconds;
 
 uint16_t FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
+  auto port = FreeLoopbackPort();
+  return port.ok() ? *port : 0;
 }
 
 ProcessGroup::Options RankOptions(uint32_t rank, uint32_t size, uint16_t port, milliseconds timeout = milliseconds(20000)) {

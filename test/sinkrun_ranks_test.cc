@@ -20,7 +20,7 @@
 #include <filesystem>
 #include <string>
 
-#include "sinkrt/fb/checkpoint_generated.h"
+#include "support/checkpoint_compare.h"
 #include "support/run_binary.h"
 
 namespace sinkrt {
@@ -62,29 +62,6 @@ class SinkrunRanksTest : public ::testing::Test {
   fs::path dir_;
 };
 
-// Every tensor of `a` and `b` by name, within `tolerance`.
-void ExpectSameState(const fs::path& a, const fs::path& b, double tolerance) {
-  const std::string ba = Slurp(a), bb = Slurp(b);
-  ASSERT_FALSE(ba.empty()) << a;
-  ASSERT_FALSE(bb.empty()) << b;
-  const fb::Checkpoint* ca = fb::GetCheckpoint(ba.data());
-  const fb::Checkpoint* cb = fb::GetCheckpoint(bb.data());
-  ASSERT_TRUE(ca->tensors() && cb->tensors());
-  ASSERT_EQ(ca->tensors()->size(), cb->tensors()->size());
-  double worst = 0;
-  for (uint32_t i = 0; i < ca->tensors()->size(); ++i) {
-    const fb::CheckpointTensor* ta = ca->tensors()->Get(i);
-    const fb::CheckpointTensor* tb = cb->tensors()->Get(i);
-    ASSERT_EQ(ta->name()->str(), tb->name()->str());
-    ASSERT_EQ(ta->data()->size(), tb->data()->size()) << ta->name()->str();
-    ASSERT_EQ(ta->dtype(), fb::DType::F32) << ta->name()->str();
-    const float* fa = reinterpret_cast<const float*>(ta->data()->data());
-    const float* fb_ = reinterpret_cast<const float*>(tb->data()->data());
-    for (size_t k = 0; k < ta->data()->size() / sizeof(float); ++k)
-      worst = std::max(worst, static_cast<double>(std::fabs(fa[k] - fb_[k])));
-  }
-  EXPECT_LE(worst, tolerance);
-}
 
 TEST_F(SinkrunRanksTest, LaunchOfTwoAndFourRanksMatchesOneProcess) {
   for (int n : {2, 4}) {
@@ -96,7 +73,7 @@ TEST_F(SinkrunRanksTest, LaunchOfTwoAndFourRanksMatchesOneProcess) {
     // Rank 0 prints the training lines, once.
     EXPECT_NE(r.out.find("rank 0 of " + std::to_string(n)), std::string::npos) << r.out;
     EXPECT_EQ(r.out.find("rank 1 of"), std::string::npos) << r.out;
-    ExpectSameState(ckpt, Reference(n, batch), 1e-5);
+    testing::ExpectCheckpointsClose(ckpt, Reference(n, batch), 1e-5);
   }
 }
 
@@ -112,7 +89,7 @@ TEST_F(SinkrunRanksTest, MpirunOfTwoAndFourRanksMatchesOneProcess) {
                      kTrain + " --batch " + std::to_string(batch) + " --save-checkpoint " + ckpt.string());
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("rank 0 of " + std::to_string(n) + " (OMPI_COMM_WORLD_RANK"), std::string::npos) << r.out;
-    ExpectSameState(ckpt, Reference(n, batch), 1e-5);
+    testing::ExpectCheckpointsClose(ckpt, Reference(n, batch), 1e-5);
   }
 }
 
@@ -228,11 +205,11 @@ TEST_F(SinkrunRanksTest, ARunKilledAtEpochTwoResumesOnTwoAndOnOneDevice) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("resumed from " + epoch2.string() + ": epoch 2 of 4 done"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("epoch: 2 step"), std::string::npos) << r.out;
-  ExpectSameState(two, full, 0.0);
+  testing::ExpectCheckpointsClose(two, full, 0.0);
 
   r = Sh(train + " --batch 64 --resume " + epoch2.string() + " --save-checkpoint " + one.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  ExpectSameState(one, full, 1e-5);
+  testing::ExpectCheckpointsClose(one, full, 1e-5);
 }
 
 TEST_F(SinkrunRanksTest, AResumeThatChangesTheGlobalBatchIsRefused) {

@@ -6,11 +6,9 @@
 // launcher waits for all of them; when one fails it stops the others, so
 // that no rank waits out its timeouts for a peer that is gone.
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,23 +31,6 @@ namespace sinkrt::tools {
 namespace {
 
 using std::chrono::milliseconds;
-
-// A port the kernel has just given out on loopback: free now, and the
-// master binds it a moment later (one machine: nothing else is racing).
-int FreeLoopbackPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
 
 std::string ExitText(int status) {
   if (WIFEXITED(status)) return "exited with " + std::to_string(WEXITSTATUS(status));
@@ -144,8 +125,14 @@ int LaunchRanks(const LaunchFlags& f, const char* argv0) {
     return Usage("--node-rank " + std::to_string(f.node_rank) + ": -n " + std::to_string(n) + " over hosts of " +
                  std::to_string(local) + " makes nodes 0.." + std::to_string(n / local - 1));
   int port = f.master_port;
-  if (port == 0) port = local == n ? FreeLoopbackPort() : host::kDefaultMasterPort;
-  if (port <= 0) return Failure("no free port on 127.0.0.1 for the master");
+  if (port == 0) {
+    port = host::kDefaultMasterPort;
+    if (local == n) {
+      auto free = FreeLoopbackPort();
+      if (!free.ok()) return Failure("the master's port: " + free.status().message());
+      port = *free;
+    }
+  }
   if (local < n && f.master_addr == "127.0.0.1")
     return Usage("-n " + std::to_string(n) + " over several hosts (--local-worker-num " + std::to_string(local) +
                  "): --master-addr must be rank 0's host address, which the other hosts reach");

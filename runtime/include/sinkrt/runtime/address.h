@@ -25,4 +25,10 @@ Result<Address> ParseAddress(std::string_view text, bool allow_port_zero = false
 // True for 127.0.0.0/8, ::1 and "localhost": addresses only this machine reaches.
 bool IsLoopback(std::string_view host);
 
+// A port on 127.0.0.1 the kernel has just given out and taken back: free
+// now, for a listener started a moment later by whoever is told it (a
+// launcher's master, a test). Nothing holds it meanwhile, so use it on one
+// machine only, where nothing else races for it in that moment.
+Result<uint16_t> FreeLoopbackPort();
+
 }  // namespace sinkrt
