@@ -295,6 +295,8 @@ TEST(CommSparse, ACollectiveTheRendezvousDidNotPlanIsRefusedNamingThePair) {
   // The world's own partners only (no groups): every schedule of the world
   // but AllToAll, whose pairwise exchange meets every member.
   const uint32_t n = 8;
+  // Outlive the communicators: the failed op may leave sends in flight.
+  std::vector<std::vector<int64_t>> in(n, std::vector<int64_t>(n * 4)), out(n, std::vector<int64_t>(n * 4, 0));
   Cluster c(
       n, [](uint32_t) { return SparseOptions({}, milliseconds(20000)); }, [](uint32_t) { return uint64_t{7}; },
       [](uint32_t r) { return "h" + std::to_string(r); });
@@ -308,15 +310,16 @@ TEST(CommSparse, ACollectiveTheRendezvousDidNotPlanIsRefusedNamingThePair) {
   std::vector<Status> st(n);
   const auto start = Clock::now();
   OnEachRank(n, [&](uint32_t r) {
-    std::vector<int64_t> in(n * 4, r), out(n * 4, 0);
-    st[r] = c[r].AllToAll(Bytes(in), Bytes(out), world);
+    std::fill(in[r].begin(), in[r].end(), r);
+    st[r] = c[r].AllToAll(Bytes(in[r]), Bytes(out[r]), world);
   });
   EXPECT_LT(Clock::now() - start, milliseconds(10000));  // well before the 20 s peer timeout
+  // Which rank meets its missing link first, and so whose words the others
+  // relay, is a race; every error carries one such pair.
   for (uint32_t r = 0; r < n; ++r) {
     EXPECT_FALSE(st[r].ok()) << "rank " << r;
-    EXPECT_NE(st[r].message().find("rank "), std::string::npos) << st[r].ToString();
+    EXPECT_NE(st[r].message().find(" has no connection to rank "), std::string::npos) << st[r].ToString();
   }
-  EXPECT_NE(st[0].message().find("rank 0 has no connection to rank 3"), std::string::npos) << st[0].ToString();
 }
 
 TEST(CommSparse, ADestroyedRankFailsEveryRankThroughThePlannedLinks) {
@@ -326,9 +329,12 @@ TEST(CommSparse, ADestroyedRankFailsEveryRankThroughThePlannedLinks) {
   // notices, hop by hop, long before the peer timeout.
   const SparseWorld w;
   const milliseconds timeout(30000);
+  const uint32_t n = SparseWorld::kRanks;
+  // Outlives the communicators: a failed op may leave sends in flight
+  // from it until the I/O thread stops.
+  std::vector<std::vector<int64_t>> data(n);
   auto c = w.Start(timeout);
   ASSERT_TRUE(c->ok()) << c->create_status(0).ToString();
-  const uint32_t n = SparseWorld::kRanks;
   std::vector<Status> st(n);
   std::vector<Clock::duration> took(n);
   OnEachRank(n, [&](uint32_t r) {
@@ -336,9 +342,9 @@ TEST(CommSparse, ADestroyedRankFailsEveryRankThroughThePlannedLinks) {
       c->Destroy(5);
       return;
     }
-    std::vector<int64_t> data = Input(r, 20000);
+    data[r] = Input(r, 20000);
     const auto start = Clock::now();
-    st[r] = (*c)[r].AllReduce(Bytes(data), DType::I64, ReduceOp::Sum, Group::World(n));
+    st[r] = (*c)[r].AllReduce(Bytes(data[r]), DType::I64, ReduceOp::Sum, Group::World(n));
     took[r] = Clock::now() - start;
   });
   for (uint32_t r = 0; r < n; ++r) {

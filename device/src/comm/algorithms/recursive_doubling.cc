@@ -83,7 +83,10 @@ struct Shape {
   }
   bool folds(uint32_t p) const { return p < 2 * rem; }
   // Position among the 2^k doubling members, -1 if folded out.
-  int64_t vpos(uint32_t p) const { return folds(p) ? (p % 2 == 0 ? -1 : p / 2) : int64_t{p} - rem; }
+  int64_t vpos(uint32_t p) const {
+    if (!folds(p)) return int64_t{p} - rem;
+    return p % 2 == 0 ? int64_t{-1} : int64_t{p / 2};
+  }
   uint32_t partner(int64_t vpos, uint32_t round) const {
     const uint32_t vpartner = static_cast<uint32_t>(vpos) ^ (1u << round);
     return vpartner < rem ? vpartner * 2 + 1 : vpartner + rem;
