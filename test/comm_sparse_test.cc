@@ -14,6 +14,11 @@
 #include "comm/algorithms/partners.h"
 #include "comm/rendezvous/connection_plan.h"
 #include "sinkrt/device/communicator.h"
+#include "sinkrt/device/device_options.h"
+#include "sinkrt/device/executor.h"
+#include "sinkrt/runtime/format.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
+#include "support/alltoall_stream.h"
 #include "support/comm_cluster.h"
 
 namespace sinkrt::device {
@@ -138,7 +143,7 @@ TEST(ConnectionPlan, MalformedGroupsAreRefused) {
   EXPECT_FALSE(CheckGroupUses({{{1, 1}, kUsesAllReduce}}, 4).ok());
 }
 
-// ---- a world of 16 on sparse links --------------------------------------------
+// ---- what a stream says it needs, and the load's check -------------------------
 
 CommOptions SparseOptions(std::vector<GroupUse> groups, milliseconds timeout = milliseconds(20000)) {
   CommOptions o;
@@ -150,6 +155,53 @@ CommOptions SparseOptions(std::vector<GroupUse> groups, milliseconds timeout = m
   o.groups = std::move(groups);
   return o;
 }
+
+TEST(CommSparse, AStreamNeedingALinkTheWorldLacksIsRefusedAtLoadNamingThePair) {
+  // Rank r's stream of a world of 8: an AllToAll on the world. Its
+  // CollectiveUses name exactly that; a world joined with them loads it,
+  // one joined without (the world's own partners only) refuses it.
+  const uint32_t n = 8;
+  const std::vector<testing::BufferSpec> buffers = {{"in", DType::F32, {n * 2}}, {"out", DType::F32, {n * 2}}};
+  auto stream = [&](uint32_t r) {
+    return VerifyTaskStream(testing::AllToAllStream(r, n, buffers, {{0, 0, 1}}),
+                            kSupportedFeatures | kFeatureCollectives);
+  };
+  auto first = stream(0);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(CollectiveUses(*first, 0), (std::vector<GroupUse>{{Range(0, n), kUsesAllToAll}}));
+  DeviceOptions d;
+  d.threads = 1;
+  for (bool listed : {true, false}) {
+    SCOPED_TRACE(listed ? "listed" : "not listed");
+    Cluster c(
+        n,
+        [&](uint32_t r) {
+          auto v = stream(r);
+          return SparseOptions(listed ? CollectiveUses(*v, r) : std::vector<GroupUse>{}, milliseconds(20000));
+        },
+        [](uint32_t) { return uint64_t{3}; }, [](uint32_t r) { return "h" + std::to_string(r); });
+    ASSERT_TRUE(c.ok()) << c.create_status(0).ToString();
+    EXPECT_EQ(c[0].connections(), listed ? n - 1 : 5u);
+    std::vector<Status> st(n);
+    OnEachRank(n, [&](uint32_t r) {
+      auto v = stream(r);
+      st[r] = v.ok() ? Executor::Load(std::move(v).value(), d, &c[r]).status() : v.status();
+    });
+    for (uint32_t r = 0; r < n; ++r) {
+      if (listed) {
+        EXPECT_TRUE(st[r].ok()) << st[r].ToString();
+        continue;
+      }
+      EXPECT_EQ(st[r].code(), StatusCode::kFailedPrecondition) << st[r].ToString();
+      EXPECT_NE(st[r].message().find("rank " + std::to_string(r) + " has no connection to rank "), std::string::npos)
+          << st[r].ToString();
+      EXPECT_NE(st[r].message().find("exchange0"), std::string::npos) << st[r].ToString();
+    }
+  }
+}
+
+// ---- a world of 16 on sparse links --------------------------------------------
+
 
 // 16 ranks on 4 "hosts" of 4 (shm within, TCP between), groups as a
 // two-level job would have them: data parallel on the world, each host's
