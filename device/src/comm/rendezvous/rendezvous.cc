@@ -3,8 +3,9 @@
 //
 //   1. Rank r dials every planned higher rank: Hello{Device, rank r, job} ->
 //      Hello{Device, rank p, job} (or Error) -> Ack (or Error: wrong rank,
-//      wrong job). Lower ranks arrive through the PeerInbox with their Hello
-//      read; we answer and wait for their Ack. The job check happens on the
+//      wrong job). Planned lower ranks arrive through the PeerInbox with
+//      their Hello read; we answer and later take their Ack (four passes,
+//      below, so no rank waits on another's list). The job check happens on the
 //      dialing side, which has both Hellos; the Error it sends back gives the
 //      acceptor the same message, naming both jobs.
 //   2. Over the collectives' framing (comm_wire.h) every pair compares
