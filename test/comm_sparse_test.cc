@@ -200,6 +200,30 @@ TEST(CommSparse, AStreamNeedingALinkTheWorldLacksIsRefusedAtLoadNamingThePair) {
   }
 }
 
+TEST(CommSparse, RanksThatJoinWithDifferentGroupsFailTheRendezvousNamingThePair) {
+  // Rank 0 says its stream runs AllToAll on the world, the others that
+  // theirs runs nothing: rank 0 dials ranks 3 and 5, which plan no link to
+  // it and refuse, naming both. Nobody waits past the rendezvous timeout.
+  const uint32_t n = 8;
+  const auto start = Clock::now();
+  Cluster c(
+      n,
+      [](uint32_t r) {
+        CommOptions o = SparseOptions(r == 0 ? std::vector<GroupUse>{{Range(0, n), kUsesAllToAll}}
+                                             : std::vector<GroupUse>{},
+                                      milliseconds(20000));
+        o.rendezvous_timeout = milliseconds(3000);
+        return o;
+      },
+      [](uint32_t) { return uint64_t{5}; }, [](uint32_t r) { return "h" + std::to_string(r); });
+  EXPECT_LT(Clock::now() - start, milliseconds(15000));
+  for (uint32_t r = 0; r < n; ++r) EXPECT_FALSE(c.create_status(r).ok()) << "rank " << r;
+  const std::string refusal = c.create_status(3).message();
+  EXPECT_NE(refusal.find("rank 0 dialed rank 3, but rank 3's collectives need no link to it"), std::string::npos)
+      << refusal;
+  EXPECT_NE(c.create_status(0).message().find("rank 3"), std::string::npos) << c.create_status(0).ToString();
+}
+
 // ---- a world of 16 on sparse links --------------------------------------------
 
 
