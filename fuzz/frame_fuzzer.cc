@@ -129,6 +129,14 @@ void TouchMessage(const fb::Message& m, uint64_t payload_bytes, Toucher& t) {
           t.Str(w->address());
           t.Str(w->host_id());
         }
+      if (const auto* groups = b->groups())
+        for (uint32_t i = 0; i < groups->size(); ++i) {
+          const fb::WorldGroup* g = groups->Get(i);
+          FUZZ_CHECK(g);
+          if (const auto* ranks = g->ranks())
+            for (uint32_t k = 0; k < ranks->size(); ++k) t.Scalar(ranks->Get(k));
+          t.Scalar(g->uses());
+        }
       break;
     }
     case fb::MessageBody::Joined: {

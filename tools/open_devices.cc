@@ -60,6 +60,24 @@ bool BindLocalDaemons(bool no_bind, int devices, int threads) {
 // An in-process device knows its threads once a job is loaded.
 int TrainDevices::threads() const { return in_process ? in_process->executor()->threads() : sinkd_threads; }
 
+std::string TrainDevices::RendezvousText() const {
+  size_t least = SIZE_MAX, most = 0, least_shm = SIZE_MAX, most_shm = 0;
+  for (const auto& l : links) {
+    const auto* remote = dynamic_cast<const host::RemoteDevice*>(l.get());
+    if (!remote) return "";
+    const std::vector<std::string> kinds = remote->transports();
+    const size_t shm = std::count(kinds.begin(), kinds.end(), "shm");
+    const size_t all = shm + std::count(kinds.begin(), kinds.end(), "tcp");
+    least = std::min(least, all);
+    most = std::max(most, all);
+    least_shm = std::min(least_shm, shm);
+    most_shm = std::max(most_shm, shm);
+  }
+  if (most == 0) return "";
+  auto span = [](size_t a, size_t b) { return a == b ? std::to_string(a) : std::to_string(a) + "-" + std::to_string(b); };
+  return "rendezvous: " + span(least, most) + " connections per rank (" + span(least_shm, most_shm) + " shm)";
+}
+
 Result<std::string> SinkdPath(const std::string& flag, const char* argv0) {
   if (!flag.empty()) return flag;
   auto found = host::FindSinkd(argv0);

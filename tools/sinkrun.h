@@ -166,6 +166,10 @@ struct TrainDevices {
 
   // An in-process device knows its threads once a job is loaded.
   int threads() const;
+  // After the world is joined: "rendezvous: 7 connections per rank (3
+  // shm)" (a range when ranks differ) from the daemons' Joined answers;
+  // empty for in-process devices, which do not say.
+  std::string RendezvousText() const;
   std::vector<DeviceLink*> pointers() const {
     std::vector<DeviceLink*> out;
     for (const auto& l : links) out.push_back(l.get());

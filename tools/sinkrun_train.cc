@@ -733,6 +733,7 @@ int Train(const TrainFlags& flags, const CLI::App& cmd, const char* argv0, Clock
                                 model_options);
   }
   if (!model.ok()) return Failure(model.status().message());
+  if (const std::string joined = dev.RendezvousText(); !joined.empty()) std::cout << joined << std::endl;
   // Streams from sinkc were compiled beforehand: this run compiled nothing.
   if (!precompiled) {
     const host::CompileReport& compiled = (*model)->compiled().report;

@@ -48,9 +48,10 @@ Status InProcessDevice::JoinWorld(const WorldSpec& world) {
   if (!inbox_) SINKRT_RETURN_IF_ERROR(Endpoint().status());
   // The loaded job may run collectives in the old world: both go first.
   core_->End();
-  SINKRT_ASSIGN_OR_RETURN(
-      std::unique_ptr<Communicator> comm,
-      Communicator::Create(world.rank, std::move(peers), world.job, *inbox_, CommOptionsOf(options_)), what);
+  CommOptions comm_options = CommOptionsOf(options_);
+  comm_options.groups = world.groups;
+  SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
+                          Communicator::Create(world.rank, std::move(peers), world.job, *inbox_, comm_options), what);
   core_->SetWorld(std::move(comm));
   return Status::Ok();
 }

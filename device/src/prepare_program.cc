@@ -4,6 +4,7 @@
 #include <string>
 
 #include "loaded_job.h"
+#include "sinkrt/runtime/collective_use.h"
 #include "sinkrt/runtime/dtype.h"
 
 namespace sinkrt::device {
@@ -158,6 +159,16 @@ Status PrepareCollective(LoadedJob& job, const fb::Task* task, const std::string
   }
 }
 
+// Whether the rendezvous connected every peer this collective's schedules
+// talk to: a stream that runs what its JoinWorld did not list is refused
+// here, naming the pair, rather than failing in the middle of a sink.
+Status CheckLinks(const LoadedJob& job, const PreparedTask& pt) {
+  const uint32_t use = CollectiveUseOf(pt.kind);
+  if (use != kUsesSendRecv) return job.comm->CheckLinks(pt.group, use);
+  const uint32_t self = job.comm->rank();
+  return job.comm->CheckLinks(Group{{std::min(self, pt.peer), std::max(self, pt.peer)}}, use);
+}
+
 }  // namespace
 
 std::string TaskLabel(const PreparedProgram& p, int stream, size_t t) {
@@ -264,6 +275,7 @@ Status PrepareProgram(LoadedJob& job, const fb::Program* def, PrepareContext& pc
         default:
           if (IsCollective(pt.kind)) {
             SINKRT_RETURN_IF_ERROR(PrepareCollective(job, task, TaskLabel(*out, s, t), &pt));
+            SINKRT_RETURN_IF_ERROR(CheckLinks(job, pt), TaskLabel(*out, s, t));
             break;
           }
           return Unimplemented(TaskLabel(*out, s, t) + ": task kind not supported by this device");

@@ -28,7 +28,8 @@ struct Communicator::State {
   std::unique_ptr<Mesh> mesh;   // every peer's connection; closed by ~State
   // By world rank, looked up once from the mesh (null for this rank): the
   // hot path reads a pointer, no virtual call.
-  std::vector<Transport*> transports;
+  std::vector<Transport*> transports;  // null too for a peer the rendezvous did not connect
+  std::vector<std::string> host_ids;   // by world rank, as the rendezvous saw them
   std::map<std::vector<uint32_t>, uint64_t> sequences;  // per group: the last sequence number used
   // Per peer: the pair {this rank, peer} in rank order, the group of its
   // Send/Recv, made on first use so that later ones allocate nothing.

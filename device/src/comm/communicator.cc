@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "comm/algorithms/op.h"
+#include "comm/algorithms/partners.h"
 #include "comm/algorithms/reduce.h"
 #include "comm/comm_state.h"
 
@@ -73,9 +74,30 @@ Status RunOp(Communicator::State& s, OpKind kind, const std::vector<uint32_t>& r
   s.signals.End(!st.ok());
   if (!st.ok()) {
     s.broken = st;
+    // To the connected peers only, which with a planned rendezvous are this
+    // rank's schedules' partners; still every rank hears of it in bounded
+    // time. A rank blocked in a collective waits on one of its partners
+    // (a connected peer); that partner is either this rank (and gets the
+    // notice), or failed too (and sent its own), or is blocked on a partner
+    // in turn. The chain of waits ends at a failed rank, since without a
+    // failure the schedules complete (no cycle of waits: ring.cc,
+    // alltoall.cc), so notices travel back along it, one link per hop, each
+    // receiver failing its wait and passing the notice on. A rank that is
+    // not in a collective meets a notice, or a partner that will never
+    // answer, at its next one; the peer timeout bounds every wait anyway.
     s.mesh->SendNotice(st.message());
   }
   return st;
+}
+
+// "{0, 2, 4}"; a long group as "of 64 ranks, 0..63".
+std::string GroupText(const Group& g) {
+  if (g.ranks.size() > 8)
+    return "of " + std::to_string(g.ranks.size()) + " ranks, " + std::to_string(g.ranks.front()) + ".." +
+           std::to_string(g.ranks.back());
+  std::string out = "{";
+  for (size_t i = 0; i < g.ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(g.ranks[i]);
+  return out + "}";
 }
 
 const std::vector<uint32_t>& PairRanks(Communicator::State& s, uint32_t peer) {
@@ -108,6 +130,29 @@ std::string Communicator::TransportName(uint32_t peer) const {
   if (peer == state_->rank) return "self";
   if (peer >= state_->size || !state_->transports[peer]) return "none";
   return state_->transports[peer]->kind();
+}
+
+uint32_t Communicator::connections() const {
+  uint32_t count = 0;
+  for (const Transport* t : state_->transports) count += t != nullptr;
+  return count;
+}
+
+uint32_t Communicator::shm_connections() const {
+  uint32_t count = 0;
+  for (uint32_t p = 0; p < state_->size; ++p) count += TransportName(p) == "shm";
+  return count;
+}
+
+Status Communicator::CheckLinks(const Group& group, uint32_t uses) const {
+  const State& s = *state_;
+  SINKRT_ASSIGN_OR_RETURN(uint32_t pos, GroupPosition(s, group));
+  for (uint32_t peer : CallPartners(GroupView{group.ranks, pos, s.host_ids}, uses))
+    if (!s.transports[peer])
+      return FailedPrecondition("rank " + std::to_string(s.rank) + " has no connection to rank " +
+                                std::to_string(peer) + ", which its collectives on the group " + GroupText(group) +
+                                " need: the world was joined without them (JoinWorld's groups)");
+  return Status::Ok();
 }
 
 void Communicator::Abort() { state_->signals.Abort(); }

@@ -301,6 +301,15 @@ Status JobSession::OnJoinWorld(const fb::JoinWorld& request) {
   if (request.members())
     for (const fb::WorldMember* m : *request.members())
       spec.members.push_back({m->address() ? m->address()->str() : "", m->host_id() ? m->host_id()->str() : ""});
+  if (request.groups()) {
+    spec.groups.emplace();
+    for (const fb::WorldGroup* g : *request.groups()) {
+      GroupUse use;
+      if (g->ranks()) use.ranks.assign(g->ranks()->begin(), g->ranks()->end());
+      use.uses = g->uses();
+      spec.groups->push_back(std::move(use));
+    }
+  }
   const uint64_t job = spec.job;
   const uint32_t rank = spec.rank;
   const auto n = static_cast<uint32_t>(spec.members.size());
@@ -320,6 +329,7 @@ Status JobSession::OnJoinWorld(const fb::JoinWorld& request) {
   // Daemon::Start handed its peer and rendezvous timeouts to the device options.
   CommOptions comm_options = CommOptionsOf(options_.device);
   comm_options.token = options_.token;
+  comm_options.groups = std::move(spec.groups);
   Result<std::unique_ptr<Communicator>> created = Internal("no rendezvous");
   {
     // Nobody reads the host's connection while the rendezvous blocks this
@@ -352,7 +362,7 @@ Status JobSession::OnJoinWorld(const fb::JoinWorld& request) {
   std::string shm, tcp;
   for (uint32_t r = 0; r < n; ++r) {
     transports.push_back(r == rank ? "self" : core_.world()->TransportName(r));
-    if (r == rank) continue;
+    if (r == rank || transports.back() == "none") continue;
     std::string& list = transports.back() == "shm" ? shm : tcp;
     list += (list.empty() ? "" : " ") + std::to_string(r);
   }
@@ -366,7 +376,9 @@ Status JobSession::OnJoinWorld(const fb::JoinWorld& request) {
   DaemonLog(options_.log, options_.rank,
             "job " + std::to_string(job_id_) + ": joined world " + std::to_string(job) + " as rank " +
                 std::to_string(rank) + " of " + std::to_string(n) + " (shm ranks " + (shm.empty() ? "none" : shm) +
-                ", tcp ranks " + (tcp.empty() ? "none" : tcp) + ")" + line);
+                ", tcp ranks " + (tcp.empty() ? "none" : tcp) + "; " +
+                std::to_string(core_.world()->connections()) + " connections, " +
+                std::to_string(core_.world()->shm_connections()) + " shm)" + line);
   return socket_.Send(fbb);
 }
 

@@ -177,8 +177,11 @@ Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, Optim
 
 namespace {
 
-// The devices' world: every member's endpoint, then JoinWorld on all at once.
-Status JoinWorld(const std::vector<DeviceLink*>& devices, const std::string& context) {
+// The devices' world: every member's endpoint, then JoinWorld on all at
+// once, each told the groups its stream (`streams[r]`, loaded next) runs
+// collectives on, so that the rendezvous connects only what they need.
+Status JoinWorld(const std::vector<DeviceLink*>& devices, const std::vector<const VerifiedStream*>& streams,
+                 const std::string& context) {
   const uint32_t n = static_cast<uint32_t>(devices.size());
   WorldSpec world;
   // A fresh id per world, so a straggler of an earlier world can never join this one.
@@ -193,6 +196,7 @@ Status JoinWorld(const std::vector<DeviceLink*>& devices, const std::string& con
                                          [&](uint32_t r) {
                                            WorldSpec mine = world;
                                            mine.rank = r;
+                                           mine.groups = CollectiveUses(*streams[r], r);
                                            return devices[r]->JoinWorld(mine);
                                          }),
                              context + ": joining the devices' world");
@@ -274,6 +278,8 @@ Status JoinWorldOfProcesses(Model::Impl& m, const CompileOptions& co, const std:
   world.job = formed.job;
   world.rank = pg.rank();
   world.members = std::move(formed.members);
+  // Only the links this rank's collectives need (connection_plan.h).
+  world.groups = CollectiveUses(m.compiled.stream, pg.rank());
   return m.device->JoinWorld(world).WithContext(context + ": joining the devices' world as rank " +
                                                  std::to_string(pg.rank()));
 }
@@ -558,8 +564,13 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
     if (!impl->state_sliced) impl->rank_state.clear();
   }
 
-  if (per_rank) SINKRT_RETURN_IF_ERROR(JoinWorldOfProcesses(*impl, co, context));
-  else if (collective) SINKRT_RETURN_IF_ERROR(JoinWorld(impl->devices, context));
+  if (per_rank) {
+    SINKRT_RETURN_IF_ERROR(JoinWorldOfProcesses(*impl, co, context));
+  } else if (collective) {
+    std::vector<const VerifiedStream*> streams;
+    for (uint32_t r = 0; r < n; ++r) streams.push_back(r == 0 ? &impl->compiled.stream : &job.ranks[r].stream);
+    SINKRT_RETURN_IF_ERROR(JoinWorld(impl->devices, streams, context));
+  }
   // Together: init may end by broadcasting rank 0's parameters.
   SINKRT_RETURN_IF_ERROR(CombineRankStatuses(
       OnEveryRank(n,

@@ -451,7 +451,15 @@ Status RemoteDevice::JoinWorld(const WorldSpec& world) {
   for (const PeerEndpoint& m : world.members)
     members.push_back(fb::CreateWorldMember(fbb, fbb.CreateString(m.address), fbb.CreateString(m.host_id)));
   auto mv = fbb.CreateVector(members);
-  FinishMessage(fbb, fb::MessageBody::JoinWorld, fb::CreateJoinWorld(fbb, world.job, world.rank, mv).Union());
+  // Absent, not empty, when unset: the daemon then connects every pair.
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::WorldGroup>>> gv = 0;
+  if (world.groups) {
+    std::vector<flatbuffers::Offset<fb::WorldGroup>> groups;
+    for (const GroupUse& g : *world.groups)
+      groups.push_back(fb::CreateWorldGroup(fbb, fbb.CreateVector(g.ranks), g.uses));
+    gv = fbb.CreateVector(groups);
+  }
+  FinishMessage(fbb, fb::MessageBody::JoinWorld, fb::CreateJoinWorld(fbb, world.job, world.rank, mv, gv).Union());
   // Every member blocks until the last one has joined; the daemon gives up
   // after its rendezvous timeout and says which members never came.
   bool daemon_error = false;

@@ -35,6 +35,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -42,6 +43,7 @@
 #include "sinkrt/device/task_positions.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/address.h"
+#include "sinkrt/runtime/collective_use.h"
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/status.h"
 #include "sinkrt/runtime/wire_socket.h"
@@ -97,6 +99,14 @@ struct CommOptions {
   // Sent in the Hello of every dial: a daemon with a --token checks peers
   // as it checks hosts, so the daemons of one world share it.
   std::string token;
+  // The groups this rank will call collectives on and which calls
+  // (WorldSpec::groups): the rendezvous then connects only the peers those
+  // calls' schedules talk to, plus the world's own partners
+  // (rendezvous/connection_plan.h). Unset: every pair, the full mesh, for
+  // a caller that does not know its streams when it joins. Not compared
+  // between ranks: each lists its own calls, and a pair that disagrees
+  // fails the rendezvous naming both ranks.
+  std::optional<std::vector<GroupUse>> groups;
 };
 
 // One member of the world as the rendezvous sees it.
@@ -139,9 +149,10 @@ class Communicator {
  public:
   ~Communicator();
 
-  // Rendezvous: connects a full mesh (rank r dials every peer above it and
-  // takes every peer below it from `inbox`), sets up shared memory with the
-  // peers on this host, then runs a barrier. `job` must be equal on every
+  // Rendezvous: connects the peers that options.groups' collectives need
+  // (every peer when unset; rank r dials the planned peers above it and
+  // takes those below it from `inbox`), sets up shared memory with the
+  // planned peers on this host, then runs a barrier. `job` must be equal on every
   // rank (a stale daemon from another job cannot join).
   static Result<std::unique_ptr<Communicator>> Create(uint32_t rank, std::vector<PeerAddress> world, uint64_t job,
                                                       PeerInbox& inbox, CommOptions options);
@@ -149,8 +160,18 @@ class Communicator {
   uint32_t rank() const;
   uint32_t size() const;
   const CommOptions& options() const;
-  // "shm" or "tcp" for each peer (tools and logs).
+  // "shm" or "tcp" for each peer, "none" for one not connected (tools and logs).
   std::string TransportName(uint32_t peer) const;
+  // Peers this rank holds a connection to, and how many of them share
+  // memory (n - 1 and the same-host count for a full mesh).
+  uint32_t connections() const;
+  uint32_t shm_connections() const;
+  // Ok when this rank is connected to every member of `group` that the
+  // schedules of `uses` (CollectiveUse bits) talk to from its position;
+  // else the error names both ranks. The executor asks at load, so a
+  // stream that needs a link the rendezvous did not plan is refused then,
+  // not in the middle of a sink.
+  Status CheckLinks(const Group& group, uint32_t uses) const;
 
   // In place over `data` (count elements of `dtype`). Mean divides the sum
   // by the group's size.

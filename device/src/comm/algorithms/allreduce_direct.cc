@@ -31,6 +31,7 @@
 #include <cstring>
 
 #include "comm/algorithms/op.h"
+#include "comm/algorithms/partners.h"
 #include "comm/algorithms/reduce.h"
 
 namespace sinkrt::device {
@@ -58,6 +59,16 @@ Status SignalAndAwait(Op& op, const DirectNote* note, const char* phase) {
 }
 
 }  // namespace
+
+// Every member reads every other's buffer, so a group on one host needs
+// every pair; one that spans hosts never runs this schedule.
+void DirectPartners(const GroupView& g, std::vector<uint32_t>& positions) {
+  const std::string& host = g.host_ids[g.ranks[0]];
+  if (host.empty()) return;
+  for (uint32_t r : g.ranks)
+    if (g.host_ids[r] != host) return;
+  EveryMember(g, positions);
+}
 
 bool DirectAllReduceApplies(const Communicator::State& s, size_t bytes, size_t count, uint32_t n) {
   // Fewer elements than members: recursive doubling's order, as before.

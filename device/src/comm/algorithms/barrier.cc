@@ -2,8 +2,17 @@
 // signals the one 2^r positions ahead and waits for the one 2^r behind;
 // after ceil(lg n) rounds everyone has heard, directly or not, from all.
 #include "comm/algorithms/op.h"
+#include "comm/algorithms/partners.h"
 
 namespace sinkrt::device {
+
+// Round r's two partners, both directions, so the relation is symmetric.
+void BarrierPartners(const GroupView& g, std::vector<uint32_t>& positions) {
+  for (uint32_t d = 1; d < g.n(); d <<= 1) {
+    positions.push_back((g.pos + d) % g.n());
+    positions.push_back((g.pos + g.n() - d) % g.n());
+  }
+}
 
 Status BarrierOp(Op& op) {
   const uint32_t n = op.n();

@@ -17,27 +17,43 @@ uint32_t GroupHash(std::span<const uint32_t> ranks) {
   return h;
 }
 
+// A schedule reached a member the rendezvous did not connect: the plan
+// (rendezvous/connection_plan.h) and the schedules disagree, or the stream
+// runs a collective its JoinWorld did not list. The load checks for this
+// (Communicator::CheckLinks); this keeps any miss an error, not a crash.
+Status Op::NotConnected(uint32_t position) {
+  return Fail(FailedPrecondition("rank " + std::to_string(state.rank) + " has no connection to rank " +
+                                 std::to_string(ranks[position]) +
+                                 " (the rendezvous planned none: the world was joined without this collective)"));
+}
+
 Result<uint64_t> Op::Post(uint32_t position, uint32_t segment, std::span<const uint8_t> bytes) {
-  auto r = transport(position).PostSend(tag(segment), bytes, deadline());
+  Transport* t = transport(position);
+  if (!t) return NotConnected(position);
+  auto r = t->PostSend(tag(segment), bytes, deadline());
   if (!r.ok()) return Fail(r.status());
   return r;
 }
 
 Result<std::span<const uint8_t>> Op::Receive(uint32_t position, uint32_t segment, size_t bytes) {
-  auto r = transport(position).Receive(tag(segment), bytes, deadline());
+  Transport* t = transport(position);
+  if (!t) return NotConnected(position);
+  auto r = t->Receive(tag(segment), bytes, deadline());
   if (!r.ok()) return Fail(r.status());
   return r;
 }
 
 Status Op::WaitSent(uint32_t position, uint64_t ticket) {
-  Status st = transport(position).WaitSent(ticket, deadline());
+  Transport* t = transport(position);
+  if (!t) return NotConnected(position);
+  Status st = t->WaitSent(ticket, deadline());
   return st.ok() ? st : Fail(st);
 }
 
 Status Op::FlushAll() {
   for (uint32_t q = 0; q < n(); ++q) {
     if (q == pos) continue;
-    uint64_t last = transport(q).posted();
+    uint64_t last = Posted(q);
     if (last > 0) SINKRT_RETURN_IF_ERROR(WaitSent(q, last));
   }
   return Status::Ok();

@@ -47,9 +47,12 @@ class Op {
   // Transport calls on the member at `position`, errors worded for this op.
   Result<uint64_t> Post(uint32_t position, uint32_t segment, std::span<const uint8_t> bytes);
   Result<std::span<const uint8_t>> Receive(uint32_t position, uint32_t segment, size_t bytes);
-  void Release(uint32_t position) { transport(position).Release(); }
+  void Release(uint32_t position) { transport(position)->Release(); }  // after a Receive: connected
   Status WaitSent(uint32_t position, uint64_t ticket);
-  uint64_t Posted(uint32_t position) { return transport(position).posted(); }
+  uint64_t Posted(uint32_t position) {
+    Transport* t = transport(position);
+    return t ? t->posted() : 0;  // none to a member not connected (a Post to it fails)
+  }
   // Until everything this rank posted to the group has left its buffers.
   Status FlushAll();
 
@@ -58,7 +61,9 @@ class Op {
   Status Fail(const Status& st);
 
  private:
-  Transport& transport(uint32_t position) { return *state.transports[ranks[position]]; }
+  // Null for a member this rank has no connection to.
+  Transport* transport(uint32_t position) { return state.transports[ranks[position]]; }
+  Status NotConnected(uint32_t position);
   Deadline deadline() const { return DeadlineIn(state.options.peer_timeout); }
   std::string StallReport();
 };

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "comm/algorithms/op.h"
+#include "comm/algorithms/partners.h"
 #include "comm/algorithms/reduce.h"
 
 namespace sinkrt::device {
@@ -70,7 +71,39 @@ Status Exchange(Op& op, uint32_t partner, const Segments& s, uint32_t round, DTy
   return Status::Ok();
 }
 
+// The shape of the schedule for n members: the 2^k that double, the rem
+// folded in, and who is whose partner (shared by the schedule and by
+// DoublingPartners, which the rendezvous plans connections from).
+struct Shape {
+  uint32_t pof2 = 1, rem = 0, rounds = 0;
+  explicit Shape(uint32_t n) {
+    while (pof2 * 2 <= n) pof2 *= 2;
+    rem = n - pof2;
+    while ((1u << rounds) < pof2) ++rounds;
+  }
+  bool folds(uint32_t p) const { return p < 2 * rem; }
+  // Position among the 2^k doubling members, -1 if folded out.
+  int64_t vpos(uint32_t p) const {
+    if (!folds(p)) return int64_t{p} - rem;
+    return p % 2 == 0 ? int64_t{-1} : int64_t{p / 2};
+  }
+  uint32_t partner(int64_t vpos, uint32_t round) const {
+    const uint32_t vpartner = static_cast<uint32_t>(vpos) ^ (1u << round);
+    return vpartner < rem ? vpartner * 2 + 1 : vpartner + rem;
+  }
+  // The other end of a fold: p+1 for an even p, p-1 for an odd one.
+  uint32_t fold_partner(uint32_t p) const { return p % 2 == 0 ? p + 1 : p - 1; }
+};
+
 }  // namespace
+
+void DoublingPartners(const GroupView& g, std::vector<uint32_t>& positions) {
+  const Shape shape(g.n());
+  if (shape.folds(g.pos)) positions.push_back(shape.fold_partner(g.pos));
+  const int64_t vpos = shape.vpos(g.pos);
+  if (vpos >= 0)
+    for (uint32_t r = 0; r < shape.rounds; ++r) positions.push_back(shape.partner(vpos, r));
+}
 
 Status RecursiveDoubling(Op& op, std::span<uint8_t> data, size_t elem, DType dtype, ReduceOp rop) {
   const uint32_t n = op.n();
@@ -79,34 +112,24 @@ Status RecursiveDoubling(Op& op, std::span<uint8_t> data, size_t elem, DType dty
   op.phase = kPhase;
   const size_t count = data.size() / elem;
   const Segments s{data, elem, Split{count, SegmentsFor(count, elem, op.segment_bytes())}};
-  uint32_t pof2 = 1;
-  while (pof2 * 2 <= n) pof2 *= 2;
-  const uint32_t rem = n - pof2;
-  uint32_t rounds = 0;
-  while ((1u << rounds) < pof2) ++rounds;
-  const uint32_t last_round = rounds + 1;
+  const Shape shape(n);
+  const uint32_t last_round = shape.rounds + 1;
 
-  int64_t vpos;  // position among the 2^k doubling members, -1 if folded out
-  if (p < 2 * rem) {
+  const int64_t vpos = shape.vpos(p);
+  if (shape.folds(p)) {
     if (p % 2 == 0) {
-      SINKRT_RETURN_IF_ERROR(SendAll(op, p + 1, s, 0));
-      vpos = -1;
+      SINKRT_RETURN_IF_ERROR(SendAll(op, shape.fold_partner(p), s, 0));
     } else {
-      SINKRT_RETURN_IF_ERROR(ReceiveAll(op, p - 1, s, 0, dtype, rop, true, /*src_first=*/true));
-      vpos = p / 2;
+      SINKRT_RETURN_IF_ERROR(ReceiveAll(op, shape.fold_partner(p), s, 0, dtype, rop, true, /*src_first=*/true));
     }
-  } else {
-    vpos = p - rem;
   }
 
   if (vpos >= 0) {
-    for (uint32_t r = 0; r < rounds; ++r) {
-      const uint32_t vpartner = static_cast<uint32_t>(vpos) ^ (1u << r);
-      const uint32_t partner = vpartner < rem ? vpartner * 2 + 1 : vpartner + rem;
-      SINKRT_RETURN_IF_ERROR(Exchange(op, partner, s, r + 1, dtype, rop));
-    }
+    for (uint32_t r = 0; r < shape.rounds; ++r)
+      SINKRT_RETURN_IF_ERROR(Exchange(op, shape.partner(vpos, r), s, r + 1, dtype, rop));
   }
 
+  const uint32_t rem = shape.rem;
   if (p < 2 * rem) {
     if (p % 2 == 1) {
       SINKRT_RETURN_IF_ERROR(SendAll(op, p - 1, s, last_round));

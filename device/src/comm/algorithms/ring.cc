@@ -33,6 +33,7 @@
 #include <cstring>
 
 #include "comm/algorithms/op.h"
+#include "comm/algorithms/partners.h"
 #include "comm/algorithms/reduce.h"
 
 namespace sinkrt::device {
@@ -79,6 +80,11 @@ struct Blocks {
 };
 
 }  // namespace
+
+void RingPartners(const GroupView& g, std::vector<uint32_t>& positions) {
+  positions.push_back((g.pos + 1) % g.n());
+  positions.push_back((g.pos + g.n() - 1) % g.n());
+}
 
 Status RingPass(Op& op, std::span<uint8_t> data, size_t elem, DType dtype, ReduceOp rop, uint32_t first_step,
                 uint32_t end_step) {

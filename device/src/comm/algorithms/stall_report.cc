@@ -1,6 +1,7 @@
 // The stall report a timed-out collective adds to its error: it asks every
-// other member of the group where it is (over the mesh's control channel,
-// which every peer has, shm or TCP) and says, in one line, which members
+// other member of the group it is connected to where it is (over the
+// mesh's control channel, which every connected peer has, shm or TCP),
+// names the members it has no link to as not asked, and says, in one line, which members
 // have arrived at this op and which have not, where each missing one is
 // (its executor's task, step and state, when it has one loaded), and who
 // waits for whom.
@@ -54,9 +55,17 @@ std::string WhereItIs(const TaskPositionReport& r) {
 
 std::string Op::StallReport() {
   // Ask every member at once; their I/O threads answer whatever they do.
+  // Only connected members can be asked: with a planned rendezvous a rank
+  // holds links to its schedules' partners alone, and the report says whom
+  // it could not ask. The partner it waits for is always among those asked.
   std::vector<std::pair<uint32_t, uint64_t>> asked;
+  std::vector<uint32_t> unasked;
   for (uint32_t q = 0; q < n(); ++q) {
     if (q == pos) continue;
+    if (!state.transports[ranks[q]]) {
+      unasked.push_back(ranks[q]);
+      continue;
+    }
     asked.emplace_back(ranks[q], state.mesh->SendQuery(ranks[q]));
   }
   const Deadline until = DeadlineIn(std::min(state.options.peer_timeout, std::chrono::milliseconds(1000)));
@@ -107,6 +116,8 @@ std::string Op::StallReport() {
   if (!missing.empty()) out += ", " + Ranks(missing, n()) + (missing.size() == 1 ? " has not" : " have not");
   for (auto* list : {&silent, &missing_where, &chain})
     for (auto& s : *list) out += "; " + s;
+  if (!unasked.empty())
+    out += "; " + Ranks(unasked, n()) + " not asked (no connection from rank " + std::to_string(ranks[pos]) + ")";
   return out;
 }
 

@@ -1,9 +1,11 @@
-// Communicator::Create: full-mesh rendezvous, shared-memory setup, barrier.
+// Communicator::Create: rendezvous with the planned peers (every peer
+// without a plan), shared-memory setup, barrier.
 //
-//   1. Rank r dials every higher rank: Hello{Device, rank r, job} ->
+//   1. Rank r dials every planned higher rank: Hello{Device, rank r, job} ->
 //      Hello{Device, rank p, job} (or Error) -> Ack (or Error: wrong rank,
-//      wrong job). Lower ranks arrive through the PeerInbox with their Hello
-//      read; we answer and wait for their Ack. The job check happens on the
+//      wrong job). Planned lower ranks arrive through the PeerInbox with
+//      their Hello read; we answer and later take their Ack (four passes,
+//      below, so no rank waits on another's list). The job check happens on the
 //      dialing side, which has both Hellos; the Error it sends back gives the
 //      acceptor the same message, naming both jobs.
 //   2. Over the collectives' framing (comm_wire.h) every pair compares
@@ -33,6 +35,7 @@
 #include <cstdio>
 
 #include "comm/algorithms/op.h"
+#include "comm/rendezvous/connection_plan.h"
 #include "comm/transport/socket_mesh.h"
 #include "comm/wire/comm_wire.h"
 #include "sinkrt/runtime/hello.h"
@@ -71,6 +74,7 @@ Status SendAck(FrameSocket& s) {
   return s.Send(fbb);
 }
 
+// Connects to a peer above and greets it; FinishDial completes the handshake.
 Result<std::unique_ptr<FrameSocket>> Dial(uint32_t self, const PeerAddress& peer, uint64_t job,
                                           std::chrono::milliseconds timeout, const std::string& token,
                                           PeerInbox& inbox) {
@@ -96,11 +100,18 @@ Result<std::unique_ptr<FrameSocket>> Dial(uint32_t self, const PeerAddress& peer
     return Unavailable("rendezvous (connect): cannot reach " + who + " within " + Ms(timeout) + ": " +
                        (colon == std::string::npos ? m : m.substr(colon + 2)));
   }
-  FrameSocket& s = **dialed;
-  Status st = SendHello(s, self, job, token);
+  Status st = SendHello(**dialed, self, job, token);
   if (!st.ok()) return Unavailable("rendezvous (handshake): " + who + ": " + st.message());
+  return std::move(dialed).value();
+}
+
+// The rest of a dial: the peer's Hello, checked here (this side has both),
+// then Ack, or an Error that gives the peer the same message.
+Status FinishDial(uint32_t self, const PeerAddress& peer, FrameSocket& s, uint64_t job,
+                  std::chrono::milliseconds timeout) {
+  const std::string who = RankText(peer.rank) + " at " + peer.address.ToString();
   InFrame frame;
-  st = s.Receive(&frame, DeadlineIn(timeout));
+  Status st = s.Receive(&frame, DeadlineIn(timeout));
   if (st.code() == StatusCode::kDeadlineExceeded)
     return DeadlineExceeded("rendezvous (handshake): no Hello from " + who + " within " + Ms(timeout));
   if (!st.ok()) return Status(st.code(), "rendezvous (handshake): " + who + ": " + st.message());
@@ -127,15 +138,15 @@ Result<std::unique_ptr<FrameSocket>> Dial(uint32_t self, const PeerAddress& peer
   }
   st = SendAck(s);
   if (!st.ok()) return Unavailable("rendezvous (handshake): " + who + ": " + st.message());
-  return std::move(dialed).value();
+  return Status::Ok();
 }
 
-Status Answer(uint32_t self, uint32_t peer, FrameSocket& s, uint64_t job, std::chrono::milliseconds timeout) {
+// The last step of an accepted connection, greeted earlier: the dialer's
+// Ack, or its Error.
+Status AwaitAck(uint32_t peer, FrameSocket& s, std::chrono::milliseconds timeout) {
   const std::string who = RankText(peer) + " at " + s.peer();
-  Status st = SendHello(s, self, job);
-  if (!st.ok()) return Unavailable("rendezvous (handshake): " + who + ": " + st.message());
   InFrame frame;
-  st = s.Receive(&frame, DeadlineIn(timeout));
+  Status st = s.Receive(&frame, DeadlineIn(timeout));
   if (st.code() == StatusCode::kDeadlineExceeded)
     return DeadlineExceeded("rendezvous (handshake): no answer from " + who + " within " + Ms(timeout));
   if (!st.ok()) return Status(st.code(), "rendezvous (handshake): " + who + ": " + st.message());
@@ -291,20 +302,40 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(uint32_t rank, std::v
   // the peer timeout.
   const auto timeout = options.rendezvous_timeout.count() > 0 ? options.rendezvous_timeout : options.peer_timeout;
 
-  // 1. Connections.
+  // 1. Connections, to the planned peers only (connection_plan.h), in
+  // four passes so that no rank waits for another to get through its own
+  // list: (a) dial every planned peer above and greet it; (b) take every
+  // planned peer below from the inbox and greet it back; (c) read each
+  // dialed peer's greeting, check it, Ack; (d) read each accepted peer's
+  // Ack. (a) waits on nobody (the inbox reads a Hello on its own thread),
+  // (b) only on the lower peers' (a), (c) on the upper peers' (b), (d) on
+  // the lower peers' (c): no cycle, and the handshakes of all ranks overlap
+  // instead of forming a chain through the ranks (the old dial-then-accept
+  // order made rank r's dials wait until rank r+1 had finished its own).
+  std::vector<std::string> host_ids(n);
+  for (uint32_t r = 0; r < n; ++r) host_ids[r] = by_rank[r].host_id;
+  if (options.groups) SINKRT_RETURN_IF_ERROR(CheckGroupUses(*options.groups, n));
+  const std::vector<uint32_t> planned = PlanConnections(rank, host_ids, options.groups);
+  std::vector<bool> wanted(n, false);
+  uint32_t below = 0;
+  for (uint32_t p : planned) {
+    wanted[p] = true;
+    below += p < rank;
+  }
   std::vector<std::unique_ptr<FrameSocket>> sockets(n);
-  for (uint32_t p = rank + 1; p < n; ++p) {
+  for (uint32_t p : planned) {
+    if (p < rank) continue;
     SINKRT_ASSIGN_OR_RETURN(sockets[p], Dial(rank, by_rank[p], job, timeout, options.token, inbox));
   }
   const Deadline accept_deadline = DeadlineIn(timeout);
-  for (uint32_t arrived = 0; arrived < rank;) {
+  for (uint32_t arrived = 0; arrived < below;) {
     auto next = inbox.Accept(accept_deadline);
     if (!next.ok()) {
       if (next.status().code() != StatusCode::kDeadlineExceeded)
         return next.status().WithContext("rendezvous (connect)");
       std::string missing;
-      for (uint32_t p = 0; p < rank; ++p)
-        if (!sockets[p]) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+      for (uint32_t p : planned)
+        if (p < rank && !sockets[p]) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
       return DeadlineExceeded("rendezvous (connect): rank(s) " + missing + " did not connect to " + RankText(rank) +
                               " within " + Ms(timeout));
     }
@@ -316,15 +347,25 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(uint32_t rank, std::v
     } else if (sockets[peer]) {
       bad = FailedPrecondition("rendezvous: two connections claim " + RankText(peer) + ": from " +
                                sockets[peer]->peer() + " and from " + socket->peer());
+    } else if (!wanted[peer]) {
+      bad = FailedPrecondition("rendezvous: " + RankText(peer) + " dialed " + RankText(rank) + ", but " +
+                               RankText(rank) + "'s collectives need no link to it: the two joined with different " +
+                               "groups (or one with the full mesh)");
     }
     if (!bad.ok()) {
       SendError(*socket, rank, bad);
       return bad;
     }
-    SINKRT_RETURN_IF_ERROR(Answer(rank, peer, *socket, job, timeout));
+    Status st = SendHello(*socket, rank, job);
+    if (!st.ok())
+      return Unavailable("rendezvous (handshake): " + RankText(peer) + " at " + socket->peer() + ": " + st.message());
     sockets[peer] = std::move(socket);
     ++arrived;
   }
+  for (uint32_t p : planned)
+    if (p > rank) SINKRT_RETURN_IF_ERROR(FinishDial(rank, by_rank[p], *sockets[p], job, timeout));
+  for (uint32_t p : planned)
+    if (p < rank) SINKRT_RETURN_IF_ERROR(AwaitAck(p, *sockets[p], timeout));
   for (auto& s : sockets) {
     if (!s) continue;
     // A daemon's inbox may hand over sockets it never tuned.
@@ -341,12 +382,12 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(uint32_t rank, std::v
   state->size = n;
   state->job = job;
   state->options = options;
+  state->host_ids = std::move(host_ids);
 
   // 3. Shared memory, pairs in (higher, lower) order: ascending peers
   // visit exactly that order from either end of every pair.
   std::vector<std::unique_ptr<ShmRegion>> regions(n);
-  for (uint32_t p = 0; p < n; ++p) {
-    if (p == rank) continue;
+  for (uint32_t p : planned) {
     const bool same_host = !by_rank[p].host_id.empty() && by_rank[p].host_id == by_rank[rank].host_id;
     if (!same_host || !options.use_shared_memory || !theirs[p].use_shared_memory) continue;
     SINKRT_ASSIGN_OR_RETURN(regions[p], SetUpShm(rank, p, sockets[p]->native_handle(), job, options, timeout));
@@ -354,8 +395,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(uint32_t rank, std::v
 
   // 4. Transports, the I/O thread, the barrier.
   auto mesh = std::make_unique<SocketMesh>(rank, n, options.segments_in_flight, options.segment_bytes, state->signals);
-  for (uint32_t p = 0; p < n; ++p)
-    if (p != rank) mesh->AddPeer(p, std::move(sockets[p]), std::move(regions[p]));
+  for (uint32_t p : planned) mesh->AddPeer(p, std::move(sockets[p]), std::move(regions[p]));
   SocketMesh* started = mesh.get();
   state->mesh = std::move(mesh);
   state->transports.resize(n);

@@ -27,7 +27,8 @@ class Mesh {
  public:
   virtual ~Mesh() = default;
 
-  // The data path to world rank `rank`; null for this rank itself. The
+  // The data path to world rank `rank`; null for this rank itself and for
+  // a peer the rendezvous did not connect (its plan had no need). The
   // pointer stays valid for the mesh's life, so callers look it up once.
   virtual Transport* transport(uint32_t rank) = 0;
   // The flags for reading `rank`'s memory directly: null unless the pair
@@ -38,7 +39,7 @@ class Mesh {
   // use; replaces the last one (which stays mapped while its `keep` lives).
   virtual Result<SharedMemory> ShareBlock(size_t bytes, uint64_t job, uint64_t generation) = 0;
 
-  // Tells every peer that this rank failed, with `text` as the reason.
+  // Tells every connected peer that this rank failed, with `text` as the reason.
   virtual void SendNotice(const std::string& text) = 0;
   // Asks `rank` where it is; its answer comes to AwaitReply(generation).
   virtual uint64_t SendQuery(uint32_t rank) = 0;

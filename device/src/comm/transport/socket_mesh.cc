@@ -13,8 +13,11 @@ SocketMesh::SocketMesh(uint32_t rank, uint32_t size, int window, size_t slot_byt
     : rank_(rank), window_(window), slot_bytes_(slot_bytes), signals_(signals), peers_(size) {}
 
 SocketMesh::~SocketMesh() {
-  // The I/O thread reads the links: stop it before they go.
-  if (engine_) engine_->Stop();
+  // The I/O thread reads the links: stop it before they go. The engine
+  // goes with it: its destructor still unhooks itself from every link, so
+  // destroyed after them (as a member would be) it wrote into freed links
+  // (a crash seen tearing down 32 ranks at once under load).
+  engine_.reset();
   peers_.clear();
   if (block_) UnlinkShm(block_->name);  // a peer that never mapped it left the name
 }

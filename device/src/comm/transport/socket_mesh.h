@@ -34,8 +34,11 @@ class SocketMesh final : public Mesh {
   DirectPair* direct(uint32_t rank) override { return peers_[rank].shm.get(); }
   Result<SharedMemory> ShareBlock(size_t bytes, uint64_t job, uint64_t generation) override;
   void SendNotice(const std::string& text) override;
-  uint64_t SendQuery(uint32_t rank) override { return peers_[rank].link->SendQuery(); }
+  // A peer the rendezvous did not connect cannot be asked (the stall
+  // report skips it; this keeps a miss an error).
+  uint64_t SendQuery(uint32_t rank) override { return peers_[rank].link ? peers_[rank].link->SendQuery() : 0; }
   Result<PeerProgress> AwaitReply(uint32_t rank, uint64_t generation, Deadline deadline) override {
+    if (!peers_[rank].link) return FailedPrecondition("rank " + std::to_string(rank) + " is not connected");
     return peers_[rank].link->AwaitReply(generation, deadline);
   }
   void Close(bool drain, bool await_eof, Deadline until) override;

@@ -20,10 +20,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "sinkrt/runtime/collective_use.h"
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/profile_record.h"
 #include "sinkrt/runtime/status.h"
@@ -71,6 +73,11 @@ struct WorldSpec {
   uint64_t job = 0;                   // equal on every member, fresh for every world
   uint32_t rank = 0;                  // the receiving device's rank
   std::vector<PeerEndpoint> members;  // indexed by rank, the receiver included
+  // The collectives the receiver's stream will run, per group
+  // (CollectiveUses of the stream it loads next): the rendezvous connects
+  // only the peers they need. Unset: every pair (a caller that does not
+  // know its stream yet).
+  std::optional<std::vector<GroupUse>> groups;
 };
 
 struct ReportedTensor {
