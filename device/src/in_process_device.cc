@@ -35,7 +35,7 @@ Result<PeerEndpoint> InProcessDevice::Endpoint() {
   if (!inbox_) {
     SINKRT_ASSIGN_OR_RETURN(inbox_, ListeningInbox::Start(options_.effective_rendezvous_timeout()));
   }
-  return PeerEndpoint{inbox_->address().ToString(), LocalHostId()};
+  return PeerEndpoint{inbox_->address().ToString(), options_.host_id.empty() ? LocalHostId() : options_.host_id};
 }
 
 Status InProcessDevice::JoinWorld(const WorldSpec& world) {

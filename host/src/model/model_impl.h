@@ -60,6 +60,7 @@ struct Model::Impl {
   std::vector<VerifiedStream> streams;  // by rank (shared bytes): the profiler's task tables
   std::string network_name;
   uint64_t network_hash = 0;     // GraphHashWithoutStrategies of the network with its loss
+  LoadInfo load_info;            // rank 0's, from its Load
 
   QueueInfo train_queue, eval_queue, predict_queue;
   // Reports of eval_step: positions of the loss and of the correct-row count
