@@ -75,7 +75,9 @@ Status AllReduceOp(Op& op, std::span<uint8_t> data, DType dtype, ReduceOp rop) {
   const GroupTopology& topology = TopologyFor(op.state, op.ranks);
   const AllReducePlan plan = PlanAllReduce(op.state, topology, data.size(), count, n);
   bool direct = false;
-  if (plan.direct) SINKRT_ASSIGN_OR_RETURN(direct, DirectAllReduce(op, data, elem, dtype, rop));
+  if (plan.direct) {
+    SINKRT_ASSIGN_OR_RETURN(direct, DirectAllReduce(op, data, elem, dtype, rop));
+  }
   if (direct) return Status::Ok();  // Mean divided too
   if (plan.two_level) {
     SINKRT_RETURN_IF_ERROR(TwoLevelAllReduce(op, topology, plan.schedule, data, elem, dtype, rop));
