@@ -24,6 +24,7 @@
 #include "support/comm_cluster.h"
 #include "support/in_process_world.h"
 #include "support/model_fixtures.h"
+#include "support/test_models.h"
 #include "support/test_util.h"
 
 namespace sinkrt::device {
