@@ -49,10 +49,10 @@ CommOptions CommOptionsOf(const DeviceOptions& options) {
   comm.use_shared_memory = options.shared_memory;
   comm.small_allreduce_bytes = options.small_allreduce_bytes;
   comm.pair_allreduce_bytes = options.pair_allreduce_bytes;
-  comm.hierarchical_allreduce = options.hierarchical_allreduce;
   // No arena shared, no AllReduce that could read one: skip even the
   // arrival that would find out.
   if (!options.shared_arena) comm.direct_allreduce_bytes = SIZE_MAX;
+  comm.hierarchical_allreduce = options.hierarchical_allreduce;
   return comm;
 }
 
