@@ -720,13 +720,12 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
     }
     std::cout << ", arena " << Fixed1(compiled.arena_bytes / 1048576.0) << " MiB; device threads " << dev.threads()
               << std::endl;
+    if (!(*model)->load_info().allreduce_buckets.empty())
+      std::cout << AllReduceLine((*model)->load_info().allreduce_buckets) << std::endl;
     if (compiled.pipeline_stage >= 0)
       std::cout << "pipeline: stage 0 of " << context.pipeline_stages << " shown above; the schedule's predicted bubble "
                 << Fixed1(100 * compiled.predicted_bubble) << "% of a step" << std::endl;
   }
-
-  const std::vector<AllReduceBucket>& allreduces = (*model)->load_info().allreduce_buckets;
-  if (!allreduces.empty()) std::cout << AllReduceLine(allreduces) << std::endl;
 
   // In sink mode LossMonitor prints once per sink; without sinking it would
   // print every step, so it prints at each epoch's last step instead.
@@ -816,7 +815,7 @@ int Train(const TrainFlags& f, const CLI::App& cmd, const char* argv0, Clock::ti
         {"test_samples", eval->samples},
         {"wall_s", wall_s},
     };
-    if (!allreduces.empty()) {
+    if (const auto& allreduces = (*model)->load_info().allreduce_buckets; !allreduces.empty()) {
       nlohmann::ordered_json algos = nlohmann::ordered_json::array();
       for (const AllReduceBucket& b : allreduces) algos.push_back({{"bytes", b.bytes}, {"algorithm", b.algorithm}});
       end["allreduce_algorithms"] = algos;

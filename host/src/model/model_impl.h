@@ -60,7 +60,6 @@ struct Model::Impl {
   std::vector<VerifiedStream> streams;  // by rank (shared bytes): the profiler's task tables
   std::string network_name;
   uint64_t network_hash = 0;     // GraphHashWithoutStrategies of the network with its loss
-  LoadInfo load_info;            // rank 0's, from its Load
 
   QueueInfo train_queue, eval_queue, predict_queue;
   // Reports of eval_step: positions of the loss and of the correct-row count
@@ -112,6 +111,7 @@ struct Model::Impl {
   std::vector<QueueInfo> rank_train_queues, rank_eval_queues;
   std::vector<bool> reports_loss;
   std::vector<std::pair<uint32_t, StateBuffer>> stage_state;
+  LoadInfo load_info;  // the first device's, from its Load (Model::load_info)
 };
 
 }  // namespace sinkrt::host
