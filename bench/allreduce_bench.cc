@@ -8,7 +8,8 @@
 // through the rings (recursive doubling below small_allreduce_bytes, ring
 // above; two ranks always double, CommOptions::pair_allreduce_bytes), 1 =
 // always recursive doubling, 2 = always ring; the last two calibrate
-// small_allreduce_bytes. 3 = direct: the buffers lie in memory the ranks
+// small_allreduce_bytes. 4 and 5 (BM_AllReduceTwoHosts): ranks split over
+// two fake host ids, two-level and flat. 3 = direct: the buffers lie in memory the ranks
 // shared (Communicator::ShareMemory), so from direct_allreduce_bytes up
 // each rank reads its peers' buffers in place (BM_AllReduceDirect). Rank 0 runs in the benchmark's loop, the others
 // on their own threads for the same number of iterations, so consecutive
@@ -43,6 +44,7 @@
 #include <new>
 #include <memory>
 #include <numeric>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -56,6 +58,13 @@ namespace sinkrt::device {
 namespace {
 
 constexpr int kDirect = 3;
+// Half the ranks claim one host id, half another (shared memory inside each
+// "host", TCP between them): kTwoLevel with the two-level AllReduce,
+// kFlatHosts with it off (CommOptions::hierarchical_allreduce), so the
+// schedules compare on one machine. Loopback TCP is about as fast as shm
+// here; a real gap needs the netns testbed's shaped links.
+constexpr int kTwoLevel = 4;
+constexpr int kFlatHosts = 5;
 constexpr size_t kLargest = size_t{256} << 20;
 
 class Ranks {
@@ -67,10 +76,13 @@ class Ranks {
     if (algo == 1) o.small_allreduce_bytes = size_t{1} << 40;
     if (algo == 2) o.small_allreduce_bytes = 0;
     if (algo != kDirect) o.direct_allreduce_bytes = SIZE_MAX;
+    o.hierarchical_allreduce = algo != kFlatHosts;
+    const bool fake_hosts = algo == kTwoLevel || algo == kFlatHosts;
     std::vector<PeerAddress> world;
     for (int r = 0; r < n; ++r) {
       inboxes_.push_back(std::move(ListeningInbox::Start()).value());
-      world.push_back(PeerAddress{static_cast<uint32_t>(r), inboxes_.back()->address(), LocalHostId()});
+      const std::string host = fake_hosts ? (r < n / 2 ? "bench-host-a" : "bench-host-b") : LocalHostId();
+      world.push_back(PeerAddress{static_cast<uint32_t>(r), inboxes_.back()->address(), host});
     }
     comms_.resize(n);
     std::vector<std::thread> threads;
@@ -195,6 +207,14 @@ BENCHMARK(BM_AllReduce)
 BENCHMARK(BM_AllReduce)->Name("BM_AllReduceDirect")->Apply([](benchmark::internal::Benchmark* b) {
   for (int n : {2, 4})
     for (int64_t bytes = 4 << 10; bytes <= int64_t{256} << 20; bytes *= 4) b->Args({bytes, n, 1, kDirect});
+  b->ArgNames({"bytes", "ranks", "shm", "algo"})->UseRealTime()->Unit(benchmark::kMicrosecond);
+});
+
+// Two "hosts" of two ranks: the two-level AllReduce (algo 4) and the flat
+// schedules on the same hosts (algo 5), interleaved per size.
+BENCHMARK(BM_AllReduce)->Name("BM_AllReduceTwoHosts")->Apply([](benchmark::internal::Benchmark* b) {
+  for (int64_t bytes = 16 << 10; bytes <= int64_t{64} << 20; bytes *= 4)
+    for (int algo : {kTwoLevel, kFlatHosts}) b->Args({bytes, 4, 1, algo});
   b->ArgNames({"bytes", "ranks", "shm", "algo"})->UseRealTime()->Unit(benchmark::kMicrosecond);
 });
 

@@ -100,5 +100,24 @@ TEST(EnvTest, NewVariablesAreCheckedAndRead) {
   EXPECT_NE(st.message().find("SINKRT_MAX_LOCAL_DEVICES='many'"), std::string::npos) << st.message();
 }
 
+TEST(EnvTest, HierarchicalAllReduceIsAKnobOfZeroOrOne) {
+  EXPECT_TRUE(device::DeviceOptions::FromEnvironment().hierarchical_allreduce);
+  {
+    ScopedEnv env("SINKRT_HIERARCHICAL_ALLREDUCE", "0");
+    EXPECT_TRUE(CheckEnvironment().ok());
+    EXPECT_FALSE(device::DeviceOptions::FromEnvironment().hierarchical_allreduce);
+  }
+  {
+    ScopedEnv env("SINKRT_HIERARCHICAL_ALLREDUCE", "1");
+    EXPECT_TRUE(device::DeviceOptions::FromEnvironment().hierarchical_allreduce);
+  }
+  ScopedEnv env("SINKRT_HIERARCHICAL_ALLREDUCE", "off");
+  Status st = CheckEnvironment();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("SINKRT_HIERARCHICAL_ALLREDUCE='off'"), std::string::npos) << st.message();
+  // Unreadable: the default, as for every numeric variable.
+  EXPECT_TRUE(device::DeviceOptions::FromEnvironment().hierarchical_allreduce);
+}
+
 }  // namespace
 }  // namespace sinkrt

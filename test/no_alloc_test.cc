@@ -27,6 +27,7 @@
 #include <memory>
 #include <new>
 #include <span>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -422,6 +423,37 @@ void ExpectAllToAllNoAllocations(bool shared_memory) {
 
 TEST(NoAlloc, AllToAllOverSharedMemoryAllocatesNothing) { ExpectAllToAllNoAllocations(true); }
 TEST(NoAlloc, AllToAllOverTcpAllocatesNothing) { ExpectAllToAllNoAllocations(false); }
+
+// The two-level AllReduce on four communicators that claim two hosts
+// (shm inside each, TCP between), large enough for many segments in both
+// ring halves: after a warm-up (each sub-group's first call numbers it, the
+// world's topology was made at rendezvous), nothing allocates.
+TEST(NoAlloc, TwoLevelAllReduceAllocatesNothing) {
+  constexpr uint32_t kRanks = 4;
+  constexpr size_t kCount = 5 * 4096 + 3;
+  device::CommOptions options = SmallSegmentComm(true);
+  options.hierarchical_allreduce = true;
+  testing::Cluster comms(
+      kRanks, [&](uint32_t) { return options; }, [](uint32_t) { return uint64_t{79}; },
+      [](uint32_t r) { return std::string(r < 2 ? "host-a" : "host-b"); });
+  ASSERT_TRUE(comms.ok()) << comms.create_status(0).ToString();
+  const device::Group all = device::Group::World(kRanks);
+  ASSERT_EQ(comms[0].AllReduceAlgorithm(kCount * 4, DType::F32, all, false).rfind("two-level", 0), 0u);
+  std::vector<std::vector<float>> data(kRanks, std::vector<float>(kCount, 1.0f));
+  std::vector<Status> st(kRanks);
+  auto reduce = [&](uint32_t r, int times) {
+    Status s;
+    std::span<uint8_t> bytes(reinterpret_cast<uint8_t*>(data[r].data()), kCount * 4);
+    for (int i = 0; i < times && s.ok(); ++i) s = comms[r].AllReduce(bytes, DType::F32, device::ReduceOp::Mean, all);
+    return s;
+  };
+  testing::OnEachRank(kRanks, [&](uint32_t r) { st[r] = reduce(r, 2); });  // warm-up
+  for (uint32_t r = 0; r < kRanks; ++r) SINKRT_ASSERT_OK(st[r]);
+  CountOnEachRank(kRanks, [&](uint32_t r) { st[r] = reduce(r, 8); });
+  for (uint32_t r = 0; r < kRanks; ++r) SINKRT_ASSERT_OK(st[r]);
+  EXPECT_EQ(g_ours.load(), 0) << "sinkrt allocated during 8 two-level AllReduces";
+  EXPECT_EQ(data[3][kCount - 1], 1.0f);
+}
 
 // Blocked ReduceScatter and AllGather on three communicators whose working
 // copy was reserved up front (as PrepareProgram reserves it at load): the

@@ -566,7 +566,16 @@ TEST_F(SinkrunSinkdTest, LaunchWritesARankTableTrainUsesItAndSigtermStopsTheDaem
     EXPECT_EQ(dp_lines[0]["devices"], 2);
     EXPECT_EQ(dp_lines[0]["rank_losses"].size(), 2u);
     EXPECT_EQ(dp_lines[1]["host_round_trips"], 1);
+    // Each gradient bucket's schedule, as rank 0's daemon answered Load: a
+    // pair on one host doubles (no two levels without a second host).
+    ASSERT_TRUE(dp_lines[1]["allreduce_algorithms"].is_array()) << dp_lines[1].dump();
+    ASSERT_FALSE(dp_lines[1]["allreduce_algorithms"].empty());
+    for (const json& b : dp_lines[1]["allreduce_algorithms"]) {
+      EXPECT_EQ(b["algorithm"], "doubling") << b.dump();
+      EXPECT_GT(b["bytes"].get<uint64_t>(), 0u);
+    }
   }
+  EXPECT_NE(dp.out.find("\nAllReduce: bucket 0 ("), std::string::npos) << dp.out;
 
   // ...and so does a sharded model, each daemon holding its half of the
   // Megatron MLP, one host round trip per sink per daemon.

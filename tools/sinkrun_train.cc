@@ -253,6 +253,19 @@ class StepTimer : public host::Callback {
   std::vector<double> ms_;
 };
 
+// "AllReduce: bucket 0 (1.9 MiB) two-level (...); bucket 1 (64.0 KiB) ring":
+// the schedule rank 0's device runs each of train_step's AllReduces with.
+std::string AllReduceLine(const std::vector<AllReduceBucket>& buckets) {
+  std::string line = "AllReduce:";
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const double bytes = static_cast<double>(buckets[i].bytes);
+    line += (i ? "; bucket " : " bucket ") + std::to_string(i) + " (" +
+            (bytes < 1048576 ? Fixed1(bytes / 1024) + " KiB) " : Fixed1(bytes / 1048576) + " MiB) ") +
+            buckets[i].algorithm;
+  }
+  return line;
+}
+
 }  // namespace
 
 int Train(const TrainFlags& flags, const CLI::App& cmd, const char* argv0, Clock::time_point start) {
@@ -748,6 +761,8 @@ int Train(const TrainFlags& flags, const CLI::App& cmd, const char* argv0, Clock
     }
     std::cout << ", arena " << Fixed1(compiled.arena_bytes / 1048576.0) << " MiB; device threads " << dev.threads()
               << std::endl;
+    if (!(*model)->load_info().allreduce_buckets.empty())
+      std::cout << AllReduceLine((*model)->load_info().allreduce_buckets) << std::endl;
     if (compiled.pipeline_stage >= 0)
       std::cout << "pipeline: stage 0 of " << context.pipeline_stages << " shown above; the schedule's predicted bubble "
                 << Fixed1(100 * compiled.predicted_bubble) << "% of a step" << std::endl;
@@ -870,6 +885,11 @@ int Train(const TrainFlags& flags, const CLI::App& cmd, const char* argv0, Clock
         {"test_samples", eval->samples},
         {"wall_s", wall_s},
     };
+    if (const auto& allreduces = (*model)->load_info().allreduce_buckets; !allreduces.empty()) {
+      nlohmann::ordered_json algos = nlohmann::ordered_json::array();
+      for (const AllReduceBucket& b : allreduces) algos.push_back({{"bytes", b.bytes}, {"algorithm", b.algorithm}});
+      end["allreduce_algorithms"] = algos;
+    }
     if (optimizer->kind == host::OptimizerKind::Momentum) end["momentum"] = optimizer->momentum;
     end["amp_level"] = host::AmpLevelName(amp_level);
     if (loss_scale->enabled()) end["loss_scale_manager"] = host::LossScaleManagerText(*loss_scale);

@@ -53,6 +53,7 @@ CommOptions CommOptionsOf(const DeviceOptions& options) {
   // No arena shared, no AllReduce that could read one: skip even the
   // arrival that would find out.
   if (!options.shared_arena) comm.direct_allreduce_bytes = SIZE_MAX;
+  comm.hierarchical_allreduce = options.hierarchical_allreduce;
   return comm;
 }
 
@@ -63,6 +64,7 @@ Result<LoadInfo> DeviceCore::Load(VerifiedStream stream, const StopSink& stop_si
   LoadInfo info;
   info.arena_bytes = loaded->arena_bytes() + loaded->scratch_bytes();
   info.queue_bytes = loaded->queue_bytes();
+  info.allreduce_buckets = loaded->AllReduceBuckets(ProgramKind::TrainStep);
   {
     std::lock_guard<std::mutex> lk(mu_);
     job_ = std::move(loaded);

@@ -19,6 +19,7 @@ DeviceOptions DeviceOptions::FromEnvironment() {
   o.rendezvous_timeout = peer.rendezvous;
   if (const char* v = std::getenv("SINKRT_COMM_SHM")) o.shared_memory = std::string(v) != "0";
   if (const char* v = std::getenv("SINKRT_SHARED_ARENA")) o.shared_arena = std::string(v) == "1";
+  if (auto n = EnvNonNegativeInteger("SINKRT_HIERARCHICAL_ALLREDUCE")) o.hierarchical_allreduce = *n != 0;
   if (auto n = EnvNonNegativeInteger("SINKRT_DEVICE_THREADS")) o.threads = static_cast<int>(std::min<long long>(*n, INT_MAX));
   if (const char* v = std::getenv("SINKRT_WORKER_TEAM")) o.worker_team = std::string(v) != "0";
   if (const char* v = std::getenv("SINKRT_PIN_THREADS")) o.pin_threads = std::string(v) != "0";

@@ -115,7 +115,10 @@ Result<std::unique_ptr<Executor>> Executor::Load(VerifiedStream stream, const De
   // AllReduces take the rings.
   if (job->comm && job->comm->size() > 1 && options.shared_arena) {
     auto shared = job->comm->ShareMemory(root->arena_bytes());
-    if (shared.ok() && !shared->data.empty()) job->arena = PageBlock::Borrow(shared->data, std::move(shared->keep));
+    if (shared.ok() && !shared->data.empty()) {
+      job->arena = PageBlock::Borrow(shared->data, std::move(shared->keep));
+      job->arena_shared = true;
+    }
   }
   if (!job->arena.data()) {
     SINKRT_ASSIGN_OR_RETURN(job->arena, PageBlock::Allocate(root->arena_bytes(), options.prefault));
@@ -315,6 +318,19 @@ std::vector<TaskTime> Executor::TaskTimes(ProgramKind kind) const {
       t.ns = pt.ns;
       out.push_back(t);
     }
+  return out;
+}
+
+std::vector<AllReduceBucket> Executor::AllReduceBuckets(ProgramKind kind) const {
+  std::vector<AllReduceBucket> out;
+  auto k = static_cast<uint8_t>(kind);
+  if (!job_->comm || k >= LoadedJob::kPrograms || !job_->has_program[k]) return out;
+  const PreparedProgram& prog = job_->programs[k];
+  for (int s = 0; s < prog.num_streams; ++s)
+    for (const PreparedTask& pt : prog.streams[s])
+      if (pt.kind == fb::TaskBody::AllReduceTask)
+        out.push_back({pt.data.size(),
+                       job_->comm->AllReduceAlgorithm(pt.data.size(), pt.dtype, pt.group, job_->arena_shared)});
   return out;
 }
 

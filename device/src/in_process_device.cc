@@ -39,7 +39,7 @@ Result<PeerEndpoint> InProcessDevice::Endpoint() {
     SINKRT_ASSIGN_OR_RETURN(inbox_, ListeningInbox::Start(options_.effective_rendezvous_timeout(),
                                                           options_.listen_host, options_.token));
   }
-  return PeerEndpoint{inbox_->address().ToString(), LocalHostId()};
+  return PeerEndpoint{inbox_->address().ToString(), options_.host_id.empty() ? LocalHostId() : options_.host_id};
 }
 
 Status InProcessDevice::JoinWorld(const WorldSpec& world) {

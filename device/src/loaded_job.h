@@ -121,6 +121,7 @@ struct LoadedJob {
   DeviceOptions options;
   int threads = 1;
   PageBlock arena;
+  bool arena_shared = false;  // from Communicator::ShareMemory: AllReduces on it may read the peers' in place
   PageBlock scratch;
   std::vector<std::unique_ptr<DataQueue>> queues;
   std::unique_ptr<DnnlRuntime> dnnl;

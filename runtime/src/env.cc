@@ -18,7 +18,7 @@ constexpr const char* kNumericVariables[] = {
     "SINKRT_DEVICE_THREADS",     "SINKRT_MAX_FRAME_BYTES",    "SINKRT_COMM_SPIN_US",
     "SINKRT_COMM_YIELD_US",      "HCCL_CONNECT_TIMEOUT",      "HCCL_EXEC_TIMEOUT",
     "SINKRT_HELLO_TIMEOUT_MS",   "SINKRT_PROGRESS_MS",        "SINKRT_MAX_LOCAL_DEVICES",
-    "SINKRT_WORKER_SPIN_US",
+    "SINKRT_WORKER_SPIN_US",     "SINKRT_HIERARCHICAL_ALLREDUCE",
 };
 
 // Digits only: strtoll alone would take " 5", "+5" and, for unsigned

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/topology.h"
 #include "comm/transport/comm_signals.h"
 #include "comm/transport/direct.h"
 #include "comm/transport/mesh.h"
@@ -35,6 +36,12 @@ struct Communicator::State {
   // Send/Recv, made on first use so that later ones allocate nothing.
   std::map<uint32_t, std::vector<uint32_t>> pairs;
   Status broken;                                        // the first failure; every later call returns it
+  // Which ranks share a host (from the host ids at rendezvous), and how
+  // each group that ran an AllReduce splits over the hosts: the world's
+  // made at rendezvous, any other group's at its first AllReduce, so that
+  // later ones allocate nothing.
+  WorldTopology topology;
+  std::map<std::vector<uint32_t>, GroupTopology, RanksLess> group_topologies;
   // The working copy of ReduceScatter and the blocked collectives, kept
   // between calls (Communicator::ReserveScratch sizes it at load).
   std::vector<uint8_t> scratch;

@@ -177,6 +177,11 @@ Status Communicator::AllReduce(std::span<uint8_t> data, DType dtype, ReduceOp op
   return RunOp(*state_, OpKind::kAllReduce, group.ranks, pos, [&](Op& o) { return AllReduceOp(o, data, dtype, op); });
 }
 
+std::string Communicator::AllReduceAlgorithm(size_t bytes, DType dtype, const Group& group, bool shared) const {
+  if (!GroupPosition(*state_, group).ok() || !ReducibleType(dtype)) return "none";
+  return DescribeAllReduce(*state_, group.ranks, bytes, DTypeSize(dtype), shared);
+}
+
 Status Communicator::AllGather(std::span<const uint8_t> in, std::span<uint8_t> out, const Group& group) {
   SINKRT_ASSIGN_OR_RETURN(uint32_t pos, GroupPosition(*state_, group));
   if (out.size() != in.size() * group.ranks.size())

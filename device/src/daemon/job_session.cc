@@ -107,6 +107,14 @@ Status JobSession::OnLoadProgram(InFrame& frame) {
   std::vector<uint32_t> capacity;
   for (uint32_t q = 0; q < ex.num_queues(); ++q) capacity.push_back(ex.queue_capacity(q));
   auto cap = fbb.CreateVector(capacity);
+  std::vector<uint64_t> bucket_bytes;
+  std::vector<flatbuffers::Offset<flatbuffers::String>> bucket_algorithms;
+  for (const AllReduceBucket& b : loaded->allreduce_buckets) {
+    bucket_bytes.push_back(b.bytes);
+    bucket_algorithms.push_back(fbb.CreateString(b.algorithm));
+  }
+  auto bytes_vec = fbb.CreateVector(bucket_bytes);
+  auto algorithms_vec = fbb.CreateVector(bucket_algorithms);
   const fb::Header* header = ex.stream().root()->header();
   uint64_t hash = header ? header->graph_hash() : 0;
   fb::LoadedBuilder lb(fbb);
@@ -115,6 +123,8 @@ Status JobSession::OnLoadProgram(InFrame& frame) {
   lb.add_load_ms(load_ms);
   lb.add_queue_capacity(cap);
   lb.add_graph_hash(hash);
+  lb.add_allreduce_bytes(bytes_vec);
+  lb.add_allreduce_algorithms(algorithms_vec);
   FinishMessage(fbb, fb::MessageBody::Loaded, lb.Finish().Union());
   char line[160];
   std::snprintf(line, sizeof line, "job %llu: loaded stream of %zu bytes (graph %016llx): arena %s, queues %s, %.1f ms",

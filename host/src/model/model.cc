@@ -576,7 +576,9 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
       OnEveryRank(n,
                   [&](uint32_t r) {
                     const CompiledStream& cs = r == 0 ? impl->compiled : job.ranks[r];
-                    return devices[r]->Load(cs.stream).status();
+                    auto info = devices[r]->Load(cs.stream);
+                    if (info.ok() && r == 0) impl->load_info = std::move(info).value();
+                    return info.status();
                   }),
       context + ": load"));
   return std::unique_ptr<Model>(new Model(std::move(impl)));
@@ -590,6 +592,7 @@ const AutoParallelPlan* Model::auto_parallel_plan() const {
   return impl_->auto_parallel ? &*impl_->auto_parallel : nullptr;
 }
 uint64_t Model::network_hash() const { return impl_->network_hash; }
+const LoadInfo& Model::load_info() const { return impl_->load_info; }
 const std::string& Model::network_name() const { return impl_->network_name; }
 
 namespace {

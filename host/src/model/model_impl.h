@@ -119,6 +119,7 @@ struct Model::Impl {
   std::vector<QueueInfo> rank_train_queues, rank_eval_queues;
   std::vector<bool> reports_loss;
   std::vector<std::pair<uint32_t, StateBuffer>> stage_state;
+  LoadInfo load_info;  // the first device's, from its Load (Model::load_info)
 };
 
 }  // namespace sinkrt::host

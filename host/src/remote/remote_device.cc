@@ -118,6 +118,12 @@ Result<LoadInfo> RemoteDevice::Load(const VerifiedStream& verified) {
   info.arena_bytes = loaded->arena_bytes();
   info.queue_bytes = loaded->queue_bytes();
   info.load_ms = loaded->load_ms();
+  // Bytes from the network: the two lists pair up only when equally long.
+  if (loaded->allreduce_bytes() && loaded->allreduce_algorithms() &&
+      loaded->allreduce_bytes()->size() == loaded->allreduce_algorithms()->size())
+    for (uint32_t i = 0; i < loaded->allreduce_bytes()->size(); ++i)
+      info.allreduce_buckets.push_back(
+          {loaded->allreduce_bytes()->Get(i), loaded->allreduce_algorithms()->Get(i)->str()});
   return info;
 }
 

@@ -94,6 +94,14 @@ struct CommOptions {
   // buffer of at least 1 MiB that reads directly is then never slower than
   // its smaller pieces through the rings.
   size_t direct_allreduce_bytes = 1 << 20;
+  // An AllReduce over a group whose members span several hosts, the same
+  // number (more than one) on each, runs in two levels as NCCL's and
+  // Horovod's hierarchical AllReduce: a reduce-scatter inside each host,
+  // an AllReduce of each share across the hosts, an all-gather inside each
+  // host, so that only 1/L of the data per rank crosses the slower link
+  // (comm/algorithms/allreduce_hierarchical.cc). false: the flat schedules
+  // above whatever the hosts (A/B comparisons).
+  bool hierarchical_allreduce = true;
   // Let peers on this host use shared memory (tests turn it off to exercise TCP).
   bool use_shared_memory = true;
   // Sent in the Hello of every dial: a daemon with a --token checks peers
@@ -176,6 +184,14 @@ class Communicator {
   // In place over `data` (count elements of `dtype`). Mean divides the sum
   // by the group's size.
   Status AllReduce(std::span<uint8_t> data, DType dtype, ReduceOp op, const Group& group);
+  // The schedule an AllReduce of `bytes` of `dtype` over `group` runs on
+  // this rank, in words for reports: "direct", "doubling", "ring" or
+  // "two-level (shm reduce-scatter, tcp ring across 2 hosts, shm
+  // all-gather)"; "none" for a group of one or no elements. The op's own
+  // choice code decides, so the two cannot drift apart. `shared`: the
+  // buffer lies in ShareMemory's block on every member (the direct
+  // schedule's other condition, which only the caller knows).
+  std::string AllReduceAlgorithm(size_t bytes, DType dtype, const Group& group, bool shared) const;
   // `out` = every member's `in`, in group order (out.size() == in.size() * members).
   Status AllGather(std::span<const uint8_t> in, std::span<uint8_t> out, const Group& group);
   // `out` = this member's 1/members share of the reduction of every `in`.

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace sinkrt::device {
 
@@ -76,6 +77,16 @@ struct DeviceOptions {
   // The same switch for a group of two, when larger
   // (CommOptions::pair_allreduce_bytes); the ranks must agree on it too.
   size_t pair_allreduce_bytes = SIZE_MAX;
+  // An AllReduce over members on several hosts, the same number on each,
+  // runs in two levels: inside each host, then across the hosts
+  // (CommOptions::hierarchical_allreduce). SINKRT_HIERARCHICAL_ALLREDUCE=0
+  // turns it off (the flat schedules, for A/B); the ranks must agree.
+  bool hierarchical_allreduce = true;
+  // The machine an in-process device says it runs on (its PeerEndpoint's
+  // host id); empty: LocalHostId(). Tests give devices of one process
+  // different ids to make them "hosts" (TCP between them, the two-level
+  // AllReduce); a daemon always reports its own machine's.
+  std::string host_id;
   // Added to every time the profiler records and to the clock the host
   // reads for alignment (sinkd --profile-clock-offset-us): a device whose
   // clock disagrees with the host's, to check that alignment undoes it.

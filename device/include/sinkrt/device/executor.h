@@ -100,6 +100,11 @@ class Executor {
   // lacks. The init program's times include Load's RunInit.
   std::vector<TaskTime> TaskTimes(ProgramKind kind) const;
   void ResetTaskTimes();
+  // Every AllReduce task of program `kind`, in stream order (compute
+  // stream, then comm): its bytes and the schedule it runs on this rank
+  // (Communicator::AllReduceAlgorithm, with whether the arena is shared).
+  // Empty without a world or the program. Allocates: at load, not in a sink.
+  std::vector<AllReduceBucket> AllReduceBuckets(ProgramKind kind) const;
 
   // Starts recording (config.enabled: sizes the per-stream rings now, so no
   // sink allocates) or stops it; step counts restart at 0. Call between

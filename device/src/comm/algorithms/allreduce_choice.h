@@ -1,4 +1,5 @@
-// Which schedule an AllReduce runs: recursive doubling or the ring.
+// Which schedule an AllReduce runs: recursive doubling or the ring, and
+// whether it runs them in two levels (per host, then across hosts).
 //
 // Why a rule per group size, and why it errs towards doubling: a fused
 // AllReduce of S bytes must never be slower than the same bytes as several
@@ -22,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "comm/topology.h"
 #include "sinkrt/device/communicator.h"
 
 namespace sinkrt::device {
@@ -38,6 +40,17 @@ inline AllReduceSchedule ChooseAllReduce(const CommOptions& o, uint32_t n, size_
   if (o.small_allreduce_bytes == 0) return AllReduceSchedule::kRing;
   const size_t below = n == 2 ? std::max(o.small_allreduce_bytes, o.pair_allreduce_bytes) : o.small_allreduce_bytes;
   return bytes < below ? AllReduceSchedule::kDoubling : AllReduceSchedule::kRing;
+}
+
+// Two levels (allreduce_hierarchical.cc) whenever the group spans several
+// hosts with the same number of members, more than one, on each, unless
+// turned off. There is no size switch: only 1/L of the data per rank
+// crosses the slower link, and the cross-host AllReduce of that share
+// picks doubling or the ring by the rule above on its own group of H, so a
+// small buffer still pays few rounds there. Each local member needs an
+// element of its own (the local ring's chunks); fewer elements stay flat.
+inline bool ChooseTwoLevel(const CommOptions& o, const GroupTopology& t, size_t count) {
+  return o.hierarchical_allreduce && t.Layered() && count >= t.per_host;
 }
 
 }  // namespace sinkrt::device

@@ -27,6 +27,15 @@ Status Op::NotConnected(uint32_t position) {
                                  " (the rendezvous planned none: the world was joined without this collective)"));
 }
 
+Op SubOp(Op& parent, OpKind kind, const std::vector<uint32_t>& ranks, uint32_t pos) {
+  Communicator::State& s = parent.state;
+  auto it = s.sequences.find(ranks);
+  if (it == s.sequences.end()) it = s.sequences.emplace(ranks, 0).first;
+  Op op(s, kind, it->first, pos, ++it->second);
+  s.signals.Begin(kind, op.group, op.seq);
+  return op;
+}
+
 Result<uint64_t> Op::Post(uint32_t position, uint32_t segment, std::span<const uint8_t> bytes) {
   Transport* t = transport(position);
   if (!t) return NotConnected(position);

@@ -16,7 +16,9 @@
 #include <algorithm>
 #include <span>
 #include <string>
+#include <vector>
 
+#include "comm/algorithms/allreduce_choice.h"
 #include "comm/comm_state.h"
 
 namespace sinkrt::device {
@@ -68,6 +70,15 @@ class Op {
   std::string StallReport();
 };
 
+// A step of a composite collective (the two-level AllReduce's) as an op of
+// its own on a sub-group whose members all run the same steps: numbered in
+// that group's sequence, so its messages carry the sub-group's hash and
+// number and cannot match another op's, and reported as this rank's
+// progress (a stall report on it asks the sub-group). `ranks` must outlive
+// the op (State::group_topologies holds them). Allocates only the first
+// time a sub-group is numbered.
+Op SubOp(Op& parent, OpKind kind, const std::vector<uint32_t>& ranks, uint32_t pos);
+
 // Cuts `count` elements into `parts` runs whose sizes differ by at most one.
 struct Split {
   size_t count = 0;
@@ -88,6 +99,17 @@ Status RingPass(Op& op, std::span<uint8_t> data, size_t elem, DType dtype, Reduc
                 uint32_t end_step);
 Status RecursiveDoubling(Op& op, std::span<uint8_t> data, size_t elem, DType dtype, ReduceOp rop);
 Status AllReduceOp(Op& op, std::span<uint8_t> data, DType dtype, ReduceOp rop);
+// Communicator::AllReduceAlgorithm's answer, from the plan AllReduceOp runs.
+std::string DescribeAllReduce(const Communicator::State& s, std::span<const uint32_t> ranks, size_t bytes, size_t elem,
+                              bool shared);
+// How `ranks` splits over the hosts as this rank sees it, made on the
+// group's first AllReduce and kept in the state.
+const GroupTopology& TopologyFor(Communicator::State& s, std::span<const uint32_t> ranks);
+// allreduce_hierarchical.cc: reduce-scatter on `t.local`, AllReduce of this
+// member's share on `t.cross` by `cross_schedule`, all-gather on
+// `t.local`; no Mean division (the caller's).
+Status TwoLevelAllReduce(Op& op, const GroupTopology& t, AllReduceSchedule cross_schedule, std::span<uint8_t> data,
+                         size_t elem, DType dtype, ReduceOp rop);
 // Whether an AllReduce of `bytes` in `count` elements over `n` members
 // tries the direct schedule (the same answer on every member).
 bool DirectAllReduceApplies(const Communicator::State& s, size_t bytes, size_t count, uint32_t n);

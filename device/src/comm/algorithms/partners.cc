@@ -13,11 +13,12 @@ struct PartnerRule {
   PartnerFn partners;
 };
 
-// AllReduce picks among doubling, the ring and the direct schedule at run
-// time (by size and by where the buffers lie), so it needs all three. The
-// hierarchical AllReduce adds its row here.
+// AllReduce picks among doubling, the ring, the direct schedule and the
+// two-level one at run time (by size, by where the buffers lie, by the
+// hosts), so it needs all four.
 constexpr PartnerRule kRules[] = {
     {kUsesAllReduce, DoublingPartners},
+    {kUsesAllReduce, TwoLevelPartners},
     {kUsesAllReduce | kUsesAllGather | kUsesReduceScatter | kUsesBroadcast, RingPartners},
     {kUsesAllReduce, DirectPartners},
     {kUsesBarrier, BarrierPartners},

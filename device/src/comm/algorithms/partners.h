@@ -36,6 +36,7 @@ void RingPartners(const GroupView& g, std::vector<uint32_t>& positions);      //
 void DoublingPartners(const GroupView& g, std::vector<uint32_t>& positions);  // recursive_doubling.cc
 void BarrierPartners(const GroupView& g, std::vector<uint32_t>& positions);   // barrier.cc
 void DirectPartners(const GroupView& g, std::vector<uint32_t>& positions);    // allreduce_direct.cc
+void TwoLevelPartners(const GroupView& g, std::vector<uint32_t>& positions);  // allreduce_hierarchical.cc
 void EveryMember(const GroupView& g, std::vector<uint32_t>& positions);       // partners.cc: AllToAll, a Send/Recv pair
 
 // The world ranks that the calls `uses` (CollectiveUse bits) on `g` talk

@@ -21,6 +21,8 @@
 //      pair carries messages both ways.
 //   5. The world agrees whether every pair shares memory (the direct
 //      AllReduce's condition).
+// The host ids also give the world's topology (comm/topology.h): which
+// ranks share a host, for the two-level AllReduce.
 //
 // The construction layer: the one place that picks and builds concrete
 // transports (a SocketMesh) and hands them to the communicator as a Mesh.
@@ -168,6 +170,7 @@ Status ExchangeConfig(uint32_t self, std::vector<std::unique_ptr<FrameSocket>>& 
   mine.direct_allreduce_bytes = o.direct_allreduce_bytes;
   mine.segments_in_flight = static_cast<uint32_t>(o.segments_in_flight);
   mine.use_shared_memory = o.use_shared_memory ? 1 : 0;
+  mine.hierarchical_allreduce = o.hierarchical_allreduce ? 1 : 0;
   MsgHeader h;
   h.kind = MsgKind::kConfig;
   const Deadline deadline = DeadlineIn(timeout);
@@ -202,6 +205,8 @@ Status ExchangeConfig(uint32_t self, std::vector<std::unique_ptr<FrameSocket>>& 
       return differ("pair_allreduce_bytes", mine.pair_allreduce_bytes, c.pair_allreduce_bytes);
     if (c.direct_allreduce_bytes != mine.direct_allreduce_bytes)
       return differ("direct_allreduce_bytes", mine.direct_allreduce_bytes, c.direct_allreduce_bytes);
+    if (c.hierarchical_allreduce != mine.hierarchical_allreduce)
+      return differ("hierarchical_allreduce", mine.hierarchical_allreduce, c.hierarchical_allreduce);
   }
   return Status::Ok();
 }
@@ -382,6 +387,9 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(uint32_t rank, std::v
   state->size = n;
   state->job = job;
   state->options = options;
+  // Every rank derives the same hosts from the same world list: the
+  // two-level AllReduce's choice is alike on every member.
+  state->topology = TopologyOf(host_ids);
   state->host_ids = std::move(host_ids);
 
   // 3. Shared memory, pairs in (higher, lower) order: ascending peers
@@ -404,6 +412,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(uint32_t rank, std::v
 
   const Group world_group = Group::World(n);
   auto it = state->sequences.emplace(world_group.ranks, 0).first;
+  TopologyFor(*state, world_group.ranks);
   Op barrier(*state, OpKind::kBarrier, it->first, rank, 0);
   state->signals.Begin(OpKind::kBarrier, barrier.group, 0);
   state->options.peer_timeout = timeout;  // the op's waits read it

@@ -25,9 +25,10 @@ namespace sinkrt::device {
 // ("SKC3"): a reply carries the replier's task positions. Version 4
 // ("SKC4"): the options carry pair_allreduce_bytes. Version 5 ("SKC5"):
 // and direct_allreduce_bytes (and the shm pair page holds the direct
-// AllReduce's flags). A peer of another version fails the rendezvous on
-// the magic instead of hanging.
-inline constexpr uint32_t kCommMagic = 0x35434B53;  // "SKC5"
+// AllReduce's flags). Version 6 ("SKC6"): and hierarchical_allreduce. A
+// peer of another version fails the rendezvous on the magic instead of
+// hanging.
+inline constexpr uint32_t kCommMagic = 0x36434B53;  // "SKC6"
 
 enum class MsgKind : uint8_t {
   kData = 1,       // a segment: op, group, seq, segment, credits; payload = the bytes
@@ -67,8 +68,10 @@ struct ConfigPayload {
   uint32_t use_shared_memory = 0;
   uint64_t pair_allreduce_bytes = 0;
   uint64_t direct_allreduce_bytes = 0;
+  uint32_t hierarchical_allreduce = 0;
+  uint32_t reserved = 0;
 };
-static_assert(sizeof(ConfigPayload) == 40, "ConfigPayload is a wire format");
+static_assert(sizeof(ConfigPayload) == 48, "ConfigPayload is a wire format");
 
 // Blocking helpers for the rendezvous, before the I/O thread owns the
 // socket; they work on blocking and non-blocking descriptors alike.

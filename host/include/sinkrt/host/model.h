@@ -223,6 +223,10 @@ class Model {
   // shard strategies, the device count and the per-rank batch may change
   // between a run and its resume).
   uint64_t network_hash() const;
+  // What this model's first device (rank 0 when one process drives every
+  // rank) said when it loaded the stream: arena and queue bytes, and
+  // train_step's AllReduces with the schedule each runs.
+  const LoadInfo& load_info() const;
   const std::string& network_name() const;
 
   struct Impl;

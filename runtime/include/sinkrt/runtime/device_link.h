@@ -41,10 +41,21 @@ class VerifiedStream;
 using ProgramKind = fb::ProgramKind;
 using ConstBytes = std::span<const uint8_t>;
 
+// One AllReduce of a loaded program (a gradient bucket, in data parallel)
+// and the schedule the device will run it with: "direct", "doubling",
+// "ring", "two-level (shm reduce-scatter, tcp ring across 2 hosts, shm
+// all-gather)" (Communicator::AllReduceAlgorithm's words).
+struct AllReduceBucket {
+  uint64_t bytes = 0;
+  std::string algorithm;
+};
+
 struct LoadInfo {
   uint64_t arena_bytes = 0;    // planned arena plus device-side kernel scratch
   uint64_t queue_bytes = 0;    // all queue slots
   double load_ms = 0;          // verify, allocate, pre-fault, prepare kernels, init
+  // train_step's AllReduces in task order (empty without collectives).
+  std::vector<AllReduceBucket> allreduce_buckets;
 };
 
 // Where a sink's wall time went on the device.
