@@ -178,8 +178,8 @@ TEST_F(NetnsTest, DataParallelAcrossTwoNamespacesMatchesOneDevice) {
   testing::ExpectCheckpointsClose(dir_ / "dp.ckpt", dir_ / "one.ckpt", 1e-5);
 
   // Ranks 0 and 1 live in namespace 0, 2 and 3 in namespace 1.
-  const char* expected[kRanks] = {"(shm ranks 1, tcp ranks 2 3)", "(shm ranks 0, tcp ranks 2 3)",
-                                  "(shm ranks 3, tcp ranks 0 1)", "(shm ranks 2, tcp ranks 0 1)"};
+  const char* expected[kRanks] = {"(shm ranks 1, tcp ranks 2 3; 3 connections, 1 shm)", "(shm ranks 0, tcp ranks 2 3; 3 connections, 1 shm)",
+                                  "(shm ranks 3, tcp ranks 0 1; 3 connections, 1 shm)", "(shm ranks 2, tcp ranks 0 1; 3 connections, 1 shm)"};
   for (int r = 0; r < kRanks; ++r) {
     const std::string log = Slurp(Log(r));
     EXPECT_NE(log.find(std::string("as rank ") + std::to_string(r) + " of 4 " + expected[r]), std::string::npos)
@@ -276,8 +276,8 @@ TEST_F(NetnsTest, LinkCutFailsEveryRankWithinThePeerTimeout) {
   std::printf("driver exited %.1f s after the cut: %s\n", driver_s, err.c_str());
 
   // Each daemon's log: its sink failed (its own failure or the notice of a
-  // peer in its namespace, which shares memory with it), naming both ranks
-  // of the other namespace as not answering.
+  // peer in its namespace, which shares memory with it), naming a rank of
+  // the other namespace as not answering.
   const Clock::time_point deadline = cut + seconds(30);
   for (int r = 0; r < kRanks; ++r) {
     std::string log;
@@ -290,9 +290,13 @@ TEST_F(NetnsTest, LinkCutFailsEveryRankWithinThePeerTimeout) {
     const double after = LogStamp(line) - cut_wall;
     std::printf("rank %d, %.1f s after the cut: %s\n", r, after, line.c_str());
     EXPECT_LT(after, (kPeerTimeoutMs + 3000) / 1000.0) << line;
+    // The two-level AllReduce's cross-host phase pairs each rank with the
+    // rank of its local index on the other host: that one it names (the
+    // flat schedules would name both of the other host's ranks).
+    bool named = false;
     for (int other : r < kPerHost ? std::vector<int>{2, 3} : std::vector<int>{0, 1})
-      EXPECT_NE(line.find("rank " + std::to_string(other) + " does not answer"), std::string::npos)
-          << "rank " << r << ": " << line;
+      named = named || line.find("rank " + std::to_string(other) + " does not answer") != std::string::npos;
+    EXPECT_TRUE(named) << "rank " << r << ": " << line;
   }
 }
 
