@@ -168,6 +168,10 @@ TEST_F(NetnsTest, DataParallelAcrossTwoNamespacesMatchesOneDevice) {
   ASSERT_TRUE(dp_status != -1 && WIFEXITED(dp_status) && WEXITSTATUS(dp_status) == 0)
       << dp.printed() << Slurp(dir_ / "dp.err");
   EXPECT_NE(dp.printed().find("device: 4 sinkd daemons, ranks 0-3"), std::string::npos) << dp.printed();
+  // Two hosts of two: the gradients take the two-level AllReduce.
+  EXPECT_NE(dp.printed().find(") two-level (shm reduce-scatter, tcp doubling across 2 hosts, shm all-gather)"),
+            std::string::npos)
+      << dp.printed();
 
 #ifdef SINKRUN_PATH
   RunResult one = RunBinary(SINKRUN_PATH, common + " --batch 64 --threads 1 --save-checkpoint '" +
