@@ -147,6 +147,41 @@ void TouchMessage(const fb::Message& m, uint64_t payload_bytes, Toucher& t) {
         for (uint32_t i = 0; i < transports->size(); ++i) t.Str(transports->Get(i));
       break;
     }
+    case fb::MessageBody::RankJoin: {
+      const fb::RankJoin* b = m.body_as_RankJoin();
+      FUZZ_CHECK(b);
+      t.Scalar(b->round());
+      t.Scalar(b->rank());
+      t.Scalar(b->world_size());
+      t.Str(b->token());
+      t.Scalar(b->pid());
+      if (const fb::WorldMember* w = b->member()) {
+        t.Str(w->address());
+        t.Str(w->host_id());
+      }
+      if (const auto* fields = b->fields())
+        for (uint32_t i = 0; i < fields->size(); ++i) {
+          const fb::JoinField* f = fields->Get(i);
+          FUZZ_CHECK(f);
+          t.Str(f->name());
+          t.Str(f->value());
+        }
+      break;
+    }
+    case fb::MessageBody::WorldFormed: {
+      const fb::WorldFormed* b = m.body_as_WorldFormed();
+      FUZZ_CHECK(b);
+      t.Scalar(b->round());
+      t.Scalar(b->job());
+      if (const auto* members = b->members())
+        for (uint32_t i = 0; i < members->size(); ++i) {
+          const fb::WorldMember* w = members->Get(i);
+          FUZZ_CHECK(w);
+          t.Str(w->address());
+          t.Str(w->host_id());
+        }
+      break;
+    }
     case fb::MessageBody::SetProfiling: {
       const fb::SetProfiling* b = m.body_as_SetProfiling();
       FUZZ_CHECK(b);
