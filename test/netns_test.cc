@@ -283,6 +283,7 @@ TEST_F(NetnsTest, LinkCutFailsEveryRankWithinThePeerTimeout) {
   // peer in its namespace, which shares memory with it), naming a rank of
   // the other namespace as not answering.
   const Clock::time_point deadline = cut + seconds(30);
+  bool names_other_host[kHosts] = {};
   for (int r = 0; r < kRanks; ++r) {
     std::string log;
     while ((log = Slurp(Log(r))).find(": sink failed: ") == std::string::npos && Clock::now() < deadline)
@@ -295,13 +296,22 @@ TEST_F(NetnsTest, LinkCutFailsEveryRankWithinThePeerTimeout) {
     std::printf("rank %d, %.1f s after the cut: %s\n", r, after, line.c_str());
     EXPECT_LT(after, (kPeerTimeoutMs + 3000) / 1000.0) << line;
     // The two-level AllReduce's cross-host phase pairs each rank with the
-    // rank of its local index on the other host: that one it names (the
-    // flat schedules would name both of the other host's ranks).
+    // rank of its local index on the other host, which it names as not
+    // answering. A rank the cut found in the shm phase fails on its
+    // host-mate instead, whose stall report says it is stuck in the
+    // cross-host phase ("rank 1 has not arrived (it is in AllReduce #66 of
+    // another group, waiting for rank 3)"; whom it waits for only when its
+    // progress said so in time). At least one rank of each host names the
+    // other host.
     bool named = false;
     for (int other : r < kPerHost ? std::vector<int>{2, 3} : std::vector<int>{0, 1})
-      named = named || line.find("rank " + std::to_string(other) + " does not answer") != std::string::npos;
-    EXPECT_TRUE(named) << "rank " << r << ": " << line;
+      named = named || line.find("rank " + std::to_string(other) + " does not answer") != std::string::npos ||
+              line.find("waiting for rank " + std::to_string(other)) != std::string::npos;
+    names_other_host[r / kPerHost] = names_other_host[r / kPerHost] || named;
+    EXPECT_TRUE(named || line.find("has not arrived (it is in AllReduce #") != std::string::npos)
+        << "rank " << r << ": " << line;
   }
+  for (int h = 0; h < kHosts; ++h) EXPECT_TRUE(names_other_host[h]) << "no rank of host " << h << " names the other host";
 }
 
 }  // namespace

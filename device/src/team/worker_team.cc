@@ -52,8 +52,24 @@ WorkerTeam::~WorkerTeam() {
 }
 
 bool WorkerTeam::Claim(int part, uint32_t generation) {
+  // Only forward: a worker that read its generation and was then
+  // descheduled while the caller ran that generation and later ones (taking
+  // this part itself each time) must not take the part again with its old
+  // number. "Not equal" let it, and it then ran the current generation's
+  // part beside its rightful runner and counted a part too many in done_:
+  // the caller left while a part still ran on its stack frame (a worker
+  // crashed in DnnlSplitRun's part), or done_ passed the part count and the
+  // caller waited for ever (a sinkd hung). Generations only grow (a wrap
+  // needs 2^31 runs to confuse the signed difference).
   uint32_t was = claims_[part].load(std::memory_order_relaxed);
-  return was != generation && claims_[part].compare_exchange_strong(was, generation, std::memory_order_acq_rel);
+  do {
+    if (static_cast<int32_t>(was - generation) >= 0) return false;  // taken in this generation or a later one
+  } while (!claims_[part].compare_exchange_weak(was, generation, std::memory_order_acq_rel));
+  // Taken for `generation`, but that may be over already (nobody took this
+  // part in it because it had fewer parts, and a later generation has not
+  // yet taken it): then the claim is a stale worker's and runs nothing.
+  // While `generation` is current it cannot end before this part has run.
+  return generation_.load(std::memory_order_acquire) == generation;
 }
 
 void WorkerTeam::RunParts(int parts, PartFn fn, void* arg) {
