@@ -23,6 +23,18 @@
 
 namespace {
 
+// Reads every member of a world list (JoinWorld, WorldFormed).
+template <typename Touch, typename Members>
+void TouchMembers(Touch& t, const Members* members) {
+  if (!members) return;
+  for (uint32_t i = 0; i < members->size(); ++i) {
+    const auto* w = members->Get(i);
+    FUZZ_CHECK(w);
+    t.Str(w->address());
+    t.Str(w->host_id());
+  }
+}
+
 using namespace sinkrt;
 
 using fuzz::g_sink;
@@ -122,13 +134,7 @@ void TouchMessage(const fb::Message& m, uint64_t payload_bytes, Toucher& t) {
       FUZZ_CHECK(b);
       t.Scalar(b->job());
       t.Scalar(b->rank());
-      if (const auto* members = b->members())
-        for (uint32_t i = 0; i < members->size(); ++i) {
-          const fb::WorldMember* w = members->Get(i);
-          FUZZ_CHECK(w);
-          t.Str(w->address());
-          t.Str(w->host_id());
-        }
+      TouchMembers(t, b->members());
       if (const auto* groups = b->groups())
         for (uint32_t i = 0; i < groups->size(); ++i) {
           const fb::WorldGroup* g = groups->Get(i);
@@ -173,13 +179,7 @@ void TouchMessage(const fb::Message& m, uint64_t payload_bytes, Toucher& t) {
       FUZZ_CHECK(b);
       t.Scalar(b->round());
       t.Scalar(b->job());
-      if (const auto* members = b->members())
-        for (uint32_t i = 0; i < members->size(); ++i) {
-          const fb::WorldMember* w = members->Get(i);
-          FUZZ_CHECK(w);
-          t.Str(w->address());
-          t.Str(w->host_id());
-        }
+      TouchMembers(t, b->members());
       break;
     }
     case fb::MessageBody::SetProfiling: {
