@@ -7,7 +7,7 @@
 //   cmake --build build --target sinkrt_host sinkrt_runtime
 //   cmake --build build-fuzz --target sinkrt_schemas_gen
 //   g++ -std=c++20 -O1 -Iruntime/include -Ihost/include -Ibuild-fuzz/generated \
-//       -DASIO_STANDALONE -DSINKRT_VERSION_STRING='"0.1.0"' fuzz/make_seeds.cc \
+//       -DASIO_STANDALONE fuzz/make_seeds.cc \
 //       build/host/libsinkrt_host.a build/runtime/libsinkrt_runtime.a \
 //       -lflatbuffers -lz -ldnnl -o /tmp/make_seeds
 //   /tmp/make_seeds fuzz/corpus
@@ -58,7 +58,7 @@ std::vector<uint8_t> Hello(fb::PeerRole role, int rank, const char* token, uint6
   hello.role = role;
   hello.rank = rank;
   hello.token = token;
-  hello.software = "sinkrt 0.1.0";
+  hello.software = kSoftwareName;
   hello.cores = 2;
   hello.pid = 4242;
   hello.job = job;

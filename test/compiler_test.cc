@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "sinkrt/host/compiler.h"
+#include "sinkrt/runtime/version.h"
 #include "sinkrt/runtime/format.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/test_models.h"
@@ -160,7 +161,7 @@ TEST(Compiler, HeaderCarriesVersionRankAndProducer) {
   EXPECT_EQ(h->rank(), 3u);
   EXPECT_EQ(h->world_size(), 4u);
   EXPECT_EQ(h->target()->str(), "cpu");
-  EXPECT_EQ(h->producer()->str(), "sinkrt 0.1.0");
+  EXPECT_EQ(h->producer()->str(), "sinkrt " SINKRT_VERSION_STRING);
   EXPECT_EQ(h->requirements(), 0u);
   EXPECT_EQ(v.root()->arena_alignment(), 64u);
   EXPECT_EQ(v.root()->arena_bytes(), cs.report.arena_bytes);

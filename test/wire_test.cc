@@ -79,7 +79,7 @@ std::vector<RoundTripCase> RoundTripCases() {
   c.push_back({fb::MessageBody::Hello, {},
                [](B& b) {
                  return fb::CreateHelloDirect(b, kProtocolMajor, kProtocolMinor, fb::PeerRole::Device, 3, "tok",
-                                              "sinkrt 0.1.0", true, 8, 4242, 0xABCDEFull, "host-a")
+                                              "sinkrt " SINKRT_VERSION_STRING, true, 8, 4242, 0xABCDEFull, "host-a")
                      .Union();
                },
                [](M m) {
@@ -89,7 +89,7 @@ std::vector<RoundTripCase> RoundTripCases() {
                  EXPECT_EQ(h->role(), fb::PeerRole::Device);
                  EXPECT_EQ(h->rank(), 3);
                  EXPECT_EQ(h->token()->str(), "tok");
-                 EXPECT_EQ(h->software()->str(), "sinkrt 0.1.0");
+                 EXPECT_EQ(h->software()->str(), "sinkrt " SINKRT_VERSION_STRING);
                  EXPECT_TRUE(h->busy());
                  EXPECT_EQ(h->cores(), 8u);
                  EXPECT_EQ(h->pid(), 4242u);
@@ -330,7 +330,7 @@ HelloFields DaemonAnswer() {
   HelloFields h;
   h.role = fb::PeerRole::Device;
   h.rank = 3;
-  h.software = "sinkrt 0.1.0";
+  h.software = "sinkrt " SINKRT_VERSION_STRING;
   h.busy = true;
   h.cores = 8;
   h.pid = 4242;
@@ -341,7 +341,7 @@ HelloFields PeerDial() {
   HelloFields h;
   h.role = fb::PeerRole::Device;
   h.rank = 1;
-  h.software = "sinkrt 0.1.0";
+  h.software = "sinkrt " SINKRT_VERSION_STRING;
   h.pid = 4242;
   h.job = 0x5eed;
   h.token = "tok";

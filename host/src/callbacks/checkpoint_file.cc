@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/model_impl.h"
+#include "sinkrt/runtime/version.h"
 #include "sinkrt/fb/checkpoint_generated.h"
 #include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/model.h"

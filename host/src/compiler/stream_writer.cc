@@ -5,6 +5,7 @@
 #include <variant>
 
 #include "graph_file/op_options.h"
+#include "sinkrt/runtime/version.h"
 #include "sinkrt/runtime/format.h"
 
 namespace sinkrt::host::compiler {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "sinkrt/fb/wire_generated.h"
+#include "sinkrt/runtime/version.h"
 #include "sinkrt/runtime/wire.h"
 
 namespace sinkrt {
