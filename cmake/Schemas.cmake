@@ -30,5 +30,5 @@ add_custom_target(sinkrt_schemas_gen DEPENDS ${_generated})
 
 add_library(sinkrt_schemas INTERFACE)
 add_dependencies(sinkrt_schemas sinkrt_schemas_gen)
-target_include_directories(sinkrt_schemas INTERFACE ${CMAKE_BINARY_DIR}/generated)
+target_include_directories(sinkrt_schemas INTERFACE $<BUILD_INTERFACE:${CMAKE_BINARY_DIR}/generated>)
 target_link_libraries(sinkrt_schemas INTERFACE flatbuffers::flatbuffers)
