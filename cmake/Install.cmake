@@ -20,7 +20,7 @@ install(TARGETS sinkd sinkrun sinkc sinkdump sinkprof
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
 # The schemas document the stream, graph, checkpoint and wire formats, and let
 # other languages read and write them with flatc.
-file(GLOB _sinkrt_schema_files ${CMAKE_SOURCE_DIR}/schemas/*.fbs)
+file(GLOB _sinkrt_schema_files ${PROJECT_SOURCE_DIR}/schemas/*.fbs)
 install(FILES ${_sinkrt_schema_files} DESTINATION ${CMAKE_INSTALL_DATADIR}/sinkrt/schemas COMPONENT runtime)
 
 install(TARGETS sinkrt_runtime sinkrt_host sinkrt_device sinkrt_schemas
@@ -28,7 +28,7 @@ install(TARGETS sinkrt_runtime sinkrt_host sinkrt_device sinkrt_schemas
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 foreach(part runtime host device)
-  install(DIRECTORY ${CMAKE_SOURCE_DIR}/${part}/include/sinkrt/${part}
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${part}/include/sinkrt/${part}
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sinkrt COMPONENT dev FILES_MATCHING PATTERN "*.h")
 endforeach()
 # Public headers name FlatBuffers types (fb::DType, fb::BufferRole, ...), so
@@ -38,10 +38,10 @@ foreach(s ${SINKRT_SCHEMAS})
 endforeach()
 # The example application, as a starting point (README "Use sinkrt from your
 # C++ application").
-install(DIRECTORY ${CMAKE_SOURCE_DIR}/examples/app/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples/app COMPONENT dev)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/app/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples/app COMPONENT dev)
 
 install(EXPORT sinkrtTargets NAMESPACE sinkrt:: DESTINATION ${SINKRT_CMAKE_DIR} COMPONENT dev)
-configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/sinkrtConfig.cmake.in
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/sinkrtConfig.cmake.in
                               ${CMAKE_CURRENT_BINARY_DIR}/sinkrtConfig.cmake
                               INSTALL_DESTINATION ${SINKRT_CMAKE_DIR})
 # Within a major release the public headers stay source compatible
@@ -62,5 +62,5 @@ else()
   set(SINKRT_PC_PREFIX "\${pcfiledir}/${_up}")
   set(SINKRT_PC_LIBDIR "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
 endif()
-configure_file(${CMAKE_SOURCE_DIR}/cmake/sinkrt.pc.in ${CMAKE_CURRENT_BINARY_DIR}/sinkrt.pc @ONLY)
+configure_file(${PROJECT_SOURCE_DIR}/cmake/sinkrt.pc.in ${CMAKE_CURRENT_BINARY_DIR}/sinkrt.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/sinkrt.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
