@@ -1,4 +1,5 @@
 #include "sinkrt/host/local_cluster.h"
+#include "launch/find_sinkd.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -381,16 +382,10 @@ void LocalCluster::Stop() {
   reap_all();
 }
 
-Result<std::string> FindSinkd(const std::string& argv0) {
+Result<std::string> FindSinkdFrom(const std::filesystem::path& exe, const char* path_env) {
   namespace fs = std::filesystem;
-  if (const char* env = std::getenv("SINKRT_SINKD"); env && *env) {
-    if (access(env, X_OK) != 0) return NotFound(Errno("SINKRT_SINKD=" + std::string(env)));
-    return std::string(env);
-  }
   std::error_code ec;
   auto runnable = [&ec](const fs::path& c) { return fs::is_regular_file(c, ec) && access(c.c_str(), X_OK) == 0; };
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) exe = argv0.find('/') != std::string::npos ? fs::absolute(argv0, ec) : fs::path();
   std::string looked;
   if (!exe.empty()) {
     const fs::path dir = exe.parent_path();
@@ -400,8 +395,7 @@ Result<std::string> FindSinkd(const std::string& argv0) {
       looked += c.string() + ", ";
     }
   }
-  const char* path = std::getenv("PATH");
-  for (std::string_view rest = path ? path : ""; !rest.empty();) {
+  for (std::string_view rest = path_env ? path_env : ""; !rest.empty();) {
     const size_t colon = rest.find(':');
     const std::string_view dir = rest.substr(0, colon);
     rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
@@ -410,6 +404,18 @@ Result<std::string> FindSinkd(const std::string& argv0) {
     if (runnable(c)) return c.string();
   }
   return NotFound("cannot find the sinkd binary (looked for " + looked + "and sinkd on PATH); set SINKRT_SINKD to its path");
+}
+
+Result<std::string> FindSinkd(const std::string& argv0) {
+  namespace fs = std::filesystem;
+  if (const char* env = std::getenv("SINKRT_SINKD"); env && *env) {
+    if (access(env, X_OK) != 0) return NotFound(Errno("SINKRT_SINKD=" + std::string(env)));
+    return std::string(env);
+  }
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) exe = argv0.find('/') != std::string::npos ? fs::absolute(argv0, ec) : fs::path();
+  return FindSinkdFrom(exe, std::getenv("PATH"));
 }
 
 }  // namespace sinkrt::host
