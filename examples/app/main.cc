@@ -7,6 +7,7 @@
 //
 //   sinkrt_app             the in-process device only
 //   sinkrt_app HOST:PORT   and the sinkd listening there (sinkd --listen HOST:PORT)
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -87,14 +88,14 @@ Result<State> TrainOn(const char* name, DeviceLink& device) {
               sinks.losses[1], static_cast<unsigned long long>(model->host_round_trips()));
 
   SINKRT_ASSIGN_OR_RETURN(State state, model->ReadState());
-  for (const auto& [buffer, t] : state) {
-    if (buffer != "fc2.weight") continue;
-    double norm = 0;
-    for (int64_t i = 0; i < t.numel(); ++i) norm += double(t.as<float>()[i]) * t.as<float>()[i];
-    std::printf("%s: read back fc2.weight [%lld x %lld], L2 norm %.6f, w[0][0] = %.6f\n", name,
-                static_cast<long long>(t.shape[0]), static_cast<long long>(t.shape[1]), std::sqrt(norm),
-                t.as<float>()[0]);
-  }
+  auto w = std::find_if(state.begin(), state.end(), [](const auto& buffer) { return buffer.first == "fc2.weight"; });
+  if (w == state.end()) return NotFound(std::string(name) + ": no fc2.weight in the model's state");
+  const float* values = w->second.as<float>();
+  double norm = 0;
+  for (int64_t i = 0; i < w->second.numel(); ++i) norm += double(values[i]) * values[i];
+  std::printf("%s: read back fc2.weight [%lld x %lld], L2 norm %.6f, w[0][0] = %.6f\n", name,
+              static_cast<long long>(w->second.shape[0]), static_cast<long long>(w->second.shape[1]),
+              std::sqrt(norm), values[0]);
   return state;
 }
 
