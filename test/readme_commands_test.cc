@@ -105,6 +105,11 @@ const std::vector<Rule>& Rules() {
        "after it runs against a daemon this test launches"},
       {std::regex(R"(^(scripts/netns_testbed\.sh|ip netns ))"), Action::kSkip,
        "creates network namespaces, which needs root; netns_test runs the same steps where it is root"},
+      {std::regex(R"(^(cmake --install |cmake -S examples/app |cmake --build /tmp/|export PKG_CONFIG_PATH=|g\+\+ |cd build && cpack |apt install ))"),
+       Action::kSkip,
+       "installs into a prefix, builds the app against it, makes and installs the Debian packages: "
+       "scripts/install_check runs these steps on every CI run (its 'install and package check' stage), "
+       "into a temporary prefix and package root"},
       {std::regex(R"(\.\.\.|\[-)"), Action::kSkip,
        "a synopsis: '...' and [optional flags] are placeholders, not a command"},
       {std::regex(R"(^build/tools/sinkrun launch .* -- )"), Action::kRun, ""},  // one process per rank: ends
