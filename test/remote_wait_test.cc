@@ -19,35 +19,14 @@
 #include "sinkrt/host/remote_device.h"
 #include "sinkrt/runtime/hello.h"
 #include "sinkrt/runtime/wire.h"
+#include "support/loopback_listener.h"
 
 namespace sinkrt::host {
 namespace {
 
 using std::chrono::milliseconds;
 
-// A listening socket on 127.0.0.1 with a kernel-chosen port.
-struct Listener {
-  int fd = -1;
-  int port = 0;
-
-  Listener() {
-    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 16) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-      return;
-    port = ntohs(addr.sin_port);
-  }
-  ~Listener() { Close(); }
-  void Close() {
-    if (fd >= 0) ::close(fd);
-    fd = -1;
-  }
-  Address address() const { return Address{"127.0.0.1", static_cast<uint16_t>(port)}; }
-};
+using Listener = testing::LoopbackListener;
 
 // What a host's sinkrun gets for rank 1 of a rank table: a short limit,
 // progress every 50 ms into `lines`.

@@ -12,10 +12,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include "sinkrt/host/file_formats.h"
 #include "sinkrt/host/profiler.h"
+#include "tool_version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"sinkprof: the summary of a profiled run (a Profiler's output directory)"};
+  sinkrt::tools::AddVersionFlag(app, sinkrt::host::HostVersionText("sinkprof"));
   std::string dir;
   bool json = false;
   app.add_option("dir", dir, "the directory Profiler::analyse() or sinkrun --profile wrote")->required();

@@ -76,6 +76,8 @@
 #include "cli_validators.h"
 #include "parallel_flags.h"
 #include "sinkrun.h"
+#include "tool_version.h"
+#include "sinkrt/host/file_formats.h"
 #include "sinkrt/device/openmp_policy.h"
 
 int main(int argc, char** argv) {
@@ -85,6 +87,7 @@ int main(int argc, char** argv) {
   // A daemon that goes away must be an error from send(), not a silent death.
   signal(SIGPIPE, SIG_IGN);
   CLI::App app{"sinkrun: trains sinkrt's built-in networks end to end, on an in-process device or on sinkd"};
+  tools::AddVersionFlag(app, host::HostVersionText("sinkrun"));
   app.require_subcommand(1);
   tools::TrainFlags f;
   CLI::App* train = app.add_subcommand("train", "train a network, then evaluate it on the test split");
