@@ -221,15 +221,7 @@ class SinkdCompatibility : public ::testing::Test {
   // Greets the daemon as a host of protocol major.minor, in `role`.
   std::unique_ptr<FrameSocket> Greet(uint16_t major, uint16_t minor, fb::PeerRole role = fb::PeerRole::Host) {
     auto s = testing::Dial(daemon_.address());
-    if (!s) return nullptr;
-    HelloFields hello;
-    hello.protocol_major = major;
-    hello.protocol_minor = minor;
-    hello.role = role;
-    hello.software = "sinkrt 9.9.9";
-    flatbuffers::FlatBufferBuilder fbb;
-    BuildHello(fbb, hello);
-    EXPECT_TRUE(s->Send(fbb).ok());
+    if (s) EXPECT_TRUE(testing::SendHello(*s, role, "", major, minor).ok());
     return s;
   }
 
@@ -257,10 +249,9 @@ TEST_F(SinkdCompatibility, AHostOfANewerMinorIsServedAndItsNewMessagesRefusedByN
 
   // A message type this build does not have, as a newer host would send had
   // it not looked at the daemon's minor first.
-  flatbuffers::FlatBufferBuilder fbb;
-  fb::AckBuilder ab(fbb);
-  FinishMessage(fbb, static_cast<fb::MessageBody>(200), ab.Finish().Union());
-  ASSERT_TRUE(s->Send(fbb).ok());
+  ASSERT_TRUE(testing::SendMessage(*s, static_cast<fb::MessageBody>(200), [](flatbuffers::FlatBufferBuilder& fbb) {
+                return fb::AckBuilder(fbb).Finish().Union();
+              }).ok());
   Status err = testing::NextError(*s);
   EXPECT_TRUE(Contains(err.message(), "frame message has unknown type 200 (this build speaks wire protocol " +
                                           Version(kProtocolMajor, kProtocolMinor) +
@@ -305,11 +296,7 @@ Result<std::unique_ptr<host::RemoteDevice>> ConnectToADaemonOf(uint16_t major, u
   hello.role = fb::PeerRole::Device;
   hello.rank = 0;
   hello.software = "sinkrt " + Version(major, minor) + ".0";
-  flatbuffers::FlatBufferBuilder fbb(256);
-  BuildHello(fbb, hello);
-  std::vector<uint8_t> frame(kFrameHeaderBytes);
-  EncodeFrameHeader({fbb.GetSize(), 0}, frame.data());
-  frame.insert(frame.end(), fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  const std::vector<uint8_t> frame = testing::HelloFrameBytes(hello);
   std::thread daemon([&] {
     const int c = ::accept4(server.fd, nullptr, nullptr, SOCK_CLOEXEC);
     if (c < 0) return;

@@ -20,6 +20,7 @@
 #include "sinkrt/runtime/hello.h"
 #include "sinkrt/runtime/wire.h"
 #include "support/loopback_listener.h"
+#include "support/raw_frames.h"
 
 namespace sinkrt::host {
 namespace {
@@ -88,14 +89,10 @@ TEST(RemoteWaitTest, AHelloArrivingInPiecesAcrossProgressSlicesIsReadWhole) {
   Listener server;
   ASSERT_GT(server.port, 0);
   // A Device Hello, rank 0, as one frame.
-  flatbuffers::FlatBufferBuilder fbb(256);
   HelloFields hello;
   hello.role = fb::PeerRole::Device;
   hello.rank = 0;
-  BuildHello(fbb, hello);
-  std::vector<uint8_t> frame(kFrameHeaderBytes);
-  EncodeFrameHeader({fbb.GetSize(), 0}, frame.data());
-  frame.insert(frame.end(), fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  const std::vector<uint8_t> frame = testing::HelloFrameBytes(hello);
 
   // A slow daemon: silent for several progress intervals, then half a
   // header, silent again, then the rest. The pauses are what is under test

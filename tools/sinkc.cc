@@ -11,6 +11,7 @@
 //          [--stage-of LAYER=k,...]]
 //         [--optimizer sgd|momentum|adam] [--lr LR] [--momentum M]
 //         [--queue-capacity Q] [--quiet]
+//   sinkc --version
 //
 // GRAPH is a graph file (binary .sgraph or JSON, host/graph_file.h). DIR
 // receives rank_K.tstream for every rank and manifest.json; the same input

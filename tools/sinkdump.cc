@@ -3,6 +3,7 @@
 //
 //   sinkdump FILE [--json] [--program init|train_step|eval_step|predict_step] [--no-tasks]
 //   sinkdump --diff A B [--json] [--program ...] [--no-tasks] [--limit N]
+//   sinkdump --version
 //
 // Every file is verified as a device verifies it before anything is printed,
 // with every feature this build knows accepted (collectives included), so a

@@ -1,6 +1,7 @@
 // sinkprof: prints the summary of a profiled run's directory again.
 //
 //   sinkprof DIR [--json]
+//   sinkprof --version
 //
 // DIR is what Profiler::analyse() (or `sinkrun train --profile DIR`)
 // wrote; its trace.json is read back and summarised as analyse() did

@@ -22,6 +22,7 @@
 //   sinkrun calibrate [--out calibration.json] [--threads 1] [--grid 16,64,256,1024]
 //                     [--no-collectives]
 //   sinkrun profile DIR [--json]
+//   sinkrun --version
 //
 // train runs on an in-process device by default; --devices N starts N sinkd
 // daemons for the run and trains through them, --rank-table trains on

@@ -2,6 +2,7 @@
 //
 //   sinkd [--listen HOST:PORT | --listen HOST --base-port P] [--token T] [--rank R]
 //         [--threads N] [--cpus LIST]
+//   sinkd --version
 //
 // Prints one line "sinkd: rank R listening on HOST:PORT (pid P)" on stdout
 // once the port is bound (launchers and tests wait for it; with port 0 it
