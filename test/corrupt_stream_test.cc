@@ -7,6 +7,7 @@
 #include "sinkrt/device/executor.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/runtime/file_io.h"
+#include "sinkrt/runtime/format.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
@@ -218,7 +219,9 @@ TEST_F(CorruptStream, MetricSumIntoABufferNeverZeroedIsRefused) {
 TEST_F(CorruptStream, UnsupportedFormatVersion) {
   std::vector<uint8_t> bad = *good_;
   ASSERT_TRUE(Mutable(bad)->mutable_header()->mutate_format_major(9));
-  ExpectError(bad, "format 9.");
+  // Both versions, the stream's and the device's (docs/compatibility.md).
+  ExpectError(bad, "task stream format 9." + std::to_string(kFormatMinor) + " is not supported (this device reads " +
+                       std::to_string(kFormatMajor) + ".x)");
 }
 
 TEST_F(CorruptStream, StrayBytesAfterTheFlatBuffer) {

@@ -19,35 +19,15 @@
 #include "sinkrt/host/remote_device.h"
 #include "sinkrt/runtime/hello.h"
 #include "sinkrt/runtime/wire.h"
+#include "support/loopback_listener.h"
+#include "support/raw_frames.h"
 
 namespace sinkrt::host {
 namespace {
 
 using std::chrono::milliseconds;
 
-// A listening socket on 127.0.0.1 with a kernel-chosen port.
-struct Listener {
-  int fd = -1;
-  int port = 0;
-
-  Listener() {
-    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 16) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-      return;
-    port = ntohs(addr.sin_port);
-  }
-  ~Listener() { Close(); }
-  void Close() {
-    if (fd >= 0) ::close(fd);
-    fd = -1;
-  }
-  Address address() const { return Address{"127.0.0.1", static_cast<uint16_t>(port)}; }
-};
+using Listener = testing::LoopbackListener;
 
 // What a host's sinkrun gets for rank 1 of a rank table: a short limit,
 // progress every 50 ms into `lines`.
@@ -109,14 +89,10 @@ TEST(RemoteWaitTest, AHelloArrivingInPiecesAcrossProgressSlicesIsReadWhole) {
   Listener server;
   ASSERT_GT(server.port, 0);
   // A Device Hello, rank 0, as one frame.
-  flatbuffers::FlatBufferBuilder fbb(256);
   HelloFields hello;
   hello.role = fb::PeerRole::Device;
   hello.rank = 0;
-  BuildHello(fbb, hello);
-  std::vector<uint8_t> frame(kFrameHeaderBytes);
-  EncodeFrameHeader({fbb.GetSize(), 0}, frame.data());
-  frame.insert(frame.end(), fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  const std::vector<uint8_t> frame = testing::HelloFrameBytes(hello);
 
   // A slow daemon: silent for several progress intervals, then half a
   // header, silent again, then the rest. The pauses are what is under test

@@ -326,11 +326,15 @@ TEST(WireHeader, EncodeDecodeRoundTripAtTheLimits) {
 //===--- Hello: the one builder and reader ------------------------------------===//
 
 // A daemon's answer and a daemon's dial between them set every field.
+// A fixed release string: the pinned layout below must not change with
+// every release (the string's length is what shapes the bytes).
+constexpr const char* kPinnedSoftware = "sinkrt 0.1.0";
+
 HelloFields DaemonAnswer() {
   HelloFields h;
   h.role = fb::PeerRole::Device;
   h.rank = 3;
-  h.software = "sinkrt " SINKRT_VERSION_STRING;
+  h.software = kPinnedSoftware;
   h.busy = true;
   h.cores = 8;
   h.pid = 4242;
@@ -341,7 +345,7 @@ HelloFields PeerDial() {
   HelloFields h;
   h.role = fb::PeerRole::Device;
   h.rank = 1;
-  h.software = "sinkrt " SINKRT_VERSION_STRING;
+  h.software = kPinnedSoftware;
   h.pid = 4242;
   h.job = 0x5eed;
   h.token = "tok";

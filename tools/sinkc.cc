@@ -11,6 +11,7 @@
 //          [--stage-of LAYER=k,...]]
 //         [--optimizer sgd|momentum|adam] [--lr LR] [--momentum M]
 //         [--queue-capacity Q] [--quiet]
+//   sinkc --version
 //
 // GRAPH is a graph file (binary .sgraph or JSON, host/graph_file.h). DIR
 // receives rank_K.tstream for every rank and manifest.json; the same input
@@ -64,8 +65,10 @@
 
 #include "cli_validators.h"
 #include "parallel_flags.h"
+#include "tool_version.h"
 #include "sinkrt/host/auto_parallel.h"
 #include "sinkrt/host/compiled_job.h"
+#include "sinkrt/host/file_formats.h"
 #include "sinkrt/host/graph_file.h"
 #include "sinkrt/host/parallel_context.h"
 #include "sinkrt/host/shard_strategies.h"
@@ -384,6 +387,7 @@ int Run(const Flags& f, const CLI::App& app) {
 
 int main(int argc, char** argv) {
   CLI::App app{"sinkc: compiles a sinkrt graph file into one task stream per rank (rank_K.tstream) and a manifest"};
+  sinkrt::tools::AddVersionFlag(app, sinkrt::host::HostVersionText("sinkc"));
   Flags f;
   app.add_option("graph", f.graph, "graph file (binary .sgraph, or JSON against schemas/graph.fbs)")->required();
   app.add_option("-o,--out", f.out, "output directory (created if missing)")->required();

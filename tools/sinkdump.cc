@@ -3,6 +3,7 @@
 //
 //   sinkdump FILE [--json] [--program init|train_step|eval_step|predict_step] [--no-tasks]
 //   sinkdump --diff A B [--json] [--program ...] [--no-tasks] [--limit N]
+//   sinkdump --version
 //
 // Every file is verified as a device verifies it before anything is printed,
 // with every feature this build knows accepted (collectives included), so a
@@ -24,8 +25,10 @@
 #include "cli_validators.h"
 #include "dump_file_kind.h"
 #include "dump_format.h"
+#include "tool_version.h"
 #include "sinkrt/runtime/file_io.h"
 #include "sinkrt/runtime/format.h"
+#include "sinkrt/runtime/version.h"
 
 namespace {
 
@@ -84,6 +87,7 @@ int Diff(const std::string& a_path, const std::string& b_path, bool json, const 
 int main(int argc, char** argv) {
   CLI::App app{"Prints a sinkrt task stream (.tstream): header, memory plan, queues, programs and tasks; "
                "or, with --diff A B, what differs between two."};
+  tools::AddVersionFlag(app, VersionText("sinkdump"));
   std::string path;
   std::vector<std::string> diff_paths;
   bool json = false;

@@ -1,6 +1,7 @@
 // sinkprof: prints the summary of a profiled run's directory again.
 //
 //   sinkprof DIR [--json]
+//   sinkprof --version
 //
 // DIR is what Profiler::analyse() (or `sinkrun train --profile DIR`)
 // wrote; its trace.json is read back and summarised as analyse() did
@@ -12,10 +13,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include "sinkrt/host/file_formats.h"
 #include "sinkrt/host/profiler.h"
+#include "tool_version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"sinkprof: the summary of a profiled run (a Profiler's output directory)"};
+  sinkrt::tools::AddVersionFlag(app, sinkrt::host::HostVersionText("sinkprof"));
   std::string dir;
   bool json = false;
   app.add_option("dir", dir, "the directory Profiler::analyse() or sinkrun --profile wrote")->required();

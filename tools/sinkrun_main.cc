@@ -22,6 +22,7 @@
 //   sinkrun calibrate [--out calibration.json] [--threads 1] [--grid 16,64,256,1024]
 //                     [--no-collectives]
 //   sinkrun profile DIR [--json]
+//   sinkrun --version
 //
 // train runs on an in-process device by default; --devices N starts N sinkd
 // daemons for the run and trains through them, --rank-table trains on
@@ -76,6 +77,8 @@
 #include "cli_validators.h"
 #include "parallel_flags.h"
 #include "sinkrun.h"
+#include "tool_version.h"
+#include "sinkrt/host/file_formats.h"
 #include "sinkrt/device/openmp_policy.h"
 
 int main(int argc, char** argv) {
@@ -85,6 +88,7 @@ int main(int argc, char** argv) {
   // A daemon that goes away must be an error from send(), not a silent death.
   signal(SIGPIPE, SIG_IGN);
   CLI::App app{"sinkrun: trains sinkrt's built-in networks end to end, on an in-process device or on sinkd"};
+  tools::AddVersionFlag(app, host::HostVersionText("sinkrun"));
   app.require_subcommand(1);
   tools::TrainFlags f;
   CLI::App* train = app.add_subcommand("train", "train a network, then evaluate it on the test split");

@@ -2,6 +2,7 @@
 //
 //   sinkd [--listen HOST:PORT | --listen HOST --base-port P] [--token T] [--rank R]
 //         [--threads N] [--cpus LIST]
+//   sinkd --version
 //
 // Prints one line "sinkd: rank R listening on HOST:PORT (pid P)" on stdout
 // once the port is bound (launchers and tests wait for it; with port 0 it
@@ -17,11 +18,13 @@
 #include <iostream>
 
 #include "cli_validators.h"
+#include "tool_version.h"
 #include "sinkrt/device/daemon.h"
 #include "sinkrt/runtime/cpu_set.h"
 #include "sinkrt/device/openmp_policy.h"
 #include "sinkrt/runtime/env.h"
 #include "sinkrt/runtime/rank_table.h"
+#include "sinkrt/runtime/version.h"
 
 namespace {
 
@@ -51,6 +54,7 @@ int main(int argc, char** argv) {
   sinkrt::device::EnsurePassiveOpenMp(argv);
   Flags f;
   CLI::App app{"sinkd: the sinkrt device runtime daemon (one per device)"};
+  sinkrt::tools::AddVersionFlag(app, sinkrt::VersionText("sinkd"));
   app.add_option("--listen", f.listen,
                  "HOST:PORT to serve hosts on (default 127.0.0.1:7100 + local rank); HOST alone with --base-port");
   app.add_option("--base-port", f.base_port,

@@ -86,7 +86,11 @@ Result<const fb::Message*> VerifyMessage(std::span<const uint8_t> message) {
   if (m->body_type() == fb::MessageBody::NONE || m->body() == nullptr)
     return InvalidArgument("frame message has no body");
   if (static_cast<uint8_t>(m->body_type()) > static_cast<uint8_t>(fb::MessageBody::MAX))
-    return InvalidArgument("frame message has unknown type " + std::to_string(int(m->body_type())));
+    // A peer of a newer minor may know message types this build does not:
+    // it must look at this side's Hello first, so say which side is older.
+    return InvalidArgument("frame message has unknown type " + std::to_string(int(m->body_type())) +
+                           " (this build speaks wire protocol " + std::to_string(kProtocolMajor) + "." +
+                           std::to_string(kProtocolMinor) + ": the peer is newer, or the frame is corrupt)");
   return m;
 }
 

@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -27,14 +28,26 @@ inline std::unique_ptr<FrameSocket> Dial(const Address& a) {
 }
 
 inline Status SendHello(FrameSocket& s, fb::PeerRole role = fb::PeerRole::Host, const std::string& token = "",
-                 uint16_t major = kProtocolMajor) {
+                 uint16_t major = kProtocolMajor, uint16_t minor = kProtocolMinor) {
   HelloFields hello;
   hello.protocol_major = major;
+  hello.protocol_minor = minor;
   hello.role = role;
   hello.token = token;
   flatbuffers::FlatBufferBuilder fbb;
   BuildHello(fbb, hello);
   return s.Send(fbb);
+}
+
+// The bytes of one whole frame holding `hello`, for a stand-in daemon that
+// writes to a plain socket.
+inline std::vector<uint8_t> HelloFrameBytes(const HelloFields& hello) {
+  flatbuffers::FlatBufferBuilder fbb(256);
+  BuildHello(fbb, hello);
+  std::vector<uint8_t> frame(kFrameHeaderBytes);
+  EncodeFrameHeader({fbb.GetSize(), 0}, frame.data());
+  frame.insert(frame.end(), fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  return frame;
 }
 
 // The next frame's type; its payload is skipped. Error frames become the Status.

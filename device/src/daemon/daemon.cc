@@ -375,9 +375,14 @@ void Daemon::State::Serve(Connection& c) {
       if (hello.rank() < 0)
         return refuse(InvalidArgument("a Device without a rank may not connect: peer daemons name their rank and job"));
       return ServePeer(c, hello);
-    default:
-      return refuse(InvalidArgument(std::string("a ") + fb::EnumNamePeerRole(hello.role()) +
-                                    " may not connect to a device's host port"));
+    default: {
+      // A role of a newer protocol minor has no name in this build.
+      const char* name = fb::EnumNamePeerRole(hello.role());
+      const std::string role = *name ? std::string(name)
+                                     : "peer of role " + std::to_string(int(hello.role())) + " (unknown to protocol " +
+                                           ProtocolVersion(kProtocolMajor, kProtocolMinor) + ")";
+      return refuse(InvalidArgument("a " + role + " may not connect to a device's host port"));
+    }
   }
 }
 

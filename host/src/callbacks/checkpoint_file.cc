@@ -16,14 +16,15 @@
 #include "sinkrt/runtime/version.h"
 #include "sinkrt/fb/checkpoint_generated.h"
 #include "sinkrt/host/callbacks.h"
+#include "sinkrt/host/file_formats.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/runtime/file_io.h"
 
 namespace sinkrt::host {
 namespace {
 
-constexpr uint16_t kCheckpointMajor = 1;
-constexpr uint16_t kCheckpointMinor = 0;
+constexpr uint16_t kCheckpointMajor = kCheckpointFormat.major;
+constexpr uint16_t kCheckpointMinor = kCheckpointFormat.minor;
 constexpr char kProducer[] = "sinkrt " SINKRT_VERSION_STRING;
 // A FlatBuffer addresses itself with 32-bit offsets; leave room for the
 // tables around the tensor data.

@@ -8,15 +8,16 @@
 #include <vector>
 
 #include "sinkrt/fb/graph_generated.h"
+#include "sinkrt/host/file_formats.h"
 #include "sinkrt/host/graph_file.h"
 #include "sinkrt/runtime/status.h"
 
 namespace sinkrt::host::graph_file {
 
 // A reader refuses another major version; a minor version adds only fields
-// an older reader may ignore.
-inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 1;  // 1.1: transformer ops
+// an older reader may ignore (file_formats.h holds the version).
+inline constexpr uint16_t kFormatMajor = kGraphFileFormat.major;
+inline constexpr uint16_t kFormatMinor = kGraphFileFormat.minor;
 
 // The verified GraphDef inside `bytes` (which must outlive it), after the
 // identifier and FlatBuffers verifier checks.

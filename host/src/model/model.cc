@@ -13,6 +13,7 @@
 #include "model/validate.h"
 #include "sinkrt/host/communication.h"
 #include "sinkrt/runtime/env.h"
+#include "sinkrt/runtime/version.h"
 
 namespace sinkrt::host {
 namespace {
@@ -249,6 +250,9 @@ std::vector<JoinField> JobFields(const Model::Impl& m, const CompileOptions& co)
                           std::to_string(co.optimizer.learning_rate);
   if (co.optimizer.kind == OptimizerKind::Momentum) optimizer += " momentum " + std::to_string(co.optimizer.momentum);
   return {
+      // One release for every rank: the bootstrap has no Hello of its own,
+      // and another release may compile the same graph differently.
+      {"sinkrt", SINKRT_VERSION_STRING},
       {"world_size", std::to_string(co.world_size)},
       {"parallel_mode", ParallelModeName(co.parallel_mode)},
       {"network", m.network_name},

@@ -130,6 +130,12 @@ Status FinishDial(uint32_t self, const PeerAddress& peer, FrameSocket& s, uint64
     bad = FailedPrecondition("rendezvous: " + RankText(self) + " dialed " + who + ", but a " +
                              fb::EnumNamePeerRole(hello.role()) + " with rank " + std::to_string(hello.rank()) +
                              " answered");
+  } else if (hello.protocol_major() != kProtocolMajor) {
+    // The peer checked this side's Hello already; a daemon of another major
+    // that accepted it anyway still speaks a protocol this one does not.
+    bad = Unimplemented("rendezvous: " + who + " speaks wire protocol " + std::to_string(hello.protocol_major()) + "." +
+                        std::to_string(hello.protocol_minor()) + ", " + RankText(self) + " speaks " +
+                        std::to_string(kProtocolMajor) + "." + std::to_string(kProtocolMinor));
   } else if (hello.job() != job) {
     bad = FailedPrecondition("rendezvous: job mismatch: " + RankText(self) + " is in job " + std::to_string(job) +
                              ", " + RankText(peer.rank) + " is in job " + std::to_string(hello.job()));
