@@ -1,11 +1,12 @@
-// ListeningInbox: a PeerInbox with its own listening socket, for tests and
-// benchmarks that run communicators without a daemon.
-//
-// It accepts on HOST:0 (127.0.0.1 by default; any free port, address()
-// tells which), reads each connection's Hello with a deadline and queues
-// the socket under the rank the Hello names. Connections that send
-// anything else, or another token than `token` (when set), are dropped.
-// Sockets it hands over stay valid after the inbox is destroyed.
+/// \file
+/// ListeningInbox: a PeerInbox with its own listening socket, for tests and
+/// benchmarks that run communicators without a daemon.
+///
+/// It accepts on HOST:0 (127.0.0.1 by default; any free port, address()
+/// tells which), reads each connection's Hello with a deadline and queues
+/// the socket under the rank the Hello names. Connections that send
+/// anything else, or another token than `token` (when set), are dropped.
+/// Sockets it hands over stay valid after the inbox is destroyed.
 #pragma once
 
 #include <condition_variable>

@@ -1,4 +1,5 @@
-// Tensor: a host-side owned array (dataset samples, batches, checkpoints).
+/// \file
+/// Tensor: a host-side owned array (dataset samples, batches, checkpoints).
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,7 @@ namespace sinkrt::host {
 struct Tensor {
   DType dtype = DType::Invalid;
   Shape shape;
-  std::vector<uint8_t> data;  // row-major, NumElements(shape) * DTypeSize(dtype) bytes
+  std::vector<uint8_t> data;  ///< row-major, NumElements(shape) * DTypeSize(dtype) bytes
 
   static Tensor Zeros(DType dtype, Shape shape) {
     Tensor t{dtype, std::move(shape), {}};
@@ -28,13 +29,13 @@ struct Tensor {
   std::span<const uint8_t> bytes() const { return data; }
 };
 
-// One sample or one batch: a tensor per column, in column order.
+/// One sample or one batch: a tensor per column, in column order.
 using Row = std::vector<Tensor>;
 
 struct ColumnSpec {
   std::string name;
   DType dtype = DType::Invalid;
-  Shape shape;  // per sample for a source; per batch (batch dim first) after Batch()
+  Shape shape;  ///< per sample for a source; per batch (batch dim first) after Batch()
 };
 
 }  // namespace sinkrt::host

@@ -1,11 +1,12 @@
-// bfloat16 <-> float, shared by the kernels (Cast) and the collectives'
-// reductions so that both round the same way.
-//
-// bf16 is the top half of an IEEE binary32: widening is exact; narrowing
-// rounds to nearest, ties to even, and keeps a NaN a NaN (quietened, sign
-// and top payload bits kept) instead of letting the rounding carry turn it
-// into an infinity. Inline and branch-light so that loops over arrays
-// vectorise.
+/// \file
+/// bfloat16 <-> float, shared by the kernels (Cast) and the collectives'
+/// reductions so that both round the same way.
+///
+/// bf16 is the top half of an IEEE binary32: widening is exact; narrowing
+/// rounds to nearest, ties to even, and keeps a NaN a NaN (quietened, sign
+/// and top payload bits kept) instead of letting the rounding carry turn it
+/// into an infinity. Inline and branch-light so that loops over arrays
+/// vectorise.
 #pragma once
 
 #include <bit>

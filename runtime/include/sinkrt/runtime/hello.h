@@ -1,7 +1,8 @@
-// The Hello that opens every connection (schemas/wire.fbs): a host or a
-// launcher's probe dialing a daemon, the daemon's answer, and daemons
-// dialing each other to join a world. One builder, so every sender writes
-// the same fields in the same layout, and one reader.
+/// \file
+/// The Hello that opens every connection (schemas/wire.fbs): a host or a
+/// launcher's probe dialing a daemon, the daemon's answer, and daemons
+/// dialing each other to join a world. One builder, so every sender writes
+/// the same fields in the same layout, and one reader.
 #pragma once
 
 #include <flatbuffers/flatbuffers.h>
@@ -15,11 +16,11 @@
 
 namespace sinkrt {
 
-// What this build calls itself in every Hello it sends.
+/// What this build calls itself in every Hello it sends.
 inline constexpr const char* kSoftwareName = "sinkrt " SINKRT_VERSION_STRING;
 
-// A Hello's fields with the schema's meaning; the defaults are what a host
-// sends. Fields at their schema default (and empty strings) are not written.
+/// A Hello's fields with the schema's meaning; the defaults are what a host
+/// sends. Fields at their schema default (and empty strings) are not written.
 struct HelloFields {
   uint16_t protocol_major = kProtocolMajor;
   uint16_t protocol_minor = kProtocolMinor;
@@ -34,10 +35,10 @@ struct HelloFields {
   std::string host_id;
 };
 
-// Finishes `fbb` with a Message holding this Hello.
+/// Finishes `fbb` with a Message holding this Hello.
 void BuildHello(flatbuffers::FlatBufferBuilder& fbb, const HelloFields& hello);
 
-// The fields of a received (verified) Hello; absent strings read as empty.
+/// The fields of a received (verified) Hello; absent strings read as empty.
 HelloFields ReadHello(const fb::Hello& hello);
 
 }  // namespace sinkrt

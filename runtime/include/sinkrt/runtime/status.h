@@ -1,10 +1,11 @@
-// Status and Result<T>: the error path of runtime and device code.
-//
-// No exceptions cross a library boundary in sinkrt: a daemon that must
-// survive a bad job needs values, not unwinding. A Status carries a code (the
-// canonical codes, as in absl/IREE) and a message that names what is wrong;
-// callers add context on the way up, with the optional second argument of
-// SINKRT_RETURN_IF_ERROR / SINKRT_ASSIGN_OR_RETURN (evaluated only on error).
+/// \file
+/// Status and Result<T>: the error path of runtime and device code.
+///
+/// No exceptions cross a library boundary in sinkrt: a daemon that must
+/// survive a bad job needs values, not unwinding. A Status carries a code (the
+/// canonical codes, as in absl/IREE) and a message that names what is wrong;
+/// callers add context on the way up, with the optional second argument of
+/// SINKRT_RETURN_IF_ERROR / SINKRT_ASSIGN_OR_RETURN (evaluated only on error).
 #pragma once
 
 #include <cstdint>
@@ -17,17 +18,17 @@ namespace sinkrt {
 
 enum class StatusCode : uint8_t {
   kOk = 0,
-  kInvalidArgument,     // the caller passed something malformed (bad stream, bad shape)
-  kOutOfRange,          // an index or offset outside its table or the arena
-  kFailedPrecondition,  // valid input, wrong state (run before load)
-  kNotFound,            // a named file, buffer or program does not exist
-  kDeadlineExceeded,    // a bounded wait ran out (dry queue, peer timeout)
-  kResourceExhausted,   // a bounded resource is full (arena, queue)
-  kUnimplemented,       // a valid request this build does not support
-  kUnavailable,         // a peer or device went away
-  kAborted,             // the job was stopped
-  kInternal,            // an invariant of ours broke: a bug
-  kPermissionDenied,    // the caller may not do this (wrong token)
+  kInvalidArgument,     ///< the caller passed something malformed (bad stream, bad shape)
+  kOutOfRange,          ///< an index or offset outside its table or the arena
+  kFailedPrecondition,  ///< valid input, wrong state (run before load)
+  kNotFound,            ///< a named file, buffer or program does not exist
+  kDeadlineExceeded,    ///< a bounded wait ran out (dry queue, peer timeout)
+  kResourceExhausted,   ///< a bounded resource is full (arena, queue)
+  kUnimplemented,       ///< a valid request this build does not support
+  kUnavailable,         ///< a peer or device went away
+  kAborted,             ///< the job was stopped
+  kInternal,            ///< an invariant of ours broke: a bug
+  kPermissionDenied,    ///< the caller may not do this (wrong token)
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -43,9 +44,9 @@ class [[nodiscard]] Status {
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
 
-  // "context: message", keeping the code.
+  /// "context: message", keeping the code.
   Status WithContext(const std::string& context) const;
-  // "CODE_NAME: message"
+  /// "CODE_NAME: message"
   std::string ToString() const;
 
  private:
@@ -65,14 +66,14 @@ inline Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 inline Status PermissionDenied(std::string m) { return {StatusCode::kPermissionDenied, std::move(m)}; }
 
-// A value or the Status that explains why there is none.
+/// A value or the Status that explains why there is none.
 template <typename T>
 class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
-  // An OK status carries no value: that is a bug of the code that returned
-  // it, so it becomes an internal error here instead of a Result that
-  // claims ok() and holds nothing.
+  /// An OK status carries no value: that is a bug of the code that returned
+  /// it, so it becomes an internal error here instead of a Result that
+  /// claims ok() and holds nothing.
   Result(Status status)  // NOLINT: implicit by design
       : v_(status.ok() ? Internal("a Result was built from an OK status, with no value") : std::move(status)) {}
 
@@ -103,18 +104,18 @@ inline Status WithOptionalContext(Status s) { return s; }
 inline Status WithOptionalContext(const Status& s, const std::string& context) { return s.WithContext(context); }
 }  // namespace sinkrt::status_internal
 
-// SINKRT_RETURN_IF_ERROR(status_expr) returns the status if it is an error.
-// SINKRT_RETURN_IF_ERROR(status_expr, context) returns it as
-// "context: message"; `context` is a std::string expression evaluated only
-// when there is an error, so building it costs nothing on the good path.
+/// SINKRT_RETURN_IF_ERROR(status_expr) returns the status if it is an error.
+/// SINKRT_RETURN_IF_ERROR(status_expr, context) returns it as
+/// "context: message"; `context` is a std::string expression evaluated only
+/// when there is an error, so building it costs nothing on the good path.
 #define SINKRT_RETURN_IF_ERROR(expr, ...)                                                       \
   do {                                                                                          \
     ::sinkrt::Status _st = (expr);                                                              \
     if (!_st.ok()) return ::sinkrt::status_internal::WithOptionalContext(_st __VA_OPT__(, ) __VA_ARGS__); \
   } while (0)
 
-// SINKRT_ASSIGN_OR_RETURN(lhs, result_expr[, context]): `lhs = value`, or
-// return the error (with the optional context, as above).
+/// SINKRT_ASSIGN_OR_RETURN(lhs, result_expr[, context]): `lhs = value`, or
+/// return the error (with the optional context, as above).
 #define SINKRT_ASSIGN_OR_RETURN(lhs, expr, ...) \
   SINKRT_ASSIGN_OR_RETURN_IMPL(SINKRT_CONCAT(_res_, __LINE__), lhs, expr __VA_OPT__(, ) __VA_ARGS__)
 #define SINKRT_ASSIGN_OR_RETURN_IMPL(res, lhs, expr, ...)                                                 \

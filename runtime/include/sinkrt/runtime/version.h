@@ -1,11 +1,12 @@
-// The versions of sinkrt: the library's release and the two formats it
-// exchanges with other builds, the task stream (format.h) and the wire
-// protocol (wire.h). docs/compatibility.md says which versions of each a
-// release accepts.
-//
-// The release number lives here and nowhere else: CMake reads it from this
-// file (project(VERSION)), so the package, the CMake version file, the
-// pkg-config file and the code cannot disagree.
+/// \file
+/// The versions of sinkrt: the library's release and the two formats it
+/// exchanges with other builds, the task stream (format.h) and the wire
+/// protocol (wire.h). docs/compatibility.md says which versions of each a
+/// release accepts.
+///
+/// The release number lives here and nowhere else: CMake reads it from this
+/// file (project(VERSION)), so the package, the CMake version file, the
+/// pkg-config file and the code cannot disagree.
 #pragma once
 
 #include <cstdint>
