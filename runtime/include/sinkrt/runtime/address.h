@@ -10,12 +10,14 @@
 
 namespace sinkrt {
 
+/// A TCP endpoint: a host and a port.
 struct Address {
   std::string host;   ///< a name or a literal IPv4/IPv6 address, no brackets
-  uint16_t port = 0;
+  uint16_t port = 0;  ///< 0: any free port (only where a listener allows it)
 
   /// "host:port", bracketing IPv6 literals.
   std::string ToString() const;
+  /// Same host text and port.
   bool operator==(const Address&) const = default;
 };
 

@@ -14,8 +14,10 @@
 
 namespace sinkrt {
 
+/// The float a bfloat16 holds (exact: its upper 16 bits).
 inline float Bf16ToFloat(uint16_t v) { return std::bit_cast<float>(static_cast<uint32_t>(v) << 16); }
 
+/// The nearest bfloat16, ties to even; a NaN stays a NaN.
 inline uint16_t FloatToBf16(float f) {
   const uint32_t bits = std::bit_cast<uint32_t>(f);
   const uint32_t rounded = bits + 0x7fffu + ((bits >> 16) & 1u);

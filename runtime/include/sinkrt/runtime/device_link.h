@@ -39,7 +39,9 @@ namespace sinkrt {
 
 class VerifiedStream;
 
+/// The programs a stream holds: Init, TrainStep, EvalStep, PredictStep.
 using ProgramKind = fb::ProgramKind;
+/// Read-only bytes: a batch column, a tensor's contents.
 using ConstBytes = std::span<const uint8_t>;
 
 /// One AllReduce of a loaded program (a gradient bucket, in data parallel)
@@ -47,10 +49,11 @@ using ConstBytes = std::span<const uint8_t>;
 /// "ring", "two-level (shm reduce-scatter, tcp ring across 2 hosts, shm
 /// all-gather)" (Communicator::AllReduceAlgorithm's words).
 struct AllReduceBucket {
-  uint64_t bytes = 0;
-  std::string algorithm;
+  uint64_t bytes = 0;  ///< the AllReduce's payload
+  std::string algorithm;  ///< the schedule, as above
 };
 
+/// What a device reports after loading a job.
 struct LoadInfo {
   uint64_t arena_bytes = 0;    ///< planned arena plus device-side kernel scratch
   uint64_t queue_bytes = 0;    ///< all queue slots
@@ -92,21 +95,26 @@ struct WorldSpec {
   std::optional<std::vector<GroupUse>> groups;
 };
 
+/// One tensor a program reports after a sink (the loss, metrics), with its contents.
 struct ReportedTensor {
-  uint32_t buffer = 0;
-  std::string name;
+  uint32_t buffer = 0;  ///< its buffer index in the stream
+  std::string name;  ///< its name in the stream
+  /// @{
+  /// Its element type and shape.
   DType dtype = DType::Invalid;
   Shape shape;
-  std::vector<uint8_t> data;
+  /// @}
+  std::vector<uint8_t> data;  ///< its bytes, as the device holds them
 
   /// The first element as float (loss, metric counts); NaN if empty.
   double scalar() const;
 };
 
+/// A sink's answer: what ran, the reported tensors, and where the time went.
 struct SinkResult {
-  uint32_t steps_run = 0;
+  uint32_t steps_run = 0;  ///< steps that ran (fewer than asked only on failure)
   std::vector<ReportedTensor> reports;  ///< the program's reports after the last step
-  DeviceTiming timing;
+  DeviceTiming timing;  ///< where the sink's device time went
   /// Per queue of the job: the most batches it ever held at once since load.
   /// Never above the queue's capacity: the device's memory for data is bounded.
   std::vector<uint32_t> queue_high_water;
@@ -115,6 +123,7 @@ struct SinkResult {
   std::vector<ProfileRecord> profile;
 };
 
+/// A device the host trains on: in this process (InProcessDevice) or behind a daemon (RemoteDevice).
 class DeviceLink {
  public:
   virtual ~DeviceLink() = default;
@@ -139,6 +148,7 @@ class DeviceLink {
   /// PushBatch is; same threading. Unimplemented (the default, for links
   /// with nowhere to lend): the caller pushes.
   using BatchFiller = std::function<Status(std::span<const std::span<uint8_t>> columns)>;
+  /// PushBatch with the batch written in place.
   virtual Status FillBatch(uint32_t queue, const BatchFiller& fill) {
     (void)queue;
     (void)fill;
@@ -156,7 +166,9 @@ class DeviceLink {
   /// control round trip.
   virtual Status ClearQueue(uint32_t queue) = 0;
 
+  /// The bytes of buffer `buffer` (a parameter, say). A maintenance request, not a control round trip.
   virtual Result<std::vector<uint8_t>> ReadTensor(uint32_t buffer) = 0;
+  /// Overwrites buffer `buffer` with `bytes` (exactly its size). A maintenance request.
   virtual Status WriteTensor(uint32_t buffer, ConstBytes bytes) = 0;
 
   /// Where this device accepts its peers; the host collects every member's

@@ -49,6 +49,7 @@ struct PeerTimeouts {
   /// Joining a world (dials, handshakes, Barrier #0); 0: `peer`.
   std::chrono::milliseconds rendezvous{0};
 
+  /// The rendezvous wait in force: `rendezvous`, or `peer` when it is 0.
   std::chrono::milliseconds effective_rendezvous() const { return rendezvous.count() > 0 ? rendezvous : peer; }
 };
 

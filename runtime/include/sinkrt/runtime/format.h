@@ -14,9 +14,11 @@
 
 namespace sinkrt {
 
+/// The task-stream format's version: a device loads every minor of its major.
 inline constexpr uint16_t kFormatMajor = 1;
 inline constexpr uint16_t kFormatMinor = 4;  ///< 1.1: transformer ops; 1.2: sharded slices; 1.3: ParamSlice/GradSlice;
                                              ///< 1.4: MetricSum, Program.accumulators (sunk eval)
+/// The blob section and every blob in it start at a multiple of this many bytes.
 inline constexpr uint32_t kBlobAlignment = 64;
 /// Feature bits a stream may require (Header.requirements). A device refuses
 /// a stream with any bit outside the set it supports.
@@ -25,6 +27,7 @@ inline constexpr uint64_t kFeatureCollectives = 1ull << 0;
 /// format 1.3): a device that ignored those fields would run a different
 /// collective, so it must refuse the stream instead.
 inline constexpr uint64_t kFeatureBlockedCollectives = 1ull << 1;
+/// Every feature bit this build's devices run.
 inline constexpr uint64_t kSupportedFeatures = kFeatureCollectives | kFeatureBlockedCollectives;
 
 /// Largest stream a device accepts (FlatBuffer plus blobs).
@@ -33,9 +36,10 @@ inline constexpr uint64_t kMaxStreamBytes = 1ull << 36;
 /// above it, naming the largest buffers.
 inline constexpr uint64_t kMaxArenaBytes = kMaxStreamBytes * 4;
 
+/// A .tstream file's two parts, as SplitStream finds them.
 struct StreamSections {
   std::span<const uint8_t> flatbuffer;  ///< without the size prefix
-  std::span<const uint8_t> blobs;
+  std::span<const uint8_t> blobs;  ///< the tensor data the FlatBuffer's blob references point into
 };
 
 /// Splits a .tstream file into its sections, checking the size prefix and the

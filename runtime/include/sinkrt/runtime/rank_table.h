@@ -26,19 +26,23 @@
 
 namespace sinkrt {
 
+/// The port of device 0 on a host when the table gives none (`sinkd --base-port`).
 inline constexpr uint16_t kDefaultBasePort = 7100;
 
+/// One rank of a table: where its device is served.
 struct RankEntry {
-  uint32_t rank = 0;
-  Address address;
+  uint32_t rank = 0;  ///< the rank, 0..n-1
+  Address address;  ///< host:port of the device's daemon
   int device_id = -1;     ///< the physical device number on its host, when the table says
   std::string device_ip;  ///< Ascend's device NIC; kept for tools, unused by sinkrt
 };
 
+/// A validated rank table: every rank's device, ranks 0..n-1.
 struct RankTable {
   std::string layout;            ///< "minimal", "server_list" or "group_list"
   std::vector<RankEntry> ranks;  ///< sorted by rank: ranks[i].rank == i
 
+  /// The world size.
   size_t size() const { return ranks.size(); }
 };
 
@@ -47,6 +51,7 @@ struct RankTable {
 /// when that is the cause.
 Result<RankTable> ParseRankTable(std::string_view json, std::string_view source,
                                  uint16_t base_port = kDefaultBasePort);
+/// Reads the file at `path` and parses it (ParseRankTable).
 Result<RankTable> LoadRankTable(const std::string& path, uint16_t base_port = kDefaultBasePort);
 
 /// The minimal layout, for launchers to write.
@@ -59,12 +64,13 @@ std::string RankTableToJson(const RankTable& table);
 /// (MPICH), SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID (Slurm), in that order. Unset fields stay empty; a variable
 /// that is set but not a non-negative integer is an error naming it.
 struct LaunchRank {
-  std::optional<uint32_t> rank;
-  std::optional<uint32_t> world_size;
+  std::optional<uint32_t> rank;  ///< the process's rank, when a launcher set it
+  std::optional<uint32_t> world_size;  ///< the world size, when a launcher set it
   std::optional<uint32_t> local_rank;  ///< device index on this host
   std::optional<uint32_t> local_size;  ///< ranks on this host
   std::string source;                  ///< the variable the rank came from
 };
+/// This process's LaunchRank, from the launchers' variables named above.
 Result<LaunchRank> LaunchRankFromEnvironment();
 
 }  // namespace sinkrt

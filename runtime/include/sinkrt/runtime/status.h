@@ -16,6 +16,7 @@
 
 namespace sinkrt {
 
+/// The canonical error codes (as in absl and IREE); kOk is success.
 enum class StatusCode : uint8_t {
   kOk = 0,
   kInvalidArgument,     ///< the caller passed something malformed (bad stream, bad shape)
@@ -31,18 +32,26 @@ enum class StatusCode : uint8_t {
   kPermissionDenied,    ///< the caller may not do this (wrong token)
 };
 
+/// The code's name as ToString writes it ("INVALID_ARGUMENT").
 const char* StatusCodeName(StatusCode code);
 
+/// Success, or an error code with a message that names what went wrong.
 class [[nodiscard]] Status {
  public:
   Status() = default;
+  /// An error (or, with kOk, success) with its message.
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
+  /// Success.
   static Status Ok() { return Status(); }
 
+  /// Whether this is success.
   bool ok() const { return code_ == StatusCode::kOk; }
+  /// @{
+  /// The code and the message (empty on success).
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
+  /// @}
 
   /// "context: message", keeping the code.
   Status WithContext(const std::string& context) const;
@@ -54,6 +63,8 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
+/// @{
+/// One constructor per error code: the Status of that code with message `m`.
 inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
 inline Status OutOfRange(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
 inline Status FailedPrecondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
@@ -65,11 +76,13 @@ inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std
 inline Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 inline Status PermissionDenied(std::string m) { return {StatusCode::kPermissionDenied, std::move(m)}; }
+/// @}
 
 /// A value or the Status that explains why there is none.
 template <typename T>
 class [[nodiscard]] Result {
  public:
+  /// Success: holds `value`.
   Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
   /// An OK status carries no value: that is a bug of the code that returned
   /// it, so it becomes an internal error here instead of a Result that
@@ -77,18 +90,26 @@ class [[nodiscard]] Result {
   Result(Status status)  // NOLINT: implicit by design
       : v_(status.ok() ? Internal("a Result was built from an OK status, with no value") : std::move(status)) {}
 
+  /// Whether this holds a value.
   bool ok() const { return std::holds_alternative<T>(v_); }
+  /// The error, or an OK Status when this holds a value.
   const Status& status() const {
     static const Status kOk;
     return ok() ? kOk : std::get<Status>(v_);
   }
+  /// @{
+  /// The value; only when ok().
   T& value() & { return std::get<T>(v_); }
   const T& value() const& { return std::get<T>(v_); }
   T&& value() && { return std::get<T>(std::move(v_)); }
+  /// @}
+  /// @{
+  /// The value's members and the value itself; only when ok().
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
+  /// @}
 
  private:
   std::variant<T, Status> v_;

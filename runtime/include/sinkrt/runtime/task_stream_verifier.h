@@ -48,13 +48,15 @@ class VerifiedStream;
 Result<VerifiedStream> VerifyTaskStream(std::vector<uint8_t> file,
                                         uint64_t supported_features = kSupportedFeatures);
 
+/// A task stream that VerifyTaskStream checked: the only form the rest of sinkrt reads.
 class VerifiedStream {
  public:
+  /// The stream's root table.
   const fb::TaskStream* root() const { return root_; }
   /// The whole .tstream file, as given to VerifyTaskStream.
   const std::vector<uint8_t>& bytes() const { return *file_; }
-  std::span<const uint8_t> flatbuffer() const { return flatbuffer_; }
-  std::span<const uint8_t> blobs() const { return blobs_; }
+  std::span<const uint8_t> flatbuffer() const { return flatbuffer_; }  ///< the FlatBuffer, without the size prefix
+  std::span<const uint8_t> blobs() const { return blobs_; }  ///< the blob section
 
   /// The program of that kind, or null.
   const fb::Program* FindProgram(fb::ProgramKind kind) const;
@@ -75,9 +77,12 @@ class VerifiedStream {
 /// need kFeatureCollectives).
 bool IsCollective(fb::TaskBody kind);
 
+/// @{
+/// Names for messages and tools (sinkdump): an op, a buffer role, a task kind, a program kind.
 std::string_view OpCodeName(fb::OpCode op);
 std::string_view BufferRoleName(fb::BufferRole role);
 std::string_view TaskKindName(fb::TaskBody kind);
 std::string_view ProgramKindName(fb::ProgramKind kind);
+/// @}
 
 }  // namespace sinkrt

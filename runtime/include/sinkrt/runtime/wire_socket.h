@@ -26,15 +26,19 @@
 
 namespace sinkrt {
 
+/// When a wait gives up; nullopt: never.
 using Deadline = std::optional<std::chrono::steady_clock::time_point>;
+/// The deadline `d` from now.
 inline Deadline DeadlineIn(std::chrono::milliseconds d) { return std::chrono::steady_clock::now() + d; }
 
+/// A received frame: header and message read and checked, the payload still in the socket.
 struct InFrame {
-  FrameHeader header;
+  FrameHeader header;  ///< the checked header
   std::vector<uint8_t> message_bytes;    ///< reused between frames
   const fb::Message* message = nullptr;  ///< verified, points into message_bytes
   uint64_t payload_left = 0;             ///< payload bytes not yet read
 
+  /// The message's type.
   fb::MessageBody type() const { return message->body_type(); }
 };
 
@@ -42,13 +46,16 @@ struct InFrame {
 /// tells a person: an attempt out with no answer yet, or why the last one
 /// failed ("Connection refused": retried while the deadline allows).
 struct ConnectWait {
-  bool pending = false;
+  bool pending = false;  ///< an attempt is out with no answer yet
   std::string error;  ///< of the last attempt, when !pending
 };
+/// Called with each ConnectWait while FrameSocket::Connect waits.
 using ConnectObserver = std::function<void(const ConnectWait&)>;
 
+/// One connected peer speaking whole frames; see the file's description.
 class FrameSocket {
  public:
+  /// Takes a connected socket; frames are checked against `limits`.
   FrameSocket(asio::ip::tcp::socket socket, WireLimits limits);
   ~FrameSocket();
 
@@ -63,6 +70,7 @@ class FrameSocket {
   /// Sends one frame: the finished message and the payload pieces, gathered
   /// in one write. Thread-safe.
   Status Send(std::span<const uint8_t> message, std::span<const std::span<const uint8_t>> payload = {});
+  /// Send with the message finished in `fbb`.
   Status Send(const flatbuffers::FlatBufferBuilder& fbb, std::span<const std::span<const uint8_t>> payload = {});
 
   /// Reads the next header and message and checks both (and the payload
@@ -79,7 +87,9 @@ class FrameSocket {
 
   /// "127.0.0.1:40512"
   const std::string& peer() const { return peer_; }
+  /// The limits frames are checked against.
   const WireLimits& limits() const { return limits_; }
+  /// The socket's file descriptor.
   int native_handle();
 
  private:
