@@ -51,8 +51,10 @@
 
 namespace sinkrt::device {
 
+/// How AllReduce and ReduceScatter combine elements (sum, mean, max, ...).
 using ReduceOp = fb::ReduceOp;
 
+/// What a Communicator waits for and whom it lets in.
 struct CommOptions {
   /// Every receive, send-window wait and flush of a collective
   /// (DeviceOptions::peer_timeout).
@@ -120,14 +122,15 @@ struct CommOptions {
 
 /// One member of the world as the rendezvous sees it.
 struct PeerAddress {
-  uint32_t rank = 0;
+  uint32_t rank = 0;  ///< its world rank
   Address address;      ///< where its daemon accepts peer connections
   std::string host_id;  ///< equal host_ids share memory (LocalHostId: boot id, hostname, network namespace)
 };
 
 /// The ranks of one collective group, ascending; the world is 0..size-1.
 struct Group {
-  std::vector<uint32_t> ranks;
+  std::vector<uint32_t> ranks;  ///< world ranks, ascending
+  /// The whole world: ranks 0..size-1.
   static Group World(uint32_t size);
 };
 
@@ -150,10 +153,11 @@ class Transport;
 /// Memory from Communicator::ShareMemory: `data` stays mapped while `keep`
 /// (or the communicator's hold on it) lives.
 struct SharedMemory {
-  std::span<uint8_t> data;
-  std::shared_ptr<void> keep;
+  std::span<uint8_t> data;  ///< the mapped bytes
+  std::shared_ptr<void> keep;  ///< holds the mapping
 };
 
+/// One rank's end of the collectives of a job; see the file's description.
 class Communicator {
  public:
   ~Communicator();
@@ -166,15 +170,17 @@ class Communicator {
   static Result<std::unique_ptr<Communicator>> Create(uint32_t rank, std::vector<PeerAddress> world, uint64_t job,
                                                       PeerInbox& inbox, CommOptions options);
 
-  uint32_t rank() const;
-  uint32_t size() const;
-  const CommOptions& options() const;
+  uint32_t rank() const;  ///< this rank in the world
+  uint32_t size() const;  ///< ranks in the world
+  const CommOptions& options() const;  ///< the options it was created with
   /// "shm" or "tcp" for each peer, "none" for one not connected (tools and logs).
   std::string TransportName(uint32_t peer) const;
+  /// @{
   /// Peers this rank holds a connection to, and how many of them share
   /// memory (n - 1 and the same-host count for a full mesh).
   uint32_t connections() const;
   uint32_t shm_connections() const;
+  /// @}
   /// Ok when this rank is connected to every member of `group` that the
   /// schedules of `uses` (CollectiveUse bits) talk to from its position;
   /// else the error names both ranks. The executor asks at load, so a
@@ -222,8 +228,11 @@ class Communicator {
   Status AllToAll(std::span<const uint8_t> in, std::span<uint8_t> out, const Group& group);
   /// `data` on `root` (a world rank in the group) copied to every member.
   Status Broadcast(std::span<uint8_t> data, uint32_t root, const Group& group);
+  /// `data` to world rank `peer` (counted in the pair's group).
   Status Send(std::span<const uint8_t> data, uint32_t peer);
+  /// Fills `data` from world rank `peer`: the matching Send.
   Status Recv(std::span<uint8_t> data, uint32_t peer);
+  /// Returns once every member of `group` has called it.
   Status Barrier(const Group& group);
 
   /// Memory that every other member of the world may map, so that an

@@ -38,14 +38,15 @@
 
 namespace sinkrt::device {
 
+/// How a Daemon listens, whom it admits, and the device it serves.
 struct DaemonOptions {
   Address listen{"127.0.0.1", 0};  ///< port 0: any free port (see Daemon::address)
   /// Required when `listen` is not a loopback address; every Hello must
   /// carry it then.
   std::string token;
-  int rank = 0;
-  DeviceOptions device = DeviceOptions::FromEnvironment();
-  WireLimits limits = WireLimits::FromEnvironment();
+  int rank = 0;  ///< the rank its logs and errors name
+  DeviceOptions device = DeviceOptions::FromEnvironment();  ///< the device's threads, queues and timeouts
+  WireLimits limits = WireLimits::FromEnvironment();  ///< the largest frames accepted
   /// A new connection must finish its Hello within this
   /// (SINKRT_HELLO_TIMEOUT_MS). Short on purpose: a real host or peer sends
   /// its Hello as soon as it connects, and until then nothing proves the
@@ -64,13 +65,13 @@ struct DaemonOptions {
   /// Connections that have not finished their Hello: at once, and per source
   /// address (see Admission above).
   int max_pending = 64;
-  int max_pending_per_address = 8;
+  int max_pending_per_address = 8;  ///< pending connections per source address
   /// One line per job event; false in tests that count nothing from logs.
   bool log = true;
   /// Non-empty (sinkd --profile DIR): every job is profiled from its load
   /// (a host's SetProfiling still sets what is recorded), its stream kept as
-  /// DIR/rank<R>-job<J>.tstream and each sink's records appended to
-  /// DIR/rank<R>-job<J>.records: the daemon's own view, for `sinkprof DIR`.
+  /// `DIR/rank<R>-job<J>.tstream` and each sink's records appended to
+  /// `DIR/rank<R>-job<J>.records`: the daemon's own view, for `sinkprof DIR`.
   std::string profile_dir;
 
   /// Timeouts from the environment, over these defaults.
@@ -79,14 +80,15 @@ struct DaemonOptions {
 
 /// Counters for tests and benchmarks.
 struct DaemonStats {
-  uint64_t jobs_started = 0;
-  uint64_t jobs_ended = 0;
+  uint64_t jobs_started = 0;  ///< hosts admitted as the owner of a job
+  uint64_t jobs_ended = 0;  ///< those jobs ended (Shutdown, disconnect, Stop)
   uint64_t connections_refused = 0;  ///< busy, bad token, bad version, over the limit
   uint64_t connections_evicted = 0;  ///< pending ones closed for a newer one over a quota
   uint64_t hello_timeouts = 0;       ///< pending ones closed at hello_timeout
   uint64_t protocol_errors = 0;      ///< malformed or out-of-order frames
 };
 
+/// sinkd's core: one device served over the wire protocol to one host at a time.
 class Daemon {
  public:
   ~Daemon();  ///< Stop() and Wait()
@@ -104,6 +106,7 @@ class Daemon {
   /// Blocks until every thread has finished after Stop().
   void Wait();
 
+  /// A snapshot of the counters.
   DaemonStats stats() const;
 
  private:

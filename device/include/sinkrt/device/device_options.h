@@ -9,6 +9,7 @@
 
 namespace sinkrt::device {
 
+/// A device's resources and limits: threads, queue depth, timeouts (InProcessDevice, Daemon).
 struct DeviceOptions {
   /// Threads for kernels: the compute thread and its worker team (large
   /// MatMuls and updates split across them), and oneDNN's OpenMP team for
@@ -98,7 +99,7 @@ struct DeviceOptions {
   /// its master from (ProcessGroup::local_host); anything but loopback
   /// needs a token, as sinkd's --listen does.
   std::string listen_host = "127.0.0.1";
-  std::string token;
+  std::string token;  ///< what a peer must send when listen_host is not loopback
 
   /// Defaults overridden by the environment variables above. Precedence,
   /// highest first: explicit options or flags (set after this), SINKRT_*,

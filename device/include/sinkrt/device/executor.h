@@ -32,8 +32,8 @@ struct LoadedJob;
 
 /// Nanosecond counters of one Run, filled without allocation.
 struct RunStats {
-  uint32_t steps = 0;
-  int64_t wall_ns = 0;
+  uint32_t steps = 0;  ///< steps that ran
+  int64_t wall_ns = 0;  ///< the whole Run
   int64_t compute_ns = 0;     ///< kernels
   int64_t queue_wait_ns = 0;  ///< GetNext waiting for a batch
   int64_t copy_ns = 0;        ///< GetNext copying a batch into the arena
@@ -56,6 +56,7 @@ struct TaskTime {
   int64_t ns = 0;         ///< summed over every step run since Load or ResetTaskTimes
 };
 
+/// One loaded job on one device; see the file's description.
 class Executor {
  public:
   ~Executor();
@@ -79,12 +80,13 @@ class Executor {
   /// Copies one batch into queue `queue` (index checked), waiting up to the
   /// push timeout for a free slot. Safe to call while Run executes.
   Status PushBatch(uint32_t queue, std::span<const ConstBytes> columns);
+  /// What FillNextSlot calls to write a batch into a slot.
+  using SlotFiller = std::function<Status(std::span<const std::span<uint8_t>> columns)>;
   /// Fills the next free slot of queue `queue` (index checked) in place and
   /// publishes it if `fill` succeeds; never waits: a full queue is
   /// kResourceExhausted. `fill` gets the slot's column spans in column order,
   /// e.g. to read them straight from a socket. For a feeder that holds one
   /// credit per free slot (the daemon); safe to call while Run executes.
-  using SlotFiller = std::function<Status(std::span<const std::span<uint8_t>> columns)>;
   Status FillNextSlot(uint32_t queue, const SlotFiller& fill);
   /// Drops every batch of queue `queue` (index checked); a PushBatch waiting
   /// for a free slot of it returns kAborted.
@@ -100,6 +102,7 @@ class Executor {
   /// call between sinks, not while one runs. Empty for a program the stream
   /// lacks. The init program's times include Load's RunInit.
   std::vector<TaskTime> TaskTimes(ProgramKind kind) const;
+  /// Zeroes the times TaskTimes sums.
   void ResetTaskTimes();
   /// Every AllReduce task of program `kind`, in stream order (compute
   /// stream, then comm): its bytes and the schedule it runs on this rank
@@ -115,31 +118,34 @@ class Executor {
   /// its sink record, then each stream's kept task records oldest first (at
   /// most four runs; empty ones included). Empty spans when not profiling.
   struct ProfileView {
-    ProfileRecord sink;
-    std::span<const ProfileRecord> runs[4];
+    ProfileRecord sink;  ///< the sink's record
+    std::span<const ProfileRecord> runs[4];  ///< each stream's task records, oldest first
+    /// All task records in `runs`.
     size_t records() const { return runs[0].size() + runs[1].size() + runs[2].size() + runs[3].size(); }
   };
+  /// See ProfileView.
   ProfileView LastProfile() const;
+  /// Whether SetProfiling turned recording on.
   bool profiling() const;
   /// The clock records are stamped with (NowNs plus the device's
   /// profile_clock_offset_ns): what ReadClock answers.
   int64_t ProfileClockNs() const;
 
-  const VerifiedStream& stream() const;
-  uint32_t num_queues() const;
+  const VerifiedStream& stream() const;  ///< the loaded stream
+  uint32_t num_queues() const;  ///< queues of the loaded stream
   /// Queue facts by index (< num_queues(), unchecked).
   std::string_view queue_name(uint32_t index) const;
-  uint32_t queue_capacity(uint32_t index) const;
+  uint32_t queue_capacity(uint32_t index) const;  ///< slots of the queue
   uint64_t queue_batch_bytes(uint32_t index) const;  ///< one batch as pushed: its columns' bytes
   uint32_t queued_batches(uint32_t index) const;      ///< waiting now
   /// Most slots a queue ever held at once (flow-control tests).
   uint32_t queue_high_water_mark(uint32_t index) const;
   /// The arena bytes of a buffer (index checked).
   Result<std::span<uint8_t>> Buffer(uint32_t index);
-  uint64_t arena_bytes() const;
-  uint64_t scratch_bytes() const;
-  uint64_t queue_bytes() const;
-  int threads() const;
+  uint64_t arena_bytes() const;  ///< the arena's bytes
+  uint64_t scratch_bytes() const;  ///< the kernels' shared scratch bytes
+  uint64_t queue_bytes() const;  ///< all queue slots' bytes
+  int threads() const;  ///< kernel threads (compute thread and its team)
   /// Stops any waiting GetNext/PushBatch (used when a job is torn down).
   void CloseQueues();
   /// CloseQueues, and a running sink stops after its current step with

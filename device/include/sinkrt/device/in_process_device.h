@@ -18,8 +18,10 @@ class DeviceCore;
 class Executor;
 class ListeningInbox;
 
+/// A device in this process: an Executor behind the DeviceLink interface, no sockets.
 class InProcessDevice final : public DeviceLink {
  public:
+  /// A device with `options`' threads, queues and timeouts.
   explicit InProcessDevice(DeviceOptions options = DeviceOptions::FromEnvironment());
   ~InProcessDevice() override;
 

@@ -20,13 +20,16 @@
 
 namespace sinkrt::device {
 
+/// A PeerInbox that listens on its own socket; see the file's description.
 class ListeningInbox final : public PeerInbox {
  public:
+  /// Starts listening on `host`:0; connections must send their Hello within `hello_timeout`, with `token` when it is set.
   static Result<std::unique_ptr<ListeningInbox>> Start(
       std::chrono::milliseconds hello_timeout = std::chrono::seconds(10), const std::string& host = "127.0.0.1",
       std::string token = "");
   ~ListeningInbox() override;
 
+  /// Where peers dial it (the real port).
   const Address& address() const { return address_; }
   Result<std::pair<uint32_t, std::unique_ptr<FrameSocket>>> Accept(Deadline deadline) override;
 

@@ -15,6 +15,7 @@
 
 namespace sinkrt::device {
 
+/// What a stream is doing now.
 enum class StreamState : uint8_t {
   kNone = 0,        ///< no such stream, or no job loaded
   kIdle = 1,        ///< loaded, no sink running
@@ -30,25 +31,26 @@ enum class StreamState : uint8_t {
 /// `last_name` are theirs, `what` is the task's op ("MatMul") or kind
 /// ("GetNextTask"); all NUL-terminated, truncated to fit.
 struct StreamPosition {
-  StreamState state = StreamState::kNone;
+  StreamState state = StreamState::kNone;  ///< what it is doing
   uint8_t program = 0;  ///< fb::ProgramKind
   uint8_t streams = 0;  ///< the program's stream count (1 or 2)
-  uint8_t reserved = 0;
+  uint8_t reserved = 0;  ///< 0
   uint32_t step = 0;       ///< 1-based within the current sink
   int32_t task = -1;       ///< the task it is in (or failed in, or last ran when done)
   int32_t last_done = -1;  ///< the last task it completed, -1 none; >= task: in the step before
   uint32_t for_ms = 0;     ///< how long it has been in `state`
-  char what[20] = {};
-  char task_name[40] = {};
-  char last_name[40] = {};
+  char what[20] = {};  ///< the task's op or kind
+  char task_name[40] = {};  ///< the current task's name
+  char last_name[40] = {};  ///< the last completed task's name
 };
 static_assert(sizeof(StreamPosition) == 120, "StreamPosition travels on the wire");
 
 /// Both streams: [0] compute, [1] comm.
 struct TaskPositionReport {
-  StreamPosition streams[2];
+  StreamPosition streams[2];  ///< [0] compute, [1] comm
 };
 
+/// What a communicator asks for a stall report; the executor implements it.
 class TaskPositions {
  public:
   virtual ~TaskPositions() = default;

@@ -139,6 +139,8 @@ class DeviceLink {
   /// queue is full (bounded by the device's timeout). Never a round trip.
   virtual Status PushBatch(uint32_t queue, std::span<const ConstBytes> columns) = 0;
 
+  /// What FillBatch calls to write a batch where the device will read it.
+  using BatchFiller = std::function<Status(std::span<const std::span<uint8_t>> columns)>;
   /// PushBatch with the caller writing the batch where the device will read
   /// it: `fill` gets one writable span per queue column, each exactly the
   /// column's bytes (in-process: the queue slot itself; remote: the frame's
@@ -147,8 +149,6 @@ class DeviceLink {
   /// having PushBatch copy it. Waits, and is stopped by ClearQueue, as
   /// PushBatch is; same threading. Unimplemented (the default, for links
   /// with nowhere to lend): the caller pushes.
-  using BatchFiller = std::function<Status(std::span<const std::span<uint8_t>> columns)>;
-  /// PushBatch with the batch written in place.
   virtual Status FillBatch(uint32_t queue, const BatchFiller& fill) {
     (void)queue;
     (void)fill;
