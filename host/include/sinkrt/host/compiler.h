@@ -146,7 +146,9 @@ struct PlannedBuffer {
   /// First and last task index (in program order) that touch it; persistent
   /// buffers span every program: program Init, first_use 0, last_use the last
   /// task of the longest step program.
+  /// @{
   int32_t first_use = 0, last_use = 0;
+  /// @}
   fb::ProgramKind program = fb::ProgramKind::TrainStep;
   /// A view (docs/compiler.md "Views"): the buffer whose bytes it shares, its
   /// group's root; first_use 0 and last_use -1, as the root's range covers it.
@@ -162,7 +164,10 @@ uint64_t ArenaBytesOf(const std::vector<PlannedBuffer>& buffers, fb::BufferRole 
 /// (buffer names, in arena order) and the byte range it reduces in place.
 struct GradientBucket {
   std::vector<std::string> gradients;
-  uint64_t offset = 0, bytes = 0;  ///< [offset, offset + bytes) of the arena
+  /// [offset, offset + bytes) of the arena
+  /// @{
+  uint64_t offset = 0, bytes = 0;
+  /// @}
 };
 
 struct CompileReport {
@@ -174,7 +179,9 @@ struct CompileReport {
   uint64_t activation_bytes = 0;
   /// Tasks of each program's compute stream; comm_tasks: train_step's "comm"
   /// stream (DataParallel only).
+  /// @{
   size_t train_tasks = 0, eval_tasks = 0, predict_tasks = 0, fused_kernels = 0, comm_tasks = 0;
+  /// @}
   std::vector<PlannedBuffer> buffers;
   std::vector<GradientBucket> buckets;  ///< DataParallel: in the comm stream's order
   /// AutoParallel: the search that chose the strategies compiled.

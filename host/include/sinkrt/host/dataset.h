@@ -134,7 +134,7 @@ class Dataset {
   /// An empty Dataset: status() says so; assign a real one.
   Dataset() = default;
 
-  /// -- sources -------------------------------------------------------------
+  // -- sources -------------------------------------------------------------
   /// Columns of equal first dimension; sample i is row i of each.
   static Dataset FromArrays(std::vector<std::pair<std::string, Tensor>> columns);
   /// MNIST / Fashion-MNIST IDX files in `dir` (raw or .gz, as distributed):
@@ -163,7 +163,7 @@ class Dataset {
   /// classes. No seed: it is data, as a file would be.
   static Dataset SyntheticImages(int64_t size, uint64_t split = 0);
 
-  /// -- operations (MindSpore names) ------------------------------------------
+  // -- operations (MindSpore names) ------------------------------------------
   Dataset Map(const std::string& column, std::vector<Transform> transforms) const;
   Dataset Shuffle(uint64_t seed) const;
   /// num_shards >= 1, 0 <= shard_id < num_shards.

@@ -21,9 +21,12 @@
 
 namespace sinkrt::host {
 
+/// A tensor's index in its Graph's tensors().
 using TensorId = uint32_t;
+/// No tensor: what builder calls return after an error.
 inline constexpr TensorId kInvalidTensor = UINT32_MAX;
 
+/// What a tensor is for: it decides who writes it and whether it is trained.
 enum class TensorKind : uint8_t {
   Intermediate,  ///< produced by an op
   Input,         ///< a dataset column, fed through the device queue
@@ -35,54 +38,95 @@ enum class TensorKind : uint8_t {
 
 /// How init fills a Param/Const/OptState. Mirrors fb::InitDef.
 struct InitSpec {
-  fb::InitKind kind = fb::InitKind::Zeros;
+  fb::InitKind kind = fb::InitKind::Zeros;  ///< which initializer
+  /// The initializers' parameters: Constant's value, Uniform's range, Normal's mean and stddev.
+  /// @{
   float value = 0, low = 0, high = 0, mean = 0, stddev = 0;
-  uint64_t seed = 0;
-  int64_t fan_in = 0, fan_out = 0;  ///< 0: derived from the shape at compile time
+  /// @}
+  uint64_t seed = 0;  ///< the random kinds' seed
+  /// Fans in and out (Xavier, He); 0: derived from the shape at compile time.
+  /// @{
+  int64_t fan_in = 0, fan_out = 0;
+  /// @}
   std::vector<uint8_t> data;        ///< Inline
   /// A slice of a larger tensor (a sharded parameter): the whole tensor's
   /// shape and where this slice starts. Random kinds then draw each element
   /// at its index in the whole tensor, and fans come from the whole shape,
   /// so every rank holds exactly what one device would hold there. Empty:
   /// the tensor is whole.
+  /// @{
   Shape global_shape;
   std::vector<int64_t> slice_offset;
+  /// @}
 
+  /// All zeros.
   static InitSpec Zeros() { return {}; }
+  /// Every element `v`.
   static InitSpec Constant(float v);
+  /// Uniform on [low, high).
   static InitSpec Uniform(float low, float high, uint64_t seed);
+  /// Normal(mean, stddev).
   static InitSpec Normal(float mean, float stddev, uint64_t seed);
+  /// @{
+  /// Glorot's initializers, from the tensor's fans.
   static InitSpec XavierUniform(uint64_t seed);
   static InitSpec XavierNormal(uint64_t seed);
+  /// @}
+  /// @{
+  /// He's initializers, from the tensor's fans.
   static InitSpec HeUniform(uint64_t seed);
   static InitSpec HeNormal(uint64_t seed);
+  /// @}
+  /// Exactly `values`, in row-major order.
   static InitSpec Inline(std::vector<float> values);
 };
 
+/// A tensor of a Graph: its name, type, shape, kind and initializer.
 struct TensorInfo {
-  std::string name;
-  DType dtype = DType::F32;
-  Shape shape;
-  TensorKind kind = TensorKind::Intermediate;
+  std::string name;  ///< unique in its graph
+  DType dtype = DType::F32;  ///< element type
+  Shape shape;  ///< its dims
+  TensorKind kind = TensorKind::Intermediate;  ///< what it is for
   InitSpec init;                    ///< Param, Const, OptState
 };
 
 /// All op attributes in one plain struct; each op reads the fields it needs
 /// (host/src/graph_file/op_options.h maps them to and from the schemas' OpOptions).
 struct OpAttrs {
-  bool transpose_a = false, transpose_b = false;  ///< MatMul
+  /// MatMul: use the transpose of a or b.
+  /// @{
+  bool transpose_a = false, transpose_b = false;
+  /// @}
   int axis = -1;                                  ///< Softmax, LogSoftmax, BiasAdd channel axis
   std::vector<int> axes;                          ///< ReduceSum/Mean (empty: all)
-  bool keep_dims = false;
+  bool keep_dims = false;  ///< ReduceSum/Mean: keep reduced dims as 1
   float scale = 1.0f;                             ///< BroadcastTo
-  int stride_h = 1, stride_w = 1;                 ///< Conv2D, pools
+  /// Conv2D, pools: strides.
+  /// @{
+  int stride_h = 1, stride_w = 1;
+  /// @}
+  /// Conv2D, pools: padding of each side.
+  /// @{
   int pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  /// @}
+  /// Conv2D: dilations.
+  /// @{
   int dilation_h = 1, dilation_w = 1;
-  int kernel_h = 1, kernel_w = 1;                 ///< pools
+  /// @}
+  /// pools: window size.
+  /// @{
+  int kernel_h = 1, kernel_w = 1;
+  /// @}
   float value = 0;                                ///< Fill
-  float learning_rate = 0, momentum = 0, weight_decay = 0;  ///< optimizers
-  bool nesterov = false;
+  /// optimizers: hyperparameters.
+  /// @{
+  float learning_rate = 0, momentum = 0, weight_decay = 0;
+  /// @}
+  bool nesterov = false;  ///< optimizers: Nesterov momentum
+  /// Adam's coefficients.
+  /// @{
   float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
+  /// @}
   float layer_norm_epsilon = 1e-5f;               ///< LayerNorm, LayerNormGrad (epsilon is Adam's)
   DType cast_to = DType::Invalid;                 ///< Cast: the output dtype (F32 or BF16)
   std::vector<int> perm;                          ///< Transpose: y dim i = x dim perm[i]
@@ -90,33 +134,43 @@ struct OpAttrs {
   /// Communication ops (AllReduce ... GradAllReduce): the group's world
   /// ranks, ascending; this rank's position in it; a mean, not a sum
   /// (AllReduce, ReduceScatter). ShardSlice cuts `axis`.
+  /// @{
   std::vector<uint32_t> group;
   uint32_t group_position = 0;
   bool mean = false;
+  /// @}
   bool max = false;  ///< AllReduce: the maximum (the loss-scale status)
   /// Send and Recv (pipeline stages; never in a graph file): the peer's
   /// world rank, the transfer's place in the comm stream's order (both ends
   /// use the same), and its channel (one tensor to one peer: a send waits for
   /// the channel's previous send before it reuses the channel).
+  /// @{
   uint32_t peer = 0;
   int64_t comm_order = 0;
   int64_t channel = 0;
+  /// @}
   /// GradOverflow and LossScaleUpdate (docs/loss_scale.md; compiler-made).
+  /// @{
   bool loss_scale_check = true;
   bool loss_scale_dynamic = false;
   float scale_factor = 2.0f;
   int scale_window = 2000;
+  /// @}
   /// MetricSum (sunk eval; compiler-made, never in a graph): per input, the
   /// f64 weight its value is multiplied by before it is added to its sum.
   std::vector<double> weights;
 };
 
+/// One op of a Graph: its code, inputs, outputs and attributes.
 struct OpNode {
-  std::string name;
-  fb::OpCode op = fb::OpCode::Invalid;
+  std::string name;  ///< unique in its graph
+  fb::OpCode op = fb::OpCode::Invalid;  ///< the operation
+  /// @{
+  /// Its tensors, in the op's order.
   std::vector<TensorId> inputs;
   std::vector<TensorId> outputs;
-  OpAttrs attrs;
+  /// @}
+  OpAttrs attrs;  ///< the op's attributes
   /// SEMI_AUTO_PARALLEL shard strategy (MindSpore's in_strategy): per input,
   /// the number of slices of each dim. Empty: none given, the op gets
   /// MindSpore's default when it is compiled. See Graph::Shard.
@@ -131,49 +185,67 @@ struct OpNode {
 /// state). Every other input is read-only.
 std::vector<size_t> MutatedInputs(fb::OpCode op);
 
+/// The host's training graph, built op by op; see the file's description.
 class Graph {
  public:
+  /// An empty graph called `name`.
   explicit Graph(std::string name = "graph") : name_(std::move(name)) {}
 
-  const std::string& name() const { return name_; }
-  const Status& status() const { return status_; }
-  const std::vector<TensorInfo>& tensors() const { return tensors_; }
-  const std::vector<OpNode>& ops() const { return ops_; }
-  const TensorInfo& tensor(TensorId id) const { return tensors_.at(id); }
+  const std::string& name() const { return name_; }  ///< the graph's name
+  const Status& status() const { return status_; }  ///< the first builder error, or OK
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }  ///< every tensor, indexed by TensorId
+  const std::vector<OpNode>& ops() const { return ops_; }  ///< every op, in topological order
+  const TensorInfo& tensor(TensorId id) const { return tensors_.at(id); }  ///< tensor `id`'s facts (checked)
   /// The tensor called `name`, or kInvalidTensor.
   TensorId FindTensor(const std::string& name) const;
-  TensorId loss() const { return loss_; }
+  TensorId loss() const { return loss_; }  ///< the training loss (kInvalidTensor until SetLoss)
   /// Tensors reported by eval besides the loss (logits for accuracy).
   const std::vector<TensorId>& outputs() const { return outputs_; }
 
-  /// -- leaves --------------------------------------------------------------
+  // -- leaves --------------------------------------------------------------
+  /// A dataset column, fed through the device queue each step.
   TensorId Input(const std::string& name, Shape shape, DType dtype = DType::F32);
+  /// A trained parameter, filled by `init`.
   TensorId Param(const std::string& name, Shape shape, InitSpec init);
+  /// A constant, filled once by `init`, never trained.
   TensorId Const(const std::string& name, Shape shape, InitSpec init);
 
-  /// -- forward ops (MindSpore names and semantics) -------------------------
+  // -- forward ops (MindSpore names and semantics) -------------------------
+  /// a x b, either side transposed first; 2-D.
   TensorId MatMul(TensorId a, TensorId b, bool transpose_a = false, bool transpose_b = false);
   /// bias along `axis` of x: 1 for NCHW feature maps, the last for [N, C].
   TensorId BiasAdd(TensorId x, TensorId bias);
   /// NumPy broadcasting.
   TensorId Add(TensorId a, TensorId b);
+  /// a - b, with NumPy broadcasting.
   TensorId Sub(TensorId a, TensorId b);
+  /// a * b, elementwise with NumPy broadcasting.
   TensorId Mul(TensorId a, TensorId b);
+  /// max(x, 0).
   TensorId Relu(TensorId x);
   TensorId Gelu(TensorId x);  ///< tanh approximation, as MindSpore's GeLU
+  /// The hyperbolic tangent.
   TensorId Tanh(TensorId x);
+  /// 1 / (1 + exp(-x)).
   TensorId Sigmoid(TensorId x);
+  /// softmax along `axis`.
   TensorId Softmax(TensorId x, int axis = -1);
+  /// log(softmax(x)) along `axis`.
   TensorId LogSoftmax(TensorId x, int axis = -1);
   /// Mean over the batch of -log softmax(logits)[label]; labels int32 [N].
   TensorId SparseSoftmaxCrossEntropy(TensorId logits, TensorId labels);
+  /// Sum over `axes` (empty: all); reduced dims stay as 1 when `keep_dims`.
   TensorId ReduceSum(TensorId x, std::vector<int> axes = {}, bool keep_dims = false);
+  /// Mean over `axes` (empty: all); reduced dims stay as 1 when `keep_dims`.
   TensorId ReduceMean(TensorId x, std::vector<int> axes = {}, bool keep_dims = false);
   TensorId Reshape(TensorId x, Shape shape);  ///< one dim may be -1
   /// x NCHW, w OIHW (MindSpore's layout), symmetric or explicit padding.
   TensorId Conv2D(TensorId x, TensorId w, int stride = 1, int pad = 0);
+  /// Conv2D with every attribute (strides, padding of each side, dilations) from `attrs`.
   TensorId Conv2D(TensorId x, TensorId w, const OpAttrs& attrs);
+  /// Max pooling of NCHW x: square window `kernel`, `stride`, symmetric padding `pad`.
   TensorId MaxPool2D(TensorId x, int kernel, int stride, int pad = 0);
+  /// Average pooling of NCHW x: square window `kernel`, `stride`, symmetric padding `pad`.
   TensorId AvgPool2D(TensorId x, int kernel, int stride, int pad = 0);
   TensorId Flatten(TensorId x);  ///< [N, ...] -> [N, prod(...)]
   /// Normalises x [..., D] over its last axis: (x - mean) * rstd * gamma + beta,
@@ -201,10 +273,12 @@ class Graph {
   /// Number of rows whose argmax equals the label (eval metric); f32 scalar.
   TensorId ArgMaxAccuracy(TensorId logits, TensorId labels);
 
+  /// Makes `loss` the tensor training minimises.
   void SetLoss(TensorId loss);
+  /// Reports `t` from eval besides the loss (outputs()).
   void AddOutput(TensorId t);
 
-  /// -- shard strategies (SEMI_AUTO_PARALLEL, docs/sharding.md) --------------
+  // -- shard strategies (SEMI_AUTO_PARALLEL, docs/sharding.md) --------------
   /// Sets the strategy of the op that produced `output` and returns `output`,
   /// so that it chains: g.Shard(g.MatMul(x, w), {{2, 1}, {1, 4}}). One entry
   /// per op input, one value per dim of that input, each >= 1 (MindSpore's
@@ -219,7 +293,7 @@ class Graph {
   /// Index in ops() of the op called `name`, or -1.
   int64_t FindOp(const std::string& name) const;
 
-  /// -- recomputation (MindSpore's cell.recompute(); docs/recompute.md) ------
+  // -- recomputation (MindSpore's cell.recompute(); docs/recompute.md) ------
   /// Marks the ops of layer `layer` (its name scope: "block0", "block0.attn")
   /// for recomputation: the backward pass re-runs them from the layer's
   /// inputs instead of keeping their activations alive since the forward.
@@ -228,21 +302,24 @@ class Graph {
   /// op is recorded in status().
   void Recompute(const std::string& layer);
 
-  /// -- names ------------------------------------------------------------------
+  // -- names ------------------------------------------------------------------
   /// Ops built while a scope is open are named "<scope>.<op>"
   /// ("block0.attn.qkv.matmul"), with "_N" added only on a clash; scopes nest
   /// with '.'. Shard strategies, pipeline stages and profiles refer to layers
   /// by these names. Prefer the RAII NameScope below to these two.
   void PushNameScope(const std::string& name);
+  /// Closes the innermost scope.
   void PopNameScope();
+  /// The open scope's name: "" or "a.b.c".
   const std::string& name_scope() const { return scope_; }
 
-  /// -- low level: used by autodiff, the optimizer pass and graph loading ----
+  // -- low level: used by autodiff, the optimizer pass and graph loading ----
   /// Adds an op whose outputs are new tensors of the given shapes/dtypes.
   /// Output 0 is named after the op, output k "<op>:k"; no shape checks here.
   std::vector<TensorId> AddOp(fb::OpCode op, std::vector<TensorId> inputs, OpAttrs attrs,
                               std::vector<std::pair<Shape, DType>> outputs,
                               std::string name = "");
+  /// Adds a tensor made by the caller (a name, kind and initializer of its own).
   TensorId AddTensor(TensorInfo info);
   /// Adds an op that writes tensors made beforehand with AddTensor: a Grad
   /// tensor with its own name and kind, or the tensors of a graph file. A
@@ -257,6 +334,7 @@ class Graph {
   int64_t producer(TensorId t) const;
   /// Records the first error; later builder calls become no-ops.
   void Fail(Status status);
+  /// Whether `t` is a tensor of this graph.
   bool valid(TensorId t) const { return t < tensors_.size(); }
 
  private:
@@ -296,6 +374,7 @@ class Graph {
 ///   { NameScope attn(g, "block0.attn"); ... }   // ops named block0.attn.*
 class NameScope {
  public:
+  /// Opens scope `name` on `g` until this object is destroyed.
   NameScope(Graph& g, const std::string& name) : g_(g) { g_.PushNameScope(name); }
   ~NameScope() { g_.PopNameScope(); }
   NameScope(const NameScope&) = delete;

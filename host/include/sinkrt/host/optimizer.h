@@ -18,7 +18,10 @@ struct OptimizerSpec {
   float learning_rate = 0.01f;
   float momentum = 0.9f;    ///< Momentum
   bool nesterov = false;    ///< Momentum
-  float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;  ///< Adam
+  /// Adam
+  /// @{
+  float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
+  /// @}
   float weight_decay = 0.0f;
 
   static OptimizerSpec Sgd(float lr);
