@@ -28,12 +28,13 @@
 
 namespace sinkrt::host {
 
+/// What Compile builds: the optimizer, the programs, the parallel plan and the training features.
 struct CompileOptions {
-  OptimizerSpec optimizer;
+  OptimizerSpec optimizer;  ///< the optimizer the stream updates parameters with
   uint32_t queue_capacity = 16;  ///< MS_DATASET_SINK_QUEUE's default
-  uint32_t rank = 0;
-  uint32_t world_size = 1;
-  uint32_t arena_alignment = 64;
+  uint32_t rank = 0;  ///< this rank (MindSpore's global_rank)
+  uint32_t world_size = 1;  ///< ranks in the job (MindSpore's device_num)
+  uint32_t arena_alignment = 64;  ///< every buffer's offset in the arena is a multiple of this
   bool fuse = true;              ///< MatMul/Conv + BiasAdd + Relu into one kernel
   bool eval_program = true;      ///< also emit eval_step (forward, loss, outputs)
   /// Also emit predict_step: the forward ops outputs()[0] depends on, fed by
@@ -57,7 +58,7 @@ struct CompileOptions {
   ParallelMode parallel_mode = ParallelMode::StandAlone;
   bool gradients_mean = false;       ///< AllReduce Mean instead of Sum
   bool parameter_broadcast = false;  ///< init ends by broadcasting rank 0's Params
-  CommFusion comm_fusion;
+  CommFusion comm_fusion;  ///< how gradients are fused into AllReduce buckets
   /// SemiAutoParallel (docs/sharding.md): the forward graph is the whole
   /// model, with shard strategies on its ops (OpNode::strategy; MindSpore's
   /// default where none); the stream is rank `rank`'s slice of it, with the
@@ -72,9 +73,11 @@ struct CompileOptions {
   /// device_memory_capacity and calibration_file): the search, the per-rank
   /// memory limit in bytes (none: unlimited), the calibration file (empty:
   /// $SINKRT_CALIBRATION, else the built-in default).
+  /// @{
   std::string search_mode = "dynamic_programming";
   std::optional<uint64_t> device_memory;
   std::string calibration;
+  /// @}
   bool fully_use_devices = false;  ///< ParallelContext::fully_use_devices
   /// Which of the calibration's collective fits prices communication: "shm"
   /// when the ranks share a host (sinkd's mesh then uses shared memory),
@@ -125,7 +128,7 @@ struct CompileOptions {
   /// AllReduce path; CompileReport::optimizer_shards says which and why.
   /// SGD has no state: nothing is sharded with it.
   bool enable_parallel_optimizer = false;
-  ParallelOptimizerConfig parallel_optimizer_config;
+  ParallelOptimizerConfig parallel_optimizer_config;  ///< its threshold, shard size and level
 };
 
 /// The parallel context `options` compile under, for its checks (MindSpore's
@@ -138,18 +141,19 @@ ParallelContext ParallelContextFor(const CompileOptions& options);
 /// dataset_strategy.
 AutoParallelOptions AutoParallelOptionsFor(const CompileOptions& options);
 
+/// One buffer of the arena plan: where it lies, what it holds and when it is live.
 struct PlannedBuffer {
-  std::string name;
-  uint64_t offset = 0;
-  uint64_t bytes = 0;
-  fb::BufferRole role = fb::BufferRole::Activation;
+  std::string name;  ///< its name in the stream
+  uint64_t offset = 0;  ///< its offset in the arena
+  uint64_t bytes = 0;  ///< its bytes
+  fb::BufferRole role = fb::BufferRole::Activation;  ///< what it holds (Param, Grad, Activation, ...)
   /// First and last task index (in program order) that touch it; persistent
   /// buffers span every program: program Init, first_use 0, last_use the last
   /// task of the longest step program.
   /// @{
   int32_t first_use = 0, last_use = 0;
   /// @}
-  fb::ProgramKind program = fb::ProgramKind::TrainStep;
+  fb::ProgramKind program = fb::ProgramKind::TrainStep;  ///< the program that uses it
   /// A view (docs/compiler.md "Views"): the buffer whose bytes it shares, its
   /// group's root; first_use 0 and last_use -1, as the root's range covers it.
   /// Empty for a buffer of its own.
@@ -163,17 +167,18 @@ uint64_t ArenaBytesOf(const std::vector<PlannedBuffer>& buffers, fb::BufferRole 
 /// One fused gradient AllReduce of a DataParallel train_step: its gradients
 /// (buffer names, in arena order) and the byte range it reduces in place.
 struct GradientBucket {
-  std::vector<std::string> gradients;
+  std::vector<std::string> gradients;  ///< buffer names, in arena order
   /// [offset, offset + bytes) of the arena
   /// @{
   uint64_t offset = 0, bytes = 0;
   /// @}
 };
 
+/// What Compile decided: the arena, the programs' sizes and the parallel plans.
 struct CompileReport {
-  uint64_t arena_bytes = 0;
+  uint64_t arena_bytes = 0;  ///< the arena's planned size
   uint64_t liveness_lower_bound = 0;  ///< max over time of live bytes
-  uint64_t persistent_bytes = 0;
+  uint64_t persistent_bytes = 0;  ///< bytes of buffers that live across steps (params, optimizer state)
   /// The arena bytes the Activation buffers cover: their peak, since
   /// transients share space (what recomputation lowers; docs/recompute.md).
   uint64_t activation_bytes = 0;
@@ -182,15 +187,17 @@ struct CompileReport {
   /// @{
   size_t train_tasks = 0, eval_tasks = 0, predict_tasks = 0, fused_kernels = 0, comm_tasks = 0;
   /// @}
-  std::vector<PlannedBuffer> buffers;
+  std::vector<PlannedBuffer> buffers;  ///< every buffer of the plan
   std::vector<GradientBucket> buckets;  ///< DataParallel: in the comm stream's order
   /// AutoParallel: the search that chose the strategies compiled.
   std::optional<AutoParallelPlan> auto_parallel;
   /// Pipeline stages: this rank's stage (-1: none), and the schedule's bubble
   /// as its simulation predicts it (the mean fraction of a step a stage
   /// waits for a neighbour).
+  /// @{
   int pipeline_stage = -1;
   double predicted_bubble = 0;
+  /// @}
   /// Optimizer parallel: one line per parameter, in parameter order, e.g.
   /// "fc1.weight [784,512]: sharded, rank 1 updates rows [392, 784)" or
   /// "fc3.bias [10]: replicated, 40 B < threshold 64 KB". Empty without it.
@@ -202,8 +209,8 @@ struct CompileReport {
 /// one reads the stream without verifying it again.
 struct CompiledStream {
   VerifiedStream stream;  ///< the .tstream file: stream.bytes()
-  CompileReport report;
-  uint64_t graph_hash = 0;
+  CompileReport report;  ///< what Compile decided
+  uint64_t graph_hash = 0;  ///< hash of the forward graph and the options, as the stream's header carries it
   /// Queue 0 ("train") takes these columns: the graph's Input tensors in
   /// creation order, then with grad_accumulation K the same for batches
   /// 1..K-1 ("mb1/image", ...). Queue 1 ("eval") takes the first batch's.
