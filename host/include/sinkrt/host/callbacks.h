@@ -40,6 +40,7 @@ class Model;
 /// per_print_times fails on_train_begin with MindSpore's message.
 class LossMonitor : public Callback {
  public:
+  /// Prints every `per_print_times` steps to `out`.
   explicit LossMonitor(int per_print_times = 1, std::ostream& out = std::cout);
   Status on_train_begin(RunContext& run_context) override;
   Status on_train_step_end(RunContext& run_context) override;
@@ -56,6 +57,7 @@ class LossMonitor : public Callback {
 /// ` (data time: Z ms)`, Z the host's wait on the dataset pipeline per step.
 class TimeMonitor : public Callback {
  public:
+  /// Times each epoch over `data_size` steps when batch_num is unknown; `data_time` adds the data wait; prints to `out`.
   explicit TimeMonitor(int64_t data_size = 0, bool data_time = false, std::ostream& out = std::cout);
   Status on_train_epoch_end(RunContext& run_context) override;
 
@@ -72,10 +74,11 @@ class TimeMonitor : public Callback {
 /// newest K files of this prefix (0 means 1, as in MindSpore). All three 0 is
 /// an error.
 struct CheckpointConfig {
-  int save_checkpoint_steps = 1;
-  int save_checkpoint_epochs = 0;
-  int keep_checkpoint_max = 5;
+  int save_checkpoint_steps = 1;  ///< save every this many steps (0: by epochs)
+  int save_checkpoint_epochs = 0;  ///< else every this many epochs
+  int keep_checkpoint_max = 5;  ///< newest files kept
 
+  /// Errors, in MindSpore's words: a negative field, or all three 0.
   Status Validate() const;
 };
 
@@ -86,6 +89,7 @@ struct CheckpointConfig {
 /// never overwrites or prunes the first run's files.
 class ModelCheckpoint : public Callback {
  public:
+  /// A checkpoint callback; fails on a prefix with a '/', a bad `config`, or a directory it cannot create ("": the current one).
   static Result<std::unique_ptr<ModelCheckpoint>> Create(std::string prefix = "CKP",
                                                          std::string directory = "",
                                                          CheckpointConfig config = {});
@@ -93,9 +97,9 @@ class ModelCheckpoint : public Callback {
   Status on_train_epoch_end(RunContext& run_context) override;
   Status on_train_end(RunContext& run_context) override;
 
-  const std::string& prefix() const { return prefix_; }  // after renaming
-  const std::string& directory() const { return directory_; }
-  const std::string& latest_ckpt_file_name() const { return latest_; }
+  const std::string& prefix() const { return prefix_; }  ///< after renaming
+  const std::string& directory() const { return directory_; }  ///< where it writes
+  const std::string& latest_ckpt_file_name() const { return latest_; }  ///< the last file written; "" before the first
 
  private:
   ModelCheckpoint(std::string prefix, std::string directory, CheckpointConfig config);
@@ -114,7 +118,9 @@ class ModelCheckpoint : public Callback {
 /// otherwise (logs and pipes stay clean).
 class ProgressBar : public Callback {
  public:
+  /// Draws on `out` when it is std::cout and stdout is a tty.
   explicit ProgressBar(std::ostream& out = std::cout);
+  /// Draws on `out` when `interactive`, whatever it is.
   ProgressBar(std::ostream& out, bool interactive);
   Status on_train_epoch_begin(RunContext& run_context) override;
   Status on_train_step_end(RunContext& run_context) override;
@@ -138,8 +144,10 @@ struct CheckpointInfo {
   /// resume with — `epoch` when the save closed its epoch (step == batch_num),
   /// else epoch - 1 (a mid-epoch checkpoint re-runs that epoch from its
   /// start on the saved weights, so it is not a bitwise-exact resume).
+  /// @{
   uint64_t graph_hash = 0;
   int initial_epoch = 0;
+  /// @}
 };
 
 /// Writes every Param and OptState tensor of `model` and `info` (atomically:

@@ -52,12 +52,15 @@ namespace sinkrt::host {
 
 inline constexpr uint16_t kDefaultMasterPort = 8118;  ///< msrun's --master_port
 
+/// What init() is given; every field may come from the launcher instead.
 struct InitOptions {
   /// Unset: from the launcher's variables (above). Set: these win, so a
   /// program may form a world without a launcher (tests do).
+  /// @{
   std::optional<uint32_t> rank;
   std::optional<uint32_t> world_size;
   std::optional<Address> master;
+  /// @}
   std::string token;  ///< empty: SINKRT_TOKEN
   /// Joining and every later round; zero: the rendezvous timeout from the
   /// environment (PeerTimeoutsFromEnvironment).
@@ -66,13 +69,13 @@ struct InitOptions {
 
 /// A field every rank must hold equal, checked at a round.
 struct JoinField {
-  std::string name;
-  std::string value;
+  std::string name;  ///< what it is ("epochs", "sink_size")
+  std::string value;  ///< this rank's value
 };
 
 /// The world a round formed: a fresh id and every rank's device endpoint.
 struct FormedWorld {
-  uint64_t job = 0;
+  uint64_t job = 0;  ///< the world's fresh id
   std::vector<PeerEndpoint> members;  ///< by rank
 };
 
@@ -80,14 +83,15 @@ struct FormedWorld {
 /// keeps one for the process; tests make several in one process.
 class ProcessGroup {
  public:
+  /// Who this process is in the job, and how to reach the master.
   struct Options {
-    uint32_t rank = 0;
-    uint32_t world_size = 1;
+    uint32_t rank = 0;  ///< this process's rank
+    uint32_t world_size = 1;  ///< ranks in the job
     uint32_t local_rank = 0;        ///< this rank's index on its host
     uint32_t local_world_size = 1;  ///< ranks on this host
-    Address master{"127.0.0.1", kDefaultMasterPort};
-    std::string token;
-    std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+    Address master{"127.0.0.1", kDefaultMasterPort};  ///< rank 0's listening address
+    std::string token;  ///< what every rank must send the master
+    std::chrono::milliseconds timeout{std::chrono::seconds(300)};  ///< joining and every later round
     std::string source;  ///< where the rank came from ("OMPI_COMM_WORLD_RANK"), for messages
   };
   /// Joins the world: rank 0 listens at `master` and waits for every other
@@ -96,11 +100,14 @@ class ProcessGroup {
   static Result<std::unique_ptr<ProcessGroup>> Join(const Options& options);
   ~ProcessGroup();
 
+  /// @{
+  /// Options::rank and the like, as joined.
   uint32_t rank() const;
   uint32_t world_size() const;
   uint32_t local_rank() const;
   uint32_t local_world_size() const;
   const Options& options() const;
+  /// @}
   /// The address this process reaches the master from (rank 0: the
   /// master's own host): where its device should accept its peers, so that
   /// they reach it the way they reach the master.
@@ -127,12 +134,16 @@ Status init(const InitOptions& options = {});
 /// Whether init() has succeeded (and release() not been called since).
 bool initialized();
 /// This process's rank and the world's size; 0 and 1 before init().
+/// @{
 uint32_t get_rank();
 uint32_t get_group_size();
+/// @}
 /// This rank's index on its host and the ranks on it (OMPI_COMM_WORLD_LOCAL_RANK,
 /// SLURM_LOCALID, LOCAL_RANK / ..._LOCAL_SIZE, LOCAL_WORLD_SIZE).
+/// @{
 uint32_t get_local_rank();
 uint32_t get_local_rank_size();
+/// @}
 /// The group init() formed; null before it.
 ProcessGroup* process_group();
 /// Closes the connections to the master; init() may be called again.

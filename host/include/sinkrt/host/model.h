@@ -103,9 +103,11 @@
 
 namespace sinkrt::host {
 
+/// The loss Model appends to the network, or none when the network computes its own.
 struct LossSpec {
+  /// Who computes the loss.
   enum class Kind { NetworkComputesLoss, SparseSoftmaxCrossEntropy };
-  Kind kind = Kind::SparseSoftmaxCrossEntropy;
+  Kind kind = Kind::SparseSoftmaxCrossEntropy;  ///< which loss
   std::string label_column = "label";  ///< the i32 input the loss reads
   /// SEMI_AUTO_PARALLEL: the shard strategy of the loss op Model appends
   /// (logits, labels), e.g. {{dp, 1}, {dp}}. Empty: MindSpore's default,
@@ -113,6 +115,7 @@ struct LossSpec {
   /// input that way (a model-parallel layout then gathers them again).
   std::vector<std::vector<int64_t>> strategy = {};
 
+  /// Mean cross entropy of outputs()[0] against the i32 input `label_column`.
   static LossSpec SparseSoftmaxCrossEntropy(std::string label_column = "label") {
     return {Kind::SparseSoftmaxCrossEntropy, std::move(label_column)};
   }
@@ -120,8 +123,9 @@ struct LossSpec {
   static LossSpec None() { return {Kind::NetworkComputesLoss, ""}; }
 };
 
+/// How a Model compiles and runs its job, beyond the network, loss and optimizer.
 struct ModelOptions {
-  ParallelContext context;
+  ParallelContext context;  ///< the parallel plan (MindSpore's auto-parallel context)
   uint32_t queue_capacity = 16;  ///< MS_DATASET_SINK_QUEUE overrides (1..128)
   /// Where compiled streams are kept and reused (compiled_job.h); empty: no
   /// cache. Defaults to SINKRT_COMPILE_CACHE, or MindSpore's
@@ -133,8 +137,10 @@ struct ModelOptions {
   /// cell.pipeline_stage as layer name -> stage ({"fc1", 0}: the ops in name
   /// scope fc1). Without stage_of the ops are split into contiguous stages of
   /// about equal estimated cost.
+  /// @{
   int micro_size = 1;
   std::vector<std::pair<std::string, int>> stage_of;
+  /// @}
   /// MindSpore's Model(..., amp_level=...) (docs/amp.md): which ops compute
   /// in bf16. A compiled job keeps the level it was compiled with; O0 here
   /// takes it, another level must match it.
@@ -151,13 +157,15 @@ struct ModelOptions {
 /// what Model would have compiled.
 Result<uint32_t> SinkQueueCapacity(uint32_t configured);
 
+/// What Model::eval measured.
 struct EvalResult {
   double accuracy = 0;   ///< correct / samples; NaN when the graph has no accuracy metric
   double loss = 0;       ///< mean over samples
-  int64_t samples = 0;
+  int64_t samples = 0;  ///< samples evaluated
   uint64_t round_trips = 0;  ///< control round trips to rank 0: one per batch, or per sunk pass (+1 partial batch)
 };
 
+/// MindSpore's Model: compiles a network with its loss and optimizer, loads it on its devices, trains, evaluates and predicts.
 class Model {
  public:
   /// `network`: a forward graph whose Input tensors are named after dataset
@@ -203,8 +211,10 @@ class Model {
 
   /// Parameters and optimizer state, by buffer name (checkpoints), of rank 0
   /// or of any rank (data-parallel replicas hold bitwise equal state).
+  /// @{
   Result<std::vector<std::pair<std::string, Tensor>>> ReadState();
   Result<std::vector<std::pair<std::string, Tensor>>> ReadState(uint32_t rank);
+  /// @}
   /// Writes every rank.
   Status WriteState(const std::vector<std::pair<std::string, Tensor>>& state);
 
@@ -215,7 +225,7 @@ class Model {
   uint32_t device_num() const;
   /// Rank 0's stream; every rank's differs only in its rank.
   const CompiledStream& compiled() const;
-  const ParallelContext& context() const;
+  const ParallelContext& context() const;  ///< the parallel plan the job runs under
   /// The search a Model created under auto_parallel ran (or that the job it
   /// was given holds); null otherwise.
   const AutoParallelPlan* auto_parallel_plan() const;
@@ -228,7 +238,7 @@ class Model {
   /// rank) said when it loaded the stream: arena and queue bytes, and
   /// train_step's AllReduces with the schedule each runs.
   const LoadInfo& load_info() const;
-  const std::string& network_name() const;
+  const std::string& network_name() const;  ///< the network's Graph name
 
   struct Impl;
 

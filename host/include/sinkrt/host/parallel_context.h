@@ -11,10 +11,12 @@
 
 namespace sinkrt::host {
 
+/// How a job is split over devices (MindSpore's parallel_mode).
 enum class ParallelMode { StandAlone, DataParallel, SemiAutoParallel, AutoParallel };
 
 /// "stand_alone", "data_parallel", "semi_auto_parallel", "auto_parallel".
 const char* ParallelModeName(ParallelMode mode);
+/// The mode a ParallelModeName names; any other name is an error in MindSpore's words.
 Result<ParallelMode> ParseParallelMode(const std::string& name);
 
 /// How one kind of collective is fused: comm_fusion's "allgather" and
@@ -70,6 +72,7 @@ struct ParallelOptimizerConfig {
   /// not run with yet.
   bool gradient_accumulation_shard = false;
 
+  /// Same settings.
   bool operator==(const ParallelOptimizerConfig&) const = default;
 };
 
@@ -80,12 +83,13 @@ struct ParallelOptimizerConfig {
 /// Every key is optional; an unknown key is refused ("Unknown config: [...]").
 Result<ParallelOptimizerConfig> ParseParallelOptimizerConfig(const std::string& json);
 
+/// MindSpore's auto-parallel context (set_auto_parallel_context): how a job is split over its devices.
 struct ParallelContext {
-  ParallelMode mode = ParallelMode::StandAlone;
-  int device_num = 1;
-  int global_rank = 0;
-  bool gradients_mean = false;
-  bool parameter_broadcast = false;
+  ParallelMode mode = ParallelMode::StandAlone;  ///< parallel_mode
+  int device_num = 1;  ///< devices in the job
+  int global_rank = 0;  ///< this device's rank
+  bool gradients_mean = false;  ///< AllReduce Mean instead of Sum
+  bool parameter_broadcast = false;  ///< init ends by broadcasting rank 0's Params
   /// MindSpore's dataset_strategy "full_batch": every rank loads the whole
   /// batch instead of its shard. Refused under data_parallel (Validate); it
   /// gets its meaning with semi_auto_parallel.
@@ -104,14 +108,16 @@ struct ParallelContext {
   /// bytes (device_memory_capacity; none: unlimited) and the calibration
   /// file of the cost model (empty: $SINKRT_CALIBRATION, else the built-in
   /// default). Read under auto_parallel only.
+  /// @{
   std::string search_mode = "dynamic_programming";
   std::optional<uint64_t> device_memory_capacity;
   std::string calibration_file;
+  /// @}
   /// MindSpore's set_algo_parameters(fully_use_devices=...): every MatMul,
   /// BatchMatMul and Conv2D uses all device_num ranks. MindSpore's default
   /// is true; sinkrt's is false (AutoParallelOptions::fully_use_devices).
   bool fully_use_devices = false;
-  CommFusion comm_fusion;
+  CommFusion comm_fusion;  ///< how gradients are fused into AllReduce buckets
   /// MindSpore's pipeline_stages and pipeline_config's pipeline_scheduler
   /// ("1f1b" or "gpipe"; docs/pipeline.md). The micro-batches
   /// (PipelineCell's micro_size) and the layers' stages (cell.pipeline_stage)
@@ -120,8 +126,10 @@ struct ParallelContext {
   /// pipeline_stages ranks are replicas of it) or semi_auto_parallel (the
   /// stage's ops are partitioned over them with their strategies, every rank
   /// reading the whole batch); auto_parallel is not supported with them yet.
+  /// @{
   int pipeline_stages = 1;
   std::string pipeline_scheduler = "1f1b";
+  /// @}
   /// MindSpore's grad_accumulation_step (docs/grad_accumulation.md): one
   /// optimizer step is K dataset batches, forward and backward in turn with
   /// their gradients summed on the device, then one reduction and one
@@ -137,7 +145,7 @@ struct ParallelContext {
   /// updated blocks AllGathered back. stand_alone has nothing to shard and
   /// ignores it.
   bool enable_parallel_optimizer = false;
-  ParallelOptimizerConfig parallel_optimizer_config;
+  ParallelOptimizerConfig parallel_optimizer_config;  ///< parallel_optimizer_config
 
   /// MindSpore's checks and messages, e.g. "If parallel_mode is stand_alone,
   /// device_number must be 1, device_number: 4, parallel_mode:stand_alone".

@@ -29,6 +29,7 @@
 
 namespace sinkrt::host {
 
+/// How a RemoteDevice finds and talks to its daemon: identity checks, timeouts, progress.
 struct RemoteOptions {
   int rank = -1;                  ///< the rank the daemon must have (-1: any)
   std::string token;              ///< the daemon's --token, if it has one
@@ -45,8 +46,10 @@ struct RemoteOptions {
   /// limit and what the wait is on; nothing when empty. A wrong address
   /// would otherwise be silent for the whole connect_timeout.
   /// Interval override: SINKRT_PROGRESS_MS.
+  /// @{
   std::function<void(const std::string&)> progress;
   std::chrono::milliseconds progress_interval{std::chrono::seconds(5)};
+  /// @}
   /// How long PushBatch waits for a credit (SINKRT_PUSH_TIMEOUT_MS).
   std::chrono::milliseconds push_timeout{std::chrono::seconds(300)};
   /// Bound on any reply but SinkDone (Loaded, TensorData, Ack).
@@ -57,9 +60,12 @@ struct RemoteOptions {
   /// The daemons' peer and rendezvous timeouts (0: peer_timeout), read from
   /// the environment as the daemons read them (PeerTimeoutsFromEnvironment:
   /// SINKRT_PEER_TIMEOUT_MS, else HCCL_EXEC_TIMEOUT and HCCL_CONNECT_TIMEOUT).
+  /// @{
   std::chrono::milliseconds peer_timeout{std::chrono::seconds(300)};
   std::chrono::milliseconds rendezvous_timeout{0};
+  /// @}
 
+  /// The defaults, with the environment's overrides (named above).
   static RemoteOptions FromEnvironment();
 
   /// How long JoinWorld waits for Joined: the daemons' rendezvous timeout
@@ -70,15 +76,16 @@ struct RemoteOptions {
 
 /// What a daemon said about itself in its Hello.
 struct DeviceHello {
-  int rank = -1;
-  bool busy = false;
-  uint32_t cores = 0;
-  uint32_t pid = 0;
-  std::string software;
-  uint16_t protocol_minor = 0;
+  int rank = -1;  ///< its rank (-1: none given)
+  bool busy = false;  ///< a job runs on it now
+  uint32_t cores = 0;  ///< cores its kernels may use
+  uint32_t pid = 0;  ///< its process id
+  std::string software;  ///< "sinkrt 1.0.0"
+  uint16_t protocol_minor = 0;  ///< its wire protocol minor (the major matched)
   std::string host_id;  ///< its machine (protocol 1.1); empty from older daemons
 };
 
+/// A device behind a sinkd daemon: the DeviceLink interface over the wire protocol.
 class RemoteDevice final : public DeviceLink {
  public:
   /// Connects and says Hello as a host; fails with the daemon's Error (busy,
@@ -109,8 +116,8 @@ class RemoteDevice final : public DeviceLink {
   /// Per rank of the last world joined: "self", "shm" or "tcp".
   std::vector<std::string> transports() const;
 
-  const DeviceHello& hello() const;
-  const Address& address() const;
+  const DeviceHello& hello() const;  ///< what the daemon said in its Hello
+  const Address& address() const;  ///< the daemon's address
 
  private:
   struct State;
