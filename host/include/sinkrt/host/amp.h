@@ -15,6 +15,7 @@
 
 namespace sinkrt::host {
 
+/// Which ops compute in bf16 (MindSpore's amp_level).
 enum class AmpLevel : uint8_t {
   /// Unchanged: every op in f32, the stream byte for byte what it was
   /// before amp existed.

@@ -23,8 +23,9 @@
 
 namespace sinkrt::host {
 
+/// What PlanAutoParallel searches under: the devices, the search, memory and the dataset context.
 struct AutoParallelOptions {
-  int64_t device_num = 1;
+  int64_t device_num = 1;  ///< ranks to split the job over
   /// MindSpore's auto_parallel_search_mode: "dynamic_programming" (exact for
   /// the cost model) or "sharding_propagation" (ops the user sharded fix
   /// their strategy, the rest follow at least redistribution cost).
@@ -47,13 +48,15 @@ struct AutoParallelOptions {
   /// The dataset context of the run (ParallelContext): with neither, every
   /// dataset input is split as the loss splits its labels, which the search
   /// takes into account; with either, the inputs' layouts are fixed.
+  /// @{
   bool full_batch = false;
   std::vector<std::vector<int64_t>> dataset_strategy;
+  /// @}
 };
 
 /// What the search chose for one op, and what it turned down (sinkc --explain).
 struct OpPlanChoice {
-  std::string op;
+  std::string op;  ///< the op's name
   std::vector<std::vector<int64_t>> strategy;  ///< chosen; empty for an op without a rule (Reshape)
   bool fixed = false;                           ///< the user's strategy, kept
   double compute_s = 0;         ///< forward + backward compute per rank
@@ -67,14 +70,15 @@ struct OpPlanChoice {
   std::string reason;           ///< "communication +0.41 ms, compute -0.02 ms" or "memory over the limit"
 };
 
+/// What PlanAutoParallel chose, with its predictions and the search's size.
 struct AutoParallelPlan {
-  std::string search_mode;
+  std::string search_mode;  ///< the search that ran
   std::string calibration;  ///< the file used (Calibration::source)
-  std::string transport;
-  int64_t device_num = 1;
+  std::string transport;  ///< the collective fits it priced with: "shm" or "tcp"
+  int64_t device_num = 1;  ///< ranks the plan splits over
   double step_s = 0;          ///< predicted training step time per rank
   uint64_t memory_bytes = 0;  ///< predicted per rank (the search's measure)
-  std::optional<uint64_t> memory_limit_bytes;
+  std::optional<uint64_t> memory_limit_bytes;  ///< the per-rank limit it searched under; none: unlimited
   bool exact = true;          ///< false: a Pareto front was thinned under the memory limit
   size_t candidates = 0;      ///< strategies enumerated over all ops
   size_t pruned = 0;          ///< dropped by the Pareto filter

@@ -9,8 +9,9 @@
 
 namespace sinkrt::host {
 
+/// A parameter and its gradient tensor.
 struct ParamGrad {
-  TensorId param;
+  TensorId param;  ///< the Param
   TensorId grad;  ///< TensorKind::Grad, same shape as param
 };
 
@@ -42,6 +43,7 @@ struct BackwardOptions {
   std::vector<TensorId> wrt;
 };
 
+/// What AppendBackward(Graph&, const BackwardOptions&) adds.
 struct BackwardResult {
   /// As AppendBackward above: one per Param the seeds reach, in creation order.
   std::vector<ParamGrad> params;

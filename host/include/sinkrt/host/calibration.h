@@ -30,8 +30,11 @@ namespace sinkrt::host {
 /// is the FLOP/s of an [m[i], k[l]] x [k[l], n[j]] product. Each axis is
 /// ascending and positive.
 struct GemmGrid {
+  /// @{
+  /// The grid's axes: the product's m, n and k.
   std::vector<int64_t> m, n, k;
-  std::vector<double> flops;
+  /// @}
+  std::vector<double> flops;  ///< FLOP/s at each point, indexed as above
 };
 
 /// t = alpha + beta * f(n) * bytes.
@@ -40,10 +43,14 @@ struct AlphaBeta {
   double beta = 0;   ///< s per byte
 };
 
+/// The collectives the cost model prices.
 enum class CollectiveKind : uint8_t { AllReduce, AllGather, ReduceScatter, AllToAll };
+/// How many CollectiveKind values there are.
 inline constexpr int kCollectiveKinds = 4;
+/// "AllReduce", ...: the kind's name.
 const char* CollectiveKindName(CollectiveKind kind);
 
+/// The time of one collective kind on one transport: a general fit, and fits per group size.
 struct CollectiveFit {
   AlphaBeta fit;                           ///< any group size not measured
   std::map<int64_t, AlphaBeta> per_group;  ///< group size -> its own fit
@@ -52,11 +59,12 @@ struct CollectiveFit {
 /// Per collective kind (indexed by CollectiveKind).
 using TransportFits = std::array<CollectiveFit, kCollectiveKinds>;
 
+/// The measured speeds the auto-parallel cost model prices strategies with.
 struct Calibration {
   std::string device_kind;  ///< "cpu-zen4-2core"
-  std::string description;
+  std::string description;  ///< a line for people: what was measured, and how
   std::string source;       ///< the file it was read from, or the built-in default
-  GemmGrid gemm;
+  GemmGrid gemm;  ///< GEMM throughput
   double memory_bandwidth = 0;  ///< B/s, bytes read + written
   double kernel_launch = 0;     ///< s per kernel
   std::map<std::string, TransportFits> collectives;  ///< "shm", "tcp"

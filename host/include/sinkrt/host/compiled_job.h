@@ -28,8 +28,9 @@
 
 namespace sinkrt::host {
 
+/// A network compiled for every rank of its job: what sinkc writes and Model::Create takes.
 struct CompiledJob {
-  std::string network_name;
+  std::string network_name;  ///< the network's Graph name
   uint64_t network_hash = 0;  ///< NetworkHash of the network with its loss (checkpoints bind to it)
   /// The Input the loss reads when it is SparseSoftmaxCrossEntropy of
   /// outputs()[0] (eval scores a partial batch on the host); else empty.
@@ -46,7 +47,7 @@ struct CompiledJob {
   /// liveness figures).
   std::vector<CompiledStream> ranks;
 
-  uint32_t world_size() const { return static_cast<uint32_t>(ranks.size()); }
+  uint32_t world_size() const { return static_cast<uint32_t>(ranks.size()); }  ///< ranks in the job
   /// The train queue's columns as the devices expect them per rank (the
   /// batch is their leading dimension).
   std::vector<ColumnSpec> train_columns() const;
@@ -68,6 +69,7 @@ struct CompileCacheStats {
   uint64_t corrupt = 0;  ///< an entry failed verification: compiled and replaced
   uint64_t compiles = 0; ///< per-rank Compile() calls made by CompileJob
 };
+/// A snapshot of the counters.
 CompileCacheStats GetCompileCacheStats();
 
 /// Compiles `network` (which has its loss) for every rank of
@@ -98,6 +100,7 @@ std::string ManifestJson(const CompiledJob& job);
 /// temporary file and renamed. Creates DIR and its parents when missing, and
 /// removes rank files of an earlier, larger world from it.
 Status WriteCompiledJob(const CompiledJob& job, const std::string& dir);
+/// Reads what WriteCompiledJob wrote, checking every stream against the manifest and verifying it.
 Result<CompiledJob> ReadCompiledJob(const std::string& dir);
 
 }  // namespace sinkrt::host

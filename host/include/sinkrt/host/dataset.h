@@ -41,7 +41,7 @@ namespace sinkrt::host {
 struct Transform {
   std::string name;                               ///< for errors: "Rescale"
   std::function<Status(Tensor& column)> apply;    ///< must be thread-safe
-  std::function<Result<ColumnSpec>(const ColumnSpec& in)> output_spec;
+  std::function<Result<ColumnSpec>(const ColumnSpec& in)> output_spec;  ///< empty: the spec is unchanged
 
   /// What the pipeline may assume to fuse a column's transforms into one
   /// pass from the source's bytes to the batch's (host/src/dataset/
@@ -53,7 +53,7 @@ struct Transform {
   ///   kBytesUnchanged  only the shape changes (Reshape).
   /// A custom transform that claims either and is not so gets wrong batches.
   enum class Fusion : uint8_t { kNone, kPerValue, kBytesUnchanged };
-  Fusion fusion = Fusion::kNone;
+  Fusion fusion = Fusion::kNone;  ///< what this transform declares (see Fusion)
   int64_t channels = 1;  ///< kPerValue
 
   /// x*scale + shift, to f32, from u8 / i32 / f32.
@@ -74,6 +74,7 @@ struct Transform {
   static Transform HWC2CHW();
 };
 
+/// How a Dataset iterator runs: where it starts, its workers, how far it reads ahead.
 struct IteratorOptions {
   int64_t start_batch = 0;   ///< global batch index to start at (resume), >= 0
   int num_workers = 0;       ///< batch workers; 0: hardware_concurrency() capped at 4
@@ -164,10 +165,13 @@ class Dataset {
   static Dataset SyntheticImages(int64_t size, uint64_t split = 0);
 
   // -- operations (MindSpore names) ------------------------------------------
+  /// Applies `transforms`, in order, to `column` of every sample; before Batch only.
   Dataset Map(const std::string& column, std::vector<Transform> transforms) const;
+  /// Permutes each pass of what comes from upstream (samples, or whole batches after Batch) by (`seed`, pass); see above.
   Dataset Shuffle(uint64_t seed) const;
   /// num_shards >= 1, 0 <= shard_id < num_shards.
   Dataset Shard(int num_shards, int shard_id) const;
+  /// Groups samples into batches of `batch_size`; a short last batch is kept unless `drop_remainder`.
   Dataset Batch(int64_t batch_size, bool drop_remainder = false) const;
   /// count >= 1.
   Dataset Repeat(int count) const;
@@ -180,7 +184,7 @@ class Dataset {
   /// without Batch or that already has a Shard.
   Dataset ShardBelowBatch(int num_shards, int shard_id) const;
 
-  const Status& status() const;
+  const Status& status() const;  ///< the first error building the pipeline, or OK
   /// Batches per pass, counting Repeat: MindSpore's get_dataset_size()
   /// (samples per pass before Batch; 0 when status() is an error).
   int64_t get_dataset_size() const;

@@ -33,8 +33,8 @@ namespace sinkrt::host {
 /// What a graph file holds besides the graph: the optimizer is optional (a
 /// file may leave it to the job).
 struct GraphFile {
-  Graph graph;
-  std::optional<OptimizerSpec> optimizer;
+  Graph graph;  ///< the graph, with its loss
+  std::optional<OptimizerSpec> optimizer;  ///< the optimizer the file names, if any
 };
 
 /// The binary graph file of `graph` (a forward graph: no Grad or OptState
@@ -70,6 +70,7 @@ Result<std::string> GraphToJson(std::span<const uint8_t> binary, const std::stri
 /// writes a temporary file and renames it, so a crash never leaves half a
 /// graph under `path`.
 Status SaveGraph(const std::string& path, const Graph& graph, const std::optional<OptimizerSpec>& optimizer = {});
+/// Reads and parses the file at `path` (ParseGraph), applying `options`.
 Result<GraphFile> LoadGraph(const std::string& path, const GraphLoadOptions& options = {});
 
 }  // namespace sinkrt::host

@@ -40,8 +40,9 @@ std::chrono::milliseconds DefaultStartTimeout();
 /// How often Start reports its progress: SINKRT_PROGRESS_MS, else 2 s.
 std::chrono::milliseconds DefaultStartProgressInterval();
 
+/// What LocalCluster::Start starts: how many daemons, on which ports, with which flags.
 struct LocalClusterOptions {
-  int devices = 1;
+  int devices = 1;  ///< daemons to start, one per rank
   /// 0: each daemon listens on 127.0.0.1:0 and the kernel picks a free port
   /// (never collides); P: rank i listens on 127.0.0.1:(P + i), the rank
   /// table convention of `sinkd --base-port`.
@@ -54,24 +55,28 @@ struct LocalClusterOptions {
   /// neither migrate nor crowd onto one core while another idles. Daemons
   /// beyond the core count share cores round robin.
   bool bind_cores = false;
-  std::chrono::milliseconds start_timeout = DefaultStartTimeout();
+  std::chrono::milliseconds start_timeout = DefaultStartTimeout();  ///< how long all may take to be ready
   int stderr_fd = -1;  ///< where the daemons' stderr (their job log) goes; -1: the launcher's
   /// Called about every progress_interval while the daemons start, on the
   /// thread that called Start, with a line such as "40 of 64 sinkd daemons
   /// ready after 4.1 s (limit 30.0 s)"; nothing when empty. Many daemons
   /// take a while (64 took 19 s on 2 cores): the launcher must not look hung.
+  /// @{
   std::function<void(const std::string&)> progress;
   std::chrono::milliseconds progress_interval = DefaultStartProgressInterval();
+  /// @}
 };
 
+/// N sinkd daemons on this machine owned by this process; see the file's description.
 class LocalCluster {
  public:
+  /// Starts every daemon and returns once all are ready, or stops those started and fails.
   static Result<std::unique_ptr<LocalCluster>> Start(LocalClusterOptions options);
   ~LocalCluster();  ///< Stop()
   LocalCluster(const LocalCluster&) = delete;
   LocalCluster& operator=(const LocalCluster&) = delete;
 
-  size_t size() const;
+  size_t size() const;  ///< daemons, one per rank
   /// The minimal layout: rank i at 127.0.0.1:PORT.
   const RankTable& rank_table() const;
   std::vector<pid_t> pids() const;  ///< by rank

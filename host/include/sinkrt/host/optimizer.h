@@ -11,21 +11,26 @@
 
 namespace sinkrt::host {
 
+/// The optimizers a stream can run (MindSpore's SGD, Momentum, Adam).
 enum class OptimizerKind : uint8_t { SGD, Momentum, Adam };
 
+/// Which optimizer updates the parameters, and its hyperparameters.
 struct OptimizerSpec {
-  OptimizerKind kind = OptimizerKind::SGD;
-  float learning_rate = 0.01f;
+  OptimizerKind kind = OptimizerKind::SGD;  ///< which optimizer
+  float learning_rate = 0.01f;  ///< the step size
   float momentum = 0.9f;    ///< Momentum
   bool nesterov = false;    ///< Momentum
-  /// Adam
+  /// Adam's coefficients.
   /// @{
   float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
   /// @}
-  float weight_decay = 0.0f;
+  float weight_decay = 0.0f;  ///< L2 weight decay, added to the gradient
 
+  /// Plain SGD at learning rate `lr`.
   static OptimizerSpec Sgd(float lr);
+  /// SGD with momentum (Nesterov's when `nesterov`).
   static OptimizerSpec Momentum(float lr, float momentum, bool nesterov = false);
+  /// Adam with its coefficients.
   static OptimizerSpec Adam(float lr, float beta1 = 0.9f, float beta2 = 0.999f, float eps = 1e-8f);
 };
 

@@ -42,6 +42,7 @@
 
 namespace sinkrt::host {
 
+/// Writes a training run as JSON lines; see the file's description.
 class ReportCallback : public Callback {
  public:
   /// Creates (or truncates) `path`; the error names it.
