@@ -3,10 +3,12 @@
 /// for every op of a single-device graph against a calibrated cost model and
 /// sets it on the graph, which then compiles as SEMI_AUTO_PARALLEL.
 ///
+/// ~~~
 ///   AutoParallelOptions o{.device_num = 4};
 ///   Result<AutoParallelPlan> plan = PlanAutoParallel(graph, o);  // graph has its loss
 ///   std::cout << ExplainPlan(*plan);                               // sinkc --explain
 ///   CompileOptions co{...}; co.parallel_mode = ParallelMode::SemiAutoParallel;
+/// ~~~
 ///
 /// Compile with ParallelMode::AutoParallel does the same on a copy of the
 /// graph; Model and the tools plan once and compile every rank from it.

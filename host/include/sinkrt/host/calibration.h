@@ -6,6 +6,7 @@
 ///
 /// Units are seconds and bytes, not MindSpore's abstract byte counts, so the
 /// search's estimate of a step can be compared with the measured step.
+/// ~~~
 ///   compute      GEMM throughput (FLOP/s) on a log grid of (M, N, K), and a
 ///                memory bandwidth (B/s) plus a per-kernel launch cost for
 ///                memory-bound ops;
@@ -14,6 +15,7 @@
 ///                (n-1)/n), a fit per measured group size and one for the rest;
 ///   overlap      the fraction of gradient communication hidden behind the
 ///                backward pass.
+/// ~~~
 #pragma once
 
 #include <array>

@@ -2,10 +2,12 @@
 /// MindSpore's built-in callbacks (mindspore.train.LossMonitor, TimeMonitor,
 /// ModelCheckpoint + CheckpointConfig, a progress bar) and checkpoint files.
 ///
+/// ~~~
 ///   LossMonitor loss;                               // prints to std::cout
 ///   TimeMonitor time(0, /*data_time=*/true);
 ///   auto ckpt = ModelCheckpoint::Create("mlp", "ckpt", {.save_checkpoint_steps = 100});
 ///   model->train(4, data, {&loss, &time, ckpt->get()}, /*dataset_sink_mode=*/true, 100);
+/// ~~~
 ///
 /// Printing goes to a std::ostream (default std::cout) so that a test can
 /// capture it. In sink mode the step hooks run once per sink (callback.h), so

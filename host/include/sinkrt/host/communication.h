@@ -1,6 +1,7 @@
 /// \file
 /// One host process per rank: MindSpore's mindspore.communication for sinkrt.
 ///
+/// ~~~
 ///   host::init();                                   // from the launcher's variables
 ///   ParallelContext pc{.mode = ParallelMode::DataParallel,
 ///                      .device_num = static_cast<int>(host::get_group_size()),
@@ -8,6 +9,7 @@
 ///   InProcessDevice device(...);                    // or a RemoteDevice: this rank's sinkd
 ///   auto model = Model::Create(net, loss, opt, device, {.context = pc});
 ///   model->train(epochs, dataset, ...);             // feeds this rank's shard only
+/// ~~~
 ///
 /// A cluster launcher starts one process per rank and tells each which it
 /// is. init() reads, in this order: RANK_ID/RANK_SIZE (MindSpore, with

@@ -2,9 +2,11 @@
 /// A compiled job: one task stream per rank and what a host needs to run them
 /// without the graph — "compile once, sink many times".
 ///
+/// ~~~
 ///   graph --CompileJob--> CompiledJob --WriteCompiledJob--> DIR/rank_K.tstream
 ///                                                           DIR/manifest.json
 ///   DIR --ReadCompiledJob--> CompiledJob --Model::Create--> devices
+/// ~~~
 ///
 /// sinkc writes DIR; `sinkrun train --streams DIR` and Model::Create(job, ...)
 /// run it. The compile cache (SINKRT_COMPILE_CACHE, or MindSpore's

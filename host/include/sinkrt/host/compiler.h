@@ -1,9 +1,11 @@
 /// \file
 /// The compiler: training graph -> one verified-format task stream.
 ///
+/// ~~~
 ///   forward graph --AppendBackward--> + backward --AppendOptimizer--> + update
 ///     --lower (fusion, parallel planning, buffers, tasks)-->
 ///     --plan memory (liveness)--> --write--> bytes
+/// ~~~
 ///
 /// docs/compiler.md lists every pass in order, with its input, output, file
 /// and invariants. The same graph and options always give byte-identical

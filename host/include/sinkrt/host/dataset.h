@@ -1,12 +1,14 @@
 /// \file
 /// Dataset: MindSpore's dataset pipeline, in C++.
 ///
+/// ~~~
 ///   Dataset::Mnist(dir, "train")           // or FromArrays / FromGenerator / SyntheticImages
 ///       .Map("image", {Rescale(1/255.), Reshape({784})})
 ///       .Map("label", {TypeCast(DType::I32)})
 ///       .Shuffle(seed).Shard(num_shards, shard_id)
 ///       .Batch(64, /*drop_remainder=*/true)
 ///       .Repeat(1);
+/// ~~~
 ///
 /// A Dataset is an immutable description (cheap to copy); builder calls never
 /// throw, the first error sticks in status() as in Graph. Iterating it yields
@@ -47,10 +49,12 @@ struct Transform {
   /// pass from the source's bytes to the batch's (host/src/dataset/
   /// fused_column.h). kNone, the default, runs `apply` on every sample as
   /// written; the built-ins declare what they are:
+  /// ~~~
   ///   kPerValue        each output element depends only on its input
   ///                    element's value and on its index modulo `channels`
   ///                    (Rescale, Normalize, TypeCast);
   ///   kBytesUnchanged  only the shape changes (Reshape).
+  /// ~~~
   /// A custom transform that claims either and is not so gets wrong batches.
   enum class Fusion : uint8_t { kNone, kPerValue, kBytesUnchanged };
   Fusion fusion = Fusion::kNone;  ///< what this transform declares (see Fusion)
@@ -111,6 +115,7 @@ class BatchIterator {
 /// counts; the iterator runs pass 0, 1, 2, ...). Every node computes the
 /// sample order of its pass p from its upstream's; nothing is streamed.
 ///
+/// ~~~
 ///   Map       applies the transforms in order to one column of every sample,
 ///             on the worker threads; the column's spec follows each
 ///             Transform's output_spec. Map after Batch is not supported.
@@ -127,6 +132,7 @@ class BatchIterator {
 ///             a pass is short, or dropped with drop_remainder.
 ///   Repeat    pass p is the upstream passes p*count .. p*count + count-1 back
 ///             to back (so a Shuffle below reshuffles every repeat).
+/// ~~~
 ///
 /// Shuffle, Shard and Repeat after Batch move whole batches. A pipeline
 /// without Batch yields single samples (no batch dim).

@@ -371,7 +371,9 @@ class Graph {
 };
 
 /// Opens a name scope on `g` for its lifetime:
+/// ~~~
 ///   { NameScope attn(g, "block0.attn"); ... }   // ops named block0.attn.*
+/// ~~~
 class NameScope {
  public:
   /// Opens scope `name` on `g` until this object is destroyed.

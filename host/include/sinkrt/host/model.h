@@ -1,9 +1,11 @@
 /// \file
 /// Model: MindSpore's mindspore.train.Model for sinkrt.
 ///
+/// ~~~
 ///   Model::Create(network, LossSpec::SparseSoftmaxCrossEntropy(),
 ///                 OptimizerSpec::Momentum(0.01, 0.9), device)
 ///   model->train(epoch, dataset, callbacks, dataset_sink_mode, sink_size, initial_epoch)
+/// ~~~
 ///
 /// train() follows MindSpore's sink semantics exactly (reference/
 /// mindspore-semantics.md §1–§2): sink_size = -1 sinks a full dataset pass per

@@ -3,9 +3,11 @@
 /// SoftmaxCrossEntropyWithLogits(sparse=True) on outputs()[0] against a
 /// "label" input (model.h), so these graphs read only the "image" column.
 ///
+/// ~~~
 ///   auto net = MakeMlpNetwork(64);                     // 784-512-256-10
 ///   auto model = Model::Create(std::move(net), LossSpec::SparseSoftmaxCrossEntropy(),
 ///                              OptimizerSpec::Momentum(0.01f, 0.9f), device);
+/// ~~~
 ///
 /// Parameters are named "<layer>.weight" / "<layer>.bias" (fc1, conv1, ...),
 /// weights He-uniform from seed + layer index, biases zero, so two builds with
@@ -34,6 +36,7 @@ Graph MakeLeNetNetwork(int64_t batch, uint64_t seed = 1);
 
 /// A small Vision Transformer on input "image" f32 [batch, 784] (28x28,
 /// row-major), outputs()[0] the logits [batch, 10]:
+/// ~~~
 ///   patchify in the graph (Reshape [B,4,7,4,7], Transpose (0,1,3,2,4),
 ///   Reshape): 16 patches of 7x7 = 49 values in row-major patch order;
 ///   "patch" Linear(49->64) plus a learned "pos_embed" [16, 64];
@@ -45,6 +48,7 @@ Graph MakeLeNetNetwork(int64_t batch, uint64_t seed = 1);
 ///     x += mlp.fc2(gelu_tanh(mlp.fc1(ln2(x)))), 64 -> 256 -> 64;
 ///   a final LayerNorm "norm", the mean over the 16 tokens, "head"
 ///   Linear(64->10).
+/// ~~~
 /// Parameters are named after their layer ("block0.attn.qkv.weight",
 /// "block1.ln2.gamma", ...), and ops after it too ("block0.attn.qkv.matmul":
 /// NameScope), which is how shard strategies and pipeline stages name them.

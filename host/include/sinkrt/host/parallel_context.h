@@ -44,8 +44,10 @@ struct CommFusion {
 
 /// MindSpore's comm_fusion dict as JSON, checked as
 /// _AutoParallelContext.set_comm_fusion checks it, with its messages:
+/// ~~~
 ///   {"openstate": true, "allreduce": {"mode": "auto" | "size" | "index", "config": 32 | [2, 5]},
 ///    "allgather": {"mode": "auto" | "size", "config": 32}, "reducescatter": {...}}
+/// ~~~
 /// Every top-level key is optional; an entry needs both "mode" and "config"
 /// ("auto" ignores its config, MindSpore passes None). Keys are taken in the
 /// order written, as Python's dict is: an "openstate": false turns fusion off,
@@ -78,8 +80,10 @@ struct ParallelOptimizerConfig {
 
 /// MindSpore's parallel_optimizer_config dict as JSON, checked as
 /// set_parallel_optimizer_config checks it, with its messages:
+/// ~~~
 ///   {"parallel_optimizer_threshold": 24, "gradient_accumulation_shard": false,
 ///    "optimizer_weight_shard_size": -1, "optimizer_level": "level1"}
+/// ~~~
 /// Every key is optional; an unknown key is refused ("Unknown config: [...]").
 Result<ParallelOptimizerConfig> ParseParallelOptimizerConfig(const std::string& json);
 

@@ -10,6 +10,7 @@
 /// round trips measured when recording starts and ends.
 ///
 /// analyse() writes into the output directory (docs/profiler.md):
+/// ~~~
 ///   trace.json    Chrome trace / Perfetto timeline: every rank a process,
 ///                 with compute, comm and queue threads; the host a process
 ///   summary.txt   top ops, compute / comm / exposed comm / queue / other per
@@ -17,6 +18,7 @@
 ///                 rank per step, the memory plan, the clock offsets
 ///   summary.json  the same, as JSON
 ///   steps.svg     per rank, a stacked bar of where the mean step went
+/// ~~~
 /// `sinkprof DIR` prints the summary of a recorded directory again.
 ///
 /// Threading: construct, analyse and destroy on the thread that trains.

@@ -1,20 +1,24 @@
 /// \file
 /// ReportCallback: a training run as JSON lines, for scripts and benchmarks.
 ///
+/// ~~~
 ///   auto report = ReportCallback::Create("run.jsonl");
 ///   model->train(5, data, {&loss, report->get()}, /*dataset_sink_mode=*/true);
 ///   (*report)->Write({{"event", "end"}, {"test_accuracy", acc}});
+/// ~~~
 ///
 /// One object per line, flushed as it is written, so a run that dies leaves
 /// every epoch it finished. At each epoch end (in sink mode, after the
 /// epoch's sink):
 ///
+/// ~~~
 ///   {"event":"epoch", "epoch":E, "epoch_num":N, "cur_step_num":S,
 ///    "steps":K, "batch_size":B, "sink_mode":true, "loss":L,
 ///    "epoch_ms":T, "samples_per_s":K*B/T, "data_wait_ms":W,
 ///    "host_round_trips":R, "total_host_round_trips":RT,
 ///    "device_ms":{"compute":..,"comm":..,"comm_wait":..,"bubble":..,
 ///                 "queue_wait":..,"other":..}}
+/// ~~~
 ///
 /// epoch is absolute (it continues after initial_epoch), cur_step_num is
 /// MindSpore's (the steps of this train() call so far), steps are the steps

@@ -3,8 +3,10 @@
 /// --strategy and --strategy-save): presets by name and strategy files, for
 /// graphs compiled under SEMI_AUTO_PARALLEL (docs/sharding.md §9, §10).
 ///
+/// ~~~
 ///   if (auto s = ApplyShardStrategy("2x2", graph, 4); !s.ok()) ...   // graph has its loss
 ///   SaveShardStrategies("strategy.json", graph, 4, /*full_batch=*/false);
+/// ~~~
 #pragma once
 
 #include <cstdint>

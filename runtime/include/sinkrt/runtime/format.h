@@ -1,7 +1,9 @@
 /// \file
 /// Task-stream file layout and format version.
 ///
+/// ~~~
 ///   [uint32 size][FlatBuffer "SKTS" ...][pad to 64][blob section]
+/// ~~~
 ///
 /// The size prefix lets a reader find the blob section without parsing; blob
 /// offsets in the stream are relative to the blob section's start.

@@ -1,8 +1,10 @@
 /// \file
 /// The wire protocol's frames, independent of any socket (schemas/wire.fbs).
 ///
+/// ~~~
 ///   [u32 magic "SKWF"][u32 message_bytes][u64 payload_bytes]
 ///   [message: size-checked, verified FlatBuffer "SKWR"][payload: raw bytes]
+/// ~~~
 ///
 /// Both ends check every frame in three steps before using it: the header
 /// (magic, non-empty message, both lengths within the limits), the message
