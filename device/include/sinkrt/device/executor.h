@@ -25,6 +25,7 @@
 #include "sinkrt/runtime/profile_record.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 
+/// The device library (CMake target sinkrt::device): the executor, collectives, the in-process device and the daemon behind sinkd.
 namespace sinkrt::device {
 
 class Communicator;

@@ -14,6 +14,8 @@
 #include <utility>
 #include <variant>
 
+/// All of sinkrt. The runtime library (CMake target sinkrt::runtime) declares
+/// its types here directly; the host and device libraries nest their own.
 namespace sinkrt {
 
 /// The canonical error codes (as in absl and IREE); kOk is success.

@@ -26,6 +26,7 @@
 #include "sinkrt/runtime/format.h"
 #include "sinkrt/runtime/status.h"
 
+/// The types flatc generates from schemas/*.fbs (sinkrt/fb/*_generated.h).
 namespace sinkrt::fb {
 struct TaskStream;
 struct Program;
