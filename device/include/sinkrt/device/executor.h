@@ -25,7 +25,8 @@
 #include "sinkrt/runtime/profile_record.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 
-/// The device library (CMake target sinkrt::device): the executor, collectives, the in-process device and the daemon behind sinkd.
+/// The device library (CMake target sinkrt::device): the executor, collectives, the in-process
+/// device and the daemon behind sinkd.
 namespace sinkrt::device {
 
 class Communicator;

@@ -23,7 +23,8 @@ namespace sinkrt::device {
 /// A PeerInbox that listens on its own socket; see the file's description.
 class ListeningInbox final : public PeerInbox {
  public:
-  /// Starts listening on `host`:0; connections must send their Hello within `hello_timeout`, with `token` when it is set.
+  /// Starts listening on `host`:0; connections must send their Hello within `hello_timeout`, with
+  /// `token` when it is set.
   static Result<std::unique_ptr<ListeningInbox>> Start(
       std::chrono::milliseconds hello_timeout = std::chrono::seconds(10), const std::string& host = "127.0.0.1",
       std::string token = "");

@@ -11,7 +11,8 @@
 
 namespace sinkrt::device {
 
-/// Re-executes the program (`argv`) with OMP_WAIT_POLICY=passive when the variable is unset; returns otherwise.
+/// Re-executes the program (`argv`) with OMP_WAIT_POLICY=passive when the variable is unset;
+/// returns otherwise.
 void EnsurePassiveOpenMp(char** argv);
 
 }  // namespace sinkrt::device

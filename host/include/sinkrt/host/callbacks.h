@@ -59,7 +59,8 @@ class LossMonitor : public Callback {
 /// ` (data time: Z ms)`, Z the host's wait on the dataset pipeline per step.
 class TimeMonitor : public Callback {
  public:
-  /// Times each epoch over `data_size` steps when batch_num is unknown; `data_time` adds the data wait; prints to `out`.
+  /// Times each epoch over `data_size` steps when batch_num is unknown; `data_time` adds the data
+  /// wait; prints to `out`.
   explicit TimeMonitor(int64_t data_size = 0, bool data_time = false, std::ostream& out = std::cout);
   Status on_train_epoch_end(RunContext& run_context) override;
 
@@ -91,7 +92,8 @@ struct CheckpointConfig {
 /// never overwrites or prunes the first run's files.
 class ModelCheckpoint : public Callback {
  public:
-  /// A checkpoint callback; fails on a prefix with a '/', a bad `config`, or a directory it cannot create ("": the current one).
+  /// A checkpoint callback; fails on a prefix with a '/', a bad `config`, or a directory it cannot
+  /// create ("": the current one).
   static Result<std::unique_ptr<ModelCheckpoint>> Create(std::string prefix = "CKP",
                                                          std::string directory = "",
                                                          CheckpointConfig config = {});

@@ -173,7 +173,8 @@ class Dataset {
   // -- operations (MindSpore names) ------------------------------------------
   /// Applies `transforms`, in order, to `column` of every sample; before Batch only.
   Dataset Map(const std::string& column, std::vector<Transform> transforms) const;
-  /// Permutes each pass of what comes from upstream (samples, or whole batches after Batch) by (`seed`, pass); see above.
+  /// Permutes each pass of what comes from upstream (samples, or whole batches after Batch) by
+  /// (`seed`, pass); see above.
   Dataset Shuffle(uint64_t seed) const;
   /// num_shards >= 1, 0 <= shard_id < num_shards.
   Dataset Shard(int num_shards, int shard_id) const;

@@ -19,7 +19,8 @@
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/status.h"
 
-/// The host library (CMake target sinkrt::host): graphs, the compiler, datasets, Model and callbacks, and the devices a job trains on.
+/// The host library (CMake target sinkrt::host): graphs, the compiler, datasets, Model and
+/// callbacks, RemoteDevice and LocalCluster.
 namespace sinkrt::host {
 
 /// A tensor's index in its Graph's tensors().

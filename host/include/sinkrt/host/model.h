@@ -167,7 +167,8 @@ struct EvalResult {
   uint64_t round_trips = 0;  ///< control round trips to rank 0: one per batch, or per sunk pass (+1 partial batch)
 };
 
-/// MindSpore's Model: compiles a network with its loss and optimizer, loads it on its devices, trains, evaluates and predicts.
+/// MindSpore's Model: compiles a network with its loss and optimizer, loads it on its devices,
+/// trains, evaluates and predicts.
 class Model {
  public:
   /// `network`: a forward graph whose Input tensors are named after dataset

@@ -24,7 +24,8 @@
 
 namespace sinkrt::host {
 
-/// Pipeline stages as the job asks for them: how many, the micro-batches, the schedule and the layers' stages.
+/// Pipeline stages as the job asks for them: how many, the micro-batches, the schedule and the
+/// layers' stages.
 struct PipelineConfig {
   int stages = 1;                                  ///< MindSpore's pipeline_stages
   int micro_size = 1;                              ///< PipelineCell(net, micro_size)

@@ -61,7 +61,8 @@ std::string RankTableToJson(const RankTable& table);
 /// RANK_ID/RANK_SIZE/DEVICE_ID/LOCAL_WORLD_SIZE (MindSpore; the last is
 /// torchrun's, set by sinkrun launch), OMPI_COMM_WORLD_RANK/_SIZE/
 /// _LOCAL_RANK/_LOCAL_SIZE (Open MPI), PMI_RANK/PMI_SIZE/MPI_LOCALNRANKS
-/// (MPICH), SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID (Slurm), in that order. Unset fields stay empty; a variable
+/// (MPICH), SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID (Slurm), in that order. Unset fields stay
+/// empty; a variable
 /// that is set but not a non-negative integer is an error naming it.
 struct LaunchRank {
   std::optional<uint32_t> rank;  ///< the process's rank, when a launcher set it
