@@ -44,7 +44,7 @@ Result<std::vector<uint8_t>> SerializeGraph(const Graph& graph, const std::optio
 
 /// What a job may change in a graph as it loads (sinkc --batch, --seed).
 struct GraphLoadOptions {
-  /// > 0: the leading (batch) dimension of every Input becomes `batch`, and
+  /// Above 0: the leading (batch) dimension of every Input becomes `batch`, and
   /// every other shape is inferred anew. 0: as written.
   int64_t batch = 0;
   /// Added to the seed of every random initialiser (Uniform, Normal,

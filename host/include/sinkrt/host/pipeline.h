@@ -36,8 +36,8 @@ struct PipelineConfig {
 /// "block0=0,block1=1" -> {{"block0", 0}, {"block1", 1}}; errors name the entry.
 Result<std::vector<std::pair<std::string, int>>> ParseStageOf(const std::string& text);
 
-/// The config against the job: stages >= 1 dividing device_num, micro_size
-/// >= stages (MindSpore: "micro_size must be greater than or equal to
+/// The config against the job: stages >= 1 dividing device_num,
+/// micro_size >= stages (MindSpore: "micro_size must be greater than or equal to
 /// pipeline_stages") dividing the batch, a known scheduler, stage numbers in
 /// [0, stages).
 Status CheckPipelineConfig(const PipelineConfig& config, int device_num, int64_t batch);
