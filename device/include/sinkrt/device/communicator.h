@@ -175,9 +175,9 @@ class Communicator {
   const CommOptions& options() const;  ///< the options it was created with
   /// "shm" or "tcp" for each peer, "none" for one not connected (tools and logs).
   std::string TransportName(uint32_t peer) const;
-  /// @{
   /// Peers this rank holds a connection to, and how many of them share
   /// memory (n - 1 and the same-host count for a full mesh).
+  /// @{
   uint32_t connections() const;
   uint32_t shm_connections() const;
   /// @}

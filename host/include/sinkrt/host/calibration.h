@@ -32,8 +32,8 @@ namespace sinkrt::host {
 /// is the FLOP/s of an [m[i], k[l]] x [k[l], n[j]] product. Each axis is
 /// ascending and positive.
 struct GemmGrid {
-  /// @{
   /// The grid's axes: the product's m, n and k.
+  /// @{
   std::vector<int64_t> m, n, k;
   /// @}
   std::vector<double> flops;  ///< FLOP/s at each point, indexed as above

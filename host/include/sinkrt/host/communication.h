@@ -102,8 +102,8 @@ class ProcessGroup {
   static Result<std::unique_ptr<ProcessGroup>> Join(const Options& options);
   ~ProcessGroup();
 
-  /// @{
   /// Options::rank and the like, as joined.
+  /// @{
   uint32_t rank() const;
   uint32_t world_size() const;
   uint32_t local_rank() const;

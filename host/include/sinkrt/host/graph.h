@@ -69,13 +69,13 @@ struct InitSpec {
   static InitSpec Uniform(float low, float high, uint64_t seed);
   /// Normal(mean, stddev).
   static InitSpec Normal(float mean, float stddev, uint64_t seed);
-  /// @{
   /// Glorot's initializers, from the tensor's fans.
+  /// @{
   static InitSpec XavierUniform(uint64_t seed);
   static InitSpec XavierNormal(uint64_t seed);
   /// @}
-  /// @{
   /// He's initializers, from the tensor's fans.
+  /// @{
   static InitSpec HeUniform(uint64_t seed);
   static InitSpec HeNormal(uint64_t seed);
   /// @}
@@ -167,8 +167,8 @@ struct OpAttrs {
 struct OpNode {
   std::string name;  ///< unique in its graph
   fb::OpCode op = fb::OpCode::Invalid;  ///< the operation
-  /// @{
   /// Its tensors, in the op's order.
+  /// @{
   std::vector<TensorId> inputs;
   std::vector<TensorId> outputs;
   /// @}

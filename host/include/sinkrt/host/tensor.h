@@ -25,8 +25,8 @@ struct Tensor {
   }
   /// Elements: the product of the dims.
   int64_t numel() const { return NumElements(shape); }
-  /// @{
   /// The bytes as elements of T (T must match dtype).
+  /// @{
   template <typename T>
   T* as() { return reinterpret_cast<T*>(data.data()); }
   template <typename T>

@@ -99,8 +99,8 @@ struct WorldSpec {
 struct ReportedTensor {
   uint32_t buffer = 0;  ///< its buffer index in the stream
   std::string name;  ///< its name in the stream
-  /// @{
   /// Its element type and shape.
+  /// @{
   DType dtype = DType::Invalid;
   Shape shape;
   /// @}

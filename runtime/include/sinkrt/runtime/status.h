@@ -49,8 +49,8 @@ class [[nodiscard]] Status {
 
   /// Whether this is success.
   bool ok() const { return code_ == StatusCode::kOk; }
-  /// @{
   /// The code and the message (empty on success).
+  /// @{
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
   /// @}
@@ -65,8 +65,8 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-/// @{
 /// One constructor per error code: the Status of that code with message `m`.
+/// @{
 inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
 inline Status OutOfRange(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
 inline Status FailedPrecondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
@@ -99,14 +99,14 @@ class [[nodiscard]] Result {
     static const Status kOk;
     return ok() ? kOk : std::get<Status>(v_);
   }
-  /// @{
   /// The value; only when ok().
+  /// @{
   T& value() & { return std::get<T>(v_); }
   const T& value() const& { return std::get<T>(v_); }
   T&& value() && { return std::get<T>(std::move(v_)); }
   /// @}
-  /// @{
   /// The value's members and the value itself; only when ok().
+  /// @{
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }

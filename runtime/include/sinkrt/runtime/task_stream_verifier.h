@@ -78,8 +78,8 @@ class VerifiedStream {
 /// need kFeatureCollectives).
 bool IsCollective(fb::TaskBody kind);
 
-/// @{
 /// Names for messages and tools (sinkdump): an op, a buffer role, a task kind, a program kind.
+/// @{
 std::string_view OpCodeName(fb::OpCode op);
 std::string_view BufferRoleName(fb::BufferRole role);
 std::string_view TaskKindName(fb::TaskBody kind);

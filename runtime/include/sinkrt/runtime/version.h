@@ -36,8 +36,8 @@ struct FormatVersion {
 
 /// What a build of the library is and speaks.
 struct Versions {
-  /// @{
   /// The library's release, as the SINKRT_VERSION_* macros of its build.
+  /// @{
   int major = 0;
   int minor = 0;
   int patch = 0;
