@@ -1,4 +1,5 @@
 #include "sinkrt/host/local_cluster.h"
+#include "launch/find_sinkd.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 #include <thread>
 
 #include "sinkrt/host/remote_device.h"
@@ -380,6 +382,30 @@ void LocalCluster::Stop() {
   reap_all();
 }
 
+Result<std::string> FindSinkdFrom(const std::filesystem::path& exe, const char* path_env) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  auto runnable = [&ec](const fs::path& c) { return fs::is_regular_file(c, ec) && access(c.c_str(), X_OK) == 0; };
+  std::string looked;
+  if (!exe.empty()) {
+    const fs::path dir = exe.parent_path();
+    const fs::path candidates[] = {dir / "sinkd", (dir / ".." / "device" / "sinkd").lexically_normal()};
+    for (const fs::path& c : candidates) {
+      if (runnable(c)) return c.string();
+      looked += c.string() + ", ";
+    }
+  }
+  for (std::string_view rest = path_env ? path_env : ""; !rest.empty();) {
+    const size_t colon = rest.find(':');
+    const std::string_view dir = rest.substr(0, colon);
+    rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+    if (dir.empty()) continue;
+    const fs::path c = fs::path(dir) / "sinkd";
+    if (runnable(c)) return c.string();
+  }
+  return NotFound("cannot find the sinkd binary (looked for " + looked + "and sinkd on PATH); set SINKRT_SINKD to its path");
+}
+
 Result<std::string> FindSinkd(const std::string& argv0) {
   namespace fs = std::filesystem;
   if (const char* env = std::getenv("SINKRT_SINKD"); env && *env) {
@@ -389,13 +415,7 @@ Result<std::string> FindSinkd(const std::string& argv0) {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) exe = argv0.find('/') != std::string::npos ? fs::absolute(argv0, ec) : fs::path();
-  if (exe.empty()) return NotFound("cannot tell where this executable is to find sinkd beside it; set SINKRT_SINKD");
-  const fs::path dir = exe.parent_path();
-  const fs::path candidates[] = {dir / "sinkd", (dir / ".." / "device" / "sinkd").lexically_normal()};
-  for (const fs::path& c : candidates)
-    if (fs::is_regular_file(c, ec) && access(c.c_str(), X_OK) == 0) return c.string();
-  return NotFound("cannot find the sinkd binary (looked for " + candidates[0].string() + " and " +
-                  candidates[1].string() + "); set SINKRT_SINKD to its path");
+  return FindSinkdFrom(exe, std::getenv("PATH"));
 }
 
 }  // namespace sinkrt::host

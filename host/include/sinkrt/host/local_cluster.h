@@ -111,9 +111,11 @@ class LocalCluster {
 };
 
 /// Where the sinkd binary is: $SINKRT_SINKD when set; else `sinkd` beside
-/// this executable (an installation); else ../device/sinkd from it (the build
-/// tree: build/tools/sinkrun, build/device/sinkd). `argv0` is used only when
-/// /proc/self/exe cannot be read. The error says how to point at it.
+/// this executable (an installation's bin/); else ../device/sinkd from it (the
+/// build tree: build/tools/sinkrun, build/device/sinkd); else `sinkd` on PATH
+/// (an application of its own linking an installed sinkrt, whose sinkd is in
+/// /usr/bin). `argv0` is used only when /proc/self/exe cannot be read. The
+/// error says how to point at it.
 Result<std::string> FindSinkd(const std::string& argv0);
 
 }  // namespace sinkrt::host
