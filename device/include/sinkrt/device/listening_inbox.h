@@ -1,11 +1,12 @@
-// ListeningInbox: a PeerInbox with its own listening socket, for tests and
-// benchmarks that run communicators without a daemon.
-//
-// It accepts on HOST:0 (127.0.0.1 by default; any free port, address()
-// tells which), reads each connection's Hello with a deadline and queues
-// the socket under the rank the Hello names. Connections that send
-// anything else, or another token than `token` (when set), are dropped.
-// Sockets it hands over stay valid after the inbox is destroyed.
+/// \file
+/// ListeningInbox: a PeerInbox with its own listening socket, for tests and
+/// benchmarks that run communicators without a daemon.
+///
+/// It accepts on HOST:0 (127.0.0.1 by default; any free port, address()
+/// tells which), reads each connection's Hello with a deadline and queues
+/// the socket under the rank the Hello names. Connections that send
+/// anything else, or another token than `token` (when set), are dropped.
+/// Sockets it hands over stay valid after the inbox is destroyed.
 #pragma once
 
 #include <condition_variable>
@@ -19,13 +20,17 @@
 
 namespace sinkrt::device {
 
+/// A PeerInbox that listens on its own socket; see the file's description.
 class ListeningInbox final : public PeerInbox {
  public:
+  /// Starts listening on `host`:0; connections must send their Hello within `hello_timeout`, with
+  /// `token` when it is set.
   static Result<std::unique_ptr<ListeningInbox>> Start(
       std::chrono::milliseconds hello_timeout = std::chrono::seconds(10), const std::string& host = "127.0.0.1",
       std::string token = "");
   ~ListeningInbox() override;
 
+  /// Where peers dial it (the real port).
   const Address& address() const { return address_; }
   Result<std::pair<uint32_t, std::unique_ptr<FrameSocket>>> Accept(Deadline deadline) override;
 

@@ -1,11 +1,12 @@
-// Graph: the host's training graph, built op by op with shapes inferred.
-//
-// A Graph is plain data — tensors and ops in topological order — so that
-// autodiff, the optimizer pass, the parallel planner and the compiler are all
-// free functions that read one graph and append to it. Builder calls never
-// throw: the first error (a shape mismatch, a bad attribute) is kept in
-// status() and every later call returns kInvalidTensor, as a TF Scope does,
-// so a model reads as straight-line code and is checked once at the end.
+/// \file
+/// Graph: the host's training graph, built op by op with shapes inferred.
+///
+/// A Graph is plain data — tensors and ops in topological order — so that
+/// autodiff, the optimizer pass, the parallel planner and the compiler are all
+/// free functions that read one graph and append to it. Builder calls never
+/// throw: the first error (a shape mismatch, a bad attribute) is kept in
+/// status() and every later call returns kInvalidTensor, as a TF Scope does,
+/// so a model reads as straight-line code and is checked once at the end.
 #pragma once
 
 #include <cstdint>
@@ -18,244 +19,324 @@
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/status.h"
 
+/// The host library (CMake target sinkrt::host): graphs, the compiler, datasets, Model and
+/// callbacks, RemoteDevice and LocalCluster.
 namespace sinkrt::host {
 
+/// A tensor's index in its Graph's tensors().
 using TensorId = uint32_t;
+/// No tensor: what builder calls return after an error.
 inline constexpr TensorId kInvalidTensor = UINT32_MAX;
 
+/// What a tensor is for: it decides who writes it and whether it is trained.
 enum class TensorKind : uint8_t {
-  Intermediate,  // produced by an op
-  Input,         // a dataset column, fed through the device queue
-  Param,         // trained
-  Const,         // initialised once, never trained
-  Grad,          // d(loss)/d(param), added by autodiff
-  OptState,      // optimizer state, added by the optimizer pass
+  Intermediate,  ///< produced by an op
+  Input,         ///< a dataset column, fed through the device queue
+  Param,         ///< trained
+  Const,         ///< initialised once, never trained
+  Grad,          ///< d(loss)/d(param), added by autodiff
+  OptState,      ///< optimizer state, added by the optimizer pass
 };
 
-// How init fills a Param/Const/OptState. Mirrors fb::InitDef.
+/// How init fills a Param/Const/OptState. Mirrors fb::InitDef.
 struct InitSpec {
-  fb::InitKind kind = fb::InitKind::Zeros;
+  fb::InitKind kind = fb::InitKind::Zeros;  ///< which initializer
+  /// The initializers' parameters: Constant's value, Uniform's range, Normal's mean and stddev.
+  /// @{
   float value = 0, low = 0, high = 0, mean = 0, stddev = 0;
-  uint64_t seed = 0;
-  int64_t fan_in = 0, fan_out = 0;  // 0: derived from the shape at compile time
-  std::vector<uint8_t> data;        // Inline
-  // A slice of a larger tensor (a sharded parameter): the whole tensor's
-  // shape and where this slice starts. Random kinds then draw each element
-  // at its index in the whole tensor, and fans come from the whole shape,
-  // so every rank holds exactly what one device would hold there. Empty:
-  // the tensor is whole.
+  /// @}
+  uint64_t seed = 0;  ///< the random kinds' seed
+  /// Fans in and out (Xavier, He); 0: derived from the shape at compile time.
+  /// @{
+  int64_t fan_in = 0, fan_out = 0;
+  /// @}
+  std::vector<uint8_t> data;        ///< Inline
+  /// A slice of a larger tensor (a sharded parameter): the whole tensor's
+  /// shape and where this slice starts. Random kinds then draw each element
+  /// at its index in the whole tensor, and fans come from the whole shape,
+  /// so every rank holds exactly what one device would hold there. Empty:
+  /// the tensor is whole.
+  /// @{
   Shape global_shape;
   std::vector<int64_t> slice_offset;
+  /// @}
 
+  /// All zeros.
   static InitSpec Zeros() { return {}; }
+  /// Every element `v`.
   static InitSpec Constant(float v);
+  /// Uniform on [low, high).
   static InitSpec Uniform(float low, float high, uint64_t seed);
+  /// Normal(mean, stddev).
   static InitSpec Normal(float mean, float stddev, uint64_t seed);
+  /// Glorot's initializers, from the tensor's fans.
+  /// @{
   static InitSpec XavierUniform(uint64_t seed);
   static InitSpec XavierNormal(uint64_t seed);
+  /// @}
+  /// He's initializers, from the tensor's fans.
+  /// @{
   static InitSpec HeUniform(uint64_t seed);
   static InitSpec HeNormal(uint64_t seed);
+  /// @}
+  /// Exactly `values`, in row-major order.
   static InitSpec Inline(std::vector<float> values);
 };
 
+/// A tensor of a Graph: its name, type, shape, kind and initializer.
 struct TensorInfo {
-  std::string name;
-  DType dtype = DType::F32;
-  Shape shape;
-  TensorKind kind = TensorKind::Intermediate;
-  InitSpec init;                    // Param, Const, OptState
+  std::string name;  ///< unique in its graph
+  DType dtype = DType::F32;  ///< element type
+  Shape shape;  ///< its dims
+  TensorKind kind = TensorKind::Intermediate;  ///< what it is for
+  InitSpec init;                    ///< Param, Const, OptState
 };
 
-// All op attributes in one plain struct; each op reads the fields it needs
-// (host/src/graph_file/op_options.h maps them to and from the schemas' OpOptions).
+/// All op attributes in one plain struct; each op reads the fields it needs
+/// (host/src/graph_file/op_options.h maps them to and from the schemas' OpOptions).
 struct OpAttrs {
-  bool transpose_a = false, transpose_b = false;  // MatMul
-  int axis = -1;                                  // Softmax, LogSoftmax, BiasAdd channel axis
-  std::vector<int> axes;                          // ReduceSum/Mean (empty: all)
-  bool keep_dims = false;
-  float scale = 1.0f;                             // BroadcastTo
-  int stride_h = 1, stride_w = 1;                 // Conv2D, pools
+  /// MatMul: use the transpose of a or b.
+  /// @{
+  bool transpose_a = false, transpose_b = false;
+  /// @}
+  int axis = -1;                                  ///< Softmax, LogSoftmax, BiasAdd channel axis
+  std::vector<int> axes;                          ///< ReduceSum/Mean (empty: all)
+  bool keep_dims = false;  ///< ReduceSum/Mean: keep reduced dims as 1
+  float scale = 1.0f;                             ///< BroadcastTo
+  /// Conv2D, pools: strides.
+  /// @{
+  int stride_h = 1, stride_w = 1;
+  /// @}
+  /// Conv2D, pools: padding of each side.
+  /// @{
   int pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  /// @}
+  /// Conv2D: dilations.
+  /// @{
   int dilation_h = 1, dilation_w = 1;
-  int kernel_h = 1, kernel_w = 1;                 // pools
-  float value = 0;                                // Fill
-  float learning_rate = 0, momentum = 0, weight_decay = 0;  // optimizers
-  bool nesterov = false;
+  /// @}
+  /// pools: window size.
+  /// @{
+  int kernel_h = 1, kernel_w = 1;
+  /// @}
+  float value = 0;                                ///< Fill
+  /// optimizers: hyperparameters.
+  /// @{
+  float learning_rate = 0, momentum = 0, weight_decay = 0;
+  /// @}
+  bool nesterov = false;  ///< optimizers: Nesterov momentum
+  /// Adam's coefficients.
+  /// @{
   float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
-  float layer_norm_epsilon = 1e-5f;               // LayerNorm, LayerNormGrad (epsilon is Adam's)
-  DType cast_to = DType::Invalid;                 // Cast: the output dtype (F32 or BF16)
-  std::vector<int> perm;                          // Transpose: y dim i = x dim perm[i]
-  std::vector<int64_t> sizes;                     // Split: each output's extent along `axis`
-  // Communication ops (AllReduce ... GradAllReduce): the group's world
-  // ranks, ascending; this rank's position in it; a mean, not a sum
-  // (AllReduce, ReduceScatter). ShardSlice cuts `axis`.
+  /// @}
+  float layer_norm_epsilon = 1e-5f;               ///< LayerNorm, LayerNormGrad (epsilon is Adam's)
+  DType cast_to = DType::Invalid;                 ///< Cast: the output dtype (F32 or BF16)
+  std::vector<int> perm;                          ///< Transpose: y dim i = x dim perm[i]
+  std::vector<int64_t> sizes;                     ///< Split: each output's extent along `axis`
+  /// Communication ops (AllReduce ... GradAllReduce): the group's world
+  /// ranks, ascending; this rank's position in it; a mean, not a sum
+  /// (AllReduce, ReduceScatter). ShardSlice cuts `axis`.
+  /// @{
   std::vector<uint32_t> group;
   uint32_t group_position = 0;
   bool mean = false;
-  bool max = false;  // AllReduce: the maximum (the loss-scale status)
-  // Send and Recv (pipeline stages; never in a graph file): the peer's
-  // world rank, the transfer's place in the comm stream's order (both ends
-  // use the same), and its channel (one tensor to one peer: a send waits for
-  // the channel's previous send before it reuses the channel).
+  /// @}
+  bool max = false;  ///< AllReduce: the maximum (the loss-scale status)
+  /// Send and Recv (pipeline stages; never in a graph file): the peer's
+  /// world rank, the transfer's place in the comm stream's order (both ends
+  /// use the same), and its channel (one tensor to one peer: a send waits for
+  /// the channel's previous send before it reuses the channel).
+  /// @{
   uint32_t peer = 0;
   int64_t comm_order = 0;
   int64_t channel = 0;
-  // GradOverflow and LossScaleUpdate (docs/loss_scale.md; compiler-made).
+  /// @}
+  /// GradOverflow and LossScaleUpdate (docs/loss_scale.md; compiler-made).
+  /// @{
   bool loss_scale_check = true;
   bool loss_scale_dynamic = false;
   float scale_factor = 2.0f;
   int scale_window = 2000;
-  // MetricSum (sunk eval; compiler-made, never in a graph): per input, the
-  // f64 weight its value is multiplied by before it is added to its sum.
+  /// @}
+  /// MetricSum (sunk eval; compiler-made, never in a graph): per input, the
+  /// f64 weight its value is multiplied by before it is added to its sum.
   std::vector<double> weights;
 };
 
+/// One op of a Graph: its code, inputs, outputs and attributes.
 struct OpNode {
-  std::string name;
-  fb::OpCode op = fb::OpCode::Invalid;
+  std::string name;  ///< unique in its graph
+  fb::OpCode op = fb::OpCode::Invalid;  ///< the operation
+  /// Its tensors, in the op's order.
+  /// @{
   std::vector<TensorId> inputs;
   std::vector<TensorId> outputs;
-  OpAttrs attrs;
-  // SEMI_AUTO_PARALLEL shard strategy (MindSpore's in_strategy): per input,
-  // the number of slices of each dim. Empty: none given, the op gets
-  // MindSpore's default when it is compiled. See Graph::Shard.
+  /// @}
+  OpAttrs attrs;  ///< the op's attributes
+  /// SEMI_AUTO_PARALLEL shard strategy (MindSpore's in_strategy): per input,
+  /// the number of slices of each dim. Empty: none given, the op gets
+  /// MindSpore's default when it is compiled. See Graph::Shard.
   std::vector<std::vector<int64_t>> strategy;
-  // Recomputation (MindSpore's cell.recompute(); Graph::Recompute): the
-  // segment this op belongs to, re-run in the backward pass instead of
-  // keeping its activations. Empty: not recomputed.
+  /// Recomputation (MindSpore's cell.recompute(); Graph::Recompute): the
+  /// segment this op belongs to, re-run in the backward pass instead of
+  /// keeping its activations. Empty: not recomputed.
   std::string recompute;
 };
 
-// Which inputs of `op` it overwrites in place (optimizer updates: param and
-// state). Every other input is read-only.
+/// Which inputs of `op` it overwrites in place (optimizer updates: param and
+/// state). Every other input is read-only.
 std::vector<size_t> MutatedInputs(fb::OpCode op);
 
+/// The host's training graph, built op by op; see the file's description.
 class Graph {
  public:
+  /// An empty graph called `name`.
   explicit Graph(std::string name = "graph") : name_(std::move(name)) {}
 
-  const std::string& name() const { return name_; }
-  const Status& status() const { return status_; }
-  const std::vector<TensorInfo>& tensors() const { return tensors_; }
-  const std::vector<OpNode>& ops() const { return ops_; }
-  const TensorInfo& tensor(TensorId id) const { return tensors_.at(id); }
-  // The tensor called `name`, or kInvalidTensor.
+  const std::string& name() const { return name_; }  ///< the graph's name
+  const Status& status() const { return status_; }  ///< the first builder error, or OK
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }  ///< every tensor, indexed by TensorId
+  const std::vector<OpNode>& ops() const { return ops_; }  ///< every op, in topological order
+  const TensorInfo& tensor(TensorId id) const { return tensors_.at(id); }  ///< tensor `id`'s facts (checked)
+  /// The tensor called `name`, or kInvalidTensor.
   TensorId FindTensor(const std::string& name) const;
-  TensorId loss() const { return loss_; }
-  // Tensors reported by eval besides the loss (logits for accuracy).
+  TensorId loss() const { return loss_; }  ///< the training loss (kInvalidTensor until SetLoss)
+  /// Tensors reported by eval besides the loss (logits for accuracy).
   const std::vector<TensorId>& outputs() const { return outputs_; }
 
   // -- leaves --------------------------------------------------------------
+  /// A dataset column, fed through the device queue each step.
   TensorId Input(const std::string& name, Shape shape, DType dtype = DType::F32);
+  /// A trained parameter, filled by `init`.
   TensorId Param(const std::string& name, Shape shape, InitSpec init);
+  /// A constant, filled once by `init`, never trained.
   TensorId Const(const std::string& name, Shape shape, InitSpec init);
 
   // -- forward ops (MindSpore names and semantics) -------------------------
+  /// a x b, either side transposed first; 2-D.
   TensorId MatMul(TensorId a, TensorId b, bool transpose_a = false, bool transpose_b = false);
-  // bias along `axis` of x: 1 for NCHW feature maps, the last for [N, C].
+  /// bias along `axis` of x: 1 for NCHW feature maps, the last for [N, C].
   TensorId BiasAdd(TensorId x, TensorId bias);
-  // NumPy broadcasting.
+  /// NumPy broadcasting.
   TensorId Add(TensorId a, TensorId b);
+  /// a - b, with NumPy broadcasting.
   TensorId Sub(TensorId a, TensorId b);
+  /// a * b, elementwise with NumPy broadcasting.
   TensorId Mul(TensorId a, TensorId b);
+  /// max(x, 0).
   TensorId Relu(TensorId x);
-  TensorId Gelu(TensorId x);  // tanh approximation, as MindSpore's GeLU
+  TensorId Gelu(TensorId x);  ///< tanh approximation, as MindSpore's GeLU
+  /// The hyperbolic tangent.
   TensorId Tanh(TensorId x);
+  /// 1 / (1 + exp(-x)).
   TensorId Sigmoid(TensorId x);
+  /// softmax along `axis`.
   TensorId Softmax(TensorId x, int axis = -1);
+  /// log(softmax(x)) along `axis`.
   TensorId LogSoftmax(TensorId x, int axis = -1);
-  // Mean over the batch of -log softmax(logits)[label]; labels int32 [N].
+  /// Mean over the batch of -log softmax(logits)[label]; labels int32 [N].
   TensorId SparseSoftmaxCrossEntropy(TensorId logits, TensorId labels);
+  /// Sum over `axes` (empty: all); reduced dims stay as 1 when `keep_dims`.
   TensorId ReduceSum(TensorId x, std::vector<int> axes = {}, bool keep_dims = false);
+  /// Mean over `axes` (empty: all); reduced dims stay as 1 when `keep_dims`.
   TensorId ReduceMean(TensorId x, std::vector<int> axes = {}, bool keep_dims = false);
-  TensorId Reshape(TensorId x, Shape shape);  // one dim may be -1
-  // x NCHW, w OIHW (MindSpore's layout), symmetric or explicit padding.
+  TensorId Reshape(TensorId x, Shape shape);  ///< one dim may be -1
+  /// x NCHW, w OIHW (MindSpore's layout), symmetric or explicit padding.
   TensorId Conv2D(TensorId x, TensorId w, int stride = 1, int pad = 0);
+  /// Conv2D with every attribute (strides, padding of each side, dilations) from `attrs`.
   TensorId Conv2D(TensorId x, TensorId w, const OpAttrs& attrs);
+  /// Max pooling of NCHW x: square window `kernel`, `stride`, symmetric padding `pad`.
   TensorId MaxPool2D(TensorId x, int kernel, int stride, int pad = 0);
+  /// Average pooling of NCHW x: square window `kernel`, `stride`, symmetric padding `pad`.
   TensorId AvgPool2D(TensorId x, int kernel, int stride, int pad = 0);
-  TensorId Flatten(TensorId x);  // [N, ...] -> [N, prod(...)]
-  // Normalises x [..., D] over its last axis: (x - mean) * rstd * gamma + beta,
-  // gamma and beta [D], rstd = 1/sqrt(var + epsilon) with the biased
-  // variance (PyTorch, MindSpore). Returns y; the op's other outputs, mean and
-  // rstd per row (f32 [rows]), are what its gradient reads.
+  TensorId Flatten(TensorId x);  ///< [N, ...] -> [N, prod(...)]
+  /// Normalises x [..., D] over its last axis: (x - mean) * rstd * gamma + beta,
+  /// gamma and beta [D], rstd = 1/sqrt(var + epsilon) with the biased
+  /// variance (PyTorch, MindSpore). Returns y; the op's other outputs, mean and
+  /// rstd per row (f32 [rows]), are what its gradient reads.
   TensorId LayerNorm(TensorId x, TensorId gamma, TensorId beta, float epsilon = 1e-5f);
-  // Rows of table [V, ...] along axis 0 at int32 `indices` [...]: the result
-  // is [..., table dims after 0] (an embedding lookup). An index outside
-  // [0, V) fails the step.
+  /// Rows of table [V, ...] along axis 0 at int32 `indices` [...]: the result
+  /// is [..., table dims after 0] (an embedding lookup). An index outside
+  /// [0, V) fails the step.
   TensorId Gather(TensorId table, TensorId indices);
-  // x converted to `to`: F32 <-> BF16 (round to nearest even) or the identity.
+  /// x converted to `to`: F32 <-> BF16 (round to nearest even) or the identity.
   TensorId Cast(TensorId x, DType to);
-  // [..., M, K] x [..., K, N] (before the transposes of the last two dims),
-  // batch dims broadcast by NumPy rules; each side has rank >= 2.
+  /// [..., M, K] x [..., K, N] (before the transposes of the last two dims),
+  /// batch dims broadcast by NumPy rules; each side has rank >= 2.
   TensorId BatchMatMul(TensorId a, TensorId b, bool transpose_a = false, bool transpose_b = false);
-  // y dim i = x dim perm[i]; perm is a permutation of [0, rank), rank <= 6.
+  /// y dim i = x dim perm[i]; perm is a permutation of [0, rank), rank <= 6.
   TensorId Transpose(TensorId x, std::vector<int> perm);
-  // Joins `xs` (same rank, equal dims but `axis`) along `axis` (may be negative).
+  /// Joins `xs` (same rank, equal dims but `axis`) along `axis` (may be negative).
   TensorId Concat(std::vector<TensorId> xs, int axis = 0);
-  // Cuts x along `axis` into pieces of `sizes` (each >= 1, summing to x's
-  // extent); MindSpore's Split(axis, output_num) with explicit sizes.
+  /// Cuts x along `axis` into pieces of `sizes` (each >= 1, summing to x's
+  /// extent); MindSpore's Split(axis, output_num) with explicit sizes.
   std::vector<TensorId> Split(TensorId x, int axis, std::vector<int64_t> sizes);
 
-  // Number of rows whose argmax equals the label (eval metric); f32 scalar.
+  /// Number of rows whose argmax equals the label (eval metric); f32 scalar.
   TensorId ArgMaxAccuracy(TensorId logits, TensorId labels);
 
+  /// Makes `loss` the tensor training minimises.
   void SetLoss(TensorId loss);
+  /// Reports `t` from eval besides the loss (outputs()).
   void AddOutput(TensorId t);
 
   // -- shard strategies (SEMI_AUTO_PARALLEL, docs/sharding.md) --------------
-  // Sets the strategy of the op that produced `output` and returns `output`,
-  // so that it chains: g.Shard(g.MatMul(x, w), {{2, 1}, {1, 4}}). One entry
-  // per op input, one value per dim of that input, each >= 1 (MindSpore's
-  // in_strategy); an empty strategy removes the op's. Checks that need the
-  // device count (divisibility, powers of 2, the product) are made when the
-  // graph is compiled. A leaf, an unknown op or a malformed strategy is
-  // recorded in status() with MindSpore's message naming the op.
+  /// Sets the strategy of the op that produced `output` and returns `output`,
+  /// so that it chains: g.Shard(g.MatMul(x, w), {{2, 1}, {1, 4}}). One entry
+  /// per op input, one value per dim of that input, each >= 1 (MindSpore's
+  /// in_strategy); an empty strategy removes the op's. Checks that need the
+  /// device count (divisibility, powers of 2, the product) are made when the
+  /// graph is compiled. A leaf, an unknown op or a malformed strategy is
+  /// recorded in status() with MindSpore's message naming the op.
   TensorId Shard(TensorId output, std::vector<std::vector<int64_t>> strategy);
-  // The same for the op called `op_name` (NameScope's names,
-  // "block0.attn.qkv.matmul").
+  /// The same for the op called `op_name` (NameScope's names,
+  /// "block0.attn.qkv.matmul").
   void Shard(const std::string& op_name, std::vector<std::vector<int64_t>> strategy);
-  // Index in ops() of the op called `name`, or -1.
+  /// Index in ops() of the op called `name`, or -1.
   int64_t FindOp(const std::string& name) const;
 
   // -- recomputation (MindSpore's cell.recompute(); docs/recompute.md) ------
-  // Marks the ops of layer `layer` (its name scope: "block0", "block0.attn")
-  // for recomputation: the backward pass re-runs them from the layer's
-  // inputs instead of keeping their activations alive since the forward.
-  // "all" marks every op inside a name scope, each top-level layer its own
-  // segment. Call it on the finished forward graph; a layer that names no
-  // op is recorded in status().
+  /// Marks the ops of layer `layer` (its name scope: "block0", "block0.attn")
+  /// for recomputation: the backward pass re-runs them from the layer's
+  /// inputs instead of keeping their activations alive since the forward.
+  /// "all" marks every op inside a name scope, each top-level layer its own
+  /// segment. Call it on the finished forward graph; a layer that names no
+  /// op is recorded in status().
   void Recompute(const std::string& layer);
 
   // -- names ------------------------------------------------------------------
-  // Ops built while a scope is open are named "<scope>.<op>"
-  // ("block0.attn.qkv.matmul"), with "_N" added only on a clash; scopes nest
-  // with '.'. Shard strategies, pipeline stages and profiles refer to layers
-  // by these names. Prefer the RAII NameScope below to these two.
+  /// Ops built while a scope is open are named "<scope>.<op>"
+  /// ("block0.attn.qkv.matmul"), with "_N" added only on a clash; scopes nest
+  /// with '.'. Shard strategies, pipeline stages and profiles refer to layers
+  /// by these names. Prefer the RAII NameScope below to these two.
   void PushNameScope(const std::string& name);
+  /// Closes the innermost scope.
   void PopNameScope();
+  /// The open scope's name: "" or "a.b.c".
   const std::string& name_scope() const { return scope_; }
 
   // -- low level: used by autodiff, the optimizer pass and graph loading ----
-  // Adds an op whose outputs are new tensors of the given shapes/dtypes.
-  // Output 0 is named after the op, output k "<op>:k"; no shape checks here.
+  /// Adds an op whose outputs are new tensors of the given shapes/dtypes.
+  /// Output 0 is named after the op, output k "<op>:k"; no shape checks here.
   std::vector<TensorId> AddOp(fb::OpCode op, std::vector<TensorId> inputs, OpAttrs attrs,
                               std::vector<std::pair<Shape, DType>> outputs,
                               std::string name = "");
+  /// Adds a tensor made by the caller (a name, kind and initializer of its own).
   TensorId AddTensor(TensorInfo info);
-  // Adds an op that writes tensors made beforehand with AddTensor: a Grad
-  // tensor with its own name and kind, or the tensors of a graph file. A
-  // tensor is written by at most one op, and never a leaf (Input, Param,
-  // Const, OptState: those change only through MutatedInputs).
+  /// Adds an op that writes tensors made beforehand with AddTensor: a Grad
+  /// tensor with its own name and kind, or the tensors of a graph file. A
+  /// tensor is written by at most one op, and never a leaf (Input, Param,
+  /// Const, OptState: those change only through MutatedInputs).
   void AddOpInto(fb::OpCode op, std::vector<TensorId> inputs, OpAttrs attrs,
                  std::vector<TensorId> outputs, std::string name = "");
-  // Puts op `op` (an index in ops()) in recomputation segment `segment`
-  // (OpNode::recompute): for passes that rebuild a graph op by op.
+  /// Puts op `op` (an index in ops()) in recomputation segment `segment`
+  /// (OpNode::recompute): for passes that rebuild a graph op by op.
   void SetOpRecompute(size_t op, std::string segment);
-  // Index in ops() of the op that writes `t`; -1 for leaves and unwritten tensors.
+  /// Index in ops() of the op that writes `t`; -1 for leaves and unwritten tensors.
   int64_t producer(TensorId t) const;
-  // Records the first error; later builder calls become no-ops.
+  /// Records the first error; later builder calls become no-ops.
   void Fail(Status status);
+  /// Whether `t` is a tensor of this graph.
   bool valid(TensorId t) const { return t < tensors_.size(); }
 
  private:
@@ -263,13 +344,13 @@ class Graph {
   TensorId Broadcasting(fb::OpCode op, TensorId a, TensorId b, const char* name);
   TensorId Reduce(fb::OpCode op, TensorId x, std::vector<int> axes, bool keep_dims);
   TensorId Pool(fb::OpCode op, TensorId x, int kernel, int stride, int pad);
-  TensorId AxisOp(fb::OpCode op, TensorId x, int axis, const char* name);  // Softmax, LogSoftmax
+  TensorId AxisOp(fb::OpCode op, TensorId x, int axis, const char* name);  ///< Softmax, LogSoftmax
   std::string UniqueName(const std::string& base);
-  // Name for an op's output: `preferred` when free, else a generated one.
+  /// Name for an op's output: `preferred` when free, else a generated one.
   std::string TensorName(const std::string& preferred);
-  // Records an error naming op `op` called `name`.
+  /// Records an error naming op `op` called `name`.
   void FailOp(fb::OpCode op, const std::string& name, const std::string& message);
-  // False (after recording why) unless `t` is a tensor of this graph of dtype `want`.
+  /// False (after recording why) unless `t` is a tensor of this graph of dtype `want`.
   bool CheckInput(fb::OpCode op, const std::string& name, const char* role, TensorId t,
                   DType want);
   TensorId Leaf(const char* what, const std::string& name, Shape shape, DType dtype,
@@ -278,8 +359,8 @@ class Graph {
   bool CheckLogitsLabels(fb::OpCode op, const std::string& name, TensorId logits, TensorId labels);
 
   std::string name_;
-  std::string scope_;               // "" or "a.b.c", see PushNameScope
-  std::vector<size_t> scope_marks_;  // scope_'s length before each push
+  std::string scope_;               ///< "" or "a.b.c", see PushNameScope
+  std::vector<size_t> scope_marks_;  ///< scope_'s length before each push
   Status status_;
   std::vector<TensorInfo> tensors_;
   std::vector<OpNode> ops_;
@@ -287,14 +368,17 @@ class Graph {
   std::vector<TensorId> outputs_;
   uint64_t name_counter_ = 0;
   std::unordered_map<std::string, TensorId> tensor_names_;
-  std::unordered_map<std::string, size_t> op_names_;  // name -> index in ops_
-  std::vector<int64_t> producer_;  // per tensor, see producer()
+  std::unordered_map<std::string, size_t> op_names_;  ///< name -> index in ops_
+  std::vector<int64_t> producer_;  ///< per tensor, see producer()
 };
 
-// Opens a name scope on `g` for its lifetime:
-//   { NameScope attn(g, "block0.attn"); ... }   // ops named block0.attn.*
+/// Opens a name scope on `g` for its lifetime:
+/// ~~~
+///   { NameScope attn(g, "block0.attn"); ... }   // ops named block0.attn.*
+/// ~~~
 class NameScope {
  public:
+  /// Opens scope `name` on `g` until this object is destroyed.
   NameScope(Graph& g, const std::string& name) : g_(g) { g_.PushNameScope(name); }
   ~NameScope() { g_.PopNameScope(); }
   NameScope(const NameScope&) = delete;
@@ -304,18 +388,18 @@ class NameScope {
   Graph& g_;
 };
 
-// A shard strategy as MindSpore prints one: "((2, 4), (4, 1))", a single
-// entry with a trailing comma: "((2, 4),)".
+/// A shard strategy as MindSpore prints one: "((2, 4), (4, 1))", a single
+/// entry with a trailing comma: "((2, 4),)".
 std::string StrategyToString(const std::vector<std::vector<int64_t>>& strategy);
 
-// Why `strategy` cannot be op `op`'s (an op of `g`): an entry count other
-// than the op's inputs, an entry length other than that input's rank, or a
-// value below 1, in MindSpore's words naming the op and the strategy. The
-// checks Graph::Shard makes, for callers that must not touch the graph's
-// status (a strategy file checked before it is applied).
+/// Why `strategy` cannot be op `op`'s (an op of `g`): an entry count other
+/// than the op's inputs, an entry length other than that input's rank, or a
+/// value below 1, in MindSpore's words naming the op and the strategy. The
+/// checks Graph::Shard makes, for callers that must not touch the graph's
+/// status (a strategy file checked before it is applied).
 Status CheckStrategyShape(const Graph& g, const OpNode& op, const std::vector<std::vector<int64_t>>& strategy);
 
-// NumPy broadcast of two shapes; error names both shapes.
+/// NumPy broadcast of two shapes; error names both shapes.
 Result<Shape> BroadcastShapes(const Shape& a, const Shape& b);
 
 }  // namespace sinkrt::host

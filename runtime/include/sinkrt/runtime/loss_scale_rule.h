@@ -1,7 +1,8 @@
-// MindSpore's loss-scale update rules (DynamicLossScaleUpdateCell,
-// FixedLossScaleUpdateCell; docs/loss_scale.md), shared by the device's
-// LossScaleUpdate kernel and the host's reference and tests, so that both
-// follow one schedule.
+/// \file
+/// MindSpore's loss-scale update rules (DynamicLossScaleUpdateCell,
+/// FixedLossScaleUpdateCell; docs/loss_scale.md), shared by the device's
+/// LossScaleUpdate kernel and the host's reference and tests, so that both
+/// follow one schedule.
 #pragma once
 
 #include <algorithm>
@@ -9,19 +10,19 @@
 
 namespace sinkrt {
 
-// The state a sunk run keeps in its arena: MindSpore's cur_iter (starting
-// at 1, here `steps` = cur_iter - 1, zero-initialised), last_overflow_iter
-// (starting at 0), and the overflowed steps so far (the report's
-// `overflow_steps` is the difference between two sinks).
+/// The state a sunk run keeps in its arena: MindSpore's cur_iter (starting
+/// at 1, here `steps` = cur_iter - 1, zero-initialised), last_overflow_iter
+/// (starting at 0), and the overflowed steps so far (the report's
+/// `overflow_steps` is the difference between two sinks).
 struct LossScaleCounters {
-  int32_t steps = 0;
-  int32_t last_overflow_iter = 0;
-  int32_t overflow_steps = 0;
+  int32_t steps = 0;  ///< steps counted so far (MindSpore's cur_iter - 1)
+  int32_t last_overflow_iter = 0;  ///< the cur_iter of the last overflow or scale increase
+  int32_t overflow_steps = 0;  ///< steps that overflowed so far
 };
 
-// One step of DynamicLossScaleUpdateCell: on overflow the scale is divided
-// by `factor` (never below 1); after `window` steps without one it is
-// multiplied by `factor`. Counts the step.
+/// One step of DynamicLossScaleUpdateCell: on overflow the scale is divided
+/// by `factor` (never below 1); after `window` steps without one it is
+/// multiplied by `factor`. Counts the step.
 inline void DynamicLossScaleStep(float factor, int32_t window, bool overflow, float* scale, LossScaleCounters* c) {
   const int32_t cur_iter = c->steps + 1;
   const float on_overflow = overflow ? std::max(*scale * (1.0f / factor), 1.0f) : *scale;
@@ -32,7 +33,7 @@ inline void DynamicLossScaleStep(float factor, int32_t window, bool overflow, fl
   if (overflow) ++c->overflow_steps;
 }
 
-// FixedLossScaleUpdateCell: the scale never changes; the step is counted.
+/// FixedLossScaleUpdateCell: the scale never changes; the step is counted.
 inline void FixedLossScaleStep(bool overflow, LossScaleCounters* c) {
   ++c->steps;
   if (overflow) ++c->overflow_steps;

@@ -1,19 +1,20 @@
-// The trust boundary for task streams: VerifyTaskStream() and the only way to
-// get a VerifiedStream.
-//
-// VerifyTaskStream runs the FlatBuffers Verifier and then sinkrt's own
-// semantic checks (every buffer inside the arena, every index valid, shapes
-// consistent with sizes, inline data inside the blob section, every event
-// wait met by a record, collectives over contiguous buffers of one dtype and
-// of a group this rank belongs to). Code holding a VerifiedStream may index
-// the stream without checks, so every function past the point where bytes
-// enter (compile output, a file read, a stream received by a daemon) takes a
-// VerifiedStream, never bytes.
-//
-// Ownership: a VerifiedStream owns its bytes, shared and immutable. Copies
-// are cheap (a reference count) and all see the same bytes; the pointers
-// root(), flatbuffer() and blobs() hand out stay valid as long as any copy
-// lives. Safe to read from several threads at once.
+/// \file
+/// The trust boundary for task streams: VerifyTaskStream() and the only way to
+/// get a VerifiedStream.
+///
+/// VerifyTaskStream runs the FlatBuffers Verifier and then sinkrt's own
+/// semantic checks (every buffer inside the arena, every index valid, shapes
+/// consistent with sizes, inline data inside the blob section, every event
+/// wait met by a record, collectives over contiguous buffers of one dtype and
+/// of a group this rank belongs to). Code holding a VerifiedStream may index
+/// the stream without checks, so every function past the point where bytes
+/// enter (compile output, a file read, a stream received by a daemon) takes a
+/// VerifiedStream, never bytes.
+///
+/// Ownership: a VerifiedStream owns its bytes, shared and immutable. Copies
+/// are cheap (a reference count) and all see the same bytes; the pointers
+/// root(), flatbuffer() and blobs() hand out stay valid as long as any copy
+/// lives. Safe to read from several threads at once.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,7 @@
 #include "sinkrt/runtime/format.h"
 #include "sinkrt/runtime/status.h"
 
+/// The types flatc generates from schemas/*.fbs (sinkrt/fb/*_generated.h).
 namespace sinkrt::fb {
 struct TaskStream;
 struct Program;
@@ -38,26 +40,28 @@ namespace sinkrt {
 
 class VerifiedStream;
 
-// Takes the bytes of a .tstream file. `supported_features` are the
-// Header.requirements bits the caller can run: a device passes what it
-// implements (kSupportedFeatures, the default) and refuses the rest; a tool
-// that only reads streams (sinkdump) or a test of streams no device runs yet
-// passes every bit it understands, e.g. kFeatureCollectives, and then gets
-// the collective tasks checked instead of refused.
+/// Takes the bytes of a .tstream file. `supported_features` are the
+/// Header.requirements bits the caller can run: a device passes what it
+/// implements (kSupportedFeatures, the default) and refuses the rest; a tool
+/// that only reads streams (sinkdump) or a test of streams no device runs yet
+/// passes every bit it understands, e.g. kFeatureCollectives, and then gets
+/// the collective tasks checked instead of refused.
 Result<VerifiedStream> VerifyTaskStream(std::vector<uint8_t> file,
                                         uint64_t supported_features = kSupportedFeatures);
 
+/// A task stream that VerifyTaskStream checked: the only form the rest of sinkrt reads.
 class VerifiedStream {
  public:
+  /// The stream's root table.
   const fb::TaskStream* root() const { return root_; }
-  // The whole .tstream file, as given to VerifyTaskStream.
+  /// The whole .tstream file, as given to VerifyTaskStream.
   const std::vector<uint8_t>& bytes() const { return *file_; }
-  std::span<const uint8_t> flatbuffer() const { return flatbuffer_; }
-  std::span<const uint8_t> blobs() const { return blobs_; }
+  std::span<const uint8_t> flatbuffer() const { return flatbuffer_; }  ///< the FlatBuffer, without the size prefix
+  std::span<const uint8_t> blobs() const { return blobs_; }  ///< the blob section
 
-  // The program of that kind, or null.
+  /// The program of that kind, or null.
   const fb::Program* FindProgram(fb::ProgramKind kind) const;
-  // Index of the buffer named `name`, or -1.
+  /// Index of the buffer named `name`, or -1.
   int64_t FindBuffer(std::string_view name) const;
 
  private:
@@ -70,13 +74,16 @@ class VerifiedStream {
   std::span<const uint8_t> blobs_;
 };
 
-// The task kinds that talk to other ranks (they run on the comm stream and
-// need kFeatureCollectives).
+/// The task kinds that talk to other ranks (they run on the comm stream and
+/// need kFeatureCollectives).
 bool IsCollective(fb::TaskBody kind);
 
+/// Names for messages and tools (sinkdump): an op, a buffer role, a task kind, a program kind.
+/// @{
 std::string_view OpCodeName(fb::OpCode op);
 std::string_view BufferRoleName(fb::BufferRole role);
 std::string_view TaskKindName(fb::TaskBody kind);
 std::string_view ProgramKindName(fb::ProgramKind kind);
+/// @}
 
 }  // namespace sinkrt

@@ -1,11 +1,12 @@
-// FrameSocket: whole frames over one connected TCP socket (Asio).
-//
-// Send is thread-safe (a feeder thread pushes batches while the control
-// thread sends requests); receiving is for one thread. Reads take an
-// optional deadline, so a handshake or a reply never waits forever, and
-// Shutdown() wakes a blocked reader from any thread. A received frame's
-// payload stays in the socket until ReadPayload or SkipPayload, so the
-// receiver can put it straight where it belongs (a queue slot, the arena).
+/// \file
+/// FrameSocket: whole frames over one connected TCP socket (Asio).
+///
+/// Send is thread-safe (a feeder thread pushes batches while the control
+/// thread sends requests); receiving is for one thread. Reads take an
+/// optional deadline, so a handshake or a reply never waits forever, and
+/// Shutdown() wakes a blocked reader from any thread. A received frame's
+/// payload stays in the socket until ReadPayload or SkipPayload, so the
+/// receiver can put it straight where it belongs (a queue slot, the arena).
 #pragma once
 
 #include <asio/io_context.hpp>
@@ -25,74 +26,84 @@
 
 namespace sinkrt {
 
+/// When a wait gives up; nullopt: never.
 using Deadline = std::optional<std::chrono::steady_clock::time_point>;
+/// The deadline `d` from now.
 inline Deadline DeadlineIn(std::chrono::milliseconds d) { return std::chrono::steady_clock::now() + d; }
 
+/// A received frame: header and message read and checked, the payload still in the socket.
 struct InFrame {
-  FrameHeader header;
-  std::vector<uint8_t> message_bytes;    // reused between frames
-  const fb::Message* message = nullptr;  // verified, points into message_bytes
-  uint64_t payload_left = 0;             // payload bytes not yet read
+  FrameHeader header;  ///< the checked header
+  std::vector<uint8_t> message_bytes;    ///< reused between frames
+  const fb::Message* message = nullptr;  ///< verified, points into message_bytes
+  uint64_t payload_left = 0;             ///< payload bytes not yet read
 
+  /// The message's type.
   fb::MessageBody type() const { return message->body_type(); }
 };
 
-// Where FrameSocket::Connect stands while it waits, for an observer that
-// tells a person: an attempt out with no answer yet, or why the last one
-// failed ("Connection refused": retried while the deadline allows).
+/// Where FrameSocket::Connect stands while it waits, for an observer that
+/// tells a person: an attempt out with no answer yet, or why the last one
+/// failed ("Connection refused": retried while the deadline allows).
 struct ConnectWait {
-  bool pending = false;
-  std::string error;  // of the last attempt, when !pending
+  bool pending = false;  ///< an attempt is out with no answer yet
+  std::string error;  ///< of the last attempt, when !pending
 };
+/// Called with each ConnectWait while FrameSocket::Connect waits.
 using ConnectObserver = std::function<void(const ConnectWait&)>;
 
+/// One connected peer speaking whole frames; see the file's description.
 class FrameSocket {
  public:
+  /// Takes a connected socket; frames are checked against `limits`.
   FrameSocket(asio::ip::tcp::socket socket, WireLimits limits);
   ~FrameSocket();
 
-  // Connects to `address`, retrying refused connections (a daemon still
-  // starting) until `timeout`; sets TCP_NODELAY, keepalive and large buffers.
-  // `observer`, if given, is called on this thread after every failed
-  // attempt and about every 100 ms while one is pending.
+  /// Connects to `address`, retrying refused connections (a daemon still
+  /// starting) until `timeout`; sets TCP_NODELAY, keepalive and large buffers.
+  /// `observer`, if given, is called on this thread after every failed
+  /// attempt and about every 100 ms while one is pending.
   static Result<std::unique_ptr<FrameSocket>> Connect(const Address& address, std::chrono::milliseconds timeout,
                                                       WireLimits limits = WireLimits::FromEnvironment(),
                                                       const ConnectObserver& observer = {});
 
-  // Sends one frame: the finished message and the payload pieces, gathered
-  // in one write. Thread-safe.
+  /// Sends one frame: the finished message and the payload pieces, gathered
+  /// in one write. Thread-safe.
   Status Send(std::span<const uint8_t> message, std::span<const std::span<const uint8_t>> payload = {});
+  /// Send with the message finished in `fbb`.
   Status Send(const flatbuffers::FlatBufferBuilder& fbb, std::span<const std::span<const uint8_t>> payload = {});
 
-  // Reads the next header and message and checks both (and the payload
-  // rule). The previous frame's payload must have been consumed.
+  /// Reads the next header and message and checks both (and the payload
+  /// rule). The previous frame's payload must have been consumed.
   Status Receive(InFrame* frame, Deadline deadline = std::nullopt);
-  // Reads the next dst.size() payload bytes of `frame` into dst.
+  /// Reads the next dst.size() payload bytes of `frame` into dst.
   Status ReadPayload(InFrame* frame, std::span<uint8_t> dst, Deadline deadline = std::nullopt);
-  // Discards what is left of the payload.
+  /// Discards what is left of the payload.
   Status SkipPayload(InFrame* frame, Deadline deadline = std::nullopt);
 
-  // Closes both directions now; a blocked Receive returns kUnavailable.
-  // Safe from any thread.
+  /// Closes both directions now; a blocked Receive returns kUnavailable.
+  /// Safe from any thread.
   void Shutdown();
 
-  // "127.0.0.1:40512"
+  /// "127.0.0.1:40512"
   const std::string& peer() const { return peer_; }
+  /// The limits frames are checked against.
   const WireLimits& limits() const { return limits_; }
+  /// The socket's file descriptor.
   int native_handle();
 
  private:
   Status ReadExact(uint8_t* dst, size_t n, Deadline deadline);
 
-  std::unique_ptr<asio::io_context> owned_context_;  // set by Connect
+  std::unique_ptr<asio::io_context> owned_context_;  ///< set by Connect
   asio::ip::tcp::socket socket_;
   WireLimits limits_;
   std::string peer_;
   std::mutex send_mu_;
 };
 
-// Sets TCP_NODELAY, SO_KEEPALIVE (dead peers found in ~15 s) and 4 MiB
-// socket buffers on a connected socket.
+/// Sets TCP_NODELAY, SO_KEEPALIVE (dead peers found in ~15 s) and 4 MiB
+/// socket buffers on a connected socket.
 void TuneSocket(asio::ip::tcp::socket& socket);
 
 }  // namespace sinkrt
