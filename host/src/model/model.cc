@@ -170,6 +170,22 @@ std::vector<StateBuffer> StateBuffers(const VerifiedStream& view) {
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Model::~Model() = default;
 
+// The overloads without options (model.h says why they are not default
+// arguments).
+Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, OptimizerSpec optimizer,
+                                             DeviceLink& device) {
+  return Create(std::move(network), std::move(loss), std::move(optimizer), device, ModelOptions{});
+}
+
+Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, OptimizerSpec optimizer,
+                                             std::span<DeviceLink* const> devices) {
+  return Create(std::move(network), std::move(loss), std::move(optimizer), devices, ModelOptions{});
+}
+
+Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLink* const> devices) {
+  return Create(std::move(job), devices, ModelOptions{});
+}
+
 Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, OptimizerSpec optimizer,
                                              DeviceLink& device, ModelOptions options) {
   DeviceLink* one[] = {&device};

@@ -180,16 +180,27 @@ class Model {
   /// integer (CheckEnvironment): the devices' options were read from it,
   /// and such a value would silently have been the default.
   static Result<std::unique_ptr<Model>> Create(Graph network, LossSpec loss, OptimizerSpec optimizer,
-                                               DeviceLink& device, ModelOptions options = {});
+                                               DeviceLink& device, ModelOptions options);
+  /// The same with default ModelOptions. Each Create has such an overload
+  /// instead of a default argument: a ModelOptions temporary built inline in
+  /// the caller makes GCC 12 at -O3 warn (-Wmaybe-uninitialized, a false
+  /// positive) in applications that build with -Werror.
+  static Result<std::unique_ptr<Model>> Create(Graph network, LossSpec loss, OptimizerSpec optimizer,
+                                               DeviceLink& device);
   /// One device per rank (options.context.device_num of them for
   /// DATA_PARALLEL, one for STAND_ALONE); every device must outlive the Model.
   static Result<std::unique_ptr<Model>> Create(Graph network, LossSpec loss, OptimizerSpec optimizer,
-                                               std::span<DeviceLink* const> devices, ModelOptions options = {});
+                                               std::span<DeviceLink* const> devices, ModelOptions options);
+  /// The same with default ModelOptions (STAND_ALONE: one device).
+  static Result<std::unique_ptr<Model>> Create(Graph network, LossSpec loss, OptimizerSpec optimizer,
+                                               std::span<DeviceLink* const> devices);
   /// A job compiled beforehand (sinkc, ReadCompiledJob, CompileJob): no
   /// graph needed. devices[r] runs job.ranks[r]; the job's parallel plan is
   /// the context (options.context, if set, must agree with it).
   static Result<std::unique_ptr<Model>> Create(CompiledJob job, std::span<DeviceLink* const> devices,
-                                               ModelOptions options = {});
+                                               ModelOptions options);
+  /// The same with default ModelOptions: the job's own plan.
+  static Result<std::unique_ptr<Model>> Create(CompiledJob job, std::span<DeviceLink* const> devices);
   ~Model();
 
   /// MindSpore 2.x defaults: dataset_sink_mode = false, sink_size = -1.
