@@ -27,7 +27,7 @@ struct ParallelFlags {
   std::string parallel;        // --parallel
   int devices = 1;             // the device count, however the command line gave it
   std::string devices_flag;    // how to name it in messages: "--devices 4", "--rank-table t.json (4 ranks)"
-  bool gradients_mean = host::ParallelContext{}.gradients_mean;  // MindSpore's default, false
+  bool gradients_mean = host::kDefaultGradientsMean;  // MindSpore's default, false
   bool gradients_mean_given = false;  // --gradients-mean appeared on the command line
   bool parameter_broadcast = false;
   std::string comm_fusion;     // --comm-fusion JSON; empty: the default

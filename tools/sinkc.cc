@@ -83,7 +83,7 @@ struct Flags {
   int devices = 1;
   std::string parallel = "stand_alone";
   int64_t batch = 0;
-  bool gradients_mean = host::ParallelContext{}.gradients_mean;
+  bool gradients_mean = host::kDefaultGradientsMean;
   bool parameter_broadcast = false;
   std::string comm_fusion;
   bool enable_parallel_optimizer = false;

@@ -58,7 +58,7 @@ struct TrainFlags {
   std::string token;
   std::string sinkd;
   std::string parallel = "stand_alone";
-  bool gradients_mean = host::ParallelContext{}.gradients_mean;  // MindSpore's default, as sinkc's
+  bool gradients_mean = host::kDefaultGradientsMean;  // MindSpore's default, as sinkc's
   bool parameter_broadcast = false;
   std::string comm_fusion;  // MindSpore's comm_fusion dict, as JSON
   // semi_auto_parallel: --strategy (data, model, DPxMP or a strategy file),

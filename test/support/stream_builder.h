@@ -69,7 +69,7 @@ class HandStream {
       auto kt = fb::CreateKernelTask(fbb, k.op, fbb.CreateVector(k.inputs), fbb.CreateVector(k.outputs), k.type,
                                      opts, k.act, k.fused_bias);
       tasks.push_back(fb::CreateTask(fbb, fb::TaskBody::KernelTask, kt.Union(),
-                                     fbb.CreateString("k" + std::to_string(i))));
+                                     fbb.CreateString(std::string(1, 'k') += std::to_string(i))));
     }
     auto init_stream = fb::CreateStream(fbb, fbb.CreateString("compute"), fbb.CreateVector(init_tasks));
     auto train_stream = fb::CreateStream(fbb, fbb.CreateString("compute"), fbb.CreateVector(tasks));

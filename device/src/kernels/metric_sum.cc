@@ -36,8 +36,10 @@ Status MetricSumPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr
     if (!std::isfinite(w)) return OpError(args, "weight " + std::to_string(i) + " is not finite");
   }
   SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(0), DType::F64));
-  SINKRT_RETURN_IF_ERROR(CheckShape(args, Out(0), Shape{static_cast<int64_t>(k)},
-                                    "[" + std::to_string(k) + "] (one sum per input)"));
+  std::string expected(1, '[');  // appended: GCC 12 -O3 warns a false -Wrestrict on "[" + std::string
+  expected += std::to_string(k);
+  expected += "] (one sum per input)";
+  SINKRT_RETURN_IF_ERROR(CheckShape(args, Out(0), Shape{static_cast<int64_t>(k)}, expected));
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
   auto s = std::make_unique<MetricSumState>();
   s->weights.assign(o->weights()->begin(), o->weights()->end());

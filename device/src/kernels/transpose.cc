@@ -38,7 +38,10 @@ struct TransposeState : KernelState {
 
 std::string PermToString(const flatbuffers::Vector<int32_t>* perm) {
   std::string s = "[";
-  for (flatbuffers::uoffset_t i = 0; perm && i < perm->size(); ++i) s += (i ? "," : "") + std::to_string(perm->Get(i));
+  for (flatbuffers::uoffset_t i = 0; perm && i < perm->size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(perm->Get(i));
+  }
   return s + "]";
 }
 

@@ -36,7 +36,10 @@ std::string PyFloatRepr(double v) {
     return out;
   }
   out += digits.substr(0, 1);
-  if (digits.size() > 1) out += "." + digits.substr(1);
+  if (digits.size() > 1) {
+    out += '.';
+    out += digits.substr(1);
+  }
   char exp_buf[16];
   std::snprintf(exp_buf, sizeof exp_buf, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
   return out + exp_buf;

@@ -117,14 +117,14 @@ struct BroadcastDef {
 struct AllGatherDef {
   uint32_t group = 0;
   uint32_t input = 0, output = 0;
-  std::vector<uint32_t> inputs, outputs;
+  std::vector<uint32_t> inputs{}, outputs{};  // {}: lets designated initialisers omit them
 };
 
 struct ReduceScatterDef {
   uint32_t group = 0;
   fb::ReduceOp op = fb::ReduceOp::Sum;
   uint32_t input = 0, output = 0;
-  std::vector<uint32_t> inputs, outputs;
+  std::vector<uint32_t> inputs{}, outputs{};  // {}: lets designated initialisers omit them
 };
 
 struct AllToAllDef {

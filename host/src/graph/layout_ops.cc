@@ -20,7 +20,10 @@ constexpr size_t kMaxTransposeRank = 6;
 
 std::string IntsToString(const std::vector<int>& v) {
   std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(v[i]);
+  }
   return s + "]";
 }
 

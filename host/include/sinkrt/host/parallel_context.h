@@ -87,12 +87,17 @@ struct ParallelOptimizerConfig {
 /// Every key is optional; an unknown key is refused ("Unknown config: [...]").
 Result<ParallelOptimizerConfig> ParseParallelOptimizerConfig(const std::string& json);
 
+/// MindSpore's default for gradients_mean: AllReduce sums the gradients.
+/// A constant so that flag structs can start from it without building a
+/// ParallelContext (which made GCC 12 -O3 warn -Wmaybe-uninitialized).
+inline constexpr bool kDefaultGradientsMean = false;
+
 /// MindSpore's auto-parallel context (set_auto_parallel_context): how a job is split over its devices.
 struct ParallelContext {
   ParallelMode mode = ParallelMode::StandAlone;  ///< parallel_mode
   int device_num = 1;  ///< devices in the job
   int global_rank = 0;  ///< this device's rank
-  bool gradients_mean = false;  ///< AllReduce Mean instead of Sum
+  bool gradients_mean = kDefaultGradientsMean;  ///< AllReduce Mean instead of Sum
   bool parameter_broadcast = false;  ///< init ends by broadcasting rank 0's Params
   /// MindSpore's dataset_strategy "full_batch": every rank loads the whole
   /// batch instead of its shard. Refused under data_parallel (Validate); it

@@ -92,7 +92,7 @@ struct WorldSpec {
   /// (CollectiveUses of the stream it loads next): the rendezvous connects
   /// only the peers they need. Unset: every pair (a caller that does not
   /// know its stream yet).
-  std::optional<std::vector<GroupUse>> groups;
+  std::optional<std::vector<GroupUse>> groups{};
 };
 
 /// One tensor a program reports after a sink (the loss, metrics), with its contents.
