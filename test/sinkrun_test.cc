@@ -273,6 +273,45 @@ TEST_F(SinkrunTest, UnwritableCheckpointFailsBeforeTraining) {
   EXPECT_FALSE(fs::exists(dir_ / "sub.tmp"));
 }
 
+// A bad --profile was found only after training, and the trained model
+// (--save-checkpoint) and the eval were lost with it.
+TEST_F(SinkrunTest, UnwritableProfileFailsBeforeTraining) {
+  const std::string base = "train --model mlp --data synthetic:256 --batch 32 --epochs 1";
+  ExpectRefused(base + " --profile /sys/sinkrun-profile",
+                "--profile: cannot create the directory '/sys/sinkrun-profile': cannot write in '/sys'", 1);
+  std::ofstream(dir_ / "file") << "x";
+  ExpectRefused(base + " --profile '" + (dir_ / "file").string() + "'",
+                (dir_ / "file").string() + "' is a regular file, not a directory", 1);
+  EXPECT_FALSE(fs::exists(dir_ / "model.ckpt"));
+}
+
+// A read-only --checkpoint-dir failed at the end of epoch 1.
+TEST_F(SinkrunTest, UnwritableCheckpointDirFailsBeforeTraining) {
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --epochs 1 --checkpoint-dir /sys/kernel",
+                "--checkpoint-dir: cannot write in the directory '/sys/kernel'", 1);
+}
+
+// Each of these read /dev/zero until std::bad_alloc at 4 GB.
+TEST_F(SinkrunTest, ADeviceFileIsRefusedNamingWhatItIs) {
+  const std::string base = "train --model mlp --data synthetic:256 --batch 32 --epochs 1";
+  for (const std::string& flags :
+       {std::string(" --resume /dev/zero"), std::string(" --rank-table /dev/zero"),
+        std::string(" --parallel auto_parallel --devices 2 --calibration /dev/zero"),
+        std::string(" --parallel semi_auto_parallel --devices 2 --strategy /dev/zero")}) {
+    SCOPED_TRACE(flags);
+    RunResult r = Run(base + flags);
+    EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.err.find("'/dev/zero' is a character device, not a regular file"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("bad_alloc"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("epoch:"), std::string::npos) << r.out;
+  }
+  RunResult g = Run("train --graph /dev/zero --data synthetic:256 --batch 32 --epochs 1");
+  EXPECT_NE(g.exit_code, 0);
+  EXPECT_NE(g.err.find("'/dev/zero' is a character device, not a regular file"), std::string::npos) << g.err;
+  RunResult d = Run(base + " --resume '" + dir_.string() + "'");
+  EXPECT_NE(d.err.find(dir_.string() + "' is a directory, not a regular file"), std::string::npos) << d.err;
+}
+
 // The checkpoint's temporary sits in its directory and is gone afterwards.
 TEST_F(SinkrunTest, SavedCheckpointLeavesOnlyItself) {
   fs::create_directories(dir_ / "ck");
