@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <chrono>
@@ -289,6 +290,30 @@ TEST_F(SinkrunTest, UnwritableProfileFailsBeforeTraining) {
 TEST_F(SinkrunTest, UnwritableCheckpointDirFailsBeforeTraining) {
   ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --epochs 1 --checkpoint-dir /sys/kernel",
                 "--checkpoint-dir: cannot write in the directory '/sys/kernel'", 1);
+}
+
+// Two runs started together into a --checkpoint-dir that held a run's
+// files both chose CKP_1, and each one's rotation deleted the other's files.
+// (The C++ test CheckpointDir.RunsAtTheSameTimeNeverShareAPrefix pins the
+// overlap; here the processes overlap as they happen to, and the outcome
+// must be the same either way.)
+TEST_F(SinkrunTest, TwoRunsIntoOneCheckpointDirKeepTheirOwnFiles) {
+  const fs::path ck = dir_ / "ck";
+  const std::string train = std::string("'") + SINKRUN_PATH +
+                            "' train --model mlp --data synthetic:256 --batch 32 --epochs 3 --checkpoint-dir '" +
+                            ck.string() + "'";
+  ASSERT_EQ(std::system((train + " >/dev/null 2>&1").c_str()), 0);
+  const std::string both = train + " >/dev/null 2>'" + (dir_ / "a.err").string() + "' & a=$!; " + train +
+                           " >/dev/null 2>'" + (dir_ / "b.err").string() + "'; b=$?; wait $a; exit $(( $? | b ))";
+  const int status = std::system(both.c_str());  // /bin/sh -c
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << Slurp(dir_ / "a.err") << Slurp(dir_ / "b.err");
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(ck)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  std::vector<std::string> want;
+  for (const char* prefix : {"CKP-", "CKP_1-", "CKP_2-"})
+    for (int epoch = 1; epoch <= 3; ++epoch) want.push_back(prefix + std::to_string(epoch) + "_8.ckpt");
+  EXPECT_EQ(names, want) << "each run keeps its own three files; no claim is left behind";
 }
 
 // Each of these read /dev/zero until std::bad_alloc at 4 GB.
