@@ -316,6 +316,18 @@ TEST_F(SinkrunTest, TwoRunsIntoOneCheckpointDirKeepTheirOwnFiles) {
   EXPECT_EQ(names, want) << "each run keeps its own three files; no claim is left behind";
 }
 
+// The checkpoint holds every parameter: --resume under another --seed was
+// refused as "a different network"; MindSpore loads by name and shape.
+TEST_F(SinkrunTest, ResumeUnderAnotherSeedLoadsTheCheckpoint) {
+  const std::string base = "train --model mlp --data synthetic:256 --batch 32";
+  const std::string ckpt = (dir_ / "a.ckpt").string();
+  RunResult saved = Run(base + " --epochs 1 --seed 1 --save-checkpoint '" + ckpt + "'");
+  ASSERT_EQ(saved.exit_code, 0) << saved.err;
+  RunResult resumed = Run(base + " --epochs 2 --seed 2 --resume '" + ckpt + "'");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("resumed from " + ckpt + ": epoch 1 of 2 done"), std::string::npos) << resumed.out;
+}
+
 // Each of these read /dev/zero until std::bad_alloc at 4 GB.
 TEST_F(SinkrunTest, ADeviceFileIsRefusedNamingWhatItIs) {
   const std::string base = "train --model mlp --data synthetic:256 --batch 32 --epochs 1";
