@@ -286,6 +286,15 @@ TEST_F(SinkrunTest, UnwritableProfileFailsBeforeTraining) {
   EXPECT_FALSE(fs::exists(dir_ / "model.ckpt"));
 }
 
+// A full disk said "writing a record failed" without the reason.
+TEST_F(SinkrunTest, AFullDiskSaysWhy) {
+  RunResult r = Run("train --model mlp --data synthetic:256 --batch 32 --epochs 1 --report /dev/full");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("report file '/dev/full': writing a record failed: No space left on device"),
+            std::string::npos)
+      << r.err;
+}
+
 // A read-only --checkpoint-dir failed at the end of epoch 1.
 TEST_F(SinkrunTest, UnwritableCheckpointDirFailsBeforeTraining) {
   ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --epochs 1 --checkpoint-dir /sys/kernel",

@@ -76,7 +76,8 @@ Status WriteCompiledJob(const CompiledJob& job, const std::string& dir) {
 
 Result<CompiledJob> ReadCompiledJob(const std::string& dir) {
   const std::string manifest_path = dir + "/manifest.json";
-  SINKRT_ASSIGN_OR_RETURN(const std::vector<uint8_t> text, ReadFileBytes(manifest_path, {kJsonFileLimit.max_bytes, "a manifest"}),
+  SINKRT_ASSIGN_OR_RETURN(const std::vector<uint8_t> text,
+                          ReadFileBytes(manifest_path, {kJsonFileLimit.max_bytes, "a manifest"}),
                           "compiled job '" + dir + "'");
   SINKRT_ASSIGN_OR_RETURN(job::Manifest m,
                           job::ParseManifest(std::string(text.begin(), text.end()), manifest_path));

@@ -68,9 +68,11 @@ Result<ProfileData> ReadDaemonProfile(const std::string& dir) {
   data.network = "(sinkd --profile " + dir + ")";
   for (const auto& [rank, job_base] : latest) {
     const std::string& base = job_base.second;
-    SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> stream_bytes, ReadFileBytes(base + ".tstream", {kMaxStreamBytes, "a task stream"}));
+    SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> stream_bytes,
+                            ReadFileBytes(base + ".tstream", {kMaxStreamBytes, "a task stream"}));
     SINKRT_ASSIGN_OR_RETURN(VerifiedStream stream, VerifyTaskStream(std::move(stream_bytes)), base + ".tstream");
-    SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> raw, ReadFileBytes(base + ".records", {kMaxStreamBytes, "a profile record file"}));
+    SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> raw,
+                            ReadFileBytes(base + ".records", {kMaxStreamBytes, "a profile record file"}));
     if (raw.size() % sizeof(ProfileRecord) != 0)
       return InvalidArgument(base + ".records holds " + std::to_string(raw.size()) +
                              " bytes, not a whole number of 40-byte records (truncated?)");
