@@ -1,11 +1,7 @@
 // SaveCheckpoint / LoadCheckpoint: schemas/checkpoint.fbs files.
 #include <flatbuffers/flatbuffers.h>
 
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <string>
