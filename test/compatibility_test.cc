@@ -184,7 +184,7 @@ TEST(CheckpointCompatibility, EveryMinorOfTheSameMajorLoadsAnotherMajorIsRefused
   SINKRT_ASSERT_OK((*model)->train(1, testing::MakeDataset(testing::MakeSyntheticData(16, 16, 4, 1), 8), {}, true));
   const std::string saved = (dir / "saved.ckpt").string();
   SINKRT_ASSERT_OK(host::SaveCheckpoint(saved, **model));
-  auto bytes = ReadFileBytes(saved);
+  auto bytes = ReadFileBytes(saved, kFlatBufferFileLimit);
   SINKRT_ASSERT_OK(bytes);
   const fb::Checkpoint* ck = fb::GetCheckpoint(bytes->data());
   EXPECT_EQ(ck->format_major(), host::FileFormatVersions().checkpoint.major);

@@ -56,7 +56,7 @@ struct TempDir {
 };
 
 std::string ReadText(const std::string& path) {
-  auto b = ReadFileBytes(path);
+  auto b = ReadFileBytes(path, kFlatBufferFileLimit);
   return b.ok() ? std::string(b->begin(), b->end()) : "";
 }
 
@@ -65,7 +65,7 @@ void WriteText(const std::string& path, const std::string& text) {
 }
 
 void FlipByte(const std::string& path, size_t at) {
-  auto b = ReadFileBytes(path);
+  auto b = ReadFileBytes(path, kFlatBufferFileLimit);
   ASSERT_TRUE(b.ok());
   ASSERT_LT(at, b->size());
   (*b)[at] ^= 0x5A;
@@ -229,7 +229,7 @@ TEST(CompiledJob, ReadRefusesACorruptStreamItsManifestVouchesFor) {
   TempDir dir("corrupt_stream");
   SINKRT_ASSERT_OK(host::WriteCompiledJob(host::CompileJob(Net(), Options()).value(), dir.str()));
   FlipByte(dir.str("rank_0.tstream"), 4 + 4);  // the file identifier "SKTS"
-  auto bytes = ReadFileBytes(dir.str("rank_0.tstream"));
+  auto bytes = ReadFileBytes(dir.str("rank_0.tstream"), kFlatBufferFileLimit);
   ASSERT_TRUE(bytes.ok());
   nlohmann::json m = nlohmann::json::parse(ReadText(dir.str("manifest.json")));
   m["ranks"][0]["content_hash"] = host::job::Hex64(host::job::ContentHash(*bytes));

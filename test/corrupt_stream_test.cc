@@ -87,7 +87,7 @@ TEST_F(CorruptStream, TruncationMessageSaysTruncated) { ExpectError({good_->begi
 // Found by fuzz/stream_fuzzer: a shape vector whose 8-byte elements sit at a
 // 4-byte boundary passes FlatBuffers' Verifier (google/flatbuffers#8397).
 TEST_F(CorruptStream, MisalignedShapeVectorIsRefused) {
-  auto bytes = ReadFileBytes(SINKRT_SOURCE_DIR "/test/data/streams/misaligned_shape.tstream");
+  auto bytes = ReadFileBytes(SINKRT_SOURCE_DIR "/test/data/streams/misaligned_shape.tstream", kFlatBufferFileLimit);
   ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
   ExpectError(*bytes, "not 8-byte aligned");
 }

@@ -21,7 +21,7 @@ constexpr const char* kSource = "cluster/ranks.json";
 std::string DataPath(const char* name) { return std::string(SINKRT_SOURCE_DIR) + "/test/data/rank_tables/" + name; }
 
 std::string ReadSample(const char* name) {
-  auto bytes = ReadFileBytes(DataPath(name));
+  auto bytes = ReadFileBytes(DataPath(name), kJsonFileLimit);
   EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
   return bytes.ok() ? std::string(bytes->begin(), bytes->end()) : std::string();
 }

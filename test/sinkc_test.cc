@@ -120,6 +120,13 @@ TEST_F(SinkcTest, CompilingTwiceGivesByteIdenticalFiles) {
     EXPECT_EQ(Slurp(dir_ / "a" / f), Slurp(dir_ / "b" / f)) << f;
 }
 
+// Read until std::bad_alloc at 4 GB.
+TEST_F(SinkcTest, ADeviceFileIsRefusedNamingWhatItIs) {
+  RunResult r = Sinkc("/dev/zero -o " + Q("out"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("'/dev/zero' is a character device, not a regular file"), std::string::npos) << r.err;
+}
+
 TEST_F(SinkcTest, BadCommandLinesAndBadGraphsAreRefused) {
   RunResult missing = Sinkc(Q("nowhere.json") + " -o " + Q("out"));
   EXPECT_EQ(missing.exit_code, 1);

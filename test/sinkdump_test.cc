@@ -93,6 +93,13 @@ fs::path* SinkdumpTest::dir_ = nullptr;
 fs::path* SinkdumpTest::mlp_ = nullptr;
 std::vector<uint8_t>* SinkdumpTest::bytes_ = nullptr;
 
+// Read until std::bad_alloc at 4 GB.
+TEST_F(SinkdumpTest, ADeviceFileIsRefusedNamingWhatItIs) {
+  RunResult r = Run("/dev/urandom");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("'/dev/urandom' is a character device, not a regular file"), std::string::npos) << r.err;
+}
+
 TEST_F(SinkdumpTest, TextShowsHeaderMemoryPlanQueuesAndTasks) {
   RunResult r = Run(Quoted(*mlp_));
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <chrono>
@@ -271,6 +272,90 @@ TEST_F(SinkrunTest, UnwritableCheckpointFailsBeforeTraining) {
   fs::create_directories(dir_ / "sub");
   ExpectRefused(base + " --save-checkpoint '" + (dir_ / "sub").string() + "'", "is a directory", 1);
   EXPECT_FALSE(fs::exists(dir_ / "sub.tmp"));
+}
+
+// A bad --profile was found only after training, and the trained model
+// (--save-checkpoint) and the eval were lost with it.
+TEST_F(SinkrunTest, UnwritableProfileFailsBeforeTraining) {
+  const std::string base = "train --model mlp --data synthetic:256 --batch 32 --epochs 1";
+  ExpectRefused(base + " --profile /sys/sinkrun-profile",
+                "--profile: cannot create the directory '/sys/sinkrun-profile': cannot write in '/sys'", 1);
+  std::ofstream(dir_ / "file") << "x";
+  ExpectRefused(base + " --profile '" + (dir_ / "file").string() + "'",
+                (dir_ / "file").string() + "' is a regular file, not a directory", 1);
+  EXPECT_FALSE(fs::exists(dir_ / "model.ckpt"));
+}
+
+// A full disk said "writing a record failed" without the reason.
+TEST_F(SinkrunTest, AFullDiskSaysWhy) {
+  RunResult r = Run("train --model mlp --data synthetic:256 --batch 32 --epochs 1 --report /dev/full");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("report file '/dev/full': writing a record failed: No space left on device"),
+            std::string::npos)
+      << r.err;
+}
+
+// A read-only --checkpoint-dir failed at the end of epoch 1.
+TEST_F(SinkrunTest, UnwritableCheckpointDirFailsBeforeTraining) {
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --epochs 1 --checkpoint-dir /sys/kernel",
+                "--checkpoint-dir: cannot write in the directory '/sys/kernel'", 1);
+}
+
+// Two runs started together into a --checkpoint-dir that held a run's
+// files both chose CKP_1, and each one's rotation deleted the other's files.
+// (The C++ test CheckpointDir.RunsAtTheSameTimeNeverShareAPrefix pins the
+// overlap; here the processes overlap as they happen to, and the outcome
+// must be the same either way.)
+TEST_F(SinkrunTest, TwoRunsIntoOneCheckpointDirKeepTheirOwnFiles) {
+  const fs::path ck = dir_ / "ck";
+  const std::string train = std::string("'") + SINKRUN_PATH +
+                            "' train --model mlp --data synthetic:256 --batch 32 --epochs 3 --checkpoint-dir '" +
+                            ck.string() + "'";
+  ASSERT_EQ(std::system((train + " >/dev/null 2>&1").c_str()), 0);
+  const std::string both = train + " >/dev/null 2>'" + (dir_ / "a.err").string() + "' & a=$!; " + train +
+                           " >/dev/null 2>'" + (dir_ / "b.err").string() + "'; b=$?; wait $a; exit $(( $? | b ))";
+  const int status = std::system(both.c_str());  // /bin/sh -c
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << Slurp(dir_ / "a.err") << Slurp(dir_ / "b.err");
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(ck)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  std::vector<std::string> want;
+  for (const char* prefix : {"CKP-", "CKP_1-", "CKP_2-"})
+    for (int epoch = 1; epoch <= 3; ++epoch) want.push_back(prefix + std::to_string(epoch) + "_8.ckpt");
+  EXPECT_EQ(names, want) << "each run keeps its own three files; no claim is left behind";
+}
+
+// The checkpoint holds every parameter: --resume under another --seed was
+// refused as "a different network"; MindSpore loads by name and shape.
+TEST_F(SinkrunTest, ResumeUnderAnotherSeedLoadsTheCheckpoint) {
+  const std::string base = "train --model mlp --data synthetic:256 --batch 32";
+  const std::string ckpt = (dir_ / "a.ckpt").string();
+  RunResult saved = Run(base + " --epochs 1 --seed 1 --save-checkpoint '" + ckpt + "'");
+  ASSERT_EQ(saved.exit_code, 0) << saved.err;
+  RunResult resumed = Run(base + " --epochs 2 --seed 2 --resume '" + ckpt + "'");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("resumed from " + ckpt + ": epoch 1 of 2 done"), std::string::npos) << resumed.out;
+}
+
+// Each of these read /dev/zero until std::bad_alloc at 4 GB.
+TEST_F(SinkrunTest, ADeviceFileIsRefusedNamingWhatItIs) {
+  const std::string base = "train --model mlp --data synthetic:256 --batch 32 --epochs 1";
+  for (const std::string& flags :
+       {std::string(" --resume /dev/zero"), std::string(" --rank-table /dev/zero"),
+        std::string(" --parallel auto_parallel --devices 2 --calibration /dev/zero"),
+        std::string(" --parallel semi_auto_parallel --devices 2 --strategy /dev/zero")}) {
+    SCOPED_TRACE(flags);
+    RunResult r = Run(base + flags);
+    EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.err.find("'/dev/zero' is a character device, not a regular file"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("bad_alloc"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("epoch:"), std::string::npos) << r.out;
+  }
+  RunResult g = Run("train --graph /dev/zero --data synthetic:256 --batch 32 --epochs 1");
+  EXPECT_NE(g.exit_code, 0);
+  EXPECT_NE(g.err.find("'/dev/zero' is a character device, not a regular file"), std::string::npos) << g.err;
+  RunResult d = Run(base + " --resume '" + dir_.string() + "'");
+  EXPECT_NE(d.err.find(dir_.string() + "' is a directory, not a regular file"), std::string::npos) << d.err;
 }
 
 // The checkpoint's temporary sits in its directory and is gone afterwards.

@@ -19,6 +19,7 @@
 #include "sinkrt/host/parallel_context.h"
 #include "sinkrt/host/pipeline.h"
 #include "sinkrt/host/shard_strategies.h"
+#include "sinkrt/runtime/file_io.h"
 #include "sinkrt/runtime/status.h"
 
 namespace sinkrt::tools {
@@ -178,8 +179,10 @@ inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) 
     if (!f.device_memory.empty()) {
       SINKRT_ASSIGN_OR_RETURN(context.device_memory_capacity, ParseByteSize(f.device_memory, "--device-memory"));
     }
-    if (std::error_code ec; !f.calibration.empty() && !std::filesystem::is_regular_file(f.calibration, ec))
-      return InvalidArgument("--calibration " + f.calibration + ": no such file (write one with sinkrun calibrate)");
+    // The true reason: missing, or a directory or device in the way.
+    if (Status st = f.calibration.empty() ? Status::Ok() : CheckRegularFile(f.calibration); !st.ok())
+      return InvalidArgument("--calibration " + st.message() +
+                             (st.code() == StatusCode::kNotFound ? " (write one with sinkrun calibrate)" : ""));
     context.calibration_file = f.calibration;
     context.fully_use_devices = f.fully_use_devices;
   }
@@ -203,7 +206,9 @@ inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) 
   if (host::IsStrategyPresetName(f.strategy)) {
     SINKRT_RETURN_IF_ERROR(host::PresetDataParallel(f.strategy, StrategyDevices(context)).status(),
                            "--strategy " + f.strategy);
-  } else if (std::error_code ec; !f.strategy.empty() && !std::filesystem::is_regular_file(f.strategy, ec)) {
+  } else if (Status st = f.strategy.empty() ? Status::Ok() : CheckRegularFile(f.strategy); !st.ok()) {
+    // Something that is there but no file (a device, a directory) is named as what it is.
+    if (st.code() != StatusCode::kNotFound) return InvalidArgument("--strategy " + st.message());
     return InvalidArgument("--strategy " + f.strategy +
                            ": neither a preset (data, model, or DPxMP such as 2x2) nor a strategy file");
   }

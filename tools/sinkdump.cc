@@ -40,7 +40,7 @@ std::optional<VerifiedStream> Load(const std::string& path) {
     std::cerr << "sinkdump: " << *dir << '\n';
     return std::nullopt;
   }
-  Result<std::vector<uint8_t>> read = ReadFileBytes(path);
+  Result<std::vector<uint8_t>> read = ReadFileBytes(path, {kMaxStreamBytes, "a task stream"});
   if (!read.ok()) {
     std::cerr << "sinkdump: " << read.status().ToString() << '\n';
     return std::nullopt;

@@ -38,6 +38,7 @@
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/fb/task_stream_generated.h"
+#include "sinkrt/runtime/file_io.h"
 #include "sinkrun.h"
 
 namespace sinkrt::tools {
@@ -348,10 +349,8 @@ int Calibrate(const CalibrateFlags& f) {
   const std::string text = host::CalibrationToJson(c);
   if (Result<Calibration> back = host::ParseCalibration(text, f.out); !back.ok())
     return Failure(back.status().ToString());
-  std::ofstream out(f.out);
-  out << text;
-  out.close();
-  if (!out) return Failure("cannot write " + f.out);
+  if (Status st = WriteFileBytes(f.out, {reinterpret_cast<const uint8_t*>(text.data()), text.size()}); !st.ok())
+    return Failure("--out: " + st.message());
   std::cout << "wrote " << f.out << " in "
             << std::chrono::duration<double>(Clock::now() - start).count() << " s\n";
   return 0;

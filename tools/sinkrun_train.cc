@@ -35,6 +35,7 @@
 #include "sinkrt/host/report_callback.h"
 #include "sinkrt/host/shard_strategies.h"
 #include "sinkrt/runtime/env.h"
+#include "sinkrt/runtime/file_io.h"
 
 namespace sinkrt::tools {
 namespace {
@@ -618,6 +619,13 @@ int Train(const TrainFlags& flags, const CLI::App& cmd, const char* argv0, Clock
     Status writable = CheckCheckpointPath(f.save_checkpoint);
     if (!writable.ok()) return Failure("--save-checkpoint " + writable.message());
   }
+  // The directories the run writes into, checked as --save-checkpoint is:
+  // a bad one must not cost the trained model (issue 39).
+  if (!f.profile.empty())
+    if (Status st = CheckDirectoryWritable(f.profile); !st.ok()) return Failure("--profile: " + st.message());
+  if (!f.checkpoint_dir.empty() && writer)
+    if (Status st = CheckDirectoryWritable(f.checkpoint_dir); !st.ok())
+      return Failure("--checkpoint-dir: " + st.message());
 
   // Each rank (each data-parallel group under semi_auto_parallel) takes
   // every data_groups-th sample: a pass has this many steps.

@@ -353,7 +353,7 @@ Result<RankTable> ParseRankTable(std::string_view json, std::string_view source,
 }
 
 Result<RankTable> LoadRankTable(const std::string& path, uint16_t base_port) {
-  SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(path));
+  SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(path, {kJsonFileLimit.max_bytes, "a rank table"}));
   std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   return ParseRankTable(text, path, base_port);
 }

@@ -1,7 +1,9 @@
 #include "job_session.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "daemon_log.h"
@@ -430,14 +432,21 @@ void JobSession::StartOwnProfile(Executor& ex) {
 }
 
 void JobSession::AppendOwnProfile(const Executor::ProfileView& view) {
+  // The first failure's errno says why (a full disk: ENOSPC).
+  int err = 0;
+  const auto failed = [&err](bool bad) {
+    if (bad && err == 0) err = errno != 0 ? errno : EIO;
+    return bad;
+  };
+  errno = 0;
   std::FILE* f = std::fopen(profile_path_.c_str(), "ab");
-  bool ok = f && std::fwrite(&view.sink, sizeof view.sink, 1, f) == 1;
+  bool ok = !failed(!f) && !failed(std::fwrite(&view.sink, sizeof view.sink, 1, f) != 1);
   for (std::span<const ProfileRecord> run : view.runs)
-    ok = ok && (run.empty() || std::fwrite(run.data(), sizeof(ProfileRecord), run.size(), f) == run.size());
-  if (f) ok = std::fclose(f) == 0 && ok;
+    ok = ok && !failed(!run.empty() && std::fwrite(run.data(), sizeof(ProfileRecord), run.size(), f) != run.size());
+  if (f) ok = !failed(std::fclose(f) != 0) && ok;
   if (!ok) {
     DaemonLog(options_.log, options_.rank, "job " + std::to_string(job_id_) + ": cannot append to " + profile_path_ +
-                                               "; profiling to the directory stops");
+                                               ": " + std::strerror(err) + "; profiling to the directory stops");
     profile_path_.clear();
   }
 }

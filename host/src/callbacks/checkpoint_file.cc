@@ -1,17 +1,14 @@
 // SaveCheckpoint / LoadCheckpoint: schemas/checkpoint.fbs files.
 #include <flatbuffers/flatbuffers.h>
 
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "callbacks/checkpoint_integrity.h"
 #include "model/model_impl.h"
 #include "sinkrt/runtime/version.h"
 #include "sinkrt/fb/checkpoint_generated.h"
@@ -36,39 +33,38 @@ std::string Hex(uint64_t v) {
   return buf;
 }
 
-// The whole file or nothing: written to a temporary inside the target's
-// directory (a rename never crosses filesystems, and a failure leaves no
-// stray beside an unrelated path), then renamed over it.
-Status WriteAtomically(const std::string& path, std::span<const uint8_t> bytes) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  std::error_code ec;
-  if (fs::is_directory(target, ec)) return InvalidArgument("'" + path + "' is a directory");
-  // Appended piece by piece: GCC 12 -O3 reports a false -Wrestrict inside
-  // operator+ on a literal and a std::string.
-  std::string tmp_name(1, '.');
-  tmp_name += target.filename().string();
-  tmp_name += ".tmp.";
-  tmp_name += std::to_string(::getpid());
-  const fs::path tmp = target.parent_path() / tmp_name;
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) return NotFound("cannot create '" + tmp.string() + "': " + std::strerror(errno));
-  bool ok = bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    return Unavailable("error writing '" + tmp.string() + "'");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    return Unavailable("cannot rename '" + tmp.string() + "' to '" + path + "': " + std::strerror(err));
-  }
-  return Status::Ok();
+// The state of a dead writer's temporaries goes with it (issue 39): a
+// save clears what a killed run left beside its target.
+void RemoveDeadWritersTemporaries(const std::string& path) {
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  RemoveStaleTemporaries(dir.empty() ? "." : dir.string(), ".ckpt");
 }
 
 std::string Describe(DType dtype, const Shape& shape) {
   return std::string(DTypeName(dtype)) + " " + ShapeToString(shape);
+}
+
+// A checkpoint holds every parameter, so it binds to the network's
+// structure, not to the values training started from (MindSpore's
+// load_checkpoint matches parameters by name and shape alone): files of
+// 1.1 on record the structure hash and load under another --seed. A 1.0
+// file records only graph_hash, which covers the initialisers too, so its
+// refusal says that either may differ.
+Status CheckSameNetwork(const fb::Checkpoint& ck, const Model& model, const std::string& where) {
+  const std::string saved = "saved from network '" + (ck.network() ? ck.network()->str() : std::string()) + "'";
+  const std::string ours = "the model's network '" + model.network_name() + "'";
+  if (ck.structure_hash() != 0 && model.network_structure_hash() != 0) {
+    if (ck.structure_hash() == model.network_structure_hash()) return Status::Ok();
+    return FailedPrecondition(where + ": " + saved + " (structure hash " + Hex(ck.structure_hash()) + "), " + ours +
+                              " hashes to " + Hex(model.network_structure_hash()) +
+                              ": a different network (its ops, tensor names or shapes differ)");
+  }
+  if (ck.graph_hash() == model.network_hash()) return Status::Ok();
+  return FailedPrecondition(where + ": " + saved + " (graph hash " + Hex(ck.graph_hash()) + "), " + ours +
+                            " hashes to " + Hex(model.network_hash()) +
+                            ": a different network, or the same one with other initial values (--seed, "
+                            "initialisers): this checkpoint (format " + std::to_string(ck.format_major()) + "." +
+                            std::to_string(ck.format_minor()) + ") binds to both");
 }
 
 }  // namespace
@@ -92,22 +88,28 @@ Status SaveCheckpoint(const std::string& path, Model& model, const CheckpointInf
     auto data = fbb.CreateVector(t.data);
     const fb::CheckpointRole role =
         roles[name] == fb::BufferRole::OptState ? fb::CheckpointRole::OptState : fb::CheckpointRole::Param;
-    tensors.push_back(fb::CreateCheckpointTensor(fbb, n, t.dtype, shape, role, data));
+    tensors.push_back(fb::CreateCheckpointTensor(fbb, n, t.dtype, shape, role, data, Crc32(t.data)));
   }
   auto tv = fbb.CreateVector(tensors);
   auto producer = fbb.CreateString(kProducer);
   auto network = fbb.CreateString(model.network_name());
+  // file_bytes and file_crc32 start non-zero so that both are stored;
+  // SealCheckpoint fills them in once the size is known.
   fbb.Finish(fb::CreateCheckpoint(fbb, kCheckpointMajor, kCheckpointMinor, producer, network, model.network_hash(),
-                                  info.epoch, info.step, info.batch_num, info.global_batch, tv),
+                                  info.epoch, info.step, info.batch_num, info.global_batch, tv, /*file_bytes=*/1,
+                                  /*file_crc32=*/1, model.network_structure_hash()),
              fb::CheckpointIdentifier());
-  SINKRT_RETURN_IF_ERROR(WriteAtomically(path, std::span<const uint8_t>(fbb.GetBufferPointer(), fbb.GetSize())),
-                         "SaveCheckpoint '" + path + "'");
+  const std::span<uint8_t> buffer(fbb.GetBufferPointer(), fbb.GetSize());
+  SINKRT_RETURN_IF_ERROR(SealCheckpoint(buffer));
+  RemoveDeadWritersTemporaries(path);
+  SINKRT_RETURN_IF_ERROR(WriteFileBytes(path, buffer), "SaveCheckpoint '" + path + "'");
   return Status::Ok();
 }
 
 Status LoadCheckpoint(const std::string& path, Model& model, CheckpointInfo* info) {
   const std::string where = "LoadCheckpoint '" + path + "'";
-  SINKRT_ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, ReadFileBytes(path));
+  SINKRT_ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes,
+                          ReadFileBytes(path, {kFlatBufferFileLimit.max_bytes, "a checkpoint"}));
   if (bytes.size() < 8 || !fb::CheckpointBufferHasIdentifier(bytes.data()))
     return InvalidArgument(where + ": not a sinkrt checkpoint (no 'SKCK' identifier)");
   flatbuffers::Verifier::Options vo;
@@ -120,11 +122,9 @@ Status LoadCheckpoint(const std::string& path, Model& model, CheckpointInfo* inf
     return InvalidArgument(where + ": checkpoint format " + std::to_string(ck->format_major()) + "." +
                            std::to_string(ck->format_minor()) + ", this build reads " +
                            std::to_string(kCheckpointMajor) + ".x");
-  const std::string saved_network = ck->network() ? ck->network()->str() : "";
-  if (ck->graph_hash() != model.network_hash())
-    return FailedPrecondition(where + ": saved from network '" + saved_network + "' (graph hash " +
-                              Hex(ck->graph_hash()) + "), the model's network '" + model.network_name() +
-                              "' hashes to " + Hex(model.network_hash()) + ": a different network");
+  bool whole_file_checked = false;
+  SINKRT_RETURN_IF_ERROR(VerifyCheckpointFile(bytes, *ck, where, &whole_file_checked));
+  SINKRT_RETURN_IF_ERROR(CheckSameNetwork(*ck, model, where));
 
   std::map<std::string, const fb::CheckpointTensor*> saved;
   if (ck->tensors())
@@ -151,6 +151,7 @@ Status LoadCheckpoint(const std::string& path, Model& model, CheckpointInfo* inf
     if (have != need)
       return InvalidArgument(where + ": tensor '" + s.name + "' holds " + std::to_string(have) +
                              " bytes, its shape needs " + std::to_string(need));
+    if (!whole_file_checked) SINKRT_RETURN_IF_ERROR(VerifyTensorCrc(*t, where));
     Tensor value{s.dtype, std::move(shape), {}};
     if (have) value.data.assign(t->data()->begin(), t->data()->end());
     state.emplace_back(s.name, std::move(value));

@@ -10,8 +10,10 @@
 #include <tuple>
 #include <vector>
 
+#include "callbacks/prefix_claim.h"
 #include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/model.h"
+#include "sinkrt/runtime/file_io.h"
 
 namespace sinkrt::host {
 namespace fs = std::filesystem;
@@ -97,6 +99,27 @@ std::vector<fs::path> CheckpointFiles(const fs::path& dir, const std::string& pr
   return out;
 }
 
+// MindSpore's next free prefix (UniquePrefix), or, while another live run
+// holds that one, the next `{prefix}_{n}` no one holds. A claim taken on a
+// prefix that has files after all (written by a run that ended between the
+// listing and the claim, or left by a dead one) is given up: only an empty
+// prefix may be pruned by this run's rotation.
+Result<std::string> ClaimPrefix(const fs::path& dir, const std::string& prefix, std::unique_ptr<PrefixClaim>* claim) {
+  std::string candidate = UniquePrefix(dir, prefix);
+  long long n = 0;  // candidate is prefix, or prefix_n
+  if (candidate != prefix) ParseNumber(candidate.substr(prefix.size() + 1), &n);
+  for (int tries = 0; tries < 100000; ++tries) {
+    SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<PrefixClaim> held, PrefixClaim::TryClaim(dir.string(), candidate));
+    if (held && CheckpointFiles(dir, candidate).empty()) {
+      *claim = std::move(held);
+      return candidate;
+    }
+    if (held) held->Release();
+    candidate = prefix + "_" + std::to_string(++n);
+  }
+  return ResourceExhausted("no free checkpoint prefix '" + prefix + "_N' in '" + dir.string() + "'");
+}
+
 }  // namespace
 
 Status CheckpointConfig::Validate() const {
@@ -122,12 +145,20 @@ Result<std::unique_ptr<ModelCheckpoint>> ModelCheckpoint::Create(std::string pre
   if (ec || !fs::is_directory(directory, ec))
     return Unavailable("For 'ModelCheckpoint', cannot create the directory '" + directory + "'" +
                        (ec ? ": " + ec.message() : std::string()));
-  std::string unique = UniquePrefix(directory, prefix);
-  return std::unique_ptr<ModelCheckpoint>(new ModelCheckpoint(std::move(unique), std::move(directory), config));
+  // Found now, not when the first epoch's save fails.
+  SINKRT_RETURN_IF_ERROR(CheckDirectoryWritable(directory), "For 'ModelCheckpoint'");
+  RemoveStaleTemporaries(directory, ".ckpt");
+  std::unique_ptr<PrefixClaim> claim;
+  SINKRT_ASSIGN_OR_RETURN(std::string unique, ClaimPrefix(directory, prefix, &claim), "For 'ModelCheckpoint'");
+  return std::unique_ptr<ModelCheckpoint>(
+      new ModelCheckpoint(std::move(unique), std::move(directory), config, std::move(claim)));
 }
 
-ModelCheckpoint::ModelCheckpoint(std::string prefix, std::string directory, CheckpointConfig config)
-    : prefix_(std::move(prefix)), directory_(std::move(directory)), config_(config) {}
+ModelCheckpoint::ModelCheckpoint(std::string prefix, std::string directory, CheckpointConfig config,
+                                 std::unique_ptr<PrefixClaim> claim)
+    : claim_(std::move(claim)), prefix_(std::move(prefix)), directory_(std::move(directory)), config_(config) {}
+
+ModelCheckpoint::~ModelCheckpoint() = default;
 
 Status ModelCheckpoint::Save(const CallbackParams& p) {
   if (!p.model) return FailedPrecondition("ModelCheckpoint: the callback parameters carry no model");

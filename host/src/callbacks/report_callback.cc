@@ -99,11 +99,17 @@ Status ReportCallback::on_train_epoch_end(RunContext& run_context) {
 }
 
 Status ReportCallback::Write(const nlohmann::ordered_json& record) {
+  // A stream keeps no errno of its own: the failed write(2) under the
+  // flush leaves it (ENOSPC on a full disk), cleared first so that a stale
+  // one is not reported.
+  errno = 0;
   out_ << record.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
   out_.flush();
-  if (!out_.good())
-    return Unavailable(path_.empty() ? std::string("report: writing a record failed")
-                                     : "report file '" + path_ + "': writing a record failed");
+  if (!out_.good()) {
+    const std::string why = errno != 0 ? std::string(": ") + std::strerror(errno) : std::string();
+    return Unavailable((path_.empty() ? std::string("report: writing a record failed")
+                                      : "report file '" + path_ + "': writing a record failed") + why);
+  }
   return Status::Ok();
 }
 

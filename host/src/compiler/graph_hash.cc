@@ -125,13 +125,15 @@ namespace {
 // `batch_free`: the leading dimension of every tensor the batch flows
 // through (inputs and intermediates) and of every Reshape's sizes is left
 // out, so one network built at two batch sizes hashes alike.
-uint64_t Hash(const Graph& g, bool with_strategies, bool batch_free = false) {
+// `with_init` false: initialisers (kind, constants, seed, inline data) are
+// left out, so one network built with another seed hashes alike.
+uint64_t Hash(const Graph& g, bool with_strategies, bool batch_free = false, bool with_init = true) {
   compiler::Fnv1a64 h;
   auto shape = [&](const Shape& s, bool batched) {
     h.U64(s.size());
     for (size_t i = batched ? 1 : 0; i < s.size(); ++i) h.I64(s[i]);
   };
-  h.String(batch_free ? "sinkrt.graph.v1.batch-free" : "sinkrt.graph.v1");
+  h.String(!with_init ? "sinkrt.graph.v1.structure" : batch_free ? "sinkrt.graph.v1.batch-free" : "sinkrt.graph.v1");
   h.String(g.name());
 
   h.U64(g.tensors().size());
@@ -140,6 +142,7 @@ uint64_t Hash(const Graph& g, bool with_strategies, bool batch_free = false) {
     h.U8(static_cast<uint8_t>(t.dtype));
     shape(t.shape, batch_free && (t.kind == TensorKind::Input || t.kind == TensorKind::Intermediate));
     h.U8(static_cast<uint8_t>(t.kind));
+    if (!with_init) continue;
     const InitSpec& i = t.init;
     h.U8(static_cast<uint8_t>(i.kind));
     for (float v : {i.value, i.low, i.high, i.mean, i.stddev}) h.F32(v);
@@ -224,5 +227,6 @@ uint64_t Hash(const Graph& g, bool with_strategies, bool batch_free = false) {
 uint64_t GraphHash(const Graph& g) { return Hash(g, true); }
 uint64_t GraphHashWithoutStrategies(const Graph& g) { return Hash(g, false); }
 uint64_t NetworkHash(const Graph& g) { return Hash(g, false, /*batch_free=*/true); }
+uint64_t NetworkStructureHash(const Graph& g) { return Hash(g, false, /*batch_free=*/true, /*with_init=*/false); }
 
 }  // namespace sinkrt::host

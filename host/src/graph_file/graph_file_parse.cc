@@ -73,7 +73,8 @@ Status SaveGraph(const std::string& path, const Graph& graph, const std::optiona
 }
 
 Result<GraphFile> LoadGraph(const std::string& path, const GraphLoadOptions& options) {
-  SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(path));
+  SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
+                          ReadFileBytes(path, {kFlatBufferFileLimit.max_bytes, "a graph file"}));
   return ParseGraph(bytes, path, options);
 }
 

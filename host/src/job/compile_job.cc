@@ -140,6 +140,7 @@ Result<CompiledJob> CompileJob(const Graph& network, CompileOptions options, con
   // Checkpoints bind to the network, not to how it is sharded: they hold
   // full tensors and load under any strategy.
   out.network_hash = NetworkHash(network);
+  out.network_structure_hash = NetworkStructureHash(network);
   out.label_column = HostLossLabel(network);
   out.options = ForRank(options, 0);
   out.ranks.reserve(options.world_size);
@@ -183,6 +184,7 @@ Result<CompiledJob> CompileJobForRank(const Graph& network, CompileOptions optio
   CompiledJob out;
   out.network_name = network.name();
   out.network_hash = NetworkHash(network);
+  out.network_structure_hash = NetworkStructureHash(network);
   out.label_column = HostLossLabel(network);
   out.options = ForRank(options, rank);
   Stats().compiles.fetch_add(1);

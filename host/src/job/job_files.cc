@@ -10,6 +10,7 @@
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/file_io.h"
+#include "sinkrt/runtime/format.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace sinkrt::host {
@@ -75,13 +76,15 @@ Status WriteCompiledJob(const CompiledJob& job, const std::string& dir) {
 
 Result<CompiledJob> ReadCompiledJob(const std::string& dir) {
   const std::string manifest_path = dir + "/manifest.json";
-  SINKRT_ASSIGN_OR_RETURN(const std::vector<uint8_t> text, ReadFileBytes(manifest_path),
+  SINKRT_ASSIGN_OR_RETURN(const std::vector<uint8_t> text,
+                          ReadFileBytes(manifest_path, {kJsonFileLimit.max_bytes, "a manifest"}),
                           "compiled job '" + dir + "'");
   SINKRT_ASSIGN_OR_RETURN(job::Manifest m,
                           job::ParseManifest(std::string(text.begin(), text.end()), manifest_path));
   CompiledJob out;
   out.network_name = m.network_name;
   out.network_hash = m.network_hash;
+  out.network_structure_hash = m.network_structure_hash;
   out.label_column = m.label_column;
   out.options = m.options;
   out.options.rank = 0;
@@ -94,7 +97,7 @@ Result<CompiledJob> ReadCompiledJob(const std::string& dir) {
   for (uint32_t r = 0; r < n; ++r) {
     const job::RankEntry& e = m.ranks[r];
     const std::string path = dir + "/" + e.file;
-    SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(path));
+    SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(path, {kMaxStreamBytes, "a task stream"}));
     if (bytes.size() != e.bytes || job::ContentHash(bytes) != e.content_hash)
       return InvalidArgument(path + ": " + std::to_string(bytes.size()) + " bytes with content hash " +
                       job::Hex64(job::ContentHash(bytes)) + ", but the manifest lists " + std::to_string(e.bytes) +

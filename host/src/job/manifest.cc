@@ -138,7 +138,10 @@ std::string Hex64(uint64_t v) {
 Json ManifestToJson(const CompiledJob& job) {
   Json j;
   j["format"] = kManifestFormat;
-  j["network"] = {{"name", job.network_name}, {"hash", Hex64(job.network_hash)}, {"label_column", job.label_column}};
+  j["network"] = {{"name", job.network_name},
+                  {"hash", Hex64(job.network_hash)},
+                  {"structure_hash", Hex64(job.network_structure_hash)},
+                  {"label_column", job.label_column}};
   j["options"] = OptionsToJson(job.options);
   Json queues = Json::array();
   if (!job.ranks.empty()) {
@@ -184,6 +187,10 @@ Result<Manifest> ParseManifest(const std::string& text, const std::string& path)
   const Json network = rd.Get<Json>(j, "network", "");
   m.network_name = rd.Get<std::string>(network, "name", "network");
   m.network_hash = rd.Hash(network, "hash", "network");
+  // Optional: manifests written before it existed load, and their
+  // checkpoints bind by network_hash alone.
+  if (network.is_object() && network.contains("structure_hash"))
+    m.network_structure_hash = rd.Hash(network, "structure_hash", "network");
   m.label_column = rd.Get<std::string>(network, "label_column", "network");
 
   const Json options = rd.Get<Json>(j, "options", "");

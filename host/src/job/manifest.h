@@ -27,6 +27,7 @@ struct RankEntry {
 struct Manifest {
   std::string network_name;
   uint64_t network_hash = 0;
+  uint64_t network_structure_hash = 0;  // 0: a manifest from before it was written
   std::string label_column;
   CompileOptions options;
   std::vector<RankEntry> ranks;

@@ -540,6 +540,7 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
   impl->context = pc;
   impl->network_name = job.network_name;
   impl->network_hash = job.network_hash;
+  impl->network_structure_hash = job.network_structure_hash;
   impl->label_column = job.label_column;
   const VerifiedStream& stream = impl->compiled.stream;
   for (uint32_t r = 0; r < n; ++r) impl->streams.push_back(r == 0 ? stream : job.ranks[r].stream);
@@ -612,6 +613,7 @@ const AutoParallelPlan* Model::auto_parallel_plan() const {
   return impl_->auto_parallel ? &*impl_->auto_parallel : nullptr;
 }
 uint64_t Model::network_hash() const { return impl_->network_hash; }
+uint64_t Model::network_structure_hash() const { return impl_->network_structure_hash; }
 const LoadInfo& Model::load_info() const { return impl_->load_info; }
 const std::string& Model::network_name() const { return impl_->network_name; }
 

@@ -68,6 +68,7 @@ struct Model::Impl {
   std::vector<VerifiedStream> streams;  // by rank (shared bytes): the profiler's task tables
   std::string network_name;
   uint64_t network_hash = 0;     // NetworkHash of the network with its loss
+  uint64_t network_structure_hash = 0;  // NetworkStructureHash of the same; 0: unknown (an old job)
 
   QueueInfo train_queue, eval_queue, predict_queue;
   // Reports of eval_step: positions of the loss and of the correct-row count

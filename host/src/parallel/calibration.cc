@@ -184,7 +184,7 @@ Result<Calibration> ParseCalibration(const std::string& text, const std::string&
 }
 
 Result<Calibration> LoadCalibration(const std::string& path) {
-  auto bytes = ReadFileBytes(path);
+  auto bytes = ReadFileBytes(path, {kJsonFileLimit.max_bytes, "a calibration file"});
   if (!bytes.ok()) return bytes.status().WithContext("calibration file " + path);
   return ParseCalibration(std::string(bytes->begin(), bytes->end()), path);
 }

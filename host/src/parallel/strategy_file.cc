@@ -157,7 +157,7 @@ Status WriteStrategyFile(const std::string& path, const Graph& graph, int64_t de
 }
 
 Result<StrategyFileContents> ReadStrategyFile(const std::string& path) {
-  Result<std::vector<uint8_t>> bytes = ReadFileBytes(path);
+  Result<std::vector<uint8_t>> bytes = ReadFileBytes(path, {kJsonFileLimit.max_bytes, "a strategy file"});
   if (!bytes.ok()) return Status(bytes.status().code(), "strategy file: " + bytes.status().message());
   Json j;
   try {

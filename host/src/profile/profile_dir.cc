@@ -14,6 +14,7 @@
 #include "profile/summarize.h"
 #include "profile/summary_svg.h"
 #include "sinkrt/runtime/file_io.h"
+#include "sinkrt/runtime/format.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace sinkrt::host {
@@ -67,9 +68,11 @@ Result<ProfileData> ReadDaemonProfile(const std::string& dir) {
   data.network = "(sinkd --profile " + dir + ")";
   for (const auto& [rank, job_base] : latest) {
     const std::string& base = job_base.second;
-    SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> stream_bytes, ReadFileBytes(base + ".tstream"));
+    SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> stream_bytes,
+                            ReadFileBytes(base + ".tstream", {kMaxStreamBytes, "a task stream"}));
     SINKRT_ASSIGN_OR_RETURN(VerifiedStream stream, VerifyTaskStream(std::move(stream_bytes)), base + ".tstream");
-    SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> raw, ReadFileBytes(base + ".records"));
+    SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> raw,
+                            ReadFileBytes(base + ".records", {kMaxStreamBytes, "a profile record file"}));
     if (raw.size() % sizeof(ProfileRecord) != 0)
       return InvalidArgument(base + ".records holds " + std::to_string(raw.size()) +
                              " bytes, not a whole number of 40-byte records (truncated?)");
@@ -103,7 +106,7 @@ Result<ProfileSummary> ReadProfile(const std::string& dir) {
   if (!std::filesystem::exists(path, ec))
     return NotFound("'" + dir + "' holds no trace.json and no rank<R>-job<J>.records: not a directory a Profiler or "
                     "sinkd --profile wrote");
-  SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(path));
+  SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(path, {uint64_t{4} << 30, "a trace.json"}));
   nlohmann::json trace;
   try {
     trace = nlohmann::json::parse(bytes.begin(), bytes.end());

@@ -85,18 +85,28 @@ struct CheckpointConfig {
   Status Validate() const;
 };
 
+class PrefixClaim;
+
 /// Writes `{prefix}-{cur_epoch_num}_{step_in_epoch}.ckpt` into `directory`
 /// (created if missing), and a last one at the end of training unless the
 /// last step was just saved. Like MindSpore, if the directory already holds
 /// checkpoints of `prefix`, the prefix becomes `{prefix}_{n}` so a second run
 /// never overwrites or prunes the first run's files.
+///
+/// Runs at the same time (threads or processes) into one directory never
+/// share a prefix either: each ModelCheckpoint holds a claim on its prefix
+/// for its life (the file `.{prefix}.lock`, locked with flock and removed by
+/// the destructor; a dead process's claim is free), and a prefix another
+/// live ModelCheckpoint holds is skipped for the next `{prefix}_{n}`.
 class ModelCheckpoint : public Callback {
  public:
-  /// A checkpoint callback; fails on a prefix with a '/', a bad `config`, or a directory it cannot
-  /// create ("": the current one).
+  /// A checkpoint callback; fails on a prefix with a '/', a bad `config`, or
+  /// a directory it cannot create or write in ("": the current one), naming
+  /// the directory. Removes the temporaries of writers that died mid-save.
   static Result<std::unique_ptr<ModelCheckpoint>> Create(std::string prefix = "CKP",
                                                          std::string directory = "",
                                                          CheckpointConfig config = {});
+  ~ModelCheckpoint() override;
   Status on_train_step_end(RunContext& run_context) override;
   Status on_train_epoch_end(RunContext& run_context) override;
   Status on_train_end(RunContext& run_context) override;
@@ -106,9 +116,11 @@ class ModelCheckpoint : public Callback {
   const std::string& latest_ckpt_file_name() const { return latest_; }  ///< the last file written; "" before the first
 
  private:
-  ModelCheckpoint(std::string prefix, std::string directory, CheckpointConfig config);
+  ModelCheckpoint(std::string prefix, std::string directory, CheckpointConfig config,
+                  std::unique_ptr<PrefixClaim> claim);
   Status Save(const CallbackParams& p);
 
+  std::unique_ptr<PrefixClaim> claim_;
   std::string prefix_;
   std::string directory_;
   CheckpointConfig config_;

@@ -34,6 +34,9 @@ namespace sinkrt::host {
 struct CompiledJob {
   std::string network_name;  ///< the network's Graph name
   uint64_t network_hash = 0;  ///< NetworkHash of the network with its loss (checkpoints bind to it)
+  /// NetworkStructureHash of the same (checkpoints of format 1.1 on bind to
+  /// it); 0 for a job read from a manifest written before it existed.
+  uint64_t network_structure_hash = 0;
   /// The Input the loss reads when it is SparseSoftmaxCrossEntropy of
   /// outputs()[0] (eval scores a partial batch on the host); else empty.
   std::string label_column;

@@ -241,5 +241,10 @@ uint64_t GraphHashWithoutStrategies(const Graph& g);
 /// any strategy, any device count and any per-rank batch, so a job resumes
 /// on another number of devices at the same global batch.
 uint64_t NetworkHash(const Graph& g);
+/// NetworkHash without the initialisers (kinds, constants, seeds, inline
+/// values): the network's structure, which is all a checkpoint (format 1.1
+/// on) must match, since it holds every parameter's value. A run resumes
+/// under another seed, as MindSpore's load_checkpoint does.
+uint64_t NetworkStructureHash(const Graph& g);
 
 }  // namespace sinkrt::host

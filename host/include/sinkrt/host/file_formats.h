@@ -20,7 +20,9 @@ inline constexpr FormatVersion kGraphFileFormat{1, 1};
 
 /// The checkpoint format SaveCheckpoint writes. LoadCheckpoint reads every
 /// minor of its major and refuses any other major.
-inline constexpr FormatVersion kCheckpointFormat{1, 0};
+/// 1.1: a CRC-32 per tensor and of the whole file, the file's size, and the
+/// network's structure hash (seed-independent binding).
+inline constexpr FormatVersion kCheckpointFormat{1, 1};
 
 /// The file formats of the host library a program linked.
 struct FileFormats {

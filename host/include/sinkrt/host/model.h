@@ -248,6 +248,11 @@ class Model {
   /// shard strategies, the device count and the per-rank batch may change
   /// between a run and its resume).
   uint64_t network_hash() const;
+  /// NetworkStructureHash of the same network: network_hash without the
+  /// initial values (seeds). Checkpoints of format 1.1 on bind to this one,
+  /// since they hold every parameter. 0 for a job read from a manifest
+  /// written before it existed.
+  uint64_t network_structure_hash() const;
   /// What this model's first device (rank 0 when one process drives every
   /// rank) said when it loaded the stream: arena and queue bytes, and
   /// train_step's AllReduces with the schedule each runs.
