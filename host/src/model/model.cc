@@ -694,6 +694,26 @@ Result<std::vector<std::pair<std::string, Tensor>>> PipelineState(Model::Impl& m
 
 }  // namespace
 
+std::vector<Model::StateTensorSpec> Model::StateSpecs() const {
+  std::vector<StateTensorSpec> out;
+  auto add = [&](const StateBuffer& s) {
+    out.push_back({.name = s.name,
+                   .dtype = s.dtype,
+                   .shape = WholeShape(s),
+                   .optimizer_state = s.role == fb::BufferRole::OptState});
+  };
+  // Pipeline stages: rank 0 holds only the first stage's tensors; the
+  // model's state is every stage's (a tensor several stages hold, once).
+  if (impl_->pipeline_stages > 1) {
+    std::set<std::string> seen;
+    for (const auto& [rank, s] : impl_->stage_state)
+      if (seen.insert(s.name).second) add(s);
+  } else {
+    for (const StateBuffer& s : impl_->state) add(s);
+  }
+  return out;
+}
+
 Result<std::vector<std::pair<std::string, Tensor>>> Model::ReadState() {
   if (impl_->sharded || impl_->state_sliced) return MergedState(*impl_);
   if (impl_->pipeline_stages > 1) return PipelineState(*impl_);
