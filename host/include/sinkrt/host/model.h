@@ -271,6 +271,7 @@ class Model {
 
  private:
   Status WritePipelineState(const std::vector<std::pair<std::string, Tensor>>& state);
+  Status WriteRankState(const std::vector<std::pair<std::string, Tensor>>& state);
   explicit Model(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
