@@ -128,14 +128,15 @@ TEST(PipelineModel, VitTwoStagesTrackOneDeviceFor200Steps) { TrackOneDevice(2, 2
 TEST(PipelineModel, VitFourStagesEightMicroBatchesTrackOneDeviceFor200Steps) { TrackOneDevice(4, 4, 8, true); }
 TEST(PipelineModel, VitTwoReplicasTimesTwoStagesTrackOneDeviceFor200Steps) { TrackOneDevice(4, 2, 4, true); }
 
-// More stages than layers with weights: the MLP 64-32-10 has two, so of
-// its four stages some hold only activations or the loss. Such a stage
+// More stages than layers with weights: the MLP 784-512-256-10 (sinkrun's)
+// has three, and the balanced cut of four stages leaves one holding only
+// activations or the loss. Such a stage
 // forwards and differentiates for its neighbours and has nothing to
 // update (no optimizer; MindSpore's "Optimizer got an empty parameter
 // list" was what it failed with), and the run still tracks one device.
 TEST(PipelineModel, StagesWithoutParametersRunAndTrackOneDevice) {
-  const std::vector<int64_t> widths = {64, 32, 10};
-  const Dataset data = Data(30 * 16, 16);
+  const std::vector<int64_t> widths = {784, 512, 256, 10};
+  const Dataset data = Data(20 * 16, 16, true, 784);
   device::InProcessDevice dev(OneThreadOptions());
   auto one = Model::Create(host::MakeMlpNetwork(16, widths), LossSpec::SparseSoftmaxCrossEntropy(), kOpt, dev);
   SINKRT_ASSERT_OK(one);
