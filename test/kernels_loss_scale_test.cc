@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <vector>
 
@@ -79,6 +80,26 @@ TEST(LossScaleKernels, LossScaleUpdateFollowsMindSporesRule) {
     EXPECT_EQ(counters.i32()[2], c.overflow_steps);
   }
   EXPECT_EQ(c.overflow_steps, 3);
+}
+
+// The device's update never makes the scale inf: at 2^127 a clean window
+// keeps it there (2^128 is inf), and an overflow then halves it as usual.
+TEST(LossScaleKernels, LossScaleUpdateKeepsTheScaleFinite) {
+  KernelTensor scale = Scalar(std::ldexp(1.0f, 126));
+  KernelTensor counters(Shape{3}, DType::I32);
+  std::memset(counters.bytes(), 0, 12);
+  KernelTensor status(Shape{2});
+  KernelRunner op(OpCode::LossScaleUpdate);
+  op.In(scale).In(counters).In(status).LossScale(true, true, 2.0f, 1);
+  SINKRT_ASSERT_OK(op.Prepare());
+  const bool pattern[] = {false, false, false, true, false, false};
+  const float want[] = {0x1p127f, 0x1p127f, 0x1p127f, 0x1p126f, 0x1p127f, 0x1p127f};
+  for (size_t i = 0; i < std::size(pattern); ++i) {
+    status[0] = pattern[i] ? 1.0f : 0.0f;
+    SINKRT_ASSERT_OK(op.Run());
+    EXPECT_EQ(scale[0], want[i]) << "step " << i + 1;
+  }
+  EXPECT_EQ(counters.i32()[2], 1);
 }
 
 TEST(LossScaleKernels, UpdatesSkipAnOverflowedStepAndUnscaleOtherwise) {

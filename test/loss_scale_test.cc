@@ -8,12 +8,15 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "callbacks/py_repr.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/callback.h"
+#include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/loss_scale.h"
 #include "sinkrt/host/model.h"
@@ -79,6 +82,24 @@ TEST(LossScaleRule, DynamicOverflowWinsAndTheScaleStopsAtOne) {
   EXPECT_EQ(s.counters.overflow_steps, 4);
   const Schedule odd = RunDynamic(3, 4, 1000, {true, true});
   EXPECT_EQ(odd.scales, (std::vector<float>{1, 1}));
+}
+
+// The scale stays finite (mindspore.amp.DynamicLossScaler keeps it when
+// scale x factor is not finite): it stops at the largest power of two
+// below FLT_MAX instead of becoming inf, which inf / factor never leaves.
+TEST(LossScaleRule, DynamicNeverGrowsToInfinity) {
+  const float top = std::ldexp(1.0f, 127);
+  const Schedule s = RunDynamic(std::ldexp(1.0f, 125), 2, 1, {false, false, false, false, true, false, false});
+  const std::vector<float> want = {std::ldexp(1.0f, 126), top, top, top, std::ldexp(1.0f, 126), top, top};
+  EXPECT_EQ(s.scales, want);
+  EXPECT_EQ(s.counters.overflow_steps, 1);
+  // A factor below 1 grows the scale on overflow: it stops short of inf too.
+  const Schedule shrink = RunDynamic(std::numeric_limits<float>::max(), 0.5f, 1000, {true, true});
+  for (float v : shrink.scales) EXPECT_EQ(v, std::numeric_limits<float>::max());
+  // A factor that overflows at once keeps the scale where it was.
+  const Schedule huge = RunDynamic(8, 1e30f, 1, {false, false, false});
+  const std::vector<float> want_huge = {8e30f, 8e30f, 8e30f};
+  EXPECT_EQ(huge.scales, want_huge);
 }
 
 TEST(LossScaleRule, FixedCountsOnly) {
@@ -170,13 +191,16 @@ testing::SyntheticData Without(testing::SyntheticData d, int64_t global_batch) {
   return d;
 }
 
+// `accumulation` batches per optimizer step (gradient accumulation;
+// sink_size counts optimizer steps).
 Trained Train(const testing::SyntheticData& d, const OptimizerSpec& opt, const LossScaleManager& ls, int ranks,
-              bool sink, int sink_size) {
+              bool sink, int sink_size, int accumulation = 1) {
   Trained out;
   testing::InProcessWorld world(ranks);
   host::ModelOptions o;
   o.compile_cache = "";
   o.loss_scale_manager = ls;
+  o.context.grad_accumulation_step = accumulation;
   if (ranks > 1) {
     o.context.mode = ParallelMode::DataParallel;
     o.context.device_num = ranks;
@@ -187,7 +211,7 @@ Trained Train(const testing::SyntheticData& d, const OptimizerSpec& opt, const L
   if (!m.ok()) return out;
   // Sink mode: an epoch is one sink of sink_size steps (MindSpore's
   // semantics), so the epochs cover the data once; non-sink: one epoch.
-  const int rows_per_step = static_cast<int>(kBatch) * ranks;
+  const int rows_per_step = static_cast<int>(kBatch) * ranks * accumulation;
   const int epochs = sink ? static_cast<int>(d.size()) / rows_per_step / sink_size : 1;
   Status st = (*m)->train(epochs, testing::MakeDataset(d, kBatch), {&out.rec}, sink, sink_size);
   EXPECT_TRUE(st.ok()) << st.ToString();
@@ -347,6 +371,116 @@ TEST(LossScaleTrain, SemiAutoRanksAgreeOnTheOverflow) {
         if (t->body_type() == fb::TaskBody::AllReduceTask && t->body_as_AllReduceTask()->op() == fb::ReduceOp::Max)
           found = true;
   EXPECT_TRUE(found) << "no AllReduce Max of the overflow status";
+}
+
+// Gradient accumulation (docs/grad_accumulation.md): the K batches'
+// summed gradients are checked and unscaled once per optimizer step, and a
+// power-of-two scale trains bitwise as the unscaled accumulated run, on one
+// device and on two data-parallel ranks, with the scale and its counters
+// reported every sink.
+TEST(LossScaleTrain, WithGradientAccumulationTrainsBitwiseAsWithout) {
+  const testing::SyntheticData d = Data(kSteps * 2 * kBatch, false);
+  const OptimizerSpec opt = OptimizerSpec::Momentum(0.05f, 0.9f);
+  for (int ranks : {1, 2}) {
+    // 2 x kSteps batches: kSteps optimizer steps on one rank, half on two.
+    const int steps = kSteps / ranks;
+    const Trained plain = Train(d, opt, LossScaleManager::None(), ranks, true, 3, 2);
+    ASSERT_EQ(plain.rec.losses.size(), static_cast<size_t>(steps / 3)) << ranks;
+    for (const LossScaleManager& ls : {LossScaleManager::Fixed(128.0f), LossScaleManager::Dynamic(1024.0f, 2.0f, 2)}) {
+      const std::string what = host::LossScaleManagerText(ls) + " on " + std::to_string(ranks) + " rank(s)";
+      const Trained scaled = Train(d, opt, ls, ranks, true, 3, 2);
+      ASSERT_EQ(scaled.rec.losses.size(), plain.rec.losses.size()) << what;
+      for (size_t i = 0; i < plain.rec.losses.size(); ++i) {
+        EXPECT_EQ(scaled.rec.losses[i], plain.rec.losses[i]) << what << ", sink " << i;
+        EXPECT_EQ(scaled.rec.overflows[i], 0) << what << ", sink " << i;
+      }
+      // The schedule counts optimizer steps, not batches.
+      const Schedule want = RunDynamic(1024.0f, 2.0f, 2, std::vector<bool>(static_cast<size_t>(steps), false));
+      for (size_t i = 0; i < scaled.rec.scales.size(); ++i)
+        EXPECT_EQ(scaled.rec.scales[i], ls.kind == LossScaleManager::Kind::Dynamic ? want.scales[3 * i + 2] : 128.0f)
+            << what << ", sink " << i;
+      ExpectSameState(scaled, plain, what);
+    }
+  }
+}
+
+// An inf in the second batch of an optimizer step poisons that step's
+// accumulated gradients: the whole step is skipped, bitwise as if both of
+// its batches had not been there.
+TEST(LossScaleTrain, WithGradientAccumulationAnOverflowSkipsTheWholeStep) {
+  const testing::SyntheticData poisoned = Data(kSteps * kBatch, true);  // batch 5: the 2nd of step 3
+  testing::SyntheticData clean = poisoned;
+  const auto row0 = static_cast<std::ptrdiff_t>((kOverflowBatch - 1) * kBatch);
+  clean.images.erase(clean.images.begin() + row0 * clean.features,
+                     clean.images.begin() + (row0 + 2 * kBatch) * clean.features);
+  clean.labels.erase(clean.labels.begin() + row0, clean.labels.begin() + row0 + 2 * kBatch);
+  const OptimizerSpec opt = OptimizerSpec::Momentum(0.05f, 0.9f);
+  const LossScaleManager ls = LossScaleManager::Fixed(64.0f);
+  const Trained want = Train(clean, opt, ls, 1, true, kSteps / 2 - 1, 2);
+  const Trained got = Train(poisoned, opt, ls, 1, true, kSteps / 2, 2);
+  ExpectSameState(got, want, "accumulated step with an inf");
+  ASSERT_EQ(got.rec.overflows.size(), 1u);
+  EXPECT_EQ(got.rec.overflows[0], 1);
+}
+
+// A scale that would grow past FLT_MAX stays at 2^127 (and every step is
+// applied) instead of becoming inf and skipping every later step: 2^120
+// doubled every step reaches 2^127 after 7 steps, inf at the 8th before.
+TEST(LossScaleTrain, DynamicScaleStaysFiniteAndStepsKeepApplying) {
+  const testing::SyntheticData d = Data(kSteps * kBatch, false);
+  const Trained got = Train(d, OptimizerSpec::Momentum(0.05f, 0.9f),
+                            LossScaleManager::Dynamic(std::ldexp(1.0f, 120), 2.0f, 1), 1, false, kSteps);
+  ASSERT_EQ(got.rec.scales.size(), static_cast<size_t>(kSteps));
+  std::vector<bool> overflow;
+  for (int64_t o : got.rec.overflows) overflow.push_back(o != 0);
+  const Schedule s = RunDynamic(std::ldexp(1.0f, 120), 2.0f, 1, overflow);
+  for (int i = 0; i < kSteps; ++i) {
+    EXPECT_TRUE(std::isfinite(got.rec.scales[i])) << "step " << i + 1;
+    EXPECT_EQ(got.rec.scales[i], s.scales[i]) << "step " << i + 1;
+    EXPECT_EQ(got.rec.overflows[i], 0) << "step " << i + 1 << ": these gradients are far below FLT_MAX / 2^127";
+  }
+  EXPECT_EQ(got.rec.scales.back(), std::ldexp(1.0, 127));
+}
+
+// A skipped step is never silent: LossScaleMonitor prints the epoch's
+// count. The count is the run's own: a second train() of the same model,
+// and one after WriteState (a resume) of counters holding earlier
+// overflows, report only their own sinks' skipped steps.
+TEST(LossScaleTrain, LossScaleMonitorSaysHowManyStepsWereSkipped) {
+  const testing::SyntheticData poisoned = Data(kSteps * kBatch, true);
+  const testing::SyntheticData clean = Data(kSteps * kBatch, false);
+  device::InProcessDevice dev(OneThreadOptions());
+  host::ModelOptions o;
+  o.compile_cache = "";
+  o.loss_scale_manager = LossScaleManager::Dynamic(1024.0f, 2.0f, 4);
+  auto m = Model::Create(testing::MakeMlp(kBatch, {16, 12, 4}), LossSpec::None(), OptimizerSpec::Momentum(0.05f, 0.9f),
+                         dev, o);
+  SINKRT_ASSERT_OK(m);
+  std::ostringstream out;
+  host::LossScaleMonitor monitor(out);
+  ScaleRecorder rec;
+  SINKRT_ASSERT_OK((*m)->train(1, testing::MakeDataset(poisoned, kBatch), {&monitor, &rec}, true, kSteps));
+  std::vector<bool> overflow(kSteps, false);
+  overflow[kOverflowBatch] = true;
+  const Schedule s = RunDynamic(1024.0f, 2.0f, 4, overflow);
+  EXPECT_EQ(out.str(), "epoch: 1: 1 of 12 steps overflowed, its update skipped (loss scale " +
+                           host::PyFloatRepr(s.scales.back()) + ")\n");
+  // Again on clean data: nothing skipped, nothing said.
+  out.str("");
+  SINKRT_ASSERT_OK((*m)->train(1, testing::MakeDataset(clean, kBatch), {&monitor, &rec}, true, kSteps));
+  EXPECT_EQ(out.str(), "");
+  ASSERT_EQ(rec.overflows.size(), 2u);
+  EXPECT_EQ(rec.overflows[1], 0) << "the first run's overflow counted again";
+  // A state whose counters hold 5 earlier overflows, as a checkpoint would.
+  auto state = (*m)->ReadState();
+  SINKRT_ASSERT_OK(state);
+  for (auto& [name, t] : *state)
+    if (name == "loss_scale/counters") reinterpret_cast<int32_t*>(t.data.data())[2] = 5;
+  SINKRT_ASSERT_OK((*m)->WriteState(*state));
+  SINKRT_ASSERT_OK((*m)->train(1, testing::MakeDataset(poisoned, kBatch), {&monitor, &rec}, true, kSteps));
+  ASSERT_EQ(rec.overflows.size(), 3u);
+  EXPECT_EQ(rec.overflows[2], 1);
+  EXPECT_NE(out.str().find("epoch: 1: 1 of 12 steps overflowed"), std::string::npos) << out.str();
 }
 
 // FixedLossScaleManager(drop_overflow_update=False): no check, the step

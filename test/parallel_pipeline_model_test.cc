@@ -128,6 +128,42 @@ TEST(PipelineModel, VitTwoStagesTrackOneDeviceFor200Steps) { TrackOneDevice(2, 2
 TEST(PipelineModel, VitFourStagesEightMicroBatchesTrackOneDeviceFor200Steps) { TrackOneDevice(4, 4, 8, true); }
 TEST(PipelineModel, VitTwoReplicasTimesTwoStagesTrackOneDeviceFor200Steps) { TrackOneDevice(4, 2, 4, true); }
 
+// More stages than layers with weights: the MLP 784-512-256-10 (sinkrun's)
+// has three, and the balanced cut of four stages leaves one holding only
+// activations or the loss. Such a stage
+// forwards and differentiates for its neighbours and has nothing to
+// update (no optimizer; MindSpore's "Optimizer got an empty parameter
+// list" was what it failed with), and the run still tracks one device.
+TEST(PipelineModel, StagesWithoutParametersRunAndTrackOneDevice) {
+  const std::vector<int64_t> widths = {784, 512, 256, 10};
+  const Dataset data = Data(20 * 16, 16, true, 784);
+  device::InProcessDevice dev(OneThreadOptions());
+  auto one = Model::Create(host::MakeMlpNetwork(16, widths), LossSpec::SparseSoftmaxCrossEntropy(), kOpt, dev);
+  SINKRT_ASSERT_OK(one);
+  LossRecorder want;
+  SINKRT_ASSERT_OK((*one)->train(2, data, {&want}, false));
+
+  World world(4);
+  auto m = Model::Create(host::MakeMlpNetwork(16, widths), LossSpec::SparseSoftmaxCrossEntropy(), kOpt, world.links,
+                         Pipelined(4, 4, 4));
+  SINKRT_ASSERT_OK(m);
+  LossRecorder got;
+  SINKRT_ASSERT_OK((*m)->train(2, data, {&got}, false));
+  ExpectClose(got.losses, want.losses, 1e-5);
+  int empty_stages = 0;
+  for (uint32_t r = 0; r < 4; ++r) {
+    auto state = (*m)->ReadState(r);
+    SINKRT_ASSERT_OK(state);
+    empty_stages += state->empty() ? 1 : 0;
+  }
+  EXPECT_GE(empty_stages, 1) << "every stage holds a parameter: this test no longer tests a stage without one";
+  auto a = (*one)->ReadState();
+  auto b = (*m)->ReadState();
+  SINKRT_ASSERT_OK(a);
+  SINKRT_ASSERT_OK(b);
+  ASSERT_EQ(a->size(), b->size());
+}
+
 // Whatever S and M, a sink is one control round trip per device.
 TEST(PipelineModel, OneRoundTripPerSinkPerDevice) {
   World world(4);

@@ -1436,6 +1436,108 @@ TEST_F(SinkrunSinkdTest, SemiAutoPipelineStagesOnFourDaemonsTrackOneDevice) {
   ExpectEpochLossesNear(got, ReadReport(), 2);
 }
 
+// The "Eval result: ..." line of a run's output (empty when none).
+std::string EvalLine(const std::string& out) {
+  const size_t at = out.find("Eval result: ");
+  return at == std::string::npos ? "" : out.substr(at, out.find('\n', at) - at);
+}
+
+// Issue 39: --resume under --pipeline-stages loaded rank 0's stage only
+// (fc1.weight), trained on from the other stages' initial weights and said
+// it had resumed. With a learning rate of 1e-30 the resumed run must score
+// what the checkpoint scored, under data_parallel and semi_auto stages,
+// and from a checkpoint a pipeline wrote.
+TEST_F(SinkrunSinkdTest, ResumeUnderPipelineStagesLoadsEveryStage) {
+  const std::string common = "train --model mlp --data synthetic:512 --batch 32 --threads 1";
+  const std::string stages = " --devices 2 --pipeline-stages 2 --micro-size 4 --sinkd '" + std::string(kSinkd) + "'";
+  // Paths under the test's directory: sinkrun runs in the caller's.
+  const std::string s_ckpt = (dir_ / "s.ckpt").string(), p_ckpt = (dir_ / "p.ckpt").string();
+  RunResult saved = Run(common + " --epochs 2 --save-checkpoint '" + s_ckpt + "'");
+  ASSERT_EQ(saved.exit_code, 0) << saved.out << saved.err;
+  const std::string want = EvalLine(saved.out);
+  ASSERT_FALSE(want.empty()) << saved.out;
+  for (const std::string mode : {" --parallel data_parallel", " --parallel semi_auto_parallel --strategy data"}) {
+    RunResult resumed = Run(common + " --resume '" + s_ckpt + "' --epochs 3 --lr 1e-30" + mode + stages +
+                            " --save-checkpoint '" + p_ckpt + "'");
+    ASSERT_EQ(resumed.exit_code, 0) << mode << resumed.out << resumed.err;
+    EXPECT_NE(resumed.out.find("resumed from " + s_ckpt + ": epoch 2 of 3 done"), std::string::npos) << resumed.out;
+    EXPECT_EQ(EvalLine(resumed.out), want) << mode;
+  }
+  // The pipeline's own checkpoint, resumed by a pipeline.
+  RunResult again = Run(common + " --resume '" + p_ckpt + "' --epochs 4 --lr 1e-30 --parallel data_parallel" + stages);
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_EQ(EvalLine(again.out), want);
+}
+
+// Four pipeline stages on the MLP (three layers with weights) and LeNet:
+// a stage without parameters runs, and the run trains as two stages do.
+TEST_F(SinkrunSinkdTest, FourPipelineStagesRunTheMlpAndLenet) {
+  for (const std::string model : {"mlp", "lenet"}) {
+    const std::string common = "train --model " + model + " --data synthetic:256 --batch 32 --epochs 1 --threads 1 "
+                               "--parallel data_parallel --micro-size 4 --sinkd '" + std::string(kSinkd) + "'";
+    RunResult four = Run(common + " --devices 4 --pipeline-stages 4");
+    ASSERT_EQ(four.exit_code, 0) << model << four.out << four.err;
+    RunResult two = Run(common + " --devices 2 --pipeline-stages 2");
+    ASSERT_EQ(two.exit_code, 0) << model << two.out << two.err;
+    EXPECT_FALSE(EvalLine(four.out).empty()) << four.out;
+    EXPECT_EQ(EvalLine(four.out), EvalLine(two.out)) << model;
+  }
+}
+
+// Issue 39: the dynamic scale doubled past FLT_MAX to inf, and inf / 2 is
+// inf, so every later step was skipped without a word ("loss_scale": null
+// in the report from epoch 4). It now stops at 2^127, and a run whose
+// steps overflow says so on the console, epoch by epoch.
+TEST_F(SinkrunTest, DynamicLossScaleStaysFiniteAndSkippedStepsAreSaid) {
+  RunResult r = Run(std::string(kSmall) + " --epochs 4 --loss-scale-manager dynamic:65536:2:1" + ReportFlag());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::vector<json> lines = ReadReport();
+  ASSERT_EQ(lines.size(), 5u);
+  for (int e = 0; e < 4; ++e) {
+    ASSERT_TRUE(lines[e]["loss_scale"].is_number()) << lines[e].dump();
+    EXPECT_LE(lines[e]["loss_scale"].get<double>(), std::ldexp(1.0, 127)) << "epoch " << e + 1;
+  }
+  EXPECT_EQ(lines[3]["loss_scale"].get<double>(), std::ldexp(1.0, 127));
+  EXPECT_EQ(r.out.find("overflowed"), std::string::npos) << r.out;
+  fs::remove(Report());
+  // A scale near FLT_MAX on a learning rate that drives the gradients up
+  // overflows some steps: the run says how many it skipped.
+  r = Run(std::string(kSmall) + " --epochs 1 --threads 1 --lr 1 --momentum 0.99 --loss-scale-manager dynamic:3e38:2:1000" +
+          ReportFlag());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  lines = ReadReport();
+  ASSERT_EQ(lines.size(), 2u);
+  const int64_t skipped = lines[0]["overflow_steps"].get<int64_t>();
+  EXPECT_GT(skipped, 0);
+  EXPECT_NE(r.out.find("epoch: 1: " + std::to_string(skipped) + " of " + std::to_string(kSteps) +
+                       " steps overflowed, their updates skipped (loss scale "),
+            std::string::npos)
+      << r.out;
+}
+
+// Issue 39: fixed (and dynamic) loss scaling with gradient accumulation
+// failed at the first sink. A power-of-two scale trains as the unscaled
+// accumulated run, to the bit.
+TEST_F(SinkrunTest, LossScaleWithGradientAccumulationTrainsAsUnscaled) {
+  const std::string common = std::string(kSmall) + " --threads 1 --grad-accumulation 2";
+  RunResult plain = Run(common + ReportFlag());
+  ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
+  const std::vector<json> want = ReadReport();
+  ASSERT_EQ(want.size(), 3u);
+  for (const std::string manager : {"fixed:128", "dynamic:1024:2:5"}) {
+    fs::remove(Report());
+    RunResult scaled = Run(common + " --loss-scale-manager " + manager + ReportFlag());
+    ASSERT_EQ(scaled.exit_code, 0) << manager << scaled.out << scaled.err;
+    const std::vector<json> got = ReadReport();
+    ASSERT_EQ(got.size(), 3u);
+    for (int e = 0; e < 2; ++e) {
+      EXPECT_EQ(got[e]["loss"], want[e]["loss"]) << manager << ", epoch " << e + 1;
+      EXPECT_EQ(got[e]["overflow_steps"], 0) << manager;
+    }
+    EXPECT_EQ(EvalLine(scaled.out), EvalLine(plain.out)) << manager;
+  }
+}
+
 // The built-in networks read only "image" and leave the loss to Model.
 TEST(ModelZooTest, NetworksReadTheImageAndHaveNoLoss) {
   struct Case {

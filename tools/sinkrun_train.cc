@@ -808,8 +808,9 @@ int Train(const TrainFlags& flags, const CLI::App& cmd, const char* argv0, Clock
   // print every step, so it prints at each epoch's last step instead.
   host::LossMonitor loss_monitor(sink ? 1 : static_cast<int>(pass_steps));
   host::TimeMonitor time_monitor;
+  host::LossScaleMonitor loss_scale_monitor;  // says when overflowed steps were skipped
   StepTimer step_timer;
-  std::vector<host::Callback*> callbacks = {&loss_monitor, &time_monitor, &step_timer};
+  std::vector<host::Callback*> callbacks = {&loss_monitor, &time_monitor, &loss_scale_monitor, &step_timer};
   if (report) callbacks.push_back(report.get());
   if (checkpoints) callbacks.push_back(checkpoints.get());
 

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "callbacks/checkpoint_integrity.h"
-#include "model/model_impl.h"
 #include "sinkrt/runtime/version.h"
 #include "sinkrt/fb/checkpoint_generated.h"
 #include "sinkrt/host/callbacks.h"
@@ -71,8 +70,10 @@ Status CheckSameNetwork(const fb::Checkpoint& ck, const Model& model, const std:
 
 Status SaveCheckpoint(const std::string& path, Model& model, const CheckpointInfo& info) {
   SINKRT_ASSIGN_OR_RETURN(const auto state, model.ReadState(), "SaveCheckpoint '" + path + "'");
-  std::map<std::string, fb::BufferRole> roles;
-  for (const StateBuffer& s : StateBuffers(model.compiled().stream)) roles[s.name] = s.role;
+  // Every rank's and stage's state (rank 0's stream holds only the first
+  // pipeline stage's).
+  std::map<std::string, bool> optimizer_state;
+  for (const Model::StateTensorSpec& s : model.StateSpecs()) optimizer_state[s.name] = s.optimizer_state;
 
   uint64_t total = 0;
   for (const auto& [name, t] : state) total += t.data.size();
@@ -86,8 +87,7 @@ Status SaveCheckpoint(const std::string& path, Model& model, const CheckpointInf
     auto n = fbb.CreateString(name);
     auto shape = fbb.CreateVector(t.shape);
     auto data = fbb.CreateVector(t.data);
-    const fb::CheckpointRole role =
-        roles[name] == fb::BufferRole::OptState ? fb::CheckpointRole::OptState : fb::CheckpointRole::Param;
+    const fb::CheckpointRole role = optimizer_state[name] ? fb::CheckpointRole::OptState : fb::CheckpointRole::Param;
     tensors.push_back(fb::CreateCheckpointTensor(fbb, n, t.dtype, shape, role, data, Crc32(t.data)));
   }
   auto tv = fbb.CreateVector(tensors);
@@ -131,18 +131,23 @@ Status LoadCheckpoint(const std::string& path, Model& model, CheckpointInfo* inf
     for (const fb::CheckpointTensor* t : *ck->tensors())
       if (t->name()) saved[t->name()->str()] = t;
 
+  // Every parameter and optimizer state of the model, on every rank and
+  // pipeline stage: a resume that left one at its initial value would train
+  // on silently from a state that never existed.
   std::vector<std::pair<std::string, Tensor>> state;
-  for (const StateBuffer& s : StateBuffers(model.compiled().stream)) {
+  for (const Model::StateTensorSpec& s : model.StateSpecs()) {
     auto it = saved.find(s.name);
-    if (it == saved.end()) return NotFound(where + ": has no tensor '" + s.name + "'");
+    if (it == saved.end())
+      return NotFound(where + ": has no tensor '" + s.name + "' (the model's " +
+                      (s.optimizer_state ? "optimizer state" : "parameter") + "), so it would keep its initial value");
     const fb::CheckpointTensor* t = it->second;
     Shape shape;
     // The Verifier does not check 8-byte element alignment (google/flatbuffers#8397).
     if (t->shape() && t->shape()->size() > 0 && reinterpret_cast<uintptr_t>(t->shape()->data()) % alignof(int64_t) != 0)
       return InvalidArgument(where + ": tensor '" + s.name + "' has a misaligned shape vector");
     if (t->shape()) shape.assign(t->shape()->begin(), t->shape()->end());
-    // Checkpoints hold whole tensors; a sharded rank's buffer is a slice.
-    const Shape& whole = s.slice ? s.slice->global_shape : s.shape;
+    // Checkpoints hold whole tensors, as StateSpecs() gives them.
+    const Shape& whole = s.shape;
     if (t->dtype() != s.dtype || shape != whole)
       return InvalidArgument(where + ": tensor '" + s.name + "' is " + Describe(t->dtype(), shape) +
                              ", the model's is " + Describe(s.dtype, whole));

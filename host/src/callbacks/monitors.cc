@@ -1,5 +1,6 @@
 // LossMonitor and TimeMonitor (mindspore/train/callback/_loss_monitor.py,
-// _time_monitor.py): the same conditions and the same lines.
+// _time_monitor.py): the same conditions and the same lines; and
+// LossScaleMonitor, which says when overflowed steps were skipped.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -61,6 +62,27 @@ Status TimeMonitor::on_train_epoch_end(RunContext& run_context) {
                      Ms(p.epoch_ms / static_cast<double>(step_size)) + " ms";
   if (data_time_) line += " (data time: " + Ms(p.data_wait_ms / static_cast<double>(step_size)) + " ms)";
   out_ << line << std::endl;
+  return Status::Ok();
+}
+
+LossScaleMonitor::LossScaleMonitor(std::ostream& out) : out_(out) {}
+
+Status LossScaleMonitor::on_train_epoch_begin(RunContext& run_context) {
+  const CallbackParams& p = run_context.original_args();
+  begin_overflows_ = p.total_overflow_steps;
+  begin_step_ = p.cur_step_num;
+  return Status::Ok();
+}
+
+Status LossScaleMonitor::on_train_epoch_end(RunContext& run_context) {
+  const CallbackParams& p = run_context.original_args();
+  const int64_t overflowed = p.total_overflow_steps - begin_overflows_;
+  if (p.loss_scale <= 0 || overflowed <= 0) return Status::Ok();
+  const int64_t steps = p.cur_step_num - begin_step_;
+  out_ << "epoch: " << p.cur_epoch_num << ": " << overflowed << " of " << steps
+       << (steps == 1 ? " step" : " steps") << " overflowed, "
+       << (overflowed == 1 ? "its update" : "their updates") << " skipped (loss scale " << PyFloatRepr(p.loss_scale)
+       << ")" << std::endl;
   return Status::Ok();
 }
 

@@ -68,7 +68,9 @@ Status AccumulateGradients(TrainingGraph& tg, int steps) {
   for (size_t i = tg.backward_ops; i < tg.train_ops; ++i) program.push_back(i);
   tg.train_program = std::move(program);
   tg.train_inputs = std::move(train_inputs);
-  tg.train_reports = {mean};
+  // The step's loss in the loss's place; what follows it (the loss scale
+  // and its counters) is the step's, reported as without accumulation.
+  tg.train_reports.at(0) = mean;
   return Status::Ok();
 }
 

@@ -348,7 +348,10 @@ Result<TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& spec) {
 
   std::vector<ParamGrad> grads;
   for (const ParamGrad& pg : tpl.grads) grads.push_back({shared[pg.param], shared[pg.grad]});
-  SINKRT_RETURN_IF_ERROR(AppendOptimizer(u, grads, spec.optimizer), where + ": optimizer");
+  // A stage may hold no parameter (an activation or the loss alone, when
+  // there are more stages than layers with weights): it forwards and
+  // differentiates for its neighbours and has nothing to update.
+  if (!grads.empty()) SINKRT_RETURN_IF_ERROR(AppendOptimizer(u, grads, spec.optimizer), where + ": optimizer");
   SINKRT_RETURN_IF_ERROR(u.status(), where);
   out.grads = std::move(grads);
   out.forward_ops = 0;

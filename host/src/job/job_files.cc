@@ -50,7 +50,13 @@ int64_t CompiledJob::train_batch_shards() const {
 
 std::vector<ColumnSpec> CompiledJob::train_columns() const {
   if (ranks.empty()) return {};
-  return job::QueueColumns(ranks[0].stream, "train");
+  std::vector<ColumnSpec> columns = job::QueueColumns(ranks[0].stream, "train");
+  // Gradient accumulation: the queue takes K batches' columns per step
+  // (image, label, mb1/image, mb1/label, ...); the data is one batch's,
+  // which the feeder pushes K times per step, as Model::train does.
+  const size_t k = static_cast<size_t>(std::max(1, options.grad_accumulation));
+  if (k > 1 && columns.size() % k == 0) columns.resize(columns.size() / k);
+  return columns;
 }
 
 std::string ManifestJson(const CompiledJob& job) { return job::ManifestToJson(job).dump(2) + "\n"; }

@@ -1,7 +1,9 @@
 // Model::Create (loss, parallel context, compile, load) and the model's
 // state (parameters and optimizer state, for checkpoints).
 #include <algorithm>
+#include <cstring>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -696,6 +698,26 @@ Result<std::vector<std::pair<std::string, Tensor>>> PipelineState(Model::Impl& m
 
 }  // namespace
 
+std::vector<Model::StateTensorSpec> Model::StateSpecs() const {
+  std::vector<StateTensorSpec> out;
+  auto add = [&](const StateBuffer& s) {
+    out.push_back({.name = s.name,
+                   .dtype = s.dtype,
+                   .shape = WholeShape(s),
+                   .optimizer_state = s.role == fb::BufferRole::OptState});
+  };
+  // Pipeline stages: rank 0 holds only the first stage's tensors; the
+  // model's state is every stage's (a tensor several stages hold, once).
+  if (impl_->pipeline_stages > 1) {
+    std::set<std::string> seen;
+    for (const auto& [rank, s] : impl_->stage_state)
+      if (seen.insert(s.name).second) add(s);
+  } else {
+    for (const StateBuffer& s : impl_->state) add(s);
+  }
+  return out;
+}
+
 Result<std::vector<std::pair<std::string, Tensor>>> Model::ReadState() {
   if (impl_->sharded || impl_->state_sliced) return MergedState(*impl_);
   if (impl_->pipeline_stages > 1) return PipelineState(*impl_);
@@ -727,8 +749,29 @@ Result<std::vector<std::pair<std::string, Tensor>>> Model::ReadState(uint32_t ra
   return out;
 }
 
+namespace {
+
+// The overflow count a written loss_scale/counters holds (Impl::
+// overflow_steps_seen), if `state` writes one.
+std::optional<int64_t> WrittenOverflowCount(const std::vector<std::pair<std::string, Tensor>>& state) {
+  for (const auto& [name, t] : state)
+    if (name == "loss_scale/counters" && t.dtype == DType::I32 && t.data.size() == 3 * sizeof(int32_t)) {
+      int32_t c[3];
+      std::memcpy(c, t.data.data(), sizeof c);
+      return c[2];
+    }
+  return std::nullopt;
+}
+
+}  // namespace
+
 Status Model::WriteState(const std::vector<std::pair<std::string, Tensor>>& state) {
-  if (impl_->pipeline_stages > 1) return WritePipelineState(state);
+  SINKRT_RETURN_IF_ERROR(impl_->pipeline_stages > 1 ? WritePipelineState(state) : WriteRankState(state));
+  if (const std::optional<int64_t> seen = WrittenOverflowCount(state)) impl_->overflow_steps_seen = *seen;
+  return Status::Ok();
+}
+
+Status Model::WriteRankState(const std::vector<std::pair<std::string, Tensor>>& state) {
   std::map<std::string, const StateBuffer*> by_name;
   for (const StateBuffer& s : impl_->state) by_name[s.name] = &s;
   // Check everything before writing anything, so a bad entry leaves the

@@ -117,6 +117,11 @@ struct Model::Impl {
   // Loss scaling (docs/loss_scale.md): train_step reports the scale and its
   // counters after the loss.
   bool loss_scaled = false;
+  // The device's count of overflowed steps (loss_scale/counters[2]) as the
+  // host last saw it: from the last sink's report, or from WriteState. A
+  // train() starts from it, so that its first sink's overflow_steps are
+  // that sink's, not those of earlier runs or of a resumed checkpoint.
+  int64_t overflow_steps_seen = 0;
   std::vector<QueueInfo> rank_train_queues, rank_eval_queues;
   std::vector<bool> reports_loss;
   std::vector<std::pair<uint32_t, StateBuffer>> stage_state;

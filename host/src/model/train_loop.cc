@@ -191,6 +191,7 @@ Status TrainLoop::ReadLossScale() {
   }
   p_.overflow_steps = total - p_.total_overflow_steps;
   p_.total_overflow_steps = total;
+  m_.overflow_steps_seen = total;
   return Status::Ok();
 }
 
@@ -200,6 +201,8 @@ Status TrainLoop::Run(bool* stopped) {
   p_.dataset_sink_mode = sink_mode_;
   p_.batch_size = m_.train_queue.columns.front().shape.empty() ? 1 : m_.train_queue.columns.front().shape[0];
   p_.global_batch = int64_t{initial_epoch_} * plan_.steps_per_epoch;
+  // The device's overflow count goes on from earlier runs and checkpoints.
+  p_.total_overflow_steps = m_.overflow_steps_seen;
   p_.device_num = static_cast<int>(m_.world_size);  // one process per rank: the world's, not this process's one
   // Data parallel: each replica of the pipeline reads its own batch; the
   // ranks of a semi-auto stage read the same one.

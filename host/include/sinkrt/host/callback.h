@@ -47,7 +47,8 @@ struct CallbackParams {
   /// Loss scaling (docs/loss_scale.md; the scale and the overflow flag of
   /// MindSpore's TrainOneStepWithLossScaleCell): the scale after the last
   /// step, the steps of the sink that just ran whose gradients overflowed
-  /// (their updates were skipped), and all such steps so far. 0 without.
+  /// (their updates were skipped), and all such steps the device has
+  /// counted (a resumed checkpoint's included). 0 without.
   /// @{
   double loss_scale = 0;
   int64_t overflow_steps = 0;

@@ -70,6 +70,23 @@ class TimeMonitor : public Callback {
   std::ostream& out_;
 };
 
+/// Loss scaling (docs/loss_scale.md): prints `epoch: E: N of S steps
+/// overflowed, their updates skipped (loss scale X)` at the end of every
+/// epoch in which a step's gradients overflowed, so that no update is
+/// dropped without a word (MindSpore returns the overflow flag from
+/// TrainOneStepWithLossScaleCell and leaves it to the user; a sunk run
+/// has only this per-sink count). Silent without loss scaling.
+class LossScaleMonitor : public Callback {
+ public:
+  explicit LossScaleMonitor(std::ostream& out = std::cout);
+  Status on_train_epoch_begin(RunContext& run_context) override;
+  Status on_train_epoch_end(RunContext& run_context) override;
+
+ private:
+  std::ostream& out_;
+  int64_t begin_overflows_ = 0, begin_step_ = 0;
+};
+
 /// MindSpore's CheckpointConfig, by steps or epochs. save_checkpoint_steps > 0
 /// saves when cur_step_num has advanced that far since the last save
 /// (checked once per sink in sink mode); else save_checkpoint_epochs > 0

@@ -53,8 +53,11 @@ struct CompiledJob {
   std::vector<CompiledStream> ranks;
 
   uint32_t world_size() const { return static_cast<uint32_t>(ranks.size()); }  ///< ranks in the job
-  /// The train queue's columns as the devices expect them per rank (the
-  /// batch is their leading dimension).
+  /// The columns of one dataset batch of the train queue, per rank (the
+  /// batch is their leading dimension). Under gradient accumulation the
+  /// queue takes options.grad_accumulation such batches per step, under
+  /// micro-batch names (mb1/image, ...); this is the first batch's, what
+  /// the dataset must yield.
   std::vector<ColumnSpec> train_columns() const;
   /// How many ways rank 0's train queue splits the global batch by rows
   /// (SEMI_AUTO_PARALLEL: the data-parallel groups the dataset's batches

@@ -223,6 +223,19 @@ class Model {
   /// and only the real rows come back.
   Result<Tensor> predict(const Row& inputs);
 
+  /// One tensor of the model's state as ReadState() returns it and
+  /// WriteState() takes it: whole, whatever the ranks hold of it.
+  struct StateTensorSpec {
+    std::string name;
+    DType dtype = DType::Invalid;
+    Shape shape;                   ///< the whole tensor's (not a rank's slice)
+    bool optimizer_state = false;  ///< optimizer or loss-scale state, not a parameter
+  };
+  /// Every parameter and optimizer state of the network across all ranks
+  /// and pipeline stages, once each: what a checkpoint must hold for a
+  /// resume to set the whole model (LoadCheckpoint loads exactly these).
+  std::vector<StateTensorSpec> StateSpecs() const;
+
   /// Parameters and optimizer state, by buffer name (checkpoints), of rank 0
   /// or of any rank (data-parallel replicas hold bitwise equal state).
   /// @{
@@ -263,6 +276,7 @@ class Model {
 
  private:
   Status WritePipelineState(const std::vector<std::pair<std::string, Tensor>>& state);
+  Status WriteRankState(const std::vector<std::pair<std::string, Tensor>>& state);
   explicit Model(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 namespace sinkrt {
@@ -23,12 +24,19 @@ struct LossScaleCounters {
 /// One step of DynamicLossScaleUpdateCell: on overflow the scale is divided
 /// by `factor` (never below 1); after `window` steps without one it is
 /// multiplied by `factor`. Counts the step.
+///
+/// The scale stays finite: a change that would make it inf keeps the old
+/// value, as mindspore.amp.DynamicLossScaler.adjust does
+/// (select(_is_finite(scale * factor), scale * factor, scale)). An inf
+/// scale would never come back (inf / factor is inf) and would make every
+/// later step overflow and be skipped.
 inline void DynamicLossScaleStep(float factor, int32_t window, bool overflow, float* scale, LossScaleCounters* c) {
   const int32_t cur_iter = c->steps + 1;
   const float on_overflow = overflow ? std::max(*scale * (1.0f / factor), 1.0f) : *scale;
   const bool should_inc = window <= cur_iter - c->last_overflow_iter;
   if (overflow || should_inc) c->last_overflow_iter = cur_iter;
-  *scale = should_inc && !overflow ? on_overflow * factor : on_overflow;
+  const float next = should_inc && !overflow ? on_overflow * factor : on_overflow;
+  if (std::isfinite(next)) *scale = next;
   c->steps = cur_iter;
   if (overflow) ++c->overflow_steps;
 }
