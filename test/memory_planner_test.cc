@@ -237,6 +237,7 @@ TEST(MemoryPlanner, LeNetPlanIsWithinTenPercentOfTheLowerBound) {
 // every invariant (limit 0 sends even small sets through it).
 TEST(MemoryPlanner, SweptPlansNeverOverlapWhileLive) {
   std::mt19937_64 rng(20261207);
+  int same_order = 0;
   for (int trial = 0; trial < 300; ++trial) {
     const uint64_t alignment = uint64_t{8} << (trial % 4 * 2);
     const int n = 1 + static_cast<int>(rng() % 120);
@@ -255,7 +256,18 @@ TEST(MemoryPlanner, SweptPlansNeverOverlapWhileLive) {
     ASSERT_TRUE(plan.ok()) << plan.status().ToString();
     SCOPED_TRACE("trial " + std::to_string(trial) + " strategy " + plan->strategy);
     ExpectValidPlan(*plan);
+    // Where the scan's best ordering is the first-use one, the sweep makes
+    // the very same choices.
+    auto scanned = PlanMemory(buffers, alignment);
+    ASSERT_TRUE(scanned.ok());
+    if (scanned->strategy.rfind("first_use/", 0) == 0) {
+      ++same_order;
+      EXPECT_EQ(plan->strategy, scanned->strategy + " (sweep)");
+      EXPECT_EQ(plan->offsets, scanned->offsets);
+      EXPECT_EQ(plan->arena_bytes, scanned->arena_bytes);
+    }
   }
+  EXPECT_GT(same_order, 0) << "no trial where the scan chose the first-use order: nothing compared";
 }
 
 // The lifetimes of a deep network's training step: activation k is made

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "sinkrt/runtime/env.h"
 #include "sinkrt/runtime/file_io.h"
 
 namespace sinkrt {
@@ -321,10 +323,13 @@ Result<RankTable> ParseUnprefixed(std::string_view text, uint16_t base_port) {
 Result<std::optional<uint32_t>> EnvUint(const char* name) {
   const char* value = name ? std::getenv(name) : nullptr;
   if (!value) return std::optional<uint32_t>();
-  std::optional<uint64_t> parsed = ParseDecimal(value);
-  if (!parsed) return InvalidArgument(std::string(name) + "=\"" + value + "\" is not a non-negative integer");
-  // ParseDecimal saturates, so any run of digits too long lands here.
-  if (*parsed > kMaxRank)
+  // The environment's one parser (sinkrt/runtime/env.h); digits that do not
+  // fit it are a number too large, not garbage.
+  const std::optional<long long> parsed = ParseNonNegativeInteger(value);
+  const bool digits = *value && std::all_of(value, value + std::strlen(value), [](char c) { return c >= '0' && c <= '9'; });
+  if (!parsed && !digits)
+    return InvalidArgument(std::string(name) + "=\"" + value + "\" is not a non-negative integer");
+  if (!parsed || static_cast<uint64_t>(*parsed) > kMaxRank)
     return InvalidArgument(std::string(name) + "=\"" + value + "\" is out of range (a rank or a world size is at most " +
                            std::to_string(kMaxRank) + ")");
   return std::optional<uint32_t>(static_cast<uint32_t>(*parsed));
