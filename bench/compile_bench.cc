@@ -4,6 +4,11 @@
 // Target (issue 6): 1000 layers in under one second on this machine.
 //
 //   BM_Compile/mlp/L         Compile() of a stand-alone stream
+//   BM_CompileDepth/L        Compile() of a narrow (16 wide, batch 8) MLP of
+//                            L = 1k..16k layers: compile time against
+//                            depth, with Google Benchmark's fitted
+//                            complexity (issue 39: the memory planner
+//                            made it quadratic; now O(N))
 //   BM_CompileDataParallel/L CompileJob() of a 2-rank data-parallel job
 //                            (fusion buckets, the comm stream; two streams)
 //   BM_SerializeGraph/L, BM_ParseGraph/L
@@ -75,6 +80,19 @@ void BM_CompileMlp(benchmark::State& state) {
   CompileLoop(state, testing::MakeMlp(kBatch, Widths(static_cast<int>(state.range(0)))));
 }
 BENCHMARK(BM_CompileMlp)->Name("BM_Compile/mlp")->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
+
+// Deep and narrow, so that depth, not arithmetic, is what grows.
+void BM_CompileDepth(benchmark::State& state) {
+  const int layers = static_cast<int>(state.range(0));
+  const host::Graph g = testing::MakeMlp(8, std::vector<int64_t>(static_cast<size_t>(layers) + 1, 16));
+  CompileLoop(state, g);
+  state.SetComplexityN(layers);
+}
+BENCHMARK(BM_CompileDepth)
+    ->RangeMultiplier(2)
+    ->Range(1 << 10, 1 << 14)
+    ->Complexity(benchmark::oN)
+    ->Unit(benchmark::kMillisecond);
 
 void BM_CompileLeNet(benchmark::State& state) { CompileLoop(state, testing::MakeLeNet(kBatch)); }
 BENCHMARK(BM_CompileLeNet)->Name("BM_Compile/lenet")->Unit(benchmark::kMillisecond);

@@ -111,12 +111,76 @@ TEST(EnvTest, HierarchicalAllReduceIsAKnobOfZeroOrOne) {
     ScopedEnv env("SINKRT_HIERARCHICAL_ALLREDUCE", "1");
     EXPECT_TRUE(device::DeviceOptions::FromEnvironment().hierarchical_allreduce);
   }
-  ScopedEnv env("SINKRT_HIERARCHICAL_ALLREDUCE", "off");
+  {
+    // A switch like the others: "off" is one of its spellings.
+    ScopedEnv env("SINKRT_HIERARCHICAL_ALLREDUCE", "off");
+    EXPECT_TRUE(CheckEnvironment().ok());
+    EXPECT_FALSE(device::DeviceOptions::FromEnvironment().hierarchical_allreduce);
+  }
+  ScopedEnv env("SINKRT_HIERARCHICAL_ALLREDUCE", "2");
   Status st = CheckEnvironment();
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("SINKRT_HIERARCHICAL_ALLREDUCE='off'"), std::string::npos) << st.message();
-  // Unreadable: the default, as for every numeric variable.
+  EXPECT_NE(st.message().find("SINKRT_HIERARCHICAL_ALLREDUCE='2' is not a boolean"), std::string::npos)
+      << st.message();
+  // Unreadable: the default, as for every variable.
   EXPECT_TRUE(device::DeviceOptions::FromEnvironment().hierarchical_allreduce);
+}
+
+// Issue 39: SINKRT_COMM_SHM=false left shared memory on (only "0" was
+// off), SINKRT_SHARED_ARENA=yes was off (only "1" was on), and
+// SINKRT_WORKER_TEAM=abc was taken as on. Every switch now reads the
+// documented spellings and refuses the rest, naming variable and value.
+TEST(EnvTest, SwitchesReadEverySpellingAndRefuseTheRest) {
+  struct Switch {
+    const char* name;
+    bool device::DeviceOptions::*field;
+  };
+  const Switch switches[] = {{"SINKRT_COMM_SHM", &device::DeviceOptions::shared_memory},
+                             {"SINKRT_SHARED_ARENA", &device::DeviceOptions::shared_arena},
+                             {"SINKRT_WORKER_TEAM", &device::DeviceOptions::worker_team},
+                             {"SINKRT_PIN_THREADS", &device::DeviceOptions::pin_threads},
+                             {"SINKRT_HIERARCHICAL_ALLREDUCE", &device::DeviceOptions::hierarchical_allreduce}};
+  for (const Switch& sw : switches) {
+    for (const char* on : {"1", "true", "TRUE", "yes", "Yes", "on"}) {
+      SCOPED_TRACE(std::string(sw.name) + "=" + on);
+      ScopedEnv env(sw.name, on);
+      EXPECT_TRUE(CheckEnvironment().ok()) << CheckEnvironment().ToString();
+      EXPECT_TRUE(device::DeviceOptions::FromEnvironment().*sw.field);
+    }
+    for (const char* off : {"0", "false", "False", "no", "off", "OFF"}) {
+      SCOPED_TRACE(std::string(sw.name) + "=" + off);
+      ScopedEnv env(sw.name, off);
+      EXPECT_TRUE(CheckEnvironment().ok()) << CheckEnvironment().ToString();
+      EXPECT_FALSE(device::DeviceOptions::FromEnvironment().*sw.field);
+    }
+    for (const char* bad : {"abc", "2", "-1", "y", " 1", "enabled"}) {
+      SCOPED_TRACE(std::string(sw.name) + "=" + bad);
+      ScopedEnv env(sw.name, bad);
+      Status st = CheckEnvironment();
+      ASSERT_FALSE(st.ok());
+      EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(st.message().find(std::string(sw.name) + "='" + bad + "' is not a boolean (1, true, yes or on; 0, "
+                                  "false, no or off)"),
+                std::string::npos)
+          << st.message();
+      // The reader keeps the default rather than guess.
+      EXPECT_EQ(device::DeviceOptions::FromEnvironment().*sw.field, device::DeviceOptions{}.*sw.field);
+    }
+  }
+}
+
+TEST(EnvTest, ANumberTooLargeIsOutOfRangeNotGarbage) {
+  ScopedEnv env("SINKRT_GETNEXT_TIMEOUT_MS", "99999999999999999999999");
+  Status st = CheckEnvironment();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("SINKRT_GETNEXT_TIMEOUT_MS='99999999999999999999999' is out of range (at most "
+                              "9223372036854775807)"),
+            std::string::npos)
+      << st.message();
+  EXPECT_EQ(ParseNonNegativeInteger("9223372036854775807"), 9223372036854775807LL);
+  EXPECT_FALSE(ParseNonNegativeInteger("9223372036854775808"));
+  EXPECT_FALSE(ParseNonNegativeInteger("+5"));
+  EXPECT_FALSE(ParseNonNegativeInteger(""));
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include "sinkrt/host/calibration.h"
 #include "sinkrt/host/auto_parallel.h"
+#include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/callbacks.h"
@@ -495,6 +496,73 @@ TEST(AutoParallelPlan, MixedPlansOfTheVitTrainLikeOneDevice) {
             << ExplainPlan(*plan);
     }
   }
+}
+
+// Issue 39: --device-memory bound only the search's estimate. With a
+// 3.64 MiB limit the MLP's plan was estimated at 3.64 MiB and compiled to a
+// 3.76 MiB arena. Now every compile either keeps its arena within the
+// limit or is refused naming the limit and what the smallest plan needs.
+TEST(AutoParallelPlan, DeviceMemoryBindsTheCompiledArena) {
+  const Graph g = testing::MakeMlp(128);
+  CompileOptions o;
+  o.parallel_mode = ParallelMode::AutoParallel;
+  o.world_size = 2;
+  o.optimizer = OptimizerSpec::Momentum(0.01f, 0.9f);
+  int fitted = 0, refused = 0;
+  for (uint64_t limit = 3700000; limit <= 4300000; limit += 20000) {
+    o.device_memory = limit;
+    Result<CompiledStream> cs = Compile(g, o);
+    if (cs.ok()) {
+      ++fitted;
+      EXPECT_LE(cs->report.arena_bytes, limit);
+      ASSERT_TRUE(cs->report.auto_parallel);
+      EXPECT_EQ(cs->report.auto_parallel->compiled_arena_bytes, cs->report.arena_bytes);
+      EXPECT_EQ(cs->report.auto_parallel->memory_limit_bytes, limit);
+      continue;
+    }
+    ++refused;
+    EXPECT_EQ(cs.status().code(), StatusCode::kResourceExhausted) << cs.status().ToString();
+    // Named with what it needs: the search's "below every plan: the
+    // smallest footprint found is ...", or the compiled arena's.
+    EXPECT_NE(cs.status().message().find(std::to_string(limit) + " bytes"), std::string::npos)
+        << cs.status().message();
+    EXPECT_TRUE(cs.status().message().find("smallest footprint found is") != std::string::npos ||
+                cs.status().message().find("needs ") != std::string::npos)
+        << cs.status().message();
+  }
+  EXPECT_GT(fitted, 0);
+  o.device_memory = 3816816;  // 3.64 MiB: the issue's case
+  Result<CompiledStream> tight = Compile(g, o);
+  ASSERT_FALSE(tight.ok()) << "arena " << tight->report.arena_bytes;
+  EXPECT_NE(tight.status().message().find("the device memory limit of 3.64 MiB (3816816 bytes) per rank "
+                                          "(device_memory_capacity, --device-memory) cannot be met: the smallest "
+                                          "arena any searched plan compiled to needs "),
+            std::string::npos)
+      << tight.status().message();
+  // A job of every rank: the largest rank's arena is what must fit.
+  o.device_memory = 4000000;
+  Result<CompiledJob> job = CompileJob(g, o);
+  SINKRT_ASSERT_OK(job);
+  for (const CompiledStream& s : job->ranks) EXPECT_LE(s.report.arena_bytes, 4000000u);
+}
+
+// Issue 39: every limit, even 1000 GB, printed "not exact (Pareto fronts
+// thinned under the limit)". A limit the fastest plan fits in thins
+// nothing: that plan is the optimum under it.
+TEST(AutoParallelPlan, AGenerousLimitIsExactAndFindsTheUnlimitedPlan) {
+  Graph g = testing::MakeVit(16);
+  AutoParallelOptions o;
+  o.device_num = 4;
+  o.optimizer = OptimizerSpec::Momentum(0.01f, 0.9f);
+  Graph unlimited_graph = g;
+  Result<AutoParallelPlan> unlimited = PlanAutoParallel(unlimited_graph, o);
+  SINKRT_ASSERT_OK(unlimited);
+  o.device_memory = uint64_t{1000} * 1000 * 1000 * 1000;
+  Result<AutoParallelPlan> limited = PlanAutoParallel(g, o);
+  SINKRT_ASSERT_OK(limited);
+  EXPECT_TRUE(limited->exact);
+  EXPECT_EQ(limited->step_s, unlimited->step_s);
+  EXPECT_EQ(limited->memory_bytes, unlimited->memory_bytes);
 }
 
 TEST(AutoParallelPlan, ErrorsNameWhatIsWrong) {

@@ -510,6 +510,41 @@ TEST_F(LaunchRankTest, FirstLauncherWins) {
   EXPECT_FALSE(launch->world_size);
 }
 
+// Issue 39: RANK_SIZE=2 without RANK_ID trained as one process, silently.
+TEST_F(LaunchRankTest, AWorldSizeWithoutItsRankIsRefusedNamingTheMissingVariable) {
+  Set("RANK_SIZE", "2");
+  EXPECT_TRUE(FailsWith(LaunchRankFromEnvironment(),
+                        {"RANK_SIZE=\"2\" is set but RANK_ID is not: set RANK_ID to this process's rank, "
+                         "or unset RANK_SIZE"}));
+  Clear();
+  Set("OMPI_COMM_WORLD_SIZE", "4");
+  EXPECT_TRUE(FailsWith(LaunchRankFromEnvironment(), {"OMPI_COMM_WORLD_SIZE=\"4\" is set but OMPI_COMM_WORLD_RANK"}));
+  Clear();
+  // An sbatch/salloc shell: SLURM_NTASKS for the steps it will start.
+  Set("SLURM_NTASKS", "4");
+  auto launch = LaunchRankFromEnvironment();
+  ASSERT_TRUE(launch.ok()) << launch.status().ToString();
+  EXPECT_FALSE(launch->rank);
+  // A rank without its size comes back as such, naming where the size is
+  // read from, for the tools to refuse by name.
+  Clear();
+  Set("RANK_ID", "1");
+  launch = LaunchRankFromEnvironment();
+  ASSERT_TRUE(launch.ok()) << launch.status().ToString();
+  EXPECT_FALSE(launch->world_size);
+  EXPECT_EQ(launch->size_source, "RANK_SIZE");
+}
+
+// Issue 39: RANK_SIZE=99999999999 was "not a non-negative integer".
+TEST_F(LaunchRankTest, AValueTooLargeIsOutOfRange) {
+  Set("RANK_ID", "0");
+  Set("RANK_SIZE", "99999999999");
+  EXPECT_TRUE(FailsWith(LaunchRankFromEnvironment(),
+                        {"RANK_SIZE=\"99999999999\" is out of range (a rank or a world size is at most 4294967295)"}));
+  Set("RANK_SIZE", "999999999999999999999999999999");
+  EXPECT_TRUE(FailsWith(LaunchRankFromEnvironment(), {"RANK_SIZE=\"999999999999999999999999999999\" is out of range"}));
+}
+
 TEST_F(LaunchRankTest, BadValuesNameTheVariable) {
   Set("OMPI_COMM_WORLD_RANK", "1");
   Set("OMPI_COMM_WORLD_SIZE", "eight");

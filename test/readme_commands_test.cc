@@ -325,3 +325,87 @@ TEST(ReadmeCommands, EveryShellLineRunsOrIsSkippedForAReason) {
 }
 
 }  // namespace
+
+namespace {
+
+// A sample of a tool's output in the README: the ``` block right after a
+// ```sh block, beginning with "sinkc: ", and the sinkc line that printed it.
+struct Sample {
+  int number = 0;  // of the command line
+  std::string command;
+  std::string output;
+};
+
+std::vector<Sample> SinkcSamples(const fs::path& readme) {
+  std::ifstream in(readme);
+  std::vector<Sample> samples;
+  std::string text, last_sinkc;
+  int number = 0, last_sinkc_number = 0;
+  enum { kOutside, kShell, kAfterShell, kOther } state = kOutside;
+  std::string block;
+  while (std::getline(in, text)) {
+    ++number;
+    const bool fence = text.rfind("```", 0) == 0;
+    switch (state) {
+      case kOutside:
+      case kAfterShell:
+        if (fence && text == "```" && state == kAfterShell) {
+          state = kOther;
+          block.clear();
+        } else if (fence) {
+          const std::string lang = text.substr(3);
+          state = lang == "sh" ? kShell : kOther;
+          last_sinkc.clear();
+          block.clear();
+        } else if (!text.empty()) {
+          state = kOutside;  // prose between: not this command's output
+        }
+        break;
+      case kShell:
+        if (fence) {
+          state = kAfterShell;
+        } else if (text.rfind("build/tools/sinkc ", 0) == 0) {
+          last_sinkc = text;
+          last_sinkc_number = number;
+        }
+        break;
+      case kOther:
+        if (fence) {
+          if (!last_sinkc.empty() && block.rfind("sinkc: ", 0) == 0)
+            samples.push_back({last_sinkc_number, last_sinkc, block});
+          last_sinkc.clear();
+          state = kOutside;
+        } else {
+          block += text + "\n";
+        }
+        break;
+    }
+  }
+  return samples;
+}
+
+}  // namespace
+
+// Issue 39: the README's sinkc sample had a stale hash and byte count. A
+// sample printed by a sinkc line is that line's output, exactly (sinkc's
+// output is byte-identical for the same input and flags).
+TEST(ReadmeCommands, SinkcSampleOutputIsWhatSinkcPrints) {
+  const fs::path source = SINKRT_SOURCE_DIR;
+  const std::vector<Sample> samples = SinkcSamples(source / "README.md");
+  ASSERT_FALSE(samples.empty()) << "no sinkc sample output in README.md";
+  const fs::path root = fs::temp_directory_path() / ("sinkrt_readme_samples_" + std::to_string(::getpid()));
+  for (const Sample& sample : samples) {
+    const fs::path dir = root / std::to_string(sample.number);
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    fs::create_directory_symlink(source / "examples", dir / "examples");
+    const Child c = Spawn(WithBuildTree(sample.command), dir, dir / "output.log", false);
+    const int status = WaitFor(c.pid, kLineTimeout);
+    ASSERT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "README.md:" << sample.number << ": " << Describe(status) << "\n" << Slurp(dir / "output.log");
+    EXPECT_EQ(Slurp(dir / "output.log"), sample.output)
+        << "README.md:" << sample.number << ": the sample output after `" << sample.command
+        << "` is not what it prints: paste the output above in its place";
+  }
+  fs::remove_all(root);
+}

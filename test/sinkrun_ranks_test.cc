@@ -136,6 +136,22 @@ TEST_F(SinkrunRanksTest, LaunchRefusesFlagsOfTheOtherForm) {
   EXPECT_NE(r.err.find("do not split into hosts of --local-worker-num 3"), std::string::npos) << r.err;
 }
 
+// Issue 39: half of MindSpore's pair trained as a single process, silently.
+TEST_F(SinkrunRanksTest, HalfOfTheRankVariablesIsRefusedNamingTheOtherHalf) {
+  RunResult size_only = Sh("RANK_SIZE=2 " + Sinkrun() + " " + kTrain);
+  EXPECT_EQ(size_only.exit_code, 2);
+  EXPECT_NE(size_only.err.find("RANK_SIZE=\"2\" is set but RANK_ID is not"), std::string::npos) << size_only.err;
+  RunResult rank_only = Sh("RANK_ID=1 " + Sinkrun() + " " + kTrain);
+  EXPECT_EQ(rank_only.exit_code, 2);
+  EXPECT_NE(rank_only.err.find("RANK_ID=\"1\" is set but RANK_SIZE is not: set RANK_SIZE to the number of ranks, "
+                               "or unset RANK_ID"),
+            std::string::npos)
+      << rank_only.err;
+  RunResult huge = Sh("RANK_ID=0 RANK_SIZE=99999999999 " + Sinkrun() + " " + kTrain);
+  EXPECT_EQ(huge.exit_code, 2);
+  EXPECT_NE(huge.err.find("RANK_SIZE=\"99999999999\" is out of range"), std::string::npos) << huge.err;
+}
+
 TEST_F(SinkrunRanksTest, DevicesUnderALauncherIsRefused) {
   RunResult r = Sh("RANK_ID=0 RANK_SIZE=2 " + Sinkrun() + " " + kTrain + " --devices 2");
   EXPECT_EQ(r.exit_code, 2);

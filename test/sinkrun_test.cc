@@ -392,6 +392,73 @@ TEST_F(SinkrunTest, OutOfRangeNumbersAreRefusedWithTheRange) {
   ExpectRefused(base + " --threads 1000", "cores this process may use");
 }
 
+// Issue 39: these were accepted silently (an empty value read as the flag
+// not given, an empty list item as no layer).
+TEST_F(SinkrunTest, EmptyValuesAreRefusedNamingTheFlag) {
+  const std::string base = "train --model mlp --data synthetic:256 --batch 32 --epochs 1";
+  const std::string semi = base + " --devices 2 --parallel semi_auto_parallel";
+  const std::string search = base + " --devices 2 --parallel auto_parallel";
+  ExpectRefused(semi + " --strategy ''", "--strategy: needs a value, got ''");
+  ExpectRefused(semi + " --strategy-save ''", "--strategy-save: needs a value, got ''");
+  ExpectRefused(search + " --device-memory ''", "--device-memory: needs a value, got ''");
+  ExpectRefused(search + " --calibration ''", "--calibration: needs a value, got ''");
+  ExpectRefused(base + " --amp-level ''", "--amp-level: needs a value, got ''");
+  ExpectRefused(base + " --recompute ','", "--recompute: is a comma-separated list with an empty item, got ','");
+  ExpectRefused(base + " --recompute 'fc1,,fc2'", "--recompute: is a comma-separated list with an empty item");
+}
+
+// Issue 39: ignored without a word under stand_alone; MindSpore's
+// Optimizer refuses it.
+TEST_F(SinkrunTest, ParallelOptimizerUnderStandAloneIsRefusedAsMindSporeDoes) {
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --epochs 1 --enable-parallel-optimizer",
+                "For 'Optimizer', parallel optimizer is not supported in stand_alone, you should set parallel mode "
+                "to 'data_parallel', 'semi_auto_parallel' or 'auto_parallel'.");
+}
+
+// Issue 39: --pipeline-stages and --enable-parallel-optimizer were called
+// data_parallel-only, though they run under semi_auto_parallel too;
+// `sinkrun help` answered "A subcommand is required".
+TEST_F(SinkrunTest, HelpNamesTheModesAFlagRunsUnder) {
+  RunResult help = Run("train --help");
+  ASSERT_EQ(help.exit_code, 0) << help.err;
+  for (const char* flag : {"--pipeline-stages", "--enable-parallel-optimizer"}) {
+    const size_t at = help.out.find(std::string(flag) + " ");
+    ASSERT_NE(at, std::string::npos) << flag;
+    const std::string text = help.out.substr(at, help.out.find("\n  -", at + 1) - at);
+    EXPECT_NE(text.find("semi_auto_parallel"), std::string::npos) << text;
+  }
+  RunResult top = Run("help");
+  EXPECT_EQ(top.exit_code, 0) << top.err;
+  EXPECT_NE(top.out.find("Subcommands:"), std::string::npos) << top.out;
+  EXPECT_NE(top.out.find("calibrate"), std::string::npos) << top.out;
+  RunResult train = Run("help train");
+  EXPECT_EQ(train.exit_code, 0) << train.err;
+  EXPECT_NE(train.out.find("--pipeline-stages"), std::string::npos) << train.out;
+  RunResult nonsense = Run("help nonsense");
+  EXPECT_EQ(nonsense.exit_code, 2);
+  EXPECT_NE(nonsense.err.find("help takes one subcommand: train, launch, calibrate or profile"), std::string::npos)
+      << nonsense.err;
+}
+
+// Issue 39: CLI::PositiveNumber's message printed its range up to DBL_MAX,
+// 300 digits.
+TEST_F(SinkrunTest, CalibrateGridBelowOneIsRefusedPlainly) {
+  RunResult r = Run("calibrate --grid 0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--grid: must be a positive integer, got '0'"), std::string::npos) << r.err;
+  EXPECT_LT(r.err.size(), 200u) << r.err;
+  r = Run("calibrate --grid 16,-4");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("must be a positive integer, got '-4'"), std::string::npos) << r.err;
+}
+
+// Issue 39: SINKRT_WORKER_TEAM=abc was accepted (as on).
+TEST_F(SinkrunTest, NonsenseEnvironmentSwitchesAreRefusedNamingTheVariable) {
+  ScopedEnv env("SINKRT_WORKER_TEAM", "abc");
+  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --epochs 1",
+                "SINKRT_WORKER_TEAM='abc' is not a boolean (1, true, yes or on; 0, false, no or off)");
+}
+
 TEST_F(SinkrunTest, NonsenseEnvironmentNumbersAreRefusedNamingTheVariable) {
   const std::string base = "train --model mlp --data synthetic:256 --batch 32 --epochs 1";
   {

@@ -19,10 +19,10 @@ namespace {
 namespace fs = std::filesystem;
 
 // fc1.matmul [8,16]x[16,32], fc1.relu, fc2.matmul [8,32]x[32,10], the loss.
-Graph Tiny(uint64_t seed = 1, const std::string& name = "tiny") {
+Graph Tiny(uint64_t seed = 1, const std::string& name = "tiny", int64_t batch = 8) {
   Graph g(name);
-  const TensorId x = g.Input("x", {8, 16});
-  const TensorId label = g.Input("label", {8}, DType::I32);
+  const TensorId x = g.Input("x", {batch, 16});
+  const TensorId label = g.Input("label", {batch}, DType::I32);
   TensorId h;
   {
     NameScope s(g, "fc1");
@@ -94,6 +94,7 @@ TEST(StrategyFileTest, WritesTheDocumentedFormat) {
   "version": 1,
   "graph": "tiny",
   "graph_hash": "HASH",
+  "inputs": {"x": [8, 16], "label": [8]},
   "device_num": 4,
   "stage": 0,
   "ops": {
@@ -233,6 +234,25 @@ TEST_F(StrategyFileErrorTest, WrongFormatOrVersion) {
               "strategy file " + Bad() + ": \"format\" is \"mindspore\", this build reads \"sinkrt-strategy\"");
   ExpectError(ReadError("\"version\": 1", "\"version\": 2"),
               "strategy file " + Bad() + ": \"version\" is 2, this build reads version 1");
+  // Issue 39: '"version" is "1", this build reads version 1'.
+  ExpectError(ReadError("\"version\": 1", "\"version\": \"1\""),
+              "strategy file " + Bad() + ": \"version\" is \"1\", a string: the version is a number (\"version\": 1)");
+  ExpectError(ReadError("\"version\": 1", "\"version\": 1.5"),
+              "strategy file " + Bad() + ": \"version\" is 1.5, not an integer (this build reads version 1)");
+}
+
+// Issue 39: a 10 MB "format" string went to stderr whole.
+TEST_F(StrategyFileErrorTest, EchoedValuesAreCut) {
+  const std::string huge(10 * 1000 * 1000, 'x');
+  Status s = ReadError("\"sinkrt-strategy\"", "\"" + huge + "\"");
+  ASSERT_FALSE(s.ok());
+  EXPECT_LT(s.message().size(), 400u);
+  EXPECT_EQ(s.message(), "strategy file " + Bad() + ": \"format\" is \"" + std::string(79, 'x') +
+                             "... (10000002 characters), this build reads \"sinkrt-strategy\"");
+  // A huge op name, too.
+  s = ReadError("\"fc1.matmul\": [[1, 1], [1, 4]]", "\"" + huge + "\": 7");
+  ASSERT_FALSE(s.ok());
+  EXPECT_LT(s.message().size(), 400u) << s.message().substr(0, 400);
 }
 
 TEST_F(StrategyFileErrorTest, MissingOrMistypedField) {
@@ -275,20 +295,53 @@ TEST_F(StrategyFileErrorTest, AParameterTheGraphDoesNotHave) {
               "strategy file " + Bad() + " names parameter x, which graph tiny does not have");
 }
 
-// Another graph with the same op names: the hashes tell them apart.
+// Another graph with the same op names: the hashes tell them apart, and
+// the recorded inputs say what differs.
 TEST_F(StrategyFileErrorTest, AnotherGraph) {
   const std::string h1 = Hex(GraphHashWithoutStrategies(Tiny()));
   const Graph other = Tiny(/*seed=*/7);
   ExpectError(ApplyError("\"stage\"", "\"stage\"", other),
               "strategy file " + Bad() + " was written for graph tiny with hash " + h1 + "; this graph hashes " +
-                  Hex(GraphHashWithoutStrategies(other)));
+                  Hex(GraphHashWithoutStrategies(other)) +
+                  ": the inputs are the same, so the ops, their shapes or the initialisers differ");
   const Graph renamed = Tiny(1, "tiny2");
   ExpectError(ApplyError("\"stage\"", "\"stage\"", renamed),
-              "strategy file " + Bad() + " was written for graph tiny with hash " + h1 +
-                  "; this graph, tiny2, hashes " + Hex(GraphHashWithoutStrategies(renamed)));
+              "strategy file " + Bad() + " was written for graph tiny with hash " + h1 + "; this graph, tiny2, hashes " +
+                  Hex(GraphHashWithoutStrategies(renamed)) +
+                  ": the names differ (a graph's name is part of its hash), and the ops, their shapes or the "
+                  "initialisers may too");
+  // Issue 39: only the file's name differs, and two equal hashes were printed.
   ExpectError(ApplyError("\"graph\": \"tiny\"", "\"graph\": \"tiny2\""),
-              "strategy file " + Bad() + " was written for graph tiny2 with hash " + h1 +
-                  "; this graph, tiny, hashes " + h1);
+              "strategy file " + Bad() + " was written for graph tiny2; this graph is tiny, the same otherwise (both "
+                  "hash " + h1 + ")");
+}
+
+// Issue 39: a file used at another batch said only that the hashes differ.
+TEST_F(StrategyFileErrorTest, AnotherBatchIsNamed) {
+  const Graph wider = Tiny(1, "tiny", 16);
+  ExpectError(ApplyError("\"stage\"", "\"stage\"", wider),
+              "strategy file " + Bad() + " was written for graph tiny with hash " +
+                  Hex(GraphHashWithoutStrategies(Tiny())) + "; this graph hashes " +
+                  Hex(GraphHashWithoutStrategies(wider)) +
+                  ": input x is [16,16] here, [8,16] in the file (batch 16, the file's 8): write the file again at "
+                  "this batch, or compile at the file's");
+  // A file written before inputs were recorded: the hashes alone.
+  ExpectError(ApplyError("  \"inputs\": {\"x\": [8, 16], \"label\": [8]},\n", "", wider),
+              "strategy file " + Bad() + " was written for graph tiny with hash " +
+                  Hex(GraphHashWithoutStrategies(Tiny())) + "; this graph hashes " +
+                  Hex(GraphHashWithoutStrategies(wider)));
+}
+
+// Issue 39: a parameter layout that contradicts the op strategies was
+// ignored without a word.
+TEST_F(StrategyFileErrorTest, AParameterLayoutThatContradictsItsOp) {
+  // fc1.matmul splits fc1.w's columns 4 ways; the file says rows.
+  ExpectError(ApplyError("\"fc1.w\": {\"dev_matrix\": [1, 1, 4], \"tensor_map\": [-1, 0]",
+                         "\"fc1.w\": {\"dev_matrix\": [1, 1, 4], \"tensor_map\": [0, -1]"),
+              "strategy file " + Bad() + " gives parameter fc1.w the layout " +
+                  LayoutToString(TensorLayout{{1, 1, 4}, {0, -1}, {}, {16, 32}}) +
+                  ", but its op strategies give it dm[1,1,4] map[1,0] shape[16,32]" +
+                  ": the two disagree (write the file again, or edit both)");
 }
 
 TEST_F(StrategyFileErrorTest, AParameterOfAnotherShape) {

@@ -41,6 +41,26 @@ inline CLI::Validator NonNegativeInteger() {
       "NON-NEGATIVE");
 }
 
+// A value that must not be empty: `--strategy ''` was taken as no
+// --strategy at all (CLI11 prefixes the flag's name).
+inline CLI::Validator NonEmpty() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string { return input.empty() ? "needs a value, got ''" : std::string(); },
+      "NON-EMPTY");
+}
+
+// A comma-separated list with no empty item: `--recompute ','` named no
+// layer and was taken as none.
+inline CLI::Validator NonEmptyList() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        bool empty_item = input.empty() || input.front() == ',' || input.back() == ',' ||
+                          input.find(",,") != std::string::npos;
+        return empty_item ? "is a comma-separated list with an empty item, got '" + input + "'" : std::string();
+      },
+      "LIST");
+}
+
 // The exit status of a command line CLI11 refused, the same in every tool:
 // 0 after --help (printed), 2 for any usage error (CLI11's own codes, 105
 // to 115, differ by error kind and are no contract). Prints as app.exit does.

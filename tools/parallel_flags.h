@@ -220,8 +220,10 @@ inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) 
 template <typename App>
 void AddParallelOptimizerFlags(App& app, bool& enable, std::string& config) {
   app.add_flag("--enable-parallel-optimizer", enable,
-               "data_parallel: each rank keeps and updates only its 1/devices of the optimizer state (ZeRO-1; "
-               "MindSpore's enable_parallel_optimizer; docs/parallel_optimizer.md)");
+               "data_parallel, semi_auto_parallel and auto_parallel: each rank keeps and updates only its share "
+               "of the optimizer state of each parameter it holds whole or in the same slice as others (ZeRO-1; "
+               "MindSpore's enable_parallel_optimizer; refused under stand_alone, as MindSpore does; "
+               "docs/parallel_optimizer.md)");
   app.add_option("--parallel-optimizer-config", config,
                  "with --enable-parallel-optimizer: MindSpore's parallel_optimizer_config as JSON, e.g. "
                  "'{\"parallel_optimizer_threshold\": 24}' (KB; smaller parameters stay replicated; default 64)");
@@ -296,7 +298,14 @@ inline std::string AutoParallelText(const host::AutoParallelPlan& plan) {
                   (plan.device_num == 1 ? " device" : " devices") + " in " + search + " (" +
                   std::to_string(plan.candidates) + " candidates, " + std::to_string(plan.ops.size()) +
                   " ops): predicted step " + step + ", memory " + MibText(plan.memory_bytes) + " per rank";
-  if (plan.memory_limit_bytes) s += " (limit " + MibText(*plan.memory_limit_bytes) + ")";
+  if (plan.memory_limit_bytes) {
+    // The limit binds the compiled arena, which the search's estimate
+    // leaves parts of out: say what was compiled, and how many searches it took.
+    s += " (limit " + MibText(*plan.memory_limit_bytes);
+    if (plan.compiled_arena_bytes) s += "; compiled arena " + MibText(plan.compiled_arena_bytes);
+    if (plan.memory_searches > 1) s += ", searched " + std::to_string(plan.memory_searches) + " times to fit it";
+    s += ")";
+  }
   if (!plan.exact) s += ", not exact (Pareto fronts thinned under the limit)";
   return s + "; calibration " + plan.calibration + " (" + plan.transport + ")";
 }

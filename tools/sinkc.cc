@@ -407,20 +407,25 @@ int main(int argc, char** argv) {
                  "MindSpore's comm_fusion as JSON, e.g. '{\"allreduce\": {\"mode\": \"size\", \"config\": 32}}'");
   app.add_option("--strategy", f.strategy,
                  "semi_auto_parallel: data, model (Megatron, the zoo MLP and ViT), DPxMP (e.g. 2x2) or a strategy "
-                 "file (default: the graph file's strategies, MindSpore's default elsewhere)");
+                 "file (default: the graph file's strategies, MindSpore's default elsewhere)")
+      ->check(tools::NonEmpty());
   app.add_option("--strategy-save", f.strategy_save,
                  "semi_auto_parallel and auto_parallel: write the ops' strategies (auto_parallel: the searched ones) and "
-                 "the parameters' layouts to FILE (JSON)");
+                 "the parameters' layouts to FILE (JSON)")
+      ->check(tools::NonEmpty());
   app.add_flag("--full-batch", f.full_batch,
                "semi_auto_parallel and auto_parallel: every rank reads the whole --batch (MindSpore's full_batch)");
   app.add_option("--search-mode", f.search_mode, "auto_parallel: dynamic_programming or sharding_propagation")
       ->capture_default_str();
   app.add_option("--device-memory", f.device_memory,
-                 "auto_parallel: per-rank memory limit of the search, in bytes or with KB, MB, GB, KiB, MiB, GiB "
-                 "(MindSpore's device_memory_capacity; default: unlimited)");
+                 "auto_parallel: per-rank limit on the compiled arena, in bytes or with KB, MB, GB, KiB, MiB, GiB: the "
+                    "search keeps to it, or the compile is refused naming what is needed "
+                 "(MindSpore's device_memory_capacity; default: unlimited)")
+      ->check(tools::NonEmpty());
   app.add_option("--calibration", f.calibration,
                  "auto_parallel: the cost model's calibration file (default: SINKRT_CALIBRATION, else the built-in "
-                 "one; sinkrun calibrate writes one)");
+                 "one; sinkrun calibrate writes one)")
+      ->check(tools::NonEmpty());
   app.add_flag("--fully-use-devices", f.fully_use_devices,
                "auto_parallel: every MatMul, BatchMatMul and Conv2D splits over all devices (MindSpore's default; "
                "sinkrt's lets a small one repeat)");
@@ -435,10 +440,12 @@ int main(int argc, char** argv) {
                  "O0|O1|O2|O3: mixed precision (MindSpore's amp_level): O1 runs MatMul, BatchMatMul, Conv2D and Relu in "
                  "bf16, O2 the whole network but LayerNorm, Softmax and the loss, O3 all but the loss; parameters, "
                  "gradients and the optimizer stay f32 (docs/amp.md)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(tools::NonEmpty());
   app.add_option("--recompute", f.recompute,
                  "all|LAYER,...: re-run these layers' forward in the backward pass instead of keeping their "
-                 "activations (MindSpore's cell.recompute(); all: every top-level layer; docs/recompute.md)");
+                 "activations (MindSpore's cell.recompute(); all: every top-level layer; docs/recompute.md)")
+      ->check(tools::NonEmptyList());
   app.add_flag("--explain", f.explain,
                "auto_parallel: print the search's choice for every op, its cost and the best rejected alternative");
   app.add_option("--seed", f.seed, "added to every random initialiser's seed")->capture_default_str();

@@ -70,6 +70,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iostream>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -166,26 +167,32 @@ int main(int argc, char** argv) {
                     "'{\"allreduce\": {\"mode\": \"size\", \"config\": 32}}'");
   train->add_option("--strategy", f.strategy,
                     "semi_auto_parallel: data, model (Megatron: the MLP and the ViT), DPxMP (e.g. 2x2) or a strategy "
-                    "file (default: the graph's strategies, MindSpore's default elsewhere)");
+                    "file (default: the graph's strategies, MindSpore's default elsewhere)")
+      ->check(tools::NonEmpty());
   train->add_option("--strategy-save", f.strategy_save,
                     "semi_auto_parallel and auto_parallel: write the ops' strategies (auto_parallel: the searched ones) "
-                    "and the parameters' layouts to FILE (JSON)");
+                    "and the parameters' layouts to FILE (JSON)")
+      ->check(tools::NonEmpty());
   train->add_flag("--full-batch", f.full_batch,
                   "semi_auto_parallel and auto_parallel: every rank reads the whole --batch (MindSpore's full_batch)");
   train->add_option("--search-mode", f.search_mode, "auto_parallel: dynamic_programming or sharding_propagation")
       ->capture_default_str();
   train->add_option("--device-memory", f.device_memory,
-                    "auto_parallel: per-rank memory limit of the search, in bytes or with KB, MB, GB, KiB, MiB, GiB "
-                    "(MindSpore's device_memory_capacity; default: unlimited)");
+                    "auto_parallel: per-rank limit on the compiled arena, in bytes or with KB, MB, GB, KiB, MiB, GiB: the "
+                    "search keeps to it, or the compile is refused naming what is needed "
+                    "(MindSpore's device_memory_capacity; default: unlimited)")
+      ->check(tools::NonEmpty());
   train->add_option("--calibration", f.calibration,
                     "auto_parallel: the cost model's calibration file (default: SINKRT_CALIBRATION, else the "
-                    "built-in one; sinkrun calibrate writes one)");
+                    "built-in one; sinkrun calibrate writes one)")
+      ->check(tools::NonEmpty());
   train->add_flag("--fully-use-devices", f.fully_use_devices,
                   "auto_parallel: every MatMul, BatchMatMul and Conv2D splits over all devices (MindSpore's default; "
                   "sinkrt's lets a small one repeat)");
   train->add_option("--pipeline-stages", f.pipeline_stages,
-                    "data_parallel: cut the network into S pipeline stages of devices/S ranks each (MindSpore's "
-                    "pipeline_stages; docs/pipeline.md)")
+                    "data_parallel or semi_auto_parallel: cut the network into S pipeline stages of devices/S ranks "
+                    "each (MindSpore's pipeline_stages; docs/pipeline.md); under semi_auto_parallel --strategy is "
+                    "for devices/S ranks and every rank reads the whole batch")
       ->check(tools::PositiveInteger());
   train->add_option("--micro-size", f.micro_size,
                     "with --pipeline-stages: micro-batches per batch (PipelineCell's micro_size; at least the stages, "
@@ -209,10 +216,12 @@ int main(int argc, char** argv) {
   train->add_option("--amp-level", f.amp_level,
                     "O0|O1|O2|O3: mixed precision (MindSpore's amp_level): O1 runs MatMul, BatchMatMul, Conv2D and Relu in "
                     "bf16, O2 the whole network but LayerNorm, Softmax and the loss, O3 all but the loss; parameters, "
-                    "gradients and the optimizer stay f32 (docs/amp.md)");
+                    "gradients and the optimizer stay f32 (docs/amp.md)")
+      ->check(tools::NonEmpty());
   train->add_option("--recompute", f.recompute,
                     "all|LAYER,...: re-run these layers' forward in the backward pass instead of keeping their "
-                    "activations (MindSpore's cell.recompute(); all: every top-level layer; docs/recompute.md)");
+                    "activations (MindSpore's cell.recompute(); all: every top-level layer; docs/recompute.md)")
+      ->check(tools::NonEmptyList());
   train->add_option("--profile", f.profile,
                     "record the run and write its timeline and summary into DIR (docs/profiler.md)");
   train->add_option("--profile-steps", f.profile_steps, "with --profile: record steps A to B only, counted from 1 (A:B)");
@@ -245,7 +254,8 @@ int main(int argc, char** argv) {
                      "with a COMMAND: ranks on this host (default: all N); the launcher on host K starts ranks "
                      "K*L..K*L+L-1")
       ->check(tools::PositiveInteger());
-  launch->add_option("--node-rank", l.node_rank, "with a COMMAND: this host's index K")->check(CLI::NonNegativeNumber);
+  launch->add_option("--node-rank", l.node_rank, "with a COMMAND: this host's index K")
+      ->check(tools::NonNegativeInteger());
   launch->add_option("--master-addr", l.master_addr, "with a COMMAND: where rank 0's process listens for the others")
       ->capture_default_str();
   launch->add_option("--master-port", l.master_port,
@@ -265,7 +275,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   calibrate->add_option("--grid", cal.grid, "M, N and K of the GEMM grid, ascending")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber)
+      ->check(tools::PositiveInteger())  // CLI::PositiveNumber printed its range to DBL_MAX in 300 digits
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   calibrate->add_flag("--no-collectives", cal.no_collectives, "measure compute only, copy the collectives from the built-in default");
   CLI::App* profile = app.add_subcommand("profile", "print the summary of a profiled run's directory (as sinkprof)");
@@ -274,6 +284,22 @@ int main(int argc, char** argv) {
   profile->add_option("dir", profile_dir, "what sinkrun train --profile, Profiler::analyse() or sinkd --profile wrote")
       ->required();
   profile->add_flag("--json", profile_json, "print summary.json's JSON instead of the text");
+  // `sinkrun help [SUBCOMMAND]`, as git and go answer it: the help, where
+  // CLI11 said "A subcommand is required".
+  if (argc >= 2 && std::string(argv[1]) == "help") {
+    if (argc == 2) {
+      std::cout << app.help();
+      return 0;
+    }
+    CLI::App* sub = nullptr;
+    try {
+      sub = argc == 3 ? app.get_subcommand(argv[2]) : nullptr;
+    } catch (const CLI::OptionNotFound&) {
+    }
+    if (!sub) return tools::Usage("help takes one subcommand: train, launch, calibrate or profile");
+    std::cout << sub->help();
+    return 0;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -279,6 +279,11 @@ int Train(const TrainFlags& flags, const CLI::App& cmd, const char* argv0, Clock
   // device and feeds its own shard; the others run the same command line.
   auto launched = LaunchRankFromEnvironment();
   if (!launched.ok()) return Usage(launched.status().message());
+  // A rank without a world size would train as a single process, silently.
+  if (launched->rank && !launched->world_size)
+    return Usage(launched->source + "=\"" + std::to_string(*launched->rank) + "\" is set but " +
+                 launched->size_source + " is not: set " + launched->size_source + " to the number of ranks, or unset " +
+                 launched->source);
   if (launched->world_size.value_or(1) > 1) {
     f.per_rank = *launched;
     RankPrefix() = "rank " + std::to_string(launched->rank.value_or(0)) + ": ";

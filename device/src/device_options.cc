@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
-#include <string>
 
 #include "sinkrt/runtime/env.h"
 
@@ -17,12 +15,13 @@ DeviceOptions DeviceOptions::FromEnvironment() {
   const PeerTimeouts peer = PeerTimeoutsFromEnvironment({o.peer_timeout, o.rendezvous_timeout});
   o.peer_timeout = peer.peer;
   o.rendezvous_timeout = peer.rendezvous;
-  if (const char* v = std::getenv("SINKRT_COMM_SHM")) o.shared_memory = std::string(v) != "0";
-  if (const char* v = std::getenv("SINKRT_SHARED_ARENA")) o.shared_arena = std::string(v) == "1";
-  if (auto n = EnvNonNegativeInteger("SINKRT_HIERARCHICAL_ALLREDUCE")) o.hierarchical_allreduce = *n != 0;
+  // Switches: CheckEnvironment refuses what EnvBoolean cannot read.
+  if (auto on = EnvBoolean("SINKRT_COMM_SHM")) o.shared_memory = *on;
+  if (auto on = EnvBoolean("SINKRT_SHARED_ARENA")) o.shared_arena = *on;
+  if (auto on = EnvBoolean("SINKRT_HIERARCHICAL_ALLREDUCE")) o.hierarchical_allreduce = *on;
   if (auto n = EnvNonNegativeInteger("SINKRT_DEVICE_THREADS")) o.threads = static_cast<int>(std::min<long long>(*n, INT_MAX));
-  if (const char* v = std::getenv("SINKRT_WORKER_TEAM")) o.worker_team = std::string(v) != "0";
-  if (const char* v = std::getenv("SINKRT_PIN_THREADS")) o.pin_threads = std::string(v) != "0";
+  if (auto on = EnvBoolean("SINKRT_WORKER_TEAM")) o.worker_team = *on;
+  if (auto on = EnvBoolean("SINKRT_PIN_THREADS")) o.pin_threads = *on;
   if (auto n = EnvNonNegativeInteger("SINKRT_WORKER_SPIN_US")) o.worker_spin = std::chrono::microseconds(*n);
   return o;
 }

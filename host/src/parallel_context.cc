@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -163,7 +164,8 @@ Status CheckCommFusion(const CommFusion& f) {
 
 // enable_parallel_optimizer and its config: MindSpore's values, then what
 // this build runs (level1 over the whole data-parallel group, under
-// data_parallel; stand_alone has one rank and nothing to shard).
+// data_parallel and semi_auto_parallel; stand_alone is refused, as
+// MindSpore's Optimizer refuses it).
 Status ValidateParallelOptimizer(const ParallelContext& c) {
   const ParallelOptimizerConfig& o = c.parallel_optimizer_config;
   if (o.threshold_kb < 0)
@@ -176,7 +178,12 @@ Status ValidateParallelOptimizer(const ParallelContext& c) {
     return InvalidArgument("The setting 'optimizer_weight_shard_size' is invalid: use -1 (the whole data-parallel "
                            "group) or an integer larger than 1, but got " +
                            std::to_string(o.optimizer_weight_shard_size) + ".");
-  if (!c.enable_parallel_optimizer || c.mode == ParallelMode::StandAlone) return Status::Ok();
+  if (!c.enable_parallel_optimizer) return Status::Ok();
+  // MindSpore's Optimizer raises this (optimizer.py, _use_parallel_optimizer);
+  // sinkrt ignored the flag without a word.
+  if (c.mode == ParallelMode::StandAlone)
+    return InvalidArgument("For 'Optimizer', parallel optimizer is not supported in stand_alone, you should set "
+                           "parallel mode to 'data_parallel', 'semi_auto_parallel' or 'auto_parallel'.");
   const std::string name = ParallelModeName(c.mode);
   if (c.pipeline_stages > 1)
     return Unimplemented("enable_parallel_optimizer with pipeline_stages " + std::to_string(c.pipeline_stages) +
@@ -282,12 +289,21 @@ const char* ParallelModeName(ParallelMode mode) {
 }
 
 Result<ParallelMode> ParseParallelMode(const std::string& name) {
-  for (ParallelMode m : {ParallelMode::StandAlone, ParallelMode::DataParallel,
-                         ParallelMode::SemiAutoParallel, ParallelMode::AutoParallel})
+  constexpr ParallelMode kModes[] = {ParallelMode::StandAlone, ParallelMode::DataParallel,
+                                     ParallelMode::SemiAutoParallel, ParallelMode::AutoParallel};
+  for (ParallelMode m : kModes)
     if (name == ParallelModeName(m)) return m;
-  if (name == "hybrid_parallel")
-    return Unimplemented("The parallel_mode 'hybrid_parallel' (manual model parallelism) is not "
-                         "supported by sinkrt, which runs 'stand_alone' and 'data_parallel'.");
+  if (name == "hybrid_parallel") {
+    // The list comes from the modes that parse, so it cannot go stale
+    // again (it said "stand_alone and data_parallel" long after
+    // semi_auto_parallel and auto_parallel ran).
+    std::string runs;
+    for (size_t i = 0; i < std::size(kModes); ++i)
+      runs += std::string(i == 0 ? "" : i + 1 == std::size(kModes) ? " and " : ", ") + "'" +
+              ParallelModeName(kModes[i]) + "'";
+    return Unimplemented("The parallel_mode 'hybrid_parallel' (manual model parallelism) is not supported by sinkrt, "
+                         "which runs " + runs + ": shard strategies (semi_auto_parallel) express the same layouts.");
+  }
   return InvalidArgument(
       "The context configuration parameter 'parallel_mode' only support 'stand_alone', "
       "'data_parallel', 'hybrid_parallel', 'semi_auto_parallel' and 'auto_parallel', but got the "

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 namespace sinkrt {
@@ -18,30 +19,71 @@ constexpr const char* kNumericVariables[] = {
     "SINKRT_DEVICE_THREADS",     "SINKRT_MAX_FRAME_BYTES",    "SINKRT_COMM_SPIN_US",
     "SINKRT_COMM_YIELD_US",      "HCCL_CONNECT_TIMEOUT",      "HCCL_EXEC_TIMEOUT",
     "SINKRT_HELLO_TIMEOUT_MS",   "SINKRT_PROGRESS_MS",        "SINKRT_MAX_LOCAL_DEVICES",
-    "SINKRT_WORKER_SPIN_US",     "SINKRT_HIERARCHICAL_ALLREDUCE",
+    "SINKRT_WORKER_SPIN_US",
 };
+
+// Switches, read with EnvBoolean (device_options.cc): a variable added
+// there belongs here too.
+constexpr const char* kBooleanVariables[] = {
+    "SINKRT_COMM_SHM",    "SINKRT_SHARED_ARENA", "SINKRT_WORKER_TEAM",
+    "SINKRT_PIN_THREADS", "SINKRT_HIERARCHICAL_ALLREDUCE",
+};
+
+constexpr const char* kBooleanSpellings = "1, true, yes or on; 0, false, no or off";
+
+std::optional<long long> EnvInteger(const char* name) { return EnvNonNegativeInteger(name); }
+
+bool AllDigits(std::string_view v) {
+  if (v.empty()) return false;
+  for (char c : v)
+    if (c < '0' || c > '9') return false;
+  return true;
+}
+
+std::string Quoted(const char* name, const char* value) { return std::string(name) + "='" + value + "'"; }
+
+}  // namespace
 
 // Digits only: strtoll alone would take " 5", "+5" and, for unsigned
 // readers, "-5" as a huge number.
-std::optional<long long> ParseNonNegative(const char* v) {
-  if (!v || *v < '0' || *v > '9') return std::nullopt;
+std::optional<long long> ParseNonNegativeInteger(std::string_view v) {
+  if (!AllDigits(v)) return std::nullopt;
+  const std::string text(v);
   char* end = nullptr;
   errno = 0;
-  long long n = std::strtoll(v, &end, 10);
+  const long long n = std::strtoll(text.c_str(), &end, 10);
   if (*end != '\0' || errno == ERANGE) return std::nullopt;
   return n;
 }
 
-std::optional<long long> EnvInteger(const char* name) { return EnvNonNegativeInteger(name); }
+std::optional<bool> ParseBoolean(std::string_view v) {
+  std::string lower;
+  for (char c : v) lower += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  if (lower == "1" || lower == "true" || lower == "yes" || lower == "on") return true;
+  if (lower == "0" || lower == "false" || lower == "no" || lower == "off") return false;
+  return std::nullopt;
+}
 
-}  // namespace
+Status CheckNonNegativeInteger(const char* name, const char* value) {
+  if (ParseNonNegativeInteger(value)) return Status::Ok();
+  // Digits that do not fit: the number is fine, its size is not.
+  if (AllDigits(value))
+    return InvalidArgument(Quoted(name, value) + " is out of range (at most " +
+                           std::to_string(std::numeric_limits<long long>::max()) + ")");
+  return InvalidArgument(Quoted(name, value) + " is not a non-negative integer");
+}
 
 Status CheckEnvironment() {
   for (const char* name : kNumericVariables) {
     const char* v = std::getenv(name);
     if (!v || !*v) continue;  // empty reads as unset everywhere
-    if (!ParseNonNegative(v))
-      return InvalidArgument(std::string(name) + "='" + v + "' is not a non-negative integer");
+    SINKRT_RETURN_IF_ERROR(CheckNonNegativeInteger(name, v));
+  }
+  for (const char* name : kBooleanVariables) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) continue;
+    if (!ParseBoolean(v))
+      return InvalidArgument(Quoted(name, v) + " is not a boolean (" + kBooleanSpellings + ")");
   }
   return Status::Ok();
 }
@@ -49,7 +91,13 @@ Status CheckEnvironment() {
 std::optional<long long> EnvNonNegativeInteger(const char* name) {
   const char* v = std::getenv(name);
   if (!v || !*v) return std::nullopt;
-  return ParseNonNegative(v);
+  return ParseNonNegativeInteger(v);
+}
+
+std::optional<bool> EnvBoolean(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  return ParseBoolean(v);
 }
 
 std::optional<std::chrono::milliseconds> EnvMilliseconds(const char* name) {

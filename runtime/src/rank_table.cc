@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "sinkrt/runtime/env.h"
 #include "sinkrt/runtime/file_io.h"
 
 namespace sinkrt {
@@ -321,9 +323,15 @@ Result<RankTable> ParseUnprefixed(std::string_view text, uint16_t base_port) {
 Result<std::optional<uint32_t>> EnvUint(const char* name) {
   const char* value = name ? std::getenv(name) : nullptr;
   if (!value) return std::optional<uint32_t>();
-  std::optional<uint64_t> parsed = ParseDecimal(value);
-  if (!parsed || *parsed > kMaxRank)
+  // The environment's one parser (sinkrt/runtime/env.h); digits that do not
+  // fit it are a number too large, not garbage.
+  const std::optional<long long> parsed = ParseNonNegativeInteger(value);
+  const bool digits = *value && std::all_of(value, value + std::strlen(value), [](char c) { return c >= '0' && c <= '9'; });
+  if (!parsed && !digits)
     return InvalidArgument(std::string(name) + "=\"" + value + "\" is not a non-negative integer");
+  if (!parsed || static_cast<uint64_t>(*parsed) > kMaxRank)
+    return InvalidArgument(std::string(name) + "=\"" + value + "\" is out of range (a rank or a world size is at most " +
+                           std::to_string(kMaxRank) + ")");
   return std::optional<uint32_t>(static_cast<uint32_t>(*parsed));
 }
 
@@ -332,16 +340,20 @@ struct LauncherVariables {
   const char* size;
   const char* local_rank;  // nullptr where the launcher sets none
   const char* local_size;  // ranks on this host; nullptr where the launcher sets none
+  // The launcher sets the size only together with the rank, so a size
+  // alone is a half-configured rank. Not so for Slurm: sbatch and salloc
+  // shells carry SLURM_NTASKS for the srun steps they will start.
+  bool size_needs_rank;
 };
 
 // In the order the header documents: MindSpore first, as its RANK_ID is the
 // one a MindSpore user set deliberately, then Open MPI, MPICH and Slurm
 // (srun under mpirun sets both, and the MPI rank is the job's).
 constexpr LauncherVariables kLaunchers[] = {
-    {"RANK_ID", "RANK_SIZE", "DEVICE_ID", "LOCAL_WORLD_SIZE"},
-    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
-    {"PMI_RANK", "PMI_SIZE", nullptr, "MPI_LOCALNRANKS"},
-    {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr},
+    {"RANK_ID", "RANK_SIZE", "DEVICE_ID", "LOCAL_WORLD_SIZE", true},
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", true},
+    {"PMI_RANK", "PMI_SIZE", nullptr, "MPI_LOCALNRANKS", true},
+    {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr, false},
 };
 
 }  // namespace
@@ -377,10 +389,18 @@ std::string RankTableToJson(const RankTable& table) {
 Result<LaunchRank> LaunchRankFromEnvironment() {
   for (const LauncherVariables& vars : kLaunchers) {
     SINKRT_ASSIGN_OR_RETURN(std::optional<uint32_t> rank, EnvUint(vars.rank));
-    if (!rank) continue;
+    if (!rank) {
+      // A world size without this process's place in it would train as a
+      // single process, silently.
+      if (const char* size = std::getenv(vars.size); size && vars.size_needs_rank)
+        return InvalidArgument(std::string(vars.size) + "=\"" + size + "\" is set but " + vars.rank +
+                               " is not: set " + vars.rank + " to this process's rank, or unset " + vars.size);
+      continue;
+    }
     LaunchRank launch;
     launch.rank = rank;
     launch.source = vars.rank;
+    launch.size_source = vars.size;
     SINKRT_ASSIGN_OR_RETURN(launch.world_size, EnvUint(vars.size));
     SINKRT_ASSIGN_OR_RETURN(launch.local_rank, EnvUint(vars.local_rank));
     SINKRT_ASSIGN_OR_RETURN(launch.local_size, EnvUint(vars.local_size));

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "sinkrt/runtime/env.h"
 #include "sinkrt/runtime/profile_record.h"
 
 namespace sinkrt {
@@ -33,12 +34,10 @@ std::string Bytes(uint64_t n) { return std::to_string(n) + " bytes"; }
 
 WireLimits WireLimits::FromEnvironment() {
   WireLimits limits;
-  if (const char* v = std::getenv("SINKRT_MAX_FRAME_BYTES")) {
-    char* end = nullptr;
-    unsigned long long n = std::strtoull(v, &end, 10);
-    // strtoull takes "-5" as 2^64 - 5, which would lift the cap: digits only.
-    if (*v >= '0' && *v <= '9' && *end == '\0' && n > 0) limits.max_payload_bytes = n;
-  }
+  // Digits only (strtoull took "-5" as 2^64 - 5, which lifted the cap); 0
+  // is ignored. CheckEnvironment refuses what this skips.
+  if (auto n = EnvNonNegativeInteger("SINKRT_MAX_FRAME_BYTES"); n && *n > 0)
+    limits.max_payload_bytes = static_cast<uint64_t>(*n);
   return limits;
 }
 

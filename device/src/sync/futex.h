@@ -22,6 +22,8 @@
 #include <cstdlib>
 #include <ctime>
 
+#include "sinkrt/runtime/env.h"
+
 namespace sinkrt::device {
 
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) && std::atomic<uint32_t>::is_always_lock_free,
@@ -62,8 +64,9 @@ struct PollBudget {
 inline PollBudget DefaultPollBudget() {
   static const PollBudget budget = [] {
     PollBudget b{std::chrono::microseconds(5), std::chrono::microseconds(50)};
-    if (const char* s = std::getenv("SINKRT_COMM_SPIN_US")) b.spin = std::chrono::microseconds(std::atoi(s));
-    if (const char* s = std::getenv("SINKRT_COMM_YIELD_US")) b.yield = std::chrono::microseconds(std::atoi(s));
+    // atoi read "abc" as 0 and "-5" as negative; CheckEnvironment refuses both.
+    if (auto us = EnvNonNegativeInteger("SINKRT_COMM_SPIN_US")) b.spin = std::chrono::microseconds(*us);
+    if (auto us = EnvNonNegativeInteger("SINKRT_COMM_YIELD_US")) b.yield = std::chrono::microseconds(*us);
     return b;
   }();
   return budget;

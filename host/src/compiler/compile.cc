@@ -13,6 +13,7 @@
 #include "compiler/compile_pipeline.h"
 #include "compiler/graph_hash.h"
 #include "compiler/lowering.h"
+#include "compiler/memory_limited_search.h"
 #include "compiler/memory_planner.h"
 #include "compiler/stream_writer.h"
 #include "compiler/training_graph.h"
@@ -445,13 +446,16 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
     // it sets compiles as any semi-auto graph would (CompileJob plans once
     // for every rank instead of once per Compile).
     if (!forward.status().ok()) return forward.status();
-    Graph planned = forward;
-    SINKRT_ASSIGN_OR_RETURN(AutoParallelPlan plan, PlanAutoParallel(planned, AutoParallelOptionsFor(options)),
-                            "compile graph '" + forward.name() + "'");
     CompileOptions semi = options;
     semi.parallel_mode = ParallelMode::SemiAutoParallel;
-    SINKRT_ASSIGN_OR_RETURN(CompiledStream out, Compile(planned, semi));
-    out.report.auto_parallel = std::move(plan);
+    SINKRT_ASSIGN_OR_RETURN(
+        auto searched,
+        compiler::SearchAndCompileWithinLimit<CompiledStream>(
+            forward, AutoParallelOptionsFor(options), [&](const Graph& planned) { return Compile(planned, semi); },
+            [](const CompiledStream& s) { return s.report.arena_bytes; }),
+        "compile graph '" + forward.name() + "'");
+    CompiledStream out = std::move(searched.first);
+    out.report.auto_parallel = std::move(searched.second);
     return out;
   }
   // Recomputation marks live on the network's ops; the partitioner and the

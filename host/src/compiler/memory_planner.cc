@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <numeric>
+#include <queue>
+#include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace sinkrt::host::compiler {
@@ -61,7 +65,8 @@ const Strategy kStrategies[] = {
 
 struct Placement {
   std::vector<uint64_t> offsets;
-  uint64_t end = 0;  // highest aligned end of a transient buffer (or the region start)
+  uint64_t end = 0;   // highest aligned end of a transient buffer (or the region start)
+  uint64_t work = 0;  // buffers and gaps looked at (MemoryPlan::placement_work)
 };
 
 // One greedy pass: places `order` (indices of transient buffers) one by one
@@ -82,6 +87,7 @@ Placement PlaceGreedy(const std::vector<BufferLifetime>& buffers, const std::vec
     const BufferLifetime& b = buffers[i];
     const uint64_t size = AlignUp(b.bytes, alignment);
     taken.clear();
+    p.work += placed.size();
     for (size_t j : placed)
       if (LiveTogether(b, buffers[j]))
         taken.push_back({p.offsets[j], p.offsets[j] + AlignUp(buffers[j].bytes, alignment)});
@@ -111,6 +117,105 @@ Placement PlaceGreedy(const std::vector<BufferLifetime>& buffers, const std::vec
     p.offsets[i] = chosen;
     p.end = std::max(p.end, chosen + size);
     placed.push_back(i);
+  }
+  return p;
+}
+
+// PlaceGreedy for an order by first use, in O(N log N + gaps visited): a
+// sweep over time. Taken in first-use order, the placed buffers live
+// together with the next one are exactly those not yet dead at its first
+// use, and they are live together with each other too, so their ranges
+// never overlap: the free space below the highest of them is a set of
+// disjoint gaps, kept ordered by offset (first fit) and by (length, offset)
+// (best fit). The choice is PlaceGreedy's: the lowest (first fit) or the
+// smallest, then lowest (best fit) gap that holds the buffer, else the end
+// of the highest range. PlaceGreedy walks every placed buffer per
+// placement, which made a deep network's compile quadratic in its depth.
+class Sweep {
+ public:
+  Sweep(uint64_t base, Fit fit) : base_(base), fit_(fit) {}
+
+  // Where a buffer of `size` aligned bytes goes.
+  uint64_t Choose(uint64_t size, uint64_t& work) const {
+    if (fit_ == Fit::kBest) {
+      ++work;
+      auto it = by_length_.lower_bound({size, 0});
+      if (it != by_length_.end()) return it->second;
+    } else {
+      for (const auto& [begin, length] : by_offset_) {
+        ++work;
+        if (length >= size) return begin;
+      }
+    }
+    return active_.empty() ? base_ : std::prev(active_.end())->second;
+  }
+
+  void Insert(uint64_t begin, uint64_t end) {
+    auto next = active_.lower_bound(begin);
+    const uint64_t lo = next == active_.begin() ? base_ : std::prev(next)->second;
+    if (next != active_.end()) {
+      RemoveGap(lo, next->first);
+      AddGap(end, next->first);
+    }
+    AddGap(lo, begin);
+    active_.emplace(begin, end);
+  }
+
+  void Remove(uint64_t begin) {
+    auto it = active_.find(begin);
+    const uint64_t lo = it == active_.begin() ? base_ : std::prev(it)->second;
+    auto next = std::next(it);
+    RemoveGap(lo, begin);
+    if (next != active_.end()) {
+      RemoveGap(it->second, next->first);
+      AddGap(lo, next->first);
+    }
+    active_.erase(it);
+  }
+
+ private:
+  void AddGap(uint64_t lo, uint64_t hi) {
+    if (hi <= lo) return;
+    by_offset_.emplace(lo, hi - lo);
+    by_length_.emplace(hi - lo, lo);
+  }
+  void RemoveGap(uint64_t lo, uint64_t hi) {
+    if (hi <= lo) return;
+    by_offset_.erase(lo);
+    by_length_.erase({hi - lo, lo});
+  }
+
+  uint64_t base_;
+  Fit fit_;
+  std::map<uint64_t, uint64_t> active_;        // begin -> end of the live ranges
+  std::map<uint64_t, uint64_t> by_offset_;     // gap begin -> length
+  std::set<std::pair<uint64_t, uint64_t>> by_length_;  // (length, begin)
+};
+
+// `order` sorted by first use.
+Placement PlaceSweep(const std::vector<BufferLifetime>& buffers, const std::vector<size_t>& order, uint64_t base,
+                     uint64_t alignment, Fit fit) {
+  Placement p;
+  p.offsets.assign(buffers.size(), base);
+  p.end = base;
+  Sweep sweep(base, fit);
+  // (last_use, buffer) of the placed buffers, earliest death first.
+  using Death = std::pair<int32_t, size_t>;
+  std::priority_queue<Death, std::vector<Death>, std::greater<Death>> dying;
+  for (size_t i : order) {
+    const BufferLifetime& b = buffers[i];
+    while (!dying.empty() && dying.top().first < b.first_use) {
+      sweep.Remove(p.offsets[dying.top().second]);
+      dying.pop();
+      ++p.work;
+    }
+    const uint64_t size = AlignUp(b.bytes, alignment);
+    const uint64_t at = sweep.Choose(size, p.work);
+    p.offsets[i] = at;
+    p.end = std::max(p.end, at + size);
+    sweep.Insert(at, at + size);
+    dying.push({b.last_use, i});
+    ++p.work;
   }
   return p;
 }
@@ -182,7 +287,7 @@ uint64_t LivenessLowerBound(std::span<const BufferLifetime> requests, uint64_t a
   return persistent + static_cast<uint64_t>(peak);
 }
 
-Result<MemoryPlan> PlanMemory(std::vector<BufferLifetime> buffers, uint64_t alignment) {
+Result<MemoryPlan> PlanMemory(std::vector<BufferLifetime> buffers, uint64_t alignment, size_t exhaustive_limit) {
   if (alignment == 0 || (alignment & (alignment - 1)) != 0)
     return InvalidArgument("memory plan: alignment " + std::to_string(alignment) +
                            " is not a power of two");
@@ -221,10 +326,14 @@ Result<MemoryPlan> PlanMemory(std::vector<BufferLifetime> buffers, uint64_t alig
   }
   plan.persistent_bytes = cursor;
 
-  // Steps 2 and 3: greedy placement under several orderings, keep the best.
+  // Steps 2 and 3: greedy placement under several orderings, keep the best;
+  // past `exhaustive_limit` transients only the first-use order, swept.
+  const bool sweep_only = transient.size() > exhaustive_limit;
   Placement best;
   bool have_best = false;
   for (const Strategy& s : kStrategies) {
+    const bool first_use = std::string_view(s.name) == "first_use";
+    if (sweep_only && !first_use) continue;
     std::vector<size_t> order = transient;
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
       if (s.before(buffers[a], buffers[b])) return true;
@@ -232,11 +341,14 @@ Result<MemoryPlan> PlanMemory(std::vector<BufferLifetime> buffers, uint64_t alig
       return a < b;
     });
     for (Fit fit : {Fit::kFirst, Fit::kBest}) {
-      Placement p = PlaceGreedy(buffers, order, plan.persistent_bytes, alignment, fit);
+      Placement p = sweep_only ? PlaceSweep(buffers, order, plan.persistent_bytes, alignment, fit)
+                               : PlaceGreedy(buffers, order, plan.persistent_bytes, alignment, fit);
+      plan.placement_work += p.work;
       if (!have_best || p.end < best.end) {
         best = std::move(p);
         have_best = true;
-        plan.strategy = std::string(s.name) + (fit == Fit::kFirst ? "/first-fit" : "/best-fit");
+        plan.strategy = std::string(s.name) + (fit == Fit::kFirst ? "/first-fit" : "/best-fit") +
+                        (sweep_only ? " (sweep)" : "");
       }
       if (best.end == plan.liveness_lower_bound) break;
     }

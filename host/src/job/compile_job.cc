@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "compiler/graph_hash.h"
+#include "compiler/memory_limited_search.h"
 #include "job/manifest.h"
 #include "sinkrt/host/compiled_job.h"
 
@@ -98,12 +99,23 @@ Result<CompiledJob> CompileJob(const Graph& network, CompileOptions options, con
     SINKRT_RETURN_IF_ERROR(context.Validate({ParallelMode::AutoParallel}), "compile graph '" + network.name() + "'");
     SINKRT_RETURN_IF_ERROR(network.status(), "compile graph '" + network.name() + "'");
     // Once for every rank: each compiles its slice of the same planned graph.
-    Graph planned = network;
-    SINKRT_ASSIGN_OR_RETURN(AutoParallelPlan plan, PlanAutoParallel(planned, AutoParallelOptionsFor(options)),
-                            "compile graph '" + network.name() + "'");
-    options.parallel_mode = ParallelMode::SemiAutoParallel;
-    SINKRT_ASSIGN_OR_RETURN(CompiledJob job, CompileJob(planned, std::move(options), cache_dir));
-    job.auto_parallel = std::move(plan);
+    // Within device_memory: the largest rank's compiled arena, not the
+    // search's estimate (compiler/memory_limited_search.h).
+    CompileOptions semi = options;
+    semi.parallel_mode = ParallelMode::SemiAutoParallel;
+    SINKRT_ASSIGN_OR_RETURN(
+        auto searched,
+        compiler::SearchAndCompileWithinLimit<CompiledJob>(
+            network, AutoParallelOptionsFor(options),
+            [&](const Graph& planned) { return CompileJob(planned, semi, cache_dir); },
+            [](const CompiledJob& job) {
+              uint64_t most = 0;
+              for (const CompiledStream& s : job.ranks) most = std::max(most, s.report.arena_bytes);
+              return most;
+            }),
+        "compile graph '" + network.name() + "'");
+    CompiledJob job = std::move(searched.first);
+    job.auto_parallel = std::move(searched.second);
     return job;
   }
   const uint64_t graph_hash = GraphHash(network);

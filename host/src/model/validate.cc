@@ -1,8 +1,10 @@
 #include "model/validate.h"
 
-#include <cerrno>
 #include <cstdlib>
+#include <optional>
 #include <string>
+
+#include "sinkrt/runtime/env.h"
 
 namespace sinkrt::host {
 namespace {
@@ -29,13 +31,11 @@ std::string Names(const std::vector<ColumnSpec>& columns) {
 Result<uint32_t> SinkQueueCapacity(uint32_t configured) {
   const char* env = std::getenv("MS_DATASET_SINK_QUEUE");
   if (!env || !*env) return configured;
-  errno = 0;
-  char* end = nullptr;
-  const long v = std::strtol(env, &end, 10);
   // MindSpore reads it with atoi, so anything that is not a number reads as
-  // 0 and gets the "> 0" message.
-  const bool number = end != env && *end == '\0' && errno == 0;
-  if (!number || v <= 0)
+  // 0 and gets the "> 0" message (a negative one too).
+  const std::optional<long long> parsed = ParseNonNegativeInteger(env);
+  const long long v = parsed.value_or(0);
+  if (v <= 0)
     return InvalidArgument("Invalid data queue capacity. Expect env variable MS_DATASET_SINK_QUEUE > 0, "
                            "but got '" + std::string(env) + "'.");
   if (v > 128)

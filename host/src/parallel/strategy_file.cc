@@ -1,11 +1,13 @@
 #include "parallel/strategy_file.h"
 
+#include <algorithm>
 #include <charconv>
 #include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "job/manifest.h"
+#include "parallel/partition_plan.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/runtime/file_io.h"
 
@@ -20,6 +22,19 @@ using Json = nlohmann::ordered_json;
 std::string Quote(const std::string& s) {
   return Json(s).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
+
+// A value from the file as messages show it: JSON, cut at kMaxEcho
+// characters (a 10 MB "format" string went to stderr whole).
+constexpr size_t kMaxEcho = 80;
+
+std::string Clip(const std::string& text) {
+  if (text.size() <= kMaxEcho) return text;
+  size_t cut = kMaxEcho;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
+  return text.substr(0, cut) + "... (" + std::to_string(text.size()) + " characters)";
+}
+
+std::string Echo(const Json& j) { return Clip(j.dump(-1, ' ', false, Json::error_handler_t::replace)); }
 
 // "[2, 1]"
 template <typename T>
@@ -48,6 +63,15 @@ std::string Format(const std::vector<std::pair<std::string, std::string>>& heade
   return out + "\n}\n";
 }
 
+// {"x": [8, 16], "label": [8]}: the graph's inputs, so that a file used at
+// another batch can say so.
+std::string InputShapes(const Graph& graph) {
+  std::string s = "{";
+  for (const TensorInfo& t : graph.tensors())
+    if (t.kind == TensorKind::Input) s += (s.size() > 1 ? ", " : "") + Quote(t.name) + ": " + List(t.shape);
+  return s + "}";
+}
+
 std::optional<uint64_t> ParseHex64(const std::string& s) {
   if (s.size() != 18 || s.compare(0, 2, "0x") != 0) return std::nullopt;
   uint64_t v = 0;
@@ -58,10 +82,10 @@ std::optional<uint64_t> ParseHex64(const std::string& s) {
 
 // Typed reads whose errors name the file and the field.
 struct Reader {
-  const std::string& path;
+  std::string path;
 
   Status Error(const std::string& field, const std::string& message) const {
-    return InvalidArgument("strategy file " + path + ": \"" + field + "\" " + message);
+    return InvalidArgument("strategy file " + path + ": \"" + Clip(field) + "\" " + message);
   }
   Result<const Json*> Field(const Json& j, const char* key) const {
     auto it = j.find(key);
@@ -69,14 +93,14 @@ struct Reader {
     return &*it;
   }
   Result<int64_t> Int(const Json& j, const std::string& field) const {
-    if (!j.is_number_integer()) return Error(field, "is " + j.dump() + ", not an integer");
+    if (!j.is_number_integer()) return Error(field, "is " + Echo(j) + ", not an integer");
     return j.get<int64_t>();
   }
   Result<std::vector<int64_t>> Ints(const Json& j, const std::string& field) const {
-    if (!j.is_array()) return Error(field, "is " + j.dump() + ", not a list of integers");
+    if (!j.is_array()) return Error(field, "is " + Echo(j) + ", not a list of integers");
     std::vector<int64_t> v;
     for (const Json& e : j) {
-      if (!e.is_number_integer()) return Error(field, "is " + j.dump() + ", not a list of integers");
+      if (!e.is_number_integer()) return Error(field, "is " + Echo(j) + ", not a list of integers");
       v.push_back(e.get<int64_t>());
     }
     return v;
@@ -85,7 +109,7 @@ struct Reader {
 
 Result<TensorLayout> ReadLayout(const Reader& rd, const Json& j, const std::string& field, int64_t device_num) {
   if (!j.is_object())
-    return rd.Error(field, "is " + j.dump() + ", not an object with dev_matrix, tensor_map and shape");
+    return rd.Error(field, "is " + Echo(j) + ", not an object with dev_matrix, tensor_map and shape");
   TensorLayout l;
   for (const char* key : {"dev_matrix", "tensor_map", "shape"}) {
     if (!j.contains(key)) return rd.Error(field, std::string("has no \"") + key + "\"");
@@ -116,6 +140,7 @@ Status WriteStrategyFile(const std::string& path, const Graph& graph, int64_t de
       {"version", std::to_string(kStrategyFileVersion)},
       {"graph", Quote(graph.name())},
       {"graph_hash", Quote(job::Hex64(GraphHashWithoutStrategies(graph)))},
+      {"inputs", InputShapes(graph)},
       {"device_num", std::to_string(device_num)},
       {"stage", "0"}};
 
@@ -166,24 +191,41 @@ Result<StrategyFileContents> ReadStrategyFile(const std::string& path) {
     return InvalidArgument("strategy file " + path + ": not JSON (" + e.what() + ")");
   }
   if (!j.is_object()) return InvalidArgument("strategy file " + path + ": not a JSON object");
-  const Reader rd{path};
+  const Reader rd{Clip(path)};
   StrategyFileContents c;
   c.source = path;
 
   SINKRT_ASSIGN_OR_RETURN(const Json* format, rd.Field(j, "format"));
   if (!format->is_string() || format->get<std::string>() != kStrategyFileFormat)
-    return rd.Error("format", "is " + format->dump() + ", this build reads \"" + kStrategyFileFormat + "\"");
+    return rd.Error("format", "is " + Echo(*format) + ", this build reads \"" + kStrategyFileFormat + "\"");
   SINKRT_ASSIGN_OR_RETURN(const Json* version, rd.Field(j, "version"));
-  if (!version->is_number_integer() || version->get<int64_t>() != kStrategyFileVersion)
-    return rd.Error("version", "is " + version->dump() + ", this build reads version " +
-                                   std::to_string(kStrategyFileVersion));
+  const std::string version_text = std::to_string(kStrategyFileVersion);
+  // "1" is the right version in the wrong type: saying "this build reads
+  // version 1" of it read as nonsense.
+  if (version->is_string())
+    return rd.Error("version", "is " + Echo(*version) + ", a string: the version is a number (\"version\": " +
+                                   version_text + ")");
+  if (!version->is_number_integer())
+    return rd.Error("version", "is " + Echo(*version) + ", not an integer (this build reads version " + version_text +
+                                   ")");
+  if (version->get<int64_t>() != kStrategyFileVersion)
+    return rd.Error("version", "is " + Echo(*version) + ", this build reads version " + version_text);
   SINKRT_ASSIGN_OR_RETURN(const Json* graph, rd.Field(j, "graph"));
-  if (!graph->is_string()) return rd.Error("graph", "is " + graph->dump() + ", not a string");
+  if (!graph->is_string()) return rd.Error("graph", "is " + Echo(*graph) + ", not a string");
   c.graph_name = graph->get<std::string>();
   SINKRT_ASSIGN_OR_RETURN(const Json* hash, rd.Field(j, "graph_hash"));
   const std::optional<uint64_t> h = hash->is_string() ? ParseHex64(hash->get<std::string>()) : std::nullopt;
-  if (!h) return rd.Error("graph_hash", "is " + hash->dump() + ", not \"0x\" and 16 hex digits");
+  if (!h) return rd.Error("graph_hash", "is " + Echo(*hash) + ", not \"0x\" and 16 hex digits");
   c.graph_hash = *h;
+  // Optional (files written before it lack it): what tells a file written
+  // at another batch from one for another graph.
+  if (auto in = j.find("inputs"); in != j.end()) {
+    if (!in->is_object()) return rd.Error("inputs", "is " + Echo(*in) + ", not an object (input name -> shape)");
+    for (auto it = in->begin(); it != in->end(); ++it) {
+      SINKRT_ASSIGN_OR_RETURN(std::vector<int64_t> shape, rd.Ints(it.value(), "inputs." + it.key()));
+      c.inputs.emplace_back(it.key(), std::move(shape));
+    }
+  }
   SINKRT_ASSIGN_OR_RETURN(const Json* device_num, rd.Field(j, "device_num"));
   SINKRT_ASSIGN_OR_RETURN(c.device_num, rd.Int(*device_num, "device_num"));
   if (c.device_num < 1) return rd.Error("device_num", "is " + std::to_string(c.device_num) + ", not >= 1");
@@ -195,11 +237,11 @@ Result<StrategyFileContents> ReadStrategyFile(const std::string& path) {
   if (!ops->is_object()) return rd.Error("ops", "is not an object (op name -> strategy)");
   for (auto it = ops->begin(); it != ops->end(); ++it) {
     const std::string field = "ops." + it.key();
-    if (!it.value().is_array()) return rd.Error(field, "is " + it.value().dump() + ", not a list of lists of integers");
+    if (!it.value().is_array()) return rd.Error(field, "is " + Echo(it.value()) + ", not a list of lists of integers");
     Strategy s;
     for (const Json& entry : it.value()) {
       Result<std::vector<int64_t>> dims = rd.Ints(entry, field);
-      if (!dims.ok()) return rd.Error(field, "is " + it.value().dump() + ", not a list of lists of integers");
+      if (!dims.ok()) return rd.Error(field, "is " + Echo(it.value()) + ", not a list of lists of integers");
       s.push_back(std::move(dims).value());
     }
     c.ops.emplace_back(it.key(), std::move(s));
@@ -214,30 +256,101 @@ Result<StrategyFileContents> ReadStrategyFile(const std::string& path) {
   return c;
 }
 
+namespace {
+
+// What makes the graph hash differ from the file's, when the file
+// recorded its inputs: a shape (the batch, when only the first dimension
+// differs) or, the inputs being equal, the ops or initialisers.
+std::string WhatDiffers(const StrategyFileContents& c, const Graph& graph) {
+  if (c.inputs.empty()) return "";
+  for (const auto& [name, shape] : c.inputs) {
+    const TensorId t = graph.FindTensor(name);
+    if (t == kInvalidTensor || graph.tensor(t).kind != TensorKind::Input)
+      return ": the file's input " + Clip(name) + " is not an input of this graph";
+    const Shape& here = graph.tensor(t).shape;
+    if (here == shape) continue;
+    std::string why = ": input " + Clip(name) + " is " + ShapeToString(here) + " here, " + ShapeToString(shape) +
+                      " in the file";
+    const bool only_batch = here.size() == shape.size() && !here.empty() &&
+                            std::equal(here.begin() + 1, here.end(), shape.begin() + 1);
+    if (only_batch)
+      why += " (batch " + std::to_string(here[0]) + ", the file's " + std::to_string(shape[0]) +
+             "): write the file again at this batch, or compile at the file's";
+    return why;
+  }
+  if (graph.name() != c.graph_name)
+    return ": the names differ (a graph's name is part of its hash), and the ops, their shapes or the initialisers "
+           "may too";
+  return ": the inputs are the same, so the ops, their shapes or the initialisers differ";
+}
+
+// Each rank holds the same piece under both layouts.
+bool SameSlices(const TensorLayout& a, const TensorLayout& b, int64_t device_num) {
+  if (SliceShape(a) != SliceShape(b)) return false;
+  for (int64_t r = 0; r < device_num; ++r)
+    if (SliceOffset(a, r) != SliceOffset(b, r)) return false;
+  return true;
+}
+
+// The file's parameter layouts must be the ones its op strategies give
+// (they are written from them): a file edited in one place and not the
+// other is refused rather than half applied.
+Status CheckParameterLayouts(const StrategyFileContents& c, const Graph& sharded, const std::string& file) {
+  if (c.parameters.empty()) return Status::Ok();
+  std::vector<Strategy> strategies;
+  for (const OpNode& op : sharded.ops()) strategies.push_back(op.strategy);
+  Result<PartitionPlan> plan =
+      PlanPartition(sharded, strategies, {.device_num = c.device_num, .full_batch = false, .dataset_strategy = {},
+                                          .activation_inputs = {}});
+  if (!plan.ok()) return Status::Ok();  // the compile names what does not partition
+  for (const auto& [name, layout] : c.parameters) {
+    const TensorId t = sharded.FindTensor(name);
+    if (plan->layout_owner[t] < 0) continue;  // no op of the file fixes it
+    const TensorLayout& implied = plan->layouts[t];
+    if (!SameSlices(layout, implied, c.device_num))
+      return InvalidArgument(file + " gives parameter " + Clip(name) + " the layout " + LayoutToString(layout) +
+                             ", but its op strategies give it " + LayoutToString(implied) +
+                             ": the two disagree (write the file again, or edit both)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ApplyStrategies(const StrategyFileContents& c, Graph& graph) {
-  const std::string file = "strategy file " + c.source;
+  const std::string file = "strategy file " + Clip(c.source);
   SINKRT_RETURN_IF_ERROR(graph.status(), file + ": graph '" + graph.name() + "'");
   // Names first: a file for another graph is refused naming the first op
   // that does not match, which says more than two hashes.
   for (const auto& [name, strategy] : c.ops)
     if (graph.FindOp(name) < 0)
-      return InvalidArgument(file + " names op " + name + ", which graph " + graph.name() + " does not have");
+      return InvalidArgument(file + " names op " + Clip(name) + ", which graph " + graph.name() + " does not have");
   for (const auto& [name, layout] : c.parameters) {
     const TensorId t = graph.FindTensor(name);
     if (t == kInvalidTensor || graph.tensor(t).kind != TensorKind::Param)
-      return InvalidArgument(file + " names parameter " + name + ", which graph " + graph.name() + " does not have");
+      return InvalidArgument(file + " names parameter " + Clip(name) + ", which graph " + graph.name() +
+                             " does not have");
     if (graph.tensor(t).shape != layout.shape)
-      return InvalidArgument(file + " gives parameter " + name + " the shape " + ShapeToString(layout.shape) +
+      return InvalidArgument(file + " gives parameter " + Clip(name) + " the shape " + ShapeToString(layout.shape) +
                              "; in graph " + graph.name() + " it is " + ShapeToString(graph.tensor(t).shape));
   }
   const uint64_t hash = GraphHashWithoutStrategies(graph);
-  if (hash != c.graph_hash || graph.name() != c.graph_name)
-    return InvalidArgument(file + " was written for graph " + c.graph_name + " with hash " + job::Hex64(c.graph_hash) +
-                           "; this graph" + (graph.name() == c.graph_name ? "" : ", " + graph.name() + ",") +
-                           " hashes " + job::Hex64(hash));
+  if (hash == c.graph_hash && graph.name() != c.graph_name)
+    return InvalidArgument(file + " was written for graph " + Clip(c.graph_name) + "; this graph is " + graph.name() +
+                           ", the same otherwise (both hash " + job::Hex64(hash) + ")");
+  if (hash != c.graph_hash)
+    return InvalidArgument(file + " was written for graph " + Clip(c.graph_name) + " with hash " +
+                           job::Hex64(c.graph_hash) + "; this graph" +
+                           (graph.name() == c.graph_name ? "" : ", " + graph.name() + ",") + " hashes " +
+                           job::Hex64(hash) + WhatDiffers(c, graph));
   for (const auto& [name, strategy] : c.ops)
     SINKRT_RETURN_IF_ERROR(CheckStrategyShape(graph, graph.ops()[graph.FindOp(name)], strategy), file);
-  for (const auto& [name, strategy] : c.ops) graph.Shard(name, strategy);
+  // On a copy, so that a refused file leaves `graph` unchanged.
+  Graph sharded = graph;
+  for (const auto& [name, strategy] : c.ops) sharded.Shard(name, strategy);
+  SINKRT_RETURN_IF_ERROR(sharded.status());
+  SINKRT_RETURN_IF_ERROR(CheckParameterLayouts(c, sharded, file));
+  graph = std::move(sharded);
   return graph.status();
 }
 

@@ -27,6 +27,9 @@ struct StrategyFileContents {
   std::string source;  // the path it was read from: errors name it
   std::string graph_name;
   uint64_t graph_hash = 0;  // GraphHashWithoutStrategies of that graph
+  // Its inputs' shapes, so a hash mismatch can name the batch; empty in
+  // files written before they were recorded.
+  std::vector<std::pair<std::string, Shape>> inputs;
   int64_t device_num = 0;   // ranks of the stage
   int64_t stage = 0;        // pipeline stage (0 until pipelines exist)
   // In file order (the graph's op order when sinkrt wrote it).
@@ -50,9 +53,11 @@ Result<StrategyFileContents> ReadStrategyFile(const std::string& path);
 // Sets each listed op's strategy on `graph` (others keep theirs). Refused,
 // with `graph` left unchanged, when the file names an op or a parameter the
 // graph does not have (the first one, in file order), when the graph's hash
-// differs from the file's, or when a strategy does not fit its op's inputs
-// (MindSpore's message). Checks that need the job's device count are the
-// compiler's.
+// or name differs from the file's (naming the input whose shape differs:
+// another batch), when a strategy does not fit its op's inputs (MindSpore's
+// message), or when a parameter's layout is not the one the op strategies
+// give it (naming both). Values from the file are cut to 80 characters in
+// messages. Checks that need the job's device count are the compiler's.
 Status ApplyStrategies(const StrategyFileContents& contents, Graph& graph);
 
 }  // namespace sinkrt::host::parallel

@@ -472,6 +472,16 @@ uint64_t SmallestFootprint(const SearchProblem& p) {
 }
 
 Result<SearchResult> DynamicProgramming(const SearchProblem& p, const SearchOptions& options) {
+  if (options.memory_limit_bytes) {
+    // The fastest plan whatever its memory: when it fits, it is the
+    // optimum under the limit too, found without Pareto fronts. Searched
+    // under the limit first, a generous one thinned fronts for nothing and
+    // the result called itself inexact.
+    SearchOptions unlimited = options;
+    unlimited.memory_limit_bytes.reset();
+    Result<SearchResult> fastest = DynamicProgramming(p, unlimited);
+    if (fastest.ok() && fastest->cost.memory_bytes <= *options.memory_limit_bytes) return fastest;
+  }
   std::vector<std::vector<size_t>> keep;
   size_t pruned = 0;
   if (options.prune) {

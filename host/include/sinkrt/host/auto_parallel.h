@@ -80,7 +80,13 @@ struct AutoParallelPlan {
   int64_t device_num = 1;  ///< ranks the plan splits over
   double step_s = 0;          ///< predicted training step time per rank
   uint64_t memory_bytes = 0;  ///< predicted per rank (the search's measure)
-  std::optional<uint64_t> memory_limit_bytes;  ///< the per-rank limit it searched under; none: unlimited
+  std::optional<uint64_t> memory_limit_bytes;  ///< the per-rank limit the compiled arena keeps to; none: unlimited
+  /// The largest per-rank arena compiled from the plan (0 when only searched,
+  /// not compiled): within memory_limit_bytes, or the compile was refused.
+  uint64_t compiled_arena_bytes = 0;
+  /// Searches run: more than 1 when an arena compiled over the limit and the
+  /// search ran again under a limit lowered by the excess.
+  int memory_searches = 1;
   bool exact = true;          ///< false: a Pareto front was thinned under the memory limit
   size_t candidates = 0;      ///< strategies enumerated over all ops
   size_t pruned = 0;          ///< dropped by the Pareto filter

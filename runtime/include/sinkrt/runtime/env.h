@@ -6,17 +6,36 @@
 
 #include <chrono>
 #include <optional>
+#include <string_view>
 
 #include "sinkrt/runtime/status.h"
 
 namespace sinkrt {
 
-/// Every numeric SINKRT_* and HCCL_* variable the runtime and the devices
-/// read, checked together: the first one set to anything but a non-negative
-/// integer is an InvalidArgument naming it and its value. The readers below
-/// skip such a value (they run where no error can be returned), so a
-/// process calls this once at start, where it can refuse to run.
+/// Every numeric and boolean SINKRT_* and HCCL_* variable the runtime and
+/// the devices read, checked together: the first one set to anything but
+/// a non-negative integer (or a boolean, for the switches) is an
+/// InvalidArgument naming it and its value. The readers below skip such a
+/// value (they run where no error can be returned), so a process calls
+/// this once at start, where it can refuse to run.
 Status CheckEnvironment();
+
+/// The one parser of numbers in variables: decimal digits only (no sign,
+/// blank or exponent) that fit a long long; empty otherwise.
+std::optional<long long> ParseNonNegativeInteger(std::string_view value);
+
+/// `name`='`value`' as a non-negative integer: Ok, or an InvalidArgument
+/// naming both that says whether the value is no such number or one too
+/// large.
+Status CheckNonNegativeInteger(const char* name, const char* value);
+
+/// The one parser of switches in variables: 1, true, yes, on and 0, false,
+/// no, off, in any case; empty for anything else.
+std::optional<bool> ParseBoolean(std::string_view value);
+
+/// A switch from `name`; empty when the variable is unset, empty or not a
+/// boolean (CheckEnvironment reports the last).
+std::optional<bool> EnvBoolean(const char* name);
 
 /// A non-negative integer from `name`; empty when the variable is unset or
 /// not such a number (CheckEnvironment reports the latter).

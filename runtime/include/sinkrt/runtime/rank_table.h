@@ -63,13 +63,19 @@ std::string RankTableToJson(const RankTable& table);
 /// _LOCAL_RANK/_LOCAL_SIZE (Open MPI), PMI_RANK/PMI_SIZE/MPI_LOCALNRANKS
 /// (MPICH), SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID (Slurm), in that order. Unset fields stay
 /// empty; a variable
-/// that is set but not a non-negative integer is an error naming it.
+/// that is set but not a non-negative integer (or above 2^32 - 1) is an error
+/// naming it, and so is a world size without its rank (RANK_SIZE without
+/// RANK_ID; Open MPI's and MPICH's likewise; Slurm's SLURM_NTASKS alone is
+/// an allocation's shell, not a rank). A rank without a size is returned as
+/// such: init() may take the size from InitOptions, and a tool that needs
+/// it names `size_source`.
 struct LaunchRank {
   std::optional<uint32_t> rank;  ///< the process's rank, when a launcher set it
   std::optional<uint32_t> world_size;  ///< the world size, when a launcher set it
   std::optional<uint32_t> local_rank;  ///< device index on this host
   std::optional<uint32_t> local_size;  ///< ranks on this host
   std::string source;                  ///< the variable the rank came from
+  std::string size_source;             ///< the variable the world size is read from (set or not)
 };
 /// This process's LaunchRank, from the launchers' variables named above.
 Result<LaunchRank> LaunchRankFromEnvironment();
