@@ -2,13 +2,15 @@
 // costs, against the in-process device and a plain socket.
 //
 //   BM_ControlRoundTrip  RunSink of 0 steps (one control round trip) on a
-//                        RemoteDevice to a real sinkd, and on an
-//                        InProcessDevice for reference; time per call.
+//                        RemoteDevice to a real sinkd (daemon:1 plain,
+//                        daemon:2 over TLS with client certificates), and on
+//                        an InProcessDevice for reference; time per call.
 //   BM_PushBatch         PushBatch throughput into a daemon: per iteration
 //                        `capacity` batches of the 784-512-256-10 MLP, then
 //                        ClearQueue (which returns once the daemon has
 //                        dropped them and returned the credits), so nothing
-//                        consumes batches and only the data path is timed.
+//                        consumes batches and only the data path is timed;
+//                        tls:1 over TLS.
 //   BM_SocketCopy        the limit: the same bytes over a plain loopback TCP
 //                        connection between two threads of this process,
 //                        tuned as the wire's sockets (sinkrt::TuneSocket), the
@@ -22,7 +24,8 @@
 //   BM_Train             Model.train of the MLP at batch 64 on synthetic data
 //                        (64 steps per epoch), sink mode (sink_size -1) vs
 //                        dataset_sink_mode=false, through a daemon started
-//                        with --threads 1 and 2, and in-process for reference.
+//                        with --threads 1 and 2 (daemon:2: over TLS, one
+//                        thread), and in-process for reference.
 //
 // After the benchmarks, main prints the ratios the figures are read by: the
 // gain from sinking, PushBatch against the plain socket, the daemon's round
@@ -60,6 +63,7 @@
 #include "support/model_fixtures.h"
 #include "support/sinkd_process.h"
 #include "support/test_models.h"
+#include "support/tls_certs.h"
 
 #ifndef SINKD_PATH
 #error "wire_bench needs SINKD_PATH (bench/CMakeLists.txt sets it to the built sinkd)"
@@ -77,6 +81,23 @@ uint64_t BatchBytes(int64_t batch) { return static_cast<uint64_t>(batch) * (kFea
 
 // -- daemons ------------------------------------------------------------------
 
+// The TLS daemons' and the host's certificates, written on first use.
+const std::filesystem::path& TlsDir() {
+  static const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("wire_bench_tls_" + std::to_string(getpid()));
+  return dir;
+}
+const testing::TlsTestFiles& TlsFiles() {
+  static const testing::TlsTestFiles files = [] {
+    std::filesystem::create_directories(TlsDir());
+    return testing::WriteTlsTestFiles(TlsDir().string());
+  }();
+  return files;
+}
+
+// Daemons by key: their thread count, + kTlsKey for one with TLS.
+constexpr int kTlsKey = 1000;
+
 std::map<int, std::unique_ptr<testing::SinkdProcess>>& Daemons() {
   static auto* daemons = new std::map<int, std::unique_ptr<testing::SinkdProcess>>();
   return *daemons;
@@ -87,14 +108,21 @@ std::filesystem::path DaemonLog(int threads) {
          ("wire_bench_" + std::to_string(getpid()) + "_t" + std::to_string(threads) + ".log");
 }
 
-// The address of a daemon with `threads` kernel threads, started on first use.
-Result<Address> Daemon(int threads) {
+// The address of a daemon with `threads` kernel threads (and TLS with client
+// certificates when `tls`), started on first use.
+Result<Address> Daemon(int threads, bool tls = false) {
   auto& daemons = Daemons();
-  auto it = daemons.find(threads);
+  const int key = threads + (tls ? kTlsKey : 0);
+  auto it = daemons.find(key);
   if (it == daemons.end()) {
     auto d = std::make_unique<testing::SinkdProcess>();
-    SINKRT_RETURN_IF_ERROR(d->Start(SINKD_PATH, {"--threads", std::to_string(threads)}, DaemonLog(threads)));
-    it = daemons.emplace(threads, std::move(d)).first;
+    std::vector<std::string> args = {"--threads", std::to_string(threads)};
+    if (tls) {
+      const testing::TlsTestFiles& f = TlsFiles();
+      args.insert(args.end(), {"--tls-cert", f.server_cert, "--tls-key", f.server_key, "--tls-ca", f.ca_cert});
+    }
+    SINKRT_RETURN_IF_ERROR(d->Start(SINKD_PATH, args, DaemonLog(key)));
+    it = daemons.emplace(key, std::move(d)).first;
   }
   return it->second->address();
 }
@@ -106,6 +134,8 @@ void StopDaemons() {
     std::filesystem::remove(DaemonLog(threads), ec);
   }
   Daemons().clear();
+  std::error_code ec;
+  std::filesystem::remove_all(TlsDir(), ec);
 }
 
 host::RemoteOptions BenchRemoteOptions() {
@@ -117,9 +147,11 @@ host::RemoteOptions BenchRemoteOptions() {
   return o;
 }
 
-Result<std::unique_ptr<DeviceLink>> ConnectDaemon(int threads) {
-  SINKRT_ASSIGN_OR_RETURN(Address address, Daemon(threads));
-  SINKRT_ASSIGN_OR_RETURN(auto remote, host::RemoteDevice::Connect(address, BenchRemoteOptions()));
+Result<std::unique_ptr<DeviceLink>> ConnectDaemon(int threads, bool tls = false) {
+  SINKRT_ASSIGN_OR_RETURN(Address address, Daemon(threads, tls));
+  host::RemoteOptions options = BenchRemoteOptions();
+  if (tls) options.tls = {TlsFiles().client_cert, TlsFiles().client_key, TlsFiles().ca_cert};
+  SINKRT_ASSIGN_OR_RETURN(auto remote, host::RemoteDevice::Connect(address, options));
   return std::unique_ptr<DeviceLink>(std::move(remote));
 }
 
@@ -159,7 +191,7 @@ void BM_ControlRoundTrip(benchmark::State& state) {
   const bool daemon = state.range(0) != 0;
   std::unique_ptr<DeviceLink> device;
   if (daemon) {
-    auto d = ConnectDaemon(1);
+    auto d = ConnectDaemon(1, state.range(0) == 2);
     if (!d.ok()) return state.SkipWithError(d.status().ToString().c_str());
     device = std::move(*d);
   } else {
@@ -175,6 +207,7 @@ void BM_ControlRoundTrip(benchmark::State& state) {
 BENCHMARK(BM_ControlRoundTrip)
     ->ArgName("daemon")
     ->Arg(1)
+    ->Arg(2)
     ->Arg(0)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime()
@@ -184,7 +217,7 @@ BENCHMARK(BM_ControlRoundTrip)
 
 void BM_PushBatch(benchmark::State& state) {
   const int64_t batch = state.range(0);
-  auto device = ConnectDaemon(1);
+  auto device = ConnectDaemon(1, state.range(1) != 0);
   if (!device.ok()) return state.SkipWithError(device.status().ToString().c_str());
   DeviceLink& dev = **device;
   if (Status st = LoadMlp(dev, batch, kCapacity); !st.ok()) return state.SkipWithError(st.ToString().c_str());
@@ -197,7 +230,12 @@ void BM_PushBatch(benchmark::State& state) {
   }
   SetTransferCounters(state, BatchBytes(batch));
 }
-BENCHMARK(BM_PushBatch)->ArgName("batch")->Arg(64)->Arg(256)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_PushBatch)
+    ->ArgNames({"batch", "tls"})
+    ->ArgsProduct({{64, 256}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(1.0);
 
 // Receive memory as the daemon's queue slots get it (device/src/arena.cc):
 // mmap'd, 2 MiB aligned with MADV_HUGEPAGE when that large, pre-touched.
@@ -335,7 +373,7 @@ void BM_Train(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(2));
   std::unique_ptr<DeviceLink> device;
   if (daemon) {
-    auto d = ConnectDaemon(threads);
+    auto d = ConnectDaemon(threads, state.range(0) == 2);
     if (!d.ok()) return state.SkipWithError(d.status().ToString().c_str());
     device = std::move(*d);
   } else {
@@ -364,6 +402,8 @@ BENCHMARK(BM_Train)
     ->Args({1, 0, 1})
     ->Args({1, 1, 2})
     ->Args({1, 0, 2})
+    ->Args({2, 1, 1})
+    ->Args({2, 0, 1})
     ->Args({0, 1, 1})
     ->Args({0, 0, 1})
     ->Unit(benchmark::kMillisecond)
@@ -371,6 +411,25 @@ BENCHMARK(BM_Train)
     ->MinTime(1.5);
 
 // -- ratios -------------------------------------------------------------------
+
+// What TLS adds to the same figures, measured in the same run.
+void PrintTlsCost(const RecordingReporter& rep) {
+  const double plain = rep.Median("BM_ControlRoundTrip/daemon:1"), tls = rep.Median("BM_ControlRoundTrip/daemon:2");
+  if (plain > 0 && tls > 0)
+    std::printf("TLS: control round trip %.1f us against %.1f us plain (+%.1f us)\n", tls, plain, tls - plain);
+  for (int batch : {64, 256}) {
+    const std::string b = "BM_PushBatch/batch:" + std::to_string(batch);
+    const double p = rep.Median(b + "/tls:0", "bytes/s") / 1e6, t = rep.Median(b + "/tls:1", "bytes/s") / 1e6;
+    if (p > 0 && t > 0) std::printf("TLS: batch %d PushBatch %.0f MB/s against %.0f MB/s plain (%.2fx)\n", batch, t, p, t / p);
+  }
+  for (int sink : {1, 0}) {
+    const std::string s = "/sink:" + std::to_string(sink) + "/threads:1";
+    const double p = rep.Median("BM_Train/daemon:1" + s), t = rep.Median("BM_Train/daemon:2" + s);
+    if (p > 0 && t > 0)
+      std::printf("TLS: %s epoch (64 steps) %.2f ms against %.2f ms plain (%+.1f%%)\n", sink ? "sunk" : "non-sink", t,
+                  p, 100 * (t - p) / p);
+  }
+}
 
 void PrintRatios(const RecordingReporter& rep) {
   std::printf("\n");
@@ -381,7 +440,7 @@ void PrintRatios(const RecordingReporter& rep) {
                 local, ping);
   for (int batch : {64, 256}) {
     const std::string b = std::to_string(batch);
-    double push = rep.Median("BM_PushBatch/batch:" + b, "bytes/s") / 1e6;
+    double push = rep.Median("BM_PushBatch/batch:" + b + "/tls:0", "bytes/s") / 1e6;
     double one = rep.Median("BM_SocketCopy/batch:" + b + "/slots:1", "bytes/s") / 1e6;
     double ring = rep.Median("BM_SocketCopy/batch:" + b + "/slots:" + std::to_string(kCapacity), "bytes/s") / 1e6;
     if (push > 0 && one > 0 && ring > 0)
@@ -399,6 +458,7 @@ void PrintRatios(const RecordingReporter& rep) {
         std::printf("gain from sinking (%s, %d thread%s): %.2fx (sink %.0f samples/s, non-sink %.0f samples/s)\n",
                     daemon ? "daemon" : "in-process", threads, threads > 1 ? "s" : "", s / n, s, n);
     }
+  PrintTlsCost(rep);
 }
 
 }  // namespace

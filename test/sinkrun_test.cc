@@ -38,6 +38,7 @@
 #include "sinkrt/host/local_device_limit.h"
 #include "support/launcher.h"
 #include "support/run_binary.h"
+#include "support/tls_certs.h"
 #include "support/scoped_env.h"
 #include "support/sinkd_process.h"
 #include "sinkrt/host/model_zoo.h"
@@ -645,6 +646,33 @@ class SinkrunSinkdTest : public SinkrunTest {
 
   std::vector<LaunchedDaemon> daemons_;
 };
+
+// TLS to the daemons --devices starts (docs/tls.md): the same numbers as
+// plain frames; the flags that do not apply are refused before training.
+TEST_F(SinkrunSinkdTest, TlsToTheDaemonsTrainsWithThePlainNumbers) {
+  const testing::TlsTestFiles f = testing::WriteTlsTestFiles(dir_.string());
+  const std::string tls = " --tls-cert '" + f.client_cert + "' --tls-key '" + f.client_key + "' --tls-ca '" +
+                          f.ca_cert + "'";
+  const std::string args = std::string(kSmall) + " --seed 5 --threads 1 --devices 2 --parallel data_parallel";
+  RunResult plain = Run(args + ReportFlag());
+  ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
+  const std::vector<json> plain_lines = ReadReport();
+  RunResult secured = Run(args + tls + " --tls-plain-peers" + ReportFlag());
+  ASSERT_EQ(secured.exit_code, 0) << secured.out << secured.err;
+  const std::vector<json> lines = ReadReport();
+  ASSERT_EQ(lines.size(), plain_lines.size());
+  for (size_t e = 0; e + 1 < lines.size(); ++e) EXPECT_EQ(lines[e]["loss"], plain_lines[e]["loss"]) << "epoch " << e;
+  EXPECT_EQ(lines.back()["test_accuracy"], plain_lines.back()["test_accuracy"]);
+
+  RunResult no_plain_peers = Run(args + tls);
+  EXPECT_NE(no_plain_peers.exit_code, 0);
+  EXPECT_NE(no_plain_peers.err.find("--tls-plain-peers"), std::string::npos) << no_plain_peers.err;
+  fs::remove(Report());  // ExpectRefused checks that a refusal writes none
+  ExpectRefused(std::string(kSmall) + " --tls-plain-peers", "--tls-plain-peers applies to the daemons");
+  ExpectRefused(std::string(kSmall) + tls, "--tls-* apply to sinkd");
+  ExpectRefused(std::string(kSmall) + " --devices 1 --tls-ca '" + f.ca_cert + "'",
+                "--devices with TLS starts daemons that need a certificate and a CA");
+}
 
 // The same device code behind a socket: bitwise the same training.
 TEST_F(SinkrunSinkdTest, DevicesOneTrainsOnASinkdWithTheInProcessNumbers) {

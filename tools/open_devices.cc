@@ -21,12 +21,14 @@ namespace {
 // Connects to every rank of `table`, rank r expecting to find rank r.
 // `from_file`: the table was read from a file (not the daemons this run
 // started), so messages name its entry too.
-Status ConnectSinkd(const RankTable& table, const std::string& token, bool from_file, TrainDevices* d) {
+Status ConnectSinkd(const RankTable& table, const std::string& token, const TlsConfig& tls, bool from_file,
+                    TrainDevices* d) {
   d->kind = "sinkd";
   for (size_t r = 0; r < table.ranks.size(); ++r) {
     host::RemoteOptions options = host::RemoteOptions::FromEnvironment();
     options.rank = static_cast<int>(r);
     options.token = token;
+    options.tls = tls;
     if (from_file) options.origin = "rank table entry " + std::to_string(r);
     options.progress = PrintProgress;
     const Address& address = table.ranks[r].address;
@@ -97,6 +99,7 @@ Result<TrainDevices> OpenRankDevice(const TrainFlags& f, const std::optional<Ran
     host::RemoteOptions options = host::RemoteOptions::FromEnvironment();
     options.rank = static_cast<int>(rank);
     options.token = f.token;
+    options.tls = f.tls;
     options.origin = "rank table entry " + std::to_string(rank);
     options.progress = PrintProgress;
     const Address& address = table->ranks[rank].address;
@@ -127,7 +130,7 @@ Result<TrainDevices> OpenDevices(const TrainFlags& f, bool launch, int devices, 
   if (f.per_rank) return OpenRankDevice(f, table);
   TrainDevices d;
   if (table) {
-    SINKRT_RETURN_IF_ERROR(ConnectSinkd(*table, f.token, /*from_file=*/true, &d));
+    SINKRT_RETURN_IF_ERROR(ConnectSinkd(*table, f.token, f.tls, /*from_file=*/true, &d));
     if (f.rank_table_source.starts_with("RANK_TABLE_FILE")) d.describe += ", from " + f.rank_table_source;
     return d;
   }
@@ -136,9 +139,11 @@ Result<TrainDevices> OpenDevices(const TrainFlags& f, bool launch, int devices, 
     options.devices = devices;
     SINKRT_ASSIGN_OR_RETURN(options.sinkd_path, SinkdPath(f.sinkd, argv0));
     options.token = f.token;
+    options.tls = f.tls;
     // Failures come back over the connection; the job log would only
     // interleave with the training lines.
     options.sinkd_args = {"--quiet"};
+    if (f.tls_plain_peers) options.sinkd_args.push_back("--tls-plain-peers");
     options.progress = PrintProgress;
     // Daemons on one machine share its cores: without --threads each gets
     // its share, so their thread teams do not oversubscribe the machine.
@@ -147,7 +152,7 @@ Result<TrainDevices> OpenDevices(const TrainFlags& f, bool launch, int devices, 
       options.sinkd_args.insert(options.sinkd_args.end(), {"--threads", std::to_string(threads)});
     options.bind_cores = BindLocalDaemons(f.no_bind, devices, f.threads);
     SINKRT_ASSIGN_OR_RETURN(d.cluster, host::LocalCluster::Start(options));
-    SINKRT_RETURN_IF_ERROR(ConnectSinkd(d.cluster->rank_table(), f.token, /*from_file=*/false, &d));
+    SINKRT_RETURN_IF_ERROR(ConnectSinkd(d.cluster->rank_table(), f.token, f.tls, /*from_file=*/false, &d));
     return d;
   }
   device::DeviceOptions options = device::DeviceOptions::FromEnvironment();

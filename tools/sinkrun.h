@@ -19,6 +19,7 @@
 #include "sinkrt/runtime/device_link.h"
 #include "sinkrt/runtime/rank_table.h"
 #include "sinkrt/runtime/status.h"
+#include "sinkrt/runtime/tls.h"
 
 namespace sinkrt::device {
 class InProcessDevice;
@@ -56,6 +57,10 @@ struct TrainFlags {
   int devices = 1;  // given explicitly: on sinkd daemons started for the run
   std::string rank_table;
   std::string token;
+  // --tls-cert/--tls-key/--tls-ca (SINKRT_TLS_*): TLS to the daemons, and
+  // the daemons' own certificate when --devices starts them.
+  TlsConfig tls = TlsConfig::FromEnvironment();
+  bool tls_plain_peers = false;  // --tls-plain-peers: passed to the daemons --devices starts
   std::string sinkd;
   std::string parallel = "stand_alone";
   bool gradients_mean = host::kDefaultGradientsMean;  // MindSpore's default, as sinkc's

@@ -230,6 +230,15 @@ int main(int argc, char** argv) {
   train->add_option("--profile-keep", f.profile_keep, "with --profile: keep the last N recorded steps")
       ->check(tools::PositiveInteger())->capture_default_str();
   train->add_option("--token", f.token, "the daemons' --token");
+  train->add_option("--tls-ca", f.tls.ca_file,
+                    "TLS to sinkd: the PEM CA its certificate chains to (default: SINKRT_TLS_CA; docs/tls.md)");
+  train->add_option("--tls-cert", f.tls.cert_file,
+                    "TLS: this client's PEM certificate, for a sinkd with --tls-ca; with --devices also the "
+                    "daemons' own (default: SINKRT_TLS_CERT)");
+  train->add_option("--tls-key", f.tls.key_file, "TLS: the PEM private key of --tls-cert (default: SINKRT_TLS_KEY)");
+  train->add_flag("--tls-plain-peers", f.tls_plain_peers,
+                  "with --devices N > 1 and TLS: the daemons' links to each other stay plain (sinkd "
+                  "--tls-plain-peers; the data plane has no TLS yet)");
   train->add_option("--sinkd", f.sinkd, "the sinkd binary for --devices (default: SINKRT_SINKD, or beside sinkrun)");
 
   tools::LaunchFlags l;

@@ -304,6 +304,13 @@ int Train(const TrainFlags& flags, const CLI::App& cmd, const char* argv0, Clock
   if (!f.token.empty() && !launch_sinkd && f.rank_table.empty() && f.streams.empty() && !f.per_rank)
     return Usage("--token applies to sinkd (--devices or --rank-table) and to one process per rank, not to the "
                  "in-process device of a single process");
+  if (f.tls.enabled() && !launch_sinkd && f.rank_table.empty())
+    return Usage("--tls-* apply to sinkd (--devices or --rank-table), not to an in-process device");
+  if (f.tls_plain_peers && !(launch_sinkd && f.tls.enabled()))
+    return Usage("--tls-plain-peers applies to the daemons --devices starts with TLS (--tls-cert, --tls-key, --tls-ca)");
+  if (launch_sinkd && f.tls.enabled() && (f.tls.cert_file.empty() || f.tls.ca_file.empty()))
+    return Usage("--devices with TLS starts daemons that need a certificate and a CA: give --tls-cert, --tls-key "
+                 "and --tls-ca");
   if (!f.sinkd.empty() && !launch_sinkd && f.streams.empty()) return Usage("--sinkd applies to --devices, which starts a sinkd");
   if (f.threads > 0 && !f.rank_table.empty())
     return Usage("--threads: the daemons of a rank table (" + f.rank_table_source +

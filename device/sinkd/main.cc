@@ -1,7 +1,7 @@
 // sinkd: the device runtime daemon, one per device.
 //
 //   sinkd [--listen HOST:PORT | --listen HOST --base-port P] [--token T] [--rank R]
-//         [--threads N] [--cpus LIST]
+//         [--threads N] [--cpus LIST] [--tls-cert PEM --tls-key PEM [--tls-ca PEM] [--tls-plain-peers]]
 //   sinkd --version
 //
 // Prints one line "sinkd: rank R listening on HOST:PORT (pid P)" on stdout
@@ -32,6 +32,8 @@ struct Flags {
   std::string listen;
   int base_port = -1;
   std::string token;
+  sinkrt::TlsConfig tls = sinkrt::TlsConfig::FromEnvironment();
+  bool tls_plain_peers = false;
   int rank = -1;
   int threads = -1;
   std::string cpus;
@@ -61,6 +63,14 @@ int main(int argc, char** argv) {
                  "port of local device 0; this daemon listens on base + its local rank (rank table convention)")
       ->check(CLI::Range(1, 65535));
   app.add_option("--token", f.token, "secret every host must send (required when listening beyond loopback)");
+  app.add_option("--tls-cert", f.tls.cert_file,
+                 "PEM certificate: hosts must connect with TLS (default: SINKRT_TLS_CERT; docs/tls.md)");
+  app.add_option("--tls-key", f.tls.key_file, "PEM private key of --tls-cert (default: SINKRT_TLS_KEY)");
+  app.add_option("--tls-ca", f.tls.ca_file,
+                 "PEM CA: hosts must present a certificate it signed (mutual TLS; default: SINKRT_TLS_CA)");
+  app.add_flag("--tls-plain-peers", f.tls_plain_peers,
+               "with TLS: peer daemons of a world connect in plain frames, and the data plane stays plain TCP "
+               "(needed for worlds of more than one daemon)");
   app.add_option("--rank", f.rank, "this device's rank (default: RANK_ID, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID, or 0)")
       ->check(sinkrt::tools::NonNegativeInteger());
   app.add_option("--threads", f.threads, "kernel threads (default: every core this process may use)")
@@ -129,6 +139,8 @@ int main(int argc, char** argv) {
   }
   options.listen = sinkrt::Address{host, static_cast<uint16_t>(port)};
   options.token = f.token;
+  options.tls = f.tls;
+  options.tls_plain_peers = f.tls_plain_peers;
   if (f.threads > 0) options.device.threads = f.threads;
   if (f.hello_timeout_ms > 0) options.hello_timeout = std::chrono::milliseconds(f.hello_timeout_ms);
   if (f.getnext_timeout_ms > 0) options.device.get_next_timeout = std::chrono::milliseconds(f.getnext_timeout_ms);

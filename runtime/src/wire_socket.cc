@@ -11,6 +11,8 @@
 #include <cstring>
 #include <thread>
 
+#include "tls/tls_internal.h"
+
 namespace sinkrt {
 namespace {
 
@@ -135,11 +137,44 @@ Status FrameSocket::Send(std::span<const uint8_t> message, std::span<const std::
   for (size_t i = 0; i < payload.size(); ++i) buffers[2 + i] = asio::buffer(payload[i].data(), payload[i].size());
   std::span<asio::const_buffer> seq(buffers, n);
   std::lock_guard<std::mutex> lk(send_mu_);
+  if (tls_) return SendTls(seq);
   asio::error_code ec;
   asio::write(socket_, seq, ec);
   if (ec) return Unavailable("sending to " + peer_ + ": " + ec.message());
   return Status::Ok();
 }
+
+// Under send_mu_. Pieces below a TLS record's size are gathered first, so a
+// request leaves as one record and one segment instead of one per piece;
+// large payloads go straight from where they lie.
+Status FrameSocket::SendTls(std::span<const asio::const_buffer> pieces) {
+  constexpr size_t kRecordBytes = 16 * 1024;
+  auto flush = [&]() -> Status {
+    if (tls_staging_.empty()) return Status::Ok();
+    Status st = TlsWrite(*tls_, tls_staging_.data(), tls_staging_.size(), peer_);
+    tls_staging_.clear();
+    return st;
+  };
+  for (const auto& b : pieces) {
+    const auto* p = static_cast<const uint8_t*>(b.data());
+    if (tls_staging_.size() + b.size() <= kRecordBytes) {
+      tls_staging_.insert(tls_staging_.end(), p, p + b.size());
+      continue;
+    }
+    SINKRT_RETURN_IF_ERROR(flush());
+    SINKRT_RETURN_IF_ERROR(TlsWrite(*tls_, p, b.size(), peer_));
+  }
+  return flush();
+}
+
+Status FrameSocket::StartTls(const TlsContext& context, Deadline deadline) {
+  if (tls_) return Internal("StartTls on a connection that already speaks TLS");
+  SINKRT_ASSIGN_OR_RETURN(tls_, TlsHandshake(context, socket_.native_handle(), peer_, deadline));
+  tls_staging_.reserve(16 * 1024);
+  return Status::Ok();
+}
+
+std::string FrameSocket::transport() const { return tls_ ? TlsDescription(*tls_) : std::string("plain"); }
 
 Status FrameSocket::Send(const flatbuffers::FlatBufferBuilder& fbb,
                          std::span<const std::span<const uint8_t>> payload) {
@@ -147,6 +182,7 @@ Status FrameSocket::Send(const flatbuffers::FlatBufferBuilder& fbb,
 }
 
 Status FrameSocket::ReadExact(uint8_t* dst, size_t n, Deadline deadline) {
+  if (tls_) return TlsRead(*tls_, dst, n, deadline, peer_);
   int fd = socket_.native_handle();
   while (n > 0) {
     pollfd p{fd, POLLIN, 0};

@@ -67,6 +67,8 @@ struct Daemon::State {
   asio::ip::tcp::acceptor acceptor{io};
   Address bound;
   std::string host_id;  // LocalHostId(), in every Hello this daemon sends
+  // With options.tls: the handshake of every accepted connection.
+  std::shared_ptr<const TlsContext> tls_server;
   std::unique_ptr<PeerHub> hub;  // after io: the sockets it holds live on io
   SinkWorker worker;
   SessionCounters counters;
@@ -90,6 +92,9 @@ struct Daemon::State {
   // evicted meanwhile or the admitted connections are at their limit.
   bool Admit(Connection& c);
   void Serve(Connection& c);
+  // The TLS handshake of an accepted connection, within `deadline`; sets
+  // `plain` for a plain peer that --tls-plain-peers lets in. False: refused.
+  bool SecureConnection(FrameSocket& socket, Deadline deadline, bool* plain);
   void ServeHost(Connection& c, const fb::Hello& hello);
   void ServePeer(Connection& c, const fb::Hello& hello);
   void SendHello(FrameSocket& socket, bool busy);
@@ -105,11 +110,24 @@ Daemon::~Daemon() {
   Wait();
 }
 
+// The daemon's TLS context for its port, from its options (null: plain).
+static Result<std::shared_ptr<const TlsContext>> MakeDaemonTls(const DaemonOptions& o) {
+  if (!o.tls.enabled()) {
+    if (o.tls_plain_peers) return InvalidArgument("--tls-plain-peers without TLS (--tls-cert, --tls-key)");
+    return std::shared_ptr<const TlsContext>();
+  }
+  return MakeTlsContext(o.tls, TlsRole::kServer);
+}
+
 Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
-  if (!IsLoopback(options.listen.host) && options.token.empty())
+  // Mutual TLS authenticates every client by its certificate, as the token would.
+  const bool mutual_tls = options.tls.enabled() && !options.tls.ca_file.empty();
+  if (!IsLoopback(options.listen.host) && options.token.empty() && !mutual_tls)
     return InvalidArgument("listening on " + options.listen.ToString() +
-                           " lets other machines drive this device: pass --token, which every host must then send");
+                           " lets other machines drive this device: pass --token, which every host must then send, "
+                           "or --tls-ca for TLS with client certificates");
   auto state = std::make_unique<State>();
+  SINKRT_ASSIGN_OR_RETURN(state->tls_server, MakeDaemonTls(options));
   state->options = std::move(options);
   // One peer timeout for every collective of the executor, one rendezvous
   // timeout (by default the same) for joining a world and the hub.
@@ -312,12 +330,39 @@ void Daemon::State::SendHello(FrameSocket& socket, bool busy) {
   (void)socket.Send(fbb);
 }
 
+bool Daemon::State::SecureConnection(FrameSocket& socket, Deadline deadline, bool* plain) {
+  *plain = false;
+  Status st = socket.StartTls(*tls_server, deadline);
+  if (st.ok()) return true;
+  if (st.code() == StatusCode::kFailedPrecondition) {  // plain frames: answered plainly
+    if (options.tls_plain_peers) {
+      *plain = true;
+      return true;
+    }
+    st = PermissionDenied("this sinkd requires TLS (it was started with --tls-cert): connect with --tls-ca, "
+                          "and --tls-cert/--tls-key when it has a CA");
+    SendError(socket, options.rank, st);
+  } else if (st.code() == StatusCode::kDeadlineExceeded) {
+    std::lock_guard<std::mutex> lk(mu);
+    ++stats.hello_timeouts;
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    ++stats.connections_refused;
+  }
+  Log("refused " + socket.peer() + ": " + st.message());
+  return false;
+}
+
 void Daemon::State::Serve(Connection& c) {
   FrameSocket& socket = *c.socket;
   InFrame frame;
-  // One deadline for the whole frame: a client that trickles bytes gets no
-  // more time than one that sends nothing.
-  Status st = socket.Receive(&frame, DeadlineIn(options.hello_timeout));
+  // One deadline for the handshake and the whole frame: a client that
+  // trickles bytes gets no more time than one that sends nothing.
+  const Deadline hello_deadline = DeadlineIn(options.hello_timeout);
+  bool plain = !tls_server;
+  if (tls_server && !SecureConnection(socket, hello_deadline, &plain)) return;
+  Status st = socket.Receive(&frame, hello_deadline);
   if (!st.ok()) {
     // Connected and left (a port scan, a dead launcher), or evicted.
     if (st.code() == StatusCode::kUnavailable) return;
@@ -353,6 +398,9 @@ void Daemon::State::Serve(Connection& c) {
     return refuse(Unimplemented("protocol version " + ProtocolVersion(hello.protocol_major(), hello.protocol_minor()) +
                                 " is not supported: this sinkd (" + kSoftwareName + ") speaks " +
                                 ProtocolVersion(kProtocolMajor, kProtocolMinor)));
+  if (tls_server && plain && hello.role() != fb::PeerRole::Device)
+    return refuse(PermissionDenied("this sinkd takes plain frames only from peer daemons (--tls-plain-peers): "
+                                   "connect with TLS (--tls-ca)"));
   if (!options.token.empty() && (!hello.token() || hello.token()->str() != options.token))
     return refuse(PermissionDenied(std::string(hello.token() && hello.token()->size() ? "wrong" : "missing") +
                                    " token: this sinkd was started with --token"));

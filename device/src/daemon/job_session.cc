@@ -294,6 +294,12 @@ Status JobSession::OnClearQueue(const fb::ClearQueue& request) {
 }
 
 Result<std::vector<PeerAddress>> JobSession::WorldOf(const WorldSpec& spec) const {
+  // The links between daemons (comm/transport/tcp) write the socket
+  // directly, so they cannot carry TLS; the user must say that they stay
+  // plain rather than find out from a peer's refusal.
+  if (options_.tls.enabled() && !options_.tls_plain_peers && spec.members.size() > 1)
+    return FailedPrecondition("this sinkd uses TLS, and the links between daemons of a world are plain TCP: start "
+                              "every daemon of the world with --tls-plain-peers to let them connect");
   SINKRT_ASSIGN_OR_RETURN(std::vector<PeerAddress> world, PeersOf(spec));
   // This rank's own entry must be this daemon: otherwise its peers dial
   // someone else for it and fail with a confusing rank mismatch there.

@@ -197,6 +197,9 @@ Status LocalCluster::Launch() {
     std::vector<std::string> args = {options_.sinkd_path, "--rank", std::to_string(rank),
                                      "--listen", std::string(kLoopback) + ":" + std::to_string(port)};
     if (!options_.token.empty()) args.insert(args.end(), {"--token", options_.token});
+    if (!options_.tls.cert_file.empty()) args.insert(args.end(), {"--tls-cert", options_.tls.cert_file});
+    if (!options_.tls.key_file.empty()) args.insert(args.end(), {"--tls-key", options_.tls.key_file});
+    if (!options_.tls.ca_file.empty()) args.insert(args.end(), {"--tls-ca", options_.tls.ca_file});
     if (!cores.empty() && !cores[rank].empty()) args.insert(args.end(), {"--cpus", FormatCpuList(cores[rank])});
     args.insert(args.end(), options_.sinkd_args.begin(), options_.sinkd_args.end());
     std::vector<char*> argv;
@@ -323,7 +326,7 @@ Status LocalCluster::AwaitHello(Clock::time_point deadline) {
                                 " did not" + (last.ok() ? "" : " (" + last.message() + ")") + "; missing: " +
                                 Missing([](const Daemon& x) { return x.answered; }) +
                                 " (SINKRT_CONNECT_TIMEOUT_MS sets the limit)");
-      auto hello = ProbeDevice(d.address, std::min(left, kProbeTimeout), options_.token);
+      auto hello = ProbeDevice(d.address, std::min(left, kProbeTimeout), options_.token, options_.tls);
       if (hello.ok()) {
         if (hello->rank != d.rank)
           return FailedPrecondition(d.Name() + " at " + d.address.ToString() + " answered as rank " +

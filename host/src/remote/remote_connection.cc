@@ -142,6 +142,13 @@ milliseconds RemoteOptions::join_timeout() const {
   return std::max(reply_timeout, Sane(rendezvous) + milliseconds(10000));
 }
 
+// The TLS handshake as a client when `tls` names any file.
+static Status SecureIfAsked(FrameSocket& socket, const TlsConfig& tls, Clock::time_point deadline) {
+  if (!tls.enabled()) return Status::Ok();
+  SINKRT_ASSIGN_OR_RETURN(std::shared_ptr<const TlsContext> context, MakeTlsContext(tls, TlsRole::kClient));
+  return socket.StartTls(*context, deadline);
+}
+
 Result<std::unique_ptr<RemoteConnection>> RemoteConnection::Open(const Address& address, RemoteOptions options) {
   const std::string target = ConnectTarget(address, options);
   ConnectProgress progress(options, target);
@@ -161,7 +168,9 @@ Result<std::unique_ptr<RemoteConnection>> RemoteConnection::Open(const Address& 
     return Unavailable(target + ": no sinkd answered within " + Seconds(options.connect_timeout) + ": " + last_error);
   }
   std::unique_ptr<FrameSocket> socket = std::move(connected).value();
-  // One budget: what connecting left, for the Hello.
+  // One budget: what connecting left, for the TLS handshake and the Hello.
+  SINKRT_RETURN_IF_ERROR(
+      SecureIfAsked(*socket, options.tls, start + options.connect_timeout).WithContext(target));
   const milliseconds left =
       std::max(milliseconds(1), options.connect_timeout - std::chrono::duration_cast<milliseconds>(Clock::now() - start));
   auto greeted = Handshake(*socket, address, fb::PeerRole::Host, options.rank, options.token, left, &progress);
@@ -359,9 +368,11 @@ void RemoteConnection::ReadLoop() {
   reply_cv.notify_all();
 }
 
-Result<DeviceHello> ProbeDevice(const Address& address, milliseconds timeout, const std::string& token) {
+Result<DeviceHello> ProbeDevice(const Address& address, milliseconds timeout, const std::string& token,
+                                const TlsConfig& tls) {
   const auto start = Clock::now();
   SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<FrameSocket> socket, FrameSocket::Connect(address, timeout));
+  SINKRT_RETURN_IF_ERROR(SecureIfAsked(*socket, tls, start + timeout));
   // One budget for connecting and the answer: a launcher polls many daemons.
   auto left = std::chrono::duration_cast<milliseconds>(timeout - (Clock::now() - start));
   return Handshake(*socket, address, fb::PeerRole::Probe, -1, token, std::max(left, milliseconds(1)));

@@ -34,6 +34,7 @@
 #include "sinkrt/device/device_options.h"
 #include "sinkrt/runtime/address.h"
 #include "sinkrt/runtime/status.h"
+#include "sinkrt/runtime/tls.h"
 #include "sinkrt/runtime/wire.h"
 
 namespace sinkrt::device {
@@ -66,6 +67,15 @@ struct DaemonOptions {
   /// address (see Admission above).
   int max_pending = 64;
   int max_pending_per_address = 8;  ///< pending connections per source address
+  /// TLS on the port (sinkd --tls-cert, --tls-key, --tls-ca): hosts and
+  /// probes handshake before their Hello. With a CA, every client must
+  /// present a certificate it signed (mutual authentication), and a
+  /// non-loopback `listen` needs no token. Empty: plain frames.
+  TlsConfig tls;
+  /// With `tls`: peer daemons connect in plain frames, and the links of a
+  /// world (the data plane) stay plain TCP (sinkd --tls-plain-peers). The
+  /// data plane has no TLS yet, so a world of daemons with `tls` needs it.
+  bool tls_plain_peers = false;
   /// One line per job event; false in tests that count nothing from logs.
   bool log = true;
   /// Non-empty (sinkd --profile DIR): every job is profiled from its load

@@ -28,6 +28,7 @@
 
 #include "sinkrt/runtime/rank_table.h"
 #include "sinkrt/runtime/status.h"
+#include "sinkrt/runtime/tls.h"
 
 namespace sinkrt::host {
 
@@ -49,6 +50,9 @@ struct LocalClusterOptions {
   int base_port = 0;
   std::string sinkd_path;               ///< see FindSinkd
   std::string token;                    ///< passed as --token when not empty
+  /// Passed as --tls-cert, --tls-key and --tls-ca; the readiness probe then
+  /// speaks TLS with the same files.
+  TlsConfig tls;
   std::vector<std::string> sinkd_args;  ///< more flags for every daemon: --quiet, --threads 1
   /// Bind each daemon to its own share of the cores this process may use
   /// (`sinkd --cpus`, ShareCpus in sinkrt/runtime/cpu_set.h): daemons then

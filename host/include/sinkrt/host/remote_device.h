@@ -26,6 +26,7 @@
 
 #include "sinkrt/runtime/address.h"
 #include "sinkrt/runtime/device_link.h"
+#include "sinkrt/runtime/tls.h"
 
 namespace sinkrt::host {
 
@@ -33,6 +34,10 @@ namespace sinkrt::host {
 struct RemoteOptions {
   int rank = -1;                  ///< the rank the daemon must have (-1: any)
   std::string token;              ///< the daemon's --token, if it has one
+  /// TLS to a sinkd started with --tls-cert: `ca_file` verifies the daemon,
+  /// `cert_file` and `key_file` are this client's certificate (needed when
+  /// the daemon has a --tls-ca). Empty: plain frames.
+  TlsConfig tls;
   /// Where the address came from, for messages: "rank table entry 1" makes
   /// them read "rank 1 at 10.0.0.2:7101 (rank table entry 1): ...".
   std::string origin;
@@ -128,6 +133,6 @@ class RemoteDevice final : public DeviceLink {
 /// Asks the daemon at `address` who it is, without taking the device
 /// (launchers use it to wait until every daemon is up).
 Result<DeviceHello> ProbeDevice(const Address& address, std::chrono::milliseconds timeout,
-                                const std::string& token = "");
+                                const std::string& token = "", const TlsConfig& tls = {});
 
 }  // namespace sinkrt::host

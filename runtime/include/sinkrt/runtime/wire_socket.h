@@ -7,6 +7,9 @@
 /// Shutdown() wakes a blocked reader from any thread. A received frame's
 /// payload stays in the socket until ReadPayload or SkipPayload, so the
 /// receiver can put it straight where it belongs (a queue slot, the arena).
+///
+/// StartTls turns a connected socket into a TLS connection (runtime/tls.h):
+/// every frame after it travels encrypted, through the same calls.
 #pragma once
 
 #include <asio/io_context.hpp>
@@ -25,6 +28,9 @@
 #include "sinkrt/runtime/wire.h"
 
 namespace sinkrt {
+
+struct TlsContext;
+struct TlsSession;
 
 /// When a wait gives up; nullopt: never.
 using Deadline = std::optional<std::chrono::steady_clock::time_point>;
@@ -81,6 +87,16 @@ class FrameSocket {
   /// Discards what is left of the payload.
   Status SkipPayload(InFrame* frame, Deadline deadline = std::nullopt);
 
+  /// Runs the TLS handshake as `context`'s role, before any frame, within
+  /// `deadline`; afterwards every Send and Receive is encrypted. A server
+  /// whose client sends plain frames gets FailedPrecondition, and can still
+  /// answer it with a plain Error frame.
+  Status StartTls(const TlsContext& context, Deadline deadline);
+  /// True once StartTls succeeded.
+  bool tls() const { return tls_ != nullptr; }
+  /// "TLSv1.3 TLS_AES_256_GCM_SHA384", or "plain".
+  std::string transport() const;
+
   /// Closes both directions now; a blocked Receive returns kUnavailable.
   /// Safe from any thread.
   void Shutdown();
@@ -94,12 +110,16 @@ class FrameSocket {
 
  private:
   Status ReadExact(uint8_t* dst, size_t n, Deadline deadline);
+  Status SendTls(std::span<const asio::const_buffer> pieces);
+
 
   std::unique_ptr<asio::io_context> owned_context_;  ///< set by Connect
   asio::ip::tcp::socket socket_;
   WireLimits limits_;
   std::string peer_;
   std::mutex send_mu_;
+  std::unique_ptr<TlsSession> tls_;  ///< set by StartTls
+  std::vector<uint8_t> tls_staging_;  ///< under send_mu_: small pieces coalesced into one record
 };
 
 /// Sets TCP_NODELAY, SO_KEEPALIVE (dead peers found in ~15 s) and 4 MiB
