@@ -22,9 +22,12 @@
 #include "comm/rendezvous/connection_plan.h"
 #include "sinkrt/device/communicator.h"
 #include "sinkrt/device/listening_inbox.h"
+#include "support/str_cat.h"
 
 namespace sinkrt::device {
 namespace {
+
+using testing::Cat;
 
 std::vector<uint32_t> Range(uint32_t first, uint32_t end, uint32_t step = 1) {
   std::vector<uint32_t> out;
@@ -54,7 +57,7 @@ void BM_Create(benchmark::State& state) {
         return;
       }
       inboxes.push_back(std::move(inbox).value());
-      world.push_back(PeerAddress{r, inboxes.back()->address(), "h" + std::to_string(r / per_host)});
+      world.push_back(PeerAddress{r, inboxes.back()->address(), Cat("h", std::to_string(r / per_host))});
     }
     CommOptions o;
     o.peer_timeout = std::chrono::seconds(60);
@@ -110,7 +113,7 @@ void BM_Plan(benchmark::State& state) {
   const auto per_host = static_cast<uint32_t>(state.range(1));
   const bool two_level = state.range(2) != 0;
   std::vector<std::string> hosts(n);
-  for (uint32_t r = 0; r < n; ++r) hosts[r] = "h" + std::to_string(r / per_host);
+  for (uint32_t r = 0; r < n; ++r) hosts[r] = Cat("h", std::to_string(r / per_host));
   std::vector<GroupUse> all = DataParallel(n);
   if (two_level) {
     for (uint32_t h = 0; h < n / per_host; ++h) all.push_back({Range(h * per_host, (h + 1) * per_host), kUsesAllReduce});

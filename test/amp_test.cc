@@ -136,7 +136,9 @@ TEST(AmpPass, O2CastsEachParameterOnceAndTheLogitsBack) {
   // Every tensor keeps its id and name; parameters stay f32 (master weights).
   for (TensorId t = 0; t < f.tensors().size(); ++t) {
     EXPECT_EQ(g.tensor(t).name, f.tensor(t).name);
-    if (f.tensor(t).kind == host::TensorKind::Param) EXPECT_EQ(g.tensor(t).dtype, DType::F32) << f.tensor(t).name;
+    if (f.tensor(t).kind == host::TensorKind::Param) {
+      EXPECT_EQ(g.tensor(t).dtype, DType::F32) << f.tensor(t).name;
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include "support/run_binary.h"
 #include "support/sinkd_process.h"
+#include "support/str_cat.h"
 
 namespace sinkrt {
 namespace {
@@ -34,7 +35,7 @@ class AppTest : public ::testing::Test {
     const Status started = daemon.Start(SINKD_PATH, {"--threads", std::to_string(threads)}, (dir_ / "sinkd.log").string());
     EXPECT_TRUE(started.ok()) << started.ToString();
     if (!started.ok()) return {};
-    RunResult r = testing::RunBinary(APP_PATH, "'" + daemon.address().ToString() + "'", dir_);
+    RunResult r = testing::RunBinary(APP_PATH, testing::Cat("'", daemon.address().ToString(), "'"), dir_);
     r.err += daemon.ReadLog();
     return r;
   }

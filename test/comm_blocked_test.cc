@@ -20,6 +20,7 @@
 #include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/blocked_stream.h"
 #include "support/comm_cluster.h"
+#include "support/str_cat.h"
 #include "support/test_util.h"
 
 namespace sinkrt {
@@ -29,6 +30,7 @@ using device::ReduceOp;
 using testing::BlockedBuffer;
 using testing::BlockedStream;
 using testing::BlockedTask;
+using testing::Cat;
 using testing::Cluster;
 using testing::OnEachRank;
 
@@ -284,11 +286,11 @@ TEST(BlockedCollectives, AStreamReducesScattersAndGathersOnTwoDevices) {
   OnEachRank(kN, [&](uint32_t r) {
     // 0..2 gradients, 3..5 their shards (views of block r), 6..8 parameters.
     std::vector<BlockedBuffer> buffers;
-    for (size_t i = 0; i < 3; ++i) buffers.push_back({"g" + std::to_string(i), DType::F32, {kN * block[i]}});
+    for (size_t i = 0; i < 3; ++i) buffers.push_back({Cat("g", std::to_string(i)), DType::F32, {kN * block[i]}});
     for (size_t i = 0; i < 3; ++i)
-      buffers.push_back({"s" + std::to_string(i), DType::F32, {block[i]}, static_cast<int32_t>(i),
+      buffers.push_back({Cat("s", std::to_string(i)), DType::F32, {block[i]}, static_cast<int32_t>(i),
                          static_cast<uint64_t>(r * block[i] * 4)});
-    for (size_t i = 0; i < 3; ++i) buffers.push_back({"p" + std::to_string(i), DType::F32, {kN * block[i]}});
+    for (size_t i = 0; i < 3; ++i) buffers.push_back({Cat("p", std::to_string(i)), DType::F32, {kN * block[i]}});
     const std::vector<BlockedTask> tasks = {{true, 0, fb::ReduceOp::Mean, {0, 1, 2}, {3, 4, 5}},
                                             {false, 0, {}, {3, 4, 5}, {6, 7, 8}}};
     auto v = VerifyTaskStream(BlockedStream(r, kN, buffers, tasks), kReadAll);

@@ -20,12 +20,14 @@
 #include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/alltoall_stream.h"
 #include "support/comm_cluster.h"
+#include "support/str_cat.h"
 
 namespace sinkrt::device {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
+using testing::Cat;
 using testing::Cluster;
 using testing::OnEachRank;
 
@@ -41,7 +43,7 @@ std::vector<uint32_t> Range(uint32_t first, uint32_t end, uint32_t step = 1) {
 // `hosts` hosts of n / hosts ranks each, in rank order (ranks 0..k-1 on h0).
 std::vector<std::string> Hosts(uint32_t n, uint32_t per_host) {
   std::vector<std::string> ids(n);
-  for (uint32_t r = 0; r < n; ++r) ids[r] = "h" + std::to_string(r / per_host);
+  for (uint32_t r = 0; r < n; ++r) ids[r] = Cat("h", std::to_string(r / per_host));
   return ids;
 }
 
@@ -64,7 +66,7 @@ TEST(ConnectionPlan, IsSymmetricForEveryWorldUpTo64AndRandomGroups) {
       // for all, sometimes an unknown (empty) host id.
       std::vector<std::string> hosts(n);
       for (uint32_t r = 0, h = 0; r < n; ++h)
-        for (uint32_t k = 1 + rng() % 8; k > 0 && r < n; --k) hosts[r++] = trial == 1 ? "one" : "h" + std::to_string(h);
+        for (uint32_t k = 1 + rng() % 8; k > 0 && r < n; --k) hosts[r++] = trial == 1 ? "one" : Cat("h", std::to_string(h));
       if (trial == 2 && n > 1) hosts[rng() % n].clear();
       std::vector<GroupUse> groups;
       for (int g = 0, count = static_cast<int>(rng() % 6); g < count; ++g) {
@@ -179,7 +181,7 @@ TEST(CommSparse, AStreamNeedingALinkTheWorldLacksIsRefusedAtLoadNamingThePair) {
           auto v = stream(r);
           return SparseOptions(listed ? CollectiveUses(*v, r) : std::vector<GroupUse>{}, milliseconds(20000));
         },
-        [](uint32_t) { return uint64_t{3}; }, [](uint32_t r) { return "h" + std::to_string(r); });
+        [](uint32_t) { return uint64_t{3}; }, [](uint32_t r) { return Cat("h", std::to_string(r)); });
     ASSERT_TRUE(c.ok()) << c.create_status(0).ToString();
     EXPECT_EQ(c[0].connections(), listed ? n - 1 : 5u);
     std::vector<Status> st(n);
@@ -215,7 +217,7 @@ TEST(CommSparse, RanksThatJoinWithDifferentGroupsFailTheRendezvousNamingThePair)
         o.rendezvous_timeout = milliseconds(3000);
         return o;
       },
-      [](uint32_t) { return uint64_t{5}; }, [](uint32_t r) { return "h" + std::to_string(r); });
+      [](uint32_t) { return uint64_t{5}; }, [](uint32_t r) { return Cat("h", std::to_string(r)); });
   EXPECT_LT(Clock::now() - start, milliseconds(15000));
   for (uint32_t r = 0; r < n; ++r) EXPECT_FALSE(c.create_status(r).ok()) << "rank " << r;
   // Rank 3 (or 5) refuses rank 0's dial only if the dial arrives while it
@@ -389,7 +391,7 @@ TEST(CommSparse, ACollectiveTheRendezvousDidNotPlanIsRefusedNamingThePair) {
   std::vector<std::vector<int64_t>> in(n, std::vector<int64_t>(n * 4)), out(n, std::vector<int64_t>(n * 4, 0));
   Cluster c(
       n, [](uint32_t) { return SparseOptions({}, milliseconds(20000)); }, [](uint32_t) { return uint64_t{7}; },
-      [](uint32_t r) { return "h" + std::to_string(r); });
+      [](uint32_t r) { return Cat("h", std::to_string(r)); });
   ASSERT_TRUE(c.ok()) << c.create_status(0).ToString();
   const Group world = Group::World(n);
   EXPECT_TRUE(c[0].CheckLinks(world, kUsesAllReduce | kUsesBarrier).ok());
@@ -455,7 +457,7 @@ TEST(CommSparse, StallReportAsksTheConnectedMembersAndNamesTheOthers) {
   const uint32_t n = 16;
   Cluster c(
       n, [](uint32_t) { return SparseOptions({}, milliseconds(1500)); }, [](uint32_t) { return uint64_t{9}; },
-      [](uint32_t r) { return "h" + std::to_string(r); });
+      [](uint32_t r) { return Cat("h", std::to_string(r)); });
   ASSERT_TRUE(c.ok()) << c.create_status(0).ToString();
   std::vector<Status> st(n);
   OnEachRank(n, [&](uint32_t r) {

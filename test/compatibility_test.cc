@@ -221,7 +221,9 @@ class SinkdCompatibility : public ::testing::Test {
   // Greets the daemon as a host of protocol major.minor, in `role`.
   std::unique_ptr<FrameSocket> Greet(uint16_t major, uint16_t minor, fb::PeerRole role = fb::PeerRole::Host) {
     auto s = testing::Dial(daemon_.address());
-    if (s) EXPECT_TRUE(testing::SendHello(*s, role, "", major, minor).ok());
+    if (s) {
+      EXPECT_TRUE(testing::SendHello(*s, role, "", major, minor).ok());
+    }
     return s;
   }
 

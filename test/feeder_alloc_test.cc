@@ -149,7 +149,9 @@ int64_t FillAllocations(DeviceLink& dev, BatchWriter& writer, uint32_t capacity)
   const DeviceLink::BatchFiller filler = [&](std::span<const std::span<uint8_t>> slot) { return writer.Write(g, slot); };
   int64_t mine = 0;
   for (int64_t i = 0; i < kBatches + 4; ++i, ++g) {
-    if (i % capacity == 0) EXPECT_TRUE(dev.ClearQueue(0).ok());
+    if (i % capacity == 0) {
+      EXPECT_TRUE(dev.ClearQueue(0).ok());
+    }
     if (i < 4) {  // the first fills size the remote payload buffer
       EXPECT_TRUE(dev.FillBatch(0, filler).ok());
       continue;

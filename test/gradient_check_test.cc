@@ -29,6 +29,7 @@
 #include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/reference_layout_ops.h"
 #include "support/reference_ops.h"
+#include "support/str_cat.h"
 
 namespace sinkrt {
 namespace {
@@ -36,6 +37,7 @@ namespace {
 using host::Graph;
 using host::InitSpec;
 using host::TensorId;
+using testing::Cat;
 using testing::RefTensor;
 using testing::RefWindow;
 
@@ -73,15 +75,6 @@ struct GradCase {
 };
 
 void PrintTo(const GradCase& c, std::ostream* os) { *os << c.name; }
-
-// Appends instead of chaining operator+: GCC 12 warns falsely (-Wrestrict) on
-// "literal" + std::string.
-template <typename... Parts>
-std::string Cat(const Parts&... parts) {
-  std::string s;
-  ((s += parts), ...);
-  return s;
-}
 
 std::string Dims(const Shape& s) {
   std::string out;
@@ -468,7 +461,7 @@ void AddLayoutCases(std::vector<GradCase>& cases) {
       {{3, 4}, {1, 0}}, {{2, 3, 4}, {0, 2, 1}}, {{2, 3, 4, 5}, {2, 0, 3, 1}}, {{2, 3, 4}, {-1, 0, 1}}};
   for (const auto& [s, perm] : transposes) {
     std::string tag;
-    for (int p : perm) tag += p < 0 ? "m" + std::to_string(-p) : std::to_string(p);
+    for (int p : perm) tag += p < 0 ? Cat("m", std::to_string(-p)) : std::to_string(p);
     cases.push_back({Cat("Transpose_", Dims(s), "_perm", tag),
                      {{"x", s}},
                      {},

@@ -84,6 +84,7 @@ void* __libc_malloc(size_t);
 void* __libc_calloc(size_t, size_t);
 void* __libc_realloc(void*, size_t);
 void* __libc_memalign(size_t, size_t);
+void __libc_free(void*);
 
 void* malloc(size_t n) {
   Count();
@@ -131,10 +132,12 @@ void* operator new(size_t n) {
   return p;
 }
 void* operator new[](size_t n) { return operator new(n); }
-void operator delete(void* p) noexcept { free(p); }
-void operator delete[](void* p) noexcept { free(p); }
-void operator delete(void* p, size_t) noexcept { free(p); }
-void operator delete[](void* p, size_t) noexcept { free(p); }
+// The deletes release with the allocator operator new took the memory from
+// (__libc_malloc): free() on it is what GCC 12 flags -Wmismatched-new-delete.
+void operator delete(void* p) noexcept { __libc_free(p); }
+void operator delete[](void* p) noexcept { __libc_free(p); }
+void operator delete(void* p, size_t) noexcept { __libc_free(p); }
+void operator delete[](void* p, size_t) noexcept { __libc_free(p); }
 
 namespace sinkrt {
 namespace {
@@ -325,8 +328,9 @@ void ExpectDataParallelNoAllocations(bool shared_memory, bool profiling = false,
   Counts twelve = run(12);
   EXPECT_EQ(four.ours, 0) << "sinkrt allocated during a 4-step data-parallel run";
   EXPECT_EQ(twelve.ours, 0) << "sinkrt allocated during a 12-step data-parallel run";
-  if (profiling)
+  if (profiling) {
     for (auto& ex : executors) EXPECT_GT(ex->LastProfile().runs[2].size() + ex->LastProfile().runs[3].size(), 0u);
+  }
   ASSERT_GT(twelve.dnnl_calls, 0);
   EXPECT_EQ(twelve.dnnl * four.dnnl_calls, four.dnnl * twelve.dnnl_calls);
   executors.clear();

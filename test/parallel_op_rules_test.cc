@@ -54,6 +54,7 @@
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/in_process_world.h"
+#include "support/str_cat.h"
 
 namespace sinkrt {
 namespace {
@@ -330,7 +331,7 @@ Graph BuildGraph(const Case& c, const Strategy* strategy, std::map<TensorId, std
     // producer is the op itself) run replicated.
     if (t != b.op_output && g.producer(t) >= 0 && g.ops()[g.producer(t)].op == fb::OpCode::Cast)
       g.Shard(t, {ones(g.ops()[g.producer(t)].inputs[0])});
-    const TensorId r = P(g, "r" + std::to_string(i), g.tensor(t).shape);
+    const TensorId r = P(g, testing::Cat("r", std::to_string(i)), g.tensor(t).shape);
     TensorId term = g.Shard(g.Mul(t, r), {ones(t), ones(r)});
     if (!g.tensor(term).shape.empty()) term = g.Shard(g.ReduceSum(term), {ones(term)});
     loss = loss == host::kInvalidTensor ? term : g.Shard(g.Add(loss, term), {{}, {}});

@@ -341,7 +341,9 @@ TEST_F(ParallelOptimizerCheckpoint, WholeTensorsThatResumeBitwiseEitherWay) {
   SINKRT_ASSERT_OK(saved);
   for (const auto& [name, t] : *saved) {
     EXPECT_EQ(name.find("zero_slice"), std::string::npos) << name;
-    if (name == "fc1.weight/adam_m") EXPECT_EQ(t.shape, (Shape{784, 512}));
+    if (name == "fc1.weight/adam_m") {
+      EXPECT_EQ(t.shape, (Shape{784, 512}));
+    }
   }
   LossRecorder want;
   SINKRT_ASSERT_OK(straight->train(1, second, {&want}, false));

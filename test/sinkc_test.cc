@@ -17,6 +17,7 @@
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/graph_file.h"
 #include "support/run_binary.h"
+#include "support/str_cat.h"
 
 namespace sinkrt {
 namespace {
@@ -63,7 +64,7 @@ class SinkcTest : public ::testing::Test {
   RunResult Sinkc(const std::string& args) { return testing::RunBinary(kSinkc, args, dir_); }
   RunResult Sinkrun(const std::string& args) { return testing::RunBinary(kSinkrun, args, dir_); }
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-  std::string Q(const std::string& name) const { return "'" + Path(name) + "'"; }
+  std::string Q(const std::string& name) const { return testing::Cat("'", Path(name), "'"); }
 
   fs::path dir_;
 };

@@ -34,12 +34,12 @@ struct PartitionOptions {
   // MindSpore's dataset_strategy as a tuple: per Input tensor (creation
   // order), its split per dim; the leftover ranks repeat it. Empty: the
   // loss's batch split (or full_batch).
-  std::vector<std::vector<int64_t>> dataset_strategy;
+  std::vector<std::vector<int64_t>> dataset_strategy{};  // {}: lets designated initialisers omit it
   // Inputs that stand for activations rather than data: a pipeline stage's
   // received tensors (docs/pipeline.md). They are placed as the batch is,
   // but their gradients are sent back, so a partial one is reduced as an
   // activation's is (a GradAllReduce in front of its reader).
-  std::vector<TensorId> activation_inputs;
+  std::vector<TensorId> activation_inputs{};  // {}: lets designated initialisers omit it
 };
 
 struct InputPlan {
