@@ -243,6 +243,20 @@ std::vector<RoundTripCase> RoundTripCases() {
                  ASSERT_EQ(w->members()->size(), 2u);
                  EXPECT_EQ(w->members()->Get(1)->address()->str(), "b:2");
                }});
+  c.push_back({fb::MessageBody::Challenge, {},
+               [](B& b) {
+                 const std::vector<uint8_t> nonce(32, 7), proof(32, 9);
+                 return fb::CreateChallengeDirect(b, &nonce, &proof, "job-7", 4).Union();
+               },
+               [](M m) {
+                 const fb::Challenge* ch = m.body_as_Challenge();
+                 ASSERT_EQ(ch->nonce()->size(), 32u);
+                 EXPECT_EQ(ch->nonce()->Get(31), 7);
+                 ASSERT_EQ(ch->proof()->size(), 32u);
+                 EXPECT_EQ(ch->proof()->Get(0), 9);
+                 EXPECT_EQ(ch->job_id()->str(), "job-7");
+                 EXPECT_EQ(ch->world_size(), 4u);
+               }});
   c.push_back({fb::MessageBody::SetProfiling, {},
                [](B& b) { return fb::CreateSetProfiling(b, true, 5, 50, 2, 10).Union(); },
                [](M m) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "sinkrt/fb/wire_generated.h"
 #include "sinkrt/runtime/version.h"
@@ -33,6 +34,7 @@ struct HelloFields {
   uint32_t pid = 0;  ///< device: its process id (launchers, logs)
   uint64_t job = 0;  ///< device dialing a peer device: the job both serve
   std::string host_id;  ///< device: its machine (LocalHostId); equal ids share memory
+  std::vector<uint8_t> nonce;  ///< 1.5, role Rank: the client's fresh nonce (auth.h)
 };
 
 /// Finishes `fbb` with a Message holding this Hello.
