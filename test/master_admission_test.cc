@@ -397,6 +397,24 @@ TEST(MasterAdmissionTest, AProtocol14RankIsRefusedByName) {
   EXPECT_TRUE(master.ok()) << master.message();
 }
 
+TEST(MasterAdmissionTest, AHelloOfAnotherMajorIsRefusedNamingBoth) {
+  const uint16_t port = FreePort();
+  Status master;
+  std::thread zero([&] { master = ProcessGroup::Join(RankOptions(0, 2, port)).status(); });
+  auto newer = Silent(port);
+  ASSERT_TRUE(newer);
+  ASSERT_TRUE(SendHello(*newer, fb::PeerRole::Rank, "", kProtocolMajor + 1, 0).ok());
+  Status err = NextError(*newer);
+  EXPECT_EQ(err.code(), StatusCode::kUnimplemented) << err.ToString();
+  EXPECT_TRUE(Contains(err, "protocol version " + std::to_string(kProtocolMajor + 1) +
+                                ".0 is not supported: this rendezvous master (sinkrt " SINKRT_VERSION_STRING
+                                ") speaks " + std::to_string(kProtocolMajor) + "." + std::to_string(kProtocolMinor)))
+      << err.message();
+  JoinOthers(2, port);
+  zero.join();
+  EXPECT_TRUE(master.ok()) << master.message();
+}
+
 TEST(MasterAdmissionTest, ABadJobIdIsNamed) {
   ProcessGroup::Options o = RankOptions(0, 2, 8118, "job a");
   Status st = ProcessGroup::Join(o).status();
