@@ -227,14 +227,14 @@ TEST_F(SinkrunRanksTest, AResumeThatChangesTheGlobalBatchIsRefused) {
 
 // Every rank of one launch carries the same job id, the user's when given.
 TEST_F(SinkrunRanksTest, LaunchGivesEveryRankOneJobId) {
-  RunResult r = Sh(Sinkrun() + " launch -n 2 -- /bin/sh -c \"echo id=\$SINKRT_JOB_ID\"");
+  RunResult r = Sh(Sinkrun() + " launch -n 2 -- /bin/sh -c \"echo id=\\$SINKRT_JOB_ID\"");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const size_t first = r.out.find("id=launch-");
   ASSERT_NE(first, std::string::npos) << r.out;
   const std::string line = r.out.substr(first, r.out.find('\n', first) - first);
   EXPECT_EQ(line.size(), std::string("id=launch-").size() + 16) << line;
   EXPECT_NE(r.out.find(line, first + line.size()), std::string::npos) << "both ranks: " << r.out;
-  r = Sh("SINKRT_JOB_ID=nightly-7 " + Sinkrun() + " launch -n 2 -- /bin/sh -c \"echo id=\$SINKRT_JOB_ID\"");
+  r = Sh("SINKRT_JOB_ID=nightly-7 " + Sinkrun() + " launch -n 2 -- /bin/sh -c \"echo id=\\$SINKRT_JOB_ID\"");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("id=nightly-7\nid=nightly-7"), std::string::npos) << r.out;
   r = Sh("SINKRT_JOB_ID=\"a b\" " + Sinkrun() + " launch -n 2 -- true");
@@ -253,8 +253,10 @@ TEST_F(SinkrunRanksTest, TwoLaunchesOnOneMasterPortNameTheClash) {
            " --batch 32 --seed " + std::to_string(seed);
   };
   // Both in one shell, at once; each one's output in its own file.
-  RunResult r = Sh("(" + launch(1) + " > a.out 2> a.err; echo $? > a.rc) & (" + launch(2) +
-                   " > b.out 2> b.err; echo $? > b.rc) & wait");
+  auto in_dir = [&](const char* name) { return (dir_ / name).string(); };
+  RunResult r = Sh("(" + launch(1) + " > " + in_dir("a.out") + " 2> " + in_dir("a.err") + "; echo $? > " +
+                   in_dir("a.rc") + ") & (" + launch(2) + " > " + in_dir("b.out") + " 2> " + in_dir("b.err") +
+                   "; echo $? > " + in_dir("b.rc") + ") & wait");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   int trained = 0;
   for (const char* job : {"a", "b"}) {

@@ -263,8 +263,16 @@ class Master {
     deadline_.cancel();
     retry_.cancel();
     // Whoever is still pending is not needed: the world formed, or ended.
+    // After a world formed the port is free again, perhaps for the rank 0
+    // of the job this connection belongs to: say so, and the rank dials again.
     const std::list<PendingPtr> left = pending_;
-    for (const PendingPtr& p : left) Close(p);
+    for (const PendingPtr& p : left) {
+      if (verdict_.ok())
+        Send(*p, Unavailable("the rendezvous master of job " + setup_.job_id + " at " + setup_.where +
+                             " formed its world of " + std::to_string(setup_.world_size) +
+                             " ranks and stopped listening; this connection was not one of them"));
+      Close(p);
+    }
   }
 
   std::string MissingRanks() const {

@@ -38,6 +38,8 @@ class Attempt {
       : o_(o), job_id_(*job_id), out_job_id_(job_id), me_("init(): rank " + std::to_string(o.rank)),
         where_(o.master.ToString()) {}
 
+  bool retry() const { return retry_; }
+
   Result<std::unique_ptr<FrameSocket>> Run(Clock::time_point deadline) {
     const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
     auto dialed = FrameSocket::Connect(o_.master, std::max(left, milliseconds(1)));
@@ -58,10 +60,16 @@ class Attempt {
     // its hello deadline, so this wait is only for a port held by a stranger.
     InFrame frame;
     Status st = s->Receive(&frame, DeadlineIn(std::min(o_.timeout, o_.hello_timeout + milliseconds(2000))));
+    // Closed or reset unanswered: perhaps a master that formed its world
+    // just then (another job's, on this port), after which this job's own
+    // rank 0 may get the port; dial again, and say this if it persists.
+    retry_ = st.code() == StatusCode::kUnavailable;
     if (!st.ok()) return NotAMaster(st);
     if (frame.type() == fb::MessageBody::Error) {
       Status refusal = Refusal(*frame.message->body_as_Error());
-      if (refusal.code() == StatusCode::kResourceExhausted) return refusal;
+      // Over its quotas, or formed and gone: a master, but not now.
+      retry_ = refusal.code() == StatusCode::kResourceExhausted || refusal.code() == StatusCode::kUnavailable;
+      if (retry_) return refusal;
       return FailedPrecondition(me_ + ": " + where_ + " is not a sinkrt rendezvous master that takes this rank; it " +
                                 "answered: " + refusal.message() + ". " + Capitalised(kPortAdvice));
     }
@@ -121,6 +129,7 @@ class Attempt {
                               ". " + Capitalised(kPortAdvice));
   }
 
+  bool retry_ = false;  // the failure may pass: dial again while the timeout allows
   const ProcessGroup::Options& o_;
   const std::string job_id_;
   std::string* out_job_id_;
@@ -149,10 +158,13 @@ Result<std::unique_ptr<FrameSocket>> JoinMaster(const ProcessGroup::Options& o, 
       if (frame.type() != fb::MessageBody::Error)
         return Unavailable("init(): " + where + " answered " + MessageName(frame.type()) + ", not WorldFormed");
       st = Refusal(*frame.message->body_as_Error());
+      // After the join only a master making room for newer connections
+      // closes a rank, with ResourceExhausted.
+      if (st.code() != StatusCode::kResourceExhausted) return st;
+    } else if (!attempt.retry()) {
+      return st;
     }
-    // Only a master making room for newer connections says
-    // ResourceExhausted: dial again while the timeout allows.
-    if (st.code() != StatusCode::kResourceExhausted || Clock::now() + backoff >= deadline) return st;
+    if (Clock::now() + backoff >= deadline) return st;
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, milliseconds(200));
   }
