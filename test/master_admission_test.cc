@@ -325,6 +325,27 @@ TEST(MasterAdmissionTest, ARankOfAnotherJobIsRefusedNamingBothJobs) {
   EXPECT_TRUE(master.ok()) << master.message();
 }
 
+// Ranks missing at the deadline are named, with who was refused meanwhile:
+// often the reason (another job's rank on this port, another token).
+TEST(MasterAdmissionTest, TheDeadlineNamesWhoWasRefusedMeanwhile) {
+  const uint16_t port = FreePort();
+  Status master;
+  std::thread zero([&] {
+    ProcessGroup::Options o = RankOptions(0, 2, port, "job-a");
+    o.timeout = 1500ms;
+    master = ProcessGroup::Join(o).status();
+  });
+  Status other = ProcessGroup::Join(RankOptions(1, 2, port, "job-b")).status();
+  zero.join();
+  EXPECT_TRUE(Contains(other, "two jobs use one master port")) << other.message();
+  EXPECT_EQ(master.code(), StatusCode::kDeadlineExceeded) << master.ToString();
+  EXPECT_TRUE(Contains(master, "init(): rank(s) 1 did not join the master at 127.0.0.1:" + std::to_string(port)))
+      << master.message();
+  EXPECT_TRUE(Contains(master, "; meanwhile it refused rank 1 (pid " + std::to_string(::getpid()) +
+                                   ") of job job-b from 127.0.0.1:"))
+      << master.message();
+}
+
 // Two jobs given one port (two `sinkrun launch --master-port P`): job-b's
 // rank 0 cannot listen, and its rank 1, which reached job-a's master, is
 // refused naming the clash; job-a forms regardless.

@@ -135,7 +135,11 @@ Status ProcessGroup::Impl::Listen() {
   setup.world_size = o.world_size;
   setup.timeout = o.timeout;
   setup.hello_timeout = std::min(o.timeout, o.hello_timeout);
-  setup.quotas = o.pending;
+  // The ranks themselves may all come from one address (one host): they
+  // must fit the quotas even when they dial at once.
+  const int others = static_cast<int>(o.world_size) - 1;
+  setup.quotas.max_pending_per_address = std::max(o.pending.max_pending_per_address, others);
+  setup.quotas.max_pending = std::max(o.pending.max_pending, others + o.pending.max_pending_per_address);
   Status gathered = GatherRanks(*context, acceptor, setup, ranks);
   if (!gathered.ok()) return FailAll(gathered);
   for (uint32_t r = 1; r < o.world_size; ++r) {
