@@ -221,7 +221,7 @@ bool Daemon::State::EvictForLocked(const std::string& source) {
   for (const auto& c : connections) {
     if (c->admitted || c->evicted || c->done) continue;
     pending.push_back(c.get());
-    views.push_back({c->source, c->socket && UnreadBytes(c->socket->native_handle()) > 0});
+    views.push_back({c->source, !c->socket || UnreadBytes(c->socket->native_handle()) > 0});
   }
   const RoomVerdict verdict =
       MakeRoom(views, source, PendingQuotas{options.max_pending, options.max_pending_per_address});
