@@ -250,6 +250,13 @@ void TouchMessage(const fb::Message& m, uint64_t payload_bytes, Toucher& t) {
       t.Scalar(b->world_size());
       break;
     }
+    case fb::MessageBody::Proof: {
+      const fb::Proof* b = m.body_as_Proof();
+      FUZZ_CHECK(b);
+      if (const auto* p = b->proof())
+        for (uint32_t i = 0; i < p->size(); ++i) t.Scalar(p->Get(i));
+      break;
+    }
     case fb::MessageBody::NONE:
     default:
       // VerifyMessage refuses a missing or unknown body.

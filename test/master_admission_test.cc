@@ -20,6 +20,7 @@
 #include "sinkrt/host/communication.h"
 #include "sinkrt/runtime/auth.h"
 #include "support/raw_frames.h"
+#include "support/tcp_recorder.h"
 
 namespace sinkrt::host {
 namespace {
@@ -163,55 +164,6 @@ TEST(MasterAdmissionTest, ASlowLorisIsClosedAtTheHelloDeadline) {
   EXPECT_TRUE(master.ok()) << master.message();
 }
 
-// A one-connection TCP relay that records what the client sends: the
-// capture an eavesdropper makes of a genuine rank's join.
-class Recorder {
- public:
-  explicit Recorder(uint16_t to) : to_(to) {
-    asio::ip::tcp::endpoint here(asio::ip::make_address("127.0.0.1"), 0);
-    acceptor_.open(here.protocol());
-    acceptor_.bind(here);
-    acceptor_.listen();
-    port_ = acceptor_.local_endpoint().port();
-    thread_ = std::thread([this] { Relay(); });
-  }
-  ~Recorder() {
-    if (thread_.joinable()) thread_.join();
-  }
-  uint16_t port() const { return port_; }
-  // Waits until either side closed; then the capture is whole.
-  std::vector<uint8_t> Captured() {
-    if (thread_.joinable()) thread_.join();
-    return sent_;
-  }
-
- private:
-  void Relay() {
-    asio::ip::tcp::socket client(io_);
-    acceptor_.accept(client);
-    auto server = Dial(Address{"127.0.0.1", to_});
-    if (!server) return;
-    pollfd fds[2] = {{client.native_handle(), POLLIN, 0}, {server->native_handle(), POLLIN, 0}};
-    uint8_t buf[4096];
-    for (;;) {
-      if (::poll(fds, 2, 30000) <= 0) return;
-      for (int i = 0; i < 2; ++i) {
-        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        const ssize_t got = ::read(fds[i].fd, buf, sizeof buf);
-        if (got <= 0) return;
-        if (i == 0) sent_.insert(sent_.end(), buf, buf + got);
-        if (::send(fds[1 - i].fd, buf, static_cast<size_t>(got), MSG_NOSIGNAL) != got) return;
-      }
-    }
-  }
-
-  uint16_t to_, port_ = 0;
-  asio::io_context io_;
-  asio::ip::tcp::acceptor acceptor_{io_};
-  std::vector<uint8_t> sent_;
-  std::thread thread_;
-};
-
 // A genuine rank 1's bytes (Hello and RankJoin with its proof) from a world
 // of `size` with token "secret" and job "job-a".
 std::vector<uint8_t> CaptureAJoin(uint32_t size) {
@@ -227,7 +179,9 @@ std::vector<uint8_t> CaptureAJoin(uint32_t size) {
     });
   for (auto& t : threads) t.join();
   for (uint32_t r = 0; r < size; ++r) EXPECT_TRUE(got[r].ok()) << got[r].message();
-  return recorder.Captured();
+  std::vector<uint8_t> captured = recorder.Captured();
+  EXPECT_FALSE(Holds(captured, "secret")) << "the token travelled in clear";
+  return captured;
 }
 
 // Replays `captured` at a master of a world of `size` (same token, same

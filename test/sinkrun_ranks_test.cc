@@ -275,5 +275,18 @@ TEST_F(SinkrunRanksTest, TwoLaunchesOnOneMasterPortNameTheClash) {
   EXPECT_GE(trained, 1);
 }
 
+// With a token, the master and the ranks' in-process devices prove it to
+// each other (wire protocol 1.5) and the job trains; a rank with another
+// token is refused.
+TEST_F(SinkrunRanksTest, LaunchWithATokenTrains) {
+  RunResult r = Sh(Sinkrun() + " launch -n 2 --token s3cret -- " + Sinkrun() + " " + kTrain + " --batch 32");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Eval result"), std::string::npos) << r.out;
+  r = Sh(Sinkrun() + " launch -n 2 --token s3cret -- /bin/sh -c \"[ \\$RANK_ID = 1 ] && export SINKRT_TOKEN=guess; exec " +
+         Sinkrun() + " " + kTrain + " --batch 32\"");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("wrong token"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace sinkrt

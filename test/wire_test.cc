@@ -257,6 +257,16 @@ std::vector<RoundTripCase> RoundTripCases() {
                  EXPECT_EQ(ch->job_id()->str(), "job-7");
                  EXPECT_EQ(ch->world_size(), 4u);
                }});
+  c.push_back({fb::MessageBody::Proof, {},
+               [](B& b) {
+                 const std::vector<uint8_t> proof(32, 5);
+                 return fb::CreateProofDirect(b, &proof).Union();
+               },
+               [](M m) {
+                 const fb::Proof* p = m.body_as_Proof();
+                 ASSERT_EQ(p->proof()->size(), 32u);
+                 EXPECT_EQ(p->proof()->Get(31), 5);
+               }});
   c.push_back({fb::MessageBody::SetProfiling, {},
                [](B& b) { return fb::CreateSetProfiling(b, true, 5, 50, 2, 10).Union(); },
                [](M m) {

@@ -18,6 +18,7 @@
 #include "sinkrt/device/communicator.h"
 #include "sinkrt/device/executor.h"
 #include "sinkrt/runtime/admission.h"
+#include "sinkrt/runtime/auth.h"
 #include "sinkrt/runtime/hello.h"
 #include "sinkrt/runtime/wire_socket.h"
 
@@ -88,6 +89,9 @@ struct Daemon::State {
   void ServeHost(Connection& c, const fb::Hello& hello);
   void ServePeer(Connection& c, const fb::Hello& hello);
   void SendHello(FrameSocket& socket, bool busy);
+  // The token handshake with a client whose Hello carried `client_nonce`:
+  // Challenge out, its Proof checked; kUnavailable when it left.
+  Status ChallengeClient(FrameSocket& socket, const flatbuffers::Vector<uint8_t>& client_nonce, Deadline deadline);
   // Joins connection threads that have finished.
   void Reap();
   void Log(const std::string& text) { DaemonLog(options.log, options.rank, text); }
@@ -287,7 +291,8 @@ void Daemon::State::Serve(Connection& c) {
   InFrame frame;
   // One deadline for the whole frame: a client that trickles bytes gets no
   // more time than one that sends nothing.
-  Status st = socket.Receive(&frame, DeadlineIn(options.hello_timeout));
+  const Deadline hello_deadline = DeadlineIn(options.hello_timeout);
+  Status st = socket.Receive(&frame, hello_deadline);
   if (!st.ok()) {
     // Connected and left (a port scan, a dead launcher), or evicted.
     if (st.code() == StatusCode::kUnavailable) return;
@@ -330,9 +335,20 @@ void Daemon::State::Serve(Connection& c) {
         "this port (" + bound.ToString() + ") is sinkd rank " + std::to_string(options.rank) +
         "'s device port, not a sinkrt rendezvous master: MS_SCHED_PORT / MASTER_PORT names a sinkd's port; give the "
         "job's master a port of its own (sinkrun launch --master-port)"));
-  if (!options.token.empty() && (!hello.token() || hello.token()->str() != options.token))
+  if (!options.token.empty() && hello.nonce()) {
+    // A 1.5 client: the token proves itself both ways without travelling,
+    // still within the Hello's deadline and before admission.
+    Status proven = ChallengeClient(socket, *hello.nonce(), hello_deadline);
+    if (proven.code() == StatusCode::kUnavailable) {
+      Log("closed " + socket.peer() + ": it left during the token handshake (" + proven.message() + ")");
+      return;
+    }
+    if (!proven.ok()) return refuse(proven);
+  } else if (!options.token.empty() && (!hello.token() || hello.token()->str() != options.token)) {
+    // A 1.4 host sends its token in clear.
     return refuse(PermissionDenied(std::string(hello.token() && hello.token()->size() ? "wrong" : "missing") +
                                    " token: this sinkd was started with --token"));
+  }
   if (!Admit(c)) return;
   switch (hello.role()) {
     case fb::PeerRole::Probe: {
@@ -361,6 +377,34 @@ void Daemon::State::Serve(Connection& c) {
       return refuse(InvalidArgument("a " + role + " may not connect to a device's host port"));
     }
   }
+}
+
+Status Daemon::State::ChallengeClient(FrameSocket& socket, const flatbuffers::Vector<uint8_t>& client_nonce,
+                                      Deadline deadline) {
+  SINKRT_ASSIGN_OR_RETURN(const Nonce client, NonceFrom({client_nonce.data(), client_nonce.size()}, "the Hello"),
+                          "protocol error");
+  SINKRT_ASSIGN_OR_RETURN(const Nonce server, FreshNonce());
+  const Proof mine = ProveToken(options.token, kSinkdAuthLabel, AuthSide::kServer, client, server);
+  flatbuffers::FlatBufferBuilder fbb(256);
+  auto body = fb::CreateChallenge(fbb, fbb.CreateVector(server.data(), server.size()),
+                                  fbb.CreateVector(mine.data(), mine.size()));
+  FinishMessage(fbb, fb::MessageBody::Challenge, body.Union());
+  SINKRT_RETURN_IF_ERROR(socket.Send(fbb));
+  InFrame frame;  // the Hello's frame stays valid for the caller
+  Status st = socket.Receive(&frame, deadline);
+  if (st.code() == StatusCode::kDeadlineExceeded)
+    return DeadlineExceeded("no Proof within " + std::to_string(options.hello_timeout.count()) +
+                            " ms of connecting (SINKRT_HELLO_TIMEOUT_MS)");
+  SINKRT_RETURN_IF_ERROR(st);
+  if (frame.type() != fb::MessageBody::Proof || frame.payload_left != 0)
+    return InvalidArgument(std::string("protocol error: after the Challenge a client sends Proof, got ") +
+                           MessageName(frame.type()));
+  const fb::Proof& proof = *frame.message->body_as_Proof();
+  std::span<const uint8_t> got;
+  if (proof.proof()) got = {proof.proof()->data(), proof.proof()->size()};
+  if (!ProofMatches(got, ProveToken(options.token, kSinkdAuthLabel, AuthSide::kClient, client, server)))
+    return PermissionDenied("wrong token: this sinkd was started with --token");
+  return Status::Ok();
 }
 
 void Daemon::State::ServePeer(Connection& c, const fb::Hello& hello) {

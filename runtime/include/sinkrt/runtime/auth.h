@@ -33,6 +33,9 @@ inline constexpr size_t kProofBytes = 32;  ///< an HMAC-SHA256
 using Nonce = std::array<uint8_t, kNonceBytes>;  ///< one side's fresh random bytes
 using Proof = std::array<uint8_t, kProofBytes>;  ///< one side's HMAC over both nonces
 
+/// The label of the proofs a host (or probe) and a sinkd exchange.
+inline constexpr const char* kSinkdAuthLabel = "sinkrt sinkd 1";
+
 /// Which end of a connection a proof comes from.
 enum class AuthSide : uint8_t {
   kClient = 1,  ///< the side that dialed
