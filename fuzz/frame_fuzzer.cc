@@ -161,6 +161,9 @@ void TouchMessage(const fb::Message& m, uint64_t payload_bytes, Toucher& t) {
       t.Scalar(b->world_size());
       t.Str(b->token());
       t.Scalar(b->pid());
+      t.Str(b->job_id());
+      if (const auto* p = b->proof())
+        for (uint32_t i = 0; i < p->size(); ++i) t.Scalar(p->Get(i));
       if (const fb::WorldMember* w = b->member()) {
         t.Str(w->address());
         t.Str(w->host_id());
@@ -234,6 +237,24 @@ void TouchMessage(const fb::Message& m, uint64_t payload_bytes, Toucher& t) {
       FUZZ_CHECK(!st.ok());  // an Error frame never reads as success
       std::string text = st.ToString();
       t.Scalar(text.size());
+      break;
+    }
+    case fb::MessageBody::Challenge: {
+      const fb::Challenge* b = m.body_as_Challenge();
+      FUZZ_CHECK(b);
+      if (const auto* n = b->nonce())
+        for (uint32_t i = 0; i < n->size(); ++i) t.Scalar(n->Get(i));
+      if (const auto* p = b->proof())
+        for (uint32_t i = 0; i < p->size(); ++i) t.Scalar(p->Get(i));
+      t.Str(b->job_id());
+      t.Scalar(b->world_size());
+      break;
+    }
+    case fb::MessageBody::Proof: {
+      const fb::Proof* b = m.body_as_Proof();
+      FUZZ_CHECK(b);
+      if (const auto* p = b->proof())
+        for (uint32_t i = 0; i < p->size(); ++i) t.Scalar(p->Get(i));
       break;
     }
     case fb::MessageBody::NONE:

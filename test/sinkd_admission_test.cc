@@ -22,6 +22,7 @@
 #include "support/model_fixtures.h"
 #include "support/raw_frames.h"
 #include "support/sinkd_process.h"
+#include "support/tcp_recorder.h"
 #include "support/test_models.h"
 
 namespace sinkrt {
@@ -252,6 +253,41 @@ TEST(SinkdAdmissionTest, PendingConnectionsDoNotCountAgainstTheConnectionLimit) 
   }
   EXPECT_EQ((*daemon)->stats().connections_evicted, 0u);
   EXPECT_EQ((*daemon)->stats().connections_refused, 0u);
+}
+
+// The token never travels (wire protocol 1.5): a host's handshake captured
+// on the way holds no token, and replayed it meets a new nonce and is
+// refused. A 1.4 host, which sends the token in clear, still gets in.
+TEST(SinkdAdmissionTest, AReplayedHostHandshakeIsRefused) {
+  device::DaemonOptions o = QuotaOptions(64, 8);
+  o.token = "s3cret";
+  auto daemon = device::Daemon::Start(o);
+  ASSERT_TRUE(daemon.ok()) << daemon.status().ToString();
+  const Address at = (*daemon)->address();
+  std::vector<uint8_t> captured;
+  {
+    Recorder recorder(at.port);
+    host::RemoteOptions ro;
+    ro.token = "s3cret";
+    ro.connect_timeout = 20s;
+    auto remote = host::RemoteDevice::Connect(Address{"127.0.0.1", recorder.port()}, ro);
+    ASSERT_TRUE(remote.ok()) << remote.status().ToString();
+    remote->reset();
+    captured = recorder.Captured();
+  }
+  EXPECT_FALSE(Holds(captured, "s3cret")) << "the token travelled in clear";
+  auto replay = Dial(at);
+  ASSERT_TRUE(replay);
+  ASSERT_TRUE(SendRaw(*replay, captured.data(), captured.size()).ok());
+  Status err = NextError(*replay);  // after the daemon's Challenge
+  EXPECT_EQ(err.code(), StatusCode::kPermissionDenied) << err.ToString();
+  EXPECT_NE(err.message().find("wrong token"), std::string::npos) << err.message();
+  auto old = Dial(at);
+  ASSERT_TRUE(old);
+  ASSERT_TRUE(SendHello(*old, fb::PeerRole::Probe, "s3cret", kProtocolMajor, 4).ok());
+  auto answer = Next(*old);
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  EXPECT_EQ(*answer, fb::MessageBody::Hello);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <string>
 
+#include "sinkrt/runtime/address.h"
 #include "support/checkpoint_compare.h"
 #include "support/run_binary.h"
 
@@ -238,6 +239,69 @@ TEST_F(SinkrunRanksTest, AResumeThatChangesTheGlobalBatchIsRefused) {
   r = Sh(Sinkrun() + " " + kTrain + " --batch 32 --resume " + ck.string());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("stands at epoch 2: --epochs 2 leaves nothing to train"), std::string::npos) << r.err;
+}
+
+// Every rank of one launch carries the same job id, the user's when given.
+TEST_F(SinkrunRanksTest, LaunchGivesEveryRankOneJobId) {
+  RunResult r = Sh(Sinkrun() + " launch -n 2 -- /bin/sh -c \"echo id=\\$SINKRT_JOB_ID\"");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t first = r.out.find("id=launch-");
+  ASSERT_NE(first, std::string::npos) << r.out;
+  const std::string line = r.out.substr(first, r.out.find('\n', first) - first);
+  EXPECT_EQ(line.size(), std::string("id=launch-").size() + 16) << line;
+  EXPECT_NE(r.out.find(line, first + line.size()), std::string::npos) << "both ranks: " << r.out;
+  r = Sh("SINKRT_JOB_ID=nightly-7 " + Sinkrun() + " launch -n 2 -- /bin/sh -c \"echo id=\\$SINKRT_JOB_ID\"");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("id=nightly-7\nid=nightly-7"), std::string::npos) << r.out;
+  r = Sh("SINKRT_JOB_ID=\"a b\" " + Sinkrun() + " launch -n 2 -- true");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("SINKRT_JOB_ID='a b' is not a job id"), std::string::npos) << r.err;
+}
+
+// The issue's two launches on one --master-port, which cross-joined and died
+// with "graph_hash differs" or "connection reset". Which job's rank 0 gets
+// the port is a race: a job that fails names the clash; one trains.
+TEST_F(SinkrunRanksTest, TwoLaunchesOnOneMasterPortNameTheClash) {
+  auto port = FreeLoopbackPort();
+  ASSERT_TRUE(port.ok());
+  auto launch = [&](int seed) {
+    return Sinkrun() + " launch -n 2 --master-port " + std::to_string(*port) + " -- " + Sinkrun() + " " + kTrain +
+           " --batch 32 --seed " + std::to_string(seed);
+  };
+  // Both in one shell, at once; each one's output in its own file.
+  auto in_dir = [&](const char* name) { return (dir_ / name).string(); };
+  RunResult r = Sh("(" + launch(1) + " > " + in_dir("a.out") + " 2> " + in_dir("a.err") + "; echo $? > " +
+                   in_dir("a.rc") + ") & (" + launch(2) + " > " + in_dir("b.out") + " 2> " + in_dir("b.err") +
+                   "; echo $? > " + in_dir("b.rc") + ") & wait");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int trained = 0;
+  for (const char* job : {"a", "b"}) {
+    const std::string rc = Slurp(dir_ / (std::string(job) + ".rc"));
+    const std::string err = Slurp(dir_ / (std::string(job) + ".err"));
+    EXPECT_EQ(err.find("graph_hash"), std::string::npos) << job << ": " << err;
+    EXPECT_EQ(err.find("connection reset"), std::string::npos) << job << ": " << err;
+    if (rc == "0\n") {
+      ++trained;
+      continue;
+    }
+    EXPECT_TRUE(err.find("two jobs use one master port") != std::string::npos ||
+                err.find("another job's master") != std::string::npos)
+        << job << " (exit " << rc << "): " << err;
+  }
+  EXPECT_GE(trained, 1);
+}
+
+// With a token, the master and the ranks' in-process devices prove it to
+// each other (wire protocol 1.5) and the job trains; a rank with another
+// token is refused.
+TEST_F(SinkrunRanksTest, LaunchWithATokenTrains) {
+  RunResult r = Sh(Sinkrun() + " launch -n 2 --token s3cret -- " + Sinkrun() + " " + kTrain + " --batch 32");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Eval result"), std::string::npos) << r.out;
+  r = Sh(Sinkrun() + " launch -n 2 --token s3cret -- /bin/sh -c \"[ \\$RANK_ID = 1 ] && export SINKRT_TOKEN=guess; exec " +
+         Sinkrun() + " " + kTrain + " --batch 32\"");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("wrong token"), std::string::npos) << r.err;
 }
 
 }  // namespace

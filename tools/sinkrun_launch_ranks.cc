@@ -2,7 +2,8 @@
 // MindSpore's msrun starts them (and torchrun, and mpirun): each gets
 // RANK_ID, RANK_SIZE, DEVICE_ID (its index on this host), LOCAL_WORLD_SIZE
 // and the master's address (MS_SCHED_HOST/MS_SCHED_PORT, and
-// MASTER_ADDR/MASTER_PORT for programs that read torchrun's names). The
+// MASTER_ADDR/MASTER_PORT for programs that read torchrun's names) and the
+// job's id (SINKRT_JOB_ID: init()'s master refuses another job's ranks). The
 // launcher waits for all of them; when one fails it stops the others, so
 // that no rank waits out its timeouts for a peer that is gone.
 #include <fcntl.h>
@@ -17,7 +18,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -70,6 +73,14 @@ std::vector<std::string> RankEnvironment(const std::vector<std::pair<std::string
   }
   for (const auto& [k, v] : set) env.push_back(k + "=" + v);
   return env;
+}
+
+// "launch-" and 16 random hex digits.
+std::string FreshJobId() {
+  std::random_device entropy;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "launch-%08x%08x", entropy(), entropy());
+  return buf;
 }
 
 void SignalAll(const std::vector<Child>& children, int sig) {
@@ -136,6 +147,17 @@ int LaunchRanks(const LaunchFlags& f, const char* argv0) {
   if (local < n && f.master_addr == "127.0.0.1")
     return Usage("-n " + std::to_string(n) + " over several hosts (--local-worker-num " + std::to_string(local) +
                  "): --master-addr must be rank 0's host address, which the other hosts reach");
+  // The world's identity, so that another job on the same port is refused
+  // by name: the user's SINKRT_JOB_ID, else a fresh one when every rank is
+  // on this host. Across hosts each launcher would make up another, so
+  // only the user's (the same on every host) is passed on.
+  std::string job_id;
+  if (const char* given = std::getenv("SINKRT_JOB_ID"); given && *given) {
+    job_id = given;
+    if (Status ok = host::CheckJobId(job_id, "SINKRT_JOB_ID"); !ok.ok()) return Usage(ok.message());
+  } else if (local == n) {
+    job_id = FreshJobId();
+  }
   if (!f.log_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(f.log_dir, ec);
@@ -172,6 +194,7 @@ int LaunchRanks(const LaunchFlags& f, const char* argv0) {
         {"LOCAL_RANK", std::to_string(i)},
     };
     if (!f.token.empty()) set.emplace_back("SINKRT_TOKEN", f.token);
+    if (!job_id.empty()) set.emplace_back("SINKRT_JOB_ID", job_id);
     std::vector<std::string> env = RankEnvironment(set);
     std::vector<char*> envp, argv;
     for (std::string& e : env) envp.push_back(e.data());

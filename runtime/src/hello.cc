@@ -9,6 +9,7 @@ void BuildHello(flatbuffers::FlatBufferBuilder& fbb, const HelloFields& hello) {
   auto software = hello.software.empty() ? 0 : fbb.CreateString(hello.software);
   auto token = hello.token.empty() ? 0 : fbb.CreateString(hello.token);
   auto host_id = hello.host_id.empty() ? 0 : fbb.CreateString(hello.host_id);
+  auto nonce = hello.nonce.empty() ? 0 : fbb.CreateVector(hello.nonce);
   fb::HelloBuilder hb(fbb);
   hb.add_protocol_major(hello.protocol_major);
   hb.add_protocol_minor(hello.protocol_minor);
@@ -21,6 +22,7 @@ void BuildHello(flatbuffers::FlatBufferBuilder& fbb, const HelloFields& hello) {
   hb.add_job(hello.job);
   hb.add_token(token);
   hb.add_host_id(host_id);
+  hb.add_nonce(nonce);
   FinishMessage(fbb, fb::MessageBody::Hello, hb.Finish().Union());
 }
 
@@ -37,6 +39,7 @@ HelloFields ReadHello(const fb::Hello& hello) {
   out.pid = hello.pid();
   out.job = hello.job();
   out.host_id = hello.host_id() ? hello.host_id()->str() : "";
+  if (hello.nonce()) out.nonce.assign(hello.nonce()->begin(), hello.nonce()->end());
   return out;
 }
 

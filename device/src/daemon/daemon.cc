@@ -1,6 +1,5 @@
 #include "sinkrt/device/daemon.h"
 
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -8,7 +7,7 @@
 #include <atomic>
 #include <algorithm>
 #include <list>
-#include <map>
+#include <vector>
 #include <mutex>
 #include <thread>
 
@@ -18,6 +17,8 @@
 #include "sink_worker.h"
 #include "sinkrt/device/communicator.h"
 #include "sinkrt/device/executor.h"
+#include "sinkrt/runtime/admission.h"
+#include "sinkrt/runtime/auth.h"
 #include "sinkrt/runtime/hello.h"
 #include "sinkrt/runtime/wire_socket.h"
 
@@ -35,11 +36,6 @@ struct Connection {
   bool admitted = false;
   bool evicted = false;
 };
-
-int UnreadBytes(FrameSocket& socket) {
-  int n = 0;
-  return ::ioctl(socket.native_handle(), FIONREAD, &n) == 0 ? n : 0;
-}
 
 std::string SourceAddress(const asio::ip::tcp::socket& socket) {
   asio::error_code ec;
@@ -98,6 +94,9 @@ struct Daemon::State {
   void ServeHost(Connection& c, const fb::Hello& hello);
   void ServePeer(Connection& c, const fb::Hello& hello);
   void SendHello(FrameSocket& socket, bool busy);
+  // The token handshake with a client whose Hello carried `client_nonce`:
+  // Challenge out, its Proof checked; kUnavailable when it left.
+  Status ChallengeClient(FrameSocket& socket, const flatbuffers::Vector<uint8_t>& client_nonce, Deadline deadline);
   // Joins connection threads that have finished.
   void Reap();
   void Log(const std::string& text) { DaemonLog(options.log, options.rank, text); }
@@ -238,52 +237,27 @@ void Daemon::State::AcceptLoop() {
 }
 
 bool Daemon::State::EvictForLocked(const std::string& source) {
-  // Connections are kept in accept order, so the first pending one found is
-  // the oldest.
-  auto pending = [](const Connection& c) { return !c.admitted && !c.evicted && !c.done; };
-  int total = 0;
-  std::map<std::string, int> per_source;
+  // In accept order, so MakeRoom's first candidate is the oldest.
+  std::vector<Connection*> pending;
+  std::vector<PendingView> views;
   for (const auto& c : connections) {
-    if (!pending(*c)) continue;
-    ++total;
-    ++per_source[c->source];
+    if (c->admitted || c->evicted || c->done) continue;
+    pending.push_back(c.get());
+    views.push_back({c->source, !c->socket || UnreadBytes(c->socket->native_handle()) > 0});
   }
-  const int from_source = per_source[source];
-  std::string victim_source;
-  std::string why;
-  if (from_source >= options.max_pending_per_address) {
-    victim_source = source;
-    why = std::to_string(from_source) + " connections from " + source + " have not finished their Hello (the limit per address)";
-  } else if (total >= options.max_pending) {
-    victim_source = std::max_element(per_source.begin(), per_source.end(), [](const auto& a, const auto& b) {
-                      return a.second < b.second;
-                    })->first;
-    why = std::to_string(total) + " connections have not finished their Hello (the limit), " +
-          std::to_string(per_source[victim_source]) + " of them from " + victim_source;
-  } else {
-    return true;
-  }
-  for (auto& c : connections) {
-    if (!pending(*c) || c->source != victim_source || !c->socket) continue;
-    // Bytes its thread has not read yet: a peer or host whose Hello came in
-    // a burst of dials (a world's rendezvous) before the thread ran. Not a
-    // silent connection, and about to be served; spare it. A slow-loris is
-    // read as its bytes come, so it shows none.
-    if (UnreadBytes(*c->socket) > 0) continue;
-    c->evicted = true;
-    ++stats.connections_evicted;
-    // A tiny frame into an empty send buffer: it cannot block the accept loop.
-    SendError(*c->socket, options.rank,
-              ResourceExhausted("sinkd rank " + std::to_string(options.rank) + " closed this connection: " + why +
-                                ", and a newer one came"));
-    c->socket->Shutdown();
-    Log("closed " + c->socket->peer() + " without a Hello: " + why);
-    return true;
-  }
-  // Every candidate has its Hello waiting to be read: a burst its threads
-  // will clear at once. Over twice the total, though, threads are not
-  // keeping up and the newcomer is refused, so their number stays bounded.
-  return total < 2 * options.max_pending;
+  const RoomVerdict verdict =
+      MakeRoom(views, source, PendingQuotas{options.max_pending, options.max_pending_per_address});
+  if (!verdict.evict) return verdict.admit;
+  Connection& victim = *pending[*verdict.evict];
+  victim.evicted = true;
+  ++stats.connections_evicted;
+  // A tiny frame into an empty send buffer: it cannot block the accept loop.
+  SendError(*victim.socket, options.rank,
+            ResourceExhausted("sinkd rank " + std::to_string(options.rank) + " closed this connection: " +
+                              verdict.why + ", and a newer one came"));
+  victim.socket->Shutdown();
+  Log("closed " + victim.socket->peer() + " without a Hello: " + verdict.why);
+  return true;
 }
 
 bool Daemon::State::Admit(Connection& c) {
@@ -401,9 +375,27 @@ void Daemon::State::Serve(Connection& c) {
   if (tls_server && plain && hello.role() != fb::PeerRole::Device)
     return refuse(PermissionDenied("this sinkd takes plain frames only from peer daemons (--tls-plain-peers): "
                                    "connect with TLS (--tls-ca)"));
-  if (!options.token.empty() && (!hello.token() || hello.token()->str() != options.token))
+  // Before the token: a job's rank that dialed this port by mistake must
+  // hear where it is, whatever its token.
+  if (hello.role() == fb::PeerRole::Rank)
+    return refuse(FailedPrecondition(
+        "this port (" + bound.ToString() + ") is sinkd rank " + std::to_string(options.rank) +
+        "'s device port, not a sinkrt rendezvous master: MS_SCHED_PORT / MASTER_PORT names a sinkd's port; give the "
+        "job's master a port of its own (sinkrun launch --master-port)"));
+  if (!options.token.empty() && hello.nonce()) {
+    // A 1.5 client: the token proves itself both ways without travelling,
+    // still within the Hello's deadline and before admission.
+    Status proven = ChallengeClient(socket, *hello.nonce(), hello_deadline);
+    if (proven.code() == StatusCode::kUnavailable) {
+      Log("closed " + socket.peer() + ": it left during the token handshake (" + proven.message() + ")");
+      return;
+    }
+    if (!proven.ok()) return refuse(proven);
+  } else if (!options.token.empty() && (!hello.token() || hello.token()->str() != options.token)) {
+    // A 1.4 host sends its token in clear.
     return refuse(PermissionDenied(std::string(hello.token() && hello.token()->size() ? "wrong" : "missing") +
                                    " token: this sinkd was started with --token"));
+  }
   if (!Admit(c)) return;
   switch (hello.role()) {
     case fb::PeerRole::Probe: {
@@ -432,6 +424,34 @@ void Daemon::State::Serve(Connection& c) {
       return refuse(InvalidArgument("a " + role + " may not connect to a device's host port"));
     }
   }
+}
+
+Status Daemon::State::ChallengeClient(FrameSocket& socket, const flatbuffers::Vector<uint8_t>& client_nonce,
+                                      Deadline deadline) {
+  SINKRT_ASSIGN_OR_RETURN(const Nonce client, NonceFrom({client_nonce.data(), client_nonce.size()}, "the Hello"),
+                          "protocol error");
+  SINKRT_ASSIGN_OR_RETURN(const Nonce server, FreshNonce());
+  const Proof mine = ProveToken(options.token, kSinkdAuthLabel, AuthSide::kServer, client, server);
+  flatbuffers::FlatBufferBuilder fbb(256);
+  auto body = fb::CreateChallenge(fbb, fbb.CreateVector(server.data(), server.size()),
+                                  fbb.CreateVector(mine.data(), mine.size()));
+  FinishMessage(fbb, fb::MessageBody::Challenge, body.Union());
+  SINKRT_RETURN_IF_ERROR(socket.Send(fbb));
+  InFrame frame;  // the Hello's frame stays valid for the caller
+  Status st = socket.Receive(&frame, deadline);
+  if (st.code() == StatusCode::kDeadlineExceeded)
+    return DeadlineExceeded("no Proof within " + std::to_string(options.hello_timeout.count()) +
+                            " ms of connecting (SINKRT_HELLO_TIMEOUT_MS)");
+  SINKRT_RETURN_IF_ERROR(st);
+  if (frame.type() != fb::MessageBody::Proof || frame.payload_left != 0)
+    return InvalidArgument(std::string("protocol error: after the Challenge a client sends Proof, got ") +
+                           MessageName(frame.type()));
+  const fb::Proof& proof = *frame.message->body_as_Proof();
+  std::span<const uint8_t> got;
+  if (proof.proof()) got = {proof.proof()->data(), proof.proof()->size()};
+  if (!ProofMatches(got, ProveToken(options.token, kSinkdAuthLabel, AuthSide::kClient, client, server)))
+    return PermissionDenied("wrong token: this sinkd was started with --token");
+  return Status::Ok();
 }
 
 void Daemon::State::ServePeer(Connection& c, const fb::Hello& hello) {

@@ -10,6 +10,7 @@
 #include <new>
 #include <system_error>
 
+#include "sinkrt/runtime/auth.h"
 #include "sinkrt/runtime/env.h"
 #include "sinkrt/runtime/hello.h"
 #include "sinkrt/runtime/wire.h"
@@ -68,6 +69,28 @@ milliseconds ConnectProgress::UntilNextReport() const {
 
 milliseconds Sane(milliseconds d) { return std::min(d, milliseconds(std::chrono::hours(24 * 365 * 10))); }
 
+namespace {
+
+// A sinkd with --token proves it first; then this host proves it. The
+// token never travels.
+Status AnswerChallenge(FrameSocket& socket, const fb::Challenge& challenge, const Nonce& client,
+                       const std::string& token, const std::string& where) {
+  std::span<const uint8_t> nonce, proof;
+  if (challenge.nonce()) nonce = {challenge.nonce()->data(), challenge.nonce()->size()};
+  if (challenge.proof()) proof = {challenge.proof()->data(), challenge.proof()->size()};
+  SINKRT_ASSIGN_OR_RETURN(const Nonce server, NonceFrom(nonce, "the daemon's Challenge"), where);
+  if (!ProofMatches(proof, ProveToken(token, kSinkdAuthLabel, AuthSide::kServer, client, server)))
+    return PermissionDenied(where + (token.empty() ? ": missing token: the daemon was started with --token; give "
+                                                     "this host the same (--token, SINKRT_TOKEN)"
+                                                   : ": wrong token: the daemon holds another (--token, SINKRT_TOKEN)"));
+  const Proof mine = ProveToken(token, kSinkdAuthLabel, AuthSide::kClient, client, server);
+  flatbuffers::FlatBufferBuilder fbb(128);
+  FinishMessage(fbb, fb::MessageBody::Proof, fb::CreateProof(fbb, fbb.CreateVector(mine.data(), mine.size())).Union());
+  return socket.Send(fbb).WithContext("handshake with " + where);
+}
+
+}  // namespace
+
 Result<DeviceHello> Handshake(FrameSocket& socket, const Address& address, fb::PeerRole role, int rank,
                               const std::string& token, milliseconds timeout, ConnectProgress* progress) {
   const std::string where = address.ToString();
@@ -75,7 +98,10 @@ Result<DeviceHello> Handshake(FrameSocket& socket, const Address& address, fb::P
   HelloFields mine;
   mine.role = role;
   mine.rank = rank;
-  mine.token = token;
+  // The token never travels (wire protocol 1.5): a sinkd with one answers
+  // the nonce with a Challenge (ProveToHost below).
+  SINKRT_ASSIGN_OR_RETURN(const Nonce client, FreshNonce(), "handshake with " + where);
+  mine.nonce.assign(client.begin(), client.end());
   flatbuffers::FlatBufferBuilder fbb(256);
   BuildHello(fbb, mine);
   SINKRT_RETURN_IF_ERROR(socket.Send(fbb), "handshake with " + where);
@@ -99,6 +125,13 @@ Result<DeviceHello> Handshake(FrameSocket& socket, const Address& address, fb::P
     return DeadlineExceeded("no Hello from " + where + " within " + Ms(timeout) +
                             " (is a sinkd daemon listening there?)");
   SINKRT_RETURN_IF_ERROR(st, "handshake with " + where);
+  if (frame.type() == fb::MessageBody::Challenge) {
+    SINKRT_RETURN_IF_ERROR(AnswerChallenge(socket, *frame.message->body_as_Challenge(), client, token, where));
+    st = socket.Receive(&frame, deadline);
+    if (st.code() == StatusCode::kDeadlineExceeded)
+      return DeadlineExceeded("no Hello from " + where + " within " + Ms(timeout) + " after the token handshake");
+    SINKRT_RETURN_IF_ERROR(st, "handshake with " + where);
+  }
   if (frame.type() == fb::MessageBody::Error)
     return StatusFromError(*frame.message->body_as_Error()).WithContext(where);
   if (frame.type() != fb::MessageBody::Hello)

@@ -1,4 +1,5 @@
 // init(), get_rank(), get_group_size(): the process's one ProcessGroup.
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 
@@ -66,8 +67,27 @@ Result<ProcessGroup::Options> ProcessGroupOptionsFromEnvironment(const InitOptio
   o.token = in.token;
   if (o.token.empty())
     if (const char* t = Env("SINKRT_TOKEN")) o.token = t;
+  o.job_id = in.job_id;
+  if (o.job_id.empty())
+    if (const char* j = Env("SINKRT_JOB_ID")) o.job_id = j;
+  if (!o.job_id.empty())
+    SINKRT_RETURN_IF_ERROR(CheckJobId(o.job_id, in.job_id.empty() ? "SINKRT_JOB_ID" : "InitOptions::job_id"),
+                           "init()");
+  if (auto ms = EnvPositiveMilliseconds("SINKRT_HELLO_TIMEOUT_MS")) o.hello_timeout = *ms;
   o.timeout = in.timeout.count() > 0 ? in.timeout : PeerTimeoutsFromEnvironment({}).effective_rendezvous();
   return o;
+}
+
+Status CheckJobId(const std::string& id, const std::string& what) {
+  constexpr size_t kMaxJobId = 64;
+  auto allowed = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == ':' || c == '-';
+  };
+  const bool ok = !id.empty() && id.size() <= kMaxJobId && std::all_of(id.begin(), id.end(), allowed);
+  if (ok) return Status::Ok();
+  const std::string shown = id.size() > kMaxJobId ? id.substr(0, kMaxJobId) + "..." : id;
+  return InvalidArgument(what + "='" + shown + "' is not a job id: 1 to 64 letters, digits, '.', '_', ':' or '-'");
 }
 
 Status init(const InitOptions& options) {

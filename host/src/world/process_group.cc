@@ -3,8 +3,9 @@
 // synchronous: rank 0 reads every rank's RankJoin in rank order, checks
 // it against its own, and answers all of them alike: WorldFormed, or the
 // one Error that names the first rank and field that differ. So every
-// rank fails with the same message, whichever of them is wrong.
-#include <poll.h>
+// rank fails with the same message, whichever of them is wrong. Round 0
+// (init()) is the master's admission of the ranks' connections
+// (master.cc) and each rank's dial (master_link.cc).
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,10 +13,12 @@
 #include <netinet/in.h>
 
 #include <asio/ip/tcp.hpp>
-#include <cerrno>
 #include <cstring>
 #include <random>
 
+#include "join_frames.h"
+#include "master.h"
+#include "master_link.h"
 #include "sinkrt/host/communication.h"
 #include "sinkrt/runtime/wire.h"
 #include "sinkrt/runtime/wire_socket.h"
@@ -23,83 +26,11 @@
 namespace sinkrt::host {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 std::string RankText(uint32_t r) { return "rank " + std::to_string(r); }
 std::string Seconds(std::chrono::milliseconds d) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(d.count()) / 1000.0);
   return buf;
-}
-
-Status SendJoin(FrameSocket& s, uint32_t round, const ProcessGroup::Options& o, const std::vector<JoinField>& fields,
-                const PeerEndpoint& endpoint) {
-  flatbuffers::FlatBufferBuilder fbb(512);
-  std::vector<flatbuffers::Offset<fb::JoinField>> fv;
-  for (const JoinField& f : fields) fv.push_back(fb::CreateJoinFieldDirect(fbb, f.name.c_str(), f.value.c_str()));
-  auto member = fb::CreateWorldMemberDirect(fbb, endpoint.address.c_str(), endpoint.host_id.c_str());
-  auto body = fb::CreateRankJoin(fbb, round, o.rank, o.world_size, fbb.CreateString(o.token), member,
-                                 fbb.CreateVector(fv), static_cast<uint32_t>(::getpid()));
-  FinishMessage(fbb, fb::MessageBody::RankJoin, body.Union());
-  return s.Send(fbb);
-}
-
-Status SendFormed(FrameSocket& s, uint32_t round, const FormedWorld& world) {
-  flatbuffers::FlatBufferBuilder fbb(512);
-  std::vector<flatbuffers::Offset<fb::WorldMember>> mv;
-  for (const PeerEndpoint& m : world.members)
-    mv.push_back(fb::CreateWorldMemberDirect(fbb, m.address.c_str(), m.host_id.c_str()));
-  FinishMessage(fbb, fb::MessageBody::WorldFormed,
-                fb::CreateWorldFormed(fbb, round, world.job, fbb.CreateVector(mv)).Union());
-  return s.Send(fbb);
-}
-
-void SendFailure(FrameSocket& s, const Status& st) {
-  flatbuffers::FlatBufferBuilder fbb(512);
-  ErrorContext context;
-  context.rank = 0;
-  BuildError(fbb, st, context);
-  (void)s.Send(fbb);
-}
-
-// The master's refusal as the master worded it: it already names the
-// rank at fault, and every rank must report the same words.
-Status Refusal(const fb::Error& error) {
-  StatusCode code = static_cast<StatusCode>(error.code());
-  if (code == StatusCode::kOk || error.code() > static_cast<uint8_t>(StatusCode::kPermissionDenied))
-    code = StatusCode::kInternal;
-  return Status(code, error.message() ? error.message()->str() : "(no message)");
-}
-
-// A received RankJoin, copied out of the frame.
-struct Joined {
-  uint32_t round = 0, rank = 0, world_size = 0, pid = 0;
-  std::string token;
-  PeerEndpoint member;
-  std::vector<JoinField> fields;
-};
-
-Result<Joined> ReadJoin(FrameSocket& s, Deadline deadline, const std::string& who) {
-  InFrame frame;
-  Status st = s.Receive(&frame, deadline);
-  if (!st.ok()) return st;
-  if (frame.type() != fb::MessageBody::RankJoin || frame.payload_left != 0)
-    return Unavailable(who + " sent " + MessageName(frame.type()) + ", not RankJoin");
-  const fb::RankJoin& j = *frame.message->body_as_RankJoin();
-  Joined out;
-  out.round = j.round();
-  out.rank = j.rank();
-  out.world_size = j.world_size();
-  out.pid = j.pid();
-  if (j.token()) out.token = j.token()->str();
-  if (j.member()) {
-    if (j.member()->address()) out.member.address = j.member()->address()->str();
-    if (j.member()->host_id()) out.member.host_id = j.member()->host_id()->str();
-  }
-  if (j.fields())
-    for (const fb::JoinField* f : *j.fields())
-      out.fields.push_back({f->name() ? f->name()->str() : "", f->value() ? f->value()->str() : ""});
-  return out;
 }
 
 // The first difference between rank `r`'s fields and rank 0's, as the
@@ -146,11 +77,20 @@ uint64_t FreshJob() {
   return (uint64_t{entropy()} << 32 | entropy()) | 1;
 }
 
+// Rank 0's job id when the launcher chose none: unique enough to tell two
+// jobs on one port apart.
+std::string FreshJobId() {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "job-%016llx", static_cast<unsigned long long>(FreshJob()));
+  return buf;
+}
+
 }  // namespace
 
 struct ProcessGroup::Impl {
   Options options;
   std::string local_host;
+  std::string job_id;  // the world's: the launcher's or rank 0's
   uint32_t round = 0;
   // Declared before the sockets: the master's accepted sockets live on it.
   std::unique_ptr<asio::io_context> context = std::make_unique<asio::io_context>();
@@ -181,67 +121,27 @@ Status ProcessGroup::Impl::Listen() {
   if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) acceptor.bind(endpoint, ec);
   if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (!ec) acceptor.non_blocking(true, ec);
   if (ec)
     return Unavailable("init(): rank 0 cannot listen at the master address " + where + ": " + ec.message() +
-                       " (MS_SCHED_PORT or MASTER_PORT chooses another port)");
+                       (ec == asio::error::address_in_use
+                            ? " (another job's master, or another program, holds it: give each job its own port with "
+                              "MS_SCHED_PORT or MASTER_PORT, sinkrun launch --master-port)"
+                            : " (MS_SCHED_PORT or MASTER_PORT chooses another port)"));
   local_host = endpoint.address().to_string();
-  ranks.resize(o.world_size);
-  const auto deadline = Clock::now() + o.timeout;
-  uint32_t joined = 1;
-  while (joined < o.world_size) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    pollfd fd{acceptor.native_handle(), POLLIN, 0};
-    const int ready = left.count() > 0 ? ::poll(&fd, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000))) : 0;
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) {
-      if (Clock::now() < deadline) continue;
-      std::string missing;
-      for (uint32_t r = 1; r < o.world_size; ++r)
-        if (!ranks[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      return FailAll(DeadlineExceeded("init(): rank(s) " + missing + " did not join the master at " + where +
-                                      " within " + Seconds(o.timeout) + " (" + std::to_string(joined) + " of " +
-                                      std::to_string(o.world_size) + " ranks joined)"));
-    }
-    asio::ip::tcp::socket socket(*context);
-    acceptor.accept(socket, ec);
-    if (ec) continue;
-    socket.non_blocking(false, ec);
-    TuneSocket(socket);
-    auto s = std::make_unique<FrameSocket>(std::move(socket), WireLimits{});
-    // A stranger (a port scan, a stale process) must not hold up the
-    // others for long: its first frame gets a few seconds.
-    auto hello = ReadJoin(*s, DeadlineIn(std::min(o.timeout, std::chrono::milliseconds(10000))),
-                          "a process at " + s->peer());
-    if (!hello.ok()) continue;
-    const Joined& j = *hello;
-    if (j.token != o.token) {
-      SendFailure(*s, PermissionDenied("init(): the master at " + where + " refused " + RankText(j.rank) +
-                                       ": wrong token (every rank needs the master's --token / SINKRT_TOKEN)"));
-      continue;
-    }
-    Status bad;
-    if (j.round != 0)
-      bad = FailedPrecondition("init(): " + RankText(j.rank) + " (pid " + std::to_string(j.pid) + ") is at round " +
-                               std::to_string(j.round) + " of an earlier world");
-    else if (j.world_size != o.world_size)
-      bad = FailedPrecondition("init(): " + RankText(j.rank) + " (pid " + std::to_string(j.pid) + ") is in a world of " +
-                               std::to_string(j.world_size) + " ranks, rank 0 in one of " +
-                               std::to_string(o.world_size));
-    else if (j.rank == 0 || j.rank >= o.world_size)
-      bad = FailedPrecondition("init(): a second process (pid " + std::to_string(j.pid) + ") claims " +
-                               RankText(j.rank) + (j.rank == 0 ? "" : ", outside the world of " +
-                                                                       std::to_string(o.world_size)));
-    else if (ranks[j.rank])
-      bad = FailedPrecondition("init(): two processes claim " + RankText(j.rank) + " (the second is pid " +
-                               std::to_string(j.pid) + ")");
-    if (!bad.ok()) {
-      SendFailure(*s, bad);
-      return FailAll(bad);
-    }
-    ranks[j.rank] = std::move(s);
-    ++joined;
-  }
+  MasterSetup setup;
+  setup.where = where;
+  setup.token = o.token;
+  setup.job_id = job_id;
+  setup.world_size = o.world_size;
+  setup.timeout = o.timeout;
+  setup.hello_timeout = std::min(o.timeout, o.hello_timeout);
+  // The ranks themselves may all come from one address (one host): they
+  // must fit the quotas even when they dial at once.
+  const int others = static_cast<int>(o.world_size) - 1;
+  setup.quotas.max_pending_per_address = std::max(o.pending.max_pending_per_address, others);
+  setup.quotas.max_pending = std::max(o.pending.max_pending, others + o.pending.max_pending_per_address);
+  Status gathered = GatherRanks(*context, acceptor, setup, ranks);
+  if (!gathered.ok()) return FailAll(gathered);
   for (uint32_t r = 1; r < o.world_size; ++r) {
     Status sent = SendFormed(*ranks[r], 0, FormedWorld{});
     if (!sent.ok()) return FailAll(Unavailable("init(): " + RankText(r) + " left before the world formed: " + sent.message()));
@@ -250,24 +150,8 @@ Status ProcessGroup::Impl::Listen() {
 }
 
 Status ProcessGroup::Impl::Connect() {
-  const Options& o = options;
-  const std::string where = "the master (rank 0) at " + o.master.ToString();
-  auto s = FrameSocket::Connect(o.master, o.timeout);
-  if (!s.ok())
-    return Status(s.status().code(), "init(): " + RankText(o.rank) + " cannot reach " + where + " within " +
-                                         Seconds(o.timeout) + ": " + s.status().message());
-  master = std::move(s).value();
+  SINKRT_ASSIGN_OR_RETURN(master, JoinMaster(options, &job_id));
   local_host = LocalHostOf(master->native_handle());
-  SINKRT_RETURN_IF_ERROR(SendJoin(*master, 0, o, {}, {}), "init(): " + where);
-  InFrame frame;
-  Status st = master->Receive(&frame, DeadlineIn(MemberWait(o.timeout)));
-  if (st.code() == StatusCode::kDeadlineExceeded)
-    return DeadlineExceeded("init(): " + where + " did not form the world within " + Seconds(MemberWait(o.timeout)) +
-                            " (are all " + std::to_string(o.world_size) + " ranks started?)");
-  if (!st.ok()) return Status(st.code(), "init(): " + where + ": " + st.message());
-  if (frame.type() == fb::MessageBody::Error) return Refusal(*frame.message->body_as_Error());
-  if (frame.type() != fb::MessageBody::WorldFormed)
-    return Unavailable("init(): " + where + " answered " + MessageName(frame.type()) + ", not WorldFormed");
   return Status::Ok();
 }
 
@@ -284,9 +168,11 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Join(const Options& options)
     return InvalidArgument("init(): the master address " + options.master.ToString() +
                            " is reachable from other machines: give every rank a token (SINKRT_TOKEN), as "
                            "sinkd's non-loopback binds need");
+  if (!options.job_id.empty()) SINKRT_RETURN_IF_ERROR(CheckJobId(options.job_id, "ProcessGroup::Options::job_id"), "init()");
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->local_host = options.master.host;
+  impl->job_id = options.job_id.empty() && options.rank == 0 ? FreshJobId() : options.job_id;
   if (options.world_size > 1) SINKRT_RETURN_IF_ERROR(options.rank == 0 ? impl->Listen() : impl->Connect());
   return std::unique_ptr<ProcessGroup>(new ProcessGroup(std::move(impl)));
 }
@@ -297,6 +183,7 @@ uint32_t ProcessGroup::local_rank() const { return impl_->options.local_rank; }
 uint32_t ProcessGroup::local_world_size() const { return impl_->options.local_world_size; }
 const ProcessGroup::Options& ProcessGroup::options() const { return impl_->options; }
 const std::string& ProcessGroup::local_host() const { return impl_->local_host; }
+const std::string& ProcessGroup::job_id() const { return impl_->job_id; }
 
 Result<FormedWorld> ProcessGroup::Round(const std::string& what, const std::vector<JoinField>& fields,
                                         const PeerEndpoint& endpoint) {
@@ -306,7 +193,14 @@ Result<FormedWorld> ProcessGroup::Round(const std::string& what, const std::vect
   if (o.world_size == 1) return FormedWorld{FreshJob(), {endpoint}};
   const Deadline deadline = DeadlineIn(o.rank == 0 ? o.timeout : MemberWait(o.timeout));
   if (o.rank != 0) {
-    SINKRT_RETURN_IF_ERROR(SendJoin(*m.master, round, o, fields, endpoint),
+    JoinMessage join;
+    join.round = round;
+    join.rank = o.rank;
+    join.world_size = o.world_size;
+    join.job_id = m.job_id;
+    join.fields = fields;
+    join.member = endpoint;
+    SINKRT_RETURN_IF_ERROR(SendJoin(*m.master, join),
                            what + ": the master (rank 0) at " + o.master.ToString());
     InFrame frame;
     Status st = m.master->Receive(&frame, deadline);

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "sinkrt/runtime/auth.h"
+
 namespace sinkrt::device {
 namespace {
 
@@ -63,6 +65,32 @@ ListeningInbox::~ListeningInbox() {
   impl_->acceptor.close(ec);
 }
 
+namespace {
+
+// Challenge out, the peer's Proof checked; false on any failure (the peer
+// is dropped without a word, as one with a wrong clear token is).
+bool ChallengePeer(FrameSocket& s, const flatbuffers::Vector<uint8_t>& peer_nonce, const std::string& token,
+                   Deadline deadline) {
+  auto client = NonceFrom({peer_nonce.data(), peer_nonce.size()}, "the peer's Hello");
+  auto server = FreshNonce();
+  if (!client.ok() || !server.ok()) return false;
+  const Proof mine = ProveToken(token, kSinkdAuthLabel, AuthSide::kServer, *client, *server);
+  flatbuffers::FlatBufferBuilder fbb(256);
+  auto body = fb::CreateChallenge(fbb, fbb.CreateVector(server->data(), server->size()),
+                                  fbb.CreateVector(mine.data(), mine.size()));
+  FinishMessage(fbb, fb::MessageBody::Challenge, body.Union());
+  if (!s.Send(fbb).ok()) return false;
+  InFrame frame;
+  if (!s.Receive(&frame, deadline).ok() || frame.type() != fb::MessageBody::Proof || frame.payload_left != 0)
+    return false;
+  const fb::Proof& proof = *frame.message->body_as_Proof();
+  std::span<const uint8_t> got;
+  if (proof.proof()) got = {proof.proof()->data(), proof.proof()->size()};
+  return ProofMatches(got, ProveToken(token, kSinkdAuthLabel, AuthSide::kClient, *client, *server));
+}
+
+}  // namespace
+
 void ListeningInbox::Loop() {
   for (;;) {
     pollfd fds[2] = {{impl_->acceptor.native_handle(), POLLIN, 0}, {impl_->wake_fd, POLLIN, 0}};
@@ -80,7 +108,13 @@ void ListeningInbox::Loop() {
     if (frame.type() != fb::MessageBody::Hello || frame.payload_left != 0) continue;
     const fb::Hello& hello = *frame.message->body_as_Hello();
     if (hello.role() != fb::PeerRole::Device || hello.rank() < 0) continue;
-    if (!token_.empty() && (!hello.token() || hello.token()->str() != token_)) continue;
+    if (!token_.empty()) {
+      // A 1.5 peer proves the token over nonces (runtime/auth.h); a 1.4
+      // peer sends it in clear.
+      const bool proven = hello.nonce() ? ChallengePeer(*s, *hello.nonce(), token_, DeadlineIn(hello_timeout_))
+                                        : hello.token() && hello.token()->str() == token_;
+      if (!proven) continue;
+    }
     {
       std::lock_guard<std::mutex> lk(mu_);
       ready_.emplace_back(static_cast<uint32_t>(hello.rank()), std::move(s));

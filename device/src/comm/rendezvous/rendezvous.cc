@@ -40,6 +40,7 @@
 #include "comm/rendezvous/connection_plan.h"
 #include "comm/transport/socket_mesh.h"
 #include "comm/wire/comm_wire.h"
+#include "sinkrt/runtime/auth.h"
 #include "sinkrt/runtime/hello.h"
 #include "sinkrt/runtime/wire.h"
 
@@ -49,11 +50,13 @@ namespace {
 std::string RankText(uint32_t r) { return "rank " + std::to_string(r); }
 std::string Ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
 
-Status SendHello(FrameSocket& s, uint32_t rank, uint64_t job, const std::string& token = "") {
+// `nonce`: the dialer's, when it has a token to prove (wire protocol 1.5;
+// the token itself never travels).
+Status SendHello(FrameSocket& s, uint32_t rank, uint64_t job, const Nonce* nonce = nullptr) {
   HelloFields hello;
   hello.role = fb::PeerRole::Device;
   hello.rank = static_cast<int32_t>(rank);
-  hello.token = token;
+  if (nonce) hello.nonce.assign(nonce->begin(), nonce->end());
   hello.pid = static_cast<uint32_t>(::getpid());
   hello.job = job;
   flatbuffers::FlatBufferBuilder fbb(128);
@@ -79,7 +82,7 @@ Status SendAck(FrameSocket& s) {
 // Connects to a peer above and greets it; FinishDial completes the handshake.
 Result<std::unique_ptr<FrameSocket>> Dial(uint32_t self, const PeerAddress& peer, uint64_t job,
                                           std::chrono::milliseconds timeout, const std::string& token,
-                                          PeerInbox& inbox) {
+                                          const Nonce& nonce, PeerInbox& inbox) {
   const std::string who = RankText(peer.rank) + " at " + peer.address.ToString();
   // A peer whose daemon is not up yet refuses: keep dialing until the peer
   // timeout, in slices, so that a JoinWorld its host abandoned stops within
@@ -102,18 +105,43 @@ Result<std::unique_ptr<FrameSocket>> Dial(uint32_t self, const PeerAddress& peer
     return Unavailable("rendezvous (connect): cannot reach " + who + " within " + Ms(timeout) + ": " +
                        (colon == std::string::npos ? m : m.substr(colon + 2)));
   }
-  Status st = SendHello(**dialed, self, job, token);
+  Status st = SendHello(**dialed, self, job, token.empty() ? nullptr : &nonce);
   if (!st.ok()) return Unavailable("rendezvous (handshake): " + who + ": " + st.message());
   return std::move(dialed).value();
 }
 
 // The rest of a dial: the peer's Hello, checked here (this side has both),
 // then Ack, or an Error that gives the peer the same message.
+// A peer with the token proves it first (its Challenge), then this side
+// (its Proof); the token never travels.
+Status AnswerChallenge(FrameSocket& s, const fb::Challenge& challenge, const std::string& token, const Nonce& mine,
+                       const std::string& who) {
+  std::span<const uint8_t> nonce, proof;
+  if (challenge.nonce()) nonce = {challenge.nonce()->data(), challenge.nonce()->size()};
+  if (challenge.proof()) proof = {challenge.proof()->data(), challenge.proof()->size()};
+  SINKRT_ASSIGN_OR_RETURN(const Nonce theirs, NonceFrom(nonce, who + "'s Challenge"), "rendezvous (handshake)");
+  if (!ProofMatches(proof, ProveToken(token, kSinkdAuthLabel, AuthSide::kServer, mine, theirs)))
+    return PermissionDenied("rendezvous (handshake): " + who + " holds another token: wrong token (--token)");
+  const Proof answer = ProveToken(token, kSinkdAuthLabel, AuthSide::kClient, mine, theirs);
+  flatbuffers::FlatBufferBuilder fbb(128);
+  FinishMessage(fbb, fb::MessageBody::Proof,
+                fb::CreateProof(fbb, fbb.CreateVector(answer.data(), answer.size())).Union());
+  return s.Send(fbb).WithContext("rendezvous (handshake): " + who);
+}
+
 Status FinishDial(uint32_t self, const PeerAddress& peer, FrameSocket& s, uint64_t job,
-                  std::chrono::milliseconds timeout) {
+                  std::chrono::milliseconds timeout, const std::string& token, const Nonce& nonce) {
   const std::string who = RankText(peer.rank) + " at " + peer.address.ToString();
   InFrame frame;
-  Status st = s.Receive(&frame, DeadlineIn(timeout));
+  const Deadline deadline = DeadlineIn(timeout);
+  Status st = s.Receive(&frame, deadline);
+  if (st.ok() && frame.type() == fb::MessageBody::Challenge) {
+    if (token.empty())
+      return PermissionDenied("rendezvous (handshake): " + who + " asks for a token, and " + RankText(self) +
+                              " has none (--token)");
+    SINKRT_RETURN_IF_ERROR(AnswerChallenge(s, *frame.message->body_as_Challenge(), token, nonce, who));
+    st = s.Receive(&frame, deadline);
+  }
   if (st.code() == StatusCode::kDeadlineExceeded)
     return DeadlineExceeded("rendezvous (handshake): no Hello from " + who + " within " + Ms(timeout));
   if (!st.ok()) return Status(st.code(), "rendezvous (handshake): " + who + ": " + st.message());
@@ -334,9 +362,13 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(uint32_t rank, std::v
     below += p < rank;
   }
   std::vector<std::unique_ptr<FrameSocket>> sockets(n);
+  std::vector<Nonce> nonces(n);  // of this side's dials
   for (uint32_t p : planned) {
     if (p < rank) continue;
-    SINKRT_ASSIGN_OR_RETURN(sockets[p], Dial(rank, by_rank[p], job, timeout, options.token, inbox));
+    if (!options.token.empty()) {
+      SINKRT_ASSIGN_OR_RETURN(nonces[p], FreshNonce(), "rendezvous (handshake)");
+    }
+    SINKRT_ASSIGN_OR_RETURN(sockets[p], Dial(rank, by_rank[p], job, timeout, options.token, nonces[p], inbox));
   }
   const Deadline accept_deadline = DeadlineIn(timeout);
   for (uint32_t arrived = 0; arrived < below;) {
@@ -374,7 +406,8 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(uint32_t rank, std::v
     ++arrived;
   }
   for (uint32_t p : planned)
-    if (p > rank) SINKRT_RETURN_IF_ERROR(FinishDial(rank, by_rank[p], *sockets[p], job, timeout));
+    if (p > rank)
+      SINKRT_RETURN_IF_ERROR(FinishDial(rank, by_rank[p], *sockets[p], job, timeout, options.token, nonces[p]));
   for (uint32_t p : planned)
     if (p < rank) SINKRT_RETURN_IF_ERROR(AwaitAck(p, *sockets[p], timeout));
   for (auto& s : sockets) {

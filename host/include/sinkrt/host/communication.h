@@ -35,7 +35,18 @@
 /// then join one world.
 ///
 /// A non-loopback master needs a token (InitOptions::token, else
-/// SINKRT_TOKEN), as sinkd's non-loopback binds do: every rank must present it.
+/// SINKRT_TOKEN), as sinkd's non-loopback binds do. The token never
+/// travels: the master and each rank prove it to each other over fresh
+/// nonces (HMAC-SHA256, sinkrt/runtime/auth.h), so a captured join cannot be
+/// replayed. The master serves connections concurrently, with sinkd's
+/// admission rules: a short deadline (SINKRT_HELLO_TIMEOUT_MS) and quotas for
+/// connections that have not proven themselves, so strangers neither delay
+/// nor end a forming world.
+///
+/// A world has a job id (InitOptions::job_id, else SINKRT_JOB_ID, which
+/// `sinkrun launch` sets; else rank 0 makes one up). Every rank carries it,
+/// and the master refuses a rank of another job, naming both: two jobs
+/// given one master port fail with that, not with a mismatch.
 #pragma once
 
 #include <chrono>
@@ -47,6 +58,7 @@
 #include <vector>
 
 #include "sinkrt/runtime/address.h"
+#include "sinkrt/runtime/admission.h"
 #include "sinkrt/runtime/device_link.h"
 #include "sinkrt/runtime/status.h"
 
@@ -64,6 +76,7 @@ struct InitOptions {
   std::optional<Address> master;
   /// @}
   std::string token;  ///< empty: SINKRT_TOKEN
+  std::string job_id;  ///< empty: SINKRT_JOB_ID, else rank 0 chooses one (CheckJobId)
   /// Joining and every later round; zero: the rendezvous timeout from the
   /// environment (PeerTimeoutsFromEnvironment).
   std::chrono::milliseconds timeout{0};
@@ -95,6 +108,15 @@ class ProcessGroup {
     std::string token;  ///< what every rank must send the master
     std::chrono::milliseconds timeout{std::chrono::seconds(300)};  ///< joining and every later round
     std::string source;  ///< where the rank came from ("OMPI_COMM_WORLD_RANK"), for messages
+    /// The job this rank belongs to; empty: the master's (on rank 0: a fresh one).
+    std::string job_id;
+    /// The master: each connection must say Hello and prove the token within
+    /// this (SINKRT_HELLO_TIMEOUT_MS), and the quotas of such pending
+    /// connections (sinkd's rules, sinkrt/runtime/admission.h).
+    /// @{
+    std::chrono::milliseconds hello_timeout{std::chrono::seconds(5)};
+    PendingQuotas pending;
+    /// @}
   };
   /// Joins the world: rank 0 listens at `master` and waits for every other
   /// rank; the others connect (retrying while rank 0 is not up yet). Returns
@@ -114,6 +136,8 @@ class ProcessGroup {
   /// master's own host): where its device should accept its peers, so that
   /// they reach it the way they reach the master.
   const std::string& local_host() const;
+  /// The world's job id: the launcher's, or the one rank 0 chose.
+  const std::string& job_id() const;
 
   /// One round (all ranks call it with the same fields, in the same
   /// order): returns every rank's endpoint and a fresh job id, or the
@@ -150,6 +174,10 @@ uint32_t get_local_rank_size();
 ProcessGroup* process_group();
 /// Closes the connections to the master; init() may be called again.
 void release();
+
+/// Ok when `id` is a job id: 1 to 64 letters, digits, '.', '_', ':' or '-'
+/// (it is printed in messages); else the error naming `what` ("SINKRT_JOB_ID").
+Status CheckJobId(const std::string& id, const std::string& what);
 
 /// The launcher's rank, world and master from the environment, as init()
 /// reads them (`options` wins where set).

@@ -30,7 +30,7 @@ namespace sinkrt {
 inline constexpr uint32_t kWireMagic = 0x46574B53;  ///< "SKWF" in little-endian byte order
 /// The wire protocol's version: a peer of the same major is accepted.
 inline constexpr uint16_t kProtocolMajor = 1;
-inline constexpr uint16_t kProtocolMinor = 4;  ///< 1.1: worlds of daemons; 1.2: the profiler; 1.3: bubble_ms; 1.4: the host processes' bootstrap (schemas/wire.fbs)
+inline constexpr uint16_t kProtocolMinor = 5;  ///< 1.1: worlds of daemons; 1.2: the profiler; 1.3: bubble_ms; 1.4: the host processes' bootstrap; 1.5: the master's token handshake and job ids (schemas/wire.fbs)
 /// A frame header's size: magic, message length, payload length.
 inline constexpr size_t kFrameHeaderBytes = 16;
 
