@@ -78,6 +78,7 @@ class TimeMonitor : public Callback {
 /// has only this per-sink count). Silent without loss scaling.
 class LossScaleMonitor : public Callback {
  public:
+  /// Prints its lines to `out`.
   explicit LossScaleMonitor(std::ostream& out = std::cout);
   Status on_train_epoch_begin(RunContext& run_context) override;
   Status on_train_epoch_end(RunContext& run_context) override;

@@ -226,8 +226,8 @@ class Model {
   /// One tensor of the model's state as ReadState() returns it and
   /// WriteState() takes it: whole, whatever the ranks hold of it.
   struct StateTensorSpec {
-    std::string name;
-    DType dtype = DType::Invalid;
+    std::string name;              ///< as in checkpoints ("fc1.weight", "fc1.weight/momentum")
+    DType dtype = DType::Invalid;  ///< its element type
     Shape shape;                   ///< the whole tensor's (not a rank's slice)
     bool optimizer_state = false;  ///< optimizer or loss-scale state, not a parameter
   };

@@ -17,8 +17,8 @@ namespace sinkrt {
 /// How large a file of one kind may be: `what` names the kind in the error
 /// ("a checkpoint").
 struct FileLimit {
-  uint64_t max_bytes;
-  const char* what;
+  uint64_t max_bytes;  ///< the largest file accepted, in bytes
+  const char* what;    ///< the kind of file, for messages ("a checkpoint")
 };
 
 /// A FlatBuffer (task stream excepted) addresses itself with 32-bit offsets.
