@@ -20,6 +20,7 @@
 #include "sinkrt/host/communication.h"
 #include "sinkrt/runtime/auth.h"
 #include "support/raw_frames.h"
+#include "support/slow_loris.h"
 #include "support/tcp_recorder.h"
 
 namespace sinkrt::host {
@@ -50,47 +51,13 @@ bool Contains(const Status& st, const std::string& text) { return st.message().f
 // master is not listening yet (FrameSocket::Connect); the master is then up.
 std::unique_ptr<FrameSocket> Silent(uint16_t port) { return Dial(Address{"127.0.0.1", port}); }
 
-// A slow-loris: one byte of a rank's Hello every `every`, never the whole frame.
-class SlowLoris {
- public:
-  SlowLoris(std::unique_ptr<FrameSocket> socket, std::chrono::milliseconds every)
-      : socket_(std::move(socket)), thread_([this, every] { Run(every); }) {}
-  ~SlowLoris() { Stop(); }
-  void Stop() {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
-  size_t sent() {
-    std::lock_guard<std::mutex> lk(mu_);
-    return sent_;
-  }
-  FrameSocket& socket() { return *socket_; }
-
- private:
-  void Run(std::chrono::milliseconds every) {
-    HelloFields hello;
-    hello.role = fb::PeerRole::Rank;
-    hello.nonce.assign(kNonceBytes, 1);
-    const std::vector<uint8_t> frame = HelloFrameBytes(hello);
-    std::unique_lock<std::mutex> lk(mu_);
-    // The pace of an attacker, not a synchronisation: nothing waits on it.
-    while (!cv_.wait_for(lk, every, [&] { return stop_; }) && sent_ + 1 < frame.size()) {
-      if (!SendRaw(*socket_, &frame[sent_], 1).ok()) return;
-      ++sent_;
-    }
-  }
-
-  std::unique_ptr<FrameSocket> socket_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  size_t sent_ = 0;
-  std::thread thread_;
-};
+// A rank's Hello, for the slow-loris to trickle.
+std::vector<uint8_t> RankHelloBytes() {
+  HelloFields hello;
+  hello.role = fb::PeerRole::Rank;
+  hello.nonce.assign(kNonceBytes, 1);
+  return HelloFrameBytes(hello);
+}
 
 // Ranks 1..n-1 join at once; returns how long the slowest took, failing the
 // test for any rank that did not join.
@@ -126,7 +93,7 @@ TEST_P(MasterFloodTest, SilentFloodAndSlowLorisDoNotDelayTheWorld) {
     flood.push_back(Silent(port));
     ASSERT_TRUE(flood.back());
   }
-  SlowLoris loris(Silent(port), 20ms);
+  SlowLoris loris(Silent(port), RankHelloBytes(), 20ms);
   const auto took = JoinOthers(n, port);
   zero.join();
   EXPECT_TRUE(master.ok()) << master.message();
@@ -152,7 +119,7 @@ TEST(MasterAdmissionTest, ASlowLorisIsClosedAtTheHelloDeadline) {
     o.hello_timeout = 1000ms;
     master = ProcessGroup::Join(o).status();
   });
-  SlowLoris loris(Silent(port), 50ms);
+  SlowLoris loris(Silent(port), RankHelloBytes(), 50ms);
   Status err = NextError(loris.socket());
   EXPECT_EQ(err.code(), StatusCode::kDeadlineExceeded) << err.ToString();
   EXPECT_TRUE(Contains(err, "no Hello and RankJoin within 1000 ms of connecting (SINKRT_HELLO_TIMEOUT_MS)"))

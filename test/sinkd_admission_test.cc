@@ -21,6 +21,7 @@
 #include "sinkrt/host/remote_device.h"
 #include "support/model_fixtures.h"
 #include "support/raw_frames.h"
+#include "support/slow_loris.h"
 #include "support/sinkd_process.h"
 #include "support/tcp_recorder.h"
 #include "support/test_models.h"
@@ -80,44 +81,6 @@ std::vector<uint8_t> HelloFrameBytes() {
   return bytes;
 }
 
-// A slow-loris: one byte of a Hello every `every` until stopped or closed.
-class SlowLoris {
- public:
-  SlowLoris(std::unique_ptr<FrameSocket> socket, std::chrono::milliseconds every)
-      : socket_(std::move(socket)), thread_([this, every] { Run(every); }) {}
-  ~SlowLoris() { Stop(); }
-  void Stop() {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
-  size_t sent() {
-    std::lock_guard<std::mutex> lk(mu_);
-    return sent_;
-  }
-  FrameSocket& socket() { return *socket_; }
-
- private:
-  void Run(std::chrono::milliseconds every) {
-    const std::vector<uint8_t> frame = HelloFrameBytes();
-    std::unique_lock<std::mutex> lk(mu_);
-    // The pace of an attacker, not a synchronisation: nothing waits on it.
-    while (!cv_.wait_for(lk, every, [&] { return stop_; }) && sent_ + 1 < frame.size()) {
-      if (!SendRaw(*socket_, &frame[sent_], 1).ok()) return;
-      ++sent_;
-    }
-  }
-
-  std::unique_ptr<FrameSocket> socket_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  size_t sent_ = 0;
-  std::thread thread_;
-};
 
 Status TrainSmallMlp(DeviceLink& device) {
   constexpr int64_t kBatch = 8;
@@ -142,7 +105,7 @@ TEST(SinkdAdmissionTest, SilentFloodAndSlowLorisDoNotKeepARealHostOut) {
     flood.push_back(DialFrom("127.0.0.1", daemon.address()));
     ASSERT_TRUE(flood.back());
   }
-  SlowLoris loris(DialFrom("127.0.0.1", daemon.address()), 200ms);
+  SlowLoris loris(DialFrom("127.0.0.1", daemon.address()), HelloFrameBytes(), 200ms);
 
   host::RemoteOptions options;
   options.connect_timeout = 20s;
@@ -174,7 +137,7 @@ TEST(SinkdAdmissionTest, ASlowLorisIsClosedAtTheHelloDeadlineHoweverOftenItSends
   ASSERT_TRUE(daemon.Start(SINKD_PATH, {"--hello-timeout-ms", "1000"}, LogPath()).ok());
   auto silent = DialFrom("127.0.0.1", daemon.address());
   ASSERT_TRUE(silent);
-  SlowLoris loris(DialFrom("127.0.0.1", daemon.address()), 50ms);
+  SlowLoris loris(DialFrom("127.0.0.1", daemon.address()), HelloFrameBytes(), 50ms);
   for (FrameSocket* s : {silent.get(), &loris.socket()}) {
     // NextError waits up to 20 s for the daemon's frame.
     Status err = NextError(*s);

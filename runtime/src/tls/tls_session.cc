@@ -125,7 +125,13 @@ Result<std::unique_ptr<TlsSession>> TlsHandshake(const TlsContext& context, int 
   }
 }
 
-Status TlsRead(TlsSession& s, uint8_t* dst, size_t n, Deadline deadline, const std::string& peer) {
+namespace {
+
+// Moves all n bytes through `call` (SSL_read or SSL_write on the session),
+// one locked call at a time, waiting unlocked for what the call asks for.
+template <typename Byte, typename Call>
+Status Transfer(TlsSession& s, Byte* bytes, size_t n, Deadline deadline, const std::string& peer,
+                const char* doing, Call call) {
   while (n > 0) {
     int r;
     short wait_for = 0;
@@ -133,11 +139,11 @@ Status TlsRead(TlsSession& s, uint8_t* dst, size_t n, Deadline deadline, const s
     {
       std::lock_guard<std::mutex> lk(s.mu);
       ERR_clear_error();
-      r = SSL_read(s.ssl, dst, static_cast<int>(std::min<size_t>(n, INT_MAX)));
-      if (r <= 0) st = Classify(s, r, &wait_for, peer, "reading from");
+      r = call(s.ssl, bytes, static_cast<int>(std::min<size_t>(n, INT_MAX)));
+      if (r <= 0) st = Classify(s, r, &wait_for, peer, doing);
     }
     if (r > 0) {
-      dst += r;
+      bytes += r;
       n -= static_cast<size_t>(r);
       continue;
     }
@@ -147,26 +153,17 @@ Status TlsRead(TlsSession& s, uint8_t* dst, size_t n, Deadline deadline, const s
   return Status::Ok();
 }
 
+}  // namespace
+
+Status TlsRead(TlsSession& s, uint8_t* dst, size_t n, Deadline deadline, const std::string& peer) {
+  return Transfer(s, dst, n, deadline, peer, "reading from",
+                  [](SSL* ssl, uint8_t* p, int len) { return SSL_read(ssl, p, len); });
+}
+
 Status TlsWrite(TlsSession& s, const uint8_t* src, size_t n, const std::string& peer) {
-  while (n > 0) {
-    int r;
-    short wait_for = 0;
-    Status st;
-    {
-      std::lock_guard<std::mutex> lk(s.mu);
-      ERR_clear_error();
-      r = SSL_write(s.ssl, src, static_cast<int>(std::min<size_t>(n, INT_MAX)));
-      if (r <= 0) st = Classify(s, r, &wait_for, peer, "sending to");
-    }
-    if (r > 0) {
-      src += r;
-      n -= static_cast<size_t>(r);
-      continue;
-    }
-    SINKRT_RETURN_IF_ERROR(st);
-    SINKRT_RETURN_IF_ERROR(WaitReady(s.fd, wait_for, std::nullopt, peer));
-  }
-  return Status::Ok();
+  // No deadline: as a blocking write, it waits while the peer lives.
+  return Transfer(s, src, n, std::nullopt, peer, "sending to",
+                  [](SSL* ssl, const uint8_t* p, int len) { return SSL_write(ssl, p, len); });
 }
 
 std::string TlsDescription(const TlsSession& s) {
