@@ -15,6 +15,7 @@
 #include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/runtime/file_io.h"
+#include "support/checkpoint_restamp.h"
 #include "support/model_fixtures.h"
 #include "support/test_util.h"
 
@@ -444,19 +445,7 @@ TEST_F(CheckpointErrors, AFullDiskSaysWhy) {
 // A 1.0 checkpoint (no checksums) of the same network, as an older release
 // wrote it.
 std::vector<uint8_t> AsFormat10(const std::vector<uint8_t>& file) {
-  const fb::Checkpoint* ck = fb::GetCheckpoint(file.data());
-  flatbuffers::FlatBufferBuilder fbb;
-  std::vector<flatbuffers::Offset<fb::CheckpointTensor>> tensors;
-  for (const fb::CheckpointTensor* t : *ck->tensors())
-    tensors.push_back(fb::CreateCheckpointTensor(
-        fbb, fbb.CreateString(t->name()->str()), t->dtype(),
-        fbb.CreateVector(std::vector<int64_t>(t->shape()->begin(), t->shape()->end())), t->role(),
-        fbb.CreateVector(std::vector<uint8_t>(t->data()->begin(), t->data()->end()))));
-  auto tv = fbb.CreateVector(tensors);
-  fbb.Finish(fb::CreateCheckpoint(fbb, 1, 0, fbb.CreateString("sinkrt 1.0.0"), fbb.CreateString(ck->network()->str()),
-                                  ck->graph_hash(), ck->epoch(), ck->step(), ck->batch_num(), ck->global_batch(), tv),
-             fb::CheckpointIdentifier());
-  return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
+  return testing::RestampCheckpoint(file, 1, 0, "sinkrt 1.0.0");
 }
 
 TEST_F(CheckpointErrors, AFileWithoutChecksumsLoadsUnchecked) {

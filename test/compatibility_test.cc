@@ -29,6 +29,7 @@
 #include "sinkrt/runtime/task_stream_verifier.h"
 #include "sinkrt/runtime/version.h"
 #include "sinkrt/runtime/wire.h"
+#include "support/checkpoint_restamp.h"
 #include "support/loopback_listener.h"
 #include "support/model_fixtures.h"
 #include "support/raw_frames.h"
@@ -153,26 +154,6 @@ TEST(GraphFileCompatibility, EveryMinorOfTheSameMajorLoadsAnotherMajorIsRefused)
 
 //===--- Checkpoints -----------------------------------------------------------===//
 
-// The checkpoint `bytes` again with another version: every field copied
-// (format_minor 0 is the schema default, not stored, so it cannot be
-// mutated in place).
-std::vector<uint8_t> Restamp(const std::vector<uint8_t>& bytes, uint16_t major, uint16_t minor) {
-  const fb::Checkpoint* ck = fb::GetCheckpoint(bytes.data());
-  flatbuffers::FlatBufferBuilder fbb;
-  std::vector<flatbuffers::Offset<fb::CheckpointTensor>> tensors;
-  for (const fb::CheckpointTensor* t : *ck->tensors())
-    tensors.push_back(fb::CreateCheckpointTensor(
-        fbb, fbb.CreateString(t->name()->str()), t->dtype(),
-        fbb.CreateVector(std::vector<int64_t>(t->shape()->begin(), t->shape()->end())), t->role(),
-        fbb.CreateVector(std::vector<uint8_t>(t->data()->begin(), t->data()->end()))));
-  auto tv = fbb.CreateVector(tensors);
-  fbb.Finish(fb::CreateCheckpoint(fbb, major, minor, fbb.CreateString(ck->producer()->str()),
-                                  fbb.CreateString(ck->network()->str()), ck->graph_hash(), ck->epoch(), ck->step(),
-                                  ck->batch_num(), ck->global_batch(), tv),
-             fb::CheckpointIdentifier());
-  return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
-}
-
 TEST(CheckpointCompatibility, EveryMinorOfTheSameMajorLoadsAnotherMajorIsRefused) {
   const fs::path dir = fs::temp_directory_path() / ("sinkrt_compat_ckpt_" + std::to_string(getpid()));
   fs::remove_all(dir);
@@ -194,11 +175,11 @@ TEST(CheckpointCompatibility, EveryMinorOfTheSameMajorLoadsAnotherMajorIsRefused
   for (uint16_t minor : {uint16_t{0}, mine.minor, uint16_t(mine.minor + 1)}) {
     SCOPED_TRACE("checkpoint format " + Version(mine.major, minor));
     const std::string path = (dir / ("minor" + std::to_string(minor) + ".ckpt")).string();
-    SINKRT_ASSERT_OK(WriteFileBytes(path, Restamp(*bytes, mine.major, minor)));
+    SINKRT_ASSERT_OK(WriteFileBytes(path, testing::RestampCheckpoint(*bytes, mine.major, minor)));
     ExpectOk(host::LoadCheckpoint(path, **model));
   }
   const std::string other = (dir / "major.ckpt").string();
-  SINKRT_ASSERT_OK(WriteFileBytes(other, Restamp(*bytes, mine.major + 1, 0)));
+  SINKRT_ASSERT_OK(WriteFileBytes(other, testing::RestampCheckpoint(*bytes, mine.major + 1, 0)));
   Status st = host::LoadCheckpoint(other, **model);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.message(), "LoadCheckpoint '" + other + "': checkpoint format " + Version(mine.major + 1, 0) +
