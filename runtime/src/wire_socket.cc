@@ -174,6 +174,73 @@ Status FrameSocket::StartTls(const TlsContext& context, Deadline deadline) {
   return Status::Ok();
 }
 
+Result<IoWait> FrameSocket::StepTls(const TlsContext& context) {
+  if (tls_) return Internal("StepTls on a connection that already speaks TLS");
+  const int fd = socket_.native_handle();
+  if (!tls_handshake_) {
+    if (context.role == TlsRole::kServer) {
+      SINKRT_ASSIGN_OR_RETURN(IoWait wait, PeekTlsClient(fd, peer_));
+      if (wait != IoWait::kNone) return wait;
+    }
+    SINKRT_ASSIGN_OR_RETURN(tls_handshake_, NewTlsSession(context, fd, peer_));
+  }
+  SINKRT_ASSIGN_OR_RETURN(IoWait wait, TlsHandshakeStep(*tls_handshake_, peer_));
+  if (wait == IoWait::kNone) {
+    tls_ = std::move(tls_handshake_);
+    tls_staging_.reserve(16 * 1024);
+  }
+  return wait;
+}
+
+Result<IoStep> FrameSocket::ReadSome(std::span<uint8_t> dst) {
+  if (tls_) return TlsReadSome(*tls_, dst.data(), dst.size(), peer_);
+  for (;;) {
+    const ssize_t r = ::recv(socket_.native_handle(), dst.data(), dst.size(), MSG_DONTWAIT);
+    if (r >= 0) return IoStep{static_cast<size_t>(r), IoWait::kNone};
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return IoStep{0, IoWait::kReadable};
+    return Unavailable("reading from " + peer_ + ": " + std::strerror(errno));
+  }
+}
+
+Result<IoStep> FrameSocket::WriteSome(std::span<const std::span<const uint8_t>> pieces) {
+  if (tls_) {
+    // A small leading piece (a message header) shares its record with what
+    // follows: one record and one segment instead of two. Rebuilt the same
+    // from the same pieces, as a retried record must be.
+    constexpr size_t kRecordBytes = 16 * 1024;
+    if (pieces.size() > 1 && pieces[0].size() < kRecordBytes) {
+      write_some_staging_.clear();
+      for (std::span<const uint8_t> p : pieces) {
+        const size_t take = std::min(p.size(), kRecordBytes - write_some_staging_.size());
+        write_some_staging_.insert(write_some_staging_.end(), p.begin(), p.begin() + static_cast<long>(take));
+        if (write_some_staging_.size() == kRecordBytes) break;
+      }
+      return TlsWriteSome(*tls_, write_some_staging_.data(), write_some_staging_.size(), peer_);
+    }
+    if (pieces.empty()) return IoStep{};
+    return TlsWriteSome(*tls_, pieces[0].data(), pieces[0].size(), peer_);
+  }
+  iovec iov[8];
+  const size_t n = std::min<size_t>(pieces.size(), 8);
+  for (size_t i = 0; i < n; ++i) iov[i] = {const_cast<uint8_t*>(pieces[i].data()), pieces[i].size()};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = n;
+  for (;;) {
+    const ssize_t w = ::sendmsg(socket_.native_handle(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w >= 0) return IoStep{static_cast<size_t>(w), IoWait::kNone};
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return IoStep{0, IoWait::kWritable};
+    return Unavailable("sending to " + peer_ + ": " + std::strerror(errno));
+  }
+}
+
+void FrameSocket::ShutdownWrite() {
+  if (tls_) return TlsShutdownWrite(*tls_);
+  ::shutdown(socket_.native_handle(), SHUT_WR);
+}
+
 std::string FrameSocket::transport() const { return tls_ ? TlsDescription(*tls_) : std::string("plain"); }
 
 Status FrameSocket::Send(const flatbuffers::FlatBufferBuilder& fbb,

@@ -39,10 +39,24 @@ std::string TakeOpenSslError(const std::string& fallback);
 // plain frame gets FailedPrecondition, so the caller can answer it plainly.
 Result<std::unique_ptr<TlsSession>> TlsHandshake(const TlsContext& context, int fd, const std::string& peer,
                                                  Deadline deadline);
+
+// The same in steps, for event loops (FrameSocket::StepTls): the server's
+// look at the client's first byte (kNone: a TLS handshake is there), the
+// session on `fd` (made non-blocking), then handshake steps until kNone.
+Result<IoWait> PeekTlsClient(int fd, const std::string& peer);
+Result<std::unique_ptr<TlsSession>> NewTlsSession(const TlsContext& context, int fd, const std::string& peer);
+Result<IoWait> TlsHandshakeStep(TlsSession& session, const std::string& peer);
+
 // Reads exactly n bytes.
 Status TlsRead(TlsSession& session, uint8_t* dst, size_t n, Deadline deadline, const std::string& peer);
 // Writes all n bytes; waits for buffer space as a blocking write would.
 Status TlsWrite(TlsSession& session, const uint8_t* src, size_t n, const std::string& peer);
+// Non-blocking, for links that drive the socket themselves: see
+// FrameSocket::ReadSome and WriteSome.
+Result<IoStep> TlsReadSome(TlsSession& session, uint8_t* dst, size_t n, const std::string& peer);
+Result<IoStep> TlsWriteSome(TlsSession& session, const uint8_t* src, size_t n, const std::string& peer);
+// Sends close_notify, then half-closes the socket.
+void TlsShutdownWrite(TlsSession& session);
 // "TLSv1.3 TLS_AES_256_GCM_SHA384".
 std::string TlsDescription(const TlsSession& session);
 

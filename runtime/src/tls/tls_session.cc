@@ -67,25 +67,29 @@ Status Classify(TlsSession& s, int ret, short* wait_for, const std::string& peer
   }
 }
 
-// A server's first look at what the client sent: TLS starts with a
-// handshake record; anything else (a plain sinkrt frame) is refused before
-// OpenSSL reads it, so the caller can still answer in plain frames.
-Status ExpectTlsClient(int fd, const std::string& peer, const Deadline& deadline) {
-  SINKRT_RETURN_IF_ERROR(WaitReady(fd, POLLIN, deadline, peer));
+}  // namespace
+
+// A server's first look at what the client sent, without waiting: TLS
+// starts with a handshake record; anything else (a plain sinkrt frame) is
+// refused before OpenSSL reads it, so the caller can still answer in plain
+// frames.
+Result<IoWait> PeekTlsClient(int fd, const std::string& peer) {
   uint8_t first = 0;
   ssize_t n;
   do {
-    n = ::recv(fd, &first, 1, MSG_PEEK);
+    n = ::recv(fd, &first, 1, MSG_PEEK | MSG_DONTWAIT);
   } while (n < 0 && errno == EINTR);
   if (n == 0) return Unavailable("connection closed by " + peer);
   if (n < 0) {
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return ExpectTlsClient(fd, peer, deadline);
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return IoWait::kReadable;
     return Unavailable("reading from " + peer + ": " + std::strerror(errno));
   }
   if (first != kTlsHandshakeRecord)
     return FailedPrecondition(peer + " does not speak TLS (its first bytes are not a TLS handshake)");
-  return Status::Ok();
+  return IoWait::kNone;
 }
+
+namespace {
 
 // Why a handshake failed, with the certificate check's verdict when there is one.
 std::string HandshakeFailure(TlsSession& s, const Status& io) {
@@ -99,12 +103,10 @@ std::string HandshakeFailure(TlsSession& s, const Status& io) {
 
 }  // namespace
 
-Result<std::unique_ptr<TlsSession>> TlsHandshake(const TlsContext& context, int fd, const std::string& peer,
-                                                 Deadline deadline) {
+Result<std::unique_ptr<TlsSession>> NewTlsSession(const TlsContext& context, int fd, const std::string& peer) {
   const int flags = ::fcntl(fd, F_GETFL, 0);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
     return Unavailable("making the socket to " + peer + " non-blocking: " + std::strerror(errno));
-  if (context.role == TlsRole::kServer) SINKRT_RETURN_IF_ERROR(ExpectTlsClient(fd, peer, deadline));
   ERR_clear_error();
   auto s = std::make_unique<TlsSession>();
   s->fd = fd;
@@ -115,12 +117,33 @@ Result<std::unique_ptr<TlsSession>> TlsHandshake(const TlsContext& context, int 
   } else {
     SSL_set_connect_state(s->ssl);
   }
+  return s;
+}
+
+Result<IoWait> TlsHandshakeStep(TlsSession& s, const std::string& peer) {
+  ERR_clear_error();
+  const int r = SSL_do_handshake(s.ssl);
+  if (r == 1) return IoWait::kNone;
+  short wait_for = 0;
+  Status st = Classify(s, r, &wait_for, peer, nullptr);
+  if (!st.ok()) return Status(st.code(), "TLS handshake with " + peer + " failed: " + HandshakeFailure(s, st));
+  return wait_for == POLLIN ? IoWait::kReadable : IoWait::kWritable;
+}
+
+Result<std::unique_ptr<TlsSession>> TlsHandshake(const TlsContext& context, int fd, const std::string& peer,
+                                                 Deadline deadline) {
+  if (context.role == TlsRole::kServer) {
+    for (;;) {
+      SINKRT_ASSIGN_OR_RETURN(IoWait wait, PeekTlsClient(fd, peer));
+      if (wait == IoWait::kNone) break;
+      SINKRT_RETURN_IF_ERROR(WaitReady(fd, POLLIN, deadline, peer));
+    }
+  }
+  SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<TlsSession> s, NewTlsSession(context, fd, peer));
   for (;;) {
-    const int r = SSL_do_handshake(s->ssl);
-    if (r == 1) return s;
-    short wait_for = 0;
-    Status st = Classify(*s, r, &wait_for, peer, nullptr);
-    if (st.ok()) st = WaitReady(fd, wait_for, deadline, peer);
+    SINKRT_ASSIGN_OR_RETURN(IoWait wait, TlsHandshakeStep(*s, peer));
+    if (wait == IoWait::kNone) return s;
+    Status st = WaitReady(fd, wait == IoWait::kReadable ? POLLIN : POLLOUT, deadline, peer);
     if (!st.ok()) return Status(st.code(), "TLS handshake with " + peer + " failed: " + HandshakeFailure(*s, st));
   }
 }
@@ -164,6 +187,46 @@ Status TlsWrite(TlsSession& s, const uint8_t* src, size_t n, const std::string& 
   // No deadline: as a blocking write, it waits while the peer lives.
   return Transfer(s, src, n, std::nullopt, peer, "sending to",
                   [](SSL* ssl, const uint8_t* p, int len) { return SSL_write(ssl, p, len); });
+}
+
+namespace {
+
+// One non-blocking SSL call under the session's lock: bytes moved, end of
+// file (a close_notify, or the connection closed without one: zero bytes
+// and no wait), or what to wait for.
+template <typename Byte, typename Call>
+Result<IoStep> TransferSome(TlsSession& s, Byte* bytes, size_t n, const std::string& peer, const char* doing,
+                            Call call) {
+  std::lock_guard<std::mutex> lk(s.mu);
+  ERR_clear_error();
+  const int r = call(s.ssl, bytes, static_cast<int>(std::min<size_t>(n, INT_MAX)));
+  if (r > 0) return IoStep{static_cast<size_t>(r), IoWait::kNone};
+  if (SSL_get_error(s.ssl, r) == SSL_ERROR_ZERO_RETURN) return IoStep{};  // the peer's close_notify
+  short wait_for = 0;
+  SINKRT_RETURN_IF_ERROR(Classify(s, r, &wait_for, peer, doing));
+  return IoStep{0, wait_for == POLLIN ? IoWait::kReadable : IoWait::kWritable};
+}
+
+}  // namespace
+
+Result<IoStep> TlsReadSome(TlsSession& s, uint8_t* dst, size_t n, const std::string& peer) {
+  return TransferSome(s, dst, n, peer, "reading from",
+                      [](SSL* ssl, uint8_t* p, int len) { return SSL_read(ssl, p, len); });
+}
+
+Result<IoStep> TlsWriteSome(TlsSession& s, const uint8_t* src, size_t n, const std::string& peer) {
+  return TransferSome(s, src, n, peer, "sending to",
+                      [](SSL* ssl, const uint8_t* p, int len) { return SSL_write(ssl, p, len); });
+}
+
+void TlsShutdownWrite(TlsSession& s) {
+  std::lock_guard<std::mutex> lk(s.mu);
+  ERR_clear_error();
+  // A close_notify tells the peer that the end is meant, not a truncation;
+  // best effort: a full send buffer only loses that distinction.
+  (void)SSL_shutdown(s.ssl);
+  ERR_clear_error();
+  ::shutdown(s.fd, SHUT_WR);
 }
 
 std::string TlsDescription(const TlsSession& s) {

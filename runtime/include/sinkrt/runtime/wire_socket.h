@@ -48,6 +48,20 @@ struct InFrame {
   fb::MessageBody type() const { return message->body_type(); }
 };
 
+/// What a non-blocking call on a FrameSocket waits for before it can go on.
+enum class IoWait {
+  kNone,      ///< nothing: it made progress, or is done
+  kReadable,  ///< the socket to have input
+  kWritable,  ///< the socket to have room
+};
+
+/// The outcome of FrameSocket::ReadSome or WriteSome: `bytes` moved, or
+/// none and what to wait for. No bytes and no wait is end of file (a read).
+struct IoStep {
+  size_t bytes = 0;  ///< moved by this call
+  IoWait wait = IoWait::kNone;  ///< when bytes == 0: what to poll for
+};
+
 /// Where FrameSocket::Connect stands while it waits, for an observer that
 /// tells a person: an attempt out with no answer yet, or why the last one
 /// failed ("Connection refused": retried while the deadline allows).
@@ -92,10 +106,28 @@ class FrameSocket {
   /// whose client sends plain frames gets FailedPrecondition, and can still
   /// answer it with a plain Error frame.
   Status StartTls(const TlsContext& context, Deadline deadline);
+  /// StartTls for an event loop: one non-blocking step of the handshake.
+  /// kNone once it is done (then tls() is true); otherwise call again when
+  /// the socket is ready for what it returns. Errors as StartTls's.
+  Result<IoWait> StepTls(const TlsContext& context);
   /// True once StartTls succeeded.
   bool tls() const { return tls_ != nullptr; }
   /// "TLSv1.3 TLS_AES_256_GCM_SHA384", or "plain".
   std::string transport() const;
+
+  /// Byte I/O that never blocks, for code that drives the socket itself
+  /// (the data plane's links, the rendezvous master's event loop), through
+  /// TLS once StartTls ran. Reads and writes may run on two threads at once;
+  /// each is for one thread at a time, and not beside Send or Receive.
+  /// Errors are Unavailable, naming the peer.
+  Result<IoStep> ReadSome(std::span<uint8_t> dst);
+  /// Writes from the pieces in order (small leading pieces coalesced into
+  /// one TLS record). After a wait, call again with the same pieces from
+  /// the same position: TLS must repeat an unfinished record.
+  Result<IoStep> WriteSome(std::span<const std::span<const uint8_t>> pieces);
+  /// Ends the sending direction (with TLS, after a close_notify); the peer
+  /// reads end of file once it has read everything sent before.
+  void ShutdownWrite();
 
   /// Closes both directions now; a blocked Receive returns kUnavailable.
   /// Safe from any thread.
@@ -120,6 +152,8 @@ class FrameSocket {
   std::mutex send_mu_;
   std::unique_ptr<TlsSession> tls_;  ///< set by StartTls
   std::vector<uint8_t> tls_staging_;  ///< under send_mu_: small pieces coalesced into one record
+  std::unique_ptr<TlsSession> tls_handshake_;  ///< StepTls's session until its handshake is done
+  std::vector<uint8_t> write_some_staging_;  ///< WriteSome's record of coalesced pieces
 };
 
 /// Sets TCP_NODELAY, SO_KEEPALIVE (dead peers found in ~15 s) and 4 MiB

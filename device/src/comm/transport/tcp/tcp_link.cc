@@ -2,10 +2,8 @@
 
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <thread>
 
@@ -210,7 +208,7 @@ void TcpLink::Drain(Deadline deadline) {
 void TcpLink::ShutdownWrite() {
   std::lock_guard<std::mutex> lk(send_mu_);
   write_shut_ = true;
-  ::shutdown(fd_, SHUT_WR);
+  socket_->ShutdownWrite();
 }
 
 void TcpLink::AwaitEof(Deadline deadline) {
@@ -296,35 +294,31 @@ void TcpLink::FlushLocked() {
       }
       current_done_ = 0;
     }
-    iovec iov[2];
-    int n = 0;
+    std::span<const uint8_t> pieces[2];
+    size_t n = 0;
     size_t total;
     if (current_ == Current::kControl) {
       total = control_.size();
-      iov[n++] = {control_.data() + current_done_, total - current_done_};
+      pieces[n++] = {reinterpret_cast<const uint8_t*>(control_.data()) + current_done_, total - current_done_};
     } else {
       OutData& o = out_[out_head_];
       total = sizeof(MsgHeader) + o.bytes;
       if (current_done_ < sizeof(MsgHeader))
-        iov[n++] = {reinterpret_cast<uint8_t*>(&o.header) + current_done_, sizeof(MsgHeader) - current_done_};
+        pieces[n++] = {reinterpret_cast<const uint8_t*>(&o.header) + current_done_, sizeof(MsgHeader) - current_done_};
       size_t body_done = current_done_ > sizeof(MsgHeader) ? current_done_ - sizeof(MsgHeader) : 0;
-      if (body_done < o.bytes) iov[n++] = {const_cast<uint8_t*>(o.data) + body_done, o.bytes - body_done};
+      if (body_done < o.bytes) pieces[n++] = {o.data + body_done, o.bytes - body_done};
     }
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<size_t>(n);
-    ssize_t w = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        want_write_ = true;
-        want_write_seen_.store(true, std::memory_order_release);
-        return;
-      }
-      MarkClosed(Who() + " closed its connection (" + std::strerror(errno) + ")", true);
+    Result<IoStep> w = socket_->WriteSome(std::span<const std::span<const uint8_t>>(pieces, n));
+    if (!w.ok()) {
+      MarkClosed(Who() + " closed its connection (" + w.status().message() + ")", true);
       return;
     }
-    current_done_ += static_cast<size_t>(w);
+    if (w->bytes == 0) {
+      want_write_ = true;
+      want_write_seen_.store(true, std::memory_order_release);
+      return;
+    }
+    current_done_ += w->bytes;
     if (current_done_ < total) continue;
     if (current_ == Current::kData) {
       out_head_ = (out_head_ + 1) % out_.size();
@@ -397,22 +391,23 @@ void TcpLink::ReadAvailable() {
       dst = in_dst_;
       want = in_left_;
     }
-    ssize_t r = ::recv(fd_, dst, want, MSG_DONTWAIT);
-    if (r > 0) {
+    Result<IoStep> r = socket_->ReadSome(std::span<uint8_t>(dst, want));
+    if (r.ok() && r->bytes > 0) {
       if (in_state_ == InState::kHeader) {
-        in_done_ += static_cast<size_t>(r);
+        in_done_ += r->bytes;
         if (in_done_ == sizeof(MsgHeader)) OnHeader();
       } else {
-        in_dst_ += r;
-        in_left_ -= static_cast<size_t>(r);
+        in_dst_ += r->bytes;
+        in_left_ -= r->bytes;
         if (in_left_ == 0) OnPayloadDone();
       }
       continue;
     }
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    // A TLS read may want the socket writable; the link's polls watch for
+    // input, which is what TLS 1.3 without renegotiation needs here.
+    if (r.ok() && r->wait != IoWait::kNone) return;
     std::string why = Who() + " closed its connection";
-    if (r < 0) why += std::string(" (") + std::strerror(errno) + ")";
+    if (!r.ok()) why += " (" + r.status().message() + ")";
     eof_.store(true, std::memory_order_release);
     MarkClosed(why, false);
     return;
