@@ -23,6 +23,7 @@
 #include "sinkrt/runtime/address.h"
 #include "support/checkpoint_compare.h"
 #include "support/run_binary.h"
+#include "support/tls_certs.h"
 
 namespace sinkrt {
 namespace {
@@ -302,6 +303,22 @@ TEST_F(SinkrunRanksTest, LaunchWithATokenTrains) {
          Sinkrun() + " " + kTrain + " --batch 32\"");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("wrong token"), std::string::npos) << r.err;
+}
+
+// With --tls-*, every rank reaches the master over TLS (the launcher hands
+// each rank the files as SINKRT_TLS_*) and the job trains; a rank without
+// them is refused by the master, naming TLS.
+TEST_F(SinkrunRanksTest, LaunchWithTlsTrainsAndAPlainRankIsRefused) {
+  const testing::TlsTestFiles files = testing::WriteTlsTestFiles(dir_.string());
+  const std::string tls =
+      " --tls-cert " + files.server_cert + " --tls-key " + files.server_key + " --tls-ca " + files.ca_cert;
+  RunResult r = Sh(Sinkrun() + " launch -n 2" + tls + " -- " + Sinkrun() + " " + kTrain + " --batch 32");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Eval result"), std::string::npos) << r.out;
+  r = Sh(Sinkrun() + " launch -n 2" + tls + " -- /bin/sh -c \"[ \\$RANK_ID = 1 ] && unset SINKRT_TLS_CA SINKRT_TLS_CERT "
+         "SINKRT_TLS_KEY; exec " + Sinkrun() + " " + kTrain + " --batch 32\"");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("requires TLS"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -111,6 +111,9 @@ struct LaunchFlags {
   int base_port = 0;  // 0: the kernel picks each daemon's port
   std::string rank_table_out = "rank_table.json";
   std::string token;
+  // The daemons' --tls-cert/--tls-key/--tls-ca; with a COMMAND every rank's
+  // SINKRT_TLS_CERT/KEY/CA (TLS to the master).
+  TlsConfig tls;
   std::string sinkd;
   int threads = 0;
   bool no_bind = false;

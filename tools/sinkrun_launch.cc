@@ -62,6 +62,7 @@ int Launch(const LaunchFlags& f, const char* argv0) {
   options.base_port = f.base_port;
   options.sinkd_path = *sinkd;
   options.token = f.token;
+  options.tls = f.tls;
   if (f.threads > 0) options.sinkd_args.insert(options.sinkd_args.end(), {"--threads", std::to_string(f.threads)});
   if (f.quiet) options.sinkd_args.push_back("--quiet");
   options.bind_cores = BindLocalDaemons(f.no_bind, f.devices, f.threads);

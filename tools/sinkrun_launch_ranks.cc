@@ -158,6 +158,29 @@ int LaunchRanks(const LaunchFlags& f, const char* argv0) {
   } else if (local == n) {
     job_id = FreshJobId();
   }
+  // Every rank gets all three files: rank 0 serves the master with the
+  // certificate, the others verify it with the CA and present theirs.
+  std::vector<std::pair<std::string, std::string>> tls;
+  if (f.tls.enabled()) {
+    if (f.tls.cert_file.empty() || f.tls.key_file.empty() || f.tls.ca_file.empty())
+      return Usage("--tls-cert, --tls-key and --tls-ca go together with a COMMAND: rank 0's master serves with the "
+                   "certificate and the other ranks verify it with the CA");
+    struct TlsFile {
+      const char* flag;
+      const char* variable;
+      const std::string& file;
+    };
+    for (const TlsFile& t : {TlsFile{"--tls-cert", "SINKRT_TLS_CERT", f.tls.cert_file},
+                             TlsFile{"--tls-key", "SINKRT_TLS_KEY", f.tls.key_file},
+                             TlsFile{"--tls-ca", "SINKRT_TLS_CA", f.tls.ca_file}}) {
+      // Absolute: a rank may run in another directory (--log-dir, its COMMAND's cd).
+      std::error_code ec;
+      const std::filesystem::path path = std::filesystem::absolute(t.file, ec);
+      if (ec || !std::filesystem::is_regular_file(path, ec))
+        return Usage(std::string(t.flag) + " " + t.file + ": not a regular file");
+      tls.emplace_back(t.variable, path.string());
+    }
+  }
   if (!f.log_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(f.log_dir, ec);
@@ -195,6 +218,7 @@ int LaunchRanks(const LaunchFlags& f, const char* argv0) {
     };
     if (!f.token.empty()) set.emplace_back("SINKRT_TOKEN", f.token);
     if (!job_id.empty()) set.emplace_back("SINKRT_JOB_ID", job_id);
+    set.insert(set.end(), tls.begin(), tls.end());
     std::vector<std::string> env = RankEnvironment(set);
     std::vector<char*> envp, argv;
     for (std::string& e : env) envp.push_back(e.data());

@@ -251,6 +251,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   launch->add_option("--rank-table-out", l.rank_table_out, "where to write the rank table")->capture_default_str();
   launch->add_option("--token", l.token, "a secret every host must send");
+  launch->add_option("--tls-cert", l.tls.cert_file,
+                     "TLS: the PEM certificate the daemons serve with; with a COMMAND every rank's (SINKRT_TLS_CERT), "
+                     "rank 0's master serves with it (docs/tls.md)");
+  launch->add_option("--tls-key", l.tls.key_file, "TLS: the PEM private key of --tls-cert");
+  launch->add_option("--tls-ca", l.tls.ca_file,
+                     "TLS: the PEM CA that signed every certificate; the daemons (and the master) then require "
+                     "client certificates");
   launch->add_option("--sinkd", l.sinkd, "the sinkd binary (default: SINKRT_SINKD, or beside sinkrun)");
   launch->add_option("--threads", l.threads,
                      "kernel threads per daemon (default: the cores it is bound to, or every core with --no-bind)")

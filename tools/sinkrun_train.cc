@@ -304,8 +304,9 @@ int Train(const TrainFlags& flags, const CLI::App& cmd, const char* argv0, Clock
   if (!f.token.empty() && !launch_sinkd && f.rank_table.empty() && f.streams.empty() && !f.per_rank)
     return Usage("--token applies to sinkd (--devices or --rank-table) and to one process per rank, not to the "
                  "in-process device of a single process");
-  if (f.tls.enabled() && !launch_sinkd && f.rank_table.empty())
-    return Usage("--tls-* apply to sinkd (--devices or --rank-table), not to an in-process device");
+  if (f.tls.enabled() && !launch_sinkd && f.rank_table.empty() && !f.per_rank)
+    return Usage("--tls-* apply to sinkd (--devices or --rank-table) and to one process per rank's master, not to "
+                 "an in-process device");
   if (f.tls_plain_peers && !(launch_sinkd && f.tls.enabled()))
     return Usage("--tls-plain-peers applies to the daemons --devices starts with TLS (--tls-cert, --tls-key, --tls-ca)");
   if (launch_sinkd && f.tls.enabled() && (f.tls.cert_file.empty() || f.tls.ca_file.empty()))
@@ -669,6 +670,7 @@ int Train(const TrainFlags& flags, const CLI::App& cmd, const char* argv0, Clock
   if (f.per_rank) {
     host::InitOptions init;
     init.token = f.token;
+    init.tls = f.tls;
     if (Status joined = host::init(init); !joined.ok()) return Failure(joined.message());
     // The launcher's terminal is shared: only rank 0 prints the training.
     if (!writer && !std::freopen("/dev/null", "w", stdout)) return Failure("cannot silence stdout");

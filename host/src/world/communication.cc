@@ -73,6 +73,7 @@ Result<ProcessGroup::Options> ProcessGroupOptionsFromEnvironment(const InitOptio
   if (!o.job_id.empty())
     SINKRT_RETURN_IF_ERROR(CheckJobId(o.job_id, in.job_id.empty() ? "SINKRT_JOB_ID" : "InitOptions::job_id"),
                            "init()");
+  o.tls = in.tls.enabled() ? in.tls : TlsConfig::FromEnvironment();
   if (auto ms = EnvPositiveMilliseconds("SINKRT_HELLO_TIMEOUT_MS")) o.hello_timeout = *ms;
   o.timeout = in.timeout.count() > 0 ? in.timeout : PeerTimeoutsFromEnvironment({}).effective_rendezvous();
   return o;

@@ -1,9 +1,7 @@
 #include "master.h"
 
-#include <asio/read.hpp>
 #include <asio/steady_timer.hpp>
-#include <asio/write.hpp>
-#include <array>
+#include <functional>
 #include <list>
 
 #include "join_frames.h"
@@ -23,11 +21,13 @@ std::string Seconds(milliseconds d) {
 }
 std::string Version(uint32_t major, uint32_t minor) { return std::to_string(major) + "." + std::to_string(minor); }
 
-// A connection that has not joined yet: it owes a Hello, then (after the
-// Challenge) a RankJoin with its proof, all within the hello deadline.
+// A connection that has not joined yet: it owes (with TLS, after the
+// handshake) a Hello, then (after the Challenge) a RankJoin with its proof,
+// all within the hello deadline.
 struct Pending {
-  Pending(asio::io_context& io, asio::ip::tcp::socket s) : socket(std::move(s)), timer(io) {}
-  asio::ip::tcp::socket socket;
+  Pending(asio::io_context& io, asio::ip::tcp::socket s)
+      : conn(std::make_unique<FrameSocket>(std::move(s), WireLimits{})), timer(io) {}
+  std::unique_ptr<FrameSocket> conn;
   asio::steady_timer timer;
   std::string source, peer;  // its address; with the port
   uint8_t header[kFrameHeaderBytes] = {};
@@ -35,6 +35,7 @@ struct Pending {
   const fb::Message* frame = nullptr;  // verified, into `message`
   Nonce client{}, server{};
   bool closed = false;  // refused, evicted, timed out, or joined
+  bool plain_client = false;  // sent plain frames to a TLS master: answered plainly
 };
 using PendingPtr = std::shared_ptr<Pending>;
 
@@ -57,6 +58,7 @@ class Master {
 
  private:
   using Next = void (Master::*)(const PendingPtr&);
+  using Then = std::function<void()>;
 
   void Accept() {
     acceptor_.async_accept([this](const asio::error_code& ec, asio::ip::tcp::socket socket) {
@@ -78,11 +80,11 @@ class Master {
   void OnAccepted(asio::ip::tcp::socket socket) {
     auto p = std::make_shared<Pending>(io_, std::move(socket));
     asio::error_code ec;
-    const auto remote = p->socket.remote_endpoint(ec);
+    const auto remote = p->conn->socket().remote_endpoint(ec);
     p->source = ec ? "(unknown)" : remote.address().to_string();
     p->peer = ec ? "(unknown)" : Address{p->source, remote.port()}.ToString();
     std::vector<PendingView> views;
-    for (const PendingPtr& q : pending_) views.push_back({q->source, UnreadBytes(q->socket.native_handle()) > 0});
+    for (const PendingPtr& q : pending_) views.push_back({q->source, UnreadBytes(q->conn->native_handle()) > 0});
     const RoomVerdict room = MakeRoom(views, p->source, setup_.quotas);
     if (room.evict) {
       Refuse(*std::next(pending_.begin(), static_cast<long>(*room.evict)),
@@ -91,7 +93,7 @@ class Master {
     } else if (!room.admit) {
       Send(*p, ResourceExhausted("the rendezvous master at " + setup_.where + " has " + std::to_string(views.size()) +
                                  " connections that have not finished their Hello; try again"));
-      p->socket.close(ec);
+      p->conn->socket().close(ec);
       return;
     }
     pending_.push_back(p);
@@ -104,14 +106,51 @@ class Master {
                                  " ms of connecting (SINKRT_HELLO_TIMEOUT_MS)"),
              "no Hello within the deadline");
     });
+    if (setup_.tls) return Handshake(p);
     Read(p, &Master::OnHello);
+  }
+
+  // Calls `then` once p's socket is ready for `wait`, unless p is closed by then.
+  void When(const PendingPtr& p, IoWait wait, Then then) {
+    const auto what = wait == IoWait::kWritable ? asio::socket_base::wait_write : asio::socket_base::wait_read;
+    p->conn->socket().async_wait(what, [this, p, then = std::move(then)](const asio::error_code& ec) {
+      if (!ec && !done_ && !p->closed) then();
+    });
+  }
+
+  // The TLS handshake, a step whenever the socket is ready. A client that
+  // sends plain frames is answered plainly; one whose handshake fails heard
+  // why from OpenSSL's alert.
+  void Handshake(const PendingPtr& p) {
+    Result<IoWait> step = p->conn->StepTls(*setup_.tls);
+    if (step.ok() && *step == IoWait::kNone) return Read(p, &Master::OnHello);
+    if (step.ok()) return When(p, *step, [this, p] { Handshake(p); });
+    if (step.status().code() == StatusCode::kFailedPrecondition) {
+      p->plain_client = true;
+      return Refuse(p, PermissionDenied("it requires TLS: give every rank the CA (SINKRT_TLS_CA), and a certificate "
+                                        "and key (SINKRT_TLS_CERT, SINKRT_TLS_KEY) when the master has a CA"),
+                    "a rank without TLS");
+    }
+    if (step.status().code() == StatusCode::kUnavailable &&
+        step.status().message().find("connection closed") != std::string::npos)
+      return Close(p);  // it left
+    Refuse(p, step.status(), "a failed TLS handshake (" + step.status().message() + ")");
+  }
+
+  // Fills dst from p's connection, then calls `then`; closes p if it leaves.
+  void Fill(const PendingPtr& p, std::span<uint8_t> dst, Then then) {
+    while (!dst.empty()) {
+      Result<IoStep> got = p->conn->ReadSome(dst);
+      if (!got.ok() || (got->bytes == 0 && got->wait == IoWait::kNone)) return Close(p);  // it left
+      if (got->bytes == 0) return When(p, got->wait, [this, p, dst, then] { Fill(p, dst, then); });
+      dst = dst.subspan(got->bytes);
+    }
+    then();
   }
 
   // Reads one whole frame (no payload) into p, then calls `next`.
   void Read(const PendingPtr& p, Next next) {
-    asio::async_read(p->socket, asio::buffer(p->header), [this, p, next](const asio::error_code& ec, size_t) {
-      if (done_ || p->closed) return;
-      if (ec) return Close(p);  // it left
+    Fill(p, p->header, [this, p, next] {
       WireLimits limits;
       limits.max_message_bytes = kHandshakeMessageBytes;
       auto header = DecodeFrameHeader(p->header, limits);
@@ -120,9 +159,7 @@ class Master {
         return Refuse(p, InvalidArgument("protocol error: a rank's Hello and RankJoin carry no payload"),
                       "a frame with a payload");
       p->message.resize(header->message_bytes);
-      asio::async_read(p->socket, asio::buffer(p->message), [this, p, next](const asio::error_code& e, size_t) {
-        if (done_ || p->closed) return;
-        if (e) return Close(p);
+      Fill(p, p->message, [this, p, next] {
         auto message = VerifyMessage(p->message);
         if (!message.ok()) return Refuse(p, message.status().WithContext("protocol error"), message.status().message());
         p->frame = *message;
@@ -215,8 +252,8 @@ class Master {
       return Finish(bad);
     }
     Close(p, /*keep_socket=*/true);
-    TuneSocket(p->socket);
-    ranks_[j.rank] = std::make_unique<FrameSocket>(std::move(p->socket), WireLimits{});
+    TuneSocket(p->conn->socket());
+    ranks_[j.rank] = std::move(p->conn);
     if (++joined_ == n) Finish(Status::Ok());
   }
 
@@ -234,20 +271,15 @@ class Master {
     p->timer.cancel();
     pending_.remove(p);
     asio::error_code ec;
-    if (!keep_socket) p->socket.close(ec);
+    if (!keep_socket) p->conn->socket().close(ec);
   }
 
-  // A small frame into a fresh socket's empty send buffer: it does not block.
-  bool SendBytes(Pending& p, const flatbuffers::FlatBufferBuilder& fbb) {
-    uint8_t header[kFrameHeaderBytes];
-    EncodeFrameHeader({fbb.GetSize(), 0}, header);
-    const std::array<asio::const_buffer, 2> pieces = {asio::buffer(header),
-                                                      asio::buffer(fbb.GetBufferPointer(), fbb.GetSize())};
-    asio::error_code ec;
-    asio::write(p.socket, pieces, ec);
-    return !ec;
-  }
+  // A small frame into a fresh socket's empty send buffer: it does not
+  // block. A TLS master says nothing to a connection whose handshake has
+  // not finished (it could not read it), except to a plain one (Handshake).
+  bool SendBytes(Pending& p, const flatbuffers::FlatBufferBuilder& fbb) { return p.conn->Send(fbb).ok(); }
   void Send(Pending& p, const Status& why) {
+    if (setup_.tls && !p.conn->tls() && !p.plain_client) return;
     flatbuffers::FlatBufferBuilder fbb(512);
     ErrorContext context;
     context.rank = 0;

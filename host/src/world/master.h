@@ -5,7 +5,9 @@
 // wire protocol 1.5), pending ones have a short deadline and quotas per
 // address and in all, and a stranger is refused alone: it never holds up,
 // nor ends, the world. Only an authenticated rank of this job that
-// contradicts the world (its size, a rank claimed twice) ends it.
+// contradicts the world (its size, a rank claimed twice) ends it. With TLS
+// (MasterSetup::tls) every connection's handshake runs first, on the same
+// loop and within the same deadline, and what follows travels encrypted.
 #pragma once
 
 #include <asio/io_context.hpp>
@@ -18,6 +20,7 @@
 
 #include "sinkrt/runtime/admission.h"
 #include "sinkrt/runtime/status.h"
+#include "sinkrt/runtime/tls.h"
 #include "sinkrt/runtime/wire_socket.h"
 
 namespace sinkrt::host {
@@ -33,6 +36,7 @@ struct MasterSetup {
   std::chrono::milliseconds timeout{0};  // until every rank has joined
   std::chrono::milliseconds hello_timeout{0};  // for each connection to say Hello and prove the token
   PendingQuotas quotas;
+  std::shared_ptr<const TlsContext> tls;  // a server context: every rank speaks TLS; null: plain
 };
 
 // Accepts on `acceptor` (bound, listening, on `io`) until ranks 1..n-1 have

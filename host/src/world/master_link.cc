@@ -34,8 +34,8 @@ const char* kPortAdvice =
 // ResourceExhausted status means "the master made room: dial again".
 class Attempt {
  public:
-  Attempt(const ProcessGroup::Options& o, std::string* job_id)
-      : o_(o), job_id_(*job_id), out_job_id_(job_id), me_("init(): rank " + std::to_string(o.rank)),
+  Attempt(const ProcessGroup::Options& o, const TlsContext* tls, std::string* job_id)
+      : o_(o), tls_(tls), job_id_(*job_id), out_job_id_(job_id), me_("init(): rank " + std::to_string(o.rank)),
         where_(o.master.ToString()) {}
 
   bool retry() const { return retry_; }
@@ -47,6 +47,10 @@ class Attempt {
       return Status(dialed.status().code(), me_ + " cannot reach the master (rank 0) at " + where_ + " within " +
                                                 Seconds(o_.timeout) + ": " + dialed.status().message());
     std::unique_ptr<FrameSocket> s = std::move(dialed).value();
+    // An answer within this, or the port is held by a stranger: a master
+    // answers at once, and closes a silent connection after its hello deadline.
+    const Deadline answer = DeadlineIn(std::min(o_.timeout, o_.hello_timeout + milliseconds(2000)));
+    if (tls_) SINKRT_RETURN_IF_ERROR(StartTls(*s, answer));
     SINKRT_ASSIGN_OR_RETURN(const Nonce client, FreshNonce(), me_);
     HelloFields hello;
     hello.role = fb::PeerRole::Rank;
@@ -56,20 +60,29 @@ class Attempt {
     flatbuffers::FlatBufferBuilder fbb(256);
     BuildHello(fbb, hello);
     SINKRT_RETURN_IF_ERROR(s->Send(fbb), me_ + ": the master at " + where_);
-    // A master answers a Hello at once; it closes a silent connection after
-    // its hello deadline, so this wait is only for a port held by a stranger.
     InFrame frame;
-    Status st = s->Receive(&frame, DeadlineIn(std::min(o_.timeout, o_.hello_timeout + milliseconds(2000))));
+    Status st = s->Receive(&frame, answer);
     // Closed or reset unanswered: perhaps a master that formed its world
     // just then (another job's, on this port), after which this job's own
     // rank 0 may get the port; dial again, and say this if it persists.
     retry_ = st.code() == StatusCode::kUnavailable;
+    // In TLS 1.3 the master checks this rank's certificate after the
+    // rank's handshake is done: its refusal arrives here, as an alert.
+    if (tls_ && st.message().find("refused the TLS session") != std::string::npos) {
+      retry_ = false;
+      return PermissionDenied(me_ + ": TLS with the master at " + where_ + ": " + st.message() +
+                              " (the master's CA must have signed this rank's certificate, SINKRT_TLS_CERT)");
+    }
     if (!st.ok()) return NotAMaster(st);
     if (frame.type() == fb::MessageBody::Error) {
       Status refusal = Refusal(*frame.message->body_as_Error());
       // Over its quotas, or formed and gone: a master, but not now.
       retry_ = refusal.code() == StatusCode::kResourceExhausted || refusal.code() == StatusCode::kUnavailable;
       if (retry_) return refusal;
+      // A refusal of this rank's credentials (token, TLS) is the master's
+      // own sentence.
+      if (refusal.code() == StatusCode::kPermissionDenied)
+        return PermissionDenied(me_ + ": the master at " + where_ + " refused it: " + refusal.message());
       return FailedPrecondition(me_ + ": " + where_ + " is not a sinkrt rendezvous master that takes this rank; it " +
                                 "answered: " + refusal.message() + ". " + Capitalised(kPortAdvice));
     }
@@ -109,6 +122,16 @@ class Attempt {
   }
 
  private:
+  // The handshake with the master. A connection it closed meanwhile (over
+  // its quotas, or a world formed) is dialed again; a refused certificate
+  // or a master without TLS is the answer.
+  Status StartTls(FrameSocket& s, Deadline deadline) {
+    Status st = s.StartTls(*tls_, deadline);
+    if (st.ok()) return st;
+    retry_ = st.code() == StatusCode::kUnavailable && st.message().find("connection closed") != std::string::npos;
+    return Status(st.code(), me_ + ": TLS with the master at " + where_ + ": " + st.message());
+  }
+
   static std::string Capitalised(std::string text) {
     if (!text.empty()) text[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(text[0])));
     return text;
@@ -131,6 +154,7 @@ class Attempt {
 
   bool retry_ = false;  // the failure may pass: dial again while the timeout allows
   const ProcessGroup::Options& o_;
+  const TlsContext* tls_;  // null: plain
   const std::string job_id_;
   std::string* out_job_id_;
   const std::string me_, where_;
@@ -142,8 +166,13 @@ Result<std::unique_ptr<FrameSocket>> JoinMaster(const ProcessGroup::Options& o, 
   const std::string where = "the master (rank 0) at " + o.master.ToString();
   const auto deadline = Clock::now() + o.timeout;
   auto backoff = milliseconds(10);
+  std::shared_ptr<const TlsContext> tls;
+  if (o.tls.enabled()) {
+    SINKRT_ASSIGN_OR_RETURN(tls, MakeTlsContext(o.tls, TlsRole::kClient),
+                            "init(): rank " + std::to_string(o.rank) + ": SINKRT_TLS_CERT, SINKRT_TLS_KEY, SINKRT_TLS_CA");
+  }
   for (;;) {
-    Attempt attempt(o, job_id);
+    Attempt attempt(o, tls.get(), job_id);
     auto s = attempt.Run(deadline);
     Status st = s.ok() ? Status::Ok() : s.status();
     if (s.ok()) {

@@ -129,6 +129,10 @@ Status ProcessGroup::Impl::Listen() {
                             : " (MS_SCHED_PORT or MASTER_PORT chooses another port)"));
   local_host = endpoint.address().to_string();
   MasterSetup setup;
+  if (o.tls.enabled()) {
+    SINKRT_ASSIGN_OR_RETURN(setup.tls, MakeTlsContext(o.tls, TlsRole::kServer),
+                            "init(): rank 0: SINKRT_TLS_CERT, SINKRT_TLS_KEY, SINKRT_TLS_CA");
+  }
   setup.where = where;
   setup.token = o.token;
   setup.job_id = job_id;

@@ -43,6 +43,13 @@
 /// connections that have not proven themselves, so strangers neither delay
 /// nor end a forming world.
 ///
+/// With TLS (InitOptions::tls, else SINKRT_TLS_CERT, SINKRT_TLS_KEY and
+/// SINKRT_TLS_CA, the same files on every rank) every connection to the
+/// master is encrypted: rank 0 serves with the certificate and key, the
+/// other ranks verify it against the CA, and a master given a CA asks each
+/// rank for a certificate the CA signed (mutual authentication). A rank
+/// without TLS is refused by a TLS master, naming the variables.
+///
 /// A world has a job id (InitOptions::job_id, else SINKRT_JOB_ID, which
 /// `sinkrun launch` sets; else rank 0 makes one up). Every rank carries it,
 /// and the master refuses a rank of another job, naming both: two jobs
@@ -61,6 +68,7 @@
 #include "sinkrt/runtime/admission.h"
 #include "sinkrt/runtime/device_link.h"
 #include "sinkrt/runtime/status.h"
+#include "sinkrt/runtime/tls.h"
 
 namespace sinkrt::host {
 
@@ -77,6 +85,8 @@ struct InitOptions {
   /// @}
   std::string token;  ///< empty: SINKRT_TOKEN
   std::string job_id;  ///< empty: SINKRT_JOB_ID, else rank 0 chooses one (CheckJobId)
+  /// TLS to the master; all empty: SINKRT_TLS_CERT, SINKRT_TLS_KEY, SINKRT_TLS_CA.
+  TlsConfig tls;
   /// Joining and every later round; zero: the rendezvous timeout from the
   /// environment (PeerTimeoutsFromEnvironment).
   std::chrono::milliseconds timeout{0};
@@ -110,6 +120,10 @@ class ProcessGroup {
     std::string source;  ///< where the rank came from ("OMPI_COMM_WORLD_RANK"), for messages
     /// The job this rank belongs to; empty: the master's (on rank 0: a fresh one).
     std::string job_id;
+    /// TLS on the connections to the master (none when empty): rank 0
+    /// serves with the certificate and key, the others verify it with the
+    /// CA and present theirs (see the file's description).
+    TlsConfig tls;
     /// The master: each connection must say Hello and prove the token within
     /// this (SINKRT_HELLO_TIMEOUT_MS), and the quotas of such pending
     /// connections (sinkd's rules, sinkrt/runtime/admission.h).

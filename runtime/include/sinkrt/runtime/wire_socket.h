@@ -139,6 +139,9 @@ class FrameSocket {
   const WireLimits& limits() const { return limits_; }
   /// The socket's file descriptor.
   int native_handle();
+  /// The socket itself, for an event loop's waits (async_wait) around
+  /// ReadSome, WriteSome and StepTls; bytes go through this class.
+  asio::ip::tcp::socket& socket() { return socket_; }
 
  private:
   Status ReadExact(uint8_t* dst, size_t n, Deadline deadline);
