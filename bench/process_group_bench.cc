@@ -5,14 +5,18 @@
 // Ranks are threads of this process on their own connections, as in
 // test/process_group_test.cc; on the 2-core VMs 32 ranks oversubscribe the
 // cores 16 times over, which is what the figures then include.
+// Arguments: ranks, then tls:1 for every connection to the master over TLS
+// (mutual: rank 0 asks each rank for its certificate).
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <thread>
 #include <vector>
 
 #include "sinkrt/host/communication.h"
+#include "support/tls_certs.h"
 
 namespace {
 
@@ -31,8 +35,26 @@ std::vector<JoinField> Fields() {
   return f;
 }
 
+// The master's and the ranks' certificates, written on first use.
+const testing::TlsTestFiles& TlsFiles() {
+  static const testing::TlsTestFiles files = [] {
+    const auto dir = std::filesystem::temp_directory_path() / ("process_group_bench_tls_" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir);
+    return testing::WriteTlsTestFiles(dir.string());
+  }();
+  return files;
+}
+
+TlsConfig RankTls(uint32_t rank) {
+  const testing::TlsTestFiles& f = TlsFiles();
+  if (rank == 0) return {f.server_cert, f.server_key, f.ca_cert};
+  return {f.client_cert, f.client_key, f.ca_cert};
+}
+
 void BM_JoinAndRound(benchmark::State& state) {
   const uint32_t n = static_cast<uint32_t>(state.range(0));
+  const bool tls = state.range(1) != 0;
+  if (tls) TlsFiles();  // outside the timed joins
   double join_s = 0, round_s = 0;
   for (auto _ : state) {
     const uint16_t port = FreePort();
@@ -46,6 +68,7 @@ void BM_JoinAndRound(benchmark::State& state) {
         o.world_size = n;
         o.master = Address{"127.0.0.1", port};
         o.timeout = std::chrono::seconds(60);
+        if (tls) o.tls = RankTls(r);
         const auto t0 = std::chrono::steady_clock::now();
         auto pg = ProcessGroup::Join(o);
         const auto t1 = std::chrono::steady_clock::now();
@@ -78,7 +101,11 @@ void BM_JoinAndRound(benchmark::State& state) {
   // At the master: one connection per other rank; at every other rank: one.
   state.counters["master_connections"] = n - 1;
 }
-BENCHMARK(BM_JoinAndRound)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Arg(32)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_JoinAndRound)
+    ->ArgNames({"ranks", "tls"})
+    ->ArgsProduct({{2, 4, 8, 16, 32}, {0, 1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
