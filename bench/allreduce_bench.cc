@@ -15,6 +15,11 @@
 // on their own threads for the same number of iterations, so consecutive
 // ops overlap the way they do in a training step.
 //
+// BM_AllReduceTls/<bytes>/2/0/<algo>: two ranks over loopback TCP, algo 0
+// plain and algo 6 with TLS on every link (CommOptions::tls, each inbox a
+// TLS server; the certificates of test/support/tls_certs.cc), interleaved
+// per size: what TLS costs the data plane.
+//
 // BM_MlpGradients/<ranks>/<shm>/<fused>: the gradients of the MLP
 // 784-512-256-10 (weights 784x512, 512x256, 256x10, biases 512, 256, 10;
 // float32, 2.14 MB), fused = one AllReduce over all of them in one
@@ -38,6 +43,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <algorithm>
 #include <map>
@@ -53,6 +59,7 @@
 #include "fusion_sweep.h"
 #include "sinkrt/device/communicator.h"
 #include "sinkrt/device/listening_inbox.h"
+#include "support/tls_certs.h"
 
 namespace sinkrt::device {
 namespace {
@@ -65,12 +72,36 @@ constexpr int kDirect = 3;
 // here; a real gap needs the netns testbed's shaped links.
 constexpr int kTwoLevel = 4;
 constexpr int kFlatHosts = 5;
+// Every link over TLS (loopback TCP, as configured otherwise).
+constexpr int kTls = 6;
 constexpr size_t kLargest = size_t{256} << 20;
+
+// The TLS rows' contexts, from certificates written on first use into a
+// folder removed at exit; null contexts if anything fails.
+struct BenchTls {
+  std::shared_ptr<const TlsContext> server, client;
+};
+const BenchTls& Tls() {
+  static const BenchTls tls = [] {
+    const auto dir = std::filesystem::temp_directory_path() / ("allreduce_bench_tls_" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir);
+    const testing::TlsTestFiles f = testing::WriteTlsTestFiles(dir.string());
+    auto server = MakeTlsContext({f.server_cert, f.server_key, f.ca_cert}, TlsRole::kServer);
+    auto client = MakeTlsContext({f.client_cert, f.client_key, f.ca_cert}, TlsRole::kClient);
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);  // the contexts hold what they loaded
+    BenchTls t;
+    if (server.ok() && client.ok()) t = {*server, *client};
+    return t;
+  }();
+  return tls;
+}
 
 class Ranks {
  public:
   Ranks(int n, bool shm, int algo) {
     CommOptions o;
+    if (algo == kTls) o.tls = Tls().client;
     o.use_shared_memory = shm;
     o.peer_timeout = std::chrono::seconds(60);
     if (algo == 1) o.small_allreduce_bytes = size_t{1} << 40;
@@ -80,7 +111,9 @@ class Ranks {
     const bool fake_hosts = algo == kTwoLevel || algo == kFlatHosts;
     std::vector<PeerAddress> world;
     for (int r = 0; r < n; ++r) {
-      inboxes_.push_back(std::move(ListeningInbox::Start()).value());
+      inboxes_.push_back(
+          std::move(ListeningInbox::Start(std::chrono::seconds(10), "127.0.0.1", "", algo == kTls ? Tls().server : nullptr))
+              .value());
       const std::string host = fake_hosts ? (r < n / 2 ? "bench-host-a" : "bench-host-b") : LocalHostId();
       world.push_back(PeerAddress{static_cast<uint32_t>(r), inboxes_.back()->address(), host});
     }
@@ -207,6 +240,14 @@ BENCHMARK(BM_AllReduce)
 BENCHMARK(BM_AllReduce)->Name("BM_AllReduceDirect")->Apply([](benchmark::internal::Benchmark* b) {
   for (int n : {2, 4})
     for (int64_t bytes = 4 << 10; bytes <= int64_t{256} << 20; bytes *= 4) b->Args({bytes, n, 1, kDirect});
+  b->ArgNames({"bytes", "ranks", "shm", "algo"})->UseRealTime()->Unit(benchmark::kMicrosecond);
+});
+
+// Plain (algo 0) and TLS (algo 6) links between two ranks over TCP,
+// interleaved per size.
+BENCHMARK(BM_AllReduce)->Name("BM_AllReduceTls")->Apply([](benchmark::internal::Benchmark* b) {
+  for (int64_t bytes = 4 << 10; bytes <= int64_t{64} << 20; bytes *= 4)
+    for (int algo : {0, kTls}) b->Args({bytes, 2, 0, algo});
   b->ArgNames({"bytes", "ranks", "shm", "algo"})->UseRealTime()->Unit(benchmark::kMicrosecond);
 });
 

@@ -2,11 +2,16 @@
 // host with the right certificate trains, with the same bits as an
 // in-process device; hosts without it, with another CA's, or in plain
 // frames are refused with a message that says why, and the daemon serves
-// the next; a world of TLS daemons forms only with --tls-plain-peers.
+// the next. The daemons of a world link to each other over TLS too (a
+// data-parallel world over TCP trains with the bits of its plain twin),
+// refuse a peer whose certificate their CA did not sign or that speaks
+// plain frames, and need --tls-ca to verify their peers at all.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
+#include <thread>
 
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/model.h"
@@ -154,40 +159,159 @@ TEST_F(SinkdTlsTest, BadTlsFilesStopTheDaemonBeforeItListens) {
   EXPECT_TRUE(Contains(daemon.ReadLog(), "does not belong to the certificate")) << daemon.ReadLog();
 }
 
-// The links between the daemons of a world carry no TLS yet: without
-// --tls-plain-peers the JoinWorld says so; with it the world trains.
-TEST_F(SinkdTlsTest, WorldOfTlsDaemonsFormsOnlyWithPlainPeers) {
-  for (const bool plain_peers : {false, true}) {
-    SCOPED_TRACE(plain_peers ? "--tls-plain-peers" : "TLS only");
-    std::vector<std::unique_ptr<SinkdProcess>> daemons;
-    std::vector<std::unique_ptr<host::RemoteDevice>> remotes;
-    std::vector<DeviceLink*> links;
-    for (int r = 0; r < 2; ++r) {
-      auto args = TlsArgs({"--rank", std::to_string(r), "--peer-timeout-ms", "10000"});
-      if (plain_peers) args.push_back("--tls-plain-peers");
-      daemons.push_back(std::make_unique<SinkdProcess>());
-      SINKRT_ASSERT_OK(daemons.back()->Start(SINKD_PATH, args, Log(std::string("r") + std::to_string(r)), 30s,
-                                             {"SINKRT_COMM_SHM=0"}));
-      auto remote = host::RemoteDevice::Connect(daemons.back()->address(), Host(GoodClient()));
-      SINKRT_ASSERT_OK(remote);
-      links.push_back(remote->get());
-      remotes.push_back(std::move(remote).value());
+// The daemons of a world, each with `args_of(rank)` plus its rank and a
+// peer timeout, over TCP only (SINKRT_COMM_SHM=0: the links carry every
+// AllReduce), and a TLS host on each.
+struct TlsWorld {
+  std::vector<std::unique_ptr<SinkdProcess>> daemons;
+  std::vector<std::unique_ptr<host::RemoteDevice>> remotes;
+  std::vector<DeviceLink*> links;
+};
+
+class SinkdTlsWorldTest : public SinkdTlsTest {
+ protected:
+  // `rogue`: the rank whose daemon holds a certificate of the other CA; its
+  // host trusts that CA.
+  template <typename ArgsOf>
+  Status StartWorld(int n, ArgsOf args_of, TlsWorld* w, const std::string& name, int rogue = -1) {
+    for (int r = 0; r < n; ++r) {
+      std::vector<std::string> args = args_of(r);
+      args.insert(args.end(), {"--rank", std::to_string(r), "--peer-timeout-ms", "5000"});
+      w->daemons.push_back(std::make_unique<SinkdProcess>());
+      SINKRT_RETURN_IF_ERROR(w->daemons.back()->Start(SINKD_PATH, args, Log(name + "-r" + std::to_string(r)), 30s,
+                                                       {"SINKRT_COMM_SHM=0"}));
+      TlsConfig host = GoodClient();
+      if (r == rogue) host.ca_file = files_.other_ca_cert;
+      SINKRT_ASSIGN_OR_RETURN(auto remote, host::RemoteDevice::Connect(w->daemons.back()->address(), Host(host)));
+      w->links.push_back(remote.get());
+      w->remotes.push_back(std::move(remote));
     }
-    host::ModelOptions o;
-    o.context.mode = host::ParallelMode::DataParallel;
-    o.context.device_num = 2;
-    o.context.gradients_mean = true;
-    auto model = host::Model::Create(testing::MlpNetwork(kBatch), host::LossSpec::SparseSoftmaxCrossEntropy(),
-                                     host::OptimizerSpec::Sgd(0.05f), links, o);
-    if (!plain_peers) {
-      ASSERT_FALSE(model.ok());
-      EXPECT_TRUE(Contains(model.status().message(), "--tls-plain-peers")) << model.status().ToString();
-      continue;
-    }
-    SINKRT_ASSERT_OK(model);
-    const testing::SyntheticData data = testing::MakeSyntheticData(128, 16, 4, 5);
-    SINKRT_ASSERT_OK((*model)->train(1, testing::MakeDataset(data, kBatch), {}, true, -1));
+    return Status::Ok();
   }
+
+  // Every rank's JoinWorld of one world, at once (each blocks until its
+  // peers come); rank r's outcome at [r].
+  static std::vector<Status> JoinAll(TlsWorld& w, uint64_t job) {
+    std::vector<PeerEndpoint> members;
+    for (DeviceLink* d : w.links) {
+      auto e = d->Endpoint();
+      if (!e.ok()) return std::vector<Status>(w.links.size(), e.status());
+      members.push_back(*e);
+    }
+    std::vector<Status> joined(w.links.size());
+    std::vector<std::thread> threads;
+    for (uint32_t r = 0; r < w.links.size(); ++r)
+      threads.emplace_back([&, r] { joined[r] = w.links[r]->JoinWorld(WorldSpec{job, r, members}); });
+    for (auto& t : threads) t.join();
+    return joined;
+  }
+};
+
+// Two epochs of the MLP, data parallel over `links`; the parameters and
+// optimizer state.
+Result<std::vector<std::pair<std::string, host::Tensor>>> TrainDataParallel(const std::vector<DeviceLink*>& links) {
+  host::ModelOptions o;
+  o.context.mode = host::ParallelMode::DataParallel;
+  o.context.device_num = static_cast<int>(links.size());
+  o.context.gradients_mean = true;
+  o.queue_capacity = 2;
+  SINKRT_ASSIGN_OR_RETURN(auto model, host::Model::Create(testing::MlpNetwork(kBatch), host::LossSpec::SparseSoftmaxCrossEntropy(),
+                                                          host::OptimizerSpec::Momentum(0.05f, 0.9f), links, o));
+  // 12 batches: whole sinks for 2 and for 3 ranks.
+  const testing::SyntheticData data = testing::MakeSyntheticData(12 * kBatch, 16, 4, 5);
+  SINKRT_RETURN_IF_ERROR(model->train(2, testing::MakeDataset(data, kBatch).Shuffle(3), {}, true, -1));
+  return model->ReadState();
+}
+
+// TLS daemons link to each other over TLS by default: the world forms
+// without --tls-plain-peers, its AllReduces cross TLS links (TCP only), and
+// it trains to the same bits as the same world with plain links.
+void ExpectTlsWorldMatchesPlain(int n, const std::function<Status(int, bool, TlsWorld*)>& start) {
+  std::vector<std::pair<std::string, host::Tensor>> results[2];
+  for (const bool plain_peers : {false, true}) {
+    SCOPED_TRACE(plain_peers ? "--tls-plain-peers" : "TLS links");
+    TlsWorld w;
+    SINKRT_ASSERT_OK(start(n, plain_peers, &w));
+    auto state = TrainDataParallel(w.links);
+    SINKRT_ASSERT_OK(state);
+    results[plain_peers] = std::move(state).value();
+  }
+  ExpectSameState(results[0], results[1]);
+}
+
+TEST_F(SinkdTlsWorldTest, TwoDaemonsTrainOverTlsLinksWithThePlainLinksBits) {
+  ExpectTlsWorldMatchesPlain(2, [&](int n, bool plain, TlsWorld* w) {
+    return StartWorld(
+        n, [&](int) { return TlsArgs(plain ? std::vector<std::string>{"--tls-plain-peers"} : std::vector<std::string>{}); },
+        w, plain ? "plain" : "tls");
+  });
+}
+
+TEST_F(SinkdTlsWorldTest, ThreeDaemonsTrainOverTlsLinksWithThePlainLinksBits) {
+  ExpectTlsWorldMatchesPlain(3, [&](int n, bool plain, TlsWorld* w) {
+    return StartWorld(
+        n, [&](int) { return TlsArgs(plain ? std::vector<std::string>{"--tls-plain-peers"} : std::vector<std::string>{}); },
+        w, plain ? "plain" : "tls");
+  });
+}
+
+// A daemon whose certificate another CA signed is refused by its peer,
+// whether it dials (rank 0: its peer rejects its certificate) or is dialed
+// (rank 1: the dialer finds its certificate unverifiable); the dialer's
+// error names TLS and OpenSSL's reason.
+TEST_F(SinkdTlsWorldTest, PeerWithACertificateTheCaDidNotSignIsRefused) {
+  for (const int rogue : {0, 1}) {
+    SCOPED_TRACE("rogue rank " + std::to_string(rogue));
+    TlsWorld w;
+    SINKRT_ASSERT_OK(StartWorld(
+        2,
+        [&](int r) {
+          if (r != rogue) return TlsArgs();
+          return std::vector<std::string>{"--tls-cert", files_.rogue_cert, "--tls-key", files_.rogue_key, "--tls-ca",
+                                          files_.ca_cert};
+        },
+        &w, "rogue" + std::to_string(rogue), rogue));
+    const std::vector<Status> joined = JoinAll(w, 40 + rogue);
+    for (const Status& st : joined) EXPECT_FALSE(st.ok());
+    // Rank 0 dials rank 1; the other side only sees a peer that never came.
+    const std::string& m = joined[0].message();
+    EXPECT_TRUE(Contains(m, "TLS")) << joined[0].ToString();
+    EXPECT_TRUE(Contains(m, rogue == 0 ? "unknown ca" : "certificate verify failed")) << joined[0].ToString();
+  }
+}
+
+// A TLS daemon without --tls-plain-peers refuses a peer that dials in plain
+// frames (one with --tls-plain-peers), saying that it requires TLS.
+TEST_F(SinkdTlsWorldTest, PlainPeerAtATlsDaemonIsRefusedNamingTls) {
+  TlsWorld w;
+  SINKRT_ASSERT_OK(StartWorld(
+      2, [&](int r) { return TlsArgs(r == 0 ? std::vector<std::string>{"--tls-plain-peers"} : std::vector<std::string>{}); },
+      &w, "mixed"));
+  const std::vector<Status> joined = JoinAll(w, 50);
+  for (const Status& st : joined) EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(Contains(joined[0].message(), "requires TLS")) << joined[0].ToString();
+  EXPECT_TRUE(Contains(joined[0].message(), "--tls-plain-peers")) << joined[0].ToString();
+  EXPECT_TRUE(Contains(w.daemons[1]->ReadLog(), "requires TLS")) << w.daemons[1]->ReadLog();
+}
+
+// A TLS daemon without a CA cannot verify its peers: its JoinWorld of more
+// than one member is refused at once, naming the two ways out. Alone it
+// still runs (a world of one needs no peer).
+TEST_F(SinkdTlsWorldTest, TlsDaemonWithoutACaRefusesToJoinAWorldByName) {
+  TlsWorld w;
+  SINKRT_ASSERT_OK(StartWorld(
+      2, [&](int) { return std::vector<std::string>{"--tls-cert", files_.server_cert, "--tls-key", files_.server_key}; },
+      &w, "noca"));
+  const std::vector<Status> joined = JoinAll(w, 60);
+  for (uint32_t r = 0; r < joined.size(); ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_EQ(joined[r].code(), StatusCode::kFailedPrecondition) << joined[r].ToString();
+    EXPECT_TRUE(Contains(joined[r].message(), "without --tls-ca")) << joined[r].ToString();
+    EXPECT_TRUE(Contains(joined[r].message(), "--tls-plain-peers")) << joined[r].ToString();
+  }
+  auto alone = w.links[0]->Endpoint();
+  SINKRT_ASSERT_OK(alone);
+  SINKRT_ASSERT_OK(w.links[0]->JoinWorld(WorldSpec{61, 0, {*alone}}));
 }
 
 }  // namespace

@@ -647,9 +647,14 @@ class SinkrunSinkdTest : public SinkrunTest {
   std::vector<LaunchedDaemon> daemons_;
 };
 
-// TLS to the daemons --devices starts (docs/tls.md): the same numbers as
-// plain frames; the flags that do not apply are refused before training.
+// TLS to the daemons --devices starts (docs/tls.md), and between them: the
+// same numbers as plain frames, with the links between the daemons on TLS
+// (the default) or plain (--tls-plain-peers); the flags that do not apply
+// are refused before training.
 TEST_F(SinkrunSinkdTest, TlsToTheDaemonsTrainsWithThePlainNumbers) {
+  // The daemons inherit it: their AllReduce crosses the links (TCP), not
+  // shared memory.
+  ASSERT_EQ(::setenv("SINKRT_COMM_SHM", "0", 1), 0);
   const testing::TlsTestFiles f = testing::WriteTlsTestFiles(dir_.string());
   const std::string tls = " --tls-cert '" + f.client_cert + "' --tls-key '" + f.client_key + "' --tls-ca '" +
                           f.ca_cert + "'";
@@ -657,16 +662,15 @@ TEST_F(SinkrunSinkdTest, TlsToTheDaemonsTrainsWithThePlainNumbers) {
   RunResult plain = Run(args + ReportFlag());
   ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
   const std::vector<json> plain_lines = ReadReport();
-  RunResult secured = Run(args + tls + " --tls-plain-peers" + ReportFlag());
-  ASSERT_EQ(secured.exit_code, 0) << secured.out << secured.err;
-  const std::vector<json> lines = ReadReport();
-  ASSERT_EQ(lines.size(), plain_lines.size());
-  for (size_t e = 0; e + 1 < lines.size(); ++e) EXPECT_EQ(lines[e]["loss"], plain_lines[e]["loss"]) << "epoch " << e;
-  EXPECT_EQ(lines.back()["test_accuracy"], plain_lines.back()["test_accuracy"]);
-
-  RunResult no_plain_peers = Run(args + tls);
-  EXPECT_NE(no_plain_peers.exit_code, 0);
-  EXPECT_NE(no_plain_peers.err.find("--tls-plain-peers"), std::string::npos) << no_plain_peers.err;
+  for (const char* peers : {"", " --tls-plain-peers"}) {
+    SCOPED_TRACE(*peers ? "--tls-plain-peers" : "TLS between the daemons");
+    RunResult secured = Run(args + tls + peers + ReportFlag());
+    ASSERT_EQ(secured.exit_code, 0) << secured.out << secured.err;
+    const std::vector<json> lines = ReadReport();
+    ASSERT_EQ(lines.size(), plain_lines.size());
+    for (size_t e = 0; e + 1 < lines.size(); ++e) EXPECT_EQ(lines[e]["loss"], plain_lines[e]["loss"]) << "epoch " << e;
+    EXPECT_EQ(lines.back()["test_accuracy"], plain_lines.back()["test_accuracy"]);
+  }
   fs::remove(Report());  // ExpectRefused checks that a refusal writes none
   ExpectRefused(std::string(kSmall) + " --tls-plain-peers", "--tls-plain-peers applies to the daemons");
   ExpectRefused(std::string(kSmall) + tls, "--tls-* apply to sinkd");

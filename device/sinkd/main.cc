@@ -69,8 +69,8 @@ int main(int argc, char** argv) {
   app.add_option("--tls-ca", f.tls.ca_file,
                  "PEM CA: hosts must present a certificate it signed (mutual TLS; default: SINKRT_TLS_CA)");
   app.add_flag("--tls-plain-peers", f.tls_plain_peers,
-               "with TLS: peer daemons of a world connect in plain frames, and the data plane stays plain TCP "
-               "(needed for worlds of more than one daemon)");
+               "with TLS: the links between the daemons of a world (the data plane) stay plain TCP, for speed; "
+               "by default they use TLS with this daemon's --tls-cert/--tls-key, verified by --tls-ca");
   app.add_option("--rank", f.rank, "this device's rank (default: RANK_ID, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID, or 0)")
       ->check(sinkrt::tools::NonNegativeInteger());
   app.add_option("--threads", f.threads, "kernel threads (default: every core this process may use)")

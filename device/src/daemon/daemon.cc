@@ -65,6 +65,9 @@ struct Daemon::State {
   std::string host_id;  // LocalHostId(), in every Hello this daemon sends
   // With options.tls: the handshake of every accepted connection.
   std::shared_ptr<const TlsContext> tls_server;
+  // With options.tls and a CA, unless tls_plain_peers: this daemon's dials
+  // to its peers (mutual: it presents its own certificate).
+  std::shared_ptr<const TlsContext> tls_peer_client;
   std::unique_ptr<PeerHub> hub;  // after io: the sockets it holds live on io
   SinkWorker worker;
   SessionCounters counters;
@@ -118,6 +121,14 @@ static Result<std::shared_ptr<const TlsContext>> MakeDaemonTls(const DaemonOptio
   return MakeTlsContext(o.tls, TlsRole::kServer);
 }
 
+// The context a TLS daemon dials its peers with, from the same files (null:
+// plain dials, with --tls-plain-peers or without TLS; or no CA to verify
+// peers by, which JoinWorld then refuses by name).
+static Result<std::shared_ptr<const TlsContext>> MakePeerTls(const DaemonOptions& o) {
+  if (!o.tls.enabled() || o.tls_plain_peers || o.tls.ca_file.empty()) return std::shared_ptr<const TlsContext>();
+  return MakeTlsContext(o.tls, TlsRole::kClient);
+}
+
 Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   // Mutual TLS authenticates every client by its certificate, as the token would.
   const bool mutual_tls = options.tls.enabled() && !options.tls.ca_file.empty();
@@ -127,6 +138,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
                            "or --tls-ca for TLS with client certificates");
   auto state = std::make_unique<State>();
   SINKRT_ASSIGN_OR_RETURN(state->tls_server, MakeDaemonTls(options));
+  SINKRT_ASSIGN_OR_RETURN(state->tls_peer_client, MakePeerTls(options));
   state->options = std::move(options);
   // One peer timeout for every collective of the executor, one rendezvous
   // timeout (by default the same) for joining a world and the hub.
@@ -314,7 +326,8 @@ bool Daemon::State::SecureConnection(FrameSocket& socket, Deadline deadline, boo
       return true;
     }
     st = PermissionDenied("this sinkd requires TLS (it was started with --tls-cert): connect with --tls-ca, "
-                          "and --tls-cert/--tls-key when it has a CA");
+                          "and --tls-cert/--tls-key when it has a CA; a peer daemon of a world needs the same TLS "
+                          "flags, or --tls-plain-peers on every daemon of the world");
     SendError(socket, options.rank, st);
   } else if (st.code() == StatusCode::kDeadlineExceeded) {
     std::lock_guard<std::mutex> lk(mu);
@@ -484,7 +497,7 @@ void Daemon::State::ServeHost(Connection& c, const fb::Hello& hello) {
                                  std::to_string(hello.rank()) + ": check the rank table"));
     return;
   }
-  JobSession session(options, worker, socket, 0, counters, *hub, bound.port, host_id);
+  JobSession session(options, worker, socket, 0, counters, *hub, bound.port, host_id, tls_peer_client);
   uint64_t id;
   {
     std::lock_guard<std::mutex> lk(mu);

@@ -30,7 +30,8 @@ std::string QueueName(const Executor& ex, uint32_t index) {
 }  // namespace
 
 JobSession::JobSession(const DaemonOptions& options, SinkWorker& worker, FrameSocket& socket, uint64_t job_id,
-                       SessionCounters& counters, PeerHub& hub, uint16_t port, std::string host_id)
+                       SessionCounters& counters, PeerHub& hub, uint16_t port, std::string host_id,
+                       std::shared_ptr<const TlsContext> peer_tls)
     : options_(options),
       worker_(worker),
       socket_(socket),
@@ -39,6 +40,7 @@ JobSession::JobSession(const DaemonOptions& options, SinkWorker& worker, FrameSo
       hub_(hub),
       port_(port),
       host_id_(std::move(host_id)),
+      peer_tls_(std::move(peer_tls)),
       core_(options.device) {}
 
 JobSession::~JobSession() { End(); }
@@ -294,12 +296,12 @@ Status JobSession::OnClearQueue(const fb::ClearQueue& request) {
 }
 
 Result<std::vector<PeerAddress>> JobSession::WorldOf(const WorldSpec& spec) const {
-  // The links between daemons (comm/transport/tcp) write the socket
-  // directly, so they cannot carry TLS; the user must say that they stay
-  // plain rather than find out from a peer's refusal.
-  if (options_.tls.enabled() && !options_.tls_plain_peers && spec.members.size() > 1)
-    return FailedPrecondition("this sinkd uses TLS, and the links between daemons of a world are plain TCP: start "
-                              "every daemon of the world with --tls-plain-peers to let them connect");
+  // A TLS daemon dials its peers with TLS and verifies their certificates
+  // against its CA; without one it could only trust them blindly.
+  if (options_.tls.enabled() && !options_.tls_plain_peers && !peer_tls_ && spec.members.size() > 1)
+    return FailedPrecondition("this sinkd uses TLS (--tls-cert) without --tls-ca, so it cannot verify the other "
+                              "daemons of a world: start every daemon with --tls-ca (the CA that signed their "
+                              "certificates), or with --tls-plain-peers to keep the links between daemons plain");
   SINKRT_ASSIGN_OR_RETURN(std::vector<PeerAddress> world, PeersOf(spec));
   // This rank's own entry must be this daemon: otherwise its peers dial
   // someone else for it and fail with a confusing rank mismatch there.
@@ -347,6 +349,7 @@ Status JobSession::OnJoinWorld(const fb::JoinWorld& request) {
   // Daemon::Start handed its peer and rendezvous timeouts to the device options.
   CommOptions comm_options = CommOptionsOf(options_.device);
   comm_options.token = options_.token;
+  comm_options.tls = peer_tls_;
   comm_options.groups = std::move(spec.groups);
   Result<std::unique_ptr<Communicator>> created = Internal("no rendezvous");
   {

@@ -37,9 +37,11 @@ struct SessionCounters {
 class JobSession {
  public:
   // `port` and `host_id`: where this daemon listens and which machine it is,
-  // to check a JoinWorld's entry for this rank.
+  // to check a JoinWorld's entry for this rank. `peer_tls`: the client
+  // context this daemon dials its peers with (null: plain dials).
   JobSession(const DaemonOptions& options, SinkWorker& worker, FrameSocket& socket, uint64_t job_id,
-             SessionCounters& counters, PeerHub& hub, uint16_t port, std::string host_id);
+             SessionCounters& counters, PeerHub& hub, uint16_t port, std::string host_id,
+             std::shared_ptr<const TlsContext> peer_tls);
   ~JobSession();  // End()
 
   // Serves frames until the host sends Shutdown, leaves or breaks the
@@ -98,6 +100,7 @@ class JobSession {
   PeerHub& hub_;
   const uint16_t port_;
   const std::string host_id_;
+  const std::shared_ptr<const TlsContext> peer_tls_;
 
   DeviceCore core_;                      // the world and the loaded job
   std::vector<uint64_t> next_sequence_;  // per queue

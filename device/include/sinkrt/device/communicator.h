@@ -47,6 +47,7 @@
 #include "sinkrt/runtime/collective_use.h"
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/status.h"
+#include "sinkrt/runtime/tls.h"
 #include "sinkrt/runtime/wire_socket.h"
 
 namespace sinkrt::device {
@@ -110,6 +111,14 @@ struct CommOptions {
   /// Sent in the Hello of every dial: a daemon with a --token checks peers
   /// as it checks hosts, so the daemons of one world share it.
   std::string token;
+  /// When set, every dial to a peer runs a TLS handshake as this client
+  /// context (MakeTlsContext(..., TlsRole::kClient)) before its Hello: the
+  /// peer's certificate must chain to the context's CA, and the context's
+  /// certificate is presented for the peer to verify. Every byte of the
+  /// link then travels encrypted, the collectives' data included; peers on
+  /// one host that share memory move their data through it, not the link.
+  /// The accepting side's TLS is its inbox's (a daemon's port). Null: plain.
+  std::shared_ptr<const TlsContext> tls;
   /// The groups this rank will call collectives on and which calls
   /// (WorldSpec::groups): the rendezvous then connects only the peers those
   /// calls' schedules talk to, plus the world's own partners

@@ -67,14 +67,17 @@ struct DaemonOptions {
   /// address (see Admission above).
   int max_pending = 64;
   int max_pending_per_address = 8;  ///< pending connections per source address
-  /// TLS on the port (sinkd --tls-cert, --tls-key, --tls-ca): hosts and
-  /// probes handshake before their Hello. With a CA, every client must
-  /// present a certificate it signed (mutual authentication), and a
-  /// non-loopback `listen` needs no token. Empty: plain frames.
+  /// TLS on the port (sinkd --tls-cert, --tls-key, --tls-ca): hosts,
+  /// probes and peer daemons handshake before their Hello. With a CA, every
+  /// client must present a certificate it signed (mutual authentication),
+  /// and a non-loopback `listen` needs no token. The daemon dials its peers
+  /// with TLS too, from the same files, so the links of a world (the data
+  /// plane) are encrypted and both ends authenticated; joining a world of
+  /// more than one daemon then needs the CA. Empty: plain frames.
   TlsConfig tls;
-  /// With `tls`: peer daemons connect in plain frames, and the links of a
-  /// world (the data plane) stay plain TCP (sinkd --tls-plain-peers). The
-  /// data plane has no TLS yet, so a world of daemons with `tls` needs it.
+  /// With `tls`: peer daemons may connect in plain frames, and this daemon
+  /// dials its peers plainly: the links of a world (the data plane) stay
+  /// plain TCP, the user's choice for speed (sinkd --tls-plain-peers).
   bool tls_plain_peers = false;
   /// One line per job event; false in tests that count nothing from logs.
   bool log = true;

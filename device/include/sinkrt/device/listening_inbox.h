@@ -6,6 +6,9 @@
 /// tells which), reads each connection's Hello with a deadline and queues
 /// the socket under the rank the Hello names. Connections that send
 /// anything else, or another token than `token` (when set), are dropped.
+/// With a server TLS context, each connection's TLS handshake comes first
+/// (within the same deadline), as at a daemon's port; one that fails is
+/// dropped.
 /// Sockets it hands over stay valid after the inbox is destroyed.
 #pragma once
 
@@ -24,10 +27,10 @@ namespace sinkrt::device {
 class ListeningInbox final : public PeerInbox {
  public:
   /// Starts listening on `host`:0; connections must send their Hello within `hello_timeout`, with
-  /// `token` when it is set.
+  /// `token` when it is set, after a TLS handshake as `tls` (a server context) when it is set.
   static Result<std::unique_ptr<ListeningInbox>> Start(
       std::chrono::milliseconds hello_timeout = std::chrono::seconds(10), const std::string& host = "127.0.0.1",
-      std::string token = "");
+      std::string token = "", std::shared_ptr<const TlsContext> tls = nullptr);
   ~ListeningInbox() override;
 
   /// Where peers dial it (the real port).
@@ -44,6 +47,7 @@ class ListeningInbox final : public PeerInbox {
   Address address_;
   std::chrono::milliseconds hello_timeout_{10000};
   std::string token_;
+  std::shared_ptr<const TlsContext> tls_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<uint32_t, std::unique_ptr<FrameSocket>>> ready_;

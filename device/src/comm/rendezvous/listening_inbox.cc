@@ -34,7 +34,8 @@ struct ListeningInbox::Impl {
 ListeningInbox::ListeningInbox(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Result<std::unique_ptr<ListeningInbox>> ListeningInbox::Start(std::chrono::milliseconds hello_timeout,
-                                                              const std::string& host, std::string token) {
+                                                              const std::string& host, std::string token,
+                                                              std::shared_ptr<const TlsContext> tls) {
   auto impl = std::make_unique<Impl>();
   asio::error_code ec;
   const asio::ip::address ip = asio::ip::make_address(host, ec);
@@ -52,6 +53,7 @@ Result<std::unique_ptr<ListeningInbox>> ListeningInbox::Start(std::chrono::milli
   inbox->address_ = Address{host, local.port()};
   inbox->hello_timeout_ = hello_timeout;
   inbox->token_ = std::move(token);
+  inbox->tls_ = std::move(tls);
   inbox->thread_ = std::thread([p = inbox.get()] { p->Loop(); });
   return inbox;
 }
@@ -103,15 +105,17 @@ void ListeningInbox::Loop() {
     if (ec) continue;
     TuneSocket(socket);
     auto s = std::make_unique<FrameSocket>(std::move(socket), WireLimits{});
+    const Deadline deadline = DeadlineIn(hello_timeout_);
+    if (tls_ && !s->StartTls(*tls_, deadline).ok()) continue;
     InFrame frame;
-    if (!s->Receive(&frame, DeadlineIn(hello_timeout_)).ok()) continue;
+    if (!s->Receive(&frame, deadline).ok()) continue;
     if (frame.type() != fb::MessageBody::Hello || frame.payload_left != 0) continue;
     const fb::Hello& hello = *frame.message->body_as_Hello();
     if (hello.role() != fb::PeerRole::Device || hello.rank() < 0) continue;
     if (!token_.empty()) {
       // A 1.5 peer proves the token over nonces (runtime/auth.h); a 1.4
       // peer sends it in clear.
-      const bool proven = hello.nonce() ? ChallengePeer(*s, *hello.nonce(), token_, DeadlineIn(hello_timeout_))
+      const bool proven = hello.nonce() ? ChallengePeer(*s, *hello.nonce(), token_, deadline)
                                         : hello.token() && hello.token()->str() == token_;
       if (!proven) continue;
     }

@@ -1,7 +1,8 @@
 // Communicator::Create: rendezvous with the planned peers (every peer
 // without a plan), shared-memory setup, barrier.
 //
-//   1. Rank r dials every planned higher rank: Hello{Device, rank r, job} ->
+//   1. Rank r dials every planned higher rank (a TLS handshake first when
+//      CommOptions::tls is set): Hello{Device, rank r, job} ->
 //      Hello{Device, rank p, job} (or Error) -> Ack (or Error: wrong rank,
 //      wrong job). Planned lower ranks arrive through the PeerInbox with
 //      their Hello read; we answer and later take their Ack (four passes,
@@ -79,10 +80,11 @@ Status SendAck(FrameSocket& s) {
   return s.Send(fbb);
 }
 
-// Connects to a peer above and greets it; FinishDial completes the handshake.
+// Connects to a peer above, with TLS when `tls` is set, and greets it;
+// FinishDial completes the handshake.
 Result<std::unique_ptr<FrameSocket>> Dial(uint32_t self, const PeerAddress& peer, uint64_t job,
                                           std::chrono::milliseconds timeout, const std::string& token,
-                                          const Nonce& nonce, PeerInbox& inbox) {
+                                          const Nonce& nonce, const TlsContext* tls, PeerInbox& inbox) {
   const std::string who = RankText(peer.rank) + " at " + peer.address.ToString();
   // A peer whose daemon is not up yet refuses: keep dialing until the peer
   // timeout, in slices, so that a JoinWorld its host abandoned stops within
@@ -104,6 +106,13 @@ Result<std::unique_ptr<FrameSocket>> Dial(uint32_t self, const PeerAddress& peer
     const size_t colon = m.rfind(": ");
     return Unavailable("rendezvous (connect): cannot reach " + who + " within " + Ms(timeout) + ": " +
                        (colon == std::string::npos ? m : m.substr(colon + 2)));
+  }
+  if (tls) {
+    // Before the Hello, so that neither it nor anything after travels in
+    // clear; the peer's certificate is checked here, ours by the peer.
+    Status secured = (*dialed)->StartTls(*tls, deadline);
+    if (!secured.ok())
+      return Status(secured.code(), "rendezvous (TLS): " + who + ": " + secured.message());
   }
   Status st = SendHello(**dialed, self, job, token.empty() ? nullptr : &nonce);
   if (!st.ok()) return Unavailable("rendezvous (handshake): " + who + ": " + st.message());
@@ -211,7 +220,7 @@ Status ExchangeConfig(uint32_t self, std::vector<std::unique_ptr<FrameSocket>>& 
   // Everyone writes first (a few bytes, into empty socket buffers), then reads.
   for (uint32_t p = 0; p < sockets.size(); ++p) {
     if (!sockets[p]) continue;
-    SINKRT_RETURN_IF_ERROR(WriteMessage(sockets[p]->native_handle(), h,
+    SINKRT_RETURN_IF_ERROR(WriteMessage(*sockets[p], h,
                                         std::span<const uint8_t>(reinterpret_cast<uint8_t*>(&mine), sizeof mine),
                                         deadline, RankText(p))
                                .WithContext("rendezvous (options)"));
@@ -219,7 +228,7 @@ Status ExchangeConfig(uint32_t self, std::vector<std::unique_ptr<FrameSocket>>& 
   theirs->assign(sockets.size(), ConfigPayload{});
   for (uint32_t p = 0; p < sockets.size(); ++p) {
     if (!sockets[p]) continue;
-    auto m = ReadMessage(sockets[p]->native_handle(), deadline, RankText(p), sizeof(ConfigPayload));
+    auto m = ReadMessage(*sockets[p], deadline, RankText(p), sizeof(ConfigPayload));
     if (!m.ok()) return m.status().WithContext("rendezvous (options)");
     if (m->header.kind != MsgKind::kConfig || m->payload.size() != sizeof(ConfigPayload))
       return Unavailable("rendezvous (options): " + RankText(p) + " sent no options");
@@ -256,7 +265,8 @@ std::string ShmName(uint64_t job, uint32_t lo, uint32_t hi) {
 }
 
 // Returns the mapped region, or null when the pair stays on TCP.
-Result<std::unique_ptr<ShmRegion>> SetUpShm(uint32_t self, uint32_t peer, int fd, uint64_t job, const CommOptions& o,
+Result<std::unique_ptr<ShmRegion>> SetUpShm(uint32_t self, uint32_t peer, FrameSocket& socket, uint64_t job,
+                                            const CommOptions& o,
                                             std::chrono::milliseconds timeout) {
   const size_t bytes = ShmPairBytes(o.segments_in_flight, o.segment_bytes);
   const Deadline deadline = DeadlineIn(timeout);
@@ -269,9 +279,9 @@ Result<std::unique_ptr<ShmRegion>> SetUpShm(uint32_t self, uint32_t peer, int fd
     MsgHeader h;
     h.kind = MsgKind::kShmOffer;
     Status st =
-        WriteMessage(fd, h, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(offered.data()), offered.size()),
+        WriteMessage(socket, h, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(offered.data()), offered.size()),
                      deadline, who);
-    Result<RawMessage> answer = st.ok() ? ReadMessage(fd, deadline, who, 0) : Result<RawMessage>(st);
+    Result<RawMessage> answer = st.ok() ? ReadMessage(socket, deadline, who, 0) : Result<RawMessage>(st);
     if (region.ok()) UnlinkShm(name);
     if (!answer.ok()) return answer.status().WithContext("rendezvous (shared memory)");
     if (answer->header.kind != MsgKind::kShmAnswer)
@@ -279,7 +289,7 @@ Result<std::unique_ptr<ShmRegion>> SetUpShm(uint32_t self, uint32_t peer, int fd
     if (!region.ok() || !(answer->header.flags & kShmMapped)) return std::unique_ptr<ShmRegion>();
     return std::move(region).value();
   }
-  auto offer = ReadMessage(fd, deadline, who, 4096);
+  auto offer = ReadMessage(socket, deadline, who, 4096);
   if (!offer.ok()) return offer.status().WithContext("rendezvous (shared memory)");
   if (offer->header.kind != MsgKind::kShmOffer)
     return Unavailable("rendezvous (shared memory): " + who + " sent no offer");
@@ -292,7 +302,7 @@ Result<std::unique_ptr<ShmRegion>> SetUpShm(uint32_t self, uint32_t peer, int fd
   MsgHeader h;
   h.kind = MsgKind::kShmAnswer;
   h.flags = region ? kShmMapped : 0;
-  SINKRT_RETURN_IF_ERROR(WriteMessage(fd, h, {}, deadline, who).WithContext("rendezvous (shared memory)"));
+  SINKRT_RETURN_IF_ERROR(WriteMessage(socket, h, {}, deadline, who).WithContext("rendezvous (shared memory)"));
   return region;
 }
 
@@ -368,7 +378,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(uint32_t rank, std::v
     if (!options.token.empty()) {
       SINKRT_ASSIGN_OR_RETURN(nonces[p], FreshNonce(), "rendezvous (handshake)");
     }
-    SINKRT_ASSIGN_OR_RETURN(sockets[p], Dial(rank, by_rank[p], job, timeout, options.token, nonces[p], inbox));
+    SINKRT_ASSIGN_OR_RETURN(sockets[p], Dial(rank, by_rank[p], job, timeout, options.token, nonces[p], options.tls.get(), inbox));
   }
   const Deadline accept_deadline = DeadlineIn(timeout);
   for (uint32_t arrived = 0; arrived < below;) {
@@ -437,7 +447,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(uint32_t rank, std::v
   for (uint32_t p : planned) {
     const bool same_host = !by_rank[p].host_id.empty() && by_rank[p].host_id == by_rank[rank].host_id;
     if (!same_host || !options.use_shared_memory || !theirs[p].use_shared_memory) continue;
-    SINKRT_ASSIGN_OR_RETURN(regions[p], SetUpShm(rank, p, sockets[p]->native_handle(), job, options, timeout));
+    SINKRT_ASSIGN_OR_RETURN(regions[p], SetUpShm(rank, p, *sockets[p], job, options, timeout));
   }
 
   // 4. Transports, the I/O thread, the barrier.

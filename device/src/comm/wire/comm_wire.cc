@@ -2,8 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
 
 #include <cerrno>
 #include <cstring>
@@ -38,55 +36,50 @@ Status SetNonBlocking(int fd) {
   return Status::Ok();
 }
 
-Status WriteFully(int fd, std::span<const uint8_t> head, std::span<const uint8_t> body, Deadline deadline,
-                  const std::string& who) {
+Status WriteFully(FrameSocket& socket, std::span<const uint8_t> head, std::span<const uint8_t> body,
+                  Deadline deadline, const std::string& who) {
   size_t done = 0;
   const size_t total = head.size() + body.size();
   while (done < total) {
-    iovec iov[2];
-    int n = 0;
-    if (done < head.size()) iov[n++] = {const_cast<uint8_t*>(head.data()) + done, head.size() - done};
-    size_t body_done = done > head.size() ? done - head.size() : 0;
-    if (body_done < body.size()) iov[n++] = {const_cast<uint8_t*>(body.data()) + body_done, body.size() - body_done};
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = n;
-    ssize_t w = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w >= 0) {
-      done += static_cast<size_t>(w);
-      continue;
-    }
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK)
-      return Unavailable(who + " closed its connection (" + std::strerror(errno) + ")");
-    SINKRT_ASSIGN_OR_RETURN(bool ready, WaitFd(fd, POLLOUT, deadline, who));
+    // From the same position after a wait, as a TLS record must be retried.
+    std::span<const uint8_t> pieces[2];
+    size_t n = 0;
+    if (done < head.size()) pieces[n++] = head.subspan(done);
+    const size_t body_done = done > head.size() ? done - head.size() : 0;
+    if (body_done < body.size()) pieces[n++] = body.subspan(body_done);
+    Result<IoStep> w = socket.WriteSome(std::span<const std::span<const uint8_t>>(pieces, n));
+    if (!w.ok()) return Unavailable(who + " closed its connection (" + w.status().message() + ")");
+    done += w->bytes;
+    if (w->bytes > 0) continue;
+    SINKRT_ASSIGN_OR_RETURN(bool ready, WaitFd(socket.native_handle(), w->wait == IoWait::kReadable ? POLLIN : POLLOUT,
+                                               deadline, who));
     if (!ready) return DeadlineExceeded(who + " took no data");
   }
   return Status::Ok();
 }
 
-Status ReadFully(int fd, std::span<uint8_t> dst, Deadline deadline, const std::string& who) {
+Status ReadFully(FrameSocket& socket, std::span<uint8_t> dst, Deadline deadline, const std::string& who) {
   size_t done = 0;
   while (done < dst.size()) {
-    ssize_t r = ::recv(fd, dst.data() + done, dst.size() - done, MSG_DONTWAIT);
-    if (r > 0) {
-      done += static_cast<size_t>(r);
+    // A TLS session may hold bytes it read ahead: poll only when it says so.
+    Result<IoStep> r = socket.ReadSome(dst.subspan(done));
+    if (!r.ok()) return Unavailable(who + " closed its connection (" + r.status().message() + ")");
+    if (r->bytes > 0) {
+      done += r->bytes;
       continue;
     }
-    if (r == 0) return Unavailable(who + " closed its connection");
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK)
-      return Unavailable(who + " closed its connection (" + std::strerror(errno) + ")");
-    SINKRT_ASSIGN_OR_RETURN(bool ready, WaitFd(fd, POLLIN, deadline, who));
+    if (r->wait == IoWait::kNone) return Unavailable(who + " closed its connection");
+    SINKRT_ASSIGN_OR_RETURN(bool ready, WaitFd(socket.native_handle(), r->wait == IoWait::kWritable ? POLLOUT : POLLIN,
+                                               deadline, who));
     if (!ready) return DeadlineExceeded("no data from " + who);
   }
   return Status::Ok();
 }
 
-Result<RawMessage> ReadMessage(int fd, Deadline deadline, const std::string& who, uint32_t max_payload) {
+Result<RawMessage> ReadMessage(FrameSocket& socket, Deadline deadline, const std::string& who, uint32_t max_payload) {
   RawMessage m;
   SINKRT_RETURN_IF_ERROR(
-      ReadFully(fd, std::span<uint8_t>(reinterpret_cast<uint8_t*>(&m.header), sizeof m.header), deadline, who));
+      ReadFully(socket, std::span<uint8_t>(reinterpret_cast<uint8_t*>(&m.header), sizeof m.header), deadline, who));
   if (m.header.magic != kCommMagic) return Unavailable(who + " sent a corrupt frame (bad magic)");
   if (m.header.kind != MsgKind::kCredit && m.header.bytes > max_payload)
     return Unavailable(who + " sent a " + std::to_string(m.header.bytes) + "-byte message, at most " +
@@ -94,16 +87,16 @@ Result<RawMessage> ReadMessage(int fd, Deadline deadline, const std::string& who
   if (m.header.kind != MsgKind::kCredit && m.header.bytes > 0) {
     m.payload.resize(m.header.bytes);
     SINKRT_RETURN_IF_ERROR(ReadFully(
-        fd, std::span<uint8_t>(reinterpret_cast<uint8_t*>(m.payload.data()), m.payload.size()), deadline, who));
+        socket, std::span<uint8_t>(reinterpret_cast<uint8_t*>(m.payload.data()), m.payload.size()), deadline, who));
   }
   return m;
 }
 
-Status WriteMessage(int fd, const MsgHeader& header, std::span<const uint8_t> payload, Deadline deadline,
+Status WriteMessage(FrameSocket& socket, const MsgHeader& header, std::span<const uint8_t> payload, Deadline deadline,
                     const std::string& who) {
   MsgHeader h = header;
   h.bytes = static_cast<uint32_t>(payload.size());
-  return WriteFully(fd, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&h), sizeof h), payload, deadline,
+  return WriteFully(socket, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&h), sizeof h), payload, deadline,
                     who);
 }
 

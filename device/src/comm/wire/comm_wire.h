@@ -74,11 +74,12 @@ struct ConfigPayload {
 static_assert(sizeof(ConfigPayload) == 48, "ConfigPayload is a wire format");
 
 // Blocking helpers for the rendezvous, before the I/O thread owns the
-// socket; they work on blocking and non-blocking descriptors alike.
-// `who` names the peer in errors ("rank 2").
-Status WriteFully(int fd, std::span<const uint8_t> head, std::span<const uint8_t> body, Deadline deadline,
-                  const std::string& who);
-Status ReadFully(int fd, std::span<uint8_t> dst, Deadline deadline, const std::string& who);
+// socket; they go through the socket's TLS session when it has one, and work
+// on blocking and non-blocking descriptors alike. `who` names the peer in
+// errors ("rank 2").
+Status WriteFully(FrameSocket& socket, std::span<const uint8_t> head, std::span<const uint8_t> body,
+                  Deadline deadline, const std::string& who);
+Status ReadFully(FrameSocket& socket, std::span<uint8_t> dst, Deadline deadline, const std::string& who);
 Status SetNonBlocking(int fd);
 
 // One header plus payload, read whole; a payload above `max_payload` is an error.
@@ -86,8 +87,8 @@ struct RawMessage {
   MsgHeader header;
   std::string payload;
 };
-Result<RawMessage> ReadMessage(int fd, Deadline deadline, const std::string& who, uint32_t max_payload);
-Status WriteMessage(int fd, const MsgHeader& header, std::span<const uint8_t> payload, Deadline deadline,
+Result<RawMessage> ReadMessage(FrameSocket& socket, Deadline deadline, const std::string& who, uint32_t max_payload);
+Status WriteMessage(FrameSocket& socket, const MsgHeader& header, std::span<const uint8_t> payload, Deadline deadline,
                     const std::string& who);
 
 }  // namespace sinkrt::device
