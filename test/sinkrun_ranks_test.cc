@@ -306,19 +306,32 @@ TEST_F(SinkrunRanksTest, LaunchWithATokenTrains) {
 }
 
 // With --tls-*, every rank reaches the master over TLS (the launcher hands
-// each rank the files as SINKRT_TLS_*) and the job trains; a rank without
-// them is refused by the master, naming TLS.
-TEST_F(SinkrunRanksTest, LaunchWithTlsTrainsAndAPlainRankIsRefused) {
+// each rank the files as SINKRT_TLS_*), and the in-process devices link to
+// each other over TLS too: with shared memory off, the gradients' AllReduce
+// travels through those links, and the run ends with the plain run's
+// parameters, bit for bit. A rank without the files is refused by the
+// master, one that asks for plain links (SINKRT_TLS_PLAIN_PEERS=1) by its
+// TLS peer, each naming TLS.
+TEST_F(SinkrunRanksTest, LaunchWithTlsTrainsAsPlainAndRefusesPlainRanks) {
   const testing::TlsTestFiles files = testing::WriteTlsTestFiles(dir_.string());
   const std::string tls =
       " --tls-cert " + files.server_cert + " --tls-key " + files.server_key + " --tls-ca " + files.ca_cert;
-  RunResult r = Sh(Sinkrun() + " launch -n 2" + tls + " -- " + Sinkrun() + " " + kTrain + " --batch 32");
-  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string train = Sinkrun() + " " + kTrain + " --batch 32 --save-checkpoint ";
+  RunResult r = Sh("SINKRT_COMM_SHM=0 " + Sinkrun() + " launch -n 2" + tls + " -- " + train + (dir_ / "tls.ckpt").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("Eval result"), std::string::npos) << r.out;
+  r = Sh("SINKRT_COMM_SHM=0 " + Sinkrun() + " launch -n 2 -- " + train + (dir_ / "plain.ckpt").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  testing::ExpectCheckpointsClose(dir_ / "tls.ckpt", dir_ / "plain.ckpt", 0.0);
+
   r = Sh(Sinkrun() + " launch -n 2" + tls + " -- /bin/sh -c \"[ \\$RANK_ID = 1 ] && unset SINKRT_TLS_CA SINKRT_TLS_CERT "
          "SINKRT_TLS_KEY; exec " + Sinkrun() + " " + kTrain + " --batch 32\"");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("requires TLS"), std::string::npos) << r.err;
+  r = Sh("SINKRT_COMM_SHM=0 " + Sinkrun() + " launch -n 2" + tls + " -- /bin/sh -c \"[ \\$RANK_ID = 0 ] && export "
+         "SINKRT_TLS_PLAIN_PEERS=1; exec " + Sinkrun() + " " + kTrain + " --batch 32\"");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("links to its peers use TLS"), std::string::npos) << r.err;
 }
 
 }  // namespace

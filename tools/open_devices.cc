@@ -117,6 +117,9 @@ Result<TrainDevices> OpenRankDevice(const TrainFlags& f, const std::optional<Ran
                                   : std::max(1, device::AvailableCores() / static_cast<int>(pg.local_world_size()));
   options.listen_host = pg.local_host();
   options.token = pg.options().token;
+  // The links to its peers take the master's TLS files (flags or SINKRT_TLS_*).
+  options.tls = pg.options().tls;
+  options.tls_plain_peers = options.tls_plain_peers || f.tls_plain_peers;
   auto in_process = std::make_unique<device::InProcessDevice>(options);
   d.kind = "in-process";
   d.describe = "in-process, " + of + " (" + pg.options().source + "; master " + pg.options().master.ToString() + ")";

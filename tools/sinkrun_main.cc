@@ -237,8 +237,9 @@ int main(int argc, char** argv) {
                     "daemons' own (default: SINKRT_TLS_CERT)");
   train->add_option("--tls-key", f.tls.key_file, "TLS: the PEM private key of --tls-cert (default: SINKRT_TLS_KEY)");
   train->add_flag("--tls-plain-peers", f.tls_plain_peers,
-                  "with --devices N > 1 and TLS: the daemons' links to each other (the data plane) stay plain "
-                  "TCP, for speed (sinkd --tls-plain-peers); by default they use TLS as every other connection");
+                  "with --devices N > 1 and TLS, or one process per rank with TLS: the devices' links to each "
+                  "other (the data plane) stay plain TCP, for speed (sinkd --tls-plain-peers, "
+                  "SINKRT_TLS_PLAIN_PEERS=1); by default they use TLS as every other connection");
   train->add_option("--sinkd", f.sinkd, "the sinkd binary for --devices (default: SINKRT_SINKD, or beside sinkrun)");
 
   tools::LaunchFlags l;

@@ -307,8 +307,10 @@ int Train(const TrainFlags& flags, const CLI::App& cmd, const char* argv0, Clock
   if (f.tls.enabled() && !launch_sinkd && f.rank_table.empty() && !f.per_rank)
     return Usage("--tls-* apply to sinkd (--devices or --rank-table) and to one process per rank's master, not to "
                  "an in-process device");
-  if (f.tls_plain_peers && !(launch_sinkd && f.tls.enabled()))
-    return Usage("--tls-plain-peers applies to the daemons --devices starts with TLS (--tls-cert, --tls-key, --tls-ca)");
+  const bool rank_tls = f.per_rank && (f.tls.enabled() || TlsConfig::FromEnvironment().enabled());
+  if (f.tls_plain_peers && !(launch_sinkd && f.tls.enabled()) && !rank_tls)
+    return Usage("--tls-plain-peers applies to TLS (--tls-cert, --tls-key, --tls-ca): to the daemons --devices starts, "
+                 "or to the in-process devices of one process per rank");
   if (launch_sinkd && f.tls.enabled() && (f.tls.cert_file.empty() || f.tls.ca_file.empty()))
     return Usage("--devices with TLS starts daemons that need a certificate and a CA: give --tls-cert, --tls-key "
                  "and --tls-ca");

@@ -23,6 +23,8 @@ DeviceOptions DeviceOptions::FromEnvironment() {
   if (auto on = EnvBoolean("SINKRT_WORKER_TEAM")) o.worker_team = *on;
   if (auto on = EnvBoolean("SINKRT_PIN_THREADS")) o.pin_threads = *on;
   if (auto n = EnvNonNegativeInteger("SINKRT_WORKER_SPIN_US")) o.worker_spin = std::chrono::microseconds(*n);
+  o.tls = TlsConfig::FromEnvironment();
+  if (auto on = EnvBoolean("SINKRT_TLS_PLAIN_PEERS")) o.tls_plain_peers = *on;
   return o;
 }
 

@@ -31,13 +31,27 @@ InProcessDevice::~InProcessDevice() { core_.reset(); }
 
 Executor* InProcessDevice::executor() { return core_->job(); }
 
+Status InProcessDevice::MakePeerTls() {
+  const TlsConfig& tls = options_.tls;
+  if (!tls.enabled() || options_.tls_plain_peers) return Status::Ok();
+  // Both ends of every link: each member accepts some peers and dials the others.
+  if (tls.cert_file.empty() || tls.key_file.empty() || tls.ca_file.empty())
+    return InvalidArgument("in-process device: TLS between peers needs a certificate, its key and the CA "
+                           "(SINKRT_TLS_CERT, SINKRT_TLS_KEY, SINKRT_TLS_CA), or SINKRT_TLS_PLAIN_PEERS=1 for plain "
+                           "links");
+  SINKRT_ASSIGN_OR_RETURN(tls_server_, MakeTlsContext(tls, TlsRole::kServer), "in-process device");
+  SINKRT_ASSIGN_OR_RETURN(tls_client_, MakeTlsContext(tls, TlsRole::kClient), "in-process device");
+  return Status::Ok();
+}
+
 Result<PeerEndpoint> InProcessDevice::Endpoint() {
   if (!inbox_) {
     if (!IsLoopback(options_.listen_host) && options_.token.empty())
       return InvalidArgument("in-process device: listening for peers on " + options_.listen_host +
                              " lets other machines join its world: set DeviceOptions::token (SINKRT_TOKEN)");
+    SINKRT_RETURN_IF_ERROR(MakePeerTls());
     SINKRT_ASSIGN_OR_RETURN(inbox_, ListeningInbox::Start(options_.effective_rendezvous_timeout(),
-                                                          options_.listen_host, options_.token));
+                                                          options_.listen_host, options_.token, tls_server_));
   }
   return PeerEndpoint{inbox_->address().ToString(), options_.host_id.empty() ? LocalHostId() : options_.host_id};
 }
@@ -50,6 +64,7 @@ Status InProcessDevice::JoinWorld(const WorldSpec& world) {
   core_->End();
   CommOptions comm_options = CommOptionsOf(options_);
   comm_options.groups = world.groups;
+  comm_options.tls = tls_client_;
   SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
                           Communicator::Create(world.rank, std::move(peers), world.job, *inbox_, comm_options), what);
   core_->SetWorld(std::move(comm));

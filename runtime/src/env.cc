@@ -26,7 +26,7 @@ constexpr const char* kNumericVariables[] = {
 // there belongs here too.
 constexpr const char* kBooleanVariables[] = {
     "SINKRT_COMM_SHM",    "SINKRT_SHARED_ARENA", "SINKRT_WORKER_TEAM",
-    "SINKRT_PIN_THREADS", "SINKRT_HIERARCHICAL_ALLREDUCE",
+    "SINKRT_PIN_THREADS", "SINKRT_HIERARCHICAL_ALLREDUCE", "SINKRT_TLS_PLAIN_PEERS",
 };
 
 constexpr const char* kBooleanSpellings = "1, true, yes or on; 0, false, no or off";

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "sinkrt/runtime/tls.h"
+
 namespace sinkrt::device {
 
 /// A device's resources and limits: threads, queue depth, timeouts (InProcessDevice, Daemon).
@@ -100,6 +102,18 @@ struct DeviceOptions {
   /// needs a token, as sinkd's --listen does.
   std::string listen_host = "127.0.0.1";
   std::string token;  ///< what a peer must send when listen_host is not loopback
+  /// TLS on an in-process device's peer links (one process per rank, as
+  /// sinkd's --tls-* do for daemons): it accepts its peers with the
+  /// certificate and key and, given the CA, asks for theirs; it dials them
+  /// verifying theirs against the CA and presenting its own. Every member
+  /// of a world needs all three files. Empty: plain links. Override:
+  /// SINKRT_TLS_CERT, SINKRT_TLS_KEY, SINKRT_TLS_CA (the files init()'s
+  /// master uses).
+  TlsConfig tls;
+  /// With `tls`: the links stay plain TCP all the same, the user's choice
+  /// for speed (the master's connections keep their TLS). Override:
+  /// SINKRT_TLS_PLAIN_PEERS=1.
+  bool tls_plain_peers = false;
 
   /// Defaults overridden by the environment variables above. Precedence,
   /// highest first: explicit options or flags (set after this), SINKRT_*,

@@ -48,11 +48,16 @@ class InProcessDevice final : public DeviceLink {
   Executor* executor();
 
  private:
+  Status MakePeerTls();  ///< tls_server_ and tls_client_ from options_.tls
+
   struct FreeSlots;  ///< what a FillBatch waiting for a slot sleeps on
 
   DeviceOptions options_;
   std::unique_ptr<FreeSlots> free_slots_;
   std::unique_ptr<ListeningInbox> inbox_;
+  /// With options_.tls (and not tls_plain_peers): the peers' dials are
+  /// accepted (server) and made (client) with these, made at Endpoint.
+  std::shared_ptr<const TlsContext> tls_server_, tls_client_;
   std::unique_ptr<DeviceCore> core_;  ///< the world and the job; its sinks run on the caller's thread
   uint64_t round_trips_ = 0;
 };

@@ -91,6 +91,19 @@ bool ChallengePeer(FrameSocket& s, const flatbuffers::Vector<uint8_t>& peer_nonc
   return ProofMatches(got, ProveToken(token, kSinkdAuthLabel, AuthSide::kClient, *client, *server));
 }
 
+// A peer that dialed in plain frames hears why, in plain frames, instead of
+// waiting out its rendezvous for an answer.
+void RefusePlainPeer(FrameSocket& s) {
+  flatbuffers::FlatBufferBuilder fbb(512);
+  ErrorContext context;
+  BuildError(fbb,
+             PermissionDenied("this device's links to its peers use TLS (SINKRT_TLS_CERT, SINKRT_TLS_KEY, "
+                              "SINKRT_TLS_CA): give every rank the same TLS files, or SINKRT_TLS_PLAIN_PEERS=1 to "
+                              "every rank"),
+             context);
+  (void)s.Send(fbb);
+}
+
 }  // namespace
 
 void ListeningInbox::Loop() {
@@ -106,7 +119,11 @@ void ListeningInbox::Loop() {
     TuneSocket(socket);
     auto s = std::make_unique<FrameSocket>(std::move(socket), WireLimits{});
     const Deadline deadline = DeadlineIn(hello_timeout_);
-    if (tls_ && !s->StartTls(*tls_, deadline).ok()) continue;
+    if (tls_) {
+      Status secured = s->StartTls(*tls_, deadline);
+      if (secured.code() == StatusCode::kFailedPrecondition) RefusePlainPeer(*s);
+      if (!secured.ok()) continue;
+    }
     InFrame frame;
     if (!s->Receive(&frame, deadline).ok()) continue;
     if (frame.type() != fb::MessageBody::Hello || frame.payload_left != 0) continue;
