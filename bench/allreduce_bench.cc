@@ -111,9 +111,8 @@ class Ranks {
     const bool fake_hosts = algo == kTwoLevel || algo == kFlatHosts;
     std::vector<PeerAddress> world;
     for (int r = 0; r < n; ++r) {
-      inboxes_.push_back(
-          std::move(ListeningInbox::Start(std::chrono::seconds(10), "127.0.0.1", "", algo == kTls ? Tls().server : nullptr))
-              .value());
+      auto tls = algo == kTls ? Tls().server : nullptr;
+      inboxes_.push_back(std::move(ListeningInbox::Start(std::chrono::seconds(10), "127.0.0.1", "", tls)).value());
       const std::string host = fake_hosts ? (r < n / 2 ? "bench-host-a" : "bench-host-b") : LocalHostId();
       world.push_back(PeerAddress{static_cast<uint32_t>(r), inboxes_.back()->address(), host});
     }

@@ -170,6 +170,11 @@ struct TlsWorld {
 
 class SinkdTlsWorldTest : public SinkdTlsTest {
  protected:
+  // TlsArgs, plus --tls-plain-peers when `plain`.
+  std::vector<std::string> PeerArgs(bool plain) const {
+    return plain ? TlsArgs({"--tls-plain-peers"}) : TlsArgs();
+  }
+
   // `rogue`: the rank whose daemon holds a certificate of the other CA; its
   // host trusts that CA.
   template <typename ArgsOf>
@@ -215,8 +220,9 @@ Result<std::vector<std::pair<std::string, host::Tensor>>> TrainDataParallel(cons
   o.context.device_num = static_cast<int>(links.size());
   o.context.gradients_mean = true;
   o.queue_capacity = 2;
-  SINKRT_ASSIGN_OR_RETURN(auto model, host::Model::Create(testing::MlpNetwork(kBatch), host::LossSpec::SparseSoftmaxCrossEntropy(),
-                                                          host::OptimizerSpec::Momentum(0.05f, 0.9f), links, o));
+  SINKRT_ASSIGN_OR_RETURN(auto model,
+                          host::Model::Create(testing::MlpNetwork(kBatch), host::LossSpec::SparseSoftmaxCrossEntropy(),
+                                              host::OptimizerSpec::Momentum(0.05f, 0.9f), links, o));
   // 12 batches: whole sinks for 2 and for 3 ranks.
   const testing::SyntheticData data = testing::MakeSyntheticData(12 * kBatch, 16, 4, 5);
   SINKRT_RETURN_IF_ERROR(model->train(2, testing::MakeDataset(data, kBatch).Shuffle(3), {}, true, -1));
@@ -241,17 +247,13 @@ void ExpectTlsWorldMatchesPlain(int n, const std::function<Status(int, bool, Tls
 
 TEST_F(SinkdTlsWorldTest, TwoDaemonsTrainOverTlsLinksWithThePlainLinksBits) {
   ExpectTlsWorldMatchesPlain(2, [&](int n, bool plain, TlsWorld* w) {
-    return StartWorld(
-        n, [&](int) { return TlsArgs(plain ? std::vector<std::string>{"--tls-plain-peers"} : std::vector<std::string>{}); },
-        w, plain ? "plain" : "tls");
+    return StartWorld(n, [&](int) { return PeerArgs(plain); }, w, plain ? "plain" : "tls");
   });
 }
 
 TEST_F(SinkdTlsWorldTest, ThreeDaemonsTrainOverTlsLinksWithThePlainLinksBits) {
   ExpectTlsWorldMatchesPlain(3, [&](int n, bool plain, TlsWorld* w) {
-    return StartWorld(
-        n, [&](int) { return TlsArgs(plain ? std::vector<std::string>{"--tls-plain-peers"} : std::vector<std::string>{}); },
-        w, plain ? "plain" : "tls");
+    return StartWorld(n, [&](int) { return PeerArgs(plain); }, w, plain ? "plain" : "tls");
   });
 }
 
@@ -285,7 +287,7 @@ TEST_F(SinkdTlsWorldTest, PeerWithACertificateTheCaDidNotSignIsRefused) {
 TEST_F(SinkdTlsWorldTest, PlainPeerAtATlsDaemonIsRefusedNamingTls) {
   TlsWorld w;
   SINKRT_ASSERT_OK(StartWorld(
-      2, [&](int r) { return TlsArgs(r == 0 ? std::vector<std::string>{"--tls-plain-peers"} : std::vector<std::string>{}); },
+      2, [&](int r) { return PeerArgs(r == 0); },
       &w, "mixed"));
   const std::vector<Status> joined = JoinAll(w, 50);
   for (const Status& st : joined) EXPECT_FALSE(st.ok());
@@ -300,7 +302,10 @@ TEST_F(SinkdTlsWorldTest, PlainPeerAtATlsDaemonIsRefusedNamingTls) {
 TEST_F(SinkdTlsWorldTest, TlsDaemonWithoutACaRefusesToJoinAWorldByName) {
   TlsWorld w;
   SINKRT_ASSERT_OK(StartWorld(
-      2, [&](int) { return std::vector<std::string>{"--tls-cert", files_.server_cert, "--tls-key", files_.server_key}; },
+      2,
+      [&](int) {
+        return std::vector<std::string>{"--tls-cert", files_.server_cert, "--tls-key", files_.server_key};
+      },
       &w, "noca"));
   const std::vector<Status> joined = JoinAll(w, 60);
   for (uint32_t r = 0; r < joined.size(); ++r) {

@@ -28,15 +28,18 @@ class Cluster {
   using CommOptions = device::CommOptions;
 
   // Rendezvous of n ranks with options per rank (job per rank too); statuses
-  // of Create are kept for the tests that expect it to fail.
+  // of Create are kept for the tests that expect it to fail. `inbox_tls`: a
+  // server context every rank's inbox handshakes with (CommOptions::tls
+  // then names the dialers' client context).
   Cluster(
       uint32_t n, const std::function<CommOptions(uint32_t)>& options,
       const std::function<uint64_t(uint32_t)>& job = [](uint32_t) { return uint64_t{42}; },
-      const std::function<std::string(uint32_t)>& host = [](uint32_t) { return device::LocalHostId(); })
+      const std::function<std::string(uint32_t)>& host = [](uint32_t) { return device::LocalHostId(); },
+      std::shared_ptr<const TlsContext> inbox_tls = nullptr)
       : n_(n), comms_(n), create_status_(n) {
     std::vector<device::PeerAddress> world;
     for (uint32_t r = 0; r < n; ++r) {
-      auto inbox = device::ListeningInbox::Start();
+      auto inbox = device::ListeningInbox::Start(std::chrono::seconds(10), "127.0.0.1", "", inbox_tls);
       EXPECT_TRUE(inbox.ok()) << inbox.status().ToString();
       inboxes_.push_back(std::move(inbox).value());
       world.push_back(device::PeerAddress{r, inboxes_.back()->address(), host(r)});

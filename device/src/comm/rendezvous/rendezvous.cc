@@ -266,8 +266,7 @@ std::string ShmName(uint64_t job, uint32_t lo, uint32_t hi) {
 
 // Returns the mapped region, or null when the pair stays on TCP.
 Result<std::unique_ptr<ShmRegion>> SetUpShm(uint32_t self, uint32_t peer, FrameSocket& socket, uint64_t job,
-                                            const CommOptions& o,
-                                            std::chrono::milliseconds timeout) {
+                                            const CommOptions& o, std::chrono::milliseconds timeout) {
   const size_t bytes = ShmPairBytes(o.segments_in_flight, o.segment_bytes);
   const Deadline deadline = DeadlineIn(timeout);
   const std::string who = RankText(peer);
@@ -278,9 +277,8 @@ Result<std::unique_ptr<ShmRegion>> SetUpShm(uint32_t self, uint32_t peer, FrameS
     const std::string offered = region.ok() ? name : "";
     MsgHeader h;
     h.kind = MsgKind::kShmOffer;
-    Status st =
-        WriteMessage(socket, h, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(offered.data()), offered.size()),
-                     deadline, who);
+    const std::span<const uint8_t> name_bytes(reinterpret_cast<const uint8_t*>(offered.data()), offered.size());
+    Status st = WriteMessage(socket, h, name_bytes, deadline, who);
     Result<RawMessage> answer = st.ok() ? ReadMessage(socket, deadline, who, 0) : Result<RawMessage>(st);
     if (region.ok()) UnlinkShm(name);
     if (!answer.ok()) return answer.status().WithContext("rendezvous (shared memory)");
@@ -378,7 +376,8 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(uint32_t rank, std::v
     if (!options.token.empty()) {
       SINKRT_ASSIGN_OR_RETURN(nonces[p], FreshNonce(), "rendezvous (handshake)");
     }
-    SINKRT_ASSIGN_OR_RETURN(sockets[p], Dial(rank, by_rank[p], job, timeout, options.token, nonces[p], options.tls.get(), inbox));
+    SINKRT_ASSIGN_OR_RETURN(sockets[p],
+                            Dial(rank, by_rank[p], job, timeout, options.token, nonces[p], options.tls.get(), inbox));
   }
   const Deadline accept_deadline = DeadlineIn(timeout);
   for (uint32_t arrived = 0; arrived < below;) {
