@@ -672,7 +672,7 @@ TEST_F(SinkrunSinkdTest, TlsToTheDaemonsTrainsWithThePlainNumbers) {
     EXPECT_EQ(lines.back()["test_accuracy"], plain_lines.back()["test_accuracy"]);
   }
   fs::remove(Report());  // ExpectRefused checks that a refusal writes none
-  ExpectRefused(std::string(kSmall) + " --tls-plain-peers", "--tls-plain-peers applies to the daemons");
+  ExpectRefused(std::string(kSmall) + " --tls-plain-peers", "--tls-plain-peers applies to TLS (--tls-cert, --tls-key, --tls-ca): to the daemons");
   ExpectRefused(std::string(kSmall) + tls, "--tls-* apply to sinkd");
   ExpectRefused(std::string(kSmall) + " --devices 1 --tls-ca '" + f.ca_cert + "'",
                 "--devices with TLS starts daemons that need a certificate and a CA");
