@@ -178,16 +178,20 @@ pid_t RankChild(pid_t parent, int rank) {
 // checkpoint on 2 ranks (bitwise the uninterrupted run) and on 1 device at
 // the same global batch (within 1e-5).
 TEST_F(SinkrunRanksTest, ARunKilledAtEpochTwoResumesOnTwoAndOnOneDevice) {
-  // Long enough epochs (256 steps per rank) that the kill lands in epoch 3.
   // gradients_mean: 2 x 32 then sums to what 1 x 64 computes.
-  const std::string train =
-      Sinkrun() + " train --model mlp --data synthetic:16384 --epochs 4 --parallel data_parallel --gradients-mean true";
+  const std::string common =
+      Sinkrun() + " train --model mlp --data synthetic:16384 --parallel data_parallel --gradients-mean true";
+  const std::string train = common + " --epochs 4";
+  // The run to kill is given 16 epochs (256 steps each per rank), so that a
+  // test thread the machine leaves waiting still kills it long before its
+  // end; its first two epochs are the 4-epoch run's.
+  const std::string doomed = common + " --epochs 16";
   const fs::path full = dir_ / "full.ckpt";
   RunResult r = Sh(Sinkrun() + " launch -n 2 -- " + train + " --batch 32 --save-checkpoint " + full.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
   const fs::path ckdir = dir_ / "ck";
-  const std::string interrupted = "exec " + Sinkrun() + " launch -n 2 -- " + train + " --batch 32 --checkpoint-dir " +
+  const std::string interrupted = "exec " + Sinkrun() + " launch -n 2 -- " + doomed + " --batch 32 --checkpoint-dir " +
                                   ckdir.string() + " >" + (dir_ / "killed.out").string() + " 2>" +
                                   (dir_ / "killed.err").string();
   const pid_t launcher = ::fork();
@@ -210,12 +214,12 @@ TEST_F(SinkrunRanksTest, ARunKilledAtEpochTwoResumesOnTwoAndOnOneDevice) {
   ASSERT_EQ(::waitpid(launcher, &status, 0), launcher);
   ASSERT_FALSE(epoch2.empty()) << "no epoch-2 checkpoint in " << ckdir;
   ASSERT_GT(rank1, 0) << "rank 1 had ended before epoch 2's checkpoint appeared";
-  // The launcher reports the dead rank and stops rank 0: no epoch 4.
+  // The launcher reports the dead rank and stops rank 0: no last epoch.
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGKILL) << Slurp(dir_ / "killed.err");
   EXPECT_NE(Slurp(dir_ / "killed.err").find("rank 1 (pid " + std::to_string(rank1) + ") was killed by SIGKILL"),
             std::string::npos)
       << Slurp(dir_ / "killed.err");
-  EXPECT_EQ(Slurp(dir_ / "killed.out").find("epoch: 4 step"), std::string::npos);
+  EXPECT_EQ(Slurp(dir_ / "killed.out").find("epoch: 16 step"), std::string::npos);
 
   const fs::path two = dir_ / "resumed2.ckpt", one = dir_ / "resumed1.ckpt";
   r = Sh(Sinkrun() + " launch -n 2 -- " + train + " --batch 32 --resume " + epoch2.string() + " --save-checkpoint " +
