@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/amp.h"
+#include "host/src/passes/amp.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model.h"

@@ -1,4 +1,4 @@
-#include "compiler/buffer_table.h"
+#include "host/src/compiler/buffer_table.h"
 
 #include <algorithm>
 #include <limits>

@@ -29,10 +29,10 @@
 #include <map>
 #include <vector>
 
-#include "compiler/lowering.h"
-#include "compiler/program_plan.h"
-#include "compiler/training_graph.h"
-#include "compiler/views.h"
+#include "host/src/compiler/lowering.h"
+#include "host/src/compiler/program_plan.h"
+#include "host/src/passes/training_graph.h"
+#include "host/src/compiler/views.h"
 #include "sinkrt/host/graph.h"
 #include "sinkrt/runtime/status.h"
 

@@ -8,16 +8,16 @@
 #include <utility>
 #include <vector>
 
-#include "compiler/accumulation.h"
-#include "compiler/amp.h"
-#include "compiler/compile_pipeline.h"
-#include "compiler/graph_hash.h"
-#include "compiler/lowering.h"
-#include "compiler/memory_limited_search.h"
-#include "compiler/memory_planner.h"
-#include "compiler/stream_writer.h"
-#include "compiler/training_graph.h"
-#include "parallel/partition.h"
+#include "host/src/passes/accumulation.h"
+#include "host/src/passes/amp.h"
+#include "host/src/compiler/compile_pipeline.h"
+#include "host/src/compiler/graph_hash.h"
+#include "host/src/compiler/lowering.h"
+#include "host/src/compiler/memory_limited_search.h"
+#include "host/src/compiler/memory_planner.h"
+#include "host/src/compiler/stream_writer.h"
+#include "host/src/passes/training_graph.h"
+#include "host/src/parallel/partition/partition.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/runtime/format.h"
 
@@ -261,7 +261,7 @@ void AttachOptimizerSlices(compiler::LoweredStream& lowered, const compiler::Tra
 
 // A pipeline stage under SEMI_AUTO_PARALLEL: the parameters' layouts over
 // the stage's ranks (its queues and reports are whole,
-// compiler/pipeline_shard.h), `place` being this rank's among them.
+// parallel/pipeline/pipeline_shard.h), `place` being this rank's among them.
 void AttachParamSlices(compiler::LoweredStream& lowered, const compiler::TrainingGraph& tg,
                        const std::map<std::string, parallel::TensorLayout>& layouts, uint32_t place) {
   std::vector<const parallel::TensorLayout*> layout_of(tg.graph.tensors().size(), nullptr);

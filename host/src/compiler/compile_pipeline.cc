@@ -1,16 +1,16 @@
 // Compile's pipeline path (compiler/compile_pipeline.h).
-#include "compiler/compile_pipeline.h"
+#include "host/src/compiler/compile_pipeline.h"
 
 #include <algorithm>
 #include <map>
 #include <string>
 #include <tuple>
 
-#include "compiler/pipeline_graph.h"
-#include "compiler/pipeline_shard.h"
-#include "parallel/partition.h"
-#include "parallel/partition_plan.h"
-#include "parallel/strategy_presets.h"
+#include "host/src/parallel/pipeline/pipeline_graph.h"
+#include "host/src/parallel/pipeline/pipeline_shard.h"
+#include "host/src/parallel/partition/partition.h"
+#include "host/src/parallel/partition/partition_plan.h"
+#include "host/src/parallel/strategy/strategy_presets.h"
 #include "sinkrt/host/calibration.h"
 #include "sinkrt/host/pipeline.h"
 
@@ -138,7 +138,7 @@ Result<PipelineStageGraph> BuildPipelineStage(const Graph& forward, const Compil
   out.group = StageRanks(device_num, S, stage);
 
   // SEMI_AUTO_PARALLEL: the stage graph partitioned over the stage's ranks
-  // (compiler/pipeline_shard.h); data parallel: each rank runs it whole.
+  // (parallel/pipeline/pipeline_shard.h); data parallel: each rank runs it whole.
   const StageGraph* mine_graph = &graphs[static_cast<size_t>(stage)];
   std::vector<TensorId> local_of(mine_graph->graph.tensors().size());
   for (TensorId t = 0; t < local_of.size(); ++t) local_of[t] = t;

@@ -1,22 +1,22 @@
-#include "compiler/lowering.h"
+#include "host/src/compiler/lowering.h"
 
 #include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
 
-#include "compiler/buffer_table.h"
-#include "compiler/fusion.h"
-#include "compiler/metric_sums.h"
-#include "compiler/program_plan.h"
-#include "compiler/views.h"
-#include "parallel/gradient_reduction.h"
-#include "parallel/pipeline_comm.h"
+#include "host/src/compiler/buffer_table.h"
+#include "host/src/compiler/fusion.h"
+#include "host/src/compiler/metric_sums.h"
+#include "host/src/compiler/program_plan.h"
+#include "host/src/compiler/views.h"
+#include "host/src/parallel/data_parallel/gradient_reduction.h"
+#include "host/src/parallel/pipeline/pipeline_comm.h"
 
 namespace sinkrt::host::compiler {
 namespace {
 
-// ---- data parallel: the compiler's side of parallel/gradient_reduction.h ----
+// ---- data parallel: the compiler's side of parallel/data_parallel/gradient_reduction.h ----
 
 // Each gradient of tg.grads (parameter order) with the train_step compute
 // position of the task that writes it last: GetNext, if any, is position 0.

@@ -1,4 +1,4 @@
-#include "compiler/program_plan.h"
+#include "host/src/compiler/program_plan.h"
 
 #include <string>
 

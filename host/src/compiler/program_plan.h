@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/training_graph.h"
+#include "host/src/passes/training_graph.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/graph.h"
 #include "sinkrt/runtime/status.h"
