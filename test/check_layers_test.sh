@@ -7,7 +7,7 @@ repo=$1
 tmp=$(mktemp -d /tmp/sinkrt-layers.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
-for tree in runtime device host cli tools examples; do
+for tree in runtime device host cli tools examples test; do
   cp -r "$repo/$tree" "$tmp/$tree"
 done
 check() { /usr/bin/python3 "$repo/scripts/check_layers" --root "$tmp"; }
@@ -26,6 +26,7 @@ graph_line=$(plant host/src/graph/graph.cc host/src/model/model_impl.h)
 device_line=$(plant device/src/executor.cc sinkrt/host/graph.h)
 tools_line=$(plant tools/sinkc.cc host/src/job/manifest.h)
 bare_line=$(plant host/src/parallel/parallel_context.cc tensor_layout/layout.h)
+test_line=$(plant test/amp_test.cc ../host/src/util/hex.h)
 mkdir "$tmp/host/src/newroom" && echo 'int x;' >"$tmp/host/src/newroom/x.cc"
 
 set +e
@@ -39,6 +40,7 @@ expect "host/src/graph/graph.cc:$graph_line: room host/src/graph/ may not includ
 expect "device/src/executor.cc:$device_line: room device/ may not include room host/include/ (sinkrt/host/graph.h)"
 expect "tools/sinkc.cc:$tools_line: room tools/ may not include room host/src/job/ (host/src/job/manifest.h)"
 expect "host/src/parallel/parallel_context.cc:$bare_line: include host/src headers by their path from the repository root (\"host/src/parallel/tensor_layout/layout.h\", not \"tensor_layout/layout.h\")"
+expect "test/amp_test.cc:$test_line: include host/src headers by their path from the repository root (\"host/src/util/hex.h\", not \"../host/src/util/hex.h\")"
 expect "host/src/newroom/x.cc:1: lies in no room of host/src/README.md"
-[[ $(grep -c ':[0-9]*: ' <<<"$out") -eq 5 ]] || fail "expected exactly the 5 planted violations"
+[[ $(grep -c ':[0-9]*: ' <<<"$out") -eq 6 ]] || fail "expected exactly the 6 planted violations"
 echo "check_layers_test: every planted violation was found"
