@@ -27,7 +27,7 @@
 namespace sinkrt::host::compiler {
 
 struct PipelineStageGraph {
-  TrainingGraph tg;
+  passes::TrainingGraph tg;
   int stage = 0;
   std::vector<uint32_t> group;  // this stage's ranks: the gradients' data-parallel group
   parallel::PipelineSchedule schedule;

@@ -246,7 +246,7 @@ struct LoweringOptions {
   bool pipeline = false;
 };
 
-Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& options);
+Result<LoweredStream> Lower(const passes::TrainingGraph& tg, const LoweringOptions& options);
 
 // fan_in/fan_out as docs/ops.md defines them: 2-D [in, out] → (shape[0],
 // shape[1]); OIHW (and any rank ≥ 3, O and I first) → (I·∏spatial,

@@ -43,6 +43,6 @@ struct GraphFacts {
 // Fails unless every tensor has a sized dtype and a valid shape, every op
 // reads and writes tensors of the graph, no tensor has two writers and every
 // MaxPool2D has its workspace output.
-Result<GraphFacts> AnalyseGraph(const TrainingGraph& tg);
+Result<GraphFacts> AnalyseGraph(const passes::TrainingGraph& tg);
 
 }  // namespace sinkrt::host::compiler

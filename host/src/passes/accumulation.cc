@@ -7,7 +7,7 @@
 
 #include "host/src/passes/op_clone.h"
 
-namespace sinkrt::host::compiler {
+namespace sinkrt::host::passes {
 
 Status AccumulateGradients(TrainingGraph& tg, int steps) {
   Graph& g = tg.graph;
@@ -74,4 +74,4 @@ Status AccumulateGradients(TrainingGraph& tg, int steps) {
   return Status::Ok();
 }
 
-}  // namespace sinkrt::host::compiler
+}  // namespace sinkrt::host::passes

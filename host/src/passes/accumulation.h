@@ -22,9 +22,9 @@
 #include "host/src/passes/training_graph.h"
 #include "sinkrt/runtime/status.h"
 
-namespace sinkrt::host::compiler {
+namespace sinkrt::host::passes {
 
 // Rewrites `tg`'s train_step for `steps` micro-steps (steps >= 2).
 Status AccumulateGradients(TrainingGraph& tg, int steps);
 
-}  // namespace sinkrt::host::compiler
+}  // namespace sinkrt::host::passes

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace sinkrt::host::compiler {
+namespace sinkrt::host::passes {
 namespace {
 
 using fb::OpCode;
@@ -238,4 +238,4 @@ Result<Graph> ApplyAmp(const Graph& forward, AmpLevel level) {
   return AmpRewrite(forward, level).Run();
 }
 
-}  // namespace sinkrt::host::compiler
+}  // namespace sinkrt::host::passes

@@ -9,7 +9,7 @@
 #include "sinkrt/host/graph.h"
 #include "sinkrt/runtime/status.h"
 
-namespace sinkrt::host::compiler {
+namespace sinkrt::host::passes {
 
 // Every tensor of `forward` keeps its id, name and shape (so that layouts
 // and slices indexed by id stay valid) and takes the dtype of the op that
@@ -20,4 +20,4 @@ namespace sinkrt::host::compiler {
 // `forward` unchanged.
 Result<Graph> ApplyAmp(const Graph& forward, AmpLevel level);
 
-}  // namespace sinkrt::host::compiler
+}  // namespace sinkrt::host::passes

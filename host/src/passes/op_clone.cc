@@ -3,7 +3,7 @@
 
 #include <utility>
 
-namespace sinkrt::host::compiler {
+namespace sinkrt::host::passes {
 
 Status CloneOp(const Graph& from, const OpNode& op, const std::string& prefix, Graph& to,
                std::vector<TensorId>& map, const std::string& where,
@@ -31,4 +31,4 @@ Status CloneOp(const Graph& from, const OpNode& op, const std::string& prefix, G
   return to.status().WithContext(where);
 }
 
-}  // namespace sinkrt::host::compiler
+}  // namespace sinkrt::host::passes

@@ -11,7 +11,7 @@
 #include "sinkrt/host/graph.h"
 #include "sinkrt/runtime/status.h"
 
-namespace sinkrt::host::compiler {
+namespace sinkrt::host::passes {
 
 // Appends to `to` a copy of `op` (an op of `from`, which may be `to`
 // itself) named prefix + op.name. Its inputs are read through `map` (from's
@@ -23,4 +23,4 @@ Status CloneOp(const Graph& from, const OpNode& op, const std::string& prefix, G
                std::vector<TensorId>& map, const std::string& where,
                const std::function<TensorId(TensorId)>& output = nullptr);
 
-}  // namespace sinkrt::host::compiler
+}  // namespace sinkrt::host::passes

@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-namespace sinkrt::host::compiler {
+namespace sinkrt::host::passes {
 namespace {
 
 std::string GraphContext(const Graph& g) { return "compile graph '" + g.name() + "'"; }
@@ -237,4 +237,4 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
   return tg;
 }
 
-}  // namespace sinkrt::host::compiler
+}  // namespace sinkrt::host::passes

@@ -13,7 +13,7 @@
 #include "host/src/parallel/data_parallel/optimizer_shards.h"
 #include "sinkrt/runtime/status.h"
 
-namespace sinkrt::host::compiler {
+namespace sinkrt::host::passes {
 
 // Optimizer parallel (parallel/data_parallel/optimizer_shards.h): a parameter this rank
 // updates one dim-0 block of. `param_slice` has no producer and
@@ -100,4 +100,4 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
                                          uint32_t overflow_position = 0,
                                          const parallel::OptimizerSharding* optimizer_sharding = nullptr);
 
-}  // namespace sinkrt::host::compiler
+}  // namespace sinkrt::host::passes

@@ -9,7 +9,7 @@
 #include "host/src/passes/op_clone.h"
 #include "sinkrt/host/autodiff.h"
 
-namespace sinkrt::host::compiler {
+namespace sinkrt::host::parallel {
 namespace {
 
 std::string Micro(int m) { return "mb" + std::to_string(m) + "/"; }
@@ -97,7 +97,7 @@ Result<OpAttrs> TransferAttrs(const PipelineStageSpec& spec, const parallel::Pip
 
 // eval_step (see the header): appended after train_step's ops.
 Status AddEval(const PipelineStageSpec& spec, const Template& tpl, const std::vector<TensorId>& shared,
-               TrainingGraph& out) {
+               passes::TrainingGraph& out) {
   const parallel::PipelineSchedule& sched = *spec.eval_schedule;
   const int stage = spec.stage->stage;
   const int M = sched.micro_size;
@@ -160,7 +160,7 @@ Status AddEval(const PipelineStageSpec& spec, const Template& tpl, const std::ve
     std::vector<TensorId>& mp = map[static_cast<size_t>(m)];
     for (size_t i = 0; i < tpl.forward_ops; ++i) {
       const OpNode& op = tg.ops()[i];
-      SINKRT_RETURN_IF_ERROR(CloneOp(tg, op, micro(m), u, mp, "eval micro-batch " + std::to_string(m)));
+      SINKRT_RETURN_IF_ERROR(passes::CloneOp(tg, op, micro(m), u, mp, "eval micro-batch " + std::to_string(m)));
       for (TensorId t : op.outputs)
         for (const StageLinkEnd& end : spec.links) {
           if (sched.links[static_cast<size_t>(end.link)].from != stage || end.tensor != t) continue;
@@ -204,7 +204,7 @@ Status AddEval(const PipelineStageSpec& spec, const Template& tpl, const std::ve
 
 }  // namespace
 
-Result<TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& spec) {
+Result<passes::TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& spec) {
   if (!spec.stage || !spec.schedule) return Internal("pipeline stage graph: no stage or schedule");
   const parallel::PipelineSchedule& sched = *spec.schedule;
   const int stage = spec.stage->stage;
@@ -214,7 +214,7 @@ Result<TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& spec) {
   const Graph& tg = tpl.graph;
   const size_t nt = tg.tensors().size();
 
-  TrainingGraph out;
+  passes::TrainingGraph out;
   out.graph = Graph(spec.stage->graph.name());
   Graph& u = out.graph;
 
@@ -314,7 +314,7 @@ Result<TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& spec) {
       // The first micro-batch to run backward writes the Grads themselves;
       // every later one writes its own part and adds it in.
       const bool writes_grads = b.micro == first_backward;
-      SINKRT_RETURN_IF_ERROR(CloneOp(tg, op, Micro(b.micro), u, mp, where + ", micro-batch " + std::to_string(b.micro),
+      SINKRT_RETURN_IF_ERROR(passes::CloneOp(tg, op, Micro(b.micro), u, mp, where + ", micro-batch " + std::to_string(b.micro),
                                      [&](TensorId t) {
                                        return writes_grads && tg.tensor(t).kind == TensorKind::Grad ? shared[t]
                                                                                                     : kInvalidTensor;
@@ -364,4 +364,4 @@ Result<TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& spec) {
   return out;
 }
 
-}  // namespace sinkrt::host::compiler
+}  // namespace sinkrt::host::parallel

@@ -37,7 +37,7 @@
 #include "sinkrt/host/optimizer.h"
 #include "sinkrt/host/pipeline.h"
 
-namespace sinkrt::host::compiler {
+namespace sinkrt::host::parallel {
 
 // This stage's end of one of the schedule's links.
 struct StageLinkEnd {
@@ -58,6 +58,6 @@ struct PipelineStageSpec {
   OptimizerSpec optimizer;
 };
 
-Result<TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& spec);
+Result<passes::TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& spec);
 
-}  // namespace sinkrt::host::compiler
+}  // namespace sinkrt::host::parallel

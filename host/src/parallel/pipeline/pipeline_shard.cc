@@ -6,7 +6,7 @@
 #include "host/src/parallel/partition/partition.h"
 #include "host/src/parallel/partition/partition_plan.h"
 
-namespace sinkrt::host::compiler {
+namespace sinkrt::host::parallel {
 namespace {
 
 // A strategy that splits nothing: one 1 per dim of each input.
@@ -64,4 +64,4 @@ Result<ShardedStage> ShardPipelineStage(const StageGraph& stage, TensorId loss, 
   return out;
 }
 
-}  // namespace sinkrt::host::compiler
+}  // namespace sinkrt::host::parallel

@@ -26,7 +26,7 @@
 #include "sinkrt/host/pipeline.h"
 #include "sinkrt/runtime/status.h"
 
-namespace sinkrt::host::compiler {
+namespace sinkrt::host::parallel {
 
 struct ShardedStage {
   // The local graph, with `received` and `sent` in it (sent: the whole
@@ -47,4 +47,4 @@ struct ShardedStage {
 Result<ShardedStage> ShardPipelineStage(const StageGraph& stage, TensorId loss, uint32_t ranks, uint32_t place,
                                         uint32_t first_rank);
 
-}  // namespace sinkrt::host::compiler
+}  // namespace sinkrt::host::parallel
