@@ -33,13 +33,13 @@
 #include <span>
 #include <vector>
 
-#include "dataset/batch_builder.h"
-#include "dataset/batch_writer.h"
-#include "dataset/pass_order.h"
+#include "host/src/dataset/batch_builder.h"
+#include "host/src/dataset/batch_writer.h"
+#include "host/src/dataset/pass_order.h"
 #include "fed_sink.h"
 #include "load_mlp.h"
 #include "local_daemons.h"
-#include "model/feeder.h"
+#include "host/src/model/feeder.h"
 #include "sinkrt/device/executor.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/dataset.h"

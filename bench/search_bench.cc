@@ -1,4 +1,4 @@
-// AUTO_PARALLEL strategy search time (host/src/parallel/strategy_search.h)
+// AUTO_PARALLEL strategy search time (host/src/parallel/auto_parallel/strategy_search.h)
 // on synthetic cost tables with 4-8 candidates per op (issue 17's target:
 // 1,000 ops in under 1 s, roughly linear growth).
 //
@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/strategy_search.h"
+#include "host/src/parallel/auto_parallel/strategy_search.h"
 #include "sinkrt/host/auto_parallel.h"
 #include "sinkrt/host/model_zoo.h"
 

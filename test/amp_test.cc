@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/amp.h"
+#include "host/src/passes/amp.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model.h"
@@ -45,7 +45,7 @@ Graph Mlp(int64_t batch) { return WithLoss(host::MakeMlpNetwork(batch), batch); 
 Graph Vit(int64_t batch) { return WithLoss(host::MakeVitNetwork(batch), batch); }
 
 Graph Amp(const Graph& g, AmpLevel level) {
-  auto r = host::compiler::ApplyAmp(g, level);
+  auto r = host::passes::ApplyAmp(g, level);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return r.ok() ? *r : Graph("failed");
 }

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "job/stream_report.h"
+#include "host/src/job/stream_report.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/auto_parallel.h"
 #include "sinkrt/host/compiled_job.h"

@@ -7,7 +7,7 @@
 #include <regex>
 #include <sstream>
 
-#include "callbacks/py_repr.h"
+#include "host/src/util/py_repr.h"
 #include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/model.h"
 #include "support/model_fixtures.h"

@@ -11,7 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "job/manifest.h"
+#include "host/src/job/manifest.h"
+#include "host/src/util/hex.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/model.h"
@@ -232,7 +233,7 @@ TEST(CompiledJob, ReadRefusesACorruptStreamItsManifestVouchesFor) {
   auto bytes = ReadFileBytes(dir.str("rank_0.tstream"), kFlatBufferFileLimit);
   ASSERT_TRUE(bytes.ok());
   nlohmann::json m = nlohmann::json::parse(ReadText(dir.str("manifest.json")));
-  m["ranks"][0]["content_hash"] = host::job::Hex64(host::job::ContentHash(*bytes));
+  m["ranks"][0]["content_hash"] = host::Hex64(host::job::ContentHash(*bytes));
   WriteText(dir.str("manifest.json"), m.dump());
   auto read = host::ReadCompiledJob(dir.str());
   ASSERT_FALSE(read.ok());

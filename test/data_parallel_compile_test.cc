@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/fusion_buckets.h"
+#include "host/src/parallel/data_parallel/fusion_buckets.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/parallel_context.h"
 #include "sinkrt/runtime/format.h"

@@ -19,9 +19,9 @@
 #include <thread>
 #include <vector>
 
-#include "dataset/batch_builder.h"
-#include "dataset/batch_writer.h"
-#include "model/feeder.h"
+#include "host/src/dataset/batch_builder.h"
+#include "host/src/dataset/batch_writer.h"
+#include "host/src/model/feeder.h"
 #include "sinkrt/device/executor.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "launch/find_sinkd.h"
+#include "host/src/link/launch/find_sinkd.h"
 
 namespace sinkrt::host {
 namespace {

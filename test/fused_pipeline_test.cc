@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "dataset/batch_builder.h"
-#include "dataset/batch_writer.h"
-#include "model/feeder.h"
+#include "host/src/dataset/batch_builder.h"
+#include "host/src/dataset/batch_writer.h"
+#include "host/src/model/feeder.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/dataset.h"

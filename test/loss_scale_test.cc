@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "callbacks/py_repr.h"
+#include "host/src/util/py_repr.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/callback.h"
 #include "sinkrt/host/callbacks.h"

@@ -7,7 +7,7 @@
 #include <random>
 
 // The planner is internal to the host library; tests reach it directly.
-#include "../host/src/compiler/memory_planner.h"
+#include "host/src/compiler/memory_planner.h"
 #include "sinkrt/host/compiler.h"
 #include "support/test_models.h"
 

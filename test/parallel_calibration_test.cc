@@ -1,4 +1,4 @@
-// AUTO_PARALLEL's calibration file (host/src/parallel/calibration.h): the
+// AUTO_PARALLEL's calibration file (host/src/parallel/auto_parallel/calibration.cc): the
 // checked-in default loads, a file round-trips, every malformed field is
 // refused naming the file and the field, and the GEMM grid interpolates in
 // log space.

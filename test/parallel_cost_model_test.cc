@@ -1,10 +1,10 @@
-// AUTO_PARALLEL's cost model (host/src/parallel/cost_model.h) on known
+// AUTO_PARALLEL's cost model (host/src/parallel/auto_parallel/cost_model.h) on known
 // shapes with a fixed calibration (flat GEMM rate, no launch cost, one α/β
 // for every collective): hermetic, no timing. The Megatron and
 // data-parallel splits of one MatMul cost what the α-β model says they do.
 #include <gtest/gtest.h>
 
-#include "parallel/cost_model.h"
+#include "host/src/parallel/auto_parallel/cost_model.h"
 
 namespace sinkrt::host::parallel {
 namespace {

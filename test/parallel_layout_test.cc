@@ -1,10 +1,10 @@
-// Tensor layouts (host/src/parallel/layout.h) and the redistribution plans
+// Tensor layouts (host/src/parallel/tensor_layout/layout.h) and the redistribution plans
 // between them (redistribution.h): each transition emits exactly its
 // expected primitives with the expected byte counts.
 #include <gtest/gtest.h>
 
-#include "parallel/layout.h"
-#include "parallel/redistribution.h"
+#include "host/src/parallel/tensor_layout/layout.h"
+#include "host/src/parallel/tensor_layout/redistribution.h"
 
 namespace sinkrt::host::parallel {
 namespace {

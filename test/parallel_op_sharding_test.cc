@@ -1,9 +1,9 @@
-// Sharding rules of the forward ops (host/src/parallel/op_sharding.h):
+// Sharding rules of the forward ops (host/src/parallel/ops_info/op_sharding.h):
 // device matrices and layouts as MindSpore derives them, and every invalid
 // strategy refused with MindSpore's message naming the op and the strategy.
 #include <gtest/gtest.h>
 
-#include "parallel/op_sharding.h"
+#include "host/src/parallel/ops_info/op_sharding.h"
 
 namespace sinkrt::host::parallel {
 namespace {

@@ -1,9 +1,9 @@
-// The partition plan (host/src/parallel/partition_plan.h): layouts on every
+// The partition plan (host/src/parallel/partition/partition_plan.h): layouts on every
 // tensor, the redistributions between ops, gradient-partial axes and
 // mirror groups, for data-parallel and Megatron-style strategies.
 #include <gtest/gtest.h>
 
-#include "parallel/partition_plan.h"
+#include "host/src/parallel/partition/partition_plan.h"
 
 namespace sinkrt::host::parallel {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <map>
 
-#include "parallel/partition.h"
+#include "host/src/parallel/partition/partition.h"
 
 namespace sinkrt::host::parallel {
 namespace {

@@ -1,4 +1,4 @@
-// The pipeline schedule (parallel/pipeline_schedule.h, docs/pipeline.md):
+// The pipeline schedule (parallel/pipeline/pipeline_schedule.h, docs/pipeline.md):
 // each stage's 1F1B and GPipe block order, the planned message order and
 // its bubble, the refusals, the deadlock check on hand-made orders; and the
 // memory plan that shows why 1F1B exists: a 1F1B stage holds activations
@@ -13,7 +13,7 @@
 #include <tuple>
 #include <vector>
 
-#include "parallel/pipeline_schedule.h"
+#include "host/src/parallel/pipeline/pipeline_schedule.h"
 #include "sinkrt/host/compiler.h"
 #include "support/test_models.h"
 

@@ -1,4 +1,4 @@
-// AUTO_PARALLEL's strategy search (host/src/parallel/strategy_search.h) on
+// AUTO_PARALLEL's strategy search (host/src/parallel/auto_parallel/strategy_search.h) on
 // abstract cost tables: dynamic_programming equals brute force on random
 // DAGs, the eliminations on chains, diamonds and stars, the tie-break
 // toward data parallel, the memory limit, the errors, and
@@ -10,7 +10,7 @@
 #include <cmath>
 #include <random>
 
-#include "parallel/strategy_search.h"
+#include "host/src/parallel/auto_parallel/strategy_search.h"
 
 namespace sinkrt::host::parallel {
 namespace {

@@ -17,12 +17,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "profile/chrome_trace.h"
-#include "profile/profile_data.h"
-#include "profile/profile_dir.h"
-#include "profile/summarize.h"
-#include "profile/summary_json.h"
-#include "profile/summary_svg.h"
+#include "host/src/profile/chrome_trace.h"
+#include "host/src/profile/profile_data.h"
+#include "host/src/profile/profile_dir.h"
+#include "host/src/profile/summarize.h"
+#include "host/src/profile/summary_json.h"
+#include "host/src/profile/summary_svg.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/parallel_context.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "job/stream_report.h"
+#include "host/src/job/stream_report.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/compiler.h"

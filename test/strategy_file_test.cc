@@ -1,7 +1,7 @@
-// Strategy files (host/src/parallel/strategy_file.h): the written text, the
+// Strategy files (host/src/parallel/strategy/strategy_file.h): the written text, the
 // round trip into a graph without strategies, and one clear error, naming
 // the file, for each way a file can be wrong or meant for another graph.
-#include "parallel/strategy_file.h"
+#include "host/src/parallel/strategy/strategy_file.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Strategy presets (parallel/strategy_presets.h): data, model and DPxMP on
+// Strategy presets (parallel/strategy/strategy_presets.h): data, model and DPxMP on
 // the zoo MLP and ViT, read from rank r's partitioned forward graph: which
 // collectives the layout costs (Megatron's count: one forward AllReduce and
 // one backward, a GradAllReduce, per pair; nothing gathered), the slices the
@@ -16,11 +16,11 @@
 #include <thread>
 #include <vector>
 
-#include "parallel/op_sharding.h"
-#include "parallel/partition.h"
-#include "parallel/partition_plan.h"
-#include "parallel/strategy_file.h"
-#include "parallel/strategy_presets.h"
+#include "host/src/parallel/ops_info/op_sharding.h"
+#include "host/src/parallel/partition/partition.h"
+#include "host/src/parallel/partition/partition_plan.h"
+#include "host/src/parallel/strategy/strategy_file.h"
+#include "host/src/parallel/strategy/strategy_presets.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model_zoo.h"

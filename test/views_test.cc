@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/memory_planner.h"
+#include "host/src/compiler/memory_planner.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/runtime/task_stream_verifier.h"

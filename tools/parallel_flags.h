@@ -13,7 +13,7 @@
 #include <system_error>
 #include <vector>
 
-#include "cli_validators.h"
+#include "cli/cli_validators.h"
 #include "sinkrt/host/auto_parallel.h"
 #include "sinkrt/host/graph.h"
 #include "sinkrt/host/parallel_context.h"

@@ -63,9 +63,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "cli_validators.h"
+#include "cli/cli_validators.h"
 #include "parallel_flags.h"
-#include "tool_version.h"
+#include "cli/tool_version.h"
 #include "sinkrt/host/auto_parallel.h"
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/file_formats.h"

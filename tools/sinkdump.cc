@@ -22,10 +22,10 @@
 
 #include <CLI/CLI.hpp>
 
-#include "cli_validators.h"
+#include "cli/cli_validators.h"
 #include "dump_file_kind.h"
 #include "dump_format.h"
-#include "tool_version.h"
+#include "cli/tool_version.h"
 #include "sinkrt/runtime/file_io.h"
 #include "sinkrt/runtime/format.h"
 #include "sinkrt/runtime/version.h"

@@ -15,7 +15,7 @@
 
 #include "sinkrt/host/file_formats.h"
 #include "sinkrt/host/profiler.h"
-#include "tool_version.h"
+#include "cli/tool_version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"sinkprof: the summary of a profiled run (a Profiler's output directory)"};

@@ -75,10 +75,10 @@
 
 #include <CLI/CLI.hpp>
 
-#include "cli_validators.h"
+#include "cli/cli_validators.h"
 #include "parallel_flags.h"
 #include "sinkrun.h"
-#include "tool_version.h"
+#include "cli/tool_version.h"
 #include "sinkrt/host/file_formats.h"
 #include "sinkrt/device/openmp_policy.h"
 

@@ -17,8 +17,8 @@
 #include <cstdio>
 #include <iostream>
 
-#include "cli_validators.h"
-#include "tool_version.h"
+#include "cli/cli_validators.h"
+#include "cli/tool_version.h"
 #include "sinkrt/device/daemon.h"
 #include "sinkrt/runtime/cpu_set.h"
 #include "sinkrt/device/openmp_policy.h"

@@ -1,4 +1,4 @@
-#include "compiler/buffer_table.h"
+#include "host/src/compiler/buffer_table.h"
 
 #include <algorithm>
 #include <limits>
@@ -60,7 +60,7 @@ Result<uint64_t> BufferBytes(const TensorInfo& info) {
   return static_cast<uint64_t>(elements) * size;
 }
 
-Result<BufferTable> BuildBufferTable(const TrainingGraph& tg, const GraphFacts& facts,
+Result<BufferTable> BuildBufferTable(const passes::TrainingGraph& tg, const GraphFacts& facts,
                                      const std::vector<ProgramPlan>& plans,
                                      const std::vector<ProgramViews>& views,
                                      const std::map<TensorId, size_t>& grad_rank) {
@@ -72,7 +72,7 @@ Result<BufferTable> BuildBufferTable(const TrainingGraph& tg, const GraphFacts& 
   for (TensorId t = 0; t < g.tensors().size(); ++t) role[t] = RoleOf(g, facts, t);
   // Optimizer parallel: blocks of a parameter and of its gradient, views
   // that live as long as what they are blocks of.
-  for (const OptimizerShard& s : tg.optimizer_shards) {
+  for (const passes::OptimizerShard& s : tg.optimizer_shards) {
     role[s.param_slice] = fb::BufferRole::ParamSlice;
     role[s.grad_slice] = fb::BufferRole::GradSlice;
   }
@@ -163,7 +163,7 @@ Result<BufferTable> BuildBufferTable(const TrainingGraph& tg, const GraphFacts& 
     maps.persistent[t] = static_cast<uint32_t>(table.buffers.size());
     SINKRT_RETURN_IF_ERROR(add_buffer(t, true, fb::ProgramKind::Init, buffer_name(t)));
   }
-  for (const OptimizerShard& s : tg.optimizer_shards) {
+  for (const passes::OptimizerShard& s : tg.optimizer_shards) {
     const ParamGrad& pg = tg.grads.at(s.grad);
     for (auto [view, root] : {std::pair{s.param_slice, pg.param}, std::pair{s.grad_slice, pg.grad}}) {
       auto v = maps.persistent.find(view);

@@ -29,10 +29,10 @@
 #include <map>
 #include <vector>
 
-#include "compiler/lowering.h"
-#include "compiler/program_plan.h"
-#include "compiler/training_graph.h"
-#include "compiler/views.h"
+#include "host/src/compiler/lowering.h"
+#include "host/src/compiler/program_plan.h"
+#include "host/src/passes/training_graph.h"
+#include "host/src/compiler/views.h"
 #include "sinkrt/host/graph.h"
 #include "sinkrt/runtime/status.h"
 
@@ -66,7 +66,7 @@ Result<uint64_t> BufferBytes(const TensorInfo& info);
 // place in the data-parallel bucket-by-bucket layout (empty otherwise).
 // `views`: each plan's views (views.h), one entry per plan.
 // Fails on two buffers with one name or a tensor too large for a buffer.
-Result<BufferTable> BuildBufferTable(const TrainingGraph& tg, const GraphFacts& facts,
+Result<BufferTable> BuildBufferTable(const passes::TrainingGraph& tg, const GraphFacts& facts,
                                      const std::vector<ProgramPlan>& plans,
                                      const std::vector<ProgramViews>& views,
                                      const std::map<TensorId, size_t>& grad_rank);

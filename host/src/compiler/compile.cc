@@ -8,16 +8,16 @@
 #include <utility>
 #include <vector>
 
-#include "compiler/accumulation.h"
-#include "compiler/amp.h"
-#include "compiler/compile_pipeline.h"
-#include "compiler/graph_hash.h"
-#include "compiler/lowering.h"
-#include "compiler/memory_limited_search.h"
-#include "compiler/memory_planner.h"
-#include "compiler/stream_writer.h"
-#include "compiler/training_graph.h"
-#include "parallel/partition.h"
+#include "host/src/passes/accumulation.h"
+#include "host/src/passes/amp.h"
+#include "host/src/compiler/compile_pipeline.h"
+#include "host/src/compiler/graph_hash.h"
+#include "host/src/compiler/lowering.h"
+#include "host/src/compiler/memory_limited_search.h"
+#include "host/src/compiler/memory_planner.h"
+#include "host/src/compiler/stream_writer.h"
+#include "host/src/passes/training_graph.h"
+#include "host/src/parallel/partition/partition.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/runtime/format.h"
 
@@ -175,7 +175,7 @@ Result<parallel::LocalGraph> PartitionForward(const Graph& forward, const Compil
 // `layout_of`: per tensor of the training graph, its layout (nullptr: a
 // whole tensor), of which the gradients and optimizer states are filled in
 // here from their parameters'.
-void AttachSlices(compiler::LoweredStream& lowered, const compiler::TrainingGraph& tg,
+void AttachSlices(compiler::LoweredStream& lowered, const passes::TrainingGraph& tg,
                   std::vector<const parallel::TensorLayout*> layout_of, int64_t rank) {
   const Graph& g = tg.graph;
   for (const ParamGrad& pg : tg.grads) layout_of[pg.grad] = layout_of[pg.param];
@@ -206,7 +206,7 @@ void AttachSlices(compiler::LoweredStream& lowered, const compiler::TrainingGrap
 }
 
 // SEMI_AUTO_PARALLEL: every forward tensor's layout from the partition.
-void AttachSlices(compiler::LoweredStream& lowered, const compiler::TrainingGraph& tg,
+void AttachSlices(compiler::LoweredStream& lowered, const passes::TrainingGraph& tg,
                   const parallel::LocalGraph& local, int64_t rank) {
   std::vector<const parallel::TensorLayout*> layout_of(tg.graph.tensors().size(), nullptr);
   for (TensorId t = 0; t < local.layouts.size() && t < layout_of.size(); ++t)
@@ -219,11 +219,11 @@ void AttachSlices(compiler::LoweredStream& lowered, const compiler::TrainingGrap
 // the parameter's shape, so that the host reads and writes whole state
 // (checkpoints stay strategy-independent). The gradient's block gets none:
 // the gradient is whole in the arena.
-void AttachOptimizerSlices(compiler::LoweredStream& lowered, const compiler::TrainingGraph& tg) {
+void AttachOptimizerSlices(compiler::LoweredStream& lowered, const passes::TrainingGraph& tg) {
   const Graph& g = tg.graph;
-  std::map<TensorId, const compiler::OptimizerShard*> shard_of;  // update target -> shard
-  for (const compiler::OptimizerShard& s : tg.optimizer_shards) shard_of[s.param_slice] = &s;
-  std::map<TensorId, const compiler::OptimizerShard*> sliced;  // optimizer state or block -> shard
+  std::map<TensorId, const passes::OptimizerShard*> shard_of;  // update target -> shard
+  for (const passes::OptimizerShard& s : tg.optimizer_shards) shard_of[s.param_slice] = &s;
+  std::map<TensorId, const passes::OptimizerShard*> sliced;  // optimizer state or block -> shard
   for (const OpNode& op : g.ops()) {
     if (op.op != fb::OpCode::MomentumUpdate && op.op != fb::OpCode::AdamUpdate) continue;
     auto it = shard_of.find(op.inputs[0]);
@@ -240,7 +240,7 @@ void AttachOptimizerSlices(compiler::LoweredStream& lowered, const compiler::Tra
   for (compiler::BufferDef& b : lowered.buffers) {
     auto it = sliced.find(b.tensor);
     if (it == sliced.end() || !b.persistent) continue;
-    const compiler::OptimizerShard& s = *it->second;
+    const passes::OptimizerShard& s = *it->second;
     const TensorId param = tg.grads[s.grad].param;
     const Shape& whole = g.tensor(param).shape;
     compiler::SliceInfo info{.global_shape = whole,
@@ -261,8 +261,8 @@ void AttachOptimizerSlices(compiler::LoweredStream& lowered, const compiler::Tra
 
 // A pipeline stage under SEMI_AUTO_PARALLEL: the parameters' layouts over
 // the stage's ranks (its queues and reports are whole,
-// compiler/pipeline_shard.h), `place` being this rank's among them.
-void AttachParamSlices(compiler::LoweredStream& lowered, const compiler::TrainingGraph& tg,
+// parallel/pipeline/pipeline_shard.h), `place` being this rank's among them.
+void AttachParamSlices(compiler::LoweredStream& lowered, const passes::TrainingGraph& tg,
                        const std::map<std::string, parallel::TensorLayout>& layouts, uint32_t place) {
   std::vector<const parallel::TensorLayout*> layout_of(tg.graph.tensors().size(), nullptr);
   for (const ParamGrad& pg : tg.grads)
@@ -272,7 +272,7 @@ void AttachParamSlices(compiler::LoweredStream& lowered, const compiler::Trainin
 
 // The passes after lowering: memory plan, writer, verifier, report.
 Result<CompiledStream> EmitStream(const Graph& forward, const CompileOptions& options,
-                                  const compiler::TrainingGraph& tg, const compiler::LoweredStream& lowered) {
+                                  const passes::TrainingGraph& tg, const compiler::LoweredStream& lowered) {
   SINKRT_RETURN_IF_ERROR(CheckBufferSizes(lowered), "compile graph '" + forward.name() + "'");
   SINKRT_ASSIGN_OR_RETURN(std::vector<compiler::BufferLifetime> lifetimes, Lifetimes(lowered));
   SINKRT_ASSIGN_OR_RETURN(compiler::MemoryPlan plan,
@@ -492,7 +492,7 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
   }
   // Mixed precision on the graph this rank runs (after partitioning: the
   // amp pass keeps tensor ids, so the layouts stay valid).
-  SINKRT_ASSIGN_OR_RETURN(Graph amp, compiler::ApplyAmp(sharded ? local->graph : forward, options.amp_level),
+  SINKRT_ASSIGN_OR_RETURN(Graph amp, passes::ApplyAmp(sharded ? local->graph : forward, options.amp_level),
                           "compile graph '" + forward.name() + "'");
   // Gradient accumulation: the gradient of the K batches' mean loss.
   const int accumulate = options.grad_accumulation;
@@ -511,13 +511,13 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
       for (const parallel::LocalParameter& p : local->parameters) zero->groups[p.local] = p.mirror_group;
   }
   SINKRT_ASSIGN_OR_RETURN(
-      compiler::TrainingGraph tg,
-      compiler::BuildTrainingGraph(amp, options.optimizer, options.eval_program,
+      passes::TrainingGraph tg,
+      passes::BuildTrainingGraph(amp, options.optimizer, options.eval_program,
                                    options.predict_program, /*accuracy_from_loss=*/sharded,
                                    loss_seed / static_cast<float>(accumulate), options.loss_scale,
                                    sharded ? WorldGroup(options.world_size) : std::vector<uint32_t>{}, options.rank,
                                    zero ? &*zero : nullptr));
-  if (accumulate > 1) SINKRT_RETURN_IF_ERROR(compiler::AccumulateGradients(tg, accumulate));
+  if (accumulate > 1) SINKRT_RETURN_IF_ERROR(passes::AccumulateGradients(tg, accumulate));
   std::vector<std::vector<uint32_t>> grad_groups;
   if (sharded) {
     for (const ParamGrad& pg : tg.grads) {

@@ -1,16 +1,16 @@
 // Compile's pipeline path (compiler/compile_pipeline.h).
-#include "compiler/compile_pipeline.h"
+#include "host/src/compiler/compile_pipeline.h"
 
 #include <algorithm>
 #include <map>
 #include <string>
 #include <tuple>
 
-#include "compiler/pipeline_graph.h"
-#include "compiler/pipeline_shard.h"
-#include "parallel/partition.h"
-#include "parallel/partition_plan.h"
-#include "parallel/strategy_presets.h"
+#include "host/src/parallel/pipeline/pipeline_graph.h"
+#include "host/src/parallel/pipeline/pipeline_shard.h"
+#include "host/src/parallel/partition/partition.h"
+#include "host/src/parallel/partition/partition_plan.h"
+#include "host/src/parallel/strategy/strategy_presets.h"
 #include "sinkrt/host/calibration.h"
 #include "sinkrt/host/pipeline.h"
 
@@ -138,15 +138,15 @@ Result<PipelineStageGraph> BuildPipelineStage(const Graph& forward, const Compil
   out.group = StageRanks(device_num, S, stage);
 
   // SEMI_AUTO_PARALLEL: the stage graph partitioned over the stage's ranks
-  // (compiler/pipeline_shard.h); data parallel: each rank runs it whole.
+  // (parallel/pipeline/pipeline_shard.h); data parallel: each rank runs it whole.
   const StageGraph* mine_graph = &graphs[static_cast<size_t>(stage)];
   std::vector<TensorId> local_of(mine_graph->graph.tensors().size());
   for (TensorId t = 0; t < local_of.size(); ++t) local_of[t] = t;
-  ShardedStage sharded_stage;
+  parallel::ShardedStage sharded_stage;
   if (sharded) {
     const TensorId loss_here = stage == S - 1 ? local[static_cast<size_t>(stage)].at(micro.loss()) : kInvalidTensor;
     SINKRT_ASSIGN_OR_RETURN(sharded_stage,
-                            ShardPipelineStage(*mine_graph, loss_here, per_stage, place, out.group.front()), who);
+                            parallel::ShardPipelineStage(*mine_graph, loss_here, per_stage, place, out.group.front()), who);
     mine_graph = &sharded_stage.local;
     local_of = sharded_stage.local_of;
     out.param_layouts = std::move(sharded_stage.param_layouts);
@@ -154,7 +154,7 @@ Result<PipelineStageGraph> BuildPipelineStage(const Graph& forward, const Compil
     out.place = place;
   }
 
-  PipelineStageSpec spec;
+  parallel::PipelineStageSpec spec;
   spec.stage = mine_graph;
   spec.schedule = &schedule;
   spec.eval_schedule = options.eval_program ? &out.eval_schedule : nullptr;
@@ -174,7 +174,7 @@ Result<PipelineStageGraph> BuildPipelineStage(const Graph& forward, const Compil
     return InvalidArgument(who + ": the loss '" + micro.tensor(loss).name + "' is computed in stage " +
                            std::to_string(loss_stage) + ", not in the last stage " + std::to_string(S - 1));
   if (stage == S - 1) spec.loss = local_of[mine.at(loss)];
-  SINKRT_ASSIGN_OR_RETURN(out.tg, BuildPipelineStageGraph(spec), who);
+  SINKRT_ASSIGN_OR_RETURN(out.tg, parallel::BuildPipelineStageGraph(spec), who);
   out.schedule = std::move(schedule);
   return out;
 }

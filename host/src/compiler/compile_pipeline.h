@@ -11,7 +11,7 @@
 // r / (device_num / S) and talks to the rank at the same place in each
 // neighbouring stage. Under data parallel its stage's ranks are its
 // data-parallel group; under SEMI_AUTO_PARALLEL the stage graph is
-// partitioned over them (compiler/pipeline_shard.h).
+// partitioned over them (parallel/pipeline/pipeline_shard.h).
 #pragma once
 
 #include <cstdint>
@@ -19,20 +19,20 @@
 #include <string>
 #include <vector>
 
-#include "compiler/training_graph.h"
-#include "parallel/layout.h"
-#include "parallel/pipeline_schedule.h"
+#include "host/src/passes/training_graph.h"
+#include "host/src/parallel/tensor_layout/layout.h"
+#include "host/src/parallel/pipeline/pipeline_schedule.h"
 #include "sinkrt/host/compiler.h"
 
 namespace sinkrt::host::compiler {
 
 struct PipelineStageGraph {
-  TrainingGraph tg;
+  passes::TrainingGraph tg;
   int stage = 0;
   std::vector<uint32_t> group;  // this stage's ranks: the gradients' data-parallel group
   parallel::PipelineSchedule schedule;
   parallel::PipelineSchedule eval_schedule;  // forward only; with options.eval_program
-  // SEMI_AUTO_PARALLEL (compiler/pipeline_shard.h): this rank's place in
+  // SEMI_AUTO_PARALLEL (parallel/pipeline/pipeline_shard.h): this rank's place in
   // its stage, and by parameter name its layout over the stage's ranks and
   // its mirror group (world ranks). Empty under data parallel.
   uint32_t place = 0;

@@ -1,4 +1,4 @@
-#include "compiler/fusion.h"
+#include "host/src/compiler/fusion.h"
 
 #include <map>
 

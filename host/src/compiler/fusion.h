@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "compiler/program_plan.h"
+#include "host/src/compiler/program_plan.h"
 #include "sinkrt/host/graph.h"
 
 namespace sinkrt::host::compiler {

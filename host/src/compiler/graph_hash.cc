@@ -1,4 +1,4 @@
-#include "compiler/graph_hash.h"
+#include "host/src/compiler/graph_hash.h"
 
 #include <bit>
 

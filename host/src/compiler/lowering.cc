@@ -1,26 +1,26 @@
-#include "compiler/lowering.h"
+#include "host/src/compiler/lowering.h"
 
 #include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
 
-#include "compiler/buffer_table.h"
-#include "compiler/fusion.h"
-#include "compiler/metric_sums.h"
-#include "compiler/program_plan.h"
-#include "compiler/views.h"
-#include "parallel/gradient_reduction.h"
-#include "parallel/pipeline_comm.h"
+#include "host/src/compiler/buffer_table.h"
+#include "host/src/compiler/fusion.h"
+#include "host/src/compiler/metric_sums.h"
+#include "host/src/compiler/program_plan.h"
+#include "host/src/compiler/views.h"
+#include "host/src/parallel/data_parallel/gradient_reduction.h"
+#include "host/src/parallel/pipeline/pipeline_comm.h"
 
 namespace sinkrt::host::compiler {
 namespace {
 
-// ---- data parallel: the compiler's side of parallel/gradient_reduction.h ----
+// ---- data parallel: the compiler's side of parallel/data_parallel/gradient_reduction.h ----
 
 // Each gradient of tg.grads (parameter order) with the train_step compute
 // position of the task that writes it last: GetNext, if any, is position 0.
-Result<std::vector<parallel::FusionGradient>> TrainGradients(const TrainingGraph& tg, const ProgramPlan& train) {
+Result<std::vector<parallel::FusionGradient>> TrainGradients(const passes::TrainingGraph& tg, const ProgramPlan& train) {
   const Graph& g = tg.graph;
   // Task positions: GetNext first; a sharded graph's AllReduce op becomes
   // two tasks (a Copy, then the in-place AllReduce).
@@ -102,7 +102,7 @@ CommFusion SizeFusion(const CommFusion& fusion, const FusionThreshold& entry) {
 }
 
 struct OptimizerBuckets {
-  std::vector<const OptimizerShard*> shards;  // ReduceScatter: in the order backward finishes their gradients
+  std::vector<const passes::OptimizerShard*> shards;  // ReduceScatter: in the order backward finishes their gradients
   std::vector<uint32_t> group;                // the ranks of every shard in it
   int64_t ready_at = 0;                       // ReduceScatter: the last of its gradients
 };
@@ -111,15 +111,15 @@ struct OptimizerBuckets {
 // reducescatter size (the gradient that crosses it still joins, as
 // AllReduce buckets do), one group's gradients per bucket, in the order
 // they are ready.
-Result<std::vector<OptimizerBuckets>> PlanScatterBuckets(const TrainingGraph& tg,
+Result<std::vector<OptimizerBuckets>> PlanScatterBuckets(const passes::TrainingGraph& tg,
                                                          const std::vector<parallel::FusionGradient>& grads,
                                                          const CommFusion& fusion) {
-  std::map<std::vector<uint32_t>, std::vector<const OptimizerShard*>> by_group;
-  for (const OptimizerShard& s : tg.optimizer_shards) by_group[s.group].push_back(&s);
+  std::map<std::vector<uint32_t>, std::vector<const passes::OptimizerShard*>> by_group;
+  for (const passes::OptimizerShard& s : tg.optimizer_shards) by_group[s.group].push_back(&s);
   std::vector<OptimizerBuckets> out;
   for (const auto& [group, shards] : by_group) {
     std::vector<parallel::FusionGradient> sub;
-    for (const OptimizerShard* s : shards) sub.push_back(grads.at(s->grad));
+    for (const passes::OptimizerShard* s : shards) sub.push_back(grads.at(s->grad));
     SINKRT_ASSIGN_OR_RETURN(std::vector<parallel::FusionBucket> buckets,
                             parallel::PlanFusionBuckets(sub, SizeFusion(fusion, fusion.reducescatter)));
     for (const parallel::FusionBucket& b : buckets) {
@@ -142,7 +142,7 @@ std::vector<OptimizerBuckets> GatherBuckets(const std::vector<OptimizerBuckets>&
   uint64_t bytes = 0;
   bool open = false;
   for (const OptimizerBuckets& b : scatter)
-    for (const OptimizerShard* s : b.shards) {
+    for (const passes::OptimizerShard* s : b.shards) {
       if (!open || out.back().group != s->group) {
         out.push_back({.shards = {}, .group = s->group, .ready_at = -1});
         bytes = 0;
@@ -374,7 +374,7 @@ std::pair<int64_t, int64_t> FanInOut(const Shape& shape) {
   return {shape[1] * receptive, shape[0] * receptive};
 }
 
-Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& options) {
+Result<LoweredStream> Lower(const passes::TrainingGraph& tg, const LoweringOptions& options) {
   const Graph& g = tg.graph;
   SINKRT_ASSIGN_OR_RETURN(GraphFacts facts, AnalyseGraph(tg));
 
@@ -404,7 +404,7 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
     // Optimizer parallel: a sharded parameter's gradient is ReduceScattered
     // on its own, the others fuse into AllReduce buckets as before.
     std::vector<bool> scattered(tg.grads.size(), false);
-    for (const OptimizerShard& s : tg.optimizer_shards) scattered.at(s.grad) = true;
+    for (const passes::OptimizerShard& s : tg.optimizer_shards) scattered.at(s.grad) = true;
     std::vector<parallel::FusionGradient> reduced;
     std::vector<size_t> reduced_index;
     LoweringOptions reduced_options = options;
@@ -488,7 +488,7 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
                    .group = GroupIndex(out.groups, z.group, options.world_size),
                    .inputs = {},
                    .outputs = {}};
-      for (const OptimizerShard* s : z.shards) {
+      for (const passes::OptimizerShard* s : z.shards) {
         rs.inputs.push_back(maps.persistent.at(tg.grads[s->grad].grad));
         rs.outputs.push_back(maps.persistent.at(s->grad_slice));
       }
@@ -504,7 +504,7 @@ Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& opti
                    .group = GroupIndex(out.groups, bucket.group, options.world_size),
                    .inputs = {},
                    .outputs = {}};
-      for (const OptimizerShard* s : bucket.shards) {
+      for (const passes::OptimizerShard* s : bucket.shards) {
         ag.inputs.push_back(maps.persistent.at(s->param_slice));
         ag.outputs.push_back(maps.persistent.at(tg.grads[s->grad].param));
       }

@@ -9,7 +9,7 @@
 //   2. fusion.h: each program's ops become kernels (some fused);
 //   3. views.h: Reshapes (and axis-0 Splits and Concats) that share their
 //      input's bytes become views and leave the kernel list;
-//   4. parallel/gradient_reduction.h (data parallel): fusion buckets, which
+//   4. parallel/data_parallel/gradient_reduction.h (data parallel): fusion buckets, which
 //      also fix the Grad buffers' order;
 //   5. buffer_table.h: which tensors get buffers, in which order, named how;
 //   6. here: initializers, the init program, each step program's tasks (the
@@ -17,7 +17,7 @@
 //      liveness.
 //
 // Data parallel (LoweringOptions::data_parallel): see
-// parallel/gradient_reduction.h for the comm stream and its events. Group 0
+// parallel/data_parallel/gradient_reduction.h for the comm stream and its events. Group 0
 // is "world" (every rank). With parameter_broadcast, init ends with a
 // Broadcast of every Param from rank 0. eval_step and predict_step never
 // communicate.
@@ -33,7 +33,7 @@
 #include <variant>
 #include <vector>
 
-#include "compiler/training_graph.h"
+#include "host/src/passes/training_graph.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/graph.h"
 #include "sinkrt/host/parallel_context.h"
@@ -229,7 +229,7 @@ struct LoweringOptions {
   // Every buffer offset is a multiple of it, so a view (a Split's piece, a
   // Concat's input) is made only at such an offset inside its root.
   uint64_t arena_alignment = 64;
-  // Data parallel over ranks [0, world_size); see parallel/gradient_reduction.h.
+  // Data parallel over ranks [0, world_size); see parallel/data_parallel/gradient_reduction.h.
   bool data_parallel = false;
   uint32_t world_size = 1;
   bool gradients_mean = false;
@@ -242,11 +242,11 @@ struct LoweringOptions {
   std::vector<std::vector<uint32_t>> grad_groups;
   // Pipeline stage (docs/pipeline.md): the graph's Send and Recv ops move to
   // train_step's comm stream in their schedule order
-  // (parallel/pipeline_comm.h), beside the gradient buckets.
+  // (parallel/pipeline/pipeline_comm.h), beside the gradient buckets.
   bool pipeline = false;
 };
 
-Result<LoweredStream> Lower(const TrainingGraph& tg, const LoweringOptions& options);
+Result<LoweredStream> Lower(const passes::TrainingGraph& tg, const LoweringOptions& options);
 
 // fan_in/fan_out as docs/ops.md defines them: 2-D [in, out] → (shape[0],
 // shape[1]); OIHW (and any rank ≥ 3, O and I first) → (I·∏spatial,

@@ -1,4 +1,4 @@
-#include "compiler/memory_planner.h"
+#include "host/src/compiler/memory_planner.h"
 
 #include <algorithm>
 #include <limits>

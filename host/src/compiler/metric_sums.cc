@@ -1,4 +1,4 @@
-#include "compiler/metric_sums.h"
+#include "host/src/compiler/metric_sums.h"
 
 #include <algorithm>
 #include <string>

@@ -9,8 +9,8 @@
 #include <functional>
 #include <vector>
 
-#include "compiler/lowering.h"
-#include "compiler/program_plan.h"
+#include "host/src/compiler/lowering.h"
+#include "host/src/compiler/program_plan.h"
 #include "sinkrt/host/graph.h"
 
 namespace sinkrt::host::compiler {

@@ -1,4 +1,4 @@
-#include "compiler/program_plan.h"
+#include "host/src/compiler/program_plan.h"
 
 #include <string>
 
@@ -11,7 +11,7 @@ std::string OpContext(const OpNode& op, size_t index) {
 
 }  // namespace
 
-Result<GraphFacts> AnalyseGraph(const TrainingGraph& tg) {
+Result<GraphFacts> AnalyseGraph(const passes::TrainingGraph& tg) {
   const Graph& g = tg.graph;
   const size_t n = g.tensors().size();
   GraphFacts f;

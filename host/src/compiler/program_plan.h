@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/training_graph.h"
+#include "host/src/passes/training_graph.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/graph.h"
 #include "sinkrt/runtime/status.h"
@@ -43,6 +43,6 @@ struct GraphFacts {
 // Fails unless every tensor has a sized dtype and a valid shape, every op
 // reads and writes tensors of the graph, no tensor has two writers and every
 // MaxPool2D has its workspace output.
-Result<GraphFacts> AnalyseGraph(const TrainingGraph& tg);
+Result<GraphFacts> AnalyseGraph(const passes::TrainingGraph& tg);
 
 }  // namespace sinkrt::host::compiler

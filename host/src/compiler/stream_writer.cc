@@ -1,10 +1,10 @@
-#include "compiler/stream_writer.h"
+#include "host/src/compiler/stream_writer.h"
 
 #include <algorithm>
 #include <string>
 #include <variant>
 
-#include "graph_file/op_options.h"
+#include "host/src/graph/file/op_options.h"
 #include "sinkrt/runtime/version.h"
 #include "sinkrt/runtime/format.h"
 

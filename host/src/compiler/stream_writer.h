@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "compiler/lowering.h"
-#include "compiler/memory_planner.h"
+#include "host/src/compiler/lowering.h"
+#include "host/src/compiler/memory_planner.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/graph.h"
 #include "sinkrt/runtime/status.h"

@@ -1,8 +1,8 @@
-#include "compiler/views.h"
+#include "host/src/compiler/views.h"
 
 #include <set>
 
-#include "compiler/buffer_table.h"
+#include "host/src/compiler/buffer_table.h"
 
 namespace sinkrt::host::compiler {
 namespace {

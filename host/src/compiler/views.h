@@ -36,7 +36,7 @@
 #include <map>
 #include <vector>
 
-#include "compiler/program_plan.h"
+#include "host/src/compiler/program_plan.h"
 #include "sinkrt/host/graph.h"
 
 namespace sinkrt::host::compiler {

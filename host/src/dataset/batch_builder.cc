@@ -1,4 +1,4 @@
-#include "dataset/batch_builder.h"
+#include "host/src/dataset/batch_builder.h"
 
 #include <algorithm>
 #include <cstring>

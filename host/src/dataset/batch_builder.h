@@ -14,8 +14,8 @@
 #include <span>
 #include <vector>
 
-#include "dataset/fused_column.h"
-#include "dataset/node.h"
+#include "host/src/dataset/fused_column.h"
+#include "host/src/dataset/node.h"
 
 namespace sinkrt::host {
 

@@ -19,9 +19,9 @@
 #include <utility>
 #include <vector>
 
-#include "dataset/batch_builder.h"
-#include "dataset/node.h"
-#include "dataset/pass_order.h"
+#include "host/src/dataset/batch_builder.h"
+#include "host/src/dataset/node.h"
+#include "host/src/dataset/pass_order.h"
 
 namespace sinkrt::host {
 namespace {

@@ -1,4 +1,4 @@
-#include "dataset/batch_writer.h"
+#include "host/src/dataset/batch_writer.h"
 
 #include <string>
 #include <utility>

@@ -14,8 +14,8 @@
 #include <span>
 #include <vector>
 
-#include "dataset/batch_builder.h"
-#include "dataset/pass_order.h"
+#include "host/src/dataset/batch_builder.h"
+#include "host/src/dataset/pass_order.h"
 #include "sinkrt/host/dataset.h"
 
 namespace sinkrt::host {

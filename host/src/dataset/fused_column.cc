@@ -1,4 +1,4 @@
-#include "dataset/fused_column.h"
+#include "host/src/dataset/fused_column.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "dataset/pass_order.h"
+#include "host/src/dataset/pass_order.h"
 
 #include <numeric>
 #include <utility>

@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "dataset/node.h"
+#include "host/src/dataset/node.h"
 
 namespace sinkrt::host {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "dataset/node.h"
+#include "host/src/dataset/node.h"
 #include "sinkrt/host/dataset.h"
 
 namespace sinkrt::host {

@@ -3,7 +3,7 @@
 #include <string>
 #include <utility>
 
-#include "dataset/node.h"
+#include "host/src/dataset/node.h"
 
 namespace sinkrt::host {
 namespace {

@@ -16,7 +16,7 @@
 #include <system_error>
 #include <utility>
 
-#include "dataset/node.h"
+#include "host/src/dataset/node.h"
 
 namespace sinkrt::host {
 namespace {

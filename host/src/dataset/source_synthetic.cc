@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "dataset/node.h"
+#include "host/src/dataset/node.h"
 #include "sinkrt/host/dataset.h"
 
 namespace sinkrt::host {

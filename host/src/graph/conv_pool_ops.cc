@@ -3,7 +3,7 @@
 
 #include <utility>
 
-#include "graph/builder_helpers.h"
+#include "host/src/graph/builder_helpers.h"
 
 namespace sinkrt::host {
 

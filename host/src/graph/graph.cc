@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "graph/builder_helpers.h"
+#include "host/src/graph/builder_helpers.h"
 
 namespace sinkrt::host {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "graph/builder_helpers.h"
+#include "host/src/graph/builder_helpers.h"
 #include "sinkrt/host/graph.h"
 
 namespace sinkrt::host {

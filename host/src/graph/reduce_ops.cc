@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "graph/builder_helpers.h"
+#include "host/src/graph/builder_helpers.h"
 
 namespace sinkrt::host {
 

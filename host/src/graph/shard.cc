@@ -1,7 +1,7 @@
 // Graph::Shard: attaching SEMI_AUTO_PARALLEL shard strategies to ops. Only
 // the strategy's structure is checked here (the graph knows the inputs and
 // their ranks); what needs the device count is checked by ShardOp
-// (parallel/op_sharding.h) when the graph is compiled. The messages are
+// (parallel/ops_info/op_sharding.h) when the graph is compiled. The messages are
 // MindSpore's, in the words ShardOp uses, so an error reads the same
 // whichever check finds it. StrategyToString lives here rather than in
 // parallel/ so that the graph (and the graph-file fuzzer, which builds it

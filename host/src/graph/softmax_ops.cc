@@ -2,7 +2,7 @@
 // cross-entropy loss and the argmax accuracy metric.
 #include "sinkrt/host/graph.h"
 
-#include "graph/builder_helpers.h"
+#include "host/src/graph/builder_helpers.h"
 
 namespace sinkrt::host {
 

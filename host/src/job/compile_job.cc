@@ -11,9 +11,10 @@
 #include <system_error>
 #include <utility>
 
-#include "compiler/graph_hash.h"
-#include "compiler/memory_limited_search.h"
-#include "job/manifest.h"
+#include "host/src/compiler/graph_hash.h"
+#include "host/src/compiler/memory_limited_search.h"
+#include "host/src/job/manifest.h"
+#include "host/src/util/hex.h"
 #include "sinkrt/host/compiled_job.h"
 
 namespace sinkrt::host {
@@ -53,12 +54,12 @@ Status CheckEntry(const CompiledJob& entry, const Graph& network, const CompileO
     return InvalidArgument("it holds " + std::to_string(entry.world_size()) + " ranks, not " +
                            std::to_string(options.world_size));
   if (entry.network_hash != NetworkHash(network) || entry.network_name != network.name())
-    return InvalidArgument("it holds network '" + entry.network_name + "' " + job::Hex64(entry.network_hash));
+    return InvalidArgument("it holds network '" + entry.network_name + "' " + Hex64(entry.network_hash));
   for (uint32_t r = 0; r < entry.world_size(); ++r) {
     const uint64_t want = compiler::StreamHash(graph_hash, ForRank(options, r));
     if (entry.ranks[r].graph_hash != want)
       return InvalidArgument("rank " + std::to_string(r) + "'s stream hash is " +
-                             job::Hex64(entry.ranks[r].graph_hash) + ", not " + job::Hex64(want));
+                             Hex64(entry.ranks[r].graph_hash) + ", not " + Hex64(want));
   }
   return Status::Ok();
 }
@@ -121,7 +122,7 @@ Result<CompiledJob> CompileJob(const Graph& network, CompileOptions options, con
   const uint64_t graph_hash = GraphHash(network);
   // One key for the job: rank 0's stream hash mixes the graph, every option
   // (world_size included) and the format version; the other ranks' follow.
-  const std::string key = job::Hex64(compiler::StreamHash(graph_hash, ForRank(options, 0))).substr(2);
+  const std::string key = Hex64(compiler::StreamHash(graph_hash, ForRank(options, 0))).substr(2);
   const fs::path entry = cache_dir.empty() ? fs::path() : fs::path(cache_dir) / key;
 
   if (!cache_dir.empty()) {

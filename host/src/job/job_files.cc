@@ -5,8 +5,9 @@
 #include <system_error>
 #include <utility>
 
-#include "job/manifest.h"
-#include "job/stream_report.h"
+#include "host/src/job/manifest.h"
+#include "host/src/job/stream_report.h"
+#include "host/src/util/hex.h"
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/file_io.h"
@@ -106,8 +107,8 @@ Result<CompiledJob> ReadCompiledJob(const std::string& dir) {
     SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(path, {kMaxStreamBytes, "a task stream"}));
     if (bytes.size() != e.bytes || job::ContentHash(bytes) != e.content_hash)
       return InvalidArgument(path + ": " + std::to_string(bytes.size()) + " bytes with content hash " +
-                      job::Hex64(job::ContentHash(bytes)) + ", but the manifest lists " + std::to_string(e.bytes) +
-                      " bytes with " + job::Hex64(e.content_hash) + ": the file was changed or damaged");
+                      Hex64(job::ContentHash(bytes)) + ", but the manifest lists " + std::to_string(e.bytes) +
+                      " bytes with " + Hex64(e.content_hash) + ": the file was changed or damaged");
     // Bytes from disk: verified here, once.
     SINKRT_ASSIGN_OR_RETURN(VerifiedStream stream, VerifyTaskStream(std::move(bytes)), path);
     const fb::Header& h = *stream.root()->header();
@@ -121,8 +122,8 @@ Result<CompiledJob> ReadCompiledJob(const std::string& dir) {
       return InvalidArgument(path + ": the stream's arena is " + std::to_string(stream.root()->arena_bytes()) +
                              " bytes, the manifest says " + std::to_string(e.arena_bytes));
     if (h.graph_hash() != e.stream_hash)
-      return InvalidArgument(path + ": graph hash " + job::Hex64(h.graph_hash()) + ", the manifest says " +
-                             job::Hex64(e.stream_hash) + ": the file belongs to another compile");
+      return InvalidArgument(path + ": graph hash " + Hex64(h.graph_hash()) + ", the manifest says " +
+                             Hex64(e.stream_hash) + ": the file belongs to another compile");
     // Pipeline stages read different columns (the first the inputs, the
     // last the labels); the ranks of one stage read the same.
     const uint32_t first = r - r % per_stage;

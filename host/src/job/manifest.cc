@@ -1,10 +1,11 @@
-#include "job/manifest.h"
+#include "host/src/job/manifest.h"
 
 #include <cinttypes>
 #include <cstdio>
 #include <utility>
 
-#include "compiler/graph_hash.h"
+#include "host/src/compiler/graph_hash.h"
+#include "host/src/util/hex.h"
 #include "sinkrt/fb/task_stream_generated.h"
 
 namespace sinkrt::host::job {
@@ -127,12 +128,6 @@ uint64_t ContentHash(std::span<const uint8_t> bytes) {
   compiler::Fnv1a64 h;
   h.Bytes(bytes);
   return h.value();
-}
-
-std::string Hex64(uint64_t v) {
-  char buf[19];
-  std::snprintf(buf, sizeof buf, "0x%016" PRIx64, v);
-  return buf;
 }
 
 Json ManifestToJson(const CompiledJob& job) {

@@ -40,6 +40,4 @@ nlohmann::ordered_json ManifestToJson(const CompiledJob& job);
 // Errors name `path` and the key.
 Result<Manifest> ParseManifest(const std::string& text, const std::string& path);
 
-std::string Hex64(uint64_t v);  // "0x" + 16 hex digits
-
 }  // namespace sinkrt::host::job

@@ -1,4 +1,4 @@
-#include "job/stream_report.h"
+#include "host/src/job/stream_report.h"
 
 #include <algorithm>
 #include <string>

@@ -13,11 +13,11 @@
 #include <cstring>
 #include <string>
 
-#include "model/eval_pipeline.h"
-#include "model/eval_sharded.h"
-#include "model/eval_sunk.h"
-#include "model/model_impl.h"
-#include "model/validate.h"
+#include "host/src/model/eval_pipeline.h"
+#include "host/src/model/eval_sharded.h"
+#include "host/src/model/eval_sunk.h"
+#include "host/src/model/model_impl.h"
+#include "host/src/model/validate.h"
 
 namespace sinkrt::host {
 namespace {

@@ -1,15 +1,15 @@
 // Model::eval through pipeline stages (model/eval_pipeline.h).
-#include "model/eval_pipeline.h"
+#include "host/src/model/eval_pipeline.h"
 
 #include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "model/eval_sharded.h"
-#include "model/eval_sunk.h"
-#include "model/fan_out.h"
-#include "model/validate.h"
+#include "host/src/model/eval_sharded.h"
+#include "host/src/model/eval_sunk.h"
+#include "host/src/model/fan_out.h"
+#include "host/src/model/validate.h"
 
 namespace sinkrt::host {
 

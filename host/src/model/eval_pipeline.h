@@ -1,7 +1,7 @@
 // Model::eval through pipeline stages (docs/pipeline.md).
 #pragma once
 
-#include "model/model_impl.h"
+#include "host/src/model/model_impl.h"
 #include "sinkrt/host/dataset.h"
 
 namespace sinkrt::host {

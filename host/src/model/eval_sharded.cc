@@ -1,4 +1,4 @@
-#include "model/eval_sharded.h"
+#include "host/src/model/eval_sharded.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "model/fan_out.h"
-#include "model/slices.h"
-#include "model/validate.h"
+#include "host/src/model/fan_out.h"
+#include "host/src/model/slices.h"
+#include "host/src/model/validate.h"
 
 namespace sinkrt::host {
 namespace {

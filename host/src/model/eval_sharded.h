@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "model/model_impl.h"
+#include "host/src/model/model_impl.h"
 #include "sinkrt/host/dataset.h"
 #include "sinkrt/runtime/device_link.h"
 

@@ -1,4 +1,4 @@
-#include "model/eval_sunk.h"
+#include "host/src/model/eval_sunk.h"
 
 #include <atomic>
 #include <cstring>
@@ -9,10 +9,10 @@
 #include <system_error>
 #include <thread>
 
-#include "model/eval_sharded.h"
-#include "model/fan_out.h"
-#include "model/feeder.h"
-#include "model/validate.h"
+#include "host/src/model/eval_sharded.h"
+#include "host/src/model/fan_out.h"
+#include "host/src/model/feeder.h"
+#include "host/src/model/validate.h"
 
 namespace sinkrt::host {
 

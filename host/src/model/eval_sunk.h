@@ -23,7 +23,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/model_impl.h"
+#include "host/src/model/model_impl.h"
 #include "sinkrt/host/dataset.h"
 
 namespace sinkrt::host {

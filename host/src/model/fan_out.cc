@@ -1,4 +1,4 @@
-#include "model/fan_out.h"
+#include "host/src/model/fan_out.h"
 
 #include <thread>
 

@@ -1,13 +1,13 @@
-#include "model/feeder.h"
+#include "host/src/model/feeder.h"
 
 #include <algorithm>
 #include <chrono>
 #include <span>
 #include <system_error>
 
-#include "dataset/batch_writer.h"
-#include "model/validate.h"
-#include "profile/profile_session.h"
+#include "host/src/dataset/batch_writer.h"
+#include "host/src/model/validate.h"
+#include "host/src/profile/profile_session.h"
 #include "sinkrt/runtime/clock.h"
 
 namespace sinkrt::host {

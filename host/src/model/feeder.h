@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "model/model_impl.h"
-#include "model/slices.h"
+#include "host/src/model/model_impl.h"
+#include "host/src/model/slices.h"
 #include "sinkrt/host/dataset.h"
 #include "sinkrt/runtime/device_link.h"
 

@@ -9,10 +9,10 @@
 #include <string>
 #include <utility>
 
-#include "job/stream_report.h"
-#include "model/fan_out.h"
-#include "model/model_impl.h"
-#include "model/validate.h"
+#include "host/src/job/stream_report.h"
+#include "host/src/model/fan_out.h"
+#include "host/src/model/model_impl.h"
+#include "host/src/model/validate.h"
 #include "sinkrt/host/communication.h"
 #include "sinkrt/runtime/env.h"
 #include "sinkrt/runtime/version.h"

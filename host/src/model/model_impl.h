@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "job/stream_report.h"
-#include "model/slices.h"
+#include "host/src/job/stream_report.h"
+#include "host/src/model/slices.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/task_stream_verifier.h"

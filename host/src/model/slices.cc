@@ -1,4 +1,4 @@
-#include "model/slices.h"
+#include "host/src/model/slices.h"
 
 #include <cstring>
 

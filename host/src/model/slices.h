@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "job/stream_report.h"
+#include "host/src/job/stream_report.h"
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/status.h"
 

@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "model/fan_out.h"
-#include "model/feeder.h"
-#include "model/model_impl.h"
-#include "model/validate.h"
-#include "profile/profile_session.h"
+#include "host/src/model/fan_out.h"
+#include "host/src/model/feeder.h"
+#include "host/src/model/model_impl.h"
+#include "host/src/model/validate.h"
+#include "host/src/profile/profile_session.h"
 #include "sinkrt/host/communication.h"
 #include "sinkrt/host/profiler.h"
 #include "sinkrt/runtime/clock.h"

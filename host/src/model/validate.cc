@@ -1,4 +1,4 @@
-#include "model/validate.h"
+#include "host/src/model/validate.h"
 
 #include <cstdlib>
 #include <optional>

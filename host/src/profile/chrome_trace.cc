@@ -3,7 +3,7 @@
 // ns), and otherData keeps what no event stands for (task tables, memory
 // plans, clock samples), so reading a trace back never inverts the clock
 // mapping or rounds a µs double.
-#include "profile/chrome_trace.h"
+#include "host/src/profile/chrome_trace.h"
 
 #include <algorithm>
 #include <limits>

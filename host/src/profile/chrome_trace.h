@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "profile/profile_data.h"
+#include "host/src/profile/profile_data.h"
 #include "sinkrt/runtime/status.h"
 
 namespace sinkrt::host {

@@ -1,4 +1,4 @@
-#include "profile/profile_dir.h"
+#include "host/src/profile/profile_dir.h"
 
 #include <cstdio>
 #include <cstring>
@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "profile/chrome_trace.h"
-#include "profile/summarize.h"
-#include "profile/summary_svg.h"
+#include "host/src/profile/chrome_trace.h"
+#include "host/src/profile/summarize.h"
+#include "host/src/profile/summary_svg.h"
 #include "sinkrt/runtime/file_io.h"
 #include "sinkrt/runtime/format.h"
 #include "sinkrt/runtime/task_stream_verifier.h"

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "profile/profile_data.h"
+#include "host/src/profile/profile_data.h"
 #include "sinkrt/host/profiler.h"
 #include "sinkrt/runtime/status.h"
 

@@ -1,4 +1,4 @@
-#include "profile/profile_session.h"
+#include "host/src/profile/profile_session.h"
 
 #include <algorithm>
 #include <set>

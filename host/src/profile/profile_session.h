@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "profile/profile_data.h"
+#include "host/src/profile/profile_data.h"
 #include "sinkrt/host/profiler.h"
 #include "sinkrt/runtime/device_link.h"
 

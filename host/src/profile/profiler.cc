@@ -4,8 +4,8 @@
 
 #include <mutex>
 
-#include "profile/profile_dir.h"
-#include "profile/profile_session.h"
+#include "host/src/profile/profile_dir.h"
+#include "host/src/profile/profile_session.h"
 
 namespace sinkrt::host {
 namespace {

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <utility>
 
-#include "graph_file/fb_vectors.h"
-#include "profile/profile_data.h"
+#include "host/src/util/fb_vectors.h"
+#include "host/src/profile/profile_data.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/dtype.h"
 
@@ -100,7 +100,7 @@ TaskInfo DescribeTask(const fb::TaskStream& root, const fb::Task& task) {
 
 // The rule of device/src/prepare_program.cc, so the summary's bubble is the
 // device's: an event a comm stream records right after a Send or Recv is a
-// transfer's done (parallel/pipeline_comm.h), and the compute stream waiting
+// transfer's done (parallel/pipeline/pipeline_comm.h), and the compute stream waiting
 // on one waits for a neighbour stage.
 void MarkNeighbourWaits(const fb::Program& program, ProgramInfo* info) {
   const auto* streams = program.streams();

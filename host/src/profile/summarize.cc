@@ -7,7 +7,7 @@
 // the gaps between them partition the step: that is what makes the split
 // add up. Its event waits on a pipeline neighbour's transfer are bubble,
 // its other waits and its collectives exposed communication.
-#include "profile/summarize.h"
+#include "host/src/profile/summarize.h"
 
 #include <algorithm>
 #include <limits>

@@ -4,7 +4,7 @@
 // docs/profiler.md defines every number.
 #pragma once
 
-#include "profile/profile_data.h"
+#include "host/src/profile/profile_data.h"
 #include "sinkrt/host/profiler.h"
 
 namespace sinkrt::host {

@@ -1,4 +1,4 @@
-#include "profile/summary_json.h"
+#include "host/src/profile/summary_json.h"
 
 namespace sinkrt::host {
 

@@ -1,4 +1,4 @@
-#include "profile/summary_svg.h"
+#include "host/src/profile/summary_svg.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,0 +1,124 @@
+// Forward ops in graph files: which ones, their arity, and the builder call
+// that checks and infers each.
+#include "host/src/graph/file/graph_file_internal.h"
+
+namespace sinkrt::host::graph_file {
+namespace {
+
+std::string OpName(fb::OpCode op) {
+  const char* n = fb::EnumNameOpCode(op);
+  return (n && *n) ? n : "OpCode(" + std::to_string(static_cast<int>(op)) + ")";
+}
+
+// The builder says "MatMul 'matmul_7': ..."; the generated name means
+// nothing to the author of a file, who is told the file's op instead.
+Status WithoutGeneratedName(fb::OpCode op, const Status& s) {
+  const std::string prefix = OpName(op) + " '";
+  const std::string& m = s.message();
+  if (m.rfind(prefix, 0) != 0) return s;
+  const size_t end = m.find("': ", prefix.size());
+  if (end == std::string::npos) return s;
+  return Status(s.code(), OpName(op) + ": " + m.substr(end + 3));
+}
+
+// -1 when `axis` is outside [-rank, rank).
+int NormalizeAxis(int axis, size_t rank) {
+  const int r = static_cast<int>(rank);
+  if (axis < -r || axis >= r) return -1;
+  return axis < 0 ? axis + r : axis;
+}
+
+// The builder's pools take one kernel, stride and pad for both axes.
+Status CheckSquarePool(fb::OpCode op, const OpAttrs& a) {
+  if (a.kernel_h == a.kernel_w && a.stride_h == a.stride_w && a.pad_top == a.pad_bottom && a.pad_top == a.pad_left &&
+      a.pad_top == a.pad_right)
+    return Status::Ok();
+  return InvalidArgument(
+      "field 'options': " + OpName(op) + " takes one kernel, stride and pad for both axes, got kernel [" +
+      std::to_string(a.kernel_h) + "," + std::to_string(a.kernel_w) + "], stride [" + std::to_string(a.stride_h) + "," +
+      std::to_string(a.stride_w) + "], pads [" + std::to_string(a.pad_top) + "," + std::to_string(a.pad_bottom) + "," +
+      std::to_string(a.pad_left) + "," + std::to_string(a.pad_right) + "]");
+}
+
+}  // namespace
+
+bool IsForwardOp(fb::OpCode op) {
+  const auto v = static_cast<int>(op);
+  // The forward family is contiguous in schemas/common.fbs (MatMul..Cast).
+  return (v >= static_cast<int>(fb::OpCode::MatMul) && v <= static_cast<int>(fb::OpCode::Cast)) ||
+         op == fb::OpCode::ArgMaxAccuracy;
+}
+
+size_t ForwardArity(fb::OpCode op) {
+  switch (op) {
+    case fb::OpCode::MatMul:
+    case fb::OpCode::BiasAdd:
+    case fb::OpCode::Add:
+    case fb::OpCode::Sub:
+    case fb::OpCode::Mul:
+    case fb::OpCode::SparseSoftmaxCrossEntropy:
+    case fb::OpCode::Conv2D:
+    case fb::OpCode::ArgMaxAccuracy:
+    case fb::OpCode::BatchMatMul:
+    case fb::OpCode::Gather: return 2;
+    case fb::OpCode::LayerNorm: return 3;
+    case fb::OpCode::Concat: return kAnyArity;
+    default: return 1;
+  }
+}
+
+Status AddForwardOp(Graph& g, fb::OpCode op, const std::vector<TensorId>& in, const OpAttrs& a, const Shape& target) {
+  using fb::OpCode;
+  const size_t before = g.ops().size();
+  switch (op) {
+    case OpCode::MatMul: g.MatMul(in[0], in[1], a.transpose_a, a.transpose_b); break;
+    case OpCode::BiasAdd: g.BiasAdd(in[0], in[1]); break;
+    case OpCode::Add: g.Add(in[0], in[1]); break;
+    case OpCode::Sub: g.Sub(in[0], in[1]); break;
+    case OpCode::Mul: g.Mul(in[0], in[1]); break;
+    case OpCode::Relu: g.Relu(in[0]); break;
+    case OpCode::Gelu: g.Gelu(in[0]); break;
+    case OpCode::Tanh: g.Tanh(in[0]); break;
+    case OpCode::Sigmoid: g.Sigmoid(in[0]); break;
+    case OpCode::Softmax: g.Softmax(in[0], a.axis); break;
+    case OpCode::LogSoftmax: g.LogSoftmax(in[0], a.axis); break;
+    case OpCode::SparseSoftmaxCrossEntropy: g.SparseSoftmaxCrossEntropy(in[0], in[1]); break;
+    case OpCode::ReduceSum: g.ReduceSum(in[0], a.axes, a.keep_dims); break;
+    case OpCode::ReduceMean: g.ReduceMean(in[0], a.axes, a.keep_dims); break;
+    case OpCode::Reshape: g.Reshape(in[0], target); break;
+    case OpCode::Conv2D: g.Conv2D(in[0], in[1], a); break;
+    case OpCode::MaxPool2D:
+    case OpCode::AvgPool2D:
+      SINKRT_RETURN_IF_ERROR(CheckSquarePool(op, a));
+      if (op == OpCode::MaxPool2D) {
+        g.MaxPool2D(in[0], a.kernel_h, a.stride_h, a.pad_top);
+      } else {
+        g.AvgPool2D(in[0], a.kernel_h, a.stride_h, a.pad_top);
+      }
+      break;
+    case OpCode::Flatten: g.Flatten(in[0]); break;
+    case OpCode::ArgMaxAccuracy: g.ArgMaxAccuracy(in[0], in[1]); break;
+    case OpCode::LayerNorm: g.LayerNorm(in[0], in[1], in[2], a.layer_norm_epsilon); break;
+    case OpCode::Gather: g.Gather(in[0], in[1]); break;
+    case OpCode::Cast: g.Cast(in[0], a.cast_to); break;
+    case OpCode::BatchMatMul: g.BatchMatMul(in[0], in[1], a.transpose_a, a.transpose_b); break;
+    case OpCode::Transpose: g.Transpose(in[0], a.perm); break;
+    case OpCode::Concat: g.Concat(in, a.axis); break;
+    case OpCode::Split: g.Split(in[0], a.axis, a.sizes); break;
+    default: return InvalidArgument(OpName(op) + " is not a forward op");
+  }
+  if (!g.status().ok()) return WithoutGeneratedName(op, g.status());
+  if (g.ops().size() != before + 1) return Internal(OpName(op) + ": the builder added no op");
+  // BiasAdd takes its channel axis from x's rank; a file may spell it (-1:
+  // the schema default, "the channel axis") but not contradict it.
+  if (op == OpCode::BiasAdd && a.axis != -1) {
+    const int derived = g.ops().back().attrs.axis;
+    const size_t rank = g.tensor(in[0]).shape.size();
+    if (NormalizeAxis(a.axis, rank) != derived)
+      return InvalidArgument("field 'options': BiasAdd adds along the channel axis " + std::to_string(derived) +
+                             " of x " + ShapeToString(g.tensor(in[0]).shape) + ", got axis " + std::to_string(a.axis));
+  }
+  return Status::Ok();
+}
+
+}  // namespace sinkrt::host::graph_file
