@@ -5,6 +5,7 @@
 // are not repeated here. Peers of another version are played by hand: a
 // real sinkd on 127.0.0.1 for what a daemon accepts, a stand-in daemon for
 // what a host accepts (no build of another version exists to run).
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <unistd.h>
@@ -40,12 +41,12 @@
 namespace sinkrt {
 namespace {
 
+using ::testing::HasSubstr;
+
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 std::string Version(uint32_t major, uint32_t minor) { return std::to_string(major) + "." + std::to_string(minor); }
-
-bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 void ExpectOk(const Status& st) { EXPECT_TRUE(st.ok()) << st.ToString(); }
 
@@ -115,7 +116,7 @@ TEST(TaskStreamCompatibility, AnOpOfANewerMinorIsRefusedNamingIt) {
   ASSERT_TRUE(mutated);
   Status st = LoadOnADevice(bytes);
   ASSERT_FALSE(st.ok());
-  EXPECT_TRUE(Contains(st.message(), "unknown op code 250")) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("unknown op code 250")) << st.ToString();
 }
 
 //===--- Graph files -----------------------------------------------------------===//
@@ -236,7 +237,7 @@ TEST_F(SinkdCompatibility, AHostOfANewerMinorIsServedAndItsNewMessagesRefusedByN
                 return fb::AckBuilder(fbb).Finish().Union();
               }).ok());
   Status err = testing::NextError(*s);
-  EXPECT_TRUE(Contains(err.message(), "frame message has unknown type 200 (this build speaks wire protocol " +
+  EXPECT_THAT(err.message(), HasSubstr("frame message has unknown type 200 (this build speaks wire protocol " +
                                           Version(kProtocolMajor, kProtocolMinor) +
                                           ": the peer is newer, or the frame is corrupt)"))
       << err.message();
@@ -257,7 +258,7 @@ TEST_F(SinkdCompatibility, APeerRoleOfANewerMinorIsRefusedByNumber) {
   auto s = Greet(kProtocolMajor, kProtocolMinor + 1, static_cast<fb::PeerRole>(200));
   ASSERT_TRUE(s);
   Status err = testing::NextError(*s);
-  EXPECT_TRUE(Contains(err.message(), "a peer of role 200 (unknown to protocol " +
+  EXPECT_THAT(err.message(), HasSubstr("a peer of role 200 (unknown to protocol " +
                                           Version(kProtocolMajor, kProtocolMinor) +
                                           ") may not connect to a device's host port"))
       << err.message();
@@ -312,7 +313,7 @@ TEST(HostCompatibility, ADaemonOfAnotherMajorIsRefusedNamingBothVersions) {
   auto device = ConnectToADaemonOf(kProtocolMajor + 1, kProtocolMinor);
   ASSERT_FALSE(device.ok());
   EXPECT_EQ(device.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(Contains(device.status().message(), "the daemon speaks protocol " +
+  EXPECT_THAT(device.status().message(), HasSubstr("the daemon speaks protocol " +
                                                        Version(kProtocolMajor + 1, kProtocolMinor) + ", this host " +
                                                        Version(kProtocolMajor, kProtocolMinor)))
       << device.status().ToString();
@@ -331,7 +332,7 @@ TEST(HostCompatibility, AnOlderMinorDaemonIsAcceptedAndAFeatureItLacksRefusedNam
   auto endpoint = (*device)->Endpoint();  // worlds of daemons came with 1.1
   ASSERT_FALSE(endpoint.ok());
   EXPECT_EQ(endpoint.status().code(), StatusCode::kUnimplemented);
-  EXPECT_TRUE(Contains(endpoint.status().message(), "the daemon speaks protocol " + Version(kProtocolMajor, 0) +
+  EXPECT_THAT(endpoint.status().message(), HasSubstr("the daemon speaks protocol " + Version(kProtocolMajor, 0) +
                                                          " (sinkrt " + Version(kProtocolMajor, 0) +
                                                          ".0); joining a world of devices needs 1.1"))
       << endpoint.status().ToString();

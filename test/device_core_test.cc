@@ -3,6 +3,7 @@
 // failed sink names its rank, program and task on both.
 #include "device_core.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -18,9 +19,9 @@
 namespace sinkrt::device {
 namespace {
 
-using namespace std::chrono_literals;
+using ::testing::HasSubstr;
 
-bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using namespace std::chrono_literals;
 
 TEST(DeviceCore, PeersOfRefusesAWorldItCannotJoinNamingWhy) {
   WorldSpec world;
@@ -40,7 +41,7 @@ TEST(DeviceCore, PeersOfRefusesAWorldItCannotJoinNamingWhy) {
   world.members[1].address = "nowhere";
   auto bad = PeersOf(world);
   ASSERT_FALSE(bad.ok());
-  EXPECT_TRUE(Contains(bad.status().message(), "member 1's address 'nowhere': ")) << bad.status().message();
+  EXPECT_THAT(bad.status().message(), HasSubstr("member 1's address 'nowhere': ")) << bad.status().message();
 
   world.members[1].address = "127.0.0.1:4001";
   auto good = PeersOf(world);
@@ -72,7 +73,7 @@ TEST(DeviceCore, BothFrontEndsRefuseABadMemberAddressAlike) {
   Status local_st = local.JoinWorld({7, 0, {*local_self, {"nowhere", local_self->host_id}}});
   ASSERT_FALSE(local_st.ok());
   EXPECT_EQ(local_st.code(), StatusCode::kInvalidArgument);
-  EXPECT_TRUE(Contains(local_st.message(), "JoinWorld of job 7 as rank 0 of 2: member 1's address 'nowhere': "))
+  EXPECT_THAT(local_st.message(), HasSubstr("JoinWorld of job 7 as rank 0 of 2: member 1's address 'nowhere': "))
       << local_st.message();
 
   DaemonOptions dopts;
@@ -91,7 +92,7 @@ TEST(DeviceCore, BothFrontEndsRefuseABadMemberAddressAlike) {
   ASSERT_FALSE(remote_st.ok());
   EXPECT_EQ(remote_st.code(), local_st.code());
   // The remote side adds where the daemon is and its rank around the same words.
-  EXPECT_TRUE(Contains(remote_st.message(), local_st.message())) << remote_st.message() << "\n" << local_st.message();
+  EXPECT_THAT(remote_st.message(), HasSubstr(local_st.message())) << remote_st.message() << "\n" << local_st.message();
 }
 
 // A train_step whose first GetNext never gets a batch fails at once.
@@ -127,7 +128,7 @@ TEST_F(DeviceCoreFailedSink, CoreNamesRankProgramAndTask) {
   ASSERT_GE(sink.failure.task, 0);
   EXPECT_FALSE(sink.failure.task_name.empty());
   EXPECT_EQ(sink.failure.task_name, TaskName(sink.failure.task));
-  EXPECT_TRUE(Contains(sink.status.message(), "'" + sink.failure.task_name + "'")) << sink.status.message();
+  EXPECT_THAT(sink.status.message(), HasSubstr("'" + sink.failure.task_name + "'")) << sink.status.message();
 }
 
 TEST_F(DeviceCoreFailedSink, InProcessDeviceInAWorldNamesItsRank) {

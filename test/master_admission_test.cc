@@ -4,6 +4,7 @@
 // job, two jobs on one port, and a master port held by a sinkd. Ranks are
 // threads of this process, each with its own ProcessGroup and connections.
 #include <arpa/inet.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -26,6 +27,9 @@
 namespace sinkrt::host {
 namespace {
 
+using ::testing::HasSubstr;
+using ::testing::Not;
+
 using namespace sinkrt::testing;  // raw frames
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -44,8 +48,6 @@ ProcessGroup::Options RankOptions(uint32_t rank, uint32_t size, uint16_t port, c
   o.job_id = job;
   return o;
 }
-
-bool Contains(const Status& st, const std::string& text) { return st.message().find(text) != std::string::npos; }
 
 // A connection that has sent nothing yet. The first one retries while the
 // master is not listening yet (FrameSocket::Connect); the master is then up.
@@ -103,7 +105,7 @@ TEST_P(MasterFloodTest, SilentFloodAndSlowLorisDoNotDelayTheWorld) {
   // The oldest silent connections were closed with a reason to make room.
   Status oldest = NextError(*flood.front());
   EXPECT_EQ(oldest.code(), StatusCode::kResourceExhausted) << oldest.ToString();
-  EXPECT_TRUE(Contains(oldest, "connections from 127.0.0.1 have not finished their Hello (the limit per address)"))
+  EXPECT_THAT(oldest.message(), HasSubstr("connections from 127.0.0.1 have not finished their Hello (the limit per address)"))
       << oldest.message();
 }
 
@@ -122,7 +124,7 @@ TEST(MasterAdmissionTest, ASlowLorisIsClosedAtTheHelloDeadline) {
   SlowLoris loris(Silent(port), RankHelloBytes(), 50ms);
   Status err = NextError(loris.socket());
   EXPECT_EQ(err.code(), StatusCode::kDeadlineExceeded) << err.ToString();
-  EXPECT_TRUE(Contains(err, "no Hello and RankJoin within 1000 ms of connecting (SINKRT_HELLO_TIMEOUT_MS)"))
+  EXPECT_THAT(err.message(), HasSubstr("no Hello and RankJoin within 1000 ms of connecting (SINKRT_HELLO_TIMEOUT_MS)"))
       << err.message();
   loris.Stop();
   EXPECT_GT(loris.sent(), 0u);
@@ -168,7 +170,7 @@ void ExpectReplayRefused(const std::vector<uint8_t>& captured, uint32_t size) {
   ASSERT_TRUE(SendRaw(*replay, captured.data(), captured.size()).ok());
   Status err = NextError(*replay);  // the Challenge comes first and is skipped
   EXPECT_EQ(err.code(), StatusCode::kPermissionDenied) << err.ToString();
-  EXPECT_TRUE(Contains(err, "wrong token")) << err.message();
+  EXPECT_THAT(err.message(), HasSubstr("wrong token")) << err.message();
   EXPECT_TRUE(Closed(*replay));
   std::vector<std::thread> threads;
   std::vector<Status> got(size);
@@ -230,14 +232,14 @@ TEST(MasterAdmissionTest, ARankOfAnotherJobIsRefusedNamingBothJobs) {
               }).ok());
   Status err = NextError(*raw);
   EXPECT_EQ(err.code(), StatusCode::kFailedPrecondition) << err.ToString();
-  EXPECT_TRUE(Contains(err, "the master of job job-a at 127.0.0.1:" + std::to_string(port) +
+  EXPECT_THAT(err.message(), HasSubstr("the master of job job-a at 127.0.0.1:" + std::to_string(port) +
                                 " refused rank 1 (pid 4242) of job job-b"))
       << err.message();
-  EXPECT_TRUE(Contains(err, "two jobs use one master port")) << err.message();
+  EXPECT_THAT(err.message(), HasSubstr("two jobs use one master port")) << err.message();
   // A real rank of job-b is told the same, from its side.
   Status other = ProcessGroup::Join(RankOptions(1, 2, port, "job-b")).status();
   EXPECT_EQ(other.code(), StatusCode::kFailedPrecondition) << other.ToString();
-  EXPECT_TRUE(Contains(other, "init(): rank 1 of job job-b reached the master at 127.0.0.1:" + std::to_string(port) +
+  EXPECT_THAT(other.message(), HasSubstr("init(): rank 1 of job job-b reached the master at 127.0.0.1:" + std::to_string(port) +
                                   ", which serves job job-a: two jobs use one master port"))
       << other.message();
   // Neither ended job-a's world.
@@ -258,11 +260,11 @@ TEST(MasterAdmissionTest, TheDeadlineNamesWhoWasRefusedMeanwhile) {
   });
   Status other = ProcessGroup::Join(RankOptions(1, 2, port, "job-b")).status();
   zero.join();
-  EXPECT_TRUE(Contains(other, "two jobs use one master port")) << other.message();
+  EXPECT_THAT(other.message(), HasSubstr("two jobs use one master port")) << other.message();
   EXPECT_EQ(master.code(), StatusCode::kDeadlineExceeded) << master.ToString();
-  EXPECT_TRUE(Contains(master, "init(): rank(s) 1 did not join the master at 127.0.0.1:" + std::to_string(port)))
+  EXPECT_THAT(master.message(), HasSubstr("init(): rank(s) 1 did not join the master at 127.0.0.1:" + std::to_string(port)))
       << master.message();
-  EXPECT_TRUE(Contains(master, "; meanwhile it refused rank 1 (pid " + std::to_string(::getpid()) +
+  EXPECT_THAT(master.message(), HasSubstr("; meanwhile it refused rank 1 (pid " + std::to_string(::getpid()) +
                                    ") of job job-b from 127.0.0.1:"))
       << master.message();
 }
@@ -276,12 +278,12 @@ TEST(MasterAdmissionTest, TwoJobsOnOnePortAreToldSo) {
   std::thread zero([&] { a0 = ProcessGroup::Join(RankOptions(0, 2, port, "job-a")).status(); });
   Status b1 = ProcessGroup::Join(RankOptions(1, 2, port, "job-b")).status();  // job-a's master answers it
   Status b0 = ProcessGroup::Join(RankOptions(0, 2, port, "job-b")).status();
-  EXPECT_TRUE(Contains(b1, "two jobs use one master port")) << b1.message();
-  EXPECT_TRUE(Contains(b1, "--master-port")) << b1.message();
+  EXPECT_THAT(b1.message(), HasSubstr("two jobs use one master port")) << b1.message();
+  EXPECT_THAT(b1.message(), HasSubstr("--master-port")) << b1.message();
   EXPECT_EQ(b0.code(), StatusCode::kUnavailable) << b0.ToString();
-  EXPECT_TRUE(Contains(b0, "rank 0 cannot listen at the master address 127.0.0.1:" + std::to_string(port)))
+  EXPECT_THAT(b0.message(), HasSubstr("rank 0 cannot listen at the master address 127.0.0.1:" + std::to_string(port)))
       << b0.message();
-  EXPECT_TRUE(Contains(b0, "another job's master")) << b0.message();
+  EXPECT_THAT(b0.message(), HasSubstr("another job's master")) << b0.message();
   JoinOthers(2, port);
   zero.join();
   EXPECT_TRUE(a0.ok()) << a0.message();
@@ -298,9 +300,9 @@ TEST(MasterAdmissionTest, AMasterPortHeldByASinkdIsNamed) {
   const Address at = (*daemon)->address();
   Status st = ProcessGroup::Join(RankOptions(1, 2, at.port)).status();
   EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.ToString();
-  EXPECT_TRUE(Contains(st, "init(): rank 1: " + at.ToString() + " is not a sinkrt rendezvous master")) << st.message();
-  EXPECT_TRUE(Contains(st, "sinkd rank 0's device port")) << st.message();
-  EXPECT_FALSE(Contains(st, "first frame must be Hello")) << st.message();
+  EXPECT_THAT(st.message(), HasSubstr("init(): rank 1: " + at.ToString() + " is not a sinkrt rendezvous master")) << st.message();
+  EXPECT_THAT(st.message(), HasSubstr("sinkd rank 0's device port")) << st.message();
+  EXPECT_THAT(st.message(), Not(HasSubstr("first frame must be Hello"))) << st.message();
 }
 
 // And the other way round: a host that dials the master's port as a sinkd's.
@@ -312,8 +314,8 @@ TEST(MasterAdmissionTest, AHostDialingTheMasterIsToldItIsNoSinkd) {
   ASSERT_TRUE(host);
   ASSERT_TRUE(SendHello(*host, fb::PeerRole::Host).ok());
   Status err = NextError(*host);
-  EXPECT_TRUE(Contains(err, "127.0.0.1:" + std::to_string(port) + " is a sinkrt rendezvous master")) << err.message();
-  EXPECT_TRUE(Contains(err, "not a sinkd")) << err.message();
+  EXPECT_THAT(err.message(), HasSubstr("127.0.0.1:" + std::to_string(port) + " is a sinkrt rendezvous master")) << err.message();
+  EXPECT_THAT(err.message(), HasSubstr("not a sinkd")) << err.message();
   JoinOthers(2, port);
   zero.join();
   EXPECT_TRUE(master.ok()) << master.message();
@@ -333,7 +335,7 @@ TEST(MasterAdmissionTest, AProtocol14RankIsRefusedByName) {
               }).ok());
   Status err = NextError(*old);
   EXPECT_EQ(err.code(), StatusCode::kUnimplemented) << err.ToString();
-  EXPECT_TRUE(Contains(err, "sent a protocol 1.4 RankJoin")) << err.message();
+  EXPECT_THAT(err.message(), HasSubstr("sent a protocol 1.4 RankJoin")) << err.message();
   JoinOthers(2, port);
   zero.join();
   EXPECT_TRUE(master.ok()) << master.message();
@@ -348,7 +350,7 @@ TEST(MasterAdmissionTest, AHelloOfAnotherMajorIsRefusedNamingBoth) {
   ASSERT_TRUE(SendHello(*newer, fb::PeerRole::Rank, "", kProtocolMajor + 1, 0).ok());
   Status err = NextError(*newer);
   EXPECT_EQ(err.code(), StatusCode::kUnimplemented) << err.ToString();
-  EXPECT_TRUE(Contains(err, "protocol version " + std::to_string(kProtocolMajor + 1) +
+  EXPECT_THAT(err.message(), HasSubstr("protocol version " + std::to_string(kProtocolMajor + 1) +
                                 ".0 is not supported: this rendezvous master (sinkrt " SINKRT_VERSION_STRING
                                 ") speaks " + std::to_string(kProtocolMajor) + "." + std::to_string(kProtocolMinor)))
       << err.message();
@@ -361,7 +363,7 @@ TEST(MasterAdmissionTest, ABadJobIdIsNamed) {
   ProcessGroup::Options o = RankOptions(0, 2, 8118, "job a");
   Status st = ProcessGroup::Join(o).status();
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-  EXPECT_TRUE(Contains(st, "'job a' is not a job id")) << st.message();
+  EXPECT_THAT(st.message(), HasSubstr("'job a' is not a job id")) << st.message();
 }
 
 }  // namespace

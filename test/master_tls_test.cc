@@ -4,6 +4,7 @@
 // each refused with a sentence that names TLS, while the real ranks still
 // join; silent connections that never start their handshake do not hold
 // up the world. Ranks are threads of this process.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -18,11 +19,11 @@
 namespace sinkrt::host {
 namespace {
 
+using ::testing::HasSubstr;
+
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-bool Contains(const Status& st, const std::string& text) { return st.message().find(text) != std::string::npos; }
 
 class MasterTlsTest : public ::testing::Test {
  protected:
@@ -108,12 +109,12 @@ TEST_F(MasterTlsTest, RanksWithoutTheRightCertificateAreRefusedAndTheWorldForms)
   std::thread zero([&] { master = ProcessGroup::Join(Rank(0, 2, Master())).status(); });
   Status plain = ProcessGroup::Join(Rank(1, 2, TlsConfig{})).status();
   EXPECT_EQ(plain.code(), StatusCode::kPermissionDenied) << plain.ToString();
-  EXPECT_TRUE(Contains(plain, "refused it: it requires TLS")) << plain.message();
-  EXPECT_TRUE(Contains(plain, "SINKRT_TLS_CA")) << plain.message();
+  EXPECT_THAT(plain.message(), HasSubstr("refused it: it requires TLS")) << plain.message();
+  EXPECT_THAT(plain.message(), HasSubstr("SINKRT_TLS_CA")) << plain.message();
   Status rogue = ProcessGroup::Join(Rank(1, 2, Rogue())).status();
   EXPECT_FALSE(rogue.ok());
-  EXPECT_TRUE(Contains(rogue, "TLS with the master at 127.0.0.1:" + std::to_string(port_))) << rogue.message();
-  EXPECT_TRUE(Contains(rogue, "refused the TLS session")) << rogue.message();
+  EXPECT_THAT(rogue.message(), HasSubstr("TLS with the master at 127.0.0.1:" + std::to_string(port_))) << rogue.message();
+  EXPECT_THAT(rogue.message(), HasSubstr("refused the TLS session")) << rogue.message();
   JoinMembers(2);
   zero.join();
   EXPECT_TRUE(master.ok()) << master.message();
@@ -132,8 +133,8 @@ TEST_F(MasterTlsTest, ATlsRankAtAPlainMasterIsToldTheMasterHasNoTls) {
   Status st = ProcessGroup::Join(o).status();
   zero.join();
   EXPECT_FALSE(st.ok());
-  EXPECT_TRUE(Contains(st, "TLS with the master")) << st.message();
-  EXPECT_TRUE(Contains(st, "answered without TLS")) << st.message();
+  EXPECT_THAT(st.message(), HasSubstr("TLS with the master")) << st.message();
+  EXPECT_THAT(st.message(), HasSubstr("answered without TLS")) << st.message();
   EXPECT_EQ(master.code(), StatusCode::kDeadlineExceeded) << master.ToString();
 }
 
@@ -164,7 +165,7 @@ TEST_F(MasterTlsTest, SilentConnectionsDoNotDelayATlsWorld) {
 TEST_F(MasterTlsTest, AMasterWithoutItsKeyIsNamed) {
   Status st = ProcessGroup::Join(Rank(0, 2, TlsConfig{files_.server_cert, "", files_.ca_cert})).status();
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
-  EXPECT_TRUE(Contains(st, "SINKRT_TLS_KEY")) << st.message();
+  EXPECT_THAT(st.message(), HasSubstr("SINKRT_TLS_KEY")) << st.message();
 }
 
 }  // namespace

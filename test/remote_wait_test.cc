@@ -5,6 +5,7 @@
 // Hello arrives in pieces across the progress slices is still understood.
 // Everything on 127.0.0.1; the stand-in servers are plain sockets.
 #include <arpa/inet.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -21,9 +22,12 @@
 #include "sinkrt/runtime/wire.h"
 #include "support/loopback_listener.h"
 #include "support/raw_frames.h"
+#include "support/text.h"
 
 namespace sinkrt::host {
 namespace {
+
+using ::testing::HasSubstr;
 
 using std::chrono::milliseconds;
 
@@ -41,8 +45,6 @@ RemoteOptions Rank1Options(std::vector<std::string>* lines) {
   return o;
 }
 
-bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
 TEST(RemoteWaitTest, DeadPortIsReportedWhileRetriedAndNamedWithItsRank) {
   Listener gone;
   ASSERT_GT(gone.port, 0);
@@ -57,9 +59,9 @@ TEST(RemoteWaitTest, DeadPortIsReportedWhileRetriedAndNamedWithItsRank) {
   ASSERT_FALSE(lines.empty());
   bool refused = false;
   for (const std::string& line : lines) {
-    EXPECT_TRUE(Contains(line, "waiting for " + who + ": ")) << line;
-    EXPECT_TRUE(Contains(line, " of 1.5 s (SINKRT_CONNECT_TIMEOUT_MS sets the limit)")) << line;
-    refused |= Contains(line, ": connection refused, retrying; ");
+    EXPECT_THAT(line, HasSubstr("waiting for " + who + ": ")) << line;
+    EXPECT_THAT(line, HasSubstr(" of 1.5 s (SINKRT_CONNECT_TIMEOUT_MS sets the limit)")) << line;
+    refused |= testing::HasText(line, ": connection refused, retrying; ");
   }
   EXPECT_TRUE(refused) << lines.front();
 }
@@ -72,10 +74,10 @@ TEST(RemoteWaitTest, SilentServerIsReportedAsConnectedWithoutHello) {
   ASSERT_FALSE(device.ok());
   EXPECT_EQ(device.status().code(), StatusCode::kDeadlineExceeded);
   const std::string who = "rank 1 at " + silent.address().ToString() + " (rank table entry 1)";
-  EXPECT_TRUE(Contains(device.status().message(), who + ": connected, but no Hello within 1.5 s"))
+  EXPECT_THAT(device.status().message(), HasSubstr(who + ": connected, but no Hello within 1.5 s"))
       << device.status().message();
   ASSERT_FALSE(lines.empty());
-  EXPECT_TRUE(Contains(lines.back(), "waiting for " + who + ": connected, no Hello yet; ")) << lines.back();
+  EXPECT_THAT(lines.back(), HasSubstr("waiting for " + who + ": connected, no Hello yet; ")) << lines.back();
 }
 
 // Reads whatever the peer sent within `timeout` (the host's Hello), or nothing.
@@ -117,7 +119,7 @@ TEST(RemoteWaitTest, AHelloArrivingInPiecesAcrossProgressSlicesIsReadWhole) {
   ASSERT_TRUE(device.ok()) << device.status().ToString();
   EXPECT_EQ((*device)->hello().rank, 0);
   ASSERT_FALSE(lines.empty());
-  EXPECT_TRUE(Contains(lines.front(), "connected, no Hello yet")) << lines.front();
+  EXPECT_THAT(lines.front(), HasSubstr("connected, no Hello yet")) << lines.front();
 }
 
 }  // namespace

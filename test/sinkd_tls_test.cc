@@ -6,6 +6,7 @@
 // data-parallel world over TCP trains with the bits of its plain twin),
 // refuse a peer whose certificate their CA did not sign or that speaks
 // plain frames, and need --tls-ca to verify their peers at all.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -25,6 +26,8 @@
 namespace sinkrt {
 namespace {
 
+using ::testing::HasSubstr;
+
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using testing::SinkdProcess;
@@ -32,8 +35,6 @@ using testing::SinkdProcess;
 constexpr int64_t kBatch = 8;
 
 std::string TestName() { return ::testing::UnitTest::GetInstance()->current_test_info()->name(); }
-
-bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 class SinkdTlsTest : public ::testing::Test {
  protected:
@@ -127,7 +128,7 @@ TEST_F(SinkdTlsTest, HostsWithoutTheRightCertificateAreRefusedAndTheDaemonServes
     auto refused = host::RemoteDevice::Connect(daemon.address(), o);
     ASSERT_FALSE(refused.ok());
     for (const std::string& e : c.expected)
-      EXPECT_TRUE(Contains(refused.status().message(), e)) << refused.status().ToString();
+      EXPECT_THAT(refused.status().message(), HasSubstr(e)) << refused.status().ToString();
   }
   // The daemon says why in its log, and takes a good host afterwards.
   auto probe = host::ProbeDevice(daemon.address(), 10s, "", GoodClient());
@@ -136,9 +137,9 @@ TEST_F(SinkdTlsTest, HostsWithoutTheRightCertificateAreRefusedAndTheDaemonServes
   SINKRT_ASSERT_OK(remote);
   remote->reset();
   const std::string log = daemon.ReadLog();
-  EXPECT_TRUE(Contains(log, "peer did not return a certificate")) << log;
-  EXPECT_TRUE(Contains(log, "certificate verify failed")) << log;
-  EXPECT_TRUE(Contains(log, "requires TLS")) << log;
+  EXPECT_THAT(log, HasSubstr("peer did not return a certificate")) << log;
+  EXPECT_THAT(log, HasSubstr("certificate verify failed")) << log;
+  EXPECT_THAT(log, HasSubstr("requires TLS")) << log;
 }
 
 TEST_F(SinkdTlsTest, TlsHostAtAPlainSinkdIsToldSo) {
@@ -148,7 +149,7 @@ TEST_F(SinkdTlsTest, TlsHostAtAPlainSinkdIsToldSo) {
   o.connect_timeout = 10s;
   auto refused = host::RemoteDevice::Connect(daemon.address(), o);
   ASSERT_FALSE(refused.ok());
-  EXPECT_TRUE(Contains(refused.status().message(), "answered without TLS")) << refused.status().ToString();
+  EXPECT_THAT(refused.status().message(), HasSubstr("answered without TLS")) << refused.status().ToString();
 }
 
 TEST_F(SinkdTlsTest, BadTlsFilesStopTheDaemonBeforeItListens) {
@@ -156,7 +157,7 @@ TEST_F(SinkdTlsTest, BadTlsFilesStopTheDaemonBeforeItListens) {
   Status st = daemon.Start(SINKD_PATH, {"--tls-cert", files_.server_cert, "--tls-key", files_.client_key},
                            Log("sinkd"), 10s);
   EXPECT_FALSE(st.ok());
-  EXPECT_TRUE(Contains(daemon.ReadLog(), "does not belong to the certificate")) << daemon.ReadLog();
+  EXPECT_THAT(daemon.ReadLog(), HasSubstr("does not belong to the certificate")) << daemon.ReadLog();
 }
 
 // The daemons of a world, each with `args_of(rank)` plus its rank and a
@@ -277,8 +278,8 @@ TEST_F(SinkdTlsWorldTest, PeerWithACertificateTheCaDidNotSignIsRefused) {
     for (const Status& st : joined) EXPECT_FALSE(st.ok());
     // Rank 0 dials rank 1; the other side only sees a peer that never came.
     const std::string& m = joined[0].message();
-    EXPECT_TRUE(Contains(m, "TLS")) << joined[0].ToString();
-    EXPECT_TRUE(Contains(m, rogue == 0 ? "unknown ca" : "certificate verify failed")) << joined[0].ToString();
+    EXPECT_THAT(m, HasSubstr("TLS")) << joined[0].ToString();
+    EXPECT_THAT(m, HasSubstr(rogue == 0 ? "unknown ca" : "certificate verify failed")) << joined[0].ToString();
   }
 }
 
@@ -291,9 +292,9 @@ TEST_F(SinkdTlsWorldTest, PlainPeerAtATlsDaemonIsRefusedNamingTls) {
       &w, "mixed"));
   const std::vector<Status> joined = JoinAll(w, 50);
   for (const Status& st : joined) EXPECT_FALSE(st.ok());
-  EXPECT_TRUE(Contains(joined[0].message(), "requires TLS")) << joined[0].ToString();
-  EXPECT_TRUE(Contains(joined[0].message(), "--tls-plain-peers")) << joined[0].ToString();
-  EXPECT_TRUE(Contains(w.daemons[1]->ReadLog(), "requires TLS")) << w.daemons[1]->ReadLog();
+  EXPECT_THAT(joined[0].message(), HasSubstr("requires TLS")) << joined[0].ToString();
+  EXPECT_THAT(joined[0].message(), HasSubstr("--tls-plain-peers")) << joined[0].ToString();
+  EXPECT_THAT(w.daemons[1]->ReadLog(), HasSubstr("requires TLS")) << w.daemons[1]->ReadLog();
 }
 
 // A TLS daemon without a CA cannot verify its peers: its JoinWorld of more
@@ -311,8 +312,8 @@ TEST_F(SinkdTlsWorldTest, TlsDaemonWithoutACaRefusesToJoinAWorldByName) {
   for (uint32_t r = 0; r < joined.size(); ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
     EXPECT_EQ(joined[r].code(), StatusCode::kFailedPrecondition) << joined[r].ToString();
-    EXPECT_TRUE(Contains(joined[r].message(), "without --tls-ca")) << joined[r].ToString();
-    EXPECT_TRUE(Contains(joined[r].message(), "--tls-plain-peers")) << joined[r].ToString();
+    EXPECT_THAT(joined[r].message(), HasSubstr("without --tls-ca")) << joined[r].ToString();
+    EXPECT_THAT(joined[r].message(), HasSubstr("--tls-plain-peers")) << joined[r].ToString();
   }
   auto alone = w.links[0]->Endpoint();
   SINKRT_ASSERT_OK(alone);

@@ -6,6 +6,7 @@
 // host that leaves while its sink waits in a collective, a collective stream
 // loaded without a world. Every wait is bounded; peers time out after a few
 // seconds here so failures are quick.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <arpa/inet.h>
@@ -38,9 +39,12 @@
 #include "support/sinkd_process.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
+#include "support/text.h"
 
 namespace sinkrt {
 namespace {
+
+using ::testing::HasSubstr;
 
 using testing::SinkdProcess;
 using namespace std::chrono_literals;
@@ -62,8 +66,6 @@ std::string LogPath(const std::string& name) {
   std::filesystem::create_directories(dir);
   return (dir / (name + ".log")).string();
 }
-
-bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // Runs fn(rank) on one thread per rank and joins them.
 void OnEachRank(size_t n, const std::function<void(uint32_t)>& fn) {
@@ -310,8 +312,8 @@ TEST_P(SinkdWorldTest, TrainsBitwiseLikeInProcessDevices) {
   d.devices.clear();  // jobs end; the log lines are written
   const std::string log = d.processes[0]->ReadLog();
   const std::string kind = c.shm ? "shm ranks " : "tcp ranks ";
-  EXPECT_TRUE(Contains(log, "joined world 77 as rank 0 of " + std::to_string(c.ranks) + " (")) << log;
-  EXPECT_TRUE(Contains(log, kind + "1")) << log;
+  EXPECT_THAT(log, HasSubstr("joined world 77 as rank 0 of " + std::to_string(c.ranks) + " (")) << log;
+  EXPECT_THAT(log, HasSubstr(kind + "1")) << log;
 }
 
 INSTANTIATE_TEST_SUITE_P(Sinkd, SinkdWorldTest,
@@ -547,8 +549,8 @@ TEST(SinkdWorldFaultTest, DeadPeerFailsTheOthersSinksNamingItAndTheyServeANewWor
     ASSERT_EQ(sinks[r].wait_for(kPeerTimeout + 10s), std::future_status::ready);
     auto result = sinks[r].get();
     ASSERT_FALSE(result.ok());
-    EXPECT_TRUE(Contains(result.status().message(), "rank 1")) << result.status().ToString();
-    EXPECT_TRUE(Contains(result.status().message(), "train_step")) << result.status().ToString();
+    EXPECT_THAT(result.status().message(), HasSubstr("rank 1")) << result.status().ToString();
+    EXPECT_THAT(result.status().message(), HasSubstr("train_step")) << result.status().ToString();
   }
   EXPECT_LT(Clock::now() - killed, kPeerTimeout + 5s);
   ASSERT_EQ(sinks[1].wait_for(10s), std::future_status::ready);
@@ -569,8 +571,8 @@ TEST(SinkdWorldFaultTest, DeadPeerFailsTheOthersSinksNamingItAndTheyServeANewWor
   ExpectTrained(got, 4);
   survivors.clear();
   const std::string log = d.processes[2]->ReadLog();
-  EXPECT_TRUE(Contains(log, "sink failed")) << log;
-  EXPECT_TRUE(Contains(log, "joined world 6 as rank 1 of 2")) << log;
+  EXPECT_THAT(log, HasSubstr("sink failed")) << log;
+  EXPECT_THAT(log, HasSubstr("joined world 6 as rank 1 of 2")) << log;
 }
 
 // Daemons with a --token check each other's dials as they check hosts: a
@@ -625,10 +627,10 @@ TEST(SinkdWorldFaultTest, ModelTrainReportsTheDeadRank) {
   // rank 1 ..."), or the host's feeder, whose push to rank 1 meets the
   // closed connection first ("pushing dataset batch N: rank 1 (...):
   // connection lost during PushBatch").
-  const bool sink_failed = Contains(st.message(), "train_step failed on rank") && Contains(st.message(), "of 3");
-  const bool push_failed = Contains(st.message(), "connection lost during PushBatch");
+  const bool sink_failed = testing::HasText(st.message(), "train_step failed on rank") && testing::HasText(st.message(), "of 3");
+  const bool push_failed = testing::HasText(st.message(), "connection lost during PushBatch");
   EXPECT_TRUE(sink_failed || push_failed) << st.ToString();
-  EXPECT_TRUE(Contains(st.message(), "rank 1")) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("rank 1")) << st.ToString();
 }
 
 // Sunk eval under data parallel through real daemons (model/eval_sunk.h):
@@ -683,8 +685,8 @@ TEST(SinkdWorldFaultTest, MemberThatNeverJoinsFailsWithinThePeerTimeoutNamingIt)
   Status st = d.devices[1]->JoinWorld((*specs)[1]);
   auto took = Clock::now() - t0;
   EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
-  EXPECT_TRUE(Contains(st.message(), "rank(s) 0 did not connect to rank 1 within 1500 ms")) << st.ToString();
-  EXPECT_TRUE(Contains(st.message(), d.processes[1]->address().ToString())) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("rank(s) 0 did not connect to rank 1 within 1500 ms")) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr(d.processes[1]->address().ToString())) << st.ToString();
   EXPECT_GE(took, kPeerTimeout);
   EXPECT_LT(took, kPeerTimeout + 5s);
 
@@ -695,8 +697,8 @@ TEST(SinkdWorldFaultTest, MemberThatNeverJoinsFailsWithinThePeerTimeoutNamingIt)
   st = d.devices[0]->JoinWorld((*specs)[0]);
   took = Clock::now() - t0;
   EXPECT_FALSE(st.ok());
-  EXPECT_TRUE(Contains(st.message(), "rank 1")) << st.ToString();
-  EXPECT_TRUE(Contains(st.message(), "JoinWorld of job 10 as rank 0 of 2")) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("rank 1")) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("JoinWorld of job 10 as rank 0 of 2")) << st.ToString();
   EXPECT_LT(took, kPeerTimeout + 5s);
 
   // Both daemons serve the next world, on the same connections.
@@ -731,11 +733,11 @@ TEST(SinkdWorldFaultTest, StrayPeerIsDroppedAfterThePeerTimeoutAndNeverBlocksHos
   const auto took = Clock::now() - t0;
   ASSERT_FALSE(answer.ok());
   EXPECT_EQ(answer.status().code(), StatusCode::kDeadlineExceeded) << answer.status().ToString();
-  EXPECT_TRUE(Contains(answer.status().message(), "no JoinWorld for job 999")) << answer.status().ToString();
+  EXPECT_THAT(answer.status().message(), HasSubstr("no JoinWorld for job 999")) << answer.status().ToString();
   EXPECT_GE(took, kPeerTimeout);
   EXPECT_LT(took, kPeerTimeout + 5s);
   dev->reset();
-  EXPECT_TRUE(Contains(d.processes[0]->ReadLog(), "dropped a peer connection")) << d.processes[0]->ReadLog();
+  EXPECT_THAT(d.processes[0]->ReadLog(), HasSubstr("dropped a peer connection")) << d.processes[0]->ReadLog();
 }
 
 // A host speaking raw frames: its Hello, the daemon's back; the daemon's host id.
@@ -897,7 +899,7 @@ TEST(SinkdWorldFaultTest, HostHangingUpDuringTheRendezvousFreesTheDaemon) {
   // As rank 0 it dials rank 1, which refuses; as rank 1 it waits for rank 0's dial.
   ExpectAbandonedJoinFreesTheDaemon(*d.processes[0], 0, 31);
   ExpectAbandonedJoinFreesTheDaemon(*d.processes[0], 1, 32);
-  EXPECT_TRUE(Contains(d.processes[0]->ReadLog(), "JoinWorld of job 31 as rank 0 of 2 failed"))
+  EXPECT_THAT(d.processes[0]->ReadLog(), HasSubstr("JoinWorld of job 31 as rank 0 of 2 failed"))
       << d.processes[0]->ReadLog();
 }
 
@@ -909,18 +911,17 @@ TEST(SinkdWorldFaultTest, CollectiveStreamWithoutAWorldIsRefused) {
   auto loaded = dev.Load(DataParallelStream(2, 0));
   ASSERT_FALSE(loaded.ok());
   EXPECT_EQ(loaded.status().code(), StatusCode::kFailedPrecondition) << loaded.status().ToString();
-  EXPECT_TRUE(Contains(loaded.status().message(),
-                       "the task stream is rank 0 of 2 and needs collectives, but this device joined no world of "
+  EXPECT_THAT(loaded.status().message(), HasSubstr("the task stream is rank 0 of 2 and needs collectives, but this device joined no world of "
                        "devices"))
       << loaded.status().ToString();
-  EXPECT_TRUE(Contains(loaded.status().message(), "rank 0")) << loaded.status().ToString();
+  EXPECT_THAT(loaded.status().message(), HasSubstr("rank 0")) << loaded.status().ToString();
   // The job goes on: a stand-alone stream loads on the same connection.
   EXPECT_TRUE(dev.Load(StandAloneStream()).ok());
   // A malformed JoinWorld is refused by the daemon with the reason, and the job goes on.
   WorldSpec bad{3, 0, {{"127.0.0.1:1", (*dev.Endpoint()).host_id}}};
   Status st = dev.JoinWorld(bad);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
-  EXPECT_TRUE(Contains(st.message(), "member 0 is this device, but its entry names 127.0.0.1:1")) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("member 0 is this device, but its entry names 127.0.0.1:1")) << st.ToString();
   EXPECT_TRUE(dev.Load(StandAloneStream()).ok());
 }
 
@@ -965,21 +966,21 @@ void ExpectStallReport(const std::vector<Status>& st) {
     SCOPED_TRACE("rank " + std::to_string(r));
     const std::string& m = st[r].message();
     ASSERT_FALSE(st[r].ok()) << all;
-    EXPECT_TRUE(Contains(m, "train_step comm stream task ")) << all;
-    EXPECT_TRUE(Contains(m, "(AllReduceTask) at step 1 of 1")) << all;
-    EXPECT_TRUE(Contains(m, "rank 1")) << all;
-    reported |= Contains(m, "AllReduce #1") && Contains(m, "within 2000 ms") &&
-                Contains(m, "ranks 0 and 2 have arrived, rank 1 has not") &&
-                Contains(m, "rank 1 has not arrived (its last collective was Barrier #0): it is in train_step "
+    EXPECT_THAT(m, HasSubstr("train_step comm stream task ")) << all;
+    EXPECT_THAT(m, HasSubstr("(AllReduceTask) at step 1 of 1")) << all;
+    EXPECT_THAT(m, HasSubstr("rank 1")) << all;
+    reported |= testing::HasText(m, "AllReduce #1") && testing::HasText(m, "within 2000 ms") &&
+                testing::HasText(m, "ranks 0 and 2 have arrived, rank 1 has not") &&
+                testing::HasText(m, "rank 1 has not arrived (its last collective was Barrier #0): it is in train_step "
                             "compute stream task ") &&
-                Contains(m, "(GetNextTask) at step 1, waiting for a batch for ");
+                testing::HasText(m, "(GetNextTask) at step 1, waiting for a batch for ");
   }
   EXPECT_TRUE(reported) << all;
   // Rank 1's own error: its GetNext, naming the task, the queue, its depth
   // and the wait.
   EXPECT_EQ(st[1].code(), StatusCode::kDeadlineExceeded) << all;
-  EXPECT_TRUE(Contains(st[1].message(), "(GetNextTask) at step 1 of 1")) << all;
-  EXPECT_TRUE(Contains(st[1].message(), "(depth 4; batches taken so far: 0) was empty for 6000 ms")) << all;
+  EXPECT_THAT(st[1].message(), HasSubstr("(GetNextTask) at step 1 of 1")) << all;
+  EXPECT_THAT(st[1].message(), HasSubstr("(depth 4; batches taken so far: 0) was empty for 6000 ms")) << all;
   std::printf("[ info ] stall report:\n%s", all.c_str());
 }
 
@@ -1265,18 +1266,18 @@ TEST(SinkdWorldFaultTest, PipelineStageKilledMidSinkFailsEveryOtherRankNamingIt)
     ASSERT_FALSE(st.ok());
     std::printf("[ info ] train() after the kill: %s\n", st.ToString().c_str());
     EXPECT_LT(Clock::now() - links[dead]->killed_at, kPeerTimeout + 5s);
-    EXPECT_TRUE(Contains(st.message(), "train_step failed on rank")) << st.ToString();
-    EXPECT_TRUE(Contains(st.message(), named)) << st.ToString();
-    EXPECT_TRUE(Contains(st.message(), "of " + std::to_string(n))) << st.ToString();
+    EXPECT_THAT(st.message(), HasSubstr("train_step failed on rank")) << st.ToString();
+    EXPECT_THAT(st.message(), HasSubstr(named)) << st.ToString();
+    EXPECT_THAT(st.message(), HasSubstr("of " + std::to_string(n))) << st.ToString();
     for (uint32_t r = 0; r < n; ++r) {
       SCOPED_TRACE("rank " + std::to_string(r));
       const Status& own = links[r]->sink_status;
       EXPECT_FALSE(own.ok());
       if (r == dead) continue;
       // The sink failed in the stream, at a step of this sink, not before it.
-      EXPECT_TRUE(Contains(own.message(), "train_step ")) << own.ToString();
-      EXPECT_TRUE(Contains(own.message(), " of 1000000")) << own.ToString();
-      EXPECT_TRUE(Contains(own.message(), named)) << own.ToString();
+      EXPECT_THAT(own.message(), HasSubstr("train_step ")) << own.ToString();
+      EXPECT_THAT(own.message(), HasSubstr(" of 1000000")) << own.ToString();
+      EXPECT_THAT(own.message(), HasSubstr(named)) << own.ToString();
     }
   }
 }

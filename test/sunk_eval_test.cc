@@ -3,6 +3,7 @@
 // the metrics, and the figures are the per-batch eval's to the bit. On one
 // device, on pipeline stages, and what SEMI_AUTO_PARALLEL does (per batch).
 // Data parallel through real daemons is in sinkd_world_test.cc.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -20,6 +21,8 @@
 namespace sinkrt {
 namespace {
 
+using ::testing::HasSubstr;
+
 using host::Dataset;
 using host::EvalResult;
 using host::LossSpec;
@@ -31,8 +34,6 @@ using World = testing::InProcessWorld;
 constexpr int64_t kBatch = 8;
 constexpr int64_t kFeatures = 16;
 constexpr int kClasses = 4;
-
-bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 std::unique_ptr<Model> TrainedModel(DeviceLink& dev, int64_t batch = kBatch) {
   auto m = Model::Create(testing::MlpNetwork(batch, {kFeatures, 12, kClasses}), LossSpec::SparseSoftmaxCrossEntropy(),
@@ -122,9 +123,9 @@ TEST(SunkEval, PartialBatchInsideThePassIsRefusedNamingIt) {
   auto sunk = model->eval(data, true);
   ASSERT_FALSE(sunk.ok());
   EXPECT_EQ(sunk.status().code(), StatusCode::kInvalidArgument) << sunk.status().ToString();
-  EXPECT_TRUE(Contains(sunk.status().message(), "Model.eval")) << sunk.status().ToString();
-  EXPECT_TRUE(Contains(sunk.status().message(), "dataset batch 1")) << sunk.status().ToString();
-  EXPECT_TRUE(Contains(sunk.status().message(), "'image'")) << sunk.status().ToString();
+  EXPECT_THAT(sunk.status().message(), HasSubstr("Model.eval")) << sunk.status().ToString();
+  EXPECT_THAT(sunk.status().message(), HasSubstr("dataset batch 1")) << sunk.status().ToString();
+  EXPECT_THAT(sunk.status().message(), HasSubstr("'image'")) << sunk.status().ToString();
   // The device is fine afterwards: its queue was cleared.
   const Dataset good = testing::MakeDataset(testing::MakeSyntheticData(16, kFeatures, kClasses, 5), kBatch);
   auto after = model->eval(good, true);
@@ -143,8 +144,8 @@ TEST(SunkEval, DeviceFailureMidPassIsReportedAndLeavesNothingBehind) {
   bad.labels[2 * kBatch + 1] = 7;  // batch 2, row 1
   auto sunk = model->eval(testing::MakeDataset(bad, kBatch), true);
   ASSERT_FALSE(sunk.ok());
-  EXPECT_TRUE(Contains(sunk.status().message(), "eval_step")) << sunk.status().ToString();
-  EXPECT_TRUE(Contains(sunk.status().message(), "7")) << sunk.status().ToString();
+  EXPECT_THAT(sunk.status().message(), HasSubstr("eval_step")) << sunk.status().ToString();
+  EXPECT_THAT(sunk.status().message(), HasSubstr("7")) << sunk.status().ToString();
   const Dataset good = testing::MakeDataset(testing::MakeSyntheticData(3 * kBatch, kFeatures, kClasses, 6), kBatch);
   auto after = model->eval(good, true);
   auto want = model->eval(good, false);
