@@ -23,6 +23,7 @@
 #include "support/test_models.h"
 #include "support/in_process_world.h"
 #include "support/test_util.h"
+#include "support/compare.h"
 
 namespace sinkrt {
 namespace {
@@ -169,13 +170,6 @@ std::vector<double> VitLosses(bool auto_parallel, int n, int steps, float lr, bo
   return losses.losses;
 }
 
-double WorstRelative(const std::vector<double>& got, const std::vector<double>& want) {
-  double worst = 0;
-  for (size_t s = 0; s < want.size() && s < got.size(); ++s)
-    worst = std::max(worst, std::abs(got[s] - want[s]) / std::abs(want[s]));
-  return worst;
-}
-
 // The searched ViT on 2 ranks against one device at the same global batch,
 // with SGD, which shows a gradient scaled wrongly where Adam would hide it.
 // MindSpore's default gradients_mean false sums the DP groups' gradients,
@@ -188,7 +182,7 @@ TEST(AutoParallelModel, VitTracksOneDevice) {
   ASSERT_EQ(got.size(), static_cast<size_t>(kSteps));
   const std::vector<double> one = VitLosses(false, 1, kSteps, 0.05f * static_cast<float>(dp));
   ASSERT_EQ(one.size(), got.size());
-  const double worst = WorstRelative(got, one);
+  const double worst = testing::WorstRelative(got, one);
   EXPECT_LT(worst, 1e-5);
   std::printf("[ info ] ViT auto_parallel on 2 ranks (DP %lld): worst relative loss difference %.2e over %d steps\n",
               static_cast<long long>(dp), worst, kSteps);
@@ -205,7 +199,7 @@ TEST(AutoParallelModel, VitWithGradientsMeanTracksOneDevice) {
   const std::vector<double> got = VitLosses(true, 2, kSteps, 0.05f, /*gradients_mean=*/true);
   const std::vector<double> one = VitLosses(false, 1, kSteps, 0.05f);
   ASSERT_EQ(got.size(), one.size());
-  EXPECT_LT(WorstRelative(got, one), 1e-5);
+  EXPECT_LT(testing::WorstRelative(got, one), 1e-5);
 }
 
 // A job searched beforehand runs under auto_parallel and semi_auto_parallel

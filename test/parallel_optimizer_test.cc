@@ -26,6 +26,7 @@
 #include "support/in_process_world.h"
 #include "support/model_fixtures.h"
 #include "support/test_util.h"
+#include "support/compare.h"
 
 namespace sinkrt {
 namespace {
@@ -116,13 +117,6 @@ Trained Train(const ZeroRun& s, int64_t steps) {
   return out;
 }
 
-double WorstRelative(const std::vector<double>& got, const std::vector<double>& want) {
-  double worst = 0;
-  for (size_t i = 0; i < want.size() && i < got.size(); ++i)
-    worst = std::max(worst, std::abs(got[i] - want[i]) / std::max(std::abs(want[i]), 1e-12));
-  return worst;
-}
-
 void ExpectSameState(const State& got, const State& want, bool bitwise, double abs = 0) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
@@ -155,7 +149,7 @@ void ExpectTracksDataParallel(Net net, host::OptimizerKind optimizer, int ranks,
   const Trained zero = Train(s, steps);
   ASSERT_EQ(zero.losses.size(), static_cast<size_t>(steps));
   ASSERT_EQ(dp.losses.size(), zero.losses.size());
-  const double worst = WorstRelative(zero.losses, dp.losses);
+  const double worst = testing::WorstRelative(zero.losses, dp.losses);
   std::printf("[ info ] worst relative loss difference %.2e over %lld steps\n", worst, static_cast<long long>(steps));
   ::testing::Test::RecordProperty("worst_relative_loss_difference", std::to_string(worst));
   EXPECT_LE(worst, 1e-6);

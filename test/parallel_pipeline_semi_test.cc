@@ -22,6 +22,7 @@
 #include "support/model_fixtures.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
+#include "support/compare.h"
 
 namespace sinkrt {
 namespace {
@@ -108,14 +109,6 @@ Result<std::unique_ptr<Model>> Staged(World& world, bool vit, const std::string&
   return Model::Create(std::move(g), LossSpec::None(), Optimizer(vit), world.links, SemiStages(devices, stages, micro));
 }
 
-double WorstRelative(const std::vector<double>& got, const std::vector<double>& want) {
-  EXPECT_EQ(got.size(), want.size());
-  double worst = 0;
-  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i)
-    worst = std::max(worst, std::abs(got[i] - want[i]) / std::abs(want[i]));
-  return worst;
-}
-
 double WorstState(const std::vector<std::pair<std::string, Tensor>>& got,
                   const std::vector<std::pair<std::string, Tensor>>& want) {
   EXPECT_EQ(got.size(), want.size());
@@ -144,7 +137,7 @@ void TracksOneDevice(bool vit, const std::string& preset, int devices, int stage
   auto m = Staged(world, vit, preset, stages, micro);
   SINKRT_ASSERT_OK(m);
   const TrainRun got = Train(*m, vit, kSteps);
-  const double worst = WorstRelative(got.losses, want.losses);
+  const double worst = testing::WorstRelative(got.losses, want.losses);
   std::printf("[ info ] %s %s, %d stages of %d ranks, M=%d: worst relative loss difference %.2e over %lld steps\n",
               vit ? "ViT" : "MLP", preset.c_str(), stages, devices / stages, micro, worst,
               static_cast<long long>(kSteps));

@@ -16,18 +16,12 @@
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "support/test_models.h"
+#include "support/in_process_world.h"
 
 namespace sinkrt {
 namespace {
 
 using host::Graph;
-
-device::DeviceOptions OneThread() {
-  device::DeviceOptions o = device::DeviceOptions::FromEnvironment();
-  o.threads = 1;
-  o.peer_timeout = std::chrono::seconds(60);
-  return o;
-}
 
 const std::vector<int64_t> kSixLayers = {32, 48, 48, 48, 48, 48, 10};
 
@@ -62,7 +56,7 @@ ConstBytes Rows(const int32_t* p, int64_t rows) {
 
 // One device on the whole global batch of `rows`, one step per sink.
 std::vector<double> SingleDevice(const Graph& g, const Data& data, int steps, int64_t rows, host::OptimizerSpec opt) {
-  device::InProcessDevice dev(OneThread());
+  device::InProcessDevice dev(testing::OneThreadOptions());
   auto cs = host::Compile(g, Options(host::ParallelMode::StandAlone, 1, 0, opt));
   EXPECT_TRUE(cs.ok()) << cs.status().ToString();
   if (!cs.ok()) return {};
@@ -93,7 +87,7 @@ PipelineRun Pipelined(const Graph& net, int world, const host::PipelineConfig& c
   std::vector<std::unique_ptr<device::InProcessDevice>> devices;
   std::vector<PeerEndpoint> members;
   for (int r = 0; r < world; ++r) {
-    devices.push_back(std::make_unique<device::InProcessDevice>(OneThread()));
+    devices.push_back(std::make_unique<device::InProcessDevice>(testing::OneThreadOptions()));
     auto e = devices.back()->Endpoint();
     EXPECT_TRUE(e.ok());
     members.push_back(*e);

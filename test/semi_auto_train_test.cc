@@ -18,6 +18,7 @@
 #include "sinkrt/host/compiler.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
+#include "support/in_process_world.h"
 
 namespace sinkrt {
 namespace {
@@ -25,13 +26,6 @@ namespace {
 using host::Graph;
 using host::InitSpec;
 using host::TensorId;
-
-device::DeviceOptions OneThread() {
-  device::DeviceOptions o = device::DeviceOptions::FromEnvironment();
-  o.threads = 1;
-  o.peer_timeout = std::chrono::seconds(60);
-  return o;
-}
 
 // x [B,32] -> MatMul w1 [32,64] + b1 -> Tanh -> MatMul w2 [64,10] + b2 -> loss,
 // with `strategies` per op (empty: MindSpore's default).
@@ -81,7 +75,7 @@ host::CompileOptions Options(host::ParallelMode mode, uint32_t world, uint32_t r
 
 // Losses of one device training on the whole batches, one step per sink.
 std::vector<double> SingleDevice(const std::vector<Batch>& batches, float lr = 0.1f) {
-  device::InProcessDevice dev(OneThread());
+  device::InProcessDevice dev(testing::OneThreadOptions());
   auto cs = host::Compile(Mlp({}), Options(host::ParallelMode::StandAlone, 1, 0, lr));
   EXPECT_TRUE(cs.ok()) << cs.status().ToString();
   EXPECT_TRUE(dev.Load(cs->stream).ok());
@@ -109,7 +103,7 @@ ShardedRun Sharded(const Graph& graph, int world, const std::vector<Batch>& batc
   std::vector<std::unique_ptr<device::InProcessDevice>> devices;
   std::vector<PeerEndpoint> members;
   for (int r = 0; r < world; ++r) {
-    devices.push_back(std::make_unique<device::InProcessDevice>(OneThread()));
+    devices.push_back(std::make_unique<device::InProcessDevice>(testing::OneThreadOptions()));
     auto e = devices.back()->Endpoint();
     EXPECT_TRUE(e.ok());
     members.push_back(*e);

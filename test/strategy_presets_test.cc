@@ -26,6 +26,7 @@
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/shard_strategies.h"
 #include "support/test_models.h"
+#include "support/in_process_world.h"
 
 namespace sinkrt {
 namespace {
@@ -297,13 +298,6 @@ TEST(StrategyPresets, SaveAndApplyAStrategyFile) {
 // `data` on n ranks is one device at n times the learning rate).
 constexpr int64_t kVitBatch = 4;
 
-device::DeviceOptions OneThread() {
-  device::DeviceOptions o = device::DeviceOptions::FromEnvironment();
-  o.threads = 1;
-  o.peer_timeout = std::chrono::seconds(60);
-  return o;
-}
-
 host::CompileOptions Options(host::ParallelMode mode, uint32_t world, uint32_t rank, float lr) {
   host::CompileOptions o;
   o.optimizer = host::OptimizerSpec::Sgd(lr);
@@ -321,7 +315,7 @@ std::vector<std::vector<double>> Train(const Graph& g, host::ParallelMode mode, 
   std::vector<std::unique_ptr<device::InProcessDevice>> devices;
   std::vector<PeerEndpoint> members;
   for (int r = 0; r < world; ++r) {
-    devices.push_back(std::make_unique<device::InProcessDevice>(OneThread()));
+    devices.push_back(std::make_unique<device::InProcessDevice>(testing::OneThreadOptions()));
     auto e = devices.back()->Endpoint();
     EXPECT_TRUE(e.ok());
     if (e.ok()) members.push_back(*e);
