@@ -18,6 +18,7 @@
 #include "support/checkpoint_restamp.h"
 #include "support/model_fixtures.h"
 #include "support/test_util.h"
+#include "support/compare.h"
 
 namespace sinkrt {
 namespace {
@@ -75,17 +76,6 @@ class CheckpointDir : public ::testing::Test {
   fs::path dir_;
 };
 
-void ExpectSameState(Model& a, Model& b) {
-  auto sa = a.ReadState();
-  auto sb = b.ReadState();
-  ASSERT_TRUE(sa.ok() && sb.ok());
-  ASSERT_EQ(sa->size(), sb->size());
-  for (size_t i = 0; i < sa->size(); ++i) {
-    EXPECT_EQ((*sa)[i].first, (*sb)[i].first);
-    EXPECT_TRUE((*sa)[i].second.data == (*sb)[i].second.data) << (*sa)[i].first << " differs";
-  }
-}
-
 // ---- resume -------------------------------------------------------------------------------
 
 void ExpectExactResume(const fs::path& dir, OptimizerSpec opt, bool sink, int sink_size) {
@@ -114,9 +104,9 @@ void ExpectExactResume(const fs::path& dir, OptimizerSpec opt, bool sink, int si
   EXPECT_EQ(info.global_batch, 2 * steps);
   EXPECT_EQ(info.initial_epoch, 2);
   EXPECT_EQ(info.graph_hash, resumed->network_hash());
-  ExpectSameState(*first, *resumed);
+  testing::ExpectSameState(*first, *resumed);
   SINKRT_ASSERT_OK(resumed->train(4, MakeDataset(data, kBatch), {}, sink, sink_size, info.initial_epoch));
-  ExpectSameState(*full, *resumed);
+  testing::ExpectSameState(*full, *resumed);
 }
 
 TEST_F(CheckpointDir, MomentumResumeIsBitwiseExact) {
@@ -471,7 +461,7 @@ TEST_F(CheckpointDir, AnotherSeedLoadsTheSameNetworksCheckpoint) {
   SINKRT_ASSERT_OK(saved->train(1, MakeDataset(MakeSyntheticData(16, 16, 4, 1), kBatch), {}, true));
   SINKRT_ASSERT_OK(SaveCheckpoint(Path("a.ckpt"), *saved));
   SINKRT_ASSERT_OK(LoadCheckpoint(Path("a.ckpt"), *other_seed));
-  ExpectSameState(*saved, *other_seed);
+  testing::ExpectSameState(*saved, *other_seed);
 
   // A 1.0 file records only the hash that covers the seed: still refused,
   // saying what may differ.

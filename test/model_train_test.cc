@@ -12,6 +12,7 @@
 #include "support/feeder.h"
 #include "support/model_fixtures.h"
 #include "support/test_util.h"
+#include "support/compare.h"
 
 namespace sinkrt {
 namespace {
@@ -41,18 +42,6 @@ std::unique_ptr<Model> MakeModel(DeviceLink& dev, OptimizerSpec opt = OptimizerS
 
 testing::SyntheticData Data(int64_t batches, uint64_t seed = 3) {
   return MakeSyntheticData(batches * kBatch, kFeatures, kClasses, seed);
-}
-
-void ExpectSameState(Model& a, Model& b) {
-  auto sa = a.ReadState();
-  auto sb = b.ReadState();
-  ASSERT_TRUE(sa.ok() && sb.ok());
-  ASSERT_EQ(sa->size(), sb->size());
-  ASSERT_FALSE(sa->empty());
-  for (size_t i = 0; i < sa->size(); ++i) {
-    EXPECT_EQ((*sa)[i].first, (*sb)[i].first);
-    EXPECT_TRUE((*sa)[i].second.data == (*sb)[i].second.data) << (*sa)[i].first << " differs";
-  }
 }
 
 // Trains a second model of the same stream by driving its device directly:
@@ -135,7 +124,7 @@ TEST(ModelTrain, SinkSizeNRunsNStepsPerEpochAndContinuesThroughTheData) {
   // Epoch 2 took batches 4, 5, 0, 1: the same as one sink over batches 0..11.
   device::InProcessDevice ref_dev;
   auto ref = ReferenceRun(ref_dev, data, 0, 12);
-  ExpectSameState(*model, *ref.model);
+  testing::ExpectSameState(*model, *ref.model);
   EXPECT_EQ(rec.of("step_end").back().net_outputs, ref.loss);  // the last step's loss
 }
 
@@ -151,7 +140,7 @@ TEST(ModelTrain, FewerBatchesThanSinkSizeCrossesPassBoundaries) {
   // Batches 0,1,2,0,1 then 2,0,1,2,0: no break at a pass boundary.
   device::InProcessDevice ref_dev;
   auto ref = ReferenceRun(ref_dev, data, 0, 10);
-  ExpectSameState(*model, *ref.model);
+  testing::ExpectSameState(*model, *ref.model);
 }
 
 TEST(ModelTrain, InitialEpochContinuesTheEpochCountAndTheData) {
@@ -171,7 +160,7 @@ TEST(ModelTrain, InitialEpochContinuesTheEpochCountAndTheData) {
   // The data starts at global batch initial_epoch x sink_size = 8.
   device::InProcessDevice ref_dev;
   auto ref = ReferenceRun(ref_dev, data, 8, 12);
-  ExpectSameState(*model, *ref.model);
+  testing::ExpectSameState(*model, *ref.model);
 }
 
 TEST(ModelTrain, SinkModeRequestStopTakesEffectAtTheSinkBoundary) {
@@ -201,7 +190,7 @@ TEST(ModelTrain, SinkModeRequestStopTakesEffectAtTheSinkBoundary) {
   SINKRT_ASSERT_OK(model->train(5, MakeDataset(data, kBatch), {}, true, 3, 2));
   device::InProcessDevice ref_dev;
   auto ref = ReferenceRun(ref_dev, data, 0, 15);
-  ExpectSameState(*model, *ref.model);
+  testing::ExpectSameState(*model, *ref.model);
 }
 
 TEST(ModelTrain, StopWhileTheFeederIsBlockedOnAFullQueue) {
@@ -327,7 +316,7 @@ TEST(ModelTrain, SinkAndNonSinkEndBitwiseIdentical) {
     SINKRT_ASSERT_OK(step->train(3, MakeDataset(data, kBatch), {&step_rec}, false));
     EXPECT_EQ(sink_dev.sinks().size(), 3u);
     EXPECT_EQ(step_dev.sinks().size(), 15u);
-    ExpectSameState(*sink, *step);
+    testing::ExpectSameState(*sink, *step);
     EXPECT_EQ(sink_rec.of("step_end").back().net_outputs, step_rec.of("step_end").back().net_outputs);
   }
 }

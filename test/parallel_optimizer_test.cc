@@ -117,27 +117,6 @@ Trained Train(const ZeroRun& s, int64_t steps) {
   return out;
 }
 
-void ExpectSameState(const State& got, const State& want, bool bitwise, double abs = 0) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_EQ(got[i].first, want[i].first);
-    const host::Tensor& a = got[i].second;
-    const host::Tensor& b = want[i].second;
-    ASSERT_EQ(a.shape, b.shape) << want[i].first;
-    ASSERT_EQ(a.dtype, b.dtype) << want[i].first;
-    if (bitwise) {
-      EXPECT_TRUE(a.data == b.data) << "'" << want[i].first << "' differs";
-      continue;
-    }
-    if (a.dtype != DType::F32) continue;
-    const auto* x = reinterpret_cast<const float*>(a.data.data());
-    const auto* y = reinterpret_cast<const float*>(b.data.data());
-    double worst = 0;
-    for (size_t k = 0; k < a.data.size() / 4; ++k) worst = std::max(worst, std::abs(double(x[k]) - double(y[k])));
-    EXPECT_LE(worst, abs) << "'" << want[i].first << "'";
-  }
-}
-
 // The comparison the issue asks for: the same losses as plain data
 // parallel within 1e-6 relative over 200 steps, the loss falling.
 void ExpectTracksDataParallel(Net net, host::OptimizerKind optimizer, int ranks, int64_t threshold_kb) {
@@ -155,7 +134,7 @@ void ExpectTracksDataParallel(Net net, host::OptimizerKind optimizer, int ranks,
   EXPECT_LE(worst, 1e-6);
   EXPECT_LT(zero.losses.back(), zero.losses.front());
   // Whole state, the parameters' names and shapes, whatever each rank holds.
-  ExpectSameState(zero.state, dp.state, /*bitwise=*/false, /*abs=*/1e-3);
+  testing::ExpectSameTensors(zero.state, dp.state, /*abs=*/1e-3);
 }
 
 TEST(ParallelOptimizer, MlpMomentumTwoRanksTracksDataParallel) {
@@ -199,7 +178,7 @@ TEST(ParallelOptimizer, BitwiseDataParallelWhenBothSumInRingOrder) {
     const Trained zero = Train(s, 40);
     ASSERT_EQ(zero.losses.size(), 40u);
     EXPECT_EQ(zero.losses, dp.losses) << ranks << " ranks";
-    ExpectSameState(zero.state, dp.state, /*bitwise=*/true);
+    testing::ExpectSameTensors(zero.state, dp.state);
   }
 }
 
@@ -211,7 +190,7 @@ TEST(ParallelOptimizer, TwoRanksAreBitwiseDataParallel) {
   s.zero = true;
   const Trained zero = Train(s, 30);
   EXPECT_EQ(zero.losses, dp.losses);
-  ExpectSameState(zero.state, dp.state, /*bitwise=*/true);
+  testing::ExpectSameTensors(zero.state, dp.state);
 }
 
 // Loss scaling: each rank checks the reduced gradients it holds (its
@@ -291,7 +270,7 @@ TEST(ParallelOptimizer, SemiAuto2x2IsBitwiseTheRunWithoutIt) {
     ASSERT_EQ(zero.losses.size(), 30u);
     EXPECT_EQ(zero.losses, plain.losses) << (net == Net::Vit ? "vit" : "mlp");
     EXPECT_LT(zero.losses.back(), zero.losses.front());
-    ExpectSameState(zero.state, plain.state, /*bitwise=*/true);
+    testing::ExpectSameTensors(zero.state, plain.state);
   }
 }
 
@@ -354,7 +333,7 @@ TEST_F(ParallelOptimizerCheckpoint, WholeTensorsThatResumeBitwiseEitherWay) {
     EXPECT_EQ(got.losses, want.losses) << (zero ? "optimizer parallel" : "data parallel") << " resumed";
     auto state = resumed->ReadState();
     SINKRT_ASSERT_OK(state);
-    ExpectSameState(*state, *want_state, /*bitwise=*/true);
+    testing::ExpectSameTensors(*state, *want_state);
   }
 }
 

@@ -18,6 +18,7 @@
 #include "support/model_fixtures.h"
 #include "support/sinkd_process.h"
 #include "support/test_models.h"
+#include "support/compare.h"
 
 namespace sinkrt {
 namespace {
@@ -77,14 +78,6 @@ Result<TrainOutcome> Train(DeviceLink& device, int epochs, bool sink, uint32_t q
   return out;
 }
 
-void ExpectSameState(const TrainOutcome& a, const TrainOutcome& b) {
-  ASSERT_EQ(a.state.size(), b.state.size());
-  for (size_t i = 0; i < a.state.size(); ++i) {
-    EXPECT_EQ(a.state[i].first, b.state[i].first);
-    EXPECT_EQ(a.state[i].second.data, b.state[i].second.data) << a.state[i].first << " differs";
-  }
-}
-
 host::RemoteOptions FastOptions(int rank = -1) {
   host::RemoteOptions o;
   o.rank = rank;
@@ -113,7 +106,7 @@ TEST_F(SinkdTest, TrainsBitwiseLikeInProcessWithOneRoundTripPerSink) {
   RecordingLink link(**remote);
   auto got = Train(link, 3, /*sink=*/true);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
-  ExpectSameState(*reference, *got);
+  testing::ExpectSameTensors(reference->state, got->state);
   EXPECT_EQ(got->eval.accuracy, reference->eval.accuracy);
   EXPECT_EQ(got->eval.loss, reference->eval.loss);
   // Train: one RunSink per epoch; then eval runs one per batch (as
@@ -135,7 +128,7 @@ TEST_F(SinkdTest, NonSinkModeMatchesAndCountsOneRoundTripPerStep) {
   RecordingLink link(**remote);
   auto got = Train(link, 2, /*sink=*/false);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
-  ExpectSameState(*reference, *got);
+  testing::ExpectSameTensors(reference->state, got->state);
   // 2 epochs x 8 steps, one RunSink each; then the eval batches.
   EXPECT_EQ(got->round_trips, 16u);
   EXPECT_EQ(link.results.size(), (*remote)->control_round_trips());
@@ -164,7 +157,7 @@ TEST_F(SinkdTest, QueueNeverHoldsMoreThanItsCapacity) {
   device::InProcessDevice local(opts);
   auto reference = Train(local, 4, /*sink=*/true, 2);
   ASSERT_TRUE(reference.ok());
-  ExpectSameState(*reference, *got);
+  testing::ExpectSameTensors(reference->state, got->state);
 }
 
 TEST_F(SinkdTest, SecondHostIsRefusedWhileAJobRunsAndProbesStillAnswer) {

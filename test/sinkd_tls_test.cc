@@ -22,6 +22,7 @@
 #include "support/test_models.h"
 #include "support/test_util.h"
 #include "support/tls_certs.h"
+#include "support/compare.h"
 
 namespace sinkrt {
 namespace {
@@ -78,15 +79,6 @@ Result<std::vector<std::pair<std::string, host::Tensor>>> Train(DeviceLink& devi
   return model->ReadState();
 }
 
-void ExpectSameState(const std::vector<std::pair<std::string, host::Tensor>>& a,
-                     const std::vector<std::pair<std::string, host::Tensor>>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].first, b[i].first);
-    EXPECT_EQ(a[i].second.data, b[i].second.data) << a[i].first;
-  }
-}
-
 TEST_F(SinkdTlsTest, HostWithTheRightCertificateTrainsWithTheSameBits) {
   SinkdProcess daemon;
   SINKRT_ASSERT_OK(daemon.Start(SINKD_PATH, TlsArgs(), Log("sinkd")));
@@ -100,7 +92,7 @@ TEST_F(SinkdTlsTest, HostWithTheRightCertificateTrainsWithTheSameBits) {
   device::InProcessDevice local(o);
   auto reference = Train(local);
   SINKRT_ASSERT_OK(reference);
-  ExpectSameState(*over_tls, *reference);
+  testing::ExpectSameTensors(*over_tls, *reference);
 }
 
 TEST_F(SinkdTlsTest, HostsWithoutTheRightCertificateAreRefusedAndTheDaemonServesTheNext) {
@@ -243,7 +235,7 @@ void ExpectTlsWorldMatchesPlain(int n, const std::function<Status(int, bool, Tls
     SINKRT_ASSERT_OK(state);
     results[plain_peers] = std::move(state).value();
   }
-  ExpectSameState(results[0], results[1]);
+  testing::ExpectSameTensors(results[0], results[1]);
 }
 
 TEST_F(SinkdTlsWorldTest, TwoDaemonsTrainOverTlsLinksWithThePlainLinksBits) {
