@@ -9,12 +9,13 @@
 //   2. fusion.h: each program's ops become kernels (some fused);
 //   3. views.h: Reshapes (and axis-0 Splits and Concats) that share their
 //      input's bytes become views and leave the kernel list;
-//   4. parallel/data_parallel/gradient_reduction.h (data parallel): fusion buckets, which
-//      also fix the Grad buffers' order;
+//   4. gradient_collectives.h (data parallel), planning with
+//      parallel/data_parallel/gradient_buckets.h: the gradient buckets,
+//      which also fix the Grad buffers' order;
 //   5. buffer_table.h: which tensors get buffers, in which order, named how;
 //   6. here: initializers, the init program, each step program's tasks (the
-//      data-parallel reduction spliced into train_step) and the transients'
-//      liveness.
+//      buckets' comm stream spliced into train_step by
+//      gradient_collectives.h) and the transients' liveness.
 //
 // Data parallel (LoweringOptions::data_parallel): see
 // parallel/data_parallel/gradient_reduction.h for the comm stream and its events. Group 0

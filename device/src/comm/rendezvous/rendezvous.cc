@@ -326,6 +326,51 @@ Status CheckOptions(const CommOptions& o) {
   return Status::Ok();
 }
 
+// Phase 1(b) of Communicator::Create: takes the `below` planned peers
+// under `rank` from the inbox as they dial, refuses a dial that is not
+// wanted (a higher rank, a second connection, a peer no group needs) and
+// greets each accepted one back.
+Status AcceptLowerPeers(uint32_t rank, const std::vector<uint32_t>& planned, const std::vector<bool>& wanted,
+                        uint32_t below, uint64_t job, std::chrono::milliseconds timeout, PeerInbox& inbox,
+                        std::vector<std::unique_ptr<FrameSocket>>& sockets) {
+  const Deadline accept_deadline = DeadlineIn(timeout);
+  for (uint32_t arrived = 0; arrived < below;) {
+    auto next = inbox.Accept(accept_deadline);
+    if (!next.ok()) {
+      if (next.status().code() != StatusCode::kDeadlineExceeded)
+        return next.status().WithContext("rendezvous (connect)");
+      std::string missing;
+      for (uint32_t p : planned)
+        if (p < rank && !sockets[p]) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+      return DeadlineExceeded("rendezvous (connect): rank(s) " + missing + " did not connect to " + RankText(rank) +
+                              " within " + Ms(timeout));
+    }
+    auto [peer, socket] = std::move(next).value();
+    Status bad;
+    if (peer >= rank) {
+      bad = FailedPrecondition("rendezvous: " + RankText(peer) + " (from " + socket->peer() + ") dialed " +
+                               RankText(rank) + ", but only lower ranks dial");
+    } else if (sockets[peer]) {
+      bad = FailedPrecondition("rendezvous: two connections claim " + RankText(peer) + ": from " +
+                               sockets[peer]->peer() + " and from " + socket->peer());
+    } else if (!wanted[peer]) {
+      bad = FailedPrecondition("rendezvous: " + RankText(peer) + " dialed " + RankText(rank) + ", but " +
+                               RankText(rank) + "'s collectives need no link to it: the two joined with different " +
+                               "groups (or one with the full mesh)");
+    }
+    if (!bad.ok()) {
+      SendError(*socket, rank, bad);
+      return bad;
+    }
+    Status st = SendHello(*socket, rank, job);
+    if (!st.ok())
+      return Unavailable("rendezvous (handshake): " + RankText(peer) + " at " + socket->peer() + ": " + st.message());
+    sockets[peer] = std::move(socket);
+    ++arrived;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Communicator>> Communicator::Create(uint32_t rank, std::vector<PeerAddress> world, uint64_t job,
@@ -379,41 +424,7 @@ Result<std::unique_ptr<Communicator>> Communicator::Create(uint32_t rank, std::v
     SINKRT_ASSIGN_OR_RETURN(sockets[p],
                             Dial(rank, by_rank[p], job, timeout, options.token, nonces[p], options.tls.get(), inbox));
   }
-  const Deadline accept_deadline = DeadlineIn(timeout);
-  for (uint32_t arrived = 0; arrived < below;) {
-    auto next = inbox.Accept(accept_deadline);
-    if (!next.ok()) {
-      if (next.status().code() != StatusCode::kDeadlineExceeded)
-        return next.status().WithContext("rendezvous (connect)");
-      std::string missing;
-      for (uint32_t p : planned)
-        if (p < rank && !sockets[p]) missing += (missing.empty() ? "" : ", ") + std::to_string(p);
-      return DeadlineExceeded("rendezvous (connect): rank(s) " + missing + " did not connect to " + RankText(rank) +
-                              " within " + Ms(timeout));
-    }
-    auto [peer, socket] = std::move(next).value();
-    Status bad;
-    if (peer >= rank) {
-      bad = FailedPrecondition("rendezvous: " + RankText(peer) + " (from " + socket->peer() + ") dialed " +
-                               RankText(rank) + ", but only lower ranks dial");
-    } else if (sockets[peer]) {
-      bad = FailedPrecondition("rendezvous: two connections claim " + RankText(peer) + ": from " +
-                               sockets[peer]->peer() + " and from " + socket->peer());
-    } else if (!wanted[peer]) {
-      bad = FailedPrecondition("rendezvous: " + RankText(peer) + " dialed " + RankText(rank) + ", but " +
-                               RankText(rank) + "'s collectives need no link to it: the two joined with different " +
-                               "groups (or one with the full mesh)");
-    }
-    if (!bad.ok()) {
-      SendError(*socket, rank, bad);
-      return bad;
-    }
-    Status st = SendHello(*socket, rank, job);
-    if (!st.ok())
-      return Unavailable("rendezvous (handshake): " + RankText(peer) + " at " + socket->peer() + ": " + st.message());
-    sockets[peer] = std::move(socket);
-    ++arrived;
-  }
+  SINKRT_RETURN_IF_ERROR(AcceptLowerPeers(rank, planned, wanted, below, job, timeout, inbox, sockets));
   for (uint32_t p : planned)
     if (p > rank)
       SINKRT_RETURN_IF_ERROR(FinishDial(rank, by_rank[p], *sockets[p], job, timeout, options.token, nonces[p]));

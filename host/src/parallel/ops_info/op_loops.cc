@@ -36,6 +36,210 @@ Result<OpLoops> Unsupported(const OpNode& op) {
   return Unimplemented(op.name + ": " + fb::EnumNameOpCode(op.op) + " has no sharding rule");
 }
 
+const Shape& ShapeOf(const Graph& g, TensorId t) { return g.tensor(t).shape; }
+
+// Each op family's loops; x is the op's input 0.
+
+// MatMul.
+Result<OpLoops> MatMulLoops(const Graph& g, const OpNode& op, const Shape& x) {
+  OpLoops l;
+  const OpAttrs& a = op.attrs;
+  const Shape& b = ShapeOf(g, op.inputs[1]);
+  const int m = l.AddLoop(a.transpose_a ? x[1] : x[0]);
+  const int k = l.AddLoop(a.transpose_a ? x[0] : x[1], /*is_reduction=*/true);
+  const int n = l.AddLoop(a.transpose_b ? b[0] : b[1]);
+  l.inputs = {Matrix(m, k, a.transpose_a), Matrix(k, n, a.transpose_b)};
+  l.outputs = {{m, n}};
+  return l;
+}
+
+// BatchMatMul.
+Result<OpLoops> BatchMatMulLoops(const Graph& g, const OpNode& op, const Shape& x) {
+  OpLoops l;
+  const OpAttrs& a = op.attrs;
+  const Shape& b = ShapeOf(g, op.inputs[1]);
+  const Shape& y = ShapeOf(g, op.outputs[0]);
+  std::vector<int> out;
+  for (size_t d = 0; d + 2 < y.size(); ++d) out.push_back(l.AddLoop(y[d]));
+  const int m = l.AddLoop(y[y.size() - 2]);
+  const int k = l.AddLoop(a.transpose_a ? x[x.size() - 2] : x.back(), /*is_reduction=*/true);
+  const int n = l.AddLoop(y.back());
+  auto operand = [&](const Shape& s, int rows, int cols, bool transposed) {
+    std::vector<int> dims = Aligned(l, Shape(s.begin(), s.end() - 2), out);
+    const std::vector<int> last = Matrix(rows, cols, transposed);
+    dims.insert(dims.end(), last.begin(), last.end());
+    return dims;
+  };
+  l.inputs = {operand(x, m, k, a.transpose_a), operand(b, k, n, a.transpose_b)};
+  out.push_back(m);
+  out.push_back(n);
+  l.outputs = {out};
+  return l;
+}
+
+// Add, Sub, Mul.
+Result<OpLoops> BroadcastLoops(const Graph& g, const OpNode& op, const Shape& x) {
+  OpLoops l;
+  const std::vector<int> out = LoopPerDim(l, ShapeOf(g, op.outputs[0]));
+  l.inputs = {Aligned(l, x, out), Aligned(l, ShapeOf(g, op.inputs[1]), out)};
+  l.outputs = {out};
+  return l;
+}
+
+// Relu, Gelu, Tanh, Sigmoid, Neg, Cast, Copy (the gather in front of a pipeline stage's Send).
+Result<OpLoops> ElementwiseLoops(const Graph& g, const OpNode& op, const Shape& x) {
+  OpLoops l;
+  const std::vector<int> dims = LoopPerDim(l, x);
+  l.inputs = {dims};
+  l.outputs = {dims};
+  return l;
+}
+
+// BiasAdd.
+Result<OpLoops> BiasAddLoops(const Graph& g, const OpNode& op, const Shape& x) {
+  OpLoops l;
+  const std::vector<int> dims = LoopPerDim(l, x);
+  const size_t channel = x.size() >= 3 ? 1 : x.size() - 1;  // as the builder places it
+  l.inputs = {dims, {dims[channel]}};
+  l.outputs = {dims};
+  return l;
+}
+
+// Softmax, LogSoftmax.
+Result<OpLoops> SoftmaxLoops(const Graph& g, const OpNode& op, const Shape& x) {
+  OpLoops l;
+  std::vector<std::string> fixed(x.size());
+  fixed[Normalize(op.attrs.axis, x.size())] = "it normalises over that axis";
+  const std::vector<int> dims = LoopPerDim(l, x, fixed);
+  l.inputs = {dims};
+  l.outputs = {dims};
+  return l;
+}
+
+// LayerNorm.
+Result<OpLoops> LayerNormLoops(const Graph& g, const OpNode& op, const Shape& x) {
+  OpLoops l;
+  // mean and rstd are [rows], the leading dims flattened: only dim 0 of
+  // them may be split for the rows to stay one block per rank.
+  std::vector<std::string> fixed(x.size());
+  fixed.back() = "it normalises over the last axis";
+  for (size_t d = 1; d + 1 < x.size(); ++d) fixed[d] = "mean and rstd flatten the leading dims";
+  const std::vector<int> dims = LoopPerDim(l, x, fixed);
+  l.inputs = {dims, {dims.back()}, {dims.back()}};
+  const std::vector<int> rows = {x.size() >= 2 ? dims[0] : -1};
+  l.outputs = {dims, rows, rows};
+  return l;
+}
+
+// ReduceSum, ReduceMean.
+Result<OpLoops> ReduceLoops(const Graph& g, const OpNode& op, const Shape& x) {
+  OpLoops l;
+  const std::vector<int>& axes = op.attrs.axes;
+  std::vector<int> in, out;
+  for (size_t d = 0; d < x.size(); ++d) {
+    const bool reduced = axes.empty() || std::count(axes.begin(), axes.end(), static_cast<int>(d));
+    const int loop = l.AddLoop(x[d], reduced);
+    in.push_back(loop);
+    if (!reduced) out.push_back(loop);
+    else if (op.attrs.keep_dims) out.push_back(-1);
+  }
+  l.inputs = {in};
+  l.outputs = {out};
+  l.mean = op.op == fb::OpCode::ReduceMean;
+  return l;
+}
+
+// SparseSoftmaxCrossEntropy, ArgMaxAccuracy.
+Result<OpLoops> LossLoops(const Graph& g, const OpNode& op, const Shape& x) {
+  OpLoops l;
+  // logits [N, C], labels [N] -> a scalar: the mean loss or the count
+  // of correct rows; a split batch leaves it partial.
+  const int n = l.AddLoop(x[0], /*is_reduction=*/true);
+  const int c = l.AddLoop(x[1], false, "the loss normalises over the classes");
+  l.inputs = {{n, c}, {n}};
+  l.outputs = {{}};
+  l.mean = op.op == fb::OpCode::SparseSoftmaxCrossEntropy;
+  return l;
+}
+
+// Transpose.
+Result<OpLoops> TransposeLoops(const Graph& g, const OpNode& op, const Shape& x) {
+  OpLoops l;
+  const std::vector<int> dims = LoopPerDim(l, x);
+  std::vector<int> out;
+  for (int p : op.attrs.perm) out.push_back(dims[p]);
+  l.inputs = {dims};
+  l.outputs = {out};
+  return l;
+}
+
+// Gather.
+Result<OpLoops> GatherLoops(const Graph& g, const OpNode& op, const Shape& x) {
+  OpLoops l;
+  // table [V, R...], indices [I...] -> [I..., R...]. A split V would
+  // need each rank to mask the rows it does not hold: not done.
+  const int v = l.AddLoop(x[0], false, "splitting the table's rows is not supported");
+  const std::vector<int> idx = LoopPerDim(l, ShapeOf(g, op.inputs[1]));
+  std::vector<int> table = {v}, out = idx;
+  for (size_t d = 1; d < x.size(); ++d) {
+    table.push_back(l.AddLoop(x[d]));
+    out.push_back(table.back());
+  }
+  l.inputs = {table, idx};
+  l.outputs = {out};
+  return l;
+}
+
+// Concat, Split.
+Result<OpLoops> ConcatSplitLoops(const Graph& g, const OpNode& op, const Shape& x) {
+  OpLoops l;
+  const Shape& whole = op.op == fb::OpCode::Concat ? ShapeOf(g, op.outputs[0]) : x;
+  const int axis = Normalize(op.attrs.axis, whole.size());
+  std::vector<std::string> fixed(whole.size());
+  fixed[axis] = std::string("it ") + (op.op == fb::OpCode::Concat ? "joins" : "cuts") + " along that axis";
+  const std::vector<int> dims = LoopPerDim(l, whole, fixed);
+  // Every piece has the whole's loops; only the axis's extent differs,
+  // and that loop is never split.
+  l.inputs.assign(op.inputs.size(), dims);
+  l.outputs.assign(op.outputs.size(), dims);
+  return l;
+}
+
+// Conv2D.
+Result<OpLoops> Conv2DLoops(const Graph& g, const OpNode& op, const Shape& x) {
+  OpLoops l;
+  // x [N, Ci, H, W], w [Co, Ci, Kh, Kw] -> [N, Co, Ho, Wo]. A split of
+  // the image would need halo exchange: not done.
+  const Shape& w = ShapeOf(g, op.inputs[1]);
+  const Shape& y = ShapeOf(g, op.outputs[0]);
+  const int n = l.AddLoop(x[0]);
+  const int ci = l.AddLoop(x[1], /*is_reduction=*/true);
+  const char* halo = "splitting the image needs halo exchange, not supported";
+  const int h = l.AddLoop(x[2], false, halo), wd = l.AddLoop(x[3], false, halo);
+  const int co = l.AddLoop(w[0]);
+  const int kh = l.AddLoop(w[2], false, halo), kw = l.AddLoop(w[3], false, halo);
+  l.inputs = {{n, ci, h, wd}, {co, ci, kh, kw}};
+  l.outputs = {{n, co, y[2] == x[2] ? h : -1, y[3] == x[3] ? wd : -1}};
+  return l;
+}
+
+// MaxPool2D, AvgPool2D.
+Result<OpLoops> PoolLoops(const Graph& g, const OpNode& op, const Shape& x) {
+  OpLoops l;
+  const char* halo = "splitting the image needs halo exchange, not supported";
+  // MaxPool2D's output 1 is its argmax workspace, one flat dim in y's
+  // order: a split of the batch cuts it into the ranks' blocks, a split
+  // of the channels would not be one block per rank.
+  const bool max = op.op == fb::OpCode::MaxPool2D;
+  const std::vector<int> dims =
+      LoopPerDim(l, x, {"", max ? "the argmax workspace is flat: only the batch may be split" : "", halo, halo});
+  const Shape& y = ShapeOf(g, op.outputs[0]);
+  l.inputs = {dims};
+  l.outputs = {{dims[0], dims[1], y[2] == x[2] ? dims[2] : -1, y[3] == x[3] ? dims[3] : -1}};
+  if (max) l.outputs.push_back({dims[0]});
+  return l;
+}
+
 }  // namespace
 
 int OpLoops::AddLoop(int64_t extent, bool is_reduction, std::string fixed_because) {
@@ -46,181 +250,49 @@ int OpLoops::AddLoop(int64_t extent, bool is_reduction, std::string fixed_becaus
 }
 
 Result<OpLoops> LoopsOf(const Graph& g, const OpNode& op) {
-  auto shape = [&](TensorId t) -> const Shape& { return g.tensor(t).shape; };
-  OpLoops l;
-  const Shape& x = shape(op.inputs[0]);
+  const Shape& x = ShapeOf(g, op.inputs[0]);
   switch (op.op) {
-    case fb::OpCode::MatMul: {
-      const OpAttrs& a = op.attrs;
-      const Shape& b = shape(op.inputs[1]);
-      const int m = l.AddLoop(a.transpose_a ? x[1] : x[0]);
-      const int k = l.AddLoop(a.transpose_a ? x[0] : x[1], /*is_reduction=*/true);
-      const int n = l.AddLoop(a.transpose_b ? b[0] : b[1]);
-      l.inputs = {Matrix(m, k, a.transpose_a), Matrix(k, n, a.transpose_b)};
-      l.outputs = {{m, n}};
-      return l;
-    }
-    case fb::OpCode::BatchMatMul: {
-      const OpAttrs& a = op.attrs;
-      const Shape& b = shape(op.inputs[1]);
-      const Shape& y = shape(op.outputs[0]);
-      std::vector<int> out;
-      for (size_t d = 0; d + 2 < y.size(); ++d) out.push_back(l.AddLoop(y[d]));
-      const int m = l.AddLoop(y[y.size() - 2]);
-      const int k = l.AddLoop(a.transpose_a ? x[x.size() - 2] : x.back(), /*is_reduction=*/true);
-      const int n = l.AddLoop(y.back());
-      auto operand = [&](const Shape& s, int rows, int cols, bool transposed) {
-        std::vector<int> dims = Aligned(l, Shape(s.begin(), s.end() - 2), out);
-        const std::vector<int> last = Matrix(rows, cols, transposed);
-        dims.insert(dims.end(), last.begin(), last.end());
-        return dims;
-      };
-      l.inputs = {operand(x, m, k, a.transpose_a), operand(b, k, n, a.transpose_b)};
-      out.push_back(m);
-      out.push_back(n);
-      l.outputs = {out};
-      return l;
-    }
+    case fb::OpCode::MatMul:
+      return MatMulLoops(g, op, x);
+    case fb::OpCode::BatchMatMul:
+      return BatchMatMulLoops(g, op, x);
     case fb::OpCode::Add:
     case fb::OpCode::Sub:
-    case fb::OpCode::Mul: {
-      const std::vector<int> out = LoopPerDim(l, shape(op.outputs[0]));
-      l.inputs = {Aligned(l, x, out), Aligned(l, shape(op.inputs[1]), out)};
-      l.outputs = {out};
-      return l;
-    }
+    case fb::OpCode::Mul:
+      return BroadcastLoops(g, op, x);
     case fb::OpCode::Relu:
     case fb::OpCode::Gelu:
     case fb::OpCode::Tanh:
     case fb::OpCode::Sigmoid:
     case fb::OpCode::Neg:
     case fb::OpCode::Cast:
-    case fb::OpCode::Copy: {  // the gather in front of a pipeline stage's Send
-      const std::vector<int> dims = LoopPerDim(l, x);
-      l.inputs = {dims};
-      l.outputs = {dims};
-      return l;
-    }
-    case fb::OpCode::BiasAdd: {
-      const std::vector<int> dims = LoopPerDim(l, x);
-      const size_t channel = x.size() >= 3 ? 1 : x.size() - 1;  // as the builder places it
-      l.inputs = {dims, {dims[channel]}};
-      l.outputs = {dims};
-      return l;
-    }
+    case fb::OpCode::Copy:
+      return ElementwiseLoops(g, op, x);
+    case fb::OpCode::BiasAdd:
+      return BiasAddLoops(g, op, x);
     case fb::OpCode::Softmax:
-    case fb::OpCode::LogSoftmax: {
-      std::vector<std::string> fixed(x.size());
-      fixed[Normalize(op.attrs.axis, x.size())] = "it normalises over that axis";
-      const std::vector<int> dims = LoopPerDim(l, x, fixed);
-      l.inputs = {dims};
-      l.outputs = {dims};
-      return l;
-    }
-    case fb::OpCode::LayerNorm: {
-      // mean and rstd are [rows], the leading dims flattened: only dim 0 of
-      // them may be split for the rows to stay one block per rank.
-      std::vector<std::string> fixed(x.size());
-      fixed.back() = "it normalises over the last axis";
-      for (size_t d = 1; d + 1 < x.size(); ++d) fixed[d] = "mean and rstd flatten the leading dims";
-      const std::vector<int> dims = LoopPerDim(l, x, fixed);
-      l.inputs = {dims, {dims.back()}, {dims.back()}};
-      const std::vector<int> rows = {x.size() >= 2 ? dims[0] : -1};
-      l.outputs = {dims, rows, rows};
-      return l;
-    }
+    case fb::OpCode::LogSoftmax:
+      return SoftmaxLoops(g, op, x);
+    case fb::OpCode::LayerNorm:
+      return LayerNormLoops(g, op, x);
     case fb::OpCode::ReduceSum:
-    case fb::OpCode::ReduceMean: {
-      const std::vector<int>& axes = op.attrs.axes;
-      std::vector<int> in, out;
-      for (size_t d = 0; d < x.size(); ++d) {
-        const bool reduced = axes.empty() || std::count(axes.begin(), axes.end(), static_cast<int>(d));
-        const int loop = l.AddLoop(x[d], reduced);
-        in.push_back(loop);
-        if (!reduced) out.push_back(loop);
-        else if (op.attrs.keep_dims) out.push_back(-1);
-      }
-      l.inputs = {in};
-      l.outputs = {out};
-      l.mean = op.op == fb::OpCode::ReduceMean;
-      return l;
-    }
+    case fb::OpCode::ReduceMean:
+      return ReduceLoops(g, op, x);
     case fb::OpCode::SparseSoftmaxCrossEntropy:
-    case fb::OpCode::ArgMaxAccuracy: {
-      // logits [N, C], labels [N] -> a scalar: the mean loss or the count
-      // of correct rows; a split batch leaves it partial.
-      const int n = l.AddLoop(x[0], /*is_reduction=*/true);
-      const int c = l.AddLoop(x[1], false, "the loss normalises over the classes");
-      l.inputs = {{n, c}, {n}};
-      l.outputs = {{}};
-      l.mean = op.op == fb::OpCode::SparseSoftmaxCrossEntropy;
-      return l;
-    }
-    case fb::OpCode::Transpose: {
-      const std::vector<int> dims = LoopPerDim(l, x);
-      std::vector<int> out;
-      for (int p : op.attrs.perm) out.push_back(dims[p]);
-      l.inputs = {dims};
-      l.outputs = {out};
-      return l;
-    }
-    case fb::OpCode::Gather: {
-      // table [V, R...], indices [I...] -> [I..., R...]. A split V would
-      // need each rank to mask the rows it does not hold: not done.
-      const int v = l.AddLoop(x[0], false, "splitting the table's rows is not supported");
-      const std::vector<int> idx = LoopPerDim(l, shape(op.inputs[1]));
-      std::vector<int> table = {v}, out = idx;
-      for (size_t d = 1; d < x.size(); ++d) {
-        table.push_back(l.AddLoop(x[d]));
-        out.push_back(table.back());
-      }
-      l.inputs = {table, idx};
-      l.outputs = {out};
-      return l;
-    }
+    case fb::OpCode::ArgMaxAccuracy:
+      return LossLoops(g, op, x);
+    case fb::OpCode::Transpose:
+      return TransposeLoops(g, op, x);
+    case fb::OpCode::Gather:
+      return GatherLoops(g, op, x);
     case fb::OpCode::Concat:
-    case fb::OpCode::Split: {
-      const Shape& whole = op.op == fb::OpCode::Concat ? shape(op.outputs[0]) : x;
-      const int axis = Normalize(op.attrs.axis, whole.size());
-      std::vector<std::string> fixed(whole.size());
-      fixed[axis] = std::string("it ") + (op.op == fb::OpCode::Concat ? "joins" : "cuts") + " along that axis";
-      const std::vector<int> dims = LoopPerDim(l, whole, fixed);
-      // Every piece has the whole's loops; only the axis's extent differs,
-      // and that loop is never split.
-      l.inputs.assign(op.inputs.size(), dims);
-      l.outputs.assign(op.outputs.size(), dims);
-      return l;
-    }
-    case fb::OpCode::Conv2D: {
-      // x [N, Ci, H, W], w [Co, Ci, Kh, Kw] -> [N, Co, Ho, Wo]. A split of
-      // the image would need halo exchange: not done.
-      const Shape& w = shape(op.inputs[1]);
-      const Shape& y = shape(op.outputs[0]);
-      const int n = l.AddLoop(x[0]);
-      const int ci = l.AddLoop(x[1], /*is_reduction=*/true);
-      const char* halo = "splitting the image needs halo exchange, not supported";
-      const int h = l.AddLoop(x[2], false, halo), wd = l.AddLoop(x[3], false, halo);
-      const int co = l.AddLoop(w[0]);
-      const int kh = l.AddLoop(w[2], false, halo), kw = l.AddLoop(w[3], false, halo);
-      l.inputs = {{n, ci, h, wd}, {co, ci, kh, kw}};
-      l.outputs = {{n, co, y[2] == x[2] ? h : -1, y[3] == x[3] ? wd : -1}};
-      return l;
-    }
+    case fb::OpCode::Split:
+      return ConcatSplitLoops(g, op, x);
+    case fb::OpCode::Conv2D:
+      return Conv2DLoops(g, op, x);
     case fb::OpCode::MaxPool2D:
-    case fb::OpCode::AvgPool2D: {
-      const char* halo = "splitting the image needs halo exchange, not supported";
-      // MaxPool2D's output 1 is its argmax workspace, one flat dim in y's
-      // order: a split of the batch cuts it into the ranks' blocks, a split
-      // of the channels would not be one block per rank.
-      const bool max = op.op == fb::OpCode::MaxPool2D;
-      const std::vector<int> dims =
-          LoopPerDim(l, x, {"", max ? "the argmax workspace is flat: only the batch may be split" : "", halo, halo});
-      const Shape& y = shape(op.outputs[0]);
-      l.inputs = {dims};
-      l.outputs = {{dims[0], dims[1], y[2] == x[2] ? dims[2] : -1, y[3] == x[3] ? dims[3] : -1}};
-      if (max) l.outputs.push_back({dims[0]});
-      return l;
-    }
+    case fb::OpCode::AvgPool2D:
+      return PoolLoops(g, op, x);
     default:
       return Unsupported(op);
   }

@@ -202,6 +202,59 @@ Status AddEval(const PipelineStageSpec& spec, const Template& tpl, const std::ve
   return Status::Ok();
 }
 
+// The stage graph's leaves: the tensors every micro-batch shares
+// (parameters, constants, gradients), and the dataset columns at the whole
+// batch, cut into M row blocks.
+struct StageLeaves {
+  std::vector<TensorId> shared;              // per template tensor, or kInvalidTensor
+  std::vector<std::vector<TensorId>> piece;  // dataset Input -> its M row blocks
+};
+
+Result<StageLeaves> AddStageLeaves(const PipelineStageSpec& spec, const Template& tpl, const std::string& where,
+                                   Graph& u) {
+  const parallel::PipelineSchedule& sched = *spec.schedule;
+  const int stage = spec.stage->stage;
+  const int M = sched.micro_size;
+  const Graph& tg = tpl.graph;
+  const size_t nt = tg.tensors().size();
+  StageLeaves leaves;
+  leaves.shared.assign(nt, kInvalidTensor);
+  leaves.piece.resize(nt);
+  std::vector<bool> received(nt, false), is_seed(nt, false);
+  for (const StageLinkEnd& end : spec.links)
+    if (sched.links[static_cast<size_t>(end.link)].to == stage) received[end.tensor] = true;
+  for (const auto& [link, t] : tpl.grad_of_link)
+    if (sched.links[static_cast<size_t>(link)].from == stage) is_seed[t] = true;
+  for (TensorId t = 0; t < nt; ++t) {
+    const TensorInfo& info = tg.tensor(t);
+    if (info.kind == TensorKind::Param || info.kind == TensorKind::Const) {
+      leaves.shared[t] = u.AddTensor(info);
+    } else if (info.kind == TensorKind::Input && !received[t] && !is_seed[t]) {
+      if (info.shape.empty())
+        return InvalidArgument(where + ": dataset column '" + info.name + "' is a scalar; it cannot be cut into micro-batches");
+      TensorInfo whole = info;
+      whole.shape[0] *= M;
+      const TensorId w = u.AddTensor(whole);
+      if (M == 1) {
+        leaves.piece[t] = {w};
+        continue;
+      }
+      std::vector<std::pair<Shape, DType>> outs(static_cast<size_t>(M), {info.shape, info.dtype});
+      OpAttrs split;
+      split.axis = 0;
+      split.sizes.assign(static_cast<size_t>(M), info.shape[0]);
+      std::vector<TensorId> pieces = u.AddOp(fb::OpCode::Split, {w}, split, outs, info.name + "/micro_batches");
+      leaves.piece[t] = pieces;
+    }
+  }
+  for (const ParamGrad& pg : tpl.grads) {
+    TensorInfo info = tg.tensor(pg.grad);
+    leaves.shared[pg.grad] = u.AddTensor(info);
+  }
+  SINKRT_RETURN_IF_ERROR(u.status(), where);
+  return leaves;
+}
+
 }  // namespace
 
 Result<passes::TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& spec) {
@@ -218,42 +271,9 @@ Result<passes::TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& s
   out.graph = Graph(spec.stage->graph.name());
   Graph& u = out.graph;
 
-  // Shared leaves, and the dataset columns at the whole batch, cut into M
-  // row blocks.
-  std::vector<TensorId> shared(nt, kInvalidTensor);
-  std::vector<std::vector<TensorId>> piece(nt);  // dataset Input -> its M row blocks
-  std::vector<bool> received(nt, false), is_seed(nt, false);
-  for (const StageLinkEnd& end : spec.links)
-    if (sched.links[static_cast<size_t>(end.link)].to == stage) received[end.tensor] = true;
-  for (const auto& [link, t] : tpl.grad_of_link)
-    if (sched.links[static_cast<size_t>(link)].from == stage) is_seed[t] = true;
-  for (TensorId t = 0; t < nt; ++t) {
-    const TensorInfo& info = tg.tensor(t);
-    if (info.kind == TensorKind::Param || info.kind == TensorKind::Const) {
-      shared[t] = u.AddTensor(info);
-    } else if (info.kind == TensorKind::Input && !received[t] && !is_seed[t]) {
-      if (info.shape.empty())
-        return InvalidArgument(where + ": dataset column '" + info.name + "' is a scalar; it cannot be cut into micro-batches");
-      TensorInfo whole = info;
-      whole.shape[0] *= M;
-      const TensorId w = u.AddTensor(whole);
-      if (M == 1) {
-        piece[t] = {w};
-        continue;
-      }
-      std::vector<std::pair<Shape, DType>> outs(static_cast<size_t>(M), {info.shape, info.dtype});
-      OpAttrs split;
-      split.axis = 0;
-      split.sizes.assign(static_cast<size_t>(M), info.shape[0]);
-      std::vector<TensorId> pieces = u.AddOp(fb::OpCode::Split, {w}, split, outs, info.name + "/micro_batches");
-      piece[t] = pieces;
-    }
-  }
-  for (const ParamGrad& pg : tpl.grads) {
-    TensorInfo info = tg.tensor(pg.grad);
-    shared[pg.grad] = u.AddTensor(info);
-  }
-  SINKRT_RETURN_IF_ERROR(u.status(), where);
+  SINKRT_ASSIGN_OR_RETURN(StageLeaves leaves, AddStageLeaves(spec, tpl, where, u));
+  const std::vector<TensorId>& shared = leaves.shared;
+  const std::vector<std::vector<TensorId>>& piece = leaves.piece;
 
   // Per micro-batch, the template's tensors in the stage graph.
   std::vector<std::vector<TensorId>> map(static_cast<size_t>(M), std::vector<TensorId>(nt, kInvalidTensor));

@@ -1,0 +1,141 @@
+// The gradient rules of the elementwise ops (arithmetic, activations,
+// softmax and its loss, Cast) and of the reductions.
+#include <algorithm>
+#include <string>
+
+#include "host/src/autodiff/grad_rule.h"
+
+namespace sinkrt::host::autodiff_internal {
+namespace {
+
+using fb::OpCode;
+
+// Add, Sub, Mul with NumPy broadcasting: each input's gradient summed back
+// to its shape.
+Status BroadcastingGrad(const Rule& r, Dx& dx) {
+  const std::vector<bool>& wants = r.wants;
+  const char* const suffix[2] = {"grad_a", "grad_b"};
+  for (size_t i = 0; i < 2; ++i) {
+    if (!wants[i]) continue;
+    const std::string s = suffix[i];
+    switch (r.op.op) {
+      case OpCode::Add:
+        dx[i] = r.SumTo(r.dy, r.in_shape(i), s);
+        break;
+      case OpCode::Sub:
+        if (i == 0) {
+          dx[i] = r.SumTo(r.dy, r.in_shape(i), s);
+        } else {
+          // Reduce first: Neg then runs over the (smaller) input shape.
+          const Ref summed = r.SumTo(r.dy, r.in_shape(i), s + "/sum");
+          dx[i] = r.Emit(OpCode::Neg, {summed}, OpAttrs{}, r.in_shape(i), s);
+        }
+        break;
+      default: {  // Mul: d a = dy·b, d b = dy·a, each summed back to its input's shape
+        const Ref prod = r.Emit(OpCode::Mul, {r.dy, r.in(1 - i)}, OpAttrs{}, r.b.shape(r.dy),
+                                r.b.shape(r.dy) == r.in_shape(i) ? s : s + "/mul");
+        dx[i] = r.SumTo(prod, r.in_shape(i), s);
+        break;
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+
+// dx = kind(dy, x or y): the activations' gradient kernels.
+template <OpCode kGrad, bool kReadsOutput>
+Status ActivationGrad(const Rule& r, Dx& dx) {
+  if (r.want(0)) {
+    dx[0] = r.Emit(kGrad, {r.dy, kReadsOutput ? r.out(0) : r.in(0)}, OpAttrs{}, r.in_shape(0), "grad");
+  }
+  return Status::Ok();
+}
+
+Status NegGrad(const Rule& r, Dx& dx) {
+  if (r.want(0)) dx[0] = r.Emit(OpCode::Neg, {r.dy}, OpAttrs{}, r.in_shape(0), "grad");
+  return Status::Ok();
+}
+
+// Softmax, LogSoftmax: the kernel reads dy and y along the op's axis.
+template <OpCode kGrad>
+Status SoftmaxGrad(const Rule& r, Dx& dx) {
+  if (r.want(0)) {
+    dx[0] = r.Emit(kGrad, {r.dy, r.out(0)}, AxisAttrs(r.op.attrs.axis), r.in_shape(0), "grad");
+  }
+  return Status::Ok();
+}
+
+Status SparseSoftmaxCrossEntropyGrad(const Rule& r, Dx& dx) {
+  if (r.want(0)) {
+    dx[0] = r.Emit(OpCode::SparseSoftmaxCrossEntropyGrad, {r.in(0), r.in(1), r.dy}, OpAttrs{}, r.in_shape(0),
+                   "grad");
+  }
+  return Status::Ok();
+}
+
+// dy has the reduced shape; every element of x receives its row's gradient
+// (times 1/count for the mean).
+Ref ReduceGradOf(const Rule& r) {
+  const Shape& sx = r.in_shape(0);
+  const std::vector<int>& axes = r.op.attrs.axes;
+  auto reduced = [&](size_t i) {
+    return axes.empty() || std::binary_search(axes.begin(), axes.end(), static_cast<int>(i));
+  };
+  Shape keep;
+  size_t leading = 0;  // reduced axes 0..leading-1
+  int64_t count = 1;
+  for (size_t i = 0; i < sx.size(); ++i) {
+    keep.push_back(reduced(i) ? 1 : sx[i]);
+    if (reduced(i)) count *= sx[i];
+    if (reduced(i) && leading == i) ++leading;
+  }
+  Ref dy = r.dy;
+  const Shape& sy = r.b.shape(dy);
+  // NumPy broadcasting prepends missing axes, which is right only when the
+  // dropped axes are leading ones; otherwise put the 1s back explicitly.
+  const Shape tail(keep.begin() + static_cast<std::ptrdiff_t>(leading), keep.end());
+  if (sy != keep && sy != tail) dy = r.Emit(OpCode::Reshape, {dy}, OpAttrs{}, keep, "grad/keep_dims");
+  const float scale =
+      r.op.op == OpCode::ReduceMean && count > 0 ? 1.0f / static_cast<float>(count) : 1.0f;
+  return r.Emit(OpCode::BroadcastTo, {dy}, ScaleAttrs(scale), sx, "grad");
+}
+
+
+Status ReduceGrad(const Rule& r, Dx& dx) {
+  if (r.want(0)) dx[0] = ReduceGradOf(r);
+  return Status::Ok();
+}
+
+// Back to the input's dtype.
+Status CastGrad(const Rule& r, Dx& dx) {
+  if (r.want(0)) {
+    OpAttrs back;
+    back.cast_to = r.g().tensor(r.op.inputs[0]).dtype;
+    dx[0] = r.Emit(OpCode::Cast, {r.dy}, back, r.in_shape(0), "grad", back.cast_to);
+  }
+  return Status::Ok();
+}
+
+constexpr GradRule kRules[] = {
+    {OpCode::Add, BroadcastingGrad},
+    {OpCode::Sub, BroadcastingGrad},
+    {OpCode::Mul, BroadcastingGrad},
+    {OpCode::Relu, ActivationGrad<OpCode::ReluGrad, true>},
+    {OpCode::Gelu, ActivationGrad<OpCode::GeluGrad, false>},
+    {OpCode::Tanh, ActivationGrad<OpCode::TanhGrad, true>},
+    {OpCode::Sigmoid, ActivationGrad<OpCode::SigmoidGrad, true>},
+    {OpCode::Neg, NegGrad},
+    {OpCode::Softmax, SoftmaxGrad<OpCode::SoftmaxGrad>},
+    {OpCode::LogSoftmax, SoftmaxGrad<OpCode::LogSoftmaxGrad>},
+    {OpCode::SparseSoftmaxCrossEntropy, SparseSoftmaxCrossEntropyGrad},
+    {OpCode::ReduceSum, ReduceGrad},
+    {OpCode::ReduceMean, ReduceGrad},
+    {OpCode::Cast, CastGrad},
+};
+
+}  // namespace
+
+std::span<const GradRule> ElementwiseGradRules() { return kRules; }
+
+}  // namespace sinkrt::host::autodiff_internal
