@@ -1,4 +1,4 @@
-// One gradient rule per differentiable op, in the ops of docs/ops.md.
+// One gradient rule per differentiable op, in the ops of docs/reference/ops.md.
 #include <algorithm>
 
 #include "host/src/autodiff/grad_rules.h"
@@ -20,7 +20,7 @@ struct Rule {
   const Shape& in_shape(size_t i) const { return g().tensor(op.inputs[i]).shape; }
   std::string name(const std::string& suffix) const { return op.name + "/" + suffix; }
 
-  // The dtype the op computes in (bf16 under amp, docs/amp.md): its
+  // The dtype the op computes in (bf16 under amp, docs/guide/amp.md): its
   // gradients are computed in it too, since every float input of an op has
   // its dtype (the amp pass casts them), except LayerNorm's f32 statistics.
   DType dt() const {
@@ -193,7 +193,7 @@ Ref ReduceGrad(const Rule& r) {
   return r.Emit(OpCode::BroadcastTo, {dy}, ScaleAttrs(scale), sx, "grad");
 }
 
-// The communication ops' rules (docs/sharding.md §6: a gradient has its
+// The communication ops' rules (docs/design/sharding.md §6: a gradient has its
 // tensor's layout, replicas hold the same gradient). Each emits the op's
 // transpose over the same group.
 OpAttrs CommAttrs(const OpAttrs& forward, bool mean = false, int axis = 0) {

@@ -1,5 +1,5 @@
 /// \file
-/// AUTO_PARALLEL (docs/auto_parallel.md): the host searches a shard strategy
+/// AUTO_PARALLEL (docs/design/auto_parallel.md): the host searches a shard strategy
 /// for every op of a single-device graph against a calibrated cost model and
 /// sets it on the graph, which then compiles as SEMI_AUTO_PARALLEL.
 ///
