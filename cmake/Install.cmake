@@ -36,8 +36,8 @@ endforeach()
 foreach(s ${SINKRT_SCHEMAS})
   install(FILES ${SINKRT_GEN_DIR}/${s}_generated.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sinkrt/fb COMPONENT dev)
 endforeach()
-# The example application, as a starting point (README "Use sinkrt from your
-# C++ application").
+# The example application, as a starting point (docs/guide/install.md, "Use sinkrt
+# from your C++ application").
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/app/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples/app COMPONENT dev)
 
 install(EXPORT sinkrtTargets NAMESPACE sinkrt:: DESTINATION ${SINKRT_CMAKE_DIR} COMPONENT dev)

@@ -210,7 +210,7 @@ class Model {
   /// eval_step: without dataset_sink_mode one RunSink(EvalStep, 1) each, as
   /// MindSpore's eval launches one step at a time; with it all of them in
   /// one RunSink(EvalStep, N), the device summing loss x rows and the
-  /// correct count (README "Eval, sunk"; beyond MindSpore), to the same
+  /// correct count (docs/guide/training.md "Eval, sunk"; beyond MindSpore), to the same
   /// figures bit for bit. A partial last batch runs predict_step
   /// zero-padded and its loss and accuracy are computed on the host over
   /// the real rows only, in double (this needs the loss to be
