@@ -41,5 +41,5 @@ expect() { grep -qxF -- "$1" <<<"$out" || fail "missing: $1"; }
 expect "docs/guide/training.md:$missing_line: link to ../$amp.md: docs/$amp.md does not exist"
 expect "docs/README.md:$anchor_line: link to reference/cli.md#no-such-section: no heading \"#no-such-section\" in docs/reference/cli.md"
 expect "README.md:$own_line: link to #no-such-heading: no heading \"#no-such-heading\" in README.md"
-expect "host/src/compiler/lowering.h:$code_line: names docs/$compiler.md, which does not exist"
+expect "host/src/compiler/lowering.h:$code_line: names docs/$compiler.md, which does not exist (moved to docs/design/$compiler.md)"
 echo "check_doc_links_test: the copy passes; each of the 4 planted breaks fails it"
