@@ -1,4 +1,4 @@
-// Mixed precision (issue 20, docs/amp.md): training samples/s of the MLP
+// Mixed precision (issue 20, docs/guide/amp.md): training samples/s of the MLP
 // (784-512-256-10, Momentum) and the ViT (Adam) at amp_level O0 (f32) and
 // O2 (bf16; the ViT also O3), batch 64 and 256, 1 and 2 threads, on one
 // in-process device.

@@ -55,7 +55,7 @@
 //       updates predicted with them), opt (AdamUpdate/AdamPowers,
 //       measured only), other (GetNext, the loss and the rest, measured
 //       only). AUTO_BENCH_TASKS=1 prints every task's ms per step.
-// main prints the table bench/README.md shows ("AUTO_PARALLEL: predicted
+// main prints the table bench/history/parallel.md shows ("AUTO_PARALLEL: predicted
 // vs measured"): error per row, the median absolute error, and per net
 // whether the predicted ranking of the three layouts is the measured one
 // and the searched plan against the best hand layout (issue 17's 10 %).

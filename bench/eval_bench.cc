@@ -1,4 +1,4 @@
-// Eval, per batch against sunk (README "Eval, sunk"): Model::eval of the
+// Eval, per batch against sunk (docs/guide/training.md "Eval, sunk"): Model::eval of the
 // 784-512-256-10 MLP at batch 64 over a pass of full batches, with
 // dataset_sink_mode=false (one RunSink(eval_step, 1) per batch, the host
 // summing) and true (one RunSink(eval_step, N) for the pass, the device

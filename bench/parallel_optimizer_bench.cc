@@ -1,4 +1,4 @@
-// Optimizer parallel (ZeRO-1; docs/parallel_optimizer.md) against plain
+// Optimizer parallel (ZeRO-1; docs/guide/parallel_optimizer.md) against plain
 // data parallel on local sinkd daemons: per-rank memory and step time.
 //
 //   BM_Zero/zero:Z/net:N/devices:D   Model.train with Adam (1e-3) in sink

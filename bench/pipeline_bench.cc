@@ -51,7 +51,7 @@
 //                    AddNs (AccumulateGrad's lowering); against one device's
 //                    work_ms, what micro-batches cost in kernel time
 //
-// main prints the two tables of bench/README.md ("Pipeline stages (issue
+// main prints the two tables of bench/history/parallel.md ("Pipeline stages (issue
 // 19)") from the medians. Run it with --benchmark_repetitions=5
 // --benchmark_enable_random_interleaving=true so every row shares the
 // machine's state: the speed claims are ratios within one run.

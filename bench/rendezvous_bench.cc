@@ -1,7 +1,7 @@
 // Rendezvous cost (issue 22): Communicator::Create for n ranks as threads
 // of one process, each with its own ListeningInbox, over loopback TCP, with
 // the planned (sparse) connections against the full mesh; and the plan
-// alone for the 1,024-rank model in docs/scale.md.
+// alone for the 1,024-rank model in docs/design/scale.md.
 //
 // Every rank gets a host id of its own unless per_host > 1, so the world
 // spans "hosts" and the plan is the cross-host one (shm only between ranks

@@ -21,7 +21,7 @@
 //                 and optimizer state (the slices it holds)
 //   allreduce_fwd the forward activation AllReduces per step in rank 0's
 //                 stream (Megatron's count)
-// main prints the table bench/README.md shows.
+// main prints the table bench/history/parallel.md shows.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>

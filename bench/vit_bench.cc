@@ -45,7 +45,7 @@ host::Graph VitWithLoss(int64_t batch) {
 }
 
 // Compiles and loads the ViT; with `recompute`, every layer recomputed
-// (Graph::Recompute("all"), docs/recompute.md). Sets the arena's and the
+// (Graph::Recompute("all"), docs/guide/recompute.md). Sets the arena's and the
 // activations' MiB as counters.
 Status LoadVit(device::InProcessDevice& dev, int64_t batch, benchmark::State& state, bool recompute = false) {
   host::CompileOptions o;

@@ -3,7 +3,7 @@
 #            schemas, all a cluster node needs to run jobs;
 #   dev:     the public headers, the static libraries, the CMake package
 #            (find_package(sinkrt)) and the pkg-config file, for building
-#            C++ applications against sinkrt (docs/install.md).
+#            C++ applications against sinkrt (docs/guide/install.md).
 # `cmake --install build --prefix P` installs both; CPack makes one Debian
 # package of each (cmake/Package.cmake).
 include(GNUInstallDirs)
@@ -36,8 +36,8 @@ endforeach()
 foreach(s ${SINKRT_SCHEMAS})
   install(FILES ${SINKRT_GEN_DIR}/${s}_generated.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sinkrt/fb COMPONENT dev)
 endforeach()
-# The example application, as a starting point (README "Use sinkrt from your
-# C++ application").
+# The example application, as a starting point (docs/guide/install.md, "Use sinkrt
+# from your C++ application").
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/app/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples/app COMPONENT dev)
 
 install(EXPORT sinkrtTargets NAMESPACE sinkrt:: DESTINATION ${SINKRT_CMAKE_DIR} COMPONENT dev)
@@ -45,7 +45,7 @@ configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/sinkrtConfig.cmake.in
                               ${CMAKE_CURRENT_BINARY_DIR}/sinkrtConfig.cmake
                               INSTALL_DESTINATION ${SINKRT_CMAKE_DIR})
 # Within a major release the public headers stay source compatible
-# (docs/compatibility.md), so find_package(sinkrt 1.0) accepts any 1.x >= 1.0.
+# (docs/design/compatibility.md), so find_package(sinkrt 1.0) accepts any 1.x >= 1.0.
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/sinkrtConfigVersion.cmake
                                  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/sinkrtConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/sinkrtConfigVersion.cmake

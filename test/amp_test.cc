@@ -1,4 +1,4 @@
-// Mixed precision (amp_level, docs/amp.md): the pass puts every Cast where
+// Mixed precision (amp_level, docs/guide/amp.md): the pass puts every Cast where
 // the level says, O0 is the f32 stream byte for byte, and bf16 training
 // tracks f32.
 #include <gtest/gtest.h>

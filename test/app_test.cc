@@ -1,4 +1,4 @@
-// examples/app, the program README's "Use sinkrt from your C++ application"
+// examples/app, the program docs/guide/install.md's "Use sinkrt from your C++ application"
 // shows, run as a user runs it: against a real sinkd on 127.0.0.1, and alone.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -56,7 +56,7 @@ TEST_F(AppTest, TrainsOnASinkdToTheLocalDevicesBits) { ExpectTrainedOnBothToTheS
 
 // A daemon with a worker team. The app gives its local device the daemon's
 // thread count, as a split kernel may round otherwise than a whole one
-// (README, "Speed"); this model's kernels are too small to split, so what
+// (docs/guide/performance.md); this model's kernels are too small to split, so what
 // this adds is a multi-threaded daemon, not a proof that the match matters.
 TEST_F(AppTest, TrainsOnATwoThreadSinkdToTheLocalDevicesBits) { ExpectTrainedOnBothToTheSameBits(RunAgainstSinkd(2)); }
 

@@ -191,7 +191,7 @@ TEST(AutoParallelModel, VitTracksOneDevice) {
 // gradients_mean true: the plan runs some layers on the whole batch
 // (the ViT's MLP blocks Megatron-split between data-parallel attention)
 // while the loss splits it 2 ways; every weight's gradient must still be
-// the mean's (backward seeds 1/D, docs/sharding.md), so the run tracks one
+// the mean's (backward seeds 1/D, docs/design/sharding.md), so the run tracks one
 // device at the same learning rate. It failed by 0.3 % on the first SGD
 // step while the mirror groups were divided by their own sizes.
 TEST(AutoParallelModel, VitWithGradientsMeanTracksOneDevice) {

@@ -1,7 +1,7 @@
-// The compatibility promise of docs/compatibility.md, case by case: what a
+// The compatibility promise of docs/design/compatibility.md, case by case: what a
 // build accepts from an older or newer minor of its own major, and that it
 // refuses another major or a feature it lacks with a message naming both
-// sides. Cases other tests hold already (docs/compatibility.md lists them)
+// sides. Cases other tests hold already (docs/design/compatibility.md lists them)
 // are not repeated here. Peers of another version are played by hand: a
 // real sinkd on 127.0.0.1 for what a daemon accepts, a stand-in daemon for
 // what a host accepts (no build of another version exists to run).

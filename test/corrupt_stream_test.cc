@@ -219,7 +219,7 @@ TEST_F(CorruptStream, MetricSumIntoABufferNeverZeroedIsRefused) {
 TEST_F(CorruptStream, UnsupportedFormatVersion) {
   std::vector<uint8_t> bad = *good_;
   ASSERT_TRUE(Mutable(bad)->mutable_header()->mutate_format_major(9));
-  // Both versions, the stream's and the device's (docs/compatibility.md).
+  // Both versions, the stream's and the device's (docs/design/compatibility.md).
   ExpectError(bad, "task stream format 9." + std::to_string(kFormatMinor) + " is not supported (this device reads " +
                        std::to_string(kFormatMajor) + ".x)");
 }

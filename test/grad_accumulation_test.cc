@@ -1,5 +1,5 @@
 // Gradient accumulation (ParallelContext::grad_accumulation_step,
-// docs/grad_accumulation.md): K batches of b per optimizer step train
+// docs/guide/grad_accumulation.md): K batches of b per optimizer step train
 // exactly as one batch of K·b, stand-alone and data parallel, with one
 // gradient reduction per step; eval reads single batches.
 #include <gtest/gtest.h>

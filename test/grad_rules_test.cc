@@ -1,6 +1,6 @@
 // The gradient-rule registry (host/src/autodiff/grad_rule.h): every rule is
 // registered for one op code once, and the registered ops are exactly the
-// differentiable ones (the ops docs/ops.md gives a gradient). The rules'
+// differentiable ones (the ops docs/reference/ops.md gives a gradient). The rules'
 // behaviour is checked by autodiff_test.cc and gradient_check_test.cc.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// The loss-scale kernels (docs/loss_scale.md): GradOverflow finds an inf or
+// The loss-scale kernels (docs/guide/loss_scale.md): GradOverflow finds an inf or
 // NaN anywhere in any gradient, LossScaleUpdate is MindSpore's rule, and
 // the optimizer updates skip an overflowed step untouched or take the
 // scale out of the gradient.

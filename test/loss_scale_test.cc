@@ -1,4 +1,4 @@
-// Loss scaling (docs/loss_scale.md): MindSpore's update rules, and sunk
+// Loss scaling (docs/guide/loss_scale.md): MindSpore's update rules, and sunk
 // runs in which an overflowed step is skipped on the device, leaving the
 // parameters and the optimizer state exactly as if the batch had never
 // been there, on one device and on two data-parallel ranks.
@@ -373,7 +373,7 @@ TEST(LossScaleTrain, SemiAutoRanksAgreeOnTheOverflow) {
   EXPECT_TRUE(found) << "no AllReduce Max of the overflow status";
 }
 
-// Gradient accumulation (docs/grad_accumulation.md): the K batches'
+// Gradient accumulation (docs/guide/grad_accumulation.md): the K batches'
 // summed gradients are checked and unscaled once per optimizer step, and a
 // power-of-two scale trains bitwise as the unscaled accumulated run, on one
 // device and on two data-parallel ranks, with the scale and its counters

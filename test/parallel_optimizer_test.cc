@@ -1,5 +1,5 @@
 // Optimizer parallel (enable_parallel_optimizer, ZeRO-1;
-// docs/parallel_optimizer.md) on worlds of in-process devices: each rank
+// docs/guide/parallel_optimizer.md) on worlds of in-process devices: each rank
 // keeps 1/N of the optimizer state and updates its block, and the run
 // trains as plain data parallel does: within 1e-6 over 200 steps, and
 // bitwise when both sum in the ring's order. Checkpoints stay whole.

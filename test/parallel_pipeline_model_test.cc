@@ -1,5 +1,5 @@
 // Model with pipeline stages (context.pipeline_stages, ModelOptions::
-// micro_size; docs/pipeline.md) on worlds of in-process devices: it trains
+// micro_size; docs/design/pipeline.md) on worlds of in-process devices: it trains
 // like one device with the same global batch, one control round trip per
 // sink per device whatever the stages and micro-batches, and its state
 // reads and writes as one device's does.

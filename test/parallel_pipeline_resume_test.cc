@@ -1,4 +1,4 @@
-// Checkpoints and pipeline stages (docs/pipeline.md, docs/checkpoint.md):
+// Checkpoints and pipeline stages (docs/design/pipeline.md, docs/guide/checkpoints.md):
 // LoadCheckpoint sets every stage's parameters and optimizer state, not
 // only what rank 0 (the first stage) holds, under data_parallel and
 // semi_auto_parallel stages; a checkpoint a pipeline wrote resumes it

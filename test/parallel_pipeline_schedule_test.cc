@@ -1,4 +1,4 @@
-// The pipeline schedule (parallel/pipeline/pipeline_schedule.h, docs/pipeline.md):
+// The pipeline schedule (parallel/pipeline/pipeline_schedule.h, docs/design/pipeline.md):
 // each stage's 1F1B and GPipe block order, the planned message order and
 // its bubble, the refusals, the deadlock check on hand-made orders; and the
 // memory plan that shows why 1F1B exists: a 1F1B stage holds activations

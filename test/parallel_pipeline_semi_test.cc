@@ -1,4 +1,4 @@
-// SEMI_AUTO_PARALLEL inside pipeline stages (docs/pipeline.md): each
+// SEMI_AUTO_PARALLEL inside pipeline stages (docs/design/pipeline.md): each
 // stage's ops partitioned over its device_num / S ranks with their shard
 // strategies, the boundaries sent whole. Through Model on in-process
 // devices, against one device at the same batch: the losses, the state,

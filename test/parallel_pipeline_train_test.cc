@@ -1,5 +1,5 @@
 // Pipeline stages end to end on worlds of in-process devices
-// (docs/pipeline.md): each rank compiles its stage (host::Compile with
+// (docs/design/pipeline.md): each rank compiles its stage (host::Compile with
 // CompileOptions::pipeline), activations and gradients cross stages through
 // Send/Recv on the comm stream, and the pipelined step trains like one
 // device with the same global batch, loss for loss.

@@ -1,5 +1,5 @@
 // The profiler's analysis half: a hand-built two-rank run with known times
-// (docs/profiler.md's definitions worked by hand), its trace out and back,
+// (docs/guide/profiler.md's definitions worked by hand), its trace out and back,
 // the picture, the output directory, and bad directories.
 #include <gtest/gtest.h>
 

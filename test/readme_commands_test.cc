@@ -1,10 +1,13 @@
-// The README's shell commands, run as written. The ```sh blocks are read
-// from README.md at test time, so a command added to the README is either
-// run here or skipped by a rule below with its reason; a command no rule
-// classifies fails the test, so that every new one is considered.
+// The documentation's shell commands, run as written. The pages are
+// README.md and every page under docs/ (docs/**/*.md, in path order): the
+// commands moved from the README into the user guide and the reference, so
+// the test reads them wherever they are. The ```sh blocks are read at test
+// time, so a command added to any page is either run here or skipped by a
+// rule below with its reason; a command no rule classifies fails the test,
+// so that every new one is considered.
 //
 // Each block runs in a fresh directory holding a link to examples/ (the
-// README's commands are written from the repository root), its lines in
+// pages' commands are written from the repository root), its lines in
 // order, with `build/` meaning this build tree. A line passes when it exits 0
 // within kLineTimeout; `sinkrun launch`, which serves until stopped, passes
 // when it writes its rank table and then exits 0 on SIGTERM at the end of
@@ -16,6 +19,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -40,15 +45,31 @@ constexpr seconds kLineTimeout{120};
 constexpr seconds kLaunchTimeout{60};
 
 struct Line {
-  int number = 0;  // in README.md, 1-based
+  std::string page;  // relative to the source tree, e.g. docs/guide/sinkd.md
+  int number = 0;    // in the page, 1-based
   int block = 0;
   std::string text;
 };
 
-// Every command line of the shell blocks; comments and blank lines are not
-// commands, and a line ending in '\' continues on the next.
-std::vector<Line> ShellLines(const fs::path& readme) {
-  std::ifstream in(readme);
+// "docs/guide/sinkd.md:12", for messages.
+std::string Where(const std::string& page, int number) { return page + ":" + std::to_string(number); }
+std::string Where(const Line& line) { return Where(line.page, line.number); }
+
+// The pages whose commands run: README.md, then every page under docs/.
+std::vector<std::string> Pages(const fs::path& source) {
+  std::vector<std::string> docs;
+  for (const auto& entry : fs::recursive_directory_iterator(source / "docs"))
+    if (entry.is_regular_file() && entry.path().extension() == ".md")
+      docs.push_back(fs::relative(entry.path(), source).generic_string());
+  std::sort(docs.begin(), docs.end());
+  docs.insert(docs.begin(), "README.md");
+  return docs;
+}
+
+// Every command line of the page's shell blocks; comments and blank lines
+// are not commands, and a line ending in '\' continues on the next.
+std::vector<Line> ShellLines(const fs::path& source, const std::string& page) {
+  std::ifstream in(source / page);
   std::vector<Line> lines;
   std::string text;
   bool in_shell = false;
@@ -77,7 +98,7 @@ std::vector<Line> ShellLines(const fs::path& readme) {
     if (continued) {
       lines.back().text += "\n" + text;
     } else {
-      lines.push_back({number, block, text});
+      lines.push_back({page, number, block, text});
     }
     continued = !text.empty() && text.back() == '\\';
   }
@@ -103,6 +124,10 @@ const std::vector<Rule>& Rules() {
        "a daemon on the fixed port 7100 that serves until stopped (a fixed port can collide with another test; "
        "0.0.0.0 reaches beyond loopback); sinkd_test starts daemons on free ports, and the rank-table line "
        "after it runs against a daemon this test launches"},
+      {std::regex(R"(^(sinkd|sinkrun|sinkc|sinkdump|sinkprof) )"), Action::kSkip,
+       "an installed tool on a cluster's machines, with certificates and other hosts' addresses this test does "
+       "not have; sinkd_tls_test, master_tls_test and sinkrun_test run the same with certificates of their own "
+       "on 127.0.0.1"},
       {std::regex(R"(^(scripts/netns_testbed\.sh|ip netns ))"), Action::kSkip,
        "creates network namespaces, which needs root; netns_test runs the same steps where it is root"},
       {std::regex(R"(^(cmake --install |cmake -S examples/app |cmake --build /tmp/|export PKG_CONFIG_PATH=|g\+\+ |cd build && cpack |apt install ))"),
@@ -197,8 +222,10 @@ std::string Describe(int status) {
 // A `sinkrun launch` serving the rest of its block.
 class Launch {
  public:
-  Launch(int number, std::string command, const fs::path& dir)
-      : number_(number), command_(std::move(command)), log_(dir / ("launch_" + std::to_string(number) + ".log")) {
+  Launch(std::string where, int number, std::string command, const fs::path& dir)
+      : where_(std::move(where)),
+        command_(std::move(command)),
+        log_(dir / ("launch_" + std::to_string(number) + ".log")) {
     // exec: the signal goes to sinkrun, not to the shell.
     child_ = Spawn("exec " + WithBuildTree(command_), dir, log_, /*pipe_out=*/true);
   }
@@ -226,12 +253,12 @@ class Launch {
     return true;
   }
 
-  // SIGTERM; the README promises it stops its daemons and exits 0.
+  // SIGTERM; the docs promise it stops its daemons and exits 0.
   void Stop() {
     ::kill(child_.pid, SIGTERM);
     const int status = WaitFor(child_.pid, seconds(30));
     EXPECT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << "README.md:" << number_ << ": `" << command_ << "` on SIGTERM " << Describe(status) << "\n"
+        << where_ << ": `" << command_ << "` on SIGTERM " << Describe(status) << "\n"
         << Tail(printed_ + Slurp(log_));
     child_.pid = -1;
   }
@@ -239,20 +266,20 @@ class Launch {
   std::string output() const { return printed_ + Slurp(log_); }
 
  private:
-  int number_;
+  std::string where_;
   std::string command_;
   fs::path log_;
   Child child_;
   std::string printed_;
 };
 
-// What a README line needs that the README makes elsewhere or leaves to
-// the reader. A file name the README uses as a stand-in is made here.
+// What a line needs that its page makes elsewhere or leaves to the reader.
+// A file name a page uses as a stand-in is made here.
 void Prepare(const Line& line, const fs::path& dir, std::vector<std::unique_ptr<Launch>>& launches) {
-  // The sinkd section's table: what `sinkrun launch` writes by default.
+  // The sinkd page's table: what `sinkrun launch` writes by default.
   if (line.text.find("--rank-table rank_table.json") != std::string::npos && !fs::exists(dir / "rank_table.json")) {
-    launches.push_back(std::make_unique<Launch>(line.number, "build/tools/sinkrun launch -n 1", dir));
-    ASSERT_TRUE(launches.back()->Ready()) << "README.md:" << line.number
+    launches.push_back(std::make_unique<Launch>(Where(line), line.number, "build/tools/sinkrun launch -n 1", dir));
+    ASSERT_TRUE(launches.back()->Ready()) << Where(line)
                                           << ": the daemon for rank_table.json did not start\n"
                                           << Tail(launches.back()->output());
   }
@@ -263,17 +290,37 @@ void Prepare(const Line& line, const fs::path& dir, std::vector<std::unique_ptr<
     const Child c = Spawn(make, dir, dir / "prepare.log", false);
     const int status = WaitFor(c.pid, kLineTimeout);
     ASSERT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << "making model.tstream for README.md:" << line.number << ": " << Describe(status) << "\n"
+        << "making model.tstream for " << Where(line) << ": " << Describe(status) << "\n"
         << Slurp(dir / "prepare.log");
   }
 }
 
-TEST(ReadmeCommands, EveryShellLineRunsOrIsSkippedForAReason) {
-  const fs::path source = SINKRT_SOURCE_DIR;
-  const std::vector<Line> lines = ShellLines(source / "README.md");
-  ASSERT_FALSE(lines.empty()) << "no ```sh blocks in " << (source / "README.md");
+// A page's path as a name: every character but letters and digits as '_'.
+std::string Slug(const std::string& page) {
+  std::string name = page;
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name;
+}
 
-  const fs::path root = fs::temp_directory_path() / ("sinkrt_readme_" + std::to_string(::getpid()));
+// The pages that have shell lines: one test each, so that each has the
+// test timeout to itself.
+std::vector<std::string> PagesWithCommands() {
+  std::vector<std::string> pages;
+  for (const std::string& page : Pages(SINKRT_SOURCE_DIR))
+    if (!ShellLines(SINKRT_SOURCE_DIR, page).empty()) pages.push_back(page);
+  return pages;
+}
+
+class PageCommands : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PageCommands, EveryShellLineRunsOrIsSkippedForAReason) {
+  const fs::path source = SINKRT_SOURCE_DIR;
+  const std::string page = GetParam();
+  const std::vector<Line> lines = ShellLines(source, page);
+  ASSERT_FALSE(lines.empty()) << "no ```sh blocks in " << (source / page);
+
+  const fs::path root = fs::temp_directory_path() / ("sinkrt_readme_" + std::to_string(::getpid()) + "_" + Slug(page));
   fs::remove_all(root);
   int ran = 0;
   int skipped = 0;
@@ -288,21 +335,20 @@ TEST(ReadmeCommands, EveryShellLineRunsOrIsSkippedForAReason) {
       const Line& line = lines[i];
       const Rule* rule = Classify(line.text);
       if (rule == nullptr) {
-        ADD_FAILURE() << "README.md:" << line.number << ": `" << line.text
+        ADD_FAILURE() << Where(line) << ": `" << line.text
                       << "` is neither run nor skipped: add a rule to test/readme_commands_test.cc";
         continue;
       }
       if (rule->action == Action::kSkip) {
-        std::cout << "skip README.md:" << line.number << ": " << line.text << "\n  (" << rule->reason << ")\n";
+        std::cout << "skip " << Where(line) << ": " << line.text << "\n  (" << rule->reason << ")\n";
         ++skipped;
         continue;
       }
-      std::cout << "run  README.md:" << line.number << ": " << line.text << std::endl;
+      std::cout << "run  " << Where(line) << ": " << line.text << std::endl;
       ++ran;
       if (rule->action == Action::kLaunch) {
-        launches.push_back(std::make_unique<Launch>(line.number, line.text, dir));
-        EXPECT_TRUE(launches.back()->Ready()) << "README.md:" << line.number << ": `" << line.text
-                                              << "` wrote no rank table\n"
+        launches.push_back(std::make_unique<Launch>(Where(line), line.number, line.text, dir));
+        EXPECT_TRUE(launches.back()->Ready()) << Where(line) << ": `" << line.text << "` wrote no rank table\n"
                                               << Tail(launches.back()->output());
         continue;
       }
@@ -315,29 +361,54 @@ TEST(ReadmeCommands, EveryShellLineRunsOrIsSkippedForAReason) {
       const double s = std::chrono::duration<double>(Clock::now() - start).count();
       std::cout << "     " << Describe(status) << " in " << s << " s" << std::endl;
       EXPECT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
-          << "README.md:" << line.number << ": `" << line.text << "` " << Describe(status) << "\n"
+          << Where(line) << ": `" << line.text << "` " << Describe(status) << "\n"
           << Tail(Slurp(log));
     }
     for (auto& l : launches) l->Stop();
   }
-  std::cout << ran << " README lines run, " << skipped << " skipped" << std::endl;
+  std::cout << page << ": " << ran << " lines run, " << skipped << " skipped" << std::endl;
   if (!::testing::Test::HasFailure()) fs::remove_all(root);
+}
+
+INSTANTIATE_TEST_SUITE_P(ReadmeCommands, PageCommands, ::testing::ValuesIn(PagesWithCommands()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return Slug(info.param); });
+
+// The README keeps its commands: the other pages must not have taken them all.
+TEST(ReadmeCommands, TheReadmeAndTheGuideHaveCommands) {
+  const std::vector<std::string> pages = PagesWithCommands();
+  EXPECT_NE(std::find(pages.begin(), pages.end(), "README.md"), pages.end());
+  const auto in_guide = [](const std::string& p) { return p.rfind("docs/guide/", 0) == 0; };
+  EXPECT_TRUE(std::any_of(pages.begin(), pages.end(), in_guide)) << "no page under docs/guide/ has a ```sh block";
+}
+
+// The two commands a newcomer and CI start with stay the README's first
+// block, as written: .ci/run runs scripts/test, and scripts/fresh_check
+// proves what scripts/demo does on a fresh machine.
+TEST(ReadmeCommands, TheReadmeStartsWithDemoAndTest) {
+  const std::vector<Line> lines = ShellLines(SINKRT_SOURCE_DIR, "README.md");
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_EQ(lines[0].block, 1);
+  EXPECT_EQ(lines[1].block, 1);
+  EXPECT_EQ(lines[0].text.rfind("scripts/demo ", 0), 0u) << lines[0].text;
+  EXPECT_EQ(lines[1].text.rfind("scripts/test ", 0), 0u) << lines[1].text;
+  EXPECT_TRUE(lines.size() == 2 || lines[2].block != 1) << "the first block holds more than the two commands";
 }
 
 }  // namespace
 
 namespace {
 
-// A sample of a tool's output in the README: the ``` block right after a
+// A sample of a tool's output in a page: the ``` block right after a
 // ```sh block, beginning with "sinkc: ", and the sinkc line that printed it.
 struct Sample {
+  std::string page;
   int number = 0;  // of the command line
   std::string command;
   std::string output;
 };
 
-std::vector<Sample> SinkcSamples(const fs::path& readme) {
-  std::ifstream in(readme);
+std::vector<Sample> SinkcSamples(const fs::path& source, const std::string& page) {
+  std::ifstream in(source / page);
   std::vector<Sample> samples;
   std::string text, last_sinkc;
   int number = 0, last_sinkc_number = 0;
@@ -372,7 +443,7 @@ std::vector<Sample> SinkcSamples(const fs::path& readme) {
       case kOther:
         if (fence) {
           if (!last_sinkc.empty() && block.rfind("sinkc: ", 0) == 0)
-            samples.push_back({last_sinkc_number, last_sinkc, block});
+            samples.push_back({page, last_sinkc_number, last_sinkc, block});
           last_sinkc.clear();
           state = kOutside;
         } else {
@@ -386,25 +457,32 @@ std::vector<Sample> SinkcSamples(const fs::path& readme) {
 
 }  // namespace
 
-// Issue 39: the README's sinkc sample had a stale hash and byte count. A
-// sample printed by a sinkc line is that line's output, exactly (sinkc's
-// output is byte-identical for the same input and flags).
+// A sinkc sample once had a stale hash and byte count. A sample printed by
+// a sinkc line, on any page, is that line's output, exactly (sinkc's output
+// is byte-identical for the same input and flags).
 TEST(ReadmeCommands, SinkcSampleOutputIsWhatSinkcPrints) {
   const fs::path source = SINKRT_SOURCE_DIR;
-  const std::vector<Sample> samples = SinkcSamples(source / "README.md");
-  ASSERT_FALSE(samples.empty()) << "no sinkc sample output in README.md";
+  std::vector<Sample> samples;
+  for (const std::string& page : Pages(source)) {
+    std::vector<Sample> more = SinkcSamples(source, page);
+    samples.insert(samples.end(), more.begin(), more.end());
+  }
+  ASSERT_FALSE(samples.empty()) << "no sinkc sample output in README.md or docs/";
   const fs::path root = fs::temp_directory_path() / ("sinkrt_readme_samples_" + std::to_string(::getpid()));
   for (const Sample& sample : samples) {
-    const fs::path dir = root / std::to_string(sample.number);
+    std::string name = sample.page + "_" + std::to_string(sample.number);
+    for (char& c : name)
+      if (c == '/' || c == '.') c = '_';
+    const fs::path dir = root / name;
     fs::remove_all(dir);
     fs::create_directories(dir);
     fs::create_directory_symlink(source / "examples", dir / "examples");
     const Child c = Spawn(WithBuildTree(sample.command), dir, dir / "output.log", false);
     const int status = WaitFor(c.pid, kLineTimeout);
     ASSERT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << "README.md:" << sample.number << ": " << Describe(status) << "\n" << Slurp(dir / "output.log");
+        << Where(sample.page, sample.number) << ": " << Describe(status) << "\n" << Slurp(dir / "output.log");
     EXPECT_EQ(Slurp(dir / "output.log"), sample.output)
-        << "README.md:" << sample.number << ": the sample output after `" << sample.command
+        << Where(sample.page, sample.number) << ": the sample output after `" << sample.command
         << "` is not what it prints: paste the output above in its place";
   }
   fs::remove_all(root);

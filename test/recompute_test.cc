@@ -1,5 +1,5 @@
 // Recomputation (Graph::Recompute, MindSpore's cell.recompute();
-// docs/recompute.md): the backward pass re-runs marked layers instead of
+// docs/guide/recompute.md): the backward pass re-runs marked layers instead of
 // keeping their activations. The losses are bitwise those without it, and
 // the memory plan's activation bytes fall.
 #include <gtest/gtest.h>

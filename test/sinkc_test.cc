@@ -558,7 +558,7 @@ TEST_F(SinkcTest, BadStrategiesAreRefused) {
   }
 }
 
-// Pipeline stages (issue 19; docs/pipeline.md): the ViT's two blocks in two
+// Pipeline stages (issue 19; docs/design/pipeline.md): the ViT's two blocks in two
 // stages of one rank each, 4 micro-batches of the batch of 16. The manifest
 // records the pipeline and reads back with the same options, the summary
 // prints a line per stage, and sinkrun runs the directory as compiled.

@@ -1,4 +1,4 @@
-// TLS between hosts and real sinkd daemons on 127.0.0.1 (docs/tls.md): a
+// TLS between hosts and real sinkd daemons on 127.0.0.1 (docs/guide/tls.md): a
 // host with the right certificate trains, with the same bits as an
 // in-process device; hosts without it, with another CA's, or in plain
 // frames are refused with a message that says why, and the daemon serves

@@ -1010,7 +1010,7 @@ TEST(SinkdWorldStallTest, InProcessWithheldRankIsNamedInTheStallReport) {
   ExpectStallReport(SinkWithRankOneWithheld(links, 52));
 }
 
-// ---- pipeline stages (issue 19; docs/pipeline.md) ----------------------------
+// ---- pipeline stages (issue 19; docs/design/pipeline.md) ----------------------------
 
 const std::vector<int64_t> kPipelineWidths = {64, 48, 48, 48, 48, 48, 10};
 

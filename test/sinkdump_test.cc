@@ -254,7 +254,7 @@ TEST_F(SinkdumpTest, ShowsLayerNormGatherCastAndBf16Buffers) {
   EXPECT_NE(j.out.find("\"bf16\""), std::string::npos) << j.out;
 }
 
-// amp_level O2 (docs/amp.md): the casts are tasks of their own, each
+// amp_level O2 (docs/guide/amp.md): the casts are tasks of their own, each
 // parameter's bf16 copy is a bf16 buffer, and the fused bias is that copy.
 TEST_F(SinkdumpTest, ShowsTheCastsOfAmpO2) {
   host::CompileOptions options;
@@ -273,7 +273,7 @@ TEST_F(SinkdumpTest, ShowsTheCastsOfAmpO2) {
   EXPECT_NE(all.out.find("bf16"), std::string::npos);
 }
 
-// Loss scaling (docs/loss_scale.md): the check, the scaled updates reading
+// Loss scaling (docs/guide/loss_scale.md): the check, the scaled updates reading
 // its status, the update cell, and the scale's state in the memory plan.
 TEST_F(SinkdumpTest, ShowsTheLossScaleTasksAndState) {
   host::CompileOptions options;

@@ -647,7 +647,7 @@ class SinkrunSinkdTest : public SinkrunTest {
   std::vector<LaunchedDaemon> daemons_;
 };
 
-// TLS to the daemons --devices starts (docs/tls.md), and between them: the
+// TLS to the daemons --devices starts (docs/guide/tls.md), and between them: the
 // same numbers as plain frames, with the links between the daemons on TLS
 // (the default) or plain (--tls-plain-peers); the flags that do not apply
 // are refused before training.
@@ -1222,7 +1222,7 @@ TEST_F(SinkrunSinkdTest, AutoParallelVitOnTwoDaemonsTracksOneDevice) {
   ExpectEpochLossesNear(lines, ReadReport(), 2);
 }
 
-// Pipeline stages through sinkrun (issue 19; docs/pipeline.md): 2 stages of
+// Pipeline stages through sinkrun (issue 19; docs/design/pipeline.md): 2 stages of
 // one daemon each, 4 micro-batches of the batch of 32. The run prints the
 // pipeline's header and compile lines and an Eval result, and the stages'
 // waits for each other come back as device_ms.bubble.
@@ -1331,7 +1331,7 @@ TEST_F(SinkrunTest, PipelineBadFlagsAreRefused) {
                 "--strategy 2x2: strategy preset '2x2' needs DP x MP = 4 devices, the job has 2");
 }
 
-// --recompute through sinkrun (docs/recompute.md): the ViT with every
+// --recompute through sinkrun (docs/guide/recompute.md): the ViT with every
 // layer recomputed prints the very losses of the run without, and a layer
 // that is not in the network is refused naming it.
 TEST_F(SinkrunTest, RecomputePrintsTheSameLossesAndRefusesAnUnknownLayer) {
@@ -1356,7 +1356,7 @@ TEST_F(SinkrunTest, RecomputePrintsTheSameLossesAndRefusesAnUnknownLayer) {
                 "semi_auto_parallel");
 }
 
-// Mixed precision (docs/amp.md): --amp-level runs, says so in the header
+// Mixed precision (docs/guide/amp.md): --amp-level runs, says so in the header
 // and the report, and a level MindSpore does not have is refused.
 TEST_F(SinkrunTest, AmpLevelO2TrainsAndAnUnknownLevelIsRefused) {
   RunResult r = Run(std::string(kSmall) + " --amp-level O2" + ReportFlag());
@@ -1371,7 +1371,7 @@ TEST_F(SinkrunTest, AmpLevelO2TrainsAndAnUnknownLevelIsRefused) {
                 "--amp-level: amp_level must be one of 'O0', 'O1', 'O2', 'O3', but got 'O4'");
 }
 
-// Loss scaling (docs/loss_scale.md): the epoch records carry the scale
+// Loss scaling (docs/guide/loss_scale.md): the epoch records carry the scale
 // and the skipped steps; the dynamic scale follows MindSpore's schedule
 // over the sunk steps (window 20: up at steps 20, 40, 60, then 80, 100,
 // 120); a bad manager is refused before anything runs.
@@ -1394,7 +1394,7 @@ TEST_F(SinkrunTest, LossScaleManagerReportsTheScheduleAndRefusesBadArguments) {
   ExpectRefused(std::string(kSmall) + " --loss-scale-manager static", "is not a loss scale manager");
 }
 
-// Optimizer parallel (docs/parallel_optimizer.md) on two real sinkd
+// Optimizer parallel (docs/guide/parallel_optimizer.md) on two real sinkd
 // daemons: each holds half of the large parameters' Adam state, and the
 // run is the plain data-parallel one (two ranks: a + b is b + a, so
 // bitwise). Bad settings are refused before a daemon starts.
@@ -1452,7 +1452,7 @@ TEST_F(SinkrunTest, AmpO2ReachesF32AccuracyOnFashionMnistIn3Epochs) {
   }
 }
 
-// Gradient accumulation through sinkrun (docs/grad_accumulation.md): two
+// Gradient accumulation through sinkrun (docs/guide/grad_accumulation.md): two
 // data-parallel daemons, each stepping on 4 batches of 8, train as one
 // device on batches of 64; the steps count optimizer steps.
 TEST_F(SinkrunSinkdTest, GradAccumulationOnTwoDaemonsTracksOneDeviceAtTheGlobalBatch) {

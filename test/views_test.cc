@@ -1,4 +1,4 @@
-// Views (docs/compiler.md "Views"): Reshapes and axis-0 Splits and Concats
+// Views (docs/design/compiler.md "Views"): Reshapes and axis-0 Splits and Concats
 // that share their input's bytes instead of copying them. Each compiled case
 // checks the stream (which copy tasks are gone, which buffers share offsets)
 // and the values one device step computes through it; the planner cases

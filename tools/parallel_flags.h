@@ -46,7 +46,7 @@ struct ParallelFlags {
   std::string device_memory;
   std::string calibration;
   bool fully_use_devices = false;  // --fully-use-devices
-  // Pipeline stages (data_parallel or semi_auto_parallel; docs/pipeline.md): --pipeline-stages S,
+  // Pipeline stages (data_parallel or semi_auto_parallel; docs/guide/pipeline.md): --pipeline-stages S,
   // --micro-size M (PipelineCell's micro_size), --pipeline-scheduler
   // 1f1b|gpipe, --stage-of LAYER=k,... (cell.pipeline_stage).
   int pipeline_stages = 1;
@@ -59,7 +59,7 @@ struct ParallelFlags {
   // and data_parallel).
   int grad_accumulation = 1;
   // --enable-parallel-optimizer and --parallel-optimizer-config JSON
-  // (data_parallel; docs/parallel_optimizer.md).
+  // (data_parallel; docs/guide/parallel_optimizer.md).
   bool enable_parallel_optimizer = false;
   std::string parallel_optimizer_config;
 };
@@ -223,7 +223,7 @@ void AddParallelOptimizerFlags(App& app, bool& enable, std::string& config) {
                "data_parallel, semi_auto_parallel and auto_parallel: each rank keeps and updates only its share "
                "of the optimizer state of each parameter it holds whole or in the same slice as others (ZeRO-1; "
                "MindSpore's enable_parallel_optimizer; refused under stand_alone, as MindSpore does; "
-               "docs/parallel_optimizer.md)");
+               "docs/guide/parallel_optimizer.md)");
   app.add_option("--parallel-optimizer-config", config,
                  "with --enable-parallel-optimizer: MindSpore's parallel_optimizer_config as JSON, e.g. "
                  "'{\"parallel_optimizer_threshold\": 24}' (KB; smaller parameters stay replicated; default 64)");
@@ -236,12 +236,12 @@ void AddPipelineFlags(App& app, ParallelFlags& f) {
   app.add_option("--grad-accumulation", f.grad_accumulation,
                  "K: one optimizer step is K batches of --batch, their gradients summed on the device before one "
                  "reduction and one update (MindSpore's grad_accumulation_step; stand_alone and data_parallel; "
-                 "steps and --sink-size count optimizer steps; docs/grad_accumulation.md)")
+                 "steps and --sink-size count optimizer steps; docs/guide/grad_accumulation.md)")
       ->check(PositiveInteger());
   app.add_option("--pipeline-stages", f.pipeline_stages,
                  "data_parallel or semi_auto_parallel: cut the network into S pipeline stages of devices/S ranks "
-                 "each (MindSpore's pipeline_stages; docs/pipeline.md); under semi_auto_parallel --strategy is for "
-                 "devices/S ranks and every rank reads the whole batch")
+                 "each (MindSpore's pipeline_stages; docs/guide/pipeline.md); under semi_auto_parallel --strategy is "
+                 "for devices/S ranks and every rank reads the whole batch")
       ->check(PositiveInteger());
   app.add_option("--micro-size", f.micro_size,
                  "with --pipeline-stages: micro-batches per batch (PipelineCell's micro_size; at least the stages, "

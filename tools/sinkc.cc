@@ -24,7 +24,7 @@
 // every random initialiser's seed (0: the file's).
 //
 // semi_auto_parallel compiles each rank's slice of the whole graph
-// (docs/sharding.md) with the shard strategies of --strategy: a preset
+// (docs/design/sharding.md) with the shard strategies of --strategy: a preset
 // (data, model, DPxMP) or a strategy file; without it, the file's own
 // (MindSpore's default where an op has none). --batch (default: the
 // file's) is one data-parallel replica's batch, as under data_parallel: the
@@ -34,7 +34,7 @@
 // reads the whole batch). --strategy-save writes the strategies and
 // parameter layouts compiled (MindSpore's strategy_ckpt_save_file).
 //
-// auto_parallel (docs/auto_parallel.md) searches every op's strategy once
+// auto_parallel (docs/guide/auto_parallel.md) searches every op's strategy once
 // (ops that carry one in the file keep it; --strategy is refused) against
 // the cost model of --calibration (else $SINKRT_CALIBRATION, else the
 // built-in default), under the per-rank limit --device-memory (bytes, or
@@ -47,7 +47,7 @@
 // strategies, which `--parallel semi_auto_parallel --strategy FILE` at the
 // same graph batch compiles to the same stream bytes.
 //
-// data_parallel with --pipeline-stages S (docs/pipeline.md) compiles S
+// data_parallel with --pipeline-stages S (docs/guide/pipeline.md) compiles S
 // stages of --devices / S ranks, each batch of --batch rows cut into M
 // micro-batches; the manifest records the pipeline and the summary prints a
 // line per stage.
@@ -434,17 +434,17 @@ int main(int argc, char** argv) {
   app.add_option("--loss-scale-manager", f.loss_scale,
                  "none, fixed[:SCALE[:DROP]] or dynamic[:INIT[:FACTOR[:WINDOW]]]: loss scaling inside the sink "
                  "(MindSpore's FixedLossScaleManager(128, True) and DynamicLossScaleManager(2**24, 2, 2000) are "
-                 "fixed and dynamic; an overflowed step skips its update; docs/loss_scale.md)")
+                 "fixed and dynamic; an overflowed step skips its update; docs/guide/loss_scale.md)")
       ->capture_default_str();
   app.add_option("--amp-level", f.amp_level,
                  "O0|O1|O2|O3: mixed precision (MindSpore's amp_level): O1 runs MatMul, BatchMatMul, Conv2D and Relu in "
                  "bf16, O2 the whole network but LayerNorm, Softmax and the loss, O3 all but the loss; parameters, "
-                 "gradients and the optimizer stay f32 (docs/amp.md)")
+                 "gradients and the optimizer stay f32 (docs/guide/amp.md)")
       ->capture_default_str()
       ->check(tools::NonEmpty());
   app.add_option("--recompute", f.recompute,
                  "all|LAYER,...: re-run these layers' forward in the backward pass instead of keeping their "
-                 "activations (MindSpore's cell.recompute(); all: every top-level layer; docs/recompute.md)")
+                 "activations (MindSpore's cell.recompute(); all: every top-level layer; docs/guide/recompute.md)")
       ->check(tools::NonEmptyList());
   app.add_flag("--explain", f.explain,
                "auto_parallel: print the search's choice for every op, its cost and the best rejected alternative");

@@ -5,7 +5,7 @@
 //
 // DIR is what Profiler::analyse() (or `sinkrun train --profile DIR`)
 // wrote; its trace.json is read back and summarised as analyse() did
-// (docs/profiler.md). Prints summary.txt's text, or with --json
+// (docs/guide/profiler.md). Prints summary.txt's text, or with --json
 // summary.json's. Exit 0 on success, 2 for a bad command line, 1 when the
 // directory cannot be read (the message names the file and what is wrong).
 #include <cstdio>

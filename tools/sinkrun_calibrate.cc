@@ -1,5 +1,5 @@
 // `sinkrun calibrate`: measures this machine for AUTO_PARALLEL's cost model
-// and writes a calibration file (docs/auto_parallel.md, "Calibration file").
+// and writes a calibration file (docs/reference/calibration_file.md).
 //
 // - GEMM: the device's own MatMul kernel, as training runs it: a one-MatMul
 //   graph compiled by the host compiler and run by the executor with

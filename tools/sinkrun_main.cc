@@ -35,14 +35,14 @@
 // degree under semi_auto_parallel (data: N, model: 1, DPxMP: DP; with
 // --full-batch every rank reads the whole batch), and batch x N under
 // auto_parallel (data_parallel's global batch: the search is compared like
-// for like with --strategy data; docs/auto_parallel.md). An auto_parallel
+// for like with --strategy data; docs/guide/auto_parallel.md). An auto_parallel
 // run prints its search (mode, predicted step time and memory per rank,
 // the calibration file) and, after training, the predicted step time next
 // to the measured one. launch starts N daemons on
 // this machine, writes their rank table and keeps them until SIGINT or
 // SIGTERM (or one of them dies). calibrate measures this machine for
 // AUTO_PARALLEL's cost model and writes a calibration file
-// (docs/auto_parallel.md). --profile records every sink (docs/profiler.md):
+// (docs/guide/auto_parallel.md). --profile records every sink (docs/guide/profiler.md):
 // a Chrome-trace timeline, a summary and a picture in DIR; profile prints
 // the summary of such a directory again.
 //
@@ -191,8 +191,8 @@ int main(int argc, char** argv) {
                   "sinkrt's lets a small one repeat)");
   train->add_option("--pipeline-stages", f.pipeline_stages,
                     "data_parallel or semi_auto_parallel: cut the network into S pipeline stages of devices/S ranks "
-                    "each (MindSpore's pipeline_stages; docs/pipeline.md); under semi_auto_parallel --strategy is "
-                    "for devices/S ranks and every rank reads the whole batch")
+                    "each (MindSpore's pipeline_stages; docs/guide/pipeline.md); under semi_auto_parallel --strategy "
+                    "is for devices/S ranks and every rank reads the whole batch")
       ->check(tools::PositiveInteger());
   train->add_option("--micro-size", f.micro_size,
                     "with --pipeline-stages: micro-batches per batch (PipelineCell's micro_size; at least the stages, "
@@ -206,24 +206,24 @@ int main(int argc, char** argv) {
   train->add_option("--grad-accumulation", f.grad_accumulation,
                     "K: one optimizer step is K batches of --batch, their gradients summed on the device before one "
                     "reduction and one update (MindSpore's grad_accumulation_step; stand_alone and data_parallel; "
-                    "steps and --sink-size count optimizer steps; docs/grad_accumulation.md)")
+                    "steps and --sink-size count optimizer steps; docs/guide/grad_accumulation.md)")
       ->check(tools::PositiveInteger());
   tools::AddParallelOptimizerFlags(*train, f.enable_parallel_optimizer, f.parallel_optimizer_config);
   train->add_option("--loss-scale-manager", f.loss_scale,
                     "none, fixed[:SCALE[:DROP]] or dynamic[:INIT[:FACTOR[:WINDOW]]]: loss scaling inside the sink "
                     "(MindSpore's FixedLossScaleManager(128, True) and DynamicLossScaleManager(2**24, 2, 2000) are "
-                    "fixed and dynamic; an overflowed step skips its update; docs/loss_scale.md)");
+                    "fixed and dynamic; an overflowed step skips its update; docs/guide/loss_scale.md)");
   train->add_option("--amp-level", f.amp_level,
                     "O0|O1|O2|O3: mixed precision (MindSpore's amp_level): O1 runs MatMul, BatchMatMul, Conv2D and Relu in "
                     "bf16, O2 the whole network but LayerNorm, Softmax and the loss, O3 all but the loss; parameters, "
-                    "gradients and the optimizer stay f32 (docs/amp.md)")
+                    "gradients and the optimizer stay f32 (docs/guide/amp.md)")
       ->check(tools::NonEmpty());
   train->add_option("--recompute", f.recompute,
                     "all|LAYER,...: re-run these layers' forward in the backward pass instead of keeping their "
-                    "activations (MindSpore's cell.recompute(); all: every top-level layer; docs/recompute.md)")
+                    "activations (MindSpore's cell.recompute(); all: every top-level layer; docs/guide/recompute.md)")
       ->check(tools::NonEmptyList());
   train->add_option("--profile", f.profile,
-                    "record the run and write its timeline and summary into DIR (docs/profiler.md)");
+                    "record the run and write its timeline and summary into DIR (docs/guide/profiler.md)");
   train->add_option("--profile-steps", f.profile_steps, "with --profile: record steps A to B only, counted from 1 (A:B)");
   train->add_option("--profile-every", f.profile_every, "with --profile: record every K-th step")
       ->check(tools::PositiveInteger())->capture_default_str();
@@ -231,7 +231,7 @@ int main(int argc, char** argv) {
       ->check(tools::PositiveInteger())->capture_default_str();
   train->add_option("--token", f.token, "the daemons' --token");
   train->add_option("--tls-ca", f.tls.ca_file,
-                    "TLS to sinkd: the PEM CA its certificate chains to (default: SINKRT_TLS_CA; docs/tls.md)");
+                    "TLS to sinkd: the PEM CA its certificate chains to (default: SINKRT_TLS_CA; docs/guide/tls.md)");
   train->add_option("--tls-cert", f.tls.cert_file,
                     "TLS: this client's PEM certificate, for a sinkd with --tls-ca; with --devices also the "
                     "daemons' own (default: SINKRT_TLS_CERT)");
@@ -254,7 +254,7 @@ int main(int argc, char** argv) {
   launch->add_option("--token", l.token, "a secret every host must send");
   launch->add_option("--tls-cert", l.tls.cert_file,
                      "TLS: the PEM certificate the daemons serve with; with a COMMAND every rank's (SINKRT_TLS_CERT), "
-                     "rank 0's master serves with it (docs/tls.md)");
+                     "rank 0's master serves with it (docs/guide/tls.md)");
   launch->add_option("--tls-key", l.tls.key_file, "TLS: the PEM private key of --tls-cert");
   launch->add_option("--tls-ca", l.tls.ca_file,
                      "TLS: the PEM CA that signed every certificate; the daemons (and the master) then require "

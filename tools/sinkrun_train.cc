@@ -526,7 +526,7 @@ int Train(const TrainFlags& flags, const CLI::App& cmd, const char* argv0, Clock
     if (!replica.ok()) return Failure(replica.status().message());
     inputs = GraphInputs(*replica);  // what one replica's batch holds: what the pipeline makes
     // Pipeline stages: the strategy spans one stage's ranks, and every rank
-    // reads the whole batch (docs/pipeline.md), which is --batch.
+    // reads the whole batch (docs/guide/pipeline.md), which is --batch.
     const int strategy_devices = StrategyDevices(context);
     const bool whole_batch = f.full_batch || context.pipeline_stages > 1;
     auto dp = host::StrategyDataParallel(f.strategy, *replica, strategy_devices);

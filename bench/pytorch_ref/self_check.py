@@ -106,7 +106,8 @@ def compare(expected, actual, what):
 def run(sinkrun, seed, models, has_model):
     """Prints what was checked; returns False when anything differs."""
     ok = True
-    assert rng.splitmix64_np(np.uint64(0)) == np.uint64(0xE220A8397B1DCDAF), "splitmix64(0), as docs/ops.md gives it"
+    assert rng.splitmix64_np(np.uint64(0)) == np.uint64(0xE220A8397B1DCDAF), \
+        "splitmix64(0), as docs/reference/ops.md gives it"
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         graph, expected = init_graph(64)
         json.dump(graph, f)

@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 65535));
   app.add_option("--token", f.token, "secret every host must send (required when listening beyond loopback)");
   app.add_option("--tls-cert", f.tls.cert_file,
-                 "PEM certificate: hosts must connect with TLS (default: SINKRT_TLS_CERT; docs/tls.md)");
+                 "PEM certificate: hosts must connect with TLS (default: SINKRT_TLS_CERT; docs/guide/tls.md)");
   app.add_option("--tls-key", f.tls.key_file, "PEM private key of --tls-cert (default: SINKRT_TLS_KEY)");
   app.add_option("--tls-ca", f.tls.ca_file,
                  "PEM CA: hosts must present a certificate it signed (mutual TLS; default: SINKRT_TLS_CA)");

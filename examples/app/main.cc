@@ -1,5 +1,5 @@
-// sinkrt_app: sinkrt used as an installed library (README, "Use sinkrt from
-// your C++ application"). It builds a small MLP with host::Graph, trains it
+// sinkrt_app: sinkrt used as an installed library (docs/guide/install.md, "Use
+// sinkrt from your C++ application"). It builds a small MLP with host::Graph, trains it
 // sunk, 2 sinks of kSinkSize steps, on an in-process device and, given a
 // sinkd's address, on that daemon too, then checks what a user relies on:
 // the loss fell, a weight reads back, and the daemon ended with the local

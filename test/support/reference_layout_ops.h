@@ -1,7 +1,7 @@
 // Float64 references for BatchMatMul, Transpose, Concat and Split, in the
 // same spirit as reference_ops.h: naive loops over multi-indices, no code
 // shared with the kernels or the builders, misuse throws
-// std::invalid_argument. Semantics follow docs/ops.md.
+// std::invalid_argument. Semantics follow docs/reference/ops.md.
 #pragma once
 
 #include <vector>

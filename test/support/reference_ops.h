@@ -4,7 +4,7 @@
 //
 // Deliberately naive (nested loops, no blocking, no shared code with the
 // device kernels or the host's shape inference) so that an error in either
-// cannot hide in both. Semantics follow docs/ops.md. Misuse (mismatched
+// cannot hide in both. Semantics follow docs/reference/ops.md. Misuse (mismatched
 // shapes) throws std::invalid_argument: this is test code, and GoogleTest
 // reports the exception as a failure of the test that made it.
 #pragma once
@@ -72,7 +72,7 @@ RefTensor RefConv2D(const RefTensor& x, const RefTensor& w, const RefWindow& win
 RefTensor RefMaxPool2D(const RefTensor& x, const RefWindow& win);
 RefTensor RefAvgPool2D(const RefTensor& x, const RefWindow& win);
 
-// Gradients of the windowed ops (docs/ops.md), straight from the forward's
+// Gradients of the windowed ops (docs/reference/ops.md), straight from the forward's
 // taps: dx of a convolution of an `x_shape` input, dw of a `w_shape` filter.
 RefTensor RefConv2DBackpropInput(const RefTensor& dy, const RefTensor& w, const Shape& x_shape, const RefWindow& win);
 RefTensor RefConv2DBackpropFilter(const RefTensor& dy, const RefTensor& x, const Shape& w_shape, const RefWindow& win);

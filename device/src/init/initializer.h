@@ -1,5 +1,5 @@
 // Initial contents of a buffer from its InitDef (the init program's
-// InitTask), as docs/ops.md "Initialisers" specifies.
+// InitTask), as docs/reference/ops.md "Initialisers" specifies.
 //
 // Random kinds use a counter-based generator: element i of a buffer seeded s
 // depends only on (s, i), never on how many values were drawn before, so

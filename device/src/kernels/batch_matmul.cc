@@ -49,7 +49,7 @@ inline constexpr int64_t kSmallProductWork = 48 * 48 * 48;
 // waiting worker costs ~50 µs here, and 8 MFLOP is ~150 µs of this kernel
 // on one core. The ViT's attention products split from batch 256 (8.4
 // MFLOP). Not tuned further: on the loaded 2-core dev VM two threads ran
-// in the time of one whatever the bound (bench/README.md, BatchMatMul).
+// in the time of one whatever the bound (bench/history/kernels.md, BatchMatMul).
 inline constexpr int64_t kSmallParallelWork = kParallelWork;
 // With the worker team (team/worker_team.h) a hand-off is a polled cache
 // line, not a futex wake: products split from this much work on, as

@@ -1,4 +1,4 @@
-// Cast between F32 and BF16, and the identity cast (docs/ops.md). Narrowing
+// Cast between F32 and BF16, and the identity cast (docs/reference/ops.md). Narrowing
 // rounds to nearest even and keeps NaNs (sinkrt/runtime/bf16.h).
 #include <cstring>
 

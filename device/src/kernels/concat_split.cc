@@ -80,7 +80,7 @@ Status SplitPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<Ker
   if (n == 0) return OpError(args, "SplitOptions.sizes is empty");
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, n));
   // f32 or bf16 activations, and i32 labels (a pipeline stage cuts its
-  // batch into micro-batches, docs/pipeline.md): a byte copy either way.
+  // batch into micro-batches, docs/design/pipeline.md): a byte copy either way.
   if (args.inputs[0].dtype != DType::I32) SINKRT_RETURN_IF_ERROR(CheckFloatDType(args, {In(0)}).status());
   const int axis = opts->axis();
   SINKRT_RETURN_IF_ERROR(CheckAxis(args, axis, args.inputs[0].rank(), In(0)));

@@ -1,5 +1,5 @@
 // Gather along axis 0 (an embedding lookup) and its gradient, a scatter-add
-// (docs/ops.md).
+// (docs/reference/ops.md).
 //
 // The table is seen as [V, R]: V rows of R elements. Indices come from the
 // dataset, so one outside [0, V) is a data error found in run(): it fails

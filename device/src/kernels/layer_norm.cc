@@ -1,4 +1,4 @@
-// LayerNorm over the last axis and its gradient (docs/ops.md).
+// LayerNorm over the last axis and its gradient (docs/reference/ops.md).
 //
 // x is seen as [rows, D]. The forward keeps only mean and rstd per row; the
 // gradient recomputes the normalised row x̂ = (x − mean)·rstd from them.

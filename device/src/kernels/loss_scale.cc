@@ -1,4 +1,4 @@
-// GradOverflow and LossScaleUpdate (docs/loss_scale.md): the device half of
+// GradOverflow and LossScaleUpdate (docs/guide/loss_scale.md): the device half of
 // MindSpore's TrainOneStepWithLossScaleCell, so that an overflowed step is
 // found, skipped and the scale adjusted inside the sink. The optimizer
 // updates read GradOverflow's status (optimizer_update.cc).

@@ -1,9 +1,9 @@
-// Optimizer updates with MindSpore's formulas (docs/ops.md): SGD, Momentum
+// Optimizer updates with MindSpore's formulas (docs/reference/ops.md): SGD, Momentum
 // (ApplyMomentum, optionally Nesterov), Adam and the per-step AdamPowers.
 // They have no outputs: they mutate their first inputs (param and state) in
 // place, which is why all inputs must be disjoint.
 //
-// Under loss scaling (docs/loss_scale.md) each takes GradOverflow's status
+// Under loss scaling (docs/guide/loss_scale.md) each takes GradOverflow's status
 // [2] as one more, last input: on an overflow the step leaves everything
 // untouched (MindSpore skips the optimizer), else the gradient is
 // grad · status[1], the scale taken back out.

@@ -1,6 +1,6 @@
 // ShardSlice: this rank's block of one axis cut into n equal parts, the
 // local half of a redistribution from a whole tensor to a split one
-// (docs/sharding.md §6). Any dtype; the position and n come from the
+// (docs/design/sharding.md §6). Any dtype; the position and n come from the
 // CommOptions the compiler wrote for this rank.
 #include <cstring>
 #include <string>

@@ -29,7 +29,7 @@ struct Rule {
   const Shape& in_shape(size_t i) const { return g().tensor(op.inputs[i]).shape; }
   std::string name(const std::string& suffix) const { return op.name + "/" + suffix; }
 
-  // The dtype the op computes in (bf16 under amp, docs/amp.md): its
+  // The dtype the op computes in (bf16 under amp, docs/guide/amp.md): its
   // gradients are computed in it too, since every float input of an op has
   // its dtype (the amp pass casts them), except LayerNorm's f32 statistics.
   DType dt() const {

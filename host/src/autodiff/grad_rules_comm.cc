@@ -1,4 +1,4 @@
-// The communication ops' rules (docs/sharding.md §6: a gradient has its
+// The communication ops' rules (docs/design/sharding.md §6: a gradient has its
 // tensor's layout, replicas hold the same gradient). Each emits the op's
 // transpose over the same group. The gradient keeps dy's dtype: a
 // redistributed bf16 activation has a bf16 gradient (Cast's rule casts it

@@ -123,7 +123,7 @@ Result<BufferTable> BuildBufferTable(const passes::TrainingGraph& tg, const Grap
     b.persistent = persistent;
     b.program = program;
     if (b.role == fb::BufferRole::Workspace) {
-      // docs/ops.md: 4 bytes of argmax per element of the pooled output.
+      // docs/reference/ops.md: 4 bytes of argmax per element of the pooled output.
       const TensorInfo& y = g.tensor(g.ops()[facts.producer[t]].outputs[0]);
       b.dtype = DType::U8;
       b.shape = {4 * NumElements(y.shape)};

@@ -1,5 +1,5 @@
 // Compile(): the passes in order — training graph, lowering, memory plan,
-// writer (docs/compiler.md) — and the report that tools and tests read.
+// writer (docs/design/compiler.md) — and the report that tools and tests read.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -153,7 +153,7 @@ Status CheckArenaSize(const compiler::LoweredStream& s, uint64_t arena_bytes) {
                          Size(kMaxArenaBytes) + "; the largest buffers: " + names);
 }
 
-// SEMI_AUTO_PARALLEL: this rank's local forward graph (docs/sharding.md),
+// SEMI_AUTO_PARALLEL: this rank's local forward graph (docs/design/sharding.md),
 // and each of its parameters' mirror group.
 Result<parallel::LocalGraph> PartitionForward(const Graph& forward, const CompileOptions& o) {
   if (!forward.status().ok()) return forward.status();

@@ -1,4 +1,4 @@
-// Compile's pipeline path (docs/pipeline.md): from the network and the
+// Compile's pipeline path (docs/design/pipeline.md): from the network and the
 // pipeline config, the training graph of this rank's stage.
 //
 // The network is first cut into micro-batches: its ops split by rows M ways

@@ -2,7 +2,7 @@
 // after them.
 //
 // With `fuse`, MatMul → BiasAdd [→ Relu] and Conv2D → BiasAdd [→ Relu]
-// become one kernel (docs/ops.md "Fusion") when, in the program being
+// become one kernel (docs/reference/ops.md "Fusion") when, in the program being
 // lowered, each dropped intermediate has exactly one reader (the next op of
 // the chain) and is not a loss, graph output or report. The chain need not
 // be adjacent in op order, so the bias must also be ready when the first op

@@ -4,7 +4,7 @@
 // the header, as plain structs the writer serialises one to one. Everything
 // is in a deterministic order derived from tensor and op indices only.
 //
-// The steps, in order (docs/compiler.md):
+// The steps, in order (docs/design/compiler.md):
 //   1. program_plan.h: check the graph and gather per-tensor facts;
 //   2. fusion.h: each program's ops become kernels (some fused);
 //   3. views.h: Reshapes (and axis-0 Splits and Concats) that share their
@@ -44,7 +44,7 @@
 namespace sinkrt::host::compiler {
 
 // A sharded tensor's layout and this rank's slice of it (fb::SliceDef;
-// docs/sharding.md §2). Set by Compile under SEMI_AUTO_PARALLEL.
+// docs/design/sharding.md §2). Set by Compile under SEMI_AUTO_PARALLEL.
 struct SliceInfo {
   Shape global_shape;
   std::vector<int64_t> offset;
@@ -111,7 +111,7 @@ struct BroadcastDef {
   std::vector<uint32_t> buffers;
 };
 
-// The sharded graph's collectives (docs/sharding.md §6), on the compute
+// The sharded graph's collectives (docs/design/sharding.md §6), on the compute
 // stream where the graph puts them.
 // Fused and blocked when `inputs` is non-empty (optimizer parallel's
 // buckets; task_stream.fbs): then `input` and `output` are unused.
@@ -133,7 +133,7 @@ struct AllToAllDef {
   uint32_t input = 0, output = 0;
 };
 
-// Pipeline stages' point to point transfers (docs/pipeline.md): `buffer`
+// Pipeline stages' point to point transfers (docs/design/pipeline.md): `buffer`
 // to or from world rank `peer`, in `group` (the pair). `order` and
 // `channel` are the schedule's (OpAttrs::comm_order, channel): they place
 // the transfer on the comm stream and are not written to the stream.
@@ -241,7 +241,7 @@ struct LoweringOptions {
   // included); one rank means none. Buckets then form per group, each
   // AllReduce over its own group. Empty: every gradient over the world.
   std::vector<std::vector<uint32_t>> grad_groups;
-  // Pipeline stage (docs/pipeline.md): the graph's Send and Recv ops move to
+  // Pipeline stage (docs/design/pipeline.md): the graph's Send and Recv ops move to
   // train_step's comm stream in their schedule order
   // (parallel/pipeline/pipeline_comm.h), beside the gradient buckets.
   bool pipeline = false;
@@ -249,7 +249,7 @@ struct LoweringOptions {
 
 Result<LoweredStream> Lower(const passes::TrainingGraph& tg, const LoweringOptions& options);
 
-// fan_in/fan_out as docs/ops.md defines them: 2-D [in, out] → (shape[0],
+// fan_in/fan_out as docs/reference/ops.md defines them: 2-D [in, out] → (shape[0],
 // shape[1]); OIHW (and any rank ≥ 3, O and I first) → (I·∏spatial,
 // O·∏spatial); 1-D → (shape[0], shape[0]); a scalar → (1, 1).
 std::pair<int64_t, int64_t> FanInOut(const Shape& shape);

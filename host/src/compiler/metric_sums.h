@@ -1,4 +1,4 @@
-// Sunk eval (docs/compiler.md): eval_step adds its metrics into an f64
+// Sunk eval (docs/design/compiler.md): eval_step adds its metrics into an f64
 // accumulator in the arena, so that a RunSink(EvalStep, N) over a whole
 // eval pass answers with the pass's sums, one control round trip instead of
 // one per batch. MindSpore launches eval one step at a time; this goes

@@ -11,7 +11,7 @@
 // a group as one buffer over the union of its members' lifetimes.
 //
 // A group's members are only ever written once, by the kernel that produces
-// them, and only read afterwards; the rules below keep it so (docs/compiler.md
+// them, and only read afterwards; the rules below keep it so (docs/design/compiler.md
 // "Views"). A member must be:
 //   - transient: an Intermediate, or an Input (dataset column, written by
 //     GetNext) as a Reshape's or Split's source. Params, Consts, OptState and

@@ -1,4 +1,4 @@
-// Graph builder for Cast between F32 and BF16 (docs/ops.md). Cast is the
+// Graph builder for Cast between F32 and BF16 (docs/reference/ops.md). Cast is the
 // one op that reads or writes BF16 so far; every other builder refuses a
 // BF16 input through CheckInput.
 #include "sinkrt/host/graph.h"

@@ -1,4 +1,4 @@
-// Graph builder for Gather along axis 0 (an embedding lookup, docs/ops.md).
+// Graph builder for Gather along axis 0 (an embedding lookup, docs/reference/ops.md).
 #include "sinkrt/host/graph.h"
 
 namespace sinkrt::host {

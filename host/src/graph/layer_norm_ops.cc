@@ -1,4 +1,4 @@
-// Graph builder for LayerNorm over the last axis (docs/ops.md).
+// Graph builder for LayerNorm over the last axis (docs/reference/ops.md).
 #include <cmath>
 
 #include "sinkrt/host/graph.h"

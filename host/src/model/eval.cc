@@ -195,7 +195,8 @@ Result<Tensor> Model::predict(const Row& inputs) {
   Impl& m = *impl_;
   if (m.pipeline_stages > 1)
     return Unimplemented("For 'Model.predict', the model runs " + std::to_string(m.pipeline_stages) +
-                         " pipeline stages, and predict through pipeline stages is not built yet (docs/pipeline.md)");
+                         " pipeline stages, and predict through pipeline stages is not built yet "
+                         "(docs/design/pipeline.md)");
   if (m.sharded) return ShardedPredict(m, inputs);
   if (m.predict_queue.index < 0)
     return FailedPrecondition("For 'Model.predict', the network has no predict program: it needs an output "

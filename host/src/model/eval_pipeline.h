@@ -1,4 +1,4 @@
-// Model::eval through pipeline stages (docs/pipeline.md).
+// Model::eval through pipeline stages (docs/design/pipeline.md).
 #pragma once
 
 #include "host/src/model/model_impl.h"

@@ -1,4 +1,4 @@
-// Sunk eval (Model::eval with dataset_sink_mode; docs/compiler.md): the full
+// Sunk eval (Model::eval with dataset_sink_mode; docs/design/compiler.md): the full
 // batches of an eval pass run as one RunSink(EvalStep, N) per device while
 // a Feeder per device pushes them, and eval_step sums the metrics on the
 // device (the compiler's MetricSum, into an accumulator the device zeroes

@@ -91,7 +91,7 @@ struct Model::Impl {
   bool sharded = false;
   std::optional<AutoParallelPlan> auto_parallel;  // the search, under auto_parallel
   std::vector<RankPlan> ranks;
-  // Optimizer parallel under data parallel (docs/parallel_optimizer.md):
+  // Optimizer parallel under data parallel (docs/guide/parallel_optimizer.md):
   // the ranks hold different dim-0 blocks of the sharded parameters'
   // optimizer state; each rank's state buffers, which ReadState() merges
   // and WriteState() splits (empty otherwise).
@@ -102,7 +102,7 @@ struct Model::Impl {
   // state_sliced).
   const std::vector<StateBuffer>& RankState(uint32_t r) const { return sharded ? ranks[r].state : rank_state[r]; }
 
-  // Pipeline stages (docs/pipeline.md): the stage count, each rank's train
+  // Pipeline stages (docs/design/pipeline.md): the stage count, each rank's train
   // queue (index -1: a middle stage, fed nothing) and whether its train_step
   // reports the loss (the last stage), and the model's state across the
   // stages: every Param and OptState with the rank that holds it. Under
@@ -111,10 +111,10 @@ struct Model::Impl {
   // every rank of the stage, each with its slice.
   int pipeline_stages = 1;
   bool stage_sharded = false;
-  // Gradient accumulation (docs/grad_accumulation.md): dataset batches per
+  // Gradient accumulation (docs/guide/grad_accumulation.md): dataset batches per
   // train_step; its queue takes their columns in turn.
   int accumulation = 1;
-  // Loss scaling (docs/loss_scale.md): train_step reports the scale and its
+  // Loss scaling (docs/guide/loss_scale.md): train_step reports the scale and its
   // counters after the loss.
   bool loss_scaled = false;
   // The device's count of overflowed steps (loss_scale/counters[2]) as the

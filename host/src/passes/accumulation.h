@@ -1,5 +1,5 @@
 // Gradient accumulation (MindSpore's grad_accumulation_step;
-// docs/grad_accumulation.md): train_step as K micro-steps, each forward and
+// docs/guide/grad_accumulation.md): train_step as K micro-steps, each forward and
 // backward on its own batch, with one optimizer update after them.
 //
 // From a training graph whose backward was seeded with loss_seed / K:

@@ -1,4 +1,4 @@
-// The mixed-precision pass (docs/amp.md): a forward graph rewritten so that
+// The mixed-precision pass (docs/guide/amp.md): a forward graph rewritten so that
 // its ops compute in the dtype `level` gives them, with Cast ops inserted
 // where a tensor meets an op of the other dtype. Runs before autodiff, so
 // the backward pass follows the same dtypes (Cast's gradient casts back):

@@ -56,7 +56,7 @@ struct TrainingGraph {
   size_t backward_ops = 0;
   TensorId loss = kInvalidTensor;
   TensorId accuracy = kInvalidTensor; // eval's correct-prediction count, if any
-  // Loss scaling (docs/loss_scale.md): the scale [] f32 and the counters
+  // Loss scaling (docs/guide/loss_scale.md): the scale [] f32 and the counters
   // [3] i32 (OptState), GradOverflow's status [2]; kInvalidTensor without.
   TensorId loss_scale = kInvalidTensor;
   TensorId loss_scale_counters = kInvalidTensor;
@@ -83,7 +83,7 @@ struct TrainingGraph {
 // that gives them whole classes and matching rows, rather than on
 // outputs()[0], whose slice may hold other rows or a part of the classes.
 // `loss_seed`: d(loss) of backward (AppendBackward).
-// `loss_scale` (docs/loss_scale.md): backward is seeded with the scale
+// `loss_scale` (docs/guide/loss_scale.md): backward is seeded with the scale
 // (times loss_seed), a GradOverflow op checks the gradients before the
 // optimizer, whose updates read its status, and a LossScaleUpdate op ends
 // the step. `overflow_group` (semi-auto: every rank, this one at

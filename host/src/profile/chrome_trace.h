@@ -3,7 +3,7 @@
 // events' args carry all of ProfileData, so ProfileDataFromTrace rebuilds it
 // exactly and `sinkprof DIR` summarises what analyse() summarised.
 //
-// Layout (docs/profiler.md): every rank is a process (pid = rank) with
+// Layout (docs/guide/profiler.md): every rank is a process (pid = rank) with
 // threads compute (tid 0), comm (1) and queue (2, every GetNext); the host
 // is one more process (pid = the world size) with a "control rank R" thread
 // per rank (its RunSink calls), a "feeder rank R" thread per rank (pushes)

@@ -1,4 +1,4 @@
-// The output directory of a profiled run (docs/profiler.md): trace.json,
+// The output directory of a profiled run (docs/guide/profiler.md): trace.json,
 // summary.txt, summary.json and steps.svg. ReadProfile (profiler.h) reads
 // its trace.json back.
 #pragma once

@@ -1,7 +1,7 @@
 // The summary of a profiled run (summary.txt, summary.json, steps.svg),
 // computed from what the run left and nothing else, so `sinkprof DIR`
 // rebuilding ProfileData from trace.json gets the same numbers.
-// docs/profiler.md defines every number.
+// docs/guide/profiler.md defines every number.
 #pragma once
 
 #include "host/src/profile/profile_data.h"

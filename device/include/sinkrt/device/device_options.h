@@ -27,7 +27,7 @@ struct DeviceOptions {
   std::chrono::microseconds worker_spin{50};
   /// false: no worker team; oneDNN's OpenMP team splits each large kernel
   /// instead, as before the team existed. SINKRT_WORKER_TEAM=0 turns it
-  /// off, for measurements (bench/README.md compares the two).
+  /// off, for measurements (bench/history/kernels.md compares the two).
   bool worker_team = true;
   /// Pin the worker team's threads and, for the length of each sink, the
   /// thread running the compute stream, to one core each of those this
@@ -67,7 +67,7 @@ struct DeviceOptions {
   /// copying through rings. Off by default until it is shown to pay in
   /// training: on the loaded 2-core VM, 2 daemons of the data-parallel MLP
   /// ran 0.76-1.37x as fast with it, median 0.96 (6 interleaved pairs,
-  /// bench/README.md "Reading the peers' buffers"),
+  /// bench/history/communication.md "Reading the peers' buffers"),
   /// the compute a few % slower on an arena of 4 KiB shared pages (no huge
   /// pages for shmem here) and the AllReduce no faster with both daemons'
   /// threads on 2 cores. SINKRT_SHARED_ARENA=1 turns it on. Every rank of a

@@ -14,7 +14,7 @@
 // Two members are the case the single threshold got wrong: there the ring
 // moves no fewer bytes than a swap (each rank sends S/2 twice instead of S
 // once) but waits on its neighbour twice, once per phase, and doubling was
-// as fast or faster at every size from 64 KiB to 64 MiB (bench/README.md,
+// as fast or faster at every size from 64 KiB to 64 MiB (bench/history/communication.md,
 // "Fusion never loses"), where the 256 KiB switch for larger groups made a
 // fused 256 KiB-4 MiB lose to pieces that doubled.
 #pragma once

@@ -1,5 +1,5 @@
 /// \file
-/// Mixed precision: MindSpore's amp_level (docs/amp.md).
+/// Mixed precision: MindSpore's amp_level (docs/guide/amp.md).
 ///
 /// The low-precision type is bf16 (AVX512-BF16 on these CPUs; oneDNN runs
 /// bf16 matmuls and convolutions with f32 accumulation). The compiler

@@ -1,5 +1,5 @@
 /// \file
-/// AUTO_PARALLEL (docs/auto_parallel.md): the host searches a shard strategy
+/// AUTO_PARALLEL (docs/design/auto_parallel.md): the host searches a shard strategy
 /// for every op of a single-device graph against a calibrated cost model and
 /// sets it on the graph, which then compiles as SEMI_AUTO_PARALLEL.
 ///
@@ -42,8 +42,8 @@ struct AutoParallelOptions {
   /// offers them splits over fewer ranks, repeated on the rest, which wins
   /// where a small GEMM would otherwise be redistributed around (the zoo
   /// MLP's 256x10 head, replicated after a Megatron pair, measured 1.24x
-  /// faster than forcing it apart; bench/README.md). Other ops may always
-  /// repeat (a bias add between two model-parallel layers).
+  /// faster than forcing it apart; bench/history/parallel.md). Other ops may
+  /// always repeat (a bias add between two model-parallel layers).
   bool fully_use_devices = false;
   std::string transport = "shm";  ///< which of the calibration's collective fits: "shm" or "tcp"
   OptimizerSpec optimizer;        ///< its state per parameter counts in memory

@@ -23,7 +23,7 @@ struct ParamGrad {
 /// forward ops are left untouched.
 Result<std::vector<ParamGrad>> AppendBackward(Graph& g, TensorId loss, float seed = 1.0f);
 
-/// What a pipeline stage (docs/pipeline.md) needs beyond a scalar loss: a
+/// What a pipeline stage (docs/design/pipeline.md) needs beyond a scalar loss: a
 /// stage other than the last has no loss, and its backward starts from the
 /// gradients of the activations it sent, received from the next stage; every
 /// stage but the first sends back the gradients of the activations it

@@ -1,5 +1,5 @@
 /// \file
-/// The calibration of AUTO_PARALLEL's cost model (docs/auto_parallel.md,
+/// The calibration of AUTO_PARALLEL's cost model (docs/design/auto_parallel.md,
 /// "Calibration file"): what one device kind does per second, measured once
 /// by `sinkrun calibrate` (or a program of its own) and read by the
 /// strategy search (AutoParallelOptions::calibration names the file).

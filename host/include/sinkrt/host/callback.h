@@ -44,7 +44,7 @@ struct CallbackParams {
   double data_wait_ms = 0;      ///< host time waiting for the pipeline
   DeviceTiming device;          ///< summed over the epoch's sinks (data parallel: averaged over ranks)
   uint64_t host_round_trips = 0;  ///< control round trips so far, per device
-  /// Loss scaling (docs/loss_scale.md; the scale and the overflow flag of
+  /// Loss scaling (docs/guide/loss_scale.md; the scale and the overflow flag of
   /// MindSpore's TrainOneStepWithLossScaleCell): the scale after the last
   /// step, the steps of the sink that just ran whose gradients overflowed
   /// (their updates were skipped), and all such steps the device has

@@ -70,7 +70,7 @@ class TimeMonitor : public Callback {
   std::ostream& out_;
 };
 
-/// Loss scaling (docs/loss_scale.md): prints `epoch: E: N of S steps
+/// Loss scaling (docs/guide/loss_scale.md): prints `epoch: E: N of S steps
 /// overflowed, their updates skipped (loss scale X)` at the end of every
 /// epoch in which a step's gradients overflowed, so that no update is
 /// dropped without a word (MindSpore returns the overflow flag from

@@ -7,7 +7,7 @@
 ///     --plan memory (liveness)--> --write--> bytes
 /// ~~~
 ///
-/// docs/compiler.md lists every pass in order, with its input, output, file
+/// docs/design/compiler.md lists every pass in order, with its input, output, file
 /// and invariants. The same graph and options always give byte-identical
 /// streams.
 #pragma once
@@ -61,7 +61,7 @@ struct CompileOptions {
   bool gradients_mean = false;       ///< AllReduce Mean instead of Sum
   bool parameter_broadcast = false;  ///< init ends by broadcasting rank 0's Params
   CommFusion comm_fusion;  ///< how gradients are fused into AllReduce buckets
-  /// SemiAutoParallel (docs/sharding.md): the forward graph is the whole
+  /// SemiAutoParallel (docs/design/sharding.md): the forward graph is the whole
   /// model, with shard strategies on its ops (OpNode::strategy; MindSpore's
   /// default where none); the stream is rank `rank`'s slice of it, with the
   /// collectives its layouts need and each parameter's gradient reduced over
@@ -86,7 +86,7 @@ struct CompileOptions {
   /// "tcp" when they span hosts (sinkrun picks it from a rank table).
   std::string search_transport = "shm";
   /// Pipeline stages (MindSpore's pipeline_stages, PipelineCell's micro_size
-  /// and pipeline_config's scheduler; docs/pipeline.md). stages 1: none.
+  /// and pipeline_config's scheduler; docs/design/pipeline.md). stages 1: none.
   /// With S > 1 (data_parallel or semi_auto_parallel), rank r compiles stage
   /// r / (world_size / S): its share of every micro-batch's forward and
   /// backward in the schedule's order, the transfers to its neighbours on
@@ -107,20 +107,20 @@ struct CompileOptions {
   /// eval_step and predict_step read one batch. Stand-alone and data
   /// parallel; not with pipeline stages.
   int grad_accumulation = 1;
-  /// Mixed precision (MindSpore's amp_level; docs/amp.md): the forward graph
+  /// Mixed precision (MindSpore's amp_level; docs/guide/amp.md): the forward graph
   /// is rewritten with Casts before autodiff, so the ops the level names
   /// compute in bf16; parameters, their gradients (and so the gradient
   /// reduction), the optimizer and the loss stay f32. O0: the f32 stream,
   /// byte for byte. Stand-alone, data parallel and semi-auto; not with
   /// pipeline stages.
   AmpLevel amp_level = AmpLevel::O0;
-  /// Loss scaling (MindSpore's loss_scale_manager; docs/loss_scale.md): the
+  /// Loss scaling (MindSpore's loss_scale_manager; docs/guide/loss_scale.md): the
   /// overflow check, the skipped update and the scale's schedule run inside
   /// train_step, which then also reports the scale and its counters.
   /// Not with pipeline stages.
   LossScaleManager loss_scale;
   /// Optimizer parallel (MindSpore's enable_parallel_optimizer and
-  /// parallel_optimizer_config; docs/parallel_optimizer.md), under
+  /// parallel_optimizer_config; docs/guide/parallel_optimizer.md), under
   /// DataParallel: every parameter of at least threshold_kb KB whose dim 0
   /// divides by world_size (and whose slice keeps the arena alignment) is
   /// updated in slices. Rank r holds the optimizer state of dim-0 block r
@@ -156,7 +156,7 @@ struct PlannedBuffer {
   int32_t first_use = 0, last_use = 0;
   /// @}
   fb::ProgramKind program = fb::ProgramKind::TrainStep;  ///< the program that uses it
-  /// A view (docs/compiler.md "Views"): the buffer whose bytes it shares, its
+  /// A view (docs/design/compiler.md "Views"): the buffer whose bytes it shares, its
   /// group's root; first_use 0 and last_use -1, as the root's range covers it.
   /// Empty for a buffer of its own.
   std::string view_of = {};
@@ -182,7 +182,7 @@ struct CompileReport {
   uint64_t liveness_lower_bound = 0;  ///< max over time of live bytes
   uint64_t persistent_bytes = 0;  ///< bytes of buffers that live across steps (params, optimizer state)
   /// The arena bytes the Activation buffers cover: their peak, since
-  /// transients share space (what recomputation lowers; docs/recompute.md).
+  /// transients share space (what recomputation lowers; docs/guide/recompute.md).
   uint64_t activation_bytes = 0;
   /// Tasks of each program's compute stream; comm_tasks: train_step's "comm"
   /// stream (DataParallel only).

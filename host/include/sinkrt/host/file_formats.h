@@ -2,7 +2,7 @@
 // (graph_file.h, schemas/graph.fbs) and checkpoints (callbacks.h,
 // schemas/checkpoint.fbs). The writers stamp these constants and the
 // readers check against them, so what a program asks here is what its
-// files say. docs/compatibility.md says which versions a release reads.
+// files say. docs/design/compatibility.md says which versions a release reads.
 #pragma once
 
 #include <string>

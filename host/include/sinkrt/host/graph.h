@@ -151,7 +151,7 @@ struct OpAttrs {
   int64_t comm_order = 0;
   int64_t channel = 0;
   /// @}
-  /// GradOverflow and LossScaleUpdate (docs/loss_scale.md; compiler-made).
+  /// GradOverflow and LossScaleUpdate (docs/guide/loss_scale.md; compiler-made).
   /// @{
   bool loss_scale_check = true;
   bool loss_scale_dynamic = false;
@@ -280,7 +280,7 @@ class Graph {
   /// Reports `t` from eval besides the loss (outputs()).
   void AddOutput(TensorId t);
 
-  // -- shard strategies (SEMI_AUTO_PARALLEL, docs/sharding.md) --------------
+  // -- shard strategies (SEMI_AUTO_PARALLEL, docs/design/sharding.md) --------------
   /// Sets the strategy of the op that produced `output` and returns `output`,
   /// so that it chains: g.Shard(g.MatMul(x, w), {{2, 1}, {1, 4}}). One entry
   /// per op input, one value per dim of that input, each >= 1 (MindSpore's
@@ -295,7 +295,7 @@ class Graph {
   /// Index in ops() of the op called `name`, or -1.
   int64_t FindOp(const std::string& name) const;
 
-  // -- recomputation (MindSpore's cell.recompute(); docs/recompute.md) ------
+  // -- recomputation (MindSpore's cell.recompute(); docs/guide/recompute.md) ------
   /// Marks the ops of layer `layer` (its name scope: "block0", "block0.attn")
   /// for recomputation: the backward pass re-runs them from the layer's
   /// inputs instead of keeping their activations alive since the forward.

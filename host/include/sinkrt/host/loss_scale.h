@@ -1,6 +1,6 @@
 /// \file
 /// Loss scaling: MindSpore's FixedLossScaleManager and
-/// DynamicLossScaleManager (docs/loss_scale.md), run inside the sink.
+/// DynamicLossScaleManager (docs/guide/loss_scale.md), run inside the sink.
 ///
 /// Backward is seeded with the loss scale instead of 1, so small gradients
 /// survive low precision; every step the device checks the gradients for

@@ -47,7 +47,7 @@
 /// predict() and ReadState() use rank 0, whose parameters equal every
 /// rank's; WriteState() writes every rank.
 ///
-/// SEMI_AUTO_PARALLEL (context.mode, device_num N; docs/sharding.md): the
+/// SEMI_AUTO_PARALLEL (context.mode, device_num N; docs/design/sharding.md): the
 /// network is the whole model with global shapes and shard strategies on
 /// some ops (Graph::Shard; LossSpec::strategy for the loss Model appends).
 /// Create compiles rank r's slice of it for devices[r]. train() feeds each
@@ -64,7 +64,7 @@
 /// device count; ReadState(r) is rank r's own slices.
 ///
 /// Pipeline stages (context.pipeline_stages S > 1 under DATA_PARALLEL,
-/// ModelOptions::micro_size M; docs/pipeline.md): rank r runs stage
+/// ModelOptions::micro_size M; docs/design/pipeline.md): rank r runs stage
 /// r / (N / S) of the network, every micro-batch of each step in the
 /// schedule's order (1F1B or GPipe), sending activations forward and
 /// gradients back to the ranks at its place in the neighbouring stages; the
@@ -76,7 +76,7 @@
 /// checkpoint is the same as one device's. eval() and predict() are not
 /// built for pipelines yet and say so.
 ///
-/// AUTO_PARALLEL (context.mode, device_num N; docs/auto_parallel.md): the
+/// AUTO_PARALLEL (context.mode, device_num N; docs/design/auto_parallel.md): the
 /// network is a single-device one (no strategies needed; ops that have one
 /// keep it). Create appends the loss, searches every op's strategy once
 /// (PlanAutoParallel with context.search_mode, device_memory_capacity,
@@ -133,7 +133,7 @@ struct ModelOptions {
   /// cache. Defaults to SINKRT_COMPILE_CACHE, or MindSpore's
   /// MS_COMPILER_CACHE_PATH (CompileCacheDirFromEnvironment).
   std::string compile_cache = CompileCacheDirFromEnvironment();
-  /// Pipeline stages (context.pipeline_stages > 1; docs/pipeline.md):
+  /// Pipeline stages (context.pipeline_stages > 1; docs/design/pipeline.md):
   /// MindSpore's PipelineCell(network, micro_size), the micro-batches each
   /// batch is cut into (at least pipeline_stages, dividing the batch), and
   /// cell.pipeline_stage as layer name -> stage ({"fc1", 0}: the ops in name
@@ -143,11 +143,11 @@ struct ModelOptions {
   int micro_size = 1;
   std::vector<std::pair<std::string, int>> stage_of;
   /// @}
-  /// MindSpore's Model(..., amp_level=...) (docs/amp.md): which ops compute
+  /// MindSpore's Model(..., amp_level=...) (docs/guide/amp.md): which ops compute
   /// in bf16. A compiled job keeps the level it was compiled with; O0 here
   /// takes it, another level must match it.
   AmpLevel amp_level = AmpLevel::O0;
-  /// MindSpore's Model(..., loss_scale_manager=...) (docs/loss_scale.md):
+  /// MindSpore's Model(..., loss_scale_manager=...) (docs/guide/loss_scale.md):
   /// FixedLossScaleManager or DynamicLossScaleManager, run inside the sink.
   /// A compiled job keeps its own; None here takes it.
   LossScaleManager loss_scale_manager;
@@ -210,7 +210,7 @@ class Model {
   /// eval_step: without dataset_sink_mode one RunSink(EvalStep, 1) each, as
   /// MindSpore's eval launches one step at a time; with it all of them in
   /// one RunSink(EvalStep, N), the device summing loss x rows and the
-  /// correct count (README "Eval, sunk"; beyond MindSpore), to the same
+  /// correct count (docs/guide/training.md "Eval, sunk"; beyond MindSpore), to the same
   /// figures bit for bit. A partial last batch runs predict_step
   /// zero-padded and its loss and accuracy are computed on the host over
   /// the real rows only, in double (this needs the loss to be

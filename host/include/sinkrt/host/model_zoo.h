@@ -62,7 +62,7 @@ Graph MakeVitNetwork(int64_t batch, uint64_t seed = 1);
 /// The same recipe at another size (the defaults are the ViT above): width
 /// `dim` in `heads` heads (which must divide it), MLP width `hidden`,
 /// `blocks` blocks; the head's seed is S+2+4*blocks, after the blocks'.
-/// E.g. the "wide ViT" of bench/README: {.dim = 256, .heads = 4, .hidden =
+/// E.g. the "wide ViT" of bench/RESULTS.md: {.dim = 256, .heads = 4, .hidden =
 /// 1024, .blocks = 4}.
 struct VitConfig {
   int64_t dim = 64;  ///< model width

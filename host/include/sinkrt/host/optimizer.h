@@ -51,7 +51,7 @@ Status ValidateOptimizer(const OptimizerSpec& spec);
 /// Adds optimizer state (zero-initialised OptState tensors named
 /// "<param>/momentum", "<param>/adam_m", "<param>/adam_v", and "adam/powers")
 /// and one update op per gradient. Update ops mutate param and state in place.
-/// `loss_scale_status` (docs/loss_scale.md): GradOverflow's [2] status, read
+/// `loss_scale_status` (docs/guide/loss_scale.md): GradOverflow's [2] status, read
 /// by every update op (AdamPowers too) as its last input, to skip an
 /// overflowed step and to take the scale out of the gradient.
 /// `update_on` (optimizer parallel; empty, or one entry per gradient): the

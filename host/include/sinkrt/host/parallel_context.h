@@ -56,7 +56,7 @@ struct CommFusion {
 /// Unknown keys inside an entry are refused (MindSpore ignores them).
 Result<CommFusion> ParseCommFusion(const std::string& json);
 
-/// MindSpore's parallel_optimizer_config (docs/parallel_optimizer.md).
+/// MindSpore's parallel_optimizer_config (docs/guide/parallel_optimizer.md).
 struct ParallelOptimizerConfig {
   /// parallel_optimizer_threshold: a parameter of fewer than this many KB
   /// (1024 bytes; shape[0] * ... * shape[n] * size(dtype)) stays replicated.
@@ -110,7 +110,7 @@ struct ParallelContext {
   /// gives (dataset_strategy "data_parallel"), or full_batch. Only under
   /// semi_auto_parallel and auto_parallel, and not with full_batch.
   std::vector<std::vector<int64_t>> dataset_strategy;
-  /// auto_parallel's search (docs/auto_parallel.md): MindSpore's
+  /// auto_parallel's search (docs/design/auto_parallel.md): MindSpore's
   /// auto_parallel_search_mode ("dynamic_programming" or
   /// "sharding_propagation"; "recursive_programming" passes Validate, as in
   /// MindSpore, and the search refuses it), its per-rank memory limit in
@@ -128,7 +128,7 @@ struct ParallelContext {
   bool fully_use_devices = false;
   CommFusion comm_fusion;  ///< how gradients are fused into AllReduce buckets
   /// MindSpore's pipeline_stages and pipeline_config's pipeline_scheduler
-  /// ("1f1b" or "gpipe"; docs/pipeline.md). The micro-batches
+  /// ("1f1b" or "gpipe"; docs/design/pipeline.md). The micro-batches
   /// (PipelineCell's micro_size) and the layers' stages (cell.pipeline_stage)
   /// belong to the network: ModelOptions and CompileOptions::pipeline. The
   /// stages run under data_parallel (each stage's device_num /
@@ -139,13 +139,13 @@ struct ParallelContext {
   int pipeline_stages = 1;
   std::string pipeline_scheduler = "1f1b";
   /// @}
-  /// MindSpore's grad_accumulation_step (docs/grad_accumulation.md): one
+  /// MindSpore's grad_accumulation_step (docs/guide/grad_accumulation.md): one
   /// optimizer step is K dataset batches, forward and backward in turn with
   /// their gradients summed on the device, then one reduction and one
   /// update. sink_size, steps and cur_step_num count optimizer steps.
   /// Stand-alone and data_parallel; 1: none.
   int grad_accumulation_step = 1;
-  /// MindSpore's enable_parallel_optimizer (docs/parallel_optimizer.md):
+  /// MindSpore's enable_parallel_optimizer (docs/guide/parallel_optimizer.md):
   /// each of the N ranks holding a parameter (data_parallel: every rank;
   /// semi_auto_parallel and auto_parallel: the ranks holding the same
   /// slice, its mirror group) keeps and updates only its 1/N of that

@@ -9,7 +9,7 @@
 /// credits, RunSink calls). The devices' clocks are aligned to the host's by
 /// round trips measured when recording starts and ends.
 ///
-/// analyse() writes into the output directory (docs/profiler.md):
+/// analyse() writes into the output directory (docs/guide/profiler.md):
 /// ~~~
 ///   trace.json    Chrome trace / Perfetto timeline: every rank a process,
 ///                 with compute, comm and queue threads; the host a process

@@ -28,7 +28,7 @@
 /// device's own account of the epoch's sinks (DeviceTiming: comm_wait is the
 /// compute stream waiting for collectives, bubble a pipeline stage waiting
 /// for a neighbour stage). A NaN loss is written as null. Under loss scaling
-/// (docs/loss_scale.md) the record also has "loss_scale" (after the epoch's
+/// (docs/guide/loss_scale.md) the record also has "loss_scale" (after the epoch's
 /// last step) and "overflow_steps" (its steps whose update was skipped).
 /// Whatever comes after training (an end record with the test accuracy) the
 /// caller adds with Write().

@@ -1,7 +1,8 @@
 /// \file
 /// Shard strategies given from outside C++ (sinkc's and sinkrun's
 /// --strategy and --strategy-save): presets by name and strategy files, for
-/// graphs compiled under SEMI_AUTO_PARALLEL (docs/sharding.md §9, §10).
+/// graphs compiled under SEMI_AUTO_PARALLEL (docs/design/sharding.md §10,
+/// docs/reference/file_formats.md "Strategy files").
 ///
 /// ~~~
 ///   if (auto s = ApplyShardStrategy("2x2", graph, 4); !s.ok()) ...   // graph has its loss

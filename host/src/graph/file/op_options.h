@@ -1,6 +1,6 @@
 // Which OpAttrs fields travel with which op, in both directions: the one
 // mapping between the host's OpAttrs and the fb::OpOptions union, shared by
-// the task stream writer and graph files (docs/ops.md, "options" column).
+// the task stream writer and graph files (docs/reference/ops.md, "options" column).
 #pragma once
 
 #include <string>

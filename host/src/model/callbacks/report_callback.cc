@@ -89,7 +89,7 @@ Status ReportCallback::on_train_epoch_end(RunContext& run_context) {
                           ? Number(std::max(0.0, 1.0 - p.device.comm_wait_ms / p.device.comm_ms))
                           : nlohmann::ordered_json(nullptr)},
   };
-  // Loss scaling (docs/loss_scale.md): the scale after the epoch's last
+  // Loss scaling (docs/guide/loss_scale.md): the scale after the epoch's last
   // step, and its steps whose update was skipped.
   if (p.loss_scale > 0) {
     record["loss_scale"] = p.loss_scale;

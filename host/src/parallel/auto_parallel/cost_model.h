@@ -1,6 +1,6 @@
 // AUTO_PARALLEL's cost model: what one forward op costs each rank, in
 // seconds and bytes, under one shard strategy, and what a redistribution
-// between two layouts costs (docs/auto_parallel.md, "Cost model"). The
+// between two layouts costs (docs/design/auto_parallel.md, "Cost model"). The
 // strategy search (strategy_search.h) sums these over a graph.
 //
 // Conventions the search relies on:

@@ -2,7 +2,7 @@
 // op offers candidate strategies with a time and a memory, each tensor
 // between two ops a redistribution-time matrix over their candidates. The
 // search knows nothing of layouts or devices; the cost model fills the
-// tables, so the search is tested without one (docs/auto_parallel.md,
+// tables, so the search is tested without one (docs/design/auto_parallel.md,
 // "Search").
 //
 // Objective: minimise Σ node times + Σ edge times, subject to

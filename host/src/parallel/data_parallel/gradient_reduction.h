@@ -1,7 +1,7 @@
 // host/src/parallel/: parallel planning — deciding, from the training graph
 // and the parallel context, what each rank computes and what the ranks must
 // communicate. It sits between the training graph (graph → autodiff →
-// optimizer) and lowering in the compiler's pipeline (docs/compiler.md): the
+// optimizer) and lowering in the compiler's pipeline (docs/design/compiler.md): the
 // compiler hands it plain facts (gradient sizes and when backward writes
 // them, the buffers each task touches) and gets plans back as plain data
 // (buckets, a schedule) that lowering turns into tasks. Nothing here knows the

@@ -1,5 +1,5 @@
 // Optimizer parallel (MindSpore's enable_parallel_optimizer, level1; ZeRO-1;
-// docs/parallel_optimizer.md): which parameters' updates the data-parallel
+// docs/guide/parallel_optimizer.md): which parameters' updates the data-parallel
 // ranks share, each rank updating one dim-0 block.
 //
 // The decision reads only shapes, dtypes and the options, so every rank of

@@ -1,5 +1,5 @@
 // The SPMD partitioner's second half: rank r's local forward graph from the
-// global graph and its partition plan (partition_plan.h; docs/sharding.md
+// global graph and its partition plan (partition_plan.h; docs/design/sharding.md
 // §5, §6).
 //
 // The local graph has the global graph's ops and names, with every tensor at
@@ -43,7 +43,7 @@ struct LocalGraph {
 
 // Rank `rank`'s forward graph. `plan` must come from PlanPartition on `g`.
 // The plan's ranks 0..n-1 are world ranks first_rank..first_rank+n-1 in
-// every group it names (a pipeline stage's ranks, docs/pipeline.md).
+// every group it names (a pipeline stage's ranks, docs/design/pipeline.md).
 Result<LocalGraph> PartitionForRank(const Graph& g, const PartitionPlan& plan, int64_t rank,
                                     uint32_t first_rank = 0);
 

@@ -1,6 +1,6 @@
 // The partition plan of a forward graph under SEMI_AUTO_PARALLEL: a layout
 // on every tensor, and for every op the redistribution of each input and
-// the axes along which that input's gradient is partial (docs/sharding.md
+// the axes along which that input's gradient is partial (docs/design/sharding.md
 // §5, §6). It is pure data, the same on every rank; emitting rank r's local
 // graph from it is a separate step.
 //
@@ -36,7 +36,7 @@ struct PartitionOptions {
   // loss's batch split (or full_batch).
   std::vector<std::vector<int64_t>> dataset_strategy{};  // {}: lets designated initialisers omit it
   // Inputs that stand for activations rather than data: a pipeline stage's
-  // received tensors (docs/pipeline.md). They are placed as the batch is,
+  // received tensors (docs/design/pipeline.md). They are placed as the batch is,
   // but their gradients are sent back, so a partial one is reduced as an
   // activation's is (a GradAllReduce in front of its reader).
   std::vector<TensorId> activation_inputs{};  // {}: lets designated initialisers omit it

@@ -1,4 +1,4 @@
-// A pipeline stage's comm stream (docs/pipeline.md): the point to point
+// A pipeline stage's comm stream (docs/design/pipeline.md): the point to point
 // transfers of the schedule (parallel/pipeline/pipeline_schedule.h) and the stage
 // group's gradient buckets, with the events that order them against the
 // compute stream.

@@ -1,4 +1,4 @@
-// One pipeline stage's training graph (docs/pipeline.md): every
+// One pipeline stage's training graph (docs/design/pipeline.md): every
 // micro-batch's forward and backward of the stage, laid out in the
 // schedule's order, with the transfers between stages as Send and Recv ops,
 // the gradients summed over the micro-batches, and one optimizer update.

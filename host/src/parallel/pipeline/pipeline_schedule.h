@@ -1,4 +1,4 @@
-// The pipeline schedule (docs/pipeline.md): in which order each stage runs
+// The pipeline schedule (docs/design/pipeline.md): in which order each stage runs
 // the forward (F) and backward (B) of each micro-batch, and in which order
 // each stage's comm stream moves the activations and gradients that cross
 // stages. It is pure data, the same on every rank, and it is checked for

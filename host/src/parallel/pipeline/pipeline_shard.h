@@ -1,4 +1,4 @@
-// SEMI_AUTO_PARALLEL inside a pipeline stage (docs/pipeline.md): the
+// SEMI_AUTO_PARALLEL inside a pipeline stage (docs/design/pipeline.md): the
 // stage's forward graph, at the micro-batch size, partitioned over the
 // stage's n ranks with the ops' shard strategies, as one of them.
 //

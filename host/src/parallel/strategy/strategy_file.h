@@ -1,5 +1,5 @@
 // Strategy files: MindSpore's strategy_ckpt_save_file and
-// strategy_ckpt_load_file, as JSON (the format is in docs/sharding.md,
+// strategy_ckpt_load_file, as JSON (the format is in docs/reference/file_formats.md,
 // "Strategy files"). One records the shard strategy of every op that has
 // one and the layout of every parameter, for the graph it was written for;
 // loading it into another graph is refused. The file is bound to the graph

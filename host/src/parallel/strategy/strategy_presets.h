@@ -1,6 +1,6 @@
 // Strategy presets: whole-network shard strategies by name (sinkc and
 // sinkrun's --strategy data|model|DPxMP), set on every op with Graph::Shard
-// (docs/sharding.md §10).
+// (docs/design/sharding.md §10).
 //
 // - data: every op splits its batch dim over all ranks. For the zoo MLP this
 //   is exactly MindSpore's default (DefaultStrategy: dim 0 of the first

@@ -1,6 +1,6 @@
 /// \file
 /// MindSpore's loss-scale update rules (DynamicLossScaleUpdateCell,
-/// FixedLossScaleUpdateCell; docs/loss_scale.md), shared by the device's
+/// FixedLossScaleUpdateCell; docs/guide/loss_scale.md), shared by the device's
 /// LossScaleUpdate kernel and the host's reference and tests, so that both
 /// follow one schedule.
 #pragma once

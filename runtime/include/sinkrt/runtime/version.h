@@ -1,7 +1,7 @@
 /// \file
 /// The versions of sinkrt: the library's release and the two formats it
 /// exchanges with other builds, the task stream (format.h) and the wire
-/// protocol (wire.h). docs/compatibility.md says which versions of each a
+/// protocol (wire.h). docs/design/compatibility.md says which versions of each a
 /// release accepts.
 ///
 /// The release number lives here and nowhere else: CMake reads it from this
