@@ -1,25 +1,20 @@
-// The parallel flags sinkrun train and sinkc share, turned into MindSpore's
-// parallel context with its checks and messages.
+// The parallel flags sinkrun train and sinkc share: their CLI11 wiring, their
+// text parsed into a host::JobSpec (host::PlanJob checks and plans it), and
+// how the tools print the plan.
 #pragma once
 
 #include <algorithm>
-#include <cctype>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <string>
-#include <system_error>
 #include <vector>
 
 #include "cli/cli_validators.h"
 #include "sinkrt/host/auto_parallel.h"
 #include "sinkrt/host/graph.h"
+#include "sinkrt/host/job_plan.h"
 #include "sinkrt/host/parallel_context.h"
 #include "sinkrt/host/pipeline.h"
-#include "sinkrt/host/shard_strategies.h"
-#include "sinkrt/runtime/file_io.h"
 #include "sinkrt/runtime/status.h"
 
 namespace sinkrt::tools {
@@ -64,49 +59,6 @@ struct ParallelFlags {
   std::string parallel_optimizer_config;
 };
 
-// A byte count as --device-memory takes it: plain bytes ("8589934592"), or
-// a number with a suffix KB, MB, GB (10^3, 10^6, 10^9) or KiB, MiB, GiB
-// (2^10, 2^20, 2^30), any case, e.g. "512MiB", "1.5GB". Positive; `flag`
-// names the flag in the message.
-inline Result<uint64_t> ParseByteSize(const std::string& text, const std::string& flag) {
-  const std::string why = flag + " '" + text +
-                          "': expected a positive number of bytes, optionally with a suffix KB, MB, GB (10^3, "
-                          "10^6, 10^9) or KiB, MiB, GiB (2^10, 2^20, 2^30), e.g. 8GiB";
-  size_t end = 0;
-  while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.')) ++end;
-  const std::string number = text.substr(0, end);
-  std::string suffix = text.substr(end);
-  for (char& c : suffix) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (number.empty() || number == "." || number.find('.') != number.rfind('.')) return InvalidArgument(why);
-  double scale = 0;
-  if (suffix.empty() || suffix == "b") scale = 1;
-  else if (suffix == "kb") scale = 1e3;
-  else if (suffix == "mb") scale = 1e6;
-  else if (suffix == "gb") scale = 1e9;
-  else if (suffix == "kib") scale = 1024.0;
-  else if (suffix == "mib") scale = 1024.0 * 1024;
-  else if (suffix == "gib") scale = 1024.0 * 1024 * 1024;
-  else return InvalidArgument(why);
-  if (scale == 1 && number.find('.') != std::string::npos) return InvalidArgument(why);  // no fractional bytes
-  const double bytes = std::floor(std::strtod(number.c_str(), nullptr) * scale);  // inf past double's range
-  if (!(bytes >= 1) || bytes >= 18446744073709551616.0) return InvalidArgument(why);
-  return static_cast<uint64_t>(bytes);
-}
-
-// The pipeline the flags ask for (stages 1: none); ParseParallelFlags
-// checks it.
-inline Result<host::PipelineConfig> PipelineFromFlags(const ParallelFlags& f) {
-  host::PipelineConfig p;
-  p.stages = f.pipeline_stages;
-  p.micro_size = f.micro_size;
-  p.scheduler = f.pipeline_scheduler;
-  if (!f.stage_of.empty()) {
-    SINKRT_ASSIGN_OR_RETURN(p.stage_of, host::ParseStageOf(f.stage_of));
-  }
-  return p;
-}
-
-// Errors name the flag; every one is a command-line mistake.
 // "a,b,c" as its non-empty entries.
 inline std::vector<std::string> SplitList(const std::string& list) {
   std::vector<std::string> out;
@@ -119,100 +71,39 @@ inline std::vector<std::string> SplitList(const std::string& list) {
   return out;
 }
 
-// The ranks a shard strategy spans: every device, or with pipeline stages
-// one stage's (the stage's ops are partitioned over them).
-inline int StrategyDevices(const host::ParallelContext& c) {
-  return c.pipeline_stages > 1 ? c.device_num / c.pipeline_stages : c.device_num;
-}
-
-inline Result<host::ParallelContext> ParseParallelFlags(const ParallelFlags& f) {
-  host::ParallelContext context;
-  SINKRT_ASSIGN_OR_RETURN(context.mode, host::ParseParallelMode(f.parallel), "--parallel");
-  context.device_num = f.devices;
-  context.gradients_mean = f.gradients_mean;
-  context.parameter_broadcast = f.parameter_broadcast;
+// The flags' text into `spec`'s parallel fields; host::CheckJobSpec then
+// checks them against each other. Errors name the flag; every one is a
+// command-line mistake.
+inline Status ParallelSpecFromFlags(const ParallelFlags& f, host::JobSpec& spec) {
+  SINKRT_ASSIGN_OR_RETURN(spec.mode, host::ParseParallelMode(f.parallel), "--parallel");
+  spec.devices = f.devices;
+  spec.devices_text = f.devices_flag;
+  if (f.gradients_mean_given) spec.gradients_mean = f.gradients_mean;
+  spec.parameter_broadcast = f.parameter_broadcast;
   if (!f.comm_fusion.empty()) {
-    SINKRT_ASSIGN_OR_RETURN(context.comm_fusion, host::ParseCommFusion(f.comm_fusion), "--comm-fusion");
+    SINKRT_ASSIGN_OR_RETURN(spec.comm_fusion, host::ParseCommFusion(f.comm_fusion), "--comm-fusion");
   }
-  const bool auto_parallel = context.mode == host::ParallelMode::AutoParallel;
-  const bool sharded = context.mode == host::ParallelMode::SemiAutoParallel || auto_parallel;
-  // The search sets every op's strategy; a preset or file would leave it
-  // nothing to search (a graph file's own strategies are kept, as fixed).
-  if (!f.strategy.empty() && auto_parallel)
-    return InvalidArgument("--strategy " + f.strategy +
-                           " does not apply to --parallel auto_parallel, which searches every op's strategy (ops "
-                           "that carry one in a graph file keep it); give --parallel semi_auto_parallel to "
-                           "compile a strategy as it is");
-  if ((!f.strategy.empty() || !f.strategy_save.empty() || f.full_batch) && !sharded)
-    return InvalidArgument("--strategy, --strategy-save and --full-batch apply to --parallel semi_auto_parallel "
-                           "(--strategy-save and --full-batch to auto_parallel too)");
-  const bool auto_only =
-      f.search_mode_given || !f.device_memory.empty() || !f.calibration.empty() || f.fully_use_devices;
-  if (auto_only && !auto_parallel)
-    return InvalidArgument(
-        "--search-mode, --device-memory, --calibration and --fully-use-devices apply to --parallel auto_parallel");
-  context.full_batch = f.full_batch;
-  context.pipeline_stages = f.pipeline_stages;
-  context.pipeline_scheduler = f.pipeline_scheduler;
-  context.grad_accumulation_step = f.grad_accumulation;
-  context.enable_parallel_optimizer = f.enable_parallel_optimizer;
+  spec.strategy = f.strategy;
+  spec.strategy_save = f.strategy_save;
+  spec.full_batch = f.full_batch;
+  if (f.search_mode_given) spec.search_mode = f.search_mode;
+  if (!f.device_memory.empty()) {
+    SINKRT_ASSIGN_OR_RETURN(spec.device_memory, host::ParseByteSize(f.device_memory, "--device-memory"));
+  }
+  spec.calibration = f.calibration;
+  spec.fully_use_devices = f.fully_use_devices;
+  spec.pipeline_stages = f.pipeline_stages;
+  if (f.micro_size_given) spec.micro_size = f.micro_size;
+  if (f.pipeline_scheduler_given) spec.pipeline_scheduler = f.pipeline_scheduler;
+  spec.stage_of = f.stage_of;
+  spec.grad_accumulation = f.grad_accumulation;
+  spec.enable_parallel_optimizer = f.enable_parallel_optimizer;
   if (!f.parallel_optimizer_config.empty()) {
-    if (!f.enable_parallel_optimizer)
-      return InvalidArgument("--parallel-optimizer-config applies with --enable-parallel-optimizer");
-    SINKRT_ASSIGN_OR_RETURN(context.parallel_optimizer_config,
+    SINKRT_ASSIGN_OR_RETURN(spec.parallel_optimizer_config,
                             host::ParseParallelOptimizerConfig(f.parallel_optimizer_config),
                             "--parallel-optimizer-config");
   }
-  if (f.pipeline_stages == 1 && (f.micro_size_given || f.pipeline_scheduler_given || !f.stage_of.empty()))
-    return InvalidArgument("--micro-size, --pipeline-scheduler and --stage-of apply with --pipeline-stages above 1");
-  if (!f.stage_of.empty()) {
-    SINKRT_RETURN_IF_ERROR(host::ParseStageOf(f.stage_of).status());
-  }
-  if (auto_parallel) {
-    if (f.search_mode != "dynamic_programming" && f.search_mode != "sharding_propagation")
-      return InvalidArgument("--search-mode " + f.search_mode +
-                             ": sinkrt searches with dynamic_programming or sharding_propagation" +
-                             (f.search_mode == "recursive_programming"
-                                  ? " (MindSpore's recursive_programming is not implemented)"
-                                  : ""));
-    context.search_mode = f.search_mode;
-    if (!f.device_memory.empty()) {
-      SINKRT_ASSIGN_OR_RETURN(context.device_memory_capacity, ParseByteSize(f.device_memory, "--device-memory"));
-    }
-    // The true reason: missing, or a directory or device in the way.
-    if (Status st = f.calibration.empty() ? Status::Ok() : CheckRegularFile(f.calibration); !st.ok())
-      return InvalidArgument("--calibration " + st.message() +
-                             (st.code() == StatusCode::kNotFound ? " (write one with sinkrun calibrate)" : ""));
-    context.calibration_file = f.calibration;
-    context.fully_use_devices = f.fully_use_devices;
-  }
-  SINKRT_RETURN_IF_ERROR(context.Validate({host::ParallelMode::StandAlone, host::ParallelMode::DataParallel,
-                                           host::ParallelMode::SemiAutoParallel, host::ParallelMode::AutoParallel}),
-                         f.devices_flag + ", --parallel " + f.parallel);
-  if (f.pipeline_stages > 1) {
-    // MindSpore's pipeline rules that need no graph, so that a mistake is
-    // the command line's and is refused before sinkrun starts a daemon; the
-    // compile checks that the batch splits into the micro-batches.
-    SINKRT_ASSIGN_OR_RETURN(const host::PipelineConfig pipeline, PipelineFromFlags(f));
-    SINKRT_RETURN_IF_ERROR(host::CheckPipelineConfig(pipeline, f.devices, 0),
-                           "--pipeline-stages " + std::to_string(f.pipeline_stages) + ", --micro-size " +
-                               std::to_string(f.micro_size) + (f.stage_of.empty() ? "" : ", --stage-of " + f.stage_of));
-  }
-  const bool dp_only = f.gradients_mean_given || f.parameter_broadcast || !f.comm_fusion.empty();
-  if (dp_only && context.mode != host::ParallelMode::DataParallel)
-    return InvalidArgument("--gradients-mean, --parameter-broadcast and --comm-fusion apply to --parallel data_parallel");
-  // A preset's name and device count need no graph: a mistake is the
-  // command line's (a strategy file is read with the graph).
-  if (host::IsStrategyPresetName(f.strategy)) {
-    SINKRT_RETURN_IF_ERROR(host::PresetDataParallel(f.strategy, StrategyDevices(context)).status(),
-                           "--strategy " + f.strategy);
-  } else if (Status st = f.strategy.empty() ? Status::Ok() : CheckRegularFile(f.strategy); !st.ok()) {
-    // Something that is there but no file (a device, a directory) is named as what it is.
-    if (st.code() != StatusCode::kNotFound) return InvalidArgument("--strategy " + st.message());
-    return InvalidArgument("--strategy " + f.strategy +
-                           ": neither a preset (data, model, or DPxMP such as 2x2) nor a strategy file");
-  }
-  return context;
+  return Status::Ok();
 }
 
 // --enable-parallel-optimizer and --parallel-optimizer-config, for sinkc
@@ -252,34 +143,6 @@ void AddPipelineFlags(App& app, ParallelFlags& f) {
   app.add_option("--stage-of", f.stage_of,
                  "with --pipeline-stages: LAYER=k,... puts the ops in name scope LAYER in stage k (cell.pipeline_stage); "
                  "default: contiguous stages of about equal estimated cost");
-}
-
-// The graph's batch under semi_auto_parallel: `batch` is one data-parallel
-// replica's (--batch keeps its data-parallel meaning), so the graph sees
-// batch x the strategy's data-parallel degree; with full_batch every rank
-// reads the whole `batch`, which is then the graph's.
-inline int64_t SemiAutoGraphBatch(int64_t batch, int64_t data_parallel, bool full_batch) {
-  return full_batch ? batch : batch * data_parallel;
-}
-
-// The graph's batch under auto_parallel: `batch` x the device count, as
-// data_parallel's global batch (so a run compares like for like with
-// --strategy data at the same --batch); with full_batch every rank reads
-// the whole `batch`, which is then the graph's.
-inline int64_t AutoParallelGraphBatch(int64_t batch, int64_t devices, bool full_batch) {
-  return full_batch ? batch : batch * devices;
-}
-
-// Sets the strategies `plan` chose on `graph` (the network it searched,
-// by op name), e.g. to write them with SaveShardStrategies: the graph then
-// compiles under semi_auto_parallel to the searched streams.
-inline Status ApplyAutoParallelPlan(const host::AutoParallelPlan& plan, host::Graph& graph) {
-  for (const host::OpPlanChoice& op : plan.ops) {
-    if (op.strategy.empty()) continue;
-    if (graph.FindOp(op.op) < 0) return NotFound("the searched op '" + op.op + "' is not in graph '" + graph.name() + "'");
-    graph.Shard(op.op, op.strategy);
-  }
-  return graph.status();
 }
 
 inline std::string MibText(uint64_t bytes) {

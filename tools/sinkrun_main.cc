@@ -82,20 +82,12 @@
 #include "sinkrt/host/file_formats.h"
 #include "sinkrt/device/openmp_policy.h"
 
-int main(int argc, char** argv) {
-  using namespace sinkrt;
-  device::EnsurePassiveOpenMp(argv);
-  const tools::Clock::time_point start = tools::Clock::now();
-  // A daemon that goes away must be an error from send(), not a silent death.
-  signal(SIGPIPE, SIG_IGN);
-  CLI::App app{"sinkrun: trains sinkrt's built-in networks end to end, on an in-process device or on sinkd"};
-  tools::AddVersionFlag(app, host::HostVersionText("sinkrun"));
-  app.require_subcommand(1);
-  tools::TrainFlags f;
-  CLI::App* train = app.add_subcommand("train", "train a network, then evaluate it on the test split");
-  // The last of a repeated option wins, as with getopt, so that a wrapper
-  // (scripts/demo) can pass defaults and its caller override them.
-  train->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+namespace {
+
+using namespace sinkrt;
+
+// train's network, data and optimizer flags.
+void AddTrainJobFlags(CLI::App* train, tools::TrainFlags& f) {
   train->add_option("--model", f.model,
                     "network: mlp (784-512-256-10), lenet, or vit (a small Vision Transformer; its defaults: "
                     "--optimizer adam --lr 0.001)")
@@ -143,6 +135,10 @@ int main(int argc, char** argv) {
                   "with --devices N > 1: leave the daemons unbound (by default each runs on its own share of the "
                   "cores, as mpirun --bind-to core)");
   train->add_option("--report", f.report, "write one JSON object per epoch and an end record to FILE");
+}
+
+// train's devices: in-process, started daemons, or a rank table.
+void AddTrainDeviceFlags(CLI::App* train, tools::TrainFlags& f) {
   train->add_option("--devices", f.devices,
                     "start this many sinkd daemons for the run and train on them (more than one needs "
                     "--parallel data_parallel); default: an in-process device")
@@ -150,6 +146,10 @@ int main(int argc, char** argv) {
   train->add_option("--rank-table", f.rank_table,
                     "train on the running sinkd daemons this rank table names (default: RANK_TABLE_FILE, unless "
                     "--devices is given)");
+}
+
+// train's parallel mode and its settings.
+void AddTrainParallelFlags(CLI::App* train, tools::TrainFlags& f) {
   train->add_option("--parallel", f.parallel,
                     "stand_alone (one device), data_parallel (one replica per device, gradients AllReduced "
                     "on the devices; --batch is per rank), semi_auto_parallel (the model sharded by --strategy; "
@@ -222,6 +222,10 @@ int main(int argc, char** argv) {
                     "all|LAYER,...: re-run these layers' forward in the backward pass instead of keeping their "
                     "activations (MindSpore's cell.recompute(); all: every top-level layer; docs/recompute.md)")
       ->check(tools::NonEmptyList());
+}
+
+// train's outputs (profile) and the devices' credentials.
+void AddTrainOutputFlags(CLI::App* train, tools::TrainFlags& f) {
   train->add_option("--profile", f.profile,
                     "record the run and write its timeline and summary into DIR (docs/profiler.md)");
   train->add_option("--profile-steps", f.profile_steps, "with --profile: record steps A to B only, counted from 1 (A:B)");
@@ -242,7 +246,21 @@ int main(int argc, char** argv) {
                   "SINKRT_TLS_PLAIN_PEERS=1); by default they use TLS as every other connection");
   train->add_option("--sinkd", f.sinkd, "the sinkd binary for --devices (default: SINKRT_SINKD, or beside sinkrun)");
 
-  tools::LaunchFlags l;
+}
+
+CLI::App* AddTrain(CLI::App& app, tools::TrainFlags& f) {
+  CLI::App* train = app.add_subcommand("train", "train a network, then evaluate it on the test split");
+  // The last of a repeated option wins, as with getopt, so that a wrapper
+  // (scripts/demo) can pass defaults and its caller override them.
+  train->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  AddTrainJobFlags(train, f);
+  AddTrainDeviceFlags(train, f);
+  AddTrainParallelFlags(train, f);
+  AddTrainOutputFlags(train, f);
+  return train;
+}
+
+CLI::App* AddLaunch(CLI::App& app, tools::LaunchFlags& l) {
   CLI::App* launch = app.add_subcommand(
       "launch", "start N sinkd daemons on this machine, write their rank table, stop them on Ctrl-C or SIGTERM");
   launch->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -282,7 +300,10 @@ int main(int argc, char** argv) {
   launch->add_option("command", l.command,
                      "after --: the program every rank runs (e.g. sinkrun train ...), one process per rank with "
                      "RANK_ID, RANK_SIZE, DEVICE_ID and MS_SCHED_HOST/PORT set");
-  tools::CalibrateFlags cal;
+  return launch;
+}
+
+CLI::App* AddCalibrate(CLI::App& app, tools::CalibrateFlags& cal) {
   CLI::App* calibrate = app.add_subcommand(
       "calibrate", "measure GEMM, memory and collective speeds for auto_parallel's cost model, write a calibration file");
   calibrate->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -295,50 +316,45 @@ int main(int argc, char** argv) {
       ->check(tools::PositiveInteger())  // CLI::PositiveNumber printed its range to DBL_MAX in 300 digits
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   calibrate->add_flag("--no-collectives", cal.no_collectives, "measure compute only, copy the collectives from the built-in default");
-  CLI::App* profile = app.add_subcommand("profile", "print the summary of a profiled run's directory (as sinkprof)");
-  std::string profile_dir;
-  bool profile_json = false;
-  profile->add_option("dir", profile_dir, "what sinkrun train --profile, Profiler::analyse() or sinkd --profile wrote")
-      ->required();
-  profile->add_flag("--json", profile_json, "print summary.json's JSON instead of the text");
-  // `sinkrun help [SUBCOMMAND]`, as git and go answer it: the help, where
-  // CLI11 said "A subcommand is required".
-  if (argc >= 2 && std::string(argv[1]) == "help") {
-    if (argc == 2) {
-      std::cout << app.help();
-      return 0;
-    }
-    CLI::App* sub = nullptr;
-    try {
-      sub = argc == 3 ? app.get_subcommand(argv[2]) : nullptr;
-    } catch (const CLI::OptionNotFound&) {
-    }
-    if (!sub) return tools::Usage("help takes one subcommand: train, launch, calibrate or profile");
-    std::cout << sub->help();
+  return calibrate;
+}
+
+// `sinkrun help [SUBCOMMAND]`, as git and go answer it: the help, where
+// CLI11 said "A subcommand is required".
+int Help(CLI::App& app, int argc, char** argv) {
+  if (argc == 2) {
+    std::cout << app.help();
     return 0;
   }
+  CLI::App* sub = nullptr;
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return tools::UsageExit(app, e);
+    sub = argc == 3 ? app.get_subcommand(argv[2]) : nullptr;
+  } catch (const CLI::OptionNotFound&) {
   }
-  if (launch->parsed()) {
-    const bool ranks = !l.command.empty();
-    for (const char* daemons_only : {"--base-port", "--rank-table-out", "--sinkd", "--threads", "--quiet"})
-      if (ranks && launch->count(daemons_only))
-        return tools::Usage(std::string("launch ") + daemons_only + " applies to daemons, not to a COMMAND after --");
-    for (const char* ranks_only : {"--local-worker-num", "--node-rank", "--master-addr", "--master-port", "--log-dir"})
-      if (!ranks && launch->count(ranks_only))
-        return tools::Usage(std::string("launch ") + ranks_only + " applies to a COMMAND after -- (one process per rank)");
-    return ranks ? tools::LaunchRanks(l, argv[0]) : tools::Launch(l, argv[0]);
-  }
-  if (profile->parsed()) return tools::Profile(profile_dir, profile_json);
-  if (calibrate->parsed()) {
-    if (!std::is_sorted(cal.grid.begin(), cal.grid.end()) ||
-        std::adjacent_find(cal.grid.begin(), cal.grid.end()) != cal.grid.end())
-      return tools::Usage("calibrate --grid must be strictly ascending");
-    return tools::Calibrate(cal);
-  }
+  if (!sub) return tools::Usage("help takes one subcommand: train, launch, calibrate or profile");
+  std::cout << sub->help();
+  return 0;
+}
+
+int RunLaunch(const CLI::App* launch, const tools::LaunchFlags& l, const char* argv0) {
+  const bool ranks = !l.command.empty();
+  for (const char* daemons_only : {"--base-port", "--rank-table-out", "--sinkd", "--threads", "--quiet"})
+    if (ranks && launch->count(daemons_only))
+      return tools::Usage(std::string("launch ") + daemons_only + " applies to daemons, not to a COMMAND after --");
+  for (const char* ranks_only : {"--local-worker-num", "--node-rank", "--master-addr", "--master-port", "--log-dir"})
+    if (!ranks && launch->count(ranks_only))
+      return tools::Usage(std::string("launch ") + ranks_only + " applies to a COMMAND after -- (one process per rank)");
+  return ranks ? tools::LaunchRanks(l, argv0) : tools::Launch(l, argv0);
+}
+
+int RunCalibrate(const tools::CalibrateFlags& cal) {
+  if (!std::is_sorted(cal.grid.begin(), cal.grid.end()) ||
+      std::adjacent_find(cal.grid.begin(), cal.grid.end()) != cal.grid.end())
+    return tools::Usage("calibrate --grid must be strictly ascending");
+  return tools::Calibrate(cal);
+}
+
+int RunTrain(tools::TrainFlags& f, const CLI::App* train, const char* argv0, tools::Clock::time_point start) {
   // MindSpore's RANK_TABLE_FILE names the devices when the command line
   // does not: an explicit --rank-table or --devices wins over it.
   f.rank_table_source = "--rank-table " + f.rank_table;
@@ -353,5 +369,40 @@ int main(int argc, char** argv) {
     if (!train->count("--optimizer")) f.optimizer = "adam";
     if (!train->count("--lr")) f.lr = 1e-3;
   }
-  return tools::Train(f, *train, argv[0], start);
+  return tools::Train(f, *train, argv0, start);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace sinkrt;
+  device::EnsurePassiveOpenMp(argv);
+  const tools::Clock::time_point start = tools::Clock::now();
+  // A daemon that goes away must be an error from send(), not a silent death.
+  signal(SIGPIPE, SIG_IGN);
+  CLI::App app{"sinkrun: trains sinkrt's built-in networks end to end, on an in-process device or on sinkd"};
+  tools::AddVersionFlag(app, host::HostVersionText("sinkrun"));
+  app.require_subcommand(1);
+  tools::TrainFlags f;
+  CLI::App* train = AddTrain(app, f);
+  tools::LaunchFlags l;
+  CLI::App* launch = AddLaunch(app, l);
+  tools::CalibrateFlags cal;
+  CLI::App* calibrate = AddCalibrate(app, cal);
+  CLI::App* profile = app.add_subcommand("profile", "print the summary of a profiled run's directory (as sinkprof)");
+  std::string profile_dir;
+  bool profile_json = false;
+  profile->add_option("dir", profile_dir, "what sinkrun train --profile, Profiler::analyse() or sinkd --profile wrote")
+      ->required();
+  profile->add_flag("--json", profile_json, "print summary.json's JSON instead of the text");
+  if (argc >= 2 && std::string(argv[1]) == "help") return Help(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return tools::UsageExit(app, e);
+  }
+  if (launch->parsed()) return RunLaunch(launch, l, argv[0]);
+  if (profile->parsed()) return tools::Profile(profile_dir, profile_json);
+  if (calibrate->parsed()) return RunCalibrate(cal);
+  return RunTrain(f, train, argv[0], start);
 }
