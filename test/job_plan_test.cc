@@ -27,14 +27,14 @@ namespace {
 using host::JobPlan;
 using host::JobSpec;
 using host::ParallelMode;
-using testing::HasSubstr;
+using ::testing::HasSubstr;
 
 constexpr int64_t kFeatures = 32;
 
-// The zoo MLP (32-64-10) with MindSpore's loss against "label", as sinkrun
+// The zoo MLP (32-64-32-10: two hidden layers, which the "model" preset splits as a pair) with MindSpore's loss against "label", as sinkrun
 // builds it for a sharded run: a strategy covers the loss too.
 Result<host::Graph> MlpWithLoss(int64_t batch) {
-  host::Graph g = host::MakeMlpNetwork(batch, {kFeatures, 64, 10}, 7);
+  host::Graph g = host::MakeMlpNetwork(batch, {kFeatures, 64, 32, 10}, 7);
   g.SetLoss(g.SparseSoftmaxCrossEntropy(g.outputs().front(), g.Input("label", {batch}, DType::I32)));
   if (!g.status().ok()) return g.status();
   return g;
@@ -136,7 +136,9 @@ TEST(JobPlan, SemiAutoPresetsSetTheGraphBatchAndTheDataGroups) {
     EXPECT_EQ(plan->compile_options.parallel_mode, ParallelMode::SemiAutoParallel);
     EXPECT_EQ(plan->compile_options.full_batch, c.full_batch);
     // The strategy is on the network: its first op is split.
-    if (!c.strategy.empty()) EXPECT_FALSE(plan->network->ops().front().strategy.empty());
+    if (!c.strategy.empty()) {
+      EXPECT_FALSE(plan->network->ops().front().strategy.empty());
+    }
   }
 }
 
@@ -239,13 +241,13 @@ TEST(JobPlan, RefusalsNameWhatIsWrong) {
          s.pipeline_stages = 3;
          s.micro_size = 4;
        },
-       "--pipeline-stages 3, --micro-size 4: "},
+       "--devices 4, --parallel data_parallel: device_num 4 is not divisible by pipeline_stages 3"},
       {"fewer micro-batches than stages",
        [](JobSpec& s) {
          s.pipeline_stages = 2;
          s.micro_size = 1;
        },
-       "micro_size must be greater than or equal to pipeline_stages"},
+       "--pipeline-stages 2, --micro-size 1: micro_size must be greater than or equal to pipeline_stages"},
       {"gradients_mean under semi_auto_parallel",
        [](JobSpec& s) {
          s.mode = ParallelMode::SemiAutoParallel;
@@ -384,7 +386,7 @@ TEST(JobPlan, ASemiAutoJobTrainsFromItsSpec) {
 
 TEST(JobPlan, APipelinedJobTrainsFromItsSpec) {
   JobSpec spec = Spec(ParallelMode::DataParallel, 2);
-  spec.network = [](int64_t batch) -> Result<host::Graph> { return host::MakeMlpNetwork(batch, {kFeatures, 64, 10}, 7); };
+  spec.network = [](int64_t batch) -> Result<host::Graph> { return host::MakeMlpNetwork(batch, {kFeatures, 64, 32, 10}, 7); };
   spec.loss = host::LossSpec::SparseSoftmaxCrossEntropy();
   spec.pipeline_stages = 2;
   spec.micro_size = 2;

@@ -75,6 +75,12 @@ std::string Joined(const std::vector<std::string>& items) {
   return s;
 }
 
+// --stage-of's layers; none when it is empty (contiguous stages).
+Result<std::vector<std::pair<std::string, int>>> StageOf(const JobSpec& s) {
+  if (s.stage_of.empty()) return std::vector<std::pair<std::string, int>>{};
+  return ParseStageOf(s.stage_of);
+}
+
 PipelineConfig PipelineOf(const JobSpec& s, std::vector<std::pair<std::string, int>> stage_of) {
   PipelineConfig p;
   p.stages = s.pipeline_stages;
@@ -170,7 +176,7 @@ Result<ParallelContext> CheckJobSpec(const JobSpec& s) {
     // MindSpore's pipeline rules that need no graph, so that a mistake is
     // the job's and is refused before a daemon starts; the compile checks
     // that the batch splits into the micro-batches.
-    SINKRT_ASSIGN_OR_RETURN(auto stage_of, ParseStageOf(s.stage_of));
+    SINKRT_ASSIGN_OR_RETURN(auto stage_of, StageOf(s));
     SINKRT_RETURN_IF_ERROR(CheckPipelineConfig(PipelineOf(s, std::move(stage_of)), s.devices, 0),
                            "--pipeline-stages " + std::to_string(s.pipeline_stages) + ", --micro-size " +
                                std::to_string(s.micro_size.value_or(1)) +
@@ -268,7 +274,7 @@ Status FillOptions(const JobSpec& s, JobPlan& plan) {
   mo.amp_level = s.amp_level;
   mo.loss_scale_manager = s.loss_scale;
   if (c.pipeline_stages > 1) {
-    SINKRT_ASSIGN_OR_RETURN(auto stage_of, ParseStageOf(s.stage_of));
+    SINKRT_ASSIGN_OR_RETURN(auto stage_of, StageOf(s));
     co.pipeline = PipelineOf(s, stage_of);
     mo.micro_size = co.pipeline.micro_size;
     mo.stage_of = std::move(stage_of);
