@@ -65,6 +65,7 @@
 
 #include "cli/cli_validators.h"
 #include "parallel_flags.h"
+#include "plan_text.h"
 #include "cli/tool_version.h"
 #include "sinkrt/host/auto_parallel.h"
 #include "sinkrt/host/compiled_job.h"

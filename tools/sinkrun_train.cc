@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "parallel_flags.h"
+#include "plan_text.h"
 #include "sinkrun.h"
 #include "sinkrt/device/executor.h"
 #include "sinkrt/host/callbacks.h"
