@@ -18,11 +18,13 @@
 namespace sinkrt::tools {
 
 struct ParallelFlags {
-  std::string parallel;        // --parallel
-  int devices = 1;             // the device count, however the command line gave it
-  std::string devices_flag;    // how to name it in messages: "--devices 4", "--rank-table t.json (4 ranks)"
+  std::string parallel = "stand_alone";  // --parallel
+  // The device count, however the command line gave it, and how to name it
+  // in messages: "--devices 4", "--rank-table t.json (4 ranks)". Set by the
+  // tool once it knows the devices.
+  int devices = 1;
+  std::string devices_flag;
   bool gradients_mean = host::kDefaultGradientsMean;  // MindSpore's default, false
-  bool gradients_mean_given = false;  // --gradients-mean appeared on the command line
   bool parameter_broadcast = false;
   std::string comm_fusion;     // --comm-fusion JSON; empty: the default
   // semi_auto_parallel: --strategy (data, model, DPxMP or a strategy file;
@@ -31,11 +33,10 @@ struct ParallelFlags {
   std::string strategy;
   std::string strategy_save;
   bool full_batch = false;
-  // auto_parallel: --search-mode (given or not), --device-memory BYTES
+  // auto_parallel: --search-mode, --device-memory BYTES
   // (empty: unlimited), --calibration FILE (empty: $SINKRT_CALIBRATION,
   // else the built-in default). --strategy-save and --full-batch apply too.
   std::string search_mode = "dynamic_programming";
-  bool search_mode_given = false;
   std::string device_memory;
   std::string calibration;
   bool fully_use_devices = false;  // --fully-use-devices
@@ -44,9 +45,7 @@ struct ParallelFlags {
   // 1f1b|gpipe, --stage-of LAYER=k,... (cell.pipeline_stage).
   int pipeline_stages = 1;
   int micro_size = 1;
-  bool micro_size_given = false;
   std::string pipeline_scheduler = "1f1b";
-  bool pipeline_scheduler_given = false;
   std::string stage_of;
   // --grad-accumulation K (MindSpore's grad_accumulation_step; stand_alone
   // and data_parallel).
@@ -70,13 +69,15 @@ inline std::vector<std::string> SplitList(const std::string& list) {
 }
 
 // The flags' text into `spec`'s parallel fields; host::CheckJobSpec then
-// checks them against each other. Errors name the flag; every one is a
-// command-line mistake.
-inline Status ParallelSpecFromFlags(const ParallelFlags& f, host::JobSpec& spec) {
+// checks them against each other. `cmd` says which flags were given (a
+// setting given under a mode that ignores it is refused). Errors name the
+// flag; every one is a command-line mistake.
+template <typename App>
+Status ParallelSpecFromFlags(const ParallelFlags& f, const App& cmd, host::JobSpec& spec) {
   SINKRT_ASSIGN_OR_RETURN(spec.mode, host::ParseParallelMode(f.parallel), "--parallel");
   spec.devices = f.devices;
   spec.devices_text = f.devices_flag;
-  if (f.gradients_mean_given) spec.gradients_mean = f.gradients_mean;
+  if (cmd.count("--gradients-mean")) spec.gradients_mean = f.gradients_mean;
   spec.parameter_broadcast = f.parameter_broadcast;
   if (!f.comm_fusion.empty()) {
     SINKRT_ASSIGN_OR_RETURN(spec.comm_fusion, host::ParseCommFusion(f.comm_fusion), "--comm-fusion");
@@ -84,15 +85,15 @@ inline Status ParallelSpecFromFlags(const ParallelFlags& f, host::JobSpec& spec)
   spec.strategy = f.strategy;
   spec.strategy_save = f.strategy_save;
   spec.full_batch = f.full_batch;
-  if (f.search_mode_given) spec.search_mode = f.search_mode;
+  if (cmd.count("--search-mode")) spec.search_mode = f.search_mode;
   if (!f.device_memory.empty()) {
     SINKRT_ASSIGN_OR_RETURN(spec.device_memory, host::ParseByteSize(f.device_memory, "--device-memory"));
   }
   spec.calibration = f.calibration;
   spec.fully_use_devices = f.fully_use_devices;
   spec.pipeline_stages = f.pipeline_stages;
-  if (f.micro_size_given) spec.micro_size = f.micro_size;
-  if (f.pipeline_scheduler_given) spec.pipeline_scheduler = f.pipeline_scheduler;
+  if (cmd.count("--micro-size")) spec.micro_size = f.micro_size;
+  if (cmd.count("--pipeline-scheduler")) spec.pipeline_scheduler = f.pipeline_scheduler;
   spec.stage_of = f.stage_of;
   spec.grad_accumulation = f.grad_accumulation;
   spec.enable_parallel_optimizer = f.enable_parallel_optimizer;

@@ -82,21 +82,8 @@ struct Flags {
   std::string graph;
   std::string out;
   int devices = 1;
-  std::string parallel = "stand_alone";
-  int64_t batch = 0;
-  bool gradients_mean = host::kDefaultGradientsMean;
-  bool parameter_broadcast = false;
-  std::string comm_fusion;
-  bool enable_parallel_optimizer = false;
-  std::string parallel_optimizer_config;
-  std::string strategy;
-  std::string strategy_save;
-  bool full_batch = false;
-  std::string search_mode = "dynamic_programming";
-  std::string device_memory;
-  std::string calibration;
-  bool fully_use_devices = false;
-  tools::ParallelFlags pipe;  // its pipeline fields: --pipeline-stages and company
+  int64_t batch = 0;  // --batch: one replica's (0: the file's)
+  tools::ParallelFlags par;  // --parallel and the settings of each parallel mode
   std::string recompute;      // --recompute all|LAYER,...
   std::string amp_level = "O0";  // --amp-level
   std::string loss_scale = "none";  // --loss-scale-manager
@@ -155,7 +142,7 @@ void PrintSummary(const Flags& f, const host::GraphFile& file, const host::Compi
     std::cout << ", strategy searched (" << job.auto_parallel->search_mode << ")";
     if (o.full_batch) std::cout << ", full batch";
   } else if (o.parallel_mode == host::ParallelMode::SemiAutoParallel) {
-    std::cout << ", strategy " << tools::StrategyText(f.strategy);
+    std::cout << ", strategy " << tools::StrategyText(f.par.strategy);
     if (o.full_batch) std::cout << ", full batch";
   }
   std::cout << '\n';
@@ -204,7 +191,7 @@ void PrintSummary(const Flags& f, const host::GraphFile& file, const host::Compi
   // Optimizer parallel: what rank 0 shards, and why the rest stays whole.
   for (size_t i = 0; i < r0.report.optimizer_shards.size(); ++i)
     std::cout << (i == 0 ? "  optimizer parallel (rank 0):\n" : "") << "    " << r0.report.optimizer_shards[i] << '\n';
-  if (!f.strategy_save.empty()) std::cout << "  strategy  " << f.strategy_save << '\n';
+  if (!f.par.strategy_save.empty()) std::cout << "  strategy  " << f.par.strategy_save << '\n';
   for (uint32_t r = 0; r < job.world_size(); ++r)
     std::cout << "  rank " << r << "    rank_" << r << ".tstream " << job.ranks[r].stream.bytes().size() << " bytes, stream "
               << Hex(job.ranks[r].graph_hash) << '\n';
@@ -218,31 +205,6 @@ int64_t GraphBatch(const host::Graph& g) {
   return 0;
 }
 
-// The parallel flags, as sinkrun train takes them too.
-tools::ParallelFlags ParallelFlagsOf(const Flags& f, const CLI::App& app) {
-  tools::ParallelFlags p = f.pipe;  // its pipeline and gradient-accumulation fields
-  p.parallel = f.parallel;
-  p.devices = f.devices;
-  p.devices_flag = "--devices " + std::to_string(f.devices);
-  p.gradients_mean = f.gradients_mean;
-  p.gradients_mean_given = app.count("--gradients-mean") > 0;
-  p.parameter_broadcast = f.parameter_broadcast;
-  p.comm_fusion = f.comm_fusion;
-  p.strategy = f.strategy;
-  p.strategy_save = f.strategy_save;
-  p.full_batch = f.full_batch;
-  p.search_mode = f.search_mode;
-  p.search_mode_given = app.count("--search-mode") > 0;
-  p.device_memory = f.device_memory;
-  p.calibration = f.calibration;
-  p.fully_use_devices = f.fully_use_devices;
-  p.micro_size_given = app.count("--micro-size") > 0;
-  p.pipeline_scheduler_given = app.count("--pipeline-scheduler") > 0;
-  p.enable_parallel_optimizer = f.enable_parallel_optimizer;
-  p.parallel_optimizer_config = f.parallel_optimizer_config;
-  return p;
-}
-
 // The command line's job, checked before the graph is read: a mistake
 // here is the command line's (exit 2).
 Result<host::JobSpec> SpecFromFlags(const Flags& f, const CLI::App& app) {
@@ -254,13 +216,16 @@ Result<host::JobSpec> SpecFromFlags(const Flags& f, const CLI::App& app) {
     return InvalidArgument("--lr and --momentum apply with --optimizer (the file's optimizer is used as written)");
   }
   host::JobSpec spec;
-  SINKRT_RETURN_IF_ERROR(tools::ParallelSpecFromFlags(ParallelFlagsOf(f, app), spec));
+  tools::ParallelFlags par = f.par;
+  par.devices = f.devices;
+  par.devices_flag = "--devices " + std::to_string(f.devices);
+  SINKRT_RETURN_IF_ERROR(tools::ParallelSpecFromFlags(par, app, spec));
   SINKRT_RETURN_IF_ERROR(host::CheckJobSpec(spec).status());
   // Only a search has choices to explain; semi_auto_parallel compiles the
   // strategies it is given.
   if (f.explain && spec.mode != host::ParallelMode::AutoParallel)
     return InvalidArgument("--explain explains auto_parallel's search: give --parallel auto_parallel (--parallel " +
-                           f.parallel + " searches nothing)");
+                           f.par.parallel + " searches nothing)");
   SINKRT_ASSIGN_OR_RETURN(spec.amp_level, host::ParseAmpLevel(f.amp_level), "--amp-level");
   SINKRT_ASSIGN_OR_RETURN(spec.loss_scale, host::ParseLossScaleManager(f.loss_scale), "--loss-scale-manager");
   spec.recompute = tools::SplitList(f.recompute);
@@ -330,39 +295,39 @@ void AddParallelFlags(CLI::App& app, Flags& f) {
   app.add_option("--devices", f.devices, "ranks to compile for (MindSpore's device_num)")
       ->check(tools::PositiveInteger())
       ->capture_default_str();
-  app.add_option("--parallel", f.parallel, "stand_alone, data_parallel, semi_auto_parallel or auto_parallel")
+  app.add_option("--parallel", f.par.parallel, "stand_alone, data_parallel, semi_auto_parallel or auto_parallel")
       ->capture_default_str();
   app.add_option("--batch", f.batch,
                  "one data-parallel replica's batch (default: the file's): every input's leading dimension, times the "
                  "data-parallel degree under semi_auto_parallel and --devices under auto_parallel")
       ->check(tools::PositiveInteger());
-  app.add_flag("--gradients-mean", f.gradients_mean,
+  app.add_flag("--gradients-mean", f.par.gradients_mean,
                "data_parallel: AllReduce Mean instead of Sum (--gradients-mean=false: Sum, MindSpore's default)");
-  app.add_flag("--parameter-broadcast", f.parameter_broadcast, "init ends by broadcasting rank 0's parameters");
-  app.add_option("--comm-fusion", f.comm_fusion,
+  app.add_flag("--parameter-broadcast", f.par.parameter_broadcast, "init ends by broadcasting rank 0's parameters");
+  app.add_option("--comm-fusion", f.par.comm_fusion,
                  "MindSpore's comm_fusion as JSON, e.g. '{\"allreduce\": {\"mode\": \"size\", \"config\": 32}}'");
-  app.add_option("--strategy", f.strategy,
+  app.add_option("--strategy", f.par.strategy,
                  "semi_auto_parallel: data, model (Megatron, the zoo MLP and ViT), DPxMP (e.g. 2x2) or a strategy "
                  "file (default: the graph file's strategies, MindSpore's default elsewhere)")
       ->check(tools::NonEmpty());
-  app.add_option("--strategy-save", f.strategy_save,
+  app.add_option("--strategy-save", f.par.strategy_save,
                  "semi_auto_parallel and auto_parallel: write the ops' strategies (auto_parallel: the searched ones) and "
                  "the parameters' layouts to FILE (JSON)")
       ->check(tools::NonEmpty());
-  app.add_flag("--full-batch", f.full_batch,
+  app.add_flag("--full-batch", f.par.full_batch,
                "semi_auto_parallel and auto_parallel: every rank reads the whole --batch (MindSpore's full_batch)");
-  app.add_option("--search-mode", f.search_mode, "auto_parallel: dynamic_programming or sharding_propagation")
+  app.add_option("--search-mode", f.par.search_mode, "auto_parallel: dynamic_programming or sharding_propagation")
       ->capture_default_str();
-  app.add_option("--device-memory", f.device_memory,
+  app.add_option("--device-memory", f.par.device_memory,
                  "auto_parallel: per-rank limit on the compiled arena, in bytes or with KB, MB, GB, KiB, MiB, GiB: the "
                     "search keeps to it, or the compile is refused naming what is needed "
                  "(MindSpore's device_memory_capacity; default: unlimited)")
       ->check(tools::NonEmpty());
-  app.add_option("--calibration", f.calibration,
+  app.add_option("--calibration", f.par.calibration,
                  "auto_parallel: the cost model's calibration file (default: SINKRT_CALIBRATION, else the built-in "
                  "one; sinkrun calibrate writes one)")
       ->check(tools::NonEmpty());
-  app.add_flag("--fully-use-devices", f.fully_use_devices,
+  app.add_flag("--fully-use-devices", f.par.fully_use_devices,
                "auto_parallel: every MatMul, BatchMatMul and Conv2D splits over all devices (MindSpore's default; "
                "sinkrt's lets a small one repeat)");
 }
@@ -370,8 +335,8 @@ void AddParallelFlags(CLI::App& app, Flags& f) {
 // The pipeline, the optimizer parallel, precision, recompute, the
 // optimizer and the queue.
 void AddCompileFlags(CLI::App& app, Flags& f) {
-  tools::AddPipelineFlags(app, f.pipe);
-  tools::AddParallelOptimizerFlags(app, f.enable_parallel_optimizer, f.parallel_optimizer_config);
+  tools::AddPipelineFlags(app, f.par);
+  tools::AddParallelOptimizerFlags(app, f.par.enable_parallel_optimizer, f.par.parallel_optimizer_config);
   app.add_option("--loss-scale-manager", f.loss_scale,
                  "none, fixed[:SCALE[:DROP]] or dynamic[:INIT[:FACTOR[:WINDOW]]]: loss scaling inside the sink "
                  "(MindSpore's FixedLossScaleManager(128, True) and DynamicLossScaleManager(2**24, 2, 2000) are "

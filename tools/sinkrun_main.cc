@@ -150,65 +150,65 @@ void AddTrainDeviceFlags(CLI::App* train, tools::TrainFlags& f) {
 
 // train's parallel mode and its settings.
 void AddTrainParallelFlags(CLI::App* train, tools::TrainFlags& f) {
-  train->add_option("--parallel", f.parallel,
+  train->add_option("--parallel", f.par.parallel,
                     "stand_alone (one device), data_parallel (one replica per device, gradients AllReduced "
                     "on the devices; --batch is per rank), semi_auto_parallel (the model sharded by --strategy; "
                     "--batch is per data-parallel replica) or auto_parallel (the strategies searched; the global "
                     "batch is --batch x --devices)")
       ->capture_default_str();
-  train->add_option("--gradients-mean", f.gradients_mean,
+  train->add_option("--gradients-mean", f.par.gradients_mean,
                     "data_parallel: average the gradients over the ranks (true, as DDP) or sum them (false, "
                     "MindSpore's default)")
       ->capture_default_str();
-  train->add_flag("--parameter-broadcast", f.parameter_broadcast,
+  train->add_flag("--parameter-broadcast", f.par.parameter_broadcast,
                   "data_parallel: broadcast rank 0's initial parameters to every rank");
-  train->add_option("--comm-fusion", f.comm_fusion,
+  train->add_option("--comm-fusion", f.par.comm_fusion,
                     "data_parallel: MindSpore's comm_fusion as JSON, e.g. "
                     "'{\"allreduce\": {\"mode\": \"size\", \"config\": 32}}'");
-  train->add_option("--strategy", f.strategy,
+  train->add_option("--strategy", f.par.strategy,
                     "semi_auto_parallel: data, model (Megatron: the MLP and the ViT), DPxMP (e.g. 2x2) or a strategy "
                     "file (default: the graph's strategies, MindSpore's default elsewhere)")
       ->check(tools::NonEmpty());
-  train->add_option("--strategy-save", f.strategy_save,
+  train->add_option("--strategy-save", f.par.strategy_save,
                     "semi_auto_parallel and auto_parallel: write the ops' strategies (auto_parallel: the searched ones) "
                     "and the parameters' layouts to FILE (JSON)")
       ->check(tools::NonEmpty());
-  train->add_flag("--full-batch", f.full_batch,
+  train->add_flag("--full-batch", f.par.full_batch,
                   "semi_auto_parallel and auto_parallel: every rank reads the whole --batch (MindSpore's full_batch)");
-  train->add_option("--search-mode", f.search_mode, "auto_parallel: dynamic_programming or sharding_propagation")
+  train->add_option("--search-mode", f.par.search_mode, "auto_parallel: dynamic_programming or sharding_propagation")
       ->capture_default_str();
-  train->add_option("--device-memory", f.device_memory,
+  train->add_option("--device-memory", f.par.device_memory,
                     "auto_parallel: per-rank limit on the compiled arena, in bytes or with KB, MB, GB, KiB, MiB, GiB: the "
                     "search keeps to it, or the compile is refused naming what is needed "
                     "(MindSpore's device_memory_capacity; default: unlimited)")
       ->check(tools::NonEmpty());
-  train->add_option("--calibration", f.calibration,
+  train->add_option("--calibration", f.par.calibration,
                     "auto_parallel: the cost model's calibration file (default: SINKRT_CALIBRATION, else the "
                     "built-in one; sinkrun calibrate writes one)")
       ->check(tools::NonEmpty());
-  train->add_flag("--fully-use-devices", f.fully_use_devices,
+  train->add_flag("--fully-use-devices", f.par.fully_use_devices,
                   "auto_parallel: every MatMul, BatchMatMul and Conv2D splits over all devices (MindSpore's default; "
                   "sinkrt's lets a small one repeat)");
-  train->add_option("--pipeline-stages", f.pipeline_stages,
+  train->add_option("--pipeline-stages", f.par.pipeline_stages,
                     "data_parallel or semi_auto_parallel: cut the network into S pipeline stages of devices/S ranks "
                     "each (MindSpore's pipeline_stages; docs/pipeline.md); under semi_auto_parallel --strategy is "
                     "for devices/S ranks and every rank reads the whole batch")
       ->check(tools::PositiveInteger());
-  train->add_option("--micro-size", f.micro_size,
+  train->add_option("--micro-size", f.par.micro_size,
                     "with --pipeline-stages: micro-batches per batch (PipelineCell's micro_size; at least the stages, "
                     "dividing --batch)")
       ->check(tools::PositiveInteger());
-  train->add_option("--pipeline-scheduler", f.pipeline_scheduler,
+  train->add_option("--pipeline-scheduler", f.par.pipeline_scheduler,
                     "with --pipeline-stages: 1f1b (default) or gpipe (MindSpore's pipeline_config)");
-  train->add_option("--stage-of", f.stage_of,
+  train->add_option("--stage-of", f.par.stage_of,
                     "with --pipeline-stages: LAYER=k,... puts the ops in name scope LAYER in stage k "
                     "(cell.pipeline_stage); default: contiguous stages of about equal estimated cost");
-  train->add_option("--grad-accumulation", f.grad_accumulation,
+  train->add_option("--grad-accumulation", f.par.grad_accumulation,
                     "K: one optimizer step is K batches of --batch, their gradients summed on the device before one "
                     "reduction and one update (MindSpore's grad_accumulation_step; stand_alone and data_parallel; "
                     "steps and --sink-size count optimizer steps; docs/grad_accumulation.md)")
       ->check(tools::PositiveInteger());
-  tools::AddParallelOptimizerFlags(*train, f.enable_parallel_optimizer, f.parallel_optimizer_config);
+  tools::AddParallelOptimizerFlags(*train, f.par.enable_parallel_optimizer, f.par.parallel_optimizer_config);
   train->add_option("--loss-scale-manager", f.loss_scale,
                     "none, fixed[:SCALE[:DROP]] or dynamic[:INIT[:FACTOR[:WINDOW]]]: loss scaling inside the sink "
                     "(MindSpore's FixedLossScaleManager(128, True) and DynamicLossScaleManager(2**24, 2, 2000) are "

@@ -554,17 +554,11 @@ int ParsePrecision(TrainRun& r) {
 // Streams compiled by sinkc: the context and batches they were compiled for.
 void StreamsContext(TrainRun& r) {
   const host::CompileOptions& o = r.job->options;
-  host::ParallelContext& c = r.context;
-  c.mode = o.parallel_mode;
+  host::ParallelContext& c = r.context = host::ParallelContextFor(o);
   c.device_num = r.devices;
-  c.gradients_mean = o.gradients_mean;
-  c.parameter_broadcast = o.parameter_broadcast;
-  c.comm_fusion = o.comm_fusion;
   c.pipeline_stages = o.pipeline.stages;
   c.pipeline_scheduler = o.pipeline.scheduler;
   c.grad_accumulation_step = o.grad_accumulation;
-  c.enable_parallel_optimizer = o.enable_parallel_optimizer;
-  c.parallel_optimizer_config = o.parallel_optimizer_config;
   // Under semi_auto_parallel their queues say how many data-parallel groups
   // share the batch (rank 0's rows of the global batch).
   r.semi_auto_streams = c.mode == host::ParallelMode::SemiAutoParallel;
@@ -578,34 +572,12 @@ void StreamsContext(TrainRun& r) {
 Result<host::JobSpec> SpecOf(const TrainRun& r) {
   const TrainFlags& f = r.f;
   host::JobSpec spec;
-  SINKRT_RETURN_IF_ERROR(tools::ParallelSpecFromFlags(
-      {.parallel = f.parallel,
-       .devices = r.devices,
-       .devices_flag = f.per_rank ? f.per_rank->source + " (a world of " + Counted(r.devices, "rank") + ")"
-                       : r.table  ? f.rank_table_source + " (" + Counted(r.devices, "rank") + ")"
-                                  : "--devices " + std::to_string(r.devices),
-       .gradients_mean = f.gradients_mean,
-       .gradients_mean_given = r.cmd.count("--gradients-mean") > 0,
-       .parameter_broadcast = f.parameter_broadcast,
-       .comm_fusion = f.comm_fusion,
-       .strategy = f.strategy,
-       .strategy_save = f.strategy_save,
-       .full_batch = f.full_batch,
-       .search_mode = f.search_mode,
-       .search_mode_given = r.cmd.count("--search-mode") > 0,
-       .device_memory = f.device_memory,
-       .calibration = f.calibration,
-       .fully_use_devices = f.fully_use_devices,
-       .pipeline_stages = f.pipeline_stages,
-       .micro_size = f.micro_size,
-       .micro_size_given = r.cmd.count("--micro-size") > 0,
-       .pipeline_scheduler = f.pipeline_scheduler,
-       .pipeline_scheduler_given = r.cmd.count("--pipeline-scheduler") > 0,
-       .stage_of = f.stage_of,
-       .grad_accumulation = f.grad_accumulation,
-       .enable_parallel_optimizer = f.enable_parallel_optimizer,
-       .parallel_optimizer_config = f.parallel_optimizer_config},
-      spec));
+  ParallelFlags par = f.par;
+  par.devices = r.devices;
+  par.devices_flag = f.per_rank ? f.per_rank->source + " (a world of " + Counted(r.devices, "rank") + ")"
+                     : r.table  ? f.rank_table_source + " (" + Counted(r.devices, "rank") + ")"
+                                : "--devices " + std::to_string(r.devices);
+  SINKRT_RETURN_IF_ERROR(ParallelSpecFromFlags(par, r.cmd, spec));
   spec.batch = r.batch;
   spec.optimizer = r.optimizer;
   spec.recompute = SplitList(f.recompute);
@@ -643,9 +615,9 @@ int PlanNetwork(TrainRun& r) {
   auto context = host::CheckJobSpec(*spec);
   if (!context.ok()) return Usage(context.status().message());
   // The compile would refuse it too, but only once the daemons run.
-  if (context->pipeline_stages > 1 && r.batch % r.f.micro_size != 0)
+  if (context->pipeline_stages > 1 && r.batch % r.f.par.micro_size != 0)
     return Usage("batch " + std::to_string(r.batch) + " (one replica's) does not split into --micro-size " +
-                 std::to_string(r.f.micro_size) + " equal micro-batches");
+                 std::to_string(r.f.par.micro_size) + " equal micro-batches");
   r.semi_auto = context->mode == host::ParallelMode::SemiAutoParallel;
   r.auto_parallel = context->mode == host::ParallelMode::AutoParallel;
   if (r.auto_parallel) {
@@ -763,7 +735,7 @@ std::string BatchText(const TrainRun& r) {
   const std::string global = std::to_string(r.global_batch);
   std::string s;
   if (r.auto_parallel)
-    s = (f.full_batch ? std::string(" on every rank (full batch")
+    s = (f.par.full_batch ? std::string(" on every rank (full batch")
                       : " per data-parallel group (global " + global + " = batch " + std::to_string(r.device_batch) +
                             " x " + Counted(r.devices, "device") + ", " + Counted(r.data_groups, "group")) +
         " as searched)";
@@ -771,15 +743,15 @@ std::string BatchText(const TrainRun& r) {
     s = " per data-parallel replica (global " + global + "; strategy as compiled)";
   else if (r.semi_auto && stages > 1)
     s = " on every rank (" + std::to_string(stages) + " stages x " + Counted(r.devices / stages, "rank") +
-        ", strategy " + StrategyText(f.strategy) + " in each, " + std::to_string(f.micro_size) + " micro-batches, " +
+        ", strategy " + StrategyText(f.par.strategy) + " in each, " + std::to_string(f.par.micro_size) + " micro-batches, " +
         r.context.pipeline_scheduler + ")";
   else if (r.semi_auto)
-    s = (f.full_batch ? std::string(" on every rank (full batch") : " per data-parallel replica (global " + global) +
-        "; strategy " + StrategyText(f.strategy) + ")";
+    s = (f.par.full_batch ? std::string(" on every rank (full batch") : " per data-parallel replica (global " + global) +
+        "; strategy " + StrategyText(f.par.strategy) + ")";
   else if (stages > 1)
     s = " per replica (global " + global + "; " + std::to_string(stages) + " stages x " +
         Counted(r.devices / stages, "replica") + ", " +
-        std::to_string(r.job ? r.job->options.pipeline.micro_size : f.micro_size) + " micro-batches, " +
+        std::to_string(r.job ? r.job->options.pipeline.micro_size : f.par.micro_size) + " micro-batches, " +
         r.context.pipeline_scheduler + ")";
   else if (r.devices > 1)
     s = " per rank (global " + global + ")";
@@ -990,12 +962,12 @@ nlohmann::ordered_json EndEvent(const TrainRun& r, const TrainResult& t, int64_t
     end["parallel_optimizer_threshold"] = r.context.parallel_optimizer_config.threshold_kb;
   }
   if (r.semi_auto) {
-    end["strategy"] = f.strategy.empty() ? "graph" : f.strategy;
-    end["full_batch"] = f.full_batch;
+    end["strategy"] = f.par.strategy.empty() ? "graph" : f.par.strategy;
+    end["full_batch"] = f.par.full_batch;
   }
   if (const host::AutoParallelPlan* plan = r.model->auto_parallel_plan()) {
     end["strategy"] = "searched";
-    end["full_batch"] = f.full_batch;
+    end["full_batch"] = f.par.full_batch;
     end["search_mode"] = plan->search_mode;
     end["calibration"] = plan->calibration;
     end["predicted_step_ms"] = plan->step_s * 1e3;
