@@ -65,6 +65,7 @@
 
 #include "cli/cli_validators.h"
 #include "parallel_flags.h"
+#include "plan_text.h"
 #include "cli/tool_version.h"
 #include "sinkrt/host/auto_parallel.h"
 #include "sinkrt/host/compiled_job.h"
@@ -81,21 +82,8 @@ struct Flags {
   std::string graph;
   std::string out;
   int devices = 1;
-  std::string parallel = "stand_alone";
-  int64_t batch = 0;
-  bool gradients_mean = host::kDefaultGradientsMean;
-  bool parameter_broadcast = false;
-  std::string comm_fusion;
-  bool enable_parallel_optimizer = false;
-  std::string parallel_optimizer_config;
-  std::string strategy;
-  std::string strategy_save;
-  bool full_batch = false;
-  std::string search_mode = "dynamic_programming";
-  std::string device_memory;
-  std::string calibration;
-  bool fully_use_devices = false;
-  tools::ParallelFlags pipe;  // its pipeline fields: --pipeline-stages and company
+  int64_t batch = 0;  // --batch: one replica's (0: the file's)
+  tools::ParallelFlags par;  // --parallel and the settings of each parallel mode
   std::string recompute;      // --recompute all|LAYER,...
   std::string amp_level = "O0";  // --amp-level
   std::string loss_scale = "none";  // --loss-scale-manager
@@ -154,7 +142,7 @@ void PrintSummary(const Flags& f, const host::GraphFile& file, const host::Compi
     std::cout << ", strategy searched (" << job.auto_parallel->search_mode << ")";
     if (o.full_batch) std::cout << ", full batch";
   } else if (o.parallel_mode == host::ParallelMode::SemiAutoParallel) {
-    std::cout << ", strategy " << tools::StrategyText(f.strategy);
+    std::cout << ", strategy " << tools::StrategyText(f.par.strategy);
     if (o.full_batch) std::cout << ", full batch";
   }
   std::cout << '\n';
@@ -203,7 +191,7 @@ void PrintSummary(const Flags& f, const host::GraphFile& file, const host::Compi
   // Optimizer parallel: what rank 0 shards, and why the rest stays whole.
   for (size_t i = 0; i < r0.report.optimizer_shards.size(); ++i)
     std::cout << (i == 0 ? "  optimizer parallel (rank 0):\n" : "") << "    " << r0.report.optimizer_shards[i] << '\n';
-  if (!f.strategy_save.empty()) std::cout << "  strategy  " << f.strategy_save << '\n';
+  if (!f.par.strategy_save.empty()) std::cout << "  strategy  " << f.par.strategy_save << '\n';
   for (uint32_t r = 0; r < job.world_size(); ++r)
     std::cout << "  rank " << r << "    rank_" << r << ".tstream " << job.ranks[r].stream.bytes().size() << " bytes, stream "
               << Hex(job.ranks[r].graph_hash) << '\n';
@@ -217,220 +205,138 @@ int64_t GraphBatch(const host::Graph& g) {
   return 0;
 }
 
-int Run(const Flags& f, const CLI::App& app) {
-  if (f.out.empty()) return Usage("-o DIR is required");
+// The command line's job, checked before the graph is read: a mistake
+// here is the command line's (exit 2).
+Result<host::JobSpec> SpecFromFlags(const Flags& f, const CLI::App& app) {
+  if (f.out.empty()) return InvalidArgument("-o DIR is required");
   if (!f.optimizer.empty()) {
-    if (!(f.lr > 0) || !std::isfinite(f.lr)) return Usage("--lr must be a positive number");
-    if (!(f.momentum >= 0 && f.momentum < 1)) return Usage("--momentum must be in [0, 1)");
+    if (!(f.lr > 0) || !std::isfinite(f.lr)) return InvalidArgument("--lr must be a positive number");
+    if (!(f.momentum >= 0 && f.momentum < 1)) return InvalidArgument("--momentum must be in [0, 1)");
   } else if (app.count("--lr") || app.count("--momentum")) {
-    return Usage("--lr and --momentum apply with --optimizer (the file's optimizer is used as written)");
+    return InvalidArgument("--lr and --momentum apply with --optimizer (the file's optimizer is used as written)");
   }
-  auto context = tools::ParseParallelFlags({.parallel = f.parallel,
-                                             .devices = f.devices,
-                                             .devices_flag = "--devices " + std::to_string(f.devices),
-                                             .gradients_mean = f.gradients_mean,
-                                             .gradients_mean_given = app.count("--gradients-mean") > 0,
-                                             .parameter_broadcast = f.parameter_broadcast,
-                                             .comm_fusion = f.comm_fusion,
-                                             .strategy = f.strategy,
-                                             .strategy_save = f.strategy_save,
-                                             .full_batch = f.full_batch,
-                                             .search_mode = f.search_mode,
-                                             .search_mode_given = app.count("--search-mode") > 0,
-                                             .device_memory = f.device_memory,
-                                             .calibration = f.calibration,
-                                             .fully_use_devices = f.fully_use_devices,
-                                             .pipeline_stages = f.pipe.pipeline_stages,
-                                             .micro_size = f.pipe.micro_size,
-                                             .micro_size_given = app.count("--micro-size") > 0,
-                                             .pipeline_scheduler = f.pipe.pipeline_scheduler,
-                                             .pipeline_scheduler_given = app.count("--pipeline-scheduler") > 0,
-                                             .stage_of = f.pipe.stage_of,
-                                             .grad_accumulation = f.pipe.grad_accumulation,
-                                             .enable_parallel_optimizer = f.enable_parallel_optimizer,
-                                             .parallel_optimizer_config = f.parallel_optimizer_config});
-  if (!context.ok()) return Usage(context.status().message());
-  const bool auto_parallel = context->mode == host::ParallelMode::AutoParallel;
+  host::JobSpec spec;
+  tools::ParallelFlags par = f.par;
+  par.devices = f.devices;
+  par.devices_flag = "--devices " + std::to_string(f.devices);
+  SINKRT_RETURN_IF_ERROR(tools::ParallelSpecFromFlags(par, app, spec));
+  SINKRT_RETURN_IF_ERROR(host::CheckJobSpec(spec).status());
   // Only a search has choices to explain; semi_auto_parallel compiles the
   // strategies it is given.
-  if (f.explain && !auto_parallel)
-    return Usage("--explain explains auto_parallel's search: give --parallel auto_parallel (--parallel " +
-                 f.parallel + " searches nothing)");
+  if (f.explain && spec.mode != host::ParallelMode::AutoParallel)
+    return InvalidArgument("--explain explains auto_parallel's search: give --parallel auto_parallel (--parallel " +
+                           f.par.parallel + " searches nothing)");
+  SINKRT_ASSIGN_OR_RETURN(spec.amp_level, host::ParseAmpLevel(f.amp_level), "--amp-level");
+  SINKRT_ASSIGN_OR_RETURN(spec.loss_scale, host::ParseLossScaleManager(f.loss_scale), "--loss-scale-manager");
+  spec.recompute = tools::SplitList(f.recompute);
+  spec.queue_capacity = f.queue_capacity;
+  return spec;
+}
 
+// The optimizer: --optimizer's, else the file's.
+Result<host::OptimizerSpec> OptimizerOf(const Flags& f, const host::GraphFile& file) {
+  if (!f.optimizer.empty()) {
+    SINKRT_ASSIGN_OR_RETURN(host::OptimizerSpec spec,
+                            host::MakeOptimizer(f.optimizer, static_cast<float>(f.lr), static_cast<float>(f.momentum)),
+                            "--optimizer");
+    return spec;
+  }
+  if (file.optimizer) return *file.optimizer;
+  return InvalidArgument(f.graph + " names no optimizer: give --optimizer sgd|momentum|adam");
+}
+
+// Writes the job, and the strategies when --strategy-save asks.
+Status WriteJob(const Flags& f, const host::JobSpec& spec, const host::JobPlan& plan, const host::CompiledJob& job) {
+  SINKRT_RETURN_IF_ERROR(host::WriteCompiledJob(job, f.out), "-o " + f.out);
+  return host::SaveJobStrategies(spec, plan);
+}
+
+int Run(const Flags& f, const CLI::App& app) {
+  auto spec = SpecFromFlags(f, app);
+  if (!spec.ok()) return Usage(spec.status().message());
   host::GraphLoadOptions load;
   load.batch = f.batch;
   load.seed_offset = f.seed;
   auto file = host::LoadGraph(f.graph, load);
   if (!file.ok()) return Failure(file.status().message());
-  const bool semi_auto = context->mode == host::ParallelMode::SemiAutoParallel;
-  int64_t global_batch = 0;
-  if (auto_parallel) {
-    // As data_parallel's: the file's (or --batch's) batch on each device.
-    const int64_t device_batch = GraphBatch(file->graph);
-    if (device_batch < 1) return Failure(f.graph + ": auto_parallel needs a batched Input to split");
-    global_batch = tools::AutoParallelGraphBatch(device_batch, f.devices, f.full_batch);
-    if (global_batch != device_batch) {
-      load.batch = global_batch;
-      file = host::LoadGraph(f.graph, load);
-      if (!file.ok()) return Failure(file.status().message());
-    }
+  auto optimizer = OptimizerOf(f, *file);
+  if (!optimizer.ok()) return Usage(optimizer.status().message());
+  spec->optimizer = *optimizer;
+  // The file's (or --batch's) batch is one replica's, or one device's share
+  // under auto_parallel: the plan decides the batch the graph is read at.
+  spec->batch = GraphBatch(file->graph);
+  spec->network = [&](int64_t batch) -> Result<host::Graph> {
+    if (batch == spec->batch) return file->graph;
+    host::GraphLoadOptions at = load;
+    at.batch = batch;
+    SINKRT_ASSIGN_OR_RETURN(host::GraphFile other, host::LoadGraph(f.graph, at));
+    return std::move(other.graph);
+  };
+  auto plan = host::PlanJob(*spec);
+  if (!plan.ok()) return Failure(f.graph + ": " + plan.status().message());
+  // Under auto_parallel the plan searched and compiled every rank.
+  std::optional<host::CompiledJob> compiled;
+  if (!plan->searched) {
+    auto c = host::CompileJob(*plan->network, plan->compile_options);
+    if (!c.ok()) return Failure(f.graph + ": " + c.status().message());
+    compiled = std::move(c).value();
   }
-  // A shard strategy spans one pipeline stage's ranks.
-  const int strategy_devices = tools::StrategyDevices(*context);
-  if (semi_auto) {
-    // The batch the file (or --batch) gives is one replica's; the graph
-    // takes the global one. Pipeline stages: every rank reads the whole
-    // batch, which is the one given.
-    const int64_t replica_batch = GraphBatch(file->graph);
-    if (replica_batch < 1) return Failure(f.graph + ": semi_auto_parallel needs a batched Input to split");
-    auto dp = host::StrategyDataParallel(f.strategy, file->graph, strategy_devices);
-    if (!dp.ok()) return Failure("--strategy " + f.strategy + ": " + dp.status().message());
-    global_batch =
-        tools::SemiAutoGraphBatch(replica_batch, *dp, f.full_batch || context->pipeline_stages > 1);
-    if (global_batch != replica_batch) {
-      load.batch = global_batch;
-      file = host::LoadGraph(f.graph, load);
-      if (!file.ok()) return Failure(file.status().message());
-    }
-    if (!f.strategy.empty()) {
-      Status applied = host::ApplyShardStrategy(f.strategy, file->graph, strategy_devices);
-      if (!applied.ok()) return Failure(f.graph + ": --strategy " + f.strategy + ": " + applied.message());
-    }
-  }
-
-  for (const std::string& layer : tools::SplitList(f.recompute)) file->graph.Recompute(layer);
-  if (!file->graph.status().ok()) return Failure(f.graph + ": --recompute " + f.recompute + ": " +
-                                                 file->graph.status().message());
-
-  host::CompileOptions co;
-  if (!f.optimizer.empty()) {
-    auto spec = host::MakeOptimizer(f.optimizer, static_cast<float>(f.lr), static_cast<float>(f.momentum));
-    if (!spec.ok()) return Usage("--optimizer: " + spec.status().message());
-    co.optimizer = *spec;
-  } else if (file->optimizer) {
-    co.optimizer = *file->optimizer;
-  } else {
-    return Usage(f.graph + " names no optimizer: give --optimizer sgd|momentum|adam");
-  }
-  co.queue_capacity = f.queue_capacity;
-  co.world_size = static_cast<uint32_t>(f.devices);
-  co.grad_accumulation = context->grad_accumulation_step;
-  {
-    auto amp = host::ParseAmpLevel(f.amp_level);
-    if (!amp.ok()) return Usage("--amp-level: " + amp.status().message());
-    co.amp_level = *amp;
-    auto loss_scale = host::ParseLossScaleManager(f.loss_scale);
-    if (!loss_scale.ok()) return Usage("--loss-scale-manager: " + loss_scale.status().message());
-    co.loss_scale = *loss_scale;
-  }
-  co.eval_program = true;
-  co.predict_program = !file->graph.outputs().empty();
-  if (context->mode == host::ParallelMode::DataParallel) {
-    co.parallel_mode = host::ParallelMode::DataParallel;
-    co.gradients_mean = context->gradients_mean;
-    co.parameter_broadcast = context->parameter_broadcast;
-    co.comm_fusion = context->comm_fusion;
-    if (context->pipeline_stages > 1) {
-      auto pipeline = tools::PipelineFromFlags(f.pipe);
-      if (!pipeline.ok()) return Usage(pipeline.status().message());
-      co.pipeline = *pipeline;
-      co.predict_program = false;  // not built for pipelines yet
-    }
-  } else if (semi_auto) {
-    co.parallel_mode = host::ParallelMode::SemiAutoParallel;
-    co.full_batch = f.full_batch;
-    if (context->pipeline_stages > 1) {
-      auto pipeline = tools::PipelineFromFlags(f.pipe);
-      if (!pipeline.ok()) return Usage(pipeline.status().message());
-      co.pipeline = *pipeline;
-      co.predict_program = false;  // not built for pipelines yet
-    }
-  } else if (auto_parallel) {
-    co.parallel_mode = host::ParallelMode::AutoParallel;
-    co.full_batch = f.full_batch;
-    co.search_mode = context->search_mode;
-    co.fully_use_devices = context->fully_use_devices;
-    co.device_memory = context->device_memory_capacity;
-    co.calibration = context->calibration_file;
-  }
-  co.enable_parallel_optimizer = context->enable_parallel_optimizer;
-  co.parallel_optimizer_config = context->parallel_optimizer_config;
-  // Under auto_parallel: one search, every rank compiled from it.
-  auto job = host::CompileJob(file->graph, co);
-  if (!job.ok()) return Failure(f.graph + ": " + job.status().message());
-  Status written = host::WriteCompiledJob(*job, f.out);
-  if (!written.ok()) return Failure("-o " + f.out + ": " + written.message());
-  if (!f.strategy_save.empty()) {
-    // The searched strategies, set on the graph as the compile set them.
-    if (job->auto_parallel) {
-      Status planned = tools::ApplyAutoParallelPlan(*job->auto_parallel, file->graph);
-      if (!planned.ok()) return Failure("--strategy-save: " + planned.message());
-    }
-    Status saved = host::SaveShardStrategies(f.strategy_save, file->graph, strategy_devices,
-                                             f.full_batch || context->pipeline_stages > 1);
-    if (!saved.ok()) return Failure("--strategy-save: " + saved.message());
-  }
+  const host::CompiledJob& job = plan->searched ? *plan->searched : *compiled;
+  if (Status written = WriteJob(f, *spec, *plan, job); !written.ok()) return Failure(written.message());
   // Asked for, so printed even with --quiet.
-  if (job->auto_parallel && f.explain) std::cout << host::ExplainPlan(*job->auto_parallel);
-  if (job->auto_parallel && !f.quiet) std::cout << tools::AutoParallelText(*job->auto_parallel) << '\n';
-  if (!semi_auto && !auto_parallel) {
-    const auto cols = job->train_columns();
-    global_batch = cols.empty() || cols[0].shape.empty()
-                       ? 0
-                       : cols[0].shape[0] * (job->world_size() / std::max(1, job->options.pipeline.stages));
-  }
-  if (!f.quiet) PrintSummary(f, *file, *job, global_batch);
+  if (job.auto_parallel && f.explain) std::cout << host::ExplainPlan(*job.auto_parallel);
+  if (job.auto_parallel && !f.quiet) std::cout << tools::AutoParallelText(*job.auto_parallel) << '\n';
+  if (!f.quiet) PrintSummary(f, *file, job, plan->global_batch);
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"sinkc: compiles a sinkrt graph file into one task stream per rank (rank_K.tstream) and a manifest"};
-  sinkrt::tools::AddVersionFlag(app, sinkrt::host::HostVersionText("sinkc"));
-  Flags f;
-  app.add_option("graph", f.graph, "graph file (binary .sgraph, or JSON against schemas/graph.fbs)")->required();
-  app.add_option("-o,--out", f.out, "output directory (created if missing)")->required();
+// --devices, --parallel, --batch and the settings of each parallel mode.
+void AddParallelFlags(CLI::App& app, Flags& f) {
   app.add_option("--devices", f.devices, "ranks to compile for (MindSpore's device_num)")
       ->check(tools::PositiveInteger())
       ->capture_default_str();
-  app.add_option("--parallel", f.parallel, "stand_alone, data_parallel, semi_auto_parallel or auto_parallel")
+  app.add_option("--parallel", f.par.parallel, "stand_alone, data_parallel, semi_auto_parallel or auto_parallel")
       ->capture_default_str();
   app.add_option("--batch", f.batch,
                  "one data-parallel replica's batch (default: the file's): every input's leading dimension, times the "
                  "data-parallel degree under semi_auto_parallel and --devices under auto_parallel")
       ->check(tools::PositiveInteger());
-  app.add_flag("--gradients-mean", f.gradients_mean,
+  app.add_flag("--gradients-mean", f.par.gradients_mean,
                "data_parallel: AllReduce Mean instead of Sum (--gradients-mean=false: Sum, MindSpore's default)");
-  app.add_flag("--parameter-broadcast", f.parameter_broadcast, "init ends by broadcasting rank 0's parameters");
-  app.add_option("--comm-fusion", f.comm_fusion,
+  app.add_flag("--parameter-broadcast", f.par.parameter_broadcast, "init ends by broadcasting rank 0's parameters");
+  app.add_option("--comm-fusion", f.par.comm_fusion,
                  "MindSpore's comm_fusion as JSON, e.g. '{\"allreduce\": {\"mode\": \"size\", \"config\": 32}}'");
-  app.add_option("--strategy", f.strategy,
+  app.add_option("--strategy", f.par.strategy,
                  "semi_auto_parallel: data, model (Megatron, the zoo MLP and ViT), DPxMP (e.g. 2x2) or a strategy "
                  "file (default: the graph file's strategies, MindSpore's default elsewhere)")
       ->check(tools::NonEmpty());
-  app.add_option("--strategy-save", f.strategy_save,
+  app.add_option("--strategy-save", f.par.strategy_save,
                  "semi_auto_parallel and auto_parallel: write the ops' strategies (auto_parallel: the searched ones) and "
                  "the parameters' layouts to FILE (JSON)")
       ->check(tools::NonEmpty());
-  app.add_flag("--full-batch", f.full_batch,
+  app.add_flag("--full-batch", f.par.full_batch,
                "semi_auto_parallel and auto_parallel: every rank reads the whole --batch (MindSpore's full_batch)");
-  app.add_option("--search-mode", f.search_mode, "auto_parallel: dynamic_programming or sharding_propagation")
+  app.add_option("--search-mode", f.par.search_mode, "auto_parallel: dynamic_programming or sharding_propagation")
       ->capture_default_str();
-  app.add_option("--device-memory", f.device_memory,
+  app.add_option("--device-memory", f.par.device_memory,
                  "auto_parallel: per-rank limit on the compiled arena, in bytes or with KB, MB, GB, KiB, MiB, GiB: the "
                     "search keeps to it, or the compile is refused naming what is needed "
                  "(MindSpore's device_memory_capacity; default: unlimited)")
       ->check(tools::NonEmpty());
-  app.add_option("--calibration", f.calibration,
+  app.add_option("--calibration", f.par.calibration,
                  "auto_parallel: the cost model's calibration file (default: SINKRT_CALIBRATION, else the built-in "
                  "one; sinkrun calibrate writes one)")
       ->check(tools::NonEmpty());
-  app.add_flag("--fully-use-devices", f.fully_use_devices,
+  app.add_flag("--fully-use-devices", f.par.fully_use_devices,
                "auto_parallel: every MatMul, BatchMatMul and Conv2D splits over all devices (MindSpore's default; "
                "sinkrt's lets a small one repeat)");
-  tools::AddPipelineFlags(app, f.pipe);
-  tools::AddParallelOptimizerFlags(app, f.enable_parallel_optimizer, f.parallel_optimizer_config);
+}
+
+// The pipeline, the optimizer parallel, precision, recompute, the
+// optimizer and the queue.
+void AddCompileFlags(CLI::App& app, Flags& f) {
+  tools::AddPipelineFlags(app, f.par);
+  tools::AddParallelOptimizerFlags(app, f.par.enable_parallel_optimizer, f.par.parallel_optimizer_config);
   app.add_option("--loss-scale-manager", f.loss_scale,
                  "none, fixed[:SCALE[:DROP]] or dynamic[:INIT[:FACTOR[:WINDOW]]]: loss scaling inside the sink "
                  "(MindSpore's FixedLossScaleManager(128, True) and DynamicLossScaleManager(2**24, 2, 2000) are "
@@ -455,6 +361,18 @@ int main(int argc, char** argv) {
   app.add_option("--queue-capacity", f.queue_capacity, "device queue slots (MS_DATASET_SINK_QUEUE)")
       ->check(CLI::Range(1, 128))
       ->capture_default_str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"sinkc: compiles a sinkrt graph file into one task stream per rank (rank_K.tstream) and a manifest"};
+  sinkrt::tools::AddVersionFlag(app, sinkrt::host::HostVersionText("sinkc"));
+  Flags f;
+  app.add_option("graph", f.graph, "graph file (binary .sgraph, or JSON against schemas/graph.fbs)")->required();
+  app.add_option("-o,--out", f.out, "output directory (created if missing)")->required();
+  AddParallelFlags(app, f);
+  AddCompileFlags(app, f);
   app.add_flag("-q,--quiet", f.quiet, "print nothing on success");
   try {
     app.parse(argc, argv);

@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "parallel_flags.h"
 #include "sinkrt/host/local_cluster.h"
 #include "sinkrt/host/parallel_context.h"
 #include "sinkrt/host/profiler.h"
@@ -62,29 +63,8 @@ struct TrainFlags {
   TlsConfig tls = TlsConfig::FromEnvironment();
   bool tls_plain_peers = false;  // --tls-plain-peers: passed to the daemons --devices starts
   std::string sinkd;
-  std::string parallel = "stand_alone";
-  bool gradients_mean = host::kDefaultGradientsMean;  // MindSpore's default, as sinkc's
-  bool parameter_broadcast = false;
-  std::string comm_fusion;  // MindSpore's comm_fusion dict, as JSON
-  // semi_auto_parallel: --strategy (data, model, DPxMP or a strategy file),
-  // --strategy-save FILE, --full-batch.
-  std::string strategy;
-  std::string strategy_save;
-  bool full_batch = false;
-  // auto_parallel: --search-mode, --device-memory BYTES, --calibration FILE
-  // (--strategy-save and --full-batch apply too).
-  std::string search_mode = "dynamic_programming";
-  std::string device_memory;
-  std::string calibration;
-  bool fully_use_devices = false;
-  // --pipeline-stages S [--micro-size M] [--pipeline-scheduler 1f1b|gpipe] [--stage-of ...]
-  int pipeline_stages = 1;
-  int micro_size = 1;
-  std::string pipeline_scheduler = "1f1b";
-  std::string stage_of;
-  int grad_accumulation = 1;  // --grad-accumulation K
-  bool enable_parallel_optimizer = false;  // --enable-parallel-optimizer
-  std::string parallel_optimizer_config;   // --parallel-optimizer-config JSON
+  // --parallel and the settings of each parallel mode (parallel_flags.h).
+  ParallelFlags par;
   std::string recompute;      // --recompute all|LAYER,...
   std::string amp_level;      // --amp-level O0..O3
   std::string loss_scale = "none";  // --loss-scale-manager

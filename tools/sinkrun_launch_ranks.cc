@@ -123,11 +123,23 @@ void StopAll(std::vector<Child>& children, milliseconds grace) {
     if (!c.done && ::waitpid(c.pid, &c.status, 0) == c.pid) c.done = true;
 }
 
-}  // namespace
+// What every rank's process is told: the world's shape, the master, the
+// job, the TLS files; and how the launcher runs them.
+struct RankPlan {
+  int n = 0;      // ranks in the world
+  int local = 0;  // ranks on this host
+  int port = 0;   // the master's
+  std::string job_id;
+  std::vector<std::pair<std::string, std::string>> tls;  // SINKRT_TLS_* with absolute paths
+  std::vector<std::string> command;
+  bool bind = false;
+  std::vector<std::vector<int>> shares;  // each local rank's cores, when bound
+};
 
-int LaunchRanks(const LaunchFlags& f, const char* argv0) {
-  const int n = f.devices;
-  const int local = f.local_workers > 0 ? f.local_workers : n;
+// -n, --local-worker-num, --node-rank and the master's address and port.
+int PlanWorld(const LaunchFlags& f, RankPlan& p) {
+  const int n = p.n = f.devices;
+  const int local = p.local = f.local_workers > 0 ? f.local_workers : n;
   if (local > n) return Usage("--local-worker-num " + std::to_string(local) + " is more than -n " + std::to_string(n));
   if (n % local != 0)
     return Usage("-n " + std::to_string(n) + " ranks do not split into hosts of --local-worker-num " +
@@ -135,13 +147,13 @@ int LaunchRanks(const LaunchFlags& f, const char* argv0) {
   if (f.node_rank < 0 || f.node_rank >= n / local)
     return Usage("--node-rank " + std::to_string(f.node_rank) + ": -n " + std::to_string(n) + " over hosts of " +
                  std::to_string(local) + " makes nodes 0.." + std::to_string(n / local - 1));
-  int port = f.master_port;
-  if (port == 0) {
-    port = host::kDefaultMasterPort;
+  p.port = f.master_port;
+  if (p.port == 0) {
+    p.port = host::kDefaultMasterPort;
     if (local == n) {
       auto free = FreeLoopbackPort();
       if (!free.ok()) return Failure("the master's port: " + free.status().message());
-      port = *free;
+      p.port = *free;
     }
   }
   if (local < n && f.master_addr == "127.0.0.1")
@@ -151,124 +163,133 @@ int LaunchRanks(const LaunchFlags& f, const char* argv0) {
   // by name: the user's SINKRT_JOB_ID, else a fresh one when every rank is
   // on this host. Across hosts each launcher would make up another, so
   // only the user's (the same on every host) is passed on.
-  std::string job_id;
   if (const char* given = std::getenv("SINKRT_JOB_ID"); given && *given) {
-    job_id = given;
-    if (Status ok = host::CheckJobId(job_id, "SINKRT_JOB_ID"); !ok.ok()) return Usage(ok.message());
+    p.job_id = given;
+    if (Status ok = host::CheckJobId(p.job_id, "SINKRT_JOB_ID"); !ok.ok()) return Usage(ok.message());
   } else if (local == n) {
-    job_id = FreshJobId();
+    p.job_id = FreshJobId();
   }
-  // Every rank gets all three files: rank 0 serves the master with the
-  // certificate, the others verify it with the CA and present theirs.
-  std::vector<std::pair<std::string, std::string>> tls;
-  if (f.tls.enabled()) {
-    if (f.tls.cert_file.empty() || f.tls.key_file.empty() || f.tls.ca_file.empty())
-      return Usage("--tls-cert, --tls-key and --tls-ca go together with a COMMAND: rank 0's master serves with the "
-                   "certificate and the other ranks verify it with the CA");
-    struct TlsFile {
-      const char* flag;
-      const char* variable;
-      const std::string& file;
-    };
-    for (const TlsFile& t : {TlsFile{"--tls-cert", "SINKRT_TLS_CERT", f.tls.cert_file},
-                             TlsFile{"--tls-key", "SINKRT_TLS_KEY", f.tls.key_file},
-                             TlsFile{"--tls-ca", "SINKRT_TLS_CA", f.tls.ca_file}}) {
-      // Absolute: a rank may run in another directory (--log-dir, its COMMAND's cd).
-      std::error_code ec;
-      const std::filesystem::path path = std::filesystem::absolute(t.file, ec);
-      if (ec || !std::filesystem::is_regular_file(path, ec))
-        return Usage(std::string(t.flag) + " " + t.file + ": not a regular file");
-      tls.emplace_back(t.variable, path.string());
-    }
+  return 0;
+}
+
+// Every rank gets all three files: rank 0 serves the master with the
+// certificate, the others verify it with the CA and present theirs.
+int PlanTls(const LaunchFlags& f, RankPlan& p) {
+  if (!f.tls.enabled()) return 0;
+  if (f.tls.cert_file.empty() || f.tls.key_file.empty() || f.tls.ca_file.empty())
+    return Usage("--tls-cert, --tls-key and --tls-ca go together with a COMMAND: rank 0's master serves with the "
+                 "certificate and the other ranks verify it with the CA");
+  struct TlsFile {
+    const char* flag;
+    const char* variable;
+    const std::string& file;
+  };
+  for (const TlsFile& t : {TlsFile{"--tls-cert", "SINKRT_TLS_CERT", f.tls.cert_file},
+                           TlsFile{"--tls-key", "SINKRT_TLS_KEY", f.tls.key_file},
+                           TlsFile{"--tls-ca", "SINKRT_TLS_CA", f.tls.ca_file}}) {
+    // Absolute: a rank may run in another directory (--log-dir, its COMMAND's cd).
+    std::error_code ec;
+    const std::filesystem::path path = std::filesystem::absolute(t.file, ec);
+    if (ec || !std::filesystem::is_regular_file(path, ec))
+      return Usage(std::string(t.flag) + " " + t.file + ": not a regular file");
+    p.tls.emplace_back(t.variable, path.string());
   }
+  return 0;
+}
+
+// The log directory, the command and the ranks' cores.
+int PlanProcesses(const LaunchFlags& f, RankPlan& p) {
   if (!f.log_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(f.log_dir, ec);
     if (ec) return Failure("--log-dir " + f.log_dir + ": " + ec.message());
   }
   // The command: "sinkrun" means this very binary when PATH has none.
-  std::vector<std::string> command = f.command;
-  if (command[0] == "sinkrun" && ::access("/proc/self/exe", X_OK) == 0) {
+  p.command = f.command;
+  if (p.command[0] == "sinkrun" && ::access("/proc/self/exe", X_OK) == 0) {
     std::error_code ec;
     const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    if (!ec) command[0] = self.string();
+    if (!ec) p.command[0] = self.string();
   }
-  (void)argv0;
   // Each rank's share of this host's cores, as sinkd daemons get theirs.
   const std::vector<int> cpus = AllowedCpus();
-  const bool bind = !f.no_bind && local > 1 && static_cast<int>(cpus.size()) >= local;
-  const std::vector<std::vector<int>> shares = bind ? ShareCpus(cpus, local) : std::vector<std::vector<int>>{};
+  p.bind = !f.no_bind && p.local > 1 && static_cast<int>(cpus.size()) >= p.local;
+  if (p.bind) p.shares = ShareCpus(cpus, p.local);
+  return 0;
+}
 
-  sigset_t stop;
-  sigemptyset(&stop);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&stop, sig);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+// The variables rank `rank` (local index `i`) is started with.
+std::vector<std::string> RankVariables(const LaunchFlags& f, const RankPlan& p, uint32_t rank, int i) {
+  std::vector<std::pair<std::string, std::string>> set = {
+      {"RANK_ID", std::to_string(rank)},          {"RANK_SIZE", std::to_string(p.n)},
+      {"DEVICE_ID", std::to_string(i)},           {"LOCAL_WORLD_SIZE", std::to_string(p.local)},
+      {"MS_SCHED_HOST", f.master_addr},           {"MS_SCHED_PORT", std::to_string(p.port)},
+      {"MASTER_ADDR", f.master_addr},             {"MASTER_PORT", std::to_string(p.port)},
+      {"RANK", std::to_string(rank)},             {"WORLD_SIZE", std::to_string(p.n)},
+      {"LOCAL_RANK", std::to_string(i)},
+  };
+  if (!f.token.empty()) set.emplace_back("SINKRT_TOKEN", f.token);
+  if (!p.job_id.empty()) set.emplace_back("SINKRT_JOB_ID", p.job_id);
+  set.insert(set.end(), p.tls.begin(), p.tls.end());
+  return RankEnvironment(set);
+}
 
-  std::vector<Child> children;
-  const pid_t launcher = ::getpid();
-  for (int i = 0; i < local; ++i) {
-    const uint32_t rank = static_cast<uint32_t>(f.node_rank * local + i);
-    std::vector<std::pair<std::string, std::string>> set = {
-        {"RANK_ID", std::to_string(rank)},          {"RANK_SIZE", std::to_string(n)},
-        {"DEVICE_ID", std::to_string(i)},           {"LOCAL_WORLD_SIZE", std::to_string(local)},
-        {"MS_SCHED_HOST", f.master_addr},           {"MS_SCHED_PORT", std::to_string(port)},
-        {"MASTER_ADDR", f.master_addr},             {"MASTER_PORT", std::to_string(port)},
-        {"RANK", std::to_string(rank)},             {"WORLD_SIZE", std::to_string(n)},
-        {"LOCAL_RANK", std::to_string(i)},
-    };
-    if (!f.token.empty()) set.emplace_back("SINKRT_TOKEN", f.token);
-    if (!job_id.empty()) set.emplace_back("SINKRT_JOB_ID", job_id);
-    set.insert(set.end(), tls.begin(), tls.end());
-    std::vector<std::string> env = RankEnvironment(set);
-    std::vector<char*> envp, argv;
-    for (std::string& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    for (std::string& a : command) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    int log_fd = -1;
-    if (!f.log_dir.empty()) {
-      const std::string path = (std::filesystem::path(f.log_dir) / ("worker_" + std::to_string(rank) + ".log")).string();
-      log_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (log_fd < 0) {
-        StopAll(children, milliseconds(5000));
-        return Failure("--log-dir: cannot write " + path + ": " + std::strerror(errno));
-      }
-    }
-    const std::string exec_failed = "sinkrun launch: cannot execute " + command[0] + "\n";
-    const pid_t pid = ::fork();
-    if (pid < 0) {
+// Forks and execs local rank `i`; its Child, or the exit code (the ranks
+// already started stopped).
+int StartRank(const LaunchFlags& f, const RankPlan& p, int i, pid_t launcher, std::vector<Child>& children) {
+  const uint32_t rank = static_cast<uint32_t>(f.node_rank * p.local + i);
+  std::vector<std::string> env = RankVariables(f, p, rank, i);
+  std::vector<std::string> command = p.command;
+  std::vector<char*> envp, argv;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  for (std::string& a : command) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int log_fd = -1;
+  if (!f.log_dir.empty()) {
+    const std::string path = (std::filesystem::path(f.log_dir) / ("worker_" + std::to_string(rank) + ".log")).string();
+    log_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (log_fd < 0) {
       StopAll(children, milliseconds(5000));
-      return Failure(std::string("fork: ") + std::strerror(errno));
+      return Failure("--log-dir: cannot write " + path + ": " + std::strerror(errno));
     }
-    if (pid == 0) {
-      // Only async-signal-safe calls until exec.
-      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (::getppid() != launcher) ::_exit(126);
-      if (log_fd >= 0) {
-        ::dup2(log_fd, STDOUT_FILENO);
-        ::dup2(log_fd, STDERR_FILENO);
-      }
-      if (bind) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        for (int c : shares[i]) CPU_SET(c, &set);
-        ::sched_setaffinity(0, sizeof set, &set);
-      }
-      sigset_t none;
-      sigemptyset(&none);
-      ::sigprocmask(SIG_SETMASK, &none, nullptr);
-      ::execvpe(argv[0], argv.data(), envp.data());
-      ssize_t ignored = ::write(STDERR_FILENO, exec_failed.data(), exec_failed.size());
-      (void)ignored;
-      ::_exit(127);
-    }
-    if (log_fd >= 0) ::close(log_fd);
-    children.push_back({rank, pid});
   }
-  std::fprintf(stderr, "sinkrun launch: %s %d..%d of %d (master %s:%d%s)\n", local == 1 ? "rank" : "ranks",
-               f.node_rank * local, f.node_rank * local + local - 1, n, f.master_addr.c_str(), port,
-               f.log_dir.empty() ? "" : (", logs in " + f.log_dir).c_str());
+  const std::string exec_failed = "sinkrun launch: cannot execute " + command[0] + "\n";
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    StopAll(children, milliseconds(5000));
+    return Failure(std::string("fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    // Only async-signal-safe calls until exec.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != launcher) ::_exit(126);
+    if (log_fd >= 0) {
+      ::dup2(log_fd, STDOUT_FILENO);
+      ::dup2(log_fd, STDERR_FILENO);
+    }
+    if (p.bind) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      for (int c : p.shares[i]) CPU_SET(c, &set);
+      ::sched_setaffinity(0, sizeof set, &set);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execvpe(argv[0], argv.data(), envp.data());
+    ssize_t ignored = ::write(STDERR_FILENO, exec_failed.data(), exec_failed.size());
+    (void)ignored;
+    ::_exit(127);
+  }
+  if (log_fd >= 0) ::close(log_fd);
+  children.push_back({rank, pid});
+  return 0;
+}
 
+// Until every rank has ended, one has failed (the others are then
+// stopped) or the launcher is told to stop.
+int WaitForRanks(std::vector<Child>& children, const sigset_t& stop) {
   const milliseconds grace(10000);
   const timespec poll{0, 200'000'000};
   for (;;) {
@@ -296,6 +317,27 @@ int LaunchRanks(const LaunchFlags& f, const char* argv0) {
       return 128 + sig;
     }
   }
+}
+
+}  // namespace
+
+int LaunchRanks(const LaunchFlags& f, const char* argv0) {
+  (void)argv0;
+  RankPlan p;
+  for (int (*plan)(const LaunchFlags&, RankPlan&) : {PlanWorld, PlanTls, PlanProcesses})
+    if (int rc = plan(f, p)) return rc;
+  sigset_t stop;
+  sigemptyset(&stop);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&stop, sig);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  std::vector<Child> children;
+  const pid_t launcher = ::getpid();
+  for (int i = 0; i < p.local; ++i)
+    if (int rc = StartRank(f, p, i, launcher, children)) return rc;
+  std::fprintf(stderr, "sinkrun launch: %s %d..%d of %d (master %s:%d%s)\n", p.local == 1 ? "rank" : "ranks",
+               f.node_rank * p.local, f.node_rank * p.local + p.local - 1, p.n, f.master_addr.c_str(), p.port,
+               f.log_dir.empty() ? "" : (", logs in " + f.log_dir).c_str());
+  return WaitForRanks(children, stop);
 }
 
 }  // namespace sinkrt::tools

@@ -82,20 +82,12 @@
 #include "sinkrt/host/file_formats.h"
 #include "sinkrt/device/openmp_policy.h"
 
-int main(int argc, char** argv) {
-  using namespace sinkrt;
-  device::EnsurePassiveOpenMp(argv);
-  const tools::Clock::time_point start = tools::Clock::now();
-  // A daemon that goes away must be an error from send(), not a silent death.
-  signal(SIGPIPE, SIG_IGN);
-  CLI::App app{"sinkrun: trains sinkrt's built-in networks end to end, on an in-process device or on sinkd"};
-  tools::AddVersionFlag(app, host::HostVersionText("sinkrun"));
-  app.require_subcommand(1);
-  tools::TrainFlags f;
-  CLI::App* train = app.add_subcommand("train", "train a network, then evaluate it on the test split");
-  // The last of a repeated option wins, as with getopt, so that a wrapper
-  // (scripts/demo) can pass defaults and its caller override them.
-  train->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+namespace {
+
+using namespace sinkrt;
+
+// train's network, data and optimizer flags.
+void AddTrainJobFlags(CLI::App* train, tools::TrainFlags& f) {
   train->add_option("--model", f.model,
                     "network: mlp (784-512-256-10), lenet, or vit (a small Vision Transformer; its defaults: "
                     "--optimizer adam --lr 0.001)")
@@ -143,6 +135,10 @@ int main(int argc, char** argv) {
                   "with --devices N > 1: leave the daemons unbound (by default each runs on its own share of the "
                   "cores, as mpirun --bind-to core)");
   train->add_option("--report", f.report, "write one JSON object per epoch and an end record to FILE");
+}
+
+// train's devices: in-process, started daemons, or a rank table.
+void AddTrainDeviceFlags(CLI::App* train, tools::TrainFlags& f) {
   train->add_option("--devices", f.devices,
                     "start this many sinkd daemons for the run and train on them (more than one needs "
                     "--parallel data_parallel); default: an in-process device")
@@ -150,65 +146,69 @@ int main(int argc, char** argv) {
   train->add_option("--rank-table", f.rank_table,
                     "train on the running sinkd daemons this rank table names (default: RANK_TABLE_FILE, unless "
                     "--devices is given)");
-  train->add_option("--parallel", f.parallel,
+}
+
+// train's parallel mode and its settings.
+void AddTrainParallelFlags(CLI::App* train, tools::TrainFlags& f) {
+  train->add_option("--parallel", f.par.parallel,
                     "stand_alone (one device), data_parallel (one replica per device, gradients AllReduced "
                     "on the devices; --batch is per rank), semi_auto_parallel (the model sharded by --strategy; "
                     "--batch is per data-parallel replica) or auto_parallel (the strategies searched; the global "
                     "batch is --batch x --devices)")
       ->capture_default_str();
-  train->add_option("--gradients-mean", f.gradients_mean,
+  train->add_option("--gradients-mean", f.par.gradients_mean,
                     "data_parallel: average the gradients over the ranks (true, as DDP) or sum them (false, "
                     "MindSpore's default)")
       ->capture_default_str();
-  train->add_flag("--parameter-broadcast", f.parameter_broadcast,
+  train->add_flag("--parameter-broadcast", f.par.parameter_broadcast,
                   "data_parallel: broadcast rank 0's initial parameters to every rank");
-  train->add_option("--comm-fusion", f.comm_fusion,
+  train->add_option("--comm-fusion", f.par.comm_fusion,
                     "data_parallel: MindSpore's comm_fusion as JSON, e.g. "
                     "'{\"allreduce\": {\"mode\": \"size\", \"config\": 32}}'");
-  train->add_option("--strategy", f.strategy,
+  train->add_option("--strategy", f.par.strategy,
                     "semi_auto_parallel: data, model (Megatron: the MLP and the ViT), DPxMP (e.g. 2x2) or a strategy "
                     "file (default: the graph's strategies, MindSpore's default elsewhere)")
       ->check(tools::NonEmpty());
-  train->add_option("--strategy-save", f.strategy_save,
+  train->add_option("--strategy-save", f.par.strategy_save,
                     "semi_auto_parallel and auto_parallel: write the ops' strategies (auto_parallel: the searched ones) "
                     "and the parameters' layouts to FILE (JSON)")
       ->check(tools::NonEmpty());
-  train->add_flag("--full-batch", f.full_batch,
+  train->add_flag("--full-batch", f.par.full_batch,
                   "semi_auto_parallel and auto_parallel: every rank reads the whole --batch (MindSpore's full_batch)");
-  train->add_option("--search-mode", f.search_mode, "auto_parallel: dynamic_programming or sharding_propagation")
+  train->add_option("--search-mode", f.par.search_mode, "auto_parallel: dynamic_programming or sharding_propagation")
       ->capture_default_str();
-  train->add_option("--device-memory", f.device_memory,
+  train->add_option("--device-memory", f.par.device_memory,
                     "auto_parallel: per-rank limit on the compiled arena, in bytes or with KB, MB, GB, KiB, MiB, GiB: the "
                     "search keeps to it, or the compile is refused naming what is needed "
                     "(MindSpore's device_memory_capacity; default: unlimited)")
       ->check(tools::NonEmpty());
-  train->add_option("--calibration", f.calibration,
+  train->add_option("--calibration", f.par.calibration,
                     "auto_parallel: the cost model's calibration file (default: SINKRT_CALIBRATION, else the "
                     "built-in one; sinkrun calibrate writes one)")
       ->check(tools::NonEmpty());
-  train->add_flag("--fully-use-devices", f.fully_use_devices,
+  train->add_flag("--fully-use-devices", f.par.fully_use_devices,
                   "auto_parallel: every MatMul, BatchMatMul and Conv2D splits over all devices (MindSpore's default; "
                   "sinkrt's lets a small one repeat)");
-  train->add_option("--pipeline-stages", f.pipeline_stages,
+  train->add_option("--pipeline-stages", f.par.pipeline_stages,
                     "data_parallel or semi_auto_parallel: cut the network into S pipeline stages of devices/S ranks "
                     "each (MindSpore's pipeline_stages; docs/guide/pipeline.md); under semi_auto_parallel --strategy "
                     "is for devices/S ranks and every rank reads the whole batch")
       ->check(tools::PositiveInteger());
-  train->add_option("--micro-size", f.micro_size,
+  train->add_option("--micro-size", f.par.micro_size,
                     "with --pipeline-stages: micro-batches per batch (PipelineCell's micro_size; at least the stages, "
                     "dividing --batch)")
       ->check(tools::PositiveInteger());
-  train->add_option("--pipeline-scheduler", f.pipeline_scheduler,
+  train->add_option("--pipeline-scheduler", f.par.pipeline_scheduler,
                     "with --pipeline-stages: 1f1b (default) or gpipe (MindSpore's pipeline_config)");
-  train->add_option("--stage-of", f.stage_of,
+  train->add_option("--stage-of", f.par.stage_of,
                     "with --pipeline-stages: LAYER=k,... puts the ops in name scope LAYER in stage k "
                     "(cell.pipeline_stage); default: contiguous stages of about equal estimated cost");
-  train->add_option("--grad-accumulation", f.grad_accumulation,
+  train->add_option("--grad-accumulation", f.par.grad_accumulation,
                     "K: one optimizer step is K batches of --batch, their gradients summed on the device before one "
                     "reduction and one update (MindSpore's grad_accumulation_step; stand_alone and data_parallel; "
                     "steps and --sink-size count optimizer steps; docs/guide/grad_accumulation.md)")
       ->check(tools::PositiveInteger());
-  tools::AddParallelOptimizerFlags(*train, f.enable_parallel_optimizer, f.parallel_optimizer_config);
+  tools::AddParallelOptimizerFlags(*train, f.par.enable_parallel_optimizer, f.par.parallel_optimizer_config);
   train->add_option("--loss-scale-manager", f.loss_scale,
                     "none, fixed[:SCALE[:DROP]] or dynamic[:INIT[:FACTOR[:WINDOW]]]: loss scaling inside the sink "
                     "(MindSpore's FixedLossScaleManager(128, True) and DynamicLossScaleManager(2**24, 2, 2000) are "
@@ -222,6 +222,10 @@ int main(int argc, char** argv) {
                     "all|LAYER,...: re-run these layers' forward in the backward pass instead of keeping their "
                     "activations (MindSpore's cell.recompute(); all: every top-level layer; docs/guide/recompute.md)")
       ->check(tools::NonEmptyList());
+}
+
+// train's outputs (profile) and the devices' credentials.
+void AddTrainOutputFlags(CLI::App* train, tools::TrainFlags& f) {
   train->add_option("--profile", f.profile,
                     "record the run and write its timeline and summary into DIR (docs/guide/profiler.md)");
   train->add_option("--profile-steps", f.profile_steps, "with --profile: record steps A to B only, counted from 1 (A:B)");
@@ -242,7 +246,21 @@ int main(int argc, char** argv) {
                   "SINKRT_TLS_PLAIN_PEERS=1); by default they use TLS as every other connection");
   train->add_option("--sinkd", f.sinkd, "the sinkd binary for --devices (default: SINKRT_SINKD, or beside sinkrun)");
 
-  tools::LaunchFlags l;
+}
+
+CLI::App* AddTrain(CLI::App& app, tools::TrainFlags& f) {
+  CLI::App* train = app.add_subcommand("train", "train a network, then evaluate it on the test split");
+  // The last of a repeated option wins, as with getopt, so that a wrapper
+  // (scripts/demo) can pass defaults and its caller override them.
+  train->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  AddTrainJobFlags(train, f);
+  AddTrainDeviceFlags(train, f);
+  AddTrainParallelFlags(train, f);
+  AddTrainOutputFlags(train, f);
+  return train;
+}
+
+CLI::App* AddLaunch(CLI::App& app, tools::LaunchFlags& l) {
   CLI::App* launch = app.add_subcommand(
       "launch", "start N sinkd daemons on this machine, write their rank table, stop them on Ctrl-C or SIGTERM");
   launch->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -282,7 +300,10 @@ int main(int argc, char** argv) {
   launch->add_option("command", l.command,
                      "after --: the program every rank runs (e.g. sinkrun train ...), one process per rank with "
                      "RANK_ID, RANK_SIZE, DEVICE_ID and MS_SCHED_HOST/PORT set");
-  tools::CalibrateFlags cal;
+  return launch;
+}
+
+CLI::App* AddCalibrate(CLI::App& app, tools::CalibrateFlags& cal) {
   CLI::App* calibrate = app.add_subcommand(
       "calibrate", "measure GEMM, memory and collective speeds for auto_parallel's cost model, write a calibration file");
   calibrate->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -295,50 +316,45 @@ int main(int argc, char** argv) {
       ->check(tools::PositiveInteger())  // CLI::PositiveNumber printed its range to DBL_MAX in 300 digits
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   calibrate->add_flag("--no-collectives", cal.no_collectives, "measure compute only, copy the collectives from the built-in default");
-  CLI::App* profile = app.add_subcommand("profile", "print the summary of a profiled run's directory (as sinkprof)");
-  std::string profile_dir;
-  bool profile_json = false;
-  profile->add_option("dir", profile_dir, "what sinkrun train --profile, Profiler::analyse() or sinkd --profile wrote")
-      ->required();
-  profile->add_flag("--json", profile_json, "print summary.json's JSON instead of the text");
-  // `sinkrun help [SUBCOMMAND]`, as git and go answer it: the help, where
-  // CLI11 said "A subcommand is required".
-  if (argc >= 2 && std::string(argv[1]) == "help") {
-    if (argc == 2) {
-      std::cout << app.help();
-      return 0;
-    }
-    CLI::App* sub = nullptr;
-    try {
-      sub = argc == 3 ? app.get_subcommand(argv[2]) : nullptr;
-    } catch (const CLI::OptionNotFound&) {
-    }
-    if (!sub) return tools::Usage("help takes one subcommand: train, launch, calibrate or profile");
-    std::cout << sub->help();
+  return calibrate;
+}
+
+// `sinkrun help [SUBCOMMAND]`, as git and go answer it: the help, where
+// CLI11 said "A subcommand is required".
+int Help(CLI::App& app, int argc, char** argv) {
+  if (argc == 2) {
+    std::cout << app.help();
     return 0;
   }
+  CLI::App* sub = nullptr;
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return tools::UsageExit(app, e);
+    sub = argc == 3 ? app.get_subcommand(argv[2]) : nullptr;
+  } catch (const CLI::OptionNotFound&) {
   }
-  if (launch->parsed()) {
-    const bool ranks = !l.command.empty();
-    for (const char* daemons_only : {"--base-port", "--rank-table-out", "--sinkd", "--threads", "--quiet"})
-      if (ranks && launch->count(daemons_only))
-        return tools::Usage(std::string("launch ") + daemons_only + " applies to daemons, not to a COMMAND after --");
-    for (const char* ranks_only : {"--local-worker-num", "--node-rank", "--master-addr", "--master-port", "--log-dir"})
-      if (!ranks && launch->count(ranks_only))
-        return tools::Usage(std::string("launch ") + ranks_only + " applies to a COMMAND after -- (one process per rank)");
-    return ranks ? tools::LaunchRanks(l, argv[0]) : tools::Launch(l, argv[0]);
-  }
-  if (profile->parsed()) return tools::Profile(profile_dir, profile_json);
-  if (calibrate->parsed()) {
-    if (!std::is_sorted(cal.grid.begin(), cal.grid.end()) ||
-        std::adjacent_find(cal.grid.begin(), cal.grid.end()) != cal.grid.end())
-      return tools::Usage("calibrate --grid must be strictly ascending");
-    return tools::Calibrate(cal);
-  }
+  if (!sub) return tools::Usage("help takes one subcommand: train, launch, calibrate or profile");
+  std::cout << sub->help();
+  return 0;
+}
+
+int RunLaunch(const CLI::App* launch, const tools::LaunchFlags& l, const char* argv0) {
+  const bool ranks = !l.command.empty();
+  for (const char* daemons_only : {"--base-port", "--rank-table-out", "--sinkd", "--threads", "--quiet"})
+    if (ranks && launch->count(daemons_only))
+      return tools::Usage(std::string("launch ") + daemons_only + " applies to daemons, not to a COMMAND after --");
+  for (const char* ranks_only : {"--local-worker-num", "--node-rank", "--master-addr", "--master-port", "--log-dir"})
+    if (!ranks && launch->count(ranks_only))
+      return tools::Usage(std::string("launch ") + ranks_only + " applies to a COMMAND after -- (one process per rank)");
+  return ranks ? tools::LaunchRanks(l, argv0) : tools::Launch(l, argv0);
+}
+
+int RunCalibrate(const tools::CalibrateFlags& cal) {
+  if (!std::is_sorted(cal.grid.begin(), cal.grid.end()) ||
+      std::adjacent_find(cal.grid.begin(), cal.grid.end()) != cal.grid.end())
+    return tools::Usage("calibrate --grid must be strictly ascending");
+  return tools::Calibrate(cal);
+}
+
+int RunTrain(tools::TrainFlags& f, const CLI::App* train, const char* argv0, tools::Clock::time_point start) {
   // MindSpore's RANK_TABLE_FILE names the devices when the command line
   // does not: an explicit --rank-table or --devices wins over it.
   f.rank_table_source = "--rank-table " + f.rank_table;
@@ -353,5 +369,40 @@ int main(int argc, char** argv) {
     if (!train->count("--optimizer")) f.optimizer = "adam";
     if (!train->count("--lr")) f.lr = 1e-3;
   }
-  return tools::Train(f, *train, argv[0], start);
+  return tools::Train(f, *train, argv0, start);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace sinkrt;
+  device::EnsurePassiveOpenMp(argv);
+  const tools::Clock::time_point start = tools::Clock::now();
+  // A daemon that goes away must be an error from send(), not a silent death.
+  signal(SIGPIPE, SIG_IGN);
+  CLI::App app{"sinkrun: trains sinkrt's built-in networks end to end, on an in-process device or on sinkd"};
+  tools::AddVersionFlag(app, host::HostVersionText("sinkrun"));
+  app.require_subcommand(1);
+  tools::TrainFlags f;
+  CLI::App* train = AddTrain(app, f);
+  tools::LaunchFlags l;
+  CLI::App* launch = AddLaunch(app, l);
+  tools::CalibrateFlags cal;
+  CLI::App* calibrate = AddCalibrate(app, cal);
+  CLI::App* profile = app.add_subcommand("profile", "print the summary of a profiled run's directory (as sinkprof)");
+  std::string profile_dir;
+  bool profile_json = false;
+  profile->add_option("dir", profile_dir, "what sinkrun train --profile, Profiler::analyse() or sinkd --profile wrote")
+      ->required();
+  profile->add_flag("--json", profile_json, "print summary.json's JSON instead of the text");
+  if (argc >= 2 && std::string(argv[1]) == "help") return Help(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return tools::UsageExit(app, e);
+  }
+  if (launch->parsed()) return RunLaunch(launch, l, argv[0]);
+  if (profile->parsed()) return tools::Profile(profile_dir, profile_json);
+  if (calibrate->parsed()) return RunCalibrate(cal);
+  return RunTrain(f, train, argv[0], start);
 }

@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "parallel_flags.h"
+#include "plan_text.h"
 #include "sinkrun.h"
 #include "sinkrt/device/executor.h"
 #include "sinkrt/host/callbacks.h"
@@ -267,16 +268,66 @@ std::string AllReduceLine(const std::vector<AllReduceBucket>& buckets) {
   return line;
 }
 
-}  // namespace
+// One run of `sinkrun train`, filled in phase by phase. A phase returns 0
+// to go on, or the exit code once it has printed why the run ends (Usage:
+// the command line's mistake, 2; Failure: anything after it, 1).
+struct TrainRun {
+  TrainRun(const TrainFlags& flags, const CLI::App& command, const char* argv0_, Clock::time_point start_)
+      : f(flags), cmd(command), argv0(argv0_), start(start_) {}
+  TrainFlags f;
+  const CLI::App& cmd;
+  const char* argv0;
+  Clock::time_point start;
+  // The one process of a job, or rank 0 of one process per rank: it prints
+  // the training lines and writes the report and the checkpoint (replicas
+  // hold equal parameters); the other ranks print only their errors.
+  bool writer = true;
+  bool launch_sinkd = false;  // --devices: daemons started for this run
+  bool launch = false;        // local daemons, asked for or needed by the streams
+  bool precompiled = false;   // --streams
+  host::ProfilerOptions profile_options;
+  DataChoice data;
+  std::optional<RankTable> table;
+  int devices = 1;
 
-int Train(const TrainFlags& flags, const CLI::App& cmd, const char* argv0, Clock::time_point start) {
-  TrainFlags f = flags;
+  // The network: its inputs (per batch), its batch and its optimizer.
+  std::optional<host::CompiledJob> job;  // --streams
+  std::optional<host::GraphFile> graph_file;
+  std::string network;
+  std::vector<host::ColumnSpec> inputs;
+  int64_t batch = 0;         // the batch each rank's pipeline makes
+  int64_t device_batch = 0;  // --batch, or a --graph file's own
+  bool flat = true;          // images as [B, 784], else [B, 1, 28, 28]
+  host::OptimizerSpec optimizer;
+  host::AmpLevel amp_level = host::AmpLevel::O0;
+  host::LossScaleManager loss_scale;
+
+  host::ParallelContext context;
+  std::optional<host::JobPlan> plan;  // a network compiled by this run
+  bool semi_auto = false, semi_auto_streams = false, auto_parallel = false;
+  int64_t graph_batch = 0;
+  int64_t data_groups = 1;  // how many ways the dataset's batches are sharded over the ranks
+  int64_t global_batch = 0;  // samples per optimizer step over every rank
+
+  Dataset train_raw, test_raw, train_data, test_data;
+  int64_t pass_steps = 0;
+  int64_t steps_per_epoch = 0;
+  std::unique_ptr<host::ReportCallback> report;
+  std::optional<TrainDevices> dev;
+  std::unique_ptr<host::Model> model;
+  int initial_epoch = 0;
+
+  int64_t per_step() const { return context.grad_accumulation_step; }
+  bool sink() const { return !f.no_sink; }
+};
+
+// Started by a launcher as one rank of several (mpirun, srun, sinkrun
+// launch -- ..., RANK_ID/RANK_SIZE): this process drives its own rank's
+// device and feeds its own shard; the others run the same command line.
+int JoinLaunch(TrainRun& r) {
   // A timeout such as SINKRT_GETNEXT_TIMEOUT_MS=-5 would otherwise be
   // skipped silently by the readers, which have no error path.
   if (Status env = CheckEnvironment(); !env.ok()) return Usage(env.message());
-  // Started by a launcher as one rank of several (mpirun, srun, sinkrun
-  // launch -- ..., RANK_ID/RANK_SIZE): this process drives its own rank's
-  // device and feeds its own shard; the others run the same command line.
   auto launched = LaunchRankFromEnvironment();
   if (!launched.ok()) return Usage(launched.status().message());
   // A rank without a world size would train as a single process, silently.
@@ -285,16 +336,17 @@ int Train(const TrainFlags& flags, const CLI::App& cmd, const char* argv0, Clock
                  launched->size_source + " is not: set " + launched->size_source + " to the number of ranks, or unset " +
                  launched->source);
   if (launched->world_size.value_or(1) > 1) {
-    f.per_rank = *launched;
+    r.f.per_rank = *launched;
     RankPrefix() = "rank " + std::to_string(launched->rank.value_or(0)) + ": ";
   }
-  // The one process of a job, or rank 0 of one process per rank: it prints
-  // the training lines and writes the report and the checkpoint (replicas
-  // hold equal parameters); the other ranks print only their errors.
-  const bool writer = !f.per_rank || f.per_rank->rank.value_or(0) == 0;
-  // Flags whose meaning depends on others, checked together so that no
-  // combination is silently ignored.
-  const bool launch_sinkd = cmd.count("--devices") > 0;
+  r.writer = !r.f.per_rank || r.f.per_rank->rank.value_or(0) == 0;
+  return 0;
+}
+
+// The flags that name the devices and how to reach them.
+int CheckDeviceFlags(TrainRun& r) {
+  const TrainFlags& f = r.f;
+  const bool launch_sinkd = r.launch_sinkd = r.cmd.count("--devices") > 0;
   if (f.per_rank && launch_sinkd)
     return Usage("--devices starts daemons for one process that drives every rank, but this process is rank " +
                  std::to_string(*f.per_rank->rank) + " of " + std::to_string(*f.per_rank->world_size) + " (" +
@@ -318,531 +370,531 @@ int Train(const TrainFlags& flags, const CLI::App& cmd, const char* argv0, Clock
   if (f.threads > 0 && !f.rank_table.empty())
     return Usage("--threads: the daemons of a rank table (" + f.rank_table_source +
                  ") run with the --threads they were started with");
+  if (const int cores = device::AvailableCores(); f.threads > cores)
+    return Usage("--threads " + std::to_string(f.threads) + ": this machine has " + std::to_string(cores) +
+                 (cores == 1 ? " core" : " cores") + " this process may use");
+  return 0;
+}
+
+// The files and directories the run writes.
+int CheckOutputFlags(TrainRun& r) {
+  const TrainFlags& f = r.f;
   for (const auto& [flag, value] : {std::pair<const char*, const std::string&>{"--report", f.report},
                                     {"--save-checkpoint", f.save_checkpoint}})
-    if (cmd.count(flag) && value.empty()) return Usage(std::string(flag) + " needs a file name, got ''");
-  if (cmd.count("--profile") && f.profile.empty()) return Usage("--profile needs a directory, got ''");
+    if (r.cmd.count(flag) && value.empty()) return Usage(std::string(flag) + " needs a file name, got ''");
+  if (r.cmd.count("--profile") && f.profile.empty()) return Usage("--profile needs a directory, got ''");
   for (const auto& [flag, value] : {std::pair<const char*, const std::string&>{"--resume", f.resume},
                                     {"--checkpoint-dir", f.checkpoint_dir}})
-    if (cmd.count(flag) && value.empty()) return Usage(std::string(flag) + " needs a path, got ''");
-  if (cmd.count("--checkpoint-epochs") && f.checkpoint_dir.empty())
+    if (r.cmd.count(flag) && value.empty()) return Usage(std::string(flag) + " needs a path, got ''");
+  if (r.cmd.count("--checkpoint-epochs") && f.checkpoint_dir.empty())
     return Usage("--checkpoint-epochs applies to --checkpoint-dir DIR");
   for (const char* flag : {"--profile-steps", "--profile-every", "--profile-keep"})
-    if (cmd.count(flag) && f.profile.empty()) return Usage(std::string(flag) + " applies to --profile DIR");
-  host::ProfilerOptions profile_options;
+    if (r.cmd.count(flag) && f.profile.empty()) return Usage(std::string(flag) + " applies to --profile DIR");
   if (!f.profile_steps.empty())
-    if (Status st = ParseProfileSteps(f.profile_steps, &profile_options); !st.ok()) return Usage(st.message());
+    if (Status st = ParseProfileSteps(f.profile_steps, &r.profile_options); !st.ok()) return Usage(st.message());
   if (!f.report.empty() && !f.save_checkpoint.empty() && SameFile(f.report, f.save_checkpoint))
     return Usage("--report and --save-checkpoint name the same file (" + f.save_checkpoint +
                  "): one would overwrite the other");
+  return 0;
+}
+
+// The optimizer, the sink, the data and the network's source.
+int CheckTrainingFlags(TrainRun& r) {
+  const TrainFlags& f = r.f;
   // The devices compute in f32: a value that underflows to 0 or overflows
   // to inf there would train with lr 0 or fail only at compile.
   if (const float lr = static_cast<float>(f.lr); !(lr > 0) || !std::isfinite(lr))
     return Usage("--lr must be a positive number within f32's range [" + Num(std::numeric_limits<float>::denorm_min()) +
                  ", " + Num(std::numeric_limits<float>::max()) + "], got " + Num(f.lr));
-  if (const int cores = device::AvailableCores(); f.threads > cores)
-    return Usage("--threads " + std::to_string(f.threads) + ": this machine has " + std::to_string(cores) +
-                 (cores == 1 ? " core" : " cores") + " this process may use");
   if (!(f.momentum >= 0 && f.momentum < 1))
     return Usage("--momentum must be in [0, 1), got " + Num(f.momentum));
   if (f.sink_size == 0 || f.sink_size < -1)
     return Usage("--sink-size must be -1 (a whole pass per epoch) or positive, got " + std::to_string(f.sink_size));
-  if (f.no_sink && cmd.count("--sink-size"))
+  if (f.no_sink && r.cmd.count("--sink-size"))
     return Usage("--sink-size and --no-sink contradict each other: without sinking every step is its own request");
-  if (cmd.count("--momentum") && f.optimizer != "momentum")
+  if (r.cmd.count("--momentum") && f.optimizer != "momentum")
     return Usage("--momentum applies to --optimizer momentum, not " + f.optimizer);
   std::optional<DataChoice> data = ParseData(f.data);
   if (!data)
     return Usage("--data '" + f.data + "': expected fashion-mnist, fashion-mnist:DIR, synthetic or synthetic:N");
-  if (cmd.count("--model") + !f.graph.empty() + !f.streams.empty() > 1)
+  r.data = *data;
+  if (r.cmd.count("--model") + !f.graph.empty() + !f.streams.empty() > 1)
     return Usage("--model, --graph and --streams each name the network: give one");
-  const bool precompiled = !f.streams.empty();
-  if (precompiled) {
+  r.precompiled = !f.streams.empty();
+  if (r.precompiled) {
     for (const char* baked : {"--optimizer", "--lr", "--momentum", "--parallel", "--gradients-mean",
                               "--parameter-broadcast", "--comm-fusion", "--strategy", "--strategy-save",
                               "--full-batch", "--search-mode", "--device-memory", "--calibration",
                               "--fully-use-devices", "--pipeline-stages", "--micro-size", "--pipeline-scheduler",
                               "--stage-of", "--enable-parallel-optimizer", "--parallel-optimizer-config"})
-      if (cmd.count(baked))
+      if (r.cmd.count(baked))
         return Usage(std::string(baked) + " is compiled into the streams of --streams " + f.streams +
                      " (see its manifest.json): recompile with sinkc to change it");
   }
-  std::optional<RankTable> table;
+  return 0;
+}
+
+// The rank table, and so the device count.
+int CountDevices(TrainRun& r) {
+  const TrainFlags& f = r.f;
   if (!f.rank_table.empty()) {
     auto loaded = LoadRankTable(f.rank_table);
     if (!loaded.ok()) return Failure(f.rank_table_source + ": " + loaded.status().message());
-    table = std::move(loaded).value();
+    r.table = std::move(loaded).value();
   }
-  if (f.per_rank && table && table->size() != *f.per_rank->world_size)
-    return Usage(f.rank_table_source + " has " + Counted(static_cast<int64_t>(table->size()), "rank") + ", but " +
+  if (f.per_rank && r.table && r.table->size() != *f.per_rank->world_size)
+    return Usage(f.rank_table_source + " has " + Counted(static_cast<int64_t>(r.table->size()), "rank") + ", but " +
                  f.per_rank->source + " puts this process in a world of " + std::to_string(*f.per_rank->world_size));
-  int devices = f.per_rank ? static_cast<int>(*f.per_rank->world_size)
-                : table   ? static_cast<int>(table->size())
-                          : f.devices;
-  bool launch = launch_sinkd;
+  r.devices = f.per_rank ? static_cast<int>(*f.per_rank->world_size)
+              : r.table  ? static_cast<int>(r.table->size())
+                         : f.devices;
+  r.launch = r.launch_sinkd;
+  return 0;
+}
 
-  // The network: its inputs (per batch), its batch and its optimizer.
-  std::optional<host::CompiledJob> job;
-  std::optional<host::GraphFile> graph_file;
-  std::string network = f.model;
-  std::vector<host::ColumnSpec> inputs;
-  int64_t batch = f.batch;
+// --streams: the compiled job, its devices, inputs and optimizer.
+int ReadStreams(TrainRun& r) {
+  const TrainFlags& f = r.f;
+  auto read = host::ReadCompiledJob(f.streams);
+  if (!read.ok()) return Failure("--streams: " + read.status().message());
+  r.job = std::move(read).value();
+  const int n = static_cast<int>(r.job->world_size());
+  if (r.table && r.devices != n)
+    return Usage(f.rank_table_source + " has " + Counted(r.devices, "rank") + ", but the streams in " + f.streams +
+                 " were compiled for " + std::to_string(n));
+  if (r.launch && r.devices != n)
+    return Usage("--devices " + std::to_string(r.devices) + ": the streams in " + f.streams + " were compiled for " +
+                 std::to_string(n) + (n == 1 ? " rank" : " ranks"));
+  // Several ranks need as many devices: local daemons unless a rank table names them.
+  if (!r.table && !f.per_rank && n > 1) r.launch = true;
+  r.devices = n;
+  r.inputs = r.job->train_columns();
+  r.network = "'" + r.job->network_name + "' (streams " + f.streams + ")";
+  r.optimizer = r.job->options.optimizer;
+  return 0;
+}
+
+// --graph: the file, its inputs and (unless --optimizer) its optimizer.
+int ReadGraphFile(TrainRun& r) {
+  const TrainFlags& f = r.f;
+  host::GraphLoadOptions load;
+  if (r.cmd.count("--batch")) load.batch = f.batch;
+  auto loaded = host::LoadGraph(f.graph, load);
+  if (!loaded.ok()) return Failure("--graph: " + loaded.status().message());
+  r.graph_file = std::move(loaded).value();
+  r.inputs = GraphInputs(r.graph_file->graph);
+  r.network = "'" + r.graph_file->graph.name() + "' (" + f.graph + ")";
+  if (!r.cmd.count("--optimizer") && r.graph_file->optimizer) {
+    // The graph's optimizer, whole: its own lr and momentum, not the flags'.
+    for (const char* tuning : {"--lr", "--momentum"})
+      if (r.cmd.count(tuning))
+        return Usage(std::string(tuning) + " does not apply to the optimizer of --graph " + f.graph + " (" +
+                     OptimizerText(*r.graph_file->optimizer) + "): give --optimizer to replace it");
+    r.optimizer = *r.graph_file->optimizer;
+  }
+  return 0;
+}
+
+// The network's source, whether this machine can host the daemons it
+// needs, and the batch and image layout its inputs fix.
+int ReadNetwork(TrainRun& r) {
+  const TrainFlags& f = r.f;
+  r.network = f.model;
+  r.batch = f.batch;
   auto optimizer = Optimizer(f);
   if (!optimizer.ok()) return Usage("--optimizer: " + optimizer.status().message());
-  if (precompiled) {
-    auto read = host::ReadCompiledJob(f.streams);
-    if (!read.ok()) return Failure("--streams: " + read.status().message());
-    job = std::move(read).value();
-    const int n = static_cast<int>(job->world_size());
-    if (table && devices != n)
-      return Usage(f.rank_table_source + " has " + Counted(devices, "rank") + ", but the streams in " +
-                   f.streams + " were compiled for " + std::to_string(n));
-    if (launch && devices != n)
-      return Usage("--devices " + std::to_string(devices) + ": the streams in " + f.streams + " were compiled for " +
-                   std::to_string(n) + (n == 1 ? " rank" : " ranks"));
-    // Several ranks need as many devices: local daemons unless a rank table names them.
-    if (!table && !f.per_rank && n > 1) launch = true;
-    devices = n;
-    inputs = job->train_columns();
-    network = "'" + job->network_name + "' (streams " + f.streams + ")";
-    *optimizer = job->options.optimizer;
-  } else if (!f.graph.empty()) {
-    host::GraphLoadOptions load;
-    if (cmd.count("--batch")) load.batch = f.batch;
-    auto loaded = host::LoadGraph(f.graph, load);
-    if (!loaded.ok()) return Failure("--graph: " + loaded.status().message());
-    graph_file = std::move(loaded).value();
-    inputs = GraphInputs(graph_file->graph);
-    network = "'" + graph_file->graph.name() + "' (" + f.graph + ")";
-    if (!cmd.count("--optimizer") && graph_file->optimizer) {
-      // The graph's optimizer, whole: its own lr and momentum, not the flags'.
-      for (const char* tuning : {"--lr", "--momentum"})
-        if (cmd.count(tuning))
-          return Usage(std::string(tuning) + " does not apply to the optimizer of --graph " + f.graph + " (" +
-                       OptimizerText(*graph_file->optimizer) + "): give --optimizer to replace it");
-      *optimizer = *graph_file->optimizer;
-    }
-  }
-  if (launch) {
+  r.optimizer = *optimizer;
+  if (int rc = r.precompiled ? ReadStreams(r) : !f.graph.empty() ? ReadGraphFile(r) : 0) return rc;
+  if (r.launch) {
     // Before any daemon is forked. Streams from sinkc know their arena;
     // a network compiled here is compiled on the devices' behalf after
     // they start, so only the daemons' own memory is counted for it.
     uint64_t arena_bytes = 0;
-    if (job)
-      for (const host::CompiledStream& s : job->ranks) arena_bytes = std::max(arena_bytes, s.report.arena_bytes);
-    if (Status fits = CheckLocalDevices(devices, arena_bytes); !fits.ok())
-      return Usage((job && !launch_sinkd ? "--streams " + f.streams : std::string("--devices")) + ": " +
+    if (r.job)
+      for (const host::CompiledStream& s : r.job->ranks) arena_bytes = std::max(arena_bytes, s.report.arena_bytes);
+    if (Status fits = CheckLocalDevices(r.devices, arena_bytes); !fits.ok())
+      return Usage((r.job && !r.launch_sinkd ? "--streams " + f.streams : std::string("--devices")) + ": " +
                    fits.message());
   }
-  bool flat = f.model != "lenet";  // the MLP and the ViT read [B, 784]
-  if (job || graph_file) {
-    if (inputs.empty() || inputs[0].shape.empty())
-      return Failure(network + " reads no batched input (its inputs: " + ColumnsText(inputs) + ")");
-    const int64_t compiled_batch = inputs[0].shape[0];
-    if (job && cmd.count("--batch") && f.batch != compiled_batch)
-      return Usage("--batch " + std::to_string(f.batch) + ": the streams in " + f.streams + " were compiled for batch " +
-                   std::to_string(compiled_batch) + " per rank");
-    batch = compiled_batch;
-    const std::optional<bool> layout = FlatImages(inputs);
+  r.flat = f.model != "lenet";  // the MLP and the ViT read [B, 784]
+  if (r.job || r.graph_file) {
+    if (r.inputs.empty() || r.inputs[0].shape.empty())
+      return Failure(r.network + " reads no batched input (its inputs: " + ColumnsText(r.inputs) + ")");
+    const int64_t compiled_batch = r.inputs[0].shape[0];
+    if (r.job && r.cmd.count("--batch") && f.batch != compiled_batch)
+      return Usage("--batch " + std::to_string(f.batch) + ": the streams in " + f.streams +
+                   " were compiled for batch " + std::to_string(compiled_batch) + " per rank");
+    r.batch = compiled_batch;
+    const std::optional<bool> layout = FlatImages(r.inputs);
     if (!layout)
-      return Failure(network + " reads " + ColumnsText(inputs) +
+      return Failure(r.network + " reads " + ColumnsText(r.inputs) +
                      "; sinkrun's image data gives 'image' f32 [B, 784] or [B, 1, 28, 28] and 'label' i32 [B]");
-    flat = *layout;
+    r.flat = *layout;
   }
+  r.device_batch = r.batch;
+  return 0;
+}
 
-  // MindSpore's parallel context and its checks: more than one device
-  // needs data_parallel.
-  host::ParallelContext context;
-  if (job) {
-    context.mode = job->options.parallel_mode;
-    context.device_num = devices;
-    context.gradients_mean = job->options.gradients_mean;
-    context.parameter_broadcast = job->options.parameter_broadcast;
-    context.comm_fusion = job->options.comm_fusion;
-    context.pipeline_stages = job->options.pipeline.stages;
-    context.pipeline_scheduler = job->options.pipeline.scheduler;
-    context.grad_accumulation_step = job->options.grad_accumulation;
-    context.enable_parallel_optimizer = job->options.enable_parallel_optimizer;
-    context.parallel_optimizer_config = job->options.parallel_optimizer_config;
-  } else {
-    auto parsed = tools::ParseParallelFlags(
-        {.parallel = f.parallel,
-         .devices = devices,
-         .devices_flag = f.per_rank ? f.per_rank->source + " (a world of " + Counted(devices, "rank") + ")"
-                         : table      ? f.rank_table_source + " (" + Counted(devices, "rank") + ")"
-                                      : "--devices " + std::to_string(devices),
-         .gradients_mean = f.gradients_mean,
-         .gradients_mean_given = cmd.count("--gradients-mean") > 0,
-         .parameter_broadcast = f.parameter_broadcast,
-         .comm_fusion = f.comm_fusion,
-         .strategy = f.strategy,
-         .strategy_save = f.strategy_save,
-         .full_batch = f.full_batch,
-         .search_mode = f.search_mode,
-         .search_mode_given = cmd.count("--search-mode") > 0,
-         .device_memory = f.device_memory,
-         .calibration = f.calibration,
-         .fully_use_devices = f.fully_use_devices,
-         .pipeline_stages = f.pipeline_stages,
-         .micro_size = f.micro_size,
-         .micro_size_given = cmd.count("--micro-size") > 0,
-         .pipeline_scheduler = f.pipeline_scheduler,
-         .pipeline_scheduler_given = cmd.count("--pipeline-scheduler") > 0,
-         .stage_of = f.stage_of,
-         .grad_accumulation = f.grad_accumulation,
-         .enable_parallel_optimizer = f.enable_parallel_optimizer,
-         .parallel_optimizer_config = f.parallel_optimizer_config});
-    if (!parsed.ok()) return Usage(parsed.status().message());
-    context = *parsed;
-    if (!f.recompute.empty() && (context.mode == host::ParallelMode::SemiAutoParallel ||
-                                 context.mode == host::ParallelMode::AutoParallel || context.pipeline_stages > 1))
-      return Usage("--recompute runs under stand_alone and data_parallel without --pipeline-stages, not with " +
-                   std::string(context.pipeline_stages > 1 ? "pipeline stages" : host::ParallelModeName(context.mode)));
-    // The compile would refuse it too, but only once the daemons run.
-    if (context.pipeline_stages > 1 && batch % f.micro_size != 0)
-      return Usage("batch " + std::to_string(batch) + " (one replica's) does not split into --micro-size " +
-                   std::to_string(f.micro_size) + " equal micro-batches");
-  }
-
-  // SEMI_AUTO_PARALLEL: `batch` is one data-parallel replica's; the graph
-  // is the whole model at batch x the strategy's data-parallel degree (or
-  // at batch with --full-batch), its strategies set here, loss included.
-  const bool semi_auto = !job && context.mode == host::ParallelMode::SemiAutoParallel;
-  // Streams compiled under semi_auto_parallel: their queues say how many
-  // data-parallel groups share the batch (rank 0's rows of the global batch).
-  const bool semi_auto_streams = job && context.mode == host::ParallelMode::SemiAutoParallel;
-  int64_t graph_batch = batch;
-  int64_t data_groups = devices;  // how many ways the dataset's batches are sharded over the ranks
-  // Pipeline stages: the ranks of a stage are the replicas; a pipeline of
-  // one rank per stage reads every batch.
-  if (context.pipeline_stages > 1) data_groups = devices / context.pipeline_stages;
-  if (semi_auto_streams) {
-    data_groups = job->train_batch_shards();
-    graph_batch = batch * data_groups;
-  }
-  std::optional<host::Graph> sharded;
-  if (semi_auto) {
-    auto replica = NetworkWithLoss(f, batch);
-    if (!replica.ok()) return Failure(replica.status().message());
-    inputs = GraphInputs(*replica);  // what one replica's batch holds: what the pipeline makes
-    // Pipeline stages: the strategy spans one stage's ranks, and every rank
-    // reads the whole batch (docs/guide/pipeline.md), which is --batch.
-    const int strategy_devices = StrategyDevices(context);
-    const bool whole_batch = f.full_batch || context.pipeline_stages > 1;
-    auto dp = host::StrategyDataParallel(f.strategy, *replica, strategy_devices);
-    if (!dp.ok()) return Failure("--strategy " + f.strategy + ": " + dp.status().message());
-    graph_batch = SemiAutoGraphBatch(batch, *dp, whole_batch);
-    // Model feeds the groups as DATA_PARALLEL feeds ranks (shard p of the
-    // dataset's batches to group p); with full_batch every rank reads all.
-    data_groups = whole_batch ? 1 : *dp;
-    auto whole = NetworkWithLoss(f, graph_batch);
-    if (!whole.ok()) return Failure(whole.status().message());
-    if (!f.strategy.empty()) {
-      Status applied = host::ApplyShardStrategy(f.strategy, *whole, strategy_devices);
-      if (!applied.ok()) return Failure("--strategy " + f.strategy + ": " + applied.message());
-    }
-    if (!f.strategy_save.empty()) {
-      Status saved = host::SaveShardStrategies(f.strategy_save, *whole, strategy_devices, whole_batch);
-      if (!saved.ok()) return Failure("--strategy-save: " + saved.message());
-    }
-    sharded = std::move(whole).value();
-  }
-
-  // AUTO_PARALLEL: the whole network at --batch x devices (data_parallel's
-  // global batch), searched once and compiled for every rank here, before
-  // any device starts: the plan decides how many data-parallel groups share
-  // the batch, and so the batch the pipeline makes.
-  host::AmpLevel amp_level = host::AmpLevel::O0;
-  if (!f.amp_level.empty()) {
-    auto amp = host::ParseAmpLevel(f.amp_level);
+// --amp-level and --loss-scale-manager; sinkc's streams carry theirs.
+int ParsePrecision(TrainRun& r) {
+  if (!r.f.amp_level.empty()) {
+    auto amp = host::ParseAmpLevel(r.f.amp_level);
     if (!amp.ok()) return Usage("--amp-level: " + amp.status().message());
-    amp_level = *amp;
-  } else if (job) {
-    amp_level = job->options.amp_level;  // sinkc's streams carry theirs
+    r.amp_level = *amp;
+  } else if (r.job) {
+    r.amp_level = r.job->options.amp_level;
   }
-  auto loss_scale = host::ParseLossScaleManager(f.loss_scale);
+  auto loss_scale = host::ParseLossScaleManager(r.f.loss_scale);
   if (!loss_scale.ok()) return Usage("--loss-scale-manager: " + loss_scale.status().message());
-  if (job && !loss_scale->enabled()) *loss_scale = job->options.loss_scale;
-  const bool auto_parallel = !job && context.mode == host::ParallelMode::AutoParallel;
-  std::optional<host::CompiledJob> searched;
-  const int64_t device_batch = batch;  // --batch, or a --graph file's own
-  if (auto_parallel) {
-    graph_batch = AutoParallelGraphBatch(batch, devices, f.full_batch);
-    auto whole = NetworkWithLoss(f, graph_batch);
-    if (!whole.ok()) return Failure(whole.status().message());
+  r.loss_scale = *loss_scale;
+  if (r.job && !r.loss_scale.enabled()) r.loss_scale = r.job->options.loss_scale;
+  return 0;
+}
+
+// Streams compiled by sinkc: the context and batches they were compiled for.
+void StreamsContext(TrainRun& r) {
+  const host::CompileOptions& o = r.job->options;
+  host::ParallelContext& c = r.context = host::ParallelContextFor(o);
+  c.device_num = r.devices;
+  c.pipeline_stages = o.pipeline.stages;
+  c.pipeline_scheduler = o.pipeline.scheduler;
+  c.grad_accumulation_step = o.grad_accumulation;
+  // Under semi_auto_parallel their queues say how many data-parallel groups
+  // share the batch (rank 0's rows of the global batch).
+  r.semi_auto_streams = c.mode == host::ParallelMode::SemiAutoParallel;
+  r.graph_batch = r.batch;
+  r.data_groups = r.semi_auto_streams ? r.job->train_batch_shards() : r.devices / c.pipeline_stages;
+  if (r.semi_auto_streams) r.graph_batch = r.batch * r.data_groups;
+  r.global_batch = r.per_step() * (r.semi_auto_streams ? r.graph_batch : r.batch * r.data_groups);
+}
+
+// The job this run compiles, as host::PlanJob takes it.
+Result<host::JobSpec> SpecOf(const TrainRun& r) {
+  const TrainFlags& f = r.f;
+  host::JobSpec spec;
+  ParallelFlags par = f.par;
+  par.devices = r.devices;
+  par.devices_flag = f.per_rank ? f.per_rank->source + " (a world of " + Counted(r.devices, "rank") + ")"
+                     : r.table  ? f.rank_table_source + " (" + Counted(r.devices, "rank") + ")"
+                                : "--devices " + std::to_string(r.devices);
+  SINKRT_RETURN_IF_ERROR(ParallelSpecFromFlags(par, r.cmd, spec));
+  spec.batch = r.batch;
+  spec.optimizer = r.optimizer;
+  spec.recompute = SplitList(f.recompute);
+  spec.amp_level = r.amp_level;
+  spec.loss_scale = r.loss_scale;
+  spec.compile_cache = host::CompileCacheDirFromEnvironment();
+  // The daemons of one host talk over shared memory; a rank table that
+  // spans hosts puts TCP links in every ring.
+  if (r.table)
+    for (const RankEntry& e : r.table->ranks)
+      if (e.address.host != r.table->ranks.front().address.host) spec.search_transport = "tcp";
+  // A shard strategy covers the loss too (its split of the labels is each
+  // rank's share of the batch): a zoo network gets it here.
+  const bool sharded = spec.mode == host::ParallelMode::SemiAutoParallel || spec.mode == host::ParallelMode::AutoParallel;
+  if (!r.graph_file && !sharded) spec.loss = host::LossSpec::SparseSoftmaxCrossEntropy();
+  const host::GraphFile* file = r.graph_file ? &*r.graph_file : nullptr;
+  spec.network = [&f, file, sharded, batch = r.batch](int64_t at) -> Result<host::Graph> {
+    if (file && at == batch) return file->graph;
+    if (file || sharded) return NetworkWithLoss(f, at);
+    return ZooNetwork(f.model, at, f.seed);
+  };
+  return spec;
+}
+
+// MindSpore's parallel context and its checks, then the plan: the network
+// at the graph's batch, sharded or searched and compiled, before any device
+// starts (the plan decides the batch the pipeline makes).
+int PlanNetwork(TrainRun& r) {
+  if (r.job) {
+    StreamsContext(r);
+    return 0;
+  }
+  auto spec = SpecOf(r);
+  if (!spec.ok()) return Usage(spec.status().message());
+  auto context = host::CheckJobSpec(*spec);
+  if (!context.ok()) return Usage(context.status().message());
+  // The compile would refuse it too, but only once the daemons run.
+  if (context->pipeline_stages > 1 && r.batch % r.f.par.micro_size != 0)
+    return Usage("batch " + std::to_string(r.batch) + " (one replica's) does not split into --micro-size " +
+                 std::to_string(r.f.par.micro_size) + " equal micro-batches");
+  r.semi_auto = context->mode == host::ParallelMode::SemiAutoParallel;
+  r.auto_parallel = context->mode == host::ParallelMode::AutoParallel;
+  if (r.auto_parallel) {
     // What Model::Create would compile with (MS_DATASET_SINK_QUEUE included).
     auto capacity = host::SinkQueueCapacity(host::ModelOptions{}.queue_capacity);
     if (!capacity.ok()) return Usage(capacity.status().message());
-    host::CompileOptions co;
-    co.optimizer = *optimizer;
-    co.queue_capacity = *capacity;
-    co.world_size = static_cast<uint32_t>(devices);
-    co.eval_program = true;
-    co.predict_program = !whole->outputs().empty();
-    co.parallel_mode = host::ParallelMode::AutoParallel;
-    co.full_batch = f.full_batch;
-    co.search_mode = context.search_mode;
-    co.fully_use_devices = context.fully_use_devices;
-    co.device_memory = context.device_memory_capacity;
-    co.calibration = context.calibration_file;
-    co.amp_level = amp_level;
-    co.loss_scale = *loss_scale;
-    co.enable_parallel_optimizer = context.enable_parallel_optimizer;
-    co.parallel_optimizer_config = context.parallel_optimizer_config;
-    // The daemons of one host talk over shared memory; a rank table that
-    // spans hosts puts TCP links in every ring.
-    if (table) {
-      for (const RankEntry& e : table->ranks)
-        if (e.address.host != table->ranks.front().address.host) co.search_transport = "tcp";
-    }
-    auto compiled = host::CompileJob(*whole, co, host::CompileCacheDirFromEnvironment());
-    if (!compiled.ok()) return Failure(network + ": " + compiled.status().message());
-    data_groups = compiled->train_batch_shards();
-    batch = graph_batch / data_groups;  // one data-parallel group's
-    inputs = GraphInputs(*whole);       // what the pipeline makes: the group's batch
-    for (host::ColumnSpec& c : inputs)
-      if (!c.shape.empty()) c.shape[0] = batch;
-    if (!f.strategy_save.empty()) {
-      host::Graph planned = *whole;
-      Status saved = ApplyAutoParallelPlan(*compiled->auto_parallel, planned);
-      if (saved.ok()) saved = host::SaveShardStrategies(f.strategy_save, planned, devices, f.full_batch);
-      if (!saved.ok()) return Failure("--strategy-save: " + saved.message());
-    }
-    searched = std::move(compiled).value();
+    spec->queue_capacity = *capacity;
   }
+  auto plan = host::PlanJob(*spec);
+  if (!plan.ok()) return Failure((r.auto_parallel ? r.network + ": " : std::string()) + plan.status().message());
+  if (Status saved = host::SaveJobStrategies(*spec, *plan); !saved.ok()) return Failure(saved.message());
+  r.context = plan->context;
+  r.graph_batch = plan->graph_batch;
+  r.batch = plan->device_batch;
+  r.data_groups = plan->data_groups;
+  r.global_batch = plan->step_samples;
+  if (r.semi_auto || r.auto_parallel) {
+    // What the pipeline makes: one data-parallel group's batch.
+    r.inputs = GraphInputs(*plan->network);
+    for (host::ColumnSpec& c : r.inputs)
+      if (!c.shape.empty()) c.shape[0] = r.batch;
+  }
+  r.plan = std::move(plan).value();
+  return 0;
+}
 
-  // Data first: a missing directory or a corrupt file ends the run here,
-  // naming the file, before any compilation.
-  auto train_raw = RawSplit(*data, "train");
-  if (!train_raw.ok()) return Failure("--data " + data->describe() + ": " + train_raw.status().message());
-  auto test_raw = RawSplit(*data, "test");
-  if (!test_raw.ok()) return Failure("--data " + data->describe() + ": " + test_raw.status().message());
-  auto train_data = Pipeline(*train_raw, flat, batch, f.seed, /*drop_remainder=*/true);
+// Data first: a missing directory or a corrupt file ends the run here,
+// naming the file, before any device starts.
+int MakeData(TrainRun& r) {
+  const std::string data = r.data.describe();
+  auto train_raw = RawSplit(r.data, "train");
+  if (!train_raw.ok()) return Failure("--data " + data + ": " + train_raw.status().message());
+  auto test_raw = RawSplit(r.data, "test");
+  if (!test_raw.ok()) return Failure("--data " + data + ": " + test_raw.status().message());
+  auto train_data = Pipeline(*train_raw, r.flat, r.batch, r.f.seed, /*drop_remainder=*/true);
   if (!train_data.ok()) return Failure("training pipeline: " + train_data.status().message());
-  auto test_data = Pipeline(*test_raw, flat, batch, std::nullopt, /*drop_remainder=*/false);
+  auto test_data = Pipeline(*test_raw, r.flat, r.batch, std::nullopt, /*drop_remainder=*/false);
   if (!test_data.ok()) return Failure("test pipeline: " + test_data.status().message());
-  const int64_t train_samples = train_raw->get_dataset_size();
-  const int64_t batches = train_data->get_dataset_size();
+  r.train_raw = *train_raw;
+  r.test_raw = *test_raw;
+  r.train_data = *train_data;
+  r.test_data = *test_data;
+  const int64_t train_samples = r.train_raw.get_dataset_size();
+  const int64_t batches = r.train_data.get_dataset_size();
   if (batches < 1)
-    return Usage("--batch " + std::to_string(batch) + " is larger than the " +
+    return Usage("--batch " + std::to_string(r.batch) + " is larger than the " +
                  Counted(train_samples, "training sample"));
-  if (job || graph_file || semi_auto || auto_parallel) {
-    Status matches = CheckColumns(inputs, train_data->output_columns());
-    if (!matches.ok()) return Failure(network + " does not match --data " + data->describe() + ": " + matches.message());
+  if (r.job || r.graph_file || r.semi_auto || r.auto_parallel) {
+    Status matches = CheckColumns(r.inputs, r.train_data.output_columns());
+    if (!matches.ok()) return Failure(r.network + " does not match --data " + data + ": " + matches.message());
   }
-  if (!f.save_checkpoint.empty() && writer) {
+  // Each rank (each data-parallel group under semi_auto_parallel) takes
+  // every data_groups-th sample: a pass has this many steps.
+  const int64_t groups = r.data_groups;
+  const int64_t rank_batches = groups > 1 ? r.train_data.ShardBelowBatch(static_cast<int>(groups), 0).get_dataset_size()
+                                          : batches;
+  if (groups > 1 && rank_batches < 1)
+    return Usage("--batch " + std::to_string(r.batch) + " on " + std::to_string(groups) +
+                 (r.semi_auto || r.auto_parallel ? " data-parallel groups" : " devices") + " needs more than the " +
+                 Counted(train_samples, "training sample"));
+  // Gradient accumulation: a step takes K batches (of each rank's).
+  r.pass_steps = rank_batches / r.per_step();
+  if (r.pass_steps < 1)
+    return Usage("--grad-accumulation " + std::to_string(r.per_step()) + " needs that many batches of --batch " +
+                 std::to_string(r.batch) + " per pass, but a pass has " + std::to_string(rank_batches) + " batches" +
+                 (groups > 1 ? " per rank" : ""));
+  r.steps_per_epoch = r.sink() && r.f.sink_size > 0 ? r.f.sink_size : r.pass_steps;
+  return 0;
+}
+
+// What the run will write, checked before it trains: a bad path must not
+// cost the trained model. The report file is created last, so that a
+// refused run leaves none.
+int PrepareOutputs(TrainRun& r) {
+  const TrainFlags& f = r.f;
+  if (!f.save_checkpoint.empty() && r.writer) {
     Status writable = CheckCheckpointPath(f.save_checkpoint);
     if (!writable.ok()) return Failure("--save-checkpoint " + writable.message());
   }
-  // The directories the run writes into, checked as --save-checkpoint is:
-  // a bad one must not cost the trained model (issue 39).
   if (!f.profile.empty())
     if (Status st = CheckDirectoryWritable(f.profile); !st.ok()) return Failure("--profile: " + st.message());
-  if (!f.checkpoint_dir.empty() && writer)
+  if (!f.checkpoint_dir.empty() && r.writer)
     if (Status st = CheckDirectoryWritable(f.checkpoint_dir); !st.ok())
       return Failure("--checkpoint-dir: " + st.message());
-
-  // Each rank (each data-parallel group under semi_auto_parallel) takes
-  // every data_groups-th sample: a pass has this many steps.
-  const int64_t rank_batches =
-      data_groups > 1 ? train_data->ShardBelowBatch(data_groups, 0).get_dataset_size() : batches;
-  if (data_groups > 1 && rank_batches < 1)
-    return Usage("--batch " + std::to_string(batch) + " on " + std::to_string(data_groups) +
-                 (semi_auto || auto_parallel ? " data-parallel groups" : " devices") + " needs more than the " +
-                 Counted(train_samples, "training sample"));
-
-  // Gradient accumulation: a step takes K batches (of each rank's).
-  const int64_t per_step = context.grad_accumulation_step;
-  const int64_t pass_steps = (data_groups > 1 ? rank_batches : batches) / per_step;
-  if (pass_steps < 1)
-    return Usage("--grad-accumulation " + std::to_string(per_step) + " needs that many batches of --batch " +
-                 std::to_string(batch) + " per pass, but a pass has " +
-                 std::to_string(data_groups > 1 ? rank_batches : batches) + " batches" +
-                 (data_groups > 1 ? " per rank" : ""));
-  // The report file is created last, so that a refused run leaves none.
-  std::unique_ptr<host::ReportCallback> report;
-  if (!f.report.empty() && writer) {
-    auto r = host::ReportCallback::Create(f.report);
-    if (!r.ok()) return Failure("--report: " + r.status().message());
-    report = std::move(r).value();
+  if (!f.report.empty() && r.writer) {
+    auto report = host::ReportCallback::Create(f.report);
+    if (!report.ok()) return Failure("--report: " + report.status().message());
+    r.report = std::move(report).value();
   }
+  return 0;
+}
 
-  // One process per rank: every rank meets at the master before any
-  // device opens, so that a rank that never starts is named now.
-  if (f.per_rank) {
+// Last of the checks: starting or reaching a daemon is the costliest. One
+// process per rank: every rank meets at the master before any device
+// opens, so that a rank that never starts is named now.
+int OpenRunDevices(TrainRun& r) {
+  if (r.f.per_rank) {
     host::InitOptions init;
-    init.token = f.token;
-    init.tls = f.tls;
+    init.token = r.f.token;
+    init.tls = r.f.tls;
     if (Status joined = host::init(init); !joined.ok()) return Failure(joined.message());
     // The launcher's terminal is shared: only rank 0 prints the training.
-    if (!writer && !std::freopen("/dev/null", "w", stdout)) return Failure("cannot silence stdout");
+    if (!r.writer && !std::freopen("/dev/null", "w", stdout)) return Failure("cannot silence stdout");
   }
-  // Last of the checks: starting or reaching a daemon is the costliest.
-  auto opened = OpenDevices(f, launch, devices, table, argv0);
+  auto opened = OpenDevices(r.f, r.launch, r.devices, r.table, r.argv0);
   if (!opened.ok()) return Failure(opened.status().message());
-  TrainDevices& dev = *opened;
+  r.dev = std::move(opened).value();
+  return 0;
+}
 
-  const bool sink = !f.no_sink;
-  const int64_t steps_per_epoch = sink && f.sink_size > 0 ? f.sink_size : pass_steps;
-  const int64_t global_batch =
-      per_step * (semi_auto || semi_auto_streams || auto_parallel ? graph_batch
-                                                                   : batch * (devices / context.pipeline_stages));
-  std::string batch_text;
-  if (auto_parallel)
-    batch_text = (f.full_batch ? std::string(" on every rank (full batch")
-                               : " per data-parallel group (global " + std::to_string(global_batch) + " = batch " +
-                                     std::to_string(device_batch) + " x " + Counted(devices, "device") + ", " +
-                                     Counted(data_groups, "group")) +
-                 " as searched)";
-  else if (semi_auto_streams)
-    batch_text = " per data-parallel replica (global " + std::to_string(global_batch) + "; strategy as compiled)";
-  else if (semi_auto && context.pipeline_stages > 1)
-    batch_text = " on every rank (" + std::to_string(context.pipeline_stages) + " stages x " +
-                 Counted(devices / context.pipeline_stages, "rank") + ", strategy " + StrategyText(f.strategy) +
-                 " in each, " + std::to_string(f.micro_size) + " micro-batches, " + context.pipeline_scheduler + ")";
-  else if (semi_auto)
-    batch_text = (f.full_batch ? std::string(" on every rank (full batch")
-                               : " per data-parallel replica (global " + std::to_string(global_batch)) +
-                 "; strategy " + StrategyText(f.strategy) + ")";
-  else if (context.pipeline_stages > 1)
-    batch_text = " per replica (global " + std::to_string(global_batch) + "; " +
-                 std::to_string(context.pipeline_stages) + " stages x " + Counted(devices / context.pipeline_stages,
-                                                                                  "replica") +
-                 ", " + std::to_string(job ? job->options.pipeline.micro_size : f.micro_size) + " micro-batches, " +
-                 context.pipeline_scheduler + ")";
-  else if (devices > 1)
-    batch_text = " per rank (global " + std::to_string(global_batch) + ")";
-  if (per_step > 1)
-    batch_text += ", " + std::to_string(per_step) + " batches per optimizer step (gradient accumulation" +
-                  (devices > 1 ? "" : "; " + std::to_string(global_batch) + " samples") + ")";
-  // Optimizer parallel acts with several ranks (stand_alone has one).
-  const bool zero = context.enable_parallel_optimizer && context.mode != host::ParallelMode::StandAlone;
-  std::cout << "sinkrun: " << network << " on " << data->describe() << ": " << train_samples << " training, "
-            << Counted(test_raw->get_dataset_size(), "test sample") << "; batch " << batch << batch_text << ", "
-            << Counted(f.epochs, "epoch") << " of " << Counted(steps_per_epoch, "step") << ", "
-            << (sink ? "sink mode (sink_size " + std::to_string(f.sink_size) + ")" : std::string("non-sink mode"))
-            << (amp_level == host::AmpLevel::O0 ? std::string() : std::string(", amp_level ") + host::AmpLevelName(amp_level))
-            << (loss_scale->enabled() ? ", " + host::LossScaleManagerText(*loss_scale) : std::string())
-            << (zero ? ", parallel optimizer (threshold " +
-                           std::to_string(context.parallel_optimizer_config.threshold_kb) + " KB)"
-                     : std::string())
-            << ", " << OptimizerText(*optimizer) << ", seed " << f.seed << "; "
-            << tools::ParallelContextText(context.mode, context.gradients_mean) << "; device: " << dev.describe
+// The header's "batch 64 ..." tail: how the batch is shared out.
+std::string BatchText(const TrainRun& r) {
+  const TrainFlags& f = r.f;
+  const int stages = r.context.pipeline_stages;
+  const std::string global = std::to_string(r.global_batch);
+  std::string s;
+  if (r.auto_parallel)
+    s = (f.par.full_batch ? std::string(" on every rank (full batch")
+                      : " per data-parallel group (global " + global + " = batch " + std::to_string(r.device_batch) +
+                            " x " + Counted(r.devices, "device") + ", " + Counted(r.data_groups, "group")) +
+        " as searched)";
+  else if (r.semi_auto_streams)
+    s = " per data-parallel replica (global " + global + "; strategy as compiled)";
+  else if (r.semi_auto && stages > 1)
+    s = " on every rank (" + std::to_string(stages) + " stages x " + Counted(r.devices / stages, "rank") +
+        ", strategy " + StrategyText(f.par.strategy) + " in each, " + std::to_string(f.par.micro_size) + " micro-batches, " +
+        r.context.pipeline_scheduler + ")";
+  else if (r.semi_auto)
+    s = (f.par.full_batch ? std::string(" on every rank (full batch") : " per data-parallel replica (global " + global) +
+        "; strategy " + StrategyText(f.par.strategy) + ")";
+  else if (stages > 1)
+    s = " per replica (global " + global + "; " + std::to_string(stages) + " stages x " +
+        Counted(r.devices / stages, "replica") + ", " +
+        std::to_string(r.job ? r.job->options.pipeline.micro_size : f.par.micro_size) + " micro-batches, " +
+        r.context.pipeline_scheduler + ")";
+  else if (r.devices > 1)
+    s = " per rank (global " + global + ")";
+  if (r.per_step() > 1)
+    s += ", " + std::to_string(r.per_step()) + " batches per optimizer step (gradient accumulation" +
+         (r.devices > 1 ? "" : "; " + global + " samples") + ")";
+  return s;
+}
+
+// Optimizer parallel acts with several ranks (stand_alone has one).
+bool ZeroOn(const host::ParallelContext& c) {
+  return c.enable_parallel_optimizer && c.mode != host::ParallelMode::StandAlone;
+}
+
+void PrintHeader(const TrainRun& r) {
+  const TrainFlags& f = r.f;
+  std::cout << "sinkrun: " << r.network << " on " << r.data.describe() << ": " << r.train_raw.get_dataset_size()
+            << " training, " << Counted(r.test_raw.get_dataset_size(), "test sample") << "; batch " << r.batch
+            << BatchText(r) << ", " << Counted(f.epochs, "epoch") << " of " << Counted(r.steps_per_epoch, "step")
+            << ", "
+            << (r.sink() ? "sink mode (sink_size " + std::to_string(f.sink_size) + ")" : std::string("non-sink mode"))
+            << (r.amp_level == host::AmpLevel::O0 ? std::string()
+                                                  : std::string(", amp_level ") + host::AmpLevelName(r.amp_level))
+            << (r.loss_scale.enabled() ? ", " + host::LossScaleManagerText(r.loss_scale) : std::string())
+            << (ZeroOn(r.context) ? ", parallel optimizer (threshold " +
+                                        std::to_string(r.context.parallel_optimizer_config.threshold_kb) + " KB)"
+                                  : std::string())
+            << ", " << OptimizerText(r.optimizer) << ", seed " << f.seed << "; "
+            << tools::ParallelContextText(r.context.mode, r.context.gradients_mean) << "; device: " << r.dev->describe
             << std::endl;
-  if (searched) std::cout << AutoParallelText(*searched->auto_parallel) << std::endl;
+  if (r.plan && r.plan->searched) std::cout << AutoParallelText(*r.plan->searched->auto_parallel) << std::endl;
+}
 
-  host::ModelOptions model_options;
-  model_options.amp_level = amp_level;
-  model_options.loss_scale_manager = *loss_scale;
-  if (context.pipeline_stages > 1 && !job) {
-    model_options.micro_size = f.micro_size;
-    if (!f.stage_of.empty()) {
-      auto layers = host::ParseStageOf(f.stage_of);
-      if (!layers.ok()) return Usage(layers.status().message());
-      model_options.stage_of = *layers;
-    }
-  }
-  const std::vector<DeviceLink*> links = dev.pointers();
+// The model on the devices: streams as compiled, or the plan's network.
+int CreateModel(TrainRun& r) {
+  const std::vector<DeviceLink*> links = r.dev->pointers();
   Result<std::unique_ptr<host::Model>> model = Internal("no network");
-  if (job) {
+  if (r.job) {
     // The streams carry their own plan: Create checks the devices against it.
-    model = host::Model::Create(std::move(*job), links, model_options);
-  } else if (searched) {
-    // Searched and compiled above; the job holds its plan, which Create
-    // accepts under auto_parallel.
-    model_options.context = context;
-    model = host::Model::Create(std::move(*searched), links, model_options);
-  } else if (semi_auto) {
-    // The whole model with its loss and strategies: each rank compiles
-    // its slice of it.
-    model_options.context = context;
-    model = host::Model::Create(std::move(*sharded), host::LossSpec::None(), *optimizer, links, model_options);
-  } else if (graph_file) {
-    model_options.context = context;
-    for (const std::string& layer : tools::SplitList(f.recompute)) graph_file->graph.Recompute(layer);
-    model = host::Model::Create(std::move(graph_file->graph), host::LossSpec::None(), *optimizer, links,
-                                model_options);
+    host::ModelOptions options;
+    options.amp_level = r.amp_level;
+    options.loss_scale_manager = r.loss_scale;
+    model = host::Model::Create(std::move(*r.job), links, options);
+  } else if (r.plan->searched) {
+    // Searched and compiled by the plan; the job holds its plan, which
+    // Create accepts under auto_parallel.
+    model = host::Model::Create(std::move(*r.plan->searched), links, r.plan->model_options);
   } else {
-    model_options.context = context;
-    host::Graph net = ZooNetwork(f.model, batch, f.seed);
-    for (const std::string& layer : tools::SplitList(f.recompute)) net.Recompute(layer);
-    model = host::Model::Create(std::move(net), host::LossSpec::SparseSoftmaxCrossEntropy(), *optimizer, links,
-                                model_options);
+    model = host::Model::Create(std::move(*r.plan->network), r.plan->loss, r.optimizer, links, r.plan->model_options);
   }
   if (!model.ok()) return Failure(model.status().message());
-  if (const std::string joined = dev.RendezvousText(); !joined.empty()) std::cout << joined << std::endl;
-  // Streams from sinkc were compiled beforehand: this run compiled nothing.
-  if (!precompiled) {
-    const host::CompileReport& compiled = (*model)->compiled().report;
-    std::cout << "compiled: " << compiled.train_tasks << " train tasks";
-    if (!compiled.buckets.empty()) {
-      uint64_t bytes = 0;
-      for (const auto& b : compiled.buckets) bytes += b.bytes;
-      std::cout << " + " << compiled.comm_tasks << " comm tasks (" << compiled.buckets.size() << " AllReduce bucket"
-                << (compiled.buckets.size() == 1 ? "" : "s") << ", " << Fixed1(bytes / 1048576.0) << " MiB)";
-    } else if (compiled.comm_tasks > 0) {
-      std::cout << " + " << compiled.comm_tasks << " comm tasks";  // a pipeline stage's transfers
-    }
-    std::cout << ", arena " << Fixed1(compiled.arena_bytes / 1048576.0) << " MiB; device threads " << dev.threads()
-              << std::endl;
-    if (!(*model)->load_info().allreduce_buckets.empty())
-      std::cout << AllReduceLine((*model)->load_info().allreduce_buckets) << std::endl;
-    if (compiled.pipeline_stage >= 0)
-      std::cout << "pipeline: stage 0 of " << context.pipeline_stages << " shown above; the schedule's predicted bubble "
-                << Fixed1(100 * compiled.predicted_bubble) << "% of a step" << std::endl;
-  }
+  r.model = std::move(model).value();
+  return 0;
+}
 
-  // --resume: the state and where training stood. Every rank loads it
-  // (one process per rank: each its own device); the data then starts at
-  // the batch the saved run had reached, as MindSpore's initial_epoch.
-  int initial_epoch = 0;
-  if (!f.resume.empty()) {
-    host::CheckpointInfo info;
-    Status loaded = host::LoadCheckpoint(f.resume, **model, &info);
-    if (!loaded.ok()) return Failure("--resume: " + loaded.message());
-    if (info.batch_num > 0 && info.batch_num != steps_per_epoch)
-      return Failure("--resume " + f.resume + ": it was saved with " + Counted(info.batch_num, "step") +
-                     " per epoch, this run has " + std::to_string(steps_per_epoch) +
-                     ": keep the global batch (--batch x devices) and --sink-size of the saved run");
-    initial_epoch = info.initial_epoch;
-    if (initial_epoch >= f.epochs)
-      return Usage("--resume " + f.resume + " stands at epoch " + std::to_string(initial_epoch) + ": --epochs " +
-                   std::to_string(f.epochs) + " leaves nothing to train (--epochs is the total)");
-    std::cout << "resumed from " << f.resume << ": epoch " << initial_epoch << " of " << f.epochs << " done, "
-              << Counted(info.global_batch, "step") << " taken" << std::endl;
+// What this run compiled; streams from sinkc were compiled beforehand.
+void PrintCompiled(const TrainRun& r) {
+  if (const std::string joined = r.dev->RendezvousText(); !joined.empty()) std::cout << joined << std::endl;
+  if (r.precompiled) return;
+  const host::CompileReport& compiled = r.model->compiled().report;
+  std::cout << "compiled: " << compiled.train_tasks << " train tasks";
+  if (!compiled.buckets.empty()) {
+    uint64_t bytes = 0;
+    for (const auto& b : compiled.buckets) bytes += b.bytes;
+    std::cout << " + " << compiled.comm_tasks << " comm tasks (" << compiled.buckets.size() << " AllReduce bucket"
+              << (compiled.buckets.size() == 1 ? "" : "s") << ", " << Fixed1(bytes / 1048576.0) << " MiB)";
+  } else if (compiled.comm_tasks > 0) {
+    std::cout << " + " << compiled.comm_tasks << " comm tasks";  // a pipeline stage's transfers
   }
+  std::cout << ", arena " << Fixed1(compiled.arena_bytes / 1048576.0) << " MiB; device threads " << r.dev->threads()
+            << std::endl;
+  if (!r.model->load_info().allreduce_buckets.empty())
+    std::cout << AllReduceLine(r.model->load_info().allreduce_buckets) << std::endl;
+  if (compiled.pipeline_stage >= 0)
+    std::cout << "pipeline: stage 0 of " << r.context.pipeline_stages << " shown above; the schedule's predicted bubble "
+              << Fixed1(100 * compiled.predicted_bubble) << "% of a step" << std::endl;
+}
+
+// --resume: the state and where training stood. Every rank loads it (one
+// process per rank: each its own device); the data then starts at the
+// batch the saved run had reached, as MindSpore's initial_epoch.
+int Resume(TrainRun& r) {
+  const TrainFlags& f = r.f;
+  if (f.resume.empty()) return 0;
+  host::CheckpointInfo info;
+  Status loaded = host::LoadCheckpoint(f.resume, *r.model, &info);
+  if (!loaded.ok()) return Failure("--resume: " + loaded.message());
+  if (info.batch_num > 0 && info.batch_num != r.steps_per_epoch)
+    return Failure("--resume " + f.resume + ": it was saved with " + Counted(info.batch_num, "step") +
+                   " per epoch, this run has " + std::to_string(r.steps_per_epoch) +
+                   ": keep the global batch (--batch x devices) and --sink-size of the saved run");
+  r.initial_epoch = info.initial_epoch;
+  if (r.initial_epoch >= f.epochs)
+    return Usage("--resume " + f.resume + " stands at epoch " + std::to_string(r.initial_epoch) + ": --epochs " +
+                 std::to_string(f.epochs) + " leaves nothing to train (--epochs is the total)");
+  std::cout << "resumed from " << f.resume << ": epoch " << r.initial_epoch << " of " << f.epochs << " done, "
+            << Counted(info.global_batch, "step") << " taken" << std::endl;
+  return 0;
+}
+
+// What the epochs measured, for the closing lines and the report.
+struct TrainResult {
+  double train_s = 0;
+  uint64_t round_trips = 0;
+  double step_ms = 0;  // StepTimer's
+  host::EvalResult eval;
+};
+
+// The epochs with their callbacks, the profile, the checkpoint, and the
+// evaluation.
+int TrainAndEvaluate(TrainRun& r, TrainResult& out) {
+  const TrainFlags& f = r.f;
   std::unique_ptr<host::ModelCheckpoint> checkpoints;
-  if (!f.checkpoint_dir.empty() && writer) {
+  if (!f.checkpoint_dir.empty() && r.writer) {
     auto created = host::ModelCheckpoint::Create(
         "CKP", f.checkpoint_dir,
         {.save_checkpoint_steps = 0, .save_checkpoint_epochs = f.checkpoint_epochs, .keep_checkpoint_max = 5});
     if (!created.ok()) return Failure("--checkpoint-dir: " + created.status().message());
     checkpoints = std::move(created).value();
   }
-
   // In sink mode LossMonitor prints once per sink; without sinking it would
   // print every step, so it prints at each epoch's last step instead.
-  host::LossMonitor loss_monitor(sink ? 1 : static_cast<int>(pass_steps));
+  host::LossMonitor loss_monitor(r.sink() ? 1 : static_cast<int>(r.pass_steps));
   host::TimeMonitor time_monitor;
   host::LossScaleMonitor loss_scale_monitor;  // says when overflowed steps were skipped
   StepTimer step_timer;
   std::vector<host::Callback*> callbacks = {&loss_monitor, &time_monitor, &loss_scale_monitor, &step_timer};
-  if (report) callbacks.push_back(report.get());
+  if (r.report) callbacks.push_back(r.report.get());
   if (checkpoints) callbacks.push_back(checkpoints.get());
-
   std::unique_ptr<host::Profiler> profiler;
   if (!f.profile.empty()) {
-    host::ProfilerOptions po = profile_options;
+    host::ProfilerOptions po = r.profile_options;
     po.output_path = f.profile;
     po.every = f.profile_every;
     po.keep_steps = f.profile_keep;
     profiler = std::make_unique<host::Profiler>(po);
     if (!profiler->status().ok()) return Failure(profiler->status().message());
   }
-  const uint64_t round_trips_before = (*model)->host_round_trips();
+  const uint64_t round_trips_before = r.model->host_round_trips();
   const Clock::time_point train_start = Clock::now();
-  Status trained = (*model)->train(f.epochs, *train_data, callbacks, sink, sink ? f.sink_size : -1, initial_epoch);
-  const double train_s = SecondsSince(train_start);
+  Status trained = r.model->train(f.epochs, r.train_data, callbacks, r.sink(), r.sink() ? f.sink_size : -1,
+                                  r.initial_epoch);
+  out.train_s = SecondsSince(train_start);
   if (!trained.ok()) return Failure("training failed: " + trained.message());
   if (profiler) {
     auto summary = profiler->analyse();
@@ -851,95 +903,120 @@ int Train(const TrainFlags& flags, const CLI::App& cmd, const char* argv0, Clock
               << " (trace.json opens in chrome://tracing or ui.perfetto.dev; sinkrun profile " << f.profile
               << " prints this again)" << std::endl;
   }
-  const uint64_t train_round_trips = (*model)->host_round_trips() - round_trips_before;
-
-  if (!f.save_checkpoint.empty() && writer) {
-    const int64_t consumed = int64_t{f.epochs} * steps_per_epoch;
+  out.round_trips = r.model->host_round_trips() - round_trips_before;
+  out.step_ms = step_timer.step_ms();
+  if (!f.save_checkpoint.empty() && r.writer) {
+    const int64_t consumed = int64_t{f.epochs} * r.steps_per_epoch;
     Status saved = host::SaveCheckpoint(
-        f.save_checkpoint, **model,
-        {.epoch = f.epochs, .step = steps_per_epoch, .batch_num = steps_per_epoch, .global_batch = consumed});
+        f.save_checkpoint, *r.model,
+        {.epoch = f.epochs, .step = r.steps_per_epoch, .batch_num = r.steps_per_epoch, .global_batch = consumed});
     if (!saved.ok()) return Failure("--save-checkpoint: " + saved.message());
   }
-
-  auto eval = (*model)->eval(*test_data);
+  auto eval = r.model->eval(r.test_data);
   if (!eval.ok()) return Failure("evaluation failed: " + eval.status().message());
-
-  const int64_t steps = int64_t{f.epochs - initial_epoch} * steps_per_epoch;  // this run's
-  const double samples_per_s = static_cast<double>(steps * global_batch) / train_s;
-  const double wall_s = SecondsSince(start);
-  std::printf("Eval result: accuracy %.4f, loss %.4f over %s\n", eval->accuracy, eval->loss,
-              Counted(eval->samples, "test sample").c_str());
-  std::printf("Trained %s (%s) in %.2f s: %.0f samples/s; %s (%s); wall %.2f s\n", Counted(steps, "step").c_str(),
-              Counted(steps * global_batch, "sample").c_str(), train_s, samples_per_s,
-              Counted(static_cast<int64_t>(train_round_trips), "control round trip").c_str(),
-              sink ? (devices > 1 ? "one per sink epoch per device" : "one per sink epoch")
-                   : (devices > 1 ? "one per step per device" : "one per step"),
-              wall_s);
-  // The search's estimate next to what the run measured (issue 17).
-  const host::AutoParallelPlan* plan = (*model)->auto_parallel_plan();
-  const double measured_step_ms = step_timer.step_ms();
-  if (plan)
-    std::printf("Step time: predicted %.3f ms (auto_parallel %s), measured %.3f ms (%s)\n", plan->step_s * 1e3,
-                plan->search_mode.c_str(), measured_step_ms, StepTimer::kMeasure);
-  if (report) {
-    nlohmann::ordered_json end = {
-        {"event", "end"},
-        {"model", network},
-        {"data", data->describe()},
-        {"epochs", f.epochs},
-        {"batch_size", batch},
-        {"devices", devices},
-        {"parallel_mode", host::ParallelModeName(context.mode)},
-        {"gradients_mean", context.gradients_mean},
-        {"global_batch_size", global_batch},
-        {"optimizer", host::OptimizerKindName(optimizer->kind)},
-        {"learning_rate", optimizer->learning_rate},
-        {"seed", f.seed},
-        {"sink_mode", sink},
-        {"sink_size", sink ? f.sink_size : -1},
-        {"device", dev.kind},
-        {"device_threads", dev.threads()},
-        {"train_steps", steps},
-        {"train_samples", steps * global_batch},
-        {"train_s", train_s},
-        {"train_samples_per_s", samples_per_s},
-        {"host_round_trips", train_round_trips},
-        {"eval_round_trips", eval->round_trips},
-        {"test_accuracy", eval->accuracy},
-        {"test_loss", eval->loss},
-        {"test_samples", eval->samples},
-        {"wall_s", wall_s},
-    };
-    if (const auto& allreduces = (*model)->load_info().allreduce_buckets; !allreduces.empty()) {
-      nlohmann::ordered_json algos = nlohmann::ordered_json::array();
-      for (const AllReduceBucket& b : allreduces) algos.push_back({{"bytes", b.bytes}, {"algorithm", b.algorithm}});
-      end["allreduce_algorithms"] = algos;
-    }
-    if (optimizer->kind == host::OptimizerKind::Momentum) end["momentum"] = optimizer->momentum;
-    end["amp_level"] = host::AmpLevelName(amp_level);
-    if (loss_scale->enabled()) end["loss_scale_manager"] = host::LossScaleManagerText(*loss_scale);
-    if (zero) {
-      end["enable_parallel_optimizer"] = true;
-      end["parallel_optimizer_threshold"] = context.parallel_optimizer_config.threshold_kb;
-    }
-    if (semi_auto) {
-      end["strategy"] = f.strategy.empty() ? "graph" : f.strategy;
-      end["full_batch"] = f.full_batch;
-    }
-    if (plan) {
-      end["strategy"] = "searched";
-      end["full_batch"] = f.full_batch;
-      end["search_mode"] = plan->search_mode;
-      end["calibration"] = plan->calibration;
-      end["predicted_step_ms"] = plan->step_s * 1e3;
-      end["measured_step_ms"] = measured_step_ms;
-      end["predicted_memory_bytes"] = plan->memory_bytes;
-      end["search_ms"] = plan->search_s * 1e3;
-    }
-    Status written = report->Write(end);
-    if (!written.ok()) return Failure(written.message());
-  }
+  out.eval = *eval;
   return 0;
+}
+
+// The report's closing "end" event.
+nlohmann::ordered_json EndEvent(const TrainRun& r, const TrainResult& t, int64_t steps, double wall_s) {
+  const TrainFlags& f = r.f;
+  nlohmann::ordered_json end = {
+      {"event", "end"},
+      {"model", r.network},
+      {"data", r.data.describe()},
+      {"epochs", f.epochs},
+      {"batch_size", r.batch},
+      {"devices", r.devices},
+      {"parallel_mode", host::ParallelModeName(r.context.mode)},
+      {"gradients_mean", r.context.gradients_mean},
+      {"global_batch_size", r.global_batch},
+      {"optimizer", host::OptimizerKindName(r.optimizer.kind)},
+      {"learning_rate", r.optimizer.learning_rate},
+      {"seed", f.seed},
+      {"sink_mode", r.sink()},
+      {"sink_size", r.sink() ? f.sink_size : -1},
+      {"device", r.dev->kind},
+      {"device_threads", r.dev->threads()},
+      {"train_steps", steps},
+      {"train_samples", steps * r.global_batch},
+      {"train_s", t.train_s},
+      {"train_samples_per_s", static_cast<double>(steps * r.global_batch) / t.train_s},
+      {"host_round_trips", t.round_trips},
+      {"eval_round_trips", t.eval.round_trips},
+      {"test_accuracy", t.eval.accuracy},
+      {"test_loss", t.eval.loss},
+      {"test_samples", t.eval.samples},
+      {"wall_s", wall_s},
+  };
+  if (const auto& allreduces = r.model->load_info().allreduce_buckets; !allreduces.empty()) {
+    nlohmann::ordered_json algos = nlohmann::ordered_json::array();
+    for (const AllReduceBucket& b : allreduces) algos.push_back({{"bytes", b.bytes}, {"algorithm", b.algorithm}});
+    end["allreduce_algorithms"] = algos;
+  }
+  if (r.optimizer.kind == host::OptimizerKind::Momentum) end["momentum"] = r.optimizer.momentum;
+  end["amp_level"] = host::AmpLevelName(r.amp_level);
+  if (r.loss_scale.enabled()) end["loss_scale_manager"] = host::LossScaleManagerText(r.loss_scale);
+  if (ZeroOn(r.context)) {
+    end["enable_parallel_optimizer"] = true;
+    end["parallel_optimizer_threshold"] = r.context.parallel_optimizer_config.threshold_kb;
+  }
+  if (r.semi_auto) {
+    end["strategy"] = f.par.strategy.empty() ? "graph" : f.par.strategy;
+    end["full_batch"] = f.par.full_batch;
+  }
+  if (const host::AutoParallelPlan* plan = r.model->auto_parallel_plan()) {
+    end["strategy"] = "searched";
+    end["full_batch"] = f.par.full_batch;
+    end["search_mode"] = plan->search_mode;
+    end["calibration"] = plan->calibration;
+    end["predicted_step_ms"] = plan->step_s * 1e3;
+    end["measured_step_ms"] = t.step_ms;
+    end["predicted_memory_bytes"] = plan->memory_bytes;
+    end["search_ms"] = plan->search_s * 1e3;
+  }
+  return end;
+}
+
+// The closing lines, and the report's end.
+int Report(const TrainRun& r, const TrainResult& t) {
+  const int64_t steps = int64_t{r.f.epochs - r.initial_epoch} * r.steps_per_epoch;  // this run's
+  const double wall_s = SecondsSince(r.start);
+  std::printf("Eval result: accuracy %.4f, loss %.4f over %s\n", t.eval.accuracy, t.eval.loss,
+              Counted(t.eval.samples, "test sample").c_str());
+  std::printf("Trained %s (%s) in %.2f s: %.0f samples/s; %s (%s); wall %.2f s\n", Counted(steps, "step").c_str(),
+              Counted(steps * r.global_batch, "sample").c_str(), t.train_s,
+              static_cast<double>(steps * r.global_batch) / t.train_s,
+              Counted(static_cast<int64_t>(t.round_trips), "control round trip").c_str(),
+              r.sink() ? (r.devices > 1 ? "one per sink epoch per device" : "one per sink epoch")
+                       : (r.devices > 1 ? "one per step per device" : "one per step"),
+              wall_s);
+  // The search's estimate next to what the run measured.
+  if (const host::AutoParallelPlan* plan = r.model->auto_parallel_plan())
+    std::printf("Step time: predicted %.3f ms (auto_parallel %s), measured %.3f ms (%s)\n", plan->step_s * 1e3,
+                plan->search_mode.c_str(), t.step_ms, StepTimer::kMeasure);
+  if (!r.report) return 0;
+  Status written = r.report->Write(EndEvent(r, t, steps, wall_s));
+  return written.ok() ? 0 : Failure(written.message());
+}
+
+}  // namespace
+
+int Train(const TrainFlags& flags, const CLI::App& cmd, const char* argv0, Clock::time_point start) {
+  TrainRun r(flags, cmd, argv0, start);
+  // The checks: flags whose meaning depends on others are checked together,
+  // so that no combination is silently ignored; then the network and its
+  // plan, the data and the outputs, each refused before any device starts.
+  for (int (*phase)(TrainRun&) : {JoinLaunch, CheckDeviceFlags, CheckOutputFlags, CheckTrainingFlags, CountDevices,
+                                  ReadNetwork, ParsePrecision, PlanNetwork, MakeData, PrepareOutputs, OpenRunDevices})
+    if (int rc = phase(r)) return rc;
+  PrintHeader(r);
+  if (int rc = CreateModel(r)) return rc;
+  PrintCompiled(r);
+  if (int rc = Resume(r)) return rc;
+  TrainResult result;
+  if (int rc = TrainAndEvaluate(r, result)) return rc;
+  return Report(r, result);
 }
 
 }  // namespace sinkrt::tools
