@@ -178,9 +178,9 @@ std::vector<uint8_t> EventsStream() {
       buffer("bias", 128, {3}, fb::BufferRole::Param), buffer("y", 192, {2, 3}, fb::BufferRole::Output)};
   auto col = fb::CreateQueueColumn(fbb, fbb.CreateString("x"), DType::F32, fbb.CreateVector(std::vector<int64_t>{2, 3}));
   auto queue = fb::CreateQueueSpec(fbb, fbb.CreateString("train"), 4, fbb.CreateVector(std::vector{col}));
-  auto init_def = fb::CreateInitDef(fbb, fb::InitKind::Normal, 0, 0, 0, 0.0f, 0.02f, 7, 3, 3);
+  auto init_def = fb::CreateInit(fbb, fb::InitKind::Normal, 0, 0, 0, 0.0f, 0.02f, 7, 3, 3);
   std::vector<flatbuffers::Offset<fb::Initializer>> inits = {fb::CreateInitializer(fbb, 1, init_def),
-                                                             fb::CreateInitializer(fbb, 2, fb::CreateInitDef(fbb))};
+                                                             fb::CreateInitializer(fbb, 2, fb::CreateInit(fbb))};
   auto group = fb::CreateCommGroup(fbb, fbb.CreateString("world"), fbb.CreateVector(std::vector<uint32_t>{0}));
 
   auto task = [&](fb::TaskBody type, flatbuffers::Offset<void> body, const char* name) {

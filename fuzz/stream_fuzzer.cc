@@ -139,7 +139,7 @@ class Walker : fuzz::Toucher {
       const fb::Initializer* in = s_->initializers()->Get(i);
       FUZZ_CHECK(in != nullptr);
       const fb::Buffer* b = BufferAt(in->buffer());
-      const fb::InitDef* d = in->init();
+      const fb::Init* d = in->init();
       FUZZ_CHECK(d != nullptr);
       FUZZ_CHECK(uint8_t(d->kind()) <= uint8_t(fb::InitKind::MAX));
       Scalar(d->value());

@@ -124,7 +124,7 @@ TEST(TaskStreamCompatibility, AnOpOfANewerMinorIsRefusedNamingIt) {
 TEST(GraphFileCompatibility, TheWriterStampsTheVersionTheApiReports) {
   auto bytes = host::SerializeGraph(testing::MakeMlp(4, {12, 8, 3}));
   SINKRT_ASSERT_OK(bytes);
-  const fb::GraphDef* def = fb::GetGraphDef(bytes->data());
+  const fb::Graph* def = fb::GetGraph(bytes->data());
   EXPECT_EQ(def->format_major(), host::FileFormatVersions().graph_file.major);
   EXPECT_EQ(def->format_minor(), host::FileFormatVersions().graph_file.minor);
   EXPECT_EQ(host::FileFormatVersions().graph_file.major, host::kGraphFileFormat.major);
@@ -138,13 +138,13 @@ TEST(GraphFileCompatibility, EveryMinorOfTheSameMajorLoadsAnotherMajorIsRefused)
   for (uint16_t m : {uint16_t{0}, minor, uint16_t(minor + 1)}) {
     SCOPED_TRACE("graph file format " + Version(host::kGraphFileFormat.major, m));
     std::vector<uint8_t> bytes = *written;
-    ASSERT_TRUE(fb::GetMutableGraphDef(bytes.data())->mutate_format_minor(m));
+    ASSERT_TRUE(fb::GetMutableGraph(bytes.data())->mutate_format_minor(m));
     ExpectOk(host::ParseGraph(bytes, "g.sgraph").status());
   }
   // The JSON spelling of another major: graph_file_test's
   // FormatMajorMustMatch; the binary spelling here.
   std::vector<uint8_t> bytes = *written;
-  ASSERT_TRUE(fb::GetMutableGraphDef(bytes.data())->mutate_format_major(host::kGraphFileFormat.major + 1));
+  ASSERT_TRUE(fb::GetMutableGraph(bytes.data())->mutate_format_major(host::kGraphFileFormat.major + 1));
   auto g = host::ParseGraph(bytes, "g.sgraph");
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().message(), "g.sgraph: field 'format_major' is " +

@@ -599,7 +599,7 @@ TEST(Compiler, InitializersCarryFanInAndFanOut) {
   CompiledStream cs = CompileOk(testing::MakeLeNet(4));
   VerifiedStream v = View(cs);
   ASSERT_NE(v.root(), nullptr);
-  auto init_of = [&](const std::string& name) -> const fb::InitDef* {
+  auto init_of = [&](const std::string& name) -> const fb::Init* {
     for (const fb::Initializer* in : *v.root()->initializers())
       if (v.root()->buffers()->Get(in->buffer())->name()->str() == name) return in->init();
     return nullptr;
@@ -614,7 +614,7 @@ TEST(Compiler, InitializersCarryFanInAndFanOut) {
                        Fan{"fc1.weight", fb::InitKind::HeUniform, 400, 120},
                        Fan{"fc1.bias", fb::InitKind::Zeros, 120, 120},
                        Fan{"fc1.weight/momentum", fb::InitKind::Zeros, 400, 120}}) {
-    const fb::InitDef* d = init_of(f.name);
+    const fb::Init* d = init_of(f.name);
     ASSERT_NE(d, nullptr) << f.name;
     EXPECT_EQ(d->kind(), f.kind) << f.name;
     EXPECT_EQ(d->fan_in(), f.in) << f.name;

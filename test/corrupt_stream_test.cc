@@ -236,7 +236,7 @@ TEST_F(CorruptStream, StrayBytesAfterTheFlatBuffer) {
 namespace sinkrt {
 namespace {
 
-// A stream of one buffer [4, 8] whose SliceDef is built by `slice`: the
+// A stream of one buffer [4, 8] whose fb::Slice is built by `slice`: the
 // verifier checks it against the buffer's shape (the host reads slices to
 // feed, merge and show them).
 std::vector<uint8_t> StreamWithSlice(std::vector<int64_t> whole, std::vector<int64_t> offset,
@@ -244,7 +244,7 @@ std::vector<uint8_t> StreamWithSlice(std::vector<int64_t> whole, std::vector<int
   flatbuffers::FlatBufferBuilder fbb;
   auto header = fb::CreateHeaderDirect(fbb, kFormatMajor, kFormatMinor, 0, 2, "cpu");
   const std::vector<int64_t> shape = {4, 8};
-  auto slice = fb::CreateSliceDefDirect(fbb, &whole, &offset, &matrix, &map);
+  auto slice = fb::CreateSliceDirect(fbb, &whole, &offset, &matrix, &map);
   std::vector<flatbuffers::Offset<fb::Buffer>> buffers = {
       fb::CreateBufferDirect(fbb, "w", 0, 4 * 8 * 4, DType::F32, &shape, fb::BufferRole::Param, slice)};
   fb::TaskStreamBuilder root(fbb);

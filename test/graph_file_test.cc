@@ -358,7 +358,7 @@ TEST(GraphFileErrorTest, UnknownOpInJsonCarriesTheLine) {
 
 TEST(GraphFileErrorTest, UnknownOpCodeInBinary) {
   std::vector<uint8_t> bytes = MustSerialize(ZooMlp());
-  ASSERT_TRUE(fb::GetMutableGraphDef(bytes.data())->mutable_ops()->GetMutableObject(0)->mutate_op(fb::OpCode(999)));
+  ASSERT_TRUE(fb::GetMutableGraph(bytes.data())->mutable_ops()->GetMutableObject(0)->mutate_op(fb::OpCode(999)));
   ExpectError(ParseGraph(bytes, "bad.sgraph"),
               {"bad.sgraph: op 'matmul_", "(ops[0])", "field 'op': unknown op code 999"});
 }

@@ -1,6 +1,6 @@
 // Buffer initialisers (device/src/init): the counter-based generator, the
 // moments of every random kind, seed/index determinism, constants, zeros,
-// inline blobs and the errors for bad InitDefs.
+// inline blobs and the errors for bad Inits.
 #include <flatbuffers/flatbuffers.h>
 #include <gtest/gtest.h>
 
@@ -24,16 +24,16 @@ using Tensor = KernelTensor;
 
 struct InitBuilder {
   flatbuffers::FlatBufferBuilder fbb;
-  const fb::InitDef* Build(fb::InitKind kind, std::function<void(fb::InitDefBuilder&)> set = {}) {
-    fb::InitDefBuilder b(fbb);
+  const fb::Init* Build(fb::InitKind kind, std::function<void(fb::InitBuilder&)> set = {}) {
+    fb::InitBuilder b(fbb);
     b.add_kind(kind);
     if (set) set(b);
     fbb.Finish(b.Finish());
-    return flatbuffers::GetRoot<fb::InitDef>(fbb.GetBufferPointer());
+    return flatbuffers::GetRoot<fb::Init>(fbb.GetBufferPointer());
   }
 };
 
-Status Init(const Tensor& t, fb::InitKind kind, std::function<void(fb::InitDefBuilder&)> set = {},
+Status Init(const Tensor& t, fb::InitKind kind, std::function<void(fb::InitBuilder&)> set = {},
             std::span<const uint8_t> blobs = {}) {
   InitBuilder ib;
   return FillInitializer(*ib.Build(kind, std::move(set)), t.ref(), blobs);
@@ -83,7 +83,7 @@ TEST(Initializers, RandomKindsHaveTheirMoments) {
 
 TEST(Initializers, ValuesDependOnlyOnSeedAndIndex) {
   Tensor a({1001}), b({1001}), prefix({10}), other({1001});
-  auto seed = [](uint64_t s) { return [s](fb::InitDefBuilder& b) { b.add_seed(s); b.add_stddev(1.0f); b.add_high(1.0f); }; };
+  auto seed = [](uint64_t s) { return [s](fb::InitBuilder& b) { b.add_seed(s); b.add_stddev(1.0f); b.add_high(1.0f); }; };
   for (fb::InitKind kind : {fb::InitKind::Uniform, fb::InitKind::Normal}) {
     ASSERT_TRUE(Init(a, kind, seed(7)).ok());
     ASSERT_TRUE(Init(b, kind, seed(7)).ok());

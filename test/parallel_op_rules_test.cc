@@ -19,7 +19,7 @@
 // reading Params needs no knowledge of which activation buffers the planner
 // reused (an eval report or an activation buffer would). Each rank's Param
 // buffer is its slice; where it starts comes from the stream's Initializer
-// (InitDef.global_shape / slice_offset, absent for a whole tensor). Every
+// (fb::Init.global_shape / slice_offset, absent for a whole tensor). Every
 // rank's slice, replicas included, is compared with the same elements of
 // one device's run of the same graph without strategies (the device
 // kernels themselves are checked against float64 by the kernel tests).
@@ -423,7 +423,7 @@ Status RunRank(DeviceLink& dev, const Graph& g, const std::map<TensorId, std::ve
   SINKRT_ASSIGN_OR_RETURN(host::CompiledStream cs, host::Compile(g, Options(world, rank)));
   SINKRT_RETURN_IF_ERROR(dev.Load(cs.stream).status());
   const fb::TaskStream* root = cs.stream.root();
-  std::map<uint32_t, const fb::InitDef*> inits;
+  std::map<uint32_t, const fb::Init*> inits;
   if (root->initializers())
     for (const fb::Initializer* i : *root->initializers()) inits[i->buffer()] = i->init();
   std::map<std::string, uint32_t> buffers;

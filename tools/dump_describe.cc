@@ -290,7 +290,7 @@ std::vector<RoleTotal> BytesByRole(const VerifiedStream& view) {
       // counted there.
       if (b->role() != fb::BufferRole::ParamSlice && b->role() != fb::BufferRole::GradSlice)
         ranges[r].push_back({b->offset(), b->offset() + b->bytes()});
-      const fb::SliceDef* slice = b->slice();
+      const fb::Slice* slice = b->slice();
       const int64_t whole = slice ? NumElements(ShapeOf(slice->global_shape())) : -1;
       if (slice && whole >= 0) {
         ++all[r].slices;
@@ -324,7 +324,7 @@ uint64_t QueueBatchBytes(const fb::QueueSpec& q) {
   return total;
 }
 
-Json InitParams(const fb::InitDef& d) {
+Json InitParams(const fb::Init& d) {
   Json p = Json::object();
   switch (d.kind()) {
     case fb::InitKind::Constant:

@@ -100,7 +100,7 @@ std::string EntryName(const flatbuffers::String* name, uint32_t index) {
   return s;
 }
 
-std::string InitText(const fb::InitDef* d) {
+std::string InitText(const fb::Init* d) {
   if (!d) return "(missing)";
   const char* kind = fb::EnumNameInitKind(d->kind());
   std::string s = (kind && *kind) ? kind : "kind" + std::to_string(int(d->kind()));

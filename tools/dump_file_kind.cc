@@ -36,8 +36,8 @@ std::optional<std::string> DescribeOtherFile(const std::string& path, std::span<
   // identifier sits at bytes 4..8 (schemas/*.fbs file_identifier).
   if (bytes.size() >= 8) {
     const char* data = reinterpret_cast<const char*>(bytes.data());
-    if (flatbuffers::BufferHasIdentifier(data, fb::GraphDefIdentifier()))
-      return path + " is a graph file (FlatBuffers, '" + fb::GraphDefIdentifier() +
+    if (flatbuffers::BufferHasIdentifier(data, fb::GraphIdentifier()))
+      return path + " is a graph file (FlatBuffers, '" + fb::GraphIdentifier() +
              "'), not a task stream: compile it with sinkc";
     if (fb::CheckpointBufferHasIdentifier(data))
       return path + " is a sinkrt checkpoint ('" + fb::CheckpointIdentifier() +

@@ -60,7 +60,7 @@ struct RoleTotal {
   // The arena bytes the role's buffers cover (the union of their ranges):
   // its share of the arena, since transients reuse one another's space.
   uint64_t arena = 0;
-  uint64_t slices = 0;       // buffers with a SliceDef
+  uint64_t slices = 0;       // buffers with a fb::Slice
   uint64_t whole_bytes = 0;  // the whole tensors' bytes: `bytes` for a buffer that is not a slice
 };
 // One entry per role that has buffers, in role order.
@@ -69,7 +69,7 @@ std::vector<RoleTotal> BytesByRole(const VerifiedStream& view);
 uint64_t QueueBatchBytes(const fb::QueueSpec& q);
 
 // The kind-specific fields of an initialiser ({"low":..., "seed":...}).
-Json InitParams(const fb::InitDef& d);
+Json InitParams(const fb::Init& d);
 
 struct TaskInfo {
   std::string kind;              // "Kernel", "GetNext", "EventRecord", ...
@@ -143,9 +143,9 @@ Json ShardingJson(const Sharding& s);
 // A slice's layout, MindSpore's way: "of [32,64] dm [1,2] map (-1,0) at
 // [0,32]", then " partial (0)" where addends of a sum are pending. Shapes
 // and lists without spaces, so that a table column stays one word per part.
-std::string LayoutText(const fb::SliceDef& slice);
+std::string LayoutText(const fb::Slice& slice);
 // {"global_shape", "offset", "device_matrix", "tensor_map", "partial", "layout"}.
-Json SliceJson(const fb::SliceDef& slice);
+Json SliceJson(const fb::Slice& slice);
 // What part of the global batch this rank's queue column holds: "rows
 // [0,4) of 8", "rows [0,4) of 8, dim 1 [0,16) of 32", or "whole batch of 8".
 std::string QueueSliceText(const fb::QueueColumn& column);

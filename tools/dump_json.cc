@@ -72,7 +72,7 @@ Json InitializersJson(const VerifiedStream& view) {
     Json e;
     e["buffer"] = in->buffer();
     e["name"] = BufferLabel(view, in->buffer());
-    const fb::InitDef* d = in->init();
+    const fb::Init* d = in->init();
     const char* kind = d ? fb::EnumNameInitKind(d->kind()) : nullptr;
     e["kind"] = kind && *kind ? Json(kind) : Json(nullptr);
     e["params"] = d ? InitParams(*d) : Json::object();

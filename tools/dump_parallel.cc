@@ -145,7 +145,7 @@ Json ShardingJson(const Sharding& s) {
           {"sliced_queue_columns", s.sliced_columns}};
 }
 
-std::string LayoutText(const fb::SliceDef& slice) {
+std::string LayoutText(const fb::Slice& slice) {
   std::string s = "of " + List(Vec(slice.global_shape()), '[', ']');
   s += " dm " + List(Vec(slice.device_matrix()), '[', ']');
   s += " map " + List(Vec(slice.tensor_map()), '(', ')');
@@ -155,7 +155,7 @@ std::string LayoutText(const fb::SliceDef& slice) {
   return s;
 }
 
-Json SliceJson(const fb::SliceDef& slice) {
+Json SliceJson(const fb::Slice& slice) {
   return {{"global_shape", Vec(slice.global_shape())}, {"offset", Vec(slice.offset())},
           {"device_matrix", Vec(slice.device_matrix())}, {"tensor_map", Vec(slice.tensor_map())},
           {"partial", Vec(slice.partial())},           {"layout", LayoutText(slice)}};

@@ -152,7 +152,7 @@ void PrintInitializers(const VerifiedStream& view, std::ostream& out) {
   Table t({"idx", "buffer", "kind", "parameters"}, {true, false, false, false});
   for (uint32_t i = 0; i < n; ++i) {
     const fb::Initializer* in = inits->Get(i);
-    const fb::InitDef* d = in->init();
+    const fb::Init* d = in->init();
     t.Add({std::to_string(i), BufferLabel(view, in->buffer()), d ? InitKindName(d->kind()) : "(missing)",
            d ? AttrsText(InitParams(*d)) : ""});
   }

@@ -140,7 +140,7 @@ def xavier_uniform(shape, seed):
 
 
 def uniform(shape, seed, low, high):
-    """InitSpec::Uniform(low, high, seed); low and high are f32 in the InitDef."""
+    """InitSpec::Uniform(low, high, seed); low and high are f32 in the Init."""
     return fill_uniform(shape, seed, low, high)
 
 

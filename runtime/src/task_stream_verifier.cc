@@ -77,7 +77,7 @@ class Checker {
 
   // A sharded buffer's or column's slice: the host reads it to feed, merge
   // and show slices, so it must describe a real sub-block of a real layout.
-  Status CheckSlice(const std::string& what, const flatbuffers::Vector<int64_t>* shape, const fb::SliceDef* sl) {
+  Status CheckSlice(const std::string& what, const flatbuffers::Vector<int64_t>* shape, const fb::Slice* sl) {
     if (!sl) return Status::Ok();
     const size_t rank = shape ? shape->size() : 0;
     auto aligned = [](const auto* v) {
@@ -168,7 +168,7 @@ class Checker {
       const fb::Initializer* in = s_->initializers()->Get(i);
       std::string where = "initializer " + std::to_string(i);
       SINKRT_RETURN_IF_ERROR(CheckBufferIndex(where, in->buffer()));
-      const fb::InitDef* d = in->init();
+      const fb::Init* d = in->init();
       if (!d) return InvalidArgument(where + ": missing init definition");
       const fb::Buffer* b = s_->buffers()->Get(in->buffer());
       where += " (buffer '" + Str(b->name()) + "')";

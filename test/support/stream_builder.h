@@ -49,7 +49,7 @@ class HandStream {
     std::vector<flatbuffers::Offset<fb::Initializer>> inits;
     std::vector<uint32_t> init_ids;
     for (size_t i = 0; i < inits_.size(); ++i) {
-      fb::InitDefBuilder d(fbb);
+      fb::InitBuilder d(fbb);
       d.add_kind(fb::InitKind::Uniform);
       d.add_low(-1.0f);
       d.add_high(1.0f);

@@ -30,27 +30,27 @@ float NormalAt(uint64_t seed, uint64_t i) {
 
 namespace {
 
-std::string Prefix(const fb::InitDef& def) {
+std::string Prefix(const fb::Init& def) {
   return std::string("initializer ") + fb::EnumNameInitKind(def.kind()) + ": ";
 }
 
-Status Error(const fb::InitDef& def, const std::string& message) {
+Status Error(const fb::Init& def, const std::string& message) {
   return InvalidArgument(Prefix(def) + message);
 }
 
-Status RequireF32(const fb::InitDef& def, const TensorRef& out) {
+Status RequireF32(const fb::Init& def, const TensorRef& out) {
   if (out.dtype == DType::F32) return Status::Ok();
   return Error(def, std::string("buffer has dtype ") + DTypeName(out.dtype) +
                         ", random kinds fill f32 only");
 }
 
-Status RequireFinite(const fb::InitDef& def, const char* name, double v) {
+Status RequireFinite(const fb::Init& def, const char* name, double v) {
   if (std::isfinite(v)) return Status::Ok();
   return Error(def, std::string(name) + " is " + std::to_string(v) + ", expected a finite value");
 }
 
 // Where a buffer's elements sit in the tensor whose values they take: the
-// buffer itself, or (InitDef.global_shape) a slice of a larger tensor, whose
+// buffer itself, or (fb::Init.global_shape) a slice of a larger tensor, whose
 // element i is drawn at its index in the whole so that every rank's slice
 // holds what one device would hold there.
 struct Placement {
@@ -77,7 +77,7 @@ struct Placement {
   }
 };
 
-Result<Placement> PlacementOf(const fb::InitDef& def, const TensorRef& out) {
+Result<Placement> PlacementOf(const fb::Init& def, const TensorRef& out) {
   Placement p;
   if (!def.global_shape() && !def.slice_offset()) return p;
   if (!def.global_shape() || !def.slice_offset())
@@ -118,7 +118,7 @@ void FillNormal(const TensorRef& out, const Placement& at, uint64_t seed, float 
   }
 }
 
-Status Constant(const fb::InitDef& def, const TensorRef& out) {
+Status Constant(const fb::Init& def, const TensorRef& out) {
   const float v = def.value();
   if (out.dtype == DType::F32) {
     std::fill(out.f32(), out.f32() + out.numel, v);
@@ -135,7 +135,7 @@ Status Constant(const fb::InitDef& def, const TensorRef& out) {
                         ", expected f32 or i32");
 }
 
-Status Inline(const fb::InitDef& def, const TensorRef& out, std::span<const uint8_t> blobs) {
+Status Inline(const fb::Init& def, const TensorRef& out, std::span<const uint8_t> blobs) {
   const uint64_t offset = def.data_offset(), bytes = def.data_bytes();
   const uint64_t want = static_cast<uint64_t>(out.numel) * DTypeSize(out.dtype);
   if (offset > blobs.size() || bytes > blobs.size() - offset) {
@@ -153,7 +153,7 @@ Status Inline(const fb::InitDef& def, const TensorRef& out, std::span<const uint
 
 }  // namespace
 
-Status FillInitializer(const fb::InitDef& def, const TensorRef& out, std::span<const uint8_t> blobs) {
+Status FillInitializer(const fb::Init& def, const TensorRef& out, std::span<const uint8_t> blobs) {
   if (NumElements(out.shape) != out.numel || DTypeSize(out.dtype) == 0 ||
       (out.data == nullptr && out.numel > 0)) {
     return Error(def, "buffer " + ShapeToString(out.shape) + " " + DTypeName(out.dtype) +

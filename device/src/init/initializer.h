@@ -1,4 +1,4 @@
-// Initial contents of a buffer from its InitDef (the init program's
+// Initial contents of a buffer from its fb::Init (the init program's
 // InitTask), as docs/reference/ops.md "Initialisers" specifies.
 //
 // Random kinds use a counter-based generator: element i of a buffer seeded s
@@ -41,6 +41,6 @@ float NormalAt(uint64_t seed, uint64_t i);
 // kind does not produce, bad parameters (fan_in ≤ 0, stddev < 0, high < low,
 // a non-integral constant for i32), or an inline range outside `blobs` or of
 // the wrong size.
-Status FillInitializer(const fb::InitDef& def, const TensorRef& out, std::span<const uint8_t> blobs);
+Status FillInitializer(const fb::Init& def, const TensorRef& out, std::span<const uint8_t> blobs);
 
 }  // namespace sinkrt::device

@@ -170,7 +170,7 @@ Result<parallel::LocalGraph> PartitionForward(const Graph& forward, const Compil
 }
 
 // Every buffer and queue column of a sharded tensor gets its layout and this
-// rank's slice (fb::SliceDef): the forward tensors from the partition, each
+// rank's slice (fb::Slice): the forward tensors from the partition, each
 // gradient and each optimizer state from its parameter.
 // `layout_of`: per tensor of the training graph, its layout (nullptr: a
 // whole tensor), of which the gradients and optimizer states are filled in

@@ -43,7 +43,7 @@
 
 namespace sinkrt::host::compiler {
 
-// A sharded tensor's layout and this rank's slice of it (fb::SliceDef;
+// A sharded tensor's layout and this rank's slice of it (fb::Slice;
 // docs/design/sharding.md §2). Set by Compile under SEMI_AUTO_PARALLEL.
 struct SliceInfo {
   Shape global_shape;

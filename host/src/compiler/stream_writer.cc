@@ -22,23 +22,23 @@ fbs::Offset<fbs::Vector<int64_t>> ShapeVector(fbs::FlatBufferBuilder& fbb, const
   return fbb.CreateVector(shape);
 }
 
-fbs::Offset<fb::SliceDef> WriteSlice(fbs::FlatBufferBuilder& fbb, const std::optional<SliceInfo>& s) {
+fbs::Offset<fb::Slice> WriteSlice(fbs::FlatBufferBuilder& fbb, const std::optional<SliceInfo>& s) {
   if (!s) return 0;
   auto whole = fbb.CreateVector(s->global_shape);
   auto offset = fbb.CreateVector(s->offset);
   auto matrix = fbb.CreateVector(s->device_matrix);
   auto map = fbb.CreateVector(s->tensor_map);
   auto partial = fbb.CreateVector(s->partial);
-  return fb::CreateSliceDef(fbb, whole, offset, matrix, map, partial);
+  return fb::CreateSlice(fbb, whole, offset, matrix, map, partial);
 }
 
-fbs::Offset<fb::InitDef> WriteInit(fbs::FlatBufferBuilder& fbb, const InitSpec& s,
+fbs::Offset<fb::Init> WriteInit(fbs::FlatBufferBuilder& fbb, const InitSpec& s,
                                    uint64_t data_offset) {
   const bool inline_data = s.kind == fb::InitKind::Inline;
   // A slice of a sharded tensor (graph.h): the whole shape and its offset.
   auto whole = s.global_shape.empty() ? 0 : fbb.CreateVector(s.global_shape);
   auto offset = s.slice_offset.empty() ? 0 : fbb.CreateVector(s.slice_offset);
-  return fb::CreateInitDef(fbb, s.kind, s.value, s.low, s.high, s.mean, s.stddev, s.seed, s.fan_in,
+  return fb::CreateInit(fbb, s.kind, s.value, s.low, s.high, s.mean, s.stddev, s.seed, s.fan_in,
                            s.fan_out, inline_data ? data_offset : 0,
                            inline_data ? s.data.size() : 0, whole, offset);
 }

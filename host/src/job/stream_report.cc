@@ -51,7 +51,7 @@ std::vector<ColumnSpec> QueueColumns(const VerifiedStream& stream, std::string_v
   return out;
 }
 
-std::optional<StreamSlice> ReadSlice(const fb::SliceDef* s) {
+std::optional<StreamSlice> ReadSlice(const fb::Slice* s) {
   if (!s) return std::nullopt;
   StreamSlice out;
   if (s->global_shape()) out.global_shape.assign(s->global_shape()->begin(), s->global_shape()->end());

@@ -18,7 +18,7 @@ namespace sinkrt::host::job {
 std::vector<ColumnSpec> QueueColumns(const VerifiedStream& stream, std::string_view name);
 
 // A sharded buffer's or queue column's layout and slice, as the stream
-// states it (fb::SliceDef; the verifier has checked it against the shape).
+// states it (fb::Slice; the verifier has checked it against the shape).
 struct StreamSlice {
   Shape global_shape;
   std::vector<int64_t> offset;
@@ -26,7 +26,7 @@ struct StreamSlice {
   std::vector<int> tensor_map;
   std::vector<int> partial;
 };
-std::optional<StreamSlice> ReadSlice(const fb::SliceDef* slice);
+std::optional<StreamSlice> ReadSlice(const fb::Slice* slice);
 
 // Per column of the queue called `name`: its slice of the global batch
 // (nullopt: the rank's queue holds the whole batch column).

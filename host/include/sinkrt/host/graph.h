@@ -38,7 +38,7 @@ enum class TensorKind : uint8_t {
   OptState,      ///< optimizer state, added by the optimizer pass
 };
 
-/// How init fills a Param/Const/OptState. Mirrors fb::InitDef.
+/// How init fills a Param/Const/OptState. Mirrors fb::Init.
 struct InitSpec {
   fb::InitKind kind = fb::InitKind::Zeros;  ///< which initializer
   /// The initializers' parameters: Constant's value, Uniform's range, Normal's mean and stddev.

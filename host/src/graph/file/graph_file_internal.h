@@ -19,16 +19,16 @@ namespace sinkrt::host::graph_file {
 inline constexpr uint16_t kFormatMajor = kGraphFileFormat.major;
 inline constexpr uint16_t kFormatMinor = kGraphFileFormat.minor;
 
-// The verified GraphDef inside `bytes` (which must outlive it), after the
+// The verified fb::Graph inside `bytes` (which must outlive it), after the
 // identifier and FlatBuffers verifier checks.
-Result<const fb::GraphDef*> VerifyBinary(std::span<const uint8_t> bytes, const std::string& source);
+Result<const fb::Graph*> VerifyBinary(std::span<const uint8_t> bytes, const std::string& source);
 
 // The binary graph file that JSON `text` spells; errors carry the parser's
 // line and column.
 Result<std::vector<uint8_t>> JsonToBinary(std::string_view text, const std::string& source);
 
-// Rebuilds the Graph from a verified GraphDef through the builder.
-Result<GraphFile> ReadGraphDef(const fb::GraphDef& def, const std::string& source, const GraphLoadOptions& options);
+// Rebuilds the Graph from a verified fb::Graph through the builder.
+Result<GraphFile> ReadGraph(const fb::Graph& def, const std::string& source, const GraphLoadOptions& options);
 
 // Forward ops: what a graph file may hold (autodiff and the optimizer pass
 // add the rest when it is compiled).

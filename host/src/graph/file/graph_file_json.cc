@@ -99,7 +99,7 @@ Result<std::vector<uint8_t>> JsonToBinary(std::string_view text, const std::stri
 }  // namespace graph_file
 
 Result<std::string> GraphToJson(std::span<const uint8_t> binary, const std::string& source) {
-  SINKRT_ASSIGN_OR_RETURN(const fb::GraphDef* def, graph_file::VerifyBinary(binary, source));
+  SINKRT_ASSIGN_OR_RETURN(const fb::Graph* def, graph_file::VerifyBinary(binary, source));
   (void)def;
   flatbuffers::Parser parser;
   SINKRT_RETURN_IF_ERROR(graph_file::LoadSchema(parser));

@@ -10,7 +10,7 @@ namespace graph_file {
 namespace {
 
 bool HasIdentifier(std::span<const uint8_t> bytes) {
-  return bytes.size() >= 8 && flatbuffers::BufferHasIdentifier(bytes.data(), fb::GraphDefIdentifier());
+  return bytes.size() >= 8 && flatbuffers::BufferHasIdentifier(bytes.data(), fb::GraphIdentifier());
 }
 
 // JSON starts with an object (or a comment: the FlatBuffers parser takes them).
@@ -31,13 +31,13 @@ std::string OtherIdentifier(std::span<const uint8_t> bytes) {
 
 }  // namespace
 
-Result<const fb::GraphDef*> VerifyBinary(std::span<const uint8_t> bytes, const std::string& source) {
+Result<const fb::Graph*> VerifyBinary(std::span<const uint8_t> bytes, const std::string& source) {
   if (!HasIdentifier(bytes)) return InvalidArgument(source + ": not a binary graph file (identifier 'SKGR')");
   flatbuffers::Verifier verifier(bytes.data(), bytes.size());
-  if (!fb::VerifyGraphDefBuffer(verifier))
+  if (!fb::VerifyGraphBuffer(verifier))
     return InvalidArgument(source + ": corrupt binary graph file: the FlatBuffers verifier rejects its " +
                            std::to_string(bytes.size()) + " bytes (truncated or damaged)");
-  return fb::GetGraphDef(bytes.data());
+  return fb::GetGraph(bytes.data());
 }
 
 }  // namespace graph_file
@@ -57,8 +57,8 @@ Result<GraphFile> ParseGraph(std::span<const uint8_t> bytes, const std::string& 
         from_json, graph_file::JsonToBinary({reinterpret_cast<const char*>(bytes.data()), bytes.size()}, source));
     bytes = from_json;
   }
-  SINKRT_ASSIGN_OR_RETURN(const fb::GraphDef* def, graph_file::VerifyBinary(bytes, source));
-  return graph_file::ReadGraphDef(*def, source, options);
+  SINKRT_ASSIGN_OR_RETURN(const fb::Graph* def, graph_file::VerifyBinary(bytes, source));
+  return graph_file::ReadGraph(*def, source, options);
 }
 
 Status SaveGraph(const std::string& path, const Graph& graph, const std::optional<OptimizerSpec>& optimizer) {

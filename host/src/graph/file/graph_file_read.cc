@@ -1,4 +1,4 @@
-// GraphDef -> Graph. Three passes: the file's structure (indices, who writes
+// fb::Graph -> Graph. Three passes: the file's structure (indices, who writes
 // what, topological order), then a check graph built through the builder in
 // that order (every shape, dtype and attribute check, and the inferred
 // shapes), then the Graph itself with the file's names and tensor order.
@@ -30,8 +30,8 @@ std::string Str(const flatbuffers::String* s) { return s ? s->str() : ""; }
 
 // Whether the file spells out a dtype (FlatBuffers leaves out a field equal
 // to its default, so F32 reads as "not given": it is inferred).
-bool DTypeGiven(const fb::TensorDef& t) {
-  return reinterpret_cast<const flatbuffers::Table&>(t).CheckField(fb::TensorDef::VT_DTYPE);
+bool DTypeGiven(const fb::Tensor& t) {
+  return reinterpret_cast<const flatbuffers::Table&>(t).CheckField(fb::Tensor::VT_DTYPE);
 }
 
 // "an Input", "a Param": leaf kinds in messages.
@@ -44,7 +44,7 @@ using Strategy = std::vector<std::vector<int64_t>>;
 
 // An op's shard strategy as the file spells it; an entry without dims is a
 // scalar input's.
-Strategy StrategyOf(const fb::OpDef& op) {
+Strategy StrategyOf(const fb::Op& op) {
   Strategy s;
   if (!op.strategy()) return s;
   for (const fb::ShardStrategy* entry : *op.strategy()) {
@@ -57,7 +57,7 @@ Strategy StrategyOf(const fb::OpDef& op) {
 // One file being read: where errors point.
 class Reader {
  public:
-  Reader(const fb::GraphDef& def, const std::string& source, const GraphLoadOptions& options)
+  Reader(const fb::Graph& def, const std::string& source, const GraphLoadOptions& options)
       : def_(def), source_(source), options_(options) {
     if (def.tensors()) tensors_.assign(def.tensors()->begin(), def.tensors()->end());
     if (def.ops()) ops_.assign(def.ops()->begin(), def.ops()->end());
@@ -94,11 +94,11 @@ class Reader {
   Status BuildGraph(Graph& g) const;
   Result<std::optional<OptimizerSpec>> Optimizer() const;
 
-  const fb::GraphDef& def_;
+  const fb::Graph& def_;
   const std::string& source_;
   const GraphLoadOptions& options_;
-  std::vector<const fb::TensorDef*> tensors_;
-  std::vector<const fb::OpDef*> ops_;
+  std::vector<const fb::Tensor*> tensors_;
+  std::vector<const fb::Op*> ops_;
   std::vector<OpAttrs> attrs_;        // per op, from its options
   std::vector<Strategy> strategies_;  // per op, empty when the file gives none
   std::vector<int64_t> producer_;     // per tensor: the op writing it, or -1
@@ -117,7 +117,7 @@ Status Reader::CheckHeader() const {
 Status Reader::CheckTensors() const {
   std::unordered_map<std::string, size_t> names;
   for (size_t i = 0; i < tensors_.size(); ++i) {
-    const fb::TensorDef* t = tensors_[i];
+    const fb::Tensor* t = tensors_[i];
     const std::string where = TensorWhere(i);
     const auto kind = t->kind();
     if (kind > fb::TensorKind::MAX)
@@ -161,7 +161,7 @@ Status Reader::CheckOps() {
   strategies_.resize(ops_.size());
   std::unordered_map<std::string, size_t> names;
   for (size_t i = 0; i < ops_.size(); ++i) {
-    const fb::OpDef* op = ops_[i];
+    const fb::Op* op = ops_[i];
     const std::string where = OpWhere(i);
     const std::string name = Str(op->name());
     if (!name.empty()) {
@@ -272,7 +272,7 @@ Status Reader::SortOps() {
 }
 
 Result<InitSpec> Reader::Init(size_t i) const {
-  const fb::InitDef* d = tensors_[i]->init();
+  const fb::Init* d = tensors_[i]->init();
   InitSpec s;
   s.kind = d->kind();
   if (s.kind > fb::InitKind::MAX)
@@ -302,7 +302,7 @@ Result<Shape> Reader::LeafShape(size_t i) const {
 }
 
 Status Reader::AddLeaf(Graph& g, size_t i) const {
-  const fb::TensorDef* t = tensors_[i];
+  const fb::Tensor* t = tensors_[i];
   const std::string name = Str(t->name());
   SINKRT_ASSIGN_OR_RETURN(Shape shape, LeafShape(i));
   switch (t->kind()) {
@@ -338,7 +338,7 @@ Status Reader::BuildCheckGraph() {
   }
   canonical_.resize(ops_.size());
   for (size_t i : order_) {
-    const fb::OpDef* op = ops_[i];
+    const fb::Op* op = ops_[i];
     const std::string where = OpWhere(i);
     std::vector<TensorId> in;
     for (uint32_t t : *op->inputs()) in.push_back(id[t]);
@@ -368,7 +368,7 @@ Status Reader::BuildCheckGraph() {
     for (size_t k = 0; k < n_out; ++k) {
       const uint32_t t = op->outputs()->Get(static_cast<flatbuffers::uoffset_t>(k));
       const TensorInfo& got = chk.tensor(node.outputs[k]);
-      const fb::TensorDef* file = tensors_[t];
+      const fb::Tensor* file = tensors_[t];
       const std::string out = "output " + std::to_string(k) + " " + TensorWhere(t);
       if (DTypeGiven(*file) && file->dtype() != got.dtype)
         return Error(
@@ -410,7 +410,7 @@ Status Reader::BuildGraph(Graph& g) const {
     t.name = Str(tensors_[i]->name());
     if (t.name.empty()) {
       // Unnamed: named after its op, as the builder names op outputs.
-      const fb::OpDef* op = ops_[producer_[i]];
+      const fb::Op* op = ops_[producer_[i]];
       const std::string op_name = Str(op->name());
       const auto& outs = *op->outputs();
       const size_t k = std::find(outs.begin(), outs.end(), static_cast<uint32_t>(i)) - outs.begin();
@@ -424,7 +424,7 @@ Status Reader::BuildGraph(Graph& g) const {
     if (!g.status().ok()) return Error(TensorWhere(i), g.status());
   }
   for (size_t i : order_) {
-    const fb::OpDef* op = ops_[i];
+    const fb::Op* op = ops_[i];
     g.AddOpInto(op->op(), {op->inputs()->begin(), op->inputs()->end()}, canonical_[i],
                 {op->outputs()->begin(), op->outputs()->end()}, Str(op->name()));
     if (!strategies_[i].empty()) g.Shard(static_cast<TensorId>(op->outputs()->Get(0)), strategies_[i]);
@@ -454,7 +454,7 @@ Status Reader::BuildGraph(Graph& g) const {
 }
 
 Result<std::optional<OptimizerSpec>> Reader::Optimizer() const {
-  const fb::OptimizerDef* d = def_.optimizer();
+  const fb::Optimizer* d = def_.optimizer();
   if (!d || d->kind() == fb::OptimizerKind::None) return std::optional<OptimizerSpec>();
   OptimizerSpec o;
   switch (d->kind()) {
@@ -492,7 +492,7 @@ Result<GraphFile> Reader::Read() {
 
 }  // namespace
 
-Result<GraphFile> ReadGraphDef(const fb::GraphDef& def, const std::string& source, const GraphLoadOptions& options) {
+Result<GraphFile> ReadGraph(const fb::Graph& def, const std::string& source, const GraphLoadOptions& options) {
   return Reader(def, source, options).Read();
 }
 

@@ -1,4 +1,4 @@
-// Graph -> binary GraphDef. Tables are built in tensor and op order and
+// Graph -> binary fb::Graph. Tables are built in tensor and op order and
 // defaults are left out, so equal graphs give equal bytes.
 #include <algorithm>
 
@@ -24,20 +24,20 @@ Result<fb::TensorKind> FileKind(const TensorInfo& t) {
                          " tensor; a graph file holds the forward graph, before autodiff and the optimizer pass");
 }
 
-fbs::Offset<fb::InitDef> WriteInit(fbs::FlatBufferBuilder& fbb, const InitSpec& s) {
-  // Inline bytes travel in TensorDef.inline_data; the blob offsets are the
+fbs::Offset<fb::Init> WriteInit(fbs::FlatBufferBuilder& fbb, const InitSpec& s) {
+  // Inline bytes travel in fb::Tensor.inline_data; the blob offsets are the
   // task stream's business.
-  return fb::CreateInitDef(fbb, s.kind, s.value, s.low, s.high, s.mean, s.stddev, s.seed, s.fan_in, s.fan_out);
+  return fb::CreateInit(fbb, s.kind, s.value, s.low, s.high, s.mean, s.stddev, s.seed, s.fan_in, s.fan_out);
 }
 
-fbs::Offset<fb::OptimizerDef> WriteOptimizer(fbs::FlatBufferBuilder& fbb, const OptimizerSpec& o) {
+fbs::Offset<fb::Optimizer> WriteOptimizer(fbs::FlatBufferBuilder& fbb, const OptimizerSpec& o) {
   fb::OptimizerKind kind = fb::OptimizerKind::SGD;
   switch (o.kind) {
     case OptimizerKind::SGD: kind = fb::OptimizerKind::SGD; break;
     case OptimizerKind::Momentum: kind = fb::OptimizerKind::Momentum; break;
     case OptimizerKind::Adam: kind = fb::OptimizerKind::Adam; break;
   }
-  return fb::CreateOptimizerDef(fbb, kind, o.learning_rate, o.momentum, o.nesterov, o.beta1, o.beta2, o.epsilon,
+  return fb::CreateOptimizer(fbb, kind, o.learning_rate, o.momentum, o.nesterov, o.beta1, o.beta2, o.epsilon,
                                 o.weight_decay);
 }
 
@@ -68,7 +68,7 @@ Result<std::vector<uint8_t>> SerializeGraph(const Graph& graph, const std::optio
   fbs::FlatBufferBuilder fbb(16 * 1024);
   fbb.ForceDefaults(false);
 
-  std::vector<fbs::Offset<fb::TensorDef>> tensors;
+  std::vector<fbs::Offset<fb::Tensor>> tensors;
   tensors.reserve(graph.tensors().size());
   for (const TensorInfo& t : graph.tensors()) {
     SINKRT_ASSIGN_OR_RETURN(fb::TensorKind kind, FileKind(t));
@@ -77,30 +77,30 @@ Result<std::vector<uint8_t>> SerializeGraph(const Graph& graph, const std::optio
     // when read, and [] is a shape.
     auto shape = fbb.CreateVector(t.shape);
     const bool leaf = kind == fb::TensorKind::Param || kind == fb::TensorKind::Const;
-    fbs::Offset<fb::InitDef> init = leaf ? WriteInit(fbb, t.init) : 0;
+    fbs::Offset<fb::Init> init = leaf ? WriteInit(fbb, t.init) : 0;
     fbs::Offset<fbs::Vector<uint8_t>> data =
         leaf && t.init.kind == fb::InitKind::Inline ? fbb.CreateVector(t.init.data) : 0;
-    tensors.push_back(fb::CreateTensorDef(fbb, name, t.dtype, shape, kind, init, data));
+    tensors.push_back(fb::CreateTensor(fbb, name, t.dtype, shape, kind, init, data));
   }
   auto tensors_vec = fbb.CreateVector(tensors);
 
-  std::vector<fbs::Offset<fb::OpDef>> ops;
+  std::vector<fbs::Offset<fb::Op>> ops;
   ops.reserve(graph.ops().size());
   for (const OpNode& op : graph.ops()) {
     auto name = fbb.CreateString(op.name);
     auto inputs = fbb.CreateVector(op.inputs);
     auto outputs = fbb.CreateVector(op.outputs);
     auto [options_type, options] = OpAttrsFor(fbb, op.op, op.attrs);
-    ops.push_back(fb::CreateOpDef(fbb, name, op.op, inputs, outputs, options_type, options, WriteStrategy(fbb, op)));
+    ops.push_back(fb::CreateOp(fbb, name, op.op, inputs, outputs, options_type, options, WriteStrategy(fbb, op)));
   }
   auto ops_vec = fbb.CreateVector(ops);
 
   auto name = fbb.CreateString(graph.name());
-  fbs::Offset<fb::OptimizerDef> opt = optimizer ? WriteOptimizer(fbb, *optimizer) : 0;
+  fbs::Offset<fb::Optimizer> opt = optimizer ? WriteOptimizer(fbb, *optimizer) : 0;
   auto outputs = fbb.CreateVector(graph.outputs());
-  auto root = fb::CreateGraphDef(fbb, graph_file::kFormatMajor, graph_file::kFormatMinor, name, tensors_vec, ops_vec,
+  auto root = fb::CreateGraph(fbb, graph_file::kFormatMajor, graph_file::kFormatMinor, name, tensors_vec, ops_vec,
                                  static_cast<int32_t>(graph.loss()), opt, outputs);
-  fb::FinishGraphDefBuffer(fbb, root);
+  fb::FinishGraphBuffer(fbb, root);
   return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
 }
 
