@@ -19,7 +19,7 @@
 #include "sinkrt/host/parallel_context.h"
 #include "sinkrt/host/pipeline.h"
 #include "sinkrt/host/shard_strategies.h"
-#include "sinkrt/runtime/file_io.h"
+#include "runtime/src/file_io.h"
 #include "sinkrt/runtime/status.h"
 
 namespace sinkrt::tools {
