@@ -57,8 +57,8 @@
 
 #include "allreduce_harness.h"
 #include "fusion_sweep.h"
-#include "sinkrt/device/communicator.h"
-#include "sinkrt/device/listening_inbox.h"
+#include "device/src/comm/communicator.h"
+#include "device/src/comm/rendezvous/listening_inbox.h"
 #include "support/tls_certs.h"
 
 namespace sinkrt::device {

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "kernels/small_gemm.h"
-#include "sinkrt/device/executor.h"
+#include "device/src/executor.h"
 #include "support/stream_builder.h"
 
 namespace sinkrt {

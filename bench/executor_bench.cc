@@ -3,7 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include "load_mlp.h"
-#include "sinkrt/device/executor.h"
+#include "device/src/executor.h"
 #include "sinkrt/device/in_process_device.h"
 #include "support/stream_builder.h"
 #include "support/test_models.h"

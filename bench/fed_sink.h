@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <thread>
 
-#include "sinkrt/device/executor.h"
+#include "device/src/executor.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/fb/task_stream_generated.h"  // ProgramKind
 #include "sinkrt/runtime/status.h"

@@ -40,7 +40,7 @@
 #include "load_mlp.h"
 #include "local_daemons.h"
 #include "host/src/model/feeder.h"
-#include "sinkrt/device/executor.h"
+#include "device/src/executor.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/dataset.h"
 

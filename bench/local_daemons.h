@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "sinkrt/device/executor.h"
+#include "device/src/executor.h"
 #include "sinkrt/host/callback.h"
 #include "sinkrt/host/local_cluster.h"
 #include "sinkrt/host/remote_device.h"

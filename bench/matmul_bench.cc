@@ -6,7 +6,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "sinkrt/device/executor.h"
+#include "device/src/executor.h"
 #include "support/stream_builder.h"
 
 namespace sinkrt {

@@ -69,7 +69,7 @@
 #include <vector>
 
 #include "recording_reporter.h"
-#include "sinkrt/device/executor.h"  // AvailableCores
+#include "device/src/executor.h"  // AvailableCores
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/shard_strategies.h"

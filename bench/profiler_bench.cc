@@ -8,10 +8,10 @@
 
 #include <string>
 
-#include "sinkrt/device/executor.h"
+#include "device/src/executor.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
-#include "sinkrt/runtime/clock.h"
+#include "runtime/src/clock.h"
 #include "support/test_models.h"
 
 namespace sinkrt {

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "comm/rendezvous/connection_plan.h"
-#include "sinkrt/device/communicator.h"
-#include "sinkrt/device/listening_inbox.h"
+#include "device/src/comm/communicator.h"
+#include "device/src/comm/rendezvous/listening_inbox.h"
 #include "support/str_cat.h"
 
 namespace sinkrt::device {

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "sinkrt/device/executor.h"
+#include "device/src/executor.h"
 
 namespace sinkrt {
 

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "sinkrt/device/executor.h"
+#include "device/src/executor.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model_zoo.h"

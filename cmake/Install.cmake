@@ -15,6 +15,7 @@ foreach(lib runtime host device)
   set_target_properties(sinkrt_${lib} PROPERTIES EXPORT_NAME ${lib})
 endforeach()
 set_target_properties(sinkrt_schemas PROPERTIES EXPORT_NAME schemas)
+set_target_properties(sinkrt_sinkrt PROPERTIES EXPORT_NAME sinkrt)
 
 install(TARGETS sinkd sinkrun sinkc sinkdump sinkprof
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
@@ -23,7 +24,7 @@ install(TARGETS sinkd sinkrun sinkc sinkdump sinkprof
 file(GLOB _sinkrt_schema_files ${PROJECT_SOURCE_DIR}/schemas/*.fbs)
 install(FILES ${_sinkrt_schema_files} DESTINATION ${CMAKE_INSTALL_DATADIR}/sinkrt/schemas COMPONENT runtime)
 
-install(TARGETS sinkrt_runtime sinkrt_host sinkrt_device sinkrt_schemas
+install(TARGETS sinkrt_runtime sinkrt_host sinkrt_device sinkrt_schemas sinkrt_sinkrt
         EXPORT sinkrtTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
@@ -31,9 +32,13 @@ foreach(part runtime host device)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${part}/include/sinkrt/${part}
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sinkrt COMPONENT dev FILES_MATCHING PATTERN "*.h")
 endforeach()
-# Public headers name FlatBuffers types (fb::DType, fb::BufferRole, ...), so
-# the generated headers ship with them.
-foreach(s ${SINKRT_SCHEMAS})
+# The application's umbrella header (all three libraries).
+install(FILES ${PROJECT_SOURCE_DIR}/include/sinkrt/sinkrt.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sinkrt COMPONENT dev)
+# Public headers still name FlatBuffers types (fb::DType in dtype.h,
+# fb::OpCode in graph.h, fb::BufferRole in compiler.h), so the generated
+# headers they include ship with them until the API has enums of its own;
+# the graph, checkpoint and wire schemas' headers are internal.
+foreach(s common task_stream)
   install(FILES ${SINKRT_GEN_DIR}/${s}_generated.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sinkrt/fb COMPONENT dev)
 endforeach()
 # The example application, as a starting point (docs/guide/install.md, "Use sinkrt

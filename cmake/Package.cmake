@@ -34,7 +34,7 @@ set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 # Debian's dnnl-config.cmake asks for OpenCL (its GPU runtime), hence the
 # OpenCL headers and loader.
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
-    "sinkrt (= ${PROJECT_VERSION}), libdnnl-dev, libflatbuffers-dev, zlib1g-dev, libssl-dev, nlohmann-json3-dev, libasio-dev, ocl-icd-opencl-dev, opencl-c-headers, g++ (>= 4:12), cmake (>= 3.25)")
+    "sinkrt (= ${PROJECT_VERSION}), libdnnl-dev, libflatbuffers-dev, zlib1g-dev, libssl-dev, nlohmann-json3-dev, ocl-icd-opencl-dev, opencl-c-headers, g++ (>= 4:12), cmake (>= 3.25)")
 string(CONCAT CPACK_COMPONENT_DEV_DESCRIPTION
     "Headers, static libraries, the CMake package (find_package(sinkrt)) and the\n"
     "pkg-config file for C++ applications that build, compile and train graphs\n"

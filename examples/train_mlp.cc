@@ -10,9 +10,7 @@
 #include <random>
 #include <thread>
 
-#include "sinkrt/device/in_process_device.h"
-#include "sinkrt/device/openmp_policy.h"
-#include "sinkrt/host/compiler.h"
+#include <sinkrt/sinkrt.h>
 
 using namespace sinkrt;
 

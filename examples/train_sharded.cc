@@ -12,13 +12,7 @@
 #include <memory>
 #include <vector>
 
-#include "sinkrt/device/in_process_device.h"
-#include "sinkrt/device/openmp_policy.h"
-#include "sinkrt/host/callbacks.h"
-#include "sinkrt/host/dataset.h"
-#include "sinkrt/host/job_plan.h"
-#include "sinkrt/host/model.h"
-#include "sinkrt/host/model_zoo.h"
+#include <sinkrt/sinkrt.h>
 
 using namespace sinkrt;
 

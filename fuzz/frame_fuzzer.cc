@@ -19,7 +19,7 @@
 #include "fuzz_support.h"
 #include "sinkrt/runtime/profile_record.h"
 #include "sinkrt/runtime/task_stream_verifier.h"  // ProgramKindName
-#include "sinkrt/runtime/wire.h"
+#include "runtime/src/wire.h"
 
 namespace {
 

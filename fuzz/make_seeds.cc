@@ -6,7 +6,7 @@
 //
 //   cmake --build build --target sinkrt_host sinkrt_runtime
 //   cmake --build build-fuzz --target sinkrt_schemas_gen
-//   g++ -std=c++20 -O1 -Iruntime/include -Ihost/include -Ibuild-fuzz/generated \
+//   g++ -std=c++20 -O1 -I. -Iruntime/include -Ihost/include -Ibuild-fuzz/generated \
 //       -DASIO_STANDALONE fuzz/make_seeds.cc \
 //       build/host/libsinkrt_host.a build/runtime/libsinkrt_runtime.a \
 //       -lflatbuffers -lz -ldnnl -o /tmp/make_seeds
@@ -23,9 +23,9 @@
 #include "sinkrt/host/graph.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/runtime/format.h"
-#include "sinkrt/runtime/hello.h"
+#include "runtime/src/hello.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
-#include "sinkrt/runtime/wire.h"
+#include "runtime/src/wire.h"
 
 namespace fs = std::filesystem;
 using namespace sinkrt;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "sinkrt/device/device_options.h"
-#include "sinkrt/device/executor.h"
+#include "device/src/executor.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/format.h"

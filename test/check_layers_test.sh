@@ -7,7 +7,7 @@ repo=$1
 tmp=$(mktemp -d /tmp/sinkrt-layers.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
-for tree in runtime device host cli tools examples test; do
+for tree in include runtime device host cli tools examples test; do
   cp -r "$repo/$tree" "$tmp/$tree"
 done
 check() { /usr/bin/python3 "$repo/scripts/check_layers" --root "$tmp"; }
@@ -27,6 +27,8 @@ device_line=$(plant device/src/executor.cc sinkrt/host/graph.h)
 tools_line=$(plant tools/sinkc.cc host/src/job/manifest.h)
 bare_line=$(plant host/src/parallel/parallel_context.cc tensor_layout/layout.h)
 test_line=$(plant test/amp_test.cc ../host/src/util/hex.h)
+# A public header may include public headers only: the internal ones are not installed.
+public_line=$(plant runtime/include/sinkrt/runtime/device_link.h runtime/src/wire.h)
 mkdir "$tmp/host/src/newroom" && echo 'int x;' >"$tmp/host/src/newroom/x.cc"
 
 set +e
@@ -41,6 +43,7 @@ expect "device/src/executor.cc:$device_line: room device/ may not include room h
 expect "tools/sinkc.cc:$tools_line: room tools/ may not include room host/src/job/ (host/src/job/manifest.h)"
 expect "host/src/parallel/parallel_context.cc:$bare_line: include host/src headers by their path from the repository root (\"host/src/parallel/tensor_layout/layout.h\", not \"tensor_layout/layout.h\")"
 expect "test/amp_test.cc:$test_line: include host/src headers by their path from the repository root (\"host/src/util/hex.h\", not \"../host/src/util/hex.h\")"
+expect "runtime/include/sinkrt/runtime/device_link.h:$public_line: room runtime/include/ may not include room runtime/ (runtime/src/wire.h)"
 expect "host/src/newroom/x.cc:1: lies in no room of host/src/README.md"
-[[ $(grep -c ':[0-9]*: ' <<<"$out") -eq 6 ]] || fail "expected exactly the 6 planted violations"
+[[ $(grep -c ':[0-9]*: ' <<<"$out") -eq 7 ]] || fail "expected exactly the 7 planted violations"
 echo "check_layers_test: every planted violation was found"

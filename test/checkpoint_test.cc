@@ -14,7 +14,7 @@
 #include "sinkrt/fb/checkpoint_generated.h"
 #include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/model.h"
-#include "sinkrt/runtime/file_io.h"
+#include "runtime/src/file_io.h"
 #include "support/checkpoint_restamp.h"
 #include "support/model_fixtures.h"
 #include "support/test_util.h"

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "comm/algorithms/allreduce_choice.h"
-#include "sinkrt/device/communicator.h"
+#include "device/src/comm/communicator.h"
 #include "support/comm_cluster.h"
 
 namespace sinkrt::device {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "sinkrt/device/communicator.h"
+#include "device/src/comm/communicator.h"
 #include "support/comm_cluster.h"
 
 namespace sinkrt::device {

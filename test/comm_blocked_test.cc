@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "sinkrt/device/communicator.h"
+#include "device/src/comm/communicator.h"
 #include "sinkrt/device/device_options.h"
-#include "sinkrt/device/executor.h"
+#include "device/src/executor.h"
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/format.h"
 #include "sinkrt/runtime/task_stream_verifier.h"

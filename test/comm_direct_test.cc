@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "comm/algorithms/reduce.h"
-#include "sinkrt/device/communicator.h"
-#include "sinkrt/device/executor.h"
-#include "sinkrt/device/listening_inbox.h"
+#include "device/src/comm/communicator.h"
+#include "device/src/executor.h"
+#include "device/src/comm/rendezvous/listening_inbox.h"
 #include "sinkrt/host/compiler.h"
 #include "support/comm_cluster.h"
 #include "support/test_models.h"

@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "comm/topology.h"
-#include "sinkrt/device/communicator.h"
+#include "device/src/comm/communicator.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
-#include "sinkrt/runtime/bf16.h"
+#include "runtime/src/bf16.h"
 #include "support/comm_cluster.h"
 #include "support/in_process_world.h"
 #include "support/model_fixtures.h"

@@ -13,9 +13,9 @@
 
 #include "comm/algorithms/partners.h"
 #include "comm/rendezvous/connection_plan.h"
-#include "sinkrt/device/communicator.h"
+#include "device/src/comm/communicator.h"
 #include "sinkrt/device/device_options.h"
-#include "sinkrt/device/executor.h"
+#include "device/src/executor.h"
 #include "sinkrt/runtime/format.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/alltoall_stream.h"

@@ -14,16 +14,16 @@
 #include <random>
 #include <thread>
 
-#include "sinkrt/device/communicator.h"
-#include "sinkrt/device/daemon.h"
+#include "device/src/comm/communicator.h"
+#include "device/src/daemon/daemon.h"
 #include "sinkrt/device/device_options.h"
-#include "sinkrt/device/listening_inbox.h"
-#include "sinkrt/device/task_positions.h"
+#include "device/src/comm/rendezvous/listening_inbox.h"
+#include "device/src/task_positions.h"
 #include "comm/algorithms/reduce.h"
 #include "sinkrt/host/remote_device.h"
-#include "sinkrt/runtime/env.h"
-#include "sinkrt/runtime/hello.h"
-#include "sinkrt/runtime/wire.h"
+#include "runtime/src/env.h"
+#include "runtime/src/hello.h"
+#include "runtime/src/wire.h"
 #include "support/comm_cluster.h"
 #include "support/scoped_env.h"
 

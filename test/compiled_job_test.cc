@@ -16,7 +16,7 @@
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/model.h"
-#include "sinkrt/runtime/file_io.h"
+#include "runtime/src/file_io.h"
 #include "support/model_fixtures.h"
 #include "support/test_models.h"
 #include "support/test_util.h"

@@ -4,9 +4,9 @@
 
 #include <random>
 
-#include "sinkrt/device/executor.h"
+#include "device/src/executor.h"
 #include "sinkrt/host/compiler.h"
-#include "sinkrt/runtime/file_io.h"
+#include "runtime/src/file_io.h"
 #include "sinkrt/runtime/format.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/test_models.h"

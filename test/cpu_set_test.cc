@@ -1,6 +1,6 @@
-// Core lists (sinkrt/runtime/cpu_set.h): parsing and printing them as
+// Core lists (runtime/src/cpu_set.h): parsing and printing them as
 // taskset does, sharing a machine's cores among local daemons, and binding.
-#include "sinkrt/runtime/cpu_set.h"
+#include "runtime/src/cpu_set.h"
 
 #include <gtest/gtest.h>
 #include <sched.h>

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <optional>
 
-#include "sinkrt/device/daemon.h"
+#include "device/src/daemon/daemon.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/remote_device.h"

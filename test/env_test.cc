@@ -10,7 +10,7 @@
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/remote_device.h"
-#include "sinkrt/runtime/env.h"
+#include "runtime/src/env.h"
 #include "support/scoped_env.h"
 
 namespace sinkrt {

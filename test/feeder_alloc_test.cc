@@ -22,7 +22,7 @@
 #include "host/src/dataset/batch_builder.h"
 #include "host/src/dataset/batch_writer.h"
 #include "host/src/model/feeder.h"
-#include "sinkrt/device/executor.h"
+#include "device/src/executor.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/dataset.h"

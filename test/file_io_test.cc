@@ -2,7 +2,7 @@
 // what it is) and what is larger than its format allows; writes report the
 // system's reason; a directory is known writable before work is done in it;
 // only dead writers' temporaries are removed.
-#include "sinkrt/runtime/file_io.h"
+#include "runtime/src/file_io.h"
 
 #include <gtest/gtest.h>
 #include <sys/file.h>

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "kernels/dnnl_kernel.h"
-#include "sinkrt/runtime/bf16.h"
+#include "runtime/src/bf16.h"
 #include "support/kernel_runner.h"
 
 namespace sinkrt::device {

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "sinkrt/runtime/bf16.h"
+#include "runtime/src/bf16.h"
 #include "support/kernel_runner.h"
 
 namespace sinkrt::device {

@@ -10,7 +10,7 @@
 #include <limits>
 #include <vector>
 
-#include "sinkrt/runtime/loss_scale_rule.h"
+#include "runtime/src/loss_scale_rule.h"
 #include "support/kernel_runner.h"
 #include "support/test_util.h"
 

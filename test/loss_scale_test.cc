@@ -20,7 +20,7 @@
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/loss_scale.h"
 #include "sinkrt/host/model.h"
-#include "sinkrt/runtime/loss_scale_rule.h"
+#include "runtime/src/loss_scale_rule.h"
 #include "support/in_process_world.h"
 #include "support/model_fixtures.h"
 #include "support/test_models.h"

@@ -17,9 +17,9 @@
 #include <mutex>
 #include <thread>
 
-#include "sinkrt/device/daemon.h"
+#include "device/src/daemon/daemon.h"
 #include "sinkrt/host/communication.h"
-#include "sinkrt/runtime/auth.h"
+#include "runtime/src/auth.h"
 #include "support/raw_frames.h"
 #include "support/slow_loris.h"
 #include "support/tcp_recorder.h"

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "data_queue.h"
-#include "sinkrt/device/executor.h"
+#include "device/src/executor.h"
 #include "sinkrt/host/model.h"
 #include "support/feeder.h"
 #include "support/model_fixtures.h"

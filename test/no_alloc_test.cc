@@ -32,9 +32,9 @@
 #include <utility>
 #include <vector>
 
-#include "sinkrt/device/communicator.h"
-#include "sinkrt/device/executor.h"
-#include "sinkrt/device/listening_inbox.h"
+#include "device/src/comm/communicator.h"
+#include "device/src/executor.h"
+#include "device/src/comm/rendezvous/listening_inbox.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "support/comm_cluster.h"

@@ -21,7 +21,7 @@
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/shard_strategies.h"
-#include "sinkrt/runtime/file_io.h"
+#include "runtime/src/file_io.h"
 #include "support/in_process_world.h"
 #include "support/model_fixtures.h"
 #include "support/test_models.h"

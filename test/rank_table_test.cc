@@ -11,7 +11,7 @@
 #include <string>
 
 #include "sinkrt/runtime/address.h"
-#include "sinkrt/runtime/file_io.h"
+#include "runtime/src/file_io.h"
 
 namespace sinkrt {
 namespace {

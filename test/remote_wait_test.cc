@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "sinkrt/host/remote_device.h"
-#include "sinkrt/runtime/hello.h"
-#include "sinkrt/runtime/wire.h"
+#include "runtime/src/hello.h"
+#include "runtime/src/wire.h"
 #include "support/loopback_listener.h"
 #include "support/raw_frames.h"
 #include "support/text.h"

@@ -16,7 +16,7 @@
 #include <mutex>
 #include <thread>
 
-#include "sinkrt/device/daemon.h"
+#include "device/src/daemon/daemon.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/remote_device.h"
 #include "support/model_fixtures.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "sinkrt/host/local_cluster.h"
-#include "sinkrt/runtime/cpu_set.h"
+#include "runtime/src/cpu_set.h"
 #include "support/run_binary.h"
 
 namespace sinkrt {

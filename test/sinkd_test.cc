@@ -14,7 +14,7 @@
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/remote_device.h"
-#include "sinkrt/runtime/wire_socket.h"
+#include "runtime/src/wire_socket.h"
 #include "support/model_fixtures.h"
 #include "support/sinkd_process.h"
 #include "support/test_models.h"

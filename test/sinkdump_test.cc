@@ -17,7 +17,7 @@
 #include "support/alltoall_stream.h"
 #include "support/run_binary.h"
 #include "sinkrt/runtime/format.h"
-#include "sinkrt/runtime/file_io.h"
+#include "runtime/src/file_io.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/test_models.h"
 

@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "sinkrt/runtime/tls.h"
-#include "sinkrt/runtime/wire.h"
-#include "sinkrt/runtime/wire_socket.h"
+#include "runtime/src/wire.h"
+#include "runtime/src/wire_socket.h"
 #include "support/tls_certs.h"
 
 namespace sinkrt {

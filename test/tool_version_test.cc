@@ -16,7 +16,7 @@
 #include "sinkrt/host/file_formats.h"
 #include "sinkrt/runtime/format.h"
 #include "sinkrt/runtime/version.h"
-#include "sinkrt/runtime/wire.h"
+#include "runtime/src/wire.h"
 #include "support/run_binary.h"
 
 namespace sinkrt {

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "sinkrt/runtime/hello.h"
-#include "sinkrt/runtime/wire.h"
+#include "runtime/src/hello.h"
+#include "runtime/src/wire.h"
 
 namespace sinkrt {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "sinkrun.h"
 #include "sinkrt/device/device_options.h"
-#include "sinkrt/device/executor.h"
+#include "device/src/executor.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/device/openmp_policy.h"
 #include "sinkrt/host/communication.h"

@@ -26,7 +26,7 @@
 #include "dump_file_kind.h"
 #include "dump_format.h"
 #include "cli/tool_version.h"
-#include "sinkrt/runtime/file_io.h"
+#include "runtime/src/file_io.h"
 #include "sinkrt/runtime/format.h"
 #include "sinkrt/runtime/version.h"
 

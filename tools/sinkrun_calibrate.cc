@@ -28,17 +28,17 @@
 #include <thread>
 #include <vector>
 
-#include "sinkrt/device/communicator.h"
+#include "device/src/comm/communicator.h"
 #include "sinkrt/device/in_process_device.h"
-#include "sinkrt/device/executor.h"
-#include "sinkrt/device/listening_inbox.h"
+#include "device/src/executor.h"
+#include "device/src/comm/rendezvous/listening_inbox.h"
 #include "sinkrt/host/calibration.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/dataset.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/fb/task_stream_generated.h"
-#include "sinkrt/runtime/file_io.h"
+#include "runtime/src/file_io.h"
 #include "sinkrun.h"
 
 namespace sinkrt::tools {

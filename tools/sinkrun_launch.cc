@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "sinkrun.h"
-#include "sinkrt/runtime/env.h"
-#include "sinkrt/runtime/file_io.h"
+#include "runtime/src/env.h"
+#include "runtime/src/file_io.h"
 
 namespace sinkrt::tools {
 namespace {

@@ -26,7 +26,7 @@
 
 #include "sinkrun.h"
 #include "sinkrt/host/communication.h"
-#include "sinkrt/runtime/cpu_set.h"
+#include "runtime/src/cpu_set.h"
 
 extern char** environ;
 

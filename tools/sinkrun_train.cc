@@ -25,7 +25,7 @@
 #include "parallel_flags.h"
 #include "plan_text.h"
 #include "sinkrun.h"
-#include "sinkrt/device/executor.h"
+#include "sinkrt/device/device_options.h"
 #include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/communication.h"
 #include "sinkrt/host/compiled_job.h"
@@ -35,8 +35,8 @@
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/report_callback.h"
 #include "sinkrt/host/shard_strategies.h"
-#include "sinkrt/runtime/env.h"
-#include "sinkrt/runtime/file_io.h"
+#include "runtime/src/env.h"
+#include "runtime/src/file_io.h"
 
 namespace sinkrt::tools {
 namespace {

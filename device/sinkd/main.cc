@@ -19,10 +19,10 @@
 
 #include "cli/cli_validators.h"
 #include "cli/tool_version.h"
-#include "sinkrt/device/daemon.h"
-#include "sinkrt/runtime/cpu_set.h"
+#include "device/src/daemon/daemon.h"
+#include "runtime/src/cpu_set.h"
 #include "sinkrt/device/openmp_policy.h"
-#include "sinkrt/runtime/env.h"
+#include "runtime/src/env.h"
 #include "sinkrt/runtime/rank_table.h"
 #include "sinkrt/runtime/version.h"
 

@@ -29,12 +29,12 @@
 #include <string>
 #include <vector>
 
-#include "sinkrt/device/communicator.h"
+#include "device/src/comm/communicator.h"
 #include "sinkrt/device/device_options.h"
-#include "sinkrt/device/executor.h"
+#include "device/src/executor.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/device_link.h"
-#include "sinkrt/runtime/wire.h"
+#include "runtime/src/wire.h"
 
 namespace sinkrt::device {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <climits>
 
-#include "sinkrt/runtime/env.h"
+#include "runtime/src/env.h"
 
 namespace sinkrt::device {
 

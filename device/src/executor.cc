@@ -1,4 +1,4 @@
-#include "sinkrt/device/executor.h"
+#include "device/src/executor.h"
 
 #include <omp.h>
 #include <pthread.h>
@@ -14,7 +14,7 @@
 #include "team/worker_team.h"
 #include "loaded_job.h"
 #include "sinkrt/runtime/dtype.h"
-#include "sinkrt/runtime/clock.h"
+#include "runtime/src/clock.h"
 #include "sinkrt/runtime/format.h"
 
 namespace sinkrt::device {

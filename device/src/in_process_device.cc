@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "device_core.h"
-#include "sinkrt/device/listening_inbox.h"
-#include "sinkrt/runtime/clock.h"
+#include "device/src/comm/rendezvous/listening_inbox.h"
+#include "runtime/src/clock.h"
 
 namespace sinkrt::device {
 

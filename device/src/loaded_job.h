@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "arena.h"
-#include "sinkrt/device/communicator.h"
+#include "device/src/comm/communicator.h"
 #include "data_queue.h"
 #include "kernels/dnnl_runtime.h"
 #include "kernels/kernel.h"

@@ -1,5 +1,5 @@
 // Words for a stream position, as a stall report gives them.
-#include "sinkrt/device/task_positions.h"
+#include "device/src/task_positions.h"
 
 #include <cstdio>
 #include <string_view>

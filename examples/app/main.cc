@@ -15,12 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "sinkrt/device/device_options.h"
-#include "sinkrt/device/in_process_device.h"
-#include "sinkrt/device/openmp_policy.h"
-#include "sinkrt/host/model.h"
-#include "sinkrt/host/remote_device.h"
-#include "sinkrt/runtime/version.h"
+#include <sinkrt/sinkrt.h>
 
 using namespace sinkrt;
 

@@ -1,4 +1,4 @@
-#include "sinkrt/runtime/auth.h"
+#include "runtime/src/auth.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>

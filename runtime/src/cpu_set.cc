@@ -1,4 +1,4 @@
-#include "sinkrt/runtime/cpu_set.h"
+#include "runtime/src/cpu_set.h"
 
 #include <sched.h>
 

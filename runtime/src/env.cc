@@ -1,4 +1,4 @@
-#include "sinkrt/runtime/env.h"
+#include "runtime/src/env.h"
 
 #include <cerrno>
 #include <cstdlib>

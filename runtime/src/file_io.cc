@@ -1,4 +1,4 @@
-#include "sinkrt/runtime/file_io.h"
+#include "runtime/src/file_io.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "sinkrt/runtime/hello.h"
+#include "runtime/src/hello.h"
 
 namespace sinkrt {
 

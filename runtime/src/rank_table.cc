@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
-#include "sinkrt/runtime/env.h"
-#include "sinkrt/runtime/file_io.h"
+#include "runtime/src/env.h"
+#include "runtime/src/file_io.h"
 
 namespace sinkrt {
 namespace {
@@ -323,7 +323,7 @@ Result<RankTable> ParseUnprefixed(std::string_view text, uint16_t base_port) {
 Result<std::optional<uint32_t>> EnvUint(const char* name) {
   const char* value = name ? std::getenv(name) : nullptr;
   if (!value) return std::optional<uint32_t>();
-  // The environment's one parser (sinkrt/runtime/env.h); digits that do not
+  // The environment's one parser (runtime/src/env.h); digits that do not
   // fit it are a number too large, not garbage.
   const std::optional<long long> parsed = ParseNonNegativeInteger(value);
   const bool digits = *value && std::all_of(value, value + std::strlen(value), [](char c) { return c >= '0' && c <= '9'; });

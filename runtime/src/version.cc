@@ -1,7 +1,7 @@
 #include "sinkrt/runtime/version.h"
 
 #include "sinkrt/runtime/format.h"
-#include "sinkrt/runtime/wire.h"
+#include "runtime/src/wire.h"
 
 namespace sinkrt {
 

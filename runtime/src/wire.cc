@@ -1,9 +1,9 @@
-#include "sinkrt/runtime/wire.h"
+#include "runtime/src/wire.h"
 
 #include <cstdlib>
 #include <cstring>
 
-#include "sinkrt/runtime/env.h"
+#include "runtime/src/env.h"
 #include "sinkrt/runtime/profile_record.h"
 
 namespace sinkrt {

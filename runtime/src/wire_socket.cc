@@ -1,4 +1,4 @@
-#include "sinkrt/runtime/wire_socket.h"
+#include "runtime/src/wire_socket.h"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>

@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "sinkrt/device/communicator.h"
-#include "sinkrt/device/listening_inbox.h"
+#include "device/src/comm/communicator.h"
+#include "device/src/comm/rendezvous/listening_inbox.h"
 
 namespace sinkrt::testing {
 

@@ -13,9 +13,9 @@
 
 #include <gtest/gtest.h>
 
-#include "sinkrt/runtime/hello.h"
-#include "sinkrt/runtime/wire.h"
-#include "sinkrt/runtime/wire_socket.h"
+#include "runtime/src/hello.h"
+#include "runtime/src/wire.h"
+#include "runtime/src/wire_socket.h"
 
 namespace sinkrt::testing {
 

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "sinkrt/runtime/wire_socket.h"
+#include "runtime/src/wire_socket.h"
 #include "support/raw_frames.h"
 
 namespace sinkrt::testing {

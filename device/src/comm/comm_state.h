@@ -16,7 +16,7 @@
 #include "comm/transport/direct.h"
 #include "comm/transport/mesh.h"
 #include "comm/transport/transport.h"
-#include "sinkrt/device/communicator.h"
+#include "device/src/comm/communicator.h"
 
 namespace sinkrt::device {
 

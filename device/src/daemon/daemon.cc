@@ -1,4 +1,4 @@
-#include "sinkrt/device/daemon.h"
+#include "device/src/daemon/daemon.h"
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -15,12 +15,12 @@
 #include "job_session.h"
 #include "peer_hub.h"
 #include "sink_worker.h"
-#include "sinkrt/device/communicator.h"
-#include "sinkrt/device/executor.h"
+#include "device/src/comm/communicator.h"
+#include "device/src/executor.h"
 #include "sinkrt/runtime/admission.h"
-#include "sinkrt/runtime/auth.h"
-#include "sinkrt/runtime/hello.h"
-#include "sinkrt/runtime/wire_socket.h"
+#include "runtime/src/auth.h"
+#include "runtime/src/hello.h"
+#include "runtime/src/wire_socket.h"
 
 namespace sinkrt::device {
 namespace {

@@ -1,5 +1,5 @@
-#include "sinkrt/device/daemon.h"
-#include "sinkrt/runtime/env.h"
+#include "device/src/daemon/daemon.h"
+#include "runtime/src/env.h"
 
 namespace sinkrt::device {
 

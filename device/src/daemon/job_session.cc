@@ -8,8 +8,8 @@
 
 #include "daemon_log.h"
 #include "hangup_watch.h"
-#include "sinkrt/runtime/clock.h"
-#include "sinkrt/runtime/file_io.h"
+#include "runtime/src/clock.h"
+#include "runtime/src/file_io.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 

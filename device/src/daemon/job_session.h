@@ -25,8 +25,8 @@
 #include "device_core.h"
 #include "peer_hub.h"
 #include "sink_worker.h"
-#include "sinkrt/device/daemon.h"
-#include "sinkrt/runtime/wire_socket.h"
+#include "device/src/daemon/daemon.h"
+#include "runtime/src/wire_socket.h"
 
 namespace sinkrt::device {
 

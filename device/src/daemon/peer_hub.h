@@ -25,8 +25,8 @@
 #include <string>
 #include <thread>
 
-#include "sinkrt/device/communicator.h"
-#include "sinkrt/runtime/wire_socket.h"
+#include "device/src/comm/communicator.h"
+#include "runtime/src/wire_socket.h"
 
 namespace sinkrt::device {
 

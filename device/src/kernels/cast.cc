@@ -1,10 +1,10 @@
 // Cast between F32 and BF16, and the identity cast (docs/reference/ops.md). Narrowing
-// rounds to nearest even and keeps NaNs (sinkrt/runtime/bf16.h).
+// rounds to nearest even and keeps NaNs (runtime/src/bf16.h).
 #include <cstring>
 
 #include "check.h"
 #include "kernel_list.h"
-#include "sinkrt/runtime/bf16.h"
+#include "runtime/src/bf16.h"
 
 namespace sinkrt::device {
 namespace {

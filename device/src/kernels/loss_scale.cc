@@ -9,7 +9,7 @@
 
 #include "check.h"
 #include "kernel_list.h"
-#include "sinkrt/runtime/loss_scale_rule.h"
+#include "runtime/src/loss_scale_rule.h"
 
 namespace sinkrt::device {
 namespace {

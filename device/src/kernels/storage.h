@@ -4,14 +4,14 @@
 // with Load and write with Store<T>: the float instantiation is the plain
 // float loop it always was (Load and Store are the identity), and the bf16
 // one computes in f32 and rounds once per stored element (round to nearest
-// even, sinkrt/runtime/bf16.h). Both convert without branches, so the loops
+// even, runtime/src/bf16.h). Both convert without branches, so the loops
 // still vectorise.
 #pragma once
 
 #include <cstdint>
 
 #include "kernel.h"
-#include "sinkrt/runtime/bf16.h"
+#include "runtime/src/bf16.h"
 
 namespace sinkrt::device {
 

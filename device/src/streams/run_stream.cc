@@ -2,7 +2,7 @@
 #include "init/initializer.h"
 #include "loaded_job.h"
 #include "team/worker_team.h"
-#include "sinkrt/runtime/clock.h"
+#include "runtime/src/clock.h"
 
 namespace sinkrt::device {
 namespace {

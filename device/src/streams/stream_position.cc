@@ -4,7 +4,7 @@
 #include <string_view>
 
 #include "loaded_job.h"
-#include "sinkrt/runtime/clock.h"
+#include "runtime/src/clock.h"
 
 namespace sinkrt::device {
 namespace {

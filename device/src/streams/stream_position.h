@@ -16,7 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "sinkrt/device/task_positions.h"
+#include "device/src/task_positions.h"
 #include "sinkrt/fb/task_stream_generated.h"
 
 namespace sinkrt::device {

@@ -22,7 +22,7 @@
 #include <cstdlib>
 #include <ctime>
 
-#include "sinkrt/runtime/env.h"
+#include "runtime/src/env.h"
 
 namespace sinkrt::device {
 

@@ -10,7 +10,7 @@
 #include "host/src/util/hex.h"
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/fb/task_stream_generated.h"
-#include "sinkrt/runtime/file_io.h"
+#include "runtime/src/file_io.h"
 #include "sinkrt/runtime/format.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 

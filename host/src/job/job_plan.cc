@@ -11,7 +11,7 @@
 
 #include "sinkrt/host/pipeline.h"
 #include "sinkrt/host/shard_strategies.h"
-#include "sinkrt/runtime/file_io.h"
+#include "runtime/src/file_io.h"
 
 namespace sinkrt::host {
 

@@ -8,7 +8,7 @@
 #include "host/src/dataset/batch_writer.h"
 #include "host/src/model/validate.h"
 #include "host/src/profile/profile_session.h"
-#include "sinkrt/runtime/clock.h"
+#include "runtime/src/clock.h"
 
 namespace sinkrt::host {
 namespace {

@@ -18,7 +18,7 @@
 #include "host/src/model/model_impl.h"
 #include "host/src/model/validate.h"
 #include "sinkrt/host/communication.h"
-#include "sinkrt/runtime/env.h"
+#include "runtime/src/env.h"
 #include "sinkrt/runtime/version.h"
 
 namespace sinkrt::host {

@@ -24,7 +24,7 @@
 #include "host/src/profile/profile_session.h"
 #include "sinkrt/host/communication.h"
 #include "sinkrt/host/profiler.h"
-#include "sinkrt/runtime/clock.h"
+#include "runtime/src/clock.h"
 
 namespace sinkrt::host {
 namespace {

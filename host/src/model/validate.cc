@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-#include "sinkrt/runtime/env.h"
+#include "runtime/src/env.h"
 
 namespace sinkrt::host {
 namespace {

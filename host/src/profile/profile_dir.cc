@@ -13,7 +13,7 @@
 #include "host/src/profile/chrome_trace.h"
 #include "host/src/profile/summarize.h"
 #include "host/src/profile/summary_svg.h"
-#include "sinkrt/runtime/file_io.h"
+#include "runtime/src/file_io.h"
 #include "sinkrt/runtime/format.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 

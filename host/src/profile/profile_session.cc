@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "sinkrt/fb/task_stream_generated.h"
-#include "sinkrt/runtime/clock.h"
+#include "runtime/src/clock.h"
 
 namespace sinkrt::host {
 

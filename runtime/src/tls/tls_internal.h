@@ -9,7 +9,7 @@
 #include <string>
 
 #include "sinkrt/runtime/tls.h"
-#include "sinkrt/runtime/wire_socket.h"
+#include "runtime/src/wire_socket.h"
 
 namespace sinkrt {
 

@@ -127,4 +127,8 @@ struct DeviceOptions {
   }
 };
 
+/// Cores this process may run on (sched_getaffinity), at least 1: the
+/// default for DeviceOptions::threads and for how many devices share a machine.
+int AvailableCores();
+
 }  // namespace sinkrt::device

@@ -24,7 +24,7 @@
 #include <cstdint>
 
 #include "comm/topology.h"
-#include "sinkrt/device/communicator.h"
+#include "device/src/comm/communicator.h"
 
 namespace sinkrt::device {
 

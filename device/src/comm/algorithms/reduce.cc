@@ -3,7 +3,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "sinkrt/runtime/bf16.h"
+#include "runtime/src/bf16.h"
 
 namespace sinkrt::device {
 

@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "sinkrt/device/communicator.h"
+#include "device/src/comm/communicator.h"
 
 namespace sinkrt::device {
 

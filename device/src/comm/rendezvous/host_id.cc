@@ -13,7 +13,7 @@
 #include <climits>
 #include <fstream>
 
-#include "sinkrt/device/communicator.h"
+#include "device/src/comm/communicator.h"
 
 namespace sinkrt::device {
 

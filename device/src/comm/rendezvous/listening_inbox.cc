@@ -1,4 +1,4 @@
-#include "sinkrt/device/listening_inbox.h"
+#include "device/src/comm/rendezvous/listening_inbox.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "sinkrt/runtime/auth.h"
+#include "runtime/src/auth.h"
 
 namespace sinkrt::device {
 namespace {

@@ -41,9 +41,9 @@
 #include "comm/rendezvous/connection_plan.h"
 #include "comm/transport/socket_mesh.h"
 #include "comm/wire/comm_wire.h"
-#include "sinkrt/runtime/auth.h"
-#include "sinkrt/runtime/hello.h"
-#include "sinkrt/runtime/wire.h"
+#include "runtime/src/auth.h"
+#include "runtime/src/hello.h"
+#include "runtime/src/wire.h"
 
 namespace sinkrt::device {
 namespace {

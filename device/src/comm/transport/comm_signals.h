@@ -17,7 +17,7 @@
 #include <mutex>
 #include <vector>
 
-#include "sinkrt/device/task_positions.h"
+#include "device/src/task_positions.h"
 #include "sinkrt/runtime/status.h"
 #include "comm/transport/transport.h"
 

@@ -18,7 +18,7 @@
 #include "comm/transport/comm_signals.h"
 #include "comm/transport/direct.h"
 #include "comm/transport/transport.h"
-#include "sinkrt/device/communicator.h"
+#include "device/src/comm/communicator.h"
 #include "sinkrt/runtime/status.h"
 
 namespace sinkrt::device {

@@ -17,7 +17,7 @@
 #include <string>
 
 #include "sinkrt/runtime/status.h"
-#include "sinkrt/runtime/wire_socket.h"
+#include "runtime/src/wire_socket.h"
 
 namespace sinkrt::device {
 

@@ -37,7 +37,7 @@
 /// A non-loopback master needs a token (InitOptions::token, else
 /// SINKRT_TOKEN), as sinkd's non-loopback binds do. The token never
 /// travels: the master and each rank prove it to each other over fresh
-/// nonces (HMAC-SHA256, sinkrt/runtime/auth.h), so a captured join cannot be
+/// nonces (HMAC-SHA256, runtime/src/auth.h), so a captured join cannot be
 /// replayed. The master serves connections concurrently, with sinkd's
 /// admission rules: a short deadline (SINKRT_HELLO_TIMEOUT_MS) and quotas for
 /// connections that have not proven themselves, so strangers neither delay

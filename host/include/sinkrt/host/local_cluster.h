@@ -55,7 +55,7 @@ struct LocalClusterOptions {
   TlsConfig tls;
   std::vector<std::string> sinkd_args;  ///< more flags for every daemon: --quiet, --threads 1
   /// Bind each daemon to its own share of the cores this process may use
-  /// (`sinkd --cpus`, ShareCpus in sinkrt/runtime/cpu_set.h): daemons then
+  /// (`sinkd --cpus`, ShareCpus in runtime/src/cpu_set.h): daemons then
   /// neither migrate nor crowd onto one core while another idles. Daemons
   /// beyond the core count share cores round robin.
   bool bind_cores = false;

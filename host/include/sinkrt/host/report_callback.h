@@ -4,7 +4,7 @@
 /// ~~~
 ///   auto report = ReportCallback::Create("run.jsonl");
 ///   model->train(5, data, {&loss, report->get()}, /*dataset_sink_mode=*/true);
-///   (*report)->Write({{"event", "end"}, {"test_accuracy", acc}});
+///   (*report)->Write(nlohmann::ordered_json{{"event", "end"}, {"test_accuracy", acc}});
 /// ~~~
 ///
 /// One object per line, flushed as it is written, so a run that dies leaves
@@ -31,15 +31,16 @@
 /// (docs/guide/loss_scale.md) the record also has "loss_scale" (after the epoch's
 /// last step) and "overflow_steps" (its steps whose update was skipped).
 /// Whatever comes after training (an end record with the test accuracy) the
-/// caller adds with Write().
+/// caller adds with Write() (any JSON value with nlohmann's dump(), which
+/// this header does not include) or WriteLine().
 #pragma once
 
 #include <cstdint>
 #include <fstream>
 #include <memory>
-#include <nlohmann/json_fwd.hpp>
 #include <ostream>
 #include <string>
+#include <string_view>
 
 #include "sinkrt/host/callback.h"
 #include "sinkrt/runtime/status.h"
@@ -58,9 +59,17 @@ class ReportCallback : public Callback {
   Status on_train_epoch_begin(RunContext& run_context) override;
   Status on_train_epoch_end(RunContext& run_context) override;
 
-  /// Appends `record` as one line. Fails (naming the file) when the line
-  /// cannot be written.
-  Status Write(const nlohmann::ordered_json& record);
+  /// Appends `record`, a JSON value such as nlohmann::ordered_json (the
+  /// header names no JSON library), as one line; invalid UTF-8 in its
+  /// strings is replaced. Fails (naming the file) when the line cannot be
+  /// written.
+  template <class Json>
+  Status Write(const Json& record) {
+    return WriteLine(record.dump(-1, ' ', false, Json::error_handler_t::replace));
+  }
+  /// Appends `json`, one record already serialised without newlines, as
+  /// one line. Fails (naming the file) when the line cannot be written.
+  Status WriteLine(std::string_view json);
 
  private:
   ReportCallback(std::unique_ptr<std::ofstream> file, std::string path);

@@ -3,7 +3,7 @@
 #include <cctype>
 
 #include "host/src/graph/file/graph_file_internal.h"
-#include "sinkrt/runtime/file_io.h"
+#include "runtime/src/file_io.h"
 
 namespace sinkrt::host {
 namespace graph_file {

@@ -18,8 +18,8 @@
 #include <thread>
 
 #include "sinkrt/host/remote_device.h"
-#include "sinkrt/runtime/cpu_set.h"
-#include "sinkrt/runtime/env.h"
+#include "runtime/src/cpu_set.h"
+#include "runtime/src/env.h"
 
 namespace sinkrt::host {
 

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "sinkrt/runtime/env.h"
+#include "runtime/src/env.h"
 
 namespace sinkrt::host {
 namespace {

@@ -10,10 +10,10 @@
 #include <new>
 #include <system_error>
 
-#include "sinkrt/runtime/auth.h"
-#include "sinkrt/runtime/env.h"
-#include "sinkrt/runtime/hello.h"
-#include "sinkrt/runtime/wire.h"
+#include "runtime/src/auth.h"
+#include "runtime/src/env.h"
+#include "runtime/src/hello.h"
+#include "runtime/src/wire.h"
 
 namespace sinkrt::host {
 namespace {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "sinkrt/host/remote_device.h"
-#include "sinkrt/runtime/wire_socket.h"
+#include "runtime/src/wire_socket.h"
 
 namespace sinkrt::host {
 

@@ -7,9 +7,9 @@
 
 #include "host/src/link/remote/remote_connection.h"
 #include "sinkrt/fb/task_stream_generated.h"
-#include "sinkrt/runtime/env.h"
+#include "runtime/src/env.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
-#include "sinkrt/runtime/wire.h"
+#include "runtime/src/wire.h"
 
 namespace sinkrt::host {
 namespace {

@@ -4,7 +4,7 @@
 #include <mutex>
 
 #include "sinkrt/host/communication.h"
-#include "sinkrt/runtime/env.h"
+#include "runtime/src/env.h"
 #include "sinkrt/runtime/rank_table.h"
 
 namespace sinkrt::host {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "sinkrt/host/communication.h"
-#include "sinkrt/runtime/wire_socket.h"
+#include "runtime/src/wire_socket.h"
 
 namespace sinkrt::host {
 

@@ -5,8 +5,8 @@
 #include <list>
 
 #include "host/src/link/world/join_frames.h"
-#include "sinkrt/runtime/auth.h"
-#include "sinkrt/runtime/hello.h"
+#include "runtime/src/auth.h"
+#include "runtime/src/hello.h"
 
 namespace sinkrt::host {
 namespace {

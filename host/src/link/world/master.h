@@ -21,7 +21,7 @@
 #include "sinkrt/runtime/admission.h"
 #include "sinkrt/runtime/status.h"
 #include "sinkrt/runtime/tls.h"
-#include "sinkrt/runtime/wire_socket.h"
+#include "runtime/src/wire_socket.h"
 
 namespace sinkrt::host {
 

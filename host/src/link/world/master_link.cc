@@ -6,8 +6,8 @@
 
 #include "host/src/link/world/join_frames.h"
 #include "host/src/link/world/master.h"
-#include "sinkrt/runtime/auth.h"
-#include "sinkrt/runtime/hello.h"
+#include "runtime/src/auth.h"
+#include "runtime/src/hello.h"
 
 namespace sinkrt::host {
 namespace {

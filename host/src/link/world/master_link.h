@@ -10,7 +10,7 @@
 #include <string>
 
 #include "sinkrt/host/communication.h"
-#include "sinkrt/runtime/wire_socket.h"
+#include "runtime/src/wire_socket.h"
 
 namespace sinkrt::host {
 

@@ -20,8 +20,8 @@
 #include "host/src/link/world/master.h"
 #include "host/src/link/world/master_link.h"
 #include "sinkrt/host/communication.h"
-#include "sinkrt/runtime/wire.h"
-#include "sinkrt/runtime/wire_socket.h"
+#include "runtime/src/wire.h"
+#include "runtime/src/wire_socket.h"
 
 namespace sinkrt::host {
 namespace {

@@ -14,7 +14,7 @@
 #include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/file_formats.h"
 #include "sinkrt/host/model.h"
-#include "sinkrt/runtime/file_io.h"
+#include "runtime/src/file_io.h"
 
 namespace sinkrt::host {
 namespace {

@@ -13,7 +13,7 @@
 #include "host/src/model/callbacks/prefix_claim.h"
 #include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/model.h"
-#include "sinkrt/runtime/file_io.h"
+#include "runtime/src/file_io.h"
 
 namespace sinkrt::host {
 namespace fs = std::filesystem;

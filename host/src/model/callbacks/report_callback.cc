@@ -98,12 +98,12 @@ Status ReportCallback::on_train_epoch_end(RunContext& run_context) {
   return Write(record);
 }
 
-Status ReportCallback::Write(const nlohmann::ordered_json& record) {
+Status ReportCallback::WriteLine(std::string_view json) {
   // A stream keeps no errno of its own: the failed write(2) under the
   // flush leaves it (ENOSPC on a full disk), cleared first so that a stale
   // one is not reported.
   errno = 0;
-  out_ << record.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
+  out_ << json << '\n';
   out_.flush();
   if (!out_.good()) {
     const std::string why = errno != 0 ? std::string(": ") + std::strerror(errno) : std::string();

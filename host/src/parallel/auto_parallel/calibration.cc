@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sinkrt/runtime/file_io.h"
+#include "runtime/src/file_io.h"
 
 namespace sinkrt::host {
 namespace {

@@ -9,7 +9,7 @@
 #include "host/src/parallel/partition/partition_plan.h"
 #include "host/src/util/hex.h"
 #include "sinkrt/host/compiler.h"
-#include "sinkrt/runtime/file_io.h"
+#include "runtime/src/file_io.h"
 
 namespace sinkrt::host::parallel {
 namespace {

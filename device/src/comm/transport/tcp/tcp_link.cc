@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "sync/futex.h"
-#include "sinkrt/runtime/clock.h"
+#include "runtime/src/clock.h"
 
 namespace sinkrt::device {
 namespace {

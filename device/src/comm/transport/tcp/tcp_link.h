@@ -48,7 +48,7 @@
 
 #include "comm/transport/comm_signals.h"
 #include "comm/wire/comm_wire.h"
-#include "sinkrt/runtime/wire_socket.h"
+#include "runtime/src/wire_socket.h"
 #include "comm/transport/transport.h"
 
 namespace sinkrt::device {

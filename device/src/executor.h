@@ -159,7 +159,4 @@ class Executor {
   std::unique_ptr<LoadedJob> job_;
 };
 
-/// Cores this process may run on (sched_getaffinity), at least 1.
-int AvailableCores();
-
 }  // namespace sinkrt::device

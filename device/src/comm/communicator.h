@@ -41,14 +41,14 @@
 #include <string>
 #include <vector>
 
-#include "sinkrt/device/task_positions.h"
+#include "device/src/task_positions.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/address.h"
 #include "sinkrt/runtime/collective_use.h"
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/status.h"
 #include "sinkrt/runtime/tls.h"
-#include "sinkrt/runtime/wire_socket.h"
+#include "runtime/src/wire_socket.h"
 
 namespace sinkrt::device {
 

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "sinkrt/runtime/address.h"
-#include "sinkrt/runtime/wire.h"
+#include "runtime/src/wire.h"
 
 namespace sinkrt {
 

@@ -13,7 +13,7 @@
 
 #include "sinkrt/fb/wire_generated.h"
 #include "sinkrt/runtime/version.h"
-#include "sinkrt/runtime/wire.h"
+#include "runtime/src/wire.h"
 
 namespace sinkrt {
 

@@ -19,7 +19,7 @@
 #include <thread>
 #include <utility>
 
-#include "sinkrt/device/communicator.h"
+#include "device/src/comm/communicator.h"
 
 namespace sinkrt::device {
 

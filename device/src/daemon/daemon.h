@@ -35,7 +35,7 @@
 #include "sinkrt/runtime/address.h"
 #include "sinkrt/runtime/status.h"
 #include "sinkrt/runtime/tls.h"
-#include "sinkrt/runtime/wire.h"
+#include "runtime/src/wire.h"
 
 namespace sinkrt::device {
 
