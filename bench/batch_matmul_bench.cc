@@ -25,7 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "kernels/small_gemm.h"
+#include "device/src/kernels/small_gemm.h"
 #include "device/src/executor.h"
 #include "support/stream_builder.h"
 

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/rendezvous/connection_plan.h"
+#include "device/src/comm/rendezvous/connection_plan.h"
 #include "device/src/comm/communicator.h"
 #include "device/src/comm/rendezvous/listening_inbox.h"
 #include "support/str_cat.h"

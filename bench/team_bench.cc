@@ -12,7 +12,7 @@
 #include <atomic>
 #include <chrono>
 
-#include "../device/src/team/worker_team.h"
+#include "device/src/team/worker_team.h"
 
 namespace sinkrt {
 namespace {

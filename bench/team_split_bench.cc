@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "../device/src/team/worker_team.h"
+#include "device/src/team/worker_team.h"
 #include "support/kernel_runner.h"
 
 namespace sinkrt {

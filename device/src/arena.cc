@@ -1,4 +1,4 @@
-#include "arena.h"
+#include "device/src/arena.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

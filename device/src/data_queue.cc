@@ -1,9 +1,9 @@
-#include "data_queue.h"
+#include "device/src/data_queue.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/parallel_range.h"
+#include "device/src/kernels/parallel_range.h"
 
 #include "sinkrt/runtime/dtype.h"
 

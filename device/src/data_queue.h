@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "arena.h"
+#include "device/src/arena.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/device_link.h"
 #include "sinkrt/runtime/status.h"

@@ -1,4 +1,4 @@
-#include "device_core.h"
+#include "device/src/device_core.h"
 
 #include <chrono>
 #include <utility>

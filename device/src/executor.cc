@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "streams/comm_stream.h"
-#include "team/worker_team.h"
-#include "loaded_job.h"
+#include "device/src/streams/comm_stream.h"
+#include "device/src/team/worker_team.h"
+#include "device/src/loaded_job.h"
 #include "sinkrt/runtime/dtype.h"
 #include "runtime/src/clock.h"
 #include "sinkrt/runtime/format.h"

@@ -5,7 +5,7 @@
 #include <mutex>
 #include <vector>
 
-#include "device_core.h"
+#include "device/src/device_core.h"
 #include "device/src/comm/rendezvous/listening_inbox.h"
 #include "runtime/src/clock.h"
 

@@ -10,16 +10,16 @@
 #include <span>
 #include <vector>
 
-#include "arena.h"
+#include "device/src/arena.h"
 #include "device/src/comm/communicator.h"
-#include "data_queue.h"
-#include "kernels/dnnl_runtime.h"
-#include "kernels/kernel.h"
-#include "profile/profile_state.h"
+#include "device/src/data_queue.h"
+#include "device/src/kernels/dnnl_runtime.h"
+#include "device/src/kernels/kernel.h"
+#include "device/src/profile/profile_state.h"
 #include "sinkrt/device/device_options.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
-#include "streams/stream_position.h"
+#include "device/src/streams/stream_position.h"
 
 namespace sinkrt::device {
 

@@ -3,7 +3,7 @@
 // byte ranges and groups checked, so nothing is looked up while a sink runs.
 #include <string>
 
-#include "loaded_job.h"
+#include "device/src/loaded_job.h"
 #include "sinkrt/runtime/collective_use.h"
 #include "sinkrt/runtime/dtype.h"
 

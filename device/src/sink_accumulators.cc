@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "loaded_job.h"
+#include "device/src/loaded_job.h"
 
 namespace sinkrt::device {
 

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <thread>
 
-#include "tls/tls_internal.h"
+#include "runtime/src/tls/tls_internal.h"
 
 namespace sinkrt {
 namespace {

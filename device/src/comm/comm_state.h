@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "comm/topology.h"
-#include "comm/transport/comm_signals.h"
-#include "comm/transport/direct.h"
-#include "comm/transport/mesh.h"
-#include "comm/transport/transport.h"
+#include "device/src/comm/topology.h"
+#include "device/src/comm/transport/comm_signals.h"
+#include "device/src/comm/transport/direct.h"
+#include "device/src/comm/transport/mesh.h"
+#include "device/src/comm/transport/transport.h"
 #include "device/src/comm/communicator.h"
 
 namespace sinkrt::device {

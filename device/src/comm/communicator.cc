@@ -7,10 +7,10 @@
 // transport; Communicator::Create is in rendezvous/.
 #include <algorithm>
 
-#include "comm/algorithms/op.h"
-#include "comm/algorithms/partners.h"
-#include "comm/algorithms/reduce.h"
-#include "comm/comm_state.h"
+#include "device/src/comm/algorithms/op.h"
+#include "device/src/comm/algorithms/partners.h"
+#include "device/src/comm/algorithms/reduce.h"
+#include "device/src/comm/comm_state.h"
 
 namespace sinkrt::device {
 namespace {

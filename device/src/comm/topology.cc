@@ -1,4 +1,4 @@
-#include "comm/topology.h"
+#include "device/src/comm/topology.h"
 
 #include <algorithm>
 

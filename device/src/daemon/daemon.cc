@@ -11,10 +11,10 @@
 #include <mutex>
 #include <thread>
 
-#include "daemon_log.h"
-#include "job_session.h"
-#include "peer_hub.h"
-#include "sink_worker.h"
+#include "device/src/daemon/daemon_log.h"
+#include "device/src/daemon/job_session.h"
+#include "device/src/daemon/peer_hub.h"
+#include "device/src/daemon/sink_worker.h"
 #include "device/src/comm/communicator.h"
 #include "device/src/executor.h"
 #include "sinkrt/runtime/admission.h"

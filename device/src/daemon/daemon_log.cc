@@ -1,4 +1,4 @@
-#include "daemon_log.h"
+#include "device/src/daemon/daemon_log.h"
 
 #include <cstdio>
 #include <ctime>

@@ -1,4 +1,4 @@
-#include "hangup_watch.h"
+#include "device/src/daemon/hangup_watch.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>

@@ -1,4 +1,4 @@
-#include "job_session.h"
+#include "device/src/daemon/job_session.h"
 
 #include <cerrno>
 #include <chrono>
@@ -6,8 +6,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "daemon_log.h"
-#include "hangup_watch.h"
+#include "device/src/daemon/daemon_log.h"
+#include "device/src/daemon/hangup_watch.h"
 #include "runtime/src/clock.h"
 #include "runtime/src/file_io.h"
 #include "sinkrt/fb/task_stream_generated.h"

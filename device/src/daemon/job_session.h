@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "device_core.h"
-#include "peer_hub.h"
-#include "sink_worker.h"
+#include "device/src/device_core.h"
+#include "device/src/daemon/peer_hub.h"
+#include "device/src/daemon/sink_worker.h"
 #include "device/src/daemon/daemon.h"
 #include "runtime/src/wire_socket.h"
 

@@ -1,10 +1,10 @@
-#include "peer_hub.h"
+#include "device/src/daemon/peer_hub.h"
 
 #include <algorithm>
 #include <optional>
 #include <vector>
 
-#include "daemon_log.h"
+#include "device/src/daemon/daemon_log.h"
 
 namespace sinkrt::device {
 namespace {

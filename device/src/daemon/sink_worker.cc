@@ -1,6 +1,6 @@
-#include "sink_worker.h"
+#include "device/src/daemon/sink_worker.h"
 
-#include "sync/futex.h"
+#include "device/src/sync/futex.h"
 
 namespace sinkrt::device {
 

@@ -1,4 +1,4 @@
-#include "initializer.h"
+#include "device/src/init/initializer.h"
 
 #include <algorithm>
 #include <cmath>

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <span>
 
-#include "../kernels/kernel.h"
+#include "device/src/kernels/kernel.h"
 
 namespace sinkrt::device {
 

@@ -10,11 +10,11 @@
 // (narrowing to bf16 is slow on baseline SSE2, storage.h).
 #include <cmath>
 
-#include "check.h"
-#include "kernel_list.h"
-#include "parallel_range.h"
-#include "storage.h"
-#include "vector_math.h"
+#include "device/src/kernels/check.h"
+#include "device/src/kernels/kernel_list.h"
+#include "device/src/kernels/parallel_range.h"
+#include "device/src/kernels/storage.h"
+#include "device/src/kernels/vector_math.h"
 
 namespace sinkrt::device {
 namespace {

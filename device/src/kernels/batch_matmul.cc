@@ -24,10 +24,10 @@
 #include <string>
 #include <utility>
 
-#include "dnnl_kernel.h"
-#include "kernel_list.h"
-#include "parallel_range.h"
-#include "small_gemm.h"
+#include "device/src/kernels/dnnl_kernel.h"
+#include "device/src/kernels/kernel_list.h"
+#include "device/src/kernels/parallel_range.h"
+#include "device/src/kernels/small_gemm.h"
 
 namespace sinkrt::device {
 namespace {

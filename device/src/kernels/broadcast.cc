@@ -1,4 +1,4 @@
-#include "broadcast.h"
+#include "device/src/kernels/broadcast.h"
 
 #include <algorithm>
 #include <cstring>

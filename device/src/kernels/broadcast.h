@@ -12,10 +12,10 @@
 #include <cstdint>
 #include <span>
 
-#include "check.h"
-#include "parallel_range.h"
-#include "storage.h"
-#include "sum.h"
+#include "device/src/kernels/check.h"
+#include "device/src/kernels/parallel_range.h"
+#include "device/src/kernels/storage.h"
+#include "device/src/kernels/sum.h"
 
 namespace sinkrt::device {
 

@@ -2,8 +2,8 @@
 // rounds to nearest even and keeps NaNs (runtime/src/bf16.h).
 #include <cstring>
 
-#include "check.h"
-#include "kernel_list.h"
+#include "device/src/kernels/check.h"
+#include "device/src/kernels/kernel_list.h"
 #include "runtime/src/bf16.h"
 
 namespace sinkrt::device {

@@ -1,4 +1,4 @@
-#include "check.h"
+#include "device/src/kernels/check.h"
 
 #include <algorithm>
 #include <vector>

@@ -10,7 +10,7 @@
 #include <span>
 #include <string>
 
-#include "kernel.h"
+#include "device/src/kernels/kernel.h"
 
 namespace sinkrt::device {
 

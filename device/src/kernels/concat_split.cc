@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "check.h"
-#include "kernel_list.h"
+#include "device/src/kernels/check.h"
+#include "device/src/kernels/kernel_list.h"
 
 namespace sinkrt::device {
 namespace {

@@ -14,8 +14,8 @@
 // follows the output's rule.
 #include <string>
 
-#include "dnnl_kernel.h"
-#include "kernel_list.h"
+#include "device/src/kernels/dnnl_kernel.h"
+#include "device/src/kernels/kernel_list.h"
 
 namespace sinkrt::device {
 namespace {

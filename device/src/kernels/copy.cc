@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "check.h"
-#include "kernel_list.h"
-#include "storage.h"
+#include "device/src/kernels/check.h"
+#include "device/src/kernels/kernel_list.h"
+#include "device/src/kernels/storage.h"
 
 namespace sinkrt::device {
 namespace {

@@ -1,4 +1,4 @@
-#include "dnnl_kernel.h"
+#include "device/src/kernels/dnnl_kernel.h"
 
 #include <oneapi/dnnl/dnnl_debug.h>
 
@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <string>
 
-#include "team/worker_team.h"
+#include "device/src/team/worker_team.h"
 
 namespace sinkrt::device {
 

@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "check.h"
-#include "dnnl_runtime.h"
-#include "parallel_range.h"
+#include "device/src/kernels/check.h"
+#include "device/src/kernels/dnnl_runtime.h"
+#include "device/src/kernels/parallel_range.h"
 
 namespace sinkrt::device {
 

@@ -2,7 +2,7 @@
 // them. Each is defined in the file named for its family.
 #pragma once
 
-#include "kernel.h"
+#include "device/src/kernels/kernel.h"
 
 namespace sinkrt::device {
 

@@ -1,6 +1,6 @@
 // The fixed op → kernel table. Looked up once per task at load, so a linear
 // scan is fine; a stream naming an op this device lacks fails at load.
-#include "kernel_list.h"
+#include "device/src/kernels/kernel_list.h"
 
 namespace sinkrt::device {
 namespace {

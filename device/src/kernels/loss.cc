@@ -6,9 +6,9 @@
 #include <cmath>
 #include <string>
 
-#include "check.h"
-#include "kernel_list.h"
-#include "sum.h"
+#include "device/src/kernels/check.h"
+#include "device/src/kernels/kernel_list.h"
+#include "device/src/kernels/sum.h"
 
 namespace sinkrt::device {
 namespace {

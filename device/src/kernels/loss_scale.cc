@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <string>
 
-#include "check.h"
-#include "kernel_list.h"
+#include "device/src/kernels/check.h"
+#include "device/src/kernels/kernel_list.h"
 #include "runtime/src/loss_scale_rule.h"
 
 namespace sinkrt::device {

@@ -15,8 +15,8 @@
 #include <algorithm>
 #include <string>
 
-#include "dnnl_kernel.h"
-#include "kernel_list.h"
+#include "device/src/kernels/dnnl_kernel.h"
+#include "device/src/kernels/kernel_list.h"
 
 namespace sinkrt::device {
 namespace {

@@ -12,8 +12,8 @@
 #include <cmath>
 #include <string>
 
-#include "check.h"
-#include "kernel_list.h"
+#include "device/src/kernels/check.h"
+#include "device/src/kernels/kernel_list.h"
 
 namespace sinkrt::device {
 namespace {

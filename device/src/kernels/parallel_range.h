@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernel.h"
-#include "team/worker_team.h"
+#include "device/src/kernels/kernel.h"
+#include "device/src/team/worker_team.h"
 
 namespace sinkrt::device {
 

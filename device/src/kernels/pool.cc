@@ -13,8 +13,8 @@
 // workspace is the same u8 buffer either way.
 #include <string>
 
-#include "dnnl_kernel.h"
-#include "kernel_list.h"
+#include "device/src/kernels/dnnl_kernel.h"
+#include "device/src/kernels/kernel_list.h"
 
 namespace sinkrt::device {
 namespace {

@@ -9,10 +9,10 @@
 #include <algorithm>
 #include <string>
 
-#include "broadcast.h"
-#include "check.h"
-#include "kernel_list.h"
-#include "vector_math.h"
+#include "device/src/kernels/broadcast.h"
+#include "device/src/kernels/check.h"
+#include "device/src/kernels/kernel_list.h"
+#include "device/src/kernels/vector_math.h"
 
 namespace sinkrt::device {
 namespace {

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <string>
 
-#include "check.h"
-#include "kernel_list.h"
+#include "device/src/kernels/check.h"
+#include "device/src/kernels/kernel_list.h"
 
 namespace sinkrt::device {
 namespace {

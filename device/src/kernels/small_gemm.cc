@@ -1,11 +1,11 @@
 // The register-blocked product of small_gemm.h. Built with
 // -ffp-contract=fast (device/CMakeLists.txt), unlike the rest of the device
 // library, so that the x86-64-v3/v4 clones turn acc += a·b into FMAs.
-#include "small_gemm.h"
+#include "device/src/kernels/small_gemm.h"
 
 #include <cstring>
 
-#include "vector_math.h"  // SINKRT_VECTOR_CLONES
+#include "device/src/kernels/vector_math.h"  // SINKRT_VECTOR_CLONES
 
 namespace sinkrt::device {
 namespace {

@@ -16,12 +16,12 @@
 #include <algorithm>
 #include <cmath>
 
-#include "check.h"
-#include "kernel_list.h"
-#include "parallel_range.h"
-#include "storage.h"
-#include "sum.h"
-#include "vector_math.h"
+#include "device/src/kernels/check.h"
+#include "device/src/kernels/kernel_list.h"
+#include "device/src/kernels/parallel_range.h"
+#include "device/src/kernels/storage.h"
+#include "device/src/kernels/sum.h"
+#include "device/src/kernels/vector_math.h"
 
 namespace sinkrt::device {
 namespace {

@@ -1,6 +1,6 @@
-#include "storage.h"
+#include "device/src/kernels/storage.h"
 
-#include "vector_math.h"
+#include "device/src/kernels/vector_math.h"
 
 namespace sinkrt::device {
 

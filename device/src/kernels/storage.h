@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "kernel.h"
+#include "device/src/kernels/kernel.h"
 #include "runtime/src/bf16.h"
 
 namespace sinkrt::device {

@@ -1,8 +1,8 @@
-#include "sum.h"
+#include "device/src/kernels/sum.h"
 
 #include <algorithm>
 
-#include "vector_math.h"
+#include "device/src/kernels/vector_math.h"
 
 namespace sinkrt::device {
 namespace {

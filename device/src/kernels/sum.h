@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "storage.h"
+#include "device/src/kernels/storage.h"
 
 namespace sinkrt::device {
 

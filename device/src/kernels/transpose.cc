@@ -16,9 +16,9 @@
 #include <cstring>
 #include <string>
 
-#include "check.h"
-#include "kernel_list.h"
-#include "parallel_range.h"
+#include "device/src/kernels/check.h"
+#include "device/src/kernels/kernel_list.h"
+#include "device/src/kernels/parallel_range.h"
 
 namespace sinkrt::device {
 namespace {

@@ -1,4 +1,4 @@
-#include "profile/profile_state.h"
+#include "device/src/profile/profile_state.h"
 
 #include <algorithm>
 #include <string>

@@ -1,4 +1,4 @@
-#include "streams/comm_stream.h"
+#include "device/src/streams/comm_stream.h"
 
 #include <omp.h>
 

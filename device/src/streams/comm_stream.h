@@ -17,7 +17,7 @@
 #include <mutex>
 #include <thread>
 
-#include "loaded_job.h"
+#include "device/src/loaded_job.h"
 
 namespace sinkrt::device {
 

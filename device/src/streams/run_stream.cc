@@ -1,7 +1,7 @@
 // One stream's tasks for one step: the executor's inner loop.
-#include "init/initializer.h"
-#include "loaded_job.h"
-#include "team/worker_team.h"
+#include "device/src/init/initializer.h"
+#include "device/src/loaded_job.h"
+#include "device/src/team/worker_team.h"
 #include "runtime/src/clock.h"
 
 namespace sinkrt::device {

@@ -1,9 +1,9 @@
-#include "streams/stream_position.h"
+#include "device/src/streams/stream_position.h"
 
 #include <algorithm>
 #include <string_view>
 
-#include "loaded_job.h"
+#include "device/src/loaded_job.h"
 #include "runtime/src/clock.h"
 
 namespace sinkrt::device {

@@ -1,4 +1,4 @@
-#include "team/worker_team.h"
+#include "device/src/team/worker_team.h"
 
 #include <omp.h>
 #include <pthread.h>
@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <string>
 
-#include "sync/futex.h"
+#include "device/src/sync/futex.h"
 
 namespace sinkrt::device {
 namespace {

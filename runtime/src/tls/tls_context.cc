@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "tls/tls_internal.h"
+#include "runtime/src/tls/tls_internal.h"
 
 namespace sinkrt {
 namespace {

@@ -7,7 +7,7 @@
 #include <climits>
 #include <cstring>
 
-#include "tls/tls_internal.h"
+#include "runtime/src/tls/tls_internal.h"
 
 namespace sinkrt {
 namespace {

@@ -2,7 +2,7 @@
 // all-gather half of the ring passes the blocks around.
 #include <cstring>
 
-#include "comm/algorithms/op.h"
+#include "device/src/comm/algorithms/op.h"
 
 namespace sinkrt::device {
 

@@ -6,7 +6,7 @@
 // q of the outputs.
 #include <cstring>
 
-#include "comm/algorithms/op.h"
+#include "device/src/comm/algorithms/op.h"
 
 namespace sinkrt::device {
 

@@ -6,9 +6,9 @@
 // wire: bandwidth); allreduce_choice.h says where the switches are and
 // why. Mean is a Sum divided once at the end, after every send has left
 // the buffer.
-#include "comm/algorithms/allreduce_choice.h"
-#include "comm/algorithms/op.h"
-#include "comm/algorithms/reduce.h"
+#include "device/src/comm/algorithms/allreduce_choice.h"
+#include "device/src/comm/algorithms/op.h"
+#include "device/src/comm/algorithms/reduce.h"
 
 namespace sinkrt::device {
 namespace {

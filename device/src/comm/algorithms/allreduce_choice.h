@@ -23,7 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "comm/topology.h"
+#include "device/src/comm/topology.h"
 #include "device/src/comm/communicator.h"
 
 namespace sinkrt::device {

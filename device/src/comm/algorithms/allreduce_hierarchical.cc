@@ -26,9 +26,9 @@
 #include <algorithm>
 #include <initializer_list>
 
-#include "comm/algorithms/op.h"
-#include "comm/algorithms/partners.h"
-#include "comm/topology.h"
+#include "device/src/comm/algorithms/op.h"
+#include "device/src/comm/algorithms/partners.h"
+#include "device/src/comm/topology.h"
 
 namespace sinkrt::device {
 

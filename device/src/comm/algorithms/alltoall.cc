@@ -17,7 +17,7 @@
 // untouched until every block has left.
 #include <cstring>
 
-#include "comm/algorithms/op.h"
+#include "device/src/comm/algorithms/op.h"
 
 namespace sinkrt::device {
 

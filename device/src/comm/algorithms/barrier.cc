@@ -1,8 +1,8 @@
 // Barrier: dissemination (Hensgen, Finkel & Manber): in round r each member
 // signals the one 2^r positions ahead and waits for the one 2^r behind;
 // after ceil(lg n) rounds everyone has heard, directly or not, from all.
-#include "comm/algorithms/op.h"
-#include "comm/algorithms/partners.h"
+#include "device/src/comm/algorithms/op.h"
+#include "device/src/comm/algorithms/partners.h"
 
 namespace sinkrt::device {
 

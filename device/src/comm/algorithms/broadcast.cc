@@ -3,7 +3,7 @@
 // so a large buffer takes about one transfer time plus n-2 segment times.
 #include <cstring>
 
-#include "comm/algorithms/op.h"
+#include "device/src/comm/algorithms/op.h"
 
 namespace sinkrt::device {
 

@@ -1,6 +1,6 @@
 // Op's helpers: transport calls worded as this op's errors (the stall
 // report a timeout adds is in stall_report.cc).
-#include "comm/algorithms/op.h"
+#include "device/src/comm/algorithms/op.h"
 
 #include <algorithm>
 

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/algorithms/allreduce_choice.h"
-#include "comm/comm_state.h"
+#include "device/src/comm/algorithms/allreduce_choice.h"
+#include "device/src/comm/comm_state.h"
 
 namespace sinkrt::device {
 

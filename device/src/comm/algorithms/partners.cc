@@ -1,5 +1,5 @@
 // The rule table: which schedules each call may run (partners.h).
-#include "comm/algorithms/partners.h"
+#include "device/src/comm/algorithms/partners.h"
 
 #include <algorithm>
 

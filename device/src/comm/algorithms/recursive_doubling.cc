@@ -11,9 +11,9 @@
 // with identical bytes.
 #include <cstring>
 
-#include "comm/algorithms/op.h"
-#include "comm/algorithms/partners.h"
-#include "comm/algorithms/reduce.h"
+#include "device/src/comm/algorithms/op.h"
+#include "device/src/comm/algorithms/partners.h"
+#include "device/src/comm/algorithms/reduce.h"
 
 namespace sinkrt::device {
 namespace {

@@ -1,4 +1,4 @@
-#include "comm/algorithms/reduce.h"
+#include "device/src/comm/algorithms/reduce.h"
 
 #include <cstring>
 #include <type_traits>

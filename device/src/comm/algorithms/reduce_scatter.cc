@@ -4,8 +4,8 @@
 // size allocate nothing.
 #include <cstring>
 
-#include "comm/algorithms/op.h"
-#include "comm/algorithms/reduce.h"
+#include "device/src/comm/algorithms/op.h"
+#include "device/src/comm/algorithms/reduce.h"
 
 namespace sinkrt::device {
 

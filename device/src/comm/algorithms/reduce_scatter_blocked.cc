@@ -8,8 +8,8 @@
 // output is written, so an output may lie inside an input.
 #include <cstring>
 
-#include "comm/algorithms/op.h"
-#include "comm/algorithms/reduce.h"
+#include "device/src/comm/algorithms/op.h"
+#include "device/src/comm/algorithms/reduce.h"
 
 namespace sinkrt::device {
 

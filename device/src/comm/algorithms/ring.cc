@@ -32,9 +32,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "comm/algorithms/op.h"
-#include "comm/algorithms/partners.h"
-#include "comm/algorithms/reduce.h"
+#include "device/src/comm/algorithms/op.h"
+#include "device/src/comm/algorithms/partners.h"
+#include "device/src/comm/algorithms/reduce.h"
 
 namespace sinkrt::device {
 namespace {

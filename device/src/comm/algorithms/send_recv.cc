@@ -3,7 +3,7 @@
 // sequence numbers are the pair's own.
 #include <cstring>
 
-#include "comm/algorithms/op.h"
+#include "device/src/comm/algorithms/op.h"
 
 namespace sinkrt::device {
 

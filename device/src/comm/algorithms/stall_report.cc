@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/algorithms/op.h"
+#include "device/src/comm/algorithms/op.h"
 
 namespace sinkrt::device {
 namespace {

@@ -1,8 +1,8 @@
-#include "comm/rendezvous/connection_plan.h"
+#include "device/src/comm/rendezvous/connection_plan.h"
 
 #include <algorithm>
 
-#include "comm/algorithms/partners.h"
+#include "device/src/comm/algorithms/partners.h"
 
 namespace sinkrt::device {
 namespace {

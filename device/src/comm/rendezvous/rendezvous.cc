@@ -37,10 +37,10 @@
 #include <atomic>
 #include <cstdio>
 
-#include "comm/algorithms/op.h"
-#include "comm/rendezvous/connection_plan.h"
-#include "comm/transport/socket_mesh.h"
-#include "comm/wire/comm_wire.h"
+#include "device/src/comm/algorithms/op.h"
+#include "device/src/comm/rendezvous/connection_plan.h"
+#include "device/src/comm/transport/socket_mesh.h"
+#include "device/src/comm/wire/comm_wire.h"
 #include "runtime/src/auth.h"
 #include "runtime/src/hello.h"
 #include "runtime/src/wire.h"

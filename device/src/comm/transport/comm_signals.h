@@ -19,7 +19,7 @@
 
 #include "device/src/task_positions.h"
 #include "sinkrt/runtime/status.h"
-#include "comm/transport/transport.h"
+#include "device/src/comm/transport/transport.h"
 
 namespace sinkrt::device {
 

@@ -30,7 +30,7 @@
 #include <cstdint>
 #include <span>
 
-#include "comm/transport/transport.h"
+#include "device/src/comm/transport/transport.h"
 
 namespace sinkrt::device {
 

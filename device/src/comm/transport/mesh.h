@@ -15,9 +15,9 @@
 #include <cstdint>
 #include <string>
 
-#include "comm/transport/comm_signals.h"
-#include "comm/transport/direct.h"
-#include "comm/transport/transport.h"
+#include "device/src/comm/transport/comm_signals.h"
+#include "device/src/comm/transport/direct.h"
+#include "device/src/comm/transport/transport.h"
 #include "device/src/comm/communicator.h"
 #include "sinkrt/runtime/status.h"
 

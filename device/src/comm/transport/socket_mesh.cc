@@ -1,11 +1,11 @@
-#include "comm/transport/socket_mesh.h"
+#include "device/src/comm/transport/socket_mesh.h"
 
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 
-#include "comm/transport/tcp/tcp_transport.h"
+#include "device/src/comm/transport/tcp/tcp_transport.h"
 
 namespace sinkrt::device {
 

@@ -11,10 +11,10 @@
 #include <memory>
 #include <vector>
 
-#include "comm/transport/mesh.h"
-#include "comm/transport/shm/shm_transport.h"
-#include "comm/transport/tcp/tcp_engine.h"
-#include "comm/transport/tcp/tcp_link.h"
+#include "device/src/comm/transport/mesh.h"
+#include "device/src/comm/transport/shm/shm_transport.h"
+#include "device/src/comm/transport/tcp/tcp_engine.h"
+#include "device/src/comm/transport/tcp/tcp_link.h"
 
 namespace sinkrt::device {
 

@@ -1,4 +1,4 @@
-#include "comm/transport/transport.h"
+#include "device/src/comm/transport/transport.h"
 
 namespace sinkrt::device {
 

@@ -1,4 +1,4 @@
-#include "comm/wire/comm_wire.h"
+#include "device/src/comm/wire/comm_wire.h"
 
 #include <fcntl.h>
 #include <poll.h>

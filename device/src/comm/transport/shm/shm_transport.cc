@@ -1,4 +1,4 @@
-#include "comm/transport/shm/shm_transport.h"
+#include "device/src/comm/transport/shm/shm_transport.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "sync/futex.h"
+#include "device/src/sync/futex.h"
 
 namespace sinkrt::device {
 

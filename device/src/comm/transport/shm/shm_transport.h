@@ -30,10 +30,10 @@
 #include <memory>
 #include <string>
 
-#include "comm/transport/comm_signals.h"
-#include "comm/transport/direct.h"
-#include "comm/transport/tcp/tcp_link.h"
-#include "comm/transport/transport.h"
+#include "device/src/comm/transport/comm_signals.h"
+#include "device/src/comm/transport/direct.h"
+#include "device/src/comm/transport/tcp/tcp_link.h"
+#include "device/src/comm/transport/transport.h"
 
 namespace sinkrt::device {
 

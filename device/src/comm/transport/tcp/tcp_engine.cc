@@ -1,4 +1,4 @@
-#include "comm/transport/tcp/tcp_engine.h"
+#include "device/src/comm/transport/tcp/tcp_engine.h"
 
 #include <poll.h>
 #include <pthread.h>

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "sinkrt/runtime/status.h"
-#include "comm/transport/tcp/tcp_link.h"
+#include "device/src/comm/transport/tcp/tcp_link.h"
 
 namespace sinkrt::device {
 

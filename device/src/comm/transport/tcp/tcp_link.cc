@@ -1,4 +1,4 @@
-#include "comm/transport/tcp/tcp_link.h"
+#include "device/src/comm/transport/tcp/tcp_link.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <thread>
 
-#include "sync/futex.h"
+#include "device/src/sync/futex.h"
 #include "runtime/src/clock.h"
 
 namespace sinkrt::device {

@@ -46,10 +46,10 @@
 #include <string>
 #include <vector>
 
-#include "comm/transport/comm_signals.h"
-#include "comm/wire/comm_wire.h"
+#include "device/src/comm/transport/comm_signals.h"
+#include "device/src/comm/wire/comm_wire.h"
 #include "runtime/src/wire_socket.h"
-#include "comm/transport/transport.h"
+#include "device/src/comm/transport/transport.h"
 
 namespace sinkrt::device {
 

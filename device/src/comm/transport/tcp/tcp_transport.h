@@ -4,8 +4,8 @@
 // Layer: concrete transport; built only by SocketMesh.
 #pragma once
 
-#include "comm/transport/tcp/tcp_link.h"
-#include "comm/transport/transport.h"
+#include "device/src/comm/transport/tcp/tcp_link.h"
+#include "device/src/comm/transport/transport.h"
 
 namespace sinkrt::device {
 
