@@ -3,7 +3,7 @@
 // Model::Create and Model::train each cost: every rank's job fields and
 // device endpoint to rank 0, the formed world back), for 2-32 ranks.
 // Ranks are threads of this process on their own connections, as in
-// test/process_group_test.cc; on the 2-core VMs 32 ranks oversubscribe the
+// test/host/link/process_group_test.cc; on the 2-core VMs 32 ranks oversubscribe the
 // cores 16 times over, which is what the figures then include.
 // Arguments: ranks, then tls:1 for every connection to the master over TLS
 // (mutual: rank 0 asks each rank for its certificate).

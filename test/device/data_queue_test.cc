@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "../device/src/data_queue.h"
+#include "device/src/data_queue.h"
 
 namespace sinkrt::device {
 namespace {

@@ -1,7 +1,7 @@
 // DeviceCore: what the in-process device and the daemon share. A world
 // that cannot be joined is refused with the same words by both, and a
 // failed sink names its rank, program and task on both.
-#include "device_core.h"
+#include "device/src/device_core.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

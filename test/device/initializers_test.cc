@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "../device/src/init/initializer.h"
+#include "device/src/init/initializer.h"
 #include "support/kernel_runner.h"
 
 namespace sinkrt::device {

@@ -15,7 +15,7 @@
 #include <pthread.h>
 #include <sched.h>
 
-#include "../device/src/team/worker_team.h"
+#include "device/src/team/worker_team.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "support/feeder.h"

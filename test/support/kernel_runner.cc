@@ -8,8 +8,8 @@
 #include <numeric>
 #include <random>
 
-#include "../../device/src/kernels/dnnl_runtime.h"
-#include "../../device/src/team/worker_team.h"
+#include "device/src/kernels/dnnl_runtime.h"
+#include "device/src/team/worker_team.h"
 
 namespace sinkrt::testing {
 namespace {

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "../../device/src/kernels/kernel.h"
+#include "device/src/kernels/kernel.h"
 #include "support/reference_ops.h"
 
 namespace sinkrt::testing {

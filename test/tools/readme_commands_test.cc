@@ -336,7 +336,7 @@ TEST_P(PageCommands, EveryShellLineRunsOrIsSkippedForAReason) {
       const Rule* rule = Classify(line.text);
       if (rule == nullptr) {
         ADD_FAILURE() << Where(line) << ": `" << line.text
-                      << "` is neither run nor skipped: add a rule to test/readme_commands_test.cc";
+                      << "` is neither run nor skipped: add a rule to test/tools/readme_commands_test.cc";
         continue;
       }
       if (rule->action == Action::kSkip) {

@@ -11,7 +11,7 @@
 // in the same order and returns the same bits, whatever the CPU.
 //
 // Accuracy, against double-precision exp/tanh over every float (a sweep
-// run once; test/kernels_vector_math_test.cc checks a sample of them):
+// run once; test/device/kernels/kernels_vector_math_test.cc checks a sample of them):
 // FastExp within 1.22 ulp on [kExpMin, kExpMax]; FastTanh within 2.47 ulp
 // and 9.1e-8 absolute everywhere (glibc's tanhf: 2.19 ulp, 1.0e-7).
 #pragma once

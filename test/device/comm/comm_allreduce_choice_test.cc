@@ -18,7 +18,7 @@
 #include <span>
 #include <vector>
 
-#include "comm/algorithms/allreduce_choice.h"
+#include "device/src/comm/algorithms/allreduce_choice.h"
 #include "device/src/comm/communicator.h"
 #include "support/comm_cluster.h"
 

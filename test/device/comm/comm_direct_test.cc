@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/algorithms/reduce.h"
+#include "device/src/comm/algorithms/reduce.h"
 #include "device/src/comm/communicator.h"
 #include "device/src/executor.h"
 #include "device/src/comm/rendezvous/listening_inbox.h"

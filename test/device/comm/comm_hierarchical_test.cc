@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/topology.h"
+#include "device/src/comm/topology.h"
 #include "device/src/comm/communicator.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/model.h"

@@ -11,8 +11,8 @@
 #include <random>
 #include <set>
 
-#include "comm/algorithms/partners.h"
-#include "comm/rendezvous/connection_plan.h"
+#include "device/src/comm/algorithms/partners.h"
+#include "device/src/comm/rendezvous/connection_plan.h"
 #include "device/src/comm/communicator.h"
 #include "sinkrt/device/device_options.h"
 #include "device/src/executor.h"

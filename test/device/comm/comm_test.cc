@@ -19,7 +19,7 @@
 #include "sinkrt/device/device_options.h"
 #include "device/src/comm/rendezvous/listening_inbox.h"
 #include "device/src/task_positions.h"
-#include "comm/algorithms/reduce.h"
+#include "device/src/comm/algorithms/reduce.h"
 #include "sinkrt/host/remote_device.h"
 #include "runtime/src/env.h"
 #include "runtime/src/hello.h"

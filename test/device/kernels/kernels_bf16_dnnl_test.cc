@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/dnnl_kernel.h"
+#include "device/src/kernels/dnnl_kernel.h"
 #include "runtime/src/bf16.h"
 #include "support/kernel_runner.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/sum.h"
+#include "device/src/kernels/sum.h"
 #include "support/kernel_runner.h"
 #include "support/reference_ops.h"
 

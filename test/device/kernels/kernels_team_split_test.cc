@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "../device/src/team/worker_team.h"
-#include "../device/src/kernels/broadcast.h"
+#include "device/src/team/worker_team.h"
+#include "device/src/kernels/broadcast.h"
 #include "support/kernel_runner.h"
 #include "support/reference_ops.h"
 

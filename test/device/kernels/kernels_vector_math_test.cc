@@ -12,7 +12,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/vector_math.h"
+#include "device/src/kernels/vector_math.h"
 #include "support/kernel_runner.h"
 
 namespace sinkrt::device {

@@ -87,7 +87,7 @@ Graph AllOps() {
 
 std::span<const uint8_t> Bytes(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
 
-std::string Examples() { return (fs::path(__FILE__).parent_path().parent_path() / "examples").string(); }
+std::string Examples() { return (fs::path(SINKRT_SOURCE_DIR) / "examples").string(); }
 
 std::vector<uint8_t> MustSerialize(const Graph& g, const std::optional<OptimizerSpec>& opt = {}) {
   auto bytes = SerializeGraph(g, opt);

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "data_queue.h"
+#include "device/src/data_queue.h"
 #include "device/src/executor.h"
 #include "sinkrt/host/model.h"
 #include "support/feeder.h"

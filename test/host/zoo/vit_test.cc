@@ -24,7 +24,7 @@ using host::OptimizerSpec;
 using host::TensorKind;
 
 std::string Examples() {
-  return (std::filesystem::path(__FILE__).parent_path().parent_path() / "examples").string();
+  return (std::filesystem::path(SINKRT_SOURCE_DIR) / "examples").string();
 }
 
 TEST(Vit, ShapesAndReadableNames) {

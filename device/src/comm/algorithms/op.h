@@ -6,7 +6,7 @@
 // members' Transport interfaces and word their errors (naming the op, the
 // phase and the rank at fault, with a stall report on timeouts). It never
 // includes transport/tcp or transport/shm, opens no connection and
-// allocates nothing per call (test/no_alloc_test.cc); the arithmetic is in
+// allocates nothing per call (test/device/no_alloc_test.cc); the arithmetic is in
 // reduce.h.
 //
 // An Op holds the group, this rank's position in it, the sequence number
