@@ -9,19 +9,14 @@
 #include <sstream>
 #include <string>
 
+#include "support/text.h"  // Slurp
+
 namespace sinkrt::testing {
 
 struct RunResult {
   int exit_code = -1;  // -1: killed by a signal
   std::string out, err;
 };
-
-inline std::string Slurp(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // `args` must already be shell-quoted where needed. exec: the shell becomes
 // the tool, so a crash reads as a signal, not as the shell's 128 + N.

@@ -13,6 +13,7 @@
 #include "sinkrt/fb/graph_generated.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model_zoo.h"
+#include "support/text.h"
 
 namespace sinkrt::host {
 namespace {
@@ -228,13 +229,6 @@ struct TempDir {
   ~TempDir() { fs::remove_all(path); }
 };
 
-std::string ReadText(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 TEST(GraphFileTest, SaveAndLoadBinaryAndJson) {
   TempDir dir("save");
   const Graph g = ZooLeNet();
@@ -247,13 +241,13 @@ TEST(GraphFileTest, SaveAndLoadBinaryAndJson) {
     EXPECT_EQ(GraphHash(file->graph), GraphHash(g)) << name;
     EXPECT_FALSE(fs::exists(path + ".tmp")) << name;
   }
-  EXPECT_EQ(ReadText(dir.path / "lenet.sgraph").substr(4, 4), "SKGR");
-  EXPECT_EQ(ReadText(dir.path / "lenet.json").front(), '{');
+  EXPECT_EQ(testing::Slurp(dir.path / "lenet.sgraph").substr(4, 4), "SKGR");
+  EXPECT_EQ(testing::Slurp(dir.path / "lenet.json").front(), '{');
   // The saved JSON is GraphToJson of the saved binary.
-  const std::string binary = ReadText(dir.path / "lenet.sgraph");
+  const std::string binary = testing::Slurp(dir.path / "lenet.sgraph");
   auto text = GraphToJson(Bytes(binary));
   ASSERT_TRUE(text.ok());
-  EXPECT_EQ(ReadText(dir.path / "lenet.json"), *text);
+  EXPECT_EQ(testing::Slurp(dir.path / "lenet.json"), *text);
 }
 
 TEST(GraphFileTest, MissingFileNamesThePath) {

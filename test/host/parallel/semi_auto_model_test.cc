@@ -365,17 +365,10 @@ namespace {
 // The zoo ViT for 200 steps under the presets (data and model on 2 ranks,
 // 2x2 on 4), through Model on in-process devices, against one device at
 // the same global batch: every step's loss within 1e-5 relative.
-host::Graph VitWithLoss(int64_t batch) {
-  host::Graph g = host::MakeVitNetwork(batch);
-  const host::TensorId label = g.Input("label", {batch}, DType::I32);
-  g.SetLoss(g.SparseSoftmaxCrossEntropy(g.outputs().front(), label));
-  return g;
-}
-
 std::vector<double> VitLosses(const std::string& preset, int n, int steps) {
   constexpr int64_t kBatch = 8;
   const testing::SyntheticData d = testing::MakeSyntheticData(steps * kBatch, 784, 10, 9);
-  host::Graph g = VitWithLoss(kBatch);
+  host::Graph g = testing::MakeVit(kBatch);
   int64_t dp = 1;
   host::ModelOptions o;
   o.compile_cache = "";
@@ -430,7 +423,7 @@ TEST(SemiAutoModel, VitTracksOneDeviceFor200StepsUnderEveryPreset) {
 // fc2) and twice backward (the gradients of the inputs of qkv and fc1) per
 // block, and nothing else is communicated but gradient buckets.
 TEST(SemiAutoModel, VitModelLayoutHasMegatronsAllReduceCountInItsStream) {
-  host::Graph g = VitWithLoss(8);
+  host::Graph g = testing::MakeVit(8);
   SINKRT_ASSERT_OK(host::ApplyShardStrategy("model", g, 2));
   host::CompileOptions o;
   o.parallel_mode = ParallelMode::SemiAutoParallel;

@@ -17,6 +17,7 @@
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
+#include "support/compare.h"
 #include "support/in_process_world.h"
 #include "support/model_fixtures.h"
 #include "support/test_models.h"
@@ -88,23 +89,13 @@ Trained Train(int devices, int64_t batch, int k, int64_t samples, int epochs, bo
   return out;
 }
 
+// The losses within `rel` of each other, and the state's f32 tensors within
+// `state_abs` element by element (support/compare.h).
 void ExpectSameTraining(const Trained& got, const Trained& want, double rel, double state_abs) {
-  ASSERT_EQ(got.losses.size(), want.losses.size());
-  double worst = 0;
-  for (size_t i = 0; i < want.losses.size(); ++i)
-    worst = std::max(worst, std::abs(got.losses[i] - want.losses[i]) / std::abs(want.losses[i]));
+  const double worst = testing::WorstRelative(got.losses, want.losses);
   std::printf("[ info ] worst relative loss difference %.2e over %zu steps\n", worst, want.losses.size());
   EXPECT_LT(worst, rel);
-  ASSERT_EQ(got.state.size(), want.state.size());
-  for (size_t i = 0; i < want.state.size(); ++i) {
-    ASSERT_EQ(got.state[i].first, want.state[i].first);
-    const auto* x = reinterpret_cast<const float*>(want.state[i].second.data.data());
-    const auto* y = reinterpret_cast<const float*>(got.state[i].second.data.data());
-    double d = 0;
-    for (size_t e = 0; e < want.state[i].second.data.size() / sizeof(float); ++e)
-      d = std::max(d, static_cast<double>(std::abs(x[e] - y[e])));
-    EXPECT_LT(d, state_abs) << want.state[i].first;
-  }
+  testing::ExpectSameTensors(got.state, want.state, state_abs);
 }
 
 // 4 batches of 8 per step against one batch of 32: 200 optimizer steps, a

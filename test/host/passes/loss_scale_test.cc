@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -21,6 +20,7 @@
 #include "sinkrt/host/loss_scale.h"
 #include "sinkrt/host/model.h"
 #include "runtime/src/loss_scale_rule.h"
+#include "support/compare.h"
 #include "support/in_process_world.h"
 #include "support/model_fixtures.h"
 #include "support/test_models.h"
@@ -221,23 +221,22 @@ Trained Train(const testing::SyntheticData& d, const OptimizerSpec& opt, const L
   return out;
 }
 
+// The state less the loss scale's own (its scale and counters differ from
+// an unscaled run's by design).
+testing::NamedTensors WithoutLossScale(const testing::NamedTensors& state) {
+  testing::NamedTensors out;
+  for (const auto& entry : state)
+    if (entry.first.rfind("loss_scale", 0) != 0) out.push_back(entry);
+  return out;
+}
+
 // Every parameter and optimizer state bitwise equal (the loss scale's own
-// state aside).
-void ExpectSameState(const Trained& got, const Trained& want, const std::string& what) {
-  size_t compared = 0;
-  for (const auto& [name, t] : want.state) {
-    if (name.rfind("loss_scale", 0) == 0) continue;
-    bool found = false;
-    for (const auto& [gname, gt] : got.state)
-      if (gname == name) {
-        found = true;
-        ASSERT_EQ(gt.data.size(), t.data.size()) << what << ": " << name;
-        EXPECT_EQ(std::memcmp(gt.data.data(), t.data.data(), t.data.size()), 0) << what << ": " << name;
-        ++compared;
-      }
-    EXPECT_TRUE(found) << what << ": " << name << " missing";
-  }
-  EXPECT_GT(compared, 6u) << what;
+// state aside), compared by support/compare.h.
+void ExpectSameParams(const Trained& got, const Trained& want, const std::string& what) {
+  SCOPED_TRACE(what);
+  const testing::NamedTensors want_params = WithoutLossScale(want.state);
+  EXPECT_GT(want_params.size(), 6u);
+  testing::ExpectSameTensors(WithoutLossScale(got.state), want_params);
 }
 
 // A power-of-two scale is exact in binary: with no overflow the run is
@@ -254,7 +253,7 @@ TEST(LossScaleTrain, APowerOfTwoScaleTrainsBitwiseAsWithout) {
     EXPECT_EQ(scaled.rec.scales[i], 1024.0);
     EXPECT_EQ(scaled.rec.overflows[i], 0);
   }
-  ExpectSameState(scaled, plain, "fixed 1024");
+  ExpectSameParams(scaled, plain, "fixed 1024");
 }
 
 // A batch holding an inf: its gradients are NaN, the device skips that
@@ -269,7 +268,7 @@ TEST(LossScaleTrain, AnOverflowedStepIsSkippedAsIfTheBatchWereNotThere) {
     const Trained want = Train(clean, opt, ls, 1, true, kSteps - 1);
     for (bool sink : {true, false}) {
       const Trained got = Train(poisoned, opt, ls, 1, sink, kSteps);
-      ExpectSameState(got, want, std::string(sink ? "sink " : "non-sink ") + host::OptimizerKindName(opt.kind));
+      ExpectSameParams(got, want, std::string(sink ? "sink " : "non-sink ") + host::OptimizerKindName(opt.kind));
       // The schedule: MindSpore's rule over the same overflow pattern.
       std::vector<bool> overflow(kSteps, false);
       overflow[kOverflowBatch] = true;
@@ -299,7 +298,7 @@ TEST(LossScaleTrain, DataParallelRanksAgreeOnTheOverflow) {
   const LossScaleManager ls = LossScaleManager::Dynamic(256.0f, 2.0f, 3);
   const Trained want = Train(clean, opt, ls, 2, true, kSteps - 1);
   const Trained got = Train(poisoned, opt, ls, 2, true, kSteps);
-  ExpectSameState(got, want, "data parallel");
+  ExpectSameParams(got, want, "data parallel");
   ASSERT_EQ(got.rec.overflows.size(), 1u);
   EXPECT_EQ(got.rec.overflows[0], 1);
 }
@@ -350,7 +349,7 @@ TEST(LossScaleTrain, SemiAutoRanksAgreeOnTheOverflow) {
   const LossScaleManager ls = LossScaleManager::Dynamic(256.0f, 2.0f, 3);
   const Trained want = TrainSemi(clean, ls, kSteps - 1);
   const Trained got = TrainSemi(poisoned, ls, kSteps);
-  ExpectSameState(got, want, "semi-auto");
+  ExpectSameParams(got, want, "semi-auto");
   ASSERT_EQ(got.rec.overflows.size(), 1u);
   EXPECT_EQ(got.rec.overflows[0], 1);
   // The stream reduces the flags with a max over both ranks.
@@ -399,7 +398,7 @@ TEST(LossScaleTrain, WithGradientAccumulationTrainsBitwiseAsWithout) {
       for (size_t i = 0; i < scaled.rec.scales.size(); ++i)
         EXPECT_EQ(scaled.rec.scales[i], ls.kind == LossScaleManager::Kind::Dynamic ? want.scales[3 * i + 2] : 128.0f)
             << what << ", sink " << i;
-      ExpectSameState(scaled, plain, what);
+      ExpectSameParams(scaled, plain, what);
     }
   }
 }
@@ -418,7 +417,7 @@ TEST(LossScaleTrain, WithGradientAccumulationAnOverflowSkipsTheWholeStep) {
   const LossScaleManager ls = LossScaleManager::Fixed(64.0f);
   const Trained want = Train(clean, opt, ls, 1, true, kSteps / 2 - 1, 2);
   const Trained got = Train(poisoned, opt, ls, 1, true, kSteps / 2, 2);
-  ExpectSameState(got, want, "accumulated step with an inf");
+  ExpectSameParams(got, want, "accumulated step with an inf");
   ASSERT_EQ(got.rec.overflows.size(), 1u);
   EXPECT_EQ(got.rec.overflows[0], 1);
 }

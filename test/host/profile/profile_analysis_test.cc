@@ -30,6 +30,7 @@
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/format.h"
 #include "support/test_models.h"
+#include "support/text.h"
 
 namespace sinkrt {
 namespace {
@@ -619,13 +620,6 @@ TEST(ProfileAnalysisSvg, IsWellFormedAndItsBarsSumToTheStep) {
 
 //===--- The output directory ---===//
 
-std::string ReadText(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 std::filesystem::path TempDir(const std::string& name) {
   std::filesystem::path dir = std::filesystem::temp_directory_path() /
                               ("sinkrt_profile_" + name + "_" + std::to_string(::getpid()));
@@ -644,9 +638,9 @@ TEST(ProfileAnalysisFiles, WritesTheDirectoryAndReadsItBack) {
   ASSERT_TRUE(st.ok()) << st.ToString();
   for (const char* f : {"trace.json", "summary.txt", "summary.json", "steps.svg"})
     EXPECT_TRUE(std::filesystem::is_regular_file(dir / f)) << f;
-  EXPECT_EQ(ReadText(dir / "summary.txt"), host::SummaryText(written));
-  EXPECT_EQ(json::parse(ReadText(dir / "summary.json")), host::SummaryJson(written));
-  EXPECT_EQ(ReadText(dir / "steps.svg"), host::SummarySvg(written));
+  EXPECT_EQ(testing::Slurp(dir / "summary.txt"), host::SummaryText(written));
+  EXPECT_EQ(json::parse(testing::Slurp(dir / "summary.json")), host::SummaryJson(written));
+  EXPECT_EQ(testing::Slurp(dir / "steps.svg"), host::SummarySvg(written));
   std::string text = host::SummaryText(written);
   for (const char* want : {"hand<mlp>", "2 ranks", "host 10.500 ms/step", "allreduce_bucket0", "MatMulGrad",
                            "Param 1.000", "overlap"})
@@ -655,7 +649,7 @@ TEST(ProfileAnalysisFiles, WritesTheDirectoryAndReadsItBack) {
   auto read = host::ReadProfile(dir.string());
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   EXPECT_EQ(host::SummaryJson(*read), host::SummaryJson(written));
-  EXPECT_EQ(host::SummaryJsonText(*read), ReadText(dir / "summary.json"));
+  EXPECT_EQ(host::SummaryJsonText(*read), testing::Slurp(dir / "summary.json"));
   if (!(env && *env)) std::filesystem::remove_all(dir.parent_path().parent_path());
 }
 
@@ -672,7 +666,7 @@ TEST(ProfileAnalysisFiles, BadDirectoriesGiveClearErrors) {
   EXPECT_NE(empty.status().message().find("no trace.json"), std::string::npos) << empty.status().message();
 
   ASSERT_TRUE(host::WriteProfileDir(HandRun(), dir.string()).ok());
-  std::string trace = ReadText(dir / "trace.json");
+  std::string trace = testing::Slurp(dir / "trace.json");
   {
     std::ofstream f(dir / "trace.json", std::ios::binary | std::ios::trunc);
     f << trace.substr(0, trace.size() / 2);

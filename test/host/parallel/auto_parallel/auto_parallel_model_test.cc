@@ -43,12 +43,6 @@ const std::string kCalibration = "";
 using testing::LossRecorder;
 using World = testing::InProcessWorld;
 
-Graph VitWithLoss(int64_t batch) {
-  Graph g = host::MakeVitNetwork(batch);
-  g.SetLoss(g.SparseSoftmaxCrossEntropy(g.outputs().front(), g.Input("label", {batch}, DType::I32)));
-  return g;
-}
-
 host::CompileOptions AutoOptions(uint32_t n) {
   host::CompileOptions o;
   o.optimizer = OptimizerSpec::Adam(1e-3f);
@@ -76,7 +70,7 @@ TEST(AutoParallelContext, MemoryCapacityMustBePositiveAndDatasetStrategyIsAllowe
 // Compile under AutoParallel, CompileJob (one search) and the searched
 // strategies compiled by hand under SemiAutoParallel give the same bytes.
 TEST(AutoParallelCompile, OneSearchEveryRankTheSemiAutoBytes) {
-  const Graph g = VitWithLoss(8);
+  const Graph g = testing::MakeVit(8);
   auto job = host::CompileJob(g, AutoOptions(2));
   SINKRT_ASSERT_OK(job);
   ASSERT_TRUE(job->auto_parallel.has_value());
@@ -110,7 +104,7 @@ TEST(AutoParallelCompile, OneSearchEveryRankTheSemiAutoBytes) {
 }
 
 TEST(AutoParallelCompile, BadSearchOptionsAreNamed) {
-  const Graph g = VitWithLoss(8);
+  const Graph g = testing::MakeVit(8);
   host::CompileOptions o = AutoOptions(2);
   o.search_mode = "exhaustive";
   auto bad_mode = host::CompileJob(g, o);
@@ -148,7 +142,7 @@ std::vector<double> VitLosses(bool auto_parallel, int n, int steps, float lr, bo
     o.context.calibration_file = kCalibration;
   }
   World w(n);
-  auto m = Model::Create(VitWithLoss(kBatch), LossSpec::None(), OptimizerSpec::Sgd(lr), w.links, o);
+  auto m = Model::Create(testing::MakeVit(kBatch), LossSpec::None(), OptimizerSpec::Sgd(lr), w.links, o);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   if (!m.ok()) return {};
   const int64_t batch = GroupBatch(**m);
@@ -205,7 +199,7 @@ TEST(AutoParallelModel, VitWithGradientsMeanTracksOneDevice) {
 // A job searched beforehand runs under auto_parallel and semi_auto_parallel
 // alike; a job without its search (as read from disk) is not auto_parallel.
 TEST(AutoParallelModel, SearchedJobsAreAcceptedAndPlainOnesNamed) {
-  Graph g = VitWithLoss(8);
+  Graph g = testing::MakeVit(8);
   auto job = host::CompileJob(g, AutoOptions(2));
   SINKRT_ASSERT_OK(job);
   for (ParallelMode mode : {ParallelMode::AutoParallel, ParallelMode::SemiAutoParallel}) {
