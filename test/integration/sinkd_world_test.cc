@@ -35,6 +35,7 @@
 #include "runtime/src/hello.h"
 #include "runtime/src/wire_socket.h"
 #include "support/feeder.h"
+#include "support/on_each_rank.h"
 #include "support/scoped_env.h"
 #include "support/sinkd_process.h"
 #include "support/test_models.h"
@@ -67,12 +68,7 @@ std::string LogPath(const std::string& name) {
   return (dir / (name + ".log")).string();
 }
 
-// Runs fn(rank) on one thread per rank and joins them.
-void OnEachRank(size_t n, const std::function<void(uint32_t)>& fn) {
-  std::vector<std::thread> threads;
-  for (uint32_t r = 0; r < n; ++r) threads.emplace_back([&fn, r] { fn(r); });
-  for (auto& t : threads) t.join();
-}
+using testing::OnEachRank;
 
 // ---- streams and data -------------------------------------------------------
 

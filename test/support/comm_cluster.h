@@ -13,15 +13,9 @@
 
 #include "device/src/comm/communicator.h"
 #include "device/src/comm/rendezvous/listening_inbox.h"
+#include "support/on_each_rank.h"
 
 namespace sinkrt::testing {
-
-// Runs fn(rank) on one thread per rank and joins them.
-inline void OnEachRank(uint32_t n, const std::function<void(uint32_t)>& fn) {
-  std::vector<std::thread> threads;
-  for (uint32_t r = 0; r < n; ++r) threads.emplace_back([&fn, r] { fn(r); });
-  for (auto& t : threads) t.join();
-}
 
 class Cluster {
  public:

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sinkrt/host/communication.h"
+#include "support/on_each_rank.h"
 #include "support/scoped_env.h"
 
 namespace sinkrt::host {
@@ -33,13 +34,6 @@ ProcessGroup::Options RankOptions(uint32_t rank, uint32_t size, uint16_t port, m
   return o;
 }
 
-// Runs `body(rank)` on a thread per rank and joins them all.
-void OnRanks(uint32_t n, const std::function<void(uint32_t)>& body) {
-  std::vector<std::thread> threads;
-  for (uint32_t r = 0; r < n; ++r) threads.emplace_back(body, r);
-  for (auto& t : threads) t.join();
-}
-
 std::vector<JoinField> Fields(int64_t batch) {
   return {{"world_size", "3"}, {"graph_hash", "00ab"}, {"batch", std::to_string(batch)}};
 }
@@ -47,7 +41,7 @@ std::vector<JoinField> Fields(int64_t batch) {
 TEST(ProcessGroupTest, FormsAWorldAndEveryRoundCarriesEveryEndpoint) {
   const uint16_t port = FreePort();
   std::vector<Result<FormedWorld>> first(3, Internal("not run")), second(3, Internal("not run"));
-  OnRanks(3, [&](uint32_t r) {
+  testing::OnEachRank(3, [&](uint32_t r) {
     auto pg = ProcessGroup::Join(RankOptions(r, 3, port));
     ASSERT_TRUE(pg.ok()) << pg.status().message();
     EXPECT_EQ((*pg)->rank(), r);
@@ -73,7 +67,7 @@ TEST(ProcessGroupTest, FormsAWorldAndEveryRoundCarriesEveryEndpoint) {
 TEST(ProcessGroupTest, AMismatchFailsEveryRankNamingTheRankAndTheField) {
   const uint16_t port = FreePort();
   std::vector<Status> got(3);
-  OnRanks(3, [&](uint32_t r) {
+  testing::OnEachRank(3, [&](uint32_t r) {
     auto pg = ProcessGroup::Join(RankOptions(r, 3, port));
     ASSERT_TRUE(pg.ok()) << pg.status().message();
     got[r] = (*pg)->Round("Model.Create", Fields(r == 2 ? 32 : 64)).status();
@@ -87,7 +81,7 @@ TEST(ProcessGroupTest, AMismatchFailsEveryRankNamingTheRankAndTheField) {
 TEST(ProcessGroupTest, ARankWithAnotherProgramIsNamed) {
   const uint16_t port = FreePort();
   std::vector<Status> got(2);
-  OnRanks(2, [&](uint32_t r) {
+  testing::OnEachRank(2, [&](uint32_t r) {
     auto pg = ProcessGroup::Join(RankOptions(r, 2, port));
     ASSERT_TRUE(pg.ok()) << pg.status().message();
     std::vector<JoinField> f = Fields(64);
@@ -101,7 +95,7 @@ TEST(ProcessGroupTest, ARankWithAnotherProgramIsNamed) {
 TEST(ProcessGroupTest, RanksThatNeverComeAreNamedAtTheDeadline) {
   const uint16_t port = FreePort();
   std::vector<Status> got(2);
-  OnRanks(2, [&](uint32_t r) { got[r] = ProcessGroup::Join(RankOptions(r, 4, port, milliseconds(1500))).status(); });
+  testing::OnEachRank(2, [&](uint32_t r) { got[r] = ProcessGroup::Join(RankOptions(r, 4, port, milliseconds(1500))).status(); });
   EXPECT_EQ(got[0].code(), StatusCode::kDeadlineExceeded);
   EXPECT_NE(got[0].message().find("rank(s) 2, 3 did not join the master at 127.0.0.1:" + std::to_string(port)),
             std::string::npos)
@@ -122,7 +116,7 @@ TEST(ProcessGroupTest, NoMasterIsNamedWithItsAddress) {
 TEST(ProcessGroupTest, TwoProcessesClaimingOneRankFailTheWorld) {
   const uint16_t port = FreePort();
   std::vector<Status> got(3);
-  OnRanks(3, [&](uint32_t i) {
+  testing::OnEachRank(3, [&](uint32_t i) {
     // Threads 1 and 2 both say they are rank 1 of a world of 3.
     got[i] = ProcessGroup::Join(RankOptions(i == 0 ? 0 : 1, 3, port)).status();
   });
@@ -132,7 +126,7 @@ TEST(ProcessGroupTest, TwoProcessesClaimingOneRankFailTheWorld) {
 TEST(ProcessGroupTest, AWorldSizeMismatchIsNamed) {
   const uint16_t port = FreePort();
   std::vector<Status> got(2);
-  OnRanks(2, [&](uint32_t r) { got[r] = ProcessGroup::Join(RankOptions(r, r == 0 ? 2 : 3, port)).status(); });
+  testing::OnEachRank(2, [&](uint32_t r) { got[r] = ProcessGroup::Join(RankOptions(r, r == 0 ? 2 : 3, port)).status(); });
   for (uint32_t r = 0; r < 2; ++r)
     EXPECT_NE(got[r].message().find("rank 1 (pid " + std::to_string(::getpid()) +
                                     ") is in a world of 3 ranks, rank 0 in one of 2"),
