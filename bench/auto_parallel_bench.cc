@@ -74,6 +74,7 @@
 #include "local_daemons.h"
 #include "recording_reporter.h"
 #include "sinkrt/device/in_process_device.h"
+#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/auto_parallel.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model.h"
@@ -141,7 +142,7 @@ std::string Fingerprint(const host::Graph& g) {
 // the two ranks, which the cost model prices at the calibration's alpha.
 int CollectivesPerStep(const VerifiedStream& stream) {
   int n = 0;
-  if (const fb::Program* p = stream.FindProgram(fb::ProgramKind::TrainStep))
+  if (const fb::Program* p = stream.FindProgram(ProgramKind::TrainStep))
     for (const fb::Stream* s : *p->streams())
       for (const fb::Task* task : *s->tasks()) switch (task->body_type()) {
           case fb::TaskBody::AllReduceTask: case fb::TaskBody::AllGatherTask: case fb::TaskBody::ReduceScatterTask:
@@ -264,9 +265,9 @@ OpClass TaskClass(std::string_view op) {
   return kMem;
 }
 
-OpClass ForwardClass(fb::OpCode op) {
-  if (op == fb::OpCode::MatMul) return kMatmul;
-  if (op == fb::OpCode::BatchMatMul) return kBmm;
+OpClass ForwardClass(OpCode op) {
+  if (op == OpCode::MatMul) return kMatmul;
+  if (op == OpCode::BatchMatMul) return kBmm;
   return kMem;
 }
 
@@ -301,7 +302,7 @@ void RunCompute(benchmark::State& state) {
       return state.SkipWithError(st.ToString().c_str());
   ReportStepCounters(state, totals, batch);
   const double n = std::max(1.0, totals.steps);
-  std::vector<device::TaskTime> times = dev.executor()->TaskTimes(fb::ProgramKind::TrainStep);
+  std::vector<device::TaskTime> times = dev.executor()->TaskTimes(ProgramKind::TrainStep);
   double measured[kOpClasses] = {};
   for (const device::TaskTime& t : times) measured[TaskClass(t.op)] += double(t.ns) / 1e6 / n;
   for (int c = 0; c < kOpClasses; ++c) {

@@ -71,8 +71,8 @@ void MemoryCounters(benchmark::State& state, const host::CompiledJob& job) {
   const host::CompileReport& r = job.ranks[0].report;
   uint64_t opt = 0, all = 0;
   for (const host::PlannedBuffer& b : r.buffers) {
-    if (b.role == fb::BufferRole::OptState) opt += b.bytes;
-    if (b.role == fb::BufferRole::OptState || b.role == fb::BufferRole::Param || b.role == fb::BufferRole::Grad)
+    if (b.role == BufferRole::OptState) opt += b.bytes;
+    if (b.role == BufferRole::OptState || b.role == BufferRole::Param || b.role == BufferRole::Grad)
       all += b.bytes;
   }
   constexpr double kMiB = 1024.0 * 1024.0;

@@ -30,6 +30,7 @@
 
 #include "local_daemons.h"
 #include "recording_reporter.h"
+#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/shard_strategies.h"
@@ -105,12 +106,12 @@ void RunSharded(benchmark::State& state) {
   const host::CompileReport& report = (*model)->compiled().report;
   double state_bytes = 0;
   for (const host::PlannedBuffer& b : report.buffers)
-    if (b.role == fb::BufferRole::Param || b.role == fb::BufferRole::Grad || b.role == fb::BufferRole::OptState)
+    if (b.role == BufferRole::Param || b.role == BufferRole::Grad || b.role == BufferRole::OptState)
       state_bytes += static_cast<double>(b.bytes);
   state.counters["arena_mb"] = static_cast<double>(report.arena_bytes) / (1 << 20);
   state.counters["state_mb"] = state_bytes / (1 << 20);
   int forward_allreduces = 0;
-  if (const fb::Program* p = (*model)->compiled().stream.FindProgram(fb::ProgramKind::PredictStep))
+  if (const fb::Program* p = (*model)->compiled().stream.FindProgram(ProgramKind::PredictStep))
     for (const fb::Stream* s : *p->streams())
       for (const fb::Task* task : *s->tasks())
         forward_allreduces += task->body_type() == fb::TaskBody::AllReduceTask;

@@ -34,13 +34,10 @@ foreach(part runtime host device)
 endforeach()
 # The application's umbrella header (all three libraries).
 install(FILES ${PROJECT_SOURCE_DIR}/include/sinkrt/sinkrt.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sinkrt COMPONENT dev)
-# Public headers still name FlatBuffers types (fb::DType in dtype.h,
-# fb::OpCode in graph.h, fb::BufferRole in compiler.h), so the generated
-# headers they include ship with them until the API has enums of its own;
-# the graph, checkpoint and wire schemas' headers are internal.
-foreach(s common task_stream)
-  install(FILES ${SINKRT_GEN_DIR}/${s}_generated.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sinkrt/fb COMPONENT dev)
-endforeach()
+# The generated FlatBuffers headers (sinkrt/fb/) are internal and never
+# installed: the public API has enums of its own (DType, OpCode, InitKind,
+# BufferRole, ProgramKind), mapped to the schemas' where sinkrt reads and
+# writes its files (docs/design/compatibility.md).
 # The example application, as a starting point (docs/guide/install.md, "Use sinkrt
 # from your C++ application").
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/app/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples/app COMPONENT dev)

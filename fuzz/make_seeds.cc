@@ -19,13 +19,13 @@
 #include <string>
 #include <vector>
 
+#include "runtime/src/hello.h"
+#include "runtime/src/wire.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/graph.h"
 #include "sinkrt/host/model_zoo.h"
-#include "sinkrt/runtime/format.h"
-#include "runtime/src/hello.h"
+#include "sinkrt/runtime/stream_format.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
-#include "runtime/src/wire.h"
 
 namespace fs = std::filesystem;
 using namespace sinkrt;

@@ -21,7 +21,7 @@
 #include "fuzz_support.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/dtype.h"
-#include "sinkrt/runtime/format.h"
+#include "sinkrt/runtime/stream_format.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace {

@@ -9,7 +9,7 @@
 
 #include "dump_format.h"
 #include "sinkrt/runtime/dtype.h"
-#include "sinkrt/runtime/format.h"
+#include "sinkrt/runtime/stream_format.h"
 
 namespace sinkrt::tools {
 namespace {

@@ -15,6 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/src/collective_kinds.h"
+#include "runtime/src/schema_enums.h"
+#include "runtime/src/stream_names.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 

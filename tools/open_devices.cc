@@ -8,7 +8,6 @@
 
 #include "sinkrun.h"
 #include "sinkrt/device/device_options.h"
-#include "device/src/executor.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/device/openmp_policy.h"
 #include "sinkrt/host/communication.h"
@@ -60,7 +59,7 @@ bool BindLocalDaemons(bool no_bind, int devices, int threads) {
 }
 
 // An in-process device knows its threads once a job is loaded.
-int TrainDevices::threads() const { return in_process ? in_process->executor()->threads() : sinkd_threads; }
+int TrainDevices::threads() const { return in_process ? in_process->threads() : sinkd_threads; }
 
 std::string TrainDevices::RendezvousText() const {
   size_t least = SIZE_MAX, most = 0, least_shm = SIZE_MAX, most_shm = 0;

@@ -23,11 +23,11 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/cli_validators.h"
+#include "cli/tool_version.h"
 #include "dump_file_kind.h"
 #include "dump_format.h"
-#include "cli/tool_version.h"
 #include "runtime/src/file_io.h"
-#include "sinkrt/runtime/format.h"
+#include "sinkrt/runtime/stream_format.h"
 #include "sinkrt/runtime/version.h"
 
 namespace {
@@ -67,7 +67,7 @@ int Diff(const std::string& a_path, const std::string& b_path, bool json, const 
   if (!a) return kError;
   std::optional<VerifiedStream> b = Load(b_path);
   if (!b) return kError;
-  if (options.program && !a->FindProgram(*options.program) && !b->FindProgram(*options.program)) {
+  if (options.program && !a->FindProgram(FromFb(*options.program)) && !b->FindProgram(FromFb(*options.program))) {
     std::cerr << "sinkdump: neither " << a_path << " nor " << b_path << " has a "
               << ProgramKindName(*options.program) << " program\n";
     return kError;
@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
   std::optional<VerifiedStream> loaded = Load(path);
   if (!loaded) return 1;
   const VerifiedStream& view = *loaded;
-  if (options.program && !view.FindProgram(*options.program)) {
+  if (options.program && !view.FindProgram(FromFb(*options.program))) {
     std::cerr << "sinkdump: " << path << " has no " << ProgramKindName(*options.program) << " program\n";
     return 1;
   }

@@ -65,8 +65,8 @@ Result<double> TaskSeconds(const host::Graph& g, int64_t x_elems, const std::str
     for (uint32_t s = 0; s < steps; ++s) SINKRT_RETURN_IF_ERROR(ex->PushBatch(1, std::span(&column, 1)));
     ex->ResetTaskTimes();
     device::RunStats stats;
-    SINKRT_RETURN_IF_ERROR(ex->Run(fb::ProgramKind::EvalStep, steps, &stats));
-    for (const device::TaskTime& t : ex->TaskTimes(fb::ProgramKind::EvalStep))
+    SINKRT_RETURN_IF_ERROR(ex->Run(ProgramKind::EvalStep, steps, &stats));
+    for (const device::TaskTime& t : ex->TaskTimes(ProgramKind::EvalStep))
       if (t.op == op) return double(t.ns) / 1e9 / steps;
     return Internal("calibrate: the compiled eval step has no " + op + " task");
   };

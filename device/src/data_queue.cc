@@ -5,6 +5,7 @@
 
 #include "device/src/kernels/parallel_range.h"
 
+#include "runtime/src/schema_enums.h"
 #include "sinkrt/runtime/dtype.h"
 
 namespace sinkrt::device {

@@ -10,12 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "device/src/loaded_job.h"
 #include "device/src/streams/comm_stream.h"
 #include "device/src/team/worker_team.h"
-#include "device/src/loaded_job.h"
-#include "sinkrt/runtime/dtype.h"
 #include "runtime/src/clock.h"
-#include "sinkrt/runtime/format.h"
+#include "runtime/src/stream_names.h"
+#include "sinkrt/runtime/dtype.h"
+#include "sinkrt/runtime/stream_format.h"
 
 namespace sinkrt::device {
 LoadedJob::LoadedJob(VerifiedStream s) : stream(std::move(s)) {}

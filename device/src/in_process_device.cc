@@ -8,6 +8,7 @@
 #include "device/src/device_core.h"
 #include "device/src/comm/rendezvous/listening_inbox.h"
 #include "runtime/src/clock.h"
+#include "runtime/src/schema_enums.h"
 
 namespace sinkrt::device {
 
@@ -30,6 +31,11 @@ InProcessDevice::InProcessDevice(DeviceOptions options)
 InProcessDevice::~InProcessDevice() { core_.reset(); }
 
 Executor* InProcessDevice::executor() { return core_->job(); }
+
+int InProcessDevice::threads() const {
+  const Executor* job = core_->job();
+  return job ? job->threads() : 0;
+}
 
 Status InProcessDevice::MakePeerTls() {
   const TlsConfig& tls = options_.tls;
@@ -150,7 +156,7 @@ Result<SinkResult> InProcessDevice::RunSink(ProgramKind program, uint32_t steps)
     ReportedTensor t;
     t.buffer = view.buffer;
     t.name = view.def->name() ? view.def->name()->str() : "";
-    t.dtype = view.def->dtype();
+    t.dtype = FromFb(view.def->dtype());
     if (view.def->shape()) t.shape.assign(view.def->shape()->begin(), view.def->shape()->end());
     t.data.assign(view.bytes.begin(), view.bytes.end());
     r.reports.push_back(std::move(t));

@@ -4,6 +4,9 @@
 #include <string>
 
 #include "device/src/loaded_job.h"
+#include "runtime/src/collective_kinds.h"
+#include "runtime/src/schema_enums.h"
+#include "runtime/src/stream_names.h"
 #include "sinkrt/runtime/collective_use.h"
 #include "sinkrt/runtime/dtype.h"
 
@@ -14,7 +17,7 @@ TensorRef MakeRef(const LoadedJob& job, uint32_t index) {
   const fb::Buffer* b = job.stream.root()->buffers()->Get(index);
   TensorRef r;
   r.data = job.arena.data() + b->offset();
-  r.dtype = b->dtype();
+  r.dtype = FromFb(b->dtype());
   if (b->shape()) r.shape.assign(b->shape()->begin(), b->shape()->end());
   r.numel = NumElements(r.shape);
   return r;
@@ -35,7 +38,7 @@ void Region(const LoadedJob& job, const flatbuffers::Vector<uint32_t>* buffers, 
             DType* dtype) {
   const fb::Buffer* first = BufferDef(job, buffers->Get(0));
   const fb::Buffer* last = BufferDef(job, buffers->Get(buffers->size() - 1));
-  *dtype = first->dtype();
+  *dtype = FromFb(first->dtype());
   *region = {job.arena.data() + first->offset(), last->offset() + last->bytes() - first->offset()};
 }
 
@@ -79,7 +82,7 @@ Status PrepareBlocked(LoadedJob& job, const flatbuffers::Vector<uint32_t>* input
                              std::to_string(block) + " bytes is not " + std::to_string(members) + " equal blocks");
     chunk += block;
   }
-  pt->dtype = BufferDef(job, inputs->Get(0))->dtype();
+  pt->dtype = FromFb(BufferDef(job, inputs->Get(0))->dtype());
   if (members > 1) job.comm->ReserveScratch(members * chunk);
   return Status::Ok();
 }
@@ -108,7 +111,7 @@ Status PrepareCollective(LoadedJob& job, const fb::Task* task, const std::string
       if (Blocked(t->outputs())) return PrepareBlocked(job, t->inputs(), t->outputs(), false, where, pt);
       pt->data = Bytes(job, t->input());
       pt->out = Bytes(job, t->output());
-      pt->dtype = BufferDef(job, t->input())->dtype();
+      pt->dtype = FromFb(BufferDef(job, t->input())->dtype());
       if (pt->out.size() != pt->data.size() * pt->group.ranks.size())
         return InvalidArgument(where + ": output of " + std::to_string(pt->out.size()) + " bytes is not " +
                                std::to_string(pt->group.ranks.size()) + " x the input's " +
@@ -122,7 +125,7 @@ Status PrepareCollective(LoadedJob& job, const fb::Task* task, const std::string
       if (Blocked(t->outputs())) return PrepareBlocked(job, t->inputs(), t->outputs(), true, where, pt);
       pt->data = Bytes(job, t->input());
       pt->out = Bytes(job, t->output());
-      pt->dtype = BufferDef(job, t->input())->dtype();
+      pt->dtype = FromFb(BufferDef(job, t->input())->dtype());
       if (pt->data.size() != pt->out.size() * pt->group.ranks.size())
         return InvalidArgument(where + ": input of " + std::to_string(pt->data.size()) + " bytes is not " +
                                std::to_string(pt->group.ranks.size()) + " x the output's " +
@@ -135,7 +138,7 @@ Status PrepareCollective(LoadedJob& job, const fb::Task* task, const std::string
       SINKRT_RETURN_IF_ERROR(PrepareGroup(job, t->group(), where, &pt->group));
       pt->data = Bytes(job, t->input());
       pt->out = Bytes(job, t->output());
-      pt->dtype = BufferDef(job, t->input())->dtype();
+      pt->dtype = FromFb(BufferDef(job, t->input())->dtype());
       if (pt->data.size() != pt->out.size() || pt->data.size() % pt->group.ranks.size() != 0)
         return InvalidArgument(where + ": input of " + std::to_string(pt->data.size()) + " bytes and output of " +
                                std::to_string(pt->out.size()) + " bytes are not equal blocks for " +

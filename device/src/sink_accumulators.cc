@@ -8,6 +8,8 @@
 #include <string>
 
 #include "device/src/loaded_job.h"
+#include "runtime/src/schema_enums.h"
+#include "runtime/src/stream_names.h"
 
 namespace sinkrt::device {
 

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <string_view>
 
+#include "runtime/src/schema_enums.h"
+#include "runtime/src/stream_names.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "runtime/src/collective_kinds.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 

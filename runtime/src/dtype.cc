@@ -10,8 +10,9 @@ size_t DTypeSize(DType t) {
     case DType::I64: return 8;
     case DType::U8: return 1;
     case DType::BF16: return 2;
-    default: return 0;
+    case DType::Invalid: return 0;
   }
+  return 0;  // a value from outside the enum (untrusted bytes)
 }
 
 const char* DTypeName(DType t) {
@@ -22,8 +23,9 @@ const char* DTypeName(DType t) {
     case DType::I64: return "i64";
     case DType::U8: return "u8";
     case DType::BF16: return "bf16";
-    default: return "invalid";
+    case DType::Invalid: return "invalid";
   }
+  return "invalid";  // a value from outside the enum (untrusted bytes)
 }
 
 int64_t NumElements(std::span<const int64_t> shape) {

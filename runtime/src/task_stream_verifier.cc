@@ -4,9 +4,12 @@
 #include <string>
 #include <vector>
 
+#include "runtime/src/collective_kinds.h"
+#include "runtime/src/schema_enums.h"
+#include "runtime/src/stream_names.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/dtype.h"
-#include "sinkrt/runtime/format.h"
+#include "sinkrt/runtime/stream_format.h"
 
 namespace sinkrt {
 namespace {
@@ -55,7 +58,7 @@ class Checker {
     return Status::Ok();
   }
 
-  Status CheckShape(const std::string& what, DType dtype, const flatbuffers::Vector<int64_t>* shape,
+  Status CheckShape(const std::string& what, fb::DType dtype, const flatbuffers::Vector<int64_t>* shape,
                     uint64_t* bytes_out) {
     if (DTypeSize(dtype) == 0) return InvalidArgument(what + ": invalid dtype " + std::to_string(int(dtype)));
     if (shape && shape->size() > 8)
@@ -665,10 +668,10 @@ Result<VerifiedStream> VerifyTaskStream(std::vector<uint8_t> bytes, uint64_t sup
   return view;
 }
 
-const fb::Program* VerifiedStream::FindProgram(fb::ProgramKind kind) const {
+const fb::Program* VerifiedStream::FindProgram(ProgramKind kind) const {
   if (!root_->programs()) return nullptr;
   for (const fb::Program* p : *root_->programs())
-    if (p->kind() == kind) return p;
+    if (p->kind() == ToFb(kind)) return p;
   return nullptr;
 }
 
@@ -711,14 +714,6 @@ std::string_view TaskKindName(fb::TaskBody kind) {
   return (n && *n) ? std::string_view(n) : std::string_view("Unknown");
 }
 
-std::string_view ProgramKindName(fb::ProgramKind kind) {
-  switch (kind) {
-    case fb::ProgramKind::Init: return "init";
-    case fb::ProgramKind::TrainStep: return "train_step";
-    case fb::ProgramKind::EvalStep: return "eval_step";
-    case fb::ProgramKind::PredictStep: return "predict_step";
-  }
-  return "unknown";
-}
+std::string_view ProgramKindName(fb::ProgramKind kind) { return ProgramKindName(FromFb(kind)); }
 
 }  // namespace sinkrt

@@ -1,7 +1,7 @@
 #include "sinkrt/runtime/version.h"
 
-#include "sinkrt/runtime/format.h"
 #include "runtime/src/wire.h"
+#include "sinkrt/runtime/stream_format.h"
 
 namespace sinkrt {
 

@@ -24,6 +24,7 @@
 
 #include "sinkrt/fb/wire_generated.h"
 #include "sinkrt/runtime/status.h"
+#include "sinkrt/runtime/wire_limits.h"
 
 namespace sinkrt {
 
@@ -34,16 +35,6 @@ inline constexpr uint16_t kProtocolMinor = 5;  ///< 1.1: worlds of daemons; 1.2:
 /// A frame header's size: magic, message length, payload length.
 inline constexpr size_t kFrameHeaderBytes = 16;
 
-/// The largest frame a receiver accepts; larger ones are refused before anything is read into memory.
-struct WireLimits {
-  /// A FlatBuffer message (control data: reports, names) is small.
-  uint32_t max_message_bytes = 16u << 20;
-  /// Task streams, batches and tensors. Override: SINKRT_MAX_FRAME_BYTES.
-  uint64_t max_payload_bytes = 2ull << 30;
-
-  /// The defaults, with SINKRT_MAX_FRAME_BYTES applied.
-  static WireLimits FromEnvironment();
-};
 
 /// The two lengths a frame header carries (the magic is implied).
 struct FrameHeader {

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "sinkrt/device/device_options.h"
 #include "device/src/executor.h"
+#include "sinkrt/device/device_options.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/dtype.h"
-#include "sinkrt/runtime/format.h"
+#include "sinkrt/runtime/stream_format.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/alltoall_stream.h"
 #include "support/comm_cluster.h"

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "device/src/data_queue.h"
+#include "sinkrt/fb/task_stream_generated.h"
 
 namespace sinkrt::device {
 namespace {

@@ -36,6 +36,7 @@
 #include "device/src/executor.h"
 #include "device/src/comm/rendezvous/listening_inbox.h"
 #include "sinkrt/device/in_process_device.h"
+#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/compiler.h"
 #include "support/comm_cluster.h"
 #include "support/feeder.h"
@@ -195,7 +196,7 @@ void ExpectNoAllocations(const host::Graph& g, int64_t batch, int64_t features, 
   EXPECT_EQ(twelve.ours, 0) << "sinkrt allocated during a 12-step run";
   if (profiling) {
     // The last kKeepSteps steps of the 12, every task of each.
-    const fb::Program* train = cs->stream.FindProgram(fb::ProgramKind::TrainStep);
+    const fb::Program* train = cs->stream.FindProgram(ProgramKind::TrainStep);
     size_t tasks = 0;
     for (const fb::Stream* st : *train->streams()) tasks += st->tasks()->size();
     EXPECT_EQ((*ex)->LastProfile().records(), tasks * kKeepSteps);
@@ -530,7 +531,7 @@ TEST(NoAlloc, SunkEvalStepsAllocateNothing) {
   SINKRT_ASSERT_OK(cs);
   auto ex = device::Executor::Load(cs->stream, device::DeviceOptions{});
   SINKRT_ASSERT_OK(ex);
-  const fb::Program* eval = cs->stream.FindProgram(fb::ProgramKind::EvalStep);
+  const fb::Program* eval = cs->stream.FindProgram(ProgramKind::EvalStep);
   ASSERT_TRUE(eval && eval->accumulators() && eval->accumulators()->size() == 1);
   const uint32_t sums_buffer = eval->accumulators()->Get(0);
   auto data = testing::MakeSyntheticData(kBatch * 12, 784, 10, 1);

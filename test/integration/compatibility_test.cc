@@ -16,6 +16,9 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/src/file_io.h"
+#include "runtime/src/hello.h"
+#include "runtime/src/wire.h"
 #include "sinkrt/fb/checkpoint_generated.h"
 #include "sinkrt/fb/graph_generated.h"
 #include "sinkrt/host/callbacks.h"
@@ -24,12 +27,9 @@
 #include "sinkrt/host/graph_file.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/remote_device.h"
-#include "runtime/src/file_io.h"
-#include "sinkrt/runtime/format.h"
-#include "runtime/src/hello.h"
+#include "sinkrt/runtime/stream_format.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 #include "sinkrt/runtime/version.h"
-#include "runtime/src/wire.h"
 #include "support/checkpoint_restamp.h"
 #include "support/loopback_listener.h"
 #include "support/model_fixtures.h"

@@ -5,9 +5,10 @@
 #include <random>
 
 #include "device/src/executor.h"
-#include "sinkrt/host/compiler.h"
 #include "runtime/src/file_io.h"
-#include "sinkrt/runtime/format.h"
+#include "sinkrt/fb/task_stream_generated.h"
+#include "sinkrt/host/compiler.h"
+#include "sinkrt/runtime/stream_format.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
@@ -204,7 +205,7 @@ TEST_F(CorruptStream, MetricSumIntoABufferNeverZeroedIsRefused) {
   std::vector<uint8_t> bad = *good_;
   auto view = VerifyTaskStream(bad);
   SINKRT_ASSERT_OK(view);
-  const fb::Program* eval = view->FindProgram(fb::ProgramKind::EvalStep);
+  const fb::Program* eval = view->FindProgram(ProgramKind::EvalStep);
   ASSERT_TRUE(eval && eval->reports() && eval->reports()->size() >= 2);
   const uint32_t loss = eval->reports()->Get(0);  // an Output too, but not an accumulator
   auto* programs = Mutable(bad)->mutable_programs();
@@ -246,7 +247,7 @@ std::vector<uint8_t> StreamWithSlice(std::vector<int64_t> whole, std::vector<int
   const std::vector<int64_t> shape = {4, 8};
   auto slice = fb::CreateSliceDirect(fbb, &whole, &offset, &matrix, &map);
   std::vector<flatbuffers::Offset<fb::Buffer>> buffers = {
-      fb::CreateBufferDirect(fbb, "w", 0, 4 * 8 * 4, DType::F32, &shape, fb::BufferRole::Param, slice)};
+      fb::CreateBufferDirect(fbb, "w", 0, 4 * 8 * 4, fb::DType::F32, &shape, fb::BufferRole::Param, slice)};
   fb::TaskStreamBuilder root(fbb);
   root.add_header(header);
   root.add_arena_bytes(4096);

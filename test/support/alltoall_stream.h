@@ -8,9 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "runtime/src/schema_enums.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/dtype.h"
-#include "sinkrt/runtime/format.h"
+#include "sinkrt/runtime/stream_format.h"
 #include "support/comm_task_stream.h"
 
 namespace sinkrt::testing {
@@ -39,7 +40,7 @@ inline std::vector<uint8_t> AllToAllStream(uint32_t rank, uint32_t world, const 
   uint64_t arena = 0;
   for (const BufferSpec& b : buffers) {
     const uint64_t bytes = static_cast<uint64_t>(NumElements(b.shape)) * DTypeSize(b.dtype);
-    bufs.push_back(fb::CreateBuffer(fbb, fbb.CreateString(b.name), alias ? 0 : arena, bytes, b.dtype,
+    bufs.push_back(fb::CreateBuffer(fbb, fbb.CreateString(b.name), alias ? 0 : arena, bytes, ToFb(b.dtype),
                                     fbb.CreateVector(b.shape), fb::BufferRole::Activation));
     arena = alias ? std::max(arena, (bytes + 63) / 64 * 64) : arena + (bytes + 63) / 64 * 64;
   }

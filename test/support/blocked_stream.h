@@ -9,9 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "runtime/src/schema_enums.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/dtype.h"
-#include "sinkrt/runtime/format.h"
+#include "sinkrt/runtime/stream_format.h"
 #include "support/comm_task_stream.h"
 
 namespace sinkrt::testing {
@@ -50,7 +51,7 @@ inline std::vector<uint8_t> BlockedStream(uint32_t rank, uint32_t world, const s
     const uint64_t bytes = static_cast<uint64_t>(NumElements(b.shape)) * DTypeSize(b.dtype);
     const uint64_t offset = b.view_of >= 0 ? offsets[b.view_of] + b.view_offset : arena;
     offsets.push_back(offset);
-    bufs.push_back(fb::CreateBuffer(fbb, fbb.CreateString(b.name), offset, bytes, b.dtype, fbb.CreateVector(b.shape),
+    bufs.push_back(fb::CreateBuffer(fbb, fbb.CreateString(b.name), offset, bytes, ToFb(b.dtype), fbb.CreateVector(b.shape),
                                     fb::BufferRole::Activation));
     arena = std::max(arena, offset + (bytes + 63) / 64 * 64);
   }

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "sinkrt/fb/task_stream_generated.h"
-#include "sinkrt/runtime/format.h"
+#include "sinkrt/runtime/stream_format.h"
 
 namespace sinkrt::testing {
 

@@ -10,6 +10,7 @@
 
 #include "device/src/kernels/dnnl_runtime.h"
 #include "device/src/team/worker_team.h"
+#include "runtime/src/schema_enums.h"
 
 namespace sinkrt::testing {
 namespace {
@@ -168,7 +169,7 @@ KernelRunner& KernelRunner::LayerNormEpsilon(float epsilon) {
   return Options(fb::OpOptions::LayerNormOptions, fb::CreateLayerNormOptions(fbb_, epsilon).Union());
 }
 KernelRunner& KernelRunner::CastTo(DType to) {
-  return Options(fb::OpOptions::CastOptions, fb::CreateCastOptions(fbb_, to).Union());
+  return Options(fb::OpOptions::CastOptions, fb::CreateCastOptions(fbb_, ToFb(to)).Union());
 }
 KernelRunner& KernelRunner::LossScale(bool check, bool dynamic, float scale_factor, int scale_window) {
   return Options(fb::OpOptions::LossScaleOptions,

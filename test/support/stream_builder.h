@@ -9,9 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "runtime/src/schema_enums.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/dtype.h"
-#include "sinkrt/runtime/format.h"
+#include "sinkrt/runtime/stream_format.h"
 
 namespace sinkrt::testing {
 
@@ -44,7 +45,7 @@ class HandStream {
     flatbuffers::FlatBufferBuilder fbb;
     std::vector<flatbuffers::Offset<fb::Buffer>> bufs;
     for (const auto& b : buffers_)
-      bufs.push_back(fb::CreateBuffer(fbb, fbb.CreateString(b.name), b.offset, b.bytes, b.dtype,
+      bufs.push_back(fb::CreateBuffer(fbb, fbb.CreateString(b.name), b.offset, b.bytes, ToFb(b.dtype),
                                       fbb.CreateVector(b.shape), b.role));
     std::vector<flatbuffers::Offset<fb::Initializer>> inits;
     std::vector<uint32_t> init_ids;

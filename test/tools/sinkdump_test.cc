@@ -12,13 +12,14 @@
 #include <sstream>
 #include <string>
 
+#include "runtime/src/file_io.h"
+#include "runtime/src/stream_names.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model_zoo.h"
+#include "sinkrt/runtime/stream_format.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/alltoall_stream.h"
 #include "support/run_binary.h"
-#include "sinkrt/runtime/format.h"
-#include "runtime/src/file_io.h"
-#include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/test_models.h"
 
 namespace sinkrt {
@@ -219,7 +220,7 @@ TEST_F(SinkdumpTest, JsonCarriesTheSameInformation) {
       EXPECT_EQ(jp["streams"][st]["tasks"].size(), prog->streams()->Get(st)->tasks()->size());
   }
   // The first train_step task pops the train queue into the input buffers.
-  const fb::Program* train_prog = v.FindProgram(fb::ProgramKind::TrainStep);
+  const fb::Program* train_prog = v.FindProgram(ProgramKind::TrainStep);
   ASSERT_NE(train_prog, nullptr);
   for (const auto& p : j["programs"]) {
     if (p["kind"] != "train_step") continue;

@@ -1658,7 +1658,7 @@ TEST(ModelZooTest, NetworksReadTheImageAndHaveNoLoss) {
     ASSERT_EQ(c.g.outputs().size(), 1u);
     EXPECT_EQ(c.g.tensor(c.g.outputs()[0]).shape, (Shape{8, 10}));
     if (c.g.name() != "vit") {
-      EXPECT_EQ(c.g.tensor(c.g.FindTensor("fc1.weight")).init.kind, fb::InitKind::HeUniform);
+      EXPECT_EQ(c.g.tensor(c.g.FindTensor("fc1.weight")).init.kind, InitKind::HeUniform);
     }
   }
   // Same seed, same graph; another seed, other initial weights.

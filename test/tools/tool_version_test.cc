@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "sinkrt/host/file_formats.h"
-#include "sinkrt/runtime/format.h"
-#include "sinkrt/runtime/version.h"
 #include "runtime/src/wire.h"
+#include "sinkrt/host/file_formats.h"
+#include "sinkrt/runtime/stream_format.h"
+#include "sinkrt/runtime/version.h"
 #include "support/run_binary.h"
 
 namespace sinkrt {

@@ -10,6 +10,7 @@
 #include "device/src/daemon/hangup_watch.h"
 #include "runtime/src/clock.h"
 #include "runtime/src/file_io.h"
+#include "runtime/src/schema_enums.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 
@@ -182,7 +183,7 @@ Status JobSession::OnRunSink(const fb::RunSink& request) {
 }
 
 void JobSession::RunSinkOnWorker(fb::ProgramKind program, uint32_t steps) {
-  SinkOutcome sink = core_.RunSink(program, steps, options_.rank);
+  SinkOutcome sink = core_.RunSink(FromFb(program), steps, options_.rank);
   sinks_ += 1;
   steps_ += sink.steps_run;
   flatbuffers::FlatBufferBuilder fbb(512);

@@ -5,6 +5,7 @@
 #include "device/src/kernels/check.h"
 #include "device/src/kernels/kernel_list.h"
 #include "runtime/src/bf16.h"
+#include "runtime/src/schema_enums.h"
 
 namespace sinkrt::device {
 namespace {
@@ -20,11 +21,11 @@ Status CastPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<Kern
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, 1));
   SINKRT_ASSIGN_OR_RETURN(const fb::CastOptions* opts, GetOptions<fb::CastOptions>(args));
   const TensorRef &x = args.inputs[0], &y = args.outputs[0];
-  if (!Castable(opts->to()))
+  if (!Castable(FromFb(opts->to())))
     return OpError(args, std::string("option 'to' is ") + DTypeName(opts->to()) + ", expected f32 or bf16");
   if (!Castable(x.dtype))
     return OpError(args, std::string("input 0 has dtype ") + DTypeName(x.dtype) + ", expected f32 or bf16");
-  SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(0), opts->to()));
+  SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(0), FromFb(opts->to())));
   SINKRT_RETURN_IF_ERROR(CheckSameShape(args, Out(0), In(0)));
   auto s = std::make_unique<CastState>();
   s->from = x.dtype;

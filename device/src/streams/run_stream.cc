@@ -2,6 +2,8 @@
 #include "device/src/init/initializer.h"
 #include "device/src/loaded_job.h"
 #include "device/src/team/worker_team.h"
+#include "runtime/src/collective_kinds.h"
+#include "runtime/src/schema_enums.h"
 #include "runtime/src/clock.h"
 
 namespace sinkrt::device {
@@ -105,7 +107,7 @@ Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step
           const fb::Buffer* b = root->buffers()->Get(in->buffer());
           TensorRef out;
           out.data = job.arena.data() + b->offset();
-          out.dtype = b->dtype();
+          out.dtype = FromFb(b->dtype());
           if (b->shape()) out.shape.assign(b->shape()->begin(), b->shape()->end());
           out.numel = NumElements(out.shape);
           Status st = FillInitializer(*in->init(), out, job.stream.blobs());

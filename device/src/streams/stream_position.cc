@@ -5,6 +5,7 @@
 
 #include "device/src/loaded_job.h"
 #include "runtime/src/clock.h"
+#include "runtime/src/stream_names.h"
 
 namespace sinkrt::device {
 namespace {

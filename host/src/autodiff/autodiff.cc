@@ -21,7 +21,7 @@ std::string Backward::UniqueOpName(const std::string& name) {
   return n;
 }
 
-Ref Backward::Emit(fb::OpCode op, std::vector<Ref> inputs, OpAttrs attrs, Shape shape,
+Ref Backward::Emit(OpCode op, std::vector<Ref> inputs, OpAttrs attrs, Shape shape,
                    const std::string& name, DType dtype) {
   const uint32_t v = static_cast<uint32_t>(values_.size());
   values_.push_back(Value{std::move(shape), static_cast<uint32_t>(ops_.size()), dtype});
@@ -29,7 +29,7 @@ Ref Backward::Emit(fb::OpCode op, std::vector<Ref> inputs, OpAttrs attrs, Shape 
   return Ref{true, v};
 }
 
-std::vector<Ref> Backward::EmitMulti(fb::OpCode op, std::vector<Ref> inputs, OpAttrs attrs,
+std::vector<Ref> Backward::EmitMulti(OpCode op, std::vector<Ref> inputs, OpAttrs attrs,
                                      std::vector<Shape> shapes, const std::string& name, std::vector<DType> dtypes) {
   std::vector<Ref> refs;
   std::vector<uint32_t> outs;
@@ -167,7 +167,7 @@ std::vector<bool> NeedsGradient(const Graph& g, const BackwardOptions& options) 
     bool any = false;
     for (size_t i = 0; i < op.inputs.size(); ++i)
       any = any || (needs[op.inputs[i]] && autodiff_internal::DifferentiableInput(op.op, i));
-    if (!any || op.op == fb::OpCode::ArgMaxAccuracy) continue;
+    if (!any || op.op == OpCode::ArgMaxAccuracy) continue;
     // Gradients flow through float tensors: f32, and bf16 between Casts.
     for (TensorId o : op.outputs) needs[o] = tensors[o].dtype == DType::F32 || tensors[o].dtype == DType::BF16;
   }
@@ -220,7 +220,7 @@ void SumOutputGradients(const Graph& g, const OpNode& op, Walk& w, std::vector<s
     if (c.size() > 1) {
       const Shape shape = tensors[op.outputs[k]].shape;
       // In the tensor's dtype: bf16 under amp (AddN sums in f32 and rounds once).
-      c = {w.b.Emit(fb::OpCode::AddN, c, OpAttrs{}, shape, tensors[op.outputs[k]].name + "/grad_sum",
+      c = {w.b.Emit(OpCode::AddN, c, OpAttrs{}, shape, tensors[op.outputs[k]].name + "/grad_sum",
                     tensors[op.outputs[k]].dtype)};
     }
     dy[k] = c[0];
@@ -237,7 +237,7 @@ Status WalkBackward(const Graph& g, TensorId loss, const BackwardOptions& option
   if (has_loss && needs[loss]) {
     OpAttrs seed;
     seed.value = options.seed;
-    w.grads[loss].push_back(w.b.Emit(fb::OpCode::Fill, {}, seed, Shape{}, tensors[loss].name + "/grad_seed"));
+    w.grads[loss].push_back(w.b.Emit(OpCode::Fill, {}, seed, Shape{}, tensors[loss].name + "/grad_seed"));
   }
   for (const auto& [t, seed] : options.output_grads)
     if (needs[t]) w.grads[t].push_back(autodiff_internal::Forward(seed));
@@ -257,7 +257,7 @@ Status WalkBackward(const Graph& g, TensorId loss, const BackwardOptions& option
     if (!any) continue;
     if (!autodiff_internal::HasGradRule(op.op)) {
       return Unimplemented("AppendBackward: no gradient rule for op '" + op.name + "' (" +
-                           fb::EnumNameOpCode(op.op) + "), which " + SeededText(g, loss, options) +
+                           OpCodeName(op.op) + "), which " + SeededText(g, loss, options) +
                            (has_loss || options.output_grads.size() == 1 ? " depends on" : " depend on"));
     }
     if (!op.recompute.empty() && w.recomputed.insert(op.recompute).second)
@@ -391,7 +391,7 @@ class GraphWriter {
     info.dtype = DType::F32;
     info.shape = shape;
     info.kind = param ? TensorKind::Grad : TensorKind::Intermediate;
-    info.init.kind = fb::InitKind::None;
+    info.init.kind = InitKind::None;
     return g_.AddTensor(std::move(info));
   }
 
@@ -399,7 +399,7 @@ class GraphWriter {
     for (TensorId target : done) {
       const std::vector<Ref>& c = w_.grads[target];
       const TensorId gt = MakeGrad(target, g_.tensors()[target].shape);
-      g_.AddOpInto(c.size() > 1 ? fb::OpCode::AddN : fb::OpCode::Copy, Resolve(c), OpAttrs{}, {gt},
+      g_.AddOpInto(c.size() > 1 ? OpCode::AddN : OpCode::Copy, Resolve(c), OpAttrs{}, {gt},
                    w_.b.UniqueOpName(g_.tensors()[target].name + "/grad"));
       grad_of_[target] = gt;
     }
@@ -423,7 +423,7 @@ class GraphWriter {
         info.name = FreshName(k == 0 ? p.name : p.name + ":" + std::to_string(k));
         info.dtype = values[v].dtype;
         info.shape = values[v].shape;
-        info.init.kind = fb::InitKind::None;
+        info.init.kind = InitKind::None;
         tensor_of_[v] = g_.AddTensor(std::move(info));
       }
       outs.push_back(tensor_of_[v]);

@@ -38,7 +38,7 @@ struct Rule {
   }
 
   // `dtype` Invalid: dt().
-  Ref Emit(fb::OpCode code, std::vector<Ref> inputs, OpAttrs attrs, Shape shape, const std::string& suffix,
+  Ref Emit(OpCode code, std::vector<Ref> inputs, OpAttrs attrs, Shape shape, const std::string& suffix,
            DType dtype = DType::Invalid) const {
     return b.Emit(code, std::move(inputs), std::move(attrs), std::move(shape), name(suffix),
                   dtype == DType::Invalid ? dt() : dtype);
@@ -47,7 +47,7 @@ struct Rule {
   // Undoes NumPy broadcasting: sums `v` back to `shape` when they differ.
   Ref SumTo(Ref v, const Shape& shape, const std::string& suffix) const {
     if (b.shape(v) == shape) return v;
-    return Emit(fb::OpCode::SumToShape, {v}, OpAttrs{}, shape, suffix, b.dtype(v));
+    return Emit(OpCode::SumToShape, {v}, OpAttrs{}, shape, suffix, b.dtype(v));
   }
 };
 
@@ -57,7 +57,7 @@ using Dx = std::vector<std::optional<Ref>>;
 using GradRuleFn = Status (*)(const Rule& r, Dx& dx);
 
 struct GradRule {
-  fb::OpCode op = fb::OpCode::Invalid;
+  OpCode op = OpCode::Invalid;
   GradRuleFn fn = nullptr;
   // The rule runs even when output 0 has no gradient, reading `dys` (Split:
   // any of its outputs may carry one). Every other rule runs only when

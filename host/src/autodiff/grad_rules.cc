@@ -6,11 +6,10 @@
 #include <string>
 
 #include "host/src/autodiff/grad_rule.h"
+#include "host/src/util/schema_enums.h"
 
 namespace sinkrt::host::autodiff_internal {
 namespace {
-
-using fb::OpCode;
 
 // Every family's rules by op code, built once.
 class GradRuleRegistry {
@@ -27,7 +26,7 @@ class GradRuleRegistry {
   }
 
  private:
-  std::array<const GradRule*, static_cast<size_t>(OpCode::MAX) + 1> rules_{};
+  std::array<const GradRule*, static_cast<size_t>(kOpCodeMax) + 1> rules_{};
 };
 
 const GradRule* FindGradRule(OpCode op) {
@@ -37,7 +36,7 @@ const GradRule* FindGradRule(OpCode op) {
 
 }  // namespace
 
-bool DifferentiableInput(fb::OpCode op, size_t slot) {
+bool DifferentiableInput(OpCode op, size_t slot) {
   switch (op) {
     case OpCode::SparseSoftmaxCrossEntropy: return slot == 0;
     case OpCode::ArgMaxAccuracy: return false;  // piecewise constant: no gradient
@@ -46,7 +45,7 @@ bool DifferentiableInput(fb::OpCode op, size_t slot) {
   }
 }
 
-bool HasGradRule(fb::OpCode op) { return FindGradRule(op) != nullptr; }
+bool HasGradRule(OpCode op) { return FindGradRule(op) != nullptr; }
 
 Status ApplyGradRule(Backward& b, const OpNode& op, const std::vector<std::optional<Ref>>& dy,
                      const std::vector<bool>& wants, std::vector<std::optional<Ref>>& dx) {
@@ -55,7 +54,7 @@ Status ApplyGradRule(Backward& b, const OpNode& op, const std::vector<std::optio
   const bool every_output = rule != nullptr && rule->reads_every_output;
   if (!every_output && (dy.empty() || !dy[0])) return Status::Ok();
   if (rule == nullptr)
-    return Unimplemented(std::string("no gradient rule for op '") + op.name + "' (" + fb::EnumNameOpCode(op.op) +
+    return Unimplemented(std::string("no gradient rule for op '") + op.name + "' (" + OpCodeName(op.op) +
                          ")");
   const Rule r{b, op, every_output ? Ref{} : *dy[0], dy, wants};
   return rule->fn(r, dx);

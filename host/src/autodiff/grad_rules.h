@@ -32,7 +32,7 @@ inline Ref Forward(TensorId t) { return Ref{false, t}; }
 
 struct PendingOp {
   std::string name;
-  fb::OpCode op = fb::OpCode::Invalid;
+  OpCode op = OpCode::Invalid;
   std::vector<Ref> inputs;
   OpAttrs attrs;
   std::vector<uint32_t> outs;  // the values it computes, in output order (LayerNormGrad has three)
@@ -49,10 +49,10 @@ class Backward {
   explicit Backward(const Graph& g);
 
   // Records an op and returns its result. `name` is made unique.
-  Ref Emit(fb::OpCode op, std::vector<Ref> inputs, OpAttrs attrs, Shape shape,
+  Ref Emit(OpCode op, std::vector<Ref> inputs, OpAttrs attrs, Shape shape,
            const std::string& name, DType dtype = DType::F32);
   // An op with several f32 outputs, one value per shape (or per dtype given).
-  std::vector<Ref> EmitMulti(fb::OpCode op, std::vector<Ref> inputs, OpAttrs attrs,
+  std::vector<Ref> EmitMulti(OpCode op, std::vector<Ref> inputs, OpAttrs attrs,
                              std::vector<Shape> shapes, const std::string& name,
                              std::vector<DType> dtypes = {});
   // What the rules read for forward tensor `t`: the tensor itself, or the
@@ -77,9 +77,9 @@ class Backward {
 };
 
 // Whether d(loss) flows through input `slot` of `op` (labels do not).
-bool DifferentiableInput(fb::OpCode op, size_t slot);
+bool DifferentiableInput(OpCode op, size_t slot);
 // Whether a gradient rule exists for `op`.
-bool HasGradRule(fb::OpCode op);
+bool HasGradRule(OpCode op);
 
 // Applies the rule of forward op `op`: `dy` holds the gradient of each
 // output (nullopt where none reaches it), `wants` which inputs need one.

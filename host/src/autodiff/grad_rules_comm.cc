@@ -8,8 +8,6 @@
 namespace sinkrt::host::autodiff_internal {
 namespace {
 
-using fb::OpCode;
-
 OpAttrs CommAttrs(const OpAttrs& forward, bool mean = false, int axis = 0) {
   OpAttrs a;
   a.group = forward.group;

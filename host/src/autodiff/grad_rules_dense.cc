@@ -7,8 +7,6 @@
 namespace sinkrt::host::autodiff_internal {
 namespace {
 
-using fb::OpCode;
-
 // y = op(a)·op(b) with op(a) [M,K], op(b) [K,N]: d op(a) = dy·op(b)ᵀ and
 // d op(b) = op(a)ᵀ·dy, transposed back where the input itself was transposed.
 Status MatMulGrad(const Rule& r, Dx& dx) {

@@ -8,7 +8,6 @@
 namespace sinkrt::host::autodiff_internal {
 namespace {
 
-using fb::OpCode;
 
 // Add, Sub, Mul with NumPy broadcasting: each input's gradient summed back
 // to its shape.

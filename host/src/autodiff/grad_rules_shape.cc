@@ -9,7 +9,6 @@
 namespace sinkrt::host::autodiff_internal {
 namespace {
 
-using fb::OpCode;
 
 // Reshape, Flatten: a byte copy, so the gradient keeps dy's dtype (bf16
 // between Casts).

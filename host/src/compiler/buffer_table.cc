@@ -10,32 +10,32 @@ namespace sinkrt::host::compiler {
 namespace {
 
 // Persistent roles in buffer-table order.
-int PersistentRank(fb::BufferRole role) {
+int PersistentRank(BufferRole role) {
   switch (role) {
-    case fb::BufferRole::Param: return 0;
-    case fb::BufferRole::Const: return 1;
-    case fb::BufferRole::OptState: return 2;
-    case fb::BufferRole::Grad: return 3;
-    case fb::BufferRole::Output: return 4;
+    case BufferRole::Param: return 0;
+    case BufferRole::Const: return 1;
+    case BufferRole::OptState: return 2;
+    case BufferRole::Grad: return 3;
+    case BufferRole::Output: return 4;
     default: return 5;
   }
 }
 
-fb::BufferRole RoleOf(const Graph& g, const GraphFacts& f, TensorId t) {
+BufferRole RoleOf(const Graph& g, const GraphFacts& f, TensorId t) {
   const TensorInfo& info = g.tensor(t);
   switch (info.kind) {
-    case TensorKind::Param: return fb::BufferRole::Param;
-    case TensorKind::Const: return fb::BufferRole::Const;
-    case TensorKind::OptState: return fb::BufferRole::OptState;
-    case TensorKind::Grad: return fb::BufferRole::Grad;
-    case TensorKind::Input: return fb::BufferRole::Input;
+    case TensorKind::Param: return BufferRole::Param;
+    case TensorKind::Const: return BufferRole::Const;
+    case TensorKind::OptState: return BufferRole::OptState;
+    case TensorKind::Grad: return BufferRole::Grad;
+    case TensorKind::Input: return BufferRole::Input;
     case TensorKind::Intermediate: break;
   }
-  if (f.reported[t]) return fb::BufferRole::Output;
-  if (f.producer[t] >= 0 && g.ops()[f.producer[t]].op == fb::OpCode::MaxPool2D &&
+  if (f.reported[t]) return BufferRole::Output;
+  if (f.producer[t] >= 0 && g.ops()[f.producer[t]].op == OpCode::MaxPool2D &&
       f.producer_slot[t] == 1)
-    return fb::BufferRole::Workspace;
-  return fb::BufferRole::Activation;
+    return BufferRole::Workspace;
+  return BufferRole::Activation;
 }
 
 }  // namespace
@@ -44,10 +44,10 @@ bool HasInitializer(TensorKind k) {
   return k == TensorKind::Param || k == TensorKind::Const || k == TensorKind::OptState;
 }
 
-bool IsPersistentRole(fb::BufferRole r) {
-  return r == fb::BufferRole::Param || r == fb::BufferRole::Const ||
-         r == fb::BufferRole::OptState || r == fb::BufferRole::Grad ||
-         r == fb::BufferRole::Output || r == fb::BufferRole::ParamSlice || r == fb::BufferRole::GradSlice;
+bool IsPersistentRole(BufferRole r) {
+  return r == BufferRole::Param || r == BufferRole::Const ||
+         r == BufferRole::OptState || r == BufferRole::Grad ||
+         r == BufferRole::Output || r == BufferRole::ParamSlice || r == BufferRole::GradSlice;
 }
 
 Result<uint64_t> BufferBytes(const TensorInfo& info) {
@@ -67,14 +67,14 @@ Result<BufferTable> BuildBufferTable(const passes::TrainingGraph& tg, const Grap
   const Graph& g = tg.graph;
   BufferTable table;
 
-  std::vector<fb::BufferRole>& role = table.role;
+  std::vector<BufferRole>& role = table.role;
   role.resize(g.tensors().size());
   for (TensorId t = 0; t < g.tensors().size(); ++t) role[t] = RoleOf(g, facts, t);
   // Optimizer parallel: blocks of a parameter and of its gradient, views
   // that live as long as what they are blocks of.
   for (const passes::OptimizerShard& s : tg.optimizer_shards) {
-    role[s.param_slice] = fb::BufferRole::ParamSlice;
-    role[s.grad_slice] = fb::BufferRole::GradSlice;
+    role[s.param_slice] = BufferRole::ParamSlice;
+    role[s.grad_slice] = BufferRole::GradSlice;
   }
 
   // Which tensors each program touches.
@@ -111,7 +111,7 @@ Result<BufferTable> BuildBufferTable(const passes::TrainingGraph& tg, const Grap
   BufferMaps& maps = table.maps;
   maps.transient.resize(plans.size());
   std::set<std::string> names;
-  auto add_buffer = [&](TensorId t, bool persistent, fb::ProgramKind program,
+  auto add_buffer = [&](TensorId t, bool persistent, ProgramKind program,
                         std::string name) -> Status {
     const TensorInfo& info = g.tensor(t);
     BufferDef b;
@@ -122,7 +122,7 @@ Result<BufferTable> BuildBufferTable(const passes::TrainingGraph& tg, const Grap
     b.role = role[t];
     b.persistent = persistent;
     b.program = program;
-    if (b.role == fb::BufferRole::Workspace) {
+    if (b.role == BufferRole::Workspace) {
       // docs/reference/ops.md: 4 bytes of argmax per element of the pooled output.
       const TensorInfo& y = g.tensor(g.ops()[facts.producer[t]].outputs[0]);
       b.dtype = DType::U8;
@@ -161,7 +161,7 @@ Result<BufferTable> BuildBufferTable(const passes::TrainingGraph& tg, const Grap
   });
   for (TensorId t : persistent_order) {
     maps.persistent[t] = static_cast<uint32_t>(table.buffers.size());
-    SINKRT_RETURN_IF_ERROR(add_buffer(t, true, fb::ProgramKind::Init, buffer_name(t)));
+    SINKRT_RETURN_IF_ERROR(add_buffer(t, true, ProgramKind::Init, buffer_name(t)));
   }
   for (const passes::OptimizerShard& s : tg.optimizer_shards) {
     const ParamGrad& pg = tg.grads.at(s.grad);

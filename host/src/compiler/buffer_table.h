@@ -33,6 +33,7 @@
 #include "host/src/compiler/program_plan.h"
 #include "host/src/passes/training_graph.h"
 #include "host/src/compiler/views.h"
+#include "sinkrt/host/buffer_role.h"
 #include "sinkrt/host/graph.h"
 #include "sinkrt/runtime/status.h"
 
@@ -52,13 +53,13 @@ struct BufferMaps {
 struct BufferTable {
   std::vector<BufferDef> buffers;
   BufferMaps maps;
-  std::vector<fb::BufferRole> role;  // per tensor of the graph
+  std::vector<BufferRole> role;  // per tensor of the graph
 };
 
 // Param, Const and OptState: filled by init.
 bool HasInitializer(TensorKind k);
 // Param, Const, OptState, Grad and Output live across steps and programs.
-bool IsPersistentRole(fb::BufferRole r);
+bool IsPersistentRole(BufferRole r);
 // The bytes of a buffer holding `info`; fails past 2^62.
 Result<uint64_t> BufferBytes(const TensorInfo& info);
 

@@ -8,18 +8,18 @@
 #include <utility>
 #include <vector>
 
-#include "host/src/passes/accumulation.h"
-#include "host/src/passes/amp.h"
 #include "host/src/compiler/compile_pipeline.h"
 #include "host/src/compiler/graph_hash.h"
 #include "host/src/compiler/lowering.h"
 #include "host/src/compiler/memory_limited_search.h"
 #include "host/src/compiler/memory_planner.h"
 #include "host/src/compiler/stream_writer.h"
-#include "host/src/passes/training_graph.h"
 #include "host/src/parallel/partition/partition.h"
+#include "host/src/passes/accumulation.h"
+#include "host/src/passes/amp.h"
+#include "host/src/passes/training_graph.h"
 #include "sinkrt/host/compiler.h"
-#include "sinkrt/runtime/format.h"
+#include "sinkrt/runtime/stream_format.h"
 
 namespace sinkrt::host {
 namespace {
@@ -86,10 +86,10 @@ Result<std::vector<compiler::BufferLifetime>> Lifetimes(const compiler::LoweredS
   int32_t tasks[4] = {};  // by ProgramKind
   for (const compiler::ProgramDef& p : s.programs)
     tasks[static_cast<int>(p.kind)] = static_cast<int32_t>(p.tasks.size());
-  auto base_of = [&](fb::ProgramKind kind) {
+  auto base_of = [&](ProgramKind kind) {
     switch (kind) {
-      case fb::ProgramKind::EvalStep: return tasks[1];
-      case fb::ProgramKind::PredictStep: return tasks[1] + tasks[2];
+      case ProgramKind::EvalStep: return tasks[1];
+      case ProgramKind::PredictStep: return tasks[1] + tasks[2];
       default: return 0;
     }
   };
@@ -180,7 +180,7 @@ void AttachSlices(compiler::LoweredStream& lowered, const passes::TrainingGraph&
   const Graph& g = tg.graph;
   for (const ParamGrad& pg : tg.grads) layout_of[pg.grad] = layout_of[pg.param];
   for (const OpNode& op : g.ops()) {
-    if (op.op != fb::OpCode::SgdUpdate && op.op != fb::OpCode::MomentumUpdate && op.op != fb::OpCode::AdamUpdate)
+    if (op.op != OpCode::SgdUpdate && op.op != OpCode::MomentumUpdate && op.op != OpCode::AdamUpdate)
       continue;
     const TensorId param = op.inputs[0];
     for (size_t k = 2; k < op.inputs.size(); ++k)
@@ -225,7 +225,7 @@ void AttachOptimizerSlices(compiler::LoweredStream& lowered, const passes::Train
   for (const passes::OptimizerShard& s : tg.optimizer_shards) shard_of[s.param_slice] = &s;
   std::map<TensorId, const passes::OptimizerShard*> sliced;  // optimizer state or block -> shard
   for (const OpNode& op : g.ops()) {
-    if (op.op != fb::OpCode::MomentumUpdate && op.op != fb::OpCode::AdamUpdate) continue;
+    if (op.op != OpCode::MomentumUpdate && op.op != OpCode::AdamUpdate) continue;
     auto it = shard_of.find(op.inputs[0]);
     if (it == shard_of.end()) continue;
     sliced[op.inputs[0]] = it->second;
@@ -236,7 +236,7 @@ void AttachOptimizerSlices(compiler::LoweredStream& lowered, const passes::Train
   }
   std::map<TensorId, const compiler::SliceInfo*> param_slice;  // semi-auto: the parameter's own slice
   for (const compiler::BufferDef& b : lowered.buffers)
-    if (b.persistent && b.slice && b.role == fb::BufferRole::Param) param_slice[b.tensor] = &*b.slice;
+    if (b.persistent && b.slice && b.role == BufferRole::Param) param_slice[b.tensor] = &*b.slice;
   for (compiler::BufferDef& b : lowered.buffers) {
     auto it = sliced.find(b.tensor);
     if (it == sliced.end() || !b.persistent) continue;
@@ -299,12 +299,12 @@ Result<CompiledStream> EmitStream(const Graph& forward, const CompileOptions& op
   r.persistent_bytes = plan.persistent_bytes;
   r.fused_kernels = lowered.fused_kernels;
   for (const compiler::ProgramDef& p : lowered.programs) {
-    if (p.kind == fb::ProgramKind::TrainStep) {
+    if (p.kind == ProgramKind::TrainStep) {
       r.train_tasks = p.tasks.size();
       r.comm_tasks = p.comm_tasks.size();
     }
-    if (p.kind == fb::ProgramKind::EvalStep) r.eval_tasks = p.tasks.size();
-    if (p.kind == fb::ProgramKind::PredictStep) r.predict_tasks = p.tasks.size();
+    if (p.kind == ProgramKind::EvalStep) r.eval_tasks = p.tasks.size();
+    if (p.kind == ProgramKind::PredictStep) r.predict_tasks = p.tasks.size();
   }
   const int32_t last_task =
       static_cast<int32_t>(std::max({r.train_tasks, r.eval_tasks, r.predict_tasks})) - 1;
@@ -312,7 +312,7 @@ Result<CompiledStream> EmitStream(const Graph& forward, const CompileOptions& op
     const compiler::BufferDef& b = lowered.buffers[i];
     PlannedBuffer pb{.name = b.name, .offset = plan.offsets[i], .bytes = b.bytes, .role = b.role};
     if (b.persistent) {
-      pb.program = fb::ProgramKind::Init;
+      pb.program = ProgramKind::Init;
       pb.first_use = 0;
       pb.last_use = last_task;
     } else if (b.view_of >= 0) {
@@ -330,7 +330,7 @@ Result<CompiledStream> EmitStream(const Graph& forward, const CompileOptions& op
     }
     r.buffers.push_back(std::move(pb));
   }
-  r.activation_bytes = ArenaBytesOf(r.buffers, fb::BufferRole::Activation);
+  r.activation_bytes = ArenaBytesOf(r.buffers, BufferRole::Activation);
   r.optimizer_shards = tg.optimizer_shard_report;
   for (const compiler::BucketDef& b : lowered.buckets) {
     if (b.kind != compiler::BucketDef::Kind::AllReduce) continue;
@@ -393,7 +393,7 @@ Result<CompiledStream> CompilePipelineStage(const Graph& forward, const CompileO
 
 }  // namespace
 
-uint64_t ArenaBytesOf(const std::vector<PlannedBuffer>& buffers, fb::BufferRole role) {
+uint64_t ArenaBytesOf(const std::vector<PlannedBuffer>& buffers, BufferRole role) {
   std::vector<std::pair<uint64_t, uint64_t>> spans;
   for (const PlannedBuffer& b : buffers)
     if (b.role == role) spans.emplace_back(b.offset, b.offset + b.bytes);

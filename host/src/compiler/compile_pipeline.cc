@@ -17,9 +17,9 @@
 namespace sinkrt::host::compiler {
 namespace {
 
-bool IsCommOp(fb::OpCode op) {
-  return op == fb::OpCode::AllReduce || op == fb::OpCode::AllGather || op == fb::OpCode::ReduceScatter ||
-         op == fb::OpCode::AllToAll || op == fb::OpCode::ShardSlice || op == fb::OpCode::GradAllReduce;
+bool IsCommOp(OpCode op) {
+  return op == OpCode::AllReduce || op == OpCode::AllGather || op == OpCode::ReduceScatter ||
+         op == OpCode::AllToAll || op == OpCode::ShardSlice || op == OpCode::GradAllReduce;
 }
 
 // The network at the micro-batch size: its rows split M ways. With

@@ -55,14 +55,14 @@ std::vector<KernelPlan> PlanKernels(const Graph& g, const GraphFacts& f,
     if (absorbed[pos]) continue;
     const OpNode& op = g.ops()[ops[pos]];
     KernelPlan k{.ops = {ops[pos]}, .inputs = op.inputs, .outputs = op.outputs};
-    const bool head = op.op == fb::OpCode::MatMul || op.op == fb::OpCode::Conv2D;
+    const bool head = op.op == OpCode::MatMul || op.op == OpCode::Conv2D;
     if (fuse && head && op.outputs.size() == 1) {
       const TensorId t = op.outputs[0];
       const TensorInfo& ti = g.tensor(t);
-      const size_t want_rank = op.op == fb::OpCode::MatMul ? 2 : 4;
+      const size_t want_rank = op.op == OpCode::MatMul ? 2 : 4;
       const int64_t j = SoleReader(g, f, u, t);
       const OpNode* bias_add = j > static_cast<int64_t>(pos) ? &g.ops()[ops[j]] : nullptr;
-      bool ok = bias_add && bias_add->op == fb::OpCode::BiasAdd &&
+      bool ok = bias_add && bias_add->op == OpCode::BiasAdd &&
                 bias_add->inputs.size() == 2 && bias_add->outputs.size() == 1 &&
                 bias_add->inputs[0] == t && bias_add->inputs[1] != t &&
                 ti.shape.size() == want_rank &&
@@ -90,7 +90,7 @@ std::vector<KernelPlan> PlanKernels(const Graph& g, const GraphFacts& f,
         const int64_t r = SoleReader(g, f, u, y);
         if (r > j) {
           const OpNode& relu = g.ops()[ops[r]];
-          if (relu.op == fb::OpCode::Relu && relu.inputs.size() == 1 && relu.outputs.size() == 1) {
+          if (relu.op == OpCode::Relu && relu.inputs.size() == 1 && relu.outputs.size() == 1) {
             absorbed[r] = true;
             k.ops.push_back(ops[r]);
             k.activation = fb::Activation::Relu;

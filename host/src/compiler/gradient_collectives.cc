@@ -20,7 +20,7 @@ Result<std::vector<parallel::FusionGradient>> TrainGradients(const passes::Train
   std::map<TensorId, int64_t> written;
   for (size_t k = 0; k < train.kernels.size(); ++k) {
     const KernelPlan& kernel = train.kernels[k];
-    pos += g.ops()[kernel.ops[0]].op == fb::OpCode::AllReduce ? 2 : 1;
+    pos += g.ops()[kernel.ops[0]].op == OpCode::AllReduce ? 2 : 1;
     for (TensorId t : kernel.outputs) written[t] = pos;
     for (size_t slot : MutatedInputs(g.ops()[kernel.ops[0]].op))
       if (slot < kernel.inputs.size()) written[kernel.inputs[slot]] = pos;
@@ -221,9 +221,9 @@ uint32_t GroupIndex(std::vector<CommGroupDef>& groups, const std::vector<uint32_
   return static_cast<uint32_t>(groups.size() - 1);
 }
 
-bool IsCollectiveOp(fb::OpCode op) {
-  return op == fb::OpCode::AllReduce || op == fb::OpCode::AllGather || op == fb::OpCode::ReduceScatter ||
-         op == fb::OpCode::AllToAll;
+bool IsCollectiveOp(OpCode op) {
+  return op == OpCode::AllReduce || op == OpCode::AllGather || op == OpCode::ReduceScatter ||
+         op == OpCode::AllToAll;
 }
 
 void AddCollective(const KernelDef& k, const std::string& name, std::vector<CommGroupDef>& groups,
@@ -231,23 +231,23 @@ void AddCollective(const KernelDef& k, const std::string& name, std::vector<Comm
   const uint32_t group = GroupIndex(groups, k.attrs.group, world_size);
   const fb::ReduceOp op = k.attrs.max ? fb::ReduceOp::Max : k.attrs.mean ? fb::ReduceOp::Mean : fb::ReduceOp::Sum;
   switch (k.op) {
-    case fb::OpCode::AllReduce: {
+    case OpCode::AllReduce: {
       KernelDef copy;
-      copy.op = fb::OpCode::Copy;
+      copy.op = OpCode::Copy;
       copy.inputs = k.inputs;
       copy.outputs = k.outputs;
       tasks.push_back({name + "/copy", std::move(copy)});
       tasks.push_back({name, AllReduceDef{.group = group, .op = op, .buffers = k.outputs}});
       return;
     }
-    case fb::OpCode::AllGather:
+    case OpCode::AllGather:
       tasks.push_back({name, AllGatherDef{.group = group, .input = k.inputs[0], .output = k.outputs[0]}});
       return;
-    case fb::OpCode::ReduceScatter:
+    case OpCode::ReduceScatter:
       tasks.push_back(
           {name, ReduceScatterDef{.group = group, .op = op, .input = k.inputs[0], .output = k.outputs[0]}});
       return;
-    case fb::OpCode::AllToAll:
+    case OpCode::AllToAll:
       tasks.push_back({name, AllToAllDef{.group = group, .input = k.inputs[0], .output = k.outputs[0]}});
       return;
     default:

@@ -52,7 +52,7 @@ Result<std::vector<int64_t>> AddGradientBuckets(const passes::TrainingGraph& tg,
 // every rank, else "ranks_0_2").
 uint32_t GroupIndex(std::vector<CommGroupDef>& groups, const std::vector<uint32_t>& ranks, uint32_t world_size);
 
-bool IsCollectiveOp(fb::OpCode op);
+bool IsCollectiveOp(OpCode op);
 
 // A collective op of the sharded graph as its tasks: AllReduce reduces in
 // place, so its input is first copied into its output.

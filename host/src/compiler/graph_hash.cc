@@ -2,7 +2,7 @@
 
 #include <bit>
 
-#include "sinkrt/runtime/format.h"
+#include "sinkrt/runtime/stream_format.h"
 
 namespace sinkrt::host {
 namespace compiler {

@@ -30,13 +30,13 @@ std::vector<ProgramPlan> PlanPrograms(const passes::TrainingGraph& tg, const Gra
                                       const LoweringOptions& options) {
   const Graph& g = tg.graph;
   std::vector<ProgramPlan> plans;
-  plans.push_back({fb::ProgramKind::TrainStep, "train_step", "train", tg.train_inputs.empty() ? tg.inputs : tg.train_inputs,
+  plans.push_back({ProgramKind::TrainStep, "train_step", "train", tg.train_inputs.empty() ? tg.inputs : tg.train_inputs,
                    PlanKernels(g, facts, tg.train_program, options.fuse), tg.train_reports});
   if (options.eval_program)
-    plans.push_back({fb::ProgramKind::EvalStep, "eval_step", "eval", tg.inputs,
+    plans.push_back({ProgramKind::EvalStep, "eval_step", "eval", tg.inputs,
                      PlanKernels(g, facts, tg.eval_program, options.fuse), tg.eval_reports});
   if (options.predict_program)
-    plans.push_back({fb::ProgramKind::PredictStep, "predict_step", "predict", tg.predict_inputs,
+    plans.push_back({ProgramKind::PredictStep, "predict_step", "predict", tg.predict_inputs,
                      PlanKernels(g, facts, tg.predict_program, options.fuse), tg.predict_reports});
   return plans;
 }
@@ -54,12 +54,12 @@ Result<std::vector<uint32_t>> AddInitializers(const Graph& g, LoweredStream& out
     auto [fan_in, fan_out] = FanInOut(whole);
     if (init.init.fan_in == 0) init.init.fan_in = fan_in;
     if (init.init.fan_out == 0) init.init.fan_out = fan_out;
-    if (init.init.kind == fb::InitKind::Inline && init.init.data.size() != buf.bytes)
+    if (init.init.kind == InitKind::Inline && init.init.data.size() != buf.bytes)
       return InvalidArgument("tensor '" + buf.name + "' has " +
                              std::to_string(init.init.data.size()) +
                              " bytes of inline initial data, its buffer holds " +
                              std::to_string(buf.bytes));
-    if (init.init.kind != fb::InitKind::Inline) init.init.data.clear();
+    if (init.init.kind != InitKind::Inline) init.init.data.clear();
     all_initializers.push_back(static_cast<uint32_t>(out.initializers.size()));
     out.initializers.push_back(std::move(init));
   }
@@ -70,14 +70,14 @@ ProgramDef InitProgram(std::vector<uint32_t> initializers, const std::vector<Buf
                        const LoweringOptions& options) {
   ProgramDef init;
   init.name = "init";
-  init.kind = fb::ProgramKind::Init;
+  init.kind = ProgramKind::Init;
   init.tasks.push_back({"init", InitTaskDef{std::move(initializers)}});
   if (options.data_parallel && options.parameter_broadcast) {
     // Replicas start from rank 0's values (MindSpore's _broadcast_params),
     // after their own initialisation so that every buffer is written.
     BroadcastDef broadcast;  // group 0 ("world"), root rank 0
     for (uint32_t b = 0; b < buffers.size(); ++b)
-      if (buffers[b].role == fb::BufferRole::Param) broadcast.buffers.push_back(b);
+      if (buffers[b].role == BufferRole::Param) broadcast.buffers.push_back(b);
     if (!broadcast.buffers.empty()) init.tasks.push_back({"parameter_broadcast", std::move(broadcast)});
   }
   return init;
@@ -121,9 +121,9 @@ void AddKernelTask(const Graph& g, const KernelPlan& k, bool count_fused,
     AddCollective(kd, name, out.groups, options.world_size, prog.tasks);
     return;
   }
-  if (kd.op == fb::OpCode::Send || kd.op == fb::OpCode::Recv) {
+  if (kd.op == OpCode::Send || kd.op == OpCode::Recv) {
     const uint32_t group = GroupIndex(out.groups, head.attrs.group, options.world_size);
-    if (kd.op == fb::OpCode::Send)
+    if (kd.op == OpCode::Send)
       prog.tasks.push_back({std::move(name), SendDef{.group = group, .peer = head.attrs.peer,
                                                      .buffer = kd.inputs.at(0), .order = head.attrs.comm_order,
                                                      .channel = head.attrs.channel}});
@@ -134,15 +134,15 @@ void AddKernelTask(const Graph& g, const KernelPlan& k, bool count_fused,
   }
   // A gradient summed over micro-batches: acc = acc + g in place (AddN
   // allows its output to be one of its inputs).
-  if (kd.op == fb::OpCode::AccumulateGrad) {
-    kd.op = fb::OpCode::AddN;
+  if (kd.op == OpCode::AccumulateGrad) {
+    kd.op = OpCode::AddN;
     kd.attrs = OpAttrs{};
     kd.outputs = {kd.inputs.at(0)};
   }
   // GradAllReduce is the identity in the forward (its gradient is the
   // AllReduce).
-  if (kd.op == fb::OpCode::GradAllReduce) {
-    kd.op = fb::OpCode::Copy;
+  if (kd.op == OpCode::GradAllReduce) {
+    kd.op = OpCode::Copy;
     kd.attrs = OpAttrs{};
   }
   prog.tasks.push_back({std::move(name), std::move(kd)});
@@ -156,7 +156,7 @@ Status AddCommStream(const ProgramPlan& plan, bool train_step, const LoweringOpt
     SINKRT_RETURN_IF_ERROR(AddPipelineComm(prog, out.buffers, out.buckets, bucket_ready_at,
                                            options.gradients_mean ? fb::ReduceOp::Mean : fb::ReduceOp::Sum),
                            "train_step");
-  } else if (options.pipeline && plan.kind == fb::ProgramKind::EvalStep) {
+  } else if (options.pipeline && plan.kind == ProgramKind::EvalStep) {
     // Its transfers and collectives; eval reduces no gradient.
     SINKRT_RETURN_IF_ERROR(AddPipelineComm(prog, out.buffers, {}, {}, fb::ReduceOp::Sum), "eval_step");
   } else if (train_step && options.data_parallel) {
@@ -217,7 +217,7 @@ Result<ProgramDef> LowerProgram(const passes::TrainingGraph& tg, const std::vect
   AddGetNext(g, plan, buffer_of, options, out, prog);
   for (const KernelPlan& k : plan.kernels) AddKernelTask(g, k, p == 0, buffer_of, options, out, prog);
   for (TensorId t : plan.reports) prog.reports.push_back(buffer_of(t));
-  if (plan.kind == fb::ProgramKind::EvalStep) AddMetricSums(g, plan, tg.accuracy, buffer_of, &out.buffers, &prog);
+  if (plan.kind == ProgramKind::EvalStep) AddMetricSums(g, plan, tg.accuracy, buffer_of, &out.buffers, &prog);
   SINKRT_RETURN_IF_ERROR(AddCommStream(plan, p == 0, options, bucket_ready_at, out, prog));
   MarkLiveness(prog, out.buffers);
   return prog;

@@ -36,9 +36,11 @@
 
 #include "host/src/passes/training_graph.h"
 #include "sinkrt/fb/task_stream_generated.h"
+#include "sinkrt/host/buffer_role.h"
 #include "sinkrt/host/graph.h"
 #include "sinkrt/host/parallel_context.h"
 #include "sinkrt/runtime/dtype.h"
+#include "sinkrt/runtime/program_kind.h"
 #include "sinkrt/runtime/status.h"
 
 namespace sinkrt::host::compiler {
@@ -59,11 +61,11 @@ struct BufferDef {
   DType dtype = DType::F32;
   Shape shape;
   uint64_t bytes = 0;
-  fb::BufferRole role = fb::BufferRole::Activation;
+  BufferRole role = BufferRole::Activation;
   bool persistent = false;
   // Transient buffers: the program that uses them and the first/last task
   // index (in that program) that touches them.
-  fb::ProgramKind program = fb::ProgramKind::TrainStep;
+  ProgramKind program = ProgramKind::TrainStep;
   int32_t first_use = -1, last_use = -1;
   // A view (compiler/views.h): these bytes are [view_offset, + bytes) of
   // buffer `view_of`, the group's root, in the same program. A root's
@@ -74,7 +76,7 @@ struct BufferDef {
 };
 
 struct KernelDef {
-  fb::OpCode op = fb::OpCode::Invalid;
+  OpCode op = OpCode::Invalid;
   std::vector<uint32_t> inputs, outputs;  // buffer indices
   OpAttrs attrs;                          // of the first op of a fused chain
   int32_t fused_bias = -1;
@@ -164,7 +166,7 @@ std::vector<uint32_t> TaskBuffers(const TaskDef& task);
 
 struct ProgramDef {
   std::string name;
-  fb::ProgramKind kind = fb::ProgramKind::TrainStep;
+  ProgramKind kind = ProgramKind::TrainStep;
   std::vector<TaskDef> tasks;       // the "compute" stream
   std::vector<uint32_t> reports;
   // Buffers the device zeroes when a sink starts (eval_step's metric sums).

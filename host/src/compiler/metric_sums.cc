@@ -21,7 +21,7 @@ void AddMetricSums(const Graph& g, const ProgramPlan& plan, TensorId accuracy,
   if (first.empty() || !IsF32Scalar(g, loss)) return;
 
   KernelDef sum;
-  sum.op = fb::OpCode::MetricSum;
+  sum.op = OpCode::MetricSum;
   sum.inputs.push_back(buffer_of(loss));
   // The host adds mean loss x rows per batch, in double: rows is exact in
   // a double, and so is the product (MetricSum's comment says why).
@@ -41,7 +41,7 @@ void AddMetricSums(const Graph& g, const ProgramPlan& plan, TensorId accuracy,
   out.shape = {static_cast<int64_t>(sum.inputs.size())};
   out.bytes = sum.inputs.size() * sizeof(double);
   // Persistent: it holds the sums across the steps of a sink.
-  out.role = fb::BufferRole::Output;
+  out.role = BufferRole::Output;
   out.persistent = true;
   out.program = prog->kind;
   const uint32_t index = static_cast<uint32_t>(buffers->size());

@@ -48,7 +48,7 @@ Result<GraphFacts> AnalyseGraph(const passes::TrainingGraph& tg) {
     }
   }
   for (size_t i = 0; i < g.ops().size(); ++i)
-    if (g.ops()[i].op == fb::OpCode::MaxPool2D && g.ops()[i].outputs.size() != 2)
+    if (g.ops()[i].op == OpCode::MaxPool2D && g.ops()[i].outputs.size() != 2)
       return InvalidArgument(OpContext(g.ops()[i], i) + ": MaxPool2D must have two outputs " +
                              "(y and its argmax workspace), has " +
                              std::to_string(g.ops()[i].outputs.size()));

@@ -11,6 +11,7 @@
 #include "host/src/passes/training_graph.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/graph.h"
+#include "sinkrt/runtime/program_kind.h"
 #include "sinkrt/runtime/status.h"
 
 namespace sinkrt::host::compiler {
@@ -25,7 +26,7 @@ struct KernelPlan {
 };
 
 struct ProgramPlan {
-  fb::ProgramKind kind;
+  ProgramKind kind;
   std::string name;    // "train_step"
   std::string stem;    // "train": the queue's name and the transients' prefix
   std::vector<TensorId> inputs;  // the queue's columns, popped by GetNext first

@@ -5,8 +5,9 @@
 #include <variant>
 
 #include "host/src/graph/file/op_options.h"
+#include "host/src/util/schema_enums.h"
+#include "sinkrt/runtime/stream_format.h"
 #include "sinkrt/runtime/version.h"
-#include "sinkrt/runtime/format.h"
 
 namespace sinkrt::host::compiler {
 namespace {
@@ -34,11 +35,11 @@ fbs::Offset<fb::Slice> WriteSlice(fbs::FlatBufferBuilder& fbb, const std::option
 
 fbs::Offset<fb::Init> WriteInit(fbs::FlatBufferBuilder& fbb, const InitSpec& s,
                                    uint64_t data_offset) {
-  const bool inline_data = s.kind == fb::InitKind::Inline;
+  const bool inline_data = s.kind == InitKind::Inline;
   // A slice of a sharded tensor (graph.h): the whole shape and its offset.
   auto whole = s.global_shape.empty() ? 0 : fbb.CreateVector(s.global_shape);
   auto offset = s.slice_offset.empty() ? 0 : fbb.CreateVector(s.slice_offset);
-  return fb::CreateInit(fbb, s.kind, s.value, s.low, s.high, s.mean, s.stddev, s.seed, s.fan_in,
+  return fb::CreateInit(fbb, ToFb(s.kind), s.value, s.low, s.high, s.mean, s.stddev, s.seed, s.fan_in,
                            s.fan_out, inline_data ? data_offset : 0,
                            inline_data ? s.data.size() : 0, whole, offset);
 }
@@ -65,7 +66,7 @@ fbs::Offset<fb::Task> WriteTask(fbs::FlatBufferBuilder& fbb, const TaskDef& task
     auto outputs = fbb.CreateVector(k->outputs);
     auto [options_type, options] = host::OpAttrsFor(fbb, k->op, k->attrs);
     type = fb::TaskBody::KernelTask;
-    body = fb::CreateKernelTask(fbb, k->op, inputs, outputs, options_type, options,
+    body = fb::CreateKernelTask(fbb, ToFb(k->op), inputs, outputs, options_type, options,
                                 k->fused_activation, k->fused_bias)
                .Union();
   } else if (const auto* g = std::get_if<GetNextDef>(&task.body)) {
@@ -135,7 +136,7 @@ Result<std::vector<uint8_t>> WriteTaskStream(const LoweredStream& stream, const 
   uint64_t blob_bytes = 0;
   for (size_t i = 0; i < stream.initializers.size(); ++i) {
     const InitSpec& s = stream.initializers[i].init;
-    if (s.kind != fb::InitKind::Inline) continue;
+    if (s.kind != InitKind::Inline) continue;
     blob_offsets[i] = AlignUp(blob_bytes, kBlobAlignment);
     blob_bytes = blob_offsets[i] + s.data.size();
   }
@@ -147,7 +148,7 @@ Result<std::vector<uint8_t>> WriteTaskStream(const LoweredStream& stream, const 
     auto name = fbb.CreateString(b.name);
     auto shape = ShapeVector(fbb, b.shape);
     auto slice = WriteSlice(fbb, b.slice);
-    buffers.push_back(fb::CreateBuffer(fbb, name, plan.offsets[i], b.bytes, b.dtype, shape, b.role, slice));
+    buffers.push_back(fb::CreateBuffer(fbb, name, plan.offsets[i], b.bytes, ToFb(b.dtype), shape, ToFb(b.role), slice));
   }
   auto buffers_vec = fbb.CreateVector(buffers);
 
@@ -165,7 +166,7 @@ Result<std::vector<uint8_t>> WriteTaskStream(const LoweredStream& stream, const 
       auto name = fbb.CreateString(c.name);
       auto shape = ShapeVector(fbb, c.shape);
       auto slice = WriteSlice(fbb, c.slice);
-      columns.push_back(fb::CreateQueueColumn(fbb, name, c.dtype, shape, slice));
+      columns.push_back(fb::CreateQueueColumn(fbb, name, ToFb(c.dtype), shape, slice));
     }
     auto name = fbb.CreateString(q.name);
     auto cols = fbb.CreateVector(columns);
@@ -190,7 +191,7 @@ Result<std::vector<uint8_t>> WriteTaskStream(const LoweredStream& stream, const 
     // Left out when empty, so programs without sums stay as they were.
     fbs::Offset<fbs::Vector<uint32_t>> accumulators = 0;
     if (!p.accumulators.empty()) accumulators = fbb.CreateVector(p.accumulators);
-    programs.push_back(fb::CreateProgram(fbb, name, p.kind, streams_vec, p.num_events, reports, accumulators));
+    programs.push_back(fb::CreateProgram(fbb, name, ToFb(p.kind), streams_vec, p.num_events, reports, accumulators));
   }
   auto programs_vec = fbb.CreateVector(programs);
 
@@ -220,13 +221,13 @@ Result<std::vector<uint8_t>> WriteTaskStream(const LoweredStream& stream, const 
   const uint64_t fb_bytes = fbb.GetSize() - 4;
   std::vector<uint8_t> file(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
   if (blob_bytes > 0) {
-    // A stream without blobs ends at the FlatBuffer: format.h treats padding
+    // A stream without blobs ends at the FlatBuffer: stream_format.h treats padding
     // with nothing after it as stray bytes.
     const uint64_t blob_at = BlobSectionOffset(fb_bytes);
     file.resize(blob_at + blob_bytes, 0);
     for (size_t i = 0; i < stream.initializers.size(); ++i) {
       const InitSpec& s = stream.initializers[i].init;
-      if (s.kind != fb::InitKind::Inline || s.data.empty()) continue;
+      if (s.kind != InitKind::Inline || s.data.empty()) continue;
       std::copy(s.data.begin(), s.data.end(), file.begin() + blob_at + blob_offsets[i]);
     }
   }

@@ -2,7 +2,7 @@
 //
 //   [uint32 size]["SKTS" FlatBuffer][pad to 64][blob section]
 //
-// (sinkrt/runtime/format.h). The builder runs with ForceDefaults(false), so a
+// (sinkrt/runtime/stream_format.h). The builder runs with ForceDefaults(false), so a
 // field equal to its schema default is left out, and every table is built in
 // the order of the lowered structs, which is itself derived from tensor and
 // op indices only — the same input always gives the same bytes.

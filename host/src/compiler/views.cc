@@ -29,10 +29,10 @@ class ViewPlanner {
     if (k.ops.size() != 1 || k.bias != kInvalidTensor) return false;
     const OpNode& op = g_.ops()[k.ops[0]];
     switch (op.op) {
-      case fb::OpCode::Reshape:
-      case fb::OpCode::Flatten: return TryReshape(op);
-      case fb::OpCode::Split: return TrySplit(op);
-      case fb::OpCode::Concat: return TryConcat(op);
+      case OpCode::Reshape:
+      case OpCode::Flatten: return TryReshape(op);
+      case OpCode::Split: return TrySplit(op);
+      case OpCode::Concat: return TryConcat(op);
       default: return false;
     }
   }
@@ -56,7 +56,7 @@ class ViewPlanner {
       return false;  // persistent: updated in place, or read by the host
     }
     if (f_.reported[t] || refused_.count(t)) return false;
-    if (f_.producer[t] >= 0 && g_.ops()[f_.producer[t]].op == fb::OpCode::MaxPool2D && f_.producer_slot[t] == 1)
+    if (f_.producer[t] >= 0 && g_.ops()[f_.producer[t]].op == OpCode::MaxPool2D && f_.producer_slot[t] == 1)
       return false;
     return Bytes(t) > 0;
   }

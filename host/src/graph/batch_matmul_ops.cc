@@ -21,7 +21,7 @@ std::string Side(const Shape& s, bool transposed) {
 
 TensorId Graph::BatchMatMul(TensorId a, TensorId b, bool transpose_a, bool transpose_b) {
   if (!status_.ok()) return kInvalidTensor;
-  constexpr auto op = fb::OpCode::BatchMatMul;
+  constexpr auto op = OpCode::BatchMatMul;
   const std::string name = UniqueName("batchmatmul");
   if (!CheckInput(op, name, "a", a, DType::F32) || !CheckInput(op, name, "b", b, DType::F32))
     return kInvalidTensor;

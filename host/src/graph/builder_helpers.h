@@ -6,18 +6,18 @@
 #include <cstddef>
 #include <string>
 
-#include "sinkrt/fb/common_generated.h"
+#include "sinkrt/host/op_code.h"
 
 namespace sinkrt::host::internal {
 
-inline std::string OpCodeName(fb::OpCode op) {
-  const char* n = fb::EnumNameOpCode(op);
+inline std::string OpLabel(OpCode op) {
+  const char* n = sinkrt::OpCodeName(op);
   return (n && *n) ? n : "OpCode(" + std::to_string(static_cast<int>(op)) + ")";
 }
 
 // "matmul" for MatMul: the base of generated op names.
-inline std::string LowerName(fb::OpCode op) {
-  std::string s = OpCodeName(op);
+inline std::string LowerName(OpCode op) {
+  std::string s = OpLabel(op);
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
 }

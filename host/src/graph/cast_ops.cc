@@ -12,7 +12,7 @@ bool Castable(DType t) { return t == DType::F32 || t == DType::BF16; }
 
 TensorId Graph::Cast(TensorId x, DType to) {
   if (!status_.ok()) return kInvalidTensor;
-  constexpr auto op = fb::OpCode::Cast;
+  constexpr auto op = OpCode::Cast;
   const std::string name = UniqueName("cast");
   if (!valid(x)) {
     FailOp(op, name, "x is not a tensor of this graph (id " + std::to_string(x) + ")");

@@ -18,7 +18,7 @@ TensorId Graph::Conv2D(TensorId x, TensorId w, int stride, int pad) {
 
 TensorId Graph::Conv2D(TensorId x, TensorId w, const OpAttrs& a) {
   if (!status_.ok()) return kInvalidTensor;
-  constexpr auto op = fb::OpCode::Conv2D;
+  constexpr auto op = OpCode::Conv2D;
   const std::string name = UniqueName("conv2d");
   if (!CheckInput(op, name, "x", x, DType::F32) || !CheckInput(op, name, "w", w, DType::F32))
     return kInvalidTensor;
@@ -77,7 +77,7 @@ TensorId Graph::Conv2D(TensorId x, TensorId w, const OpAttrs& a) {
   return AddOp(op, {x, w}, attrs, {{out, DType::F32}}, name)[0];
 }
 
-TensorId Graph::Pool(fb::OpCode op, TensorId x, int kernel, int stride, int pad) {
+TensorId Graph::Pool(OpCode op, TensorId x, int kernel, int stride, int pad) {
   if (!status_.ok()) return kInvalidTensor;
   const std::string name = UniqueName(LowerName(op));
   if (!CheckInput(op, name, "x", x, DType::F32)) return kInvalidTensor;
@@ -111,16 +111,16 @@ TensorId Graph::Pool(fb::OpCode op, TensorId x, int kernel, int stride, int pad)
   const Shape y{sx[0], sx[1], (ph - kernel) / stride + 1, (pw - kernel) / stride + 1};
   std::vector<std::pair<Shape, DType>> outs{{y, DType::F32}};
   // oneDNN keeps the argmax of every output element; 4 bytes each covers it.
-  if (op == fb::OpCode::MaxPool2D) outs.push_back({Shape{4 * NumElements(y)}, DType::U8});
+  if (op == OpCode::MaxPool2D) outs.push_back({Shape{4 * NumElements(y)}, DType::U8});
   return AddOp(op, {x}, attrs, std::move(outs), name)[0];
 }
 
 TensorId Graph::MaxPool2D(TensorId x, int kernel, int stride, int pad) {
-  return Pool(fb::OpCode::MaxPool2D, x, kernel, stride, pad);
+  return Pool(OpCode::MaxPool2D, x, kernel, stride, pad);
 }
 
 TensorId Graph::AvgPool2D(TensorId x, int kernel, int stride, int pad) {
-  return Pool(fb::OpCode::AvgPool2D, x, kernel, stride, pad);
+  return Pool(OpCode::AvgPool2D, x, kernel, stride, pad);
 }
 
 }  // namespace sinkrt::host

@@ -28,7 +28,7 @@ Result<Shape> BroadcastShapes(const Shape& a, const Shape& b) {
   return out;
 }
 
-TensorId Graph::Broadcasting(fb::OpCode op, TensorId a, TensorId b, const char* base) {
+TensorId Graph::Broadcasting(OpCode op, TensorId a, TensorId b, const char* base) {
   if (!status_.ok()) return kInvalidTensor;
   const std::string name = UniqueName(base);
   if (!CheckInput(op, name, "a", a, DType::F32) || !CheckInput(op, name, "b", b, DType::F32))
@@ -41,11 +41,11 @@ TensorId Graph::Broadcasting(fb::OpCode op, TensorId a, TensorId b, const char* 
   return AddOp(op, {a, b}, OpAttrs{}, {{std::move(shape).value(), DType::F32}}, name)[0];
 }
 
-TensorId Graph::Add(TensorId a, TensorId b) { return Broadcasting(fb::OpCode::Add, a, b, "add"); }
-TensorId Graph::Sub(TensorId a, TensorId b) { return Broadcasting(fb::OpCode::Sub, a, b, "sub"); }
-TensorId Graph::Mul(TensorId a, TensorId b) { return Broadcasting(fb::OpCode::Mul, a, b, "mul"); }
+TensorId Graph::Add(TensorId a, TensorId b) { return Broadcasting(OpCode::Add, a, b, "add"); }
+TensorId Graph::Sub(TensorId a, TensorId b) { return Broadcasting(OpCode::Sub, a, b, "sub"); }
+TensorId Graph::Mul(TensorId a, TensorId b) { return Broadcasting(OpCode::Mul, a, b, "mul"); }
 
-TensorId Graph::Unary(fb::OpCode op, TensorId x, const char* base) {
+TensorId Graph::Unary(OpCode op, TensorId x, const char* base) {
   if (!status_.ok()) return kInvalidTensor;
   const std::string name = UniqueName(base);
   if (!CheckInput(op, name, "x", x, DType::F32)) return kInvalidTensor;
@@ -53,9 +53,9 @@ TensorId Graph::Unary(fb::OpCode op, TensorId x, const char* base) {
   return AddOp(op, {x}, OpAttrs{}, {{std::move(shape), DType::F32}}, name)[0];
 }
 
-TensorId Graph::Relu(TensorId x) { return Unary(fb::OpCode::Relu, x, "relu"); }
-TensorId Graph::Gelu(TensorId x) { return Unary(fb::OpCode::Gelu, x, "gelu"); }
-TensorId Graph::Tanh(TensorId x) { return Unary(fb::OpCode::Tanh, x, "tanh"); }
-TensorId Graph::Sigmoid(TensorId x) { return Unary(fb::OpCode::Sigmoid, x, "sigmoid"); }
+TensorId Graph::Relu(TensorId x) { return Unary(OpCode::Relu, x, "relu"); }
+TensorId Graph::Gelu(TensorId x) { return Unary(OpCode::Gelu, x, "gelu"); }
+TensorId Graph::Tanh(TensorId x) { return Unary(OpCode::Tanh, x, "tanh"); }
+TensorId Graph::Sigmoid(TensorId x) { return Unary(OpCode::Sigmoid, x, "sigmoid"); }
 
 }  // namespace sinkrt::host

@@ -5,7 +5,7 @@ namespace sinkrt::host {
 
 TensorId Graph::Gather(TensorId table, TensorId indices) {
   if (!status_.ok()) return kInvalidTensor;
-  constexpr auto op = fb::OpCode::Gather;
+  constexpr auto op = OpCode::Gather;
   const std::string name = UniqueName("gather");
   if (!CheckInput(op, name, "table", table, DType::F32) || !CheckInput(op, name, "indices", indices, DType::I32))
     return kInvalidTensor;

@@ -14,7 +14,7 @@
 namespace sinkrt::host {
 
 using internal::LowerName;
-using internal::OpCodeName;
+using internal::OpLabel;
 
 namespace {
 
@@ -51,14 +51,14 @@ std::string Describe(const TensorInfo& t) {
 
 // -- op semantics ----------------------------------------------------------------
 
-std::vector<size_t> MutatedInputs(fb::OpCode op) {
+std::vector<size_t> MutatedInputs(OpCode op) {
   switch (op) {
-    case fb::OpCode::SgdUpdate: return {0};
-    case fb::OpCode::MomentumUpdate: return {0, 2};
-    case fb::OpCode::AdamUpdate: return {0, 2, 3};
-    case fb::OpCode::AdamPowers: return {0};
-    case fb::OpCode::LossScaleUpdate: return {0, 1};
-    case fb::OpCode::AccumulateGrad: return {0};
+    case OpCode::SgdUpdate: return {0};
+    case OpCode::MomentumUpdate: return {0, 2};
+    case OpCode::AdamUpdate: return {0, 2, 3};
+    case OpCode::AdamPowers: return {0};
+    case OpCode::LossScaleUpdate: return {0, 1};
+    case OpCode::AccumulateGrad: return {0};
     default: return {};
   }
 }
@@ -81,8 +81,8 @@ void Graph::Fail(Status status) {
   if (status_.ok() && !status.ok()) status_ = std::move(status);
 }
 
-void Graph::FailOp(fb::OpCode op, const std::string& name, const std::string& message) {
-  Fail(InvalidArgument(OpCodeName(op) + " '" + name + "': " + message));
+void Graph::FailOp(OpCode op, const std::string& name, const std::string& message) {
+  Fail(InvalidArgument(OpLabel(op) + " '" + name + "': " + message));
 }
 
 void Graph::PushNameScope(const std::string& name) {
@@ -126,7 +126,7 @@ bool Graph::CheckOpName(const std::string& name) {
   return true;
 }
 
-bool Graph::CheckInput(fb::OpCode op, const std::string& name, const char* role, TensorId t,
+bool Graph::CheckInput(OpCode op, const std::string& name, const char* role, TensorId t,
                        DType want) {
   if (!valid(t)) {
     FailOp(op, name, std::string(role) + " is not a tensor of this graph (id " +
@@ -172,7 +172,7 @@ TensorId Graph::AddTensor(TensorInfo info) {
   return id;
 }
 
-std::vector<TensorId> Graph::AddOp(fb::OpCode op, std::vector<TensorId> inputs, OpAttrs attrs,
+std::vector<TensorId> Graph::AddOp(OpCode op, std::vector<TensorId> inputs, OpAttrs attrs,
                                    std::vector<std::pair<Shape, DType>> outputs,
                                    std::string name) {
   std::vector<TensorId> ids(outputs.size(), kInvalidTensor);
@@ -209,7 +209,7 @@ std::vector<TensorId> Graph::AddOp(fb::OpCode op, std::vector<TensorId> inputs, 
     t.dtype = outputs[k].second;
     t.shape = std::move(outputs[k].first);
     t.kind = TensorKind::Intermediate;
-    t.init.kind = fb::InitKind::None;
+    t.init.kind = InitKind::None;
     ids[k] = AddTensor(std::move(t));
     if (ids[k] == kInvalidTensor) return ids;
     producer_[ids[k]] = op_index;
@@ -219,7 +219,7 @@ std::vector<TensorId> Graph::AddOp(fb::OpCode op, std::vector<TensorId> inputs, 
   return ids;
 }
 
-void Graph::AddOpInto(fb::OpCode op, std::vector<TensorId> inputs, OpAttrs attrs,
+void Graph::AddOpInto(OpCode op, std::vector<TensorId> inputs, OpAttrs attrs,
                       std::vector<TensorId> outputs, std::string name) {
   if (!status_.ok()) return;
   if (name.empty()) {
@@ -296,31 +296,31 @@ TensorId Graph::Leaf(const char* what, const std::string& name, Shape shape, DTy
       return kInvalidTensor;
     }
     init = InitSpec{};
-    init.kind = fb::InitKind::None;  // filled by GetNext, never by init
+    init.kind = InitKind::None;  // filled by GetNext, never by init
   } else {
     switch (init.kind) {
-      case fb::InitKind::Zeros:
-      case fb::InitKind::Constant:
-      case fb::InitKind::XavierUniform:
-      case fb::InitKind::XavierNormal:
-      case fb::InitKind::HeUniform:
-      case fb::InitKind::HeNormal:
+      case InitKind::Zeros:
+      case InitKind::Constant:
+      case InitKind::XavierUniform:
+      case InitKind::XavierNormal:
+      case InitKind::HeUniform:
+      case InitKind::HeNormal:
         break;
-      case fb::InitKind::Uniform:
+      case InitKind::Uniform:
         if (!(init.low <= init.high)) {
           Fail(InvalidArgument(who + "Uniform initialiser needs low <= high, got [" +
                                std::to_string(init.low) + ", " + std::to_string(init.high) + ")"));
           return kInvalidTensor;
         }
         break;
-      case fb::InitKind::Normal:
+      case InitKind::Normal:
         if (!(init.stddev >= 0)) {
           Fail(InvalidArgument(who + "Normal initialiser needs stddev >= 0, got " +
                                std::to_string(init.stddev)));
           return kInvalidTensor;
         }
         break;
-      case fb::InitKind::Inline:
+      case InitKind::Inline:
         if (init.data.size() != static_cast<size_t>(numel) * sizeof(float)) {
           Fail(InvalidArgument(who + "Inline initialiser has " +
                                std::to_string(init.data.size() / sizeof(float)) +

@@ -7,7 +7,7 @@ namespace sinkrt::host {
 
 TensorId Graph::LayerNorm(TensorId x, TensorId gamma, TensorId beta, float epsilon) {
   if (!status_.ok()) return kInvalidTensor;
-  constexpr auto op = fb::OpCode::LayerNorm;
+  constexpr auto op = OpCode::LayerNorm;
   const std::string name = UniqueName("layernorm");
   if (!CheckInput(op, name, "x", x, DType::F32) || !CheckInput(op, name, "gamma", gamma, DType::F32) ||
       !CheckInput(op, name, "beta", beta, DType::F32))

@@ -33,7 +33,7 @@ std::string SizesToString(const std::vector<int64_t>& v) { return ShapeToString(
 
 TensorId Graph::Transpose(TensorId x, std::vector<int> perm) {
   if (!status_.ok()) return kInvalidTensor;
-  constexpr auto op = fb::OpCode::Transpose;
+  constexpr auto op = OpCode::Transpose;
   const std::string name = UniqueName("transpose");
   if (!CheckInput(op, name, "x", x, DType::F32)) return kInvalidTensor;
   const Shape sx = tensors_[x].shape;
@@ -73,7 +73,7 @@ TensorId Graph::Transpose(TensorId x, std::vector<int> perm) {
 
 TensorId Graph::Concat(std::vector<TensorId> xs, int axis) {
   if (!status_.ok()) return kInvalidTensor;
-  constexpr auto op = fb::OpCode::Concat;
+  constexpr auto op = OpCode::Concat;
   const std::string name = UniqueName("concat");
   if (xs.empty()) {
     FailOp(op, name, "needs at least one input");
@@ -112,7 +112,7 @@ TensorId Graph::Concat(std::vector<TensorId> xs, int axis) {
 }
 
 std::vector<TensorId> Graph::Split(TensorId x, int axis, std::vector<int64_t> sizes) {
-  constexpr auto op = fb::OpCode::Split;
+  constexpr auto op = OpCode::Split;
   const std::vector<TensorId> failed(std::max<size_t>(sizes.size(), 1), kInvalidTensor);
   if (!status_.ok()) return failed;
   const std::string name = UniqueName("split");

@@ -5,7 +5,7 @@ namespace sinkrt::host {
 
 TensorId Graph::MatMul(TensorId a, TensorId b, bool transpose_a, bool transpose_b) {
   if (!status_.ok()) return kInvalidTensor;
-  constexpr auto op = fb::OpCode::MatMul;
+  constexpr auto op = OpCode::MatMul;
   const std::string name = UniqueName("matmul");
   if (!CheckInput(op, name, "a", a, DType::F32) || !CheckInput(op, name, "b", b, DType::F32))
     return kInvalidTensor;
@@ -32,7 +32,7 @@ TensorId Graph::MatMul(TensorId a, TensorId b, bool transpose_a, bool transpose_
 
 TensorId Graph::BiasAdd(TensorId x, TensorId bias) {
   if (!status_.ok()) return kInvalidTensor;
-  constexpr auto op = fb::OpCode::BiasAdd;
+  constexpr auto op = OpCode::BiasAdd;
   const std::string name = UniqueName("biasadd");
   if (!CheckInput(op, name, "x", x, DType::F32) || !CheckInput(op, name, "bias", bias, DType::F32))
     return kInvalidTensor;

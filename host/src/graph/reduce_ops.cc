@@ -12,7 +12,7 @@ using internal::AxisRange;
 using internal::LowerName;
 using internal::NormalizeAxis;
 
-TensorId Graph::Reduce(fb::OpCode op, TensorId x, std::vector<int> axes, bool keep_dims) {
+TensorId Graph::Reduce(OpCode op, TensorId x, std::vector<int> axes, bool keep_dims) {
   if (!status_.ok()) return kInvalidTensor;
   const std::string name = UniqueName(LowerName(op));
   if (!CheckInput(op, name, "x", x, DType::F32)) return kInvalidTensor;
@@ -45,11 +45,11 @@ TensorId Graph::Reduce(fb::OpCode op, TensorId x, std::vector<int> axes, bool ke
 }
 
 TensorId Graph::ReduceSum(TensorId x, std::vector<int> axes, bool keep_dims) {
-  return Reduce(fb::OpCode::ReduceSum, x, std::move(axes), keep_dims);
+  return Reduce(OpCode::ReduceSum, x, std::move(axes), keep_dims);
 }
 
 TensorId Graph::ReduceMean(TensorId x, std::vector<int> axes, bool keep_dims) {
-  return Reduce(fb::OpCode::ReduceMean, x, std::move(axes), keep_dims);
+  return Reduce(OpCode::ReduceMean, x, std::move(axes), keep_dims);
 }
 
 }  // namespace sinkrt::host

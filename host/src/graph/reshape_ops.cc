@@ -8,7 +8,7 @@ namespace sinkrt::host {
 
 TensorId Graph::Reshape(TensorId x, Shape shape) {
   if (!status_.ok()) return kInvalidTensor;
-  constexpr auto op = fb::OpCode::Reshape;
+  constexpr auto op = OpCode::Reshape;
   const std::string name = UniqueName("reshape");
   if (!valid(x)) {
     FailOp(op, name, "x is not a tensor of this graph (id " + std::to_string(x) + ")");
@@ -56,7 +56,7 @@ TensorId Graph::Reshape(TensorId x, Shape shape) {
 
 TensorId Graph::Flatten(TensorId x) {
   if (!status_.ok()) return kInvalidTensor;
-  constexpr auto op = fb::OpCode::Flatten;
+  constexpr auto op = OpCode::Flatten;
   const std::string name = UniqueName("flatten");
   if (!valid(x)) {
     FailOp(op, name, "x is not a tensor of this graph (id " + std::to_string(x) + ")");

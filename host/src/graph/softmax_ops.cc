@@ -9,7 +9,7 @@ namespace sinkrt::host {
 using internal::AxisRange;
 using internal::NormalizeAxis;
 
-TensorId Graph::AxisOp(fb::OpCode op, TensorId x, int axis, const char* base) {
+TensorId Graph::AxisOp(OpCode op, TensorId x, int axis, const char* base) {
   if (!status_.ok()) return kInvalidTensor;
   const std::string name = UniqueName(base);
   if (!CheckInput(op, name, "x", x, DType::F32)) return kInvalidTensor;
@@ -26,14 +26,14 @@ TensorId Graph::AxisOp(fb::OpCode op, TensorId x, int axis, const char* base) {
 }
 
 TensorId Graph::Softmax(TensorId x, int axis) {
-  return AxisOp(fb::OpCode::Softmax, x, axis, "softmax");
+  return AxisOp(OpCode::Softmax, x, axis, "softmax");
 }
 
 TensorId Graph::LogSoftmax(TensorId x, int axis) {
-  return AxisOp(fb::OpCode::LogSoftmax, x, axis, "logsoftmax");
+  return AxisOp(OpCode::LogSoftmax, x, axis, "logsoftmax");
 }
 
-bool Graph::CheckLogitsLabels(fb::OpCode op, const std::string& name, TensorId logits,
+bool Graph::CheckLogitsLabels(OpCode op, const std::string& name, TensorId logits,
                               TensorId labels) {
   if (!CheckInput(op, name, "logits", logits, DType::F32) ||
       !CheckInput(op, name, "labels", labels, DType::I32))
@@ -54,7 +54,7 @@ bool Graph::CheckLogitsLabels(fb::OpCode op, const std::string& name, TensorId l
 
 TensorId Graph::SparseSoftmaxCrossEntropy(TensorId logits, TensorId labels) {
   if (!status_.ok()) return kInvalidTensor;
-  constexpr auto op = fb::OpCode::SparseSoftmaxCrossEntropy;
+  constexpr auto op = OpCode::SparseSoftmaxCrossEntropy;
   const std::string name = UniqueName("sparsesoftmaxcrossentropy");
   if (!CheckLogitsLabels(op, name, logits, labels)) return kInvalidTensor;
   return AddOp(op, {logits, labels}, OpAttrs{}, {{Shape{}, DType::F32}}, name)[0];
@@ -62,7 +62,7 @@ TensorId Graph::SparseSoftmaxCrossEntropy(TensorId logits, TensorId labels) {
 
 TensorId Graph::ArgMaxAccuracy(TensorId logits, TensorId labels) {
   if (!status_.ok()) return kInvalidTensor;
-  constexpr auto op = fb::OpCode::ArgMaxAccuracy;
+  constexpr auto op = OpCode::ArgMaxAccuracy;
   const std::string name = UniqueName("argmaxaccuracy");
   if (!CheckLogitsLabels(op, name, logits, labels)) return kInvalidTensor;
   return AddOp(op, {logits, labels}, OpAttrs{}, {{Shape{}, DType::F32}}, name)[0];

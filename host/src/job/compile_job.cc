@@ -37,7 +37,7 @@ std::string HostLossLabel(const Graph& g) {
   const int64_t op = g.producer(g.loss());
   if (op < 0) return "";
   const OpNode& node = g.ops()[op];
-  if (node.op != fb::OpCode::SparseSoftmaxCrossEntropy || node.inputs.size() != 2 ||
+  if (node.op != OpCode::SparseSoftmaxCrossEntropy || node.inputs.size() != 2 ||
       node.inputs[0] != g.outputs().front() || g.tensor(node.inputs[1]).kind != TensorKind::Input)
     return "";
   return g.tensor(node.inputs[1]).name;

@@ -8,10 +8,10 @@
 #include "host/src/job/manifest.h"
 #include "host/src/job/stream_report.h"
 #include "host/src/util/hex.h"
-#include "sinkrt/host/compiled_job.h"
-#include "sinkrt/fb/task_stream_generated.h"
 #include "runtime/src/file_io.h"
-#include "sinkrt/runtime/format.h"
+#include "sinkrt/fb/task_stream_generated.h"
+#include "sinkrt/host/compiled_job.h"
+#include "sinkrt/runtime/stream_format.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace sinkrt::host {

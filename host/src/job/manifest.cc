@@ -6,6 +6,7 @@
 
 #include "host/src/compiler/graph_hash.h"
 #include "host/src/util/hex.h"
+#include "host/src/util/schema_enums.h"
 #include "sinkrt/fb/task_stream_generated.h"
 
 namespace sinkrt::host::job {

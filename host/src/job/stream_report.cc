@@ -4,18 +4,19 @@
 #include <string>
 #include <utility>
 
+#include "host/src/util/schema_enums.h"
 #include "sinkrt/fb/task_stream_generated.h"
 
 namespace sinkrt::host::job {
 namespace {
 
-bool IsPersistent(fb::BufferRole role) {
+bool IsPersistent(BufferRole role) {
   switch (role) {
-    case fb::BufferRole::Param:
-    case fb::BufferRole::Grad:
-    case fb::BufferRole::OptState:
-    case fb::BufferRole::Const:
-    case fb::BufferRole::Output:
+    case BufferRole::Param:
+    case BufferRole::Grad:
+    case BufferRole::OptState:
+    case BufferRole::Const:
+    case BufferRole::Output:
       return true;
     default:
       return false;
@@ -43,7 +44,7 @@ std::vector<ColumnSpec> QueueColumns(const VerifiedStream& stream, std::string_v
   for (const fb::QueueSpec* q : *stream.root()->queues()) {
     if (!q->name() || q->name()->string_view() != name || !q->columns()) continue;
     for (const fb::QueueColumn* c : *q->columns()) {
-      ColumnSpec col{.name = c->name() ? c->name()->str() : "", .dtype = c->dtype(), .shape = {}};
+      ColumnSpec col{.name = c->name() ? c->name()->str() : "", .dtype = FromFb(c->dtype()), .shape = {}};
       if (c->shape()) col.shape.assign(c->shape()->begin(), c->shape()->end());
       out.push_back(std::move(col));
     }
@@ -81,11 +82,11 @@ CompiledStream CompiledStreamFrom(VerifiedStream stream) {
   CompileReport& r = out.report;
   r.arena_bytes = ts.arena_bytes();
   r.liveness_lower_bound = ts.liveness_lower_bound();
-  const fb::Program* train = view.FindProgram(fb::ProgramKind::TrainStep);
+  const fb::Program* train = view.FindProgram(ProgramKind::TrainStep);
   r.train_tasks = TaskCount(train, "compute");
   r.comm_tasks = TaskCount(train, "comm");
-  r.eval_tasks = TaskCount(view.FindProgram(fb::ProgramKind::EvalStep), "compute");
-  r.predict_tasks = TaskCount(view.FindProgram(fb::ProgramKind::PredictStep), "compute");
+  r.eval_tasks = TaskCount(view.FindProgram(ProgramKind::EvalStep), "compute");
+  r.predict_tasks = TaskCount(view.FindProgram(ProgramKind::PredictStep), "compute");
   if (train && train->streams())
     for (const fb::Stream* s : *train->streams())
       for (const fb::Task* t : *s->tasks())
@@ -95,16 +96,16 @@ CompiledStream CompiledStreamFrom(VerifiedStream stream) {
           ++r.fused_kernels;
   for (const fb::Buffer* b : *ts.buffers()) {
     PlannedBuffer pb{.name = b->name() ? b->name()->str() : "", .offset = b->offset(), .bytes = b->bytes(),
-                     .role = b->role()};
-    if (IsPersistent(b->role())) {
+                     .role = FromFb(b->role())};
+    if (IsPersistent(FromFb(b->role()))) {
       // As the planner lays them: back to back, each aligned.
       const uint64_t a = ts.arena_alignment();
       r.persistent_bytes += (b->bytes() + a - 1) / a * a;
-      pb.program = fb::ProgramKind::Init;
+      pb.program = ProgramKind::Init;
     }
     r.buffers.push_back(std::move(pb));
   }
-  r.activation_bytes = ArenaBytesOf(r.buffers, fb::BufferRole::Activation);
+  r.activation_bytes = ArenaBytesOf(r.buffers, BufferRole::Activation);
   // One bucket per AllReduce of train_step's comm stream, in its order.
   if (train && train->streams())
     for (const fb::Stream* s : *train->streams()) {

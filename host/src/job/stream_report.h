@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/tensor.h"
 #include "sinkrt/runtime/task_stream_verifier.h"

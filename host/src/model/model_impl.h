@@ -10,6 +10,7 @@
 
 #include "host/src/job/stream_report.h"
 #include "host/src/model/slices.h"
+#include "sinkrt/host/buffer_role.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
@@ -32,7 +33,7 @@ struct StateBuffer {
   DType dtype = DType::Invalid;
   Shape shape;
   uint64_t bytes = 0;
-  fb::BufferRole role = fb::BufferRole::Param;
+  BufferRole role = BufferRole::Param;
   std::optional<job::StreamSlice> slice;  // a sharded rank's part of the whole tensor
 };
 

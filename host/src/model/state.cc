@@ -99,7 +99,7 @@ std::vector<Model::StateTensorSpec> Model::StateSpecs() const {
     out.push_back({.name = s.name,
                    .dtype = s.dtype,
                    .shape = WholeShape(s),
-                   .optimizer_state = s.role == fb::BufferRole::OptState});
+                   .optimizer_state = s.role == BufferRole::OptState});
   };
   // Pipeline stages: rank 0 holds only the first stage's tensors; the
   // model's state is every stage's (a tensor several stages hold, once).

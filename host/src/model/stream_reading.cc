@@ -7,6 +7,7 @@
 
 #include "host/src/job/stream_report.h"
 #include "host/src/model/slices.h"
+#include "host/src/util/schema_enums.h"
 
 namespace sinkrt::host {
 namespace {
@@ -15,7 +16,7 @@ namespace {
 // and global (equal when the logits are not split by rows).
 void AccuracyRows(const VerifiedStream& view, int64_t* local, int64_t* global) {
   *local = *global = 0;
-  const fb::Program* p = view.FindProgram(fb::ProgramKind::EvalStep);
+  const fb::Program* p = view.FindProgram(ProgramKind::EvalStep);
   if (!p) return;
   for (const fb::Stream* s : *p->streams())
     for (const fb::Task* t : *s->tasks())
@@ -41,17 +42,17 @@ QueueInfo FindQueue(const VerifiedStream& view, const std::string& name) {
   return q;
 }
 
-std::vector<uint32_t> Reports(const VerifiedStream& view, fb::ProgramKind kind) {
+std::vector<uint32_t> Reports(const VerifiedStream& view, ProgramKind kind) {
   const fb::Program* p = view.FindProgram(kind);
   if (!p || !p->reports()) return {};
   return {p->reports()->begin(), p->reports()->end()};
 }
 
 void FindEvalReports(const VerifiedStream& view, int* loss_report, int* accuracy_report) {
-  const std::vector<uint32_t> train = Reports(view, fb::ProgramKind::TrainStep);
-  const std::vector<uint32_t> eval = Reports(view, fb::ProgramKind::EvalStep);
+  const std::vector<uint32_t> train = Reports(view, ProgramKind::TrainStep);
+  const std::vector<uint32_t> eval = Reports(view, ProgramKind::EvalStep);
   int64_t accuracy_buffer = -1;
-  if (const fb::Program* p = view.FindProgram(fb::ProgramKind::EvalStep))
+  if (const fb::Program* p = view.FindProgram(ProgramKind::EvalStep))
     for (const fb::Stream* s : *p->streams())
       for (const fb::Task* t : *s->tasks())
         if (t->body_type() == fb::TaskBody::KernelTask &&
@@ -67,7 +68,7 @@ void FindEvalReports(const VerifiedStream& view, int* loss_report, int* accuracy
 }
 
 int FindMetricSumsReport(const VerifiedStream& view) {
-  const fb::Program* p = view.FindProgram(fb::ProgramKind::EvalStep);
+  const fb::Program* p = view.FindProgram(ProgramKind::EvalStep);
   if (!p || !p->reports() || !p->streams()) return -1;
   for (const fb::Stream* s : *p->streams())
     for (const fb::Task* t : *s->tasks())
@@ -93,7 +94,7 @@ Result<RankPlan> PlanRank(const VerifiedStream& view, uint32_t r) {
                                        where + "'s predict queue"));
   plan.state = StateBuffers(view);
   AccuracyRows(view, &plan.accuracy_rows, &plan.accuracy_global_rows);
-  const std::vector<uint32_t> predict = Reports(view, fb::ProgramKind::PredictStep);
+  const std::vector<uint32_t> predict = Reports(view, ProgramKind::PredictStep);
   if (!predict.empty()) plan.predict_output = job::ReadSlice(view.root()->buffers()->Get(predict[0])->slice());
   return plan;
 }
@@ -106,10 +107,10 @@ std::vector<StateBuffer> StateBuffers(const VerifiedStream& view) {
     StateBuffer s;
     s.index = i;
     s.name = b->name() ? b->name()->str() : "";
-    s.dtype = b->dtype();
+    s.dtype = FromFb(b->dtype());
     if (b->shape()) s.shape.assign(b->shape()->begin(), b->shape()->end());
     s.bytes = b->bytes();
-    s.role = b->role();
+    s.role = FromFb(b->role());
     s.slice = job::ReadSlice(b->slice());
     out.push_back(std::move(s));
   }
@@ -124,7 +125,7 @@ Status PlanPipeline(Model::Impl& m, const std::string& context) {
     const VerifiedStream& view = m.streams[r];
     m.rank_train_queues.push_back(FindQueue(view, "train"));
     m.rank_eval_queues.push_back(FindQueue(view, "eval"));
-    m.reports_loss.push_back(!Reports(view, fb::ProgramKind::TrainStep).empty());
+    m.reports_loss.push_back(!Reports(view, ProgramKind::TrainStep).empty());
     // Replicas hold what their stage's first rank holds; slices are each
     // their own rank's.
     if (!m.stage_sharded && r % per_stage != 0) continue;
@@ -137,7 +138,7 @@ Status PlanPipeline(Model::Impl& m, const std::string& context) {
       if (!fresh && it->second != stage) {
         const auto first = std::find_if(m.stage_state.begin(), m.stage_state.end(),
                                         [&](const auto& e) { return e.second.name == s.name; });
-        if (s.role != fb::BufferRole::OptState || s.slice || first == m.stage_state.end() ||
+        if (s.role != BufferRole::OptState || s.slice || first == m.stage_state.end() ||
             first->second.shape != s.shape || first->second.dtype != s.dtype)
           return Internal(context + ": stages " + std::to_string(it->second) + " and " + std::to_string(stage) +
                           " both hold '" + s.name + "'");
@@ -151,7 +152,7 @@ Status PlanPipeline(Model::Impl& m, const std::string& context) {
   // sums of sunk eval.
   m.metric_sums_report = FindMetricSumsReport(m.streams.back());
   const size_t eval_reports =
-      Reports(m.streams.back(), fb::ProgramKind::EvalStep).size() - (m.metric_sums_report >= 0 ? 1 : 0);
+      Reports(m.streams.back(), ProgramKind::EvalStep).size() - (m.metric_sums_report >= 0 ? 1 : 0);
   m.loss_report = eval_reports > 0 ? 0 : -1;
   m.accuracy_report = eval_reports == 3 ? 1 : -1;
   return Status::Ok();

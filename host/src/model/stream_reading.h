@@ -17,7 +17,7 @@ namespace sinkrt::host {
 QueueInfo FindQueue(const VerifiedStream& view, const std::string& name);
 
 // The buffers program `kind` reports, in order; none without that program.
-std::vector<uint32_t> Reports(const VerifiedStream& view, fb::ProgramKind kind);
+std::vector<uint32_t> Reports(const VerifiedStream& view, ProgramKind kind);
 
 // Positions of the loss and of the accuracy count among eval_step's reports.
 // The loss is train_step's report; the count is what the ArgMaxAccuracy task

@@ -46,7 +46,7 @@ Status AccumulateGradients(TrainingGraph& tg, int steps) {
       const std::vector<TensorId> written = g.ops()[i].outputs;
       for (TensorId t : written) {
         if (!is_grad[t]) continue;
-        g.AddOp(fb::OpCode::AccumulateGrad, {t, map[t]}, OpAttrs{}, {}, prefix + "accumulate/" + g.tensor(t).name);
+        g.AddOp(OpCode::AccumulateGrad, {t, map[t]}, OpAttrs{}, {}, prefix + "accumulate/" + g.tensor(t).name);
         program.push_back(g.ops().size() - 1);
       }
       SINKRT_RETURN_IF_ERROR(g.status(), where);
@@ -55,13 +55,13 @@ Status AccumulateGradients(TrainingGraph& tg, int steps) {
   }
   // The step's loss: the mean of the micro-steps' (each the mean of its
   // rows), i.e. the loss of the K·b rows.
-  const TensorId sum = g.AddOp(fb::OpCode::AddN, losses, OpAttrs{}, {{g.tensor(tg.loss).shape, DType::F32}},
+  const TensorId sum = g.AddOp(OpCode::AddN, losses, OpAttrs{}, {{g.tensor(tg.loss).shape, DType::F32}},
                                "loss/accumulated/sum")
                            .at(0);
   OpAttrs scale;
   scale.scale = 1.0f / static_cast<float>(steps);
   const TensorId mean =
-      g.AddOp(fb::OpCode::BroadcastTo, {sum}, scale, {{g.tensor(tg.loss).shape, DType::F32}}, "loss/accumulated").at(0);
+      g.AddOp(OpCode::BroadcastTo, {sum}, scale, {{g.tensor(tg.loss).shape, DType::F32}}, "loss/accumulated").at(0);
   SINKRT_RETURN_IF_ERROR(g.status(), where);
   program.push_back(g.ops().size() - 2);
   program.push_back(g.ops().size() - 1);

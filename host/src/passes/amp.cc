@@ -11,8 +11,6 @@
 namespace sinkrt::host::passes {
 namespace {
 
-using fb::OpCode;
-
 // How an op's dtype is chosen.
 enum class Precision {
   kLow,     // bf16 where the level says so (it has a bf16 kernel)
@@ -151,7 +149,7 @@ class AmpRewrite {
     info.name = name;
     info.dtype = dtype;
     info.shape = shape;
-    info.init.kind = fb::InitKind::None;
+    info.init.kind = InitKind::None;
     extra_.push_back(std::move(info));
     return static_cast<TensorId>(dtype_.size() + extra_.size() - 1);
   }

@@ -182,7 +182,7 @@ Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const Opti
     case OptimizerKind::SGD:
       for (size_t i = 0; i < grads.size(); ++i) {
         SINKRT_ASSIGN_OR_RETURN(const ParamGrad u, target(i));
-        g.AddOp(fb::OpCode::SgdUpdate, with_status({u.param, u.grad}), attrs, {});
+        g.AddOp(OpCode::SgdUpdate, with_status({u.param, u.grad}), attrs, {});
       }
       break;
     case OptimizerKind::Momentum:
@@ -193,7 +193,7 @@ Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const Opti
         const std::string name = g.tensor(grads[i].param).name;
         const Shape shape = g.tensor(u.param).shape;
         const TensorId accum = State(g, name + "/momentum", shape, InitSpec::Zeros());
-        g.AddOp(fb::OpCode::MomentumUpdate, with_status({u.param, u.grad, accum}), attrs, {});
+        g.AddOp(OpCode::MomentumUpdate, with_status({u.param, u.grad, accum}), attrs, {});
       }
       break;
     case OptimizerKind::Adam: {
@@ -202,14 +202,14 @@ Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const Opti
       attrs.epsilon = spec.epsilon;
       // β₁ᵗ and β₂ᵗ advance once per step, before any parameter reads them.
       const TensorId powers = State(g, "adam/powers", {2}, InitSpec::Constant(1.0f));
-      g.AddOp(fb::OpCode::AdamPowers, with_status({powers}), attrs, {});
+      g.AddOp(OpCode::AdamPowers, with_status({powers}), attrs, {});
       for (size_t i = 0; i < grads.size(); ++i) {
         SINKRT_ASSIGN_OR_RETURN(const ParamGrad u, target(i));
         const std::string name = g.tensor(grads[i].param).name;
         const Shape shape = g.tensor(u.param).shape;
         const TensorId m = State(g, name + "/adam_m", shape, InitSpec::Zeros());
         const TensorId v = State(g, name + "/adam_v", shape, InitSpec::Zeros());
-        g.AddOp(fb::OpCode::AdamUpdate, with_status({u.param, u.grad, m, v, powers}), attrs, {});
+        g.AddOp(OpCode::AdamUpdate, with_status({u.param, u.grad, m, v, powers}), attrs, {});
       }
       break;
     }

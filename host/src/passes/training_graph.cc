@@ -25,7 +25,7 @@ TensorId AccuracyLabels(const Graph& g, TensorId logits, TensorId loss) {
   const int64_t loss_op = g.producer(loss);
   if (loss_op >= 0) {
     const OpNode& op = g.ops()[loss_op];
-    if (op.op == fb::OpCode::SparseSoftmaxCrossEntropy && op.inputs.size() == 2 &&
+    if (op.op == OpCode::SparseSoftmaxCrossEntropy && op.inputs.size() == 2 &&
         op.inputs[0] == logits && g.tensor(op.inputs[1]).kind == TensorKind::Input)
       return op.inputs[1];
   }
@@ -140,7 +140,7 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
     OpAttrs seed_attrs;
     seed_attrs.scale = loss_seed;
     const TensorId seed =
-        g.AddOp(fb::OpCode::BroadcastTo, {tg.loss_scale}, seed_attrs, {{{}, DType::F32}}, "loss_scale/seed").at(0);
+        g.AddOp(OpCode::BroadcastTo, {tg.loss_scale}, seed_attrs, {{{}, DType::F32}}, "loss_scale/seed").at(0);
     SINKRT_RETURN_IF_ERROR(g.status(), GraphContext(forward) + ": loss scale");
     BackwardOptions bo;
     bo.output_grads = {{tg.loss, seed}};
@@ -166,7 +166,7 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
       inputs.push_back(update_on.empty() || update_on[i].grad == kInvalidTensor ? tg.grads[i].grad
                                                                                 : update_on[i].grad);
     const bool agree = group.size() > 1;
-    tg.loss_scale_status = g.AddOp(fb::OpCode::GradOverflow, std::move(inputs), check, {{{2}, DType::F32}},
+    tg.loss_scale_status = g.AddOp(OpCode::GradOverflow, std::move(inputs), check, {{{2}, DType::F32}},
                                    agree ? "loss_scale/local_status" : "loss_scale/status")
                                .at(0);
     if (agree) {
@@ -177,7 +177,7 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
       any.group_position = overflow_position;
       any.max = true;
       tg.loss_scale_status =
-          g.AddOp(fb::OpCode::AllReduce, {tg.loss_scale_status}, any, {{{2}, DType::F32}}, "loss_scale/status").at(0);
+          g.AddOp(OpCode::AllReduce, {tg.loss_scale_status}, any, {{{2}, DType::F32}}, "loss_scale/status").at(0);
     }
   }
   SINKRT_RETURN_IF_ERROR(AppendOptimizer(g, tg.grads, optimizer, tg.loss_scale_status, update_on),
@@ -187,7 +187,7 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
     update.loss_scale_dynamic = loss_scale.kind == LossScaleManager::Kind::Dynamic;
     update.scale_factor = loss_scale.scale_factor;
     update.scale_window = loss_scale.scale_window;
-    g.AddOp(fb::OpCode::LossScaleUpdate, {tg.loss_scale, tg.loss_scale_counters, tg.loss_scale_status}, update, {},
+    g.AddOp(OpCode::LossScaleUpdate, {tg.loss_scale, tg.loss_scale_counters, tg.loss_scale_status}, update, {},
             "loss_scale/update");
   }
   SINKRT_RETURN_IF_ERROR(g.status(), GraphContext(forward));
@@ -197,7 +197,7 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
     TensorId logits = g.outputs().front();
     TensorId labels = AccuracyLabels(g, logits, tg.loss);
     const int64_t loss_op = g.producer(tg.loss);
-    if (accuracy_from_loss && loss_op >= 0 && g.ops()[loss_op].op == fb::OpCode::SparseSoftmaxCrossEntropy &&
+    if (accuracy_from_loss && loss_op >= 0 && g.ops()[loss_op].op == OpCode::SparseSoftmaxCrossEntropy &&
         g.ops()[loss_op].inputs.size() == 2) {
       logits = g.ops()[loss_op].inputs[0];
       labels = g.ops()[loss_op].inputs[1];

@@ -37,7 +37,7 @@ struct ProgramInfo {
   std::vector<TaskInfo> streams[2]; // compute, comm
 };
 
-inline constexpr int kProfilePrograms = 4;  // fb::ProgramKind: Init, TrainStep, EvalStep, PredictStep
+inline constexpr int kProfilePrograms = 4;  // ProgramKind: Init, TrainStep, EvalStep, PredictStep
 
 struct RankData {
   int rank = 0;
@@ -55,7 +55,7 @@ struct HostEvent {
   uint32_t queue = 0;
   int64_t begin_ns = 0, end_ns = 0;  // host clock (a credit: begin == end)
   uint64_t arg = 0;                  // push: the global batch; credit: slots; RunSink: steps
-  uint8_t program = 1;               // RunSink: fb::ProgramKind
+  uint8_t program = 1;               // RunSink: ProgramKind
 };
 
 struct ProfileData {

@@ -14,7 +14,7 @@
 #include "host/src/profile/summarize.h"
 #include "host/src/profile/summary_svg.h"
 #include "runtime/src/file_io.h"
-#include "sinkrt/runtime/format.h"
+#include "sinkrt/runtime/stream_format.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace sinkrt::host {

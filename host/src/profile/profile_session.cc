@@ -57,7 +57,7 @@ ProfileConfig DeviceWindow(const ProfilerOptions& o, uint64_t base) {
 // Drops the train records of all but the last `keep` recorded train steps
 // once more than keep + slack are held, counting them as dropped.
 void KeepLastSteps(RankData& rd, size_t keep, size_t slack) {
-  const uint8_t train = static_cast<uint8_t>(fb::ProgramKind::TrainStep);
+  const uint8_t train = static_cast<uint8_t>(ProgramKind::TrainStep);
   std::set<uint32_t> steps;
   for (const ProfileRecord& r : rd.records)
     if (r.kind == ProfileRecordKind::kTask && r.program == train) steps.insert(r.step);
@@ -94,7 +94,7 @@ Status ProfileSession::Attach(std::span<DeviceLink* const> devices, std::span<co
   }
   for (size_t r = 0; r < n; ++r) {
     // Train steps are what the window counts.
-    const ProfileConfig config = DeviceWindow(options, base_[r][static_cast<int>(fb::ProgramKind::TrainStep)]);
+    const ProfileConfig config = DeviceWindow(options, base_[r][static_cast<int>(ProgramKind::TrainStep)]);
     SINKRT_RETURN_IF_ERROR(devices[r]->SetProfiling(config), "Profiler: rank " + std::to_string(r));
     devices[r]->SetCreditObserver([this, r](uint32_t queue, uint32_t slots) {
       HostEvent e;

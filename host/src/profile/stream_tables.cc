@@ -6,6 +6,9 @@
 
 #include "host/src/util/fb_vectors.h"
 #include "host/src/profile/profile_data.h"
+#include "runtime/src/collective_kinds.h"
+#include "runtime/src/schema_enums.h"
+#include "runtime/src/stream_names.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/dtype.h"
 
@@ -161,11 +164,11 @@ RankData DescribeRankStream(const VerifiedStream& stream, int rank) {
   out.rank = rank;
   const fb::TaskStream& root = *stream.root();
   for (int p = 0; p < kProfilePrograms; ++p) {
-    const fb::Program* program = stream.FindProgram(static_cast<fb::ProgramKind>(p));
+    const fb::Program* program = stream.FindProgram(static_cast<ProgramKind>(p));
     if (!program) continue;
     ProgramInfo& info = out.programs[p];
     info.present = true;
-    info.name = std::string(ProgramKindName(static_cast<fb::ProgramKind>(p)));
+    info.name = std::string(ProgramKindName(static_cast<ProgramKind>(p)));
     if (!program->streams()) continue;
     for (uint32_t s = 0; s < program->streams()->size() && s < 2; ++s) {
       const auto* tasks = program->streams()->Get(s)->tasks();

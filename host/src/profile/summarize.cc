@@ -20,7 +20,7 @@
 namespace sinkrt::host {
 namespace {
 
-constexpr uint8_t kTrainStep = 1;  // fb::ProgramKind::TrainStep
+constexpr uint8_t kTrainStep = 1;  // ProgramKind::TrainStep
 constexpr double kNsPerMs = 1e6;
 
 // One step of one rank, as its records add up (ns).

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "device/src/comm/communicator.h"
-#include "sinkrt/device/device_options.h"
 #include "device/src/executor.h"
+#include "sinkrt/device/device_options.h"
 #include "sinkrt/runtime/dtype.h"
-#include "sinkrt/runtime/format.h"
+#include "sinkrt/runtime/stream_format.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/blocked_stream.h"
 #include "support/comm_cluster.h"

@@ -18,6 +18,7 @@
 #include "device/src/comm/topology.h"
 #include "device/src/comm/communicator.h"
 #include "sinkrt/device/in_process_device.h"
+#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
 #include "runtime/src/bf16.h"

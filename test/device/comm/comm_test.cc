@@ -596,7 +596,7 @@ class FixedPositions : public TaskPositions {
     *out = TaskPositionReport{};
     StreamPosition& c = out->streams[0];
     c.state = StreamState::kGetNext;
-    c.program = static_cast<uint8_t>(fb::ProgramKind::TrainStep);
+    c.program = static_cast<uint8_t>(ProgramKind::TrainStep);
     c.streams = 2;
     c.step = 5;
     c.task = 3;

@@ -14,11 +14,9 @@
 namespace sinkrt::host {
 namespace {
 
-using fb::OpCode;
-
 std::vector<std::string> Codes(const Graph& g, size_t from) {
   std::vector<std::string> v;
-  for (size_t i = from; i < g.ops().size(); ++i) v.push_back(fb::EnumNameOpCode(g.ops()[i].op));
+  for (size_t i = from; i < g.ops().size(); ++i) v.push_back(OpCodeName(g.ops()[i].op));
   return v;
 }
 
@@ -743,7 +741,7 @@ TEST(OptimizerTest, MomentumAddsOneAccumulatorPerParam) {
     const TensorId accum = t.g.FindTensor(p.name + "/momentum");
     ASSERT_NE(accum, kInvalidTensor) << p.name;
     EXPECT_EQ(t.g.tensor(accum).kind, TensorKind::OptState);
-    EXPECT_EQ(t.g.tensor(accum).init.kind, fb::InitKind::Zeros);
+    EXPECT_EQ(t.g.tensor(accum).init.kind, InitKind::Zeros);
     EXPECT_EQ(t.g.tensor(accum).shape, p.shape);
     const OpNode& op = t.g.ops()[t.n + i];
     EXPECT_EQ(op.op, OpCode::MomentumUpdate);
@@ -762,7 +760,7 @@ TEST(OptimizerTest, AdamAdvancesPowersBeforeTheUpdates) {
   ASSERT_NE(powers, kInvalidTensor);
   EXPECT_EQ(t.g.tensor(powers).kind, TensorKind::OptState);
   EXPECT_EQ(t.g.tensor(powers).shape, (Shape{2}));
-  EXPECT_EQ(t.g.tensor(powers).init.kind, fb::InitKind::Constant);
+  EXPECT_EQ(t.g.tensor(powers).init.kind, InitKind::Constant);
   EXPECT_EQ(t.g.tensor(powers).init.value, 1.0f);
   ASSERT_EQ(t.g.ops().size(), t.n + 5);
   const OpNode& adv = t.g.ops()[t.n];
@@ -779,7 +777,7 @@ TEST(OptimizerTest, AdamAdvancesPowersBeforeTheUpdates) {
     ASSERT_NE(v, kInvalidTensor);
     for (TensorId s : {m, v}) {
       EXPECT_EQ(t.g.tensor(s).kind, TensorKind::OptState);
-      EXPECT_EQ(t.g.tensor(s).init.kind, fb::InitKind::Zeros);
+      EXPECT_EQ(t.g.tensor(s).init.kind, InitKind::Zeros);
       EXPECT_EQ(t.g.tensor(s).shape, p.shape);
     }
     const OpNode& op = t.g.ops()[t.n + 1 + i];

@@ -17,13 +17,13 @@
 #include <string>
 #include <vector>
 
+#include "host/src/util/schema_enums.h"
 #include "support/kernel_runner.h"
 #include "support/test_models.h"
 
 namespace sinkrt::host {
 namespace {
 
-using fb::OpCode;
 using testing::KernelRunner;
 using testing::KernelTensor;
 
@@ -41,7 +41,7 @@ std::map<TensorId, KernelTensor> RunOps(const Graph& g, const std::map<TensorId,
   std::map<TensorId, KernelTensor> values;
   for (const auto& [t, v] : feeds) values.emplace(t, Clone(*v));
   for (const OpNode& op : g.ops()) {
-    KernelRunner k(op.op);
+    KernelRunner k(ToFb(op.op));
     for (TensorId in : op.inputs) {
       auto it = values.find(in);
       if (it == values.end()) {

@@ -10,11 +10,10 @@
 #include <string>
 
 #include "host/src/autodiff/grad_rule.h"
+#include "host/src/util/schema_enums.h"
 
 namespace sinkrt::host::autodiff_internal {
 namespace {
-
-using fb::OpCode;
 
 std::vector<std::span<const GradRule>> Families() {
   return {MatMulConvGradRules(), ElementwiseGradRules(), ShapeGradRules(), CommGradRules()};
@@ -25,9 +24,9 @@ TEST(GradRules, EveryOpIsRegisteredOnceWithARule) {
   for (std::span<const GradRule> family : Families())
     for (const GradRule& rule : family) {
       ++count[rule.op];
-      EXPECT_NE(rule.fn, nullptr) << fb::EnumNameOpCode(rule.op);
+      EXPECT_NE(rule.fn, nullptr) << OpCodeName(rule.op);
     }
-  for (const auto& [op, n] : count) EXPECT_EQ(n, 1) << fb::EnumNameOpCode(op) << " is registered " << n << " times";
+  for (const auto& [op, n] : count) EXPECT_EQ(n, 1) << OpCodeName(op) << " is registered " << n << " times";
 }
 
 TEST(GradRules, TheRegisteredOpsAreTheDifferentiableOnes) {
@@ -42,9 +41,9 @@ TEST(GradRules, TheRegisteredOpsAreTheDifferentiableOnes) {
       OpCode::BatchMatMul, OpCode::Transpose,    OpCode::Concat,      OpCode::Split,
       OpCode::AllReduce,  OpCode::AllGather,     OpCode::ReduceScatter, OpCode::AllToAll,
       OpCode::ShardSlice, OpCode::GradAllReduce};
-  for (int i = static_cast<int>(OpCode::MIN); i <= static_cast<int>(OpCode::MAX); ++i) {
+  for (int i = static_cast<int>(OpCode::Invalid); i <= static_cast<int>(kOpCodeMax); ++i) {
     const OpCode op = static_cast<OpCode>(i);
-    EXPECT_EQ(HasGradRule(op), differentiable.count(op) == 1) << fb::EnumNameOpCode(op);
+    EXPECT_EQ(HasGradRule(op), differentiable.count(op) == 1) << OpCodeName(op);
   }
 }
 
@@ -53,7 +52,7 @@ TEST(GradRules, TheRegisteredOpsAreTheDifferentiableOnes) {
 TEST(GradRules, OnlySplitReadsEveryOutput) {
   for (std::span<const GradRule> family : Families())
     for (const GradRule& rule : family)
-      EXPECT_EQ(rule.reads_every_output, rule.op == OpCode::Split) << fb::EnumNameOpCode(rule.op);
+      EXPECT_EQ(rule.reads_every_output, rule.op == OpCode::Split) << OpCodeName(rule.op);
 }
 
 }  // namespace

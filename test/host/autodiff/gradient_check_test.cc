@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "sinkrt/device/in_process_device.h"
+#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/reference_layout_ops.h"
@@ -592,7 +593,7 @@ struct DeviceResult {
 // Pushes one batch into every queue that train_step pops: the labels column
 // for cross-entropy cases, nothing at all for the rest.
 void FeedOneStep(const GradCase& c, const VerifiedStream& view, device::InProcessDevice& dev) {
-  const fb::Program* train = view.FindProgram(fb::ProgramKind::TrainStep);
+  const fb::Program* train = view.FindProgram(ProgramKind::TrainStep);
   ASSERT_NE(train, nullptr) << "no train_step program";
   for (const fb::Stream* stream : *train->streams())
     for (const fb::Task* task : *stream->tasks()) {
@@ -602,7 +603,7 @@ void FeedOneStep(const GradCase& c, const VerifiedStream& view, device::InProces
       ASSERT_EQ(queue->columns()->size(), 1u) << "expected only the labels column";
       const fb::QueueColumn* col = queue->columns()->Get(0);
       ASSERT_EQ(col->name()->str(), "labels");
-      ASSERT_EQ(col->dtype(), DType::I32);
+      ASSERT_EQ(col->dtype(), fb::DType::I32);
       ASSERT_EQ(col->shape()->Get(0), static_cast<int64_t>(c.labels.size()));
       ConstBytes column(reinterpret_cast<const uint8_t*>(c.labels.data()), c.labels.size() * sizeof(int32_t));
       Status pushed = dev.PushBatch(get_next->queue(), std::span<const ConstBytes>(&column, 1));

@@ -9,10 +9,12 @@
 #include <string>
 #include <tuple>
 
+#include "host/src/util/schema_enums.h"
+#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/compiler.h"
-#include "sinkrt/runtime/version.h"
-#include "sinkrt/runtime/format.h"
+#include "sinkrt/runtime/stream_format.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
+#include "sinkrt/runtime/version.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
 
@@ -181,7 +183,7 @@ TEST(Compiler, MlpFusesMatMulBiasAddRelu) {
   EXPECT_EQ(cs.report.fused_kernels, 3u);
   VerifiedStream v = View(cs);
   ASSERT_NE(v.root(), nullptr);
-  for (fb::ProgramKind kind : {fb::ProgramKind::TrainStep, fb::ProgramKind::EvalStep}) {
+  for (ProgramKind kind : {ProgramKind::TrainStep, ProgramKind::EvalStep}) {
     const fb::Program* p = v.FindProgram(kind);
     ASSERT_NE(p, nullptr);
     std::vector<const fb::KernelTask*> fused;
@@ -201,7 +203,7 @@ TEST(Compiler, MlpFusesMatMulBiasAddRelu) {
   // The fused-away intermediates (MatMul and pre-ReLU BiasAdd results) have
   // no buffer; the logits (a graph output) do.
   for (const host::OpNode& op : g.ops()) {
-    if (op.op == fb::OpCode::MatMul) {
+    if (op.op == OpCode::MatMul) {
       EXPECT_LT(v.FindBuffer(g.tensor(op.outputs[0]).name), 0) << op.name;
     }
   }
@@ -217,7 +219,7 @@ TEST(Compiler, NoFusionWhenDisabled) {
   VerifiedStream v = View(cs);
   ASSERT_NE(v.root(), nullptr);
   int bias_adds = 0, relus = 0;
-  for (const fb::KernelTask* k : Kernels(v.FindProgram(fb::ProgramKind::TrainStep))) {
+  for (const fb::KernelTask* k : Kernels(v.FindProgram(ProgramKind::TrainStep))) {
     EXPECT_EQ(k->fused_bias(), -1);
     EXPECT_EQ(k->fused_activation(), fb::Activation::None);
     bias_adds += k->op() == fb::OpCode::BiasAdd;
@@ -226,7 +228,7 @@ TEST(Compiler, NoFusionWhenDisabled) {
   EXPECT_EQ(bias_adds, 3);
   EXPECT_EQ(relus, 2);
   for (const host::OpNode& op : g.ops()) {
-    if (op.op == fb::OpCode::MatMul) {
+    if (op.op == OpCode::MatMul) {
       EXPECT_GE(v.FindBuffer(g.tensor(op.outputs[0]).name), 0) << op.name;
     }
   }
@@ -242,7 +244,7 @@ TEST(Compiler, LeNetFusesConvolutionsAndDenseLayers) {
   VerifiedStream v = View(cs);
   ASSERT_NE(v.root(), nullptr);
   int conv_fused = 0;
-  for (const fb::KernelTask* k : Kernels(v.FindProgram(fb::ProgramKind::TrainStep)))
+  for (const fb::KernelTask* k : Kernels(v.FindProgram(ProgramKind::TrainStep)))
     if (k->op() == fb::OpCode::Conv2D) {
       EXPECT_GE(k->fused_bias(), 0);
       EXPECT_EQ(k->fused_activation(), fb::Activation::Relu);
@@ -274,7 +276,7 @@ TEST(Compiler, FusionKeepsIntermediatesThatAreOutputsOrReadTwice) {
   EXPECT_EQ(cs.report.fused_kernels, 1u);
   VerifiedStream v = View(cs);
   ASSERT_NE(v.root(), nullptr);
-  auto kernels = Kernels(v.FindProgram(fb::ProgramKind::TrainStep));
+  auto kernels = Kernels(v.FindProgram(ProgramKind::TrainStep));
   ASSERT_GE(kernels.size(), 4u);
   EXPECT_EQ(kernels[0]->op(), fb::OpCode::MatMul);
   EXPECT_EQ(kernels[0]->fused_activation(), fb::Activation::None);
@@ -307,7 +309,7 @@ TEST(Compiler, FusionSpansNonAdjacentOpsOnlyWhenTheBiasIsReady) {
   EXPECT_EQ(cs.report.fused_kernels, 1u);
   VerifiedStream v = View(cs);
   ASSERT_NE(v.root(), nullptr);
-  auto kernels = Kernels(v.FindProgram(fb::ProgramKind::EvalStep));
+  auto kernels = Kernels(v.FindProgram(ProgramKind::EvalStep));
   ASSERT_GE(kernels.size(), 4u);
   EXPECT_EQ(kernels[0]->op(), fb::OpCode::MatMul);
   EXPECT_EQ(v.root()->buffers()->Get(kernels[0]->fused_bias())->name()->str(), "b1");
@@ -327,28 +329,28 @@ TEST(Compiler, BufferTableHasTheExpectedRolesAndNames) {
   ASSERT_NE(v.root(), nullptr);
   struct Expect {
     const char* name;
-    fb::BufferRole role;
+    BufferRole role;
     DType dtype;
     std::vector<int64_t> shape;
   };
   const Expect expected[] = {
-      {"fc1.weight", fb::BufferRole::Param, DType::F32, {784, 512}},
-      {"fc1.bias", fb::BufferRole::Param, DType::F32, {512}},
-      {"fc1.weight/grad", fb::BufferRole::Grad, DType::F32, {784, 512}},
-      {"fc3.bias/grad", fb::BufferRole::Grad, DType::F32, {10}},
-      {"fc1.weight/momentum", fb::BufferRole::OptState, DType::F32, {784, 512}},
-      {"loss", fb::BufferRole::Output, DType::F32, {}},
-      {"accuracy", fb::BufferRole::Output, DType::F32, {}},
-      {"image", fb::BufferRole::Input, DType::F32, {64, 784}},
-      {"label", fb::BufferRole::Input, DType::I32, {64}},
-      {"eval/image", fb::BufferRole::Input, DType::F32, {64, 784}},
-      {"eval/label", fb::BufferRole::Input, DType::I32, {64}},
+      {"fc1.weight", BufferRole::Param, DType::F32, {784, 512}},
+      {"fc1.bias", BufferRole::Param, DType::F32, {512}},
+      {"fc1.weight/grad", BufferRole::Grad, DType::F32, {784, 512}},
+      {"fc3.bias/grad", BufferRole::Grad, DType::F32, {10}},
+      {"fc1.weight/momentum", BufferRole::OptState, DType::F32, {784, 512}},
+      {"loss", BufferRole::Output, DType::F32, {}},
+      {"accuracy", BufferRole::Output, DType::F32, {}},
+      {"image", BufferRole::Input, DType::F32, {64, 784}},
+      {"label", BufferRole::Input, DType::I32, {64}},
+      {"eval/image", BufferRole::Input, DType::F32, {64, 784}},
+      {"eval/label", BufferRole::Input, DType::I32, {64}},
   };
   for (const Expect& e : expected) {
     const fb::Buffer* b = BufferNamed(v, e.name);
     ASSERT_NE(b, nullptr) << e.name;
-    EXPECT_EQ(b->role(), e.role) << e.name;
-    EXPECT_EQ(b->dtype(), e.dtype) << e.name;
+    EXPECT_EQ(FromFb(b->role()), e.role) << e.name;
+    EXPECT_EQ(FromFb(b->dtype()), e.dtype) << e.name;
     EXPECT_EQ(ShapeOf(b->shape()), e.shape) << e.name;
   }
 
@@ -364,7 +366,7 @@ TEST(Compiler, BufferTableHasTheExpectedRolesAndNames) {
     EXPECT_EQ(cs.report.buffers[i].name, b->name()->str());
     EXPECT_EQ(cs.report.buffers[i].offset, b->offset());
     EXPECT_EQ(cs.report.buffers[i].bytes, b->bytes());
-    EXPECT_EQ(cs.report.buffers[i].role, b->role());
+    EXPECT_EQ(cs.report.buffers[i].role, FromFb(b->role()));
   }
 
   // Persistent buffers sit below every transient one, and the gradients are
@@ -394,13 +396,13 @@ TEST(Compiler, MaxPoolWorkspaceIsPlanned) {
   VerifiedStream v = View(cs);
   ASSERT_NE(v.root(), nullptr);
   int workspaces = 0;
-  for (const fb::KernelTask* k : Kernels(v.FindProgram(fb::ProgramKind::TrainStep))) {
+  for (const fb::KernelTask* k : Kernels(v.FindProgram(ProgramKind::TrainStep))) {
     if (k->op() != fb::OpCode::MaxPool2D) continue;
     ASSERT_EQ(k->outputs()->size(), 2u);
     const fb::Buffer* y = v.root()->buffers()->Get(k->outputs()->Get(0));
     const fb::Buffer* ws = v.root()->buffers()->Get(k->outputs()->Get(1));
     EXPECT_EQ(ws->role(), fb::BufferRole::Workspace);
-    EXPECT_EQ(ws->dtype(), DType::U8);
+    EXPECT_EQ(ws->dtype(), fb::DType::U8);
     EXPECT_EQ(ws->bytes(), y->bytes());  // 4 bytes per f32 element of y
     ++workspaces;
   }
@@ -424,15 +426,15 @@ TEST(Compiler, QueueSpecColumnsMatchTheInputs) {
     EXPECT_EQ(spec->capacity(), 5u);
     ASSERT_EQ(spec->columns()->size(), 2u);
     EXPECT_EQ(spec->columns()->Get(0)->name()->str(), "image");
-    EXPECT_EQ(spec->columns()->Get(0)->dtype(), DType::F32);
+    EXPECT_EQ(spec->columns()->Get(0)->dtype(), fb::DType::F32);
     EXPECT_EQ(ShapeOf(spec->columns()->Get(0)->shape()), (std::vector<int64_t>{16, 1, 28, 28}));
     EXPECT_EQ(spec->columns()->Get(1)->name()->str(), "label");
-    EXPECT_EQ(spec->columns()->Get(1)->dtype(), DType::I32);
+    EXPECT_EQ(spec->columns()->Get(1)->dtype(), fb::DType::I32);
     EXPECT_EQ(ShapeOf(spec->columns()->Get(1)->shape()), (std::vector<int64_t>{16}));
   }
   // Each step program starts by popping its own queue into its input buffers.
-  for (auto [kind, queue, prefix] : {std::tuple{fb::ProgramKind::TrainStep, 0u, ""},
-                                     std::tuple{fb::ProgramKind::EvalStep, 1u, "eval/"}}) {
+  for (auto [kind, queue, prefix] : {std::tuple{ProgramKind::TrainStep, 0u, ""},
+                                     std::tuple{ProgramKind::EvalStep, 1u, "eval/"}}) {
     const fb::Program* p = v.FindProgram(kind);
     ASSERT_NE(p, nullptr);
     const fb::Task* first = p->streams()->Get(0)->tasks()->Get(0);
@@ -480,7 +482,7 @@ TEST(Compiler, ProgramsAndReports) {
   }
 
   // init: one InitTask listing every initializer.
-  const fb::Program* init = v.FindProgram(fb::ProgramKind::Init);
+  const fb::Program* init = v.FindProgram(ProgramKind::Init);
   ASSERT_EQ(init->streams()->Get(0)->tasks()->size(), 1u);
   const fb::Task* it = init->streams()->Get(0)->tasks()->Get(0);
   ASSERT_EQ(it->body_type(), fb::TaskBody::InitTask);
@@ -491,15 +493,15 @@ TEST(Compiler, ProgramsAndReports) {
     for (uint32_t b : *p->reports()) out.push_back(v.root()->buffers()->Get(b)->name()->str());
     return out;
   };
-  EXPECT_EQ(report_names(v.FindProgram(fb::ProgramKind::TrainStep)), (std::vector<std::string>{"loss"}));
+  EXPECT_EQ(report_names(v.FindProgram(ProgramKind::TrainStep)), (std::vector<std::string>{"loss"}));
   // eval_step's last report: the metric sums of sunk eval (format 1.4), the
   // program's one accumulator.
-  EXPECT_EQ(report_names(v.FindProgram(fb::ProgramKind::EvalStep)),
+  EXPECT_EQ(report_names(v.FindProgram(ProgramKind::EvalStep)),
             (std::vector<std::string>{"loss", "accuracy", g.tensor(g.outputs()[0]).name, "eval/metric_sums"}));
-  const fb::Program* eval = v.FindProgram(fb::ProgramKind::EvalStep);
+  const fb::Program* eval = v.FindProgram(ProgramKind::EvalStep);
   ASSERT_TRUE(eval->accumulators() && eval->accumulators()->size() == 1);
   EXPECT_EQ(eval->accumulators()->Get(0), eval->reports()->Get(3));
-  EXPECT_EQ(v.FindProgram(fb::ProgramKind::TrainStep)->accumulators(), nullptr);
+  EXPECT_EQ(v.FindProgram(ProgramKind::TrainStep)->accumulators(), nullptr);
 
   // Task names are op names; train_step = GetNext + one kernel per op (less
   // the ops folded by fusion); eval_step runs the forward ops, the metric
@@ -518,7 +520,7 @@ TEST(Compiler, ProgramsAndReports) {
     EXPECT_TRUE(op_names.count(first)) << name;
   }
   EXPECT_EQ(cs.report.eval_tasks, eval->streams()->Get(0)->tasks()->size());
-  EXPECT_EQ(cs.report.train_tasks, v.FindProgram(fb::ProgramKind::TrainStep)->streams()->Get(0)->tasks()->size());
+  EXPECT_EQ(cs.report.train_tasks, v.FindProgram(ProgramKind::TrainStep)->streams()->Get(0)->tasks()->size());
 
   CompileOptions no_eval = MomentumOptions();
   no_eval.eval_program = false;
@@ -526,7 +528,7 @@ TEST(Compiler, ProgramsAndReports) {
   VerifiedStream tv = View(train_only);
   ASSERT_NE(tv.root(), nullptr);
   EXPECT_EQ(tv.root()->programs()->size(), 2u);
-  EXPECT_EQ(tv.FindProgram(fb::ProgramKind::EvalStep), nullptr);
+  EXPECT_EQ(tv.FindProgram(ProgramKind::EvalStep), nullptr);
   EXPECT_EQ(tv.root()->queues()->size(), 1u);
   EXPECT_LT(tv.FindBuffer("eval/image"), 0);
   EXPECT_EQ(train_only.report.eval_tasks, 0u);
@@ -539,15 +541,15 @@ TEST(Compiler, KernelOptionsComeFromOpAttrs) {
   VerifiedStream v = View(cs);
   ASSERT_NE(v.root(), nullptr);
   bool saw_conv_pad = false, saw_pool = false, saw_transpose = false, saw_momentum = false, saw_fill = false;
-  for (const fb::KernelTask* k : Kernels(v.FindProgram(fb::ProgramKind::TrainStep))) {
-    switch (k->op()) {
-      case fb::OpCode::Conv2D: {
+  for (const fb::KernelTask* k : Kernels(v.FindProgram(ProgramKind::TrainStep))) {
+    switch (FromFb(k->op())) {
+      case OpCode::Conv2D: {
         const fb::Conv2DOptions* c = k->options_as_Conv2DOptions();
         ASSERT_NE(c, nullptr);
         if (c->pad_top() == 2 && c->pad_left() == 2 && c->stride_h() == 1) saw_conv_pad = true;
         break;
       }
-      case fb::OpCode::MaxPool2D: {
+      case OpCode::MaxPool2D: {
         const fb::Pool2DOptions* p = k->options_as_Pool2DOptions();
         ASSERT_NE(p, nullptr);
         EXPECT_EQ(p->kernel_h(), 2);
@@ -555,13 +557,13 @@ TEST(Compiler, KernelOptionsComeFromOpAttrs) {
         saw_pool = true;
         break;
       }
-      case fb::OpCode::MatMul: {
+      case OpCode::MatMul: {
         const fb::MatMulOptions* m = k->options_as_MatMulOptions();
         ASSERT_NE(m, nullptr);
         if (m->transpose_a() || m->transpose_b()) saw_transpose = true;
         break;
       }
-      case fb::OpCode::MomentumUpdate: {
+      case OpCode::MomentumUpdate: {
         const fb::MomentumOptions* m = k->options_as_MomentumOptions();
         ASSERT_NE(m, nullptr);
         EXPECT_FLOAT_EQ(m->learning_rate(), 0.05f);
@@ -571,19 +573,19 @@ TEST(Compiler, KernelOptionsComeFromOpAttrs) {
         saw_momentum = true;
         break;
       }
-      case fb::OpCode::Fill: {
+      case OpCode::Fill: {
         const fb::FillOptions* f = k->options_as_FillOptions();
         ASSERT_NE(f, nullptr);
         EXPECT_FLOAT_EQ(f->value(), 1.0f);
         saw_fill = true;
         break;
       }
-      case fb::OpCode::BiasAddGrad:
+      case OpCode::BiasAddGrad:
         ASSERT_NE(k->options_as_AxisOptions(), nullptr);
         EXPECT_EQ(k->options_as_AxisOptions()->axis(), 1);
         break;
-      case fb::OpCode::SparseSoftmaxCrossEntropy:
-      case fb::OpCode::ReluGrad:
+      case OpCode::SparseSoftmaxCrossEntropy:
+      case OpCode::ReluGrad:
         EXPECT_EQ(k->options_type(), fb::OpOptions::NONE);
         break;
       default:
@@ -606,25 +608,25 @@ TEST(Compiler, InitializersCarryFanInAndFanOut) {
   };
   struct Fan {
     const char* name;
-    fb::InitKind kind;
+    InitKind kind;
     int64_t in, out;
   };
-  for (const Fan& f : {Fan{"conv1.weight", fb::InitKind::HeUniform, 1 * 25, 6 * 25},
-                       Fan{"conv2.weight", fb::InitKind::HeUniform, 6 * 25, 16 * 25},
-                       Fan{"fc1.weight", fb::InitKind::HeUniform, 400, 120},
-                       Fan{"fc1.bias", fb::InitKind::Zeros, 120, 120},
-                       Fan{"fc1.weight/momentum", fb::InitKind::Zeros, 400, 120}}) {
+  for (const Fan& f : {Fan{"conv1.weight", InitKind::HeUniform, 1 * 25, 6 * 25},
+                       Fan{"conv2.weight", InitKind::HeUniform, 6 * 25, 16 * 25},
+                       Fan{"fc1.weight", InitKind::HeUniform, 400, 120},
+                       Fan{"fc1.bias", InitKind::Zeros, 120, 120},
+                       Fan{"fc1.weight/momentum", InitKind::Zeros, 400, 120}}) {
     const fb::Init* d = init_of(f.name);
     ASSERT_NE(d, nullptr) << f.name;
-    EXPECT_EQ(d->kind(), f.kind) << f.name;
+    EXPECT_EQ(FromFb(d->kind()), f.kind) << f.name;
     EXPECT_EQ(d->fan_in(), f.in) << f.name;
     EXPECT_EQ(d->fan_out(), f.out) << f.name;
   }
   EXPECT_EQ(init_of("fc1.weight")->seed(), 3u);  // MakeLeNet: seed + 2
   // Only Params, Consts and optimizer state are initialised.
   for (const fb::Initializer* in : *v.root()->initializers()) {
-    fb::BufferRole r = v.root()->buffers()->Get(in->buffer())->role();
-    EXPECT_TRUE(r == fb::BufferRole::Param || r == fb::BufferRole::Const || r == fb::BufferRole::OptState);
+    BufferRole r = FromFb(v.root()->buffers()->Get(in->buffer())->role());
+    EXPECT_TRUE(r == BufferRole::Param || r == BufferRole::Const || r == BufferRole::OptState);
   }
   EXPECT_EQ(v.root()->initializers()->size(), 10u + 10u);  // 10 params, 10 momentum slots
 }
@@ -805,7 +807,7 @@ TEST(Compiler, PredictProgramRunsTheForwardOpsOfTheFirstOutputWithoutTheLabel) {
   EXPECT_EQ(q->columns()->Get(0)->name()->str(), "image");
   EXPECT_EQ(ShapeOf(q->columns()->Get(0)->shape()), (std::vector<int64_t>{32, 64}));
 
-  const fb::Program* p = v.FindProgram(fb::ProgramKind::PredictStep);
+  const fb::Program* p = v.FindProgram(ProgramKind::PredictStep);
   ASSERT_NE(p, nullptr);
   const fb::Task* first = p->streams()->Get(0)->tasks()->Get(0);
   ASSERT_EQ(first->body_type(), fb::TaskBody::GetNextTask);
@@ -832,7 +834,7 @@ TEST(Compiler, PredictProgramRunsTheForwardOpsOfTheFirstOutputWithoutTheLabel) {
   ASSERT_NE(nv.root(), nullptr);
   ASSERT_EQ(nv.root()->queues()->size(), 2u);
   EXPECT_EQ(nv.root()->queues()->Get(1)->name()->str(), "predict");
-  const fb::Program* np = nv.FindProgram(fb::ProgramKind::PredictStep);
+  const fb::Program* np = nv.FindProgram(ProgramKind::PredictStep);
   ASSERT_NE(np, nullptr);
   EXPECT_EQ(np->streams()->Get(0)->tasks()->Get(0)->body_as_GetNextTask()->queue(), 1u);
 
@@ -861,7 +863,7 @@ TEST(Compiler, AccuracyComparesWithTheLossLabels) {
   VerifiedStream v = View(cs);
   ASSERT_NE(v.root(), nullptr);
   const fb::KernelTask* accuracy = nullptr;
-  for (const fb::KernelTask* k : Kernels(v.FindProgram(fb::ProgramKind::EvalStep)))
+  for (const fb::KernelTask* k : Kernels(v.FindProgram(ProgramKind::EvalStep)))
     if (k->op() == fb::OpCode::ArgMaxAccuracy) accuracy = k;
   ASSERT_NE(accuracy, nullptr);
   EXPECT_EQ(v.root()->buffers()->Get(accuracy->inputs()->Get(1))->name()->str(), "eval/label");

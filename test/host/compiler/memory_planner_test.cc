@@ -194,8 +194,8 @@ MemoryPlan PlanFromReport(const host::CompileReport& r, uint64_t alignment) {
   for (const host::PlannedBuffer& b : r.buffers) {
     BufferLifetime l;
     l.bytes = b.bytes;
-    l.persistent = b.program == fb::ProgramKind::Init;
-    const int32_t base = b.program == fb::ProgramKind::EvalStep ? eval_base : 0;
+    l.persistent = b.program == ProgramKind::Init;
+    const int32_t base = b.program == ProgramKind::EvalStep ? eval_base : 0;
     l.first_use = base + b.first_use;
     l.last_use = base + b.last_use;
     plan.buffers.push_back(l);

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "host/src/compiler/memory_planner.h"
+#include "host/src/util/schema_enums.h"
 #include "sinkrt/device/in_process_device.h"
+#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 
@@ -40,10 +42,10 @@ CompiledStream CompileSgd(const Graph& g, float learning_rate) {
   return std::move(cs).value();
 }
 
-int CountKernels(const VerifiedStream& v, fb::OpCode op) {
+int CountKernels(const VerifiedStream& v, OpCode op) {
   int n = 0;
-  for (const fb::Task* t : *v.FindProgram(fb::ProgramKind::TrainStep)->streams()->Get(0)->tasks())
-    if (t->body_type() == fb::TaskBody::KernelTask && t->body_as_KernelTask()->op() == op) ++n;
+  for (const fb::Task* t : *v.FindProgram(ProgramKind::TrainStep)->streams()->Get(0)->tasks())
+    if (t->body_type() == fb::TaskBody::KernelTask && FromFb(t->body_as_KernelTask()->op()) == op) ++n;
   return n;
 }
 
@@ -107,7 +109,7 @@ TEST(CompilerViews, ReshapeOfAnActivationIsAnAlias) {
 
   CompiledStream cs = CompileSgd(g, 0.5f);
   const VerifiedStream& v = cs.stream;
-  EXPECT_EQ(CountKernels(v, fb::OpCode::Reshape), 0);  // neither forward nor its gradient
+  EXPECT_EQ(CountKernels(v, OpCode::Reshape), 0);  // neither forward nor its gradient
   const fb::Buffer* ab = BufferOf(v, g, a);
   const fb::Buffer* rb = BufferOf(v, g, r);
   ASSERT_TRUE(ab && rb);
@@ -146,7 +148,7 @@ TEST(CompilerViews, ReshapeOfAParameterKeepsItsCopy) {
   const VerifiedStream& v = cs.stream;
   // The Reshape of w, the one of the output and the gradient's, which writes
   // w/grad (a persistent Grad, reduced and read by the update in place).
-  EXPECT_EQ(CountKernels(v, fb::OpCode::Reshape), 3);
+  EXPECT_EQ(CountKernels(v, OpCode::Reshape), 3);
   const fb::Buffer* wb = BufferOf(v, g, wt);
   const fb::Buffer* rb = BufferOf(v, g, r);
   ASSERT_TRUE(wb && rb);
@@ -189,8 +191,8 @@ TEST(CompilerViews, AxisZeroSplitAndConcatAreSubRanges) {
 
   CompiledStream cs = CompileSgd(g, 0.5f);
   const VerifiedStream& v = cs.stream;
-  EXPECT_EQ(CountKernels(v, fb::OpCode::Split), 0);
-  EXPECT_EQ(CountKernels(v, fb::OpCode::Concat), 0);
+  EXPECT_EQ(CountKernels(v, OpCode::Split), 0);
+  EXPECT_EQ(CountKernels(v, OpCode::Concat), 0);
   const fb::Buffer *ab = BufferOf(v, g, a), *p0 = BufferOf(v, g, parts[0]), *p1 = BufferOf(v, g, parts[1]);
   const fb::Buffer *cb = BufferOf(v, g, c), *b0 = BufferOf(v, g, s0), *b1 = BufferOf(v, g, s1);
   ASSERT_TRUE(ab && p0 && p1 && cb && b0 && b1);
@@ -228,8 +230,8 @@ TEST(CompilerViews, UnalignedSplitKeepsItsCopy) {
   ASSERT_TRUE(g.status().ok()) << g.status().ToString();
 
   CompiledStream cs = CompileSgd(g, 0.5f);
-  EXPECT_EQ(CountKernels(cs.stream, fb::OpCode::Split), 1);
-  EXPECT_EQ(CountKernels(cs.stream, fb::OpCode::Concat), 1);
+  EXPECT_EQ(CountKernels(cs.stream, OpCode::Split), 1);
+  EXPECT_EQ(CountKernels(cs.stream, OpCode::Concat), 1);
   DeviceRun run(cs);
   std::vector<float> kp = k0;
   kp.insert(kp.end(), k1.begin(), k1.end());

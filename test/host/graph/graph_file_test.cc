@@ -11,6 +11,7 @@
 #include <string>
 
 #include "sinkrt/fb/graph_generated.h"
+#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model_zoo.h"
 #include "support/text.h"
@@ -123,11 +124,11 @@ TEST(GraphFileTest, MlpRoundTrips) { ExpectRoundTrip(ZooMlp(), OptimizerSpec::Mo
 TEST(GraphFileTest, LeNetRoundTrips) { ExpectRoundTrip(ZooLeNet(), OptimizerSpec::Adam(0.001f)); }
 TEST(GraphFileTest, EveryOpRoundTrips) { ExpectRoundTrip(AllOps(), std::nullopt); }
 TEST(GraphFileTest, EveryForwardOpIsInTheEveryOpGraph) {
-  std::set<fb::OpCode> used;
+  std::set<OpCode> used;
   const Graph g = AllOps();  // not AllOps().ops(): the temporary would die before the loop
   for (const OpNode& op : g.ops()) used.insert(op.op);
-  for (fb::OpCode op : {fb::OpCode::LayerNorm, fb::OpCode::Gather, fb::OpCode::Cast})
-    EXPECT_TRUE(used.count(op)) << fb::EnumNameOpCode(op);
+  for (OpCode op : {OpCode::LayerNorm, OpCode::Gather, OpCode::Cast})
+    EXPECT_TRUE(used.count(op)) << OpCodeName(op);
 }
 TEST(GraphFileTest, SgdRoundTrips) { ExpectRoundTrip(ZooMlp(), OptimizerSpec::Sgd(0.5f)); }
 
@@ -143,7 +144,7 @@ TEST(GraphFileTest, InlineConstKeepsItsBytes) {
   auto file = ParseGraph(MustSerialize(g), "mem");
   ASSERT_TRUE(file.ok()) << file.status().message();
   const TensorInfo& k = file->graph.tensor(file->graph.FindTensor("k"));
-  EXPECT_EQ(k.init.kind, fb::InitKind::Inline);
+  EXPECT_EQ(k.init.kind, InitKind::Inline);
   EXPECT_EQ(k.init.data, g.tensor(g.FindTensor("k")).init.data);
   const TensorInfo& w1 = file->graph.tensor(file->graph.FindTensor("w1"));
   EXPECT_EQ(w1.init.fan_in, 7);
@@ -319,13 +320,13 @@ TEST(GraphFileTest, HandWrittenJsonLoadsInTopologicalOrder) {
   const TensorId label = g.Input("label", {2}, DType::I32);
   const TensorId w = g.Param("w", {3, 4}, InitSpec::HeUniform(1));
   TensorInfo logits{"logits", DType::F32, {2, 4}, TensorKind::Intermediate, {}};
-  logits.init.kind = fb::InitKind::None;
+  logits.init.kind = InitKind::None;
   TensorInfo loss{"loss", DType::F32, {}, TensorKind::Intermediate, {}};
-  loss.init.kind = fb::InitKind::None;
+  loss.init.kind = InitKind::None;
   g.AddTensor(logits);
   g.AddTensor(loss);
-  g.AddOpInto(fb::OpCode::MatMul, {x, w}, OpAttrs{}, {3}, "fc");
-  g.AddOpInto(fb::OpCode::SparseSoftmaxCrossEntropy, {3, label}, OpAttrs{}, {4}, "xent");
+  g.AddOpInto(OpCode::MatMul, {x, w}, OpAttrs{}, {3}, "fc");
+  g.AddOpInto(OpCode::SparseSoftmaxCrossEntropy, {3, label}, OpAttrs{}, {4}, "xent");
   g.SetLoss(4);
   g.AddOutput(3);
   ASSERT_TRUE(g.status().ok()) << g.status().message();
@@ -557,11 +558,11 @@ TEST(GraphFileTest, StrategiesRoundTrip) {
   g.Shard(g.ops().front().outputs[0], {{2, 1, 1, 1}, {1, 1, 1, 1}});  // the Conv2D
   const OpNode* matmul = nullptr;
   for (const OpNode& op : g.ops())
-    if (op.op == fb::OpCode::MatMul) matmul = &op;
+    if (op.op == OpCode::MatMul) matmul = &op;
   ASSERT_NE(matmul, nullptr);
   g.Shard(matmul->name, {{2, 1}, {1, 1}});
   for (const OpNode& op : g.ops())  // a scalar input's entry is empty
-    if (op.op == fb::OpCode::Add && g.tensor(op.inputs[1]).shape.empty())
+    if (op.op == OpCode::Add && g.tensor(op.inputs[1]).shape.empty())
       g.Shard(op.name, {std::vector<int64_t>(g.tensor(op.inputs[0]).shape.size(), 1), {}});
   ASSERT_TRUE(g.status().ok()) << g.status().message();
   ExpectRoundTrip(g, std::nullopt);
@@ -649,7 +650,7 @@ TEST(GraphFileTest, LayerNormGatherAndCastLoad) {
   const int64_t h = compiled->stream.FindBuffer("h");
   ASSERT_GE(h, 0);
   const fb::Buffer* b = compiled->stream.root()->buffers()->Get(static_cast<uint32_t>(h));
-  EXPECT_EQ(b->dtype(), DType::BF16);
+  EXPECT_EQ(b->dtype(), fb::DType::BF16);
   EXPECT_EQ(b->bytes(), 2u * 2 * 4);
   EXPECT_EQ(b->offset() % 64, 0u);
 }

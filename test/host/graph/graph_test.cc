@@ -13,8 +13,6 @@
 namespace sinkrt::host {
 namespace {
 
-using fb::OpCode;
-
 Shape ShapeOf(const Graph& g, TensorId t) { return g.tensor(t).shape; }
 
 const OpNode& ProducerOf(const Graph& g, TensorId t) {
@@ -31,29 +29,29 @@ void ExpectError(const Graph& g, const std::string& message) {
 // -- InitSpec, MutatedInputs, BroadcastShapes -----------------------------
 
 TEST(InitSpecTest, FactoriesFillTheirFields) {
-  EXPECT_EQ(InitSpec::Zeros().kind, fb::InitKind::Zeros);
+  EXPECT_EQ(InitSpec::Zeros().kind, InitKind::Zeros);
   InitSpec c = InitSpec::Constant(2.5f);
-  EXPECT_EQ(c.kind, fb::InitKind::Constant);
+  EXPECT_EQ(c.kind, InitKind::Constant);
   EXPECT_EQ(c.value, 2.5f);
   InitSpec u = InitSpec::Uniform(-1.0f, 3.0f, 7);
-  EXPECT_EQ(u.kind, fb::InitKind::Uniform);
+  EXPECT_EQ(u.kind, InitKind::Uniform);
   EXPECT_EQ(u.low, -1.0f);
   EXPECT_EQ(u.high, 3.0f);
   EXPECT_EQ(u.seed, 7u);
   InitSpec n = InitSpec::Normal(0.5f, 0.1f, 9);
-  EXPECT_EQ(n.kind, fb::InitKind::Normal);
+  EXPECT_EQ(n.kind, InitKind::Normal);
   EXPECT_EQ(n.mean, 0.5f);
   EXPECT_EQ(n.stddev, 0.1f);
   EXPECT_EQ(n.seed, 9u);
-  EXPECT_EQ(InitSpec::XavierUniform(1).kind, fb::InitKind::XavierUniform);
-  EXPECT_EQ(InitSpec::XavierNormal(2).kind, fb::InitKind::XavierNormal);
-  EXPECT_EQ(InitSpec::HeUniform(3).kind, fb::InitKind::HeUniform);
-  EXPECT_EQ(InitSpec::HeNormal(4).kind, fb::InitKind::HeNormal);
+  EXPECT_EQ(InitSpec::XavierUniform(1).kind, InitKind::XavierUniform);
+  EXPECT_EQ(InitSpec::XavierNormal(2).kind, InitKind::XavierNormal);
+  EXPECT_EQ(InitSpec::HeUniform(3).kind, InitKind::HeUniform);
+  EXPECT_EQ(InitSpec::HeNormal(4).kind, InitKind::HeNormal);
   EXPECT_EQ(InitSpec::HeNormal(4).seed, 4u);
   EXPECT_EQ(InitSpec::HeUniform(3).fan_in, 0);  // derived by the compiler
 
   InitSpec in = InitSpec::Inline({1.0f, -2.0f, 0.25f});
-  EXPECT_EQ(in.kind, fb::InitKind::Inline);
+  EXPECT_EQ(in.kind, InitKind::Inline);
   ASSERT_EQ(in.data.size(), 12u);
   float back[3];
   std::memcpy(back, in.data.data(), sizeof(back));
@@ -68,7 +66,7 @@ TEST(MutatedInputsTest, OptimizerUpdatesOnly) {
   EXPECT_EQ(MutatedInputs(OpCode::AdamUpdate), (std::vector<size_t>{0, 2, 3}));
   EXPECT_EQ(MutatedInputs(OpCode::AdamPowers), (std::vector<size_t>{0}));
   for (OpCode op : {OpCode::MatMul, OpCode::AddN, OpCode::Copy, OpCode::Fill, OpCode::MaxPool2D})
-    EXPECT_TRUE(MutatedInputs(op).empty()) << fb::EnumNameOpCode(op);
+    EXPECT_TRUE(MutatedInputs(op).empty()) << OpCodeName(op);
 }
 
 TEST(BroadcastShapesTest, NumPyRules) {
@@ -109,10 +107,10 @@ TEST(GraphLeafTest, KindsDtypesAndInitialisers) {
   EXPECT_EQ(g.tensors().size(), 4u);
   EXPECT_EQ(g.tensor(x).kind, TensorKind::Input);
   EXPECT_EQ(g.tensor(x).dtype, DType::F32);
-  EXPECT_EQ(g.tensor(x).init.kind, fb::InitKind::None);
+  EXPECT_EQ(g.tensor(x).init.kind, InitKind::None);
   EXPECT_EQ(g.tensor(y).dtype, DType::I32);
   EXPECT_EQ(g.tensor(w).kind, TensorKind::Param);
-  EXPECT_EQ(g.tensor(w).init.kind, fb::InitKind::HeUniform);
+  EXPECT_EQ(g.tensor(w).init.kind, InitKind::HeUniform);
   EXPECT_EQ(g.tensor(w).init.seed, 3u);
   EXPECT_EQ(g.tensor(c).kind, TensorKind::Const);
   EXPECT_EQ(g.tensor(c).init.data.size(), 8u);
@@ -181,7 +179,7 @@ TEST(GraphLeafTest, BadRandomInitialisers) {
   ExpectError(g2, "Param 'n': Normal initialiser needs stddev >= 0, got -0.500000");
   Graph g3;
   InitSpec none;
-  none.kind = fb::InitKind::None;
+  none.kind = InitKind::None;
   g3.Param("p", {2}, none);
   ExpectError(g3, "Param 'p': needs an initialiser (InitSpec::Zeros(), HeUniform(), ...)");
 }

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "runtime/src/schema_enums.h"
 #include "sinkrt/fb/checkpoint_generated.h"
 #include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/model.h"
@@ -342,7 +343,7 @@ class CheckpointErrors : public CheckpointDir {
     flatbuffers::FlatBufferBuilder fbb;
     std::vector<flatbuffers::Offset<fb::CheckpointTensor>> tensors;
     for (const auto& [name, t] : state)
-      tensors.push_back(fb::CreateCheckpointTensor(fbb, fbb.CreateString(name), t.dtype, fbb.CreateVector(t.shape),
+      tensors.push_back(fb::CreateCheckpointTensor(fbb, fbb.CreateString(name), ToFb(t.dtype), fbb.CreateVector(t.shape),
                                                    fb::CheckpointRole::Param, fbb.CreateVector(t.data)));
     fbb.Finish(fb::CreateCheckpoint(fbb, 1, 0, fbb.CreateString("test"), fbb.CreateString("mlp"),
                                     model_->network_hash(), 1, 2, 2, 2, fbb.CreateVector(tensors)),

@@ -8,6 +8,7 @@
 
 #include "device/src/data_queue.h"
 #include "device/src/executor.h"
+#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/model.h"
 #include "support/feeder.h"
 #include "support/model_fixtures.h"

@@ -433,7 +433,7 @@ TEST(SemiAutoModel, VitModelLayoutHasMegatronsAllReduceCountInItsStream) {
   SINKRT_ASSERT_OK(cs);
   const VerifiedStream& v = cs->stream;
   int activation_allreduces = 0, bucket_allreduces = 0, others = 0;
-  for (const fb::Stream* s : *v.FindProgram(fb::ProgramKind::TrainStep)->streams())
+  for (const fb::Stream* s : *v.FindProgram(ProgramKind::TrainStep)->streams())
     for (const fb::Task* t : *s->tasks()) {
       switch (t->body_type()) {
         case fb::TaskBody::AllReduceTask: {

@@ -55,10 +55,10 @@ Graph Amp(const Graph& g, AmpLevel level) {
 std::vector<std::string> Casts(const Graph& g) {
   std::vector<std::string> out;
   for (const OpNode& op : g.ops()) {
-    if (op.op != fb::OpCode::Cast) continue;
+    if (op.op != OpCode::Cast) continue;
     const TensorId x = op.inputs[0];
     const int64_t p = g.producer(x);
-    out.push_back(std::string(p >= 0 ? fb::EnumNameOpCode(g.ops()[p].op) : g.tensor(x).name.c_str()) + " -> " +
+    out.push_back(std::string(p >= 0 ? OpCodeName(g.ops()[p].op) : g.tensor(x).name.c_str()) + " -> " +
                   DTypeName(g.tensor(op.outputs[0]).dtype));
   }
   std::sort(out.begin(), out.end());
@@ -66,10 +66,10 @@ std::vector<std::string> Casts(const Graph& g) {
 }
 
 // Per op code (Casts aside), the dtypes its output 0 has in `g`.
-std::map<fb::OpCode, std::set<DType>> OpDTypes(const Graph& g) {
-  std::map<fb::OpCode, std::set<DType>> out;
+std::map<OpCode, std::set<DType>> OpDTypes(const Graph& g) {
+  std::map<OpCode, std::set<DType>> out;
   for (const OpNode& op : g.ops())
-    if (op.op != fb::OpCode::Cast) out[op.op].insert(g.tensor(op.outputs[0]).dtype);
+    if (op.op != OpCode::Cast) out[op.op].insert(g.tensor(op.outputs[0]).dtype);
   return out;
 }
 
@@ -104,10 +104,10 @@ TEST(AmpPass, O0LeavesTheGraphAlone) {
 TEST(AmpPass, O1CastsAroundTheWhiteList) {
   const Graph g = Amp(Mlp(8), AmpLevel::O1);
   auto d = OpDTypes(g);
-  EXPECT_EQ(d[fb::OpCode::MatMul], std::set<DType>{DType::BF16});
-  EXPECT_EQ(d[fb::OpCode::Relu], std::set<DType>{DType::BF16});
-  EXPECT_EQ(d[fb::OpCode::BiasAdd], std::set<DType>{DType::F32});
-  EXPECT_EQ(d[fb::OpCode::SparseSoftmaxCrossEntropy], std::set<DType>{DType::F32});
+  EXPECT_EQ(d[OpCode::MatMul], std::set<DType>{DType::BF16});
+  EXPECT_EQ(d[OpCode::Relu], std::set<DType>{DType::BF16});
+  EXPECT_EQ(d[OpCode::BiasAdd], std::set<DType>{DType::F32});
+  EXPECT_EQ(d[OpCode::SparseSoftmaxCrossEntropy], std::set<DType>{DType::F32});
   const std::vector<std::string> want = {
       "BiasAdd -> bf16",     "BiasAdd -> bf16",     "MatMul -> f32",       "MatMul -> f32", "MatMul -> f32",
       "fc1.weight -> bf16", "fc2.weight -> bf16", "fc3.weight -> bf16", "image -> bf16"};
@@ -120,9 +120,9 @@ TEST(AmpPass, O2CastsEachParameterOnceAndTheLogitsBack) {
   const Graph f = Mlp(8);
   const Graph g = Amp(f, AmpLevel::O2);
   auto d = OpDTypes(g);
-  for (fb::OpCode op : {fb::OpCode::MatMul, fb::OpCode::BiasAdd, fb::OpCode::Relu})
-    EXPECT_EQ(d[op], std::set<DType>{DType::BF16}) << fb::EnumNameOpCode(op);
-  EXPECT_EQ(d[fb::OpCode::SparseSoftmaxCrossEntropy], std::set<DType>{DType::F32});
+  for (OpCode op : {OpCode::MatMul, OpCode::BiasAdd, OpCode::Relu})
+    EXPECT_EQ(d[op], std::set<DType>{DType::BF16}) << OpCodeName(op);
+  EXPECT_EQ(d[OpCode::SparseSoftmaxCrossEntropy], std::set<DType>{DType::F32});
   const TensorId logits = g.outputs().front();
   EXPECT_EQ(g.tensor(logits).dtype, DType::F32);
   EXPECT_EQ(g.tensor(logits).name, f.tensor(f.outputs().front()).name);
@@ -148,18 +148,18 @@ TEST(AmpPass, VitO2KeepsTheNormalisationsInF32AndO3DoesNot) {
   const Graph o2 = Amp(Vit(4), AmpLevel::O2);
   const Graph o3 = Amp(Vit(4), AmpLevel::O3);
   auto d2 = OpDTypes(o2), d3 = OpDTypes(o3);
-  for (fb::OpCode op : {fb::OpCode::LayerNorm, fb::OpCode::Softmax}) {
-    EXPECT_EQ(d2[op], std::set<DType>{DType::F32}) << fb::EnumNameOpCode(op);
-    EXPECT_EQ(d3[op], std::set<DType>{DType::BF16}) << fb::EnumNameOpCode(op);
+  for (OpCode op : {OpCode::LayerNorm, OpCode::Softmax}) {
+    EXPECT_EQ(d2[op], std::set<DType>{DType::F32}) << OpCodeName(op);
+    EXPECT_EQ(d3[op], std::set<DType>{DType::BF16}) << OpCodeName(op);
   }
   for (const auto* d : {&d2, &d3}) {
-    EXPECT_EQ(d->at(fb::OpCode::BatchMatMul), std::set<DType>{DType::BF16});
-    EXPECT_EQ(d->at(fb::OpCode::MatMul), std::set<DType>{DType::BF16});
-    EXPECT_EQ(d->at(fb::OpCode::SparseSoftmaxCrossEntropy), std::set<DType>{DType::F32});
+    EXPECT_EQ(d->at(OpCode::BatchMatMul), std::set<DType>{DType::BF16});
+    EXPECT_EQ(d->at(OpCode::MatMul), std::set<DType>{DType::BF16});
+    EXPECT_EQ(d->at(OpCode::SparseSoftmaxCrossEntropy), std::set<DType>{DType::F32});
   }
   for (const Graph* g : {&o2, &o3})
     for (const OpNode& op : g->ops())
-      if (op.op == fb::OpCode::LayerNorm) {
+      if (op.op == OpCode::LayerNorm) {
         EXPECT_EQ(g->tensor(op.outputs[1]).dtype, DType::F32) << op.name;
         EXPECT_EQ(g->tensor(op.outputs[2]).dtype, DType::F32) << op.name;
       }

@@ -14,6 +14,7 @@
 
 #include "host/src/util/py_repr.h"
 #include "sinkrt/device/in_process_device.h"
+#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/callback.h"
 #include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/compiler.h"

@@ -23,12 +23,14 @@
 #include "host/src/profile/summarize.h"
 #include "host/src/profile/summary_json.h"
 #include "host/src/profile/summary_svg.h"
+#include "host/src/util/schema_enums.h"
+#include "runtime/src/stream_names.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/parallel_context.h"
 #include "sinkrt/host/profiler.h"
 #include "sinkrt/runtime/dtype.h"
-#include "sinkrt/runtime/format.h"
+#include "sinkrt/runtime/stream_format.h"
 #include "support/test_models.h"
 #include "support/text.h"
 
@@ -714,7 +716,7 @@ TEST(ProfileAnalysisStreamTables, DescribesACompiledDataParallelStream) {
   EXPECT_EQ(r.programs[1].name, "train_step");
   EXPECT_TRUE(r.programs[0].present);
 
-  const fb::Program* train = v.FindProgram(fb::ProgramKind::TrainStep);
+  const fb::Program* train = v.FindProgram(ProgramKind::TrainStep);
   int allreduces = 0, get_nexts = 0, kernels = 0;
   for (uint32_t s = 0; s < train->streams()->size(); ++s) {
     const auto* tasks = train->streams()->Get(s)->tasks();
@@ -801,7 +803,7 @@ TEST(ProfileAnalysisStreamTables, MarksAPipelineStagesWaitsOnItsNeighbours) {
       auto cs = host::Compile(testing::MakeMlp(8, {16, 32, 32, 32, 4}), o);
       ASSERT_TRUE(cs.ok()) << cs.status().ToString();
       RankData r = host::DescribeRankStream(cs->stream, static_cast<int>(rank));
-      const fb::Program* train = cs->stream.FindProgram(fb::ProgramKind::TrainStep);
+      const fb::Program* train = cs->stream.FindProgram(ProgramKind::TrainStep);
       ASSERT_NE(train, nullptr);
       // The done events, by the comm stream's order.
       std::set<uint32_t> done;

@@ -61,7 +61,7 @@ host::ModelOptions DataParallel(int n) {
 
 // Tasks of the train program per stream of `stream`.
 size_t TrainTasks(const VerifiedStream& stream) {
-  const fb::Program* p = stream.FindProgram(fb::ProgramKind::TrainStep);
+  const fb::Program* p = stream.FindProgram(ProgramKind::TrainStep);
   size_t n = 0;
   for (const fb::Stream* s : *p->streams()) n += s->tasks() ? s->tasks()->size() : 0;
   return n;

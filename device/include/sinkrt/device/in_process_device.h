@@ -44,7 +44,11 @@ class InProcessDevice final : public DeviceLink {
   Status SetProfiling(const ProfileConfig& config) override;
   Result<int64_t> ReadClock() override;
 
-  /// The loaded job, for tools and tests (nullptr before Load).
+  /// The threads the loaded job's kernels run on (its compute thread and
+  /// that thread's team); 0 before Load.
+  int threads() const;
+
+  /// The loaded job, for white-box tests and benchmarks (nullptr before Load).
   Executor* executor();
 
  private:

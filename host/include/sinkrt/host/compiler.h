@@ -17,14 +17,15 @@
 #include <string>
 #include <vector>
 
-#include "sinkrt/fb/task_stream_generated.h"  // BufferRole, ProgramKind
 #include "sinkrt/host/amp.h"
 #include "sinkrt/host/auto_parallel.h"
+#include "sinkrt/host/buffer_role.h"
 #include "sinkrt/host/graph.h"
 #include "sinkrt/host/loss_scale.h"
 #include "sinkrt/host/optimizer.h"
 #include "sinkrt/host/parallel_context.h"
 #include "sinkrt/host/pipeline.h"
+#include "sinkrt/runtime/program_kind.h"
 #include "sinkrt/runtime/status.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 
@@ -148,14 +149,14 @@ struct PlannedBuffer {
   std::string name;  ///< its name in the stream
   uint64_t offset = 0;  ///< its offset in the arena
   uint64_t bytes = 0;  ///< its bytes
-  fb::BufferRole role = fb::BufferRole::Activation;  ///< what it holds (Param, Grad, Activation, ...)
+  BufferRole role = BufferRole::Activation;  ///< what it holds (Param, Grad, Activation, ...)
   /// First and last task index (in program order) that touch it; persistent
   /// buffers span every program: program Init, first_use 0, last_use the last
   /// task of the longest step program.
   /// @{
   int32_t first_use = 0, last_use = 0;
   /// @}
-  fb::ProgramKind program = fb::ProgramKind::TrainStep;  ///< the program that uses it
+  ProgramKind program = ProgramKind::TrainStep;  ///< the program that uses it
   /// A view (docs/design/compiler.md "Views"): the buffer whose bytes it shares, its
   /// group's root; first_use 0 and last_use -1, as the root's range covers it.
   /// Empty for a buffer of its own.
@@ -164,7 +165,7 @@ struct PlannedBuffer {
 
 /// The arena bytes that the buffers of `role` cover: overlapping buffers
 /// (transients sharing space, a view inside its root) count once.
-uint64_t ArenaBytesOf(const std::vector<PlannedBuffer>& buffers, fb::BufferRole role);
+uint64_t ArenaBytesOf(const std::vector<PlannedBuffer>& buffers, BufferRole role);
 
 /// One fused gradient AllReduce of a DataParallel train_step: its gradients
 /// (buffer names, in arena order) and the byte range it reduces in place.

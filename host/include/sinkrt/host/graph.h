@@ -15,7 +15,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "sinkrt/fb/common_generated.h"
+#include "sinkrt/host/init_kind.h"
+#include "sinkrt/host/op_code.h"
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/status.h"
 
@@ -38,9 +39,9 @@ enum class TensorKind : uint8_t {
   OptState,      ///< optimizer state, added by the optimizer pass
 };
 
-/// How init fills a Param/Const/OptState. Mirrors fb::Init.
+/// How init fills a Param/Const/OptState. Mirrors the schemas' Init table.
 struct InitSpec {
-  fb::InitKind kind = fb::InitKind::Zeros;  ///< which initializer
+  InitKind kind = InitKind::Zeros;  ///< which initializer
   /// The initializers' parameters: Constant's value, Uniform's range, Normal's mean and stddev.
   /// @{
   float value = 0, low = 0, high = 0, mean = 0, stddev = 0;
@@ -166,7 +167,7 @@ struct OpAttrs {
 /// One op of a Graph: its code, inputs, outputs and attributes.
 struct OpNode {
   std::string name;  ///< unique in its graph
-  fb::OpCode op = fb::OpCode::Invalid;  ///< the operation
+  OpCode op = OpCode::Invalid;  ///< the operation
   /// Its tensors, in the op's order.
   /// @{
   std::vector<TensorId> inputs;
@@ -185,7 +186,7 @@ struct OpNode {
 
 /// Which inputs of `op` it overwrites in place (optimizer updates: param and
 /// state). Every other input is read-only.
-std::vector<size_t> MutatedInputs(fb::OpCode op);
+std::vector<size_t> MutatedInputs(OpCode op);
 
 /// The host's training graph, built op by op; see the file's description.
 class Graph {
@@ -318,7 +319,7 @@ class Graph {
   // -- low level: used by autodiff, the optimizer pass and graph loading ----
   /// Adds an op whose outputs are new tensors of the given shapes/dtypes.
   /// Output 0 is named after the op, output k "<op>:k"; no shape checks here.
-  std::vector<TensorId> AddOp(fb::OpCode op, std::vector<TensorId> inputs, OpAttrs attrs,
+  std::vector<TensorId> AddOp(OpCode op, std::vector<TensorId> inputs, OpAttrs attrs,
                               std::vector<std::pair<Shape, DType>> outputs,
                               std::string name = "");
   /// Adds a tensor made by the caller (a name, kind and initializer of its own).
@@ -327,7 +328,7 @@ class Graph {
   /// tensor with its own name and kind, or the tensors of a graph file. A
   /// tensor is written by at most one op, and never a leaf (Input, Param,
   /// Const, OptState: those change only through MutatedInputs).
-  void AddOpInto(fb::OpCode op, std::vector<TensorId> inputs, OpAttrs attrs,
+  void AddOpInto(OpCode op, std::vector<TensorId> inputs, OpAttrs attrs,
                  std::vector<TensorId> outputs, std::string name = "");
   /// Puts op `op` (an index in ops()) in recomputation segment `segment`
   /// (OpNode::recompute): for passes that rebuild a graph op by op.
@@ -340,23 +341,23 @@ class Graph {
   bool valid(TensorId t) const { return t < tensors_.size(); }
 
  private:
-  TensorId Unary(fb::OpCode op, TensorId x, const char* name);
-  TensorId Broadcasting(fb::OpCode op, TensorId a, TensorId b, const char* name);
-  TensorId Reduce(fb::OpCode op, TensorId x, std::vector<int> axes, bool keep_dims);
-  TensorId Pool(fb::OpCode op, TensorId x, int kernel, int stride, int pad);
-  TensorId AxisOp(fb::OpCode op, TensorId x, int axis, const char* name);  ///< Softmax, LogSoftmax
+  TensorId Unary(OpCode op, TensorId x, const char* name);
+  TensorId Broadcasting(OpCode op, TensorId a, TensorId b, const char* name);
+  TensorId Reduce(OpCode op, TensorId x, std::vector<int> axes, bool keep_dims);
+  TensorId Pool(OpCode op, TensorId x, int kernel, int stride, int pad);
+  TensorId AxisOp(OpCode op, TensorId x, int axis, const char* name);  ///< Softmax, LogSoftmax
   std::string UniqueName(const std::string& base);
   /// Name for an op's output: `preferred` when free, else a generated one.
   std::string TensorName(const std::string& preferred);
   /// Records an error naming op `op` called `name`.
-  void FailOp(fb::OpCode op, const std::string& name, const std::string& message);
+  void FailOp(OpCode op, const std::string& name, const std::string& message);
   /// False (after recording why) unless `t` is a tensor of this graph of dtype `want`.
-  bool CheckInput(fb::OpCode op, const std::string& name, const char* role, TensorId t,
+  bool CheckInput(OpCode op, const std::string& name, const char* role, TensorId t,
                   DType want);
   TensorId Leaf(const char* what, const std::string& name, Shape shape, DType dtype,
                 TensorKind kind, InitSpec init);
   bool CheckOpName(const std::string& name);
-  bool CheckLogitsLabels(fb::OpCode op, const std::string& name, TensorId logits, TensorId labels);
+  bool CheckLogitsLabels(OpCode op, const std::string& name, TensorId logits, TensorId labels);
 
   std::string name_;
   std::string scope_;               ///< "" or "a.b.c", see PushNameScope

@@ -9,6 +9,7 @@
 
 #include "sinkrt/fb/graph_generated.h"
 #include "sinkrt/host/file_formats.h"
+#include "sinkrt/host/graph.h"
 #include "sinkrt/host/graph_file.h"
 #include "sinkrt/runtime/status.h"
 
@@ -32,16 +33,16 @@ Result<GraphFile> ReadGraph(const fb::Graph& def, const std::string& source, con
 
 // Forward ops: what a graph file may hold (autodiff and the optimizer pass
 // add the rest when it is compiled).
-bool IsForwardOp(fb::OpCode op);
+bool IsForwardOp(OpCode op);
 // How many inputs forward op `op` takes, or kAnyArity (one or more: Concat).
 inline constexpr size_t kAnyArity = 0;
-size_t ForwardArity(fb::OpCode op);
+size_t ForwardArity(OpCode op);
 
 // Appends forward op `op` to `g` through its builder method, so a file gets
 // every check a graph built in C++ gets; the builder canonicalises `attrs`
 // (normalised axes) in the op it adds. `target` is a Reshape's output shape.
 // The error is the builder's, without the generated op name.
-Status AddForwardOp(Graph& g, fb::OpCode op, const std::vector<TensorId>& inputs, const OpAttrs& attrs,
+Status AddForwardOp(Graph& g, OpCode op, const std::vector<TensorId>& inputs, const OpAttrs& attrs,
                     const Shape& target);
 
 }  // namespace sinkrt::host::graph_file

@@ -5,14 +5,14 @@
 namespace sinkrt::host::graph_file {
 namespace {
 
-std::string OpName(fb::OpCode op) {
-  const char* n = fb::EnumNameOpCode(op);
+std::string OpName(OpCode op) {
+  const char* n = OpCodeName(op);
   return (n && *n) ? n : "OpCode(" + std::to_string(static_cast<int>(op)) + ")";
 }
 
 // The builder says "MatMul 'matmul_7': ..."; the generated name means
 // nothing to the author of a file, who is told the file's op instead.
-Status WithoutGeneratedName(fb::OpCode op, const Status& s) {
+Status WithoutGeneratedName(OpCode op, const Status& s) {
   const std::string prefix = OpName(op) + " '";
   const std::string& m = s.message();
   if (m.rfind(prefix, 0) != 0) return s;
@@ -29,7 +29,7 @@ int NormalizeAxis(int axis, size_t rank) {
 }
 
 // The builder's pools take one kernel, stride and pad for both axes.
-Status CheckSquarePool(fb::OpCode op, const OpAttrs& a) {
+Status CheckSquarePool(OpCode op, const OpAttrs& a) {
   if (a.kernel_h == a.kernel_w && a.stride_h == a.stride_w && a.pad_top == a.pad_bottom && a.pad_top == a.pad_left &&
       a.pad_top == a.pad_right)
     return Status::Ok();
@@ -42,33 +42,32 @@ Status CheckSquarePool(fb::OpCode op, const OpAttrs& a) {
 
 }  // namespace
 
-bool IsForwardOp(fb::OpCode op) {
+bool IsForwardOp(OpCode op) {
   const auto v = static_cast<int>(op);
   // The forward family is contiguous in schemas/common.fbs (MatMul..Cast).
-  return (v >= static_cast<int>(fb::OpCode::MatMul) && v <= static_cast<int>(fb::OpCode::Cast)) ||
-         op == fb::OpCode::ArgMaxAccuracy;
+  return (v >= static_cast<int>(OpCode::MatMul) && v <= static_cast<int>(OpCode::Cast)) ||
+         op == OpCode::ArgMaxAccuracy;
 }
 
-size_t ForwardArity(fb::OpCode op) {
+size_t ForwardArity(OpCode op) {
   switch (op) {
-    case fb::OpCode::MatMul:
-    case fb::OpCode::BiasAdd:
-    case fb::OpCode::Add:
-    case fb::OpCode::Sub:
-    case fb::OpCode::Mul:
-    case fb::OpCode::SparseSoftmaxCrossEntropy:
-    case fb::OpCode::Conv2D:
-    case fb::OpCode::ArgMaxAccuracy:
-    case fb::OpCode::BatchMatMul:
-    case fb::OpCode::Gather: return 2;
-    case fb::OpCode::LayerNorm: return 3;
-    case fb::OpCode::Concat: return kAnyArity;
+    case OpCode::MatMul:
+    case OpCode::BiasAdd:
+    case OpCode::Add:
+    case OpCode::Sub:
+    case OpCode::Mul:
+    case OpCode::SparseSoftmaxCrossEntropy:
+    case OpCode::Conv2D:
+    case OpCode::ArgMaxAccuracy:
+    case OpCode::BatchMatMul:
+    case OpCode::Gather: return 2;
+    case OpCode::LayerNorm: return 3;
+    case OpCode::Concat: return kAnyArity;
     default: return 1;
   }
 }
 
-Status AddForwardOp(Graph& g, fb::OpCode op, const std::vector<TensorId>& in, const OpAttrs& a, const Shape& target) {
-  using fb::OpCode;
+Status AddForwardOp(Graph& g, OpCode op, const std::vector<TensorId>& in, const OpAttrs& a, const Shape& target) {
   const size_t before = g.ops().size();
   switch (op) {
     case OpCode::MatMul: g.MatMul(in[0], in[1], a.transpose_a, a.transpose_b); break;

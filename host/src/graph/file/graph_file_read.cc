@@ -10,18 +10,19 @@
 #include "host/src/util/fb_vectors.h"
 #include "host/src/graph/file/graph_file_internal.h"
 #include "host/src/graph/file/op_options.h"
+#include "host/src/util/schema_enums.h"
 
 namespace sinkrt::host::graph_file {
 namespace {
 
-bool IsRandom(fb::InitKind k) {
+bool IsRandom(InitKind k) {
   switch (k) {
-    case fb::InitKind::Uniform:
-    case fb::InitKind::Normal:
-    case fb::InitKind::XavierUniform:
-    case fb::InitKind::XavierNormal:
-    case fb::InitKind::HeUniform:
-    case fb::InitKind::HeNormal: return true;
+    case InitKind::Uniform:
+    case InitKind::Normal:
+    case InitKind::XavierUniform:
+    case InitKind::XavierNormal:
+    case InitKind::HeUniform:
+    case InitKind::HeNormal: return true;
     default: return false;
   }
 }
@@ -141,7 +142,7 @@ Status Reader::CheckTensors() const {
     if (initialised && !t->init())
       return Error(where, "field 'init' is missing: " + AKind(kind) +
                               " needs an initialiser ({\"kind\": \"Zeros\"}, HeUniform with a seed, ...)");
-    const bool inline_init = initialised && t->init()->kind() == fb::InitKind::Inline;
+    const bool inline_init = initialised && FromFb(t->init()->kind()) == InitKind::Inline;
     if (t->inline_data() && !inline_init)
       return Error(where, "field 'inline_data' is set, but the initialiser is not Inline");
     if (inline_init && !t->inline_data())
@@ -168,9 +169,9 @@ Status Reader::CheckOps() {
       auto [it, fresh] = names.emplace(name, i);
       if (!fresh) return Error(where, "name is already used by ops[" + std::to_string(it->second) + "]");
     }
-    const fb::OpCode code = op->op();
-    const char* code_name = fb::EnumNameOpCode(code);
-    if (code == fb::OpCode::Invalid) return Error(where, "field 'op' is missing");
+    const OpCode code = FromFb(op->op());
+    const char* code_name = OpCodeName(code);
+    if (code == OpCode::Invalid) return Error(where, "field 'op' is missing");
     if (!code_name || !*code_name)
       return Error(where, "field 'op': unknown op code " + std::to_string(static_cast<int>(code)));
     if (!IsForwardOp(code))
@@ -274,8 +275,8 @@ Status Reader::SortOps() {
 Result<InitSpec> Reader::Init(size_t i) const {
   const fb::Init* d = tensors_[i]->init();
   InitSpec s;
-  s.kind = d->kind();
-  if (s.kind > fb::InitKind::MAX)
+  s.kind = FromFb(d->kind());
+  if (s.kind > kInitKindMax)
     return Error(TensorWhere(i),
                  "field 'init.kind' is " + std::to_string(static_cast<int>(s.kind)) + ", not an InitKind");
   s.value = d->value();
@@ -286,7 +287,7 @@ Result<InitSpec> Reader::Init(size_t i) const {
   s.seed = d->seed();
   s.fan_in = d->fan_in();
   s.fan_out = d->fan_out();
-  if (s.kind == fb::InitKind::Inline)
+  if (s.kind == InitKind::Inline)
     s.data.assign(tensors_[i]->inline_data()->begin(), tensors_[i]->inline_data()->end());
   if (IsRandom(s.kind)) s.seed += options_.seed_offset;
   return s;
@@ -306,11 +307,11 @@ Status Reader::AddLeaf(Graph& g, size_t i) const {
   const std::string name = Str(t->name());
   SINKRT_ASSIGN_OR_RETURN(Shape shape, LeafShape(i));
   switch (t->kind()) {
-    case fb::TensorKind::Input: g.Input(name, std::move(shape), t->dtype()); break;
+    case fb::TensorKind::Input: g.Input(name, std::move(shape), FromFb(t->dtype())); break;
     case fb::TensorKind::Param:
     case fb::TensorKind::Const: {
       // The builder makes every Param and Const f32.
-      if (t->dtype() != DType::F32)
+      if (FromFb(t->dtype()) != DType::F32)
         return Error(TensorWhere(i), "field 'dtype': " + AKind(t->kind()) + " is f32, got " + DTypeName(t->dtype()));
       SINKRT_ASSIGN_OR_RETURN(InitSpec init, Init(i));
       if (t->kind() == fb::TensorKind::Param) {
@@ -344,7 +345,7 @@ Status Reader::BuildCheckGraph() {
     for (uint32_t t : *op->inputs()) in.push_back(id[t]);
     Shape target;
     const uint32_t out0 = op->outputs()->Get(0);
-    if (op->op() == fb::OpCode::Reshape) {
+    if (FromFb(op->op()) == OpCode::Reshape) {
       // A Reshape's target is its output's shape: the one shape a file must
       // give for an Intermediate.
       if (!tensors_[out0]->shape())
@@ -352,17 +353,17 @@ Status Reader::BuildCheckGraph() {
                                 " needs field 'shape': it is the Reshape's target (one dimension may be -1)");
       target = Longs(tensors_[out0]->shape());
     }
-    Status s = AddForwardOp(chk, op->op(), in, attrs_[i], target);
+    Status s = AddForwardOp(chk, FromFb(op->op()), in, attrs_[i], target);
     if (!s.ok()) {
       std::string hint;
-      if (op->op() == fb::OpCode::Reshape && options_.batch > 0)
+      if (FromFb(op->op()) == OpCode::Reshape && options_.batch > 0)
         hint = " (the target was written for the file's batch; use -1 for the batch dimension)";
       return Error(where, s.message() + hint);
     }
     const OpNode& node = chk.ops().back();
     const size_t n_out = op->outputs()->size();
     if (n_out != node.outputs.size())
-      return Error(where, std::string(fb::EnumNameOpCode(op->op())) + " has " + std::to_string(node.outputs.size()) +
+      return Error(where, std::string(OpCodeName(FromFb(op->op()))) + " has " + std::to_string(node.outputs.size()) +
                               (node.outputs.size() == 1 ? " output" : " outputs") + ", the file lists " +
                               std::to_string(n_out));
     for (size_t k = 0; k < n_out; ++k) {
@@ -370,11 +371,11 @@ Status Reader::BuildCheckGraph() {
       const TensorInfo& got = chk.tensor(node.outputs[k]);
       const fb::Tensor* file = tensors_[t];
       const std::string out = "output " + std::to_string(k) + " " + TensorWhere(t);
-      if (DTypeGiven(*file) && file->dtype() != got.dtype)
+      if (DTypeGiven(*file) && FromFb(file->dtype()) != got.dtype)
         return Error(
             where, out + " is " + DTypeName(file->dtype()) + " in the file, but the op gives " + DTypeName(got.dtype));
       // With a new batch every shape changes: the file's are as written.
-      const bool compare = file->shape() && options_.batch <= 0 && op->op() != fb::OpCode::Reshape;
+      const bool compare = file->shape() && options_.batch <= 0 && FromFb(op->op()) != OpCode::Reshape;
       if (compare) {
         const Shape given = Longs(file->shape());
         if (given != got.shape)
@@ -419,13 +420,13 @@ Status Reader::BuildGraph(Graph& g) const {
     t.dtype = inferred_[i].dtype;
     t.shape = inferred_[i].shape;
     t.kind = TensorKind::Intermediate;
-    t.init.kind = fb::InitKind::None;
+    t.init.kind = InitKind::None;
     g.AddTensor(std::move(t));
     if (!g.status().ok()) return Error(TensorWhere(i), g.status());
   }
   for (size_t i : order_) {
     const fb::Op* op = ops_[i];
-    g.AddOpInto(op->op(), {op->inputs()->begin(), op->inputs()->end()}, canonical_[i],
+    g.AddOpInto(FromFb(op->op()), {op->inputs()->begin(), op->inputs()->end()}, canonical_[i],
                 {op->outputs()->begin(), op->outputs()->end()}, Str(op->name()));
     if (!strategies_[i].empty()) g.Shard(static_cast<TensorId>(op->outputs()->Get(0)), strategies_[i]);
     if (!g.status().ok()) return Error(OpWhere(i), g.status());

@@ -4,6 +4,7 @@
 
 #include "host/src/graph/file/graph_file_internal.h"
 #include "host/src/graph/file/op_options.h"
+#include "host/src/util/schema_enums.h"
 
 namespace sinkrt::host {
 namespace {
@@ -27,7 +28,7 @@ Result<fb::TensorKind> FileKind(const TensorInfo& t) {
 fbs::Offset<fb::Init> WriteInit(fbs::FlatBufferBuilder& fbb, const InitSpec& s) {
   // Inline bytes travel in fb::Tensor.inline_data; the blob offsets are the
   // task stream's business.
-  return fb::CreateInit(fbb, s.kind, s.value, s.low, s.high, s.mean, s.stddev, s.seed, s.fan_in, s.fan_out);
+  return fb::CreateInit(fbb, ToFb(s.kind), s.value, s.low, s.high, s.mean, s.stddev, s.seed, s.fan_in, s.fan_out);
 }
 
 fbs::Offset<fb::Optimizer> WriteOptimizer(fbs::FlatBufferBuilder& fbb, const OptimizerSpec& o) {
@@ -61,7 +62,7 @@ Result<std::vector<uint8_t>> SerializeGraph(const Graph& graph, const std::optio
     return InvalidArgument(where + " has no loss: a graph file is a training graph (call SetLoss)");
   for (const OpNode& op : graph.ops())
     if (!graph_file::IsForwardOp(op.op))
-      return InvalidArgument(where + ": op '" + op.name + "' (" + fb::EnumNameOpCode(op.op) +
+      return InvalidArgument(where + ": op '" + op.name + "' (" + OpCodeName(op.op) +
                              ") is not a forward op; a graph file holds the graph before autodiff and the optimizer "
                              "pass");
 
@@ -79,8 +80,8 @@ Result<std::vector<uint8_t>> SerializeGraph(const Graph& graph, const std::optio
     const bool leaf = kind == fb::TensorKind::Param || kind == fb::TensorKind::Const;
     fbs::Offset<fb::Init> init = leaf ? WriteInit(fbb, t.init) : 0;
     fbs::Offset<fbs::Vector<uint8_t>> data =
-        leaf && t.init.kind == fb::InitKind::Inline ? fbb.CreateVector(t.init.data) : 0;
-    tensors.push_back(fb::CreateTensor(fbb, name, t.dtype, shape, kind, init, data));
+        leaf && t.init.kind == InitKind::Inline ? fbb.CreateVector(t.init.data) : 0;
+    tensors.push_back(fb::CreateTensor(fbb, name, ToFb(t.dtype), shape, kind, init, data));
   }
   auto tensors_vec = fbb.CreateVector(tensors);
 
@@ -91,7 +92,7 @@ Result<std::vector<uint8_t>> SerializeGraph(const Graph& graph, const std::optio
     auto inputs = fbb.CreateVector(op.inputs);
     auto outputs = fbb.CreateVector(op.outputs);
     auto [options_type, options] = OpAttrsFor(fbb, op.op, op.attrs);
-    ops.push_back(fb::CreateOp(fbb, name, op.op, inputs, outputs, options_type, options, WriteStrategy(fbb, op)));
+    ops.push_back(fb::CreateOp(fbb, name, ToFb(op.op), inputs, outputs, options_type, options, WriteStrategy(fbb, op)));
   }
   auto ops_vec = fbb.CreateVector(ops);
 

@@ -1,6 +1,7 @@
 #include "host/src/graph/file/op_options.h"
 
 #include "host/src/util/fb_vectors.h"
+#include "host/src/util/schema_enums.h"
 
 namespace sinkrt::host {
 namespace {
@@ -50,8 +51,7 @@ void ReadRateAndDecay(const T* o, OpAttrs& a) {
 
 }  // namespace
 
-fb::OpOptions OpOptionsTypeFor(fb::OpCode op) {
-  using fb::OpCode;
+fb::OpOptions OpOptionsTypeFor(OpCode op) {
   using fb::OpOptions;
   switch (op) {
     case OpCode::MatMul:
@@ -96,8 +96,7 @@ fb::OpOptions OpOptionsTypeFor(fb::OpCode op) {
   }
 }
 
-std::pair<fb::OpOptions, fbs::Offset<void>> OpAttrsFor(fbs::FlatBufferBuilder& fbb, fb::OpCode op, const OpAttrs& a) {
-  using fb::OpCode;
+std::pair<fb::OpOptions, fbs::Offset<void>> OpAttrsFor(fbs::FlatBufferBuilder& fbb, OpCode op, const OpAttrs& a) {
   using fb::OpOptions;
   const OpOptions type = OpOptionsTypeFor(op);
   switch (type) {
@@ -126,7 +125,7 @@ std::pair<fb::OpOptions, fbs::Offset<void>> OpAttrsFor(fbs::FlatBufferBuilder& f
     case OpOptions::AdamOptions:
       return {type, fb::CreateAdamOptions(fbb, a.learning_rate, a.beta1, a.beta2, a.epsilon, a.weight_decay).Union()};
     case OpOptions::LayerNormOptions: return {type, fb::CreateLayerNormOptions(fbb, a.layer_norm_epsilon).Union()};
-    case OpOptions::CastOptions: return {type, fb::CreateCastOptions(fbb, a.cast_to).Union()};
+    case OpOptions::CastOptions: return {type, fb::CreateCastOptions(fbb, ToFb(a.cast_to)).Union()};
     case OpOptions::LossScaleOptions:
       // Only the fields `op` reads travel; equal ops give equal bytes.
       if (op == OpCode::GradOverflow) return {type, fb::CreateLossScaleOptions(fbb, a.loss_scale_check).Union()};
@@ -147,12 +146,11 @@ std::pair<fb::OpOptions, fbs::Offset<void>> OpAttrsFor(fbs::FlatBufferBuilder& f
   }
 }
 
-Result<OpAttrs> OpAttrsFromOptions(fb::OpCode op, fb::OpOptions type, const void* options) {
-  using fb::OpCode;
+Result<OpAttrs> OpAttrsFromOptions(OpCode op, fb::OpOptions type, const void* options) {
   using fb::OpOptions;
   const OpOptions want = OpOptionsTypeFor(op);
   if (type != OpOptions::NONE && type != want) {
-    const char* op_name = fb::EnumNameOpCode(op);
+    const char* op_name = OpCodeName(op);
     const std::string who = (op_name && *op_name) ? op_name : "this op";
     if (want == OpOptions::NONE)
       return InvalidArgument("field 'options': " + who + " takes no options, got " + TypeName(type));
@@ -213,7 +211,7 @@ Result<OpAttrs> OpAttrsFromOptions(fb::OpCode op, fb::OpOptions type, const void
       break;
     }
     case OpOptions::LayerNormOptions: a.layer_norm_epsilon = OrDefault<fb::LayerNormOptions>(options)->epsilon(); break;
-    case OpOptions::CastOptions: a.cast_to = OrDefault<fb::CastOptions>(options)->to(); break;
+    case OpOptions::CastOptions: a.cast_to = FromFb(OrDefault<fb::CastOptions>(options)->to()); break;
     case OpOptions::TransposeOptions: {
       const auto* o = OrDefault<fb::TransposeOptions>(options);
       if (o->perm()) a.perm.assign(o->perm()->begin(), o->perm()->end());

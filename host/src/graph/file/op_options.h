@@ -13,16 +13,16 @@
 namespace sinkrt::host {
 
 // The OpOptions member `op` carries, or NONE for ops without options.
-fb::OpOptions OpOptionsTypeFor(fb::OpCode op);
+fb::OpOptions OpOptionsTypeFor(OpCode op);
 
 // The OpOptions member for `op` built from `attrs`, or {NONE, 0}.
-std::pair<fb::OpOptions, flatbuffers::Offset<void>> OpAttrsFor(flatbuffers::FlatBufferBuilder& fbb, fb::OpCode op,
+std::pair<fb::OpOptions, flatbuffers::Offset<void>> OpAttrsFor(flatbuffers::FlatBufferBuilder& fbb, OpCode op,
                                                                const OpAttrs& attrs);
 
 // The OpAttrs that `options` (of union type `type`) give `op`. A missing
 // member (NONE, null) reads as the schema defaults, so hand-written files
 // may leave options out; a member of another type is an error that names
 // both types.
-Result<OpAttrs> OpAttrsFromOptions(fb::OpCode op, fb::OpOptions type, const void* options);
+Result<OpAttrs> OpAttrsFromOptions(OpCode op, fb::OpOptions type, const void* options);
 
 }  // namespace sinkrt::host

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "host/src/link/remote/remote_connection.h"
+#include "host/src/util/schema_enums.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "runtime/src/env.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
@@ -88,7 +89,7 @@ Result<LoadInfo> RemoteDevice::Load(const VerifiedStream& verified) {
     for (const fb::Buffer* b : *root->buffers()) {
       BufferInfo info;
       info.name = b->name() ? b->name()->str() : "";
-      info.dtype = b->dtype();
+      info.dtype = FromFb(b->dtype());
       if (b->shape()) info.shape.assign(b->shape()->begin(), b->shape()->end());
       info.bytes = b->bytes();
       buffers.push_back(std::move(info));
@@ -281,7 +282,7 @@ Result<SinkResult> RemoteDevice::RunSink(ProgramKind program, uint32_t steps) {
     epoch = ++s.sink_epoch;
   }
   flatbuffers::FlatBufferBuilder fbb(64);
-  FinishMessage(fbb, fb::MessageBody::RunSink, fb::CreateRunSink(fbb, program, steps, epoch).Union());
+  FinishMessage(fbb, fb::MessageBody::RunSink, fb::CreateRunSink(fbb, ToFb(program), steps, epoch).Union());
   const std::string what =
       "RunSink(" + std::string(ProgramKindName(program)) + ", " + std::to_string(steps) + " steps)";
   SINKRT_ASSIGN_OR_RETURN(Reply r, c.Request(fbb, {}, fb::MessageBody::SinkDone, what, c.options.sink_timeout));

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "host/src/model/callbacks/checkpoint_integrity.h"
+#include "host/src/util/schema_enums.h"
 #include "sinkrt/runtime/version.h"
 #include "sinkrt/fb/checkpoint_generated.h"
 #include "sinkrt/host/callbacks.h"
@@ -88,7 +89,7 @@ Status SaveCheckpoint(const std::string& path, Model& model, const CheckpointInf
     auto shape = fbb.CreateVector(t.shape);
     auto data = fbb.CreateVector(t.data);
     const fb::CheckpointRole role = optimizer_state[name] ? fb::CheckpointRole::OptState : fb::CheckpointRole::Param;
-    tensors.push_back(fb::CreateCheckpointTensor(fbb, n, t.dtype, shape, role, data, Crc32(t.data)));
+    tensors.push_back(fb::CreateCheckpointTensor(fbb, n, ToFb(t.dtype), shape, role, data, Crc32(t.data)));
   }
   auto tv = fbb.CreateVector(tensors);
   auto producer = fbb.CreateString(kProducer);
@@ -148,8 +149,8 @@ Status LoadCheckpoint(const std::string& path, Model& model, CheckpointInfo* inf
     if (t->shape()) shape.assign(t->shape()->begin(), t->shape()->end());
     // Checkpoints hold whole tensors, as StateSpecs() gives them.
     const Shape& whole = s.shape;
-    if (t->dtype() != s.dtype || shape != whole)
-      return InvalidArgument(where + ": tensor '" + s.name + "' is " + Describe(t->dtype(), shape) +
+    if (FromFb(t->dtype()) != s.dtype || shape != whole)
+      return InvalidArgument(where + ": tensor '" + s.name + "' is " + Describe(FromFb(t->dtype()), shape) +
                              ", the model's is " + Describe(s.dtype, whole));
     const size_t have = t->data() ? t->data()->size() : 0;
     const uint64_t need = static_cast<uint64_t>(NumElements(whole)) * DTypeSize(s.dtype);

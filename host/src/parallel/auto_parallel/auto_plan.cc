@@ -27,7 +27,7 @@ double OptimizerStateFactor(OptimizerKind kind) {
   return 1;
 }
 
-bool IsFollower(const OpNode& op) { return op.op == fb::OpCode::Reshape || op.op == fb::OpCode::Flatten; }
+bool IsFollower(const OpNode& op) { return op.op == OpCode::Reshape || op.op == OpCode::Flatten; }
 
 }  // namespace
 

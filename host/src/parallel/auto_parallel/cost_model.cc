@@ -6,8 +6,6 @@
 namespace sinkrt::host::parallel {
 namespace {
 
-using fb::OpCode;
-
 int64_t SliceBytes(const TensorLayout& layout, DType dtype) {
   return NumElements(SliceShape(layout)) * static_cast<int64_t>(DTypeSize(dtype));
 }

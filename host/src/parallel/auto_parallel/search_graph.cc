@@ -12,7 +12,7 @@ namespace {
 
 constexpr double kForbidden = std::numeric_limits<double>::infinity();
 
-bool IsFollower(const OpNode& op) { return op.op == fb::OpCode::Reshape || op.op == fb::OpCode::Flatten; }
+bool IsFollower(const OpNode& op) { return op.op == OpCode::Reshape || op.op == OpCode::Flatten; }
 
 size_t OutputIndex(const OpNode& op, TensorId t) {
   return static_cast<size_t>(std::find(op.outputs.begin(), op.outputs.end(), t) - op.outputs.begin());
@@ -30,7 +30,7 @@ class Builder {
     shardings_.resize(n);
     if (g_.loss() != kInvalidTensor) {
       const int64_t p = g_.producer(g_.loss());
-      if (p >= 0 && g_.ops()[p].op == fb::OpCode::SparseSoftmaxCrossEntropy) loss_op_ = p;
+      if (p >= 0 && g_.ops()[p].op == OpCode::SparseSoftmaxCrossEntropy) loss_op_ = p;
     }
     follow_loss_ = o_.fixed_inputs.empty() && loss_op_ >= 0;
     read_.assign(g_.tensors().size(), false);

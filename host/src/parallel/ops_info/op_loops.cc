@@ -33,7 +33,7 @@ std::vector<int> Matrix(int rows, int cols, bool transposed) {
 }
 
 Result<OpLoops> Unsupported(const OpNode& op) {
-  return Unimplemented(op.name + ": " + fb::EnumNameOpCode(op.op) + " has no sharding rule");
+  return Unimplemented(op.name + ": " + OpCodeName(op.op) + " has no sharding rule");
 }
 
 const Shape& ShapeOf(const Graph& g, TensorId t) { return g.tensor(t).shape; }
@@ -145,7 +145,7 @@ Result<OpLoops> ReduceLoops(const Graph& g, const OpNode& op, const Shape& x) {
   }
   l.inputs = {in};
   l.outputs = {out};
-  l.mean = op.op == fb::OpCode::ReduceMean;
+  l.mean = op.op == OpCode::ReduceMean;
   return l;
 }
 
@@ -158,7 +158,7 @@ Result<OpLoops> LossLoops(const Graph& g, const OpNode& op, const Shape& x) {
   const int c = l.AddLoop(x[1], false, "the loss normalises over the classes");
   l.inputs = {{n, c}, {n}};
   l.outputs = {{}};
-  l.mean = op.op == fb::OpCode::SparseSoftmaxCrossEntropy;
+  l.mean = op.op == OpCode::SparseSoftmaxCrossEntropy;
   return l;
 }
 
@@ -193,10 +193,10 @@ Result<OpLoops> GatherLoops(const Graph& g, const OpNode& op, const Shape& x) {
 // Concat, Split.
 Result<OpLoops> ConcatSplitLoops(const Graph& g, const OpNode& op, const Shape& x) {
   OpLoops l;
-  const Shape& whole = op.op == fb::OpCode::Concat ? ShapeOf(g, op.outputs[0]) : x;
+  const Shape& whole = op.op == OpCode::Concat ? ShapeOf(g, op.outputs[0]) : x;
   const int axis = Normalize(op.attrs.axis, whole.size());
   std::vector<std::string> fixed(whole.size());
-  fixed[axis] = std::string("it ") + (op.op == fb::OpCode::Concat ? "joins" : "cuts") + " along that axis";
+  fixed[axis] = std::string("it ") + (op.op == OpCode::Concat ? "joins" : "cuts") + " along that axis";
   const std::vector<int> dims = LoopPerDim(l, whole, fixed);
   // Every piece has the whole's loops; only the axis's extent differs,
   // and that loop is never split.
@@ -230,7 +230,7 @@ Result<OpLoops> PoolLoops(const Graph& g, const OpNode& op, const Shape& x) {
   // MaxPool2D's output 1 is its argmax workspace, one flat dim in y's
   // order: a split of the batch cuts it into the ranks' blocks, a split
   // of the channels would not be one block per rank.
-  const bool max = op.op == fb::OpCode::MaxPool2D;
+  const bool max = op.op == OpCode::MaxPool2D;
   const std::vector<int> dims =
       LoopPerDim(l, x, {"", max ? "the argmax workspace is flat: only the batch may be split" : "", halo, halo});
   const Shape& y = ShapeOf(g, op.outputs[0]);
@@ -252,46 +252,46 @@ int OpLoops::AddLoop(int64_t extent, bool is_reduction, std::string fixed_becaus
 Result<OpLoops> LoopsOf(const Graph& g, const OpNode& op) {
   const Shape& x = ShapeOf(g, op.inputs[0]);
   switch (op.op) {
-    case fb::OpCode::MatMul:
+    case OpCode::MatMul:
       return MatMulLoops(g, op, x);
-    case fb::OpCode::BatchMatMul:
+    case OpCode::BatchMatMul:
       return BatchMatMulLoops(g, op, x);
-    case fb::OpCode::Add:
-    case fb::OpCode::Sub:
-    case fb::OpCode::Mul:
+    case OpCode::Add:
+    case OpCode::Sub:
+    case OpCode::Mul:
       return BroadcastLoops(g, op, x);
-    case fb::OpCode::Relu:
-    case fb::OpCode::Gelu:
-    case fb::OpCode::Tanh:
-    case fb::OpCode::Sigmoid:
-    case fb::OpCode::Neg:
-    case fb::OpCode::Cast:
-    case fb::OpCode::Copy:
+    case OpCode::Relu:
+    case OpCode::Gelu:
+    case OpCode::Tanh:
+    case OpCode::Sigmoid:
+    case OpCode::Neg:
+    case OpCode::Cast:
+    case OpCode::Copy:
       return ElementwiseLoops(g, op, x);
-    case fb::OpCode::BiasAdd:
+    case OpCode::BiasAdd:
       return BiasAddLoops(g, op, x);
-    case fb::OpCode::Softmax:
-    case fb::OpCode::LogSoftmax:
+    case OpCode::Softmax:
+    case OpCode::LogSoftmax:
       return SoftmaxLoops(g, op, x);
-    case fb::OpCode::LayerNorm:
+    case OpCode::LayerNorm:
       return LayerNormLoops(g, op, x);
-    case fb::OpCode::ReduceSum:
-    case fb::OpCode::ReduceMean:
+    case OpCode::ReduceSum:
+    case OpCode::ReduceMean:
       return ReduceLoops(g, op, x);
-    case fb::OpCode::SparseSoftmaxCrossEntropy:
-    case fb::OpCode::ArgMaxAccuracy:
+    case OpCode::SparseSoftmaxCrossEntropy:
+    case OpCode::ArgMaxAccuracy:
       return LossLoops(g, op, x);
-    case fb::OpCode::Transpose:
+    case OpCode::Transpose:
       return TransposeLoops(g, op, x);
-    case fb::OpCode::Gather:
+    case OpCode::Gather:
       return GatherLoops(g, op, x);
-    case fb::OpCode::Concat:
-    case fb::OpCode::Split:
+    case OpCode::Concat:
+    case OpCode::Split:
       return ConcatSplitLoops(g, op, x);
-    case fb::OpCode::Conv2D:
+    case OpCode::Conv2D:
       return Conv2DLoops(g, op, x);
-    case fb::OpCode::MaxPool2D:
-    case fb::OpCode::AvgPool2D:
+    case OpCode::MaxPool2D:
+    case OpCode::AvgPool2D:
       return PoolLoops(g, op, x);
     default:
       return Unsupported(op);

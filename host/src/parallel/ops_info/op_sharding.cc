@@ -61,7 +61,7 @@ Result<OpSharding> ShardOp(const Graph& g, const OpNode& op, const Strategy& str
       }
       if (split[loop] == v) continue;
       const auto [fi, fd] = first[loop];
-      if (op.op == fb::OpCode::MatMul && loops.reduction[loop]) {
+      if (op.op == OpCode::MatMul && loops.reduction[loop]) {
         const bool tb = op.attrs.transpose_b;
         return InvalidArgument(op.name + ": Can not do this operator in the strategy: " + StrategyToString(strategy) +
                                ", the transpose_b is " + (tb ? "true" : "false") +

@@ -55,7 +55,7 @@ Result<std::vector<Strategy>> EnumerateStrategies(const Graph& g, const OpNode& 
   std::stable_sort(splits.begin(), splits.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
 
-  const bool gemm = op.op == fb::OpCode::MatMul || op.op == fb::OpCode::BatchMatMul || op.op == fb::OpCode::Conv2D;
+  const bool gemm = op.op == OpCode::MatMul || op.op == OpCode::BatchMatMul || op.op == OpCode::Conv2D;
   std::vector<Strategy> out, full;
   for (const auto& [ranks, s] : splits) {
     Strategy strategy;

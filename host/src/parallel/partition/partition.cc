@@ -74,7 +74,7 @@ class Emitter {
     local.shape = slice;
     if (slice != info.shape && info.kind != TensorKind::Input) {
       const std::vector<int64_t> offset = SliceOffset(layout, rank_);
-      if (info.init.kind == fb::InitKind::Inline) {
+      if (info.init.kind == InitKind::Inline) {
         local.init.data = SliceBytes(info.init.data, info.shape, slice, offset);
       } else {
         local.init.global_shape = info.shape;
@@ -93,7 +93,7 @@ class Emitter {
     return Status::Ok();
   }
 
-  TensorId Add(fb::OpCode op, TensorId x, OpAttrs attrs, Shape shape, const std::string& name) {
+  TensorId Add(OpCode op, TensorId x, OpAttrs attrs, Shape shape, const std::string& name) {
     const DType dtype = l().valid(x) ? l().tensor(x).dtype : DType::F32;
     std::vector<TensorId> outs = l().AddOp(op, {x}, std::move(attrs), {{std::move(shape), dtype}}, name);
     return outs.empty() ? kInvalidTensor : outs[0];
@@ -101,7 +101,7 @@ class Emitter {
 
   TensorId Reshape(TensorId x, const Shape& s, const std::string& name) {
     if (l().tensor(x).shape == s) return x;
-    return Add(fb::OpCode::Reshape, x, OpAttrs{}, s, name);
+    return Add(OpCode::Reshape, x, OpAttrs{}, s, name);
   }
 
   TensorId Transpose(TensorId x, const std::vector<int>& perm, const std::string& name) {
@@ -113,10 +113,10 @@ class Emitter {
     for (int p : perm) out.push_back(s[p]);
     OpAttrs a;
     a.perm = perm;
-    return Add(fb::OpCode::Transpose, x, std::move(a), std::move(out), name);
+    return Add(OpCode::Transpose, x, std::move(a), std::move(out), name);
   }
 
-  TensorId Comm(fb::OpCode op, TensorId x, Shape out, const std::vector<uint32_t>& group, bool mean, int axis,
+  TensorId Comm(OpCode op, TensorId x, Shape out, const std::vector<uint32_t>& group, bool mean, int axis,
                 const std::string& name) {
     OpAttrs a;
     a.group = group;
@@ -137,13 +137,13 @@ class Emitter {
     const int64_t outer = Product(in, 0, d), inner = Product(in, d + 1, in.size());
     switch (s.kind) {
       case RedistKind::Slice:
-        return Comm(fb::OpCode::ShardSlice, x, out, group, false, static_cast<int>(d), name + "/shard_slice");
+        return Comm(OpCode::ShardSlice, x, out, group, false, static_cast<int>(d), name + "/shard_slice");
       case RedistKind::AllReduce:
-        return Comm(fb::OpCode::AllReduce, x, out, group, s.mean, 0, name + "/allreduce");
+        return Comm(OpCode::AllReduce, x, out, group, s.mean, 0, name + "/allreduce");
       case RedistKind::AllGather: {
         Shape gathered = {n};
         gathered.insert(gathered.end(), in.begin(), in.end());
-        TensorId y = Comm(fb::OpCode::AllGather, x, gathered, group, false, 0, name + "/allgather");
+        TensorId y = Comm(OpCode::AllGather, x, gathered, group, false, 0, name + "/allgather");
         if (outer > 1) {
           y = Reshape(y, {n, outer, in[d] * inner}, name + "/blocks");
           y = Transpose(y, {1, 0, 2}, name + "/to_dim");
@@ -159,7 +159,7 @@ class Emitter {
         Shape blocks = {n};
         blocks.insert(blocks.end(), out.begin(), out.end());
         y = Reshape(y, blocks, name + "/split");
-        return Comm(fb::OpCode::ReduceScatter, y, out, group, s.mean, 0, name + "/reducescatter");
+        return Comm(OpCode::ReduceScatter, y, out, group, s.mean, 0, name + "/reducescatter");
       }
       case RedistKind::AllToAll: {
         // Cut the dim to split (to_dim) into (n, rest) and bring n to the
@@ -181,7 +181,7 @@ class Emitter {
           if (i != at) front.push_back(i);
         TensorId y = Reshape(x, expanded, name + "/cut");
         y = Transpose(y, front, name + "/to_front");
-        y = Comm(fb::OpCode::AllToAll, y, l().tensor(y).shape, group, false, 0, name + "/alltoall");
+        y = Comm(OpCode::AllToAll, y, l().tensor(y).shape, group, false, 0, name + "/alltoall");
         // The rest dims in order are `expanded` without n: `in`'s dims, the
         // cut one shrunk, so the gathered dim is dim d of them (at d + 1
         // behind the received n); n goes in front of it.
@@ -209,7 +209,7 @@ class Emitter {
       for (size_t s = 0; s < ip.redistribution.steps.size(); ++s)
         x = EmitStep(x, ip.redistribution.steps[s], base + "/r" + std::to_string(s));
       if (!ip.grad_partial_axes.empty()) {
-        x = Comm(fb::OpCode::GradAllReduce, x, l().tensor(x).shape,
+        x = Comm(OpCode::GradAllReduce, x, l().tensor(x).shape,
                  Group(p.sharding.device_matrix, ip.grad_partial_axes), false, 0, base + "/grad_allreduce");
       }
       // What the op reads is its input in the layout it needs.

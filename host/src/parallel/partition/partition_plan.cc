@@ -91,7 +91,7 @@ class Planner {
     const int64_t producer = g_.producer(g_.loss());
     if (producer < 0) return Status::Ok();
     const OpNode& loss = g_.ops()[producer];
-    if (loss.op != fb::OpCode::SparseSoftmaxCrossEntropy) return Status::Ok();
+    if (loss.op != OpCode::SparseSoftmaxCrossEntropy) return Status::Ok();
     SINKRT_ASSIGN_OR_RETURN(OpSharding s, Shard(static_cast<size_t>(producer)));
     batch_ = s.inputs[1];  // labels [N]
     return Status::Ok();
@@ -210,7 +210,7 @@ class Planner {
     const OpNode& op = g_.ops()[i];
     OpPlan& p = plan_.ops[i];
     p.inputs.resize(op.inputs.size());
-    if (op.op == fb::OpCode::Reshape || op.op == fb::OpCode::Flatten) {
+    if (op.op == OpCode::Reshape || op.op == OpCode::Flatten) {
       const TensorId in = op.inputs[0];
       if (!have_[in]) {
         if (g_.tensor(in).kind == TensorKind::Input)

@@ -52,7 +52,7 @@ Result<Template> MakeTemplate(const PipelineStageSpec& spec) {
     TensorId seed = ins.front();
     if (ins.size() > 1) {
       const TensorInfo& info = g.tensor(tensor);
-      seed = g.AddOp(fb::OpCode::AddN, ins, OpAttrs{}, {{info.shape, info.dtype}}, info.name + "/grad_sum").at(0);
+      seed = g.AddOp(OpCode::AddN, ins, OpAttrs{}, {{info.shape, info.dtype}}, info.name + "/grad_sum").at(0);
     }
     options.output_grads.emplace_back(tensor, seed);
   }
@@ -127,7 +127,7 @@ Status AddEval(const PipelineStageSpec& spec, const Template& tpl, const std::ve
       OpAttrs split;
       split.axis = 0;
       split.sizes.assign(static_cast<size_t>(M), info.shape[0]);
-      std::vector<TensorId> pieces = u.AddOp(fb::OpCode::Split, {whole}, split, outs, "eval/" + info.name + "/micro_batches");
+      std::vector<TensorId> pieces = u.AddOp(OpCode::Split, {whole}, split, outs, "eval/" + info.name + "/micro_batches");
       for (int m = 0; m < M && m < static_cast<int>(pieces.size()); ++m) map[m][t] = pieces[static_cast<size_t>(m)];
     }
   }
@@ -140,7 +140,7 @@ Status AddEval(const PipelineStageSpec& spec, const Template& tpl, const std::ve
       if (slot != kInvalidTensor) continue;
       SINKRT_ASSIGN_OR_RETURN(OpAttrs a, attrs(end, m));
       const TensorInfo& info = tg.tensor(end.tensor);
-      slot = u.AddOp(fb::OpCode::Recv, {}, a, {{info.shape, info.dtype}}, micro(m) + "recv/" + info.name).at(0);
+      slot = u.AddOp(OpCode::Recv, {}, a, {{info.shape, info.dtype}}, micro(m) + "recv/" + info.name).at(0);
     }
     return u.status();
   };
@@ -149,7 +149,7 @@ Status AddEval(const PipelineStageSpec& spec, const Template& tpl, const std::ve
   TensorId loss_logits = kInvalidTensor, loss_labels = kInvalidTensor;
   if (tpl.loss != kInvalidTensor) {
     const int64_t op = tg.producer(tpl.loss);
-    if (op >= 0 && tg.ops()[op].op == fb::OpCode::SparseSoftmaxCrossEntropy && tg.ops()[op].inputs.size() == 2) {
+    if (op >= 0 && tg.ops()[op].op == OpCode::SparseSoftmaxCrossEntropy && tg.ops()[op].inputs.size() == 2) {
       loss_logits = tg.ops()[op].inputs[0];
       loss_labels = tg.ops()[op].inputs[1];
     }
@@ -165,7 +165,7 @@ Status AddEval(const PipelineStageSpec& spec, const Template& tpl, const std::ve
         for (const StageLinkEnd& end : spec.links) {
           if (sched.links[static_cast<size_t>(end.link)].from != stage || end.tensor != t) continue;
           SINKRT_ASSIGN_OR_RETURN(OpAttrs a, attrs(end, m));
-          u.AddOp(fb::OpCode::Send, {mp[t]}, a, {},
+          u.AddOp(OpCode::Send, {mp[t]}, a, {},
                   micro(m) + "send/" + tg.tensor(t).name + "/to_rank" + std::to_string(end.peer));
         }
       SINKRT_RETURN_IF_ERROR(u.status());
@@ -181,10 +181,10 @@ Status AddEval(const PipelineStageSpec& spec, const Template& tpl, const std::ve
   if (tpl.loss != kInvalidTensor) {
     auto mean = [&](const std::vector<TensorId>& xs, float scale, const std::string& name) {
       TensorId sum = xs.front();
-      if (xs.size() > 1) sum = u.AddOp(fb::OpCode::AddN, xs, OpAttrs{}, {{{}, DType::F32}}, name + "/sum").at(0);
+      if (xs.size() > 1) sum = u.AddOp(OpCode::AddN, xs, OpAttrs{}, {{{}, DType::F32}}, name + "/sum").at(0);
       OpAttrs a;
       a.scale = scale;
-      return u.AddOp(fb::OpCode::BroadcastTo, {sum}, a, {{{}, DType::F32}}, name).at(0);
+      return u.AddOp(OpCode::BroadcastTo, {sum}, a, {{{}, DType::F32}}, name).at(0);
     };
     const TensorId loss = mean(losses, 1.0f / static_cast<float>(M), "eval/loss");
     out.eval_reports.push_back(loss);
@@ -243,7 +243,7 @@ Result<StageLeaves> AddStageLeaves(const PipelineStageSpec& spec, const Template
       OpAttrs split;
       split.axis = 0;
       split.sizes.assign(static_cast<size_t>(M), info.shape[0]);
-      std::vector<TensorId> pieces = u.AddOp(fb::OpCode::Split, {w}, split, outs, info.name + "/micro_batches");
+      std::vector<TensorId> pieces = u.AddOp(OpCode::Split, {w}, split, outs, info.name + "/micro_batches");
       leaves.piece[t] = pieces;
     }
   }
@@ -298,7 +298,7 @@ Result<passes::TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& s
       const TensorInfo& info = tg.tensor(into);
       TensorId& slot = map[static_cast<size_t>(b.micro)][into];
       if (slot != kInvalidTensor) continue;  // one tensor received on two links: never (one sender per tensor)
-      slot = u.AddOp(fb::OpCode::Recv, {}, a, {{info.shape, info.dtype}},
+      slot = u.AddOp(OpCode::Recv, {}, a, {{info.shape, info.dtype}},
                      Micro(b.micro) + "recv/" + info.name)
                  .at(0);
     }
@@ -312,7 +312,7 @@ Result<passes::TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& s
       const bool bwd = b.backward && link.to == stage && link.grad && tpl.grad_of_link.at(end.link) == t;
       if (!fwd && !bwd) continue;
       SINKRT_ASSIGN_OR_RETURN(OpAttrs a, peer_attrs(end, b.backward, b.micro));
-      u.AddOp(fb::OpCode::Send, {map[static_cast<size_t>(b.micro)][t]}, a, {},
+      u.AddOp(OpCode::Send, {map[static_cast<size_t>(b.micro)][t]}, a, {},
               Micro(b.micro) + "send/" + tg.tensor(t).name + "/to_rank" + std::to_string(end.peer));
     }
     return u.status();
@@ -342,7 +342,7 @@ Result<passes::TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& s
       if (!writes_grads)
         for (TensorId t : op.outputs)
           if (tg.tensor(t).kind == TensorKind::Grad)
-            u.AddOp(fb::OpCode::AccumulateGrad, {shared[t], mp[t]}, OpAttrs{}, {},
+            u.AddOp(OpCode::AccumulateGrad, {shared[t], mp[t]}, OpAttrs{}, {},
                     Micro(b.micro) + "accumulate/" + u.tensor(shared[t]).name);
       SINKRT_RETURN_IF_ERROR(u.status(), where);
       for (TensorId t : op.outputs) SINKRT_RETURN_IF_ERROR(sends(b, t), where);
@@ -353,10 +353,10 @@ Result<passes::TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& s
         // The step's loss: the mean of the micro-batches' (each the mean of
         // its rows), i.e. the mean over the whole batch.
         TensorId sum = losses.front();
-        if (M > 1) sum = u.AddOp(fb::OpCode::AddN, losses, OpAttrs{}, {{{}, DType::F32}}, "loss/sum").at(0);
+        if (M > 1) sum = u.AddOp(OpCode::AddN, losses, OpAttrs{}, {{{}, DType::F32}}, "loss/sum").at(0);
         OpAttrs scale;
         scale.scale = 1.0f / static_cast<float>(M);
-        out.loss = u.AddOp(fb::OpCode::BroadcastTo, {sum}, scale, {{{}, DType::F32}}, "loss").at(0);
+        out.loss = u.AddOp(OpCode::BroadcastTo, {sum}, scale, {{{}, DType::F32}}, "loss").at(0);
       }
     }
   }

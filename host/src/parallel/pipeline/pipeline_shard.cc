@@ -27,7 +27,7 @@ Result<ShardedStage> ShardPipelineStage(const StageGraph& stage, TensorId loss, 
   std::vector<TensorId> whole_of(stage_tensors, kInvalidTensor);
   for (TensorId s : stage.sent) {
     const TensorInfo& info = g.tensor(s);
-    whole_of[s] = g.AddOp(fb::OpCode::Copy, {s}, OpAttrs{}, {{info.shape, info.dtype}}, info.name + "/whole").at(0);
+    whole_of[s] = g.AddOp(OpCode::Copy, {s}, OpAttrs{}, {{info.shape, info.dtype}}, info.name + "/whole").at(0);
   }
   SINKRT_RETURN_IF_ERROR(g.status(), where);
 
@@ -35,7 +35,7 @@ Result<ShardedStage> ShardPipelineStage(const StageGraph& stage, TensorId loss, 
   const int64_t loss_op = g.valid(loss) ? g.producer(loss) : -1;
   for (size_t i = 0; i < g.ops().size(); ++i) {
     const OpNode& op = g.ops()[i];
-    const bool whole = op.op == fb::OpCode::Copy && i >= stage.graph.ops().size();
+    const bool whole = op.op == OpCode::Copy && i >= stage.graph.ops().size();
     strategies.push_back(whole || static_cast<int64_t>(i) == loss_op ? Whole(g, op) : op.strategy);
   }
   SINKRT_ASSIGN_OR_RETURN(parallel::PartitionPlan plan,

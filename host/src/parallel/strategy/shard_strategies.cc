@@ -45,7 +45,7 @@ Result<int64_t> StrategyDataParallel(const std::string& strategy, const Graph& g
   }
   if (given.empty()) return device_num;
   // SparseSoftmaxCrossEntropy's labels [N]: their split is the batch's.
-  if (loss.op == fb::OpCode::SparseSoftmaxCrossEntropy && given.size() == 2 && given[1].size() == 1) return given[1][0];
+  if (loss.op == OpCode::SparseSoftmaxCrossEntropy && given.size() == 2 && given[1].size() == 1) return given[1][0];
   return InvalidArgument(source + ": the loss op " + loss.name + " has the strategy " + StrategyToString(given) +
                          ", which does not say how the batch (labels [N]) is split");
 }

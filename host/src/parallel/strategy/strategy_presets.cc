@@ -128,7 +128,7 @@ class Walker {
   }
 
   Status Visit(const OpNode& op, size_t index) {
-    if (op.op == fb::OpCode::Reshape || op.op == fb::OpCode::Flatten) return Reshape(op);
+    if (op.op == OpCode::Reshape || op.op == OpCode::Flatten) return Reshape(op);
     Result<OpLoops> loops = LoopsOf(g_, op);
     if (!loops.ok()) {
       for (TensorId in : op.inputs)
@@ -148,7 +148,7 @@ class Walker {
       if (t.batch >= 0) SINKRT_RETURN_IF_ERROR(take(&batch_loop, loops->inputs[i][t.batch], "batch"));
       if (t.model >= 0) SINKRT_RETURN_IF_ERROR(take(&model_loop, loops->inputs[i][t.model], "model"));
     }
-    if (op.op == fb::OpCode::MatMul && op.inputs.size() == 2) {
+    if (op.op == OpCode::MatMul && op.inputs.size() == 2) {
       const TensorId w = op.inputs[1];
       if (auto it = weights_.find(w); it != weights_.end()) {
         // The weight as [in, out] (a transposed one is [out, in]).

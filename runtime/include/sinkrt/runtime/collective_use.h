@@ -13,10 +13,6 @@
 
 namespace sinkrt {
 
-namespace fb {
-enum class TaskBody : uint8_t;
-}  // namespace fb
-
 class VerifiedStream;
 
 /// One bit per collective call (not per algorithm: the device maps a call to
@@ -38,9 +34,6 @@ struct GroupUse {
   /// Same ranks and same calls.
   bool operator==(const GroupUse&) const = default;
 };
-
-/// The bit of a collective task kind; 0 for any other task.
-uint32_t CollectiveUseOf(fb::TaskBody kind);
 
 /// Every group `stream` (rank `rank`'s) calls a collective on, with the
 /// calls, in the order first met; a Send or Recv counts on the pair

@@ -29,18 +29,13 @@
 #include "sinkrt/runtime/collective_use.h"
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/profile_record.h"
+#include "sinkrt/runtime/program_kind.h"
 #include "sinkrt/runtime/status.h"
-
-namespace sinkrt::fb {
-enum class ProgramKind : uint8_t;  ///< task_stream_generated.h
-}  // namespace sinkrt::fb
 
 namespace sinkrt {
 
 class VerifiedStream;
 
-/// The programs a stream holds: Init, TrainStep, EvalStep, PredictStep.
-using ProgramKind = fb::ProgramKind;
 /// Read-only bytes: a batch column, a tensor's contents.
 using ConstBytes = std::span<const uint8_t>;
 

@@ -8,16 +8,25 @@
 #include <string>
 #include <vector>
 
-#include "sinkrt/fb/common_generated.h"
-
 namespace sinkrt {
 
-/// An element type (the schemas' enum).
-using DType = fb::DType;
+/// An element type. The enumerators and their values are schemas/common.fbs's
+/// DType's, so a stream stores the value as is (runtime/src/schema_enums.h
+/// maps the two and checks they agree).
+enum class DType : uint8_t {
+  Invalid = 0,
+  F32 = 1,
+  F64 = 2,
+  I32 = 3,
+  I64 = 4,
+  U8 = 5,
+  BF16 = 6,
+};
 
 /// Bytes per element; 0 for Invalid or an unknown value.
 size_t DTypeSize(DType t);
-/// The type's short name for messages ("f32").
+/// The type's short name for messages: the enumerator's name in lower case
+/// ("f32", "bf16", "invalid"); "invalid" for an unknown value too.
 const char* DTypeName(DType t);
 
 /// A tensor's dims, outermost first; empty for a scalar.

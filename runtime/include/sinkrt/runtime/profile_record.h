@@ -37,7 +37,7 @@ struct ProfileRecord {
   uint32_t task = 0;   ///< index of the task in its stream
   uint32_t depth = 0;  ///< GetNext: batches in its queue when it began
   uint8_t stream = 0;  ///< 0 compute, 1 comm
-  uint8_t program = 0; ///< fb::ProgramKind
+  uint8_t program = 0; ///< a ProgramKind
   ProfileRecordKind kind = ProfileRecordKind::kTask;  ///< a task or a sink
   uint8_t reserved = 0;  ///< 0
 };

@@ -23,17 +23,16 @@
 #include <string_view>
 #include <vector>
 
-#include "sinkrt/runtime/format.h"
+#include "sinkrt/runtime/program_kind.h"
 #include "sinkrt/runtime/status.h"
+#include "sinkrt/runtime/stream_format.h"
 
-/// The types flatc generates from schemas/*.fbs (sinkrt/fb/*_generated.h).
+/// The stream's tables, as flatc generates them from schemas/task_stream.fbs.
+/// Opaque here: the generated headers are internal (never installed), so
+/// only sinkrt's own code and tools read a stream's tables.
 namespace sinkrt::fb {
 struct TaskStream;
 struct Program;
-enum class ProgramKind : uint8_t;
-enum class TaskBody : uint8_t;
-enum class OpCode : uint16_t;
-enum class BufferRole : uint8_t;
 }  // namespace sinkrt::fb
 
 namespace sinkrt {
@@ -52,7 +51,8 @@ Result<VerifiedStream> VerifyTaskStream(std::vector<uint8_t> file,
 /// A task stream that VerifyTaskStream checked: the only form the rest of sinkrt reads.
 class VerifiedStream {
  public:
-  /// The stream's root table.
+  /// The stream's root table, for sinkrt's own code and tools (which
+  /// include the internal generated header that defines it).
   const fb::TaskStream* root() const { return root_; }
   /// The whole .tstream file, as given to VerifyTaskStream.
   const std::vector<uint8_t>& bytes() const { return *file_; }
@@ -60,7 +60,7 @@ class VerifiedStream {
   std::span<const uint8_t> blobs() const { return blobs_; }  ///< the blob section
 
   /// The program of that kind, or null.
-  const fb::Program* FindProgram(fb::ProgramKind kind) const;
+  const fb::Program* FindProgram(ProgramKind kind) const;
   /// Index of the buffer named `name`, or -1.
   int64_t FindBuffer(std::string_view name) const;
 
@@ -73,17 +73,5 @@ class VerifiedStream {
   std::span<const uint8_t> flatbuffer_;
   std::span<const uint8_t> blobs_;
 };
-
-/// The task kinds that talk to other ranks (they run on the comm stream and
-/// need kFeatureCollectives).
-bool IsCollective(fb::TaskBody kind);
-
-/// Names for messages and tools (sinkdump): an op, a buffer role, a task kind, a program kind.
-/// @{
-std::string_view OpCodeName(fb::OpCode op);
-std::string_view BufferRoleName(fb::BufferRole role);
-std::string_view TaskKindName(fb::TaskBody kind);
-std::string_view ProgramKindName(fb::ProgramKind kind);
-/// @}
 
 }  // namespace sinkrt

@@ -1,6 +1,6 @@
 /// \file
 /// The versions of sinkrt: the library's release and the two formats it
-/// exchanges with other builds, the task stream (format.h) and the wire
+/// exchanges with other builds, the task stream (stream_format.h) and the wire
 /// protocol (wire.h). docs/design/compatibility.md says which versions of each a
 /// release accepts.
 ///

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/calibration.h"
 #include "sinkrt/host/auto_parallel.h"
 #include "sinkrt/host/compiled_job.h"
@@ -110,7 +111,7 @@ struct Collectives {
   int others = 0;                 // AllGather, ReduceScatter, AllToAll, Broadcast
 };
 
-int CountAllReduces(const VerifiedStream& v, fb::ProgramKind kind, bool grads) {
+int CountAllReduces(const VerifiedStream& v, ProgramKind kind, bool grads) {
   int n = 0;
   const fb::Program* p = v.FindProgram(kind);
   if (!p) return 0;
@@ -135,10 +136,10 @@ Collectives CompileAndCount(const Graph& planned, int64_t devices) {
   Collectives c;
   if (!cs.ok()) return c;
   const VerifiedStream& v = cs->stream;
-  c.activation_allreduces = CountAllReduces(v, fb::ProgramKind::TrainStep, false);
-  c.gradient_allreduces = CountAllReduces(v, fb::ProgramKind::TrainStep, true);
-  c.forward_allreduces = CountAllReduces(v, fb::ProgramKind::EvalStep, false);
-  for (const fb::Stream* s : *v.FindProgram(fb::ProgramKind::TrainStep)->streams())
+  c.activation_allreduces = CountAllReduces(v, ProgramKind::TrainStep, false);
+  c.gradient_allreduces = CountAllReduces(v, ProgramKind::TrainStep, true);
+  c.forward_allreduces = CountAllReduces(v, ProgramKind::EvalStep, false);
+  for (const fb::Stream* s : *v.FindProgram(ProgramKind::TrainStep)->streams())
     for (const fb::Task* t : *s->tasks())
       switch (t->body_type()) {
         case fb::TaskBody::AllGatherTask:
@@ -330,7 +331,7 @@ TEST(AutoParallelPlan, ZooNetworksPlanAndCompile) {
       EXPECT_EQ(plan->ops.size(), g.ops().size());
       EXPECT_LT(plan->search_s, 1.0) << name << " on " << n;
       for (const OpNode& op : g.ops()) {
-        const bool follower = op.op == fb::OpCode::Reshape || op.op == fb::OpCode::Flatten;
+        const bool follower = op.op == OpCode::Reshape || op.op == OpCode::Flatten;
         EXPECT_TRUE(follower || !op.strategy.empty()) << op.name;
       }
       std::printf("[ info ] %s on %lld ranks: predicted step %.3f ms, %zu strategies, searched in %.1f ms\n", name.c_str(),

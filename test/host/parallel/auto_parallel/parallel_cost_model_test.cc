@@ -165,7 +165,7 @@ TEST(CostModelTest, FusedEpiloguesAndViewsCostNoForwardKernel) {
     Result<OpCost> cost = CostOfOp(*ctx, op, *sh);
     ASSERT_TRUE(cost.ok());
     EXPECT_EQ(cost->compute_fwd_s, 0) << op.name;
-    const double bwd = op.op == fb::OpCode::BiasAdd ? out : op.op == fb::OpCode::Relu ? 3 * out : 2 * out;
+    const double bwd = op.op == OpCode::BiasAdd ? out : op.op == OpCode::Relu ? 3 * out : 2 * out;
     EXPECT_DOUBLE_EQ(cost->compute_bwd_s, bwd / kBandwidth) << op.name;
   }
 }

@@ -12,9 +12,11 @@
 #include <vector>
 
 #include "host/src/parallel/data_parallel/fusion_buckets.h"
+#include "host/src/util/schema_enums.h"
+#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/parallel_context.h"
-#include "sinkrt/runtime/format.h"
+#include "sinkrt/runtime/stream_format.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
@@ -99,12 +101,12 @@ std::vector<std::vector<std::string>> BucketNames(const CompiledStream& cs) {
 }
 
 // testing::BuffersWithRole reads like a device, which refuses these streams.
-std::vector<uint32_t> BuffersWithRole(const std::vector<uint8_t>& bytes, fb::BufferRole role) {
+std::vector<uint32_t> BuffersWithRole(const std::vector<uint8_t>& bytes, BufferRole role) {
   std::vector<uint32_t> out;
   auto v = VerifyTaskStream(bytes, kReadAll);
   if (!v.ok()) return out;
   for (uint32_t i = 0; i < v->root()->buffers()->size(); ++i)
-    if (v->root()->buffers()->Get(i)->role() == role) out.push_back(i);
+    if (FromFb(v->root()->buffers()->Get(i)->role()) == role) out.push_back(i);
   return out;
 }
 
@@ -126,14 +128,14 @@ void ExpectWellFormedDataParallel(const CompiledStream& cs, uint32_t world, bool
   for (uint32_t r = 0; r < world; ++r) EXPECT_EQ(ranks[r], r);
 
   // Eval and predict never communicate.
-  for (fb::ProgramKind kind : {fb::ProgramKind::EvalStep, fb::ProgramKind::PredictStep})
+  for (ProgramKind kind : {ProgramKind::EvalStep, ProgramKind::PredictStep})
     if (const fb::Program* p = v.FindProgram(kind)) {
       EXPECT_EQ(p->streams()->size(), 1u);
       EXPECT_EQ(p->num_events(), 0u);
       EXPECT_TRUE(AllReduces(p).empty());
     }
 
-  const fb::Program* train = v.FindProgram(fb::ProgramKind::TrainStep);
+  const fb::Program* train = v.FindProgram(ProgramKind::TrainStep);
   ASSERT_NE(train, nullptr);
   ASSERT_EQ(train->streams()->size(), 2u);
   EXPECT_EQ(train->streams()->Get(0)->name()->str(), "compute");
@@ -163,7 +165,7 @@ void ExpectWellFormedDataParallel(const CompiledStream& cs, uint32_t world, bool
   // In place over contiguous gradients: every Grad buffer in exactly one
   // bucket, the buckets laid out one after another in the table and the
   // arena, each one byte range.
-  std::vector<uint32_t> grads = BuffersWithRole(cs.stream.bytes(), fb::BufferRole::Grad);
+  std::vector<uint32_t> grads = BuffersWithRole(cs.stream.bytes(), BufferRole::Grad);
   std::vector<uint32_t> concatenated;
   for (size_t k = 0; k < buckets; ++k) {
     const std::vector<uint32_t>& b = bucket_buffers[k];
@@ -272,7 +274,7 @@ TEST(DataParallelCompile, OpenstateFalseGivesOneAllReducePerGradient) {
   EXPECT_NE(cs.report.buckets.front().gradients[0].find("fc2."), std::string::npos);
   EXPECT_NE(cs.report.buckets.back().gradients[0].find("fc1."), std::string::npos);
   VerifiedStream v = View(cs.stream.bytes());
-  const Tasks& compute = StreamTasks(v.FindProgram(fb::ProgramKind::TrainStep), 0);
+  const Tasks& compute = StreamTasks(v.FindProgram(ProgramKind::TrainStep), 0);
   size_t first_ready = 0, kernels_after = 0;
   for (uint32_t i = 0; i < compute.size(); ++i) {
     const auto* r = compute.Get(i)->body_as_EventRecordTask();
@@ -428,7 +430,7 @@ TEST(DataParallelCompile, GradientsMeanSelectsMean) {
     CompiledStream cs = CompileOk(SmallMlp(), o);
     ExpectWellFormedDataParallel(cs, 2, mean);
     VerifiedStream v = View(cs.stream.bytes());
-    for (const fb::AllReduceTask* a : AllReduces(v.FindProgram(fb::ProgramKind::TrainStep)))
+    for (const fb::AllReduceTask* a : AllReduces(v.FindProgram(ProgramKind::TrainStep)))
       EXPECT_EQ(a->op(), mean ? fb::ReduceOp::Mean : fb::ReduceOp::Sum);
   }
 }
@@ -437,7 +439,7 @@ TEST(DataParallelCompile, ParameterBroadcastEndsInit) {
   CompileOptions o = DataParallel(4, 2);
   CompiledStream plain = CompileOk(SmallMlp(), o);
   VerifiedStream pv = View(plain.stream.bytes());
-  const Tasks& plain_init = StreamTasks(pv.FindProgram(fb::ProgramKind::Init), 0);
+  const Tasks& plain_init = StreamTasks(pv.FindProgram(ProgramKind::Init), 0);
   ASSERT_EQ(plain_init.size(), 1u);
   EXPECT_NE(plain_init.Get(0)->body_as_InitTask(), nullptr);
 
@@ -445,7 +447,7 @@ TEST(DataParallelCompile, ParameterBroadcastEndsInit) {
   CompiledStream cs = CompileOk(SmallMlp(), o);
   ExpectWellFormedDataParallel(cs, 4, false);
   VerifiedStream v = View(cs.stream.bytes());
-  const fb::Program* init = v.FindProgram(fb::ProgramKind::Init);
+  const fb::Program* init = v.FindProgram(ProgramKind::Init);
   ASSERT_EQ(init->streams()->size(), 1u);
   const Tasks& tasks = StreamTasks(init, 0);
   ASSERT_EQ(tasks.size(), 2u);
@@ -454,7 +456,7 @@ TEST(DataParallelCompile, ParameterBroadcastEndsInit) {
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(b->group(), 0u);
   EXPECT_EQ(b->root(), 0u);
-  EXPECT_EQ(Indices(b->buffers()), BuffersWithRole(cs.stream.bytes(), fb::BufferRole::Param));
+  EXPECT_EQ(Indices(b->buffers()), BuffersWithRole(cs.stream.bytes(), BufferRole::Param));
   EXPECT_EQ(Indices(b->buffers()).size(), 4u);
 }
 
@@ -613,14 +615,14 @@ class DataParallelVerifier : public ::testing::Test {
   }
 
   fb::TaskStream* Root(std::vector<uint8_t>& bytes) { return fb::GetMutableTaskStream(bytes.data() + 4); }
-  fb::Program* Program(std::vector<uint8_t>& bytes, fb::ProgramKind kind) {
+  fb::Program* Program(std::vector<uint8_t>& bytes, ProgramKind kind) {
     auto* programs = Root(bytes)->mutable_programs();
     for (uint32_t i = 0; i < programs->size(); ++i)
-      if (programs->Get(i)->kind() == kind) return programs->GetMutableObject(i);
+      if (FromFb(programs->Get(i)->kind()) == kind) return programs->GetMutableObject(i);
     return nullptr;
   }
   fb::Task* TaskAt(std::vector<uint8_t>& bytes, uint32_t stream, uint32_t task) {
-    return Program(bytes, fb::ProgramKind::TrainStep)->mutable_streams()->GetMutableObject(stream)->mutable_tasks()
+    return Program(bytes, ProgramKind::TrainStep)->mutable_streams()->GetMutableObject(stream)->mutable_tasks()
         ->GetMutableObject(task);
   }
 
@@ -636,7 +638,7 @@ class DataParallelVerifier : public ::testing::Test {
 TEST_F(DataParallelVerifier, AllReduceBuffersMustBeContiguousAndAscending) {
   // Point bucket 0's AllReduce at two gradients out of order.
   std::vector<uint8_t> bad = bytes_;
-  std::vector<uint32_t> grads = BuffersWithRole(bytes_, fb::BufferRole::Grad);
+  std::vector<uint32_t> grads = BuffersWithRole(bytes_, BufferRole::Grad);
   auto* reduce = const_cast<fb::AllReduceTask*>(TaskAt(bad, 1, 1)->body_as_AllReduceTask());
   ASSERT_NE(reduce, nullptr);
   ASSERT_EQ(reduce->buffers()->size(), 1u);
@@ -663,7 +665,7 @@ TEST_F(DataParallelVerifier, GroupsAndRootsMustExist) {
   // Root 0 is the schema default and not stored, so take rank 0 out of the
   // group instead (this stream is rank 1's).
   bad = bytes_;
-  ASSERT_NE(Program(bad, fb::ProgramKind::Init)->streams()->Get(0)->tasks()->Get(1)->body_as_BroadcastTask(), nullptr);
+  ASSERT_NE(Program(bad, ProgramKind::Init)->streams()->Get(0)->tasks()->Get(1)->body_as_BroadcastTask(), nullptr);
   Root(bad)->mutable_groups()->GetMutableObject(0)->mutable_ranks()->Mutate(0, 2);
   ExpectRefused(bad, "root rank 0 is not a member of group 0 'world'");
 
@@ -685,7 +687,7 @@ TEST_F(DataParallelVerifier, CollectivesNeedTheRequirementBit) {
 TEST_F(DataParallelVerifier, EveryWaitMustBeMet) {
   // Bucket 1's events (2 "ready", 3 "done"): event 0 is the schema default
   // and not stored, so it cannot be mutated.
-  const fb::Program* train = View(bytes_).FindProgram(fb::ProgramKind::TrainStep);
+  const fb::Program* train = View(bytes_).FindProgram(ProgramKind::TrainStep);
   const Tasks& compute = StreamTasks(train, 0);
   uint32_t ready1 = 0, done1 = 0;
   for (uint32_t i = 0; i < compute.size(); ++i) {

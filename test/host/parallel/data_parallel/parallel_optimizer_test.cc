@@ -22,11 +22,11 @@
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/shard_strategies.h"
-#include "sinkrt/runtime/format.h"
+#include "sinkrt/runtime/stream_format.h"
+#include "support/compare.h"
 #include "support/in_process_world.h"
 #include "support/model_fixtures.h"
 #include "support/test_util.h"
-#include "support/compare.h"
 
 namespace sinkrt {
 namespace {

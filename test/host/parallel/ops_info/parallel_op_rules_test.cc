@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "sinkrt/device/in_process_device.h"
+#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/in_process_world.h"
@@ -329,7 +330,7 @@ Graph BuildGraph(const Case& c, const Strategy* strategy, std::map<TensorId, std
     const TensorId t = b.terms[i];
     // Ops between the op under test and the loss (Cast back, Reshape's
     // producer is the op itself) run replicated.
-    if (t != b.op_output && g.producer(t) >= 0 && g.ops()[g.producer(t)].op == fb::OpCode::Cast)
+    if (t != b.op_output && g.producer(t) >= 0 && g.ops()[g.producer(t)].op == OpCode::Cast)
       g.Shard(t, {ones(g.ops()[g.producer(t)].inputs[0])});
     const TensorId r = P(g, testing::Cat("r", std::to_string(i)), g.tensor(t).shape);
     TensorId term = g.Shard(g.Mul(t, r), {ones(t), ones(r)});

@@ -11,8 +11,8 @@
 namespace sinkrt::host::parallel {
 namespace {
 
-std::map<fb::OpCode, int> CountOps(const Graph& g) {
-  std::map<fb::OpCode, int> n;
+std::map<OpCode, int> CountOps(const Graph& g) {
+  std::map<OpCode, int> n;
   for (const OpNode& op : g.ops()) ++n[op.op];
   return n;
 }
@@ -44,12 +44,12 @@ TEST(PartitionTest, MegatronPairOnFourRanks) {
     EXPECT_EQ(l.tensor(lg->local_of[m.w1]).shape, (Shape{32, 16}));
     EXPECT_EQ(l.tensor(lg->local_of[m.w2]).shape, (Shape{16, 10}));
     EXPECT_EQ(l.tensor(lg->local_of[m.x]).shape, (Shape{16, 32}));
-    std::map<fb::OpCode, int> n = CountOps(l);
-    EXPECT_EQ(n[fb::OpCode::AllReduce], 1);  // w2's partial output, before the loss
-    EXPECT_EQ(n[fb::OpCode::GradAllReduce], 0);  // x is data
-    EXPECT_EQ(n[fb::OpCode::AllGather] + n[fb::OpCode::ReduceScatter] + n[fb::OpCode::ShardSlice], 0);
+    std::map<OpCode, int> n = CountOps(l);
+    EXPECT_EQ(n[OpCode::AllReduce], 1);  // w2's partial output, before the loss
+    EXPECT_EQ(n[OpCode::GradAllReduce], 0);  // x is data
+    EXPECT_EQ(n[OpCode::AllGather] + n[OpCode::ReduceScatter] + n[OpCode::ShardSlice], 0);
     for (const OpNode& op : l.ops()) {
-      if (op.op != fb::OpCode::AllReduce) continue;
+      if (op.op != OpCode::AllReduce) continue;
       EXPECT_EQ(op.attrs.group, (std::vector<uint32_t>{0, 1, 2, 3}));
       EXPECT_EQ(op.attrs.group_position, static_cast<uint32_t>(r));
     }
@@ -92,10 +92,10 @@ TEST(PartitionTest, GradAllReduceAndGatherAlongADim) {
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   Result<LocalGraph> lg = PartitionForRank(g, *plan, 0);
   ASSERT_TRUE(lg.ok()) << lg.status().ToString();
-  std::map<fb::OpCode, int> n = CountOps(lg->graph);
-  EXPECT_EQ(n[fb::OpCode::GradAllReduce], 1);
-  EXPECT_EQ(n[fb::OpCode::AllGather], 1);  // y's columns for the Softmax, gathered on dim 1
-  EXPECT_EQ(n[fb::OpCode::Transpose], 1);  // the gathered blocks moved to dim 1
+  std::map<OpCode, int> n = CountOps(lg->graph);
+  EXPECT_EQ(n[OpCode::GradAllReduce], 1);
+  EXPECT_EQ(n[OpCode::AllGather], 1);  // y's columns for the Softmax, gathered on dim 1
+  EXPECT_EQ(n[OpCode::Transpose], 1);  // the gathered blocks moved to dim 1
   EXPECT_EQ(lg->graph.tensor(lg->local_of[y]).shape, (Shape{8, 16}));
   (void)h;
 }

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/src/schema_enums.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/fb/checkpoint_generated.h"
 #include "sinkrt/host/callbacks.h"
@@ -228,7 +229,7 @@ TEST_F(PipelineResume, ACheckpointWithoutALaterStagesTensorIsRefusedByName) {
   std::vector<flatbuffers::Offset<fb::CheckpointTensor>> tensors;
   for (const auto& [name, t] : one_state_)
     if (name != dropped)
-      tensors.push_back(fb::CreateCheckpointTensor(fbb, fbb.CreateString(name), t.dtype, fbb.CreateVector(t.shape),
+      tensors.push_back(fb::CreateCheckpointTensor(fbb, fbb.CreateString(name), ToFb(t.dtype), fbb.CreateVector(t.shape),
                                                    fb::CheckpointRole::Param, fbb.CreateVector(t.data)));
   fbb.Finish(fb::CreateCheckpoint(fbb, 1, 0, fbb.CreateString("test"), fbb.CreateString((*m)->network_name()),
                                   (*m)->network_hash(), 1, 3, 3, 3, fbb.CreateVector(tensors)),

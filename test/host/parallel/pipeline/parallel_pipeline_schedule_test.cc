@@ -421,7 +421,7 @@ CompiledStage CompileStage(int rank, const std::string& scheduler) {
   mem.arena_bytes = out.report.arena_bytes;
   mem.train_tasks = out.report.train_tasks;
   for (const host::PlannedBuffer& b : out.report.buffers) {
-    if (b.program != fb::ProgramKind::TrainStep || b.role != fb::BufferRole::Activation) continue;
+    if (b.program != ProgramKind::TrainStep || b.role != BufferRole::Activation) continue;
     if (b.last_use < b.first_use) continue;  // a view: its root carries its range
     const int m = MicroOf(b.name);
     if (m < 0) continue;

@@ -68,16 +68,16 @@ Partitioned Partition(const Graph& g, int64_t n, int64_t rank, bool full_batch =
 // Communication ops of a local forward graph, by op code, and the group
 // sizes they run on.
 struct Comm {
-  std::map<fb::OpCode, int> count;
-  std::map<fb::OpCode, std::vector<size_t>> groups;
-  int of(fb::OpCode c) const { return count.count(c) ? count.at(c) : 0; }
+  std::map<OpCode, int> count;
+  std::map<OpCode, std::vector<size_t>> groups;
+  int of(OpCode c) const { return count.count(c) ? count.at(c) : 0; }
 };
 
 Comm CommOf(const Graph& local) {
   Comm c;
   for (const host::OpNode& op : local.ops()) {
     const int code = static_cast<int>(op.op);
-    if (code < static_cast<int>(fb::OpCode::AllReduce) || code > static_cast<int>(fb::OpCode::GradAllReduce)) continue;
+    if (code < static_cast<int>(OpCode::AllReduce) || code > static_cast<int>(OpCode::GradAllReduce)) continue;
     ++c.count[op.op];
     c.groups[op.op].push_back(op.attrs.group.size());
   }
@@ -87,10 +87,10 @@ Comm CommOf(const Graph& local) {
 // `backward`: pairs whose column layer reads an activation (the MLP's fc1
 // reads the image, whose gradient nothing needs: no backward AllReduce).
 void ExpectMegatron(const Comm& c, int pairs, int backward, size_t mp, const std::string& what) {
-  EXPECT_EQ(c.of(fb::OpCode::AllReduce), pairs) << what;         // the row layers' partial sums
-  EXPECT_EQ(c.of(fb::OpCode::GradAllReduce), backward) << what;  // the column layers' input gradients
-  for (fb::OpCode gathered : {fb::OpCode::AllGather, fb::OpCode::ReduceScatter, fb::OpCode::AllToAll,
-                              fb::OpCode::ShardSlice})
+  EXPECT_EQ(c.of(OpCode::AllReduce), pairs) << what;         // the row layers' partial sums
+  EXPECT_EQ(c.of(OpCode::GradAllReduce), backward) << what;  // the column layers' input gradients
+  for (OpCode gathered : {OpCode::AllGather, OpCode::ReduceScatter, OpCode::AllToAll,
+                              OpCode::ShardSlice})
     EXPECT_EQ(c.of(gathered), 0) << what << ": op code " << static_cast<int>(gathered);
   for (const auto& [code, sizes] : c.groups)
     for (size_t s : sizes) EXPECT_EQ(s, mp) << what;
@@ -140,13 +140,13 @@ TEST(StrategyPresets, DataIsMindSporesDefaultButWhereTheBatchIsNotDimZero) {
     const Graph vit = WithPreset(testing::MakeVit(8), "data", n);
     int differ = 0;
     for (const host::OpNode& op : vit.ops()) {
-      if (op.op == fb::OpCode::Reshape) {
+      if (op.op == OpCode::Reshape) {
         EXPECT_TRUE(op.strategy.empty()) << op.name;
         continue;
       }
       if (op.strategy == DefaultStrategy(vit, op, n)) continue;
       ++differ;
-      EXPECT_EQ(op.op, fb::OpCode::Split) << op.name;
+      EXPECT_EQ(op.op, OpCode::Split) << op.name;
       EXPECT_EQ(op.strategy, (Strategy{{1, n, 1, 1, 1}})) << op.name;
     }
     EXPECT_EQ(differ, 2);  // one Split per block

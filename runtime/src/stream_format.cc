@@ -1,4 +1,4 @@
-#include "sinkrt/runtime/format.h"
+#include "sinkrt/runtime/stream_format.h"
 
 #include <cstring>
 #include <string>
