@@ -42,13 +42,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <algorithm>
 #include <map>
-#include <new>
 #include <memory>
+#include <new>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -56,9 +56,9 @@
 #include <vector>
 
 #include "allreduce_harness.h"
-#include "fusion_sweep.h"
 #include "device/src/comm/communicator.h"
 #include "device/src/comm/rendezvous/listening_inbox.h"
+#include "fusion_sweep.h"
 #include "support/tls_certs.h"
 
 namespace sinkrt::device {
@@ -143,7 +143,9 @@ class Ranks {
   }
   Communicator& operator[](int r) { return *comms_[r]; }
   // Rank r's shared memory (algo kDirect; empty otherwise).
-  std::span<uint8_t> shared(int r) { return r < static_cast<int>(blocks_.size()) ? blocks_[r].data : std::span<uint8_t>(); }
+  std::span<uint8_t> shared(int r) {
+    return r < static_cast<int>(blocks_.size()) ? blocks_[r].data : std::span<uint8_t>();
+  }
 
   static Ranks& Get(int n, bool shm, int algo) {
     static std::map<std::tuple<int, bool, int>, std::unique_ptr<Ranks>> cache;
@@ -223,16 +225,17 @@ void AllReduceSizes(benchmark::internal::Benchmark* b, int algo, int64_t min_byt
   b->ArgNames({"bytes", "ranks", "shm", "algo"})->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 
-BENCHMARK(BM_AllReduce)
-    ->Apply([](benchmark::internal::Benchmark* b) { AllReduceSizes(b, 0, 4 << 10, int64_t{256} << 20, 4); });
+BENCHMARK(BM_AllReduce)->Apply([](benchmark::internal::Benchmark* b) {
+  AllReduceSizes(b, 0, 4 << 10, int64_t{256} << 20, 4);
+});
 
 // Calibration sweep around the switch-over, forced to each algorithm.
-BENCHMARK(BM_AllReduce)
-    ->Name("BM_AllReduceRD")
-    ->Apply([](benchmark::internal::Benchmark* b) { AllReduceSizes(b, 1, 16 << 10, 4 << 20, 2); });
-BENCHMARK(BM_AllReduce)
-    ->Name("BM_AllReduceRing")
-    ->Apply([](benchmark::internal::Benchmark* b) { AllReduceSizes(b, 2, 16 << 10, 4 << 20, 2); });
+BENCHMARK(BM_AllReduce)->Name("BM_AllReduceRD")->Apply([](benchmark::internal::Benchmark* b) {
+  AllReduceSizes(b, 1, 16 << 10, 4 << 20, 2);
+});
+BENCHMARK(BM_AllReduce)->Name("BM_AllReduceRing")->Apply([](benchmark::internal::Benchmark* b) {
+  AllReduceSizes(b, 2, 16 << 10, 4 << 20, 2);
+});
 
 // The direct path beside BM_AllReduce's shm rows and BM_Memcpy (shared
 // memory only: over TCP there is nothing to share).
@@ -345,7 +348,9 @@ struct SharedAllocator {
     if (--pool->live == 0) pool->top = 0;
   }
   template <typename U>
-  bool operator==(const SharedAllocator<U>& o) const { return pool == o.pool; }
+  bool operator==(const SharedAllocator<U>& o) const {
+    return pool == o.pool;
+  }
 };
 
 struct CompareFlags {
@@ -383,8 +388,8 @@ int CompareRank(int r, const std::string& dir, const ah::Args& args, const Compa
       std::fprintf(stderr, "rank %d: rank %d never published its port\n", r, q);
       return 1;
     }
-    world.push_back(PeerAddress{static_cast<uint32_t>(q), Address{"127.0.0.1", static_cast<uint16_t>(port)},
-                                LocalHostId()});
+    world.push_back(
+        PeerAddress{static_cast<uint32_t>(q), Address{"127.0.0.1", static_cast<uint16_t>(port)}, LocalHostId()});
   }
 
   std::vector<std::pair<std::string, std::unique_ptr<Communicator>>> comms;  // one per algorithm
@@ -413,9 +418,9 @@ int CompareRank(int r, const std::string& dir, const ah::Args& args, const Compa
   const Group group = Group::World(n);
   // The largest set of buffers alive at once: a fused buffer and its
   // pieces (--fusion), or the MLP's gradients both ways, page-aligned.
-  const size_t largest = std::max(*std::max_element(args.sizes.begin(), args.sizes.end()),
-                                  std::accumulate(ah::kMlpGradients.begin(), ah::kMlpGradients.end(), size_t{0}) *
-                                      sizeof(float));
+  const size_t largest =
+      std::max(*std::max_element(args.sizes.begin(), args.sizes.end()),
+               std::accumulate(ah::kMlpGradients.begin(), ah::kMlpGradients.end(), size_t{0}) * sizeof(float));
   int rc = 0;
   for (auto& [algo, comm] : comms) {
     SharedMemory shared;
@@ -445,8 +450,8 @@ int CompareRank(int r, const std::string& dir, const ah::Args& args, const Compa
       }
     };
     auto slowest = [&](double mine) {
-      Status st = comm->AllReduce(std::span(reinterpret_cast<uint8_t*>(&mine), sizeof mine), DType::F64,
-                                  ReduceOp::Max, group);
+      Status st =
+          comm->AllReduce(std::span(reinterpret_cast<uint8_t*>(&mine), sizeof mine), DType::F64, ReduceOp::Max, group);
       if (!st.ok()) std::exit(1);
       return mine;
     };
@@ -479,9 +484,9 @@ int CompareRank(int r, const std::string& dir, const ah::Args& args, const Compa
         for (int parts : flags.parts)
           if (time_case(fusion_sweep::EqualParts(bytes / sizeof(float), parts), std::to_string(parts), bytes) != 0)
             rc = 1;
-      if (args.mlp &&
-          time_case(ah::kMlpGradients, "mlp",
-                    std::accumulate(ah::kMlpGradients.begin(), ah::kMlpGradients.end(), size_t{0}) * sizeof(float)) != 0)
+      if (args.mlp && time_case(ah::kMlpGradients, "mlp",
+                                std::accumulate(ah::kMlpGradients.begin(), ah::kMlpGradients.end(), size_t{0}) *
+                                    sizeof(float)) != 0)
         rc = 1;
       continue;
     }
@@ -533,7 +538,9 @@ int CompareMain(int argc, char** argv) {
   }
   for (auto& a : args.algos) ok = ok && (a == "auto" || a == "rd" || a == "ring" || a == "direct");
   if (!ok || (args.transport != "shm" && args.transport != "tcp")) {
-    ah::Usage(argv[0], " --compare [--memcpy | --fusion [--parts 2,4,8]] [--segment-bytes B] [--window W] [--small-bytes B] [--pair-bytes B] [--direct-bytes B]; "
+    ah::Usage(argv[0],
+              " --compare [--memcpy | --fusion [--parts 2,4,8]] [--segment-bytes B] [--window W] [--small-bytes B] "
+              "[--pair-bytes B] [--direct-bytes B]; "
               "algos: auto, rd, ring (private buffers, the rings), direct (shared buffers)");
     return 2;
   }
@@ -557,7 +564,7 @@ int CompareMain(int argc, char** argv) {
     return 0;
   }
   return ah::ForkRanks(args.ranks, "sinkrt-allreduce",
-                        [&](int r, const char* dir) { return CompareRank(r, dir, args, flags); });
+                       [&](int r, const char* dir) { return CompareRank(r, dir, args, flags); });
 }
 
 }  // namespace

@@ -263,7 +263,8 @@ int Sweep(const Args& args, int r, int n, const std::string& impl, const std::st
     allreduce(buf.data(), count);
     if (!CheckSum(buf.data(), count, n)) rc = 1;
     const Plan plan = Budget(PlanFor(bytes, args.iters_scale), slowest(MicrosSince(t0)));
-    double us = TimeOp(plan, [&] { allreduce(buf.data(), count); }, barrier);
+    double us = TimeOp(
+        plan, [&] { allreduce(buf.data(), count); }, barrier);
     report(Line{impl, args.transport, algo, "size", n, bytes, plan.iters}, us);
   }
   if (args.mlp) {
@@ -271,7 +272,8 @@ int Sweep(const Args& args, int r, int n, const std::string& impl, const std::st
     const size_t total = std::accumulate(sizes.begin(), sizes.end(), size_t{0});
     const Plan plan = PlanFor(total * sizeof(float), args.iters_scale);
     Buffer fused(total, 1.0f, alloc);
-    double us = TimeOp(plan, [&] { allreduce(fused.data(), total); }, barrier);
+    double us = TimeOp(
+        plan, [&] { allreduce(fused.data(), total); }, barrier);
     report(Line{impl, args.transport, algo, "mlp_fused", n, total * sizeof(float), plan.iters}, us);
     std::vector<Buffer> tensors;
     for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) tensors.emplace_back(*it, 1.0f, alloc);

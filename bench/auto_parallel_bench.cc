@@ -145,8 +145,11 @@ int CollectivesPerStep(const VerifiedStream& stream) {
   if (const fb::Program* p = stream.FindProgram(ProgramKind::TrainStep))
     for (const fb::Stream* s : *p->streams())
       for (const fb::Task* task : *s->tasks()) switch (task->body_type()) {
-          case fb::TaskBody::AllReduceTask: case fb::TaskBody::AllGatherTask: case fb::TaskBody::ReduceScatterTask:
-          case fb::TaskBody::AllToAllTask: case fb::TaskBody::BroadcastTask:
+          case fb::TaskBody::AllReduceTask:
+          case fb::TaskBody::AllGatherTask:
+          case fb::TaskBody::ReduceScatterTask:
+          case fb::TaskBody::AllToAllTask:
+          case fb::TaskBody::BroadcastTask:
             ++n;
             break;
           default:
@@ -295,7 +298,8 @@ void RunCompute(benchmark::State& state) {
   const uint32_t steps = static_cast<uint32_t>(kSteps[net]);
   const auto data = testing::MakeSyntheticData(batch * 8, 784, 10, 1);
   SinkTotals warmup, totals;
-  if (Status st = RunFedSink(dev, data, batch, steps, &warmup); !st.ok()) return state.SkipWithError(st.ToString().c_str());
+  if (Status st = RunFedSink(dev, data, batch, steps, &warmup); !st.ok())
+    return state.SkipWithError(st.ToString().c_str());
   dev.executor()->ResetTaskTimes();
   for (auto _ : state)
     if (Status st = RunFedSink(dev, data, batch, steps, &totals); !st.ok())
@@ -357,10 +361,11 @@ void PrintSummary(const RecordingReporter& rep) {
     calibration = r.calibration;
     transports = r.transports;
   }
-  std::printf("\nAUTO_PARALLEL predicted vs measured, %d ranks (transports per rank: %s), global batch %lld, sink "
-              "mode, Adam; %d cores\ncalibration: %s\n",
-              kDevices, transports.c_str(), static_cast<long long>(kGlobalBatch), device::AvailableCores(),
-              calibration.c_str());
+  std::printf(
+      "\nAUTO_PARALLEL predicted vs measured, %d ranks (transports per rank: %s), global batch %lld, sink "
+      "mode, Adam; %d cores\ncalibration: %s\n",
+      kDevices, transports.c_str(), static_cast<long long>(kGlobalBatch), device::AvailableCores(),
+      calibration.c_str());
   std::printf("%-9s %-6s %12s %11s %8s %8s %8s %11s %8s %10s %8s %8s %5s %3s\n", "net", "layout", "predicted_ms",
               "measured_ms", "error", "best_ms", "error", "pred_comp", "pred_comm", "compute_ms", "comm_ms", "wait_ms",
               "colls", "dp");
@@ -429,10 +434,11 @@ void PrintSummary(const RecordingReporter& rep) {
     const double step = rep.Median(name, "step_ms");
     if (step < 0) continue;
     if (!header) {
-      std::printf("\nCompute alone: one rank's data-parallel work (batch %lld) in process, %d thread, no "
-                  "communication; ms per step, predicted/measured\n%-9s %15s %15s %15s %15s %8s %8s\n",
-                  static_cast<long long>(kGlobalBatch / kDevices), bench::ThreadsPerDaemon(kDevices), "net", "step",
-                  "matmul", "bmm", "mem", "opt", "other");
+      std::printf(
+          "\nCompute alone: one rank's data-parallel work (batch %lld) in process, %d thread, no "
+          "communication; ms per step, predicted/measured\n%-9s %15s %15s %15s %15s %8s %8s\n",
+          static_cast<long long>(kGlobalBatch / kDevices), bench::ThreadsPerDaemon(kDevices), "net", "step", "matmul",
+          "bmm", "mem", "opt", "other");
       header = true;
     }
     auto pair = [&](const char* cls) {

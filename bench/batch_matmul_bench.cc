@@ -25,8 +25,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "device/src/kernels/small_gemm.h"
 #include "device/src/executor.h"
+#include "device/src/kernels/small_gemm.h"
 #include "support/stream_builder.h"
 
 namespace sinkrt {
@@ -112,8 +112,8 @@ inline __attribute__((always_inline)) void HandBody(const float* __restrict a, c
 void HandBatchMatMul(const float* a, const float* b, float* y, int64_t count, bool ta, bool tb) {
   HandBody(a, b, y, count, ta, tb);
 }
-__attribute__((target("avx2,fma"))) void HandBatchMatMulAvx2(const float* a, const float* b, float* y,
-                                                             int64_t count, bool ta, bool tb) {
+__attribute__((target("avx2,fma"))) void HandBatchMatMulAvx2(const float* a, const float* b, float* y, int64_t count,
+                                                             bool ta, bool tb) {
   HandBody(a, b, y, count, ta, tb);
 }
 
@@ -208,8 +208,8 @@ void SetCrossoverRate(benchmark::State& state, int64_t count) {
   const int64_t s = state.range(0);
   state.counters["GFLOP/s"] =
       benchmark::Counter(2.0 * count * s * s * s * state.iterations() / 1e9, benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(kVariants[state.range(1)].name) + " " + std::to_string(count) + " x " +
-                 std::to_string(s) + "^3");
+  state.SetLabel(std::string(kVariants[state.range(1)].name) + " " + std::to_string(count) + " x " + std::to_string(s) +
+                 "^3");
 }
 
 void BM_CrossoverHand(benchmark::State& state) {
@@ -222,7 +222,8 @@ void BM_CrossoverHand(benchmark::State& state) {
   std::vector<float> a = RandomFloats(count * mat, 1), b = RandomFloats(count * mat, 2), y(count * mat);
   const device::SmallGemmDims d{s, s, s, v.ta, v.tb};
   for (auto _ : state) {
-    for (int64_t e = 0; e < count; ++e) device::SmallGemm(d, a.data() + e * mat, b.data() + e * mat, y.data() + e * mat);
+    for (int64_t e = 0; e < count; ++e)
+      device::SmallGemm(d, a.data() + e * mat, b.data() + e * mat, y.data() + e * mat);
     benchmark::DoNotOptimize(y.data());
   }
   SetCrossoverRate(state, count);
@@ -251,25 +252,19 @@ void Args(benchmark::internal::Benchmark* b, std::initializer_list<int> threads)
     for (int batch : {64, 256})
       for (int v = 0; v < 4; ++v) b->Args({batch, v, t});
 }
-BENCHMARK(BM_BatchMatMulSinkrt)
-    ->Apply([](auto* b) { Args(b, {1, 2}); })
-    ->Unit(benchmark::kMicrosecond)
-    ->UseRealTime();
-BENCHMARK(BM_BatchMatMulOneDnn)
-    ->Apply([](auto* b) { Args(b, {1, 2}); })
-    ->Unit(benchmark::kMicrosecond)
-    ->UseRealTime();
+BENCHMARK(BM_BatchMatMulSinkrt)->Apply([](auto* b) {
+                                 Args(b, {1, 2});
+                               }) -> Unit(benchmark::kMicrosecond) -> UseRealTime();
+BENCHMARK(BM_BatchMatMulOneDnn)->Apply([](auto* b) {
+                                 Args(b, {1, 2});
+                               }) -> Unit(benchmark::kMicrosecond) -> UseRealTime();
 BENCHMARK(BM_CrossoverHand)->Apply(CrossoverArgs)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_CrossoverOneDnn)->Apply(CrossoverArgs)->Unit(benchmark::kMicrosecond);
 // The first hand loops, on one thread.
 BENCHMARK(BM_BatchMatMulHandLoop)
-    ->Apply([](auto* b) { Args(b, {1}); })
-    ->Unit(benchmark::kMicrosecond)
-    ->UseRealTime();
+    ->Apply([](auto* b) { Args(b, {1}); }) -> Unit(benchmark::kMicrosecond) -> UseRealTime();
 BENCHMARK(BM_BatchMatMulHandLoopAvx2)
-    ->Apply([](auto* b) { Args(b, {1}); })
-    ->Unit(benchmark::kMicrosecond)
-    ->UseRealTime();
+    ->Apply([](auto* b) { Args(b, {1}); }) -> Unit(benchmark::kMicrosecond) -> UseRealTime();
 
 }  // namespace
 }  // namespace sinkrt

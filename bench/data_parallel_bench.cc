@@ -158,6 +158,4 @@ void PrintSummary(const RecordingReporter& rep) {
 }  // namespace
 }  // namespace sinkrt
 
-int main(int argc, char** argv) {
-  return sinkrt::RunRecorded(argc, argv, sinkrt::StopDaemons, sinkrt::PrintSummary);
-}
+int main(int argc, char** argv) { return sinkrt::RunRecorded(argc, argv, sinkrt::StopDaemons, sinkrt::PrintSummary); }

@@ -48,9 +48,9 @@ double Median(std::vector<double> v) {
 }
 
 Result<Figures> Measure(DeviceLink& device, const Options& o) {
-  SINKRT_ASSIGN_OR_RETURN(auto model, host::Model::Create(host::MakeMlpNetwork(o.batch),
-                                                          host::LossSpec::SparseSoftmaxCrossEntropy(),
-                                                          host::OptimizerSpec::Momentum(0.01f, 0.9f), device));
+  SINKRT_ASSIGN_OR_RETURN(
+      auto model, host::Model::Create(host::MakeMlpNetwork(o.batch), host::LossSpec::SparseSoftmaxCrossEntropy(),
+                                      host::OptimizerSpec::Momentum(0.01f, 0.9f), device));
   const testing::SyntheticData data = testing::MakeSyntheticData(o.batches * o.batch, 784, 10, 11);
   const host::Dataset pass = testing::MakeDataset(data, o.batch);
   Figures f;
@@ -72,11 +72,12 @@ Result<Figures> Measure(DeviceLink& device, const Options& o) {
 
 void Print(const char* where, const Figures& f, const Options& o) {
   const double per_batch = Median(f.per_batch_sps), sunk = Median(f.sunk_sps);
-  std::printf("%-22s per batch %9.0f samples/s, %4llu round trips/pass | sunk %9.0f samples/s, %llu round trip/pass | "
-              "sunk/per-batch %.2fx | same loss and accuracy bits: %s\n",
-              where, per_batch, static_cast<unsigned long long>(f.per_batch_trips), sunk,
-              static_cast<unsigned long long>(f.sunk_trips), per_batch > 0 ? sunk / per_batch : 0.0,
-              f.same_bits ? "yes" : "NO");
+  std::printf(
+      "%-22s per batch %9.0f samples/s, %4llu round trips/pass | sunk %9.0f samples/s, %llu round trip/pass | "
+      "sunk/per-batch %.2fx | same loss and accuracy bits: %s\n",
+      where, per_batch, static_cast<unsigned long long>(f.per_batch_trips), sunk,
+      static_cast<unsigned long long>(f.sunk_trips), per_batch > 0 ? sunk / per_batch : 0.0,
+      f.same_bits ? "yes" : "NO");
   (void)o;
 }
 
@@ -89,17 +90,21 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const long long v = std::atoll(argv[i + 1]);
-    if (flag == "--batches" && v > 0) o.batches = v;
-    else if (flag == "--rounds" && v > 0) o.rounds = static_cast<int>(v);
-    else if (flag == "--batch" && v > 0) o.batch = v;
+    if (flag == "--batches" && v > 0)
+      o.batches = v;
+    else if (flag == "--rounds" && v > 0)
+      o.rounds = static_cast<int>(v);
+    else if (flag == "--batch" && v > 0)
+      o.batch = v;
     else {
       std::fprintf(stderr, "usage: eval_bench [--batches N] [--rounds R] [--batch B]\n");
       return 2;
     }
   }
-  std::printf("eval of the 784-512-256-10 MLP, batch %lld, %lld full batches a pass, median of %d alternating "
-              "rounds\n",
-              static_cast<long long>(o.batch), static_cast<long long>(o.batches), o.rounds);
+  std::printf(
+      "eval of the 784-512-256-10 MLP, batch %lld, %lld full batches a pass, median of %d alternating "
+      "rounds\n",
+      static_cast<long long>(o.batch), static_cast<long long>(o.batches), o.rounds);
   int rc = 0;
   {
     auto links = bench::Connect(1);
@@ -108,7 +113,8 @@ int main(int argc, char** argv) {
       rc = 1;
     } else {
       auto f = Measure(*(*links)[0], o);
-      if (f.ok()) Print("sinkd (127.0.0.1)", *f, o);
+      if (f.ok())
+        Print("sinkd (127.0.0.1)", *f, o);
       else {
         std::fprintf(stderr, "sinkd: %s\n", f.status().ToString().c_str());
         rc = 1;
@@ -120,7 +126,8 @@ int main(int argc, char** argv) {
   opts.threads = bench::ThreadsPerDaemon(1);
   device::InProcessDevice local(opts);
   auto f = Measure(local, o);
-  if (f.ok()) Print("in-process", *f, o);
+  if (f.ok())
+    Print("in-process", *f, o);
   else {
     std::fprintf(stderr, "in-process: %s\n", f.status().ToString().c_str());
     rc = 1;

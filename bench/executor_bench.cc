@@ -2,8 +2,8 @@
 // kernels (target: < 2 % of a step at batch 64, DESIGN §7).
 #include <benchmark/benchmark.h>
 
-#include "load_mlp.h"
 #include "device/src/executor.h"
+#include "load_mlp.h"
 #include "sinkrt/device/in_process_device.h"
 #include "support/stream_builder.h"
 #include "support/test_models.h"

@@ -57,8 +57,9 @@ inline void ReportStepCounters(benchmark::State& state, const SinkTotals& t, int
 // figures) unless `warm_up` is false, then `steps`-step sinks for as long as
 // `state` runs them, their counters reported. Per-task times start after
 // the warm-up. Returns the timed sinks' totals.
-inline SinkTotals RunTimedSinks(benchmark::State& state, device::InProcessDevice& dev, const testing::SyntheticData& data,
-                          int64_t batch, uint32_t steps, bool warm_up = true) {
+inline SinkTotals RunTimedSinks(benchmark::State& state, device::InProcessDevice& dev,
+                                const testing::SyntheticData& data, int64_t batch, uint32_t steps,
+                                bool warm_up = true) {
   if (warm_up) {
     SinkTotals warmup;
     if (Status st = RunFedSink(dev, data, batch, steps, &warmup); !st.ok()) {

@@ -33,14 +33,14 @@
 #include <span>
 #include <vector>
 
+#include "device/src/executor.h"
+#include "fed_sink.h"
 #include "host/src/dataset/batch_builder.h"
 #include "host/src/dataset/batch_writer.h"
 #include "host/src/dataset/pass_order.h"
-#include "fed_sink.h"
+#include "host/src/model/feeder.h"
 #include "load_mlp.h"
 #include "local_daemons.h"
-#include "host/src/model/feeder.h"
-#include "device/src/executor.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/dataset.h"
 
@@ -228,10 +228,7 @@ void BM_Push(benchmark::State& state) {
   (void)(*dev)->ClearQueue(0);
   Report(state, cpu, news, n);
 }
-BENCHMARK(BM_Push)
-    ->ArgNames({"batch", "fill", "sinkd"})
-    ->ArgsProduct({{64, 256}, {0, 1}, {0, 1}})
-    ->MinTime(1.0);
+BENCHMARK(BM_Push)->ArgNames({"batch", "fill", "sinkd"})->ArgsProduct({{64, 256}, {0, 1}, {0, 1}})->MinTime(1.0);
 
 // -- the whole host side ---------------------------------------------------------
 
@@ -290,10 +287,7 @@ void BM_Feeder(benchmark::State& state) {
   it.reset();  // stop the workers before the queue is cleared
   (void)(*dev)->ClearQueue(0);
 }
-BENCHMARK(BM_Feeder)
-    ->ArgNames({"batch", "fill", "sinkd"})
-    ->ArgsProduct({{64, 256}, {0, 1}, {0, 1}})
-    ->MinTime(1.0);
+BENCHMARK(BM_Feeder)->ArgNames({"batch", "fill", "sinkd"})->ArgsProduct({{64, 256}, {0, 1}, {0, 1}})->MinTime(1.0);
 
 // -- the step it feeds ------------------------------------------------------------
 

@@ -29,8 +29,8 @@ namespace fusion_sweep {
 
 namespace ah = allreduce_harness;
 
-inline const std::vector<size_t> kSizes = {4 << 10,  16 << 10, 64 << 10,  256 << 10,
-                                           1 << 20,  4 << 20,  16 << 20,  64 << 20};
+inline const std::vector<size_t> kSizes = {4 << 10, 16 << 10, 64 << 10, 256 << 10,
+                                           1 << 20, 4 << 20,  16 << 20, 64 << 20};
 inline const std::vector<int> kParts = {2, 3, 4, 8};
 
 // `count` floats cut into `parts` near-equal tensors (element counts).
@@ -45,8 +45,8 @@ inline std::vector<size_t> EqualParts(size_t count, int parts) {
 // the ranks' medians. Returns 1 if a checked result was wrong. `alloc`
 // places the buffers, as in allreduce_harness.h's Sweep.
 template <typename Alloc = std::allocator<float>, typename AllReduce, typename Barrier, typename ReportFn>
-int TimeCase(const std::vector<size_t>& pieces, int r, int n, double iters_scale, AllReduce allreduce,
-             Barrier barrier, ReportFn report, const Alloc& alloc = Alloc()) {
+int TimeCase(const std::vector<size_t>& pieces, int r, int n, double iters_scale, AllReduce allreduce, Barrier barrier,
+             ReportFn report, const Alloc& alloc = Alloc()) {
   using Buffer = std::vector<float, Alloc>;
   const size_t total = std::accumulate(pieces.begin(), pieces.end(), size_t{0});
   Buffer fused(total, static_cast<float>(r + 1), alloc);

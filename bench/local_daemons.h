@@ -49,8 +49,8 @@ inline Result<host::LocalCluster*> Cluster(int devices, int threads = 0) {
     // As `sinkrun train --devices N` binds them (BindLocalDaemons);
     // SINKRT_BENCH_NO_BIND=1 leaves them unbound, for the A/B.
     const int cores = device::AvailableCores();
-    options.bind_cores = devices > 1 && devices <= cores && threads <= cores / devices &&
-                         std::getenv("SINKRT_BENCH_NO_BIND") == nullptr;
+    options.bind_cores =
+        devices > 1 && devices <= cores && threads <= cores / devices && std::getenv("SINKRT_BENCH_NO_BIND") == nullptr;
     SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<host::LocalCluster> cluster, host::LocalCluster::Start(options));
     it = clusters.emplace(std::make_pair(devices, threads), std::move(cluster)).first;
   }

@@ -28,8 +28,8 @@ const Shape3 kShapes[] = {
 };
 
 void SetFlops(benchmark::State& state, const Shape3& s) {
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * s.m * s.n * s.k * state.iterations() / 1e9,
-                                                 benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * s.m * s.n * s.k * state.iterations() / 1e9, benchmark::Counter::kIsRate);
   state.SetLabel(std::to_string(s.m) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n) + (s.ta ? " ta" : "") +
                  (s.tb ? " tb" : ""));
 }

@@ -72,8 +72,7 @@ void MemoryCounters(benchmark::State& state, const host::CompiledJob& job) {
   uint64_t opt = 0, all = 0;
   for (const host::PlannedBuffer& b : r.buffers) {
     if (b.role == BufferRole::OptState) opt += b.bytes;
-    if (b.role == BufferRole::OptState || b.role == BufferRole::Param || b.role == BufferRole::Grad)
-      all += b.bytes;
+    if (b.role == BufferRole::OptState || b.role == BufferRole::Param || b.role == BufferRole::Grad) all += b.bytes;
   }
   constexpr double kMiB = 1024.0 * 1024.0;
   state.counters["arena_MiB"] = static_cast<double>(r.arena_bytes) / kMiB;
@@ -142,8 +141,8 @@ BENCHMARK(BM_Zero)
 void PrintSummary(const RecordingReporter& rep) {
   std::printf("\nAdam, data parallel on local sinkd daemons, sink mode; %d cores; rank 0's memory\n",
               device::AvailableCores());
-  std::printf("%-32s %3s %-22s %9s %9s %9s %10s %9s %8s %9s\n", "net", "N", "run", "opt MiB", "state MiB",
-              "arena MiB", "samples/s", "comm ms", "wait ms", "vs DP");
+  std::printf("%-32s %3s %-22s %9s %9s %9s %10s %9s %8s %9s\n", "net", "N", "run", "opt MiB", "state MiB", "arena MiB",
+              "samples/s", "comm ms", "wait ms", "vs DP");
   for (int net : {0, 1})
     for (int n : {2, 4}) {
       const std::string tail = "/net:" + std::to_string(net) + "/devices:" + std::to_string(n);
@@ -155,8 +154,8 @@ void PrintSummary(const RecordingReporter& rep) {
         const char* run = zero == 0 ? "data parallel" : zero == 1 ? "ZeRO, default fusion" : "ZeRO, 256 KiB buckets";
         std::printf("%-32s %3d %-22s %9.2f %9.2f %9.2f %10.0f %9.2f %8.2f %8.2fx\n",
                     net == 0 ? "MLP 784-512-256-10, batch 64" : "wide ViT 256/4/1024/4, batch 16", n, run,
-                    rep.Median(name, "opt_state_MiB"), rep.Median(name, "state_MiB"), rep.Median(name, "arena_MiB"), rate,
-                    rep.Median(name, "comm_ms"), rep.Median(name, "comm_wait_ms"), base > 0 ? rate / base : 0.0);
+                    rep.Median(name, "opt_state_MiB"), rep.Median(name, "state_MiB"), rep.Median(name, "arena_MiB"),
+                    rate, rep.Median(name, "comm_ms"), rep.Median(name, "comm_wait_ms"), base > 0 ? rate / base : 0.0);
       }
     }
 }
@@ -164,6 +163,4 @@ void PrintSummary(const RecordingReporter& rep) {
 }  // namespace
 }  // namespace sinkrt
 
-int main(int argc, char** argv) {
-  return sinkrt::RunRecorded(argc, argv, sinkrt::StopDaemons, sinkrt::PrintSummary);
-}
+int main(int argc, char** argv) { return sinkrt::RunRecorded(argc, argv, sinkrt::StopDaemons, sinkrt::PrintSummary); }

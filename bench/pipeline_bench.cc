@@ -68,8 +68,8 @@
 #include <thread>
 #include <vector>
 
-#include "recording_reporter.h"
 #include "device/src/executor.h"  // AvailableCores
+#include "recording_reporter.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/shard_strategies.h"
@@ -125,7 +125,7 @@ struct Rank {
   std::optional<host::CompiledStream> compiled;  // no default: a stream is only ever a verified one
   int stage = 0, replica = 0;
   int64_t first_row = 0;  // of each global batch, the first this rank reads
-  DeviceTiming sum;  // over the timed sinks
+  DeviceTiming sum;       // over the timed sinks
 };
 
 // One sink on `rank` with a feeder beside it, as Model drives a device.
@@ -308,9 +308,12 @@ struct Layout {
   int semi = 0;
 };
 const Layout kLayouts[] = {
-    {"one device, 1 thread", 1, 1, 0, 1},  {"one device, 2 threads", 1, 1, 0, 2},
-    {"data parallel x2", 1, 2, 0, 1},      {"2 stages, M=8", 2, 1, 8, 1},
-    {"data parallel x4", 1, 4, 0, 1},      {"4 stages, M=8", 4, 1, 8, 1},
+    {"one device, 1 thread", 1, 1, 0, 1},
+    {"one device, 2 threads", 1, 1, 0, 2},
+    {"data parallel x2", 1, 2, 0, 1},
+    {"2 stages, M=8", 2, 1, 8, 1},
+    {"data parallel x4", 1, 4, 0, 1},
+    {"4 stages, M=8", 4, 1, 8, 1},
     {"2 stages x 2 replicas, M=8", 2, 2, 8, 1},
     {"model parallel x2 (semi)", 1, 2, 0, 1, 1},
     {"2 stages x model x2, M=8", 2, 2, 8, 1, 1},
@@ -337,9 +340,10 @@ void Register() {
 
 void PrintSummary(const RecordingReporter& rep) {
   const int cores = device::AvailableCores();
-  std::printf("\nMedians over repetitions. Global batch %lld, sink mode (%u steps per sink), in-process devices; %d "
-              "cores\n",
-              static_cast<long long>(kGlobalBatch), kSteps, cores);
+  std::printf(
+      "\nMedians over repetitions. Global batch %lld, sink mode (%u steps per sink), in-process devices; %d "
+      "cores\n",
+      static_cast<long long>(kGlobalBatch), kSteps, cores);
   std::printf("work_x: kernel ms summed over every rank / the one-device (1 thread) kernel ms, per step\n");
   std::printf("cpu_x: the process's CPU ms per step / the one-device (1 thread) CPU ms per step\n");
   std::printf("\n(a) step time and peak per-stage memory\n");
@@ -355,15 +359,16 @@ void PrintSummary(const RecordingReporter& rep) {
       const double step = rep.Median(n, "step_ms");
       if (step < 0) continue;
       const int devices = l.stages * l.replicas;
-      std::printf("%-4s %-28s %2d %8.2f %6.2fx %6.2fx %9.2f %7.3f %7.2f %6.2fx %6.2fx%s\n", kNets[net], l.name, devices, step,
-                  one1 > 0 ? one1 / step : 0.0, one2 > 0 ? one2 / step : 0.0, rep.Median(n, "arena_MiB"),
+      std::printf("%-4s %-28s %2d %8.2f %6.2fx %6.2fx %9.2f %7.3f %7.2f %6.2fx %6.2fx%s\n", kNets[net], l.name, devices,
+                  step, one1 > 0 ? one1 / step : 0.0, one2 > 0 ? one2 / step : 0.0, rep.Median(n, "arena_MiB"),
                   rep.Median(n, "bubble_frac"), rep.Median(n, "comm_wait_ms"),
                   work1 > 0 ? rep.Median(n, "work_ms") / work1 : 0.0, cpu1 > 0 ? rep.Median(n, "cpu_ms") / cpu1 : 0.0,
                   devices * l.threads > cores ? "  [oversubscribed]" : "");
     }
   }
-  std::printf("\n(b) 1F1B bubble, one device per stage (1 thread each); measured = mean over stages of "
-              "bubble_ms / the stage's device wall\n");
+  std::printf(
+      "\n(b) 1F1B bubble, one device per stage (1 thread each); measured = mean over stages of "
+      "bubble_ms / the stage's device wall\n");
   std::printf("%-4s %2s %3s %8s %9s %7s %8s %7s %7s %7s  %s\n", "net", "S", "M", "measured", "predicted", "formula",
               "step_ms", "work_x", "cpu_x", "addn_ms", "per stage: bubble (compute ms/step)");
   for (int net : {0, 1}) {
@@ -392,5 +397,6 @@ void PrintSummary(const RecordingReporter& rep) {
 
 int main(int argc, char** argv) {
   sinkrt::Register();
-  return sinkrt::RunRecorded(argc, argv, [] {}, sinkrt::PrintSummary);
+  return sinkrt::RunRecorded(
+      argc, argv, [] {}, sinkrt::PrintSummary);
 }

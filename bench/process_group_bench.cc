@@ -31,7 +31,8 @@ uint16_t FreePort() {
 // The job fields Model::Create sends (15 of them, as long as real ones).
 std::vector<JoinField> Fields() {
   std::vector<JoinField> f;
-  for (int i = 0; i < 15; ++i) f.push_back({"field_" + std::to_string(i), "value of a typical length " + std::to_string(i)});
+  for (int i = 0; i < 15; ++i)
+    f.push_back({"field_" + std::to_string(i), "value of a typical length " + std::to_string(i)});
   return f;
 }
 

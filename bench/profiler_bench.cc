@@ -9,9 +9,9 @@
 #include <string>
 
 #include "device/src/executor.h"
+#include "runtime/src/clock.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
-#include "runtime/src/clock.h"
 #include "support/test_models.h"
 
 namespace sinkrt {
@@ -29,9 +29,8 @@ Net MakeNet(int which) {
 
 Status PushSteps(device::InProcessDevice& dev, const testing::SyntheticData& data, int64_t batch, uint32_t steps) {
   for (uint32_t i = 0; i < steps; ++i) {
-    ConstBytes cols[2] = {
-        ConstBytes(reinterpret_cast<const uint8_t*>(&data.images[i * batch * 784]), batch * 784 * 4),
-        ConstBytes(reinterpret_cast<const uint8_t*>(&data.labels[i * batch]), batch * 4)};
+    ConstBytes cols[2] = {ConstBytes(reinterpret_cast<const uint8_t*>(&data.images[i * batch * 784]), batch * 784 * 4),
+                          ConstBytes(reinterpret_cast<const uint8_t*>(&data.labels[i * batch]), batch * 4)};
     SINKRT_RETURN_IF_ERROR(dev.PushBatch(0, cols));
   }
   return Status::Ok();

@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "device/src/comm/rendezvous/connection_plan.h"
 #include "device/src/comm/communicator.h"
+#include "device/src/comm/rendezvous/connection_plan.h"
 #include "device/src/comm/rendezvous/listening_inbox.h"
 #include "support/str_cat.h"
 
@@ -116,7 +116,8 @@ void BM_Plan(benchmark::State& state) {
   for (uint32_t r = 0; r < n; ++r) hosts[r] = Cat("h", std::to_string(r / per_host));
   std::vector<GroupUse> all = DataParallel(n);
   if (two_level) {
-    for (uint32_t h = 0; h < n / per_host; ++h) all.push_back({Range(h * per_host, (h + 1) * per_host), kUsesAllReduce});
+    for (uint32_t h = 0; h < n / per_host; ++h)
+      all.push_back({Range(h * per_host, (h + 1) * per_host), kUsesAllReduce});
     for (uint32_t i = 0; i < per_host; ++i) all.push_back({Range(i, n, per_host), kUsesAllReduce});
   }
   double total = 0, same_host = 0, most = 0;

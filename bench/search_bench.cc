@@ -52,8 +52,8 @@ SearchNode RandomNode(std::mt19937& rng, size_t id) {
   SearchNode n{Name("op", id), {}, {}};
   const size_t count = k(rng);
   for (size_t c = 0; c < count; ++c) {
-    n.candidates.push_back({Name("s", c), 1e-3 * u(rng), static_cast<uint64_t>(1e6 * u(rng)),
-                            static_cast<uint32_t>(c == 0)});
+    n.candidates.push_back(
+        {Name("s", c), 1e-3 * u(rng), static_cast<uint64_t>(1e6 * u(rng)), static_cast<uint32_t>(c == 0)});
   }
   return n;
 }
@@ -142,9 +142,7 @@ void Run(benchmark::State& state, const SearchProblem& p, const SearchOptions& o
   state.counters["exact"] = last.exact ? 1 : 0;
 }
 
-void BM_SearchTransformer(benchmark::State& state) {
-  Run(state, Transformer(static_cast<size_t>(state.range(0))), {});
-}
+void BM_SearchTransformer(benchmark::State& state) { Run(state, Transformer(static_cast<size_t>(state.range(0))), {}); }
 
 void BM_SearchLayered(benchmark::State& state) { Run(state, Layered(static_cast<size_t>(state.range(0))), {}); }
 

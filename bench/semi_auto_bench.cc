@@ -81,8 +81,8 @@ void RunSharded(benchmark::State& state) {
   if (!links.ok()) return state.SkipWithError(links.status().ToString().c_str());
   std::vector<DeviceLink*> pointers;
   for (auto& l : *links) pointers.push_back(l.get());
-  auto model = host::Model::Create(std::move(g), host::LossSpec::None(), host::OptimizerSpec::Adam(1e-3f), pointers,
-                                   options);
+  auto model =
+      host::Model::Create(std::move(g), host::LossSpec::None(), host::OptimizerSpec::Adam(1e-3f), pointers, options);
   if (!model.ok()) return state.SkipWithError(model.status().ToString().c_str());
 
   const testing::SyntheticData data = testing::MakeSyntheticData(kGlobalBatch * kSteps, 784, 10, 1);
@@ -113,8 +113,7 @@ void RunSharded(benchmark::State& state) {
   int forward_allreduces = 0;
   if (const fb::Program* p = (*model)->compiled().stream.FindProgram(ProgramKind::PredictStep))
     for (const fb::Stream* s : *p->streams())
-      for (const fb::Task* task : *s->tasks())
-        forward_allreduces += task->body_type() == fb::TaskBody::AllReduceTask;
+      for (const fb::Task* task : *s->tasks()) forward_allreduces += task->body_type() == fb::TaskBody::AllReduceTask;
   state.counters["allreduce_fwd"] = forward_allreduces;
   state.counters["threads"] = bench::ThreadsPerDaemon(devices);
 }
@@ -141,8 +140,8 @@ BENCHMARK(RunSharded)
 void PrintSummary(const RecordingReporter& rep) {
   std::printf("\nSEMI_AUTO_PARALLEL, global batch %lld, sink mode, Adam; %d cores\n",
               static_cast<long long>(kGlobalBatch), device::AvailableCores());
-  std::printf("%-9s %-6s %2s %9s %8s %8s %9s %7s %9s %9s %4s\n", "net", "layout", "N", "step_ms", "speedup",
-              "comm_ms", "wait_ms", "hidden", "arena_MB", "state_MB", "fwdAR");
+  std::printf("%-9s %-6s %2s %9s %8s %8s %9s %7s %9s %9s %4s\n", "net", "layout", "N", "step_ms", "speedup", "comm_ms",
+              "wait_ms", "hidden", "arena_MB", "state_MB", "fwdAR");
   for (int net : {0, 1}) {
     const std::string one = "BM_Sharded/net:" + std::to_string(net) + "/layout:0/devices:1";
     const double base = rep.Median(one, "step_ms");
@@ -151,8 +150,8 @@ void PrintSummary(const RecordingReporter& rep) {
                                "/devices:" + std::to_string(n);
       const double step = rep.Median(name, "step_ms");
       if (step < 0) continue;
-      std::printf("%-9s %-6s %2d %9.2f %7.2fx %8.2f %9.2f %6.0f%% %9.2f %9.2f %4.0f\n", kNets[net], kLayouts[layout],
-                  n, step, base > 0 ? base / step : 0.0, rep.Median(name, "comm_ms"), rep.Median(name, "comm_wait_ms"),
+      std::printf("%-9s %-6s %2d %9.2f %7.2fx %8.2f %9.2f %6.0f%% %9.2f %9.2f %4.0f\n", kNets[net], kLayouts[layout], n,
+                  step, base > 0 ? base / step : 0.0, rep.Median(name, "comm_ms"), rep.Median(name, "comm_wait_ms"),
                   100 * rep.Median(name, "hidden"), rep.Median(name, "arena_mb"), rep.Median(name, "state_mb"),
                   rep.Median(name, "allreduce_fwd"));
     }

@@ -21,8 +21,8 @@ namespace sinkrt {
 // movement (the patchify and head split/merge Transposes, Split, Concat,
 // materialised Reshapes); "other" is the loss, GetNext and the rest.
 enum Class { kMatmul, kAttention, kLayerNorm, kElementwise, kCopy, kOptimizer, kOther, kClasses };
-constexpr std::array<const char*, kClasses> kClassNames = {"matmul",  "attention", "layernorm", "elementwise",
-                                                           "copy",    "optimizer", "other"};
+constexpr std::array<const char*, kClasses> kClassNames = {"matmul", "attention", "layernorm", "elementwise",
+                                                           "copy",   "optimizer", "other"};
 
 inline Class ClassOf(std::string_view op) {
   if (op == "MatMul") return kMatmul;
@@ -44,8 +44,8 @@ inline void PrintTasks(const char* model, const std::vector<device::TaskTime>& t
                        const benchmark::State& state) {
   std::vector<device::TaskTime> sorted = times;
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.ns > b.ns; });
-  std::fprintf(stderr, "\n%s train tasks, batch %ld, %ld thread(s): ms per step\n", model, static_cast<long>(state.range(0)),
-               static_cast<long>(state.range(1)));
+  std::fprintf(stderr, "\n%s train tasks, batch %ld, %ld thread(s): ms per step\n", model,
+               static_cast<long>(state.range(0)), static_cast<long>(state.range(1)));
   for (const device::TaskTime& t : sorted)
     std::fprintf(stderr, "  %8.4f  %-12s %-14s %.*s\n", t.ns / 1e6 / steps, kClassNames[ClassOf(t.op)],
                  std::string(t.op).c_str(), static_cast<int>(t.name.size()), t.name.data());

@@ -39,14 +39,17 @@ Case MakeCase(int i, int64_t b) {
   const auto axis1 = [](KernelRunner& r) { r.Axis(1); };
   switch (i) {
     case 0:  // patchify: [B,4,7,4,7] -> [B,4,4,7,7]
-      return {"patchify_transpose", OpCode::Transpose, {{b, 4, 7, 4, 7}}, {{b, 4, 4, 7, 7}},
-              [](KernelRunner& r) { r.Perm({0, 1, 3, 2, 4}); }};
+      return {"patchify_transpose", OpCode::Transpose, {{b, 4, 7, 4, 7}}, {{b, 4, 4, 7, 7}}, [](KernelRunner& r) {
+                r.Perm({0, 1, 3, 2, 4});
+              }};
     case 1:  // heads: [B,16,3,4,16] -> [3,B,4,16,16]
-      return {"qkv_transpose", OpCode::Transpose, {{b, 16, 3, 4, 16}}, {{3, b, 4, 16, 16}},
-              [](KernelRunner& r) { r.Perm({2, 0, 3, 1, 4}); }};
+      return {"qkv_transpose", OpCode::Transpose, {{b, 16, 3, 4, 16}}, {{3, b, 4, 16, 16}}, [](KernelRunner& r) {
+                r.Perm({2, 0, 3, 1, 4});
+              }};
     case 2:  // merge heads: [B,4,16,16] -> [B,16,4,16]
-      return {"merge_transpose", OpCode::Transpose, {{b, 4, 16, 16}}, {{b, 16, 4, 16}},
-              [](KernelRunner& r) { r.Perm({0, 2, 1, 3}); }};
+      return {"merge_transpose", OpCode::Transpose, {{b, 4, 16, 16}}, {{b, 16, 4, 16}}, [](KernelRunner& r) {
+                r.Perm({0, 2, 1, 3});
+              }};
     case 3:
       return {"residual_add", OpCode::Add, {{b, 16, 64}, {b, 16, 64}}, {{b, 16, 64}}, nullptr};
     case 4:
@@ -60,7 +63,10 @@ Case MakeCase(int i, int64_t b) {
     case 8:
       return {"qkv_bias_grad", OpCode::BiasAddGrad, {{t, 192}}, {{192}}, axis1};
     case 9:
-      return {"layernorm_grad", OpCode::LayerNormGrad, {{t, 64}, {t, 64}, {64}, {t}, {t}}, {{t, 64}, {64}, {64}},
+      return {"layernorm_grad",
+              OpCode::LayerNormGrad,
+              {{t, 64}, {t, 64}, {64}, {t}, {t}},
+              {{t, 64}, {64}, {64}},
               [](KernelRunner& r) { r.LayerNormEpsilon(1e-5f); }};
     case 10:  // split before this change: the control, same memory traffic as an Add
       return {"gelu", OpCode::Gelu, {{t, 128}}, {{t, 128}}, nullptr};

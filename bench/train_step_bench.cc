@@ -15,9 +15,9 @@
 #include "fed_sink.h"
 #include "load_mlp.h"
 #include "roofline.h"
-#include "task_breakdown.h"
 #include "sinkrt/device/in_process_device.h"
 #include "support/test_models.h"
+#include "task_breakdown.h"
 
 namespace sinkrt {
 namespace {

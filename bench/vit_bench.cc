@@ -21,12 +21,12 @@
 #include <vector>
 
 #include "device/src/executor.h"
+#include "fed_sink.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model_zoo.h"
-#include "fed_sink.h"
-#include "task_breakdown.h"
 #include "support/test_models.h"
+#include "task_breakdown.h"
 
 namespace sinkrt {
 namespace {

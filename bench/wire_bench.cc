@@ -55,11 +55,11 @@
 
 #include "load_mlp.h"
 #include "recording_reporter.h"
+#include "runtime/src/wire_socket.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/remote_device.h"
-#include "runtime/src/wire_socket.h"
 #include "support/model_fixtures.h"
 #include "support/sinkd_process.h"
 #include "support/test_models.h"
@@ -180,7 +180,8 @@ struct Batch {
 void SetTransferCounters(benchmark::State& state, uint64_t batch_bytes) {
   const double batches = static_cast<double>(state.iterations()) * kCapacity;
   // Printed with SI prefixes: "3.1G/s" is 3.1 GB/s (10^9 bytes).
-  state.counters["bytes/s"] = benchmark::Counter(batches * static_cast<double>(batch_bytes), benchmark::Counter::kIsRate);
+  state.counters["bytes/s"] =
+      benchmark::Counter(batches * static_cast<double>(batch_bytes), benchmark::Counter::kIsRate);
   state.counters["batches/s"] = benchmark::Counter(batches, benchmark::Counter::kIsRate);
   state.counters["batch_KB"] = static_cast<double>(batch_bytes) / 1e3;
 }
@@ -420,7 +421,8 @@ void PrintTlsCost(const RecordingReporter& rep) {
   for (int batch : {64, 256}) {
     const std::string b = "BM_PushBatch/batch:" + std::to_string(batch);
     const double p = rep.Median(b + "/tls:0", "bytes/s") / 1e6, t = rep.Median(b + "/tls:1", "bytes/s") / 1e6;
-    if (p > 0 && t > 0) std::printf("TLS: batch %d PushBatch %.0f MB/s against %.0f MB/s plain (%.2fx)\n", batch, t, p, t / p);
+    if (p > 0 && t > 0)
+      std::printf("TLS: batch %d PushBatch %.0f MB/s against %.0f MB/s plain (%.2fx)\n", batch, t, p, t / p);
   }
   for (int sink : {1, 0}) {
     const std::string s = "/sink:" + std::to_string(sink) + "/threads:1";
@@ -444,9 +446,10 @@ void PrintRatios(const RecordingReporter& rep) {
     double one = rep.Median("BM_SocketCopy/batch:" + b + "/slots:1", "bytes/s") / 1e6;
     double ring = rep.Median("BM_SocketCopy/batch:" + b + "/slots:" + std::to_string(kCapacity), "bytes/s") / 1e6;
     if (push > 0 && one > 0 && ring > 0)
-      std::printf("batch %d: PushBatch %.0f MB/s = %.0f%% of a plain socket into one buffer (%.0f MB/s), "
-                  "%.0f%% of one into %u slots (%.0f MB/s)\n",
-                  batch, push, 100 * push / one, one, 100 * push / ring, kCapacity, ring);
+      std::printf(
+          "batch %d: PushBatch %.0f MB/s = %.0f%% of a plain socket into one buffer (%.0f MB/s), "
+          "%.0f%% of one into %u slots (%.0f MB/s)\n",
+          batch, push, 100 * push / one, one, 100 * push / ring, kCapacity, ring);
   }
   for (int daemon : {1, 0})
     for (int threads : {1, 2}) {
@@ -464,6 +467,4 @@ void PrintRatios(const RecordingReporter& rep) {
 }  // namespace
 }  // namespace sinkrt
 
-int main(int argc, char** argv) {
-  return sinkrt::RunRecorded(argc, argv, sinkrt::StopDaemons, sinkrt::PrintRatios);
-}
+int main(int argc, char** argv) { return sinkrt::RunRecorded(argc, argv, sinkrt::StopDaemons, sinkrt::PrintRatios); }

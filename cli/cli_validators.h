@@ -54,8 +54,8 @@ inline CLI::Validator NonEmpty() {
 inline CLI::Validator NonEmptyList() {
   return CLI::Validator(
       [](std::string& input) -> std::string {
-        bool empty_item = input.empty() || input.front() == ',' || input.back() == ',' ||
-                          input.find(",,") != std::string::npos;
+        bool empty_item =
+            input.empty() || input.front() == ',' || input.back() == ',' || input.find(",,") != std::string::npos;
         return empty_item ? "is a comma-separated list with an empty item, got '" + input + "'" : std::string();
       },
       "LIST");

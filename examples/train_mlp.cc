@@ -90,9 +90,8 @@ int main(int argc, char** argv) {
     std::thread feeder([&] {
       for (uint32_t i = 0; i < sink_size && feed_status.ok(); ++i) {
         int64_t b = (next + i) % n_batches;
-        ConstBytes cols[2] = {
-            ConstBytes(reinterpret_cast<const uint8_t*>(&images[b * batch * 784]), batch * 784 * 4),
-            ConstBytes(reinterpret_cast<const uint8_t*>(&labels[b * batch]), batch * 4)};
+        ConstBytes cols[2] = {ConstBytes(reinterpret_cast<const uint8_t*>(&images[b * batch * 784]), batch * 784 * 4),
+                              ConstBytes(reinterpret_cast<const uint8_t*>(&labels[b * batch]), batch * 4)};
         feed_status = dev.PushBatch(0, cols);
       }
     });
@@ -105,9 +104,10 @@ int main(int argc, char** argv) {
       return 1;
     }
     next += sink_size;
-    std::printf("sink %2d: steps %u, loss %.4f, %.0f samples/s (device ms: compute %.1f, queue wait %.1f, other %.1f)\n",
-                s + 1, r->steps_run, r->reports[0].scalar(), sink_size * batch / (ms / 1e3),
-                r->timing.compute_ms, r->timing.queue_wait_ms, r->timing.other_ms);
+    std::printf(
+        "sink %2d: steps %u, loss %.4f, %.0f samples/s (device ms: compute %.1f, queue wait %.1f, other %.1f)\n", s + 1,
+        r->steps_run, r->reports[0].scalar(), sink_size * batch / (ms / 1e3), r->timing.compute_ms,
+        r->timing.queue_wait_ms, r->timing.other_ms);
   }
   std::printf("control round trips: %llu for %d sinks\n", static_cast<unsigned long long>(dev.control_round_trips()),
               sinks);

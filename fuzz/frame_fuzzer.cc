@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "fuzz_support.h"
+#include "runtime/src/wire.h"
 #include "sinkrt/runtime/profile_record.h"
 #include "sinkrt/runtime/task_stream_verifier.h"  // ProgramKindName
-#include "runtime/src/wire.h"
 
 namespace {
 

@@ -16,13 +16,12 @@
 
 // A broken promise is a finding: say which, named by the fuzzer that found
 // it, and abort so that libFuzzer keeps the input.
-#define FUZZ_CHECK(cond)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      std::fprintf(stderr, "%s: %s:%d: check failed: %s\n", program_invocation_short_name, __FILE__, \
-                   __LINE__, #cond);                                                               \
-      std::abort();                                                                                \
-    }                                                                                              \
+#define FUZZ_CHECK(cond)                                                                                               \
+  do {                                                                                                                 \
+    if (!(cond)) {                                                                                                     \
+      std::fprintf(stderr, "%s: %s:%d: check failed: %s\n", program_invocation_short_name, __FILE__, __LINE__, #cond); \
+      std::abort();                                                                                                    \
+    }                                                                                                                  \
   } while (0)
 
 namespace sinkrt::fuzz {

@@ -76,8 +76,7 @@ std::vector<uint8_t> LoadProgram(const std::vector<uint8_t>& stream) {
 std::vector<uint8_t> Loaded() {
   flatbuffers::FlatBufferBuilder fbb;
   auto caps = fbb.CreateVector(std::vector<uint32_t>{16, 16, 4});
-  FinishMessage(fbb, fb::MessageBody::Loaded,
-                fb::CreateLoaded(fbb, 1 << 20, 4096, 3.5, caps, 0x1234abcdull).Union());
+  FinishMessage(fbb, fb::MessageBody::Loaded, fb::CreateLoaded(fbb, 1 << 20, 4096, 3.5, caps, 0x1234abcdull).Union());
   return Frame(fbb);
 }
 
@@ -176,7 +175,8 @@ std::vector<uint8_t> EventsStream() {
   std::vector<flatbuffers::Offset<fb::Buffer>> bufs = {
       buffer("x", 0, {2, 3}, fb::BufferRole::Input), buffer("w", 64, {3, 3}, fb::BufferRole::Param),
       buffer("bias", 128, {3}, fb::BufferRole::Param), buffer("y", 192, {2, 3}, fb::BufferRole::Output)};
-  auto col = fb::CreateQueueColumn(fbb, fbb.CreateString("x"), DType::F32, fbb.CreateVector(std::vector<int64_t>{2, 3}));
+  auto col =
+      fb::CreateQueueColumn(fbb, fbb.CreateString("x"), DType::F32, fbb.CreateVector(std::vector<int64_t>{2, 3}));
   auto queue = fb::CreateQueueSpec(fbb, fbb.CreateString("train"), 4, fbb.CreateVector(std::vector{col}));
   auto init_def = fb::CreateInit(fbb, fb::InitKind::Normal, 0, 0, 0, 0.0f, 0.02f, 7, 3, 3);
   std::vector<flatbuffers::Offset<fb::Initializer>> inits = {fb::CreateInitializer(fbb, 1, init_def),
@@ -186,9 +186,8 @@ std::vector<uint8_t> EventsStream() {
   auto task = [&](fb::TaskBody type, flatbuffers::Offset<void> body, const char* name) {
     return fb::CreateTask(fbb, type, body, fbb.CreateString(name));
   };
-  std::vector<flatbuffers::Offset<fb::Task>> init_tasks = {
-      task(fb::TaskBody::InitTask, fb::CreateInitTask(fbb, fbb.CreateVector(std::vector<uint32_t>{0, 1})).Union(),
-           "init")};
+  std::vector<flatbuffers::Offset<fb::Task>> init_tasks = {task(
+      fb::TaskBody::InitTask, fb::CreateInitTask(fbb, fbb.CreateVector(std::vector<uint32_t>{0, 1})).Union(), "init")};
   auto mm = fb::CreateMatMulOptions(fbb, false, true);
   std::vector<flatbuffers::Offset<fb::Task>> compute = {
       task(fb::TaskBody::GetNextTask, fb::CreateGetNextTask(fbb, 0, fbb.CreateVector(std::vector<uint32_t>{0})).Union(),
@@ -211,7 +210,8 @@ std::vector<uint8_t> EventsStream() {
   auto s0 = fb::CreateStream(fbb, fbb.CreateString("compute"), fbb.CreateVector(compute));
   auto s1 = fb::CreateStream(fbb, fbb.CreateString("comm"), fbb.CreateVector(comm));
   std::vector<flatbuffers::Offset<fb::Program>> progs = {
-      fb::CreateProgram(fbb, fbb.CreateString("init"), fb::ProgramKind::Init, fbb.CreateVector(std::vector{init_stream})),
+      fb::CreateProgram(fbb, fbb.CreateString("init"), fb::ProgramKind::Init,
+                        fbb.CreateVector(std::vector{init_stream})),
       fb::CreateProgram(fbb, fbb.CreateString("train_step"), fb::ProgramKind::TrainStep,
                         fbb.CreateVector(std::vector{s0, s1}), 1, fbb.CreateVector(std::vector<uint32_t>{3}))};
   auto header = fb::CreateHeader(fbb, kFormatMajor, kFormatMinor, 0, 1, fbb.CreateString("cpu"), 42, 0,
@@ -300,21 +300,26 @@ int main(int argc, char** argv) {
   Write(f / "set_profiling", Simple(fb::MessageBody::SetProfiling,
                                     [](auto& fbb) { return fb::CreateSetProfiling(fbb, true, 4, 40, 2, 16); }));
   Write(f / "read_clock", Simple(fb::MessageBody::ReadClock, [](auto& fbb) { return fb::CreateReadClock(fbb); }));
-  Write(f / "clock_reading", Simple(fb::MessageBody::ClockReading,
-                                    [](auto& fbb) { return fb::CreateClockReading(fbb, 123456789012345); }));
+  Write(f / "clock_reading",
+        Simple(fb::MessageBody::ClockReading, [](auto& fbb) { return fb::CreateClockReading(fbb, 123456789012345); }));
   // A profiled sink: one 4-byte report, then three 40-byte records.
-  Write(f / "sink_done_profiled", Simple(fb::MessageBody::SinkDone, [](auto& fbb) {
-          std::vector<flatbuffers::Offset<fb::ReportedBuffer>> reports = {fb::CreateReportedBuffer(fbb, 7, 4)};
-          return fb::CreateSinkDone(fbb, 2, fbb.CreateVector(reports), 1.0, 0, 0, 0, 0, 0, 3);
-        }, Bytes(4 + 3 * 40, 5)));
-  Write(f / "tensor_data", Simple(fb::MessageBody::TensorData,
-                                  [](auto& fbb) { return fb::CreateTensorData(fbb, 2); }, Bytes(24, 9)));
+  Write(f / "sink_done_profiled",
+        Simple(
+            fb::MessageBody::SinkDone,
+            [](auto& fbb) {
+              std::vector<flatbuffers::Offset<fb::ReportedBuffer>> reports = {fb::CreateReportedBuffer(fbb, 7, 4)};
+              return fb::CreateSinkDone(fbb, 2, fbb.CreateVector(reports), 1.0, 0, 0, 0, 0, 0, 3);
+            },
+            Bytes(4 + 3 * 40, 5)));
+  Write(f / "tensor_data",
+        Simple(
+            fb::MessageBody::TensorData, [](auto& fbb) { return fb::CreateTensorData(fbb, 2); }, Bytes(24, 9)));
   // A host's side of a whole job, back to back as on the socket.
   Write(f / "host_conversation",
         Cat({Hello(fb::PeerRole::Host, -1, ""), LoadProgram(inl), PushBatch(0, 0), PushBatch(0, 1), RunSink(),
              Simple(fb::MessageBody::ReadTensor, [](auto& fbb) { return fb::CreateReadTensor(fbb, 1); }),
-             Simple(fb::MessageBody::WriteTensor, [](auto& fbb) { return fb::CreateWriteTensor(fbb, 1); },
-                    Bytes(48, 5)),
+             Simple(
+                 fb::MessageBody::WriteTensor, [](auto& fbb) { return fb::CreateWriteTensor(fbb, 1); }, Bytes(48, 5)),
              Simple(fb::MessageBody::ClearQueue, [](auto& fbb) { return fb::CreateClearQueue(fbb, 0); }),
              Simple(fb::MessageBody::Shutdown, [](auto& fbb) { return fb::CreateShutdown(fbb); })}));
   // The daemon's answers.

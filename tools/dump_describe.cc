@@ -160,14 +160,14 @@ void KernelAttrs(const VerifiedStream& view, const fb::KernelTask& k, Json& attr
     case fb::OpOptions::SplitOptions:
       if (const auto* o = k.options_as_SplitOptions()) {
         attrs["axis"] = o->axis();
-        attrs["sizes"] = o->sizes() ? std::vector<int64_t>(o->sizes()->begin(), o->sizes()->end())
-                                    : std::vector<int64_t>{};
+        attrs["sizes"] =
+            o->sizes() ? std::vector<int64_t>(o->sizes()->begin(), o->sizes()->end()) : std::vector<int64_t>{};
       }
       break;
     case fb::OpOptions::MetricSumOptions:
       if (const auto* o = k.options_as_MetricSumOptions())
-        attrs["weights"] = o->weights() ? std::vector<double>(o->weights()->begin(), o->weights()->end())
-                                        : std::vector<double>{};
+        attrs["weights"] =
+            o->weights() ? std::vector<double>(o->weights()->begin(), o->weights()->end()) : std::vector<double>{};
       break;
     default:
       break;
@@ -195,7 +195,6 @@ std::pair<uint64_t, uint64_t> ByteRange(const VerifiedStream& view, const flatbu
   if (first >= table->size() || last >= table->size()) return {0, 0};
   return {table->Get(first)->offset(), table->Get(last)->offset() + table->Get(last)->bytes()};
 }
-
 
 }  // namespace
 

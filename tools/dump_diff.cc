@@ -66,8 +66,11 @@ Json DiffEntries(const std::vector<Entry>& a, const std::vector<Entry>& b) {
   for (size_t j = 0; j < b.size(); ++j)
     if (!matched[j]) added.push_back(Shown(b[j]));
   if (added.empty() && removed.empty() && changed.empty()) return nullptr;
-  return {{"a_count", a.size()}, {"b_count", b.size()}, {"added", std::move(added)},
-          {"removed", std::move(removed)}, {"changed", std::move(changed)}};
+  return {{"a_count", a.size()},
+          {"b_count", b.size()},
+          {"added", std::move(added)},
+          {"removed", std::move(removed)},
+          {"changed", std::move(changed)}};
 }
 
 // Header fields and the stream-wide sizes next to them, in text-dump order.
@@ -181,8 +184,8 @@ std::vector<std::string> TaskLines(const VerifiedStream& view, const fb::Stream*
 }
 
 // One stream position of a program; null when both sides run the same tasks.
-Json DiffStream(const VerifiedStream& va, const fb::Stream* a, const VerifiedStream& vb, const fb::Stream* b, uint32_t index,
-                const DumpOptions& options) {
+Json DiffStream(const VerifiedStream& va, const fb::Stream* a, const VerifiedStream& vb, const fb::Stream* b,
+                uint32_t index, const DumpOptions& options) {
   std::vector<std::string> la = TaskLines(va, a), lb = TaskLines(vb, b);
   Json changes = Json::array();
   AddChange(changes, "name", a ? Json(Str(a->name())) : Json(), b ? Json(Str(b->name())) : Json());
@@ -226,12 +229,13 @@ Json DiffProgram(const VerifiedStream& va, const fb::Program& a, const VerifiedS
   AddChange(changes, "accumulators", NamesText(va, Accumulators(a)), NamesText(vb, Accumulators(b)));
   Json streams = Json::array();
   for (uint32_t st = 0; st < std::max(na, nb); ++st) {
-    Json s = DiffStream(va, st < na ? a.streams()->Get(st) : nullptr, vb, st < nb ? b.streams()->Get(st) : nullptr,
-                        st, options);
+    Json s = DiffStream(va, st < na ? a.streams()->Get(st) : nullptr, vb, st < nb ? b.streams()->Get(st) : nullptr, st,
+                        options);
     if (!s.is_null()) streams.push_back(std::move(s));
   }
   if (changes.empty() && streams.empty()) return nullptr;
-  return {{"kind", std::string(ProgramKindName(b.kind()))}, {"changes", std::move(changes)},
+  return {{"kind", std::string(ProgramKindName(b.kind()))},
+          {"changes", std::move(changes)},
           {"streams", std::move(streams)}};
 }
 
@@ -261,9 +265,14 @@ Json DiffPrograms(const VerifiedStream& a, const VerifiedStream& b, const DumpOp
 Json BucketJson(const VerifiedStream& view, const BucketInfo& b) {
   Json names = Json::array();
   for (int64_t i : b.buffers) names.push_back(BufferLabel(view, i));
-  return {{"name", b.name},           {"group", b.group}, {"op", b.op},
-          {"gradients", b.buffers.size()}, {"offset", b.offset}, {"end", b.end},
-          {"bytes", b.end - b.offset},  {"buffers", std::move(names)}};
+  return {{"name", b.name},
+          {"group", b.group},
+          {"op", b.op},
+          {"gradients", b.buffers.size()},
+          {"offset", b.offset},
+          {"end", b.end},
+          {"bytes", b.end - b.offset},
+          {"buffers", std::move(names)}};
 }
 
 Json BucketTotals(const std::vector<BucketInfo>& buckets) {
@@ -292,8 +301,10 @@ Json DiffBuckets(const VerifiedStream& a, const VerifiedStream& b, const DumpOpt
       if (ja != jb) changed.push_back({{"index", i}, {"a", std::move(ja)}, {"b", std::move(jb)}});
     }
     if (changed.empty()) continue;
-    out.push_back({{"program", std::string(ProgramKindName(kind))}, {"a", BucketTotals(ba)},
-                   {"b", BucketTotals(bb)}, {"changed", std::move(changed)}});
+    out.push_back({{"program", std::string(ProgramKindName(kind))},
+                   {"a", BucketTotals(ba)},
+                   {"b", BucketTotals(bb)},
+                   {"changed", std::move(changed)}});
   }
   return out.empty() ? Json() : out;
 }
@@ -305,7 +316,8 @@ Json DiffBuckets(const VerifiedStream& a, const VerifiedStream& b, const DumpOpt
 Json LayoutEntry(const fb::Buffer& b) {
   std::string text = ShapeToString(ShapeOf(b.shape()));
   text += b.slice() ? " " + LayoutText(*b.slice()) : std::string(" whole");
-  return {{"shape", ShapeOf(b.shape())}, {"layout", b.slice() ? Json(LayoutText(*b.slice())) : Json()},
+  return {{"shape", ShapeOf(b.shape())},
+          {"layout", b.slice() ? Json(LayoutText(*b.slice())) : Json()},
           {"text", std::move(text)}};
 }
 
@@ -327,7 +339,8 @@ Json DiffLayouts(const VerifiedStream& a, const VerifiedStream& b) {
       changed.push_back({{"name", it->first}, {"a", std::move(ja)}, {"b", std::move(jb)}});
     }
   if (changed.empty()) return nullptr;
-  return {{"a_slices", ShardingOf(a).sliced_buffers}, {"b_slices", ShardingOf(b).sliced_buffers},
+  return {{"a_slices", ShardingOf(a).sliced_buffers},
+          {"b_slices", ShardingOf(b).sliced_buffers},
           {"changed", std::move(changed)}};
 }
 
@@ -421,8 +434,8 @@ bool SameBytes(std::span<const uint8_t> a, std::span<const uint8_t> b) {
 
 }  // namespace
 
-Json DiffJson(const VerifiedStream& a, const std::string& a_source, const VerifiedStream& b, const std::string& b_source,
-              const DumpOptions& options) {
+Json DiffJson(const VerifiedStream& a, const std::string& a_source, const VerifiedStream& b,
+              const std::string& b_source, const DumpOptions& options) {
   Json j;
   j["a"] = a_source;
   j["b"] = b_source;

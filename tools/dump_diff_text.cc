@@ -122,8 +122,8 @@ void PrintStream(const Json& s, size_t limit, std::ostream& out) {
   else if (s["b_tasks"].is_null())
     out << "only in -, " << Plural(s["a_tasks"].get<size_t>(), "task", "tasks") << '\n';
   else
-    out << TaskCount(s["a_tasks"]) << " -> " << TaskCount(s["b_tasks"]) << " tasks, "
-        << s["differing_tasks"].dump() << " differ\n";
+    out << TaskCount(s["a_tasks"]) << " -> " << TaskCount(s["b_tasks"]) << " tasks, " << s["differing_tasks"].dump()
+        << " differ\n";
   if (!s["changes"].empty()) out << "    " << ChangesText(s["changes"]) << '\n';
   if (!s.contains("tasks")) return;
   // The index column is as wide as the widest index shown, so "-" and "+" line up.
@@ -156,8 +156,8 @@ std::string BucketTotal(const Json& t) {
 // "grad_fc1 group=world op=Mean gradients=1 bytes=[0, 256): fc1.weight.grad"
 std::string BucketText(const Json& b) {
   if (b.is_null()) return "(none)";
-  return b["name"].get<std::string>() + " group=" + b["group"].get<std::string>() + " op=" +
-         b["op"].get<std::string>() + " gradients=" + b["gradients"].dump() +
+  return b["name"].get<std::string>() + " group=" + b["group"].get<std::string>() +
+         " op=" + b["op"].get<std::string>() + " gradients=" + b["gradients"].dump() +
          " bytes=" + RangeText(b["offset"].get<uint64_t>(), b["end"].get<uint64_t>()) + ": " +
          Joined(b["buffers"], ", ");
 }
@@ -189,16 +189,15 @@ void PrintLayouts(const Json& d, size_t limit, std::ostream& out) {
 
 // "1 AllReduce forward, group world [0, 1], 320 B each".
 std::string CollectiveText(const Json& c) {
-  return c["count"].dump() + " " + c["kind"].get<std::string>() + " " + c["purpose"].get<std::string>() +
-         ", group " + c["group"].get<std::string>() + " " +
-         RanksText(c["ranks"].get<std::vector<uint32_t>>()) + ", " + CountBytes(c["bytes"].get<uint64_t>()) +
-         " each";
+  return c["count"].dump() + " " + c["kind"].get<std::string>() + " " + c["purpose"].get<std::string>() + ", group " +
+         c["group"].get<std::string>() + " " + RanksText(c["ranks"].get<std::vector<uint32_t>>()) + ", " +
+         CountBytes(c["bytes"].get<uint64_t>()) + " each";
 }
 
 void PrintCollectives(const Json& d, size_t limit, std::ostream& out) {
   for (const Json& p : d) {
-    out << "collectives (" << p["program"].get<std::string>() << ")\n  - " << p["a"].get<std::string>()
-        << "\n  + " << p["b"].get<std::string>() << '\n';
+    out << "collectives (" << p["program"].get<std::string>() << ")\n  - " << p["a"].get<std::string>() << "\n  + "
+        << p["b"].get<std::string>() << '\n';
     Limited lines(out, "  ", limit);
     for (const Json& c : p["only_a"]) lines.Add("- only: " + CollectiveText(c));
     for (const Json& c : p["only_b"]) lines.Add("+ only: " + CollectiveText(c));

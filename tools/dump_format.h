@@ -41,8 +41,8 @@ Json DumpJson(const VerifiedStream& view, const std::string& source, const DumpO
 // be valid UTF-8.
 std::string Str(const flatbuffers::String* s);
 std::vector<int64_t> ShapeOf(const flatbuffers::Vector<int64_t>* v);
-std::string Hex64(uint64_t v);             // "0x0123456789abcdef"
-std::string HumanBytes(uint64_t bytes);    // "1.50 MiB"
+std::string Hex64(uint64_t v);           // "0x0123456789abcdef"
+std::string HumanBytes(uint64_t bytes);  // "1.50 MiB"
 // Shortest text that reads back as the same float, as a JSON number: 0.01f
 // prints as 0.01, not 0.009999999776482582.
 double CleanFloat(float f);
@@ -75,8 +75,8 @@ uint64_t QueueBatchBytes(const fb::QueueSpec& q);
 Json InitParams(const fb::Init& d);
 
 struct TaskInfo {
-  std::string kind;              // "Kernel", "GetNext", "EventRecord", ...
-  std::string op;                // op code for kernels; empty for other tasks
+  std::string kind;  // "Kernel", "GetNext", "EventRecord", ...
+  std::string op;    // op code for kernels; empty for other tasks
   std::string name;
   std::vector<int64_t> inputs;   // buffer indices read
   std::vector<int64_t> outputs;  // buffer indices written (in place: also in inputs)
@@ -190,8 +190,8 @@ std::vector<const fb::Program*> SelectPrograms(const VerifiedStream& view, const
 // queues and groups are matched by name, programs by kind, streams and tasks
 // by position. Only differing sections appear, and "sections" lists them;
 // "identical" is true when none does.
-Json DiffJson(const VerifiedStream& a, const std::string& a_source, const VerifiedStream& b, const std::string& b_source,
-              const DumpOptions& options);
+Json DiffJson(const VerifiedStream& a, const std::string& a_source, const VerifiedStream& b,
+              const std::string& b_source, const DumpOptions& options);
 
 // The text rendering of DiffJson: at most `limit` entries per list (0: all),
 // the rest summarised as "... N more".

@@ -41,8 +41,10 @@ Json MemoryJson(const VerifiedStream& view) {
   j["blob_bytes"] = s.blob_bytes();
   Json roles = Json::object();
   for (const RoleTotal& r : BytesByRole(view))
-    roles[std::string(BufferRoleName(r.role))] = {{"buffers", r.buffers},         {"bytes", r.bytes},
-                                                  {"arena", r.arena},             {"slices", r.slices},
+    roles[std::string(BufferRoleName(r.role))] = {{"buffers", r.buffers},
+                                                  {"bytes", r.bytes},
+                                                  {"arena", r.arena},
+                                                  {"slices", r.slices},
                                                   {"whole_bytes", r.whole_bytes}};
   j["bytes_per_role"] = std::move(roles);
   Json buffers = Json::array();

@@ -68,7 +68,8 @@ std::string WithCommas(uint64_t n) {
 bool HasRole(const VerifiedStream& view, const std::vector<int64_t>& buffers, fb::BufferRole role) {
   const auto* table = view.root()->buffers();
   for (int64_t b : buffers)
-    if (table && b >= 0 && b < static_cast<int64_t>(table->size()) && table->Get(static_cast<uint32_t>(b))->role() == role)
+    if (table && b >= 0 && b < static_cast<int64_t>(table->size()) &&
+        table->Get(static_cast<uint32_t>(b))->role() == role)
       return true;
   return false;
 }
@@ -131,9 +132,9 @@ std::string ShardingText(const Sharding& s) {
 
 Json ShardingJson(const Sharding& s) {
   const char* mode = s.optimizer_parallel() ? "data_parallel"
-                     : s.sharded()            ? "semi_auto_parallel"
-                     : s.world_size > 1       ? "data_parallel"
-                                              : "stand_alone";
+                     : s.sharded()          ? "semi_auto_parallel"
+                     : s.world_size > 1     ? "data_parallel"
+                                            : "stand_alone";
   return {{"mode", mode},
           {"world_size", s.world_size},
           {"sharded", s.sharded()},
@@ -156,9 +157,12 @@ std::string LayoutText(const fb::Slice& slice) {
 }
 
 Json SliceJson(const fb::Slice& slice) {
-  return {{"global_shape", Vec(slice.global_shape())}, {"offset", Vec(slice.offset())},
-          {"device_matrix", Vec(slice.device_matrix())}, {"tensor_map", Vec(slice.tensor_map())},
-          {"partial", Vec(slice.partial())},           {"layout", LayoutText(slice)}};
+  return {{"global_shape", Vec(slice.global_shape())},
+          {"offset", Vec(slice.offset())},
+          {"device_matrix", Vec(slice.device_matrix())},
+          {"tensor_map", Vec(slice.tensor_map())},
+          {"partial", Vec(slice.partial())},
+          {"layout", LayoutText(slice)}};
 }
 
 std::string QueueSliceText(const fb::QueueColumn& column) {
@@ -238,7 +242,8 @@ std::vector<CollectiveInfo> Collectives(const VerifiedStream& view, const fb::Pr
           for (int64_t b : c.inputs.empty() ? c.outputs : c.inputs) c.bytes += BufferBytes(view, b);
           // Optimizer parallel: a gradient into its block, or the updated
           // blocks back into the parameter.
-          if (HasRole(view, c.outputs, fb::BufferRole::GradSlice) || HasRole(view, c.inputs, fb::BufferRole::ParamSlice))
+          if (HasRole(view, c.outputs, fb::BufferRole::GradSlice) ||
+              HasRole(view, c.inputs, fb::BufferRole::ParamSlice))
             c.purpose = "optimizer parallel";
           break;
         }

@@ -13,8 +13,7 @@ namespace {
 // offsets line up by magnitude.
 class Table {
  public:
-  Table(std::vector<std::string> header, std::vector<bool> right_align)
-      : right_(std::move(right_align)) {
+  Table(std::vector<std::string> header, std::vector<bool> right_align) : right_(std::move(right_align)) {
     rows_.push_back(std::move(header));
   }
   void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
@@ -93,9 +92,13 @@ void PrintMemory(const VerifiedStream& view, std::ostream& out) {
   Table t(std::move(header), std::move(right));
   for (uint32_t i = 0; i < n; ++i) {
     const fb::Buffer* b = s.buffers()->Get(i);
-    std::vector<std::string> row = {std::to_string(i), Str(b->name()), std::string(BufferRoleName(b->role())),
-                                    DTypeName(b->dtype()), ShapeToString(ShapeOf(b->shape())),
-                                    std::to_string(b->offset()), std::to_string(b->bytes())};
+    std::vector<std::string> row = {std::to_string(i),
+                                    Str(b->name()),
+                                    std::string(BufferRoleName(b->role())),
+                                    DTypeName(b->dtype()),
+                                    ShapeToString(ShapeOf(b->shape())),
+                                    std::to_string(b->offset()),
+                                    std::to_string(b->bytes())};
     if (sharded) row.push_back(b->slice() ? LayoutText(*b->slice()) : "");
     t.Add(std::move(row));
   }
@@ -126,8 +129,7 @@ void PrintRoles(const VerifiedStream& view, bool sharded, std::ostream& out) {
     std::vector<std::string> row = {std::string(BufferRoleName(r.role)), std::to_string(r.buffers),
                                     std::to_string(r.bytes), HumanBytes(r.bytes), std::to_string(r.arena)};
     if (sharded)
-      row.insert(row.end(),
-                 {std::to_string(r.slices), std::to_string(r.whole_bytes), Share(r.bytes, r.whole_bytes)});
+      row.insert(row.end(), {std::to_string(r.slices), std::to_string(r.whole_bytes), Share(r.bytes, r.whole_bytes)});
     roles.Add(std::move(row));
   }
   roles.Print(out, "    ");
@@ -214,9 +216,9 @@ void PrintBuckets(const VerifiedStream& view, const fb::Program& p, std::ostream
           {true, true, true, false, false, false, false, true, false, true, false});
   for (size_t i = 0; i < buckets.size(); ++i) {
     const BucketInfo& b = buckets[i];
-    t.Add({std::to_string(i), std::to_string(b.stream), std::to_string(b.task), b.name, b.group,
-           RanksText(b.ranks), b.op, std::to_string(b.buffers.size()), RangeText(b.offset, b.end),
-           std::to_string(b.end - b.offset), NamesText(view, b.buffers)});
+    t.Add({std::to_string(i), std::to_string(b.stream), std::to_string(b.task), b.name, b.group, RanksText(b.ranks),
+           b.op, std::to_string(b.buffers.size()), RangeText(b.offset, b.end), std::to_string(b.end - b.offset),
+           NamesText(view, b.buffers)});
   }
   t.Print(out, "    ");
 }
@@ -254,10 +256,10 @@ void PrintProgram(const VerifiedStream& view, const fb::Program& p, const DumpOp
   for (uint32_t st = 0; st < nstreams; ++st) {
     const fb::Stream* stream = p.streams()->Get(st);
     uint32_t ntasks = stream->tasks() ? stream->tasks()->size() : 0;
-    out << "  stream " << st << " '" << Str(stream->name()) << "': " << ntasks << (ntasks == 1 ? " task\n" : " tasks\n");
+    out << "  stream " << st << " '" << Str(stream->name()) << "': " << ntasks
+        << (ntasks == 1 ? " task\n" : " tasks\n");
     if (!options.tasks || !ntasks) continue;
-    Table t({"idx", "kind", "op", "name", "inputs -> outputs", "options"},
-            {true, false, false, false, false, false});
+    Table t({"idx", "kind", "op", "name", "inputs -> outputs", "options"}, {true, false, false, false, false, false});
     for (uint32_t i = 0; i < ntasks; ++i) {
       TaskInfo info = DescribeTask(view, *stream->tasks()->Get(i));
       t.Add({std::to_string(i), info.kind, info.op.empty() ? "-" : info.op, info.name,
@@ -273,8 +275,8 @@ void PrintProgram(const VerifiedStream& view, const fb::Program& p, const DumpOp
 
 std::string DumpText(const VerifiedStream& view, const std::string& source, const DumpOptions& options) {
   std::ostringstream out;
-  out << "task stream " << source << ": " << view.flatbuffer().size() << " bytes of FlatBuffer, "
-      << view.blobs().size() << " bytes of blobs\n\n";
+  out << "task stream " << source << ": " << view.flatbuffer().size() << " bytes of FlatBuffer, " << view.blobs().size()
+      << " bytes of blobs\n\n";
   PrintHeader(view, out);
   PrintMemory(view, out);
   PrintInitializers(view, out);

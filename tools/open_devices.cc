@@ -6,13 +6,13 @@
 #include <string>
 #include <utility>
 
-#include "sinkrun.h"
 #include "sinkrt/device/device_options.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/device/openmp_policy.h"
 #include "sinkrt/host/communication.h"
 #include "sinkrt/host/local_device_limit.h"
 #include "sinkrt/host/remote_device.h"
+#include "sinkrun.h"
 
 namespace sinkrt::tools {
 namespace {
@@ -75,7 +75,9 @@ std::string TrainDevices::RendezvousText() const {
     most_shm = std::max(most_shm, shm);
   }
   if (most == 0) return "";
-  auto span = [](size_t a, size_t b) { return a == b ? std::to_string(a) : std::to_string(a) + "-" + std::to_string(b); };
+  auto span = [](size_t a, size_t b) {
+    return a == b ? std::to_string(a) : std::to_string(a) + "-" + std::to_string(b);
+  };
   return "rendezvous: " + span(least, most) + " connections per rank (" + span(least_shm, most_shm) + " shm)";
 }
 
@@ -104,16 +106,16 @@ Result<TrainDevices> OpenRankDevice(const TrainFlags& f, const std::optional<Ran
     const Address& address = table->ranks[rank].address;
     SINKRT_ASSIGN_OR_RETURN(std::unique_ptr<host::RemoteDevice> remote, host::RemoteDevice::Connect(address, options));
     d.kind = "sinkd";
-    d.describe = "sinkd at " + address.ToString() + " (pid " + std::to_string(remote->hello().pid) + "), " + of +
-                 " (" + pg.options().source + ", " + f.rank_table_source + ")";
+    d.describe = "sinkd at " + address.ToString() + " (pid " + std::to_string(remote->hello().pid) + "), " + of + " (" +
+                 pg.options().source + ", " + f.rank_table_source + ")";
     d.sinkd_threads = static_cast<int>(remote->hello().cores);
     d.links.push_back(std::move(remote));
     return d;
   }
   device::DeviceOptions options = device::DeviceOptions::FromEnvironment();
   // The ranks on this host share its cores.
-  options.threads = f.threads > 0 ? f.threads
-                                  : std::max(1, device::AvailableCores() / static_cast<int>(pg.local_world_size()));
+  options.threads =
+      f.threads > 0 ? f.threads : std::max(1, device::AvailableCores() / static_cast<int>(pg.local_world_size()));
   options.listen_host = pg.local_host();
   options.token = pg.options().token;
   // The links to its peers take the master's TLS files (flags or SINKRT_TLS_*).

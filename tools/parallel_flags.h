@@ -26,7 +26,7 @@ struct ParallelFlags {
   std::string devices_flag;
   bool gradients_mean = host::kDefaultGradientsMean;  // MindSpore's default, false
   bool parameter_broadcast = false;
-  std::string comm_fusion;     // --comm-fusion JSON; empty: the default
+  std::string comm_fusion;  // --comm-fusion JSON; empty: the default
   // semi_auto_parallel: --strategy (data, model, DPxMP or a strategy file;
   // empty: the graph's own strategies, MindSpore's default elsewhere),
   // --strategy-save FILE and --full-batch.
@@ -139,9 +139,10 @@ void AddPipelineFlags(App& app, ParallelFlags& f) {
       ->check(PositiveInteger());
   app.add_option("--pipeline-scheduler", f.pipeline_scheduler,
                  "with --pipeline-stages: 1f1b (default) or gpipe (MindSpore's pipeline_config)");
-  app.add_option("--stage-of", f.stage_of,
-                 "with --pipeline-stages: LAYER=k,... puts the ops in name scope LAYER in stage k (cell.pipeline_stage); "
-                 "default: contiguous stages of about equal estimated cost");
+  app.add_option(
+      "--stage-of", f.stage_of,
+      "with --pipeline-stages: LAYER=k,... puts the ops in name scope LAYER in stage k (cell.pipeline_stage); "
+      "default: contiguous stages of about equal estimated cost");
 }
 
 }  // namespace sinkrt::tools

@@ -64,9 +64,9 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/cli_validators.h"
+#include "cli/tool_version.h"
 #include "parallel_flags.h"
 #include "plan_text.h"
-#include "cli/tool_version.h"
 #include "sinkrt/host/auto_parallel.h"
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/file_formats.h"
@@ -82,10 +82,10 @@ struct Flags {
   std::string graph;
   std::string out;
   int devices = 1;
-  int64_t batch = 0;  // --batch: one replica's (0: the file's)
-  tools::ParallelFlags par;  // --parallel and the settings of each parallel mode
-  std::string recompute;      // --recompute all|LAYER,...
-  std::string amp_level = "O0";  // --amp-level
+  int64_t batch = 0;                // --batch: one replica's (0: the file's)
+  tools::ParallelFlags par;         // --parallel and the settings of each parallel mode
+  std::string recompute;            // --recompute all|LAYER,...
+  std::string amp_level = "O0";     // --amp-level
   std::string loss_scale = "none";  // --loss-scale-manager
   bool explain = false;
   uint64_t seed = 0;
@@ -175,8 +175,8 @@ void PrintSummary(const Flags& f, const host::GraphFile& file, const host::Compi
   if (!r0.report.buckets.empty()) {
     uint64_t total = 0;
     for (const auto& b : r0.report.buckets) total += b.bytes;
-    std::cout << "  buckets   " << r0.report.buckets.size() << " AllReduce" << (r0.report.buckets.size() == 1 ? "" : "s")
-              << " over " << Mib(total) << ":";
+    std::cout << "  buckets   " << r0.report.buckets.size() << " AllReduce"
+              << (r0.report.buckets.size() == 1 ? "" : "s") << " over " << Mib(total) << ":";
     size_t shown = 0;
     for (const auto& b : r0.report.buckets) {
       if (shown == 4) {
@@ -193,8 +193,8 @@ void PrintSummary(const Flags& f, const host::GraphFile& file, const host::Compi
     std::cout << (i == 0 ? "  optimizer parallel (rank 0):\n" : "") << "    " << r0.report.optimizer_shards[i] << '\n';
   if (!f.par.strategy_save.empty()) std::cout << "  strategy  " << f.par.strategy_save << '\n';
   for (uint32_t r = 0; r < job.world_size(); ++r)
-    std::cout << "  rank " << r << "    rank_" << r << ".tstream " << job.ranks[r].stream.bytes().size() << " bytes, stream "
-              << Hex(job.ranks[r].graph_hash) << '\n';
+    std::cout << "  rank " << r << "    rank_" << r << ".tstream " << job.ranks[r].stream.bytes().size()
+              << " bytes, stream " << Hex(job.ranks[r].graph_hash) << '\n';
   std::cout << "  manifest  " << f.out << "/manifest.json\n";
 }
 
@@ -310,9 +310,10 @@ void AddParallelFlags(CLI::App& app, Flags& f) {
                  "semi_auto_parallel: data, model (Megatron, the zoo MLP and ViT), DPxMP (e.g. 2x2) or a strategy "
                  "file (default: the graph file's strategies, MindSpore's default elsewhere)")
       ->check(tools::NonEmpty());
-  app.add_option("--strategy-save", f.par.strategy_save,
-                 "semi_auto_parallel and auto_parallel: write the ops' strategies (auto_parallel: the searched ones) and "
-                 "the parameters' layouts to FILE (JSON)")
+  app.add_option(
+         "--strategy-save", f.par.strategy_save,
+         "semi_auto_parallel and auto_parallel: write the ops' strategies (auto_parallel: the searched ones) and "
+         "the parameters' layouts to FILE (JSON)")
       ->check(tools::NonEmpty());
   app.add_flag("--full-batch", f.par.full_batch,
                "semi_auto_parallel and auto_parallel: every rank reads the whole --batch (MindSpore's full_batch)");
@@ -320,7 +321,7 @@ void AddParallelFlags(CLI::App& app, Flags& f) {
       ->capture_default_str();
   app.add_option("--device-memory", f.par.device_memory,
                  "auto_parallel: per-rank limit on the compiled arena, in bytes or with KB, MB, GB, KiB, MiB, GiB: the "
-                    "search keeps to it, or the compile is refused naming what is needed "
+                 "search keeps to it, or the compile is refused naming what is needed "
                  "(MindSpore's device_memory_capacity; default: unlimited)")
       ->check(tools::NonEmpty());
   app.add_option("--calibration", f.par.calibration,
@@ -342,10 +343,11 @@ void AddCompileFlags(CLI::App& app, Flags& f) {
                  "(MindSpore's FixedLossScaleManager(128, True) and DynamicLossScaleManager(2**24, 2, 2000) are "
                  "fixed and dynamic; an overflowed step skips its update; docs/guide/loss_scale.md)")
       ->capture_default_str();
-  app.add_option("--amp-level", f.amp_level,
-                 "O0|O1|O2|O3: mixed precision (MindSpore's amp_level): O1 runs MatMul, BatchMatMul, Conv2D and Relu in "
-                 "bf16, O2 the whole network but LayerNorm, Softmax and the loss, O3 all but the loss; parameters, "
-                 "gradients and the optimizer stay f32 (docs/guide/amp.md)")
+  app.add_option(
+         "--amp-level", f.amp_level,
+         "O0|O1|O2|O3: mixed precision (MindSpore's amp_level): O1 runs MatMul, BatchMatMul, Conv2D and Relu in "
+         "bf16, O2 the whole network but LayerNorm, Softmax and the loss, O3 all but the loss; parameters, "
+         "gradients and the optimizer stay f32 (docs/guide/amp.md)")
       ->capture_default_str()
       ->check(tools::NonEmpty());
   app.add_option("--recompute", f.recompute,

@@ -68,8 +68,8 @@ int Diff(const std::string& a_path, const std::string& b_path, bool json, const 
   std::optional<VerifiedStream> b = Load(b_path);
   if (!b) return kError;
   if (options.program && !a->FindProgram(FromFb(*options.program)) && !b->FindProgram(FromFb(*options.program))) {
-    std::cerr << "sinkdump: neither " << a_path << " nor " << b_path << " has a "
-              << ProgramKindName(*options.program) << " program\n";
+    std::cerr << "sinkdump: neither " << a_path << " nor " << b_path << " has a " << ProgramKindName(*options.program)
+              << " program\n";
     return kError;
   }
   tools::Json diff = tools::DiffJson(*a, a_path, *b, b_path, options);
@@ -85,8 +85,9 @@ int Diff(const std::string& a_path, const std::string& b_path, bool json, const 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Prints a sinkrt task stream (.tstream): header, memory plan, queues, programs and tasks; "
-               "or, with --diff A B, what differs between two."};
+  CLI::App app{
+      "Prints a sinkrt task stream (.tstream): header, memory plan, queues, programs and tasks; "
+      "or, with --diff A B, what differs between two."};
   tools::AddVersionFlag(app, VersionText("sinkdump"));
   std::string path;
   std::vector<std::string> diff_paths;
@@ -107,8 +108,7 @@ int main(int argc, char** argv) {
           ->type_name("FILE");
   file->excludes(diff);
   app.add_flag("--json", json, "print one JSON document instead of text");
-  app.add_option("--program", program_name, "show (or compare) only this program")
-      ->check(CLI::IsMember(kPrograms));
+  app.add_option("--program", program_name, "show (or compare) only this program")->check(CLI::IsMember(kPrograms));
   app.add_flag("--no-tasks", no_tasks, "list programs and streams without their tasks");
   app.add_option("--limit", limit, "--diff text: at most N entries per list, then '... N more' (0: all)")
       ->capture_default_str();

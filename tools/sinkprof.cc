@@ -13,9 +13,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/tool_version.h"
 #include "sinkrt/host/file_formats.h"
 #include "sinkrt/host/profiler.h"
-#include "cli/tool_version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"sinkprof: the summary of a profiled run (a Profiler's output directory)"};

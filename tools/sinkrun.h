@@ -52,7 +52,7 @@ struct TrainFlags {
   uint64_t seed = 1;
   int sink_size = -1;
   bool no_sink = false;
-  int threads = 0;  // 0: every core the process may use
+  int threads = 0;       // 0: every core the process may use
   bool no_bind = false;  // --no-bind: local daemons are not bound to cores of their own
   std::string report;
   int devices = 1;  // given explicitly: on sinkd daemons started for the run
@@ -65,8 +65,8 @@ struct TrainFlags {
   std::string sinkd;
   // --parallel and the settings of each parallel mode (parallel_flags.h).
   ParallelFlags par;
-  std::string recompute;      // --recompute all|LAYER,...
-  std::string amp_level;      // --amp-level O0..O3
+  std::string recompute;            // --recompute all|LAYER,...
+  std::string amp_level;            // --amp-level O0..O3
   std::string loss_scale = "none";  // --loss-scale-manager
   // --profile DIR [--profile-steps A:B] [--profile-every K] [--profile-keep N]
   std::string profile;
@@ -112,7 +112,7 @@ struct LaunchFlags {
 // `sinkrun calibrate` (sinkrun_calibrate.cc).
 struct CalibrateFlags {
   std::string out = "calibration.json";
-  int threads = 1;  // kernel threads per rank
+  int threads = 1;                                  // kernel threads per rank
   std::vector<int64_t> grid = {16, 64, 256, 1024};  // M, N and K of the GEMM grid
   bool no_collectives = false;
 };
@@ -147,8 +147,8 @@ inline int Failure(const std::string& message) {
 struct TrainDevices {
   std::unique_ptr<host::LocalCluster> cluster;  // --devices: the daemons started for this run
   std::vector<std::unique_ptr<DeviceLink>> links;
-  std::string kind;      // "in-process" or "sinkd"
-  std::string describe;  // for the header line
+  std::string kind;                               // "in-process" or "sinkd"
+  std::string describe;                           // for the header line
   device::InProcessDevice* in_process = nullptr;  // links[0], when in-process
   int sinkd_threads = 0;                          // from rank 0's Hello
 

@@ -29,16 +29,16 @@
 #include <vector>
 
 #include "device/src/comm/communicator.h"
-#include "sinkrt/device/in_process_device.h"
-#include "device/src/executor.h"
 #include "device/src/comm/rendezvous/listening_inbox.h"
+#include "device/src/executor.h"
+#include "runtime/src/file_io.h"
+#include "sinkrt/device/in_process_device.h"
+#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/calibration.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/dataset.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
-#include "sinkrt/fb/task_stream_generated.h"
-#include "runtime/src/file_io.h"
 #include "sinkrun.h"
 
 namespace sinkrt::tools {
@@ -135,12 +135,15 @@ Result<host::TransportFits> MeasureCollectives(bool shm, const std::vector<int64
     for (int r = 0; r < kRanks; ++r)
       threads.emplace_back([&, r] {
         auto c = device::Communicator::Create(r, world, 1, *inboxes[r], o);
-        if (c.ok()) comms[r] = std::move(c).value();
-        else status[r] = c.status();
+        if (c.ok())
+          comms[r] = std::move(c).value();
+        else
+          status[r] = c.status();
       });
     for (auto& t : threads) t.join();
   }
-  for (const Status& s : status) SINKRT_RETURN_IF_ERROR(s, std::string("calibrate: ") + (shm ? "shm" : "tcp") + " rendezvous");
+  for (const Status& s : status)
+    SINKRT_RETURN_IF_ERROR(s, std::string("calibrate: ") + (shm ? "shm" : "tcp") + " rendezvous");
   const device::Group group = device::Group::World(kRanks);
 
   host::TransportFits fits;
@@ -158,21 +161,26 @@ Result<host::TransportFits> MeasureCollectives(bool shm, const std::vector<int64
           for (int i = 0; i < kReps && st[r].ok(); ++i) {
             const auto t0 = std::chrono::steady_clock::now();
             switch (static_cast<CollectiveKind>(kind)) {
-              case CollectiveKind::AllReduce: st[r] = c.AllReduce(in, DType::F32, device::ReduceOp::Sum, group); break;
+              case CollectiveKind::AllReduce:
+                st[r] = c.AllReduce(in, DType::F32, device::ReduceOp::Sum, group);
+                break;
               case CollectiveKind::AllGather:
                 st[r] = c.AllGather(std::span(in).first(in.size() / kRanks), std::span(out).first(in.size()), group);
                 break;
               case CollectiveKind::ReduceScatter:
-                st[r] = c.ReduceScatter(in, std::span(out).first(in.size() / kRanks), DType::F32,
-                                        device::ReduceOp::Sum, group);
+                st[r] = c.ReduceScatter(in, std::span(out).first(in.size() / kRanks), DType::F32, device::ReduceOp::Sum,
+                                        group);
                 break;
-              case CollectiveKind::AllToAll: st[r] = c.AllToAll(in, std::span(out).first(in.size()), group); break;
+              case CollectiveKind::AllToAll:
+                st[r] = c.AllToAll(in, std::span(out).first(in.size()), group);
+                break;
             }
             if (r == 0) times[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           }
         });
       for (auto& t : threads) t.join();
-      for (const Status& s : st) SINKRT_RETURN_IF_ERROR(s, std::string("calibrate: ") + CollectiveKindName(static_cast<CollectiveKind>(kind)));
+      for (const Status& s : st)
+        SINKRT_RETURN_IF_ERROR(s, std::string("calibrate: ") + CollectiveKindName(static_cast<CollectiveKind>(kind)));
       std::nth_element(times.begin(), times.begin() + kReps / 2, times.end());
       // `bytes` is the whole buffer (AllGather's output, ReduceScatter's input).
       xs.push_back(host::RingFactor(static_cast<CollectiveKind>(kind), kRanks) * double(bytes));
@@ -299,16 +307,16 @@ int Calibrate(const CalibrateFlags& f) {
   const int cores = device::AvailableCores();
   c.device_kind = "cpu-" + std::to_string(cores) + "core";
   c.description = CpuModel() + ", " + std::to_string(cores) + " cores; measured by sinkrun calibrate with " +
-                  Counted(f.threads, "kernel thread") +
-                  "; collectives and the hidden fraction: 2 ranks as threads";
+                  Counted(f.threads, "kernel thread") + "; collectives and the hidden fraction: 2 ranks as threads";
   c.gemm = {};
   c.gemm.m = c.gemm.n = c.gemm.k = f.grid;
   for (int64_t m : f.grid)
     for (int64_t n : f.grid)
       for (int64_t k : f.grid) {
         Result<double> flops = MatMulFlops(m, n, k, f.threads);
-        if (!flops.ok()) return Failure("GEMM " + std::to_string(m) + "x" + std::to_string(n) + "x" +
-                                        std::to_string(k) + ": " + flops.status().ToString());
+        if (!flops.ok())
+          return Failure("GEMM " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + ": " +
+                         flops.status().ToString());
         c.gemm.flops.push_back(*flops);
       }
   std::cout << "GEMM: " << c.gemm.flops.size() << " points, " << c.gemm.flops.front() / 1e9 << " to "
@@ -330,8 +338,8 @@ int Calibrate(const CalibrateFlags& f) {
       if (!fits.ok()) return Failure(fits.status().ToString());
       c.collectives[shm ? "shm" : "tcp"] = *fits;
       const AlphaBeta& ar = (*fits)[0].fit;
-      std::cout << (shm ? "shm" : "tcp") << " AllReduce: alpha " << ar.alpha * 1e6 << " us, beta "
-                << ar.beta * 1e9 << " ns/byte\n";
+      std::cout << (shm ? "shm" : "tcp") << " AllReduce: alpha " << ar.alpha * 1e6 << " us, beta " << ar.beta * 1e9
+                << " ns/byte\n";
     }
     Result<StepComm> big = DataParallelStep({784, 512, 256, 10}, f.threads);
     if (!big.ok()) return Failure(big.status().ToString());
@@ -339,8 +347,7 @@ int Calibrate(const CalibrateFlags& f) {
     if (!small.ok()) return Failure(small.status().ToString());
     ScaleToTheStep(c.collectives["shm"], *big, *small);
     c.grad_hidden_fraction = std::clamp(1.0 - big->wait_s / big->comm_s, 0.0, 1.0);
-    std::cout << "overlap: " << 100 * c.grad_hidden_fraction
-              << "% of the gradient AllReduces hidden behind backward\n";
+    std::cout << "overlap: " << 100 * c.grad_hidden_fraction << "% of the gradient AllReduces hidden behind backward\n";
   } else {
     c.description += "; collectives and the hidden fraction copied from the built-in default (--no-collectives)";
   }
@@ -351,8 +358,7 @@ int Calibrate(const CalibrateFlags& f) {
     return Failure(back.status().ToString());
   if (Status st = WriteFileBytes(f.out, {reinterpret_cast<const uint8_t*>(text.data()), text.size()}); !st.ok())
     return Failure("--out: " + st.message());
-  std::cout << "wrote " << f.out << " in "
-            << std::chrono::duration<double>(Clock::now() - start).count() << " s\n";
+  std::cout << "wrote " << f.out << " in " << std::chrono::duration<double>(Clock::now() - start).count() << " s\n";
   return 0;
 }
 

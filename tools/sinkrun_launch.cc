@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "sinkrun.h"
 #include "runtime/src/env.h"
 #include "runtime/src/file_io.h"
+#include "sinkrun.h"
 
 namespace sinkrt::tools {
 namespace {
@@ -90,7 +90,8 @@ int Launch(const LaunchFlags& f, const char* argv0) {
   if (sig > 0)
     std::fprintf(stderr, "sinkrun: SIG%s: stopping %s\n", sigabbrev_np(sig),
                  Counted(static_cast<int64_t>(table.size()), "daemon").c_str());
-  else std::fprintf(stderr, "sinkrun: %s; stopping the others\n", died.message().c_str());
+  else
+    std::fprintf(stderr, "sinkrun: %s; stopping the others\n", died.message().c_str());
   (*cluster)->Stop();
   return sig > 0 ? 0 : 1;
 }

@@ -17,16 +17,16 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "sinkrun.h"
-#include "sinkrt/host/communication.h"
 #include "runtime/src/cpu_set.h"
+#include "sinkrt/host/communication.h"
+#include "sinkrun.h"
 
 extern char** environ;
 
@@ -65,9 +65,9 @@ std::vector<std::string> RankEnvironment(const std::vector<std::pair<std::string
     for (const auto& [k, v] : set) replaced = replaced || k == name;
     // Another launcher's rank variables would not name this world: a
     // program that reads them first must not see them.
-    for (const char* stale : {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-                              "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
-                              "SLURM_LOCALID"})
+    for (const char* stale :
+         {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+          "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"})
       replaced = replaced || name == stale;
     if (!replaced) env.push_back(kv);
   }
@@ -177,16 +177,17 @@ int PlanWorld(const LaunchFlags& f, RankPlan& p) {
 int PlanTls(const LaunchFlags& f, RankPlan& p) {
   if (!f.tls.enabled()) return 0;
   if (f.tls.cert_file.empty() || f.tls.key_file.empty() || f.tls.ca_file.empty())
-    return Usage("--tls-cert, --tls-key and --tls-ca go together with a COMMAND: rank 0's master serves with the "
-                 "certificate and the other ranks verify it with the CA");
+    return Usage(
+        "--tls-cert, --tls-key and --tls-ca go together with a COMMAND: rank 0's master serves with the "
+        "certificate and the other ranks verify it with the CA");
   struct TlsFile {
     const char* flag;
     const char* variable;
     const std::string& file;
   };
-  for (const TlsFile& t : {TlsFile{"--tls-cert", "SINKRT_TLS_CERT", f.tls.cert_file},
-                           TlsFile{"--tls-key", "SINKRT_TLS_KEY", f.tls.key_file},
-                           TlsFile{"--tls-ca", "SINKRT_TLS_CA", f.tls.ca_file}}) {
+  for (const TlsFile& t :
+       {TlsFile{"--tls-cert", "SINKRT_TLS_CERT", f.tls.cert_file},
+        TlsFile{"--tls-key", "SINKRT_TLS_KEY", f.tls.key_file}, TlsFile{"--tls-ca", "SINKRT_TLS_CA", f.tls.ca_file}}) {
     // Absolute: a rank may run in another directory (--log-dir, its COMMAND's cd).
     std::error_code ec;
     const std::filesystem::path path = std::filesystem::absolute(t.file, ec);
@@ -221,11 +222,11 @@ int PlanProcesses(const LaunchFlags& f, RankPlan& p) {
 // The variables rank `rank` (local index `i`) is started with.
 std::vector<std::string> RankVariables(const LaunchFlags& f, const RankPlan& p, uint32_t rank, int i) {
   std::vector<std::pair<std::string, std::string>> set = {
-      {"RANK_ID", std::to_string(rank)},          {"RANK_SIZE", std::to_string(p.n)},
-      {"DEVICE_ID", std::to_string(i)},           {"LOCAL_WORLD_SIZE", std::to_string(p.local)},
-      {"MS_SCHED_HOST", f.master_addr},           {"MS_SCHED_PORT", std::to_string(p.port)},
-      {"MASTER_ADDR", f.master_addr},             {"MASTER_PORT", std::to_string(p.port)},
-      {"RANK", std::to_string(rank)},             {"WORLD_SIZE", std::to_string(p.n)},
+      {"RANK_ID", std::to_string(rank)}, {"RANK_SIZE", std::to_string(p.n)},
+      {"DEVICE_ID", std::to_string(i)},  {"LOCAL_WORLD_SIZE", std::to_string(p.local)},
+      {"MS_SCHED_HOST", f.master_addr},  {"MS_SCHED_PORT", std::to_string(p.port)},
+      {"MASTER_ADDR", f.master_addr},    {"MASTER_PORT", std::to_string(p.port)},
+      {"RANK", std::to_string(rank)},    {"WORLD_SIZE", std::to_string(p.n)},
       {"LOCAL_RANK", std::to_string(i)},
   };
   if (!f.token.empty()) set.emplace_back("SINKRT_TOKEN", f.token);

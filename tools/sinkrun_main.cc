@@ -76,11 +76,11 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/cli_validators.h"
-#include "parallel_flags.h"
-#include "sinkrun.h"
 #include "cli/tool_version.h"
-#include "sinkrt/host/file_formats.h"
+#include "parallel_flags.h"
 #include "sinkrt/device/openmp_policy.h"
+#include "sinkrt/host/file_formats.h"
+#include "sinkrun.h"
 
 namespace {
 
@@ -88,12 +88,14 @@ using namespace sinkrt;
 
 // train's network, data and optimizer flags.
 void AddTrainJobFlags(CLI::App* train, tools::TrainFlags& f) {
-  train->add_option("--model", f.model,
-                    "network: mlp (784-512-256-10), lenet, or vit (a small Vision Transformer; its defaults: "
-                    "--optimizer adam --lr 0.001)")
+  train
+      ->add_option("--model", f.model,
+                   "network: mlp (784-512-256-10), lenet, or vit (a small Vision Transformer; its defaults: "
+                   "--optimizer adam --lr 0.001)")
       ->check(CLI::IsMember({"mlp", "lenet", "vit"}))
       ->capture_default_str();
-  train->add_option("--graph", f.graph, "train a graph file (binary or JSON; its loss and optimizer) instead of --model");
+  train->add_option("--graph", f.graph,
+                    "train a graph file (binary or JSON; its loss and optimizer) instead of --model");
   train->add_option("--streams", f.streams,
                     "run the task streams sinkc compiled into DIR: no graph, no compile; the plan, optimizer and "
                     "batch are the streams'");
@@ -109,9 +111,10 @@ void AddTrainJobFlags(CLI::App* train, tools::TrainFlags& f) {
                     "start from this checkpoint: its parameters and optimizer state, and its epoch as the initial "
                     "epoch (the data continues where it stood); --epochs is the total, as MindSpore's epoch with "
                     "initial_epoch. Any device count, at the same global batch");
-  train->add_option("--data", f.data,
-                    "fashion-mnist[:DIR] (IDX files, raw or .gz; default DIR " + std::string(tools::kFashionMnistDir) +
-                        ") or synthetic[:N] (a generated stand-in, N training samples, default 60000)")
+  train
+      ->add_option("--data", f.data,
+                   "fashion-mnist[:DIR] (IDX files, raw or .gz; default DIR " + std::string(tools::kFashionMnistDir) +
+                       ") or synthetic[:N] (a generated stand-in, N training samples, default 60000)")
       ->default_val("fashion-mnist");
   train->add_option("--epochs", f.epochs, "epochs (sinks in sink mode)")
       ->check(tools::PositiveInteger())
@@ -125,8 +128,7 @@ void AddTrainJobFlags(CLI::App* train, tools::TrainFlags& f) {
   train->add_option("--seed", f.seed, "parameter initialisation and shuffle seed")
       ->check(tools::UnsignedInteger())
       ->capture_default_str();
-  train->add_option("--sink-size", f.sink_size,
-                    "steps per sink epoch; -1: a whole pass (MindSpore's sink_size)")
+  train->add_option("--sink-size", f.sink_size, "steps per sink epoch; -1: a whole pass (MindSpore's sink_size)")
       ->capture_default_str();
   train->add_flag("--no-sink", f.no_sink, "run every step as its own request (dataset_sink_mode=False)");
   train->add_option("--threads", f.threads, "device kernel threads (default: every core this process may use)")
@@ -139,9 +141,10 @@ void AddTrainJobFlags(CLI::App* train, tools::TrainFlags& f) {
 
 // train's devices: in-process, started daemons, or a rank table.
 void AddTrainDeviceFlags(CLI::App* train, tools::TrainFlags& f) {
-  train->add_option("--devices", f.devices,
-                    "start this many sinkd daemons for the run and train on them (more than one needs "
-                    "--parallel data_parallel); default: an in-process device")
+  train
+      ->add_option("--devices", f.devices,
+                   "start this many sinkd daemons for the run and train on them (more than one needs "
+                   "--parallel data_parallel); default: an in-process device")
       ->check(tools::PositiveInteger());
   train->add_option("--rank-table", f.rank_table,
                     "train on the running sinkd daemons this rank table names (default: RANK_TABLE_FILE, unless "
@@ -150,77 +153,90 @@ void AddTrainDeviceFlags(CLI::App* train, tools::TrainFlags& f) {
 
 // train's parallel mode and its settings.
 void AddTrainParallelFlags(CLI::App* train, tools::TrainFlags& f) {
-  train->add_option("--parallel", f.par.parallel,
-                    "stand_alone (one device), data_parallel (one replica per device, gradients AllReduced "
-                    "on the devices; --batch is per rank), semi_auto_parallel (the model sharded by --strategy; "
-                    "--batch is per data-parallel replica) or auto_parallel (the strategies searched; the global "
-                    "batch is --batch x --devices)")
+  train
+      ->add_option("--parallel", f.par.parallel,
+                   "stand_alone (one device), data_parallel (one replica per device, gradients AllReduced "
+                   "on the devices; --batch is per rank), semi_auto_parallel (the model sharded by --strategy; "
+                   "--batch is per data-parallel replica) or auto_parallel (the strategies searched; the global "
+                   "batch is --batch x --devices)")
       ->capture_default_str();
-  train->add_option("--gradients-mean", f.par.gradients_mean,
-                    "data_parallel: average the gradients over the ranks (true, as DDP) or sum them (false, "
-                    "MindSpore's default)")
+  train
+      ->add_option("--gradients-mean", f.par.gradients_mean,
+                   "data_parallel: average the gradients over the ranks (true, as DDP) or sum them (false, "
+                   "MindSpore's default)")
       ->capture_default_str();
   train->add_flag("--parameter-broadcast", f.par.parameter_broadcast,
                   "data_parallel: broadcast rank 0's initial parameters to every rank");
   train->add_option("--comm-fusion", f.par.comm_fusion,
                     "data_parallel: MindSpore's comm_fusion as JSON, e.g. "
                     "'{\"allreduce\": {\"mode\": \"size\", \"config\": 32}}'");
-  train->add_option("--strategy", f.par.strategy,
-                    "semi_auto_parallel: data, model (Megatron: the MLP and the ViT), DPxMP (e.g. 2x2) or a strategy "
-                    "file (default: the graph's strategies, MindSpore's default elsewhere)")
+  train
+      ->add_option("--strategy", f.par.strategy,
+                   "semi_auto_parallel: data, model (Megatron: the MLP and the ViT), DPxMP (e.g. 2x2) or a strategy "
+                   "file (default: the graph's strategies, MindSpore's default elsewhere)")
       ->check(tools::NonEmpty());
-  train->add_option("--strategy-save", f.par.strategy_save,
-                    "semi_auto_parallel and auto_parallel: write the ops' strategies (auto_parallel: the searched ones) "
-                    "and the parameters' layouts to FILE (JSON)")
+  train
+      ->add_option("--strategy-save", f.par.strategy_save,
+                   "semi_auto_parallel and auto_parallel: write the ops' strategies (auto_parallel: the searched ones) "
+                   "and the parameters' layouts to FILE (JSON)")
       ->check(tools::NonEmpty());
   train->add_flag("--full-batch", f.par.full_batch,
                   "semi_auto_parallel and auto_parallel: every rank reads the whole --batch (MindSpore's full_batch)");
   train->add_option("--search-mode", f.par.search_mode, "auto_parallel: dynamic_programming or sharding_propagation")
       ->capture_default_str();
-  train->add_option("--device-memory", f.par.device_memory,
-                    "auto_parallel: per-rank limit on the compiled arena, in bytes or with KB, MB, GB, KiB, MiB, GiB: the "
-                    "search keeps to it, or the compile is refused naming what is needed "
-                    "(MindSpore's device_memory_capacity; default: unlimited)")
+  train
+      ->add_option(
+          "--device-memory", f.par.device_memory,
+          "auto_parallel: per-rank limit on the compiled arena, in bytes or with KB, MB, GB, KiB, MiB, GiB: the "
+          "search keeps to it, or the compile is refused naming what is needed "
+          "(MindSpore's device_memory_capacity; default: unlimited)")
       ->check(tools::NonEmpty());
-  train->add_option("--calibration", f.par.calibration,
-                    "auto_parallel: the cost model's calibration file (default: SINKRT_CALIBRATION, else the "
-                    "built-in one; sinkrun calibrate writes one)")
+  train
+      ->add_option("--calibration", f.par.calibration,
+                   "auto_parallel: the cost model's calibration file (default: SINKRT_CALIBRATION, else the "
+                   "built-in one; sinkrun calibrate writes one)")
       ->check(tools::NonEmpty());
   train->add_flag("--fully-use-devices", f.par.fully_use_devices,
                   "auto_parallel: every MatMul, BatchMatMul and Conv2D splits over all devices (MindSpore's default; "
                   "sinkrt's lets a small one repeat)");
-  train->add_option("--pipeline-stages", f.par.pipeline_stages,
-                    "data_parallel or semi_auto_parallel: cut the network into S pipeline stages of devices/S ranks "
-                    "each (MindSpore's pipeline_stages; docs/guide/pipeline.md); under semi_auto_parallel --strategy "
-                    "is for devices/S ranks and every rank reads the whole batch")
+  train
+      ->add_option("--pipeline-stages", f.par.pipeline_stages,
+                   "data_parallel or semi_auto_parallel: cut the network into S pipeline stages of devices/S ranks "
+                   "each (MindSpore's pipeline_stages; docs/guide/pipeline.md); under semi_auto_parallel --strategy "
+                   "is for devices/S ranks and every rank reads the whole batch")
       ->check(tools::PositiveInteger());
-  train->add_option("--micro-size", f.par.micro_size,
-                    "with --pipeline-stages: micro-batches per batch (PipelineCell's micro_size; at least the stages, "
-                    "dividing --batch)")
+  train
+      ->add_option("--micro-size", f.par.micro_size,
+                   "with --pipeline-stages: micro-batches per batch (PipelineCell's micro_size; at least the stages, "
+                   "dividing --batch)")
       ->check(tools::PositiveInteger());
   train->add_option("--pipeline-scheduler", f.par.pipeline_scheduler,
                     "with --pipeline-stages: 1f1b (default) or gpipe (MindSpore's pipeline_config)");
   train->add_option("--stage-of", f.par.stage_of,
                     "with --pipeline-stages: LAYER=k,... puts the ops in name scope LAYER in stage k "
                     "(cell.pipeline_stage); default: contiguous stages of about equal estimated cost");
-  train->add_option("--grad-accumulation", f.par.grad_accumulation,
-                    "K: one optimizer step is K batches of --batch, their gradients summed on the device before one "
-                    "reduction and one update (MindSpore's grad_accumulation_step; stand_alone and data_parallel; "
-                    "steps and --sink-size count optimizer steps; docs/guide/grad_accumulation.md)")
+  train
+      ->add_option("--grad-accumulation", f.par.grad_accumulation,
+                   "K: one optimizer step is K batches of --batch, their gradients summed on the device before one "
+                   "reduction and one update (MindSpore's grad_accumulation_step; stand_alone and data_parallel; "
+                   "steps and --sink-size count optimizer steps; docs/guide/grad_accumulation.md)")
       ->check(tools::PositiveInteger());
   tools::AddParallelOptimizerFlags(*train, f.par.enable_parallel_optimizer, f.par.parallel_optimizer_config);
   train->add_option("--loss-scale-manager", f.loss_scale,
                     "none, fixed[:SCALE[:DROP]] or dynamic[:INIT[:FACTOR[:WINDOW]]]: loss scaling inside the sink "
                     "(MindSpore's FixedLossScaleManager(128, True) and DynamicLossScaleManager(2**24, 2, 2000) are "
                     "fixed and dynamic; an overflowed step skips its update; docs/guide/loss_scale.md)");
-  train->add_option("--amp-level", f.amp_level,
-                    "O0|O1|O2|O3: mixed precision (MindSpore's amp_level): O1 runs MatMul, BatchMatMul, Conv2D and Relu in "
-                    "bf16, O2 the whole network but LayerNorm, Softmax and the loss, O3 all but the loss; parameters, "
-                    "gradients and the optimizer stay f32 (docs/guide/amp.md)")
+  train
+      ->add_option(
+          "--amp-level", f.amp_level,
+          "O0|O1|O2|O3: mixed precision (MindSpore's amp_level): O1 runs MatMul, BatchMatMul, Conv2D and Relu in "
+          "bf16, O2 the whole network but LayerNorm, Softmax and the loss, O3 all but the loss; parameters, "
+          "gradients and the optimizer stay f32 (docs/guide/amp.md)")
       ->check(tools::NonEmpty());
-  train->add_option("--recompute", f.recompute,
-                    "all|LAYER,...: re-run these layers' forward in the backward pass instead of keeping their "
-                    "activations (MindSpore's cell.recompute(); all: every top-level layer; docs/guide/recompute.md)")
+  train
+      ->add_option("--recompute", f.recompute,
+                   "all|LAYER,...: re-run these layers' forward in the backward pass instead of keeping their "
+                   "activations (MindSpore's cell.recompute(); all: every top-level layer; docs/guide/recompute.md)")
       ->check(tools::NonEmptyList());
 }
 
@@ -228,11 +244,14 @@ void AddTrainParallelFlags(CLI::App* train, tools::TrainFlags& f) {
 void AddTrainOutputFlags(CLI::App* train, tools::TrainFlags& f) {
   train->add_option("--profile", f.profile,
                     "record the run and write its timeline and summary into DIR (docs/guide/profiler.md)");
-  train->add_option("--profile-steps", f.profile_steps, "with --profile: record steps A to B only, counted from 1 (A:B)");
+  train->add_option("--profile-steps", f.profile_steps,
+                    "with --profile: record steps A to B only, counted from 1 (A:B)");
   train->add_option("--profile-every", f.profile_every, "with --profile: record every K-th step")
-      ->check(tools::PositiveInteger())->capture_default_str();
+      ->check(tools::PositiveInteger())
+      ->capture_default_str();
   train->add_option("--profile-keep", f.profile_keep, "with --profile: keep the last N recorded steps")
-      ->check(tools::PositiveInteger())->capture_default_str();
+      ->check(tools::PositiveInteger())
+      ->capture_default_str();
   train->add_option("--token", f.token, "the daemons' --token");
   train->add_option("--tls-ca", f.tls.ca_file,
                     "TLS to sinkd: the PEM CA its certificate chains to (default: SINKRT_TLS_CA; docs/guide/tls.md)");
@@ -245,7 +264,6 @@ void AddTrainOutputFlags(CLI::App* train, tools::TrainFlags& f) {
                   "other (the data plane) stay plain TCP, for speed (sinkd --tls-plain-peers, "
                   "SINKRT_TLS_PLAIN_PEERS=1); by default they use TLS as every other connection");
   train->add_option("--sinkd", f.sinkd, "the sinkd binary for --devices (default: SINKRT_SINKD, or beside sinkrun)");
-
 }
 
 CLI::App* AddTrain(CLI::App& app, tools::TrainFlags& f) {
@@ -264,7 +282,9 @@ CLI::App* AddLaunch(CLI::App& app, tools::LaunchFlags& l) {
   CLI::App* launch = app.add_subcommand(
       "launch", "start N sinkd daemons on this machine, write their rank table, stop them on Ctrl-C or SIGTERM");
   launch->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  launch->add_option("-n,--devices", l.devices, "daemons to start, ranks 0..N-1")->required()->check(tools::PositiveInteger());
+  launch->add_option("-n,--devices", l.devices, "daemons to start, ranks 0..N-1")
+      ->required()
+      ->check(tools::PositiveInteger());
   launch->add_option("--base-port", l.base_port, "rank i listens on 127.0.0.1:(P + i); 0: any free port")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
@@ -278,23 +298,26 @@ CLI::App* AddLaunch(CLI::App& app, tools::LaunchFlags& l) {
                      "TLS: the PEM CA that signed every certificate; the daemons (and the master) then require "
                      "client certificates");
   launch->add_option("--sinkd", l.sinkd, "the sinkd binary (default: SINKRT_SINKD, or beside sinkrun)");
-  launch->add_option("--threads", l.threads,
-                     "kernel threads per daemon (default: the cores it is bound to, or every core with --no-bind)")
+  launch
+      ->add_option("--threads", l.threads,
+                   "kernel threads per daemon (default: the cores it is bound to, or every core with --no-bind)")
       ->check(tools::PositiveInteger());
   launch->add_flag("--no-bind", l.no_bind,
                    "leave the daemons unbound (by default each of N > 1 runs on its own share of the cores, as "
                    "mpirun --bind-to core)");
   launch->add_flag("--quiet", l.quiet, "no job log from the daemons");
-  launch->add_option("--local-worker-num", l.local_workers,
-                     "with a COMMAND: ranks on this host (default: all N); the launcher on host K starts ranks "
-                     "K*L..K*L+L-1")
+  launch
+      ->add_option("--local-worker-num", l.local_workers,
+                   "with a COMMAND: ranks on this host (default: all N); the launcher on host K starts ranks "
+                   "K*L..K*L+L-1")
       ->check(tools::PositiveInteger());
   launch->add_option("--node-rank", l.node_rank, "with a COMMAND: this host's index K")
       ->check(tools::NonNegativeInteger());
   launch->add_option("--master-addr", l.master_addr, "with a COMMAND: where rank 0's process listens for the others")
       ->capture_default_str();
-  launch->add_option("--master-port", l.master_port,
-                     "with a COMMAND: the master's port (default: a free one on one host, 8118 across hosts)")
+  launch
+      ->add_option("--master-port", l.master_port,
+                   "with a COMMAND: the master's port (default: a free one on one host, 8118 across hosts)")
       ->check(CLI::Range(1, 65535));
   launch->add_option("--log-dir", l.log_dir, "with a COMMAND: each rank's output to DIR/worker_RANK.log");
   launch->add_option("command", l.command,
@@ -305,7 +328,8 @@ CLI::App* AddLaunch(CLI::App& app, tools::LaunchFlags& l) {
 
 CLI::App* AddCalibrate(CLI::App& app, tools::CalibrateFlags& cal) {
   CLI::App* calibrate = app.add_subcommand(
-      "calibrate", "measure GEMM, memory and collective speeds for auto_parallel's cost model, write a calibration file");
+      "calibrate",
+      "measure GEMM, memory and collective speeds for auto_parallel's cost model, write a calibration file");
   calibrate->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   calibrate->add_option("--out", cal.out, "the calibration file to write")->capture_default_str();
   calibrate->add_option("--threads", cal.threads, "kernel threads per rank")
@@ -315,7 +339,8 @@ CLI::App* AddCalibrate(CLI::App& app, tools::CalibrateFlags& cal) {
       ->delimiter(',')
       ->check(tools::PositiveInteger())  // CLI::PositiveNumber printed its range to DBL_MAX in 300 digits
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  calibrate->add_flag("--no-collectives", cal.no_collectives, "measure compute only, copy the collectives from the built-in default");
+  calibrate->add_flag("--no-collectives", cal.no_collectives,
+                      "measure compute only, copy the collectives from the built-in default");
   return calibrate;
 }
 
@@ -343,7 +368,8 @@ int RunLaunch(const CLI::App* launch, const tools::LaunchFlags& l, const char* a
       return tools::Usage(std::string("launch ") + daemons_only + " applies to daemons, not to a COMMAND after --");
   for (const char* ranks_only : {"--local-worker-num", "--node-rank", "--master-addr", "--master-port", "--log-dir"})
     if (!ranks && launch->count(ranks_only))
-      return tools::Usage(std::string("launch ") + ranks_only + " applies to a COMMAND after -- (one process per rank)");
+      return tools::Usage(std::string("launch ") + ranks_only +
+                          " applies to a COMMAND after -- (one process per rank)");
   return ranks ? tools::LaunchRanks(l, argv0) : tools::Launch(l, argv0);
 }
 

@@ -24,7 +24,8 @@
 
 #include "parallel_flags.h"
 #include "plan_text.h"
-#include "sinkrun.h"
+#include "runtime/src/env.h"
+#include "runtime/src/file_io.h"
 #include "sinkrt/device/device_options.h"
 #include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/communication.h"
@@ -35,8 +36,7 @@
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/report_callback.h"
 #include "sinkrt/host/shard_strategies.h"
-#include "runtime/src/env.h"
-#include "runtime/src/file_io.h"
+#include "sinkrun.h"
 
 namespace sinkrt::tools {
 namespace {
@@ -91,7 +91,7 @@ std::optional<DataChoice> ParseData(const std::string& spec) {
 Result<Dataset> RawSplit(const DataChoice& data, const std::string& usage) {
   const bool train = usage == "train";
   Dataset d = !data.synthetic ? Dataset::Mnist(data.dir, usage)
-              : train ? Dataset::SyntheticImages(data.synthetic_size, 0)
+              : train         ? Dataset::SyntheticImages(data.synthetic_size, 0)
                       : Dataset::SyntheticImages(std::max<int64_t>(1, data.synthetic_size / kSyntheticTestRatio), 1);
   if (!d.status().ok()) return d.status();
   return d;
@@ -102,8 +102,8 @@ Result<Dataset> RawSplit(const DataChoice& data, const std::string& usage) {
 // `flat`: images as [784] (an MLP), else [1, 28, 28] (NCHW, a CNN).
 Result<Dataset> Pipeline(const Dataset& raw, bool flat, int64_t batch, std::optional<uint64_t> shuffle_seed,
                          bool drop_remainder) {
-  Dataset d = raw.Map("image", {Transform::Rescale(1.0 / 255.0), flat ? Transform::Reshape({kImageSide * kImageSide})
-                                                                      : Transform::HWC2CHW()});
+  Dataset d = raw.Map("image", {Transform::Rescale(1.0 / 255.0),
+                                flat ? Transform::Reshape({kImageSide * kImageSide}) : Transform::HWC2CHW()});
   for (const host::ColumnSpec& c : raw.output_columns())
     if (c.name == "label" && c.dtype != DType::I32) d = d.Map("label", {Transform::TypeCast(DType::I32)});
   if (shuffle_seed) d = d.Shuffle(*shuffle_seed);
@@ -144,7 +144,8 @@ std::vector<host::ColumnSpec> GraphInputs(const host::Graph& g) {
 
 std::string ColumnsText(const std::vector<host::ColumnSpec>& cols) {
   std::string s;
-  for (const auto& c : cols) s += (s.empty() ? "" : ", ") + c.name + " " + DTypeName(c.dtype) + " " + ShapeToString(c.shape);
+  for (const auto& c : cols)
+    s += (s.empty() ? "" : ", ") + c.name + " " + DTypeName(c.dtype) + " " + ShapeToString(c.shape);
   return s;
 }
 
@@ -238,7 +239,8 @@ Result<host::Graph> NetworkWithLoss(const TrainFlags& f, int64_t batch) {
 // pays for the devices' first touches of their arenas).
 class StepTimer : public host::Callback {
  public:
-  static constexpr const char* kMeasure = "median epoch wall time per step, the first epoch left out when there are more";
+  static constexpr const char* kMeasure =
+      "median epoch wall time per step, the first epoch left out when there are more";
   Status on_train_epoch_end(host::RunContext& run) override {
     const host::CallbackParams& p = run.original_args();
     if (p.batch_num > 0) ms_.push_back(p.epoch_ms / static_cast<double>(p.batch_num));
@@ -306,7 +308,7 @@ struct TrainRun {
   std::optional<host::JobPlan> plan;  // a network compiled by this run
   bool semi_auto = false, semi_auto_streams = false, auto_parallel = false;
   int64_t graph_batch = 0;
-  int64_t data_groups = 1;  // how many ways the dataset's batches are sharded over the ranks
+  int64_t data_groups = 1;   // how many ways the dataset's batches are sharded over the ranks
   int64_t global_batch = 0;  // samples per optimizer step over every rank
 
   Dataset train_raw, test_raw, train_data, test_data;
@@ -332,9 +334,8 @@ int JoinLaunch(TrainRun& r) {
   if (!launched.ok()) return Usage(launched.status().message());
   // A rank without a world size would train as a single process, silently.
   if (launched->rank && !launched->world_size)
-    return Usage(launched->source + "=\"" + std::to_string(*launched->rank) + "\" is set but " +
-                 launched->size_source + " is not: set " + launched->size_source + " to the number of ranks, or unset " +
-                 launched->source);
+    return Usage(launched->source + "=\"" + std::to_string(*launched->rank) + "\" is set but " + launched->size_source +
+                 " is not: set " + launched->size_source + " to the number of ranks, or unset " + launched->source);
   if (launched->world_size.value_or(1) > 1) {
     r.f.per_rank = *launched;
     RankPrefix() = "rank " + std::to_string(launched->rank.value_or(0)) + ": ";
@@ -354,19 +355,24 @@ int CheckDeviceFlags(TrainRun& r) {
   if (launch_sinkd && !f.rank_table.empty())
     return Usage("--devices and --rank-table contradict each other: the rank table names the devices");
   if (!f.token.empty() && !launch_sinkd && f.rank_table.empty() && f.streams.empty() && !f.per_rank)
-    return Usage("--token applies to sinkd (--devices or --rank-table) and to one process per rank, not to the "
-                 "in-process device of a single process");
+    return Usage(
+        "--token applies to sinkd (--devices or --rank-table) and to one process per rank, not to the "
+        "in-process device of a single process");
   if (f.tls.enabled() && !launch_sinkd && f.rank_table.empty() && !f.per_rank)
-    return Usage("--tls-* apply to sinkd (--devices or --rank-table) and to one process per rank's master, not to "
-                 "an in-process device");
+    return Usage(
+        "--tls-* apply to sinkd (--devices or --rank-table) and to one process per rank's master, not to "
+        "an in-process device");
   const bool rank_tls = f.per_rank && (f.tls.enabled() || TlsConfig::FromEnvironment().enabled());
   if (f.tls_plain_peers && !(launch_sinkd && f.tls.enabled()) && !rank_tls)
-    return Usage("--tls-plain-peers applies to TLS (--tls-cert, --tls-key, --tls-ca): to the daemons --devices starts, "
-                 "or to the in-process devices of one process per rank");
+    return Usage(
+        "--tls-plain-peers applies to TLS (--tls-cert, --tls-key, --tls-ca): to the daemons --devices starts, "
+        "or to the in-process devices of one process per rank");
   if (launch_sinkd && f.tls.enabled() && (f.tls.cert_file.empty() || f.tls.ca_file.empty()))
-    return Usage("--devices with TLS starts daemons that need a certificate and a CA: give --tls-cert, --tls-key "
-                 "and --tls-ca");
-  if (!f.sinkd.empty() && !launch_sinkd && f.streams.empty()) return Usage("--sinkd applies to --devices, which starts a sinkd");
+    return Usage(
+        "--devices with TLS starts daemons that need a certificate and a CA: give --tls-cert, --tls-key "
+        "and --tls-ca");
+  if (!f.sinkd.empty() && !launch_sinkd && f.streams.empty())
+    return Usage("--sinkd applies to --devices, which starts a sinkd");
   if (f.threads > 0 && !f.rank_table.empty())
     return Usage("--threads: the daemons of a rank table (" + f.rank_table_source +
                  ") run with the --threads they were started with");
@@ -379,12 +385,12 @@ int CheckDeviceFlags(TrainRun& r) {
 // The files and directories the run writes.
 int CheckOutputFlags(TrainRun& r) {
   const TrainFlags& f = r.f;
-  for (const auto& [flag, value] : {std::pair<const char*, const std::string&>{"--report", f.report},
-                                    {"--save-checkpoint", f.save_checkpoint}})
+  for (const auto& [flag, value] :
+       {std::pair<const char*, const std::string&>{"--report", f.report}, {"--save-checkpoint", f.save_checkpoint}})
     if (r.cmd.count(flag) && value.empty()) return Usage(std::string(flag) + " needs a file name, got ''");
   if (r.cmd.count("--profile") && f.profile.empty()) return Usage("--profile needs a directory, got ''");
-  for (const auto& [flag, value] : {std::pair<const char*, const std::string&>{"--resume", f.resume},
-                                    {"--checkpoint-dir", f.checkpoint_dir}})
+  for (const auto& [flag, value] :
+       {std::pair<const char*, const std::string&>{"--resume", f.resume}, {"--checkpoint-dir", f.checkpoint_dir}})
     if (r.cmd.count(flag) && value.empty()) return Usage(std::string(flag) + " needs a path, got ''");
   if (r.cmd.count("--checkpoint-epochs") && f.checkpoint_dir.empty())
     return Usage("--checkpoint-epochs applies to --checkpoint-dir DIR");
@@ -406,8 +412,7 @@ int CheckTrainingFlags(TrainRun& r) {
   if (const float lr = static_cast<float>(f.lr); !(lr > 0) || !std::isfinite(lr))
     return Usage("--lr must be a positive number within f32's range [" + Num(std::numeric_limits<float>::denorm_min()) +
                  ", " + Num(std::numeric_limits<float>::max()) + "], got " + Num(f.lr));
-  if (!(f.momentum >= 0 && f.momentum < 1))
-    return Usage("--momentum must be in [0, 1), got " + Num(f.momentum));
+  if (!(f.momentum >= 0 && f.momentum < 1)) return Usage("--momentum must be in [0, 1), got " + Num(f.momentum));
   if (f.sink_size == 0 || f.sink_size < -1)
     return Usage("--sink-size must be -1 (a whole pass per epoch) or positive, got " + std::to_string(f.sink_size));
   if (f.no_sink && r.cmd.count("--sink-size"))
@@ -422,11 +427,26 @@ int CheckTrainingFlags(TrainRun& r) {
     return Usage("--model, --graph and --streams each name the network: give one");
   r.precompiled = !f.streams.empty();
   if (r.precompiled) {
-    for (const char* baked : {"--optimizer", "--lr", "--momentum", "--parallel", "--gradients-mean",
-                              "--parameter-broadcast", "--comm-fusion", "--strategy", "--strategy-save",
-                              "--full-batch", "--search-mode", "--device-memory", "--calibration",
-                              "--fully-use-devices", "--pipeline-stages", "--micro-size", "--pipeline-scheduler",
-                              "--stage-of", "--enable-parallel-optimizer", "--parallel-optimizer-config"})
+    for (const char* baked : {"--optimizer",
+                              "--lr",
+                              "--momentum",
+                              "--parallel",
+                              "--gradients-mean",
+                              "--parameter-broadcast",
+                              "--comm-fusion",
+                              "--strategy",
+                              "--strategy-save",
+                              "--full-batch",
+                              "--search-mode",
+                              "--device-memory",
+                              "--calibration",
+                              "--fully-use-devices",
+                              "--pipeline-stages",
+                              "--micro-size",
+                              "--pipeline-scheduler",
+                              "--stage-of",
+                              "--enable-parallel-optimizer",
+                              "--parallel-optimizer-config"})
       if (r.cmd.count(baked))
         return Usage(std::string(baked) + " is compiled into the streams of --streams " + f.streams +
                      " (see its manifest.json): recompile with sinkc to change it");
@@ -591,7 +611,8 @@ Result<host::JobSpec> SpecOf(const TrainRun& r) {
       if (e.address.host != r.table->ranks.front().address.host) spec.search_transport = "tcp";
   // A shard strategy covers the loss too (its split of the labels is each
   // rank's share of the batch): a zoo network gets it here.
-  const bool sharded = spec.mode == host::ParallelMode::SemiAutoParallel || spec.mode == host::ParallelMode::AutoParallel;
+  const bool sharded =
+      spec.mode == host::ParallelMode::SemiAutoParallel || spec.mode == host::ParallelMode::AutoParallel;
   if (!r.graph_file && !sharded) spec.loss = host::LossSpec::SparseSoftmaxCrossEntropy();
   const host::GraphFile* file = r.graph_file ? &*r.graph_file : nullptr;
   spec.network = [&f, file, sharded, batch = r.batch](int64_t at) -> Result<host::Graph> {
@@ -672,8 +693,8 @@ int MakeData(TrainRun& r) {
   // Each rank (each data-parallel group under semi_auto_parallel) takes
   // every data_groups-th sample: a pass has this many steps.
   const int64_t groups = r.data_groups;
-  const int64_t rank_batches = groups > 1 ? r.train_data.ShardBelowBatch(static_cast<int>(groups), 0).get_dataset_size()
-                                          : batches;
+  const int64_t rank_batches =
+      groups > 1 ? r.train_data.ShardBelowBatch(static_cast<int>(groups), 0).get_dataset_size() : batches;
   if (groups > 1 && rank_batches < 1)
     return Usage("--batch " + std::to_string(r.batch) + " on " + std::to_string(groups) +
                  (r.semi_auto || r.auto_parallel ? " data-parallel groups" : " devices") + " needs more than the " +
@@ -735,18 +756,20 @@ std::string BatchText(const TrainRun& r) {
   const std::string global = std::to_string(r.global_batch);
   std::string s;
   if (r.auto_parallel)
-    s = (f.par.full_batch ? std::string(" on every rank (full batch")
-                      : " per data-parallel group (global " + global + " = batch " + std::to_string(r.device_batch) +
-                            " x " + Counted(r.devices, "device") + ", " + Counted(r.data_groups, "group")) +
+    s = (f.par.full_batch
+             ? std::string(" on every rank (full batch")
+             : " per data-parallel group (global " + global + " = batch " + std::to_string(r.device_batch) + " x " +
+                   Counted(r.devices, "device") + ", " + Counted(r.data_groups, "group")) +
         " as searched)";
   else if (r.semi_auto_streams)
     s = " per data-parallel replica (global " + global + "; strategy as compiled)";
   else if (r.semi_auto && stages > 1)
     s = " on every rank (" + std::to_string(stages) + " stages x " + Counted(r.devices / stages, "rank") +
-        ", strategy " + StrategyText(f.par.strategy) + " in each, " + std::to_string(f.par.micro_size) + " micro-batches, " +
-        r.context.pipeline_scheduler + ")";
+        ", strategy " + StrategyText(f.par.strategy) + " in each, " + std::to_string(f.par.micro_size) +
+        " micro-batches, " + r.context.pipeline_scheduler + ")";
   else if (r.semi_auto)
-    s = (f.par.full_batch ? std::string(" on every rank (full batch") : " per data-parallel replica (global " + global) +
+    s = (f.par.full_batch ? std::string(" on every rank (full batch")
+                          : " per data-parallel replica (global " + global) +
         "; strategy " + StrategyText(f.par.strategy) + ")";
   else if (stages > 1)
     s = " per replica (global " + global + "; " + std::to_string(stages) + " stages x " +
@@ -826,8 +849,9 @@ void PrintCompiled(const TrainRun& r) {
   if (!r.model->load_info().allreduce_buckets.empty())
     std::cout << AllReduceLine(r.model->load_info().allreduce_buckets) << std::endl;
   if (compiled.pipeline_stage >= 0)
-    std::cout << "pipeline: stage 0 of " << r.context.pipeline_stages << " shown above; the schedule's predicted bubble "
-              << Fixed1(100 * compiled.predicted_bubble) << "% of a step" << std::endl;
+    std::cout << "pipeline: stage 0 of " << r.context.pipeline_stages
+              << " shown above; the schedule's predicted bubble " << Fixed1(100 * compiled.predicted_bubble)
+              << "% of a step" << std::endl;
 }
 
 // --resume: the state and where training stood. Every rank loads it (one
@@ -892,8 +916,8 @@ int TrainAndEvaluate(TrainRun& r, TrainResult& out) {
   }
   const uint64_t round_trips_before = r.model->host_round_trips();
   const Clock::time_point train_start = Clock::now();
-  Status trained = r.model->train(f.epochs, r.train_data, callbacks, r.sink(), r.sink() ? f.sink_size : -1,
-                                  r.initial_epoch);
+  Status trained =
+      r.model->train(f.epochs, r.train_data, callbacks, r.sink(), r.sink() ? f.sink_size : -1, r.initial_epoch);
   out.train_s = SecondsSince(train_start);
   if (!trained.ok()) return Failure("training failed: " + trained.message());
   if (profiler) {

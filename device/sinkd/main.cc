@@ -21,8 +21,8 @@
 #include "cli/tool_version.h"
 #include "device/src/daemon/daemon.h"
 #include "runtime/src/cpu_set.h"
-#include "sinkrt/device/openmp_policy.h"
 #include "runtime/src/env.h"
+#include "sinkrt/device/openmp_policy.h"
 #include "sinkrt/runtime/rank_table.h"
 #include "sinkrt/runtime/version.h"
 
@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
   app.add_flag("--tls-plain-peers", f.tls_plain_peers,
                "with TLS: the links between the daemons of a world (the data plane) stay plain TCP, for speed; "
                "by default they use TLS with this daemon's --tls-cert/--tls-key, verified by --tls-ca");
-  app.add_option("--rank", f.rank, "this device's rank (default: RANK_ID, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID, or 0)")
+  app.add_option("--rank", f.rank,
+                 "this device's rank (default: RANK_ID, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID, or 0)")
       ->check(sinkrt::tools::NonNegativeInteger());
   app.add_option("--threads", f.threads, "kernel threads (default: every core this process may use)")
       ->check(sinkrt::tools::PositiveInteger());  // as sinkrun's: leave it out for every core
@@ -134,8 +135,9 @@ int main(int argc, char** argv) {
   if (port < 0) {
     int base = f.base_port >= 0 ? f.base_port : sinkrt::kDefaultBasePort;
     port = base + static_cast<int>(local_rank);
-    if (port > 65535) return Fail("base port " + std::to_string(base) + " + local rank " + std::to_string(local_rank) +
-                                  " is beyond 65535");
+    if (port > 65535)
+      return Fail("base port " + std::to_string(base) + " + local rank " + std::to_string(local_rank) +
+                  " is beyond 65535");
   }
   options.listen = sinkrt::Address{host, static_cast<uint16_t>(port)};
   options.token = f.token;

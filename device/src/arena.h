@@ -36,9 +36,9 @@ class PageBlock {
  private:
   void Release();
 
-  uint8_t* data_ = nullptr;   // aligned start handed out
+  uint8_t* data_ = nullptr;  // aligned start handed out
   size_t bytes_ = 0;
-  void* map_ = nullptr;       // what mmap returned, for munmap; null when borrowed
+  void* map_ = nullptr;  // what mmap returned, for munmap; null when borrowed
   size_t map_bytes_ = 0;
   std::shared_ptr<void> keep_;  // borrowed memory's owner
 };

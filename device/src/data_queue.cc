@@ -35,20 +35,20 @@ Status DataQueue::Init(const fb::QueueSpec& spec, bool prefault) {
 
 Status DataQueue::Push(std::span<const ConstBytes> columns, std::chrono::milliseconds timeout) {
   if (columns.size() != column_bytes_.size())
-    return InvalidArgument("queue '" + name_ + "': batch has " + std::to_string(columns.size()) + " columns, expected " +
-                           std::to_string(column_bytes_.size()));
+    return InvalidArgument("queue '" + name_ + "': batch has " + std::to_string(columns.size()) +
+                           " columns, expected " + std::to_string(column_bytes_.size()));
   for (size_t c = 0; c < columns.size(); ++c)
     if (columns[c].size() != column_bytes_[c])
       return InvalidArgument("queue '" + name_ + "': column " + std::to_string(c) + " has " +
-                             std::to_string(columns[c].size()) + " bytes, expected " + std::to_string(column_bytes_[c]));
+                             std::to_string(columns[c].size()) + " bytes, expected " +
+                             std::to_string(column_bytes_[c]));
   std::lock_guard<std::mutex> producer(push_mu_);
   uint32_t slot;
   uint64_t generation;
   {
     std::unique_lock<std::mutex> lk(mu_);
     generation = generation_;
-    if (!not_full_.wait_for(lk, timeout,
-                            [&] { return count_ < capacity_ || closed_ || generation_ != generation; }))
+    if (!not_full_.wait_for(lk, timeout, [&] { return count_ < capacity_ || closed_ || generation_ != generation; }))
       return DeadlineExceeded("queue '" + name_ + "' stayed full for " + std::to_string(timeout.count()) +
                               " ms: the device is not consuming batches");
     if (closed_) return Aborted("queue '" + name_ + "' was closed");

@@ -65,7 +65,7 @@ class DataQueue {
   const std::string& name() const { return name_; }
   uint32_t capacity() const { return capacity_; }
   uint32_t size() const;
-  uint32_t high_water_mark() const;   // most slots ever filled at once
+  uint32_t high_water_mark() const;  // most slots ever filled at once
   uint64_t batch_bytes() const { return slot_bytes_; }
   const std::vector<uint64_t>& column_bytes() const { return column_bytes_; }
 
@@ -79,15 +79,15 @@ class DataQueue {
   uint64_t slot_bytes_ = 0;
   PageBlock slots_;
 
-  std::mutex push_mu_;               // serialises producers
+  std::mutex push_mu_;  // serialises producers
   mutable std::mutex mu_;
   std::condition_variable not_full_, not_empty_;
-  uint32_t head_ = 0;                // next slot to pop
-  uint32_t tail_ = 0;                // next slot to fill
-  uint32_t count_ = 0;               // filled slots
+  uint32_t head_ = 0;   // next slot to pop
+  uint32_t tail_ = 0;   // next slot to fill
+  uint32_t count_ = 0;  // filled slots
   uint32_t high_water_ = 0;
-  uint64_t popped_ = 0;              // batches taken since load (GetNext's timeout names it)
-  uint64_t generation_ = 0;          // bumped by Clear: in-flight pushes and pops are void
+  uint64_t popped_ = 0;      // batches taken since load (GetNext's timeout names it)
+  uint64_t generation_ = 0;  // bumped by Clear: in-flight pushes and pops are void
   bool closed_ = false;
   std::function<void(uint32_t)> on_freed_;
 };

@@ -30,11 +30,11 @@
 #include <vector>
 
 #include "device/src/comm/communicator.h"
-#include "sinkrt/device/device_options.h"
 #include "device/src/executor.h"
+#include "runtime/src/wire.h"
+#include "sinkrt/device/device_options.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/device_link.h"
-#include "runtime/src/wire.h"
 
 namespace sinkrt::device {
 

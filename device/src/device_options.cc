@@ -19,7 +19,8 @@ DeviceOptions DeviceOptions::FromEnvironment() {
   if (auto on = EnvBoolean("SINKRT_COMM_SHM")) o.shared_memory = *on;
   if (auto on = EnvBoolean("SINKRT_SHARED_ARENA")) o.shared_arena = *on;
   if (auto on = EnvBoolean("SINKRT_HIERARCHICAL_ALLREDUCE")) o.hierarchical_allreduce = *on;
-  if (auto n = EnvNonNegativeInteger("SINKRT_DEVICE_THREADS")) o.threads = static_cast<int>(std::min<long long>(*n, INT_MAX));
+  if (auto n = EnvNonNegativeInteger("SINKRT_DEVICE_THREADS"))
+    o.threads = static_cast<int>(std::min<long long>(*n, INT_MAX));
   if (auto on = EnvBoolean("SINKRT_WORKER_TEAM")) o.worker_team = *on;
   if (auto on = EnvBoolean("SINKRT_PIN_THREADS")) o.pin_threads = *on;
   if (auto n = EnvNonNegativeInteger("SINKRT_WORKER_SPIN_US")) o.worker_spin = std::chrono::microseconds(*n);

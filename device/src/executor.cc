@@ -71,8 +71,7 @@ DeviceTiming TimingOf(const RunStats& stats) {
   t.comm_wait_ms = stats.comm_wait_ns / 1e6;
   t.bubble_ms = stats.bubble_ns / 1e6;
   t.queue_wait_ms = stats.queue_wait_ns / 1e6;
-  t.other_ms =
-      (stats.wall_ns - stats.compute_ns - stats.queue_wait_ns - stats.comm_wait_ns - stats.bubble_ns) / 1e6;
+  t.other_ms = (stats.wall_ns - stats.compute_ns - stats.queue_wait_ns - stats.comm_wait_ns - stats.bubble_ns) / 1e6;
   return t;
 }
 
@@ -313,8 +312,8 @@ std::vector<TaskTime> Executor::TaskTimes(ProgramKind kind) const {
     for (const PreparedTask& pt : prog.streams[s]) {
       TaskTime t;
       if (pt.def->name()) t.name = pt.def->name()->string_view();
-      t.op = pt.kind == fb::TaskBody::KernelTask ? OpCodeName(pt.def->body_as_KernelTask()->op())
-                                                  : TaskKindName(pt.kind);
+      t.op =
+          pt.kind == fb::TaskBody::KernelTask ? OpCodeName(pt.def->body_as_KernelTask()->op()) : TaskKindName(pt.kind);
       t.stream = s;
       t.ns = pt.ns;
       out.push_back(t);
@@ -330,8 +329,8 @@ std::vector<AllReduceBucket> Executor::AllReduceBuckets(ProgramKind kind) const 
   for (int s = 0; s < prog.num_streams; ++s)
     for (const PreparedTask& pt : prog.streams[s])
       if (pt.kind == fb::TaskBody::AllReduceTask)
-        out.push_back({pt.data.size(),
-                       job_->comm->AllReduceAlgorithm(pt.data.size(), pt.dtype, pt.group, job_->arena_shared)});
+        out.push_back(
+            {pt.data.size(), job_->comm->AllReduceAlgorithm(pt.data.size(), pt.dtype, pt.group, job_->arena_shared)});
   return out;
 }
 

@@ -34,8 +34,8 @@ struct LoadedJob;
 
 /// Nanosecond counters of one Run, filled without allocation.
 struct RunStats {
-  uint32_t steps = 0;  ///< steps that ran
-  int64_t wall_ns = 0;  ///< the whole Run
+  uint32_t steps = 0;         ///< steps that ran
+  int64_t wall_ns = 0;        ///< the whole Run
   int64_t compute_ns = 0;     ///< kernels
   int64_t queue_wait_ns = 0;  ///< GetNext waiting for a batch
   int64_t copy_ns = 0;        ///< GetNext copying a batch into the arena
@@ -120,7 +120,7 @@ class Executor {
   /// its sink record, then each stream's kept task records oldest first (at
   /// most four runs; empty ones included). Empty spans when not profiling.
   struct ProfileView {
-    ProfileRecord sink;  ///< the sink's record
+    ProfileRecord sink;                      ///< the sink's record
     std::span<const ProfileRecord> runs[4];  ///< each stream's task records, oldest first
     /// All task records in `runs`.
     size_t records() const { return runs[0].size() + runs[1].size() + runs[2].size() + runs[3].size(); }
@@ -134,20 +134,20 @@ class Executor {
   int64_t ProfileClockNs() const;
 
   const VerifiedStream& stream() const;  ///< the loaded stream
-  uint32_t num_queues() const;  ///< queues of the loaded stream
+  uint32_t num_queues() const;           ///< queues of the loaded stream
   /// Queue facts by index (< num_queues(), unchecked).
   std::string_view queue_name(uint32_t index) const;
-  uint32_t queue_capacity(uint32_t index) const;  ///< slots of the queue
+  uint32_t queue_capacity(uint32_t index) const;     ///< slots of the queue
   uint64_t queue_batch_bytes(uint32_t index) const;  ///< one batch as pushed: its columns' bytes
-  uint32_t queued_batches(uint32_t index) const;      ///< waiting now
+  uint32_t queued_batches(uint32_t index) const;     ///< waiting now
   /// Most slots a queue ever held at once (flow-control tests).
   uint32_t queue_high_water_mark(uint32_t index) const;
   /// The arena bytes of a buffer (index checked).
   Result<std::span<uint8_t>> Buffer(uint32_t index);
-  uint64_t arena_bytes() const;  ///< the arena's bytes
+  uint64_t arena_bytes() const;    ///< the arena's bytes
   uint64_t scratch_bytes() const;  ///< the kernels' shared scratch bytes
-  uint64_t queue_bytes() const;  ///< all queue slots' bytes
-  int threads() const;  ///< kernel threads (compute thread and its team)
+  uint64_t queue_bytes() const;    ///< all queue slots' bytes
+  int threads() const;             ///< kernel threads (compute thread and its team)
   /// Stops any waiting GetNext/PushBatch (used when a job is torn down).
   void CloseQueues();
   /// CloseQueues, and a running sink stops after its current step with

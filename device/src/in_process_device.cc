@@ -5,8 +5,8 @@
 #include <mutex>
 #include <vector>
 
-#include "device/src/device_core.h"
 #include "device/src/comm/rendezvous/listening_inbox.h"
+#include "device/src/device_core.h"
 #include "runtime/src/clock.h"
 #include "runtime/src/schema_enums.h"
 
@@ -42,9 +42,10 @@ Status InProcessDevice::MakePeerTls() {
   if (!tls.enabled() || options_.tls_plain_peers) return Status::Ok();
   // Both ends of every link: each member accepts some peers and dials the others.
   if (tls.cert_file.empty() || tls.key_file.empty() || tls.ca_file.empty())
-    return InvalidArgument("in-process device: TLS between peers needs a certificate, its key and the CA "
-                           "(SINKRT_TLS_CERT, SINKRT_TLS_KEY, SINKRT_TLS_CA), or SINKRT_TLS_PLAIN_PEERS=1 for plain "
-                           "links");
+    return InvalidArgument(
+        "in-process device: TLS between peers needs a certificate, its key and the CA "
+        "(SINKRT_TLS_CERT, SINKRT_TLS_KEY, SINKRT_TLS_CA), or SINKRT_TLS_PLAIN_PEERS=1 for plain "
+        "links");
   SINKRT_ASSIGN_OR_RETURN(tls_server_, MakeTlsContext(tls, TlsRole::kServer), "in-process device");
   SINKRT_ASSIGN_OR_RETURN(tls_client_, MakeTlsContext(tls, TlsRole::kClient), "in-process device");
   return Status::Ok();
@@ -56,8 +57,8 @@ Result<PeerEndpoint> InProcessDevice::Endpoint() {
       return InvalidArgument("in-process device: listening for peers on " + options_.listen_host +
                              " lets other machines join its world: set DeviceOptions::token (SINKRT_TOKEN)");
     SINKRT_RETURN_IF_ERROR(MakePeerTls());
-    SINKRT_ASSIGN_OR_RETURN(inbox_, ListeningInbox::Start(options_.effective_rendezvous_timeout(),
-                                                          options_.listen_host, options_.token, tls_server_));
+    SINKRT_ASSIGN_OR_RETURN(inbox_, ListeningInbox::Start(options_.effective_rendezvous_timeout(), options_.listen_host,
+                                                          options_.token, tls_server_));
   }
   return PeerEndpoint{inbox_->address().ToString(), options_.host_id.empty() ? LocalHostId() : options_.host_id};
 }
@@ -164,7 +165,8 @@ Result<SinkResult> InProcessDevice::RunSink(ProgramKind program, uint32_t steps)
   if (sink.profile.sink.kind == ProfileRecordKind::kSink) {
     r.profile.reserve(1 + sink.profile.records());
     r.profile.push_back(sink.profile.sink);
-    for (std::span<const ProfileRecord> run : sink.profile.runs) r.profile.insert(r.profile.end(), run.begin(), run.end());
+    for (std::span<const ProfileRecord> run : sink.profile.runs)
+      r.profile.insert(r.profile.end(), run.begin(), run.end());
   }
   return r;
 }

@@ -16,10 +16,10 @@
 #include "device/src/kernels/dnnl_runtime.h"
 #include "device/src/kernels/kernel.h"
 #include "device/src/profile/profile_state.h"
+#include "device/src/streams/stream_position.h"
 #include "sinkrt/device/device_options.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
-#include "device/src/streams/stream_position.h"
 
 namespace sinkrt::device {
 
@@ -136,7 +136,7 @@ struct LoadedJob {
   std::unique_ptr<WorkerTeam> team;  // threads - 1 workers; null with one thread
   int pin_core = -1;                 // DeviceOptions::pin_threads: the compute thread's core during a sink
   std::atomic<bool> cancelled{false};
-  Communicator* comm = nullptr;        // not owned; set when the stream has collectives
+  Communicator* comm = nullptr;             // not owned; set when the stream has collectives
   std::unique_ptr<CommStream> comm_stream;  // when any program has a second stream
   ProfileState profile;
   // Where each stream is, for peers' stall reports (the communicator reads

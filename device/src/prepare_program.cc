@@ -44,7 +44,8 @@ void Region(const LoadedJob& job, const flatbuffers::Vector<uint32_t>* buffers, 
 
 Status PrepareGroup(const LoadedJob& job, uint32_t index, const std::string& where, Group* group) {
   const auto* groups = job.stream.root()->groups();
-  if (!groups || index >= groups->size()) return OutOfRange(where + ": communicator group " + std::to_string(index) + " does not exist");
+  if (!groups || index >= groups->size())
+    return OutOfRange(where + ": communicator group " + std::to_string(index) + " does not exist");
   const fb::CommGroup* g = groups->Get(index);
   group->ranks.assign(g->ranks()->begin(), g->ranks()->end());
   if (!job.comm) return FailedPrecondition(where + ": the stream has collectives but the device joined no world");

@@ -29,11 +29,16 @@ std::string Duration(uint32_t ms) {
 
 const char* Doing(StreamState s) {
   switch (s) {
-    case StreamState::kKernel: return "running a kernel";
-    case StreamState::kCollective: return "in a collective";
-    case StreamState::kGetNext: return "waiting for a batch";
-    case StreamState::kEventWait: return "waiting for the other stream";
-    default: return "";
+    case StreamState::kKernel:
+      return "running a kernel";
+    case StreamState::kCollective:
+      return "in a collective";
+    case StreamState::kGetNext:
+      return "waiting for a batch";
+    case StreamState::kEventWait:
+      return "waiting for the other stream";
+    default:
+      return "";
   }
 }
 

@@ -32,16 +32,16 @@ enum class StreamState : uint8_t {
 /// ("GetNextTask"); all NUL-terminated, truncated to fit.
 struct StreamPosition {
   StreamState state = StreamState::kNone;  ///< what it is doing
-  uint8_t program = 0;  ///< fb::ProgramKind
-  uint8_t streams = 0;  ///< the program's stream count (1 or 2)
-  uint8_t reserved = 0;  ///< 0
-  uint32_t step = 0;       ///< 1-based within the current sink
-  int32_t task = -1;       ///< the task it is in (or failed in, or last ran when done)
-  int32_t last_done = -1;  ///< the last task it completed, -1 none; >= task: in the step before
-  uint32_t for_ms = 0;     ///< how long it has been in `state`
-  char what[20] = {};  ///< the task's op or kind
-  char task_name[40] = {};  ///< the current task's name
-  char last_name[40] = {};  ///< the last completed task's name
+  uint8_t program = 0;                     ///< fb::ProgramKind
+  uint8_t streams = 0;                     ///< the program's stream count (1 or 2)
+  uint8_t reserved = 0;                    ///< 0
+  uint32_t step = 0;                       ///< 1-based within the current sink
+  int32_t task = -1;                       ///< the task it is in (or failed in, or last ran when done)
+  int32_t last_done = -1;                  ///< the last task it completed, -1 none; >= task: in the step before
+  uint32_t for_ms = 0;                     ///< how long it has been in `state`
+  char what[20] = {};                      ///< the task's op or kind
+  char task_name[40] = {};                 ///< the current task's name
+  char last_name[40] = {};                 ///< the last completed task's name
 };
 static_assert(sizeof(StreamPosition) == 120, "StreamPosition travels on the wire");
 

@@ -74,13 +74,14 @@ Result<State> TrainOn(const char* name, DeviceLink& device) {
                           host::Model::Create(Network(), host::LossSpec::SparseSoftmaxCrossEntropy(),
                                               host::OptimizerSpec::Momentum(0.02f, 0.9f), device));
   SinkLosses sinks;
-  SINKRT_RETURN_IF_ERROR(model->train(/*epoch=*/2, SyntheticClusters(), {&sinks}, /*dataset_sink_mode=*/true, kSinkSize));
+  SINKRT_RETURN_IF_ERROR(
+      model->train(/*epoch=*/2, SyntheticClusters(), {&sinks}, /*dataset_sink_mode=*/true, kSinkSize));
   for (size_t s = 0; s < sinks.losses.size(); ++s)
     std::printf("%s: sink %zu of %d steps, loss %.4f\n", name, s + 1, kSinkSize, sinks.losses[s]);
   if (sinks.losses.size() != 2 || !(sinks.losses[1] < sinks.losses[0]))
     return Internal(std::string(name) + ": the loss did not fall from sink 1 to sink 2");
-  std::printf("%s: loss fell from %.4f to %.4f in %llu control round trips\n", name, sinks.losses[0],
-              sinks.losses[1], static_cast<unsigned long long>(model->host_round_trips()));
+  std::printf("%s: loss fell from %.4f to %.4f in %llu control round trips\n", name, sinks.losses[0], sinks.losses[1],
+              static_cast<unsigned long long>(model->host_round_trips()));
 
   SINKRT_ASSIGN_OR_RETURN(State state, model->ReadState());
   auto w = std::find_if(state.begin(), state.end(), [](const auto& buffer) { return buffer.first == "fc2.weight"; });
@@ -89,16 +90,16 @@ Result<State> TrainOn(const char* name, DeviceLink& device) {
   double norm = 0;
   for (int64_t i = 0; i < w->second.numel(); ++i) norm += double(values[i]) * values[i];
   std::printf("%s: read back fc2.weight [%lld x %lld], L2 norm %.6f, w[0][0] = %.6f\n", name,
-              static_cast<long long>(w->second.shape[0]), static_cast<long long>(w->second.shape[1]),
-              std::sqrt(norm), values[0]);
+              static_cast<long long>(w->second.shape[0]), static_cast<long long>(w->second.shape[1]), std::sqrt(norm),
+              values[0]);
   return state;
 }
 
 Status Run(int argc, char** argv) {
   const Versions v = LinkedVersions();
   std::printf("sinkrt %s (task stream format %u.%u, wire protocol %u.%u); built against headers %s\n",
-              v.library.c_str(), v.task_stream.major, v.task_stream.minor, v.wire_protocol.major,
-              v.wire_protocol.minor, SINKRT_VERSION_STRING);
+              v.library.c_str(), v.task_stream.major, v.task_stream.minor, v.wire_protocol.major, v.wire_protocol.minor,
+              SINKRT_VERSION_STRING);
 
   // A split MatMul rounds differently from an unsplit one, and the split
   // follows the device's thread count: the local device takes the daemon's

@@ -22,8 +22,7 @@ Status CheckHost(std::string_view text, std::string_view host) {
   if (host.empty()) return InvalidArgument(Quoted(text) + " has no host: write HOST:PORT");
   for (char c : host) {
     if (std::isspace(static_cast<unsigned char>(c)) || c == '[' || c == ']' || c == '/')
-      return InvalidArgument(Quoted(text) + ": host '" + std::string(host) + "' contains '" + std::string(1, c) +
-                             "'");
+      return InvalidArgument(Quoted(text) + ": host '" + std::string(host) + "' contains '" + std::string(1, c) + "'");
   }
   return Status::Ok();
 }

@@ -12,12 +12,18 @@ namespace {
 // The group index a collective task names (the verifier has checked it).
 uint32_t GroupOf(const fb::Task& task) {
   switch (task.body_type()) {
-    case fb::TaskBody::AllReduceTask: return task.body_as_AllReduceTask()->group();
-    case fb::TaskBody::AllGatherTask: return task.body_as_AllGatherTask()->group();
-    case fb::TaskBody::ReduceScatterTask: return task.body_as_ReduceScatterTask()->group();
-    case fb::TaskBody::BroadcastTask: return task.body_as_BroadcastTask()->group();
-    case fb::TaskBody::AllToAllTask: return task.body_as_AllToAllTask()->group();
-    default: return 0;
+    case fb::TaskBody::AllReduceTask:
+      return task.body_as_AllReduceTask()->group();
+    case fb::TaskBody::AllGatherTask:
+      return task.body_as_AllGatherTask()->group();
+    case fb::TaskBody::ReduceScatterTask:
+      return task.body_as_ReduceScatterTask()->group();
+    case fb::TaskBody::BroadcastTask:
+      return task.body_as_BroadcastTask()->group();
+    case fb::TaskBody::AllToAllTask:
+      return task.body_as_AllToAllTask()->group();
+    default:
+      return 0;
   }
 }
 
@@ -34,14 +40,21 @@ void Add(std::vector<GroupUse>& out, std::vector<uint32_t> ranks, uint32_t use) 
 
 uint32_t CollectiveUseOf(fb::TaskBody kind) {
   switch (kind) {
-    case fb::TaskBody::AllReduceTask: return kUsesAllReduce;
-    case fb::TaskBody::AllGatherTask: return kUsesAllGather;
-    case fb::TaskBody::ReduceScatterTask: return kUsesReduceScatter;
-    case fb::TaskBody::BroadcastTask: return kUsesBroadcast;
-    case fb::TaskBody::AllToAllTask: return kUsesAllToAll;
+    case fb::TaskBody::AllReduceTask:
+      return kUsesAllReduce;
+    case fb::TaskBody::AllGatherTask:
+      return kUsesAllGather;
+    case fb::TaskBody::ReduceScatterTask:
+      return kUsesReduceScatter;
+    case fb::TaskBody::BroadcastTask:
+      return kUsesBroadcast;
+    case fb::TaskBody::AllToAllTask:
+      return kUsesAllToAll;
     case fb::TaskBody::SendTask:
-    case fb::TaskBody::RecvTask: return kUsesSendRecv;
-    default: return 0;
+    case fb::TaskBody::RecvTask:
+      return kUsesSendRecv;
+    default:
+      return 0;
   }
 }
 
@@ -58,7 +71,7 @@ std::vector<GroupUse> CollectiveUses(const VerifiedStream& stream, uint32_t rank
         if (use == 0) continue;
         if (use == kUsesSendRecv) {
           const uint32_t peer = task->body_type() == fb::TaskBody::SendTask ? task->body_as_SendTask()->peer()
-                                                                             : task->body_as_RecvTask()->peer();
+                                                                            : task->body_as_RecvTask()->peer();
           Add(out, {std::min(rank, peer), std::max(rank, peer)}, use);
           continue;
         }

@@ -36,7 +36,8 @@ Result<std::vector<int>> ParseCpuList(std::string_view list) {
       SINKRT_ASSIGN_OR_RETURN(int first, ParseCore(item.substr(0, dash), list));
       SINKRT_ASSIGN_OR_RETURN(int last, ParseCore(item.substr(dash + 1), list));
       if (last < first)
-        return InvalidArgument("core list '" + std::string(list) + "': range '" + std::string(item) + "' runs backwards");
+        return InvalidArgument("core list '" + std::string(list) + "': range '" + std::string(item) +
+                               "' runs backwards");
       for (int c = first; c <= last; ++c) cpus.push_back(c);
     }
     if (comma == std::string_view::npos) break;

@@ -4,26 +4,40 @@ namespace sinkrt {
 
 size_t DTypeSize(DType t) {
   switch (t) {
-    case DType::F32: return 4;
-    case DType::F64: return 8;
-    case DType::I32: return 4;
-    case DType::I64: return 8;
-    case DType::U8: return 1;
-    case DType::BF16: return 2;
-    case DType::Invalid: return 0;
+    case DType::F32:
+      return 4;
+    case DType::F64:
+      return 8;
+    case DType::I32:
+      return 4;
+    case DType::I64:
+      return 8;
+    case DType::U8:
+      return 1;
+    case DType::BF16:
+      return 2;
+    case DType::Invalid:
+      return 0;
   }
   return 0;  // a value from outside the enum (untrusted bytes)
 }
 
 const char* DTypeName(DType t) {
   switch (t) {
-    case DType::F32: return "f32";
-    case DType::F64: return "f64";
-    case DType::I32: return "i32";
-    case DType::I64: return "i64";
-    case DType::U8: return "u8";
-    case DType::BF16: return "bf16";
-    case DType::Invalid: return "invalid";
+    case DType::F32:
+      return "f32";
+    case DType::F64:
+      return "f64";
+    case DType::I32:
+      return "i32";
+    case DType::I64:
+      return "i64";
+    case DType::U8:
+      return "u8";
+    case DType::BF16:
+      return "bf16";
+    case DType::Invalid:
+      return "invalid";
   }
   return "invalid";  // a value from outside the enum (untrusted bytes)
 }

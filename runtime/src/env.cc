@@ -14,18 +14,16 @@ namespace {
 // belongs here too. SINKRT_MAX_LOCAL_DEVICES must also be positive; its
 // reader says so.
 constexpr const char* kNumericVariables[] = {
-    "SINKRT_CONNECT_TIMEOUT_MS", "SINKRT_GETNEXT_TIMEOUT_MS", "SINKRT_PUSH_TIMEOUT_MS",
-    "SINKRT_SINK_TIMEOUT_MS",    "SINKRT_REPLY_TIMEOUT_MS",   "SINKRT_PEER_TIMEOUT_MS",
-    "SINKRT_DEVICE_THREADS",     "SINKRT_MAX_FRAME_BYTES",    "SINKRT_COMM_SPIN_US",
-    "SINKRT_COMM_YIELD_US",      "HCCL_CONNECT_TIMEOUT",      "HCCL_EXEC_TIMEOUT",
-    "SINKRT_HELLO_TIMEOUT_MS",   "SINKRT_PROGRESS_MS",        "SINKRT_MAX_LOCAL_DEVICES",
-    "SINKRT_WORKER_SPIN_US",
+    "SINKRT_CONNECT_TIMEOUT_MS", "SINKRT_GETNEXT_TIMEOUT_MS", "SINKRT_PUSH_TIMEOUT_MS",   "SINKRT_SINK_TIMEOUT_MS",
+    "SINKRT_REPLY_TIMEOUT_MS",   "SINKRT_PEER_TIMEOUT_MS",    "SINKRT_DEVICE_THREADS",    "SINKRT_MAX_FRAME_BYTES",
+    "SINKRT_COMM_SPIN_US",       "SINKRT_COMM_YIELD_US",      "HCCL_CONNECT_TIMEOUT",     "HCCL_EXEC_TIMEOUT",
+    "SINKRT_HELLO_TIMEOUT_MS",   "SINKRT_PROGRESS_MS",        "SINKRT_MAX_LOCAL_DEVICES", "SINKRT_WORKER_SPIN_US",
 };
 
 // Switches, read with EnvBoolean (device_options.cc): a variable added
 // there belongs here too.
 constexpr const char* kBooleanVariables[] = {
-    "SINKRT_COMM_SHM",    "SINKRT_SHARED_ARENA", "SINKRT_WORKER_TEAM",
+    "SINKRT_COMM_SHM",    "SINKRT_SHARED_ARENA",           "SINKRT_WORKER_TEAM",
     "SINKRT_PIN_THREADS", "SINKRT_HIERARCHICAL_ALLREDUCE", "SINKRT_TLS_PLAIN_PEERS",
 };
 
@@ -82,8 +80,7 @@ Status CheckEnvironment() {
   for (const char* name : kBooleanVariables) {
     const char* v = std::getenv(name);
     if (!v || !*v) continue;
-    if (!ParseBoolean(v))
-      return InvalidArgument(Quoted(name, v) + " is not a boolean (" + kBooleanSpellings + ")");
+    if (!ParseBoolean(v)) return InvalidArgument(Quoted(name, v) + " is not a boolean (" + kBooleanSpellings + ")");
   }
   return Status::Ok();
 }

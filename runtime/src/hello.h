@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "runtime/src/wire.h"
 #include "sinkrt/fb/wire_generated.h"
 #include "sinkrt/runtime/version.h"
-#include "runtime/src/wire.h"
 
 namespace sinkrt {
 
@@ -25,16 +25,17 @@ inline constexpr const char* kSoftwareName = "sinkrt " SINKRT_VERSION_STRING;
 struct HelloFields {
   uint16_t protocol_major = kProtocolMajor;  ///< the sender's protocol version
   uint16_t protocol_minor = kProtocolMinor;  ///< its minor
-  fb::PeerRole role = fb::PeerRole::Host;  ///< Host, Device, or a launcher's Probe
-  int32_t rank = -1;  ///< host: the rank it expects (-1 any); device: its rank
+  fb::PeerRole role = fb::PeerRole::Host;    ///< Host, Device, or a launcher's Probe
+  int32_t rank = -1;                         ///< host: the rank it expects (-1 any); device: its rank
   std::string token;  ///< a 1.4 host's token in clear; 1.5 clients leave it empty and prove it (`nonce`, auth.h)
   std::string software = kSoftwareName;  ///< "sinkrt 1.0.0"
-  bool busy = false;  ///< device answering a probe: a job runs now
-  uint32_t cores = 0;  ///< device: cores its kernels may use
-  uint32_t pid = 0;  ///< device: its process id (launchers, logs)
-  uint64_t job = 0;  ///< device dialing a peer device: the job both serve
-  std::string host_id;  ///< device: its machine (LocalHostId); equal ids share memory
-  std::vector<uint8_t> nonce;  ///< 1.5: the client's fresh nonce; a server with a token answers with a Challenge (auth.h)
+  bool busy = false;                     ///< device answering a probe: a job runs now
+  uint32_t cores = 0;                    ///< device: cores its kernels may use
+  uint32_t pid = 0;                      ///< device: its process id (launchers, logs)
+  uint64_t job = 0;                      ///< device dialing a peer device: the job both serve
+  std::string host_id;                   ///< device: its machine (LocalHostId); equal ids share memory
+  std::vector<uint8_t>
+      nonce;  ///< 1.5: the client's fresh nonce; a server with a token answers with a Challenge (auth.h)
 };
 
 /// Finishes `fbb` with a Message holding this Hello.

@@ -16,9 +16,9 @@ namespace sinkrt {
 /// (starting at 0), and the overflowed steps so far (the report's
 /// `overflow_steps` is the difference between two sinks).
 struct LossScaleCounters {
-  int32_t steps = 0;  ///< steps counted so far (MindSpore's cur_iter - 1)
+  int32_t steps = 0;               ///< steps counted so far (MindSpore's cur_iter - 1)
   int32_t last_overflow_iter = 0;  ///< the cur_iter of the last overflow or scale increase
-  int32_t overflow_steps = 0;  ///< steps that overflowed so far
+  int32_t overflow_steps = 0;      ///< steps that overflowed so far
 };
 
 /// One step of DynamicLossScaleUpdateCell: on overflow the scale is divided

@@ -4,10 +4,14 @@ namespace sinkrt {
 
 std::string_view ProgramKindName(ProgramKind kind) {
   switch (kind) {
-    case ProgramKind::Init: return "init";
-    case ProgramKind::TrainStep: return "train_step";
-    case ProgramKind::EvalStep: return "eval_step";
-    case ProgramKind::PredictStep: return "predict_step";
+    case ProgramKind::Init:
+      return "init";
+    case ProgramKind::TrainStep:
+      return "train_step";
+    case ProgramKind::EvalStep:
+      return "eval_step";
+    case ProgramKind::PredictStep:
+      return "predict_step";
   }
   return "unknown";  // a value from outside the enum (untrusted bytes)
 }

@@ -203,9 +203,8 @@ Status ReadGroupList(const json& root, uint16_t base_port, std::vector<ReadEntry
       if (devices->size() != 1)
         return InvalidArgument(Join(path, "devices") + " has " + std::to_string(devices->size()) +
                                " entries: an instance serves exactly one device");
-      SINKRT_ASSIGN_OR_RETURN(
-          RankEntry entry,
-          DeviceEntry((*devices)[0], Index(path, "devices", 0), host, Join(path, "server_id"), base_port));
+      SINKRT_ASSIGN_OR_RETURN(RankEntry entry, DeviceEntry((*devices)[0], Index(path, "devices", 0), host,
+                                                           Join(path, "server_id"), base_port));
       SINKRT_ASSIGN_OR_RETURN(uint64_t rank, UintMember(instance, "rank_id", path, kMaxRank));
       entry.rank = static_cast<uint32_t>(rank);
       out.push_back({std::move(entry), path});
@@ -238,8 +237,8 @@ Result<RankTable> Validate(std::string layout, std::vector<ReadEntry> entries) {
     auto [it, inserted] = by_address.emplace(e.entry.address.ToString(), &e);
     if (!inserted)
       return InvalidArgument("ranks " + std::to_string(it->second->entry.rank) + " and " +
-                             std::to_string(e.entry.rank) + " share address " + it->first + " (" +
-                             it->second->path + " and " + e.path + ")");
+                             std::to_string(e.entry.rank) + " share address " + it->first + " (" + it->second->path +
+                             " and " + e.path + ")");
   }
   RankTable table;
   table.layout = std::move(layout);
@@ -326,12 +325,13 @@ Result<std::optional<uint32_t>> EnvUint(const char* name) {
   // The environment's one parser (runtime/src/env.h); digits that do not
   // fit it are a number too large, not garbage.
   const std::optional<long long> parsed = ParseNonNegativeInteger(value);
-  const bool digits = *value && std::all_of(value, value + std::strlen(value), [](char c) { return c >= '0' && c <= '9'; });
+  const bool digits =
+      *value && std::all_of(value, value + std::strlen(value), [](char c) { return c >= '0' && c <= '9'; });
   if (!parsed && !digits)
     return InvalidArgument(std::string(name) + "=\"" + value + "\" is not a non-negative integer");
   if (!parsed || static_cast<uint64_t>(*parsed) > kMaxRank)
-    return InvalidArgument(std::string(name) + "=\"" + value + "\" is out of range (a rank or a world size is at most " +
-                           std::to_string(kMaxRank) + ")");
+    return InvalidArgument(std::string(name) + "=\"" + value +
+                           "\" is out of range (a rank or a world size is at most " + std::to_string(kMaxRank) + ")");
   return std::optional<uint32_t>(static_cast<uint32_t>(*parsed));
 }
 
@@ -393,8 +393,8 @@ Result<LaunchRank> LaunchRankFromEnvironment() {
       // A world size without this process's place in it would train as a
       // single process, silently.
       if (const char* size = std::getenv(vars.size); size && vars.size_needs_rank)
-        return InvalidArgument(std::string(vars.size) + "=\"" + size + "\" is set but " + vars.rank +
-                               " is not: set " + vars.rank + " to this process's rank, or unset " + vars.size);
+        return InvalidArgument(std::string(vars.size) + "=\"" + size + "\" is set but " + vars.rank + " is not: set " +
+                               vars.rank + " to this process's rank, or unset " + vars.size);
       continue;
     }
     LaunchRank launch;

@@ -20,7 +20,7 @@ namespace sinkrt {
 #define SINKRT_DTYPE_ENUMERATORS(X) X(Invalid) X(F32) X(F64) X(I32) X(I64) X(U8) X(BF16)
 #define SINKRT_PROGRAM_KIND_ENUMERATORS(X) X(Init) X(TrainStep) X(EvalStep) X(PredictStep)
 
-#define SINKRT_SAME_ENUMERATOR(Api, Fb, name)                                    \
+#define SINKRT_SAME_ENUMERATOR(Api, Fb, name)                                        \
   static_assert(static_cast<uint64_t>(Api::name) == static_cast<uint64_t>(Fb::name), \
                 #Api "::" #name " differs from the schema's " #Fb "::" #name);
 #define SINKRT_SAME_DTYPE(name) SINKRT_SAME_ENUMERATOR(DType, fb::DType, name)

@@ -10,8 +10,8 @@ Result<StreamSections> SplitStream(std::span<const uint8_t> file) {
     return InvalidArgument("task stream truncated: " + std::to_string(file.size()) +
                            " bytes, too short for a size prefix and identifier");
   if (file.size() > kMaxStreamBytes)
-    return InvalidArgument("task stream of " + std::to_string(file.size()) +
-                           " bytes exceeds the limit of " + std::to_string(kMaxStreamBytes));
+    return InvalidArgument("task stream of " + std::to_string(file.size()) + " bytes exceeds the limit of " +
+                           std::to_string(kMaxStreamBytes));
   uint32_t fb_bytes;
   std::memcpy(&fb_bytes, file.data(), 4);  // FlatBuffers size prefixes are little-endian
   if (uint64_t{fb_bytes} + 4 > file.size())

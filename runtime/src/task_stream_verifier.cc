@@ -42,8 +42,7 @@ class Checker {
                              std::to_string(h->format_minor()) + " is not supported (this device reads " +
                              std::to_string(kFormatMajor) + ".x)");
     if (uint64_t extra = h->requirements() & ~supported_)
-      return Unimplemented("task stream requires feature bits 0x" + Hex(extra) +
-                           " that this device does not support");
+      return Unimplemented("task stream requires feature bits 0x" + Hex(extra) + " that this device does not support");
     if (h->world_size() == 0 || h->rank() >= h->world_size())
       return InvalidArgument("header: rank " + std::to_string(h->rank()) + " is outside world size " +
                              std::to_string(h->world_size()));
@@ -51,7 +50,8 @@ class Checker {
     if (a < 8 || a > 4096 || (a & (a - 1)) != 0)
       return InvalidArgument("arena alignment " + std::to_string(a) + " must be a power of two in [8, 4096]");
     if (s_->arena_bytes() > kMaxArenaBytes)
-      return InvalidArgument("arena of " + std::to_string(s_->arena_bytes()) + " bytes is larger than a device accepts");
+      return InvalidArgument("arena of " + std::to_string(s_->arena_bytes()) +
+                             " bytes is larger than a device accepts");
     if (s_->blob_bytes() != blobs_.size())
       return InvalidArgument("blob section is " + std::to_string(blobs_.size()) + " bytes, header says " +
                              std::to_string(s_->blob_bytes()));
@@ -91,8 +91,9 @@ class Checker {
     const size_t g = sl->global_shape() ? sl->global_shape()->size() : 0;
     const size_t o = sl->offset() ? sl->offset()->size() : 0;
     if (g != rank || o != rank)
-      return InvalidArgument(what + ": its slice has a global shape of rank " + std::to_string(g) + " and an offset of " +
-                             std::to_string(o) + " dims, the buffer has " + std::to_string(rank));
+      return InvalidArgument(what + ": its slice has a global shape of rank " + std::to_string(g) +
+                             " and an offset of " + std::to_string(o) + " dims, the buffer has " +
+                             std::to_string(rank));
     for (size_t d = 0; d < rank; ++d) {
       const int64_t whole = sl->global_shape()->Get(d), at = sl->offset()->Get(d), part = shape->Get(d);
       if (whole < 1 || at < 0 || part > whole || at > whole - part)
@@ -110,8 +111,8 @@ class Checker {
     }
     const size_t maps = sl->tensor_map() ? sl->tensor_map()->size() : 0;
     if (maps != 0 && maps != rank)
-      return InvalidArgument(what + ": a tensor map of " + std::to_string(maps) + " entries for " + std::to_string(rank) +
-                             " dims");
+      return InvalidArgument(what + ": a tensor map of " + std::to_string(maps) + " entries for " +
+                             std::to_string(rank) + " dims");
     for (size_t d = 0; d < maps; ++d) {
       const int m = sl->tensor_map()->Get(d);
       if (m < -1 || m >= static_cast<int>(axes))
@@ -138,8 +139,8 @@ class Checker {
         return InvalidArgument(what + ": shape " + ShapeString(b->shape()) + " of " + DTypeName(b->dtype()) +
                                " needs " + std::to_string(bytes) + " bytes, table says " + std::to_string(b->bytes()));
       if (b->offset() % align != 0)
-        return InvalidArgument(what + ": offset " + std::to_string(b->offset()) + " is not a multiple of the arena alignment " +
-                               std::to_string(align));
+        return InvalidArgument(what + ": offset " + std::to_string(b->offset()) +
+                               " is not a multiple of the arena alignment " + std::to_string(align));
       if (b->offset() > arena || b->bytes() > arena - b->offset())
         return OutOfRange(what + ": bytes [" + std::to_string(b->offset()) + ", " +
                           std::to_string(b->offset() + b->bytes()) + ") lie outside the arena of " +
@@ -183,8 +184,8 @@ class Checker {
                             std::to_string(d->data_bytes()) + ") lies outside the blob section of " +
                             std::to_string(blobs_.size()) + " bytes");
         if (d->data_bytes() != b->bytes())
-          return InvalidArgument(where + ": inline data is " + std::to_string(d->data_bytes()) +
-                                 " bytes, the buffer " + std::to_string(b->bytes()));
+          return InvalidArgument(where + ": inline data is " + std::to_string(d->data_bytes()) + " bytes, the buffer " +
+                                 std::to_string(b->bytes()));
       }
     }
     return Status::Ok();
@@ -249,8 +250,8 @@ class Checker {
         if (!stream->tasks()) continue;
         for (uint32_t t = 0; t < stream->tasks()->size(); ++t) {
           const fb::Task* task = stream->tasks()->Get(t);
-          std::string where = pname + " stream " + std::to_string(st) + " task " + std::to_string(t) +
-                              Named(task->name());
+          std::string where =
+              pname + " stream " + std::to_string(st) + " task " + std::to_string(t) + Named(task->name());
           SINKRT_RETURN_IF_ERROR(CheckTask(where, prog, task));
         }
       }
@@ -466,11 +467,10 @@ class Checker {
       const std::string out_name = "output " + std::to_string(i) + Named(out->name());
       if (!first) first = in;
       if (in->dtype() != out->dtype() || (scatter && in->dtype() != first->dtype()))
-        return InvalidArgument(where + ": " + in_name + " is " + DTypeName(in->dtype()) + ", " + out_name + " " +
-                               DTypeName(out->dtype()) +
-                               (scatter && i > 0 ? ", input 0" + Named(first->name()) + " " + DTypeName(first->dtype())
-                                                 : std::string()) +
-                               ": a blocked " + kind + " works on one dtype" + (scatter ? "" : " per pair"));
+        return InvalidArgument(
+            where + ": " + in_name + " is " + DTypeName(in->dtype()) + ", " + out_name + " " + DTypeName(out->dtype()) +
+            (scatter && i > 0 ? ", input 0" + Named(first->name()) + " " + DTypeName(first->dtype()) : std::string()) +
+            ": a blocked " + kind + " works on one dtype" + (scatter ? "" : " per pair"));
       const fb::Buffer* whole = scatter ? in : out;
       const fb::Buffer* block = scatter ? out : in;
       const std::string& whole_name = scatter ? in_name : out_name;
@@ -478,13 +478,12 @@ class Checker {
       const uint64_t elems = whole->bytes() / DTypeSize(whole->dtype());
       if (elems % members != 0)
         return InvalidArgument(where + ": " + whole_name + " of " + std::to_string(elems) + " " +
-                               DTypeName(whole->dtype()) + " elements does not split into " +
-                               std::to_string(members) + " equal blocks for group " + std::to_string(group_index) +
-                               Named(group->name()));
+                               DTypeName(whole->dtype()) + " elements does not split into " + std::to_string(members) +
+                               " equal blocks for group " + std::to_string(group_index) + Named(group->name()));
       if (whole->bytes() != members * block->bytes())
         return InvalidArgument(where + ": " + whole_name + " of " + std::to_string(whole->bytes()) + " bytes is not " +
-                               std::to_string(members) + " x " + block_name + " of " +
-                               std::to_string(block->bytes()) + " bytes");
+                               std::to_string(members) + " x " + block_name + " of " + std::to_string(block->bytes()) +
+                               " bytes");
     }
     return Status::Ok();
   }
@@ -556,7 +555,8 @@ class Checker {
         SINKRT_RETURN_IF_ERROR(CheckIndices(where + " input", k->inputs()));
         SINKRT_RETURN_IF_ERROR(CheckIndices(where + " output", k->outputs()));
         if (k->fused_bias() < -1) return OutOfRange(where + ": fused bias index " + std::to_string(k->fused_bias()));
-        if (k->fused_bias() >= 0) SINKRT_RETURN_IF_ERROR(CheckBufferIndex(where + " fused bias", uint32_t(k->fused_bias())));
+        if (k->fused_bias() >= 0)
+          SINKRT_RETURN_IF_ERROR(CheckBufferIndex(where + " fused bias", uint32_t(k->fused_bias())));
         return Status::Ok();
       }
       case fb::TaskBody::GetNextTask: {
@@ -584,7 +584,7 @@ class Checker {
       case fb::TaskBody::EventRecordTask:
       case fb::TaskBody::EventWaitTask: {
         uint32_t e = task->body_type() == fb::TaskBody::EventRecordTask ? task->body_as_EventRecordTask()->event()
-                                                                          : task->body_as_EventWaitTask()->event();
+                                                                        : task->body_as_EventWaitTask()->event();
         if (e >= prog->num_events())
           return OutOfRange(where + ": event " + std::to_string(e) + " is outside the program's " +
                             std::to_string(prog->num_events()) + " events");

@@ -19,8 +19,8 @@ Versions LinkedVersions() {
 std::string VersionText(std::string_view tool) {
   const Versions v = LinkedVersions();
   auto format = [](FormatVersion f) { return std::to_string(f.major) + "." + std::to_string(f.minor); };
-  return std::string(tool) + " " + v.library + "\ntask stream format " + format(v.task_stream) +
-         "\nwire protocol " + format(v.wire_protocol) + "\n";
+  return std::string(tool) + " " + v.library + "\ntask stream format " + format(v.task_stream) + "\nwire protocol " +
+         format(v.wire_protocol) + "\n";
 }
 
 }  // namespace sinkrt

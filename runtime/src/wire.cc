@@ -142,14 +142,14 @@ Result<ParsedFrame> ParseFrame(std::span<const uint8_t> bytes, const WireLimits&
   SINKRT_ASSIGN_OR_RETURN(f.header, DecodeFrameHeader(bytes, limits));
   uint64_t have = bytes.size() - kFrameHeaderBytes;
   if (have < f.header.message_bytes)
-    return InvalidArgument("truncated frame: message of " + Bytes(f.header.message_bytes) + ", only " +
-                           Bytes(have) + " present");
+    return InvalidArgument("truncated frame: message of " + Bytes(f.header.message_bytes) + ", only " + Bytes(have) +
+                           " present");
   SINKRT_ASSIGN_OR_RETURN(f.message, VerifyMessage(bytes.subspan(kFrameHeaderBytes, f.header.message_bytes)));
   SINKRT_RETURN_IF_ERROR(CheckPayloadRule(*f.message, f.header.payload_bytes));
   have -= f.header.message_bytes;
   if (have < f.header.payload_bytes)
-    return InvalidArgument("truncated frame: payload of " + Bytes(f.header.payload_bytes) + ", only " +
-                           Bytes(have) + " present");
+    return InvalidArgument("truncated frame: payload of " + Bytes(f.header.payload_bytes) + ", only " + Bytes(have) +
+                           " present");
   f.payload = bytes.subspan(kFrameHeaderBytes + f.header.message_bytes, f.header.payload_bytes);
   f.frame_bytes = kFrameHeaderBytes + f.header.message_bytes + f.header.payload_bytes;
   return f;

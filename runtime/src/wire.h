@@ -31,10 +31,11 @@ namespace sinkrt {
 inline constexpr uint32_t kWireMagic = 0x46574B53;  ///< "SKWF" in little-endian byte order
 /// The wire protocol's version: a peer of the same major is accepted.
 inline constexpr uint16_t kProtocolMajor = 1;
-inline constexpr uint16_t kProtocolMinor = 5;  ///< 1.1: worlds of daemons; 1.2: the profiler; 1.3: bubble_ms; 1.4: the host processes' bootstrap; 1.5: the master's token handshake and job ids (schemas/wire.fbs)
+inline constexpr uint16_t kProtocolMinor =
+    5;  ///< 1.1: worlds of daemons; 1.2: the profiler; 1.3: bubble_ms; 1.4: the host processes' bootstrap; 1.5: the
+        ///< master's token handshake and job ids (schemas/wire.fbs)
 /// A frame header's size: magic, message length, payload length.
 inline constexpr size_t kFrameHeaderBytes = 16;
-
 
 /// The two lengths a frame header carries (the magic is implied).
 struct FrameHeader {
@@ -61,10 +62,10 @@ const char* MessageName(fb::MessageBody type);
 
 /// A whole frame checked in memory; points into the bytes given.
 struct ParsedFrame {
-  FrameHeader header;  ///< the checked header
+  FrameHeader header;                    ///< the checked header
   const fb::Message* message = nullptr;  ///< the verified message
-  std::span<const uint8_t> payload;  ///< the payload after it
-  size_t frame_bytes = 0;  ///< header + message + payload
+  std::span<const uint8_t> payload;      ///< the payload after it
+  size_t frame_bytes = 0;                ///< header + message + payload
 };
 /// Checks one whole frame held in `bytes` (header, message, payload rule); the result points into them.
 Result<ParsedFrame> ParseFrame(std::span<const uint8_t> bytes, const WireLimits& limits);
@@ -75,9 +76,9 @@ void FinishMessage(flatbuffers::FlatBufferBuilder& fbb, fb::MessageBody type, fl
 /// Error frames <-> Status. The Status message reads
 /// "rank R: PROGRAM task T 'NAME': message" with the parts that are known.
 struct ErrorContext {
-  int rank = -1;  ///< the failing rank; -1: unknown
-  std::string program;  ///< the failing program's name
-  int task = -1;  ///< the failing task's index; -1: unknown
+  int rank = -1;          ///< the failing rank; -1: unknown
+  std::string program;    ///< the failing program's name
+  int task = -1;          ///< the failing task's index; -1: unknown
   std::string task_name;  ///< the failing task's name
 };
 /// Finishes `fbb` with an Error message carrying `status` and `context`.

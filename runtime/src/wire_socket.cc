@@ -79,9 +79,8 @@ Result<std::unique_ptr<FrameSocket>> FrameSocket::Connect(const Address& address
   for (;;) {
     asio::ip::tcp::socket socket(*context);
     asio::error_code result = asio::error::would_block;
-    asio::async_connect(socket, endpoints, [&](const asio::error_code& e, const asio::ip::tcp::endpoint&) {
-      result = e;
-    });
+    asio::async_connect(socket, endpoints,
+                        [&](const asio::error_code& e, const asio::ip::tcp::endpoint&) { result = e; });
     context->restart();
     if (observer) {
       // In ticks: run_until returns at the tick with the connect still
@@ -243,8 +242,7 @@ void FrameSocket::ShutdownWrite() {
 
 std::string FrameSocket::transport() const { return tls_ ? TlsDescription(*tls_) : std::string("plain"); }
 
-Status FrameSocket::Send(const flatbuffers::FlatBufferBuilder& fbb,
-                         std::span<const std::span<const uint8_t>> payload) {
+Status FrameSocket::Send(const flatbuffers::FlatBufferBuilder& fbb, std::span<const std::span<const uint8_t>> payload) {
   return Send(std::span<const uint8_t>(fbb.GetBufferPointer(), fbb.GetSize()), payload);
 }
 
@@ -270,8 +268,9 @@ Status FrameSocket::ReadExact(uint8_t* dst, size_t n, Deadline deadline) {
 }
 
 Status FrameSocket::Receive(InFrame* frame, Deadline deadline) {
-  if (frame->payload_left != 0) return Internal("Receive with " + std::to_string(frame->payload_left) +
-                                                " payload bytes of the previous frame unread");
+  if (frame->payload_left != 0)
+    return Internal("Receive with " + std::to_string(frame->payload_left) +
+                    " payload bytes of the previous frame unread");
   frame->message = nullptr;
   uint8_t header[kFrameHeaderBytes];
   SINKRT_RETURN_IF_ERROR(ReadExact(header, sizeof header, deadline));

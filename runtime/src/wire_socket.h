@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "sinkrt/runtime/address.h"
 #include "runtime/src/wire.h"
+#include "sinkrt/runtime/address.h"
 
 namespace sinkrt {
 
@@ -39,7 +39,7 @@ inline Deadline DeadlineIn(std::chrono::milliseconds d) { return std::chrono::st
 
 /// A received frame: header and message read and checked, the payload still in the socket.
 struct InFrame {
-  FrameHeader header;  ///< the checked header
+  FrameHeader header;                    ///< the checked header
   std::vector<uint8_t> message_bytes;    ///< reused between frames
   const fb::Message* message = nullptr;  ///< verified, points into message_bytes
   uint64_t payload_left = 0;             ///< payload bytes not yet read
@@ -58,7 +58,7 @@ enum class IoWait {
 /// The outcome of FrameSocket::ReadSome or WriteSome: `bytes` moved, or
 /// none and what to wait for. No bytes and no wait is end of file (a read).
 struct IoStep {
-  size_t bytes = 0;  ///< moved by this call
+  size_t bytes = 0;             ///< moved by this call
   IoWait wait = IoWait::kNone;  ///< when bytes == 0: what to poll for
 };
 
@@ -67,7 +67,7 @@ struct IoStep {
 /// failed ("Connection refused": retried while the deadline allows).
 struct ConnectWait {
   bool pending = false;  ///< an attempt is out with no answer yet
-  std::string error;  ///< of the last attempt, when !pending
+  std::string error;     ///< of the last attempt, when !pending
 };
 /// Called with each ConnectWait while FrameSocket::Connect waits.
 using ConnectObserver = std::function<void(const ConnectWait&)>;
@@ -147,16 +147,15 @@ class FrameSocket {
   Status ReadExact(uint8_t* dst, size_t n, Deadline deadline);
   Status SendTls(std::span<const asio::const_buffer> pieces);
 
-
   std::unique_ptr<asio::io_context> owned_context_;  ///< set by Connect
   asio::ip::tcp::socket socket_;
   WireLimits limits_;
   std::string peer_;
   std::mutex send_mu_;
-  std::unique_ptr<TlsSession> tls_;  ///< set by StartTls
-  std::vector<uint8_t> tls_staging_;  ///< under send_mu_: small pieces coalesced into one record
+  std::unique_ptr<TlsSession> tls_;            ///< set by StartTls
+  std::vector<uint8_t> tls_staging_;           ///< under send_mu_: small pieces coalesced into one record
   std::unique_ptr<TlsSession> tls_handshake_;  ///< StepTls's session until its handshake is done
-  std::vector<uint8_t> write_some_staging_;  ///< WriteSome's record of coalesced pieces
+  std::vector<uint8_t> write_some_staging_;    ///< WriteSome's record of coalesced pieces
 };
 
 /// Sets TCP_NODELAY, SO_KEEPALIVE (dead peers found in ~15 s) and 4 MiB

@@ -209,7 +209,7 @@ TEST(DataQueue, ClearDropsQueuedBatchesAndReturnsTheirSlots) {
   for (uint8_t i = 10; i < 13; ++i) ASSERT_TRUE(Push(q, Batch(q, i)).ok()) << int(i);
   for (uint8_t i = 10; i < 13; ++i) ExpectPop(q, Batch(q, i), "after clear");
   EXPECT_EQ(freed, (std::vector<uint32_t>{3, 1, 1, 1}));  // then one per pop
-  q.Clear();  // nothing queued: no callback
+  q.Clear();                                              // nothing queued: no callback
   EXPECT_EQ(freed.size(), 4u);
 }
 

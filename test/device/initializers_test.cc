@@ -63,13 +63,25 @@ TEST(Initializers, GeneratorFollowsSplitMix64) {
 
 TEST(Initializers, RandomKindsHaveTheirMoments) {
   Tensor t({256, 512});
-  ASSERT_TRUE(Init(t, fb::InitKind::Uniform, [](auto& b) { b.add_low(-2.0f); b.add_high(4.0f); b.add_seed(1); }).ok());
+  ASSERT_TRUE(Init(t, fb::InitKind::Uniform, [](auto& b) {
+                b.add_low(-2.0f);
+                b.add_high(4.0f);
+                b.add_seed(1);
+              }).ok());
   ExpectMoments(t, 1.0, 6.0 / std::sqrt(12.0), "Uniform");
   for (int64_t i = 0; i < t.numel(); ++i) ASSERT_TRUE(t[i] >= -2.0f && t[i] < 4.0f);
-  ASSERT_TRUE(Init(t, fb::InitKind::Normal, [](auto& b) { b.add_mean(0.5f); b.add_stddev(2.0f); b.add_seed(2); }).ok());
+  ASSERT_TRUE(Init(t, fb::InitKind::Normal, [](auto& b) {
+                b.add_mean(0.5f);
+                b.add_stddev(2.0f);
+                b.add_seed(2);
+              }).ok());
   ExpectMoments(t, 0.5, 2.0, "Normal");
   const double fi = 784, fo = 512;
-  auto fans = [&](auto& b) { b.add_fan_in(784); b.add_fan_out(512); b.add_seed(3); };
+  auto fans = [&](auto& b) {
+    b.add_fan_in(784);
+    b.add_fan_out(512);
+    b.add_seed(3);
+  };
   ASSERT_TRUE(Init(t, fb::InitKind::XavierUniform, fans).ok());
   ExpectMoments(t, 0, std::sqrt(6 / (fi + fo)) / std::sqrt(3.0), "XavierUniform");
   ASSERT_TRUE(Init(t, fb::InitKind::XavierNormal, fans).ok());
@@ -83,7 +95,13 @@ TEST(Initializers, RandomKindsHaveTheirMoments) {
 
 TEST(Initializers, ValuesDependOnlyOnSeedAndIndex) {
   Tensor a({1001}), b({1001}), prefix({10}), other({1001});
-  auto seed = [](uint64_t s) { return [s](fb::InitBuilder& b) { b.add_seed(s); b.add_stddev(1.0f); b.add_high(1.0f); }; };
+  auto seed = [](uint64_t s) {
+    return [s](fb::InitBuilder& b) {
+      b.add_seed(s);
+      b.add_stddev(1.0f);
+      b.add_high(1.0f);
+    };
+  };
   for (fb::InitKind kind : {fb::InitKind::Uniform, fb::InitKind::Normal}) {
     ASSERT_TRUE(Init(a, kind, seed(7)).ok());
     ASSERT_TRUE(Init(b, kind, seed(7)).ok());
@@ -119,7 +137,14 @@ TEST(Initializers, ConstantsZerosAndInline) {
   std::vector<uint8_t> blobs(64 + 20);
   const float vals[5] = {1, 2, 3, 4, 5};
   std::memcpy(blobs.data() + 64, vals, sizeof(vals));
-  ASSERT_TRUE(Init(f, fb::InitKind::Inline, [](auto& b) { b.add_data_offset(64); b.add_data_bytes(20); }, blobs).ok());
+  ASSERT_TRUE(Init(
+                  f, fb::InitKind::Inline,
+                  [](auto& b) {
+                    b.add_data_offset(64);
+                    b.add_data_bytes(20);
+                  },
+                  blobs)
+                  .ok());
   ExpectBitwise(f, {1, 2, 3, 4, 5}, "Inline");
 
   auto expect_error = [](Status st, const std::string& part) {
@@ -127,14 +152,33 @@ TEST(Initializers, ConstantsZerosAndInline) {
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
     EXPECT_NE(st.message().find(part), std::string::npos) << st.message();
   };
-  expect_error(Init(f, fb::InitKind::Inline, [](auto& b) { b.add_data_offset(68); b.add_data_bytes(20); }, blobs),
+  expect_error(Init(
+                   f, fb::InitKind::Inline,
+                   [](auto& b) {
+                     b.add_data_offset(68);
+                     b.add_data_bytes(20);
+                   },
+                   blobs),
                "initializer Inline: bytes [68, +20) lie outside the 84-byte blob section");
-  expect_error(Init(f, fb::InitKind::Inline, [](auto& b) { b.add_data_offset(UINT64_MAX - 4); b.add_data_bytes(20); }, blobs),
+  expect_error(Init(
+                   f, fb::InitKind::Inline,
+                   [](auto& b) {
+                     b.add_data_offset(UINT64_MAX - 4);
+                     b.add_data_bytes(20);
+                   },
+                   blobs),
                "lie outside");
-  expect_error(Init(f, fb::InitKind::Inline, [](auto& b) { b.add_data_offset(64); b.add_data_bytes(16); }, blobs),
+  expect_error(Init(
+                   f, fb::InitKind::Inline,
+                   [](auto& b) {
+                     b.add_data_offset(64);
+                     b.add_data_bytes(16);
+                   },
+                   blobs),
                "16 bytes for a buffer of 20 ([5] f32)");
   expect_error(Init(i, fb::InitKind::Uniform, [](auto& b) { b.add_high(1.0f); }), "random kinds fill f32 only");
-  expect_error(Init(f, fb::InitKind::HeNormal, [](auto& b) { b.add_fan_out(3); }), "fan_in 0 and fan_out 3: fan_in must be > 0");
+  expect_error(Init(f, fb::InitKind::HeNormal, [](auto& b) { b.add_fan_out(3); }),
+               "fan_in 0 and fan_out 3: fan_in must be > 0");
   expect_error(Init(f, fb::InitKind::XavierUniform, [](auto& b) { b.add_fan_in(3); }), "must both be > 0");
   expect_error(Init(f, fb::InitKind::Normal, [](auto& b) { b.add_stddev(-1.0f); }), "stddev");
   expect_error(Init(f, fb::InitKind::Uniform, [](auto& b) { b.add_low(1.0f); }), "high 0.000000 is below low 1.000000");

@@ -14,11 +14,11 @@
 // (addr2line -f -C -e test/no_alloc_test ADDR... names the frames).
 #include <dlfcn.h>
 #include <execinfo.h>
-#include <unistd.h>
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -33,8 +33,8 @@
 #include <vector>
 
 #include "device/src/comm/communicator.h"
-#include "device/src/executor.h"
 #include "device/src/comm/rendezvous/listening_inbox.h"
+#include "device/src/executor.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/compiler.h"
@@ -290,8 +290,10 @@ void ExpectDataParallelNoAllocations(bool shared_memory, bool profiling = false,
         // A pipeline's first stage takes the images, its last the labels.
         std::vector<ConstBytes> cols;
         for (const std::string& c : streams[r].input_columns) {
-          if (c == "image") cols.emplace_back(reinterpret_cast<const uint8_t*>(data.images.data() + i * kBatch * 784), ib);
-          if (c == "label") cols.emplace_back(reinterpret_cast<const uint8_t*>(data.labels.data() + i * kBatch), kBatch * 4);
+          if (c == "image")
+            cols.emplace_back(reinterpret_cast<const uint8_t*>(data.images.data() + i * kBatch * 784), ib);
+          if (c == "label")
+            cols.emplace_back(reinterpret_cast<const uint8_t*>(data.labels.data() + i * kBatch), kBatch * 4);
         }
         EXPECT_TRUE(executors[r]->PushBatch(0, cols).ok());
       }

@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <set>
 #include <string>
 #include <thread>
@@ -217,10 +217,10 @@ TEST(WorkerTeamKernels, MatMulSplitByRowsOrColumnsMatchesUnsplit) {
     int64_t m, k, n;
     bool ta, tb;
   };
-  for (const Case c : {Case{256, 784, 512, false, false}, Case{64, 784, 512, false, false},
-                       Case{784, 256, 512, true, false}, Case{256, 512, 784, false, true},
-                       Case{512, 64, 256, true, false}, Case{50, 300, 200, false, false},
-                       Case{300, 97, 45, true, true}, Case{33, 1000, 130, false, true}})
+  for (const Case c :
+       {Case{256, 784, 512, false, false}, Case{64, 784, 512, false, false}, Case{784, 256, 512, true, false},
+        Case{256, 512, 784, false, true}, Case{512, 64, 256, true, false}, Case{50, 300, 200, false, false},
+        Case{300, 97, 45, true, true}, Case{33, 1000, 130, false, true}})
     for (bool fused : {false, true})
       for (int threads : {2, 3})
         if (threads == 2 || c.m * c.k * c.n < 4'000'000)  // three parts: the odd sizes only
@@ -261,9 +261,9 @@ TEST(WorkerTeamKernels, OptimizerUpdatesSplitGiveTheUnsplitBits) {
     const std::vector<Tensor> whole = RunUpdate(c.op, c.nesterov, nullptr);
     const std::vector<Tensor> split = RunUpdate(c.op, c.nesterov, &team);
     for (size_t i = 0; i < whole.size(); ++i)
-      ExpectBitwise(split[i], whole[i].values(),
-                    std::string(fb::EnumNameOpCode(c.op)) + (c.nesterov ? " (Nesterov)" : "") + " input " +
-                        std::to_string(i));
+      ExpectBitwise(
+          split[i], whole[i].values(),
+          std::string(fb::EnumNameOpCode(c.op)) + (c.nesterov ? " (Nesterov)" : "") + " input " + std::to_string(i));
   }
 }
 
@@ -274,8 +274,8 @@ TEST(WorkerTeamKernels, ActivationsSplitGiveTheUnsplitBits) {
   WorkerTeam team(2, 0);
   for (OpCode op : {OpCode::Relu, OpCode::Gelu, OpCode::Tanh, OpCode::Sigmoid, OpCode::ReluGrad, OpCode::GeluGrad,
                     OpCode::TanhGrad, OpCode::SigmoidGrad}) {
-    const bool grad = op == OpCode::ReluGrad || op == OpCode::GeluGrad || op == OpCode::TanhGrad ||
-                      op == OpCode::SigmoidGrad;
+    const bool grad =
+        op == OpCode::ReluGrad || op == OpCode::GeluGrad || op == OpCode::TanhGrad || op == OpCode::SigmoidGrad;
     const Tensor x = RandomTensor({n}, 31, -4.0f, 4.0f), dy = RandomTensor({n}, 32);
     Tensor whole({n}), split({n});
     for (Tensor* y : {&whole, &split}) {

@@ -32,7 +32,8 @@ class AppTest : public ::testing::Test {
   // Starts a sinkd with `threads` kernel threads and runs the app against it.
   RunResult RunAgainstSinkd(int threads) {
     SinkdProcess daemon;
-    const Status started = daemon.Start(SINKD_PATH, {"--threads", std::to_string(threads)}, (dir_ / "sinkd.log").string());
+    const Status started =
+        daemon.Start(SINKD_PATH, {"--threads", std::to_string(threads)}, (dir_ / "sinkd.log").string());
     EXPECT_TRUE(started.ok()) << started.ToString();
     if (!started.ok()) return {};
     RunResult r = testing::RunBinary(APP_PATH, testing::Cat("'", daemon.address().ToString(), "'"), dir_);

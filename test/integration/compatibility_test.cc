@@ -87,7 +87,7 @@ TEST(TaskStreamCompatibility, AnUnknownRequirementBitIsRefusedNamingIt) {
   o.world_size = 2;
   std::vector<uint8_t> bytes = CompileMlp(o);  // requires collectives: the field is stored
   ASSERT_FALSE(bytes.empty());
-  constexpr uint64_t kNewBit = 1ull << 40;     // a feature of a newer minor
+  constexpr uint64_t kNewBit = 1ull << 40;  // a feature of a newer minor
   static_assert((kSupportedFeatures & kNewBit) == 0);
   fb::Header* header = MutableStream(bytes)->mutable_header();
   ASSERT_TRUE(header->mutate_format_minor(kFormatMinor + 1));
@@ -147,10 +147,9 @@ TEST(GraphFileCompatibility, EveryMinorOfTheSameMajorLoadsAnotherMajorIsRefused)
   ASSERT_TRUE(fb::GetMutableGraph(bytes.data())->mutate_format_major(host::kGraphFileFormat.major + 1));
   auto g = host::ParseGraph(bytes, "g.sgraph");
   ASSERT_FALSE(g.ok());
-  EXPECT_EQ(g.status().message(), "g.sgraph: field 'format_major' is " +
-                                      std::to_string(host::kGraphFileFormat.major + 1) +
-                                      ", this build reads graph files of format " +
-                                      std::to_string(host::kGraphFileFormat.major) + ".x");
+  EXPECT_EQ(g.status().message(),
+            "g.sgraph: field 'format_major' is " + std::to_string(host::kGraphFileFormat.major + 1) +
+                ", this build reads graph files of format " + std::to_string(host::kGraphFileFormat.major) + ".x");
 }
 
 //===--- Checkpoints -----------------------------------------------------------===//
@@ -237,9 +236,9 @@ TEST_F(SinkdCompatibility, AHostOfANewerMinorIsServedAndItsNewMessagesRefusedByN
                 return fb::AckBuilder(fbb).Finish().Union();
               }).ok());
   Status err = testing::NextError(*s);
-  EXPECT_THAT(err.message(), HasSubstr("frame message has unknown type 200 (this build speaks wire protocol " +
-                                          Version(kProtocolMajor, kProtocolMinor) +
-                                          ": the peer is newer, or the frame is corrupt)"))
+  EXPECT_THAT(err.message(),
+              HasSubstr("frame message has unknown type 200 (this build speaks wire protocol " +
+                        Version(kProtocolMajor, kProtocolMinor) + ": the peer is newer, or the frame is corrupt)"))
       << err.message();
   EXPECT_TRUE(testing::Closed(*s));
   ExpectStillServing();
@@ -258,9 +257,9 @@ TEST_F(SinkdCompatibility, APeerRoleOfANewerMinorIsRefusedByNumber) {
   auto s = Greet(kProtocolMajor, kProtocolMinor + 1, static_cast<fb::PeerRole>(200));
   ASSERT_TRUE(s);
   Status err = testing::NextError(*s);
-  EXPECT_THAT(err.message(), HasSubstr("a peer of role 200 (unknown to protocol " +
-                                          Version(kProtocolMajor, kProtocolMinor) +
-                                          ") may not connect to a device's host port"))
+  EXPECT_THAT(err.message(),
+              HasSubstr("a peer of role 200 (unknown to protocol " + Version(kProtocolMajor, kProtocolMinor) +
+                        ") may not connect to a device's host port"))
       << err.message();
   EXPECT_TRUE(testing::Closed(*s));
   ExpectStillServing();
@@ -313,9 +312,9 @@ TEST(HostCompatibility, ADaemonOfAnotherMajorIsRefusedNamingBothVersions) {
   auto device = ConnectToADaemonOf(kProtocolMajor + 1, kProtocolMinor);
   ASSERT_FALSE(device.ok());
   EXPECT_EQ(device.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_THAT(device.status().message(), HasSubstr("the daemon speaks protocol " +
-                                                       Version(kProtocolMajor + 1, kProtocolMinor) + ", this host " +
-                                                       Version(kProtocolMajor, kProtocolMinor)))
+  EXPECT_THAT(device.status().message(),
+              HasSubstr("the daemon speaks protocol " + Version(kProtocolMajor + 1, kProtocolMinor) + ", this host " +
+                        Version(kProtocolMajor, kProtocolMinor)))
       << device.status().ToString();
 }
 
@@ -332,9 +331,9 @@ TEST(HostCompatibility, AnOlderMinorDaemonIsAcceptedAndAFeatureItLacksRefusedNam
   auto endpoint = (*device)->Endpoint();  // worlds of daemons came with 1.1
   ASSERT_FALSE(endpoint.ok());
   EXPECT_EQ(endpoint.status().code(), StatusCode::kUnimplemented);
-  EXPECT_THAT(endpoint.status().message(), HasSubstr("the daemon speaks protocol " + Version(kProtocolMajor, 0) +
-                                                         " (sinkrt " + Version(kProtocolMajor, 0) +
-                                                         ".0); joining a world of devices needs 1.1"))
+  EXPECT_THAT(endpoint.status().message(),
+              HasSubstr("the daemon speaks protocol " + Version(kProtocolMajor, 0) + " (sinkrt " +
+                        Version(kProtocolMajor, 0) + ".0); joining a world of devices needs 1.1"))
       << endpoint.status().ToString();
 }
 

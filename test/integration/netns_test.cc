@@ -71,14 +71,15 @@ class NetnsTest : public ::testing::Test {
     // Unique per process; ctest runs each case in a process of its own.
     prefix_ = "snt" + std::to_string(::getpid());
     const std::string script = std::string(SINKRT_SOURCE_DIR) + "/scripts/netns_testbed.sh";
-    RunResult up = RunBinary("/bin/bash", "'" + script + "' up " + std::to_string(kHosts) + " --prefix " + prefix_ +
-                                              " --owner " + std::to_string(::getpid()),
+    RunResult up = RunBinary("/bin/bash",
+                             "'" + script + "' up " + std::to_string(kHosts) + " --prefix " + prefix_ + " --owner " +
+                                 std::to_string(::getpid()),
                              dir_);
     // Root in a container without CAP_SYS_ADMIN, or a kernel without veth
     // or bridges: the test bed cannot exist here, which is not a failure.
-    if (up.exit_code != 0 && (up.err.find("not permitted") != std::string::npos ||
-                              up.err.find("Permission denied") != std::string::npos ||
-                              up.err.find("not supported") != std::string::npos))
+    if (up.exit_code != 0 &&
+        (up.err.find("not permitted") != std::string::npos || up.err.find("Permission denied") != std::string::npos ||
+         up.err.find("not supported") != std::string::npos))
       GTEST_SKIP() << "network namespaces are unavailable here: " << up.err;
     ASSERT_EQ(up.exit_code, 0) << up.out << up.err;
     up_ = true;
@@ -88,9 +89,9 @@ class NetnsTest : public ::testing::Test {
   void TearDown() override {
     daemons_.clear();  // SIGTERM, then SIGKILL, each reaped
     if (up_) {
-      RunResult down = RunBinary("/bin/bash", "'" + std::string(SINKRT_SOURCE_DIR) +
-                                                  "/scripts/netns_testbed.sh' down --prefix " + prefix_,
-                                 dir_);
+      RunResult down =
+          RunBinary("/bin/bash",
+                    "'" + std::string(SINKRT_SOURCE_DIR) + "/scripts/netns_testbed.sh' down --prefix " + prefix_, dir_);
       EXPECT_EQ(down.exit_code, 0) << down.err;
       EXPECT_FALSE(fs::exists("/run/netns/" + prefix_ + "0")) << "the test bed outlived its test";
     }
@@ -107,9 +108,12 @@ class NetnsTest : public ::testing::Test {
     for (int h = 0; h < kHosts; ++h)
       for (int d = 0; d < kPerHost; ++d) {
         const int rank = h * kPerHost + d;
-        std::vector<std::string> args = {"netns", "exec", Namespace(h), SINKD_PATH, "--listen",
-                                         HostAddress(h) + ":" + std::to_string(kBasePort + d),
-                                         "--rank", std::to_string(rank), "--token", kToken, "--threads", "1"};
+        std::vector<std::string> args = {"netns",      "exec",
+                                         Namespace(h), SINKD_PATH,
+                                         "--listen",   HostAddress(h) + ":" + std::to_string(kBasePort + d),
+                                         "--rank",     std::to_string(rank),
+                                         "--token",    kToken,
+                                         "--threads",  "1"};
         args.insert(args.end(), extra.begin(), extra.end());
         auto daemon = std::make_unique<SinkdProcess>();
         ASSERT_TRUE(daemon->Start(ip_, args, Log(rank).string()).ok()) << daemon->ReadLog();
@@ -124,11 +128,11 @@ class NetnsTest : public ::testing::Test {
         devices.push_back({{"device_id", std::to_string(d)}, {"rank_id", std::to_string(h * kPerHost + d)}});
       servers.push_back({{"server_id", HostAddress(h)}, {"device", devices}});
     }
-    std::ofstream(dir_ / "rank_table.json") << nlohmann::json{{"version", "1.0"},
-                                                              {"server_count", std::to_string(kHosts)},
-                                                              {"server_list", servers},
-                                                              {"status", "completed"}}
-                                                   .dump(1);
+    std::ofstream(dir_ / "rank_table.json") << nlohmann::json{
+        {"version", "1.0"},
+        {"server_count", std::to_string(kHosts)},
+        {"server_list", servers},
+        {"status", "completed"}}.dump(1);
   }
 
   // ip's arguments that run sinkrun in namespace 0 as the job's driver;
@@ -150,7 +154,6 @@ class NetnsTest : public ::testing::Test {
   std::vector<std::unique_ptr<SinkdProcess>> daemons_;
 };
 
-
 // 4 ranks x batch 16 on two namespaces against one device x batch 64, the
 // gradients averaged: the same parameters within 1e-5 (the sums run in
 // another order). Each daemon's join line says which peers it reaches by
@@ -159,7 +162,9 @@ TEST_F(NetnsTest, DataParallelAcrossTwoNamespacesMatchesOneDevice) {
   ASSERT_NO_FATAL_FAILURE(StartDaemons());
   const std::string common = "train --model mlp --data synthetic:512 --epochs 2 --seed 5";
   Launcher dp;
-  ASSERT_NO_FATAL_FAILURE(dp.Start(ip_, Driver(common + " --batch 16 --parallel data_parallel --gradients-mean true "
+  ASSERT_NO_FATAL_FAILURE(dp.Start(ip_,
+                                   Driver(common +
+                                          " --batch 16 --parallel data_parallel --gradients-mean true "
                                           "--save-checkpoint '" +
                                           (dir_ / "dp.ckpt").string() + "'"),
                                    dir_ / "dp.err"));
@@ -174,16 +179,16 @@ TEST_F(NetnsTest, DataParallelAcrossTwoNamespacesMatchesOneDevice) {
       << dp.printed();
 
 #ifdef SINKRUN_PATH
-  RunResult one = RunBinary(SINKRUN_PATH, common + " --batch 64 --threads 1 --save-checkpoint '" +
-                                              (dir_ / "one.ckpt").string() + "'",
-                            dir_);
+  RunResult one = RunBinary(
+      SINKRUN_PATH, common + " --batch 64 --threads 1 --save-checkpoint '" + (dir_ / "one.ckpt").string() + "'", dir_);
   ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
 #endif
   testing::ExpectCheckpointsClose(dir_ / "dp.ckpt", dir_ / "one.ckpt", 1e-5);
 
   // Ranks 0 and 1 live in namespace 0, 2 and 3 in namespace 1.
-  const char* expected[kRanks] = {"(shm ranks 1, tcp ranks 2 3; 3 connections, 1 shm)", "(shm ranks 0, tcp ranks 2 3; 3 connections, 1 shm)",
-                                  "(shm ranks 3, tcp ranks 0 1; 3 connections, 1 shm)", "(shm ranks 2, tcp ranks 0 1; 3 connections, 1 shm)"};
+  const char* expected[kRanks] = {
+      "(shm ranks 1, tcp ranks 2 3; 3 connections, 1 shm)", "(shm ranks 0, tcp ranks 2 3; 3 connections, 1 shm)",
+      "(shm ranks 3, tcp ranks 0 1; 3 connections, 1 shm)", "(shm ranks 2, tcp ranks 0 1; 3 connections, 1 shm)"};
   for (int r = 0; r < kRanks; ++r) {
     const std::string log = Slurp(Log(r));
     EXPECT_NE(log.find(std::string("as rank ") + std::to_string(r) + " of 4 " + expected[r]), std::string::npos)
@@ -202,13 +207,30 @@ TEST_F(NetnsTest, OneProcessPerRankOnTwoHostsMatchesOneDevice) {
 #ifdef SINKRUN_PATH
   std::vector<std::unique_ptr<Launcher>> hosts;
   for (int h = 0; h < kHosts; ++h) {
-    std::vector<std::string> argv = {"netns", "exec", Namespace(h), SINKRUN_PATH, "launch", "-n",
-                                     std::to_string(kRanks), "--local-worker-num", std::to_string(kPerHost),
-                                     "--node-rank", std::to_string(h), "--master-addr", HostAddress(0),
-                                     "--master-port", "8118", "--token", kToken, "--", "/bin/sh", "-c",
+    std::vector<std::string> argv = {"netns",
+                                     "exec",
+                                     Namespace(h),
+                                     SINKRUN_PATH,
+                                     "launch",
+                                     "-n",
+                                     std::to_string(kRanks),
+                                     "--local-worker-num",
+                                     std::to_string(kPerHost),
+                                     "--node-rank",
+                                     std::to_string(h),
+                                     "--master-addr",
+                                     HostAddress(0),
+                                     "--master-port",
+                                     "8118",
+                                     "--token",
+                                     kToken,
+                                     "--",
+                                     "/bin/sh",
+                                     "-c",
                                      std::string("exec '") + SINKRUN_PATH + "' " + common +
                                          " --batch 16 --parallel data_parallel --gradients-mean true "
-                                         "--save-checkpoint '" + (dir_ / "ranks.ckpt").string() + "'"};
+                                         "--save-checkpoint '" +
+                                         (dir_ / "ranks.ckpt").string() + "'"};
     hosts.push_back(std::make_unique<Launcher>());
     ASSERT_NO_FATAL_FAILURE(hosts.back()->Start(ip_, argv, dir_ / ("host" + std::to_string(h) + ".err")));
   }
@@ -222,9 +244,8 @@ TEST_F(NetnsTest, OneProcessPerRankOnTwoHostsMatchesOneDevice) {
   EXPECT_NE(hosts[0]->printed().find("in-process, rank 0 of 4 (RANK_ID; master " + HostAddress(0) + ":8118)"),
             std::string::npos)
       << hosts[0]->printed();
-  RunResult one = RunBinary(SINKRUN_PATH, common + " --batch 64 --threads 1 --save-checkpoint '" +
-                                              (dir_ / "one.ckpt").string() + "'",
-                            dir_);
+  RunResult one = RunBinary(
+      SINKRUN_PATH, common + " --batch 64 --threads 1 --save-checkpoint '" + (dir_ / "one.ckpt").string() + "'", dir_);
   ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
 #endif
   testing::ExpectCheckpointsClose(dir_ / "ranks.ckpt", dir_ / "one.ckpt", 1e-5);
@@ -254,7 +275,8 @@ TEST_F(NetnsTest, LinkCutFailsEveryRankWithinThePeerTimeout) {
   constexpr int kPeerTimeoutMs = 2000, kSinkTimeoutMs = 5000;
   ASSERT_NO_FATAL_FAILURE(StartDaemons({"--peer-timeout-ms", std::to_string(kPeerTimeoutMs)}));
   Launcher job;
-  ASSERT_NO_FATAL_FAILURE(job.Start(ip_, Driver("train --model mlp --data synthetic:8192 --epochs 100000 --seed 5 "
+  ASSERT_NO_FATAL_FAILURE(job.Start(ip_,
+                                    Driver("train --model mlp --data synthetic:8192 --epochs 100000 --seed 5 "
                                            "--batch 16 --parallel data_parallel --sink-size 64",
                                            {"SINKRT_PEER_TIMEOUT_MS=" + std::to_string(kPeerTimeoutMs),
                                             "SINKRT_SINK_TIMEOUT_MS=" + std::to_string(kSinkTimeoutMs)}),
@@ -262,8 +284,7 @@ TEST_F(NetnsTest, LinkCutFailsEveryRankWithinThePeerTimeout) {
   // The first sink's loss line: every rank has joined, and the second sink
   // runs (sinks of 64 steps, a few hundred ms, a host round trip apart: a cut
   // between two sinks, which idle daemons would not notice, is unlikely).
-  ASSERT_TRUE(job.ReadUntil("epoch: 1 step: 64, loss is", seconds(60)))
-      << job.printed() << Slurp(dir_ / "job.err");
+  ASSERT_TRUE(job.ReadUntil("epoch: 1 step: 64, loss is", seconds(60))) << job.printed() << Slurp(dir_ / "job.err");
 
   const Clock::time_point cut = Clock::now();
   const double cut_wall = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -311,7 +332,8 @@ TEST_F(NetnsTest, LinkCutFailsEveryRankWithinThePeerTimeout) {
     EXPECT_TRUE(named || line.find("has not arrived (it is in AllReduce #") != std::string::npos)
         << "rank " << r << ": " << line;
   }
-  for (int h = 0; h < kHosts; ++h) EXPECT_TRUE(names_other_host[h]) << "no rank of host " << h << " names the other host";
+  for (int h = 0; h < kHosts; ++h)
+    EXPECT_TRUE(names_other_host[h]) << "no rank of host " << h << " names the other host";
 }
 
 }  // namespace

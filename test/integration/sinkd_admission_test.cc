@@ -21,8 +21,8 @@
 #include "sinkrt/host/remote_device.h"
 #include "support/model_fixtures.h"
 #include "support/raw_frames.h"
-#include "support/slow_loris.h"
 #include "support/sinkd_process.h"
+#include "support/slow_loris.h"
 #include "support/tcp_recorder.h"
 #include "support/test_models.h"
 
@@ -80,7 +80,6 @@ std::vector<uint8_t> HelloFrameBytes() {
   bytes.insert(bytes.end(), fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
   return bytes;
 }
-
 
 Status TrainSmallMlp(DeviceLink& device) {
   constexpr int64_t kBatch = 8;

@@ -12,12 +12,12 @@
 #include <future>
 #include <thread>
 
+#include "runtime/src/hello.h"
+#include "runtime/src/wire_socket.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/remote_device.h"
-#include "runtime/src/hello.h"
-#include "runtime/src/wire_socket.h"
 #include "support/model_fixtures.h"
 #include "support/raw_frames.h"
 #include "support/sinkd_process.h"
@@ -53,7 +53,7 @@ SmallJob MakeSmallJob(uint32_t capacity = 4) {
   auto compiled = host::Compile(g, opts);
   EXPECT_TRUE(compiled.ok()) << compiled.status().ToString();
   SmallJob job;
-  job.stream = compiled->stream.bytes();  // raw bytes: several cases send them by hand
+  job.stream = compiled->stream.bytes();           // raw bytes: several cases send them by hand
   job.batch_bytes = kBatch * 16 * 4 + kBatch * 4;  // image f32 [8,16] + label i32 [8]
   job.capacity = capacity;
   return job;
@@ -90,8 +90,9 @@ Result<TrainOutcome> Train(DeviceLink& device, int epochs, host::Callback* callb
   testing::SyntheticData data = testing::MakeSyntheticData(64, 16, 4, 7);
   host::ModelOptions options;
   options.queue_capacity = 2;
-  SINKRT_ASSIGN_OR_RETURN(auto model, host::Model::Create(testing::MlpNetwork(kBatch), host::LossSpec::SparseSoftmaxCrossEntropy(),
-                                                          host::OptimizerSpec::Momentum(0.05f, 0.9f), device, options));
+  SINKRT_ASSIGN_OR_RETURN(auto model,
+                          host::Model::Create(testing::MlpNetwork(kBatch), host::LossSpec::SparseSoftmaxCrossEntropy(),
+                                              host::OptimizerSpec::Momentum(0.05f, 0.9f), device, options));
   std::vector<host::Callback*> callbacks;
   if (callback) callbacks.push_back(callback);
   SINKRT_RETURN_IF_ERROR(model->train(epochs, testing::MakeDataset(data, kBatch).Shuffle(3), callbacks, true, -1));

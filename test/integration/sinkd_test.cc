@@ -11,14 +11,14 @@
 #include <future>
 #include <thread>
 
+#include "runtime/src/wire_socket.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/remote_device.h"
-#include "runtime/src/wire_socket.h"
+#include "support/compare.h"
 #include "support/model_fixtures.h"
 #include "support/sinkd_process.h"
 #include "support/test_models.h"
-#include "support/compare.h"
 
 namespace sinkrt {
 namespace {
@@ -67,8 +67,9 @@ Result<TrainOutcome> Train(DeviceLink& device, int epochs, bool sink, uint32_t q
   testing::SyntheticData data = testing::MakeSyntheticData(64, 16, 4, 7);
   host::ModelOptions options;
   options.queue_capacity = queue_capacity;
-  SINKRT_ASSIGN_OR_RETURN(auto model, host::Model::Create(testing::MlpNetwork(kBatch), host::LossSpec::SparseSoftmaxCrossEntropy(),
-                                                          host::OptimizerSpec::Momentum(0.05f, 0.9f), device, options));
+  SINKRT_ASSIGN_OR_RETURN(auto model,
+                          host::Model::Create(testing::MlpNetwork(kBatch), host::LossSpec::SparseSoftmaxCrossEntropy(),
+                                              host::OptimizerSpec::Momentum(0.05f, 0.9f), device, options));
   host::Dataset ds = testing::MakeDataset(data, kBatch).Shuffle(3);
   SINKRT_RETURN_IF_ERROR(model->train(epochs, ds, {}, sink, sink_size));
   TrainOutcome out;

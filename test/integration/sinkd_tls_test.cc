@@ -17,12 +17,12 @@
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/remote_device.h"
+#include "support/compare.h"
 #include "support/model_fixtures.h"
 #include "support/sinkd_process.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
 #include "support/tls_certs.h"
-#include "support/compare.h"
 
 namespace sinkrt {
 namespace {
@@ -49,8 +49,8 @@ class SinkdTlsTest : public ::testing::Test {
   std::string Log(const std::string& name) const { return (dir_ / (name + ".log")).string(); }
   // sinkd's flags for TLS with client certificates, plus `more`.
   std::vector<std::string> TlsArgs(std::vector<std::string> more = {}) const {
-    std::vector<std::string> a = {"--tls-cert", files_.server_cert, "--tls-key", files_.server_key,
-                                  "--tls-ca", files_.ca_cert};
+    std::vector<std::string> a = {"--tls-cert",      files_.server_cert, "--tls-key",
+                                  files_.server_key, "--tls-ca",         files_.ca_cert};
     a.insert(a.end(), more.begin(), more.end());
     return a;
   }
@@ -73,8 +73,9 @@ Result<std::vector<std::pair<std::string, host::Tensor>>> Train(DeviceLink& devi
   const testing::SyntheticData data = testing::MakeSyntheticData(64, 16, 4, 7);
   host::ModelOptions options;
   options.queue_capacity = 2;
-  SINKRT_ASSIGN_OR_RETURN(auto model, host::Model::Create(testing::MlpNetwork(kBatch), host::LossSpec::SparseSoftmaxCrossEntropy(),
-                                                          host::OptimizerSpec::Momentum(0.05f, 0.9f), device, options));
+  SINKRT_ASSIGN_OR_RETURN(auto model,
+                          host::Model::Create(testing::MlpNetwork(kBatch), host::LossSpec::SparseSoftmaxCrossEntropy(),
+                                              host::OptimizerSpec::Momentum(0.05f, 0.9f), device, options));
   SINKRT_RETURN_IF_ERROR(model->train(2, testing::MakeDataset(data, kBatch).Shuffle(3), {}, true, -1));
   return model->ReadState();
 }
@@ -107,9 +108,11 @@ TEST_F(SinkdTlsTest, HostsWithoutTheRightCertificateAreRefusedAndTheDaemonServes
       // TLS 1.3: the server judges the client's certificate after the
       // client's handshake is done, so the client meets its alert reading.
       {"no certificate", {"", "", files_.ca_cert}, {"refused the TLS session", "certificate required"}},
-      {"another CA's certificate", {files_.rogue_cert, files_.rogue_key, files_.ca_cert},
+      {"another CA's certificate",
+       {files_.rogue_cert, files_.rogue_key, files_.ca_cert},
        {"refused the TLS session", "unknown ca"}},
-      {"a CA that did not sign sinkd's", {files_.client_cert, files_.client_key, files_.other_ca_cert},
+      {"a CA that did not sign sinkd's",
+       {files_.client_cert, files_.client_key, files_.other_ca_cert},
        {"certificate verify failed"}},
       {"plain frames", {}, {"requires TLS", "--tls-ca"}},
   };
@@ -146,8 +149,8 @@ TEST_F(SinkdTlsTest, TlsHostAtAPlainSinkdIsToldSo) {
 
 TEST_F(SinkdTlsTest, BadTlsFilesStopTheDaemonBeforeItListens) {
   SinkdProcess daemon;
-  Status st = daemon.Start(SINKD_PATH, {"--tls-cert", files_.server_cert, "--tls-key", files_.client_key},
-                           Log("sinkd"), 10s);
+  Status st =
+      daemon.Start(SINKD_PATH, {"--tls-cert", files_.server_cert, "--tls-key", files_.client_key}, Log("sinkd"), 10s);
   EXPECT_FALSE(st.ok());
   EXPECT_THAT(daemon.ReadLog(), HasSubstr("does not belong to the certificate")) << daemon.ReadLog();
 }
@@ -164,9 +167,7 @@ struct TlsWorld {
 class SinkdTlsWorldTest : public SinkdTlsTest {
  protected:
   // TlsArgs, plus --tls-plain-peers when `plain`.
-  std::vector<std::string> PeerArgs(bool plain) const {
-    return plain ? TlsArgs({"--tls-plain-peers"}) : TlsArgs();
-  }
+  std::vector<std::string> PeerArgs(bool plain) const { return plain ? TlsArgs({"--tls-plain-peers"}) : TlsArgs(); }
 
   // `rogue`: the rank whose daemon holds a certificate of the other CA; its
   // host trusts that CA.
@@ -176,8 +177,8 @@ class SinkdTlsWorldTest : public SinkdTlsTest {
       std::vector<std::string> args = args_of(r);
       args.insert(args.end(), {"--rank", std::to_string(r), "--peer-timeout-ms", "5000"});
       w->daemons.push_back(std::make_unique<SinkdProcess>());
-      SINKRT_RETURN_IF_ERROR(w->daemons.back()->Start(SINKD_PATH, args, Log(name + "-r" + std::to_string(r)), 30s,
-                                                       {"SINKRT_COMM_SHM=0"}));
+      SINKRT_RETURN_IF_ERROR(
+          w->daemons.back()->Start(SINKD_PATH, args, Log(name + "-r" + std::to_string(r)), 30s, {"SINKRT_COMM_SHM=0"}));
       TlsConfig host = GoodClient();
       if (r == rogue) host.ca_file = files_.other_ca_cert;
       SINKRT_ASSIGN_OR_RETURN(auto remote, host::RemoteDevice::Connect(w->daemons.back()->address(), Host(host)));
@@ -240,13 +241,15 @@ void ExpectTlsWorldMatchesPlain(int n, const std::function<Status(int, bool, Tls
 
 TEST_F(SinkdTlsWorldTest, TwoDaemonsTrainOverTlsLinksWithThePlainLinksBits) {
   ExpectTlsWorldMatchesPlain(2, [&](int n, bool plain, TlsWorld* w) {
-    return StartWorld(n, [&](int) { return PeerArgs(plain); }, w, plain ? "plain" : "tls");
+    return StartWorld(
+        n, [&](int) { return PeerArgs(plain); }, w, plain ? "plain" : "tls");
   });
 }
 
 TEST_F(SinkdTlsWorldTest, ThreeDaemonsTrainOverTlsLinksWithThePlainLinksBits) {
   ExpectTlsWorldMatchesPlain(3, [&](int n, bool plain, TlsWorld* w) {
-    return StartWorld(n, [&](int) { return PeerArgs(plain); }, w, plain ? "plain" : "tls");
+    return StartWorld(
+        n, [&](int) { return PeerArgs(plain); }, w, plain ? "plain" : "tls");
   });
 }
 
@@ -262,8 +265,8 @@ TEST_F(SinkdTlsWorldTest, PeerWithACertificateTheCaDidNotSignIsRefused) {
         2,
         [&](int r) {
           if (r != rogue) return TlsArgs();
-          return std::vector<std::string>{"--tls-cert", files_.rogue_cert, "--tls-key", files_.rogue_key, "--tls-ca",
-                                          files_.ca_cert};
+          return std::vector<std::string>{"--tls-cert",     files_.rogue_cert, "--tls-key",
+                                          files_.rogue_key, "--tls-ca",        files_.ca_cert};
         },
         &w, "rogue" + std::to_string(rogue), rogue));
     const std::vector<Status> joined = JoinAll(w, 40 + rogue);
@@ -280,8 +283,7 @@ TEST_F(SinkdTlsWorldTest, PeerWithACertificateTheCaDidNotSignIsRefused) {
 TEST_F(SinkdTlsWorldTest, PlainPeerAtATlsDaemonIsRefusedNamingTls) {
   TlsWorld w;
   SINKRT_ASSERT_OK(StartWorld(
-      2, [&](int r) { return PeerArgs(r == 0); },
-      &w, "mixed"));
+      2, [&](int r) { return PeerArgs(r == 0); }, &w, "mixed"));
   const std::vector<Status> joined = JoinAll(w, 50);
   for (const Status& st : joined) EXPECT_FALSE(st.ok());
   EXPECT_THAT(joined[0].message(), HasSubstr("requires TLS")) << joined[0].ToString();

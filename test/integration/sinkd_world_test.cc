@@ -6,11 +6,11 @@
 // host that leaves while its sink waits in a collective, a collective stream
 // loaded without a world. Every wait is bounded; peers time out after a few
 // seconds here so failures are quick.
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,14 +26,14 @@
 #include <mutex>
 #include <thread>
 
+#include "runtime/src/hello.h"
+#include "runtime/src/wire_socket.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
-#include "sinkrt/host/shard_strategies.h"
 #include "sinkrt/host/remote_device.h"
-#include "runtime/src/hello.h"
-#include "runtime/src/wire_socket.h"
+#include "sinkrt/host/shard_strategies.h"
 #include "support/feeder.h"
 #include "support/on_each_rank.h"
 #include "support/scoped_env.h"
@@ -459,8 +459,7 @@ TEST(SinkdWorldSemiAutoTest, VitPresetsTrain200StepsLikeInProcessDevices) {
     SCOPED_TRACE(std::string(preset) + " on " + std::to_string(n));
     const int64_t dp = *host::PresetDataParallel(preset, n);
     const host::Dataset samples = SyntheticSamples(data, 784);
-    const host::Dataset ds =
-        samples.Batch(kVitBatch / dp, true);
+    const host::Dataset ds = samples.Batch(kVitBatch / dp, true);
     auto run = [&](std::span<DeviceLink* const> links, std::vector<double>* losses,
                    std::vector<std::pair<std::string, host::Tensor>>* state) {
       host::Graph g = host::MakeVitNetwork(kVitBatch);
@@ -472,7 +471,8 @@ TEST(SinkdWorldSemiAutoTest, VitPresetsTrain200StepsLikeInProcessDevices) {
       o.context.device_num = n;
       o.context.gradients_mean = true;
       o.compile_cache = "";
-      auto model = host::Model::Create(std::move(g), host::LossSpec::None(), host::OptimizerSpec::Adam(1e-3f), links, o);
+      auto model =
+          host::Model::Create(std::move(g), host::LossSpec::None(), host::OptimizerSpec::Adam(1e-3f), links, o);
       SINKRT_ASSERT_OK(model);
       struct Losses : host::Callback {
         std::vector<double>* out;
@@ -530,9 +530,8 @@ TEST(SinkdWorldFaultTest, DeadPeerFailsTheOthersSinksNamingItAndTheyServeANewWor
   std::vector<std::future<Result<SinkResult>>> sinks;
   for (uint32_t r = 0; r < 3; ++r) {
     feeders.push_back(std::make_unique<EndlessFeeder>(*d.devices[r], data, r * 16));
-    sinks.push_back(std::async(std::launch::async, [&, r] {
-      return d.devices[r]->RunSink(ProgramKind::TrainStep, 1'000'000);
-    }));
+    sinks.push_back(
+        std::async(std::launch::async, [&, r] { return d.devices[r]->RunSink(ProgramKind::TrainStep, 1'000'000); }));
   }
   // 20 batches through a queue of 4: every rank is well inside the sink
   // (collectives keep them in step).
@@ -594,7 +593,8 @@ TEST(SinkdWorldFaultTest, ModelTrainReportsTheDeadRank) {
   o.context.device_num = 3;
   o.context.gradients_mean = true;
   host::Graph net = testing::MakeMlp(kBatch, {kFeatures, 12, 4});
-  auto model = host::Model::Create(std::move(net), host::LossSpec::None(), host::OptimizerSpec::Sgd(0.05f), d.links(), o);
+  auto model =
+      host::Model::Create(std::move(net), host::LossSpec::None(), host::OptimizerSpec::Sgd(0.05f), d.links(), o);
   SINKRT_ASSERT_OK(model);
   const testing::SyntheticData data = testing::MakeSyntheticData(3 * 64 * kBatch, kFeatures, 4, 5);
   const host::Dataset samples = SyntheticSamples(data, kFeatures);
@@ -623,7 +623,8 @@ TEST(SinkdWorldFaultTest, ModelTrainReportsTheDeadRank) {
   // rank 1 ..."), or the host's feeder, whose push to rank 1 meets the
   // closed connection first ("pushing dataset batch N: rank 1 (...):
   // connection lost during PushBatch").
-  const bool sink_failed = testing::HasText(st.message(), "train_step failed on rank") && testing::HasText(st.message(), "of 3");
+  const bool sink_failed =
+      testing::HasText(st.message(), "train_step failed on rank") && testing::HasText(st.message(), "of 3");
   const bool push_failed = testing::HasText(st.message(), "connection lost during PushBatch");
   EXPECT_TRUE(sink_failed || push_failed) << st.ToString();
   EXPECT_THAT(st.message(), HasSubstr("rank 1")) << st.ToString();
@@ -643,9 +644,9 @@ TEST(SinkdWorldEvalTest, DataParallelSunkEvalIsOneRoundTripWithThePerBatchFigure
   o.context.device_num = 2;
   o.context.gradients_mean = true;
   o.compile_cache = "";
-  auto model = host::Model::Create(host::MakeMlpNetwork(kBatch, {kFeatures, 12, 4}),
-                                   host::LossSpec::SparseSoftmaxCrossEntropy(), host::OptimizerSpec::Sgd(0.05f),
-                                   d.links(), o);
+  auto model =
+      host::Model::Create(host::MakeMlpNetwork(kBatch, {kFeatures, 12, 4}), host::LossSpec::SparseSoftmaxCrossEntropy(),
+                          host::OptimizerSpec::Sgd(0.05f), d.links(), o);
   SINKRT_ASSERT_OK(model);
   const testing::SyntheticData train = testing::MakeSyntheticData(2 * 8 * kBatch, kFeatures, 4, 5);
   SINKRT_ASSERT_OK((*model)->train(1, SyntheticSamples(train, kFeatures).Batch(kBatch, true), {}, true));
@@ -798,11 +799,11 @@ TEST(SinkdWorldFaultTest, HostLeavingDuringACollectiveFreesTheDaemon) {
   ASSERT_EQ(*reply, fb::MessageBody::Joined);
   const std::vector<uint8_t> stream = DataParallelStream(2, 0).bytes();
   std::span<const uint8_t> load[1] = {stream};
-  ASSERT_TRUE(SendMessage(
-                  s, fb::MessageBody::LoadProgram,
-                  [&](flatbuffers::FlatBufferBuilder& fbb) { return fb::CreateLoadProgram(fbb, stream.size()).Union(); },
-                  load)
-                  .ok());
+  ASSERT_TRUE(
+      SendMessage(
+          s, fb::MessageBody::LoadProgram,
+          [&](flatbuffers::FlatBufferBuilder& fbb) { return fb::CreateLoadProgram(fbb, stream.size()).Union(); }, load)
+          .ok());
   reply = NextReply(s, 30s);
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
   ASSERT_EQ(*reply, fb::MessageBody::Loaded);
@@ -907,8 +908,9 @@ TEST(SinkdWorldFaultTest, CollectiveStreamWithoutAWorldIsRefused) {
   auto loaded = dev.Load(DataParallelStream(2, 0));
   ASSERT_FALSE(loaded.ok());
   EXPECT_EQ(loaded.status().code(), StatusCode::kFailedPrecondition) << loaded.status().ToString();
-  EXPECT_THAT(loaded.status().message(), HasSubstr("the task stream is rank 0 of 2 and needs collectives, but this device joined no world of "
-                       "devices"))
+  EXPECT_THAT(loaded.status().message(),
+              HasSubstr("the task stream is rank 0 of 2 and needs collectives, but this device joined no world of "
+                        "devices"))
       << loaded.status().ToString();
   EXPECT_THAT(loaded.status().message(), HasSubstr("rank 0")) << loaded.status().ToString();
   // The job goes on: a stand-alone stream loads on the same connection.
@@ -967,8 +969,9 @@ void ExpectStallReport(const std::vector<Status>& st) {
     EXPECT_THAT(m, HasSubstr("rank 1")) << all;
     reported |= testing::HasText(m, "AllReduce #1") && testing::HasText(m, "within 2000 ms") &&
                 testing::HasText(m, "ranks 0 and 2 have arrived, rank 1 has not") &&
-                testing::HasText(m, "rank 1 has not arrived (its last collective was Barrier #0): it is in train_step "
-                            "compute stream task ") &&
+                testing::HasText(m,
+                                 "rank 1 has not arrived (its last collective was Barrier #0): it is in train_step "
+                                 "compute stream task ") &&
                 testing::HasText(m, "(GetNextTask) at step 1, waiting for a batch for ");
   }
   EXPECT_TRUE(reported) << all;
@@ -1077,8 +1080,7 @@ TEST(SinkdWorldPipelineTest, TwoStagesAndTwoByTwoTrack200StepsLikeInProcessDevic
     std::vector<uint64_t> trips_before;
     for (auto& dev : d.devices) trips_before.push_back(dev->control_round_trips());
     SinkLosses got;
-    SINKRT_ASSERT_OK(
-        (*model)->train(kSinks, PipelineData(50 * kGlobal, kGlobal / replicas), {&got}, true, kSinkSize));
+    SINKRT_ASSERT_OK((*model)->train(kSinks, PipelineData(50 * kGlobal, kGlobal / replicas), {&got}, true, kSinkSize));
 
     ASSERT_EQ(got.values.size(), want.values.size());
     double worst_loss = 0;
@@ -1090,8 +1092,7 @@ TEST(SinkdWorldPipelineTest, TwoStagesAndTwoByTwoTrack200StepsLikeInProcessDevic
                 got.values.back(), worst_loss);
     EXPECT_LT(got.values.back(), got.values.front());
     for (int r = 0; r < n; ++r)
-      EXPECT_EQ(d.devices[r]->control_round_trips() - trips_before[r], static_cast<uint64_t>(kSinks))
-          << "rank " << r;
+      EXPECT_EQ(d.devices[r]->control_round_trips() - trips_before[r], static_cast<uint64_t>(kSinks)) << "rank " << r;
     EXPECT_EQ((*model)->host_round_trips(), trips_before[0] + kSinks);
 
     auto state = (*model)->ReadState();

@@ -32,15 +32,13 @@ namespace fs = std::filesystem;
 using testing::RunResult;
 using testing::Slurp;
 
-constexpr const char* kTrain =
-    "train --model mlp --data synthetic:2048 --epochs 2 --parallel data_parallel";
+constexpr const char* kTrain = "train --model mlp --data synthetic:2048 --epochs 2 --parallel data_parallel";
 
 class SinkrunRanksTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("sinkrun_ranks_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("sinkrun_ranks_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -64,7 +62,6 @@ class SinkrunRanksTest : public ::testing::Test {
   fs::path dir_;
 };
 
-
 TEST_F(SinkrunRanksTest, LaunchOfTwoAndFourRanksMatchesOneProcess) {
   for (int n : {2, 4}) {
     const int batch = 64 / n;  // the same global batch
@@ -86,9 +83,9 @@ TEST_F(SinkrunRanksTest, MpirunOfTwoAndFourRanksMatchesOneProcess) {
     const fs::path ckpt = dir_ / ("mpirun" + std::to_string(n) + ".ckpt");
     // Each test picks its own master port, so parallel ctest runs never meet.
     const std::string port = std::to_string(20000 + (::getpid() * 7 + n) % 20000);
-    RunResult r = Sh(std::string("mpirun ") + (::geteuid() == 0 ? "--allow-run-as-root " : "") +
-                     "--oversubscribe -n " + std::to_string(n) + " -x MASTER_PORT=" + port + " " + Sinkrun() + " " +
-                     kTrain + " --batch " + std::to_string(batch) + " --save-checkpoint " + ckpt.string());
+    RunResult r = Sh(std::string("mpirun ") + (::geteuid() == 0 ? "--allow-run-as-root " : "") + "--oversubscribe -n " +
+                     std::to_string(n) + " -x MASTER_PORT=" + port + " " + Sinkrun() + " " + kTrain + " --batch " +
+                     std::to_string(batch) + " --save-checkpoint " + ckpt.string());
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("rank 0 of " + std::to_string(n) + " (OMPI_COMM_WORLD_RANK"), std::string::npos) << r.out;
     testing::ExpectCheckpointsClose(ckpt, Reference(n, batch), 1e-5);
@@ -96,8 +93,8 @@ TEST_F(SinkrunRanksTest, MpirunOfTwoAndFourRanksMatchesOneProcess) {
 }
 
 TEST_F(SinkrunRanksTest, ARankWithAnotherBatchIsRefusedAtTheJoinByEveryRank) {
-  const std::string cmd = Sinkrun() + " launch -n 2 --log-dir " + dir_.string() + " -- /bin/sh -c \"exec " +
-                          Sinkrun() + " " + kTrain + " --batch \\$((32 / (1 + RANK_ID)))\"";
+  const std::string cmd = Sinkrun() + " launch -n 2 --log-dir " + dir_.string() + " -- /bin/sh -c \"exec " + Sinkrun() +
+                          " " + kTrain + " --batch \\$((32 / (1 + RANK_ID)))\"";
   RunResult r = Sh(cmd);
   EXPECT_NE(r.exit_code, 0);
   const std::string want = "rank 1 differs from rank 0 in batch: 16 on rank 1, 32 on rank 0";
@@ -109,8 +106,8 @@ TEST_F(SinkrunRanksTest, ARankWithAnotherBatchIsRefusedAtTheJoinByEveryRank) {
 }
 
 TEST_F(SinkrunRanksTest, ARankWithAnotherNetworkIsRefusedAtTheJoin) {
-  RunResult r = Sh(Sinkrun() + " launch -n 2 --log-dir " + dir_.string() + " -- /bin/sh -c \"exec " + Sinkrun() +
-                   " " + kTrain + " --batch 32 --seed \\$((1 + RANK_ID))\"");
+  RunResult r = Sh(Sinkrun() + " launch -n 2 --log-dir " + dir_.string() + " -- /bin/sh -c \"exec " + Sinkrun() + " " +
+                   kTrain + " --batch 32 --seed \\$((1 + RANK_ID))\"");
   EXPECT_NE(r.exit_code, 0);
   const std::string log = Slurp(dir_ / "worker_0.log");
   EXPECT_NE(log.find("rank 1 differs from rank 0 in graph_hash"), std::string::npos) << log;
@@ -119,8 +116,8 @@ TEST_F(SinkrunRanksTest, ARankWithAnotherNetworkIsRefusedAtTheJoin) {
 TEST_F(SinkrunRanksTest, ARankThatFailsStopsTheOthers) {
   // Rank 1 exits at once; rank 0 would wait for it at the master for the
   // whole rendezvous timeout, but the launcher stops it.
-  RunResult r = Sh(Sinkrun() + " launch -n 2 -- /bin/sh -c \"[ \\$RANK_ID = 1 ] && exit 3; exec " + Sinkrun() +
-                   " " + kTrain + " --batch 32\"");
+  RunResult r = Sh(Sinkrun() + " launch -n 2 -- /bin/sh -c \"[ \\$RANK_ID = 1 ] && exit 3; exec " + Sinkrun() + " " +
+                   kTrain + " --batch 32\"");
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_NE(r.err.find("sinkrun launch: rank 1 (pid "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(") exited with 3; stopping the others"), std::string::npos) << r.err;
@@ -303,7 +300,8 @@ TEST_F(SinkrunRanksTest, LaunchWithATokenTrains) {
   RunResult r = Sh(Sinkrun() + " launch -n 2 --token s3cret -- " + Sinkrun() + " " + kTrain + " --batch 32");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("Eval result"), std::string::npos) << r.out;
-  r = Sh(Sinkrun() + " launch -n 2 --token s3cret -- /bin/sh -c \"[ \\$RANK_ID = 1 ] && export SINKRT_TOKEN=guess; exec " +
+  r = Sh(Sinkrun() +
+         " launch -n 2 --token s3cret -- /bin/sh -c \"[ \\$RANK_ID = 1 ] && export SINKRT_TOKEN=guess; exec " +
          Sinkrun() + " " + kTrain + " --batch 32\"");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("wrong token"), std::string::npos) << r.err;
@@ -321,19 +319,24 @@ TEST_F(SinkrunRanksTest, LaunchWithTlsTrainsAsPlainAndRefusesPlainRanks) {
   const std::string tls =
       " --tls-cert " + files.server_cert + " --tls-key " + files.server_key + " --tls-ca " + files.ca_cert;
   const std::string train = Sinkrun() + " " + kTrain + " --batch 32 --save-checkpoint ";
-  RunResult r = Sh("SINKRT_COMM_SHM=0 " + Sinkrun() + " launch -n 2" + tls + " -- " + train + (dir_ / "tls.ckpt").string());
+  RunResult r =
+      Sh("SINKRT_COMM_SHM=0 " + Sinkrun() + " launch -n 2" + tls + " -- " + train + (dir_ / "tls.ckpt").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("Eval result"), std::string::npos) << r.out;
   r = Sh("SINKRT_COMM_SHM=0 " + Sinkrun() + " launch -n 2 -- " + train + (dir_ / "plain.ckpt").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   testing::ExpectCheckpointsClose(dir_ / "tls.ckpt", dir_ / "plain.ckpt", 0.0);
 
-  r = Sh(Sinkrun() + " launch -n 2" + tls + " -- /bin/sh -c \"[ \\$RANK_ID = 1 ] && unset SINKRT_TLS_CA SINKRT_TLS_CERT "
-         "SINKRT_TLS_KEY; exec " + Sinkrun() + " " + kTrain + " --batch 32\"");
+  r = Sh(Sinkrun() + " launch -n 2" + tls +
+         " -- /bin/sh -c \"[ \\$RANK_ID = 1 ] && unset SINKRT_TLS_CA SINKRT_TLS_CERT "
+         "SINKRT_TLS_KEY; exec " +
+         Sinkrun() + " " + kTrain + " --batch 32\"");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("requires TLS"), std::string::npos) << r.err;
-  r = Sh("SINKRT_COMM_SHM=0 " + Sinkrun() + " launch -n 2" + tls + " -- /bin/sh -c \"[ \\$RANK_ID = 0 ] && export "
-         "SINKRT_TLS_PLAIN_PEERS=1; exec " + Sinkrun() + " " + kTrain + " --batch 32\"");
+  r = Sh("SINKRT_COMM_SHM=0 " + Sinkrun() + " launch -n 2" + tls +
+         " -- /bin/sh -c \"[ \\$RANK_ID = 0 ] && export "
+         "SINKRT_TLS_PLAIN_PEERS=1; exec " +
+         Sinkrun() + " " + kTrain + " --batch 32\"");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("links to its peers use TLS"), std::string::npos) << r.err;
 }

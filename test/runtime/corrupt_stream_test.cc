@@ -83,7 +83,9 @@ TEST_F(CorruptStream, EveryTruncationIsRefused) {
   }
 }
 
-TEST_F(CorruptStream, TruncationMessageSaysTruncated) { ExpectError({good_->begin(), good_->begin() + 100}, "truncated"); }
+TEST_F(CorruptStream, TruncationMessageSaysTruncated) {
+  ExpectError({good_->begin(), good_->begin() + 100}, "truncated");
+}
 
 // Found by fuzz/stream_fuzzer: a shape vector whose 8-byte elements sit at a
 // 4-byte boundary passes FlatBuffers' Verifier (google/flatbuffers#8397).

@@ -5,12 +5,12 @@
 
 #include <string>
 
+#include "runtime/src/env.h"
 #include "sinkrt/device/device_options.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/remote_device.h"
-#include "runtime/src/env.h"
 #include "support/scoped_env.h"
 
 namespace sinkrt {
@@ -19,10 +19,10 @@ namespace {
 using testing::ScopedEnv;
 
 TEST(EnvTest, NonsenseNumbersAreErrorsNamingTheVariableAndValue) {
-  for (const char* name : {"SINKRT_CONNECT_TIMEOUT_MS", "SINKRT_GETNEXT_TIMEOUT_MS", "SINKRT_PUSH_TIMEOUT_MS",
-                           "SINKRT_SINK_TIMEOUT_MS", "SINKRT_REPLY_TIMEOUT_MS", "SINKRT_PEER_TIMEOUT_MS",
-                           "SINKRT_DEVICE_THREADS", "SINKRT_MAX_FRAME_BYTES", "HCCL_CONNECT_TIMEOUT",
-                           "HCCL_EXEC_TIMEOUT"}) {
+  for (const char* name :
+       {"SINKRT_CONNECT_TIMEOUT_MS", "SINKRT_GETNEXT_TIMEOUT_MS", "SINKRT_PUSH_TIMEOUT_MS", "SINKRT_SINK_TIMEOUT_MS",
+        "SINKRT_REPLY_TIMEOUT_MS", "SINKRT_PEER_TIMEOUT_MS", "SINKRT_DEVICE_THREADS", "SINKRT_MAX_FRAME_BYTES",
+        "HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT"}) {
     for (const char* value : {"abc", "-5", "10s", " 5", "1e3", "99999999999999999999999"}) {
       SCOPED_TRACE(std::string(name) + "=" + value);
       ScopedEnv env(name, value);
@@ -120,8 +120,7 @@ TEST(EnvTest, HierarchicalAllReduceIsAKnobOfZeroOrOne) {
   ScopedEnv env("SINKRT_HIERARCHICAL_ALLREDUCE", "2");
   Status st = CheckEnvironment();
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("SINKRT_HIERARCHICAL_ALLREDUCE='2' is not a boolean"), std::string::npos)
-      << st.message();
+  EXPECT_NE(st.message().find("SINKRT_HIERARCHICAL_ALLREDUCE='2' is not a boolean"), std::string::npos) << st.message();
   // Unreadable: the default, as for every variable.
   EXPECT_TRUE(device::DeviceOptions::FromEnvironment().hierarchical_allreduce);
 }
@@ -159,7 +158,8 @@ TEST(EnvTest, SwitchesReadEverySpellingAndRefuseTheRest) {
       Status st = CheckEnvironment();
       ASSERT_FALSE(st.ok());
       EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-      EXPECT_NE(st.message().find(std::string(sw.name) + "='" + bad + "' is not a boolean (1, true, yes or on; 0, "
+      EXPECT_NE(st.message().find(std::string(sw.name) + "='" + bad +
+                                  "' is not a boolean (1, true, yes or on; 0, "
                                   "false, no or off)"),
                 std::string::npos)
           << st.message();

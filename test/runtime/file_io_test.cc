@@ -110,9 +110,9 @@ TEST_F(FileIo, ADirectoryIsKnownWritableBeforeWorkIsDoneInIt) {
   Touch("file");
   ExpectError(CheckDirectoryWritable(Path("file")), StatusCode::kInvalidArgument,
               Quoted(Path("file")) + " is a regular file, not a directory");
-  ExpectError(CheckDirectoryWritable(Path("file/sub")), StatusCode::kInvalidArgument,
-              "cannot create the directory " + Quoted(Path("file/sub")) + ": " + Quoted(Path("file")) +
-                  " is a regular file");
+  ExpectError(
+      CheckDirectoryWritable(Path("file/sub")), StatusCode::kInvalidArgument,
+      "cannot create the directory " + Quoted(Path("file/sub")) + ": " + Quoted(Path("file")) + " is a regular file");
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1) << "no probe left";
 }
 

@@ -10,8 +10,8 @@
 #include <initializer_list>
 #include <string>
 
-#include "sinkrt/runtime/address.h"
 #include "runtime/src/file_io.h"
+#include "sinkrt/runtime/address.h"
 
 namespace sinkrt {
 namespace {
@@ -121,11 +121,11 @@ TEST(AddressTest, BadHost) {
 }
 
 TEST(AddressTest, Loopback) {
-  for (const char* host : {"127.0.0.1", "127.255.3.4", "localhost", "LocalHost", "::1", "0:0:0:0:0:0:0:1",
-                           "::ffff:127.0.0.1"})
+  for (const char* host :
+       {"127.0.0.1", "127.255.3.4", "localhost", "LocalHost", "::1", "0:0:0:0:0:0:0:1", "::ffff:127.0.0.1"})
     EXPECT_TRUE(IsLoopback(host)) << host;
-  for (const char* host : {"10.0.0.1", "128.0.0.1", "0.0.0.0", "::", "::2", "example.com", "", "127.0.0.1.example.com",
-                           "::ffff:10.0.0.1"})
+  for (const char* host :
+       {"10.0.0.1", "128.0.0.1", "0.0.0.0", "::", "::2", "example.com", "", "127.0.0.1.example.com", "::ffff:10.0.0.1"})
     EXPECT_FALSE(IsLoopback(host)) << host;
 }
 
@@ -272,14 +272,14 @@ TEST(RankTableTest, NonIntegerNamesFieldAndPath) {
 // ---- Validation ----
 
 TEST(RankTableTest, DeviceIdRequiredInMindSporeLayouts) {
-  std::string server = Edit(ReadSample("server_list_2x4dev.json"),
-                            "\"device_id\": \"2\",\n          \"device_ip\": \"192.3.27.6\"",
-                            "\"device_ip\": \"192.3.27.6\"");
+  std::string server =
+      Edit(ReadSample("server_list_2x4dev.json"), "\"device_id\": \"2\",\n          \"device_ip\": \"192.3.27.6\"",
+           "\"device_ip\": \"192.3.27.6\"");
   EXPECT_TRUE(TableFails(server, {"server_list[0].device[2].device_id is missing"}));
 
-  std::string group = Edit(ReadSample("group_list_8dev.json"),
-                           "\"device_id\": \"3\",\n              \"device_ip\": \"192.4.27.6\"",
-                           "\"device_ip\": \"192.4.27.6\"");
+  std::string group =
+      Edit(ReadSample("group_list_8dev.json"), "\"device_id\": \"3\",\n              \"device_ip\": \"192.4.27.6\"",
+           "\"device_ip\": \"192.4.27.6\"");
   EXPECT_TRUE(TableFails(group, {"group_list[0].instance_list[3].devices[0].device_id is missing"}));
 }
 
@@ -306,8 +306,8 @@ TEST(RankTableTest, SharedAddress) {
                                          {"rank": 1, "address": "127.0.0.1:7100"}]})",
                          {"ranks 0 and 1 share address 127.0.0.1:7100", "devices[0]", "devices[1]"}));
   // Two servers with one IP: device d of each lands on the same port.
-  std::string text = Edit(ReadSample("server_list_2x4dev.json"), R"("server_id": "127.0.0.2")",
-                          R"("server_id": "127.0.0.1")");
+  std::string text =
+      Edit(ReadSample("server_list_2x4dev.json"), R"("server_id": "127.0.0.2")", R"("server_id": "127.0.0.1")");
   EXPECT_TRUE(TableFails(text, {"ranks 0 and 4 share address 127.0.0.1:7100", "server_list[1].device[0]"}));
 }
 
@@ -407,11 +407,17 @@ TEST(RankTableTest, ToJsonIpv6AndNoDevice) {
 
 // ---- Launcher environment ----
 
-constexpr const char* kLauncherVariables[] = {
-    "RANK_ID",  "RANK_SIZE", "DEVICE_ID",                                                     //
-    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",              //
-    "PMI_RANK", "PMI_SIZE",                                                                    //
-    "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"};
+constexpr const char* kLauncherVariables[] = {"RANK_ID",
+                                              "RANK_SIZE",
+                                              "DEVICE_ID",  //
+                                              "OMPI_COMM_WORLD_RANK",
+                                              "OMPI_COMM_WORLD_SIZE",
+                                              "OMPI_COMM_WORLD_LOCAL_RANK",  //
+                                              "PMI_RANK",
+                                              "PMI_SIZE",  //
+                                              "SLURM_PROCID",
+                                              "SLURM_NTASKS",
+                                              "SLURM_LOCALID"};
 
 // Starts and leaves with none of the launcher variables set, whatever the
 // environment the test runs under (it may itself be inside Slurm).

@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <thread>
 
-#include "sinkrt/runtime/tls.h"
 #include "runtime/src/wire.h"
 #include "runtime/src/wire_socket.h"
+#include "sinkrt/runtime/tls.h"
 #include "support/tls_certs.h"
 
 namespace sinkrt {
@@ -21,9 +21,8 @@ using namespace std::chrono_literals;
 class TlsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tls_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("tls_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
     files_ = testing::WriteTlsTestFiles(dir_.string());
   }

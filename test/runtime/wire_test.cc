@@ -76,7 +76,8 @@ std::vector<RoundTripCase> RoundTripCases() {
   using B = flatbuffers::FlatBufferBuilder;
   using M = const fb::Message&;
   std::vector<RoundTripCase> c;
-  c.push_back({fb::MessageBody::Hello, {},
+  c.push_back({fb::MessageBody::Hello,
+               {},
                [](B& b) {
                  return fb::CreateHelloDirect(b, kProtocolMajor, kProtocolMinor, fb::PeerRole::Device, 3, "tok",
                                               "sinkrt " SINKRT_VERSION_STRING, true, 8, 4242, 0xABCDEFull, "host-a")
@@ -99,7 +100,8 @@ std::vector<RoundTripCase> RoundTripCases() {
   c.push_back({fb::MessageBody::LoadProgram, Pattern(100, 1),
                [](B& b) { return fb::CreateLoadProgram(b, 100).Union(); },
                [](M m) { EXPECT_EQ(m.body_as_LoadProgram()->stream_bytes(), 100u); }});
-  c.push_back({fb::MessageBody::Loaded, {},
+  c.push_back({fb::MessageBody::Loaded,
+               {},
                [](B& b) {
                  std::vector<uint32_t> caps{16, 4};
                  return fb::CreateLoadedDirect(b, 1ull << 40, 4096, 2.5, &caps, 0x1234ull).Union();
@@ -113,60 +115,69 @@ std::vector<RoundTripCase> RoundTripCases() {
                            (std::vector<uint32_t>{16, 4}));
                  EXPECT_EQ(l->graph_hash(), 0x1234u);
                }});
-  c.push_back({fb::MessageBody::PushBatch, Pattern(64, 2),
-               [](B& b) { return fb::CreatePushBatch(b, 2, 77).Union(); },
+  c.push_back({fb::MessageBody::PushBatch, Pattern(64, 2), [](B& b) { return fb::CreatePushBatch(b, 2, 77).Union(); },
                [](M m) {
                  EXPECT_EQ(m.body_as_PushBatch()->queue(), 2u);
                  EXPECT_EQ(m.body_as_PushBatch()->sequence(), 77u);
                }});
-  c.push_back({fb::MessageBody::Credit, {}, [](B& b) { return fb::CreateCredit(b, 1, 5).Union(); },
+  c.push_back({fb::MessageBody::Credit,
+               {},
+               [](B& b) { return fb::CreateCredit(b, 1, 5).Union(); },
                [](M m) {
                  EXPECT_EQ(m.body_as_Credit()->queue(), 1u);
                  EXPECT_EQ(m.body_as_Credit()->slots(), 5u);
                }});
-  c.push_back({fb::MessageBody::RunSink, {},
+  c.push_back({fb::MessageBody::RunSink,
+               {},
                [](B& b) { return fb::CreateRunSink(b, fb::ProgramKind::EvalStep, 10, 3).Union(); },
                [](M m) {
                  EXPECT_EQ(m.body_as_RunSink()->program(), fb::ProgramKind::EvalStep);
                  EXPECT_EQ(m.body_as_RunSink()->steps(), 10u);
                  EXPECT_EQ(m.body_as_RunSink()->epoch(), 3u);
                }});
-  c.push_back({fb::MessageBody::SinkDone, Pattern(4 + 40, 3),
-               [](B& b) {
-                 std::vector<flatbuffers::Offset<fb::ReportedBuffer>> reports{fb::CreateReportedBuffer(b, 7, 4),
-                                                                              fb::CreateReportedBuffer(b, 9, 40)};
-                 std::vector<uint32_t> hw{3, 1};
-                 return fb::CreateSinkDoneDirect(b, 10, &reports, 1.5, 0.5, 0.25, 0.125, &hw, 0.0625, 0, 0.03125)
-                     .Union();
-               },
-               [](M m) {
-                 const fb::SinkDone* d = m.body_as_SinkDone();
-                 EXPECT_EQ(d->steps_run(), 10u);
-                 ASSERT_EQ(d->reports()->size(), 2u);
-                 EXPECT_EQ(d->reports()->Get(0)->buffer(), 7u);
-                 EXPECT_EQ(d->reports()->Get(0)->bytes(), 4u);
-                 EXPECT_EQ(d->reports()->Get(1)->buffer(), 9u);
-                 EXPECT_EQ(d->reports()->Get(1)->bytes(), 40u);
-                 EXPECT_EQ(d->compute_ms(), 1.5);
-                 EXPECT_EQ(d->comm_ms(), 0.5);
-                 EXPECT_EQ(d->queue_wait_ms(), 0.25);
-                 EXPECT_EQ(d->other_ms(), 0.125);
-                 EXPECT_EQ(std::vector<uint32_t>(d->queue_high_water()->begin(), d->queue_high_water()->end()),
-                           (std::vector<uint32_t>{3, 1}));
-                 EXPECT_EQ(d->comm_wait_ms(), 0.0625);
-                 EXPECT_EQ(d->bubble_ms(), 0.03125);
-               }});
-  c.push_back({fb::MessageBody::ReadTensor, {}, [](B& b) { return fb::CreateReadTensor(b, 12).Union(); },
+  c.push_back(
+      {fb::MessageBody::SinkDone, Pattern(4 + 40, 3),
+       [](B& b) {
+         std::vector<flatbuffers::Offset<fb::ReportedBuffer>> reports{fb::CreateReportedBuffer(b, 7, 4),
+                                                                      fb::CreateReportedBuffer(b, 9, 40)};
+         std::vector<uint32_t> hw{3, 1};
+         return fb::CreateSinkDoneDirect(b, 10, &reports, 1.5, 0.5, 0.25, 0.125, &hw, 0.0625, 0, 0.03125).Union();
+       },
+       [](M m) {
+         const fb::SinkDone* d = m.body_as_SinkDone();
+         EXPECT_EQ(d->steps_run(), 10u);
+         ASSERT_EQ(d->reports()->size(), 2u);
+         EXPECT_EQ(d->reports()->Get(0)->buffer(), 7u);
+         EXPECT_EQ(d->reports()->Get(0)->bytes(), 4u);
+         EXPECT_EQ(d->reports()->Get(1)->buffer(), 9u);
+         EXPECT_EQ(d->reports()->Get(1)->bytes(), 40u);
+         EXPECT_EQ(d->compute_ms(), 1.5);
+         EXPECT_EQ(d->comm_ms(), 0.5);
+         EXPECT_EQ(d->queue_wait_ms(), 0.25);
+         EXPECT_EQ(d->other_ms(), 0.125);
+         EXPECT_EQ(std::vector<uint32_t>(d->queue_high_water()->begin(), d->queue_high_water()->end()),
+                   (std::vector<uint32_t>{3, 1}));
+         EXPECT_EQ(d->comm_wait_ms(), 0.0625);
+         EXPECT_EQ(d->bubble_ms(), 0.03125);
+       }});
+  c.push_back({fb::MessageBody::ReadTensor,
+               {},
+               [](B& b) { return fb::CreateReadTensor(b, 12).Union(); },
                [](M m) { EXPECT_EQ(m.body_as_ReadTensor()->buffer(), 12u); }});
   c.push_back({fb::MessageBody::TensorData, Pattern(32, 4), [](B& b) { return fb::CreateTensorData(b, 13).Union(); },
                [](M m) { EXPECT_EQ(m.body_as_TensorData()->buffer(), 13u); }});
   c.push_back({fb::MessageBody::WriteTensor, Pattern(48, 5), [](B& b) { return fb::CreateWriteTensor(b, 14).Union(); },
                [](M m) { EXPECT_EQ(m.body_as_WriteTensor()->buffer(), 14u); }});
-  c.push_back({fb::MessageBody::ClearQueue, {}, [](B& b) { return fb::CreateClearQueue(b, 1).Union(); },
+  c.push_back({fb::MessageBody::ClearQueue,
+               {},
+               [](B& b) { return fb::CreateClearQueue(b, 1).Union(); },
                [](M m) { EXPECT_EQ(m.body_as_ClearQueue()->queue(), 1u); }});
-  c.push_back({fb::MessageBody::Ack, {}, [](B& b) { return fb::CreateAck(b).Union(); },
+  c.push_back({fb::MessageBody::Ack,
+               {},
+               [](B& b) { return fb::CreateAck(b).Union(); },
                [](M m) { EXPECT_NE(m.body_as_Ack(), nullptr); }});
-  c.push_back({fb::MessageBody::Error, {},
+  c.push_back({fb::MessageBody::Error,
+               {},
                [](B& b) {
                  return fb::CreateErrorDirect(b, static_cast<uint8_t>(StatusCode::kOutOfRange), 2, "train", 5,
                                               "MatMul_3", "index 9 out of range")
@@ -181,9 +192,12 @@ std::vector<RoundTripCase> RoundTripCases() {
                  EXPECT_EQ(e->task_name()->str(), "MatMul_3");
                  EXPECT_EQ(e->message()->str(), "index 9 out of range");
                }});
-  c.push_back({fb::MessageBody::Shutdown, {}, [](B& b) { return fb::CreateShutdown(b).Union(); },
+  c.push_back({fb::MessageBody::Shutdown,
+               {},
+               [](B& b) { return fb::CreateShutdown(b).Union(); },
                [](M m) { EXPECT_NE(m.body_as_Shutdown(), nullptr); }});
-  c.push_back({fb::MessageBody::JoinWorld, {},
+  c.push_back({fb::MessageBody::JoinWorld,
+               {},
                [](B& b) {
                  std::vector<flatbuffers::Offset<fb::WorldMember>> members{
                      fb::CreateWorldMemberDirect(b, "127.0.0.1:7000", "h0"),
@@ -198,7 +212,8 @@ std::vector<RoundTripCase> RoundTripCases() {
                  EXPECT_EQ(j->members()->Get(1)->address()->str(), "127.0.0.1:7001");
                  EXPECT_EQ(j->members()->Get(1)->host_id()->str(), "h1");
                }});
-  c.push_back({fb::MessageBody::Joined, {},
+  c.push_back({fb::MessageBody::Joined,
+               {},
                [](B& b) {
                  std::vector<std::string> t{"self", "tcp"};
                  auto v = b.CreateVectorOfStrings(t);
@@ -211,7 +226,8 @@ std::vector<RoundTripCase> RoundTripCases() {
                  EXPECT_EQ(j->transports()->Get(0)->str(), "self");
                  EXPECT_EQ(j->transports()->Get(1)->str(), "tcp");
                }});
-  c.push_back({fb::MessageBody::RankJoin, {},
+  c.push_back({fb::MessageBody::RankJoin,
+               {},
                [](B& b) {
                  std::vector<flatbuffers::Offset<fb::JoinField>> f{fb::CreateJoinFieldDirect(b, "batch", "32")};
                  auto member = fb::CreateWorldMemberDirect(b, "10.77.0.2:4000", "h2");
@@ -230,10 +246,11 @@ std::vector<RoundTripCase> RoundTripCases() {
                  EXPECT_EQ(j->fields()->Get(0)->value()->str(), "32");
                  EXPECT_EQ(j->pid(), 77u);
                }});
-  c.push_back({fb::MessageBody::WorldFormed, {},
+  c.push_back({fb::MessageBody::WorldFormed,
+               {},
                [](B& b) {
-                 std::vector<flatbuffers::Offset<fb::WorldMember>> members{
-                     fb::CreateWorldMemberDirect(b, "a:1", "h0"), fb::CreateWorldMemberDirect(b, "b:2", "h1")};
+                 std::vector<flatbuffers::Offset<fb::WorldMember>> members{fb::CreateWorldMemberDirect(b, "a:1", "h0"),
+                                                                           fb::CreateWorldMemberDirect(b, "b:2", "h1")};
                  return fb::CreateWorldFormed(b, 3, 99, b.CreateVector(members)).Union();
                },
                [](M m) {
@@ -243,7 +260,8 @@ std::vector<RoundTripCase> RoundTripCases() {
                  ASSERT_EQ(w->members()->size(), 2u);
                  EXPECT_EQ(w->members()->Get(1)->address()->str(), "b:2");
                }});
-  c.push_back({fb::MessageBody::Challenge, {},
+  c.push_back({fb::MessageBody::Challenge,
+               {},
                [](B& b) {
                  const std::vector<uint8_t> nonce(32, 7), proof(32, 9);
                  return fb::CreateChallengeDirect(b, &nonce, &proof, "job-7", 4).Union();
@@ -257,7 +275,8 @@ std::vector<RoundTripCase> RoundTripCases() {
                  EXPECT_EQ(ch->job_id()->str(), "job-7");
                  EXPECT_EQ(ch->world_size(), 4u);
                }});
-  c.push_back({fb::MessageBody::Proof, {},
+  c.push_back({fb::MessageBody::Proof,
+               {},
                [](B& b) {
                  const std::vector<uint8_t> proof(32, 5);
                  return fb::CreateProofDirect(b, &proof).Union();
@@ -267,7 +286,8 @@ std::vector<RoundTripCase> RoundTripCases() {
                  ASSERT_EQ(p->proof()->size(), 32u);
                  EXPECT_EQ(p->proof()->Get(31), 5);
                }});
-  c.push_back({fb::MessageBody::SetProfiling, {},
+  c.push_back({fb::MessageBody::SetProfiling,
+               {},
                [](B& b) { return fb::CreateSetProfiling(b, true, 5, 50, 2, 10).Union(); },
                [](M m) {
                  const fb::SetProfiling* p = m.body_as_SetProfiling();
@@ -277,9 +297,13 @@ std::vector<RoundTripCase> RoundTripCases() {
                  EXPECT_EQ(p->every(), 2u);
                  EXPECT_EQ(p->keep_steps(), 10u);
                }});
-  c.push_back({fb::MessageBody::ReadClock, {}, [](B& b) { return fb::CreateReadClock(b).Union(); },
+  c.push_back({fb::MessageBody::ReadClock,
+               {},
+               [](B& b) { return fb::CreateReadClock(b).Union(); },
                [](M m) { EXPECT_NE(m.body_as_ReadClock(), nullptr); }});
-  c.push_back({fb::MessageBody::ClockReading, {}, [](B& b) { return fb::CreateClockReading(b, -123456789).Union(); },
+  c.push_back({fb::MessageBody::ClockReading,
+               {},
+               [](B& b) { return fb::CreateClockReading(b, -123456789).Union(); },
                [](M m) { EXPECT_EQ(m.body_as_ClockReading()->device_ns(), -123456789); }});
   return c;
 }
@@ -330,8 +354,9 @@ TEST(WireHeader, EncodeDecodeRoundTripAtTheLimits) {
   WireLimits limits;
   limits.max_message_bytes = std::numeric_limits<uint32_t>::max();
   limits.max_payload_bytes = std::numeric_limits<uint64_t>::max();
-  for (const FrameHeader h : {FrameHeader{1, 0}, FrameHeader{16u << 20, 2ull << 30},
-                              FrameHeader{std::numeric_limits<uint32_t>::max(), std::numeric_limits<uint64_t>::max()}}) {
+  for (const FrameHeader h :
+       {FrameHeader{1, 0}, FrameHeader{16u << 20, 2ull << 30},
+        FrameHeader{std::numeric_limits<uint32_t>::max(), std::numeric_limits<uint64_t>::max()}}) {
     uint8_t bytes[kFrameHeaderBytes];
     EncodeFrameHeader(h, bytes);
     EXPECT_EQ(std::memcmp(bytes, "SKWF", 4), 0);  // the magic reads as text on the wire
@@ -412,6 +437,8 @@ TEST(WireHello, BuildThenReadKeepsEveryField) {
 // every field from them. The protocol is the fields and their meaning, not
 // FlatBuffers' layout of them, which a builder change may alter freely.
 TEST(WireHello, APeersBytesOfProtocol15StillReadFieldByField) {
+  // 16 bytes a line, as a hex dump shows them.
+  // clang-format off
   const std::vector<uint8_t> answer = {
       0x10, 0x00, 0x00, 0x00, 0x53, 0x4b, 0x57, 0x52, 0x08, 0x00, 0x0e, 0x00, 0x07, 0x00, 0x08, 0x00,
       0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x20, 0x00, 0x00, 0x00, 0x00, 0x00, 0x1a, 0x00,
@@ -430,6 +457,7 @@ TEST(WireHello, APeersBytesOfProtocol15StillReadFieldByField) {
       0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x05, 0x00, 0x01, 0x00, 0x03, 0x00, 0x00, 0x00,
       0x74, 0x6f, 0x6b, 0x00, 0x0c, 0x00, 0x00, 0x00, 0x73, 0x69, 0x6e, 0x6b, 0x72, 0x74, 0x20, 0x30,
       0x2e, 0x31, 0x2e, 0x30, 0x00, 0x00, 0x00, 0x00};
+  // clang-format on
   const std::pair<const std::vector<uint8_t>&, HelloFields> cases[] = {{answer, DaemonAnswer()}, {dial, PeerDial()}};
   for (const auto& [bytes, sent] : cases) {
     auto message = VerifyMessage(bytes);
@@ -567,13 +595,18 @@ std::vector<RefusalCase> RefusalCases() {
                "LoadProgram states a stream of 100 bytes but the frame carries 99 bytes"});
   c.push_back({"LoadProgramEmpty", [] { return ValidLoadProgram(0, 0); }, StatusCode::kInvalidArgument,
                "LoadProgram carries an empty task stream"});
-  c.push_back({"SinkDoneSizeMismatch", [] { return SinkDoneFrame({4, 40}, 43); }, StatusCode::kInvalidArgument,
-               "SinkDone states reports of 44 bytes but the frame carries 43 bytes"});
+  c.push_back({"SinkDoneSizeMismatch",
+               [] {
+                 return SinkDoneFrame({4, 40}, 43);
+               },
+               StatusCode::kInvalidArgument, "SinkDone states reports of 44 bytes but the frame carries 43 bytes"});
   c.push_back({"SinkDoneProfileShort", [] { return SinkDoneFrame({4}, 4 + 2 * 40 - 1, 2); },
                StatusCode::kInvalidArgument,
                "SinkDone states reports of 4 bytes and profile records of 80 bytes but the frame carries 83 bytes"});
   c.push_back({"SinkDoneReportsWrapAround",
-               [] { return SinkDoneFrame({1ull << 63, 1ull << 63}, 0); },
+               [] {
+                 return SinkDoneFrame({1ull << 63, 1ull << 63}, 0);
+               },
                StatusCode::kInvalidArgument, "SinkDone states reports of more than 2^64 bytes"});
   for (fb::MessageBody type : fb::EnumValuesMessageBody()) {
     switch (type) {

@@ -51,8 +51,8 @@ inline std::vector<uint8_t> BlockedStream(uint32_t rank, uint32_t world, const s
     const uint64_t bytes = static_cast<uint64_t>(NumElements(b.shape)) * DTypeSize(b.dtype);
     const uint64_t offset = b.view_of >= 0 ? offsets[b.view_of] + b.view_offset : arena;
     offsets.push_back(offset);
-    bufs.push_back(fb::CreateBuffer(fbb, fbb.CreateString(b.name), offset, bytes, ToFb(b.dtype), fbb.CreateVector(b.shape),
-                                    fb::BufferRole::Activation));
+    bufs.push_back(fb::CreateBuffer(fbb, fbb.CreateString(b.name), offset, bytes, ToFb(b.dtype),
+                                    fbb.CreateVector(b.shape), fb::BufferRole::Activation));
     arena = std::max(arena, offset + (bytes + 63) / 64 * 64);
   }
   std::vector<uint32_t> all(world);

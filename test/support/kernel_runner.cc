@@ -182,8 +182,7 @@ KernelRunner& KernelRunner::SplitOpts(int axis, std::vector<int64_t> sizes) {
   return Options(fb::OpOptions::SplitOptions, fb::CreateSplitOptionsDirect(fbb_, axis, &sizes).Union());
 }
 KernelRunner& KernelRunner::CommOpts(int axis, uint32_t position, std::vector<uint32_t> group) {
-  return Options(fb::OpOptions::CommOptions,
-                 fb::CreateCommOptionsDirect(fbb_, &group, position, false, axis).Union());
+  return Options(fb::OpOptions::CommOptions, fb::CreateCommOptionsDirect(fbb_, &group, position, false, axis).Union());
 }
 KernelRunner& KernelRunner::MetricWeights(std::vector<double> weights) {
   return Options(fb::OpOptions::MetricSumOptions, fb::CreateMetricSumOptionsDirect(fbb_, &weights).Union());

@@ -64,8 +64,7 @@ inline host::Dataset MakeDataset(const SyntheticData& d, int64_t batch, bool dro
 // queue (from any thread), every RunSink (program, steps), ClearQueue calls.
 class CountingDevice final : public DeviceLink {
  public:
-  explicit CountingDevice(device::DeviceOptions options = device::DeviceOptions::FromEnvironment())
-      : dev_(options) {}
+  explicit CountingDevice(device::DeviceOptions options = device::DeviceOptions::FromEnvironment()) : dev_(options) {}
 
   Result<LoadInfo> Load(const VerifiedStream& stream) override { return dev_.Load(stream); }
   Status PushBatch(uint32_t queue, std::span<const ConstBytes> columns) override {
@@ -147,7 +146,7 @@ class RecordingCallback : public host::Callback {
  private:
   Status Record(const char* hook, host::RunContext& ctx) {
     const host::CallbackParams& p = ctx.original_args();
-    HookCall c{hook, p.epoch_num, p.cur_epoch_num, p.batch_num, p.cur_step_num,
+    HookCall c{hook,         p.epoch_num,    p.cur_epoch_num,     p.batch_num,  p.cur_step_num,
                p.sink_steps, p.global_batch, p.dataset_sink_mode, p.net_outputs};
     calls.push_back(c);
     if (stop_at && stop_at(c)) ctx.request_stop();
@@ -179,8 +178,7 @@ inline int ThreadCount() {
       // Field 9, the task flags: PF_EXITING (0x4) is set from the start of
       // the exit path, before the joiner wakes.
       unsigned long flags = 0;
-      if (paren != std::string_view::npos)
-        std::sscanf(buf + paren + 2, "%*c %*d %*d %*d %*d %*d %lu", &flags);
+      if (paren != std::string_view::npos) std::sscanf(buf + paren + 2, "%*c %*d %*d %*d %*d %*d %lu", &flags);
       if (state != 'Z' && state != 'X' && state != 'x' && !(flags & 0x4)) ++n;
     }
     closedir(d);

@@ -28,7 +28,7 @@ inline std::unique_ptr<FrameSocket> Dial(const Address& a) {
 }
 
 inline Status SendHello(FrameSocket& s, fb::PeerRole role = fb::PeerRole::Host, const std::string& token = "",
-                 uint16_t major = kProtocolMajor, uint16_t minor = kProtocolMinor) {
+                        uint16_t major = kProtocolMajor, uint16_t minor = kProtocolMinor) {
   HelloFields hello;
   hello.protocol_major = major;
   hello.protocol_minor = minor;
@@ -92,7 +92,7 @@ inline Status SendRaw(FrameSocket& s, const void* bytes, size_t n) {
 
 template <typename Build>
 inline Status SendMessage(FrameSocket& s, fb::MessageBody type, Build build,
-                   std::span<const std::span<const uint8_t>> payload = {}) {
+                          std::span<const std::span<const uint8_t>> payload = {}) {
   flatbuffers::FlatBufferBuilder fbb;
   flatbuffers::Offset<void> body = build(fbb);
   FinishMessage(fbb, type, body);
@@ -113,9 +113,8 @@ inline Status SendRunSink(FrameSocket& s, uint32_t steps) {
 }
 
 inline Status SendReadTensor(FrameSocket& s, uint32_t buffer) {
-  return SendMessage(s, fb::MessageBody::ReadTensor, [&](flatbuffers::FlatBufferBuilder& fbb) {
-    return fb::CreateReadTensor(fbb, buffer).Union();
-  });
+  return SendMessage(s, fb::MessageBody::ReadTensor,
+                     [&](flatbuffers::FlatBufferBuilder& fbb) { return fb::CreateReadTensor(fbb, buffer).Union(); });
 }
 
 // Reads frames (skipping their payloads) until one of `type`; false on an

@@ -482,7 +482,8 @@ RefLayerNormGrads RefLayerNormGrad(const RefTensor& dy, const RefTensor& x, cons
     for (int64_t i = 0; i < d; ++i) {
       double acc = 0;
       for (int64_t j = 0; j < d; ++j)
-        acc += dy.data[r * d + j] * gamma.data[j] * rstd.data[r] * ((i == j ? 1.0 : 0.0) - 1.0 / d - xhat(i) * xhat(j) / d);
+        acc += dy.data[r * d + j] * gamma.data[j] * rstd.data[r] *
+               ((i == j ? 1.0 : 0.0) - 1.0 / d - xhat(i) * xhat(j) / d);
       g.dx.data[r * d + i] = acc;
       g.dgamma.data[i] += dy.data[r * d + i] * xhat(i);
       g.dbeta.data[i] += dy.data[r * d + i];

@@ -24,8 +24,7 @@ inline RunResult RunBinary(const std::string& binary, const std::string& args,
                            const std::filesystem::path& scratch_dir) {
   RunResult r;
   const std::filesystem::path out = scratch_dir / "stdout", err = scratch_dir / "stderr";
-  const std::string cmd =
-      "exec '" + binary + "' " + args + " >'" + out.string() + "' 2>'" + err.string() + "'";
+  const std::string cmd = "exec '" + binary + "' " + args + " >'" + out.string() + "' 2>'" + err.string() + "'";
   const int status = std::system(cmd.c_str());
   if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
   r.out = Slurp(out);

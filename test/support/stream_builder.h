@@ -67,8 +67,8 @@ class HandStream {
     for (size_t i = 0; i < kernels_.size(); ++i) {
       const auto& k = kernels_[i];
       auto opts = kernel_options_[i](fbb);
-      auto kt = fb::CreateKernelTask(fbb, k.op, fbb.CreateVector(k.inputs), fbb.CreateVector(k.outputs), k.type,
-                                     opts, k.act, k.fused_bias);
+      auto kt = fb::CreateKernelTask(fbb, k.op, fbb.CreateVector(k.inputs), fbb.CreateVector(k.outputs), k.type, opts,
+                                     k.act, k.fused_bias);
       tasks.push_back(fb::CreateTask(fbb, fb::TaskBody::KernelTask, kt.Union(),
                                      fbb.CreateString(std::string(1, 'k') += std::to_string(i))));
     }

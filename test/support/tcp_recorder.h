@@ -6,8 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <asio/ip/tcp.hpp>
 #include <algorithm>
+#include <asio/ip/tcp.hpp>
 #include <string>
 #include <thread>
 #include <vector>

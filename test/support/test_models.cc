@@ -46,8 +46,7 @@ SyntheticData MakeSyntheticData(int64_t n, int64_t features, int classes, uint64
   for (int64_t i = 0; i < n; ++i) {
     int32_t c = static_cast<int32_t>(rng() % static_cast<uint64_t>(classes));
     d.labels[i] = c;
-    for (int64_t f = 0; f < features; ++f)
-      d.images[i * features + f] = centers[c * features + f] + 0.8f * normal(rng);
+    for (int64_t f = 0; f < features; ++f) d.images[i * features + f] = centers[c * features + f] + 0.8f * normal(rng);
   }
   return d;
 }

@@ -12,8 +12,7 @@ namespace sinkrt::testing {
 // host::MakeMlpNetwork (784-512-256-10 or `widths`) with sparse softmax
 // cross-entropy. Inputs "image" [batch, widths[0]] f32 and "label" [batch]
 // i32; weights [in, out] He-uniform, biases zero. Logits are an eval output.
-host::Graph MakeMlp(int64_t batch, std::vector<int64_t> widths = {784, 512, 256, 10},
-                    uint64_t seed = 1);
+host::Graph MakeMlp(int64_t batch, std::vector<int64_t> widths = {784, 512, 256, 10}, uint64_t seed = 1);
 
 // host::MakeLeNetNetwork on [batch, 1, 28, 28] (conv5x5(6, pad 2)-relu-
 // maxpool2 -> conv5x5(16)-relu-maxpool2 -> flatten -> 120 -> 84 -> 10) with
@@ -28,8 +27,8 @@ host::Graph MakeVit(int64_t batch, uint64_t seed = 1);
 // `features` dimensions. Deterministic in seed.
 struct SyntheticData {
   int64_t features = 0;
-  std::vector<float> images;   // n × features
-  std::vector<int32_t> labels; // n
+  std::vector<float> images;    // n × features
+  std::vector<int32_t> labels;  // n
   int64_t size() const { return static_cast<int64_t>(labels.size()); }
 };
 SyntheticData MakeSyntheticData(int64_t n, int64_t features, int classes, uint64_t seed);

@@ -10,17 +10,19 @@
 #include "sinkrt/runtime/status.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 
-#define SINKRT_ASSERT_OK(expr)                                   \
-  do {                                                           \
+#define SINKRT_ASSERT_OK(expr)                                     \
+  do {                                                             \
     const ::sinkrt::Status _s = ::sinkrt::testing::ToStatus(expr); \
-    ASSERT_TRUE(_s.ok()) << _s.ToString();                       \
+    ASSERT_TRUE(_s.ok()) << _s.ToString();                         \
   } while (0)
 
 namespace sinkrt::testing {
 
 inline Status ToStatus(const Status& s) { return s; }
 template <typename T>
-Status ToStatus(const Result<T>& r) { return r.status(); }
+Status ToStatus(const Result<T>& r) {
+  return r.status();
+}
 
 // Indices of every buffer of `role` in a compiled stream.
 inline std::vector<uint32_t> BuffersWithRole(const std::vector<uint8_t>& stream, fb::BufferRole role) {

@@ -59,8 +59,8 @@ std::unique_ptr<Issued> Issue(const char* cn, const Issued* issuer, bool is_ca, 
 void WritePem(const std::string& path, const Issued& i, bool key) {
   FILE* f = std::fopen(path.c_str(), "w");
   Check(f, "open");
-  const bool ok = key ? PEM_write_PrivateKey(f, i.key, nullptr, nullptr, 0, nullptr, nullptr) == 1
-                      : PEM_write_X509(f, i.cert) == 1;
+  const bool ok =
+      key ? PEM_write_PrivateKey(f, i.key, nullptr, nullptr, 0, nullptr, nullptr) == 1 : PEM_write_X509(f, i.cert) == 1;
   Check(std::fclose(f) == 0 && ok, "write");
 }
 

@@ -130,7 +130,8 @@ const std::vector<Rule>& Rules() {
        "on 127.0.0.1"},
       {std::regex(R"(^(scripts/netns_testbed\.sh|ip netns ))"), Action::kSkip,
        "creates network namespaces, which needs root; netns_test runs the same steps where it is root"},
-      {std::regex(R"(^(cmake --install |cmake -S examples/app |cmake --build /tmp/|export PKG_CONFIG_PATH=|g\+\+ |cd build && cpack |apt install ))"),
+      {std::regex(
+           R"(^(cmake --install |cmake -S examples/app |cmake --build /tmp/|export PKG_CONFIG_PATH=|g\+\+ |cd build && cpack |apt install ))"),
        Action::kSkip,
        "installs into a prefix, builds the app against it, makes and installs the Debian packages: "
        "scripts/install_check runs these steps on every CI run (its 'install and package check' stage), "
@@ -279,8 +280,7 @@ void Prepare(const Line& line, const fs::path& dir, std::vector<std::unique_ptr<
   // The sinkd page's table: what `sinkrun launch` writes by default.
   if (line.text.find("--rank-table rank_table.json") != std::string::npos && !fs::exists(dir / "rank_table.json")) {
     launches.push_back(std::make_unique<Launch>(Where(line), line.number, "build/tools/sinkrun launch -n 1", dir));
-    ASSERT_TRUE(launches.back()->Ready()) << Where(line)
-                                          << ": the daemon for rank_table.json did not start\n"
+    ASSERT_TRUE(launches.back()->Ready()) << Where(line) << ": the daemon for rank_table.json did not start\n"
                                           << Tail(launches.back()->output());
   }
   // sinkdump's example file: the zoo MLP compiled by sinkc.
@@ -480,7 +480,8 @@ TEST(ReadmeCommands, SinkcSampleOutputIsWhatSinkcPrints) {
     const Child c = Spawn(WithBuildTree(sample.command), dir, dir / "output.log", false);
     const int status = WaitFor(c.pid, kLineTimeout);
     ASSERT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << Where(sample.page, sample.number) << ": " << Describe(status) << "\n" << Slurp(dir / "output.log");
+        << Where(sample.page, sample.number) << ": " << Describe(status) << "\n"
+        << Slurp(dir / "output.log");
     EXPECT_EQ(Slurp(dir / "output.log"), sample.output)
         << Where(sample.page, sample.number) << ": the sample output after `" << sample.command
         << "` is not what it prints: paste the output above in its place";

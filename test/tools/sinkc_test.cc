@@ -102,8 +102,10 @@ TEST_F(SinkcTest, WritesOneStreamPerRankAndAManifest) {
 // gradients_mean defaults to MindSpore's false; a size threshold of 0 (which
 // MindSpore accepts) fuses nothing: one AllReduce per gradient.
 TEST_F(SinkcTest, DefaultsAreMindSpores) {
-  RunResult r = Sinkc("'" + kMlp + "' --devices 2 --parallel data_parallel --comm-fusion "
-                      "'{\"allreduce\": {\"mode\": \"size\", \"config\": 0}}' -o " + Q("out"));
+  RunResult r = Sinkc("'" + kMlp +
+                      "' --devices 2 --parallel data_parallel --comm-fusion "
+                      "'{\"allreduce\": {\"mode\": \"size\", \"config\": 0}}' -o " +
+                      Q("out"));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("2 ranks, data_parallel (gradients_mean false: AllReduce sum)\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("buckets   6 AllReduces"), std::string::npos) << r.out;
@@ -141,13 +143,17 @@ TEST_F(SinkcTest, BadCommandLinesAndBadGraphsAreRefused) {
   EXPECT_EQ(dp_flag.exit_code, 2);
   EXPECT_NE(dp_flag.err.find("apply to --parallel data_parallel"), std::string::npos) << dp_flag.err;
 
-  RunResult fusion = Sinkc("'" + kMlp + "' --devices 2 --parallel data_parallel --comm-fusion '{\"allreduce\": "
-                           "{\"mode\": \"index\", \"config\": [9]}}' -o " + Q("out"));
+  RunResult fusion = Sinkc("'" + kMlp +
+                           "' --devices 2 --parallel data_parallel --comm-fusion '{\"allreduce\": "
+                           "{\"mode\": \"index\", \"config\": [9]}}' -o " +
+                           Q("out"));
   EXPECT_EQ(fusion.exit_code, 1) << fusion.err;
   EXPECT_FALSE(fusion.err.empty());
   // MindSpore's comm_fusion checks, with its messages, are command-line errors.
-  RunResult not_dict = Sinkc("'" + kMlp + "' --devices 2 --parallel data_parallel --comm-fusion "
-                             "'{\"allreduce\": \"auto\"}' -o " + Q("out"));
+  RunResult not_dict = Sinkc("'" + kMlp +
+                             "' --devices 2 --parallel data_parallel --comm-fusion "
+                             "'{\"allreduce\": \"auto\"}' -o " +
+                             Q("out"));
   EXPECT_EQ(not_dict.exit_code, 2) << not_dict.err;
   EXPECT_NE(not_dict.err.find("--comm-fusion: For 'comm_fusion', the 'allreduce' config must be dict, but got the "
                               "type : <class 'str'>."),
@@ -257,7 +263,8 @@ TEST_F(SinkcTest, AmpAndLossScaleTravelInTheManifest) {
   // A level that contradicts the streams is refused.
   RunResult wrong = Sinkrun("train --streams " + Q("streams") + common + " --amp-level O3");
   EXPECT_NE(wrong.exit_code, 0);
-  EXPECT_NE(wrong.err.find("was compiled for amp_level O2, but the options ask for O3"), std::string::npos) << wrong.err;
+  EXPECT_NE(wrong.err.find("was compiled for amp_level O2, but the options ask for O3"), std::string::npos)
+      << wrong.err;
 }
 
 TEST_F(SinkcTest, DataParallelStreamsOnTwoDaemonsTrainAsTheGraphDoes) {
@@ -279,8 +286,8 @@ TEST_F(SinkcTest, DataParallelStreamsOnTwoDaemonsTrainAsTheGraphDoes) {
 // streams' queue slices (2 groups of batch 16, global 32) and trains and
 // checkpoints exactly as when it applies the preset itself.
 TEST_F(SinkcTest, SemiAutoStreamsTrainAsTheGraphWithThePresetDoes) {
-  RunResult c = Sinkc("'" + kMlp + "' --batch 16 --devices 4 --parallel semi_auto_parallel --strategy 2x2 -q -o " +
-                      Q("streams"));
+  RunResult c =
+      Sinkc("'" + kMlp + "' --batch 16 --devices 4 --parallel semi_auto_parallel --strategy 2x2 -q -o " + Q("streams"));
   ASSERT_EQ(c.exit_code, 0) << c.err;
   const std::string common = " --data synthetic:512 --epochs 1";
   RunResult from_streams = Sinkrun("train --streams " + Q("streams") + common + " --save-checkpoint " + Q("a.ckpt"));
@@ -288,8 +295,10 @@ TEST_F(SinkcTest, SemiAutoStreamsTrainAsTheGraphWithThePresetDoes) {
   EXPECT_NE(from_streams.out.find("batch 16 per data-parallel replica (global 32; strategy as compiled)"),
             std::string::npos)
       << from_streams.out;
-  RunResult from_graph = Sinkrun("train --graph '" + kMlp + "' --batch 16 --devices 4 --parallel semi_auto_parallel "
-                                 "--strategy 2x2" + common + " --save-checkpoint " + Q("b.ckpt"));
+  RunResult from_graph = Sinkrun("train --graph '" + kMlp +
+                                 "' --batch 16 --devices 4 --parallel semi_auto_parallel "
+                                 "--strategy 2x2" +
+                                 common + " --save-checkpoint " + Q("b.ckpt"));
   ASSERT_EQ(from_graph.exit_code, 0) << from_graph.out << from_graph.err;
   EXPECT_TRUE(Slurp(dir_ / "a.ckpt") == Slurp(dir_ / "b.ckpt"));
 }
@@ -343,8 +352,8 @@ TEST_F(SinkcTest, SemiAutoCompilesEveryPresetOnTwoAndFourRanks) {
     int dp;
   };
   for (const std::string& graph : {kMlp, kVit}) {
-    for (Case c : {Case{"data", 2, 2}, Case{"data", 4, 4}, Case{"model", 2, 1}, Case{"model", 4, 1},
-                   Case{"2x2", 4, 2}}) {
+    for (Case c :
+         {Case{"data", 2, 2}, Case{"data", 4, 4}, Case{"model", 2, 1}, Case{"model", 4, 1}, Case{"2x2", 4, 2}}) {
       const std::string what = graph + " --strategy " + c.strategy + " --devices " + std::to_string(c.devices);
       const std::string out = std::string("out_") + c.strategy + std::to_string(c.devices);
       RunResult r = Sinkc("'" + graph + "' --parallel semi_auto_parallel --devices " + std::to_string(c.devices) +
@@ -353,10 +362,10 @@ TEST_F(SinkcTest, SemiAutoCompilesEveryPresetOnTwoAndFourRanks) {
       EXPECT_NE(r.out.find(std::to_string(c.devices) + " ranks, semi_auto_parallel, strategy " + c.strategy + "\n"),
                 std::string::npos)
           << r.out;
-      EXPECT_NE(r.out.find("image f32 [8,784], label i32 [8] per rank (global batch " + std::to_string(8 * c.dp) +
-                           ")"),
+      EXPECT_NE(r.out.find("image f32 [8,784], label i32 [8] per rank (global batch " + std::to_string(8 * c.dp) + ")"),
                 std::string::npos)
-          << what << "\n" << r.out;
+          << what << "\n"
+          << r.out;
       const json manifest = json::parse(Slurp(dir_ / out / "manifest.json"));
       EXPECT_EQ(manifest["options"]["parallel"]["mode"], "semi_auto_parallel") << what;
       EXPECT_EQ(manifest["ranks"].size(), static_cast<size_t>(c.devices)) << what;
@@ -365,20 +374,21 @@ TEST_F(SinkcTest, SemiAutoCompilesEveryPresetOnTwoAndFourRanks) {
       EXPECT_EQ(job->world_size(), static_cast<uint32_t>(c.devices));
     }
   }
-  RunResult full = Sinkc("'" + kMlp + "' --parallel semi_auto_parallel --devices 4 --strategy 2x2 --full-batch "
-                         "--batch 8 -o " + Q("full"));
+  RunResult full = Sinkc("'" + kMlp +
+                         "' --parallel semi_auto_parallel --devices 4 --strategy 2x2 --full-batch "
+                         "--batch 8 -o " +
+                         Q("full"));
   ASSERT_EQ(full.exit_code, 0) << full.out << full.err;
   EXPECT_NE(full.out.find("strategy 2x2, full batch\n"), std::string::npos) << full.out;
-  EXPECT_NE(full.out.find("image f32 [8,784], label i32 [8] per rank (global batch 8)"), std::string::npos)
-      << full.out;
+  EXPECT_NE(full.out.find("image f32 [8,784], label i32 [8] per rank (global batch 8)"), std::string::npos) << full.out;
 }
 
 // --strategy-save writes MindSpore's strategy file; compiling with it as
 // --strategy gives the preset's streams, byte for byte.
 TEST_F(SinkcTest, StrategyFileSavedAndLoadedGivesTheSameStreams) {
   const std::string flags = " --parallel semi_auto_parallel --devices 4 --batch 8 -q";
-  RunResult saved = Sinkc("'" + kVit + "'" + flags + " --strategy 2x2 --strategy-save " + Q("s.json") + " -o " +
-                          Q("preset"));
+  RunResult saved =
+      Sinkc("'" + kVit + "'" + flags + " --strategy 2x2 --strategy-save " + Q("s.json") + " -o " + Q("preset"));
   ASSERT_EQ(saved.exit_code, 0) << saved.err;
   const json s = json::parse(Slurp(dir_ / "s.json"));
   EXPECT_EQ(s["format"], "sinkrt-strategy");
@@ -417,7 +427,8 @@ TEST_F(SinkcTest, AutoParallelCompilesTheMlpAndTheVitAndExplainsThePlan) {
     EXPECT_TRUE(fs::exists(dir_ / "out" / "rank_0.tstream"));
     EXPECT_TRUE(fs::exists(dir_ / "out" / "rank_1.tstream"));
     EXPECT_NE(r.out.find("2 ranks, auto_parallel (searched strategies, compiled as semi_auto_parallel)"),
-              std::string::npos) << r.out;
+              std::string::npos)
+        << r.out;
     EXPECT_NE(r.out.find("(global batch 16)"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("auto_parallel: dynamic_programming search on 2 devices in "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("; calibration " + kCalibration), std::string::npos) << r.out;
@@ -445,8 +456,10 @@ TEST_F(SinkcTest, AutoParallelCompilesTheMlpAndTheVitAndExplainsThePlan) {
 // ranks than the stage, so none is replicated; without it the search may
 // repeat a small one (the MLP's 256x10 head).
 TEST_F(SinkcTest, AutoParallelFullyUseDevicesSplitsEveryMatMul) {
-  RunResult r = Sinkc("'" + kMlp + "' --parallel auto_parallel --devices 2 --batch 8 --explain --fully-use-devices "
-                      "--calibration '" + kCalibration + "' -o " + Q("out"));
+  RunResult r = Sinkc("'" + kMlp +
+                      "' --parallel auto_parallel --devices 2 --batch 8 --explain --fully-use-devices "
+                      "--calibration '" +
+                      kCalibration + "' -o " + Q("out"));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   std::istringstream in(r.out);
   int matmuls = 0;
@@ -493,13 +506,13 @@ TEST_F(SinkcTest, AutoParallelBadFlagsAreRefused) {
            {mlp + " --parallel auto_parallel --device-memory 12XB", "--device-memory '12XB'", 2},
            {mlp + " --parallel auto_parallel --device-memory 0", "--device-memory '0'", 2},
            {mlp + " --parallel auto_parallel --search-mode recursive_programming",
-            "--search-mode recursive_programming: sinkrt searches with dynamic_programming or sharding_propagation",
-            2},
+            "--search-mode recursive_programming: sinkrt searches with dynamic_programming or sharding_propagation", 2},
            {mlp + " --parallel auto_parallel --strategy data",
             "--strategy data does not apply to --parallel auto_parallel", 2},
            {mlp + " --parallel semi_auto_parallel --explain", "--explain explains auto_parallel's search", 2},
            {mlp + " --parallel semi_auto_parallel --search-mode sharding_propagation",
-            "--search-mode, --device-memory, --calibration and --fully-use-devices apply to --parallel auto_parallel", 2},
+            "--search-mode, --device-memory, --calibration and --fully-use-devices apply to --parallel auto_parallel",
+            2},
            {mlp + " --parallel auto_parallel --calibration " + Q("none.json"), "--calibration", 2},
        }) {
     RunResult r = Sinkc(k.args);
@@ -526,8 +539,10 @@ TEST_F(SinkcTest, AutoParallelMemoryLimitBelowEveryPlanNamesTheSmallestFootprint
 }
 
 TEST_F(SinkcTest, BadStrategiesAreRefused) {
-  ASSERT_EQ(Sinkc("'" + kVit + "' --parallel semi_auto_parallel --devices 4 --batch 8 -q --strategy model "
-                  "--strategy-save " + Q("vit4.json") + " -o " + Q("out"))
+  ASSERT_EQ(Sinkc("'" + kVit +
+                  "' --parallel semi_auto_parallel --devices 4 --batch 8 -q --strategy model "
+                  "--strategy-save " +
+                  Q("vit4.json") + " -o " + Q("out"))
                 .exit_code,
             0);
   const std::string semi = " --parallel semi_auto_parallel -o " + Q("bad");
@@ -563,8 +578,10 @@ TEST_F(SinkcTest, BadStrategiesAreRefused) {
 // records the pipeline and reads back with the same options, the summary
 // prints a line per stage, and sinkrun runs the directory as compiled.
 TEST_F(SinkcTest, PipelineStagesWriteEveryRankAndAManifestThatReadsBack) {
-  RunResult r = Sinkc("'" + kVit + "' --parallel data_parallel --devices 2 --pipeline-stages 2 --micro-size 4 "
-                      "--batch 16 --stage-of block0=0,block1=1 -o " + Q("out"));
+  RunResult r = Sinkc("'" + kVit +
+                      "' --parallel data_parallel --devices 2 --pipeline-stages 2 --micro-size 4 "
+                      "--batch 16 --stage-of block0=0,block1=1 -o " +
+                      Q("out"));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("2 ranks, data_parallel"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(global batch 16)"), std::string::npos) << r.out;
@@ -611,8 +628,10 @@ TEST_F(SinkcTest, PipelineStagesWriteEveryRankAndAManifestThatReadsBack) {
 
   // gpipe is recorded as given; a manifest whose stages do not divide its
   // ranks is refused naming the key.
-  RunResult gpipe = Sinkc("'" + kMlp + "' --parallel data_parallel --devices 4 --pipeline-stages 2 --micro-size 2 "
-                          "--pipeline-scheduler gpipe -q -o " + Q("gpipe"));
+  RunResult gpipe = Sinkc("'" + kMlp +
+                          "' --parallel data_parallel --devices 4 --pipeline-stages 2 --micro-size 2 "
+                          "--pipeline-scheduler gpipe -q -o " +
+                          Q("gpipe"));
   ASSERT_EQ(gpipe.exit_code, 0) << gpipe.err;
   json edited = json::parse(Slurp(dir_ / "gpipe" / "manifest.json"));
   EXPECT_EQ(edited["options"]["parallel"]["pipeline"]["scheduler"], "gpipe");
@@ -637,8 +656,10 @@ TEST_F(SinkcTest, PipelineStagesWriteEveryRankAndAManifestThatReadsBack) {
 // (model on 2 of the 4), each rank's stream holds its slices, and sinkrun
 // runs the directory as compiled.
 TEST_F(SinkcTest, SemiAutoPipelineStagesCompileEachStageOverItsRanks) {
-  RunResult r = Sinkc("'" + kMlp + "' --parallel semi_auto_parallel --strategy model --devices 4 "
-                      "--pipeline-stages 2 --micro-size 4 -o " + Q("semi"));
+  RunResult r = Sinkc("'" + kMlp +
+                      "' --parallel semi_auto_parallel --strategy model --devices 4 "
+                      "--pipeline-stages 2 --micro-size 4 -o " +
+                      Q("semi"));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("4 ranks, semi_auto_parallel"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("  pipeline  2 stages of 2 ranks, 4 micro-batches, 1f1b; per stage, its first rank:\n"),
@@ -692,8 +713,10 @@ TEST_F(SinkcTest, PipelineBadFlagsAreRefused) {
             "layer 'nosuch' (stage 0) names no op of the network", 1},
            {vit + " --pipeline-stages 2 --micro-size 3",
             "the batch of 16 does not split into micro_size 3 equal micro-batches", 1},
-           {"'" + kVit + "' --parallel auto_parallel --devices 2 --batch 16 --pipeline-stages 2 --micro-size 4 "
-            "-o " + Q("bad"),
+           {"'" + kVit +
+                "' --parallel auto_parallel --devices 2 --batch 16 --pipeline-stages 2 --micro-size 4 "
+                "-o " +
+                Q("bad"),
             "pipeline_stages 2 with parallel_mode auto_parallel is not supported by this build yet", 2},
        }) {
     RunResult r = Sinkc(k.args);

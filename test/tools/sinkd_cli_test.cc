@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "sinkrt/host/local_cluster.h"
 #include "runtime/src/cpu_set.h"
+#include "sinkrt/host/local_cluster.h"
 #include "support/run_binary.h"
 
 namespace sinkrt {
@@ -126,9 +126,8 @@ TEST_F(SinkdCliTest, ThreadsMustBePositiveWithAReadableMessage) {
 }
 
 TEST_F(SinkdCliTest, NonsenseEnvironmentNumberIsRefusedNamingIt) {
-  for (const char* env : {"SINKRT_CONNECT_TIMEOUT_MS=abc", "SINKRT_GETNEXT_TIMEOUT_MS=-5",
-                          "SINKRT_PEER_TIMEOUT_MS=5s", "HCCL_CONNECT_TIMEOUT=abc", "HCCL_EXEC_TIMEOUT=-5",
-                          "SINKRT_DEVICE_THREADS=many"}) {
+  for (const char* env : {"SINKRT_CONNECT_TIMEOUT_MS=abc", "SINKRT_GETNEXT_TIMEOUT_MS=-5", "SINKRT_PEER_TIMEOUT_MS=5s",
+                          "HCCL_CONNECT_TIMEOUT=abc", "HCCL_EXEC_TIMEOUT=-5", "SINKRT_DEVICE_THREADS=many"}) {
     SCOPED_TRACE(env);
     testing::RunResult r = Run(env, "");
     EXPECT_EQ(r.exit_code, 2) << r.err;

@@ -105,12 +105,34 @@ TEST_F(SinkdumpTest, TextShowsHeaderMemoryPlanQueuesAndTasks) {
   RunResult r = Run(Quoted(*mlp_));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(r.err.empty()) << r.err;
-  for (const char* fragment :
-       {"header", "format        1.4", "world size 1", "graph hash    0x", "requirements", "producer",
-        "memory plan:", "liveness lower bound", "arena / lower bound", "bytes per role", "fc1.weight",
-        "fc2.bias", "HeUniform", "queues:", "'train'", "image", "label", "per batch",
-        "communicator groups: 0", "program 'init'", "train_step", "eval_step", "GetNext", "MatMul",
-        "SparseSoftmaxCrossEntropy", "MomentumUpdate", "momentum=0.9", " -> "})
+  for (const char* fragment : {"header",
+                               "format        1.4",
+                               "world size 1",
+                               "graph hash    0x",
+                               "requirements",
+                               "producer",
+                               "memory plan:",
+                               "liveness lower bound",
+                               "arena / lower bound",
+                               "bytes per role",
+                               "fc1.weight",
+                               "fc2.bias",
+                               "HeUniform",
+                               "queues:",
+                               "'train'",
+                               "image",
+                               "label",
+                               "per batch",
+                               "communicator groups: 0",
+                               "program 'init'",
+                               "train_step",
+                               "eval_step",
+                               "GetNext",
+                               "MatMul",
+                               "SparseSoftmaxCrossEntropy",
+                               "MomentumUpdate",
+                               "momentum=0.9",
+                               " -> "})
     EXPECT_NE(r.out.find(fragment), std::string::npos) << "missing '" << fragment << "' in:\n" << r.out;
 
   // Every buffer appears as a row of the memory table, in index order.
@@ -139,8 +161,8 @@ TEST_F(SinkdumpTest, TextShowsFusedKernelOptions) {
 TEST_F(SinkdumpTest, ShowsTheSunkEvalSumsAndTheirAccumulator) {
   RunResult r = Run(Quoted(*mlp_) + " --program eval_step");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* fragment : {"MetricSum", "eval/metric_sum", "weights=", "accumulators [eval/metric_sums]",
-                               "zeroed when a sink starts"})
+  for (const char* fragment :
+       {"MetricSum", "eval/metric_sum", "weights=", "accumulators [eval/metric_sums]", "zeroed when a sink starts"})
     EXPECT_NE(r.out.find(fragment), std::string::npos) << "missing '" << fragment << "' in:\n" << r.out;
   RunResult j = Run(Quoted(*mlp_) + " --json --program eval_step");
   ASSERT_EQ(j.exit_code, 0) << j.err;
@@ -247,8 +269,8 @@ TEST_F(SinkdumpTest, ShowsLayerNormGatherCastAndBf16Buffers) {
   const fs::path path = WriteVariant("norm_gather_cast.tstream", compiled->stream.bytes());
   RunResult r = Run(Quoted(path));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* fragment : {"LayerNorm", "LayerNormGrad", "epsilon=1e-06", "Gather", "GatherGrad", "Cast",
-                               "to=bf16", "to=f32", "bf16"})
+  for (const char* fragment :
+       {"LayerNorm", "LayerNormGrad", "epsilon=1e-06", "Gather", "GatherGrad", "Cast", "to=bf16", "to=f32", "bf16"})
     EXPECT_NE(r.out.find(fragment), std::string::npos) << fragment << " not in:\n" << r.out;
   RunResult j = Run(Quoted(path) + " --json");
   ASSERT_EQ(j.exit_code, 0) << j.err;
@@ -358,8 +380,8 @@ TEST_F(SinkdumpTest, RandomByteFlipsNeverCrash) {
 // The FlatBuffers Verifier accepts a union whose type is set but whose value
 // is absent; such a task must be refused, not dereferenced.
 TEST_F(SinkdumpTest, TaskWithTypeButNoBodyIsRefused) {
-  for (fb::TaskBody type : {fb::TaskBody::KernelTask, fb::TaskBody::GetNextTask, fb::TaskBody::EventRecordTask,
-                            fb::TaskBody::InitTask}) {
+  for (fb::TaskBody type :
+       {fb::TaskBody::KernelTask, fb::TaskBody::GetNextTask, fb::TaskBody::EventRecordTask, fb::TaskBody::InitTask}) {
     flatbuffers::FlatBufferBuilder fbb;
     auto header = fb::CreateHeaderDirect(fbb, kFormatMajor, kFormatMinor, 0, 1, "cpu");
     std::vector<flatbuffers::Offset<fb::Task>> tasks = {fb::CreateTaskDirect(fbb, type, 0, "bodiless")};
@@ -371,7 +393,8 @@ TEST_F(SinkdumpTest, TaskWithTypeButNoBodyIsRefused) {
     root.add_programs(fbb.CreateVector(programs));
     fb::FinishSizePrefixedTaskStreamBuffer(fbb, root.Finish());
     std::string name = std::string("bodiless_") + fb::EnumNameTaskBody(type) + ".tstream";
-    fs::path p = WriteVariant(name, std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()));
+    fs::path p =
+        WriteVariant(name, std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()));
     RunResult r = Run(Quoted(p));
     EXPECT_EQ(r.exit_code, 1) << name << " (-1: killed by a signal)";
     EXPECT_NE(r.err.find(p.string()), std::string::npos) << name << ": " << r.err;
@@ -382,8 +405,8 @@ TEST_F(SinkdumpTest, TaskWithTypeButNoBodyIsRefused) {
 // and its group, in text and JSON.
 TEST_F(SinkdumpTest, ShowsAllToAllWithItsGroup) {
   const fs::path p = WriteVariant(
-      "alltoall.tstream", testing::AllToAllStream(2, 4, {{"tokens", DType::F32, {2, 8}}, {"routed", DType::F32, {2, 8}}},
-                                                  {{1, 0, 1}}));
+      "alltoall.tstream",
+      testing::AllToAllStream(2, 4, {{"tokens", DType::F32, {2, 8}}, {"routed", DType::F32, {2, 8}}}, {{1, 0, 1}}));
   RunResult text = Run(Quoted(p) + " --program train_step");
   ASSERT_EQ(text.exit_code, 0) << text.err;
   for (const char* fragment : {"communicator groups: 3", "1 'even': ranks [0, 2]", "stream 1 'comm'"})
@@ -425,10 +448,10 @@ TEST_F(SinkdumpTest, ShowsDataParallelBucketsStreamsAndGroups) {
 
   RunResult text = Run(Quoted(p) + " --program train_step");
   ASSERT_EQ(text.exit_code, 0) << text.err;
-  for (const char* fragment : {"rank          1 of world size 2", "(collectives)", "communicator groups: 1",
-                               "0 'world': ranks [0, 1]", "2 streams, 8 events", "stream 0 'compute'",
-                               "stream 1 'comm': 12 tasks", "EventRecord", "EventWait", "AllReduce",
-                               "group=world op=Mean", "gradients=1", "buckets: 4 AllReduces"})
+  for (const char* fragment :
+       {"rank          1 of world size 2", "(collectives)", "communicator groups: 1", "0 'world': ranks [0, 1]",
+        "2 streams, 8 events", "stream 0 'compute'", "stream 1 'comm': 12 tasks", "EventRecord", "EventWait",
+        "AllReduce", "group=world op=Mean", "gradients=1", "buckets: 4 AllReduces"})
     EXPECT_NE(text.out.find(fragment), std::string::npos) << "missing '" << fragment << "' in:\n" << text.out;
   for (const host::GradientBucket& b : buckets) {
     std::string range = "bytes=[";  // appends: GCC 12 warns (-Wrestrict) on "[" + temporaries
@@ -639,10 +662,10 @@ TEST_F(SinkdumpTest, DiffOfTwoBatchSizesShowsShapesAndBytes) {
   fs::path b64 = CompileTo(*dir_ / "b64.tstream", testing::MakeMlp(64, {16, 12, 4}), options);
   RunResult r = Run("--diff " + Quoted(b32) + " " + Quoted(b64) + " --limit 0");
   ASSERT_EQ(r.exit_code, 1) << r.err << r.out;
-  for (const char* fragment : {"differ in: ", "buffers: ", "~ image: ", "shape [32, 16] -> [64, 16]",
-                               "bytes 2048 -> 4096", "~ label: ", "shape [32] -> [64]", "queues: 2 changed (of 2)",
-                               "~ train: ", "image.shape [32, 16] -> [64, 16]", "label.shape [32] -> [64]",
-                               "bytes per batch 2176 -> 4352"})
+  for (const char* fragment :
+       {"differ in: ", "buffers: ", "~ image: ", "shape [32, 16] -> [64, 16]", "bytes 2048 -> 4096",
+        "~ label: ", "shape [32] -> [64]", "queues: 2 changed (of 2)", "~ train: ", "image.shape [32, 16] -> [64, 16]",
+        "label.shape [32] -> [64]", "bytes per batch 2176 -> 4352"})
     EXPECT_NE(r.out.find(fragment), std::string::npos) << "missing '" << fragment << "' in:\n" << r.out;
   EXPECT_EQ(r.out.find("~ fc1.weight: shape"), std::string::npos) << "a parameter's shape changed?\n" << r.out;
 
@@ -882,9 +905,9 @@ TEST_F(SinkdumpTest, DefaultStrategiesShowBatchSlicesAndTheGradientBucket) {
   const fs::path r1 = CompileTo(*dir_ / "data_1.tstream", ShardedMlp({}), SemiAuto(2, 1));
   RunResult text = Run(Quoted(r1) + " --no-tasks");
   ASSERT_EQ(text.exit_code, 0) << text.err;
-  for (const char* fragment : {"rank 1 reads rows [4,8) of 8", "this rank holds 33,144 B of 33,144 B",
-                               "collectives: gradient buckets: 1 AllReduce ", " over ranks [0, 1]\n",
-                               "buckets: 1 AllReduce over "})
+  for (const char* fragment :
+       {"rank 1 reads rows [4,8) of 8", "this rank holds 33,144 B of 33,144 B",
+        "collectives: gradient buckets: 1 AllReduce ", " over ranks [0, 1]\n", "buckets: 1 AllReduce over "})
     EXPECT_NE(text.out.find(fragment), std::string::npos) << "missing '" << fragment << "' in:\n" << text.out;
   EXPECT_NE(RowOf(text.out, "image").find("[4,32]"), std::string::npos) << RowOf(text.out, "image");
   EXPECT_NE(RowOf(text.out, "bucket0/allreduce").find("[0, 1]"), std::string::npos)
@@ -910,8 +933,8 @@ TEST_F(SinkdumpTest, DefaultStrategiesShowBatchSlicesAndTheGradientBucket) {
 // backward AllGather all go over the model-parallel pair [0, 1], the
 // gradient bucket over the data-parallel pair [0, 2].
 TEST_F(SinkdumpTest, ShowsShardSliceAllGatherAndMirrorGroupBuckets) {
-  const Strategies second_layer = {{{2, 1}, {1, 1}}, {{2, 1}, {1}}, {{2, 2}}, {{2, 2}, {2, 1}},
-                                   {{2, 1}, {1}},    {{2, 1}, {2}}};
+  const Strategies second_layer = {{{2, 1}, {1, 1}}, {{2, 1}, {1}}, {{2, 2}},
+                                   {{2, 2}, {2, 1}}, {{2, 1}, {1}}, {{2, 1}, {2}}};
   const fs::path p = CompileTo(*dir_ / "2x2_0.tstream", ShardedMlp(second_layer), SemiAuto(4, 0));
   RunResult text = Run(Quoted(p) + " --program train_step --no-tasks");
   ASSERT_EQ(text.exit_code, 0) << text.err;
@@ -939,8 +962,8 @@ TEST_F(SinkdumpTest, DiffOfTwoStrategiesShowsLayoutsCollectivesAndMemory) {
   for (const char* fragment :
        {"memory: arena ", "  Param       5,544 B of 11,048 B whole, 5,544 B in arena -> 11,048 B of 11,048 B whole",
         // Output: the loss and eval_step's f64 metric sum (sunk eval, format 1.4).
-        "  Output      12 B of 12 B whole, 12 B in arena (same)", "layouts: ",
-        "~ w1: [32,32] of [32,64] dm [", "-> [32,64] of [32,64] dm [", "~ w2: [32,10] of [64,10] dm [",
+        "  Output      12 B of 12 B whole, 12 B in arena (same)", "layouts: ", "~ w1: [32,32] of [32,64] dm [",
+        "-> [32,64] of [32,64] dm [", "~ w2: [32,10] of [64,10] dm [",
         "collectives (train_step)\n  - 1 AllReduce (forward) 320 B\n  + gradient buckets: 1 AllReduce ",
         "- only: 1 AllReduce forward, group world [0, 1], 320 B each",
         "+ only: 1 AllReduce gradient bucket, group world [0, 1], ", "collectives (eval_step)"})

@@ -16,18 +16,18 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <regex>
-#include <thread>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
-#include <sstream>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "device/src/executor.h"
@@ -36,14 +36,14 @@
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/graph_file.h"
 #include "sinkrt/host/local_device_limit.h"
-#include "support/launcher.h"
-#include "support/run_binary.h"
-#include "support/tls_certs.h"
-#include "support/scoped_env.h"
-#include "support/sinkd_process.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/report_callback.h"
 #include "sinkrt/runtime/rank_table.h"
+#include "support/launcher.h"
+#include "support/run_binary.h"
+#include "support/scoped_env.h"
+#include "support/sinkd_process.h"
+#include "support/tls_certs.h"
 
 namespace sinkrt {
 namespace {
@@ -66,9 +66,8 @@ class SinkrunTest : public ::testing::Test {
 #ifndef SINKRUN_PATH
     GTEST_SKIP() << "sinkrun is not built in this configuration";
 #endif
-    dir_ = fs::temp_directory_path() /
-           ("sinkrun_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("sinkrun_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
   void TearDown() override {
@@ -252,8 +251,8 @@ TEST_F(SinkrunTest, MissingDataDirectoryFailsBeforeTrainingAndNamesIt) {
 
 TEST_F(SinkrunTest, DataDirectoryWithoutTheFilesNamesTheFile) {
   fs::create_directories(dir_ / "empty");
-  ExpectRefused("train --model mlp --data 'fashion-mnist:" + (dir_ / "empty").string() + "'",
-                "train-images-idx3-ubyte", 1);
+  ExpectRefused("train --model mlp --data 'fashion-mnist:" + (dir_ / "empty").string() + "'", "train-images-idx3-ubyte",
+                1);
 }
 
 TEST_F(SinkrunTest, UnwritableReportFailsBeforeTraining) {
@@ -291,8 +290,7 @@ TEST_F(SinkrunTest, UnwritableProfileFailsBeforeTraining) {
 TEST_F(SinkrunTest, AFullDiskSaysWhy) {
   RunResult r = Run("train --model mlp --data synthetic:256 --batch 32 --epochs 1 --report /dev/full");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("report file '/dev/full': writing a record failed: No space left on device"),
-            std::string::npos)
+  EXPECT_NE(r.err.find("report file '/dev/full': writing a record failed: No space left on device"), std::string::npos)
       << r.err;
 }
 
@@ -341,10 +339,9 @@ TEST_F(SinkrunTest, ResumeUnderAnotherSeedLoadsTheCheckpoint) {
 // Each of these read /dev/zero until std::bad_alloc at 4 GB.
 TEST_F(SinkrunTest, ADeviceFileIsRefusedNamingWhatItIs) {
   const std::string base = "train --model mlp --data synthetic:256 --batch 32 --epochs 1";
-  for (const std::string& flags :
-       {std::string(" --resume /dev/zero"), std::string(" --rank-table /dev/zero"),
-        std::string(" --parallel auto_parallel --devices 2 --calibration /dev/zero"),
-        std::string(" --parallel semi_auto_parallel --devices 2 --strategy /dev/zero")}) {
+  for (const std::string& flags : {std::string(" --resume /dev/zero"), std::string(" --rank-table /dev/zero"),
+                                   std::string(" --parallel auto_parallel --devices 2 --calibration /dev/zero"),
+                                   std::string(" --parallel semi_auto_parallel --devices 2 --strategy /dev/zero")}) {
     SCOPED_TRACE(flags);
     RunResult r = Run(base + flags);
     EXPECT_NE(r.exit_code, 0) << r.out << r.err;
@@ -363,8 +360,8 @@ TEST_F(SinkrunTest, ADeviceFileIsRefusedNamingWhatItIs) {
 TEST_F(SinkrunTest, SavedCheckpointLeavesOnlyItself) {
   fs::create_directories(dir_ / "ck");
   const fs::path ckpt = dir_ / "ck" / "model.ckpt";
-  RunResult r = Run("train --model mlp --data synthetic:256 --batch 32 --epochs 1 --save-checkpoint '" +
-                    ckpt.string() + "'");
+  RunResult r =
+      Run("train --model mlp --data synthetic:256 --batch 32 --epochs 1 --save-checkpoint '" + ckpt.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("Eval result"), std::string::npos) << r.out;
   std::vector<std::string> names;
@@ -480,7 +477,8 @@ TEST_F(SinkrunTest, LocalDeviceCountsBeyondTheMachineAreRefused) {
   EXPECT_NE(Slurp(dir_ / "stderr").find("SINKRT_MAX_LOCAL_DEVICES"), std::string::npos) << Slurp(dir_ / "stderr");
   {
     ScopedEnv env("SINKRT_MAX_LOCAL_DEVICES", "2");
-    const std::string message = "--devices: 3 local sinkd daemons asked for, but SINKRT_MAX_LOCAL_DEVICES=2 allows at most 2";
+    const std::string message =
+        "--devices: 3 local sinkd daemons asked for, but SINKRT_MAX_LOCAL_DEVICES=2 allows at most 2";
     ExpectRefused(base + " --devices 3", message);
     const fs::path table = dir_ / "rank_table.json";
     RunResult launch = Run("launch -n 3 --rank-table-out '" + table.string() + "'");
@@ -630,8 +628,7 @@ class SinkrunSinkdTest : public SinkrunTest {
                     RankTablePath().string()},
                    dir_ / "launch.err");
 #endif
-    ASSERT_TRUE(launcher.ReadUntil("rank table", seconds(60)))
-        << launcher.printed() << Slurp(dir_ / "launch.err");
+    ASSERT_TRUE(launcher.ReadUntil("rank table", seconds(60))) << launcher.printed() << Slurp(dir_ / "launch.err");
     daemons_ = ParseLaunchLines(launcher.printed());
     ASSERT_EQ(daemons_.size(), static_cast<size_t>(n)) << launcher.printed();
     for (const LaunchedDaemon& d : daemons_) EXPECT_EQ(::kill(d.pid, 0), 0) << "daemon " << d.pid << " is not running";
@@ -656,8 +653,8 @@ TEST_F(SinkrunSinkdTest, TlsToTheDaemonsTrainsWithThePlainNumbers) {
   // shared memory.
   ASSERT_EQ(::setenv("SINKRT_COMM_SHM", "0", 1), 0);
   const testing::TlsTestFiles f = testing::WriteTlsTestFiles(dir_.string());
-  const std::string tls = " --tls-cert '" + f.client_cert + "' --tls-key '" + f.client_key + "' --tls-ca '" +
-                          f.ca_cert + "'";
+  const std::string tls =
+      " --tls-cert '" + f.client_cert + "' --tls-key '" + f.client_key + "' --tls-ca '" + f.ca_cert + "'";
   const std::string args = std::string(kSmall) + " --seed 5 --threads 1 --devices 2 --parallel data_parallel";
   RunResult plain = Run(args + ReportFlag());
   ASSERT_EQ(plain.exit_code, 0) << plain.out << plain.err;
@@ -672,7 +669,8 @@ TEST_F(SinkrunSinkdTest, TlsToTheDaemonsTrainsWithThePlainNumbers) {
     EXPECT_EQ(lines.back()["test_accuracy"], plain_lines.back()["test_accuracy"]);
   }
   fs::remove(Report());  // ExpectRefused checks that a refusal writes none
-  ExpectRefused(std::string(kSmall) + " --tls-plain-peers", "--tls-plain-peers applies to TLS (--tls-cert, --tls-key, --tls-ca): to the daemons");
+  ExpectRefused(std::string(kSmall) + " --tls-plain-peers",
+                "--tls-plain-peers applies to TLS (--tls-cert, --tls-key, --tls-ca): to the daemons");
   ExpectRefused(std::string(kSmall) + tls, "--tls-* apply to sinkd");
   ExpectRefused(std::string(kSmall) + " --devices 1 --tls-ca '" + f.ca_cert + "'",
                 "--devices with TLS starts daemons that need a certificate and a CA");
@@ -737,8 +735,10 @@ TEST_F(SinkrunSinkdTest, LaunchWritesARankTableTrainUsesItAndSigtermStopsTheDaem
   EXPECT_EQ(both.out.find("compiled:"), std::string::npos) << both.out;
 
   // ...with it, both train one model (and the daemons serve the next job).
-  RunResult dp = Run("train --model mlp --data synthetic:512 --batch 16 --epochs 1 --parallel data_parallel "
-                     "--rank-table '" + RankTablePath().string() + "'" + ReportFlag());
+  RunResult dp =
+      Run("train --model mlp --data synthetic:512 --batch 16 --epochs 1 --parallel data_parallel "
+          "--rank-table '" +
+          RankTablePath().string() + "'" + ReportFlag());
   ASSERT_EQ(dp.exit_code, 0) << dp.out << dp.err;
   EXPECT_NE(dp.out.find("device: 2 sinkd daemons, ranks 0-1"), std::string::npos) << dp.out;
   // MindSpore's default, the same as sinkc's and ParallelContext's.
@@ -763,9 +763,10 @@ TEST_F(SinkrunSinkdTest, LaunchWritesARankTableTrainUsesItAndSigtermStopsTheDaem
 
   // ...and so does a sharded model, each daemon holding its half of the
   // Megatron MLP, one host round trip per sink per daemon.
-  RunResult sharded = Run("train --model mlp --data synthetic:512 --batch 16 --epochs 1 --parallel "
-                          "semi_auto_parallel --strategy model --rank-table '" + RankTablePath().string() + "'" +
-                          ReportFlag());
+  RunResult sharded =
+      Run("train --model mlp --data synthetic:512 --batch 16 --epochs 1 --parallel "
+          "semi_auto_parallel --strategy model --rank-table '" +
+          RankTablePath().string() + "'" + ReportFlag());
   ASSERT_EQ(sharded.exit_code, 0) << sharded.out << sharded.err;
   EXPECT_NE(sharded.out.find("device: 2 sinkd daemons, ranks 0-1"), std::string::npos) << sharded.out;
   {
@@ -777,8 +778,10 @@ TEST_F(SinkrunSinkdTest, LaunchWritesARankTableTrainUsesItAndSigtermStopsTheDaem
   }
 
   // ...and a searched one (auto_parallel), the search's line first.
-  RunResult searched = Run("train --model mlp --data synthetic:512 --batch 16 --epochs 1 --parallel auto_parallel "
-                           "--rank-table '" + RankTablePath().string() + "'" + ReportFlag());
+  RunResult searched =
+      Run("train --model mlp --data synthetic:512 --batch 16 --epochs 1 --parallel auto_parallel "
+          "--rank-table '" +
+          RankTablePath().string() + "'" + ReportFlag());
   ASSERT_EQ(searched.exit_code, 0) << searched.out << searched.err;
   EXPECT_NE(searched.out.find("auto_parallel: dynamic_programming search on 2 devices in "), std::string::npos)
       << searched.out;
@@ -794,12 +797,12 @@ TEST_F(SinkrunSinkdTest, LaunchWritesARankTableTrainUsesItAndSigtermStopsTheDaem
   // ...and a table of rank 0 alone trains on that daemon.
   const fs::path one = dir_ / "one.json";
   std::ofstream(one) << json{{"devices", {{{"rank", 0}, {"address", daemons_[0].address}}}}}.dump();
-  RunResult r = Run("train --model mlp --data synthetic:512 --batch 32 --epochs 1 --rank-table '" + one.string() +
-                    "'" + ReportFlag());
+  RunResult r = Run("train --model mlp --data synthetic:512 --batch 32 --epochs 1 --rank-table '" + one.string() + "'" +
+                    ReportFlag());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("device: sinkd rank 0 at " + daemons_[0].address + " (pid " +
-                       std::to_string(daemons_[0].pid) + ")"),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find("device: sinkd rank 0 at " + daemons_[0].address + " (pid " + std::to_string(daemons_[0].pid) + ")"),
+      std::string::npos)
       << r.out;
   const std::vector<json> lines = ReadReport();
   ASSERT_EQ(lines.size(), 2u);
@@ -923,8 +926,10 @@ TEST_F(SinkrunSinkdTest, DeadRankTableEntryIsReportedWhileWaitedForAndNamed) {
                                  << R"("}, {"rank": 1, "address": ")" << dead << R"("}]})";
   ScopedEnv timeout("SINKRT_CONNECT_TIMEOUT_MS", "1500");
   ScopedEnv progress("SINKRT_PROGRESS_MS", "100");
-  RunResult r = Run("train --model mlp --data synthetic:256 --batch 32 --epochs 1 --parallel data_parallel "
-                    "--rank-table '" + RankTablePath().string() + "'");
+  RunResult r =
+      Run("train --model mlp --data synthetic:256 --batch 32 --epochs 1 --parallel data_parallel "
+          "--rank-table '" +
+          RankTablePath().string() + "'");
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   const std::string who = "rank 1 at " + dead + " (rank table entry 1)";
   EXPECT_NE(r.err.find("sinkrun: waiting for " + who + ": "), std::string::npos) << r.err;
@@ -943,7 +948,8 @@ TEST_F(SinkrunTest, SilentRankTableEntryIsReportedAsConnectedWithoutHello) {
   std::ofstream(table) << R"({"devices": [{"rank": 0, "address": ")" << address << R"("}]})";
   ScopedEnv timeout("SINKRT_CONNECT_TIMEOUT_MS", "1500");
   ScopedEnv progress("SINKRT_PROGRESS_MS", "100");
-  RunResult r = Run("train --model mlp --data synthetic:256 --batch 32 --epochs 1 --rank-table '" + table.string() + "'");
+  RunResult r =
+      Run("train --model mlp --data synthetic:256 --batch 32 --epochs 1 --rank-table '" + table.string() + "'");
   ::close(silent);
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   const std::string who = "rank 0 at " + address + " (rank table entry 0)";
@@ -957,9 +963,9 @@ TEST_F(SinkrunTest, RankTableFileIsReadWhenNoFlagNamesTheDevices) {
   const std::string missing = (dir_ / "missing.json").string();
   ScopedEnv env("RANK_TABLE_FILE", missing);
   ExpectRefused("train --model mlp --data synthetic:256 --batch 32", "RANK_TABLE_FILE=" + missing + ": ", 1);
-  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --rank-table '" + (dir_ / "other.json").string() +
-                    "'",
-                "--rank-table " + (dir_ / "other.json").string() + ": ", 1);
+  ExpectRefused(
+      "train --model mlp --data synthetic:256 --batch 32 --rank-table '" + (dir_ / "other.json").string() + "'",
+      "--rank-table " + (dir_ / "other.json").string() + ": ", 1);
   // --devices 2 without data_parallel: refused for that, not for the table.
   ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2", "--devices 2, --parallel stand_alone");
 }
@@ -973,39 +979,48 @@ TEST_F(SinkrunTest, SeveralDevicesNeedDataParallelAndValidOptions) {
   // semi_auto_parallel's strategies: a wrong preset or device count is the
   // command line's; what the network cannot take, the network's; both
   // before any daemon starts.
-  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel semi_auto_parallel "
-                "--strategy megatron",
-                "--strategy megatron: neither a preset (data, model, or DPxMP such as 2x2) nor a strategy file");
-  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 4 --parallel semi_auto_parallel "
-                "--strategy 3x2",
-                "--strategy 3x2: strategy preset '3x2' needs DP x MP = 6 devices, the job has 4");
-  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "
-                "--strategy model",
-                "--strategy, --strategy-save and --full-batch apply to --parallel semi_auto_parallel");
-  ExpectRefused("train --model lenet --data synthetic:256 --batch 32 --devices 2 --parallel semi_auto_parallel "
-                "--strategy model",
-                "knows the Megatron pairs of the networks mlp and vit", 1);
+  ExpectRefused(
+      "train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel semi_auto_parallel "
+      "--strategy megatron",
+      "--strategy megatron: neither a preset (data, model, or DPxMP such as 2x2) nor a strategy file");
+  ExpectRefused(
+      "train --model mlp --data synthetic:256 --batch 32 --devices 4 --parallel semi_auto_parallel "
+      "--strategy 3x2",
+      "--strategy 3x2: strategy preset '3x2' needs DP x MP = 6 devices, the job has 4");
+  ExpectRefused(
+      "train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "
+      "--strategy model",
+      "--strategy, --strategy-save and --full-batch apply to --parallel semi_auto_parallel");
+  ExpectRefused(
+      "train --model lenet --data synthetic:256 --batch 32 --devices 2 --parallel semi_auto_parallel "
+      "--strategy model",
+      "knows the Megatron pairs of the networks mlp and vit", 1);
   ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --gradients-mean false",
                 "apply to --parallel data_parallel");
-  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "
-                "--comm-fusion '{\"allreduce\": {\"mode\": \"bucket\", \"config\": null}}'",
-                "fusion method mode must be auto, index or size, but got bucket");
-  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "
-                "--comm-fusion '{\"allreduce\": {\"mode\": \"size\", \"config\": \"big\"}}'",
-                "--comm-fusion: '<' not supported between instances of 'str' and 'int'");
-  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "
-                "--comm-fusion '{\"allreduce\": 32}'",
-                "--comm-fusion: For 'comm_fusion', the 'allreduce' config must be dict, but got the type : "
-                "<class 'int'>.");
-  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "
-                "--comm-fusion '{\"allreduce\": {\"mode\": \"size\"}}'",
-                "--comm-fusion: For 'comm_fusion', the key 'config' should be contained.");
-  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "
-                "--comm-fusion '{\"openstate\": 1'",
-                "comm_fusion is not valid JSON");
-  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --rank-table '" + (dir_ / "missing.json").string() +
-                    "'",
-                (dir_ / "missing.json").string(), 1);
+  ExpectRefused(
+      "train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "
+      "--comm-fusion '{\"allreduce\": {\"mode\": \"bucket\", \"config\": null}}'",
+      "fusion method mode must be auto, index or size, but got bucket");
+  ExpectRefused(
+      "train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "
+      "--comm-fusion '{\"allreduce\": {\"mode\": \"size\", \"config\": \"big\"}}'",
+      "--comm-fusion: '<' not supported between instances of 'str' and 'int'");
+  ExpectRefused(
+      "train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "
+      "--comm-fusion '{\"allreduce\": 32}'",
+      "--comm-fusion: For 'comm_fusion', the 'allreduce' config must be dict, but got the type : "
+      "<class 'int'>.");
+  ExpectRefused(
+      "train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "
+      "--comm-fusion '{\"allreduce\": {\"mode\": \"size\"}}'",
+      "--comm-fusion: For 'comm_fusion', the key 'config' should be contained.");
+  ExpectRefused(
+      "train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "
+      "--comm-fusion '{\"openstate\": 1'",
+      "comm_fusion is not valid JSON");
+  ExpectRefused(
+      "train --model mlp --data synthetic:256 --batch 32 --rank-table '" + (dir_ / "missing.json").string() + "'",
+      (dir_ / "missing.json").string(), 1);
 }
 
 // N daemons with batch b train like one device with batch N·b: the same
@@ -1014,8 +1029,10 @@ TEST_F(SinkrunSinkdTest, DataParallelOnTwoDaemonsMatchesOneDeviceWithTheGlobalBa
   RunResult one = Run("train --model mlp --data synthetic:1024 --batch 32 --epochs 2 --threads 1" + ReportFlag());
   ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
   const std::vector<json> one_lines = ReadReport();
-  RunResult r = Run("train --model mlp --data synthetic:1024 --batch 16 --epochs 2 --devices 2 --parallel "
-                    "data_parallel --gradients-mean true --sinkd '" + std::string(kSinkd) + "'" + ReportFlag());
+  RunResult r =
+      Run("train --model mlp --data synthetic:1024 --batch 16 --epochs 2 --devices 2 --parallel "
+          "data_parallel --gradients-mean true --sinkd '" +
+          std::string(kSinkd) + "'" + ReportFlag());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("batch 16 per rank (global 32)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("data_parallel (gradients_mean true: AllReduce mean)"), std::string::npos) << r.out;
@@ -1051,7 +1068,8 @@ TEST_F(SinkrunSinkdTest, DataParallelOnTwoDaemonsMatchesOneDeviceWithTheGlobalBa
 // replicas' gradients summed (MindSpore's default) DP replicas step like
 // one device at DP times the learning rate.
 TEST_F(SinkrunSinkdTest, SemiAutoPresetsTrainTheMlpLikeOneDevice) {
-  const std::string common = "train --model mlp --data synthetic:512 --epochs 2 --sink-size 3 --optimizer sgd --threads 1";
+  const std::string common =
+      "train --model mlp --data synthetic:512 --epochs 2 --sink-size 3 --optimizer sgd --threads 1";
   struct Case {
     const char* strategy;
     int devices, dp;
@@ -1131,8 +1149,10 @@ TEST_F(SinkrunTest, CalibrateWritesAFileTheSearchReads) {
   EXPECT_LE(c->grad_hidden_fraction, 1);
   EXPECT_NE(c->description.find("measured by sinkrun calibrate"), std::string::npos) << c->description;
   // A file that is not a calibration is refused by the run that reads it.
-  RunResult bad = Run("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel auto_parallel "
-                      "--calibration '" + (dir_ / "missing.json").string() + "'");
+  RunResult bad =
+      Run("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel auto_parallel "
+          "--calibration '" +
+          (dir_ / "missing.json").string() + "'");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE((bad.out + bad.err).find("missing.json"), std::string::npos) << bad.out << bad.err;
 }
@@ -1178,9 +1198,10 @@ TEST_F(SinkrunTest, AutoParallelBadFlagsAreRefused) {
                 "--search-mode recursive_programming: sinkrt searches with dynamic_programming or "
                 "sharding_propagation (MindSpore's recursive_programming is not implemented)");
   ExpectRefused(common + " --strategy model", "--strategy model does not apply to --parallel auto_parallel");
-  ExpectRefused("train --model vit --data synthetic:256 --batch 8 --devices 2 --parallel semi_auto_parallel "
-                "--device-memory 1GiB",
-                "--search-mode, --device-memory, --calibration and --fully-use-devices apply to --parallel auto_parallel");
+  ExpectRefused(
+      "train --model vit --data synthetic:256 --batch 8 --devices 2 --parallel semi_auto_parallel "
+      "--device-memory 1GiB",
+      "--search-mode, --device-memory, --calibration and --fully-use-devices apply to --parallel auto_parallel");
 }
 
 // AUTO_PARALLEL through sinkrun on two daemons: the ViT searched on 2 ranks
@@ -1227,14 +1248,16 @@ TEST_F(SinkrunSinkdTest, AutoParallelVitOnTwoDaemonsTracksOneDevice) {
 // pipeline's header and compile lines and an Eval result, and the stages'
 // waits for each other come back as device_ms.bubble.
 TEST_F(SinkrunSinkdTest, PipelineStagesOnTwoDaemonsTrainAndReportTheirBubble) {
-  RunResult r = Run("train --model mlp --data synthetic:512 --batch 32 --epochs 1 --threads 1 --devices 2 "
-                    "--parallel data_parallel --pipeline-stages 2 --micro-size 4 --sinkd '" + std::string(kSinkd) +
-                    "'" + ReportFlag());
+  RunResult r =
+      Run("train --model mlp --data synthetic:512 --batch 32 --epochs 1 --threads 1 --devices 2 "
+          "--parallel data_parallel --pipeline-stages 2 --micro-size 4 --sinkd '" +
+          std::string(kSinkd) + "'" + ReportFlag());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("batch 32 per replica (global 32; 2 stages x 1 replica, 4 micro-batches, 1f1b)"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("pipeline: stage 0 of 2 shown above; the schedule's predicted bubble "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("pipeline: stage 0 of 2 shown above; the schedule's predicted bubble "), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("Eval result: accuracy "), std::string::npos) << r.out;
   const std::vector<json> lines = ReadReport();
   ASSERT_EQ(lines.size(), 2u);
@@ -1288,16 +1311,18 @@ TEST_F(SinkrunSinkdTest, PipelineStreamsRunAsCompiledAndRefuseThePipelineFlags) 
   std::error_code ec;
   fs::remove(Report(), ec);
 
-  RunResult compiled_here = Run("train --model mlp --batch 32 --parallel data_parallel --devices 2 "
-                                "--pipeline-stages 2 --micro-size 4" + common);
+  RunResult compiled_here =
+      Run("train --model mlp --batch 32 --parallel data_parallel --devices 2 "
+          "--pipeline-stages 2 --micro-size 4" +
+          common);
   ASSERT_EQ(compiled_here.exit_code, 0) << compiled_here.out << compiled_here.err;
   const size_t here = compiled_here.out.find("Eval result: ");
   ASSERT_NE(here, std::string::npos) << compiled_here.out;
   EXPECT_EQ(r.out.substr(at, r.out.find('\n', at) - at),
             compiled_here.out.substr(here, compiled_here.out.find('\n', here) - here));
 
-  for (const char* flag : {"--micro-size 4", "--pipeline-stages 2", "--pipeline-scheduler gpipe",
-                           "--stage-of layer0=0"}) {
+  for (const char* flag :
+       {"--micro-size 4", "--pipeline-stages 2", "--pipeline-scheduler gpipe", "--stage-of layer0=0"}) {
     const std::string name = std::string(flag).substr(0, std::string(flag).find(' '));
     ExpectRefused("train --streams '" + streams + "'" + common + " " + flag,
                   name + " is compiled into the streams of --streams " + streams);
@@ -1322,13 +1347,15 @@ TEST_F(SinkrunTest, PipelineBadFlagsAreRefused) {
                 "--stage-of entry 'layer0': expected LAYER=STAGE");
   ExpectRefused(dp + " --batch 32 --pipeline-stages 2 --micro-size 4 --stage-of layer0=2",
                 "layer 'layer0' is given stage 2, outside the pipeline's stages 0..1");
-  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel auto_parallel "
-                "--pipeline-stages 2 --micro-size 4",
-                "pipeline_stages 2 with parallel_mode auto_parallel is not supported by this build yet");
+  ExpectRefused(
+      "train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel auto_parallel "
+      "--pipeline-stages 2 --micro-size 4",
+      "pipeline_stages 2 with parallel_mode auto_parallel is not supported by this build yet");
   // A preset spans one stage's ranks: 2x2 needs 4 of them.
-  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 4 --parallel semi_auto_parallel "
-                "--strategy 2x2 --pipeline-stages 2 --micro-size 4",
-                "--strategy 2x2: strategy preset '2x2' needs DP x MP = 4 devices, the job has 2");
+  ExpectRefused(
+      "train --model mlp --data synthetic:256 --batch 32 --devices 4 --parallel semi_auto_parallel "
+      "--strategy 2x2 --pipeline-stages 2 --micro-size 4",
+      "--strategy 2x2: strategy preset '2x2' needs DP x MP = 4 devices, the job has 2");
 }
 
 // --recompute through sinkrun (docs/guide/recompute.md): the ViT with every
@@ -1389,8 +1416,9 @@ TEST_F(SinkrunTest, LossScaleManagerReportsTheScheduleAndRefusesBadArguments) {
   EXPECT_EQ(lines[2]["loss_scale_manager"],
             "DynamicLossScaleManager(init_loss_scale=1024, scale_factor=2, scale_window=20)");
   fs::remove(Report());
-  ExpectRefused(std::string(kSmall) + " --loss-scale-manager dynamic:0",
-                "--loss-scale-manager: DynamicLossScaleManager: the argument 'init_loss_scale' must be >= 1, but got 0");
+  ExpectRefused(
+      std::string(kSmall) + " --loss-scale-manager dynamic:0",
+      "--loss-scale-manager: DynamicLossScaleManager: the argument 'init_loss_scale' must be >= 1, but got 0");
   ExpectRefused(std::string(kSmall) + " --loss-scale-manager static", "is not a loss scale manager");
 }
 
@@ -1399,8 +1427,9 @@ TEST_F(SinkrunTest, LossScaleManagerReportsTheScheduleAndRefusesBadArguments) {
 // run is the plain data-parallel one (two ranks: a + b is b + a, so
 // bitwise). Bad settings are refused before a daemon starts.
 TEST_F(SinkrunTest, ParallelOptimizerOnTwoDaemonsTrainsAsDataParallel) {
-  const std::string base = "train --model mlp --data synthetic:1024 --batch 16 --epochs 2 --sink-size 8 "
-                           "--optimizer adam --lr 0.001 --devices 2 --parallel data_parallel --threads 1";
+  const std::string base =
+      "train --model mlp --data synthetic:1024 --batch 16 --epochs 2 --sink-size 8 "
+      "--optimizer adam --lr 0.001 --devices 2 --parallel data_parallel --threads 1";
   RunResult dp = Run(base + ReportFlag());
   ASSERT_EQ(dp.exit_code, 0) << dp.out << dp.err;
   const std::vector<json> want = ReadReport();
@@ -1422,9 +1451,10 @@ TEST_F(SinkrunTest, ParallelOptimizerOnTwoDaemonsTrainsAsDataParallel) {
                 "--parallel-optimizer-config applies with --enable-parallel-optimizer");
   ExpectRefused(base + " --enable-parallel-optimizer --parallel-optimizer-config '{\"threshold\": 8}'",
                 "--parallel-optimizer-config: Unknown config: ['threshold']");
-  ExpectRefused("train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "
-                "--enable-parallel-optimizer --grad-accumulation 2",
-                "enable_parallel_optimizer with grad_accumulation_step 2 is not supported by this build yet");
+  ExpectRefused(
+      "train --model mlp --data synthetic:256 --batch 32 --devices 2 --parallel data_parallel "
+      "--enable-parallel-optimizer --grad-accumulation 2",
+      "enable_parallel_optimizer with grad_accumulation_step 2 is not supported by this build yet");
 }
 
 // The issue's bar: O2 reaches fp32's Fashion-MNIST test accuracy within
@@ -1437,8 +1467,8 @@ TEST_F(SinkrunTest, AmpO2ReachesF32AccuracyOnFashionMnistIn3Epochs) {
     for (int i = 0; i < 2; ++i) {
       const std::string level = i == 0 ? "O0" : "O2";
       fs::remove(Report());
-      RunResult r = Run(std::string("train --model ") + model + " --data fashion-mnist --epochs 3 --amp-level " + level +
-                        ReportFlag());
+      RunResult r = Run(std::string("train --model ") + model + " --data fashion-mnist --epochs 3 --amp-level " +
+                        level + ReportFlag());
       ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
       const std::vector<json> lines = ReadReport();
       ASSERT_EQ(lines.size(), 4u);
@@ -1457,8 +1487,10 @@ TEST_F(SinkrunTest, AmpO2ReachesF32AccuracyOnFashionMnistIn3Epochs) {
 // device on batches of 64; the steps count optimizer steps.
 TEST_F(SinkrunSinkdTest, GradAccumulationOnTwoDaemonsTracksOneDeviceAtTheGlobalBatch) {
   const std::string common = " --model mlp --data synthetic:512 --epochs 2 --threads 1";
-  RunResult r = Run("train" + common + " --batch 8 --grad-accumulation 4 --devices 2 --parallel data_parallel "
-                    "--gradients-mean true --sinkd '" + std::string(kSinkd) + "'" + ReportFlag());
+  RunResult r = Run("train" + common +
+                    " --batch 8 --grad-accumulation 4 --devices 2 --parallel data_parallel "
+                    "--gradients-mean true --sinkd '" +
+                    std::string(kSinkd) + "'" + ReportFlag());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("batch 8 per rank (global 64), 4 batches per optimizer step (gradient accumulation), 2 epochs "
                        "of 8 steps"),
@@ -1478,8 +1510,9 @@ TEST_F(SinkrunSinkdTest, GradAccumulationOnTwoDaemonsTracksOneDeviceAtTheGlobalB
   fs::remove(Report(), ec);
   ExpectRefused("train" + common + " --batch 8 --grad-accumulation 100",
                 "--grad-accumulation 100 needs that many batches of --batch 8 per pass, but a pass has 64 batches");
-  ExpectRefused("train" + common + " --batch 8 --grad-accumulation 2 --devices 4 --parallel data_parallel "
-                "--pipeline-stages 2 --micro-size 2",
+  ExpectRefused("train" + common +
+                    " --batch 8 --grad-accumulation 2 --devices 4 --parallel data_parallel "
+                    "--pipeline-stages 2 --micro-size 2",
                 "grad_accumulation_step 2 with pipeline_stages 2 is not supported");
 }
 
@@ -1490,8 +1523,10 @@ TEST_F(SinkrunSinkdTest, GradAccumulationOnTwoDaemonsTracksOneDeviceAtTheGlobalB
 TEST_F(SinkrunSinkdTest, AmpAndLossScaleOnTwoDaemonsTrackOneDevice) {
   const std::string common =
       " --model mlp --data synthetic:512 --epochs 2 --threads 1 --amp-level O2 --loss-scale-manager dynamic:256:2:8";
-  RunResult r = Run("train" + common + " --batch 32 --devices 2 --parallel data_parallel --gradients-mean true "
-                    "--sinkd '" + std::string(kSinkd) + "'" + ReportFlag());
+  RunResult r = Run("train" + common +
+                    " --batch 32 --devices 2 --parallel data_parallel --gradients-mean true "
+                    "--sinkd '" +
+                    std::string(kSinkd) + "'" + ReportFlag());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const std::vector<json> got = ReadReport();
   ASSERT_EQ(got.size(), 3u);
@@ -1515,8 +1550,10 @@ TEST_F(SinkrunSinkdTest, AmpAndLossScaleOnTwoDaemonsTrackOneDevice) {
 // rank reading the batch of 32. It trains like one device at that batch.
 TEST_F(SinkrunSinkdTest, SemiAutoPipelineStagesOnFourDaemonsTrackOneDevice) {
   const std::string common = "train --model mlp --data synthetic:512 --batch 32 --epochs 2 --sink-size 4 --threads 1";
-  RunResult r = Run(common + " --devices 4 --parallel semi_auto_parallel --strategy model --pipeline-stages 2 "
-                    "--micro-size 4 --sinkd '" + std::string(kSinkd) + "'" + ReportFlag());
+  RunResult r = Run(common +
+                    " --devices 4 --parallel semi_auto_parallel --strategy model --pipeline-stages 2 "
+                    "--micro-size 4 --sinkd '" +
+                    std::string(kSinkd) + "'" + ReportFlag());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("batch 32 on every rank (2 stages x 2 ranks, strategy model in each, 4 micro-batches, 1f1b)"),
             std::string::npos)
@@ -1572,8 +1609,10 @@ TEST_F(SinkrunSinkdTest, ResumeUnderPipelineStagesLoadsEveryStage) {
 // a stage without parameters runs, and the run trains as two stages do.
 TEST_F(SinkrunSinkdTest, FourPipelineStagesRunTheMlpAndLenet) {
   for (const std::string model : {"mlp", "lenet"}) {
-    const std::string common = "train --model " + model + " --data synthetic:256 --batch 32 --epochs 1 --threads 1 "
-                               "--parallel data_parallel --micro-size 4 --sinkd '" + std::string(kSinkd) + "'";
+    const std::string common = "train --model " + model +
+                               " --data synthetic:256 --batch 32 --epochs 1 --threads 1 "
+                               "--parallel data_parallel --micro-size 4 --sinkd '" +
+                               std::string(kSinkd) + "'";
     RunResult four = Run(common + " --devices 4 --pipeline-stages 4");
     ASSERT_EQ(four.exit_code, 0) << model << four.out << four.err;
     RunResult two = Run(common + " --devices 2 --pipeline-stages 2");
@@ -1601,8 +1640,8 @@ TEST_F(SinkrunTest, DynamicLossScaleStaysFiniteAndSkippedStepsAreSaid) {
   fs::remove(Report());
   // A scale near FLT_MAX on a learning rate that drives the gradients up
   // overflows some steps: the run says how many it skipped.
-  r = Run(std::string(kSmall) + " --epochs 1 --threads 1 --lr 1 --momentum 0.99 --loss-scale-manager dynamic:3e38:2:1000" +
-          ReportFlag());
+  r = Run(std::string(kSmall) +
+          " --epochs 1 --threads 1 --lr 1 --momentum 0.99 --loss-scale-manager dynamic:3e38:2:1000" + ReportFlag());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   lines = ReadReport();
   ASSERT_EQ(lines.size(), 2u);

@@ -64,8 +64,8 @@ TEST(ToolVersion, EveryToolPrintsItsVersionsOnStdoutAndExitsZero) {
   ASSERT_EQ(tools.size(), 5u) << "a tool is not built: every one must answer --version";
   const fs::path scratch = fs::temp_directory_path() / ("sinkrt_tool_version_" + std::to_string(getpid()));
   fs::create_directories(scratch);
-  const std::string release = std::to_string(SINKRT_VERSION_MAJOR) + "." + std::to_string(SINKRT_VERSION_MINOR) +
-                              "." + std::to_string(SINKRT_VERSION_PATCH);
+  const std::string release = std::to_string(SINKRT_VERSION_MAJOR) + "." + std::to_string(SINKRT_VERSION_MINOR) + "." +
+                              std::to_string(SINKRT_VERSION_PATCH);
   ASSERT_EQ(release, SINKRT_VERSION_STRING);
   for (const Tool& tool : tools) {
     SCOPED_TRACE(tool.name);
@@ -79,10 +79,8 @@ TEST(ToolVersion, EveryToolPrintsItsVersionsOnStdoutAndExitsZero) {
                                          "task stream format " + Dotted(kFormatMajor, kFormatMinor),
                                          "wire protocol " + Dotted(kProtocolMajor, kProtocolMinor)};
     if (tool.host) {
-      expected.push_back("graph file format " +
-                         Dotted(host::kGraphFileFormat.major, host::kGraphFileFormat.minor));
-      expected.push_back("checkpoint format " +
-                         Dotted(host::kCheckpointFormat.major, host::kCheckpointFormat.minor));
+      expected.push_back("graph file format " + Dotted(host::kGraphFileFormat.major, host::kGraphFileFormat.minor));
+      expected.push_back("checkpoint format " + Dotted(host::kCheckpointFormat.major, host::kCheckpointFormat.minor));
     }
     EXPECT_EQ(lines, expected) << r.out;
     EXPECT_EQ(r.out.back(), '\n');  // and no blank line after it (Lines would hold it)

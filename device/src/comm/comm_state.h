@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "device/src/comm/communicator.h"
 #include "device/src/comm/topology.h"
 #include "device/src/comm/transport/comm_signals.h"
 #include "device/src/comm/transport/direct.h"
 #include "device/src/comm/transport/mesh.h"
 #include "device/src/comm/transport/transport.h"
-#include "device/src/comm/communicator.h"
 
 namespace sinkrt::device {
 
@@ -25,17 +25,17 @@ struct Communicator::State {
   uint32_t size = 0;
   uint64_t job = 0;
   CommOptions options;
-  CommSignals signals;          // declared before mesh: the mesh's links hold a reference
-  std::unique_ptr<Mesh> mesh;   // every peer's connection; closed by ~State
+  CommSignals signals;         // declared before mesh: the mesh's links hold a reference
+  std::unique_ptr<Mesh> mesh;  // every peer's connection; closed by ~State
   // By world rank, looked up once from the mesh (null for this rank): the
   // hot path reads a pointer, no virtual call.
-  std::vector<Transport*> transports;  // null too for a peer the rendezvous did not connect
-  std::vector<std::string> host_ids;   // by world rank, as the rendezvous saw them
+  std::vector<Transport*> transports;                   // null too for a peer the rendezvous did not connect
+  std::vector<std::string> host_ids;                    // by world rank, as the rendezvous saw them
   std::map<std::vector<uint32_t>, uint64_t> sequences;  // per group: the last sequence number used
   // Per peer: the pair {this rank, peer} in rank order, the group of its
   // Send/Recv, made on first use so that later ones allocate nothing.
   std::map<uint32_t, std::vector<uint32_t>> pairs;
-  Status broken;                                        // the first failure; every later call returns it
+  Status broken;  // the first failure; every later call returns it
   // Which ranks share a host (from the host ids at rendezvous), and how
   // each group that ran an AllReduce splits over the hosts: the world's
   // made at rendezvous, any other group's at its first AllReduce, so that

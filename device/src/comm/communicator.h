@@ -42,13 +42,13 @@
 #include <vector>
 
 #include "device/src/task_positions.h"
+#include "runtime/src/wire_socket.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/address.h"
 #include "sinkrt/runtime/collective_use.h"
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/status.h"
 #include "sinkrt/runtime/tls.h"
-#include "runtime/src/wire_socket.h"
 
 namespace sinkrt::device {
 
@@ -131,7 +131,7 @@ struct CommOptions {
 
 /// One member of the world as the rendezvous sees it.
 struct PeerAddress {
-  uint32_t rank = 0;  ///< its world rank
+  uint32_t rank = 0;    ///< its world rank
   Address address;      ///< where its daemon accepts peer connections
   std::string host_id;  ///< equal host_ids share memory (LocalHostId: boot id, hostname, network namespace)
 };
@@ -162,7 +162,7 @@ class Transport;
 /// Memory from Communicator::ShareMemory: `data` stays mapped while `keep`
 /// (or the communicator's hold on it) lives.
 struct SharedMemory {
-  std::span<uint8_t> data;  ///< the mapped bytes
+  std::span<uint8_t> data;     ///< the mapped bytes
   std::shared_ptr<void> keep;  ///< holds the mapping
 };
 
@@ -179,8 +179,8 @@ class Communicator {
   static Result<std::unique_ptr<Communicator>> Create(uint32_t rank, std::vector<PeerAddress> world, uint64_t job,
                                                       PeerInbox& inbox, CommOptions options);
 
-  uint32_t rank() const;  ///< this rank in the world
-  uint32_t size() const;  ///< ranks in the world
+  uint32_t rank() const;               ///< this rank in the world
+  uint32_t size() const;               ///< ranks in the world
   const CommOptions& options() const;  ///< the options it was created with
   /// "shm" or "tcp" for each peer, "none" for one not connected (tools and logs).
   std::string TransportName(uint32_t peer) const;

@@ -3,24 +3,24 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <asio/ip/tcp.hpp>
 #include <atomic>
-#include <algorithm>
 #include <list>
-#include <vector>
 #include <mutex>
 #include <thread>
+#include <vector>
 
+#include "device/src/comm/communicator.h"
 #include "device/src/daemon/daemon_log.h"
 #include "device/src/daemon/job_session.h"
 #include "device/src/daemon/peer_hub.h"
 #include "device/src/daemon/sink_worker.h"
-#include "device/src/comm/communicator.h"
 #include "device/src/executor.h"
-#include "sinkrt/runtime/admission.h"
 #include "runtime/src/auth.h"
 #include "runtime/src/hello.h"
 #include "runtime/src/wire_socket.h"
+#include "sinkrt/runtime/admission.h"
 
 namespace sinkrt::device {
 namespace {
@@ -148,7 +148,8 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   asio::error_code ec;
   asio::ip::tcp::resolver resolver(state->io);
   auto endpoints = resolver.resolve(listen.host, std::to_string(listen.port), asio::ip::tcp::resolver::passive, ec);
-  if (ec || endpoints.empty()) return Unavailable("cannot resolve listen address '" + listen.host + "': " + ec.message());
+  if (ec || endpoints.empty())
+    return Unavailable("cannot resolve listen address '" + listen.host + "': " + ec.message());
   asio::ip::tcp::endpoint endpoint = *endpoints.begin();
   auto& acceptor = state->acceptor;
   acceptor.open(endpoint.protocol(), ec);
@@ -265,8 +266,8 @@ bool Daemon::State::EvictForLocked(const std::string& source) {
   ++stats.connections_evicted;
   // A tiny frame into an empty send buffer: it cannot block the accept loop.
   SendError(*victim.socket, options.rank,
-            ResourceExhausted("sinkd rank " + std::to_string(options.rank) + " closed this connection: " +
-                              verdict.why + ", and a newer one came"));
+            ResourceExhausted("sinkd rank " + std::to_string(options.rank) + " closed this connection: " + verdict.why +
+                              ", and a newer one came"));
   victim.socket->Shutdown();
   Log("closed " + victim.socket->peer() + " without a Hello: " + verdict.why);
   return true;
@@ -325,9 +326,10 @@ bool Daemon::State::SecureConnection(FrameSocket& socket, Deadline deadline, boo
       *plain = true;
       return true;
     }
-    st = PermissionDenied("this sinkd requires TLS (it was started with --tls-cert): connect with --tls-ca, "
-                          "and --tls-cert/--tls-key when it has a CA; a peer daemon of a world needs the same TLS "
-                          "flags, or --tls-plain-peers on every daemon of the world");
+    st = PermissionDenied(
+        "this sinkd requires TLS (it was started with --tls-cert): connect with --tls-ca, "
+        "and --tls-cert/--tls-key when it has a CA; a peer daemon of a world needs the same TLS "
+        "flags, or --tls-plain-peers on every daemon of the world");
     SendError(socket, options.rank, st);
   } else if (st.code() == StatusCode::kDeadlineExceeded) {
     std::lock_guard<std::mutex> lk(mu);
@@ -386,8 +388,9 @@ void Daemon::State::Serve(Connection& c) {
                                 " is not supported: this sinkd (" + kSoftwareName + ") speaks " +
                                 ProtocolVersion(kProtocolMajor, kProtocolMinor)));
   if (tls_server && plain && hello.role() != fb::PeerRole::Device)
-    return refuse(PermissionDenied("this sinkd takes plain frames only from peer daemons (--tls-plain-peers): "
-                                   "connect with TLS (--tls-ca)"));
+    return refuse(
+        PermissionDenied("this sinkd takes plain frames only from peer daemons (--tls-plain-peers): "
+                         "connect with TLS (--tls-ca)"));
   // Before the token: a job's rank that dialed this port by mistake must
   // hear where it is, whatever its token.
   if (hello.role() == fb::PeerRole::Rank)
@@ -492,9 +495,10 @@ void Daemon::State::ServeHost(Connection& c, const fb::Hello& hello) {
   if (hello.rank() >= 0 && hello.rank() != options.rank) {
     std::lock_guard<std::mutex> lk(mu);
     ++stats.connections_refused;
-    SendError(socket, options.rank,
-              FailedPrecondition("this sinkd serves rank " + std::to_string(options.rank) + ", the host expected rank " +
-                                 std::to_string(hello.rank()) + ": check the rank table"));
+    SendError(
+        socket, options.rank,
+        FailedPrecondition("this sinkd serves rank " + std::to_string(options.rank) + ", the host expected rank " +
+                           std::to_string(hello.rank()) + ": check the rank table"));
     return;
   }
   JobSession session(options, worker, socket, 0, counters, *hub, bound.port, host_id, tls_peer_client);
@@ -503,10 +507,10 @@ void Daemon::State::ServeHost(Connection& c, const fb::Hello& hello) {
     std::lock_guard<std::mutex> lk(mu);
     if (stopping || job) {
       ++stats.connections_refused;
-      Status why = stopping ? Unavailable("sinkd rank " + std::to_string(options.rank) + " is shutting down")
-                            : Unavailable("device busy: sinkd rank " + std::to_string(options.rank) + " is running job " +
-                                          std::to_string(job_id) + " for " + job_peer +
-                                          "; it serves one job at a time");
+      Status why = stopping
+                       ? Unavailable("sinkd rank " + std::to_string(options.rank) + " is shutting down")
+                       : Unavailable("device busy: sinkd rank " + std::to_string(options.rank) + " is running job " +
+                                     std::to_string(job_id) + " for " + job_peer + "; it serves one job at a time");
       SendError(socket, options.rank, why);
       Log("refused " + socket.peer() + ": " + why.message());
       return;

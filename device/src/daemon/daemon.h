@@ -31,11 +31,11 @@
 #include <memory>
 #include <string>
 
+#include "runtime/src/wire.h"
 #include "sinkrt/device/device_options.h"
 #include "sinkrt/runtime/address.h"
 #include "sinkrt/runtime/status.h"
 #include "sinkrt/runtime/tls.h"
-#include "runtime/src/wire.h"
 
 namespace sinkrt::device {
 
@@ -45,9 +45,9 @@ struct DaemonOptions {
   /// Required when `listen` is not a loopback address; every Hello must
   /// carry it then.
   std::string token;
-  int rank = 0;  ///< the rank its logs and errors name
+  int rank = 0;                                             ///< the rank its logs and errors name
   DeviceOptions device = DeviceOptions::FromEnvironment();  ///< the device's threads, queues and timeouts
-  WireLimits limits = WireLimits::FromEnvironment();  ///< the largest frames accepted
+  WireLimits limits = WireLimits::FromEnvironment();        ///< the largest frames accepted
   /// A new connection must finish its Hello within this
   /// (SINKRT_HELLO_TIMEOUT_MS). Short on purpose: a real host or peer sends
   /// its Hello as soon as it connects, and until then nothing proves the
@@ -93,8 +93,8 @@ struct DaemonOptions {
 
 /// Counters for tests and benchmarks.
 struct DaemonStats {
-  uint64_t jobs_started = 0;  ///< hosts admitted as the owner of a job
-  uint64_t jobs_ended = 0;  ///< those jobs ended (Shutdown, disconnect, Stop)
+  uint64_t jobs_started = 0;         ///< hosts admitted as the owner of a job
+  uint64_t jobs_ended = 0;           ///< those jobs ended (Shutdown, disconnect, Stop)
   uint64_t connections_refused = 0;  ///< busy, bad token, bad version, over the limit
   uint64_t connections_evicted = 0;  ///< pending ones closed for a newer one over a quota
   uint64_t hello_timeouts = 0;       ///< pending ones closed at hello_timeout

@@ -1,8 +1,8 @@
 #include "device/src/daemon/daemon_log.h"
 
+#include <sys/time.h>
 #include <cstdio>
 #include <ctime>
-#include <sys/time.h>
 
 namespace sinkrt::device {
 

@@ -62,19 +62,29 @@ Status JobSession::Serve() {
 Status JobSession::Handle(InFrame& frame) {
   const fb::Message& m = *frame.message;
   switch (m.body_type()) {
-    case fb::MessageBody::LoadProgram: return OnLoadProgram(frame);
-    case fb::MessageBody::PushBatch: return OnPushBatch(frame);
-    case fb::MessageBody::RunSink: return OnRunSink(*m.body_as_RunSink());
-    case fb::MessageBody::ReadTensor: return OnReadTensor(*m.body_as_ReadTensor());
-    case fb::MessageBody::WriteTensor: return OnWriteTensor(frame);
-    case fb::MessageBody::ClearQueue: return OnClearQueue(*m.body_as_ClearQueue());
-    case fb::MessageBody::JoinWorld: return OnJoinWorld(*m.body_as_JoinWorld());
-    case fb::MessageBody::SetProfiling: return OnSetProfiling(*m.body_as_SetProfiling());
-    case fb::MessageBody::ReadClock: return OnReadClock();
-    case fb::MessageBody::Hello: return ProtocolError(FailedPrecondition("Hello after the handshake"));
+    case fb::MessageBody::LoadProgram:
+      return OnLoadProgram(frame);
+    case fb::MessageBody::PushBatch:
+      return OnPushBatch(frame);
+    case fb::MessageBody::RunSink:
+      return OnRunSink(*m.body_as_RunSink());
+    case fb::MessageBody::ReadTensor:
+      return OnReadTensor(*m.body_as_ReadTensor());
+    case fb::MessageBody::WriteTensor:
+      return OnWriteTensor(frame);
+    case fb::MessageBody::ClearQueue:
+      return OnClearQueue(*m.body_as_ClearQueue());
+    case fb::MessageBody::JoinWorld:
+      return OnJoinWorld(*m.body_as_JoinWorld());
+    case fb::MessageBody::SetProfiling:
+      return OnSetProfiling(*m.body_as_SetProfiling());
+    case fb::MessageBody::ReadClock:
+      return OnReadClock();
+    case fb::MessageBody::Hello:
+      return ProtocolError(FailedPrecondition("Hello after the handshake"));
     default:
-      return ProtocolError(InvalidArgument(std::string(MessageName(m.body_type())) +
-                                           " is a device's message; a host may not send it"));
+      return ProtocolError(
+          InvalidArgument(std::string(MessageName(m.body_type())) + " is a device's message; a host may not send it"));
   }
 }
 
@@ -133,8 +143,9 @@ Status JobSession::OnLoadProgram(InFrame& frame) {
   FinishMessage(fbb, fb::MessageBody::Loaded, lb.Finish().Union());
   char line[160];
   std::snprintf(line, sizeof line, "job %llu: loaded stream of %zu bytes (graph %016llx): arena %s, queues %s, %.1f ms",
-                static_cast<unsigned long long>(job_id_), ex.stream().bytes().size(), static_cast<unsigned long long>(hash),
-                MiB(loaded->arena_bytes).c_str(), MiB(loaded->queue_bytes).c_str(), load_ms);
+                static_cast<unsigned long long>(job_id_), ex.stream().bytes().size(),
+                static_cast<unsigned long long>(hash), MiB(loaded->arena_bytes).c_str(),
+                MiB(loaded->queue_bytes).c_str(), load_ms);
   DaemonLog(options_.log, options_.rank, line);
   return socket_.Send(fbb);
 }
@@ -152,10 +163,9 @@ Status JobSession::OnPushBatch(InFrame& frame) {
                                          std::to_string(frame.payload_left) + " bytes; a batch is " +
                                          std::to_string(batch) + " bytes"));
   if (m.sequence() != next_sequence_[m.queue()])
-    return ProtocolError(InvalidArgument("PushBatch to " + QueueName(*ex, m.queue()) + " has sequence " +
-                                         std::to_string(m.sequence()) + ", expected " +
-                                         std::to_string(next_sequence_[m.queue()]) +
-                                         ": a batch was lost or sent twice"));
+    return ProtocolError(InvalidArgument(
+        "PushBatch to " + QueueName(*ex, m.queue()) + " has sequence " + std::to_string(m.sequence()) + ", expected " +
+        std::to_string(next_sequence_[m.queue()]) + ": a batch was lost or sent twice"));
   // Straight from the socket into the slot: no staging copy.
   Status st = ex->FillNextSlot(m.queue(), [&](std::span<const std::span<uint8_t>> columns) {
     for (std::span<uint8_t> c : columns) SINKRT_RETURN_IF_ERROR(socket_.ReadPayload(&frame, c));
@@ -165,7 +175,7 @@ Status JobSession::OnPushBatch(InFrame& frame) {
     return ProtocolError(st.WithContext("flow control violated (the host pushed without a credit)"));
   ++next_sequence_[m.queue()];
   if (st.code() == StatusCode::kAborted) return socket_.SkipPayload(&frame);  // the job is being torn down
-  return st;  // ok, or the connection broke mid-batch
+  return st;                                                                  // ok, or the connection broke mid-batch
 }
 
 Status JobSession::OnRunSink(const fb::RunSink& request) {
@@ -300,9 +310,10 @@ Result<std::vector<PeerAddress>> JobSession::WorldOf(const WorldSpec& spec) cons
   // A TLS daemon dials its peers with TLS and verifies their certificates
   // against its CA; without one it could only trust them blindly.
   if (options_.tls.enabled() && !options_.tls_plain_peers && !peer_tls_ && spec.members.size() > 1)
-    return FailedPrecondition("this sinkd uses TLS (--tls-cert) without --tls-ca, so it cannot verify the other "
-                              "daemons of a world: start every daemon with --tls-ca (the CA that signed their "
-                              "certificates), or with --tls-plain-peers to keep the links between daemons plain");
+    return FailedPrecondition(
+        "this sinkd uses TLS (--tls-cert) without --tls-ca, so it cannot verify the other "
+        "daemons of a world: start every daemon with --tls-ca (the CA that signed their "
+        "certificates), or with --tls-plain-peers to keep the links between daemons plain");
   SINKRT_ASSIGN_OR_RETURN(std::vector<PeerAddress> world, PeersOf(spec));
   // This rank's own entry must be this daemon: otherwise its peers dial
   // someone else for it and fail with a confusing rank mismatch there.
@@ -398,9 +409,8 @@ Status JobSession::OnJoinWorld(const fb::JoinWorld& request) {
   DaemonLog(options_.log, options_.rank,
             "job " + std::to_string(job_id_) + ": joined world " + std::to_string(job) + " as rank " +
                 std::to_string(rank) + " of " + std::to_string(n) + " (shm ranks " + (shm.empty() ? "none" : shm) +
-                ", tcp ranks " + (tcp.empty() ? "none" : tcp) + "; " +
-                std::to_string(core_.world()->connections()) + " connections, " +
-                std::to_string(core_.world()->shm_connections()) + " shm)" + line);
+                ", tcp ranks " + (tcp.empty() ? "none" : tcp) + "; " + std::to_string(core_.world()->connections()) +
+                " connections, " + std::to_string(core_.world()->shm_connections()) + " shm)" + line);
   return socket_.Send(fbb);
 }
 
@@ -417,9 +427,9 @@ Status JobSession::OnSetProfiling(const fb::SetProfiling& request) {
   Status st = ex->SetProfiling(config);
   if (!st.ok()) return ReplyError(st.WithContext("SetProfiling"));
   DaemonLog(options_.log, options_.rank,
-            "job " + std::to_string(job_id_) + (config.enabled ? ": profiling on (keeping " +
-                                                                      std::to_string(config.keep_steps) + " steps per sink)"
-                                                                : ": profiling off"));
+            "job " + std::to_string(job_id_) +
+                (config.enabled ? ": profiling on (keeping " + std::to_string(config.keep_steps) + " steps per sink)"
+                                : ": profiling off"));
   flatbuffers::FlatBufferBuilder fbb(32);
   FinishMessage(fbb, fb::MessageBody::Ack, fb::CreateAck(fbb).Union());
   return socket_.Send(fbb);
@@ -427,7 +437,8 @@ Status JobSession::OnSetProfiling(const fb::SetProfiling& request) {
 
 void JobSession::StartOwnProfile(Executor& ex) {
   profile_path_.clear();
-  const std::string base = options_.profile_dir + "/rank" + std::to_string(options_.rank) + "-job" + std::to_string(job_id_);
+  const std::string base =
+      options_.profile_dir + "/rank" + std::to_string(options_.rank) + "-job" + std::to_string(job_id_);
   std::error_code ec;
   std::filesystem::create_directories(options_.profile_dir, ec);
   Status st = ec ? Internal("cannot create " + options_.profile_dir + ": " + ec.message())
@@ -455,8 +466,9 @@ void JobSession::AppendOwnProfile(const Executor::ProfileView& view) {
     ok = ok && !failed(!run.empty() && std::fwrite(run.data(), sizeof(ProfileRecord), run.size(), f) != run.size());
   if (f) ok = !failed(std::fclose(f) != 0) && ok;
   if (!ok) {
-    DaemonLog(options_.log, options_.rank, "job " + std::to_string(job_id_) + ": cannot append to " + profile_path_ +
-                                               ": " + std::strerror(err) + "; profiling to the directory stops");
+    DaemonLog(options_.log, options_.rank,
+              "job " + std::to_string(job_id_) + ": cannot append to " + profile_path_ + ": " + std::strerror(err) +
+                  "; profiling to the directory stops");
     profile_path_.clear();
   }
 }

@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
-#include "device/src/device_core.h"
+#include "device/src/daemon/daemon.h"
 #include "device/src/daemon/peer_hub.h"
 #include "device/src/daemon/sink_worker.h"
-#include "device/src/daemon/daemon.h"
+#include "device/src/device_core.h"
 #include "runtime/src/wire_socket.h"
 
 namespace sinkrt::device {
@@ -105,13 +105,13 @@ class JobSession {
   DeviceCore core_;                      // the world and the loaded job
   std::vector<uint64_t> next_sequence_;  // per queue
 
-  std::mutex mu_;                        // taken before the core's own lock, never after
-  PeerHub::Claim* joining_ = nullptr;    // the JoinWorld in progress, if any
-  bool aborted_ = false;                 // Abort ran: no new world is joined
+  std::mutex mu_;                      // taken before the core's own lock, never after
+  PeerHub::Claim* joining_ = nullptr;  // the JoinWorld in progress, if any
+  bool aborted_ = false;               // Abort ran: no new world is joined
   std::condition_variable sink_done_cv_;
-  bool sink_running_ = false;   // protocol state: a RunSink awaits its answer
-  int worker_tasks_ = 0;        // posted sink tasks not yet finished (they use the arena and socket)
-  bool ending_ = false;         // the job is being torn down: a cancelled sink answers nobody
+  bool sink_running_ = false;  // protocol state: a RunSink awaits its answer
+  int worker_tasks_ = 0;       // posted sink tasks not yet finished (they use the arena and socket)
+  bool ending_ = false;        // the job is being torn down: a cancelled sink answers nobody
 
   std::string profile_path_;  // sinkd --profile: this job's .records file, "" when not recording
 

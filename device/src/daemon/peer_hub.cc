@@ -144,10 +144,10 @@ void PeerHub::ExpiryLoop() {
     if (!expired.empty()) {
       lk.unlock();
       for (Parked& p : expired) {
-        Status why = DeadlineExceeded("sinkd rank " + std::to_string(options_.rank) + " got no JoinWorld for " +
-                                      JobText(p.job) + " within " + std::to_string(options_.linger.count()) +
-                                      " ms of rank " + std::to_string(p.rank) +
-                                      " connecting (is its host driving another job?)");
+        Status why =
+            DeadlineExceeded("sinkd rank " + std::to_string(options_.rank) + " got no JoinWorld for " + JobText(p.job) +
+                             " within " + std::to_string(options_.linger.count()) + " ms of rank " +
+                             std::to_string(p.rank) + " connecting (is its host driving another job?)");
         DaemonLog(options_.log, options_.rank, "dropped a peer connection: " + why.message());
         Drop(p, why);
       }

@@ -33,7 +33,7 @@ namespace sinkrt::device {
 class PeerHub {
  public:
   struct Options {
-    int rank = 0;                       // this daemon's rank, for Error frames and logs
+    int rank = 0;  // this daemon's rank, for Error frames and logs
     size_t max_pending = 256;
     std::chrono::milliseconds linger{std::chrono::seconds(300)};
     bool log = true;

@@ -34,14 +34,11 @@ std::string Prefix(const fb::Init& def) {
   return std::string("initializer ") + fb::EnumNameInitKind(def.kind()) + ": ";
 }
 
-Status Error(const fb::Init& def, const std::string& message) {
-  return InvalidArgument(Prefix(def) + message);
-}
+Status Error(const fb::Init& def, const std::string& message) { return InvalidArgument(Prefix(def) + message); }
 
 Status RequireF32(const fb::Init& def, const TensorRef& out) {
   if (out.dtype == DType::F32) return Status::Ok();
-  return Error(def, std::string("buffer has dtype ") + DTypeName(out.dtype) +
-                        ", random kinds fill f32 only");
+  return Error(def, std::string("buffer has dtype ") + DTypeName(out.dtype) + ", random kinds fill f32 only");
 }
 
 Status RequireFinite(const fb::Init& def, const char* name, double v) {
@@ -80,8 +77,7 @@ struct Placement {
 Result<Placement> PlacementOf(const fb::Init& def, const TensorRef& out) {
   Placement p;
   if (!def.global_shape() && !def.slice_offset()) return p;
-  if (!def.global_shape() || !def.slice_offset())
-    return Error(def, "a slice needs both global_shape and slice_offset");
+  if (!def.global_shape() || !def.slice_offset()) return Error(def, "a slice needs both global_shape and slice_offset");
   p.whole.assign(def.global_shape()->begin(), def.global_shape()->end());
   p.offset.assign(def.slice_offset()->begin(), def.slice_offset()->end());
   if (p.whole.size() != out.shape.size() || p.offset.size() != out.shape.size()) {
@@ -131,21 +127,19 @@ Status Constant(const fb::Init& def, const TensorRef& out) {
     std::fill(out.i32(), out.i32() + out.numel, static_cast<int32_t>(v));
     return Status::Ok();
   }
-  return Error(def, std::string("buffer has dtype ") + DTypeName(out.dtype) +
-                        ", expected f32 or i32");
+  return Error(def, std::string("buffer has dtype ") + DTypeName(out.dtype) + ", expected f32 or i32");
 }
 
 Status Inline(const fb::Init& def, const TensorRef& out, std::span<const uint8_t> blobs) {
   const uint64_t offset = def.data_offset(), bytes = def.data_bytes();
   const uint64_t want = static_cast<uint64_t>(out.numel) * DTypeSize(out.dtype);
   if (offset > blobs.size() || bytes > blobs.size() - offset) {
-    return Error(def, "bytes [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
-                          ") lie outside the " + std::to_string(blobs.size()) +
-                          "-byte blob section");
+    return Error(def, "bytes [" + std::to_string(offset) + ", +" + std::to_string(bytes) + ") lie outside the " +
+                          std::to_string(blobs.size()) + "-byte blob section");
   }
   if (bytes != want) {
-    return Error(def, std::to_string(bytes) + " bytes for a buffer of " + std::to_string(want) +
-                          " (" + ShapeToString(out.shape) + " " + DTypeName(out.dtype) + ")");
+    return Error(def, std::to_string(bytes) + " bytes for a buffer of " + std::to_string(want) + " (" +
+                          ShapeToString(out.shape) + " " + DTypeName(out.dtype) + ")");
   }
   if (bytes > 0) std::memcpy(out.data, blobs.data() + offset, bytes);
   return Status::Ok();
@@ -154,10 +148,8 @@ Status Inline(const fb::Init& def, const TensorRef& out, std::span<const uint8_t
 }  // namespace
 
 Status FillInitializer(const fb::Init& def, const TensorRef& out, std::span<const uint8_t> blobs) {
-  if (NumElements(out.shape) != out.numel || DTypeSize(out.dtype) == 0 ||
-      (out.data == nullptr && out.numel > 0)) {
-    return Error(def, "buffer " + ShapeToString(out.shape) + " " + DTypeName(out.dtype) +
-                          " is not a valid tensor");
+  if (NumElements(out.shape) != out.numel || DTypeSize(out.dtype) == 0 || (out.data == nullptr && out.numel > 0)) {
+    return Error(def, "buffer " + ShapeToString(out.shape) + " " + DTypeName(out.dtype) + " is not a valid tensor");
   }
   using fb::InitKind;
   SINKRT_ASSIGN_OR_RETURN(const Placement at, PlacementOf(def, out));
@@ -177,8 +169,7 @@ Status FillInitializer(const fb::Init& def, const TensorRef& out, std::span<cons
       SINKRT_RETURN_IF_ERROR(RequireFinite(def, "low", def.low()));
       SINKRT_RETURN_IF_ERROR(RequireFinite(def, "high", def.high()));
       if (def.high() < def.low()) {
-        return Error(def, "high " + std::to_string(def.high()) + " is below low " +
-                              std::to_string(def.low()));
+        return Error(def, "high " + std::to_string(def.high()) + " is below low " + std::to_string(def.low()));
       }
       FillUniform(out, at, def.seed(), def.low(), def.high());
       return Status::Ok();
@@ -194,11 +185,9 @@ Status FillInitializer(const fb::Init& def, const TensorRef& out, std::span<cons
     case InitKind::HeUniform:
     case InitKind::HeNormal: {
       SINKRT_RETURN_IF_ERROR(RequireF32(def, out));
-      const bool xavier =
-          def.kind() == InitKind::XavierUniform || def.kind() == InitKind::XavierNormal;
+      const bool xavier = def.kind() == InitKind::XavierUniform || def.kind() == InitKind::XavierNormal;
       if (def.fan_in() <= 0 || (xavier && def.fan_out() <= 0)) {
-        return Error(def, "fan_in " + std::to_string(def.fan_in()) + " and fan_out " +
-                              std::to_string(def.fan_out()) +
+        return Error(def, "fan_in " + std::to_string(def.fan_in()) + " and fan_out " + std::to_string(def.fan_out()) +
                               (xavier ? " must both be > 0" : ": fan_in must be > 0"));
       }
       const double fan = xavier ? fan_in + fan_out : fan_in;
@@ -213,8 +202,7 @@ Status FillInitializer(const fb::Init& def, const TensorRef& out, std::span<cons
     case InitKind::Inline:
       return Inline(def, out, blobs);
   }
-  return InvalidArgument("initializer: unknown kind " +
-                         std::to_string(static_cast<int>(def.kind())));
+  return InvalidArgument("initializer: unknown kind " + std::to_string(static_cast<int>(def.kind())));
 }
 
 }  // namespace sinkrt::device

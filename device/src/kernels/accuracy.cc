@@ -15,17 +15,16 @@ struct AccuracyState : KernelState {
   int64_t rows = 0, classes = 0;
 };
 
-Status AccuracyPrepare(const KernelArgs& args, PrepareContext&,
-                       std::unique_ptr<KernelState>* state) {
+Status AccuracyPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 2, 1));
   SINKRT_RETURN_IF_ERROR(CheckNoOptions(args));
   SINKRT_RETURN_IF_ERROR(CheckDType(args, In(0), DType::F32));
   SINKRT_RETURN_IF_ERROR(CheckRank(args, In(0), 2, "[N, C]"));
   SINKRT_RETURN_IF_ERROR(CheckDType(args, In(1), DType::I32));
   const TensorRef& logits = args.inputs[0];
-  SINKRT_RETURN_IF_ERROR(CheckShape(args, In(1), Shape{logits.dim(0)},
-                                    "[N=" + std::to_string(logits.dim(0)) + "] for " +
-                                        ShapeToString(logits.shape) + " logits"));
+  SINKRT_RETURN_IF_ERROR(
+      CheckShape(args, In(1), Shape{logits.dim(0)},
+                 "[N=" + std::to_string(logits.dim(0)) + "] for " + ShapeToString(logits.shape) + " logits"));
   SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(0), DType::F32));
   SINKRT_RETURN_IF_ERROR(CheckShape(args, Out(0), Shape{}, "[] (a scalar)"));
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));

@@ -113,9 +113,8 @@ SINKRT_VECTOR_CLONES void GeluGradLoop(const bf16_t* dy, const bf16_t* x, bf16_t
 Status TanhRun(const KernelArgs& args, KernelState*, RunContext& ctx) {
   return WithStorage(args.outputs[0].dtype, [&](auto t) {
     using T = decltype(t);
-    ForRange(ctx, args.outputs[0].numel, [&](int64_t b, int64_t e) {
-      TanhLoop(Data<T>(args.inputs[0]) + b, Data<T>(args.outputs[0]) + b, e - b);
-    });
+    ForRange(ctx, args.outputs[0].numel,
+             [&](int64_t b, int64_t e) { TanhLoop(Data<T>(args.inputs[0]) + b, Data<T>(args.outputs[0]) + b, e - b); });
     return Status::Ok();
   });
 }

@@ -71,8 +71,7 @@ struct BatchMatMulState : DnnlState {
 
 // Products [begin, end) of s. The batch index is advanced as an odometer:
 // dividing it out for every product costs up to a tenth of a [16,16] one.
-void RunProducts(const BatchMatMulState& s, const float* a, const float* b, float* y, int64_t begin,
-                 int64_t end) {
+void RunProducts(const BatchMatMulState& s, const float* a, const float* b, float* y, int64_t begin, int64_t end) {
   if (begin >= end) return;
   int64_t index[kMaxRank] = {}, oa = 0, ob = 0, rest = begin;
   for (int d = s.batch_rank - 1; d >= 0; --d) {
@@ -104,9 +103,7 @@ Status BatchMatMulRun(const KernelArgs& args, KernelState* state, RunContext& ct
   if (s.split && team > 1) {
     // Contiguous equal shares: each product is still one SmallGemm call on
     // one thread, so the bits do not depend on the team size.
-    ctx.team->Run(team, [&](int t) {
-      RunProducts(s, a, b, y, s.products * t / team, s.products * (t + 1) / team);
-    });
+    ctx.team->Run(team, [&](int t) { RunProducts(s, a, b, y, s.products * t / team, s.products * (t + 1) / team); });
   } else if (s.split && omp_get_max_threads() > 1) {
     // No worker team (DeviceOptions::worker_team off): OpenMP's, as before.
 #pragma omp parallel
@@ -166,8 +163,7 @@ memory::desc OperandDesc(const TensorRef& t, int rank, bool transposed) {
   return memory::desc(dims, DnnlType(t.dtype), strides);
 }
 
-Status BatchMatMulPrepare(const KernelArgs& args, PrepareContext& ctx,
-                          std::unique_ptr<KernelState>* state) {
+Status BatchMatMulPrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 2, 1));
   SINKRT_ASSIGN_OR_RETURN(const fb::MatMulOptions* opts, GetOptions<fb::MatMulOptions>(args));
   SINKRT_RETURN_IF_ERROR(RequireDnnl(args, ctx));
@@ -207,9 +203,9 @@ Status BatchMatMulPrepare(const KernelArgs& args, PrepareContext& ctx,
   }
   want[rank - 2] = m;
   want[rank - 1] = n;
-  SINKRT_RETURN_IF_ERROR(CheckShape(args, Out(0), want,
-                                    ShapeToString(want) + " (broadcast batch dims, M=" + std::to_string(m) +
-                                        ", N=" + std::to_string(n) + ")"));
+  SINKRT_RETURN_IF_ERROR(CheckShape(
+      args, Out(0), want,
+      ShapeToString(want) + " (broadcast batch dims, M=" + std::to_string(m) + ", N=" + std::to_string(n) + ")"));
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
 
   if (sources == DType::F32 && k <= kSmallGemmMaxK && m * n * k <= kSmallProductWork) {
@@ -223,8 +219,7 @@ Status BatchMatMulPrepare(const KernelArgs& args, PrepareContext& ctx,
     const memory::desc a_md = OperandDesc(a, rank, ta);
     const memory::desc b_md = OperandDesc(b, rank, tb);
     const memory::desc y_md = PlainDesc(y.shape, y.dtype);
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, y_md), MakeAttr(/*relu=*/false),
-                                          engine);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, y_md), MakeAttr(/*relu=*/false), engine);
     auto s = std::make_unique<BatchMatMulState>();
     s->Bind(DNNL_ARG_SRC, a_md, engine, a.data);
     s->Bind(DNNL_ARG_WEIGHTS, b_md, engine, b.data);

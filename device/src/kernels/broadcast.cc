@@ -34,8 +34,7 @@ void AlignedStrides(std::span<const int64_t> s, size_t r, int64_t* out) {
 
 }  // namespace
 
-BroadcastPlan PlanBroadcast(std::span<const int64_t> y, std::span<const int64_t> a,
-                            std::span<const int64_t> b) {
+BroadcastPlan PlanBroadcast(std::span<const int64_t> y, std::span<const int64_t> a, std::span<const int64_t> b) {
   BroadcastPlan p;
   const size_t r = y.size();
   int64_t sa[kMaxRank], sb[kMaxRank];
@@ -45,8 +44,7 @@ BroadcastPlan PlanBroadcast(std::span<const int64_t> y, std::span<const int64_t>
   p.rank = 0;
   for (size_t i = 0; i < r; ++i) {
     if (y[i] == 1) continue;
-    if (p.rank > 0 && p.strides[0][p.rank - 1] == sa[i] * y[i] &&
-        p.strides[1][p.rank - 1] == sb[i] * y[i]) {
+    if (p.rank > 0 && p.strides[0][p.rank - 1] == sa[i] * y[i] && p.strides[1][p.rank - 1] == sb[i] * y[i]) {
       p.dims[p.rank - 1] *= y[i];
       p.strides[0][p.rank - 1] = sa[i];
       p.strides[1][p.rank - 1] = sb[i];
@@ -75,9 +73,7 @@ BroadcastPlan PlanBroadcast(std::span<const int64_t> y, std::span<const int64_t>
   return p;
 }
 
-BroadcastPlan PlanBroadcast(std::span<const int64_t> y, std::span<const int64_t> a) {
-  return PlanBroadcast(y, a, a);
-}
+BroadcastPlan PlanBroadcast(std::span<const int64_t> y, std::span<const int64_t> a) { return PlanBroadcast(y, a, a); }
 
 ReducePlan PlanReduce(std::span<const int64_t> x, std::span<const bool> reduced_dims, float scale) {
   ReducePlan p;
@@ -185,13 +181,12 @@ void ReduceColumnsInto(const ReducePlan& p, const T* __restrict x, float* __rest
 
 }  // namespace
 
-void RunReduceColumns(const ReducePlan& p, const float* __restrict x, float* __restrict y, int64_t begin,
-                      int64_t end) {
+void RunReduceColumns(const ReducePlan& p, const float* __restrict x, float* __restrict y, int64_t begin, int64_t end) {
   ReduceColumnsInto(p, x, y, begin, end);
 }
 
-void RunReduceColumns(const ReducePlan& p, const bf16_t* __restrict x, bf16_t* __restrict y,
-                      float* __restrict acc, int64_t begin, int64_t end) {
+void RunReduceColumns(const ReducePlan& p, const bf16_t* __restrict x, bf16_t* __restrict y, float* __restrict acc,
+                      int64_t begin, int64_t end) {
   ReduceColumnsInto(p, x, acc, begin, end);
   Narrow(acc + begin, y + begin, end - begin);
 }

@@ -39,8 +39,7 @@ bool BroadcastShapes(std::span<const int64_t> a, std::span<const int64_t> b, Sha
 
 // Plans y = f(operands...) for one or two operands whose shapes broadcast to
 // exactly `y` (the caller has checked that).
-BroadcastPlan PlanBroadcast(std::span<const int64_t> y, std::span<const int64_t> a,
-                            std::span<const int64_t> b);
+BroadcastPlan PlanBroadcast(std::span<const int64_t> y, std::span<const int64_t> a, std::span<const int64_t> b);
 BroadcastPlan PlanBroadcast(std::span<const int64_t> y, std::span<const int64_t> a);
 
 // RunBroadcast's work comes in units, which a caller may split into ranges
@@ -160,9 +159,8 @@ inline int64_t ReduceColumns(const ReducePlan& p) {
 }
 // RunReduce of columns [begin, end) of a ReduceColumns plan: RunReduce's
 // bits for those y elements (`acc`: the bf16 form's scratch, whole).
-void RunReduceColumns(const ReducePlan& p, const float* __restrict x, float* __restrict y, int64_t begin,
-                      int64_t end);
-void RunReduceColumns(const ReducePlan& p, const bf16_t* __restrict x, bf16_t* __restrict y,
-                      float* __restrict acc, int64_t begin, int64_t end);
+void RunReduceColumns(const ReducePlan& p, const float* __restrict x, float* __restrict y, int64_t begin, int64_t end);
+void RunReduceColumns(const ReducePlan& p, const bf16_t* __restrict x, bf16_t* __restrict y, float* __restrict acc,
+                      int64_t begin, int64_t end);
 
 }  // namespace sinkrt::device

@@ -5,9 +5,7 @@
 
 namespace sinkrt::device {
 
-std::string Operand::Name() const {
-  return (kind == kInput ? "input " : "output ") + std::to_string(index);
-}
+std::string Operand::Name() const { return (kind == kInput ? "input " : "output ") + std::to_string(index); }
 
 const char* OpName(const KernelArgs& args) {
   if (args.task == nullptr) return "kernel";
@@ -27,12 +25,11 @@ namespace {
 
 Status CheckTensor(const KernelArgs& args, const TensorRef& t, const std::string& name) {
   if (t.rank() > kMaxRank) {
-    return OpError(args, name + " has rank " + std::to_string(t.rank()) + ", kernels take at most " +
-                             std::to_string(kMaxRank));
+    return OpError(
+        args, name + " has rank " + std::to_string(t.rank()) + ", kernels take at most " + std::to_string(kMaxRank));
   }
   if (NumElements(t.shape) != t.numel) {
-    return OpError(args, name + " has shape " + ShapeToString(t.shape) + " but numel " +
-                             std::to_string(t.numel));
+    return OpError(args, name + " has shape " + ShapeToString(t.shape) + " but numel " + std::to_string(t.numel));
   }
   if (DTypeSize(t.dtype) == 0) return OpError(args, name + " has an invalid dtype");
   if (t.data == nullptr && t.numel > 0) return OpError(args, name + " has no storage");
@@ -62,8 +59,7 @@ Status CheckCounts(const KernelArgs& args, size_t inputs, size_t outputs, bool a
   if (!inputs_ok || args.outputs.size() != outputs) {
     return OpError(args, std::string("takes ") + (at_least ? "at least " : "") + std::to_string(inputs) +
                              " inputs and " + std::to_string(outputs) + " outputs, got " +
-                             std::to_string(args.inputs.size()) + " and " +
-                             std::to_string(args.outputs.size()));
+                             std::to_string(args.inputs.size()) + " and " + std::to_string(args.outputs.size()));
   }
   return CheckCommon(args, allow_fusion);
 }
@@ -81,8 +77,7 @@ Status CheckOperandsAtLeast(const KernelArgs& args, size_t min_inputs, size_t ou
 Status CheckDType(const KernelArgs& args, Operand o, DType want) {
   const TensorRef& t = Get(args, o);
   if (t.dtype == want) return Status::Ok();
-  return OpError(args, o.Name() + " has dtype " + DTypeName(t.dtype) + ", expected " +
-                           DTypeName(want));
+  return OpError(args, o.Name() + " has dtype " + DTypeName(t.dtype) + ", expected " + DTypeName(want));
 }
 
 Result<DType> CheckFloatDType(const KernelArgs& args, std::span<const Operand> operands) {
@@ -95,8 +90,8 @@ Result<DType> CheckFloatDType(const KernelArgs& args, std::span<const Operand> o
   for (const Operand& o : operands.subspan(1)) {
     const DType got = Get(args, o).dtype;
     if (got != want) {
-      return OpError(args, o.Name() + " has dtype " + DTypeName(got) + ", expected " + DTypeName(want) +
-                               " (as " + first.Name() + ")");
+      return OpError(args, o.Name() + " has dtype " + DTypeName(got) + ", expected " + DTypeName(want) + " (as " +
+                               first.Name() + ")");
     }
   }
   return want;
@@ -123,8 +118,7 @@ Status CheckRank(const KernelArgs& args, Operand o, int rank, const char* layout
   return OpError(args, o.Name() + " has shape " + ShapeToString(t.shape) + ", expected " + want);
 }
 
-Status CheckShape(const KernelArgs& args, Operand o, std::span<const int64_t> want,
-                  const std::string& expected) {
+Status CheckShape(const KernelArgs& args, Operand o, std::span<const int64_t> want, const std::string& expected) {
   const TensorRef& t = Get(args, o);
   if (std::equal(t.shape.begin(), t.shape.end(), want.begin(), want.end())) return Status::Ok();
   return OpError(args, o.Name() + " has shape " + ShapeToString(t.shape) + ", expected " +
@@ -132,8 +126,7 @@ Status CheckShape(const KernelArgs& args, Operand o, std::span<const int64_t> wa
 }
 
 Status CheckSameShape(const KernelArgs& args, Operand o, Operand like) {
-  return CheckShape(args, o, Get(args, like).shape,
-                    ShapeToString(Get(args, like).shape) + " like " + like.Name());
+  return CheckShape(args, o, Get(args, like).shape, ShapeToString(Get(args, like).shape) + " like " + like.Name());
 }
 
 bool Overlaps(const TensorRef& a, const TensorRef& b) {
@@ -156,13 +149,13 @@ Status CheckNoOverlap(const KernelArgs& args, bool allow_exact_alias) {
     for (size_t i = 0; i < args.inputs.size(); ++i) {
       const TensorRef& x = args.inputs[i];
       if (!Overlaps(y, x) || (allow_exact_alias && ExactAlias(y, x))) continue;
-      return OpError(args, Out(static_cast<int>(o)).Name() + " overlaps " +
-                               In(static_cast<int>(i)).Name() + " in the arena");
+      return OpError(args,
+                     Out(static_cast<int>(o)).Name() + " overlaps " + In(static_cast<int>(i)).Name() + " in the arena");
     }
     for (size_t p = 0; p < o; ++p) {
       if (Overlaps(y, args.outputs[p])) {
-        return OpError(args, Out(static_cast<int>(o)).Name() + " overlaps " +
-                                 Out(static_cast<int>(p)).Name() + " in the arena");
+        return OpError(
+            args, Out(static_cast<int>(o)).Name() + " overlaps " + Out(static_cast<int>(p)).Name() + " in the arena");
       }
     }
   }
@@ -173,8 +166,8 @@ Status CheckInputsDisjoint(const KernelArgs& args) {
   for (size_t i = 0; i < args.inputs.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
       if (Overlaps(args.inputs[i], args.inputs[j])) {
-        return OpError(args, In(static_cast<int>(i)).Name() + " overlaps " +
-                                 In(static_cast<int>(j)).Name() + " in the arena");
+        return OpError(
+            args, In(static_cast<int>(i)).Name() + " overlaps " + In(static_cast<int>(j)).Name() + " in the arena");
       }
     }
   }
@@ -183,16 +176,13 @@ Status CheckInputsDisjoint(const KernelArgs& args) {
 
 Status CheckAxis(const KernelArgs& args, int axis, int rank, Operand of) {
   if (axis >= 0 && axis < rank) return Status::Ok();
-  return OpError(args, "axis " + std::to_string(axis) + " is out of range [0, " +
-                           std::to_string(rank) + ") for " + of.Name() + " " +
-                           ShapeToString(Get(args, of).shape) +
-                           " (axes must be stored normalised)");
+  return OpError(args, "axis " + std::to_string(axis) + " is out of range [0, " + std::to_string(rank) + ") for " +
+                           of.Name() + " " + ShapeToString(Get(args, of).shape) + " (axes must be stored normalised)");
 }
 
 Status CheckNoOptions(const KernelArgs& args) {
   if (args.task->options_type() == fb::OpOptions::NONE) return Status::Ok();
-  return OpError(args, std::string("takes no options, got ") +
-                           fb::EnumNameOpOptions(args.task->options_type()));
+  return OpError(args, std::string("takes no options, got ") + fb::EnumNameOpOptions(args.task->options_type()));
 }
 
 }  // namespace sinkrt::device

@@ -36,8 +36,7 @@ Status OpError(const KernelArgs& args, const std::string& message);
 // Exact operand counts, a present task, consistent TensorRefs (numel agrees
 // with the shape, data present), rank ≤ kMaxRank, and no fusion unless the op
 // supports it (only MatMul and Conv2D call with allow_fusion).
-Status CheckOperands(const KernelArgs& args, size_t inputs, size_t outputs,
-                     bool allow_fusion = false);
+Status CheckOperands(const KernelArgs& args, size_t inputs, size_t outputs, bool allow_fusion = false);
 // As above with a variable number of inputs (AddN).
 Status CheckOperandsAtLeast(const KernelArgs& args, size_t min_inputs, size_t outputs);
 
@@ -52,8 +51,7 @@ Result<DType> CheckFloatDType(const KernelArgs& args, std::initializer_list<Oper
 Result<DType> CheckAllFloatDType(const KernelArgs& args);
 Status CheckRank(const KernelArgs& args, Operand o, int rank, const char* layout = nullptr);
 // `expected` describes the shape for the message, e.g. "[K=256, N]".
-Status CheckShape(const KernelArgs& args, Operand o, std::span<const int64_t> want,
-                  const std::string& expected = "");
+Status CheckShape(const KernelArgs& args, Operand o, std::span<const int64_t> want, const std::string& expected = "");
 Status CheckSameShape(const KernelArgs& args, Operand o, Operand like);
 
 // Whether two tensors share any byte.
@@ -84,8 +82,6 @@ Status CheckAxis(const KernelArgs& args, int axis, int rank, Operand of);
 Status CheckNoOptions(const KernelArgs& args);
 
 // Bytes of a tensor (numel × element size).
-inline uint64_t Bytes(const TensorRef& t) {
-  return static_cast<uint64_t>(t.numel) * DTypeSize(t.dtype);
-}
+inline uint64_t Bytes(const TensorRef& t) { return static_cast<uint64_t>(t.numel) * DTypeSize(t.dtype); }
 
 }  // namespace sinkrt::device

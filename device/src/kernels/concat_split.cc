@@ -18,9 +18,9 @@ namespace {
 
 struct PiecesState : KernelState {
   int64_t outer = 1;
-  size_t whole_row = 0;                 // bytes per row of the whole
-  std::vector<size_t> piece_row;        // bytes per row of each piece
-  std::vector<size_t> offset;           // where each piece starts in a row of the whole, bytes
+  size_t whole_row = 0;           // bytes per row of the whole
+  std::vector<size_t> piece_row;  // bytes per row of each piece
+  std::vector<size_t> offset;     // where each piece starts in a row of the whole, bytes
 };
 
 // Checks that `pieces` (operands of kind `piece_kind`) joined along `axis`

@@ -33,12 +33,12 @@ struct ConvGeometry {
 
 Status CheckConvOptions(const KernelArgs& args, const fb::Conv2DOptions& o) {
   if (o.stride_h() < 1 || o.stride_w() < 1) {
-    return OpError(args, "strides (" + std::to_string(o.stride_h()) + ", " +
-                             std::to_string(o.stride_w()) + ") must be ≥ 1");
+    return OpError(args,
+                   "strides (" + std::to_string(o.stride_h()) + ", " + std::to_string(o.stride_w()) + ") must be ≥ 1");
   }
   if (o.dilation_h() < 1 || o.dilation_w() < 1) {
-    return OpError(args, "dilations (" + std::to_string(o.dilation_h()) + ", " +
-                             std::to_string(o.dilation_w()) + ") must be ≥ 1");
+    return OpError(
+        args, "dilations (" + std::to_string(o.dilation_h()) + ", " + std::to_string(o.dilation_w()) + ") must be ≥ 1");
   }
   if (o.pad_top() < 0 || o.pad_bottom() < 0 || o.pad_left() < 0 || o.pad_right() < 0) {
     return OpError(args, "paddings must be ≥ 0");
@@ -48,9 +48,8 @@ Status CheckConvOptions(const KernelArgs& args, const fb::Conv2DOptions& o) {
 
 // x and w are the forward input and weights shapes (NCHW, OIHW), each named
 // by the operand it came from, for messages.
-Result<ConvGeometry> Geometry(const KernelArgs& args, const fb::Conv2DOptions& o,
-                              const TensorRef& x, Operand x_op, const TensorRef& w,
-                              Operand w_op) {
+Result<ConvGeometry> Geometry(const KernelArgs& args, const fb::Conv2DOptions& o, const TensorRef& x, Operand x_op,
+                              const TensorRef& w, Operand w_op) {
   SINKRT_RETURN_IF_ERROR(CheckConvOptions(args, o));
   SINKRT_RETURN_IF_ERROR(CheckRank(args, x_op, 4, "[N, C, H, W]"));
   SINKRT_RETURN_IF_ERROR(CheckRank(args, w_op, 4, "[O, C, KH, KW]"));
@@ -59,17 +58,15 @@ Result<ConvGeometry> Geometry(const KernelArgs& args, const fb::Conv2DOptions& o
   g.o = w.dim(0), g.kh = w.dim(2), g.kw = w.dim(3);
   if (w.dim(1) != g.c) {
     return OpError(args, w_op.Name() + " has shape " + ShapeToString(w.shape) + ", expected [O, C=" +
-                             std::to_string(g.c) + ", KH, KW] for a " + ShapeToString(x.shape) +
-                             " " + x_op.Name());
+                             std::to_string(g.c) + ", KH, KW] for a " + ShapeToString(x.shape) + " " + x_op.Name());
   }
   const int64_t eff_kh = static_cast<int64_t>(o.dilation_h()) * (g.kh - 1) + 1;
   const int64_t eff_kw = static_cast<int64_t>(o.dilation_w()) * (g.kw - 1) + 1;
   const int64_t span_h = g.h + o.pad_top() + o.pad_bottom() - eff_kh;
   const int64_t span_w = g.w + o.pad_left() + o.pad_right() - eff_kw;
   if (g.kh < 1 || g.kw < 1 || span_h < 0 || span_w < 0) {
-    return OpError(args, "the " + std::to_string(g.kh) + "x" + std::to_string(g.kw) +
-                             " kernel (dilated " + std::to_string(eff_kh) + "x" +
-                             std::to_string(eff_kw) + ") does not fit the padded " +
+    return OpError(args, "the " + std::to_string(g.kh) + "x" + std::to_string(g.kw) + " kernel (dilated " +
+                             std::to_string(eff_kh) + "x" + std::to_string(eff_kw) + ") does not fit the padded " +
                              std::to_string(g.h) + "x" + std::to_string(g.w) + " input");
   }
   g.oh = span_h / o.stride_h() + 1;
@@ -82,8 +79,8 @@ Result<ConvGeometry> Geometry(const KernelArgs& args, const fb::Conv2DOptions& o
 }
 
 std::string YDesc(const ConvGeometry& g) {
-  return "[N=" + std::to_string(g.n) + ", O=" + std::to_string(g.o) +
-         ", OH=" + std::to_string(g.oh) + ", OW=" + std::to_string(g.ow) + "]";
+  return "[N=" + std::to_string(g.n) + ", O=" + std::to_string(g.o) + ", OH=" + std::to_string(g.oh) +
+         ", OW=" + std::to_string(g.ow) + "]";
 }
 
 // The two inputs share an f32 or bf16 dtype, which it returns; the output
@@ -102,23 +99,20 @@ struct ConvTypes {
 
 // The forward descriptor every conv kernel builds (the backward ones as a
 // hint), optionally with a bias.
-dnnl::convolution_forward::primitive_desc ForwardPd(const ConvGeometry& g, const ConvTypes& t,
-                                                    bool bias, const dnnl::primitive_attr& attr,
-                                                    const dnnl::engine& engine) {
+dnnl::convolution_forward::primitive_desc ForwardPd(const ConvGeometry& g, const ConvTypes& t, bool bias,
+                                                    const dnnl::primitive_attr& attr, const dnnl::engine& engine) {
   const memory::desc x_md = PlainDesc(g.x_shape(), t.x), w_md = PlainDesc(g.w_shape(), t.w),
                      y_md = PlainDesc(g.y_shape(), t.y);
   const auto kind = dnnl::prop_kind::forward_training;
   const auto algo = dnnl::algorithm::convolution_direct;
   const dnnl::convolution_forward::desc desc =
-      bias ? dnnl::convolution_forward::desc(kind, algo, x_md, w_md, PlainDesc({g.o}, t.bias), y_md,
-                                             g.strides, g.dilates, g.pad_l, g.pad_r)
-           : dnnl::convolution_forward::desc(kind, algo, x_md, w_md, y_md, g.strides, g.dilates,
-                                             g.pad_l, g.pad_r);
+      bias ? dnnl::convolution_forward::desc(kind, algo, x_md, w_md, PlainDesc({g.o}, t.bias), y_md, g.strides,
+                                             g.dilates, g.pad_l, g.pad_r)
+           : dnnl::convolution_forward::desc(kind, algo, x_md, w_md, y_md, g.strides, g.dilates, g.pad_l, g.pad_r);
   return dnnl::convolution_forward::primitive_desc(desc, attr, engine);
 }
 
-Status Conv2DPrepare(const KernelArgs& args, PrepareContext& ctx,
-                     std::unique_ptr<KernelState>* state) {
+Status Conv2DPrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 2, 1, /*allow_fusion=*/true));
   SINKRT_ASSIGN_OR_RETURN(const fb::Conv2DOptions* opts, GetOptions<fb::Conv2DOptions>(args));
   SINKRT_RETURN_IF_ERROR(RequireDnnl(args, ctx));
@@ -131,8 +125,7 @@ Status Conv2DPrepare(const KernelArgs& args, PrepareContext& ctx,
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
   return CatchDnnl(args, [&]() -> Status {
     const dnnl::engine& engine = ctx.dnnl->engine;
-    const ConvTypes types{sources, sources, y.dtype,
-                          has_bias ? args.fused_bias.dtype : DType::F32};
+    const ConvTypes types{sources, sources, y.dtype, has_bias ? args.fused_bias.dtype : DType::F32};
     const auto pd = ForwardPd(g, types, has_bias, MakeAttr(relu), engine);
     auto s = std::make_unique<DnnlState>();
     s->Bind(DNNL_ARG_SRC, pd.src_desc(), engine, x.data);
@@ -148,16 +141,15 @@ Status Conv2DPrepare(const KernelArgs& args, PrepareContext& ctx,
 // What the two backward kernels check alike: dy [N,O,OH,OW] is input 0;
 // the forward x [N,C,H,W] and w [O,C,KH,KW] are input 1 and output 0 in
 // either order, each named by the operand it is.
-Result<ConvGeometry> BackwardGeometry(const KernelArgs& args, PrepareContext& ctx, Operand x_op,
-                                      Operand w_op) {
+Result<ConvGeometry> BackwardGeometry(const KernelArgs& args, PrepareContext& ctx, Operand x_op, Operand w_op) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 2, 1));
   SINKRT_ASSIGN_OR_RETURN(const fb::Conv2DOptions* opts, GetOptions<fb::Conv2DOptions>(args));
   SINKRT_RETURN_IF_ERROR(RequireDnnl(args, ctx));
   SINKRT_RETURN_IF_ERROR(CheckConvDTypes(args).status());
   const TensorRef& x = Get(args, x_op);
   SINKRT_ASSIGN_OR_RETURN(const ConvGeometry g, Geometry(args, *opts, x, x_op, Get(args, w_op), w_op));
-  SINKRT_RETURN_IF_ERROR(CheckShape(args, In(0), g.y_shape(),
-                                    YDesc(g) + " for a " + ShapeToString(x.shape) + " " + x_op.Name()));
+  SINKRT_RETURN_IF_ERROR(
+      CheckShape(args, In(0), g.y_shape(), YDesc(g) + " for a " + ShapeToString(x.shape) + " " + x_op.Name()));
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
   return g;
 }
@@ -167,20 +159,17 @@ Result<ConvGeometry> BackwardGeometry(const KernelArgs& args, PrepareContext& ct
 // throughout: a forward conv of bf16 x and w into f32 y exists, but none with
 // an f32 x and bf16 w, as dx f32 from bf16 dy and w would ask for.
 template <typename Backward>
-typename Backward::primitive_desc BackwardPd(const ConvGeometry& g, const ConvTypes& t,
-                                             const dnnl::engine& engine) {
+typename Backward::primitive_desc BackwardPd(const ConvGeometry& g, const ConvTypes& t, const dnnl::engine& engine) {
   const dnnl::primitive_attr attr = MakeAttr(false);
   const auto hint = ForwardPd(g, ConvTypes{t.y, t.y, t.y}, false, attr, engine);
-  const typename Backward::desc desc(dnnl::algorithm::convolution_direct,
-                                     PlainDesc(g.x_shape(), t.x), PlainDesc(g.w_shape(), t.w),
-                                     PlainDesc(g.y_shape(), t.y), g.strides, g.dilates, g.pad_l,
-                                     g.pad_r);
+  const typename Backward::desc desc(dnnl::algorithm::convolution_direct, PlainDesc(g.x_shape(), t.x),
+                                     PlainDesc(g.w_shape(), t.w), PlainDesc(g.y_shape(), t.y), g.strides, g.dilates,
+                                     g.pad_l, g.pad_r);
   return typename Backward::primitive_desc(desc, attr, engine, hint);
 }
 
 // dy [N,O,OH,OW], w [O,C,KH,KW] -> dx [N,C,H,W] (the output's shape).
-Status BackpropInputPrepare(const KernelArgs& args, PrepareContext& ctx,
-                            std::unique_ptr<KernelState>* state) {
+Status BackpropInputPrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_ptr<KernelState>* state) {
   SINKRT_ASSIGN_OR_RETURN(const ConvGeometry g, BackwardGeometry(args, ctx, Out(0), In(1)));
   const TensorRef &dy = args.inputs[0], &w = args.inputs[1], &dx = args.outputs[0];
   return CatchDnnl(args, [&]() -> Status {
@@ -198,8 +187,7 @@ Status BackpropInputPrepare(const KernelArgs& args, PrepareContext& ctx,
 }
 
 // dy [N,O,OH,OW], x [N,C,H,W] -> dw [O,C,KH,KW] (the output's shape).
-Status BackpropFilterPrepare(const KernelArgs& args, PrepareContext& ctx,
-                             std::unique_ptr<KernelState>* state) {
+Status BackpropFilterPrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_ptr<KernelState>* state) {
   SINKRT_ASSIGN_OR_RETURN(const ConvGeometry g, BackwardGeometry(args, ctx, In(1), Out(0)));
   const TensorRef &dy = args.inputs[0], &x = args.inputs[1], &dw = args.outputs[0];
   return CatchDnnl(args, [&]() -> Status {

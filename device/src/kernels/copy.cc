@@ -23,9 +23,8 @@ Status CopyPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<Kern
   const TensorRef &x = args.inputs[0], &y = args.outputs[0];
   SINKRT_RETURN_IF_ERROR(CheckDType(args, Out(0), x.dtype));
   if (y.numel != x.numel) {
-    return OpError(args, "output 0 has shape " + ShapeToString(y.shape) + " (" +
-                             std::to_string(y.numel) + " elements), expected " +
-                             std::to_string(x.numel) + " elements like input 0 " +
+    return OpError(args, "output 0 has shape " + ShapeToString(y.shape) + " (" + std::to_string(y.numel) +
+                             " elements), expected " + std::to_string(x.numel) + " elements like input 0 " +
                              ShapeToString(x.shape));
   }
   auto s = std::make_unique<CopyState>();
@@ -38,16 +37,15 @@ Status CopyPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<Kern
 }
 
 // Flatten also fixes the output shape: [N, ...] -> [N, prod(...)].
-Status FlattenPrepare(const KernelArgs& args, PrepareContext& ctx,
-                      std::unique_ptr<KernelState>* state) {
+Status FlattenPrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CopyPrepare(args, ctx, state));
   const TensorRef& x = args.inputs[0];
   if (x.rank() == 0) return OpError(args, "input 0 is a scalar, expected [N, ...]");
   int64_t rest = 1;
   for (int d = 1; d < x.rank(); ++d) rest *= x.dim(d);
-  return CheckShape(args, Out(0), Shape{x.dim(0), rest},
-                    ShapeToString(Shape{x.dim(0), rest}) + " ([N, prod(...)] of input 0 " +
-                        ShapeToString(x.shape) + ")");
+  return CheckShape(
+      args, Out(0), Shape{x.dim(0), rest},
+      ShapeToString(Shape{x.dim(0), rest}) + " ([N, prod(...)] of input 0 " + ShapeToString(x.shape) + ")");
 }
 
 Status CopyRun(const KernelArgs& args, KernelState* state, RunContext&) {

@@ -11,14 +11,12 @@
 
 namespace sinkrt::device {
 
-void DnnlState::Bind(int arg, const dnnl::memory::desc& md, const dnnl::engine& engine,
-                     void* data) {
+void DnnlState::Bind(int arg, const dnnl::memory::desc& md, const dnnl::engine& engine, void* data) {
   memories.emplace_back(md, engine, data);
   exec_args.push_back({arg, memories.back().get()});
 }
 
-void DnnlState::Finish(const dnnl::primitive_desc& pd, const dnnl::engine& engine,
-                       PrepareContext& ctx) {
+void DnnlState::Finish(const dnnl::primitive_desc& pd, const dnnl::engine& engine, PrepareContext& ctx) {
   primitive = dnnl::primitive(pd);
   single_thread = omp_get_max_threads() == 1;
   const dnnl::memory::desc md = pd.scratchpad_desc();
@@ -30,7 +28,6 @@ void DnnlState::Finish(const dnnl::primitive_desc& pd, const dnnl::engine& engin
   exec_args.push_back({DNNL_ARG_SCRATCHPAD, scratchpad.get()});
   ctx.scratch_bytes = std::max(ctx.scratch_bytes, scratch_offset + bytes);
 }
-
 
 dnnl::memory::desc PlainDesc(const Shape& shape, dnnl::memory::data_type dt) {
   dnnl::memory::dims dims(shape.begin(), shape.end());
@@ -63,15 +60,14 @@ Status CheckFloatDType(const KernelArgs& args, Operand o) {
 Status CheckSameDType(const KernelArgs& args, Operand o, Operand like) {
   const DType t = Get(args, o).dtype, want = Get(args, like).dtype;
   if (t == want) return Status::Ok();
-  return OpError(args, o.Name() + " has dtype " + DTypeName(t) + ", expected " + DTypeName(want) +
-                           " (as " + like.Name() + ")");
+  return OpError(
+      args, o.Name() + " has dtype " + DTypeName(t) + ", expected " + DTypeName(want) + " (as " + like.Name() + ")");
 }
 
 namespace {
 
 // CheckResultDType for any tensor, named `name`.
-Status CheckResult(const KernelArgs& args, const TensorRef& t, const std::string& name,
-                   DType sources) {
+Status CheckResult(const KernelArgs& args, const TensorRef& t, const std::string& name, DType sources) {
   if (t.dtype == DType::F32 || (sources == DType::BF16 && t.dtype == DType::BF16)) {
     return Status::Ok();
   }
@@ -85,12 +81,12 @@ Status CheckResultDType(const KernelArgs& args, Operand o, DType sources) {
   return CheckResult(args, Get(args, o), o.Name(), sources);
 }
 
-Status CheckFusion(const KernelArgs& args, int64_t channels, const char* channel_name,
-                   DType sources, bool* has_bias, bool* relu) {
+Status CheckFusion(const KernelArgs& args, int64_t channels, const char* channel_name, DType sources, bool* has_bias,
+                   bool* relu) {
   const fb::Activation act = args.task->fused_activation();
   if (act != fb::Activation::None && act != fb::Activation::Relu) {
-    return OpError(args, "fused activation " + std::to_string(static_cast<int>(act)) +
-                             " is not supported (None or Relu)");
+    return OpError(args,
+                   "fused activation " + std::to_string(static_cast<int>(act)) + " is not supported (None or Relu)");
   }
   *relu = act == fb::Activation::Relu;
   const TensorRef& bias = args.fused_bias;
@@ -102,13 +98,12 @@ Status CheckFusion(const KernelArgs& args, int64_t channels, const char* channel
   if (!*has_bias) return Status::Ok();
   SINKRT_RETURN_IF_ERROR(CheckResult(args, bias, "fused bias", sources));
   if (bias.shape != Shape{channels}) {
-    return OpError(args, "fused bias has shape " + ShapeToString(bias.shape) + ", expected [" +
-                             channel_name + "=" + std::to_string(channels) + "]");
+    return OpError(args, "fused bias has shape " + ShapeToString(bias.shape) + ", expected [" + channel_name + "=" +
+                             std::to_string(channels) + "]");
   }
   for (size_t i = 0; i < args.outputs.size(); ++i) {
     if (Overlaps(bias, args.outputs[i])) {
-      return OpError(args, "fused bias overlaps " + Out(static_cast<int>(i)).Name() +
-                               " in the arena");
+      return OpError(args, "fused bias overlaps " + Out(static_cast<int>(i)).Name() + " in the arena");
     }
   }
   return Status::Ok();
@@ -131,8 +126,7 @@ bool AnyBf16(const KernelArgs& args) {
 }  // namespace
 
 Status DnnlErrorStatus(const KernelArgs& args, const dnnl::error& e) {
-  std::string message = std::string(OpName(args)) + ": oneDNN: " + e.what() + " (" +
-                        dnnl_status2str(e.status) + ")";
+  std::string message = std::string(OpName(args)) + ": oneDNN: " + e.what() + " (" + dnnl_status2str(e.status) + ")";
   // oneDNN has no bf16 kernels without native bf16 support (it reports
   // unimplemented): say what the operator needs rather than leave them to
   // guess.
@@ -140,10 +134,14 @@ Status DnnlErrorStatus(const KernelArgs& args, const dnnl::error& e) {
     message += "; bf16 needs a CPU with AVX512-BF16/AMX";
   }
   switch (e.status) {
-    case dnnl_unimplemented: return Unimplemented(message);
-    case dnnl_invalid_arguments: return InvalidArgument(message);
-    case dnnl_out_of_memory: return ResourceExhausted(message);
-    default: return Internal(message);
+    case dnnl_unimplemented:
+      return Unimplemented(message);
+    case dnnl_invalid_arguments:
+      return InvalidArgument(message);
+    case dnnl_out_of_memory:
+      return ResourceExhausted(message);
+    default:
+      return Internal(message);
   }
 }
 
@@ -182,9 +180,9 @@ int64_t DnnlWorkEstimate(const KernelArgs& args) {
       // output is y forward and dy (input 0) backward; C·KH·KW is the
       // weight's numel / O.
       const TensorRef& conv_out = args.task->op() == fb::OpCode::Conv2D ? y : args.inputs[0];
-      const TensorRef& w = args.task->op() == fb::OpCode::Conv2D ? args.inputs[1]
+      const TensorRef& w = args.task->op() == fb::OpCode::Conv2D                ? args.inputs[1]
                            : args.task->op() == fb::OpCode::Conv2DBackpropInput ? args.inputs[1]
-                                                                                 : y;
+                                                                                : y;
       if (w.rank() != 4 || w.dim(0) == 0) return 0;
       return 2 * conv_out.numel * (w.numel / w.dim(0));
     }
@@ -205,8 +203,8 @@ dnnl_status_t Execute(DnnlState& s, const dnnl::stream& stream, uint8_t* scratch
     if (st != dnnl_success) return st;
     s.bound_scratch = mine;
   }
-  dnnl_status_t st = dnnl_primitive_execute(s.primitive.get(), stream.get(), static_cast<int>(s.exec_args.size()),
-                                            s.exec_args.data());
+  dnnl_status_t st =
+      dnnl_primitive_execute(s.primitive.get(), stream.get(), static_cast<int>(s.exec_args.size()), s.exec_args.data());
   if (st == dnnl_success) st = dnnl_stream_wait(stream.get());
   return st;
 }

@@ -47,7 +47,6 @@ struct DnnlSplitState : KernelState {
   std::vector<dnnl_status_t> status;  // per part, written by the part's thread
 };
 
-
 // oneDNN's name for a float dtype the oneDNN kernels take: f32 or bf16 (the
 // dtype checks below have ruled out any other).
 inline dnnl::memory::data_type DnnlType(DType dtype) {
@@ -55,11 +54,8 @@ inline dnnl::memory::data_type DnnlType(DType dtype) {
 }
 
 // Dense row-major memory descriptor (nchw, oihw, ab, ...).
-dnnl::memory::desc PlainDesc(const Shape& shape, dnnl::memory::data_type dt =
-                                                     dnnl::memory::data_type::f32);
-inline dnnl::memory::desc PlainDesc(const Shape& shape, DType dtype) {
-  return PlainDesc(shape, DnnlType(dtype));
-}
+dnnl::memory::desc PlainDesc(const Shape& shape, dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
+inline dnnl::memory::desc PlainDesc(const Shape& shape, DType dtype) { return PlainDesc(shape, DnnlType(dtype)); }
 
 // Mixed precision: the oneDNN kernels compute in f32 or bf16 (bf16 products
 // accumulate in f32 inside oneDNN). These check the float operands:
@@ -83,8 +79,8 @@ dnnl::primitive_attr MakeAttr(bool relu);
 // names one, is [channels], disjoint from the outputs, and f32 (or, with
 // `sources` bf16, f32 or bf16, as CheckResultDType); the fused activation is
 // None or Relu.
-Status CheckFusion(const KernelArgs& args, int64_t channels, const char* channel_name,
-                   DType sources, bool* has_bias, bool* relu);
+Status CheckFusion(const KernelArgs& args, int64_t channels, const char* channel_name, DType sources, bool* has_bias,
+                   bool* relu);
 
 // Fails unless the executor provided a DnnlRuntime.
 Status RequireDnnl(const KernelArgs& args, const PrepareContext& ctx);

@@ -30,11 +30,10 @@ Status BinaryPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<Ke
   const TensorRef &a = args.inputs[0], &b = args.inputs[1];
   Shape shape;
   if (!BroadcastShapes(a.shape, b.shape, &shape)) {
-    return OpError(args, "input 0 " + ShapeToString(a.shape) + " and input 1 " +
-                             ShapeToString(b.shape) + " do not broadcast");
+    return OpError(
+        args, "input 0 " + ShapeToString(a.shape) + " and input 1 " + ShapeToString(b.shape) + " do not broadcast");
   }
-  SINKRT_RETURN_IF_ERROR(CheckShape(
-      args, Out(0), shape, ShapeToString(shape) + " (the broadcast of inputs 0 and 1)"));
+  SINKRT_RETURN_IF_ERROR(CheckShape(args, Out(0), shape, ShapeToString(shape) + " (the broadcast of inputs 0 and 1)"));
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/true));
   auto s = std::make_unique<BinaryState>();
   s->plan = PlanBroadcast(shape, a.shape, b.shape);
@@ -74,16 +73,16 @@ struct MulOp {
   float operator()(float a, float b) const { return a * b; }
 };
 
-SINKRT_VECTOR_CLONES void AddBf16(const BroadcastPlan& p, const bf16_t* a, const bf16_t* b, bf16_t* y,
-                                  int64_t begin, int64_t end) {
+SINKRT_VECTOR_CLONES void AddBf16(const BroadcastPlan& p, const bf16_t* a, const bf16_t* b, bf16_t* y, int64_t begin,
+                                  int64_t end) {
   RunBroadcast(p, a, b, y, AddOp(), begin, end);
 }
-SINKRT_VECTOR_CLONES void SubBf16(const BroadcastPlan& p, const bf16_t* a, const bf16_t* b, bf16_t* y,
-                                  int64_t begin, int64_t end) {
+SINKRT_VECTOR_CLONES void SubBf16(const BroadcastPlan& p, const bf16_t* a, const bf16_t* b, bf16_t* y, int64_t begin,
+                                  int64_t end) {
   RunBroadcast(p, a, b, y, SubOp(), begin, end);
 }
-SINKRT_VECTOR_CLONES void MulBf16(const BroadcastPlan& p, const bf16_t* a, const bf16_t* b, bf16_t* y,
-                                  int64_t begin, int64_t end) {
+SINKRT_VECTOR_CLONES void MulBf16(const BroadcastPlan& p, const bf16_t* a, const bf16_t* b, bf16_t* y, int64_t begin,
+                                  int64_t end) {
   RunBroadcast(p, a, b, y, MulOp(), begin, end);
 }
 

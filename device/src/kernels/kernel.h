@@ -34,7 +34,7 @@ struct KernelArgs {
   const fb::KernelTask* task = nullptr;  // op, options, fused activation
   std::vector<TensorRef> inputs;
   std::vector<TensorRef> outputs;
-  TensorRef fused_bias;                  // data == nullptr when none
+  TensorRef fused_bias;  // data == nullptr when none
 };
 
 // Per-kernel state built by prepare (oneDNN primitives and memory objects).
@@ -67,8 +67,7 @@ struct RunContext {
 struct KernelImpl {
   // Checks args against the op's contract; errors name the op, the operand
   // and what mismatched. May set *state.
-  Status (*prepare)(const KernelArgs& args, PrepareContext& ctx,
-                    std::unique_ptr<KernelState>* state);
+  Status (*prepare)(const KernelArgs& args, PrepareContext& ctx, std::unique_ptr<KernelState>* state);
   // Data-dependent failures only (a label out of range); shapes were checked.
   Status (*run)(const KernelArgs& args, KernelState* state, RunContext& ctx);
 };

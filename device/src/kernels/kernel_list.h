@@ -12,18 +12,16 @@ extern const KernelImpl kAddKernel, kSubKernel, kMulKernel, kAddNKernel;
 extern const KernelImpl kReluKernel, kGeluKernel, kTanhKernel, kSigmoidKernel, kNegKernel;
 extern const KernelImpl kReluGradKernel, kGeluGradKernel, kTanhGradKernel, kSigmoidGradKernel;
 // softmax.cc
-extern const KernelImpl kSoftmaxKernel, kLogSoftmaxKernel, kSoftmaxGradKernel,
-    kLogSoftmaxGradKernel;
+extern const KernelImpl kSoftmaxKernel, kLogSoftmaxKernel, kSoftmaxGradKernel, kLogSoftmaxGradKernel;
 // loss.cc
 extern const KernelImpl kSparseSoftmaxCrossEntropyKernel, kSparseSoftmaxCrossEntropyGradKernel;
 // reduce.cc
-extern const KernelImpl kReduceSumKernel, kReduceMeanKernel, kSumToShapeKernel,
-    kBroadcastToKernel, kBiasAddKernel, kBiasAddGradKernel;
+extern const KernelImpl kReduceSumKernel, kReduceMeanKernel, kSumToShapeKernel, kBroadcastToKernel, kBiasAddKernel,
+    kBiasAddGradKernel;
 // copy.cc
 extern const KernelImpl kCopyKernel, kFlattenKernel, kFillKernel;
 // optimizer_update.cc
-extern const KernelImpl kSgdUpdateKernel, kMomentumUpdateKernel, kAdamUpdateKernel,
-    kAdamPowersKernel;
+extern const KernelImpl kSgdUpdateKernel, kMomentumUpdateKernel, kAdamUpdateKernel, kAdamPowersKernel;
 // loss_scale.cc
 extern const KernelImpl kGradOverflowKernel, kLossScaleUpdateKernel;
 // accuracy.cc
@@ -35,8 +33,7 @@ extern const KernelImpl kMatMulKernel;
 // conv.cc
 extern const KernelImpl kConv2DKernel, kConv2DBackpropInputKernel, kConv2DBackpropFilterKernel;
 // pool.cc
-extern const KernelImpl kMaxPool2DKernel, kMaxPool2DGradKernel, kAvgPool2DKernel,
-    kAvgPool2DGradKernel;
+extern const KernelImpl kMaxPool2DKernel, kMaxPool2DGradKernel, kAvgPool2DKernel, kAvgPool2DGradKernel;
 // layer_norm.cc
 extern const KernelImpl kLayerNormKernel, kLayerNormGradKernel;
 // gather.cc

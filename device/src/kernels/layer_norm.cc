@@ -43,7 +43,6 @@ struct LayerNormState : KernelState {
 // column leaf (sum.h) and the leaves fill exactly as in one f32 pass.
 constexpr int64_t kStageFloats = 4096;
 
-
 // x [..., D] (input 0 of both ops; input 1 of the gradient), gamma [D] and
 // the per-row statistics [rows]; fills rows, D and epsilon.
 Status CheckLayerNormOperands(const KernelArgs& args, Operand x_at, Operand gamma_at, LayerNormState* s) {
@@ -121,8 +120,7 @@ Status LayerNormRunBf16(const KernelArgs& args, const LayerNormState& s, RunCont
   for (int64_t r0 = 0; r0 < s.rows; r0 += s.stage_rows) {
     const int64_t rows = std::min(s.stage_rows, s.rows - r0);
     Widen(x + r0 * d, xf, rows * d);
-    LayerNormRows(xf, gamma, beta, yf, args.outputs[1].f32() + r0, args.outputs[2].f32() + r0, rows, d,
-                  s.epsilon);
+    LayerNormRows(xf, gamma, beta, yf, args.outputs[1].f32() + r0, args.outputs[2].f32() + r0, rows, d, s.epsilon);
     Narrow(yf, y + r0 * d, rows * d);
   }
   return Status::Ok();
@@ -133,11 +131,14 @@ Status LayerNormRun(const KernelArgs& args, KernelState* state, RunContext& ctx)
   if (args.outputs[0].dtype == DType::BF16) return LayerNormRunBf16(args, s, ctx);
   // Rows are independent: split across the team, no bit changes.
   const int64_t d = s.d;
-  ForRange(ctx, s.rows, [&](int64_t b, int64_t e) {
-    LayerNormRows(args.inputs[0].f32() + b * d, args.inputs[1].f32(), args.inputs[2].f32(),
-                  args.outputs[0].f32() + b * d, args.outputs[1].f32() + b, args.outputs[2].f32() + b, e - b, d,
-                  s.epsilon);
-  }, RowsPerPart(d));
+  ForRange(
+      ctx, s.rows,
+      [&](int64_t b, int64_t e) {
+        LayerNormRows(args.inputs[0].f32() + b * d, args.inputs[1].f32(), args.inputs[2].f32(),
+                      args.outputs[0].f32() + b * d, args.outputs[1].f32() + b, args.outputs[2].f32() + b, e - b, d,
+                      s.epsilon);
+      },
+      RowsPerPart(d));
   return Status::Ok();
 }
 
@@ -145,8 +146,7 @@ Status LayerNormRun(const KernelArgs& args, KernelState* state, RunContext& ctx)
 Status LayerNormGradPrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 5, 3));
   auto s = std::make_unique<LayerNormState>();
-  SINKRT_ASSIGN_OR_RETURN(const DType dtype,
-                          CheckFloatDType(args, {In(0), In(1), In(2), Out(0), Out(1), Out(2)}));
+  SINKRT_ASSIGN_OR_RETURN(const DType dtype, CheckFloatDType(args, {In(0), In(1), In(2), Out(0), Out(1), Out(2)}));
   SINKRT_RETURN_IF_ERROR(CheckLayerNormOperands(args, In(1), In(2), s.get()));
   SINKRT_RETURN_IF_ERROR(CheckSameShape(args, In(0), In(1)));
   SINKRT_RETURN_IF_ERROR(CheckRowStats(args, In(3), *s));
@@ -175,8 +175,8 @@ Status LayerNormGradPrepare(const KernelArgs& args, PrepareContext& ctx, std::un
 // (sum.h, AddColumnLeaves) for dgamma and dbeta.
 SINKRT_VECTOR_CLONES void LayerNormGradRows(const float* __restrict dy, const float* __restrict x,
                                             const float* __restrict gamma, const float* __restrict mean,
-                                            const float* __restrict rstd, float* __restrict dx, int64_t rows,
-                                            int64_t d, float* __restrict xhat, float* __restrict g,
+                                            const float* __restrict rstd, float* __restrict dx, int64_t rows, int64_t d,
+                                            float* __restrict xhat, float* __restrict g,
                                             float* __restrict dgamma_leaves, float* __restrict dbeta_leaves) {
   const float inv_d = 1.0f / static_cast<float>(d);
   for (int64_t r = 0; r < rows; ++r) {
@@ -263,8 +263,8 @@ Status LayerNormGradRun(const KernelArgs& args, KernelState* state, RunContext& 
     float* xhat = scratch + 2 * d * p;
     const int64_t leaf = (b / kColumnLeafRows) * d;
     LayerNormGradRows(args.inputs[0].f32() + b * d, args.inputs[1].f32() + b * d, args.inputs[2].f32(),
-                      args.inputs[3].f32() + b, args.inputs[4].f32() + b, args.outputs[0].f32() + b * d, e - b, d,
-                      xhat, xhat + d, leaves + leaf, leaves + leaf_floats + leaf);
+                      args.inputs[3].f32() + b, args.inputs[4].f32() + b, args.outputs[0].f32() + b * d, e - b, d, xhat,
+                      xhat + d, leaves + leaf, leaves + leaf_floats + leaf);
   };
   if (parts > 1) {
     ctx.team->Run(parts, part);

@@ -26,11 +26,9 @@ Status CheckLogitsLabels(const KernelArgs& args, LossState* s) {
   const TensorRef& logits = args.inputs[0];
   const int64_t n = logits.dim(0), c = logits.dim(1);
   SINKRT_RETURN_IF_ERROR(CheckShape(args, In(1), Shape{n},
-                                    "[N=" + std::to_string(n) + "] for " +
-                                        ShapeToString(logits.shape) + " logits"));
+                                    "[N=" + std::to_string(n) + "] for " + ShapeToString(logits.shape) + " logits"));
   if (n == 0 || c == 0) {
-    return OpError(args, "input 0 has shape " + ShapeToString(logits.shape) +
-                             ", needs at least one row and one class");
+    return OpError(args, "input 0 has shape " + ShapeToString(logits.shape) + ", needs at least one row and one class");
   }
   s->rows = n;
   s->classes = c;
@@ -38,12 +36,11 @@ Status CheckLogitsLabels(const KernelArgs& args, LossState* s) {
 }
 
 Status LabelError(const KernelArgs& args, int64_t row, int32_t label, int64_t classes) {
-  return OpError(args, "label " + std::to_string(label) + " in row " + std::to_string(row) +
-                           " is outside [0, " + std::to_string(classes) + ")");
+  return OpError(args, "label " + std::to_string(label) + " in row " + std::to_string(row) + " is outside [0, " +
+                           std::to_string(classes) + ")");
 }
 
-Status LossPrepare(const KernelArgs& args, PrepareContext& ctx,
-                   std::unique_ptr<KernelState>* state) {
+Status LossPrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 2, 1));
   auto s = std::make_unique<LossState>();
   SINKRT_RETURN_IF_ERROR(CheckLogitsLabels(args, s.get()));
@@ -51,8 +48,7 @@ Status LossPrepare(const KernelArgs& args, PrepareContext& ctx,
   SINKRT_RETURN_IF_ERROR(CheckShape(args, Out(0), Shape{}, "[] (a scalar)"));
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
   // One row of exponentials, then one loss per row: both summed pairwise.
-  ctx.scratch_bytes =
-      std::max<uint64_t>(ctx.scratch_bytes, (s->classes + s->rows) * sizeof(float));
+  ctx.scratch_bytes = std::max<uint64_t>(ctx.scratch_bytes, (s->classes + s->rows) * sizeof(float));
   *state = std::move(s);
   return Status::Ok();
 }

@@ -54,8 +54,7 @@ MatMulSplit PlanSplit(int64_t m, int64_t n, int64_t k, int team) {
 
 void* Offset(void* base, int64_t bytes) { return static_cast<uint8_t*>(base) + bytes; }
 
-Status MatMulPrepare(const KernelArgs& args, PrepareContext& ctx,
-                     std::unique_ptr<KernelState>* state) {
+Status MatMulPrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 2, 1, /*allow_fusion=*/true));
   SINKRT_ASSIGN_OR_RETURN(const fb::MatMulOptions* opts, GetOptions<fb::MatMulOptions>(args));
   SINKRT_RETURN_IF_ERROR(RequireDnnl(args, ctx));
@@ -70,15 +69,12 @@ Status MatMulPrepare(const KernelArgs& args, PrepareContext& ctx,
   const int64_t m = ta ? a.dim(1) : a.dim(0);
   const int64_t k = ta ? a.dim(0) : a.dim(1);
   const int64_t n = tb ? b.dim(0) : b.dim(1);
-  const std::string a_desc = " for a " + ShapeToString(a.shape) + " input 0" +
-                             (ta ? " (transpose_a)" : "");
+  const std::string a_desc = " for a " + ShapeToString(a.shape) + " input 0" + (ta ? " (transpose_a)" : "");
   const std::string ks = "K=" + std::to_string(k);
   SINKRT_RETURN_IF_ERROR(CheckShape(args, In(1), tb ? Shape{n, k} : Shape{k, n},
-                                    (tb ? "[N, " + ks + "] (transpose_b)" : "[" + ks + ", N]") +
-                                        a_desc));
-  SINKRT_RETURN_IF_ERROR(CheckShape(
-      args, Out(0), Shape{m, n},
-      "[M=" + std::to_string(m) + ", N=" + std::to_string(n) + "]"));
+                                    (tb ? "[N, " + ks + "] (transpose_b)" : "[" + ks + ", N]") + a_desc));
+  SINKRT_RETURN_IF_ERROR(
+      CheckShape(args, Out(0), Shape{m, n}, "[M=" + std::to_string(m) + ", N=" + std::to_string(n) + "]"));
   bool has_bias = false, relu = false;
   SINKRT_RETURN_IF_ERROR(CheckFusion(args, n, "N", sources, &has_bias, &relu));
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
@@ -110,13 +106,14 @@ Status MatMulPrepare(const KernelArgs& args, PrepareContext& ctx,
       const memory::desc b_md({k, np}, src_dt, tb ? memory::dims{1, k} : memory::dims{n, 1});
       const memory::desc y_md({mp, np}, DnnlType(args.outputs[0].dtype), memory::dims{n, 1});
       const memory::desc bias_md = PlainDesc({1, np}, has_bias ? args.fused_bias.dtype : DType::F32);
-      const dnnl::matmul::desc desc = has_bias ? dnnl::matmul::desc(a_md, b_md, bias_md, y_md)
-                                               : dnnl::matmul::desc(a_md, b_md, y_md);
+      const dnnl::matmul::desc desc =
+          has_bias ? dnnl::matmul::desc(a_md, b_md, bias_md, y_md) : dnnl::matmul::desc(a_md, b_md, y_md);
       const dnnl::matmul::primitive_desc pd(desc, MakeAttr(relu), engine);
       DnnlState& part = s->parts[p];
       part.Bind(DNNL_ARG_SRC, a_md, engine, Offset(a.data, (ta ? r0 : r0 * k) * src_size));
       part.Bind(DNNL_ARG_WEIGHTS, b_md, engine, Offset(b.data, (tb ? c0 * k : c0) * src_size));
-      if (has_bias) part.Bind(DNNL_ARG_BIAS, bias_md, engine, Offset(args.fused_bias.data, c0 * DTypeSize(args.fused_bias.dtype)));
+      if (has_bias)
+        part.Bind(DNNL_ARG_BIAS, bias_md, engine, Offset(args.fused_bias.data, c0 * DTypeSize(args.fused_bias.dtype)));
       part.Bind(DNNL_ARG_DST, y_md, engine, Offset(args.outputs[0].data, (r0 * n + c0) * y_size));
       part.scratch_offset = scratch;
       part.Finish(pd, engine, ctx);

@@ -27,8 +27,7 @@ Status MetricSumPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr
   SINKRT_ASSIGN_OR_RETURN(const fb::MetricSumOptions* o, GetOptions<fb::MetricSumOptions>(args));
   const size_t k = args.inputs.size();
   const size_t weights = o->weights() ? o->weights()->size() : 0;
-  if (weights != k)
-    return OpError(args, std::to_string(weights) + " weights for " + std::to_string(k) + " inputs");
+  if (weights != k) return OpError(args, std::to_string(weights) + " weights for " + std::to_string(k) + " inputs");
   for (size_t i = 0; i < k; ++i) {
     SINKRT_RETURN_IF_ERROR(CheckDType(args, In(static_cast<int>(i)), DType::F32));
     SINKRT_RETURN_IF_ERROR(CheckShape(args, In(static_cast<int>(i)), Shape{}, "[] (a scalar)"));

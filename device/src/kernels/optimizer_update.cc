@@ -100,8 +100,7 @@ struct MomentumState : KernelState {
   bool nesterov = false, scaled = false;
 };
 
-Status MomentumPrepare(const KernelArgs& args, PrepareContext&,
-                       std::unique_ptr<KernelState>* state) {
+Status MomentumPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
   SINKRT_ASSIGN_OR_RETURN(const bool scaled, CheckParamInputs(args, 3));
   SINKRT_ASSIGN_OR_RETURN(const fb::MomentumOptions* opts, GetOptions<fb::MomentumOptions>(args));
   SINKRT_RETURN_IF_ERROR(CheckFinite(args, "learning_rate", opts->learning_rate()));
@@ -165,8 +164,7 @@ Status CheckAdamOptions(const KernelArgs& args, AdamState* s) {
   SINKRT_RETURN_IF_ERROR(CheckBeta(args, "beta2", opts->beta2()));
   SINKRT_RETURN_IF_ERROR(CheckFinite(args, "weight_decay", opts->weight_decay()));
   if (!(opts->epsilon() > 0.0f) || !std::isfinite(opts->epsilon())) {
-    return OpError(args, "epsilon is " + std::to_string(opts->epsilon()) +
-                             ", expected a finite value > 0");
+    return OpError(args, "epsilon is " + std::to_string(opts->epsilon()) + ", expected a finite value > 0");
   }
   s->lr = opts->learning_rate();
   s->beta1 = opts->beta1();
@@ -181,8 +179,7 @@ Status CheckPowers(const KernelArgs& args, int index) {
   return CheckShape(args, In(index), Shape{2}, "[2] (beta1^t, beta2^t)");
 }
 
-Status AdamPowersPrepare(const KernelArgs& args, PrepareContext&,
-                         std::unique_ptr<KernelState>* state) {
+Status AdamPowersPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, args.inputs.size() == 2 ? 2 : 1, 0));
   SINKRT_RETURN_IF_ERROR(CheckPowers(args, 0));
   auto s = std::make_unique<AdamState>();

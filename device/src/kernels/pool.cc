@@ -32,23 +32,19 @@ struct PoolGeometry {
 Result<PoolGeometry> Geometry(const KernelArgs& args, const TensorRef& x, Operand x_op) {
   SINKRT_ASSIGN_OR_RETURN(const fb::Pool2DOptions* o, GetOptions<fb::Pool2DOptions>(args));
   if (o->kernel_h() < 1 || o->kernel_w() < 1 || o->stride_h() < 1 || o->stride_w() < 1) {
-    return OpError(args, "kernel (" + std::to_string(o->kernel_h()) + ", " +
-                             std::to_string(o->kernel_w()) + ") and strides (" +
-                             std::to_string(o->stride_h()) + ", " + std::to_string(o->stride_w()) +
+    return OpError(args, "kernel (" + std::to_string(o->kernel_h()) + ", " + std::to_string(o->kernel_w()) +
+                             ") and strides (" + std::to_string(o->stride_h()) + ", " + std::to_string(o->stride_w()) +
                              ") must be ≥ 1");
   }
   // A padding as large as the window would allow a window made only of
   // padding: no maximum, and an average over nothing.
-  const bool pads_ok = o->pad_top() >= 0 && o->pad_bottom() >= 0 && o->pad_left() >= 0 &&
-                       o->pad_right() >= 0 && o->pad_top() < o->kernel_h() &&
-                       o->pad_bottom() < o->kernel_h() && o->pad_left() < o->kernel_w() &&
-                       o->pad_right() < o->kernel_w();
+  const bool pads_ok = o->pad_top() >= 0 && o->pad_bottom() >= 0 && o->pad_left() >= 0 && o->pad_right() >= 0 &&
+                       o->pad_top() < o->kernel_h() && o->pad_bottom() < o->kernel_h() &&
+                       o->pad_left() < o->kernel_w() && o->pad_right() < o->kernel_w();
   if (!pads_ok) {
     return OpError(args, "paddings (top " + std::to_string(o->pad_top()) + ", bottom " +
-                             std::to_string(o->pad_bottom()) + ", left " +
-                             std::to_string(o->pad_left()) + ", right " +
-                             std::to_string(o->pad_right()) +
-                             ") must be ≥ 0 and smaller than the kernel");
+                             std::to_string(o->pad_bottom()) + ", left " + std::to_string(o->pad_left()) + ", right " +
+                             std::to_string(o->pad_right()) + ") must be ≥ 0 and smaller than the kernel");
   }
   SINKRT_RETURN_IF_ERROR(CheckRank(args, x_op, 4, "[N, C, H, W]"));
   PoolGeometry g;
@@ -56,10 +52,9 @@ Result<PoolGeometry> Geometry(const KernelArgs& args, const TensorRef& x, Operan
   const int64_t span_h = g.h + o->pad_top() + o->pad_bottom() - o->kernel_h();
   const int64_t span_w = g.w + o->pad_left() + o->pad_right() - o->kernel_w();
   if (span_h < 0 || span_w < 0) {
-    return OpError(args, "the " + std::to_string(o->kernel_h()) + "x" +
-                             std::to_string(o->kernel_w()) + " window does not fit the padded " +
-                             std::to_string(g.h) + "x" + std::to_string(g.w) + " " +
-                             x_op.Name());
+    return OpError(args, "the " + std::to_string(o->kernel_h()) + "x" + std::to_string(o->kernel_w()) +
+                             " window does not fit the padded " + std::to_string(g.h) + "x" + std::to_string(g.w) +
+                             " " + x_op.Name());
   }
   g.oh = span_h / o->stride_h() + 1;
   g.ow = span_w / o->stride_w() + 1;
@@ -71,28 +66,24 @@ Result<PoolGeometry> Geometry(const KernelArgs& args, const TensorRef& x, Operan
 }
 
 std::string YDesc(const PoolGeometry& g) {
-  return "[N=" + std::to_string(g.n) + ", C=" + std::to_string(g.c) +
-         ", OH=" + std::to_string(g.oh) + ", OW=" + std::to_string(g.ow) + "]";
+  return "[N=" + std::to_string(g.n) + ", C=" + std::to_string(g.c) + ", OH=" + std::to_string(g.oh) +
+         ", OW=" + std::to_string(g.ow) + "]";
 }
 
 // `dt`: the dtype of every float operand.
-dnnl::pooling_forward::primitive_desc ForwardPd(const PoolGeometry& g, DType dt,
-                                                dnnl::algorithm algo,
-                                                const dnnl::primitive_attr& attr,
-                                                const dnnl::engine& engine) {
-  const dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_training, algo,
-                                         PlainDesc(g.x_shape(), dt), PlainDesc(g.y_shape(), dt),
-                                         g.strides, g.kernel, g.pad_l, g.pad_r);
+dnnl::pooling_forward::primitive_desc ForwardPd(const PoolGeometry& g, DType dt, dnnl::algorithm algo,
+                                                const dnnl::primitive_attr& attr, const dnnl::engine& engine) {
+  const dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_training, algo, PlainDesc(g.x_shape(), dt),
+                                         PlainDesc(g.y_shape(), dt), g.strides, g.kernel, g.pad_l, g.pad_r);
   return dnnl::pooling_forward::primitive_desc(desc, attr, engine);
 }
 
 // The compiler's workspace buffer: u8 [4·numel(y)], large enough for oneDNN.
-Status CheckWorkspace(const KernelArgs& args, Operand ws_op, const PoolGeometry& g,
-                      const memory::desc& ws_md) {
+Status CheckWorkspace(const KernelArgs& args, Operand ws_op, const PoolGeometry& g, const memory::desc& ws_md) {
   SINKRT_RETURN_IF_ERROR(CheckDType(args, ws_op, DType::U8));
   const int64_t want = 4 * NumElements(g.y_shape());
-  SINKRT_RETURN_IF_ERROR(CheckShape(args, ws_op, Shape{want},
-                                    ShapeToString(Shape{want}) + " (4 bytes per element of y)"));
+  SINKRT_RETURN_IF_ERROR(
+      CheckShape(args, ws_op, Shape{want}, ShapeToString(Shape{want}) + " (4 bytes per element of y)"));
   const uint64_t need = ws_md.get_size();
   if (need > Bytes(Get(args, ws_op))) {
     return OpError(args, ws_op.Name() + " (workspace) has " + std::to_string(Bytes(Get(args, ws_op))) +
@@ -140,8 +131,8 @@ Status PoolGradPrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_
   constexpr bool kMax = kAlgo == dnnl::algorithm::pooling_max;
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, kMax ? 3 : 1, 1));
   SINKRT_RETURN_IF_ERROR(RequireDnnl(args, ctx));
-  SINKRT_ASSIGN_OR_RETURN(const DType dt, kMax ? CheckFloatOperands(args, {In(1), Out(0)})
-                                                : CheckFloatOperands(args, {Out(0)}));
+  SINKRT_ASSIGN_OR_RETURN(const DType dt,
+                          kMax ? CheckFloatOperands(args, {In(1), Out(0)}) : CheckFloatOperands(args, {Out(0)}));
   const TensorRef &dy = args.inputs[0], &dx = args.outputs[0];
   SINKRT_ASSIGN_OR_RETURN(const PoolGeometry g, Geometry(args, dx, Out(0)));
   SINKRT_RETURN_IF_ERROR(CheckShape(args, In(0), g.y_shape(), YDesc(g)));
@@ -152,8 +143,8 @@ Status PoolGradPrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_
     const dnnl::primitive_attr attr = MakeAttr(false);
     const auto hint = ForwardPd(g, dt, kAlgo, attr, engine);
     if constexpr (kMax) SINKRT_RETURN_IF_ERROR(CheckWorkspace(args, In(2), g, hint.workspace_desc()));
-    const dnnl::pooling_backward::desc desc(kAlgo, PlainDesc(g.x_shape(), dt), PlainDesc(g.y_shape(), dt),
-                                            g.strides, g.kernel, g.pad_l, g.pad_r);
+    const dnnl::pooling_backward::desc desc(kAlgo, PlainDesc(g.x_shape(), dt), PlainDesc(g.y_shape(), dt), g.strides,
+                                            g.kernel, g.pad_l, g.pad_r);
     const dnnl::pooling_backward::primitive_desc pd(desc, attr, engine, hint);
     auto s = std::make_unique<DnnlState>();
     s->Bind(DNNL_ARG_DIFF_DST, pd.diff_dst_desc(), engine, dy.data);

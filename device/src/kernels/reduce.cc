@@ -57,8 +57,8 @@ Status ReducePrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_pt
     for (int axis : *opts->axes()) {
       SINKRT_RETURN_IF_ERROR(CheckAxis(args, axis, x.rank(), In(0)));
       if (axis <= prev) {
-        return OpError(args, "axes must be sorted and distinct, got " + std::to_string(axis) +
-                                 " after " + std::to_string(prev));
+        return OpError(
+            args, "axes must be sorted and distinct, got " + std::to_string(axis) + " after " + std::to_string(prev));
       }
       reduced[axis] = true;
       prev = axis;
@@ -74,9 +74,9 @@ Status ReducePrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_pt
       want.push_back(1);
     }
   }
-  SINKRT_RETURN_IF_ERROR(CheckShape(
-      args, Out(0), want,
-      ShapeToString(want) + (opts->keep_dims() ? " (reduced axes kept as 1)" : " (reduced axes dropped)")));
+  SINKRT_RETURN_IF_ERROR(
+      CheckShape(args, Out(0), want,
+                 ShapeToString(want) + (opts->keep_dims() ? " (reduced axes kept as 1)" : " (reduced axes dropped)")));
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
   auto s = std::make_unique<ReduceState>();
   const float scale = kMean && count > 0 ? 1.0f / static_cast<float>(count) : 1.0f;
@@ -94,13 +94,16 @@ Status ReduceRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   const bool bf16 = args.outputs[0].dtype == DType::BF16;
   float* acc = reinterpret_cast<float*>(ctx.scratch);
   if (const int64_t cols = ReduceColumns(plan); cols > 0) {
-    ForRange(ctx, cols, [&](int64_t begin, int64_t end) {
-      if (bf16) {
-        RunReduceColumns(plan, Data<bf16_t>(args.inputs[0]), Data<bf16_t>(args.outputs[0]), acc, begin, end);
-      } else {
-        RunReduceColumns(plan, args.inputs[0].f32(), args.outputs[0].f32(), begin, end);
-      }
-    }, RowsPerPart(plan.dims[0]));
+    ForRange(
+        ctx, cols,
+        [&](int64_t begin, int64_t end) {
+          if (bf16) {
+            RunReduceColumns(plan, Data<bf16_t>(args.inputs[0]), Data<bf16_t>(args.outputs[0]), acc, begin, end);
+          } else {
+            RunReduceColumns(plan, args.inputs[0].f32(), args.outputs[0].f32(), begin, end);
+          }
+        },
+        RowsPerPart(plan.dims[0]));
   } else if (bf16) {
     RunReduce(plan, Data<bf16_t>(args.inputs[0]), Data<bf16_t>(args.outputs[0]), acc);
   } else {
@@ -110,16 +113,14 @@ Status ReduceRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
 }
 
 // dx (the output) must broadcast to exactly dy's shape.
-Status SumToShapePrepare(const KernelArgs& args, PrepareContext& ctx,
-                         std::unique_ptr<KernelState>* state) {
+Status SumToShapePrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, 1));
   SINKRT_RETURN_IF_ERROR(CheckNoOptions(args));
   SINKRT_RETURN_IF_ERROR(CheckFloats(args));
   const TensorRef &dy = args.inputs[0], &dx = args.outputs[0];
   if (!BroadcastsExactlyTo(dx.shape, dy.shape)) {
     return OpError(args, "output 0 has shape " + ShapeToString(dx.shape) +
-                             ", expected a shape that broadcasts to input 0's " +
-                             ShapeToString(dy.shape));
+                             ", expected a shape that broadcasts to input 0's " + ShapeToString(dy.shape));
   }
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
   auto s = std::make_unique<ReduceState>();
@@ -129,15 +130,13 @@ Status SumToShapePrepare(const KernelArgs& args, PrepareContext& ctx,
   return Status::Ok();
 }
 
-Status BroadcastToPrepare(const KernelArgs& args, PrepareContext&,
-                          std::unique_ptr<KernelState>* state) {
+Status BroadcastToPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, 1));
   SINKRT_ASSIGN_OR_RETURN(const fb::AxisOptions* opts, GetOptions<fb::AxisOptions>(args));
   SINKRT_RETURN_IF_ERROR(CheckFloats(args));
   const TensorRef &x = args.inputs[0], &y = args.outputs[0];
   if (!BroadcastsExactlyTo(x.shape, y.shape)) {
-    return OpError(args, "input 0 has shape " + ShapeToString(x.shape) +
-                             ", which does not broadcast to output 0's " +
+    return OpError(args, "input 0 has shape " + ShapeToString(x.shape) + ", which does not broadcast to output 0's " +
                              ShapeToString(y.shape));
   }
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/true));
@@ -153,7 +152,8 @@ Status BroadcastToPrepare(const KernelArgs& args, PrepareContext&,
 // Both split across the team by ranges of y, which changes no bit.
 SINKRT_VECTOR_CLONES void BroadcastToBf16(const BroadcastPlan& p, const bf16_t* x, bf16_t* y, float scale,
                                           int64_t begin, int64_t end) {
-  RunBroadcast(p, x, x, y, [scale](float a, float) { return scale * a; }, begin, end);
+  RunBroadcast(
+      p, x, x, y, [scale](float a, float) { return scale * a; }, begin, end);
 }
 
 Status BroadcastToRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
@@ -169,7 +169,8 @@ Status BroadcastToRun(const KernelArgs& args, KernelState* state, RunContext& ct
   const float* x = args.inputs[0].f32();
   float* y = args.outputs[0].f32();
   ForBroadcastParts(ctx, s.plan, [&](int64_t begin, int64_t end) {
-    RunBroadcast(s.plan, x, x, y, [scale](float a, float) { return scale * a; }, begin, end);
+    RunBroadcast(
+        s.plan, x, x, y, [scale](float a, float) { return scale * a; }, begin, end);
   });
   return Status::Ok();
 }
@@ -179,12 +180,11 @@ Status BroadcastToRun(const KernelArgs& args, KernelState* state, RunContext& ct
 Result<int> ChannelAxis(const KernelArgs& args, const TensorRef& t, Operand of) {
   SINKRT_ASSIGN_OR_RETURN(const fb::AxisOptions* opts, GetOptions<fb::AxisOptions>(args));
   if (t.rank() < 2) {
-    return OpError(args, of.Name() + " has shape " + ShapeToString(t.shape) +
-                             ", expected rank >= 2 with channels on axis 1");
+    return OpError(args,
+                   of.Name() + " has shape " + ShapeToString(t.shape) + ", expected rank >= 2 with channels on axis 1");
   }
   if (opts->axis() != 1) {
-    return OpError(args, "axis is " + std::to_string(opts->axis()) +
-                             ", expected 1 (the channel axis of [N, C, ...])");
+    return OpError(args, "axis is " + std::to_string(opts->axis()) + ", expected 1 (the channel axis of [N, C, ...])");
   }
   return 1;
 }
@@ -195,10 +195,9 @@ Status BiasAddPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<K
   const TensorRef& x = args.inputs[0];
   SINKRT_ASSIGN_OR_RETURN(const int axis, ChannelAxis(args, x, In(0)));
   const int64_t c = x.dim(axis);
-  SINKRT_RETURN_IF_ERROR(CheckShape(args, In(1), Shape{c},
-                                    "[C=" + std::to_string(c) + "] (axis " +
-                                        std::to_string(axis) + " of input 0 " +
-                                        ShapeToString(x.shape) + ")"));
+  SINKRT_RETURN_IF_ERROR(CheckShape(
+      args, In(1), Shape{c},
+      "[C=" + std::to_string(c) + "] (axis " + std::to_string(axis) + " of input 0 " + ShapeToString(x.shape) + ")"));
   SINKRT_RETURN_IF_ERROR(CheckSameShape(args, Out(0), In(0)));
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/true));
   // The bias as NumPy sees it: [C, 1, ..., 1] right-aligned against x.
@@ -234,17 +233,15 @@ Status BiasAddRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   return Status::Ok();
 }
 
-Status BiasAddGradPrepare(const KernelArgs& args, PrepareContext& ctx,
-                          std::unique_ptr<KernelState>* state) {
+Status BiasAddGradPrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, 1));
   SINKRT_RETURN_IF_ERROR(CheckFloats(args));
   const TensorRef& dy = args.inputs[0];
   SINKRT_ASSIGN_OR_RETURN(const int axis, ChannelAxis(args, dy, In(0)));
   const int64_t c = dy.dim(axis);
-  SINKRT_RETURN_IF_ERROR(CheckShape(args, Out(0), Shape{c},
-                                    "[C=" + std::to_string(c) + "] (axis " +
-                                        std::to_string(axis) + " of input 0 " +
-                                        ShapeToString(dy.shape) + ")"));
+  SINKRT_RETURN_IF_ERROR(CheckShape(
+      args, Out(0), Shape{c},
+      "[C=" + std::to_string(c) + "] (axis " + std::to_string(axis) + " of input 0 " + ShapeToString(dy.shape) + ")"));
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
   bool reduced[kMaxRank] = {};
   for (int d = 0; d < dy.rank(); ++d) reduced[d] = d != axis;

@@ -12,10 +12,10 @@ namespace sinkrt::device {
 namespace {
 
 struct ShardSliceState : KernelState {
-  int64_t outer = 1;      // product of the dims before the axis
-  size_t in_row = 0;      // bytes of one outer index of the input (the whole axis)
-  size_t block = 0;       // bytes of this rank's block per outer index
-  size_t offset = 0;      // where that block starts in an input row
+  int64_t outer = 1;  // product of the dims before the axis
+  size_t in_row = 0;  // bytes of one outer index of the input (the whole axis)
+  size_t block = 0;   // bytes of this rank's block per outer index
+  size_t offset = 0;  // where that block starts in an input row
 };
 
 Status ShardSlicePrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
@@ -26,13 +26,13 @@ Status ShardSlicePrepare(const KernelArgs& args, PrepareContext&, std::unique_pt
   const int64_t parts = opts->group() ? static_cast<int64_t>(opts->group()->size()) : 0;
   if (parts < 1) return OpError(args, "the group is empty");
   if (opts->position() >= parts) {
-    return OpError(args, "position " + std::to_string(opts->position()) + " is outside a group of " +
-                             std::to_string(parts));
+    return OpError(args,
+                   "position " + std::to_string(opts->position()) + " is outside a group of " + std::to_string(parts));
   }
   const int axis = opts->axis() < 0 ? opts->axis() + x.rank() : opts->axis();
   if (axis < 0 || axis >= x.rank()) {
-    return OpError(args, "axis " + std::to_string(opts->axis()) + " is out of range for input 0 " +
-                             ShapeToString(x.shape));
+    return OpError(args,
+                   "axis " + std::to_string(opts->axis()) + " is out of range for input 0 " + ShapeToString(x.shape));
   }
   if (x.dim(axis) % parts != 0) {
     return OpError(args, "axis " + std::to_string(axis) + " of input 0 " + ShapeToString(x.shape) +
@@ -40,9 +40,9 @@ Status ShardSlicePrepare(const KernelArgs& args, PrepareContext&, std::unique_pt
   }
   Shape want = x.shape;
   want[axis] /= parts;
-  SINKRT_RETURN_IF_ERROR(CheckShape(args, Out(0), want,
-                                    ShapeToString(want) + " (input 0 with axis " + std::to_string(axis) +
-                                        " cut in " + std::to_string(parts) + ")"));
+  SINKRT_RETURN_IF_ERROR(CheckShape(
+      args, Out(0), want,
+      ShapeToString(want) + " (input 0 with axis " + std::to_string(axis) + " cut in " + std::to_string(parts) + ")"));
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
   auto s = std::make_unique<ShardSliceState>();
   size_t inner = DTypeSize(x.dtype);

@@ -59,8 +59,8 @@ inline __attribute__((always_inline)) void Tile(const float* __restrict a, int64
 // usual unpack / shuffle / 128-bit permute network, which GCC maps to
 // vunpcklps, vshufps and vperm2f128 in the AVX clones. A scalar loop here
 // cost as much as the products it packs for.
-inline __attribute__((always_inline)) void Transpose8x8(const float* __restrict src, int64_t lds,
-                                                        float* __restrict dst, int64_t ldd) {
+inline __attribute__((always_inline)) void Transpose8x8(const float* __restrict src, int64_t lds, float* __restrict dst,
+                                                        int64_t ldd) {
   V8 r[8], t[8], u[8];
 #pragma GCC unroll 8
   for (int j = 0; j < 8; ++j) std::memcpy(&r[j], src + j * lds, sizeof(V8));
@@ -120,10 +120,17 @@ inline __attribute__((always_inline)) void Panel(const SmallGemmDims& d, const f
   const float* ai = a + i * a_row;
   float* yi = y + i * n + j0;
   switch (m - i) {
-    case 3: Tile<3, C>(ai, a_row, a_col, panel, ldp, k, yi, n, cols); break;
-    case 2: Tile<2, C>(ai, a_row, a_col, panel, ldp, k, yi, n, cols); break;
-    case 1: Tile<1, C>(ai, a_row, a_col, panel, ldp, k, yi, n, cols); break;
-    default: break;
+    case 3:
+      Tile<3, C>(ai, a_row, a_col, panel, ldp, k, yi, n, cols);
+      break;
+    case 2:
+      Tile<2, C>(ai, a_row, a_col, panel, ldp, k, yi, n, cols);
+      break;
+    case 1:
+      Tile<1, C>(ai, a_row, a_col, panel, ldp, k, yi, n, cols);
+      break;
+    default:
+      break;
   }
 }
 
@@ -135,8 +142,10 @@ SINKRT_VECTOR_CLONES void SmallGemm(const SmallGemmDims& d, const float* a, cons
   for (; j + 16 <= d.n; j += 16) Panel<2>(d, a, b, y, j, 16, tile);
   const int64_t rest = d.n - j;
   // A tail of at most 8 columns takes half the work in 8-lane panels.
-  if (rest > 8) Panel<2>(d, a, b, y, j, rest, tile);
-  else if (rest > 0) Panel<1>(d, a, b, y, j, rest, tile);
+  if (rest > 8)
+    Panel<2>(d, a, b, y, j, rest, tile);
+  else if (rest > 0)
+    Panel<1>(d, a, b, y, j, rest, tile);
 }
 
 }  // namespace sinkrt::device

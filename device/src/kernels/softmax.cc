@@ -37,8 +37,7 @@ constexpr int64_t kStageFloats = 4096;
 
 // Shared prepare: `inputs` same-shape tensors (x, or dy and y) and one
 // output of that shape, all f32 or all bf16; AxisOptions.axis normalised.
-Status AxisPrepare(const KernelArgs& args, size_t inputs, PrepareContext& ctx,
-                   std::unique_ptr<KernelState>* state) {
+Status AxisPrepare(const KernelArgs& args, size_t inputs, PrepareContext& ctx, std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, inputs, 1));
   SINKRT_ASSIGN_OR_RETURN(const fb::AxisOptions* opts, GetOptions<fb::AxisOptions>(args));
   SINKRT_ASSIGN_OR_RETURN(const DType dtype, CheckAllFloatDType(args));
@@ -61,8 +60,8 @@ Status AxisPrepare(const KernelArgs& args, size_t inputs, PrepareContext& ctx,
     // block of rows or of one [A, inner] slice, plus the running values.
     const uint64_t staged = static_cast<uint64_t>(inputs) + 1;
     if (s->inner == 1) {
-      s->stage_rows = std::clamp<int64_t>(kStageFloats / std::max<int64_t>(s->axis_len, 1), 1,
-                                          std::max<int64_t>(s->outer, 1));
+      s->stage_rows =
+          std::clamp<int64_t>(kStageFloats / std::max<int64_t>(s->axis_len, 1), 1, std::max<int64_t>(s->outer, 1));
       floats = staged * static_cast<uint64_t>(s->stage_rows * s->axis_len);
     } else {
       floats += staged * static_cast<uint64_t>(s->axis_len * s->inner);
@@ -73,15 +72,12 @@ Status AxisPrepare(const KernelArgs& args, size_t inputs, PrepareContext& ctx,
   return Status::Ok();
 }
 
-Status UnaryAxisPrepare(const KernelArgs& args, PrepareContext& ctx,
-                        std::unique_ptr<KernelState>* state) {
+Status UnaryAxisPrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_ptr<KernelState>* state) {
   return AxisPrepare(args, 1, ctx, state);
 }
-Status GradAxisPrepare(const KernelArgs& args, PrepareContext& ctx,
-                       std::unique_ptr<KernelState>* state) {
+Status GradAxisPrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_ptr<KernelState>* state) {
   return AxisPrepare(args, 2, ctx, state);
 }
-
 
 // max of x[0..n), n ≥ 1, over 8 lanes so that the loop vectorises (max is
 // exact, so the order does not change the result).
@@ -126,8 +122,8 @@ SINKRT_VECTOR_CLONES void LogSoftmaxRows(const float* __restrict x, float* __res
 
 // x, y: [A, I] slices; m, s: I floats of scratch.
 template <bool kLog>
-void SoftmaxStrided(const float* __restrict x, float* __restrict y, int64_t a_len, int64_t inner,
-                    float* __restrict m, float* __restrict s) {
+void SoftmaxStrided(const float* __restrict x, float* __restrict y, int64_t a_len, int64_t inner, float* __restrict m,
+                    float* __restrict s) {
   std::copy(x, x + inner, m);
   for (int64_t a = 1; a < a_len; ++a) {
     const float* xa = x + a * inner;
@@ -198,9 +194,10 @@ Status SoftmaxRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   if (s.inner == 1) {
     // Rows are independent: split across the team, no bit changes.
     const int64_t n = s.axis_len;
-    ForRange(ctx, s.outer, [&](int64_t b, int64_t e) {
-      (kLog ? LogSoftmaxRows : SoftmaxRows)(x + b * n, y + b * n, e - b, n);
-    }, RowsPerPart(n));
+    ForRange(
+        ctx, s.outer,
+        [&](int64_t b, int64_t e) { (kLog ? LogSoftmaxRows : SoftmaxRows)(x + b * n, y + b * n, e - b, n); },
+        RowsPerPart(n));
     return Status::Ok();
   }
   float* scratch = reinterpret_cast<float*>(ctx.scratch);
@@ -233,8 +230,8 @@ SINKRT_VECTOR_CLONES void LogSoftmaxGradRows(const float* __restrict dy, const f
 
 // One [A, inner] slice of the gradient; acc: inner floats of scratch.
 template <bool kLog>
-inline void SoftmaxGradStrided(const float* __restrict g, const float* __restrict v, float* __restrict d,
-                               int64_t a_len, int64_t inner, float* __restrict acc) {
+inline void SoftmaxGradStrided(const float* __restrict g, const float* __restrict v, float* __restrict d, int64_t a_len,
+                               int64_t inner, float* __restrict acc) {
   std::fill(acc, acc + inner, 0.0f);
   for (int64_t a = 0; a < a_len; ++a) {
     const float* ga = g + a * inner;
@@ -291,9 +288,12 @@ Status SoftmaxGradRun(const KernelArgs& args, KernelState* state, RunContext& ct
   float* __restrict dx = args.outputs[0].f32();
   const int64_t a_len = s.axis_len, inner = s.inner, slice = a_len * inner;
   if (inner == 1) {
-    ForRange(ctx, s.outer, [&](int64_t b, int64_t e) {
-      (kLog ? LogSoftmaxGradRows : SoftmaxGradRows)(dy + b * a_len, y + b * a_len, dx + b * a_len, e - b, a_len);
-    }, RowsPerPart(a_len));
+    ForRange(
+        ctx, s.outer,
+        [&](int64_t b, int64_t e) {
+          (kLog ? LogSoftmaxGradRows : SoftmaxGradRows)(dy + b * a_len, y + b * a_len, dx + b * a_len, e - b, a_len);
+        },
+        RowsPerPart(a_len));
     return Status::Ok();
   }
   float* __restrict acc = reinterpret_cast<float*>(ctx.scratch);

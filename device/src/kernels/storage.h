@@ -23,13 +23,19 @@ inline float Load(bf16_t v) { return Bf16ToFloat(v); }
 template <typename T>
 inline T Store(float v);
 template <>
-inline float Store<float>(float v) { return v; }
+inline float Store<float>(float v) {
+  return v;
+}
 template <>
-inline bf16_t Store<bf16_t>(float v) { return FloatToBf16(v); }
+inline bf16_t Store<bf16_t>(float v) {
+  return FloatToBf16(v);
+}
 
 // A float tensor's storage as T (the caller checked the dtype at prepare).
 template <typename T>
-inline T* Data(const TensorRef& t) { return static_cast<T*>(t.data); }
+inline T* Data(const TensorRef& t) {
+  return static_cast<T*>(t.data);
+}
 
 // Whole arrays, compiled per ISA (SINKRT_VECTOR_CLONES, storage.cc):
 // baseline SSE2 has no unsigned 32-to-16-bit pack, and narrowing runs 2-3x

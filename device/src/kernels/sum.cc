@@ -39,7 +39,7 @@ float PairwiseDot(const float* __restrict x, const float* __restrict w, int64_t 
 
 namespace {
 
-constexpr int64_t kCols = 64;   // a column block stays in registers / L1
+constexpr int64_t kCols = 64;               // a column block stays in registers / L1
 constexpr int64_t kRows = kColumnLeafRows;  // rows summed directly before pairing
 
 // out[j] = Σ_r x[r·cols + j] for j < w ≤ kCols, pairwise over row blocks.

@@ -32,7 +32,7 @@ struct TransposeState : KernelState {
   int64_t dims[kMaxTransposeRank] = {};
   int64_t x_strides[kMaxTransposeRank] = {};  // x's element stride for each y dim
   int64_t y_strides[kMaxTransposeRank] = {};  // row-major over the merged dims
-  int tile_dim = -1;  // the y dim with x stride 1, when it is not the last
+  int tile_dim = -1;                          // the y dim with x stride 1, when it is not the last
   int64_t numel = 0;
 };
 
@@ -209,21 +209,22 @@ void CopyTiles(const TransposeState& s, const T* __restrict x, T* __restrict y, 
 template <typename T>
 Status TransposeAs(const TransposeState& s, const T* x, T* y, RunContext& ctx) {
   if (s.numel == 0) return Status::Ok();  // (a dim of 0: no odometer to start)
-  if (s.rank <= 1) {  // the identity once size-1 dims are gone
-    ForRange(ctx, s.numel, [&](int64_t b, int64_t e) {
-      std::memcpy(y + b, x + b, static_cast<size_t>(e - b) * sizeof(T));
-    });
+  if (s.rank <= 1) {                      // the identity once size-1 dims are gone
+    ForRange(ctx, s.numel,
+             [&](int64_t b, int64_t e) { std::memcpy(y + b, x + b, static_cast<size_t>(e - b) * sizeof(T)); });
     return Status::Ok();
   }
   const int last = s.rank - 1;
   if (s.tile_dim < 0) {
-    ForRange(ctx, OuterCount(s, last, -1), [&](int64_t b, int64_t e) { CopyRuns(s, x, y, b, e); },
-             RowsPerPart(s.dims[last]));
+    ForRange(
+        ctx, OuterCount(s, last, -1), [&](int64_t b, int64_t e) { CopyRuns(s, x, y, b, e); },
+        RowsPerPart(s.dims[last]));
     return Status::Ok();
   }
   const int64_t tile_rows = (s.dims[s.tile_dim] + kTile - 1) / kTile;
-  ForRange(ctx, OuterCount(s, s.tile_dim, last) * tile_rows,
-           [&](int64_t b, int64_t e) { CopyTiles(s, x, y, tile_rows, b, e); }, RowsPerPart(kTile * s.dims[last]));
+  ForRange(
+      ctx, OuterCount(s, s.tile_dim, last) * tile_rows,
+      [&](int64_t b, int64_t e) { CopyTiles(s, x, y, tile_rows, b, e); }, RowsPerPart(kTile * s.dims[last]));
   return Status::Ok();
 }
 

@@ -30,7 +30,8 @@ Status EnableProfiling(ProfileState& state, const ProfileConfig& config, const u
   if (config.enabled && bytes > kMaxRingBytes)
     return ResourceExhausted("profiling: keeping " + std::to_string(config.keep_steps) + " steps of " +
                              std::to_string(tasks_per_stream[0] + tasks_per_stream[1]) + " tasks needs " +
-                             std::to_string(bytes >> 20) + " MiB of records, above the 256 MiB limit; keep fewer steps");
+                             std::to_string(bytes >> 20) +
+                             " MiB of records, above the 256 MiB limit; keep fewer steps");
   state.config = config;
   state.enabled = config.enabled;
   for (uint64_t& s : state.steps) s = 0;

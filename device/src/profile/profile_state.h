@@ -26,17 +26,17 @@ struct ProfileRing {
   void Kept(std::span<const ProfileRecord> out[2]) const;
 };
 
-inline constexpr int kProfileStreams = 2;    // compute, comm
-inline constexpr int kProfilePrograms = 4;   // fb::ProgramKind
+inline constexpr int kProfileStreams = 2;   // compute, comm
+inline constexpr int kProfilePrograms = 4;  // fb::ProgramKind
 
 struct ProfileState {
   bool enabled = false;
   ProfileConfig config;
-  int64_t clock_offset_ns = 0;               // DeviceOptions::profile_clock_offset_ns
-  uint64_t steps[kProfilePrograms] = {};     // steps run per program since enabled
+  int64_t clock_offset_ns = 0;            // DeviceOptions::profile_clock_offset_ns
+  uint64_t steps[kProfilePrograms] = {};  // steps run per program since enabled
   ProfileRing rings[kProfileStreams];
-  ProfileRecord sink;                        // the last sink's record
-  uint32_t recorded_steps = 0;               // steps of the last sink recorded
+  ProfileRecord sink;           // the last sink's record
+  uint32_t recorded_steps = 0;  // steps of the last sink recorded
 
   // Whether step `step` (0-based, of its program since enabled) is recorded.
   bool Records(uint64_t step) const {

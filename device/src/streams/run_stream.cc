@@ -2,34 +2,39 @@
 #include "device/src/init/initializer.h"
 #include "device/src/loaded_job.h"
 #include "device/src/team/worker_team.h"
+#include "runtime/src/clock.h"
 #include "runtime/src/collective_kinds.h"
 #include "runtime/src/schema_enums.h"
-#include "runtime/src/clock.h"
 
 namespace sinkrt::device {
 namespace {
 
 Status RunCollective(Communicator& comm, PreparedTask& pt) {
   switch (pt.kind) {
-    case fb::TaskBody::AllReduceTask: return comm.AllReduce(pt.data, pt.dtype, pt.op, pt.group);
-    case fb::TaskBody::BroadcastTask: return comm.Broadcast(pt.data, pt.peer, pt.group);
+    case fb::TaskBody::AllReduceTask:
+      return comm.AllReduce(pt.data, pt.dtype, pt.op, pt.group);
+    case fb::TaskBody::BroadcastTask:
+      return comm.Broadcast(pt.data, pt.peer, pt.group);
     case fb::TaskBody::AllGatherTask:
       if (!pt.outs.empty()) return comm.AllGatherBlocked(pt.ins, pt.outs, pt.group);
       return comm.AllGather(pt.data, pt.out, pt.group);
     case fb::TaskBody::ReduceScatterTask:
       if (!pt.outs.empty()) return comm.ReduceScatterBlocked(pt.ins, pt.outs, pt.dtype, pt.op, pt.group);
       return comm.ReduceScatter(pt.data, pt.out, pt.dtype, pt.op, pt.group);
-    case fb::TaskBody::AllToAllTask: return comm.AllToAll(pt.data, pt.out, pt.group);
-    case fb::TaskBody::SendTask: return comm.Send(pt.data, pt.peer);
-    case fb::TaskBody::RecvTask: return comm.Recv(pt.data, pt.peer);
-    default: return Internal("not a collective");
+    case fb::TaskBody::AllToAllTask:
+      return comm.AllToAll(pt.data, pt.out, pt.group);
+    case fb::TaskBody::SendTask:
+      return comm.Send(pt.data, pt.peer);
+    case fb::TaskBody::RecvTask:
+      return comm.Recv(pt.data, pt.peer);
+    default:
+      return Internal("not a collective");
   }
 }
 
 }  // namespace
 
-Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step, uint32_t steps,
-                     StreamCounters* c) {
+Status RunStreamStep(LoadedJob& job, PreparedProgram& prog, int s, uint32_t step, uint32_t steps, StreamCounters* c) {
   const fb::TaskStream* root = job.stream.root();
   std::vector<PreparedTask>& tasks = prog.streams[s];
   // Profiling: one branch per task when the step is not recorded.

@@ -23,7 +23,7 @@ namespace sinkrt::device {
 
 struct LoadedJob;
 
-struct alignas(64) StreamPositionCell {  // a line each: the two streams' threads never share one
+struct alignas(64) StreamPositionCell {   // a line each: the two streams' threads never share one
   std::atomic<uint32_t> program_step{0};  // program << 28 | step (1-based, saturating)
   std::atomic<uint64_t> where{0};         // state | (task + 1) << 8 | (last completed + 1) << 36
   std::atomic<int64_t> since_ns{0};       // NowNs when it entered the state

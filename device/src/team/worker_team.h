@@ -61,7 +61,8 @@ class WorkerTeam {
       fn(0);
       return;
     }
-    RunParts(parts, [](void* f, int part) { (*static_cast<std::remove_reference_t<F>*>(f))(part); }, &fn);
+    RunParts(
+        parts, [](void* f, int part) { (*static_cast<std::remove_reference_t<F>*>(f))(part); }, &fn);
   }
 
  private:

@@ -21,23 +21,23 @@ std::string Backward::UniqueOpName(const std::string& name) {
   return n;
 }
 
-Ref Backward::Emit(OpCode op, std::vector<Ref> inputs, OpAttrs attrs, Shape shape,
-                   const std::string& name, DType dtype) {
+Ref Backward::Emit(OpCode op, std::vector<Ref> inputs, OpAttrs attrs, Shape shape, const std::string& name,
+                   DType dtype) {
   const uint32_t v = static_cast<uint32_t>(values_.size());
   values_.push_back(Value{std::move(shape), static_cast<uint32_t>(ops_.size()), dtype});
   ops_.push_back(PendingOp{UniqueOpName(name), op, std::move(inputs), std::move(attrs), {v}});
   return Ref{true, v};
 }
 
-std::vector<Ref> Backward::EmitMulti(OpCode op, std::vector<Ref> inputs, OpAttrs attrs,
-                                     std::vector<Shape> shapes, const std::string& name, std::vector<DType> dtypes) {
+std::vector<Ref> Backward::EmitMulti(OpCode op, std::vector<Ref> inputs, OpAttrs attrs, std::vector<Shape> shapes,
+                                     const std::string& name, std::vector<DType> dtypes) {
   std::vector<Ref> refs;
   std::vector<uint32_t> outs;
   for (size_t k = 0; k < shapes.size(); ++k) {
     Shape& shape = shapes[k];
     const uint32_t v = static_cast<uint32_t>(values_.size());
-    values_.push_back(Value{std::move(shape), static_cast<uint32_t>(ops_.size()),
-                            k < dtypes.size() ? dtypes[k] : DType::F32});
+    values_.push_back(
+        Value{std::move(shape), static_cast<uint32_t>(ops_.size()), k < dtypes.size() ? dtypes[k] : DType::F32});
     outs.push_back(v);
     refs.push_back(Ref{true, v});
   }
@@ -45,18 +45,14 @@ std::vector<Ref> Backward::EmitMulti(OpCode op, std::vector<Ref> inputs, OpAttrs
   return refs;
 }
 
-Ref Backward::Read(TensorId t) const {
-  return t < remap_.size() && remap_[t] ? *remap_[t] : Forward(t);
-}
+Ref Backward::Read(TensorId t) const { return t < remap_.size() && remap_[t] ? *remap_[t] : Forward(t); }
 
 void Backward::Remap(TensorId t, Ref value) {
   if (remap_.size() <= t) remap_.resize(static_cast<size_t>(t) + 1);
   remap_[t] = value;
 }
 
-const Shape& Backward::shape(Ref r) const {
-  return r.pending ? values_[r.id].shape : g_.tensor(r.id).shape;
-}
+const Shape& Backward::shape(Ref r) const { return r.pending ? values_[r.id].shape : g_.tensor(r.id).shape; }
 
 DType Backward::dtype(Ref r) const { return r.pending ? values_[r.id].dtype : g_.tensor(r.id).dtype; }
 
@@ -81,14 +77,13 @@ Status CheckOptions(const Graph& g, const BackwardOptions& o) {
     if (!g.valid(seed)) return InvalidArgument(where + "the seed of '" + ti.name + "': " + TensorIdText(g, seed));
     const TensorInfo& si = g.tensor(seed);
     if (ti.dtype != DType::F32) {
-      return InvalidArgument(where + "seeded tensor '" + ti.name + "' must be f32 (got " +
-                             DTypeName(ti.dtype) + ")");
+      return InvalidArgument(where + "seeded tensor '" + ti.name + "' must be f32 (got " + DTypeName(ti.dtype) + ")");
     }
     if (seed == t) return InvalidArgument(where + "tensor '" + ti.name + "' cannot seed itself");
     if (si.dtype != ti.dtype || si.shape != ti.shape) {
-      return InvalidArgument(where + "seed '" + si.name + "' (" + DTypeName(si.dtype) + " " +
-                             ShapeToString(si.shape) + ") must match tensor '" + ti.name + "' (" +
-                             DTypeName(ti.dtype) + " " + ShapeToString(ti.shape) + ")");
+      return InvalidArgument(where + "seed '" + si.name + "' (" + DTypeName(si.dtype) + " " + ShapeToString(si.shape) +
+                             ") must match tensor '" + ti.name + "' (" + DTypeName(ti.dtype) + " " +
+                             ShapeToString(ti.shape) + ")");
     }
     for (size_t j = 0; j < i; ++j)
       if (o.output_grads[j].first == t)
@@ -114,7 +109,6 @@ Status CheckOptions(const Graph& g, const BackwardOptions& o) {
   return Status::Ok();
 }
 
-
 // The loss, the options and the graph's state: names the first that is
 // wrong.
 Status CheckArguments(const Graph& g, TensorId loss, const BackwardOptions& options) {
@@ -123,22 +117,21 @@ Status CheckArguments(const Graph& g, TensorId loss, const BackwardOptions& opti
     return FailedPrecondition("AppendBackward: the graph has no loss; call SetLoss first");
   }
   if (has_loss && !g.valid(loss)) {
-    return InvalidArgument("AppendBackward: loss is not a tensor of graph '" + g.name() +
-                           "' (id " + std::to_string(loss) + ")");
+    return InvalidArgument("AppendBackward: loss is not a tensor of graph '" + g.name() + "' (id " +
+                           std::to_string(loss) + ")");
   }
   if (has_loss) {
     const TensorInfo& lt = g.tensor(loss);
     if (lt.dtype != DType::F32 || !lt.shape.empty()) {
-      return InvalidArgument("AppendBackward: loss '" + lt.name +
-                             "' must be an f32 scalar (shape []), got " + DTypeName(lt.dtype) +
-                             " " + ShapeToString(lt.shape));
+      return InvalidArgument("AppendBackward: loss '" + lt.name + "' must be an f32 scalar (shape []), got " +
+                             DTypeName(lt.dtype) + " " + ShapeToString(lt.shape));
     }
   }
   SINKRT_RETURN_IF_ERROR(CheckOptions(g, options));
   for (const TensorInfo& t : g.tensors()) {
     if (t.kind == TensorKind::Grad) {
-      return FailedPrecondition("AppendBackward: graph '" + g.name() +
-                                "' already has a backward pass (Grad tensor '" + t.name + "')");
+      return FailedPrecondition("AppendBackward: graph '" + g.name() + "' already has a backward pass (Grad tensor '" +
+                                t.name + "')");
     }
   }
   return Status::Ok();
@@ -256,15 +249,14 @@ Status WalkBackward(const Graph& g, TensorId loss, const BackwardOptions& option
     }
     if (!any) continue;
     if (!autodiff_internal::HasGradRule(op.op)) {
-      return Unimplemented("AppendBackward: no gradient rule for op '" + op.name + "' (" +
-                           OpCodeName(op.op) + "), which " + SeededText(g, loss, options) +
+      return Unimplemented("AppendBackward: no gradient rule for op '" + op.name + "' (" + OpCodeName(op.op) +
+                           "), which " + SeededText(g, loss, options) +
                            (has_loss || options.output_grads.size() == 1 ? " depends on" : " depend on"));
     }
     if (!op.recompute.empty() && w.recomputed.insert(op.recompute).second)
       RecomputeSegment(g, forward_ops, op.recompute, w);
     SumOutputGradients(g, op, w, dy);
-    SINKRT_RETURN_IF_ERROR(autodiff_internal::ApplyGradRule(w.b, op, dy, wants, dx)
-                               .WithContext("AppendBackward"));
+    SINKRT_RETURN_IF_ERROR(autodiff_internal::ApplyGradRule(w.b, op, dy, wants, dx).WithContext("AppendBackward"));
     for (size_t k = 0; k < op.inputs.size(); ++k)
       if (dx[k]) w.grads[op.inputs[k]].push_back(*dx[k]);
   }

@@ -18,7 +18,7 @@ namespace sinkrt::host::autodiff_internal {
 struct Rule {
   Backward& b;
   const OpNode& op;
-  Ref dy;  // gradient of output 0 (unset for a rule that reads every output's)
+  Ref dy;                                      // gradient of output 0 (unset for a rule that reads every output's)
   const std::vector<std::optional<Ref>>& dys;  // per output, nullopt where none reaches it
   const std::vector<bool>& wants;              // which inputs need a gradient
 
@@ -67,10 +67,10 @@ struct GradRule {
 };
 
 // The families' tables; an op is in one of them at most.
-std::span<const GradRule> MatMulConvGradRules();    // grad_rules_dense.cc
-std::span<const GradRule> ElementwiseGradRules();   // grad_rules_elementwise.cc
-std::span<const GradRule> ShapeGradRules();         // grad_rules_shape.cc
-std::span<const GradRule> CommGradRules();          // grad_rules_comm.cc
+std::span<const GradRule> MatMulConvGradRules();   // grad_rules_dense.cc
+std::span<const GradRule> ElementwiseGradRules();  // grad_rules_elementwise.cc
+std::span<const GradRule> ShapeGradRules();        // grad_rules_shape.cc
+std::span<const GradRule> CommGradRules();         // grad_rules_comm.cc
 
 inline OpAttrs AxisAttrs(int axis) {
   OpAttrs a;

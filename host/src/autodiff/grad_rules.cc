@@ -38,10 +38,14 @@ const GradRule* FindGradRule(OpCode op) {
 
 bool DifferentiableInput(OpCode op, size_t slot) {
   switch (op) {
-    case OpCode::SparseSoftmaxCrossEntropy: return slot == 0;
-    case OpCode::ArgMaxAccuracy: return false;  // piecewise constant: no gradient
-    case OpCode::Gather: return slot == 0;       // not the indices
-    default: return true;
+    case OpCode::SparseSoftmaxCrossEntropy:
+      return slot == 0;
+    case OpCode::ArgMaxAccuracy:
+      return false;  // piecewise constant: no gradient
+    case OpCode::Gather:
+      return slot == 0;  // not the indices
+    default:
+      return true;
   }
 }
 
@@ -54,8 +58,7 @@ Status ApplyGradRule(Backward& b, const OpNode& op, const std::vector<std::optio
   const bool every_output = rule != nullptr && rule->reads_every_output;
   if (!every_output && (dy.empty() || !dy[0])) return Status::Ok();
   if (rule == nullptr)
-    return Unimplemented(std::string("no gradient rule for op '") + op.name + "' (" + OpCodeName(op.op) +
-                         ")");
+    return Unimplemented(std::string("no gradient rule for op '") + op.name + "' (" + OpCodeName(op.op) + ")");
   const Rule r{b, op, every_output ? Ref{} : *dy[0], dy, wants};
   return rule->fn(r, dx);
 }

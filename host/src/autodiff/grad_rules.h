@@ -49,12 +49,11 @@ class Backward {
   explicit Backward(const Graph& g);
 
   // Records an op and returns its result. `name` is made unique.
-  Ref Emit(OpCode op, std::vector<Ref> inputs, OpAttrs attrs, Shape shape,
-           const std::string& name, DType dtype = DType::F32);
+  Ref Emit(OpCode op, std::vector<Ref> inputs, OpAttrs attrs, Shape shape, const std::string& name,
+           DType dtype = DType::F32);
   // An op with several f32 outputs, one value per shape (or per dtype given).
-  std::vector<Ref> EmitMulti(OpCode op, std::vector<Ref> inputs, OpAttrs attrs,
-                             std::vector<Shape> shapes, const std::string& name,
-                             std::vector<DType> dtypes = {});
+  std::vector<Ref> EmitMulti(OpCode op, std::vector<Ref> inputs, OpAttrs attrs, std::vector<Shape> shapes,
+                             const std::string& name, std::vector<DType> dtypes = {});
   // What the rules read for forward tensor `t`: the tensor itself, or the
   // value that recomputes it (Remap; a recomputed segment).
   Ref Read(TensorId t) const;

@@ -22,8 +22,8 @@ int64_t GroupSize(const Rule& r) { return static_cast<int64_t>(r.op.attrs.group.
 // Every addend gets the whole (replicated) gradient; a mean's is 1/n of it.
 Ref AllReduceGradOf(const Rule& r) {
   if (!r.op.attrs.mean) return r.dy;
-  return r.Emit(OpCode::BroadcastTo, {r.dy}, ScaleAttrs(1.0f / static_cast<float>(GroupSize(r))), r.in_shape(0),
-                "grad", r.b.dtype(r.dy));
+  return r.Emit(OpCode::BroadcastTo, {r.dy}, ScaleAttrs(1.0f / static_cast<float>(GroupSize(r))), r.in_shape(0), "grad",
+                r.b.dtype(r.dy));
 }
 
 Ref GradAllReduceGradOf(const Rule& r) {
@@ -35,8 +35,7 @@ Ref AllGatherGradOf(const Rule& r) {
   const DType dt = r.b.dtype(r.dy);
   Shape block = r.b.shape(r.dy);
   block[0] = 1;
-  const Ref mine =
-      r.Emit(OpCode::ShardSlice, {r.dy}, CommAttrs(r.op.attrs, false, 0), block, "grad/shard_slice", dt);
+  const Ref mine = r.Emit(OpCode::ShardSlice, {r.dy}, CommAttrs(r.op.attrs, false, 0), block, "grad/shard_slice", dt);
   return r.Emit(OpCode::Reshape, {mine}, OpAttrs{}, r.in_shape(0), "grad", dt);
 }
 
@@ -87,12 +86,9 @@ Status CommGrad(const Rule& r, Dx& dx) {
 }
 
 constexpr GradRule kRules[] = {
-    {OpCode::AllReduce, CommGrad<AllReduceGradOf>},
-    {OpCode::GradAllReduce, CommGrad<GradAllReduceGradOf>},
-    {OpCode::AllGather, CommGrad<AllGatherGradOf>},
-    {OpCode::ReduceScatter, CommGrad<ReduceScatterGradOf>},
-    {OpCode::ShardSlice, CommGrad<ShardSliceGradOf>},
-    {OpCode::AllToAll, CommGrad<AllToAllGradOf>},
+    {OpCode::AllReduce, CommGrad<AllReduceGradOf>},   {OpCode::GradAllReduce, CommGrad<GradAllReduceGradOf>},
+    {OpCode::AllGather, CommGrad<AllGatherGradOf>},   {OpCode::ReduceScatter, CommGrad<ReduceScatterGradOf>},
+    {OpCode::ShardSlice, CommGrad<ShardSliceGradOf>}, {OpCode::AllToAll, CommGrad<AllToAllGradOf>},
 };
 
 }  // namespace

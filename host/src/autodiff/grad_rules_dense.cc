@@ -54,8 +54,7 @@ Status BatchMatMulGrad(const Rule& r, Dx& dx) {
   auto emit = [&](size_t i, Ref x, Ref y, bool tx, bool ty, const std::string& suffix) {
     const Shape shape = grad_shape(i);
     const bool reduce = shape != r.in_shape(i);
-    const Ref prod = r.Emit(OpCode::BatchMatMul, {x, y}, MatMulAttrs(tx, ty), shape,
-                            reduce ? suffix + "/bmm" : suffix);
+    const Ref prod = r.Emit(OpCode::BatchMatMul, {x, y}, MatMulAttrs(tx, ty), shape, reduce ? suffix + "/bmm" : suffix);
     return r.SumTo(prod, r.in_shape(i), suffix);
   };
   if (wants[1]) {
@@ -116,9 +115,8 @@ Status LayerNormGrad(const Rule& r, Dx& dx) {
 }
 
 constexpr GradRule kRules[] = {
-    {OpCode::MatMul, MatMulGrad},       {OpCode::BatchMatMul, BatchMatMulGrad},
-    {OpCode::BiasAdd, BiasAddGrad},     {OpCode::Conv2D, Conv2DGrad},
-    {OpCode::MaxPool2D, MaxPool2DGrad}, {OpCode::AvgPool2D, AvgPool2DGrad},
+    {OpCode::MatMul, MatMulGrad},       {OpCode::BatchMatMul, BatchMatMulGrad}, {OpCode::BiasAdd, BiasAddGrad},
+    {OpCode::Conv2D, Conv2DGrad},       {OpCode::MaxPool2D, MaxPool2DGrad},     {OpCode::AvgPool2D, AvgPool2DGrad},
     {OpCode::LayerNorm, LayerNormGrad},
 };
 

@@ -8,7 +8,6 @@
 namespace sinkrt::host::autodiff_internal {
 namespace {
 
-
 // Add, Sub, Mul with NumPy broadcasting: each input's gradient summed back
 // to its shape.
 Status BroadcastingGrad(const Rule& r, Dx& dx) {
@@ -41,7 +40,6 @@ Status BroadcastingGrad(const Rule& r, Dx& dx) {
   return Status::Ok();
 }
 
-
 // dx = kind(dy, x or y): the activations' gradient kernels.
 template <OpCode kGrad, bool kReadsOutput>
 Status ActivationGrad(const Rule& r, Dx& dx) {
@@ -67,8 +65,7 @@ Status SoftmaxGrad(const Rule& r, Dx& dx) {
 
 Status SparseSoftmaxCrossEntropyGrad(const Rule& r, Dx& dx) {
   if (r.want(0)) {
-    dx[0] = r.Emit(OpCode::SparseSoftmaxCrossEntropyGrad, {r.in(0), r.in(1), r.dy}, OpAttrs{}, r.in_shape(0),
-                   "grad");
+    dx[0] = r.Emit(OpCode::SparseSoftmaxCrossEntropyGrad, {r.in(0), r.in(1), r.dy}, OpAttrs{}, r.in_shape(0), "grad");
   }
   return Status::Ok();
 }
@@ -95,11 +92,9 @@ Ref ReduceGradOf(const Rule& r) {
   // dropped axes are leading ones; otherwise put the 1s back explicitly.
   const Shape tail(keep.begin() + static_cast<std::ptrdiff_t>(leading), keep.end());
   if (sy != keep && sy != tail) dy = r.Emit(OpCode::Reshape, {dy}, OpAttrs{}, keep, "grad/keep_dims");
-  const float scale =
-      r.op.op == OpCode::ReduceMean && count > 0 ? 1.0f / static_cast<float>(count) : 1.0f;
+  const float scale = r.op.op == OpCode::ReduceMean && count > 0 ? 1.0f / static_cast<float>(count) : 1.0f;
   return r.Emit(OpCode::BroadcastTo, {dy}, ScaleAttrs(scale), sx, "grad");
 }
-
 
 Status ReduceGrad(const Rule& r, Dx& dx) {
   if (r.want(0)) dx[0] = ReduceGradOf(r);

@@ -9,7 +9,6 @@
 namespace sinkrt::host::autodiff_internal {
 namespace {
 
-
 // Reshape, Flatten: a byte copy, so the gradient keeps dy's dtype (bf16
 // between Casts).
 Status ReshapeGrad(const Rule& r, Dx& dx) {
@@ -88,13 +87,12 @@ Ref SplitGradOf(Backward& b, const OpNode& op, const std::vector<std::optional<R
     }
     OpAttrs zero;
     zero.value = 0.0f;
-    parts.push_back(b.Emit(OpCode::Fill, {}, zero, b.graph().tensor(op.outputs[k]).shape,
-                           op.name + "/grad_zeros", b.graph().tensor(op.outputs[k]).dtype));
+    parts.push_back(b.Emit(OpCode::Fill, {}, zero, b.graph().tensor(op.outputs[k]).shape, op.name + "/grad_zeros",
+                           b.graph().tensor(op.outputs[k]).dtype));
   }
-  return b.Emit(OpCode::Concat, std::move(parts), AxisAttrs(op.attrs.axis),
-                b.graph().tensor(op.inputs[0]).shape, op.name + "/grad", b.graph().tensor(op.inputs[0]).dtype);
+  return b.Emit(OpCode::Concat, std::move(parts), AxisAttrs(op.attrs.axis), b.graph().tensor(op.inputs[0]).shape,
+                op.name + "/grad", b.graph().tensor(op.inputs[0]).dtype);
 }
-
 
 // Split's outputs each carry a gradient, any of them may be missing.
 Status SplitGrad(const Rule& r, Dx& dx) {

@@ -12,28 +12,39 @@ namespace {
 // Persistent roles in buffer-table order.
 int PersistentRank(BufferRole role) {
   switch (role) {
-    case BufferRole::Param: return 0;
-    case BufferRole::Const: return 1;
-    case BufferRole::OptState: return 2;
-    case BufferRole::Grad: return 3;
-    case BufferRole::Output: return 4;
-    default: return 5;
+    case BufferRole::Param:
+      return 0;
+    case BufferRole::Const:
+      return 1;
+    case BufferRole::OptState:
+      return 2;
+    case BufferRole::Grad:
+      return 3;
+    case BufferRole::Output:
+      return 4;
+    default:
+      return 5;
   }
 }
 
 BufferRole RoleOf(const Graph& g, const GraphFacts& f, TensorId t) {
   const TensorInfo& info = g.tensor(t);
   switch (info.kind) {
-    case TensorKind::Param: return BufferRole::Param;
-    case TensorKind::Const: return BufferRole::Const;
-    case TensorKind::OptState: return BufferRole::OptState;
-    case TensorKind::Grad: return BufferRole::Grad;
-    case TensorKind::Input: return BufferRole::Input;
-    case TensorKind::Intermediate: break;
+    case TensorKind::Param:
+      return BufferRole::Param;
+    case TensorKind::Const:
+      return BufferRole::Const;
+    case TensorKind::OptState:
+      return BufferRole::OptState;
+    case TensorKind::Grad:
+      return BufferRole::Grad;
+    case TensorKind::Input:
+      return BufferRole::Input;
+    case TensorKind::Intermediate:
+      break;
   }
   if (f.reported[t]) return BufferRole::Output;
-  if (f.producer[t] >= 0 && g.ops()[f.producer[t]].op == OpCode::MaxPool2D &&
-      f.producer_slot[t] == 1)
+  if (f.producer[t] >= 0 && g.ops()[f.producer[t]].op == OpCode::MaxPool2D && f.producer_slot[t] == 1)
     return BufferRole::Workspace;
   return BufferRole::Activation;
 }
@@ -45,24 +56,21 @@ bool HasInitializer(TensorKind k) {
 }
 
 bool IsPersistentRole(BufferRole r) {
-  return r == BufferRole::Param || r == BufferRole::Const ||
-         r == BufferRole::OptState || r == BufferRole::Grad ||
+  return r == BufferRole::Param || r == BufferRole::Const || r == BufferRole::OptState || r == BufferRole::Grad ||
          r == BufferRole::Output || r == BufferRole::ParamSlice || r == BufferRole::GradSlice;
 }
 
 Result<uint64_t> BufferBytes(const TensorInfo& info) {
   const int64_t elements = NumElements(info.shape);
   const uint64_t size = DTypeSize(info.dtype);
-  if (elements < 0 || size == 0 ||
-      static_cast<uint64_t>(elements) > (uint64_t{1} << 62) / size)
+  if (elements < 0 || size == 0 || static_cast<uint64_t>(elements) > (uint64_t{1} << 62) / size)
     return InvalidArgument("tensor '" + info.name + "' of shape " + ShapeToString(info.shape) +
                            " is too large for a buffer");
   return static_cast<uint64_t>(elements) * size;
 }
 
 Result<BufferTable> BuildBufferTable(const passes::TrainingGraph& tg, const GraphFacts& facts,
-                                     const std::vector<ProgramPlan>& plans,
-                                     const std::vector<ProgramViews>& views,
+                                     const std::vector<ProgramPlan>& plans, const std::vector<ProgramViews>& views,
                                      const std::map<TensorId, size_t>& grad_rank) {
   const Graph& g = tg.graph;
   BufferTable table;
@@ -111,8 +119,7 @@ Result<BufferTable> BuildBufferTable(const passes::TrainingGraph& tg, const Grap
   BufferMaps& maps = table.maps;
   maps.transient.resize(plans.size());
   std::set<std::string> names;
-  auto add_buffer = [&](TensorId t, bool persistent, ProgramKind program,
-                        std::string name) -> Status {
+  auto add_buffer = [&](TensorId t, bool persistent, ProgramKind program, std::string name) -> Status {
     const TensorInfo& info = g.tensor(t);
     BufferDef b;
     b.name = std::move(name);
@@ -149,8 +156,7 @@ Result<BufferTable> BuildBufferTable(const passes::TrainingGraph& tg, const Grap
   // name for another tensor keeps the metric's own tensor name instead.
   auto buffer_name = [&](TensorId t) {
     const char* alias = t == tg.loss ? "loss" : t == tg.accuracy ? "accuracy" : nullptr;
-    if (alias && (g.tensor(t).name == alias || g.FindTensor(alias) == kInvalidTensor))
-      return std::string(alias);
+    if (alias && (g.tensor(t).name == alias || g.FindTensor(alias) == kInvalidTensor)) return std::string(alias);
     return g.tensor(t).name;
   };
 
@@ -169,8 +175,8 @@ Result<BufferTable> BuildBufferTable(const passes::TrainingGraph& tg, const Grap
       auto v = maps.persistent.find(view);
       auto r = maps.persistent.find(root);
       if (v == maps.persistent.end() || r == maps.persistent.end())
-        return Internal("optimizer parallel: no buffer for '" + g.tensor(view).name + "' or '" +
-                        g.tensor(root).name + "'");
+        return Internal("optimizer parallel: no buffer for '" + g.tensor(view).name + "' or '" + g.tensor(root).name +
+                        "'");
       table.buffers[v->second].view_of = r->second;
       table.buffers[v->second].view_offset = s.offset_bytes;
     }

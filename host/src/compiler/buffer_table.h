@@ -31,8 +31,8 @@
 
 #include "host/src/compiler/lowering.h"
 #include "host/src/compiler/program_plan.h"
-#include "host/src/passes/training_graph.h"
 #include "host/src/compiler/views.h"
+#include "host/src/passes/training_graph.h"
 #include "sinkrt/host/buffer_role.h"
 #include "sinkrt/host/graph.h"
 #include "sinkrt/runtime/status.h"
@@ -68,8 +68,7 @@ Result<uint64_t> BufferBytes(const TensorInfo& info);
 // `views`: each plan's views (views.h), one entry per plan.
 // Fails on two buffers with one name or a tensor too large for a buffer.
 Result<BufferTable> BuildBufferTable(const passes::TrainingGraph& tg, const GraphFacts& facts,
-                                     const std::vector<ProgramPlan>& plans,
-                                     const std::vector<ProgramViews>& views,
+                                     const std::vector<ProgramPlan>& plans, const std::vector<ProgramViews>& views,
                                      const std::map<TensorId, size_t>& grad_rank);
 
 }  // namespace sinkrt::host::compiler

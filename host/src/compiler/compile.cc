@@ -38,13 +38,11 @@ Status CheckOptions(const CompileOptions& o) {
                            std::to_string(o.world_size));
   // The same ranges the device's verifier enforces, refused here with the
   // option's name rather than at load.
-  if (o.arena_alignment < 8 || o.arena_alignment > 4096 ||
-      (o.arena_alignment & (o.arena_alignment - 1)) != 0)
+  if (o.arena_alignment < 8 || o.arena_alignment > 4096 || (o.arena_alignment & (o.arena_alignment - 1)) != 0)
     return InvalidArgument("compile: arena_alignment " + std::to_string(o.arena_alignment) +
                            " must be a power of two in [8, 4096]");
   if (o.queue_capacity < 1 || o.queue_capacity > 4096)
-    return InvalidArgument("compile: queue_capacity " + std::to_string(o.queue_capacity) +
-                           " must be in [1, 4096]");
+    return InvalidArgument("compile: queue_capacity " + std::to_string(o.queue_capacity) + " must be in [1, 4096]");
   if (o.grad_accumulation < 1 || o.grad_accumulation > 1024)
     return InvalidArgument("compile: grad_accumulation " + std::to_string(o.grad_accumulation) +
                            " must be in [1, 1024]");
@@ -53,18 +51,20 @@ Status CheckOptions(const CompileOptions& o) {
                          " with pipeline_stages " + std::to_string(o.pipeline.stages) +
                          " is not supported: the pipeline's micro_size already accumulates gradients over "
                          "micro-batches");
-  if (o.grad_accumulation > 1 && (o.parallel_mode == ParallelMode::SemiAutoParallel ||
-                                  o.parallel_mode == ParallelMode::AutoParallel))
+  if (o.grad_accumulation > 1 &&
+      (o.parallel_mode == ParallelMode::SemiAutoParallel || o.parallel_mode == ParallelMode::AutoParallel))
     return Unimplemented("compile: grad_accumulation with " + std::string(ParallelModeName(o.parallel_mode)) +
                          " is not supported yet (stand_alone and data_parallel are)");
   if (o.amp_level != AmpLevel::O0 && o.pipeline.stages > 1)
     return Unimplemented(std::string("compile: amp_level ") + AmpLevelName(o.amp_level) + " with pipeline_stages " +
-                         std::to_string(o.pipeline.stages) + " is not supported yet (stand_alone, data_parallel "
+                         std::to_string(o.pipeline.stages) +
+                         " is not supported yet (stand_alone, data_parallel "
                          "and semi_auto_parallel are)");
   SINKRT_RETURN_IF_ERROR(ValidateLossScaleManager(o.loss_scale), "compile");
   if (o.loss_scale.enabled() && o.pipeline.stages > 1)
-    return Unimplemented("compile: loss scaling with pipeline stages is not supported yet (stand_alone, "
-                         "data_parallel, semi_auto_parallel and auto_parallel are)");
+    return Unimplemented(
+        "compile: loss scaling with pipeline stages is not supported yet (stand_alone, "
+        "data_parallel, semi_auto_parallel and auto_parallel are)");
   if (o.enable_parallel_optimizer && o.parallel_mode != ParallelMode::StandAlone) {
     if (o.pipeline.stages > 1)
       return Unimplemented("compile: enable_parallel_optimizer with pipeline_stages " +
@@ -88,22 +88,24 @@ Result<std::vector<compiler::BufferLifetime>> Lifetimes(const compiler::LoweredS
     tasks[static_cast<int>(p.kind)] = static_cast<int32_t>(p.tasks.size());
   auto base_of = [&](ProgramKind kind) {
     switch (kind) {
-      case ProgramKind::EvalStep: return tasks[1];
-      case ProgramKind::PredictStep: return tasks[1] + tasks[2];
-      default: return 0;
+      case ProgramKind::EvalStep:
+        return tasks[1];
+      case ProgramKind::PredictStep:
+        return tasks[1] + tasks[2];
+      default:
+        return 0;
     }
   };
   std::vector<compiler::BufferLifetime> out;
   out.reserve(s.buffers.size());
   for (const compiler::BufferDef& b : s.buffers) {
-    compiler::BufferLifetime l{.bytes = b.bytes, .persistent = b.persistent, .view_of = b.view_of,
-                               .view_offset = b.view_offset};
+    compiler::BufferLifetime l{
+        .bytes = b.bytes, .persistent = b.persistent, .view_of = b.view_of, .view_offset = b.view_offset};
     // Lowering already gave a view group's root the whole group's lifetime;
     // a view takes it too (one it has alone may be empty: a piece nothing reads).
     const compiler::BufferDef& own = b.view_of >= 0 ? s.buffers[b.view_of] : b;
     if (!b.persistent) {
-      if (own.first_use < 0)
-        return Internal("compile: transient buffer '" + b.name + "' is used by no task");
+      if (own.first_use < 0) return Internal("compile: transient buffer '" + b.name + "' is used by no task");
       const int32_t base = base_of(b.program);
       l.first_use = base + own.first_use;
       l.last_use = base + own.last_use;
@@ -159,13 +161,11 @@ Result<parallel::LocalGraph> PartitionForward(const Graph& forward, const Compil
   if (!forward.status().ok()) return forward.status();
   std::vector<parallel::Strategy> strategies;
   for (const OpNode& op : forward.ops()) strategies.push_back(op.strategy);
-  SINKRT_ASSIGN_OR_RETURN(
-      parallel::PartitionPlan plan,
-      parallel::PlanPartition(forward, strategies,
-                              {.device_num = o.world_size,
-                               .full_batch = o.full_batch,
-                               .dataset_strategy = o.dataset_strategy,
-                               .activation_inputs = {}}));
+  SINKRT_ASSIGN_OR_RETURN(parallel::PartitionPlan plan, parallel::PlanPartition(forward, strategies,
+                                                                                {.device_num = o.world_size,
+                                                                                 .full_batch = o.full_batch,
+                                                                                 .dataset_strategy = o.dataset_strategy,
+                                                                                 .activation_inputs = {}}));
   return parallel::PartitionForRank(forward, plan, o.rank);
 }
 
@@ -180,12 +180,10 @@ void AttachSlices(compiler::LoweredStream& lowered, const passes::TrainingGraph&
   const Graph& g = tg.graph;
   for (const ParamGrad& pg : tg.grads) layout_of[pg.grad] = layout_of[pg.param];
   for (const OpNode& op : g.ops()) {
-    if (op.op != OpCode::SgdUpdate && op.op != OpCode::MomentumUpdate && op.op != OpCode::AdamUpdate)
-      continue;
+    if (op.op != OpCode::SgdUpdate && op.op != OpCode::MomentumUpdate && op.op != OpCode::AdamUpdate) continue;
     const TensorId param = op.inputs[0];
     for (size_t k = 2; k < op.inputs.size(); ++k)
-      if (g.tensor(op.inputs[k]).kind == TensorKind::OptState &&
-          g.tensor(op.inputs[k]).shape == g.tensor(param).shape)
+      if (g.tensor(op.inputs[k]).kind == TensorKind::OptState && g.tensor(op.inputs[k]).shape == g.tensor(param).shape)
         layout_of[op.inputs[k]] = layout_of[param];
   }
   auto slice = [&](TensorId t) -> std::optional<compiler::SliceInfo> {
@@ -206,8 +204,8 @@ void AttachSlices(compiler::LoweredStream& lowered, const passes::TrainingGraph&
 }
 
 // SEMI_AUTO_PARALLEL: every forward tensor's layout from the partition.
-void AttachSlices(compiler::LoweredStream& lowered, const passes::TrainingGraph& tg,
-                  const parallel::LocalGraph& local, int64_t rank) {
+void AttachSlices(compiler::LoweredStream& lowered, const passes::TrainingGraph& tg, const parallel::LocalGraph& local,
+                  int64_t rank) {
   std::vector<const parallel::TensorLayout*> layout_of(tg.graph.tensors().size(), nullptr);
   for (TensorId t = 0; t < local.layouts.size() && t < layout_of.size(); ++t)
     if (!local.layouts[t].device_matrix.empty()) layout_of[t] = &local.layouts[t];
@@ -271,8 +269,8 @@ void AttachParamSlices(compiler::LoweredStream& lowered, const passes::TrainingG
 }
 
 // The passes after lowering: memory plan, writer, verifier, report.
-Result<CompiledStream> EmitStream(const Graph& forward, const CompileOptions& options,
-                                  const passes::TrainingGraph& tg, const compiler::LoweredStream& lowered) {
+Result<CompiledStream> EmitStream(const Graph& forward, const CompileOptions& options, const passes::TrainingGraph& tg,
+                                  const compiler::LoweredStream& lowered) {
   SINKRT_RETURN_IF_ERROR(CheckBufferSizes(lowered), "compile graph '" + forward.name() + "'");
   SINKRT_ASSIGN_OR_RETURN(std::vector<compiler::BufferLifetime> lifetimes, Lifetimes(lowered));
   SINKRT_ASSIGN_OR_RETURN(compiler::MemoryPlan plan,
@@ -281,16 +279,18 @@ Result<CompiledStream> EmitStream(const Graph& forward, const CompileOptions& op
   SINKRT_RETURN_IF_ERROR(CheckArenaSize(lowered, plan.arena_bytes), "compile graph '" + forward.name() + "'");
 
   const uint64_t stream_hash = compiler::StreamHash(GraphHash(forward), options);
-  SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
-                          compiler::WriteTaskStream(lowered, plan,
-                                                    {.rank = options.rank,
-                                                     .world_size = options.world_size,
-                                                     .graph_hash = stream_hash}));
+  SINKRT_ASSIGN_OR_RETURN(
+      std::vector<uint8_t> bytes,
+      compiler::WriteTaskStream(lowered, plan,
+                                {.rank = options.rank, .world_size = options.world_size, .graph_hash = stream_hash}));
   // Verified once, where the bytes are made; everything downstream carries
   // the VerifiedStream.
   SINKRT_ASSIGN_OR_RETURN(VerifiedStream verified, VerifyTaskStream(std::move(bytes)),
                           "compile graph '" + forward.name() + "': the task stream written");
-  CompiledStream out{.stream = std::move(verified), .report = {}, .graph_hash = stream_hash, .input_columns = {},
+  CompiledStream out{.stream = std::move(verified),
+                     .report = {},
+                     .graph_hash = stream_hash,
+                     .input_columns = {},
                      .predict_columns = {}};
 
   CompileReport& r = out.report;
@@ -306,8 +306,7 @@ Result<CompiledStream> EmitStream(const Graph& forward, const CompileOptions& op
     if (p.kind == ProgramKind::EvalStep) r.eval_tasks = p.tasks.size();
     if (p.kind == ProgramKind::PredictStep) r.predict_tasks = p.tasks.size();
   }
-  const int32_t last_task =
-      static_cast<int32_t>(std::max({r.train_tasks, r.eval_tasks, r.predict_tasks})) - 1;
+  const int32_t last_task = static_cast<int32_t>(std::max({r.train_tasks, r.eval_tasks, r.predict_tasks})) - 1;
   for (size_t i = 0; i < lowered.buffers.size(); ++i) {
     const compiler::BufferDef& b = lowered.buffers[i];
     PlannedBuffer pb{.name = b.name, .offset = plan.offsets[i], .bytes = b.bytes, .role = b.role};
@@ -369,21 +368,20 @@ Result<CompiledStream> CompilePipelineStage(const Graph& forward, const CompileO
     grad_groups.push_back(std::move(group));
   }
   if (!reduces) grad_groups.clear();
-  SINKRT_ASSIGN_OR_RETURN(
-      compiler::LoweredStream lowered,
-      compiler::Lower(stage.tg, {.fuse = options.fuse,
-                                 .eval_program = options.eval_program,
-                                 .predict_program = false,
-                                 .queue_capacity = options.queue_capacity,
-                                 .arena_alignment = options.arena_alignment,
-                                 .data_parallel = reduces,
-                                 .world_size = options.world_size,
-                                 .gradients_mean = options.gradients_mean && !sharded,
-                                 .parameter_broadcast = false,
-                                 .comm_fusion = options.comm_fusion,
-                                 .grad_groups = std::move(grad_groups),
-                                 .pipeline = true}),
-      "compile graph '" + forward.name() + "' stage " + std::to_string(stage.stage));
+  SINKRT_ASSIGN_OR_RETURN(compiler::LoweredStream lowered,
+                          compiler::Lower(stage.tg, {.fuse = options.fuse,
+                                                     .eval_program = options.eval_program,
+                                                     .predict_program = false,
+                                                     .queue_capacity = options.queue_capacity,
+                                                     .arena_alignment = options.arena_alignment,
+                                                     .data_parallel = reduces,
+                                                     .world_size = options.world_size,
+                                                     .gradients_mean = options.gradients_mean && !sharded,
+                                                     .parameter_broadcast = false,
+                                                     .comm_fusion = options.comm_fusion,
+                                                     .grad_groups = std::move(grad_groups),
+                                                     .pipeline = true}),
+                          "compile graph '" + forward.name() + "' stage " + std::to_string(stage.stage));
   if (sharded) AttachParamSlices(lowered, stage.tg, stage.param_layouts, stage.place);
   SINKRT_ASSIGN_OR_RETURN(CompiledStream out, EmitStream(forward, options, stage.tg, lowered));
   out.report.pipeline_stage = stage.stage;
@@ -460,8 +458,8 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
   }
   // Recomputation marks live on the network's ops; the partitioner and the
   // micro-batch cut build new ops without them.
-  const bool recompute = std::any_of(forward.ops().begin(), forward.ops().end(),
-                                     [](const OpNode& op) { return !op.recompute.empty(); });
+  const bool recompute =
+      std::any_of(forward.ops().begin(), forward.ops().end(), [](const OpNode& op) { return !op.recompute.empty(); });
   if (recompute && (options.pipeline.stages > 1 || options.parallel_mode == ParallelMode::SemiAutoParallel))
     return Unimplemented("compile graph '" + forward.name() + "': recompute is not supported with " +
                          (options.pipeline.stages > 1 ? std::string("pipeline stages")
@@ -512,11 +510,10 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
   }
   SINKRT_ASSIGN_OR_RETURN(
       passes::TrainingGraph tg,
-      passes::BuildTrainingGraph(amp, options.optimizer, options.eval_program,
-                                   options.predict_program, /*accuracy_from_loss=*/sharded,
-                                   loss_seed / static_cast<float>(accumulate), options.loss_scale,
-                                   sharded ? WorldGroup(options.world_size) : std::vector<uint32_t>{}, options.rank,
-                                   zero ? &*zero : nullptr));
+      passes::BuildTrainingGraph(amp, options.optimizer, options.eval_program, options.predict_program,
+                                 /*accuracy_from_loss=*/sharded, loss_seed / static_cast<float>(accumulate),
+                                 options.loss_scale, sharded ? WorldGroup(options.world_size) : std::vector<uint32_t>{},
+                                 options.rank, zero ? &*zero : nullptr));
   if (accumulate > 1) SINKRT_RETURN_IF_ERROR(passes::AccumulateGradients(tg, accumulate));
   std::vector<std::vector<uint32_t>> grad_groups;
   if (sharded) {

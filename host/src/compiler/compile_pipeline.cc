@@ -6,10 +6,10 @@
 #include <string>
 #include <tuple>
 
-#include "host/src/parallel/pipeline/pipeline_graph.h"
-#include "host/src/parallel/pipeline/pipeline_shard.h"
 #include "host/src/parallel/partition/partition.h"
 #include "host/src/parallel/partition/partition_plan.h"
+#include "host/src/parallel/pipeline/pipeline_graph.h"
+#include "host/src/parallel/pipeline/pipeline_shard.h"
 #include "host/src/parallel/strategy/strategy_presets.h"
 #include "sinkrt/host/calibration.h"
 #include "sinkrt/host/pipeline.h"
@@ -18,8 +18,8 @@ namespace sinkrt::host::compiler {
 namespace {
 
 bool IsCommOp(OpCode op) {
-  return op == OpCode::AllReduce || op == OpCode::AllGather || op == OpCode::ReduceScatter ||
-         op == OpCode::AllToAll || op == OpCode::ShardSlice || op == OpCode::GradAllReduce;
+  return op == OpCode::AllReduce || op == OpCode::AllGather || op == OpCode::ReduceScatter || op == OpCode::AllToAll ||
+         op == OpCode::ShardSlice || op == OpCode::GradAllReduce;
 }
 
 // The network at the micro-batch size: its rows split M ways. With
@@ -29,17 +29,16 @@ Result<Graph> MicroBatchGraph(const Graph& forward, int micro_size, bool keep_st
   if (micro_size == 1) return forward;
   Graph g = forward;
   SINKRT_ASSIGN_OR_RETURN(parallel::StrategyPreset preset, parallel::ParseStrategyPreset("data", micro_size));
-  SINKRT_RETURN_IF_ERROR(parallel::ApplyStrategyPreset(g, preset), "cutting the batch into " +
-                                                                       std::to_string(micro_size) + " micro-batches");
+  SINKRT_RETURN_IF_ERROR(parallel::ApplyStrategyPreset(g, preset),
+                         "cutting the batch into " + std::to_string(micro_size) + " micro-batches");
   std::vector<parallel::Strategy> strategies;
   for (const OpNode& op : g.ops()) strategies.push_back(op.strategy);
-  SINKRT_ASSIGN_OR_RETURN(parallel::PartitionPlan plan,
-                          parallel::PlanPartition(g, strategies,
-                                                  {.device_num = micro_size,
-                                                   .full_batch = false,
-                                                   .dataset_strategy = {},
-                                                   .activation_inputs = {}}),
-                          "cutting the batch into " + std::to_string(micro_size) + " micro-batches");
+  SINKRT_ASSIGN_OR_RETURN(
+      parallel::PartitionPlan plan,
+      parallel::PlanPartition(
+          g, strategies,
+          {.device_num = micro_size, .full_batch = false, .dataset_strategy = {}, .activation_inputs = {}}),
+      "cutting the batch into " + std::to_string(micro_size) + " micro-batches");
   SINKRT_ASSIGN_OR_RETURN(parallel::LocalGraph local, parallel::PartitionForRank(g, plan, 0),
                           "cutting the batch into " + std::to_string(micro_size) + " micro-batches");
   for (const OpNode& op : local.graph.ops())
@@ -47,9 +46,9 @@ Result<Graph> MicroBatchGraph(const Graph& forward, int micro_size, bool keep_st
       return InvalidArgument("the network does not cut into micro-batches by rows: op '" + op.name +
                              "' would need the other micro-batches' rows");
   if (local.graph.ops().size() != forward.ops().size())
-    return InvalidArgument("the network does not cut into micro-batches by rows: " +
-                           std::to_string(local.graph.ops().size()) + " ops at the micro-batch size, " +
-                           std::to_string(forward.ops().size()) + " in the network");
+    return InvalidArgument(
+        "the network does not cut into micro-batches by rows: " + std::to_string(local.graph.ops().size()) +
+        " ops at the micro-batch size, " + std::to_string(forward.ops().size()) + " in the network");
   Graph out = std::move(local.graph);
   if (keep_strategies)
     for (size_t i = 0; i < out.ops().size(); ++i) out.Shard(out.ops()[i].outputs.at(0), forward.ops()[i].strategy);
@@ -67,19 +66,21 @@ int64_t BatchOf(const Graph& g) {
 
 Result<PipelineStageGraph> BuildPipelineStage(const Graph& forward, const CompileOptions& options) {
   const PipelineConfig& config = options.pipeline;
-  const std::string who = "compile graph '" + forward.name() + "' with pipeline_stages " +
-                          std::to_string(config.stages);
+  const std::string who =
+      "compile graph '" + forward.name() + "' with pipeline_stages " + std::to_string(config.stages);
   SINKRT_RETURN_IF_ERROR(forward.status(), who);
   const bool sharded = options.parallel_mode == ParallelMode::SemiAutoParallel;
   if (options.parallel_mode != ParallelMode::DataParallel && !sharded)
     return InvalidArgument(who + ": pipeline stages run under data_parallel or semi_auto_parallel, not " +
                            std::string(ParallelModeName(options.parallel_mode)));
   if (sharded && !options.dataset_strategy.empty())
-    return Unimplemented(who + ": dataset_strategy is not supported with pipeline stages yet (every rank of a "
-                               "stage reads the whole batch, as with full_batch)");
+    return Unimplemented(who +
+                         ": dataset_strategy is not supported with pipeline stages yet (every rank of a "
+                         "stage reads the whole batch, as with full_batch)");
   if (options.parameter_broadcast)
-    return Unimplemented(who + ": parameter_broadcast is not supported with pipeline stages yet (a stage's replicas "
-                               "start equal anyway: their parameters have the same seeds)");
+    return Unimplemented(who +
+                         ": parameter_broadcast is not supported with pipeline stages yet (a stage's replicas "
+                         "start equal anyway: their parameters have the same seeds)");
   if (!forward.valid(forward.loss())) return FailedPrecondition(who + ": the graph has no loss (call SetLoss)");
   const int64_t batch = BatchOf(forward);
   if (batch < 1) return InvalidArgument(who + ": the graph has no dataset input with a batch dimension");
@@ -145,8 +146,8 @@ Result<PipelineStageGraph> BuildPipelineStage(const Graph& forward, const Compil
   parallel::ShardedStage sharded_stage;
   if (sharded) {
     const TensorId loss_here = stage == S - 1 ? local[static_cast<size_t>(stage)].at(micro.loss()) : kInvalidTensor;
-    SINKRT_ASSIGN_OR_RETURN(sharded_stage,
-                            parallel::ShardPipelineStage(*mine_graph, loss_here, per_stage, place, out.group.front()), who);
+    SINKRT_ASSIGN_OR_RETURN(
+        sharded_stage, parallel::ShardPipelineStage(*mine_graph, loss_here, per_stage, place, out.group.front()), who);
     mine_graph = &sharded_stage.local;
     local_of = sharded_stage.local_of;
     out.param_layouts = std::move(sharded_stage.param_layouts);
@@ -165,7 +166,8 @@ Result<PipelineStageGraph> BuildPipelineStage(const Graph& forward, const Compil
     const auto& [from, to, t] = crossing[l];
     if (from != stage && to != stage) continue;
     const int other = from == stage ? to : from;
-    spec.links.push_back({.link = static_cast<int>(l), .tensor = local_of[mine.at(t)],
+    spec.links.push_back({.link = static_cast<int>(l),
+                          .tensor = local_of[mine.at(t)],
                           .peer = static_cast<uint32_t>(other) * per_stage + place});
   }
   const TensorId loss = micro.loss();

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "host/src/passes/training_graph.h"
-#include "host/src/parallel/tensor_layout/layout.h"
 #include "host/src/parallel/pipeline/pipeline_schedule.h"
+#include "host/src/parallel/tensor_layout/layout.h"
+#include "host/src/passes/training_graph.h"
 #include "sinkrt/host/compiler.h"
 
 namespace sinkrt::host::compiler {

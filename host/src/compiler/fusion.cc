@@ -7,9 +7,9 @@ namespace {
 
 // Reads and in-place writes of each tensor within one program, by position.
 struct ProgramUses {
-  std::vector<int32_t> readers;      // number of input slots reading the tensor
-  std::vector<int64_t> last_reader;  // position of a reader (the only one when readers == 1)
-  std::vector<int64_t> position;     // position of the producing op in the program, or -1
+  std::vector<int32_t> readers;                        // number of input slots reading the tensor
+  std::vector<int64_t> last_reader;                    // position of a reader (the only one when readers == 1)
+  std::vector<int64_t> position;                       // position of the producing op in the program, or -1
   std::map<TensorId, std::vector<size_t>> mutated_at;  // positions of in-place updates
 };
 
@@ -40,14 +40,11 @@ int64_t SoleReader(const Graph& g, const GraphFacts& f, const ProgramUses& u, Te
   return u.last_reader[t];
 }
 
-int NormalisedAxis(int axis, size_t rank) {
-  return axis < 0 ? axis + static_cast<int>(rank) : axis;
-}
+int NormalisedAxis(int axis, size_t rank) { return axis < 0 ? axis + static_cast<int>(rank) : axis; }
 
 }  // namespace
 
-std::vector<KernelPlan> PlanKernels(const Graph& g, const GraphFacts& f,
-                                    const std::vector<size_t>& ops, bool fuse) {
+std::vector<KernelPlan> PlanKernels(const Graph& g, const GraphFacts& f, const std::vector<size_t>& ops, bool fuse) {
   const ProgramUses u = fuse ? CountUses(g, ops) : ProgramUses{};
   std::vector<bool> absorbed(ops.size(), false);
   std::vector<KernelPlan> kernels;
@@ -62,11 +59,9 @@ std::vector<KernelPlan> PlanKernels(const Graph& g, const GraphFacts& f,
       const size_t want_rank = op.op == OpCode::MatMul ? 2 : 4;
       const int64_t j = SoleReader(g, f, u, t);
       const OpNode* bias_add = j > static_cast<int64_t>(pos) ? &g.ops()[ops[j]] : nullptr;
-      bool ok = bias_add && bias_add->op == OpCode::BiasAdd &&
-                bias_add->inputs.size() == 2 && bias_add->outputs.size() == 1 &&
-                bias_add->inputs[0] == t && bias_add->inputs[1] != t &&
-                ti.shape.size() == want_rank &&
-                NormalisedAxis(bias_add->attrs.axis, want_rank) == 1;
+      bool ok = bias_add && bias_add->op == OpCode::BiasAdd && bias_add->inputs.size() == 2 &&
+                bias_add->outputs.size() == 1 && bias_add->inputs[0] == t && bias_add->inputs[1] != t &&
+                ti.shape.size() == want_rank && NormalisedAxis(bias_add->attrs.axis, want_rank) == 1;
       if (ok) {
         // The bias must be a [C] vector of the same type, already written
         // when the head op runs, and not updated in place before the BiasAdd

@@ -20,7 +20,6 @@ namespace sinkrt::host::compiler {
 
 // The kernels of the program that runs `ops` (graph op indices, in order),
 // in that order; without `fuse`, one kernel per op.
-std::vector<KernelPlan> PlanKernels(const Graph& g, const GraphFacts& f,
-                                    const std::vector<size_t>& ops, bool fuse);
+std::vector<KernelPlan> PlanKernels(const Graph& g, const GraphFacts& f, const std::vector<size_t>& ops, bool fuse);
 
 }  // namespace sinkrt::host::compiler

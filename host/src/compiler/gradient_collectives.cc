@@ -12,7 +12,8 @@ namespace {
 
 // Each gradient of tg.grads (parameter order) with the train_step compute
 // position of the task that writes it last: GetNext, if any, is position 0.
-Result<std::vector<parallel::FusionGradient>> TrainGradients(const passes::TrainingGraph& tg, const ProgramPlan& train) {
+Result<std::vector<parallel::FusionGradient>> TrainGradients(const passes::TrainingGraph& tg,
+                                                             const ProgramPlan& train) {
   const Graph& g = tg.graph;
   // Task positions: GetNext first; a sharded graph's AllReduce op becomes
   // two tasks (a Copy, then the in-place AllReduce).
@@ -51,8 +52,7 @@ parallel::ComputeTask ComputeTaskOf(const TaskDef& task) {
       if (slot < k->inputs.size()) c.written.push_back(k->inputs[slot]);
   } else {
     c.touched = TaskBuffers(task);  // GetNext, the graph's collectives: kept in place
-    c.collective = std::holds_alternative<AllReduceDef>(task.body) ||
-                   std::holds_alternative<AllGatherDef>(task.body) ||
+    c.collective = std::holds_alternative<AllReduceDef>(task.body) || std::holds_alternative<AllGatherDef>(task.body) ||
                    std::holds_alternative<ReduceScatterDef>(task.body) ||
                    std::holds_alternative<AllToAllDef>(task.body);
   }
@@ -74,9 +74,12 @@ void ApplyCommSchedule(ProgramDef& prog, parallel::ReductionSchedule schedule, c
   auto task_of = [&](parallel::ScheduledTask& s) -> TaskDef {
     using Kind = parallel::ScheduledTask::Kind;
     switch (s.kind) {
-      case Kind::Compute: return std::move(prog.tasks[s.index]);
-      case Kind::RecordEvent: return {std::move(s.name), EventRecordDef{s.event}};
-      case Kind::WaitEvent: return {std::move(s.name), EventWaitDef{s.event}};
+      case Kind::Compute:
+        return std::move(prog.tasks[s.index]);
+      case Kind::RecordEvent:
+        return {std::move(s.name), EventRecordDef{s.event}};
+      case Kind::WaitEvent:
+        return {std::move(s.name), EventWaitDef{s.event}};
       case Kind::Bucket: {
         const BucketDef& b = buckets[s.index];
         switch (b.kind) {
@@ -84,16 +87,23 @@ void ApplyCommSchedule(ProgramDef& prog, parallel::ReductionSchedule schedule, c
             return {std::move(s.name), AllReduceDef{.group = b.group, .op = op, .buffers = b.buffers}};
           case BucketDef::Kind::ReduceScatter:
             if (b.inputs.size() == 1)
-              return {std::move(s.name), ReduceScatterDef{.group = b.group, .op = op, .input = b.inputs[0],
-                                                          .output = b.outputs.at(0), .inputs = {}, .outputs = {}}};
-            return {std::move(s.name), ReduceScatterDef{.group = b.group, .op = op, .input = 0, .output = 0,
-                                                        .inputs = b.inputs, .outputs = b.outputs}};
+              return {std::move(s.name), ReduceScatterDef{.group = b.group,
+                                                          .op = op,
+                                                          .input = b.inputs[0],
+                                                          .output = b.outputs.at(0),
+                                                          .inputs = {},
+                                                          .outputs = {}}};
+            return {std::move(s.name),
+                    ReduceScatterDef{
+                        .group = b.group, .op = op, .input = 0, .output = 0, .inputs = b.inputs, .outputs = b.outputs}};
           case BucketDef::Kind::AllGather:
             if (b.inputs.size() == 1)
-              return {std::move(s.name), AllGatherDef{.group = b.group, .input = b.inputs[0],
-                                                      .output = b.outputs.at(0), .inputs = {}, .outputs = {}}};
-            return {std::move(s.name), AllGatherDef{.group = b.group, .input = 0, .output = 0, .inputs = b.inputs,
-                                                    .outputs = b.outputs}};
+              return {
+                  std::move(s.name),
+                  AllGatherDef{
+                      .group = b.group, .input = b.inputs[0], .output = b.outputs.at(0), .inputs = {}, .outputs = {}}};
+            return {std::move(s.name),
+                    AllGatherDef{.group = b.group, .input = 0, .output = 0, .inputs = b.inputs, .outputs = b.outputs}};
         }
         return {};
       }
@@ -174,7 +184,7 @@ Result<std::vector<int64_t>> AddGradientBuckets(const passes::TrainingGraph& tg,
   std::vector<uint32_t> world;
   for (uint32_t r = 0; r < options.world_size; ++r) world.push_back(r);
   GroupIndex(out.groups, world, options.world_size);  // group 0, as data parallel has always had it
-  std::vector<std::pair<int64_t, BucketDef>> ready;  // (ready_at, bucket)
+  std::vector<std::pair<int64_t, BucketDef>> ready;   // (ready_at, bucket)
   const std::vector<parallel::FusionBucket>& buckets = plan.reduced.buckets;
   for (size_t k = 0; k < buckets.size(); ++k) {
     BucketDef def;
@@ -222,12 +232,11 @@ uint32_t GroupIndex(std::vector<CommGroupDef>& groups, const std::vector<uint32_
 }
 
 bool IsCollectiveOp(OpCode op) {
-  return op == OpCode::AllReduce || op == OpCode::AllGather || op == OpCode::ReduceScatter ||
-         op == OpCode::AllToAll;
+  return op == OpCode::AllReduce || op == OpCode::AllGather || op == OpCode::ReduceScatter || op == OpCode::AllToAll;
 }
 
-void AddCollective(const KernelDef& k, const std::string& name, std::vector<CommGroupDef>& groups,
-                   uint32_t world_size, std::vector<TaskDef>& tasks) {
+void AddCollective(const KernelDef& k, const std::string& name, std::vector<CommGroupDef>& groups, uint32_t world_size,
+                   std::vector<TaskDef>& tasks) {
   const uint32_t group = GroupIndex(groups, k.attrs.group, world_size);
   const fb::ReduceOp op = k.attrs.max ? fb::ReduceOp::Max : k.attrs.mean ? fb::ReduceOp::Mean : fb::ReduceOp::Sum;
   switch (k.op) {
@@ -244,8 +253,7 @@ void AddCollective(const KernelDef& k, const std::string& name, std::vector<Comm
       tasks.push_back({name, AllGatherDef{.group = group, .input = k.inputs[0], .output = k.outputs[0]}});
       return;
     case OpCode::ReduceScatter:
-      tasks.push_back(
-          {name, ReduceScatterDef{.group = group, .op = op, .input = k.inputs[0], .output = k.outputs[0]}});
+      tasks.push_back({name, ReduceScatterDef{.group = group, .op = op, .input = k.inputs[0], .output = k.outputs[0]}});
       return;
     case OpCode::AllToAll:
       tasks.push_back({name, AllToAllDef{.group = group, .input = k.inputs[0], .output = k.outputs[0]}});

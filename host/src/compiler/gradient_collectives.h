@@ -56,15 +56,14 @@ bool IsCollectiveOp(OpCode op);
 
 // A collective op of the sharded graph as its tasks: AllReduce reduces in
 // place, so its input is first copied into its output.
-void AddCollective(const KernelDef& k, const std::string& name, std::vector<CommGroupDef>& groups,
-                   uint32_t world_size, std::vector<TaskDef>& tasks);
+void AddCollective(const KernelDef& k, const std::string& name, std::vector<CommGroupDef>& groups, uint32_t world_size,
+                   std::vector<TaskDef>& tasks);
 
 // Splices the buckets' events into train_step's compute stream and writes
 // its comm stream, as parallel::ScheduleGradientReduction orders them.
 // ready_at[k] is a compute position before any event is inserted.
 void AddGradientReduction(ProgramDef& prog, const std::vector<BufferDef>& buffers,
-                          const std::vector<BucketDef>& buckets, const std::vector<int64_t>& ready_at,
-                          fb::ReduceOp op);
+                          const std::vector<BucketDef>& buckets, const std::vector<int64_t>& ready_at, fb::ReduceOp op);
 
 // A pipeline stage's program: its Send and Recv tasks, its collectives and
 // (train_step) the gradient buckets move to the comm stream as

@@ -169,8 +169,8 @@ uint64_t Hash(const Graph& g, bool with_strategies, bool batch_free = false, boo
     for (int x : a.axes) h.I64(x);
     h.Bool(a.keep_dims);
     h.F32(a.scale);
-    for (int v : {a.stride_h, a.stride_w, a.pad_top, a.pad_bottom, a.pad_left, a.pad_right,
-                  a.dilation_h, a.dilation_w, a.kernel_h, a.kernel_w})
+    for (int v : {a.stride_h, a.stride_w, a.pad_top, a.pad_bottom, a.pad_left, a.pad_right, a.dilation_h, a.dilation_w,
+                  a.kernel_h, a.kernel_w})
       h.I64(v);
     h.F32(a.value);
     h.F32(a.learning_rate);

@@ -20,9 +20,7 @@ namespace {
 struct BufferOf {
   const BufferTable& table;
   int program;
-  uint32_t operator()(TensorId t) const {
-    return table.maps.Find(IsPersistentRole(table.role[t]), program, t);
-  }
+  uint32_t operator()(TensorId t) const { return table.maps.Find(IsPersistentRole(table.role[t]), program, t); }
 };
 
 // train_step, then eval_step and predict_step when asked for, as kernels.
@@ -55,10 +53,8 @@ Result<std::vector<uint32_t>> AddInitializers(const Graph& g, LoweredStream& out
     if (init.init.fan_in == 0) init.init.fan_in = fan_in;
     if (init.init.fan_out == 0) init.init.fan_out = fan_out;
     if (init.init.kind == InitKind::Inline && init.init.data.size() != buf.bytes)
-      return InvalidArgument("tensor '" + buf.name + "' has " +
-                             std::to_string(init.init.data.size()) +
-                             " bytes of inline initial data, its buffer holds " +
-                             std::to_string(buf.bytes));
+      return InvalidArgument("tensor '" + buf.name + "' has " + std::to_string(init.init.data.size()) +
+                             " bytes of inline initial data, its buffer holds " + std::to_string(buf.bytes));
     if (init.init.kind != InitKind::Inline) init.init.data.clear();
     all_initializers.push_back(static_cast<uint32_t>(out.initializers.size()));
     out.initializers.push_back(std::move(init));
@@ -86,8 +82,8 @@ ProgramDef InitProgram(std::vector<uint32_t> initializers, const std::vector<Buf
 // A program's GetNext and its queue. A program without inputs (a graph that
 // trains towards constants) has no queue to pop: a queue needs at least
 // one column.
-void AddGetNext(const Graph& g, const ProgramPlan& plan, const BufferOf& buffer_of,
-                const LoweringOptions& options, LoweredStream& out, ProgramDef& prog) {
+void AddGetNext(const Graph& g, const ProgramPlan& plan, const BufferOf& buffer_of, const LoweringOptions& options,
+                LoweredStream& out, ProgramDef& prog) {
   if (plan.inputs.empty()) return;
   GetNextDef get_next;
   get_next.queue = static_cast<uint32_t>(out.queues.size());
@@ -103,9 +99,8 @@ void AddGetNext(const Graph& g, const ProgramPlan& plan, const BufferOf& buffer_
 
 // One kernel's task(s): a collective or a transfer of the graph becomes its
 // task, any other op a kernel.
-void AddKernelTask(const Graph& g, const KernelPlan& k, bool count_fused,
-                   const BufferOf& buffer_of, const LoweringOptions& options,
-                   LoweredStream& out, ProgramDef& prog) {
+void AddKernelTask(const Graph& g, const KernelPlan& k, bool count_fused, const BufferOf& buffer_of,
+                   const LoweringOptions& options, LoweredStream& out, ProgramDef& prog) {
   const OpNode& head = g.ops()[k.ops[0]];
   KernelDef kd;
   kd.op = head.op;
@@ -124,12 +119,16 @@ void AddKernelTask(const Graph& g, const KernelPlan& k, bool count_fused,
   if (kd.op == OpCode::Send || kd.op == OpCode::Recv) {
     const uint32_t group = GroupIndex(out.groups, head.attrs.group, options.world_size);
     if (kd.op == OpCode::Send)
-      prog.tasks.push_back({std::move(name), SendDef{.group = group, .peer = head.attrs.peer,
-                                                     .buffer = kd.inputs.at(0), .order = head.attrs.comm_order,
+      prog.tasks.push_back({std::move(name), SendDef{.group = group,
+                                                     .peer = head.attrs.peer,
+                                                     .buffer = kd.inputs.at(0),
+                                                     .order = head.attrs.comm_order,
                                                      .channel = head.attrs.channel}});
     else
-      prog.tasks.push_back({std::move(name), RecvDef{.group = group, .peer = head.attrs.peer,
-                                                     .buffer = kd.outputs.at(0), .order = head.attrs.comm_order}});
+      prog.tasks.push_back(
+          {std::move(name),
+           RecvDef{
+               .group = group, .peer = head.attrs.peer, .buffer = kd.outputs.at(0), .order = head.attrs.comm_order}});
     return;
   }
   // A gradient summed over micro-batches: acc = acc + g in place (AddN

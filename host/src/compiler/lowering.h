@@ -167,7 +167,7 @@ std::vector<uint32_t> TaskBuffers(const TaskDef& task);
 struct ProgramDef {
   std::string name;
   ProgramKind kind = ProgramKind::TrainStep;
-  std::vector<TaskDef> tasks;       // the "compute" stream
+  std::vector<TaskDef> tasks;  // the "compute" stream
   std::vector<uint32_t> reports;
   // Buffers the device zeroes when a sink starts (eval_step's metric sums).
   std::vector<uint32_t> accumulators;

@@ -75,7 +75,8 @@ Result<std::pair<Out, AutoParallelPlan>> SearchAndCompileWithinLimit(const Graph
   }
   return ResourceExhausted("the device memory limit of " + BytesText(*limit) +
                            " per rank (device_memory_capacity, --device-memory) cannot be met: the smallest arena "
-                           "any searched plan compiled to needs " + BytesText(smallest) +
+                           "any searched plan compiled to needs " +
+                           BytesText(smallest) +
                            " (the search's estimate leaves out workspace, alignment and buffers the passes after "
                            "it add); raise the limit to at least that, or use more devices");
 }

@@ -16,9 +16,7 @@ namespace {
 // Sizes past this are refused so that no sum or rounding below can overflow.
 constexpr uint64_t kMaxTotalBytes = uint64_t{1} << 62;
 
-uint64_t AlignUp(uint64_t value, uint64_t alignment) {
-  return (value + alignment - 1) & ~(alignment - 1);
-}
+uint64_t AlignUp(uint64_t value, uint64_t alignment) { return (value + alignment - 1) & ~(alignment - 1); }
 
 bool LiveTogether(const BufferLifetime& a, const BufferLifetime& b) {
   if (a.persistent || b.persistent) return true;
@@ -72,8 +70,8 @@ struct Placement {
 // One greedy pass: places `order` (indices of transient buffers) one by one
 // into [base, ...), each in a gap among the already placed buffers that are
 // live at the same time.
-Placement PlaceGreedy(const std::vector<BufferLifetime>& buffers, const std::vector<size_t>& order,
-                      uint64_t base, uint64_t alignment, Fit fit) {
+Placement PlaceGreedy(const std::vector<BufferLifetime>& buffers, const std::vector<size_t>& order, uint64_t base,
+                      uint64_t alignment, Fit fit) {
   Placement p;
   p.offsets.assign(buffers.size(), base);
   p.end = base;
@@ -91,9 +89,8 @@ Placement PlaceGreedy(const std::vector<BufferLifetime>& buffers, const std::vec
     for (size_t j : placed)
       if (LiveTogether(b, buffers[j]))
         taken.push_back({p.offsets[j], p.offsets[j] + AlignUp(buffers[j].bytes, alignment)});
-    std::sort(taken.begin(), taken.end(), [](const Taken& x, const Taken& y) {
-      return x.begin != y.begin ? x.begin < y.begin : x.end < y.end;
-    });
+    std::sort(taken.begin(), taken.end(),
+              [](const Taken& x, const Taken& y) { return x.begin != y.begin ? x.begin < y.begin : x.end < y.end; });
     // Walk the taken ranges in offset order; `cursor` is the lowest offset
     // not covered by any range seen so far. Ranges may overlap each other
     // (they need not be live together), hence the max.
@@ -187,8 +184,8 @@ class Sweep {
 
   uint64_t base_;
   Fit fit_;
-  std::map<uint64_t, uint64_t> active_;        // begin -> end of the live ranges
-  std::map<uint64_t, uint64_t> by_offset_;     // gap begin -> length
+  std::map<uint64_t, uint64_t> active_;                // begin -> end of the live ranges
+  std::map<uint64_t, uint64_t> by_offset_;             // gap begin -> length
   std::set<std::pair<uint64_t, uint64_t>> by_length_;  // (length, begin)
 };
 
@@ -244,7 +241,8 @@ std::vector<BufferLifetime> ResolveGroups(std::span<const BufferLifetime> buffer
 
 Status CheckView(std::span<const BufferLifetime> buffers, size_t i, uint64_t alignment) {
   const BufferLifetime& v = buffers[i];
-  const std::string what = "memory plan: buffer " + std::to_string(i) + ", a view of buffer " + std::to_string(v.view_of);
+  const std::string what =
+      "memory plan: buffer " + std::to_string(i) + ", a view of buffer " + std::to_string(v.view_of);
   if (static_cast<uint64_t>(v.view_of) >= buffers.size() || static_cast<size_t>(v.view_of) == i)
     return InvalidArgument(what + ", names no other buffer of the " + std::to_string(buffers.size()));
   const BufferLifetime& root = buffers[v.view_of];
@@ -289,18 +287,16 @@ uint64_t LivenessLowerBound(std::span<const BufferLifetime> requests, uint64_t a
 
 Result<MemoryPlan> PlanMemory(std::vector<BufferLifetime> buffers, uint64_t alignment, size_t exhaustive_limit) {
   if (alignment == 0 || (alignment & (alignment - 1)) != 0)
-    return InvalidArgument("memory plan: alignment " + std::to_string(alignment) +
-                           " is not a power of two");
+    return InvalidArgument("memory plan: alignment " + std::to_string(alignment) + " is not a power of two");
   uint64_t total = 0;
   for (size_t i = 0; i < buffers.size(); ++i) {
     const BufferLifetime& b = buffers[i];
     if (!b.persistent && b.first_use > b.last_use)
       return InvalidArgument("memory plan: buffer " + std::to_string(i) + " has first_use " +
-                             std::to_string(b.first_use) + " after last_use " +
-                             std::to_string(b.last_use));
+                             std::to_string(b.first_use) + " after last_use " + std::to_string(b.last_use));
     if (b.bytes > kMaxTotalBytes || total + b.bytes + alignment > kMaxTotalBytes)
-      return ResourceExhausted("memory plan: buffer " + std::to_string(i) + " of " +
-                               std::to_string(b.bytes) + " bytes takes the total past 2^62 bytes");
+      return ResourceExhausted("memory plan: buffer " + std::to_string(i) + " of " + std::to_string(b.bytes) +
+                               " bytes takes the total past 2^62 bytes");
     total += AlignUp(b.bytes, alignment);
   }
   for (size_t i = 0; i < buffers.size(); ++i)
@@ -347,8 +343,8 @@ Result<MemoryPlan> PlanMemory(std::vector<BufferLifetime> buffers, uint64_t alig
       if (!have_best || p.end < best.end) {
         best = std::move(p);
         have_best = true;
-        plan.strategy = std::string(s.name) + (fit == Fit::kFirst ? "/first-fit" : "/best-fit") +
-                        (sweep_only ? " (sweep)" : "");
+        plan.strategy =
+            std::string(s.name) + (fit == Fit::kFirst ? "/first-fit" : "/best-fit") + (sweep_only ? " (sweep)" : "");
       }
       if (best.end == plan.liveness_lower_bound) break;
     }

@@ -91,12 +91,12 @@ struct MemoryPlan {
   // The requests, in the caller's order, each view's group resolved: a root
   // and its views all carry the union of their lifetimes.
   std::vector<BufferLifetime> buffers;
-  std::vector<uint64_t> offsets;        // one per buffer
+  std::vector<uint64_t> offsets;  // one per buffer
   uint64_t alignment = 64;
-  uint64_t arena_bytes = 0;             // a multiple of alignment
-  uint64_t persistent_bytes = 0;        // where the transient region starts
+  uint64_t arena_bytes = 0;       // a multiple of alignment
+  uint64_t persistent_bytes = 0;  // where the transient region starts
   uint64_t liveness_lower_bound = 0;
-  std::string strategy;                 // which ordering won, for reports and tests
+  std::string strategy;  // which ordering won, for reports and tests
   // Placed buffers and gaps looked at, over every ordering tried: what
   // tests count to check that planning grows linearly (never by timing).
   uint64_t placement_work = 0;

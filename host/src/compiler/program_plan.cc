@@ -5,9 +5,7 @@
 namespace sinkrt::host::compiler {
 namespace {
 
-std::string OpContext(const OpNode& op, size_t index) {
-  return "op " + std::to_string(index) + " '" + op.name + "'";
-}
+std::string OpContext(const OpNode& op, size_t index) { return "op " + std::to_string(index) + " '" + op.name + "'"; }
 
 }  // namespace
 
@@ -21,27 +19,24 @@ Result<GraphFacts> AnalyseGraph(const passes::TrainingGraph& tg) {
   for (TensorId t = 0; t < n; ++t) {
     const TensorInfo& info = g.tensor(t);
     if (DTypeSize(info.dtype) == 0)
-      return InvalidArgument("tensor '" + info.name + "' has dtype " + DTypeName(info.dtype) +
-                             ", which has no size");
+      return InvalidArgument("tensor '" + info.name + "' has dtype " + DTypeName(info.dtype) + ", which has no size");
     int64_t elements = NumElements(info.shape);
     if (elements < 0)
-      return InvalidArgument("tensor '" + info.name + "' has an invalid shape " +
-                             ShapeToString(info.shape));
+      return InvalidArgument("tensor '" + info.name + "' has an invalid shape " + ShapeToString(info.shape));
   }
   for (size_t i = 0; i < g.ops().size(); ++i) {
     const OpNode& op = g.ops()[i];
     for (TensorId t : op.inputs)
       if (!g.valid(t))
-        return InvalidArgument(OpContext(op, i) + " reads tensor id " + std::to_string(t) +
-                               ", outside the graph's " + std::to_string(n) + " tensors");
+        return InvalidArgument(OpContext(op, i) + " reads tensor id " + std::to_string(t) + ", outside the graph's " +
+                               std::to_string(n) + " tensors");
     for (size_t s = 0; s < op.outputs.size(); ++s) {
       TensorId t = op.outputs[s];
       if (!g.valid(t))
-        return InvalidArgument(OpContext(op, i) + " writes tensor id " + std::to_string(t) +
-                               ", outside the graph's " + std::to_string(n) + " tensors");
+        return InvalidArgument(OpContext(op, i) + " writes tensor id " + std::to_string(t) + ", outside the graph's " +
+                               std::to_string(n) + " tensors");
       if (f.producer[t] >= 0)
-        return InvalidArgument(OpContext(op, i) + " writes tensor '" + g.tensor(t).name +
-                               "', already written by " +
+        return InvalidArgument(OpContext(op, i) + " writes tensor '" + g.tensor(t).name + "', already written by " +
                                OpContext(g.ops()[f.producer[t]], f.producer[t]));
       f.producer[t] = static_cast<int64_t>(i);
       f.producer_slot[t] = static_cast<int32_t>(s);
@@ -50,8 +45,7 @@ Result<GraphFacts> AnalyseGraph(const passes::TrainingGraph& tg) {
   for (size_t i = 0; i < g.ops().size(); ++i)
     if (g.ops()[i].op == OpCode::MaxPool2D && g.ops()[i].outputs.size() != 2)
       return InvalidArgument(OpContext(g.ops()[i], i) + ": MaxPool2D must have two outputs " +
-                             "(y and its argmax workspace), has " +
-                             std::to_string(g.ops()[i].outputs.size()));
+                             "(y and its argmax workspace), has " + std::to_string(g.ops()[i].outputs.size()));
   if (tg.loss != kInvalidTensor) f.reported[tg.loss] = true;
   for (TensorId t : g.outputs()) f.reported[t] = true;
   if (tg.accuracy != kInvalidTensor) f.reported[tg.accuracy] = true;

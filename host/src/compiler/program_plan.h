@@ -27,8 +27,8 @@ struct KernelPlan {
 
 struct ProgramPlan {
   ProgramKind kind;
-  std::string name;    // "train_step"
-  std::string stem;    // "train": the queue's name and the transients' prefix
+  std::string name;              // "train_step"
+  std::string stem;              // "train": the queue's name and the transients' prefix
   std::vector<TensorId> inputs;  // the queue's columns, popped by GetNext first
   std::vector<KernelPlan> kernels;
   std::vector<TensorId> reports;
@@ -36,9 +36,9 @@ struct ProgramPlan {
 
 // Per-tensor facts the lowering needs, computed once over the whole graph.
 struct GraphFacts {
-  std::vector<int64_t> producer;        // op index, or -1 for a leaf
-  std::vector<int32_t> producer_slot;   // output slot within the producer
-  std::vector<bool> reported;           // loss, graph outputs, accuracy: never fused away
+  std::vector<int64_t> producer;       // op index, or -1 for a leaf
+  std::vector<int32_t> producer_slot;  // output slot within the producer
+  std::vector<bool> reported;          // loss, graph outputs, accuracy: never fused away
 };
 
 // Fails unless every tensor has a sized dtype and a valid shape, every op

@@ -33,15 +33,13 @@ fbs::Offset<fb::Slice> WriteSlice(fbs::FlatBufferBuilder& fbb, const std::option
   return fb::CreateSlice(fbb, whole, offset, matrix, map, partial);
 }
 
-fbs::Offset<fb::Init> WriteInit(fbs::FlatBufferBuilder& fbb, const InitSpec& s,
-                                   uint64_t data_offset) {
+fbs::Offset<fb::Init> WriteInit(fbs::FlatBufferBuilder& fbb, const InitSpec& s, uint64_t data_offset) {
   const bool inline_data = s.kind == InitKind::Inline;
   // A slice of a sharded tensor (graph.h): the whole shape and its offset.
   auto whole = s.global_shape.empty() ? 0 : fbb.CreateVector(s.global_shape);
   auto offset = s.slice_offset.empty() ? 0 : fbb.CreateVector(s.slice_offset);
-  return fb::CreateInit(fbb, ToFb(s.kind), s.value, s.low, s.high, s.mean, s.stddev, s.seed, s.fan_in,
-                           s.fan_out, inline_data ? data_offset : 0,
-                           inline_data ? s.data.size() : 0, whole, offset);
+  return fb::CreateInit(fbb, ToFb(s.kind), s.value, s.low, s.high, s.mean, s.stddev, s.seed, s.fan_in, s.fan_out,
+                        inline_data ? data_offset : 0, inline_data ? s.data.size() : 0, whole, offset);
 }
 
 bool IsCollective(const TaskDef& task) {
@@ -66,8 +64,8 @@ fbs::Offset<fb::Task> WriteTask(fbs::FlatBufferBuilder& fbb, const TaskDef& task
     auto outputs = fbb.CreateVector(k->outputs);
     auto [options_type, options] = host::OpAttrsFor(fbb, k->op, k->attrs);
     type = fb::TaskBody::KernelTask;
-    body = fb::CreateKernelTask(fbb, ToFb(k->op), inputs, outputs, options_type, options,
-                                k->fused_activation, k->fused_bias)
+    body = fb::CreateKernelTask(fbb, ToFb(k->op), inputs, outputs, options_type, options, k->fused_activation,
+                                k->fused_bias)
                .Union();
   } else if (const auto* g = std::get_if<GetNextDef>(&task.body)) {
     type = fb::TaskBody::GetNextTask;
@@ -125,8 +123,8 @@ fbs::Offset<fb::Stream> WriteStream(fbs::FlatBufferBuilder& fbb, const char* nam
 Result<std::vector<uint8_t>> WriteTaskStream(const LoweredStream& stream, const MemoryPlan& plan,
                                              const StreamHeaderInfo& header) {
   if (plan.offsets.size() != stream.buffers.size())
-    return Internal("memory plan has " + std::to_string(plan.offsets.size()) +
-                    " offsets for " + std::to_string(stream.buffers.size()) + " buffers");
+    return Internal("memory plan has " + std::to_string(plan.offsets.size()) + " offsets for " +
+                    std::to_string(stream.buffers.size()) + " buffers");
 
   fbs::FlatBufferBuilder fbb(64 * 1024);
   fbb.ForceDefaults(false);
@@ -209,13 +207,12 @@ Result<std::vector<uint8_t>> WriteTaskStream(const LoweredStream& stream, const 
 
   auto target = fbb.CreateString(kTarget);
   auto producer = fbb.CreateString(kProducer);
-  auto hdr = fb::CreateHeader(fbb, kFormatMajor, kFormatMinor, header.rank, header.world_size,
-                              target, header.graph_hash, requirements, producer);
+  auto hdr = fb::CreateHeader(fbb, kFormatMajor, kFormatMinor, header.rank, header.world_size, target,
+                              header.graph_hash, requirements, producer);
 
-  auto root = fb::CreateTaskStream(fbb, hdr, plan.arena_bytes,
-                                   static_cast<uint32_t>(plan.alignment),
-                                   plan.liveness_lower_bound, buffers_vec, inits_vec, queues_vec,
-                                   groups_vec, programs_vec, blob_bytes);
+  auto root =
+      fb::CreateTaskStream(fbb, hdr, plan.arena_bytes, static_cast<uint32_t>(plan.alignment), plan.liveness_lower_bound,
+                           buffers_vec, inits_vec, queues_vec, groups_vec, programs_vec, blob_bytes);
   fb::FinishSizePrefixedTaskStreamBuffer(fbb, root);
 
   const uint64_t fb_bytes = fbb.GetSize() - 4;
@@ -232,8 +229,7 @@ Result<std::vector<uint8_t>> WriteTaskStream(const LoweredStream& stream, const 
     }
   }
   if (file.size() > kMaxStreamBytes)
-    return ResourceExhausted("task stream of " + std::to_string(file.size()) +
-                             " bytes exceeds the format's limit of " +
+    return ResourceExhausted("task stream of " + std::to_string(file.size()) + " bytes exceeds the format's limit of " +
                              std::to_string(kMaxStreamBytes));
   return file;
 }

@@ -7,9 +7,7 @@
 namespace sinkrt::host::compiler {
 namespace {
 
-int NormalisedAxis(int axis, size_t rank) {
-  return axis < 0 ? axis + static_cast<int>(rank) : axis;
-}
+int NormalisedAxis(int axis, size_t rank) { return axis < 0 ? axis + static_cast<int>(rank) : axis; }
 
 class ViewPlanner {
  public:
@@ -30,10 +28,14 @@ class ViewPlanner {
     const OpNode& op = g_.ops()[k.ops[0]];
     switch (op.op) {
       case OpCode::Reshape:
-      case OpCode::Flatten: return TryReshape(op);
-      case OpCode::Split: return TrySplit(op);
-      case OpCode::Concat: return TryConcat(op);
-      default: return false;
+      case OpCode::Flatten:
+        return TryReshape(op);
+      case OpCode::Split:
+        return TrySplit(op);
+      case OpCode::Concat:
+        return TryConcat(op);
+      default:
+        return false;
     }
   }
 

@@ -10,7 +10,9 @@ namespace {
 
 using Node = Dataset::Node;
 
-std::string SpecString(DType dtype, const Shape& shape) { return std::string(DTypeName(dtype)) + " " + ShapeToString(shape); }
+std::string SpecString(DType dtype, const Shape& shape) {
+  return std::string(DTypeName(dtype)) + " " + ShapeToString(shape);
+}
 
 constexpr int64_t kPrefetchAhead = 2;
 
@@ -141,10 +143,9 @@ Status BatchBuilder::Build(std::span<const int64_t> samples, Row* out) {
         std::copy(s.shape.begin(), s.shape.end(), b.shape.begin() + 1);
         b.data.resize(bytes * batch);
       } else if (!std::equal(s.shape.begin(), s.shape.end(), b.shape.begin() + 1, b.shape.end())) {
-        return InvalidArgument("Batch: column '" + plan_.columns[c].name + "', sample " +
-                               std::to_string(samples[k]) + " has shape " + ShapeToString(s.shape) + " but sample " +
-                               std::to_string(samples[0]) + " of the same batch has " +
-                               ShapeToString(std::span<const int64_t>(b.shape).subspan(1)) +
+        return InvalidArgument("Batch: column '" + plan_.columns[c].name + "', sample " + std::to_string(samples[k]) +
+                               " has shape " + ShapeToString(s.shape) + " but sample " + std::to_string(samples[0]) +
+                               " of the same batch has " + ShapeToString(std::span<const int64_t>(b.shape).subspan(1)) +
                                "; every sample of a batch needs one shape");
       }
       std::memcpy(b.data.data() + bytes * k, s.data.data(), bytes);

@@ -24,8 +24,8 @@ namespace sinkrt::host {
 struct SamplePlan {
   std::shared_ptr<const Dataset::Node> root;  // keeps the nodes below alive
   const Source* source = nullptr;
-  std::vector<const Dataset::Node*> maps;     // in application order
-  std::vector<ColumnSpec> columns;            // per sample, after the maps
+  std::vector<const Dataset::Node*> maps;  // in application order
+  std::vector<ColumnSpec> columns;         // per sample, after the maps
   bool batched = false;
   // Per column: its maps fused into one pass, or kUnfused (then the maps
   // run on the sample row as written).

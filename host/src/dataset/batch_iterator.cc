@@ -70,10 +70,9 @@ class PipelineIterator final : public BatchIterator {
     Slot& slot = slots_[g % slots_.size()];
     ready_cv_.wait(lock, [&] { return slot.ready; });
     if (!slot.status.ok()) {
-      failed_ = slot.status.WithContext("Dataset iterator, batch " + std::to_string(g) + " (pass " +
-                                        std::to_string(g / dataset_size_) + ", batch " +
-                                        std::to_string(g % dataset_size_) + " of " + std::to_string(dataset_size_) +
-                                        ")");
+      failed_ = slot.status.WithContext(
+          "Dataset iterator, batch " + std::to_string(g) + " (pass " + std::to_string(g / dataset_size_) + ", batch " +
+          std::to_string(g % dataset_size_) + " of " + std::to_string(dataset_size_) + ")");
       return failed_;
     }
     std::swap(*batch, slot.row);  // the caller's old tensors become this slot's storage
@@ -163,12 +162,11 @@ Result<std::unique_ptr<BatchIterator>> IterateDataset(const Dataset& dataset, It
   const std::shared_ptr<const Node>& node = DatasetAccess::node(dataset);
   if (options.start_batch < 0 || options.num_workers < 0 || options.prefetch < 1)
     return InvalidArgument("Dataset::Iterate: need start_batch >= 0, num_workers >= 0 and prefetch >= 1, got " +
-                           std::to_string(options.start_batch) + ", " + std::to_string(options.num_workers) +
-                           " and " + std::to_string(options.prefetch));
+                           std::to_string(options.start_batch) + ", " + std::to_string(options.num_workers) + " and " +
+                           std::to_string(options.prefetch));
   if (node->units == 0)
-    return FailedPrecondition(
-        "There is no valid data in dataset, please check dataset file firstly. (a pass has no " +
-        std::string(node->batch_size > 0 ? "batches" : "samples") + ")");
+    return FailedPrecondition("There is no valid data in dataset, please check dataset file firstly. (a pass has no " +
+                              std::string(node->batch_size > 0 ? "batches" : "samples") + ")");
   // Repeat at the top only relabels passes: batch g of Repeat(c) over X is
   // batch g of X's endless sequence. Iterating X directly keeps each pass
   // order one upstream pass long instead of c of them.

@@ -11,9 +11,8 @@ Result<std::unique_ptr<BatchWriter>> BatchWriter::Make(const Dataset& dataset) {
   SINKRT_RETURN_IF_ERROR(dataset.status());
   const std::shared_ptr<const Node>& root = DatasetAccess::node(dataset);
   if (root->units == 0)
-    return FailedPrecondition(
-        "There is no valid data in dataset, please check dataset file firstly. (a pass has no " +
-        std::string(root->batch_size > 0 ? "batches" : "samples") + ")");
+    return FailedPrecondition("There is no valid data in dataset, please check dataset file firstly. (a pass has no " +
+                              std::string(root->batch_size > 0 ? "batches" : "samples") + ")");
   SamplePlan plan = MakeSamplePlan(root);
   // A source that computes its samples (FromGenerator, SyntheticImages)
   // costs what its function costs: it keeps the iterator's worker threads
@@ -50,9 +49,8 @@ Status BatchWriter::Write(int64_t g, std::span<const std::span<uint8_t>> dst) {
   Status st = builder_.Write(order.unit(g % units_), dst);
   if (st.ok()) return st;
   // The iterator's context, so an error reads the same either way.
-  return st.WithContext("Dataset iterator, batch " + std::to_string(g) + " (pass " +
-                        std::to_string(g / dataset_size_) + ", batch " + std::to_string(g % dataset_size_) + " of " +
-                        std::to_string(dataset_size_) + ")");
+  return st.WithContext("Dataset iterator, batch " + std::to_string(g) + " (pass " + std::to_string(g / dataset_size_) +
+                        ", batch " + std::to_string(g % dataset_size_) + " of " + std::to_string(dataset_size_) + ")");
 }
 
 }  // namespace sinkrt::host

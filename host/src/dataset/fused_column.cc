@@ -85,7 +85,8 @@ FusedColumn FuseColumn(const ColumnSpec& source, std::span<const Transform* cons
   }
   f.out_size = DTypeSize(values.dtype);
   const bool lookup_size = f.out_size == 1 || f.out_size == 2 || f.out_size == 4 || f.out_size == 8;
-  if (!lookup_size || values.dtype != last.dtype || values.data.size() != static_cast<size_t>(256 * channels) * f.out_size)
+  if (!lookup_size || values.dtype != last.dtype ||
+      values.data.size() != static_cast<size_t>(256 * channels) * f.out_size)
     return FusedColumn{};
   // Stored channel-major so that a channel's 256 entries are contiguous.
   f.table.resize(values.data.size());
@@ -104,11 +105,20 @@ void WriteFused(const FusedColumn& f, const uint8_t* in, uint8_t* out) {
   }
   const uint8_t* table = f.table.data();
   switch (f.out_size) {
-    case 1: Lookup(table, f.channels, f.elements, in, out); break;
-    case 2: Lookup(reinterpret_cast<const uint16_t*>(table), f.channels, f.elements, in, out); break;
-    case 4: Lookup(reinterpret_cast<const uint32_t*>(table), f.channels, f.elements, in, out); break;
-    case 8: Lookup(reinterpret_cast<const uint64_t*>(table), f.channels, f.elements, in, out); break;
-    default: break;  // FuseColumn makes no other table
+    case 1:
+      Lookup(table, f.channels, f.elements, in, out);
+      break;
+    case 2:
+      Lookup(reinterpret_cast<const uint16_t*>(table), f.channels, f.elements, in, out);
+      break;
+    case 4:
+      Lookup(reinterpret_cast<const uint32_t*>(table), f.channels, f.elements, in, out);
+      break;
+    case 8:
+      Lookup(reinterpret_cast<const uint64_t*>(table), f.channels, f.elements, in, out);
+      break;
+    default:
+      break;  // FuseColumn makes no other table
   }
 }
 

@@ -23,11 +23,11 @@ namespace sinkrt::host {
 struct FusedColumn {
   enum class Kind { kUnfused, kCopy, kTable };
   Kind kind = Kind::kUnfused;
-  int64_t elements = 0;   // per sample
-  size_t in_bytes = 0;    // per sample, as the source holds it
-  size_t out_bytes = 0;   // per sample, as the batch holds it
+  int64_t elements = 0;  // per sample
+  size_t in_bytes = 0;   // per sample, as the source holds it
+  size_t out_bytes = 0;  // per sample, as the batch holds it
   DType out_dtype = DType::Invalid;
-  Shape out_shape;        // per sample
+  Shape out_shape;  // per sample
   // kTable: `channels` rows of 256 output elements of `out_size` bytes;
   // element i of a sample reads row i % channels.
   int64_t channels = 1;

@@ -41,20 +41,20 @@ struct Dataset::Node {
   enum class Kind { Source, Map, Shuffle, Shard, Batch, Repeat };
 
   Kind kind = Kind::Source;
-  std::shared_ptr<const Node> up;  // null for a source
-  Status status;                   // the first error of this node or any upstream
-  std::vector<ColumnSpec> columns; // per sample; the batch dim is added by output_columns()
-  int64_t units = 0;               // per pass: samples before Batch, batches after
-  int64_t batch_size = 0;          // of the nearest Batch upstream (or this one); 0 if none
+  std::shared_ptr<const Node> up;   // null for a source
+  Status status;                    // the first error of this node or any upstream
+  std::vector<ColumnSpec> columns;  // per sample; the batch dim is added by output_columns()
+  int64_t units = 0;                // per pass: samples before Batch, batches after
+  int64_t batch_size = 0;           // of the nearest Batch upstream (or this one); 0 if none
 
-  std::shared_ptr<const Source> source;  // Source
-  int column = -1;                       // Map
-  std::vector<Transform> transforms;     // Map
+  std::shared_ptr<const Source> source;     // Source
+  int column = -1;                          // Map
+  std::vector<Transform> transforms;        // Map
   std::vector<ColumnSpec> transform_specs;  // Map: the column's spec after each transform
-  uint64_t seed = 0;                     // Shuffle
-  int num_shards = 1, shard_id = 0;      // Shard
-  bool drop_remainder = false;           // Batch
-  int count = 1;                         // Repeat
+  uint64_t seed = 0;                        // Shuffle
+  int num_shards = 1, shard_id = 0;         // Shard
+  bool drop_remainder = false;              // Batch
+  int count = 1;                            // Repeat
 };
 
 // Dataset's private constructor and node, for the files of this folder.

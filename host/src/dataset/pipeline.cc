@@ -14,8 +14,8 @@ namespace {
 using Node = Dataset::Node;
 
 const Status& EmptyDatasetStatus() {
-  static const Status kEmpty = FailedPrecondition(
-      "Dataset: empty (default-constructed); start from a source such as Dataset::Mnist");
+  static const Status kEmpty =
+      FailedPrecondition("Dataset: empty (default-constructed); start from a source such as Dataset::Mnist");
   return kEmpty;
 }
 
@@ -105,8 +105,8 @@ Dataset Dataset::Map(const std::string& column, std::vector<Transform> transform
     if (t.output_spec) {
       Result<ColumnSpec> out = t.output_spec(spec);
       if (!out.ok())
-        return Fail(std::move(n), out.status().WithContext(where + ", " + tname + " on " + DTypeName(spec.dtype) +
-                                                           " " + ShapeToString(spec.shape)));
+        return Fail(std::move(n), out.status().WithContext(where + ", " + tname + " on " + DTypeName(spec.dtype) + " " +
+                                                           ShapeToString(spec.shape)));
       out->name = spec.name;  // a transform changes a column's contents, never its name
       spec = std::move(out).value();
     }
@@ -129,8 +129,8 @@ Dataset Dataset::Shard(int num_shards, int shard_id) const {
   if (!n->status.ok()) return DatasetAccess::Make(std::move(n));
   if (num_shards < 1 || shard_id < 0 || shard_id >= num_shards)
     return Fail(std::move(n), InvalidArgument("Shard: num_shards must be >= 1 and shard_id in [0, num_shards), got "
-                                              "num_shards " + std::to_string(num_shards) + ", shard_id " +
-                                              std::to_string(shard_id)));
+                                              "num_shards " +
+                                              std::to_string(num_shards) + ", shard_id " + std::to_string(shard_id)));
   n->num_shards = num_shards;
   n->shard_id = shard_id;
   n->units = (n->units + num_shards - 1) / num_shards;
@@ -182,8 +182,12 @@ Dataset Dataset::ShardBelowBatch(int num_shards, int shard_id) const {
   for (auto it = above.rbegin(); it != above.rend(); ++it) {
     const Node& m = **it;
     switch (m.kind) {
-      case Node::Kind::Shuffle: d = d.Shuffle(m.seed); break;
-      case Node::Kind::Repeat: d = d.Repeat(m.count); break;
+      case Node::Kind::Shuffle:
+        d = d.Shuffle(m.seed);
+        break;
+      case Node::Kind::Repeat:
+        d = d.Repeat(m.count);
+        break;
       default:  // Map after Batch is refused by Map; Source and Batch cannot be above Batch
         return Fail(Derive(node_, Node::Kind::Shard), Internal("data parallel: unexpected node above Batch"));
     }

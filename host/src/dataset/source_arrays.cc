@@ -70,8 +70,7 @@ Result<std::shared_ptr<const Source>> MakeArraySource(const char* name,
     if (t.shape.empty())
       return InvalidArgument(who + ": column '" + column + "' is a scalar; it needs a first (sample) dim");
     const int64_t numel = NumElements(t.shape);
-    if (numel < 0 || DTypeSize(t.dtype) == 0 ||
-        t.data.size() != static_cast<size_t>(numel) * DTypeSize(t.dtype))
+    if (numel < 0 || DTypeSize(t.dtype) == 0 || t.data.size() != static_cast<size_t>(numel) * DTypeSize(t.dtype))
       return InvalidArgument(who + ": column '" + column + "' holds " + std::to_string(t.data.size()) +
                              " bytes, not those of " + DTypeName(t.dtype) + " " + ShapeToString(t.shape));
     if (t.shape[0] != rows)
@@ -81,8 +80,7 @@ Result<std::shared_ptr<const Source>> MakeArraySource(const char* name,
     arrays.push_back(std::move(t));
   }
   SINKRT_RETURN_IF_ERROR(ValidateColumnSpecs(specs, name));
-  return std::shared_ptr<const Source>(
-      std::make_shared<ArraySource>(name, std::move(arrays), std::move(specs), rows));
+  return std::shared_ptr<const Source>(std::make_shared<ArraySource>(name, std::move(arrays), std::move(specs), rows));
 }
 
 Dataset Dataset::FromArrays(std::vector<std::pair<std::string, Tensor>> columns) {

@@ -127,7 +127,8 @@ Result<IdxFile> ReadIdx(const std::string& path, uint32_t magic, int header_word
 
 Result<std::shared_ptr<const Source>> LoadMnist(const std::string& dir, const std::string& usage) {
   if (usage != "train" && usage != "test")
-    return InvalidArgument(std::string(kWho) + ": usage '" + usage + "' is not valid; valid usages are 'train' and 'test'");
+    return InvalidArgument(std::string(kWho) + ": usage '" + usage +
+                           "' is not valid; valid usages are 'train' and 'test'");
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec))
     return NotFound(std::string(kWho) + ": cannot open " + Quoted(dir) + ": no such directory");

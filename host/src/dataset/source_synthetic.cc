@@ -53,9 +53,9 @@ Status CheckSize(int64_t size) {
   char exact[32];
   std::snprintf(exact, sizeof exact, "%.0f", needed);
   return ResourceExhausted("SyntheticImages: size " + std::to_string(size) + " needs up to " + exact + " bytes (" +
-                           GiB(needed) + ") for the sample order of one pass (" +
-                           std::to_string(kOrderBytesPerSample) + " bytes a sample), more than this machine's " +
-                           GiB(static_cast<double>(memory)) + " of memory");
+                           GiB(needed) + ") for the sample order of one pass (" + std::to_string(kOrderBytesPerSample) +
+                           " bytes a sample), more than this machine's " + GiB(static_cast<double>(memory)) +
+                           " of memory");
 }
 
 }  // namespace

@@ -10,8 +10,8 @@
 #include <array>
 #include <cmath>
 #include <cstring>
-#include <memory>
 #include <limits>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -47,12 +47,23 @@ bool IsCastable(DType t) {
 template <typename Fn>
 bool Visit(DType dtype, const uint8_t* data, Fn&& fn) {
   switch (dtype) {
-    case DType::U8: fn(reinterpret_cast<const uint8_t*>(data)); return true;
-    case DType::I32: fn(reinterpret_cast<const int32_t*>(data)); return true;
-    case DType::I64: fn(reinterpret_cast<const int64_t*>(data)); return true;
-    case DType::F32: fn(reinterpret_cast<const float*>(data)); return true;
-    case DType::F64: fn(reinterpret_cast<const double*>(data)); return true;
-    default: return false;
+    case DType::U8:
+      fn(reinterpret_cast<const uint8_t*>(data));
+      return true;
+    case DType::I32:
+      fn(reinterpret_cast<const int32_t*>(data));
+      return true;
+    case DType::I64:
+      fn(reinterpret_cast<const int64_t*>(data));
+      return true;
+    case DType::F32:
+      fn(reinterpret_cast<const float*>(data));
+      return true;
+    case DType::F64:
+      fn(reinterpret_cast<const double*>(data));
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -77,12 +88,23 @@ void CastTo(DType to, const From* in, int64_t n, uint8_t* out) {
     for (int64_t i = 0; i < n; ++i) o[i] = Convert<To>(in[i]);
   };
   switch (to) {
-    case DType::U8: loop(reinterpret_cast<uint8_t*>(out)); break;
-    case DType::I32: loop(reinterpret_cast<int32_t*>(out)); break;
-    case DType::I64: loop(reinterpret_cast<int64_t*>(out)); break;
-    case DType::F32: loop(reinterpret_cast<float*>(out)); break;
-    case DType::F64: loop(reinterpret_cast<double*>(out)); break;
-    default: break;
+    case DType::U8:
+      loop(reinterpret_cast<uint8_t*>(out));
+      break;
+    case DType::I32:
+      loop(reinterpret_cast<int32_t*>(out));
+      break;
+    case DType::I64:
+      loop(reinterpret_cast<int64_t*>(out));
+      break;
+    case DType::F32:
+      loop(reinterpret_cast<float*>(out));
+      break;
+    case DType::F64:
+      loop(reinterpret_cast<double*>(out));
+      break;
+    default:
+      break;
   }
 }
 
@@ -155,9 +177,9 @@ Transform Transform::Normalize(std::vector<float> mean, std::vector<float> std) 
   } else {
     for (size_t c = 0; c < std.size(); ++c)
       if (!(std[c] > 0) || !std::isfinite(std[c]) || !std::isfinite(mean[c])) {
-        t.output_spec = Refuse(InvalidArgument("Normalize: std[" + std::to_string(c) + "] = " +
-                                               std::to_string(std[c]) + " and mean[" + std::to_string(c) + "] = " +
-                                               std::to_string(mean[c]) + "; std must be > 0 and both finite"));
+        t.output_spec = Refuse(InvalidArgument("Normalize: std[" + std::to_string(c) + "] = " + std::to_string(std[c]) +
+                                               " and mean[" + std::to_string(c) + "] = " + std::to_string(mean[c]) +
+                                               "; std must be > 0 and both finite"));
         break;
       }
   }
@@ -166,8 +188,8 @@ Transform Transform::Normalize(std::vector<float> mean, std::vector<float> std) 
     t.output_spec = [channels](const ColumnSpec& in) -> Result<ColumnSpec> {
       if (in.dtype != DType::U8 && in.dtype != DType::I32 && in.dtype != DType::F32)
         return BadDType("Normalize", in.dtype, "u8, i32 or f32");
-      if (channels > 1 && (in.shape.empty() || (in.shape.back() != -1 &&
-                                                in.shape.back() != static_cast<int64_t>(channels))))
+      if (channels > 1 &&
+          (in.shape.empty() || (in.shape.back() != -1 && in.shape.back() != static_cast<int64_t>(channels))))
         return InvalidArgument("Normalize: " + std::to_string(channels) +
                                " channels of mean/std but the input's last dim is " +
                                (in.shape.empty() ? std::string("absent (a scalar)") : std::to_string(in.shape.back())));
@@ -210,8 +232,8 @@ Transform Transform::TypeCast(DType to) {
   t.fusion = Transform::Fusion::kPerValue;
   const char* kSupported = "u8, i32, i64, f32 or f64";
   if (!IsCastable(to)) {
-    t.output_spec = Refuse(InvalidArgument(std::string("TypeCast: target dtype ") + Dt(to) +
-                                           " is not supported; expected " + kSupported));
+    t.output_spec = Refuse(
+        InvalidArgument(std::string("TypeCast: target dtype ") + Dt(to) + " is not supported; expected " + kSupported));
   } else {
     t.output_spec = [to, kSupported](const ColumnSpec& in) -> Result<ColumnSpec> {
       if (!IsCastable(in.dtype)) return BadDType("TypeCast", in.dtype, kSupported);
@@ -265,10 +287,17 @@ Transform Transform::OneHot(int num_classes) {
       }
     };
     switch (x.dtype) {
-      case DType::U8: fill(x.as<uint8_t>()); break;
-      case DType::I32: fill(x.as<int32_t>()); break;
-      case DType::I64: fill(x.as<int64_t>()); break;
-      default: return BadDType("OneHot", x.dtype, "an integer label (u8, i32 or i64)");
+      case DType::U8:
+        fill(x.as<uint8_t>());
+        break;
+      case DType::I32:
+        fill(x.as<int32_t>());
+        break;
+      case DType::I64:
+        fill(x.as<int64_t>());
+        break;
+      default:
+        return BadDType("OneHot", x.dtype, "an integer label (u8, i32 or i64)");
     }
     if (!status.ok()) return status;
     TakeScratch(x, scratch, DType::F32);
@@ -314,8 +343,8 @@ Transform Transform::Reshape(Shape shape) {
     if (d < -1) bad_dim = true;
   }
   if (inferred > 1 || bad_dim) {
-    t.output_spec = Refuse(InvalidArgument("Reshape: target shape " + ShapeToString(shape) +
-                                           " must have dims >= 0 and at most one -1"));
+    t.output_spec = Refuse(
+        InvalidArgument("Reshape: target shape " + ShapeToString(shape) + " must have dims >= 0 and at most one -1"));
   } else {
     t.output_spec = [shape](const ColumnSpec& in) -> Result<ColumnSpec> {
       ColumnSpec out = in;
@@ -343,8 +372,7 @@ Transform Transform::HWC2CHW() {
   t.output_spec = [](const ColumnSpec& in) -> Result<ColumnSpec> {
     if (in.shape.size() == 2) return in;
     if (in.shape.size() != 3)
-      return InvalidArgument("HWC2CHW: expected an image of shape [H, W, C] or [H, W], got " +
-                             ShapeToString(in.shape));
+      return InvalidArgument("HWC2CHW: expected an image of shape [H, W, C] or [H, W], got " + ShapeToString(in.shape));
     ColumnSpec out = in;
     out.shape = {in.shape[2], in.shape[0], in.shape[1]};
     return out;

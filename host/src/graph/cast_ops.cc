@@ -20,8 +20,9 @@ TensorId Graph::Cast(TensorId x, DType to) {
   }
   const TensorInfo& tx = tensors_[x];
   if (!Castable(tx.dtype)) {
-    FailOp(op, name, std::string("x must be f32 or bf16, got ") + DTypeName(tx.dtype) + " " +
-                         ShapeToString(tx.shape) + " '" + tx.name + "'");
+    FailOp(op, name,
+           std::string("x must be f32 or bf16, got ") + DTypeName(tx.dtype) + " " + ShapeToString(tx.shape) + " '" +
+               tx.name + "'");
     return kInvalidTensor;
   }
   if (!Castable(to)) {

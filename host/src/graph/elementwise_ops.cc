@@ -19,9 +19,8 @@ Result<Shape> BroadcastShapes(const Shape& a, const Shape& b) {
     } else if (da == 1) {
       out[i] = db;
     } else {
-      return InvalidArgument("operands could not be broadcast together with shapes " +
-                             ShapeToString(a) + " and " + ShapeToString(b) + " (" +
-                             std::to_string(da) + " vs " + std::to_string(db) +
+      return InvalidArgument("operands could not be broadcast together with shapes " + ShapeToString(a) + " and " +
+                             ShapeToString(b) + " (" + std::to_string(da) + " vs " + std::to_string(db) +
                              " at broadcast axis " + std::to_string(i) + ")");
     }
   }
@@ -31,8 +30,7 @@ Result<Shape> BroadcastShapes(const Shape& a, const Shape& b) {
 TensorId Graph::Broadcasting(OpCode op, TensorId a, TensorId b, const char* base) {
   if (!status_.ok()) return kInvalidTensor;
   const std::string name = UniqueName(base);
-  if (!CheckInput(op, name, "a", a, DType::F32) || !CheckInput(op, name, "b", b, DType::F32))
-    return kInvalidTensor;
+  if (!CheckInput(op, name, "a", a, DType::F32) || !CheckInput(op, name, "b", b, DType::F32)) return kInvalidTensor;
   Result<Shape> shape = BroadcastShapes(tensors_[a].shape, tensors_[b].shape);
   if (!shape.ok()) {
     FailOp(op, name, shape.status().message());

@@ -27,19 +27,24 @@ bool ByteCountOverflows(const Shape& shape, DType dtype) {
 
 const char* KindName(TensorKind k) {
   switch (k) {
-    case TensorKind::Intermediate: return "Intermediate";
-    case TensorKind::Input: return "Input";
-    case TensorKind::Param: return "Param";
-    case TensorKind::Const: return "Const";
-    case TensorKind::Grad: return "Grad";
-    case TensorKind::OptState: return "OptState";
+    case TensorKind::Intermediate:
+      return "Intermediate";
+    case TensorKind::Input:
+      return "Input";
+    case TensorKind::Param:
+      return "Param";
+    case TensorKind::Const:
+      return "Const";
+    case TensorKind::Grad:
+      return "Grad";
+    case TensorKind::OptState:
+      return "OptState";
   }
   return "?";
 }
 
 bool IsLeaf(TensorKind k) {
-  return k == TensorKind::Input || k == TensorKind::Param || k == TensorKind::Const ||
-         k == TensorKind::OptState;
+  return k == TensorKind::Input || k == TensorKind::Param || k == TensorKind::Const || k == TensorKind::OptState;
 }
 
 // "f32 [64,10] 'matmul_3'": what an error says about a tensor it rejects.
@@ -53,13 +58,20 @@ std::string Describe(const TensorInfo& t) {
 
 std::vector<size_t> MutatedInputs(OpCode op) {
   switch (op) {
-    case OpCode::SgdUpdate: return {0};
-    case OpCode::MomentumUpdate: return {0, 2};
-    case OpCode::AdamUpdate: return {0, 2, 3};
-    case OpCode::AdamPowers: return {0};
-    case OpCode::LossScaleUpdate: return {0, 1};
-    case OpCode::AccumulateGrad: return {0};
-    default: return {};
+    case OpCode::SgdUpdate:
+      return {0};
+    case OpCode::MomentumUpdate:
+      return {0, 2};
+    case OpCode::AdamUpdate:
+      return {0, 2, 3};
+    case OpCode::AdamPowers:
+      return {0};
+    case OpCode::LossScaleUpdate:
+      return {0, 1};
+    case OpCode::AccumulateGrad:
+      return {0};
+    default:
+      return {};
   }
 }
 
@@ -126,16 +138,13 @@ bool Graph::CheckOpName(const std::string& name) {
   return true;
 }
 
-bool Graph::CheckInput(OpCode op, const std::string& name, const char* role, TensorId t,
-                       DType want) {
+bool Graph::CheckInput(OpCode op, const std::string& name, const char* role, TensorId t, DType want) {
   if (!valid(t)) {
-    FailOp(op, name, std::string(role) + " is not a tensor of this graph (id " +
-                         std::to_string(t) + ")");
+    FailOp(op, name, std::string(role) + " is not a tensor of this graph (id " + std::to_string(t) + ")");
     return false;
   }
   if (tensors_[t].dtype != want) {
-    FailOp(op, name, std::string(role) + " must be " + DTypeName(want) + ", got " +
-                         Describe(tensors_[t]));
+    FailOp(op, name, std::string(role) + " must be " + DTypeName(want) + ", got " + Describe(tensors_[t]));
     return false;
   }
   return true;
@@ -145,14 +154,12 @@ TensorId Graph::AddTensor(TensorInfo info) {
   if (!status_.ok()) return kInvalidTensor;
   if (info.name.empty()) info.name = UniqueName("t");
   if (auto it = tensor_names_.find(info.name); it != tensor_names_.end()) {
-    Fail(InvalidArgument("tensor name '" + info.name + "' is already used by " +
-                         KindName(tensors_[it->second].kind) + " tensor " +
-                         std::to_string(it->second)));
+    Fail(InvalidArgument("tensor name '" + info.name + "' is already used by " + KindName(tensors_[it->second].kind) +
+                         " tensor " + std::to_string(it->second)));
     return kInvalidTensor;
   }
   if (DTypeSize(info.dtype) == 0) {
-    Fail(InvalidArgument("tensor '" + info.name + "': invalid dtype " +
-                         std::to_string(static_cast<int>(info.dtype))));
+    Fail(InvalidArgument("tensor '" + info.name + "': invalid dtype " + std::to_string(static_cast<int>(info.dtype))));
     return kInvalidTensor;
   }
   if (NumElements(info.shape) < 0) {
@@ -173,8 +180,7 @@ TensorId Graph::AddTensor(TensorInfo info) {
 }
 
 std::vector<TensorId> Graph::AddOp(OpCode op, std::vector<TensorId> inputs, OpAttrs attrs,
-                                   std::vector<std::pair<Shape, DType>> outputs,
-                                   std::string name) {
+                                   std::vector<std::pair<Shape, DType>> outputs, std::string name) {
   std::vector<TensorId> ids(outputs.size(), kInvalidTensor);
   if (!status_.ok()) return ids;
   if (name.empty()) {
@@ -184,21 +190,22 @@ std::vector<TensorId> Graph::AddOp(OpCode op, std::vector<TensorId> inputs, OpAt
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!valid(inputs[i])) {
-      FailOp(op, name, "input " + std::to_string(i) + " is not a tensor of this graph (id " +
-                           std::to_string(inputs[i]) + ")");
+      FailOp(op, name,
+             "input " + std::to_string(i) + " is not a tensor of this graph (id " + std::to_string(inputs[i]) + ")");
       return ids;
     }
   }
   // Check every output before creating any, so a failure leaves no orphans.
   for (size_t k = 0; k < outputs.size(); ++k) {
     if (DTypeSize(outputs[k].second) == 0 || NumElements(outputs[k].first) < 0) {
-      FailOp(op, name, "output " + std::to_string(k) + " has an invalid dtype or shape " +
-                           ShapeToString(outputs[k].first));
+      FailOp(op, name,
+             "output " + std::to_string(k) + " has an invalid dtype or shape " + ShapeToString(outputs[k].first));
       return ids;
     }
     if (ByteCountOverflows(outputs[k].first, outputs[k].second)) {
-      FailOp(op, name, "output " + std::to_string(k) + " of shape " + ShapeToString(outputs[k].first) + " of " +
-                           DTypeName(outputs[k].second) + " has a byte count beyond int64");
+      FailOp(op, name,
+             "output " + std::to_string(k) + " of shape " + ShapeToString(outputs[k].first) + " of " +
+                 DTypeName(outputs[k].second) + " has a byte count beyond int64");
       return ids;
     }
   }
@@ -219,8 +226,8 @@ std::vector<TensorId> Graph::AddOp(OpCode op, std::vector<TensorId> inputs, OpAt
   return ids;
 }
 
-void Graph::AddOpInto(OpCode op, std::vector<TensorId> inputs, OpAttrs attrs,
-                      std::vector<TensorId> outputs, std::string name) {
+void Graph::AddOpInto(OpCode op, std::vector<TensorId> inputs, OpAttrs attrs, std::vector<TensorId> outputs,
+                      std::string name) {
   if (!status_.ok()) return;
   if (name.empty()) {
     name = UniqueName(LowerName(op));
@@ -229,26 +236,27 @@ void Graph::AddOpInto(OpCode op, std::vector<TensorId> inputs, OpAttrs attrs,
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!valid(inputs[i])) {
-      FailOp(op, name, "input " + std::to_string(i) + " is not a tensor of this graph (id " +
-                           std::to_string(inputs[i]) + ")");
+      FailOp(op, name,
+             "input " + std::to_string(i) + " is not a tensor of this graph (id " + std::to_string(inputs[i]) + ")");
       return;
     }
   }
   for (size_t k = 0; k < outputs.size(); ++k) {
     const TensorId t = outputs[k];
     if (!valid(t)) {
-      FailOp(op, name, "output " + std::to_string(k) + " is not a tensor of this graph (id " +
-                           std::to_string(t) + ")");
+      FailOp(op, name, "output " + std::to_string(k) + " is not a tensor of this graph (id " + std::to_string(t) + ")");
       return;
     }
     if (IsLeaf(tensors_[t].kind)) {
-      FailOp(op, name, "output " + std::to_string(k) + " is " + KindName(tensors_[t].kind) +
-                           " tensor '" + tensors_[t].name + "', which no op may write");
+      FailOp(op, name,
+             "output " + std::to_string(k) + " is " + KindName(tensors_[t].kind) + " tensor '" + tensors_[t].name +
+                 "', which no op may write");
       return;
     }
     if (producer_[t] >= 0) {
-      FailOp(op, name, "output " + std::to_string(k) + " '" + tensors_[t].name +
-                           "' is already written by op '" + ops_[producer_[t]].name + "'");
+      FailOp(op, name,
+             "output " + std::to_string(k) + " '" + tensors_[t].name + "' is already written by op '" +
+                 ops_[producer_[t]].name + "'");
       return;
     }
     if (std::find(outputs.begin(), outputs.begin() + k, t) != outputs.begin() + k) {
@@ -264,8 +272,8 @@ void Graph::AddOpInto(OpCode op, std::vector<TensorId> inputs, OpAttrs attrs,
 
 // -- leaves -------------------------------------------------------------------
 
-TensorId Graph::Leaf(const char* what, const std::string& name, Shape shape, DType dtype,
-                     TensorKind kind, InitSpec init) {
+TensorId Graph::Leaf(const char* what, const std::string& name, Shape shape, DType dtype, TensorKind kind,
+                     InitSpec init) {
   if (!status_.ok()) return kInvalidTensor;
   const std::string who = std::string(what) + " '" + name + "': ";
   if (name.empty()) {
@@ -273,14 +281,13 @@ TensorId Graph::Leaf(const char* what, const std::string& name, Shape shape, DTy
     return kInvalidTensor;
   }
   if (auto it = tensor_names_.find(name); it != tensor_names_.end()) {
-    Fail(InvalidArgument(who + "name is already used by " + KindName(tensors_[it->second].kind) +
-                         " tensor " + std::to_string(it->second)));
+    Fail(InvalidArgument(who + "name is already used by " + KindName(tensors_[it->second].kind) + " tensor " +
+                         std::to_string(it->second)));
     return kInvalidTensor;
   }
   for (int64_t d : shape) {
     if (d <= 0) {
-      Fail(InvalidArgument(who + "shape " + ShapeToString(shape) +
-                           " must have positive dimensions"));
+      Fail(InvalidArgument(who + "shape " + ShapeToString(shape) + " must have positive dimensions"));
       return kInvalidTensor;
     }
   }
@@ -291,8 +298,7 @@ TensorId Graph::Leaf(const char* what, const std::string& name, Shape shape, DTy
   }
   if (kind == TensorKind::Input) {
     if (dtype != DType::F32 && dtype != DType::I32) {
-      Fail(InvalidArgument(who + "dtype must be f32 (features) or i32 (labels), got " +
-                           DTypeName(dtype)));
+      Fail(InvalidArgument(who + "dtype must be f32 (features) or i32 (labels), got " + DTypeName(dtype)));
       return kInvalidTensor;
     }
     init = InitSpec{};
@@ -308,24 +314,21 @@ TensorId Graph::Leaf(const char* what, const std::string& name, Shape shape, DTy
         break;
       case InitKind::Uniform:
         if (!(init.low <= init.high)) {
-          Fail(InvalidArgument(who + "Uniform initialiser needs low <= high, got [" +
-                               std::to_string(init.low) + ", " + std::to_string(init.high) + ")"));
+          Fail(InvalidArgument(who + "Uniform initialiser needs low <= high, got [" + std::to_string(init.low) + ", " +
+                               std::to_string(init.high) + ")"));
           return kInvalidTensor;
         }
         break;
       case InitKind::Normal:
         if (!(init.stddev >= 0)) {
-          Fail(InvalidArgument(who + "Normal initialiser needs stddev >= 0, got " +
-                               std::to_string(init.stddev)));
+          Fail(InvalidArgument(who + "Normal initialiser needs stddev >= 0, got " + std::to_string(init.stddev)));
           return kInvalidTensor;
         }
         break;
       case InitKind::Inline:
         if (init.data.size() != static_cast<size_t>(numel) * sizeof(float)) {
-          Fail(InvalidArgument(who + "Inline initialiser has " +
-                               std::to_string(init.data.size() / sizeof(float)) +
-                               " values, shape " + ShapeToString(shape) + " needs " +
-                               std::to_string(numel)));
+          Fail(InvalidArgument(who + "Inline initialiser has " + std::to_string(init.data.size() / sizeof(float)) +
+                               " values, shape " + ShapeToString(shape) + " needs " + std::to_string(numel)));
           return kInvalidTensor;
         }
         break;
@@ -360,8 +363,7 @@ TensorId Graph::Const(const std::string& name, Shape shape, InitSpec init) {
 void Graph::SetLoss(TensorId loss) {
   if (!status_.ok()) return;
   if (!valid(loss)) {
-    Fail(InvalidArgument("SetLoss: loss is not a tensor of this graph (id " +
-                         std::to_string(loss) + ")"));
+    Fail(InvalidArgument("SetLoss: loss is not a tensor of this graph (id " + std::to_string(loss) + ")"));
     return;
   }
   const TensorInfo& t = tensors_[loss];

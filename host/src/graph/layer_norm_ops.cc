@@ -21,9 +21,9 @@ TensorId Graph::LayerNorm(TensorId x, TensorId gamma, TensorId beta, float epsil
   const Shape want{d};
   for (auto [role, t] : {std::pair<const char*, TensorId>{"gamma", gamma}, {"beta", beta}}) {
     if (tensors_[t].shape != want) {
-      FailOp(op, name, std::string(role) + " must be [D] = [" + std::to_string(d) + "] for x " +
-                           ShapeToString(sx) + " (normalised over its last axis), got " +
-                           ShapeToString(tensors_[t].shape));
+      FailOp(op, name,
+             std::string(role) + " must be [D] = [" + std::to_string(d) + "] for x " + ShapeToString(sx) +
+                 " (normalised over its last axis), got " + ShapeToString(tensors_[t].shape));
       return kInvalidTensor;
     }
   }
@@ -34,8 +34,7 @@ TensorId Graph::LayerNorm(TensorId x, TensorId gamma, TensorId beta, float epsil
   const int64_t rows = d == 0 ? 0 : NumElements(sx) / d;
   OpAttrs attrs;
   attrs.layer_norm_epsilon = epsilon;
-  return AddOp(op, {x, gamma, beta}, attrs, {{sx, DType::F32}, {{rows}, DType::F32}, {{rows}, DType::F32}},
-               name)[0];
+  return AddOp(op, {x, gamma, beta}, attrs, {{sx, DType::F32}, {{rows}, DType::F32}, {{rows}, DType::F32}}, name)[0];
 }
 
 }  // namespace sinkrt::host

@@ -40,21 +40,24 @@ TensorId Graph::Transpose(TensorId x, std::vector<int> perm) {
   const size_t rank = sx.size();
   const std::string given = "perm " + IntsToString(perm);
   if (rank > kMaxTransposeRank) {
-    FailOp(op, name, "x " + ShapeToString(sx) + " has rank " + std::to_string(rank) + ", at most " +
-                         std::to_string(kMaxTransposeRank) + " is supported");
+    FailOp(op, name,
+           "x " + ShapeToString(sx) + " has rank " + std::to_string(rank) + ", at most " +
+               std::to_string(kMaxTransposeRank) + " is supported");
     return kInvalidTensor;
   }
   if (perm.size() != rank) {
-    FailOp(op, name, given + " has " + std::to_string(perm.size()) + " entries, x " + ShapeToString(sx) +
-                         " has rank " + std::to_string(rank));
+    FailOp(op, name,
+           given + " has " + std::to_string(perm.size()) + " entries, x " + ShapeToString(sx) + " has rank " +
+               std::to_string(rank));
     return kInvalidTensor;
   }
   std::vector<bool> seen(rank, false);
   for (size_t i = 0; i < rank; ++i) {
     const int axis = NormalizeAxis(perm[i], rank);
     if (axis < 0) {
-      FailOp(op, name, given + ": entry " + std::to_string(i) + " (" + std::to_string(perm[i]) +
-                           ") is out of range for x " + ShapeToString(sx) + " (valid: " + AxisRange(rank) + ")");
+      FailOp(op, name,
+             given + ": entry " + std::to_string(i) + " (" + std::to_string(perm[i]) + ") is out of range for x " +
+                 ShapeToString(sx) + " (valid: " + AxisRange(rank) + ")");
       return kInvalidTensor;
     }
     if (seen[axis]) {
@@ -86,8 +89,9 @@ TensorId Graph::Concat(std::vector<TensorId> xs, int axis) {
   const Shape s0 = tensors_[xs[0]].shape;
   const int a = NormalizeAxis(axis, s0.size());
   if (a < 0) {
-    FailOp(op, name, "axis " + std::to_string(axis) + " is out of range for input 0 " + ShapeToString(s0) +
-                         " (valid: " + AxisRange(s0.size()) + ")");
+    FailOp(op, name,
+           "axis " + std::to_string(axis) + " is out of range for input 0 " + ShapeToString(s0) +
+               " (valid: " + AxisRange(s0.size()) + ")");
     return kInvalidTensor;
   }
   Shape y = s0;
@@ -96,8 +100,9 @@ TensorId Graph::Concat(std::vector<TensorId> xs, int axis) {
     bool same = si.size() == s0.size();
     for (size_t d = 0; same && d < si.size(); ++d) same = static_cast<int>(d) == a || si[d] == s0[d];
     if (!same) {
-      FailOp(op, name, "input " + std::to_string(i) + " " + ShapeToString(si) + " does not match input 0 " +
-                           ShapeToString(s0) + ": every dim but axis " + std::to_string(a) + " must be equal");
+      FailOp(op, name,
+             "input " + std::to_string(i) + " " + ShapeToString(si) + " does not match input 0 " + ShapeToString(s0) +
+                 ": every dim but axis " + std::to_string(a) + " must be equal");
       return kInvalidTensor;
     }
     if (si[a] > INT64_MAX - y[a]) {
@@ -120,8 +125,9 @@ std::vector<TensorId> Graph::Split(TensorId x, int axis, std::vector<int64_t> si
   const Shape sx = tensors_[x].shape;
   const int a = NormalizeAxis(axis, sx.size());
   if (a < 0) {
-    FailOp(op, name, "axis " + std::to_string(axis) + " is out of range for x " + ShapeToString(sx) +
-                         " (valid: " + AxisRange(sx.size()) + ")");
+    FailOp(op, name,
+           "axis " + std::to_string(axis) + " is out of range for x " + ShapeToString(sx) +
+               " (valid: " + AxisRange(sx.size()) + ")");
     return failed;
   }
   if (sizes.empty()) {
@@ -131,8 +137,9 @@ std::vector<TensorId> Graph::Split(TensorId x, int axis, std::vector<int64_t> si
   int64_t total = 0;
   for (size_t k = 0; k < sizes.size(); ++k) {
     if (sizes[k] < 1) {
-      FailOp(op, name, "sizes " + SizesToString(sizes) + ": entry " + std::to_string(k) + " is " +
-                           std::to_string(sizes[k]) + ", every output needs at least 1");
+      FailOp(op, name,
+             "sizes " + SizesToString(sizes) + ": entry " + std::to_string(k) + " is " + std::to_string(sizes[k]) +
+                 ", every output needs at least 1");
       return failed;
     }
     // Stops once past the extent, so that the sum cannot overflow.
@@ -143,8 +150,9 @@ std::vector<TensorId> Graph::Split(TensorId x, int axis, std::vector<int64_t> si
     total += sizes[k];
   }
   if (total != sx[a]) {
-    FailOp(op, name, "sizes " + SizesToString(sizes) + " do not sum to " + std::to_string(sx[a]) +
-                         ", the extent of axis " + std::to_string(a) + " of x " + ShapeToString(sx));
+    FailOp(op, name,
+           "sizes " + SizesToString(sizes) + " do not sum to " + std::to_string(sx[a]) + ", the extent of axis " +
+               std::to_string(a) + " of x " + ShapeToString(sx));
     return failed;
   }
   std::vector<std::pair<Shape, DType>> outputs;

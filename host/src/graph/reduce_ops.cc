@@ -20,8 +20,9 @@ TensorId Graph::Reduce(OpCode op, TensorId x, std::vector<int> axes, bool keep_d
   for (int& a : axes) {
     const int n = NormalizeAxis(a, sx.size());
     if (n < 0) {
-      FailOp(op, name, "axis " + std::to_string(a) + " is out of range for x " +
-                           ShapeToString(sx) + " (valid: " + AxisRange(sx.size()) + ")");
+      FailOp(op, name,
+             "axis " + std::to_string(a) + " is out of range for x " + ShapeToString(sx) +
+                 " (valid: " + AxisRange(sx.size()) + ")");
       return kInvalidTensor;
     }
     a = n;
@@ -30,8 +31,7 @@ TensorId Graph::Reduce(OpCode op, TensorId x, std::vector<int> axes, bool keep_d
   axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
   Shape out;
   for (size_t i = 0; i < sx.size(); ++i) {
-    const bool reduced =
-        axes.empty() || std::binary_search(axes.begin(), axes.end(), static_cast<int>(i));
+    const bool reduced = axes.empty() || std::binary_search(axes.begin(), axes.end(), static_cast<int>(i));
     if (!reduced) {
       out.push_back(sx[i]);
     } else if (keep_dims) {

@@ -27,8 +27,7 @@ TensorId Graph::Reshape(TensorId x, Shape shape) {
       }
       infer = static_cast<int>(i);
     } else if (shape[i] <= 0) {
-      FailOp(op, name, "shape " + ShapeToString(shape) +
-                           " must have positive dimensions (or one -1)");
+      FailOp(op, name, "shape " + ShapeToString(shape) + " must have positive dimensions (or one -1)");
       return kInvalidTensor;
     } else {
       if (known > (int64_t{1} << 62) / shape[i]) {
@@ -38,12 +37,11 @@ TensorId Graph::Reshape(TensorId x, Shape shape) {
       known *= shape[i];
     }
   }
-  const std::string from = "cannot reshape x " + ShapeToString(tx.shape) + " (" +
-                           std::to_string(numel) + " elements) into " + ShapeToString(shape);
+  const std::string from = "cannot reshape x " + ShapeToString(tx.shape) + " (" + std::to_string(numel) +
+                           " elements) into " + ShapeToString(shape);
   if (infer >= 0) {
     if (numel % known != 0) {
-      FailOp(op, name, from + ": " + std::to_string(numel) + " is not a multiple of " +
-                           std::to_string(known));
+      FailOp(op, name, from + ": " + std::to_string(numel) + " is not a multiple of " + std::to_string(known));
       return kInvalidTensor;
     }
     shape[infer] = numel / known;

@@ -16,8 +16,9 @@ TensorId Graph::AxisOp(OpCode op, TensorId x, int axis, const char* base) {
   const Shape shape = tensors_[x].shape;
   const int a = NormalizeAxis(axis, shape.size());
   if (a < 0) {
-    FailOp(op, name, "axis " + std::to_string(axis) + " is out of range for x " +
-                         ShapeToString(shape) + " (valid: " + AxisRange(shape.size()) + ")");
+    FailOp(op, name,
+           "axis " + std::to_string(axis) + " is out of range for x " + ShapeToString(shape) +
+               " (valid: " + AxisRange(shape.size()) + ")");
     return kInvalidTensor;
   }
   OpAttrs attrs;
@@ -25,18 +26,12 @@ TensorId Graph::AxisOp(OpCode op, TensorId x, int axis, const char* base) {
   return AddOp(op, {x}, attrs, {{shape, DType::F32}}, name)[0];
 }
 
-TensorId Graph::Softmax(TensorId x, int axis) {
-  return AxisOp(OpCode::Softmax, x, axis, "softmax");
-}
+TensorId Graph::Softmax(TensorId x, int axis) { return AxisOp(OpCode::Softmax, x, axis, "softmax"); }
 
-TensorId Graph::LogSoftmax(TensorId x, int axis) {
-  return AxisOp(OpCode::LogSoftmax, x, axis, "logsoftmax");
-}
+TensorId Graph::LogSoftmax(TensorId x, int axis) { return AxisOp(OpCode::LogSoftmax, x, axis, "logsoftmax"); }
 
-bool Graph::CheckLogitsLabels(OpCode op, const std::string& name, TensorId logits,
-                              TensorId labels) {
-  if (!CheckInput(op, name, "logits", logits, DType::F32) ||
-      !CheckInput(op, name, "labels", labels, DType::I32))
+bool Graph::CheckLogitsLabels(OpCode op, const std::string& name, TensorId logits, TensorId labels) {
+  if (!CheckInput(op, name, "logits", logits, DType::F32) || !CheckInput(op, name, "labels", labels, DType::I32))
     return false;
   const Shape& sl = tensors_[logits].shape;
   const Shape& sy = tensors_[labels].shape;
@@ -45,8 +40,9 @@ bool Graph::CheckLogitsLabels(OpCode op, const std::string& name, TensorId logit
     return false;
   }
   if (sy.size() != 1 || sy[0] != sl[0]) {
-    FailOp(op, name, "labels must be [N] = [" + std::to_string(sl[0]) + "] for logits " +
-                         ShapeToString(sl) + ", got " + ShapeToString(sy));
+    FailOp(op, name,
+           "labels must be [N] = [" + std::to_string(sl[0]) + "] for logits " + ShapeToString(sl) + ", got " +
+               ShapeToString(sy));
     return false;
   }
   return true;

@@ -58,8 +58,8 @@ Status CheckEntry(const CompiledJob& entry, const Graph& network, const CompileO
   for (uint32_t r = 0; r < entry.world_size(); ++r) {
     const uint64_t want = compiler::StreamHash(graph_hash, ForRank(options, r));
     if (entry.ranks[r].graph_hash != want)
-      return InvalidArgument("rank " + std::to_string(r) + "'s stream hash is " +
-                             Hex64(entry.ranks[r].graph_hash) + ", not " + Hex64(want));
+      return InvalidArgument("rank " + std::to_string(r) + "'s stream hash is " + Hex64(entry.ranks[r].graph_hash) +
+                             ", not " + Hex64(want));
   }
   return Status::Ok();
 }
@@ -86,8 +86,7 @@ std::string CompileCacheDirFromEnvironment() {
 
 CompileCacheStats GetCompileCacheStats() {
   Counters& c = Stats();
-  return {.hits = c.hits.load(), .misses = c.misses.load(), .corrupt = c.corrupt.load(),
-          .compiles = c.compiles.load()};
+  return {.hits = c.hits.load(), .misses = c.misses.load(), .corrupt = c.corrupt.load(), .compiles = c.compiles.load()};
 }
 
 Result<CompiledJob> CompileJob(const Graph& network, CompileOptions options, const std::string& cache_dir) {
@@ -104,17 +103,16 @@ Result<CompiledJob> CompileJob(const Graph& network, CompileOptions options, con
     // search's estimate (compiler/memory_limited_search.h).
     CompileOptions semi = options;
     semi.parallel_mode = ParallelMode::SemiAutoParallel;
-    SINKRT_ASSIGN_OR_RETURN(
-        auto searched,
-        compiler::SearchAndCompileWithinLimit<CompiledJob>(
-            network, AutoParallelOptionsFor(options),
-            [&](const Graph& planned) { return CompileJob(planned, semi, cache_dir); },
-            [](const CompiledJob& job) {
-              uint64_t most = 0;
-              for (const CompiledStream& s : job.ranks) most = std::max(most, s.report.arena_bytes);
-              return most;
-            }),
-        "compile graph '" + network.name() + "'");
+    SINKRT_ASSIGN_OR_RETURN(auto searched,
+                            compiler::SearchAndCompileWithinLimit<CompiledJob>(
+                                network, AutoParallelOptionsFor(options),
+                                [&](const Graph& planned) { return CompileJob(planned, semi, cache_dir); },
+                                [](const CompiledJob& job) {
+                                  uint64_t most = 0;
+                                  for (const CompiledStream& s : job.ranks) most = std::max(most, s.report.arena_bytes);
+                                  return most;
+                                }),
+                            "compile graph '" + network.name() + "'");
     CompiledJob job = std::move(searched.first);
     job.auto_parallel = std::move(searched.second);
     return job;
@@ -132,15 +130,14 @@ Result<CompiledJob> CompileJob(const Graph& network, CompileOptions options, con
       Status why = cached.ok() ? CheckEntry(*cached, network, options, graph_hash) : cached.status();
       if (why.ok()) {
         Stats().hits.fetch_add(1);
-        std::cerr << "sinkrt: compile cache hit " << key << " for '" << network.name() << "' ("
-                  << options.world_size << (options.world_size == 1 ? " rank" : " ranks") << ", " << entry.string()
-                  << ")\n";
+        std::cerr << "sinkrt: compile cache hit " << key << " for '" << network.name() << "' (" << options.world_size
+                  << (options.world_size == 1 ? " rank" : " ranks") << ", " << entry.string() << ")\n";
         cached->options = ForRank(options, 0);
         return std::move(cached).value();
       }
       Stats().corrupt.fetch_add(1);
-      std::cerr << "sinkrt: compile cache entry " << entry.string() << " is unusable, recompiling: "
-                << why.message() << "\n";
+      std::cerr << "sinkrt: compile cache entry " << entry.string() << " is unusable, recompiling: " << why.message()
+                << "\n";
     } else {
       Stats().misses.fetch_add(1);
       std::cerr << "sinkrt: compile cache miss " << key << " for '" << network.name() << "', compiling into "
@@ -167,8 +164,8 @@ Result<CompiledJob> CompileJob(const Graph& network, CompileOptions options, con
     // A private temporary name, so concurrent compiles never see each
     // other's half-written entries.
     std::random_device entropy;
-    const fs::path tmp = fs::path(cache_dir) / (key + ".tmp." + std::to_string(::getpid()) + "." +
-                                                std::to_string(entropy()));
+    const fs::path tmp =
+        fs::path(cache_dir) / (key + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(entropy()));
     Status st = WriteCompiledJob(out, tmp.string());
     if (st.ok()) {
       Publish(tmp, entry);
@@ -191,8 +188,8 @@ Result<CompiledJob> CompileJobForRank(const Graph& network, CompileOptions optio
     return InvalidArgument("compile: rank " + std::to_string(rank) + " is outside a world of " +
                            std::to_string(options.world_size));
   if (options.parallel_mode == ParallelMode::AutoParallel || options.parallel_mode == ParallelMode::SemiAutoParallel)
-    return Unimplemented("compile graph '" + network.name() + "' for rank " + std::to_string(rank) + " alone: " +
-                         ParallelModeName(options.parallel_mode) +
+    return Unimplemented("compile graph '" + network.name() + "' for rank " + std::to_string(rank) +
+                         " alone: " + ParallelModeName(options.parallel_mode) +
                          " plans every rank's slice together; compile the whole job (CompileJob)");
   CompiledJob out;
   out.network_name = network.name();

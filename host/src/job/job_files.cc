@@ -44,8 +44,7 @@ int64_t CompiledJob::train_batch_shards() const {
   if (ranks.empty()) return 1;
   const std::vector<ColumnSpec> columns = job::QueueColumns(ranks[0].stream, "train");
   const std::vector<std::optional<job::StreamSlice>> slices = job::QueueSlices(ranks[0].stream, "train");
-  if (columns.empty() || slices.empty() || !slices[0] || columns[0].shape.empty() || columns[0].shape[0] < 1)
-    return 1;
+  if (columns.empty() || slices.empty() || !slices[0] || columns[0].shape.empty() || columns[0].shape[0] < 1) return 1;
   return std::max<int64_t>(1, slices[0]->global_shape[0] / columns[0].shape[0]);
 }
 
@@ -86,8 +85,7 @@ Result<CompiledJob> ReadCompiledJob(const std::string& dir) {
   SINKRT_ASSIGN_OR_RETURN(const std::vector<uint8_t> text,
                           ReadFileBytes(manifest_path, {kJsonFileLimit.max_bytes, "a manifest"}),
                           "compiled job '" + dir + "'");
-  SINKRT_ASSIGN_OR_RETURN(job::Manifest m,
-                          job::ParseManifest(std::string(text.begin(), text.end()), manifest_path));
+  SINKRT_ASSIGN_OR_RETURN(job::Manifest m, job::ParseManifest(std::string(text.begin(), text.end()), manifest_path));
   CompiledJob out;
   out.network_name = m.network_name;
   out.network_hash = m.network_hash;
@@ -107,15 +105,15 @@ Result<CompiledJob> ReadCompiledJob(const std::string& dir) {
     SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(path, {kMaxStreamBytes, "a task stream"}));
     if (bytes.size() != e.bytes || job::ContentHash(bytes) != e.content_hash)
       return InvalidArgument(path + ": " + std::to_string(bytes.size()) + " bytes with content hash " +
-                      Hex64(job::ContentHash(bytes)) + ", but the manifest lists " + std::to_string(e.bytes) +
-                      " bytes with " + Hex64(e.content_hash) + ": the file was changed or damaged");
+                             Hex64(job::ContentHash(bytes)) + ", but the manifest lists " + std::to_string(e.bytes) +
+                             " bytes with " + Hex64(e.content_hash) + ": the file was changed or damaged");
     // Bytes from disk: verified here, once.
     SINKRT_ASSIGN_OR_RETURN(VerifiedStream stream, VerifyTaskStream(std::move(bytes)), path);
     const fb::Header& h = *stream.root()->header();
     if (h.rank() != r || h.world_size() != n)
       return InvalidArgument(path + ": the stream is rank " + std::to_string(h.rank()) + " of " +
-                             std::to_string(h.world_size()) + ", the manifest says rank " + std::to_string(r) +
-                             " of " + std::to_string(n));
+                             std::to_string(h.world_size()) + ", the manifest says rank " + std::to_string(r) + " of " +
+                             std::to_string(n));
     // A manifest edited by hand (or by a tool) must not show one arena and
     // load another.
     if (stream.root()->arena_bytes() != e.arena_bytes)

@@ -9,9 +9,9 @@
 #include <cstdlib>
 #include <utility>
 
+#include "runtime/src/file_io.h"
 #include "sinkrt/host/pipeline.h"
 #include "sinkrt/host/shard_strategies.h"
-#include "runtime/src/file_io.h"
 
 namespace sinkrt::host {
 
@@ -30,7 +30,8 @@ int StrategyDevices(const ParallelContext& c) {
 Status ApplyAutoParallelPlan(const AutoParallelPlan& plan, Graph& graph) {
   for (const OpPlanChoice& op : plan.ops) {
     if (op.strategy.empty()) continue;
-    if (graph.FindOp(op.op) < 0) return NotFound("the searched op '" + op.op + "' is not in graph '" + graph.name() + "'");
+    if (graph.FindOp(op.op) < 0)
+      return NotFound("the searched op '" + op.op + "' is not in graph '" + graph.name() + "'");
     graph.Shard(op.op, op.strategy);
   }
   return graph.status();
@@ -47,16 +48,24 @@ Result<uint64_t> ParseByteSize(const std::string& text, const std::string& flag)
   for (char& c : suffix) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (number.empty() || number == "." || number.find('.') != number.rfind('.')) return InvalidArgument(why);
   double scale = 0;
-  if (suffix.empty() || suffix == "b") scale = 1;
-  else if (suffix == "kb") scale = 1e3;
-  else if (suffix == "mb") scale = 1e6;
-  else if (suffix == "gb") scale = 1e9;
-  else if (suffix == "kib") scale = 1024.0;
-  else if (suffix == "mib") scale = 1024.0 * 1024;
-  else if (suffix == "gib") scale = 1024.0 * 1024 * 1024;
-  else return InvalidArgument(why);
+  if (suffix.empty() || suffix == "b")
+    scale = 1;
+  else if (suffix == "kb")
+    scale = 1e3;
+  else if (suffix == "mb")
+    scale = 1e6;
+  else if (suffix == "gb")
+    scale = 1e9;
+  else if (suffix == "kib")
+    scale = 1024.0;
+  else if (suffix == "mib")
+    scale = 1024.0 * 1024;
+  else if (suffix == "gib")
+    scale = 1024.0 * 1024 * 1024;
+  else
+    return InvalidArgument(why);
   if (scale == 1 && number.find('.') != std::string::npos) return InvalidArgument(why);  // no fractional bytes
-  const double bytes = std::floor(std::strtod(number.c_str(), nullptr) * scale);  // inf past double's range
+  const double bytes = std::floor(std::strtod(number.c_str(), nullptr) * scale);         // inf past double's range
   if (!(bytes >= 1) || bytes >= 18446744073709551616.0) return InvalidArgument(why);
   return static_cast<uint64_t>(bytes);
 }
@@ -102,8 +111,9 @@ Status CheckModeSettings(const JobSpec& s) {
                            "that carry one in a graph file keep it); give --parallel semi_auto_parallel to "
                            "compile a strategy as it is");
   if ((!s.strategy.empty() || !s.strategy_save.empty() || s.full_batch) && !Sharded(s.mode))
-    return InvalidArgument("--strategy, --strategy-save and --full-batch apply to --parallel semi_auto_parallel "
-                           "(--strategy-save and --full-batch to auto_parallel too)");
+    return InvalidArgument(
+        "--strategy, --strategy-save and --full-batch apply to --parallel semi_auto_parallel "
+        "(--strategy-save and --full-batch to auto_parallel too)");
   const bool auto_only = s.search_mode || s.device_memory || !s.calibration.empty() || s.fully_use_devices;
   if (auto_only && !auto_parallel)
     return InvalidArgument(
@@ -122,9 +132,9 @@ Status CheckModeSettings(const JobSpec& s) {
 Status SetSearch(const JobSpec& s, ParallelContext& context) {
   const std::string mode = s.search_mode.value_or("dynamic_programming");
   if (mode != "dynamic_programming" && mode != "sharding_propagation")
-    return InvalidArgument("--search-mode " + mode + ": sinkrt searches with dynamic_programming or sharding_propagation" +
-                           (mode == "recursive_programming" ? " (MindSpore's recursive_programming is not implemented)"
-                                                            : ""));
+    return InvalidArgument(
+        "--search-mode " + mode + ": sinkrt searches with dynamic_programming or sharding_propagation" +
+        (mode == "recursive_programming" ? " (MindSpore's recursive_programming is not implemented)" : ""));
   context.search_mode = mode;
   context.device_memory_capacity = s.device_memory;
   // The true reason: missing, or a directory or device in the way.
@@ -140,7 +150,8 @@ Status SetSearch(const JobSpec& s, ParallelContext& context) {
 // (a strategy file is read with the graph).
 Status CheckStrategyName(const JobSpec& s, const ParallelContext& context) {
   if (IsStrategyPresetName(s.strategy)) {
-    SINKRT_RETURN_IF_ERROR(PresetDataParallel(s.strategy, StrategyDevices(context)).status(), "--strategy " + s.strategy);
+    SINKRT_RETURN_IF_ERROR(PresetDataParallel(s.strategy, StrategyDevices(context)).status(),
+                           "--strategy " + s.strategy);
     return Status::Ok();
   }
   if (Status st = s.strategy.empty() ? Status::Ok() : CheckRegularFile(s.strategy); !st.ok()) {
@@ -184,7 +195,8 @@ Result<ParallelContext> CheckJobSpec(const JobSpec& s) {
   }
   const bool dp_only = s.gradients_mean || s.parameter_broadcast || s.comm_fusion;
   if (dp_only && s.mode != ParallelMode::DataParallel)
-    return InvalidArgument("--gradients-mean, --parameter-broadcast and --comm-fusion apply to --parallel data_parallel");
+    return InvalidArgument(
+        "--gradients-mean, --parameter-broadcast and --comm-fusion apply to --parallel data_parallel");
   SINKRT_RETURN_IF_ERROR(CheckStrategyName(s, context));
   if (!s.recompute.empty() && (Sharded(s.mode) || s.pipeline_stages > 1))
     return InvalidArgument("--recompute runs under stand_alone and data_parallel without --pipeline-stages, not with " +

@@ -55,13 +55,10 @@ Json OptionsToJson(const CompileOptions& o) {
                                              {"optimizer_level", c.optimizer_level},
                                              {"gradient_accumulation_shard", c.gradient_accumulation_shard}};
   }
-  Json out = {{"optimizer", std::move(optimizer)},
-          {"queue_capacity", o.queue_capacity},
-          {"arena_alignment", o.arena_alignment},
-          {"fuse", o.fuse},
-          {"eval_program", o.eval_program},
-          {"predict_program", o.predict_program},
-          {"parallel", std::move(parallel)}};
+  Json out = {{"optimizer", std::move(optimizer)},    {"queue_capacity", o.queue_capacity},
+              {"arena_alignment", o.arena_alignment}, {"fuse", o.fuse},
+              {"eval_program", o.eval_program},       {"predict_program", o.predict_program},
+              {"parallel", std::move(parallel)}};
   // Written only when on, so that an O0 manifest reads as before amp.
   if (o.amp_level != AmpLevel::O0) out["amp_level"] = AmpLevelName(o.amp_level);
   if (o.loss_scale.enabled()) {
@@ -84,8 +81,8 @@ Json ColumnsToJson(const fb::QueueSpec& q) {
       Json shape = Json::array();
       if (c->shape())
         for (int64_t d : *c->shape()) shape.push_back(d);
-      cols.push_back({{"name", c->name() ? c->name()->str() : ""}, {"dtype", DTypeName(c->dtype())},
-                      {"shape", std::move(shape)}});
+      cols.push_back(
+          {{"name", c->name() ? c->name()->str() : ""}, {"dtype", DTypeName(c->dtype())}, {"shape", std::move(shape)}});
     }
   return cols;
 }
@@ -144,8 +141,8 @@ Json ManifestToJson(const CompiledJob& job) {
     const fb::TaskStream& rank0 = *job.ranks[0].stream.root();
     if (rank0.queues())
       for (const fb::QueueSpec* q : *rank0.queues())
-        queues.push_back({{"name", q->name() ? q->name()->str() : ""}, {"capacity", q->capacity()},
-                          {"columns", ColumnsToJson(*q)}});
+        queues.push_back(
+            {{"name", q->name() ? q->name()->str() : ""}, {"capacity", q->capacity()}, {"columns", ColumnsToJson(*q)}});
   }
   j["queues"] = std::move(queues);
   Json ranks = Json::array();
@@ -234,13 +231,14 @@ Result<Manifest> ParseManifest(const std::string& text, const std::string& path)
     o.pipeline.stages = rd.Get<int>(pipe, "stages", "options.parallel.pipeline");
     o.pipeline.micro_size = rd.Get<int>(pipe, "micro_size", "options.parallel.pipeline");
     o.pipeline.scheduler = rd.Get<std::string>(pipe, "scheduler", "options.parallel.pipeline");
-    o.pipeline.stage_of = rd.Get<std::vector<std::pair<std::string, int>>>(pipe, "stage_of", "options.parallel.pipeline");
+    o.pipeline.stage_of =
+        rd.Get<std::vector<std::pair<std::string, int>>>(pipe, "stage_of", "options.parallel.pipeline");
   }
   if (rd.status.ok() && parallel.is_object() && parallel.contains("grad_accumulation_step")) {
     o.grad_accumulation = rd.Get<int>(parallel, "grad_accumulation_step", "options.parallel");
     if (rd.status.ok() && (o.grad_accumulation < 1 || o.grad_accumulation > 1024))
-      return InvalidArgument(path + ": options.parallel.grad_accumulation_step " +
-                             std::to_string(o.grad_accumulation) + " must be in [1, 1024]");
+      return InvalidArgument(path + ": options.parallel.grad_accumulation_step " + std::to_string(o.grad_accumulation) +
+                             " must be in [1, 1024]");
   }
   if (rd.status.ok() && parallel.is_object() && parallel.contains("enable_parallel_optimizer")) {
     o.enable_parallel_optimizer = rd.Get<bool>(parallel, "enable_parallel_optimizer", "options.parallel");
@@ -255,14 +253,16 @@ Result<Manifest> ParseManifest(const std::string& text, const std::string& path)
     const std::string kind = rd.Get<std::string>(ls, "kind", "options.loss_scale_manager");
     const float scale = rd.Get<float>(ls, "loss_scale", "options.loss_scale_manager");
     if (rd.status.ok() && kind == "fixed") {
-      o.loss_scale = LossScaleManager::Fixed(scale, rd.Get<bool>(ls, "drop_overflow_update", "options.loss_scale_manager"));
+      o.loss_scale =
+          LossScaleManager::Fixed(scale, rd.Get<bool>(ls, "drop_overflow_update", "options.loss_scale_manager"));
     } else if (rd.status.ok() && kind == "dynamic") {
       o.loss_scale = LossScaleManager::Dynamic(scale, rd.Get<float>(ls, "scale_factor", "options.loss_scale_manager"),
                                                rd.Get<int>(ls, "scale_window", "options.loss_scale_manager"));
     } else if (rd.status.ok()) {
       return InvalidArgument(path + ": options.loss_scale_manager.kind '" + kind + "' is not fixed or dynamic");
     }
-    if (rd.status.ok()) SINKRT_RETURN_IF_ERROR(ValidateLossScaleManager(o.loss_scale), path + ": options.loss_scale_manager");
+    if (rd.status.ok())
+      SINKRT_RETURN_IF_ERROR(ValidateLossScaleManager(o.loss_scale), path + ": options.loss_scale_manager");
   }
   if (rd.status.ok() && options.is_object() && options.contains("amp_level")) {
     const std::string level = rd.Get<std::string>(options, "amp_level", "options");
@@ -291,8 +291,8 @@ Result<Manifest> ParseManifest(const std::string& text, const std::string& path)
   if (!rd.status.ok()) return rd.status;
   if (m.ranks.empty()) return InvalidArgument(path + ": \"ranks\" is empty");
   if (m.ranks.size() != o.world_size)
-    return InvalidArgument(path + ": " + std::to_string(m.ranks.size()) + " ranks listed, but options.parallel.device_num is " +
-                           std::to_string(o.world_size));
+    return InvalidArgument(path + ": " + std::to_string(m.ranks.size()) +
+                           " ranks listed, but options.parallel.device_num is " + std::to_string(o.world_size));
   return m;
 }
 

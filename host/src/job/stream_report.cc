@@ -74,8 +74,8 @@ std::vector<std::optional<StreamSlice>> QueueSlices(const VerifiedStream& stream
 }
 
 CompiledStream CompiledStreamFrom(VerifiedStream stream) {
-  CompiledStream out{.stream = std::move(stream), .report = {}, .graph_hash = 0, .input_columns = {},
-                     .predict_columns = {}};
+  CompiledStream out{
+      .stream = std::move(stream), .report = {}, .graph_hash = 0, .input_columns = {}, .predict_columns = {}};
   const VerifiedStream& view = out.stream;
   const fb::TaskStream& ts = *view.root();
   out.graph_hash = ts.header()->graph_hash();
@@ -95,7 +95,9 @@ CompiledStream CompiledStreamFrom(VerifiedStream stream) {
              t->body_as_KernelTask()->fused_activation() != fb::Activation::None))
           ++r.fused_kernels;
   for (const fb::Buffer* b : *ts.buffers()) {
-    PlannedBuffer pb{.name = b->name() ? b->name()->str() : "", .offset = b->offset(), .bytes = b->bytes(),
+    PlannedBuffer pb{.name = b->name() ? b->name()->str() : "",
+                     .offset = b->offset(),
+                     .bytes = b->bytes(),
                      .role = FromFb(b->role())};
     if (IsPersistent(FromFb(b->role()))) {
       // As the planner lays them: back to back, each aligned.

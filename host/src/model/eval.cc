@@ -37,9 +37,9 @@ Result<int64_t> CheckRows(const char* api, const Tensor& t, const ColumnSpec& co
   bool same_rows = same_rank;
   for (size_t i = 1; same_rank && i < col.shape.size(); ++i) same_rows = same_rows && t.shape[i] == col.shape[i];
   if (t.dtype != col.dtype || !same_rows || t.shape[0] < 1 || t.shape[0] > col.shape[0])
-    return InvalidArgument(where + "is " + DTypeName(t.dtype) + " " + ShapeToString(t.shape) +
-                           ", the network takes " + DTypeName(col.dtype) + " " + ShapeToString(col.shape) +
-                           " (at most " + std::to_string(col.shape.empty() ? 0 : col.shape[0]) + " rows)");
+    return InvalidArgument(where + "is " + DTypeName(t.dtype) + " " + ShapeToString(t.shape) + ", the network takes " +
+                           DTypeName(col.dtype) + " " + ShapeToString(col.shape) + " (at most " +
+                           std::to_string(col.shape.empty() ? 0 : col.shape[0]) + " rows)");
   const uint64_t bytes = static_cast<uint64_t>(NumElements(t.shape)) * DTypeSize(t.dtype);
   if (t.data.size() != bytes)
     return InvalidArgument(where + "holds " + std::to_string(t.data.size()) + " bytes, its shape needs " +
@@ -70,8 +70,7 @@ Result<ReportedTensor> RunPredict(Model::Impl& m, const std::vector<const Tensor
   return std::move(r->reports.front());
 }
 
-Status ScoreRows(const ReportedTensor& logits, const Tensor& labels, int64_t rows, double* loss_sum,
-                 double* correct) {
+Status ScoreRows(const ReportedTensor& logits, const Tensor& labels, int64_t rows, double* loss_sum, double* correct) {
   if (logits.dtype != DType::F32 || logits.shape.size() != 2)
     return Internal("predict_step's output is not f32 [N, C] logits");
   const int64_t classes = logits.shape[1];
@@ -154,11 +153,11 @@ Result<EvalResult> Model::eval(const Dataset& dataset, bool dataset_sink_mode) {
     SINKRT_RETURN_IF_ERROR(it->Next(&row), where);
     int64_t rows = -1;
     for (size_t c = 0; c < eval_source.size(); ++c) {
-      if (eval_source[c] >= row.size()) return InvalidArgument(where + " lacks column '" + m.eval_queue.columns[c].name + "'");
+      if (eval_source[c] >= row.size())
+        return InvalidArgument(where + " lacks column '" + m.eval_queue.columns[c].name + "'");
       SINKRT_ASSIGN_OR_RETURN(const int64_t n, CheckRows("Model.eval", row[eval_source[c]], m.eval_queue.columns[c]),
                               where);
-      if (rows >= 0 && n != rows)
-        return InvalidArgument(where + ": its columns have different row counts");
+      if (rows >= 0 && n != rows) return InvalidArgument(where + ": its columns have different row counts");
       rows = n;
     }
     if (rows == batch) {
@@ -199,8 +198,9 @@ Result<Tensor> Model::predict(const Row& inputs) {
                          "(docs/design/pipeline.md)");
   if (m.sharded) return ShardedPredict(m, inputs);
   if (m.predict_queue.index < 0)
-    return FailedPrecondition("For 'Model.predict', the network has no predict program: it needs an output "
-                              "(AddOutput) that depends on at least one Input");
+    return FailedPrecondition(
+        "For 'Model.predict', the network has no predict program: it needs an output "
+        "(AddOutput) that depends on at least one Input");
   const std::vector<ColumnSpec>& cols = m.predict_queue.columns;
   if (inputs.size() != cols.size()) {
     std::string names;

@@ -52,8 +52,8 @@ std::vector<uint8_t> RankColumn(const Tensor& global, const RankFeed& feed, size
 // Pushes every rank its part of `batch` into `queue` and runs `kind` once on
 // all ranks together; each rank's reports.
 Result<std::vector<std::vector<ReportedTensor>>> RunOnRanks(Model::Impl& m, ProgramKind kind, const QueueInfo& queue,
-                                                            RankFeed RankPlan::*which,
-                                                            const std::vector<Tensor>& batch, const char* what) {
+                                                            RankFeed RankPlan::*which, const std::vector<Tensor>& batch,
+                                                            const char* what) {
   const uint32_t n = static_cast<uint32_t>(m.devices.size());
   const uint32_t q = static_cast<uint32_t>(queue.index);
   std::vector<std::vector<ReportedTensor>> out(n);
@@ -63,8 +63,8 @@ Result<std::vector<std::vector<ReportedTensor>>> RunOnRanks(Model::Impl& m, Prog
                                                            std::vector<std::vector<uint8_t>> parts;
                                                            std::vector<ConstBytes> spans;
                                                            for (size_t c = 0; c < batch.size(); ++c)
-                                                             parts.push_back(RankColumn(batch[c], feed, c,
-                                                                                        queue.columns[c]));
+                                                             parts.push_back(
+                                                                 RankColumn(batch[c], feed, c, queue.columns[c]));
                                                            for (const auto& p : parts) spans.push_back(p);
                                                            SINKRT_RETURN_IF_ERROR(m.devices[r]->PushBatch(q, spans));
                                                            auto res = m.devices[r]->RunSink(kind, 1);
@@ -87,16 +87,17 @@ Result<Tensor> GatherOutput(const Model::Impl& m, const std::vector<std::vector<
   const std::optional<job::StreamSlice>& s0 = m.ranks[0].predict_output;
   if (!s0) return Tensor{first.dtype, first.shape, first.data};
   if (!s0->partial.empty())
-    return Unimplemented("predict_step's output is a pending sum on each rank (its last op's reduction is split): "
-                         "give that op a strategy that does not split its reduction dim");
+    return Unimplemented(
+        "predict_step's output is a pending sum on each rank (its last op's reduction is split): "
+        "give that op a strategy that does not split its reduction dim");
   Tensor whole{first.dtype, s0->global_shape, {}};
   whole.data.assign(static_cast<size_t>(NumElements(whole.shape)) * DTypeSize(whole.dtype), 0);
   std::vector<std::vector<int64_t>> placed;
   for (size_t r = 0; r < reports.size(); ++r) {
     const std::optional<job::StreamSlice>& s = m.ranks[r].predict_output;
     const ReportedTensor& t = reports[r][0];
-    if (!s || s->global_shape != whole.shape || t.data.size() != static_cast<size_t>(NumElements(t.shape)) *
-                                                                      DTypeSize(t.dtype))
+    if (!s || s->global_shape != whole.shape ||
+        t.data.size() != static_cast<size_t>(NumElements(t.shape)) * DTypeSize(t.dtype))
       return Internal("predict_step's output on rank " + std::to_string(r) + " is not a slice of rank 0's");
     if (std::find(placed.begin(), placed.end(), s->offset) != placed.end()) continue;
     PlaceBlock(whole.data.data(), t.data.data(), BlockOf(*s, t.shape, DTypeSize(t.dtype)));
@@ -138,10 +139,9 @@ Result<EvalResult> ShardedEval(Model::Impl& m, const Dataset& dataset) {
   const int64_t global_rows = shard_rows * feed.parts;
   // The ranks that hold the same rows of the counted logits all count them.
   const RankPlan& r0 = m.ranks[0];
-  const double count_scale =
-      r0.accuracy_rows > 0
-          ? static_cast<double>(r0.accuracy_global_rows) / (static_cast<double>(m.devices.size()) * r0.accuracy_rows)
-          : 0;
+  const double count_scale = r0.accuracy_rows > 0 ? static_cast<double>(r0.accuracy_global_rows) /
+                                                        (static_cast<double>(m.devices.size()) * r0.accuracy_rows)
+                                                  : 0;
 
   SINKRT_ASSIGN_OR_RETURN(auto it, dataset.Iterate(), "For 'Model.eval', starting the dataset pipeline");
   const uint64_t round_trips_before = m.device->control_round_trips();
@@ -171,9 +171,8 @@ Result<EvalResult> ShardedEval(Model::Impl& m, const Dataset& dataset) {
         for (const Row& g : group) parts.push_back(&g[eval_source[c]]);
         batch.push_back(Concat(parts, eval_global[c]));
       }
-      SINKRT_ASSIGN_OR_RETURN(auto reports, RunOnRanks(m, ProgramKind::EvalStep, m.eval_queue, &RankPlan::eval, batch,
-                                                       "eval_step"),
-                              where);
+      SINKRT_ASSIGN_OR_RETURN(
+          auto reports, RunOnRanks(m, ProgramKind::EvalStep, m.eval_queue, &RankPlan::eval, batch, "eval_step"), where);
       double loss = 0;
       for (const auto& rep : reports) {
         if (rep.size() <= static_cast<size_t>(std::max(m.loss_report, m.accuracy_report)))
@@ -204,9 +203,9 @@ Result<EvalResult> ShardedEval(Model::Impl& m, const Dataset& dataset) {
     for (const Row& g : group) label_parts.push_back(&g[static_cast<size_t>(label_source)]);
     ColumnSpec label_col{m.label_column, DType::I32, {global_rows}};
     const Tensor labels = Concat(label_parts, label_col);
-    SINKRT_ASSIGN_OR_RETURN(auto reports, RunOnRanks(m, ProgramKind::PredictStep, m.predict_queue,
-                                                     &RankPlan::predict, batch, "predict_step"),
-                            where);
+    SINKRT_ASSIGN_OR_RETURN(
+        auto reports,
+        RunOnRanks(m, ProgramKind::PredictStep, m.predict_queue, &RankPlan::predict, batch, "predict_step"), where);
     SINKRT_ASSIGN_OR_RETURN(Tensor logits, GatherOutput(m, reports), where);
     SINKRT_RETURN_IF_ERROR(ScoreRows(AsReport(std::move(logits)), labels, group_rows, &loss_sum, &correct), where);
     samples += group_rows;
@@ -216,8 +215,9 @@ Result<EvalResult> ShardedEval(Model::Impl& m, const Dataset& dataset) {
 
 Result<Tensor> ShardedPredict(Model::Impl& m, const Row& inputs) {
   if (m.predict_queue.index < 0)
-    return FailedPrecondition("For 'Model.predict', the network has no predict program: it needs an output "
-                              "(AddOutput) that depends on at least one Input");
+    return FailedPrecondition(
+        "For 'Model.predict', the network has no predict program: it needs an output "
+        "(AddOutput) that depends on at least one Input");
   const std::vector<ColumnSpec> cols = GlobalColumns(m.predict_queue, m.ranks[0].predict);
   if (inputs.size() != cols.size()) {
     std::string names;

@@ -23,8 +23,7 @@ Result<ReportedTensor> RunPredict(Model::Impl& m, const std::vector<const Tensor
 // Sum over the real rows of -log softmax(logits)[label], and the number of
 // rows whose argmax (the first on ties, as the device's ArgMaxAccuracy)
 // equals the label; in double.
-Status ScoreRows(const ReportedTensor& logits, const Tensor& labels, int64_t rows, double* loss_sum,
-                 double* correct);
+Status ScoreRows(const ReportedTensor& logits, const Tensor& labels, int64_t rows, double* loss_sum, double* correct);
 
 // Model.eval's result from the sums over its samples (NaN accuracy when
 // the stream counts none).

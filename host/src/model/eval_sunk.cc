@@ -89,7 +89,7 @@ Result<MetricSums> RunSunkEval(Model::Impl& m, const Dataset& dataset, const std
   std::atomic<bool> sink_over{false};
   std::vector<std::unique_ptr<StoppablePushes>> links;  // outlive the feeders (declared first)
   std::vector<std::unique_ptr<Feeder>> feeders;
-  std::vector<uint32_t> fed_rank;          // per feeder: its rank
+  std::vector<uint32_t> fed_rank;           // per feeder: its rank
   std::vector<const QueueInfo*> fed_queue;  // and its queue
   for (size_t k = 0; k < ranks.size(); ++k) {
     if (queues[k].index < 0) continue;  // a pipeline's middle stage
@@ -156,8 +156,7 @@ Result<MetricSums> RunSunkEval(Model::Impl& m, const Dataset& dataset, const std
   // Batches pushed for steps that never ran must not reach the next eval.
   if (!ran.ok() || !echo.ok()) ClearFedQueues(m, fed_rank, fed_queue);
   if (!cause.ok())
-    return Status(cause.code(), "For 'Model.eval' (dataset_sink_mode), feeding the device failed: " +
-                                    cause.message() +
+    return Status(cause.code(), "For 'Model.eval' (dataset_sink_mode), feeding the device failed: " + cause.message() +
                                     (ran.ok() ? "" : " (the device then reported: " + ran.message() + ")"));
   if (!ran.ok()) return ran.WithContext("For 'Model.eval'");
   SINKRT_RETURN_IF_ERROR(echo, "For 'Model.eval', feeding the device");
@@ -166,8 +165,7 @@ Result<MetricSums> RunSunkEval(Model::Impl& m, const Dataset& dataset, const std
   const size_t at = static_cast<size_t>(m.metric_sums_report);
   if (last.steps_run != steps || last.reports.size() <= at)
     return Internal("For 'Model.eval': eval_step ran " + std::to_string(last.steps_run) + " of " +
-                    std::to_string(steps) + " steps and reported " + std::to_string(last.reports.size()) +
-                    " tensors");
+                    std::to_string(steps) + " steps and reported " + std::to_string(last.reports.size()) + " tensors");
   const ReportedTensor& sums = last.reports[at];
   const size_t want = m.accuracy_report >= 0 ? 2 : 1;
   if (sums.dtype != DType::F64 || sums.data.size() < want * sizeof(double))

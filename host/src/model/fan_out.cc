@@ -24,8 +24,8 @@ Status CombineRankStatuses(const std::vector<Status>& statuses, const std::strin
   }
   if (lead < 0) return Status::Ok();
   if (n == 1) return statuses[0];
-  std::string msg = what + " failed on rank " + std::to_string(lead) + " of " + std::to_string(n) + ": " +
-                    statuses[lead].message();
+  std::string msg =
+      what + " failed on rank " + std::to_string(lead) + " of " + std::to_string(n) + ": " + statuses[lead].message();
   std::string also;
   for (size_t r = 0; r < n; ++r)
     if (!statuses[r].ok() && static_cast<int>(r) != lead)

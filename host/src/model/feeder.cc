@@ -35,11 +35,12 @@ namespace {
 Status ColumnMismatch(const ColumnSpec& want, DType dtype, const Shape& shape, int64_t global_batch) {
   std::string hint;
   if (dtype == want.dtype && shape.size() == want.shape.size() && !shape.empty() && shape[0] < want.shape[0])
-    hint = " (a partial batch: training runs full batches only; batch the dataset with "
-           "drop_remainder=true)";
+    hint =
+        " (a partial batch: training runs full batches only; batch the dataset with "
+        "drop_remainder=true)";
   return InvalidArgument("dataset batch " + std::to_string(global_batch) + ": column '" + want.name + "' is " +
-                         Describe(dtype, shape) + ", the network was compiled for " +
-                         Describe(want.dtype, want.shape) + hint);
+                         Describe(dtype, shape) + ", the network was compiled for " + Describe(want.dtype, want.shape) +
+                         hint);
 }
 
 }  // namespace

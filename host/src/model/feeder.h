@@ -33,9 +33,9 @@ struct FeedPlan {
   // Dataset batches per queue entry (gradient accumulation's K): an entry
   // holds `columns` of each of them in turn.
   int64_t group = 1;
-  int64_t start_batch = 0;          // in dataset batches
-  int64_t count = 0;                // queue entries
-  int64_t batches_per_epoch = 1;    // entries; data-wait time is accounted per epoch
+  int64_t start_batch = 0;        // in dataset batches
+  int64_t count = 0;              // queue entries
+  int64_t batches_per_epoch = 1;  // entries; data-wait time is accounted per epoch
   // Per column (SEMI_AUTO_PARALLEL): the block of each batch column this
   // rank's queue holds when it is split inside a row; nullopt: all of it.
   std::vector<std::optional<Block>> blocks;
@@ -102,11 +102,11 @@ class Feeder {
   const FeedPlan plan_;
   std::unique_ptr<BatchWriter> writer_;
   std::unique_ptr<BatchIterator> it_;
-  DeviceLink::BatchFiller filler_;         // made once: a std::function per batch would allocate
-  int64_t fill_first_ = 0;                 // the entry's first dataset batch
-  int64_t fill_epoch_ = 0;                 // its epoch, for wait_ns_
-  Status fill_error_;                      // the pipeline's error in FillEntry, apart from the device's
-  std::vector<std::span<uint8_t>> fill_dst_;  // per dataset column
+  DeviceLink::BatchFiller filler_;             // made once: a std::function per batch would allocate
+  int64_t fill_first_ = 0;                     // the entry's first dataset batch
+  int64_t fill_epoch_ = 0;                     // its epoch, for wait_ns_
+  Status fill_error_;                          // the pipeline's error in FillEntry, apart from the device's
+  std::vector<std::span<uint8_t>> fill_dst_;   // per dataset column
   std::vector<std::atomic<int64_t>> wait_ns_;  // per epoch
   std::atomic<int64_t> pushed_{0};
   std::atomic<bool> stop_{false};

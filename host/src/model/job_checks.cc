@@ -10,8 +10,8 @@ namespace sinkrt::host {
 
 Result<JobRanks> SelectJobRanks(CompiledJob& job, uint32_t n, ModelOptions& options, const std::string& context) {
   JobRanks out{.per_rank = nullptr, .first = 0, .world = n};
-  if (ProcessGroup* pg = process_group(); pg && pg->world_size() > 1 && n == 1 &&
-                                          job.options.world_size == pg->world_size()) {
+  if (ProcessGroup* pg = process_group();
+      pg && pg->world_size() > 1 && n == 1 && job.options.world_size == pg->world_size()) {
     ParallelContext asked = options.context;
     asked.mode = job.options.parallel_mode;
     asked.device_num = static_cast<int>(job.options.world_size);
@@ -25,8 +25,10 @@ Result<JobRanks> SelectJobRanks(CompiledJob& job, uint32_t n, ModelOptions& opti
       job.ranks.clear();
       job.ranks.push_back(std::move(mine));
     } else if (job.ranks.size() != 1) {
-      return InvalidArgument(context + " holds " + std::to_string(job.ranks.size()) + " streams: one process per rank "
-                             "takes its own, or every rank's of " + std::to_string(out.world));
+      return InvalidArgument(context + " holds " + std::to_string(job.ranks.size()) +
+                             " streams: one process per rank "
+                             "takes its own, or every rank's of " +
+                             std::to_string(out.world));
     }
     options.context.global_rank = 0;  // checked above; the Model's own checks count local ranks
   } else if (n != job.world_size()) {

@@ -35,8 +35,7 @@ struct JobRanks {
 // of `world` alone; the job holds that rank's stream (or every rank's, of
 // which it keeps its own, and options' global_rank becomes 0). Otherwise
 // the job has one stream per device.
-Result<JobRanks> SelectJobRanks(CompiledJob& job, uint32_t devices, ModelOptions& options,
-                                const std::string& context);
+Result<JobRanks> SelectJobRanks(CompiledJob& job, uint32_t devices, ModelOptions& options, const std::string& context);
 
 // No device is null, and each stream is the rank it stands for in a world
 // of this size (a job put together by hand may hold streams of different

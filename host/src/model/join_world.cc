@@ -30,8 +30,8 @@ std::vector<JoinField> JobFields(const Model::Impl& m, const CompileOptions& co)
   for (const auto& b : report.buckets) buckets += (buckets.empty() ? "" : ", ") + std::to_string(b.bytes);
   const int64_t batch =
       m.train_queue.columns.empty() || m.train_queue.columns[0].shape.empty() ? 0 : m.train_queue.columns[0].shape[0];
-  std::string optimizer = std::string(OptimizerKindName(co.optimizer.kind)) + " lr " +
-                          std::to_string(co.optimizer.learning_rate);
+  std::string optimizer =
+      std::string(OptimizerKindName(co.optimizer.kind)) + " lr " + std::to_string(co.optimizer.learning_rate);
   if (co.optimizer.kind == OptimizerKind::Momentum) optimizer += " momentum " + std::to_string(co.optimizer.momentum);
   return {
       // One release for every rank: the bootstrap has no Hello of its own,
@@ -114,7 +114,7 @@ Status JoinWorldOfProcesses(Model::Impl& m, const CompileOptions& co, const std:
   // Only the links this rank's collectives need (connection_plan.h).
   world.groups = CollectiveUses(m.compiled.stream, pg.rank());
   return m.device->JoinWorld(world).WithContext(context + ": joining the devices' world as rank " +
-                                                 std::to_string(pg.rank()));
+                                                std::to_string(pg.rank()));
 }
 
 }  // namespace sinkrt::host

@@ -14,11 +14,11 @@
 #include "host/src/model/fan_out.h"
 #include "host/src/model/job_checks.h"
 #include "host/src/model/join_world.h"
-#include "host/src/model/stream_reading.h"
 #include "host/src/model/model_impl.h"
+#include "host/src/model/stream_reading.h"
 #include "host/src/model/validate.h"
-#include "sinkrt/host/communication.h"
 #include "runtime/src/env.h"
+#include "sinkrt/host/communication.h"
 #include "sinkrt/runtime/version.h"
 
 namespace sinkrt::host {
@@ -32,15 +32,13 @@ Status AppendLoss(Graph& g, const LossSpec& loss) {
   switch (loss.kind) {
     case LossSpec::Kind::NetworkComputesLoss:
       if (!g.valid(g.loss()))
-        return InvalidArgument(ModelContext(g) +
-                               " has no loss: LossSpec::None() trains a network that called SetLoss");
+        return InvalidArgument(ModelContext(g) + " has no loss: LossSpec::None() trains a network that called SetLoss");
       return Status::Ok();
     case LossSpec::Kind::SparseSoftmaxCrossEntropy:
       break;
   }
   if (g.valid(g.loss()))
-    return InvalidArgument(ModelContext(g) +
-                           " already has a loss: pass LossSpec::None() to train it as it is");
+    return InvalidArgument(ModelContext(g) + " already has a loss: pass LossSpec::None() to train it as it is");
   if (g.outputs().empty())
     return InvalidArgument(ModelContext(g) +
                            " has no output: the loss reads the logits, outputs()[0] (call AddOutput)");
@@ -71,8 +69,7 @@ Status ReadStreams(Model::Impl& m, const CompiledJob& job, const std::string& co
   if (m.train_queue.index < 0) return InvalidArgument(context + " has no Input: Model trains on dataset columns");
   m.accumulation = co.grad_accumulation;
   m.loss_scaled = co.loss_scale.enabled();
-  if (m.accumulation > 1 &&
-      m.train_queue.columns.size() % static_cast<size_t>(m.accumulation) != 0)
+  if (m.accumulation > 1 && m.train_queue.columns.size() % static_cast<size_t>(m.accumulation) != 0)
     return Internal(context + ": train_step's queue has " + std::to_string(m.train_queue.columns.size()) +
                     " columns, not a multiple of grad_accumulation_step " + std::to_string(m.accumulation));
   m.pipeline_stages = co.pipeline.stages;
@@ -100,8 +97,8 @@ Status ReadStreams(Model::Impl& m, const CompiledJob& job, const std::string& co
   // optimizer state.
   if (!m.sharded && m.pipeline_stages == 1 && n > 1) {
     for (uint32_t r = 0; r < n; ++r) m.rank_state.push_back(StateBuffers(r == 0 ? stream : job.ranks[r].stream));
-    m.state_sliced = std::any_of(m.state.begin(), m.state.end(),
-                                     [](const StateBuffer& s) { return s.slice.has_value(); });
+    m.state_sliced =
+        std::any_of(m.state.begin(), m.state.end(), [](const StateBuffer& s) { return s.slice.has_value(); });
     if (!m.state_sliced) m.rank_state.clear();
   }
   return Status::Ok();
@@ -121,15 +118,16 @@ Status JoinAndLoad(Model::Impl& m, const CompiledJob& job, const std::string& co
     SINKRT_RETURN_IF_ERROR(JoinWorld(m.devices, streams, context));
   }
   // Together: init may end by broadcasting rank 0's parameters.
-  SINKRT_RETURN_IF_ERROR(CombineRankStatuses(
-      OnEveryRank(n,
-                  [&](uint32_t r) {
-                    const CompiledStream& cs = r == 0 ? m.compiled : job.ranks[r];
-                    auto info = m.devices[r]->Load(cs.stream);
-                    if (info.ok() && r == 0) m.load_info = std::move(info).value();
-                    return info.status();
-                  }),
-      context + ": load"));
+  SINKRT_RETURN_IF_ERROR(CombineRankStatuses(OnEveryRank(n,
+                                                         [&](uint32_t r) {
+                                                           const CompiledStream& cs =
+                                                               r == 0 ? m.compiled : job.ranks[r];
+                                                           auto info = m.devices[r]->Load(cs.stream);
+                                                           if (info.ok() && r == 0)
+                                                             m.load_info = std::move(info).value();
+                                                           return info.status();
+                                                         }),
+                                             context + ": load"));
   return Status::Ok();
 }
 
@@ -154,8 +152,8 @@ Result<std::unique_ptr<Model>> Model::Create(CompiledJob job, std::span<DeviceLi
   return Create(std::move(job), devices, ModelOptions{});
 }
 
-Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, OptimizerSpec optimizer,
-                                             DeviceLink& device, ModelOptions options) {
+Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, OptimizerSpec optimizer, DeviceLink& device,
+                                             ModelOptions options) {
   DeviceLink* one[] = {&device};
   return Create(std::move(network), std::move(loss), std::move(optimizer), one, std::move(options));
 }
@@ -181,9 +179,9 @@ Result<std::unique_ptr<Model>> Model::Create(Graph network, LossSpec loss, Optim
                            " devices, one per rank, but got " + std::to_string(n) +
                            (n == 1 && data_parallel ? " (or one per process: init() in each rank's process)" : ""));
   if (!data_parallel && !sharded && n != 1)
-    return InvalidArgument(ModelContext(network) + ": " + ParallelModeName(pc.mode) +
-                           " runs on one device, but got " + std::to_string(n) +
-                           " (set parallel_mode data_parallel with device_num " + std::to_string(n) + ")");
+    return InvalidArgument(ModelContext(network) + ": " + ParallelModeName(pc.mode) + " runs on one device, but got " +
+                           std::to_string(n) + " (set parallel_mode data_parallel with device_num " +
+                           std::to_string(n) + ")");
   for (uint32_t r = 0; r < n; ++r)
     if (!devices[r]) return InvalidArgument(ModelContext(network) + ": device " + std::to_string(r) + " is null");
   SINKRT_RETURN_IF_ERROR(AppendLoss(network, loss));

@@ -10,9 +10,9 @@
 
 #include "host/src/job/stream_report.h"
 #include "host/src/model/slices.h"
+#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/buffer_role.h"
 #include "sinkrt/host/model.h"
-#include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace sinkrt::host {
@@ -63,12 +63,12 @@ struct Model::Impl {
   ProcessGroup* group = nullptr;
   uint32_t first_rank = 0;
   uint32_t world_size = 1;
-  DeviceLink* device = nullptr;      // rank 0: eval, predict, state
+  DeviceLink* device = nullptr;  // rank 0: eval, predict, state
   ParallelContext context;
-  CompiledStream compiled;       // rank 0's
+  CompiledStream compiled;              // rank 0's
   std::vector<VerifiedStream> streams;  // by rank (shared bytes): the profiler's task tables
   std::string network_name;
-  uint64_t network_hash = 0;     // NetworkHash of the network with its loss
+  uint64_t network_hash = 0;            // NetworkHash of the network with its loss
   uint64_t network_structure_hash = 0;  // NetworkStructureHash of the same; 0: unknown (an old job)
 
   QueueInfo train_queue, eval_queue, predict_queue;

@@ -23,7 +23,7 @@ void ForEachRun(const Block& b, Copy copy) {
     --inner;
   }
   if (inner > 0) run *= static_cast<uint64_t>(b.part[inner - 1]);  // the first partial dim runs too
-  const size_t outer = inner == 0 ? 0 : inner - 1;                // dims iterated one by one
+  const size_t outer = inner == 0 ? 0 : inner - 1;                 // dims iterated one by one
   std::vector<uint64_t> whole_stride(rank, b.element_bytes);
   for (size_t d = rank - 1; d-- > 0;) whole_stride[d] = whole_stride[d + 1] * static_cast<uint64_t>(b.whole[d + 1]);
   std::vector<int64_t> idx(outer, 0);
@@ -97,8 +97,8 @@ Result<RankFeed> PlanRankFeed(const std::vector<ColumnSpec>& columns,
         dataset_shape[0] = rows;
         std::vector<int64_t> offset = sl.offset;
         offset[0] = 0;
-        block = Block{.whole = dataset_shape, .part = col.shape, .offset = offset,
-                      .element_bytes = DTypeSize(col.dtype)};
+        block =
+            Block{.whole = dataset_shape, .part = col.shape, .offset = offset, .element_bytes = DTypeSize(col.dtype)};
       }
     }
     if (c == 0) {

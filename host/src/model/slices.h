@@ -37,8 +37,8 @@ Block BlockOf(const job::StreamSlice& slice, const Shape& shape, size_t element_
 // column, the block of the remaining dims it keeps (when a column is also
 // split inside a row).
 struct RankFeed {
-  int64_t parts = 1;   // the data-parallel degree of the batch
-  int64_t index = 0;   // this rank's shard
+  int64_t parts = 1;  // the data-parallel degree of the batch
+  int64_t index = 0;  // this rank's shard
   // Per queue column: the block of one shard's batch the queue holds;
   // nullopt when it holds the shard's batch whole.
   std::vector<std::optional<Block>> columns;

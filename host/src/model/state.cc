@@ -96,10 +96,8 @@ Result<std::vector<std::pair<std::string, Tensor>>> PipelineState(Model::Impl& m
 std::vector<Model::StateTensorSpec> Model::StateSpecs() const {
   std::vector<StateTensorSpec> out;
   auto add = [&](const StateBuffer& s) {
-    out.push_back({.name = s.name,
-                   .dtype = s.dtype,
-                   .shape = WholeShape(s),
-                   .optimizer_state = s.role == BufferRole::OptState});
+    out.push_back(
+        {.name = s.name, .dtype = s.dtype, .shape = WholeShape(s), .optimizer_state = s.role == BufferRole::OptState});
   };
   // Pipeline stages: rank 0 holds only the first stage's tensors; the
   // model's state is every stage's (a tensor several stages hold, once).
@@ -128,17 +126,16 @@ Result<std::vector<std::pair<std::string, Tensor>>> Model::ReadState(uint32_t ra
   // A pipeline rank holds its stage's tensors.
   const std::vector<StateBuffer> stage_state =
       impl_->pipeline_stages > 1 ? StateBuffers(impl_->streams[rank]) : std::vector<StateBuffer>{};
-  const std::vector<StateBuffer>& state =
-      impl_->sharded || impl_->state_sliced ? impl_->RankState(rank)
-      : impl_->pipeline_stages > 1          ? stage_state
-                                            : impl_->state;
+  const std::vector<StateBuffer>& state = impl_->sharded || impl_->state_sliced ? impl_->RankState(rank)
+                                          : impl_->pipeline_stages > 1          ? stage_state
+                                                                                : impl_->state;
   out.reserve(state.size());
   for (const StateBuffer& s : state) {
     SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, impl_->devices[rank]->ReadTensor(s.index),
                             "Model.ReadState: tensor '" + s.name + "'");
     if (bytes.size() != s.bytes)
-      return Internal("Model.ReadState: tensor '" + s.name + "' came back with " +
-                      std::to_string(bytes.size()) + " bytes, expected " + std::to_string(s.bytes));
+      return Internal("Model.ReadState: tensor '" + s.name + "' came back with " + std::to_string(bytes.size()) +
+                      " bytes, expected " + std::to_string(s.bytes));
     out.emplace_back(s.name, Tensor{s.dtype, s.shape, std::move(bytes)});
   }
   return out;
@@ -228,8 +225,7 @@ Status Model::WritePipelineState(const std::vector<std::pair<std::string, Tensor
   std::vector<std::pair<const std::pair<uint32_t, StateBuffer>*, const Tensor*>> writes;
   for (const auto& [name, t] : state) {
     auto [it, end] = by_name.equal_range(name);
-    if (it == end)
-      return NotFound("Model.WriteState: the model has no parameter or optimizer state '" + name + "'");
+    if (it == end) return NotFound("Model.WriteState: the model has no parameter or optimizer state '" + name + "'");
     for (auto holder = it; holder != end; ++holder) writes.emplace_back(holder->second, &t);
     const StateBuffer& s = it->second->second;
     SINKRT_RETURN_IF_ERROR(CheckWholeTensor(name, t, s));

@@ -20,8 +20,7 @@ void AccuracyRows(const VerifiedStream& view, int64_t* local, int64_t* global) {
   if (!p) return;
   for (const fb::Stream* s : *p->streams())
     for (const fb::Task* t : *s->tasks())
-      if (t->body_type() == fb::TaskBody::KernelTask &&
-          t->body_as_KernelTask()->op() == fb::OpCode::ArgMaxAccuracy) {
+      if (t->body_type() == fb::TaskBody::KernelTask && t->body_as_KernelTask()->op() == fb::OpCode::ArgMaxAccuracy) {
         const fb::Buffer* b = view.root()->buffers()->Get(t->body_as_KernelTask()->inputs()->Get(0));
         *local = *global = b->shape() && b->shape()->size() > 0 ? b->shape()->Get(0) : 1;
         if (b->slice() && b->slice()->global_shape() && b->slice()->global_shape()->size() > 0)
@@ -55,8 +54,7 @@ void FindEvalReports(const VerifiedStream& view, int* loss_report, int* accuracy
   if (const fb::Program* p = view.FindProgram(ProgramKind::EvalStep))
     for (const fb::Stream* s : *p->streams())
       for (const fb::Task* t : *s->tasks())
-        if (t->body_type() == fb::TaskBody::KernelTask &&
-            t->body_as_KernelTask()->op() == fb::OpCode::ArgMaxAccuracy)
+        if (t->body_type() == fb::TaskBody::KernelTask && t->body_as_KernelTask()->op() == fb::OpCode::ArgMaxAccuracy)
           accuracy_buffer = t->body_as_KernelTask()->outputs()->Get(0);
   for (size_t i = 0; i < eval.size(); ++i) {
     if (!train.empty() && eval[i] == train[0]) *loss_report = static_cast<int>(i);
@@ -83,15 +81,12 @@ int FindMetricSumsReport(const VerifiedStream& view) {
 Result<RankPlan> PlanRank(const VerifiedStream& view, uint32_t r) {
   const std::string where = "rank " + std::to_string(r);
   RankPlan plan;
-  SINKRT_ASSIGN_OR_RETURN(plan.train,
-                          PlanRankFeed(job::QueueColumns(view, "train"), job::QueueSlices(view, "train"),
-                                       where + "'s train queue"));
-  SINKRT_ASSIGN_OR_RETURN(plan.eval,
-                          PlanRankFeed(job::QueueColumns(view, "eval"), job::QueueSlices(view, "eval"),
-                                       where + "'s eval queue"));
-  SINKRT_ASSIGN_OR_RETURN(plan.predict,
-                          PlanRankFeed(job::QueueColumns(view, "predict"), job::QueueSlices(view, "predict"),
-                                       where + "'s predict queue"));
+  SINKRT_ASSIGN_OR_RETURN(plan.train, PlanRankFeed(job::QueueColumns(view, "train"), job::QueueSlices(view, "train"),
+                                                   where + "'s train queue"));
+  SINKRT_ASSIGN_OR_RETURN(plan.eval, PlanRankFeed(job::QueueColumns(view, "eval"), job::QueueSlices(view, "eval"),
+                                                  where + "'s eval queue"));
+  SINKRT_ASSIGN_OR_RETURN(plan.predict, PlanRankFeed(job::QueueColumns(view, "predict"),
+                                                     job::QueueSlices(view, "predict"), where + "'s predict queue"));
   plan.state = StateBuffers(view);
   AccuracyRows(view, &plan.accuracy_rows, &plan.accuracy_global_rows);
   const std::vector<uint32_t> predict = Reports(view, ProgramKind::PredictStep);

@@ -22,9 +22,9 @@
 #include "host/src/model/model_impl.h"
 #include "host/src/model/validate.h"
 #include "host/src/profile/profile_session.h"
+#include "runtime/src/clock.h"
 #include "sinkrt/host/communication.h"
 #include "sinkrt/host/profiler.h"
-#include "runtime/src/clock.h"
 
 namespace sinkrt::host {
 namespace {
@@ -32,9 +32,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Hook = Status (Callback::*)(RunContext&);
 
-double MsSince(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
+double MsSince(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 // A pass ends with a partial batch unless the dataset drops it; a compiled
 // graph takes full batches only, and finding that out from the device would
@@ -57,8 +55,15 @@ class TrainLoop {
   TrainLoop(Model& model, Model::Impl& m, const std::vector<Callback*>& callbacks, const TrainPlan& plan,
             bool sink_mode, int initial_epoch, const std::vector<std::unique_ptr<Feeder>>& feeders,
             ProfileSession* profile)
-      : model_(model), m_(m), callbacks_(callbacks), plan_(plan), sink_mode_(sink_mode),
-        initial_epoch_(initial_epoch), feeders_(feeders), profile_(profile), ctx_(&p_) {}
+      : model_(model),
+        m_(m),
+        callbacks_(callbacks),
+        plan_(plan),
+        sink_mode_(sink_mode),
+        initial_epoch_(initial_epoch),
+        feeders_(feeders),
+        profile_(profile),
+        ctx_(&p_) {}
 
   // Runs every epoch up to the stop check; on_train_end is the caller's,
   // after the feeder is done. Sets *stopped when a callback asked to stop.
@@ -90,7 +95,8 @@ class TrainLoop {
     p_.epoch_ms = MsSince(epoch_start_);
     // Ranks wait for each other in every AllReduce: the slowest pipeline counts.
     p_.data_wait_ms = 0;
-    for (const auto& f : feeders_) p_.data_wait_ms = std::max(p_.data_wait_ms, f->wait_ms(p_.cur_epoch_num - 1 - initial_epoch_));
+    for (const auto& f : feeders_)
+      p_.data_wait_ms = std::max(p_.data_wait_ms, f->wait_ms(p_.cur_epoch_num - 1 - initial_epoch_));
   }
 
   Model& model_;
@@ -176,7 +182,8 @@ Status TrainLoop::ReadLossScale() {
     const std::vector<ReportedTensor>& reports = results_[r].reports;
     if (reports.size() < 3 || reports[2].dtype != DType::I32 || reports[2].data.size() != 3 * sizeof(int32_t))
       return Internal("train_step reported " + std::to_string(reports.size()) +
-                      " tensors, not the loss scale and its counters" + (results_.size() > 1 ? " on rank " + std::to_string(r) : ""));
+                      " tensors, not the loss scale and its counters" +
+                      (results_.size() > 1 ? " on rank " + std::to_string(r) : ""));
     int32_t counters[3];
     std::memcpy(counters, reports[2].data.data(), sizeof counters);
     // The ranks checked the same reduced gradients: a rank that counts
@@ -254,8 +261,7 @@ Status Model::train(int epoch, const Dataset& train_dataset, const std::vector<C
   QueueInfo train_queue = m.train_queue;
   train_queue.columns.resize(train_queue.columns.size() / static_cast<size_t>(per_step));
   for (size_t i = 0; i < callbacks.size(); ++i)
-    if (!callbacks[i])
-      return InvalidArgument("For 'Model.train', callbacks[" + std::to_string(i) + "] is null");
+    if (!callbacks[i]) return InvalidArgument("For 'Model.train', callbacks[" + std::to_string(i) + "] is null");
   // What the dataset must yield: the queue's columns, or under
   // SEMI_AUTO_PARALLEL the shard's batch of which each queue keeps a block.
   QueueInfo wanted = DatasetView(train_queue, m.sharded ? &m.ranks[0].train : nullptr);
@@ -287,8 +293,8 @@ Status Model::train(int epoch, const Dataset& train_dataset, const std::vector<C
   std::vector<Dataset> shards;
   for (uint32_t r = 0; r < n; ++r) {
     if (data_parallel) {
-      shards.push_back(train_dataset.ShardBelowBatch(static_cast<int>(replicas),
-                                                     static_cast<int>((m.first_rank + r) % replicas)));
+      shards.push_back(
+          train_dataset.ShardBelowBatch(static_cast<int>(replicas), static_cast<int>((m.first_rank + r) % replicas)));
     } else if (m.sharded && m.ranks[r].train.parts > 1) {
       shards.push_back(train_dataset.ShardBelowBatch(static_cast<int>(m.ranks[r].train.parts),
                                                      static_cast<int>(m.ranks[r].train.index)));

@@ -12,13 +12,11 @@ namespace {
 // Validator.check_non_negative_int without an argument name.
 Status CheckNonNegativeInt(int value) {
   if (value >= 0) return Status::Ok();
-  return InvalidArgument("The input value must be int and must >= 0, but got '" +
-                         std::to_string(value) + "' with type 'int'.");
+  return InvalidArgument("The input value must be int and must >= 0, but got '" + std::to_string(value) +
+                         "' with type 'int'.");
 }
 
-std::string Describe(const ColumnSpec& c) {
-  return std::string(DTypeName(c.dtype)) + " " + ShapeToString(c.shape);
-}
+std::string Describe(const ColumnSpec& c) { return std::string(DTypeName(c.dtype)) + " " + ShapeToString(c.shape); }
 
 std::string Names(const std::vector<ColumnSpec>& columns) {
   std::string out;
@@ -36,23 +34,27 @@ Result<uint32_t> SinkQueueCapacity(uint32_t configured) {
   const std::optional<long long> parsed = ParseNonNegativeInteger(env);
   const long long v = parsed.value_or(0);
   if (v <= 0)
-    return InvalidArgument("Invalid data queue capacity. Expect env variable MS_DATASET_SINK_QUEUE > 0, "
-                           "but got '" + std::string(env) + "'.");
+    return InvalidArgument(
+        "Invalid data queue capacity. Expect env variable MS_DATASET_SINK_QUEUE > 0, "
+        "but got '" +
+        std::string(env) + "'.");
   if (v > 128)
-    return InvalidArgument("Invalid data queue capacity. Expect env variable MS_DATASET_SINK_QUEUE in "
-                           "1~128, but got '" + std::string(env) + "'.");
+    return InvalidArgument(
+        "Invalid data queue capacity. Expect env variable MS_DATASET_SINK_QUEUE in "
+        "1~128, but got '" +
+        std::string(env) + "'.");
   return static_cast<uint32_t>(v);
 }
 
-Result<TrainPlan> ValidateTrainArgs(int epoch, const Dataset& dataset, bool dataset_sink_mode,
-                                    int sink_size, int initial_epoch, int64_t batches_per_step) {
+Result<TrainPlan> ValidateTrainArgs(int epoch, const Dataset& dataset, bool dataset_sink_mode, int sink_size,
+                                    int initial_epoch, int64_t batches_per_step) {
   SINKRT_RETURN_IF_ERROR(CheckNonNegativeInt(epoch));
   SINKRT_RETURN_IF_ERROR(CheckNonNegativeInt(initial_epoch));
   if (initial_epoch >= epoch)
-    return InvalidArgument("For 'Model.train', the parameter 'epoch' must bigger than parameter "
-                           "'initial_epoch', but got the parameter 'epoch' is " +
-                           std::to_string(epoch) + ", 'initial_epoch' is " +
-                           std::to_string(initial_epoch) + ".");
+    return InvalidArgument(
+        "For 'Model.train', the parameter 'epoch' must bigger than parameter "
+        "'initial_epoch', but got the parameter 'epoch' is " +
+        std::to_string(epoch) + ", 'initial_epoch' is " + std::to_string(initial_epoch) + ".");
   SINKRT_RETURN_IF_ERROR(dataset.status(), "For 'Model.train', train_dataset");
   TrainPlan plan;
   plan.dataset_size = dataset.get_dataset_size();
@@ -94,15 +96,14 @@ Status CheckDatasetColumns(const char* api, const Dataset& dataset, const QueueI
                              "', but the dataset has no such column (its columns: " + Names(have) + ").");
     const ColumnSpec& got = have[i];
     if (got.dtype != want.dtype || got.shape != want.shape)
-      return InvalidArgument(where + "the dataset column '" + want.name + "' gives batches of " +
-                             Describe(got) + ", but the network was compiled for " + Describe(want) +
+      return InvalidArgument(where + "the dataset column '" + want.name + "' gives batches of " + Describe(got) +
+                             ", but the network was compiled for " + Describe(want) +
                              " (the batch size and dtypes are part of the compiled graph).");
   }
   for (const ColumnSpec& c : have)
     if (FindColumn(queue.columns, c.name) < 0)
       return InvalidArgument(where + "the dataset column '" + c.name +
-                             "' is not an input of the network (its inputs: " + Names(queue.columns) +
-                             ").");
+                             "' is not an input of the network (its inputs: " + Names(queue.columns) + ").");
   return Status::Ok();
 }
 

@@ -22,8 +22,8 @@ struct TrainPlan {
 // dataset, its size, sink_size. With gradient accumulation a step takes
 // `batches_per_step` dataset batches: dataset_size and the steps count
 // steps (a pass's leftover batches join the next pass's first step).
-Result<TrainPlan> ValidateTrainArgs(int epoch, const Dataset& dataset, bool dataset_sink_mode,
-                                    int sink_size, int initial_epoch, int64_t batches_per_step = 1);
+Result<TrainPlan> ValidateTrainArgs(int epoch, const Dataset& dataset, bool dataset_sink_mode, int sink_size,
+                                    int initial_epoch, int64_t batches_per_step = 1);
 
 // Every column of `queue` must be a dataset column of the same dtype and
 // per-batch shape, and every dataset column a column of `queue`. `api`

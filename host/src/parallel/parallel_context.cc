@@ -54,7 +54,8 @@ std::string PyStr(const Json& v, bool nested = false) {
 Result<double> FusionThresholdMb(const Json& config) {
   // Python compares a bool as an int, then pybind11 takes it as 0 or 1:
   // refused here as the mistake it is.
-  if (config.is_boolean()) return InvalidArgument("comm_fusion: mode 'size' takes a number of MB, got " + PyStr(config));
+  if (config.is_boolean())
+    return InvalidArgument("comm_fusion: mode 'size' takes a number of MB, got " + PyStr(config));
   if (!config.is_number())
     return InvalidArgument("'<' not supported between instances of '" + PyTypeName(config) + "' and 'int'");
   const double mb = config.get<double>();
@@ -98,8 +99,8 @@ Status CheckEntry(const Json& entry, const std::string& type_error, const char* 
 
 // _set_allreduce_comm_fusion then set_all_reduce_fusion_split_indices.
 Status ParseAllReduce(const Json& entry, CommFusion* f) {
-  SINKRT_RETURN_IF_ERROR(CheckEntry(entry, "For 'comm_fusion', the 'allreduce' config must be dict, but got the type : ",
-                                    "allreduce"));
+  SINKRT_RETURN_IF_ERROR(
+      CheckEntry(entry, "For 'comm_fusion', the 'allreduce' config must be dict, but got the type : ", "allreduce"));
   const Json& mode = entry["mode"];
   const Json& config = entry["config"];
   if (mode != "auto" && mode != "size" && mode != "index")
@@ -169,21 +170,27 @@ Status CheckCommFusion(const CommFusion& f) {
 Status ValidateParallelOptimizer(const ParallelContext& c) {
   const ParallelOptimizerConfig& o = c.parallel_optimizer_config;
   if (o.threshold_kb < 0)
-    return InvalidArgument("For 'parallel_optimizer_config', the 'parallel_optimizer_threshold' must be int and must "
-                           ">= 0, but got '" + std::to_string(o.threshold_kb) + "'.");
+    return InvalidArgument(
+        "For 'parallel_optimizer_config', the 'parallel_optimizer_threshold' must be int and must "
+        ">= 0, but got '" +
+        std::to_string(o.threshold_kb) + "'.");
   if (o.optimizer_level != "level1" && o.optimizer_level != "level2" && o.optimizer_level != "level3")
-    return InvalidArgument("For 'parallel_optimizer_config', the 'optimizer_level' must be 'level1', 'level2' or "
-                           "'level3', but got '" + o.optimizer_level + "'.");
+    return InvalidArgument(
+        "For 'parallel_optimizer_config', the 'optimizer_level' must be 'level1', 'level2' or "
+        "'level3', but got '" +
+        o.optimizer_level + "'.");
   if (o.optimizer_weight_shard_size != -1 && o.optimizer_weight_shard_size <= 1)
-    return InvalidArgument("The setting 'optimizer_weight_shard_size' is invalid: use -1 (the whole data-parallel "
-                           "group) or an integer larger than 1, but got " +
-                           std::to_string(o.optimizer_weight_shard_size) + ".");
+    return InvalidArgument(
+        "The setting 'optimizer_weight_shard_size' is invalid: use -1 (the whole data-parallel "
+        "group) or an integer larger than 1, but got " +
+        std::to_string(o.optimizer_weight_shard_size) + ".");
   if (!c.enable_parallel_optimizer) return Status::Ok();
   // MindSpore's Optimizer raises this (optimizer.py, _use_parallel_optimizer);
   // sinkrt ignored the flag without a word.
   if (c.mode == ParallelMode::StandAlone)
-    return InvalidArgument("For 'Optimizer', parallel optimizer is not supported in stand_alone, you should set "
-                           "parallel mode to 'data_parallel', 'semi_auto_parallel' or 'auto_parallel'.");
+    return InvalidArgument(
+        "For 'Optimizer', parallel optimizer is not supported in stand_alone, you should set "
+        "parallel mode to 'data_parallel', 'semi_auto_parallel' or 'auto_parallel'.");
   const std::string name = ParallelModeName(c.mode);
   if (c.pipeline_stages > 1)
     return Unimplemented("enable_parallel_optimizer with pipeline_stages " + std::to_string(c.pipeline_stages) +
@@ -201,7 +208,8 @@ Status ValidateParallelOptimizer(const ParallelContext& c) {
   if (o.optimizer_weight_shard_size != -1 && o.optimizer_weight_shard_size != c.device_num)
     return Unimplemented("optimizer_weight_shard_size " + std::to_string(o.optimizer_weight_shard_size) +
                          " is not supported by this build yet: each parameter's update is shared by the whole "
-                         "data-parallel group (-1, or device_num " + std::to_string(c.device_num) + ").");
+                         "data-parallel group (-1, or device_num " +
+                         std::to_string(c.device_num) + ").");
   return Status::Ok();
 }
 
@@ -215,7 +223,8 @@ Result<CommFusion> ParseCommFusion(const std::string& json) {
     return InvalidArgument(std::string("comm_fusion is not valid JSON: ") + e.what());
   }
   // set_auto_parallel_context's args_type_check.
-  if (!j.is_object()) return InvalidArgument("The parameter 'comm_fusion' must be <class 'dict'>, but got " + PyType(j));
+  if (!j.is_object())
+    return InvalidArgument("The parameter 'comm_fusion' must be <class 'dict'>, but got " + PyType(j));
   // set_comm_fusion: each key in turn, as it comes.
   CommFusion f;
   for (auto it = j.begin(); it != j.end(); ++it) {
@@ -223,17 +232,20 @@ Result<CommFusion> ParseCommFusion(const std::string& json) {
     const Json& value = it.value();
     if (key == "openstate") {
       if (!value.is_boolean())
-        return InvalidArgument("For 'comm_fusion', the 'openstate' must be bool, but got the type : " +
-                               PyType(value) + ".");
+        return InvalidArgument("For 'comm_fusion', the 'openstate' must be bool, but got the type : " + PyType(value) +
+                               ".");
       // MindSpore turns the three fusions off; later entries then return
       // before any check. True leaves them as they are.
       if (!value.get<bool>()) f.openstate = false;
     } else if (key == "allreduce" || key == "allgather" || key == "reducescatter") {
       if (!f.openstate) continue;
-      if (key == "allreduce") SINKRT_RETURN_IF_ERROR(ParseAllReduce(value, &f));
-      else SINKRT_RETURN_IF_ERROR(ParseGatherScatter(value, key, key == "allgather" ? &f.allgather : &f.reducescatter));
+      if (key == "allreduce")
+        SINKRT_RETURN_IF_ERROR(ParseAllReduce(value, &f));
+      else
+        SINKRT_RETURN_IF_ERROR(ParseGatherScatter(value, key, key == "allgather" ? &f.allgather : &f.reducescatter));
     } else {
-      return InvalidArgument("comm fusion type must be openstate,allreduce, allgather or reducescatter, but got " + key);
+      return InvalidArgument("comm fusion type must be openstate,allreduce, allgather or reducescatter, but got " +
+                             key);
     }
   }
   return f;
@@ -254,13 +266,17 @@ Result<ParallelOptimizerConfig> ParseParallelOptimizerConfig(const std::string& 
     const Json& v = it.value();
     if (key == "parallel_optimizer_threshold") {
       if (!v.is_number_integer() || v.get<int64_t>() < 0)
-        return InvalidArgument("For 'parallel_optimizer_config', the 'parallel_optimizer_threshold' must be int and "
-                               "must >= 0, but got '" + v.dump() + "' with type '" + PyTypeName(v) + "'.");
+        return InvalidArgument(
+            "For 'parallel_optimizer_config', the 'parallel_optimizer_threshold' must be int and "
+            "must >= 0, but got '" +
+            v.dump() + "' with type '" + PyTypeName(v) + "'.");
       c.threshold_kb = v.get<int64_t>();
     } else if (key == "gradient_accumulation_shard") {
       if (!v.is_boolean())
-        return InvalidArgument("For 'parallel_optimizer_config', the 'gradient_accumulation_shard' must be bool, "
-                               "but got the type : " + PyType(v) + ".");
+        return InvalidArgument(
+            "For 'parallel_optimizer_config', the 'gradient_accumulation_shard' must be bool, "
+            "but got the type : " +
+            PyType(v) + ".");
       c.gradient_accumulation_shard = v.get<bool>();
     } else if (key == "optimizer_weight_shard_size") {
       if (!v.is_number_integer())
@@ -268,8 +284,10 @@ Result<ParallelOptimizerConfig> ParseParallelOptimizerConfig(const std::string& 
       c.optimizer_weight_shard_size = v.get<int64_t>();
     } else if (key == "optimizer_level") {
       if (!v.is_string())
-        return InvalidArgument("For 'parallel_optimizer_config', the 'optimizer_level' must be str, but got the "
-                               "type : " + PyType(v) + ".");
+        return InvalidArgument(
+            "For 'parallel_optimizer_config', the 'optimizer_level' must be str, but got the "
+            "type : " +
+            PyType(v) + ".");
       c.optimizer_level = v.get<std::string>();
     } else {
       return InvalidArgument("Unknown config: ['" + key + "']");
@@ -280,10 +298,14 @@ Result<ParallelOptimizerConfig> ParseParallelOptimizerConfig(const std::string& 
 
 const char* ParallelModeName(ParallelMode mode) {
   switch (mode) {
-    case ParallelMode::StandAlone: return "stand_alone";
-    case ParallelMode::DataParallel: return "data_parallel";
-    case ParallelMode::SemiAutoParallel: return "semi_auto_parallel";
-    case ParallelMode::AutoParallel: return "auto_parallel";
+    case ParallelMode::StandAlone:
+      return "stand_alone";
+    case ParallelMode::DataParallel:
+      return "data_parallel";
+    case ParallelMode::SemiAutoParallel:
+      return "semi_auto_parallel";
+    case ParallelMode::AutoParallel:
+      return "auto_parallel";
   }
   return "unknown";
 }
@@ -299,45 +321,58 @@ Result<ParallelMode> ParseParallelMode(const std::string& name) {
     // semi_auto_parallel and auto_parallel ran).
     std::string runs;
     for (size_t i = 0; i < std::size(kModes); ++i)
-      runs += std::string(i == 0 ? "" : i + 1 == std::size(kModes) ? " and " : ", ") + "'" +
-              ParallelModeName(kModes[i]) + "'";
-    return Unimplemented("The parallel_mode 'hybrid_parallel' (manual model parallelism) is not supported by sinkrt, "
-                         "which runs " + runs + ": shard strategies (semi_auto_parallel) express the same layouts.");
+      runs += std::string(i == 0                       ? ""
+                          : i + 1 == std::size(kModes) ? " and "
+                                                       : ", ") +
+              "'" + ParallelModeName(kModes[i]) + "'";
+    return Unimplemented(
+        "The parallel_mode 'hybrid_parallel' (manual model parallelism) is not supported by sinkrt, "
+        "which runs " +
+        runs + ": shard strategies (semi_auto_parallel) express the same layouts.");
   }
   return InvalidArgument(
       "The context configuration parameter 'parallel_mode' only support 'stand_alone', "
       "'data_parallel', 'hybrid_parallel', 'semi_auto_parallel' and 'auto_parallel', but got the "
-      "value : " + name + ".");
+      "value : " +
+      name + ".");
 }
 
 Status ParallelContext::Validate(const std::vector<ParallelMode>& supported) const {
   if (device_num < 1 || device_num > 4096)
     return InvalidArgument(
         "The context configuration parameter 'device_num' must be in [1, 4096], but got the value "
-        "of device_num : " + std::to_string(device_num) + ".");
+        "of device_num : " +
+        std::to_string(device_num) + ".");
   if (global_rank < 0 || global_rank > 4095)
     return InvalidArgument(
         "The context configuration parameter 'global_rank' must be in [0, 4095], but got the value "
-        "of global_rank : " + std::to_string(global_rank) + ".");
+        "of global_rank : " +
+        std::to_string(global_rank) + ".");
   if (global_rank >= device_num)
-    return InvalidArgument("The global_rank " + std::to_string(global_rank) +
-                           " must be less than device_num " + std::to_string(device_num) + ".");
+    return InvalidArgument("The global_rank " + std::to_string(global_rank) + " must be less than device_num " +
+                           std::to_string(device_num) + ".");
   if (search_mode != "recursive_programming" && search_mode != "dynamic_programming" &&
       search_mode != "sharding_propagation")
     return InvalidArgument(
         "The context configuration parameter 'auto_parallel_search_mode' only support "
         "'recursive_programming', 'dynamic_programming' and 'sharding_propagation', but got the "
-        "value: " + search_mode + ".");
+        "value: " +
+        search_mode + ".");
   if (device_memory_capacity && *device_memory_capacity == 0)
-    return InvalidArgument("The context configuration parameter 'device_memory_capacity' must be larger than 0, "
-                           "but got the value: 0.");
+    return InvalidArgument(
+        "The context configuration parameter 'device_memory_capacity' must be larger than 0, "
+        "but got the value: 0.");
   SINKRT_RETURN_IF_ERROR(CheckCommFusion(comm_fusion));
   if (pipeline_stages < 1)
-    return InvalidArgument("The context configuration parameter 'pipeline_stages' must be a positive int, but got "
-                           "the value of pipeline_stages : " + std::to_string(pipeline_stages) + ".");
+    return InvalidArgument(
+        "The context configuration parameter 'pipeline_stages' must be a positive int, but got "
+        "the value of pipeline_stages : " +
+        std::to_string(pipeline_stages) + ".");
   if (pipeline_scheduler != "1f1b" && pipeline_scheduler != "gpipe")
-    return InvalidArgument("For 'pipeline_config', the pipeline_scheduler only support '1f1b' and 'gpipe', but got "
-                           "'" + pipeline_scheduler + "'.");
+    return InvalidArgument(
+        "For 'pipeline_config', the pipeline_scheduler only support '1f1b' and 'gpipe', but got "
+        "'" +
+        pipeline_scheduler + "'.");
 
   const char* name = ParallelModeName(mode);
   // parallel/_utils.py: _device_number_check, then _parameter_broadcast_check.
@@ -347,12 +382,15 @@ Status ParallelContext::Validate(const std::vector<ParallelMode>& supported) con
   if (parameter_broadcast && mode != ParallelMode::DataParallel)
     return InvalidArgument(
         "stand_alone, semi_auto_parallel and auto_parallel do not support parameter broadcast, "
-        "parallel_mode: " + std::string(name) + ", parameter_broadcast:" + PyBool(parameter_broadcast));
+        "parallel_mode: " +
+        std::string(name) + ", parameter_broadcast:" + PyBool(parameter_broadcast));
 
   if (std::find(supported.begin(), supported.end(), mode) == supported.end()) {
     std::string list;
     for (size_t i = 0; i < supported.size(); ++i)
-      list += (i == 0 ? "'" : i + 1 == supported.size() ? " and '" : ", '") +
+      list += (i == 0                      ? "'"
+               : i + 1 == supported.size() ? " and '"
+                                           : ", '") +
               std::string(ParallelModeName(supported[i])) + "'";
     return Unimplemented("The parallel_mode '" + std::string(name) +
                          "' is not supported by this build yet, it only runs " + list +
@@ -363,11 +401,14 @@ Status ParallelContext::Validate(const std::vector<ParallelMode>& supported) con
   // the flag would train something else than asked.
   if (!dataset_strategy.empty()) {
     if (mode != ParallelMode::SemiAutoParallel && mode != ParallelMode::AutoParallel)
-      return InvalidArgument("dataset_strategy as a tuple of strategies is only supported in semi_auto_parallel "
-                             "and auto_parallel, but got parallel_mode: " + std::string(name) + ".");
+      return InvalidArgument(
+          "dataset_strategy as a tuple of strategies is only supported in semi_auto_parallel "
+          "and auto_parallel, but got parallel_mode: " +
+          std::string(name) + ".");
     if (full_batch)
-      return InvalidArgument("dataset_strategy and full_batch cannot both be set: full_batch is dataset_strategy "
-                             "'full_batch', every rank reading the whole batch.");
+      return InvalidArgument(
+          "dataset_strategy and full_batch cannot both be set: full_batch is dataset_strategy "
+          "'full_batch', every rank reading the whole batch.");
     for (size_t i = 0; i < dataset_strategy.size(); ++i)
       for (int64_t v : dataset_strategy[i])
         if (v < 1)
@@ -379,17 +420,18 @@ Status ParallelContext::Validate(const std::vector<ParallelMode>& supported) con
         "full_batch=True (dataset_strategy 'full_batch') is not supported with data_parallel: every rank reads "
         "its own shard of the batch. It will be supported with semi_auto_parallel; set full_batch=False.");
   if (grad_accumulation_step < 1 || grad_accumulation_step > 1024)
-    return InvalidArgument("The context configuration parameter 'grad_accumulation_step' must be in [1, 1024], but "
-                           "got " + std::to_string(grad_accumulation_step) + ".");
+    return InvalidArgument(
+        "The context configuration parameter 'grad_accumulation_step' must be in [1, 1024], but "
+        "got " +
+        std::to_string(grad_accumulation_step) + ".");
   if (grad_accumulation_step > 1) {
     if (pipeline_stages > 1)
       return Unimplemented("grad_accumulation_step " + std::to_string(grad_accumulation_step) +
                            " with pipeline_stages " + std::to_string(pipeline_stages) +
                            " is not supported: the pipeline's micro_size already accumulates gradients.");
     if (mode == ParallelMode::SemiAutoParallel || mode == ParallelMode::AutoParallel)
-      return Unimplemented("grad_accumulation_step " + std::to_string(grad_accumulation_step) +
-                           " with parallel_mode " + name +
-                           " is not supported by this build yet: it runs under stand_alone and data_parallel.");
+      return Unimplemented("grad_accumulation_step " + std::to_string(grad_accumulation_step) + " with parallel_mode " +
+                           name + " is not supported by this build yet: it runs under stand_alone and data_parallel.");
   }
   SINKRT_RETURN_IF_ERROR(ValidateParallelOptimizer(*this));
   if (pipeline_stages > 1) {
@@ -407,7 +449,8 @@ Status ParallelContext::Validate(const std::vector<ParallelMode>& supported) con
                            "stage reads the whole batch, as with full_batch.");
     if (device_num % pipeline_stages != 0)
       return InvalidArgument("device_num " + std::to_string(device_num) + " is not divisible by pipeline_stages " +
-                             std::to_string(pipeline_stages) + ": every stage needs device_num / pipeline_stages "
+                             std::to_string(pipeline_stages) +
+                             ": every stage needs device_num / pipeline_stages "
                              "devices.");
   }
   return Status::Ok();

@@ -55,9 +55,8 @@ Status AccumulateGradients(TrainingGraph& tg, int steps) {
   }
   // The step's loss: the mean of the micro-steps' (each the mean of its
   // rows), i.e. the loss of the K·b rows.
-  const TensorId sum = g.AddOp(OpCode::AddN, losses, OpAttrs{}, {{g.tensor(tg.loss).shape, DType::F32}},
-                               "loss/accumulated/sum")
-                           .at(0);
+  const TensorId sum =
+      g.AddOp(OpCode::AddN, losses, OpAttrs{}, {{g.tensor(tg.loss).shape, DType::F32}}, "loss/accumulated/sum").at(0);
   OpAttrs scale;
   scale.scale = 1.0f / static_cast<float>(steps);
   const TensorId mean =

@@ -75,8 +75,7 @@ DType LowOpDType(OpCode op, AmpLevel level) {
                  ? DType::BF16
                  : DType::F32;
     case AmpLevel::O2:  // its black list: the normalisations (and the loss, kF32)
-      return op == OpCode::LayerNorm || op == OpCode::Softmax || op == OpCode::LogSoftmax ? DType::F32
-                                                                                          : DType::BF16;
+      return op == OpCode::LayerNorm || op == OpCode::Softmax || op == OpCode::LogSoftmax ? DType::F32 : DType::BF16;
     case AmpLevel::O3:
       return DType::BF16;
   }
@@ -126,8 +125,8 @@ class AmpRewrite {
     }
     if (f_.valid(f_.loss())) g.SetLoss(f_.loss());
     for (TensorId t : f_.outputs()) g.AddOutput(t);
-    SINKRT_RETURN_IF_ERROR(g.status(), std::string("amp_level ") + AmpLevelName(level_) + " on graph '" +
-                                           f_.name() + "'");
+    SINKRT_RETURN_IF_ERROR(g.status(),
+                           std::string("amp_level ") + AmpLevelName(level_) + " on graph '" + f_.name() + "'");
     return g;
   }
 
@@ -219,8 +218,8 @@ class AmpRewrite {
 
   const Graph& f_;
   const AmpLevel level_;
-  std::vector<DType> dtype_;      // per tensor of f_: the dtype it takes
-  std::vector<bool> pinned_;      // the loss and the outputs: stay f32
+  std::vector<DType> dtype_;       // per tensor of f_: the dtype it takes
+  std::vector<bool> pinned_;       // the loss and the outputs: stay f32
   std::vector<TensorInfo> extra_;  // new tensors, ids from f_.tensors().size()
   std::vector<PlannedOp> plan_;
   std::vector<PlannedOp> leaf_casts_;  // run before every other op

@@ -5,9 +5,8 @@
 
 namespace sinkrt::host::passes {
 
-Status CloneOp(const Graph& from, const OpNode& op, const std::string& prefix, Graph& to,
-               std::vector<TensorId>& map, const std::string& where,
-               const std::function<TensorId(TensorId)>& output) {
+Status CloneOp(const Graph& from, const OpNode& op, const std::string& prefix, Graph& to, std::vector<TensorId>& map,
+               const std::string& where, const std::function<TensorId(TensorId)>& output) {
   // Copies: `from` may be `to`, whose vectors grow below.
   const OpNode copy = op;
   std::vector<TensorId> inputs, outputs;

@@ -19,8 +19,7 @@ namespace sinkrt::host::passes {
 // op and the tensor, after `where`. Each output is `output(t)` when that
 // gives a tensor, else a new Intermediate tensor prefix + name; `map`
 // records it.
-Status CloneOp(const Graph& from, const OpNode& op, const std::string& prefix, Graph& to,
-               std::vector<TensorId>& map, const std::string& where,
-               const std::function<TensorId(TensorId)>& output = nullptr);
+Status CloneOp(const Graph& from, const OpNode& op, const std::string& prefix, Graph& to, std::vector<TensorId>& map,
+               const std::string& where, const std::function<TensorId(TensorId)>& output = nullptr);
 
 }  // namespace sinkrt::host::passes

@@ -37,15 +37,17 @@ Result<OptimizerKind> ParseOptimizerKind(const std::string& name) {
   if (n == "sgd") return OptimizerKind::SGD;
   if (n == "momentum") return OptimizerKind::Momentum;
   if (n == "adam") return OptimizerKind::Adam;
-  return InvalidArgument("unknown optimizer '" + name +
-                         "'; valid names are 'sgd', 'momentum' and 'adam'");
+  return InvalidArgument("unknown optimizer '" + name + "'; valid names are 'sgd', 'momentum' and 'adam'");
 }
 
 const char* OptimizerKindName(OptimizerKind kind) {
   switch (kind) {
-    case OptimizerKind::SGD: return "sgd";
-    case OptimizerKind::Momentum: return "momentum";
-    case OptimizerKind::Adam: return "adam";
+    case OptimizerKind::SGD:
+      return "sgd";
+    case OptimizerKind::Momentum:
+      return "momentum";
+    case OptimizerKind::Adam:
+      return "adam";
   }
   return "sgd";
 }
@@ -53,9 +55,12 @@ const char* OptimizerKindName(OptimizerKind kind) {
 Result<OptimizerSpec> MakeOptimizer(const std::string& kind, float learning_rate, float momentum) {
   SINKRT_ASSIGN_OR_RETURN(const OptimizerKind k, ParseOptimizerKind(kind));
   switch (k) {
-    case OptimizerKind::SGD: return OptimizerSpec::Sgd(learning_rate);
-    case OptimizerKind::Momentum: return OptimizerSpec::Momentum(learning_rate, momentum);
-    case OptimizerKind::Adam: return OptimizerSpec::Adam(learning_rate);
+    case OptimizerKind::SGD:
+      return OptimizerSpec::Sgd(learning_rate);
+    case OptimizerKind::Momentum:
+      return OptimizerSpec::Momentum(learning_rate, momentum);
+    case OptimizerKind::Adam:
+      return OptimizerSpec::Adam(learning_rate);
   }
   return InvalidArgument("unknown optimizer '" + kind + "'");
 }
@@ -64,9 +69,12 @@ namespace {
 
 const char* KindName(OptimizerKind k) {
   switch (k) {
-    case OptimizerKind::SGD: return "SGD";
-    case OptimizerKind::Momentum: return "Momentum";
-    case OptimizerKind::Adam: return "Adam";
+    case OptimizerKind::SGD:
+      return "SGD";
+    case OptimizerKind::Momentum:
+      return "Momentum";
+    case OptimizerKind::Adam:
+      return "Adam";
   }
   return "?";
 }
@@ -78,8 +86,7 @@ const char* KindName(OptimizerKind k) {
 // rate of 0 changes nothing and a momentum of 1 or more never decays, so the
 // update grows without bound (the ranges sinkrun's --lr and --momentum use).
 Status ValidateOptimizer(const OptimizerSpec& s) {
-  if (s.kind != OptimizerKind::SGD && s.kind != OptimizerKind::Momentum &&
-      s.kind != OptimizerKind::Adam) {
+  if (s.kind != OptimizerKind::SGD && s.kind != OptimizerKind::Momentum && s.kind != OptimizerKind::Adam) {
     return InvalidArgument("unknown optimizer kind " + std::to_string(static_cast<int>(s.kind)));
   }
   const std::string who = std::string(KindName(s.kind)) + ": ";
@@ -94,8 +101,10 @@ Status ValidateOptimizer(const OptimizerSpec& s) {
     if (!finite(s.momentum) || s.momentum < 0)
       return InvalidArgument(who + "momentum must be >= 0, but got " + std::to_string(s.momentum));
     if (s.momentum >= 1)
-      return InvalidArgument(who + "momentum must be < 1 (at 1 or more the accumulated update never decays "
-                                   "and training diverges), but got " + std::to_string(s.momentum));
+      return InvalidArgument(who +
+                             "momentum must be < 1 (at 1 or more the accumulated update never decays "
+                             "and training diverges), but got " +
+                             std::to_string(s.momentum));
   }
   if (s.kind == OptimizerKind::Adam) {
     if (!(s.beta1 > 0 && s.beta1 < 1)) {
@@ -120,8 +129,8 @@ Status CheckGrads(const Graph& g, const std::vector<ParamGrad>& grads) {
   std::vector<bool> seen(g.tensors().size(), false);
   for (const ParamGrad& pg : grads) {
     if (!g.valid(pg.param) || g.tensor(pg.param).kind != TensorKind::Param) {
-      return InvalidArgument("AppendOptimizer: tensor " + std::to_string(pg.param) +
-                             " is not a Param of graph '" + g.name() + "'");
+      return InvalidArgument("AppendOptimizer: tensor " + std::to_string(pg.param) + " is not a Param of graph '" +
+                             g.name() + "'");
     }
     const TensorInfo& p = g.tensor(pg.param);
     if (!g.valid(pg.grad) || g.tensor(pg.grad).kind != TensorKind::Grad) {
@@ -130,8 +139,8 @@ Status CheckGrads(const Graph& g, const std::vector<ParamGrad>& grads) {
     }
     if (g.tensor(pg.grad).shape != p.shape) {
       return InvalidArgument("AppendOptimizer: gradient '" + g.tensor(pg.grad).name + "' " +
-                             ShapeToString(g.tensor(pg.grad).shape) + " does not match '" +
-                             p.name + "' " + ShapeToString(p.shape));
+                             ShapeToString(g.tensor(pg.grad).shape) + " does not match '" + p.name + "' " +
+                             ShapeToString(p.shape));
     }
     if (seen[pg.param]) return InvalidArgument("AppendOptimizer: '" + p.name + "' is listed twice");
     seen[pg.param] = true;

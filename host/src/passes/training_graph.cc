@@ -25,8 +25,8 @@ TensorId AccuracyLabels(const Graph& g, TensorId logits, TensorId loss) {
   const int64_t loss_op = g.producer(loss);
   if (loss_op >= 0) {
     const OpNode& op = g.ops()[loss_op];
-    if (op.op == OpCode::SparseSoftmaxCrossEntropy && op.inputs.size() == 2 &&
-        op.inputs[0] == logits && g.tensor(op.inputs[1]).kind == TensorKind::Input)
+    if (op.op == OpCode::SparseSoftmaxCrossEntropy && op.inputs.size() == 2 && op.inputs[0] == logits &&
+        g.tensor(op.inputs[1]).kind == TensorKind::Input)
       return op.inputs[1];
   }
   for (TensorId t = 0; t < g.tensors().size(); ++t) {
@@ -101,10 +101,16 @@ void ShardOptimizer(Graph& g, OptimizerKind kind, const parallel::OptimizerShard
     s.row_begin = d.row_begin;
     s.offset_bytes = d.block_bytes * d.position;
     s.bytes = d.bytes;
-    s.param_slice = g.AddTensor({.name = param.name + "/zero_slice", .dtype = DType::F32, .shape = block,
-                                 .kind = TensorKind::Intermediate, .init = {}});
-    s.grad_slice = g.AddTensor({.name = g.tensor(tg->grads[i].grad).name + "/zero_slice", .dtype = DType::F32,
-                                .shape = block, .kind = TensorKind::Grad, .init = {}});
+    s.param_slice = g.AddTensor({.name = param.name + "/zero_slice",
+                                 .dtype = DType::F32,
+                                 .shape = block,
+                                 .kind = TensorKind::Intermediate,
+                                 .init = {}});
+    s.grad_slice = g.AddTensor({.name = g.tensor(tg->grads[i].grad).name + "/zero_slice",
+                                .dtype = DType::F32,
+                                .shape = block,
+                                .kind = TensorKind::Grad,
+                                .init = {}});
     (*update_on)[i] = {s.param_slice, s.grad_slice};
     tg->optimizer_shards.push_back(s);
   }
@@ -112,9 +118,9 @@ void ShardOptimizer(Graph& g, OptimizerKind kind, const parallel::OptimizerShard
 
 }  // namespace
 
-Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSpec& optimizer,
-                                         bool with_eval, bool with_predict, bool accuracy_from_loss,
-                                         float loss_seed, const LossScaleManager& loss_scale,
+Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSpec& optimizer, bool with_eval,
+                                         bool with_predict, bool accuracy_from_loss, float loss_seed,
+                                         const LossScaleManager& loss_scale,
                                          const std::vector<uint32_t>& overflow_group, uint32_t overflow_position,
                                          const parallel::OptimizerSharding* optimizer_sharding) {
   SINKRT_RETURN_IF_ERROR(forward.status(), GraphContext(forward));
@@ -122,8 +128,7 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
     return FailedPrecondition(GraphContext(forward) + ": the graph has no loss (call SetLoss)");
   for (TensorId t : forward.outputs())
     if (!forward.valid(t))
-      return InvalidArgument(GraphContext(forward) + ": output tensor id " + std::to_string(t) +
-                             " is out of range");
+      return InvalidArgument(GraphContext(forward) + ": output tensor id " + std::to_string(t) + " is out of range");
 
   TrainingGraph tg;
   tg.graph = forward;
@@ -163,8 +168,7 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
     }
     std::vector<TensorId> inputs = {tg.loss_scale};
     for (size_t i = 0; i < tg.grads.size(); ++i)
-      inputs.push_back(update_on.empty() || update_on[i].grad == kInvalidTensor ? tg.grads[i].grad
-                                                                                : update_on[i].grad);
+      inputs.push_back(update_on.empty() || update_on[i].grad == kInvalidTensor ? tg.grads[i].grad : update_on[i].grad);
     const bool agree = group.size() > 1;
     tg.loss_scale_status = g.AddOp(OpCode::GradOverflow, std::move(inputs), check, {{{2}, DType::F32}},
                                    agree ? "loss_scale/local_status" : "loss_scale/status")
@@ -205,8 +209,7 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
     if (labels != kInvalidTensor) {
       tg.accuracy = g.ArgMaxAccuracy(logits, labels);
       if (!g.status().ok() || !g.valid(tg.accuracy))
-        return g.status().WithContext(GraphContext(forward) + ": eval accuracy on '" +
-                                      g.tensor(logits).name + "'");
+        return g.status().WithContext(GraphContext(forward) + ": eval accuracy on '" + g.tensor(logits).name + "'");
     }
   }
 

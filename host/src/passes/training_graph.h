@@ -6,11 +6,11 @@
 #include <cstddef>
 #include <vector>
 
+#include "host/src/parallel/data_parallel/optimizer_shards.h"
 #include "sinkrt/host/autodiff.h"
 #include "sinkrt/host/graph.h"
 #include "sinkrt/host/loss_scale.h"
 #include "sinkrt/host/optimizer.h"
-#include "host/src/parallel/data_parallel/optimizer_shards.h"
 #include "sinkrt/runtime/status.h"
 
 namespace sinkrt::host::passes {
@@ -47,7 +47,7 @@ struct TrainingGraph {
   std::vector<TensorId> predict_inputs;
   std::vector<TensorId> predict_reports;  // [outputs()[0]]
   std::vector<ParamGrad> grads;
-  std::vector<TensorId> inputs;       // Input tensors in creation order: the queue columns
+  std::vector<TensorId> inputs;  // Input tensors in creation order: the queue columns
   // train_step's queue columns when they are not `inputs` (gradient
   // accumulation, passes/accumulation.h: K batches' Inputs in turn).
   std::vector<TensorId> train_inputs;
@@ -55,7 +55,7 @@ struct TrainingGraph {
   // train_ops) the optimizer update.
   size_t backward_ops = 0;
   TensorId loss = kInvalidTensor;
-  TensorId accuracy = kInvalidTensor; // eval's correct-prediction count, if any
+  TensorId accuracy = kInvalidTensor;  // eval's correct-prediction count, if any
   // Loss scaling (docs/guide/loss_scale.md): the scale [] f32 and the counters
   // [3] i32 (OptState), GradOverflow's status [2]; kInvalidTensor without.
   TensorId loss_scale = kInvalidTensor;
@@ -66,7 +66,7 @@ struct TrainingGraph {
   // per parameter saying what was decided (parallel::DescribeShard).
   std::vector<OptimizerShard> optimizer_shards;
   std::vector<std::string> optimizer_shard_report;
-  std::vector<TensorId> eval_reports;   // [loss, accuracy, outputs...], no repeats
+  std::vector<TensorId> eval_reports;  // [loss, accuracy, outputs...], no repeats
 };
 
 // Copies `forward`, appends its backward pass and the optimizer update, and,
@@ -92,10 +92,9 @@ struct TrainingGraph {
 // `optimizer_sharding` (data parallel with the parallel optimizer): the
 // updates of the parameters PlanOptimizerShards shards read and write
 // their dim-0 block (TrainingGraph::optimizer_shards).
-Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSpec& optimizer,
-                                         bool with_eval, bool with_predict = false,
-                                         bool accuracy_from_loss = false, float loss_seed = 1.0f,
-                                         const LossScaleManager& loss_scale = {},
+Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSpec& optimizer, bool with_eval,
+                                         bool with_predict = false, bool accuracy_from_loss = false,
+                                         float loss_seed = 1.0f, const LossScaleManager& loss_scale = {},
                                          const std::vector<uint32_t>& overflow_group = {},
                                          uint32_t overflow_position = 0,
                                          const parallel::OptimizerSharding* optimizer_sharding = nullptr);

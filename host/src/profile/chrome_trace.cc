@@ -73,19 +73,21 @@ json TaskEvent(const RankData& rank, const ProfileRecord& r, int64_t origin) {
     args["wait_ns"] = r.wait_ns;
   }
   if (r.depth != 0 || (task && task->get_next)) args["depth"] = r.depth;
-  return {{"ph", "X"},  {"cat", "task"}, {"name", std::move(name)}, {"ts", Us(begin - origin)},
-          {"dur", Us(std::max<int64_t>(0, end - begin))}, {"pid", rank.rank}, {"tid", tid}, {"args", std::move(args)}};
+  return {{"ph", "X"},
+          {"cat", "task"},
+          {"name", std::move(name)},
+          {"ts", Us(begin - origin)},
+          {"dur", Us(std::max<int64_t>(0, end - begin))},
+          {"pid", rank.rank},
+          {"tid", tid},
+          {"args", std::move(args)}};
 }
 
 json SinkEvent(const RankData& rank, const ProfileRecord& r, int64_t origin) {
   int64_t begin = ToHostNs(rank, r.begin_ns), end = ToHostNs(rank, r.end_ns);
   std::string program = ProgramName(rank, r.program);
-  json args = {{"program", program},
-               {"program_kind", r.program},
-               {"first_step", static_cast<uint64_t>(r.step) + 1},
-               {"steps", r.depth},
-               {"device_begin_ns", r.begin_ns},
-               {"device_end_ns", r.end_ns}};
+  json args = {{"program", program}, {"program_kind", r.program},     {"first_step", static_cast<uint64_t>(r.step) + 1},
+               {"steps", r.depth},   {"device_begin_ns", r.begin_ns}, {"device_end_ns", r.end_ns}};
   if (r.task != 0) args["task"] = r.task;
   if (r.wait_ns != 0) args["wait_ns"] = r.wait_ns;
   if (r.stream != 0) args["stream"] = r.stream;
@@ -164,12 +166,13 @@ json RankJson(const RankData& r) {
     }
     tasks.push_back({{"program", p}, {"name", prog.name}, {"streams", std::move(streams)}});
   }
-  return {{"rank", r.rank},
-          {"dropped_steps", r.dropped_steps},
-          {"clock_start", ClockJson(r.clock_start)},
-          {"clock_end", ClockJson(r.clock_end)},
-          {"memory", {{"arena_bytes", r.memory.arena_bytes}, {"queue_bytes", r.memory.queue_bytes}, {"by_role", roles}}},
-          {"tasks", std::move(tasks)}};
+  return {
+      {"rank", r.rank},
+      {"dropped_steps", r.dropped_steps},
+      {"clock_start", ClockJson(r.clock_start)},
+      {"clock_end", ClockJson(r.clock_end)},
+      {"memory", {{"arena_bytes", r.memory.arena_bytes}, {"queue_bytes", r.memory.queue_bytes}, {"by_role", roles}}},
+      {"tasks", std::move(tasks)}};
 }
 
 //===--- Reading back ---===//
@@ -303,7 +306,8 @@ Status ReadPrograms(const Fields& rank, RankData* out) {
     SINKRT_RETURN_IF_ERROR(f.String("name", &prog.name));
     const json* streams = nullptr;
     SINKRT_RETURN_IF_ERROR(f.Array("streams", &streams));
-    if (streams->size() > 2) return InvalidArgument(where + ".streams has " + std::to_string(streams->size()) + " streams, at most 2");
+    if (streams->size() > 2)
+      return InvalidArgument(where + ".streams has " + std::to_string(streams->size()) + " streams, at most 2");
     for (size_t s = 0; s < streams->size(); ++s) {
       const json& list = (*streams)[s];
       std::string swhere = At(where + ".streams", s);
@@ -411,7 +415,8 @@ Status ReadTrace(const json& trace, ProfileData* out) {
     RankData rank;
     SINKRT_RETURN_IF_ERROR(ReadRank((*ranks)[i], At("otherData.ranks", i), &rank));
     for (const RankData& r : out->ranks)
-      if (r.rank == rank.rank) return InvalidArgument(At("otherData.ranks", i) + " repeats rank " + std::to_string(r.rank));
+      if (r.rank == rank.rank)
+        return InvalidArgument(At("otherData.ranks", i) + " repeats rank " + std::to_string(r.rank));
     out->ranks.push_back(std::move(rank));
   }
 
@@ -439,7 +444,9 @@ Status ReadTrace(const json& trace, ProfileData* out) {
     RankData* rank = nullptr;
     for (RankData& r : out->ranks)
       if (r.rank == pid) rank = &r;
-    if (!rank) return InvalidArgument(where + " (" + cat + ") has pid " + std::to_string(pid) + ", a rank otherData.ranks lacks");
+    if (!rank)
+      return InvalidArgument(where + " (" + cat + ") has pid " + std::to_string(pid) +
+                             ", a rank otherData.ranks lacks");
     ProfileRecord r;
     SINKRT_RETURN_IF_ERROR(ReadRecord(a, cat == "sink", &r));
     rank->records.push_back(r);

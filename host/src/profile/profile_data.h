@@ -17,8 +17,8 @@ namespace sinkrt::host {
 
 // One task of a program's stream, as the trace names it.
 struct TaskInfo {
-  std::string name;       // the stream's task name ("" when it has none)
-  std::string op;         // a kernel's op ("MatMul"), else the task kind ("GetNextTask")
+  std::string name;  // the stream's task name ("" when it has none)
+  std::string op;    // a kernel's op ("MatMul"), else the task kind ("GetNextTask")
   bool collective = false;
   bool get_next = false;
   bool event_wait = false;
@@ -27,14 +27,14 @@ struct TaskInfo {
   // marks it at load): a pipeline stage waiting for its neighbour, which the
   // summary counts as bubble rather than exposed communication.
   bool neighbour_wait = false;
-  uint64_t bytes = 0;     // collectives: the bytes this rank sends in (AllReduce: the bucket)
+  uint64_t bytes = 0;           // collectives: the bytes this rank sends in (AllReduce: the bucket)
   std::vector<uint32_t> group;  // collectives: the group's world ranks
 };
 
 struct ProgramInfo {
   bool present = false;
-  std::string name;                 // "train_step"
-  std::vector<TaskInfo> streams[2]; // compute, comm
+  std::string name;                  // "train_step"
+  std::vector<TaskInfo> streams[2];  // compute, comm
 };
 
 inline constexpr int kProfilePrograms = 4;  // ProgramKind: Init, TrainStep, EvalStep, PredictStep

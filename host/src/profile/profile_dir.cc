@@ -61,7 +61,8 @@ Result<ProfileData> ReadDaemonProfile(const std::string& dir) {
       continue;
     auto& best = latest[rank];
     if (best.second.empty() || job >= best.first)
-      best = {job, (std::filesystem::path(dir) / ("rank" + std::to_string(rank) + "-job" + std::to_string(job))).string()};
+      best = {job,
+              (std::filesystem::path(dir) / ("rank" + std::to_string(rank) + "-job" + std::to_string(job))).string()};
   }
   ProfileData data;
   if (latest.empty()) return data;
@@ -104,7 +105,8 @@ Result<ProfileSummary> ReadProfile(const std::string& dir) {
   }
   std::string path = (std::filesystem::path(dir) / "trace.json").string();
   if (!std::filesystem::exists(path, ec))
-    return NotFound("'" + dir + "' holds no trace.json and no rank<R>-job<J>.records: not a directory a Profiler or "
+    return NotFound("'" + dir +
+                    "' holds no trace.json and no rank<R>-job<J>.records: not a directory a Profiler or "
                     "sinkd --profile wrote");
   SINKRT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(path, {uint64_t{4} << 30, "a trace.json"}));
   nlohmann::json trace;

@@ -4,8 +4,8 @@
 #include <set>
 #include <utility>
 
-#include "sinkrt/fb/task_stream_generated.h"
 #include "runtime/src/clock.h"
+#include "sinkrt/fb/task_stream_generated.h"
 
 namespace sinkrt::host {
 
@@ -105,7 +105,8 @@ Status ProfileSession::Attach(std::span<DeviceLink* const> devices, std::span<co
       e.arg = slots;
       AddHost(e);
     });
-    SINKRT_ASSIGN_OR_RETURN(ClockSample s, MeasureClock(*devices[r]), "Profiler: rank " + std::to_string(r) + "'s clock");
+    SINKRT_ASSIGN_OR_RETURN(ClockSample s, MeasureClock(*devices[r]),
+                            "Profiler: rank " + std::to_string(r) + "'s clock");
     std::lock_guard<std::mutex> lk(mu_);
     if (data_.ranks[r].clock_start.host_ns == 0) data_.ranks[r].clock_start = s;
   }

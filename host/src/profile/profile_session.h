@@ -48,9 +48,9 @@ struct ProfileSession {
 
   std::mutex mu_;
   ProfileData data_;
-  std::vector<DeviceLink*> devices_;          // attached now
-  std::vector<std::vector<uint64_t>> base_;   // per rank, per program: steps before this Attach
-  std::vector<std::vector<uint64_t>> seen_;   // per rank, per program: steps run since the first Attach
+  std::vector<DeviceLink*> devices_;         // attached now
+  std::vector<std::vector<uint64_t>> base_;  // per rank, per program: steps before this Attach
+  std::vector<std::vector<uint64_t>> seen_;  // per rank, per program: steps run since the first Attach
 };
 
 // Measures `device`'s clock against the host's: the sample with the

@@ -29,8 +29,7 @@ Profiler::Profiler(ProfilerOptions options)
   }
   if (options_.start_step == 0 || options_.stop_step < options_.start_step) {
     status_ = InvalidArgument("Profiler: the steps to profile [" + std::to_string(options_.start_step) + ", " +
-                              std::to_string(options_.stop_step) +
-                              "] are not a range of steps counted from 1");
+                              std::to_string(options_.stop_step) + "] are not a range of steps counted from 1");
     return;
   }
   std::lock_guard<std::mutex> lk(g_active_mu);
@@ -63,8 +62,9 @@ Result<ProfileSummary> Profiler::analyse() {
   SINKRT_RETURN_IF_ERROR(session_->Detach(), "Profiler.analyse");
   ProfileData data = session_->Snapshot();
   if (data.ranks.empty())
-    return FailedPrecondition("Profiler.analyse: nothing was recorded (no Model.train ran while the Profiler was "
-                              "active)");
+    return FailedPrecondition(
+        "Profiler.analyse: nothing was recorded (no Model.train ran while the Profiler was "
+        "active)");
   ProfileSummary summary;
   SINKRT_RETURN_IF_ERROR(WriteProfileDir(data, options_.output_path, &summary), "Profiler.analyse");
   return summary;

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <utility>
 
-#include "host/src/util/fb_vectors.h"
 #include "host/src/profile/profile_data.h"
+#include "host/src/util/fb_vectors.h"
 #include "runtime/src/collective_kinds.h"
 #include "runtime/src/schema_enums.h"
 #include "runtime/src/stream_names.h"
@@ -128,8 +128,7 @@ void MarkNeighbourWaits(const fb::Program& program, ProgramInfo* info) {
   for (uint32_t t = 0; t < compute->size() && t < info->streams[0].size(); ++t) {
     const fb::Task* task = compute->Get(t);
     const auto* wait = task->body_as_EventWaitTask();
-    if (wait && wait->event() < transfer_done.size())
-      info->streams[0][t].neighbour_wait = transfer_done[wait->event()];
+    if (wait && wait->event() < transfer_done.size()) info->streams[0][t].neighbour_wait = transfer_done[wait->event()];
   }
 }
 

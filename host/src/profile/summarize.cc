@@ -77,8 +77,7 @@ Steps TrainSteps(const RankData& rank) {
       s.compute += d;
   }
   // Steps with no compute-stream record have no start: not a step we can time.
-  for (auto it = steps.begin(); it != steps.end();)
-    it = it->second.has_compute ? std::next(it) : steps.erase(it);
+  for (auto it = steps.begin(); it != steps.end();) it = it->second.has_compute ? std::next(it) : steps.erase(it);
   // A step runs until the next one starts when both ran in one sink (the
   // gap is the step's own dispatch); the last step of a sink ends with its
   // last compute task (what follows is the host's round trip). Without sink
@@ -278,8 +277,8 @@ ClockAlignment Clock(const RankData& rank) {
   c.uncertainty_us = static_cast<double>(rank.clock_start.uncertainty_ns) / 1e3;
   int64_t span = rank.clock_end.host_ns - rank.clock_start.host_ns;
   if (rank.clock_end.host_ns != 0 && span > 0)
-    c.drift_ppm = static_cast<double>(rank.clock_end.offset_ns - rank.clock_start.offset_ns) /
-                  static_cast<double>(span) * 1e6;
+    c.drift_ppm =
+        static_cast<double>(rank.clock_end.offset_ns - rank.clock_start.offset_ns) / static_cast<double>(span) * 1e6;
   return c;
 }
 

@@ -4,8 +4,10 @@ namespace sinkrt::host {
 
 nlohmann::json SummaryJson(const ProfileSummary& s) {
   using nlohmann::json;
-  json out = {{"network", s.network},         {"world_size", s.world_size},
-              {"steps", s.steps},             {"host_step_ms", s.host_step_ms},
+  json out = {{"network", s.network},
+              {"world_size", s.world_size},
+              {"steps", s.steps},
+              {"host_step_ms", s.host_step_ms},
               {"dropped_steps", s.dropped_steps}};
   json& ranks = out["ranks"] = json::array();
   for (const RankStepSplit& r : s.ranks)

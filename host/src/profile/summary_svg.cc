@@ -15,10 +15,8 @@ struct Part {
   const char* colour;
 };
 constexpr Part kParts[] = {
-    {"compute", "compute", "#4c72b0"},
-    {"exposed_comm", "exposed comm", "#dd8452"},
-    {"bubble", "bubble", "#8172b3"},
-    {"queue", "queue wait", "#55a868"},
+    {"compute", "compute", "#4c72b0"}, {"exposed_comm", "exposed comm", "#dd8452"},
+    {"bubble", "bubble", "#8172b3"},   {"queue", "queue wait", "#55a868"},
     {"other", "other", "#b0b0b0"},
 };
 
@@ -27,11 +25,21 @@ constexpr double kLeft = 80, kRight = 80, kTop = 50, kBarHeight = 22, kBarGap = 
 std::string Xml(std::string_view s) {
   std::string out;
   for (char c : s) switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
       default:
         // XML 1.0 allows no control characters but tab, newline and return.
         if (static_cast<unsigned char>(c) >= 0x20 || c == '\t' || c == '\n' || c == '\r') out += c;
@@ -94,8 +102,8 @@ std::string SummarySvg(const ProfileSummary& s) {
       double w = ms[p] * scale;
       out += "<rect x=\"" + Num("%.3f", x) + "\" y=\"" + Num("%.1f", y) + "\" width=\"" + Num("%.3f", w) +
              "\" height=\"" + Num("%.0f", kBarHeight) + "\" fill=\"" + kParts[p].colour + "\" data-rank=\"" + rank +
-             "\" data-part=\"" + kParts[p].id + "\" data-ms=\"" + Num("%.6g", ms[p]) + "\"><title>rank " + rank +
-             " " + kParts[p].label + " " + Num("%.3f", ms[p]) + " ms</title></rect>\n";
+             "\" data-part=\"" + kParts[p].id + "\" data-ms=\"" + Num("%.6g", ms[p]) + "\"><title>rank " + rank + " " +
+             kParts[p].label + " " + Num("%.3f", ms[p]) + " ms</title></rect>\n";
       x += w;
     }
     out += "<text x=\"" + Num("%.3f", x + 4) + "\" y=\"" + Num("%.1f", y + kBarHeight / 2 + 4) + "\">" +

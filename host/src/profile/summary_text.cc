@@ -37,15 +37,17 @@ double MiB(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.
 
 std::string SummaryText(const ProfileSummary& s) {
   std::string out;
-  Appendf(&out, "sinkrt profile: %s, %d rank%s, %lld profiled train step%s", s.network.empty() ? "(unnamed)" : s.network.c_str(),
-          s.world_size, s.world_size == 1 ? "" : "s", static_cast<long long>(s.steps), s.steps == 1 ? "" : "s");
+  Appendf(&out, "sinkrt profile: %s, %d rank%s, %lld profiled train step%s",
+          s.network.empty() ? "(unnamed)" : s.network.c_str(), s.world_size, s.world_size == 1 ? "" : "s",
+          static_cast<long long>(s.steps), s.steps == 1 ? "" : "s");
   if (s.host_step_ms > 0) Appendf(&out, ", host %.3f ms/step", s.host_step_ms);
-  if (s.dropped_steps > 0) Appendf(&out, ", %llu recorded steps dropped", static_cast<unsigned long long>(s.dropped_steps));
+  if (s.dropped_steps > 0)
+    Appendf(&out, ", %llu recorded steps dropped", static_cast<unsigned long long>(s.dropped_steps));
   out += "\n";
 
   out += "\nMean train step per rank (ms)\n";
-  Appendf(&out, "%5s %6s %9s %9s %9s %9s %9s %9s %9s %8s\n", "rank", "steps", "step", "compute", "exp.comm",
-          "bubble", "queue", "other", "comm", "overlap");
+  Appendf(&out, "%5s %6s %9s %9s %9s %9s %9s %9s %9s %8s\n", "rank", "steps", "step", "compute", "exp.comm", "bubble",
+          "queue", "other", "comm", "overlap");
   for (const RankStepSplit& r : s.ranks)
     Appendf(&out, "%5d %6lld %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %7.1f%%\n", r.rank,
             static_cast<long long>(r.steps), r.step_ms, r.compute_ms, r.exposed_comm_ms, r.bubble_ms, r.queue_ms,

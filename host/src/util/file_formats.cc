@@ -9,7 +9,8 @@ std::string HostVersionText(std::string_view tool) {
     return std::string(what) + " " + std::to_string(f.major) + "." + std::to_string(f.minor) + "\n";
   };
   const FileFormats formats = FileFormatVersions();
-  return VersionText(tool) + line("graph file format", formats.graph_file) + line("checkpoint format", formats.checkpoint);
+  return VersionText(tool) + line("graph file format", formats.graph_file) +
+         line("checkpoint format", formats.checkpoint);
 }
 
 }  // namespace sinkrt::host

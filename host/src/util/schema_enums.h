@@ -22,6 +22,8 @@ namespace sinkrt {
 
 // Every enumerator of each pair, by name (also the name functions' cases,
 // enum_names.cc).
+// One list a reader can scan (the formatter would staircase it).
+// clang-format off
 #define SINKRT_OP_CODE_ENUMERATORS(X) \
   X(Invalid) X(MatMul) X(BiasAdd) X(Add) X(Sub) X(Mul) X(Relu) X(Gelu) X(Tanh) X(Sigmoid) \
   X(Softmax) X(LogSoftmax) X(SparseSoftmaxCrossEntropy) X(ReduceSum) X(ReduceMean) X(Reshape) \
@@ -33,6 +35,7 @@ namespace sinkrt {
   X(MomentumUpdate) X(AdamUpdate) X(AdamPowers) X(GradOverflow) X(LossScaleUpdate) \
   X(ArgMaxAccuracy) X(MetricSum) X(AllReduce) X(AllGather) X(ReduceScatter) X(AllToAll) \
   X(ShardSlice) X(GradAllReduce) X(Send) X(Recv)
+// clang-format on
 #define SINKRT_INIT_KIND_ENUMERATORS(X) \
   X(None) X(Zeros) X(Constant) X(Uniform) X(Normal) X(XavierUniform) X(XavierNormal) X(HeUniform) X(HeNormal) X(Inline)
 #define SINKRT_BUFFER_ROLE_ENUMERATORS(X) \

@@ -117,8 +117,7 @@ Graph MakeVitNetwork(int64_t batch, uint64_t seed, const VitConfig& config) {
     g.Fail(InvalidArgument("MakeVitNetwork: batch must be at least 1, got " + std::to_string(batch)));
     return g;
   }
-  if (config.dim < 1 || config.heads < 1 || config.dim % config.heads != 0 || config.hidden < 1 ||
-      config.blocks < 1) {
+  if (config.dim < 1 || config.heads < 1 || config.dim % config.heads != 0 || config.hidden < 1 || config.blocks < 1) {
     g.Fail(InvalidArgument("MakeVitNetwork: dim " + std::to_string(config.dim) + ", heads " +
                            std::to_string(config.heads) + ", hidden " + std::to_string(config.hidden) + ", blocks " +
                            std::to_string(config.blocks) +

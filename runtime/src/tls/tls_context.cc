@@ -14,9 +14,8 @@ namespace {
 // A named PEM file must be a readable regular file: OpenSSL's own messages
 // for a missing one ("system lib") do not say which.
 Status CheckPemFile(const std::string& path, const char* what) {
-  struct stat st{};
-  if (::stat(path.c_str(), &st) != 0)
-    return NotFound(std::string(what) + " '" + path + "': " + std::strerror(errno));
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return NotFound(std::string(what) + " '" + path + "': " + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) return InvalidArgument(std::string(what) + " '" + path + "' is not a regular file");
   return Status::Ok();
 }

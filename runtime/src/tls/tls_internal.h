@@ -8,8 +8,8 @@
 #include <mutex>
 #include <string>
 
-#include "sinkrt/runtime/tls.h"
 #include "runtime/src/wire_socket.h"
+#include "sinkrt/runtime/tls.h"
 
 namespace sinkrt {
 

@@ -153,8 +153,8 @@ namespace {
 // Moves all n bytes through `call` (SSL_read or SSL_write on the session),
 // one locked call at a time, waiting unlocked for what the call asks for.
 template <typename Byte, typename Call>
-Status Transfer(TlsSession& s, Byte* bytes, size_t n, Deadline deadline, const std::string& peer,
-                const char* doing, Call call) {
+Status Transfer(TlsSession& s, Byte* bytes, size_t n, Deadline deadline, const std::string& peer, const char* doing,
+                Call call) {
   while (n > 0) {
     int r;
     short wait_for = 0;

@@ -111,7 +111,8 @@ class AllReduceChoiceOver : public ::testing::TestWithParam<bool> {};
 bool RanAsDoubling(Cluster& c, size_t count) {
   std::vector<std::vector<float>> data{std::vector<float>(count, +0.0f), std::vector<float>(count, -0.0f)};
   std::vector<Status> st(2);
-  OnEachRank(2, [&](uint32_t r) { st[r] = c[r].AllReduce(Bytes(data[r]), DType::F32, ReduceOp::Max, Group::World(2)); });
+  OnEachRank(2,
+             [&](uint32_t r) { st[r] = c[r].AllReduce(Bytes(data[r]), DType::F32, ReduceOp::Max, Group::World(2)); });
   EXPECT_TRUE(st[0].ok() && st[1].ok()) << st[0].ToString() << " / " << st[1].ToString();
   EXPECT_EQ(0, std::memcmp(data[0].data(), data[1].data(), count * sizeof(float)));
   return std::signbit(data[0].back());
@@ -159,9 +160,8 @@ TEST_P(AllReduceChoiceOver, SizesAroundTheSwitchesAreIdenticalOnEveryRank) {
             magnitude[i] += std::fabs(data[r][i]);
           }
         std::vector<Status> st(n);
-        OnEachRank(n, [&](uint32_t r) {
-          st[r] = c[r].AllReduce(Bytes(data[r]), DType::F32, ReduceOp::Sum, Group::World(n));
-        });
+        OnEachRank(
+            n, [&](uint32_t r) { st[r] = c[r].AllReduce(Bytes(data[r]), DType::F32, ReduceOp::Sum, Group::World(n)); });
         for (uint32_t r = 0; r < n; ++r) ASSERT_TRUE(st[r].ok()) << st[r].ToString();
         for (uint32_t r = 1; r < n; ++r)
           ASSERT_EQ(0, std::memcmp(data[0].data(), data[r].data(), count * sizeof(float))) << "rank " << r;
@@ -219,7 +219,8 @@ TEST_P(AllReduceChoiceOver, ZeroMatchesReduceScatterBitwise) {
     std::vector<Status> st(n);
     OnEachRank(n, [&](uint32_t r) {
       st[r] = c[r].AllReduce(Bytes(all[r]), DType::F32, ReduceOp::Sum, Group::World(n));
-      if (st[r].ok()) st[r] = c[r].ReduceScatter(Bytes(in[r]), Bytes(out[r]), DType::F32, ReduceOp::Sum, Group::World(n));
+      if (st[r].ok())
+        st[r] = c[r].ReduceScatter(Bytes(in[r]), Bytes(out[r]), DType::F32, ReduceOp::Sum, Group::World(n));
     });
     for (uint32_t r = 0; r < n; ++r) ASSERT_TRUE(st[r].ok()) << st[r].ToString();
     for (uint32_t r = 0; r < n; ++r)

@@ -102,15 +102,9 @@ void CheckReduceScatter(uint32_t n, bool shm) {
   }
 }
 
-TEST(ReduceScatterBlocked, BitwiseAsUnfusedOnTwoMembers) {
-  CheckReduceScatter(2, /*shm=*/true);
-}
-TEST(ReduceScatterBlocked, BitwiseAsUnfusedOnFourMembers) {
-  CheckReduceScatter(4, /*shm=*/true);
-}
-TEST(ReduceScatterBlocked, BitwiseAsUnfusedOnFourMembersOverTcp) {
-  CheckReduceScatter(4, /*shm=*/false);
-}
+TEST(ReduceScatterBlocked, BitwiseAsUnfusedOnTwoMembers) { CheckReduceScatter(2, /*shm=*/true); }
+TEST(ReduceScatterBlocked, BitwiseAsUnfusedOnFourMembers) { CheckReduceScatter(4, /*shm=*/true); }
+TEST(ReduceScatterBlocked, BitwiseAsUnfusedOnFourMembersOverTcp) { CheckReduceScatter(4, /*shm=*/false); }
 
 // In place (buffer 0 and 2: the input is the output's block) and out of
 // place (buffer 1): every block of every output ends as its member's bytes.
@@ -244,21 +238,23 @@ TEST(BlockedVerifier, OneDtype) {
   ExpectRefused(BlockedStream(0, 4, kBuffers, {{true, 0, {}, {0}, {4}}}),
                 kTask + ": input 0 'g0' is f32, output 0 'i' i32: a blocked ReduceScatter works on one dtype");
   ExpectRefused(BlockedStream(0, 4, kBuffers, {{true, 0, {}, {0, 5}, {2, 4}}}),
-                kTask + ": input 1 'gi' is i32, output 1 'i' i32, input 0 'g0' f32: a blocked ReduceScatter works "
-                        "on one dtype");
+                kTask +
+                    ": input 1 'gi' is i32, output 1 'i' i32, input 0 'g0' f32: a blocked ReduceScatter works "
+                    "on one dtype");
   ExpectRefused(BlockedStream(0, 4, kBuffers, {{false, 0, {}, {4}, {1}}}),
                 kTask + ": input 0 'i' is i32, output 0 'g1' f32: a blocked AllGather works on one dtype per pair");
 }
 
 TEST(BlockedVerifier, NeedsTheBlockedCollectivesBit) {
   ExpectRefused(BlockedStream(0, 4, kBuffers, {{true, 0, {}, {0}, {2}}}, kFeatureCollectives),
-                kTask + ": a blocked ReduceScatter (inputs/outputs lists) in a stream whose header does not require "
-                        "blocked collectives");
+                kTask +
+                    ": a blocked ReduceScatter (inputs/outputs lists) in a stream whose header does not require "
+                    "blocked collectives");
   ExpectRefused(BlockedStream(0, 4, kBuffers, {{false, 0, {}, {2}, {0}}}, kFeatureCollectives),
                 kTask + ": a blocked AllGather (inputs/outputs lists)");
   // The single-buffer form (empty lists) needs no new bit.
-  SINKRT_ASSERT_OK(VerifyTaskStream(BlockedStream(0, 4, kBuffers, {{true, 0, {}, {}, {}}}, kFeatureCollectives),
-                                    kReadAll));
+  SINKRT_ASSERT_OK(
+      VerifyTaskStream(BlockedStream(0, 4, kBuffers, {{true, 0, {}, {}, {}}}, kFeatureCollectives), kReadAll));
   // A device without the bit refuses the stream outright.
   auto v = VerifyTaskStream(BlockedStream(0, 4, kBuffers, {{true, 0, {}, {0}, {2}}}),
                             kSupportedFeatures & ~kFeatureBlockedCollectives);
@@ -288,7 +284,10 @@ TEST(BlockedCollectives, AStreamReducesScattersAndGathersOnTwoDevices) {
     std::vector<BlockedBuffer> buffers;
     for (size_t i = 0; i < 3; ++i) buffers.push_back({Cat("g", std::to_string(i)), DType::F32, {kN * block[i]}});
     for (size_t i = 0; i < 3; ++i)
-      buffers.push_back({Cat("s", std::to_string(i)), DType::F32, {block[i]}, static_cast<int32_t>(i),
+      buffers.push_back({Cat("s", std::to_string(i)),
+                         DType::F32,
+                         {block[i]},
+                         static_cast<int32_t>(i),
                          static_cast<uint64_t>(r * block[i] * 4)});
     for (size_t i = 0; i < 3; ++i) buffers.push_back({Cat("p", std::to_string(i)), DType::F32, {kN * block[i]}});
     const std::vector<BlockedTask> tasks = {{true, 0, fb::ReduceOp::Mean, {0, 1, 2}, {3, 4, 5}},

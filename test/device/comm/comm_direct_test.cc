@@ -19,8 +19,8 @@
 
 #include "device/src/comm/algorithms/reduce.h"
 #include "device/src/comm/communicator.h"
-#include "device/src/executor.h"
 #include "device/src/comm/rendezvous/listening_inbox.h"
+#include "device/src/executor.h"
 #include "sinkrt/host/compiler.h"
 #include "support/comm_cluster.h"
 #include "support/test_models.h"
@@ -83,8 +83,8 @@ struct Case {
   DType dt;
   ReduceOp op;
 };
-constexpr Case kCases[] = {{DType::F32, ReduceOp::Sum}, {DType::F32, ReduceOp::Mean}, {DType::F64, ReduceOp::Sum},
-                           {DType::BF16, ReduceOp::Sum}, {DType::I32, ReduceOp::Max}, {DType::F32, ReduceOp::Min}};
+constexpr Case kCases[] = {{DType::F32, ReduceOp::Sum},  {DType::F32, ReduceOp::Mean}, {DType::F64, ReduceOp::Sum},
+                           {DType::BF16, ReduceOp::Sum}, {DType::I32, ReduceOp::Max},  {DType::F32, ReduceOp::Min}};
 
 // Every rank's shared block, `bytes` each.
 std::vector<SharedMemory> ShareAll(Cluster& c, size_t bytes) {
@@ -181,8 +181,8 @@ TEST_P(DirectAllReduce, ABufferOutsideSharedMemoryFallsBackOnEveryRank) {
     SCOPED_TRACE(round == 0 ? "last rank's buffer private" : "every buffer shared");
     std::vector<std::span<uint8_t>> bufs(n);
     for (uint32_t r = 0; r < n; ++r) {
-      bufs[r] = round == 0 && r == n - 1 ? std::span(reinterpret_cast<uint8_t*>(own.data()), kCount * 4)
-                                         : blocks[r].data;
+      bufs[r] =
+          round == 0 && r == n - 1 ? std::span(reinterpret_cast<uint8_t*>(own.data()), kCount * 4) : blocks[r].data;
       for (size_t i = 0; i < kCount; ++i) {
         const float v = static_cast<float>(r + 1);
         std::memcpy(bufs[r].data() + i * 4, &v, 4);
@@ -259,7 +259,8 @@ TEST(DirectAllReduceSetup, LeavesNothingInDevShmOnceMapped) {
     std::vector<SharedMemory> blocks = ShareAll(c, 8192);
     EXPECT_EQ(ours(), 3);  // named until the peers map them
     std::vector<Status> st(3);
-    OnEachRank(3, [&](uint32_t r) { st[r] = c[r].AllReduce(blocks[r].data, DType::F32, ReduceOp::Sum, Group::World(3)); });
+    OnEachRank(3,
+               [&](uint32_t r) { st[r] = c[r].AllReduce(blocks[r].data, DType::F32, ReduceOp::Sum, Group::World(3)); });
     for (uint32_t r = 0; r < 3; ++r) ASSERT_TRUE(st[r].ok()) << st[r].ToString();
     EXPECT_EQ(ours(), 0);  // each removed by the last of its two peers to map it
     // A block no peer ever maps goes with the communicator.
@@ -366,8 +367,7 @@ TEST(DirectAllReduceFailures, KilledPeerProcessFailsTheSurvivorInsteadOfHangingI
   ::waitpid(child, &status, 0);
   EXPECT_TRUE(WIFSIGNALED(status)) << "the child exited " << WEXITSTATUS(status) << " before it was killed";
   EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
-  EXPECT_NE(st.message().find("rank 1 closed its connection during AllReduce #2"), std::string::npos)
-      << st.ToString();
+  EXPECT_NE(st.message().find("rank 1 closed its connection during AllReduce #2"), std::string::npos) << st.ToString();
   EXPECT_LT(Clock::now() - start, milliseconds(30000));  // the peer timeout is 60 s
 }
 
@@ -421,7 +421,8 @@ TEST(DirectAllReduceExecutor, SharedArenasTrainBitwiseAsPrivateOnes) {
             cols.emplace_back(reinterpret_cast<const uint8_t*>(data.images.data() + batch * kBatch * 784),
                               size_t{kBatch} * 784 * 4);
           if (col == "label")
-            cols.emplace_back(reinterpret_cast<const uint8_t*>(data.labels.data() + batch * kBatch), size_t{kBatch} * 4);
+            cols.emplace_back(reinterpret_cast<const uint8_t*>(data.labels.data() + batch * kBatch),
+                              size_t{kBatch} * 4);
         }
         st[r] = ex[r]->PushBatch(0, cols);
         if (!st[r].ok()) return;

@@ -15,13 +15,13 @@
 #include <string>
 #include <vector>
 
-#include "device/src/comm/topology.h"
 #include "device/src/comm/communicator.h"
+#include "device/src/comm/topology.h"
+#include "runtime/src/bf16.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
-#include "runtime/src/bf16.h"
 #include "support/comm_cluster.h"
 #include "support/in_process_world.h"
 #include "support/model_fixtures.h"
@@ -101,7 +101,8 @@ std::vector<typename T::Raw> Inputs(size_t count, uint32_t rank) {
 // Runs AllReduce over `group` (the world when empty) on every member, each
 // with Inputs(count, rank); returns the results by world rank.
 template <typename T>
-std::vector<std::vector<typename T::Raw>> Reduce(World& w, size_t count, ReduceOp op, std::vector<uint32_t> group = {}) {
+std::vector<std::vector<typename T::Raw>> Reduce(World& w, size_t count, ReduceOp op,
+                                                 std::vector<uint32_t> group = {}) {
   if (group.empty()) group = Group::World(w.size()).ranks;
   std::vector<std::vector<typename T::Raw>> out(w.size());
   for (uint32_t r : group) out[r] = Inputs<T>(count, r);
@@ -119,7 +120,7 @@ std::vector<std::vector<typename T::Raw>> Reduce(World& w, size_t count, ReduceO
 // two hosts' sums are added. `members[h]` are host h's world ranks.
 template <typename T>
 std::vector<typename T::Raw> TwoLevelExpected(size_t count, const std::vector<std::vector<uint32_t>>& members,
-                                               ReduceOp op) {
+                                              ReduceOp op) {
   const size_t L = members[0].size();
   std::vector<std::vector<std::vector<typename T::Raw>>> in(members.size());
   uint32_t n = 0;

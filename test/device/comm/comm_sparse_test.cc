@@ -12,8 +12,8 @@
 #include <set>
 
 #include "device/src/comm/algorithms/partners.h"
-#include "device/src/comm/rendezvous/connection_plan.h"
 #include "device/src/comm/communicator.h"
+#include "device/src/comm/rendezvous/connection_plan.h"
 #include "device/src/executor.h"
 #include "sinkrt/device/device_options.h"
 #include "sinkrt/runtime/stream_format.h"
@@ -31,8 +31,8 @@ using testing::Cat;
 using testing::Cluster;
 using testing::OnEachRank;
 
-constexpr uint32_t kEveryUse = kUsesAllReduce | kUsesAllGather | kUsesReduceScatter | kUsesBroadcast |
-                               kUsesAllToAll | kUsesSendRecv | kUsesBarrier;
+constexpr uint32_t kEveryUse = kUsesAllReduce | kUsesAllGather | kUsesReduceScatter | kUsesBroadcast | kUsesAllToAll |
+                               kUsesSendRecv | kUsesBarrier;
 
 std::vector<uint32_t> Range(uint32_t first, uint32_t end, uint32_t step = 1) {
   std::vector<uint32_t> out;
@@ -66,7 +66,8 @@ TEST(ConnectionPlan, IsSymmetricForEveryWorldUpTo64AndRandomGroups) {
       // for all, sometimes an unknown (empty) host id.
       std::vector<std::string> hosts(n);
       for (uint32_t r = 0, h = 0; r < n; ++h)
-        for (uint32_t k = 1 + rng() % 8; k > 0 && r < n; --k) hosts[r++] = trial == 1 ? "one" : Cat("h", std::to_string(h));
+        for (uint32_t k = 1 + rng() % 8; k > 0 && r < n; --k)
+          hosts[r++] = trial == 1 ? "one" : Cat("h", std::to_string(h));
       if (trial == 2 && n > 1) hosts[rng() % n].clear();
       std::vector<GroupUse> groups;
       for (int g = 0, count = static_cast<int>(rng() % 6); g < count; ++g) {
@@ -211,9 +212,9 @@ TEST(CommSparse, RanksThatJoinWithDifferentGroupsFailTheRendezvousNamingThePair)
   Cluster c(
       n,
       [](uint32_t r) {
-        CommOptions o = SparseOptions(r == 0 ? std::vector<GroupUse>{{Range(0, n), kUsesAllToAll}}
-                                             : std::vector<GroupUse>{},
-                                      milliseconds(20000));
+        CommOptions o =
+            SparseOptions(r == 0 ? std::vector<GroupUse>{{Range(0, n), kUsesAllToAll}} : std::vector<GroupUse>{},
+                          milliseconds(20000));
         o.rendezvous_timeout = milliseconds(3000);
         return o;
       },
@@ -241,7 +242,6 @@ TEST(CommSparse, RanksThatJoinWithDifferentGroupsFailTheRendezvousNamingThePair)
 }
 
 // ---- a world of 16 on sparse links --------------------------------------------
-
 
 // 16 ranks on 4 "hosts" of 4 (shm within, TCP between), groups as a
 // two-level job would have them: data parallel on the world, each host's
@@ -447,7 +447,6 @@ TEST(CommSparse, ADestroyedRankFailsEveryRankThroughThePlannedLinks) {
     EXPECT_NE(st[r].message().find("rank 5"), std::string::npos) << st[r].ToString();
     EXPECT_LT(took[r], timeout / 2) << st[r].ToString();
   }
-
 }
 
 TEST(CommSparse, StallReportAsksTheConnectedMembersAndNamesTheOthers) {

@@ -14,16 +14,16 @@
 #include <random>
 #include <thread>
 
-#include "device/src/comm/communicator.h"
-#include "device/src/daemon/daemon.h"
-#include "sinkrt/device/device_options.h"
-#include "device/src/comm/rendezvous/listening_inbox.h"
-#include "device/src/task_positions.h"
 #include "device/src/comm/algorithms/reduce.h"
-#include "sinkrt/host/remote_device.h"
+#include "device/src/comm/communicator.h"
+#include "device/src/comm/rendezvous/listening_inbox.h"
+#include "device/src/daemon/daemon.h"
+#include "device/src/task_positions.h"
 #include "runtime/src/env.h"
 #include "runtime/src/hello.h"
 #include "runtime/src/wire.h"
+#include "sinkrt/device/device_options.h"
+#include "sinkrt/host/remote_device.h"
 #include "support/comm_cluster.h"
 #include "support/scoped_env.h"
 
@@ -449,8 +449,8 @@ TEST(CommCollectives, AllGatherAndReduceScatterOnSubgroups) {
         std::vector<uint8_t> want;
         for (uint32_t m : mine->ranks) want.insert(want.end(), gin[m].begin(), gin[m].end());
         EXPECT_EQ(gout[r], want);
-        const uint32_t pos = static_cast<uint32_t>(
-            std::find(mine->ranks.begin(), mine->ranks.end(), r) - mine->ranks.begin());
+        const uint32_t pos =
+            static_cast<uint32_t>(std::find(mine->ranks.begin(), mine->ranks.end(), r) - mine->ranks.begin());
         ExpectReduced(rin, mine->ranks, pos * count, rout[r].data(), count, DType::F32, ReduceOp::Sum);
       }
     }
@@ -546,7 +546,8 @@ TEST(CommFailures, TagMismatchFailsBothSidesAtOnceNamingBothOps) {
       EXPECT_NE(s->message().find("AllGather #1"), std::string::npos) << s->message();
       auto has = [&](const char* text) { return s->message().find(text) != std::string::npos; };
       const bool seen_by_1 = has("rank 1 expected AllGather #1 segment 0 from rank 0, got AllReduce #1 segment");
-      const bool seen_by_0 = has("rank 0 expected AllReduce #1 segment") && has("from rank 1, got AllGather #1 segment");
+      const bool seen_by_0 =
+          has("rank 0 expected AllReduce #1 segment") && has("from rank 1, got AllGather #1 segment");
       EXPECT_TRUE(seen_by_0 || seen_by_1) << s->message();
     }
     // The communicator is broken from now on.
@@ -706,8 +707,8 @@ using testing::ScopedEnv;
 TEST(CommTimeouts, EnvironmentResolution) {
   using std::chrono::seconds;
   auto resolve = [](const char* sinkrt_ms, const char* exec_s, const char* connect_s) {
-    ScopedEnv env{{"SINKRT_PEER_TIMEOUT_MS", sinkrt_ms}, {"HCCL_EXEC_TIMEOUT", exec_s},
-                  {"HCCL_CONNECT_TIMEOUT", connect_s}};
+    ScopedEnv env{
+        {"SINKRT_PEER_TIMEOUT_MS", sinkrt_ms}, {"HCCL_EXEC_TIMEOUT", exec_s}, {"HCCL_CONNECT_TIMEOUT", connect_s}};
     return DeviceOptions::FromEnvironment();
   };
   DeviceOptions o = resolve(nullptr, nullptr, nullptr);
@@ -756,8 +757,10 @@ TEST(CommTimeouts, HostJoinWaitFollowsTheDaemonsRendezvous) {
   for (const Case& c : {Case{nullptr, nullptr, nullptr, seconds(300)}, Case{nullptr, "7", nullptr, seconds(300)},
                         Case{nullptr, nullptr, "900", seconds(900)}, Case{nullptr, "7", "5", seconds(5)},
                         Case{"1234", "7", "900", milliseconds(1234)}}) {
-    ScopedEnv env{{"SINKRT_PEER_TIMEOUT_MS", c.sinkrt_ms}, {"HCCL_EXEC_TIMEOUT", c.exec_s},
-                  {"HCCL_CONNECT_TIMEOUT", c.connect_s}, {"SINKRT_REPLY_TIMEOUT_MS", "1000"}};
+    ScopedEnv env{{"SINKRT_PEER_TIMEOUT_MS", c.sinkrt_ms},
+                  {"HCCL_EXEC_TIMEOUT", c.exec_s},
+                  {"HCCL_CONNECT_TIMEOUT", c.connect_s},
+                  {"SINKRT_REPLY_TIMEOUT_MS", "1000"}};
     const DeviceOptions device = DeviceOptions::FromEnvironment();
     const host::RemoteOptions remote = host::RemoteOptions::FromEnvironment();
     const PeerTimeouts resolved = PeerTimeoutsFromEnvironment({});

@@ -54,8 +54,8 @@ Outputs RunCollectives(uint32_t n, size_t segment_bytes, const TlsContexts* tls)
   o.pair_allreduce_bytes = 0;  // pairs take the ring too
   if (tls) o.tls = tls->client;
   Cluster cluster(
-      n, [&](uint32_t) { return o; }, [](uint32_t) { return uint64_t{7}; },
-      [](uint32_t) { return LocalHostId(); }, tls ? tls->server : nullptr);
+      n, [&](uint32_t) { return o; }, [](uint32_t) { return uint64_t{7}; }, [](uint32_t) { return LocalHostId(); },
+      tls ? tls->server : nullptr);
   for (uint32_t r = 0; r < n; ++r) EXPECT_TRUE(cluster.create_status(r).ok()) << cluster.create_status(r).ToString();
   if (!cluster.ok()) return {};
   Outputs out(n);

@@ -102,8 +102,8 @@ TEST(BatchMatMulKernel, SameBitsForAnyThreadCount) {
         first = y.values();
         ExpectClose(y, RefBatchMatMul(ToRef(a), ToRef(b), ta, tb), 1e-4, 1e-5, "BatchMatMul 1 thread");
       } else {
-        ExpectBitwise(y, first, "BatchMatMul t" + std::to_string(t) + " on " + std::to_string(threads) +
-                                    " threads against 1");
+        ExpectBitwise(y, first,
+                      "BatchMatMul t" + std::to_string(t) + " on " + std::to_string(threads) + " threads against 1");
       }
     }
   }
@@ -152,10 +152,10 @@ TEST(TransposeKernel, EveryPermutationUpToRank4) {
 }
 
 TEST(TransposeKernel, TilesRunsAndHighRanks) {
-  CheckTranspose({37, 53}, {1, 0}, 212);               // 2-D, ragged tiles
-  CheckTranspose({3, 40, 33}, {0, 2, 1}, 213);         // batched last-two swap
+  CheckTranspose({37, 53}, {1, 0}, 212);                  // 2-D, ragged tiles
+  CheckTranspose({3, 40, 33}, {0, 2, 1}, 213);            // batched last-two swap
   CheckTranspose({2, 4, 7, 4, 7}, {0, 1, 3, 2, 4}, 214);  // ViT patchify, rows of 7
-  CheckTranspose({4, 16, 4, 16}, {0, 2, 1, 3}, 215);   // [B,T,H,D] -> [B,H,T,D]
+  CheckTranspose({4, 16, 4, 16}, {0, 2, 1, 3}, 215);      // [B,T,H,D] -> [B,H,T,D]
   CheckTranspose({2, 3, 2, 5, 2, 3}, {5, 3, 1, 4, 0, 2}, 216);
   CheckTranspose({2, 3, 1, 5, 2, 3}, {1, 0, 2, 3, 5, 4}, 217);
   CheckTranspose({17, 2, 19}, {2, 1, 0}, 218);

@@ -118,9 +118,8 @@ TEST(Bf16MatMulKernel, MatchesF32WithTransposesBiasAndRelu) {
           if (relu) op.Relu();
           op.PrepareAndRun();
           ExpectMatchesF32(y, want,
-                           "MatMul " + std::to_string(d.m) + "x" + std::to_string(d.k) + "x" +
-                               std::to_string(d.n) + " t" + std::to_string(t) + " fuse" +
-                               std::to_string(fuse) + " -> " + Name(out));
+                           "MatMul " + std::to_string(d.m) + "x" + std::to_string(d.k) + "x" + std::to_string(d.n) +
+                               " t" + std::to_string(t) + " fuse" + std::to_string(fuse) + " -> " + Name(out));
         }
       }
     }
@@ -167,11 +166,11 @@ TEST(Bf16BatchMatMulKernel, MatchesF32WithBroadcastBatchDims) {
     bool ta, tb;
   };
   const std::vector<Case> cases = {
-      {{4, 16, 16}, {4, 16, 16}, false, false},       // f32 takes the hand kernel
-      {{2, 3, 8, 16}, {16, 8}, false, false},         // b broadcast (missing dims)
-      {{2, 1, 5, 7}, {1, 3, 7, 6}, false, false},     // both broadcast
-      {{2, 1, 7, 5}, {3, 6, 7}, true, true},          // transposes, rank mismatch
-      {{3, 64, 72}, {1, 72, 80}, false, false},       // f32 takes oneDNN
+      {{4, 16, 16}, {4, 16, 16}, false, false},    // f32 takes the hand kernel
+      {{2, 3, 8, 16}, {16, 8}, false, false},      // b broadcast (missing dims)
+      {{2, 1, 5, 7}, {1, 3, 7, 6}, false, false},  // both broadcast
+      {{2, 1, 7, 5}, {3, 6, 7}, true, true},       // transposes, rank mismatch
+      {{3, 64, 72}, {1, 72, 80}, false, false},    // f32 takes oneDNN
       {{2, 2, 40, 9}, {2, 1, 33, 40}, true, true},
   };
   uint32_t seed = 300;
@@ -189,15 +188,10 @@ TEST(Bf16BatchMatMulKernel, MatchesF32WithBroadcastBatchDims) {
     KernelRunner(OpCode::BatchMatMul).In(a).In(b).Out(want).MatMulOpts(c.ta, c.tb).PrepareAndRun();
     for (DType out : {DType::BF16, DType::F32}) {
       Tensor y(ys, out);
-      KernelRunner(OpCode::BatchMatMul)
-          .In(ToBf16(a))
-          .In(ToBf16(b))
-          .Out(y)
-          .MatMulOpts(c.ta, c.tb)
-          .PrepareAndRun();
+      KernelRunner(OpCode::BatchMatMul).In(ToBf16(a)).In(ToBf16(b)).Out(y).MatMulOpts(c.ta, c.tb).PrepareAndRun();
       ExpectMatchesF32(y, want,
-                       "BatchMatMul " + ShapeToString(c.a) + (c.ta ? "T" : "") + " x " +
-                           ShapeToString(c.b) + (c.tb ? "T" : "") + " -> " + Name(out));
+                       "BatchMatMul " + ShapeToString(c.a) + (c.ta ? "T" : "") + " x " + ShapeToString(c.b) +
+                           (c.tb ? "T" : "") + " -> " + Name(out));
     }
   }
 }
@@ -263,8 +257,8 @@ TEST(Bf16ConvKernels, ForwardWithFusedBiasAndReluMatchesF32) {
         if (relu) op.Relu();
         op.PrepareAndRun();
         ExpectMatchesF32(y, want,
-                         "Conv2D " + ShapeToString(cc.x) + "*" + ShapeToString(cc.w) + " fuse" +
-                             std::to_string(fuse) + " -> " + Name(out));
+                         "Conv2D " + ShapeToString(cc.x) + "*" + ShapeToString(cc.w) + " fuse" + std::to_string(fuse) +
+                             " -> " + Name(out));
       }
     }
   }

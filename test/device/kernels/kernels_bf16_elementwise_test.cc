@@ -64,8 +64,8 @@ void ExpectRoundedBitwise(const Tensor& got, const Tensor& want, const std::stri
     const uint16_t w = FloatToBf16(want[i]);
     if (Bits(got)[i] != w) {
       ADD_FAILURE() << what << ": element " << i << " is bf16 0x" << std::hex << Bits(got)[i] << " ("
-                    << Bf16ToFloat(Bits(got)[i]) << "), expected 0x" << w << " (" << Bf16ToFloat(w)
-                    << ", f32 " << want[i] << ")" << std::dec;
+                    << Bf16ToFloat(Bits(got)[i]) << "), expected 0x" << w << " (" << Bf16ToFloat(w) << ", f32 "
+                    << want[i] << ")" << std::dec;
       ++reported;
     }
   }
@@ -131,9 +131,16 @@ std::vector<In> Ins(std::initializer_list<const Tensor*> ts) {
 
 TEST(Bf16Kernels, AddSubMulBroadcastMatchF32Rounded) {
   const std::vector<std::pair<Shape, Shape>> cases = {
-      {{3, 4}, {3, 4}},   {{2, 3, 4}, {4}},     {{4}, {2, 3, 4}},           {{2, 1, 4}, {3, 1}},
-      {{}, {5, 6}},       {{5, 6}, {}},         {{2, 3, 4, 5}, {1, 3, 1, 1}}, {{7, 1}, {1, 9}},
-      {{64, 100}, {100}}, {{1, 1}, {1}},
+      {{3, 4}, {3, 4}},
+      {{2, 3, 4}, {4}},
+      {{4}, {2, 3, 4}},
+      {{2, 1, 4}, {3, 1}},
+      {{}, {5, 6}},
+      {{5, 6}, {}},
+      {{2, 3, 4, 5}, {1, 3, 1, 1}},
+      {{7, 1}, {1, 9}},
+      {{64, 100}, {100}},
+      {{1, 1}, {1}},
   };
   uint32_t seed = 1;
   for (const auto& [sa, sb] : cases) {
@@ -222,9 +229,18 @@ TEST(Bf16Kernels, AddNAccumulatesInF32) {
 TEST(Bf16Kernels, ActivationsMatchF32Rounded) {
   Tensor x = Bf16Values({5, 301}, 31, -6.0f, 6.0f);
   // Edge values: zeros of both signs, ±inf, NaN, large and tiny.
-  const float edge[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
-                        -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
-                        3.0e38f, -3.0e38f, 1.0e-30f, -20.0f, 20.0f, 0.25f, -0.25f};
+  const float edge[] = {0.0f,
+                        -0.0f,
+                        std::numeric_limits<float>::infinity(),
+                        -std::numeric_limits<float>::infinity(),
+                        std::numeric_limits<float>::quiet_NaN(),
+                        3.0e38f,
+                        -3.0e38f,
+                        1.0e-30f,
+                        -20.0f,
+                        20.0f,
+                        0.25f,
+                        -0.25f};
   for (size_t i = 0; i < std::size(edge); ++i) x[static_cast<int64_t>(i)] = Bf16ToFloat(FloatToBf16(edge[i]));
   for (OpCode op : {OpCode::Relu, OpCode::Gelu, OpCode::Tanh, OpCode::Sigmoid, OpCode::Neg}) {
     ExpectBf16MatchesF32(op, Ins({&x}), {{x.shape()}}, nullptr, "[5,301]");
@@ -233,9 +249,9 @@ TEST(Bf16Kernels, ActivationsMatchF32Rounded) {
 
 TEST(Bf16Kernels, ActivationGradientsMatchF32Rounded) {
   const Tensor dy = Bf16Values({7, 129}, 41, -2.0f, 2.0f);
-  const Tensor x = Bf16Values({7, 129}, 42, -5.0f, 5.0f);       // Relu/Gelu: the forward input
-  const Tensor t = Bf16Values({7, 129}, 43, -1.0f, 1.0f);       // Tanh: the forward output
-  const Tensor s = Bf16Values({7, 129}, 44, 0.0f, 1.0f);        // Sigmoid: the forward output
+  const Tensor x = Bf16Values({7, 129}, 42, -5.0f, 5.0f);  // Relu/Gelu: the forward input
+  const Tensor t = Bf16Values({7, 129}, 43, -1.0f, 1.0f);  // Tanh: the forward output
+  const Tensor s = Bf16Values({7, 129}, 44, 0.0f, 1.0f);   // Sigmoid: the forward output
   ExpectBf16MatchesF32(OpCode::ReluGrad, Ins({&dy, &x}), {{x.shape()}}, nullptr, "");
   ExpectBf16MatchesF32(OpCode::GeluGrad, Ins({&dy, &x}), {{x.shape()}}, nullptr, "");
   ExpectBf16MatchesF32(OpCode::TanhGrad, Ins({&dy, &t}), {{x.shape()}}, nullptr, "");
@@ -263,9 +279,9 @@ TEST(Bf16Kernels, ReduceSumAndMeanMatchF32Rounded) {
     bool keep;
   };
   const std::vector<Case> cases = {
-      {{2, 3, 4}, {1}, false},  {{2, 3, 4}, {0, 2}, true}, {{2, 3, 4}, {}, false},
-      {{5, 7}, {0}, true},      {{5, 7}, {1}, false},      {{3000}, {0}, false},  // pairwise over leaves
-      {{4, 1000}, {1}, false},  {{300, 70}, {0}, false},   {{2, 3}, {}, true},
+      {{2, 3, 4}, {1}, false}, {{2, 3, 4}, {0, 2}, true}, {{2, 3, 4}, {}, false},
+      {{5, 7}, {0}, true},     {{5, 7}, {1}, false},      {{3000}, {0}, false},  // pairwise over leaves
+      {{4, 1000}, {1}, false}, {{300, 70}, {0}, false},   {{2, 3}, {}, true},
   };
   uint32_t seed = 60;
   for (const Case& c : cases) {
@@ -286,13 +302,13 @@ TEST(Bf16Kernels, ReduceSumAndMeanMatchF32Rounded) {
   }
   // Reducing nothing (size-1 axes) is a scaled copy.
   const Tensor x = Bf16Values({3, 1, 4}, 70);
-  ExpectBf16MatchesF32(OpCode::ReduceMean, Ins({&x}), {{{3, 4}}},
-                       [](KernelRunner& k) { k.Axes({1}, false); }, "size-1 axis");
+  ExpectBf16MatchesF32(
+      OpCode::ReduceMean, Ins({&x}), {{{3, 4}}}, [](KernelRunner& k) { k.Axes({1}, false); }, "size-1 axis");
 }
 
 TEST(Bf16Kernels, SumToShapeAndBroadcastToMatchF32Rounded) {
   const std::vector<std::pair<Shape, Shape>> cases = {
-      {{4}, {2, 3, 4}}, {{3, 1}, {2, 3, 5}}, {{}, {3, 3}}, {{2, 2}, {2, 2}},
+      {{4}, {2, 3, 4}}, {{3, 1}, {2, 3, 5}},       {{}, {3, 3}},         {{2, 2}, {2, 2}},
       {{1, 1}, {2, 3}}, {{2, 1, 4}, {3, 2, 5, 4}}, {{1, 64}, {500, 64}},
   };
   uint32_t seed = 80;
@@ -300,7 +316,8 @@ TEST(Bf16Kernels, SumToShapeAndBroadcastToMatchF32Rounded) {
     const Tensor dy = Bf16Values(big, seed++, -2.0f, 2.0f), x = Bf16Values(small, seed++, -2.0f, 2.0f);
     const std::string what = ShapeToString(small) + " " + ShapeToString(big);
     ExpectBf16MatchesF32(OpCode::SumToShape, Ins({&dy}), {{small}}, nullptr, what);
-    ExpectBf16MatchesF32(OpCode::BroadcastTo, Ins({&x}), {{big}}, [](KernelRunner& k) { k.Scale(0.3f); }, what);
+    ExpectBf16MatchesF32(
+        OpCode::BroadcastTo, Ins({&x}), {{big}}, [](KernelRunner& k) { k.Scale(0.3f); }, what);
   }
 }
 
@@ -325,18 +342,31 @@ TEST(Bf16Kernels, CopyReshapeFlattenConcatSplitShardSliceMoveBf16) {
   for (int axis : {0, 1, 2}) {
     Shape whole = a.shape();
     whole[axis] *= 2;
-    ExpectBf16MatchesF32(OpCode::Concat, Ins({&a, &a}), {{whole}}, [&](KernelRunner& k) { k.Axis(axis); },
-                         "axis " + std::to_string(axis));
+    ExpectBf16MatchesF32(
+        OpCode::Concat, Ins({&a, &a}), {{whole}}, [&](KernelRunner& k) { k.Axis(axis); },
+        "axis " + std::to_string(axis));
   }
-  ExpectBf16MatchesF32(OpCode::Concat, Ins({&a, &b}), {{{4, 8, 5}}}, [](KernelRunner& k) { k.Axis(1); },
-                       "uneven");
-  ExpectBf16MatchesF32(OpCode::Split, Ins({&a}), {{{4, 1, 5}}, {{4, 5, 5}}},
-                       [](KernelRunner& k) { k.SplitOpts(1, {1, 5}); }, "axis 1");
-  ExpectBf16MatchesF32(OpCode::Split, Ins({&a}), {{{4, 6, 2}}, {{4, 6, 3}}},
-                       [](KernelRunner& k) { k.SplitOpts(2, {2, 3}); }, "axis 2");
+  ExpectBf16MatchesF32(
+      OpCode::Concat, Ins({&a, &b}), {{{4, 8, 5}}}, [](KernelRunner& k) { k.Axis(1); }, "uneven");
+  ExpectBf16MatchesF32(
+      OpCode::Split, Ins({&a}), {{{4, 1, 5}}, {{4, 5, 5}}},
+      [](KernelRunner& k) {
+        k.SplitOpts(1, {1, 5});
+      },
+      "axis 1");
+  ExpectBf16MatchesF32(
+      OpCode::Split, Ins({&a}), {{{4, 6, 2}}, {{4, 6, 3}}},
+      [](KernelRunner& k) {
+        k.SplitOpts(2, {2, 3});
+      },
+      "axis 2");
   for (uint32_t pos = 0; pos < 3; ++pos) {
-    ExpectBf16MatchesF32(OpCode::ShardSlice, Ins({&a}), {{{4, 2, 5}}},
-                         [&](KernelRunner& k) { k.CommOpts(1, pos, {0, 1, 2}); }, "position " + std::to_string(pos));
+    ExpectBf16MatchesF32(
+        OpCode::ShardSlice, Ins({&a}), {{{4, 2, 5}}},
+        [&](KernelRunner& k) {
+          k.CommOpts(1, pos, {0, 1, 2});
+        },
+        "position " + std::to_string(pos));
   }
   // A bf16 Copy onto its own buffer (a view) leaves it as it is.
   Tensor h = ToBf16(a);
@@ -353,7 +383,7 @@ TEST(Bf16Kernels, SoftmaxAndLogSoftmaxMatchF32Rounded) {
   };
   // Last axis: short and long rows, more rows than one staged block
   // (4096 floats), a row longer than a block; inner axes (strided).
-  const std::vector<Case> cases = {{{4, 10}, 1}, {{300, 40}, 1}, {{2, 5000}, 1}, {{3, 1}, 1},
+  const std::vector<Case> cases = {{{4, 10}, 1},   {{300, 40}, 1}, {{2, 5000}, 1},  {{3, 1}, 1},
                                    {{2, 3, 4}, 0}, {{2, 3, 4}, 1}, {{3, 70, 5}, 1}, {{6}, 0}};
   uint32_t seed = 100;
   for (const Case& c : cases) {
@@ -397,13 +427,20 @@ TEST(Bf16Kernels, LayerNormAndGradMatchF32Rounded) {
     const Tensor gamma = Bf16Values({d}, seed++, 0.5f, 1.5f), beta = Bf16Values({d}, seed++);
     auto eps = [](KernelRunner& k) { k.LayerNormEpsilon(1e-5f); };
     const std::string what = ShapeToString(s);
-    ExpectBf16MatchesF32(OpCode::LayerNorm, Ins({&x, &gamma, &beta}), {{s}, {RowsOf(s), true}, {RowsOf(s), true}},
-                         eps, what);
+    ExpectBf16MatchesF32(OpCode::LayerNorm, Ins({&x, &gamma, &beta}), {{s}, {RowsOf(s), true}, {RowsOf(s), true}}, eps,
+                         what);
     Tensor y(s), mean(RowsOf(s)), rstd(RowsOf(s));
-    KernelRunner(OpCode::LayerNorm).In(x).In(gamma).In(beta).Out(y).Out(mean).Out(rstd).LayerNormEpsilon(1e-5f)
+    KernelRunner(OpCode::LayerNorm)
+        .In(x)
+        .In(gamma)
+        .In(beta)
+        .Out(y)
+        .Out(mean)
+        .Out(rstd)
+        .LayerNormEpsilon(1e-5f)
         .PrepareAndRun();
-    ExpectBf16MatchesF32(OpCode::LayerNormGrad,
-                         {{&dy}, {&x}, {&gamma}, {&mean, true}, {&rstd, true}}, {{s}, {{d}}, {{d}}}, eps, what);
+    ExpectBf16MatchesF32(OpCode::LayerNormGrad, {{&dy}, {&x}, {&gamma}, {&mean, true}, {&rstd, true}},
+                         {{s}, {{d}}, {{d}}}, eps, what);
   }
 }
 

@@ -28,10 +28,12 @@ struct BinaryCase {
 
 TEST(ElementwiseKernels, AddSubMulBroadcastLikeNumPy) {
   const std::vector<BinaryCase> cases = {
-      {{3, 4}, {3, 4}},        {{2, 3, 4}, {4}},          {{4}, {2, 3, 4}},
-      {{2, 1, 4}, {3, 1}},     {{}, {5, 6}},              {{5, 6}, {}},
-      {{1}, {3}},              {{2, 3, 4, 5}, {1, 3, 1, 1}}, {{7, 1}, {1, 9}},
-      {{2, 3, 4, 5}, {2, 1, 4, 1}}, {{64, 10}, {10}},     {{1, 1}, {1}},
+      {{3, 4}, {3, 4}}, {{2, 3, 4}, {4}},
+      {{4}, {2, 3, 4}}, {{2, 1, 4}, {3, 1}},
+      {{}, {5, 6}},     {{5, 6}, {}},
+      {{1}, {3}},       {{2, 3, 4, 5}, {1, 3, 1, 1}},
+      {{7, 1}, {1, 9}}, {{2, 3, 4, 5}, {2, 1, 4, 1}},
+      {{64, 10}, {10}}, {{1, 1}, {1}},
   };
   // The float64 reference rounded to float is the correctly rounded f32
   // result (53 >= 2 * 24 + 2 bits), so the kernels must match it bit for bit.
@@ -49,8 +51,7 @@ TEST(ElementwiseKernels, AddSubMulBroadcastLikeNumPy) {
       KernelRunner op(k.op);
       op.In(a).In(b).Out(y).PrepareAndRun();
       ExpectBitwise(y, want,
-                    std::string(fb::EnumNameOpCode(k.op)) + " " + ShapeToString(c.a) + " " +
-                        ShapeToString(c.b));
+                    std::string(fb::EnumNameOpCode(k.op)) + " " + ShapeToString(c.a) + " " + ShapeToString(c.b));
     }
   }
 }
@@ -146,7 +147,7 @@ TEST(ActivationKernels, ForwardMatchesReference) {
     RefTensor (*ref)(const RefTensor&);
   };
   const Case cases[] = {
-      {OpCode::Relu, RefRelu}, {OpCode::Gelu, RefGelu}, {OpCode::Tanh, RefTanh},
+      {OpCode::Relu, RefRelu},       {OpCode::Gelu, RefGelu}, {OpCode::Tanh, RefTanh},
       {OpCode::Sigmoid, RefSigmoid}, {OpCode::Neg, RefNeg},
   };
   for (const Case& c : cases) {
@@ -239,7 +240,8 @@ TEST(CopyKernels, ReshapeFlattenCopyMoveBytes) {
   Tensor flat_wrong({4, 6});
   KernelRunner flat(OpCode::Flatten);
   flat.In(x4).Out(flat_wrong);
-  ExpectPrepareError(flat, "Flatten", {"output 0 has shape [4,6], expected [2,12] ([N, prod(...)] of input 0 [2,3,4])"});
+  ExpectPrepareError(flat, "Flatten",
+                     {"output 0 has shape [4,6], expected [2,12] ([N, prod(...)] of input 0 [2,3,4])"});
   Tensor reshaped({4, 6});
   KernelRunner(OpCode::Reshape).In(x4).Out(reshaped).PrepareAndRun();
   ExpectBitwise(reshaped, x4.values(), "Reshape [2,3,4] -> [4,6]");

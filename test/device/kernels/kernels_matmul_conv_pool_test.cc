@@ -40,9 +40,8 @@ TEST(MatMulKernel, TransposesBiasAndReluMatchReference) {
         if (fuse >= 1) want = RefBiasAdd(want, ToRef(bias), 1);
         if (fuse == 2) want = RefRelu(want);
         ExpectClose(y, want, 1e-4, 1e-5,
-                    "MatMul " + std::to_string(d.m) + "x" + std::to_string(d.k) + "x" +
-                        std::to_string(d.n) + " t" + std::to_string(t) + " fuse" +
-                        std::to_string(fuse));
+                    "MatMul " + std::to_string(d.m) + "x" + std::to_string(d.k) + "x" + std::to_string(d.n) + " t" +
+                        std::to_string(t) + " fuse" + std::to_string(fuse));
       }
     }
   }
@@ -53,8 +52,7 @@ TEST(MatMulKernel, PrepareNamesTheMismatch) {
   Tensor y({64, 512}), y10({64, 10});
   KernelRunner op(OpCode::MatMul);
   op.In(a).In(b).Out(y).MatMulOpts(false, false);
-  ExpectPrepareError(op, "MatMul",
-                     {"input 1 has shape [784,512], expected [K=256, N] for a [64,256] input 0"});
+  ExpectPrepareError(op, "MatMul", {"input 1 has shape [784,512], expected [K=256, N] for a [64,256] input 0"});
   KernelRunner tb(OpCode::MatMul);
   tb.In(a).In(b_ok).Out(y10).MatMulOpts(false, true);
   ExpectPrepareError(tb, "MatMul", {"expected [N, K=256] (transpose_b)"});
@@ -84,10 +82,10 @@ struct ConvCase {
 };
 const std::vector<ConvCase> kConvCases = {
     {{2, 3, 7, 7}, {4, 3, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1}},
-    {{2, 3, 8, 9}, {5, 3, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1}},  // stride 2, pad 1
-    {{1, 2, 9, 8}, {3, 2, 3, 2}, {2, 1, 0, 1, 1, 0, 1, 1}},  // asymmetric pads
-    {{1, 2, 9, 9}, {2, 2, 3, 3}, {1, 1, 2, 2, 2, 2, 2, 2}},  // dilation 2
-    {{3, 4, 5, 5}, {6, 4, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1}},  // 1x1
+    {{2, 3, 8, 9}, {5, 3, 3, 3}, {2, 2, 1, 1, 1, 1, 1, 1}},    // stride 2, pad 1
+    {{1, 2, 9, 8}, {3, 2, 3, 2}, {2, 1, 0, 1, 1, 0, 1, 1}},    // asymmetric pads
+    {{1, 2, 9, 9}, {2, 2, 3, 3}, {1, 1, 2, 2, 2, 2, 2, 2}},    // dilation 2
+    {{3, 4, 5, 5}, {6, 4, 1, 1}, {1, 1, 0, 0, 0, 0, 1, 1}},    // 1x1
     {{2, 1, 28, 28}, {6, 1, 5, 5}, {1, 1, 2, 2, 2, 2, 1, 1}},  // LeNet conv1
 };
 
@@ -158,9 +156,9 @@ struct PoolCase {
 };
 const std::vector<PoolCase> kPoolCases = {
     {{2, 3, 8, 8}, {2, 2, 2, 2, 0, 0, 0, 0}},
-    {{1, 2, 7, 9}, {3, 3, 2, 2, 1, 1, 1, 1}},   // padding 1
-    {{2, 2, 6, 5}, {3, 2, 1, 2, 0, 2, 1, 0}},   // asymmetric padding
-    {{1, 1, 5, 5}, {5, 5, 1, 1, 0, 0, 0, 0}},   // global
+    {{1, 2, 7, 9}, {3, 3, 2, 2, 1, 1, 1, 1}},  // padding 1
+    {{2, 2, 6, 5}, {3, 2, 1, 2, 0, 2, 1, 0}},  // asymmetric padding
+    {{1, 1, 5, 5}, {5, 5, 1, 1, 0, 0, 0, 0}},  // global
 };
 
 TEST(PoolKernels, MaxPoolForwardAndGradThroughWorkspace) {

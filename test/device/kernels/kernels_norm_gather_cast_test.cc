@@ -39,7 +39,14 @@ TEST(LayerNormKernels, ForwardMatchesReference) {
     const Tensor x = RandomTensor(s, 21, 99.0f, 101.0f);
     const Tensor gamma = RandomTensor({d}, 22, 0.5f, 1.5f), beta = RandomTensor({d}, 23);
     Tensor y(s), mean(Rows(s)), rstd(Rows(s));
-    KernelRunner(OpCode::LayerNorm).In(x).In(gamma).In(beta).Out(y).Out(mean).Out(rstd).LayerNormEpsilon(1e-5f)
+    KernelRunner(OpCode::LayerNorm)
+        .In(x)
+        .In(gamma)
+        .In(beta)
+        .Out(y)
+        .Out(mean)
+        .Out(rstd)
+        .LayerNormEpsilon(1e-5f)
         .PrepareAndRun();
     RefTensor ref_mean, ref_rstd;
     const RefTensor ref = RefLayerNorm(ToRef(x), ToRef(gamma), ToRef(beta), 1e-5, &ref_mean, &ref_rstd);
@@ -55,7 +62,14 @@ TEST(LayerNormKernels, EpsilonIsTheOption) {
   Tensor x({2, 4}), gamma({4}), beta({4}), y({2, 4}), mean({2}), rstd({2});
   x.set({3, 3, 3, 3, 1, 1, 1, 1});
   gamma.set({1, 1, 1, 1});
-  KernelRunner(OpCode::LayerNorm).In(x).In(gamma).In(beta).Out(y).Out(mean).Out(rstd).LayerNormEpsilon(0.25f)
+  KernelRunner(OpCode::LayerNorm)
+      .In(x)
+      .In(gamma)
+      .In(beta)
+      .Out(y)
+      .Out(mean)
+      .Out(rstd)
+      .LayerNormEpsilon(0.25f)
       .PrepareAndRun();
   EXPECT_EQ(rstd[0], 2.0f);
   EXPECT_EQ(mean[0], 3.0f);
@@ -69,12 +83,28 @@ TEST(LayerNormKernels, GradMatchesReference) {
     const Tensor x = RandomTensor(s, 31, -2.0f, 2.0f), dy = RandomTensor(s, 32);
     const Tensor gamma = RandomTensor({d}, 33, 0.5f, 1.5f), beta = RandomTensor({d}, 34);
     Tensor y(s), mean(Rows(s)), rstd(Rows(s));
-    KernelRunner(OpCode::LayerNorm).In(x).In(gamma).In(beta).Out(y).Out(mean).Out(rstd).LayerNormEpsilon(1e-5f)
+    KernelRunner(OpCode::LayerNorm)
+        .In(x)
+        .In(gamma)
+        .In(beta)
+        .Out(y)
+        .Out(mean)
+        .Out(rstd)
+        .LayerNormEpsilon(1e-5f)
         .PrepareAndRun();
     Tensor dx(s), dgamma({d}), dbeta({d});
     dgamma.set(std::vector<float>(d, 7.0f));  // overwritten, not accumulated into
-    KernelRunner(OpCode::LayerNormGrad).In(dy).In(x).In(gamma).In(mean).In(rstd).Out(dx).Out(dgamma).Out(dbeta)
-        .LayerNormEpsilon(1e-5f).PrepareAndRun();
+    KernelRunner(OpCode::LayerNormGrad)
+        .In(dy)
+        .In(x)
+        .In(gamma)
+        .In(mean)
+        .In(rstd)
+        .Out(dx)
+        .Out(dgamma)
+        .Out(dbeta)
+        .LayerNormEpsilon(1e-5f)
+        .PrepareAndRun();
     const RefLayerNormGrads ref = RefLayerNormGrad(ToRef(dy), ToRef(x), ToRef(gamma), 1e-5);
     const std::string what = ShapeToString(s);
     ExpectClose(dx, ref.dx, 1e-4, 1e-4, "LayerNormGrad dx " + what);
@@ -93,11 +123,27 @@ TEST(LayerNormKernels, GradColumnSumsAreAddColumnSumsBits) {
     const Tensor x = RandomTensor(s, 51, -2.0f, 2.0f), dy = RandomTensor(s, 52);
     const Tensor gamma = RandomTensor({d}, 53, 0.5f, 1.5f), beta = RandomTensor({d}, 54);
     Tensor y(s), mean(Rows(s)), rstd(Rows(s));
-    KernelRunner(OpCode::LayerNorm).In(x).In(gamma).In(beta).Out(y).Out(mean).Out(rstd).LayerNormEpsilon(1e-5f)
+    KernelRunner(OpCode::LayerNorm)
+        .In(x)
+        .In(gamma)
+        .In(beta)
+        .Out(y)
+        .Out(mean)
+        .Out(rstd)
+        .LayerNormEpsilon(1e-5f)
         .PrepareAndRun();
     Tensor dx(s), dgamma({d}), dbeta({d});
-    KernelRunner(OpCode::LayerNormGrad).In(dy).In(x).In(gamma).In(mean).In(rstd).Out(dx).Out(dgamma).Out(dbeta)
-        .LayerNormEpsilon(1e-5f).PrepareAndRun();
+    KernelRunner(OpCode::LayerNormGrad)
+        .In(dy)
+        .In(x)
+        .In(gamma)
+        .In(mean)
+        .In(rstd)
+        .Out(dx)
+        .Out(dgamma)
+        .Out(dbeta)
+        .LayerNormEpsilon(1e-5f)
+        .PrepareAndRun();
     std::vector<float> dy_xhat(rows * d), dys = dy.values(), want_g(d, 0.0f), want_b(d, 0.0f);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t i = 0; i < d; ++i) dy_xhat[r * d + i] = dy[r * d + i] * ((x[r * d + i] - mean[r]) * rstd[r]);
@@ -113,15 +159,31 @@ TEST(LayerNormKernels, RunsAreBitwiseDeterministicAndSizeTheirScratch) {
   const Tensor x = RandomTensor(s, 41), dy = RandomTensor(s, 42), gamma = RandomTensor({64}, 43);
   const Tensor beta = RandomTensor({64}, 44);
   Tensor y(s), mean(Rows(s)), rstd(Rows(s));
-  KernelRunner(OpCode::LayerNorm).In(x).In(gamma).In(beta).Out(y).Out(mean).Out(rstd).LayerNormEpsilon(1e-5f)
+  KernelRunner(OpCode::LayerNorm)
+      .In(x)
+      .In(gamma)
+      .In(beta)
+      .Out(y)
+      .Out(mean)
+      .Out(rstd)
+      .LayerNormEpsilon(1e-5f)
       .PrepareAndRun();
   Tensor dx1(s), dg1({64}), db1({64}), dx2(s), dg2({64}), db2({64});
   KernelRunner grad(OpCode::LayerNormGrad);
   grad.In(dy).In(x).In(gamma).In(mean).In(rstd).Out(dx1).Out(dg1).Out(db1).LayerNormEpsilon(1e-5f).PrepareAndRun();
   // x̂ and dy·gamma of one row, and 8 column leaves (1024 rows) each for dgamma and dbeta.
   EXPECT_EQ(grad.scratch_bytes(), (2 + 2 * 8) * 64 * sizeof(float));
-  KernelRunner(OpCode::LayerNormGrad).In(dy).In(x).In(gamma).In(mean).In(rstd).Out(dx2).Out(dg2).Out(db2)
-      .LayerNormEpsilon(1e-5f).PrepareAndRun();
+  KernelRunner(OpCode::LayerNormGrad)
+      .In(dy)
+      .In(x)
+      .In(gamma)
+      .In(mean)
+      .In(rstd)
+      .Out(dx2)
+      .Out(dg2)
+      .Out(db2)
+      .LayerNormEpsilon(1e-5f)
+      .PrepareAndRun();
   ExpectBitwise(dx2, dx1.values(), "dx");
   ExpectBitwise(dg2, dg1.values(), "dgamma");
   ExpectBitwise(db2, db1.values(), "dbeta");
@@ -160,8 +222,7 @@ TEST(LayerNormKernels, PrepareRejectsBadOperands) {
   grad.In(x).In(x).In(gamma).In(mean).In(bad_rows).Out(dx).Out(dgamma).Out(dbeta).LayerNormEpsilon(1e-5f);
   ExpectPrepareError(grad, "LayerNormGrad", {"input 4 has shape [8], expected [rows=4]"});
   KernelRunner dbeta_shape(OpCode::LayerNormGrad);
-  dbeta_shape.In(x).In(x).In(gamma).In(mean).In(rstd).Out(dx).Out(dgamma).Out(y)
-      .LayerNormEpsilon(1e-5f);
+  dbeta_shape.In(x).In(x).In(gamma).In(mean).In(rstd).Out(dx).Out(dgamma).Out(y).LayerNormEpsilon(1e-5f);
   ExpectPrepareError(dbeta_shape, "LayerNormGrad", {"output 2 has shape [4,8], expected [8] like input 2"});
   KernelRunner count(OpCode::LayerNormGrad);
   count.In(x).In(x).In(gamma).In(mean).Out(dx).Out(dgamma).Out(dbeta).LayerNormEpsilon(1e-5f);
@@ -181,17 +242,18 @@ struct GatherCase {
   std::vector<int32_t> values;
 };
 const std::vector<GatherCase> kGatherCases = {
-    {{5, 3}, {4}, {0, 4, 2, 4}},                  // a repeated row
-    {{10, 2, 3}, {2, 3}, {9, 0, 1, 1, 1, 5}},     // 2-D indices, 3-D table
-    {{7}, {3}, {6, 0, 3}},                        // rows of one element
-    {{16, 64}, {8, 16}, {}},                      // a ViT-sized embedding, filled below
-    {{3, 4}, {}, {2}},                            // a scalar index
+    {{5, 3}, {4}, {0, 4, 2, 4}},               // a repeated row
+    {{10, 2, 3}, {2, 3}, {9, 0, 1, 1, 1, 5}},  // 2-D indices, 3-D table
+    {{7}, {3}, {6, 0, 3}},                     // rows of one element
+    {{16, 64}, {8, 16}, {}},                   // a ViT-sized embedding, filled below
+    {{3, 4}, {}, {2}},                         // a scalar index
 };
 
 TEST(GatherKernels, ForwardAndGradMatchReference) {
   for (GatherCase c : kGatherCases) {
     if (c.values.empty())
-      for (int64_t i = 0; i < NumElements(c.indices); ++i) c.values.push_back(static_cast<int32_t>((i * 7 + 3) % c.table[0]));
+      for (int64_t i = 0; i < NumElements(c.indices); ++i)
+        c.values.push_back(static_cast<int32_t>((i * 7 + 3) % c.table[0]));
     const Tensor table = RandomTensor(c.table, 51);
     const Tensor idx = Indices(c.indices, c.values);
     Shape out = c.indices;
@@ -273,14 +335,22 @@ TEST(CastKernels, F32ToBf16RoundsToNearestEvenAndBack) {
   const float inf = std::numeric_limits<float>::infinity();
   const float denorm = std::numeric_limits<float>::denorm_min();
   std::vector<float> v = {1.0f,
-                          1.0f + 1.0f / 256,                   // a tie: to even (1)
-                          1.0f + 3.0f / 256,                   // a tie: to even (1 + 2/128)
-                          1.0f + 1.0f / 256 + 1.0f / 65536,    // just past the tie: up
-                          -2.5f, 0.0f, -0.0f, inf, -inf,
-                          std::numeric_limits<float>::max(),   // past the largest bf16: inf
-                          3.38e38f,                            // rounds down to the largest bf16
-                          1e-40f, -3e-39f, denorm,             // subnormals
-                          std::numeric_limits<float>::min(), 65504.0f, 1e-3f};
+                          1.0f + 1.0f / 256,                 // a tie: to even (1)
+                          1.0f + 3.0f / 256,                 // a tie: to even (1 + 2/128)
+                          1.0f + 1.0f / 256 + 1.0f / 65536,  // just past the tie: up
+                          -2.5f,
+                          0.0f,
+                          -0.0f,
+                          inf,
+                          -inf,
+                          std::numeric_limits<float>::max(),  // past the largest bf16: inf
+                          3.38e38f,                           // rounds down to the largest bf16
+                          1e-40f,
+                          -3e-39f,
+                          denorm,  // subnormals
+                          std::numeric_limits<float>::min(),
+                          65504.0f,
+                          1e-3f};
   const Tensor random = RandomTensor({1000}, 61, -1e4f, 1e4f);
   for (int64_t i = 0; i < random.numel(); ++i) v.push_back(random[i]);
   const int64_t n = static_cast<int64_t>(v.size());

@@ -25,9 +25,9 @@ TEST(ReduceKernels, ReduceSumAndMeanOverAxes) {
     std::vector<int32_t> axes;
   };
   const std::vector<Case> cases = {
-      {{3, 4, 5}, {}},     {{3, 4, 5}, {0}},       {{3, 4, 5}, {1}},     {{3, 4, 5}, {2}},
-      {{3, 4, 5}, {0, 2}}, {{3, 4, 5}, {1, 2}},    {{2, 3, 4, 5}, {1, 3}}, {{2, 3, 4, 5}, {0, 1, 3}},
-      {{}, {}},            {{6, 1, 7}, {1}},       {{300, 513}, {0}},    {{5, 1}, {0, 1}},
+      {{3, 4, 5}, {}},     {{3, 4, 5}, {0}},       {{3, 4, 5}, {1}},          {{3, 4, 5}, {2}}, {{3, 4, 5}, {0, 2}},
+      {{3, 4, 5}, {1, 2}}, {{2, 3, 4, 5}, {1, 3}}, {{2, 3, 4, 5}, {0, 1, 3}}, {{}, {}},         {{6, 1, 7}, {1}},
+      {{300, 513}, {0}},   {{5, 1}, {0, 1}},
   };
   for (bool mean : {false, true}) {
     for (bool keep : {false, true}) {
@@ -38,8 +38,7 @@ TEST(ReduceKernels, ReduceSumAndMeanOverAxes) {
         Tensor y(want.shape);
         KernelRunner op(mean ? OpCode::ReduceMean : OpCode::ReduceSum);
         op.In(x).Out(y).Axes(c.axes, keep).PrepareAndRun();
-        ExpectClose(y, want, 1e-5, 1e-5,
-                    std::string(mean ? "ReduceMean " : "ReduceSum ") + ShapeToString(c.shape));
+        ExpectClose(y, want, 1e-5, 1e-5, std::string(mean ? "ReduceMean " : "ReduceSum ") + ShapeToString(c.shape));
       }
     }
   }
@@ -76,9 +75,8 @@ TEST(ReduceKernels, PrepareRejectsBadAxes) {
 
 TEST(ReduceKernels, SumToShapeInvertsBroadcasting) {
   const std::vector<std::pair<Shape, Shape>> cases = {
-      {{2, 3, 4}, {4}},    {{2, 3, 4}, {3, 1}},  {{2, 3, 4}, {1, 3, 1}}, {{2, 3, 4}, {2, 1, 4}},
-      {{2, 3, 4}, {}},     {{5, 6}, {5, 6}},     {{64, 512}, {512}},     {{2, 3, 4, 5}, {3, 1, 1}},
-      {{7, 1, 9}, {1, 9}}, {{4, 6}, {1, 1}},
+      {{2, 3, 4}, {4}}, {{2, 3, 4}, {3, 1}}, {{2, 3, 4}, {1, 3, 1}},    {{2, 3, 4}, {2, 1, 4}}, {{2, 3, 4}, {}},
+      {{5, 6}, {5, 6}}, {{64, 512}, {512}},  {{2, 3, 4, 5}, {3, 1, 1}}, {{7, 1, 9}, {1, 9}},    {{4, 6}, {1, 1}},
   };
   for (const auto& [dy_shape, dx_shape] : cases) {
     const Tensor dy = RandomTensor(dy_shape, 31);
@@ -96,14 +94,15 @@ TEST(ReduceKernels, SumToShapeInvertsBroadcasting) {
 
 TEST(ReduceKernels, BroadcastToScales) {
   const std::vector<std::pair<Shape, Shape>> cases = {
-      {{4}, {2, 3, 4}}, {{3, 1}, {2, 3, 5}}, {{}, {3, 3}}, {{2, 2}, {2, 2}}, {{1}, {4}},
-      {{1, 1}, {2, 3}},  {{2, 1, 4}, {3, 2, 5, 4}},
+      {{4}, {2, 3, 4}}, {{3, 1}, {2, 3, 5}},       {{}, {3, 3}}, {{2, 2}, {2, 2}}, {{1}, {4}},
+      {{1, 1}, {2, 3}}, {{2, 1, 4}, {3, 2, 5, 4}},
   };
   for (const auto& [xs, ys] : cases) {
     const Tensor x = RandomTensor(xs, 41);
     Tensor y(ys);
     KernelRunner(OpCode::BroadcastTo).In(x).Out(y).Scale(0.25f).PrepareAndRun();
-    ExpectBitwise(y, RefBroadcastTo(ToRef(x), ys, 0.25), "BroadcastTo " + ShapeToString(xs) + " -> " + ShapeToString(ys));
+    ExpectBitwise(y, RefBroadcastTo(ToRef(x), ys, 0.25),
+                  "BroadcastTo " + ShapeToString(xs) + " -> " + ShapeToString(ys));
   }
   const Tensor x({3});
   Tensor y({2, 4});

@@ -90,7 +90,11 @@ TEST(KernelRules, RunsAreBitwiseDeterministic) {
       },
       [&](Tensor* y) {
         *y = Tensor(Shape{});
-        KernelRunner(OpCode::SparseSoftmaxCrossEntropy).In(b.ref()).In(Labels(std::vector<int32_t>(300, 5))).Out(*y).PrepareAndRun();
+        KernelRunner(OpCode::SparseSoftmaxCrossEntropy)
+            .In(b.ref())
+            .In(Labels(std::vector<int32_t>(300, 5)))
+            .Out(*y)
+            .PrepareAndRun();
       },
       [&](Tensor* y) {
         *y = Tensor({3000});
@@ -118,8 +122,8 @@ TEST(KernelRules, RunsAreBitwiseDeterministic) {
 TEST(KernelRules, RunDoesNotAllocate) {
   const Tensor x = RandomTensor({8, 6, 5}, 151), b = RandomTensor({5}, 152), c = RandomTensor({6}, 153);
   const Tensor logits = RandomTensor({8, 10}, 154), labels = Labels({0, 1, 2, 3, 4, 5, 6, 7});
-  Tensor y({8, 6, 5}), y2({8, 6, 5}), s(Shape{}), v6({6}), l({8, 10}), one(Shape{}), p({8, 6, 5}),
-      m({8, 6, 5}), pw({2});
+  Tensor y({8, 6, 5}), y2({8, 6, 5}), s(Shape{}), v6({6}), l({8, 10}), one(Shape{}), p({8, 6, 5}), m({8, 6, 5}),
+      pw({2});
   one[0] = 1.0f;
   pw.set({0.9f, 0.999f});
   std::vector<std::unique_ptr<KernelRunner>> ops;
@@ -171,8 +175,8 @@ TEST(KernelRules, RunDoesNotAllocate) {
 // allocate nothing either.
 TEST(KernelRules, Bf16RunDoesNotAllocate) {
   const Shape s3{8, 6, 5};
-  Tensor x(s3, DType::BF16), y(s3, DType::BF16), y2(s3, DType::BF16), b({5}, DType::BF16),
-      c({6}, DType::BF16), v6({6}, DType::BF16), joined({8, 12, 5}, DType::BF16), left({8, 6, 2}, DType::BF16),
+  Tensor x(s3, DType::BF16), y(s3, DType::BF16), y2(s3, DType::BF16), b({5}, DType::BF16), c({6}, DType::BF16),
+      v6({6}, DType::BF16), joined({8, 12, 5}, DType::BF16), left({8, 6, 2}, DType::BF16),
       right({8, 6, 3}, DType::BF16), gamma({5}, DType::BF16), dg({5}, DType::BF16), db({5}, DType::BF16);
   Tensor mean({48}), rstd({48});
   std::vector<std::unique_ptr<KernelRunner>> ops;

@@ -39,9 +39,9 @@ TEST(ShardSliceKernel, EveryPositionOfEveryAxis) {
         std::vector<uint32_t> group;
         for (int p = 0; p < parts; ++p) group.push_back(static_cast<uint32_t>(2 * p + 1));  // any world ranks
         op.CommOpts(axis, static_cast<uint32_t>(position), group).PrepareAndRun();
-        ExpectBitwise(y, Reference(x, axis, parts, position),
-                      "axis " + std::to_string(axis) + " part " + std::to_string(position) + "/" +
-                          std::to_string(parts));
+        ExpectBitwise(
+            y, Reference(x, axis, parts, position),
+            "axis " + std::to_string(axis) + " part " + std::to_string(position) + "/" + std::to_string(parts));
       }
     }
   }

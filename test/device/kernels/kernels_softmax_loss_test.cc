@@ -35,9 +35,9 @@ TEST(SoftmaxKernels, ForwardMatchesReferenceOnEveryAxis) {
       Tensor y(c.shape);
       KernelRunner op(log ? OpCode::LogSoftmax : OpCode::Softmax);
       op.In(x).Out(y).Axis(c.axis).PrepareAndRun();
-      ExpectClose(y, log ? RefLogSoftmax(ToRef(x), c.axis) : RefSoftmax(ToRef(x), c.axis), 2e-5, 1e-7,
-                  std::string(log ? "LogSoftmax " : "Softmax ") + ShapeToString(c.shape) +
-                      " axis " + std::to_string(c.axis));
+      ExpectClose(
+          y, log ? RefLogSoftmax(ToRef(x), c.axis) : RefSoftmax(ToRef(x), c.axis), 2e-5, 1e-7,
+          std::string(log ? "LogSoftmax " : "Softmax ") + ShapeToString(c.shape) + " axis " + std::to_string(c.axis));
     }
   }
 }
@@ -49,7 +49,11 @@ TEST(SoftmaxKernels, GradientsMatchContract) {
       Tensor y(c.shape), dx(c.shape);
       KernelRunner(log ? OpCode::LogSoftmax : OpCode::Softmax).In(x).Out(y).Axis(c.axis).PrepareAndRun();
       KernelRunner(log ? OpCode::LogSoftmaxGrad : OpCode::SoftmaxGrad)
-          .In(dy).In(y).Out(dx).Axis(c.axis).PrepareAndRun();
+          .In(dy)
+          .In(y)
+          .Out(dx)
+          .Axis(c.axis)
+          .PrepareAndRun();
       // dx = y·(dy − Σ dy·y)  or  dx = dy − exp(y)·Σ dy, along the axis.
       const Shape& s = c.shape;
       int64_t outer = 1, inner = 1;
@@ -62,13 +66,11 @@ TEST(SoftmaxKernels, GradientsMatchContract) {
           double acc = 0;
           for (int64_t a = 0; a < s[c.axis]; ++a) acc += log ? dy[at(a)] : dy[at(a)] * y[at(a)];
           for (int64_t a = 0; a < s[c.axis]; ++a) {
-            want[at(a)] = log ? dy[at(a)] - std::exp(double(y[at(a)])) * acc
-                              : y[at(a)] * (dy[at(a)] - acc);
+            want[at(a)] = log ? dy[at(a)] - std::exp(double(y[at(a)])) * acc : y[at(a)] * (dy[at(a)] - acc);
           }
         }
       }
-      ExpectClose(dx, want, 1e-5, 1e-6,
-                  std::string(log ? "LogSoftmaxGrad " : "SoftmaxGrad ") + ShapeToString(s));
+      ExpectClose(dx, want, 1e-5, 1e-6, std::string(log ? "LogSoftmaxGrad " : "SoftmaxGrad ") + ShapeToString(s));
     }
   }
 }
@@ -117,8 +119,7 @@ TEST(LossKernels, SparseSoftmaxCrossEntropyAndGrad) {
     Tensor dloss(Shape{});
     dloss[0] = 0.5f;
     Tensor dlogits(s);
-    KernelRunner(OpCode::SparseSoftmaxCrossEntropyGrad)
-        .In(logits).In(labels).In(dloss).Out(dlogits).PrepareAndRun();
+    KernelRunner(OpCode::SparseSoftmaxCrossEntropyGrad).In(logits).In(labels).In(dloss).Out(dlogits).PrepareAndRun();
     // d(mean loss)/d logits = (softmax - onehot(label)) * dloss / N.
     const std::vector<double> logp = RefLogSoftmax(ToRef(logits), 1).data;
     std::vector<double> wg(n * c);
@@ -157,8 +158,7 @@ TEST(LossKernels, PrepareRejectsBadOperands) {
   Tensor loss(Shape{});
   KernelRunner op(OpCode::SparseSoftmaxCrossEntropy);
   op.In(logits).In(labels).Out(loss);
-  ExpectPrepareError(op, "SparseSoftmaxCrossEntropy",
-                     {"input 1 has shape [2], expected [N=3] for [3,5] logits"});
+  ExpectPrepareError(op, "SparseSoftmaxCrossEntropy", {"input 1 has shape [2], expected [N=3] for [3,5] logits"});
   const Tensor float_labels({3});
   KernelRunner dt(OpCode::SparseSoftmaxCrossEntropy);
   dt.In(logits).In(float_labels).Out(loss);
@@ -173,10 +173,10 @@ TEST(LossKernels, PrepareRejectsBadOperands) {
 
 TEST(AccuracyKernels, CountsArgMaxHitsFirstOnTies) {
   Tensor logits({4, 3});
-  logits.set({0.1f, 0.9f, 0.0f,    // argmax 1
-              2.0f, 2.0f, 1.0f,    // tie: first, 0
-              -1.0f, -3.0f, -0.5f, // argmax 2
-              0.0f, 0.0f, 0.0f});  // tie: 0
+  logits.set({0.1f, 0.9f, 0.0f,                // argmax 1
+              2.0f, 2.0f, 1.0f,                // tie: first, 0
+              -1.0f, -3.0f, -0.5f,             // argmax 2
+              0.0f, 0.0f, 0.0f});              // tie: 0
   const Tensor labels = Labels({1, 1, 2, 7});  // hit, miss (tie goes to 0), hit, out of range
   Tensor count(Shape{});
   KernelRunner(OpCode::ArgMaxAccuracy).In(logits).In(labels).Out(count).PrepareAndRun();

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "device/src/team/worker_team.h"
 #include "device/src/kernels/broadcast.h"
+#include "device/src/team/worker_team.h"
 #include "support/kernel_runner.h"
 #include "support/reference_ops.h"
 
@@ -96,9 +96,15 @@ TEST(TeamSplitKernels, BroadcastBinaryOpsGiveTheUnsplitBits) {
   // scale), a row bias, the position embedding [B, 16, 64] + [16, 64], a
   // ragged odometer whose parts start mid-dimension, and shapes too small
   // to split.
-  const std::vector<Case> cases = {{{64, 16, 64}, {64, 16, 64}}, {{70001}, {70001}},   {{1}, {37, 4, 16, 16}},
-                                   {{37, 4, 16, 16}, {1}},        {{597, 64}, {64}},    {{64, 16, 64}, {16, 64}},
-                                   {{7, 1, 33, 65}, {5, 1, 65}},  {{1, 301}, {299, 1}}, {{3, 5}, {5}},
+  const std::vector<Case> cases = {{{64, 16, 64}, {64, 16, 64}},
+                                   {{70001}, {70001}},
+                                   {{1}, {37, 4, 16, 16}},
+                                   {{37, 4, 16, 16}, {1}},
+                                   {{597, 64}, {64}},
+                                   {{64, 16, 64}, {16, 64}},
+                                   {{7, 1, 33, 65}, {5, 1, 65}},
+                                   {{1, 301}, {299, 1}},
+                                   {{3, 5}, {5}},
                                    {{17}, {1}}};
   for (const Case& c : cases) {
     Shape y;
@@ -134,8 +140,8 @@ TEST(TeamSplitKernels, AddNBiasAddAndBroadcastToGiveTheUnsplitBits) {
   }
   // The pooled gradient [B, 64] → [B, 16, 64], scaled by 1/16.
   const Tensor g = RandomTensor({64, 1, 64}, 76);
-  const std::vector<Tensor> y = ExpectSplitBitwise(OpCode::BroadcastTo, {&g}, {{{64, 16, 64}}},
-                                                   [](KernelRunner& r) { r.Scale(0.0625f); }, "BroadcastTo");
+  const std::vector<Tensor> y = ExpectSplitBitwise(
+      OpCode::BroadcastTo, {&g}, {{{64, 16, 64}}}, [](KernelRunner& r) { r.Scale(0.0625f); }, "BroadcastTo");
   for (int64_t i = 0; i < 64 * 16 * 64; ++i)
     ASSERT_EQ(y[0][i], 0.0625f * g[(i / (16 * 64)) * 64 + i % 64]) << "BroadcastTo element " << i;
 }
@@ -175,8 +181,8 @@ TEST(TeamSplitKernels, ColumnSumsSplitByColumnsGiveTheUnsplitBits) {
   // 256) and odd sizes; SumToShape of the position embedding's gradient
   // [B, 16, 64] → [16, 64]; a reduction that is not one block's columns
   // ([N, C, L], summed over N and L), which runs whole.
-  for (const Shape& s : {Shape{1024, 64}, Shape{4096, 192}, Shape{1000, 129}, Shape{333, 17}, Shape{20, 5},
-                         Shape{40, 300, 3}}) {
+  for (const Shape& s :
+       {Shape{1024, 64}, Shape{4096, 192}, Shape{1000, 129}, Shape{333, 17}, Shape{20, 5}, Shape{40, 300, 3}}) {
     const Tensor dy = RandomTensor(s, 91);
     const std::string what = "BiasAddGrad " + ShapeToString(s);
     const auto axis1 = [](KernelRunner& r) { r.Axis(1); };
@@ -199,9 +205,9 @@ TEST(TeamSplitKernels, LayerNormGradSplitByLeavesOfRowsGivesTheUnsplitBits) {
     const Tensor dy = RandomTensor(s, 101), x = RandomTensor(s, 102), gamma = RandomTensor({d}, 103, 0.5f, 1.5f);
     const Tensor mean = RandomTensor({rows}, 104, -0.1f, 0.1f), rstd = RandomTensor({rows}, 105, 0.5f, 2.0f);
     const std::string what = "LayerNormGrad " + ShapeToString(s);
-    const std::vector<Tensor> got =
-        ExpectSplitBitwise(OpCode::LayerNormGrad, {&dy, &x, &gamma, &mean, &rstd}, {{s}, {{d}}, {{d}}},
-                           [](KernelRunner& r) { r.LayerNormEpsilon(1e-5f); }, what);
+    const std::vector<Tensor> got = ExpectSplitBitwise(
+        OpCode::LayerNormGrad, {&dy, &x, &gamma, &mean, &rstd}, {{s}, {{d}}, {{d}}},
+        [](KernelRunner& r) { r.LayerNormEpsilon(1e-5f); }, what);
     // dbeta = Σ_rows dy.
     ExpectClose(got[2], RefSumToShape(ToRef(dy), {d}), 1e-5, 1e-4, what + " dbeta");
   }

@@ -128,8 +128,7 @@ TEST(VectorMath, KernelsGiveTheScalarFunctionsBits) {
     ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(FastTanh(xs[i]))) << "Tanh at x = " << xs[i];
   KernelRunner(OpCode::Sigmoid).In(x).Out(y).PrepareAndRun();
   for (int64_t i = 0; i < n; ++i)
-    ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(FastSigmoid(xs[i])))
-        << "Sigmoid at x = " << xs[i];
+    ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(FastSigmoid(xs[i]))) << "Sigmoid at x = " << xs[i];
   KernelRunner(OpCode::Gelu).In(x).Out(y).PrepareAndRun();
   for (int64_t i = 0; i < n; ++i)
     ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(GeluOf(xs[i], kExp2Bound)))
@@ -152,11 +151,11 @@ void GeluLoops(const float* x, const float* dy, float* y, float* dx, int64_t n, 
   for (int64_t i = 0; i < n; ++i) y[i] = GeluOf(x[i], bound), dx[i] = GeluGradOf(dy[i], x[i], bound);
 }
 __attribute__((target("arch=x86-64-v3"))) void GeluLoopsV3(const float* x, const float* dy, float* y, float* dx,
-                                                          int64_t n, float bound) {
+                                                           int64_t n, float bound) {
   for (int64_t i = 0; i < n; ++i) y[i] = GeluOf(x[i], bound), dx[i] = GeluGradOf(dy[i], x[i], bound);
 }
 __attribute__((target("arch=x86-64-v4"))) void GeluLoopsV4(const float* x, const float* dy, float* y, float* dx,
-                                                          int64_t n, float bound) {
+                                                           int64_t n, float bound) {
   for (int64_t i = 0; i < n; ++i) y[i] = GeluOf(x[i], bound), dx[i] = GeluGradOf(dy[i], x[i], bound);
 }
 

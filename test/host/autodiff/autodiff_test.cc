@@ -26,9 +26,7 @@ const OpNode& Writer(const Graph& g, TensorId t) {
   return g.ops().at(static_cast<size_t>(p));
 }
 
-TensorId GradOf(const Graph& g, const std::string& param) {
-  return g.FindTensor(param + "/grad");
-}
+TensorId GradOf(const Graph& g, const std::string& param) { return g.FindTensor(param + "/grad"); }
 
 // Every tensor an op writes is written by exactly that one op; every Grad
 // tensor is named after its parameter, has its shape, and is written once.
@@ -90,9 +88,8 @@ TEST(AutodiffMlpTest, ExpectedBackwardOps) {
   }
 
   const size_t n = forward.size();
-  EXPECT_EQ(Codes(g, n),
-            (std::vector<std::string>{"Fill", "SparseSoftmaxCrossEntropyGrad", "BiasAddGrad",
-                                      "MatMul", "MatMul", "ReluGrad", "BiasAddGrad", "MatMul"}));
+  EXPECT_EQ(Codes(g, n), (std::vector<std::string>{"Fill", "SparseSoftmaxCrossEntropyGrad", "BiasAddGrad", "MatMul",
+                                                   "MatMul", "ReluGrad", "BiasAddGrad", "MatMul"}));
   const auto& ops = g.ops();
   // d(loss)/d(loss) = 1, a scalar.
   EXPECT_EQ(ops[n].attrs.value, 1.0f);
@@ -178,8 +175,7 @@ TEST(AutodiffAccumulateTest, ParamUsedTwiceIsSummedByAnAddNThatWritesItsGrad) {
   const size_t n = g.ops().size();
   std::vector<ParamGrad> grads = Backward(g);
   ASSERT_EQ(grads.size(), 1u);
-  EXPECT_EQ(Codes(g, n), (std::vector<std::string>{"Fill", "BroadcastTo", "MatMul", "MatMul",
-                                                   "MatMul", "AddN"}));
+  EXPECT_EQ(Codes(g, n), (std::vector<std::string>{"Fill", "BroadcastTo", "MatMul", "MatMul", "MatMul", "AddN"}));
   const OpNode& addn = Writer(g, grads[0].grad);
   EXPECT_EQ(addn.op, OpCode::AddN);
   EXPECT_EQ(addn.name, "w/grad");
@@ -201,13 +197,11 @@ TEST(AutodiffAccumulateTest, IntermediateUsedTwiceIsSummedBeforeItsRule) {
   const size_t n = g.ops().size();
   std::vector<ParamGrad> grads = Backward(g);
   ASSERT_EQ(grads.size(), 1u);
-  EXPECT_EQ(Codes(g, n),
-            (std::vector<std::string>{"Fill", "BroadcastTo", "SigmoidGrad", "BroadcastTo",
-                                      "TanhGrad", "AddN", "ReluGrad", "MatMul"}));
+  EXPECT_EQ(Codes(g, n), (std::vector<std::string>{"Fill", "BroadcastTo", "SigmoidGrad", "BroadcastTo", "TanhGrad",
+                                                   "AddN", "ReluGrad", "MatMul"}));
   const OpNode& addn = g.ops()[n + 5];
   EXPECT_EQ(addn.name, g.tensor(h).name + "/grad_sum");
-  EXPECT_EQ(addn.inputs, (std::vector<TensorId>{g.ops()[n + 2].outputs[0],
-                                                g.ops()[n + 4].outputs[0]}));
+  EXPECT_EQ(addn.inputs, (std::vector<TensorId>{g.ops()[n + 2].outputs[0], g.ops()[n + 4].outputs[0]}));
   EXPECT_EQ(g.ops()[n + 6].inputs, (std::vector<TensorId>{addn.outputs[0], h}));
 }
 
@@ -245,8 +239,7 @@ TEST(AutodiffAliasTest, BiasAddInputGradientSharedWithBiasAddGrad) {
   const size_t n = g.ops().size();
   std::vector<ParamGrad> grads = Backward(g);
   // The Copy goes right after the value it copies, before the bias gradient.
-  EXPECT_EQ(Codes(g, n),
-            (std::vector<std::string>{"Fill", "BroadcastTo", "Copy", "BiasAddGrad"}));
+  EXPECT_EQ(Codes(g, n), (std::vector<std::string>{"Fill", "BroadcastTo", "Copy", "BiasAddGrad"}));
   EXPECT_EQ(Writer(g, GradOf(g, "x")).op, OpCode::Copy);
   EXPECT_EQ(Writer(g, GradOf(g, "b")).op, OpCode::BiasAddGrad);
   (void)x;
@@ -346,7 +339,7 @@ TEST(GradRuleTest, ActivationsReadOutputOrInput) {
   for (auto [code, grad] : cases) {
     RuleCase c;
     TensorId p = c.g.Param("p", {2, 3}, InitSpec::Zeros());
-    TensorId y = code == OpCode::Relu  ? c.g.Relu(p)
+    TensorId y = code == OpCode::Relu   ? c.g.Relu(p)
                  : code == OpCode::Gelu ? c.g.Gelu(p)
                  : code == OpCode::Tanh ? c.g.Tanh(p)
                                         : c.g.Sigmoid(p);
@@ -399,8 +392,7 @@ TEST(GradRuleTest, MatMulAllTransposeCombinations) {
       {true, true, {3, 2}, {4, 3}, {"dy", "a"}, true, true, {"b", "dy"}, true, true},
   };
   for (const MatMulCase& mc : cases) {
-    SCOPED_TRACE(std::string("transpose_a=") + (mc.ta ? "1" : "0") +
-                 " transpose_b=" + (mc.tb ? "1" : "0"));
+    SCOPED_TRACE(std::string("transpose_a=") + (mc.ta ? "1" : "0") + " transpose_b=" + (mc.tb ? "1" : "0"));
     RuleCase c;
     TensorId a = c.g.Param("a", mc.a, InitSpec::Zeros());
     TensorId b = c.g.Param("b", mc.b, InitSpec::Zeros());
@@ -482,8 +474,7 @@ TEST(GradRuleTest, SparseSoftmaxCrossEntropy) {
   const size_t n = g.ops().size();
   std::vector<ParamGrad> grads = Backward(g);
   EXPECT_EQ(Codes(g, n), (std::vector<std::string>{"Fill", "SparseSoftmaxCrossEntropyGrad"}));
-  EXPECT_EQ(g.ops()[n + 1].inputs,
-            (std::vector<TensorId>{logits, labels, g.ops()[n].outputs[0]}));
+  EXPECT_EQ(g.ops()[n + 1].inputs, (std::vector<TensorId>{logits, labels, g.ops()[n].outputs[0]}));
   EXPECT_EQ(g.ops()[n + 1].outputs[0], grads[0].grad);
 }
 
@@ -545,8 +536,7 @@ TEST(GradRuleTest, Conv2DFilterThenInputWithTheSameOptions) {
   a.pad_top = a.pad_left = 1;
   a.dilation_w = 2;
   c.Finish(c.g.Conv2D(x, w, a));
-  EXPECT_EQ(c.After(),
-            (std::vector<std::string>{"Conv2DBackpropFilter", "Conv2DBackpropInput"}));
+  EXPECT_EQ(c.After(), (std::vector<std::string>{"Conv2DBackpropFilter", "Conv2DBackpropInput"}));
   EXPECT_EQ(c.op(0).inputs, (std::vector<TensorId>{c.dy(), x}));
   EXPECT_EQ(c.op(0).outputs[0], GradOf(c.g, "w"));
   EXPECT_EQ(c.op(1).inputs, (std::vector<TensorId>{c.dy(), w}));
@@ -637,13 +627,12 @@ TEST(AutodiffErrorTest, LossMustBeSetAndScalar) {
   Result<std::vector<ParamGrad>> vec = AppendBackward(g, logits);
   ASSERT_FALSE(vec.ok());
   EXPECT_EQ(vec.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(vec.status().message(), "AppendBackward: loss '" + g.tensor(logits).name +
-                                        "' must be an f32 scalar (shape []), got f32 [2,2]");
+  EXPECT_EQ(vec.status().message(),
+            "AppendBackward: loss '" + g.tensor(logits).name + "' must be an f32 scalar (shape []), got f32 [2,2]");
 
   Result<std::vector<ParamGrad>> foreign = AppendBackward(g, 1000);
   ASSERT_FALSE(foreign.ok());
-  EXPECT_EQ(foreign.status().message(),
-            "AppendBackward: loss is not a tensor of graph 'mlp' (id 1000)");
+  EXPECT_EQ(foreign.status().message(), "AppendBackward: loss is not a tensor of graph 'mlp' (id 1000)");
   EXPECT_EQ(g.ops().size(), 3u);  // nothing appended
 }
 
@@ -659,8 +648,9 @@ TEST(AutodiffErrorTest, FailedGraphAndSecondPass) {
   Result<std::vector<ParamGrad>> again = AppendBackward(g, g.loss());
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(again.status().message(), "AppendBackward: graph 'mlp' already has a backward pass "
-                                      "(Grad tensor 'fc1.bias/grad')");
+  EXPECT_EQ(again.status().message(),
+            "AppendBackward: graph 'mlp' already has a backward pass "
+            "(Grad tensor 'fc1.bias/grad')");
 }
 
 TEST(AutodiffErrorTest, OpWithoutARule) {
@@ -710,8 +700,7 @@ TEST(OptimizerTest, SpecFactoriesAndParse) {
   Result<OptimizerKind> bad = ParseOptimizerKind("adagrad");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(bad.status().message(),
-            "unknown optimizer 'adagrad'; valid names are 'sgd', 'momentum' and 'adam'");
+  EXPECT_EQ(bad.status().message(), "unknown optimizer 'adagrad'; valid names are 'sgd', 'momentum' and 'adam'");
 }
 
 TEST(OptimizerTest, Sgd) {
@@ -782,8 +771,7 @@ TEST(OptimizerTest, AdamAdvancesPowersBeforeTheUpdates) {
     }
     const OpNode& op = t.g.ops()[t.n + 1 + i];
     EXPECT_EQ(op.op, OpCode::AdamUpdate);
-    EXPECT_EQ(op.inputs,
-              (std::vector<TensorId>{t.grads[i].param, t.grads[i].grad, m, v, powers}));
+    EXPECT_EQ(op.inputs, (std::vector<TensorId>{t.grads[i].param, t.grads[i].grad, m, v, powers}));
     EXPECT_TRUE(op.outputs.empty());
     EXPECT_EQ(op.attrs.learning_rate, 1e-3f);
     EXPECT_EQ(op.attrs.beta1, 0.8f);
@@ -810,22 +798,18 @@ TEST(OptimizerTest, BadSpecsAndGradients) {
             "AppendOptimizer: Adam: beta2 must be in (0, 1), but got 0.000000");
   EXPECT_EQ(message(OptimizerSpec::Adam(0.1f, 0.9f, 0.999f, 0.0f), t.grads),
             "AppendOptimizer: Adam: epsilon must be > 0, but got 0.000000");
-  EXPECT_EQ(message(OptimizerSpec::Sgd(0.1f), {}),
-            "AppendOptimizer: Optimizer got an empty parameter list");
+  EXPECT_EQ(message(OptimizerSpec::Sgd(0.1f), {}), "AppendOptimizer: Optimizer got an empty parameter list");
   EXPECT_EQ(message(OptimizerSpec::Sgd(0.1f), {{t.grads[0].param, t.grads[0].param}}),
             "AppendOptimizer: the gradient of 'fc1.weight' is not a Grad tensor (run "
             "AppendBackward first)");
-  EXPECT_EQ(message(OptimizerSpec::Sgd(0.1f), {t.grads[1], t.grads[1]}),
-            "AppendOptimizer: 'fc1.bias' is listed twice");
+  EXPECT_EQ(message(OptimizerSpec::Sgd(0.1f), {t.grads[1], t.grads[1]}), "AppendOptimizer: 'fc1.bias' is listed twice");
   EXPECT_EQ(message(OptimizerSpec::Sgd(0.1f), {{t.grads[0].param, t.grads[1].grad}}),
             "AppendOptimizer: gradient 'fc1.bias/grad' [3] does not match 'fc1.weight' [5,3]");
   EXPECT_EQ(message(OptimizerSpec::Sgd(0.1f), {{t.grads[0].grad, t.grads[0].grad}}),
-            "AppendOptimizer: tensor " + std::to_string(t.grads[0].grad) +
-                " is not a Param of graph 'mlp'");
+            "AppendOptimizer: tensor " + std::to_string(t.grads[0].grad) + " is not a Param of graph 'mlp'");
   OptimizerSpec wd = OptimizerSpec::Sgd(0.1f);
   wd.weight_decay = -1;
-  EXPECT_EQ(message(wd, t.grads),
-            "AppendOptimizer: SGD: weight_decay must be >= 0, but got -1.000000");
+  EXPECT_EQ(message(wd, t.grads), "AppendOptimizer: SGD: weight_decay must be >= 0, but got -1.000000");
   EXPECT_EQ(t.g.ops().size(), ops);  // nothing appended
   EXPECT_TRUE(t.g.status().ok());
 }
@@ -838,8 +822,7 @@ TEST(OptimizerTest, StateNameClashIsReported) {
   std::vector<ParamGrad> grads = Backward(g);
   Status st = AppendOptimizer(g, grads, OptimizerSpec::Momentum(0.1f, 0.9f));
   EXPECT_FALSE(st.ok());
-  EXPECT_EQ(st.message(),
-            "AppendOptimizer: tensor name 'p/momentum' is already used by Param tensor 1");
+  EXPECT_EQ(st.message(), "AppendOptimizer: tensor name 'p/momentum' is already used by Param tensor 1");
 }
 
 TEST(OptimizerTest, FullPipelineOnLeNet) {

@@ -257,8 +257,7 @@ TEST(AutodiffWrtTest, LossAndOutputSeedTogether) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   bool summed = false;
   for (const OpNode& op : g.ops())
-    if (op.op == OpCode::AddN && std::find(op.inputs.begin(), op.inputs.end(), dh) != op.inputs.end())
-      summed = true;
+    if (op.op == OpCode::AddN && std::find(op.inputs.begin(), op.inputs.end(), dh) != op.inputs.end()) summed = true;
   EXPECT_TRUE(summed);
   ASSERT_EQ(r.value().wrt_grads.size(), 1u);
   EXPECT_EQ(g.tensor(r.value().wrt_grads[0].second).shape, (Shape{2, 3}));
@@ -282,8 +281,8 @@ TEST(AutodiffWrtTest, Errors) {
     BackwardOptions o;
     o.output_grads = {{a.h, bad}};
     ExpectError(AppendBackward(a.g, kInvalidTensor, o), StatusCode::kInvalidArgument,
-                "AppendBackward: output_grads[0]: seed 'bad' (f32 [4,7]) must match tensor '" +
-                    a.g.tensor(a.h).name + "' (f32 [4,6])");
+                "AppendBackward: output_grads[0]: seed 'bad' (f32 [4,7]) must match tensor '" + a.g.tensor(a.h).name +
+                    "' (f32 [4,6])");
   }
   {
     StageA a;
@@ -291,8 +290,8 @@ TEST(AutodiffWrtTest, Errors) {
     BackwardOptions o;
     o.output_grads = {{a.h, bad}};
     ExpectError(AppendBackward(a.g, kInvalidTensor, o), StatusCode::kInvalidArgument,
-                "AppendBackward: output_grads[0]: seed 'bad' (i32 [4,6]) must match tensor '" +
-                    a.g.tensor(a.h).name + "' (f32 [4,6])");
+                "AppendBackward: output_grads[0]: seed 'bad' (i32 [4,6]) must match tensor '" + a.g.tensor(a.h).name +
+                    "' (f32 [4,6])");
   }
   {
     StageA a;
@@ -333,7 +332,8 @@ TEST(AutodiffWrtTest, Errors) {
     o.wrt = {b.h, other};
     ExpectError(AppendBackward(b.g, b.loss, o), StatusCode::kInvalidArgument,
                 "AppendBackward: wrt tensor 'other' is not reached by any seed (no gradient of the "
-                "loss '" + b.g.tensor(b.loss).name + "' flows to it)");
+                "loss '" +
+                    b.g.tensor(b.loss).name + "' flows to it)");
   }
 }
 

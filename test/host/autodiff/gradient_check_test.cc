@@ -136,7 +136,9 @@ host::OpAttrs ConvAttrs(const RefWindow& w) {
 }
 
 void AddMatMulCases(std::vector<GradCase>& cases) {
-  struct Mkn { int64_t m, k, n; };
+  struct Mkn {
+    int64_t m, k, n;
+  };
   // The last shape is large enough for oneDNN's vectorised paths and tails.
   for (Mkn d : {Mkn{3, 4, 5}, Mkn{1, 7, 2}, Mkn{6, 1, 3}, Mkn{17, 33, 9}})
     for (bool ta : {false, true})
@@ -171,8 +173,8 @@ void AddBroadcastingCases(std::vector<GradCase>& cases) {
   const Op ops[] = {{"Add", &Graph::Add, testing::RefAdd},
                     {"Sub", &Graph::Sub, testing::RefSub},
                     {"Mul", &Graph::Mul, testing::RefMul}};
-  const std::pair<Shape, Shape> shapes[] = {
-      {{3, 4}, {3, 4}}, {{3, 4}, {4}}, {{2, 1, 4}, {3, 1}}, {{2, 3}, {}}, {{1}, {2, 3}}, {{4, 1}, {1, 5}}};
+  const std::pair<Shape, Shape> shapes[] = {{{3, 4}, {3, 4}}, {{3, 4}, {4}}, {{2, 1, 4}, {3, 1}},
+                                            {{2, 3}, {}},     {{1}, {2, 3}}, {{4, 1}, {1, 5}}};
   for (const Op& op : ops)
     for (const auto& [sa, sb] : shapes)
       cases.push_back({Cat(op.name, "_", Dims(sa), "_by_", Dims(sb)),
@@ -233,7 +235,12 @@ void AddCrossEntropyCases(std::vector<GradCase>& cases) {
 }
 
 void AddReduceCases(std::vector<GradCase>& cases) {
-  struct R { Shape shape; std::vector<int> axes; bool keep; const char* tag; };
+  struct R {
+    Shape shape;
+    std::vector<int> axes;
+    bool keep;
+    const char* tag;
+  };
   const R reductions[] = {{{3, 4}, {}, false, "all"},
                           {{3, 4}, {1}, false, "axis1"},
                           {{2, 3, 4}, {0, 2}, true, "axes02_keep"},
@@ -273,7 +280,11 @@ void AddShapeCases(std::vector<GradCase>& cases) {
 }
 
 void AddConvCases(std::vector<GradCase>& cases) {
-  struct C { const char* tag; Shape x, w; RefWindow win; };
+  struct C {
+    const char* tag;
+    Shape x, w;
+    RefWindow win;
+  };
   RefWindow asym;
   asym.stride_h = 2;
   asym.stride_w = 1;
@@ -302,12 +313,18 @@ void AddConvCases(std::vector<GradCase>& cases) {
 }
 
 void AddPoolCases(std::vector<GradCase>& cases) {
-  struct P { Shape x; int kernel, stride, pad; };
-  const P pools[] = {{{1, 2, 4, 4}, 2, 2, 0}, {{2, 1, 5, 5}, 3, 2, 1}, {{1, 1, 4, 4}, 2, 1, 0},
-                     {{1, 2, 3, 5}, 3, 1, 1}, {{2, 3, 8, 8}, 2, 2, 0}};
+  struct P {
+    Shape x;
+    int kernel, stride, pad;
+  };
+  const P pools[] = {{{1, 2, 4, 4}, 2, 2, 0},
+                     {{2, 1, 5, 5}, 3, 2, 1},
+                     {{1, 1, 4, 4}, 2, 1, 0},
+                     {{1, 2, 3, 5}, 3, 1, 1},
+                     {{2, 3, 8, 8}, 2, 2, 0}};
   for (const P& q : pools) {
-    std::string tag = Cat("_", Dims(q.x), "_k", std::to_string(q.kernel), "s", std::to_string(q.stride), "p",
-                          std::to_string(q.pad));
+    std::string tag =
+        Cat("_", Dims(q.x), "_k", std::to_string(q.kernel), "s", std::to_string(q.stride), "p", std::to_string(q.pad));
     RefWindow win = RefWindow::Square(q.kernel, q.stride, q.pad);
     int k = q.kernel, s = q.stride, pad = q.pad;
     // Distinct values keep every window's max unique; border windows of the
@@ -354,8 +371,12 @@ void AddGatherCases(std::vector<GradCase>& cases) {
   cases.push_back({"Gather_4x2x2_by_2x3",
                    {{"table", {4, 2, 2}}},
                    {1, 3, 0, 3, 2, 3},
-                   [](Graph& g, const Params& p, TensorId l) { return g.Gather(p[0], g.Reshape(l, {2, 3})); },
-                   [](const RefParams& p, const std::vector<int32_t>& l) { return testing::RefGather(p[0], l, {2, 3}); }});
+                   [](Graph& g, const Params& p, TensorId l) {
+                     return g.Gather(p[0], g.Reshape(l, {2, 3}));
+                   },
+                   [](const RefParams& p, const std::vector<int32_t>& l) {
+                     return testing::RefGather(p[0], l, {2, 3});
+                   }});
 }
 
 // Cast's gradient is the Cast back. Through bf16 the values and the weights
@@ -378,7 +399,9 @@ void AddCastCases(std::vector<GradCase>& cases) {
                    [](Graph& g, const Params& p, TensorId) {
                      return g.Cast(g.Reshape(g.Cast(p[0], DType::BF16), {3, 4}), DType::F32);
                    },
-                   [](const RefParams& p, const auto&) { return testing::RefReshape(p[0], {3, 4}); }});
+                   [](const RefParams& p, const auto&) {
+                     return testing::RefReshape(p[0], {3, 4});
+                   }});
 }
 
 // Chains the compiler fuses into one kernel, and a tensor read twice (its
@@ -389,23 +412,26 @@ void AddCompositeCases(std::vector<GradCase>& cases) {
                    {},
                    [](Graph& g, const Params& p, TensorId) { return g.Relu(g.BiasAdd(g.MatMul(p[0], p[1]), p[2])); },
                    [](const RefParams& p, const auto&) {
-                     return testing::RefRelu(testing::RefBiasAdd(testing::RefMatMul(p[0], p[1], false, false), p[2], 1));
-                   }});
-  cases.push_back({"Fused_MatMul_tb_BiasAdd",
-                   {{"x", {3, 4}}, {"w", {5, 4}}, {"b", {5}}},
-                   {},
-                   [](Graph& g, const Params& p, TensorId) { return g.BiasAdd(g.MatMul(p[0], p[1], false, true), p[2]); },
-                   [](const RefParams& p, const auto&) {
-                     return testing::RefBiasAdd(testing::RefMatMul(p[0], p[1], false, true), p[2], 1);
-                   }});
-  cases.push_back({"Fused_Conv2D_BiasAdd_Relu",
-                   {{"x", {1, 2, 5, 5}}, {"w", {3, 2, 3, 3}}, {"b", {3}}},
-                   {},
-                   [](Graph& g, const Params& p, TensorId) { return g.Relu(g.BiasAdd(g.Conv2D(p[0], p[1], 1, 1), p[2])); },
-                   [](const RefParams& p, const auto&) {
                      return testing::RefRelu(
-                         testing::RefBiasAdd(testing::RefConv2D(p[0], p[1], RefWindow::Square(1, 1, 1)), p[2], 1));
+                         testing::RefBiasAdd(testing::RefMatMul(p[0], p[1], false, false), p[2], 1));
                    }});
+  cases.push_back(
+      {"Fused_MatMul_tb_BiasAdd",
+       {{"x", {3, 4}}, {"w", {5, 4}}, {"b", {5}}},
+       {},
+       [](Graph& g, const Params& p, TensorId) { return g.BiasAdd(g.MatMul(p[0], p[1], false, true), p[2]); },
+       [](const RefParams& p, const auto&) {
+         return testing::RefBiasAdd(testing::RefMatMul(p[0], p[1], false, true), p[2], 1);
+       }});
+  cases.push_back(
+      {"Fused_Conv2D_BiasAdd_Relu",
+       {{"x", {1, 2, 5, 5}}, {"w", {3, 2, 3, 3}}, {"b", {3}}},
+       {},
+       [](Graph& g, const Params& p, TensorId) { return g.Relu(g.BiasAdd(g.Conv2D(p[0], p[1], 1, 1), p[2])); },
+       [](const RefParams& p, const auto&) {
+         return testing::RefRelu(
+             testing::RefBiasAdd(testing::RefConv2D(p[0], p[1], RefWindow::Square(1, 1, 1)), p[2], 1));
+       }});
   cases.push_back({"Reused_Mul_x_x",
                    {{"x", {3, 4}}},
                    {},
@@ -434,7 +460,11 @@ void AddCompositeCases(std::vector<GradCase>& cases) {
 }
 
 void AddBatchMatMulCases(std::vector<GradCase>& cases) {
-  struct B { const char* tag; Shape batch_a, batch_b; int64_t m, k, n; };
+  struct B {
+    const char* tag;
+    Shape batch_a, batch_b;
+    int64_t m, k, n;
+  };
   // Equal batches, one side broadcast (ranks differ), size-1 dims broadcast
   // on both sides: each input's gradient must sum over what it was spread on.
   const B shapes[] = {{"same", {2, 3}, {2, 3}, 3, 4, 2},
@@ -472,18 +502,30 @@ void AddLayoutCases(std::vector<GradCase>& cases) {
   cases.push_back({"Concat_axis1_three_inputs",
                    {{"a", {2, 1, 3}}, {"b", {2, 4, 3}}, {"c", {2, 2, 3}}},
                    {},
-                   [](Graph& g, const Params& p, TensorId) { return g.Concat({p[0], p[1], p[2]}, 1); },
-                   [](const RefParams& p, const auto&) { return testing::RefConcat({p[0], p[1], p[2]}, 1); }});
+                   [](Graph& g, const Params& p, TensorId) {
+                     return g.Concat({p[0], p[1], p[2]}, 1);
+                   },
+                   [](const RefParams& p, const auto&) {
+                     return testing::RefConcat({p[0], p[1], p[2]}, 1);
+                   }});
   cases.push_back({"Concat_axism1",
                    {{"a", {3, 2}}, {"b", {3, 5}}},
                    {},
-                   [](Graph& g, const Params& p, TensorId) { return g.Concat({p[0], p[1]}, -1); },
-                   [](const RefParams& p, const auto&) { return testing::RefConcat({p[0], p[1]}, -1); }});
+                   [](Graph& g, const Params& p, TensorId) {
+                     return g.Concat({p[0], p[1]}, -1);
+                   },
+                   [](const RefParams& p, const auto&) {
+                     return testing::RefConcat({p[0], p[1]}, -1);
+                   }});
   cases.push_back({"Concat_axis0_same_input_twice",
                    {{"x", {2, 3}}},
                    {},
-                   [](Graph& g, const Params& p, TensorId) { return g.Concat({p[0], p[0]}, 0); },
-                   [](const RefParams& p, const auto&) { return testing::RefConcat({p[0], p[0]}, 0); }});
+                   [](Graph& g, const Params& p, TensorId) {
+                     return g.Concat({p[0], p[0]}, 0);
+                   },
+                   [](const RefParams& p, const auto&) {
+                     return testing::RefConcat({p[0], p[0]}, 0);
+                   }});
   // Only the second input needs a gradient: the Split's first output is
   // written and never read.
   cases.push_back({"Concat_axis0_const_and_param",
@@ -568,15 +610,16 @@ void Prepare(const GradCase& c, Prepared* out) {
   }
   // Only cross-entropy cases have a dataset column; the others compile to a
   // train_step without GetNext.
-  TensorId labels = c.labels.empty() ? host::kInvalidTensor
-                                     : g.Input("labels", {static_cast<int64_t>(c.labels.size())}, DType::I32);
+  TensorId labels =
+      c.labels.empty() ? host::kInvalidTensor : g.Input("labels", {static_cast<int64_t>(c.labels.size())}, DType::I32);
   TensorId y = c.build(g, ids, labels);
   ASSERT_TRUE(g.status().ok()) << g.status().ToString();
 
   RefTensor ref_y = c.reference(out->params, c.labels);
   ASSERT_EQ(g.tensor(y).shape, ref_y.shape) << "graph shape inference disagrees with the reference";
   // Weights in bf16 for the cases through bf16: d(loss)/dy = R passes a Cast.
-  const bool bf16 = std::any_of(c.params.begin(), c.params.end(), [](const ParamSpec& p) { return p.draw == Draw::Bf16; });
+  const bool bf16 =
+      std::any_of(c.params.begin(), c.params.end(), [](const ParamSpec& p) { return p.draw == Draw::Bf16; });
   std::vector<float> r = DrawValues(bf16 ? Draw::Bf16 : Draw::Unit, ref_y.size(), rng);
   out->weights = Widen(ref_y.shape, r);
   TensorId weights = g.Const("weights", ref_y.shape, InitSpec::Inline(r));

@@ -75,7 +75,8 @@ TEST(Recompute, VitActivationBytesFallByAtLeast40Percent) {
     auto all = host::Compile(Vit(batch, "all"), co);
     SINKRT_ASSERT_OK(plain);
     SINKRT_ASSERT_OK(all);
-    const double a = static_cast<double>(plain->report.activation_bytes), b = static_cast<double>(all->report.activation_bytes);
+    const double a = static_cast<double>(plain->report.activation_bytes),
+                 b = static_cast<double>(all->report.activation_bytes);
     std::printf("[ info ] ViT batch %lld: activations %.2f MiB -> %.2f MiB with recompute all (-%.1f%%)\n",
                 static_cast<long long>(batch), a / (1 << 20), b / (1 << 20), 100 * (1 - b / a));
     EXPECT_LE(b, 0.6 * a) << "batch " << batch;

@@ -21,8 +21,8 @@
 namespace sinkrt {
 namespace {
 
-using host::CompileOptions;
 using host::CompiledStream;
+using host::CompileOptions;
 using host::Graph;
 using host::InitSpec;
 using host::OptimizerSpec;
@@ -133,16 +133,16 @@ TEST(Compiler, DifferentOptionsChangeTheHash) {
 // ---- header and verification ------------------------------------------------------
 
 TEST(Compiler, StreamsPassTheVerifier) {
-  for (OptimizerSpec opt : {OptimizerSpec::Sgd(0.1f), OptimizerSpec::Momentum(0.01f, 0.9f, true),
-                            OptimizerSpec::Adam(0.001f)}) {
+  for (OptimizerSpec opt :
+       {OptimizerSpec::Sgd(0.1f), OptimizerSpec::Momentum(0.01f, 0.9f, true), OptimizerSpec::Adam(0.001f)}) {
     for (bool fuse : {true, false}) {
       for (bool eval : {true, false}) {
         CompileOptions o;
         o.optimizer = opt;
         o.fuse = fuse;
         o.eval_program = eval;
-        SCOPED_TRACE("optimizer " + std::to_string(int(opt.kind)) + " fuse " + std::to_string(fuse) +
-                     " eval " + std::to_string(eval));
+        SCOPED_TRACE("optimizer " + std::to_string(int(opt.kind)) + " fuse " + std::to_string(fuse) + " eval " +
+                     std::to_string(eval));
         SINKRT_ASSERT_OK(VerifyTaskStream(CompileOk(testing::MakeMlp(64), o).stream.bytes()));
         SINKRT_ASSERT_OK(VerifyTaskStream(CompileOk(testing::MakeLeNet(8), o).stream.bytes()));
       }
@@ -433,8 +433,8 @@ TEST(Compiler, QueueSpecColumnsMatchTheInputs) {
     EXPECT_EQ(ShapeOf(spec->columns()->Get(1)->shape()), (std::vector<int64_t>{16}));
   }
   // Each step program starts by popping its own queue into its input buffers.
-  for (auto [kind, queue, prefix] : {std::tuple{ProgramKind::TrainStep, 0u, ""},
-                                     std::tuple{ProgramKind::EvalStep, 1u, "eval/"}}) {
+  for (auto [kind, queue, prefix] :
+       {std::tuple{ProgramKind::TrainStep, 0u, ""}, std::tuple{ProgramKind::EvalStep, 1u, "eval/"}}) {
     const fb::Program* p = v.FindProgram(kind);
     ASSERT_NE(p, nullptr);
     const fb::Task* first = p->streams()->Get(0)->tasks()->Get(0);
@@ -461,8 +461,7 @@ TEST(Compiler, GraphWithoutInputsHasNoQueue) {
   ASSERT_NE(v.root(), nullptr);
   EXPECT_EQ(v.root()->queues() ? v.root()->queues()->size() : 0u, 0u);
   for (const fb::Program* prog : *v.root()->programs())
-    for (const fb::Task* t : *prog->streams()->Get(0)->tasks())
-      EXPECT_NE(t->body_type(), fb::TaskBody::GetNextTask);
+    for (const fb::Task* t : *prog->streams()->Get(0)->tasks()) EXPECT_NE(t->body_type(), fb::TaskBody::GetNextTask);
   ASSERT_NE(BufferNamed(v, "target"), nullptr);
   EXPECT_EQ(BufferNamed(v, "target")->role(), fb::BufferRole::Const);
 }
@@ -611,11 +610,10 @@ TEST(Compiler, InitializersCarryFanInAndFanOut) {
     InitKind kind;
     int64_t in, out;
   };
-  for (const Fan& f : {Fan{"conv1.weight", InitKind::HeUniform, 1 * 25, 6 * 25},
-                       Fan{"conv2.weight", InitKind::HeUniform, 6 * 25, 16 * 25},
-                       Fan{"fc1.weight", InitKind::HeUniform, 400, 120},
-                       Fan{"fc1.bias", InitKind::Zeros, 120, 120},
-                       Fan{"fc1.weight/momentum", InitKind::Zeros, 400, 120}}) {
+  for (const Fan& f :
+       {Fan{"conv1.weight", InitKind::HeUniform, 1 * 25, 6 * 25},
+        Fan{"conv2.weight", InitKind::HeUniform, 6 * 25, 16 * 25}, Fan{"fc1.weight", InitKind::HeUniform, 400, 120},
+        Fan{"fc1.bias", InitKind::Zeros, 120, 120}, Fan{"fc1.weight/momentum", InitKind::Zeros, 400, 120}}) {
     const fb::Init* d = init_of(f.name);
     ASSERT_NE(d, nullptr) << f.name;
     EXPECT_EQ(FromFb(d->kind()), f.kind) << f.name;
@@ -731,7 +729,8 @@ TEST(Compiler, RefusesOptimizerValuesThatCannotTrain) {
     return r.status().message();
   };
   EXPECT_EQ(message(OptimizerSpec::Sgd(0.0f)), "compile: optimizer: SGD: learning_rate must be > 0, but got 0.000000");
-  EXPECT_EQ(message(OptimizerSpec::Momentum(0.01f, 1.0f)).rfind("compile: optimizer: Momentum: momentum must be < 1", 0), 0u);
+  EXPECT_EQ(
+      message(OptimizerSpec::Momentum(0.01f, 1.0f)).rfind("compile: optimizer: Momentum: momentum must be < 1", 0), 0u);
   EXPECT_NE(message(OptimizerSpec::Momentum(0.01f, 2.0f)).find("but got 2.000000"), std::string::npos);
   EXPECT_EQ(message(OptimizerSpec::Momentum(0.01f, -0.1f)),
             "compile: optimizer: Momentum: momentum must be >= 0, but got -0.100000");
@@ -747,11 +746,11 @@ TEST(Compiler, RefusesATensorLargerThanTheDeviceArena) {
   auto r = host::Compile(testing::MakeMlp(int64_t{1} << 30), MomentumOptions());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("compile graph 'mlp': tensor 'image' f32 [1073741824,784] of 3367254360064 bytes"),
-            std::string::npos)
+  EXPECT_NE(
+      r.status().message().find("compile graph 'mlp': tensor 'image' f32 [1073741824,784] of 3367254360064 bytes"),
+      std::string::npos)
       << r.status().message();
-  EXPECT_NE(r.status().message().find("arena limit of " + std::to_string(kMaxArenaBytes) + " bytes"),
-            std::string::npos)
+  EXPECT_NE(r.status().message().find("arena limit of " + std::to_string(kMaxArenaBytes) + " bytes"), std::string::npos)
       << r.status().message();
 }
 

@@ -49,8 +49,10 @@ uint64_t BruteForceLowerBound(const std::vector<BufferLifetime>& buffers, uint64
   uint64_t persistent = 0, peak = 0;
   int32_t end = 0;
   for (const auto& b : buffers)
-    if (b.persistent) persistent += up(b.bytes);
-    else end = std::max(end, b.last_use);
+    if (b.persistent)
+      persistent += up(b.bytes);
+    else
+      end = std::max(end, b.last_use);
   for (int32_t t = 0; t <= end; ++t) {
     uint64_t live = 0;
     for (const auto& b : buffers)
@@ -124,9 +126,8 @@ TEST(MemoryPlanner, DisjointLifetimesShareMemory) {
 
 TEST(MemoryPlanner, ReusesAGapBetweenLiveBuffers) {
   // a and c live throughout; b dies early, so d (born after b) takes b's place.
-  auto plan = PlanMemory({Transient(4096, 0, 9), Transient(1024, 0, 2), Transient(4096, 0, 9),
-                          Transient(1024, 5, 9)},
-                         64);
+  auto plan =
+      PlanMemory({Transient(4096, 0, 9), Transient(1024, 0, 2), Transient(4096, 0, 9), Transient(1024, 5, 9)}, 64);
   ASSERT_TRUE(plan.ok());
   ExpectValidPlan(*plan);
   EXPECT_EQ(plan->arena_bytes, 4096u + 4096u + 1024u);
@@ -137,9 +138,8 @@ TEST(MemoryPlanner, TriesOtherOrderingsWhenLargestFirstMisses) {
   // Largest first (TFLM) places the two 2-unit buffers in the wrong order
   // and needs 8 units; breaking the size tie by first use needs 7, the bound.
   const uint64_t u = 64;
-  auto plan = PlanMemory({Transient(4 * u, 3, 4), Transient(3 * u, 1, 2), Transient(2 * u, 2, 3),
-                          Transient(2 * u, 1, 2)},
-                         u);
+  auto plan =
+      PlanMemory({Transient(4 * u, 3, 4), Transient(3 * u, 1, 2), Transient(2 * u, 2, 3), Transient(2 * u, 1, 2)}, u);
   ASSERT_TRUE(plan.ok());
   ExpectValidPlan(*plan);
   EXPECT_EQ(plan->liveness_lower_bound, 7 * u);
@@ -212,8 +212,7 @@ void ExpectTightPlan(const char* what, const host::Graph& g) {
   const host::CompileReport& r = cs->report;
   const double ratio = static_cast<double>(r.arena_bytes) / static_cast<double>(r.liveness_lower_bound);
   std::printf("  %-14s arena %10llu  lower bound %10llu  persistent %10llu  ratio %.4f\n", what,
-              static_cast<unsigned long long>(r.arena_bytes),
-              static_cast<unsigned long long>(r.liveness_lower_bound),
+              static_cast<unsigned long long>(r.arena_bytes), static_cast<unsigned long long>(r.liveness_lower_bound),
               static_cast<unsigned long long>(r.persistent_bytes), ratio);
   EXPECT_LE(ratio, 1.10) << what;
   EXPECT_GE(r.arena_bytes, r.liveness_lower_bound) << what;

@@ -185,8 +185,10 @@ TEST(DatasetSize, ShardArgumentsAreChecked) {
 
 TEST(DatasetSize, FromArraysChecksColumns) {
   Tensor a = Tensor::Zeros(DType::F32, {4, 2});
-  EXPECT_NE(Dataset::FromArrays({{"a", a}, {"b", Tensor::Zeros(DType::I32, {3})}}).status().message().find(
-                "has 3 rows but column 'a' has 4"),
+  EXPECT_NE(Dataset::FromArrays({{"a", a}, {"b", Tensor::Zeros(DType::I32, {3})}})
+                .status()
+                .message()
+                .find("has 3 rows but column 'a' has 4"),
             std::string::npos);
   EXPECT_FALSE(Dataset::FromArrays({}).status().ok());
   EXPECT_FALSE(Dataset::FromArrays({{"s", Tensor::Zeros(DType::F32, {})}}).status().ok());
@@ -202,9 +204,9 @@ TEST(DatasetSize, FromArraysChecksColumns) {
 TEST(DatasetBatch, StacksSamplesAndKeepsShortLastBatch) {
   std::vector<float> feats(7 * 2);
   std::iota(feats.begin(), feats.end(), 0.0f);
-  const Dataset ds = Dataset::FromArrays({{"id", Make<int64_t>(DType::I64, {7}, Iota(0, 7))},
-                                          {"x", Make(DType::F32, {7, 2}, feats)}})
-                         .Batch(3);
+  const Dataset ds =
+      Dataset::FromArrays({{"id", Make<int64_t>(DType::I64, {7}, Iota(0, 7))}, {"x", Make(DType::F32, {7, 2}, feats)}})
+          .Batch(3);
   auto rows = Take(ds, 4);
   ASSERT_EQ(rows.size(), 4u);
   EXPECT_EQ(rows[0][0].shape, (Shape{3}));
@@ -255,8 +257,7 @@ TEST(DatasetOrder, ShardTakesEveryNthAndPadsByWrapping) {
   EXPECT_EQ(Flat(Ids(3).Shard(5, 4), 2), (std::vector<int64_t>{1, 1}));
   EXPECT_EQ(IdsOf(Take(Ids(10).Shard(3, 1).Batch(3), 2)), (std::vector<std::vector<int64_t>>{{1, 4, 7}, {0}}));
   // Shard after Batch deals whole batches out.
-  EXPECT_EQ(IdsOf(Take(Ids(10).Batch(2).Shard(2, 1), 3)),
-            (std::vector<std::vector<int64_t>>{{2, 3}, {6, 7}, {0, 1}}));
+  EXPECT_EQ(IdsOf(Take(Ids(10).Batch(2).Shard(2, 1), 3)), (std::vector<std::vector<int64_t>>{{2, 3}, {6, 7}, {0, 1}}));
 }
 
 TEST(DatasetOrder, ShuffleIsDeterministicAndDiffersPerPass) {
@@ -295,8 +296,7 @@ TEST(DatasetOrder, ShuffleThenShardSplitsOneGlobalOrder) {
       const std::vector<int64_t> order = Flat(global, n, at_pass);
       std::multiset<int64_t> all;
       for (int k = 0; k < shards; ++k) {
-        const std::vector<int64_t> shard =
-            Flat(global.Shard(shards, k), per_shard, {.start_batch = pass * per_shard});
+        const std::vector<int64_t> shard = Flat(global.Shard(shards, k), per_shard, {.start_batch = pass * per_shard});
         for (int64_t j = 0; j < per_shard; ++j) EXPECT_EQ(shard[j], order[(k + j * shards) % n]);
         all.insert(shard.begin(), shard.end());
       }
@@ -325,12 +325,12 @@ TEST(DatasetIterator, StartBatchResumesExactly) {
 TEST(DatasetIterator, WorkerCountAndPrefetchDoNotChangeOutput) {
   std::vector<float> x(97 * 3);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 13);
-  const Dataset ds = Dataset::FromArrays({{"id", Make<int64_t>(DType::I64, {97}, Iota(0, 97))},
-                                          {"x", Make(DType::F32, {97, 3}, x)}})
-                         .Map("x", {Transform::Normalize({1, 2, 3}, {2, 2, 2})})
-                         .Shuffle(3)
-                         .Shard(2, 1)
-                         .Batch(5);
+  const Dataset ds =
+      Dataset::FromArrays({{"id", Make<int64_t>(DType::I64, {97}, Iota(0, 97))}, {"x", Make(DType::F32, {97, 3}, x)}})
+          .Map("x", {Transform::Normalize({1, 2, 3}, {2, 2, 2})})
+          .Shuffle(3)
+          .Shard(2, 1)
+          .Batch(5);
   const std::vector<Row> ref = Take(ds, 30, {.num_workers = 1, .prefetch = 1});
   for (int workers : {1, 2, 3, 8})
     for (int prefetch : {1, 2, 16}) {
@@ -390,9 +390,8 @@ TEST(DatasetIterator, EarlyDestructionStopsWorkersAndPrefetchIsBounded) {
 
 TEST(DatasetIterator, TransformErrorNamesColumnSampleAndTransform) {
   std::vector<int32_t> labels = {0, 1, 2, 3, 4, 12, 6, 7};
-  const Dataset ds = Dataset::FromArrays({{"label", Make(DType::I32, {8}, labels)}})
-                         .Map("label", {Transform::OneHot(10)})
-                         .Batch(2);
+  const Dataset ds =
+      Dataset::FromArrays({{"label", Make(DType::I32, {8}, labels)}}).Map("label", {Transform::OneHot(10)}).Batch(2);
   auto it = ds.Iterate({.num_workers = 3});
   ASSERT_TRUE(it.ok());
   Row row;
@@ -472,7 +471,8 @@ TEST(DatasetIterator, GeneratorWithVariableShapes) {
 }
 
 TEST(DatasetIterator, CustomTransformMustKeepItsOutputSpec) {
-  Transform liar{"Liar", [](Tensor& t) {
+  Transform liar{"Liar",
+                 [](Tensor& t) {
                    t.shape = {2};
                    t.data.resize(2 * sizeof(int64_t));
                    return Status::Ok();
@@ -680,9 +680,9 @@ TEST(DatasetSynthetic, RefusesASizeWhoseOrderCannotFitInMemory) {
   const Dataset d = Dataset::SyntheticImages(int64_t{1} << 60);
   ASSERT_FALSE(d.status().ok());
   EXPECT_EQ(d.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(d.status().message().find(
-                "SyntheticImages: size 1152921504606846976 needs up to 27670116110564327424 bytes"),
-            std::string::npos)
+  EXPECT_NE(
+      d.status().message().find("SyntheticImages: size 1152921504606846976 needs up to 27670116110564327424 bytes"),
+      std::string::npos)
       << d.status().message();
   EXPECT_NE(d.status().message().find("of memory"), std::string::npos) << d.status().message();
   EXPECT_FALSE(d.Batch(32).Shuffle(4).status().ok());

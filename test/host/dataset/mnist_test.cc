@@ -162,8 +162,7 @@ class MnistFiles : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("sinkrt_mnist_" + std::to_string(getpid()) + "_" + info->name());
+    dir_ = fs::temp_directory_path() / ("sinkrt_mnist_" + std::to_string(getpid()) + "_" + info->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -200,7 +199,8 @@ class MnistFiles : public ::testing::Test {
     const Dataset ds = Dataset::Mnist(dir_.string(), usage);
     const Status& s = ds.status();
     ASSERT_FALSE(s.ok());
-    for (const std::string& p : parts) EXPECT_NE(s.message().find(p), std::string::npos) << p << "\n in: " << s.message();
+    for (const std::string& p : parts)
+      EXPECT_NE(s.message().find(p), std::string::npos) << p << "\n in: " << s.message();
     EXPECT_FALSE(ds.Iterate().ok());
   }
 

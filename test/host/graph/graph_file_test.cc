@@ -70,7 +70,7 @@ Graph AllOps() {
   const TensorId emb = g.Param("emb", {6, 5}, InitSpec::Normal(0.0f, 1.0f, 10));
   const TensorId ln_gamma = g.Param("ln.gamma", {5}, InitSpec::Constant(1.0f));
   const TensorId ln_beta = g.Param("ln.beta", {5}, InitSpec::Zeros());
-  TensorId t = g.LayerNorm(g.Add(s, g.Gather(emb, label)), ln_gamma, ln_beta, 1e-6f);    // [4,5]
+  TensorId t = g.LayerNorm(g.Add(s, g.Gather(emb, label)), ln_gamma, ln_beta, 1e-6f);  // [4,5]
   t = g.Cast(g.Reshape(g.Cast(t, DType::BF16), {5, 4}), DType::F32);                   // [5,4]
   loss = g.Add(loss, g.ReduceMean(t));
   // The transformer's layout ops, with every attribute away from its default.
@@ -127,8 +127,7 @@ TEST(GraphFileTest, EveryForwardOpIsInTheEveryOpGraph) {
   std::set<OpCode> used;
   const Graph g = AllOps();  // not AllOps().ops(): the temporary would die before the loop
   for (const OpNode& op : g.ops()) used.insert(op.op);
-  for (OpCode op : {OpCode::LayerNorm, OpCode::Gather, OpCode::Cast})
-    EXPECT_TRUE(used.count(op)) << OpCodeName(op);
+  for (OpCode op : {OpCode::LayerNorm, OpCode::Gather, OpCode::Cast}) EXPECT_TRUE(used.count(op)) << OpCodeName(op);
 }
 TEST(GraphFileTest, SgdRoundTrips) { ExpectRoundTrip(ZooMlp(), OptimizerSpec::Sgd(0.5f)); }
 
@@ -677,9 +676,9 @@ TEST(GraphFileErrorTest, CastOptionsAreChecked) {
                                     "\"options_type\": \"CastOptions\", \"options\": {}")),
                          "ng.json"),
               {"ng.json: op 'to_bf16' (ops[2]): Cast: to must be f32 or bf16, got invalid"});
-  ExpectError(ParseGraph(Bytes(Edit(kNormGather, "{\"name\": \"f\"}", "{\"name\": \"f\", \"dtype\": \"BF16\"}")),
-                         "ng.json"),
-              {"ng.json: op 'to_f32' (ops[3]): output 0 tensor 'f' (tensors[10]) is bf16 in the file, but the op gives f32"});
+  ExpectError(
+      ParseGraph(Bytes(Edit(kNormGather, "{\"name\": \"f\"}", "{\"name\": \"f\", \"dtype\": \"BF16\"}")), "ng.json"),
+      {"ng.json: op 'to_f32' (ops[3]): output 0 tensor 'f' (tensors[10]) is bf16 in the file, but the op gives f32"});
 }
 
 TEST(GraphFileErrorTest, LayerNormListsItsThreeOutputs) {
@@ -753,7 +752,6 @@ TEST(GraphFileErrorTest, JsonRefusesFloatsItCannotSpell) {
   EXPECT_NE(r.status().message().find("tiny_lr: the JSON spelling would change the graph"), std::string::npos)
       << r.status().message();
 }
-
 
 // Every damaged variant of a graph file parses to an error or to a graph
 // that passed every check: never a crash, never a half-built graph.

@@ -130,12 +130,14 @@ TEST(GraphShardErrorTest, ValueBelowOne) {
 TEST(GraphShardErrorTest, ALeafHasNoOp) {
   Tiny t;
   EXPECT_EQ(t.g.Shard(t.w1, {{1, 4}}), kInvalidTensor);
-  ExpectError(t.g, "Shard: tensor 'fc1.w' is not the output of an op (Inputs, Params and Consts are leaves); shard "
-                   "the op that reads it");
+  ExpectError(t.g,
+              "Shard: tensor 'fc1.w' is not the output of an op (Inputs, Params and Consts are leaves); shard "
+              "the op that reads it");
   Tiny i;
   i.g.Shard(i.x, {{2, 1}});
-  ExpectError(i.g, "Shard: tensor 'x' is not the output of an op (Inputs, Params and Consts are leaves); shard the "
-                   "op that reads it");
+  ExpectError(i.g,
+              "Shard: tensor 'x' is not the output of an op (Inputs, Params and Consts are leaves); shard the "
+              "op that reads it");
 }
 
 TEST(GraphShardErrorTest, NotATensorOfTheGraph) {

@@ -15,9 +15,7 @@ namespace {
 
 Shape ShapeOf(const Graph& g, TensorId t) { return g.tensor(t).shape; }
 
-const OpNode& ProducerOf(const Graph& g, TensorId t) {
-  return g.ops().at(static_cast<size_t>(g.producer(t)));
-}
+const OpNode& ProducerOf(const Graph& g, TensorId t) { return g.ops().at(static_cast<size_t>(g.producer(t))); }
 
 // The first error, with the graph left as it was before the failing call.
 void ExpectError(const Graph& g, const std::string& message) {
@@ -222,8 +220,7 @@ TEST(GraphStatusTest, FirstErrorIsStickyAndLaterCallsReturnInvalid) {
   TensorId x = g.Input("x", {64, 512});
   TensorId w = g.Param("w", {256, 10}, InitSpec::Zeros());
   EXPECT_EQ(g.MatMul(x, w), kInvalidTensor);
-  const std::string first =
-      "MatMul 'matmul_0': inner dimensions differ: a is [64,512] (K=512), b is [256,10] (K=256)";
+  const std::string first = "MatMul 'matmul_0': inner dimensions differ: a is [64,512] (K=512), b is [256,10] (K=256)";
   ExpectError(g, first);
   const size_t tensors = g.tensors().size();
   // Later calls, valid or not, do nothing and keep the first message.
@@ -255,7 +252,7 @@ TEST(GraphStatusTest, ForeignTensorId) {
 
 TEST(MatMulTest, ShapesForEveryTransposeCombination) {
   Graph g;
-  TensorId a = g.Input("a", {4, 3});   // [M,K] or, transposed, [K,M] with K=4
+  TensorId a = g.Input("a", {4, 3});  // [M,K] or, transposed, [K,M] with K=4
   TensorId b = g.Param("b", {3, 5}, InitSpec::Zeros());
   TensorId bt = g.Param("bt", {5, 3}, InitSpec::Zeros());
   TensorId b4 = g.Param("b4", {4, 5}, InitSpec::Zeros());
@@ -283,8 +280,9 @@ TEST(MatMulTest, InnerDimensionMismatchNamesBothShapes) {
   TensorId a = g.Input("a", {64, 512});
   TensorId b = g.Param("b", {10, 256}, InitSpec::Zeros());
   g.MatMul(a, b, false, true);
-  ExpectError(g, "MatMul 'matmul_0': inner dimensions differ: a is [64,512] (K=512), "
-                 "b is [10,256] transposed (K=256)");
+  ExpectError(g,
+              "MatMul 'matmul_0': inner dimensions differ: a is [64,512] (K=512), "
+              "b is [10,256] transposed (K=256)");
 }
 
 TEST(MatMulTest, RankAndDtype) {
@@ -323,19 +321,22 @@ TEST(BiasAddTest, ChannelAxis) {
 TEST(BiasAddTest, Errors) {
   Graph g;
   g.BiasAdd(g.Input("x", {64, 256}), g.Param("b", {10}, InitSpec::Zeros()));
-  ExpectError(g, "BiasAdd 'biasadd_0': bias must be [C] = [256] for x [64,256] "
-                 "(channel axis 1), got [10]");
+  ExpectError(g,
+              "BiasAdd 'biasadd_0': bias must be [C] = [256] for x [64,256] "
+              "(channel axis 1), got [10]");
   Graph g2;
   g2.BiasAdd(g2.Input("x", {8, 6, 5, 5}), g2.Param("b", {5}, InitSpec::Zeros()));
-  ExpectError(g2, "BiasAdd 'biasadd_0': bias must be [C] = [6] for x [8,6,5,5] "
-                  "(channel axis 1), got [5]");
+  ExpectError(g2,
+              "BiasAdd 'biasadd_0': bias must be [C] = [6] for x [8,6,5,5] "
+              "(channel axis 1), got [5]");
   Graph g3;
   g3.BiasAdd(g3.Input("x", {6}), g3.Param("b", {6}, InitSpec::Zeros()));
   ExpectError(g3, "BiasAdd 'biasadd_0': x must have rank >= 2 ([N,C] or NCHW), got [6]");
   Graph g4;
   g4.BiasAdd(g4.Input("x", {2, 6}), g4.Param("b", {1, 6}, InitSpec::Zeros()));
-  ExpectError(g4, "BiasAdd 'biasadd_0': bias must be [C] = [6] for x [2,6] "
-                  "(channel axis 1), got [1,6]");
+  ExpectError(g4,
+              "BiasAdd 'biasadd_0': bias must be [C] = [6] for x [2,6] "
+              "(channel axis 1), got [1,6]");
 }
 
 // -- elementwise -----------------------------------------------------------------------
@@ -361,8 +362,9 @@ TEST(ElementwiseTest, BroadcastingShapes) {
 TEST(ElementwiseTest, IncompatibleShapes) {
   Graph g;
   g.Sub(g.Input("a", {2, 3}), g.Input("b", {4}));
-  ExpectError(g, "Sub 'sub_0': operands could not be broadcast together with shapes [2,3] "
-                 "and [4] (3 vs 4 at broadcast axis 1)");
+  ExpectError(g,
+              "Sub 'sub_0': operands could not be broadcast together with shapes [2,3] "
+              "and [4] (3 vs 4 at broadcast axis 1)");
   Graph g2;
   g2.Mul(g2.Input("a", {2, 3}), g2.Input("b", {2}, DType::I32));
   ExpectError(g2, "Mul 'mul_0': b must be f32, got i32 [2] 'b'");
@@ -371,10 +373,8 @@ TEST(ElementwiseTest, IncompatibleShapes) {
 TEST(ElementwiseTest, UnaryKeepsShape) {
   Graph g;
   TensorId x = g.Input("x", {3, 7});
-  const std::pair<TensorId, OpCode> ys[] = {{g.Relu(x), OpCode::Relu},
-                                            {g.Gelu(x), OpCode::Gelu},
-                                            {g.Tanh(x), OpCode::Tanh},
-                                            {g.Sigmoid(x), OpCode::Sigmoid}};
+  const std::pair<TensorId, OpCode> ys[] = {
+      {g.Relu(x), OpCode::Relu}, {g.Gelu(x), OpCode::Gelu}, {g.Tanh(x), OpCode::Tanh}, {g.Sigmoid(x), OpCode::Sigmoid}};
   TensorId scalar = g.Relu(g.Param("s", {1}, InitSpec::Zeros()));
   ASSERT_TRUE(g.status().ok()) << g.status().ToString();
   for (auto [y, op] : ys) {
@@ -410,8 +410,9 @@ TEST(SoftmaxTest, AxisOutOfRange) {
   ExpectError(g, "Softmax 'softmax_0': axis 2 is out of range for x [2,3] (valid: [-2, 2))");
   Graph g2;
   g2.LogSoftmax(g2.Input("x", {2, 3}), -3);
-  ExpectError(g2, "LogSoftmax 'logsoftmax_0': axis -3 is out of range for x [2,3] "
-                  "(valid: [-2, 2))");
+  ExpectError(g2,
+              "LogSoftmax 'logsoftmax_0': axis -3 is out of range for x [2,3] "
+              "(valid: [-2, 2))");
 }
 
 TEST(LossTest, SparseSoftmaxCrossEntropyIsAScalar) {
@@ -437,12 +438,14 @@ TEST(LossTest, SparseSoftmaxCrossEntropyIsAScalar) {
 TEST(LossTest, LabelErrors) {
   Graph g;
   g.SparseSoftmaxCrossEntropy(g.Input("logits", {8, 10}), g.Input("labels", {8}));
-  ExpectError(g, "SparseSoftmaxCrossEntropy 'sparsesoftmaxcrossentropy_0': labels must be "
-                 "i32, got f32 [8] 'labels'");
+  ExpectError(g,
+              "SparseSoftmaxCrossEntropy 'sparsesoftmaxcrossentropy_0': labels must be "
+              "i32, got f32 [8] 'labels'");
   Graph g2;
   g2.SparseSoftmaxCrossEntropy(g2.Input("logits", {8, 10}), g2.Input("labels", {4}, DType::I32));
-  ExpectError(g2, "SparseSoftmaxCrossEntropy 'sparsesoftmaxcrossentropy_0': labels must be "
-                  "[N] = [8] for logits [8,10], got [4]");
+  ExpectError(g2,
+              "SparseSoftmaxCrossEntropy 'sparsesoftmaxcrossentropy_0': labels must be "
+              "[N] = [8] for logits [8,10], got [4]");
   Graph g3;
   g3.ArgMaxAccuracy(g3.Input("logits", {8, 2, 5}), g3.Input("labels", {8}, DType::I32));
   ExpectError(g3, "ArgMaxAccuracy 'argmaxaccuracy_0': logits must be [N,C], got [8,2,5]");
@@ -452,8 +455,7 @@ TEST(LossTest, SetLossNeedsAScalar) {
   Graph g;
   TensorId x = g.Input("x", {64, 10});
   g.SetLoss(x);
-  EXPECT_EQ(g.status().message(),
-            "SetLoss: loss must be an f32 scalar (shape []), got f32 [64,10] 'x'");
+  EXPECT_EQ(g.status().message(), "SetLoss: loss must be an f32 scalar (shape []), got f32 [64,10] 'x'");
   EXPECT_EQ(g.loss(), kInvalidTensor);
   Graph g2;
   g2.SetLoss(5);
@@ -489,13 +491,15 @@ TEST(LayerNormTest, ReturnsYWithMeanAndRstdPerRow) {
 TEST(LayerNormTest, MismatchedGammaOrBetaNamesTheField) {
   Graph g;
   g.LayerNorm(g.Input("x", {4, 8}), g.Param("gamma", {4}, InitSpec::Zeros()), g.Param("beta", {8}, InitSpec::Zeros()));
-  ExpectError(g, "LayerNorm 'layernorm_0': gamma must be [D] = [8] for x [4,8] (normalised over its last axis), "
-                 "got [4]");
+  ExpectError(g,
+              "LayerNorm 'layernorm_0': gamma must be [D] = [8] for x [4,8] (normalised over its last axis), "
+              "got [4]");
   Graph g2;
   g2.LayerNorm(g2.Input("x", {4, 8}), g2.Param("gamma", {8}, InitSpec::Zeros()),
                g2.Param("beta", {1, 8}, InitSpec::Zeros()));
-  ExpectError(g2, "LayerNorm 'layernorm_0': beta must be [D] = [8] for x [4,8] (normalised over its last axis), "
-                  "got [1,8]");
+  ExpectError(g2,
+              "LayerNorm 'layernorm_0': beta must be [D] = [8] for x [4,8] (normalised over its last axis), "
+              "got [1,8]");
   Graph g3;
   TensorId p = g3.Param("p", {8}, InitSpec::Zeros());
   g3.LayerNorm(g3.Input("x", {4, 8}), p, p, 0.0f);
@@ -606,12 +610,14 @@ TEST(ReshapeTest, Errors) {
   ExpectError(g, "Reshape 'reshape_0': shape [-1,-1] has more than one -1");
   Graph g2;
   g2.Reshape(g2.Input("x", {2, 3}), {4, 2});
-  ExpectError(g2, "Reshape 'reshape_0': cannot reshape x [2,3] (6 elements) into [4,2] "
-                  "(8 elements)");
+  ExpectError(g2,
+              "Reshape 'reshape_0': cannot reshape x [2,3] (6 elements) into [4,2] "
+              "(8 elements)");
   Graph g3;
   g3.Reshape(g3.Input("x", {2, 3}), {4, -1});
-  ExpectError(g3, "Reshape 'reshape_0': cannot reshape x [2,3] (6 elements) into [4,-1]: "
-                  "6 is not a multiple of 4");
+  ExpectError(g3,
+              "Reshape 'reshape_0': cannot reshape x [2,3] (6 elements) into [4,-1]: "
+              "6 is not a multiple of 4");
   Graph g4;
   g4.Reshape(g4.Input("x", {2, 3}), {0, 6});
   ExpectError(g4, "Reshape 'reshape_0': shape [0,6] must have positive dimensions (or one -1)");
@@ -688,8 +694,9 @@ TEST(Conv2DTest, Errors) {
   ExpectError(g5, "Conv2D 'conv2d_0': pads must be >= 0, got (-1, -1, -1, -1)");
   Graph g6;
   g6.Conv2D(g6.Input("x", {1, 3, 4, 4}), g6.Param("w", {6, 3, 5, 5}, InitSpec::Zeros()));
-  ExpectError(g6, "Conv2D 'conv2d_0': kernel [5,5] (dilated [5,5]) is larger than the padded "
-                  "input [4,4]");
+  ExpectError(g6,
+              "Conv2D 'conv2d_0': kernel [5,5] (dilated [5,5]) is larger than the padded "
+              "input [4,4]");
   Graph g7;
   OpAttrs d;
   d.dilation_w = 0;
@@ -743,8 +750,9 @@ TEST(PoolTest, Errors) {
   ExpectError(g3, "MaxPool2D 'maxpool2d_0': x must be 4-D NCHW, got [3,8,8]");
   Graph g4;
   g4.AvgPool2D(g4.Input("x", {1, 3, 8, 8}), 2, 0);
-  ExpectError(g4, "AvgPool2D 'avgpool2d_0': kernel and stride must be >= 1, got kernel 2, "
-                  "stride 0");
+  ExpectError(g4,
+              "AvgPool2D 'avgpool2d_0': kernel and stride must be >= 1, got kernel 2, "
+              "stride 0");
 }
 
 // -- low level ---------------------------------------------------------------------------------
@@ -765,8 +773,8 @@ TEST(LowLevelTest, AddOpWithoutOutputs) {
 TEST(LowLevelTest, AddOpNamesAndOutputs) {
   Graph g;
   TensorId x = g.Input("x", {2, 2});
-  std::vector<TensorId> outs = g.AddOp(
-      OpCode::MaxPool2D, {x}, OpAttrs{}, {{{2, 2}, DType::F32}, {{16}, DType::U8}}, "my_pool");
+  std::vector<TensorId> outs =
+      g.AddOp(OpCode::MaxPool2D, {x}, OpAttrs{}, {{{2, 2}, DType::F32}, {{16}, DType::U8}}, "my_pool");
   ASSERT_TRUE(g.status().ok()) << g.status().ToString();
   ASSERT_EQ(outs.size(), 2u);
   EXPECT_EQ(g.tensor(outs[0]).name, "my_pool");
@@ -836,8 +844,8 @@ TEST(LowLevelTest, CopiesKeepNameBookkeeping) {
   for (const OpNode& op : copy.ops()) EXPECT_TRUE(names.insert(op.name).second) << op.name;
   EXPECT_EQ(g.FindTensor(copy.tensor(r).name), kInvalidTensor);  // the original is untouched
   copy.Param("fc1.bias", {2}, InitSpec::Zeros());
-  ExpectError(copy, "Param 'fc1.bias': name is already used by Param tensor " +
-                        std::to_string(g.FindTensor("fc1.bias")));
+  ExpectError(copy,
+              "Param 'fc1.bias': name is already used by Param tensor " + std::to_string(g.FindTensor("fc1.bias")));
   EXPECT_TRUE(g.status().ok());
 }
 
@@ -853,8 +861,9 @@ TEST(BatchMatMulTest, BroadcastBatchDimsAndTransposes) {
   ASSERT_FALSE(g.status().ok());
   EXPECT_EQ(ShapeOf(g, y), (Shape{2, 5, 4, 6}));
   EXPECT_EQ(yt, kInvalidTensor);
-  ExpectError(g, "BatchMatMul 'batchmatmul_1': inner dimensions differ: a is [2,1,4,3] transposed (K=4), "
-                 "b is [6,3] transposed (K=3)");
+  ExpectError(g,
+              "BatchMatMul 'batchmatmul_1': inner dimensions differ: a is [2,1,4,3] transposed (K=4), "
+              "b is [6,3] transposed (K=3)");
   Graph g2;
   TensorId x = g2.Input("x", {8, 4, 16, 16});
   TensorId q = g2.BatchMatMul(x, x, false, true);
@@ -870,8 +879,9 @@ TEST(BatchMatMulTest, Errors) {
   ExpectError(g, "BatchMatMul 'batchmatmul_0': inner dimensions differ: a is [4,2,3] (K=3), b is [4,5,2] (K=5)");
   Graph g2;
   g2.BatchMatMul(g2.Input("a", {4, 2, 3}), g2.Param("b", {3, 3, 2}, InitSpec::Zeros()));
-  ExpectError(g2, "BatchMatMul 'batchmatmul_0': batch dimensions of a [4,2,3] and b [3,3,2] do not broadcast: "
-                  "operands could not be broadcast together with shapes [4] and [3] (4 vs 3 at broadcast axis 0)");
+  ExpectError(g2,
+              "BatchMatMul 'batchmatmul_0': batch dimensions of a [4,2,3] and b [3,3,2] do not broadcast: "
+              "operands could not be broadcast together with shapes [4] and [3] (4 vs 3 at broadcast axis 0)");
   Graph g3;
   g3.BatchMatMul(g3.Input("a", {3}), g3.Param("b", {3, 2}, InitSpec::Zeros()));
   ExpectError(g3, "BatchMatMul 'batchmatmul_0': a must have rank 2 to 8 ([..., rows, cols]), got [3]");
@@ -927,7 +937,8 @@ TEST(ConcatSplitTest, Errors) {
   ExpectError(g, "Concat 'concat_0': input 1 [3,3] does not match input 0 [2,3]: every dim but axis 1 must be equal");
   Graph g2;
   g2.Concat({g2.Input("a", {2, 3}), g2.Input("b", {2, 3, 1})}, 0);
-  ExpectError(g2, "Concat 'concat_0': input 1 [2,3,1] does not match input 0 [2,3]: every dim but axis 0 must be equal");
+  ExpectError(g2,
+              "Concat 'concat_0': input 1 [2,3,1] does not match input 0 [2,3]: every dim but axis 0 must be equal");
   Graph g3;
   g3.Concat({g3.Input("a", {2, 3})}, 2);
   ExpectError(g3, "Concat 'concat_0': axis 2 is out of range for input 0 [2,3] (valid: [-2, 2))");

@@ -3,8 +3,8 @@
 // that nothing read from disk is trusted.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -13,10 +13,10 @@
 
 #include "host/src/job/manifest.h"
 #include "host/src/util/hex.h"
+#include "runtime/src/file_io.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/model.h"
-#include "runtime/src/file_io.h"
 #include "support/model_fixtures.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
@@ -158,8 +158,7 @@ TEST(CompiledJob, ReadRefusesWhatDoesNotBelong) {
   // No directory.
   auto missing = host::ReadCompiledJob(dir.str("nowhere"));
   ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.status().message().find("nowhere/manifest.json"), std::string::npos)
-      << missing.status().ToString();
+  EXPECT_NE(missing.status().message().find("nowhere/manifest.json"), std::string::npos) << missing.status().ToString();
 
   // A damaged stream: the content hash says so before the verifier runs.
   FlipByte(dir.str("rank_1.tstream"), 200);
@@ -254,8 +253,8 @@ TEST(CompiledJob, ModelFromAJobReadFromDiskTrainsBitwiseLikeModelFromTheGraph) {
   host::ModelOptions no_cache;
   no_cache.compile_cache = "";
   device::InProcessDevice a, b;
-  auto from_graph = host::Model::Create(Net(), host::LossSpec::None(), OptimizerSpec::Momentum(0.05f, 0.9f), a,
-                                        no_cache);
+  auto from_graph =
+      host::Model::Create(Net(), host::LossSpec::None(), OptimizerSpec::Momentum(0.05f, 0.9f), a, no_cache);
   SINKRT_ASSERT_OK(from_graph.status());
   SINKRT_ASSERT_OK(host::WriteCompiledJob(host::CompileJob(Net(), Options(1)).value(), dir.str()));
   auto job = host::ReadCompiledJob(dir.str());
@@ -328,8 +327,10 @@ TEST(CompileCache, TheDirectoryComesFromSinkrtsOrMindSporesVariable) {
   ::setenv("SINKRT_COMPILE_CACHE", "", 1);  // empty: as if unset
   EXPECT_EQ(host::CompileCacheDirFromEnvironment(), "/tmp/ms_cache");
   for (int i = 0; i < 2; ++i) {
-    if (saved[i]) ::setenv(names[i], saved[i]->c_str(), 1);
-    else ::unsetenv(names[i]);
+    if (saved[i])
+      ::setenv(names[i], saved[i]->c_str(), 1);
+    else
+      ::unsetenv(names[i]);
   }
 }
 

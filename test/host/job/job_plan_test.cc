@@ -2,8 +2,8 @@
 // batch arithmetic, the options Compile and Model get, each refusal with the
 // message sinkc and sinkrun print, and a sharded and a pipelined job
 // trained from a JobSpec on in-process devices.
-#include <gtest/gtest.h>
 #include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
@@ -31,8 +31,8 @@ using ::testing::HasSubstr;
 
 constexpr int64_t kFeatures = 32;
 
-// The zoo MLP (32-64-32-10: two hidden layers, which the "model" preset splits as a pair) with MindSpore's loss against "label", as sinkrun
-// builds it for a sharded run: a strategy covers the loss too.
+// The zoo MLP (32-64-32-10: two hidden layers, which the "model" preset splits as a pair) with MindSpore's loss against
+// "label", as sinkrun builds it for a sharded run: a strategy covers the loss too.
 Result<host::Graph> MlpWithLoss(int64_t batch) {
   host::Graph g = host::MakeMlpNetwork(batch, {kFeatures, 64, 32, 10}, 7);
   g.SetLoss(g.SparseSoftmaxCrossEntropy(g.outputs().front(), g.Input("label", {batch}, DType::I32)));
@@ -305,8 +305,7 @@ TEST(JobPlan, RefusalsNameWhatIsWrong) {
        },
        "semi_auto_parallel needs a batched Input to split"},
       {"no network", [](JobSpec& s) { s.network = nullptr; }, "the job names no network"},
-      {"a layer to recompute that is not there", [](JobSpec& s) { s.recompute = {"block7"}; },
-       "--recompute block7: "},
+      {"a layer to recompute that is not there", [](JobSpec& s) { s.recompute = {"block7"}; }, "--recompute block7: "},
   };
   for (const Refusal& r : refusals) {
     SCOPED_TRACE(r.name);
@@ -367,8 +366,8 @@ void TrainPlanned(const JobSpec& spec) {
   auto plan = host::PlanJob(spec);
   SINKRT_ASSERT_OK(plan);
   testing::InProcessWorld world(spec.devices);
-  auto model = host::Model::Create(std::move(*plan->network), plan->loss, spec.optimizer, world.links,
-                                   plan->model_options);
+  auto model =
+      host::Model::Create(std::move(*plan->network), plan->loss, spec.optimizer, world.links, plan->model_options);
   SINKRT_ASSERT_OK(model);
   testing::LossRecorder losses;
   // Each rank's pipeline makes batches of device_batch; Model shards them
@@ -386,7 +385,9 @@ TEST(JobPlan, ASemiAutoJobTrainsFromItsSpec) {
 
 TEST(JobPlan, APipelinedJobTrainsFromItsSpec) {
   JobSpec spec = Spec(ParallelMode::DataParallel, 2);
-  spec.network = [](int64_t batch) -> Result<host::Graph> { return host::MakeMlpNetwork(batch, {kFeatures, 64, 32, 10}, 7); };
+  spec.network = [](int64_t batch) -> Result<host::Graph> {
+    return host::MakeMlpNetwork(batch, {kFeatures, 64, 32, 10}, 7);
+  };
   spec.loss = host::LossSpec::SparseSoftmaxCrossEntropy();
   spec.pipeline_stages = 2;
   spec.micro_size = 2;

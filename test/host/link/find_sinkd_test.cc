@@ -18,9 +18,8 @@ namespace fs = std::filesystem;
 class FindSinkdTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            ("find_sinkd_test_" + std::to_string(::getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    root_ = fs::temp_directory_path() / ("find_sinkd_test_" + std::to_string(::getpid()) + "_" +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(root_);
     for (const char* d : {"app", "bin", "build/tools", "build/device", "path1", "path2"})
       fs::create_directories(root_ / d);

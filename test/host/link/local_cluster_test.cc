@@ -33,7 +33,8 @@ constexpr uint64_t kMiB = uint64_t{1} << 20;
 using testing::ScopedEnv;
 
 void ExpectMentions(const Status& st, const std::vector<std::string>& parts) {
-  for (const std::string& p : parts) EXPECT_NE(st.message().find(p), std::string::npos) << "'" << p << "' in: " << st.message();
+  for (const std::string& p : parts)
+    EXPECT_NE(st.message().find(p), std::string::npos) << "'" << p << "' in: " << st.message();
 }
 
 TEST(LocalDeviceLimitTest, CoresBoundTheCount) {
@@ -42,8 +43,8 @@ TEST(LocalDeviceLimitTest, CoresBoundTheCount) {
   EXPECT_TRUE(CheckLocalDeviceCount(2 * kLocalDaemonsPerCore, two_cores).ok());
   const Status st = CheckLocalDeviceCount(1000, two_cores);
   EXPECT_EQ(st.code(), StatusCode::kResourceExhausted);
-  ExpectMentions(st, {"1000 local sinkd daemons asked for", "at most 64", "32 per core", "2 cores",
-                      "SINKRT_MAX_LOCAL_DEVICES"});
+  ExpectMentions(
+      st, {"1000 local sinkd daemons asked for", "at most 64", "32 per core", "2 cores", "SINKRT_MAX_LOCAL_DEVICES"});
 }
 
 TEST(LocalDeviceLimitTest, MemoryBoundsTheCountWithTheArenaWhenKnown) {
@@ -165,7 +166,8 @@ TEST_F(LocalClusterTest, DaemonsThatNeverAnswerHelloAreReportedThenNamedAtTheDea
   ASSERT_FALSE(cluster.ok());
   const Status& st = cluster.status();
   EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded);
-  ExpectMentions(st, {"0 of 1 sinkd daemons answered Hello within 1.0 s", "127.0.0.1:" + port, "missing: rank 0 (pid "});
+  ExpectMentions(st,
+                 {"0 of 1 sinkd daemons answered Hello within 1.0 s", "127.0.0.1:" + port, "missing: rank 0 (pid "});
   ASSERT_FALSE(lines.empty());
   EXPECT_NE(lines.back().find("1 of 1 sinkd daemons ready, 0 answered Hello after "), std::string::npos)
       << lines.back();

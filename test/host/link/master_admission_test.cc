@@ -18,8 +18,8 @@
 #include <thread>
 
 #include "device/src/daemon/daemon.h"
-#include "sinkrt/host/communication.h"
 #include "runtime/src/auth.h"
+#include "sinkrt/host/communication.h"
 #include "support/raw_frames.h"
 #include "support/slow_loris.h"
 #include "support/tcp_recorder.h"
@@ -105,7 +105,8 @@ TEST_P(MasterFloodTest, SilentFloodAndSlowLorisDoNotDelayTheWorld) {
   // The oldest silent connections were closed with a reason to make room.
   Status oldest = NextError(*flood.front());
   EXPECT_EQ(oldest.code(), StatusCode::kResourceExhausted) << oldest.ToString();
-  EXPECT_THAT(oldest.message(), HasSubstr("connections from 127.0.0.1 have not finished their Hello (the limit per address)"))
+  EXPECT_THAT(oldest.message(),
+              HasSubstr("connections from 127.0.0.1 have not finished their Hello (the limit per address)"))
       << oldest.message();
 }
 
@@ -189,9 +190,7 @@ void ExpectReplayRefused(const std::vector<uint8_t>& captured, uint32_t size) {
 // The old master took a replayed rank-1 join as rank 1 (the real one was
 // then "a second process"): the proof is bound to the nonces of one
 // connection, so the replay fails.
-TEST(MasterAdmissionTest, AReplayedJoinIsRefusedAndTheRealRankJoins) {
-  ExpectReplayRefused(CaptureAJoin(3), 3);
-}
+TEST(MasterAdmissionTest, AReplayedJoinIsRefusedAndTheRealRankJoins) { ExpectReplayRefused(CaptureAJoin(3), 3); }
 
 // The old master ended the world on a replayed join that claimed another
 // world size; now it never gets past the proof.
@@ -233,14 +232,15 @@ TEST(MasterAdmissionTest, ARankOfAnotherJobIsRefusedNamingBothJobs) {
   Status err = NextError(*raw);
   EXPECT_EQ(err.code(), StatusCode::kFailedPrecondition) << err.ToString();
   EXPECT_THAT(err.message(), HasSubstr("the master of job job-a at 127.0.0.1:" + std::to_string(port) +
-                                " refused rank 1 (pid 4242) of job job-b"))
+                                       " refused rank 1 (pid 4242) of job job-b"))
       << err.message();
   EXPECT_THAT(err.message(), HasSubstr("two jobs use one master port")) << err.message();
   // A real rank of job-b is told the same, from its side.
   Status other = ProcessGroup::Join(RankOptions(1, 2, port, "job-b")).status();
   EXPECT_EQ(other.code(), StatusCode::kFailedPrecondition) << other.ToString();
-  EXPECT_THAT(other.message(), HasSubstr("init(): rank 1 of job job-b reached the master at 127.0.0.1:" + std::to_string(port) +
-                                  ", which serves job job-a: two jobs use one master port"))
+  EXPECT_THAT(other.message(),
+              HasSubstr("init(): rank 1 of job job-b reached the master at 127.0.0.1:" + std::to_string(port) +
+                        ", which serves job job-a: two jobs use one master port"))
       << other.message();
   // Neither ended job-a's world.
   JoinOthers(2, port);
@@ -262,10 +262,11 @@ TEST(MasterAdmissionTest, TheDeadlineNamesWhoWasRefusedMeanwhile) {
   zero.join();
   EXPECT_THAT(other.message(), HasSubstr("two jobs use one master port")) << other.message();
   EXPECT_EQ(master.code(), StatusCode::kDeadlineExceeded) << master.ToString();
-  EXPECT_THAT(master.message(), HasSubstr("init(): rank(s) 1 did not join the master at 127.0.0.1:" + std::to_string(port)))
+  EXPECT_THAT(master.message(),
+              HasSubstr("init(): rank(s) 1 did not join the master at 127.0.0.1:" + std::to_string(port)))
       << master.message();
   EXPECT_THAT(master.message(), HasSubstr("; meanwhile it refused rank 1 (pid " + std::to_string(::getpid()) +
-                                   ") of job job-b from 127.0.0.1:"))
+                                          ") of job job-b from 127.0.0.1:"))
       << master.message();
 }
 
@@ -300,7 +301,8 @@ TEST(MasterAdmissionTest, AMasterPortHeldByASinkdIsNamed) {
   const Address at = (*daemon)->address();
   Status st = ProcessGroup::Join(RankOptions(1, 2, at.port)).status();
   EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.ToString();
-  EXPECT_THAT(st.message(), HasSubstr("init(): rank 1: " + at.ToString() + " is not a sinkrt rendezvous master")) << st.message();
+  EXPECT_THAT(st.message(), HasSubstr("init(): rank 1: " + at.ToString() + " is not a sinkrt rendezvous master"))
+      << st.message();
   EXPECT_THAT(st.message(), HasSubstr("sinkd rank 0's device port")) << st.message();
   EXPECT_THAT(st.message(), Not(HasSubstr("first frame must be Hello"))) << st.message();
 }
@@ -314,7 +316,8 @@ TEST(MasterAdmissionTest, AHostDialingTheMasterIsToldItIsNoSinkd) {
   ASSERT_TRUE(host);
   ASSERT_TRUE(SendHello(*host, fb::PeerRole::Host).ok());
   Status err = NextError(*host);
-  EXPECT_THAT(err.message(), HasSubstr("127.0.0.1:" + std::to_string(port) + " is a sinkrt rendezvous master")) << err.message();
+  EXPECT_THAT(err.message(), HasSubstr("127.0.0.1:" + std::to_string(port) + " is a sinkrt rendezvous master"))
+      << err.message();
   EXPECT_THAT(err.message(), HasSubstr("not a sinkd")) << err.message();
   JoinOthers(2, port);
   zero.join();
@@ -350,9 +353,10 @@ TEST(MasterAdmissionTest, AHelloOfAnotherMajorIsRefusedNamingBoth) {
   ASSERT_TRUE(SendHello(*newer, fb::PeerRole::Rank, "", kProtocolMajor + 1, 0).ok());
   Status err = NextError(*newer);
   EXPECT_EQ(err.code(), StatusCode::kUnimplemented) << err.ToString();
-  EXPECT_THAT(err.message(), HasSubstr("protocol version " + std::to_string(kProtocolMajor + 1) +
-                                ".0 is not supported: this rendezvous master (sinkrt " SINKRT_VERSION_STRING
-                                ") speaks " + std::to_string(kProtocolMajor) + "." + std::to_string(kProtocolMinor)))
+  EXPECT_THAT(err.message(),
+              HasSubstr("protocol version " + std::to_string(kProtocolMajor + 1) +
+                        ".0 is not supported: this rendezvous master (sinkrt " SINKRT_VERSION_STRING ") speaks " +
+                        std::to_string(kProtocolMajor) + "." + std::to_string(kProtocolMinor)))
       << err.message();
   JoinOthers(2, port);
   zero.join();

@@ -113,7 +113,8 @@ TEST_F(MasterTlsTest, RanksWithoutTheRightCertificateAreRefusedAndTheWorldForms)
   EXPECT_THAT(plain.message(), HasSubstr("SINKRT_TLS_CA")) << plain.message();
   Status rogue = ProcessGroup::Join(Rank(1, 2, Rogue())).status();
   EXPECT_FALSE(rogue.ok());
-  EXPECT_THAT(rogue.message(), HasSubstr("TLS with the master at 127.0.0.1:" + std::to_string(port_))) << rogue.message();
+  EXPECT_THAT(rogue.message(), HasSubstr("TLS with the master at 127.0.0.1:" + std::to_string(port_)))
+      << rogue.message();
   EXPECT_THAT(rogue.message(), HasSubstr("refused the TLS session")) << rogue.message();
   JoinMembers(2);
   zero.join();

@@ -25,7 +25,8 @@ uint16_t FreePort() {
   return port.ok() ? *port : 0;
 }
 
-ProcessGroup::Options RankOptions(uint32_t rank, uint32_t size, uint16_t port, milliseconds timeout = milliseconds(20000)) {
+ProcessGroup::Options RankOptions(uint32_t rank, uint32_t size, uint16_t port,
+                                  milliseconds timeout = milliseconds(20000)) {
   ProcessGroup::Options o;
   o.rank = rank;
   o.world_size = size;
@@ -95,7 +96,8 @@ TEST(ProcessGroupTest, ARankWithAnotherProgramIsNamed) {
 TEST(ProcessGroupTest, RanksThatNeverComeAreNamedAtTheDeadline) {
   const uint16_t port = FreePort();
   std::vector<Status> got(2);
-  testing::OnEachRank(2, [&](uint32_t r) { got[r] = ProcessGroup::Join(RankOptions(r, 4, port, milliseconds(1500))).status(); });
+  testing::OnEachRank(
+      2, [&](uint32_t r) { got[r] = ProcessGroup::Join(RankOptions(r, 4, port, milliseconds(1500))).status(); });
   EXPECT_EQ(got[0].code(), StatusCode::kDeadlineExceeded);
   EXPECT_NE(got[0].message().find("rank(s) 2, 3 did not join the master at 127.0.0.1:" + std::to_string(port)),
             std::string::npos)
@@ -126,7 +128,8 @@ TEST(ProcessGroupTest, TwoProcessesClaimingOneRankFailTheWorld) {
 TEST(ProcessGroupTest, AWorldSizeMismatchIsNamed) {
   const uint16_t port = FreePort();
   std::vector<Status> got(2);
-  testing::OnEachRank(2, [&](uint32_t r) { got[r] = ProcessGroup::Join(RankOptions(r, r == 0 ? 2 : 3, port)).status(); });
+  testing::OnEachRank(2,
+                      [&](uint32_t r) { got[r] = ProcessGroup::Join(RankOptions(r, r == 0 ? 2 : 3, port)).status(); });
   for (uint32_t r = 0; r < 2; ++r)
     EXPECT_NE(got[r].message().find("rank 1 (pid " + std::to_string(::getpid()) +
                                     ") is in a world of 3 ranks, rank 0 in one of 2"),
@@ -207,10 +210,8 @@ TEST(ProcessGroupTest, ABadPortIsNamed) {
 }
 
 TEST(ProcessGroupTest, WithoutALauncherTheProcessIsTheWholeWorld) {
-  testing::ScopedEnv env({{"RANK_ID", nullptr},
-                          {"OMPI_COMM_WORLD_RANK", nullptr},
-                          {"PMI_RANK", nullptr},
-                          {"SLURM_PROCID", nullptr}});
+  testing::ScopedEnv env(
+      {{"RANK_ID", nullptr}, {"OMPI_COMM_WORLD_RANK", nullptr}, {"PMI_RANK", nullptr}, {"SLURM_PROCID", nullptr}});
   ASSERT_TRUE(init().ok());
   EXPECT_TRUE(initialized());
   EXPECT_EQ(get_rank(), 0u);

@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "sinkrt/host/remote_device.h"
 #include "runtime/src/hello.h"
 #include "runtime/src/wire.h"
+#include "sinkrt/host/remote_device.h"
 #include "support/loopback_listener.h"
 #include "support/raw_frames.h"
 #include "support/text.h"

@@ -122,7 +122,8 @@ TEST(LossMonitor, Errors) {
   LossMonitor loss(-1, out);
   CallbackParams p;
   RunContext ctx(&p);
-  EXPECT_EQ(loss.on_train_begin(ctx).message(), "The input value must be int and must >= 0, but got '-1' with type 'int'.");
+  EXPECT_EQ(loss.on_train_begin(ctx).message(),
+            "The input value must be int and must >= 0, but got '-1' with type 'int'.");
   LossMonitor ok(1, out);
   p.cur_epoch_num = 3;
   p.batch_num = 10;
@@ -166,7 +167,8 @@ TEST(TimeMonitor, OneLinePerEpochInTraining) {
   SINKRT_ASSERT_OK(model->train(3, MakeDataset(MakeSyntheticData(48, 16, 4, 2), kBatch), {&time}, true, 4));
   const auto lines = Lines(out.str());
   ASSERT_EQ(lines.size(), 3u);
-  const std::regex format(R"(Train epoch time: *(\d+\.\d{3}) ms, per step time: *(\d+\.\d{3}) ms \(data time: *\d+\.\d{3} ms\))");
+  const std::regex format(
+      R"(Train epoch time: *(\d+\.\d{3}) ms, per step time: *(\d+\.\d{3}) ms \(data time: *\d+\.\d{3} ms\))");
   for (const std::string& line : lines) {
     std::smatch m;
     ASSERT_TRUE(std::regex_match(line, m, format)) << line;

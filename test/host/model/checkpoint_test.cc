@@ -11,15 +11,15 @@
 #include <filesystem>
 #include <fstream>
 
+#include "runtime/src/file_io.h"
 #include "runtime/src/schema_enums.h"
 #include "sinkrt/fb/checkpoint_generated.h"
 #include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/model.h"
-#include "runtime/src/file_io.h"
 #include "support/checkpoint_restamp.h"
+#include "support/compare.h"
 #include "support/model_fixtures.h"
 #include "support/test_util.h"
-#include "support/compare.h"
 
 namespace sinkrt {
 namespace {
@@ -47,9 +47,8 @@ std::unique_ptr<Model> MakeModel(DeviceLink& dev, OptimizerSpec opt, std::vector
 class CheckpointDir : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("sinkrt_ckpt_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("sinkrt_ckpt_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -135,11 +134,10 @@ TEST_F(CheckpointDir, CheckpointHoldsEveryParamAndOptimizerState) {
   for (const fb::CheckpointTensor* t : *ck->tensors())
     names.push_back(t->name()->str() + (t->role() == fb::CheckpointRole::OptState ? " (opt)" : ""));
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"adam/powers (opt)", "fc1.bias", "fc1.bias/adam_m (opt)",
-                                             "fc1.bias/adam_v (opt)", "fc1.weight", "fc1.weight/adam_m (opt)",
-                                             "fc1.weight/adam_v (opt)", "fc2.bias", "fc2.bias/adam_m (opt)",
-                                             "fc2.bias/adam_v (opt)", "fc2.weight", "fc2.weight/adam_m (opt)",
-                                             "fc2.weight/adam_v (opt)"}));
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "adam/powers (opt)", "fc1.bias", "fc1.bias/adam_m (opt)", "fc1.bias/adam_v (opt)", "fc1.weight",
+                       "fc1.weight/adam_m (opt)", "fc1.weight/adam_v (opt)", "fc2.bias", "fc2.bias/adam_m (opt)",
+                       "fc2.bias/adam_v (opt)", "fc2.weight", "fc2.weight/adam_m (opt)", "fc2.weight/adam_v (opt)"}));
   EXPECT_EQ(Files(), (std::vector<std::string>{"a.ckpt"}));  // no temporary left
 }
 
@@ -182,8 +180,8 @@ TEST_F(CheckpointDir, EpochScheduleAndPrefixRenaming) {
   SINKRT_ASSERT_OK(model->train(5, ds, {first->get()}, true));
   EXPECT_EQ(Files(), (std::vector<std::string>{"net-2_2.ckpt", "net-4_2.ckpt", "net-5_2.ckpt"}));
   // A second run into the same directory never touches the first's files.
-  auto second = ModelCheckpoint::Create("net", dir_.string(), {.save_checkpoint_steps = 0, .save_checkpoint_epochs = 5,
-                                                                .keep_checkpoint_max = 1});
+  auto second = ModelCheckpoint::Create(
+      "net", dir_.string(), {.save_checkpoint_steps = 0, .save_checkpoint_epochs = 5, .keep_checkpoint_max = 1});
   SINKRT_ASSERT_OK(second);
   EXPECT_EQ((*second)->prefix(), "net_1");
   SINKRT_ASSERT_OK(model->train(5, ds, {second->get()}, true));
@@ -343,8 +341,9 @@ class CheckpointErrors : public CheckpointDir {
     flatbuffers::FlatBufferBuilder fbb;
     std::vector<flatbuffers::Offset<fb::CheckpointTensor>> tensors;
     for (const auto& [name, t] : state)
-      tensors.push_back(fb::CreateCheckpointTensor(fbb, fbb.CreateString(name), ToFb(t.dtype), fbb.CreateVector(t.shape),
-                                                   fb::CheckpointRole::Param, fbb.CreateVector(t.data)));
+      tensors.push_back(fb::CreateCheckpointTensor(fbb, fbb.CreateString(name), ToFb(t.dtype),
+                                                   fbb.CreateVector(t.shape), fb::CheckpointRole::Param,
+                                                   fbb.CreateVector(t.data)));
     fbb.Finish(fb::CreateCheckpoint(fbb, 1, 0, fbb.CreateString("test"), fbb.CreateString("mlp"),
                                     model_->network_hash(), 1, 2, 2, 2, fbb.CreateVector(tensors)),
                fb::CheckpointIdentifier());
@@ -429,8 +428,7 @@ TEST_F(CheckpointErrors, AFileCutShortOrExtendedIsNamed) {
 
 TEST_F(CheckpointErrors, AFullDiskSaysWhy) {
   Status st = SaveCheckpoint("/dev/full", *model_);
-  EXPECT_NE(st.message().find("error writing '/dev/full': No space left on device"), std::string::npos)
-      << st.message();
+  EXPECT_NE(st.message().find("error writing '/dev/full': No space left on device"), std::string::npos) << st.message();
 }
 
 // A 1.0 checkpoint (no checksums) of the same network, as an older release

@@ -19,10 +19,10 @@
 #include <thread>
 #include <vector>
 
+#include "device/src/executor.h"
 #include "host/src/dataset/batch_builder.h"
 #include "host/src/dataset/batch_writer.h"
 #include "host/src/model/feeder.h"
-#include "device/src/executor.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/dataset.h"
@@ -146,7 +146,9 @@ Result<CompiledStream> Mlp(int64_t batch) {
 // `capacity` fills outside the count; the fills' allocations on this thread.
 int64_t FillAllocations(DeviceLink& dev, BatchWriter& writer, uint32_t capacity) {
   int64_t g = 0;
-  const DeviceLink::BatchFiller filler = [&](std::span<const std::span<uint8_t>> slot) { return writer.Write(g, slot); };
+  const DeviceLink::BatchFiller filler = [&](std::span<const std::span<uint8_t>> slot) {
+    return writer.Write(g, slot);
+  };
   int64_t mine = 0;
   for (int64_t i = 0; i < kBatches + 4; ++i, ++g) {
     if (i % capacity == 0) {

@@ -10,10 +10,10 @@
 #include "device/src/executor.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/model.h"
+#include "support/compare.h"
 #include "support/feeder.h"
 #include "support/model_fixtures.h"
 #include "support/test_util.h"
-#include "support/compare.h"
 
 namespace sinkrt {
 namespace {
@@ -35,8 +35,8 @@ constexpr int kClasses = 4;
 
 std::unique_ptr<Model> MakeModel(DeviceLink& dev, OptimizerSpec opt = OptimizerSpec::Momentum(0.05f, 0.9f),
                                  host::ModelOptions options = {}) {
-  auto m = Model::Create(MlpNetwork(kBatch, {kFeatures, 12, kClasses}), LossSpec::SparseSoftmaxCrossEntropy(), opt,
-                         dev, options);
+  auto m = Model::Create(MlpNetwork(kBatch, {kFeatures, 12, kClasses}), LossSpec::SparseSoftmaxCrossEntropy(), opt, dev,
+                         options);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   return m.ok() ? std::move(m).value() : nullptr;
 }
@@ -51,8 +51,8 @@ struct Reference {
   std::unique_ptr<Model> model;
   double loss = 0;
 };
-Reference ReferenceRun(device::InProcessDevice& dev, const testing::SyntheticData& data, int64_t first,
-                       int64_t count, OptimizerSpec opt = OptimizerSpec::Momentum(0.05f, 0.9f)) {
+Reference ReferenceRun(device::InProcessDevice& dev, const testing::SyntheticData& data, int64_t first, int64_t count,
+                       OptimizerSpec opt = OptimizerSpec::Momentum(0.05f, 0.9f)) {
   Reference ref{MakeModel(dev, opt), 0};
   testing::Feeder feeder(dev, 0, data, kBatch, first, count);
   auto r = dev.RunSink(ProgramKind::TrainStep, static_cast<uint32_t>(count));
@@ -244,18 +244,18 @@ TEST(ModelTrain, FeederErrorIsReportedInsteadOfTheDeviceTimeout) {
   auto model = MakeModel(dev);
   auto data = Data(8);
   // Sample 44 (batch 5) cannot be produced.
-  Dataset broken = Dataset::FromGenerator(
-      {{"image", DType::F32, {kFeatures}}, {"label", DType::I32, {}}}, data.size(),
-      [&data](int64_t i, host::Row* row) -> Status {
-        if (i == 44) return Unavailable("sample 44 is unreadable");
-        (*row)[0] = host::Tensor{DType::F32, {kFeatures}, {}};
-        (*row)[0].data.resize(kFeatures * sizeof(float));
-        std::memcpy((*row)[0].data.data(), data.images.data() + i * kFeatures, kFeatures * sizeof(float));
-        (*row)[1] = host::Tensor{DType::I32, {}, {}};
-        (*row)[1].data.resize(sizeof(int32_t));
-        std::memcpy((*row)[1].data.data(), &data.labels[i], sizeof(int32_t));
-        return Status::Ok();
-      });
+  Dataset broken = Dataset::FromGenerator({{"image", DType::F32, {kFeatures}}, {"label", DType::I32, {}}}, data.size(),
+                                          [&data](int64_t i, host::Row* row) -> Status {
+                                            if (i == 44) return Unavailable("sample 44 is unreadable");
+                                            (*row)[0] = host::Tensor{DType::F32, {kFeatures}, {}};
+                                            (*row)[0].data.resize(kFeatures * sizeof(float));
+                                            std::memcpy((*row)[0].data.data(), data.images.data() + i * kFeatures,
+                                                        kFeatures * sizeof(float));
+                                            (*row)[1] = host::Tensor{DType::I32, {}, {}};
+                                            (*row)[1].data.resize(sizeof(int32_t));
+                                            std::memcpy((*row)[1].data.data(), &data.labels[i], sizeof(int32_t));
+                                            return Status::Ok();
+                                          });
   const int threads = testing::ThreadCount();
   Status st = model->train(2, broken.Batch(kBatch, true), {}, true, -1);
   ASSERT_FALSE(st.ok());
@@ -345,8 +345,10 @@ TEST(ModelTrain, ArgumentErrorsAreMindSporeMessages) {
   const Dataset empty = MakeDataset(MakeSyntheticData(3, kFeatures, kClasses, 1), kBatch);
   EXPECT_EQ(message(1, empty, true, -1, 0), "There is no valid data in dataset, please check dataset file firstly.");
   for (bool sink : {true, false}) {
-    EXPECT_EQ(message(1, ds, sink, 0, 0), "For 'Model.train', The argument 'sink_size' must be -1 or positive, but got 0.");
-    EXPECT_EQ(message(1, ds, sink, -2, 0), "For 'Model.train', The argument 'sink_size' must be -1 or positive, but got -2.");
+    EXPECT_EQ(message(1, ds, sink, 0, 0),
+              "For 'Model.train', The argument 'sink_size' must be -1 or positive, but got 0.");
+    EXPECT_EQ(message(1, ds, sink, -2, 0),
+              "For 'Model.train', The argument 'sink_size' must be -1 or positive, but got -2.");
   }
   // Order: epoch before the dataset, the dataset before sink_size.
   EXPECT_NE(message(1, empty, true, 0, 1).find("must bigger than parameter 'initial_epoch'"), std::string::npos);
@@ -365,8 +367,9 @@ TEST(ModelTrain, DatasetColumnsMustMatchTheCompiledInputs) {
     EXPECT_NE(st.message().find(text), std::string::npos) << st.message();
   };
   // The batch size is part of the graph.
-  expect(MakeDataset(data, 4), "the dataset column 'image' gives batches of f32 [4,16], but the network was "
-                               "compiled for f32 [8,16]");
+  expect(MakeDataset(data, 4),
+         "the dataset column 'image' gives batches of f32 [4,16], but the network was "
+         "compiled for f32 [8,16]");
   host::Tensor labels64{DType::I64, {data.size()}, std::vector<uint8_t>(data.size() * 8, 0)};
   expect(Dataset::FromArrays({{"image", testing::ImagesTensor(data)}, {"label", labels64}}).Batch(kBatch, true),
          "the dataset column 'label' gives batches of i64 [8]");
@@ -407,25 +410,31 @@ TEST(ModelCreate, ParallelContextAndQueueCapacityChecks) {
   o.context.mode = host::ParallelMode::DataParallel;
   st = create(o);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(st.message(), "Model: network 'mlp': data_parallel with device_num 4 needs 4 devices, one per rank, "
-                          "but got 1 (or one per process: init() in each rank's process)");
+  EXPECT_EQ(st.message(),
+            "Model: network 'mlp': data_parallel with device_num 4 needs 4 devices, one per rank, "
+            "but got 1 (or one per process: init() in each rank's process)");
   o = {};
   o.context.device_num = 0;
-  EXPECT_EQ(create(o).message(), "The context configuration parameter 'device_num' must be in [1, 4096], but got "
-                                 "the value of device_num : 0.");
+  EXPECT_EQ(create(o).message(),
+            "The context configuration parameter 'device_num' must be in [1, 4096], but got "
+            "the value of device_num : 0.");
   o = {};
   o.context.parameter_broadcast = true;
-  EXPECT_EQ(create(o).message(), "stand_alone, semi_auto_parallel and auto_parallel do not support parameter "
-                                 "broadcast, parallel_mode: stand_alone, parameter_broadcast:True");
+  EXPECT_EQ(create(o).message(),
+            "stand_alone, semi_auto_parallel and auto_parallel do not support parameter "
+            "broadcast, parallel_mode: stand_alone, parameter_broadcast:True");
 
   for (const char* bad : {"0", "-3", "abc"}) {
     setenv("MS_DATASET_SINK_QUEUE", bad, 1);
-    EXPECT_EQ(create({}).message(), "Invalid data queue capacity. Expect env variable MS_DATASET_SINK_QUEUE > 0, "
-                                    "but got '" + std::string(bad) + "'.");
+    EXPECT_EQ(create({}).message(),
+              "Invalid data queue capacity. Expect env variable MS_DATASET_SINK_QUEUE > 0, "
+              "but got '" +
+                  std::string(bad) + "'.");
   }
   setenv("MS_DATASET_SINK_QUEUE", "129", 1);
-  EXPECT_EQ(create({}).message(), "Invalid data queue capacity. Expect env variable MS_DATASET_SINK_QUEUE in 1~128, "
-                                  "but got '129'.");
+  EXPECT_EQ(create({}).message(),
+            "Invalid data queue capacity. Expect env variable MS_DATASET_SINK_QUEUE in 1~128, "
+            "but got '129'.");
   setenv("MS_DATASET_SINK_QUEUE", "5", 1);
   auto m = Model::Create(MlpNetwork(kBatch), LossSpec::SparseSoftmaxCrossEntropy(), OptimizerSpec::Sgd(0.1f), dev);
   unsetenv("MS_DATASET_SINK_QUEUE");
@@ -549,9 +558,8 @@ TEST(DeviceClearQueue, DropsQueuedBatchesAndReleasesABlockedProducer) {
   mo.queue_capacity = 2;
   auto model = MakeModel(dev, OptimizerSpec::Sgd(0.1f), mo);
   auto d = Data(1);
-  const ConstBytes cols[2] = {
-      ConstBytes(reinterpret_cast<const uint8_t*>(d.images.data()), d.images.size() * 4),
-      ConstBytes(reinterpret_cast<const uint8_t*>(d.labels.data()), d.labels.size() * 4)};
+  const ConstBytes cols[2] = {ConstBytes(reinterpret_cast<const uint8_t*>(d.images.data()), d.images.size() * 4),
+                              ConstBytes(reinterpret_cast<const uint8_t*>(d.labels.data()), d.labels.size() * 4)};
   SINKRT_ASSERT_OK(dev.PushBatch(0, cols));
   SINKRT_ASSERT_OK(dev.PushBatch(0, cols));
   Status blocked;

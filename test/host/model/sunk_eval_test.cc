@@ -64,8 +64,7 @@ TEST(SunkEval, OneSinkPerPassPlusThePartialBatchWithThePerBatchFigures) {
     // All full; full and a partial of 5 rows; one partial batch only; many.
     for (int64_t n : {6 * batch, 5 * batch + 5, int64_t{5}, 40 * batch + 3}) {
       SCOPED_TRACE("batch " + std::to_string(batch) + ", " + std::to_string(n) + " samples");
-      const Dataset data =
-          testing::MakeDataset(testing::MakeSyntheticData(n, kFeatures, kClasses, 99), batch, false);
+      const Dataset data = testing::MakeDataset(testing::MakeSyntheticData(n, kFeatures, kClasses, 99), batch, false);
       auto per_batch = model->eval(data, /*dataset_sink_mode=*/false);
       SINKRT_ASSERT_OK(per_batch);
       const size_t sinks_before = dev.sinks().size();
@@ -214,8 +213,8 @@ TEST(SunkEval, SemiAutoParallelStaysPerBatch) {
   o.context.mode = host::ParallelMode::SemiAutoParallel;
   o.context.device_num = 2;
   o.compile_cache = "";
-  auto m = Model::Create(g, LossSpec::SparseSoftmaxCrossEntropy(), OptimizerSpec::Momentum(0.05f, 0.9f),
-                         world.links, o);
+  auto m =
+      Model::Create(g, LossSpec::SparseSoftmaxCrossEntropy(), OptimizerSpec::Momentum(0.05f, 0.9f), world.links, o);
   SINKRT_ASSERT_OK(m);
   testing::SyntheticData d = testing::MakeSyntheticData(5 * 8 + 3, 32, 10, 5);
   const Dataset test =

@@ -136,15 +136,15 @@ TEST(CommFusion, EntriesNeedModeAndConfig) {
 }
 
 TEST(CommFusion, ANonDictEntryIsNamedWithItsPythonType) {
-  const std::pair<const char*, const char*> cases[] = {
-      {"5", "int"}, {"2.5", "float"}, {"\"auto\"", "str"}, {"[1, 2]", "list"}, {"true", "bool"}, {"null", "NoneType"}};
+  const std::pair<const char*, const char*> cases[] = {{"5", "int"},       {"2.5", "float"}, {"\"auto\"", "str"},
+                                                       {"[1, 2]", "list"}, {"true", "bool"}, {"null", "NoneType"}};
   for (const auto& [value, type] : cases) {
     EXPECT_EQ(FusionError(std::string(R"({"allreduce": )") + value + "}"),
               std::string("For 'comm_fusion', the 'allreduce' config must be dict, but got the type : <class '") +
                   type + "'>.");
-    EXPECT_EQ(FusionError(std::string(R"({"allgather": )") + value + "}"),
-              std::string("For 'comm_fusion', allgather config must be dict, but got the type : <class '") + type +
-                  "'>.");
+    EXPECT_EQ(
+        FusionError(std::string(R"({"allgather": )") + value + "}"),
+        std::string("For 'comm_fusion', allgather config must be dict, but got the type : <class '") + type + "'>.");
   }
   EXPECT_EQ(FusionError(R"({"reducescatter": 1})"),
             "For 'comm_fusion', reducescatter config must be dict, but got the type : <class 'int'>.");

@@ -110,8 +110,7 @@ LossSpec Loss(int64_t dp = 0) {
 std::unique_ptr<Run> Train(const Graph& g, int n, host::ModelOptions options, const Dataset& data, int epochs,
                            int64_t loss_dp = 0) {
   auto run = std::make_unique<Run>(n);
-  auto m = Model::Create(g, Loss(loss_dp), OptimizerSpec::Momentum(0.05f, 0.9f),
-                         run->world.links, std::move(options));
+  auto m = Model::Create(g, Loss(loss_dp), OptimizerSpec::Momentum(0.05f, 0.9f), run->world.links, std::move(options));
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   if (!m.ok()) return nullptr;
   run->model = std::move(m).value();
@@ -218,8 +217,7 @@ TEST(SemiAutoModel, TwoByTwoTracksOneDeviceAndReplicasStayEqual) {
   World w1(1), w2(2);
   auto m1 = Model::Create(Mlp(8, {}), LossSpec::SparseSoftmaxCrossEntropy(), OptimizerSpec::Momentum(0.05f, 0.9f),
                           w1.links, OneDevice());
-  auto m2 = Model::Create(Mlp(8, Megatron(1, 2)), Loss(1),
-                          OptimizerSpec::Momentum(0.05f, 0.9f), w2.links, SemiAuto(2));
+  auto m2 = Model::Create(Mlp(8, Megatron(1, 2)), Loss(1), OptimizerSpec::Momentum(0.05f, 0.9f), w2.links, SemiAuto(2));
   SINKRT_ASSERT_OK(m1);
   SINKRT_ASSERT_OK(m2);
   SINKRT_ASSERT_OK(host::LoadCheckpoint(path, **m1));
@@ -296,8 +294,9 @@ TEST(SemiAutoModel, BadDatasetStrategiesAreRefusedByName) {
     auto m = Model::Create(Mlp(8, {}), Loss(), OptimizerSpec::Sgd(0.1f), w.links, o);
     return m.ok() ? std::string("created") : m.status().message();
   };
-  EXPECT_NE(refusal(2, {{2, 1}}).find("dataset_strategy has 1 strategies, but the network has 2 dataset inputs "
-                                      "(image, label)"),
+  EXPECT_NE(refusal(2, {{2, 1}})
+                .find("dataset_strategy has 1 strategies, but the network has 2 dataset inputs "
+                      "(image, label)"),
             std::string::npos);
   EXPECT_NE(refusal(2, {{2}, {2}}).find("dataset_strategy[0] for input 'image' is ((2,),): it needs one value per dim"),
             std::string::npos)
@@ -349,8 +348,8 @@ TEST(SemiAutoModel, EvalEqualsOneDeviceWithTheSameWeightsForAnyLogitsLayout) {
 
 TEST(SemiAutoModel, WrongDeviceCountIsRefused) {
   World w(3);
-  auto m = Model::Create(Mlp(8, {}), LossSpec::SparseSoftmaxCrossEntropy(), OptimizerSpec::Sgd(0.1f), w.links,
-                         SemiAuto(2));
+  auto m =
+      Model::Create(Mlp(8, {}), LossSpec::SparseSoftmaxCrossEntropy(), OptimizerSpec::Sgd(0.1f), w.links, SemiAuto(2));
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("semi_auto_parallel with device_num 2 needs 2 devices"), std::string::npos)
       << m.status().ToString();

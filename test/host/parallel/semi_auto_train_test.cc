@@ -16,9 +16,9 @@
 
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
+#include "support/in_process_world.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
-#include "support/in_process_world.h"
 
 namespace sinkrt {
 namespace {

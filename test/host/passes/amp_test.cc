@@ -108,9 +108,9 @@ TEST(AmpPass, O1CastsAroundTheWhiteList) {
   EXPECT_EQ(d[OpCode::Relu], std::set<DType>{DType::BF16});
   EXPECT_EQ(d[OpCode::BiasAdd], std::set<DType>{DType::F32});
   EXPECT_EQ(d[OpCode::SparseSoftmaxCrossEntropy], std::set<DType>{DType::F32});
-  const std::vector<std::string> want = {
-      "BiasAdd -> bf16",     "BiasAdd -> bf16",     "MatMul -> f32",       "MatMul -> f32", "MatMul -> f32",
-      "fc1.weight -> bf16", "fc2.weight -> bf16", "fc3.weight -> bf16", "image -> bf16"};
+  const std::vector<std::string> want = {"BiasAdd -> bf16",    "BiasAdd -> bf16",    "MatMul -> f32",
+                                         "MatMul -> f32",      "MatMul -> f32",      "fc1.weight -> bf16",
+                                         "fc2.weight -> bf16", "fc3.weight -> bf16", "image -> bf16"};
   EXPECT_EQ(Casts(g), want);
 }
 
@@ -127,8 +127,8 @@ TEST(AmpPass, O2CastsEachParameterOnceAndTheLogitsBack) {
   EXPECT_EQ(g.tensor(logits).dtype, DType::F32);
   EXPECT_EQ(g.tensor(logits).name, f.tensor(f.outputs().front()).name);
   EXPECT_EQ(g.tensor(g.loss()).dtype, DType::F32);
-  const std::vector<std::string> want = {"BiasAdd -> f32",    "fc1.bias -> bf16", "fc1.weight -> bf16",
-                                         "fc2.bias -> bf16",  "fc2.weight -> bf16", "fc3.bias -> bf16",
+  const std::vector<std::string> want = {"BiasAdd -> f32",     "fc1.bias -> bf16",   "fc1.weight -> bf16",
+                                         "fc2.bias -> bf16",   "fc2.weight -> bf16", "fc3.bias -> bf16",
                                          "fc3.weight -> bf16", "image -> bf16"};
   EXPECT_EQ(Casts(g), want);
   // The BiasAdd writes "<logits>/bf16", cast back into the logits.
@@ -244,9 +244,10 @@ void ExpectTracksF32(const Trained& f32, const Trained& low, const char* what) {
     ASSERT_TRUE(std::isfinite(low.losses[i])) << what << " sink " << i;
     worst = std::max(worst, std::abs(low.losses[i] - f32.losses[i]) / std::abs(f32.losses[i]));
   }
-  std::printf("[ info ] %s: worst relative loss difference to f32 %.4f over %zu sinks; held-out loss %.4f vs %.4f, "
-              "accuracy %.4f vs %.4f\n",
-              what, worst, f32.losses.size(), low.eval.loss, f32.eval.loss, low.eval.accuracy, f32.eval.accuracy);
+  std::printf(
+      "[ info ] %s: worst relative loss difference to f32 %.4f over %zu sinks; held-out loss %.4f vs %.4f, "
+      "accuracy %.4f vs %.4f\n",
+      what, worst, f32.losses.size(), low.eval.loss, f32.eval.loss, low.eval.accuracy, f32.eval.accuracy);
   EXPECT_LT(worst, 0.1) << what;
   EXPECT_LT(std::abs(low.eval.loss - f32.eval.loss) / f32.eval.loss, 0.02) << what;
   EXPECT_NEAR(low.eval.accuracy, f32.eval.accuracy, 0.02) << what;

@@ -153,9 +153,9 @@ TEST(GradAccumulation, LeNetTrainsAsTheLargerBatch) {
     if (m.ok()) {
       host::Tensor images = testing::ImagesTensor(d);
       images.shape = {d.size(), 1, 28, 28};
-      Status st = (*m)->train(1, Dataset::FromArrays({{"image", images}, {"label", testing::LabelsTensor(d)}})
-                                     .Batch(batch, true),
-                              {&rec}, false);
+      Status st = (*m)->train(
+          1, Dataset::FromArrays({{"image", images}, {"label", testing::LabelsTensor(d)}}).Batch(batch, true), {&rec},
+          false);
       EXPECT_TRUE(st.ok()) << st.ToString();
     }
     return rec.losses;
@@ -186,7 +186,7 @@ TEST(GradAccumulation, TheStreamReducesOncePerStepAndQueuesKBatches) {
   SINKRT_ASSERT_OK(c);
   SINKRT_ASSERT_OK(one);
   EXPECT_EQ(c->input_columns, (std::vector<std::string>{"image", "label", "mb1/image", "mb1/label", "mb2/image",
-                                                       "mb2/label", "mb3/image", "mb3/label"}));
+                                                        "mb2/label", "mb3/image", "mb3/label"}));
   EXPECT_NE(c->graph_hash, one->graph_hash);
   const fb::TaskStream& ts = *c->stream.root();
   for (const fb::QueueSpec* q : *ts.queues()) {
@@ -214,7 +214,8 @@ TEST(GradAccumulation, RefusesWhatItCannotRunNamingWhy) {
   host::ModelOptions o;
   o.compile_cache = "";
   o.context.grad_accumulation_step = 0;
-  auto m = Model::Create(Network(8, false), LossSpec::SparseSoftmaxCrossEntropy(), Optimizer(false), *world.links[0], o);
+  auto m =
+      Model::Create(Network(8, false), LossSpec::SparseSoftmaxCrossEntropy(), Optimizer(false), *world.links[0], o);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("'grad_accumulation_step' must be in [1, 1024], but got 0"), std::string::npos)
       << m.status().message();

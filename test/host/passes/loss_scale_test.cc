@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "host/src/util/py_repr.h"
+#include "runtime/src/loss_scale_rule.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/callback.h"
@@ -20,7 +21,6 @@
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/loss_scale.h"
 #include "sinkrt/host/model.h"
-#include "runtime/src/loss_scale_rule.h"
 #include "support/compare.h"
 #include "support/in_process_world.h"
 #include "support/model_fixtures.h"
@@ -179,8 +179,9 @@ struct Trained {
 // kOverflowBatch is +inf (rank 0's share under data parallel).
 testing::SyntheticData Data(int64_t rows, bool poison) {
   testing::SyntheticData d = testing::MakeSyntheticData(rows, 16, 4, 5);
-  if (poison) d.images[static_cast<size_t>(kOverflowBatch * (rows / kSteps) * d.features)] =
-      std::numeric_limits<float>::infinity();
+  if (poison)
+    d.images[static_cast<size_t>(kOverflowBatch * (rows / kSteps) * d.features)] =
+        std::numeric_limits<float>::infinity();
   return d;
 }
 
@@ -335,8 +336,8 @@ Trained TrainSemi(const testing::SyntheticData& d, const LossScaleManager& ls, i
                          OptimizerSpec::Momentum(0.05f, 0.9f), world.links, o);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   if (!m.ok()) return out;
-  Status st = (*m)->train(static_cast<int>(d.size() / kBatch / sink_size), testing::MakeDataset(d, kBatch),
-                          {&out.rec}, true, sink_size);
+  Status st = (*m)->train(static_cast<int>(d.size() / kBatch / sink_size), testing::MakeDataset(d, kBatch), {&out.rec},
+                          true, sink_size);
   EXPECT_TRUE(st.ok()) << st.ToString();
   auto state = (*m)->ReadState();
   EXPECT_TRUE(state.ok()) << state.status().ToString();
@@ -494,7 +495,8 @@ TEST(LossScaleTrain, FixedWithoutDropUpdatesEveryStep) {
   bool nan = false;
   for (const auto& [name, t] : got.state)
     if (name == "fc1.weight")
-      for (size_t i = 0; i < t.data.size() / 4; ++i) nan = nan || std::isnan(reinterpret_cast<const float*>(t.data.data())[i]);
+      for (size_t i = 0; i < t.data.size() / 4; ++i)
+        nan = nan || std::isnan(reinterpret_cast<const float*>(t.data.data())[i]);
   EXPECT_TRUE(nan) << "the NaN gradients were applied";
 }
 

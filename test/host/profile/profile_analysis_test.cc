@@ -3,10 +3,10 @@
 // the picture, the output directory, and bad directories.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <unistd.h>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -168,16 +168,36 @@ ProfileData HandRun() {
     d.ranks.push_back(std::move(r));
   }
   auto host_ns = [](int64_t us) { return kOrigin + us * 1000; };
-  d.host.push_back({.kind = HostEvent::Kind::kPush, .rank = 0, .queue = 0, .begin_ns = host_ns(-2000),
-                    .end_ns = host_ns(-1900), .arg = 7});
-  d.host.push_back({.kind = HostEvent::Kind::kPush, .rank = 1, .queue = 0, .begin_ns = host_ns(-1900),
-                    .end_ns = host_ns(-1800), .arg = 7});
-  d.host.push_back({.kind = HostEvent::Kind::kRunSink, .rank = 0, .begin_ns = host_ns(-1000),
-                    .end_ns = host_ns(20000), .arg = 2, .program = 1});
-  d.host.push_back({.kind = HostEvent::Kind::kRunSink, .rank = 1, .begin_ns = host_ns(-900),
-                    .end_ns = host_ns(20100), .arg = 2, .program = 1});
-  d.host.push_back({.kind = HostEvent::Kind::kCredit, .rank = 0, .queue = 0, .begin_ns = host_ns(100),
-                    .end_ns = host_ns(100), .arg = 1});
+  d.host.push_back({.kind = HostEvent::Kind::kPush,
+                    .rank = 0,
+                    .queue = 0,
+                    .begin_ns = host_ns(-2000),
+                    .end_ns = host_ns(-1900),
+                    .arg = 7});
+  d.host.push_back({.kind = HostEvent::Kind::kPush,
+                    .rank = 1,
+                    .queue = 0,
+                    .begin_ns = host_ns(-1900),
+                    .end_ns = host_ns(-1800),
+                    .arg = 7});
+  d.host.push_back({.kind = HostEvent::Kind::kRunSink,
+                    .rank = 0,
+                    .begin_ns = host_ns(-1000),
+                    .end_ns = host_ns(20000),
+                    .arg = 2,
+                    .program = 1});
+  d.host.push_back({.kind = HostEvent::Kind::kRunSink,
+                    .rank = 1,
+                    .begin_ns = host_ns(-900),
+                    .end_ns = host_ns(20100),
+                    .arg = 2,
+                    .program = 1});
+  d.host.push_back({.kind = HostEvent::Kind::kCredit,
+                    .rank = 0,
+                    .queue = 0,
+                    .begin_ns = host_ns(100),
+                    .end_ns = host_ns(100),
+                    .arg = 1});
   return d;
 }
 
@@ -344,13 +364,13 @@ TEST(ProfileAnalysisSummary, ClockOffsetIsInterpolatedBetweenTheSamples) {
 TEST(ProfileAnalysisSummary, SkipsRecordsThatNameNoTaskAndNeverCrashes) {
   ProfileData d = HandRun();
   RankData& r1 = d.ranks[1];
-  r1.records.push_back(Rec(r1, 1, 0, 99, 0, 0, 100));                 // task outside the table
-  r1.records.push_back(Rec(r1, 7, 0, 0, 0, 0, 100));                  // no such program
-  r1.records.push_back(Rec(r1, 1, 5, 0, 0, 0, 100));                  // no such stream
-  r1.records.push_back(Rec(r1, 2, 0, 0, 0, 0, 100));                  // a program the stream lacks
-  r1.records.push_back(Rec(r1, 1, 0, 1, 0, 3500, 500));               // ends before it begins
+  r1.records.push_back(Rec(r1, 1, 0, 99, 0, 0, 100));    // task outside the table
+  r1.records.push_back(Rec(r1, 7, 0, 0, 0, 0, 100));     // no such program
+  r1.records.push_back(Rec(r1, 1, 5, 0, 0, 0, 100));     // no such stream
+  r1.records.push_back(Rec(r1, 2, 0, 0, 0, 0, 100));     // a program the stream lacks
+  r1.records.push_back(Rec(r1, 1, 0, 1, 0, 3500, 500));  // ends before it begins
   ProfileRecord odd = Rec(r1, 1, 0, 1, 0, 0, 100);
-  odd.kind = static_cast<ProfileRecordKind>(9);                       // a kind this build does not know
+  odd.kind = static_cast<ProfileRecordKind>(9);  // a kind this build does not know
   r1.records.push_back(odd);
   EXPECT_EQ(host::SummaryJson(host::Summarize(d)), host::SummaryJson(host::Summarize(HandRun())));
 
@@ -571,8 +591,8 @@ struct Element {
     if (tag.starts_with("?")) continue;  // the XML declaration
     if (tag.starts_with("/")) {
       if (open.empty() || open.back() != tag.substr(1))
-        return ::testing::AssertionFailure() << "</" << tag.substr(1) << "> closes "
-                                             << (open.empty() ? "nothing" : "<" + open.back() + ">");
+        return ::testing::AssertionFailure()
+               << "</" << tag.substr(1) << "> closes " << (open.empty() ? "nothing" : "<" + open.back() + ">");
       open.pop_back();
       continue;
     }
@@ -580,8 +600,7 @@ struct Element {
     if (self_closing) tag.pop_back();
     Element e;
     e.name = tag.substr(0, tag.find_first_of(" \n\t"));
-    for (std::sregex_iterator it(tag.begin(), tag.end(), attr_re), stop; it != stop; ++it)
-      e.attrs[(*it)[1]] = (*it)[2];
+    for (std::sregex_iterator it(tag.begin(), tag.end(), attr_re), stop; it != stop; ++it) e.attrs[(*it)[1]] = (*it)[2];
     if (open.empty()) ++roots;
     elements->push_back(e);
     if (!self_closing) open.push_back(e.name);
@@ -605,7 +624,8 @@ TEST(ProfileAnalysisSvg, IsWellFormedAndItsBarsSumToTheStep) {
   std::map<std::string, double> step_ms, sum_ms;
   std::map<std::string, std::vector<std::string>> parts;
   for (const Element& e : elements) {
-    if (e.name == "g" && e.attrs.count("data-step-ms")) step_ms[e.attrs.at("data-rank")] = std::stod(e.attrs.at("data-step-ms"));
+    if (e.name == "g" && e.attrs.count("data-step-ms"))
+      step_ms[e.attrs.at("data-rank")] = std::stod(e.attrs.at("data-step-ms"));
     if (e.name == "rect" && e.attrs.count("data-part")) {
       sum_ms[e.attrs.at("data-rank")] += std::stod(e.attrs.at("data-ms"));
       parts[e.attrs.at("data-rank")].push_back(e.attrs.at("data-part"));
@@ -623,8 +643,8 @@ TEST(ProfileAnalysisSvg, IsWellFormedAndItsBarsSumToTheStep) {
 //===--- The output directory ---===//
 
 std::filesystem::path TempDir(const std::string& name) {
-  std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                              ("sinkrt_profile_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("sinkrt_profile_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   return dir;
 }
@@ -644,8 +664,8 @@ TEST(ProfileAnalysisFiles, WritesTheDirectoryAndReadsItBack) {
   EXPECT_EQ(json::parse(testing::Slurp(dir / "summary.json")), host::SummaryJson(written));
   EXPECT_EQ(testing::Slurp(dir / "steps.svg"), host::SummarySvg(written));
   std::string text = host::SummaryText(written);
-  for (const char* want : {"hand<mlp>", "2 ranks", "host 10.500 ms/step", "allreduce_bucket0", "MatMulGrad",
-                           "Param 1.000", "overlap"})
+  for (const char* want :
+       {"hand<mlp>", "2 ranks", "host 10.500 ms/step", "allreduce_bucket0", "MatMulGrad", "Param 1.000", "overlap"})
     EXPECT_NE(text.find(want), std::string::npos) << want << " in\n" << text;
 
   auto read = host::ReadProfile(dir.string());
@@ -676,8 +696,7 @@ TEST(ProfileAnalysisFiles, BadDirectoriesGiveClearErrors) {
   auto truncated = host::ReadProfile(dir.string());
   ASSERT_FALSE(truncated.ok());
   EXPECT_EQ(truncated.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(truncated.status().message().find((dir / "trace.json").string() + " is not valid JSON"),
-            std::string::npos)
+  EXPECT_NE(truncated.status().message().find((dir / "trace.json").string() + " is not valid JSON"), std::string::npos)
       << truncated.status().message();
 
   json t = json::parse(trace);
@@ -812,8 +831,7 @@ TEST(ProfileAnalysisStreamTables, MarksAPipelineStagesWaitsOnItsNeighbours) {
         for (const fb::Task* task : *train->streams()->Get(1)->tasks()) {
           if (task->body_type() == fb::TaskBody::EventRecordTask && after_transfer)
             done.insert(task->body_as_EventRecordTask()->event());
-          after_transfer =
-              task->body_type() == fb::TaskBody::SendTask || task->body_type() == fb::TaskBody::RecvTask;
+          after_transfer = task->body_type() == fb::TaskBody::SendTask || task->body_type() == fb::TaskBody::RecvTask;
         }
       }
       int neighbour = 0, other_waits = 0;
@@ -822,8 +840,8 @@ TEST(ProfileAnalysisStreamTables, MarksAPipelineStagesWaitsOnItsNeighbours) {
       for (uint32_t t = 0; t < compute->size(); ++t) {
         const TaskInfo& info = r.programs[1].streams[0][t];
         const fb::Task* task = compute->Get(t);
-        bool want = task->body_type() == fb::TaskBody::EventWaitTask &&
-                    done.count(task->body_as_EventWaitTask()->event()) > 0;
+        bool want =
+            task->body_type() == fb::TaskBody::EventWaitTask && done.count(task->body_as_EventWaitTask()->event()) > 0;
         EXPECT_EQ(info.neighbour_wait, want) << "compute task " << t << " " << info.name;
         neighbour += info.neighbour_wait;
         other_waits += info.event_wait && !info.neighbour_wait;

@@ -197,9 +197,9 @@ TEST(Profiler, PipelineStagesWaitingForTheirNeighboursAreBubble) {
   host::ModelOptions o = DataParallel(2);
   o.context.pipeline_stages = 2;
   o.micro_size = 4;
-  auto model = host::Model::Create(host::MakeMlpNetwork(8, {16, 32, 32, 32, 4}),
-                                   host::LossSpec::SparseSoftmaxCrossEntropy(), host::OptimizerSpec::Sgd(0.1f),
-                                   world.links, o);
+  auto model =
+      host::Model::Create(host::MakeMlpNetwork(8, {16, 32, 32, 32, 4}), host::LossSpec::SparseSoftmaxCrossEntropy(),
+                          host::OptimizerSpec::Sgd(0.1f), world.links, o);
   SINKRT_ASSERT_OK(model);
   host::Profiler profiler(dir.string());
   SINKRT_ASSERT_OK(profiler.status());
@@ -213,10 +213,10 @@ TEST(Profiler, PipelineStagesWaitingForTheirNeighboursAreBubble) {
     EXPECT_EQ(r.steps, 12);
     EXPECT_GT(r.bubble_ms, 0);
     EXPECT_EQ(r.exposed_comm_ms, 0);
-    EXPECT_NEAR(r.compute_ms + r.exposed_comm_ms + r.bubble_ms + r.queue_ms + r.other_ms, r.step_ms,
-                1e-6 * r.step_ms);
+    EXPECT_NEAR(r.compute_ms + r.exposed_comm_ms + r.bubble_ms + r.queue_ms + r.other_ms, r.step_ms, 1e-6 * r.step_ms);
   }
-  for (const auto& r : ReadJson(dir / "summary.json").at("ranks")) EXPECT_GT(r.at("bubble_ms").get<double>(), 0) << r.dump();
+  for (const auto& r : ReadJson(dir / "summary.json").at("ranks"))
+    EXPECT_GT(r.at("bubble_ms").get<double>(), 0) << r.dump();
   EXPECT_TRUE(AnyNeighbourWait(ReadJson(dir / "trace.json")));
   // sinkprof's path keeps the marks: the same summary, bubble included.
   auto again = host::ReadProfile(dir.string());

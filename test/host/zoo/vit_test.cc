@@ -23,9 +23,7 @@ using host::Graph;
 using host::OptimizerSpec;
 using host::TensorKind;
 
-std::string Examples() {
-  return (std::filesystem::path(SINKRT_SOURCE_DIR) / "examples").string();
-}
+std::string Examples() { return (std::filesystem::path(SINKRT_SOURCE_DIR) / "examples").string(); }
 
 TEST(Vit, ShapesAndReadableNames) {
   Graph g = host::MakeVitNetwork(8);
@@ -41,18 +39,17 @@ TEST(Vit, ShapesAndReadableNames) {
   }
   for (const char* name : {"patch.weight", "patch.bias", "pos_embed", "block0.ln1.gamma", "block0.ln1.beta",
                            "block0.attn.qkv.weight", "block0.attn.qkv.bias", "block0.attn.proj.weight",
-                           "block0.ln2.gamma", "block0.mlp.fc1.weight", "block0.mlp.fc2.bias",
-                           "block1.attn.qkv.weight", "block1.mlp.fc2.weight", "norm.gamma", "norm.beta",
-                           "head.weight", "head.bias"})
+                           "block0.ln2.gamma", "block0.mlp.fc1.weight", "block0.mlp.fc2.bias", "block1.attn.qkv.weight",
+                           "block1.mlp.fc2.weight", "norm.gamma", "norm.beta", "head.weight", "head.bias"})
     EXPECT_TRUE(params.count(name)) << name;
   EXPECT_EQ(params.size(), 2u + 1u + 2u * 12u + 2u + 2u);  // patch, pos_embed, 2 blocks of 12, norm, head
   // 49*64+64 + 16*64 + 2*(4*64 + 64*192+192 + 64*64+64 + 64*256+256 + 256*64+64) + 2*64 + 64*10+10
   EXPECT_EQ(count, 3200 + 1024 + 2 * (256 + 12480 + 4160 + 16640 + 16448) + 128 + 650);
   std::set<std::string> ops;
   for (const host::OpNode& op : g.ops()) ops.insert(op.name);
-  for (const char* name : {"patchify.transpose", "patch.matmul", "block0.ln1.layernorm", "block0.attn.qkv.matmul",
-                           "block0.attn.batchmatmul", "block0.attn.softmax", "block1.mlp.gelu", "norm.layernorm",
-                           "head.biasadd"})
+  for (const char* name :
+       {"patchify.transpose", "patch.matmul", "block0.ln1.layernorm", "block0.attn.qkv.matmul",
+        "block0.attn.batchmatmul", "block0.attn.softmax", "block1.mlp.gelu", "norm.layernorm", "head.biasadd"})
     EXPECT_TRUE(ops.count(name)) << name;
   EXPECT_FALSE(host::MakeVitNetwork(0).status().ok());
 }

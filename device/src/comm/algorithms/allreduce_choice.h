@@ -23,8 +23,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "device/src/comm/topology.h"
 #include "device/src/comm/communicator.h"
+#include "device/src/comm/topology.h"
 
 namespace sinkrt::device {
 

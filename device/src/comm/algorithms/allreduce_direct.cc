@@ -105,9 +105,8 @@ Result<bool> DirectAllReduce(Op& op, std::span<uint8_t> data, size_t elem, DType
     if (!mapped.ok()) return op.Fail(mapped.status());
     const std::span<const uint8_t> block = *mapped;
     if (note->offset > block.size() || block.size() - note->offset < data.size())
-      return op.Fail(Internal("rank " + std::to_string(peer) + "'s buffer at offset " +
-                              std::to_string(note->offset) + " runs past its shared block of " +
-                              std::to_string(block.size()) + " bytes"));
+      return op.Fail(Internal("rank " + std::to_string(peer) + "'s buffer at offset " + std::to_string(note->offset) +
+                              " runs past its shared block of " + std::to_string(block.size()) + " bytes"));
     s.direct_sources[q] = block.data() + note->offset;
   }
   // Someone's buffer is its own: the arrival was a barrier, nothing more,

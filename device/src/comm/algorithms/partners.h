@@ -6,8 +6,8 @@
 // from the same arithmetic, so the two change together; the rule table in
 // partners.cc maps each call (a CollectiveUse bit) to the schedules it may
 // run. A new schedule adds a row there and a partner function beside its
-// code, as the two-level AllReduce did (TwoLevelPartners). Every function is symmetric: q is a partner of p iff p is one
-// of q's, so the dialing and the accepting side of each pair agree.
+// code, as the two-level AllReduce did (TwoLevelPartners). Every function is symmetric: q is a partner of p iff p is
+// one of q's, so the dialing and the accepting side of each pair agree.
 //
 // Pure functions of the group, positions and host ids: no state, no I/O.
 #pragma once

@@ -104,7 +104,8 @@ std::string Op::StallReport() {
     } else if (p.failed) {
       why = "it failed " + OpText(p.op, p.seq) + (same_group ? "" : " of another group");
     } else if (p.active) {
-      why = (same_group ? "it is still in " : "it is in ") + OpText(p.op, p.seq) + (same_group ? "" : " of another group");
+      why = (same_group ? "it is still in " : "it is in ") + OpText(p.op, p.seq) +
+            (same_group ? "" : " of another group");
       if (p.waiting_on >= 0) why += ", waiting for rank " + std::to_string(p.waiting_on);
     } else {
       why = "its last collective was " + OpText(p.op, p.seq) + (same_group ? "" : " of another group");

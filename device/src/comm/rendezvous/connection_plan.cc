@@ -38,9 +38,10 @@ Status CheckGroupUses(const std::vector<GroupUse>& groups, uint32_t size) {
     const std::vector<uint32_t>& ranks = groups[i].ranks;
     for (size_t k = 0; k < ranks.size(); ++k) {
       if (ranks[k] >= size || (k > 0 && ranks[k] <= ranks[k - 1]))
-        return InvalidArgument("rendezvous: group " + std::to_string(i) + " of the plan must hold distinct ranks of 0.." +
-                               std::to_string(size - 1) + " in ascending order (it has " + std::to_string(ranks[k]) +
-                               " at " + std::to_string(k) + ")");
+        return InvalidArgument("rendezvous: group " + std::to_string(i) +
+                               " of the plan must hold distinct ranks of 0.." + std::to_string(size - 1) +
+                               " in ascending order (it has " + std::to_string(ranks[k]) + " at " + std::to_string(k) +
+                               ")");
     }
   }
   return Status::Ok();

@@ -111,8 +111,7 @@ Result<std::unique_ptr<FrameSocket>> Dial(uint32_t self, const PeerAddress& peer
     // Before the Hello, so that neither it nor anything after travels in
     // clear; the peer's certificate is checked here, ours by the peer.
     Status secured = (*dialed)->StartTls(*tls, deadline);
-    if (!secured.ok())
-      return Status(secured.code(), "rendezvous (TLS): " + who + ": " + secured.message());
+    if (!secured.ok()) return Status(secured.code(), "rendezvous (TLS): " + who + ": " + secured.message());
   }
   Status st = SendHello(**dialed, self, job, token.empty() ? nullptr : &nonce);
   if (!st.ok()) return Unavailable("rendezvous (handshake): " + who + ": " + st.message());

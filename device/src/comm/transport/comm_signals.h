@@ -17,9 +17,9 @@
 #include <mutex>
 #include <vector>
 
+#include "device/src/comm/transport/transport.h"
 #include "device/src/task_positions.h"
 #include "sinkrt/runtime/status.h"
-#include "device/src/comm/transport/transport.h"
 
 namespace sinkrt::device {
 
@@ -27,9 +27,9 @@ struct PeerProgress {
   OpKind op = OpKind::kNone;  // the current or last collective
   uint32_t group = 0;
   uint64_t seq = 0;
-  bool active = false;      // inside that collective now
-  bool failed = false;      // that collective failed (the communicator is broken)
-  int32_t waiting_on = -1;  // the rank an active collective waits for, -1 if none
+  bool active = false;           // inside that collective now
+  bool failed = false;           // that collective failed (the communicator is broken)
+  int32_t waiting_on = -1;       // the rank an active collective waits for, -1 if none
   TaskPositionReport positions;  // where its executor's streams are (kNone: it has none)
 };
 

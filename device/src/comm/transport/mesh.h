@@ -15,10 +15,10 @@
 #include <cstdint>
 #include <string>
 
+#include "device/src/comm/communicator.h"
 #include "device/src/comm/transport/comm_signals.h"
 #include "device/src/comm/transport/direct.h"
 #include "device/src/comm/transport/transport.h"
-#include "device/src/comm/communicator.h"
 #include "sinkrt/runtime/status.h"
 
 namespace sinkrt::device {

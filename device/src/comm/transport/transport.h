@@ -28,8 +28,8 @@
 #include <span>
 #include <string>
 
-#include "sinkrt/runtime/status.h"
 #include "runtime/src/wire_socket.h"
+#include "sinkrt/runtime/status.h"
 
 namespace sinkrt::device {
 

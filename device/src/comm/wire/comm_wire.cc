@@ -36,8 +36,8 @@ Status SetNonBlocking(int fd) {
   return Status::Ok();
 }
 
-Status WriteFully(FrameSocket& socket, std::span<const uint8_t> head, std::span<const uint8_t> body,
-                  Deadline deadline, const std::string& who) {
+Status WriteFully(FrameSocket& socket, std::span<const uint8_t> head, std::span<const uint8_t> body, Deadline deadline,
+                  const std::string& who) {
   size_t done = 0;
   const size_t total = head.size() + body.size();
   while (done < total) {
@@ -51,8 +51,8 @@ Status WriteFully(FrameSocket& socket, std::span<const uint8_t> head, std::span<
     if (!w.ok()) return Unavailable(who + " closed its connection (" + w.status().message() + ")");
     done += w->bytes;
     if (w->bytes > 0) continue;
-    SINKRT_ASSIGN_OR_RETURN(bool ready, WaitFd(socket.native_handle(), w->wait == IoWait::kReadable ? POLLIN : POLLOUT,
-                                               deadline, who));
+    SINKRT_ASSIGN_OR_RETURN(
+        bool ready, WaitFd(socket.native_handle(), w->wait == IoWait::kReadable ? POLLIN : POLLOUT, deadline, who));
     if (!ready) return DeadlineExceeded(who + " took no data");
   }
   return Status::Ok();
@@ -69,8 +69,8 @@ Status ReadFully(FrameSocket& socket, std::span<uint8_t> dst, Deadline deadline,
       continue;
     }
     if (r->wait == IoWait::kNone) return Unavailable(who + " closed its connection");
-    SINKRT_ASSIGN_OR_RETURN(bool ready, WaitFd(socket.native_handle(), r->wait == IoWait::kWritable ? POLLOUT : POLLIN,
-                                               deadline, who));
+    SINKRT_ASSIGN_OR_RETURN(
+        bool ready, WaitFd(socket.native_handle(), r->wait == IoWait::kWritable ? POLLOUT : POLLIN, deadline, who));
     if (!ready) return DeadlineExceeded("no data from " + who);
   }
   return Status::Ok();

@@ -16,8 +16,8 @@
 #include <span>
 #include <string>
 
-#include "sinkrt/runtime/status.h"
 #include "runtime/src/wire_socket.h"
+#include "sinkrt/runtime/status.h"
 
 namespace sinkrt::device {
 
@@ -77,8 +77,8 @@ static_assert(sizeof(ConfigPayload) == 48, "ConfigPayload is a wire format");
 // socket; they go through the socket's TLS session when it has one, and work
 // on blocking and non-blocking descriptors alike. `who` names the peer in
 // errors ("rank 2").
-Status WriteFully(FrameSocket& socket, std::span<const uint8_t> head, std::span<const uint8_t> body,
-                  Deadline deadline, const std::string& who);
+Status WriteFully(FrameSocket& socket, std::span<const uint8_t> head, std::span<const uint8_t> body, Deadline deadline,
+                  const std::string& who);
 Status ReadFully(FrameSocket& socket, std::span<uint8_t> dst, Deadline deadline, const std::string& who);
 Status SetNonBlocking(int fd);
 

@@ -58,13 +58,13 @@ struct AutoParallelOptions {
 
 /// What the search chose for one op, and what it turned down (sinkc --explain).
 struct OpPlanChoice {
-  std::string op;  ///< the op's name
+  std::string op;                              ///< the op's name
   std::vector<std::vector<int64_t>> strategy;  ///< chosen; empty for an op without a rule (Reshape)
-  bool fixed = false;                           ///< the user's strategy, kept
-  double compute_s = 0;         ///< forward + backward compute per rank
-  double communication_s = 0;   ///< its forward/backward AllReduces + exposed gradient sync
-  double redistribution_s = 0;  ///< of the tensors it reads, from their producers' layouts
-  uint64_t memory_bytes = 0;    ///< parameters, gradients, optimizer state, kept activations
+  bool fixed = false;                          ///< the user's strategy, kept
+  double compute_s = 0;                        ///< forward + backward compute per rank
+  double communication_s = 0;                  ///< its forward/backward AllReduces + exposed gradient sync
+  double redistribution_s = 0;                 ///< of the tensors it reads, from their producers' layouts
+  uint64_t memory_bytes = 0;                   ///< parameters, gradients, optimizer state, kept activations
   /// The alternative whose swap in (every other op as chosen) costs least;
   /// empty strategy when the op had no other candidate.
   std::vector<std::vector<int64_t>> rejected;
@@ -74,12 +74,12 @@ struct OpPlanChoice {
 
 /// What PlanAutoParallel chose, with its predictions and the search's size.
 struct AutoParallelPlan {
-  std::string search_mode;  ///< the search that ran
-  std::string calibration;  ///< the file used (Calibration::source)
-  std::string transport;  ///< the collective fits it priced with: "shm" or "tcp"
-  int64_t device_num = 1;  ///< ranks the plan splits over
-  double step_s = 0;          ///< predicted training step time per rank
-  uint64_t memory_bytes = 0;  ///< predicted per rank (the search's measure)
+  std::string search_mode;                     ///< the search that ran
+  std::string calibration;                     ///< the file used (Calibration::source)
+  std::string transport;                       ///< the collective fits it priced with: "shm" or "tcp"
+  int64_t device_num = 1;                      ///< ranks the plan splits over
+  double step_s = 0;                           ///< predicted training step time per rank
+  uint64_t memory_bytes = 0;                   ///< predicted per rank (the search's measure)
   std::optional<uint64_t> memory_limit_bytes;  ///< the per-rank limit the compiled arena keeps to; none: unlimited
   /// The largest per-rank arena compiled from the plan (0 when only searched,
   /// not compiled): within memory_limit_bytes, or the compile was refused.
@@ -87,10 +87,10 @@ struct AutoParallelPlan {
   /// Searches run: more than 1 when an arena compiled over the limit and the
   /// search ran again under a limit lowered by the excess.
   int memory_searches = 1;
-  bool exact = true;          ///< false: a Pareto front was thinned under the memory limit
-  size_t candidates = 0;      ///< strategies enumerated over all ops
-  size_t pruned = 0;          ///< dropped by the Pareto filter
-  double search_s = 0;        ///< wall time of the search
+  bool exact = true;              ///< false: a Pareto front was thinned under the memory limit
+  size_t candidates = 0;          ///< strategies enumerated over all ops
+  size_t pruned = 0;              ///< dropped by the Pareto filter
+  double search_s = 0;            ///< wall time of the search
   std::vector<OpPlanChoice> ops;  ///< in graph order
 };
 

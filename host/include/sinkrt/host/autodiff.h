@@ -12,7 +12,7 @@ namespace sinkrt::host {
 /// A parameter and its gradient tensor.
 struct ParamGrad {
   TensorId param;  ///< the Param
-  TensorId grad;  ///< TensorKind::Grad, same shape as param
+  TensorId grad;   ///< TensorKind::Grad, same shape as param
 };
 
 /// Appends the backward graph of `loss` (a scalar) to `g`: seeds d(loss) =

@@ -63,12 +63,12 @@ using TransportFits = std::array<CollectiveFit, kCollectiveKinds>;
 
 /// The measured speeds the auto-parallel cost model prices strategies with.
 struct Calibration {
-  std::string device_kind;  ///< "cpu-zen4-2core"
-  std::string description;  ///< a line for people: what was measured, and how
-  std::string source;       ///< the file it was read from, or the built-in default
-  GemmGrid gemm;  ///< GEMM throughput
-  double memory_bandwidth = 0;  ///< B/s, bytes read + written
-  double kernel_launch = 0;     ///< s per kernel
+  std::string device_kind;                           ///< "cpu-zen4-2core"
+  std::string description;                           ///< a line for people: what was measured, and how
+  std::string source;                                ///< the file it was read from, or the built-in default
+  GemmGrid gemm;                                     ///< GEMM throughput
+  double memory_bandwidth = 0;                       ///< B/s, bytes read + written
+  double kernel_launch = 0;                          ///< s per kernel
   std::map<std::string, TransportFits> collectives;  ///< "shm", "tcp"
   double grad_hidden_fraction = 0;                   ///< in [0, 1]
 };

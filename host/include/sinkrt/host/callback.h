@@ -21,28 +21,28 @@ class Model;
 
 /// MindSpore's cb_params.
 struct CallbackParams {
-  int epoch_num = 0;            ///< epoch - initial_epoch
-  int64_t batch_num = 0;        ///< steps per epoch: sink_size, or dataset size
-  int cur_epoch_num = 0;        ///< 1-based, absolute (continues after initial_epoch)
-  int64_t cur_step_num = 0;     ///< global step count of this train() call
+  int epoch_num = 0;         ///< epoch - initial_epoch
+  int64_t batch_num = 0;     ///< steps per epoch: sink_size, or dataset size
+  int cur_epoch_num = 0;     ///< 1-based, absolute (continues after initial_epoch)
+  int64_t cur_step_num = 0;  ///< global step count of this train() call
   /// Batches consumed since the data's start: initial_epoch x batch_num +
   /// cur_step_num. A run resumed with initial_epoch = E starts its data at
   /// E x batch_num, so this is the data position a checkpoint records.
   int64_t global_batch = 0;
-  int64_t sink_steps = 0;       ///< steps in the sink that just ran (1 in non-sink mode)
-  bool dataset_sink_mode = false;  ///< whether train() runs sunk
-  double net_outputs = 0;       ///< last step's loss (data parallel: the mean of rank_losses)
+  int64_t sink_steps = 0;           ///< steps in the sink that just ran (1 in non-sink mode)
+  bool dataset_sink_mode = false;   ///< whether train() runs sunk
+  double net_outputs = 0;           ///< last step's loss (data parallel: the mean of rank_losses)
   std::vector<double> rank_losses;  ///< last step's loss on each rank (one entry stand-alone)
-  int device_num = 1;           ///< devices training together
-  int64_t batch_size = 0;  ///< samples per step on one rank
+  int device_num = 1;               ///< devices training together
+  int64_t batch_size = 0;           ///< samples per step on one rank
   /// Samples one step trains on over every rank: batch_size x device_num
   /// under data parallel, batch_size x the replicas of a pipeline (whose
   /// stages pass the same samples along).
   int64_t global_batch_size = 0;
   /// This epoch so far, for monitors.
-  double epoch_ms = 0;          ///< wall time since epoch begin
-  double data_wait_ms = 0;      ///< host time waiting for the pipeline
-  DeviceTiming device;          ///< summed over the epoch's sinks (data parallel: averaged over ranks)
+  double epoch_ms = 0;            ///< wall time since epoch begin
+  double data_wait_ms = 0;        ///< host time waiting for the pipeline
+  DeviceTiming device;            ///< summed over the epoch's sinks (data parallel: averaged over ranks)
   uint64_t host_round_trips = 0;  ///< control round trips so far, per device
   /// Loss scaling (docs/guide/loss_scale.md; the scale and the overflow flag of
   /// MindSpore's TrainOneStepWithLossScaleCell): the scale after the last

@@ -95,9 +95,9 @@ class LossScaleMonitor : public Callback {
 /// newest K files of this prefix (0 means 1, as in MindSpore). All three 0 is
 /// an error.
 struct CheckpointConfig {
-  int save_checkpoint_steps = 1;  ///< save every this many steps (0: by epochs)
+  int save_checkpoint_steps = 1;   ///< save every this many steps (0: by epochs)
   int save_checkpoint_epochs = 0;  ///< else every this many epochs
-  int keep_checkpoint_max = 5;  ///< newest files kept
+  int keep_checkpoint_max = 5;     ///< newest files kept
 
   /// Errors, in MindSpore's words: a negative field, or all three 0.
   Status Validate() const;
@@ -121,16 +121,15 @@ class ModelCheckpoint : public Callback {
   /// A checkpoint callback; fails on a prefix with a '/', a bad `config`, or
   /// a directory it cannot create or write in ("": the current one), naming
   /// the directory. Removes the temporaries of writers that died mid-save.
-  static Result<std::unique_ptr<ModelCheckpoint>> Create(std::string prefix = "CKP",
-                                                         std::string directory = "",
+  static Result<std::unique_ptr<ModelCheckpoint>> Create(std::string prefix = "CKP", std::string directory = "",
                                                          CheckpointConfig config = {});
   ~ModelCheckpoint() override;
   Status on_train_step_end(RunContext& run_context) override;
   Status on_train_epoch_end(RunContext& run_context) override;
   Status on_train_end(RunContext& run_context) override;
 
-  const std::string& prefix() const { return prefix_; }  ///< after renaming
-  const std::string& directory() const { return directory_; }  ///< where it writes
+  const std::string& prefix() const { return prefix_; }                 ///< after renaming
+  const std::string& directory() const { return directory_; }           ///< where it writes
   const std::string& latest_ckpt_file_name() const { return latest_; }  ///< the last file written; "" before the first
 
  private:

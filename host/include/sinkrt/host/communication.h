@@ -83,7 +83,7 @@ struct InitOptions {
   std::optional<uint32_t> world_size;
   std::optional<Address> master;
   /// @}
-  std::string token;  ///< empty: SINKRT_TOKEN
+  std::string token;   ///< empty: SINKRT_TOKEN
   std::string job_id;  ///< empty: SINKRT_JOB_ID, else rank 0 chooses one (CheckJobId)
   /// TLS to the master; all empty: SINKRT_TLS_CERT, SINKRT_TLS_KEY, SINKRT_TLS_CA.
   TlsConfig tls;
@@ -94,13 +94,13 @@ struct InitOptions {
 
 /// A field every rank must hold equal, checked at a round.
 struct JoinField {
-  std::string name;  ///< what it is ("epochs", "sink_size")
+  std::string name;   ///< what it is ("epochs", "sink_size")
   std::string value;  ///< this rank's value
 };
 
 /// The world a round formed: a fresh id and every rank's device endpoint.
 struct FormedWorld {
-  uint64_t job = 0;  ///< the world's fresh id
+  uint64_t job = 0;                   ///< the world's fresh id
   std::vector<PeerEndpoint> members;  ///< by rank
 };
 
@@ -110,12 +110,12 @@ class ProcessGroup {
  public:
   /// Who this process is in the job, and how to reach the master.
   struct Options {
-    uint32_t rank = 0;  ///< this process's rank
-    uint32_t world_size = 1;  ///< ranks in the job
-    uint32_t local_rank = 0;        ///< this rank's index on its host
-    uint32_t local_world_size = 1;  ///< ranks on this host
-    Address master{"127.0.0.1", kDefaultMasterPort};  ///< rank 0's listening address
-    std::string token;  ///< what every rank must send the master
+    uint32_t rank = 0;                                             ///< this process's rank
+    uint32_t world_size = 1;                                       ///< ranks in the job
+    uint32_t local_rank = 0;                                       ///< this rank's index on its host
+    uint32_t local_world_size = 1;                                 ///< ranks on this host
+    Address master{"127.0.0.1", kDefaultMasterPort};               ///< rank 0's listening address
+    std::string token;                                             ///< what every rank must send the master
     std::chrono::milliseconds timeout{std::chrono::seconds(300)};  ///< joining and every later round
     std::string source;  ///< where the rank came from ("OMPI_COMM_WORLD_RANK"), for messages
     /// The job this rank belongs to; empty: the master's (on rank 0: a fresh one).

@@ -32,7 +32,7 @@ namespace sinkrt::host {
 
 /// A network compiled for every rank of its job: what sinkc writes and Model::Create takes.
 struct CompiledJob {
-  std::string network_name;  ///< the network's Graph name
+  std::string network_name;   ///< the network's Graph name
   uint64_t network_hash = 0;  ///< NetworkHash of the network with its loss (checkpoints bind to it)
   /// NetworkStructureHash of the same (checkpoints of format 1.1 on bind to
   /// it); 0 for a job read from a manifest written before it existed.
@@ -72,10 +72,10 @@ std::string CompileCacheDirFromEnvironment();
 
 /// Process-wide counters of the compile cache, for logs and tests.
 struct CompileCacheStats {
-  uint64_t hits = 0;     ///< a verified entry was used: nothing compiled
-  uint64_t misses = 0;   ///< no entry: compiled and stored
-  uint64_t corrupt = 0;  ///< an entry failed verification: compiled and replaced
-  uint64_t compiles = 0; ///< per-rank Compile() calls made by CompileJob
+  uint64_t hits = 0;      ///< a verified entry was used: nothing compiled
+  uint64_t misses = 0;    ///< no entry: compiled and stored
+  uint64_t corrupt = 0;   ///< an entry failed verification: compiled and replaced
+  uint64_t compiles = 0;  ///< per-rank Compile() calls made by CompileJob
 };
 /// A snapshot of the counters.
 CompileCacheStats GetCompileCacheStats();

@@ -33,13 +33,13 @@ namespace sinkrt::host {
 
 /// What Compile builds: the optimizer, the programs, the parallel plan and the training features.
 struct CompileOptions {
-  OptimizerSpec optimizer;  ///< the optimizer the stream updates parameters with
-  uint32_t queue_capacity = 16;  ///< MS_DATASET_SINK_QUEUE's default
-  uint32_t rank = 0;  ///< this rank (MindSpore's global_rank)
-  uint32_t world_size = 1;  ///< ranks in the job (MindSpore's device_num)
+  OptimizerSpec optimizer;        ///< the optimizer the stream updates parameters with
+  uint32_t queue_capacity = 16;   ///< MS_DATASET_SINK_QUEUE's default
+  uint32_t rank = 0;              ///< this rank (MindSpore's global_rank)
+  uint32_t world_size = 1;        ///< ranks in the job (MindSpore's device_num)
   uint32_t arena_alignment = 64;  ///< every buffer's offset in the arena is a multiple of this
-  bool fuse = true;              ///< MatMul/Conv + BiasAdd + Relu into one kernel
-  bool eval_program = true;      ///< also emit eval_step (forward, loss, outputs)
+  bool fuse = true;               ///< MatMul/Conv + BiasAdd + Relu into one kernel
+  bool eval_program = true;       ///< also emit eval_step (forward, loss, outputs)
   /// Also emit predict_step: the forward ops outputs()[0] depends on, fed by
   /// queue "predict" with only the Inputs they read (not the label), and
   /// reporting outputs()[0]. Model turns it on for predict() and for eval's
@@ -61,7 +61,7 @@ struct CompileOptions {
   ParallelMode parallel_mode = ParallelMode::StandAlone;
   bool gradients_mean = false;       ///< AllReduce Mean instead of Sum
   bool parameter_broadcast = false;  ///< init ends by broadcasting rank 0's Params
-  CommFusion comm_fusion;  ///< how gradients are fused into AllReduce buckets
+  CommFusion comm_fusion;            ///< how gradients are fused into AllReduce buckets
   /// SemiAutoParallel (docs/design/sharding.md): the forward graph is the whole
   /// model, with shard strategies on its ops (OpNode::strategy; MindSpore's
   /// default where none); the stream is rank `rank`'s slice of it, with the
@@ -146,9 +146,9 @@ AutoParallelOptions AutoParallelOptionsFor(const CompileOptions& options);
 
 /// One buffer of the arena plan: where it lies, what it holds and when it is live.
 struct PlannedBuffer {
-  std::string name;  ///< its name in the stream
-  uint64_t offset = 0;  ///< its offset in the arena
-  uint64_t bytes = 0;  ///< its bytes
+  std::string name;                          ///< its name in the stream
+  uint64_t offset = 0;                       ///< its offset in the arena
+  uint64_t bytes = 0;                        ///< its bytes
   BufferRole role = BufferRole::Activation;  ///< what it holds (Param, Grad, Activation, ...)
   /// First and last task index (in program order) that touch it; persistent
   /// buffers span every program: program Init, first_use 0, last_use the last
@@ -179,9 +179,9 @@ struct GradientBucket {
 
 /// What Compile decided: the arena, the programs' sizes and the parallel plans.
 struct CompileReport {
-  uint64_t arena_bytes = 0;  ///< the arena's planned size
+  uint64_t arena_bytes = 0;           ///< the arena's planned size
   uint64_t liveness_lower_bound = 0;  ///< max over time of live bytes
-  uint64_t persistent_bytes = 0;  ///< bytes of buffers that live across steps (params, optimizer state)
+  uint64_t persistent_bytes = 0;      ///< bytes of buffers that live across steps (params, optimizer state)
   /// The arena bytes the Activation buffers cover: their peak, since
   /// transients share space (what recomputation lowers; docs/guide/recompute.md).
   uint64_t activation_bytes = 0;
@@ -190,7 +190,7 @@ struct CompileReport {
   /// @{
   size_t train_tasks = 0, eval_tasks = 0, predict_tasks = 0, fused_kernels = 0, comm_tasks = 0;
   /// @}
-  std::vector<PlannedBuffer> buffers;  ///< every buffer of the plan
+  std::vector<PlannedBuffer> buffers;   ///< every buffer of the plan
   std::vector<GradientBucket> buckets;  ///< DataParallel: in the comm stream's order
   /// AutoParallel: the search that chose the strategies compiled.
   std::optional<AutoParallelPlan> auto_parallel;
@@ -211,8 +211,8 @@ struct CompileReport {
 /// verifies what it writes, ReadCompiledJob what it reads), so whoever holds
 /// one reads the stream without verifying it again.
 struct CompiledStream {
-  VerifiedStream stream;  ///< the .tstream file: stream.bytes()
-  CompileReport report;  ///< what Compile decided
+  VerifiedStream stream;    ///< the .tstream file: stream.bytes()
+  CompileReport report;     ///< what Compile decided
   uint64_t graph_hash = 0;  ///< hash of the forward graph and the options, as the stream's header carries it
   /// Queue 0 ("train") takes these columns: the graph's Input tensors in
   /// creation order, then with grad_accumulation K the same for batches

@@ -41,8 +41,8 @@ namespace sinkrt::host {
 /// without reading data; an invalid argument or input spec surfaces there and
 /// becomes the Dataset's status at Map(). Empty `output_spec`: spec unchanged.
 struct Transform {
-  std::string name;                               ///< for errors: "Rescale"
-  std::function<Status(Tensor& column)> apply;    ///< must be thread-safe
+  std::string name;                                                     ///< for errors: "Rescale"
+  std::function<Status(Tensor& column)> apply;                          ///< must be thread-safe
   std::function<Result<ColumnSpec>(const ColumnSpec& in)> output_spec;  ///< empty: the spec is unchanged
 
   /// What the pipeline may assume to fuse a column's transforms into one
@@ -58,7 +58,7 @@ struct Transform {
   /// A custom transform that claims either and is not so gets wrong batches.
   enum class Fusion : uint8_t { kNone, kPerValue, kBytesUnchanged };
   Fusion fusion = Fusion::kNone;  ///< what this transform declares (see Fusion)
-  int64_t channels = 1;  ///< kPerValue
+  int64_t channels = 1;           ///< kPerValue
 
   /// x*scale + shift, to f32, from u8 / i32 / f32.
   static Transform Rescale(double scale, double shift = 0.0);
@@ -80,9 +80,9 @@ struct Transform {
 
 /// How a Dataset iterator runs: where it starts, its workers, how far it reads ahead.
 struct IteratorOptions {
-  int64_t start_batch = 0;   ///< global batch index to start at (resume), >= 0
-  int num_workers = 0;       ///< batch workers; 0: hardware_concurrency() capped at 4
-  int prefetch = 16;         ///< batches prepared ahead (MindSpore's prefetch_size), >= 1
+  int64_t start_batch = 0;  ///< global batch index to start at (resume), >= 0
+  int num_workers = 0;      ///< batch workers; 0: hardware_concurrency() capped at 4
+  int prefetch = 16;        ///< batches prepared ahead (MindSpore's prefetch_size), >= 1
 };
 
 /// Pulls batches in order, forever (pass after pass), from worker threads.
@@ -195,7 +195,7 @@ class Dataset {
   /// Batches per pass, counting Repeat: MindSpore's get_dataset_size()
   /// (samples per pass before Batch; 0 when status() is an error).
   int64_t get_dataset_size() const;
-  int64_t get_batch_size() const;   ///< 0 before Batch()
+  int64_t get_batch_size() const;  ///< 0 before Batch()
   /// Column specs of what the iterator yields (batch dim first after Batch;
   /// it is the full batch size even where a last batch is short).
   std::vector<ColumnSpec> output_columns() const;

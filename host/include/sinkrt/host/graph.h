@@ -51,7 +51,7 @@ struct InitSpec {
   /// @{
   int64_t fan_in = 0, fan_out = 0;
   /// @}
-  std::vector<uint8_t> data;        ///< Inline
+  std::vector<uint8_t> data;  ///< Inline
   /// A slice of a larger tensor (a sharded parameter): the whole tensor's
   /// shape and where this slice starts. Random kinds then draw each element
   /// at its index in the whole tensor, and fans come from the whole shape,
@@ -86,11 +86,11 @@ struct InitSpec {
 
 /// A tensor of a Graph: its name, type, shape, kind and initializer.
 struct TensorInfo {
-  std::string name;  ///< unique in its graph
-  DType dtype = DType::F32;  ///< element type
-  Shape shape;  ///< its dims
+  std::string name;                            ///< unique in its graph
+  DType dtype = DType::F32;                    ///< element type
+  Shape shape;                                 ///< its dims
   TensorKind kind = TensorKind::Intermediate;  ///< what it is for
-  InitSpec init;                    ///< Param, Const, OptState
+  InitSpec init;                               ///< Param, Const, OptState
 };
 
 /// All op attributes in one plain struct; each op reads the fields it needs
@@ -100,10 +100,10 @@ struct OpAttrs {
   /// @{
   bool transpose_a = false, transpose_b = false;
   /// @}
-  int axis = -1;                                  ///< Softmax, LogSoftmax, BiasAdd channel axis
-  std::vector<int> axes;                          ///< ReduceSum/Mean (empty: all)
+  int axis = -1;           ///< Softmax, LogSoftmax, BiasAdd channel axis
+  std::vector<int> axes;   ///< ReduceSum/Mean (empty: all)
   bool keep_dims = false;  ///< ReduceSum/Mean: keep reduced dims as 1
-  float scale = 1.0f;                             ///< BroadcastTo
+  float scale = 1.0f;      ///< BroadcastTo
   /// Conv2D, pools: strides.
   /// @{
   int stride_h = 1, stride_w = 1;
@@ -120,7 +120,7 @@ struct OpAttrs {
   /// @{
   int kernel_h = 1, kernel_w = 1;
   /// @}
-  float value = 0;                                ///< Fill
+  float value = 0;  ///< Fill
   /// optimizers: hyperparameters.
   /// @{
   float learning_rate = 0, momentum = 0, weight_decay = 0;
@@ -130,10 +130,10 @@ struct OpAttrs {
   /// @{
   float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
   /// @}
-  float layer_norm_epsilon = 1e-5f;               ///< LayerNorm, LayerNormGrad (epsilon is Adam's)
-  DType cast_to = DType::Invalid;                 ///< Cast: the output dtype (F32 or BF16)
-  std::vector<int> perm;                          ///< Transpose: y dim i = x dim perm[i]
-  std::vector<int64_t> sizes;                     ///< Split: each output's extent along `axis`
+  float layer_norm_epsilon = 1e-5f;  ///< LayerNorm, LayerNormGrad (epsilon is Adam's)
+  DType cast_to = DType::Invalid;    ///< Cast: the output dtype (F32 or BF16)
+  std::vector<int> perm;             ///< Transpose: y dim i = x dim perm[i]
+  std::vector<int64_t> sizes;        ///< Split: each output's extent along `axis`
   /// Communication ops (AllReduce ... GradAllReduce): the group's world
   /// ranks, ascending; this rank's position in it; a mean, not a sum
   /// (AllReduce, ReduceScatter). ShardSlice cuts `axis`.
@@ -166,7 +166,7 @@ struct OpAttrs {
 
 /// One op of a Graph: its code, inputs, outputs and attributes.
 struct OpNode {
-  std::string name;  ///< unique in its graph
+  std::string name;             ///< unique in its graph
   OpCode op = OpCode::Invalid;  ///< the operation
   /// Its tensors, in the op's order.
   /// @{
@@ -194,10 +194,10 @@ class Graph {
   /// An empty graph called `name`.
   explicit Graph(std::string name = "graph") : name_(std::move(name)) {}
 
-  const std::string& name() const { return name_; }  ///< the graph's name
-  const Status& status() const { return status_; }  ///< the first builder error, or OK
-  const std::vector<TensorInfo>& tensors() const { return tensors_; }  ///< every tensor, indexed by TensorId
-  const std::vector<OpNode>& ops() const { return ops_; }  ///< every op, in topological order
+  const std::string& name() const { return name_; }                        ///< the graph's name
+  const Status& status() const { return status_; }                         ///< the first builder error, or OK
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }      ///< every tensor, indexed by TensorId
+  const std::vector<OpNode>& ops() const { return ops_; }                  ///< every op, in topological order
   const TensorInfo& tensor(TensorId id) const { return tensors_.at(id); }  ///< tensor `id`'s facts (checked)
   /// The tensor called `name`, or kInvalidTensor.
   TensorId FindTensor(const std::string& name) const;
@@ -320,16 +320,15 @@ class Graph {
   /// Adds an op whose outputs are new tensors of the given shapes/dtypes.
   /// Output 0 is named after the op, output k "<op>:k"; no shape checks here.
   std::vector<TensorId> AddOp(OpCode op, std::vector<TensorId> inputs, OpAttrs attrs,
-                              std::vector<std::pair<Shape, DType>> outputs,
-                              std::string name = "");
+                              std::vector<std::pair<Shape, DType>> outputs, std::string name = "");
   /// Adds a tensor made by the caller (a name, kind and initializer of its own).
   TensorId AddTensor(TensorInfo info);
   /// Adds an op that writes tensors made beforehand with AddTensor: a Grad
   /// tensor with its own name and kind, or the tensors of a graph file. A
   /// tensor is written by at most one op, and never a leaf (Input, Param,
   /// Const, OptState: those change only through MutatedInputs).
-  void AddOpInto(OpCode op, std::vector<TensorId> inputs, OpAttrs attrs,
-                 std::vector<TensorId> outputs, std::string name = "");
+  void AddOpInto(OpCode op, std::vector<TensorId> inputs, OpAttrs attrs, std::vector<TensorId> outputs,
+                 std::string name = "");
   /// Puts op `op` (an index in ops()) in recomputation segment `segment`
   /// (OpNode::recompute): for passes that rebuild a graph op by op.
   void SetOpRecompute(size_t op, std::string segment);
@@ -352,15 +351,13 @@ class Graph {
   /// Records an error naming op `op` called `name`.
   void FailOp(OpCode op, const std::string& name, const std::string& message);
   /// False (after recording why) unless `t` is a tensor of this graph of dtype `want`.
-  bool CheckInput(OpCode op, const std::string& name, const char* role, TensorId t,
-                  DType want);
-  TensorId Leaf(const char* what, const std::string& name, Shape shape, DType dtype,
-                TensorKind kind, InitSpec init);
+  bool CheckInput(OpCode op, const std::string& name, const char* role, TensorId t, DType want);
+  TensorId Leaf(const char* what, const std::string& name, Shape shape, DType dtype, TensorKind kind, InitSpec init);
   bool CheckOpName(const std::string& name);
   bool CheckLogitsLabels(OpCode op, const std::string& name, TensorId logits, TensorId labels);
 
   std::string name_;
-  std::string scope_;               ///< "" or "a.b.c", see PushNameScope
+  std::string scope_;                ///< "" or "a.b.c", see PushNameScope
   std::vector<size_t> scope_marks_;  ///< scope_'s length before each push
   Status status_;
   std::vector<TensorInfo> tensors_;
@@ -370,7 +367,7 @@ class Graph {
   uint64_t name_counter_ = 0;
   std::unordered_map<std::string, TensorId> tensor_names_;
   std::unordered_map<std::string, size_t> op_names_;  ///< name -> index in ops_
-  std::vector<int64_t> producer_;  ///< per tensor, see producer()
+  std::vector<int64_t> producer_;                     ///< per tensor, see producer()
 };
 
 /// Opens a name scope on `g` for its lifetime:

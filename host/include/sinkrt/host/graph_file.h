@@ -33,7 +33,7 @@ namespace sinkrt::host {
 /// What a graph file holds besides the graph: the optimizer is optional (a
 /// file may leave it to the job).
 struct GraphFile {
-  Graph graph;  ///< the graph, with its loss
+  Graph graph;                             ///< the graph, with its loss
   std::optional<OptimizerSpec> optimizer;  ///< the optimizer the file names, if any
 };
 

@@ -76,7 +76,7 @@ struct JobSpec {
   /// data_parallel: AllReduce Mean instead of Sum (--gradients-mean);
   /// unset: MindSpore's default, Sum. Set under another mode it is refused.
   std::optional<bool> gradients_mean;
-  bool parameter_broadcast = false;  ///< data_parallel: --parameter-broadcast
+  bool parameter_broadcast = false;       ///< data_parallel: --parameter-broadcast
   std::optional<CommFusion> comm_fusion;  ///< data_parallel: --comm-fusion; unset: auto
   /// semi_auto_parallel: a preset (data, model, DPxMP such as 2x2) or a
   /// strategy file (--strategy); empty: the network's own strategies.
@@ -118,8 +118,8 @@ struct JobSpec {
   /// without pipeline stages).
   std::vector<std::string> recompute;
   AmpLevel amp_level = AmpLevel::O0;  ///< --amp-level
-  LossScaleManager loss_scale;  ///< --loss-scale-manager
-  uint32_t queue_capacity = 16;  ///< device queue slots; MS_DATASET_SINK_QUEUE overrides it
+  LossScaleManager loss_scale;        ///< --loss-scale-manager
+  uint32_t queue_capacity = 16;       ///< device queue slots; MS_DATASET_SINK_QUEUE overrides it
   /// Where auto_parallel's compiled streams are kept and reused; empty: no
   /// cache (ModelOptions::compile_cache).
   std::string compile_cache;

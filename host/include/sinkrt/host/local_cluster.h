@@ -48,8 +48,8 @@ struct LocalClusterOptions {
   /// (never collides); P: rank i listens on 127.0.0.1:(P + i), the rank
   /// table convention of `sinkd --base-port`.
   int base_port = 0;
-  std::string sinkd_path;               ///< see FindSinkd
-  std::string token;                    ///< passed as --token when not empty
+  std::string sinkd_path;  ///< see FindSinkd
+  std::string token;       ///< passed as --token when not empty
   /// Passed as --tls-cert, --tls-key and --tls-ca; the readiness probe then
   /// speaks TLS with the same files.
   TlsConfig tls;

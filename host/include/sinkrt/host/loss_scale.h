@@ -41,7 +41,7 @@ struct LossScaleManager {
   static LossScaleManager Fixed(float loss_scale = 128.0f, bool drop_overflow_update = true);
   static LossScaleManager Dynamic(float init_loss_scale = 16777216.0f, float scale_factor = 2.0f,
                                   int scale_window = 2000);
-                                  /// @}
+  /// @}
 
   /// Whether any loss scaling runs.
   bool enabled() const { return kind != Kind::None; }

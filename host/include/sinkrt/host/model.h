@@ -110,7 +110,7 @@ struct LossSpec {
   /// Who computes the loss.
   enum class Kind { NetworkComputesLoss, SparseSoftmaxCrossEntropy };
   Kind kind = Kind::SparseSoftmaxCrossEntropy;  ///< which loss
-  std::string label_column = "label";  ///< the i32 input the loss reads
+  std::string label_column = "label";           ///< the i32 input the loss reads
   /// SEMI_AUTO_PARALLEL: the shard strategy of the loss op Model appends
   /// (logits, labels), e.g. {{dp, 1}, {dp}}. Empty: MindSpore's default,
   /// the batch split over every device, which also splits every dataset
@@ -127,7 +127,7 @@ struct LossSpec {
 
 /// How a Model compiles and runs its job, beyond the network, loss and optimizer.
 struct ModelOptions {
-  ParallelContext context;  ///< the parallel plan (MindSpore's auto-parallel context)
+  ParallelContext context;       ///< the parallel plan (MindSpore's auto-parallel context)
   uint32_t queue_capacity = 16;  ///< MS_DATASET_SINK_QUEUE overrides (1..128)
   /// Where compiled streams are kept and reused (compiled_job.h); empty: no
   /// cache. Defaults to SINKRT_COMPILE_CACHE, or MindSpore's
@@ -161,9 +161,9 @@ Result<uint32_t> SinkQueueCapacity(uint32_t configured);
 
 /// What Model::eval measured.
 struct EvalResult {
-  double accuracy = 0;   ///< correct / samples; NaN when the graph has no accuracy metric
-  double loss = 0;       ///< mean over samples
-  int64_t samples = 0;  ///< samples evaluated
+  double accuracy = 0;       ///< correct / samples; NaN when the graph has no accuracy metric
+  double loss = 0;           ///< mean over samples
+  int64_t samples = 0;       ///< samples evaluated
   uint64_t round_trips = 0;  ///< control round trips to rank 0: one per batch, or per sunk pass (+1 partial batch)
 };
 

@@ -65,10 +65,10 @@ Graph MakeVitNetwork(int64_t batch, uint64_t seed = 1);
 /// E.g. the "wide ViT" of bench/RESULTS.md: {.dim = 256, .heads = 4, .hidden =
 /// 1024, .blocks = 4}.
 struct VitConfig {
-  int64_t dim = 64;  ///< model width
-  int64_t heads = 4;  ///< attention heads
+  int64_t dim = 64;      ///< model width
+  int64_t heads = 4;     ///< attention heads
   int64_t hidden = 256;  ///< MLP width
-  int blocks = 2;  ///< transformer blocks
+  int blocks = 2;        ///< transformer blocks
 };
 /// MakeVitNetwork at the size `config` gives.
 Graph MakeVitNetwork(int64_t batch, uint64_t seed, const VitConfig& config);

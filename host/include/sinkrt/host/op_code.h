@@ -34,13 +34,13 @@ enum class OpCode : uint16_t {
   MaxPool2D = 17,
   AvgPool2D = 18,
   Flatten = 19,
-  LayerNorm = 20, ///< over the last axis: x, gamma, beta -> y, mean, rstd
-  BatchMatMul = 21, ///< [..., M, K] x [..., K, N], batch dims broadcast
-  Transpose = 22, ///< any permutation, rank <= 6
-  Gather = 23, ///< rows of a table along axis 0 (embedding lookup)
-  Concat = 24, ///< along one axis
-  Split = 25, ///< along one axis, into given sizes
-  Cast = 26, ///< between F32 and BF16
+  LayerNorm = 20,    ///< over the last axis: x, gamma, beta -> y, mean, rstd
+  BatchMatMul = 21,  ///< [..., M, K] x [..., K, N], batch dims broadcast
+  Transpose = 22,    ///< any permutation, rank <= 6
+  Gather = 23,       ///< rows of a table along axis 0 (embedding lookup)
+  Concat = 24,       ///< along one axis
+  Split = 25,        ///< along one axis, into given sizes
+  Cast = 26,         ///< between F32 and BF16
   // gradient helpers
   ReluGrad = 40,
   GeluGrad = 41,
@@ -50,18 +50,18 @@ enum class OpCode : uint16_t {
   LogSoftmaxGrad = 45,
   SparseSoftmaxCrossEntropyGrad = 46,
   BiasAddGrad = 47,
-  SumToShape = 48, ///< reduce a broadcast result back to an input's shape
-  BroadcastTo = 49, ///< out = scale * broadcast(in) (ReduceSum/Mean grads)
+  SumToShape = 48,   ///< reduce a broadcast result back to an input's shape
+  BroadcastTo = 49,  ///< out = scale * broadcast(in) (ReduceSum/Mean grads)
   Conv2DBackpropInput = 50,
   Conv2DBackpropFilter = 51,
   MaxPool2DGrad = 52,
   AvgPool2DGrad = 53,
-  AddN = 54, ///< gradient accumulation of a tensor used twice
+  AddN = 54,  ///< gradient accumulation of a tensor used twice
   Neg = 55,
   Copy = 56,
-  Fill = 57, ///< out = value (seeds d(loss)/d(loss) = 1)
-  LayerNormGrad = 58, ///< dy, x, gamma, mean, rstd -> dx, dgamma, dbeta
-  GatherGrad = 59, ///< scatter-adds dy's rows into a zeroed table gradient
+  Fill = 57,           ///< out = value (seeds d(loss)/d(loss) = 1)
+  LayerNormGrad = 58,  ///< dy, x, gamma, mean, rstd -> dx, dgamma, dbeta
+  GatherGrad = 59,     ///< scatter-adds dy's rows into a zeroed table gradient
   // graph only (pipeline stages, docs/design/pipeline.md): acc += g in place, a
   // gradient summed over micro-batches; lowered to an in-place AddN task
   AccumulateGrad = 60,
@@ -69,14 +69,14 @@ enum class OpCode : uint16_t {
   SgdUpdate = 80,
   MomentumUpdate = 81,
   AdamUpdate = 82,
-  AdamPowers = 83, ///< advances beta1^t, beta2^t once per step
+  AdamPowers = 83,  ///< advances beta1^t, beta2^t once per step
   // loss scaling (docs/guide/loss_scale.md); an update op then takes the status
   // as a last input: it skips the step on an overflow, else its gradient
   // is grad · status[1]
-  GradOverflow = 84, ///< loss_scale [], grads... -> status [2] f32: (any inf/NaN ? 1 : 0, 1/loss_scale)
-  LossScaleUpdate = 85, ///< loss_scale [], counters [3] i32, status [2]: MindSpore's update cell, in place
+  GradOverflow = 84,     ///< loss_scale [], grads... -> status [2] f32: (any inf/NaN ? 1 : 0, 1/loss_scale)
+  LossScaleUpdate = 85,  ///< loss_scale [], counters [3] i32, status [2]: MindSpore's update cell, in place
   // evaluation
-  ArgMaxAccuracy = 90, ///< number of rows whose argmax equals the label
+  ArgMaxAccuracy = 90,  ///< number of rows whose argmax equals the label
   // compiler-made (sunk eval, docs/design/compiler.md; never in a graph file):
   // sums[i] += f64(in[i]) * weights[i] for f32 scalars in[i], into an f64
   // [k] buffer the program lists in Program.accumulators (task_stream.fbs)
@@ -85,17 +85,17 @@ enum class OpCode : uint16_t {
   // (docs/design/sharding.md §6) over the ranks of CommOptions.group: the compiler
   // lowers them to collective tasks, but for ShardSlice (a local kernel)
   // and GradAllReduce (an identity in the forward)
-  AllReduce = 100, ///< x -> the sum (or mean) over the group, same shape
-  AllGather = 101, ///< x [...] -> [n, ...]: every member's x, in group order
-  ReduceScatter = 102, ///< x [n, ...] -> [...]: this member's block of the sum (or mean)
-  AllToAll = 103, ///< x [n, ...] -> [n, ...]: block j goes to member j
-  ShardSlice = 104, ///< x -> this member's block of `axis`, cut in n
-  GradAllReduce = 105, ///< identity; its gradient is an AllReduce (Megatron's f)
+  AllReduce = 100,      ///< x -> the sum (or mean) over the group, same shape
+  AllGather = 101,      ///< x [...] -> [n, ...]: every member's x, in group order
+  ReduceScatter = 102,  ///< x [n, ...] -> [...]: this member's block of the sum (or mean)
+  AllToAll = 103,       ///< x [n, ...] -> [n, ...]: block j goes to member j
+  ShardSlice = 104,     ///< x -> this member's block of `axis`, cut in n
+  GradAllReduce = 105,  ///< identity; its gradient is an AllReduce (Megatron's f)
   // graph only (pipeline stages, docs/design/pipeline.md): point to point with the
   // rank in CommOptions.group that is not this one, lowered to SendTask and
   // RecvTask on the comm stream
-  Send = 106, ///< x -> (nothing): x to the peer
-  Recv = 107, ///< (nothing) -> y: y from the peer
+  Send = 106,  ///< x -> (nothing): x to the peer
+  Recv = 107,  ///< (nothing) -> y: y from the peer
 };
 
 /// The op's name, as its enumerator is spelled ("MatMul"); "" for a value

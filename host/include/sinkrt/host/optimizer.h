@@ -17,9 +17,9 @@ enum class OptimizerKind : uint8_t { SGD, Momentum, Adam };
 /// Which optimizer updates the parameters, and its hyperparameters.
 struct OptimizerSpec {
   OptimizerKind kind = OptimizerKind::SGD;  ///< which optimizer
-  float learning_rate = 0.01f;  ///< the step size
-  float momentum = 0.9f;    ///< Momentum
-  bool nesterov = false;    ///< Momentum
+  float learning_rate = 0.01f;              ///< the step size
+  float momentum = 0.9f;                    ///< Momentum
+  bool nesterov = false;                    ///< Momentum
   /// Adam's coefficients.
   /// @{
   float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
@@ -35,7 +35,7 @@ struct OptimizerSpec {
 };
 
 Result<OptimizerKind> ParseOptimizerKind(const std::string& name);  ///< "sgd", "momentum", "adam"
-const char* OptimizerKindName(OptimizerKind kind);                   ///< the names ParseOptimizerKind reads
+const char* OptimizerKindName(OptimizerKind kind);                  ///< the names ParseOptimizerKind reads
 
 /// The optimizer a command line names: `kind` by name, with the learning
 /// rate and (Momentum) the momentum; the other settings at their defaults.

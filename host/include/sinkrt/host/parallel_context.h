@@ -33,13 +33,13 @@ struct FusionThreshold {
 /// How DATA_PARALLEL groups gradients into fused AllReduces (host/src/parallel/fusion_buckets.h;
 /// mindspore-semantics.md §3). An "MB" is MindSpore's DP unit as coded, 262144 bytes.
 struct CommFusion {
-  std::string mode = "auto";        ///< auto: 64 MB buckets
-  double size_mb = 64;              ///< mode "size": N MB buckets, 0: one per gradient (fractions allowed,
-                                    ///< unlike MindSpore's int)
-  std::vector<int> indices;         ///< mode "index": inclusive 0-based bucket ends, in parameter order
-  bool openstate = true;            ///< false: no fusion of any kind, one AllReduce per gradient
-  FusionThreshold allgather;        ///< kept for the parallel optimizer
-  FusionThreshold reducescatter;    ///< kept for the parallel optimizer
+  std::string mode = "auto";      ///< auto: 64 MB buckets
+  double size_mb = 64;            ///< mode "size": N MB buckets, 0: one per gradient (fractions allowed,
+                                  ///< unlike MindSpore's int)
+  std::vector<int> indices;       ///< mode "index": inclusive 0-based bucket ends, in parameter order
+  bool openstate = true;          ///< false: no fusion of any kind, one AllReduce per gradient
+  FusionThreshold allgather;      ///< kept for the parallel optimizer
+  FusionThreshold reducescatter;  ///< kept for the parallel optimizer
 };
 
 /// MindSpore's comm_fusion dict as JSON, checked as
@@ -95,10 +95,10 @@ inline constexpr bool kDefaultGradientsMean = false;
 /// MindSpore's auto-parallel context (set_auto_parallel_context): how a job is split over its devices.
 struct ParallelContext {
   ParallelMode mode = ParallelMode::StandAlone;  ///< parallel_mode
-  int device_num = 1;  ///< devices in the job
-  int global_rank = 0;  ///< this device's rank
-  bool gradients_mean = kDefaultGradientsMean;  ///< AllReduce Mean instead of Sum
-  bool parameter_broadcast = false;  ///< init ends by broadcasting rank 0's Params
+  int device_num = 1;                            ///< devices in the job
+  int global_rank = 0;                           ///< this device's rank
+  bool gradients_mean = kDefaultGradientsMean;   ///< AllReduce Mean instead of Sum
+  bool parameter_broadcast = false;              ///< init ends by broadcasting rank 0's Params
   /// MindSpore's dataset_strategy "full_batch": every rank loads the whole
   /// batch instead of its shard. Refused under data_parallel (Validate); it
   /// gets its meaning with semi_auto_parallel.

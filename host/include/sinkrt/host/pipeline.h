@@ -27,9 +27,9 @@ namespace sinkrt::host {
 /// Pipeline stages as the job asks for them: how many, the micro-batches, the schedule and the
 /// layers' stages.
 struct PipelineConfig {
-  int stages = 1;                                  ///< MindSpore's pipeline_stages
-  int micro_size = 1;                              ///< PipelineCell(net, micro_size)
-  std::string scheduler = "1f1b";                  ///< pipeline_config's pipeline_scheduler: 1f1b or gpipe
+  int stages = 1;                                     ///< MindSpore's pipeline_stages
+  int micro_size = 1;                                 ///< PipelineCell(net, micro_size)
+  std::string scheduler = "1f1b";                     ///< pipeline_config's pipeline_scheduler: 1f1b or gpipe
   std::vector<std::pair<std::string, int>> stage_of;  ///< layer name -> stage (--stage-of NAME=k,...)
 };
 
@@ -46,15 +46,15 @@ Status CheckPipelineConfig(const PipelineConfig& config, int device_num, int64_t
 /// micro-batch, and its gradient sent back when it has one.
 struct StageBoundary {
   TensorId tensor = kInvalidTensor;  ///< the tensor crossing
-  int from = 0;  ///< the producing op's stage
-  int to = 0;    ///< the latest stage that reads it
+  int from = 0;                      ///< the producing op's stage
+  int to = 0;                        ///< the latest stage that reads it
 };
 
 /// What AssignPipelineStages decided: each op's stage, the estimated stage times and the tensors crossing.
 struct PipelineStages {
-  int stages = 1;  ///< number of stages
-  std::vector<int> op_stage;           ///< per op of the graph
-  std::vector<double> stage_seconds;   ///< estimated forward + backward + update per stage, one device
+  int stages = 1;                         ///< number of stages
+  std::vector<int> op_stage;              ///< per op of the graph
+  std::vector<double> stage_seconds;      ///< estimated forward + backward + update per stage, one device
   std::vector<StageBoundary> boundaries;  ///< every tensor that crosses stages
   std::vector<std::string> stage_source;  ///< per stage: "layers block0, block1" or "balanced"
 };
@@ -77,8 +77,8 @@ Result<PipelineStages> AssignPipelineStages(const Graph& g, const PipelineConfig
 /// shape and dtype. Its outputs are what it sends on (in the order of
 /// `sent`), then the network's outputs it computes.
 struct StageGraph {
-  int stage = 0;  ///< its stage number
-  Graph graph;  ///< its forward graph, as above
+  int stage = 0;                   ///< its stage number
+  Graph graph;                     ///< its forward graph, as above
   std::vector<TensorId> received;  ///< in `graph`: the Inputs standing for earlier stages' tensors
   std::vector<TensorId> sent;      ///< in `graph`: tensors a later stage reads
   std::vector<TensorId> original;  ///< per tensor of `graph`: its tensor in the network

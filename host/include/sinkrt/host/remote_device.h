@@ -32,8 +32,8 @@ namespace sinkrt::host {
 
 /// How a RemoteDevice finds and talks to its daemon: identity checks, timeouts, progress.
 struct RemoteOptions {
-  int rank = -1;                  ///< the rank the daemon must have (-1: any)
-  std::string token;              ///< the daemon's --token, if it has one
+  int rank = -1;      ///< the rank the daemon must have (-1: any)
+  std::string token;  ///< the daemon's --token, if it has one
   /// TLS to a sinkd started with --tls-cert: `ca_file` verifies the daemon,
   /// `cert_file` and `key_file` are this client's certificate (needed when
   /// the daemon has a --tls-ca). Empty: plain frames.
@@ -81,13 +81,13 @@ struct RemoteOptions {
 
 /// What a daemon said about itself in its Hello.
 struct DeviceHello {
-  int rank = -1;  ///< its rank (-1: none given)
-  bool busy = false;  ///< a job runs on it now
-  uint32_t cores = 0;  ///< cores its kernels may use
-  uint32_t pid = 0;  ///< its process id
-  std::string software;  ///< "sinkrt 1.0.0"
+  int rank = -1;                ///< its rank (-1: none given)
+  bool busy = false;            ///< a job runs on it now
+  uint32_t cores = 0;           ///< cores its kernels may use
+  uint32_t pid = 0;             ///< its process id
+  std::string software;         ///< "sinkrt 1.0.0"
   uint16_t protocol_minor = 0;  ///< its wire protocol minor (the major matched)
-  std::string host_id;  ///< its machine (protocol 1.1); empty from older daemons
+  std::string host_id;          ///< its machine (protocol 1.1); empty from older daemons
 };
 
 /// A device behind a sinkd daemon: the DeviceLink interface over the wire protocol.
@@ -98,7 +98,8 @@ class RemoteDevice final : public DeviceLink {
   /// InvalidArgument, before any connection, when a numeric SINKRT_* or
   /// HCCL_* variable is nonsense (CheckEnvironment): `options` came from the
   /// environment, where such a value would silently be the default.
-  static Result<std::unique_ptr<RemoteDevice>> Connect(const Address& address, RemoteOptions options = RemoteOptions::FromEnvironment());
+  static Result<std::unique_ptr<RemoteDevice>> Connect(const Address& address,
+                                                       RemoteOptions options = RemoteOptions::FromEnvironment());
   ~RemoteDevice() override;  ///< sends Shutdown and closes
 
   Result<LoadInfo> Load(const VerifiedStream& stream) override;
@@ -122,7 +123,7 @@ class RemoteDevice final : public DeviceLink {
   std::vector<std::string> transports() const;
 
   const DeviceHello& hello() const;  ///< what the daemon said in its Hello
-  const Address& address() const;  ///< the daemon's address
+  const Address& address() const;    ///< the daemon's address
 
  private:
   struct State;

@@ -14,8 +14,8 @@ namespace sinkrt::host {
 /// A host tensor: dtype, shape and its bytes.
 struct Tensor {
   DType dtype = DType::Invalid;  ///< element type
-  Shape shape;  ///< its dims
-  std::vector<uint8_t> data;  ///< row-major, NumElements(shape) * DTypeSize(dtype) bytes
+  Shape shape;                   ///< its dims
+  std::vector<uint8_t> data;     ///< row-major, NumElements(shape) * DTypeSize(dtype) bytes
 
   /// A tensor of zeros.
   static Tensor Zeros(DType dtype, Shape shape) {
@@ -28,9 +28,13 @@ struct Tensor {
   /// The bytes as elements of T (T must match dtype).
   /// @{
   template <typename T>
-  T* as() { return reinterpret_cast<T*>(data.data()); }
+  T* as() {
+    return reinterpret_cast<T*>(data.data());
+  }
   template <typename T>
-  const T* as() const { return reinterpret_cast<const T*>(data.data()); }
+  const T* as() const {
+    return reinterpret_cast<const T*>(data.data());
+  }
   /// @}
   std::span<const uint8_t> bytes() const { return data; }  ///< the bytes, read-only
 };
@@ -40,9 +44,9 @@ using Row = std::vector<Tensor>;
 
 /// One column a dataset yields: its name, element type and shape.
 struct ColumnSpec {
-  std::string name;  ///< the column's name
+  std::string name;              ///< the column's name
   DType dtype = DType::Invalid;  ///< element type
-  Shape shape;  ///< per sample for a source; per batch (batch dim first) after Batch()
+  Shape shape;                   ///< per sample for a source; per batch (batch dim first) after Batch()
 };
 
 }  // namespace sinkrt::host

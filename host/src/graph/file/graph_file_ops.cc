@@ -45,8 +45,7 @@ Status CheckSquarePool(OpCode op, const OpAttrs& a) {
 bool IsForwardOp(OpCode op) {
   const auto v = static_cast<int>(op);
   // The forward family is contiguous in schemas/common.fbs (MatMul..Cast).
-  return (v >= static_cast<int>(OpCode::MatMul) && v <= static_cast<int>(OpCode::Cast)) ||
-         op == OpCode::ArgMaxAccuracy;
+  return (v >= static_cast<int>(OpCode::MatMul) && v <= static_cast<int>(OpCode::Cast)) || op == OpCode::ArgMaxAccuracy;
 }
 
 size_t ForwardArity(OpCode op) {
@@ -60,32 +59,68 @@ size_t ForwardArity(OpCode op) {
     case OpCode::Conv2D:
     case OpCode::ArgMaxAccuracy:
     case OpCode::BatchMatMul:
-    case OpCode::Gather: return 2;
-    case OpCode::LayerNorm: return 3;
-    case OpCode::Concat: return kAnyArity;
-    default: return 1;
+    case OpCode::Gather:
+      return 2;
+    case OpCode::LayerNorm:
+      return 3;
+    case OpCode::Concat:
+      return kAnyArity;
+    default:
+      return 1;
   }
 }
 
 Status AddForwardOp(Graph& g, OpCode op, const std::vector<TensorId>& in, const OpAttrs& a, const Shape& target) {
   const size_t before = g.ops().size();
   switch (op) {
-    case OpCode::MatMul: g.MatMul(in[0], in[1], a.transpose_a, a.transpose_b); break;
-    case OpCode::BiasAdd: g.BiasAdd(in[0], in[1]); break;
-    case OpCode::Add: g.Add(in[0], in[1]); break;
-    case OpCode::Sub: g.Sub(in[0], in[1]); break;
-    case OpCode::Mul: g.Mul(in[0], in[1]); break;
-    case OpCode::Relu: g.Relu(in[0]); break;
-    case OpCode::Gelu: g.Gelu(in[0]); break;
-    case OpCode::Tanh: g.Tanh(in[0]); break;
-    case OpCode::Sigmoid: g.Sigmoid(in[0]); break;
-    case OpCode::Softmax: g.Softmax(in[0], a.axis); break;
-    case OpCode::LogSoftmax: g.LogSoftmax(in[0], a.axis); break;
-    case OpCode::SparseSoftmaxCrossEntropy: g.SparseSoftmaxCrossEntropy(in[0], in[1]); break;
-    case OpCode::ReduceSum: g.ReduceSum(in[0], a.axes, a.keep_dims); break;
-    case OpCode::ReduceMean: g.ReduceMean(in[0], a.axes, a.keep_dims); break;
-    case OpCode::Reshape: g.Reshape(in[0], target); break;
-    case OpCode::Conv2D: g.Conv2D(in[0], in[1], a); break;
+    case OpCode::MatMul:
+      g.MatMul(in[0], in[1], a.transpose_a, a.transpose_b);
+      break;
+    case OpCode::BiasAdd:
+      g.BiasAdd(in[0], in[1]);
+      break;
+    case OpCode::Add:
+      g.Add(in[0], in[1]);
+      break;
+    case OpCode::Sub:
+      g.Sub(in[0], in[1]);
+      break;
+    case OpCode::Mul:
+      g.Mul(in[0], in[1]);
+      break;
+    case OpCode::Relu:
+      g.Relu(in[0]);
+      break;
+    case OpCode::Gelu:
+      g.Gelu(in[0]);
+      break;
+    case OpCode::Tanh:
+      g.Tanh(in[0]);
+      break;
+    case OpCode::Sigmoid:
+      g.Sigmoid(in[0]);
+      break;
+    case OpCode::Softmax:
+      g.Softmax(in[0], a.axis);
+      break;
+    case OpCode::LogSoftmax:
+      g.LogSoftmax(in[0], a.axis);
+      break;
+    case OpCode::SparseSoftmaxCrossEntropy:
+      g.SparseSoftmaxCrossEntropy(in[0], in[1]);
+      break;
+    case OpCode::ReduceSum:
+      g.ReduceSum(in[0], a.axes, a.keep_dims);
+      break;
+    case OpCode::ReduceMean:
+      g.ReduceMean(in[0], a.axes, a.keep_dims);
+      break;
+    case OpCode::Reshape:
+      g.Reshape(in[0], target);
+      break;
+    case OpCode::Conv2D:
+      g.Conv2D(in[0], in[1], a);
+      break;
     case OpCode::MaxPool2D:
     case OpCode::AvgPool2D:
       SINKRT_RETURN_IF_ERROR(CheckSquarePool(op, a));
@@ -95,16 +130,35 @@ Status AddForwardOp(Graph& g, OpCode op, const std::vector<TensorId>& in, const 
         g.AvgPool2D(in[0], a.kernel_h, a.stride_h, a.pad_top);
       }
       break;
-    case OpCode::Flatten: g.Flatten(in[0]); break;
-    case OpCode::ArgMaxAccuracy: g.ArgMaxAccuracy(in[0], in[1]); break;
-    case OpCode::LayerNorm: g.LayerNorm(in[0], in[1], in[2], a.layer_norm_epsilon); break;
-    case OpCode::Gather: g.Gather(in[0], in[1]); break;
-    case OpCode::Cast: g.Cast(in[0], a.cast_to); break;
-    case OpCode::BatchMatMul: g.BatchMatMul(in[0], in[1], a.transpose_a, a.transpose_b); break;
-    case OpCode::Transpose: g.Transpose(in[0], a.perm); break;
-    case OpCode::Concat: g.Concat(in, a.axis); break;
-    case OpCode::Split: g.Split(in[0], a.axis, a.sizes); break;
-    default: return InvalidArgument(OpName(op) + " is not a forward op");
+    case OpCode::Flatten:
+      g.Flatten(in[0]);
+      break;
+    case OpCode::ArgMaxAccuracy:
+      g.ArgMaxAccuracy(in[0], in[1]);
+      break;
+    case OpCode::LayerNorm:
+      g.LayerNorm(in[0], in[1], in[2], a.layer_norm_epsilon);
+      break;
+    case OpCode::Gather:
+      g.Gather(in[0], in[1]);
+      break;
+    case OpCode::Cast:
+      g.Cast(in[0], a.cast_to);
+      break;
+    case OpCode::BatchMatMul:
+      g.BatchMatMul(in[0], in[1], a.transpose_a, a.transpose_b);
+      break;
+    case OpCode::Transpose:
+      g.Transpose(in[0], a.perm);
+      break;
+    case OpCode::Concat:
+      g.Concat(in, a.axis);
+      break;
+    case OpCode::Split:
+      g.Split(in[0], a.axis, a.sizes);
+      break;
+    default:
+      return InvalidArgument(OpName(op) + " is not a forward op");
   }
   if (!g.status().ok()) return WithoutGeneratedName(op, g.status());
   if (g.ops().size() != before + 1) return Internal(OpName(op) + ": the builder added no op");

@@ -7,9 +7,9 @@
 #include <queue>
 #include <unordered_map>
 
-#include "host/src/util/fb_vectors.h"
 #include "host/src/graph/file/graph_file_internal.h"
 #include "host/src/graph/file/op_options.h"
+#include "host/src/util/fb_vectors.h"
 #include "host/src/util/schema_enums.h"
 
 namespace sinkrt::host::graph_file {
@@ -22,8 +22,10 @@ bool IsRandom(InitKind k) {
     case InitKind::XavierUniform:
     case InitKind::XavierNormal:
     case InitKind::HeUniform:
-    case InitKind::HeNormal: return true;
-    default: return false;
+    case InitKind::HeNormal:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -287,8 +289,7 @@ Result<InitSpec> Reader::Init(size_t i) const {
   s.seed = d->seed();
   s.fan_in = d->fan_in();
   s.fan_out = d->fan_out();
-  if (s.kind == InitKind::Inline)
-    s.data.assign(tensors_[i]->inline_data()->begin(), tensors_[i]->inline_data()->end());
+  if (s.kind == InitKind::Inline) s.data.assign(tensors_[i]->inline_data()->begin(), tensors_[i]->inline_data()->end());
   if (IsRandom(s.kind)) s.seed += options_.seed_offset;
   return s;
 }
@@ -307,7 +308,9 @@ Status Reader::AddLeaf(Graph& g, size_t i) const {
   const std::string name = Str(t->name());
   SINKRT_ASSIGN_OR_RETURN(Shape shape, LeafShape(i));
   switch (t->kind()) {
-    case fb::TensorKind::Input: g.Input(name, std::move(shape), FromFb(t->dtype())); break;
+    case fb::TensorKind::Input:
+      g.Input(name, std::move(shape), FromFb(t->dtype()));
+      break;
     case fb::TensorKind::Param:
     case fb::TensorKind::Const: {
       // The builder makes every Param and Const f32.
@@ -321,7 +324,8 @@ Status Reader::AddLeaf(Graph& g, size_t i) const {
       }
       break;
     }
-    default: return Internal("AddLeaf: not a leaf");
+    default:
+      return Internal("AddLeaf: not a leaf");
   }
   if (!g.status().ok()) return Error(TensorWhere(i), g.status());
   return Status::Ok();
@@ -459,9 +463,15 @@ Result<std::optional<OptimizerSpec>> Reader::Optimizer() const {
   if (!d || d->kind() == fb::OptimizerKind::None) return std::optional<OptimizerSpec>();
   OptimizerSpec o;
   switch (d->kind()) {
-    case fb::OptimizerKind::SGD: o.kind = OptimizerKind::SGD; break;
-    case fb::OptimizerKind::Momentum: o.kind = OptimizerKind::Momentum; break;
-    case fb::OptimizerKind::Adam: o.kind = OptimizerKind::Adam; break;
+    case fb::OptimizerKind::SGD:
+      o.kind = OptimizerKind::SGD;
+      break;
+    case fb::OptimizerKind::Momentum:
+      o.kind = OptimizerKind::Momentum;
+      break;
+    case fb::OptimizerKind::Adam:
+      o.kind = OptimizerKind::Adam;
+      break;
     default:
       return InvalidArgument(source_ + ": field 'optimizer.kind' is " + std::to_string(static_cast<int>(d->kind())) +
                              ", not an OptimizerKind (SGD, Momentum, Adam)");

@@ -13,12 +13,17 @@ namespace fbs = flatbuffers;
 
 Result<fb::TensorKind> FileKind(const TensorInfo& t) {
   switch (t.kind) {
-    case TensorKind::Intermediate: return fb::TensorKind::Intermediate;
-    case TensorKind::Input: return fb::TensorKind::Input;
-    case TensorKind::Param: return fb::TensorKind::Param;
-    case TensorKind::Const: return fb::TensorKind::Const;
+    case TensorKind::Intermediate:
+      return fb::TensorKind::Intermediate;
+    case TensorKind::Input:
+      return fb::TensorKind::Input;
+    case TensorKind::Param:
+      return fb::TensorKind::Param;
+    case TensorKind::Const:
+      return fb::TensorKind::Const;
     case TensorKind::Grad:
-    case TensorKind::OptState: break;
+    case TensorKind::OptState:
+      break;
   }
   return InvalidArgument("SerializeGraph: tensor '" + t.name + "' is a " +
                          (t.kind == TensorKind::Grad ? "Grad" : "OptState") +
@@ -34,17 +39,22 @@ fbs::Offset<fb::Init> WriteInit(fbs::FlatBufferBuilder& fbb, const InitSpec& s) 
 fbs::Offset<fb::Optimizer> WriteOptimizer(fbs::FlatBufferBuilder& fbb, const OptimizerSpec& o) {
   fb::OptimizerKind kind = fb::OptimizerKind::SGD;
   switch (o.kind) {
-    case OptimizerKind::SGD: kind = fb::OptimizerKind::SGD; break;
-    case OptimizerKind::Momentum: kind = fb::OptimizerKind::Momentum; break;
-    case OptimizerKind::Adam: kind = fb::OptimizerKind::Adam; break;
+    case OptimizerKind::SGD:
+      kind = fb::OptimizerKind::SGD;
+      break;
+    case OptimizerKind::Momentum:
+      kind = fb::OptimizerKind::Momentum;
+      break;
+    case OptimizerKind::Adam:
+      kind = fb::OptimizerKind::Adam;
+      break;
   }
   return fb::CreateOptimizer(fbb, kind, o.learning_rate, o.momentum, o.nesterov, o.beta1, o.beta2, o.epsilon,
-                                o.weight_decay);
+                             o.weight_decay);
 }
 
 // Absent when the op has none, so files without strategies keep their bytes.
-fbs::Offset<fbs::Vector<fbs::Offset<fb::ShardStrategy>>> WriteStrategy(fbs::FlatBufferBuilder& fbb,
-                                                                        const OpNode& op) {
+fbs::Offset<fbs::Vector<fbs::Offset<fb::ShardStrategy>>> WriteStrategy(fbs::FlatBufferBuilder& fbb, const OpNode& op) {
   if (op.strategy.empty()) return 0;
   std::vector<fbs::Offset<fb::ShardStrategy>> entries;
   entries.reserve(op.strategy.size());
@@ -100,7 +110,7 @@ Result<std::vector<uint8_t>> SerializeGraph(const Graph& graph, const std::optio
   fbs::Offset<fb::Optimizer> opt = optimizer ? WriteOptimizer(fbb, *optimizer) : 0;
   auto outputs = fbb.CreateVector(graph.outputs());
   auto root = fb::CreateGraph(fbb, graph_file::kFormatMajor, graph_file::kFormatMinor, name, tensors_vec, ops_vec,
-                                 static_cast<int32_t>(graph.loss()), opt, outputs);
+                              static_cast<int32_t>(graph.loss()), opt, outputs);
   fb::FinishGraphBuffer(fbb, root);
   return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
 }

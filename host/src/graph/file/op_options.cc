@@ -55,9 +55,12 @@ fb::OpOptions OpOptionsTypeFor(OpCode op) {
   using fb::OpOptions;
   switch (op) {
     case OpCode::MatMul:
-    case OpCode::BatchMatMul: return OpOptions::MatMulOptions;
-    case OpCode::Transpose: return OpOptions::TransposeOptions;
-    case OpCode::Split: return OpOptions::SplitOptions;
+    case OpCode::BatchMatMul:
+      return OpOptions::MatMulOptions;
+    case OpCode::Transpose:
+      return OpOptions::TransposeOptions;
+    case OpCode::Split:
+      return OpOptions::SplitOptions;
     case OpCode::BiasAdd:
     case OpCode::Softmax:
     case OpCode::LogSoftmax:
@@ -67,32 +70,45 @@ fb::OpOptions OpOptionsTypeFor(OpCode op) {
     case OpCode::ReduceSum:
     case OpCode::ReduceMean:
     case OpCode::BroadcastTo:
-    case OpCode::Concat: return OpOptions::AxisOptions;
+    case OpCode::Concat:
+      return OpOptions::AxisOptions;
     case OpCode::Conv2D:
     case OpCode::Conv2DBackpropInput:
-    case OpCode::Conv2DBackpropFilter: return OpOptions::Conv2DOptions;
+    case OpCode::Conv2DBackpropFilter:
+      return OpOptions::Conv2DOptions;
     case OpCode::MaxPool2D:
     case OpCode::AvgPool2D:
     case OpCode::MaxPool2DGrad:
-    case OpCode::AvgPool2DGrad: return OpOptions::Pool2DOptions;
-    case OpCode::Fill: return OpOptions::FillOptions;
-    case OpCode::SgdUpdate: return OpOptions::SgdOptions;
-    case OpCode::MomentumUpdate: return OpOptions::MomentumOptions;
+    case OpCode::AvgPool2DGrad:
+      return OpOptions::Pool2DOptions;
+    case OpCode::Fill:
+      return OpOptions::FillOptions;
+    case OpCode::SgdUpdate:
+      return OpOptions::SgdOptions;
+    case OpCode::MomentumUpdate:
+      return OpOptions::MomentumOptions;
     case OpCode::AdamUpdate:
-    case OpCode::AdamPowers: return OpOptions::AdamOptions;
+    case OpCode::AdamPowers:
+      return OpOptions::AdamOptions;
     case OpCode::LayerNorm:
-    case OpCode::LayerNormGrad: return OpOptions::LayerNormOptions;
-    case OpCode::Cast: return OpOptions::CastOptions;
+    case OpCode::LayerNormGrad:
+      return OpOptions::LayerNormOptions;
+    case OpCode::Cast:
+      return OpOptions::CastOptions;
     case OpCode::GradOverflow:
-    case OpCode::LossScaleUpdate: return OpOptions::LossScaleOptions;
+    case OpCode::LossScaleUpdate:
+      return OpOptions::LossScaleOptions;
     case OpCode::AllReduce:
     case OpCode::AllGather:
     case OpCode::ReduceScatter:
     case OpCode::AllToAll:
     case OpCode::ShardSlice:
-    case OpCode::GradAllReduce: return OpOptions::CommOptions;
-    case OpCode::MetricSum: return OpOptions::MetricSumOptions;
-    default: return OpOptions::NONE;
+    case OpCode::GradAllReduce:
+      return OpOptions::CommOptions;
+    case OpCode::MetricSum:
+      return OpOptions::MetricSumOptions;
+    default:
+      return OpOptions::NONE;
   }
 }
 
@@ -100,7 +116,8 @@ std::pair<fb::OpOptions, fbs::Offset<void>> OpAttrsFor(fbs::FlatBufferBuilder& f
   using fb::OpOptions;
   const OpOptions type = OpOptionsTypeFor(op);
   switch (type) {
-    case OpOptions::MatMulOptions: return {type, fb::CreateMatMulOptions(fbb, a.transpose_a, a.transpose_b).Union()};
+    case OpOptions::MatMulOptions:
+      return {type, fb::CreateMatMulOptions(fbb, a.transpose_a, a.transpose_b).Union()};
     case OpOptions::AxisOptions:
       // One table, three uses: only the fields `op` reads travel, so equal
       // ops give equal bytes.
@@ -118,19 +135,25 @@ std::pair<fb::OpOptions, fbs::Offset<void>> OpAttrsFor(fbs::FlatBufferBuilder& f
       return {type, fb::CreatePool2DOptions(fbb, a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.pad_top,
                                             a.pad_bottom, a.pad_left, a.pad_right)
                         .Union()};
-    case OpOptions::FillOptions: return {type, fb::CreateFillOptions(fbb, a.value).Union()};
-    case OpOptions::SgdOptions: return {type, fb::CreateSgdOptions(fbb, a.learning_rate, a.weight_decay).Union()};
+    case OpOptions::FillOptions:
+      return {type, fb::CreateFillOptions(fbb, a.value).Union()};
+    case OpOptions::SgdOptions:
+      return {type, fb::CreateSgdOptions(fbb, a.learning_rate, a.weight_decay).Union()};
     case OpOptions::MomentumOptions:
       return {type, fb::CreateMomentumOptions(fbb, a.learning_rate, a.momentum, a.nesterov, a.weight_decay).Union()};
     case OpOptions::AdamOptions:
       return {type, fb::CreateAdamOptions(fbb, a.learning_rate, a.beta1, a.beta2, a.epsilon, a.weight_decay).Union()};
-    case OpOptions::LayerNormOptions: return {type, fb::CreateLayerNormOptions(fbb, a.layer_norm_epsilon).Union()};
-    case OpOptions::CastOptions: return {type, fb::CreateCastOptions(fbb, ToFb(a.cast_to)).Union()};
+    case OpOptions::LayerNormOptions:
+      return {type, fb::CreateLayerNormOptions(fbb, a.layer_norm_epsilon).Union()};
+    case OpOptions::CastOptions:
+      return {type, fb::CreateCastOptions(fbb, ToFb(a.cast_to)).Union()};
     case OpOptions::LossScaleOptions:
       // Only the fields `op` reads travel; equal ops give equal bytes.
       if (op == OpCode::GradOverflow) return {type, fb::CreateLossScaleOptions(fbb, a.loss_scale_check).Union()};
-      return {type, fb::CreateLossScaleOptions(fbb, true, a.loss_scale_dynamic, a.scale_factor, a.scale_window).Union()};
-    case OpOptions::TransposeOptions: return {type, fb::CreateTransposeOptions(fbb, fbb.CreateVector(a.perm)).Union()};
+      return {type,
+              fb::CreateLossScaleOptions(fbb, true, a.loss_scale_dynamic, a.scale_factor, a.scale_window).Union()};
+    case OpOptions::TransposeOptions:
+      return {type, fb::CreateTransposeOptions(fbb, fbb.CreateVector(a.perm)).Union()};
     case OpOptions::SplitOptions:
       return {type, fb::CreateSplitOptions(fbb, a.axis, fbb.CreateVector(a.sizes)).Union()};
     case OpOptions::CommOptions: {
@@ -142,7 +165,8 @@ std::pair<fb::OpOptions, fbs::Offset<void>> OpAttrsFor(fbs::FlatBufferBuilder& f
     }
     case OpOptions::MetricSumOptions:
       return {type, fb::CreateMetricSumOptions(fbb, fbb.CreateVector(a.weights)).Union()};
-    default: return {OpOptions::NONE, 0};
+    default:
+      return {OpOptions::NONE, 0};
   }
 }
 
@@ -193,8 +217,12 @@ Result<OpAttrs> OpAttrsFromOptions(OpCode op, fb::OpOptions type, const void* op
       ReadStridesAndPads(o, a);
       break;
     }
-    case OpOptions::FillOptions: a.value = OrDefault<fb::FillOptions>(options)->value(); break;
-    case OpOptions::SgdOptions: ReadRateAndDecay(OrDefault<fb::SgdOptions>(options), a); break;
+    case OpOptions::FillOptions:
+      a.value = OrDefault<fb::FillOptions>(options)->value();
+      break;
+    case OpOptions::SgdOptions:
+      ReadRateAndDecay(OrDefault<fb::SgdOptions>(options), a);
+      break;
     case OpOptions::MomentumOptions: {
       const auto* o = OrDefault<fb::MomentumOptions>(options);
       ReadRateAndDecay(o, a);
@@ -210,8 +238,12 @@ Result<OpAttrs> OpAttrsFromOptions(OpCode op, fb::OpOptions type, const void* op
       a.epsilon = o->epsilon();
       break;
     }
-    case OpOptions::LayerNormOptions: a.layer_norm_epsilon = OrDefault<fb::LayerNormOptions>(options)->epsilon(); break;
-    case OpOptions::CastOptions: a.cast_to = FromFb(OrDefault<fb::CastOptions>(options)->to()); break;
+    case OpOptions::LayerNormOptions:
+      a.layer_norm_epsilon = OrDefault<fb::LayerNormOptions>(options)->epsilon();
+      break;
+    case OpOptions::CastOptions:
+      a.cast_to = FromFb(OrDefault<fb::CastOptions>(options)->to());
+      break;
     case OpOptions::TransposeOptions: {
       const auto* o = OrDefault<fb::TransposeOptions>(options);
       if (o->perm()) a.perm.assign(o->perm()->begin(), o->perm()->end());
@@ -245,7 +277,8 @@ Result<OpAttrs> OpAttrsFromOptions(OpCode op, fb::OpOptions type, const void* op
       a.scale_window = o->scale_window();
       break;
     }
-    default: break;
+    default:
+      break;
   }
   return a;
 }

@@ -17,9 +17,9 @@
 #include <string_view>
 #include <thread>
 
-#include "sinkrt/host/remote_device.h"
 #include "runtime/src/cpu_set.h"
 #include "runtime/src/env.h"
+#include "sinkrt/host/remote_device.h"
 
 namespace sinkrt::host {
 
@@ -194,8 +194,8 @@ Status LocalCluster::Launch() {
       options_.bind_cores ? ShareCpus(AllowedCpus(), options_.devices) : std::vector<std::vector<int>>();
   for (int rank = 0; rank < options_.devices; ++rank) {
     const int port = options_.base_port > 0 ? options_.base_port + rank : 0;
-    std::vector<std::string> args = {options_.sinkd_path, "--rank", std::to_string(rank),
-                                     "--listen", std::string(kLoopback) + ":" + std::to_string(port)};
+    std::vector<std::string> args = {options_.sinkd_path, "--rank", std::to_string(rank), "--listen",
+                                     std::string(kLoopback) + ":" + std::to_string(port)};
     if (!options_.token.empty()) args.insert(args.end(), {"--token", options_.token});
     if (!options_.tls.cert_file.empty()) args.insert(args.end(), {"--tls-cert", options_.tls.cert_file});
     if (!options_.tls.key_file.empty()) args.insert(args.end(), {"--tls-key", options_.tls.key_file});
@@ -300,8 +300,7 @@ Status LocalCluster::AwaitReadyLines(Clock::time_point deadline) {
         if (d.printed.size() > 4096) return Internal(d.Name() + " printed a ready line of more than 4 KiB");
         continue;
       }
-      SINKRT_RETURN_IF_ERROR(
-          ParseReadyLine(d.printed.substr(0, eol), d.rank, d.pid, options_.base_port, &d.address));
+      SINKRT_RETURN_IF_ERROR(ParseReadyLine(d.printed.substr(0, eol), d.rank, d.pid, options_.base_port, &d.address));
       // The daemon prints nothing more on stdout; a later write fails with
       // EPIPE, which sinkd ignores.
       d.CloseReadyFd();
@@ -323,8 +322,8 @@ Status LocalCluster::AwaitHello(Clock::time_point deadline) {
       if (left.count() == 0)
         return DeadlineExceeded(std::to_string(answered) + " of " + total + " sinkd daemons answered Hello within " +
                                 Seconds(options_.start_timeout) + "; " + d.Name() + " at " + d.address.ToString() +
-                                " did not" + (last.ok() ? "" : " (" + last.message() + ")") + "; missing: " +
-                                Missing([](const Daemon& x) { return x.answered; }) +
+                                " did not" + (last.ok() ? "" : " (" + last.message() + ")") +
+                                "; missing: " + Missing([](const Daemon& x) { return x.answered; }) +
                                 " (SINKRT_CONNECT_TIMEOUT_MS sets the limit)");
       auto hello = ProbeDevice(d.address, std::min(left, kProbeTimeout), options_.token, options_.tls);
       if (hello.ok()) {
@@ -406,7 +405,8 @@ Result<std::string> FindSinkdFrom(const std::filesystem::path& exe, const char* 
     const fs::path c = fs::path(dir) / "sinkd";
     if (runnable(c)) return c.string();
   }
-  return NotFound("cannot find the sinkd binary (looked for " + looked + "and sinkd on PATH); set SINKRT_SINKD to its path");
+  return NotFound("cannot find the sinkd binary (looked for " + looked +
+                  "and sinkd on PATH); set SINKRT_SINKD to its path");
 }
 
 Result<std::string> FindSinkd(const std::string& argv0) {

@@ -53,8 +53,8 @@ Status CheckLocalDeviceCount(int devices, const LocalMachine& machine, uint64_t 
   const std::string asked = Daemons(devices) + " asked for";
   if (override_limit) {
     if (devices <= *override_limit) return Status::Ok();
-    return ResourceExhausted(asked + ", but " + kOverride + "=" + std::to_string(*override_limit) +
-                             " allows at most " + std::to_string(*override_limit) + " (raise it to start more)");
+    return ResourceExhausted(asked + ", but " + kOverride + "=" + std::to_string(*override_limit) + " allows at most " +
+                             std::to_string(*override_limit) + " (raise it to start more)");
   }
   const int cores = std::max(1, machine.cores);
   const long long by_cores = static_cast<long long>(cores) * kLocalDaemonsPerCore;

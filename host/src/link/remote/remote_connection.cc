@@ -44,8 +44,8 @@ std::string Seconds(milliseconds d) {
 }
 
 std::string ConnectTarget(const Address& address, const RemoteOptions& options) {
-  std::string s = (options.rank >= 0 ? "rank " + std::to_string(options.rank) : std::string("sinkd")) + " at " +
-                  address.ToString();
+  std::string s =
+      (options.rank >= 0 ? "rank " + std::to_string(options.rank) : std::string("sinkd")) + " at " + address.ToString();
   if (!options.origin.empty()) s += " (" + options.origin + ")";
   return s;
 }
@@ -80,9 +80,10 @@ Status AnswerChallenge(FrameSocket& socket, const fb::Challenge& challenge, cons
   if (challenge.proof()) proof = {challenge.proof()->data(), challenge.proof()->size()};
   SINKRT_ASSIGN_OR_RETURN(const Nonce server, NonceFrom(nonce, "the daemon's Challenge"), where);
   if (!ProofMatches(proof, ProveToken(token, kSinkdAuthLabel, AuthSide::kServer, client, server)))
-    return PermissionDenied(where + (token.empty() ? ": missing token: the daemon was started with --token; give "
-                                                     "this host the same (--token, SINKRT_TOKEN)"
-                                                   : ": wrong token: the daemon holds another (--token, SINKRT_TOKEN)"));
+    return PermissionDenied(where + (token.empty()
+                                         ? ": missing token: the daemon was started with --token; give "
+                                           "this host the same (--token, SINKRT_TOKEN)"
+                                         : ": wrong token: the daemon holds another (--token, SINKRT_TOKEN)"));
   const Proof mine = ProveToken(token, kSinkdAuthLabel, AuthSide::kClient, client, server);
   flatbuffers::FlatBufferBuilder fbb(128);
   FinishMessage(fbb, fb::MessageBody::Proof, fb::CreateProof(fbb, fbb.CreateVector(mine.data(), mine.size())).Union());
@@ -191,7 +192,8 @@ Result<std::unique_ptr<RemoteConnection>> RemoteConnection::Open(const Address& 
     if (!w.pending) {
       last_error = w.error;
       // "Connection refused" reads as the middle of a sentence here.
-      if (!last_error.empty()) last_error[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(last_error[0])));
+      if (!last_error.empty())
+        last_error[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(last_error[0])));
     }
     progress.Report(w.pending ? "connecting, no answer yet" : last_error + ", retrying");
   };
@@ -202,10 +204,9 @@ Result<std::unique_ptr<RemoteConnection>> RemoteConnection::Open(const Address& 
   }
   std::unique_ptr<FrameSocket> socket = std::move(connected).value();
   // One budget: what connecting left, for the TLS handshake and the Hello.
-  SINKRT_RETURN_IF_ERROR(
-      SecureIfAsked(*socket, options.tls, start + options.connect_timeout).WithContext(target));
-  const milliseconds left =
-      std::max(milliseconds(1), options.connect_timeout - std::chrono::duration_cast<milliseconds>(Clock::now() - start));
+  SINKRT_RETURN_IF_ERROR(SecureIfAsked(*socket, options.tls, start + options.connect_timeout).WithContext(target));
+  const milliseconds left = std::max(
+      milliseconds(1), options.connect_timeout - std::chrono::duration_cast<milliseconds>(Clock::now() - start));
   auto greeted = Handshake(*socket, address, fb::PeerRole::Host, options.rank, options.token, left, &progress);
   if (greeted.status().code() == StatusCode::kDeadlineExceeded)
     return DeadlineExceeded(target + ": connected, but no Hello within " + Seconds(options.connect_timeout) +
@@ -280,9 +281,9 @@ Status RemoteConnection::EndJob(const std::string& during) {
   return Status::Ok();
 }
 
-Result<Reply> RemoteConnection::Request(const flatbuffers::FlatBufferBuilder& fbb,
-                                           std::span<const ConstBytes> payload, fb::MessageBody expect_type,
-                                           const std::string& what, milliseconds timeout, bool* daemon_error) {
+Result<Reply> RemoteConnection::Request(const flatbuffers::FlatBufferBuilder& fbb, std::span<const ConstBytes> payload,
+                                        fb::MessageBody expect_type, const std::string& what, milliseconds timeout,
+                                        bool* daemon_error) {
   if (daemon_error) *daemon_error = false;
   {
     std::lock_guard<std::mutex> lk(mu);
@@ -306,8 +307,7 @@ Result<Reply> RemoteConnection::Request(const flatbuffers::FlatBufferBuilder& fb
       // A late reply would be taken for the next request's: the
       // conversation's state is unknown, so it ends here.
       LoseLocked("no reply to " + what + " within " + Ms(timeout));
-      return DeadlineExceeded(who + ": no reply to " + what + " within " + Ms(timeout) +
-                              "; the connection was closed");
+      return DeadlineExceeded(who + ": no reply to " + what + " within " + Ms(timeout) + "; the connection was closed");
     }
   } else {
     reply_cv.wait(lk, ready);

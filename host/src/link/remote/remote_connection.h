@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "sinkrt/host/remote_device.h"
 #include "runtime/src/wire_socket.h"
+#include "sinkrt/host/remote_device.h"
 
 namespace sinkrt::host {
 
@@ -32,12 +32,12 @@ std::chrono::milliseconds Sane(std::chrono::milliseconds d);
 struct QueueState {
   std::string name;
   std::vector<uint64_t> column_bytes;
-  uint64_t credits = 0;        // free device slots this host may fill
+  uint64_t credits = 0;  // free device slots this host may fill
   uint64_t next_sequence = 0;
-  uint64_t generation = 0;     // bumped by ClearQueue: pushes waiting from before it abort
-  bool clearing = false;       // between a ClearQueue's start and its Ack
-  uint32_t sending = 0;        // pushes that hold a credit and are on their way to the wire
-  std::mutex push_mu;          // one push per queue at a time: sequences reach the wire in order
+  uint64_t generation = 0;                 // bumped by ClearQueue: pushes waiting from before it abort
+  bool clearing = false;                   // between a ClearQueue's start and its Ack
+  uint32_t sending = 0;                    // pushes that hold a credit and are on their way to the wire
+  std::mutex push_mu;                      // one push per queue at a time: sequences reach the wire in order
   flatbuffers::FlatBufferBuilder fbb{64};  // reused under push_mu
   // FillBatch's frame payload, the columns back to back, and its column
   // spans: sized by the first fill and reused under push_mu.
@@ -118,8 +118,8 @@ struct RemoteConnection {
   // The job's queues and their credits: the reader adds what Credit frames
   // give, pushes take one per batch.
   bool loaded = false;
-  uint64_t job = 0;          // bumped by EndJob: pushes for the old job abort
-  uint32_t sending = 0;      // pushes on their way to the wire, all queues
+  uint64_t job = 0;      // bumped by EndJob: pushes for the old job abort
+  uint32_t sending = 0;  // pushes on their way to the wire, all queues
   std::vector<std::shared_ptr<QueueState>> queues;
   // DeviceLink::SetCreditObserver's: called by the reader, under mu, for
   // each Credit of the loaded job (it must not call back into this device).

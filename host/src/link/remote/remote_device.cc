@@ -7,10 +7,10 @@
 
 #include "host/src/link/remote/remote_connection.h"
 #include "host/src/util/schema_enums.h"
-#include "sinkrt/fb/task_stream_generated.h"
 #include "runtime/src/env.h"
-#include "sinkrt/runtime/task_stream_verifier.h"
 #include "runtime/src/wire.h"
+#include "sinkrt/fb/task_stream_generated.h"
+#include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace sinkrt::host {
 namespace {
@@ -304,8 +304,7 @@ Result<SinkResult> RemoteDevice::RunSink(ProgramKind program, uint32_t steps) {
       if (rb->buffer() >= s.buffers.size())
         return Internal(c.who + ": SinkDone reports buffer " + std::to_string(rb->buffer()) +
                         ", outside the task stream's " + std::to_string(s.buffers.size()) + " buffers");
-      if (rb->bytes() > r.payload.size() - offset)
-        return Internal(c.who + ": SinkDone's reports overrun its payload");
+      if (rb->bytes() > r.payload.size() - offset) return Internal(c.who + ": SinkDone's reports overrun its payload");
       const BufferInfo& b = s.buffers[rb->buffer()];
       ReportedTensor t;
       t.buffer = rb->buffer();
@@ -330,8 +329,7 @@ namespace {
 Status NeedsProfilerProtocol(const RemoteConnection& c, const std::string& what) {
   if (c.hello.protocol_minor >= 2) return Status::Ok();
   return Unimplemented(c.who + ": the daemon speaks protocol " + std::to_string(kProtocolMajor) + "." +
-                       std::to_string(c.hello.protocol_minor) + " (" + c.hello.software + "); " + what +
-                       " needs 1.2");
+                       std::to_string(c.hello.protocol_minor) + " (" + c.hello.software + "); " + what + " needs 1.2");
 }
 
 }  // namespace
@@ -347,19 +345,19 @@ Status RemoteDevice::SetProfiling(const ProfileConfig& config) {
     if (!c.loaded) return FailedPrecondition("SetProfiling before a task stream was loaded");
   }
   flatbuffers::FlatBufferBuilder fbb(64);
-  FinishMessage(fbb, fb::MessageBody::SetProfiling,
-                fb::CreateSetProfiling(fbb, config.enabled, config.start_step, config.stop_step, config.every,
-                                       config.keep_steps)
-                    .Union());
-  auto r = c.Request(fbb, {}, fb::MessageBody::Ack, std::string("SetProfiling(") + (config.enabled ? "on" : "off") + ")",
-                     c.options.reply_timeout);
+  FinishMessage(
+      fbb, fb::MessageBody::SetProfiling,
+      fb::CreateSetProfiling(fbb, config.enabled, config.start_step, config.stop_step, config.every, config.keep_steps)
+          .Union());
+  auto r = c.Request(fbb, {}, fb::MessageBody::Ack,
+                     std::string("SetProfiling(") + (config.enabled ? "on" : "off") + ")", c.options.reply_timeout);
   return r.ok() ? Status::Ok() : r.status();
 }
 
 void RemoteDevice::SetCreditObserver(std::function<void(uint32_t queue, uint32_t slots)> observer) {
   RemoteConnection& c = *state_->conn;
-  auto shared = observer ? std::make_shared<const std::function<void(uint32_t, uint32_t)>>(std::move(observer))
-                         : nullptr;
+  auto shared =
+      observer ? std::make_shared<const std::function<void(uint32_t, uint32_t)>>(std::move(observer)) : nullptr;
   std::lock_guard<std::mutex> lk(c.mu);
   c.credit_observer = std::move(shared);
 }
@@ -371,7 +369,8 @@ Result<int64_t> RemoteDevice::ReadClock() {
   std::lock_guard<std::mutex> control(s.control_mu);
   flatbuffers::FlatBufferBuilder fbb(32);
   FinishMessage(fbb, fb::MessageBody::ReadClock, fb::CreateReadClock(fbb).Union());
-  SINKRT_ASSIGN_OR_RETURN(Reply r, c.Request(fbb, {}, fb::MessageBody::ClockReading, "ReadClock", c.options.reply_timeout));
+  SINKRT_ASSIGN_OR_RETURN(Reply r,
+                          c.Request(fbb, {}, fb::MessageBody::ClockReading, "ReadClock", c.options.reply_timeout));
   return r.get()->body_as_ClockReading()->device_ns();
 }
 

@@ -3,8 +3,8 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "sinkrt/host/communication.h"
 #include "runtime/src/env.h"
+#include "sinkrt/host/communication.h"
 #include "sinkrt/runtime/rank_table.h"
 
 namespace sinkrt::host {
@@ -28,14 +28,15 @@ const char* Env(const char* name) {
 // falling back on its own, else 127.0.0.1:8118.
 Result<Address> MasterFromEnvironment() {
   Address a{"127.0.0.1", kDefaultMasterPort};
-  if (const char* h = Env("MS_SCHED_HOST")) a.host = h;
-  else if (const char* h2 = Env("MASTER_ADDR")) a.host = h2;
+  if (const char* h = Env("MS_SCHED_HOST"))
+    a.host = h;
+  else if (const char* h2 = Env("MASTER_ADDR"))
+    a.host = h2;
   for (const char* name : {"MS_SCHED_PORT", "MASTER_PORT"}) {
     const char* v = Env(name);
     if (!v) continue;
     auto n = EnvNonNegativeInteger(name);
-    if (!n || *n < 1 || *n > 65535)
-      return InvalidArgument(std::string(name) + "='" + v + "' is not a port (1..65535)");
+    if (!n || *n < 1 || *n > 65535) return InvalidArgument(std::string(name) + "='" + v + "' is not a port (1..65535)");
     a.port = static_cast<uint16_t>(*n);
     break;
   }
@@ -71,8 +72,7 @@ Result<ProcessGroup::Options> ProcessGroupOptionsFromEnvironment(const InitOptio
   if (o.job_id.empty())
     if (const char* j = Env("SINKRT_JOB_ID")) o.job_id = j;
   if (!o.job_id.empty())
-    SINKRT_RETURN_IF_ERROR(CheckJobId(o.job_id, in.job_id.empty() ? "SINKRT_JOB_ID" : "InitOptions::job_id"),
-                           "init()");
+    SINKRT_RETURN_IF_ERROR(CheckJobId(o.job_id, in.job_id.empty() ? "SINKRT_JOB_ID" : "InitOptions::job_id"), "init()");
   o.tls = in.tls.enabled() ? in.tls : TlsConfig::FromEnvironment();
   if (auto ms = EnvPositiveMilliseconds("SINKRT_HELLO_TIMEOUT_MS")) o.hello_timeout = *ms;
   o.timeout = in.timeout.count() > 0 ? in.timeout : PeerTimeoutsFromEnvironment({}).effective_rendezvous();

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "sinkrt/host/communication.h"
 #include "runtime/src/wire_socket.h"
+#include "sinkrt/host/communication.h"
 
 namespace sinkrt::host {
 

@@ -34,7 +34,7 @@ struct Pending {
   std::vector<uint8_t> message;
   const fb::Message* frame = nullptr;  // verified, into `message`
   Nonce client{}, server{};
-  bool closed = false;  // refused, evicted, timed out, or joined
+  bool closed = false;        // refused, evicted, timed out, or joined
   bool plain_client = false;  // sent plain frames to a TLS master: answered plainly
 };
 using PendingPtr = std::shared_ptr<Pending>;
@@ -101,9 +101,10 @@ class Master {
     p->timer.expires_after(setup_.hello_timeout);
     p->timer.async_wait([this, p](const asio::error_code& e) {
       if (e || p->closed || done_) return;
-      Refuse(p, DeadlineExceeded("the rendezvous master at " + setup_.where + " heard no Hello and RankJoin within " +
-                                 std::to_string(setup_.hello_timeout.count()) +
-                                 " ms of connecting (SINKRT_HELLO_TIMEOUT_MS)"),
+      Refuse(p,
+             DeadlineExceeded("the rendezvous master at " + setup_.where + " heard no Hello and RankJoin within " +
+                              std::to_string(setup_.hello_timeout.count()) +
+                              " ms of connecting (SINKRT_HELLO_TIMEOUT_MS)"),
              "no Hello within the deadline");
     });
     if (setup_.tls) return Handshake(p);
@@ -127,8 +128,9 @@ class Master {
     if (step.ok()) return When(p, *step, [this, p] { Handshake(p); });
     if (step.status().code() == StatusCode::kFailedPrecondition) {
       p->plain_client = true;
-      return Refuse(p, PermissionDenied("it requires TLS: give every rank the CA (SINKRT_TLS_CA), and a certificate "
-                                        "and key (SINKRT_TLS_CERT, SINKRT_TLS_KEY) when the master has a CA"),
+      return Refuse(p,
+                    PermissionDenied("it requires TLS: give every rank the CA (SINKRT_TLS_CA), and a certificate "
+                                     "and key (SINKRT_TLS_CERT, SINKRT_TLS_KEY) when the master has a CA"),
                     "a rank without TLS");
     }
     if (step.status().code() == StatusCode::kUnavailable &&
@@ -171,28 +173,32 @@ class Master {
   void OnHello(const PendingPtr& p) {
     const fb::MessageBody type = p->frame->body_type();
     if (type == fb::MessageBody::RankJoin)
-      return Refuse(p, Unimplemented("the master at " + setup_.where + " (wire protocol " +
-                                     Version(kProtocolMajor, kProtocolMinor) +
-                                     ") proves every rank's token with a challenge; this rank sent a protocol 1.4 "
-                                     "RankJoin: run one sinkrt release on every rank"),
-                    "a protocol 1.4 rank");
+      return Refuse(
+          p,
+          Unimplemented("the master at " + setup_.where + " (wire protocol " + Version(kProtocolMajor, kProtocolMinor) +
+                        ") proves every rank's token with a challenge; this rank sent a protocol 1.4 "
+                        "RankJoin: run one sinkrt release on every rank"),
+          "a protocol 1.4 rank");
     if (type != fb::MessageBody::Hello)
-      return Refuse(p, InvalidArgument("protocol error: " + setup_.where + " is a sinkrt rendezvous master (job " +
-                                       setup_.job_id + "): a rank's first frame is Hello, got " + MessageName(type)),
+      return Refuse(p,
+                    InvalidArgument("protocol error: " + setup_.where + " is a sinkrt rendezvous master (job " +
+                                    setup_.job_id + "): a rank's first frame is Hello, got " + MessageName(type)),
                     std::string("a first frame ") + MessageName(type));
     const HelloFields hello = ReadHello(*p->frame->body_as_Hello());
     if (hello.protocol_major != kProtocolMajor)
-      return Refuse(p, Unimplemented("protocol version " + Version(hello.protocol_major, hello.protocol_minor) +
-                                     " is not supported: this rendezvous master (" + kSoftwareName + ") speaks " +
-                                     Version(kProtocolMajor, kProtocolMinor)),
+      return Refuse(p,
+                    Unimplemented("protocol version " + Version(hello.protocol_major, hello.protocol_minor) +
+                                  " is not supported: this rendezvous master (" + kSoftwareName + ") speaks " +
+                                  Version(kProtocolMajor, kProtocolMinor)),
                     "protocol " + Version(hello.protocol_major, hello.protocol_minor));
     if (hello.role != fb::PeerRole::Rank) {
       const char* name = fb::EnumNamePeerRole(hello.role);
       const std::string role = *name ? name : "role " + std::to_string(int(hello.role));
-      return Refuse(p, FailedPrecondition(setup_.where + " is a sinkrt rendezvous master (init()'s rank 0, job " +
-                                          setup_.job_id + "), not a sinkd: a " + role +
-                                          " may not connect here; check the device's port"),
-                    "a " + role + " Hello");
+      return Refuse(
+          p,
+          FailedPrecondition(setup_.where + " is a sinkrt rendezvous master (init()'s rank 0, job " + setup_.job_id +
+                             "), not a sinkd: a " + role + " may not connect here; check the device's port"),
+          "a " + role + " Hello");
     }
     auto client = NonceFrom(hello.nonce, "the rank's Hello");
     auto server = FreshNonce();
@@ -213,8 +219,9 @@ class Master {
   void OnJoin(const PendingPtr& p) {
     const fb::MessageBody type = p->frame->body_type();
     if (type != fb::MessageBody::RankJoin)
-      return Refuse(p, InvalidArgument(std::string("protocol error: after the Challenge a rank sends RankJoin, got ") +
-                                       MessageName(type)),
+      return Refuse(p,
+                    InvalidArgument(std::string("protocol error: after the Challenge a rank sends RankJoin, got ") +
+                                    MessageName(type)),
                     std::string("a ") + MessageName(type) + " after the Challenge");
     const Joined j = CopyJoin(*p->frame->body_as_RankJoin());
     const std::string who = RankText(j.rank) + " (pid " + std::to_string(j.pid) + ")";
@@ -222,14 +229,16 @@ class Master {
     // its proof is looked at: two jobs on one port is the likely cause, and
     // their tokens may differ too.
     if (!j.job_id.empty() && j.job_id != setup_.job_id)
-      return Refuse(p, FailedPrecondition("init(): the master of job " + setup_.job_id + " at " + setup_.where +
-                                          " refused " + who + " of job " + j.job_id + " from " + p->peer +
-                                          ": two jobs use one master port; give each job its own (MS_SCHED_PORT "
-                                          "or MASTER_PORT, sinkrun launch --master-port)"),
+      return Refuse(p,
+                    FailedPrecondition("init(): the master of job " + setup_.job_id + " at " + setup_.where +
+                                       " refused " + who + " of job " + j.job_id + " from " + p->peer +
+                                       ": two jobs use one master port; give each job its own (MS_SCHED_PORT "
+                                       "or MASTER_PORT, sinkrun launch --master-port)"),
                     who + " of job " + j.job_id);
     if (!ProofMatches(j.proof, ProveToken(setup_.token, kMasterAuthLabel, AuthSide::kClient, p->client, p->server)))
-      return Refuse(p, PermissionDenied("init(): the master at " + setup_.where + " refused " + RankText(j.rank) +
-                                        ": wrong token (every rank needs the master's --token / SINKRT_TOKEN)"),
+      return Refuse(p,
+                    PermissionDenied("init(): the master at " + setup_.where + " refused " + RankText(j.rank) +
+                                     ": wrong token (every rank needs the master's --token / SINKRT_TOKEN)"),
                     who + " with a wrong token");
     // From here on the rank is one of this job's: what it contradicts is
     // the world's error, and every rank hears it.

@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "runtime/src/wire_socket.h"
 #include "sinkrt/runtime/admission.h"
 #include "sinkrt/runtime/status.h"
 #include "sinkrt/runtime/tls.h"
-#include "runtime/src/wire_socket.h"
 
 namespace sinkrt::host {
 
@@ -29,11 +29,11 @@ namespace sinkrt::host {
 inline constexpr const char* kMasterAuthLabel = "sinkrt rendezvous master 1";
 
 struct MasterSetup {
-  std::string where;  // the master's address, for messages
-  std::string token;  // empty: the handshake runs with an empty key
+  std::string where;   // the master's address, for messages
+  std::string token;   // empty: the handshake runs with an empty key
   std::string job_id;  // the job this master serves
   uint32_t world_size = 1;
-  std::chrono::milliseconds timeout{0};  // until every rank has joined
+  std::chrono::milliseconds timeout{0};        // until every rank has joined
   std::chrono::milliseconds hello_timeout{0};  // for each connection to say Hello and prove the token
   PendingQuotas quotas;
   std::shared_ptr<const TlsContext> tls;  // a server context: every rank speaks TLS; null: plain

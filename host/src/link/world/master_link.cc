@@ -35,7 +35,11 @@ const char* kPortAdvice =
 class Attempt {
  public:
   Attempt(const ProcessGroup::Options& o, const TlsContext* tls, std::string* job_id)
-      : o_(o), tls_(tls), job_id_(*job_id), out_job_id_(job_id), me_("init(): rank " + std::to_string(o.rank)),
+      : o_(o),
+        tls_(tls),
+        job_id_(*job_id),
+        out_job_id_(job_id),
+        me_("init(): rank " + std::to_string(o.rank)),
         where_(o.master.ToString()) {}
 
   bool retry() const { return retry_; }
@@ -143,8 +147,9 @@ class Attempt {
     if (st.code() == StatusCode::kDeadlineExceeded)
       what = "accepted the connection but did not answer this rank's Hello";
     else if (st.message().find("connection closed") != std::string::npos)
-      what = "closed the connection without answering this rank's Hello (an older sinkrt's master, or another "
-             "program)";
+      what =
+          "closed the connection without answering this rank's Hello (an older sinkrt's master, or another "
+          "program)";
     else
       what = "answered what no sinkrt master sends (" + st.message() + ")";
     return FailedPrecondition(me_ + ": " + where_ + " is not a sinkrt rendezvous master (protocol " +
@@ -168,8 +173,9 @@ Result<std::unique_ptr<FrameSocket>> JoinMaster(const ProcessGroup::Options& o, 
   auto backoff = milliseconds(10);
   std::shared_ptr<const TlsContext> tls;
   if (o.tls.enabled()) {
-    SINKRT_ASSIGN_OR_RETURN(tls, MakeTlsContext(o.tls, TlsRole::kClient),
-                            "init(): rank " + std::to_string(o.rank) + ": SINKRT_TLS_CERT, SINKRT_TLS_KEY, SINKRT_TLS_CA");
+    SINKRT_ASSIGN_OR_RETURN(
+        tls, MakeTlsContext(o.tls, TlsRole::kClient),
+        "init(): rank " + std::to_string(o.rank) + ": SINKRT_TLS_CERT, SINKRT_TLS_KEY, SINKRT_TLS_CA");
   }
   for (;;) {
     Attempt attempt(o, tls.get(), job_id);

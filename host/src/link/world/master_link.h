@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "sinkrt/host/communication.h"
 #include "runtime/src/wire_socket.h"
+#include "sinkrt/host/communication.h"
 
 namespace sinkrt::host {
 

@@ -19,9 +19,9 @@
 #include "host/src/link/world/join_frames.h"
 #include "host/src/link/world/master.h"
 #include "host/src/link/world/master_link.h"
-#include "sinkrt/host/communication.h"
 #include "runtime/src/wire.h"
 #include "runtime/src/wire_socket.h"
+#include "sinkrt/host/communication.h"
 
 namespace sinkrt::host {
 namespace {
@@ -148,7 +148,8 @@ Status ProcessGroup::Impl::Listen() {
   if (!gathered.ok()) return FailAll(gathered);
   for (uint32_t r = 1; r < o.world_size; ++r) {
     Status sent = SendFormed(*ranks[r], 0, FormedWorld{});
-    if (!sent.ok()) return FailAll(Unavailable("init(): " + RankText(r) + " left before the world formed: " + sent.message()));
+    if (!sent.ok())
+      return FailAll(Unavailable("init(): " + RankText(r) + " left before the world formed: " + sent.message()));
   }
   return Status::Ok();
 }
@@ -172,7 +173,8 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Join(const Options& options)
     return InvalidArgument("init(): the master address " + options.master.ToString() +
                            " is reachable from other machines: give every rank a token (SINKRT_TOKEN), as "
                            "sinkd's non-loopback binds need");
-  if (!options.job_id.empty()) SINKRT_RETURN_IF_ERROR(CheckJobId(options.job_id, "ProcessGroup::Options::job_id"), "init()");
+  if (!options.job_id.empty())
+    SINKRT_RETURN_IF_ERROR(CheckJobId(options.job_id, "ProcessGroup::Options::job_id"), "init()");
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->local_host = options.master.host;
@@ -204,8 +206,7 @@ Result<FormedWorld> ProcessGroup::Round(const std::string& what, const std::vect
     join.job_id = m.job_id;
     join.fields = fields;
     join.member = endpoint;
-    SINKRT_RETURN_IF_ERROR(SendJoin(*m.master, join),
-                           what + ": the master (rank 0) at " + o.master.ToString());
+    SINKRT_RETURN_IF_ERROR(SendJoin(*m.master, join), what + ": the master (rank 0) at " + o.master.ToString());
     InFrame frame;
     Status st = m.master->Receive(&frame, deadline);
     if (st.code() == StatusCode::kDeadlineExceeded)
@@ -236,10 +237,10 @@ Result<FormedWorld> ProcessGroup::Round(const std::string& what, const std::vect
     auto j = ReadJoin(*m.ranks[r], deadline, RankText(r));
     if (!j.ok()) {
       const Status& e = j.status();
-      return m.FailAll(Status(e.code(), what + ": " + RankText(r) + " did not join: " +
-                                            (e.code() == StatusCode::kDeadlineExceeded
-                                                 ? "nothing within " + Seconds(o.timeout)
-                                                 : e.message() + " (it failed or exited)")));
+      return m.FailAll(
+          Status(e.code(), what + ": " + RankText(r) + " did not join: " +
+                               (e.code() == StatusCode::kDeadlineExceeded ? "nothing within " + Seconds(o.timeout)
+                                                                          : e.message() + " (it failed or exited)")));
     }
     if (j->round != round)
       return m.FailAll(FailedPrecondition(what + ": " + RankText(r) + " is at round " + std::to_string(j->round) +

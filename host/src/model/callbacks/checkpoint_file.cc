@@ -10,12 +10,12 @@
 
 #include "host/src/model/callbacks/checkpoint_integrity.h"
 #include "host/src/util/schema_enums.h"
-#include "sinkrt/runtime/version.h"
+#include "runtime/src/file_io.h"
 #include "sinkrt/fb/checkpoint_generated.h"
 #include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/file_formats.h"
 #include "sinkrt/host/model.h"
-#include "runtime/src/file_io.h"
+#include "sinkrt/runtime/version.h"
 
 namespace sinkrt::host {
 namespace {
@@ -63,8 +63,9 @@ Status CheckSameNetwork(const fb::Checkpoint& ck, const Model& model, const std:
   return FailedPrecondition(where + ": " + saved + " (graph hash " + Hex(ck.graph_hash()) + "), " + ours +
                             " hashes to " + Hex(model.network_hash()) +
                             ": a different network, or the same one with other initial values (--seed, "
-                            "initialisers): this checkpoint (format " + std::to_string(ck.format_major()) + "." +
-                            std::to_string(ck.format_minor()) + ") binds to both");
+                            "initialisers): this checkpoint (format " +
+                            std::to_string(ck.format_major()) + "." + std::to_string(ck.format_minor()) +
+                            ") binds to both");
 }
 
 }  // namespace

@@ -51,8 +51,8 @@ Status SealCheckpoint(std::span<uint8_t> buffer) {
 
 Status VerifyTensorCrc(const fb::CheckpointTensor& t, const std::string& where) {
   if (!t.crc32().has_value()) return Status::Ok();
-  const std::span<const uint8_t> data = t.data() ? std::span<const uint8_t>(t.data()->data(), t.data()->size())
-                                                 : std::span<const uint8_t>();
+  const std::span<const uint8_t> data =
+      t.data() ? std::span<const uint8_t>(t.data()->data(), t.data()->size()) : std::span<const uint8_t>();
   const uint32_t computed = Crc32(data);
   if (computed == *t.crc32()) return Status::Ok();
   return InvalidArgument(where + ": tensor '" + (t.name() ? t.name()->str() : std::string("?")) +
@@ -79,8 +79,10 @@ Status VerifyCheckpointFile(std::span<const uint8_t> bytes, const fb::Checkpoint
   // Name the tensor where the damage is, when it is in one.
   if (ck.tensors())
     for (const fb::CheckpointTensor* t : *ck.tensors()) SINKRT_RETURN_IF_ERROR(VerifyTensorCrc(*t, where));
-  return InvalidArgument(where + ": the file is damaged outside the tensors' data (names, shapes or where training "
-                         "stood): its CRC-32 is " + Hex32(computed) + ", the file recorded " + Hex32(ck.file_crc32()));
+  return InvalidArgument(where +
+                         ": the file is damaged outside the tensors' data (names, shapes or where training "
+                         "stood): its CRC-32 is " +
+                         Hex32(computed) + ", the file recorded " + Hex32(ck.file_crc32()));
 }
 
 }  // namespace sinkrt::host

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "host/src/model/callbacks/prefix_claim.h"
+#include "runtime/src/file_io.h"
 #include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/model.h"
-#include "runtime/src/file_io.h"
 
 namespace sinkrt::host {
 namespace fs = std::filesystem;
@@ -60,8 +60,8 @@ std::string UniquePrefix(const fs::path& dir, const std::string& prefix) {
     long long n = 0;
     if (dash == prefix.size()) {
       suffix = std::max(suffix, 1LL);
-    } else if (dash != std::string::npos &&
-               ParseNumber(name.substr(prefix.size() + 1, dash - prefix.size() - 1), &n) && n < LLONG_MAX) {
+    } else if (dash != std::string::npos && ParseNumber(name.substr(prefix.size() + 1, dash - prefix.size() - 1), &n) &&
+               n < LLONG_MAX) {
       suffix = std::max(suffix, n + 1);
     }
   });
@@ -86,8 +86,8 @@ std::vector<fs::path> CheckpointFiles(const fs::path& dir, const std::string& pr
     std::error_code ec;
     Entry entry{e.last_write_time(ec), 0, 0, e.path()};
     const size_t us = mid.find('_');
-    if (us != std::string::npos && !(ParseNumber(mid.substr(1, us - 1), &entry.epoch) &&
-                                     ParseNumber(mid.substr(us + 1), &entry.step)))
+    if (us != std::string::npos &&
+        !(ParseNumber(mid.substr(1, us - 1), &entry.epoch) && ParseNumber(mid.substr(us + 1), &entry.step)))
       entry.epoch = entry.step = 0;
     entries.push_back(std::move(entry));
   });
@@ -127,16 +127,19 @@ Status CheckpointConfig::Validate() const {
   SINKRT_RETURN_IF_ERROR(CheckNonNegative(save_checkpoint_epochs));
   SINKRT_RETURN_IF_ERROR(CheckNonNegative(keep_checkpoint_max));
   if (save_checkpoint_steps == 0 && save_checkpoint_epochs == 0 && keep_checkpoint_max == 0)
-    return InvalidArgument("For 'CheckpointConfig', the input arguments 'save_checkpoint_steps', "
-                           "'save_checkpoint_epochs' and 'keep_checkpoint_max' can't be all None or 0.");
+    return InvalidArgument(
+        "For 'CheckpointConfig', the input arguments 'save_checkpoint_steps', "
+        "'save_checkpoint_epochs' and 'keep_checkpoint_max' can't be all None or 0.");
   return Status::Ok();
 }
 
 Result<std::unique_ptr<ModelCheckpoint>> ModelCheckpoint::Create(std::string prefix, std::string directory,
                                                                  CheckpointConfig config) {
   if (prefix.find('/') != std::string::npos)
-    return InvalidArgument("For 'ModelCheckpoint', the argument 'prefix' for checkpoint file name is invalid, "
-                           "it must be string and does not contain '/', but got " + prefix + ".");
+    return InvalidArgument(
+        "For 'ModelCheckpoint', the argument 'prefix' for checkpoint file name is invalid, "
+        "it must be string and does not contain '/', but got " +
+        prefix + ".");
   SINKRT_RETURN_IF_ERROR(config.Validate());
   if (config.keep_checkpoint_max == 0) config.keep_checkpoint_max = 1;
   if (directory.empty()) directory.push_back('.');

@@ -23,13 +23,12 @@ std::string Ms(double v) {
 
 }  // namespace
 
-LossMonitor::LossMonitor(int per_print_times, std::ostream& out)
-    : per_print_times_(per_print_times), out_(out) {}
+LossMonitor::LossMonitor(int per_print_times, std::ostream& out) : per_print_times_(per_print_times), out_(out) {}
 
 Status LossMonitor::on_train_begin(RunContext&) {
   if (per_print_times_ < 0)
-    return InvalidArgument("The input value must be int and must >= 0, but got '" +
-                           std::to_string(per_print_times_) + "' with type 'int'.");
+    return InvalidArgument("The input value must be int and must >= 0, but got '" + std::to_string(per_print_times_) +
+                           "' with type 'int'.");
   // cur_step_num restarts at 0 with every train(); so does the print clock.
   last_print_step_ = 0;
   return Status::Ok();
@@ -58,8 +57,8 @@ Status TimeMonitor::on_train_epoch_end(RunContext& run_context) {
   if (step_size < 1)
     return InvalidArgument("The input value must be int and must > 0, but got '" + std::to_string(step_size) +
                            "' with type 'int'.");
-  std::string line = "Train epoch time: " + Ms(p.epoch_ms) + " ms, per step time: " +
-                     Ms(p.epoch_ms / static_cast<double>(step_size)) + " ms";
+  std::string line = "Train epoch time: " + Ms(p.epoch_ms) +
+                     " ms, per step time: " + Ms(p.epoch_ms / static_cast<double>(step_size)) + " ms";
   if (data_time_) line += " (data time: " + Ms(p.data_wait_ms / static_cast<double>(step_size)) + " ms)";
   out_ << line << std::endl;
   return Status::Ok();
@@ -79,10 +78,9 @@ Status LossScaleMonitor::on_train_epoch_end(RunContext& run_context) {
   const int64_t overflowed = p.total_overflow_steps - begin_overflows_;
   if (p.loss_scale <= 0 || overflowed <= 0) return Status::Ok();
   const int64_t steps = p.cur_step_num - begin_step_;
-  out_ << "epoch: " << p.cur_epoch_num << ": " << overflowed << " of " << steps
-       << (steps == 1 ? " step" : " steps") << " overflowed, "
-       << (overflowed == 1 ? "its update" : "their updates") << " skipped (loss scale " << PyFloatRepr(p.loss_scale)
-       << ")" << std::endl;
+  out_ << "epoch: " << p.cur_epoch_num << ": " << overflowed << " of " << steps << (steps == 1 ? " step" : " steps")
+       << " overflowed, " << (overflowed == 1 ? "its update" : "their updates") << " skipped (loss scale "
+       << PyFloatRepr(p.loss_scale) << ")" << std::endl;
   return Status::Ok();
 }
 

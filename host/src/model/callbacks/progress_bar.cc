@@ -27,8 +27,8 @@ void ProgressBar::Draw(const CallbackParams& p) {
   const int64_t initial_epoch = (p.global_batch - p.cur_step_num) / total;
   char loss[32];
   std::snprintf(loss, sizeof loss, "%.4f", p.net_outputs);
-  out_ << "\r\x1b[2Kepoch " << p.cur_epoch_num << "/" << initial_epoch + p.epoch_num << " [" << bar << "] "
-       << done << "/" << total << (done > 0 ? std::string(" loss ") + loss : std::string()) << std::flush;
+  out_ << "\r\x1b[2Kepoch " << p.cur_epoch_num << "/" << initial_epoch + p.epoch_num << " [" << bar << "] " << done
+       << "/" << total << (done > 0 ? std::string(" loss ") + loss : std::string()) << std::flush;
   drawn_ = true;
 }
 

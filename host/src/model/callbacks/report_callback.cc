@@ -26,8 +26,7 @@ nlohmann::ordered_json RankLosses(const CallbackParams& p) {
 
 Result<std::unique_ptr<ReportCallback>> ReportCallback::Create(const std::string& path) {
   auto file = std::make_unique<std::ofstream>(path, std::ios::out | std::ios::trunc);
-  if (!file->is_open())
-    return NotFound("report file '" + path + "': cannot create it: " + std::strerror(errno));
+  if (!file->is_open()) return NotFound("report file '" + path + "': cannot create it: " + std::strerror(errno));
   return std::unique_ptr<ReportCallback>(new ReportCallback(std::move(file), path));
 }
 
@@ -85,9 +84,8 @@ Status ReportCallback::on_train_epoch_end(RunContext& run_context) {
       // AllReduce hidden behind backward. The wait also holds the comm
       // thread's wake-ups and the slowest rank's lag, so it can exceed the
       // collective's own time (nothing hidden, 0).
-      {"comm_hidden", p.device.comm_ms > 0
-                          ? Number(std::max(0.0, 1.0 - p.device.comm_wait_ms / p.device.comm_ms))
-                          : nlohmann::ordered_json(nullptr)},
+      {"comm_hidden", p.device.comm_ms > 0 ? Number(std::max(0.0, 1.0 - p.device.comm_wait_ms / p.device.comm_ms))
+                                           : nlohmann::ordered_json(nullptr)},
   };
   // Loss scaling (docs/guide/loss_scale.md): the scale after the epoch's last
   // step, and its steps whose update was skipped.
@@ -108,7 +106,8 @@ Status ReportCallback::WriteLine(std::string_view json) {
   if (!out_.good()) {
     const std::string why = errno != 0 ? std::string(": ") + std::strerror(errno) : std::string();
     return Unavailable((path_.empty() ? std::string("report: writing a record failed")
-                                      : "report file '" + path_ + "': writing a record failed") + why);
+                                      : "report file '" + path_ + "': writing a record failed") +
+                       why);
   }
   return Status::Ok();
 }

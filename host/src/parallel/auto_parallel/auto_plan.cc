@@ -6,12 +6,12 @@
 #include <limits>
 
 #include "host/src/parallel/auto_parallel/auto_plan_explain.h"
-#include "sinkrt/host/calibration.h"
 #include "host/src/parallel/auto_parallel/cost_model.h"
-#include "host/src/parallel/partition/partition_plan.h"
 #include "host/src/parallel/auto_parallel/search_graph.h"
 #include "host/src/parallel/auto_parallel/strategy_search.h"
+#include "host/src/parallel/partition/partition_plan.h"
 #include "sinkrt/host/auto_parallel.h"
+#include "sinkrt/host/calibration.h"
 
 namespace sinkrt::host {
 namespace {
@@ -20,9 +20,12 @@ using namespace parallel;
 
 double OptimizerStateFactor(OptimizerKind kind) {
   switch (kind) {
-    case OptimizerKind::SGD: return 0;
-    case OptimizerKind::Momentum: return 1;
-    case OptimizerKind::Adam: return 2;
+    case OptimizerKind::SGD:
+      return 0;
+    case OptimizerKind::Momentum:
+      return 1;
+    case OptimizerKind::Adam:
+      return 2;
   }
   return 1;
 }

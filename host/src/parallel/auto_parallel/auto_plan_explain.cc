@@ -28,8 +28,8 @@ std::vector<size_t> SwapGroup(const SearchGraph& sg, const std::vector<std::vect
 // The op's own terms under candidate `c`, and the redistribution of
 // everything the swap touches (the group's own and every edge at it, the
 // other ends as chosen).
-Parts PartsOf(const SearchGraph& sg, const std::vector<std::vector<size_t>>& incident, const std::vector<size_t>& choice,
-              const std::vector<size_t>& group, size_t c) {
+Parts PartsOf(const SearchGraph& sg, const std::vector<std::vector<size_t>>& incident,
+              const std::vector<size_t>& choice, const std::vector<size_t>& group, size_t c) {
   const size_t i = group[0];
   const OpCandidate& oc = sg.ops[i][c];
   Parts p;
@@ -102,8 +102,9 @@ std::vector<OpPlanChoice> ExplainChoices(const Graph& g, const SearchGraph& sg, 
         const Parts p = PartsOf(sg, incident, choice, group, a);
         const double extra = p.compute + p.communication + p.redistribution - chosen_total;
         if (!std::isfinite(extra)) continue;
-        const bool over = memory_limit && result.cost.memory_bytes - node.candidates[c].memory_bytes +
-                                                  node.candidates[a].memory_bytes > *memory_limit;
+        const bool over = memory_limit &&
+                          result.cost.memory_bytes - node.candidates[c].memory_bytes + node.candidates[a].memory_bytes >
+                              *memory_limit;
         if (over) {
           if (extra < over_extra) over_extra = extra, best_over = a;
         } else if (extra < best_extra) {
@@ -156,9 +157,12 @@ std::string Msec(double s) {
 
 std::string Bytes(uint64_t b) {
   char buf[32];
-  if (b >= (uint64_t{1} << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", double(b) / (1 << 20));
-  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", double(b) / 1024);
-  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  if (b >= (uint64_t{1} << 20))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", double(b) / (1 << 20));
+  else if (b >= 1024)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", double(b) / 1024);
+  else
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
   return buf;
 }
 
@@ -184,10 +188,15 @@ std::string ExplainPlan(const AutoParallelPlan& plan) {
     out += Pad(c.strategy.empty() ? "follows" : StrategyToString(c.strategy) + (c.fixed ? "*" : ""), strat_w) + "  ";
     out += Pad(Msec(c.compute_s), 11) + "  " + Pad(Msec(c.communication_s), 11) + "  " +
            Pad(Msec(c.redistribution_s), 11) + "  " + Pad(Bytes(c.memory_bytes), 10) + "  ";
-    if (c.fixed) out += "(strategy given: kept)";
-    else if (c.strategy.empty()) out += "(reshape: carries its input's layout)";
-    else if (c.rejected.empty()) out += "(no other strategy)";
-    else out += StrategyToString(c.rejected) + " " + (c.rejected_extra_s >= 0 ? "+" : "") + Msec(c.rejected_extra_s) + ": " + c.reason;
+    if (c.fixed)
+      out += "(strategy given: kept)";
+    else if (c.strategy.empty())
+      out += "(reshape: carries its input's layout)";
+    else if (c.rejected.empty())
+      out += "(no other strategy)";
+    else
+      out += StrategyToString(c.rejected) + " " + (c.rejected_extra_s >= 0 ? "+" : "") + Msec(c.rejected_extra_s) +
+             ": " + c.reason;
     out += '\n';
   }
   out += "predicted step " + Msec(plan.step_s) + ", memory " + Bytes(plan.memory_bytes) + " per rank";

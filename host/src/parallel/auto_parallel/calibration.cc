@@ -61,8 +61,8 @@ struct Reader {
       if (!e.is_number_integer() || e.get<int64_t>() < 1)
         return Error(where, "entry " + std::to_string(i) + " (" + e.dump() + ") is not a positive integer");
       if (!out.empty() && e.get<int64_t>() <= out.back())
-        return Error(where, "is not sorted ascending at index " + std::to_string(i) + " (" + e.dump() +
-                                " after " + std::to_string(out.back()) + ")");
+        return Error(where, "is not sorted ascending at index " + std::to_string(i) + " (" + e.dump() + " after " +
+                                std::to_string(out.back()) + ")");
       out.push_back(e.get<int64_t>());
     }
     return out;
@@ -85,8 +85,8 @@ Result<GemmGrid> ReadGemm(const Reader& r, const Json& gemm) {
   // flops[i][j][l]: m[i], n[j], k[l].
   const std::string where = path + ".flops";
   auto shape_error = [&](const std::string& at, size_t want, const char* axis) {
-    return r.Error(where + at, "is not a list of " + std::to_string(want) + " entries (one per " + axis +
-                                   " of the grid)");
+    return r.Error(where + at,
+                   "is not a list of " + std::to_string(want) + " entries (one per " + axis + " of the grid)");
   };
   if (!flops->is_array() || flops->size() != g.m.size()) return shape_error("", g.m.size(), "m");
   for (size_t i = 0; i < g.m.size(); ++i) {

@@ -27,8 +27,16 @@ bool SavesOutput(OpCode op) {
 // Ops whose backward reads none of their forward tensors.
 bool SavesNothing(OpCode op) {
   switch (op) {
-    case OpCode::Add: case OpCode::Sub: case OpCode::BiasAdd: case OpCode::ReduceSum: case OpCode::ReduceMean:
-    case OpCode::Reshape: case OpCode::Flatten: case OpCode::Transpose: case OpCode::Concat: case OpCode::Split:
+    case OpCode::Add:
+    case OpCode::Sub:
+    case OpCode::BiasAdd:
+    case OpCode::ReduceSum:
+    case OpCode::ReduceMean:
+    case OpCode::Reshape:
+    case OpCode::Flatten:
+    case OpCode::Transpose:
+    case OpCode::Concat:
+    case OpCode::Split:
     case OpCode::Cast:
       return true;
     default:
@@ -70,8 +78,7 @@ Gemm GemmOf(const OpNode& op, const std::vector<Shape>& in, const std::vector<Sh
 // overhead.
 double GemmBatchSeconds(const Calibration& c, int64_t batch, int64_t m, int64_t n, int64_t k) {
   if (batch <= 0 || m <= 0 || n <= 0 || k <= 0) return 0;
-  return c.kernel_launch +
-         double(batch) * 2.0 * double(m) * double(n) * double(k) / GemmFlops(c.gemm, batch * m, n, k);
+  return c.kernel_launch + double(batch) * 2.0 * double(m) * double(n) * double(k) / GemmFlops(c.gemm, batch * m, n, k);
 }
 
 // Fusion (compiler/fusion.h): MatMul or Conv2D → BiasAdd [→ Relu] run as
@@ -96,10 +103,14 @@ bool IsView(const OpNode& op) {
 
 CollectiveKind ToCollective(RedistKind kind) {
   switch (kind) {
-    case RedistKind::AllGather: return CollectiveKind::AllGather;
-    case RedistKind::AllToAll: return CollectiveKind::AllToAll;
-    case RedistKind::ReduceScatter: return CollectiveKind::ReduceScatter;
-    default: return CollectiveKind::AllReduce;
+    case RedistKind::AllGather:
+      return CollectiveKind::AllGather;
+    case RedistKind::AllToAll:
+      return CollectiveKind::AllToAll;
+    case RedistKind::ReduceScatter:
+      return CollectiveKind::ReduceScatter;
+    default:
+      return CollectiveKind::AllReduce;
   }
 }
 
@@ -109,8 +120,8 @@ Result<CostContext> MakeCostContext(const Graph& g, const Calibration& c, CostOp
   if (!c.collectives.count(options.transport)) {
     std::string have;
     for (const auto& [name, _] : c.collectives) have += (have.empty() ? "" : ", ") + name;
-    return InvalidArgument("cost model: transport \"" + options.transport + "\" has no collective fits in " +
-                           c.source + " (it has " + have + ")");
+    return InvalidArgument("cost model: transport \"" + options.transport + "\" has no collective fits in " + c.source +
+                           " (it has " + have + ")");
   }
   if (options.optimizer_state_factor < 0)
     return InvalidArgument("cost model: optimizer_state_factor " + std::to_string(options.optimizer_state_factor) +
@@ -146,7 +157,8 @@ Result<double> RedistributionSeconds(const RedistPlan& plan, const Calibration& 
   for (const RedistStep& step : plan.steps) {
     const int64_t bytes = std::max(step.in_bytes, step.out_bytes);
     if (step.kind != RedistKind::Slice) {
-      SINKRT_ASSIGN_OR_RETURN(double t, CollectiveSeconds(c, transport, ToCollective(step.kind), step.group_size, bytes));
+      SINKRT_ASSIGN_OR_RETURN(double t,
+                              CollectiveSeconds(c, transport, ToCollective(step.kind), step.group_size, bytes));
       s += t;
     }
     if (!backward) continue;
@@ -154,10 +166,15 @@ Result<double> RedistributionSeconds(const RedistPlan& plan, const Calibration& 
     std::optional<CollectiveKind> grad;
     switch (step.kind) {
       case RedistKind::Slice:
-      case RedistKind::ReduceScatter: grad = CollectiveKind::AllGather; break;
-      case RedistKind::AllToAll: grad = CollectiveKind::AllToAll; break;
+      case RedistKind::ReduceScatter:
+        grad = CollectiveKind::AllGather;
+        break;
+      case RedistKind::AllToAll:
+        grad = CollectiveKind::AllToAll;
+        break;
       case RedistKind::AllGather:
-      case RedistKind::AllReduce: break;
+      case RedistKind::AllReduce:
+        break;
     }
     if (!grad) continue;
     SINKRT_ASSIGN_OR_RETURN(double t, CollectiveSeconds(c, transport, *grad, step.group_size, bytes));
@@ -192,7 +209,8 @@ Result<OpCost> CostOfOp(const CostContext& ctx, const OpNode& op, const OpShardi
     out_bytes.push_back(SliceBytes(sharding.outputs[i], g.tensor(op.outputs[i]).dtype));
   }
   auto needs_grad = [&](size_t i) { return ctx.needs_grad[op.inputs[i]]; };
-  const bool has_backward = std::any_of(op.inputs.begin(), op.inputs.end(), [&](TensorId t) { return ctx.needs_grad[t]; });
+  const bool has_backward =
+      std::any_of(op.inputs.begin(), op.inputs.end(), [&](TensorId t) { return ctx.needs_grad[t]; });
 
   // ---- compute and activations kept ----
   if (IsGemm(op.op)) {
@@ -234,9 +252,9 @@ Result<OpCost> CostOfOp(const CostContext& ctx, const OpNode& op, const OpShardi
   for (size_t i = 0; i < op.outputs.size(); ++i) {
     const TensorLayout& out = sharding.outputs[i];
     if (out.partial.empty()) continue;
-    SINKRT_ASSIGN_OR_RETURN(double t,
-                            RedistributionSeconds(out, ResolvedLayout(out), g.tensor(op.outputs[i]).dtype, c, transport),
-                            "cost model: op " + op.name + " output " + std::to_string(i));
+    SINKRT_ASSIGN_OR_RETURN(
+        double t, RedistributionSeconds(out, ResolvedLayout(out), g.tensor(op.outputs[i]).dtype, c, transport),
+        "cost model: op " + op.name + " output " + std::to_string(i));
     cost.comm_fwd_s += t;
   }
 

@@ -27,10 +27,10 @@
 #include <string>
 #include <vector>
 
-#include "sinkrt/host/calibration.h"
-#include "host/src/parallel/tensor_layout/layout.h"
 #include "host/src/parallel/ops_info/op_sharding.h"
+#include "host/src/parallel/tensor_layout/layout.h"
 #include "host/src/parallel/tensor_layout/redistribution.h"
+#include "sinkrt/host/calibration.h"
 #include "sinkrt/host/graph.h"
 #include "sinkrt/runtime/status.h"
 
@@ -65,15 +65,15 @@ Result<CostContext> MakeCostContext(const Graph& g, const Calibration& c, CostOp
 struct OpCost {
   double compute_fwd_s = 0;
   double compute_bwd_s = 0;
-  double comm_fwd_s = 0;   // AllReduce of partial outputs
-  double comm_bwd_s = 0;   // AllReduce of partial activation-input gradients
-  double grad_sync_s = 0;  // parameter-gradient AllReduce over the mirror group, before overlap
+  double comm_fwd_s = 0;           // AllReduce of partial outputs
+  double comm_bwd_s = 0;           // AllReduce of partial activation-input gradients
+  double grad_sync_s = 0;          // parameter-gradient AllReduce over the mirror group, before overlap
   double exposed_grad_sync_s = 0;  // grad_sync_s * (1 - hidden fraction)
-  double update_s = 0;     // the optimizer's update of its parameter slices (memory-bound)
-  int64_t param_bytes = 0;        // this rank's parameter slices
-  int64_t grad_bytes = 0;         // their gradients
-  int64_t optimizer_bytes = 0;    // optimizer state: param_bytes * optimizer_state_factor
-  int64_t activation_bytes = 0;   // forward tensors kept for backward
+  double update_s = 0;             // the optimizer's update of its parameter slices (memory-bound)
+  int64_t param_bytes = 0;         // this rank's parameter slices
+  int64_t grad_bytes = 0;          // their gradients
+  int64_t optimizer_bytes = 0;     // optimizer state: param_bytes * optimizer_state_factor
+  int64_t activation_bytes = 0;    // forward tensors kept for backward
 
   // What the op adds to a training step: compute, both directions of its
   // own communication, the exposed part of its gradient sync and the
@@ -108,9 +108,9 @@ struct OpCost {
 // Parameters: the gradient is summed over the op's split loops that do not
 // index the parameter (its mirror group, as the partitioner reduces it; a
 // repeated calculation computes the same gradient everywhere and needs no
-// sum) at β·f(n)·bytes plus its bucket share of α (CostOptions), and the optimizer reads the parameter, its gradient and its state
-// and writes both back: (3 + 2 x optimizer_state_factor) x its bytes of
-// memory-bound work. A parameter consumed by several ops is counted by each.
+// sum) at β·f(n)·bytes plus its bucket share of α (CostOptions), and the optimizer reads the parameter, its gradient
+// and its state and writes both back: (3 + 2 x optimizer_state_factor) x its bytes of memory-bound work. A parameter
+// consumed by several ops is counted by each.
 Result<OpCost> CostOfOp(const CostContext& ctx, const OpNode& op, const OpSharding& sharding);
 
 // `layout` with its pending sums taken (partial cleared): what the

@@ -73,13 +73,15 @@ class Builder {
                          (backward ? 1 : 0);
     auto it = memo_.find(key);
     if (it != memo_.end()) return it->second;
-    Result<double> s = RedistributionSeconds(layouts_[from], layouts_[to], dtype, *ctx_.calibration,
-                                             ctx_.options.transport, backward);
+    Result<double> s =
+        RedistributionSeconds(layouts_[from], layouts_[to], dtype, *ctx_.calibration, ctx_.options.transport, backward);
     const double v = s.ok() ? *s : kForbidden;
     memo_.emplace(key, v);
     return v;
   }
-  double Redist(const TensorLayout& from, const TensorLayout& to, TensorId t) { return Redist(Intern(from), Intern(to), t); }
+  double Redist(const TensorLayout& from, const TensorLayout& to, TensorId t) {
+    return Redist(Intern(from), Intern(to), t);
+  }
 
   // A dataset input's layout when it does not follow the loss.
   TensorLayout FixedInput(TensorId t) const {
@@ -116,8 +118,8 @@ class Builder {
         if (l.partial.empty() || !read_[op.outputs[o]]) continue;
         oc.readers_resolve_s += Redist(l, ResolvedLayout(l), op.outputs[o]);
       }
-      node.candidates.push_back({.name = StrategyToString(s),
-                                 .data_parallel = static_cast<uint32_t>(BatchSplit(g_, op, s))});
+      node.candidates.push_back(
+          {.name = StrategyToString(s), .data_parallel = static_cast<uint32_t>(BatchSplit(g_, op, s))});
       sg_.ops[i].push_back(std::move(oc));
       shardings_[i].push_back(std::move(sh));
     }
@@ -247,7 +249,7 @@ class Builder {
   const CostContext& ctx_;
   const SearchGraphOptions& o_;
   SearchGraph sg_;
-  std::vector<std::vector<OpSharding>> shardings_;  // per op, per candidate (ruled ops)
+  std::vector<std::vector<OpSharding>> shardings_;                     // per op, per candidate (ruled ops)
   std::map<TensorId, std::vector<std::pair<size_t, size_t>>> params_;  // readers (op, input)
   std::unordered_map<std::string, uint32_t> layout_ids_;
   std::vector<TensorLayout> layouts_;  // by id

@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "host/src/parallel/auto_parallel/cost_model.h"
-#include "host/src/parallel/partition/partition_plan.h"
 #include "host/src/parallel/auto_parallel/strategy_search.h"
+#include "host/src/parallel/partition/partition_plan.h"
 #include "sinkrt/host/graph.h"
 #include "sinkrt/runtime/status.h"
 
@@ -59,13 +59,13 @@ struct EdgeTensor {
 };
 
 struct SearchGraph {
-  SearchProblem problem;                       // node i is op i of the graph
-  std::vector<std::vector<OpCandidate>> ops;   // per op, parallel to problem.nodes[i].candidates
-  std::vector<EdgeTensor> edge_tensors;        // parallel to problem.edges
+  SearchProblem problem;                      // node i is op i of the graph
+  std::vector<std::vector<OpCandidate>> ops;  // per op, parallel to problem.nodes[i].candidates
+  std::vector<EdgeTensor> edge_tensors;       // parallel to problem.edges
   // Per op: the op a follower (Reshape, Flatten) mirrors, candidate for
   // candidate, or -1; a fixed-input follower mirrors nothing.
   std::vector<int64_t> follows;
-  size_t enumerated = 0;                       // strategies over all ops
+  size_t enumerated = 0;  // strategies over all ops
 };
 
 struct SearchGraphOptions {

@@ -45,9 +45,7 @@ struct Factor {
   std::vector<Label> labels;
   bool alive = true;
 
-  std::span<const Label> Cell(size_t e) const {
-    return {labels.data() + begin[e], labels.data() + begin[e + 1]};
-  }
+  std::span<const Label> Cell(size_t e) const { return {labels.data() + begin[e], labels.data() + begin[e + 1]}; }
 };
 
 // A sum of one label from each of several entries, before pruning.
@@ -60,10 +58,9 @@ struct Sum {
 
 class Eliminator {
  public:
-  Eliminator(const SearchProblem& p, const std::vector<std::vector<size_t>>& keep,
-             std::optional<uint64_t> limit, size_t max_labels, double bonus)
-      : p_(p), keep_(keep), limit_(limit), max_labels_(std::max<size_t>(max_labels, 2)),
-        node_factors_(p.nodes.size()) {
+  Eliminator(const SearchProblem& p, const std::vector<std::vector<size_t>>& keep, std::optional<uint64_t> limit,
+             size_t max_labels, double bonus)
+      : p_(p), keep_(keep), limit_(limit), max_labels_(std::max<size_t>(max_labels, 2)), node_factors_(p.nodes.size()) {
     for (size_t v = 0; v < p.nodes.size(); ++v) {
       Factor f;
       f.scope = {static_cast<int>(v)};
@@ -73,8 +70,8 @@ class Eliminator {
         const StrategyCandidate& s = p.nodes[v].candidates[c];
         if (Fits(s.memory_bytes)) {
           records_.push_back({static_cast<int32_t>(v), static_cast<uint32_t>(c), 0, 0});
-          f.labels.push_back({s.time_s - bonus * s.data_parallel, s.memory_bytes,
-                              static_cast<int32_t>(records_.size() - 1)});
+          f.labels.push_back(
+              {s.time_s - bonus * s.data_parallel, s.memory_bytes, static_cast<int32_t>(records_.size() - 1)});
         }
         f.begin.push_back(static_cast<uint32_t>(f.labels.size()));
       }
@@ -233,9 +230,8 @@ class Eliminator {
   // and the search reports itself inexact.
   template <typename T>
   void Front(std::vector<T>& labels) {
-    std::stable_sort(labels.begin(), labels.end(), [](const T& x, const T& y) {
-      return x.score != y.score ? x.score < y.score : x.mem < y.mem;
-    });
+    std::stable_sort(labels.begin(), labels.end(),
+                     [](const T& x, const T& y) { return x.score != y.score ? x.score < y.score : x.mem < y.mem; });
     uint64_t min_mem = UINT64_MAX;
     size_t kept = 0;
     for (const T& l : labels) {
@@ -386,8 +382,9 @@ class Eliminator {
       uint64_t stride = 1;
       for (size_t k = f.scope.size(); k-- > 0;) {
         const int u = f.scope[k];
-        const size_t pos =
-            u == v ? scope.size() : static_cast<size_t>(std::lower_bound(scope.begin(), scope.end(), u) - scope.begin());
+        const size_t pos = u == v
+                               ? scope.size()
+                               : static_cast<size_t>(std::lower_bound(scope.begin(), scope.end(), u) - scope.begin());
         where[i].push_back({pos, stride});
         stride *= f.radix[k];
       }
@@ -584,8 +581,9 @@ Result<SearchMode> ParseSearchMode(std::string_view name) {
   if (name == "dynamic_programming") return SearchMode::kDynamicProgramming;
   if (name == "sharding_propagation") return SearchMode::kShardingPropagation;
   if (name == "recursive_programming") {
-    return Unimplemented("search_mode 'recursive_programming' is not supported: use dynamic_programming or "
-                         "sharding_propagation");
+    return Unimplemented(
+        "search_mode 'recursive_programming' is not supported: use dynamic_programming or "
+        "sharding_propagation");
   }
   return InvalidArgument("unknown search_mode '" + std::string(name) +
                          "': expected dynamic_programming or sharding_propagation");
@@ -611,8 +609,8 @@ Status ValidateProblem(const SearchProblem& problem) {
   }
   for (const SearchEdge& e : problem.edges) {
     if (e.producer >= problem.nodes.size() || e.consumer >= problem.nodes.size()) {
-      return OutOfRange("edge " + std::to_string(e.producer) + " -> " + std::to_string(e.consumer) + " names an op past " +
-                        std::to_string(problem.nodes.size()));
+      return OutOfRange("edge " + std::to_string(e.producer) + " -> " + std::to_string(e.consumer) +
+                        " names an op past " + std::to_string(problem.nodes.size()));
     }
     const std::string name = "edge '" + problem.nodes[e.producer].op + "' -> '" + problem.nodes[e.consumer].op + "'";
     if (e.producer == e.consumer) return InvalidArgument(name + " joins an op to itself");

@@ -43,12 +43,11 @@ inline constexpr double kTieRelativeEpsilon = 1e-6;
 // this many entries is refused rather than built.
 inline constexpr uint64_t kMaxEliminationCells = uint64_t{1} << 22;
 
-
 struct StrategyCandidate {
-  std::string name;           // for messages and --explain
-  double time_s = 0;          // the op's own time under this strategy
-  uint64_t memory_bytes = 0;  // per rank
-  uint32_t data_parallel = 0; // tie-break preference: higher is more data parallel
+  std::string name;            // for messages and --explain
+  double time_s = 0;           // the op's own time under this strategy
+  uint64_t memory_bytes = 0;   // per rank
+  uint32_t data_parallel = 0;  // tie-break preference: higher is more data parallel
 };
 
 struct SearchNode {
@@ -91,16 +90,16 @@ struct SearchOptions {
 };
 
 struct PlanCost {
-  double time_s = 0;          // Σ node times + Σ edge times
-  uint64_t memory_bytes = 0;  // Σ node memories
-  uint64_t data_parallel = 0; // Σ chosen data_parallel keys
+  double time_s = 0;           // Σ node times + Σ edge times
+  uint64_t memory_bytes = 0;   // Σ node memories
+  uint64_t data_parallel = 0;  // Σ chosen data_parallel keys
 };
 
 struct SearchResult {
   std::vector<size_t> choice;  // per node, an index into its candidates
   PlanCost cost;
-  size_t pruned_candidates = 0;       // dropped by ParetoCandidates
-  size_t generalized_eliminations = 0; // ops eliminated with 3+ neighbours
+  size_t pruned_candidates = 0;         // dropped by ParetoCandidates
+  size_t generalized_eliminations = 0;  // ops eliminated with 3+ neighbours
   // False only when a memory limit made a Pareto front exceed
   // max_pareto_labels: the plan fits the limit but may not be the fastest.
   bool exact = true;

@@ -13,8 +13,7 @@ using Segments = std::vector<size_t>;
 // MindSpore's GetAllReduceSplitSegment over one segment [0, n): a gradient
 // that takes the running total past the threshold closes the bucket it
 // joined.
-Segments SplitBySize(std::span<const FusionGradient> gradients, const std::vector<size_t>& order,
-                     uint64_t threshold) {
+Segments SplitBySize(std::span<const FusionGradient> gradients, const std::vector<size_t>& order, uint64_t threshold) {
   Segments ends;
   uint64_t accumulated = 0;
   for (size_t j = 0; j < order.size(); ++j) {

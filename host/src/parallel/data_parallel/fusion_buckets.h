@@ -40,7 +40,7 @@ inline constexpr uint64_t kFusionBytesPerMb = 262144;
 inline constexpr double kAutoFusionMb = 64;
 
 struct FusionGradient {
-  std::string name;        // for messages
+  std::string name;  // for messages
   uint64_t bytes = 0;
   DType dtype = DType::F32;
   int64_t written_at = 0;  // compute position of the task that writes it last

@@ -9,8 +9,7 @@ namespace sinkrt::host::parallel {
 namespace {
 
 bool Touches(const ComputeTask& task, const std::set<uint32_t>& buffers) {
-  return std::any_of(task.touched.begin(), task.touched.end(),
-                     [&](uint32_t b) { return buffers.count(b) > 0; });
+  return std::any_of(task.touched.begin(), task.touched.end(), [&](uint32_t b) { return buffers.count(b) > 0; });
 }
 
 // The optimizer updates end the step in parameter order, which is roughly
@@ -127,15 +126,15 @@ ReductionSchedule ScheduleGradientReduction(std::span<const ComputeTask> tasks, 
       s.compute.push_back({.kind = Kind::Compute, .index = order[i], .event = 0, .name = {}});
     }
     for (size_t k = 0; k < count; ++k)
-      if (ready_at[k] == static_cast<int64_t>(i))
-        s.compute.push_back(event(Kind::RecordEvent, k, "ready", ready(k)));
+      if (ready_at[k] == static_cast<int64_t>(i)) s.compute.push_back(event(Kind::RecordEvent, k, "ready", ready(k)));
   }
   // The comm stream takes buckets and collectives in the order they become
   // ready on the compute stream (a bucket ready at the collective's own
   // position goes first: its ready event is recorded before).
   std::vector<std::pair<int64_t, int64_t>> comm_order;  // (position, bucket k or -1 - j)
   for (size_t k = 0; k < count; ++k) comm_order.emplace_back(ready_at[k], static_cast<int64_t>(k));
-  for (const auto& [i, j] : collective_at) comm_order.emplace_back(static_cast<int64_t>(i), -1 - static_cast<int64_t>(j));
+  for (const auto& [i, j] : collective_at)
+    comm_order.emplace_back(static_cast<int64_t>(i), -1 - static_cast<int64_t>(j));
   std::stable_sort(comm_order.begin(), comm_order.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first < b.first : a.second > b.second;  // buckets (>= 0) before a collective
   });

@@ -47,7 +47,7 @@ Result<std::vector<FusionBucket>> PlanGradientBuckets(std::span<const FusionGrad
 
 // One task of train_step's compute stream, as the schedule sees it.
 struct ComputeTask {
-  bool kernel = false;             // only kernels are reordered or belong to a bucket
+  bool kernel = false;  // only kernels are reordered or belong to a bucket
   // A collective of the sharded graph: it moves to the comm stream at its
   // place (the communicator is driven from one thread), with the compute
   // stream waiting for it right away.

@@ -11,7 +11,8 @@ int Normalize(int axis, size_t rank) { return axis < 0 ? axis + static_cast<int>
 // One loop per dim of `shape`.
 std::vector<int> LoopPerDim(OpLoops& l, const Shape& shape, const std::vector<std::string>& fixed = {}) {
   std::vector<int> dims;
-  for (size_t d = 0; d < shape.size(); ++d) dims.push_back(l.AddLoop(shape[d], false, d < fixed.size() ? fixed[d] : ""));
+  for (size_t d = 0; d < shape.size(); ++d)
+    dims.push_back(l.AddLoop(shape[d], false, d < fixed.size() ? fixed[d] : ""));
   return dims;
 }
 
@@ -140,8 +141,10 @@ Result<OpLoops> ReduceLoops(const Graph& g, const OpNode& op, const Shape& x) {
     const bool reduced = axes.empty() || std::count(axes.begin(), axes.end(), static_cast<int>(d));
     const int loop = l.AddLoop(x[d], reduced);
     in.push_back(loop);
-    if (!reduced) out.push_back(loop);
-    else if (op.attrs.keep_dims) out.push_back(-1);
+    if (!reduced)
+      out.push_back(loop);
+    else if (op.attrs.keep_dims)
+      out.push_back(-1);
   }
   l.inputs = {in};
   l.outputs = {out};

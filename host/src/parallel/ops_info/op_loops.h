@@ -13,12 +13,12 @@
 namespace sinkrt::host::parallel {
 
 struct OpLoops {
-  std::vector<int64_t> extents;            // per loop dim
-  std::vector<bool> reduction;             // not indexing the outputs: a split leaves them partial
-  std::vector<std::string> fixed;          // non-empty: why the loop may not be split
-  std::vector<std::vector<int>> inputs;    // per input dim: its loop, or -1 (a broadcast dim of 1)
-  std::vector<std::vector<int>> outputs;   // per output dim: its loop, or -1 (whole on every rank)
-  bool mean = false;                       // the reduction is a mean (its partial sums need / n)
+  std::vector<int64_t> extents;           // per loop dim
+  std::vector<bool> reduction;            // not indexing the outputs: a split leaves them partial
+  std::vector<std::string> fixed;         // non-empty: why the loop may not be split
+  std::vector<std::vector<int>> inputs;   // per input dim: its loop, or -1 (a broadcast dim of 1)
+  std::vector<std::vector<int>> outputs;  // per output dim: its loop, or -1 (whole on every rank)
+  bool mean = false;                      // the reduction is a mean (its partial sums need / n)
 
   int AddLoop(int64_t extent, bool is_reduction = false, std::string fixed_because = "");
 };

@@ -24,7 +24,7 @@ Result<OpSharding> ShardOp(const Graph& g, const OpNode& op, const Strategy& str
                            " is not equal to inputs size: " + std::to_string(op.inputs.size()));
   }
   const size_t num_loops = loops.extents.size();
-  std::vector<int64_t> split(num_loops, 0);  // 0: not yet seen
+  std::vector<int64_t> split(num_loops, 0);                 // 0: not yet seen
   std::vector<std::pair<size_t, size_t>> first(num_loops);  // where each loop's split was read
   for (size_t i = 0; i < strategy.size(); ++i) {
     const Shape& shape = g.tensor(op.inputs[i]).shape;
@@ -35,7 +35,8 @@ Result<OpSharding> ShardOp(const Graph& g, const OpNode& op, const Strategy& str
     }
     for (size_t d = 0; d < shape.size(); ++d) {
       const int64_t v = strategy[i][d];
-      if (v < 1) return InvalidArgument(prefix + "the value of strategy must be larger than 0, but get " + std::to_string(v));
+      if (v < 1)
+        return InvalidArgument(prefix + "the value of strategy must be larger than 0, but get " + std::to_string(v));
       if (PowerOfTwo(device_num) && !PowerOfTwo(v))
         return InvalidArgument(prefix + "the value of strategy must be the power of 2, but get " + std::to_string(v));
       if (shape[d] % v != 0) {

@@ -52,8 +52,7 @@ Result<std::vector<Strategy>> EnumerateStrategies(const Graph& g, const OpNode& 
     split[loop] = 1;
   };
   walk(0, 1, 0);
-  std::stable_sort(splits.begin(), splits.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(splits.begin(), splits.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
 
   const bool gemm = op.op == OpCode::MatMul || op.op == OpCode::BatchMatMul || op.op == OpCode::Conv2D;
   std::vector<Strategy> out, full;
@@ -70,8 +69,8 @@ Result<std::vector<Strategy>> EnumerateStrategies(const Graph& g, const OpNode& 
   }
   if (fully_use_devices && gemm && !full.empty()) return full;
   if (out.empty())
-    return InvalidArgument("auto_parallel: op " + op.name + " has no shard strategy on " +
-                           std::to_string(device_num) + " devices, not even the replicated one");
+    return InvalidArgument("auto_parallel: op " + op.name + " has no shard strategy on " + std::to_string(device_num) +
+                           " devices, not even the replicated one");
   return out;
 }
 

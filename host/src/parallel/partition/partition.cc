@@ -120,8 +120,8 @@ class Emitter {
                 const std::string& name) {
     OpAttrs a;
     a.group = group;
-    a.group_position =
-        static_cast<uint32_t>(std::find(group.begin(), group.end(), first_rank_ + static_cast<uint32_t>(rank_)) - group.begin());
+    a.group_position = static_cast<uint32_t>(
+        std::find(group.begin(), group.end(), first_rank_ + static_cast<uint32_t>(rank_)) - group.begin());
     a.mean = mean;
     a.axis = axis;
     return Add(op, x, std::move(a), std::move(out), name);
@@ -209,8 +209,8 @@ class Emitter {
       for (size_t s = 0; s < ip.redistribution.steps.size(); ++s)
         x = EmitStep(x, ip.redistribution.steps[s], base + "/r" + std::to_string(s));
       if (!ip.grad_partial_axes.empty()) {
-        x = Comm(OpCode::GradAllReduce, x, l().tensor(x).shape,
-                 Group(p.sharding.device_matrix, ip.grad_partial_axes), false, 0, base + "/grad_allreduce");
+        x = Comm(OpCode::GradAllReduce, x, l().tensor(x).shape, Group(p.sharding.device_matrix, ip.grad_partial_axes),
+                 false, 0, base + "/grad_allreduce");
       }
       // What the op reads is its input in the layout it needs.
       if (x != out_.local_of[op.inputs[k]]) read_layouts_.emplace_back(x, ip.need);

@@ -34,7 +34,7 @@ struct LocalParameter {
 struct LocalGraph {
   Graph graph;
   int64_t rank = 0;
-  std::vector<TensorId> local_of;        // per global tensor: its local tensor
+  std::vector<TensorId> local_of;  // per global tensor: its local tensor
   // Per local tensor: the layout of the global tensor it is the slice of
   // (an empty device matrix for the intermediates of a redistribution).
   std::vector<TensorLayout> layouts;
@@ -44,7 +44,6 @@ struct LocalGraph {
 // Rank `rank`'s forward graph. `plan` must come from PlanPartition on `g`.
 // The plan's ranks 0..n-1 are world ranks first_rank..first_rank+n-1 in
 // every group it names (a pipeline stage's ranks, docs/design/pipeline.md).
-Result<LocalGraph> PartitionForRank(const Graph& g, const PartitionPlan& plan, int64_t rank,
-                                    uint32_t first_rank = 0);
+Result<LocalGraph> PartitionForRank(const Graph& g, const PartitionPlan& plan, int64_t rank, uint32_t first_rank = 0);
 
 }  // namespace sinkrt::host::parallel

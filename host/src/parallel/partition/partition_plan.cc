@@ -112,8 +112,8 @@ class Planner {
     };
     if (o_.dataset_strategy.size() != inputs.size())
       return InvalidArgument("dataset_strategy has " + std::to_string(o_.dataset_strategy.size()) +
-                             " strategies, but the network has " + std::to_string(inputs.size()) +
-                             " dataset inputs (" + names() + ")");
+                             " strategies, but the network has " + std::to_string(inputs.size()) + " dataset inputs (" +
+                             names() + ")");
     input_layouts_.assign(g_.tensors().size(), TensorLayout{});
     for (size_t i = 0; i < inputs.size(); ++i) {
       const TensorInfo& info = g_.tensor(inputs[i]);
@@ -130,9 +130,9 @@ class Planner {
         product *= s[d];
       }
       if (product > o_.device_num || o_.device_num % product != 0)
-        return InvalidArgument(what + "it requires " + std::to_string(product) +
-                               " devices, but the device number is " + std::to_string(o_.device_num) +
-                               ", it can not be divisible by " + std::to_string(product));
+        return InvalidArgument(what + "it requires " + std::to_string(product) + " devices, but the device number is " +
+                               std::to_string(o_.device_num) + ", it can not be divisible by " +
+                               std::to_string(product));
       TensorLayout l;
       l.shape = info.shape;
       l.device_matrix = s;
@@ -173,8 +173,8 @@ class Planner {
       return Status::Ok();
     }
     const std::string first = g_.ops()[plan_.layout_owner[t]].name, second = g_.ops()[i].name;
-    return InvalidArgument("parameter " + info.name + " is used by " + first + " with layout " +
-                           LayoutToString(have) + " and by " + second + " with layout " + LayoutToString(need) +
+    return InvalidArgument("parameter " + info.name + " is used by " + first + " with layout " + LayoutToString(have) +
+                           " and by " + second + " with layout " + LayoutToString(need) +
                            "; a parameter shared by several ops must get the same layout in each");
   }
 
@@ -215,7 +215,8 @@ class Planner {
       if (!have_[in]) {
         if (g_.tensor(in).kind == TensorKind::Input)
           Place(in, input_layouts_.empty() ? BatchLayout(g_.tensor(in)) : input_layouts_[in], i);
-        else return InvalidArgument(op.name + ": input " + g_.tensor(in).name + " has no layout");
+        else
+          return InvalidArgument(op.name + ": input " + g_.tensor(in).name + " has no layout");
       }
       TensorLayout need, out;
       ReshapeLayouts(plan_.layouts[in], g_.tensor(op.outputs[0]).shape, &need, &out);

@@ -20,8 +20,8 @@
 #include <span>
 #include <vector>
 
-#include "host/src/parallel/tensor_layout/layout.h"
 #include "host/src/parallel/ops_info/op_sharding.h"
+#include "host/src/parallel/tensor_layout/layout.h"
 #include "host/src/parallel/tensor_layout/redistribution.h"
 #include "sinkrt/host/graph.h"
 #include "sinkrt/runtime/status.h"
@@ -43,7 +43,7 @@ struct PartitionOptions {
 };
 
 struct InputPlan {
-  TensorLayout need;         // the layout the op reads
+  TensorLayout need;          // the layout the op reads
   RedistPlan redistribution;  // from the tensor's layout to `need`
   // Axes along which this input's gradient is partial: split loops of the
   // op that do not index it. Activations get a GradAllReduce over them;
@@ -52,8 +52,8 @@ struct InputPlan {
 };
 
 struct OpPlan {
-  bool has_rule = false;       // false for Reshape and Flatten (no loops)
-  OpSharding sharding;         // when has_rule
+  bool has_rule = false;  // false for Reshape and Flatten (no loops)
+  OpSharding sharding;    // when has_rule
   std::vector<InputPlan> inputs;
   std::vector<TensorLayout> outputs;
 };

@@ -25,13 +25,11 @@ Result<ReductionSchedule> SchedulePipelineComm(std::span<const ComputeTask> task
   const size_t count = bucket_buffers.size();
   const uint32_t nt = static_cast<uint32_t>(transfers.size());
   using Kind = ScheduledTask::Kind;
-  auto name_of = [&](size_t j) {
-    return std::string(transfers[j].send ? "send" : "recv") + std::to_string(j);
-  };
+  auto name_of = [&](size_t j) { return std::string(transfers[j].send ? "send" : "recv") + std::to_string(j); };
 
-  std::map<size_t, size_t> transfer_at;                  // compute position -> j
+  std::map<size_t, size_t> transfer_at;                   // compute position -> j
   std::vector<std::vector<ScheduledTask>> before(n + 1);  // waits spliced in before position i
-  std::vector<size_t> done_at(transfers.size(), n);      // where the compute stream waits for j's "done"
+  std::vector<size_t> done_at(transfers.size(), n);       // where the compute stream waits for j's "done"
   for (size_t j = 0; j < transfers.size(); ++j) transfer_at[transfers[j].task] = j;
   for (size_t j = 0; j < transfers.size(); ++j) {
     const PipelineTransfer& t = transfers[j];
@@ -52,8 +50,8 @@ Result<ReductionSchedule> SchedulePipelineComm(std::span<const ComputeTask> task
         }
     }
     done_at[j] = at;
-    before[at].push_back({.kind = Kind::WaitEvent, .index = 0, .event = 2 * static_cast<uint32_t>(j) + 1,
-                          .name = name_of(j) + "/done"});
+    before[at].push_back(
+        {.kind = Kind::WaitEvent, .index = 0, .event = 2 * static_cast<uint32_t>(j) + 1, .name = name_of(j) + "/done"});
   }
   std::vector<size_t> order(transfers.size());  // the comm stream's transfers
   for (size_t j = 0; j < order.size(); ++j) order[j] = j;
@@ -70,7 +68,7 @@ Result<ReductionSchedule> SchedulePipelineComm(std::span<const ComputeTask> task
   // precede it in the global order the replay proved deadlock-free; every
   // rank of the stage runs the same sequence, so the stage's collectives
   // meet.
-  std::map<size_t, uint32_t> collective_at;      // compute position -> c
+  std::map<size_t, uint32_t> collective_at;                                   // compute position -> c
   std::vector<std::vector<size_t>> collectives_before(transfers.size() + 1);  // comm slot -> positions
   size_t slot = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -114,7 +112,9 @@ Result<ReductionSchedule> SchedulePipelineComm(std::span<const ComputeTask> task
     if (i == n) break;
     if (auto it = transfer_at.find(i); it != transfer_at.end()) {
       const size_t j = it->second;
-      s.compute.push_back({.kind = Kind::RecordEvent, .index = 0, .event = 2 * static_cast<uint32_t>(j),
+      s.compute.push_back({.kind = Kind::RecordEvent,
+                           .index = 0,
+                           .event = 2 * static_cast<uint32_t>(j),
                            .name = name_of(j) + (transfers[j].send ? "/ready" : "/armed")});
     } else if (auto c = collective_at.find(i); c != collective_at.end()) {
       s.compute.push_back(c_event(Kind::RecordEvent, c->second, "ready", c_base + 2 * c->second));
@@ -123,7 +123,8 @@ Result<ReductionSchedule> SchedulePipelineComm(std::span<const ComputeTask> task
       s.compute.push_back({.kind = Kind::Compute, .index = i, .event = 0, .name = {}});
     }
     for (size_t k = 0; k < count; ++k)
-      if (ready_at[k] == static_cast<int64_t>(i)) s.compute.push_back(bucket_event(Kind::RecordEvent, k, "ready", b_ready(k)));
+      if (ready_at[k] == static_cast<int64_t>(i))
+        s.compute.push_back(bucket_event(Kind::RecordEvent, k, "ready", b_ready(k)));
   }
 
   for (size_t q = 0; q <= order.size(); ++q) {
@@ -136,7 +137,9 @@ Result<ReductionSchedule> SchedulePipelineComm(std::span<const ComputeTask> task
     if (q == order.size()) break;
     const size_t j = order[q];
     const uint32_t e = 2 * static_cast<uint32_t>(j);
-    s.comm.push_back({.kind = Kind::WaitEvent, .index = 0, .event = e,
+    s.comm.push_back({.kind = Kind::WaitEvent,
+                      .index = 0,
+                      .event = e,
                       .name = name_of(j) + (transfers[j].send ? "/ready" : "/armed")});
     s.comm.push_back({.kind = Kind::Compute, .index = transfers[j].task, .event = 0, .name = {}});
     s.comm.push_back({.kind = Kind::RecordEvent, .index = 0, .event = e + 1, .name = name_of(j) + "/done"});
@@ -146,7 +149,8 @@ Result<ReductionSchedule> SchedulePipelineComm(std::span<const ComputeTask> task
   std::stable_sort(by_ready.begin(), by_ready.end(), [&](size_t a, size_t b) { return ready_at[a] < ready_at[b]; });
   for (size_t k : by_ready) {
     s.comm.push_back(bucket_event(Kind::WaitEvent, k, "ready", b_ready(k)));
-    s.comm.push_back({.kind = Kind::Bucket, .index = k, .event = 0, .name = "bucket" + std::to_string(k) + "/allreduce"});
+    s.comm.push_back(
+        {.kind = Kind::Bucket, .index = k, .event = 0, .name = "bucket" + std::to_string(k) + "/allreduce"});
     s.comm.push_back(bucket_event(Kind::RecordEvent, k, "done", b_done(k)));
   }
   s.num_events = c_base + 2 * static_cast<uint32_t>(collective_at.size());

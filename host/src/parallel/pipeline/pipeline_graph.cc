@@ -60,7 +60,8 @@ Result<Template> MakeTemplate(const PipelineStageSpec& spec) {
   for (const StageLinkEnd& end : spec.links) {
     const parallel::PipelineLink& link = sched.links[static_cast<size_t>(end.link)];
     if (link.to != stage || !link.grad) continue;
-    if (std::find(options.wrt.begin(), options.wrt.end(), end.tensor) == options.wrt.end()) options.wrt.push_back(end.tensor);
+    if (std::find(options.wrt.begin(), options.wrt.end(), end.tensor) == options.wrt.end())
+      options.wrt.push_back(end.tensor);
     wrt_links.push_back(end.link);
   }
   SINKRT_RETURN_IF_ERROR(g.status(), "pipeline stage " + std::to_string(stage) + " seeds");
@@ -127,7 +128,8 @@ Status AddEval(const PipelineStageSpec& spec, const Template& tpl, const std::ve
       OpAttrs split;
       split.axis = 0;
       split.sizes.assign(static_cast<size_t>(M), info.shape[0]);
-      std::vector<TensorId> pieces = u.AddOp(OpCode::Split, {whole}, split, outs, "eval/" + info.name + "/micro_batches");
+      std::vector<TensorId> pieces =
+          u.AddOp(OpCode::Split, {whole}, split, outs, "eval/" + info.name + "/micro_batches");
       for (int m = 0; m < M && m < static_cast<int>(pieces.size()); ++m) map[m][t] = pieces[static_cast<size_t>(m)];
     }
   }
@@ -231,7 +233,8 @@ Result<StageLeaves> AddStageLeaves(const PipelineStageSpec& spec, const Template
       leaves.shared[t] = u.AddTensor(info);
     } else if (info.kind == TensorKind::Input && !received[t] && !is_seed[t]) {
       if (info.shape.empty())
-        return InvalidArgument(where + ": dataset column '" + info.name + "' is a scalar; it cannot be cut into micro-batches");
+        return InvalidArgument(where + ": dataset column '" + info.name +
+                               "' is a scalar; it cannot be cut into micro-batches");
       TensorInfo whole = info;
       whole.shape[0] *= M;
       const TensorId w = u.AddTensor(whole);
@@ -298,9 +301,7 @@ Result<passes::TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& s
       const TensorInfo& info = tg.tensor(into);
       TensorId& slot = map[static_cast<size_t>(b.micro)][into];
       if (slot != kInvalidTensor) continue;  // one tensor received on two links: never (one sender per tensor)
-      slot = u.AddOp(OpCode::Recv, {}, a, {{info.shape, info.dtype}},
-                     Micro(b.micro) + "recv/" + info.name)
-                 .at(0);
+      slot = u.AddOp(OpCode::Recv, {}, a, {{info.shape, info.dtype}}, Micro(b.micro) + "recv/" + info.name).at(0);
     }
     return u.status();
   };
@@ -334,11 +335,10 @@ Result<passes::TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& s
       // The first micro-batch to run backward writes the Grads themselves;
       // every later one writes its own part and adds it in.
       const bool writes_grads = b.micro == first_backward;
-      SINKRT_RETURN_IF_ERROR(passes::CloneOp(tg, op, Micro(b.micro), u, mp, where + ", micro-batch " + std::to_string(b.micro),
-                                     [&](TensorId t) {
-                                       return writes_grads && tg.tensor(t).kind == TensorKind::Grad ? shared[t]
-                                                                                                    : kInvalidTensor;
-                                     }));
+      SINKRT_RETURN_IF_ERROR(passes::CloneOp(
+          tg, op, Micro(b.micro), u, mp, where + ", micro-batch " + std::to_string(b.micro), [&](TensorId t) {
+            return writes_grads && tg.tensor(t).kind == TensorKind::Grad ? shared[t] : kInvalidTensor;
+          }));
       if (!writes_grads)
         for (TensorId t : op.outputs)
           if (tg.tensor(t).kind == TensorKind::Grad)

@@ -32,8 +32,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "host/src/passes/training_graph.h"
 #include "host/src/parallel/pipeline/pipeline_schedule.h"
+#include "host/src/passes/training_graph.h"
 #include "sinkrt/host/optimizer.h"
 #include "sinkrt/host/pipeline.h"
 
@@ -41,9 +41,9 @@ namespace sinkrt::host::parallel {
 
 // This stage's end of one of the schedule's links.
 struct StageLinkEnd {
-  int link = 0;              // index in schedule.links
+  int link = 0;                      // index in schedule.links
   TensorId tensor = kInvalidTensor;  // in the stage graph: what it sends, or the Input it receives into
-  uint32_t peer = 0;         // the world rank at the other end
+  uint32_t peer = 0;                 // the world rank at the other end
 };
 
 struct PipelineStageSpec {

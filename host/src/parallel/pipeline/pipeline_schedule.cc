@@ -36,8 +36,8 @@ using MessageKey = std::tuple<int, int, bool>;
 
 std::string MessageName(const PipelineSchedule& s, const PipelineMessage& m) {
   return std::string(m.backward ? "gradient" : "activation") + " " + std::to_string(m.micro) + " of link " +
-         std::to_string(m.link) + " (stage " + std::to_string(s.Sender(m)) + " -> " +
-         std::to_string(s.Receiver(m)) + ")";
+         std::to_string(m.link) + " (stage " + std::to_string(s.Sender(m)) + " -> " + std::to_string(s.Receiver(m)) +
+         ")";
 }
 
 // The compute streams of the header's model, over the indices of
@@ -154,7 +154,8 @@ const PipelineMessage* PipelineSchedule::Find(int link, int micro, bool backward
 Result<PipelineSchedule> PlanPipelineSchedule(int stages, int micro_size, const std::string& scheduler,
                                               std::vector<PipelineLink> links, std::vector<double> forward_cost,
                                               std::vector<double> backward_cost) {
-  if (stages < 1 || stages > 1024) return InvalidArgument("pipeline: stages " + std::to_string(stages) + " out of range");
+  if (stages < 1 || stages > 1024)
+    return InvalidArgument("pipeline: stages " + std::to_string(stages) + " out of range");
   if (micro_size < 1 || micro_size > 65536)
     return InvalidArgument("pipeline: micro_size " + std::to_string(micro_size) + " out of range");
   if (scheduler != "1f1b" && scheduler != "gpipe")
@@ -203,7 +204,8 @@ Result<PipelineSchedule> PlanPipelineSchedule(int stages, int micro_size, const 
         const double cost = b.backward ? backward_cost[k] : forward_cost[k];
         free_at[k] = start + cost;
         busy[k] += cost;
-        for (const auto& [l, back] : Outgoing(s.links, static_cast<int>(k), b)) sent_at[{l, b.micro, back}] = free_at[k];
+        for (const auto& [l, back] : Outgoing(s.links, static_cast<int>(k), b))
+          sent_at[{l, b.micro, back}] = free_at[k];
         ++next[k];
         progress = true;
       }

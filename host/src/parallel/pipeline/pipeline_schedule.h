@@ -80,8 +80,7 @@ struct PipelineSchedule {
 // range, a link that does not go forward, or (an internal error) a
 // schedule whose replay deadlocks, naming what each stage waits for.
 Result<PipelineSchedule> PlanPipelineSchedule(int stages, int micro_size, const std::string& scheduler,
-                                              std::vector<PipelineLink> links,
-                                              std::vector<double> forward_cost = {},
+                                              std::vector<PipelineLink> links, std::vector<double> forward_cost = {},
                                               std::vector<double> backward_cost = {});
 
 // Replays `s` with blocking transfers (a send and its receive complete

@@ -20,8 +20,8 @@ parallel::Strategy Whole(const Graph& g, const OpNode& op) {
 
 Result<ShardedStage> ShardPipelineStage(const StageGraph& stage, TensorId loss, uint32_t ranks, uint32_t place,
                                         uint32_t first_rank) {
-  const std::string where = "pipeline stage " + std::to_string(stage.stage) + " over its " + std::to_string(ranks) +
-                            " ranks";
+  const std::string where =
+      "pipeline stage " + std::to_string(stage.stage) + " over its " + std::to_string(ranks) + " ranks";
   Graph g = stage.graph;
   const size_t stage_tensors = g.tensors().size();
   std::vector<TensorId> whole_of(stage_tensors, kInvalidTensor);
@@ -38,13 +38,12 @@ Result<ShardedStage> ShardPipelineStage(const StageGraph& stage, TensorId loss, 
     const bool whole = op.op == OpCode::Copy && i >= stage.graph.ops().size();
     strategies.push_back(whole || static_cast<int64_t>(i) == loss_op ? Whole(g, op) : op.strategy);
   }
-  SINKRT_ASSIGN_OR_RETURN(parallel::PartitionPlan plan,
-                          parallel::PlanPartition(g, strategies,
-                                                  {.device_num = ranks,
-                                                   .full_batch = true,
-                                                   .dataset_strategy = {},
-                                                   .activation_inputs = stage.received}),
-                          where);
+  SINKRT_ASSIGN_OR_RETURN(
+      parallel::PartitionPlan plan,
+      parallel::PlanPartition(
+          g, strategies,
+          {.device_num = ranks, .full_batch = true, .dataset_strategy = {}, .activation_inputs = stage.received}),
+      where);
   SINKRT_ASSIGN_OR_RETURN(parallel::LocalGraph part, parallel::PartitionForRank(g, plan, place, first_rank), where);
 
   ShardedStage out;

@@ -24,8 +24,9 @@ int NamedStage(const std::string& op_name, const std::vector<std::pair<std::stri
   size_t best_len = 0;
   for (size_t l = 0; l < layers.size(); ++l) {
     const std::string& layer = layers[l].first;
-    const bool match = op_name == layer || (op_name.size() > layer.size() &&
-                                            op_name.compare(0, layer.size(), layer) == 0 && op_name[layer.size()] == '.');
+    const bool match =
+        op_name == layer ||
+        (op_name.size() > layer.size() && op_name.compare(0, layer.size(), layer) == 0 && op_name[layer.size()] == '.');
     if (match && (best < 0 || layer.size() > best_len)) {
       best = static_cast<int>(l);
       best_len = layer.size();
@@ -142,8 +143,7 @@ Status CheckPipelineConfig(const PipelineConfig& config, int device_num, int64_t
     return InvalidArgument("micro_size must be at least 1, but got " + std::to_string(config.micro_size));
   if (config.micro_size < config.stages)
     return InvalidArgument("micro_size must be greater than or equal to pipeline_stages, but got micro_size " +
-                           std::to_string(config.micro_size) + " and pipeline_stages " +
-                           std::to_string(config.stages));
+                           std::to_string(config.micro_size) + " and pipeline_stages " + std::to_string(config.stages));
   if (batch > 0 && batch % config.micro_size != 0)
     return InvalidArgument("the batch of " + std::to_string(batch) + " does not split into micro_size " +
                            std::to_string(config.micro_size) + " equal micro-batches");

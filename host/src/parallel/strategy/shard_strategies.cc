@@ -62,13 +62,12 @@ Status ApplyShardStrategy(const std::string& strategy, Graph& graph, int64_t dev
 Status SaveShardStrategies(const std::string& path, const Graph& graph, int64_t device_num, bool full_batch) {
   std::vector<parallel::Strategy> strategies;
   for (const OpNode& op : graph.ops()) strategies.push_back(op.strategy);
-  SINKRT_ASSIGN_OR_RETURN(const parallel::PartitionPlan plan,
-                          parallel::PlanPartition(graph, strategies,
-                                                  {.device_num = device_num,
-                                                   .full_batch = full_batch,
-                                                   .dataset_strategy = {},
-                                                   .activation_inputs = {}}),
-                          "strategy file " + path + ": graph '" + graph.name() + "'");
+  SINKRT_ASSIGN_OR_RETURN(
+      const parallel::PartitionPlan plan,
+      parallel::PlanPartition(
+          graph, strategies,
+          {.device_num = device_num, .full_batch = full_batch, .dataset_strategy = {}, .activation_inputs = {}}),
+      "strategy file " + path + ": graph '" + graph.name() + "'");
   std::map<std::string, parallel::TensorLayout> layouts;
   for (TensorId t = 0; t < graph.tensors().size(); ++t)
     if (graph.tensor(t).kind == TensorKind::Param && plan.layout_owner[t] >= 0)

@@ -8,8 +8,8 @@
 
 #include "host/src/parallel/partition/partition_plan.h"
 #include "host/src/util/hex.h"
-#include "sinkrt/host/compiler.h"
 #include "runtime/src/file_io.h"
+#include "sinkrt/host/compiler.h"
 
 namespace sinkrt::host::parallel {
 namespace {
@@ -108,8 +108,7 @@ struct Reader {
 };
 
 Result<TensorLayout> ReadLayout(const Reader& rd, const Json& j, const std::string& field, int64_t device_num) {
-  if (!j.is_object())
-    return rd.Error(field, "is " + Echo(j) + ", not an object with dev_matrix, tensor_map and shape");
+  if (!j.is_object()) return rd.Error(field, "is " + Echo(j) + ", not an object with dev_matrix, tensor_map and shape");
   TensorLayout l;
   for (const char* key : {"dev_matrix", "tensor_map", "shape"}) {
     if (!j.contains(key)) return rd.Error(field, std::string("has no \"") + key + "\"");
@@ -164,8 +163,8 @@ Status WriteStrategyFile(const std::string& path, const Graph& graph, int64_t de
     if (l.shape != t.shape)
       return InvalidArgument(param + ": the layout's shape " + ShapeToString(l.shape) + " is not the parameter's " +
                              ShapeToString(t.shape));
-    if (!l.partial.empty()) return InvalidArgument(param + ": a parameter's layout cannot hold a pending sum (" +
-                                                   LayoutToString(l) + ")");
+    if (!l.partial.empty())
+      return InvalidArgument(param + ": a parameter's layout cannot hold a pending sum (" + LayoutToString(l) + ")");
     if (DeviceCount(l.device_matrix) != device_num)
       return InvalidArgument(param + ": the device matrix has " + std::to_string(DeviceCount(l.device_matrix)) +
                              " ranks, not device_num " + std::to_string(device_num));
@@ -203,11 +202,11 @@ Result<StrategyFileContents> ReadStrategyFile(const std::string& path) {
   // "1" is the right version in the wrong type: saying "this build reads
   // version 1" of it read as nonsense.
   if (version->is_string())
-    return rd.Error("version", "is " + Echo(*version) + ", a string: the version is a number (\"version\": " +
-                                   version_text + ")");
+    return rd.Error("version",
+                    "is " + Echo(*version) + ", a string: the version is a number (\"version\": " + version_text + ")");
   if (!version->is_number_integer())
-    return rd.Error("version", "is " + Echo(*version) + ", not an integer (this build reads version " + version_text +
-                                   ")");
+    return rd.Error("version",
+                    "is " + Echo(*version) + ", not an integer (this build reads version " + version_text + ")");
   if (version->get<int64_t>() != kStrategyFileVersion)
     return rd.Error("version", "is " + Echo(*version) + ", this build reads version " + version_text);
   SINKRT_ASSIGN_OR_RETURN(const Json* graph, rd.Field(j, "graph"));
@@ -269,10 +268,10 @@ std::string WhatDiffers(const StrategyFileContents& c, const Graph& graph) {
       return ": the file's input " + Clip(name) + " is not an input of this graph";
     const Shape& here = graph.tensor(t).shape;
     if (here == shape) continue;
-    std::string why = ": input " + Clip(name) + " is " + ShapeToString(here) + " here, " + ShapeToString(shape) +
-                      " in the file";
-    const bool only_batch = here.size() == shape.size() && !here.empty() &&
-                            std::equal(here.begin() + 1, here.end(), shape.begin() + 1);
+    std::string why =
+        ": input " + Clip(name) + " is " + ShapeToString(here) + " here, " + ShapeToString(shape) + " in the file";
+    const bool only_batch =
+        here.size() == shape.size() && !here.empty() && std::equal(here.begin() + 1, here.end(), shape.begin() + 1);
     if (only_batch)
       why += " (batch " + std::to_string(here[0]) + ", the file's " + std::to_string(shape[0]) +
              "): write the file again at this batch, or compile at the file's";
@@ -300,8 +299,8 @@ Status CheckParameterLayouts(const StrategyFileContents& c, const Graph& sharded
   std::vector<Strategy> strategies;
   for (const OpNode& op : sharded.ops()) strategies.push_back(op.strategy);
   Result<PartitionPlan> plan =
-      PlanPartition(sharded, strategies, {.device_num = c.device_num, .full_batch = false, .dataset_strategy = {},
-                                          .activation_inputs = {}});
+      PlanPartition(sharded, strategies,
+                    {.device_num = c.device_num, .full_batch = false, .dataset_strategy = {}, .activation_inputs = {}});
   if (!plan.ok()) return Status::Ok();  // the compile names what does not partition
   for (const auto& [name, layout] : c.parameters) {
     const TensorId t = sharded.FindTensor(name);
@@ -339,10 +338,9 @@ Status ApplyStrategies(const StrategyFileContents& c, Graph& graph) {
     return InvalidArgument(file + " was written for graph " + Clip(c.graph_name) + "; this graph is " + graph.name() +
                            ", the same otherwise (both hash " + Hex64(hash) + ")");
   if (hash != c.graph_hash)
-    return InvalidArgument(file + " was written for graph " + Clip(c.graph_name) + " with hash " +
-                           Hex64(c.graph_hash) + "; this graph" +
-                           (graph.name() == c.graph_name ? "" : ", " + graph.name() + ",") + " hashes " +
-                           Hex64(hash) + WhatDiffers(c, graph));
+    return InvalidArgument(file + " was written for graph " + Clip(c.graph_name) + " with hash " + Hex64(c.graph_hash) +
+                           "; this graph" + (graph.name() == c.graph_name ? "" : ", " + graph.name() + ",") +
+                           " hashes " + Hex64(hash) + WhatDiffers(c, graph));
   for (const auto& [name, strategy] : c.ops)
     SINKRT_RETURN_IF_ERROR(CheckStrategyShape(graph, graph.ops()[graph.FindOp(name)], strategy), file);
   // On a copy, so that a refused file leaves `graph` unchanged.

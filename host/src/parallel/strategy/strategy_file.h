@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "host/src/parallel/tensor_layout/layout.h"
 #include "host/src/parallel/ops_info/op_sharding.h"
+#include "host/src/parallel/tensor_layout/layout.h"
 #include "sinkrt/host/graph.h"
 #include "sinkrt/runtime/status.h"
 
@@ -30,8 +30,8 @@ struct StrategyFileContents {
   // Its inputs' shapes, so a hash mismatch can name the batch; empty in
   // files written before they were recorded.
   std::vector<std::pair<std::string, Shape>> inputs;
-  int64_t device_num = 0;   // ranks of the stage
-  int64_t stage = 0;        // pipeline stage (0 until pipelines exist)
+  int64_t device_num = 0;  // ranks of the stage
+  int64_t stage = 0;       // pipeline stage (0 until pipelines exist)
   // In file order (the graph's op order when sinkrt wrote it).
   std::vector<std::pair<std::string, Strategy>> ops;
   // Parameter name -> its layout (shape: the whole parameter's).

@@ -36,8 +36,7 @@ Result<std::vector<Pair>> MegatronPairs(const Graph& g, const StrategyPreset& p)
     // hidden layers before it pair up (784-512-256-10: fc1 and fc2).
     int layers = 0;
     while (HasParam(g, "fc" + std::to_string(layers + 1) + ".weight")) ++layers;
-    for (int k = 1; k + 1 < layers; k += 2)
-      pairs.push_back({"fc" + std::to_string(k), "fc" + std::to_string(k + 1)});
+    for (int k = 1; k + 1 < layers; k += 2) pairs.push_back({"fc" + std::to_string(k), "fc" + std::to_string(k + 1)});
     if (pairs.empty())
       return InvalidArgument(Describe(p) + ": graph 'mlp' has " + std::to_string(layers) +
                              " fully connected layers (fc1.weight ...); the model layout needs two hidden ones before "
@@ -49,11 +48,13 @@ Result<std::vector<Pair>> MegatronPairs(const Graph& g, const StrategyPreset& p)
       pairs.push_back({b + ".mlp.fc1", b + ".mlp.fc2"});
     }
     if (pairs.empty())
-      return InvalidArgument(Describe(p) + ": graph 'vit' has no parameter block0.attn.qkv.weight: it is not the zoo ViT");
+      return InvalidArgument(Describe(p) +
+                             ": graph 'vit' has no parameter block0.attn.qkv.weight: it is not the zoo ViT");
   } else {
-    return InvalidArgument(Describe(p) + " knows the Megatron pairs of the networks mlp and vit (the model zoo's, "
-                           "examples/mlp.json and examples/vit.json); graph '" + g.name() +
-                           "' is neither: give a strategy file, or the data preset");
+    return InvalidArgument(Describe(p) +
+                           " knows the Megatron pairs of the networks mlp and vit (the model zoo's, "
+                           "examples/mlp.json and examples/vit.json); graph '" +
+                           g.name() + "' is neither: give a strategy file, or the data preset");
   }
   for (const Pair& pair : pairs)
     for (const std::string& layer : {pair.column, pair.row})
@@ -88,9 +89,11 @@ class Walker {
     for (size_t i = 0; i < g_.ops().size(); ++i) SINKRT_RETURN_IF_ERROR(Visit(g_.ops()[i], i));
     for (const auto& [weight, role] : weights_)
       if (!reached_.count(weight))
-        return InvalidArgument(Describe(p_) + ": " + std::string(role == Role::Column ? "no MatMul reads " : "the column split does not reach the MatMul of ") +
-                               g_.tensor(weight).name + " as the pair's " +
-                               (role == Role::Column ? "first (column) layer" : "second (row) layer"));
+        return InvalidArgument(
+            Describe(p_) + ": " +
+            std::string(role == Role::Column ? "no MatMul reads " : "the column split does not reach the MatMul of ") +
+            g_.tensor(weight).name + " as the pair's " +
+            (role == Role::Column ? "first (column) layer" : "second (row) layer"));
     return std::move(strategies_);
   }
 
@@ -118,8 +121,8 @@ class Walker {
       if (to < 0)
         return Error(op, std::string("the ") + (batch ? "batch" : "model") + " split " + std::to_string(ways) +
                              " ways of dim " + std::to_string(d) + " of " + ShapeToString(in) +
-                             " has no dim of the output " + ShapeToString(out) + " to go to: " +
-                             "that dim is not divisible by " + std::to_string(ways));
+                             " has no dim of the output " + ShapeToString(out) +
+                             " to go to: " + "that dim is not divisible by " + std::to_string(ways));
       taken[to] = true;
       (batch ? r.batch : r.model) = to;
     }
@@ -155,8 +158,8 @@ class Walker {
         const int in_dim = op.attrs.transpose_b ? 1 : 0, out_dim = 1 - in_dim;
         if (it->second == Role::Column) {
           if (model_loop >= 0)
-            return Error(op, "its input is already split by the model layout; " + g_.tensor(w).name +
-                                 " cannot start a pair");
+            return Error(
+                op, "its input is already split by the model layout; " + g_.tensor(w).name + " cannot start a pair");
           model_loop = loops->inputs[1][out_dim];
         } else if (model_loop < 0 || model_loop != loops->inputs[1][in_dim]) {
           return Error(op, "the column split of the pair does not reach the rows of " + g_.tensor(w).name);
@@ -166,8 +169,8 @@ class Walker {
     }
     if (batch_loop >= 0 && batch_loop == model_loop) return Error(op, "the batch and the model split meet in one dim");
     std::vector<int64_t> split(loops->extents.size(), 1);
-    for (auto [loop, ways, what] : {std::tuple{batch_loop, p_.data_parallel, "batch"},
-                                    std::tuple{model_loop, p_.model_parallel, "model"}}) {
+    for (auto [loop, ways, what] :
+         {std::tuple{batch_loop, p_.data_parallel, "batch"}, std::tuple{model_loop, p_.model_parallel, "model"}}) {
       if (loop < 0 || ways == 1) continue;
       if (!loops->fixed[loop].empty())
         return Error(op, std::string("cannot split the ") + what + " dim " + std::to_string(ways) +
@@ -235,8 +238,9 @@ Result<StrategyPreset> ParseStrategyPreset(const std::string& name, int64_t devi
 Status ApplyStrategyPreset(Graph& g, const StrategyPreset& p) {
   SINKRT_RETURN_IF_ERROR(g.status(), Describe(p) + ": graph '" + g.name() + "'");
   if (!g.valid(g.loss()))
-    return InvalidArgument(Describe(p) + ": graph '" + g.name() +
-                           "' has no loss yet: add it first (the loss's strategy decides each rank's slice of the batch)");
+    return InvalidArgument(
+        Describe(p) + ": graph '" + g.name() +
+        "' has no loss yet: add it first (the loss's strategy decides each rank's slice of the batch)");
   std::map<TensorId, Role> weights;
   if (p.model_parallel > 1) {
     SINKRT_ASSIGN_OR_RETURN(const std::vector<Pair> pairs, MegatronPairs(g, p));

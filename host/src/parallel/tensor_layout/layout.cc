@@ -60,7 +60,7 @@ Status CheckLayout(const TensorLayout& l) {
   const int axes = static_cast<int>(l.device_matrix.size());
   if (l.tensor_map.size() != l.shape.size()) {
     return InvalidArgument(what + ": the tensor map has " + std::to_string(l.tensor_map.size()) +
-                                   " entries for a tensor of rank " + std::to_string(l.shape.size()));
+                           " entries for a tensor of rank " + std::to_string(l.shape.size()));
   }
   std::vector<bool> used(axes, false);
   for (size_t d = 0; d < l.tensor_map.size(); ++d) {
@@ -68,7 +68,7 @@ Status CheckLayout(const TensorLayout& l) {
     if (a == -1) continue;
     if (a < 0 || a >= axes) {
       return InvalidArgument(what + ": dim " + std::to_string(d) + " maps to axis " + std::to_string(a) +
-                                     ", outside [-1, " + std::to_string(axes) + ")");
+                             ", outside [-1, " + std::to_string(axes) + ")");
     }
     if (used[a]) {
       return InvalidArgument(what + ": axis " + std::to_string(a) + " splits more than one dim");
@@ -76,20 +76,18 @@ Status CheckLayout(const TensorLayout& l) {
     used[a] = true;
     if (l.shape[d] % AxisSize(l.device_matrix, a) != 0) {
       return InvalidArgument(what + ": dim " + std::to_string(d) + " (" + std::to_string(l.shape[d]) +
-                                     ") is not divisible by axis " + std::to_string(a) + "'s " +
-                                     std::to_string(AxisSize(l.device_matrix, a)) + " devices");
+                             ") is not divisible by axis " + std::to_string(a) + "'s " +
+                             std::to_string(AxisSize(l.device_matrix, a)) + " devices");
     }
   }
   for (size_t i = 0; i < l.partial.size(); ++i) {
     const int a = l.partial[i];
     if (a < 0 || a >= axes) {
-      return InvalidArgument(what + ": partial axis " + std::to_string(a) + " is outside [0, " +
-                                     std::to_string(axes) + ")");
+      return InvalidArgument(what + ": partial axis " + std::to_string(a) + " is outside [0, " + std::to_string(axes) +
+                             ")");
     }
-    if (i > 0 && a <= l.partial[i - 1])
-      return InvalidArgument(what + ": partial axes must be ascending and unique");
-    if (used[a])
-      return InvalidArgument(what + ": axis " + std::to_string(a) + " both splits a dim and is partial");
+    if (i > 0 && a <= l.partial[i - 1]) return InvalidArgument(what + ": partial axes must be ascending and unique");
+    if (used[a]) return InvalidArgument(what + ": axis " + std::to_string(a) + " both splits a dim and is partial");
   }
   return Status::Ok();
 }
@@ -144,8 +142,7 @@ Result<DeviceMatrix> CommonMesh(const DeviceMatrix& a, const DeviceMatrix& b) {
   SINKRT_RETURN_IF_ERROR(CheckDeviceMatrix(b, "device matrix " + Join(b)));
   if (DeviceCount(a) != DeviceCount(b)) {
     return InvalidArgument("device matrices " + Join(a) + " and " + Join(b) + " arrange " +
-                                   std::to_string(DeviceCount(a)) + " and " + std::to_string(DeviceCount(b)) +
-                                   " devices");
+                           std::to_string(DeviceCount(a)) + " and " + std::to_string(DeviceCount(b)) + " devices");
   }
   std::set<int64_t> cuts;
   for (const DeviceMatrix* dm : {&a, &b}) {
@@ -157,9 +154,8 @@ Result<DeviceMatrix> CommonMesh(const DeviceMatrix& a, const DeviceMatrix& b) {
   int64_t below = 1;
   for (int64_t c : cuts) {
     if (c % below != 0) {
-      return InvalidArgument("device matrices " + Join(a) + " and " + Join(b) +
-                                     " have no common refinement (" + std::to_string(below) + " ranks do not divide " +
-                                     std::to_string(c) + ")");
+      return InvalidArgument("device matrices " + Join(a) + " and " + Join(b) + " have no common refinement (" +
+                             std::to_string(below) + " ranks do not divide " + std::to_string(c) + ")");
     }
     mesh.push_back(c / below);
     below = c;
@@ -173,15 +169,14 @@ Result<MeshLayout> ToMesh(const TensorLayout& l, const DeviceMatrix& mesh) {
   SINKRT_RETURN_IF_ERROR(CheckLayout(l));
   if (DeviceCount(mesh) != DeviceCount(l.device_matrix)) {
     return InvalidArgument("mesh " + Join(mesh) + " does not arrange the " +
-                                   std::to_string(DeviceCount(l.device_matrix)) + " devices of layout " +
-                                   LayoutToString(l));
+                           std::to_string(DeviceCount(l.device_matrix)) + " devices of layout " + LayoutToString(l));
   }
   // Original axis i covers the mesh axes whose strides lie in
   // [stride(i), stride(i) * extent(i)); each of its bounds must be a mesh cut.
   const int mesh_axes = static_cast<int>(mesh.size());
   auto covered = [&](int axis) -> Result<std::vector<int>> {
     const int64_t low = AxisStride(l.device_matrix, axis), high = low * AxisSize(l.device_matrix, axis);
-    std::vector<int> fine;  // major first
+    std::vector<int> fine;         // major first
     if (low == high) return fine;  // an axis of extent 1 splits nothing
     bool low_cut = false, high_cut = high == DeviceCount(mesh);
     for (int j = mesh_axes - 1; j >= 0; --j) {
@@ -191,8 +186,8 @@ Result<MeshLayout> ToMesh(const TensorLayout& l, const DeviceMatrix& mesh) {
       if (s >= low && s < high && AxisSize(mesh, j) > 1) fine.push_back(j);
     }
     if (!low_cut || !high_cut) {
-      return InvalidArgument("mesh " + Join(mesh) + " does not refine device matrix " +
-                                     Join(l.device_matrix) + " (axis " + std::to_string(axis) + ")");
+      return InvalidArgument("mesh " + Join(mesh) + " does not refine device matrix " + Join(l.device_matrix) +
+                             " (axis " + std::to_string(axis) + ")");
     }
     return fine;
   };

@@ -26,9 +26,8 @@ class Planner {
   Status Run() {
     for (const int a : want_.partial) {
       if (!Contains(cur_.partial, a)) {
-        return InvalidArgument("cannot redistribute " + LayoutToString(cur_) + " to " +
-                                       LayoutToString(want_) + ": mesh axis " + std::to_string(a) +
-                                       " would become partial");
+        return InvalidArgument("cannot redistribute " + LayoutToString(cur_) + " to " + LayoutToString(want_) +
+                               ": mesh axis " + std::to_string(a) + " would become partial");
       }
     }
     if (!want_.partial.empty() && want_.partial_mean != cur_.partial_mean) {
@@ -43,7 +42,7 @@ class Planner {
       break;
     }
     return Internal("redistribution from " + LayoutToString(cur_) + " to " + LayoutToString(want_) +
-                            " made no progress");
+                    " made no progress");
   }
 
  private:
@@ -165,11 +164,16 @@ Status PlanOnMesh(const TensorLayout& from, const TensorLayout& to, const Device
 
 const char* RedistKindName(RedistKind kind) {
   switch (kind) {
-    case RedistKind::Slice: return "Slice";
-    case RedistKind::AllGather: return "AllGather";
-    case RedistKind::AllToAll: return "AllToAll";
-    case RedistKind::ReduceScatter: return "ReduceScatter";
-    case RedistKind::AllReduce: return "AllReduce";
+    case RedistKind::Slice:
+      return "Slice";
+    case RedistKind::AllGather:
+      return "AllGather";
+    case RedistKind::AllToAll:
+      return "AllToAll";
+    case RedistKind::ReduceScatter:
+      return "ReduceScatter";
+    case RedistKind::AllReduce:
+      return "AllReduce";
   }
   return "?";
 }
@@ -177,7 +181,7 @@ const char* RedistKindName(RedistKind kind) {
 std::string RedistStep::ToString() const {
   auto shape = [](const Shape& s) { return ShapeToString(s); };
   std::string s = std::string(RedistKindName(kind)) + (mean ? "(mean)" : "") + " axis " + std::to_string(axis) + " (" +
-                   std::to_string(group_size) + " ranks)";
+                  std::to_string(group_size) + " ranks)";
   if (dim >= 0) s += " dim " + std::to_string(dim);
   if (to_dim >= 0) s += "->" + std::to_string(to_dim);
   return s + ": " + shape(in_slice) + " -> " + shape(out_slice) + ", " + std::to_string(in_bytes) + " -> " +
@@ -196,7 +200,7 @@ Result<RedistPlan> PlanRedistribution(const TensorLayout& from, const TensorLayo
   SINKRT_RETURN_IF_ERROR(CheckLayout(to));
   if (from.shape != to.shape) {
     return InvalidArgument("cannot redistribute " + LayoutToString(from) + " to " + LayoutToString(to) +
-                                   ": the shapes differ");
+                           ": the shapes differ");
   }
   RedistPlan plan;
   Result<DeviceMatrix> mesh = CommonMesh(from.device_matrix, to.device_matrix);
@@ -209,7 +213,7 @@ Result<RedistPlan> PlanRedistribution(const TensorLayout& from, const TensorLayo
   // consumer's (MindSpore goes through a repeated layout the same way).
   if (!to.partial.empty()) {
     return InvalidArgument("cannot redistribute " + LayoutToString(from) + " to " + LayoutToString(to) +
-                                   ": a partial layout on another device matrix");
+                           ": a partial layout on another device matrix");
   }
   SINKRT_RETURN_IF_ERROR(
       PlanOnMesh(from, ReplicatedLayout(from.device_matrix, from.shape), from.device_matrix, dtype, &plan));

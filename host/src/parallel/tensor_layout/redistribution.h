@@ -36,13 +36,13 @@ const char* RedistKindName(RedistKind kind);
 
 struct RedistStep {
   RedistKind kind = RedistKind::Slice;
-  DeviceMatrix mesh;     // the mesh `axis` counts on
-  int axis = 0;          // the mesh axis (from the right) it runs along
-  int dim = -1;          // Slice, ReduceScatter: the dim it splits; AllGather, AllToAll: the dim it gathers
-  int to_dim = -1;       // AllToAll: the dim it splits
+  DeviceMatrix mesh;  // the mesh `axis` counts on
+  int axis = 0;       // the mesh axis (from the right) it runs along
+  int dim = -1;       // Slice, ReduceScatter: the dim it splits; AllGather, AllToAll: the dim it gathers
+  int to_dim = -1;    // AllToAll: the dim it splits
   int64_t group_size = 1;
-  bool mean = false;     // AllReduce, ReduceScatter: the pending reduction is a mean
-  Shape in_slice, out_slice;      // this rank's shapes before and after
+  bool mean = false;          // AllReduce, ReduceScatter: the pending reduction is a mean
+  Shape in_slice, out_slice;  // this rank's shapes before and after
   int64_t in_bytes = 0, out_bytes = 0;
 
   // "AllGather axis 0 (2 ranks) dim 1: [32,16] -> [32,32], 2048 -> 4096 bytes"

@@ -21,7 +21,7 @@ namespace sinkrt {
 
 /// How many pending connections a listener holds.
 struct PendingQuotas {
-  int max_pending = 64;  ///< from all sources together
+  int max_pending = 64;             ///< from all sources together
   int max_pending_per_address = 8;  ///< from one source address
 };
 
@@ -36,9 +36,9 @@ struct PendingView {
 
 /// What a listener does with a new pending connection.
 struct RoomVerdict {
-  bool admit = true;  ///< false: refuse the newcomer (too many unread bursts)
+  bool admit = true;            ///< false: refuse the newcomer (too many unread bursts)
   std::optional<size_t> evict;  ///< index into the pending list of the one to close first
-  std::string why;  ///< why that one is closed: "3 connections from 127.0.0.1 have not finished ..."
+  std::string why;              ///< why that one is closed: "3 connections from 127.0.0.1 have not finished ..."
 };
 
 /// Decides where a new connection from `source` goes, given the pending

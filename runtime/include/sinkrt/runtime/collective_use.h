@@ -30,7 +30,7 @@ enum CollectiveUse : uint32_t {
 /// The calls made on one group (its ranks ascending).
 struct GroupUse {
   std::vector<uint32_t> ranks;  ///< the group's world ranks, ascending
-  uint32_t uses = 0;  ///< CollectiveUse bits
+  uint32_t uses = 0;            ///< CollectiveUse bits
   /// Same ranks and same calls.
   bool operator==(const GroupUse&) const = default;
 };

@@ -44,30 +44,30 @@ using ConstBytes = std::span<const uint8_t>;
 /// "ring", "two-level (shm reduce-scatter, tcp ring across 2 hosts, shm
 /// all-gather)" (Communicator::AllReduceAlgorithm's words).
 struct AllReduceBucket {
-  uint64_t bytes = 0;  ///< the AllReduce's payload
+  uint64_t bytes = 0;     ///< the AllReduce's payload
   std::string algorithm;  ///< the schedule, as above
 };
 
 /// What a device reports after loading a job.
 struct LoadInfo {
-  uint64_t arena_bytes = 0;    ///< planned arena plus device-side kernel scratch
-  uint64_t queue_bytes = 0;    ///< all queue slots
-  double load_ms = 0;          ///< verify, allocate, pre-fault, prepare kernels, init
+  uint64_t arena_bytes = 0;  ///< planned arena plus device-side kernel scratch
+  uint64_t queue_bytes = 0;  ///< all queue slots
+  double load_ms = 0;        ///< verify, allocate, pre-fault, prepare kernels, init
   /// train_step's AllReduces in task order (empty without collectives).
   std::vector<AllReduceBucket> allreduce_buckets;
 };
 
 /// Where a sink's wall time went on the device.
 struct DeviceTiming {
-  double compute_ms = 0;       ///< kernels
-  double comm_ms = 0;          ///< inside collectives, on the communication stream
-  double comm_wait_ms = 0;     ///< the compute stream waiting for collectives:
-                               ///< the part of comm_ms not hidden behind compute
-  double bubble_ms = 0;        ///< pipeline stages: the compute stream waiting for a
-                               ///< neighbour stage's data, or for it to take ours
-                               ///< (a Send/Recv's done event); not in comm_wait_ms
-  double queue_wait_ms = 0;    ///< GetNext waiting for the host
-  double other_ms = 0;         ///< dispatch and everything else
+  double compute_ms = 0;     ///< kernels
+  double comm_ms = 0;        ///< inside collectives, on the communication stream
+  double comm_wait_ms = 0;   ///< the compute stream waiting for collectives:
+                             ///< the part of comm_ms not hidden behind compute
+  double bubble_ms = 0;      ///< pipeline stages: the compute stream waiting for a
+                             ///< neighbour stage's data, or for it to take ours
+                             ///< (a Send/Recv's done event); not in comm_wait_ms
+  double queue_wait_ms = 0;  ///< GetNext waiting for the host
+  double other_ms = 0;       ///< dispatch and everything else
 };
 
 /// Where a device accepts connections from its peers, and which machine it
@@ -93,7 +93,7 @@ struct WorldSpec {
 /// One tensor a program reports after a sink (the loss, metrics), with its contents.
 struct ReportedTensor {
   uint32_t buffer = 0;  ///< its buffer index in the stream
-  std::string name;  ///< its name in the stream
+  std::string name;     ///< its name in the stream
   /// Its element type and shape.
   /// @{
   DType dtype = DType::Invalid;
@@ -107,9 +107,9 @@ struct ReportedTensor {
 
 /// A sink's answer: what ran, the reported tensors, and where the time went.
 struct SinkResult {
-  uint32_t steps_run = 0;  ///< steps that ran (fewer than asked only on failure)
+  uint32_t steps_run = 0;               ///< steps that ran (fewer than asked only on failure)
   std::vector<ReportedTensor> reports;  ///< the program's reports after the last step
-  DeviceTiming timing;  ///< where the sink's device time went
+  DeviceTiming timing;                  ///< where the sink's device time went
   /// Per queue of the job: the most batches it ever held at once since load.
   /// Never above the queue's capacity: the device's memory for data is bounded.
   std::vector<uint32_t> queue_high_water;

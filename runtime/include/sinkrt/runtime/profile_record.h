@@ -27,19 +27,19 @@ enum class ProfileRecordKind : uint8_t {
 /// One timed interval on a device: a task of a step, or a whole sink. 40 bytes, sent as is.
 struct ProfileRecord {
   int64_t begin_ns = 0;  ///< start, on the device's profile clock
-  int64_t end_ns = 0;  ///< end, on the device's profile clock
+  int64_t end_ns = 0;    ///< end, on the device's profile clock
   /// GetNext: the part of begin..end spent waiting for a batch (the rest
   /// copies it into the arena). Other tasks: 0.
   int64_t wait_ns = 0;
   /// The program's step, counted from 0 since profiling was enabled on this
   /// device (every step run counts, profiled or not).
   uint32_t step = 0;
-  uint32_t task = 0;   ///< index of the task in its stream
-  uint32_t depth = 0;  ///< GetNext: batches in its queue when it began
-  uint8_t stream = 0;  ///< 0 compute, 1 comm
-  uint8_t program = 0; ///< a ProgramKind
+  uint32_t task = 0;                                  ///< index of the task in its stream
+  uint32_t depth = 0;                                 ///< GetNext: batches in its queue when it began
+  uint8_t stream = 0;                                 ///< 0 compute, 1 comm
+  uint8_t program = 0;                                ///< a ProgramKind
   ProfileRecordKind kind = ProfileRecordKind::kTask;  ///< a task or a sink
-  uint8_t reserved = 0;  ///< 0
+  uint8_t reserved = 0;                               ///< 0
 };
 static_assert(sizeof(ProfileRecord) == 40, "ProfileRecord is a wire format");
 
@@ -50,20 +50,20 @@ static_assert(sizeof(ProfileRecord) == 40, "ProfileRecord is a wire format");
 /// (the last ones: its ring is sized for that many steps of its largest
 /// program when profiling is enabled, so recording never allocates).
 struct ProfileConfig {
-  bool enabled = false;  ///< record at all
-  uint64_t start_step = 0;  ///< first step recorded
+  bool enabled = false;                                       ///< record at all
+  uint64_t start_step = 0;                                    ///< first step recorded
   uint64_t stop_step = std::numeric_limits<uint64_t>::max();  ///< first step not recorded
-  uint32_t every = 1;  ///< record one step in this many
-  uint32_t keep_steps = 200;  ///< recorded steps a device keeps per sink
+  uint32_t every = 1;                                         ///< record one step in this many
+  uint32_t keep_steps = 200;                                  ///< recorded steps a device keeps per sink
 };
 
 /// Where a device's clock stood against the host's: device_ns - host_ns at
 /// the host's midpoint of the round trip, and half that round trip (the
 /// offset's uncertainty).
 struct ClockSample {
-  int64_t offset_ns = 0;  ///< device_ns - host_ns
+  int64_t offset_ns = 0;       ///< device_ns - host_ns
   int64_t uncertainty_ns = 0;  ///< half the round trip
-  int64_t host_ns = 0;  ///< when (host clock)
+  int64_t host_ns = 0;         ///< when (host clock)
 };
 
 }  // namespace sinkrt

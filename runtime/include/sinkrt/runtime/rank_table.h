@@ -31,8 +31,8 @@ inline constexpr uint16_t kDefaultBasePort = 7100;
 
 /// One rank of a table: where its device is served.
 struct RankEntry {
-  uint32_t rank = 0;  ///< the rank, 0..n-1
-  Address address;  ///< host:port of the device's daemon
+  uint32_t rank = 0;      ///< the rank, 0..n-1
+  Address address;        ///< host:port of the device's daemon
   int device_id = -1;     ///< the physical device number on its host, when the table says
   std::string device_ip;  ///< Ascend's device NIC; kept for tools, unused by sinkrt
 };
@@ -49,8 +49,7 @@ struct RankTable {
 /// Parses and validates a rank table's text; `source` (a path) prefixes errors.
 /// JSON syntax errors give the line and column, and point at a trailing comma
 /// when that is the cause.
-Result<RankTable> ParseRankTable(std::string_view json, std::string_view source,
-                                 uint16_t base_port = kDefaultBasePort);
+Result<RankTable> ParseRankTable(std::string_view json, std::string_view source, uint16_t base_port = kDefaultBasePort);
 /// Reads the file at `path` and parses it (ParseRankTable).
 Result<RankTable> LoadRankTable(const std::string& path, uint16_t base_port = kDefaultBasePort);
 
@@ -70,7 +69,7 @@ std::string RankTableToJson(const RankTable& table);
 /// such: init() may take the size from InitOptions, and a tool that needs
 /// it names `size_source`.
 struct LaunchRank {
-  std::optional<uint32_t> rank;  ///< the process's rank, when a launcher set it
+  std::optional<uint32_t> rank;        ///< the process's rank, when a launcher set it
   std::optional<uint32_t> world_size;  ///< the world size, when a launcher set it
   std::optional<uint32_t> local_rank;  ///< device index on this host
   std::optional<uint32_t> local_size;  ///< ranks on this host

@@ -131,9 +131,9 @@ inline Status WithOptionalContext(const Status& s, const std::string& context) {
 /// SINKRT_RETURN_IF_ERROR(status_expr, context) returns it as
 /// "context: message"; `context` is a std::string expression evaluated only
 /// when there is an error, so building it costs nothing on the good path.
-#define SINKRT_RETURN_IF_ERROR(expr, ...)                                                       \
-  do {                                                                                          \
-    ::sinkrt::Status _st = (expr);                                                              \
+#define SINKRT_RETURN_IF_ERROR(expr, ...)                                                                 \
+  do {                                                                                                    \
+    ::sinkrt::Status _st = (expr);                                                                        \
     if (!_st.ok()) return ::sinkrt::status_internal::WithOptionalContext(_st __VA_OPT__(, ) __VA_ARGS__); \
   } while (0)
 
@@ -141,7 +141,7 @@ inline Status WithOptionalContext(const Status& s, const std::string& context) {
 /// return the error (with the optional context, as above).
 #define SINKRT_ASSIGN_OR_RETURN(lhs, expr, ...) \
   SINKRT_ASSIGN_OR_RETURN_IMPL(SINKRT_CONCAT(_res_, __LINE__), lhs, expr __VA_OPT__(, ) __VA_ARGS__)
-#define SINKRT_ASSIGN_OR_RETURN_IMPL(res, lhs, expr, ...)                                                 \
-  auto res = (expr);                                                                                      \
+#define SINKRT_ASSIGN_OR_RETURN_IMPL(res, lhs, expr, ...)                                                        \
+  auto res = (expr);                                                                                             \
   if (!res.ok()) return ::sinkrt::status_internal::WithOptionalContext(res.status() __VA_OPT__(, ) __VA_ARGS__); \
   lhs = std::move(res).value()

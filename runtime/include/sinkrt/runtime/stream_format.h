@@ -41,7 +41,7 @@ inline constexpr uint64_t kMaxArenaBytes = kMaxStreamBytes * 4;
 /// A .tstream file's two parts, as SplitStream finds them.
 struct StreamSections {
   std::span<const uint8_t> flatbuffer;  ///< without the size prefix
-  std::span<const uint8_t> blobs;  ///< the tensor data the FlatBuffer's blob references point into
+  std::span<const uint8_t> blobs;       ///< the tensor data the FlatBuffer's blob references point into
 };
 
 /// Splits a .tstream file into its sections, checking the size prefix and the

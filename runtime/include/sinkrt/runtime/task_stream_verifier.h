@@ -45,8 +45,7 @@ class VerifiedStream;
 /// that only reads streams (sinkdump) or a test of streams no device runs yet
 /// passes every bit it understands, e.g. kFeatureCollectives, and then gets
 /// the collective tasks checked instead of refused.
-Result<VerifiedStream> VerifyTaskStream(std::vector<uint8_t> file,
-                                        uint64_t supported_features = kSupportedFeatures);
+Result<VerifiedStream> VerifyTaskStream(std::vector<uint8_t> file, uint64_t supported_features = kSupportedFeatures);
 
 /// A task stream that VerifyTaskStream checked: the only form the rest of sinkrt reads.
 class VerifiedStream {
@@ -57,7 +56,7 @@ class VerifiedStream {
   /// The whole .tstream file, as given to VerifyTaskStream.
   const std::vector<uint8_t>& bytes() const { return *file_; }
   std::span<const uint8_t> flatbuffer() const { return flatbuffer_; }  ///< the FlatBuffer, without the size prefix
-  std::span<const uint8_t> blobs() const { return blobs_; }  ///< the blob section
+  std::span<const uint8_t> blobs() const { return blobs_; }            ///< the blob section
 
   /// The program of that kind, or null.
   const fb::Program* FindProgram(ProgramKind kind) const;

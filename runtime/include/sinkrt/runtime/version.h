@@ -22,9 +22,9 @@
 #define SINKRT_VERSION_STRINGIFY_(x) #x
 #define SINKRT_VERSION_STRINGIFY(x) SINKRT_VERSION_STRINGIFY_(x)
 /// "MAJOR.MINOR.PATCH"
-#define SINKRT_VERSION_STRING                                                                    \
-  SINKRT_VERSION_STRINGIFY(SINKRT_VERSION_MAJOR) "." SINKRT_VERSION_STRINGIFY(SINKRT_VERSION_MINOR) "." \
-      SINKRT_VERSION_STRINGIFY(SINKRT_VERSION_PATCH)
+#define SINKRT_VERSION_STRING                    \
+  SINKRT_VERSION_STRINGIFY(SINKRT_VERSION_MAJOR) \
+  "." SINKRT_VERSION_STRINGIFY(SINKRT_VERSION_MINOR) "." SINKRT_VERSION_STRINGIFY(SINKRT_VERSION_PATCH)
 
 namespace sinkrt {
 
@@ -42,9 +42,9 @@ struct Versions {
   int minor = 0;
   int patch = 0;
   /// @}
-  std::string library;         ///< "1.0.0"
-  FormatVersion task_stream;   ///< the format the compiler writes; a device loads any minor of its major
-  FormatVersion wire_protocol; ///< the protocol this build speaks; a peer of the same major is accepted
+  std::string library;          ///< "1.0.0"
+  FormatVersion task_stream;    ///< the format the compiler writes; a device loads any minor of its major
+  FormatVersion wire_protocol;  ///< the protocol this build speaks; a peer of the same major is accepted
 };
 
 /// The versions of the library this program linked. They can differ from

@@ -19,11 +19,11 @@
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
+#include "support/compare.h"
+#include "support/in_process_world.h"
 #include "support/model_fixtures.h"
 #include "support/test_models.h"
-#include "support/in_process_world.h"
 #include "support/test_util.h"
-#include "support/compare.h"
 
 namespace sinkrt {
 namespace {
@@ -156,8 +156,9 @@ std::vector<double> VitLosses(bool auto_parallel, int n, int steps, float lr, bo
     const host::AutoParallelPlan* plan = (*m)->auto_parallel_plan();
     EXPECT_NE(plan, nullptr);
     EXPECT_EQ((*m)->context().mode, ParallelMode::AutoParallel);
-    if (plan) std::printf("[ info ] ViT auto_parallel on %d ranks: group batch %lld of %lld, predicted step %.3f ms\n",
-                          n, static_cast<long long>(batch), static_cast<long long>(kBatch), plan->step_s * 1e3);
+    if (plan)
+      std::printf("[ info ] ViT auto_parallel on %d ranks: group batch %lld of %lld, predicted step %.3f ms\n", n,
+                  static_cast<long long>(batch), static_cast<long long>(kBatch), plan->step_s * 1e3);
   } else {
     EXPECT_EQ((*m)->auto_parallel_plan(), nullptr);
   }

@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "sinkrt/device/in_process_device.h"
 #include "sinkrt/fb/task_stream_generated.h"
-#include "sinkrt/host/calibration.h"
 #include "sinkrt/host/auto_parallel.h"
+#include "sinkrt/host/calibration.h"
+#include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/compiler.h"
-#include "sinkrt/device/in_process_device.h"
-#include "sinkrt/host/callbacks.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/shard_strategies.h"
@@ -140,8 +140,7 @@ Collectives CompileAndCount(const Graph& planned, int64_t devices) {
   c.gradient_allreduces = CountAllReduces(v, ProgramKind::TrainStep, true);
   c.forward_allreduces = CountAllReduces(v, ProgramKind::EvalStep, false);
   for (const fb::Stream* s : *v.FindProgram(ProgramKind::TrainStep)->streams())
-    for (const fb::Task* t : *s->tasks())
-      switch (t->body_type()) {
+    for (const fb::Task* t : *s->tasks()) switch (t->body_type()) {
         case fb::TaskBody::AllGatherTask:
         case fb::TaskBody::ReduceScatterTask:
         case fb::TaskBody::AllToAllTask:
@@ -334,8 +333,8 @@ TEST(AutoParallelPlan, ZooNetworksPlanAndCompile) {
         const bool follower = op.op == OpCode::Reshape || op.op == OpCode::Flatten;
         EXPECT_TRUE(follower || !op.strategy.empty()) << op.name;
       }
-      std::printf("[ info ] %s on %lld ranks: predicted step %.3f ms, %zu strategies, searched in %.1f ms\n", name.c_str(),
-                  static_cast<long long>(n), plan->step_s * 1e3, plan->candidates, plan->search_s * 1e3);
+      std::printf("[ info ] %s on %lld ranks: predicted step %.3f ms, %zu strategies, searched in %.1f ms\n",
+                  name.c_str(), static_cast<long long>(n), plan->step_s * 1e3, plan->candidates, plan->search_s * 1e3);
       (void)CompileAndCount(g, n);
     }
   }
@@ -465,8 +464,8 @@ TEST(AutoParallelPlan, SearchedPlansOfRandomNetworksTrainLikeOneDevice) {
       const std::vector<double> got = TrainLosses(sharded, n, kSteps);
       ASSERT_EQ(got.size(), one.size()) << g.name() << " on " << n << "\n" << ExplainPlan(*plan);
       for (int s = 0; s < kSteps; ++s)
-        EXPECT_NEAR(got[s], one[s], 2e-5 * std::abs(one[s]) + 1e-6)
-            << g.name() << " on " << n << ", step " << s << "\n" << ExplainPlan(*plan);
+        EXPECT_NEAR(got[s], one[s], 2e-5 * std::abs(one[s]) + 1e-6) << g.name() << " on " << n << ", step " << s << "\n"
+                                                                    << ExplainPlan(*plan);
     }
   }
 }
@@ -525,8 +524,7 @@ TEST(AutoParallelPlan, DeviceMemoryBindsTheCompiledArena) {
     EXPECT_EQ(cs.status().code(), StatusCode::kResourceExhausted) << cs.status().ToString();
     // Named with what it needs: the search's "below every plan: the
     // smallest footprint found is ...", or the compiled arena's.
-    EXPECT_NE(cs.status().message().find(std::to_string(limit) + " bytes"), std::string::npos)
-        << cs.status().message();
+    EXPECT_NE(cs.status().message().find(std::to_string(limit) + " bytes"), std::string::npos) << cs.status().message();
     EXPECT_TRUE(cs.status().message().find("smallest footprint found is") != std::string::npos ||
                 cs.status().message().find("needs ") != std::string::npos)
         << cs.status().message();

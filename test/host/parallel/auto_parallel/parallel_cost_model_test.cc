@@ -63,7 +63,7 @@ TEST(CostModelTest, OneDeviceMatMul) {
   EXPECT_EQ(one.grad_sync_s, 0);
   EXPECT_EQ(one.param_bytes, kWeightBytes);
   EXPECT_EQ(one.grad_bytes, kWeightBytes);
-  EXPECT_EQ(one.optimizer_bytes, kWeightBytes);  // Momentum
+  EXPECT_EQ(one.optimizer_bytes, kWeightBytes);     // Momentum
   EXPECT_EQ(one.activation_bytes, 256 * 1024 * 4);  // x, for dW
 }
 
@@ -231,8 +231,7 @@ TEST(CostModelTest, RedistributionSumsItsSteps) {
   // Row split to column split: one AllToAll.
   TensorLayout rows = col;
   rows.tensor_map = {0, -1};
-  EXPECT_DOUBLE_EQ(*RedistributionSeconds(rows, col, DType::F32, c, "shm"),
-                   kAlpha + kBeta * 0.75 * kOutputBytes / 4);
+  EXPECT_DOUBLE_EQ(*RedistributionSeconds(rows, col, DType::F32, c, "shm"), kAlpha + kBeta * 0.75 * kOutputBytes / 4);
 }
 
 // Alpa's two MLP oracles on 4 devices, at the cost-model level: two layers

@@ -92,8 +92,8 @@ SearchProblem RandomDag(std::mt19937& rng) {
     plans *= k;
     SearchNode node{Name("op", v), {}, {}};
     for (size_t c = 0; c < k; ++c) {
-      node.candidates.push_back({Name("c", c), u(rng), static_cast<uint64_t>(u(rng) * 1000),
-                                 static_cast<uint32_t>(u(rng) < 0.3)});
+      node.candidates.push_back(
+          {Name("c", c), u(rng), static_cast<uint64_t>(u(rng) * 1000), static_cast<uint32_t>(u(rng) < 0.3)});
     }
     p.nodes.push_back(std::move(node));
   }
@@ -279,8 +279,7 @@ TEST(StrategySearch, ErrorsNameTheSmallestFootprintAndTheOp) {
   p.edges.clear();
   r = SearchStrategies(p, {});
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("op 'fc2' has no candidate strategy"), std::string::npos)
-      << r.status().message();
+  EXPECT_NE(r.status().message().find("op 'fc2' has no candidate strategy"), std::string::npos) << r.status().message();
 
   p.nodes[1] = Node("fc2", {1, 2});
   p.edges = {SearchEdge{0, 1, {0, 1, 2}}};
@@ -366,9 +365,9 @@ TEST(StrategySearch, ShardingPropagationRecoversWhenGreedPaintsItselfIntoACorner
   SearchProblem p;
   for (const char* op : {"a", "b", "f"}) p.nodes.push_back(Node(op, {1, 1}));
   p.nodes[0].fixed = 0;
-  p.edges.push_back({0, 2, {1, 0, 1, 0}});          // a - f: f = s1 is free, s0 costs 1
-  p.edges.push_back(Match(1, 2, 2, kInf));          // b - f: mirrors
-  p.edges.push_back({0, 1, {0, kInf, 0, kInf}});    // a - b: b = s1 forbidden
+  p.edges.push_back({0, 2, {1, 0, 1, 0}});        // a - f: f = s1 is free, s0 costs 1
+  p.edges.push_back(Match(1, 2, 2, kInf));        // b - f: mirrors
+  p.edges.push_back({0, 1, {0, kInf, 0, kInf}});  // a - b: b = s1 forbidden
   auto r = SearchStrategies(p, Mode(SearchMode::kShardingPropagation));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->choice, (std::vector<size_t>{0, 0, 0}));

@@ -362,18 +362,15 @@ TEST(DataParallelCompile, IndexModeSplitsInParameterOrder) {
   };
   using Names = std::vector<std::vector<std::string>>;
   EXPECT_EQ(buckets_for({0}), (Names{{"fc1.bias/grad", "fc2.weight/grad", "fc2.bias/grad"}, {"fc1.weight/grad"}}));
-  EXPECT_EQ(buckets_for({1, 2}),
-            (Names{{"fc1.weight/grad", "fc1.bias/grad"}, {"fc2.bias/grad"}, {"fc2.weight/grad"}}));
+  EXPECT_EQ(buckets_for({1, 2}), (Names{{"fc1.weight/grad", "fc1.bias/grad"}, {"fc2.bias/grad"}, {"fc2.weight/grad"}}));
   EXPECT_EQ(buckets_for({3}), (Names{{"fc1.weight/grad", "fc1.bias/grad", "fc2.weight/grad", "fc2.bias/grad"}}));
   EXPECT_EQ(buckets_for({0, 1, 2, 3}).size(), 4u);
 }
 
 TEST(DataParallelCompile, PlannerOrdersByReadiness) {
   using host::parallel::FusionGradient;
-  std::vector<FusionGradient> grads = {{"w1", 400, DType::F32, 9},
-                                       {"b1", 40, DType::F32, 8},
-                                       {"w2", 400, DType::F32, 5},
-                                       {"b2", 40, DType::F32, 4}};
+  std::vector<FusionGradient> grads = {
+      {"w1", 400, DType::F32, 9}, {"b1", 40, DType::F32, 8}, {"w2", 400, DType::F32, 5}, {"b2", 40, DType::F32, 4}};
   host::CommFusion f;
   f.mode = "index";
   f.indices = {1};
@@ -400,8 +397,8 @@ TEST(DataParallelCompile, PlannerOrdersByReadiness) {
 }
 
 TEST(DataParallelCompile, EveryModelAndOptimizerIsWellFormed) {
-  for (OptimizerSpec opt : {OptimizerSpec::Sgd(0.1f), OptimizerSpec::Momentum(0.01f, 0.9f, true),
-                            OptimizerSpec::Adam(0.001f)}) {
+  for (OptimizerSpec opt :
+       {OptimizerSpec::Sgd(0.1f), OptimizerSpec::Momentum(0.01f, 0.9f, true), OptimizerSpec::Adam(0.001f)}) {
     for (const char* mode : {"auto", "size", "index", "off"}) {
       for (bool lenet : {false, true}) {
         SCOPED_TRACE(std::string(mode) + " optimizer " + std::to_string(int(opt.kind)) + (lenet ? " lenet" : " mlp"));
@@ -409,8 +406,10 @@ TEST(DataParallelCompile, EveryModelAndOptimizerIsWellFormed) {
         o.optimizer = opt;
         o.predict_program = true;
         o.gradients_mean = lenet;
-        if (std::string(mode) == "off") o.comm_fusion.openstate = false;
-        else o.comm_fusion.mode = mode;
+        if (std::string(mode) == "off")
+          o.comm_fusion.openstate = false;
+        else
+          o.comm_fusion.mode = mode;
         o.comm_fusion.size_mb = 0.01;
         o.comm_fusion.indices = {1, 4};
         CompiledStream cs = CompileOk(lenet ? testing::MakeLeNet(2) : testing::MakeMlp(4, {20, 16, 8, 3}), o);
@@ -622,7 +621,10 @@ class DataParallelVerifier : public ::testing::Test {
     return nullptr;
   }
   fb::Task* TaskAt(std::vector<uint8_t>& bytes, uint32_t stream, uint32_t task) {
-    return Program(bytes, ProgramKind::TrainStep)->mutable_streams()->GetMutableObject(stream)->mutable_tasks()
+    return Program(bytes, ProgramKind::TrainStep)
+        ->mutable_streams()
+        ->GetMutableObject(stream)
+        ->mutable_tasks()
         ->GetMutableObject(task);
   }
 
@@ -716,8 +718,8 @@ TEST_F(DataParallelVerifier, EveryWaitMustBeMet) {
     fb::Task* task = TaskAt(bad, 0, at);
     auto* table = reinterpret_cast<flatbuffers::Table*>(const_cast<void*>(task->body()));
     ASSERT_TRUE(table->SetField<uint32_t>(fb::EventWaitTask::VT_EVENT, event, 0));
-    ASSERT_TRUE(reinterpret_cast<flatbuffers::Table*>(task)->SetField<uint8_t>(
-        fb::Task::VT_BODY_TYPE, static_cast<uint8_t>(type), 0));
+    ASSERT_TRUE(reinterpret_cast<flatbuffers::Table*>(task)->SetField<uint8_t>(fb::Task::VT_BODY_TYPE,
+                                                                               static_cast<uint8_t>(type), 0));
   };
   retype(ready1, fb::TaskBody::EventWaitTask, 3);
   retype(done1, fb::TaskBody::EventRecordTask, 2);

@@ -108,9 +108,7 @@ void CompareWithOneDevice(int n, int64_t b, int64_t steps, bool cnn) {
   const int64_t steps_per_pass = 50;
   const int epochs = static_cast<int>(steps / steps_per_pass);
   const Images data = cnn ? CnnData(steps_per_pass * global) : MlpData(steps_per_pass * global);
-  auto net = [&](int64_t batch) {
-    return cnn ? host::MakeLeNetNetwork(batch) : host::MakeMlpNetwork(batch);
-  };
+  auto net = [&](int64_t batch) { return cnn ? host::MakeLeNetNetwork(batch) : host::MakeMlpNetwork(batch); };
   // A rate at which training is stable: a diverging run amplifies the
   // last-bit differences of summation order into different trajectories.
   const OptimizerSpec opt = OptimizerSpec::Momentum(cnn ? 0.002f : 0.02f, 0.9f);
@@ -172,8 +170,8 @@ TEST(DataParallelTrain, SinkModeEqualsNonSinkModeBitwise) {
   ASSERT_EQ(sink_state.size(), step_state.size());
   for (size_t i = 0; i < sink_state.size(); ++i)
     EXPECT_TRUE(sink_state[i].second.data == step_state[i].second.data) << sink_state[i].first;
-  EXPECT_EQ(sink_trips, 3u);   // 3 sunk passes: one round trip per sink per device
-  EXPECT_EQ(step_trips, 120u); // 3 passes of 40 steps
+  EXPECT_EQ(sink_trips, 3u);    // 3 sunk passes: one round trip per sink per device
+  EXPECT_EQ(step_trips, 120u);  // 3 passes of 40 steps
 }
 
 TEST(DataParallelTrain, ReportsCommunicationAndEvaluatesOnRankZero) {
@@ -282,8 +280,8 @@ TEST(DataParallelTrain, FusionConfigsTrainBitwiseAlike) {
   size_t n_auto = 0, n_unfused = 0, n_size = 0, n_index = 0;
   auto ref = train(auto_mode, &n_auto);
   EXPECT_EQ(n_auto, 1u);
-  for (auto [fusion, count, want] : {std::tuple{unfused, &n_unfused, 6u}, std::tuple{by_size, &n_size, 0u},
-                                     std::tuple{by_index, &n_index, 3u}}) {
+  for (auto [fusion, count, want] :
+       {std::tuple{unfused, &n_unfused, 6u}, std::tuple{by_size, &n_size, 0u}, std::tuple{by_index, &n_index, 3u}}) {
     auto state = train(fusion, count);
     if (want) {
       EXPECT_EQ(*count, want) << fusion.mode;

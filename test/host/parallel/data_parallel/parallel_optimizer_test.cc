@@ -120,8 +120,11 @@ Trained Train(const ZeroRun& s, int64_t steps) {
 // The comparison the issue asks for: the same losses as plain data
 // parallel within 1e-6 relative over 200 steps, the loss falling.
 void ExpectTracksDataParallel(Net net, host::OptimizerKind optimizer, int ranks, int64_t threshold_kb) {
-  ZeroRun s{.net = net, .optimizer = optimizer, .ranks = ranks, .batch = net == Net::Vit ? 4 : 8,
-          .threshold_kb = threshold_kb};
+  ZeroRun s{.net = net,
+            .optimizer = optimizer,
+            .ranks = ranks,
+            .batch = net == Net::Vit ? 4 : 8,
+            .threshold_kb = threshold_kb};
   const int64_t steps = 200;
   const Trained dp = Train(s, steps);
   s.zero = true;
@@ -171,8 +174,12 @@ TEST(ParallelOptimizer, VitMomentumFourRanksTracksDataParallel) {
 // shows here first.
 TEST(ParallelOptimizer, BitwiseDataParallelWhenBothSumInRingOrder) {
   for (int ranks : {2, 4}) {
-    ZeroRun s{.net = Net::Mlp, .optimizer = host::OptimizerKind::Adam, .ranks = ranks, .batch = 4, .threshold_kb = 0,
-            .ring_order = true};
+    ZeroRun s{.net = Net::Mlp,
+              .optimizer = host::OptimizerKind::Adam,
+              .ranks = ranks,
+              .batch = 4,
+              .threshold_kb = 0,
+              .ring_order = true};
     const Trained dp = Train(s, 40);
     s.zero = true;
     const Trained zero = Train(s, 40);
@@ -209,8 +216,13 @@ TEST(ParallelOptimizer, LossScaledRunSkipsTheSameStepsAsDataParallel) {
     }
   };
   auto run = [](bool zero, int ranks) {
-    ZeroRun s{.net = Net::Mlp, .optimizer = host::OptimizerKind::Momentum, .ranks = ranks, .batch = 8, .zero = zero,
-              .threshold_kb = 0, .ring_order = true};
+    ZeroRun s{.net = Net::Mlp,
+              .optimizer = host::OptimizerKind::Momentum,
+              .ranks = ranks,
+              .batch = 8,
+              .zero = zero,
+              .threshold_kb = 0,
+              .ring_order = true};
     World world(s.ranks, DeviceOptionsOf(s));
     host::ModelOptions o = OptionsOf(s);
     o.loss_scale_manager = host::LossScaleManager::Dynamic(3e38f, 1e8f, 6);
@@ -293,8 +305,13 @@ class ParallelOptimizerCheckpoint : public ::testing::Test {
 TEST_F(ParallelOptimizerCheckpoint, WholeTensorsThatResumeBitwiseEitherWay) {
   const Dataset first = Data(20 * 4 * 4, 4, 7), second = Data(20 * 4 * 4, 4, 8);
   auto make = [&](bool zero, World& world) {
-    ZeroRun s{.net = Net::Mlp, .optimizer = host::OptimizerKind::Adam, .ranks = 4, .batch = 4, .zero = zero,
-            .threshold_kb = 0, .ring_order = true};
+    ZeroRun s{.net = Net::Mlp,
+              .optimizer = host::OptimizerKind::Adam,
+              .ranks = 4,
+              .batch = 4,
+              .zero = zero,
+              .threshold_kb = 0,
+              .ring_order = true};
     auto m = Model::Create(Network(s.net, s.batch), LossSpec::SparseSoftmaxCrossEntropy(), Optimizer(s.optimizer),
                            world.links, OptionsOf(s));
     EXPECT_TRUE(m.ok()) << m.status().ToString();
@@ -397,8 +414,7 @@ TEST(ParallelOptimizerStream, OptimizerStateIsRankBlockAndCollectivesRunOnTheCom
     const fb::TaskStream& ts = *c->stream.root();
     // fc1.weight [784, 512] (1.5 MiB) and fc2.weight [512, 256] are sharded;
     // fc3.weight (10 KB) and the biases are under the 64 KB threshold.
-    for (const auto& [name, rows, cols] :
-         {std::tuple{"fc1.weight", 784, 512}, std::tuple{"fc2.weight", 512, 256}}) {
+    for (const auto& [name, rows, cols] : {std::tuple{"fc1.weight", 784, 512}, std::tuple{"fc2.weight", 512, 256}}) {
       for (const char* state : {"/adam_m", "/adam_v"}) {
         const fb::Buffer* m = FindBuffer(ts, std::string(name) + state);
         ASSERT_NE(m, nullptr);
@@ -426,9 +442,9 @@ TEST(ParallelOptimizerStream, OptimizerStateIsRankBlockAndCollectivesRunOnTheCom
     // On the comm stream: each sharded gradient's ReduceScatter before its
     // parameter's AllGather, and one AllReduce bucket for the rest; plain
     // tasks, which any 1.x device with collectives runs.
-    EXPECT_EQ(Kinds(CommCollectives(ts)), (std::vector<std::string>{"ReduceScatterTask", "AllReduceTask",
-                                                                     "ReduceScatterTask", "AllGatherTask",
-                                                                     "AllGatherTask"}));
+    EXPECT_EQ(Kinds(CommCollectives(ts)),
+              (std::vector<std::string>{"ReduceScatterTask", "AllReduceTask", "ReduceScatterTask", "AllGatherTask",
+                                        "AllGatherTask"}));
     EXPECT_EQ(ts.header()->requirements(), kFeatureCollectives);
     EXPECT_EQ(c->report.buckets.size(), 1u);
     ASSERT_EQ(c->report.optimizer_shards.size(), 6u);
@@ -588,8 +604,7 @@ TEST(ParallelOptimizerModel, AJobCompiledWithoutItIsRefusedByName) {
   o.context.enable_parallel_optimizer = true;
   auto m = Model::Create(std::move(job).value(), world.links, o);
   ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.status().message().find("without enable_parallel_optimizer"), std::string::npos)
-      << m.status().ToString();
+  EXPECT_NE(m.status().message().find("without enable_parallel_optimizer"), std::string::npos) << m.status().ToString();
 }
 
 }  // namespace

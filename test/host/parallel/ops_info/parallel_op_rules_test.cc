@@ -126,14 +126,15 @@ std::vector<Case> MakeCases() {
   for (int t = 0; t < 4; ++t) {
     const bool ta = t & 1, tb = t & 2;
     const int64_t m = e(), k = e(), n = e();
-    cases.push_back({std::string("MatMul") + (ta ? "_ta" : "") + (tb ? "_tb" : ""),
-                     {{m}, {k}, {n}},
-                     {ta ? std::vector<int>{1, 0} : std::vector<int>{0, 1}, tb ? std::vector<int>{2, 1} : std::vector<int>{1, 2}},
-                     [=](Graph& g, Data&) {
-                       const TensorId a = P(g, "a", ta ? Shape{k, m} : Shape{m, k});
-                       const TensorId b = P(g, "b", tb ? Shape{n, k} : Shape{k, n});
-                       return One(g.MatMul(a, b, ta, tb));
-                     }});
+    cases.push_back(
+        {std::string("MatMul") + (ta ? "_ta" : "") + (tb ? "_tb" : ""),
+         {{m}, {k}, {n}},
+         {ta ? std::vector<int>{1, 0} : std::vector<int>{0, 1}, tb ? std::vector<int>{2, 1} : std::vector<int>{1, 2}},
+         [=](Graph& g, Data&) {
+           const TensorId a = P(g, "a", ta ? Shape{k, m} : Shape{m, k});
+           const TensorId b = P(g, "b", tb ? Shape{n, k} : Shape{k, n});
+           return One(g.MatMul(a, b, ta, tb));
+         }});
   }
   for (int t = 0; t < 3; ++t) {
     const bool ta = t == 1, tb = t == 2;
@@ -150,12 +151,10 @@ std::vector<Case> MakeCases() {
   }
   {  // 4-d, as attention's scores
     const int64_t b0 = 2, h = e(), m = e(), k = e(), n = e();
-    cases.push_back({"BatchMatMul_4d_tb",
-                     {{b0}, {h}, {m}, {k}, {n}},
-                     {{0, 1, 2, 3}, {0, 1, 4, 3}},
-                     [=](Graph& g, Data&) {
-                       return One(g.BatchMatMul(P(g, "a", {b0, h, m, k}), P(g, "b", {b0, h, n, k}), false, true));
-                     }});
+    cases.push_back(
+        {"BatchMatMul_4d_tb", {{b0}, {h}, {m}, {k}, {n}}, {{0, 1, 2, 3}, {0, 1, 4, 3}}, [=](Graph& g, Data&) {
+           return One(g.BatchMatMul(P(g, "a", {b0, h, m, k}), P(g, "b", {b0, h, n, k}), false, true));
+         }});
   }
   {
     const int64_t r = e(), c = e();
@@ -199,14 +198,20 @@ std::vector<Case> MakeCases() {
     } unary[] = {{"Relu", &Graph::Relu}, {"Gelu", &Graph::Gelu}, {"Tanh", &Graph::Tanh}, {"Sigmoid", &Graph::Sigmoid}};
     for (const auto& u : unary) {
       const int64_t r = e(), c = e();
-      cases.push_back({u.name, {{r}, {c}}, {{0, 1}}, [=](Graph& g, Data&) { return One((g.*u.fn)(P(g, "x", {r, c}))); }});
+      cases.push_back({u.name, {{r}, {c}}, {{0, 1}}, [=](Graph& g, Data&) {
+                         return One((g.*u.fn)(P(g, "x", {r, c})));
+                       }});
     }
     const int64_t a = e(), b = e(), c = e();
-    cases.push_back({"Tanh_3d", {{a}, {b}, {c}}, {{0, 1, 2}}, [=](Graph& g, Data&) { return One(g.Tanh(P(g, "x", {a, b, c}))); }});
+    cases.push_back({"Tanh_3d", {{a}, {b}, {c}}, {{0, 1, 2}}, [=](Graph& g, Data&) {
+                       return One(g.Tanh(P(g, "x", {a, b, c})));
+                     }});
   }
   {
     const int64_t r = e(), c = e(), a = e();
-    cases.push_back({"Softmax", {{r}, {c, false}}, {{0, 1}}, [=](Graph& g, Data&) { return One(g.Softmax(P(g, "x", {r, c}))); }});
+    cases.push_back({"Softmax", {{r}, {c, false}}, {{0, 1}}, [=](Graph& g, Data&) {
+                       return One(g.Softmax(P(g, "x", {r, c})));
+                     }});
     cases.push_back({"LogSoftmax", {{r}, {c, false}}, {{0, 1}}, [=](Graph& g, Data&) {
                        return One(g.LogSoftmax(P(g, "x", {r, c})));
                      }});
@@ -294,8 +299,10 @@ std::vector<Case> MakeCases() {
     // x [N, Ci, H, W], w [Co, Ci, Kh, Kw]: the image and kernel dims need
     // halo exchange; N, Ci (a reduction) and Co may be split.
     const int64_t n = e(), ci = e(), co = e(), hw = 5, kk = 3;
-    cases.push_back({"Conv2D", {{n}, {ci}, {hw, false}, {hw, false}, {co}, {kk, false}, {kk, false}},
-                     {{0, 1, 2, 3}, {4, 1, 5, 6}}, [=](Graph& g, Data&) {
+    cases.push_back({"Conv2D",
+                     {{n}, {ci}, {hw, false}, {hw, false}, {co}, {kk, false}, {kk, false}},
+                     {{0, 1, 2, 3}, {4, 1, 5, 6}},
+                     [=](Graph& g, Data&) {
                        return One(g.Conv2D(P(g, "x", {n, ci, hw, hw}), P(g, "w", {co, ci, kk, kk}), 1, 1));
                      }});
     // MaxPool2D's flat argmax workspace splits with the batch only.
@@ -310,7 +317,8 @@ std::vector<Case> MakeCases() {
     const int64_t n = 8, c = e();
     cases.push_back({"SparseSoftmaxCrossEntropy", {{n}, {c, false}}, {{0, 1}, {0}}, [=](Graph& g, Data& d) {
                        const TensorId logits = P(g, "logits", {n, c}, -2.f, 2.f);
-                       return One(g.SparseSoftmaxCrossEntropy(logits, Ints(g, d, "labels", {n}, static_cast<int32_t>(c), 9)));
+                       return One(
+                           g.SparseSoftmaxCrossEntropy(logits, Ints(g, d, "labels", {n}, static_cast<int32_t>(c), 9)));
                      }});
   }
   return cases;
@@ -419,8 +427,8 @@ std::vector<double> Floats(const std::vector<uint8_t>& bytes) {
 
 // Compiles `g` for `rank` of `world`, loads it, runs one train step and
 // reads every Param slice before and after it.
-Status RunRank(DeviceLink& dev, const Graph& g, const std::map<TensorId, std::vector<int32_t>>& ints,
-               uint32_t world, uint32_t rank, RankResult* out) {
+Status RunRank(DeviceLink& dev, const Graph& g, const std::map<TensorId, std::vector<int32_t>>& ints, uint32_t world,
+               uint32_t rank, RankResult* out) {
   SINKRT_ASSIGN_OR_RETURN(host::CompiledStream cs, host::Compile(g, Options(world, rank)));
   SINKRT_RETURN_IF_ERROR(dev.Load(cs.stream).status());
   const fb::TaskStream* root = cs.stream.root();
@@ -541,8 +549,8 @@ void ExpectMatches(const Reference& ref, const RankResult& got, uint32_t rank, c
         ADD_FAILURE() << name << " element " << flat << ": initial value " << p.before[i] << ", one device "
                       << old_want;
       if (std::abs(grad_got - grad_want) > 1e-5 * scale && reported++ < 3)
-        ADD_FAILURE() << name << (name[0] == 'r' ? " (the op's forward output)" : " (gradient)") << " element "
-                      << flat << ": " << grad_got << ", one device " << grad_want;
+        ADD_FAILURE() << name << (name[0] == 'r' ? " (the op's forward output)" : " (gradient)") << " element " << flat
+                      << ": " << grad_got << ", one device " << grad_want;
       for (size_t d = idx.size(); d-- > 0;) {
         if (++idx[d] < p.shape[d]) break;
         idx[d] = 0;
@@ -591,7 +599,8 @@ TEST_F(ParallelOpRules, EveryStrategyOfEveryOpMatchesOneDevice) {
       const int64_t n = static_cast<int64_t>(world->size());
       for (const Candidate& cand : Enumerate(c, n)) {
         const std::string what = c.name + " " + host::StrategyToString(cand.strategy) + " on " + std::to_string(n);
-        if (std::getenv("SINKRT_TEST_VERBOSE")) std::fprintf(stderr, "%s%s\n", what.c_str(), cand.legal ? "" : " (illegal)");
+        if (std::getenv("SINKRT_TEST_VERBOSE"))
+          std::fprintf(stderr, "%s%s\n", what.c_str(), cand.legal ? "" : " (illegal)");
         std::map<TensorId, std::vector<int32_t>> ints;
         const Graph g = BuildGraph(c, &cand.strategy, &ints);
         ASSERT_TRUE(g.status().ok()) << what << ": " << g.status().ToString();

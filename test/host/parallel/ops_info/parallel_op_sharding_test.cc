@@ -70,7 +70,8 @@ TEST(OpShardingTest, RepeatedCalculation) {
 TEST(OpShardingTest, RefusesInvalidStrategiesWithMindSporesMessages) {
   const Graph g = MatMulGraph();
   const std::string op = Last(g).name;
-  EXPECT_EQ(ErrorOf(g, {{2, 1}}, 8), op + ": The strategy is ((2, 1),), strategy size: 1 is not equal to inputs size: 2");
+  EXPECT_EQ(ErrorOf(g, {{2, 1}}, 8),
+            op + ": The strategy is ((2, 1),), strategy size: 1 is not equal to inputs size: 2");
   EXPECT_EQ(ErrorOf(g, {{2, 1}, {1}}, 8),
             op + ": The strategy is ((2, 1), (1,)), strategy len: 1 is not equal to inputs len: 2, index: 1");
   EXPECT_EQ(ErrorOf(g, {{0, 1}, {1, 1}}, 8),
@@ -95,8 +96,9 @@ TEST(OpShardingTest, BroadcastAndBias) {
   const TensorId b = g.Param("b", {16}, InitSpec::Zeros());
   g.Add(x, b);
   EXPECT_EQ(ErrorOf(g, {{2, 2}, {2}}, 4), "ok");
-  EXPECT_NE(ErrorOf(g, {{2, 2}, {1}}, 4).find("strategies of relevant dimensions are not equal: input 0 dim 1 is "
-                                               "split 2 ways, input 1 dim 0 1 ways"),
+  EXPECT_NE(ErrorOf(g, {{2, 2}, {1}}, 4)
+                .find("strategies of relevant dimensions are not equal: input 0 dim 1 is "
+                      "split 2 ways, input 1 dim 0 1 ways"),
             std::string::npos);
   Result<OpSharding> r = ShardOp(g, Last(g), {{4, 1}, {1}}, 4);
   ASSERT_TRUE(r.ok());
@@ -108,8 +110,9 @@ TEST(OpShardingTest, AxesAnOpCannotSplit) {
   Graph g;
   const TensorId x = g.Input("x", {8, 4, 16});
   g.Softmax(x, -1);
-  EXPECT_NE(ErrorOf(g, {{1, 1, 2}}, 2).find("dim 2 of input 0 cannot be split (it normalises over that axis), "
-                                            "but get 2"),
+  EXPECT_NE(ErrorOf(g, {{1, 1, 2}}, 2)
+                .find("dim 2 of input 0 cannot be split (it normalises over that axis), "
+                      "but get 2"),
             std::string::npos);
   EXPECT_EQ(ErrorOf(g, {{2, 1, 1}}, 2), "ok");
   const TensorId gamma = g.Param("gamma", {16}, InitSpec::Constant(1));

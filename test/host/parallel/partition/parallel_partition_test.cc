@@ -45,7 +45,7 @@ TEST(PartitionTest, MegatronPairOnFourRanks) {
     EXPECT_EQ(l.tensor(lg->local_of[m.w2]).shape, (Shape{16, 10}));
     EXPECT_EQ(l.tensor(lg->local_of[m.x]).shape, (Shape{16, 32}));
     std::map<OpCode, int> n = CountOps(l);
-    EXPECT_EQ(n[OpCode::AllReduce], 1);  // w2's partial output, before the loss
+    EXPECT_EQ(n[OpCode::AllReduce], 1);      // w2's partial output, before the loss
     EXPECT_EQ(n[OpCode::GradAllReduce], 0);  // x is data
     EXPECT_EQ(n[OpCode::AllGather] + n[OpCode::ReduceScatter] + n[OpCode::ShardSlice], 0);
     for (const OpNode& op : l.ops()) {
@@ -71,7 +71,7 @@ TEST(PartitionTest, DataParallelSlicesTheBatchAndMirrorsEveryWeight) {
   const Graph& l = lg->graph;
   EXPECT_EQ(l.tensor(lg->local_of[m.x]).shape, (Shape{8, 32}));
   EXPECT_EQ(l.tensor(lg->local_of[m.labels]).shape, (Shape{8}));
-  EXPECT_TRUE(l.tensor(lg->local_of[m.w1]).init.global_shape.empty());  // whole
+  EXPECT_TRUE(l.tensor(lg->local_of[m.w1]).init.global_shape.empty());                  // whole
   for (const OpNode& op : l.ops()) EXPECT_LT(static_cast<int>(op.op), 100) << op.name;  // no communication
   EXPECT_EQ(lg->parameters[0].mirror_group, (std::vector<uint32_t>{0, 1}));
   EXPECT_EQ(lg->parameters[1].mirror_group, (std::vector<uint32_t>{0, 1}));

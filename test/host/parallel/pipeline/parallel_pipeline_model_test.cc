@@ -64,8 +64,7 @@ std::unique_ptr<Model> OneDevice(device::InProcessDevice& dev, int64_t batch) {
 
 void ExpectClose(const std::vector<double>& got, const std::vector<double>& want, double rel) {
   ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i)
-    ASSERT_NEAR(got[i], want[i], rel * std::abs(want[i])) << "step " << i;
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], rel * std::abs(want[i])) << "step " << i;
 }
 
 // 200 steps, one per launch, against one device with the global batch.
@@ -75,7 +74,9 @@ void TrackOneDevice(int devices, int stages, int micro, bool vit = false) {
   const int64_t width = vit ? 784 : 64;
   const Dataset global = Data(50 * kGlobal, kGlobal, true, width);
   const Dataset per_replica = Data(50 * kGlobal, kGlobal / replicas, true, width);
-  auto network = [&](int64_t batch) { return vit ? host::MakeVitNetwork(batch) : host::MakeMlpNetwork(batch, kWidths); };
+  auto network = [&](int64_t batch) {
+    return vit ? host::MakeVitNetwork(batch) : host::MakeMlpNetwork(batch, kWidths);
+  };
   const OptimizerSpec opt = vit ? OptimizerSpec::Adam(1e-3f) : kOpt;
   device::InProcessDevice dev(OneThreadOptions());
   auto created = Model::Create(network(kGlobal), LossSpec::SparseSoftmaxCrossEntropy(), opt, dev);
@@ -167,8 +168,8 @@ TEST(PipelineModel, StagesWithoutParametersRunAndTrackOneDevice) {
 // Whatever S and M, a sink is one control round trip per device.
 TEST(PipelineModel, OneRoundTripPerSinkPerDevice) {
   World world(4);
-  auto m = Model::Create(host::MakeMlpNetwork(16, kWidths), LossSpec::SparseSoftmaxCrossEntropy(), kOpt,
-                         world.links, Pipelined(4, 4, 8));
+  auto m = Model::Create(host::MakeMlpNetwork(16, kWidths), LossSpec::SparseSoftmaxCrossEntropy(), kOpt, world.links,
+                         Pipelined(4, 4, 8));
   SINKRT_ASSERT_OK(m);
   SINKRT_ASSERT_OK((*m)->train(3, Data(40 * 16, 16), {}, true, 10));
   for (auto& d : world.devices) EXPECT_EQ(d->control_round_trips(), 3u);
@@ -183,8 +184,8 @@ TEST(PipelineModel, WriteStateThenReadStateRoundTrips) {
   auto state = one->ReadState();
   SINKRT_ASSERT_OK(state);
   World world(2);
-  auto m = Model::Create(host::MakeMlpNetwork(16, kWidths), LossSpec::SparseSoftmaxCrossEntropy(), kOpt,
-                         world.links, Pipelined(2, 2, 2));
+  auto m = Model::Create(host::MakeMlpNetwork(16, kWidths), LossSpec::SparseSoftmaxCrossEntropy(), kOpt, world.links,
+                         Pipelined(2, 2, 2));
   SINKRT_ASSERT_OK(m);
   SINKRT_ASSERT_OK((*m)->WriteState(*state));
   auto back = (*m)->ReadState();
@@ -212,8 +213,8 @@ TEST(PipelineModel, EvalMatchesOneDevice) {
   auto state = one->ReadState();
   SINKRT_ASSERT_OK(state);
   World world(4);
-  auto m = Model::Create(host::MakeMlpNetwork(16, kWidths), LossSpec::SparseSoftmaxCrossEntropy(), kOpt,
-                         world.links, Pipelined(4, 2, 4));
+  auto m = Model::Create(host::MakeMlpNetwork(16, kWidths), LossSpec::SparseSoftmaxCrossEntropy(), kOpt, world.links,
+                         Pipelined(4, 2, 4));
   SINKRT_ASSERT_OK(m);
   SINKRT_ASSERT_OK((*m)->WriteState(*state));
   const Dataset test = Data(5 * 16 + 7, 16, /*drop_remainder=*/false);
@@ -230,8 +231,8 @@ TEST(PipelineModel, EvalMatchesOneDevice) {
 
 TEST(PipelineModel, RefusesWhatIsNotBuiltAndBadConfigs) {
   World world(2);
-  auto m = Model::Create(host::MakeMlpNetwork(16, kWidths), LossSpec::SparseSoftmaxCrossEntropy(), kOpt,
-                         world.links, Pipelined(2, 2, 2));
+  auto m = Model::Create(host::MakeMlpNetwork(16, kWidths), LossSpec::SparseSoftmaxCrossEntropy(), kOpt, world.links,
+                         Pipelined(2, 2, 2));
   SINKRT_ASSERT_OK(m);
   host::Row inputs;
   auto pr = (*m)->predict(inputs);
@@ -239,14 +240,14 @@ TEST(PipelineModel, RefusesWhatIsNotBuiltAndBadConfigs) {
   EXPECT_NE(pr.status().message().find("pipeline"), std::string::npos);
 
   World three(3);
-  auto odd = Model::Create(host::MakeMlpNetwork(16, kWidths), LossSpec::SparseSoftmaxCrossEntropy(), kOpt,
-                           three.links, Pipelined(3, 2, 2));
+  auto odd = Model::Create(host::MakeMlpNetwork(16, kWidths), LossSpec::SparseSoftmaxCrossEntropy(), kOpt, three.links,
+                           Pipelined(3, 2, 2));
   EXPECT_FALSE(odd.ok());
   EXPECT_NE(odd.status().message().find("not divisible by pipeline_stages"), std::string::npos)
       << odd.status().ToString();
   World two(2);
-  auto few = Model::Create(host::MakeMlpNetwork(16, kWidths), LossSpec::SparseSoftmaxCrossEntropy(), kOpt,
-                           two.links, Pipelined(2, 2, 1));
+  auto few = Model::Create(host::MakeMlpNetwork(16, kWidths), LossSpec::SparseSoftmaxCrossEntropy(), kOpt, two.links,
+                           Pipelined(2, 2, 1));
   EXPECT_FALSE(few.ok());
   EXPECT_NE(few.status().message().find("micro_size"), std::string::npos) << few.status().ToString();
 }

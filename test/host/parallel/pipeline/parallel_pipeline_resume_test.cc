@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/src/file_io.h"
 #include "runtime/src/schema_enums.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/fb/checkpoint_generated.h"
@@ -22,7 +23,6 @@
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/shard_strategies.h"
-#include "runtime/src/file_io.h"
 #include "support/in_process_world.h"
 #include "support/model_fixtures.h"
 #include "support/test_models.h"
@@ -229,12 +229,14 @@ TEST_F(PipelineResume, ACheckpointWithoutALaterStagesTensorIsRefusedByName) {
   std::vector<flatbuffers::Offset<fb::CheckpointTensor>> tensors;
   for (const auto& [name, t] : one_state_)
     if (name != dropped)
-      tensors.push_back(fb::CreateCheckpointTensor(fbb, fbb.CreateString(name), ToFb(t.dtype), fbb.CreateVector(t.shape),
-                                                   fb::CheckpointRole::Param, fbb.CreateVector(t.data)));
+      tensors.push_back(fb::CreateCheckpointTensor(fbb, fbb.CreateString(name), ToFb(t.dtype),
+                                                   fbb.CreateVector(t.shape), fb::CheckpointRole::Param,
+                                                   fbb.CreateVector(t.data)));
   fbb.Finish(fb::CreateCheckpoint(fbb, 1, 0, fbb.CreateString("test"), fbb.CreateString((*m)->network_name()),
                                   (*m)->network_hash(), 1, 3, 3, 3, fbb.CreateVector(tensors)),
              fb::CheckpointIdentifier());
-  SINKRT_ASSERT_OK(WriteFileBytes(Path("partial.ckpt"), std::span<const uint8_t>(fbb.GetBufferPointer(), fbb.GetSize())));
+  SINKRT_ASSERT_OK(
+      WriteFileBytes(Path("partial.ckpt"), std::span<const uint8_t>(fbb.GetBufferPointer(), fbb.GetSize())));
   Status st = host::LoadCheckpoint(Path("partial.ckpt"), **m);
   EXPECT_EQ(st.code(), StatusCode::kNotFound) << st.ToString();
   EXPECT_NE(st.message().find("has no tensor '" + dropped + "'"), std::string::npos) << st.message();

@@ -33,7 +33,8 @@ bool Verbose() { return std::getenv("SINKRT_TEST_VERBOSE") != nullptr; }
 
 std::string Describe(const std::vector<PipelineBlock>& blocks) {
   std::string s;
-  for (const PipelineBlock& b : blocks) s += std::string(s.empty() ? "" : " ") + (b.backward ? "B" : "F") + std::to_string(b.micro);
+  for (const PipelineBlock& b : blocks)
+    s += std::string(s.empty() ? "" : " ") + (b.backward ? "B" : "F") + std::to_string(b.micro);
   return s;
 }
 
@@ -209,7 +210,8 @@ TEST(PipelineSchedule, EverySkipPatternPlans) {
           for (bool equal : {true, false}) {
             std::vector<PipelineLink> links = Chain(S);
             for (size_t i = 0; i < skips.size(); ++i)
-              if (mask & (1u << i)) links.push_back({.from = skips[i].first, .to = skips[i].second, .grad = i % 2 == 0});
+              if (mask & (1u << i))
+                links.push_back({.from = skips[i].first, .to = skips[i].second, .grad = i % 2 == 0});
             std::vector<double> fwd, bwd;
             for (int k = 0; k < S && !equal; ++k) {
               fwd.push_back(1.0 + 0.5 * k);
@@ -227,8 +229,8 @@ TEST(PipelineSchedule, EverySkipPatternPlans) {
 TEST(PipelineSchedule, NonDifferentiableLinkPlans) {
   // Stage 1 -> 2 carries something without a gradient (an index, a mask):
   // its backward sends nothing back, and stage 1's B waits for no message.
-  const std::vector<PipelineLink> links = {{.from = 0, .to = 1, .grad = true}, {.from = 1, .to = 2, .grad = false},
-                                           {.from = 0, .to = 2, .grad = true}};
+  const std::vector<PipelineLink> links = {
+      {.from = 0, .to = 1, .grad = true}, {.from = 1, .to = 2, .grad = false}, {.from = 0, .to = 2, .grad = true}};
   for (const std::string scheduler : {"1f1b", "gpipe"}) {
     auto s = PlanPipelineSchedule(3, 4, scheduler, links);
     ASSERT_TRUE(s.ok()) << scheduler << ": " << s.status().ToString();
@@ -239,7 +241,8 @@ TEST(PipelineSchedule, NonDifferentiableLinkPlans) {
 
 void ExpectError(const Result<PipelineSchedule>& r, const std::vector<std::string>& words) {
   ASSERT_FALSE(r.ok());
-  for (const std::string& w : words) EXPECT_NE(r.status().message().find(w), std::string::npos) << r.status().ToString();
+  for (const std::string& w : words)
+    EXPECT_NE(r.status().message().find(w), std::string::npos) << r.status().ToString();
 }
 
 TEST(PipelineSchedule, RefusalsNameWhatIsWrong) {
@@ -282,7 +285,8 @@ void ExpectDeadlock(const Status& st) {
 TEST(PipelineSchedule, TwoStagePlanHasTheExpectedOrder) {
   const PipelineSchedule s = TwoStagePlan();
   std::string order;
-  for (const PipelineMessage& m : s.messages) order += std::string(order.empty() ? "" : " ") + (m.backward ? "G" : "A") + std::to_string(m.micro);
+  for (const PipelineMessage& m : s.messages)
+    order += std::string(order.empty() ? "" : " ") + (m.backward ? "G" : "A") + std::to_string(m.micro);
   EXPECT_EQ(order, "A0 A1 G0 A2 G1 A3 G2 G3");
 }
 

@@ -19,22 +19,22 @@
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/shard_strategies.h"
+#include "support/compare.h"
 #include "support/in_process_world.h"
 #include "support/model_fixtures.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
-#include "support/compare.h"
 
 namespace sinkrt {
 namespace {
 
 using host::Dataset;
 using host::Graph;
-using host::Tensor;
 using host::LossSpec;
 using host::Model;
 using host::OptimizerSpec;
 using host::ParallelMode;
+using host::Tensor;
 using testing::LossRecorder;
 using testing::OneThreadOptions;
 using World = testing::InProcessWorld;
@@ -215,8 +215,10 @@ TEST(PipelineSemiAuto, StageStreamsHoldSlicesAndCarryCollectivesOnTheCommStream)
         // Rank r holds block r % 2 of a split parameter.
         int64_t offset = 0;
         for (int64_t o : *b->slice()->offset()) offset += o;
-        if (r % 2 == 0) EXPECT_EQ(offset, 0) << b->name()->str();
-        else EXPECT_GT(offset, 0) << b->name()->str();
+        if (r % 2 == 0)
+          EXPECT_EQ(offset, 0) << b->name()->str();
+        else
+          EXPECT_GT(offset, 0) << b->name()->str();
       }
     EXPECT_GT(sliced, 0) << "rank " << r;
     int gathers = 0, transfers = 0;

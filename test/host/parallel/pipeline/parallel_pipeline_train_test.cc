@@ -15,8 +15,8 @@
 
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
-#include "support/test_models.h"
 #include "support/in_process_world.h"
+#include "support/test_models.h"
 
 namespace sinkrt {
 namespace {
@@ -74,8 +74,8 @@ std::vector<double> SingleDevice(const Graph& g, const Data& data, int steps, in
 }
 
 struct PipelineRun {
-  std::vector<double> losses;                  // per step: the mean over the last stage's ranks
-  std::vector<host::CompileReport> reports;    // per rank
+  std::vector<double> losses;                     // per step: the mean over the last stage's ranks
+  std::vector<host::CompileReport> reports;       // per rank
   std::vector<std::vector<std::string>> columns;  // per rank: its queue's columns
 };
 
@@ -215,8 +215,10 @@ TEST(PipelineTrain, GpipeAndOneFOneBGiveTheSameLosses) {
   constexpr int64_t kRows = 16;
   const Data data = MakeData(kSteps, kRows);
   const host::OptimizerSpec opt = host::OptimizerSpec::Sgd(0.1f);
-  const PipelineRun a = Pipelined(testing::MakeMlp(kRows, kSixLayers), 2, Config(2, 4, "1f1b"), data, kSteps, kRows, opt);
-  const PipelineRun b = Pipelined(testing::MakeMlp(kRows, kSixLayers), 2, Config(2, 4, "gpipe"), data, kSteps, kRows, opt);
+  const PipelineRun a =
+      Pipelined(testing::MakeMlp(kRows, kSixLayers), 2, Config(2, 4, "1f1b"), data, kSteps, kRows, opt);
+  const PipelineRun b =
+      Pipelined(testing::MakeMlp(kRows, kSixLayers), 2, Config(2, 4, "gpipe"), data, kSteps, kRows, opt);
   ExpectTracks(a.losses, b.losses, 1e-6);
 }
 

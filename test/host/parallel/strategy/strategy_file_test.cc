@@ -275,8 +275,9 @@ TEST_F(StrategyFileErrorTest, MalformedParameterLayout) {
               "strategy file " + Bad() + ": \"parameters.fc1.w\" is not a layout: " +
                   CheckLayout(TensorLayout{{1, 1, 4}, {0, 0}, {}, {16, 32}}).message());
   ExpectError(ReadError("\"dev_matrix\": [1, 1, 4]", "\"dev_matrix\": [1, 2, 4]"),
-              "strategy file " + Bad() + ": \"parameters.fc1.w\" has a device matrix of 8 ranks, the file's "
-                                         "device_num is 4");
+              "strategy file " + Bad() +
+                  ": \"parameters.fc1.w\" has a device matrix of 8 ranks, the file's "
+                  "device_num is 4");
   ExpectError(ReadError(", \"shape\": [16, 32]", ""),
               "strategy file " + Bad() + ": \"parameters.fc1.w\" has no \"shape\"");
 }
@@ -306,14 +307,16 @@ TEST_F(StrategyFileErrorTest, AnotherGraph) {
                   ": the inputs are the same, so the ops, their shapes or the initialisers differ");
   const Graph renamed = Tiny(1, "tiny2");
   ExpectError(ApplyError("\"stage\"", "\"stage\"", renamed),
-              "strategy file " + Bad() + " was written for graph tiny with hash " + h1 + "; this graph, tiny2, hashes " +
-                  Hex(GraphHashWithoutStrategies(renamed)) +
+              "strategy file " + Bad() + " was written for graph tiny with hash " + h1 +
+                  "; this graph, tiny2, hashes " + Hex(GraphHashWithoutStrategies(renamed)) +
                   ": the names differ (a graph's name is part of its hash), and the ops, their shapes or the "
                   "initialisers may too");
   // Issue 39: only the file's name differs, and two equal hashes were printed.
   ExpectError(ApplyError("\"graph\": \"tiny\"", "\"graph\": \"tiny2\""),
-              "strategy file " + Bad() + " was written for graph tiny2; this graph is tiny, the same otherwise (both "
-                  "hash " + h1 + ")");
+              "strategy file " + Bad() +
+                  " was written for graph tiny2; this graph is tiny, the same otherwise (both "
+                  "hash " +
+                  h1 + ")");
 }
 
 // Issue 39: a file used at another batch said only that the hashes differ.
@@ -351,17 +354,21 @@ TEST_F(StrategyFileErrorTest, AParameterOfAnotherShape) {
 
 TEST_F(StrategyFileErrorTest, StrategiesThatDoNotFitTheirOps) {
   ExpectError(ApplyError("[[1, 4], [4, 1]]", "[[1, 4]]"),
-              "strategy file " + Bad() + ": fc2.matmul: The strategy is ((1, 4),), strategy size: 1 is not equal to "
-                                         "inputs size: 2");
+              "strategy file " + Bad() +
+                  ": fc2.matmul: The strategy is ((1, 4),), strategy size: 1 is not equal to "
+                  "inputs size: 2");
   ExpectError(ApplyError("[[1, 4], [4, 1]]", "[[1, 4], [4]]"),
-              "strategy file " + Bad() + ": fc2.matmul: The strategy is ((1, 4), (4,)), strategy len: 1 is not "
-                                         "equal to inputs len: 2, index: 1");
+              "strategy file " + Bad() +
+                  ": fc2.matmul: The strategy is ((1, 4), (4,)), strategy len: 1 is not "
+                  "equal to inputs len: 2, index: 1");
   ExpectError(ApplyError("[[1, 4], [4, 1]]", "[[1, 4], [0, 1]]"),
-              "strategy file " + Bad() + ": fc2.matmul: The strategy is ((1, 4), (0, 1)), the value of strategy must "
-                                         "be larger than 0, but get 0");
+              "strategy file " + Bad() +
+                  ": fc2.matmul: The strategy is ((1, 4), (0, 1)), the value of strategy must "
+                  "be larger than 0, but get 0");
   ExpectError(ApplyError("[[1, 4], [4, 1]]", "[]"),
-              "strategy file " + Bad() + ": fc2.matmul: The strategy is (), strategy size: 0 is not equal to inputs "
-                                         "size: 2");
+              "strategy file " + Bad() +
+                  ": fc2.matmul: The strategy is (), strategy size: 0 is not equal to inputs "
+                  "size: 2");
 }
 
 // -- writing errors ---------------------------------------------------------------

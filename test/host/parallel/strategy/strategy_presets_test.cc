@@ -25,8 +25,8 @@
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/shard_strategies.h"
-#include "support/test_models.h"
 #include "support/in_process_world.h"
+#include "support/test_models.h"
 
 namespace sinkrt {
 namespace {
@@ -89,8 +89,7 @@ Comm CommOf(const Graph& local) {
 void ExpectMegatron(const Comm& c, int pairs, int backward, size_t mp, const std::string& what) {
   EXPECT_EQ(c.of(OpCode::AllReduce), pairs) << what;         // the row layers' partial sums
   EXPECT_EQ(c.of(OpCode::GradAllReduce), backward) << what;  // the column layers' input gradients
-  for (OpCode gathered : {OpCode::AllGather, OpCode::ReduceScatter, OpCode::AllToAll,
-                              OpCode::ShardSlice})
+  for (OpCode gathered : {OpCode::AllGather, OpCode::ReduceScatter, OpCode::AllToAll, OpCode::ShardSlice})
     EXPECT_EQ(c.of(gathered), 0) << what << ": op code " << static_cast<int>(gathered);
   for (const auto& [code, sizes] : c.groups)
     for (size_t s : sizes) EXPECT_EQ(s, mp) << what;
@@ -264,7 +263,8 @@ TEST(StrategyPresets, Errors) {
 // data-parallel degree that multiplies --batch, and a saved file that
 // applies to a fresh graph as the preset did.
 TEST(StrategyPresets, SaveAndApplyAStrategyFile) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("presets_test_" + std::to_string(::getpid()));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("presets_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string file = (dir / "s.json").string();
   Graph g = testing::MakeVit(8);
@@ -361,12 +361,12 @@ TEST(StrategyPresets, VitTrainsLikeOneDevice) {
   constexpr int kSteps = 3;
   const testing::SyntheticData data = testing::MakeSyntheticData(kSteps * kVitBatch, 784, 10, 7);
   auto whole = [](int) { return int64_t{0}; };
-  const auto one = Train(testing::MakeVit(kVitBatch), host::ParallelMode::StandAlone, 1, 0.05f, data, kSteps,
-                         kVitBatch, whole);
-  const auto model = Train(WithPreset(testing::MakeVit(kVitBatch), "model", 2), host::ParallelMode::SemiAutoParallel,
-                           2, 0.05f, data, kSteps, kVitBatch, whole);
-  const auto one_x2 = Train(testing::MakeVit(kVitBatch), host::ParallelMode::StandAlone, 1, 0.1f, data, kSteps,
-                            kVitBatch, whole);
+  const auto one =
+      Train(testing::MakeVit(kVitBatch), host::ParallelMode::StandAlone, 1, 0.05f, data, kSteps, kVitBatch, whole);
+  const auto model = Train(WithPreset(testing::MakeVit(kVitBatch), "model", 2), host::ParallelMode::SemiAutoParallel, 2,
+                           0.05f, data, kSteps, kVitBatch, whole);
+  const auto one_x2 =
+      Train(testing::MakeVit(kVitBatch), host::ParallelMode::StandAlone, 1, 0.1f, data, kSteps, kVitBatch, whole);
   const auto dp = Train(WithPreset(testing::MakeVit(kVitBatch), "data", 2), host::ParallelMode::SemiAutoParallel, 2,
                         0.05f, data, kSteps, kVitBatch / 2, [](int r) { return r * kVitBatch / 2; });
   // 2x2: replica r / 2 reads half the batch, model slice r % 2.

@@ -51,8 +51,7 @@ TEST(LayoutTest, RefusesMalformedLayoutsNamingTheProblem) {
   EXPECT_NE(error(L({2, 2}, {0}, {4, 4})).find("the tensor map has 1 entries for a tensor of rank 2"),
             std::string::npos);
   EXPECT_NE(error(L({2, 2}, {2, -1}, {4, 4})).find("dim 0 maps to axis 2, outside [-1, 2)"), std::string::npos);
-  EXPECT_NE(error(L({2, 2}, {0, -1}, {4, 4}, {0})).find("axis 0 both splits a dim and is partial"),
-            std::string::npos);
+  EXPECT_NE(error(L({2, 2}, {0, -1}, {4, 4}, {0})).find("axis 0 both splits a dim and is partial"), std::string::npos);
   EXPECT_NE(error(L({2, 0}, {-1}, {4})).find("has an extent below 1"), std::string::npos);
   EXPECT_NE(error(L({4}, {0, -1}, {6, 8})).find("layout dm[4] map[0,-1] shape[6,8]"), std::string::npos);
 }
@@ -141,8 +140,7 @@ TEST(RedistributionTest, TwoAxes) {
   // Megatron's row-parallel output: rows split on axis 1, partial on axis 0.
   ExpectPlan(L(dm, {1, -1}, {8, 8}, {0}), L(dm, {1, -1}, {8, 8}), {{RedistKind::AllReduce, 0, -1, -1, 128, 128}});
   // ... or scattered on its columns (sequence parallel).
-  ExpectPlan(L(dm, {1, -1}, {8, 8}, {0}), L(dm, {1, 0}, {8, 8}),
-             {{RedistKind::ReduceScatter, 0, 1, -1, 128, 64}});
+  ExpectPlan(L(dm, {1, -1}, {8, 8}, {0}), L(dm, {1, 0}, {8, 8}), {{RedistKind::ReduceScatter, 0, 1, -1, 128, 64}});
   // A dim split by both axes, major axis 1: gathering the whole dim takes
   // the minor axis first.
   ExpectPlan(L({4}, {0, -1}, {8, 8}), L({4}, {-1, -1}, {8, 8}), {{RedistKind::AllGather, 0, 0, -1, 64, 256}});
@@ -233,14 +231,15 @@ TEST(RedistributionTest, PendingMeanIsCarriedByItsCollective) {
   EXPECT_TRUE(scatter->steps[0].mean);
   EXPECT_EQ(scatter->CommBytes(), 512);
   // A sum is not a mean.
-  EXPECT_FALSE(PlanRedistribution(L({4}, {-1, -1}, {8, 16}, {0}), L({4}, {-1, -1}, {8, 16}), DType::F32)->steps[0].mean);
+  EXPECT_FALSE(
+      PlanRedistribution(L({4}, {-1, -1}, {8, 16}, {0}), L({4}, {-1, -1}, {8, 16}), DType::F32)->steps[0].mean);
 }
 
 // Byte counts follow the dtype for every primitive: bf16 halves them.
 TEST(RedistributionTest, Bf16BytesForEveryPrimitive) {
   const DeviceMatrix dm = {4};
-  const TensorLayout rep = L(dm, {-1, -1}, {8, 16}), rows = L(dm, {0, -1}, {8, 16}),
-                     cols = L(dm, {-1, 0}, {8, 16}), partial = L(dm, {-1, -1}, {8, 16}, {0});
+  const TensorLayout rep = L(dm, {-1, -1}, {8, 16}), rows = L(dm, {0, -1}, {8, 16}), cols = L(dm, {-1, 0}, {8, 16}),
+                     partial = L(dm, {-1, -1}, {8, 16}, {0});
   auto bytes = [](const TensorLayout& a, const TensorLayout& b) {
     Result<RedistPlan> p = PlanRedistribution(a, b, DType::BF16);
     EXPECT_TRUE(p.ok() && p->steps.size() == 1u);

@@ -60,7 +60,7 @@ struct ShmBlockHeader {
 namespace {
 
 constexpr uint32_t kShmMagic = 0x4D534B53;  // "SKSM"
-constexpr uint32_t kShmVersion = 2;  // 2: the DirectPair cells
+constexpr uint32_t kShmVersion = 2;         // 2: the DirectPair cells
 constexpr size_t kPage = 4096;
 constexpr size_t kRingsOffset = 64;
 constexpr size_t kDirectOffset = 1024;
@@ -83,9 +83,7 @@ size_t DataOffset(int window) {
 }
 
 ShmRing* RingAt(uint8_t* base, int dir) { return reinterpret_cast<ShmRing*>(base + kRingsOffset) + dir; }
-ShmDirectCell* DirectAt(uint8_t* base, int dir) {
-  return reinterpret_cast<ShmDirectCell*>(base + kDirectOffset) + dir;
-}
+ShmDirectCell* DirectAt(uint8_t* base, int dir) { return reinterpret_cast<ShmDirectCell*>(base + kDirectOffset) + dir; }
 ShmBlockCell* BlockCellAt(uint8_t* base, int dir) {
   return reinterpret_cast<ShmBlockCell*>(base + kBlockCellsOffset) + dir;
 }
@@ -133,8 +131,7 @@ Result<std::unique_ptr<ShmRegion>> ShmRegion::Create(const std::string& name, si
   if (int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
     ::close(fd);
     ::shm_unlink(name.c_str());
-    return ResourceExhausted("reserving " + std::to_string(bytes) + " bytes for " + name + ": " +
-                             std::strerror(rc));
+    return ResourceExhausted("reserving " + std::to_string(bytes) + " bytes for " + name + ": " + std::strerror(rc));
   }
   // MAP_POPULATE pre-faults every page: a first touch in the middle of a
   // collective would cost ~10 us per page here.
@@ -177,9 +174,7 @@ Result<ShmBlock> ShmBlock::Create(const std::string& name, size_t bytes, uint32_
   return b;
 }
 
-std::span<uint8_t> ShmBlock::data() const {
-  return {region->base() + kHeaderBytes, region->size() - kHeaderBytes};
-}
+std::span<uint8_t> ShmBlock::data() const { return {region->base() + kHeaderBytes, region->size() - kHeaderBytes}; }
 
 ShmTransport::ShmTransport(uint32_t self, uint32_t peer, const ShmRegion& region, int window, size_t slot_bytes,
                            TcpLink& link, CommSignals& signals)
@@ -236,7 +231,8 @@ Result<std::span<const uint8_t>> ShmTransport::PeerBlock(uint64_t generation) {
   const size_t total = cell.total_bytes;
   UnmapPeerBlock();
   int fd = ::shm_open(name, O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0) return Unavailable(std::string("mapping rank ") + std::to_string(peer_) + "'s block " + name + ": " + Errno());
+  if (fd < 0)
+    return Unavailable(std::string("mapping rank ") + std::to_string(peer_) + "'s block " + name + ": " + Errno());
   struct stat st;
   void* header = MAP_FAILED;
   void* data = MAP_FAILED;
@@ -343,9 +339,7 @@ Result<DirectNote> ShmTransport::Await(Deadline deadline) {
   // The peer may be a point or two ahead (it signals "reduced" before we
   // look at its "arrived"), never a whole op: its next note waits for our
   // "done".
-  auto ready = [&] {
-    return static_cast<int32_t>(direct_in_->step.load(std::memory_order_acquire) - awaited_) > 0;
-  };
+  auto ready = [&] { return static_cast<int32_t>(direct_in_->step.load(std::memory_order_acquire) - awaited_) > 0; };
   if (!ready()) SINKRT_RETURN_IF_ERROR(Wait(&direct_in_->step, &direct_in_->sleeping, ready, deadline, false));
   ++awaited_;
   DirectNote note;

@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "sinkrt/runtime/status.h"
 #include "device/src/comm/transport/tcp/tcp_link.h"
+#include "sinkrt/runtime/status.h"
 
 namespace sinkrt::device {
 

@@ -47,9 +47,9 @@
 #include <vector>
 
 #include "device/src/comm/transport/comm_signals.h"
+#include "device/src/comm/transport/transport.h"
 #include "device/src/comm/wire/comm_wire.h"
 #include "runtime/src/wire_socket.h"
-#include "device/src/comm/transport/transport.h"
 
 namespace sinkrt::device {
 
@@ -140,7 +140,7 @@ class TcpLink {
 
   template <typename Ready>
   Status AwaitOp(Ready ready, Deadline deadline, bool sending);
-  void FlushLocked();        // under send_mu_
+  void FlushLocked();    // under send_mu_
   void ReadAvailable();  // under read_mu_
 
  public:
@@ -186,10 +186,10 @@ class TcpLink {
   std::deque<std::string> notices_;
   Current current_ = Current::kNone;
   size_t current_done_ = 0;
-  std::string control_;        // the control message being written
-  bool want_write_ = false;    // a write hit EAGAIN: someone must wait for POLLOUT
+  std::string control_;                       // the control message being written
+  bool want_write_ = false;                   // a write hit EAGAIN: someone must wait for POLLOUT
   std::atomic<bool> want_write_seen_{false};  // want_write_, for polling without the lock
-  bool engine_knows_ = false;  // the I/O thread's poll set includes POLLOUT for us
+  bool engine_knows_ = false;                 // the I/O thread's poll set includes POLLOUT for us
   bool write_shut_ = false;
 
   // Receive side: the parse state belongs to whoever holds read_mu_: the
