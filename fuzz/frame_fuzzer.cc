@@ -17,9 +17,10 @@
 #include <vector>
 
 #include "fuzz_support.h"
+#include "runtime/src/stream_names.h"
 #include "runtime/src/wire.h"
 #include "sinkrt/runtime/profile_record.h"
-#include "sinkrt/runtime/task_stream_verifier.h"  // ProgramKindName
+#include "sinkrt/runtime/task_stream_verifier.h"
 
 namespace {
 

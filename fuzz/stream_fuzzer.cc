@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "fuzz_support.h"
+#include "runtime/src/schema_enums.h"
+#include "runtime/src/stream_names.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/stream_format.h"
@@ -118,7 +120,7 @@ class Walker : fuzz::Toucher {
       const fb::Buffer* b = s_->buffers()->Get(i);
       FUZZ_CHECK(b != nullptr);
       Str(b->name());
-      FUZZ_CHECK(ShapeBytes(b->dtype(), b->shape()) == b->bytes());
+      FUZZ_CHECK(ShapeBytes(FromFb(b->dtype()), b->shape()) == b->bytes());
       Vec(b->shape());
       FUZZ_CHECK(b->offset() % s_->arena_alignment() == 0);
       FUZZ_CHECK(b->offset() <= arena && b->bytes() <= arena - b->offset());
@@ -171,7 +173,7 @@ class Walker : fuzz::Toucher {
         const fb::QueueColumn* col = spec->columns()->Get(c);
         FUZZ_CHECK(col != nullptr);
         Str(col->name());
-        Scalar(ShapeBytes(col->dtype(), col->shape()));
+        Scalar(ShapeBytes(FromFb(col->dtype()), col->shape()));
         Vec(col->shape());
       }
     }
@@ -198,7 +200,7 @@ class Walker : fuzz::Toucher {
       FUZZ_CHECK(uint8_t(prog->kind()) <= uint8_t(fb::ProgramKind::MAX));
       FUZZ_CHECK(!seen[uint8_t(prog->kind())]);
       seen[uint8_t(prog->kind())] = true;
-      FUZZ_CHECK(v_.FindProgram(prog->kind()) == prog);
+      FUZZ_CHECK(v_.FindProgram(FromFb(prog->kind())) == prog);
       Scalar(ProgramKindName(prog->kind()).size());
       FUZZ_CHECK(prog->num_events() <= 65536);
       BufferIndices(prog->reports());
@@ -217,7 +219,7 @@ class Walker : fuzz::Toucher {
       }
     }
     for (int k = 0; k < 4; ++k)
-      if (!seen[k]) FUZZ_CHECK(v_.FindProgram(fb::ProgramKind(k)) == nullptr);
+      if (!seen[k]) FUZZ_CHECK(v_.FindProgram(ProgramKind(k)) == nullptr);
   }
 
   // A collective over a group from one buffer into another.
@@ -307,7 +309,7 @@ class Walker : fuzz::Toucher {
           const fb::Buffer* b = BufferAt(g->outputs()->Get(c));
           FUZZ_CHECK(col->dtype() == b->dtype());
           FUZZ_CHECK(Dims(col->shape()) == Dims(b->shape()));
-          FUZZ_CHECK(ShapeBytes(col->dtype(), col->shape()) == b->bytes());
+          FUZZ_CHECK(ShapeBytes(FromFb(col->dtype()), col->shape()) == b->bytes());
         }
         return;
       }
