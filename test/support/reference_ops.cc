@@ -280,6 +280,24 @@ RefTensor RefSigmoid(const RefTensor& x) {
 RefTensor RefNeg(const RefTensor& x) {
   return Elementwise(x, [](double v) { return -v; });
 }
+RefTensor RefExp(const RefTensor& x) {
+  return Elementwise(x, [](double v) { return std::exp(v); });
+}
+RefTensor RefLog(const RefTensor& x) {
+  return Elementwise(x, [](double v) { return std::log(v); });
+}
+RefTensor RefSqrt(const RefTensor& x) {
+  return Elementwise(x, [](double v) { return std::sqrt(v); });
+}
+RefTensor RefRsqrt(const RefTensor& x) {
+  return Elementwise(x, [](double v) { return 1.0 / std::sqrt(v); });
+}
+RefTensor RefSquare(const RefTensor& x) {
+  return Elementwise(x, [](double v) { return v * v; });
+}
+RefTensor RefAbs(const RefTensor& x) {
+  return Elementwise(x, [](double v) { return std::fabs(v); });
+}
 
 RefTensor RefSoftmax(const RefTensor& x, int axis) {
   return AlongAxis(x, axis, [](const std::vector<double>& in, std::vector<double>& out) {

@@ -40,6 +40,13 @@ RefTensor RefGelu(const RefTensor& x);  // tanh approximation
 RefTensor RefTanh(const RefTensor& x);
 RefTensor RefSigmoid(const RefTensor& x);
 RefTensor RefNeg(const RefTensor& x);
+// Unary math, IEEE at the domain edges (log(0) = -inf, sqrt(-1) = NaN).
+RefTensor RefExp(const RefTensor& x);
+RefTensor RefLog(const RefTensor& x);
+RefTensor RefSqrt(const RefTensor& x);
+RefTensor RefRsqrt(const RefTensor& x);
+RefTensor RefSquare(const RefTensor& x);
+RefTensor RefAbs(const RefTensor& x);
 RefTensor RefSoftmax(const RefTensor& x, int axis);
 RefTensor RefLogSoftmax(const RefTensor& x, int axis);
 // Scalar: mean over rows of -log softmax(logits)[n, labels[n]].

@@ -1,8 +1,9 @@
-// Elementwise activations (Relu, Gelu, Tanh, Sigmoid, Neg) and their
-// gradients. Same-shape tensors, all f32 or all bf16 (mixed precision): the
-// loops are templated on the storage type (storage.h), compute in f32 and
-// round once per stored element, so a bf16 result is the f32 result on the
-// widened inputs, rounded. y may be exactly x (in place), so the
+// Elementwise activations (Relu, Gelu, Tanh, Sigmoid, Neg), the unary math
+// ops (Exp, Log, Sqrt, Rsqrt, Square, Abs) and their gradient kernels.
+// Same-shape tensors, all f32 or all bf16 (mixed precision): the loops are
+// templated on the storage type (storage.h), compute in f32 and round once
+// per stored element, so a bf16 result is the f32 result on the widened
+// inputs, rounded. y may be exactly x (in place), so the
 // loops take plain pointers (GCC's overlap check still lets y == x take the
 // vector path). The transcendental ones use vector_math.h and are compiled
 // once per ISA (SINKRT_VECTOR_CLONES, one clone set per storage type); the
@@ -110,6 +111,22 @@ SINKRT_VECTOR_CLONES void GeluGradLoop(const bf16_t* dy, const bf16_t* x, bf16_t
   for (int64_t i = 0; i < n; ++i) dx[i] = Store<bf16_t>(GeluGradOf(Load(dy[i]), Load(x[i]), bound));
 }
 
+SINKRT_VECTOR_CLONES void ExpLoop(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = FastExp(x[i]);
+}
+SINKRT_VECTOR_CLONES void ExpLoop(const bf16_t* x, bf16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = Store<bf16_t>(FastExp(Load(x[i])));
+}
+
+Status ExpRun(const KernelArgs& args, KernelState*, RunContext& ctx) {
+  return WithStorage(args.outputs[0].dtype, [&](auto t) {
+    using T = decltype(t);
+    ForRange(ctx, args.outputs[0].numel,
+             [&](int64_t b, int64_t e) { ExpLoop(Data<T>(args.inputs[0]) + b, Data<T>(args.outputs[0]) + b, e - b); });
+    return Status::Ok();
+  });
+}
+
 Status TanhRun(const KernelArgs& args, KernelState*, RunContext& ctx) {
   return WithStorage(args.outputs[0].dtype, [&](auto t) {
     using T = decltype(t);
@@ -158,6 +175,24 @@ struct Neg {
   float operator()(float x) const { return -x; }
 };
 
+// IEEE, as MindSpore: log(0) = -inf, log, sqrt and rsqrt of x < 0 are NaN,
+// rsqrt(0) = +inf. libm's logf (a scalar call) and correctly rounded sqrtf.
+struct Log {
+  float operator()(float x) const { return std::log(x); }
+};
+struct Sqrt {
+  float operator()(float x) const { return std::sqrt(x); }
+};
+struct Rsqrt {
+  float operator()(float x) const { return 1.0f / std::sqrt(x); }
+};
+struct Square {
+  float operator()(float x) const { return x * x; }
+};
+struct Abs {
+  float operator()(float x) const { return std::fabs(x); }
+};
+
 struct ReluGrad {
   float operator()(float dy, float y) const { return y > 0.0f ? dy : 0.0f; }
 };
@@ -168,6 +203,23 @@ struct SigmoidGrad {
   float operator()(float dy, float y) const { return dy * y * (1.0f - y); }
 };
 
+// dy · sign(x), 0 where x = 0 (MindSpore's AbsGrad); NaN x gives NaN.
+struct AbsGrad {
+  float operator()(float dy, float x) const {
+    if (x > 0.0f) return dy;
+    if (x < 0.0f) return -dy;
+    return x == 0.0f ? 0.0f : x;
+  }
+};
+
+SINKRT_VECTOR_CLONES void LogBf16(const bf16_t* x, bf16_t* y, int64_t n) { UnaryLoop<bf16_t, Log>(x, y, n); }
+SINKRT_VECTOR_CLONES void SqrtBf16(const bf16_t* x, bf16_t* y, int64_t n) { UnaryLoop<bf16_t, Sqrt>(x, y, n); }
+SINKRT_VECTOR_CLONES void RsqrtBf16(const bf16_t* x, bf16_t* y, int64_t n) { UnaryLoop<bf16_t, Rsqrt>(x, y, n); }
+SINKRT_VECTOR_CLONES void SquareBf16(const bf16_t* x, bf16_t* y, int64_t n) { UnaryLoop<bf16_t, Square>(x, y, n); }
+SINKRT_VECTOR_CLONES void AbsBf16(const bf16_t* x, bf16_t* y, int64_t n) { UnaryLoop<bf16_t, Abs>(x, y, n); }
+SINKRT_VECTOR_CLONES void AbsGradBf16(const bf16_t* dy, const bf16_t* v, bf16_t* dx, int64_t n) {
+  GradLoop<bf16_t, AbsGrad>(dy, v, dx, n);
+}
 SINKRT_VECTOR_CLONES void ReluBf16(const bf16_t* x, bf16_t* y, int64_t n) { UnaryLoop<bf16_t, Relu>(x, y, n); }
 SINKRT_VECTOR_CLONES void NegBf16(const bf16_t* x, bf16_t* y, int64_t n) { UnaryLoop<bf16_t, Neg>(x, y, n); }
 SINKRT_VECTOR_CLONES void ReluGradBf16(const bf16_t* dy, const bf16_t* v, bf16_t* dx, int64_t n) {
@@ -187,6 +239,13 @@ const KernelImpl kGeluKernel = {UnaryPrepare, GeluRun};
 const KernelImpl kTanhKernel = {UnaryPrepare, TanhRun};
 const KernelImpl kSigmoidKernel = {UnaryPrepare, SigmoidRun};
 const KernelImpl kNegKernel = {UnaryPrepare, UnaryRun<Neg, NegBf16>};
+const KernelImpl kExpKernel = {UnaryPrepare, ExpRun};
+const KernelImpl kLogKernel = {UnaryPrepare, UnaryRun<Log, LogBf16>};
+const KernelImpl kSqrtKernel = {UnaryPrepare, UnaryRun<Sqrt, SqrtBf16>};
+const KernelImpl kRsqrtKernel = {UnaryPrepare, UnaryRun<Rsqrt, RsqrtBf16>};
+const KernelImpl kSquareKernel = {UnaryPrepare, UnaryRun<Square, SquareBf16>};
+const KernelImpl kAbsKernel = {UnaryPrepare, UnaryRun<Abs, AbsBf16>};
+const KernelImpl kAbsGradKernel = {GradPrepare, GradRun<AbsGrad, AbsGradBf16>};
 const KernelImpl kReluGradKernel = {GradPrepare, GradRun<ReluGrad, ReluGradBf16>};
 const KernelImpl kGeluGradKernel = {GradPrepare, GeluGradRun};
 const KernelImpl kTanhGradKernel = {GradPrepare, GradRun<TanhGrad, TanhGradBf16>};

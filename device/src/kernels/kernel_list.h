@@ -11,6 +11,7 @@ extern const KernelImpl kAddKernel, kSubKernel, kMulKernel, kAddNKernel;
 // activation.cc
 extern const KernelImpl kReluKernel, kGeluKernel, kTanhKernel, kSigmoidKernel, kNegKernel;
 extern const KernelImpl kReluGradKernel, kGeluGradKernel, kTanhGradKernel, kSigmoidGradKernel;
+extern const KernelImpl kExpKernel, kLogKernel, kSqrtKernel, kRsqrtKernel, kSquareKernel, kAbsKernel, kAbsGradKernel;
 // softmax.cc
 extern const KernelImpl kSoftmaxKernel, kLogSoftmaxKernel, kSoftmaxGradKernel, kLogSoftmaxGradKernel;
 // loss.cc

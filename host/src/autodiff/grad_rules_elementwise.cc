@@ -1,5 +1,5 @@
-// The gradient rules of the elementwise ops (arithmetic, activations,
-// softmax and its loss, Cast) and of the reductions.
+// The gradient rules of the elementwise ops (arithmetic, activations, unary
+// math, softmax and its loss, Cast) and of the reductions.
 #include <algorithm>
 #include <string>
 
@@ -51,6 +51,60 @@ Status ActivationGrad(const Rule& r, Dx& dx) {
 
 Status NegGrad(const Rule& r, Dx& dx) {
   if (r.want(0)) dx[0] = r.Emit(OpCode::Neg, {r.dy}, OpAttrs{}, r.in_shape(0), "grad");
+  return Status::Ok();
+}
+
+// The unary math ops, composed from existing kernels (no Div: MindSpore's
+// forms written with Mul, Rsqrt, Square and BroadcastTo's scale). Each
+// intermediate has the input's shape and the gradient's dtype.
+Ref Times(const Rule& r, Ref a, Ref b, const std::string& suffix) {
+  return r.Emit(OpCode::Mul, {a, b}, OpAttrs{}, r.in_shape(0), suffix);
+}
+Ref Scaled(const Rule& r, Ref v, float scale, const std::string& suffix) {
+  return r.Emit(OpCode::BroadcastTo, {v}, ScaleAttrs(scale), r.in_shape(0), suffix);
+}
+Ref Apply(const Rule& r, OpCode op, Ref v, const std::string& suffix) {
+  return r.Emit(op, {v}, OpAttrs{}, r.in_shape(0), suffix);
+}
+
+// d exp(x) = dy·y.
+Status ExpGrad(const Rule& r, Dx& dx) {
+  if (r.want(0)) dx[0] = Times(r, r.dy, r.out(0), "grad");
+  return Status::Ok();
+}
+
+// d log(x) = dy / x = dy·rsqrt(x)² (x > 0; log is NaN below 0 anyway, and
+// x = 0 gives inf as dy / 0 does).
+Status LogGrad(const Rule& r, Dx& dx) {
+  if (r.want(0)) {
+    const Ref inv = Apply(r, OpCode::Square, Apply(r, OpCode::Rsqrt, r.in(0), "grad/rsqrt"), "grad/inv");
+    dx[0] = Times(r, r.dy, inv, "grad");
+  }
+  return Status::Ok();
+}
+
+// d sqrt(x) = dy / (2 sqrt(x)) = 0.5·dy·rsqrt(x).
+Status SqrtGrad(const Rule& r, Dx& dx) {
+  if (r.want(0)) {
+    const Ref prod = Times(r, r.dy, Apply(r, OpCode::Rsqrt, r.in(0), "grad/rsqrt"), "grad/mul");
+    dx[0] = Scaled(r, prod, 0.5f, "grad");
+  }
+  return Status::Ok();
+}
+
+// d rsqrt(x) = -0.5·dy·y³ (MindSpore's RsqrtGrad).
+Status RsqrtGrad(const Rule& r, Dx& dx) {
+  if (r.want(0)) {
+    const Ref y = r.out(0);
+    const Ref cube = Times(r, y, Apply(r, OpCode::Square, y, "grad/square"), "grad/cube");
+    dx[0] = Scaled(r, Times(r, r.dy, cube, "grad/mul"), -0.5f, "grad");
+  }
+  return Status::Ok();
+}
+
+// d x² = 2·dy·x.
+Status SquareGrad(const Rule& r, Dx& dx) {
+  if (r.want(0)) dx[0] = Scaled(r, Times(r, r.dy, r.in(0), "grad/mul"), 2.0f, "grad");
   return Status::Ok();
 }
 
@@ -120,6 +174,12 @@ constexpr GradRule kRules[] = {
     {OpCode::Tanh, ActivationGrad<OpCode::TanhGrad, true>},
     {OpCode::Sigmoid, ActivationGrad<OpCode::SigmoidGrad, true>},
     {OpCode::Neg, NegGrad},
+    {OpCode::Exp, ExpGrad},
+    {OpCode::Log, LogGrad},
+    {OpCode::Sqrt, SqrtGrad},
+    {OpCode::Rsqrt, RsqrtGrad},
+    {OpCode::Square, SquareGrad},
+    {OpCode::Abs, ActivationGrad<OpCode::AbsGrad, false>},
     {OpCode::Softmax, SoftmaxGrad<OpCode::SoftmaxGrad>},
     {OpCode::LogSoftmax, SoftmaxGrad<OpCode::LogSoftmaxGrad>},
     {OpCode::SparseSoftmaxCrossEntropy, SparseSoftmaxCrossEntropyGrad},

@@ -1,5 +1,6 @@
 // Graph builders for element-wise ops: NumPy-broadcasting binaries (Add,
-// Sub, Mul) and activations (Relu, Gelu, Tanh, Sigmoid).
+// Sub, Mul), activations (Relu, Gelu, Tanh, Sigmoid) and unary math (Exp,
+// Log, Sqrt, Rsqrt, Square, Abs).
 #include "sinkrt/host/graph.h"
 
 #include <algorithm>
@@ -55,5 +56,11 @@ TensorId Graph::Relu(TensorId x) { return Unary(OpCode::Relu, x, "relu"); }
 TensorId Graph::Gelu(TensorId x) { return Unary(OpCode::Gelu, x, "gelu"); }
 TensorId Graph::Tanh(TensorId x) { return Unary(OpCode::Tanh, x, "tanh"); }
 TensorId Graph::Sigmoid(TensorId x) { return Unary(OpCode::Sigmoid, x, "sigmoid"); }
+TensorId Graph::Exp(TensorId x) { return Unary(OpCode::Exp, x, "exp"); }
+TensorId Graph::Log(TensorId x) { return Unary(OpCode::Log, x, "log"); }
+TensorId Graph::Sqrt(TensorId x) { return Unary(OpCode::Sqrt, x, "sqrt"); }
+TensorId Graph::Rsqrt(TensorId x) { return Unary(OpCode::Rsqrt, x, "rsqrt"); }
+TensorId Graph::Square(TensorId x) { return Unary(OpCode::Square, x, "square"); }
+TensorId Graph::Abs(TensorId x) { return Unary(OpCode::Abs, x, "abs"); }
 
 }  // namespace sinkrt::host

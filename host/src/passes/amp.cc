@@ -35,6 +35,12 @@ Precision Classify(OpCode op) {
     case OpCode::Gelu:
     case OpCode::Tanh:
     case OpCode::Sigmoid:
+    case OpCode::Exp:
+    case OpCode::Log:
+    case OpCode::Sqrt:
+    case OpCode::Rsqrt:
+    case OpCode::Square:
+    case OpCode::Abs:
     case OpCode::BiasAdd:
     case OpCode::ReduceSum:
     case OpCode::ReduceMean:

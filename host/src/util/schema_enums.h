@@ -34,7 +34,8 @@ namespace sinkrt {
   X(AddN) X(Neg) X(Copy) X(Fill) X(LayerNormGrad) X(GatherGrad) X(AccumulateGrad) X(SgdUpdate) \
   X(MomentumUpdate) X(AdamUpdate) X(AdamPowers) X(GradOverflow) X(LossScaleUpdate) \
   X(ArgMaxAccuracy) X(MetricSum) X(AllReduce) X(AllGather) X(ReduceScatter) X(AllToAll) \
-  X(ShardSlice) X(GradAllReduce) X(Send) X(Recv)
+  X(ShardSlice) X(GradAllReduce) X(Send) X(Recv) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Square) X(Abs) \
+  X(AbsGrad)
 // clang-format on
 #define SINKRT_INIT_KIND_ENUMERATORS(X) \
   X(None) X(Zeros) X(Constant) X(Uniform) X(Normal) X(XavierUniform) X(XavierNormal) X(HeUniform) X(HeNormal) X(Inline)

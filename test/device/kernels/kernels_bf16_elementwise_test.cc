@@ -242,7 +242,8 @@ TEST(Bf16Kernels, ActivationsMatchF32Rounded) {
                         0.25f,
                         -0.25f};
   for (size_t i = 0; i < std::size(edge); ++i) x[static_cast<int64_t>(i)] = Bf16ToFloat(FloatToBf16(edge[i]));
-  for (OpCode op : {OpCode::Relu, OpCode::Gelu, OpCode::Tanh, OpCode::Sigmoid, OpCode::Neg}) {
+  for (OpCode op : {OpCode::Relu, OpCode::Gelu, OpCode::Tanh, OpCode::Sigmoid, OpCode::Neg, OpCode::Exp, OpCode::Log,
+                    OpCode::Sqrt, OpCode::Rsqrt, OpCode::Square, OpCode::Abs}) {
     ExpectBf16MatchesF32(op, Ins({&x}), {{x.shape()}}, nullptr, "[5,301]");
   }
 }
@@ -256,6 +257,7 @@ TEST(Bf16Kernels, ActivationGradientsMatchF32Rounded) {
   ExpectBf16MatchesF32(OpCode::GeluGrad, Ins({&dy, &x}), {{x.shape()}}, nullptr, "");
   ExpectBf16MatchesF32(OpCode::TanhGrad, Ins({&dy, &t}), {{x.shape()}}, nullptr, "");
   ExpectBf16MatchesF32(OpCode::SigmoidGrad, Ins({&dy, &s}), {{x.shape()}}, nullptr, "");
+  ExpectBf16MatchesF32(OpCode::AbsGrad, Ins({&dy, &x}), {{x.shape()}}, nullptr, "");
 }
 
 //===--- Broadcasts, biases and reductions ----------------------------------===//

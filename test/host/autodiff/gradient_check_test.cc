@@ -55,6 +55,7 @@ enum class Draw {
   AwayFromZero,  // ±U(0.1, 1): no ReLU kink within the finite-difference step
   Distinct,      // a shuffled grid 0.05 apart: no max-pool ties
   Bf16,          // U(-1, 1) rounded to bf16: a Cast to bf16 is exact (and so are the weights R)
+  Positive,      // U(0.5, 2): inside the domain of Log, Sqrt and Rsqrt, away from their pole at 0
 };
 
 struct ParamSpec {
@@ -111,6 +112,9 @@ std::vector<float> DrawValues(Draw how, int64_t n, std::mt19937_64& rng) {
       break;
     case Draw::Bf16:
       for (float& x : v) x = static_cast<float>(testing::RefRoundToBf16(unit(rng)));
+      break;
+    case Draw::Positive:
+      for (float& x : v) x = 1.25f + 0.75f * unit(rng);
       break;
   }
   return v;
@@ -194,7 +198,13 @@ void AddUnaryCases(std::vector<GradCase>& cases) {
   const Op ops[] = {{"Relu", &Graph::Relu, testing::RefRelu, Draw::AwayFromZero},
                     {"Gelu", &Graph::Gelu, testing::RefGelu, Draw::Wide},
                     {"Tanh", &Graph::Tanh, testing::RefTanh, Draw::Wide},
-                    {"Sigmoid", &Graph::Sigmoid, testing::RefSigmoid, Draw::Wide}};
+                    {"Sigmoid", &Graph::Sigmoid, testing::RefSigmoid, Draw::Wide},
+                    {"Exp", &Graph::Exp, testing::RefExp, Draw::Wide},
+                    {"Log", &Graph::Log, testing::RefLog, Draw::Positive},
+                    {"Sqrt", &Graph::Sqrt, testing::RefSqrt, Draw::Positive},
+                    {"Rsqrt", &Graph::Rsqrt, testing::RefRsqrt, Draw::Positive},
+                    {"Square", &Graph::Square, testing::RefSquare, Draw::Wide},
+                    {"Abs", &Graph::Abs, testing::RefAbs, Draw::AwayFromZero}};
   for (const Op& op : ops)
     for (Shape s : {Shape{7}, Shape{3, 5}, Shape{2, 3, 4}})
       cases.push_back({Cat(op.name, "_", Dims(s)),

@@ -81,6 +81,9 @@ Graph AllOps() {
   const std::vector<TensorId> parts = g.Split(g.Reshape(scores, {4, 25}), -1, {20, 5});
   loss = g.Add(loss, g.ReduceMean(g.Concat({parts[1], parts[0], parts[1]}, 1)));
   loss = g.Add(loss, g.ReduceMean(gram));
+  // The unary math ops (format 1.2).
+  const TensorId um = g.Abs(g.Square(g.Rsqrt(g.Sqrt(g.Exp(g.Log(g.Sigmoid(s)))))));
+  loss = g.Add(loss, g.ReduceMean(um));
   g.SetLoss(loss);
   g.AddOutput(logits);
   g.AddOutput(g.ArgMaxAccuracy(logits, label));
@@ -127,7 +130,9 @@ TEST(GraphFileTest, EveryForwardOpIsInTheEveryOpGraph) {
   std::set<OpCode> used;
   const Graph g = AllOps();  // not AllOps().ops(): the temporary would die before the loop
   for (const OpNode& op : g.ops()) used.insert(op.op);
-  for (OpCode op : {OpCode::LayerNorm, OpCode::Gather, OpCode::Cast}) EXPECT_TRUE(used.count(op)) << OpCodeName(op);
+  for (OpCode op : {OpCode::LayerNorm, OpCode::Gather, OpCode::Cast, OpCode::Exp, OpCode::Log, OpCode::Sqrt,
+                    OpCode::Rsqrt, OpCode::Square, OpCode::Abs})
+    EXPECT_TRUE(used.count(op)) << OpCodeName(op);
 }
 TEST(GraphFileTest, SgdRoundTrips) { ExpectRoundTrip(ZooMlp(), OptimizerSpec::Sgd(0.5f)); }
 

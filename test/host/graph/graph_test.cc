@@ -373,8 +373,11 @@ TEST(ElementwiseTest, IncompatibleShapes) {
 TEST(ElementwiseTest, UnaryKeepsShape) {
   Graph g;
   TensorId x = g.Input("x", {3, 7});
-  const std::pair<TensorId, OpCode> ys[] = {
-      {g.Relu(x), OpCode::Relu}, {g.Gelu(x), OpCode::Gelu}, {g.Tanh(x), OpCode::Tanh}, {g.Sigmoid(x), OpCode::Sigmoid}};
+  const std::pair<TensorId, OpCode> ys[] = {{g.Relu(x), OpCode::Relu},     {g.Gelu(x), OpCode::Gelu},
+                                            {g.Tanh(x), OpCode::Tanh},     {g.Sigmoid(x), OpCode::Sigmoid},
+                                            {g.Exp(x), OpCode::Exp},       {g.Log(x), OpCode::Log},
+                                            {g.Sqrt(x), OpCode::Sqrt},     {g.Rsqrt(x), OpCode::Rsqrt},
+                                            {g.Square(x), OpCode::Square}, {g.Abs(x), OpCode::Abs}};
   TensorId scalar = g.Relu(g.Param("s", {1}, InitSpec::Zeros()));
   ASSERT_TRUE(g.status().ok()) << g.status().ToString();
   for (auto [y, op] : ys) {
@@ -386,6 +389,9 @@ TEST(ElementwiseTest, UnaryKeepsShape) {
   Graph g2;
   g2.Tanh(g2.Input("l", {3}, DType::I32));
   ExpectError(g2, "Tanh 'tanh_0': x must be f32, got i32 [3] 'l'");
+  Graph g3;
+  g3.Rsqrt(g3.Input("l", {3}, DType::I32));
+  ExpectError(g3, "Rsqrt 'rsqrt_0': x must be f32, got i32 [3] 'l'");
 }
 
 // -- softmax and losses ---------------------------------------------------------------

@@ -231,6 +231,18 @@ class Graph {
   TensorId Tanh(TensorId x);
   /// 1 / (1 + exp(-x)).
   TensorId Sigmoid(TensorId x);
+  /// e^x, elementwise (MindSpore's ops.Exp).
+  TensorId Exp(TensorId x);
+  /// The natural logarithm; IEEE: log(0) = -inf, log(x < 0) = NaN (ops.Log).
+  TensorId Log(TensorId x);
+  /// The square root; IEEE: sqrt(x < 0) = NaN (ops.Sqrt).
+  TensorId Sqrt(TensorId x);
+  /// 1 / sqrt(x); IEEE: rsqrt(0) = inf, rsqrt(x < 0) = NaN (ops.Rsqrt).
+  TensorId Rsqrt(TensorId x);
+  /// x * x (ops.Square).
+  TensorId Square(TensorId x);
+  /// |x| (ops.Abs).
+  TensorId Abs(TensorId x);
   /// softmax along `axis`.
   TensorId Softmax(TensorId x, int axis = -1);
   /// log(softmax(x)) along `axis`.

@@ -41,6 +41,12 @@ enum class OpCode : uint16_t {
   Concat = 24,       ///< along one axis
   Split = 25,        ///< along one axis, into given sizes
   Cast = 26,         ///< between F32 and BF16
+  Exp = 27,          ///< e^x
+  Log = 28,          ///< natural log; IEEE: log(0) = -inf, log(x < 0) = NaN
+  Sqrt = 29,         ///< IEEE: sqrt(x < 0) = NaN
+  Rsqrt = 30,        ///< 1 / sqrt(x); IEEE: rsqrt(0) = inf, rsqrt(x < 0) = NaN
+  Square = 31,       ///< x * x
+  Abs = 32,          ///< |x|
   // gradient helpers
   ReluGrad = 40,
   GeluGrad = 41,
@@ -65,6 +71,7 @@ enum class OpCode : uint16_t {
   // graph only (pipeline stages, docs/design/pipeline.md): acc += g in place, a
   // gradient summed over micro-batches; lowered to an in-place AddN task
   AccumulateGrad = 60,
+  AbsGrad = 61,  ///< dy, x -> dy * sign(x) (0 where x = 0)
   // optimizer updates (mutate their first inputs in place)
   SgdUpdate = 80,
   MomentumUpdate = 81,

@@ -44,8 +44,10 @@ Status CheckSquarePool(OpCode op, const OpAttrs& a) {
 
 bool IsForwardOp(OpCode op) {
   const auto v = static_cast<int>(op);
-  // The forward family is contiguous in schemas/common.fbs (MatMul..Cast).
-  return (v >= static_cast<int>(OpCode::MatMul) && v <= static_cast<int>(OpCode::Cast)) || op == OpCode::ArgMaxAccuracy;
+  // The forward family is schemas/common.fbs's range from MatMul up to the
+  // gradient helpers (ReluGrad = 40); its values are appended in that gap.
+  return (v >= static_cast<int>(OpCode::MatMul) && v < static_cast<int>(OpCode::ReluGrad)) ||
+         op == OpCode::ArgMaxAccuracy;
 }
 
 size_t ForwardArity(OpCode op) {
@@ -99,6 +101,24 @@ Status AddForwardOp(Graph& g, OpCode op, const std::vector<TensorId>& in, const 
       break;
     case OpCode::Sigmoid:
       g.Sigmoid(in[0]);
+      break;
+    case OpCode::Exp:
+      g.Exp(in[0]);
+      break;
+    case OpCode::Log:
+      g.Log(in[0]);
+      break;
+    case OpCode::Sqrt:
+      g.Sqrt(in[0]);
+      break;
+    case OpCode::Rsqrt:
+      g.Rsqrt(in[0]);
+      break;
+    case OpCode::Square:
+      g.Square(in[0]);
+      break;
+    case OpCode::Abs:
+      g.Abs(in[0]);
       break;
     case OpCode::Softmax:
       g.Softmax(in[0], a.axis);

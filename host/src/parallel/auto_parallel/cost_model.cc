@@ -21,7 +21,7 @@ bool IsGemm(OpCode op) { return op == OpCode::MatMul || op == OpCode::BatchMatMu
 
 bool SavesOutput(OpCode op) {
   return op == OpCode::Relu || op == OpCode::Sigmoid || op == OpCode::Tanh || op == OpCode::Softmax ||
-         op == OpCode::LogSoftmax;
+         op == OpCode::LogSoftmax || op == OpCode::Exp || op == OpCode::Rsqrt;
 }
 
 // Ops whose backward reads none of their forward tensors.

@@ -102,7 +102,7 @@ struct OpCost {
 //     gradient and the saved tensors and writes the input gradients).
 // Activations kept for backward (MindSpore's per-class rule, simplified):
 //   MatMul/BatchMatMul/Conv2D: an operand whose partner needs a gradient;
-//   Relu, Sigmoid, Tanh, Softmax, LogSoftmax: their output;
+//   Relu, Sigmoid, Tanh, Softmax, LogSoftmax, Exp, Rsqrt: their output;
 //   Add, Sub, BiasAdd, reductions, Reshape, Flatten, Transpose, Concat,
 //   Split, Cast: nothing; any other op: its non-parameter inputs.
 // Parameters: the gradient is summed over the op's split loops that do not

@@ -87,7 +87,8 @@ Result<OpLoops> BroadcastLoops(const Graph& g, const OpNode& op, const Shape& x)
   return l;
 }
 
-// Relu, Gelu, Tanh, Sigmoid, Neg, Cast, Copy (the gather in front of a pipeline stage's Send).
+// Relu, Gelu, Tanh, Sigmoid, Neg, Exp, Log, Sqrt, Rsqrt, Square, Abs, Cast,
+// Copy (the gather in front of a pipeline stage's Send).
 Result<OpLoops> ElementwiseLoops(const Graph& g, const OpNode& op, const Shape& x) {
   OpLoops l;
   const std::vector<int> dims = LoopPerDim(l, x);
@@ -268,6 +269,12 @@ Result<OpLoops> LoopsOf(const Graph& g, const OpNode& op) {
     case OpCode::Tanh:
     case OpCode::Sigmoid:
     case OpCode::Neg:
+    case OpCode::Exp:
+    case OpCode::Log:
+    case OpCode::Sqrt:
+    case OpCode::Rsqrt:
+    case OpCode::Square:
+    case OpCode::Abs:
     case OpCode::Cast:
     case OpCode::Copy:
       return ElementwiseLoops(g, op, x);

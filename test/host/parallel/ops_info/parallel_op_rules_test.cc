@@ -192,14 +192,25 @@ std::vector<Case> MakeCases() {
   }
   {
     using Fn = TensorId (Graph::*)(TensorId);
+    // Log, Sqrt and Rsqrt draw from their domain (0.5, 2).
     const struct {
       const char* name;
       Fn fn;
-    } unary[] = {{"Relu", &Graph::Relu}, {"Gelu", &Graph::Gelu}, {"Tanh", &Graph::Tanh}, {"Sigmoid", &Graph::Sigmoid}};
+      float low = -1.f, high = 1.f;
+    } unary[] = {{"Relu", &Graph::Relu},
+                 {"Gelu", &Graph::Gelu},
+                 {"Tanh", &Graph::Tanh},
+                 {"Sigmoid", &Graph::Sigmoid},
+                 {"Exp", &Graph::Exp},
+                 {"Log", &Graph::Log, 0.5f, 2.f},
+                 {"Sqrt", &Graph::Sqrt, 0.5f, 2.f},
+                 {"Rsqrt", &Graph::Rsqrt, 0.5f, 2.f},
+                 {"Square", &Graph::Square},
+                 {"Abs", &Graph::Abs}};
     for (const auto& u : unary) {
       const int64_t r = e(), c = e();
       cases.push_back({u.name, {{r}, {c}}, {{0, 1}}, [=](Graph& g, Data&) {
-                         return One((g.*u.fn)(P(g, "x", {r, c})));
+                         return One((g.*u.fn)(P(g, "x", {r, c}, u.low, u.high)));
                        }});
     }
     const int64_t a = e(), b = e(), c = e();
