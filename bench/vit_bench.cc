@@ -47,9 +47,12 @@ host::Graph VitWithLoss(int64_t batch) {
 // Compiles and loads the ViT; with `recompute`, every layer recomputed
 // (Graph::Recompute("all"), docs/guide/recompute.md). Sets the arena's and the
 // activations' MiB as counters.
-Status LoadVit(device::InProcessDevice& dev, int64_t batch, benchmark::State& state, bool recompute = false) {
+Status LoadVit(device::InProcessDevice& dev, int64_t batch, benchmark::State& state, bool recompute = false,
+               bool schedule = false) {
   host::CompileOptions o;
   o.optimizer = host::OptimizerSpec::Adam(1e-3f);
+  // Warmup then cosine on the device (docs/guide/lr_schedules.md).
+  if (schedule) o.optimizer.schedule = host::LrSchedule::WarmupCosine(1e-3, 1e-5, 500, 9500);
   host::Graph g = VitWithLoss(batch);
   if (recompute) g.Recompute("all");
   SINKRT_ASSIGN_OR_RETURN(host::CompiledStream cs, host::Compile(g, o));
@@ -59,14 +62,14 @@ Status LoadVit(device::InProcessDevice& dev, int64_t batch, benchmark::State& st
 }
 
 // Arguments: batch, threads; `worker_team` as DeviceOptions::worker_team.
-void RunVitTrain(benchmark::State& state, bool recompute, bool worker_team) {
+void RunVitTrain(benchmark::State& state, bool recompute, bool worker_team, bool schedule = false) {
   const int64_t batch = state.range(0);
   device::DeviceOptions opts = device::DeviceOptions::FromEnvironment();
   opts.threads = static_cast<int>(state.range(1));
   opts.worker_team = worker_team;
   const uint32_t steps = 16;
   device::InProcessDevice dev(opts);
-  if (Status st = LoadVit(dev, batch, state, recompute); !st.ok()) {
+  if (Status st = LoadVit(dev, batch, state, recompute, schedule); !st.ok()) {
     state.SkipWithError(st.ToString().c_str());
     return;
   }
@@ -75,6 +78,12 @@ void RunVitTrain(benchmark::State& state, bool recompute, bool worker_team) {
   if (n == 0) return;
   const std::vector<device::TaskTime> times = dev.executor()->TaskTimes(ProgramKind::TrainStep);
   SetClassCounters(state, times, n);
+  // What the schedule's two tasks take per step, from the executor's own
+  // per-task timing (the step-time difference is within run-to-run noise).
+  double schedule_ms = 0;
+  for (const device::TaskTime& t : times)
+    if (t.op == "LrSchedule" || t.op == "StepAdvance") schedule_ms += static_cast<double>(t.ns) / 1e6 / n;
+  if (schedule) state.counters["schedule_ms"] = schedule_ms;
   if (g_print_tasks) PrintTasks("ViT", times, n, state);
 }
 
@@ -85,6 +94,13 @@ void BM_VitRecompute(benchmark::State& state) {
   RunVitTrain(state, state.range(2) != 0, device::DeviceOptions::FromEnvironment().worker_team);
 }
 
+// A learning-rate schedule (issue 41): the same ViT with Adam at a fixed
+// rate and with warmup-cosine computed on the device; arguments batch,
+// threads, schedule 0/1.
+void BM_VitSchedule(benchmark::State& state) {
+  RunVitTrain(state, false, device::DeviceOptions::FromEnvironment().worker_team, state.range(2) != 0);
+}
+
 BENCHMARK(BM_VitTrain)
     ->ArgNames({"batch", "threads", "team"})
     ->Args({64, 1, 1})
@@ -93,6 +109,12 @@ BENCHMARK(BM_VitTrain)
     ->Args({256, 1, 1})
     ->Args({256, 2, 0})
     ->Args({256, 2, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(2.0);
+BENCHMARK(BM_VitSchedule)
+    ->ArgNames({"batch", "threads", "schedule"})
+    ->ArgsProduct({{64}, {1}, {0, 1, 0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(2.0);

@@ -63,6 +63,43 @@ bool UsesAxis(fb::OpCode op) {
   }
 }
 
+// A schedule's kind and the arguments its formula reads (a table: its
+// length and ends).
+void LrScheduleAttrs(const fb::LrScheduleOptions& o, Json& attrs) {
+  const char* kind = fb::EnumNameLrScheduleKind(o.kind());
+  attrs["schedule"] = (kind && *kind) ? std::string(kind) : std::to_string(static_cast<int>(o.kind()));
+  switch (o.kind()) {
+    case fb::LrScheduleKind::Table:
+      if (o.values() && o.values()->size() > 0) {
+        attrs["steps"] = o.values()->size();
+        attrs["first"] = CleanFloat(o.values()->Get(0));
+        attrs["last"] = CleanFloat(o.values()->Get(o.values()->size() - 1));
+      }
+      return;
+    case fb::LrScheduleKind::WarmUp:
+      attrs["learning_rate"] = o.learning_rate();
+      attrs["warmup_steps"] = o.warmup_steps();
+      return;
+    default:
+      break;
+  }
+  attrs["learning_rate"] = o.learning_rate();
+  attrs["decay_steps"] = o.decay_steps();
+  if (o.kind() == fb::LrScheduleKind::CosineDecay || o.kind() == fb::LrScheduleKind::WarmupCosine ||
+      o.kind() == fb::LrScheduleKind::PolynomialDecay)
+    attrs["end_learning_rate"] = o.end_learning_rate();
+  if (o.kind() == fb::LrScheduleKind::WarmupCosine) attrs["warmup_steps"] = o.warmup_steps();
+  if (o.kind() == fb::LrScheduleKind::PolynomialDecay) {
+    attrs["power"] = o.power();
+    if (o.update_decay_steps()) attrs["update_decay_steps"] = true;
+  }
+  if (o.kind() == fb::LrScheduleKind::ExponentialDecay || o.kind() == fb::LrScheduleKind::NaturalExpDecay ||
+      o.kind() == fb::LrScheduleKind::InverseDecay) {
+    attrs["decay_rate"] = o.decay_rate();
+    if (o.is_stair()) attrs["is_stair"] = true;
+  }
+}
+
 void AxisAttrs(fb::OpCode op, const fb::AxisOptions& o, Json& attrs) {
   std::vector<int> axes = o.axes() ? std::vector<int>(o.axes()->begin(), o.axes()->end()) : std::vector<int>{};
   if (op == fb::OpCode::ReduceSum || op == fb::OpCode::ReduceMean) {
@@ -106,13 +143,19 @@ void KernelAttrs(const VerifiedStream& view, const fb::KernelTask& k, Json& attr
       break;
     case fb::OpOptions::SgdOptions:
       if (const auto* o = k.options_as_SgdOptions()) {
-        attrs["lr"] = CleanFloat(o->learning_rate());
+        if (o->lr_input())
+          attrs["lr"] = "input";  // the schedule's tensor (docs/guide/lr_schedules.md)
+        else
+          attrs["lr"] = CleanFloat(o->learning_rate());
         if (o->weight_decay() != 0) attrs["weight_decay"] = CleanFloat(o->weight_decay());
       }
       break;
     case fb::OpOptions::MomentumOptions:
       if (const auto* o = k.options_as_MomentumOptions()) {
-        attrs["lr"] = CleanFloat(o->learning_rate());
+        if (o->lr_input())
+          attrs["lr"] = "input";
+        else
+          attrs["lr"] = CleanFloat(o->learning_rate());
         attrs["momentum"] = CleanFloat(o->momentum());
         if (o->nesterov()) attrs["nesterov"] = true;
         if (o->weight_decay() != 0) attrs["weight_decay"] = CleanFloat(o->weight_decay());
@@ -120,7 +163,13 @@ void KernelAttrs(const VerifiedStream& view, const fb::KernelTask& k, Json& attr
       break;
     case fb::OpOptions::AdamOptions:
       if (const auto* o = k.options_as_AdamOptions()) {
-        attrs["lr"] = CleanFloat(o->learning_rate());
+        if (k.op() == fb::OpCode::AdamPowers) {
+          // reads no rate
+        } else if (o->lr_input()) {
+          attrs["lr"] = "input";
+        } else {
+          attrs["lr"] = CleanFloat(o->learning_rate());
+        }
         attrs["beta1"] = CleanFloat(o->beta1());
         attrs["beta2"] = CleanFloat(o->beta2());
         attrs["epsilon"] = CleanFloat(o->epsilon());
@@ -163,6 +212,9 @@ void KernelAttrs(const VerifiedStream& view, const fb::KernelTask& k, Json& attr
         attrs["sizes"] =
             o->sizes() ? std::vector<int64_t>(o->sizes()->begin(), o->sizes()->end()) : std::vector<int64_t>{};
       }
+      break;
+    case fb::OpOptions::LrScheduleOptions:
+      if (const auto* o = k.options_as_LrScheduleOptions()) LrScheduleAttrs(*o, attrs);
       break;
     case fb::OpOptions::MetricSumOptions:
       if (const auto* o = k.options_as_MetricSumOptions())

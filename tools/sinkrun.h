@@ -68,6 +68,7 @@ struct TrainFlags {
   std::string recompute;            // --recompute all|LAYER,...
   std::string amp_level;            // --amp-level O0..O3
   std::string loss_scale = "none";  // --loss-scale-manager
+  std::string lr_schedule;          // --lr-schedule KIND[:KEY=VALUE,...] (docs/guide/lr_schedules.md)
   // --profile DIR [--profile-steps A:B] [--profile-every K] [--profile-keep N]
   std::string profile;
   std::string profile_steps;

@@ -124,6 +124,11 @@ void AddTrainJobFlags(CLI::App* train, tools::TrainFlags& f) {
       ->check(CLI::IsMember({"sgd", "momentum", "adam"}))
       ->capture_default_str();
   train->add_option("--lr", f.lr, "learning rate, > 0")->capture_default_str();
+  train->add_option("--lr-schedule", f.lr_schedule,
+                    "learning-rate schedule computed on the device from the optimizer step, --lr its rate: "
+                    "constant, warmup:steps=N, cosine[:min=X,warmup=W,decay=N], poly:end=X,power=P[,decay=N,update=1], "
+                    "exp|natural_exp|inverse:rate=R,decay=N[,stair=1], piecewise:milestones=A/B,rates=X/Y "
+                    "(docs/guide/lr_schedules.md)");
   train->add_option("--momentum", f.momentum, "momentum of --optimizer momentum, in [0, 1)")->capture_default_str();
   train->add_option("--seed", f.seed, "parameter initialisation and shuffle seed")
       ->check(tools::UnsignedInteger())

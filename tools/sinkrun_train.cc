@@ -129,7 +129,8 @@ std::string Fixed1(double v) {
 }
 
 std::string OptimizerText(const host::OptimizerSpec& o) {
-  std::string s = std::string(host::OptimizerKindName(o.kind)) + " (lr " + Num(o.learning_rate);
+  std::string s = std::string(host::OptimizerKindName(o.kind)) + " (lr " +
+                  (o.schedule.enabled() ? host::DescribeLrSchedule(o.schedule) : Num(o.learning_rate));
   if (o.kind == host::OptimizerKind::Momentum) s += ", momentum " + Num(o.momentum);
   return s + ")";
 }
@@ -323,6 +324,17 @@ struct TrainRun {
   bool sink() const { return !f.no_sink; }
 };
 
+// --lr-schedule with --lr as its rate; `total` optimizer steps (the run's,
+// all epochs) are the default decay span, 0 where the run's length is not
+// known yet (the schedule must then give decay=N).
+int ApplyLrSchedule(TrainRun& r, int64_t total, host::OptimizerSpec* into) {
+  if (r.f.lr_schedule.empty()) return 0;
+  auto schedule = host::ParseLrSchedule(r.f.lr_schedule, r.f.lr, total);
+  if (!schedule.ok()) return Usage("--lr-schedule " + r.f.lr_schedule + ": " + schedule.status().message());
+  into->schedule = *schedule;
+  return 0;
+}
+
 // Started by a launcher as one rank of several (mpirun, srun, sinkrun
 // launch -- ..., RANK_ID/RANK_SIZE): this process drives its own rank's
 // device and feeds its own shard; the others run the same command line.
@@ -429,6 +441,7 @@ int CheckTrainingFlags(TrainRun& r) {
   if (r.precompiled) {
     for (const char* baked : {"--optimizer",
                               "--lr",
+                              "--lr-schedule",
                               "--momentum",
                               "--parallel",
                               "--gradients-mean",
@@ -506,7 +519,7 @@ int ReadGraphFile(TrainRun& r) {
   r.network = "'" + r.graph_file->graph.name() + "' (" + f.graph + ")";
   if (!r.cmd.count("--optimizer") && r.graph_file->optimizer) {
     // The graph's optimizer, whole: its own lr and momentum, not the flags'.
-    for (const char* tuning : {"--lr", "--momentum"})
+    for (const char* tuning : {"--lr", "--momentum", "--lr-schedule"})
       if (r.cmd.count(tuning))
         return Usage(std::string(tuning) + " does not apply to the optimizer of --graph " + f.graph + " (" +
                      OptimizerText(*r.graph_file->optimizer) + "): give --optimizer to replace it");
@@ -635,6 +648,12 @@ int PlanNetwork(TrainRun& r) {
   if (!spec.ok()) return Usage(spec.status().message());
   auto context = host::CheckJobSpec(*spec);
   if (!context.ok()) return Usage(context.status().message());
+  // auto_parallel compiles while it plans, before the data fixes the run's
+  // length: its schedule must name its span.
+  if (context->mode == host::ParallelMode::AutoParallel) {
+    if (int rc = ApplyLrSchedule(r, 0, &r.optimizer)) return rc;
+    spec->optimizer = r.optimizer;
+  }
   // The compile would refuse it too, but only once the daemons run.
   if (context->pipeline_stages > 1 && r.batch % r.f.par.micro_size != 0)
     return Usage("batch " + std::to_string(r.batch) + " (one replica's) does not split into --micro-size " +
@@ -706,6 +725,8 @@ int MakeData(TrainRun& r) {
                  std::to_string(r.batch) + " per pass, but a pass has " + std::to_string(rank_batches) + " batches" +
                  (groups > 1 ? " per rank" : ""));
   r.steps_per_epoch = r.sink() && r.f.sink_size > 0 ? r.f.sink_size : r.pass_steps;
+  // The schedule spans the whole run (--epochs is the total, resumed or not).
+  if (!r.auto_parallel) return ApplyLrSchedule(r, int64_t{r.f.epochs} * r.steps_per_epoch, &r.optimizer);
   return 0;
 }
 
@@ -957,6 +978,7 @@ nlohmann::ordered_json EndEvent(const TrainRun& r, const TrainResult& t, int64_t
       {"global_batch_size", r.global_batch},
       {"optimizer", host::OptimizerKindName(r.optimizer.kind)},
       {"learning_rate", r.optimizer.learning_rate},
+      {"lr_schedule", r.optimizer.schedule.enabled() ? host::DescribeLrSchedule(r.optimizer.schedule) : "constant"},
       {"seed", f.seed},
       {"sink_mode", r.sink()},
       {"sink_size", r.sink() ? f.sink_size : -1},

@@ -35,6 +35,7 @@
 #include "sinkrt/host/remote_device.h"
 #include "sinkrt/host/shard_strategies.h"
 #include "support/feeder.h"
+#include "support/in_process_world.h"
 #include "support/on_each_rank.h"
 #include "support/scoped_env.h"
 #include "support/sinkd_process.h"
@@ -666,6 +667,75 @@ TEST(SinkdWorldEvalTest, DataParallelSunkEvalIsOneRoundTripWithThePerBatchFigure
     EXPECT_EQ(per_batch->round_trips, 20 + partial);
     EXPECT_EQ(sunk->round_trips, 1 + partial);
     EXPECT_EQ(d.devices[1]->control_round_trips(), rank1_before);
+  }
+}
+
+// A learning-rate schedule (docs/guide/lr_schedules.md) under data parallel
+// on real daemons: each rank computes the rate from its own step counter,
+// so the daemons train bitwise as in-process devices do (state, counter
+// and reported rate), and track one device on the whole global batch.
+TEST(SinkdWorldScheduleTest, DataParallelScheduleOnDaemonsEqualsInProcessAndOneDevice) {
+  host::OptimizerSpec opt = host::OptimizerSpec::Momentum(0.0f, 0.9f);
+  opt.schedule = host::LrSchedule::WarmupCosine(0.05, 1e-4, 8, 32);
+  const testing::SyntheticData data = testing::MakeSyntheticData(2 * 40 * kBatch, kFeatures, 4, 5);
+  struct Rates : host::Callback {
+    std::vector<double> lr;
+    Status on_train_step_end(host::RunContext& ctx) override {
+      lr.push_back(ctx.original_args().learning_rate);
+      return Status::Ok();
+    }
+  };
+  auto train = [&](const std::vector<DeviceLink*>& links, int64_t batch, Rates* rates) {
+    host::ModelOptions o;
+    o.compile_cache = "";
+    if (links.size() > 1) {
+      o.context.mode = host::ParallelMode::DataParallel;
+      o.context.device_num = static_cast<int>(links.size());
+      o.context.gradients_mean = true;
+    }
+    auto model =
+        host::Model::Create(testing::MakeMlp(batch, {kFeatures, 12, 4}), host::LossSpec::None(), opt, links, o);
+    EXPECT_TRUE(model.ok()) << model.status().ToString();
+    if (!model.ok()) return std::vector<std::pair<std::string, host::Tensor>>{};
+    const Status st = (*model)->train(4, SyntheticSamples(data, kFeatures).Batch(batch, true), {rates}, true, 10);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    auto state = (*model)->ReadState();
+    EXPECT_TRUE(state.ok()) << state.status().ToString();
+    return state.ok() ? *state : std::vector<std::pair<std::string, host::Tensor>>{};
+  };
+  Daemons d;
+  SINKRT_ASSERT_OK(StartDaemons(&d, 2, 10000ms));
+  SINKRT_ASSERT_OK(ConnectAll(&d, 10000ms));
+  Rates on_daemons, in_process, one_device;
+  const auto daemons = train(d.links(), kBatch, &on_daemons);
+  testing::InProcessWorld pair(2), solo(1);
+  const auto local = train(pair.links, kBatch, &in_process);
+  const auto single = train(solo.links, 2 * kBatch, &one_device);
+  ASSERT_FALSE(daemons.empty());
+  ASSERT_EQ(daemons.size(), local.size());
+  for (size_t i = 0; i < daemons.size(); ++i) {
+    EXPECT_EQ(daemons[i].first, local[i].first);
+    EXPECT_TRUE(daemons[i].second.data == local[i].second.data) << daemons[i].first;
+  }
+  ASSERT_EQ(on_daemons.lr.size(), 4u);
+  EXPECT_EQ(on_daemons.lr, in_process.lr);
+  EXPECT_EQ(on_daemons.lr, one_device.lr);
+  // One device: the same rates and counter, parameters within float noise.
+  ASSERT_EQ(single.size(), daemons.size());
+  for (size_t i = 0; i < single.size(); ++i) {
+    const host::Tensor& x = daemons[i].second;
+    const host::Tensor& y = single[i].second;
+    ASSERT_EQ(x.data.size(), y.data.size()) << daemons[i].first;
+    if (x.dtype != DType::F32) {
+      EXPECT_TRUE(x.data == y.data) << daemons[i].first;  // lr/step
+      continue;
+    }
+    double worst = 0, scale = 0;
+    for (int64_t k = 0; k < x.numel(); ++k) {
+      worst = std::max(worst, std::abs(double(x.as<float>()[k]) - double(y.as<float>()[k])));
+      scale = std::max(scale, std::abs(double(y.as<float>()[k])));
+    }
+    EXPECT_LE(worst, 1e-5 * std::max(scale, 1.0)) << daemons[i].first;
   }
 }
 

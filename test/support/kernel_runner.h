@@ -106,6 +106,8 @@ class KernelRunner {
   KernelRunner& CommOpts(int axis, uint32_t position, std::vector<uint32_t> group);
   KernelRunner& MetricWeights(std::vector<double> weights);
   KernelRunner& Options(fb::OpOptions type, flatbuffers::Offset<void> value);
+  // The builder Options' tables are made in (for tables without a helper).
+  flatbuffers::FlatBufferBuilder& fbb() { return fbb_; }
 
   // Builds the task and runs the kernel's prepare(); call once.
   Status Prepare();

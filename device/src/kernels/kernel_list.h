@@ -23,6 +23,7 @@ extern const KernelImpl kReduceSumKernel, kReduceMeanKernel, kSumToShapeKernel, 
 extern const KernelImpl kCopyKernel, kFlattenKernel, kFillKernel;
 // optimizer_update.cc
 extern const KernelImpl kSgdUpdateKernel, kMomentumUpdateKernel, kAdamUpdateKernel, kAdamPowersKernel;
+extern const KernelImpl kLrScheduleKernel, kStepAdvanceKernel;
 // loss_scale.cc
 extern const KernelImpl kGradOverflowKernel, kLossScaleUpdateKernel;
 // accuracy.cc

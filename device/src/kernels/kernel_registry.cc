@@ -66,6 +66,8 @@ constexpr Entry kKernels[] = {
     {OpCode::MomentumUpdate, &kMomentumUpdateKernel},
     {OpCode::AdamUpdate, &kAdamUpdateKernel},
     {OpCode::AdamPowers, &kAdamPowersKernel},
+    {OpCode::LrSchedule, &kLrScheduleKernel},
+    {OpCode::StepAdvance, &kStepAdvanceKernel},
     {OpCode::GradOverflow, &kGradOverflowKernel},
     {OpCode::LossScaleUpdate, &kLossScaleUpdateKernel},
     {OpCode::ArgMaxAccuracy, &kArgMaxAccuracyKernel},

@@ -7,6 +7,10 @@
 // [2] as one more, last input: on an overflow the step leaves everything
 // untouched (MindSpore skips the optimizer), else the gradient is
 // grad · status[1], the scale taken back out.
+//
+// With a learning-rate schedule (lr_input in the options; schemas/common.fbs,
+// SgdOptions) the rate is an f32 [1] input read every step, right after the
+// op's own operands and before the status; else the options' learning_rate.
 #include <cmath>
 #include <string>
 
@@ -37,41 +41,68 @@ Result<bool> CheckStatusInput(const KernelArgs& args, size_t n) {
   return true;
 }
 
-// `n` same-shape f32 inputs (param, grad, state...), perhaps the status,
-// no outputs.
-Result<bool> CheckParamInputs(const KernelArgs& args, size_t n) {
-  SINKRT_RETURN_IF_ERROR(CheckOperands(args, args.inputs.size() == n + 1 ? n + 1 : n, 0));
+// Where an update finds its rate and the loss-scale status.
+struct Extras {
+  int lr_at = -1;  // the rate's input (lr_input), or -1: the options' learning_rate
+  size_t status_at = 0;
+  bool scaled = false;
+};
+
+// After the op's `n` own operands: the rate when `lr_input` (f32 [1]), then
+// perhaps the status; checks the operand count and both.
+Result<Extras> CheckExtras(const KernelArgs& args, size_t n, bool lr_input) {
+  const size_t base = n + (lr_input ? 1 : 0);
+  SINKRT_RETURN_IF_ERROR(CheckOperands(args, args.inputs.size() == base + 1 ? base + 1 : base, 0));
+  Extras e;
+  if (lr_input) {
+    e.lr_at = static_cast<int>(n);
+    SINKRT_RETURN_IF_ERROR(CheckDType(args, In(e.lr_at), DType::F32));
+    SINKRT_RETURN_IF_ERROR(CheckShape(args, In(e.lr_at), Shape{1}, "[1] (the step's learning rate, LrSchedule's)"));
+  }
+  e.status_at = base;
+  SINKRT_ASSIGN_OR_RETURN(e.scaled, CheckStatusInput(args, base));
+  return e;
+}
+
+// `n` same-shape f32 inputs (param, grad, state...), then the extras.
+Result<Extras> CheckParamInputs(const KernelArgs& args, size_t n, bool lr_input) {
+  SINKRT_ASSIGN_OR_RETURN(const Extras e, CheckExtras(args, n, lr_input));
   for (size_t i = 0; i < n; ++i) {
     SINKRT_RETURN_IF_ERROR(CheckDType(args, In(static_cast<int>(i)), DType::F32));
     SINKRT_RETURN_IF_ERROR(CheckSameShape(args, In(static_cast<int>(i)), In(0)));
   }
-  return CheckStatusInput(args, n);
+  return e;
 }
 
 // Under loss scaling, whether this step overflowed (the update then
 // returns before touching anything); else `*inv` is the gradient's factor.
-bool SkipStep(const KernelArgs& args, bool scaled, size_t n, float* inv) {
-  if (!scaled) return false;
-  const float* status = args.inputs[n].f32();
+bool SkipStep(const KernelArgs& args, const Extras& e, float* inv) {
+  if (!e.scaled) return false;
+  const float* status = args.inputs[e.status_at].f32();
   *inv = status[1];
   return status[0] != 0.0f;
 }
 
+// This step's rate: the schedule's tensor, or the fixed one.
+float Rate(const KernelArgs& args, const Extras& e, float fixed) {
+  return e.lr_at >= 0 ? args.inputs[static_cast<size_t>(e.lr_at)].f32()[0] : fixed;
+}
+
 struct SgdState : KernelState {
   float lr = 0, wd = 0;
-  bool scaled = false;
+  Extras extras;
 };
 
 Status SgdPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
-  SINKRT_ASSIGN_OR_RETURN(const bool scaled, CheckParamInputs(args, 2));
   SINKRT_ASSIGN_OR_RETURN(const fb::SgdOptions* opts, GetOptions<fb::SgdOptions>(args));
+  SINKRT_ASSIGN_OR_RETURN(const Extras extras, CheckParamInputs(args, 2, opts->lr_input()));
   SINKRT_RETURN_IF_ERROR(CheckFinite(args, "learning_rate", opts->learning_rate()));
   SINKRT_RETURN_IF_ERROR(CheckFinite(args, "weight_decay", opts->weight_decay()));
   SINKRT_RETURN_IF_ERROR(CheckInputsDisjoint(args));
   auto s = std::make_unique<SgdState>();
   s->lr = opts->learning_rate();
   s->wd = opts->weight_decay();
-  s->scaled = scaled;
+  s->extras = extras;
   *state = std::move(s);
   return Status::Ok();
 }
@@ -80,13 +111,13 @@ Status SgdPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<Kerne
 Status SgdRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   const auto& s = *static_cast<SgdState*>(state);
   float inv = 1.0f;
-  if (SkipStep(args, s.scaled, 2, &inv)) return Status::Ok();
+  if (SkipStep(args, s.extras, &inv)) return Status::Ok();
   float* __restrict param = args.inputs[0].f32();
   const float* __restrict grad = args.inputs[1].f32();
   const int64_t n = args.inputs[0].numel;
-  const float lr = s.lr, wd = s.wd;
+  const float lr = Rate(args, s.extras, s.lr), wd = s.wd;
   ForRange(ctx, n, [&](int64_t begin, int64_t end) {
-    if (s.scaled) {
+    if (s.extras.scaled) {
       for (int64_t i = begin; i < end; ++i) param[i] -= lr * (grad[i] * inv + wd * param[i]);
     } else {
       for (int64_t i = begin; i < end; ++i) param[i] -= lr * (grad[i] + wd * param[i]);
@@ -97,12 +128,13 @@ Status SgdRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
 
 struct MomentumState : KernelState {
   float lr = 0, momentum = 0, wd = 0;
-  bool nesterov = false, scaled = false;
+  bool nesterov = false;
+  Extras extras;
 };
 
 Status MomentumPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
-  SINKRT_ASSIGN_OR_RETURN(const bool scaled, CheckParamInputs(args, 3));
   SINKRT_ASSIGN_OR_RETURN(const fb::MomentumOptions* opts, GetOptions<fb::MomentumOptions>(args));
+  SINKRT_ASSIGN_OR_RETURN(const Extras extras, CheckParamInputs(args, 3, opts->lr_input()));
   SINKRT_RETURN_IF_ERROR(CheckFinite(args, "learning_rate", opts->learning_rate()));
   SINKRT_RETURN_IF_ERROR(CheckFinite(args, "momentum", opts->momentum()));
   SINKRT_RETURN_IF_ERROR(CheckFinite(args, "weight_decay", opts->weight_decay()));
@@ -112,7 +144,7 @@ Status MomentumPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<
   s->momentum = opts->momentum();
   s->wd = opts->weight_decay();
   s->nesterov = opts->nesterov();
-  s->scaled = scaled;
+  s->extras = extras;
   *state = std::move(s);
   return Status::Ok();
 }
@@ -121,8 +153,8 @@ Status MomentumPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<
 // param −= lr·(g + momentum·accum) (Nesterov) or lr·accum.
 template <bool kNesterov, bool kScaled>
 void MomentumLoop(const MomentumState& s, float* __restrict param, const float* __restrict grad,
-                  float* __restrict accum, int64_t n, float inv) {
-  const float lr = s.lr, mu = s.momentum, wd = s.wd;
+                  float* __restrict accum, int64_t n, float lr, float inv) {
+  const float mu = s.momentum, wd = s.wd;
   for (int64_t i = 0; i < n; ++i) {
     const float g = (kScaled ? grad[i] * inv : grad[i]) + wd * param[i];
     const float a = mu * accum[i] + g;
@@ -134,7 +166,8 @@ void MomentumLoop(const MomentumState& s, float* __restrict param, const float* 
 Status MomentumRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   const auto& s = *static_cast<MomentumState*>(state);
   float inv = 1.0f;
-  if (SkipStep(args, s.scaled, 3, &inv)) return Status::Ok();
+  if (SkipStep(args, s.extras, &inv)) return Status::Ok();
+  const float lr = Rate(args, s.extras, s.lr);
   float* param = args.inputs[0].f32();
   const float* grad = args.inputs[1].f32();
   float* accum = args.inputs[2].f32();
@@ -143,10 +176,11 @@ Status MomentumRun(const KernelArgs& args, KernelState* state, RunContext& ctx) 
     const float* g = grad + begin;
     float* a = accum + begin;
     const int64_t n = end - begin;
-    if (s.scaled) {
-      s.nesterov ? MomentumLoop<true, true>(s, p, g, a, n, inv) : MomentumLoop<false, true>(s, p, g, a, n, inv);
+    if (s.extras.scaled) {
+      s.nesterov ? MomentumLoop<true, true>(s, p, g, a, n, lr, inv) : MomentumLoop<false, true>(s, p, g, a, n, lr, inv);
     } else {
-      s.nesterov ? MomentumLoop<true, false>(s, p, g, a, n, inv) : MomentumLoop<false, false>(s, p, g, a, n, inv);
+      s.nesterov ? MomentumLoop<true, false>(s, p, g, a, n, lr, inv)
+                 : MomentumLoop<false, false>(s, p, g, a, n, lr, inv);
     }
   });
   return Status::Ok();
@@ -154,7 +188,8 @@ Status MomentumRun(const KernelArgs& args, KernelState* state, RunContext& ctx) 
 
 struct AdamState : KernelState {
   float lr = 0, beta1 = 0, beta2 = 0, eps = 0, wd = 0;
-  bool scaled = false;
+  bool lr_input = false;
+  Extras extras;
 };
 
 Status CheckAdamOptions(const KernelArgs& args, AdamState* s) {
@@ -171,6 +206,7 @@ Status CheckAdamOptions(const KernelArgs& args, AdamState* s) {
   s->beta2 = opts->beta2();
   s->eps = opts->epsilon();
   s->wd = opts->weight_decay();
+  s->lr_input = opts->lr_input();
   return Status::Ok();
 }
 
@@ -183,7 +219,8 @@ Status AdamPowersPrepare(const KernelArgs& args, PrepareContext&, std::unique_pt
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, args.inputs.size() == 2 ? 2 : 1, 0));
   SINKRT_RETURN_IF_ERROR(CheckPowers(args, 0));
   auto s = std::make_unique<AdamState>();
-  SINKRT_ASSIGN_OR_RETURN(s->scaled, CheckStatusInput(args, 1));
+  SINKRT_ASSIGN_OR_RETURN(s->extras.scaled, CheckStatusInput(args, 1));
+  s->extras.status_at = 1;
   SINKRT_RETURN_IF_ERROR(CheckAdamOptions(args, s.get()));
   *state = std::move(s);
   return Status::Ok();
@@ -192,7 +229,7 @@ Status AdamPowersPrepare(const KernelArgs& args, PrepareContext&, std::unique_pt
 Status AdamPowersRun(const KernelArgs& args, KernelState* state, RunContext&) {
   const auto& s = *static_cast<AdamState*>(state);
   float inv = 1.0f;
-  if (SkipStep(args, s.scaled, 1, &inv)) return Status::Ok();
+  if (SkipStep(args, s.extras, &inv)) return Status::Ok();
   float* powers = args.inputs[0].f32();
   powers[0] *= s.beta1;
   powers[1] *= s.beta2;
@@ -200,15 +237,14 @@ Status AdamPowersRun(const KernelArgs& args, KernelState* state, RunContext&) {
 }
 
 Status AdamPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
-  SINKRT_RETURN_IF_ERROR(CheckOperands(args, args.inputs.size() == 6 ? 6 : 5, 0));
+  auto s = std::make_unique<AdamState>();
+  SINKRT_RETURN_IF_ERROR(CheckAdamOptions(args, s.get()));
+  SINKRT_ASSIGN_OR_RETURN(s->extras, CheckExtras(args, 5, s->lr_input));
   for (int i = 0; i < 4; ++i) {
     SINKRT_RETURN_IF_ERROR(CheckDType(args, In(i), DType::F32));
     SINKRT_RETURN_IF_ERROR(CheckSameShape(args, In(i), In(0)));
   }
   SINKRT_RETURN_IF_ERROR(CheckPowers(args, 4));
-  auto s = std::make_unique<AdamState>();
-  SINKRT_ASSIGN_OR_RETURN(s->scaled, CheckStatusInput(args, 5));
-  SINKRT_RETURN_IF_ERROR(CheckAdamOptions(args, s.get()));
   SINKRT_RETURN_IF_ERROR(CheckInputsDisjoint(args));
   *state = std::move(s);
   return Status::Ok();
@@ -234,15 +270,15 @@ void AdamLoop(const AdamState& s, float* __restrict param, const float* __restri
 Status AdamRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   const auto& s = *static_cast<AdamState*>(state);
   float inv = 1.0f;
-  if (SkipStep(args, s.scaled, 5, &inv)) return Status::Ok();
+  if (SkipStep(args, s.extras, &inv)) return Status::Ok();
   const float* powers = args.inputs[4].f32();
-  const float lr_t = s.lr * std::sqrt(1.0f - powers[1]) / (1.0f - powers[0]);
+  const float lr_t = Rate(args, s.extras, s.lr) * std::sqrt(1.0f - powers[1]) / (1.0f - powers[0]);
   float* param = args.inputs[0].f32();
   const float* grad = args.inputs[1].f32();
   float* m = args.inputs[2].f32();
   float* v = args.inputs[3].f32();
   ForRange(ctx, args.inputs[0].numel, [&](int64_t b, int64_t e) {
-    if (s.scaled) {
+    if (s.extras.scaled) {
       AdamLoop<true>(s, param + b, grad + b, m + b, v + b, lr_t, e - b, inv);
     } else {
       AdamLoop<false>(s, param + b, grad + b, m + b, v + b, lr_t, e - b, inv);

@@ -65,6 +65,7 @@ std::vector<size_t> MutatedInputs(OpCode op) {
     case OpCode::AdamUpdate:
       return {0, 2, 3};
     case OpCode::AdamPowers:
+    case OpCode::StepAdvance:
       return {0};
     case OpCode::LossScaleUpdate:
       return {0, 1};

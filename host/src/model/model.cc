@@ -69,6 +69,7 @@ Status ReadStreams(Model::Impl& m, const CompiledJob& job, const std::string& co
   if (m.train_queue.index < 0) return InvalidArgument(context + " has no Input: Model trains on dataset columns");
   m.accumulation = co.grad_accumulation;
   m.loss_scaled = co.loss_scale.enabled();
+  m.lr_scheduled = co.optimizer.schedule.enabled();
   if (m.accumulation > 1 && m.train_queue.columns.size() % static_cast<size_t>(m.accumulation) != 0)
     return Internal(context + ": train_step's queue has " + std::to_string(m.train_queue.columns.size()) +
                     " columns, not a multiple of grad_accumulation_step " + std::to_string(m.accumulation));

@@ -118,6 +118,9 @@ struct Model::Impl {
   // Loss scaling (docs/guide/loss_scale.md): train_step reports the scale and its
   // counters after the loss.
   bool loss_scaled = false;
+  // A learning-rate schedule (docs/guide/lr_schedules.md): train_step
+  // reports the step's rate last.
+  bool lr_scheduled = false;
   // The device's count of overflowed steps (loss_scale/counters[2]) as the
   // host last saw it: from the last sink's report, or from WriteState. A
   // train() starts from it, so that its first sink's overflow_steps are

@@ -81,6 +81,7 @@ class TrainLoop {
   // Loss scaling: the scale and the overflowed steps from the last sink's
   // reports, which every rank must agree on.
   Status ReadLossScale();
+  void ReadLearningRate();
   void RecordRunSink(uint32_t rank, int64_t begin_ns, uint32_t steps) {
     HostEvent e;
     e.kind = HostEvent::Kind::kRunSink;
@@ -159,6 +160,7 @@ Status TrainLoop::Sink(uint32_t steps) {
   if (pipelined)
     for (uint32_t r = 0; r + replicas < n; ++r) p_.rank_losses[r] = p_.rank_losses[n - replicas + r % replicas];
   if (m_.loss_scaled) SINKRT_RETURN_IF_ERROR(ReadLossScale());
+  if (m_.lr_scheduled) ReadLearningRate();
   double loss = 0;
   for (double l : p_.rank_losses) loss += l;
   p_.net_outputs = loss / n;  // the global batch's loss: the ranks' batches are equal
@@ -174,6 +176,18 @@ Status TrainLoop::Sink(uint32_t steps) {
   p_.host_round_trips = m_.device->control_round_trips();
   UpdateEpochTimes();
   return Status::Ok();
+}
+
+// The schedule's rate, reported last by every rank that reports the loss
+// (all ranks compute the same rate from the same step count).
+void TrainLoop::ReadLearningRate() {
+  for (const SinkResult& res : results_) {
+    if (res.reports.size() < 2) continue;
+    const ReportedTensor& lr = res.reports.back();
+    if (lr.dtype != DType::F32 || lr.data.size() != sizeof(float)) continue;
+    p_.learning_rate = lr.scalar();
+    return;
+  }
 }
 
 Status TrainLoop::ReadLossScale() {
@@ -210,6 +224,7 @@ Status TrainLoop::Run(bool* stopped) {
   p_.global_batch = int64_t{initial_epoch_} * plan_.steps_per_epoch;
   // The device's overflow count goes on from earlier runs and checkpoints.
   p_.total_overflow_steps = m_.overflow_steps_seen;
+  p_.lr_scheduled = m_.lr_scheduled;
   p_.device_num = static_cast<int>(m_.world_size);  // one process per rank: the world's, not this process's one
   // Data parallel: each replica of the pipeline reads its own batch; the
   // ranks of a semi-auto stage read the same one.

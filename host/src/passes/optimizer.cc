@@ -91,7 +91,9 @@ Status ValidateOptimizer(const OptimizerSpec& s) {
   }
   const std::string who = std::string(KindName(s.kind)) + ": ";
   auto finite = [](float v) { return std::isfinite(v); };
-  if (!finite(s.learning_rate) || !(s.learning_rate > 0)) {
+  if (s.schedule.enabled()) {
+    SINKRT_RETURN_IF_ERROR(ValidateLrSchedule(s.schedule), KindName(s.kind));
+  } else if (!finite(s.learning_rate) || !(s.learning_rate > 0)) {
     return InvalidArgument(who + "learning_rate must be > 0, but got " + std::to_string(s.learning_rate));
   }
   if (!finite(s.weight_decay) || s.weight_decay < 0) {
@@ -148,20 +150,31 @@ Status CheckGrads(const Graph& g, const std::vector<ParamGrad>& grads) {
   return Status::Ok();
 }
 
-TensorId State(Graph& g, const std::string& name, const Shape& shape, InitSpec init) {
+TensorId State(Graph& g, const std::string& name, const Shape& shape, InitSpec init, DType dtype = DType::F32) {
   TensorInfo t;
   t.name = name;
-  t.dtype = DType::F32;
+  t.dtype = dtype;
   t.shape = shape;
   t.kind = TensorKind::OptState;
   t.init = std::move(init);
   return g.AddTensor(std::move(t));
 }
 
+// The schedule's rate for this step (docs/guide/lr_schedules.md): "lr/step"
+// counts optimizer steps (MindSpore's global_step, an int32 [1] Parameter
+// starting at 0); LrSchedule reads it before any update. Its f32 [1] "lr"
+// is what the updates read.
+TensorId AppendLrSchedule(Graph& g, const LrSchedule& schedule, TensorId* step) {
+  *step = State(g, "lr/step", {1}, InitSpec::Zeros(), DType::I32);
+  OpAttrs a;
+  a.lr_schedule = schedule;
+  return g.AddOp(OpCode::LrSchedule, {*step}, a, {{{1}, DType::F32}}, "lr").at(0);
+}
+
 }  // namespace
 
 Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const OptimizerSpec& spec,
-                       TensorId loss_scale_status, const std::vector<ParamGrad>& update_on) {
+                       TensorId loss_scale_status, const std::vector<ParamGrad>& update_on, TensorId* lr_out) {
   if (!g.status().ok()) return g.status();
   SINKRT_RETURN_IF_ERROR(ValidateOptimizer(spec), "AppendOptimizer");
   SINKRT_RETURN_IF_ERROR(CheckGrads(g, grads));
@@ -179,13 +192,20 @@ Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const Opti
     return u;
   };
 
-  // The update's inputs, with the loss-scale status last when there is one.
+  // A schedule's rate, computed before any update reads it.
+  TensorId step = kInvalidTensor, lr = kInvalidTensor;
+  if (spec.schedule.enabled()) lr = AppendLrSchedule(g, spec.schedule, &step);
+  if (lr_out) *lr_out = lr;
+  // The update's inputs (schemas/common.fbs, SgdOptions): its own operands,
+  // the rate tensor under a schedule, the loss-scale status last.
   auto with_status = [&](std::vector<TensorId> inputs) {
+    if (lr != kInvalidTensor) inputs.push_back(lr);
     if (loss_scale_status != kInvalidTensor) inputs.push_back(loss_scale_status);
     return inputs;
   };
   OpAttrs attrs;
-  attrs.learning_rate = spec.learning_rate;
+  attrs.learning_rate = spec.schedule.enabled() ? 0.0f : spec.learning_rate;
+  attrs.lr_input = lr != kInvalidTensor;
   attrs.weight_decay = spec.weight_decay;
   switch (spec.kind) {
     case OptimizerKind::SGD:
@@ -211,7 +231,9 @@ Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const Opti
       attrs.epsilon = spec.epsilon;
       // β₁ᵗ and β₂ᵗ advance once per step, before any parameter reads them.
       const TensorId powers = State(g, "adam/powers", {2}, InitSpec::Constant(1.0f));
-      g.AddOp(OpCode::AdamPowers, with_status({powers}), attrs, {});
+      std::vector<TensorId> powers_in = {powers};
+      if (loss_scale_status != kInvalidTensor) powers_in.push_back(loss_scale_status);
+      g.AddOp(OpCode::AdamPowers, powers_in, attrs, {});
       for (size_t i = 0; i < grads.size(); ++i) {
         SINKRT_ASSIGN_OR_RETURN(const ParamGrad u, target(i));
         const std::string name = g.tensor(grads[i].param).name;
@@ -222,6 +244,14 @@ Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const Opti
       }
       break;
     }
+  }
+  // The step advances after every update has read the rate; an overflowed
+  // step skips it as it skips the updates (MindSpore's optimizer, whose
+  // get_lr advances global_step, does not run then).
+  if (step != kInvalidTensor) {
+    std::vector<TensorId> in = {step};
+    if (loss_scale_status != kInvalidTensor) in.push_back(loss_scale_status);
+    g.AddOp(OpCode::StepAdvance, in, {}, {}, "lr/advance");
   }
   return g.status().WithContext("AppendOptimizer");
 }

@@ -184,7 +184,7 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
           g.AddOp(OpCode::AllReduce, {tg.loss_scale_status}, any, {{{2}, DType::F32}}, "loss_scale/status").at(0);
     }
   }
-  SINKRT_RETURN_IF_ERROR(AppendOptimizer(g, tg.grads, optimizer, tg.loss_scale_status, update_on),
+  SINKRT_RETURN_IF_ERROR(AppendOptimizer(g, tg.grads, optimizer, tg.loss_scale_status, update_on, &tg.learning_rate),
                          GraphContext(forward) + ": optimizer");
   if (loss_scale.enabled()) {
     OpAttrs update;
@@ -222,6 +222,7 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
     tg.train_reports.push_back(tg.loss_scale);
     tg.train_reports.push_back(tg.loss_scale_counters);
   }
+  if (tg.learning_rate != kInvalidTensor) tg.train_reports.push_back(tg.learning_rate);
   if (with_eval) {
     for (size_t i = 0; i < tg.forward_ops; ++i) tg.eval_program.push_back(i);
     for (size_t i = tg.train_ops; i < g.ops().size(); ++i) tg.eval_program.push_back(i);

@@ -61,7 +61,12 @@ struct TrainingGraph {
   TensorId loss_scale = kInvalidTensor;
   TensorId loss_scale_counters = kInvalidTensor;
   TensorId loss_scale_status = kInvalidTensor;
-  std::vector<TensorId> train_reports;  // [loss], then [loss_scale, loss_scale_counters] when scaled
+  // A learning-rate schedule's f32 [1] rate of the step (LrSchedule's
+  // output, docs/guide/lr_schedules.md); kInvalidTensor without.
+  TensorId learning_rate = kInvalidTensor;
+  // [loss], then [loss_scale, loss_scale_counters] when scaled, then the
+  // schedule's learning_rate when there is one
+  std::vector<TensorId> train_reports;
   // Optimizer parallel: the sharded parameters (grads order), and one line
   // per parameter saying what was decided (parallel::DescribeShard).
   std::vector<OptimizerShard> optimizer_shards;

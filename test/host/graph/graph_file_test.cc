@@ -126,6 +126,32 @@ void ExpectRoundTrip(const Graph& g, const std::optional<OptimizerSpec>& opt) {
 TEST(GraphFileTest, MlpRoundTrips) { ExpectRoundTrip(ZooMlp(), OptimizerSpec::Momentum(0.01f, 0.9f)); }
 TEST(GraphFileTest, LeNetRoundTrips) { ExpectRoundTrip(ZooLeNet(), OptimizerSpec::Adam(0.001f)); }
 TEST(GraphFileTest, EveryOpRoundTrips) { ExpectRoundTrip(AllOps(), std::nullopt); }
+
+// Format 1.3: the optimizer's learning-rate schedule travels whole, binary
+// and JSON (docs/guide/lr_schedules.md).
+TEST(GraphFileTest, LearningRateSchedulesRoundTrip) {
+  using host::LrSchedule;
+  for (const LrSchedule& s :
+       {LrSchedule::WarmupCosine(1e-3, 1e-5, 500, 9500), LrSchedule::PolynomialDecay(0.1, 0.001, 300, 0.5, true),
+        LrSchedule::NaturalExpDecay(0.1, 0.003, 100, true), LrSchedule::Table({0.1, 0.05, 0.01})}) {
+    OptimizerSpec opt = OptimizerSpec::Adam(0.001f);
+    opt.schedule = s;
+    ExpectRoundTrip(ZooMlp(), opt);
+    auto file = ParseGraph(MustSerialize(ZooMlp(), opt), "mem");
+    ASSERT_TRUE(file.ok() && file->optimizer) << file.status().message();
+    const LrSchedule& got = file->optimizer->schedule;
+    EXPECT_EQ(got.kind, s.kind);
+    EXPECT_EQ(got.learning_rate, s.learning_rate);
+    EXPECT_EQ(got.end_learning_rate, s.end_learning_rate);
+    EXPECT_EQ(got.decay_rate, s.decay_rate);
+    EXPECT_EQ(got.decay_steps, s.decay_steps);
+    EXPECT_EQ(got.warmup_steps, s.warmup_steps);
+    EXPECT_EQ(got.power, s.power);
+    EXPECT_EQ(got.is_stair, s.is_stair);
+    EXPECT_EQ(got.update_decay_steps, s.update_decay_steps);
+    EXPECT_EQ(got.values, s.values);
+  }
+}
 TEST(GraphFileTest, EveryForwardOpIsInTheEveryOpGraph) {
   std::set<OpCode> used;
   const Graph g = AllOps();  // not AllOps().ops(): the temporary would die before the loop
@@ -723,6 +749,19 @@ TEST(GraphFileErrorTest, OptimizerValuesTheFlagsRefuse) {
   ExpectError(ParseTiny(Edit(kTiny, "{\"kind\": \"SGD\", \"learning_rate\": 0.5}",
                              "{\"kind\": \"Momentum\", \"learning_rate\": 0.5, \"momentum\": -0.5}")),
               {"bad.json: field 'optimizer': Momentum: momentum must be >= 0"});
+  // A hand-written schedule gets MindSpore's checks too.
+  auto file =
+      ParseTiny(Edit(kTiny, "\"learning_rate\": 0.5}",
+                     "\"learning_rate\": 0.5, \"schedule\": {\"kind\": \"WarmupCosine\", \"learning_rate\": 0.1, "
+                     "\"end_learning_rate\": 1e-4, \"warmup_steps\": 5, \"decay_steps\": 20}}"));
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  EXPECT_EQ(file->optimizer->schedule.kind, host::LrScheduleKind::WarmupCosine);
+  EXPECT_EQ(file->optimizer->schedule.decay_steps, 20);
+  ExpectError(
+      ParseTiny(Edit(kTiny, "\"learning_rate\": 0.5}",
+                     "\"learning_rate\": 0.5, \"schedule\": {\"kind\": \"CosineDecay\", \"learning_rate\": 0.1}}")),
+      {"bad.json: field 'optimizer': SGD",
+       "For 'CosineDecayLR', the 'decay_steps' must be int and must > 0, but got '0' with type 'int'."});
 }
 
 TEST(GraphFileErrorTest, NeitherBinaryNorJson) {

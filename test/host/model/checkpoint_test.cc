@@ -119,6 +119,19 @@ TEST_F(CheckpointDir, AdamResumeIsBitwiseExact) {
   ExpectExactResume(dir_ / "nonsink", OptimizerSpec::Adam(0.01f), false, -1);
 }
 
+// A learning-rate schedule (docs/guide/lr_schedules.md): its step counter
+// lr/step is optimizer state, so the resumed run continues the schedule
+// where it stopped and ends bitwise as the run that never stopped (the
+// decay spans the four epochs, so the rate differs at every step).
+TEST_F(CheckpointDir, ScheduledResumeIsBitwiseExact) {
+  OptimizerSpec opt = OptimizerSpec::Adam(0.0f);
+  opt.schedule = host::LrSchedule::WarmupCosine(0.02, 1e-4, 4, 16);
+  ExpectExactResume(dir_ / "sink", opt, true, 3);
+  OptimizerSpec table = OptimizerSpec::Momentum(0.0f, 0.9f);
+  table.schedule = host::LrSchedule::Table({0.05, 0.04, 0.03, 0.02, 0.01, 0.005, 0.0025});
+  ExpectExactResume(dir_ / "nonsink", table, false, -1);
+}
+
 TEST_F(CheckpointDir, CheckpointHoldsEveryParamAndOptimizerState) {
   testing::CountingDevice dev;
   auto model = MakeModel(dev, OptimizerSpec::Adam(0.01f));

@@ -54,7 +54,12 @@ struct CallbackParams {
   int64_t overflow_steps = 0;
   int64_t total_overflow_steps = 0;
   /// @}
-  Model* model = nullptr;  ///< the Model training
+  /// With a learning-rate schedule (docs/guide/lr_schedules.md): the rate
+  /// the sink's last step used, read with the sink's outputs (no extra
+  /// round trip); 0 without a schedule.
+  double learning_rate = 0;
+  bool lr_scheduled = false;  ///< whether learning_rate comes from a schedule
+  Model* model = nullptr;     ///< the Model training
 };
 
 /// What every hook gets: the params, and a way to stop training.

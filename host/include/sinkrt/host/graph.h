@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sinkrt/host/init_kind.h"
+#include "sinkrt/host/lr_schedule.h"
 #include "sinkrt/host/op_code.h"
 #include "sinkrt/runtime/dtype.h"
 #include "sinkrt/runtime/status.h"
@@ -126,6 +127,11 @@ struct OpAttrs {
   float learning_rate = 0, momentum = 0, weight_decay = 0;
   /// @}
   bool nesterov = false;  ///< optimizers: Nesterov momentum
+  /// Update ops: the rate is an f32 [1] input (LrSchedule's output) after
+  /// the op's own operands and before the loss-scale status, not
+  /// learning_rate (schemas/common.fbs, SgdOptions).
+  bool lr_input = false;
+  LrSchedule lr_schedule;  ///< LrSchedule: the schedule it computes
   /// Adam's coefficients.
   /// @{
   float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;

@@ -26,6 +26,7 @@
 #include "sinkrt/host/local_cluster.h"
 #include "sinkrt/host/local_device_limit.h"
 #include "sinkrt/host/loss_scale.h"
+#include "sinkrt/host/lr_schedule.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/op_code.h"

@@ -82,6 +82,10 @@ enum class OpCode : uint16_t {
   // is grad · status[1]
   GradOverflow = 84,     ///< loss_scale [], grads... -> status [2] f32: (any inf/NaN ? 1 : 0, 1/loss_scale)
   LossScaleUpdate = 85,  ///< loss_scale [], counters [3] i32, status [2]: MindSpore's update cell, in place
+  // learning-rate schedules (docs/guide/lr_schedules.md; compiler-made from
+  // OptimizerSpec::schedule, never in a graph file's ops)
+  LrSchedule = 86,   ///< step [1] i32 -> lr [1] f32, in f64 rounded once
+  StepAdvance = 87,  ///< step [1] i32 (, status [2]): step += 1 in place, not on an overflow
   // evaluation
   ArgMaxAccuracy = 90,  ///< number of rows whose argmax equals the label
   // compiler-made (sunk eval, docs/design/compiler.md; never in a graph file):

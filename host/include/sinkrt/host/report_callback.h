@@ -30,6 +30,8 @@
 /// for a neighbour stage). A NaN loss is written as null. Under loss scaling
 /// (docs/guide/loss_scale.md) the record also has "loss_scale" (after the epoch's
 /// last step) and "overflow_steps" (its steps whose update was skipped).
+/// With a learning-rate schedule (docs/guide/lr_schedules.md) it has
+/// "learning_rate": the rate of the epoch's last step (a sink's end).
 /// Whatever comes after training (an end record with the test accuracy) the
 /// caller adds with Write() (any JSON value with nlohmann's dump(), which
 /// this header does not include) or WriteLine().

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "host/src/graph/file/graph_file_internal.h"
+#include "host/src/graph/file/lr_schedule_options.h"
 #include "host/src/graph/file/op_options.h"
 #include "host/src/util/fb_vectors.h"
 #include "host/src/util/schema_enums.h"
@@ -483,6 +484,7 @@ Result<std::optional<OptimizerSpec>> Reader::Optimizer() const {
   o.beta2 = d->beta2();
   o.epsilon = d->epsilon();
   o.weight_decay = d->weight_decay();
+  SINKRT_ASSIGN_OR_RETURN(o.schedule, ReadLrSchedule(d->schedule()), source_ + ": field 'optimizer.schedule'");
   // Checked here too, so a file with a value sinkrun's flags refuse is
   // refused as it is read, naming the file.
   SINKRT_RETURN_IF_ERROR(ValidateOptimizer(o), source_ + ": field 'optimizer'");

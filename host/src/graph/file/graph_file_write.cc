@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "host/src/graph/file/graph_file_internal.h"
+#include "host/src/graph/file/lr_schedule_options.h"
 #include "host/src/graph/file/op_options.h"
 #include "host/src/util/schema_enums.h"
 
@@ -49,8 +50,10 @@ fbs::Offset<fb::Optimizer> WriteOptimizer(fbs::FlatBufferBuilder& fbb, const Opt
       kind = fb::OptimizerKind::Adam;
       break;
   }
+  // Absent without a schedule, so such files keep their bytes.
+  const fbs::Offset<fb::LrScheduleOptions> schedule = o.schedule.enabled() ? WriteLrSchedule(fbb, o.schedule) : 0;
   return fb::CreateOptimizer(fbb, kind, o.learning_rate, o.momentum, o.nesterov, o.beta1, o.beta2, o.epsilon,
-                             o.weight_decay);
+                             o.weight_decay, schedule);
 }
 
 // Absent when the op has none, so files without strategies keep their bytes.

@@ -1,5 +1,7 @@
 #include "host/src/graph/file/op_options.h"
 
+#include "host/src/graph/file/lr_schedule_options.h"
+
 #include "host/src/util/fb_vectors.h"
 #include "host/src/util/schema_enums.h"
 
@@ -47,6 +49,7 @@ template <typename T>
 void ReadRateAndDecay(const T* o, OpAttrs& a) {
   a.learning_rate = o->learning_rate();
   a.weight_decay = o->weight_decay();
+  a.lr_input = o->lr_input();
 }
 
 }  // namespace
@@ -90,6 +93,8 @@ fb::OpOptions OpOptionsTypeFor(OpCode op) {
     case OpCode::AdamUpdate:
     case OpCode::AdamPowers:
       return OpOptions::AdamOptions;
+    case OpCode::LrSchedule:
+      return OpOptions::LrScheduleOptions;
     case OpCode::LayerNorm:
     case OpCode::LayerNormGrad:
       return OpOptions::LayerNormOptions;
@@ -138,11 +143,18 @@ std::pair<fb::OpOptions, fbs::Offset<void>> OpAttrsFor(fbs::FlatBufferBuilder& f
     case OpOptions::FillOptions:
       return {type, fb::CreateFillOptions(fbb, a.value).Union()};
     case OpOptions::SgdOptions:
-      return {type, fb::CreateSgdOptions(fbb, a.learning_rate, a.weight_decay).Union()};
+      return {type, fb::CreateSgdOptions(fbb, a.learning_rate, a.weight_decay, a.lr_input).Union()};
     case OpOptions::MomentumOptions:
-      return {type, fb::CreateMomentumOptions(fbb, a.learning_rate, a.momentum, a.nesterov, a.weight_decay).Union()};
+      return {
+          type,
+          fb::CreateMomentumOptions(fbb, a.learning_rate, a.momentum, a.nesterov, a.weight_decay, a.lr_input).Union()};
     case OpOptions::AdamOptions:
-      return {type, fb::CreateAdamOptions(fbb, a.learning_rate, a.beta1, a.beta2, a.epsilon, a.weight_decay).Union()};
+      // AdamPowers reads no rate: lr_input travels with AdamUpdate only.
+      return {type, fb::CreateAdamOptions(fbb, a.learning_rate, a.beta1, a.beta2, a.epsilon, a.weight_decay,
+                                          op == OpCode::AdamUpdate && a.lr_input)
+                        .Union()};
+    case OpOptions::LrScheduleOptions:
+      return {type, WriteLrSchedule(fbb, a.lr_schedule).Union()};
     case OpOptions::LayerNormOptions:
       return {type, fb::CreateLayerNormOptions(fbb, a.layer_norm_epsilon).Union()};
     case OpOptions::CastOptions:
@@ -267,6 +279,11 @@ Result<OpAttrs> OpAttrsFromOptions(OpCode op, fb::OpOptions type, const void* op
     case OpOptions::MetricSumOptions: {
       const auto* o = OrDefault<fb::MetricSumOptions>(options);
       if (o->weights()) a.weights.assign(o->weights()->begin(), o->weights()->end());
+      break;
+    }
+    case OpOptions::LrScheduleOptions: {
+      SINKRT_ASSIGN_OR_RETURN(a.lr_schedule, ReadLrSchedule(static_cast<const fb::LrScheduleOptions*>(options)),
+                              "field 'options'");
       break;
     }
     case OpOptions::LossScaleOptions: {

@@ -93,6 +93,9 @@ Status ReportCallback::on_train_epoch_end(RunContext& run_context) {
     record["loss_scale"] = p.loss_scale;
     record["overflow_steps"] = p.total_overflow_steps - epoch_begin_overflows_;
   }
+  // A learning-rate schedule (docs/guide/lr_schedules.md): the rate the
+  // epoch's last step used, as the device reported it with the loss.
+  if (p.lr_scheduled) record["learning_rate"] = p.learning_rate;
   return Write(record);
 }
 

@@ -371,7 +371,11 @@ Result<passes::TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& s
   // A stage may hold no parameter (an activation or the loss alone, when
   // there are more stages than layers with weights): it forwards and
   // differentiates for its neighbours and has nothing to update.
-  if (!grads.empty()) SINKRT_RETURN_IF_ERROR(AppendOptimizer(u, grads, spec.optimizer), where + ": optimizer");
+  // Each stage with parameters counts the optimizer steps itself: one per
+  // pipeline step, so every stage's schedule is at the same step.
+  TensorId lr = kInvalidTensor;
+  if (!grads.empty())
+    SINKRT_RETURN_IF_ERROR(AppendOptimizer(u, grads, spec.optimizer, kInvalidTensor, {}, &lr), where + ": optimizer");
   SINKRT_RETURN_IF_ERROR(u.status(), where);
   out.grads = std::move(grads);
   out.forward_ops = 0;
@@ -380,6 +384,7 @@ Result<passes::TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& s
   for (TensorId t = 0; t < u.tensors().size(); ++t)
     if (u.tensor(t).kind == TensorKind::Input) out.inputs.push_back(t);
   if (out.loss != kInvalidTensor) out.train_reports = {out.loss};
+  if (out.loss != kInvalidTensor && lr != kInvalidTensor) out.train_reports.push_back(lr);
   if (spec.eval_schedule) SINKRT_RETURN_IF_ERROR(AddEval(spec, tpl, shared, out), where + " eval_step");
   return out;
 }
