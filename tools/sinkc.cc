@@ -150,7 +150,12 @@ void PrintSummary(const Flags& f, const host::GraphFile& file, const host::Compi
             << file.graph.tensors().size() << " tensors, " << file.graph.ops().size() << " ops, loss '"
             << file.graph.tensor(file.graph.loss()).name << "'\n";
   const host::OptimizerSpec& s = o.optimizer;
-  std::cout << "  optimizer " << host::OptimizerKindName(s.kind) << " lr " << s.learning_rate;
+  std::cout << "  optimizer " << host::OptimizerKindName(s.kind) << " lr ";
+  if (s.schedule.enabled()) {
+    std::cout << host::DescribeLrSchedule(s.schedule);  // on the device (docs/guide/lr_schedules.md)
+  } else {
+    std::cout << s.learning_rate;
+  }
   if (s.kind == host::OptimizerKind::Momentum) std::cout << " momentum " << s.momentum;
   std::cout << '\n';
   const auto cols = job.train_columns();

@@ -312,6 +312,22 @@ TEST_F(SinkdumpTest, ShowsTheLossScaleTasksAndState) {
     EXPECT_NE(r.out.find(fragment), std::string::npos) << fragment << " not in:\n" << r.out;
 }
 
+// A learning-rate schedule (docs/guide/lr_schedules.md): the LrSchedule task
+// with its kind and arguments, the counter, and updates reading the rate.
+TEST_F(SinkdumpTest, ShowsTheLearningRateSchedule) {
+  host::CompileOptions options;
+  options.optimizer = host::OptimizerSpec::Momentum(0.1f, 0.9f);
+  options.optimizer.schedule = host::LrSchedule::WarmupCosine(0.05, 1e-4, 10, 90);
+  auto compiled = host::Compile(testing::MakeMlp(8, {16, 12, 4}), options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
+  const fs::path path = WriteVariant("mlp_lr_schedule.tstream", compiled->stream.bytes());
+  RunResult r = Run(Quoted(path));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* fragment : {"LrSchedule", "schedule=WarmupCosine", "warmup_steps=10", "decay_steps=90",
+                               "StepAdvance", "lr/step", "lr=input", "reports [loss, lr]"})
+    EXPECT_NE(r.out.find(fragment), std::string::npos) << fragment << " not in:\n" << r.out;
+}
+
 TEST_F(SinkdumpTest, JsonKeyOrderIsStable) {
   RunResult a = Run(Quoted(*mlp_) + " --json");
   RunResult b = Run(Quoted(*mlp_) + " --json");

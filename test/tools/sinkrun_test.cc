@@ -1422,6 +1422,32 @@ TEST_F(SinkrunTest, LossScaleManagerReportsTheScheduleAndRefusesBadArguments) {
   ExpectRefused(std::string(kSmall) + " --loss-scale-manager static", "is not a loss scale manager");
 }
 
+// --lr-schedule (docs/guide/lr_schedules.md): warmup then cosine over the
+// run's 128 steps, computed on the device; each epoch record has the rate
+// of the sink's last step (steps 63 and 127), the header and the end
+// record name the schedule, and bad text is refused before training.
+TEST_F(SinkrunTest, LrScheduleReportsTheRateAtEachSinksEnd) {
+  RunResult r = Run(std::string(kSmall) + " --lr 0.1 --lr-schedule cosine:warmup=10,min=1e-3" + ReportFlag());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string text =
+      "WarmUpLR(learning_rate=0.1, warmup_steps=10) then CosineDecayLR(min_lr=0.001, max_lr=0.1, decay_steps=118)";
+  EXPECT_NE(r.out.find("(lr " + text), std::string::npos) << r.out;
+  const std::vector<json> lines = ReadReport();
+  ASSERT_EQ(lines.size(), 3u);
+  const double pi = 3.14159265358979323846;
+  for (int e = 0; e < 2; ++e) {
+    const double p = (e == 0 ? 63.0 : 127.0) - 10;
+    const double want = 1e-3 + 0.5 * (0.1 - 1e-3) * (1 + std::cos(pi * p / 118));
+    EXPECT_EQ(lines[e]["learning_rate"].get<double>(), static_cast<double>(static_cast<float>(want)))
+        << "epoch " << e + 1;
+  }
+  EXPECT_EQ(lines[2]["lr_schedule"], text);
+  fs::remove(Report());
+  ExpectRefused(std::string(kSmall) + " --lr-schedule cosine:min=0.5", "--lr-schedule cosine:min=0.5: For "
+                "'CosineDecayLR', the 'max_lr' must be greater than the 'min_lr'");
+  ExpectRefused(std::string(kSmall) + " --lr-schedule step:gamma=0.1", "unknown schedule 'step'");
+}
+
 // Optimizer parallel (docs/guide/parallel_optimizer.md) on two real sinkd
 // daemons: each holds half of the large parameters' Adam state, and the
 // run is the plain data-parallel one (two ranks: a + b is b + a, so
