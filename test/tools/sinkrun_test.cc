@@ -1443,7 +1443,8 @@ TEST_F(SinkrunTest, LrScheduleReportsTheRateAtEachSinksEnd) {
   }
   EXPECT_EQ(lines[2]["lr_schedule"], text);
   fs::remove(Report());
-  ExpectRefused(std::string(kSmall) + " --lr-schedule cosine:min=0.5", "--lr-schedule cosine:min=0.5: For "
+  ExpectRefused(std::string(kSmall) + " --lr-schedule cosine:min=0.5",
+                "--lr-schedule cosine:min=0.5: For "
                 "'CosineDecayLR', the 'max_lr' must be greater than the 'min_lr'");
   ExpectRefused(std::string(kSmall) + " --lr-schedule step:gamma=0.1", "unknown schedule 'step'");
 }

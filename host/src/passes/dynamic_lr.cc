@@ -43,8 +43,8 @@ Result<std::vector<double>> PiecewiseConstantLr(const std::vector<int64_t>& mile
     SINKRT_RETURN_IF_ERROR(CheckPositiveInt(nullptr, m.c_str(), milestone[i]));
     const std::string r = "learning_rates[" + std::to_string(i) + "]";
     if (!std::isfinite(learning_rates[i]))
-      return InvalidArgument(Who(nullptr, r.c_str()) + " must be a legal float, but got '" +
-                             Repr(learning_rates[i]) + "'.");
+      return InvalidArgument(Who(nullptr, r.c_str()) + " must be a legal float, but got '" + Repr(learning_rates[i]) +
+                             "'.");
     if (milestone[i] < last)
       return InvalidArgument("For 'piecewise_constant_lr', the value of milestone[" + std::to_string(i) +
                              "] must be greater than milestone[" + std::to_string(i - 1) + "], but got milestone[" +
@@ -103,9 +103,10 @@ Result<std::vector<double>> CosineDecayLr(double min_lr, double max_lr, int64_t 
   SINKRT_RETURN_IF_ERROR(CheckPositiveInt(nullptr, "step_per_epoch", step_per_epoch));
   SINKRT_RETURN_IF_ERROR(CheckPositiveInt(nullptr, "decay_epoch", decay_epoch));
   if (min_lr >= max_lr)
-    return InvalidArgument("For 'cosine_decay_lr', the 'max_lr' should be greater than the 'min_lr', but got "
-                           "'max_lr' value: " +
-                           Repr(max_lr) + ", 'min_lr' value: " + Repr(min_lr) + ".");
+    return InvalidArgument(
+        "For 'cosine_decay_lr', the 'max_lr' should be greater than the 'min_lr', but got "
+        "'max_lr' value: " +
+        Repr(max_lr) + ", 'min_lr' value: " + Repr(min_lr) + ".");
   const double delta = 0.5 * (max_lr - min_lr);
   const double d = static_cast<double>(decay_epoch);
   std::vector<double> lr;
@@ -147,8 +148,7 @@ Result<std::vector<double>> WarmupLr(double learning_rate, int64_t total_step, i
   SINKRT_RETURN_IF_ERROR(CheckPositiveInt(nullptr, "step_per_epoch", step_per_epoch));
   const double w = static_cast<double>(warmup_epoch);
   std::vector<double> lr;
-  for (int64_t i = 0; i < total_step; ++i)
-    lr.push_back(learning_rate * std::min(Epoch(i, step_per_epoch), w) / w);
+  for (int64_t i = 0; i < total_step; ++i) lr.push_back(learning_rate * std::min(Epoch(i, step_per_epoch), w) / w);
   return lr;
 }
 

@@ -153,8 +153,9 @@ Result<LrSchedule> Decay(const Reader& r, LrScheduleKind kind, double lr) {
 
 Result<LrSchedule> Piecewise(const Reader& r) {
   SINKRT_RETURN_IF_ERROR(r.CheckKeys({"milestones", "rates"}));
-  SINKRT_ASSIGN_OR_RETURN(const std::vector<int64_t> milestones,
-                          (r.List<int64_t>("milestones", [](const char* s, char** e) { return std::strtoll(s, e, 10); })));
+  SINKRT_ASSIGN_OR_RETURN(
+      const std::vector<int64_t> milestones,
+      (r.List<int64_t>("milestones", [](const char* s, char** e) { return std::strtoll(s, e, 10); })));
   SINKRT_ASSIGN_OR_RETURN(const std::vector<double> rates,
                           (r.List<double>("rates", [](const char* s, char** e) { return std::strtod(s, e); })));
   SINKRT_ASSIGN_OR_RETURN(const std::vector<double> table, PiecewiseConstantLr(milestones, rates));

@@ -83,14 +83,14 @@ TEST(DynamicLr, MindSporesExamples) {
              {0.1, 0.1, 0.1, 0.1, 0.016529888822158657, 0.016529888822158657});
   ExpectList(host::InverseDecayLr(0.1, 0.5, 6, 1, 1, true),
              {0.1, 0.06666666666666667, 0.05, 0.04, 0.03333333333333333, 0.028571428571428574});
-  ExpectList(host::CosineDecayLr(0.01, 0.1, 6, 2, 2),
-             {0.1, 0.1, 0.05500000000000001, 0.05500000000000001, 0.01, 0.01});
+  ExpectList(host::CosineDecayLr(0.01, 0.1, 6, 2, 2), {0.1, 0.1, 0.05500000000000001, 0.05500000000000001, 0.01, 0.01});
   ExpectList(host::PolynomialDecayLr(0.1, 0.01, 6, 2, 2, 0.5),
              {0.1, 0.1, 0.07363961030678928, 0.07363961030678928, 0.01, 0.01});
   ExpectList(host::WarmupLr(0.1, 6, 2, 2), {0.0, 0.0, 0.05, 0.05, 0.1, 0.1});
   auto bad = host::PiecewiseConstantLr({2, 5}, {0.1});
-  ExpectInvalid(bad.status(), "For 'piecewise_constant_lr', the size of 'milestone' must be same with the size of "
-                              "'learning_rates', but got 'milestone' size: 2, 'learning_rates' size: 1.");
+  ExpectInvalid(bad.status(),
+                "For 'piecewise_constant_lr', the size of 'milestone' must be same with the size of "
+                "'learning_rates', but got 'milestone' size: 2, 'learning_rates' size: 1.");
   ExpectInvalid(host::PiecewiseConstantLr({5, 2}, {0.1, 0.2}).status(),
                 "the value of milestone[1] must be greater than milestone[0]");
   ExpectInvalid(host::WarmupLr(0.1, 0, 2, 2).status(),
@@ -158,7 +158,8 @@ struct Trained {
 // Trains the small MLP for `epochs` epochs of `rows` samples, sunk with
 // `sink_size` or step by step.
 Trained Train(const OptimizerSpec& opt, int64_t rows, int epochs, bool sink, int sink_size, int accumulation = 1,
-          const host::LossScaleManager& ls = host::LossScaleManager::None(), const testing::SyntheticData* data = nullptr) {
+              const host::LossScaleManager& ls = host::LossScaleManager::None(),
+              const testing::SyntheticData* data = nullptr) {
   Trained out;
   testing::InProcessWorld world(1);
   host::ModelOptions o;

@@ -35,15 +35,15 @@ enum class LrScheduleKind : uint8_t {
 /// factories; ValidateLrSchedule checks it with MindSpore's messages.
 struct LrSchedule {
   LrScheduleKind kind = LrScheduleKind::None;  ///< which formula
-  double learning_rate = 0;      ///< the start rate; the cosines' max_lr
-  double end_learning_rate = 0;  ///< PolynomialDecay's end; the cosines' min_lr
-  double decay_rate = 0;         ///< Exponential/NaturalExp/InverseDecay
-  int64_t decay_steps = 0;       ///< every kind but WarmUp and Table
-  int64_t warmup_steps = 0;      ///< WarmUp, WarmupCosine
-  double power = 0;              ///< PolynomialDecay
-  bool is_stair = false;         ///< Exponential/NaturalExp/InverseDecay
-  bool update_decay_steps = false;  ///< PolynomialDecay
-  std::vector<float> values;        ///< Table: the rate at each step
+  double learning_rate = 0;                    ///< the start rate; the cosines' max_lr
+  double end_learning_rate = 0;                ///< PolynomialDecay's end; the cosines' min_lr
+  double decay_rate = 0;                       ///< Exponential/NaturalExp/InverseDecay
+  int64_t decay_steps = 0;                     ///< every kind but WarmUp and Table
+  int64_t warmup_steps = 0;                    ///< WarmUp, WarmupCosine
+  double power = 0;                            ///< PolynomialDecay
+  bool is_stair = false;                       ///< Exponential/NaturalExp/InverseDecay
+  bool update_decay_steps = false;             ///< PolynomialDecay
+  std::vector<float> values;                   ///< Table: the rate at each step
 
   bool enabled() const { return kind != LrScheduleKind::None; }  ///< a schedule, not the fixed rate
 

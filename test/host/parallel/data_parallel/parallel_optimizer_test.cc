@@ -73,6 +73,8 @@ struct ZeroRun {
   // Every AllReduce one gradient (comm_fusion off) by the ring: the order a
   // ReduceScatter sums in.
   bool ring_order = false;
+  // Warmup then cosine on the device (docs/guide/lr_schedules.md).
+  bool schedule = false;
 };
 
 host::ModelOptions OptionsOf(const ZeroRun& s) {
@@ -102,8 +104,10 @@ struct Trained {
 // the whole state.
 Trained Train(const ZeroRun& s, int64_t steps) {
   World world(s.ranks, DeviceOptionsOf(s));
-  auto m = Model::Create(Network(s.net, s.batch), LossSpec::SparseSoftmaxCrossEntropy(), Optimizer(s.optimizer),
-                         world.links, OptionsOf(s));
+  OptimizerSpec opt = Optimizer(s.optimizer);
+  if (s.schedule) opt.schedule = host::LrSchedule::WarmupCosine(opt.learning_rate, 1e-5, 5, 20);
+  auto m =
+      Model::Create(Network(s.net, s.batch), LossSpec::SparseSoftmaxCrossEntropy(), opt, world.links, OptionsOf(s));
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   if (!m.ok()) return {};
   LossRecorder rec;
@@ -198,6 +202,25 @@ TEST(ParallelOptimizer, TwoRanksAreBitwiseDataParallel) {
   const Trained zero = Train(s, 30);
   EXPECT_EQ(zero.losses, dp.losses);
   testing::ExpectSameTensors(zero.state, dp.state);
+}
+
+// A learning-rate schedule: every rank computes the rate from its own step
+// counter beside its blocks of the state, so the run stays bitwise plain
+// data parallel, the counter (whole on every rank) included.
+TEST(ParallelOptimizer, ScheduledTwoRanksAreBitwiseDataParallel) {
+  for (host::OptimizerKind kind : {host::OptimizerKind::Momentum, host::OptimizerKind::Adam}) {
+    ZeroRun s{.net = Net::Mlp, .optimizer = kind, .ranks = 2, .batch = 8, .schedule = true};
+    const Trained dp = Train(s, 30);
+    s.zero = true;
+    const Trained zero = Train(s, 30);
+    ASSERT_EQ(zero.losses.size(), 30u);
+    EXPECT_EQ(zero.losses, dp.losses) << host::OptimizerKindName(kind);
+    testing::ExpectSameTensors(zero.state, dp.state);
+    bool counted = false;
+    for (const auto& [name, t] : zero.state)
+      if (name == "lr/step") counted = t.as<int32_t>()[0] == 30;
+    EXPECT_TRUE(counted) << "lr/step is not 30";
+  }
 }
 
 // Loss scaling: each rank checks the reduced gradients it holds (its

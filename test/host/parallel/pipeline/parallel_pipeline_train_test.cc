@@ -209,6 +209,21 @@ TEST(PipelineTrain, SixLayerMlpFourStagesEightMicroBatches) {
   for (int r = 0; r < 4; ++r) EXPECT_EQ(got.reports[r].pipeline_stage, r);
 }
 
+// A learning-rate schedule (docs/guide/lr_schedules.md): every stage counts
+// the pipeline's optimizer steps (one per step, whatever the micro-batches)
+// and computes the same rate, so four stages track one device, whose loss
+// would drift from the first decayed step on if any stage were off by one.
+TEST(PipelineTrain, ScheduledFourStagesTrackOneDevice) {
+  constexpr int kSteps = 12;
+  constexpr int64_t kRows = 16;
+  const Data data = MakeData(kSteps, kRows);
+  host::OptimizerSpec opt = host::OptimizerSpec::Momentum(0.0f, 0.9f);
+  opt.schedule = host::LrSchedule::WarmupCosine(0.08, 1e-3, 3, 8);
+  const std::vector<double> want = SingleDevice(testing::MakeMlp(kRows, kSixLayers), data, kSteps, kRows, opt);
+  const PipelineRun got = Pipelined(testing::MakeMlp(kRows, kSixLayers), 4, Config(4, 8), data, kSteps, kRows, opt);
+  ExpectTracks(want, got.losses);
+}
+
 // GPipe and 1F1B run the same arithmetic in another order: the same losses.
 TEST(PipelineTrain, GpipeAndOneFOneBGiveTheSameLosses) {
   constexpr int kSteps = 8;
