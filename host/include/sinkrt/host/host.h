@@ -28,6 +28,7 @@
 #include "sinkrt/host/loss_scale.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
+#include "sinkrt/host/nn.h"
 #include "sinkrt/host/op_code.h"
 #include "sinkrt/host/optimizer.h"
 #include "sinkrt/host/parallel_context.h"
