@@ -79,9 +79,9 @@ TensorId SoftmaxCrossEntropyWithLogits(Graph& g, TensorId logits, TensorId label
   const Shape& sy = g.tensor(labels).shape;
   if (sl.size() != 2) return FailCell(g, cell, "logits must be [N,C], got " + ShapeToString(sl));
   if (sy != sl)
-    return FailCell(g, cell,
-                    "labels must have the logits' shape " + ShapeToString(sl) + " (sparse=False), got " +
-                        ShapeToString(sy));
+    return FailCell(
+        g, cell,
+        "labels must have the logits' shape " + ShapeToString(sl) + " (sparse=False), got " + ShapeToString(sy));
   // The graph has no Neg builder: the sign is a constant −1 factor (exact).
   const TensorId minus_one = g.Const(FreshName(g, std::string(cell) + ".minus_one"), {1}, InitSpec::Constant(-1.0f));
   NameScope scope(g, cell);

@@ -38,7 +38,7 @@ const BinaryCase kBinary[] = {
 
 // Same shapes, a scalar, a row vector, a column, and both sides broadcast.
 const std::pair<Shape, Shape> kShapes[] = {
-    {{17}, {17}},       {{3, 5, 7}, {}},   {{}, {4, 9}},      {{64, 129}, {129}},
+    {{17}, {17}},        {{3, 5, 7}, {}},     {{}, {4, 9}},           {{64, 129}, {129}},
     {{3, 5, 7}, {5, 1}}, {{4, 1, 6}, {3, 1}}, {{2, 3, 4}, {2, 3, 4}},
 };
 
@@ -103,8 +103,10 @@ TEST(BinaryMathKernels, EdgesFollowIeeeAndMindSpore) {
 // MindSpore's MaximumGrad/MinimumGrad: all of dy to the chosen operand, half
 // to each at a tie. The mask of a is (a, b) -> 1, 1/2 or 0.
 TEST(BinaryMathKernels, GradMasksSplitTiesInHalves) {
-  ExpectValues("MaximumGradMask", RunPairs(OpCode::MaximumGradMask, {3, 1, 2, -0.0f}, {1, 3, 2, 0}), {1, 0, 0.5f, 0.5f});
-  ExpectValues("MinimumGradMask", RunPairs(OpCode::MinimumGradMask, {3, 1, 2, -0.0f}, {1, 3, 2, 0}), {0, 1, 0.5f, 0.5f});
+  ExpectValues("MaximumGradMask", RunPairs(OpCode::MaximumGradMask, {3, 1, 2, -0.0f}, {1, 3, 2, 0}),
+               {1, 0, 0.5f, 0.5f});
+  ExpectValues("MinimumGradMask", RunPairs(OpCode::MinimumGradMask, {3, 1, 2, -0.0f}, {1, 3, 2, 0}),
+               {0, 1, 0.5f, 0.5f});
   // Broadcast as the forward op: a [2, 3] against b [3].
   Tensor a({2, 3}), b({3}), y({2, 3});
   a.set({1, 5, 2, 4, 4, 0});

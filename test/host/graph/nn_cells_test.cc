@@ -34,8 +34,8 @@ TEST(NnLosses, ReductionsGiveScalarsOrTheElementwiseShape) {
   EXPECT_EQ(g.tensor(mean).shape, Shape{});
   EXPECT_EQ(g.tensor(sum).shape, Shape{});
   EXPECT_EQ(g.tensor(none).shape, (Shape{8, 3}));
-  EXPECT_EQ(OpsOf(g), (std::set<OpCode>{OpCode::Sub, OpCode::Square, OpCode::Abs, OpCode::ReduceMean,
-                                        OpCode::ReduceSum}));
+  EXPECT_EQ(OpsOf(g),
+            (std::set<OpCode>{OpCode::Sub, OpCode::Square, OpCode::Abs, OpCode::ReduceMean, OpCode::ReduceSum}));
   // The ops carry the cell's name scope.
   EXPECT_EQ(g.ops().front().name.rfind("MSELoss.", 0), 0u) << g.ops().front().name;
 }
