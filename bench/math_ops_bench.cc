@@ -34,12 +34,12 @@ struct Op {
 };
 
 const Op kOps[] = {
-    {OpCode::Div, 2, 0.5f, 2.0f},        {OpCode::Maximum, 2, -1.0f, 1.0f},    {OpCode::Minimum, 2, -1.0f, 1.0f},
-    {OpCode::Pow, 2, 0.5f, 2.0f},        {OpCode::MaximumGradMask, 2, -1, 1},  {OpCode::PowGradBase, 2, 0.5f, 2.0f},
-    {OpCode::Erf, 1, -3.0f, 3.0f},       {OpCode::GeluErf, 1, -3.0f, 3.0f},    {OpCode::ErfGrad, 2, -3.0f, 3.0f},
-    {OpCode::GeluErfGrad, 2, -3, 3},     {OpCode::Exp, 1, -3.0f, 3.0f},        {OpCode::Log, 1, 0.5f, 2.0f},
-    {OpCode::Sqrt, 1, 0.5f, 2.0f},       {OpCode::Rsqrt, 1, 0.5f, 2.0f},       {OpCode::Square, 1, -1.0f, 1.0f},
-    {OpCode::Abs, 1, -1.0f, 1.0f},       {OpCode::Add, 2, -1.0f, 1.0f},        {OpCode::Mul, 2, -1.0f, 1.0f},
+    {OpCode::Div, 2, 0.5f, 2.0f},    {OpCode::Maximum, 2, -1.0f, 1.0f},   {OpCode::Minimum, 2, -1.0f, 1.0f},
+    {OpCode::Pow, 2, 0.5f, 2.0f},    {OpCode::MaximumGradMask, 2, -1, 1}, {OpCode::PowGradBase, 2, 0.5f, 2.0f},
+    {OpCode::Erf, 1, -3.0f, 3.0f},   {OpCode::GeluErf, 1, -3.0f, 3.0f},   {OpCode::ErfGrad, 2, -3.0f, 3.0f},
+    {OpCode::GeluErfGrad, 2, -3, 3}, {OpCode::Exp, 1, -3.0f, 3.0f},       {OpCode::Log, 1, 0.5f, 2.0f},
+    {OpCode::Sqrt, 1, 0.5f, 2.0f},   {OpCode::Rsqrt, 1, 0.5f, 2.0f},      {OpCode::Square, 1, -1.0f, 1.0f},
+    {OpCode::Abs, 1, -1.0f, 1.0f},   {OpCode::Add, 2, -1.0f, 1.0f},       {OpCode::Mul, 2, -1.0f, 1.0f},
 };
 
 // Arguments: op index, Ki floats per operand.
