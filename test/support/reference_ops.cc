@@ -264,12 +264,31 @@ RefTensor RefMul(const RefTensor& a, const RefTensor& b) {
   return Broadcast(a, b, [](double u, double v) { return u * v; });
 }
 
+RefTensor RefDiv(const RefTensor& a, const RefTensor& b) {
+  return Broadcast(a, b, [](double u, double v) { return u / v; });
+}
+RefTensor RefMaximum(const RefTensor& a, const RefTensor& b) {
+  return Broadcast(a, b, [](double u, double v) { return std::isnan(u) || std::isnan(v) ? u + v : std::max(u, v); });
+}
+RefTensor RefMinimum(const RefTensor& a, const RefTensor& b) {
+  return Broadcast(a, b, [](double u, double v) { return std::isnan(u) || std::isnan(v) ? u + v : std::min(u, v); });
+}
+RefTensor RefPow(const RefTensor& a, const RefTensor& b) {
+  return Broadcast(a, b, [](double u, double v) { return std::pow(u, v); });
+}
+
 RefTensor RefRelu(const RefTensor& x) {
   return Elementwise(x, [](double v) { return v > 0 ? v : 0.0; });
 }
 RefTensor RefGelu(const RefTensor& x) {
   const double c = std::sqrt(2.0 / std::numbers::pi);
   return Elementwise(x, [c](double v) { return 0.5 * v * (1.0 + std::tanh(c * (v + 0.044715 * v * v * v))); });
+}
+RefTensor RefGeluErf(const RefTensor& x) {
+  return Elementwise(x, [](double v) { return 0.5 * v * (1.0 + std::erf(v / std::numbers::sqrt2)); });
+}
+RefTensor RefErf(const RefTensor& x) {
+  return Elementwise(x, [](double v) { return std::erf(v); });
 }
 RefTensor RefTanh(const RefTensor& x) {
   return Elementwise(x, [](double v) { return std::tanh(v); });

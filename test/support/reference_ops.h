@@ -34,9 +34,15 @@ RefTensor RefBiasAdd(const RefTensor& x, const RefTensor& bias, int axis);
 RefTensor RefAdd(const RefTensor& a, const RefTensor& b);
 RefTensor RefSub(const RefTensor& a, const RefTensor& b);
 RefTensor RefMul(const RefTensor& a, const RefTensor& b);
+RefTensor RefDiv(const RefTensor& a, const RefTensor& b);
+RefTensor RefMaximum(const RefTensor& a, const RefTensor& b);  // NaN where either is
+RefTensor RefMinimum(const RefTensor& a, const RefTensor& b);
+RefTensor RefPow(const RefTensor& a, const RefTensor& b);
 
 RefTensor RefRelu(const RefTensor& x);
-RefTensor RefGelu(const RefTensor& x);  // tanh approximation
+RefTensor RefGelu(const RefTensor& x);     // tanh approximation
+RefTensor RefGeluErf(const RefTensor& x);  // exact: x/2 (1 + erf(x / sqrt 2))
+RefTensor RefErf(const RefTensor& x);
 RefTensor RefTanh(const RefTensor& x);
 RefTensor RefSigmoid(const RefTensor& x);
 RefTensor RefNeg(const RefTensor& x);

@@ -1,5 +1,6 @@
-// Elementwise activations (Relu, Gelu, Tanh, Sigmoid, Neg), the unary math
-// ops (Exp, Log, Sqrt, Rsqrt, Square, Abs) and their gradient kernels.
+// Elementwise activations (Relu, Gelu, GeluErf, Tanh, Sigmoid, Neg), the
+// unary math ops (Exp, Log, Sqrt, Rsqrt, Square, Abs, Erf) and their
+// gradient kernels (and Pow's PowGradLog).
 // Same-shape tensors, all f32 or all bf16 (mixed precision): the loops are
 // templated on the storage type (storage.h), compute in f32 and round once
 // per stored element, so a bf16 result is the f32 result on the widened
@@ -193,6 +194,22 @@ struct Abs {
   float operator()(float x) const { return std::fabs(x); }
 };
 
+// Pow's exponent gradient reads log(x) with x < 0 taken as 1 (MindSpore's
+// Pow bprop sets x[x < 0] = 1), so 0 there; log(0) = -inf as Log.
+struct PowGradLog {
+  float operator()(float x) const { return x < 0.0f ? 0.0f : std::log(x); }
+};
+// libm's erff.
+struct Erf {
+  float operator()(float x) const { return std::erf(x); }
+};
+// Exact GELU (MindSpore's GeLU with approximate='none'): x Φ(x), with
+// Φ(x) = (1 + erf(x / √2)) / 2.
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+struct GeluErf {
+  float operator()(float x) const { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); }
+};
+
 struct ReluGrad {
   float operator()(float dy, float y) const { return y > 0.0f ? dy : 0.0f; }
 };
@@ -201,6 +218,19 @@ struct TanhGrad {
 };
 struct SigmoidGrad {
   float operator()(float dy, float y) const { return dy * y * (1.0f - y); }
+};
+
+// dy · 2/√π · e^(−x²) (MindSpore's Erf bprop).
+struct ErfGrad {
+  float operator()(float dy, float x) const { return dy * (1.12837916709551257f * std::exp(-x * x)); }
+};
+// dy · (Φ(x) + x φ(x)), φ(x) = e^(−x²/2) / √(2π).
+struct GeluErfGrad {
+  float operator()(float dy, float x) const {
+    const float cdf = 0.5f * (1.0f + std::erf(x * kInvSqrt2));
+    const float pdf = 0.39894228040143268f * std::exp(-0.5f * x * x);
+    return dy * (cdf + x * pdf);
+  }
 };
 
 // dy · sign(x), 0 where x = 0 (MindSpore's AbsGrad); NaN x gives NaN.
@@ -219,6 +249,17 @@ SINKRT_VECTOR_CLONES void SquareBf16(const bf16_t* x, bf16_t* y, int64_t n) { Un
 SINKRT_VECTOR_CLONES void AbsBf16(const bf16_t* x, bf16_t* y, int64_t n) { UnaryLoop<bf16_t, Abs>(x, y, n); }
 SINKRT_VECTOR_CLONES void AbsGradBf16(const bf16_t* dy, const bf16_t* v, bf16_t* dx, int64_t n) {
   GradLoop<bf16_t, AbsGrad>(dy, v, dx, n);
+}
+SINKRT_VECTOR_CLONES void PowGradLogBf16(const bf16_t* x, bf16_t* y, int64_t n) {
+  UnaryLoop<bf16_t, PowGradLog>(x, y, n);
+}
+SINKRT_VECTOR_CLONES void ErfBf16(const bf16_t* x, bf16_t* y, int64_t n) { UnaryLoop<bf16_t, Erf>(x, y, n); }
+SINKRT_VECTOR_CLONES void GeluErfBf16(const bf16_t* x, bf16_t* y, int64_t n) { UnaryLoop<bf16_t, GeluErf>(x, y, n); }
+SINKRT_VECTOR_CLONES void ErfGradBf16(const bf16_t* dy, const bf16_t* v, bf16_t* dx, int64_t n) {
+  GradLoop<bf16_t, ErfGrad>(dy, v, dx, n);
+}
+SINKRT_VECTOR_CLONES void GeluErfGradBf16(const bf16_t* dy, const bf16_t* v, bf16_t* dx, int64_t n) {
+  GradLoop<bf16_t, GeluErfGrad>(dy, v, dx, n);
 }
 SINKRT_VECTOR_CLONES void ReluBf16(const bf16_t* x, bf16_t* y, int64_t n) { UnaryLoop<bf16_t, Relu>(x, y, n); }
 SINKRT_VECTOR_CLONES void NegBf16(const bf16_t* x, bf16_t* y, int64_t n) { UnaryLoop<bf16_t, Neg>(x, y, n); }
@@ -250,5 +291,10 @@ const KernelImpl kReluGradKernel = {GradPrepare, GradRun<ReluGrad, ReluGradBf16>
 const KernelImpl kGeluGradKernel = {GradPrepare, GeluGradRun};
 const KernelImpl kTanhGradKernel = {GradPrepare, GradRun<TanhGrad, TanhGradBf16>};
 const KernelImpl kSigmoidGradKernel = {GradPrepare, GradRun<SigmoidGrad, SigmoidGradBf16>};
+const KernelImpl kErfKernel = {UnaryPrepare, UnaryRun<Erf, ErfBf16>};
+const KernelImpl kGeluErfKernel = {UnaryPrepare, UnaryRun<GeluErf, GeluErfBf16>};
+const KernelImpl kPowGradLogKernel = {UnaryPrepare, UnaryRun<PowGradLog, PowGradLogBf16>};
+const KernelImpl kErfGradKernel = {GradPrepare, GradRun<ErfGrad, ErfGradBf16>};
+const KernelImpl kGeluErfGradKernel = {GradPrepare, GradRun<GeluErfGrad, GeluErfGradBf16>};
 
 }  // namespace sinkrt::device

@@ -1,5 +1,7 @@
-// Add, Sub, Mul (NumPy broadcasting) and AddN (same-shape sum), split
-// across the worker team by ranges of y (parallel_range.h).
+// Add, Sub, Mul, Div, Maximum, Minimum, Pow (NumPy broadcasting), the
+// broadcasting gradient helpers of Maximum, Minimum and Pow, and AddN
+// (same-shape sum), split across the worker team by ranges of y
+// (parallel_range.h).
 //
 // Every operand f32, or every one bf16 (mixed precision): the loops are
 // templated on the storage type (storage.h) and compute in f32, rounding
@@ -9,6 +11,7 @@
 // loops take plain pointers: GCC vectorises them behind a runtime overlap
 // check, and every y[i] is written after its inputs are read.
 #include <algorithm>
+#include <cmath>
 #include <type_traits>
 
 #include "device/src/kernels/broadcast.h"
@@ -72,6 +75,64 @@ struct SubOp {
 struct MulOp {
   float operator()(float a, float b) const { return a * b; }
 };
+
+// IEEE, as MindSpore's RealDiv: x / 0 = ±inf, 0 / 0 = NaN.
+struct DivOp {
+  float operator()(float a, float b) const { return a / b; }
+};
+// A NaN operand gives NaN (MindSpore's ops.maximum returns the NaN element);
+// at a tie either operand is the value.
+struct MaximumOp {
+  float operator()(float a, float b) const { return (a > b || a != a) ? a : b; }
+};
+struct MinimumOp {
+  float operator()(float a, float b) const { return (a < b || a != a) ? a : b; }
+};
+// libm's powf: pow(x < 0, non-integer) = NaN, pow(0, -1) = inf.
+struct PowOp {
+  float operator()(float a, float b) const { return std::pow(a, b); }
+};
+// MindSpore's MaximumGrad (CPU): dy goes to the larger operand, half of it
+// to each at a tie. The mask of a; b's is the mask with a and b swapped.
+struct MaximumGradMaskOp {
+  float operator()(float a, float b) const { return a > b ? 1.0f : (a == b ? 0.5f : 0.0f); }
+};
+struct MinimumGradMaskOp {
+  float operator()(float a, float b) const { return a < b ? 1.0f : (a == b ? 0.5f : 0.0f); }
+};
+// d x^e / dx = e * x^(e - 1), as MindSpore's Pow bprop writes it.
+struct PowGradBaseOp {
+  float operator()(float x, float e) const { return e * std::pow(x, e - 1.0f); }
+};
+
+SINKRT_VECTOR_CLONES void DivBf16(const BroadcastPlan& p, const bf16_t* a, const bf16_t* b, bf16_t* y, int64_t begin,
+                                  int64_t end) {
+  RunBroadcast(p, a, b, y, DivOp(), begin, end);
+}
+SINKRT_VECTOR_CLONES void MaximumBf16(const BroadcastPlan& p, const bf16_t* a, const bf16_t* b, bf16_t* y,
+                                      int64_t begin, int64_t end) {
+  RunBroadcast(p, a, b, y, MaximumOp(), begin, end);
+}
+SINKRT_VECTOR_CLONES void MinimumBf16(const BroadcastPlan& p, const bf16_t* a, const bf16_t* b, bf16_t* y,
+                                      int64_t begin, int64_t end) {
+  RunBroadcast(p, a, b, y, MinimumOp(), begin, end);
+}
+SINKRT_VECTOR_CLONES void PowBf16(const BroadcastPlan& p, const bf16_t* a, const bf16_t* b, bf16_t* y, int64_t begin,
+                                  int64_t end) {
+  RunBroadcast(p, a, b, y, PowOp(), begin, end);
+}
+SINKRT_VECTOR_CLONES void MaximumGradMaskBf16(const BroadcastPlan& p, const bf16_t* a, const bf16_t* b, bf16_t* y,
+                                              int64_t begin, int64_t end) {
+  RunBroadcast(p, a, b, y, MaximumGradMaskOp(), begin, end);
+}
+SINKRT_VECTOR_CLONES void MinimumGradMaskBf16(const BroadcastPlan& p, const bf16_t* a, const bf16_t* b, bf16_t* y,
+                                              int64_t begin, int64_t end) {
+  RunBroadcast(p, a, b, y, MinimumGradMaskOp(), begin, end);
+}
+SINKRT_VECTOR_CLONES void PowGradBaseBf16(const BroadcastPlan& p, const bf16_t* a, const bf16_t* b, bf16_t* y,
+                                          int64_t begin, int64_t end) {
+  RunBroadcast(p, a, b, y, PowGradBaseOp(), begin, end);
+}
 
 SINKRT_VECTOR_CLONES void AddBf16(const BroadcastPlan& p, const bf16_t* a, const bf16_t* b, bf16_t* y, int64_t begin,
                                   int64_t end) {
@@ -147,5 +208,12 @@ const KernelImpl kAddKernel = {BinaryPrepare, BinaryRun<AddOp, AddBf16>};
 const KernelImpl kSubKernel = {BinaryPrepare, BinaryRun<SubOp, SubBf16>};
 const KernelImpl kMulKernel = {BinaryPrepare, BinaryRun<MulOp, MulBf16>};
 const KernelImpl kAddNKernel = {AddNPrepare, AddNRun};
+const KernelImpl kDivKernel = {BinaryPrepare, BinaryRun<DivOp, DivBf16>};
+const KernelImpl kMaximumKernel = {BinaryPrepare, BinaryRun<MaximumOp, MaximumBf16>};
+const KernelImpl kMinimumKernel = {BinaryPrepare, BinaryRun<MinimumOp, MinimumBf16>};
+const KernelImpl kPowKernel = {BinaryPrepare, BinaryRun<PowOp, PowBf16>};
+const KernelImpl kMaximumGradMaskKernel = {BinaryPrepare, BinaryRun<MaximumGradMaskOp, MaximumGradMaskBf16>};
+const KernelImpl kMinimumGradMaskKernel = {BinaryPrepare, BinaryRun<MinimumGradMaskOp, MinimumGradMaskBf16>};
+const KernelImpl kPowGradBaseKernel = {BinaryPrepare, BinaryRun<PowGradBaseOp, PowGradBaseBf16>};
 
 }  // namespace sinkrt::device

@@ -8,10 +8,13 @@ namespace sinkrt::device {
 
 // elementwise.cc
 extern const KernelImpl kAddKernel, kSubKernel, kMulKernel, kAddNKernel;
+extern const KernelImpl kDivKernel, kMaximumKernel, kMinimumKernel, kPowKernel;
+extern const KernelImpl kMaximumGradMaskKernel, kMinimumGradMaskKernel, kPowGradBaseKernel;
 // activation.cc
 extern const KernelImpl kReluKernel, kGeluKernel, kTanhKernel, kSigmoidKernel, kNegKernel;
 extern const KernelImpl kReluGradKernel, kGeluGradKernel, kTanhGradKernel, kSigmoidGradKernel;
 extern const KernelImpl kExpKernel, kLogKernel, kSqrtKernel, kRsqrtKernel, kSquareKernel, kAbsKernel, kAbsGradKernel;
+extern const KernelImpl kErfKernel, kGeluErfKernel, kPowGradLogKernel, kErfGradKernel, kGeluErfGradKernel;
 // softmax.cc
 extern const KernelImpl kSoftmaxKernel, kLogSoftmaxKernel, kSoftmaxGradKernel, kLogSoftmaxGradKernel;
 // loss.cc

@@ -40,6 +40,54 @@ Status BroadcastingGrad(const Rule& r, Dx& dx) {
   return Status::Ok();
 }
 
+// Div, Maximum, Minimum, Pow (MindSpore's bprops): each input's gradient at
+// the broadcast shape, then summed back to the input's shape.
+Ref Binary(const Rule& r, OpCode op, Ref a, Ref b, const std::string& suffix) {
+  return r.Emit(op, {a, b}, OpAttrs{}, r.b.shape(r.dy), suffix);
+}
+
+// a / b: d a = dy / b, d b = -(dy / b)·y.
+Status DivGrad(const Rule& r, Dx& dx) {
+  const Ref over_b = Binary(r, OpCode::Div, r.dy, r.in(1), "grad_a/div");
+  if (r.want(0)) dx[0] = r.SumTo(over_b, r.in_shape(0), "grad_a");
+  if (r.want(1)) {
+    // Reduce first: Neg then runs over the (smaller) input shape.
+    const Ref summed = r.SumTo(Binary(r, OpCode::Mul, over_b, r.out(0), "grad_b/mul"), r.in_shape(1), "grad_b/sum");
+    dx[1] = r.Emit(OpCode::Neg, {summed}, OpAttrs{}, r.in_shape(1), "grad_b");
+  }
+  return Status::Ok();
+}
+
+// max/min(a, b): dy to the chosen operand, half to each at a tie
+// (MindSpore's MaximumGrad/MinimumGrad): b's mask is a's with the operands
+// swapped.
+template <OpCode kMask>
+Status ExtremumGrad(const Rule& r, Dx& dx) {
+  const char* const suffix[2] = {"grad_a", "grad_b"};
+  for (size_t i = 0; i < 2; ++i) {
+    if (!r.want(i)) continue;
+    const std::string s = suffix[i];
+    const Ref mask = Binary(r, kMask, r.in(i), r.in(1 - i), s + "/mask");
+    dx[i] = r.SumTo(Binary(r, OpCode::Mul, r.dy, mask, s + "/mul"), r.in_shape(i), s);
+  }
+  return Status::Ok();
+}
+
+// x^e: d x = dy·e·x^(e-1); d e = dy·y·log(x), with log(x) read as 0 for
+// x < 0 (MindSpore's Pow bprop).
+Status PowGrad(const Rule& r, Dx& dx) {
+  if (r.want(0)) {
+    const Ref base = Binary(r, OpCode::PowGradBase, r.in(0), r.in(1), "grad_a/base");
+    dx[0] = r.SumTo(Binary(r, OpCode::Mul, r.dy, base, "grad_a/mul"), r.in_shape(0), "grad_a");
+  }
+  if (r.want(1)) {
+    const Ref log = r.Emit(OpCode::PowGradLog, {r.in(0)}, OpAttrs{}, r.in_shape(0), "grad_b/log");
+    const Ref dy_y = Binary(r, OpCode::Mul, r.dy, r.out(0), "grad_b/dy_y");
+    dx[1] = r.SumTo(Binary(r, OpCode::Mul, dy_y, log, "grad_b/mul"), r.in_shape(1), "grad_b");
+  }
+  return Status::Ok();
+}
+
 // dx = kind(dy, x or y): the activations' gradient kernels.
 template <OpCode kGrad, bool kReadsOutput>
 Status ActivationGrad(const Rule& r, Dx& dx) {
@@ -54,8 +102,8 @@ Status NegGrad(const Rule& r, Dx& dx) {
   return Status::Ok();
 }
 
-// The unary math ops, composed from existing kernels (no Div: MindSpore's
-// forms written with Mul, Rsqrt, Square and BroadcastTo's scale). Each
+// The unary math ops, composed from existing kernels (MindSpore's forms
+// written with Mul, Div, Rsqrt, Square and BroadcastTo's scale). Each
 // intermediate has the input's shape and the gradient's dtype.
 Ref Times(const Rule& r, Ref a, Ref b, const std::string& suffix) {
   return r.Emit(OpCode::Mul, {a, b}, OpAttrs{}, r.in_shape(0), suffix);
@@ -73,13 +121,10 @@ Status ExpGrad(const Rule& r, Dx& dx) {
   return Status::Ok();
 }
 
-// d log(x) = dy / x = dy·rsqrt(x)² (x > 0; log is NaN below 0 anyway, and
-// x = 0 gives inf as dy / 0 does).
+// d log(x) = dy / x (MindSpore: reciprocal(x)·dy), defined for x < 0 too:
+// log's own NaN there does not reach the gradient.
 Status LogGrad(const Rule& r, Dx& dx) {
-  if (r.want(0)) {
-    const Ref inv = Apply(r, OpCode::Square, Apply(r, OpCode::Rsqrt, r.in(0), "grad/rsqrt"), "grad/inv");
-    dx[0] = Times(r, r.dy, inv, "grad");
-  }
+  if (r.want(0)) dx[0] = r.Emit(OpCode::Div, {r.dy, r.in(0)}, OpAttrs{}, r.in_shape(0), "grad");
   return Status::Ok();
 }
 
@@ -169,8 +214,14 @@ constexpr GradRule kRules[] = {
     {OpCode::Add, BroadcastingGrad},
     {OpCode::Sub, BroadcastingGrad},
     {OpCode::Mul, BroadcastingGrad},
+    {OpCode::Div, DivGrad},
+    {OpCode::Maximum, ExtremumGrad<OpCode::MaximumGradMask>},
+    {OpCode::Minimum, ExtremumGrad<OpCode::MinimumGradMask>},
+    {OpCode::Pow, PowGrad},
     {OpCode::Relu, ActivationGrad<OpCode::ReluGrad, true>},
     {OpCode::Gelu, ActivationGrad<OpCode::GeluGrad, false>},
+    {OpCode::GeluErf, ActivationGrad<OpCode::GeluErfGrad, false>},
+    {OpCode::Erf, ActivationGrad<OpCode::ErfGrad, false>},
     {OpCode::Tanh, ActivationGrad<OpCode::TanhGrad, true>},
     {OpCode::Sigmoid, ActivationGrad<OpCode::SigmoidGrad, true>},
     {OpCode::Neg, NegGrad},

@@ -1,6 +1,7 @@
 // Graph builders for element-wise ops: NumPy-broadcasting binaries (Add,
-// Sub, Mul), activations (Relu, Gelu, Tanh, Sigmoid) and unary math (Exp,
-// Log, Sqrt, Rsqrt, Square, Abs).
+// Sub, Mul, Div, Maximum, Minimum, Pow), activations (Relu, Gelu in both
+// forms, Tanh, Sigmoid) and unary math (Exp, Log, Sqrt, Rsqrt, Square, Abs,
+// Erf).
 #include "sinkrt/host/graph.h"
 
 #include <algorithm>
@@ -43,6 +44,10 @@ TensorId Graph::Broadcasting(OpCode op, TensorId a, TensorId b, const char* base
 TensorId Graph::Add(TensorId a, TensorId b) { return Broadcasting(OpCode::Add, a, b, "add"); }
 TensorId Graph::Sub(TensorId a, TensorId b) { return Broadcasting(OpCode::Sub, a, b, "sub"); }
 TensorId Graph::Mul(TensorId a, TensorId b) { return Broadcasting(OpCode::Mul, a, b, "mul"); }
+TensorId Graph::Div(TensorId a, TensorId b) { return Broadcasting(OpCode::Div, a, b, "div"); }
+TensorId Graph::Maximum(TensorId a, TensorId b) { return Broadcasting(OpCode::Maximum, a, b, "maximum"); }
+TensorId Graph::Minimum(TensorId a, TensorId b) { return Broadcasting(OpCode::Minimum, a, b, "minimum"); }
+TensorId Graph::Pow(TensorId a, TensorId b) { return Broadcasting(OpCode::Pow, a, b, "pow"); }
 
 TensorId Graph::Unary(OpCode op, TensorId x, const char* base) {
   if (!status_.ok()) return kInvalidTensor;
@@ -54,6 +59,10 @@ TensorId Graph::Unary(OpCode op, TensorId x, const char* base) {
 
 TensorId Graph::Relu(TensorId x) { return Unary(OpCode::Relu, x, "relu"); }
 TensorId Graph::Gelu(TensorId x) { return Unary(OpCode::Gelu, x, "gelu"); }
+// The tanh form keeps its op code (Gelu: old files and streams mean what
+// they meant); the exact form is an op of its own.
+TensorId Graph::Gelu(TensorId x, bool approximate) { return approximate ? Gelu(x) : Unary(OpCode::GeluErf, x, "gelu"); }
+TensorId Graph::Erf(TensorId x) { return Unary(OpCode::Erf, x, "erf"); }
 TensorId Graph::Tanh(TensorId x) { return Unary(OpCode::Tanh, x, "tanh"); }
 TensorId Graph::Sigmoid(TensorId x) { return Unary(OpCode::Sigmoid, x, "sigmoid"); }
 TensorId Graph::Exp(TensorId x) { return Unary(OpCode::Exp, x, "exp"); }

@@ -19,6 +19,7 @@
 #include "host/src/model/validate.h"
 #include "runtime/src/env.h"
 #include "sinkrt/host/communication.h"
+#include "sinkrt/host/nn.h"
 #include "sinkrt/runtime/version.h"
 
 namespace sinkrt::host {
@@ -26,29 +27,45 @@ namespace {
 
 std::string ModelContext(const Graph& g) { return "Model: network '" + g.name() + "'"; }
 
-// Appends MindSpore's SoftmaxCrossEntropyWithLogits(sparse=True,
-// reduction='mean') on outputs()[0] against a new i32 [N] label input.
-Status AppendLoss(Graph& g, const LossSpec& loss) {
+// The loss `kind` of `logits` against a new input `label`: sparse cross
+// entropy reads i32 [N] classes, the others f32 labels of the logits' shape.
+Result<TensorId> LossOf(Graph& g, const LossSpec& loss, TensorId logits) {
+  const TensorInfo& info = g.tensor(logits);
+  const bool sparse = loss.kind == LossSpec::Kind::SparseSoftmaxCrossEntropy;
+  const bool rows = sparse || loss.kind == LossSpec::Kind::SoftmaxCrossEntropy;
+  if (rows && info.shape.size() != 2)
+    return InvalidArgument(ModelContext(g) + ": " + (sparse ? "SparseSoftmaxCrossEntropy" : "SoftmaxCrossEntropy") +
+                           " needs [N, C] logits, outputs()[0] '" + info.name + "' is " + ShapeToString(info.shape));
+  const TensorId label = sparse ? g.Input(loss.label_column, {info.shape[0]}, DType::I32)
+                                : g.Input(loss.label_column, info.shape, DType::F32);
   switch (loss.kind) {
-    case LossSpec::Kind::NetworkComputesLoss:
-      if (!g.valid(g.loss()))
-        return InvalidArgument(ModelContext(g) + " has no loss: LossSpec::None() trains a network that called SetLoss");
-      return Status::Ok();
-    case LossSpec::Kind::SparseSoftmaxCrossEntropy:
-      break;
+    case LossSpec::Kind::SoftmaxCrossEntropy:
+      return SoftmaxCrossEntropyWithLogits(g, logits, label, Reduction::kMean);
+    case LossSpec::Kind::MSE:
+      return MSELoss(g, logits, label);
+    case LossSpec::Kind::L1:
+      return L1Loss(g, logits, label);
+    default:
+      return g.SparseSoftmaxCrossEntropy(logits, label);
+  }
+}
+
+// Appends the loss `loss` names (MindSpore's SoftmaxCrossEntropyWithLogits,
+// sparse or dense, MSELoss or L1Loss, reduction 'mean') on outputs()[0]
+// against a new label input.
+Status AppendLoss(Graph& g, const LossSpec& loss) {
+  if (loss.kind == LossSpec::Kind::NetworkComputesLoss) {
+    if (!g.valid(g.loss()))
+      return InvalidArgument(ModelContext(g) + " has no loss: LossSpec::None() trains a network that called SetLoss");
+    return Status::Ok();
   }
   if (g.valid(g.loss()))
     return InvalidArgument(ModelContext(g) + " already has a loss: pass LossSpec::None() to train it as it is");
   if (g.outputs().empty())
     return InvalidArgument(ModelContext(g) +
                            " has no output: the loss reads the logits, outputs()[0] (call AddOutput)");
-  const TensorInfo& logits = g.tensor(g.outputs().front());
-  if (logits.shape.size() != 2)
-    return InvalidArgument(ModelContext(g) + ": SparseSoftmaxCrossEntropy needs [N, C] logits, outputs()[0] '" +
-                           logits.name + "' is " + ShapeToString(logits.shape));
   if (loss.label_column.empty()) return InvalidArgument(ModelContext(g) + ": the label column has no name");
-  const TensorId label = g.Input(loss.label_column, {logits.shape[0]}, DType::I32);
-  const TensorId value = g.SparseSoftmaxCrossEntropy(g.outputs().front(), label);
+  SINKRT_ASSIGN_OR_RETURN(const TensorId value, LossOf(g, loss, g.outputs().front()));
   if (!loss.strategy.empty()) g.Shard(value, loss.strategy);
   g.SetLoss(value);
   SINKRT_RETURN_IF_ERROR(g.status(), ModelContext(g) + ": loss");

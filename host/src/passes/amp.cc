@@ -41,6 +41,12 @@ Precision Classify(OpCode op) {
     case OpCode::Rsqrt:
     case OpCode::Square:
     case OpCode::Abs:
+    case OpCode::Div:
+    case OpCode::Maximum:
+    case OpCode::Minimum:
+    case OpCode::Pow:
+    case OpCode::Erf:
+    case OpCode::GeluErf:
     case OpCode::BiasAdd:
     case OpCode::ReduceSum:
     case OpCode::ReduceMean:

@@ -155,7 +155,9 @@ TEST(Bf16Kernels, AddSubMulBroadcastMatchF32Rounded) {
         y[i] = da == 1 ? db : da;
       }
     }
-    for (OpCode op : {OpCode::Add, OpCode::Sub, OpCode::Mul}) {
+    // Pow's negative bases give NaN, whose bits are compared too.
+    for (OpCode op : {OpCode::Add, OpCode::Sub, OpCode::Mul, OpCode::Div, OpCode::Maximum, OpCode::Minimum, OpCode::Pow,
+                      OpCode::MaximumGradMask, OpCode::MinimumGradMask, OpCode::PowGradBase}) {
       ExpectBf16MatchesF32(op, Ins({&a, &b}), {{y}}, nullptr, ShapeToString(sa) + " " + ShapeToString(sb));
     }
   }
@@ -242,8 +244,9 @@ TEST(Bf16Kernels, ActivationsMatchF32Rounded) {
                         0.25f,
                         -0.25f};
   for (size_t i = 0; i < std::size(edge); ++i) x[static_cast<int64_t>(i)] = Bf16ToFloat(FloatToBf16(edge[i]));
-  for (OpCode op : {OpCode::Relu, OpCode::Gelu, OpCode::Tanh, OpCode::Sigmoid, OpCode::Neg, OpCode::Exp, OpCode::Log,
-                    OpCode::Sqrt, OpCode::Rsqrt, OpCode::Square, OpCode::Abs}) {
+  for (OpCode op :
+       {OpCode::Relu, OpCode::Gelu, OpCode::Tanh, OpCode::Sigmoid, OpCode::Neg, OpCode::Exp, OpCode::Log, OpCode::Sqrt,
+        OpCode::Rsqrt, OpCode::Square, OpCode::Abs, OpCode::Erf, OpCode::GeluErf, OpCode::PowGradLog}) {
     ExpectBf16MatchesF32(op, Ins({&x}), {{x.shape()}}, nullptr, "[5,301]");
   }
 }
@@ -258,6 +261,8 @@ TEST(Bf16Kernels, ActivationGradientsMatchF32Rounded) {
   ExpectBf16MatchesF32(OpCode::TanhGrad, Ins({&dy, &t}), {{x.shape()}}, nullptr, "");
   ExpectBf16MatchesF32(OpCode::SigmoidGrad, Ins({&dy, &s}), {{x.shape()}}, nullptr, "");
   ExpectBf16MatchesF32(OpCode::AbsGrad, Ins({&dy, &x}), {{x.shape()}}, nullptr, "");
+  ExpectBf16MatchesF32(OpCode::ErfGrad, Ins({&dy, &x}), {{x.shape()}}, nullptr, "");
+  ExpectBf16MatchesF32(OpCode::GeluErfGrad, Ins({&dy, &x}), {{x.shape()}}, nullptr, "");
 }
 
 //===--- Broadcasts, biases and reductions ----------------------------------===//

@@ -27,6 +27,7 @@
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/compiler.h"
+#include "sinkrt/host/nn.h"
 #include "sinkrt/runtime/task_stream_verifier.h"
 #include "support/reference_layout_ops.h"
 #include "support/reference_ops.h"
@@ -186,6 +187,25 @@ void AddBroadcastingCases(std::vector<GradCase>& cases) {
                        {},
                        [build = op.build](Graph& g, const Params& p, TensorId) { return (g.*build)(p[0], p[1]); },
                        [ref = op.ref](const RefParams& p, const auto&) { return ref(p[0], p[1]); }});
+  // Div's divisor away from its pole, Pow's base inside its domain; Maximum
+  // and Minimum on a grid whose operands never tie (the kink).
+  struct MathOp {
+    const char* name;
+    TensorId (Graph::*build)(TensorId, TensorId);
+    RefTensor (*ref)(const RefTensor&, const RefTensor&);
+    Draw a, b;
+  };
+  const MathOp math[] = {{"Div", &Graph::Div, testing::RefDiv, Draw::Unit, Draw::AwayFromZero},
+                         {"Maximum", &Graph::Maximum, testing::RefMaximum, Draw::Distinct, Draw::AwayFromZero},
+                         {"Minimum", &Graph::Minimum, testing::RefMinimum, Draw::Distinct, Draw::AwayFromZero},
+                         {"Pow", &Graph::Pow, testing::RefPow, Draw::Positive, Draw::Wide}};
+  for (const MathOp& op : math)
+    for (const auto& [sa, sb] : shapes)
+      cases.push_back({Cat(op.name, "_", Dims(sa), "_by_", Dims(sb)),
+                       {{"a", sa, op.a}, {"b", sb, op.b}},
+                       {},
+                       [build = op.build](Graph& g, const Params& p, TensorId) { return (g.*build)(p[0], p[1]); },
+                       [ref = op.ref](const RefParams& p, const auto&) { return ref(p[0], p[1]); }});
 }
 
 void AddUnaryCases(std::vector<GradCase>& cases) {
@@ -204,7 +224,8 @@ void AddUnaryCases(std::vector<GradCase>& cases) {
                     {"Sqrt", &Graph::Sqrt, testing::RefSqrt, Draw::Positive},
                     {"Rsqrt", &Graph::Rsqrt, testing::RefRsqrt, Draw::Positive},
                     {"Square", &Graph::Square, testing::RefSquare, Draw::Wide},
-                    {"Abs", &Graph::Abs, testing::RefAbs, Draw::AwayFromZero}};
+                    {"Abs", &Graph::Abs, testing::RefAbs, Draw::AwayFromZero},
+                    {"Erf", &Graph::Erf, testing::RefErf, Draw::Wide}};
   for (const Op& op : ops)
     for (Shape s : {Shape{7}, Shape{3, 5}, Shape{2, 3, 4}})
       cases.push_back({Cat(op.name, "_", Dims(s)),
@@ -212,6 +233,13 @@ void AddUnaryCases(std::vector<GradCase>& cases) {
                        {},
                        [build = op.build](Graph& g, const Params& p, TensorId) { return (g.*build)(p[0]); },
                        [ref = op.ref](const RefParams& p, const auto&) { return ref(p[0]); }});
+  // Exact GELU: Gelu with approximate = false.
+  for (Shape s : {Shape{7}, Shape{3, 5}, Shape{2, 3, 4}})
+    cases.push_back({Cat("GeluErf_", Dims(s)),
+                     {{"x", s, Draw::Wide}},
+                     {},
+                     [](Graph& g, const Params& p, TensorId) { return g.Gelu(p[0], /*approximate=*/false); },
+                     [](const RefParams& p, const auto&) { return testing::RefGeluErf(p[0]); }});
 }
 
 void AddSoftmaxCases(std::vector<GradCase>& cases) {
@@ -387,6 +415,48 @@ void AddGatherCases(std::vector<GradCase>& cases) {
                    [](const RefParams& p, const std::vector<int32_t>& l) {
                      return testing::RefGather(p[0], l, {2, 3});
                    }});
+}
+
+// The nn losses (sinkrt/host/nn.h), composed of graph ops: gradients of
+// both logits and labels, every reduction.
+RefTensor RefReduced(const RefTensor& loss, host::Reduction reduction) {
+  if (reduction == host::Reduction::kMean) return testing::RefReduceMean(loss, {}, false);
+  if (reduction == host::Reduction::kSum) return testing::RefReduceSum(loss, {}, false);
+  return loss;
+}
+
+void AddLossCases(std::vector<GradCase>& cases) {
+  using host::Reduction;
+  const std::pair<Reduction, const char*> reductions[] = {
+      {Reduction::kMean, "mean"}, {Reduction::kSum, "sum"}, {Reduction::kNone, "none"}};
+  for (const auto& [red, tag] : reductions) {
+    cases.push_back({Cat("MSELoss_", tag, "_3x4_by_4"),
+                     {{"logits", {3, 4}}, {"labels", {4}}},
+                     {},
+                     [red](Graph& g, const Params& p, TensorId) { return host::MSELoss(g, p[0], p[1], red); },
+                     [red](const RefParams& p, const auto&) {
+                       return RefReduced(testing::RefSquare(testing::RefSub(p[0], p[1])), red);
+                     }});
+    // logits on a grid, labels wide: never within a step of the kink.
+    cases.push_back({Cat("L1Loss_", tag, "_2x5"),
+                     {{"logits", {2, 5}, Draw::Distinct}, {"labels", {2, 5}, Draw::Wide}},
+                     {},
+                     [red](Graph& g, const Params& p, TensorId) { return host::L1Loss(g, p[0], p[1], red); },
+                     [red](const RefParams& p, const auto&) {
+                       return RefReduced(testing::RefAbs(testing::RefSub(p[0], p[1])), red);
+                     }});
+    // Soft labels whose rows do not sum to 1: the gradient is the true one.
+    cases.push_back(
+        {Cat("SoftmaxCrossEntropyWithLogits_", tag, "_4x5"),
+         {{"logits", {4, 5}, Draw::Wide}, {"labels", {4, 5}}},
+         {},
+         [red](Graph& g, const Params& p, TensorId) { return host::SoftmaxCrossEntropyWithLogits(g, p[0], p[1], red); },
+         [red](const RefParams& p, const auto&) {
+           RefTensor rows = testing::RefReduceSum(testing::RefMul(p[1], testing::RefLogSoftmax(p[0], -1)), {-1}, false);
+           for (double& v : rows.data) v = -v;
+           return RefReduced(rows, red);
+         }});
+  }
 }
 
 // Cast's gradient is the Cast back. Through bf16 the values and the weights
@@ -588,6 +658,7 @@ std::vector<GradCase> AllCases() {
   AddPoolCases(cases);
   AddLayerNormCases(cases);
   AddGatherCases(cases);
+  AddLossCases(cases);
   AddCastCases(cases);
   AddCompositeCases(cases);
   AddBatchMatMulCases(cases);
@@ -748,6 +819,61 @@ TEST_P(GradientCheck, GradientsMatchCentralFiniteDifferences) {
     EXPECT_EQ(mismatches, 0) << name << ": " << mismatches << " of " << probe[i].size()
                              << " elements mismatch; worst error " << worst;
   }
+}
+
+// Gradients where finite differences cannot go: at a kink or outside the
+// forward op's domain. loss = Σ op(params...)·w with given values; the
+// device's gradients of each parameter.
+std::map<std::string, std::vector<float>> GradientsAt(
+    const std::vector<std::pair<std::string, std::vector<float>>>& values,
+    const std::function<TensorId(Graph&, const Params&)>& build, const std::vector<float>& w) {
+  GradCase c;
+  c.name = "at_given_values";
+  Prepared prep;
+  Graph& g = prep.graph;
+  Params ids;
+  for (const auto& [name, v] : values) {
+    const Shape shape{static_cast<int64_t>(v.size())};
+    c.params.push_back({name, shape});
+    ids.push_back(g.Param(name, shape, InitSpec::Inline(v)));
+  }
+  const TensorId y = build(g, ids);
+  g.SetLoss(g.ReduceSum(g.Mul(y, g.Const("weights", {static_cast<int64_t>(w.size())}, InitSpec::Inline(w)))));
+  EXPECT_TRUE(g.status().ok()) << g.status().ToString();
+  DeviceResult dev;
+  RunOnDevice(c, prep, &dev);
+  return dev.grads;
+}
+
+// MindSpore's MaximumGrad/MinimumGrad: dy to the chosen operand, half of it
+// to each at a tie.
+TEST(MathGradients, MaximumAndMinimumSplitTiesInHalves) {
+  const std::vector<float> w = {2, 4, 8};
+  auto max = GradientsAt(
+      {{"a", {1, 2, 3}}, {"b", {1, 0, 5}}}, [](Graph& g, const Params& p) { return g.Maximum(p[0], p[1]); }, w);
+  EXPECT_EQ(max["a"], (std::vector<float>{1, 4, 0}));
+  EXPECT_EQ(max["b"], (std::vector<float>{1, 0, 8}));
+  auto min = GradientsAt(
+      {{"a", {1, 2, 3}}, {"b", {1, 0, 5}}}, [](Graph& g, const Params& p) { return g.Minimum(p[0], p[1]); }, w);
+  EXPECT_EQ(min["a"], (std::vector<float>{1, 0, 8}));
+  EXPECT_EQ(min["b"], (std::vector<float>{1, 4, 0}));
+}
+
+// d log(x) = dy / x for every x (MindSpore: reciprocal(x)·dy), also where
+// log itself is NaN (x < 0): the old rsqrt(x)² form gave NaN there.
+TEST(MathGradients, LogGradientIsDyOverXAlsoBelowZero) {
+  auto g = GradientsAt({{"x", {-2, -0.5f, 4}}}, [](Graph& g, const Params& p) { return g.Log(p[0]); }, {1, 3, 2});
+  EXPECT_EQ(g["x"], (std::vector<float>{-0.5f, -6, 0.5f}));
+}
+
+// Pow's exponent gradient reads log(x) as 0 where x < 0 (MindSpore's Pow
+// bprop sets x[x < 0] = 1); the base's is e·x^(e-1) there as anywhere.
+TEST(MathGradients, PowGradientsAtANegativeBase) {
+  auto g =
+      GradientsAt({{"x", {-2, 3}}, {"e", {2, 2}}}, [](Graph& g, const Params& p) { return g.Pow(p[0], p[1]); }, {1, 1});
+  EXPECT_EQ(g["x"], (std::vector<float>{-4, 6}));
+  EXPECT_EQ(g["e"][0], 0.0f);
+  EXPECT_FLOAT_EQ(g["e"][1], 9.0f * std::log(3.0f));
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, GradientCheck, ::testing::ValuesIn(AllCases()),

@@ -84,6 +84,9 @@ Graph AllOps() {
   // The unary math ops (format 1.2).
   const TensorId um = g.Abs(g.Square(g.Rsqrt(g.Sqrt(g.Exp(g.Log(g.Sigmoid(s)))))));
   loss = g.Add(loss, g.ReduceMean(um));
+  // The binary math ops, Erf and exact GELU (format 1.3).
+  const TensorId bm = g.Pow(g.Maximum(g.Minimum(g.Div(um, g.Exp(s)), um), g.Erf(s)), g.Gelu(s, false));
+  loss = g.Add(loss, g.ReduceMean(bm));
   g.SetLoss(loss);
   g.AddOutput(logits);
   g.AddOutput(g.ArgMaxAccuracy(logits, label));
@@ -157,7 +160,8 @@ TEST(GraphFileTest, EveryForwardOpIsInTheEveryOpGraph) {
   const Graph g = AllOps();  // not AllOps().ops(): the temporary would die before the loop
   for (const OpNode& op : g.ops()) used.insert(op.op);
   for (OpCode op : {OpCode::LayerNorm, OpCode::Gather, OpCode::Cast, OpCode::Exp, OpCode::Log, OpCode::Sqrt,
-                    OpCode::Rsqrt, OpCode::Square, OpCode::Abs})
+                    OpCode::Rsqrt, OpCode::Square, OpCode::Abs, OpCode::Div, OpCode::Maximum, OpCode::Minimum,
+                    OpCode::Pow, OpCode::Erf, OpCode::GeluErf})
     EXPECT_TRUE(used.count(op)) << OpCodeName(op);
 }
 TEST(GraphFileTest, SgdRoundTrips) { ExpectRoundTrip(ZooMlp(), OptimizerSpec::Sgd(0.5f)); }

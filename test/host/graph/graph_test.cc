@@ -357,6 +357,21 @@ TEST(ElementwiseTest, BroadcastingShapes) {
   EXPECT_EQ(ProducerOf(g, sub).op, OpCode::Sub);
   EXPECT_EQ(ProducerOf(g, sub).inputs, (std::vector<TensorId>{b, a}));
   EXPECT_EQ(ProducerOf(g, mul).op, OpCode::Mul);
+  const std::pair<TensorId, OpCode> math[] = {{g.Div(a, b), OpCode::Div},
+                                              {g.Maximum(b, a), OpCode::Maximum},
+                                              {g.Minimum(a, s), OpCode::Minimum},
+                                              {g.Pow(s, a), OpCode::Pow}};
+  ASSERT_TRUE(g.status().ok()) << g.status().ToString();
+  for (auto [y, op] : math) EXPECT_EQ(ProducerOf(g, y).op, op);
+  EXPECT_EQ(ShapeOf(g, math[0].first), (Shape{4, 5, 3}));
+  EXPECT_EQ(ShapeOf(g, math[1].first), (Shape{4, 5, 3}));
+  EXPECT_EQ(ShapeOf(g, math[2].first), (Shape{4, 1, 3}));
+  EXPECT_EQ(ShapeOf(g, math[3].first), (Shape{4, 1, 3}));
+  Graph g2;
+  g2.Pow(g2.Input("a", {2, 3}), g2.Input("b", {4}));
+  ExpectError(g2,
+              "Pow 'pow_0': operands could not be broadcast together with shapes [2,3] "
+              "and [4] (3 vs 4 at broadcast axis 1)");
 }
 
 TEST(ElementwiseTest, IncompatibleShapes) {
@@ -373,11 +388,12 @@ TEST(ElementwiseTest, IncompatibleShapes) {
 TEST(ElementwiseTest, UnaryKeepsShape) {
   Graph g;
   TensorId x = g.Input("x", {3, 7});
-  const std::pair<TensorId, OpCode> ys[] = {{g.Relu(x), OpCode::Relu},     {g.Gelu(x), OpCode::Gelu},
-                                            {g.Tanh(x), OpCode::Tanh},     {g.Sigmoid(x), OpCode::Sigmoid},
-                                            {g.Exp(x), OpCode::Exp},       {g.Log(x), OpCode::Log},
-                                            {g.Sqrt(x), OpCode::Sqrt},     {g.Rsqrt(x), OpCode::Rsqrt},
-                                            {g.Square(x), OpCode::Square}, {g.Abs(x), OpCode::Abs}};
+  const std::pair<TensorId, OpCode> ys[] = {
+      {g.Relu(x), OpCode::Relu},       {g.Gelu(x), OpCode::Gelu},   {g.Tanh(x), OpCode::Tanh},
+      {g.Sigmoid(x), OpCode::Sigmoid}, {g.Exp(x), OpCode::Exp},     {g.Log(x), OpCode::Log},
+      {g.Sqrt(x), OpCode::Sqrt},       {g.Rsqrt(x), OpCode::Rsqrt}, {g.Square(x), OpCode::Square},
+      {g.Abs(x), OpCode::Abs},         {g.Erf(x), OpCode::Erf},     {g.Gelu(x, false), OpCode::GeluErf},
+      {g.Gelu(x, true), OpCode::Gelu}};
   TensorId scalar = g.Relu(g.Param("s", {1}, InitSpec::Zeros()));
   ASSERT_TRUE(g.status().ok()) << g.status().ToString();
   for (auto [y, op] : ys) {

@@ -457,6 +457,28 @@ TEST(ModelCreate, LossSpecErrors) {
   EXPECT_NE(r.status().message().find("has no output"), std::string::npos);
 }
 
+// The dense losses read an f32 label column of the logits' shape.
+TEST(ModelCreate, DenseLossesReadF32LabelsOfTheLogitsShape) {
+  CountingDevice dev;
+  for (LossSpec loss : {LossSpec::SoftmaxCrossEntropy(), LossSpec::MSE("target"), LossSpec::L1("target")}) {
+    auto m = Model::Create(MlpNetwork(kBatch, {kFeatures, 12, kClasses}), loss, OptimizerSpec::Sgd(0.1f), dev);
+    SINKRT_ASSERT_OK(m);
+    const fb::QueueColumn* label = nullptr;
+    for (const fb::QueueSpec* q : *(*m)->compiled().stream.root()->queues())
+      for (const fb::QueueColumn* c : *q->columns())
+        if (c->name()->str() == loss.label_column) label = c;
+    ASSERT_NE(label, nullptr) << loss.label_column;
+    EXPECT_EQ(label->dtype(), fb::DType::F32);
+    EXPECT_EQ(std::vector<int64_t>(label->shape()->begin(), label->shape()->end()),
+              (std::vector<int64_t>{kBatch, kClasses}));
+  }
+  host::Graph flat("flat");
+  flat.AddOutput(flat.Input("image", {kBatch * kFeatures}));
+  auto r = Model::Create(flat, LossSpec::SoftmaxCrossEntropy(), OptimizerSpec::Sgd(0.1f), dev);
+  EXPECT_NE(r.status().message().find("SoftmaxCrossEntropy needs [N, C] logits"), std::string::npos)
+      << r.status().ToString();
+}
+
 // ---- eval and predict -----------------------------------------------------------------------
 
 struct HostScore {

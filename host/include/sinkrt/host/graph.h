@@ -230,9 +230,24 @@ class Graph {
   TensorId Sub(TensorId a, TensorId b);
   /// a * b, elementwise with NumPy broadcasting.
   TensorId Mul(TensorId a, TensorId b);
+  /// a / b, with NumPy broadcasting; IEEE: x / 0 = ±inf, 0 / 0 = NaN
+  /// (MindSpore's ops.div).
+  TensorId Div(TensorId a, TensorId b);
+  /// The larger of a and b, with NumPy broadcasting; NaN where either is
+  /// (ops.maximum). Its gradient goes to the larger operand, half to each
+  /// at a tie (MindSpore's MaximumGrad).
+  TensorId Maximum(TensorId a, TensorId b);
+  /// The smaller of a and b, as Maximum (ops.minimum).
+  TensorId Minimum(TensorId a, TensorId b);
+  /// a ^ b, with NumPy broadcasting (ops.pow); both a and b have gradients
+  /// (the exponent's reads log(a) as 0 where a < 0, as MindSpore).
+  TensorId Pow(TensorId a, TensorId b);
   /// max(x, 0).
   TensorId Relu(TensorId x);
   TensorId Gelu(TensorId x);  ///< tanh approximation, as MindSpore's GeLU
+  /// MindSpore's nn.GELU(approximate): true is Gelu(x), the tanh form;
+  /// false the exact x·Φ(x) = x/2·(1 + erf(x/√2)) (op GeluErf).
+  TensorId Gelu(TensorId x, bool approximate);
   /// The hyperbolic tangent.
   TensorId Tanh(TensorId x);
   /// 1 / (1 + exp(-x)).
@@ -249,6 +264,8 @@ class Graph {
   TensorId Square(TensorId x);
   /// |x| (ops.Abs).
   TensorId Abs(TensorId x);
+  /// The error function (ops.Erf).
+  TensorId Erf(TensorId x);
   /// softmax along `axis`.
   TensorId Softmax(TensorId x, int axis = -1);
   /// log(softmax(x)) along `axis`.

@@ -29,6 +29,7 @@
 #include "sinkrt/host/lr_schedule.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
+#include "sinkrt/host/nn.h"
 #include "sinkrt/host/op_code.h"
 #include "sinkrt/host/optimizer.h"
 #include "sinkrt/host/parallel_context.h"

@@ -108,7 +108,13 @@ namespace sinkrt::host {
 /// The loss Model appends to the network, or none when the network computes its own.
 struct LossSpec {
   /// Who computes the loss.
-  enum class Kind { NetworkComputesLoss, SparseSoftmaxCrossEntropy };
+  enum class Kind {
+    NetworkComputesLoss,
+    SparseSoftmaxCrossEntropy,
+    SoftmaxCrossEntropy,  ///< dense labels (sparse=False)
+    MSE,
+    L1,
+  };
   Kind kind = Kind::SparseSoftmaxCrossEntropy;  ///< which loss
   std::string label_column = "label";           ///< the i32 input the loss reads
   /// SEMI_AUTO_PARALLEL: the shard strategy of the loss op Model appends
@@ -121,6 +127,17 @@ struct LossSpec {
   static LossSpec SparseSoftmaxCrossEntropy(std::string label_column = "label") {
     return {Kind::SparseSoftmaxCrossEntropy, std::move(label_column)};
   }
+  /// nn.SoftmaxCrossEntropyWithLogits(sparse=False, reduction='mean') of
+  /// outputs()[0] [N, C] against the f32 input `label_column` [N, C]
+  /// (one-hot or soft labels; sinkrt/host/nn.h).
+  static LossSpec SoftmaxCrossEntropy(std::string label_column = "label") {
+    return {Kind::SoftmaxCrossEntropy, std::move(label_column)};
+  }
+  /// nn.MSELoss() (reduction 'mean') of outputs()[0] against the f32 input
+  /// `label_column` of its shape.
+  static LossSpec MSE(std::string label_column = "label") { return {Kind::MSE, std::move(label_column)}; }
+  /// nn.L1Loss() (reduction 'mean'), as MSE.
+  static LossSpec L1(std::string label_column = "label") { return {Kind::L1, std::move(label_column)}; }
   /// The network already called SetLoss().
   static LossSpec None() { return {Kind::NetworkComputesLoss, ""}; }
 };

@@ -47,6 +47,12 @@ enum class OpCode : uint16_t {
   Rsqrt = 30,        ///< 1 / sqrt(x); IEEE: rsqrt(0) = inf, rsqrt(x < 0) = NaN
   Square = 31,       ///< x * x
   Abs = 32,          ///< |x|
+  Div = 33,          ///< a / b, NumPy broadcasting; IEEE (x / 0 = ±inf, 0 / 0 = NaN)
+  Maximum = 34,      ///< max(a, b), broadcasting; NaN if either is NaN
+  Minimum = 35,      ///< min(a, b), broadcasting; NaN if either is NaN
+  Pow = 36,          ///< a ^ b, broadcasting (std::pow)
+  Erf = 37,          ///< the error function
+  GeluErf = 38,      ///< x/2 (1 + erf(x / sqrt 2)): exact GELU (Gelu is the tanh form)
   // gradient helpers
   ReluGrad = 40,
   GeluGrad = 41,
@@ -71,7 +77,13 @@ enum class OpCode : uint16_t {
   // graph only (pipeline stages, docs/design/pipeline.md): acc += g in place, a
   // gradient summed over micro-batches; lowered to an in-place AddN task
   AccumulateGrad = 60,
-  AbsGrad = 61,  ///< dy, x -> dy * sign(x) (0 where x = 0)
+  AbsGrad = 61,          ///< dy, x -> dy * sign(x) (0 where x = 0)
+  MaximumGradMask = 62,  ///< a, b (broadcasting) -> 1 where a > b, 1/2 where a = b, else 0
+  MinimumGradMask = 63,  ///< a, b (broadcasting) -> 1 where a < b, 1/2 where a = b, else 0
+  PowGradBase = 64,      ///< x, e (broadcasting) -> e * x^(e - 1)
+  PowGradLog = 65,       ///< x -> log(x), 0 where x < 0 (Pow's exponent gradient)
+  ErfGrad = 66,          ///< dy, x -> dy * 2/sqrt(pi) * exp(-x^2)
+  GeluErfGrad = 67,      ///< dy, x -> dy * (Phi(x) + x phi(x))
   // optimizer updates (mutate their first inputs in place)
   SgdUpdate = 80,
   MomentumUpdate = 81,

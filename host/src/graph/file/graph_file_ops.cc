@@ -57,6 +57,10 @@ size_t ForwardArity(OpCode op) {
     case OpCode::Add:
     case OpCode::Sub:
     case OpCode::Mul:
+    case OpCode::Div:
+    case OpCode::Maximum:
+    case OpCode::Minimum:
+    case OpCode::Pow:
     case OpCode::SparseSoftmaxCrossEntropy:
     case OpCode::Conv2D:
     case OpCode::ArgMaxAccuracy:
@@ -90,6 +94,18 @@ Status AddForwardOp(Graph& g, OpCode op, const std::vector<TensorId>& in, const 
     case OpCode::Mul:
       g.Mul(in[0], in[1]);
       break;
+    case OpCode::Div:
+      g.Div(in[0], in[1]);
+      break;
+    case OpCode::Maximum:
+      g.Maximum(in[0], in[1]);
+      break;
+    case OpCode::Minimum:
+      g.Minimum(in[0], in[1]);
+      break;
+    case OpCode::Pow:
+      g.Pow(in[0], in[1]);
+      break;
     case OpCode::Relu:
       g.Relu(in[0]);
       break;
@@ -119,6 +135,12 @@ Status AddForwardOp(Graph& g, OpCode op, const std::vector<TensorId>& in, const 
       break;
     case OpCode::Abs:
       g.Abs(in[0]);
+      break;
+    case OpCode::Erf:
+      g.Erf(in[0]);
+      break;
+    case OpCode::GeluErf:
+      g.Gelu(in[0], /*approximate=*/false);
       break;
     case OpCode::Softmax:
       g.Softmax(in[0], a.axis);

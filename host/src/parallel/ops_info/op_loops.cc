@@ -87,8 +87,8 @@ Result<OpLoops> BroadcastLoops(const Graph& g, const OpNode& op, const Shape& x)
   return l;
 }
 
-// Relu, Gelu, Tanh, Sigmoid, Neg, Exp, Log, Sqrt, Rsqrt, Square, Abs, Cast,
-// Copy (the gather in front of a pipeline stage's Send).
+// Relu, Gelu, GeluErf, Tanh, Sigmoid, Neg, Exp, Log, Sqrt, Rsqrt, Square,
+// Abs, Erf, Cast, Copy (the gather in front of a pipeline stage's Send).
 Result<OpLoops> ElementwiseLoops(const Graph& g, const OpNode& op, const Shape& x) {
   OpLoops l;
   const std::vector<int> dims = LoopPerDim(l, x);
@@ -263,6 +263,10 @@ Result<OpLoops> LoopsOf(const Graph& g, const OpNode& op) {
     case OpCode::Add:
     case OpCode::Sub:
     case OpCode::Mul:
+    case OpCode::Div:
+    case OpCode::Maximum:
+    case OpCode::Minimum:
+    case OpCode::Pow:
       return BroadcastLoops(g, op, x);
     case OpCode::Relu:
     case OpCode::Gelu:
@@ -275,6 +279,8 @@ Result<OpLoops> LoopsOf(const Graph& g, const OpNode& op) {
     case OpCode::Rsqrt:
     case OpCode::Square:
     case OpCode::Abs:
+    case OpCode::Erf:
+    case OpCode::GeluErf:
     case OpCode::Cast:
     case OpCode::Copy:
       return ElementwiseLoops(g, op, x);

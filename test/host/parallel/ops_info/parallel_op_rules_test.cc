@@ -191,6 +191,35 @@ std::vector<Case> MakeCases() {
                      }});
   }
   {
+    // Div's divisor and Pow's base from (0.5, 2); Pow's exponent from (-1, 1).
+    using Fn = TensorId (Graph::*)(TensorId, TensorId);
+    const struct {
+      const char* name;
+      Fn fn;
+      float x_low = -1.f, x_high = 1.f, y_low = -1.f, y_high = 1.f;
+    } math[] = {{"Div", &Graph::Div, -1.f, 1.f, 0.5f, 2.f},
+                {"Maximum", &Graph::Maximum},
+                {"Minimum", &Graph::Minimum},
+                {"Pow", &Graph::Pow, 0.5f, 2.f}};
+    for (const auto& m : math) {
+      const int64_t r = e(), c = e();
+      cases.push_back(
+          {m.name, {{r}, {c}}, {{0, 1}, {0, 1}}, [=](Graph& g, Data&) {
+             return One((g.*m.fn)(P(g, "x", {r, c}, m.x_low, m.x_high), P(g, "y", {r, c}, m.y_low, m.y_high)));
+           }});
+    }
+    const int64_t r = e(), c = e();
+    cases.push_back({"Div_broadcast_rank", {{r}, {c}}, {{0, 1}, {1}}, [=](Graph& g, Data&) {
+                       return One(g.Div(P(g, "x", {r, c}), P(g, "y", {c}, 0.5f, 2.f)));
+                     }});
+    cases.push_back({"Maximum_broadcast_both", {{r}, {c}}, {{0, -1}, {-1, 1}}, [=](Graph& g, Data&) {
+                       return One(g.Maximum(P(g, "x", {r, 1}), P(g, "y", {1, c})));
+                     }});
+    cases.push_back({"Pow_broadcast_rank", {{r}, {c}}, {{0, 1}, {1}}, [=](Graph& g, Data&) {
+                       return One(g.Pow(P(g, "x", {r, c}, 0.5f, 2.f), P(g, "y", {c})));
+                     }});
+  }
+  {
     using Fn = TensorId (Graph::*)(TensorId);
     // Log, Sqrt and Rsqrt draw from their domain (0.5, 2).
     const struct {
@@ -206,7 +235,8 @@ std::vector<Case> MakeCases() {
                  {"Sqrt", &Graph::Sqrt, 0.5f, 2.f},
                  {"Rsqrt", &Graph::Rsqrt, 0.5f, 2.f},
                  {"Square", &Graph::Square},
-                 {"Abs", &Graph::Abs}};
+                 {"Abs", &Graph::Abs},
+                 {"Erf", &Graph::Erf}};
     for (const auto& u : unary) {
       const int64_t r = e(), c = e();
       cases.push_back({u.name, {{r}, {c}}, {{0, 1}}, [=](Graph& g, Data&) {
@@ -216,6 +246,9 @@ std::vector<Case> MakeCases() {
     const int64_t a = e(), b = e(), c = e();
     cases.push_back({"Tanh_3d", {{a}, {b}, {c}}, {{0, 1, 2}}, [=](Graph& g, Data&) {
                        return One(g.Tanh(P(g, "x", {a, b, c})));
+                     }});
+    cases.push_back({"GeluErf", {{a}, {b}}, {{0, 1}}, [=](Graph& g, Data&) {
+                       return One(g.Gelu(P(g, "x", {a, b}), /*approximate=*/false));
                      }});
   }
   {
