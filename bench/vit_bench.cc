@@ -35,8 +35,10 @@ bool g_print_tasks = false;
 
 // The zoo network with the loss Model would append (as test/support's
 // MakeMlp does for the MLP).
-host::Graph VitWithLoss(int64_t batch) {
-  host::Graph g = host::MakeVitNetwork(batch, 1);
+host::Graph VitWithLoss(int64_t batch, float dropout = 0) {
+  host::VitConfig config;
+  config.dropout = dropout;
+  host::Graph g = host::MakeVitNetwork(batch, 1, config);
   if (!g.status().ok() || g.outputs().empty()) return g;
   const host::TensorId logits = g.outputs().front();
   const host::TensorId label = g.Input("label", {batch}, DType::I32);
@@ -47,10 +49,11 @@ host::Graph VitWithLoss(int64_t batch) {
 // Compiles and loads the ViT; with `recompute`, every layer recomputed
 // (Graph::Recompute("all"), docs/guide/recompute.md). Sets the arena's and the
 // activations' MiB as counters.
-Status LoadVit(device::InProcessDevice& dev, int64_t batch, benchmark::State& state, bool recompute = false) {
+Status LoadVit(device::InProcessDevice& dev, int64_t batch, benchmark::State& state, bool recompute = false,
+               float dropout = 0) {
   host::CompileOptions o;
   o.optimizer = host::OptimizerSpec::Adam(1e-3f);
-  host::Graph g = VitWithLoss(batch);
+  host::Graph g = VitWithLoss(batch, dropout);
   if (recompute) g.Recompute("all");
   SINKRT_ASSIGN_OR_RETURN(host::CompiledStream cs, host::Compile(g, o));
   state.counters["arena_MiB"] = static_cast<double>(cs.report.arena_bytes) / (1 << 20);
@@ -59,14 +62,14 @@ Status LoadVit(device::InProcessDevice& dev, int64_t batch, benchmark::State& st
 }
 
 // Arguments: batch, threads; `worker_team` as DeviceOptions::worker_team.
-void RunVitTrain(benchmark::State& state, bool recompute, bool worker_team) {
+void RunVitTrain(benchmark::State& state, bool recompute, bool worker_team, float dropout = 0) {
   const int64_t batch = state.range(0);
   device::DeviceOptions opts = device::DeviceOptions::FromEnvironment();
   opts.threads = static_cast<int>(state.range(1));
   opts.worker_team = worker_team;
   const uint32_t steps = 16;
   device::InProcessDevice dev(opts);
-  if (Status st = LoadVit(dev, batch, state, recompute); !st.ok()) {
+  if (Status st = LoadVit(dev, batch, state, recompute, dropout); !st.ok()) {
     state.SkipWithError(st.ToString().c_str());
     return;
   }
@@ -85,6 +88,14 @@ void BM_VitRecompute(benchmark::State& state) {
   RunVitTrain(state, state.range(2) != 0, device::DeviceOptions::FromEnvironment().worker_team);
 }
 
+// Dropout (docs/guide/dropout.md): arguments batch, threads, p in percent
+// (0: the network without dropout, 10: nn.Dropout(0.1) at the ViT's five
+// places).
+void BM_VitDropout(benchmark::State& state) {
+  RunVitTrain(state, false, device::DeviceOptions::FromEnvironment().worker_team,
+              static_cast<float>(state.range(2)) / 100.0f);
+}
+
 BENCHMARK(BM_VitTrain)
     ->ArgNames({"batch", "threads", "team"})
     ->Args({64, 1, 1})
@@ -93,6 +104,12 @@ BENCHMARK(BM_VitTrain)
     ->Args({256, 1, 1})
     ->Args({256, 2, 0})
     ->Args({256, 2, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(2.0);
+BENCHMARK(BM_VitDropout)
+    ->ArgNames({"batch", "threads", "p_percent"})
+    ->ArgsProduct({{64}, {1}, {0, 10}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(2.0);

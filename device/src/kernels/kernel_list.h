@@ -11,6 +11,8 @@ extern const KernelImpl kAddKernel, kSubKernel, kMulKernel, kAddNKernel;
 // activation.cc
 extern const KernelImpl kReluKernel, kGeluKernel, kTanhKernel, kSigmoidKernel, kNegKernel;
 extern const KernelImpl kReluGradKernel, kGeluGradKernel, kTanhGradKernel, kSigmoidGradKernel;
+// dropout.cc (Dropout and DropoutGrad share one kernel)
+extern const KernelImpl kDropoutKernel, kDropoutStepKernel;
 extern const KernelImpl kExpKernel, kLogKernel, kSqrtKernel, kRsqrtKernel, kSquareKernel, kAbsKernel, kAbsGradKernel;
 // softmax.cc
 extern const KernelImpl kSoftmaxKernel, kLogSoftmaxKernel, kSoftmaxGradKernel, kLogSoftmaxGradKernel;

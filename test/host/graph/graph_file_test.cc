@@ -84,6 +84,8 @@ Graph AllOps() {
   // The unary math ops (format 1.2).
   const TensorId um = g.Abs(g.Square(g.Rsqrt(g.Sqrt(g.Exp(g.Log(g.Sigmoid(s)))))));
   loss = g.Add(loss, g.ReduceMean(um));
+  // Dropout (format 1.3): p, seed and op id travel.
+  loss = g.Add(loss, g.ReduceMean(g.Dropout(um, 0.25f, 77)));
   g.SetLoss(loss);
   g.AddOutput(logits);
   g.AddOutput(g.ArgMaxAccuracy(logits, label));
@@ -131,7 +133,7 @@ TEST(GraphFileTest, EveryForwardOpIsInTheEveryOpGraph) {
   const Graph g = AllOps();  // not AllOps().ops(): the temporary would die before the loop
   for (const OpNode& op : g.ops()) used.insert(op.op);
   for (OpCode op : {OpCode::LayerNorm, OpCode::Gather, OpCode::Cast, OpCode::Exp, OpCode::Log, OpCode::Sqrt,
-                    OpCode::Rsqrt, OpCode::Square, OpCode::Abs})
+                    OpCode::Rsqrt, OpCode::Square, OpCode::Abs, OpCode::Dropout})
     EXPECT_TRUE(used.count(op)) << OpCodeName(op);
 }
 TEST(GraphFileTest, SgdRoundTrips) { ExpectRoundTrip(ZooMlp(), OptimizerSpec::Sgd(0.5f)); }
