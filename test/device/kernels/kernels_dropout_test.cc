@@ -187,8 +187,13 @@ TEST(DropoutKernel, PrepareRefusesBadOptionsAndOperands) {
   }
   {
     KernelRunner run(OpCode::Dropout);
-    run.In(x).In(step).Out(y).DropoutOpts(0.5f, 0, 0, {8, 6, 1}, {0, 0, 0});
+    run.In(x).In(step).Out(y).DropoutOpts(0.5f, 0, 0, {8, 6, 1, 1}, {0, 0, 0, 0});
     ExpectPrepareError(run, "Dropout", {"one entry per dim"});
+  }
+  {
+    KernelRunner run(OpCode::Dropout);  // [4, 6] as samples of 5 rows
+    run.In(x).In(step).Out(y).DropoutOpts(0.5f, 0, 0, {8, 5, 6}, {0, 0, 0});
+    ExpectPrepareError(run, "Dropout", {"global_shape[1] 5 (rows per sample) does not divide dim 0 of [4,6]"});
   }
   {
     KernelRunner run(OpCode::Dropout);
