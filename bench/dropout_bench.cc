@@ -56,3 +56,5 @@ BENCHMARK(BM_Memcpy)->Arg(1 << 16)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
 
 }  // namespace
 }  // namespace sinkrt
+
+BENCHMARK_MAIN();

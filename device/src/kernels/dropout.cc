@@ -54,11 +54,15 @@ SINKRT_VECTOR_CLONES void DropoutBits(const DropoutKey& key, uint64_t first, uin
   }
   uint32_t k0 = static_cast<uint32_t>(key.seed);
   uint32_t k1 = static_cast<uint32_t>(key.seed >> 32) ^ static_cast<uint32_t>(key.step >> 32);
+  // Kept a loop (not unrolled into 160 scalar rounds) so that the lanes
+  // loop inside vectorises: the high halves are vector widening multiplies.
+#pragma GCC unroll 1
   for (int r = 0; r < 10; ++r) {
     if (r > 0) {
       k0 += philox_internal::kW0;
       k1 += philox_internal::kW1;
     }
+#pragma GCC unroll 1
     for (int i = 0; i < kLanes; ++i) {
       const uint64_t p0 = static_cast<uint64_t>(philox_internal::kM0) * c0[i];
       const uint64_t p1 = static_cast<uint64_t>(philox_internal::kM1) * c2[i];
