@@ -513,8 +513,12 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
       }
   }
   if (sharded) {
-    placement.layouts = &local->layouts;
-    placement.rank = options.rank;
+    placement.block_of = [&](TensorId t) -> std::optional<passes::DropoutBlock> {
+      if (t >= local->layouts.size() || local->layouts[t].device_matrix.empty()) return std::nullopt;
+      const parallel::TensorLayout& l = local->layouts[t];
+      if (parallel::SliceShape(l) != amp.tensor(t).shape) return std::nullopt;
+      return passes::DropoutBlock{.global_shape = l.shape, .offset = parallel::SliceOffset(l, options.rank)};
+    };
   }
   SINKRT_RETURN_IF_ERROR(passes::PlaceDropout(amp, placement), "compile graph '" + forward.name() + "'");
   // Gradient accumulation: the gradient of the K batches' mean loss.

@@ -15,13 +15,14 @@ Status PlaceDropout(Graph& g, const DropoutPlacement& where) {
     OpAttrs a = op.attrs;
     a.dropout_global_shape = local;
     a.dropout_offset.assign(local.size(), 0);
-    if (where.layouts && x < where.layouts->size() && !(*where.layouts)[x].device_matrix.empty()) {
-      const parallel::TensorLayout& l = (*where.layouts)[x];
-      if (parallel::SliceShape(l) != local)
-        return Internal("Dropout '" + op.name + "': its input " + ShapeToString(local) +
-                        " is not the block of its layout " + ShapeToString(parallel::SliceShape(l)));
-      a.dropout_global_shape = l.shape;
-      a.dropout_offset = parallel::SliceOffset(l, where.rank);
+    if (where.block_of) {
+      if (std::optional<DropoutBlock> b = where.block_of(x)) {
+        if (b->global_shape.size() != local.size() || b->offset.size() != local.size())
+          return Internal("Dropout '" + op.name + "': its input " + ShapeToString(local) + " is not a block of " +
+                          ShapeToString(b->global_shape));
+        a.dropout_global_shape = b->global_shape;
+        a.dropout_offset = b->offset;
+      }
     }
     // Dataset::ShardBelowBatch: rank r's sample i is sample i·n + r of the
     // global batch. A tensor of T rows per sample ([B·T, D]) is placed as

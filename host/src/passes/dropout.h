@@ -16,9 +16,10 @@
 // share it, sinks do not matter, checkpoints keep it.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <vector>
 
-#include "host/src/parallel/tensor_layout/layout.h"
 #include "sinkrt/host/graph.h"
 #include "sinkrt/runtime/status.h"
 
@@ -26,15 +27,21 @@ namespace sinkrt::host::passes {
 
 inline constexpr const char* kDropoutStepName = "dropout/step";
 
+// A tensor's place in the whole one: its shape and where this block starts.
+struct DropoutBlock {
+  Shape global_shape;
+  std::vector<int64_t> offset;
+};
+
 // Where this rank's tensors sit in the global ones.
 struct DropoutPlacement {
   // Data parallel: `replicas` ranks interleaved along dim 0, this one at
   // `replica`, each fed `batch` samples a step (0: unknown, a row each).
   int64_t replicas = 1, replica = 0, batch = 0;
-  // SEMI_AUTO_PARALLEL: per tensor id, its layout (empty device matrix:
-  // whole); the block of world rank `rank`. Replicas are in the layouts.
-  const std::vector<parallel::TensorLayout>* layouts = nullptr;
-  int64_t rank = 0;
+  // SEMI_AUTO_PARALLEL: a tensor's block in the whole tensor, from its
+  // layout (nullopt: whole); unset: every tensor is whole. Replicas are in
+  // the layouts.
+  std::function<std::optional<DropoutBlock>(TensorId)> block_of;
 };
 
 // Sets every Dropout op's global shape and offset (OpAttrs::dropout_*).
