@@ -35,8 +35,10 @@ bool g_print_tasks = false;
 
 // The zoo network with the loss Model would append (as test/support's
 // MakeMlp does for the MLP).
-host::Graph VitWithLoss(int64_t batch) {
-  host::Graph g = host::MakeVitNetwork(batch, 1);
+host::Graph VitWithLoss(int64_t batch, float dropout = 0) {
+  host::VitConfig config;
+  config.dropout = dropout;
+  host::Graph g = host::MakeVitNetwork(batch, 1, config);
   if (!g.status().ok() || g.outputs().empty()) return g;
   const host::TensorId logits = g.outputs().front();
   const host::TensorId label = g.Input("label", {batch}, DType::I32);
@@ -48,12 +50,12 @@ host::Graph VitWithLoss(int64_t batch) {
 // (Graph::Recompute("all"), docs/guide/recompute.md). Sets the arena's and the
 // activations' MiB as counters.
 Status LoadVit(device::InProcessDevice& dev, int64_t batch, benchmark::State& state, bool recompute = false,
-               bool schedule = false) {
+               bool schedule = false, float dropout = 0) {
   host::CompileOptions o;
   o.optimizer = host::OptimizerSpec::Adam(1e-3f);
   // Warmup then cosine on the device (docs/guide/lr_schedules.md).
   if (schedule) o.optimizer.schedule = host::LrSchedule::WarmupCosine(1e-3, 1e-5, 500, 9500);
-  host::Graph g = VitWithLoss(batch);
+  host::Graph g = VitWithLoss(batch, dropout);
   if (recompute) g.Recompute("all");
   SINKRT_ASSIGN_OR_RETURN(host::CompiledStream cs, host::Compile(g, o));
   state.counters["arena_MiB"] = static_cast<double>(cs.report.arena_bytes) / (1 << 20);
@@ -62,14 +64,15 @@ Status LoadVit(device::InProcessDevice& dev, int64_t batch, benchmark::State& st
 }
 
 // Arguments: batch, threads; `worker_team` as DeviceOptions::worker_team.
-void RunVitTrain(benchmark::State& state, bool recompute, bool worker_team, bool schedule = false) {
+void RunVitTrain(benchmark::State& state, bool recompute, bool worker_team, bool schedule = false,
+                 float dropout = 0) {
   const int64_t batch = state.range(0);
   device::DeviceOptions opts = device::DeviceOptions::FromEnvironment();
   opts.threads = static_cast<int>(state.range(1));
   opts.worker_team = worker_team;
   const uint32_t steps = 16;
   device::InProcessDevice dev(opts);
-  if (Status st = LoadVit(dev, batch, state, recompute, schedule); !st.ok()) {
+  if (Status st = LoadVit(dev, batch, state, recompute, schedule, dropout); !st.ok()) {
     state.SkipWithError(st.ToString().c_str());
     return;
   }
@@ -101,6 +104,14 @@ void BM_VitSchedule(benchmark::State& state) {
   RunVitTrain(state, false, device::DeviceOptions::FromEnvironment().worker_team, state.range(2) != 0);
 }
 
+// Dropout (docs/guide/dropout.md): arguments batch, threads, p in percent
+// (0: the network without dropout, 10: nn.Dropout(0.1) at the ViT's five
+// places).
+void BM_VitDropout(benchmark::State& state) {
+  RunVitTrain(state, false, device::DeviceOptions::FromEnvironment().worker_team, false,
+              static_cast<float>(state.range(2)) / 100.0f);
+}
+
 BENCHMARK(BM_VitTrain)
     ->ArgNames({"batch", "threads", "team"})
     ->Args({64, 1, 1})
@@ -115,6 +126,12 @@ BENCHMARK(BM_VitTrain)
 BENCHMARK(BM_VitSchedule)
     ->ArgNames({"batch", "threads", "schedule"})
     ->ArgsProduct({{64}, {1}, {0, 1, 0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(2.0);
+BENCHMARK(BM_VitDropout)
+    ->ArgNames({"batch", "threads", "p_percent"})
+    ->ArgsProduct({{64}, {1}, {0, 10}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(2.0);

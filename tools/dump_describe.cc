@@ -221,6 +221,19 @@ void KernelAttrs(const VerifiedStream& view, const fb::KernelTask& k, Json& attr
         attrs["weights"] =
             o->weights() ? std::vector<double>(o->weights()->begin(), o->weights()->end()) : std::vector<double>{};
       break;
+    case fb::OpOptions::DropoutOptions:
+      if (const auto* o = k.options_as_DropoutOptions()) {
+        attrs["p"] = o->p();
+        attrs["seed"] = o->seed();
+        attrs["op_id"] = o->op_id();
+        auto longs = [](const flatbuffers::Vector<int64_t>* v) {
+          return v ? std::vector<int64_t>(v->begin(), v->end()) : std::vector<int64_t>{};
+        };
+        if (o->global_shape()) attrs["global_shape"] = longs(o->global_shape());
+        if (o->offset()) attrs["offset"] = longs(o->offset());
+        if (o->row_stride() != 1) attrs["row_stride"] = o->row_stride();
+      }
+      break;
     default:
       break;
   }

@@ -50,6 +50,7 @@ struct TrainFlags {
   double momentum = 0.9;
   std::string optimizer = "momentum";
   uint64_t seed = 1;
+  double dropout = 0;  // --dropout P: the ViT's drop probability (docs/guide/dropout.md)
   int sink_size = -1;
   bool no_sink = false;
   int threads = 0;       // 0: every core the process may use

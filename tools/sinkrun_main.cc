@@ -133,6 +133,11 @@ void AddTrainJobFlags(CLI::App* train, tools::TrainFlags& f) {
   train->add_option("--seed", f.seed, "parameter initialisation and shuffle seed")
       ->check(tools::UnsignedInteger())
       ->capture_default_str();
+  train
+      ->add_option("--dropout", f.dropout,
+                   "--model vit: drop probability p in [0, 1) of its dropout layers (nn.Dropout(p); masks from "
+                   "--seed, the same for any device count)")
+      ->capture_default_str();
   train->add_option("--sink-size", f.sink_size, "steps per sink epoch; -1: a whole pass (MindSpore's sink_size)")
       ->capture_default_str();
   train->add_flag("--no-sink", f.no_sink, "run every step as its own request (dataset_sink_mode=False)");

@@ -210,9 +210,11 @@ Status CheckCheckpointPath(const std::string& path) {
 
 double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-host::Graph ZooNetwork(const std::string& model, int64_t batch, uint64_t seed) {
+host::Graph ZooNetwork(const std::string& model, int64_t batch, uint64_t seed, double dropout) {
+  host::VitConfig vit;
+  vit.dropout = static_cast<float>(dropout);
   return model == "mlp"   ? host::MakeMlpNetwork(batch, {784, 512, 256, 10}, seed)
-         : model == "vit" ? host::MakeVitNetwork(batch, seed)
+         : model == "vit" ? host::MakeVitNetwork(batch, seed, vit)
                           : host::MakeLeNetNetwork(batch, seed);
 }
 
@@ -228,7 +230,7 @@ Result<host::Graph> NetworkWithLoss(const TrainFlags& f, int64_t batch) {
     SINKRT_ASSIGN_OR_RETURN(host::GraphFile file, host::LoadGraph(f.graph, load), "--graph");
     return std::move(file.graph);
   }
-  host::Graph g = ZooNetwork(f.model, batch, f.seed);
+  host::Graph g = ZooNetwork(f.model, batch, f.seed, f.dropout);
   if (g.status().ok() && !g.outputs().empty())
     g.SetLoss(g.SparseSoftmaxCrossEntropy(g.outputs().front(), g.Input("label", {batch}, DType::I32)));
   SINKRT_RETURN_IF_ERROR(g.status(), "--model " + f.model);
@@ -429,6 +431,10 @@ int CheckTrainingFlags(TrainRun& r) {
     return Usage("--sink-size must be -1 (a whole pass per epoch) or positive, got " + std::to_string(f.sink_size));
   if (f.no_sink && r.cmd.count("--sink-size"))
     return Usage("--sink-size and --no-sink contradict each other: without sinking every step is its own request");
+  if (!(f.dropout >= 0 && f.dropout < 1))
+    return Usage("--dropout: For 'Dropout', the 'p' must be in range of [0.0, 1.0), but got " + Num(f.dropout));
+  if (f.dropout > 0 && (f.model != "vit" || !f.graph.empty()))
+    return Usage("--dropout applies to --model vit (a graph file has its own Dropout ops)");
   if (r.cmd.count("--momentum") && f.optimizer != "momentum")
     return Usage("--momentum applies to --optimizer momentum, not " + f.optimizer);
   std::optional<DataChoice> data = ParseData(f.data);
@@ -631,7 +637,7 @@ Result<host::JobSpec> SpecOf(const TrainRun& r) {
   spec.network = [&f, file, sharded, batch = r.batch](int64_t at) -> Result<host::Graph> {
     if (file && at == batch) return file->graph;
     if (file || sharded) return NetworkWithLoss(f, at);
-    return ZooNetwork(f.model, at, f.seed);
+    return ZooNetwork(f.model, at, f.seed, f.dropout);
   };
   return spec;
 }
@@ -823,7 +829,8 @@ void PrintHeader(const TrainRun& r) {
             << (ZeroOn(r.context) ? ", parallel optimizer (threshold " +
                                         std::to_string(r.context.parallel_optimizer_config.threshold_kb) + " KB)"
                                   : std::string())
-            << ", " << OptimizerText(r.optimizer) << ", seed " << f.seed << "; "
+            << ", " << OptimizerText(r.optimizer) << ", seed " << f.seed
+            << (f.dropout > 0 ? ", dropout " + Num(f.dropout) : std::string()) << "; "
             << tools::ParallelContextText(r.context.mode, r.context.gradients_mean) << "; device: " << r.dev->describe
             << std::endl;
   if (r.plan && r.plan->searched) std::cout << AutoParallelText(*r.plan->searched->auto_parallel) << std::endl;
@@ -980,6 +987,7 @@ nlohmann::ordered_json EndEvent(const TrainRun& r, const TrainResult& t, int64_t
       {"learning_rate", r.optimizer.learning_rate},
       {"lr_schedule", r.optimizer.schedule.enabled() ? host::DescribeLrSchedule(r.optimizer.schedule) : "constant"},
       {"seed", f.seed},
+      {"dropout", f.dropout},
       {"sink_mode", r.sink()},
       {"sink_size", r.sink() ? f.sink_size : -1},
       {"device", r.dev->kind},

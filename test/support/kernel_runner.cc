@@ -156,6 +156,13 @@ KernelRunner& KernelRunner::Pool(const PoolParams& p) {
 KernelRunner& KernelRunner::FillValue(float v) {
   return Options(fb::OpOptions::FillOptions, fb::CreateFillOptions(fbb_, v).Union());
 }
+KernelRunner& KernelRunner::DropoutOpts(float p, uint64_t seed, uint32_t op_id, std::vector<int64_t> global_shape,
+                                        std::vector<int64_t> offset, int64_t row_stride) {
+  return Options(fb::OpOptions::DropoutOptions,
+                 fb::CreateDropoutOptionsDirect(fbb_, p, seed, op_id, global_shape.empty() ? nullptr : &global_shape,
+                                                offset.empty() ? nullptr : &offset, row_stride)
+                     .Union());
+}
 KernelRunner& KernelRunner::Sgd(float lr, float wd) {
   return Options(fb::OpOptions::SgdOptions, fb::CreateSgdOptions(fbb_, lr, wd).Union());
 }

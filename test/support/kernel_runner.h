@@ -105,6 +105,9 @@ class KernelRunner {
   KernelRunner& SplitOpts(int axis, std::vector<int64_t> sizes);
   KernelRunner& CommOpts(int axis, uint32_t position, std::vector<uint32_t> group);
   KernelRunner& MetricWeights(std::vector<double> weights);
+  // Dropout/DropoutGrad: p, seed, op id, and the block's place (both empty: whole).
+  KernelRunner& DropoutOpts(float p, uint64_t seed, uint32_t op_id, std::vector<int64_t> global_shape = {},
+                            std::vector<int64_t> offset = {}, int64_t row_stride = 1);
   KernelRunner& Options(fb::OpOptions type, flatbuffers::Offset<void> value);
   // The builder Options' tables are made in (for tables without a helper).
   flatbuffers::FlatBufferBuilder& fbb() { return fbb_; }

@@ -244,6 +244,29 @@ TEST_F(SinkrunTest, TrainsTheVitWithItsRecipeDefaults) {
   EXPECT_NE(m.out.find("momentum (lr 0.001, momentum 0.9)"), std::string::npos) << m.out;  // the recipe's lr stays
 }
 
+// --dropout (docs/guide/dropout.md): the ViT's masks come from --seed, so
+// a run repeats its losses bit for bit, and differs from the run without.
+TEST_F(SinkrunTest, VitDropoutIsInTheHeaderAndTheReportAndRepeats) {
+  const std::string vit = "train --model vit --data synthetic:64 --epochs 1 --threads 1 --batch 16";
+  RunResult a = Run(vit + " --dropout 0.1" + ReportFlag());
+  ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
+  EXPECT_NE(a.out.find("seed 1, dropout 0.1;"), std::string::npos) << a.out;
+  std::vector<json> first = ReadReport();
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_DOUBLE_EQ(first[1]["dropout"].get<double>(), 0.1);
+  RunResult b = Run(vit + " --dropout 0.1" + ReportFlag());
+  ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
+  std::vector<json> second = ReadReport();
+  ASSERT_EQ(second.size(), 2u);
+  EXPECT_EQ(first[0]["loss"], second[0]["loss"]);
+  RunResult c = Run(vit + ReportFlag());
+  ASSERT_EQ(c.exit_code, 0) << c.out << c.err;
+  EXPECT_NE(ReadReport()[0]["loss"], first[0]["loss"]);
+  fs::remove(Report());
+  ExpectRefused(vit + " --dropout 1", "--dropout: For 'Dropout', the 'p' must be in range of [0.0, 1.0), but got 1");
+  ExpectRefused("train --model mlp --data synthetic:64 --epochs 1 --dropout 0.1", "--dropout applies to --model vit");
+}
+
 TEST_F(SinkrunTest, MissingDataDirectoryFailsBeforeTrainingAndNamesIt) {
   const fs::path missing = dir_ / "no-such-dir";
   ExpectRefused("train --model mlp --data 'fashion-mnist:" + missing.string() + "'", missing.string(), 1);

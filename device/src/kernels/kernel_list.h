@@ -13,6 +13,8 @@ extern const KernelImpl kMaximumGradMaskKernel, kMinimumGradMaskKernel, kPowGrad
 // activation.cc
 extern const KernelImpl kReluKernel, kGeluKernel, kTanhKernel, kSigmoidKernel, kNegKernel;
 extern const KernelImpl kReluGradKernel, kGeluGradKernel, kTanhGradKernel, kSigmoidGradKernel;
+// dropout.cc (Dropout and DropoutGrad share one kernel)
+extern const KernelImpl kDropoutKernel, kDropoutStepKernel;
 extern const KernelImpl kExpKernel, kLogKernel, kSqrtKernel, kRsqrtKernel, kSquareKernel, kAbsKernel, kAbsGradKernel;
 extern const KernelImpl kErfKernel, kGeluErfKernel, kPowGradLogKernel, kErfGradKernel, kGeluErfGradKernel;
 // softmax.cc

@@ -153,6 +153,16 @@ Status SquareGrad(const Rule& r, Dx& dx) {
   return Status::Ok();
 }
 
+// d dropout(x) = dy · mask / (1 − p): DropoutGrad redraws the op's mask from
+// the same step and global indices (its attributes are the op's), so no
+// mask is kept from the forward (docs/guide/dropout.md).
+Status DropoutGrad(const Rule& r, Dx& dx) {
+  if (r.op.inputs.size() != 2)
+    return Internal("Dropout '" + r.op.name + "' has no step counter (the training graph adds it)");
+  if (r.want(0)) dx[0] = r.Emit(OpCode::DropoutGrad, {r.dy, r.in(1)}, r.op.attrs, r.in_shape(0), "grad");
+  return Status::Ok();
+}
+
 // Softmax, LogSoftmax: the kernel reads dy and y along the op's axis.
 template <OpCode kGrad>
 Status SoftmaxGrad(const Rule& r, Dx& dx) {
@@ -231,6 +241,7 @@ constexpr GradRule kRules[] = {
     {OpCode::Rsqrt, RsqrtGrad},
     {OpCode::Square, SquareGrad},
     {OpCode::Abs, ActivationGrad<OpCode::AbsGrad, false>},
+    {OpCode::Dropout, DropoutGrad},
     {OpCode::Softmax, SoftmaxGrad<OpCode::SoftmaxGrad>},
     {OpCode::LogSoftmax, SoftmaxGrad<OpCode::LogSoftmaxGrad>},
     {OpCode::SparseSoftmaxCrossEntropy, SparseSoftmaxCrossEntropyGrad},

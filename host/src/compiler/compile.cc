@@ -17,6 +17,7 @@
 #include "host/src/parallel/partition/partition.h"
 #include "host/src/passes/accumulation.h"
 #include "host/src/passes/amp.h"
+#include "host/src/passes/dropout.h"
 #include "host/src/passes/training_graph.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/runtime/stream_format.h"
@@ -465,7 +466,15 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
                          (options.pipeline.stages > 1 ? std::string("pipeline stages")
                                                       : std::string(ParallelModeName(options.parallel_mode))) +
                          " yet (stand_alone and data_parallel are)");
-  if (options.pipeline.stages > 1) return CompilePipelineStage(forward, options);
+  if (options.pipeline.stages > 1) {
+    // Each micro-batch would draw the first micro-batch's masks.
+    for (const OpNode& op : forward.ops())
+      if (op.op == OpCode::Dropout)
+        return Unimplemented("compile graph '" + forward.name() + "': Dropout ('" + op.name +
+                             "') with pipeline stages is not supported yet (stand_alone, data_parallel, "
+                             "semi_auto_parallel and gradient accumulation are)");
+    return CompilePipelineStage(forward, options);
+  }
   const bool sharded = options.parallel_mode == ParallelMode::SemiAutoParallel;
   std::optional<parallel::LocalGraph> local;
   if (sharded) {
@@ -492,6 +501,26 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
   // amp pass keeps tensor ids, so the layouts stay valid).
   SINKRT_ASSIGN_OR_RETURN(Graph amp, passes::ApplyAmp(sharded ? local->graph : forward, options.amp_level),
                           "compile graph '" + forward.name() + "'");
+  // Dropout's place in the global tensors (passes/dropout.h).
+  passes::DropoutPlacement placement;
+  if (options.parallel_mode == ParallelMode::DataParallel) {
+    placement.replicas = options.world_size;
+    placement.replica = options.rank;
+    for (const TensorInfo& t : amp.tensors())  // the per-rank batch: the first input's dim 0
+      if (t.kind == TensorKind::Input && !t.shape.empty()) {
+        placement.batch = t.shape[0];
+        break;
+      }
+  }
+  if (sharded) {
+    placement.block_of = [&](TensorId t) -> std::optional<passes::DropoutBlock> {
+      if (t >= local->layouts.size() || local->layouts[t].device_matrix.empty()) return std::nullopt;
+      const parallel::TensorLayout& l = local->layouts[t];
+      if (parallel::SliceShape(l) != amp.tensor(t).shape) return std::nullopt;
+      return passes::DropoutBlock{.global_shape = l.shape, .offset = parallel::SliceOffset(l, options.rank)};
+    };
+  }
+  SINKRT_RETURN_IF_ERROR(passes::PlaceDropout(amp, placement), "compile graph '" + forward.name() + "'");
   // Gradient accumulation: the gradient of the K batches' mean loss.
   const int accumulate = options.grad_accumulation;
   // Optimizer parallel (data parallel): rank r updates block r.

@@ -200,6 +200,14 @@ uint64_t Hash(const Graph& g, bool with_strategies, bool batch_free = false, boo
       h.U64(a.sizes.size());
       for (size_t i = batch_free ? 1 : 0; i < a.sizes.size(); ++i) h.I64(a.sizes[i]);
     }
+    if (op.op == OpCode::Dropout || op.op == OpCode::DropoutGrad) {
+      // The masks: another p, seed or op id is another training run. The
+      // placement is the compiler's, derived from the rest.
+      h.String("dropout");
+      h.F32(a.dropout_p);
+      h.U64(a.dropout_seed);
+      h.U32(a.dropout_op_id);
+    }
     if (!op.recompute.empty()) {
       h.String("recompute");
       h.String(op.recompute);

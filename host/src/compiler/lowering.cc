@@ -99,7 +99,7 @@ void AddGetNext(const Graph& g, const ProgramPlan& plan, const BufferOf& buffer_
 
 // One kernel's task(s): a collective or a transfer of the graph becomes its
 // task, any other op a kernel.
-void AddKernelTask(const Graph& g, const KernelPlan& k, bool count_fused, const BufferOf& buffer_of,
+void AddKernelTask(const Graph& g, const KernelPlan& k, bool train_step, const BufferOf& buffer_of,
                    const LoweringOptions& options, LoweredStream& out, ProgramDef& prog) {
   const OpNode& head = g.ops()[k.ops[0]];
   KernelDef kd;
@@ -111,7 +111,7 @@ void AddKernelTask(const Graph& g, const KernelPlan& k, bool count_fused, const 
   if (k.bias != kInvalidTensor) kd.fused_bias = static_cast<int32_t>(buffer_of(k.bias));
   std::string name = head.name;
   for (size_t i = 1; i < k.ops.size(); ++i) name += "+" + g.ops()[k.ops[i]].name;
-  if (count_fused && k.ops.size() > 1) ++out.fused_kernels;
+  if (train_step && k.ops.size() > 1) ++out.fused_kernels;
   if (IsCollectiveOp(kd.op)) {
     AddCollective(kd, name, out.groups, options.world_size, prog.tasks);
     return;
@@ -137,6 +137,13 @@ void AddKernelTask(const Graph& g, const KernelPlan& k, bool count_fused, const 
     kd.op = OpCode::AddN;
     kd.attrs = OpAttrs{};
     kd.outputs = {kd.inputs.at(0)};
+  }
+  // Eval and predict run without dropout (nn.Dropout outside set_train):
+  // x passes through, the step is not read.
+  if (kd.op == OpCode::Dropout && !train_step) {
+    kd.op = OpCode::Copy;
+    kd.attrs = OpAttrs{};
+    kd.inputs.resize(1);
   }
   // GradAllReduce is the identity in the forward (its gradient is the
   // AllReduce).

@@ -66,6 +66,7 @@ std::vector<size_t> MutatedInputs(OpCode op) {
       return {0, 2, 3};
     case OpCode::AdamPowers:
     case OpCode::StepAdvance:
+    case OpCode::DropoutStep:
       return {0};
     case OpCode::LossScaleUpdate:
       return {0, 1};
@@ -382,6 +383,21 @@ void Graph::AddOutput(TensorId t) {
     return;
   }
   if (std::find(outputs_.begin(), outputs_.end(), t) == outputs_.end()) outputs_.push_back(t);
+}
+
+}  // namespace sinkrt::host
+
+namespace sinkrt::host {
+
+void Graph::ExtendOp(size_t op, std::vector<TensorId> more_inputs, OpAttrs attrs) {
+  if (!status_.ok()) return;
+  if (op >= ops_.size())
+    return Fail(Internal("ExtendOp: op index " + std::to_string(op) + " is outside graph '" + name_ + "'"));
+  for (TensorId t : more_inputs)
+    if (!valid(t))
+      return FailOp(ops_[op].op, ops_[op].name, "ExtendOp: input id " + std::to_string(t) + " is not a tensor");
+  ops_[op].inputs.insert(ops_[op].inputs.end(), more_inputs.begin(), more_inputs.end());
+  ops_[op].attrs = std::move(attrs);
 }
 
 }  // namespace sinkrt::host

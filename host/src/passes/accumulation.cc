@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "host/src/passes/dropout.h"
 #include "host/src/passes/op_clone.h"
 
 namespace sinkrt::host::passes {
@@ -23,6 +24,11 @@ Status AccumulateGradients(TrainingGraph& tg, int steps) {
   for (size_t i = 0; i < tg.backward_ops; ++i) program.push_back(i);
   std::vector<TensorId> train_inputs = tg.inputs;
   std::vector<TensorId> losses = {tg.loss};
+  // Dropout: micro-step m's rows follow the m before (passes/dropout.h).
+  auto is_dropout = [&](size_t i) { return g.ops()[i].op == OpCode::Dropout || g.ops()[i].op == OpCode::DropoutGrad; };
+  std::vector<OpAttrs> dropout_attrs(tg.backward_ops);
+  for (size_t i = 0; i < tg.backward_ops; ++i)
+    if (is_dropout(i)) dropout_attrs[i] = g.ops()[i].attrs;
   for (int m = 1; m < steps; ++m) {
     const std::string prefix = "mb" + std::to_string(m) + "/";
     // Micro-step m's tensors: its own Inputs and intermediates; the leaves
@@ -40,7 +46,9 @@ Status AccumulateGradients(TrainingGraph& tg, int steps) {
       train_inputs.push_back(map[t]);
     }
     for (size_t i = 0; i < tg.backward_ops; ++i) {
-      SINKRT_RETURN_IF_ERROR(CloneOp(g, g.ops()[i], prefix, g, map, where));
+      OpNode op = g.ops()[i];
+      if (is_dropout(i)) op.attrs = DropoutForMicroStep(dropout_attrs[i], g.tensor(op.inputs[0]).shape, m, steps);
+      SINKRT_RETURN_IF_ERROR(CloneOp(g, op, prefix, g, map, where));
       program.push_back(g.ops().size() - 1);
       // A Grad the original writes is this micro-step's part here: added in.
       const std::vector<TensorId> written = g.ops()[i].outputs;
@@ -53,6 +61,9 @@ Status AccumulateGradients(TrainingGraph& tg, int steps) {
     }
     losses.push_back(map[tg.loss]);
   }
+  for (size_t i = 0; i < tg.backward_ops; ++i)
+    if (is_dropout(i))
+      g.ExtendOp(i, {}, DropoutForMicroStep(dropout_attrs[i], g.tensor(g.ops()[i].inputs[0]).shape, 0, steps));
   // The step's loss: the mean of the micro-steps' (each the mean of its
   // rows), i.e. the loss of the K·b rows.
   const TensorId sum =

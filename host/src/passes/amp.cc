@@ -64,6 +64,7 @@ Precision Classify(OpCode op) {
     case OpCode::Concat:
     case OpCode::Split:
     case OpCode::ShardSlice:
+    case OpCode::Dropout:  // masks in the dtype it gets (bf16 under O2/O3)
     case OpCode::AllReduce:
     case OpCode::AllGather:
     case OpCode::ReduceScatter:

@@ -1,5 +1,7 @@
 #include "host/src/passes/training_graph.h"
 
+#include "host/src/passes/dropout.h"
+
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -135,6 +137,8 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
   Graph& g = tg.graph;
   tg.forward_ops = g.ops().size();
   tg.loss = g.loss();
+  // Dropout's step counter, read by its ops and their gradients.
+  const TensorId dropout_step = AttachDropoutStep(g);
 
   if (!loss_scale.enabled()) {
     SINKRT_ASSIGN_OR_RETURN(tg.grads, AppendBackward(g, tg.loss, loss_seed), GraphContext(forward) + ": backward");
@@ -194,6 +198,8 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
     g.AddOp(OpCode::LossScaleUpdate, {tg.loss_scale, tg.loss_scale_counters, tg.loss_scale_status}, update, {},
             "loss_scale/update");
   }
+  // Once per step, skipped update or not: the next step draws new masks.
+  AdvanceDropoutStep(g, dropout_step);
   SINKRT_RETURN_IF_ERROR(g.status(), GraphContext(forward));
   tg.train_ops = g.ops().size();
 

@@ -38,6 +38,7 @@ struct VitShape {
   static constexpr int64_t kTokens = kGrid * kGrid, kPatch = kPatchSide * kPatchSide, kClasses = 10;
   int64_t head_dim() const { return c.dim / c.heads; }
   int64_t rows() const { return batch * kTokens; }  // tokens of the whole batch, one per row
+  uint64_t dropout_seed = 0;                        // the network's seed
 };
 
 // Multi-head self-attention of h [B*T, D] in scope "attn": the projected
@@ -62,11 +63,12 @@ TensorId Attention(Graph& g, TensorId h, const VitShape& v, uint64_t seed) {
   TensorId val = g.Reshape(parts[2], head_shape);
   TensorId scale =
       g.Const(g.name_scope() + ".scale", {1}, InitSpec::Constant(1.0f / std::sqrt(static_cast<float>(hd))));
-  TensorId scores = g.Mul(g.BatchMatMul(q, k, false, true), scale);  // [B, H, T, T]
-  TensorId context = g.BatchMatMul(g.Softmax(scores, -1), val);      // [B, H, T, hd]
+  TensorId scores = g.Mul(g.BatchMatMul(q, k, false, true), scale);                // [B, H, T, T]
+  TensorId probs = g.Dropout(g.Softmax(scores, -1), v.c.dropout, v.dropout_seed);  // attn_drop
+  TensorId context = g.BatchMatMul(probs, val);                                    // [B, H, T, hd]
   // Heads back side by side, in head order: [B, T, H, hd] -> [B*T, D].
   context = g.Reshape(g.Transpose(context, {0, 2, 1, 3}), {v.rows(), dim});
-  return Linear(g, context, "proj", dim, dim, seed + 1);
+  return g.Dropout(Linear(g, context, "proj", dim, dim, seed + 1), v.c.dropout, v.dropout_seed);  // proj_drop
 }
 
 }  // namespace
@@ -110,7 +112,7 @@ Graph MakeVitNetwork(int64_t batch, uint64_t seed) { return MakeVitNetwork(batch
 
 Graph MakeVitNetwork(int64_t batch, uint64_t seed, const VitConfig& config) {
   using V = VitShape;
-  const VitShape v{batch, config};
+  const VitShape v{batch, config, seed};
   const int64_t dim = config.dim;
   Graph g("vit");
   if (batch < 1) {
@@ -137,6 +139,7 @@ Graph MakeVitNetwork(int64_t batch, uint64_t seed, const VitConfig& config) {
     NameScope scope(g, "pos_embed");
     TensorId pos = g.Param("pos_embed", {V::kTokens, dim}, InitSpec::Uniform(-0.035f, 0.035f, seed + 1));
     x = g.Reshape(g.Add(g.Reshape(x, {batch, V::kTokens, dim}), pos), {v.rows(), dim});
+    x = g.Dropout(x, config.dropout, seed);  // pos_drop
   }
   for (int i = 0; i < config.blocks; ++i) {
     NameScope block(g, "block" + std::to_string(i));
@@ -145,8 +148,8 @@ Graph MakeVitNetwork(int64_t batch, uint64_t seed, const VitConfig& config) {
     TensorId h = LayerNormLayer(g, x, "ln2", dim);
     {
       NameScope mlp(g, "mlp");
-      h = g.Gelu(Linear(g, h, "fc1", dim, config.hidden, s + 2));
-      h = Linear(g, h, "fc2", config.hidden, dim, s + 3);
+      h = g.Dropout(g.Gelu(Linear(g, h, "fc1", dim, config.hidden, s + 2)), config.dropout, seed);
+      h = g.Dropout(Linear(g, h, "fc2", config.hidden, dim, s + 3), config.dropout, seed);
     }
     x = g.Add(x, h);
   }

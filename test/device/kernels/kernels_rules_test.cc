@@ -4,6 +4,7 @@
 // apart from the per-family kernel tests.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <functional>
@@ -154,6 +155,11 @@ TEST(KernelRules, RunDoesNotAllocate) {
   add(OpCode::Transpose).In(x).Out(rows).Perm({1, 0, 2});
   add(OpCode::Concat).In(x).In(y).Out(joined).Axis(1);
   add(OpCode::Split).In(x).Out(left).Out(right).SplitOpts(2, {2, 3});
+  Tensor step(Shape{}, DType::I64);
+  std::fill_n(step.bytes(), sizeof(int64_t), uint8_t{0});
+  add(OpCode::Dropout).In(x).In(step).Out(y).DropoutOpts(0.3f, 1, 2, {16, 6, 5}, {1, 0, 0}, 2);
+  add(OpCode::DropoutGrad).In(y).In(step).Out(y2).DropoutOpts(0.3f, 1, 2);
+  add(OpCode::DropoutStep).In(step);
   for (auto& op : ops) ASSERT_TRUE(op->Prepare().ok());
   // The counter itself works (this binary's operator new is the counting one).
   g_allocations = 0;

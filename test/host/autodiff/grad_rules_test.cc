@@ -52,6 +52,7 @@ TEST(GradRules, TheRegisteredOpsAreTheDifferentiableOnes) {
                                            OpCode::Pow,
                                            OpCode::Erf,
                                            OpCode::GeluErf,
+                                           OpCode::Dropout,
                                            OpCode::Softmax,
                                            OpCode::LogSoftmax,
                                            OpCode::SparseSoftmaxCrossEntropy,

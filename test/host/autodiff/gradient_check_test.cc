@@ -18,12 +18,14 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <random>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "device/src/random/dropout_mask.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/compiler.h"
@@ -644,12 +646,39 @@ void AddLayoutCases(std::vector<GradCase>& cases) {
                    }});
 }
 
+// Dropout at step 0 (the one train_step run): the mask is fixed, so the
+// reference is x / (1 − p) where dropout_mask.h keeps the element, else 0,
+// and its finite differences are the gradient DropoutGrad must give. The
+// op's id (a hash of its name) goes from the build to the reference.
+void AddDropoutCases(std::vector<GradCase>& cases) {
+  for (Shape s : {Shape{4, 9}, Shape{2, 3, 5}}) {
+    auto op_id = std::make_shared<uint32_t>(0);
+    cases.push_back({Cat("Dropout_", Dims(s)),
+                     {{"x", s}},
+                     {},
+                     [op_id](Graph& g, const Params& p, TensorId) {
+                       const TensorId y = g.Dropout(p[0], 0.4f, 5);
+                       if (!g.ops().empty()) *op_id = g.ops().back().attrs.dropout_op_id;
+                       return y;
+                     },
+                     [op_id](const RefParams& p, const auto&) {
+                       RefTensor y = p[0];
+                       const device::DropoutKey key{.seed = 5, .step = 0, .op_id = *op_id};
+                       const uint32_t t = device::DropoutThreshold(0.4f);
+                       for (size_t i = 0; i < y.data.size(); ++i)
+                         y.data[i] = device::DropoutKeeps(key, t, i) ? p[0].data[i] / (1.0 - 0.4f) : 0.0;
+                       return y;
+                     }});
+  }
+}
+
 std::vector<GradCase> AllCases() {
   std::vector<GradCase> cases;
   AddMatMulCases(cases);
   AddBiasAddCases(cases);
   AddBroadcastingCases(cases);
   AddUnaryCases(cases);
+  AddDropoutCases(cases);
   AddSoftmaxCases(cases);
   AddCrossEntropyCases(cases);
   AddReduceCases(cases);

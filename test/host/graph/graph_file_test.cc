@@ -87,6 +87,8 @@ Graph AllOps() {
   // The binary math ops, Erf and exact GELU (format 1.3).
   const TensorId bm = g.Pow(g.Maximum(g.Minimum(g.Div(um, g.Exp(s)), um), g.Erf(s)), g.Gelu(s, false));
   loss = g.Add(loss, g.ReduceMean(bm));
+  // Dropout (format 1.3): p, seed and op id travel.
+  loss = g.Add(loss, g.ReduceMean(g.Dropout(um, 0.25f, 77)));
   g.SetLoss(loss);
   g.AddOutput(logits);
   g.AddOutput(g.ArgMaxAccuracy(logits, label));
@@ -161,7 +163,7 @@ TEST(GraphFileTest, EveryForwardOpIsInTheEveryOpGraph) {
   for (const OpNode& op : g.ops()) used.insert(op.op);
   for (OpCode op : {OpCode::LayerNorm, OpCode::Gather, OpCode::Cast, OpCode::Exp, OpCode::Log, OpCode::Sqrt,
                     OpCode::Rsqrt, OpCode::Square, OpCode::Abs, OpCode::Div, OpCode::Maximum, OpCode::Minimum,
-                    OpCode::Pow, OpCode::Erf, OpCode::GeluErf})
+                    OpCode::Pow, OpCode::Erf, OpCode::GeluErf, OpCode::Dropout})
     EXPECT_TRUE(used.count(op)) << OpCodeName(op);
 }
 TEST(GraphFileTest, SgdRoundTrips) { ExpectRoundTrip(ZooMlp(), OptimizerSpec::Sgd(0.5f)); }

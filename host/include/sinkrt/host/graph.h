@@ -168,6 +168,21 @@ struct OpAttrs {
   /// MetricSum (sunk eval; compiler-made, never in a graph): per input, the
   /// f64 weight its value is multiplied by before it is added to its sum.
   std::vector<double> weights;
+  /// Dropout and DropoutGrad (docs/guide/dropout.md): the drop probability,
+  /// the generator's seed and the op's own stream (a hash of its name when
+  /// built). `dropout_global_shape`, `dropout_offset` and
+  /// `dropout_row_stride` place this tensor in the global one whose element
+  /// indices key the mask (element i at offset + i, dim 0 at offset[0] +
+  /// i[0] · row_stride; compiler-made: data-parallel ranks, micro-batches,
+  /// shards); empty: it is the whole.
+  /// @{
+  float dropout_p = 0;
+  uint64_t dropout_seed = 0;
+  uint32_t dropout_op_id = 0;
+  std::vector<int64_t> dropout_global_shape;
+  std::vector<int64_t> dropout_offset;
+  int64_t dropout_row_stride = 1;
+  /// @}
 };
 
 /// One op of a Graph: its code, inputs, outputs and attributes.
@@ -266,6 +281,13 @@ class Graph {
   TensorId Abs(TensorId x);
   /// The error function (ops.Erf).
   TensorId Erf(TensorId x);
+  /// MindSpore's nn.Dropout(p): in training each element is zeroed with
+  /// probability `p` and the kept ones scaled by 1 / (1 - p); eval and
+  /// predict pass x through. p must be in [0, 1) (0: the identity, no op).
+  /// The mask is a function of (seed, training step, this op, the element's
+  /// index in the global tensor), drawn on the device from Philox4x32-10;
+  /// see docs/guide/dropout.md.
+  TensorId Dropout(TensorId x, float p, uint64_t seed = 0);
   /// softmax along `axis`.
   TensorId Softmax(TensorId x, int axis = -1);
   /// log(softmax(x)) along `axis`.
@@ -367,6 +389,10 @@ class Graph {
   /// Puts op `op` (an index in ops()) in recomputation segment `segment`
   /// (OpNode::recompute): for passes that rebuild a graph op by op.
   void SetOpRecompute(size_t op, std::string segment);
+  /// Gives op `op` (an index in ops()) more inputs, appended, and new
+  /// attributes: for passes that complete an op in place (dropout's step
+  /// counter and global index, passes/dropout.h). Its outputs stay.
+  void ExtendOp(size_t op, std::vector<TensorId> more_inputs, OpAttrs attrs);
   /// Index in ops() of the op that writes `t`; -1 for leaves and unwritten tensors.
   int64_t producer(TensorId t) const;
   /// Records the first error; later builder calls become no-ops.

@@ -69,6 +69,12 @@ struct VitConfig {
   int64_t heads = 4;     ///< attention heads
   int64_t hidden = 256;  ///< MLP width
   int blocks = 2;        ///< transformer blocks
+  /// Dropout's drop probability (nn.Dropout(p), docs/guide/dropout.md) at
+  /// the standard ViT places: after the position embedding, on the
+  /// attention probabilities, after the attention projection, after the
+  /// MLP's GELU and after its second Linear. 0 (the default): none, the
+  /// graph is the one without dropout. Its seed is the network's.
+  float dropout = 0;
 };
 /// MakeVitNetwork at the size `config` gives.
 Graph MakeVitNetwork(int64_t batch, uint64_t seed, const VitConfig& config);

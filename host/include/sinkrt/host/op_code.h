@@ -84,6 +84,9 @@ enum class OpCode : uint16_t {
   PowGradLog = 65,       ///< x -> log(x), 0 where x < 0 (Pow's exponent gradient)
   ErfGrad = 66,          ///< dy, x -> dy * 2/sqrt(pi) * exp(-x^2)
   GeluErfGrad = 67,      ///< dy, x -> dy * (Phi(x) + x phi(x))
+  AbsGrad = 61,  ///< dy, x -> dy * sign(x) (0 where x = 0)
+  /// dy, step -> dy * mask / (1 - p), the mask Dropout drew (docs/guide/dropout.md)
+  DropoutGrad = 70,
   // optimizer updates (mutate their first inputs in place)
   SgdUpdate = 80,
   MomentumUpdate = 81,
@@ -119,6 +122,9 @@ enum class OpCode : uint16_t {
   // RecvTask on the comm stream
   Send = 106,  ///< x -> (nothing): x to the peer
   Recv = 107,  ///< (nothing) -> y: y from the peer
+  // dropout (docs/guide/dropout.md)
+  Dropout = 120,      ///< x, step -> x * mask / (1 - p), the mask from Philox4x32-10
+  DropoutStep = 121,  ///< step [] i64 += 1 in place, once per training step
 };
 
 /// The op's name, as its enumerator is spelled ("MatMul"); "" for a value

@@ -47,7 +47,7 @@ bool IsForwardOp(OpCode op) {
   // The forward family is schemas/common.fbs's range from MatMul up to the
   // gradient helpers (ReluGrad = 40); its values are appended in that gap.
   return (v >= static_cast<int>(OpCode::MatMul) && v < static_cast<int>(OpCode::ReluGrad)) ||
-         op == OpCode::ArgMaxAccuracy;
+         op == OpCode::ArgMaxAccuracy || op == OpCode::Dropout;
 }
 
 size_t ForwardArity(OpCode op) {
@@ -142,6 +142,26 @@ Status AddForwardOp(Graph& g, OpCode op, const std::vector<TensorId>& in, const 
     case OpCode::GeluErf:
       g.Gelu(in[0], /*approximate=*/false);
       break;
+    case OpCode::Dropout: {
+      // The file's op id keeps the masks of the graph that was saved (0:
+      // written by hand, the builder's hash of the op's name stands). A
+      // file's p = 0 is an op that keeps everything (the builder makes none).
+      const TensorId y = g.Dropout(in[0], a.dropout_p, a.dropout_seed);
+      if (!g.status().ok()) break;
+      if (y == in[0]) {
+        OpAttrs keep_all = a;
+        keep_all.dropout_global_shape.clear();
+        keep_all.dropout_offset.clear();
+        keep_all.dropout_row_stride = 1;
+        g.AddOp(OpCode::Dropout, {in[0]}, std::move(keep_all), {{g.tensor(in[0]).shape, DType::F32}});
+      } else if (a.dropout_op_id != 0) {
+        const size_t last = g.ops().size() - 1;
+        OpAttrs kept = g.ops()[last].attrs;
+        kept.dropout_op_id = a.dropout_op_id;
+        g.ExtendOp(last, {}, std::move(kept));
+      }
+      break;
+    }
     case OpCode::Softmax:
       g.Softmax(in[0], a.axis);
       break;

@@ -112,6 +112,9 @@ fb::OpOptions OpOptionsTypeFor(OpCode op) {
       return OpOptions::CommOptions;
     case OpCode::MetricSum:
       return OpOptions::MetricSumOptions;
+    case OpCode::Dropout:
+    case OpCode::DropoutGrad:
+      return OpOptions::DropoutOptions;
     default:
       return OpOptions::NONE;
   }
@@ -177,6 +180,14 @@ std::pair<fb::OpOptions, fbs::Offset<void>> OpAttrsFor(fbs::FlatBufferBuilder& f
     }
     case OpOptions::MetricSumOptions:
       return {type, fb::CreateMetricSumOptions(fbb, fbb.CreateVector(a.weights)).Union()};
+    case OpOptions::DropoutOptions: {
+      // The placement is the compiler's: absent from a graph file's op.
+      auto global = a.dropout_global_shape.empty() ? 0 : fbb.CreateVector(a.dropout_global_shape);
+      auto offset = a.dropout_offset.empty() ? 0 : fbb.CreateVector(a.dropout_offset);
+      return {type, fb::CreateDropoutOptions(fbb, a.dropout_p, a.dropout_seed, a.dropout_op_id, global, offset,
+                                             a.dropout_row_stride)
+                        .Union()};
+    }
     default:
       return {OpOptions::NONE, 0};
   }
@@ -284,6 +295,16 @@ Result<OpAttrs> OpAttrsFromOptions(OpCode op, fb::OpOptions type, const void* op
     case OpOptions::LrScheduleOptions: {
       SINKRT_ASSIGN_OR_RETURN(a.lr_schedule, ReadLrSchedule(static_cast<const fb::LrScheduleOptions*>(options)),
                               "field 'options'");
+      break;
+    }
+    case OpOptions::DropoutOptions: {
+      const auto* o = OrDefault<fb::DropoutOptions>(options);
+      a.dropout_p = o->p();
+      a.dropout_seed = o->seed();
+      a.dropout_op_id = o->op_id();
+      a.dropout_global_shape = Longs(o->global_shape());
+      a.dropout_offset = Longs(o->offset());
+      a.dropout_row_stride = o->row_stride();
       break;
     }
     case OpOptions::LossScaleOptions: {

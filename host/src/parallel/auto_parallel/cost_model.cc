@@ -38,6 +38,7 @@ bool SavesNothing(OpCode op) {
     case OpCode::Concat:
     case OpCode::Split:
     case OpCode::Cast:
+    case OpCode::Dropout:  // DropoutGrad redraws the mask from the step
       return true;
     default:
       return false;

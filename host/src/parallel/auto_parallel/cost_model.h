@@ -104,7 +104,7 @@ struct OpCost {
 //   MatMul/BatchMatMul/Conv2D: an operand whose partner needs a gradient;
 //   Relu, Sigmoid, Tanh, Softmax, LogSoftmax, Exp, Rsqrt: their output;
 //   Add, Sub, BiasAdd, reductions, Reshape, Flatten, Transpose, Concat,
-//   Split, Cast: nothing; any other op: its non-parameter inputs.
+//   Split, Cast, Dropout: nothing; any other op: its non-parameter inputs.
 // Parameters: the gradient is summed over the op's split loops that do not
 // index the parameter (its mirror group, as the partitioner reduces it; a
 // repeated calculation computes the same gradient everywhere and needs no

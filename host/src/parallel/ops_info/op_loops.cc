@@ -88,7 +88,9 @@ Result<OpLoops> BroadcastLoops(const Graph& g, const OpNode& op, const Shape& x)
 }
 
 // Relu, Gelu, GeluErf, Tanh, Sigmoid, Neg, Exp, Log, Sqrt, Rsqrt, Square,
-// Abs, Erf, Cast, Copy (the gather in front of a pipeline stage's Send).
+// Abs, Erf, Cast, Copy (the gather in front of a pipeline stage's Send),
+// Dropout (any split: each block draws its elements at their global
+// indices, passes/dropout.h).
 Result<OpLoops> ElementwiseLoops(const Graph& g, const OpNode& op, const Shape& x) {
   OpLoops l;
   const std::vector<int> dims = LoopPerDim(l, x);
@@ -281,6 +283,7 @@ Result<OpLoops> LoopsOf(const Graph& g, const OpNode& op) {
     case OpCode::Abs:
     case OpCode::Erf:
     case OpCode::GeluErf:
+    case OpCode::Dropout:
     case OpCode::Cast:
     case OpCode::Copy:
       return ElementwiseLoops(g, op, x);

@@ -1,0 +1,77 @@
+// Philox4x32-10 against the known-answer vectors of Salmon et al. (SC'11;
+// Random123's kat_vectors), and the dropout mask drawn from it
+// (device/src/random/dropout_mask.h): its keep fraction for a fixed seed.
+#include "device/src/random/philox.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "device/src/random/dropout_mask.h"
+
+namespace sinkrt::device {
+namespace {
+
+struct Kat {
+  PhiloxCounter ctr;
+  PhiloxKey key;
+  PhiloxCounter want;
+};
+
+// "philox4x32 10 CTR[4] KEY[2] EXPECTED[4]".
+constexpr Kat kKats[] = {
+    {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+    {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
+     {0xffffffff, 0xffffffff},
+     {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+    {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
+     {0xa4093822, 0x299f31d0},
+     {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+};
+
+TEST(Philox, KnownAnswerVectors) {
+  for (const Kat& k : kKats) EXPECT_EQ(Philox4x32(k.ctr, k.key), k.want);
+}
+
+// Computed at compile time too: the generator is a pure function.
+static_assert(Philox4x32({0, 0, 0, 0}, {0, 0})[0] == 0x6627e8d5u);
+
+TEST(DropoutMask, KeepFractionWithinBoundForAFixedSeed) {
+  // 2^20 elements at p = 0.1: the kept count is Binomial(n, 0.9), standard
+  // deviation sqrt(n·0.1·0.9) ≈ 307; the bound is 5 of them. Deterministic:
+  // the seed, step and op are fixed, so this count never changes.
+  constexpr uint64_t n = uint64_t{1} << 20;
+  for (float p : {0.1f, 0.5f, 0.9f}) {
+    const DropoutKey key{.seed = 42, .step = 3, .op_id = 0x1234};
+    const uint32_t t = DropoutThreshold(p);
+    uint64_t kept = 0;
+    for (uint64_t g = 0; g < n; ++g) kept += DropoutKeeps(key, t, g);
+    const double mean = static_cast<double>(n) * (1.0 - p);
+    const double sd = std::sqrt(static_cast<double>(n) * p * (1.0 - p));
+    EXPECT_LT(std::abs(static_cast<double>(kept) - mean), 5 * sd) << "p " << p << ": kept " << kept;
+  }
+}
+
+TEST(DropoutMask, ThresholdIsPTimesTwoToThe32) {
+  EXPECT_EQ(DropoutThreshold(0.0f), 0u);  // p = 0 keeps every word
+  EXPECT_EQ(DropoutThreshold(0.5f), 0x80000000u);
+  EXPECT_EQ(DropoutThreshold(0.25f), 0x40000000u);
+}
+
+TEST(DropoutMask, StepSeedAndOpEachChangeTheMask) {
+  const uint32_t t = DropoutThreshold(0.5f);
+  auto mask = [&](DropoutKey k) {
+    std::vector<bool> m;
+    for (uint64_t g = 0; g < 256; ++g) m.push_back(DropoutKeeps(k, t, g));
+    return m;
+  };
+  const DropoutKey base{.seed = 1, .step = 0, .op_id = 7};
+  EXPECT_EQ(mask(base), mask(base));
+  EXPECT_NE(mask(base), mask({.seed = 2, .step = 0, .op_id = 7}));
+  EXPECT_NE(mask(base), mask({.seed = 1, .step = 1, .op_id = 7}));
+  EXPECT_NE(mask(base), mask({.seed = 1, .step = uint64_t{1} << 32, .op_id = 7}));  // the step's high half
+  EXPECT_NE(mask(base), mask({.seed = 1, .step = 0, .op_id = 8}));
+}
+
+}  // namespace
+}  // namespace sinkrt::device

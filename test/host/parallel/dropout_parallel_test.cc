@@ -1,0 +1,282 @@
+// Dropout under parallel training tracks one device (docs/guide/dropout.md):
+// the mask of an element is keyed by its index in the global tensor, so a
+// data-parallel rank (fed rows r, r + n, ... as Dataset::ShardBelowBatch
+// does), a model-parallel shard and a micro-batch each draw exactly the
+// bits one device draws for the same rows. Worlds of
+// in-process devices, each rank compiling its own stream; losses within
+// 1e-5 relative of one device's (the sum order of the reductions differs),
+// over 100 steps. Without the global index every rank would draw the rows
+// 0.. mask and the losses would differ at the first step by far more.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "sinkrt/device/in_process_device.h"
+#include "sinkrt/host/compiler.h"
+#include "support/in_process_world.h"
+#include "support/test_models.h"
+#include "support/test_util.h"
+
+namespace sinkrt {
+namespace {
+
+using host::Graph;
+using host::InitSpec;
+using host::ParallelMode;
+using host::TensorId;
+
+constexpr int64_t kBatch = 8;
+constexpr int kSteps = 100;
+constexpr float kP = 0.3f;
+
+using Strategies = std::vector<std::vector<std::vector<int64_t>>>;
+
+// x [B,32] -> MatMul w1 [32,64] + b1 -> Tanh -> Dropout(0.3) -> MatMul w2
+// [64,10] + b2 -> loss; `strategies` per op (empty: the default). `p` 0:
+// the same network without dropout. `rows` > 1: the dropout reads the
+// activations as [B·rows, 64/rows] (as a ViT's [B·T, D]).
+Graph Mlp(int64_t batch, const Strategies& strategies, float p = kP, int64_t rows = 1) {
+  Graph g("mlp");
+  const TensorId x = g.Input("image", {batch, 32});
+  const TensorId labels = g.Input("label", {batch}, DType::I32);
+  const TensorId w1 = g.Param("w1", {32, 64}, InitSpec::HeUniform(11));
+  const TensorId b1 = g.Param("b1", {64}, InitSpec::Uniform(-0.1f, 0.1f, 12));
+  const TensorId w2 = g.Param("w2", {64, 10}, InitSpec::XavierUniform(13));
+  const TensorId b2 = g.Param("b2", {10}, InitSpec::Uniform(-0.1f, 0.1f, 14));
+  TensorId h = g.Tanh(g.BiasAdd(g.MatMul(x, w1), b1));
+  if (rows > 1) h = g.Reshape(h, {batch * rows, 64 / rows});
+  h = g.Dropout(h, p, 5);
+  if (rows > 1) h = g.Reshape(h, {batch, 64});
+  g.SetLoss(g.SparseSoftmaxCrossEntropy(g.BiasAdd(g.MatMul(h, w2), b2), labels));
+  EXPECT_TRUE(g.status().ok()) << g.status().ToString();
+  for (size_t i = 0; i < strategies.size() && i < g.ops().size(); ++i)
+    if (!strategies[i].empty()) g.Shard(g.ops()[i].name, strategies[i]);
+  EXPECT_TRUE(g.status().ok()) << g.status().ToString();
+  return g;
+}
+
+struct Batch {
+  std::vector<float> images;    // [kBatch, 32]
+  std::vector<int32_t> labels;  // [kBatch]
+};
+
+std::vector<Batch> MakeBatches(int n) {
+  testing::SyntheticData d = testing::MakeSyntheticData(n * kBatch, 32, 10, 5);
+  testing::RandomizeQuarterOfLabels(d);
+  std::vector<Batch> out(n);
+  for (int b = 0; b < n; ++b) {
+    out[b].images.assign(d.images.begin() + b * kBatch * 32, d.images.begin() + (b + 1) * kBatch * 32);
+    out[b].labels.assign(d.labels.begin() + b * kBatch, d.labels.begin() + (b + 1) * kBatch);
+  }
+  return out;
+}
+
+host::CompileOptions Options(ParallelMode mode, uint32_t world, uint32_t rank, float lr) {
+  host::CompileOptions o;
+  o.optimizer = host::OptimizerSpec::Sgd(lr);
+  o.parallel_mode = mode;
+  o.world_size = world;
+  o.rank = rank;
+  o.eval_program = false;
+  return o;
+}
+
+// Rows [first, first + n) of a batch.
+Batch Rows(const Batch& b, int64_t first, int64_t n) {
+  return {{b.images.begin() + first * 32, b.images.begin() + (first + n) * 32},
+          {b.labels.begin() + first, b.labels.begin() + first + n}};
+}
+
+// Data-parallel rank r of n: rows r, r + n, r + 2n, ... (Dataset::ShardBelowBatch).
+Batch Interleaved(const Batch& b, int r, int n) {
+  Batch out;
+  for (int64_t row = r; row < static_cast<int64_t>(b.labels.size()); row += n) {
+    out.images.insert(out.images.end(), b.images.begin() + row * 32, b.images.begin() + (row + 1) * 32);
+    out.labels.push_back(b.labels[row]);
+  }
+  return out;
+}
+
+// A rank's rows as one queue entry's columns; under accumulation `micro`
+// batches of `rows` each, one after another.
+std::vector<ConstBytes> Columns(const Batch& b, int64_t rows, int micro) {
+  std::vector<ConstBytes> cols;
+  for (int m = 0; m < micro; ++m) {
+    const int64_t at = m * rows;
+    cols.emplace_back(reinterpret_cast<const uint8_t*>(b.images.data() + at * 32), rows * 32 * sizeof(float));
+    cols.emplace_back(reinterpret_cast<const uint8_t*>(b.labels.data() + at), rows * sizeof(int32_t));
+  }
+  return cols;
+}
+
+// Per rank, per step: the loss each of `world` ranks reports, rank r
+// compiled by `compile(r)` and fed `rows_of(r, batch)` (`rows` rows a
+// micro-batch).
+std::vector<std::vector<double>> Train(int world, const std::vector<Batch>& batches, int64_t rows,
+                                       const std::function<Result<host::CompiledStream>(int)>& compile,
+                                       const std::function<Batch(int, const Batch&)>& rows_of, int micro = 1) {
+  std::vector<std::unique_ptr<device::InProcessDevice>> devices;
+  std::vector<PeerEndpoint> members;
+  for (int r = 0; r < world; ++r) {
+    devices.push_back(std::make_unique<device::InProcessDevice>(testing::OneThreadOptions()));
+    auto e = devices.back()->Endpoint();
+    EXPECT_TRUE(e.ok());
+    members.push_back(*e);
+  }
+  std::vector<std::vector<double>> losses(world);
+  std::vector<std::thread> threads;
+  std::vector<Status> status(world);
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      device::InProcessDevice& dev = *devices[r];
+      if (world > 1) status[r] = dev.JoinWorld({9, static_cast<uint32_t>(r), members});
+      if (!status[r].ok()) return;
+      auto cs = compile(r);
+      if (!cs.ok()) {
+        status[r] = cs.status();
+        return;
+      }
+      if (Status st = dev.Load(cs->stream).status(); !st.ok()) {
+        status[r] = st;
+        return;
+      }
+      for (const Batch& whole : batches) {
+        const Batch b = rows_of(r, whole);
+        const std::vector<ConstBytes> cols = Columns(b, rows, micro);
+        status[r] = dev.PushBatch(0, cols);
+        if (!status[r].ok()) return;
+        auto res = dev.RunSink(ProgramKind::TrainStep, 1);
+        if (!res.ok()) {
+          status[r] = res.status();
+          return;
+        }
+        losses[r].push_back(res->reports.at(0).scalar());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < world; ++r) EXPECT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r].ToString();
+  return losses;
+}
+
+std::vector<double> OneDevice(const std::vector<Batch>& batches, float lr, float p = kP, int64_t rows = 1) {
+  const Graph g = Mlp(kBatch, {}, p, rows);
+  return Train(
+             1, batches, kBatch, [&](int) { return host::Compile(g, Options(ParallelMode::StandAlone, 1, 0, lr)); },
+             [](int, const Batch& b) { return b; })
+      .at(0);
+}
+
+// The worst relative difference of the ranks' loss (their mean, or rank
+// 0's) from one device's, step by step; fails above 1e-5.
+double ExpectTracks(const std::vector<double>& want, const std::vector<std::vector<double>>& got, bool mean) {
+  double worst = 0;
+  for (size_t s = 0; s < want.size(); ++s) {
+    double loss = 0;
+    for (const auto& rank : got) {
+      if (rank.size() != want.size()) {
+        ADD_FAILURE() << "a rank ran " << rank.size() << " steps, expected " << want.size();
+        return INFINITY;
+      }
+      loss += rank[s];
+    }
+    loss = mean ? loss / static_cast<double>(got.size()) : got[0][s];
+    const double rel = std::abs(loss - want[s]) / std::abs(want[s]);
+    worst = std::max(worst, rel);
+    EXPECT_LE(rel, 1e-5) << "step " << s << ": " << loss << " against one device's " << want[s];
+    if (std::getenv("SINKRT_TEST_VERBOSE")) std::printf("step %zu: %.8f %.8f\n", s, loss, want[s]);
+  }
+  ::testing::Test::RecordProperty("worst_relative_loss_difference", std::to_string(worst));
+  std::printf("worst relative loss difference over %zu steps: %.3g\n", want.size(), worst);
+  return worst;
+}
+
+// Dropout changes the run at all: the reference without it differs.
+void ExpectDropoutMatters(const std::vector<Batch>& batches, float lr, const std::vector<double>& with) {
+  const std::vector<double> without = OneDevice(batches, lr, 0.0f);
+  EXPECT_GT(std::abs(without[0] - with[0]), 1e-3 * std::abs(without[0]));
+}
+
+TEST(DropoutParallel, DataParallelRanksTrackOneDevice) {
+  const std::vector<Batch> batches = MakeBatches(kSteps);
+  // Gradients summed over 2 ranks on half batches: one device at twice the rate.
+  const std::vector<double> want = OneDevice(batches, 0.2f);
+  ExpectDropoutMatters(batches, 0.2f, want);
+  const Graph half = Mlp(kBatch / 2, {});
+  const auto got = Train(
+      2, batches, kBatch / 2,
+      [&](int r) { return host::Compile(half, Options(ParallelMode::DataParallel, 2, r, 0.1f)); },
+      [](int r, const Batch& b) { return Interleaved(b, r, 2); });
+  ExpectTracks(want, got, /*mean=*/true);
+}
+
+// The dropout's input as [B·4, 16]: each rank's sample keeps its 4 rows.
+TEST(DropoutParallel, DataParallelRanksTrackOneDeviceWithSeveralRowsPerSample) {
+  const std::vector<Batch> batches = MakeBatches(kSteps);
+  const std::vector<double> want = OneDevice(batches, 0.2f, kP, 4);
+  const Graph half = Mlp(kBatch / 2, {}, kP, 4);
+  const auto got = Train(
+      2, batches, kBatch / 2,
+      [&](int r) { return host::Compile(half, Options(ParallelMode::DataParallel, 2, r, 0.1f)); },
+      [](int r, const Batch& b) { return Interleaved(b, r, 2); });
+  ExpectTracks(want, got, /*mean=*/true);
+}
+
+// Megatron's pair on 2 ranks: the dropout's input [8, 64] is split by
+// columns, each rank holding one half of every row.
+TEST(DropoutParallel, SemiAutoShardedActivationTracksOneDevice) {
+  const std::vector<Batch> batches = MakeBatches(kSteps);
+  const std::vector<double> want = OneDevice(batches, 0.1f);
+  const Graph g = Mlp(
+      kBatch, {{{1, 1}, {1, 2}}, {{1, 2}, {2}}, {{1, 2}}, {{1, 2}}, {{1, 2}, {2, 1}}, {{1, 1}, {1}}, {{1, 1}, {1}}});
+  const auto got = Train(
+      2, batches, kBatch, [&](int r) { return host::Compile(g, Options(ParallelMode::SemiAutoParallel, 2, r, 0.1f)); },
+      [](int, const Batch& b) { return b; });
+  ExpectTracks(want, got, /*mean=*/false);
+}
+
+// 2 x 2 on 4 ranks: the dropout's input split along both dims.
+TEST(DropoutParallel, SemiAutoDataTimesModelTracksOneDevice) {
+  const std::vector<Batch> batches = MakeBatches(kSteps);
+  const std::vector<double> want = OneDevice(batches, 0.2f);
+  const Graph g = Mlp(
+      kBatch, {{{2, 1}, {1, 2}}, {{2, 2}, {2}}, {{2, 2}}, {{2, 2}}, {{2, 2}, {2, 1}}, {{2, 1}, {1}}, {{2, 1}, {2}}});
+  const auto got = Train(
+      4, batches, kBatch / 2,
+      [&](int r) { return host::Compile(g, Options(ParallelMode::SemiAutoParallel, 4, r, 0.1f)); },
+      [](int r, const Batch& b) { return Rows(b, (r / 2) * kBatch / 2, kBatch / 2); });
+  ExpectTracks(want, got, /*mean=*/true);
+}
+
+// Gradient accumulation: 2 micro-batches of 4 rows draw the masks of one
+// step of 8 (micro-batch 1's rows follow micro-batch 0's).
+TEST(DropoutParallel, AccumulationTracksOneStepOfTheWholeBatch) {
+  const std::vector<Batch> batches = MakeBatches(kSteps);
+  const std::vector<double> want = OneDevice(batches, 0.1f);
+  const Graph half = Mlp(kBatch / 2, {});
+  host::CompileOptions o = Options(ParallelMode::StandAlone, 1, 0, 0.1f);
+  o.grad_accumulation = 2;
+  const auto got = Train(
+      1, batches, kBatch / 2, [&](int) { return host::Compile(half, o); }, [](int, const Batch& b) { return b; },
+      /*micro=*/2);
+  ExpectTracks(want, got, /*mean=*/false);
+}
+
+// Pipeline stages refuse dropout for now, by name, rather than draw one
+// micro-batch's masks for all.
+TEST(DropoutParallel, PipelineStagesRefuseDropout) {
+  host::CompileOptions o = Options(ParallelMode::DataParallel, 2, 0, 0.1f);
+  o.pipeline.stages = 2;
+  auto cs = host::Compile(Mlp(kBatch, {}), o);
+  ASSERT_FALSE(cs.ok());
+  EXPECT_NE(cs.status().message().find("Dropout"), std::string::npos) << cs.status().ToString();
+}
+
+}  // namespace
+}  // namespace sinkrt
