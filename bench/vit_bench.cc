@@ -64,8 +64,7 @@ Status LoadVit(device::InProcessDevice& dev, int64_t batch, benchmark::State& st
 }
 
 // Arguments: batch, threads; `worker_team` as DeviceOptions::worker_team.
-void RunVitTrain(benchmark::State& state, bool recompute, bool worker_team, bool schedule = false,
-                 float dropout = 0) {
+void RunVitTrain(benchmark::State& state, bool recompute, bool worker_team, bool schedule = false, float dropout = 0) {
   const int64_t batch = state.range(0);
   device::DeviceOptions opts = device::DeviceOptions::FromEnvironment();
   opts.threads = static_cast<int>(state.range(1));

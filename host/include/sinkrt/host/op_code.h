@@ -84,7 +84,7 @@ enum class OpCode : uint16_t {
   PowGradLog = 65,       ///< x -> log(x), 0 where x < 0 (Pow's exponent gradient)
   ErfGrad = 66,          ///< dy, x -> dy * 2/sqrt(pi) * exp(-x^2)
   GeluErfGrad = 67,      ///< dy, x -> dy * (Phi(x) + x phi(x))
-  AbsGrad = 61,  ///< dy, x -> dy * sign(x) (0 where x = 0)
+  AbsGrad = 61,          ///< dy, x -> dy * sign(x) (0 where x = 0)
   /// dy, step -> dy * mask / (1 - p), the mask Dropout drew (docs/guide/dropout.md)
   DropoutGrad = 70,
   // optimizer updates (mutate their first inputs in place)
