@@ -31,7 +31,9 @@ inline Class ClassOf(std::string_view op) {
   if (op == "Transpose" || op == "Split" || op == "Concat" || op == "Reshape" || op == "Copy" || op == "Flatten" ||
       op == "Gather" || op == "GatherGrad")
     return kCopy;
-  if (op == "SgdUpdate" || op == "MomentumUpdate" || op == "AdamUpdate" || op == "AdamPowers") return kOptimizer;
+  if (op == "SgdUpdate" || op == "MomentumUpdate" || op == "AdamUpdate" || op == "AdamPowers" ||
+      op == "AdamWeightDecay" || op == "LambNorms" || op == "LambUpdate")
+    return kOptimizer;
   if (op == "Gelu" || op == "GeluGrad" || op == "Relu" || op == "ReluGrad" || op == "Tanh" || op == "TanhGrad" ||
       op == "Sigmoid" || op == "SigmoidGrad" || op == "Add" || op == "Sub" || op == "Mul" || op == "Neg" ||
       op == "BiasAdd" || op == "BiasAddGrad" || op == "SumToShape" || op == "BroadcastTo" || op == "AddN" ||

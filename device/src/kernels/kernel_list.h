@@ -23,6 +23,8 @@ extern const KernelImpl kReduceSumKernel, kReduceMeanKernel, kSumToShapeKernel, 
 extern const KernelImpl kCopyKernel, kFlattenKernel, kFillKernel;
 // optimizer_update.cc
 extern const KernelImpl kSgdUpdateKernel, kMomentumUpdateKernel, kAdamUpdateKernel, kAdamPowersKernel;
+// adam_weight_decay.cc, lamb.cc
+extern const KernelImpl kAdamWeightDecayKernel, kLambNormsKernel, kLambUpdateKernel;
 // loss_scale.cc
 extern const KernelImpl kGradOverflowKernel, kLossScaleUpdateKernel;
 // accuracy.cc

@@ -12,50 +12,11 @@
 
 #include "device/src/kernels/check.h"
 #include "device/src/kernels/kernel_list.h"
+#include "device/src/kernels/optimizer_common.h"
 #include "device/src/kernels/parallel_range.h"
 
 namespace sinkrt::device {
 namespace {
-
-Status CheckFinite(const KernelArgs& args, const char* name, float v) {
-  if (std::isfinite(v)) return Status::Ok();
-  return OpError(args, std::string(name) + " is " + std::to_string(v) + ", expected a finite value");
-}
-
-Status CheckBeta(const KernelArgs& args, const char* name, float v) {
-  if (v >= 0.0f && v < 1.0f) return Status::Ok();
-  return OpError(args, std::string(name) + " is " + std::to_string(v) + ", expected [0, 1)");
-}
-
-// Whether the task has the loss-scale status after its `n` inputs, which
-// it checks: f32 [2].
-Result<bool> CheckStatusInput(const KernelArgs& args, size_t n) {
-  if (args.inputs.size() != n + 1) return false;
-  const int i = static_cast<int>(n);
-  SINKRT_RETURN_IF_ERROR(CheckDType(args, In(i), DType::F32));
-  SINKRT_RETURN_IF_ERROR(CheckShape(args, In(i), Shape{2}, "[2] (GradOverflow's status)"));
-  return true;
-}
-
-// `n` same-shape f32 inputs (param, grad, state...), perhaps the status,
-// no outputs.
-Result<bool> CheckParamInputs(const KernelArgs& args, size_t n) {
-  SINKRT_RETURN_IF_ERROR(CheckOperands(args, args.inputs.size() == n + 1 ? n + 1 : n, 0));
-  for (size_t i = 0; i < n; ++i) {
-    SINKRT_RETURN_IF_ERROR(CheckDType(args, In(static_cast<int>(i)), DType::F32));
-    SINKRT_RETURN_IF_ERROR(CheckSameShape(args, In(static_cast<int>(i)), In(0)));
-  }
-  return CheckStatusInput(args, n);
-}
-
-// Under loss scaling, whether this step overflowed (the update then
-// returns before touching anything); else `*inv` is the gradient's factor.
-bool SkipStep(const KernelArgs& args, bool scaled, size_t n, float* inv) {
-  if (!scaled) return false;
-  const float* status = args.inputs[n].f32();
-  *inv = status[1];
-  return status[0] != 0.0f;
-}
 
 struct SgdState : KernelState {
   float lr = 0, wd = 0;
@@ -152,39 +113,16 @@ Status MomentumRun(const KernelArgs& args, KernelState* state, RunContext& ctx) 
   return Status::Ok();
 }
 
-struct AdamState : KernelState {
-  float lr = 0, beta1 = 0, beta2 = 0, eps = 0, wd = 0;
+struct AdamState : KernelState, AdamSettings {
   bool scaled = false;
 };
-
-Status CheckAdamOptions(const KernelArgs& args, AdamState* s) {
-  SINKRT_ASSIGN_OR_RETURN(const fb::AdamOptions* opts, GetOptions<fb::AdamOptions>(args));
-  SINKRT_RETURN_IF_ERROR(CheckFinite(args, "learning_rate", opts->learning_rate()));
-  SINKRT_RETURN_IF_ERROR(CheckBeta(args, "beta1", opts->beta1()));
-  SINKRT_RETURN_IF_ERROR(CheckBeta(args, "beta2", opts->beta2()));
-  SINKRT_RETURN_IF_ERROR(CheckFinite(args, "weight_decay", opts->weight_decay()));
-  if (!(opts->epsilon() > 0.0f) || !std::isfinite(opts->epsilon())) {
-    return OpError(args, "epsilon is " + std::to_string(opts->epsilon()) + ", expected a finite value > 0");
-  }
-  s->lr = opts->learning_rate();
-  s->beta1 = opts->beta1();
-  s->beta2 = opts->beta2();
-  s->eps = opts->epsilon();
-  s->wd = opts->weight_decay();
-  return Status::Ok();
-}
-
-Status CheckPowers(const KernelArgs& args, int index) {
-  SINKRT_RETURN_IF_ERROR(CheckDType(args, In(index), DType::F32));
-  return CheckShape(args, In(index), Shape{2}, "[2] (beta1^t, beta2^t)");
-}
 
 Status AdamPowersPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, args.inputs.size() == 2 ? 2 : 1, 0));
   SINKRT_RETURN_IF_ERROR(CheckPowers(args, 0));
   auto s = std::make_unique<AdamState>();
   SINKRT_ASSIGN_OR_RETURN(s->scaled, CheckStatusInput(args, 1));
-  SINKRT_RETURN_IF_ERROR(CheckAdamOptions(args, s.get()));
+  SINKRT_RETURN_IF_ERROR(ReadAdamOptions(args, s.get()));
   *state = std::move(s);
   return Status::Ok();
 }
@@ -208,7 +146,7 @@ Status AdamPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<Kern
   SINKRT_RETURN_IF_ERROR(CheckPowers(args, 4));
   auto s = std::make_unique<AdamState>();
   SINKRT_ASSIGN_OR_RETURN(s->scaled, CheckStatusInput(args, 5));
-  SINKRT_RETURN_IF_ERROR(CheckAdamOptions(args, s.get()));
+  SINKRT_RETURN_IF_ERROR(ReadAdamOptions(args, s.get()));
   SINKRT_RETURN_IF_ERROR(CheckInputsDisjoint(args));
   *state = std::move(s);
   return Status::Ok();
@@ -236,7 +174,7 @@ Status AdamRun(const KernelArgs& args, KernelState* state, RunContext& ctx) {
   float inv = 1.0f;
   if (SkipStep(args, s.scaled, 5, &inv)) return Status::Ok();
   const float* powers = args.inputs[4].f32();
-  const float lr_t = s.lr * std::sqrt(1.0f - powers[1]) / (1.0f - powers[0]);
+  const float lr_t = LearningRate(s) * std::sqrt(1.0f - powers[1]) / (1.0f - powers[0]);
   float* param = args.inputs[0].f32();
   const float* grad = args.inputs[1].f32();
   float* m = args.inputs[2].f32();

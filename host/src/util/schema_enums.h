@@ -35,7 +35,7 @@ namespace sinkrt {
   X(MomentumUpdate) X(AdamUpdate) X(AdamPowers) X(GradOverflow) X(LossScaleUpdate) \
   X(ArgMaxAccuracy) X(MetricSum) X(AllReduce) X(AllGather) X(ReduceScatter) X(AllToAll) \
   X(ShardSlice) X(GradAllReduce) X(Send) X(Recv) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Square) X(Abs) \
-  X(AbsGrad)
+  X(AbsGrad) X(AdamWeightDecay) X(LambUpdate) X(LambNorms)
 // clang-format on
 #define SINKRT_INIT_KIND_ENUMERATORS(X) \
   X(None) X(Zeros) X(Constant) X(Uniform) X(Normal) X(XavierUniform) X(XavierNormal) X(HeUniform) X(HeNormal) X(Inline)

@@ -15,8 +15,9 @@ namespace sinkrt::host {
 /// The graph file format SaveGraph writes. LoadGraph reads every minor of
 /// its major (a minor adds only what an older reader may ignore or refuses
 /// by name, such as an op it does not know) and refuses any other major.
-/// 1.1: transformer ops; 1.2: Exp, Log, Sqrt, Rsqrt, Square, Abs.
-inline constexpr FormatVersion kGraphFileFormat{1, 2};
+/// 1.1: transformer ops; 1.2: Exp, Log, Sqrt, Rsqrt, Square, Abs; 1.3:
+/// optimizers AdamWeightDecay and Lamb, group parameters.
+inline constexpr FormatVersion kGraphFileFormat{1, 3};
 
 /// The checkpoint format SaveCheckpoint writes. LoadCheckpoint reads every
 /// minor of its major and refuses any other major.

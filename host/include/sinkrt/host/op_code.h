@@ -77,6 +77,11 @@ enum class OpCode : uint16_t {
   MomentumUpdate = 81,
   AdamUpdate = 82,
   AdamPowers = 83,  ///< advances beta1^t, beta2^t once per step
+  /// MindSpore's AdamWeightDecay (no bias correction, decoupled decay):
+  /// param, grad, m, v [, status]
+  AdamWeightDecay = 88,
+  /// MindSpore's Lamb, second half: param, m, v, powers, sums [3] [, status]
+  LambUpdate = 89,
   // loss scaling (docs/guide/loss_scale.md); an update op then takes the status
   // as a last input: it skips the step on an overflow, else its gradient
   // is grad · status[1]
@@ -103,6 +108,9 @@ enum class OpCode : uint16_t {
   // RecvTask on the comm stream
   Send = 106,  ///< x -> (nothing): x to the peer
   Recv = 107,  ///< (nothing) -> y: y from the peer
+  /// MindSpore's Lamb, first half: param, grad, m, v, powers [, status] ->
+  /// sums [3]: advances m and v, and sums w², g², ĝ² over this block
+  LambNorms = 145,
 };
 
 /// The op's name, as its enumerator is spelled ("MatMul"); "" for a value
