@@ -138,7 +138,8 @@ Status ValidateGroups(const OptimizerSpec& s, const std::string& who) {
     const std::string where = who + "group " + std::to_string(i) + ": ";
     if (group.names.empty()) return InvalidArgument(where + "names must not be empty (which parameters it holds)");
     for (const std::string& n : group.names)
-      if (n.empty()) return InvalidArgument(where + "a name filter is the empty string, which every parameter contains");
+      if (n.empty())
+        return InvalidArgument(where + "a name filter is the empty string, which every parameter contains");
     if (!std::isfinite(group.weight_decay) || group.weight_decay < 0)
       return InvalidArgument(where + "weight_decay must be >= 0, but got " + std::to_string(group.weight_decay));
     if (!std::isfinite(group.learning_rate) || group.learning_rate < 0)

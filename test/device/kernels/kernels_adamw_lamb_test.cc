@@ -133,8 +133,8 @@ TEST(LambKernels, TrustRatioZeroNormRulesAndClip) {
     const char* what;
     float w, g;
   };
-  for (const Case c : {Case{"zero weight", 0.0f, 0.5f}, Case{"zero gradient", 3.0f, 0.0f},
-                       Case{"clipped at 10", 1000.0f, 0.5f}}) {
+  for (const Case c :
+       {Case{"zero weight", 0.0f, 0.5f}, Case{"zero gradient", 3.0f, 0.0f}, Case{"clipped at 10", 1000.0f, 0.5f}}) {
     Tensor p({4}), g({4}), m({4}), v({4});
     p.set(std::vector<float>(4, c.w));
     g.set(std::vector<float>(4, c.g));
@@ -213,9 +213,22 @@ TEST(AdamWeightDecayAndLamb, SkipAnOverflowedStepAndUnscaleOtherwise) {
     Tensor p({64}), m({64}), v({64}), rp({64}), rm({64}), rv({64});
     p.set(p0.values());
     rp.set(p0.values());
-    KernelRunner(OpCode::AdamWeightDecay).In(p).In(scaled_g).In(m).In(v).In(status).Adam(0.01f, 0.9f, 0.999f, 1e-6f, 0.1f).PrepareAndRun();
+    KernelRunner(OpCode::AdamWeightDecay)
+        .In(p)
+        .In(scaled_g)
+        .In(m)
+        .In(v)
+        .In(status)
+        .Adam(0.01f, 0.9f, 0.999f, 1e-6f, 0.1f)
+        .PrepareAndRun();
     if (!overflow)
-      KernelRunner(OpCode::AdamWeightDecay).In(rp).In(g).In(rm).In(rv).Adam(0.01f, 0.9f, 0.999f, 1e-6f, 0.1f).PrepareAndRun();
+      KernelRunner(OpCode::AdamWeightDecay)
+          .In(rp)
+          .In(g)
+          .In(rm)
+          .In(rv)
+          .Adam(0.01f, 0.9f, 0.999f, 1e-6f, 0.1f)
+          .PrepareAndRun();
     EXPECT_EQ(std::memcmp(p.bytes(), rp.bytes(), 64 * 4), 0) << "AdamWeightDecay, overflow " << overflow;
     EXPECT_EQ(std::memcmp(v.bytes(), rv.bytes(), 64 * 4), 0) << "AdamWeightDecay v, overflow " << overflow;
 
@@ -235,8 +248,23 @@ TEST(AdamWeightDecayAndLamb, SkipAnOverflowedStepAndUnscaleOtherwise) {
     } else {
       Tensor up({64}), um({64}), uv({64}), usums({3});
       up.set(p0.values());
-      KernelRunner(OpCode::LambNorms).In(up).In(g).In(um).In(uv).In(powers).Out(usums).Adam(0.01f, 0.9f, 0.999f, 1e-6f, 0.1f).PrepareAndRun();
-      KernelRunner(OpCode::LambUpdate).In(up).In(um).In(uv).In(powers).In(usums).Adam(0.01f, 0.9f, 0.999f, 1e-6f, 0.1f).PrepareAndRun();
+      KernelRunner(OpCode::LambNorms)
+          .In(up)
+          .In(g)
+          .In(um)
+          .In(uv)
+          .In(powers)
+          .Out(usums)
+          .Adam(0.01f, 0.9f, 0.999f, 1e-6f, 0.1f)
+          .PrepareAndRun();
+      KernelRunner(OpCode::LambUpdate)
+          .In(up)
+          .In(um)
+          .In(uv)
+          .In(powers)
+          .In(usums)
+          .Adam(0.01f, 0.9f, 0.999f, 1e-6f, 0.1f)
+          .PrepareAndRun();
       EXPECT_EQ(std::memcmp(lp.bytes(), up.bytes(), 64 * 4), 0);
     }
   }

@@ -115,8 +115,7 @@ double ExpectTracks(const Trained& got, const Trained& want, double rel, const s
   return worst;
 }
 
-const std::vector<std::pair<const char*, OptimizerSpec>> kOptimizers = {{"AdamWeightDecay", AdamW()},
-                                                                        {"Lamb", Lamb()}};
+const std::vector<std::pair<const char*, OptimizerSpec>> kOptimizers = {{"AdamWeightDecay", AdamW()}, {"Lamb", Lamb()}};
 
 // 2 ranks of 16 against one device of 32, 100 steps.
 TEST(OptimizerComposition, DataParallelTracksOneDevice) {
