@@ -263,7 +263,8 @@ constexpr const char* kOpClassNames[] = {"matmul", "bmm", "mem", "opt", "other"}
 OpClass TaskClass(std::string_view op) {
   if (op == "MatMul") return kMatmul;
   if (op == "BatchMatMul") return kBmm;
-  if (op == "AdamUpdate" || op == "AdamPowers") return kOpt;
+  if (op == "AdamUpdate" || op == "AdamPowers" || op == "AdamWeightDecay" || op == "LambNorms" || op == "LambUpdate")
+    return kOpt;
   if (op == "GetNextTask" || op.starts_with("SparseSoftmaxCrossEntropy") || op.ends_with("Task")) return kOther;
   return kMem;
 }

@@ -9,7 +9,8 @@
 //         [--device-memory BYTES] [--calibration FILE] [--fully-use-devices] [--explain]
 //         [--pipeline-stages S --micro-size M [--pipeline-scheduler 1f1b|gpipe]
 //          [--stage-of LAYER=k,...]]
-//         [--optimizer sgd|momentum|adam] [--lr LR] [--momentum M]
+//         [--optimizer sgd|momentum|adam|adamw|lamb] [--lr LR] [--momentum M]
+//         [--weight-decay W] [--no-decay NAME,...]
 //         [--queue-capacity Q] [--quiet]
 //   sinkc --version
 //
@@ -92,6 +93,8 @@ struct Flags {
   std::string optimizer;
   double lr = 0.01;
   double momentum = 0.9;
+  double weight_decay = 0;  // --weight-decay
+  std::string no_decay;     // --no-decay: the no-decay group's name filters
   uint32_t queue_capacity = 16;
   bool quiet = false;
 };
@@ -157,6 +160,13 @@ void PrintSummary(const Flags& f, const host::GraphFile& file, const host::Compi
     std::cout << s.learning_rate;
   }
   if (s.kind == host::OptimizerKind::Momentum) std::cout << " momentum " << s.momentum;
+  if (s.weight_decay != 0) std::cout << " weight_decay " << s.weight_decay;
+  for (const host::ParamGroup& g : s.groups) {
+    std::cout << " group [";
+    for (size_t i = 0; i < g.names.size(); ++i) std::cout << (i ? "," : "") << g.names[i];
+    std::cout << "] weight_decay " << g.weight_decay;
+    if (g.learning_rate > 0) std::cout << " lr " << g.learning_rate;
+  }
   std::cout << '\n';
   const auto cols = job.train_columns();
   std::cout << "  inputs    " << ColumnsText(cols) << " per rank";
@@ -217,9 +227,15 @@ Result<host::JobSpec> SpecFromFlags(const Flags& f, const CLI::App& app) {
   if (!f.optimizer.empty()) {
     if (!(f.lr > 0) || !std::isfinite(f.lr)) return InvalidArgument("--lr must be a positive number");
     if (!(f.momentum >= 0 && f.momentum < 1)) return InvalidArgument("--momentum must be in [0, 1)");
-  } else if (app.count("--lr") || app.count("--momentum")) {
-    return InvalidArgument("--lr and --momentum apply with --optimizer (the file's optimizer is used as written)");
+  } else if (app.count("--lr") || app.count("--momentum") || app.count("--weight-decay") || app.count("--no-decay")) {
+    return InvalidArgument(
+        "--lr, --momentum, --weight-decay and --no-decay apply with --optimizer (the file's optimizer is used as "
+        "written)");
   }
+  if (!(f.weight_decay >= 0) || !std::isfinite(f.weight_decay))
+    return InvalidArgument("--weight-decay must be >= 0, got " + std::to_string(f.weight_decay));
+  if (app.count("--no-decay") && tools::SplitList(f.no_decay).empty())
+    return InvalidArgument("--no-decay '" + f.no_decay + "' names no parameter filter");
   host::JobSpec spec;
   tools::ParallelFlags par = f.par;
   par.devices = f.devices;
@@ -244,10 +260,13 @@ Result<host::OptimizerSpec> OptimizerOf(const Flags& f, const host::GraphFile& f
     SINKRT_ASSIGN_OR_RETURN(host::OptimizerSpec spec,
                             host::MakeOptimizer(f.optimizer, static_cast<float>(f.lr), static_cast<float>(f.momentum)),
                             "--optimizer");
+    spec.weight_decay = static_cast<float>(f.weight_decay);
+    if (!f.no_decay.empty()) host::SetNoDecay(spec, tools::SplitList(f.no_decay));
+    SINKRT_RETURN_IF_ERROR(host::ValidateOptimizer(spec), "--optimizer");
     return spec;
   }
   if (file.optimizer) return *file.optimizer;
-  return InvalidArgument(f.graph + " names no optimizer: give --optimizer sgd|momentum|adam");
+  return InvalidArgument(f.graph + " names no optimizer: give --optimizer sgd|momentum|adam|adamw|lamb");
 }
 
 // Writes the job, and the strategies when --strategy-save asks.
@@ -362,7 +381,11 @@ void AddCompileFlags(CLI::App& app, Flags& f) {
   app.add_flag("--explain", f.explain,
                "auto_parallel: print the search's choice for every op, its cost and the best rejected alternative");
   app.add_option("--seed", f.seed, "added to every random initialiser's seed")->capture_default_str();
-  app.add_option("--optimizer", f.optimizer, "sgd, momentum or adam (default: the file's optimizer)");
+  app.add_option("--optimizer", f.optimizer,
+                 "sgd, momentum, adam, adamw (AdamWeightDecay) or lamb (default: the file's optimizer)");
+  app.add_option("--weight-decay", f.weight_decay, "weight decay of --optimizer, >= 0")->capture_default_str();
+  app.add_option("--no-decay", f.no_decay,
+                 "comma-separated name filters of the parameters --optimizer does not decay (a group with decay 0)");
   app.add_option("--lr", f.lr, "learning rate of --optimizer")->capture_default_str();
   app.add_option("--momentum", f.momentum, "momentum of --optimizer momentum")->capture_default_str();
   app.add_option("--queue-capacity", f.queue_capacity, "device queue slots (MS_DATASET_SINK_QUEUE)")

@@ -49,6 +49,8 @@ struct TrainFlags {
   double lr = 0.01;
   double momentum = 0.9;
   std::string optimizer = "momentum";
+  double weight_decay = 0;  // --weight-decay
+  std::string no_decay;     // --no-decay: comma-separated name filters of the no-decay group
   uint64_t seed = 1;
   double dropout = 0;  // --dropout P: the ViT's drop probability (docs/guide/dropout.md)
   int sink_size = -1;

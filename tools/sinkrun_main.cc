@@ -3,7 +3,8 @@
 //
 //   sinkrun train --model mlp|lenet|vit | --graph FILE | --streams DIR
 //                 [--data fashion-mnist[:DIR]|synthetic[:N]]
-//                 [--epochs 5] [--batch 64] [--optimizer sgd|momentum|adam]
+//                 [--epochs 5] [--batch 64] [--optimizer sgd|momentum|adam|adamw|lamb]
+//                 [--weight-decay 0] [--no-decay bias,beta,gamma,norm]
 //                 [--lr 0.01] [--momentum 0.9] [--seed 1]
 //                 [--sink-size -1 | --no-sink] [--threads N] [--report FILE]
 //                 [--devices N [--sinkd PATH] [--no-bind] | --rank-table FILE] [--token T]
@@ -120,9 +121,19 @@ void AddTrainJobFlags(CLI::App* train, tools::TrainFlags& f) {
       ->check(tools::PositiveInteger())
       ->capture_default_str();
   train->add_option("--batch", f.batch, "batch size")->check(tools::PositiveInteger())->capture_default_str();
-  train->add_option("--optimizer", f.optimizer, "sgd, momentum or adam")
-      ->check(CLI::IsMember({"sgd", "momentum", "adam"}))
+  train
+      ->add_option("--optimizer", f.optimizer,
+                   "sgd, momentum, adam, adamw (MindSpore's AdamWeightDecay) or lamb (docs/guide/optimizers.md)")
+      ->check(CLI::IsMember({"sgd", "momentum", "adam", "adamw", "lamb"}))
       ->capture_default_str();
+  train
+      ->add_option("--weight-decay", f.weight_decay,
+                   "weight decay, >= 0 (sgd, momentum, adam: added to the gradient; adamw, lamb: to the update); "
+                   "without --no-decay, names containing beta or gamma get none (MindSpore's default)")
+      ->capture_default_str();
+  train->add_option("--no-decay", f.no_decay,
+                    "comma-separated name filters of parameters that get no weight decay (a group with decay 0), "
+                    "e.g. bias,beta,gamma,norm");
   train->add_option("--lr", f.lr, "learning rate, > 0")->capture_default_str();
   train->add_option("--lr-schedule", f.lr_schedule,
                     "learning-rate schedule computed on the device from the optimizer step, --lr its rate: "

@@ -112,8 +112,27 @@ Result<Dataset> Pipeline(const Dataset& raw, bool flat, int64_t batch, std::opti
   return d;
 }
 
+// The names of a comma-separated list ("bias,beta" -> {"bias", "beta"}).
+std::vector<std::string> SplitNames(const std::string& list) {
+  std::vector<std::string> out;
+  size_t begin = 0;
+  while (begin <= list.size()) {
+    const size_t end = std::min(list.find(',', begin), list.size());
+    out.push_back(list.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return out;
+}
+
+// --optimizer with --lr, --momentum, --weight-decay and --no-decay (one
+// group without decay, MindSpore's group parameters).
 Result<host::OptimizerSpec> Optimizer(const TrainFlags& f) {
-  return host::MakeOptimizer(f.optimizer, static_cast<float>(f.lr), static_cast<float>(f.momentum));
+  SINKRT_ASSIGN_OR_RETURN(host::OptimizerSpec spec,
+                          host::MakeOptimizer(f.optimizer, static_cast<float>(f.lr), static_cast<float>(f.momentum)));
+  spec.weight_decay = static_cast<float>(f.weight_decay);
+  if (!f.no_decay.empty()) host::SetNoDecay(spec, SplitNames(f.no_decay));
+  SINKRT_RETURN_IF_ERROR(host::ValidateOptimizer(spec));
+  return spec;
 }
 
 std::string Num(double v) {
@@ -128,10 +147,19 @@ std::string Fixed1(double v) {
   return buf;
 }
 
+// "adamw (lr 0.001, weight decay 0.01, none for bias|beta)": the run
+// header's optimizer.
 std::string OptimizerText(const host::OptimizerSpec& o) {
   std::string s = std::string(host::OptimizerKindName(o.kind)) + " (lr " +
                   (o.schedule.enabled() ? host::DescribeLrSchedule(o.schedule) : Num(o.learning_rate));
   if (o.kind == host::OptimizerKind::Momentum) s += ", momentum " + Num(o.momentum);
+  if (o.weight_decay != 0) s += ", weight decay " + Num(o.weight_decay);
+  for (const host::ParamGroup& g : o.groups) {
+    std::string names;
+    for (const std::string& n : g.names) names += (names.empty() ? "" : "|") + n;
+    s += g.weight_decay == 0 ? ", none for " + names : ", " + Num(g.weight_decay) + " for " + names;
+    if (g.learning_rate > 0) s += " at lr " + Num(g.learning_rate);
+  }
   return s + ")";
 }
 
@@ -437,6 +465,11 @@ int CheckTrainingFlags(TrainRun& r) {
     return Usage("--dropout applies to --model vit (a graph file has its own Dropout ops)");
   if (r.cmd.count("--momentum") && f.optimizer != "momentum")
     return Usage("--momentum applies to --optimizer momentum, not " + f.optimizer);
+  if (!(f.weight_decay >= 0) || !std::isfinite(f.weight_decay))
+    return Usage("--weight-decay must be >= 0, got " + Num(f.weight_decay));
+  if (r.cmd.count("--no-decay"))
+    for (const std::string& name : SplitNames(f.no_decay))
+      if (name.empty()) return Usage("--no-decay '" + f.no_decay + "': an empty name (every parameter contains it)");
   std::optional<DataChoice> data = ParseData(f.data);
   if (!data)
     return Usage("--data '" + f.data + "': expected fashion-mnist, fashion-mnist:DIR, synthetic or synthetic:N");
@@ -449,6 +482,8 @@ int CheckTrainingFlags(TrainRun& r) {
                               "--lr",
                               "--lr-schedule",
                               "--momentum",
+                              "--weight-decay",
+                              "--no-decay",
                               "--parallel",
                               "--gradients-mean",
                               "--parameter-broadcast",
@@ -525,7 +560,7 @@ int ReadGraphFile(TrainRun& r) {
   r.network = "'" + r.graph_file->graph.name() + "' (" + f.graph + ")";
   if (!r.cmd.count("--optimizer") && r.graph_file->optimizer) {
     // The graph's optimizer, whole: its own lr and momentum, not the flags'.
-    for (const char* tuning : {"--lr", "--momentum", "--lr-schedule"})
+    for (const char* tuning : {"--lr", "--momentum", "--lr-schedule", "--weight-decay", "--no-decay"})
       if (r.cmd.count(tuning))
         return Usage(std::string(tuning) + " does not apply to the optimizer of --graph " + f.graph + " (" +
                      OptimizerText(*r.graph_file->optimizer) + "): give --optimizer to replace it");
@@ -1009,6 +1044,13 @@ nlohmann::ordered_json EndEvent(const TrainRun& r, const TrainResult& t, int64_t
     end["allreduce_algorithms"] = algos;
   }
   if (r.optimizer.kind == host::OptimizerKind::Momentum) end["momentum"] = r.optimizer.momentum;
+  end["weight_decay"] = r.optimizer.weight_decay;
+  if (!r.optimizer.groups.empty()) {
+    nlohmann::ordered_json groups = nlohmann::ordered_json::array();
+    for (const host::ParamGroup& g : r.optimizer.groups)
+      groups.push_back({{"names", g.names}, {"weight_decay", g.weight_decay}, {"learning_rate", g.learning_rate}});
+    end["optimizer_groups"] = groups;
+  }
   end["amp_level"] = host::AmpLevelName(r.amp_level);
   if (r.loss_scale.enabled()) end["loss_scale_manager"] = host::LossScaleManagerText(r.loss_scale);
   if (ZeroOn(r.context)) {

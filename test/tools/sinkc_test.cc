@@ -267,6 +267,30 @@ TEST_F(SinkcTest, AmpAndLossScaleTravelInTheManifest) {
       << wrong.err;
 }
 
+// --optimizer lamb (or adamw) with --weight-decay and --no-decay: sinkc
+// prints the recipe, the manifest carries the groups, and sinkrun trains
+// the streams exactly as it trains the graph with the same flags.
+TEST_F(SinkcTest, LambWithAGroupTravelsInTheManifest) {
+  const std::string flags = " --optimizer lamb --lr 0.002 --weight-decay 0.01 --no-decay bias";
+  RunResult c = Sinkc("'" + kMlp + "' --batch 32 -o " + Q("streams") + flags);
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(c.out.find("optimizer lamb lr 0.002 weight_decay 0.01 group [bias] weight_decay 0"), std::string::npos)
+      << c.out;
+  const json manifest = json::parse(Slurp(dir_ / "streams" / "manifest.json"));
+  EXPECT_EQ(manifest["options"]["optimizer"]["kind"], "lamb");
+  EXPECT_EQ(manifest["options"]["optimizer"]["groups"][0]["names"], json({"bias"}));
+  const std::string common = " --data synthetic:512 --epochs 2 --threads 1 --seed 5";
+  RunResult from_streams = Sinkrun("train --streams " + Q("streams") + common + " --save-checkpoint " + Q("a.ckpt"));
+  ASSERT_EQ(from_streams.exit_code, 0) << from_streams.out << from_streams.err;
+  RunResult from_graph =
+      Sinkrun("train --graph '" + kMlp + "' --batch 32" + common + flags + " --save-checkpoint " + Q("b.ckpt"));
+  ASSERT_EQ(from_graph.exit_code, 0) << from_graph.out << from_graph.err;
+  EXPECT_TRUE(Slurp(dir_ / "a.ckpt") == Slurp(dir_ / "b.ckpt"));
+  RunResult bad = Sinkc("'" + kMlp + "' -o " + Q("bad") + " --optimizer adamw --no-decay ,");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--no-decay ',' names no parameter filter"), std::string::npos) << bad.err;
+}
+
 TEST_F(SinkcTest, DataParallelStreamsOnTwoDaemonsTrainAsTheGraphDoes) {
   // Neither tool is told gradients_mean: they share MindSpore's default.
   RunResult c = Sinkc("'" + kMlp + "' --batch 16 --devices 2 --parallel data_parallel -q -o " + Q("streams"));

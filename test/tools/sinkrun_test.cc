@@ -537,6 +537,33 @@ TEST_F(SinkrunTest, GraphOptimizerRefusesLrAndMomentumWithoutOptimizer) {
   EXPECT_NE(r.out.find("sgd (lr 0.25)"), std::string::npos) << r.out;
 }
 
+// --optimizer adamw|lamb with --weight-decay and --no-decay: the header
+// names the recipe, the report carries it, and a graph file saved with
+// groups keeps them (its optimizer read whole).
+TEST_F(SinkrunTest, AdamwAndLambWithWeightDecayAndANoDecayGroup) {
+  for (const char* kind : {"adamw", "lamb"}) {
+    RunResult r = Run(std::string("train --model mlp --data synthetic:256 --batch 32 --epochs 1 --optimizer ") + kind +
+                      " --lr 0.001 --weight-decay 0.01 --no-decay bias,gamma" + ReportFlag());
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find(std::string(kind) + " (lr 0.001, weight decay 0.01, none for bias|gamma)"), std::string::npos)
+        << r.out;
+    const json end = ReadReport().back();
+    EXPECT_EQ(end["optimizer"], kind);
+    EXPECT_NEAR(end["weight_decay"].get<double>(), 0.01, 1e-9);
+    EXPECT_EQ(end["optimizer_groups"][0]["names"], json({"bias", "gamma"}));
+  }
+  const fs::path graph = dir_ / "mlp_lamb.json";
+  host::OptimizerSpec lamb = host::OptimizerSpec::Lamb(0.002f, 0.01f);
+  host::SetNoDecay(lamb, {"bias"});
+  ASSERT_TRUE(host::SaveGraph(graph.string(), MlpWithLoss(), lamb).ok());
+  const std::string base = "train --graph '" + graph.string() + "' --data synthetic:256 --epochs 1";
+  RunResult r = Run(base);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("lamb (lr 0.002, weight decay 0.01, none for bias)"), std::string::npos) << r.out;
+  fs::remove(Report());  // the runs above wrote one
+  ExpectRefused(base + " --weight-decay 0.1", "--weight-decay does not apply to the optimizer of --graph");
+}
+
 // One of each reads as one, and a --streams run, which compiles nothing,
 // prints no compiled: line.
 TEST_F(SinkrunTest, CountsOfOneAreSingularAndStreamsCompileNothing) {
@@ -572,6 +599,8 @@ TEST_F(SinkrunTest, BadFlagsAreRefused) {
   ExpectRefused(base + " --lr nan", "--lr");
   ExpectRefused(base + " --momentum 1.5", "--momentum");
   ExpectRefused(base + " --optimizer adam --momentum 0.5", "--momentum");
+  ExpectRefused(base + " --optimizer adamw --weight-decay -0.1", "--weight-decay must be >= 0, got -0.1");
+  ExpectRefused(base + " --optimizer lamb --no-decay bias,,gamma", "--no-decay 'bias,,gamma': an empty name");
   ExpectRefused(base + " --sink-size 0", "--sink-size");
   ExpectRefused(base + " --sink-size -2", "--sink-size");
   ExpectRefused(base + " --no-sink --sink-size 4", "--no-sink");

@@ -29,6 +29,8 @@ extern const KernelImpl kCopyKernel, kFlattenKernel, kFillKernel;
 // optimizer_update.cc
 extern const KernelImpl kSgdUpdateKernel, kMomentumUpdateKernel, kAdamUpdateKernel, kAdamPowersKernel;
 extern const KernelImpl kLrScheduleKernel, kStepAdvanceKernel;
+// adam_weight_decay.cc, lamb.cc
+extern const KernelImpl kAdamWeightDecayKernel, kLambNormsKernel, kLambUpdateKernel;
 // loss_scale.cc
 extern const KernelImpl kGradOverflowKernel, kLossScaleUpdateKernel;
 // accuracy.cc

@@ -16,77 +16,11 @@
 
 #include "device/src/kernels/check.h"
 #include "device/src/kernels/kernel_list.h"
+#include "device/src/kernels/optimizer_common.h"
 #include "device/src/kernels/parallel_range.h"
 
 namespace sinkrt::device {
 namespace {
-
-Status CheckFinite(const KernelArgs& args, const char* name, float v) {
-  if (std::isfinite(v)) return Status::Ok();
-  return OpError(args, std::string(name) + " is " + std::to_string(v) + ", expected a finite value");
-}
-
-Status CheckBeta(const KernelArgs& args, const char* name, float v) {
-  if (v >= 0.0f && v < 1.0f) return Status::Ok();
-  return OpError(args, std::string(name) + " is " + std::to_string(v) + ", expected [0, 1)");
-}
-
-// Whether the task has the loss-scale status after its `n` inputs, which
-// it checks: f32 [2].
-Result<bool> CheckStatusInput(const KernelArgs& args, size_t n) {
-  if (args.inputs.size() != n + 1) return false;
-  const int i = static_cast<int>(n);
-  SINKRT_RETURN_IF_ERROR(CheckDType(args, In(i), DType::F32));
-  SINKRT_RETURN_IF_ERROR(CheckShape(args, In(i), Shape{2}, "[2] (GradOverflow's status)"));
-  return true;
-}
-
-// Where an update finds its rate and the loss-scale status.
-struct Extras {
-  int lr_at = -1;  // the rate's input (lr_input), or -1: the options' learning_rate
-  size_t status_at = 0;
-  bool scaled = false;
-};
-
-// After the op's `n` own operands: the rate when `lr_input` (f32 [1]), then
-// perhaps the status; checks the operand count and both.
-Result<Extras> CheckExtras(const KernelArgs& args, size_t n, bool lr_input) {
-  const size_t base = n + (lr_input ? 1 : 0);
-  SINKRT_RETURN_IF_ERROR(CheckOperands(args, args.inputs.size() == base + 1 ? base + 1 : base, 0));
-  Extras e;
-  if (lr_input) {
-    e.lr_at = static_cast<int>(n);
-    SINKRT_RETURN_IF_ERROR(CheckDType(args, In(e.lr_at), DType::F32));
-    SINKRT_RETURN_IF_ERROR(CheckShape(args, In(e.lr_at), Shape{1}, "[1] (the step's learning rate, LrSchedule's)"));
-  }
-  e.status_at = base;
-  SINKRT_ASSIGN_OR_RETURN(e.scaled, CheckStatusInput(args, base));
-  return e;
-}
-
-// `n` same-shape f32 inputs (param, grad, state...), then the extras.
-Result<Extras> CheckParamInputs(const KernelArgs& args, size_t n, bool lr_input) {
-  SINKRT_ASSIGN_OR_RETURN(const Extras e, CheckExtras(args, n, lr_input));
-  for (size_t i = 0; i < n; ++i) {
-    SINKRT_RETURN_IF_ERROR(CheckDType(args, In(static_cast<int>(i)), DType::F32));
-    SINKRT_RETURN_IF_ERROR(CheckSameShape(args, In(static_cast<int>(i)), In(0)));
-  }
-  return e;
-}
-
-// Under loss scaling, whether this step overflowed (the update then
-// returns before touching anything); else `*inv` is the gradient's factor.
-bool SkipStep(const KernelArgs& args, const Extras& e, float* inv) {
-  if (!e.scaled) return false;
-  const float* status = args.inputs[e.status_at].f32();
-  *inv = status[1];
-  return status[0] != 0.0f;
-}
-
-// This step's rate: the schedule's tensor, or the fixed one.
-float Rate(const KernelArgs& args, const Extras& e, float fixed) {
-  return e.lr_at >= 0 ? args.inputs[static_cast<size_t>(e.lr_at)].f32()[0] : fixed;
-}
 
 struct SgdState : KernelState {
   float lr = 0, wd = 0;
@@ -186,34 +120,9 @@ Status MomentumRun(const KernelArgs& args, KernelState* state, RunContext& ctx) 
   return Status::Ok();
 }
 
-struct AdamState : KernelState {
-  float lr = 0, beta1 = 0, beta2 = 0, eps = 0, wd = 0;
-  bool lr_input = false;
+struct AdamState : KernelState, AdamSettings {
   Extras extras;
 };
-
-Status CheckAdamOptions(const KernelArgs& args, AdamState* s) {
-  SINKRT_ASSIGN_OR_RETURN(const fb::AdamOptions* opts, GetOptions<fb::AdamOptions>(args));
-  SINKRT_RETURN_IF_ERROR(CheckFinite(args, "learning_rate", opts->learning_rate()));
-  SINKRT_RETURN_IF_ERROR(CheckBeta(args, "beta1", opts->beta1()));
-  SINKRT_RETURN_IF_ERROR(CheckBeta(args, "beta2", opts->beta2()));
-  SINKRT_RETURN_IF_ERROR(CheckFinite(args, "weight_decay", opts->weight_decay()));
-  if (!(opts->epsilon() > 0.0f) || !std::isfinite(opts->epsilon())) {
-    return OpError(args, "epsilon is " + std::to_string(opts->epsilon()) + ", expected a finite value > 0");
-  }
-  s->lr = opts->learning_rate();
-  s->beta1 = opts->beta1();
-  s->beta2 = opts->beta2();
-  s->eps = opts->epsilon();
-  s->wd = opts->weight_decay();
-  s->lr_input = opts->lr_input();
-  return Status::Ok();
-}
-
-Status CheckPowers(const KernelArgs& args, int index) {
-  SINKRT_RETURN_IF_ERROR(CheckDType(args, In(index), DType::F32));
-  return CheckShape(args, In(index), Shape{2}, "[2] (beta1^t, beta2^t)");
-}
 
 Status AdamPowersPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, args.inputs.size() == 2 ? 2 : 1, 0));
@@ -221,7 +130,7 @@ Status AdamPowersPrepare(const KernelArgs& args, PrepareContext&, std::unique_pt
   auto s = std::make_unique<AdamState>();
   SINKRT_ASSIGN_OR_RETURN(s->extras.scaled, CheckStatusInput(args, 1));
   s->extras.status_at = 1;
-  SINKRT_RETURN_IF_ERROR(CheckAdamOptions(args, s.get()));
+  SINKRT_RETURN_IF_ERROR(ReadAdamOptions(args, s.get()));
   *state = std::move(s);
   return Status::Ok();
 }
@@ -238,7 +147,7 @@ Status AdamPowersRun(const KernelArgs& args, KernelState* state, RunContext&) {
 
 Status AdamPrepare(const KernelArgs& args, PrepareContext&, std::unique_ptr<KernelState>* state) {
   auto s = std::make_unique<AdamState>();
-  SINKRT_RETURN_IF_ERROR(CheckAdamOptions(args, s.get()));
+  SINKRT_RETURN_IF_ERROR(ReadAdamOptions(args, s.get()));
   SINKRT_ASSIGN_OR_RETURN(s->extras, CheckExtras(args, 5, s->lr_input));
   for (int i = 0; i < 4; ++i) {
     SINKRT_RETURN_IF_ERROR(CheckDType(args, In(i), DType::F32));

@@ -181,7 +181,9 @@ void AttachSlices(compiler::LoweredStream& lowered, const passes::TrainingGraph&
   const Graph& g = tg.graph;
   for (const ParamGrad& pg : tg.grads) layout_of[pg.grad] = layout_of[pg.param];
   for (const OpNode& op : g.ops()) {
-    if (op.op != OpCode::SgdUpdate && op.op != OpCode::MomentumUpdate && op.op != OpCode::AdamUpdate) continue;
+    if (op.op != OpCode::SgdUpdate && op.op != OpCode::MomentumUpdate && op.op != OpCode::AdamUpdate &&
+        op.op != OpCode::AdamWeightDecay && op.op != OpCode::LambNorms)
+      continue;
     const TensorId param = op.inputs[0];
     for (size_t k = 2; k < op.inputs.size(); ++k)
       if (g.tensor(op.inputs[k]).kind == TensorKind::OptState && g.tensor(op.inputs[k]).shape == g.tensor(param).shape)
@@ -224,7 +226,9 @@ void AttachOptimizerSlices(compiler::LoweredStream& lowered, const passes::Train
   for (const passes::OptimizerShard& s : tg.optimizer_shards) shard_of[s.param_slice] = &s;
   std::map<TensorId, const passes::OptimizerShard*> sliced;  // optimizer state or block -> shard
   for (const OpNode& op : g.ops()) {
-    if (op.op != OpCode::MomentumUpdate && op.op != OpCode::AdamUpdate) continue;
+    if (op.op != OpCode::MomentumUpdate && op.op != OpCode::AdamUpdate && op.op != OpCode::AdamWeightDecay &&
+        op.op != OpCode::LambNorms)
+      continue;
     auto it = shard_of.find(op.inputs[0]);
     if (it == shard_of.end()) continue;
     sliced[op.inputs[0]] = it->second;
@@ -347,12 +351,45 @@ Result<CompiledStream> EmitStream(const Graph& forward, const CompileOptions& op
   return out;
 }
 
+// Lamb under SEMI_AUTO_PARALLEL: per parameter this rank holds a slice of,
+// the ranks whose slices together make the parameter once: the ranks
+// holding each slice (those of one offset) in ascending order, and of each
+// the one at this rank's place among the holders of its own slice. Every
+// rank computes the same classes, so the groups agree.
+std::map<TensorId, NormGroup> SliceNormGroups(const parallel::LocalGraph& local, uint32_t world_size, uint32_t rank) {
+  std::map<TensorId, NormGroup> out;
+  for (const parallel::LocalParameter& p : local.parameters) {
+    if (p.layout.device_matrix.empty() || parallel::SliceShape(p.layout) == p.layout.shape) continue;
+    std::map<std::vector<int64_t>, std::vector<uint32_t>> holders;  // slice offset -> ranks, ascending
+    for (uint32_t r = 0; r < world_size; ++r) holders[parallel::SliceOffset(p.layout, r)].push_back(r);
+    const std::vector<uint32_t>& mine = holders[parallel::SliceOffset(p.layout, rank)];
+    const size_t place = static_cast<size_t>(std::find(mine.begin(), mine.end(), rank) - mine.begin());
+    NormGroup group;
+    for (const auto& [offset, ranks] : holders)
+      if (place < ranks.size()) group.ranks.push_back(ranks[place]);
+    std::sort(group.ranks.begin(), group.ranks.end());
+    group.position =
+        static_cast<uint32_t>(std::find(group.ranks.begin(), group.ranks.end(), rank) - group.ranks.begin());
+    out[p.local] = std::move(group);
+  }
+  return out;
+}
+
 // A pipeline stage (compiler/compile_pipeline.h): its training graph, its
 // transfers and buckets on the comm stream (LoweringOptions::pipeline), the
 // gradients reduced over its stage's ranks.
 Result<CompiledStream> CompilePipelineStage(const Graph& forward, const CompileOptions& options) {
   SINKRT_ASSIGN_OR_RETURN(compiler::PipelineStageGraph stage, compiler::BuildPipelineStage(forward, options));
   const bool sharded = options.parallel_mode == ParallelMode::SemiAutoParallel;
+  // A stage's Lamb sees its slices only, and stages reduce no norms yet.
+  if (sharded && options.optimizer.kind == OptimizerKind::Lamb)
+    for (const auto& [name, layout] : stage.param_layouts)
+      if (!layout.device_matrix.empty() && parallel::SliceShape(layout) != layout.shape)
+        return Unimplemented("compile graph '" + forward.name() + "': Lamb cannot update parameter '" + name +
+                             "' under pipeline stages with semi_auto_parallel: it holds a slice " +
+                             ShapeToString(parallel::SliceShape(layout)) + " of " + ShapeToString(layout.shape) +
+                             ", and Lamb's trust ratio needs the whole parameter's norm (not reduced over a "
+                             "stage's slices yet); use AdamWeightDecay or a strategy that keeps it whole");
   const Graph& g = stage.tg.graph;
   // Data parallel: the stage's replicas average their gradients.
   // SEMI_AUTO_PARALLEL: each parameter's mirror group sums its slice's
@@ -537,12 +574,15 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
     if (sharded)
       for (const parallel::LocalParameter& p : local->parameters) zero->groups[p.local] = p.mirror_group;
   }
+  std::map<TensorId, NormGroup> slice_norm_groups;
+  if (sharded && options.optimizer.kind == OptimizerKind::Lamb)
+    slice_norm_groups = SliceNormGroups(*local, options.world_size, options.rank);
   SINKRT_ASSIGN_OR_RETURN(
       passes::TrainingGraph tg,
       passes::BuildTrainingGraph(amp, options.optimizer, options.eval_program, options.predict_program,
                                  /*accuracy_from_loss=*/sharded, loss_seed / static_cast<float>(accumulate),
                                  options.loss_scale, sharded ? WorldGroup(options.world_size) : std::vector<uint32_t>{},
-                                 options.rank, zero ? &*zero : nullptr));
+                                 options.rank, zero ? &*zero : nullptr, slice_norm_groups));
   if (accumulate > 1) SINKRT_RETURN_IF_ERROR(passes::AccumulateGradients(tg, accumulate));
   std::vector<std::vector<uint32_t>> grad_groups;
   if (sharded) {

@@ -44,6 +44,17 @@ uint64_t StreamHash(uint64_t graph_hash, const CompileOptions& o) {
   h.F32(opt.beta2);
   h.F32(opt.epsilon);
   h.F32(opt.weight_decay);
+  // Absent without groups, so that those streams keep their hashes.
+  if (!opt.groups.empty()) {
+    h.String("groups");
+    h.U64(opt.groups.size());
+    for (const ParamGroup& group : opt.groups) {
+      h.U64(group.names.size());
+      for (const std::string& n : group.names) h.String(n);
+      h.F32(group.weight_decay);
+      h.F32(group.learning_rate);
+    }
+  }
   h.U32(o.queue_capacity);
   h.U32(o.rank);
   h.U32(o.world_size);

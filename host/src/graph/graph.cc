@@ -63,7 +63,12 @@ std::vector<size_t> MutatedInputs(OpCode op) {
     case OpCode::MomentumUpdate:
       return {0, 2};
     case OpCode::AdamUpdate:
+    case OpCode::AdamWeightDecay:
       return {0, 2, 3};
+    case OpCode::LambNorms:
+      return {2, 3};
+    case OpCode::LambUpdate:
+      return {0};
     case OpCode::AdamPowers:
     case OpCode::StepAdvance:
     case OpCode::DropoutStep:

@@ -21,12 +21,19 @@ Json OptionsToJson(const CompileOptions& o) {
     optimizer["momentum"] = s.momentum;
     optimizer["nesterov"] = s.nesterov;
   }
-  if (s.kind == OptimizerKind::Adam) {
+  if (s.kind == OptimizerKind::Adam || s.kind == OptimizerKind::AdamWeightDecay || s.kind == OptimizerKind::Lamb) {
     optimizer["beta1"] = s.beta1;
     optimizer["beta2"] = s.beta2;
     optimizer["epsilon"] = s.epsilon;
   }
   optimizer["weight_decay"] = s.weight_decay;
+  // Absent without groups, so that older manifests keep their text.
+  if (!s.groups.empty()) {
+    Json groups = Json::array();
+    for (const ParamGroup& g : s.groups)
+      groups.push_back({{"names", g.names}, {"weight_decay", g.weight_decay}, {"learning_rate", g.learning_rate}});
+    optimizer["groups"] = std::move(groups);
+  }
   Json parallel = {{"mode", ParallelModeName(o.parallel_mode)}, {"device_num", o.world_size}};
   if (o.parallel_mode == ParallelMode::DataParallel) {
     parallel["gradients_mean"] = o.gradients_mean;
@@ -198,12 +205,24 @@ Result<Manifest> ParseManifest(const std::string& text, const std::string& path)
     o.optimizer.momentum = rd.Get<float>(opt, "momentum", "options.optimizer");
     o.optimizer.nesterov = rd.Get<bool>(opt, "nesterov", "options.optimizer");
   }
-  if (o.optimizer.kind == OptimizerKind::Adam) {
+  if (o.optimizer.kind == OptimizerKind::Adam || o.optimizer.kind == OptimizerKind::AdamWeightDecay ||
+      o.optimizer.kind == OptimizerKind::Lamb) {
     o.optimizer.beta1 = rd.Get<float>(opt, "beta1", "options.optimizer");
     o.optimizer.beta2 = rd.Get<float>(opt, "beta2", "options.optimizer");
     o.optimizer.epsilon = rd.Get<float>(opt, "epsilon", "options.optimizer");
   }
   o.optimizer.weight_decay = rd.Get<float>(opt, "weight_decay", "options.optimizer");
+  if (opt.is_object() && opt.contains("groups")) {
+    const Json groups = rd.Get<Json>(opt, "groups", "options.optimizer");
+    if (!groups.is_array()) return InvalidArgument(path + ": options.optimizer.groups is not an array");
+    for (const Json& g : groups) {
+      ParamGroup pg;
+      pg.names = rd.Get<std::vector<std::string>>(g, "names", "options.optimizer.groups[]");
+      pg.weight_decay = rd.Get<float>(g, "weight_decay", "options.optimizer.groups[]");
+      pg.learning_rate = rd.Get<float>(g, "learning_rate", "options.optimizer.groups[]");
+      o.optimizer.groups.push_back(std::move(pg));
+    }
+  }
   o.queue_capacity = rd.Get<uint32_t>(options, "queue_capacity", "options");
   o.arena_alignment = rd.Get<uint32_t>(options, "arena_alignment", "options");
   o.fuse = rd.Get<bool>(options, "fuse", "options");

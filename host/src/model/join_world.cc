@@ -33,6 +33,8 @@ std::vector<JoinField> JobFields(const Model::Impl& m, const CompileOptions& co)
   std::string optimizer =
       std::string(OptimizerKindName(co.optimizer.kind)) + " lr " + std::to_string(co.optimizer.learning_rate);
   if (co.optimizer.kind == OptimizerKind::Momentum) optimizer += " momentum " + std::to_string(co.optimizer.momentum);
+  if (co.optimizer.weight_decay != 0) optimizer += " weight_decay " + std::to_string(co.optimizer.weight_decay);
+  if (!co.optimizer.groups.empty()) optimizer += " groups " + std::to_string(co.optimizer.groups.size());
   return {
       // One release for every rank: the bootstrap has no Hello of its own,
       // and another release may compile the same graph differently.

@@ -1,126 +1,10 @@
+// AppendOptimizer: optimizer state and update ops (docs/guide/optimizers.md).
+#include <functional>
+#include <string>
+
 #include "sinkrt/host/optimizer.h"
 
-#include <cctype>
-#include <cmath>
-
 namespace sinkrt::host {
-
-OptimizerSpec OptimizerSpec::Sgd(float lr) {
-  OptimizerSpec s;
-  s.kind = OptimizerKind::SGD;
-  s.learning_rate = lr;
-  return s;
-}
-
-OptimizerSpec OptimizerSpec::Momentum(float lr, float momentum, bool nesterov) {
-  OptimizerSpec s;
-  s.kind = OptimizerKind::Momentum;
-  s.learning_rate = lr;
-  s.momentum = momentum;
-  s.nesterov = nesterov;
-  return s;
-}
-
-OptimizerSpec OptimizerSpec::Adam(float lr, float beta1, float beta2, float eps) {
-  OptimizerSpec s;
-  s.kind = OptimizerKind::Adam;
-  s.learning_rate = lr;
-  s.beta1 = beta1;
-  s.beta2 = beta2;
-  s.epsilon = eps;
-  return s;
-}
-
-Result<OptimizerKind> ParseOptimizerKind(const std::string& name) {
-  std::string n = name;
-  for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (n == "sgd") return OptimizerKind::SGD;
-  if (n == "momentum") return OptimizerKind::Momentum;
-  if (n == "adam") return OptimizerKind::Adam;
-  return InvalidArgument("unknown optimizer '" + name + "'; valid names are 'sgd', 'momentum' and 'adam'");
-}
-
-const char* OptimizerKindName(OptimizerKind kind) {
-  switch (kind) {
-    case OptimizerKind::SGD:
-      return "sgd";
-    case OptimizerKind::Momentum:
-      return "momentum";
-    case OptimizerKind::Adam:
-      return "adam";
-  }
-  return "sgd";
-}
-
-Result<OptimizerSpec> MakeOptimizer(const std::string& kind, float learning_rate, float momentum) {
-  SINKRT_ASSIGN_OR_RETURN(const OptimizerKind k, ParseOptimizerKind(kind));
-  switch (k) {
-    case OptimizerKind::SGD:
-      return OptimizerSpec::Sgd(learning_rate);
-    case OptimizerKind::Momentum:
-      return OptimizerSpec::Momentum(learning_rate, momentum);
-    case OptimizerKind::Adam:
-      return OptimizerSpec::Adam(learning_rate);
-  }
-  return InvalidArgument("unknown optimizer '" + kind + "'");
-}
-
-namespace {
-
-const char* KindName(OptimizerKind k) {
-  switch (k) {
-    case OptimizerKind::SGD:
-      return "SGD";
-    case OptimizerKind::Momentum:
-      return "Momentum";
-    case OptimizerKind::Adam:
-      return "Adam";
-  }
-  return "?";
-}
-
-}  // namespace
-
-// MindSpore's optimizer argument checks, with its wording where it has one,
-// narrowed where a value MindSpore lets through cannot train: a learning
-// rate of 0 changes nothing and a momentum of 1 or more never decays, so the
-// update grows without bound (the ranges sinkrun's --lr and --momentum use).
-Status ValidateOptimizer(const OptimizerSpec& s) {
-  if (s.kind != OptimizerKind::SGD && s.kind != OptimizerKind::Momentum && s.kind != OptimizerKind::Adam) {
-    return InvalidArgument("unknown optimizer kind " + std::to_string(static_cast<int>(s.kind)));
-  }
-  const std::string who = std::string(KindName(s.kind)) + ": ";
-  auto finite = [](float v) { return std::isfinite(v); };
-  if (s.schedule.enabled()) {
-    SINKRT_RETURN_IF_ERROR(ValidateLrSchedule(s.schedule), KindName(s.kind));
-  } else if (!finite(s.learning_rate) || !(s.learning_rate > 0)) {
-    return InvalidArgument(who + "learning_rate must be > 0, but got " + std::to_string(s.learning_rate));
-  }
-  if (!finite(s.weight_decay) || s.weight_decay < 0) {
-    return InvalidArgument(who + "weight_decay must be >= 0, but got " + std::to_string(s.weight_decay));
-  }
-  if (s.kind == OptimizerKind::Momentum) {
-    if (!finite(s.momentum) || s.momentum < 0)
-      return InvalidArgument(who + "momentum must be >= 0, but got " + std::to_string(s.momentum));
-    if (s.momentum >= 1)
-      return InvalidArgument(who +
-                             "momentum must be < 1 (at 1 or more the accumulated update never decays "
-                             "and training diverges), but got " +
-                             std::to_string(s.momentum));
-  }
-  if (s.kind == OptimizerKind::Adam) {
-    if (!(s.beta1 > 0 && s.beta1 < 1)) {
-      return InvalidArgument(who + "beta1 must be in (0, 1), but got " + std::to_string(s.beta1));
-    }
-    if (!(s.beta2 > 0 && s.beta2 < 1)) {
-      return InvalidArgument(who + "beta2 must be in (0, 1), but got " + std::to_string(s.beta2));
-    }
-    if (!(s.epsilon > 0) || !finite(s.epsilon)) {
-      return InvalidArgument(who + "epsilon must be > 0, but got " + std::to_string(s.epsilon));
-    }
-  }
-  return Status::Ok();
-}
 
 namespace {
 
@@ -171,15 +55,45 @@ TensorId AppendLrSchedule(Graph& g, const LrSchedule& schedule, TensorId* step) 
   return g.AddOp(OpCode::LrSchedule, {*step}, a, {{{1}, DType::F32}}, "lr").at(0);
 }
 
+using InputsFn = std::function<std::vector<TensorId>(std::vector<TensorId>)>;
+
+// Lamb's two halves per parameter: LambNorms advances m and v and sums
+// w², g², ĝ² over what this rank updates; where that is a block, the sums
+// are all-reduced over the ranks holding the other blocks; LambUpdate then
+// steps with the trust ratio of the whole parameter. Only LambUpdate reads
+// the rate (`with_rate`); both read the loss-scale status (`with_status`).
+void AppendLamb(Graph& g, const std::string& name, const ParamGrad& u, TensorId powers, const OpAttrs& attrs,
+                const NormGroup& norm_group, const InputsFn& with_status, const InputsFn& with_rate) {
+  const Shape shape = g.tensor(u.param).shape;
+  const TensorId m = State(g, name + "/lamb_m", shape, InitSpec::Zeros());
+  const TensorId v = State(g, name + "/lamb_v", shape, InitSpec::Zeros());
+  OpAttrs norms_attrs = attrs;
+  norms_attrs.lr_input = false;
+  TensorId sums = g.AddOp(OpCode::LambNorms, with_status({u.param, u.grad, m, v, powers}), norms_attrs,
+                          {{{3}, DType::F32}}, name + "/lamb_norms")
+                      .at(0);
+  if (norm_group.ranks.size() > 1) {
+    OpAttrs reduce;
+    reduce.group = norm_group.ranks;
+    reduce.group_position = norm_group.position;
+    sums = g.AddOp(OpCode::AllReduce, {sums}, reduce, {{{3}, DType::F32}}, name + "/lamb_norms_reduced").at(0);
+  }
+  g.AddOp(OpCode::LambUpdate, with_rate({u.param, m, v, powers, sums}), attrs, {}, name + "/lamb_update");
+}
+
 }  // namespace
 
 Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const OptimizerSpec& spec,
-                       TensorId loss_scale_status, const std::vector<ParamGrad>& update_on, TensorId* lr_out) {
+                       TensorId loss_scale_status, const std::vector<ParamGrad>& update_on,
+                       const std::vector<NormGroup>& norm_groups, TensorId* lr_out) {
   if (!g.status().ok()) return g.status();
   SINKRT_RETURN_IF_ERROR(ValidateOptimizer(spec), "AppendOptimizer");
   SINKRT_RETURN_IF_ERROR(CheckGrads(g, grads));
   if (!update_on.empty() && update_on.size() != grads.size())
     return InvalidArgument("AppendOptimizer: " + std::to_string(update_on.size()) + " update targets for " +
+                           std::to_string(grads.size()) + " gradients");
+  if (!norm_groups.empty() && norm_groups.size() != grads.size())
+    return InvalidArgument("AppendOptimizer: " + std::to_string(norm_groups.size()) + " norm groups for " +
                            std::to_string(grads.size()) + " gradients");
   // What grads[i]'s update reads and writes.
   auto target = [&](size_t i) -> Result<ParamGrad> {
@@ -198,51 +112,77 @@ Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const Opti
   if (lr_out) *lr_out = lr;
   // The update's inputs (schemas/common.fbs, SgdOptions): its own operands,
   // the rate tensor under a schedule, the loss-scale status last.
-  auto with_status = [&](std::vector<TensorId> inputs) {
+  auto with_rate = [&](std::vector<TensorId> inputs) {
     if (lr != kInvalidTensor) inputs.push_back(lr);
     if (loss_scale_status != kInvalidTensor) inputs.push_back(loss_scale_status);
     return inputs;
   };
-  OpAttrs attrs;
-  attrs.learning_rate = spec.schedule.enabled() ? 0.0f : spec.learning_rate;
-  attrs.lr_input = lr != kInvalidTensor;
-  attrs.weight_decay = spec.weight_decay;
-  switch (spec.kind) {
-    case OptimizerKind::SGD:
-      for (size_t i = 0; i < grads.size(); ++i) {
-        SINKRT_ASSIGN_OR_RETURN(const ParamGrad u, target(i));
-        g.AddOp(OpCode::SgdUpdate, with_status({u.param, u.grad}), attrs, {});
-      }
-      break;
-    case OptimizerKind::Momentum:
+  // AdamPowers and LambNorms read no rate, only the status.
+  auto with_status = [&](std::vector<TensorId> inputs) {
+    if (loss_scale_status != kInvalidTensor) inputs.push_back(loss_scale_status);
+    return inputs;
+  };
+  // One parameter's attributes: its group's learning rate and weight decay.
+  auto attrs_for = [&](size_t i) {
+    const ParamHyper h = HyperFor(spec, g.tensor(grads[i].param).name);
+    OpAttrs attrs;
+    attrs.learning_rate = spec.schedule.enabled() ? 0.0f : h.learning_rate;
+    attrs.lr_input = lr != kInvalidTensor;
+    attrs.weight_decay = h.weight_decay;
+    // Only the settings the op's options carry (the graph hash reads them all).
+    if (spec.kind == OptimizerKind::Momentum) {
       attrs.momentum = spec.momentum;
       attrs.nesterov = spec.nesterov;
-      for (size_t i = 0; i < grads.size(); ++i) {
-        SINKRT_ASSIGN_OR_RETURN(const ParamGrad u, target(i));
-        const std::string name = g.tensor(grads[i].param).name;
-        const Shape shape = g.tensor(u.param).shape;
-        const TensorId accum = State(g, name + "/momentum", shape, InitSpec::Zeros());
-        g.AddOp(OpCode::MomentumUpdate, with_status({u.param, u.grad, accum}), attrs, {});
-      }
-      break;
-    case OptimizerKind::Adam: {
+    }
+    if (spec.kind != OptimizerKind::SGD && spec.kind != OptimizerKind::Momentum) {
       attrs.beta1 = spec.beta1;
       attrs.beta2 = spec.beta2;
       attrs.epsilon = spec.epsilon;
-      // β₁ᵗ and β₂ᵗ advance once per step, before any parameter reads them.
-      const TensorId powers = State(g, "adam/powers", {2}, InitSpec::Constant(1.0f));
-      std::vector<TensorId> powers_in = {powers};
-      if (loss_scale_status != kInvalidTensor) powers_in.push_back(loss_scale_status);
-      g.AddOp(OpCode::AdamPowers, powers_in, attrs, {});
-      for (size_t i = 0; i < grads.size(); ++i) {
-        SINKRT_ASSIGN_OR_RETURN(const ParamGrad u, target(i));
-        const std::string name = g.tensor(grads[i].param).name;
-        const Shape shape = g.tensor(u.param).shape;
+    }
+    return attrs;
+  };
+  // β₁ᵗ and β₂ᵗ advance once per step, before any parameter reads them.
+  TensorId powers = kInvalidTensor;
+  if (spec.kind == OptimizerKind::Adam || spec.kind == OptimizerKind::Lamb) {
+    OpAttrs attrs = attrs_for(0);
+    attrs.learning_rate = spec.schedule.enabled() ? 0.0f : spec.learning_rate;
+    attrs.lr_input = false;
+    attrs.weight_decay = spec.weight_decay;
+    const char* name = spec.kind == OptimizerKind::Adam ? "adam/powers" : "lamb/powers";
+    powers = State(g, name, {2}, InitSpec::Constant(1.0f));
+    g.AddOp(OpCode::AdamPowers, with_status({powers}), attrs, {});
+  }
+  for (size_t i = 0; i < grads.size(); ++i) {
+    SINKRT_ASSIGN_OR_RETURN(const ParamGrad u, target(i));
+    const std::string name = g.tensor(grads[i].param).name;
+    const Shape shape = g.tensor(u.param).shape;
+    const OpAttrs attrs = attrs_for(i);
+    switch (spec.kind) {
+      case OptimizerKind::SGD:
+        g.AddOp(OpCode::SgdUpdate, with_rate({u.param, u.grad}), attrs, {});
+        break;
+      case OptimizerKind::Momentum: {
+        const TensorId accum = State(g, name + "/momentum", shape, InitSpec::Zeros());
+        g.AddOp(OpCode::MomentumUpdate, with_rate({u.param, u.grad, accum}), attrs, {});
+        break;
+      }
+      case OptimizerKind::Adam: {
         const TensorId m = State(g, name + "/adam_m", shape, InitSpec::Zeros());
         const TensorId v = State(g, name + "/adam_v", shape, InitSpec::Zeros());
-        g.AddOp(OpCode::AdamUpdate, with_status({u.param, u.grad, m, v, powers}), attrs, {});
+        g.AddOp(OpCode::AdamUpdate, with_rate({u.param, u.grad, m, v, powers}), attrs, {});
+        break;
       }
-      break;
+      case OptimizerKind::AdamWeightDecay: {
+        // MindSpore's AdamWeightDecay names its moments adam_m, adam_v too.
+        const TensorId m = State(g, name + "/adam_m", shape, InitSpec::Zeros());
+        const TensorId v = State(g, name + "/adam_v", shape, InitSpec::Zeros());
+        g.AddOp(OpCode::AdamWeightDecay, with_rate({u.param, u.grad, m, v}), attrs, {});
+        break;
+      }
+      case OptimizerKind::Lamb:
+        AppendLamb(g, name, u, powers, attrs, norm_groups.empty() ? NormGroup{} : norm_groups[i], with_status,
+                   with_rate);
+        break;
     }
   }
   // The step advances after every update has read the rate; an overflowed

@@ -118,13 +118,33 @@ void ShardOptimizer(Graph& g, OptimizerKind kind, const parallel::OptimizerShard
   }
 }
 
+// Lamb's trust ratio needs the norms of whole parameters: per gradient, the
+// ranks whose updates together cover its parameter once. A block of the
+// parallel optimizer: its group (the data-parallel replicas), or, when the
+// parameter is itself a slice, every rank (each holds one block of one
+// slice). A slice alone: the ranks of the other slices.
+std::vector<NormGroup> LambNormGroups(const TrainingGraph& tg, const std::map<TensorId, NormGroup>& slice_groups,
+                                      const NormGroup& everyone) {
+  std::vector<NormGroup> out(tg.grads.size());
+  for (size_t i = 0; i < tg.grads.size(); ++i) {
+    auto it = slice_groups.find(tg.grads[i].param);
+    if (it != slice_groups.end()) out[i] = it->second;
+  }
+  for (const OptimizerShard& s : tg.optimizer_shards) {
+    const bool sliced = out[s.grad].ranks.size() > 1;
+    out[s.grad] = sliced ? everyone : NormGroup{s.group, s.position};
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSpec& optimizer, bool with_eval,
                                          bool with_predict, bool accuracy_from_loss, float loss_seed,
                                          const LossScaleManager& loss_scale,
                                          const std::vector<uint32_t>& overflow_group, uint32_t overflow_position,
-                                         const parallel::OptimizerSharding* optimizer_sharding) {
+                                         const parallel::OptimizerSharding* optimizer_sharding,
+                                         const std::map<TensorId, NormGroup>& slice_norm_groups) {
   SINKRT_RETURN_IF_ERROR(forward.status(), GraphContext(forward));
   if (!forward.valid(forward.loss()))
     return FailedPrecondition(GraphContext(forward) + ": the graph has no loss (call SetLoss)");
@@ -188,8 +208,13 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
           g.AddOp(OpCode::AllReduce, {tg.loss_scale_status}, any, {{{2}, DType::F32}}, "loss_scale/status").at(0);
     }
   }
-  SINKRT_RETURN_IF_ERROR(AppendOptimizer(g, tg.grads, optimizer, tg.loss_scale_status, update_on, &tg.learning_rate),
-                         GraphContext(forward) + ": optimizer");
+  const std::vector<NormGroup> norm_groups =
+      optimizer.kind == OptimizerKind::Lamb
+          ? LambNormGroups(tg, slice_norm_groups, NormGroup{overflow_group, overflow_position})
+          : std::vector<NormGroup>{};
+  SINKRT_RETURN_IF_ERROR(
+      AppendOptimizer(g, tg.grads, optimizer, tg.loss_scale_status, update_on, norm_groups, &tg.learning_rate),
+      GraphContext(forward) + ": optimizer");
   if (loss_scale.enabled()) {
     OpAttrs update;
     update.loss_scale_dynamic = loss_scale.kind == LossScaleManager::Kind::Dynamic;

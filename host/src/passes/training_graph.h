@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <vector>
 
 #include "host/src/parallel/data_parallel/optimizer_shards.h"
@@ -97,11 +98,16 @@ struct TrainingGraph {
 // `optimizer_sharding` (data parallel with the parallel optimizer): the
 // updates of the parameters PlanOptimizerShards shards read and write
 // their dim-0 block (TrainingGraph::optimizer_shards).
+// `slice_norm_groups` (semi-auto, Lamb): per parameter that is a slice of
+// its global tensor, the ranks holding the other slices (one of each), over
+// which Lamb's sums of squares are all-reduced; with the parallel optimizer
+// on top, every rank of `overflow_group` holds one block of the parameter.
 Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSpec& optimizer, bool with_eval,
                                          bool with_predict = false, bool accuracy_from_loss = false,
                                          float loss_seed = 1.0f, const LossScaleManager& loss_scale = {},
                                          const std::vector<uint32_t>& overflow_group = {},
                                          uint32_t overflow_position = 0,
-                                         const parallel::OptimizerSharding* optimizer_sharding = nullptr);
+                                         const parallel::OptimizerSharding* optimizer_sharding = nullptr,
+                                         const std::map<TensorId, NormGroup>& slice_norm_groups = {});
 
 }  // namespace sinkrt::host::passes

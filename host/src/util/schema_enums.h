@@ -37,7 +37,7 @@ namespace sinkrt {
   X(ShardSlice) X(GradAllReduce) X(Send) X(Recv) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Square) X(Abs) \
   X(AbsGrad) X(LrSchedule) X(StepAdvance) X(Div) X(Maximum) X(Minimum) X(Pow) X(Erf) X(GeluErf) \
   X(MaximumGradMask) X(MinimumGradMask) X(PowGradBase) X(PowGradLog) X(ErfGrad) X(GeluErfGrad) X(Dropout) \
-  X(DropoutGrad) X(DropoutStep)
+  X(DropoutGrad) X(DropoutStep) X(AdamWeightDecay) X(LambUpdate) X(LambNorms)
 // clang-format on
 #define SINKRT_INIT_KIND_ENUMERATORS(X) \
   X(None) X(Zeros) X(Constant) X(Uniform) X(Normal) X(XavierUniform) X(XavierNormal) X(HeUniform) X(HeNormal) X(Inline)

@@ -700,7 +700,8 @@ TEST(OptimizerTest, SpecFactoriesAndParse) {
   Result<OptimizerKind> bad = ParseOptimizerKind("adagrad");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(bad.status().message(), "unknown optimizer 'adagrad'; valid names are 'sgd', 'momentum' and 'adam'");
+  EXPECT_EQ(bad.status().message(),
+            "unknown optimizer 'adagrad'; valid names are 'sgd', 'momentum', 'adam', 'adamw' and 'lamb'");
 }
 
 TEST(OptimizerTest, Sgd) {

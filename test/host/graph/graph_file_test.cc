@@ -168,6 +168,28 @@ TEST(GraphFileTest, EveryForwardOpIsInTheEveryOpGraph) {
 }
 TEST(GraphFileTest, SgdRoundTrips) { ExpectRoundTrip(ZooMlp(), OptimizerSpec::Sgd(0.5f)); }
 
+// Format 1.3: AdamWeightDecay and Lamb, and group parameters, read back
+// whole from the binary and from its JSON spelling.
+TEST(GraphFileTest, AdamWeightDecayLambAndGroupsRoundTrip) {
+  OptimizerSpec adamw = OptimizerSpec::AdamWeightDecay(0.001f, 0.05f);
+  SetNoDecay(adamw, {"bias", "gamma"});
+  OptimizerSpec lamb = OptimizerSpec::Lamb(0.002f, 0.01f, 0.8f, 0.99f, 1e-5f);
+  lamb.groups = {ParamGroup{.names = {"fc1"}, .weight_decay = 0.5f, .learning_rate = 0.25f}};
+  for (const OptimizerSpec& opt : {adamw, lamb, OptimizerSpec::Lamb(0.5f)}) {
+    ExpectRoundTrip(ZooMlp(), opt);
+    const std::vector<uint8_t> bytes = MustSerialize(ZooMlp(), opt);
+    auto file = ParseGraph(bytes, "mem");
+    ASSERT_TRUE(file.ok()) << file.status().message();
+    ASSERT_TRUE(file->optimizer.has_value());
+    EXPECT_EQ(*file->optimizer, opt);
+    auto text = GraphToJson(bytes, "mem");
+    ASSERT_TRUE(text.ok()) << text.status().message();
+    auto from_json = ParseGraph(Bytes(*text), "mem.json");
+    ASSERT_TRUE(from_json.ok()) << from_json.status().message();
+    EXPECT_EQ(*from_json->optimizer, opt);
+  }
+}
+
 TEST(GraphFileTest, SerializeIsDeterministic) {
   EXPECT_EQ(MustSerialize(AllOps()), MustSerialize(AllOps()));
   const std::vector<uint8_t> bytes = MustSerialize(ZooMlp());
@@ -768,6 +790,17 @@ TEST(GraphFileErrorTest, OptimizerValuesTheFlagsRefuse) {
                      "\"learning_rate\": 0.5, \"schedule\": {\"kind\": \"CosineDecay\", \"learning_rate\": 0.1}}")),
       {"bad.json: field 'optimizer': SGD",
        "For 'CosineDecayLR', the 'decay_steps' must be int and must > 0, but got '0' with type 'int'."});
+  const std::string adamw =
+      "{\"kind\": \"AdamWeightDecay\", \"learning_rate\": 0.5, \"groups\": [{\"names\": [\"b\", \"\"]}]}";
+  ExpectError(ParseTiny(Edit(kTiny, "{\"kind\": \"SGD\", \"learning_rate\": 0.5}", adamw)),
+              {"bad.json: field 'optimizer': AdamWeightDecay: group 0: a name filter is the empty string"});
+  auto lamb = ParseTiny(Edit(kTiny, "{\"kind\": \"SGD\", \"learning_rate\": 0.5}",
+                             "{\"kind\": \"Lamb\", \"learning_rate\": 0.5, \"weight_decay\": 0.01, "
+                             "\"groups\": [{\"names\": [\"bias\"], \"weight_decay\": 0}]}"));
+  ASSERT_TRUE(lamb.ok()) << lamb.status().message();
+  EXPECT_EQ(lamb->optimizer->kind, OptimizerKind::Lamb);
+  ASSERT_EQ(lamb->optimizer->groups.size(), 1u);
+  EXPECT_EQ(lamb->optimizer->groups[0].names, (std::vector<std::string>{"bias"}));
 }
 
 TEST(GraphFileErrorTest, NeitherBinaryNorJson) {

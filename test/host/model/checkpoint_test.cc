@@ -132,6 +132,17 @@ TEST_F(CheckpointDir, ScheduledResumeIsBitwiseExact) {
   ExpectExactResume(dir_ / "nonsink", table, false, -1);
 }
 
+// AdamWeightDecay's moments and Lamb's moments and lamb/powers come back
+// whole: a resumed run is the run that never stopped, bit for bit.
+TEST_F(CheckpointDir, AdamWeightDecayAndLambResumeIsBitwiseExact) {
+  OptimizerSpec adamw = OptimizerSpec::AdamWeightDecay(0.01f, 0.01f);
+  host::SetNoDecay(adamw, {"bias"});
+  ExpectExactResume(dir_ / "adamw_sink", adamw, true, 3);
+  ExpectExactResume(dir_ / "adamw_nonsink", adamw, false, -1);
+  ExpectExactResume(dir_ / "lamb_sink", OptimizerSpec::Lamb(0.01f, 0.01f), true, 3);
+  ExpectExactResume(dir_ / "lamb_nonsink", OptimizerSpec::Lamb(0.01f, 0.01f), false, -1);
+}
+
 TEST_F(CheckpointDir, CheckpointHoldsEveryParamAndOptimizerState) {
   testing::CountingDevice dev;
   auto model = MakeModel(dev, OptimizerSpec::Adam(0.01f));

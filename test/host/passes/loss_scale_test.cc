@@ -196,12 +196,13 @@ testing::SyntheticData Without(testing::SyntheticData d, int64_t global_batch) {
 // `accumulation` batches per optimizer step (gradient accumulation;
 // sink_size counts optimizer steps).
 Trained Train(const testing::SyntheticData& d, const OptimizerSpec& opt, const LossScaleManager& ls, int ranks,
-              bool sink, int sink_size, int accumulation = 1) {
+              bool sink, int sink_size, int accumulation = 1, host::AmpLevel amp = host::AmpLevel::O0) {
   Trained out;
   testing::InProcessWorld world(ranks);
   host::ModelOptions o;
   o.compile_cache = "";
   o.loss_scale_manager = ls;
+  o.amp_level = amp;
   o.context.grad_accumulation_step = accumulation;
   if (ranks > 1) {
     o.context.mode = ParallelMode::DataParallel;
@@ -261,11 +262,13 @@ TEST(LossScaleTrain, APowerOfTwoScaleTrainsBitwiseAsWithout) {
 // A batch holding an inf: its gradients are NaN, the device skips that
 // update (the optimizer's state and Adam's step count included) and halves
 // the scale. Everything then is bitwise what training without that batch
-// gives, for Momentum and Adam, in sink and non-sink mode.
+// gives, for Momentum, Adam, AdamWeightDecay and Lamb, in sink and non-sink
+// mode.
 TEST(LossScaleTrain, AnOverflowedStepIsSkippedAsIfTheBatchWereNotThere) {
   const testing::SyntheticData poisoned = Data(kSteps * kBatch, true);
   const testing::SyntheticData clean = Without(poisoned, kBatch);
-  for (const OptimizerSpec& opt : {OptimizerSpec::Momentum(0.05f, 0.9f), OptimizerSpec::Adam(1e-2f)}) {
+  for (const OptimizerSpec& opt : {OptimizerSpec::Momentum(0.05f, 0.9f), OptimizerSpec::Adam(1e-2f),
+                                   OptimizerSpec::AdamWeightDecay(1e-2f, 0.01f), OptimizerSpec::Lamb(1e-2f, 0.01f)}) {
     const LossScaleManager ls = LossScaleManager::Dynamic(1024.0f, 2.0f, 4);
     const Trained want = Train(clean, opt, ls, 1, true, kSteps - 1);
     for (bool sink : {true, false}) {
@@ -287,6 +290,22 @@ TEST(LossScaleTrain, AnOverflowedStepIsSkippedAsIfTheBatchWereNotThere) {
         }
       }
     }
+  }
+}
+
+// amp O2 (bf16 compute, f32 master weights and optimizer state) with the
+// decoupled-decay optimizers: the overflowed step is skipped as well, so
+// the run is bitwise the one without that batch.
+TEST(LossScaleTrain, AtO2AdamWeightDecayAndLambSkipAnOverflowedStep) {
+  const testing::SyntheticData poisoned = Data(kSteps * kBatch, true);
+  const testing::SyntheticData clean = Without(poisoned, kBatch);
+  for (const OptimizerSpec& opt : {OptimizerSpec::AdamWeightDecay(1e-2f, 0.01f), OptimizerSpec::Lamb(1e-2f, 0.01f)}) {
+    const LossScaleManager ls = LossScaleManager::Dynamic(1024.0f, 2.0f, 4);
+    const Trained want = Train(clean, opt, ls, 1, true, kSteps - 1, 1, host::AmpLevel::O2);
+    const Trained got = Train(poisoned, opt, ls, 1, true, kSteps, 1, host::AmpLevel::O2);
+    ExpectSameParams(got, want, std::string("O2 ") + host::OptimizerKindName(opt.kind));
+    ASSERT_EQ(got.rec.overflows.size(), 1u);
+    EXPECT_EQ(got.rec.overflows[0], 1);
   }
 }
 

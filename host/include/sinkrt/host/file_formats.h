@@ -16,7 +16,8 @@ namespace sinkrt::host {
 /// its major (a minor adds only what an older reader may ignore or refuses
 /// by name, such as an op it does not know) and refuses any other major.
 /// 1.1: transformer ops; 1.2: Exp, Log, Sqrt, Rsqrt, Square, Abs;
-/// 1.3: the optimizer's learning-rate schedule; Div, Maximum, Minimum, Pow, Erf, GeluErf, Dropout.
+/// 1.3: the optimizer's learning-rate schedule; Div, Maximum, Minimum, Pow, Erf, GeluErf, Dropout;
+/// optimizers AdamWeightDecay and Lamb, group parameters.
 inline constexpr FormatVersion kGraphFileFormat{1, 3};
 
 /// The checkpoint format SaveCheckpoint writes. LoadCheckpoint reads every

@@ -68,6 +68,8 @@ struct LrSchedule {
   /// The rate of step i is values[i] (rounded to f32, as MindSpore's
   /// optimizer makes a float32 Tensor of a list); past the end, the last.
   static LrSchedule Table(const std::vector<double>& values);
+
+  bool operator==(const LrSchedule&) const = default;
 };
 
 /// MindSpore's class (or list function) name of a kind: "CosineDecayLR", ...

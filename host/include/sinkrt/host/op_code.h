@@ -84,7 +84,6 @@ enum class OpCode : uint16_t {
   PowGradLog = 65,       ///< x -> log(x), 0 where x < 0 (Pow's exponent gradient)
   ErfGrad = 66,          ///< dy, x -> dy * 2/sqrt(pi) * exp(-x^2)
   GeluErfGrad = 67,      ///< dy, x -> dy * (Phi(x) + x phi(x))
-  AbsGrad = 61,          ///< dy, x -> dy * sign(x) (0 where x = 0)
   /// dy, step -> dy * mask / (1 - p), the mask Dropout drew (docs/guide/dropout.md)
   DropoutGrad = 70,
   // optimizer updates (mutate their first inputs in place)
@@ -92,6 +91,11 @@ enum class OpCode : uint16_t {
   MomentumUpdate = 81,
   AdamUpdate = 82,
   AdamPowers = 83,  ///< advances beta1^t, beta2^t once per step
+  /// MindSpore's AdamWeightDecay (no bias correction, decoupled decay):
+  /// param, grad, m, v [, status]
+  AdamWeightDecay = 88,
+  /// MindSpore's Lamb, second half: param, m, v, powers, sums [3] [, status]
+  LambUpdate = 89,
   // loss scaling (docs/guide/loss_scale.md); an update op then takes the status
   // as a last input: it skips the step on an overflow, else its gradient
   // is grad · status[1]
@@ -125,6 +129,9 @@ enum class OpCode : uint16_t {
   // dropout (docs/guide/dropout.md)
   Dropout = 120,      ///< x, step -> x * mask / (1 - p), the mask from Philox4x32-10
   DropoutStep = 121,  ///< step [] i64 += 1 in place, once per training step
+  /// MindSpore's Lamb, first half: param, grad, m, v, powers [, status] ->
+  /// sums [3]: advances m and v, and sums w², g², ĝ² over this block
+  LambNorms = 145,
 };
 
 /// The op's name, as its enumerator is spelled ("MatMul"); "" for a value

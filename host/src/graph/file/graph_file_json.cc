@@ -120,9 +120,7 @@ Result<std::string> GraphToJson(std::span<const uint8_t> binary, const std::stri
     const auto same_optimizer = [](const std::optional<OptimizerSpec>& a, const std::optional<OptimizerSpec>& b) {
       if (a.has_value() != b.has_value()) return false;
       if (!a) return true;
-      return a->kind == b->kind && a->learning_rate == b->learning_rate && a->momentum == b->momentum &&
-             a->nesterov == b->nesterov && a->beta1 == b->beta1 && a->beta2 == b->beta2 && a->epsilon == b->epsilon &&
-             a->weight_decay == b->weight_decay;
+      return *a == *b;
     };
     if (!after.ok() || GraphHash(after->graph) != GraphHash(before->graph) ||
         !same_optimizer(after->optimizer, before->optimizer))

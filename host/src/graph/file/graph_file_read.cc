@@ -473,9 +473,15 @@ Result<std::optional<OptimizerSpec>> Reader::Optimizer() const {
     case fb::OptimizerKind::Adam:
       o.kind = OptimizerKind::Adam;
       break;
+    case fb::OptimizerKind::AdamWeightDecay:
+      o.kind = OptimizerKind::AdamWeightDecay;
+      break;
+    case fb::OptimizerKind::Lamb:
+      o.kind = OptimizerKind::Lamb;
+      break;
     default:
       return InvalidArgument(source_ + ": field 'optimizer.kind' is " + std::to_string(static_cast<int>(d->kind())) +
-                             ", not an OptimizerKind (SGD, Momentum, Adam)");
+                             ", not an OptimizerKind (SGD, Momentum, Adam, AdamWeightDecay, Lamb)");
   }
   o.learning_rate = d->learning_rate();
   o.momentum = d->momentum();
@@ -485,6 +491,14 @@ Result<std::optional<OptimizerSpec>> Reader::Optimizer() const {
   o.epsilon = d->epsilon();
   o.weight_decay = d->weight_decay();
   SINKRT_ASSIGN_OR_RETURN(o.schedule, ReadLrSchedule(d->schedule()), source_ + ": field 'optimizer.schedule'");
+  if (d->groups()) {
+    for (const fb::OptimizerGroup* group : *d->groups()) {
+      ParamGroup pg{.names = {}, .weight_decay = group->weight_decay(), .learning_rate = group->learning_rate()};
+      if (group->names())
+        for (const flatbuffers::String* n : *group->names()) pg.names.push_back(Str(n));
+      o.groups.push_back(std::move(pg));
+    }
+  }
   // Checked here too, so a file with a value sinkrun's flags refuse is
   // refused as it is read, naming the file.
   SINKRT_RETURN_IF_ERROR(ValidateOptimizer(o), source_ + ": field 'optimizer'");

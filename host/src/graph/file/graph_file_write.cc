@@ -49,11 +49,26 @@ fbs::Offset<fb::Optimizer> WriteOptimizer(fbs::FlatBufferBuilder& fbb, const Opt
     case OptimizerKind::Adam:
       kind = fb::OptimizerKind::Adam;
       break;
+    case OptimizerKind::AdamWeightDecay:
+      kind = fb::OptimizerKind::AdamWeightDecay;
+      break;
+    case OptimizerKind::Lamb:
+      kind = fb::OptimizerKind::Lamb;
+      break;
+  }
+  // Absent without groups, so such files keep their bytes.
+  fbs::Offset<fbs::Vector<fbs::Offset<fb::OptimizerGroup>>> groups = 0;
+  if (!o.groups.empty()) {
+    std::vector<fbs::Offset<fb::OptimizerGroup>> entries;
+    for (const ParamGroup& group : o.groups)
+      entries.push_back(fb::CreateOptimizerGroup(fbb, fbb.CreateVectorOfStrings(group.names), group.weight_decay,
+                                                 group.learning_rate));
+    groups = fbb.CreateVector(entries);
   }
   // Absent without a schedule, so such files keep their bytes.
   const fbs::Offset<fb::LrScheduleOptions> schedule = o.schedule.enabled() ? WriteLrSchedule(fbb, o.schedule) : 0;
   return fb::CreateOptimizer(fbb, kind, o.learning_rate, o.momentum, o.nesterov, o.beta1, o.beta2, o.epsilon,
-                             o.weight_decay, schedule);
+                             o.weight_decay, schedule, groups);
 }
 
 // Absent when the op has none, so files without strategies keep their bytes.

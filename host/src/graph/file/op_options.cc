@@ -92,6 +92,9 @@ fb::OpOptions OpOptionsTypeFor(OpCode op) {
       return OpOptions::MomentumOptions;
     case OpCode::AdamUpdate:
     case OpCode::AdamPowers:
+    case OpCode::AdamWeightDecay:
+    case OpCode::LambNorms:
+    case OpCode::LambUpdate:
       return OpOptions::AdamOptions;
     case OpCode::LrSchedule:
       return OpOptions::LrScheduleOptions;

@@ -25,6 +25,8 @@ double OptimizerStateFactor(OptimizerKind kind) {
     case OptimizerKind::Momentum:
       return 1;
     case OptimizerKind::Adam:
+    case OptimizerKind::AdamWeightDecay:
+    case OptimizerKind::Lamb:
       return 2;
   }
   return 1;

@@ -375,7 +375,8 @@ Result<passes::TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& s
   // pipeline step, so every stage's schedule is at the same step.
   TensorId lr = kInvalidTensor;
   if (!grads.empty())
-    SINKRT_RETURN_IF_ERROR(AppendOptimizer(u, grads, spec.optimizer, kInvalidTensor, {}, &lr), where + ": optimizer");
+    SINKRT_RETURN_IF_ERROR(AppendOptimizer(u, grads, spec.optimizer, kInvalidTensor, {}, {}, &lr),
+                           where + ": optimizer");
   SINKRT_RETURN_IF_ERROR(u.status(), where);
   out.grads = std::move(grads);
   out.forward_ops = 0;

@@ -22,7 +22,8 @@ inline constexpr uint16_t kFormatMinor = 6;  ///< 1.1: transformer ops; 1.2: sha
                                              ///< 1.4: MetricSum, Program.accumulators (sunk eval); 1.5: Exp, Log,
                                              ///< Sqrt, Rsqrt, Square, Abs, AbsGrad; 1.6: LrSchedule, StepAdvance,
                                              ///< the update ops' lr_input; Div, Maximum, Minimum, Pow, Erf,
-                                             ///< GeluErf and their helpers; Dropout, DropoutGrad, DropoutStep
+                                             ///< GeluErf and their helpers; Dropout, DropoutGrad, DropoutStep;
+                                             ///< AdamWeightDecay, LambNorms, LambUpdate
 /// The blob section and every blob in it start at a multiple of this many bytes.
 inline constexpr uint32_t kBlobAlignment = 64;
 /// Feature bits a stream may require (Header.requirements). A device refuses
