@@ -66,6 +66,7 @@ struct TrainFlags {
   // --parallel and the settings of each parallel mode (parallel_flags.h).
   ParallelFlags par;
   std::string recompute;            // --recompute all|LAYER,...
+  bool sync_bn = false;             // --sync-bn
   std::string amp_level;            // --amp-level O0..O3
   std::string loss_scale = "none";  // --loss-scale-manager
   // --profile DIR [--profile-steps A:B] [--profile-every K] [--profile-keep N]

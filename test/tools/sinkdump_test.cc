@@ -106,7 +106,7 @@ TEST_F(SinkdumpTest, TextShowsHeaderMemoryPlanQueuesAndTasks) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(r.err.empty()) << r.err;
   for (const char* fragment : {"header",
-                               "format        1.5",
+                               "format        1.6",
                                "world size 1",
                                "graph hash    0x",
                                "requirements",
@@ -198,7 +198,7 @@ TEST_F(SinkdumpTest, JsonCarriesTheSameInformation) {
 
   VerifiedStream v = View();
   const fb::TaskStream& s = *v.root();
-  EXPECT_EQ(j["header"]["format_version"], "1.5");
+  EXPECT_EQ(j["header"]["format_version"], "1.6");
   EXPECT_EQ(j["header"]["world_size"], 1);
   EXPECT_EQ(j["header"]["target"], s.header()->target()->str());
 

@@ -15,14 +15,16 @@ namespace sinkrt::host {
 /// The graph file format SaveGraph writes. LoadGraph reads every minor of
 /// its major (a minor adds only what an older reader may ignore or refuses
 /// by name, such as an op it does not know) and refuses any other major.
-/// 1.1: transformer ops; 1.2: Exp, Log, Sqrt, Rsqrt, Square, Abs.
-inline constexpr FormatVersion kGraphFileFormat{1, 2};
+/// 1.1: transformer ops; 1.2: Exp, Log, Sqrt, Rsqrt, Square, Abs;
+/// 1.3: BatchNorm and TensorKind State.
+inline constexpr FormatVersion kGraphFileFormat{1, 3};
 
 /// The checkpoint format SaveCheckpoint writes. LoadCheckpoint reads every
 /// minor of its major and refuses any other major.
 /// 1.1: a CRC-32 per tensor and of the whole file, the file's size, and the
-/// network's structure hash (seed-independent binding).
-inline constexpr FormatVersion kCheckpointFormat{1, 1};
+/// network's structure hash (seed-independent binding); 1.2: role State
+/// (BatchNorm's moving statistics).
+inline constexpr FormatVersion kCheckpointFormat{1, 2};
 
 /// The file formats of the host library a program linked.
 struct FileFormats {

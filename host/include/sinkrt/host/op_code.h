@@ -47,6 +47,12 @@ enum class OpCode : uint16_t {
   Rsqrt = 30,        ///< 1 / sqrt(x); IEEE: rsqrt(0) = inf, rsqrt(x < 0) = NaN
   Square = 31,       ///< x * x
   Abs = 32,          ///< |x|
+  /// BatchNorm over channel axis 1 (docs/guide/normalization.md): x, gamma,
+  /// beta, moving_mean, moving_variance [, the group's sums] -> y, mean, rstd;
+  /// updates the moving statistics in place in train_step.
+  BatchNorm = 123,
+  BatchNormInfer = 124,  ///< x, gamma, beta, moving_mean, moving_variance -> y (eval, predict)
+  BatchNormStats = 125,  ///< x, shift -> [2, C]: sum(x - shift), sum((x - shift)^2) per channel
   // gradient helpers
   ReluGrad = 40,
   GeluGrad = 41,
@@ -72,6 +78,8 @@ enum class OpCode : uint16_t {
   // gradient summed over micro-batches; lowered to an in-place AddN task
   AccumulateGrad = 60,
   AbsGrad = 61,  ///< dy, x -> dy * sign(x) (0 where x = 0)
+  BatchNormGrad = 72,       ///< dy, x, gamma, mean, rstd [, sums] -> dx, dgamma, dbeta
+  BatchNormGradStats = 73,  ///< dy, x, mean, rstd -> [2, C]: sum(dy), sum(dy * x_hat) per channel
   // optimizer updates (mutate their first inputs in place)
   SgdUpdate = 80,
   MomentumUpdate = 81,

@@ -18,9 +18,10 @@ namespace sinkrt {
 
 /// The task-stream format's version: a device loads every minor of its major.
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 5;  ///< 1.1: transformer ops; 1.2: sharded slices; 1.3: ParamSlice/GradSlice;
+inline constexpr uint16_t kFormatMinor = 6;  ///< 1.1: transformer ops; 1.2: sharded slices; 1.3: ParamSlice/GradSlice;
                                              ///< 1.4: MetricSum, Program.accumulators (sunk eval); 1.5: Exp, Log,
-                                             ///< Sqrt, Rsqrt, Square, Abs, AbsGrad
+                                             ///< Sqrt, Rsqrt, Square, Abs, AbsGrad; 1.6: BatchNorm ops,
+                                             ///< BufferRole State
 /// The blob section and every blob in it start at a multiple of this many bytes.
 inline constexpr uint32_t kBlobAlignment = 64;
 /// Feature bits a stream may require (Header.requirements). A device refuses
