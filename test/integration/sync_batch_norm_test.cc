@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -113,8 +114,11 @@ struct Daemons {
     std::filesystem::create_directories(dir);
     for (int r = 0; r < n; ++r) {
       auto p = std::make_unique<testing::SinkdProcess>();
-      SINKRT_RETURN_IF_ERROR(p->Start(SINKD_PATH, {"--rank", std::to_string(r), "--peer-timeout-ms", "30000"},
-                                      (dir / ("r" + std::to_string(r) + ".log")).string(), 30s));
+      const std::string rank = std::to_string(r);
+      std::string log = (dir / "r").string();
+      log += rank;
+      log += ".log";
+      SINKRT_RETURN_IF_ERROR(p->Start(SINKD_PATH, {"--rank", rank, "--peer-timeout-ms", "30000"}, log, 30s));
       host::RemoteOptions o;
       o.connect_timeout = 20s;
       o.reply_timeout = 60s;
@@ -129,8 +133,11 @@ struct Daemons {
   }
 };
 
-// The rows rank r reads at step s: the global batch s, cut by rank.
-int64_t FirstRow(int64_t step, int rank) { return (step % kStepsPerPass) * kRanks * kRankBatch + rank * kRankBatch; }
+// Row j of rank r's batch at step s: Dataset::ShardBelowBatch's sample
+// s·b·n + j·n + r of the pass.
+int64_t Row(int64_t step, int rank, int64_t j) {
+  return (step % kStepsPerPass) * kRanks * kRankBatch + j * kRanks + rank;
+}
 
 TEST(BatchNormDataParallel, WithoutSyncEachReplicaNormalisesWithItsOwnBatch) {
   Daemons d;
@@ -148,9 +155,9 @@ TEST(BatchNormDataParallel, WithoutSyncEachReplicaNormalisesWithItsOwnBatch) {
       double mean = 0, var = 1;
       for (int64_t step = 0; step < kStepsPerPass; ++step) {
         double sum = 0, sq = 0;
-        for (int64_t i = 0; i < kRankBatch; ++i) sum += data.x[(FirstRow(step, r) + i) * kFeatures + f];
+        for (int64_t i = 0; i < kRankBatch; ++i) sum += data.x[Row(step, r, i) * kFeatures + f];
         const double m = sum / kRankBatch;
-        for (int64_t i = 0; i < kRankBatch; ++i) sq += std::pow(data.x[(FirstRow(step, r) + i) * kFeatures + f] - m, 2);
+        for (int64_t i = 0; i < kRankBatch; ++i) sq += std::pow(data.x[Row(step, r, i) * kFeatures + f] - m, 2);
         mean = 0.9 * mean + 0.1 * m;
         var = 0.9 * var + 0.1 * sq / (kRankBatch - 1);
       }
@@ -180,6 +187,12 @@ Trained OneDevice(const Data& data, int epochs) {
   return {losses.losses, RankState(**m, 0)};
 }
 
+std::string Sci(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
 double WorstRelative(const std::vector<float>& got, const std::vector<float>& want) {
   double worst = 0;
   for (size_t i = 0; i < want.size(); ++i)
@@ -205,7 +218,7 @@ TEST(BatchNormDataParallel, SyncTracksOneDeviceOver100StepsAndSinkdIsBitwiseInPr
   for (size_t i = 0; i < 100; ++i)
     worst = std::max(worst, std::abs(losses.losses[i] - one.losses[i]) / std::abs(one.losses[i]));
   EXPECT_LE(worst, 1e-5);
-  ::testing::Test::RecordProperty("worst_relative_loss_difference", std::to_string(worst));
+  ::testing::Test::RecordProperty("worst_relative_loss_difference", Sci(worst));
   EXPECT_LT(losses.losses.back(), losses.losses.front());
 
   const std::map<std::string, std::vector<float>> rank0 = RankState(**model, 0);
@@ -213,7 +226,7 @@ TEST(BatchNormDataParallel, SyncTracksOneDeviceOver100StepsAndSinkdIsBitwiseInPr
                            "bn1.gamma", "fc1.weight", "fc2.weight"}) {
     const double w = WorstRelative(rank0.at(name), one.state.at(name));
     EXPECT_LE(w, 1e-4) << name;
-    ::testing::Test::RecordProperty(std::string("worst_relative_") + name, std::to_string(w));
+    ::testing::Test::RecordProperty(std::string("worst_relative_") + name, Sci(w));
   }
   EXPECT_EQ(RankState(**model, 1), rank0) << "synced replicas must hold the same state";
 

@@ -235,7 +235,12 @@ Status BatchNormPrepare(const KernelArgs& args, PrepareContext& ctx, std::unique
     return OpError(
         args, "expected more than 1 value per channel when training, got x " + ShapeToString(Get(args, In(0)).shape));
   SINKRT_RETURN_IF_ERROR(CheckNoOverlap(args, /*allow_exact_alias=*/false));
-  SINKRT_RETURN_IF_ERROR(CheckInputsDisjoint(args));
+  // The moving statistics are written in place: they share no byte with
+  // any other operand (gamma and beta may be one tensor).
+  for (int w : {3, 4})
+    for (int i = 0; i < static_cast<int>(args.inputs.size()); ++i)
+      if (i != w && Overlaps(args.inputs[w], args.inputs[i]))
+        return OpError(args, In(w).Name() + " (updated in place) overlaps " + In(i).Name());
   // Per channel: the two double sums, then the affine coefficients.
   ctx.scratch_bytes = std::max<uint64_t>(ctx.scratch_bytes, static_cast<uint64_t>(s->c) * 16 + 8);
   PlanParts(ctx, s.get());

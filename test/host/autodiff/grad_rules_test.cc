@@ -61,6 +61,7 @@ TEST(GradRules, TheRegisteredOpsAreTheDifferentiableOnes) {
                                            OpCode::BroadcastTo,
                                            OpCode::SumToShape,
                                            OpCode::LayerNorm,
+                                           OpCode::BatchNorm,
                                            OpCode::Gather,
                                            OpCode::Cast,
                                            OpCode::BatchMatMul,
