@@ -21,7 +21,7 @@ def sinkrt_ms(binary, shape, min_time):
     n, c, h, w = shape
     out = subprocess.run(
         [binary, f"--benchmark_filter=^BM_BatchNorm2d/{n}/{c}/{h}/{w}/1/real_time$",
-         "--benchmark_format=json", f"--benchmark_min_time={min_time}s"],
+         "--benchmark_format=json", f"--benchmark_min_time={min_time}"],
         check=True, capture_output=True, text=True, env=dict(os.environ, OMP_WAIT_POLICY="passive")).stdout
     runs = json.loads(out)["benchmarks"]
     assert runs and runs[0]["time_unit"] == "ms", runs

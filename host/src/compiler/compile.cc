@@ -512,7 +512,8 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
   SINKRT_ASSIGN_OR_RETURN(Graph amp, passes::ApplyAmp(sharded ? local->graph : forward, options.amp_level),
                           "compile graph '" + forward.name() + "'");
   SINKRT_ASSIGN_OR_RETURN(
-      amp, passes::ExpandSyncBatchNorm(amp, SyncGroups(options, local ? &*local : nullptr), options.rank));
+      amp, passes::ExpandSyncBatchNorm(amp, SyncGroups(options, local ? &*local : nullptr), options.rank),
+      "compile graph '" + forward.name() + "'");
   // Gradient accumulation: the gradient of the K batches' mean loss.
   const int accumulate = options.grad_accumulation;
   // Optimizer parallel (data parallel): rank r updates block r.

@@ -13,8 +13,8 @@ bool HasSyncBatchNorm(const Graph& g) {
 }
 
 Result<Graph> ExpandSyncBatchNorm(const Graph& forward, const SyncGroupOf& group_of, uint32_t rank) {
-  SINKRT_RETURN_IF_ERROR(forward.status());
-  if (!HasSyncBatchNorm(forward)) return forward;
+  // A graph with an error goes on as it is: the training graph reports it.
+  if (!forward.status().ok() || !HasSyncBatchNorm(forward)) return forward;
   Graph g(forward.name());
   for (const TensorInfo& t : forward.tensors()) g.AddTensor(t);
   for (const OpNode& op : forward.ops()) {

@@ -24,10 +24,10 @@
 namespace sinkrt {
 namespace {
 
+using host::AmpLevel;
 using host::Dataset;
 using host::Graph;
 using host::InitSpec;
-using host::AmpLevel;
 using host::TensorId;
 
 constexpr int64_t kBatch = 8, kFeatures = 4, kClasses = 3, kSamples = 64;
@@ -67,10 +67,12 @@ struct Data {
   }
 };
 
-std::unique_ptr<host::Model> MakeModel(DeviceLink& dev, AmpLevel amp = AmpLevel::O0) {
+std::unique_ptr<host::Model> MakeModel(DeviceLink& dev, AmpLevel amp = AmpLevel::O0, bool recompute = false) {
   host::ModelOptions options;
   options.amp_level = amp;
-  auto m = host::Model::Create(Network(), host::LossSpec::SparseSoftmaxCrossEntropy(),
+  Graph net = Network();
+  if (recompute) net.Recompute("all");
+  auto m = host::Model::Create(std::move(net), host::LossSpec::SparseSoftmaxCrossEntropy(),
                                host::OptimizerSpec::Momentum(0.05f, 0.9f), dev, options);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   return m.ok() ? std::move(m).value() : nullptr;
@@ -229,6 +231,19 @@ TEST(BatchNormTraining, AmpO2KeepsBatchNormInF32) {
   auto s0 = State(*o0), s2 = State(*o2);
   EXPECT_EQ(s0["bn.moving_mean"], s2["bn.moving_mean"]);
   EXPECT_EQ(s0["bn.moving_variance"], s2["bn.moving_variance"]);
+}
+
+// Recomputation re-runs a layer's forward in the backward pass; BatchNorm's
+// is kept instead (a re-run would update the moving statistics twice), so
+// the run is bitwise the run without recomputation.
+TEST(BatchNormTraining, RecomputeUpdatesTheMovingStatisticsOnce) {
+  const Data d;
+  device::InProcessDevice plain_dev, recompute_dev;
+  auto plain = MakeModel(plain_dev), recomputed = MakeModel(recompute_dev, AmpLevel::O0, /*recompute=*/true);
+  ASSERT_TRUE(plain && recomputed);
+  ASSERT_TRUE(plain->train(1, d.dataset(), {}, true, -1).ok());
+  ASSERT_TRUE(recomputed->train(1, d.dataset(), {}, true, -1).ok());
+  EXPECT_EQ(State(*recomputed), State(*plain));
 }
 
 }  // namespace
