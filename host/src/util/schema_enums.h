@@ -40,8 +40,8 @@ namespace sinkrt {
 #define SINKRT_INIT_KIND_ENUMERATORS(X) \
   X(None) X(Zeros) X(Constant) X(Uniform) X(Normal) X(XavierUniform) X(XavierNormal) X(HeUniform) X(HeNormal) X(Inline)
 #define SINKRT_BUFFER_ROLE_ENUMERATORS(X) \
-  X(Activation) X(Input) X(Param) X(Grad) X(OptState) X(Const) X(Workspace) X(Output) X(ParamSlice) X(GradSlice) \
-  X(State)
+  X(Activation)                           \
+  X(Input) X(Param) X(Grad) X(OptState) X(Const) X(Workspace) X(Output) X(ParamSlice) X(GradSlice) X(State)
 
 #define SINKRT_SAME_OP_CODE(name) SINKRT_SAME_ENUMERATOR(OpCode, fb::OpCode, name)
 #define SINKRT_SAME_INIT_KIND(name) SINKRT_SAME_ENUMERATOR(InitKind, fb::InitKind, name)

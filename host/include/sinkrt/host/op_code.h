@@ -78,6 +78,7 @@ enum class OpCode : uint16_t {
   // gradient summed over micro-batches; lowered to an in-place AddN task
   AccumulateGrad = 60,
   AbsGrad = 61,  ///< dy, x -> dy * sign(x) (0 where x = 0)
+  // BatchNorm's gradient helpers (docs/guide/normalization.md)
   BatchNormGrad = 72,       ///< dy, x, gamma, mean, rstd [, sums] -> dx, dgamma, dbeta
   BatchNormGradStats = 73,  ///< dy, x, mean, rstd -> [2, C]: sum(dy), sum(dy * x_hat) per channel
   // optimizer updates (mutate their first inputs in place)
