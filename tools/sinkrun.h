@@ -69,6 +69,7 @@ struct TrainFlags {
   // --parallel and the settings of each parallel mode (parallel_flags.h).
   ParallelFlags par;
   std::string recompute;            // --recompute all|LAYER,...
+  bool sync_bn = false;             // --sync-bn
   std::string amp_level;            // --amp-level O0..O3
   std::string loss_scale = "none";  // --loss-scale-manager
   std::string lr_schedule;          // --lr-schedule KIND[:KEY=VALUE,...] (docs/guide/lr_schedules.md)

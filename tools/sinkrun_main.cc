@@ -254,6 +254,10 @@ void AddTrainParallelFlags(CLI::App* train, tools::TrainFlags& f) {
           "bf16, O2 the whole network but LayerNorm, Softmax and the loss, O3 all but the loss; parameters, "
           "gradients and the optimizer stay f32 (docs/guide/amp.md)")
       ->check(tools::NonEmpty());
+  train->add_flag("--sync-bn", f.sync_bn,
+                  "every BatchNorm of the network is SyncBatchNorm: under data_parallel (and semi_auto_parallel's "
+                  "batch splits) it normalises with the statistics of the whole global batch, AllReduced inside the "
+                  "sink, so the ranks train as one device would (docs/guide/normalization.md)");
   train
       ->add_option("--recompute", f.recompute,
                    "all|LAYER,...: re-run these layers' forward in the backward pass instead of keeping their "

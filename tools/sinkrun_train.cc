@@ -655,6 +655,7 @@ Result<host::JobSpec> SpecOf(const TrainRun& r) {
   spec.batch = r.batch;
   spec.optimizer = r.optimizer;
   spec.recompute = SplitList(f.recompute);
+  spec.sync_batch_norm = f.sync_bn;
   spec.amp_level = r.amp_level;
   spec.loss_scale = r.loss_scale;
   spec.compile_cache = host::CompileCacheDirFromEnvironment();
@@ -861,6 +862,7 @@ void PrintHeader(const TrainRun& r) {
             << (r.amp_level == host::AmpLevel::O0 ? std::string()
                                                   : std::string(", amp_level ") + host::AmpLevelName(r.amp_level))
             << (r.loss_scale.enabled() ? ", " + host::LossScaleManagerText(r.loss_scale) : std::string())
+            << (f.sync_bn ? ", SyncBatchNorm" : "")
             << (ZeroOn(r.context) ? ", parallel optimizer (threshold " +
                                         std::to_string(r.context.parallel_optimizer_config.threshold_kb) + " KB)"
                                   : std::string())
@@ -1052,6 +1054,7 @@ nlohmann::ordered_json EndEvent(const TrainRun& r, const TrainResult& t, int64_t
     end["optimizer_groups"] = groups;
   }
   end["amp_level"] = host::AmpLevelName(r.amp_level);
+  if (r.f.sync_bn) end["sync_bn"] = true;
   if (r.loss_scale.enabled()) end["loss_scale_manager"] = host::LossScaleManagerText(r.loss_scale);
   if (ZeroOn(r.context)) {
     end["enable_parallel_optimizer"] = true;

@@ -175,6 +175,10 @@ KernelRunner& KernelRunner::Adam(float lr, float b1, float b2, float eps, float 
 KernelRunner& KernelRunner::LayerNormEpsilon(float epsilon) {
   return Options(fb::OpOptions::LayerNormOptions, fb::CreateLayerNormOptions(fbb_, epsilon).Union());
 }
+KernelRunner& KernelRunner::BatchNormOpts(float epsilon, float momentum, uint32_t group_size) {
+  return Options(fb::OpOptions::BatchNormOptions,
+                 fb::CreateBatchNormOptions(fbb_, epsilon, momentum, false, group_size).Union());
+}
 KernelRunner& KernelRunner::CastTo(DType to) {
   return Options(fb::OpOptions::CastOptions, fb::CreateCastOptions(fbb_, ToFb(to)).Union());
 }

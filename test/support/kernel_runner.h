@@ -99,6 +99,7 @@ class KernelRunner {
   KernelRunner& Momentum(float lr, float mu, bool nesterov, float wd);
   KernelRunner& Adam(float lr, float b1, float b2, float eps, float wd);
   KernelRunner& LayerNormEpsilon(float epsilon);
+  KernelRunner& BatchNormOpts(float epsilon, float momentum, uint32_t group_size = 1);
   KernelRunner& CastTo(DType to);
   KernelRunner& LossScale(bool check, bool dynamic, float scale_factor, int scale_window);
   KernelRunner& Perm(std::vector<int32_t> perm);

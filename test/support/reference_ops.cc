@@ -574,4 +574,86 @@ double RefWeightedSum(const RefTensor& y, const RefTensor& r) {
   return s;
 }
 
+namespace {
+
+// x [N, C, ...] as [N, C, S].
+struct Channels {
+  int64_t n, c, s;
+  int64_t at(int64_t i, int64_t ch, int64_t j) const { return (i * c + ch) * s + j; }
+};
+Channels ChannelsOf(const Shape& x) {
+  const int64_t n = x.at(0), c = x.at(1);
+  int64_t s = 1;
+  for (size_t d = 2; d < x.size(); ++d) s *= x[d];
+  return {n, c, s};
+}
+
+}  // namespace
+
+RefBatchNormOut RefBatchNormTrain(const RefTensor& x, const RefTensor& gamma, const RefTensor& beta,
+                                  const RefTensor& moving_mean, const RefTensor& moving_variance, double epsilon,
+                                  double momentum) {
+  const Channels k = ChannelsOf(x.shape);
+  RefBatchNormOut out{RefTensor::Zeros(x.shape), RefTensor::Zeros({k.c}), RefTensor::Zeros({k.c}),
+                      RefTensor::Zeros({k.c}), RefTensor::Zeros({k.c})};
+  const double m = static_cast<double>(k.n * k.s);
+  for (int64_t ch = 0; ch < k.c; ++ch) {
+    double sum = 0, sq = 0;
+    for (int64_t i = 0; i < k.n; ++i)
+      for (int64_t j = 0; j < k.s; ++j) sum += x.data[k.at(i, ch, j)];
+    const double mean = sum / m;
+    for (int64_t i = 0; i < k.n; ++i)
+      for (int64_t j = 0; j < k.s; ++j) sq += (x.data[k.at(i, ch, j)] - mean) * (x.data[k.at(i, ch, j)] - mean);
+    const double var = sq / m, rstd = 1.0 / std::sqrt(var + epsilon);
+    for (int64_t i = 0; i < k.n; ++i)
+      for (int64_t j = 0; j < k.s; ++j)
+        out.y.data[k.at(i, ch, j)] = (x.data[k.at(i, ch, j)] - mean) * rstd * gamma.data[ch] + beta.data[ch];
+    out.mean.data[ch] = mean;
+    out.rstd.data[ch] = rstd;
+    out.moving_mean.data[ch] = momentum * moving_mean.data[ch] + (1 - momentum) * mean;
+    out.moving_variance.data[ch] = momentum * moving_variance.data[ch] + (1 - momentum) * var * m / (m - 1);
+  }
+  return out;
+}
+
+RefTensor RefBatchNormInfer(const RefTensor& x, const RefTensor& gamma, const RefTensor& beta,
+                            const RefTensor& moving_mean, const RefTensor& moving_variance, double epsilon) {
+  const Channels k = ChannelsOf(x.shape);
+  RefTensor y = RefTensor::Zeros(x.shape);
+  for (int64_t i = 0; i < k.n; ++i)
+    for (int64_t ch = 0; ch < k.c; ++ch)
+      for (int64_t j = 0; j < k.s; ++j)
+        y.data[k.at(i, ch, j)] = (x.data[k.at(i, ch, j)] - moving_mean.data[ch]) /
+                                     std::sqrt(moving_variance.data[ch] + epsilon) * gamma.data[ch] +
+                                 beta.data[ch];
+  return y;
+}
+
+RefBatchNormGrads RefBatchNormGrad(const RefTensor& dy, const RefTensor& x, const RefTensor& gamma, double epsilon) {
+  const Channels k = ChannelsOf(x.shape);
+  const RefTensor zeros = RefTensor::Zeros({k.c});
+  const RefBatchNormOut f = RefBatchNormTrain(x, gamma, zeros, zeros, zeros, epsilon, 0.0);
+  RefBatchNormGrads g{RefTensor::Zeros(x.shape), RefTensor::Zeros({k.c}), RefTensor::Zeros({k.c})};
+  const double m = static_cast<double>(k.n * k.s);
+  for (int64_t ch = 0; ch < k.c; ++ch) {
+    const double mean = f.mean.data[ch], rstd = f.rstd.data[ch];
+    double sdy = 0, sdyx = 0;
+    for (int64_t i = 0; i < k.n; ++i)
+      for (int64_t j = 0; j < k.s; ++j) {
+        const int64_t at = k.at(i, ch, j);
+        sdy += dy.data[at];
+        sdyx += dy.data[at] * (x.data[at] - mean) * rstd;
+      }
+    g.dgamma.data[ch] = sdyx;
+    g.dbeta.data[ch] = sdy;
+    for (int64_t i = 0; i < k.n; ++i)
+      for (int64_t j = 0; j < k.s; ++j) {
+        const int64_t at = k.at(i, ch, j);
+        const double xhat = (x.data[at] - mean) * rstd;
+        g.dx.data[at] = gamma.data[ch] * rstd * (dy.data[at] - sdy / m - xhat * sdyx / m);
+      }
+  }
+  return g;
+}
+
 }  // namespace sinkrt::testing

@@ -104,6 +104,25 @@ struct RefLayerNormGrads {
 };
 // The gradients of RefLayerNorm at x for output gradient dy.
 RefLayerNormGrads RefLayerNormGrad(const RefTensor& dy, const RefTensor& x, const RefTensor& gamma, double epsilon);
+// BatchNorm in training over channel axis 1 of x [N, C, ...]: per channel
+// the mean and biased variance over N and the spatial dims,
+// y = (x − mean)/√(var + epsilon)·gamma + beta. The moving statistics
+// become momentum·moving + (1 − momentum)·batch, the variance's batch value
+// unbiased (M/(M − 1), M the elements per channel).
+struct RefBatchNormOut {
+  RefTensor y, mean, rstd, moving_mean, moving_variance;
+};
+RefBatchNormOut RefBatchNormTrain(const RefTensor& x, const RefTensor& gamma, const RefTensor& beta,
+                                  const RefTensor& moving_mean, const RefTensor& moving_variance, double epsilon,
+                                  double momentum);
+// BatchNorm in eval: y = (x − moving_mean)/√(moving_variance + epsilon)·gamma + beta.
+RefTensor RefBatchNormInfer(const RefTensor& x, const RefTensor& gamma, const RefTensor& beta,
+                            const RefTensor& moving_mean, const RefTensor& moving_variance, double epsilon);
+struct RefBatchNormGrads {
+  RefTensor dx, dgamma, dbeta;
+};
+// The gradients of RefBatchNormTrain's y at x for output gradient dy.
+RefBatchNormGrads RefBatchNormGrad(const RefTensor& dy, const RefTensor& x, const RefTensor& gamma, double epsilon);
 // Rows of table [V, ...] at `indices` (any shape `indices_shape`):
 // [indices_shape..., table dims after 0].
 RefTensor RefGather(const RefTensor& table, const std::vector<int32_t>& indices, const Shape& indices_shape);

@@ -696,6 +696,41 @@ class SinkrunSinkdTest : public SinkrunTest {
   std::vector<LaunchedDaemon> daemons_;
 };
 
+// A 784-16-10 MLP with a BatchNorm1d after its first layer, its loss set:
+// what --sync-bn needs (the zoo's networks have no BatchNorm yet).
+host::Graph BatchNormMlp() {
+  host::Graph g("bn_mlp");
+  const host::TensorId x = g.Input("image", {32, 784});
+  const host::TensorId w1 = g.Param("fc1.weight", {784, 16}, host::InitSpec::XavierUniform(1));
+  const host::TensorId w2 = g.Param("fc2.weight", {16, 10}, host::InitSpec::XavierUniform(2));
+  const host::TensorId logits = g.MatMul(g.Relu(host::BatchNorm1d(g, "bn1", g.MatMul(x, w1))), w2);
+  g.AddOutput(logits);
+  g.SetLoss(g.SparseSoftmaxCrossEntropy(logits, g.Input("label", {32}, DType::I32)));
+  return g;
+}
+
+// --sync-bn (docs/guide/normalization.md): the network's BatchNorm becomes
+// SyncBatchNorm on two daemons, the header and the report say so, and a
+// network without BatchNorm is refused naming the flag.
+TEST_F(SinkrunSinkdTest, SyncBnTrainsABatchNormGraphOnTwoDaemons) {
+  const fs::path graph = dir_ / "bn_mlp.json";
+  ASSERT_TRUE(host::SaveGraph(graph.string(), BatchNormMlp(), host::OptimizerSpec::Momentum(0.01f, 0.9f)).ok());
+  RunResult r = Run("train --graph '" + graph.string() +
+                    "' --data synthetic:512 --epochs 1 --devices 2 --parallel data_parallel --threads 1 --sync-bn" +
+                    ReportFlag());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find(", SyncBatchNorm"), std::string::npos) << r.out;
+  const std::vector<json> lines = ReadReport();
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.back()["sync_bn"], true);
+
+  const fs::path mlp = dir_ / "mlp.json";
+  ASSERT_TRUE(host::SaveGraph(mlp.string(), MlpWithLoss(), host::OptimizerSpec::Sgd(0.5f)).ok());
+  RunResult refused = Run("train --graph '" + mlp.string() + "' --data synthetic:256 --epochs 1 --sync-bn");
+  EXPECT_NE(refused.exit_code, 0) << refused.out;
+  EXPECT_NE(refused.err.find("--sync-bn: network 'mlp' has no BatchNorm"), std::string::npos) << refused.err;
+}
+
 // TLS to the daemons --devices starts (docs/guide/tls.md), and between them: the
 // same numbers as plain frames, with the links between the daemons on TLS
 // (the default) or plain (--tls-plain-peers); the flags that do not apply

@@ -45,6 +45,9 @@ extern const KernelImpl kConv2DKernel, kConv2DBackpropInputKernel, kConv2DBackpr
 extern const KernelImpl kMaxPool2DKernel, kMaxPool2DGradKernel, kAvgPool2DKernel, kAvgPool2DGradKernel;
 // layer_norm.cc
 extern const KernelImpl kLayerNormKernel, kLayerNormGradKernel;
+// batch_norm.cc
+extern const KernelImpl kBatchNormKernel, kBatchNormInferKernel, kBatchNormStatsKernel, kBatchNormGradKernel,
+    kBatchNormGradStatsKernel;
 // gather.cc
 extern const KernelImpl kGatherKernel, kGatherGradKernel;
 // cast.cc

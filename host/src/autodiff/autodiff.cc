@@ -188,6 +188,10 @@ void RecomputeSegment(const Graph& g, size_t forward_ops, const std::string& seg
   for (size_t j = 0; j < forward_ops; ++j) {
     const OpNode& f = g.ops()[j];
     if (f.recompute != segment) continue;
+    // BatchNorm updates its moving statistics in place: re-running it would
+    // update them twice (and SyncBatchNorm's shift has moved). Its outputs
+    // are kept from the forward pass instead.
+    if (f.op == OpCode::BatchNorm) continue;
     std::vector<Ref> inputs;
     for (TensorId t : f.inputs) inputs.push_back(w.b.Read(t));
     std::vector<Shape> shapes;

@@ -44,6 +44,10 @@ bool DifferentiableInput(OpCode op, size_t slot) {
       return false;  // piecewise constant: no gradient
     case OpCode::Gather:
       return slot == 0;  // not the indices
+    case OpCode::BatchNorm:
+      // x, gamma, beta; not the moving statistics (state) nor SyncBatchNorm's
+      // reduced sums, whose path back to x its rule already covers.
+      return slot < 3;
     default:
       return true;
   }

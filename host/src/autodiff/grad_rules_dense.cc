@@ -1,5 +1,5 @@
 // The gradient rules of the ops that contract or pool: MatMul,
-// BatchMatMul, BiasAdd, Conv2D, the pools and LayerNorm.
+// BatchMatMul, BiasAdd, Conv2D, the pools, LayerNorm and BatchNorm.
 #include <string>
 
 #include "host/src/autodiff/grad_rule.h"
@@ -114,10 +114,37 @@ Status LayerNormGrad(const Rule& r, Dx& dx) {
   return Status::Ok();
 }
 
+// One kernel gives all three from the batch mean and rstd the forward
+// kept. SyncBatchNorm (a 6th input: the group's sums, docs/guide/
+// normalization.md): dx needs the group's sum(dy) and sum(dy * x_hat) too,
+// so the local ones are AllReduced over the same group first; dgamma and
+// dbeta stay this rank's sums (the data-parallel gradient reduction adds
+// the ranks' as for any parameter).
+Status BatchNormGrad(const Rule& r, Dx& dx) {
+  if (!(r.want(0) || r.want(1) || r.want(2))) return Status::Ok();
+  if (r.op.outputs.size() < 3) return Internal("BatchNorm '" + r.op.name + "' has no mean and rstd outputs");
+  std::vector<Ref> in = {r.dy, r.in(0), r.in(1), r.out(1), r.out(2)};
+  if (r.op.inputs.size() == 6) {
+    const Shape sums{2, r.in_shape(1)[0]};
+    const Ref local = r.Emit(OpCode::BatchNormGradStats, {r.dy, r.in(0), r.out(1), r.out(2)}, r.op.attrs, sums,
+                             "grad_sums", DType::F32);
+    OpAttrs comm;
+    comm.group = r.op.attrs.group;
+    comm.group_position = r.op.attrs.group_position;
+    in.push_back(r.Emit(OpCode::AllReduce, {local}, comm, sums, "grad_sums/allreduce", DType::F32));
+  }
+  const std::vector<Ref> d =
+      r.b.EmitMulti(OpCode::BatchNormGrad, std::move(in), r.op.attrs, {r.in_shape(0), r.in_shape(1), r.in_shape(2)},
+                    r.name("grad"), {r.dt(), r.dt(), r.dt()});
+  for (size_t i = 0; i < 3; ++i)
+    if (r.want(i)) dx[i] = d[i];
+  return Status::Ok();
+}
+
 constexpr GradRule kRules[] = {
     {OpCode::MatMul, MatMulGrad},       {OpCode::BatchMatMul, BatchMatMulGrad}, {OpCode::BiasAdd, BiasAddGrad},
     {OpCode::Conv2D, Conv2DGrad},       {OpCode::MaxPool2D, MaxPool2DGrad},     {OpCode::AvgPool2D, AvgPool2DGrad},
-    {OpCode::LayerNorm, LayerNormGrad},
+    {OpCode::LayerNorm, LayerNormGrad}, {OpCode::BatchNorm, BatchNormGrad},
 };
 
 }  // namespace

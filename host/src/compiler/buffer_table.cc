@@ -22,8 +22,10 @@ int PersistentRank(BufferRole role) {
       return 3;
     case BufferRole::Output:
       return 4;
-    default:
+    case BufferRole::State:
       return 5;
+    default:
+      return 6;
   }
 }
 
@@ -36,6 +38,8 @@ BufferRole RoleOf(const Graph& g, const GraphFacts& f, TensorId t) {
       return BufferRole::Const;
     case TensorKind::OptState:
       return BufferRole::OptState;
+    case TensorKind::State:
+      return BufferRole::State;
     case TensorKind::Grad:
       return BufferRole::Grad;
     case TensorKind::Input:
@@ -52,12 +56,12 @@ BufferRole RoleOf(const Graph& g, const GraphFacts& f, TensorId t) {
 }  // namespace
 
 bool HasInitializer(TensorKind k) {
-  return k == TensorKind::Param || k == TensorKind::Const || k == TensorKind::OptState;
+  return k == TensorKind::Param || k == TensorKind::Const || k == TensorKind::OptState || k == TensorKind::State;
 }
 
 bool IsPersistentRole(BufferRole r) {
   return r == BufferRole::Param || r == BufferRole::Const || r == BufferRole::OptState || r == BufferRole::Grad ||
-         r == BufferRole::Output || r == BufferRole::ParamSlice || r == BufferRole::GradSlice;
+         r == BufferRole::Output || r == BufferRole::ParamSlice || r == BufferRole::GradSlice || r == BufferRole::State;
 }
 
 Result<uint64_t> BufferBytes(const TensorInfo& info) {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "host/src/passes/accumulation.h"
 #include "host/src/passes/amp.h"
 #include "host/src/passes/dropout.h"
+#include "host/src/passes/sync_batch_norm.h"
 #include "host/src/passes/training_graph.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/runtime/stream_format.h"
@@ -30,6 +32,23 @@ std::vector<uint32_t> WorldGroup(uint32_t world_size) {
   std::vector<uint32_t> all(world_size);
   for (uint32_t r = 0; r < world_size; ++r) all[r] = r;
   return all;
+}
+
+// SyncBatchNorm's group (docs/guide/normalization.md): the ranks that
+// split its batch. Data parallel: the world. SEMI_AUTO: the ranks along
+// the device-matrix axis that splits x's dim 0 (none: this rank alone).
+passes::SyncGroupOf SyncGroups(const CompileOptions& o, const parallel::LocalGraph* local) {
+  return [&o, local](const OpNode& op) -> std::vector<uint32_t> {
+    if (o.parallel_mode == ParallelMode::DataParallel) return WorldGroup(o.world_size);
+    if (!local || op.inputs.empty() || op.inputs[0] >= local->layouts.size()) return {o.rank};
+    const parallel::TensorLayout& l = local->layouts[op.inputs[0]];
+    if (l.tensor_map.empty() || l.tensor_map[0] < 0) return {o.rank};
+    const int axis = l.tensor_map[0];
+    std::vector<uint32_t> group;
+    for (int64_t r : parallel::GroupAlong(l.device_matrix, std::span<const int>(&axis, 1), o.rank))
+      group.push_back(static_cast<uint32_t>(r));
+    return group;
+  };
 }
 
 Status CheckOptions(const CompileOptions& o) {
@@ -558,6 +577,9 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
     };
   }
   SINKRT_RETURN_IF_ERROR(passes::PlaceDropout(amp, placement), "compile graph '" + forward.name() + "'");
+  SINKRT_ASSIGN_OR_RETURN(
+      amp, passes::ExpandSyncBatchNorm(amp, SyncGroups(options, local ? &*local : nullptr), options.rank),
+      "compile graph '" + forward.name() + "'");
   // Gradient accumulation: the gradient of the K batches' mean loss.
   const int accumulate = options.grad_accumulation;
   // Optimizer parallel (data parallel): rank r updates block r.

@@ -197,6 +197,11 @@ uint64_t Hash(const Graph& g, bool with_strategies, bool batch_free = false, boo
       h.String("layer_norm_epsilon");
       h.F32(a.layer_norm_epsilon);
     }
+    if (op.op == OpCode::BatchNorm) {
+      h.String("batch_norm");
+      h.F32(a.bn_momentum);
+      h.Bool(a.bn_sync);
+    }
     if (a.cast_to != DType::Invalid) {
       h.String("cast_to");
       h.U8(static_cast<uint8_t>(a.cast_to));

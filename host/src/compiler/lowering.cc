@@ -36,6 +36,7 @@ std::vector<ProgramPlan> PlanPrograms(const passes::TrainingGraph& tg, const Gra
   if (options.predict_program)
     plans.push_back({ProgramKind::PredictStep, "predict_step", "predict", tg.predict_inputs,
                      PlanKernels(g, facts, tg.predict_program, options.fuse), tg.predict_reports});
+  for (size_t p = 1; p < plans.size(); ++p) UseMovingStatistics(g, plans[p].kernels);
   return plans;
 }
 
@@ -103,7 +104,7 @@ void AddKernelTask(const Graph& g, const KernelPlan& k, bool train_step, const B
                    const LoweringOptions& options, LoweredStream& out, ProgramDef& prog) {
   const OpNode& head = g.ops()[k.ops[0]];
   KernelDef kd;
-  kd.op = head.op;
+  kd.op = k.code == OpCode::Invalid ? head.op : k.code;
   kd.attrs = head.attrs;
   kd.fused_activation = k.activation;
   for (TensorId t : k.inputs) kd.inputs.push_back(buffer_of(t));

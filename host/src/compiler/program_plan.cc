@@ -52,4 +52,24 @@ Result<GraphFacts> AnalyseGraph(const passes::TrainingGraph& tg) {
   return f;
 }
 
+void UseMovingStatistics(const Graph& g, std::vector<KernelPlan>& kernels) {
+  std::vector<KernelPlan> kept;
+  kept.reserve(kernels.size());
+  for (KernelPlan& k : kernels) {
+    const OpNode& head = g.ops()[k.ops[0]];
+    if (head.op == OpCode::BatchNormStats) continue;
+    if (head.op == OpCode::AllReduce && !k.inputs.empty()) {
+      const int64_t from = g.producer(k.inputs[0]);
+      if (from >= 0 && g.ops()[from].op == OpCode::BatchNormStats) continue;
+    }
+    if (head.op == OpCode::BatchNorm) {
+      k.code = OpCode::BatchNormInfer;
+      k.inputs.resize(5);
+      k.outputs.resize(1);
+    }
+    kept.push_back(std::move(k));
+  }
+  kernels = std::move(kept);
+}
+
 }  // namespace sinkrt::host::compiler

@@ -23,6 +23,9 @@ struct KernelPlan {
   std::vector<TensorId> inputs, outputs;
   TensorId bias = kInvalidTensor;
   fb::Activation activation = fb::Activation::None;
+  // The kernel to run instead of ops[0]'s own (Invalid: its own): eval and
+  // predict run BatchNorm as BatchNormInfer (UseMovingStatistics).
+  OpCode code = OpCode::Invalid;
 };
 
 struct ProgramPlan {
@@ -40,6 +43,13 @@ struct GraphFacts {
   std::vector<int32_t> producer_slot;  // output slot within the producer
   std::vector<bool> reported;          // loss, graph outputs, accuracy: never fused away
 };
+
+// Eval and predict normalise with the moving statistics, as MindSpore's
+// eval mode does: each BatchNorm kernel becomes BatchNormInfer (x, gamma,
+// beta, moving mean and variance -> y; no batch statistics, no update), and
+// SyncBatchNorm's statistics kernels and their AllReduce, which only
+// training reads, are dropped.
+void UseMovingStatistics(const Graph& g, std::vector<KernelPlan>& kernels);
 
 // Fails unless every tensor has a sized dtype and a valid shape, every op
 // reads and writes tensors of the graph, no tensor has two writers and every

@@ -39,12 +39,15 @@ const char* KindName(TensorKind k) {
       return "Grad";
     case TensorKind::OptState:
       return "OptState";
+    case TensorKind::State:
+      return "State";
   }
   return "?";
 }
 
 bool IsLeaf(TensorKind k) {
-  return k == TensorKind::Input || k == TensorKind::Param || k == TensorKind::Const || k == TensorKind::OptState;
+  return k == TensorKind::Input || k == TensorKind::Param || k == TensorKind::Const || k == TensorKind::OptState ||
+         k == TensorKind::State;
 }
 
 // "f32 [64,10] 'matmul_3'": what an error says about a tensor it rejects.
@@ -77,6 +80,8 @@ std::vector<size_t> MutatedInputs(OpCode op) {
       return {0, 1};
     case OpCode::AccumulateGrad:
       return {0};
+    case OpCode::BatchNorm:  // the moving mean and variance (train_step; eval reads them)
+      return {3, 4};
     default:
       return {};
   }
@@ -363,6 +368,10 @@ TensorId Graph::Param(const std::string& name, Shape shape, InitSpec init) {
 
 TensorId Graph::Const(const std::string& name, Shape shape, InitSpec init) {
   return Leaf("Const", name, std::move(shape), DType::F32, TensorKind::Const, std::move(init));
+}
+
+TensorId Graph::State(const std::string& name, Shape shape, InitSpec init) {
+  return Leaf("State", name, std::move(shape), DType::F32, TensorKind::State, std::move(init));
 }
 
 // -- loss and outputs ------------------------------------------------------------

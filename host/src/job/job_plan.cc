@@ -322,6 +322,8 @@ Result<JobPlan> PlanJob(const JobSpec& s) {
     for (const std::string& layer : s.recompute) plan.network->Recompute(layer);
     SINKRT_RETURN_IF_ERROR(plan.network->status(), "--recompute " + Joined(s.recompute));
   }
+  if (s.sync_batch_norm && plan.network && plan.network->SetSyncBatchNorm(true) == 0)
+    return InvalidArgument("--sync-bn: network '" + plan.network->name() + "' has no BatchNorm");
   // Pipelines do not build predict_step yet.
   plan.compile_options.predict_program = plan.context.pipeline_stages == 1 && !plan.network->outputs().empty();
   plan.global_batch = Sharded(s.mode) ? plan.graph_batch : plan.device_batch * plan.data_groups;

@@ -17,6 +17,7 @@ bool IsPersistent(BufferRole role) {
     case BufferRole::OptState:
     case BufferRole::Const:
     case BufferRole::Output:
+    case BufferRole::State:
       return true;
     default:
       return false;

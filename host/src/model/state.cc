@@ -96,8 +96,11 @@ Result<std::vector<std::pair<std::string, Tensor>>> PipelineState(Model::Impl& m
 std::vector<Model::StateTensorSpec> Model::StateSpecs() const {
   std::vector<StateTensorSpec> out;
   auto add = [&](const StateBuffer& s) {
-    out.push_back(
-        {.name = s.name, .dtype = s.dtype, .shape = WholeShape(s), .optimizer_state = s.role == BufferRole::OptState});
+    out.push_back({.name = s.name,
+                   .dtype = s.dtype,
+                   .shape = WholeShape(s),
+                   .optimizer_state = s.role == BufferRole::OptState,
+                   .device_state = s.role == BufferRole::State});
   };
   // Pipeline stages: rank 0 holds only the first stage's tensors; the
   // model's state is every stage's (a tensor several stages hold, once).

@@ -98,7 +98,9 @@ std::vector<StateBuffer> StateBuffers(const VerifiedStream& view) {
   std::vector<StateBuffer> out;
   for (uint32_t i = 0; i < view.root()->buffers()->size(); ++i) {
     const fb::Buffer* b = view.root()->buffers()->Get(i);
-    if (b->role() != fb::BufferRole::Param && b->role() != fb::BufferRole::OptState) continue;
+    if (b->role() != fb::BufferRole::Param && b->role() != fb::BufferRole::OptState &&
+        b->role() != fb::BufferRole::State)
+      continue;
     StateBuffer s;
     s.index = i;
     s.name = b->name() ? b->name()->str() : "";

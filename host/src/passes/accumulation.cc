@@ -36,7 +36,8 @@ Status AccumulateGradients(TrainingGraph& tg, int steps) {
     std::vector<TensorId> map(nt, kInvalidTensor);
     for (TensorId t = 0; t < nt; ++t) {
       const TensorInfo& info = g.tensor(t);
-      if (info.kind == TensorKind::Param || info.kind == TensorKind::Const || info.kind == TensorKind::OptState)
+      if (info.kind == TensorKind::Param || info.kind == TensorKind::Const || info.kind == TensorKind::OptState ||
+          info.kind == TensorKind::State)
         map[t] = t;
     }
     for (TensorId t : tg.inputs) {

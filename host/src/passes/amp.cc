@@ -73,6 +73,8 @@ Precision Classify(OpCode op) {
       return Precision::kFollow;
     case OpCode::Cast:
       return Precision::kFixed;
+    case OpCode::BatchNorm:  // f32 at every level (MindSpore's O2 keeps BatchNorm in f32)
+      return Precision::kF32;
     default:  // the loss, Gather, metrics, optimizer updates
       return Precision::kF32;
   }

@@ -37,12 +37,14 @@ namespace sinkrt {
   X(ShardSlice) X(GradAllReduce) X(Send) X(Recv) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Square) X(Abs) \
   X(AbsGrad) X(LrSchedule) X(StepAdvance) X(Div) X(Maximum) X(Minimum) X(Pow) X(Erf) X(GeluErf) \
   X(MaximumGradMask) X(MinimumGradMask) X(PowGradBase) X(PowGradLog) X(ErfGrad) X(GeluErfGrad) X(Dropout) \
-  X(DropoutGrad) X(DropoutStep) X(AdamWeightDecay) X(LambUpdate) X(LambNorms)
+  X(DropoutGrad) X(DropoutStep) X(AdamWeightDecay) X(LambUpdate) X(LambNorms) \
+  X(BatchNorm) X(BatchNormInfer) X(BatchNormStats) X(BatchNormGrad) X(BatchNormGradStats)
 // clang-format on
 #define SINKRT_INIT_KIND_ENUMERATORS(X) \
   X(None) X(Zeros) X(Constant) X(Uniform) X(Normal) X(XavierUniform) X(XavierNormal) X(HeUniform) X(HeNormal) X(Inline)
 #define SINKRT_BUFFER_ROLE_ENUMERATORS(X) \
-  X(Activation) X(Input) X(Param) X(Grad) X(OptState) X(Const) X(Workspace) X(Output) X(ParamSlice) X(GradSlice)
+  X(Activation)                           \
+  X(Input) X(Param) X(Grad) X(OptState) X(Const) X(Workspace) X(Output) X(ParamSlice) X(GradSlice) X(State)
 
 #define SINKRT_SAME_OP_CODE(name) SINKRT_SAME_ENUMERATOR(OpCode, fb::OpCode, name)
 #define SINKRT_SAME_INIT_KIND(name) SINKRT_SAME_ENUMERATOR(InitKind, fb::InitKind, name)

@@ -160,6 +160,33 @@ TEST(KernelRules, RunDoesNotAllocate) {
   add(OpCode::Dropout).In(x).In(step).Out(y).DropoutOpts(0.3f, 1, 2, {16, 6, 5}, {1, 0, 0}, 2);
   add(OpCode::DropoutGrad).In(y).In(step).Out(y2).DropoutOpts(0.3f, 1, 2);
   add(OpCode::DropoutStep).In(step);
+  // BatchNorm over channel axis 1 of x [8, 6, 5]: training (moving
+  // statistics in place), eval, the gradient and SyncBatchNorm's sums.
+  Tensor bn_mean({6}), bn_rstd({6}), bn_mm({6}), bn_mv({6}), bn_dg({6}), bn_db({6}), sums({2, 6});
+  bn_mv.set({1, 1, 1, 1, 1, 1});
+  add(OpCode::BatchNorm)
+      .In(x)
+      .In(c)
+      .In(c)
+      .In(bn_mm)
+      .In(bn_mv)
+      .Out(y)
+      .Out(bn_mean)
+      .Out(bn_rstd)
+      .BatchNormOpts(1e-5f, 0.9f);
+  add(OpCode::BatchNormInfer).In(x).In(c).In(c).In(bn_mm).In(bn_mv).Out(y2).BatchNormOpts(1e-5f, 0.9f);
+  add(OpCode::BatchNormStats).In(x).In(bn_mm).Out(sums).BatchNormOpts(1e-5f, 0.9f);
+  add(OpCode::BatchNormGradStats).In(y).In(x).In(bn_mean).In(bn_rstd).Out(sums).BatchNormOpts(1e-5f, 0.9f);
+  add(OpCode::BatchNormGrad)
+      .In(y)
+      .In(x)
+      .In(c)
+      .In(bn_mean)
+      .In(bn_rstd)
+      .Out(y2)
+      .Out(bn_dg)
+      .Out(bn_db)
+      .BatchNormOpts(1e-5f, 0.9f);
   for (auto& op : ops) ASSERT_TRUE(op->Prepare().ok());
   // The counter itself works (this binary's operator new is the counting one).
   g_allocations = 0;

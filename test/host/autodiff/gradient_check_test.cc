@@ -399,6 +399,25 @@ void AddLayerNormCases(std::vector<GradCase>& cases) {
                    [](const RefParams& p, const auto&) { return testing::RefLayerNorm(p[0], p[1], p[2], 0.5); }});
 }
 
+// BatchNorm in training (batch statistics) over [N, C] and [N, C, H, W],
+// its moving statistics State tensors the step updates (no gradient).
+void AddBatchNormCases(std::vector<GradCase>& cases) {
+  for (Shape s : {Shape{6, 3}, Shape{2, 3, 2, 2}, Shape{3, 2, 1, 5}}) {
+    const int64_t c = s[1];
+    cases.push_back({Cat("BatchNorm_", Dims(s)),
+                     {{"x", s, Draw::Wide}, {"gamma", {c}}, {"beta", {c}}},
+                     {},
+                     [c](Graph& g, const Params& p, TensorId) {
+                       return g.BatchNorm(p[0], p[1], p[2], g.State("moving_mean", {c}, InitSpec::Zeros()),
+                                          g.State("moving_variance", {c}, InitSpec::Constant(1.0f)));
+                     },
+                     [c](const RefParams& p, const auto&) {
+                       const RefTensor zeros = RefTensor::Zeros({c});
+                       return testing::RefBatchNormTrain(p[0], p[1], p[2], zeros, zeros, 1e-5, 0.9).y;
+                     }});
+  }
+}
+
 // The indices are the labels column; repeated rows sum their gradients.
 void AddGatherCases(std::vector<GradCase>& cases) {
   cases.push_back({"Gather_6x3_by_5_repeated",
@@ -686,6 +705,7 @@ std::vector<GradCase> AllCases() {
   AddConvCases(cases);
   AddPoolCases(cases);
   AddLayerNormCases(cases);
+  AddBatchNormCases(cases);
   AddGatherCases(cases);
   AddLossCases(cases);
   AddCastCases(cases);

@@ -89,6 +89,11 @@ Graph AllOps() {
   loss = g.Add(loss, g.ReduceMean(bm));
   // Dropout (format 1.3): p, seed and op id travel.
   loss = g.Add(loss, g.ReduceMean(g.Dropout(um, 0.25f, 77)));
+  // BatchNorm with State moving statistics, its own eps and momentum, sync
+  // (format 1.3), over the NCHW pooling and a [N, C] tensor.
+  const TensorId bn2 = host::BatchNorm2d(g, "bn2", c, {.eps = 1e-3f, .momentum = 0.8f, .sync = true});
+  const TensorId bn1 = host::BatchNorm1d(g, "bn1", s);
+  loss = g.Add(loss, g.Add(g.ReduceMean(bn2), g.ReduceMean(bn1)));
   g.SetLoss(loss);
   g.AddOutput(logits);
   g.AddOutput(g.ArgMaxAccuracy(logits, label));
@@ -163,8 +168,23 @@ TEST(GraphFileTest, EveryForwardOpIsInTheEveryOpGraph) {
   for (const OpNode& op : g.ops()) used.insert(op.op);
   for (OpCode op : {OpCode::LayerNorm, OpCode::Gather, OpCode::Cast, OpCode::Exp, OpCode::Log, OpCode::Sqrt,
                     OpCode::Rsqrt, OpCode::Square, OpCode::Abs, OpCode::Div, OpCode::Maximum, OpCode::Minimum,
-                    OpCode::Pow, OpCode::Erf, OpCode::GeluErf, OpCode::Dropout})
+                    OpCode::Pow, OpCode::Erf, OpCode::GeluErf, OpCode::Dropout, OpCode::BatchNorm})
     EXPECT_TRUE(used.count(op)) << OpCodeName(op);
+}
+TEST(GraphFileTest, BatchNormKeepsItsStateTensorsAndOptions) {
+  auto file = ParseGraph(MustSerialize(AllOps()), "mem");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  const Graph& g = file->graph;
+  for (const char* name : {"bn2.moving_mean", "bn2.moving_variance", "bn1.moving_mean"})
+    EXPECT_EQ(g.tensor(g.FindTensor(name)).kind, TensorKind::State) << name;
+  EXPECT_EQ(g.tensor(g.FindTensor("bn2.moving_variance")).init.kind, InitKind::Constant);
+  EXPECT_EQ(g.tensor(g.FindTensor("bn2.gamma")).kind, TensorKind::Param);
+  ASSERT_GE(g.FindOp("bn2.batchnorm"), 0);
+  const OpNode& bn2 = g.ops()[static_cast<size_t>(g.FindOp("bn2.batchnorm"))];
+  EXPECT_EQ(bn2.op, OpCode::BatchNorm);
+  EXPECT_FLOAT_EQ(bn2.attrs.layer_norm_epsilon, 1e-3f);
+  EXPECT_FLOAT_EQ(bn2.attrs.bn_momentum, 0.8f);
+  EXPECT_TRUE(bn2.attrs.bn_sync);
 }
 TEST(GraphFileTest, SgdRoundTrips) { ExpectRoundTrip(ZooMlp(), OptimizerSpec::Sgd(0.5f)); }
 

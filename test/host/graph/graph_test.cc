@@ -487,6 +487,67 @@ TEST(LossTest, SetLossNeedsAScalar) {
   EXPECT_EQ(g3.status().message(), "AddOutput: not a tensor of this graph (id 3)");
 }
 
+// -- BatchNorm ---------------------------------------------------------------------------------
+
+TEST(BatchNormTest, LayersCreateMindSporesParametersAndState) {
+  Graph g;
+  TensorId x = g.Input("x", {4, 3, 5, 5});
+  TensorId y = BatchNorm2d(g, "bn1", x, {.eps = 1e-3f, .momentum = 0.8f});
+  TensorId z = BatchNorm1d(g, "bn2", g.Input("v", {4, 7}));
+  ASSERT_TRUE(g.status().ok()) << g.status().ToString();
+  EXPECT_EQ(ShapeOf(g, y), (Shape{4, 3, 5, 5}));
+  EXPECT_EQ(ShapeOf(g, z), (Shape{4, 7}));
+  const struct {
+    const char* name;
+    TensorKind kind;
+    InitKind init;
+    float value;
+  } want[] = {{"bn1.gamma", TensorKind::Param, InitKind::Constant, 1.0f},
+              {"bn1.beta", TensorKind::Param, InitKind::Zeros, 0.0f},
+              {"bn1.moving_mean", TensorKind::State, InitKind::Zeros, 0.0f},
+              {"bn1.moving_variance", TensorKind::State, InitKind::Constant, 1.0f}};
+  for (const auto& w : want) {
+    const TensorInfo& t = g.tensor(g.FindTensor(w.name));
+    EXPECT_EQ(t.kind, w.kind) << w.name;
+    EXPECT_EQ(t.shape, (Shape{3})) << w.name;
+    EXPECT_EQ(t.init.kind, w.init) << w.name;
+    EXPECT_EQ(t.init.value, w.value) << w.name;
+  }
+  const OpNode& op = ProducerOf(g, y);
+  EXPECT_EQ(op.op, OpCode::BatchNorm);
+  EXPECT_EQ(op.name, "bn1.batchnorm");
+  ASSERT_EQ(op.outputs.size(), 3u);
+  EXPECT_EQ(ShapeOf(g, op.outputs[1]), (Shape{3}));
+  EXPECT_EQ(op.attrs.layer_norm_epsilon, 1e-3f);
+  EXPECT_EQ(op.attrs.bn_momentum, 0.8f);
+  EXPECT_FALSE(op.attrs.bn_sync);
+  EXPECT_EQ(MutatedInputs(OpCode::BatchNorm), (std::vector<size_t>{3, 4}));
+  EXPECT_EQ(g.SetSyncBatchNorm(true), 2u);
+  EXPECT_TRUE(ProducerOf(g, y).attrs.bn_sync);
+}
+
+TEST(BatchNormTest, BadOperandsNameTheField) {
+  Graph g;
+  TensorId x = g.Input("x", {4, 3});
+  TensorId p3 = g.Param("p3", {3}, InitSpec::Zeros());
+  g.BatchNorm(x, p3, p3, p3, g.State("mv", {3}, InitSpec::Zeros()));
+  ExpectError(g, "BatchNorm 'batchnorm_0': moving_mean must be a State tensor (Graph::State), got 'p3'");
+  Graph g2;
+  TensorId x2 = g2.Input("x", {4, 3});
+  TensorId s4 = g2.State("s4", {4}, InitSpec::Zeros());
+  TensorId q = g2.Param("q", {3}, InitSpec::Zeros());
+  g2.BatchNorm(x2, q, q, s4, s4);
+  ExpectError(g2, "BatchNorm 'batchnorm_0': moving_mean must be [C] = [3] for x [4,3] (channels on axis 1), got [4]");
+  Graph g3;
+  TensorId s3 = g3.State("s3", {3}, InitSpec::Zeros());
+  TensorId q3 = g3.Param("q", {3}, InitSpec::Zeros());
+  g3.BatchNorm(g3.Input("x", {4, 3}), q3, q3, s3, s3, {.momentum = 1.5f});
+  ExpectError(g3, "BatchNorm 'batchnorm_0': the 'momentum' must be in range [0, 1], but got 1.500000");
+  Graph g4;
+  BatchNorm2d(g4, "bn", g4.Input("x", {4, 3}));
+  ExpectError(g4, "For 'BatchNorm2d', the input must be [N, C, H, W], got [4,3]");
+}
+
 // -- LayerNorm, Gather, Cast ------------------------------------------------------------------
 
 TEST(LayerNormTest, ReturnsYWithMeanAndRstdPerRow) {

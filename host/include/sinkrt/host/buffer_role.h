@@ -24,6 +24,10 @@ enum class BufferRole : uint8_t {
   ParamSlice = 8,
   GradSlice = 9,
   /// @}
+  /// Persistent state the step updates in place and never trains
+  /// (BatchNorm's moving mean and variance): written by init, kept in
+  /// checkpoints, read by eval and predict.
+  State = 10,
 };
 
 /// The role's name, as its enumerator is spelled ("OptState"); "" for a

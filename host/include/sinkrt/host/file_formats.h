@@ -17,14 +17,15 @@ namespace sinkrt::host {
 /// by name, such as an op it does not know) and refuses any other major.
 /// 1.1: transformer ops; 1.2: Exp, Log, Sqrt, Rsqrt, Square, Abs;
 /// 1.3: the optimizer's learning-rate schedule; Div, Maximum, Minimum, Pow, Erf, GeluErf, Dropout;
-/// optimizers AdamWeightDecay and Lamb, group parameters.
+/// optimizers AdamWeightDecay and Lamb, group parameters; BatchNorm and TensorKind State.
 inline constexpr FormatVersion kGraphFileFormat{1, 3};
 
 /// The checkpoint format SaveCheckpoint writes. LoadCheckpoint reads every
 /// minor of its major and refuses any other major.
 /// 1.1: a CRC-32 per tensor and of the whole file, the file's size, and the
-/// network's structure hash (seed-independent binding).
-inline constexpr FormatVersion kCheckpointFormat{1, 1};
+/// network's structure hash (seed-independent binding); 1.2: role State
+/// (BatchNorm's moving statistics).
+inline constexpr FormatVersion kCheckpointFormat{1, 2};
 
 /// The file formats of the host library a program linked.
 struct FileFormats {

@@ -38,6 +38,9 @@ enum class TensorKind : uint8_t {
   Const,         ///< initialised once, never trained
   Grad,          ///< d(loss)/d(param), added by autodiff
   OptState,      ///< optimizer state, added by the optimizer pass
+  /// Device state the step updates in place, never trained (BatchNorm's
+  /// moving statistics): initialised by `init`, checkpointed, read by eval.
+  State,
 };
 
 /// How init fills a Param/Const/OptState. Mirrors the schemas' Init table.
@@ -183,6 +186,20 @@ struct OpAttrs {
   std::vector<int64_t> dropout_offset;
   int64_t dropout_row_stride = 1;
   /// @}
+  /// BatchNorm: MindSpore's momentum, and SyncBatchNorm (`group` then holds
+  /// the ranks whose statistics it reduces, once the compiler expanded it).
+  /// epsilon is layer_norm_epsilon.
+  /// @{
+  float bn_momentum = 0.9f;
+  bool bn_sync = false;
+  /// @}
+};
+
+/// BatchNorm's hyperparameters, MindSpore's names and defaults.
+struct BatchNormConfig {
+  float eps = 1e-5f;      ///< added to the variance
+  float momentum = 0.9f;  ///< moving = momentum * moving + (1 - momentum) * batch
+  bool sync = false;      ///< SyncBatchNorm: the statistics of the data-parallel group's batch
 };
 
 /// One op of a Graph: its code, inputs, outputs and attributes.
@@ -233,6 +250,9 @@ class Graph {
   TensorId Param(const std::string& name, Shape shape, InitSpec init);
   /// A constant, filled once by `init`, never trained.
   TensorId Const(const std::string& name, Shape shape, InitSpec init);
+  /// Device state, filled by `init` and then updated in place by the step
+  /// (BatchNorm's moving statistics): never trained, kept in checkpoints.
+  TensorId State(const std::string& name, Shape shape, InitSpec init);
 
   // -- forward ops (MindSpore names and semantics) -------------------------
   /// a x b, either side transposed first; 2-D.
@@ -313,6 +333,17 @@ class Graph {
   /// variance (PyTorch, MindSpore). Returns y; the op's other outputs, mean and
   /// rstd per row (f32 [rows]), are what its gradient reads.
   TensorId LayerNorm(TensorId x, TensorId gamma, TensorId beta, float epsilon = 1e-5f);
+  /// MindSpore's BatchNorm over channel axis 1 of x [N, C, ...] ([N, C] for
+  /// BatchNorm1d, [N, C, H, W] for BatchNorm2d), gamma and beta Params [C],
+  /// moving_mean and moving_variance State [C]. Training normalises with the
+  /// batch's mean and biased variance and updates, in place,
+  /// moving = momentum * moving + (1 - momentum) * batch (the variance's
+  /// batch value unbiased, M / (M - 1)); eval and predict normalise with the
+  /// moving statistics. `sync` (SyncBatchNorm): under data parallel the
+  /// statistics are the whole group's batch. Returns y (outputs 1 and 2, the
+  /// batch mean and rstd [C], are what its gradient reads).
+  TensorId BatchNorm(TensorId x, TensorId gamma, TensorId beta, TensorId moving_mean, TensorId moving_variance,
+                     const BatchNormConfig& config = {});
   /// Rows of table [V, ...] along axis 0 at int32 `indices` [...]: the result
   /// is [..., table dims after 0] (an embedding lookup). An index outside
   /// [0, V) fails the step.
@@ -352,6 +383,11 @@ class Graph {
   void Shard(const std::string& op_name, std::vector<std::vector<int64_t>> strategy);
   /// Index in ops() of the op called `name`, or -1.
   int64_t FindOp(const std::string& name) const;
+
+  /// Marks every BatchNorm of the graph SyncBatchNorm (`sync`) or not
+  /// (sinkrun train --sync-bn; docs/guide/normalization.md); returns how
+  /// many BatchNorm ops there are.
+  size_t SetSyncBatchNorm(bool sync);
 
   // -- recomputation (MindSpore's cell.recompute(); docs/guide/recompute.md) ------
   /// Marks the ops of layer `layer` (its name scope: "block0", "block0.attn")
@@ -446,6 +482,15 @@ class NameScope {
  private:
   Graph& g_;
 };
+
+/// MindSpore's nn.BatchNorm1d (x [N, C]) and nn.BatchNorm2d (x [N, C, H, W])
+/// as layer `name`: Params "<name>.gamma" (ones) and "<name>.beta" (zeros),
+/// State "<name>.moving_mean" (zeros) and "<name>.moving_variance" (ones),
+/// and the BatchNorm op in name scope `name`. Returns y.
+/// @{
+TensorId BatchNorm1d(Graph& g, const std::string& name, TensorId x, const BatchNormConfig& config = {});
+TensorId BatchNorm2d(Graph& g, const std::string& name, TensorId x, const BatchNormConfig& config = {});
+/// @}
 
 /// A shard strategy as MindSpore prints one: "((2, 4), (4, 1))", a single
 /// entry with a trailing comma: "((2, 4),)".

@@ -117,6 +117,9 @@ struct JobSpec {
   /// --recompute: "all" or layer names (stand_alone and data_parallel
   /// without pipeline stages).
   std::vector<std::string> recompute;
+  /// --sync-bn: every BatchNorm of the network is SyncBatchNorm (its
+  /// statistics over the ranks that split the batch).
+  bool sync_batch_norm = false;
   AmpLevel amp_level = AmpLevel::O0;  ///< --amp-level
   LossScaleManager loss_scale;        ///< --loss-scale-manager
   uint32_t queue_capacity = 16;       ///< device queue slots; MS_DATASET_SINK_QUEUE overrides it

@@ -247,6 +247,7 @@ class Model {
     DType dtype = DType::Invalid;  ///< its element type
     Shape shape;                   ///< the whole tensor's (not a rank's slice)
     bool optimizer_state = false;  ///< optimizer or loss-scale state, not a parameter
+    bool device_state = false;     ///< state the step updates, never trained (BatchNorm's moving statistics)
   };
   /// Every parameter and optimizer state of the network across all ranks
   /// and pipeline stages, once each: what a checkpoint must hold for a

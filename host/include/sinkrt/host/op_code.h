@@ -53,6 +53,12 @@ enum class OpCode : uint16_t {
   Pow = 36,          ///< a ^ b, broadcasting (std::pow)
   Erf = 37,          ///< the error function
   GeluErf = 38,      ///< x/2 (1 + erf(x / sqrt 2)): exact GELU (Gelu is the tanh form)
+  /// BatchNorm over channel axis 1 (docs/guide/normalization.md): x, gamma,
+  /// beta, moving_mean, moving_variance [, the group's sums] -> y, mean, rstd;
+  /// updates the moving statistics in place in train_step.
+  BatchNorm = 123,
+  BatchNormInfer = 124,  ///< x, gamma, beta, moving_mean, moving_variance -> y (eval, predict)
+  BatchNormStats = 125,  ///< x, shift -> [2, C]: sum(x - shift), sum((x - shift)^2) per channel
   // gradient helpers
   ReluGrad = 40,
   GeluGrad = 41,
@@ -86,6 +92,10 @@ enum class OpCode : uint16_t {
   GeluErfGrad = 67,      ///< dy, x -> dy * (Phi(x) + x phi(x))
   /// dy, step -> dy * mask / (1 - p), the mask Dropout drew (docs/guide/dropout.md)
   DropoutGrad = 70,
+  AbsGrad = 61,  ///< dy, x -> dy * sign(x) (0 where x = 0)
+  // BatchNorm's gradient helpers (docs/guide/normalization.md)
+  BatchNormGrad = 72,       ///< dy, x, gamma, mean, rstd [, sums] -> dx, dgamma, dbeta
+  BatchNormGradStats = 73,  ///< dy, x, mean, rstd -> [2, C]: sum(dy), sum(dy * x_hat) per channel
   // optimizer updates (mutate their first inputs in place)
   SgdUpdate = 80,
   MomentumUpdate = 81,

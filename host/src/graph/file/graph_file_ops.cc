@@ -47,7 +47,7 @@ bool IsForwardOp(OpCode op) {
   // The forward family is schemas/common.fbs's range from MatMul up to the
   // gradient helpers (ReluGrad = 40); its values are appended in that gap.
   return (v >= static_cast<int>(OpCode::MatMul) && v < static_cast<int>(OpCode::ReluGrad)) ||
-         op == OpCode::ArgMaxAccuracy || op == OpCode::Dropout;
+         op == OpCode::ArgMaxAccuracy || op == OpCode::Dropout || op == OpCode::BatchNorm;
 }
 
 size_t ForwardArity(OpCode op) {
@@ -69,6 +69,8 @@ size_t ForwardArity(OpCode op) {
       return 2;
     case OpCode::LayerNorm:
       return 3;
+    case OpCode::BatchNorm:
+      return 5;
     case OpCode::Concat:
       return kAnyArity;
     default:
@@ -108,6 +110,10 @@ Status AddForwardOp(Graph& g, OpCode op, const std::vector<TensorId>& in, const 
       break;
     case OpCode::Relu:
       g.Relu(in[0]);
+      break;
+    case OpCode::BatchNorm:
+      g.BatchNorm(in[0], in[1], in[2], in[3], in[4],
+                  {.eps = a.layer_norm_epsilon, .momentum = a.bn_momentum, .sync = a.bn_sync});
       break;
     case OpCode::Gelu:
       g.Gelu(in[0]);

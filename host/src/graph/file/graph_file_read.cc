@@ -126,7 +126,7 @@ Status Reader::CheckTensors() const {
     const auto kind = t->kind();
     if (kind > fb::TensorKind::MAX)
       return Error(where, "field 'kind' is " + std::to_string(static_cast<int>(kind)) +
-                              ", not a TensorKind (Intermediate, Input, Param, Const)");
+                              ", not a TensorKind (Intermediate, Input, Param, Const, State)");
     if (DTypeSize(t->dtype()) == 0)
       return Error(where, "field 'dtype' is " + std::to_string(static_cast<int>(t->dtype())) + ", not a DType");
     const std::string name = Str(t->name());
@@ -138,7 +138,8 @@ Status Reader::CheckTensors() const {
     if (leaf && name.empty()) return Error(where, "field 'name' is missing: " + AKind(kind) + " needs one");
     if (leaf && !t->shape())
       return Error(where, "field 'shape' is missing: " + AKind(kind) + " needs its shape ([] for a scalar)");
-    const bool initialised = kind == fb::TensorKind::Param || kind == fb::TensorKind::Const;
+    const bool initialised =
+        kind == fb::TensorKind::Param || kind == fb::TensorKind::Const || kind == fb::TensorKind::State;
     if (!initialised && t->init())
       return Error(where, "field 'init': " + AKind(kind) + " has no initialiser" +
                               (kind == fb::TensorKind::Input ? " (it is fed from the dataset)" : " (an op writes it)"));
@@ -313,13 +314,16 @@ Status Reader::AddLeaf(Graph& g, size_t i) const {
       g.Input(name, std::move(shape), FromFb(t->dtype()));
       break;
     case fb::TensorKind::Param:
-    case fb::TensorKind::Const: {
-      // The builder makes every Param and Const f32.
+    case fb::TensorKind::Const:
+    case fb::TensorKind::State: {
+      // The builder makes every Param, Const and State f32.
       if (FromFb(t->dtype()) != DType::F32)
         return Error(TensorWhere(i), "field 'dtype': " + AKind(t->kind()) + " is f32, got " + DTypeName(t->dtype()));
       SINKRT_ASSIGN_OR_RETURN(InitSpec init, Init(i));
       if (t->kind() == fb::TensorKind::Param) {
         g.Param(name, std::move(shape), std::move(init));
+      } else if (t->kind() == fb::TensorKind::State) {
+        g.State(name, std::move(shape), std::move(init));
       } else {
         g.Const(name, std::move(shape), std::move(init));
       }

@@ -22,6 +22,8 @@ Result<fb::TensorKind> FileKind(const TensorInfo& t) {
       return fb::TensorKind::Param;
     case TensorKind::Const:
       return fb::TensorKind::Const;
+    case TensorKind::State:
+      return fb::TensorKind::State;
     case TensorKind::Grad:
     case TensorKind::OptState:
       break;
@@ -105,7 +107,7 @@ Result<std::vector<uint8_t>> SerializeGraph(const Graph& graph, const std::optio
     // Always present, even for scalars: a leaf without a shape is an error
     // when read, and [] is a shape.
     auto shape = fbb.CreateVector(t.shape);
-    const bool leaf = kind == fb::TensorKind::Param || kind == fb::TensorKind::Const;
+    const bool leaf = kind == fb::TensorKind::Param || kind == fb::TensorKind::Const || kind == fb::TensorKind::State;
     fbs::Offset<fb::Init> init = leaf ? WriteInit(fbb, t.init) : 0;
     fbs::Offset<fbs::Vector<uint8_t>> data =
         leaf && t.init.kind == InitKind::Inline ? fbb.CreateVector(t.init.data) : 0;

@@ -103,6 +103,12 @@ fb::OpOptions OpOptionsTypeFor(OpCode op) {
       return OpOptions::LayerNormOptions;
     case OpCode::Cast:
       return OpOptions::CastOptions;
+    case OpCode::BatchNorm:
+    case OpCode::BatchNormInfer:
+    case OpCode::BatchNormStats:
+    case OpCode::BatchNormGrad:
+    case OpCode::BatchNormGradStats:
+      return OpOptions::BatchNormOptions;
     case OpCode::GradOverflow:
     case OpCode::LossScaleUpdate:
       return OpOptions::LossScaleOptions;
@@ -165,6 +171,12 @@ std::pair<fb::OpOptions, fbs::Offset<void>> OpAttrsFor(fbs::FlatBufferBuilder& f
       return {type, fb::CreateLayerNormOptions(fbb, a.layer_norm_epsilon).Union()};
     case OpOptions::CastOptions:
       return {type, fb::CreateCastOptions(fbb, ToFb(a.cast_to)).Union()};
+    case OpOptions::BatchNormOptions: {
+      // group_size: the ranks the reduced sums input (SyncBatchNorm, once
+      // expanded) covers; the group's members travel with its AllReduce.
+      const uint32_t group = a.group.empty() ? 1u : static_cast<uint32_t>(a.group.size());
+      return {type, fb::CreateBatchNormOptions(fbb, a.layer_norm_epsilon, a.bn_momentum, a.bn_sync, group).Union()};
+    }
     case OpOptions::LossScaleOptions:
       // Only the fields `op` reads travel; equal ops give equal bytes.
       if (op == OpCode::GradOverflow) return {type, fb::CreateLossScaleOptions(fbb, a.loss_scale_check).Union()};
@@ -270,6 +282,13 @@ Result<OpAttrs> OpAttrsFromOptions(OpCode op, fb::OpOptions type, const void* op
     case OpOptions::CastOptions:
       a.cast_to = FromFb(OrDefault<fb::CastOptions>(options)->to());
       break;
+    case OpOptions::BatchNormOptions: {
+      const auto* o = OrDefault<fb::BatchNormOptions>(options);
+      a.layer_norm_epsilon = o->epsilon();
+      a.bn_momentum = o->momentum();
+      a.bn_sync = o->sync();
+      break;
+    }
     case OpOptions::TransposeOptions: {
       const auto* o = OrDefault<fb::TransposeOptions>(options);
       if (o->perm()) a.perm.assign(o->perm()->begin(), o->perm()->end());

@@ -74,8 +74,11 @@ Status SaveCheckpoint(const std::string& path, Model& model, const CheckpointInf
   SINKRT_ASSIGN_OR_RETURN(const auto state, model.ReadState(), "SaveCheckpoint '" + path + "'");
   // Every rank's and stage's state (rank 0's stream holds only the first
   // pipeline stage's).
-  std::map<std::string, bool> optimizer_state;
-  for (const Model::StateTensorSpec& s : model.StateSpecs()) optimizer_state[s.name] = s.optimizer_state;
+  std::map<std::string, fb::CheckpointRole> roles;
+  for (const Model::StateTensorSpec& s : model.StateSpecs())
+    roles[s.name] = s.device_state      ? fb::CheckpointRole::State
+                    : s.optimizer_state ? fb::CheckpointRole::OptState
+                                        : fb::CheckpointRole::Param;
 
   uint64_t total = 0;
   for (const auto& [name, t] : state) total += t.data.size();
@@ -89,7 +92,7 @@ Status SaveCheckpoint(const std::string& path, Model& model, const CheckpointInf
     auto n = fbb.CreateString(name);
     auto shape = fbb.CreateVector(t.shape);
     auto data = fbb.CreateVector(t.data);
-    const fb::CheckpointRole role = optimizer_state[name] ? fb::CheckpointRole::OptState : fb::CheckpointRole::Param;
+    const fb::CheckpointRole role = roles.count(name) ? roles[name] : fb::CheckpointRole::Param;
     tensors.push_back(fb::CreateCheckpointTensor(fbb, n, ToFb(t.dtype), shape, role, data, Crc32(t.data)));
   }
   auto tv = fbb.CreateVector(tensors);
@@ -141,7 +144,10 @@ Status LoadCheckpoint(const std::string& path, Model& model, CheckpointInfo* inf
     auto it = saved.find(s.name);
     if (it == saved.end())
       return NotFound(where + ": has no tensor '" + s.name + "' (the model's " +
-                      (s.optimizer_state ? "optimizer state" : "parameter") + "), so it would keep its initial value");
+                      (s.device_state      ? "device state"
+                       : s.optimizer_state ? "optimizer state"
+                                           : "parameter") +
+                      "), so it would keep its initial value");
     const fb::CheckpointTensor* t = it->second;
     Shape shape;
     // The Verifier does not check 8-byte element alignment (google/flatbuffers#8397).

@@ -183,7 +183,7 @@ class Builder {
       auto need = [&](size_t c) -> const TensorLayout& { return shardings_[i][c].inputs[k]; };
       if (info.kind == TensorKind::Param) {
         params_[t].push_back({i, k});
-      } else if (info.kind == TensorKind::Const) {
+      } else if (info.kind == TensorKind::Const || info.kind == TensorKind::State) {
         // Stored as each reader needs it.
       } else if (info.kind == TensorKind::Input && follow_loss_ && static_cast<int64_t>(i) == loss_op_) {
         for (size_t c = 0; c < nc; ++c) sg_.ops[i][c].own_redistribution_s += Redist(LossInput(c, t), need(c), t);

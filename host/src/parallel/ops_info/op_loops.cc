@@ -135,6 +135,23 @@ Result<OpLoops> LayerNormLoops(const Graph& g, const OpNode& op, const Shape& x)
   return l;
 }
 
+// BatchNorm: x [N, C, ...]; gamma, beta, the moving statistics and the
+// batch mean and rstd [C]. A channel split is local. A batch split
+// normalises each rank's rows with their own statistics (MindSpore's
+// BatchNorm under data parallel), unless the op is sync (SyncBatchNorm:
+// the compiler reduces the statistics over the ranks that split the batch).
+// The spatial dims stay whole: the statistics cover them.
+Result<OpLoops> BatchNormLoops(const Graph& g, const OpNode& op, const Shape& x) {
+  OpLoops l;
+  std::vector<std::string> fixed(x.size());
+  for (size_t d = 2; d < x.size(); ++d) fixed[d] = "its statistics cover every spatial position";
+  const std::vector<int> dims = LoopPerDim(l, x, fixed);
+  const std::vector<int> c = {dims[1]};
+  l.inputs = {dims, c, c, c, c};
+  l.outputs = {dims, c, c};
+  return l;
+}
+
 // ReduceSum, ReduceMean.
 Result<OpLoops> ReduceLoops(const Graph& g, const OpNode& op, const Shape& x) {
   OpLoops l;
@@ -294,6 +311,8 @@ Result<OpLoops> LoopsOf(const Graph& g, const OpNode& op) {
       return SoftmaxLoops(g, op, x);
     case OpCode::LayerNorm:
       return LayerNormLoops(g, op, x);
+    case OpCode::BatchNorm:
+      return BatchNormLoops(g, op, x);
     case OpCode::ReduceSum:
     case OpCode::ReduceMean:
       return ReduceLoops(g, op, x);

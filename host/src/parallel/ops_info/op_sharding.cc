@@ -133,7 +133,8 @@ Strategy DefaultStrategy(const Graph& g, const OpNode& op, int64_t device_num) {
   if (!loops.ok()) return s;
   for (size_t i = 0; i < op.inputs.size(); ++i) {
     const TensorInfo& t = g.tensor(op.inputs[i]);
-    if (t.kind == TensorKind::Param || t.kind == TensorKind::Const || t.shape.empty()) continue;
+    if (t.kind == TensorKind::Param || t.kind == TensorKind::Const || t.kind == TensorKind::State || t.shape.empty())
+      continue;
     const int batch = loops->inputs[i][0];
     if (batch < 0 || !loops->fixed[batch].empty() || loops->extents[batch] % device_num != 0) return s;
     for (size_t j = 0; j < op.inputs.size(); ++j)

@@ -77,7 +77,8 @@ Result<std::vector<Strategy>> EnumerateStrategies(const Graph& g, const OpNode& 
 int64_t BatchSplit(const Graph& g, const OpNode& op, const Strategy& strategy) {
   for (size_t i = 0; i < op.inputs.size() && i < strategy.size(); ++i) {
     const TensorInfo& t = g.tensor(op.inputs[i]);
-    if (t.kind == TensorKind::Param || t.kind == TensorKind::Const || t.shape.empty()) continue;
+    if (t.kind == TensorKind::Param || t.kind == TensorKind::Const || t.kind == TensorKind::State || t.shape.empty())
+      continue;
     return strategy[i].empty() ? 1 : strategy[i][0];
   }
   return 1;

@@ -43,7 +43,8 @@ class Emitter {
     out_.local_of.assign(g_.tensors().size(), kInvalidTensor);
     for (TensorId t = 0; t < g_.tensors().size(); ++t) {
       const TensorKind k = g_.tensor(t).kind;
-      if ((k == TensorKind::Param || k == TensorKind::Const || k == TensorKind::Input) && plan_.layout_owner[t] >= 0)
+      if ((k == TensorKind::Param || k == TensorKind::Const || k == TensorKind::State || k == TensorKind::Input) &&
+          plan_.layout_owner[t] >= 0)
         SINKRT_RETURN_IF_ERROR(EmitLeaf(t));
     }
     for (size_t i = 0; i < g_.ops().size(); ++i) SINKRT_RETURN_IF_ERROR(EmitOp(i));

@@ -5,7 +5,9 @@
 namespace sinkrt::host::parallel {
 namespace {
 
-bool IsLeaf(TensorKind k) { return k == TensorKind::Param || k == TensorKind::Const || k == TensorKind::Input; }
+bool IsLeaf(TensorKind k) {
+  return k == TensorKind::Param || k == TensorKind::Const || k == TensorKind::State || k == TensorKind::Input;
+}
 
 int64_t Product(const Shape& s, size_t end) {
   int64_t p = 1;
@@ -194,7 +196,8 @@ class Planner {
     const bool activation =
         info.kind != TensorKind::Input ||
         std::find(o_.activation_inputs.begin(), o_.activation_inputs.end(), t) != o_.activation_inputs.end();
-    if (info.kind != TensorKind::Param && info.kind != TensorKind::Const && activation && info.dtype == DType::F32)
+    if (info.kind != TensorKind::Param && info.kind != TensorKind::Const && info.kind != TensorKind::State &&
+        activation && info.dtype == DType::F32)
       ip->grad_partial_axes = grad_axes;
     if (!have_[t]) {
       return InvalidArgument(g_.ops()[i].name + ": input " + info.name + " has no layout (it is produced later?)");

@@ -114,7 +114,7 @@ Status AddEval(const PipelineStageSpec& spec, const Template& tpl, const std::ve
   std::vector<std::vector<TensorId>> map(static_cast<size_t>(M), std::vector<TensorId>(nt, kInvalidTensor));
   for (TensorId t = 0; t < nt; ++t) {
     const TensorInfo& info = tg.tensor(t);
-    if (info.kind == TensorKind::Param || info.kind == TensorKind::Const) {
+    if (info.kind == TensorKind::Param || info.kind == TensorKind::Const || info.kind == TensorKind::State) {
       for (int m = 0; m < M; ++m) map[m][t] = shared[t];
     } else if (info.kind == TensorKind::Input && !received[t] && t < spec.stage->graph.tensors().size()) {
       // The dataset column, the same Input train_step reads, cut again.
@@ -229,7 +229,7 @@ Result<StageLeaves> AddStageLeaves(const PipelineStageSpec& spec, const Template
     if (sched.links[static_cast<size_t>(link)].from == stage) is_seed[t] = true;
   for (TensorId t = 0; t < nt; ++t) {
     const TensorInfo& info = tg.tensor(t);
-    if (info.kind == TensorKind::Param || info.kind == TensorKind::Const) {
+    if (info.kind == TensorKind::Param || info.kind == TensorKind::Const || info.kind == TensorKind::State) {
       leaves.shared[t] = u.AddTensor(info);
     } else if (info.kind == TensorKind::Input && !received[t] && !is_seed[t]) {
       if (info.shape.empty())

@@ -23,7 +23,8 @@ inline constexpr uint16_t kFormatMinor = 6;  ///< 1.1: transformer ops; 1.2: sha
                                              ///< Sqrt, Rsqrt, Square, Abs, AbsGrad; 1.6: LrSchedule, StepAdvance,
                                              ///< the update ops' lr_input; Div, Maximum, Minimum, Pow, Erf,
                                              ///< GeluErf and their helpers; Dropout, DropoutGrad, DropoutStep;
-                                             ///< AdamWeightDecay, LambNorms, LambUpdate
+                                             ///< AdamWeightDecay, LambNorms, LambUpdate; BatchNorm ops,
+                                             ///< BufferRole State
 /// The blob section and every blob in it start at a multiple of this many bytes.
 inline constexpr uint32_t kBlobAlignment = 64;
 /// Feature bits a stream may require (Header.requirements). A device refuses
