@@ -44,6 +44,8 @@ bool DifferentiableInput(OpCode op, size_t slot) {
       return false;  // piecewise constant: no gradient
     case OpCode::Gather:
       return slot == 0;  // not the indices
+    case OpCode::Select:
+      return slot != 0;  // not the condition
     default:
       return true;
   }

@@ -36,7 +36,8 @@ namespace sinkrt {
   X(ArgMaxAccuracy) X(MetricSum) X(AllReduce) X(AllGather) X(ReduceScatter) X(AllToAll) \
   X(ShardSlice) X(GradAllReduce) X(Send) X(Recv) X(Exp) X(Log) X(Sqrt) X(Rsqrt) X(Square) X(Abs) \
   X(AbsGrad) X(LrSchedule) X(StepAdvance) X(Div) X(Maximum) X(Minimum) X(Pow) X(Erf) X(GeluErf) \
-  X(MaximumGradMask) X(MinimumGradMask) X(PowGradBase) X(PowGradLog) X(ErfGrad) X(GeluErfGrad)
+  X(MaximumGradMask) X(MinimumGradMask) X(PowGradBase) X(PowGradLog) X(ErfGrad) X(GeluErfGrad) \
+  X(ReduceMax) X(EqualMask) X(Select) X(CausalMask)
 // clang-format on
 #define SINKRT_INIT_KIND_ENUMERATORS(X) \
   X(None) X(Zeros) X(Constant) X(Uniform) X(Normal) X(XavierUniform) X(XavierNormal) X(HeUniform) X(HeNormal) X(Inline)

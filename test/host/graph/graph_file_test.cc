@@ -87,6 +87,11 @@ Graph AllOps() {
   // The binary math ops, Erf and exact GELU (format 1.3).
   const TensorId bm = g.Pow(g.Maximum(g.Minimum(g.Div(um, g.Exp(s)), um), g.Erf(s)), g.Gelu(s, false));
   loss = g.Add(loss, g.ReduceMean(bm));
+  // ReduceMax, Select (f32 cond) and CausalMask (format 1.3).
+  const TensorId sq = g.Reshape(s, {-1, 1});
+  const TensorId sel = g.Select(g.Const("cond", {1}, InitSpec::Inline({1.0f})),
+                                g.CausalMask(g.Mul(sq, g.Reshape(s, {1, -1})), -1e4f), sq);
+  loss = g.Add(loss, g.ReduceMean(g.ReduceMax(sel, {1}, true)));
   g.SetLoss(loss);
   g.AddOutput(logits);
   g.AddOutput(g.ArgMaxAccuracy(logits, label));
@@ -161,7 +166,7 @@ TEST(GraphFileTest, EveryForwardOpIsInTheEveryOpGraph) {
   for (const OpNode& op : g.ops()) used.insert(op.op);
   for (OpCode op : {OpCode::LayerNorm, OpCode::Gather, OpCode::Cast, OpCode::Exp, OpCode::Log, OpCode::Sqrt,
                     OpCode::Rsqrt, OpCode::Square, OpCode::Abs, OpCode::Div, OpCode::Maximum, OpCode::Minimum,
-                    OpCode::Pow, OpCode::Erf, OpCode::GeluErf})
+                    OpCode::Pow, OpCode::Erf, OpCode::GeluErf, OpCode::ReduceMax, OpCode::Select, OpCode::CausalMask})
     EXPECT_TRUE(used.count(op)) << OpCodeName(op);
 }
 TEST(GraphFileTest, SgdRoundTrips) { ExpectRoundTrip(ZooMlp(), OptimizerSpec::Sgd(0.5f)); }

@@ -53,6 +53,7 @@ enum class OpCode : uint16_t {
   Pow = 36,          ///< a ^ b, broadcasting (std::pow)
   Erf = 37,          ///< the error function
   GeluErf = 38,      ///< x/2 (1 + erf(x / sqrt 2)): exact GELU (Gelu is the tanh form)
+  ReduceMax = 39,    ///< max over axes (keep_dims as ReduceSum); NaN if any is NaN
   // gradient helpers
   ReluGrad = 40,
   GeluGrad = 41,
@@ -84,6 +85,7 @@ enum class OpCode : uint16_t {
   PowGradLog = 65,       ///< x -> log(x), 0 where x < 0 (Pow's exponent gradient)
   ErfGrad = 66,          ///< dy, x -> dy * 2/sqrt(pi) * exp(-x^2)
   GeluErfGrad = 67,      ///< dy, x -> dy * (Phi(x) + x phi(x))
+  EqualMask = 68,        ///< a, b (broadcasting) -> 1 where a == b, else 0 (ReduceMax's gradient)
   // optimizer updates (mutate their first inputs in place)
   SgdUpdate = 80,
   MomentumUpdate = 81,
@@ -119,6 +121,9 @@ enum class OpCode : uint16_t {
   // RecvTask on the comm stream
   Send = 106,  ///< x -> (nothing): x to the peer
   Recv = 107,  ///< (nothing) -> y: y from the peer
+  // forward
+  Select = 110,      ///< cond (f32; the kernel also takes u8), x, y (broadcasting) -> cond != 0 ? x : y
+  CausalMask = 111,  ///< scores [..., T, S] -> value where column j > row i + S - T, else scores
 };
 
 /// The op's name, as its enumerator is spelled ("MatMul"); "" for a value

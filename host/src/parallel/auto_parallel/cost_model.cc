@@ -38,6 +38,7 @@ bool SavesNothing(OpCode op) {
     case OpCode::Concat:
     case OpCode::Split:
     case OpCode::Cast:
+    case OpCode::CausalMask:  // its gradient masks dy by position alone
       return true;
     default:
       return false;
