@@ -151,6 +151,18 @@ TEST(SelectKernel, Bf16SelectsBits) {
   EXPECT_EQ(bits(y)[3], 0x3f83);
 }
 
+// Under amp an f32 cond is cast to bf16 with x and y: nonzero bits but the
+// sign are true (-0 false, NaN and subnormals true).
+TEST(SelectKernel, Bf16CondIsNonzeroBits) {
+  Tensor c({5}, DType::BF16), a({5}), b({5}), y({5});
+  const uint16_t cond_bits[5] = {0x0000, 0x8000, 0x3f80, 0x7fc0, 0x0001};
+  for (int i = 0; i < 5; ++i) reinterpret_cast<uint16_t*>(c.bytes())[i] = cond_bits[i];
+  a.set({1, 2, 3, 4, 5});
+  b.set({-1, -2, -3, -4, -5});
+  KernelRunner(OpCode::Select).In(c).In(a).In(b).Out(y).PrepareAndRun();
+  EXPECT_EQ(y.values(), (std::vector<float>{-1, -2, 3, 4, 5}));
+}
+
 TEST(SelectKernel, RefusesAnI32CondAndShapesThatDoNotBroadcast) {
   const Tensor x = RandomTensor({3, 4}, 1), y = RandomTensor({3, 4}, 2);
   Tensor out({3, 4});
