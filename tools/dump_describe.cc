@@ -102,7 +102,7 @@ void LrScheduleAttrs(const fb::LrScheduleOptions& o, Json& attrs) {
 
 void AxisAttrs(fb::OpCode op, const fb::AxisOptions& o, Json& attrs) {
   std::vector<int> axes = o.axes() ? std::vector<int>(o.axes()->begin(), o.axes()->end()) : std::vector<int>{};
-  if (op == fb::OpCode::ReduceSum || op == fb::OpCode::ReduceMean) {
+  if (op == fb::OpCode::ReduceSum || op == fb::OpCode::ReduceMean || op == fb::OpCode::ReduceMax) {
     attrs["axes"] = axes.empty() ? Json("all") : Json(axes);
   } else {
     if (UsesAxis(op) || o.axis() != -1) attrs["axis"] = o.axis();

@@ -347,6 +347,49 @@ RefTensor RefReduceMean(const RefTensor& x, std::vector<int> axes, bool keep_dim
   return Reduce(x, std::move(axes), keep_dims, true);
 }
 
+RefTensor RefReduceMax(const RefTensor& x, std::vector<int> axes, bool keep_dims) {
+  const size_t rank = x.shape.size();
+  std::vector<bool> reduced(rank, axes.empty());
+  for (int a : axes) reduced[NormalizeAxis(a, rank)] = true;
+  Shape kept(rank), dropped;
+  for (size_t i = 0; i < rank; ++i) {
+    kept[i] = reduced[i] ? 1 : x.shape[i];
+    if (!reduced[i]) dropped.push_back(x.shape[i]);
+  }
+  RefTensor y(kept, std::vector<double>(static_cast<size_t>(NumElements(kept)), -HUGE_VAL));
+  const std::vector<int64_t> sx = Strides(x.shape), sk = Strides(kept);
+  for (int64_t i = 0; i < x.size(); ++i) {
+    int64_t o = 0;
+    for (size_t d = 0; d < rank; ++d)
+      if (!reduced[d]) o += (i / sx[d] % x.shape[d]) * sk[d];
+    const double v = x.data[i];
+    if (std::isnan(v) || v > y.data[o]) y.data[o] = std::isnan(y.data[o]) ? y.data[o] : v;
+  }
+  if (!keep_dims) y.shape = dropped;
+  return y;
+}
+
+RefTensor RefSelect(const RefTensor& cond, const RefTensor& x, const RefTensor& y) {
+  const RefTensor shape_of =
+      Broadcast(Broadcast(cond, x, [](double, double) { return 0.0; }), y, [](double, double) { return 0.0; });
+  const RefTensor c = RefBroadcastTo(cond, shape_of.shape), a = RefBroadcastTo(x, shape_of.shape),
+                  b = RefBroadcastTo(y, shape_of.shape);
+  RefTensor out = RefTensor::Zeros(shape_of.shape);
+  for (int64_t i = 0; i < out.size(); ++i) out.data[i] = c.data[i] != 0 ? a.data[i] : b.data[i];
+  return out;
+}
+
+RefTensor RefCausalMask(const RefTensor& x, double fill) {
+  if (x.shape.size() < 2) Fail("CausalMask of rank < 2");
+  const int64_t t = x.shape[x.shape.size() - 2], s = x.shape.back();
+  RefTensor y = x;
+  for (int64_t i = 0; i < y.size(); ++i) {
+    const int64_t row = i / s % t, col = i % s;
+    if (col > row + s - t) y.data[i] = fill;
+  }
+  return y;
+}
+
 RefTensor RefReshape(const RefTensor& x, Shape shape) {
   int64_t known = 1;
   int unknown = -1;

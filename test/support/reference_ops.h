@@ -61,6 +61,12 @@ RefTensor RefSparseSoftmaxCrossEntropy(const RefTensor& logits, const std::vecto
 // axes may be negative; empty reduces every axis.
 RefTensor RefReduceSum(const RefTensor& x, std::vector<int> axes, bool keep_dims);
 RefTensor RefReduceMean(const RefTensor& x, std::vector<int> axes, bool keep_dims);
+// Max over axes (empty: all); NaN if any reduced element is; -inf if none.
+RefTensor RefReduceMax(const RefTensor& x, std::vector<int> axes, bool keep_dims);
+// cond != 0 ? x : y (NaN counts as true), the three broadcast together.
+RefTensor RefSelect(const RefTensor& cond, const RefTensor& x, const RefTensor& y);
+// x [..., T, S] with (i, j) of the last two dims set to `fill` where j > i + S - T.
+RefTensor RefCausalMask(const RefTensor& x, double fill);
 // One dim may be -1.
 RefTensor RefReshape(const RefTensor& x, Shape shape);
 RefTensor RefFlatten(const RefTensor& x);  // [N, ...] -> [N, prod(...)]

@@ -1,5 +1,6 @@
 // Add, Sub, Mul, Div, Maximum, Minimum, Pow (NumPy broadcasting), the
-// broadcasting gradient helpers of Maximum, Minimum and Pow, and AddN
+// broadcasting gradient helpers of Maximum, Minimum, Pow and ReduceMax
+// (EqualMask), and AddN
 // (same-shape sum), split across the worker team by ranges of y
 // (parallel_range.h).
 //
@@ -100,6 +101,11 @@ struct MaximumGradMaskOp {
 struct MinimumGradMaskOp {
   float operator()(float a, float b) const { return a < b ? 1.0f : (a == b ? 0.5f : 0.0f); }
 };
+// ReduceMax's gradient (MindSpore's _min_or_max_grad): 1 where x equals the
+// broadcast max, else 0 (NaN equals nothing).
+struct EqualMaskOp {
+  float operator()(float a, float b) const { return a == b ? 1.0f : 0.0f; }
+};
 // d x^e / dx = e * x^(e - 1), as MindSpore's Pow bprop writes it.
 struct PowGradBaseOp {
   float operator()(float x, float e) const { return e * std::pow(x, e - 1.0f); }
@@ -128,6 +134,10 @@ SINKRT_VECTOR_CLONES void MaximumGradMaskBf16(const BroadcastPlan& p, const bf16
 SINKRT_VECTOR_CLONES void MinimumGradMaskBf16(const BroadcastPlan& p, const bf16_t* a, const bf16_t* b, bf16_t* y,
                                               int64_t begin, int64_t end) {
   RunBroadcast(p, a, b, y, MinimumGradMaskOp(), begin, end);
+}
+SINKRT_VECTOR_CLONES void EqualMaskBf16(const BroadcastPlan& p, const bf16_t* a, const bf16_t* b, bf16_t* y,
+                                        int64_t begin, int64_t end) {
+  RunBroadcast(p, a, b, y, EqualMaskOp(), begin, end);
 }
 SINKRT_VECTOR_CLONES void PowGradBaseBf16(const BroadcastPlan& p, const bf16_t* a, const bf16_t* b, bf16_t* y,
                                           int64_t begin, int64_t end) {
@@ -215,5 +225,6 @@ const KernelImpl kPowKernel = {BinaryPrepare, BinaryRun<PowOp, PowBf16>};
 const KernelImpl kMaximumGradMaskKernel = {BinaryPrepare, BinaryRun<MaximumGradMaskOp, MaximumGradMaskBf16>};
 const KernelImpl kMinimumGradMaskKernel = {BinaryPrepare, BinaryRun<MinimumGradMaskOp, MinimumGradMaskBf16>};
 const KernelImpl kPowGradBaseKernel = {BinaryPrepare, BinaryRun<PowGradBaseOp, PowGradBaseBf16>};
+const KernelImpl kEqualMaskKernel = {BinaryPrepare, BinaryRun<EqualMaskOp, EqualMaskBf16>};
 
 }  // namespace sinkrt::device

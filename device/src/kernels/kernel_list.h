@@ -10,6 +10,7 @@ namespace sinkrt::device {
 extern const KernelImpl kAddKernel, kSubKernel, kMulKernel, kAddNKernel;
 extern const KernelImpl kDivKernel, kMaximumKernel, kMinimumKernel, kPowKernel;
 extern const KernelImpl kMaximumGradMaskKernel, kMinimumGradMaskKernel, kPowGradBaseKernel;
+extern const KernelImpl kSelectKernel, kEqualMaskKernel;
 // activation.cc
 extern const KernelImpl kReluKernel, kGeluKernel, kTanhKernel, kSigmoidKernel, kNegKernel;
 extern const KernelImpl kReluGradKernel, kGeluGradKernel, kTanhGradKernel, kSigmoidGradKernel;
@@ -24,8 +25,10 @@ extern const KernelImpl kSparseSoftmaxCrossEntropyKernel, kSparseSoftmaxCrossEnt
 // reduce.cc
 extern const KernelImpl kReduceSumKernel, kReduceMeanKernel, kSumToShapeKernel, kBroadcastToKernel, kBiasAddKernel,
     kBiasAddGradKernel;
+extern const KernelImpl kReduceMaxKernel;
 // copy.cc
 extern const KernelImpl kCopyKernel, kFlattenKernel, kFillKernel;
+extern const KernelImpl kCausalMaskKernel;
 // optimizer_update.cc
 extern const KernelImpl kSgdUpdateKernel, kMomentumUpdateKernel, kAdamUpdateKernel, kAdamPowersKernel;
 extern const KernelImpl kLrScheduleKernel, kStepAdvanceKernel;

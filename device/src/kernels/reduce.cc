@@ -1,5 +1,5 @@
-// Reductions and broadcasts: ReduceSum, ReduceMean, SumToShape, BroadcastTo,
-// BiasAdd, BiasAddGrad. All are planned at load into a BroadcastPlan or a
+// Reductions and broadcasts: ReduceSum, ReduceMean, ReduceMax, SumToShape,
+// BroadcastTo, BiasAdd, BiasAddGrad. All are planned at load into a BroadcastPlan or a
 // ReducePlan (broadcast.h) and run as flat loops.
 //
 // Every float operand is f32, or every one bf16 (mixed precision). bf16
@@ -7,6 +7,7 @@
 // in the float order, into kernel scratch (one float per output element),
 // so a bf16 reduction is the rounded f32 reduction of the widened input.
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "device/src/kernels/broadcast.h"
@@ -43,7 +44,7 @@ bool BroadcastsExactlyTo(const Shape& from, const Shape& to) {
   return from.size() <= to.size() && BroadcastShapes(from, to, &b) && b == to;
 }
 
-template <bool kMean>
+template <bool kMean, bool kMax = false>
 Status ReducePrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_ptr<KernelState>* state) {
   SINKRT_RETURN_IF_ERROR(CheckOperands(args, 1, 1));
   SINKRT_ASSIGN_OR_RETURN(const fb::AxisOptions* opts, GetOptions<fb::AxisOptions>(args));
@@ -81,8 +82,45 @@ Status ReducePrepare(const KernelArgs& args, PrepareContext& ctx, std::unique_pt
   auto s = std::make_unique<ReduceState>();
   const float scale = kMean && count > 0 ? 1.0f / static_cast<float>(count) : 1.0f;
   s->plan = PlanReduce(x.shape, std::span<const bool>(reduced, x.shape.size()), scale);
-  ReserveReduceScratch(args, s->plan, ctx);
+  if (!kMax) ReserveReduceScratch(args, s->plan, ctx);
   *state = std::move(s);
+  return Status::Ok();
+}
+
+// The max of each y element's x elements, x visited in row-major order of
+// the plan's merged dims: y starts at -inf and a NaN sticks (ops.ReduceMax
+// propagates NaN). A max is one of its inputs, so bf16 needs no rounding
+// and the order changes no bit. Empty reductions give -inf.
+template <typename T>
+void RunReduceMax(const ReducePlan& p, const T* x, T* y) {
+  const T lowest = Store<T>(-std::numeric_limits<float>::infinity());
+  std::fill(y, y + p.y_numel, lowest);
+  if (p.x_numel == 0) return;
+  const int last = p.rank - 1;
+  const int64_t cols = p.dims[last], ys = p.y_strides[last];
+  int64_t idx[kMaxRank] = {};
+  for (int64_t base = 0; base < p.x_numel; base += cols) {
+    int64_t yo = 0;
+    for (int d = 0; d < last; ++d) yo += idx[d] * p.y_strides[d];
+    const T* row = x + base;
+    for (int64_t j = 0; j < cols; ++j) {
+      T& m = y[yo + j * ys];
+      const float v = Load(row[j]), cur = Load(m);
+      if (v > cur || v != v) m = row[j];
+    }
+    for (int d = last - 1; d >= 0; --d) {  // the odometer over the outer dims
+      if (++idx[d] < p.dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+Status ReduceMaxRun(const KernelArgs& args, KernelState* state, RunContext&) {
+  const ReducePlan& plan = static_cast<ReduceState*>(state)->plan;
+  WithStorage(args.outputs[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    RunReduceMax(plan, Data<T>(args.inputs[0]), Data<T>(args.outputs[0]));
+  });
   return Status::Ok();
 }
 
@@ -256,6 +294,7 @@ Status BiasAddGradPrepare(const KernelArgs& args, PrepareContext& ctx, std::uniq
 
 const KernelImpl kReduceSumKernel = {ReducePrepare<false>, ReduceRun};
 const KernelImpl kReduceMeanKernel = {ReducePrepare<true>, ReduceRun};
+const KernelImpl kReduceMaxKernel = {ReducePrepare<false, true>, ReduceMaxRun};
 const KernelImpl kSumToShapeKernel = {SumToShapePrepare, ReduceRun};
 const KernelImpl kBroadcastToKernel = {BroadcastToPrepare, BroadcastToRun};
 const KernelImpl kBiasAddKernel = {BiasAddPrepare, BiasAddRun};

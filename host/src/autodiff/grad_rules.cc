@@ -48,6 +48,8 @@ bool DifferentiableInput(OpCode op, size_t slot) {
       // x, gamma, beta; not the moving statistics (state) nor SyncBatchNorm's
       // reduced sums, whose path back to x its rule already covers.
       return slot < 3;
+    case OpCode::Select:
+      return slot != 0;  // not the condition
     default:
       return true;
   }

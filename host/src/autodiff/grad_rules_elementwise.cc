@@ -1,5 +1,6 @@
 // The gradient rules of the elementwise ops (arithmetic, activations, unary
-// math, softmax and its loss, Cast) and of the reductions.
+// math, softmax and its loss, Cast, Select, CausalMask) and of the
+// reductions.
 #include <algorithm>
 #include <string>
 
@@ -210,6 +211,73 @@ Status ReduceGrad(const Rule& r, Dx& dx) {
   return Status::Ok();
 }
 
+// The input's shape with the reduced axes kept as 1.
+Shape KeptShape(const Rule& r) {
+  const std::vector<int>& axes = r.op.attrs.axes;
+  Shape keep = r.in_shape(0);
+  for (size_t i = 0; i < keep.size(); ++i) {
+    if (axes.empty() || std::binary_search(axes.begin(), axes.end(), static_cast<int>(i))) keep[i] = 1;
+  }
+  return keep;
+}
+
+// MindSpore's _min_or_max_grad: dy goes to the elements equal to the max,
+// split evenly among them at a tie; a NaN max (equal to nothing) gives 0.
+// dx = EqualMask(x, y) · dy / max(count, 1), the count summed over the
+// reduced axes (MindSpore adds 1e-24 to it: the same values in f32).
+Status ReduceMaxGrad(const Rule& r, Dx& dx) {
+  if (!r.want(0)) return Status::Ok();
+  const Shape& sx = r.in_shape(0);
+  const Shape keep = KeptShape(r);
+  auto kept = [&](Ref v, const std::string& suffix) {
+    return r.b.shape(v) == keep ? v : r.Emit(OpCode::Reshape, {v}, OpAttrs{}, keep, suffix);
+  };
+  const Ref y = kept(r.out(0), "grad/max_kept");
+  const Ref dy = kept(r.dy, "grad/keep_dims");
+  const Ref hits = r.Emit(OpCode::EqualMask, {r.in(0), y}, OpAttrs{}, sx, "grad/hits");
+  OpAttrs sum;
+  sum.axes = r.op.attrs.axes;
+  sum.keep_dims = true;
+  const Ref count = r.Emit(OpCode::ReduceSum, {hits}, sum, keep, "grad/count");
+  OpAttrs one;
+  one.value = 1.0f;
+  const Ref ones = r.Emit(OpCode::Fill, {}, one, keep, "grad/one");
+  const Ref at_least_1 = r.Emit(OpCode::Maximum, {count, ones}, OpAttrs{}, keep, "grad/count_at_least_1");
+  const Ref share = r.Emit(OpCode::Div, {dy, at_least_1}, OpAttrs{}, keep, "grad/share");
+  dx[0] = r.Emit(OpCode::Mul, {hits, share}, OpAttrs{}, sx, "grad");
+  return Status::Ok();
+}
+
+// cond ? x : y: dx = select(cond, dy, 0), dy = select(cond, 0, dy), each
+// summed back to its input's shape (MindSpore's Select bprop); cond gets
+// none.
+Status SelectGrad(const Rule& r, Dx& dx) {
+  if (!r.want(1) && !r.want(2)) return Status::Ok();
+  const Shape& shape = r.b.shape(r.dy);
+  OpAttrs zero;
+  zero.value = 0.0f;
+  const Ref zeros = r.Emit(OpCode::Fill, {}, zero, shape, "grad/zeros");
+  if (r.want(1)) {
+    const Ref picked = r.Emit(OpCode::Select, {r.in(0), r.dy, zeros}, OpAttrs{}, shape, "grad_x/select");
+    dx[1] = r.SumTo(picked, r.in_shape(1), "grad_x");
+  }
+  if (r.want(2)) {
+    const Ref picked = r.Emit(OpCode::Select, {r.in(0), zeros, r.dy}, OpAttrs{}, shape, "grad_y/select");
+    dx[2] = r.SumTo(picked, r.in_shape(2), "grad_y");
+  }
+  return Status::Ok();
+}
+
+// The kept elements pass dy, the masked ones none: the mask itself with
+// fill 0.
+Status CausalMaskGrad(const Rule& r, Dx& dx) {
+  if (!r.want(0)) return Status::Ok();
+  OpAttrs zero;
+  zero.value = 0.0f;
+  dx[0] = r.Emit(OpCode::CausalMask, {r.dy}, zero, r.in_shape(0), "grad");
+  return Status::Ok();
+}
+
 // Back to the input's dtype.
 Status CastGrad(const Rule& r, Dx& dx) {
   if (r.want(0)) {
@@ -247,6 +315,9 @@ constexpr GradRule kRules[] = {
     {OpCode::SparseSoftmaxCrossEntropy, SparseSoftmaxCrossEntropyGrad},
     {OpCode::ReduceSum, ReduceGrad},
     {OpCode::ReduceMean, ReduceGrad},
+    {OpCode::ReduceMax, ReduceMaxGrad},
+    {OpCode::Select, SelectGrad},
+    {OpCode::CausalMask, CausalMaskGrad},
     {OpCode::Cast, CastGrad},
 };
 

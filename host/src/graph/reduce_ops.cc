@@ -1,4 +1,4 @@
-// Graph builders for reductions over axes: ReduceSum and ReduceMean.
+// Graph builders for reductions over axes: ReduceSum, ReduceMean, ReduceMax.
 #include "sinkrt/host/graph.h"
 
 #include <algorithm>
@@ -50,6 +50,10 @@ TensorId Graph::ReduceSum(TensorId x, std::vector<int> axes, bool keep_dims) {
 
 TensorId Graph::ReduceMean(TensorId x, std::vector<int> axes, bool keep_dims) {
   return Reduce(OpCode::ReduceMean, x, std::move(axes), keep_dims);
+}
+
+TensorId Graph::ReduceMax(TensorId x, std::vector<int> axes, bool keep_dims) {
+  return Reduce(OpCode::ReduceMax, x, std::move(axes), keep_dims);
 }
 
 }  // namespace sinkrt::host

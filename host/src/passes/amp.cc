@@ -60,6 +60,11 @@ Precision Classify(OpCode op) {
     case OpCode::Reshape:
     case OpCode::Flatten:
     case OpCode::Transpose:
+    // A max, a selection and a masked fill move input bits: they never round
+    // (but the fill value, once, to bf16).
+    case OpCode::ReduceMax:
+    case OpCode::Select:
+    case OpCode::CausalMask:
     case OpCode::Copy:
     case OpCode::Concat:
     case OpCode::Split:

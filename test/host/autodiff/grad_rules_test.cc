@@ -38,6 +38,7 @@ TEST(GradRules, TheRegisteredOpsAreTheDifferentiableOnes) {
                                            OpCode::Abs,         OpCode::Div,        OpCode::Maximum,
                                            OpCode::Minimum,     OpCode::Pow,        OpCode::Erf,
                                            OpCode::GeluErf,     OpCode::BatchNorm,  OpCode::Dropout,
+                                           OpCode::ReduceMax,   OpCode::Select,     OpCode::CausalMask,
                                            OpCode::Softmax,     OpCode::LogSoftmax, OpCode::SparseSoftmaxCrossEntropy,
                                            OpCode::ReduceSum,   OpCode::ReduceMean, OpCode::Reshape,
                                            OpCode::Flatten,     OpCode::Copy,       OpCode::AddN,

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -300,6 +301,64 @@ void AddReduceCases(std::vector<GradCase>& cases) {
                      {},
                      [=](Graph& g, const Params& p, TensorId) { return g.ReduceMean(p[0], axes, keep); },
                      [=](const RefParams& p, const auto&) { return testing::RefReduceMean(p[0], axes, keep); }});
+  }
+}
+
+// ReduceMax on distinct values (no tie within the finite-difference step):
+// the gradient reaches the one max of each reduced group.
+void AddReduceMaxCases(std::vector<GradCase>& cases) {
+  struct R {
+    Shape shape;
+    std::vector<int> axes;
+    bool keep;
+    const char* tag;
+  };
+  const R reductions[] = {{{3, 4}, {}, false, "all"},
+                          {{3, 4}, {1}, false, "axis1"},
+                          {{2, 3, 4}, {0, 2}, true, "axes02_keep"},
+                          {{2, 3, 4}, {1}, false, "axis1"},
+                          {{2, 3, 4}, {-1}, true, "axism1_keep"},
+                          {{5}, {0}, false, "axis0"}};
+  for (const R& r : reductions) {
+    std::vector<int> axes = r.axes;
+    bool keep = r.keep;
+    cases.push_back({Cat("ReduceMax_", Dims(r.shape), "_", r.tag),
+                     {{"x", r.shape, Draw::Distinct}},
+                     {},
+                     [=](Graph& g, const Params& p, TensorId) { return g.ReduceMax(p[0], axes, keep); },
+                     [=](const RefParams& p, const auto&) { return testing::RefReduceMax(p[0], axes, keep); }});
+  }
+}
+
+// Select with an f32 Const cond (nonzero true) broadcast against x and y;
+// CausalMask square, with earlier keys and with fewer keys than queries.
+void AddMaskingCases(std::vector<GradCase>& cases) {
+  struct S {
+    Shape c, x, y;
+  };
+  const S shapes[] = {{{7}, {7}, {7}}, {{3, 1}, {3, 4}, {4}}, {{4}, {2, 3, 4}, {3, 1}}, {{2, 1, 3}, {1, 4, 1}, {3}}};
+  for (const S& sh : shapes) {
+    std::vector<float> cond;
+    for (int64_t i = 0; i < NumElements(sh.c); ++i)
+      cond.push_back(static_cast<float>((i * 7 + 3) % 3 == 0 ? 0 : i + 1));
+    const Shape cs = sh.c;
+    cases.push_back({Cat("Select_", Dims(sh.c), "_", Dims(sh.x), "_", Dims(sh.y)),
+                     {{"x", sh.x}, {"y", sh.y}},
+                     {},
+                     [cs, cond](Graph& g, const Params& p, TensorId) {
+                       return g.Select(g.Const("cond", cs, InitSpec::Inline(cond)), p[0], p[1]);
+                     },
+                     [cs, cond](const RefParams& p, const auto&) {
+                       return testing::RefSelect(RefTensor(cs, std::vector<double>(cond.begin(), cond.end())), p[0],
+                                                 p[1]);
+                     }});
+  }
+  for (const Shape& s : {Shape{4, 4}, Shape{2, 3, 5}, Shape{2, 2, 4, 3}}) {
+    cases.push_back({Cat("CausalMask_", Dims(s)),
+                     {{"scores", s, Draw::Wide}},
+                     {},
+                     [](Graph& g, const Params& p, TensorId) { return g.CausalMask(p[0], -3.0f); },
+                     [](const RefParams& p, const auto&) { return testing::RefCausalMask(p[0], -3.0); }});
   }
 }
 
@@ -701,6 +760,8 @@ std::vector<GradCase> AllCases() {
   AddSoftmaxCases(cases);
   AddCrossEntropyCases(cases);
   AddReduceCases(cases);
+  AddReduceMaxCases(cases);
+  AddMaskingCases(cases);
   AddShapeCases(cases);
   AddConvCases(cases);
   AddPoolCases(cases);
@@ -923,6 +984,23 @@ TEST(MathGradients, PowGradientsAtANegativeBase) {
   EXPECT_EQ(g["x"], (std::vector<float>{-4, 6}));
   EXPECT_EQ(g["e"][0], 0.0f);
   EXPECT_FLOAT_EQ(g["e"][1], 9.0f * std::log(3.0f));
+}
+
+// MindSpore's _min_or_max_grad: at a tie dy splits evenly over the maxima
+// (indicators / count · dy); a NaN max (equal to nothing) passes none.
+TEST(MathGradients, ReduceMaxSplitsTiesEvenly) {
+  auto g = GradientsAt({{"x", {3, 1, 3, 3, 2, 5}}},
+                       [](Graph& g, const Params& p) {
+                         return g.ReduceMax(g.Reshape(p[0], {2, 3}), {1});
+                       },
+                       {6, 4});
+  EXPECT_EQ(g["x"], (std::vector<float>{3, 0, 3, 0, 0, 4}));
+  auto all =
+      GradientsAt({{"x", {2, 2, 2, 1}}}, [](Graph& g, const Params& p) { return g.ReduceMax(p[0], {}, true); }, {3});
+  EXPECT_EQ(all["x"], (std::vector<float>{1, 1, 1, 0}));
+  auto nan = GradientsAt({{"x", {1, std::numeric_limits<float>::quiet_NaN(), 2}}},
+                         [](Graph& g, const Params& p) { return g.ReduceMax(p[0], {0}, true); }, {1});
+  EXPECT_EQ(nan["x"], (std::vector<float>{0, 0, 0}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, GradientCheck, ::testing::ValuesIn(AllCases()),

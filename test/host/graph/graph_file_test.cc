@@ -94,6 +94,11 @@ Graph AllOps() {
   const TensorId bn2 = host::BatchNorm2d(g, "bn2", c, {.eps = 1e-3f, .momentum = 0.8f, .sync = true});
   const TensorId bn1 = host::BatchNorm1d(g, "bn1", s);
   loss = g.Add(loss, g.Add(g.ReduceMean(bn2), g.ReduceMean(bn1)));
+  // ReduceMax, Select (f32 cond) and CausalMask (format 1.3).
+  const TensorId sq = g.Reshape(s, {-1, 1});
+  const TensorId sel = g.Select(g.Const("cond", {1}, InitSpec::Inline({1.0f})),
+                                g.CausalMask(g.Mul(sq, g.Reshape(s, {1, -1})), -1e4f), sq);
+  loss = g.Add(loss, g.ReduceMean(g.ReduceMax(sel, {1}, true)));
   g.SetLoss(loss);
   g.AddOutput(logits);
   g.AddOutput(g.ArgMaxAccuracy(logits, label));
@@ -166,9 +171,10 @@ TEST(GraphFileTest, EveryForwardOpIsInTheEveryOpGraph) {
   std::set<OpCode> used;
   const Graph g = AllOps();  // not AllOps().ops(): the temporary would die before the loop
   for (const OpNode& op : g.ops()) used.insert(op.op);
-  for (OpCode op : {OpCode::LayerNorm, OpCode::Gather, OpCode::Cast, OpCode::Exp, OpCode::Log, OpCode::Sqrt,
-                    OpCode::Rsqrt, OpCode::Square, OpCode::Abs, OpCode::Div, OpCode::Maximum, OpCode::Minimum,
-                    OpCode::Pow, OpCode::Erf, OpCode::GeluErf, OpCode::Dropout, OpCode::BatchNorm})
+  for (OpCode op : {OpCode::LayerNorm, OpCode::Gather,    OpCode::Cast,      OpCode::Exp,    OpCode::Log,
+                    OpCode::Sqrt,      OpCode::Rsqrt,     OpCode::Square,    OpCode::Abs,    OpCode::Div,
+                    OpCode::Maximum,   OpCode::Minimum,   OpCode::Pow,       OpCode::Erf,    OpCode::GeluErf,
+                    OpCode::Dropout,   OpCode::BatchNorm, OpCode::ReduceMax, OpCode::Select, OpCode::CausalMask})
     EXPECT_TRUE(used.count(op)) << OpCodeName(op);
 }
 TEST(GraphFileTest, BatchNormKeepsItsStateTensorsAndOptions) {

@@ -374,6 +374,44 @@ TEST(ElementwiseTest, BroadcastingShapes) {
               "and [4] (3 vs 4 at broadcast axis 1)");
 }
 
+TEST(MaskingTest, ReduceMaxSelectAndCausalMaskShapes) {
+  Graph g;
+  const TensorId x = g.Input("x", {2, 3, 4});
+  const TensorId m = g.ReduceMax(x, {-1, 0});
+  const TensorId mk = g.ReduceMax(x, {1}, true);
+  const TensorId all = g.ReduceMax(x);
+  const TensorId cond = g.Const("cond", {3, 1}, InitSpec::Inline({1, 0, 2}));
+  const TensorId sel = g.Select(cond, x, g.Input("y", {4}));
+  const TensorId cm = g.CausalMask(x, -1e4f);
+  ASSERT_TRUE(g.status().ok()) << g.status().ToString();
+  EXPECT_EQ(ShapeOf(g, m), (Shape{3}));
+  EXPECT_EQ(ProducerOf(g, m).attrs.axes, (std::vector<int>{0, 2}));
+  EXPECT_EQ(ShapeOf(g, mk), (Shape{2, 1, 4}));
+  EXPECT_EQ(ShapeOf(g, all), (Shape{}));
+  EXPECT_EQ(ProducerOf(g, sel).op, OpCode::Select);
+  EXPECT_EQ(ShapeOf(g, sel), (Shape{2, 3, 4}));
+  EXPECT_EQ(ProducerOf(g, cm).op, OpCode::CausalMask);
+  EXPECT_EQ(ProducerOf(g, cm).attrs.value, -1e4f);
+  EXPECT_EQ(ShapeOf(g, cm), (Shape{2, 3, 4}));
+}
+
+TEST(MaskingTest, BadOperandsNameTheProblem) {
+  Graph g;
+  g.Select(g.Input("c", {3}, DType::I32), g.Input("x", {3}), g.Input("y", {3}));
+  ExpectError(g, "Select 'select_0': cond must be f32, got i32 [3] 'c'");
+  Graph g2;
+  g2.Select(g2.Input("c", {2}), g2.Input("x", {3}), g2.Input("y", {3}));
+  ExpectError(g2,
+              "Select 'select_0': operands could not be broadcast together with shapes [2] and [3] (2 vs 3 at "
+              "broadcast axis 0)");
+  Graph g3;
+  g3.CausalMask(g3.Input("s", {5}), 0.0f);
+  ExpectError(g3, "CausalMask 'causal_mask_0': scores must have rank >= 2 ([..., T, S]), got [5]");
+  Graph g4;
+  g4.ReduceMax(g4.Input("x", {2, 3}), {2});
+  ExpectError(g4, "ReduceMax 'reducemax_0': axis 2 is out of range for x [2,3] (valid: [-2, 2))");
+}
+
 TEST(ElementwiseTest, IncompatibleShapes) {
   Graph g;
   g.Sub(g.Input("a", {2, 3}), g.Input("b", {4}));

@@ -142,6 +142,33 @@ TEST(AmpPass, O2CastsEachParameterOnceAndTheLogitsBack) {
   }
 }
 
+// ReduceMax, Select and CausalMask move bits: under O2 they follow their
+// bf16 inputs (no Cast back to f32 around them), and Select's f32 cond is
+// cast with them (the kernel reads a bf16 cond as nonzero bits).
+Graph MaskingNet(int64_t batch) {
+  Graph f("masking");
+  const TensorId x = f.Input("image", {batch, 16});
+  const TensorId w = f.Param("w", {16, 16}, host::InitSpec::Uniform(-0.1f, 0.1f, 3));
+  const TensorId s = f.Reshape(f.MatMul(x, w), {batch, 4, 4});
+  std::vector<float> cond(16);
+  for (size_t i = 0; i < cond.size(); ++i) cond[i] = i % 3 ? 1.0f : 0.0f;
+  const TensorId k = f.Const("cond", {4, 4}, host::InitSpec::Inline(cond));
+  const TensorId m = f.Select(k, f.CausalMask(s, -1e4f), s);
+  const TensorId logits = f.MatMul(f.ReduceMax(m, {2}), f.Param("w2", {4, 10}, host::InitSpec::Zeros()));
+  f.AddOutput(logits);
+  return WithLoss(f, batch);
+}
+
+TEST(AmpPass, O2RunsTheMaskingOpsInTheirInputsDType) {
+  const Graph g = Amp(MaskingNet(8), AmpLevel::O2);
+  auto d = OpDTypes(g);
+  for (OpCode op : {OpCode::CausalMask, OpCode::Select, OpCode::ReduceMax})
+    EXPECT_EQ(d[op], std::set<DType>{DType::BF16}) << OpCodeName(op);
+  const std::vector<std::string> casts = Casts(g);
+  EXPECT_EQ(std::count(casts.begin(), casts.end(), "cond -> bf16"), 1);
+  EXPECT_EQ(std::count(casts.begin(), casts.end(), "ReduceMax -> f32"), 0);
+}
+
 // O2 keeps LayerNorm and Softmax in f32, O3 runs them in bf16; both keep
 // LayerNorm's statistics f32 and the loss f32.
 TEST(AmpPass, VitO2KeepsTheNormalisationsInF32AndO3DoesNot) {
@@ -259,6 +286,20 @@ TEST(AmpTrain, MlpEveryLevelTracksF32) {
   const Trained f32 = Losses(Mlp(32), AmpLevel::O0, opt, 200, 32, 784);
   for (AmpLevel l : {AmpLevel::O1, AmpLevel::O2, AmpLevel::O3})
     ExpectTracksF32(f32, Losses(Mlp(32), l, opt, 200, 32, 784), (std::string("MLP ") + host::AmpLevelName(l)).c_str());
+}
+
+// The masking ops' bf16 kernels and gradients (EqualMask, Select of zeros,
+// CausalMask of dy) compile and train under O2 as under O0.
+TEST(AmpTrain, MaskingOpsTrainAtO2) {
+  const OptimizerSpec opt = OptimizerSpec::Momentum(0.05f, 0.9f);
+  const Trained f32 = Losses(MaskingNet(16), AmpLevel::O0, opt, 100, 16, 16);
+  const Trained o2 = Losses(MaskingNet(16), AmpLevel::O2, opt, 100, 16, 16);
+  ASSERT_EQ(o2.losses.size(), f32.losses.size());
+  ASSERT_FALSE(o2.losses.empty());
+  for (size_t i = 0; i < o2.losses.size(); ++i) {
+    EXPECT_TRUE(std::isfinite(o2.losses[i])) << i;
+    EXPECT_NEAR(o2.losses[i], f32.losses[i], 0.1 * std::abs(f32.losses[i])) << "sink " << i;
+  }
 }
 
 TEST(AmpTrain, VitO2AndO3TrackF32) {

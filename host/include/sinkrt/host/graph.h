@@ -318,6 +318,21 @@ class Graph {
   TensorId ReduceSum(TensorId x, std::vector<int> axes = {}, bool keep_dims = false);
   /// Mean over `axes` (empty: all); reduced dims stay as 1 when `keep_dims`.
   TensorId ReduceMean(TensorId x, std::vector<int> axes = {}, bool keep_dims = false);
+  /// Maximum over `axes` (empty: all); reduced dims stay as 1 when `keep_dims`
+  /// (ops.ReduceMax). NaN if any element reduced is NaN. Its gradient goes to
+  /// the positions equal to the max, split evenly at a tie (MindSpore's
+  /// _min_or_max_grad).
+  TensorId ReduceMax(TensorId x, std::vector<int> axes = {}, bool keep_dims = false);
+  /// cond ? x : y elementwise, the three broadcast together (ops.select,
+  /// Where); cond is f32, nonzero meaning true (the runtime has no bool).
+  /// cond gets no gradient; x's is dy where cond, y's where not.
+  TensorId Select(TensorId cond, TensorId x, TensorId y);
+  /// Causal masking of attention scores [..., T, S] (rank >= 2) without a
+  /// materialised mask: element (i, j) of the last two dims becomes `fill`
+  /// where j > i + S - T (a key after the query; S - T earlier keys are all
+  /// visible), and stays scores[i, j] elsewhere. A masked fill, not an added
+  /// -1e4: masked positions are exactly `fill` (use -inf or a large negative).
+  TensorId CausalMask(TensorId scores, float fill);
   TensorId Reshape(TensorId x, Shape shape);  ///< one dim may be -1
   /// x NCHW, w OIHW (MindSpore's layout), symmetric or explicit padding.
   TensorId Conv2D(TensorId x, TensorId w, int stride = 1, int pad = 0);

@@ -59,6 +59,7 @@ enum class OpCode : uint16_t {
   BatchNorm = 123,
   BatchNormInfer = 124,  ///< x, gamma, beta, moving_mean, moving_variance -> y (eval, predict)
   BatchNormStats = 125,  ///< x, shift -> [2, C]: sum(x - shift), sum((x - shift)^2) per channel
+  ReduceMax = 39,        ///< max over axes (keep_dims as ReduceSum); NaN if any is NaN
   // gradient helpers
   ReluGrad = 40,
   GeluGrad = 41,
@@ -92,10 +93,10 @@ enum class OpCode : uint16_t {
   GeluErfGrad = 67,      ///< dy, x -> dy * (Phi(x) + x phi(x))
   /// dy, step -> dy * mask / (1 - p), the mask Dropout drew (docs/guide/dropout.md)
   DropoutGrad = 70,
-  AbsGrad = 61,  ///< dy, x -> dy * sign(x) (0 where x = 0)
   // BatchNorm's gradient helpers (docs/guide/normalization.md)
   BatchNormGrad = 72,       ///< dy, x, gamma, mean, rstd [, sums] -> dx, dgamma, dbeta
   BatchNormGradStats = 73,  ///< dy, x, mean, rstd -> [2, C]: sum(dy), sum(dy * x_hat) per channel
+  EqualMask = 68,           ///< a, b (broadcasting) -> 1 where a == b, else 0 (ReduceMax's gradient)
   // optimizer updates (mutate their first inputs in place)
   SgdUpdate = 80,
   MomentumUpdate = 81,
@@ -142,6 +143,9 @@ enum class OpCode : uint16_t {
   /// MindSpore's Lamb, first half: param, grad, m, v, powers [, status] ->
   /// sums [3]: advances m and v, and sums w², g², ĝ² over this block
   LambNorms = 145,
+  // forward
+  Select = 110,      ///< cond (f32; the kernel also takes u8), x, y (broadcasting) -> cond != 0 ? x : y
+  CausalMask = 111,  ///< scores [..., T, S] -> value where column j > row i + S - T, else scores
 };
 
 /// The op's name, as its enumerator is spelled ("MatMul"); "" for a value

@@ -47,7 +47,8 @@ bool IsForwardOp(OpCode op) {
   // The forward family is schemas/common.fbs's range from MatMul up to the
   // gradient helpers (ReluGrad = 40); its values are appended in that gap.
   return (v >= static_cast<int>(OpCode::MatMul) && v < static_cast<int>(OpCode::ReluGrad)) ||
-         op == OpCode::ArgMaxAccuracy || op == OpCode::Dropout || op == OpCode::BatchNorm;
+         op == OpCode::ArgMaxAccuracy || op == OpCode::Dropout || op == OpCode::BatchNorm || op == OpCode::Select ||
+         op == OpCode::CausalMask;
 }
 
 size_t ForwardArity(OpCode op) {
@@ -68,6 +69,7 @@ size_t ForwardArity(OpCode op) {
     case OpCode::Gather:
       return 2;
     case OpCode::LayerNorm:
+    case OpCode::Select:
       return 3;
     case OpCode::BatchNorm:
       return 5;
@@ -182,6 +184,15 @@ Status AddForwardOp(Graph& g, OpCode op, const std::vector<TensorId>& in, const 
       break;
     case OpCode::ReduceMean:
       g.ReduceMean(in[0], a.axes, a.keep_dims);
+      break;
+    case OpCode::ReduceMax:
+      g.ReduceMax(in[0], a.axes, a.keep_dims);
+      break;
+    case OpCode::Select:
+      g.Select(in[0], in[1], in[2]);
+      break;
+    case OpCode::CausalMask:
+      g.CausalMask(in[0], a.value);
       break;
     case OpCode::Reshape:
       g.Reshape(in[0], target);

@@ -72,6 +72,7 @@ fb::OpOptions OpOptionsTypeFor(OpCode op) {
     case OpCode::BiasAddGrad:
     case OpCode::ReduceSum:
     case OpCode::ReduceMean:
+    case OpCode::ReduceMax:
     case OpCode::BroadcastTo:
     case OpCode::Concat:
       return OpOptions::AxisOptions;
@@ -85,6 +86,7 @@ fb::OpOptions OpOptionsTypeFor(OpCode op) {
     case OpCode::AvgPool2DGrad:
       return OpOptions::Pool2DOptions;
     case OpCode::Fill:
+    case OpCode::CausalMask:
       return OpOptions::FillOptions;
     case OpCode::SgdUpdate:
       return OpOptions::SgdOptions;
@@ -138,7 +140,7 @@ std::pair<fb::OpOptions, fbs::Offset<void>> OpAttrsFor(fbs::FlatBufferBuilder& f
     case OpOptions::AxisOptions:
       // One table, three uses: only the fields `op` reads travel, so equal
       // ops give equal bytes.
-      if (op == OpCode::ReduceSum || op == OpCode::ReduceMean) {
+      if (op == OpCode::ReduceSum || op == OpCode::ReduceMean || op == OpCode::ReduceMax) {
         auto axes = fbb.CreateVector(a.axes);
         return {type, fb::CreateAxisOptions(fbb, -1, axes, a.keep_dims).Union()};
       }
@@ -231,7 +233,7 @@ Result<OpAttrs> OpAttrsFromOptions(OpCode op, fb::OpOptions type, const void* op
     }
     case OpOptions::AxisOptions: {
       const auto* o = OrDefault<fb::AxisOptions>(options);
-      if (op == OpCode::ReduceSum || op == OpCode::ReduceMean) {
+      if (op == OpCode::ReduceSum || op == OpCode::ReduceMean || op == OpCode::ReduceMax) {
         if (o->axes()) a.axes.assign(o->axes()->begin(), o->axes()->end());
         a.keep_dims = o->keep_dims();
       } else if (op == OpCode::BroadcastTo) {

@@ -38,7 +38,8 @@ bool SavesNothing(OpCode op) {
     case OpCode::Concat:
     case OpCode::Split:
     case OpCode::Cast:
-    case OpCode::Dropout:  // DropoutGrad redraws the mask from the step
+    case OpCode::Dropout:     // DropoutGrad redraws the mask from the step
+    case OpCode::CausalMask:  // its gradient masks dy by position alone
       return true;
     default:
       return false;

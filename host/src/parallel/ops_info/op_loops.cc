@@ -78,12 +78,27 @@ Result<OpLoops> BatchMatMulLoops(const Graph& g, const OpNode& op, const Shape& 
   return l;
 }
 
-// Add, Sub, Mul.
+// Add, Sub, Mul, Div, Maximum, Minimum, Pow; Select (cond, x, y).
 Result<OpLoops> BroadcastLoops(const Graph& g, const OpNode& op, const Shape& x) {
   OpLoops l;
   const std::vector<int> out = LoopPerDim(l, ShapeOf(g, op.outputs[0]));
-  l.inputs = {Aligned(l, x, out), Aligned(l, ShapeOf(g, op.inputs[1]), out)};
+  for (TensorId in : op.inputs) l.inputs.push_back(Aligned(l, ShapeOf(g, in), out));
   l.outputs = {out};
+  return l;
+}
+
+// CausalMask: any split of the leading (batch, head) dims; a block of the
+// last two would need its global row and column offsets to place the
+// diagonal, which the kernel does not take.
+Result<OpLoops> CausalMaskLoops(const Graph& g, const OpNode& op, const Shape& x) {
+  OpLoops l;
+  std::vector<std::string> fixed(x.size());
+  const char* why = "the causal mask places its diagonal by position in the last two dims";
+  fixed[x.size() - 2] = why;
+  fixed[x.size() - 1] = why;
+  const std::vector<int> dims = LoopPerDim(l, x, fixed);
+  l.inputs = {dims};
+  l.outputs = {dims};
   return l;
 }
 
@@ -152,14 +167,19 @@ Result<OpLoops> BatchNormLoops(const Graph& g, const OpNode& op, const Shape& x)
   return l;
 }
 
-// ReduceSum, ReduceMean.
+// ReduceSum, ReduceMean, ReduceMax. A split reduced axis leaves partial
+// results that a collective combines; the collectives sum (or average), so
+// ReduceMax keeps its reduced axes whole rather than sum partial maxima.
 Result<OpLoops> ReduceLoops(const Graph& g, const OpNode& op, const Shape& x) {
   OpLoops l;
   const std::vector<int>& axes = op.attrs.axes;
+  const bool max = op.op == OpCode::ReduceMax;
   std::vector<int> in, out;
   for (size_t d = 0; d < x.size(); ++d) {
     const bool reduced = axes.empty() || std::count(axes.begin(), axes.end(), static_cast<int>(d));
-    const int loop = l.AddLoop(x[d], reduced);
+    const int loop = l.AddLoop(
+        x[d], reduced,
+        max && reduced ? "a split reduced axis needs a max over the group, and the collectives only sum" : "");
     in.push_back(loop);
     if (!reduced)
       out.push_back(loop);
@@ -286,7 +306,10 @@ Result<OpLoops> LoopsOf(const Graph& g, const OpNode& op) {
     case OpCode::Maximum:
     case OpCode::Minimum:
     case OpCode::Pow:
+    case OpCode::Select:
       return BroadcastLoops(g, op, x);
+    case OpCode::CausalMask:
+      return CausalMaskLoops(g, op, x);
     case OpCode::Relu:
     case OpCode::Gelu:
     case OpCode::Tanh:
@@ -315,6 +338,7 @@ Result<OpLoops> LoopsOf(const Graph& g, const OpNode& op) {
       return BatchNormLoops(g, op, x);
     case OpCode::ReduceSum:
     case OpCode::ReduceMean:
+    case OpCode::ReduceMax:
       return ReduceLoops(g, op, x);
     case OpCode::SparseSoftmaxCrossEntropy:
     case OpCode::ArgMaxAccuracy:

@@ -333,6 +333,32 @@ std::vector<Case> MakeCases() {
                      }});
   }
   {
+    // ReduceMax keeps its reduced axes whole (the collectives only sum).
+    const int64_t a = e(), b = e(), c = e();
+    cases.push_back({"ReduceMax_axis1", {{a}, {b, false}, {c}}, {{0, 1, 2}}, [=](Graph& g, Data&) {
+                       return One(g.ReduceMax(P(g, "x", {a, b, c}), {1}));
+                     }});
+    cases.push_back({"ReduceMax_keep", {{a, false}, {b}, {c, false}}, {{0, 1, 2}}, [=](Graph& g, Data&) {
+                       return One(g.ReduceMax(P(g, "x", {a, b, c}), {0, 2}, true));
+                     }});
+  }
+  {
+    // Select: an f32 Const cond (every third element false) with x, and a
+    // y broadcast along the rows.
+    const int64_t r = e(), c = e();
+    cases.push_back({"Select", {{r}, {c}}, {{0, 1}, {0, 1}, {1}}, [=](Graph& g, Data&) {
+                       std::vector<float> cond;
+                       for (int64_t i = 0; i < r * c; ++i) cond.push_back(i % 3 == 0 ? 0.0f : 1.0f);
+                       const TensorId k = g.Const("cond", {r, c}, InitSpec::Inline(cond));
+                       return One(g.Select(k, P(g, "x", {r, c}), P(g, "y", {c})));
+                     }});
+    // CausalMask: batch and heads split, the [T, S] block never.
+    const int64_t a = e(), h = e(), t = e();
+    cases.push_back({"CausalMask", {{a}, {h}, {t, false}, {t, false}}, {{0, 1, 2, 3}}, [=](Graph& g, Data&) {
+                       return One(g.CausalMask(P(g, "x", {a, h, t, t}), -1e4f));
+                     }});
+  }
+  {
     const int64_t a = e(), b = e();
     cases.push_back({"Cast_bf16", {{a}, {b}}, {{0, 1}}, [=](Graph& g, Data&) {
                        const TensorId y = g.Cast(P(g, "x", {a, b}), DType::BF16);

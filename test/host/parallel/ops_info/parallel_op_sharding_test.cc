@@ -124,6 +124,24 @@ TEST(OpShardingTest, AxesAnOpCannotSplit) {
   EXPECT_EQ(SliceShape(r->outputs[1]), (Shape{16}));  // 32 rows of mean, 16 per rank
 }
 
+// ReduceMax over a split axis would need a max over the group; the
+// collectives only sum, so the split is refused, never summed. CausalMask
+// splits its leading dims only.
+TEST(OpShardingTest, ReduceMaxAndCausalMaskKeepTheirAxesWhole) {
+  Graph g;
+  const TensorId x = g.Input("x", {8, 4, 16});
+  g.ReduceMax(x, {2});
+  EXPECT_NE(ErrorOf(g, {{1, 1, 2}}, 2)
+                .find("dim 2 of input 0 cannot be split (a split reduced axis needs a max over the group, and the "
+                      "collectives only sum), but get 2"),
+            std::string::npos);
+  EXPECT_EQ(ErrorOf(g, {{2, 2, 1}}, 4), "ok");
+  g.CausalMask(x, -1e4f);
+  EXPECT_NE(ErrorOf(g, {{1, 2, 1}}, 2).find("the causal mask places its diagonal by position in the last two dims"),
+            std::string::npos);
+  EXPECT_EQ(ErrorOf(g, {{2, 1, 1}}, 2), "ok");
+}
+
 TEST(OpShardingTest, LossIsAPendingMeanOverTheBatch) {
   Graph g;
   const TensorId logits = g.Input("logits", {8, 10});
