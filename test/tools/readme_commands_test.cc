@@ -136,6 +136,9 @@ const std::vector<Rule>& Rules() {
        "installs into a prefix, builds the app against it, makes and installs the Debian packages: "
        "scripts/install_check runs these steps on every CI run (its 'install and package check' stage), "
        "into a temporary prefix and package root"},
+      {std::regex(R"(^(nice )?/usr/bin/python3 bench/compare_)"), Action::kSkip,
+       "a speed comparison against PyTorch (python3-torch, optional): rounds of benchmarks, minutes on a "
+       "quiet machine; bench/README.md has its figures and how they were taken"},
       {std::regex(R"(\.\.\.|\[-)"), Action::kSkip,
        "a synopsis: '...' and [optional flags] are placeholders, not a command"},
       {std::regex(R"(^build/tools/sinkrun launch .* -- )"), Action::kRun, ""},  // one process per rank: ends

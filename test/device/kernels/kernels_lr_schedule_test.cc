@@ -118,7 +118,8 @@ TEST(LrScheduleKernel, StepAdvancesUnlessTheStepOverflowed) {
 }
 
 // lr_input: the same update as with the rate in the options, bitwise, for
-// SGD, Momentum and Adam, with and without the loss-scale status after it.
+// SGD, Momentum, Adam, AdamWeightDecay and LambUpdate, with and without the
+// loss-scale status after it.
 TEST(LrScheduleKernel, UpdatesReadTheRateTensorAsTheirOptions) {
   const float lr = 0.0375f;
   Tensor rate(Shape{1});
@@ -138,32 +139,42 @@ TEST(LrScheduleKernel, UpdatesReadTheRateTensorAsTheirOptions) {
       if (code == OpCode::MomentumUpdate)
         op.Options(fb::OpOptions::MomentumOptions,
                    fb::CreateMomentumOptions(b, opt_lr, 0.9f, true, 1e-3f, from_tensor).Union());
-      if (code == OpCode::AdamUpdate)
+      if (code == OpCode::AdamUpdate || code == OpCode::AdamWeightDecay || code == OpCode::LambUpdate)
         op.Options(fb::OpOptions::AdamOptions,
-                   fb::CreateAdamOptions(b, opt_lr, 0.9f, 0.999f, 1e-8f, 0.0f, from_tensor).Union());
+                   fb::CreateAdamOptions(b, opt_lr, 0.9f, 0.999f, 1e-8f, 1e-3f, from_tensor).Union());
       op.PrepareAndRun();
     };
-    for (OpCode code : {OpCode::SgdUpdate, OpCode::MomentumUpdate, OpCode::AdamUpdate}) {
-      const size_t n = code == OpCode::SgdUpdate ? 2 : code == OpCode::MomentumUpdate ? 3 : 4;
+    for (OpCode code :
+         {OpCode::SgdUpdate, OpCode::MomentumUpdate, OpCode::AdamUpdate, OpCode::AdamWeightDecay, OpCode::LambUpdate}) {
+      const bool moments = code != OpCode::SgdUpdate && code != OpCode::MomentumUpdate;
+      const bool powers = code == OpCode::AdamUpdate || code == OpCode::LambUpdate;
+      // The [37] operands: param, grad, state (Lamb's update: param, m, v).
+      const size_t count = code == OpCode::SgdUpdate                                      ? 2
+                           : code == OpCode::MomentumUpdate || code == OpCode::LambUpdate ? 3
+                                                                                          : 4;
       // Two equal sets of operands (built, not copied: a copy's bytes may
       // sit at another alignment offset in its storage).
       auto operands = [&] {
         std::vector<Tensor> t;
-        for (size_t i = 0; i < n; ++i) {
+        for (size_t i = 0; i < count; ++i) {
           t.push_back(RandomTensor({37}, 90u + static_cast<uint32_t>(i)));
-          if (code == OpCode::AdamUpdate && i == 3)
+          if (moments && i == count - 1)
             for (int64_t k = 0; k < 37; ++k) t.back()[k] = std::fabs(t.back()[k]);  // v >= 0
         }
-        if (code == OpCode::AdamUpdate) {
+        if (powers) {
           t.emplace_back(Shape{2});
           t.back().set({0.9f, 0.999f});
+        }
+        if (code == OpCode::LambUpdate) {  // LambNorms' sums: a trust ratio of 2/3
+          t.emplace_back(Shape{3});
+          t.back().set({4.0f, 1.0f, 9.0f});
         }
         return t;
       };
       std::vector<Tensor> a = operands(), b = operands();
       run(code, false, a);
       run(code, true, b);
-      for (size_t i = 0; i < n; ++i)
+      for (size_t i = 0; i < count; ++i)
         EXPECT_EQ(std::memcmp(a[i].bytes(), b[i].bytes(), 37 * sizeof(float)), 0)
             << fb::EnumNameOpCode(code) << " input " << i << (scaled ? " scaled" : "");
     }

@@ -80,15 +80,11 @@ size_t ForwardArity(OpCode op) {
   }
 }
 
-Status AddForwardOp(Graph& g, OpCode op, const std::vector<TensorId>& in, const OpAttrs& a, const Shape& target) {
-  const size_t before = g.ops().size();
+namespace {
+
+// The elementwise ops, unary and binary (no attributes): whether `op` is one.
+bool AddElementwiseOp(Graph& g, OpCode op, const std::vector<TensorId>& in) {
   switch (op) {
-    case OpCode::MatMul:
-      g.MatMul(in[0], in[1], a.transpose_a, a.transpose_b);
-      break;
-    case OpCode::BiasAdd:
-      g.BiasAdd(in[0], in[1]);
-      break;
     case OpCode::Add:
       g.Add(in[0], in[1]);
       break;
@@ -112,10 +108,6 @@ Status AddForwardOp(Graph& g, OpCode op, const std::vector<TensorId>& in, const 
       break;
     case OpCode::Relu:
       g.Relu(in[0]);
-      break;
-    case OpCode::BatchNorm:
-      g.BatchNorm(in[0], in[1], in[2], in[3], in[4],
-                  {.eps = a.layer_norm_epsilon, .momentum = a.bn_momentum, .sync = a.bn_sync});
       break;
     case OpCode::Gelu:
       g.Gelu(in[0]);
@@ -150,26 +142,59 @@ Status AddForwardOp(Graph& g, OpCode op, const std::vector<TensorId>& in, const 
     case OpCode::GeluErf:
       g.Gelu(in[0], /*approximate=*/false);
       break;
-    case OpCode::Dropout: {
-      // The file's op id keeps the masks of the graph that was saved (0:
-      // written by hand, the builder's hash of the op's name stands). A
-      // file's p = 0 is an op that keeps everything (the builder makes none).
-      const TensorId y = g.Dropout(in[0], a.dropout_p, a.dropout_seed);
-      if (!g.status().ok()) break;
-      if (y == in[0]) {
-        OpAttrs keep_all = a;
-        keep_all.dropout_global_shape.clear();
-        keep_all.dropout_offset.clear();
-        keep_all.dropout_row_stride = 1;
-        g.AddOp(OpCode::Dropout, {in[0]}, std::move(keep_all), {{g.tensor(in[0]).shape, DType::F32}});
-      } else if (a.dropout_op_id != 0) {
-        const size_t last = g.ops().size() - 1;
-        OpAttrs kept = g.ops()[last].attrs;
-        kept.dropout_op_id = a.dropout_op_id;
-        g.ExtendOp(last, {}, std::move(kept));
-      }
+    default:
+      return false;
+  }
+  return true;
+}
+
+// Dropout from a file: the file's op id keeps the masks of the graph that
+// was saved (0: written by hand, the builder's hash of the op's name
+// stands), and a file's p = 0 is an op that keeps everything (the builder
+// makes none).
+void AddDropout(Graph& g, TensorId x, const OpAttrs& a) {
+  const TensorId y = g.Dropout(x, a.dropout_p, a.dropout_seed);
+  if (!g.status().ok()) return;
+  if (y == x) {
+    OpAttrs keep_all = a;
+    keep_all.dropout_global_shape.clear();
+    keep_all.dropout_offset.clear();
+    keep_all.dropout_row_stride = 1;
+    g.AddOp(OpCode::Dropout, {x}, std::move(keep_all), {{g.tensor(x).shape, DType::F32}});
+  } else if (a.dropout_op_id != 0) {
+    const size_t last = g.ops().size() - 1;
+    OpAttrs kept = g.ops()[last].attrs;
+    kept.dropout_op_id = a.dropout_op_id;
+    g.ExtendOp(last, {}, std::move(kept));
+  }
+}
+
+// The builder's error, or that it added exactly one op.
+Status CheckAdded(const Graph& g, OpCode op, size_t before) {
+  if (!g.status().ok()) return WithoutGeneratedName(op, g.status());
+  if (g.ops().size() != before + 1) return Internal(OpName(op) + ": the builder added no op");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status AddForwardOp(Graph& g, OpCode op, const std::vector<TensorId>& in, const OpAttrs& a, const Shape& target) {
+  const size_t before = g.ops().size();
+  if (AddElementwiseOp(g, op, in)) return CheckAdded(g, op, before);
+  switch (op) {
+    case OpCode::MatMul:
+      g.MatMul(in[0], in[1], a.transpose_a, a.transpose_b);
       break;
-    }
+    case OpCode::BiasAdd:
+      g.BiasAdd(in[0], in[1]);
+      break;
+    case OpCode::BatchNorm:
+      g.BatchNorm(in[0], in[1], in[2], in[3], in[4],
+                  {.eps = a.layer_norm_epsilon, .momentum = a.bn_momentum, .sync = a.bn_sync});
+      break;
+    case OpCode::Dropout:
+      AddDropout(g, in[0], a);
+      break;
     case OpCode::Softmax:
       g.Softmax(in[0], a.axis);
       break;
@@ -239,8 +264,7 @@ Status AddForwardOp(Graph& g, OpCode op, const std::vector<TensorId>& in, const 
     default:
       return InvalidArgument(OpName(op) + " is not a forward op");
   }
-  if (!g.status().ok()) return WithoutGeneratedName(op, g.status());
-  if (g.ops().size() != before + 1) return Internal(OpName(op) + ": the builder added no op");
+  SINKRT_RETURN_IF_ERROR(CheckAdded(g, op, before));
   // BiasAdd takes its channel axis from x's rank; a file may spell it (-1:
   // the schema default, "the channel axis") but not contradict it.
   if (op == OpCode::BiasAdd && a.axis != -1) {
