@@ -69,7 +69,7 @@ struct LrSchedule {
   /// optimizer makes a float32 Tensor of a list); past the end, the last.
   static LrSchedule Table(const std::vector<double>& values);
 
-  bool operator==(const LrSchedule&) const = default;
+  bool operator==(const LrSchedule&) const = default;  ///< field by field
 };
 
 /// MindSpore's class (or list function) name of a kind: "CosineDecayLR", ...

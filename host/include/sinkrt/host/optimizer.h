@@ -21,10 +21,10 @@ enum class OptimizerKind : uint8_t { SGD, Momentum, Adam, AdamWeightDecay, Lamb 
 /// contains one of `names` trains with this group's weight decay and (when
 /// > 0) learning rate. The first group that matches decides.
 struct ParamGroup {
-  std::vector<std::string> names;  ///< substrings of parameter names (none empty)
-  float weight_decay = 0.0f;       ///< this group's decay
-  float learning_rate = 0.0f;      ///< this group's learning rate; 0: the optimizer's
-  bool operator==(const ParamGroup&) const = default;
+  std::vector<std::string> names;                      ///< substrings of parameter names (none empty)
+  float weight_decay = 0.0f;                           ///< this group's decay
+  float learning_rate = 0.0f;                          ///< this group's learning rate; 0: the optimizer's
+  bool operator==(const ParamGroup&) const = default;  ///< field by field
 };
 
 /// MindSpore's default decay filter (nn.Optimizer's decay_filter): without
@@ -67,12 +67,13 @@ struct OptimizerSpec {
   static OptimizerSpec Lamb(float lr, float weight_decay = 0.0f, float beta1 = 0.9f, float beta2 = 0.999f,
                             float eps = 1e-6f);
 
-  bool operator==(const OptimizerSpec&) const = default;
+  bool operator==(const OptimizerSpec&) const = default;  ///< field by field
 };
 
 /// The learning rate and weight decay one parameter trains with.
 struct ParamHyper {
-  float learning_rate = 0.0f, weight_decay = 0.0f;
+  float learning_rate = 0.0f;  ///< the rate it steps with
+  float weight_decay = 0.0f;   ///< its decay
 };
 /// What `spec` gives parameter `name`: the first group whose names it
 /// contains, else the optimizer's rate and decay (no decay, without groups,
@@ -103,6 +104,14 @@ Result<OptimizerSpec> MakeOptimizer(const std::string& kind, float learning_rate
 /// from.
 Status ValidateOptimizer(const OptimizerSpec& spec);
 
+/// Lamb's reduction of a parameter's norms: where an update sees only a
+/// block of its parameter, the ranks holding the other blocks (world ranks,
+/// ascending) and this rank's position among them.
+struct NormGroup {
+  std::vector<uint32_t> ranks;  ///< empty: the update sees the whole parameter
+  uint32_t position = 0;        ///< this rank's index in `ranks`
+};
+
 /// Adds optimizer state (zero-initialised OptState tensors named
 /// "<param>/momentum", "<param>/adam_m", "<param>/adam_v" (Adam,
 /// AdamWeightDecay), "<param>/lamb_m", "<param>/lamb_v", and "adam/powers",
@@ -120,14 +129,8 @@ Status ValidateOptimizer(const OptimizerSpec& spec);
 /// update_on[i].grad instead, a block of the parameter and of its reduced
 /// gradient (equal shapes), and its state takes their shape while keeping
 /// the parameter's name. An entry of kInvalidTensor ids keeps grads[i].
-/// `norm_groups` (Lamb; empty, or one entry per gradient): where the update
-/// sees only a block of its parameter, the ranks holding the other blocks
-/// (world ranks, ascending) and this rank's position among them, over which
-/// LambNorms' sums are all-reduced before LambUpdate reads them.
-struct NormGroup {
-  std::vector<uint32_t> ranks;  ///< empty: the update sees the whole parameter
-  uint32_t position = 0;
-};
+/// `norm_groups` (Lamb; empty, or one entry per gradient): the group over
+/// which LambNorms' sums are all-reduced before LambUpdate reads them.
 Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const OptimizerSpec& spec,
                        TensorId loss_scale_status = kInvalidTensor, const std::vector<ParamGrad>& update_on = {},
                        const std::vector<NormGroup>& norm_groups = {}, TensorId* lr_out = nullptr);
