@@ -34,6 +34,23 @@ double OptimizerStateFactor(OptimizerKind kind) {
 
 bool IsFollower(const OpNode& op) { return op.op == OpCode::Reshape || op.op == OpCode::Flatten; }
 
+// A BatchNorm whose batch the plan splits normalises with the statistics of
+// the ranks that split it (SyncBatchNorm; docs/guide/normalization.md), as
+// MindSpore's BatchNormInfo replaces it by SyncBatchNorm: the search may
+// split a batch for speed, but never changes what the step computes. The
+// cost model priced its AllReduces.
+void SyncSplitBatchNorms(Graph& planned) {
+  for (size_t i = 0; i < planned.ops().size(); ++i) {
+    const OpNode& op = planned.ops()[i];
+    if (op.op != OpCode::BatchNorm || op.attrs.bn_sync || op.strategy.empty() || op.strategy[0].empty() ||
+        op.strategy[0][0] < 2)
+      continue;
+    OpAttrs attrs = op.attrs;
+    attrs.bn_sync = true;
+    planned.ExtendOp(i, {}, attrs);
+  }
+}
+
 }  // namespace
 
 Result<AutoParallelPlan> PlanAutoParallel(Graph& graph, const AutoParallelOptions& options) {
@@ -81,6 +98,7 @@ Result<AutoParallelPlan> PlanAutoParallel(Graph& graph, const AutoParallelOption
   Graph planned = graph;
   for (size_t i = 0; i < ops.size(); ++i)
     if (!strategies[i].empty() && ops[i].strategy.empty()) planned.Shard(ops[i].name, strategies[i]);
+  SyncSplitBatchNorms(planned);
   SINKRT_RETURN_IF_ERROR(planned.status(), who + ": setting the searched strategies");
 
   AutoParallelPlan plan;

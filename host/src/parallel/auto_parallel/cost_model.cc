@@ -116,6 +116,23 @@ CollectiveKind ToCollective(RedistKind kind) {
   }
 }
 
+// A BatchNorm whose batch (x's dim 0) the plan splits runs as SyncBatchNorm
+// under AUTO_PARALLEL (auto_plan.cc): an AllReduce of its 2·C statistics'
+// sums over the ranks that split the batch in the forward, another of the
+// two sums dx needs in the backward.
+Status AddSyncBatchNormCost(const Graph& g, const OpNode& op, const std::vector<Shape>& in_slices, bool backward,
+                            const Calibration& c, const std::string& transport, OpCost* cost) {
+  if (op.op != OpCode::BatchNorm || in_slices.empty() || in_slices[0].size() < 2 || in_slices[0][0] < 1)
+    return Status::Ok();
+  const int64_t group = g.tensor(op.inputs[0]).shape[0] / in_slices[0][0];
+  if (group < 2) return Status::Ok();
+  const int64_t bytes = 2 * in_slices[0][1] * static_cast<int64_t>(sizeof(float));
+  SINKRT_ASSIGN_OR_RETURN(const double t, CollectiveSeconds(c, transport, CollectiveKind::AllReduce, group, bytes));
+  cost->comm_fwd_s += t;
+  if (backward) cost->comm_bwd_s += t;
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<CostContext> MakeCostContext(const Graph& g, const Calibration& c, CostOptions options) {
@@ -259,6 +276,9 @@ Result<OpCost> CostOfOp(const CostContext& ctx, const OpNode& op, const OpShardi
         "cost model: op " + op.name + " output " + std::to_string(i));
     cost.comm_fwd_s += t;
   }
+
+  SINKRT_RETURN_IF_ERROR(AddSyncBatchNormCost(g, op, in_slices, has_backward, c, transport, &cost),
+                         "cost model: op " + op.name);
 
   // ---- backward communication and parameter state ----
   for (size_t i = 0; i < op.inputs.size(); ++i) {
