@@ -6,6 +6,10 @@ is faster). A comparison, not a test. Needs python3-torch and libopenblas0-pthre
 (bench/compare_pytorch installs them); run it niced on a shared machine:
 
     nice /usr/bin/python3 bench/compare_batch_norm.py --rounds 3
+
+--before BINARY adds another build's batch_norm_bench to the same rounds (a
+before/after of a kernel change, as ratios measured in one run); --shapes
+picks shapes by name (256x512x1x1 is BatchNorm1d's [N, C]).
 """
 import argparse
 import json
@@ -55,18 +59,29 @@ def main():
     ap.add_argument("--build", default=os.environ.get("SINKRT_BUILD_DIR", "build"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--min-time", type=float, default=0.5)
+    ap.add_argument("--before", help="another build's batch_norm_bench, run in the same rounds")
+    ap.add_argument("--shapes", nargs="*", help="only these shapes, e.g. 256x512x1x1")
     a = ap.parse_args()
     import torch
     torch.set_num_threads(1)
     binary = os.path.join(a.build, "bench", "batch_norm_bench")
     print(f"torch {torch.__version__}, 1 thread each; {a.rounds} interleaved rounds; {os.uname().machine}")
     for shape in SHAPES:
-        ours, theirs = [], []
+        name = 'x'.join(map(str, shape))
+        if a.shapes and name not in a.shapes:
+            continue
+        ours, theirs, before = [], [], []
         for _ in range(a.rounds):
+            if a.before:
+                before.append(sinkrt_ms(a.before, shape, a.min_time))
             ours.append(sinkrt_ms(binary, shape, a.min_time))
             theirs.append(torch_ms(torch, shape, a.min_time))
         s, t = statistics.median(ours), statistics.median(theirs)
-        print(f"{'x'.join(map(str, shape)):>14}  sinkrt {s:8.3f} ms  pytorch {t:8.3f} ms  pytorch/sinkrt {t / s:5.2f}")
+        line = f"{name:>14}  sinkrt {s:8.3f} ms  pytorch {t:8.3f} ms  pytorch/sinkrt {t / s:5.2f}"
+        if before:
+            b = statistics.median(before)
+            line += f"  before {b:8.3f} ms  pytorch/before {t / b:5.2f}  before/sinkrt {b / s:5.2f}"
+        print(line)
 
 
 if __name__ == "__main__":

@@ -5,9 +5,11 @@
 // taken in double from float partial sums: a plane of S contiguous floats
 // adds in 16 explicit float lanes (the loop vectorises and its order is
 // fixed), each plane's total into the channel's double. With S = 1 the
-// channels are columns of [N, C] and each column adds straight into its
-// double. The team splits the channels, each part whole channels, so the
-// bits never depend on the thread count.
+// channels are the columns of [N, C]: every loop runs along a row's run of
+// channels (it vectorises across channels), each channel gathering
+// kRowChunk rows in a float before adding them into its double. The team
+// splits the channels, each part whole channels, so the bits never depend
+// on the thread count.
 //
 // Training (BatchNorm) normalises with the batch's mean and biased
 // variance, then updates the moving statistics in place with MindSpore's
@@ -104,6 +106,45 @@ SINKRT_VECTOR_CLONES void PlaneGrad(const float* __restrict dy, const float* __r
   for (int64_t i = 0; i < s; ++i) dx[i] = a * dy[i] + b * (x[i] - m) + k;
 }
 
+// ---- [N, C] rows: a run of k channels of one row, one lane a channel -----
+
+// acc[j] += x[j] − shift[j].
+SINKRT_VECTOR_CLONES void RowSum(const float* __restrict x, const float* __restrict shift, int64_t k,
+                                 float* __restrict acc) {
+  for (int64_t j = 0; j < k; ++j) acc[j] += x[j] - shift[j];
+}
+
+// acc[j] += (x[j] − m[j])².
+SINKRT_VECTOR_CLONES void RowSquares(const float* __restrict x, const float* __restrict m, int64_t k,
+                                     float* __restrict acc) {
+  for (int64_t j = 0; j < k; ++j) {
+    const float d = x[j] - m[j];
+    acc[j] += d * d;
+  }
+}
+
+// a[j] += dy[j]; b[j] += dy[j]·(x[j] − m[j]).
+SINKRT_VECTOR_CLONES void RowGradSums(const float* __restrict dy, const float* __restrict x, const float* __restrict m,
+                                      int64_t k, float* __restrict a, float* __restrict b) {
+  for (int64_t j = 0; j < k; ++j) {
+    a[j] += dy[j];
+    b[j] += dy[j] * (x[j] - m[j]);
+  }
+}
+
+// y[j] = (x[j] − m[j])·a[j] + b[j].
+SINKRT_VECTOR_CLONES void RowAffine(const float* __restrict x, float* __restrict y, int64_t k,
+                                    const float* __restrict m, const float* __restrict a, const float* __restrict b) {
+  for (int64_t j = 0; j < k; ++j) y[j] = (x[j] - m[j]) * a[j] + b[j];
+}
+
+// dx[j] = a[j]·dy[j] + b[j]·(x[j] − m[j]) + c[j].
+SINKRT_VECTOR_CLONES void RowGrad(const float* __restrict dy, const float* __restrict x, float* __restrict dx,
+                                  int64_t k, const float* __restrict m, const float* __restrict a,
+                                  const float* __restrict b, const float* __restrict c) {
+  for (int64_t j = 0; j < k; ++j) dx[j] = a[j] * dy[j] + b[j] * (x[j] - m[j]) + c[j];
+}
+
 // ---- checks ---------------------------------------------------------------
 
 // x [N, C, ...] as [N, C, S], the options, and every [C] operand.
@@ -156,38 +197,73 @@ void ForChannels(RunContext& ctx, const BatchNormState& s, F&& fn) {
 
 // ---- the channel loops ----------------------------------------------------
 
+// [N, C]: channels per run of a row, and rows a float partial sum gathers
+// before it adds into the channel's double (its error stays that of
+// kRowChunk float additions, as a plane lane's does).
+constexpr int64_t kColumns = 256;
+constexpr int64_t kRowChunk = 32;
+
+// Per channel c of [c0, c1) of [N, C] (row n at x + n·C): one or two double
+// totals of what `add(n, b0, k, acc1, acc2)` adds into the float lanes of
+// channels [b0, b0 + k), kRowChunk rows at a time, rows in order.
+template <typename AddRow>
+void ColumnTotals(const BatchNormState& s, int64_t c0, int64_t c1, double* t1, double* t2, AddRow&& add) {
+  float acc1[kColumns], acc2[kColumns];
+  for (int64_t b0 = c0; b0 < c1; b0 += kColumns) {
+    const int64_t k = std::min(kColumns, c1 - b0);
+    std::fill_n(t1 + b0, k, 0.0);
+    if (t2) std::fill_n(t2 + b0, k, 0.0);
+    for (int64_t n0 = 0; n0 < s.n; n0 += kRowChunk) {
+      std::fill_n(acc1, k, 0.0f);
+      std::fill_n(acc2, k, 0.0f);
+      for (int64_t n = n0; n < std::min(s.n, n0 + kRowChunk); ++n) add(n, b0, k, acc1, acc2);
+      for (int64_t j = 0; j < k; ++j) t1[b0 + j] += acc1[j];
+      if (t2)
+        for (int64_t j = 0; j < k; ++j) t2[b0 + j] += acc2[j];
+    }
+  }
+}
+
 // Per channel in [c0, c1): sum[c] = Σ (x − shift[c]) (shift null: 0), in
 // double; column form when S = 1.
 void ChannelSums(const float* x, const BatchNormState& s, int64_t c0, int64_t c1, const float* shift, double* sum) {
+  if (s.s == 1) {
+    // Without a shift, about row 0's values (x itself): the float chunks
+    // then hold deviations, accurate for channels far from zero, and
+    // N·row 0 adds back in double.
+    const float* about = shift ? shift : x;
+    ColumnTotals(s, c0, c1, sum, nullptr, [&](int64_t n, int64_t b0, int64_t k, float* acc, float*) {
+      RowSum(x + n * s.c + b0, about + b0, k, acc);
+    });
+    if (!shift)
+      for (int64_t c = c0; c < c1; ++c) sum[c] += static_cast<double>(s.n) * x[c];
+    return;
+  }
   for (int64_t c = c0; c < c1; ++c) sum[c] = 0;
   for (int64_t n = 0; n < s.n; ++n) {
     const float* row = x + n * s.c * s.s;
-    if (s.s == 1) {
-      for (int64_t c = c0; c < c1; ++c) sum[c] += static_cast<double>(row[c]) - (shift ? shift[c] : 0.0f);
-    } else {
-      for (int64_t c = c0; c < c1; ++c) sum[c] += PlaneSum(row + c * s.s, s.s, shift ? shift[c] : 0.0f);
-    }
+    for (int64_t c = c0; c < c1; ++c) sum[c] += PlaneSum(row + c * s.s, s.s, shift ? shift[c] : 0.0f);
   }
 }
 
 // Per channel in [c0, c1): sq[c] = Σ (x − about[c])², in double.
 void ChannelSquares(const float* x, const BatchNormState& s, int64_t c0, int64_t c1, const float* about, double* sq) {
+  if (s.s == 1) {
+    ColumnTotals(s, c0, c1, sq, nullptr, [&](int64_t n, int64_t b0, int64_t k, float* acc, float*) {
+      RowSquares(x + n * s.c + b0, about + b0, k, acc);
+    });
+    return;
+  }
   for (int64_t c = c0; c < c1; ++c) sq[c] = 0;
   for (int64_t n = 0; n < s.n; ++n) {
     const float* row = x + n * s.c * s.s;
-    if (s.s == 1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        const double d = static_cast<double>(row[c]) - about[c];
-        sq[c] += d * d;
-      }
-    } else {
-      for (int64_t c = c0; c < c1; ++c) sq[c] += PlaneSquares(row + c * s.s, s.s, about[c]);
-    }
+    for (int64_t c = c0; c < c1; ++c) sq[c] += PlaneSquares(row + c * s.s, s.s, about[c]);
   }
 }
 
-// Per-channel coefficients of a block of at most kBlock channels.
-constexpr int64_t kBlock = 64;
+// Per-channel coefficients of a block of at most kBlock channels (a
+// [N, C] row's run of them in one loop).
+constexpr int64_t kBlock = kColumns;
 struct Coefficients {
   float m[kBlock], a[kBlock], b[kBlock], k[kBlock];
 };
@@ -200,10 +276,10 @@ void ChannelApply(const float* dy, const float* x, float* y, const BatchNormStat
     const int64_t row = n * s.c * s.s;
     if (s.s == 1) {
       // Columns: the channels of one row are contiguous.
-      for (int64_t c = c0; c < c1; ++c) {
-        const int64_t j = c - c0;
-        y[row + c] = dy ? f.a[j] * dy[row + c] + f.b[j] * (x[row + c] - f.m[j]) + f.k[j]
-                        : (x[row + c] - f.m[j]) * f.a[j] + f.b[j];
+      if (dy) {
+        RowGrad(dy + row + c0, x + row + c0, y + row + c0, c1 - c0, f.m, f.a, f.b, f.k);
+      } else {
+        RowAffine(x + row + c0, y + row + c0, c1 - c0, f.m, f.a, f.b);
       }
       continue;
     }
@@ -375,15 +451,14 @@ Status BatchNormStatsRun(const KernelArgs& args, KernelState* state, RunContext&
 // Σ dy and Σ dy·x̂ per channel of [c0, c1), in double.
 void ChannelGradSums(const float* dy, const float* x, const float* mean, const float* rstd, const BatchNormState& s,
                      int64_t c0, int64_t c1, double* sdy, double* sdyx) {
-  for (int64_t c = c0; c < c1; ++c) sdy[c] = sdyx[c] = 0;
-  for (int64_t n = 0; n < s.n; ++n) {
-    const int64_t row = n * s.c * s.s;
-    if (s.s == 1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        sdy[c] += dy[row + c];
-        sdyx[c] += static_cast<double>(dy[row + c]) * (static_cast<double>(x[row + c]) - mean[c]);
-      }
-    } else {
+  if (s.s == 1) {
+    ColumnTotals(s, c0, c1, sdy, sdyx, [&](int64_t n, int64_t b0, int64_t k, float* a, float* b) {
+      RowGradSums(dy + n * s.c + b0, x + n * s.c + b0, mean + b0, k, a, b);
+    });
+  } else {
+    for (int64_t c = c0; c < c1; ++c) sdy[c] = sdyx[c] = 0;
+    for (int64_t n = 0; n < s.n; ++n) {
+      const int64_t row = n * s.c * s.s;
       for (int64_t c = c0; c < c1; ++c)
         PlaneGradSums(dy + row + c * s.s, x + row + c * s.s, s.s, mean[c], &sdy[c], &sdyx[c]);
     }
