@@ -11,6 +11,7 @@
 #include "host/src/parallel/pipeline/pipeline_graph.h"
 #include "host/src/parallel/pipeline/pipeline_shard.h"
 #include "host/src/parallel/strategy/strategy_presets.h"
+#include "host/src/passes/sync_batch_norm.h"
 #include "sinkrt/host/calibration.h"
 #include "sinkrt/host/pipeline.h"
 
@@ -54,6 +55,25 @@ Result<Graph> MicroBatchGraph(const Graph& forward, int micro_size, bool keep_st
     for (size_t i = 0; i < out.ops().size(); ++i) out.Shard(out.ops()[i].outputs.at(0), forward.ops()[i].strategy);
   SINKRT_RETURN_IF_ERROR(out.status(), "the network's shard strategies at the micro-batch size");
   return out;
+}
+
+// SyncBatchNorm (docs/guide/normalization.md): the replicas of a
+// data-parallel stage (`group`, this rank among them) normalise each
+// micro-batch with the statistics of all their rows, as data parallel does
+// without stages. The stage graph is the micro-batch template, so every
+// micro-batch gets its own reduction. Sets *synced and returns true when
+// there is something to reduce.
+Result<bool> SyncStageBatchNorms(const StageGraph& stage, const std::vector<uint32_t>& group, uint32_t rank,
+                                 bool sharded, StageGraph* synced) {
+  if (group.size() < 2 || !passes::HasSyncBatchNorm(stage.graph)) return false;
+  if (sharded)
+    return Unimplemented("SyncBatchNorm in pipeline stage " + std::to_string(stage.stage) +
+                         " under semi_auto_parallel is not supported yet (data_parallel stages are; a stage of "
+                         "one rank has nothing to reduce)");
+  *synced = stage;
+  SINKRT_ASSIGN_OR_RETURN(synced->graph, passes::ExpandSyncBatchNorm(
+                                             stage.graph, [&](const OpNode&) { return group; }, rank));
+  return true;
 }
 
 int64_t BatchOf(const Graph& g) {
@@ -154,6 +174,11 @@ Result<PipelineStageGraph> BuildPipelineStage(const Graph& forward, const Compil
     out.mirror_groups = std::move(sharded_stage.mirror_groups);
     out.place = place;
   }
+
+  StageGraph synced;
+  SINKRT_ASSIGN_OR_RETURN(const bool sync, SyncStageBatchNorms(*mine_graph, out.group, options.rank, sharded, &synced),
+                          who);
+  if (sync) mine_graph = &synced;
 
   parallel::PipelineStageSpec spec;
   spec.stage = mine_graph;

@@ -5,11 +5,14 @@
 // in order). The one-device equivalent is gradient accumulation over the
 // same micro-batches (grad_accumulation_step = micro_size, the micro-batch
 // as the dataset's batch): 2 and 4 stages give its bits over 100 steps,
-// losses, parameters and moving statistics.
+// losses, parameters and moving statistics. With two replicas a stage and
+// SyncBatchNorm, a micro-batch's statistics cover both replicas' rows: one
+// device accumulating micro-batches of both.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -41,14 +44,14 @@ const OptimizerSpec kOpt = OptimizerSpec::Momentum(0.05f, 0.9f);
 
 // x [B, 12] -> bn0 -> fc1 -> bn1 -> relu -> fc2 -> bn2 -> relu -> fc3 ->
 // bn3 -> relu -> fc4: a BatchNorm in every stage of 2 or 4.
-Graph Network(int64_t batch) {
+Graph Network(int64_t batch, bool sync = false) {
   Graph g("bn_pipe");
-  TensorId h = host::BatchNorm1d(g, "bn0", g.Input("x", {batch, kFeatures}));
+  TensorId h = host::BatchNorm1d(g, "bn0", g.Input("x", {batch, kFeatures}), {.sync = sync});
   int64_t in = kFeatures;
   for (int i = 1; i <= 3; ++i) {
     const std::string n = "fc" + std::to_string(i);
     const TensorId w = g.Param(n + ".weight", {in, kHidden}, InitSpec::XavierUniform(10 + i));
-    h = g.Relu(host::BatchNorm1d(g, "bn" + std::to_string(i), g.MatMul(h, w)));
+    h = g.Relu(host::BatchNorm1d(g, "bn" + std::to_string(i), g.MatMul(h, w), {.sync = sync}));
     in = kHidden;
   }
   g.AddOutput(g.MatMul(h, g.Param("fc4.weight", {kHidden, kClasses}, InitSpec::XavierUniform(20))));
@@ -75,83 +78,96 @@ Dataset Data(int64_t samples, int64_t batch) {
   return Dataset::FromArrays({{"x", Features(samples)}, {"label", l}}).Batch(batch, true);
 }
 
-// bn0's moving statistics after `updates` micro-batches of kMicroBatch rows
-// in order (it reads the data, so training does not change them): MindSpore's
+// bn0's moving statistics after `updates` micro-batches of `rows` rows in
+// order (it reads the data, so training does not change them): MindSpore's
 // update once per micro-batch, in double.
-std::vector<double> ReferenceBn0(int64_t updates, bool variance) {
-  const host::Tensor x = Features(updates * kMicroBatch);
+std::vector<double> ReferenceBn0(int64_t updates, int64_t rows, bool variance) {
+  const host::Tensor x = Features(updates * rows);
   const auto* xs = reinterpret_cast<const float*>(x.data.data());
   std::vector<double> moving(kFeatures, variance ? 1.0 : 0.0);
   for (int64_t b = 0; b < updates; ++b)
     for (int64_t f = 0; f < kFeatures; ++f) {
       double sum = 0, sq = 0;
-      for (int64_t i = 0; i < kMicroBatch; ++i) sum += xs[(b * kMicroBatch + i) * kFeatures + f];
-      const double mean = sum / kMicroBatch;
-      for (int64_t i = 0; i < kMicroBatch; ++i) sq += std::pow(xs[(b * kMicroBatch + i) * kFeatures + f] - mean, 2);
-      moving[f] = 0.9 * moving[f] + 0.1 * (variance ? sq / (kMicroBatch - 1) : mean);
+      for (int64_t i = 0; i < rows; ++i) sum += xs[(b * rows + i) * kFeatures + f];
+      const double mean = sum / static_cast<double>(rows);
+      for (int64_t i = 0; i < rows; ++i) sq += std::pow(xs[(b * rows + i) * kFeatures + f] - mean, 2);
+      moving[f] = 0.9 * moving[f] + 0.1 * (variance ? sq / static_cast<double>(rows - 1) : mean);
     }
   return moving;
 }
 
-struct Run {
+struct Trained {
   std::vector<double> losses;
   std::vector<std::pair<std::string, host::Tensor>> state;
 };
 
-// One device, `micro` micro-batches of kMicroBatch accumulated per step.
-Run OneDevice(int micro) {
+// One device, `micro` micro-batches of `rows` accumulated per step.
+Trained OneDevice(int micro, int64_t rows) {
   device::InProcessDevice dev(testing::OneThreadOptions());
   host::ModelOptions o;
   o.compile_cache = "";
   o.context.grad_accumulation_step = micro;
-  auto m = Model::Create(Network(kMicroBatch), LossSpec::SparseSoftmaxCrossEntropy(), kOpt, dev, o);
+  auto m = Model::Create(Network(rows), LossSpec::SparseSoftmaxCrossEntropy(), kOpt, dev, o);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   if (!m.ok()) return {};
   LossRecorder rec;
-  const Status st = (*m)->train(1, Data(int64_t{kSteps} * micro * kMicroBatch, kMicroBatch), {&rec}, false);
+  const Status st = (*m)->train(1, Data(int64_t{kSteps} * micro * rows, rows), {&rec}, false);
   EXPECT_TRUE(st.ok()) << st.ToString();
   auto state = (*m)->ReadState();
   EXPECT_TRUE(state.ok()) << state.status().ToString();
-  return {rec.losses, state.ok() ? *state : decltype(Run::state){}};
+  return {rec.losses, state.ok() ? *state : decltype(Trained::state){}};
 }
 
-// `stages` stages on as many in-process devices, `micro` micro-batches of
-// kMicroBatch per step.
-Run Pipelined(int stages, int micro) {
-  World world(stages);
+// `stages` stages of `replicas` in-process devices each, `micro`
+// micro-batches of kMicroBatch rows per replica and step. A replica's
+// dataset shard interleaves rows (Dataset::ShardBelowBatch), so micro-batch
+// m of the replicas together is rows [m·R·b, (m+1)·R·b) of the step's.
+Trained Pipelined(int stages, int micro, int replicas = 1, bool sync = false) {
+  World world(stages * replicas);
   host::ModelOptions o;
   o.compile_cache = "";
   o.context.mode = host::ParallelMode::DataParallel;
-  o.context.device_num = stages;
+  o.context.device_num = stages * replicas;
   o.context.gradients_mean = true;
   o.context.pipeline_stages = stages;
   o.micro_size = micro;
-  auto m = Model::Create(Network(micro * kMicroBatch), LossSpec::SparseSoftmaxCrossEntropy(), kOpt, world.links, o);
+  auto m =
+      Model::Create(Network(micro * kMicroBatch, sync), LossSpec::SparseSoftmaxCrossEntropy(), kOpt, world.links, o);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   if (!m.ok()) return {};
   LossRecorder rec;
-  const Status st = (*m)->train(1, Data(int64_t{kSteps} * micro * kMicroBatch, micro * kMicroBatch), {&rec}, false);
+  const Status st =
+      (*m)->train(1, Data(int64_t{kSteps} * micro * replicas * kMicroBatch, micro * kMicroBatch), {&rec}, false);
   EXPECT_TRUE(st.ok()) << st.ToString();
   auto state = (*m)->ReadState();
   EXPECT_TRUE(state.ok()) << state.status().ToString();
   // Each stage holds its own BatchNorms' moving statistics: BatchNorms
-  // on at least two stages.
+  // on at least two stages. Under SyncBatchNorm a stage's replicas hold
+  // the same bits (they normalised with the same reduced sums).
   int holding = 0;
-  for (int r = 0; r < stages; ++r) {
-    auto mine = (*m)->ReadState(r);
-    EXPECT_TRUE(mine.ok()) << mine.status().ToString();
-    if (!mine.ok()) continue;
+  for (int stage = 0; stage < stages; ++stage) {
+    auto first = (*m)->ReadState(static_cast<uint32_t>(stage * replicas));
+    EXPECT_TRUE(first.ok()) << first.status().ToString();
+    if (!first.ok()) continue;
     bool has = false;
-    for (const auto& [name, t] : *mine) has = has || name.find("moving_mean") != std::string::npos;
+    for (const auto& [name, t] : *first) has = has || name.find("moving_mean") != std::string::npos;
     holding += has ? 1 : 0;
+    for (int r = 1; r < replicas && sync; ++r) {
+      auto other = (*m)->ReadState(static_cast<uint32_t>(stage * replicas + r));
+      EXPECT_TRUE(other.ok() && other->size() == first->size()) << "stage " << stage << " replica " << r;
+      if (!other.ok() || other->size() != first->size()) continue;
+      for (size_t i = 0; i < first->size(); ++i)
+        EXPECT_TRUE((*other)[i].first == (*first)[i].first && (*other)[i].second.data == (*first)[i].second.data)
+            << "stage " << stage << " replica " << r << ": " << (*first)[i].first;
+    }
   }
   EXPECT_GE(holding, 2);
-  return {rec.losses, state.ok() ? *state : decltype(Run::state){}};
+  return {rec.losses, state.ok() ? *state : decltype(Trained::state){}};
 }
 
 // The worst relative difference of two states, name by name (every name of
 // `want` in `got`, the same shapes).
-double WorstStateDifference(const Run& got, const Run& want) {
+double WorstStateDifference(const Trained& got, const Trained& want) {
   EXPECT_EQ(got.state.size(), want.state.size());
   double worst = 0;
   for (const auto& [name, t] : want.state) {
@@ -169,7 +185,7 @@ double WorstStateDifference(const Run& got, const Run& want) {
   return worst;
 }
 
-const float* Values(const Run& r, const std::string& name) {
+const float* Values(const Trained& r, const std::string& name) {
   for (const auto& [n, t] : r.state)
     if (n == name) return reinterpret_cast<const float*>(t.data.data());
   ADD_FAILURE() << name << " missing";
@@ -177,20 +193,34 @@ const float* Values(const Run& r, const std::string& name) {
   return zeros.data();
 }
 
-// Bitwise: a stage runs its micro-batches' forwards in order (1F1B keeps
-// the order), each its BatchNorm with that micro-batch's rows, and the
-// gradients add up in the order accumulation adds them.
-void TrackAccumulation(int stages, int micro) {
-  const Run want = OneDevice(micro);
-  const Run got = Pipelined(stages, micro);
+// One stage a rank, bitwise: a stage runs its micro-batches' forwards in
+// order (1F1B keeps the order), each its BatchNorm with that micro-batch's
+// rows, and the gradients add up in the order accumulation adds them. With
+// R replicas a stage and SyncBatchNorm, one device accumulating micro-batches
+// of R·b rows, within 1e-5 (the replicas' sums add in another order).
+void TrackAccumulation(int stages, int micro, int replicas = 1) {
+  const int64_t rows = replicas * kMicroBatch;
+  const Trained want = OneDevice(micro, rows);
+  const Trained got = Pipelined(stages, micro, replicas, /*sync=*/replicas > 1);
   ASSERT_EQ(want.losses.size(), static_cast<size_t>(kSteps));
   ASSERT_EQ(got.losses.size(), want.losses.size());
-  EXPECT_EQ(got.losses, want.losses);
-  EXPECT_EQ(WorstStateDifference(got, want), 0.0);
+  if (replicas == 1) {
+    EXPECT_EQ(got.losses, want.losses);
+    EXPECT_EQ(WorstStateDifference(got, want), 0.0);
+  } else {
+    double worst = 0;
+    for (size_t i = 0; i < want.losses.size(); ++i)
+      worst = std::max(worst, std::abs(got.losses[i] - want.losses[i]) / std::abs(want.losses[i]));
+    const double state = WorstStateDifference(got, want);
+    std::printf("[ info ] %d stages x %d replicas: worst relative loss %.2e, state %.2e over %d steps\n", stages,
+                replicas, worst, state, kSteps);
+    EXPECT_LT(worst, 1e-5);
+    EXPECT_LT(state, 1e-5);
+  }
   EXPECT_LT(want.losses.back(), want.losses.front());
   // The moving statistics took kSteps·micro updates, one per micro-batch.
-  const std::vector<double> mean = ReferenceBn0(int64_t{kSteps} * micro, false);
-  const std::vector<double> var = ReferenceBn0(int64_t{kSteps} * micro, true);
+  const std::vector<double> mean = ReferenceBn0(int64_t{kSteps} * micro, rows, false);
+  const std::vector<double> var = ReferenceBn0(int64_t{kSteps} * micro, rows, true);
   for (int64_t f = 0; f < kFeatures; ++f) {
     EXPECT_NEAR(Values(got, "bn0.moving_mean")[f], mean[f], 1e-5 * std::abs(mean[f]) + 1e-6) << f;
     EXPECT_NEAR(Values(got, "bn0.moving_variance")[f], var[f], 1e-5 * var[f]) << f;
@@ -199,6 +229,33 @@ void TrackAccumulation(int stages, int micro) {
 
 TEST(BatchNormPipeline, TwoStagesTrackOneDeviceAccumulatingTheMicroBatches) { TrackAccumulation(2, 4); }
 TEST(BatchNormPipeline, FourStagesTrackOneDeviceAccumulatingTheMicroBatches) { TrackAccumulation(4, 8); }
+TEST(BatchNormPipeline, TwoStagesOfTwoReplicasWithSyncBatchNormTrackOneDevice) { TrackAccumulation(2, 4, 2); }
+
+// Without sync each replica normalises its own rows of a micro-batch: the
+// replicas' moving statistics differ (data parallel's default), and the run
+// is not the one device's above.
+TEST(BatchNormPipeline, WithoutSyncEachReplicaNormalisesItsOwnRows) {
+  const Trained synced = Pipelined(2, 4, 2, true), own = Pipelined(2, 4, 2, false);
+  ASSERT_EQ(own.losses.size(), synced.losses.size());
+  EXPECT_NE(own.losses, synced.losses);
+}
+
+// SyncBatchNorm in a semi_auto_parallel stage of several ranks is refused by
+// name rather than left unreduced.
+TEST(BatchNormPipeline, SyncBatchNormInASemiAutoStageIsRefusedByName) {
+  World world(4);
+  host::ModelOptions o;
+  o.compile_cache = "";
+  o.context.mode = host::ParallelMode::SemiAutoParallel;
+  o.context.device_num = 4;
+  o.context.pipeline_stages = 2;
+  o.micro_size = 2;
+  auto m = Model::Create(Network(2 * kMicroBatch, /*sync=*/true), LossSpec::SparseSoftmaxCrossEntropy(), kOpt,
+                         world.links, o);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("SyncBatchNorm"), std::string::npos) << m.status().message();
+  EXPECT_NE(m.status().message().find("semi_auto_parallel"), std::string::npos) << m.status().message();
+}
 
 }  // namespace
 }  // namespace sinkrt
