@@ -19,6 +19,7 @@
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/auto_parallel.h"
 #include "sinkrt/host/compiled_job.h"
+#include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model.h"
 #include "support/in_process_world.h"
 #include "support/test_util.h"
@@ -187,6 +188,44 @@ TEST(BatchNormAutoParallel, AChannelSplitTracksOneDevice) {
   ASSERT_EQ(got.bn.strategy[0], (std::vector<int64_t>{1, 2, 1, 1})) << "the search no longer splits the channels";
   EXPECT_EQ(got.bn.communication_s, 0);
   ExpectTracks(got, Train(kSplitsChannels, 1));
+}
+
+// The plan's strategies compiled by hand under SEMI_AUTO_PARALLEL (what a
+// saved strategy file gives) need the BatchNorm marked sync, as
+// auto_parallel.md says: then every rank's stream is the AUTO compile's,
+// byte for byte; without it a rank's differs (no reduction).
+TEST(BatchNormAutoParallel, TheSavedStrategiesWithSyncBatchNormCompileTheSameBytes) {
+  Graph g = Network(kSplitsBatch, kSplitsBatch.global_batch, false);
+  const TensorId labels = g.Input("label", {kSplitsBatch.global_batch}, DType::I32);
+  g.SetLoss(g.SparseSoftmaxCrossEntropy(g.outputs().at(0), labels));
+  host::CompileOptions o;
+  o.optimizer = host::OptimizerSpec::Momentum(0.05f, 0.9f);
+  o.world_size = 2;
+  o.parallel_mode = ParallelMode::AutoParallel;
+  o.calibration = kCalibration;
+  Graph planned = g;
+  SINKRT_ASSERT_OK(host::PlanAutoParallel(planned, host::AutoParallelOptionsFor(o)));
+  Graph by_hand = g, unsynced = g;
+  for (size_t i = 0; i < g.ops().size(); ++i)
+    if (!planned.ops()[i].strategy.empty()) {
+      by_hand.Shard(g.ops()[i].name, planned.ops()[i].strategy);
+      unsynced.Shard(g.ops()[i].name, planned.ops()[i].strategy);
+    }
+  EXPECT_GT(by_hand.SetSyncBatchNorm(true), 0u);
+  host::CompileOptions semi = o;
+  semi.parallel_mode = ParallelMode::SemiAutoParallel;
+  for (uint32_t r = 0; r < 2; ++r) {
+    o.rank = semi.rank = r;
+    auto searched = host::Compile(g, o);
+    auto synced = host::Compile(by_hand, semi);
+    auto plain = host::Compile(unsynced, semi);
+    SINKRT_ASSERT_OK(searched);
+    SINKRT_ASSERT_OK(synced);
+    SINKRT_ASSERT_OK(plain);
+    const auto a = searched->stream.bytes(), b = synced->stream.bytes(), c = plain->stream.bytes();
+    EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin(), b.end())) << "rank " << r;
+    EXPECT_FALSE(std::equal(a.begin(), a.end(), c.begin(), c.end())) << "rank " << r;
+  }
 }
 
 }  // namespace
