@@ -99,7 +99,20 @@ std::vector<double> ReferenceBn0(int64_t updates, int64_t rows, bool variance) {
 struct Trained {
   std::vector<double> losses;
   std::vector<std::pair<std::string, host::Tensor>> state;
+  double eval_loss = 0;  // on 64 samples after training
 };
+
+// eval after training: BatchNormInfer normalises with the moving
+// statistics, whatever the batch, and leaves them alone.
+double EvalLoss(Model& m, int64_t batch, const std::vector<std::pair<std::string, host::Tensor>>& trained) {
+  auto r = m.eval(Data(64, batch));
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  auto after = m.ReadState();
+  EXPECT_TRUE(after.ok() && after->size() == trained.size());
+  for (size_t i = 0; after.ok() && i < after->size() && i < trained.size(); ++i)
+    EXPECT_TRUE((*after)[i].second.data == trained[i].second.data) << "eval changed " << trained[i].first;
+  return r.ok() ? r->loss : 0;
+}
 
 // One device, `micro` micro-batches of `rows` accumulated per step.
 Trained OneDevice(int micro, int64_t rows) {
@@ -115,7 +128,8 @@ Trained OneDevice(int micro, int64_t rows) {
   EXPECT_TRUE(st.ok()) << st.ToString();
   auto state = (*m)->ReadState();
   EXPECT_TRUE(state.ok()) << state.status().ToString();
-  return {rec.losses, state.ok() ? *state : decltype(Trained::state){}};
+  if (!state.ok()) return {rec.losses, {}, 0};
+  return {rec.losses, *state, EvalLoss(**m, rows, *state)};
 }
 
 // `stages` stages of `replicas` in-process devices each, `micro`
@@ -162,7 +176,8 @@ Trained Pipelined(int stages, int micro, int replicas = 1, bool sync = false) {
     }
   }
   EXPECT_GE(holding, 2);
-  return {rec.losses, state.ok() ? *state : decltype(Trained::state){}};
+  if (!state.ok()) return {rec.losses, {}, 0};
+  return {rec.losses, *state, EvalLoss(**m, micro * kMicroBatch, *state)};
 }
 
 // The worst relative difference of two states, name by name (every name of
@@ -218,6 +233,8 @@ void TrackAccumulation(int stages, int micro, int replicas = 1) {
     EXPECT_LT(state, 1e-5);
   }
   EXPECT_LT(want.losses.back(), want.losses.front());
+  // eval: the moving statistics, not the batch's (the batches differ).
+  EXPECT_NEAR(got.eval_loss, want.eval_loss, 1e-5 * want.eval_loss);
   // The moving statistics took kSteps·micro updates, one per micro-batch.
   const std::vector<double> mean = ReferenceBn0(int64_t{kSteps} * micro, rows, false);
   const std::vector<double> var = ReferenceBn0(int64_t{kSteps} * micro, rows, true);
