@@ -52,10 +52,28 @@ TEST(DropoutMask, KeepFractionWithinBoundForAFixedSeed) {
   }
 }
 
-TEST(DropoutMask, ThresholdIsPTimesTwoToThe32) {
-  EXPECT_EQ(DropoutThreshold(0.0f), 0u);  // p = 0 keeps every word
-  EXPECT_EQ(DropoutThreshold(0.5f), 0x80000000u);
-  EXPECT_EQ(DropoutThreshold(0.25f), 0x40000000u);
+TEST(DropoutMask, ThresholdIsPTimesTwoToThe16) {
+  EXPECT_EQ(DropoutThreshold(0.0f), 0u);  // p = 0 keeps every element
+  EXPECT_EQ(DropoutThreshold(0.5f), 0x8000u);
+  EXPECT_EQ(DropoutThreshold(0.25f), 0x4000u);
+  EXPECT_EQ(DropoutThreshold(0.1f), 6553u);  // p quantised down to 6553 / 65536 = 0.099991
+  EXPECT_EQ(DropoutThreshold(0.99999f), 65535u);
+}
+
+// Element g reads the 16-bit half g mod 2 of word (g / 2) mod 4 of block
+// g / 8, pinned on block 0's known words: the threshold just above a half
+// drops that element, just at it keeps it.
+TEST(DropoutMask, ElementsReadSixteenBitHalvesInOrder) {
+  const DropoutKey key{.seed = 5, .step = 2, .op_id = 3};
+  const PhiloxCounter c = DropoutBlock(key, 0);
+  for (uint64_t g = 0; g < 8; ++g) {
+    const uint32_t half = (g & 1) ? c[g / 2] >> 16 : c[g / 2] & 0xFFFFu;
+    EXPECT_TRUE(DropoutKeeps(key, half, g)) << g;
+    if (half < 0xFFFFu) {
+      EXPECT_FALSE(DropoutKeeps(key, half + 1, g)) << g;
+    }
+  }
+  EXPECT_EQ(DropoutBlock(key, 1), Philox4x32({1, 0, 3, 2}, {5, 0}));  // elements 8..15: block 1
 }
 
 TEST(DropoutMask, StepSeedAndOpEachChangeTheMask) {
