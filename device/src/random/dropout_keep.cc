@@ -127,7 +127,7 @@ __attribute__((target("avx512f"), always_inline)) inline void KeepGroups512(cons
 }
 
 __attribute__((target("avx512f"))) void KeepWordsAvx512(const DropoutKey& key, uint32_t t, uint64_t first_group,
-                                                         int64_t groups, uint64_t* words) {
+                                                        int64_t groups, uint64_t* words) {
   const __m512i t48 = _mm512_set1_epi64(static_cast<int64_t>(static_cast<uint64_t>(t) << 48));
   int64_t j = 0;
   for (; j + 4 <= groups; j += 4) KeepGroups512<4>(key, t48, first_group + static_cast<uint64_t>(j), words + j);
@@ -136,8 +136,8 @@ __attribute__((target("avx512f"))) void KeepWordsAvx512(const DropoutKey& key, u
 
 #pragma GCC diagnostic pop
 
-__attribute__((target("avx2"), always_inline)) inline void Round256(__m256i& c0, __m256i& c1, __m256i& c2,
-                                                                    __m256i& c3, __m256i k0, __m256i k1) {
+__attribute__((target("avx2"), always_inline)) inline void Round256(__m256i& c0, __m256i& c1, __m256i& c2, __m256i& c3,
+                                                                    __m256i k0, __m256i k1) {
   const __m256i p0 = _mm256_mul_epu32(c0, _mm256_set1_epi64x(kM0));
   const __m256i p1 = _mm256_mul_epu32(c2, _mm256_set1_epi64x(kM1));
   c0 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(p1, 32), c1), k0);
@@ -156,7 +156,7 @@ __attribute__((target("avx2"), always_inline)) inline unsigned Keep256(__m256i c
 }
 
 __attribute__((target("avx2"))) void KeepWordsAvx2(const DropoutKey& key, uint32_t t, uint64_t first_group,
-                                                    int64_t groups, uint64_t* words) {
+                                                   int64_t groups, uint64_t* words) {
   const __m256i iota = _mm256_set_epi64x(3, 2, 1, 0);
   const __m256i op = _mm256_set1_epi64x(key.op_id), step = _mm256_set1_epi64x(static_cast<uint32_t>(key.step));
   const __m256i t48 = _mm256_xor_si256(_mm256_set1_epi64x(static_cast<int64_t>(static_cast<uint64_t>(t) << 48)),

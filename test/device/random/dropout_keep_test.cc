@@ -62,7 +62,7 @@ INSTANTIATE_TEST_SUITE_P(Isa, DropoutKeepPaths,
                          [](const ::testing::TestParamInfo<DropoutKeepIsa>& i) {
                            return i.param == DropoutKeepIsa::kScalar ? std::string("Scalar")
                                   : i.param == DropoutKeepIsa::kAvx2 ? std::string("Avx2")
-                                                                      : std::string("Avx512");
+                                                                     : std::string("Avx512");
                          });
 
 TEST(DropoutKeepIsa, BestIsSupported) { EXPECT_TRUE(DropoutKeepIsaSupported(DropoutKeepIsaBest())); }
