@@ -84,22 +84,25 @@ void Apply(const DropoutState& s, const T* x, T* y, int64_t n, const uint64_t* b
 }
 
 // y[k] = x[k] · scale where global element g + k is kept, else 0, for k
-// in [0, n): the keep bits of a chunk of 64-element groups (dropout_keep.h),
-// shifted so that bit i is element k + i, then applied.
+// in [0, n): the keep bits of a chunk of 128-element groups
+// (dropout_keep.h), shifted so that bit i is element k + i, then applied.
 template <typename T>
 void ApplyRun(const DropoutState& s, const T* x, T* y, uint64_t g, int64_t n) {
-  constexpr int64_t kChunkGroups = 16;  // 1,024 elements: the bits stay in L1 beside x and y
-  uint64_t words[kChunkGroups + 1], bits[kChunkGroups];
+  constexpr int64_t kGroup = static_cast<int64_t>(kDropoutGroupElements);
+  constexpr int64_t kChunkGroups = 8;  // 1,024 elements: the bits stay in L1 beside x and y
+  uint64_t words[2 * kChunkGroups + 2], bits[2 * kChunkGroups];
   int64_t k = 0;
   while (k < n) {
     const uint64_t at = g + static_cast<uint64_t>(k);
-    const int shift = static_cast<int>(at & 63);
-    const int64_t m = std::min<int64_t>(n - k, kChunkGroups * 64 - shift);
-    const int64_t groups = (shift + m + 63) / 64;
-    DropoutKeepWords(s.isa, s.key, s.threshold, at >> 6, groups, words);
-    for (int64_t w = 0; w < (m + 63) / 64; ++w)
-      bits[w] =
-          shift == 0 ? words[w] : words[w] >> shift | (w + 1 < groups ? words[w + 1] << (64 - shift) : uint64_t{0});
+    const int64_t offset = static_cast<int64_t>(at % kDropoutGroupElements);  // of element k in its group
+    const int64_t m = std::min<int64_t>(n - k, kChunkGroups * kGroup - offset);
+    const int64_t groups = (offset + m + kGroup - 1) / kGroup;
+    DropoutKeepWords(s.isa, s.key, s.threshold, at / kDropoutGroupElements, groups, words);
+    const int64_t first = offset >> 6, shift = offset & 63, have = 2 * groups;
+    for (int64_t w = 0; w < (m + 63) / 64; ++w) {
+      const uint64_t next = first + w + 1 < have ? words[first + w + 1] : uint64_t{0};
+      bits[w] = shift == 0 ? words[first + w] : words[first + w] >> shift | next << (64 - shift);
+    }
     Apply(s, x + k, y + k, m, bits);
     k += m;
   }

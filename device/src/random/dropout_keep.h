@@ -1,6 +1,9 @@
 // Dropout's keep bits in bulk (docs/guide/dropout.md, "Cost"): the mask of
-// dropout_mask.h, 64 elements (8 Philox blocks) per 64-bit word, computed
-// with 4 or 8 Philox counters at once in AVX2 or AVX-512 registers.
+// dropout_mask.h, 64 elements per 64-bit word, in groups of 128 elements
+// (8 Philox blocks, two words), computed with 4 or 8 Philox counters at
+// once in AVX2 or AVX-512 registers and their bytes compared 32 or 64 at a
+// time; the rare elements whose byte equals the threshold's high byte are
+// then refined one by one.
 //
 // Every path computes DropoutKeeps (dropout_mask.h) bit for bit: the
 // vector paths run the same 10 rounds on the same counters, only several
@@ -18,15 +21,18 @@ namespace sinkrt::device {
 
 enum class DropoutKeepIsa { kScalar, kAvx2, kAvx512 };
 
-// The best path this CPU runs (AVX-512F+VL / AVX2 / scalar).
+// The best path this CPU runs (AVX-512F+BW / AVX2 / scalar).
 DropoutKeepIsa DropoutKeepIsaBest();
 
 // Whether this CPU can run `isa`.
 bool DropoutKeepIsaSupported(DropoutKeepIsa isa);
 
-// words[j] bit e = DropoutKeeps(key, threshold, 64 · (first_group + j) + e),
-// for j in [0, groups): the keep bits of global elements 64 · first_group
-// onwards, 64 per word. `isa` must be supported.
+// Elements per group.
+inline constexpr uint64_t kDropoutGroupElements = 128;
+
+// words[j] bit e = DropoutKeeps(key, threshold, 128 · first_group + 64 · j
+// + e), for j in [0, 2 · groups): the keep bits of global elements
+// 128 · first_group onwards, 64 per word. `isa` must be supported.
 void DropoutKeepWords(DropoutKeepIsa isa, const DropoutKey& key, uint32_t threshold, uint64_t first_group,
                       int64_t groups, uint64_t* words);
 
