@@ -97,5 +97,35 @@ TEST(PipelineDropoutModel, VitTwoReplicasTimesTwoStagesTrackOneDevice) {
   ExpectTracks(OneDevice(0.1f), Pipelined(4, 2, 4));
 }
 
+// Eval (MindSpore's nn.Dropout outside set_train) runs the pipeline's
+// forward without dropout: the pipelined ViT with dropout 0.1 scores what
+// one device without dropout scores from the same initial parameters (the
+// seeds), a partial last batch included.
+TEST(PipelineDropoutModel, EvalRunsWithoutDropout) {
+  device::InProcessDevice dev(testing::OneThreadOptions());
+  auto one = Model::Create(Vit(kGlobal, 0.0f), LossSpec::SparseSoftmaxCrossEntropy(), OptimizerSpec::Adam(1e-3f), dev);
+  SINKRT_ASSERT_OK(one);
+  testing::InProcessWorld world(2);
+  host::ModelOptions o;
+  o.context.mode = host::ParallelMode::DataParallel;
+  o.context.device_num = 2;
+  o.context.gradients_mean = true;
+  o.context.pipeline_stages = 2;
+  o.micro_size = 4;
+  auto m = Model::Create(Vit(kGlobal, 0.1f), LossSpec::SparseSoftmaxCrossEntropy(), OptimizerSpec::Adam(1e-3f),
+                         world.links, o);
+  SINKRT_ASSERT_OK(m);
+  testing::SyntheticData d = testing::MakeSyntheticData(3 * kGlobal + 5, 784, 10, 9);
+  const Dataset test = Dataset::FromArrays({{"image", testing::ImagesTensor(d)}, {"label", testing::LabelsTensor(d)}})
+                           .Batch(kGlobal, false);
+  auto want = (*one)->eval(test);
+  auto got = (*m)->eval(test);
+  SINKRT_ASSERT_OK(want);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->samples, want->samples);
+  EXPECT_NEAR(got->loss, want->loss, 1e-5 * want->loss);
+  EXPECT_DOUBLE_EQ(got->accuracy, want->accuracy);
+}
+
 }  // namespace
 }  // namespace sinkrt
