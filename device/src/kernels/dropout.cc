@@ -31,7 +31,7 @@ constexpr int kMaxRank = 8;
 
 struct DropoutState : KernelState {
   DropoutKey key;                                // step filled in per run
-  uint32_t threshold = 0;                        // drop below this word
+  uint32_t threshold = 0;                        // floor(p · 2^16) (dropout_mask.h)
   DropoutKeepIsa isa = DropoutKeepIsa::kScalar;  // the keep bits' path for this CPU
   float scale = 1.0f;                            // 1 / (1 − p)
   // The tensor as rows of `run` elements contiguous in the global tensor;

@@ -86,7 +86,9 @@ inline void InterleaveBytes(uint64_t a, uint64_t b, uint64_t (&out)[2]) {
 // known false positive: the mask is all ones, nothing is merged; when the
 // input comes from memory it says "is used uninitialized").
 #pragma GCC diagnostic push
+#if !defined(__clang__)  // Clang has no -Wmaybe-uninitialized (and no such report)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 // One Philox round on 8 counters (lane i: counter words c0..c3, low halves).
