@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "device/src/random/dropout_keep.h"
 #include "support/kernel_runner.h"
 
 namespace sinkrt {
@@ -48,6 +49,27 @@ void BM_Memcpy(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * n * 2 * static_cast<int64_t>(sizeof(float)));
 }
+
+// The keep bits alone (device/src/random/dropout_keep.h) of 64 Ki elements
+// by each path this CPU runs: argument 0 scalar, 1 AVX2, 2 AVX-512;
+// items_per_second counts elements.
+void BM_DropoutKeepBits(benchmark::State& state) {
+  const auto isa = static_cast<device::DropoutKeepIsa>(state.range(0));
+  if (!device::DropoutKeepIsaSupported(isa)) {
+    state.SkipWithError("this CPU lacks the path");
+    return;
+  }
+  constexpr int64_t kGroups = 512;  // 64 Ki elements
+  std::vector<uint64_t> words(2 * kGroups);
+  const device::DropoutKey key{.seed = 1, .step = 3, .op_id = 2};
+  for (auto _ : state) {
+    device::DropoutKeepWords(isa, key, device::DropoutThreshold(0.1f), 0, kGroups, words.data());
+    benchmark::DoNotOptimize(words.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * kGroups * 128);
+}
+BENCHMARK(BM_DropoutKeepBits)->Arg(0)->Arg(1)->Arg(2);
 
 // 64 Ki floats (in cache), 1 Mi (the ViT's attention probabilities at batch
 // 64 are 64·4·16·16 = 65,536) and 16 Mi (memory).

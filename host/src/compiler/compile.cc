@@ -522,15 +522,7 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
                          (options.pipeline.stages > 1 ? std::string("pipeline stages")
                                                       : std::string(ParallelModeName(options.parallel_mode))) +
                          " yet (stand_alone and data_parallel are)");
-  if (options.pipeline.stages > 1) {
-    // Each micro-batch would draw the first micro-batch's masks.
-    for (const OpNode& op : forward.ops())
-      if (op.op == OpCode::Dropout)
-        return Unimplemented("compile graph '" + forward.name() + "': Dropout ('" + op.name +
-                             "') with pipeline stages is not supported yet (stand_alone, data_parallel, "
-                             "semi_auto_parallel and gradient accumulation are)");
-    return CompilePipelineStage(forward, options);
-  }
+  if (options.pipeline.stages > 1) return CompilePipelineStage(forward, options);
   const bool sharded = options.parallel_mode == ParallelMode::SemiAutoParallel;
   std::optional<parallel::LocalGraph> local;
   if (sharded) {

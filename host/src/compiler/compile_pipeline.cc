@@ -11,6 +11,7 @@
 #include "host/src/parallel/pipeline/pipeline_graph.h"
 #include "host/src/parallel/pipeline/pipeline_shard.h"
 #include "host/src/parallel/strategy/strategy_presets.h"
+#include "host/src/passes/dropout.h"
 #include "host/src/passes/sync_batch_norm.h"
 #include "sinkrt/host/calibration.h"
 #include "sinkrt/host/pipeline.h"
@@ -80,6 +81,28 @@ int64_t BatchOf(const Graph& g) {
   for (const TensorInfo& t : g.tensors())
     if (t.kind == TensorKind::Input && !t.shape.empty()) return t.shape[0];
   return -1;
+}
+
+// Dropout's place in the global tensors for a stage's rank: its replicas
+// interleaved along dim 0 (data parallel). A stage split over several
+// ranks under SEMI_AUTO_PARALLEL would need each block's place in its
+// layout, which the stage's partition does not give back yet: refused.
+Status PlaceStageDropout(Graph& stage, const CompileOptions& options, uint32_t per_stage, uint32_t place,
+                         int64_t micro_batch) {
+  const auto dropout =
+      std::find_if(stage.ops().begin(), stage.ops().end(), [](const OpNode& op) { return op.op == OpCode::Dropout; });
+  if (dropout == stage.ops().end()) return Status::Ok();
+  if (options.parallel_mode == ParallelMode::SemiAutoParallel && per_stage > 1)
+    return Unimplemented("Dropout ('" + dropout->name + "') in a pipeline stage of " + std::to_string(per_stage) +
+                         " ranks under semi_auto_parallel is not supported yet (data_parallel stages, and "
+                         "semi_auto_parallel with one rank a stage, are)");
+  passes::DropoutPlacement placement;
+  if (options.parallel_mode == ParallelMode::DataParallel) {
+    placement.replicas = per_stage;
+    placement.replica = place;
+    placement.batch = micro_batch;
+  }
+  return passes::PlaceDropout(stage, placement);
 }
 
 }  // namespace
@@ -158,6 +181,12 @@ Result<PipelineStageGraph> BuildPipelineStage(const Graph& forward, const Compil
   out.stage = stage;
   out.group = StageRanks(device_num, S, stage);
 
+  // Dropout (passes/dropout.h): a stage's replicas are fed as data parallel
+  // ranks are (train_loop: ShardBelowBatch over the replicas), so a
+  // micro-batch's sample i is sample i·replicas + place of the replicas'
+  // micro-batch; BuildPipelineStageGraph then stacks the micro-batches.
+  SINKRT_RETURN_IF_ERROR(
+      PlaceStageDropout(graphs[static_cast<size_t>(stage)].graph, options, per_stage, place, BatchOf(micro)), who);
   // SEMI_AUTO_PARALLEL: the stage graph partitioned over the stage's ranks
   // (parallel/pipeline/pipeline_shard.h); data parallel: each rank runs it whole.
   const StageGraph* mine_graph = &graphs[static_cast<size_t>(stage)];

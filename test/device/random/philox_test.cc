@@ -52,10 +52,62 @@ TEST(DropoutMask, KeepFractionWithinBoundForAFixedSeed) {
   }
 }
 
-TEST(DropoutMask, ThresholdIsPTimesTwoToThe32) {
-  EXPECT_EQ(DropoutThreshold(0.0f), 0u);  // p = 0 keeps every word
-  EXPECT_EQ(DropoutThreshold(0.5f), 0x80000000u);
-  EXPECT_EQ(DropoutThreshold(0.25f), 0x40000000u);
+TEST(DropoutMask, ThresholdIsPTimesTwoToThe16) {
+  EXPECT_EQ(DropoutThreshold(0.0f), 0u);  // p = 0 keeps every element: every byte is at least 0
+  EXPECT_EQ(DropoutThreshold(0.5f), 0x8000u);
+  EXPECT_EQ(DropoutThreshold(0.25f), 0x4000u);
+  EXPECT_EQ(DropoutThreshold(0.1f), 6553u);  // p quantised down to 6553 / 65536 = 0.099991
+  EXPECT_EQ(DropoutThreshold(0.99999f), 65535u);
+}
+
+// Element g reads byte g mod 4 of word (g / 4) mod 4 of block g / 16,
+// pinned on block 0's known words: a high byte just below that byte keeps
+// it, just above drops it, and equal to it hands the element to its
+// refinement byte (the same byte of the block with bit 31 of the counter's
+// second word set) against the low byte.
+TEST(DropoutMask, ElementsReadBytesInOrderAndTiesAreRefined) {
+  const DropoutKey key{.seed = 5, .step = 2, .op_id = 3};
+  const PhiloxCounter c = DropoutBlock(key, 0);
+  const PhiloxCounter twin = Philox4x32({0, 0x80000000u, 3, 2}, {5, 0});
+  EXPECT_EQ(DropoutBlock(key, 0, /*refine=*/true), twin);
+  for (uint64_t g = 0; g < 16; ++g) {
+    const uint32_t byte = (c[g / 4] >> (8 * (g % 4))) & 0xFF, refine = (twin[g / 4] >> (8 * (g % 4))) & 0xFF;
+    if (byte > 0) {
+      EXPECT_TRUE(DropoutKeeps(key, (byte - 1) << 8 | 0xFF, g)) << g;
+    }
+    if (byte < 0xFF) {
+      EXPECT_FALSE(DropoutKeeps(key, (byte + 1) << 8, g)) << g;
+    }
+    EXPECT_TRUE(DropoutKeeps(key, byte << 8 | refine, g)) << g;  // a tie, the refinement byte at the low byte
+    if (refine < 0xFF) {
+      EXPECT_FALSE(DropoutKeeps(key, byte << 8 | (refine + 1), g)) << g;
+    }
+  }
+  EXPECT_EQ(DropoutBlock(key, 1), Philox4x32({1, 0, 3, 2}, {5, 0}));  // elements 16..31: block 1
+}
+
+// P(drop) is t / 65536 exactly, ties included: over 2^22 elements at a p
+// whose low byte is not 0, the ties (one in 256) are kept at (256 − t_lo)
+// / 256, and the whole at 1 − t / 65536, each within 5 standard deviations.
+TEST(DropoutMask, TiesAreKeptAtTheLowBytesRate) {
+  const DropoutKey key{.seed = 11, .step = 4, .op_id = 9};
+  const uint32_t t = DropoutThreshold(0.1f);  // 6553 = 0x1999: high 0x19, low 0x99
+  constexpr uint64_t n = uint64_t{1} << 22;
+  uint64_t ties = 0, ties_kept = 0, kept = 0;
+  for (uint64_t g = 0; g < n; ++g) {
+    const bool keep = DropoutKeeps(key, t, g);
+    kept += keep;
+    if (DropoutByte(DropoutBlock(key, g >> 4), g) == (t >> 8)) {
+      ++ties;
+      ties_kept += keep;
+    }
+  }
+  auto within = [](double count, double trials, double p) {
+    return std::abs(count - trials * p) < 5 * std::sqrt(trials * p * (1 - p));
+  };
+  EXPECT_TRUE(within(static_cast<double>(ties), n, 1.0 / 256)) << ties;
+  EXPECT_TRUE(within(static_cast<double>(ties_kept), static_cast<double>(ties), (256.0 - 0x99) / 256)) << ties_kept;
+  EXPECT_TRUE(within(static_cast<double>(kept), n, 1.0 - t / 65536.0)) << kept;
 }
 
 TEST(DropoutMask, StepSeedAndOpEachChangeTheMask) {

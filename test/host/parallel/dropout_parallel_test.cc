@@ -268,15 +268,5 @@ TEST(DropoutParallel, AccumulationTracksOneStepOfTheWholeBatch) {
   ExpectTracks(want, got, /*mean=*/false);
 }
 
-// Pipeline stages refuse dropout for now, by name, rather than draw one
-// micro-batch's masks for all.
-TEST(DropoutParallel, PipelineStagesRefuseDropout) {
-  host::CompileOptions o = Options(ParallelMode::DataParallel, 2, 0, 0.1f);
-  o.pipeline.stages = 2;
-  auto cs = host::Compile(Mlp(kBatch, {}), o);
-  ASSERT_FALSE(cs.ok());
-  EXPECT_NE(cs.status().message().find("Dropout"), std::string::npos) << cs.status().ToString();
-}
-
 }  // namespace
 }  // namespace sinkrt

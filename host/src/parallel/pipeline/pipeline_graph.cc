@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "host/src/passes/dropout.h"
 #include "host/src/passes/op_clone.h"
 #include "sinkrt/host/autodiff.h"
 
@@ -20,6 +21,7 @@ struct Template {
   size_t forward_ops = 0;
   std::vector<ParamGrad> grads;
   TensorId loss = kInvalidTensor;
+  TensorId dropout_step = kInvalidTensor;  // the stage's Dropout step counter, if it has Dropout
   // Per link end: the Input the gradient for a sent tensor arrives in
   // (links this stage sends on), or the gradient of a received tensor
   // (links it receives on); kInvalidTensor when the link carries none.
@@ -32,8 +34,12 @@ Result<Template> MakeTemplate(const PipelineStageSpec& spec) {
   Template t;
   t.graph = spec.stage->graph;
   Graph& g = t.graph;
-  t.forward_ops = g.ops().size();
   t.loss = spec.loss;
+  // Dropout's step counter (passes/dropout.h), an input of the stage's
+  // Dropout ops before their gradients copy them; shared by the
+  // micro-batches, advanced once after the update.
+  t.dropout_step = passes::AttachDropoutStep(g);
+  t.forward_ops = g.ops().size();
 
   BackwardOptions options;
   options.seed = 1.0f / static_cast<float>(sched.micro_size);
@@ -114,7 +120,8 @@ Status AddEval(const PipelineStageSpec& spec, const Template& tpl, const std::ve
   std::vector<std::vector<TensorId>> map(static_cast<size_t>(M), std::vector<TensorId>(nt, kInvalidTensor));
   for (TensorId t = 0; t < nt; ++t) {
     const TensorInfo& info = tg.tensor(t);
-    if (info.kind == TensorKind::Param || info.kind == TensorKind::Const || info.kind == TensorKind::State) {
+    if (info.kind == TensorKind::Param || info.kind == TensorKind::Const || info.kind == TensorKind::State ||
+        info.kind == TensorKind::OptState) {
       for (int m = 0; m < M; ++m) map[m][t] = shared[t];
     } else if (info.kind == TensorKind::Input && !received[t] && t < spec.stage->graph.tensors().size()) {
       // The dataset column, the same Input train_step reads, cut again.
@@ -229,7 +236,8 @@ Result<StageLeaves> AddStageLeaves(const PipelineStageSpec& spec, const Template
     if (sched.links[static_cast<size_t>(link)].from == stage) is_seed[t] = true;
   for (TensorId t = 0; t < nt; ++t) {
     const TensorInfo& info = tg.tensor(t);
-    if (info.kind == TensorKind::Param || info.kind == TensorKind::Const || info.kind == TensorKind::State) {
+    if (info.kind == TensorKind::Param || info.kind == TensorKind::Const || info.kind == TensorKind::State ||
+        info.kind == TensorKind::OptState) {  // OptState: Dropout's step counter
       leaves.shared[t] = u.AddTensor(info);
     } else if (info.kind == TensorKind::Input && !received[t] && !is_seed[t]) {
       if (info.shape.empty())
@@ -339,6 +347,12 @@ Result<passes::TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& s
           tg, op, Micro(b.micro), u, mp, where + ", micro-batch " + std::to_string(b.micro), [&](TensorId t) {
             return writes_grads && tg.tensor(t).kind == TensorKind::Grad ? shared[t] : kInvalidTensor;
           }));
+      // Dropout: micro-batch m's rows follow the m before it along dim 0
+      // (they are rows m·b.. of the batch), so the M micro-batches draw the
+      // masks of the whole batch (passes/dropout.h).
+      if ((op.op == OpCode::Dropout || op.op == OpCode::DropoutGrad) && M > 1)
+        u.ExtendOp(u.ops().size() - 1, {},
+                   passes::DropoutForMicroStep(op.attrs, tg.tensor(op.inputs.at(0)).shape, b.micro, M));
       if (!writes_grads)
         for (TensorId t : op.outputs)
           if (tg.tensor(t).kind == TensorKind::Grad)
@@ -377,6 +391,7 @@ Result<passes::TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& s
   if (!grads.empty())
     SINKRT_RETURN_IF_ERROR(AppendOptimizer(u, grads, spec.optimizer, kInvalidTensor, {}, {}, &lr),
                            where + ": optimizer");
+  if (tpl.dropout_step != kInvalidTensor) passes::AdvanceDropoutStep(u, shared[tpl.dropout_step]);
   SINKRT_RETURN_IF_ERROR(u.status(), where);
   out.grads = std::move(grads);
   out.forward_ops = 0;

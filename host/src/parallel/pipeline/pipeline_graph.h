@@ -19,7 +19,11 @@
 //   every later one writes its own and adds it in with AccumulateGrad;
 // - the last stage's loss: the mean of the micro-batches' losses, after
 //   the last forward.
-// Then the optimizer updates every parameter once.
+// - Dropout and DropoutGrad: micro-batch m's copy placed at rows m·b.. of
+//   the batch (passes::DropoutForMicroStep), so the micro-batches draw the
+//   whole batch's masks; the stage's "dropout/step" is shared by them.
+// Then the optimizer updates every parameter once (and the dropout step
+// advances).
 //
 // With an eval schedule, the graph also holds eval_step: every
 // micro-batch's forward in order ("eval/mb<m>/<op>", its own Splits of the
