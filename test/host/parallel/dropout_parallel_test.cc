@@ -13,13 +13,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <memory>
-#include <thread>
 #include <vector>
 
-#include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
-#include "support/in_process_world.h"
+#include "support/rank_world.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
 
@@ -119,50 +116,13 @@ std::vector<ConstBytes> Columns(const Batch& b, int64_t rows, int micro) {
 // compiled by `compile(r)` and fed `rows_of(r, batch)` (`rows` rows a
 // micro-batch).
 std::vector<std::vector<double>> Train(int world, const std::vector<Batch>& batches, int64_t rows,
-                                       const std::function<Result<host::CompiledStream>(int)>& compile,
+                                       const testing::RankCompile& compile,
                                        const std::function<Batch(int, const Batch&)>& rows_of, int micro = 1) {
-  std::vector<std::unique_ptr<device::InProcessDevice>> devices;
-  std::vector<PeerEndpoint> members;
-  for (int r = 0; r < world; ++r) {
-    devices.push_back(std::make_unique<device::InProcessDevice>(testing::OneThreadOptions()));
-    auto e = devices.back()->Endpoint();
-    EXPECT_TRUE(e.ok());
-    members.push_back(*e);
-  }
-  std::vector<std::vector<double>> losses(world);
-  std::vector<std::thread> threads;
-  std::vector<Status> status(world);
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      device::InProcessDevice& dev = *devices[r];
-      if (world > 1) status[r] = dev.JoinWorld({9, static_cast<uint32_t>(r), members});
-      if (!status[r].ok()) return;
-      auto cs = compile(r);
-      if (!cs.ok()) {
-        status[r] = cs.status();
-        return;
-      }
-      if (Status st = dev.Load(cs->stream).status(); !st.ok()) {
-        status[r] = st;
-        return;
-      }
-      for (const Batch& whole : batches) {
-        const Batch b = rows_of(r, whole);
-        const std::vector<ConstBytes> cols = Columns(b, rows, micro);
-        status[r] = dev.PushBatch(0, cols);
-        if (!status[r].ok()) return;
-        auto res = dev.RunSink(ProgramKind::TrainStep, 1);
-        if (!res.ok()) {
-          status[r] = res.status();
-          return;
-        }
-        losses[r].push_back(res->reports.at(0).scalar());
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (int r = 0; r < world; ++r) EXPECT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r].ToString();
-  return losses;
+  std::vector<std::vector<Batch>> fed(world);  // kept until every rank has pushed it
+  for (int r = 0; r < world; ++r)
+    for (const Batch& whole : batches) fed[r].push_back(rows_of(r, whole));
+  return testing::TrainRanks(world, static_cast<int>(batches.size()), compile,
+                             [&](int r, int s) { return Columns(fed[r][s], rows, micro); });
 }
 
 std::vector<double> OneDevice(const std::vector<Batch>& batches, float lr, float p = kP, int64_t rows = 1) {
