@@ -25,6 +25,30 @@ using RankFeed = std::function<std::vector<ConstBytes>(int rank, int step)>;
 std::vector<std::vector<double>> TrainRanks(int world, int steps, const RankCompile& compile, const RankFeed& feed,
                                             uint64_t world_id = 9);
 
+// Per op, the strategy host::Graph::Shard gives it (empty: the default).
+using OpStrategies = std::vector<std::vector<std::vector<int64_t>>>;
+
+// The small network of the SEMI_AUTO tests: x "image" [batch, 32] -> MatMul
+// w1 [32, 64] + b1 -> Tanh -> Dropout(p, seed 5) -> MatMul w2 [64, 10] + b2
+// -> sparse softmax cross-entropy against "label" [batch], `strategies`
+// per op. p 0 builds no Dropout op. `rows` > 1: the dropout reads the
+// activations as [batch·rows, 64/rows] (as a ViT's [B·T, D]).
+host::Graph TanhMlp(int64_t batch, const OpStrategies& strategies, float p = 0.0f, int64_t rows = 1);
+
+// SGD at `lr` for rank `rank` of `world` ranks in `mode`, training only
+// (no eval program): the options these tests compile each rank with.
+host::CompileOptions SgdRankOptions(host::ParallelMode mode, uint32_t world, uint32_t rank, float lr);
+
+// One step's rows: f32 features [batch, width] and i32 labels [batch].
+struct RowBatch {
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+};
+
+// `n` consecutive batches of `batch` rows of a dataset.
+std::vector<RowBatch> SplitBatches(const std::vector<float>& images, const std::vector<int32_t>& labels, int64_t width,
+                                   int n, int64_t batch);
+
 // Rows [row, row + rows) of a dataset held as f32 features [N, features]
 // and i32 labels [N]: the two columns of an (image, label) queue.
 std::vector<ConstBytes> RowColumns(const float* features, int64_t width, const int32_t* labels, int64_t row,

@@ -21,54 +21,24 @@ namespace sinkrt {
 namespace {
 
 using host::Graph;
-using host::InitSpec;
-using host::TensorId;
 
-// x [B,32] -> MatMul w1 [32,64] + b1 -> Tanh -> MatMul w2 [64,10] + b2 -> loss,
-// with `strategies` per op (empty: MindSpore's default).
+// testing::TanhMlp without dropout at batch 8, with `strategies` per op
+// (empty: MindSpore's default).
 constexpr int64_t kBatch = 8;
 
-Graph Mlp(const std::vector<std::vector<std::vector<int64_t>>>& strategies) {
-  Graph g("mlp");
-  const TensorId x = g.Input("image", {kBatch, 32});
-  const TensorId labels = g.Input("label", {kBatch}, DType::I32);
-  const TensorId w1 = g.Param("w1", {32, 64}, InitSpec::HeUniform(11));
-  const TensorId b1 = g.Param("b1", {64}, InitSpec::Uniform(-0.1f, 0.1f, 12));
-  const TensorId w2 = g.Param("w2", {64, 10}, InitSpec::XavierUniform(13));
-  const TensorId b2 = g.Param("b2", {10}, InitSpec::Uniform(-0.1f, 0.1f, 14));
-  const TensorId h = g.Tanh(g.BiasAdd(g.MatMul(x, w1), b1));
-  g.SetLoss(g.SparseSoftmaxCrossEntropy(g.BiasAdd(g.MatMul(h, w2), b2), labels));
-  EXPECT_TRUE(g.status().ok()) << g.status().ToString();
-  for (size_t i = 0; i < strategies.size() && i < g.ops().size(); ++i)
-    if (!strategies[i].empty()) g.Shard(g.ops()[i].name, strategies[i]);
-  EXPECT_TRUE(g.status().ok()) << g.status().ToString();
-  return g;
-}
+Graph Mlp(const testing::OpStrategies& strategies) { return testing::TanhMlp(kBatch, strategies); }
 
-struct Batch {
-  std::vector<float> images;    // [kBatch, 32]
-  std::vector<int32_t> labels;  // [kBatch]
-};
+using Batch = testing::RowBatch;  // [kBatch, 32] images, [kBatch] labels
 
 std::vector<Batch> MakeBatches(int n) {
   testing::SyntheticData d = testing::MakeSyntheticData(n * kBatch, 32, 10, 5);
-  std::vector<Batch> out(n);
-  for (int b = 0; b < n; ++b) {
-    out[b].images.assign(d.images.begin() + b * kBatch * 32, d.images.begin() + (b + 1) * kBatch * 32);
-    out[b].labels.assign(d.labels.begin() + b * kBatch, d.labels.begin() + (b + 1) * kBatch);
-  }
-  return out;
+  return testing::SplitBatches(d.images, d.labels, 32, n, kBatch);
 }
 
 host::CompileOptions Options(host::ParallelMode mode, uint32_t world, uint32_t rank, float lr = 0.1f,
                              const host::LrSchedule& schedule = {}) {
-  host::CompileOptions o;
-  o.optimizer = host::OptimizerSpec::Sgd(lr);
+  host::CompileOptions o = testing::SgdRankOptions(mode, world, rank, lr);
   o.optimizer.schedule = schedule;
-  o.parallel_mode = mode;
-  o.world_size = world;
-  o.rank = rank;
-  o.eval_program = false;
   return o;
 }
 

@@ -7,17 +7,17 @@
 // machine.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <string>
 #include <vector>
 
-#include "host/src/job/stream_report.h"
 #include "sinkrt/host/lr_schedule.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/optimizer.h"
+#include "support/auto_parallel_fixtures.h"
 #include "support/compare.h"
 #include "support/in_process_world.h"
 #include "support/model_fixtures.h"
@@ -33,20 +33,10 @@ using host::Model;
 using host::OptimizerSpec;
 using host::ParallelMode;
 
-#ifdef SINKRT_SOURCE_DIR
-const std::string kCalibration = std::string(SINKRT_SOURCE_DIR) + "/test/data/calibration_fixed.json";
-#else
-const std::string kCalibration = "";
-#endif
+using testing::GroupBatch;
 
 constexpr int kSteps = 100;
 constexpr int64_t kBatch = 8;  // the global batch
-
-// The rows of the train queue rank 0 reads: one data-parallel group's batch.
-int64_t GroupBatch(const Model& m) {
-  const std::vector<host::ColumnSpec> cols = host::job::QueueColumns(m.compiled().stream, "train");
-  return cols.empty() || cols[0].shape.empty() ? 0 : cols[0].shape[0];
-}
 
 // The training data: a quarter of the labels random, so the loss stays
 // near 1 instead of falling to where a relative difference measures the
@@ -79,7 +69,7 @@ std::vector<double> VitLosses(bool auto_parallel, const OptimizerSpec& opt, floa
     o.context.mode = ParallelMode::AutoParallel;
     o.context.device_num = n;
     o.context.gradients_mean = true;
-    o.context.calibration_file = kCalibration;
+    o.context.calibration_file = testing::FixedCalibration();
   }
   host::VitConfig config;
   config.dropout = p;

@@ -296,21 +296,11 @@ TEST(StrategyPresets, SaveAndApplyAStrategyFile) {
 // `data` on n ranks is one device at n times the learning rate).
 constexpr int64_t kVitBatch = 4;
 
-host::CompileOptions Options(host::ParallelMode mode, uint32_t world, uint32_t rank, float lr) {
-  host::CompileOptions o;
-  o.optimizer = host::OptimizerSpec::Sgd(lr);
-  o.parallel_mode = mode;
-  o.world_size = world;
-  o.rank = rank;
-  o.eval_program = false;
-  return o;
-}
-
 // Per rank, per step: the loss of rank r fed rows [first(r), first(r) + rows) of every batch.
 std::vector<std::vector<double>> Train(const Graph& g, host::ParallelMode mode, int world, float lr,
                                        const testing::SyntheticData& data, int steps, int64_t rows,
                                        const std::function<int64_t(int)>& first) {
-  auto compile = [&](int r) { return host::Compile(g, Options(mode, world, r, lr)); };
+  auto compile = [&](int r) { return host::Compile(g, testing::SgdRankOptions(mode, world, r, lr)); };
   auto feed = [&](int r, int s) {
     return testing::RowColumns(data.images.data(), 784, data.labels.data(), s * kVitBatch + first(r), rows);
   };
