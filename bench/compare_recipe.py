@@ -15,9 +15,12 @@ the schedule as docs/guide/lr_schedules.md gives it (pytorch_ref/recipe.py),
 AdamWeightDecay without bias correction (torch.optim.AdamW corrects it),
 clip_by_global_norm's formula. Parameters and batch order come from
 pytorch_ref (bit for bit sinkrun's; compare_pytorch --self-check). Dropout
-masks are each framework's own (sinkrt's counter-based Philox, PyTorch's
-generator), so with dropout the two runs are the same recipe, not the same
-trajectory.
+masks: by default sinkrt's, recomputed in PyTorch (pytorch_ref/philox_dropout.py:
+the same Philox words for the same op, step and element), so with dropout
+the two runs follow the same trajectory to float rounding for as long as
+rounding stays small; --masks torch gives PyTorch its own generator's
+masks (the same recipe, another draw). --dropout-steps N also compares the
+first N losses with dropout on.
 
 Run under /usr/bin/python3 (Debian's PyTorch imports there). Exit 77 (a
 skip for ctest) when PyTorch or the dataset is missing.
@@ -58,14 +61,14 @@ def run_sinkrun(args, recipe, epochs, extra=()):
             "seconds": time.perf_counter() - t0, "command": " ".join(cmd)}
 
 
-def first_steps(args, recipe):
+def first_steps(args, recipe, dropout=False):
     from pytorch_ref import recipe_run
-    n = args.first_steps
-    off = Recipe(**{**recipe.__dict__, "dropout": 0.0})
+    n = args.dropout_steps if dropout else args.first_steps
+    off = recipe if dropout else Recipe(**{**recipe.__dict__, "dropout": 0.0})
     ours = run_sinkrun(args, off, n, ("--sink-size", "1"))
     theirs = recipe_run.train(args, off, steps=n)
     worst = max(abs(a - b) / abs(b) for a, b in zip(ours["losses"], theirs["step_losses"]))
-    print(f"first {n} steps, dropout off ({off.describe()}):")
+    print(f"first {n} steps, dropout {'on, the same masks' if dropout else 'off'} ({off.describe()}):")
     print("| step | rate | sinkrt loss | PyTorch loss | relative difference |\n|---|---|---|---|---|")
     for i, (a, b) in enumerate(zip(ours["losses"], theirs["step_losses"])):
         print(f"| {i + 1} | {off.rate(i):.6g} | {a:.7f} | {b:.7f} | {abs(a - b) / abs(b):.1e} |")
@@ -110,6 +113,12 @@ def main():
     p.add_argument("--dropout", type=float, default=Recipe.dropout, help="the full recipe's rate")
     p.add_argument("--clip", type=float, default=0.0,
                    help="clip_by_global_norm at this norm on both sides (sinkrun --clip-grad-norm); 0: none")
+    p.add_argument("--masks", choices=("sinkrt", "torch"), default="sinkrt",
+                   help="PyTorch's dropout masks: sinkrt's (Philox keyed by seed, step, op and element, "
+                        "pytorch_ref/philox_dropout.py: the same masks, so the same trajectory) or torch's "
+                        "own generator (the same recipe, other masks)")
+    p.add_argument("--dropout-steps", type=int, default=0,
+                   help="also compare the first N losses with dropout on (needs --masks sinkrt)")
     p.add_argument("--workdir", default=os.environ.get("TMPDIR", "/tmp"))
     p.add_argument("--json", help="also write every figure to this file")
     args = p.parse_args()
@@ -123,6 +132,9 @@ def main():
     kind, _, where = args.data.partition(":")
     if kind == "fashion-mnist" and not os.path.isdir(where or FASHION_MNIST_DIR):
         skip(f"no Fashion-MNIST at {where or FASHION_MNIST_DIR} (scripts/setup installs it)")
+    if args.masks == "sinkrt":
+        from pytorch_ref.philox_dropout import self_test
+        self_test()
     from pytorch_ref.data import load_data
     args.loaded = load_data(args.data)
     steps_per_epoch = len(args.loaded[1]) // args.batch
@@ -134,6 +146,9 @@ def main():
     if args.first_steps:
         results["first_steps"] = first_steps(args, recipe)
         ok = results["first_steps"]["ok"]
+    if args.dropout_steps and args.masks == "sinkrt":
+        results["dropout_steps"] = first_steps(args, recipe, dropout=True)
+        ok = ok and results["dropout_steps"]["ok"]
     if args.epochs:
         results["accuracy"] = accuracy(args, recipe)
     if args.json:

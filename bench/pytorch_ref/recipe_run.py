@@ -6,6 +6,7 @@ import time
 import torch
 
 from .models import build
+from .philox_dropout import VIT_DROPOUT_OPS, PhiloxDropout
 from .recipe import AdamWeightDecay
 from .rng import PassOrder
 from .torch_run import evaluate
@@ -15,10 +16,14 @@ def train(args, recipe, steps=0, epochs=0):
     """steps > 0: the losses of the first `steps` steps. Otherwise `epochs`
     whole passes, then the test accuracy and loss (dropout off in eval)."""
     torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)  # torch.nn.Dropout's masks
+    torch.manual_seed(args.seed)  # torch.nn.Dropout's masks (--masks torch)
     train_x, train_y, test_x, test_y = args.loaded
     x_all, y_all = torch.from_numpy(train_x), torch.from_numpy(train_y)
-    drop = torch.nn.Dropout(recipe.dropout) if recipe.dropout else None
+    drop = None
+    if recipe.dropout and args.masks == "sinkrt":
+        drop = PhiloxDropout(recipe.dropout, args.seed, VIT_DROPOUT_OPS)
+    elif recipe.dropout:
+        drop = torch.nn.Dropout(recipe.dropout)
     net = build("vit", args.seed, **({"drop": drop} if drop else {}))
     sinkrt_names = {torch_name: name for name, torch_name in _names(net)}
     opt = AdamWeightDecay([(sinkrt_names[n], p) for n, p in net.named_parameters()], recipe)
@@ -35,6 +40,8 @@ def train(args, recipe, steps=0, epochs=0):
         loss = loss_fn(net(x_all[idx]), y_all[idx])
         loss.backward()
         opt.step()
+        if isinstance(drop, PhiloxDropout):
+            drop.next_step()
         if steps:
             step_losses.append(loss.item())
         elif (g + 1) % order.steps_per_pass == 0:
