@@ -61,7 +61,6 @@ def clip_by_global_norm(grads, clip_norm):
     """MindSpore's ops.clip_by_global_norm: g · clip_norm / max(‖g‖, clip_norm),
     the norm over every gradient. The sum of squares in float64 (sinkrt's
     order of summation is not PyTorch's; float64 takes the order out)."""
-    import torch
     norm = math.sqrt(sum(float(g.double().square().sum()) for g in grads))
     factor = float(np.float32(clip_norm) / np.float32(max(norm, clip_norm)))
     if factor != 1.0:
