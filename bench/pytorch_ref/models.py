@@ -20,9 +20,14 @@ class Mlp(torch.nn.Module):
         return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
 
 
+def identity(x):
+    return x
+
+
 class Attention(torch.nn.Module):
-    def __init__(self, width, heads):
+    def __init__(self, width, heads, drop=identity):
         super().__init__()
+        self.drop = drop  # attn_drop on the probabilities, proj_drop after proj
         self.heads, self.head_dim = heads, width // heads
         self.qkv = torch.nn.Linear(width, 3 * width)
         self.proj = torch.nn.Linear(width, width)
@@ -34,29 +39,31 @@ class Attention(torch.nn.Module):
         # sinkrt's zoo ViT: head h's q, k, v are columns 48h..48h+47.
         qkv = self.qkv(x).view(b, t, self.heads, 3, self.head_dim).permute(3, 0, 2, 1, 4)
         q, k, v = qkv[0], qkv[1], qkv[2]
-        attn = torch.softmax((q @ k.transpose(-2, -1)) * self.scale, dim=-1)
-        return self.proj((attn @ v).transpose(1, 2).reshape(b, t, d))
+        attn = self.drop(torch.softmax((q @ k.transpose(-2, -1)) * self.scale, dim=-1))
+        return self.drop(self.proj((attn @ v).transpose(1, 2).reshape(b, t, d)))
 
 
 class FeedForward(torch.nn.Module):
-    def __init__(self, width, hidden):
+    def __init__(self, width, hidden, drop=identity):
         super().__init__()
+        self.drop = drop
         self.fc1 = torch.nn.Linear(width, hidden)
         self.fc2 = torch.nn.Linear(hidden, width)
 
     def forward(self, x):
-        return self.fc2(torch.nn.functional.gelu(self.fc1(x), approximate="tanh"))
+        h = self.drop(torch.nn.functional.gelu(self.fc1(x), approximate="tanh"))
+        return self.drop(self.fc2(h))
 
 
 class Block(torch.nn.Module):
     """Pre-LN: x + attn(ln1(x)), then x + mlp(ln2(x))."""
 
-    def __init__(self, width, heads, hidden, eps):
+    def __init__(self, width, heads, hidden, eps, drop=identity):
         super().__init__()
         self.ln1 = torch.nn.LayerNorm(width, eps=eps)
-        self.attn = Attention(width, heads)
+        self.attn = Attention(width, heads, drop)
         self.ln2 = torch.nn.LayerNorm(width, eps=eps)
-        self.mlp = FeedForward(width, hidden)
+        self.mlp = FeedForward(width, hidden, drop)
 
     def forward(self, x):
         x = x + self.attn(self.ln1(x))
@@ -65,16 +72,20 @@ class Block(torch.nn.Module):
 
 class Vit(torch.nn.Module):
     """Issue 15's ViT: image [B, 784] -> 16 row-major 7x7 patches -> Linear(49, 64)
-    + pos_embed -> 2 blocks -> LayerNorm -> mean over tokens -> Linear(64, 10)."""
+    + pos_embed -> 2 blocks -> LayerNorm -> mean over tokens -> Linear(64, 10).
+    `drop` (a function of a tensor, identity by default) sits where
+    MakeVitNetwork places its Dropout ops: pos_drop, attn_drop, proj_drop
+    and after each of the MLP's two Linear layers (timm's places)."""
 
-    def __init__(self):
+    def __init__(self, drop=identity):
         super().__init__()
+        self.drop = drop
         v = VIT
         self.patch = torch.nn.Linear(v["patch_values"], v["width"])
         self.grid_size, self.patch_size = v["grid"], v["patch"]
         self.pos_embed = torch.nn.Parameter(torch.zeros(v["patches"], v["width"]))
         for i in range(v["depth"]):
-            self.add_module(f"block{i}", Block(v["width"], v["heads"], v["mlp"], v["ln_eps"]))
+            self.add_module(f"block{i}", Block(v["width"], v["heads"], v["mlp"], v["ln_eps"], drop))
         self.depth = v["depth"]
         self.norm = torch.nn.LayerNorm(v["width"], eps=v["ln_eps"])
         self.head = torch.nn.Linear(v["width"], v["classes"])
@@ -84,7 +95,7 @@ class Vit(torch.nn.Module):
         # [B, 784] -> [B, 4, 7, 4, 7] (patch row, pixel row, patch column, pixel
         # column) -> [B, 4, 4, 7, 7] -> [B, 16, 49]: patches in row-major order.
         x = image.view(-1, g, p, g, p).permute(0, 1, 3, 2, 4).reshape(-1, g * g, p * p)
-        x = self.patch(x) + self.pos_embed
+        x = self.drop(self.patch(x) + self.pos_embed)
         for i in range(self.depth):
             x = getattr(self, f"block{i}")(x)
         return self.head(self.norm(x).mean(dim=1))
@@ -103,10 +114,10 @@ def torch_name(sinkrt_name):
     return sinkrt_name
 
 
-def build(model, seed):
+def build(model, seed, **kwargs):
     """The PyTorch network holding sinkrt's initial parameters, bit for bit.
     sinkrt's weights are [in, out]; torch.nn.Linear holds [out, in]."""
-    net = MODULES[model]()
+    net = MODULES[model](**kwargs)
     own = dict(net.named_parameters())
     params = PARAMETERS[model](seed)
     if set(map(torch_name, params)) != set(own):

@@ -34,6 +34,10 @@ Graph MakeLeNet(int64_t batch, uint64_t seed) { return WithLoss(host::MakeLeNetN
 
 Graph MakeVit(int64_t batch, uint64_t seed) { return WithLoss(host::MakeVitNetwork(batch, seed)); }
 
+Graph MakeVit(int64_t batch, uint64_t seed, const host::VitConfig& config) {
+  return WithLoss(host::MakeVitNetwork(batch, seed, config));
+}
+
 SyntheticData MakeSyntheticData(int64_t n, int64_t features, int classes, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "sinkrt/host/graph.h"
+#include "sinkrt/host/model_zoo.h"
 
 namespace sinkrt::testing {
 
@@ -22,6 +23,8 @@ host::Graph MakeLeNet(int64_t batch, uint64_t seed = 1);
 // host::MakeVitNetwork (the small ViT on "image" [batch, 784]) with the same
 // loss and "label" input.
 host::Graph MakeVit(int64_t batch, uint64_t seed = 1);
+// The same at the size and dropout `config` gives.
+host::Graph MakeVit(int64_t batch, uint64_t seed, const host::VitConfig& config);
 
 // A learnable synthetic classification set: `classes` Gaussian blobs in
 // `features` dimensions. Deterministic in seed.

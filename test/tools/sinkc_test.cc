@@ -16,8 +16,12 @@
 #include "sinkrt/fb/task_stream_generated.h"
 #include "sinkrt/host/compiled_job.h"
 #include "sinkrt/host/graph_file.h"
+#include "sinkrt/host/lr_schedule.h"
+#include "sinkrt/host/model_zoo.h"
+#include "sinkrt/host/optimizer.h"
 #include "support/run_binary.h"
 #include "support/str_cat.h"
+#include "support/test_models.h"
 
 namespace sinkrt {
 namespace {
@@ -289,6 +293,67 @@ TEST_F(SinkcTest, LambWithAGroupTravelsInTheManifest) {
   RunResult bad = Sinkc("'" + kMlp + "' -o " + Q("bad") + " --optimizer adamw --no-decay ,");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--no-decay ',' names no parameter filter"), std::string::npos) << bad.err;
+}
+
+// A graph file with the whole recipe of issue 41: the zoo ViT with dropout
+// 0.1, and an optimizer (`opt`) with a warmup-cosine schedule and a
+// no-decay group. Written with host::SaveGraph as an application would.
+std::string SaveRecipeGraph(const fs::path& dir, host::OptimizerSpec opt) {
+  host::VitConfig config;
+  config.dropout = 0.1f;
+  host::SetNoDecay(opt, {"bias", "beta", "gamma", "norm"});
+  opt.schedule = host::LrSchedule::WarmupCosine(2e-3, 1e-5, 8, 40);
+  const std::string path = (dir / "recipe.json").string();
+  const Status st = host::SaveGraph(path, testing::MakeVit(16, 3, config), opt);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return path;
+}
+
+// sinkc compiles the recipe graph (its optimizer, schedule and groups from
+// the file), and sinkrun trains the streams exactly as it trains the
+// graph in-process: the dropout counter, the schedule's step and
+// AdamWeightDecay's moments land in the same checkpoint bytes.
+TEST_F(SinkcTest, RecipeGraphWithScheduleGroupsAndDropoutRunsAsTheGraphDoes) {
+  for (const char* kind : {"adamw", "lamb"}) {
+    SCOPED_TRACE(kind);
+    const host::OptimizerSpec opt = std::string(kind) == "adamw" ? host::OptimizerSpec::AdamWeightDecay(0.0f, 0.05f)
+                                                                 : host::OptimizerSpec::Lamb(0.0f, 0.01f);
+    const std::string graph = SaveRecipeGraph(dir_, opt);
+    RunResult c = Sinkc("'" + graph + "' -o " + Q(std::string("streams_") + kind));
+    ASSERT_EQ(c.exit_code, 0) << c.err;
+    EXPECT_NE(c.out.find("group [bias,beta,gamma,norm] weight_decay 0"), std::string::npos) << c.out;
+    const std::string common = " --data synthetic:512 --epochs 2 --threads 1 --seed 5";
+    RunResult from_streams = Sinkrun("train --streams " + Q(std::string("streams_") + kind) + common +
+                                     " --save-checkpoint " + Q(std::string("a_") + kind + ".ckpt"));
+    ASSERT_EQ(from_streams.exit_code, 0) << from_streams.out << from_streams.err;
+    RunResult from_graph = Sinkrun("train --graph '" + graph + "'" + common + " --save-checkpoint " +
+                                   Q(std::string("b_") + kind + ".ckpt"));
+    ASSERT_EQ(from_graph.exit_code, 0) << from_graph.out << from_graph.err;
+    const std::string a = Slurp(dir_ / (std::string("a_") + kind + ".ckpt"));
+    ASSERT_GT(a.size(), 100000u);
+    EXPECT_NE(a.find("dropout/step"), std::string::npos) << "the checkpoint holds the dropout counter";
+    EXPECT_NE(a.find("lr/step"), std::string::npos) << "the checkpoint holds the schedule's step";
+    EXPECT_TRUE(a == Slurp(dir_ / (std::string("b_") + kind + ".ckpt")))
+        << "the parameters trained from sinkc's streams differ from Model.train's";
+  }
+}
+
+// The same recipe compiled for 2 data-parallel ranks runs on two sinkd
+// daemons bitwise as sinkrun trains the graph with the same flags (which
+// starts its own daemons): the masks of each rank's rows, the rate and
+// the decay agree on both paths.
+TEST_F(SinkcTest, RecipeGraphOnTwoDaemonsTrainsAsTheGraphDoes) {
+  const std::string graph = SaveRecipeGraph(dir_, host::OptimizerSpec::AdamWeightDecay(0.0f, 0.05f));
+  RunResult c = Sinkc("'" + graph + "' --devices 2 --parallel data_parallel -q -o " + Q("streams"));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const std::string common = " --data synthetic:512 --epochs 1";
+  RunResult from_streams = Sinkrun("train --streams " + Q("streams") + common + " --save-checkpoint " + Q("a.ckpt"));
+  ASSERT_EQ(from_streams.exit_code, 0) << from_streams.out << from_streams.err;
+  EXPECT_NE(from_streams.out.find("2 sinkd daemons"), std::string::npos) << from_streams.out;
+  RunResult from_graph = Sinkrun("train --graph '" + graph + "' --devices 2 --parallel data_parallel" + common +
+                                 " --save-checkpoint " + Q("b.ckpt"));
+  ASSERT_EQ(from_graph.exit_code, 0) << from_graph.out << from_graph.err;
+  EXPECT_TRUE(Slurp(dir_ / "a.ckpt") == Slurp(dir_ / "b.ckpt"));
 }
 
 TEST_F(SinkcTest, DataParallelStreamsOnTwoDaemonsTrainAsTheGraphDoes) {

@@ -13,13 +13,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <memory>
-#include <thread>
 #include <vector>
 
-#include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
-#include "support/in_process_world.h"
+#include "support/rank_world.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
 
@@ -27,64 +24,31 @@ namespace sinkrt {
 namespace {
 
 using host::Graph;
-using host::InitSpec;
 using host::ParallelMode;
-using host::TensorId;
 
 constexpr int64_t kBatch = 8;
 constexpr int kSteps = 100;
 constexpr float kP = 0.3f;
 
-using Strategies = std::vector<std::vector<std::vector<int64_t>>>;
+using Strategies = testing::OpStrategies;
 
-// x [B,32] -> MatMul w1 [32,64] + b1 -> Tanh -> Dropout(0.3) -> MatMul w2
-// [64,10] + b2 -> loss; `strategies` per op (empty: the default). `p` 0:
-// the same network without dropout. `rows` > 1: the dropout reads the
-// activations as [B·rows, 64/rows] (as a ViT's [B·T, D]).
+// The tanh MLP (testing::TanhMlp) with Dropout(0.3) on its hidden layer;
+// `p` 0: the same network without dropout; `rows` > 1: the dropout reads
+// the activations as [B·rows, 64/rows].
 Graph Mlp(int64_t batch, const Strategies& strategies, float p = kP, int64_t rows = 1) {
-  Graph g("mlp");
-  const TensorId x = g.Input("image", {batch, 32});
-  const TensorId labels = g.Input("label", {batch}, DType::I32);
-  const TensorId w1 = g.Param("w1", {32, 64}, InitSpec::HeUniform(11));
-  const TensorId b1 = g.Param("b1", {64}, InitSpec::Uniform(-0.1f, 0.1f, 12));
-  const TensorId w2 = g.Param("w2", {64, 10}, InitSpec::XavierUniform(13));
-  const TensorId b2 = g.Param("b2", {10}, InitSpec::Uniform(-0.1f, 0.1f, 14));
-  TensorId h = g.Tanh(g.BiasAdd(g.MatMul(x, w1), b1));
-  if (rows > 1) h = g.Reshape(h, {batch * rows, 64 / rows});
-  h = g.Dropout(h, p, 5);
-  if (rows > 1) h = g.Reshape(h, {batch, 64});
-  g.SetLoss(g.SparseSoftmaxCrossEntropy(g.BiasAdd(g.MatMul(h, w2), b2), labels));
-  EXPECT_TRUE(g.status().ok()) << g.status().ToString();
-  for (size_t i = 0; i < strategies.size() && i < g.ops().size(); ++i)
-    if (!strategies[i].empty()) g.Shard(g.ops()[i].name, strategies[i]);
-  EXPECT_TRUE(g.status().ok()) << g.status().ToString();
-  return g;
+  return testing::TanhMlp(batch, strategies, p, rows);
 }
 
-struct Batch {
-  std::vector<float> images;    // [kBatch, 32]
-  std::vector<int32_t> labels;  // [kBatch]
-};
+using Batch = testing::RowBatch;  // [kBatch, 32] images, [kBatch] labels
 
 std::vector<Batch> MakeBatches(int n) {
   testing::SyntheticData d = testing::MakeSyntheticData(n * kBatch, 32, 10, 5);
   testing::RandomizeQuarterOfLabels(d);
-  std::vector<Batch> out(n);
-  for (int b = 0; b < n; ++b) {
-    out[b].images.assign(d.images.begin() + b * kBatch * 32, d.images.begin() + (b + 1) * kBatch * 32);
-    out[b].labels.assign(d.labels.begin() + b * kBatch, d.labels.begin() + (b + 1) * kBatch);
-  }
-  return out;
+  return testing::SplitBatches(d.images, d.labels, 32, n, kBatch);
 }
 
 host::CompileOptions Options(ParallelMode mode, uint32_t world, uint32_t rank, float lr) {
-  host::CompileOptions o;
-  o.optimizer = host::OptimizerSpec::Sgd(lr);
-  o.parallel_mode = mode;
-  o.world_size = world;
-  o.rank = rank;
-  o.eval_program = false;
-  return o;
+  return testing::SgdRankOptions(mode, world, rank, lr);
 }
 
 // Rows [first, first + n) of a batch.
@@ -119,50 +83,13 @@ std::vector<ConstBytes> Columns(const Batch& b, int64_t rows, int micro) {
 // compiled by `compile(r)` and fed `rows_of(r, batch)` (`rows` rows a
 // micro-batch).
 std::vector<std::vector<double>> Train(int world, const std::vector<Batch>& batches, int64_t rows,
-                                       const std::function<Result<host::CompiledStream>(int)>& compile,
+                                       const testing::RankCompile& compile,
                                        const std::function<Batch(int, const Batch&)>& rows_of, int micro = 1) {
-  std::vector<std::unique_ptr<device::InProcessDevice>> devices;
-  std::vector<PeerEndpoint> members;
-  for (int r = 0; r < world; ++r) {
-    devices.push_back(std::make_unique<device::InProcessDevice>(testing::OneThreadOptions()));
-    auto e = devices.back()->Endpoint();
-    EXPECT_TRUE(e.ok());
-    members.push_back(*e);
-  }
-  std::vector<std::vector<double>> losses(world);
-  std::vector<std::thread> threads;
-  std::vector<Status> status(world);
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      device::InProcessDevice& dev = *devices[r];
-      if (world > 1) status[r] = dev.JoinWorld({9, static_cast<uint32_t>(r), members});
-      if (!status[r].ok()) return;
-      auto cs = compile(r);
-      if (!cs.ok()) {
-        status[r] = cs.status();
-        return;
-      }
-      if (Status st = dev.Load(cs->stream).status(); !st.ok()) {
-        status[r] = st;
-        return;
-      }
-      for (const Batch& whole : batches) {
-        const Batch b = rows_of(r, whole);
-        const std::vector<ConstBytes> cols = Columns(b, rows, micro);
-        status[r] = dev.PushBatch(0, cols);
-        if (!status[r].ok()) return;
-        auto res = dev.RunSink(ProgramKind::TrainStep, 1);
-        if (!res.ok()) {
-          status[r] = res.status();
-          return;
-        }
-        losses[r].push_back(res->reports.at(0).scalar());
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (int r = 0; r < world; ++r) EXPECT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r].ToString();
-  return losses;
+  std::vector<std::vector<Batch>> fed(world);  // kept until every rank has pushed it
+  for (int r = 0; r < world; ++r)
+    for (const Batch& whole : batches) fed[r].push_back(rows_of(r, whole));
+  return testing::TrainRanks(world, static_cast<int>(batches.size()), compile,
+                             [&](int r, int s) { return Columns(fed[r][s], rows, micro); });
 }
 
 std::vector<double> OneDevice(const std::vector<Batch>& batches, float lr, float p = kP, int64_t rows = 1) {

@@ -10,13 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <memory>
-#include <thread>
 #include <vector>
 
-#include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
-#include "support/in_process_world.h"
+#include "support/rank_world.h"
 #include "support/test_models.h"
 #include "support/test_util.h"
 
@@ -24,75 +21,44 @@ namespace sinkrt {
 namespace {
 
 using host::Graph;
-using host::InitSpec;
-using host::TensorId;
 
-// x [B,32] -> MatMul w1 [32,64] + b1 -> Tanh -> MatMul w2 [64,10] + b2 -> loss,
-// with `strategies` per op (empty: MindSpore's default).
+// testing::TanhMlp without dropout at batch 8, with `strategies` per op
+// (empty: MindSpore's default).
 constexpr int64_t kBatch = 8;
 
-Graph Mlp(const std::vector<std::vector<std::vector<int64_t>>>& strategies) {
-  Graph g("mlp");
-  const TensorId x = g.Input("image", {kBatch, 32});
-  const TensorId labels = g.Input("label", {kBatch}, DType::I32);
-  const TensorId w1 = g.Param("w1", {32, 64}, InitSpec::HeUniform(11));
-  const TensorId b1 = g.Param("b1", {64}, InitSpec::Uniform(-0.1f, 0.1f, 12));
-  const TensorId w2 = g.Param("w2", {64, 10}, InitSpec::XavierUniform(13));
-  const TensorId b2 = g.Param("b2", {10}, InitSpec::Uniform(-0.1f, 0.1f, 14));
-  const TensorId h = g.Tanh(g.BiasAdd(g.MatMul(x, w1), b1));
-  g.SetLoss(g.SparseSoftmaxCrossEntropy(g.BiasAdd(g.MatMul(h, w2), b2), labels));
-  EXPECT_TRUE(g.status().ok()) << g.status().ToString();
-  for (size_t i = 0; i < strategies.size() && i < g.ops().size(); ++i)
-    if (!strategies[i].empty()) g.Shard(g.ops()[i].name, strategies[i]);
-  EXPECT_TRUE(g.status().ok()) << g.status().ToString();
-  return g;
-}
+Graph Mlp(const testing::OpStrategies& strategies) { return testing::TanhMlp(kBatch, strategies); }
 
-struct Batch {
-  std::vector<float> images;    // [kBatch, 32]
-  std::vector<int32_t> labels;  // [kBatch]
-};
+using Batch = testing::RowBatch;  // [kBatch, 32] images, [kBatch] labels
 
 std::vector<Batch> MakeBatches(int n) {
   testing::SyntheticData d = testing::MakeSyntheticData(n * kBatch, 32, 10, 5);
-  std::vector<Batch> out(n);
-  for (int b = 0; b < n; ++b) {
-    out[b].images.assign(d.images.begin() + b * kBatch * 32, d.images.begin() + (b + 1) * kBatch * 32);
-    out[b].labels.assign(d.labels.begin() + b * kBatch, d.labels.begin() + (b + 1) * kBatch);
-  }
-  return out;
+  return testing::SplitBatches(d.images, d.labels, 32, n, kBatch);
 }
 
 host::CompileOptions Options(host::ParallelMode mode, uint32_t world, uint32_t rank, float lr = 0.1f,
                              const host::LrSchedule& schedule = {}) {
-  host::CompileOptions o;
-  o.optimizer = host::OptimizerSpec::Sgd(lr);
+  host::CompileOptions o = testing::SgdRankOptions(mode, world, rank, lr);
   o.optimizer.schedule = schedule;
-  o.parallel_mode = mode;
-  o.world_size = world;
-  o.rank = rank;
-  o.eval_program = false;
   return o;
+}
+
+// Rank r's rows of batch s: `rows` rows from row first_row(r).
+testing::RankFeed Rows(const std::vector<Batch>& batches, int64_t rows, const std::function<int64_t(int)>& first_row) {
+  return [&batches, rows, first_row](int r, int s) {
+    const Batch& b = batches[s];
+    return testing::RowColumns(b.images.data(), 32, b.labels.data(), first_row(r), rows);
+  };
 }
 
 // Losses of one device training on the whole batches, one step per sink.
 std::vector<double> SingleDevice(const std::vector<Batch>& batches, float lr = 0.1f,
                                  const host::LrSchedule& schedule = {}) {
-  device::InProcessDevice dev(testing::OneThreadOptions());
-  auto cs = host::Compile(Mlp({}), Options(host::ParallelMode::StandAlone, 1, 0, lr, schedule));
-  EXPECT_TRUE(cs.ok()) << cs.status().ToString();
-  EXPECT_TRUE(dev.Load(cs->stream).ok());
-  std::vector<double> losses;
-  for (const Batch& b : batches) {
-    ConstBytes cols[2] = {
-        ConstBytes(reinterpret_cast<const uint8_t*>(b.images.data()), b.images.size() * sizeof(float)),
-        ConstBytes(reinterpret_cast<const uint8_t*>(b.labels.data()), b.labels.size() * sizeof(int32_t))};
-    EXPECT_TRUE(dev.PushBatch(0, cols).ok());
-    auto r = dev.RunSink(ProgramKind::TrainStep, 1);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    losses.push_back(r.ok() ? r->reports.at(0).scalar() : NAN);
-  }
-  return losses;
+  auto compile = [&](int) {
+    return host::Compile(Mlp({}), Options(host::ParallelMode::StandAlone, 1, 0, lr, schedule));
+  };
+  return testing::TrainRanks(1, static_cast<int>(batches.size()), compile,
+                             Rows(batches, kBatch, [](int) { return int64_t{0}; }))
+      .at(0);
 }
 
 // The same on `world` ranks, each compiled for its rank from `graph`. Rank
@@ -103,52 +69,10 @@ struct ShardedRun {
 
 ShardedRun Sharded(const Graph& graph, int world, const std::vector<Batch>& batches, int64_t rows,
                    const std::function<int64_t(int)>& first_row, const host::LrSchedule& schedule = {}) {
-  std::vector<std::unique_ptr<device::InProcessDevice>> devices;
-  std::vector<PeerEndpoint> members;
-  for (int r = 0; r < world; ++r) {
-    devices.push_back(std::make_unique<device::InProcessDevice>(testing::OneThreadOptions()));
-    auto e = devices.back()->Endpoint();
-    EXPECT_TRUE(e.ok());
-    members.push_back(*e);
-  }
-  ShardedRun out;
-  out.losses.resize(world);
-  std::vector<std::thread> threads;
-  std::vector<Status> status(world);
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      device::InProcessDevice& dev = *devices[r];
-      status[r] = dev.JoinWorld({9, static_cast<uint32_t>(r), members});
-      if (!status[r].ok()) return;
-      auto cs = host::Compile(graph, Options(host::ParallelMode::SemiAutoParallel, world, r, 0.1f, schedule));
-      if (!cs.ok()) {
-        status[r] = cs.status();
-        return;
-      }
-      auto loaded = dev.Load(cs->stream);
-      if (!loaded.ok()) {
-        status[r] = loaded.status();
-        return;
-      }
-      const int64_t first = first_row(r);
-      for (const Batch& b : batches) {
-        ConstBytes cols[2] = {
-            ConstBytes(reinterpret_cast<const uint8_t*>(b.images.data() + first * 32), rows * 32 * sizeof(float)),
-            ConstBytes(reinterpret_cast<const uint8_t*>(b.labels.data() + first), rows * sizeof(int32_t))};
-        status[r] = dev.PushBatch(0, cols);
-        if (!status[r].ok()) return;
-        auto res = dev.RunSink(ProgramKind::TrainStep, 1);
-        if (!res.ok()) {
-          status[r] = res.status();
-          return;
-        }
-        out.losses[r].push_back(res->reports.at(0).scalar());
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (int r = 0; r < world; ++r) EXPECT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r].ToString();
-  return out;
+  auto compile = [&](int r) {
+    return host::Compile(graph, Options(host::ParallelMode::SemiAutoParallel, world, r, 0.1f, schedule));
+  };
+  return {testing::TrainRanks(world, static_cast<int>(batches.size()), compile, Rows(batches, rows, first_row))};
 }
 
 void ExpectTracks(const std::vector<double>& want, const ShardedRun& got, bool mean_over_ranks) {

@@ -15,6 +15,8 @@
 #include "host/src/passes/amp.h"
 #include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
+#include "sinkrt/host/loss_scale.h"
+#include "sinkrt/host/lr_schedule.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
 #include "support/in_process_world.h"
@@ -238,7 +240,10 @@ testing::SyntheticData Rows(const testing::SyntheticData& d, int64_t from, int64
   return out;
 }
 
-Trained Losses(Graph net, AmpLevel level, const OptimizerSpec& opt, int steps, int64_t batch, int64_t features) {
+// `ls`: the loss-scale manager; `sink`: steps per sink (each recorded loss
+// is a sink's last step's).
+Trained Losses(Graph net, AmpLevel level, const OptimizerSpec& opt, int steps, int64_t batch, int64_t features,
+               const host::LossScaleManager& ls = {}, int sink = 10) {
   // A quarter of the labels random: the loss stays near 1 instead of
   // falling to where a relative difference measures the loss's own rounding.
   constexpr int64_t kHeldOut = 1024;
@@ -248,12 +253,13 @@ Trained Losses(Graph net, AmpLevel level, const OptimizerSpec& opt, int steps, i
   host::ModelOptions o;
   o.compile_cache = "";
   o.amp_level = level;
+  o.loss_scale_manager = ls;
   auto m = Model::Create(std::move(net), LossSpec::None(), opt, dev, o);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   if (!m.ok()) return {};
   LossRecorder rec;
-  // Sink mode with sink_size 10: each of steps / 10 epochs is one sink.
-  Status st = (*m)->train(steps / 10, testing::MakeDataset(Rows(d, 0, steps * batch), batch), {&rec}, true, 10);
+  // Sink mode: each of steps / sink epochs is one sink.
+  Status st = (*m)->train(steps / sink, testing::MakeDataset(Rows(d, 0, steps * batch), batch), {&rec}, true, sink);
   EXPECT_TRUE(st.ok()) << st.ToString();
   auto eval = (*m)->eval(testing::MakeDataset(Rows(d, steps * batch, kHeldOut), batch));
   EXPECT_TRUE(eval.ok()) << eval.status().ToString();
@@ -307,6 +313,36 @@ TEST(AmpTrain, VitO2AndO3TrackF32) {
   const Trained f32 = Losses(Vit(8), AmpLevel::O0, opt, 100, 8, 784);
   for (AmpLevel l : {AmpLevel::O2, AmpLevel::O3})
     ExpectTracksF32(f32, Losses(Vit(8), l, opt, 100, 8, 784), (std::string("ViT ") + host::AmpLevelName(l)).c_str());
+}
+
+// The recipe's optimizer at O2 with dynamic loss scaling: AdamWeightDecay
+// with a no-decay group, warmup then cosine. The rate is computed in f32
+// from the step counter, which does not advance on an overflowed step.
+OptimizerSpec ScheduledAdamW() {
+  OptimizerSpec opt = OptimizerSpec::AdamWeightDecay(0.0f, 0.05f);
+  host::SetNoDecay(opt, {"bias", "beta", "gamma", "norm"});
+  opt.schedule = host::LrSchedule::WarmupCosine(2e-3, 1e-5, 10, 90);
+  return opt;
+}
+
+TEST(AmpTrain, VitO2WithLossScaleScheduleAndAdamWeightDecayTracksF32) {
+  const Trained f32 = Losses(Vit(8), AmpLevel::O0, ScheduledAdamW(), 100, 8, 784);
+  const Trained o2 =
+      Losses(Vit(8), AmpLevel::O2, ScheduledAdamW(), 100, 8, 784, host::LossScaleManager::Dynamic(1024.0f, 2.0f, 20));
+  ExpectTracksF32(f32, o2, "ViT O2, dynamic loss scale, AdamWeightDecay, warmup-cosine");
+}
+
+// The schedule and the loss scale live on the device: one sink of 10 steps
+// and 10 sinks of one give the same bits, sink by sink and after training.
+TEST(AmpTrain, VitO2WithLossScaleAndScheduleOneSinkOfNEqualsNSinksOfOne) {
+  const auto ls = host::LossScaleManager::Dynamic(1024.0f, 2.0f, 20);
+  const Trained tens = Losses(Vit(8), AmpLevel::O2, ScheduledAdamW(), 60, 8, 784, ls, 10);
+  const Trained ones = Losses(Vit(8), AmpLevel::O2, ScheduledAdamW(), 60, 8, 784, ls, 1);
+  ASSERT_EQ(tens.losses.size(), 6u);
+  ASSERT_EQ(ones.losses.size(), 60u);
+  for (size_t i = 0; i < tens.losses.size(); ++i) EXPECT_EQ(tens.losses[i], ones.losses[10 * i + 9]) << "sink " << i;
+  EXPECT_EQ(tens.eval.loss, ones.eval.loss);
+  EXPECT_EQ(tens.eval.accuracy, ones.eval.accuracy);
 }
 
 // Under data parallel and semi-auto the ranks run the amp graph on their

@@ -163,9 +163,10 @@ std::pair<fb::OpOptions, fbs::Offset<void>> OpAttrsFor(fbs::FlatBufferBuilder& f
           type,
           fb::CreateMomentumOptions(fbb, a.learning_rate, a.momentum, a.nesterov, a.weight_decay, a.lr_input).Union()};
     case OpOptions::AdamOptions:
-      // AdamPowers reads no rate: lr_input travels with AdamUpdate only.
+      // AdamPowers and LambNorms read no rate: lr_input travels with the
+      // ops that step (AdamUpdate, AdamWeightDecay, LambUpdate).
       return {type, fb::CreateAdamOptions(fbb, a.learning_rate, a.beta1, a.beta2, a.epsilon, a.weight_decay,
-                                          op == OpCode::AdamUpdate && a.lr_input)
+                                          op != OpCode::AdamPowers && op != OpCode::LambNorms && a.lr_input)
                         .Union()};
     case OpOptions::LrScheduleOptions:
       return {type, WriteLrSchedule(fbb, a.lr_schedule).Union()};

@@ -19,6 +19,7 @@
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
+#include "support/auto_parallel_fixtures.h"
 #include "support/compare.h"
 #include "support/in_process_world.h"
 #include "support/model_fixtures.h"
@@ -34,11 +35,8 @@ using host::Model;
 using host::OptimizerSpec;
 using host::ParallelMode;
 
-#ifdef SINKRT_SOURCE_DIR
-const std::string kCalibration = std::string(SINKRT_SOURCE_DIR) + "/test/data/calibration_fixed.json";
-#else
-const std::string kCalibration = "";
-#endif
+const std::string kCalibration = testing::FixedCalibration();
+using testing::GroupBatch;
 
 using testing::LossRecorder;
 using World = testing::InProcessWorld;
@@ -116,13 +114,6 @@ TEST(AutoParallelCompile, BadSearchOptionsAreNamed) {
   ASSERT_FALSE(bad_file.ok());
   EXPECT_NE(bad_file.status().message().find("/nonexistent/calib.json"), std::string::npos)
       << bad_file.status().message();
-}
-
-// The rows of the train queue rank 0 reads: one data-parallel group's
-// batch, which the dataset gives.
-int64_t GroupBatch(const Model& m) {
-  const std::vector<host::ColumnSpec> cols = host::job::QueueColumns(m.compiled().stream, "train");
-  return cols.empty() || cols[0].shape.empty() ? 0 : cols[0].shape[0];
 }
 
 // The zoo ViT at global batch 8 with SGD at `lr`, trained for `steps`

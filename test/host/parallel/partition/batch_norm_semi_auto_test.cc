@@ -6,14 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <memory>
 #include <random>
-#include <thread>
 #include <vector>
 
-#include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
-#include "support/in_process_world.h"
+#include "support/rank_world.h"
 
 namespace sinkrt {
 namespace {
@@ -68,56 +65,20 @@ struct Data {
 // starting at first(rank).
 std::vector<std::vector<double>> Train(const Graph& g, host::ParallelMode mode, int world, const Data& data,
                                        int64_t rows, int64_t (*first)(int)) {
-  std::vector<std::unique_ptr<device::InProcessDevice>> devices;
-  std::vector<PeerEndpoint> members;
-  for (int r = 0; r < world; ++r) {
-    devices.push_back(std::make_unique<device::InProcessDevice>(testing::OneThreadOptions()));
-    auto e = devices.back()->Endpoint();
-    EXPECT_TRUE(e.ok());
-    if (e.ok()) members.push_back(*e);
-  }
-  std::vector<std::vector<double>> losses(world);
-  std::vector<Status> status(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      device::InProcessDevice& dev = *devices[r];
-      if (world > 1) status[r] = dev.JoinWorld({17, static_cast<uint32_t>(r), members});
-      if (!status[r].ok()) return;
-      host::CompileOptions o;
-      o.optimizer = host::OptimizerSpec::Sgd(0.1f);
-      o.parallel_mode = mode;
-      o.world_size = static_cast<uint32_t>(world);
-      o.rank = static_cast<uint32_t>(r);
-      o.gradients_mean = true;
-      o.eval_program = false;
-      auto cs = host::Compile(g, o);
-      if (!cs.ok()) {
-        status[r] = cs.status();
-        return;
-      }
-      if (auto loaded = dev.Load(cs->stream); !loaded.ok()) {
-        status[r] = loaded.status();
-        return;
-      }
-      for (int s = 0; s < kSteps; ++s) {
-        const int64_t row = s * kBatch + first(r);
-        ConstBytes cols[2] = {
-            ConstBytes(reinterpret_cast<const uint8_t*>(data.x.data() + row * kIn), rows * kIn * sizeof(float)),
-            ConstBytes(reinterpret_cast<const uint8_t*>(data.labels.data() + row), rows * sizeof(int32_t))};
-        if (status[r] = dev.PushBatch(0, cols); !status[r].ok()) return;
-        auto res = dev.RunSink(ProgramKind::TrainStep, 1);
-        if (!res.ok()) {
-          status[r] = res.status();
-          return;
-        }
-        losses[r].push_back(res->reports.at(0).scalar());
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (int r = 0; r < world; ++r) EXPECT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r].ToString();
-  return losses;
+  auto compile = [&](int r) {
+    host::CompileOptions o;
+    o.optimizer = host::OptimizerSpec::Sgd(0.1f);
+    o.parallel_mode = mode;
+    o.world_size = static_cast<uint32_t>(world);
+    o.rank = static_cast<uint32_t>(r);
+    o.gradients_mean = true;
+    o.eval_program = false;
+    return host::Compile(g, o);
+  };
+  auto feed = [&](int r, int s) {
+    return testing::RowColumns(data.x.data(), kIn, data.labels.data(), s * kBatch + first(r), rows);
+  };
+  return testing::TrainRanks(world, kSteps, compile, feed, /*world_id=*/17);
 }
 
 int64_t Whole(int) { return 0; }

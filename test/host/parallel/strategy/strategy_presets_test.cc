@@ -13,7 +13,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "host/src/parallel/ops_info/op_sharding.h"
@@ -21,11 +20,10 @@
 #include "host/src/parallel/partition/partition_plan.h"
 #include "host/src/parallel/strategy/strategy_file.h"
 #include "host/src/parallel/strategy/strategy_presets.h"
-#include "sinkrt/device/in_process_device.h"
 #include "sinkrt/host/compiler.h"
 #include "sinkrt/host/model_zoo.h"
 #include "sinkrt/host/shard_strategies.h"
-#include "support/in_process_world.h"
+#include "support/rank_world.h"
 #include "support/test_models.h"
 
 namespace sinkrt {
@@ -298,63 +296,15 @@ TEST(StrategyPresets, SaveAndApplyAStrategyFile) {
 // `data` on n ranks is one device at n times the learning rate).
 constexpr int64_t kVitBatch = 4;
 
-host::CompileOptions Options(host::ParallelMode mode, uint32_t world, uint32_t rank, float lr) {
-  host::CompileOptions o;
-  o.optimizer = host::OptimizerSpec::Sgd(lr);
-  o.parallel_mode = mode;
-  o.world_size = world;
-  o.rank = rank;
-  o.eval_program = false;
-  return o;
-}
-
 // Per rank, per step: the loss of rank r fed rows [first(r), first(r) + rows) of every batch.
 std::vector<std::vector<double>> Train(const Graph& g, host::ParallelMode mode, int world, float lr,
                                        const testing::SyntheticData& data, int steps, int64_t rows,
                                        const std::function<int64_t(int)>& first) {
-  std::vector<std::unique_ptr<device::InProcessDevice>> devices;
-  std::vector<PeerEndpoint> members;
-  for (int r = 0; r < world; ++r) {
-    devices.push_back(std::make_unique<device::InProcessDevice>(testing::OneThreadOptions()));
-    auto e = devices.back()->Endpoint();
-    EXPECT_TRUE(e.ok());
-    if (e.ok()) members.push_back(*e);
-  }
-  std::vector<std::vector<double>> losses(world);
-  std::vector<Status> status(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      device::InProcessDevice& dev = *devices[r];
-      if (world > 1) status[r] = dev.JoinWorld({11, static_cast<uint32_t>(r), members});
-      if (!status[r].ok()) return;
-      auto cs = host::Compile(g, Options(mode, world, r, lr));
-      if (!cs.ok()) {
-        status[r] = cs.status();
-        return;
-      }
-      if (auto loaded = dev.Load(cs->stream); !loaded.ok()) {
-        status[r] = loaded.status();
-        return;
-      }
-      for (int s = 0; s < steps; ++s) {
-        const int64_t row = s * kVitBatch + first(r);
-        ConstBytes cols[2] = {
-            ConstBytes(reinterpret_cast<const uint8_t*>(data.images.data() + row * 784), rows * 784 * sizeof(float)),
-            ConstBytes(reinterpret_cast<const uint8_t*>(data.labels.data() + row), rows * sizeof(int32_t))};
-        if (status[r] = dev.PushBatch(0, cols); !status[r].ok()) return;
-        auto res = dev.RunSink(ProgramKind::TrainStep, 1);
-        if (!res.ok()) {
-          status[r] = res.status();
-          return;
-        }
-        losses[r].push_back(res->reports.at(0).scalar());
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (int r = 0; r < world; ++r) EXPECT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r].ToString();
-  return losses;
+  auto compile = [&](int r) { return host::Compile(g, testing::SgdRankOptions(mode, world, r, lr)); };
+  auto feed = [&](int r, int s) {
+    return testing::RowColumns(data.images.data(), 784, data.labels.data(), s * kVitBatch + first(r), rows);
+  };
+  return testing::TrainRanks(world, steps, compile, feed, /*world_id=*/11);
 }
 
 TEST(StrategyPresets, VitTrainsLikeOneDevice) {
