@@ -1,10 +1,13 @@
 """sinkrt's dropout masks in PyTorch, bit for bit (device/src/random/philox.h,
 dropout_mask.h; docs/guide/dropout.md): element g of op `op_id` at training
-step `step` reads 32-bit word g mod 4 of Philox4x32-10 with counter
-(g / 4 low, g / 4 high, op_id, step low) and key (seed low, seed high xor
-step high), and is kept when the word is at least floor(p · 2^32); a kept
-element is x · (1 / (1 - p)) in float32. On one device g is the element's
-row-major index in the tensor.
+step `step` reads byte g mod 4 of 32-bit word (g / 4) mod 4 of
+Philox4x32-10 block g / 16, whose counter is (block low, block high, op_id,
+step low) and whose key is (seed low, seed high xor step high). With
+t = floor(p · 2^16) = 256·t_hi + t_lo the element is kept when its byte is
+above t_hi, dropped when below, and on a tie kept when the same byte of the
+refinement block (bit 31 of the counter's second word set) is at least
+t_lo. A kept element is x · (1 / (1 - p)) in float32. On one device g is
+the element's row-major index in the tensor.
 
 The words are computed in int64 tensors: a product of two 32-bit values
 wraps past 2^63, but its 64 bits are the unsigned product's, so the high
@@ -35,11 +38,14 @@ def fnv1a32(name):
     return h
 
 
-def words(seed, step, op_id, n):
-    """The first n words of the op's stream, int64 tensor of uint32 values."""
-    blocks = (n + 3) // 4
+REFINE_BIT = 0x80000000
+
+
+def words(seed, step, op_id, blocks, refine=False):
+    """The words of blocks 0 .. blocks - 1 in order (4 a block), an int64
+    tensor of uint32 values; `refine`: the refinement blocks'."""
     b = torch.arange(blocks, dtype=torch.int64)
-    c0, c1 = b & M32, (b >> 32) & M32
+    c0, c1 = b & M32, ((b >> 32) & M32) | (REFINE_BIT if refine else 0)
     c2 = torch.full_like(b, op_id)
     c3 = torch.full_like(b, step & M32)
     k0, k1 = seed & M32, ((seed >> 32) ^ (step >> 32)) & M32
@@ -48,27 +54,47 @@ def words(seed, step, op_id, n):
             k0, k1 = (k0 + W0) & M32, (k1 + W1) & M32
         p0, p1 = c0 * M0, c2 * M1
         c0, c1, c2, c3 = ((p1 >> 32) & M32) ^ c1 ^ k0, p1 & M32, ((p0 >> 32) & M32) ^ c3 ^ k1, p0 & M32
-    return torch.stack((c0, c1, c2, c3), dim=1).reshape(-1)[:n]
+    return torch.stack((c0, c1, c2, c3), dim=1).reshape(-1)
 
 
-def _words_reference(seed, step, op_id, g):
-    """Word g in Python integers, for self_test."""
-    c = [(g // 4) & M32, (g // 4) >> 32, op_id, step & M32]
+def element_bytes(seed, step, op_id, n, refine=False):
+    """Elements 0 .. n - 1's bytes: byte g mod 4 of word g / 4."""
+    w = words(seed, step, op_id, (n + 15) // 16, refine)
+    g = torch.arange(n, dtype=torch.int64)
+    return (w[g >> 2] >> (8 * (g & 3))) & 0xFF
+
+
+def keep_mask(seed, step, op_id, n, threshold):
+    """Which of elements 0 .. n - 1 are kept under t = floor(p · 2^16)."""
+    primary = element_bytes(seed, step, op_id, n)
+    hi, lo = threshold >> 8, threshold & 0xFF
+    tie = primary == hi
+    keep = primary > hi
+    if bool(tie.any()):
+        keep = keep | (tie & (element_bytes(seed, step, op_id, n, refine=True) >= lo))
+    return keep
+
+
+def _byte_reference(seed, step, op_id, g, refine=False):
+    """Element g's byte in Python integers, for self_test."""
+    block = g // 16
+    c = [block & M32, (block >> 32) | (REFINE_BIT if refine else 0), op_id, step & M32]
     k = [seed & M32, ((seed >> 32) ^ (step >> 32)) & M32]
     for r in range(10):
         if r:
             k = [(k[0] + W0) & M32, (k[1] + W1) & M32]
         p0, p1 = M0 * c[0], M1 * c[2]
         c = [(p1 >> 32) ^ c[1] ^ k[0], p1 & M32, (p0 >> 32) ^ c[3] ^ k[1], p0 & M32]
-    return c[g % 4]
+    return (c[(g // 4) % 4] >> (8 * (g % 4))) & 0xFF
 
 
 def self_test():
     """The paper's known answer (counter 0, key 0) and Python integers."""
-    assert [int(w) for w in words(0, 0, 0, 4)] == [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
-    got = words(7, 3, 0x1234ABCD, 64)
-    for g in (0, 1, 2, 3, 17, 63):
-        assert int(got[g]) == _words_reference(7, 3, 0x1234ABCD, g), g
+    assert [int(w) for w in words(0, 0, 0, 1)] == [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
+    for refine in (False, True):
+        got = element_bytes(7, 3, 0x1234ABCD, 300, refine)
+        for g in (0, 1, 2, 3, 17, 63, 255, 299):
+            assert int(got[g]) == _byte_reference(7, 3, 0x1234ABCD, g, refine), (g, refine)
 
 
 class PhiloxDropout(torch.nn.Module):
@@ -79,7 +105,7 @@ class PhiloxDropout(torch.nn.Module):
     def __init__(self, p, seed, op_names):
         super().__init__()
         self.p = float(np.float32(p))
-        self.threshold = int(self.p * 4294967296.0)
+        self.threshold = int(self.p * 65536.0)
         self.scale = float(np.float32(1) / (np.float32(1) - np.float32(p)))
         self.seed = seed
         self.op_ids = [fnv1a32(n) for n in op_names]
@@ -90,7 +116,7 @@ class PhiloxDropout(torch.nn.Module):
             return x
         op_id = self.op_ids[self.site % len(self.op_ids)]
         self.site += 1
-        keep = (words(self.seed, self.step, op_id, x.numel()) >= self.threshold).view(x.shape)
+        keep = keep_mask(self.seed, self.step, op_id, x.numel(), self.threshold).view(x.shape)
         return torch.where(keep, x * self.scale, torch.zeros((), dtype=x.dtype))
 
     def next_step(self):
