@@ -44,7 +44,7 @@ Result<std::vector<Piece>> InterleaveGroups(const OpNode& op, const Shape& local
   const std::string held = "Dropout '" + op.name + "': its input holds rows [" + std::to_string(first) + ", +" +
                            std::to_string(n) + ") of " + std::to_string(rows) + " while the batch of " +
                            std::to_string(batch) + " is split in " + std::to_string(groups) +
-                           " data-parallel groups, each fed every " + std::to_string(groups) + "th sample; ";
+                           " data-parallel groups (group k reads samples k, k + " + std::to_string(groups) + ", ...); ";
   if (batch < groups || batch % groups != 0 || rows % batch != 0)
     return Unimplemented(held +
                          "its dim 0 is not the batch's samples (or rows a sample), so its masks cannot be "

@@ -11,7 +11,8 @@
 //    batch is split in G data-parallel groups, dim 0's rows are placed
 //    where Model feeds them: group k holds samples k, k + G, ...
 //    (Dataset::ShardBelowBatch), so the layout's rows of group k (its
-//    k-th block of the batch) sit interleaved, as under data parallel;
+//    k-th block of the batch) sit interleaved, as under data parallel; a
+//    block of several groups' rows is cut into one Dropout a group;
 //  - gradient accumulation over K micro-steps: micro-step m's rows follow
 //    the m previous micro-steps' (dim 0 stacked again, outermost), so K × b
 //    draws the masks one step of K·b would.
@@ -50,7 +51,10 @@ struct DropoutPlacement {
   // split in `batch_groups` data-parallel groups (the inputs' dim 0), group
   // k fed the samples k, k + groups, ... A layout counts the groups'
   // batches one after the other along dim 0; each block of it is placed at
-  // the samples it holds (1: the batch is not split, blocks stay blocks).
+  // the samples it holds, and a Dropout whose block spans several groups is
+  // replaced by Split, one Dropout a group and Concat (its output's id
+  // stays; new tensors come after the others). 1: the batch is not split,
+  // blocks stay blocks.
   int64_t batch_groups = 1, global_batch = 0;
 };
 
