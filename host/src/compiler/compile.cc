@@ -567,6 +567,19 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
       if (parallel::SliceShape(l) != amp.tensor(t).shape) return std::nullopt;
       return passes::DropoutBlock{.global_shape = l.shape, .offset = parallel::SliceOffset(l, options.rank)};
     };
+    // The batch's data-parallel split, as Model reads it from the inputs'
+    // slices (PlanRankFeed: the first column's): its groups are fed
+    // interleaved, not in blocks.
+    for (TensorId t = 0; t < amp.tensors().size(); ++t) {
+      const TensorInfo& in = amp.tensor(t);
+      if (in.kind != TensorKind::Input || in.shape.empty() || in.shape[0] < 1) continue;
+      if (t < local->layouts.size() && !local->layouts[t].device_matrix.empty() &&
+          local->layouts[t].shape[0] % in.shape[0] == 0) {
+        placement.global_batch = local->layouts[t].shape[0];
+        placement.batch_groups = placement.global_batch / in.shape[0];
+      }
+      break;
+    }
   }
   SINKRT_RETURN_IF_ERROR(passes::PlaceDropout(amp, placement), "compile graph '" + forward.name() + "'");
   SINKRT_ASSIGN_OR_RETURN(

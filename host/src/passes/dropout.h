@@ -7,7 +7,12 @@
 //    of n·b, as Dataset::ShardBelowBatch feeds the ranks (interleaved); a
 //    tensor of T rows per sample ([B·T, D]) keeps its T rows together;
 //  - SEMI_AUTO: a sharded tensor's block sits at its offsets along every
-//    split dim of the whole tensor (its layout);
+//    split dim of the whole tensor (its layout), except that where the
+//    batch is split in G data-parallel groups, dim 0's rows are placed
+//    where Model feeds them: group k holds samples k, k + G, ...
+//    (Dataset::ShardBelowBatch), so the layout's rows of group k (its
+//    k-th block of the batch) sit interleaved, as under data parallel; a
+//    block of several groups' rows is cut into one Dropout a group;
 //  - gradient accumulation over K micro-steps: micro-step m's rows follow
 //    the m previous micro-steps' (dim 0 stacked again, outermost), so K × b
 //    draws the masks one step of K·b would.
@@ -42,6 +47,15 @@ struct DropoutPlacement {
   // layout (nullopt: whole); unset: every tensor is whole. Replicas are in
   // the layouts.
   std::function<std::optional<DropoutBlock>(TensorId)> block_of;
+  // SEMI_AUTO_PARALLEL: the dataset's batch of `global_batch` samples is
+  // split in `batch_groups` data-parallel groups (the inputs' dim 0), group
+  // k fed the samples k, k + groups, ... A layout counts the groups'
+  // batches one after the other along dim 0; each block of it is placed at
+  // the samples it holds, and a Dropout whose block spans several groups is
+  // replaced by Split, one Dropout a group and Concat (its output's id
+  // stays; new tensors come after the others). 1: the batch is not split,
+  // blocks stay blocks.
+  int64_t batch_groups = 1, global_batch = 0;
 };
 
 // Sets every Dropout op's global shape and offset (OpAttrs::dropout_*).

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "sinkrt/host/compiler.h"
@@ -49,12 +50,6 @@ std::vector<Batch> MakeBatches(int n) {
 
 host::CompileOptions Options(ParallelMode mode, uint32_t world, uint32_t rank, float lr) {
   return testing::SgdRankOptions(mode, world, rank, lr);
-}
-
-// Rows [first, first + n) of a batch.
-Batch Rows(const Batch& b, int64_t first, int64_t n) {
-  return {{b.images.begin() + first * 32, b.images.begin() + (first + n) * 32},
-          {b.labels.begin() + first, b.labels.begin() + first + n}};
 }
 
 // Data-parallel rank r of n: rows r, r + n, r + 2n, ... (Dataset::ShardBelowBatch).
@@ -168,7 +163,10 @@ TEST(DropoutParallel, SemiAutoShardedActivationTracksOneDevice) {
   ExpectTracks(want, got, /*mean=*/false);
 }
 
-// 2 x 2 on 4 ranks: the dropout's input split along both dims.
+// 2 x 2 on 4 ranks: the dropout's input split along both dims. The batch's
+// 2 data-parallel groups are fed as Model feeds them (group k = r / 2:
+// rows k, k + 2, ..., Dataset::ShardBelowBatch), and the compiler places
+// each rank's block of the layout at those rows.
 TEST(DropoutParallel, SemiAutoDataTimesModelTracksOneDevice) {
   const std::vector<Batch> batches = MakeBatches(kSteps);
   const std::vector<double> want = OneDevice(batches, 0.2f);
@@ -177,8 +175,43 @@ TEST(DropoutParallel, SemiAutoDataTimesModelTracksOneDevice) {
   const auto got = Train(
       4, batches, kBatch / 2,
       [&](int r) { return host::Compile(g, Options(ParallelMode::SemiAutoParallel, 4, r, 0.1f)); },
-      [](int r, const Batch& b) { return Rows(b, (r / 2) * kBatch / 2, kBatch / 2); });
+      [](int r, const Batch& b) { return Interleaved(b, r / 2, 2); });
   ExpectTracks(want, got, /*mean=*/true);
+}
+
+// A layout that gathers the split batch before the dropout (its input
+// [8, 64] split by columns only, while the image is split in 2 groups)
+// holds both groups' rows: as Model feeds them, samples 0, 2, 4, 6 and then
+// 1, 3, 5, 7, which no one offset and row stride place. The compiler draws
+// the dropout in one piece a group (Split, a Dropout each, Concat), each
+// placed at its group's samples.
+TEST(DropoutParallel, SemiAutoLayoutThatGathersTheSplitBatchTracksOneDevice) {
+  const std::vector<Batch> batches = MakeBatches(kSteps);
+  const std::vector<double> want = OneDevice(batches, 0.2f);
+  const Graph g = Mlp(
+      kBatch, {{{2, 1}, {1, 2}}, {{2, 2}, {2}}, {{2, 2}}, {{1, 2}}, {{2, 2}, {2, 1}}, {{2, 1}, {1}}, {{2, 1}, {2}}});
+  const auto got = Train(
+      4, batches, kBatch / 2,
+      [&](int r) { return host::Compile(g, Options(ParallelMode::SemiAutoParallel, 4, r, 0.1f)); },
+      [](int r, const Batch& b) { return Interleaved(b, r / 2, 2); });
+  ExpectTracks(want, got, /*mean=*/true);
+}
+
+// A layout that cuts a sample's rows apart: the dropout reads [B·4, 16]
+// (4 rows a sample) split in 4 along dim 0 at batch 2, 2 rows a rank, while
+// the image is split in 2 groups. Whose rows a rank holds then depends on
+// how the samples' rows interleave, which no placement states: the
+// compiler refuses, naming the op, rather than draw another device's masks.
+TEST(DropoutParallel, SemiAutoRefusesALayoutThatSplitsASamplesRows) {
+  const Graph g = Mlp(
+      2, {{{2, 1}, {1, 1}}, {{2, 1}, {1}}, {{2, 1}}, {}, {{4, 1}}, {}, {{2, 1}, {1, 1}}, {{2, 1}, {1}}, {{2, 1}, {2}}},
+      kP, 4);
+  const auto cs = host::Compile(g, Options(ParallelMode::SemiAutoParallel, 4, 1, 0.1f));
+  ASSERT_FALSE(cs.ok());
+  const std::string message = cs.status().ToString();
+  EXPECT_NE(message.find("Dropout '"), std::string::npos) << message;
+  EXPECT_NE(message.find("is split in 2 data-parallel groups"), std::string::npos) << message;
+  EXPECT_NE(message.find("splits dim 0 inside a sample's rows is not supported"), std::string::npos) << message;
 }
 
 // Gradient accumulation: 2 micro-batches of 4 rows draw the masks of one

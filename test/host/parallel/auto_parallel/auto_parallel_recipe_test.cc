@@ -7,7 +7,6 @@
 // machine.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -40,28 +39,17 @@ constexpr int64_t kBatch = 8;  // the global batch
 
 // The training data: a quarter of the labels random, so the loss stays
 // near 1 instead of falling to where a relative difference measures the
-// loss's own rounding. `dp` > 1: each global batch of 8 reordered as `dp`
-// data-parallel groups hold it (group k: samples k, k + dp, ..., as Model
-// shards a batch), one group after the other.
-testing::SyntheticData Data(int64_t dp = 1) {
+// loss's own rounding.
+testing::SyntheticData Data() {
   testing::SyntheticData d = testing::MakeSyntheticData(kSteps * kBatch, 784, 10, 9);
   testing::RandomizeQuarterOfLabels(d);
-  if (dp <= 1) return d;
-  testing::SyntheticData out = d;
-  for (int64_t b = 0; b < kSteps; ++b)
-    for (int64_t j = 0; j < kBatch; ++j) {
-      const int64_t per = kBatch / dp, from = b * kBatch + (j % per) * dp + j / per, to = b * kBatch + j;
-      std::copy_n(d.images.begin() + from * 784, 784, out.images.begin() + to * 784);
-      out.labels[to] = d.labels[from];
-    }
-  return out;
+  return d;
 }
 
 // The zoo ViT (dropout `p`) at global batch 8 with `opt`, trained 100
 // steps on `d`: on one device, or searched on 2 ranks with gradients_mean.
-// *dp: the plan's data-parallel groups.
 std::vector<double> VitLosses(bool auto_parallel, const OptimizerSpec& opt, float p = 0.0f,
-                              const testing::SyntheticData& d = Data(), int64_t* dp = nullptr) {
+                              const testing::SyntheticData& d = Data()) {
   host::ModelOptions o;
   o.compile_cache = "";
   const int n = auto_parallel ? 2 : 1;
@@ -80,7 +68,6 @@ std::vector<double> VitLosses(bool auto_parallel, const OptimizerSpec& opt, floa
   const int64_t batch = GroupBatch(**m);
   EXPECT_GT(batch, 0);
   if (batch < 1 || kBatch % batch != 0) return {};
-  if (dp) *dp = kBatch / batch;
   if (auto_parallel) {
     EXPECT_NE((*m)->auto_parallel_plan(), nullptr);
   }
@@ -90,12 +77,9 @@ std::vector<double> VitLosses(bool auto_parallel, const OptimizerSpec& opt, floa
   return losses.losses;
 }
 
-// `reorder`: one device reads each batch in the order the plan's
-// data-parallel groups hold it (Data(dp)).
-double ExpectAutoTracksOneDevice(const char* what, const OptimizerSpec& opt, float p = 0.0f, bool reorder = false) {
-  int64_t dp = 1;
-  const std::vector<double> got = VitLosses(true, opt, p, Data(), &dp);
-  const std::vector<double> one = VitLosses(false, opt, p, Data(reorder ? dp : 1));
+double ExpectAutoTracksOneDevice(const char* what, const OptimizerSpec& opt, float p = 0.0f) {
+  const std::vector<double> got = VitLosses(true, opt, p);
+  const std::vector<double> one = VitLosses(false, opt, p);
   EXPECT_EQ(got.size(), static_cast<size_t>(kSteps));
   EXPECT_EQ(one.size(), got.size());
   if (got.size() != one.size() || got.empty()) return 1.0;
@@ -145,16 +129,13 @@ TEST(AutoParallelRecipe, LambWithGroupsAndScheduleTracksOneDevice) {
 }
 
 // Dropout 0.1 at the ViT's five places. The masks are keyed by the
-// element of the global tensor, and SEMI_AUTO places a block of a split
-// batch by its layout: group k's rows as rows k·b... of the global batch.
-// Model feeds group k the samples k, k + dp, ... (MindSpore's dataset
-// sharding), so the run is one device's on each batch reordered so
-// (docs/guide/dropout.md); fed in the original order, one device draws
-// the same masks for other samples. The loss is a mean and the gradients
-// sums, so the order changes nothing else.
-TEST(AutoParallelRecipe, DropoutTracksOneDeviceReadingTheGroupsOrder) {
-  const double worst =
-      ExpectAutoTracksOneDevice("dropout 0.1 with the AdamWeightDecay recipe", RecipeAdamW(), 0.1f, /*reorder=*/true);
+// element of the global tensor. Model feeds the plan's data-parallel group
+// k the samples k, k + dp, ... of each batch (MindSpore's dataset
+// sharding), and the compiler places a block of the split batch at those
+// samples rather than at rows k·b... of the layout (docs/guide/dropout.md),
+// so the run tracks one device reading each batch in its original order.
+TEST(AutoParallelRecipe, DropoutTracksOneDeviceInTheOriginalOrder) {
+  const double worst = ExpectAutoTracksOneDevice("dropout 0.1 with the AdamWeightDecay recipe", RecipeAdamW(), 0.1f);
   EXPECT_LT(worst, 1e-5);
   // Dropout changes the run: otherwise the comparison above shows nothing.
   const std::vector<double> with = VitLosses(false, RecipeAdamW(), 0.1f);
