@@ -78,6 +78,11 @@ Result<ReductionSchedule> SchedulePipelineComm(std::span<const ComputeTask> task
       if (done_at[j] <= i) lo = std::max(lo, comm_index[j] + 1);
       if (transfers[j].task > i) hi = std::min(hi, comm_index[j]);
     }
+    // After the step's last transfer (gradient clipping's AllReduce of the
+    // norm across the stages), after every transfer: a rank of another
+    // stage must not meet it while it still waits for one of this rank's
+    // sends.
+    if (hi == transfers.size()) lo = transfers.size();
     slot = std::max(slot, lo);
     if (slot > hi)
       return Internal("pipeline comm stream: the collective at compute task " + std::to_string(i) +
@@ -127,14 +132,14 @@ Result<ReductionSchedule> SchedulePipelineComm(std::span<const ComputeTask> task
         s.compute.push_back(bucket_event(Kind::RecordEvent, k, "ready", b_ready(k)));
   }
 
-  for (size_t q = 0; q <= order.size(); ++q) {
-    for (size_t i : collectives_before[q]) {
-      const uint32_t c = collective_at.at(i);
-      s.comm.push_back(c_event(Kind::WaitEvent, c, "ready", c_base + 2 * c));
-      s.comm.push_back({.kind = Kind::Compute, .index = i, .event = 0, .name = {}});
-      s.comm.push_back(c_event(Kind::RecordEvent, c, "done", c_base + 2 * c + 1));
-    }
-    if (q == order.size()) break;
+  auto add_collective = [&](size_t i) {
+    const uint32_t c = collective_at.at(i);
+    s.comm.push_back(c_event(Kind::WaitEvent, c, "ready", c_base + 2 * c));
+    s.comm.push_back({.kind = Kind::Compute, .index = i, .event = 0, .name = {}});
+    s.comm.push_back(c_event(Kind::RecordEvent, c, "done", c_base + 2 * c + 1));
+  };
+  for (size_t q = 0; q < order.size(); ++q) {
+    for (size_t i : collectives_before[q]) add_collective(i);
     const size_t j = order[q];
     const uint32_t e = 2 * static_cast<uint32_t>(j);
     s.comm.push_back({.kind = Kind::WaitEvent,
@@ -144,10 +149,21 @@ Result<ReductionSchedule> SchedulePipelineComm(std::span<const ComputeTask> task
     s.comm.push_back({.kind = Kind::Compute, .index = transfers[j].task, .event = 0, .name = {}});
     s.comm.push_back({.kind = Kind::RecordEvent, .index = 0, .event = e + 1, .name = name_of(j) + "/done"});
   }
-  std::vector<size_t> by_ready(count);
-  for (size_t k = 0; k < count; ++k) by_ready[k] = k;
-  std::stable_sort(by_ready.begin(), by_ready.end(), [&](size_t a, size_t b) { return ready_at[a] < ready_at[b]; });
-  for (size_t k : by_ready) {
+  // After the last transfer: the buckets and the collectives that follow
+  // every transfer, in the compute order of what makes each ready (a
+  // collective that reads reduced gradients, gradient clipping's norm,
+  // after their buckets).
+  std::vector<std::pair<int64_t, int64_t>> tail;  // (compute position, bucket k or -1 - collective position)
+  for (size_t k = 0; k < count; ++k) tail.emplace_back(ready_at[k], static_cast<int64_t>(k));
+  for (size_t i : collectives_before[order.size()])
+    tail.emplace_back(static_cast<int64_t>(i), -1 - static_cast<int64_t>(i));
+  std::stable_sort(tail.begin(), tail.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [at, what] : tail) {
+    if (what < 0) {
+      add_collective(static_cast<size_t>(-1 - what));
+      continue;
+    }
+    const size_t k = static_cast<size_t>(what);
     s.comm.push_back(bucket_event(Kind::WaitEvent, k, "ready", b_ready(k)));
     s.comm.push_back(
         {.kind = Kind::Bucket, .index = k, .event = 0, .name = "bucket" + std::to_string(k) + "/allreduce"});
