@@ -580,6 +580,7 @@ TEST_F(SinkrunTest, ClipGradNormIsInTheHeaderAndTheReport) {
   r = Run("train --graph '" + graph.string() + "' --data synthetic:256 --epochs 1 --clip-grad-norm 2");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("sgd (lr 0.1, clip by global norm 2)"), std::string::npos) << r.out;
+  fs::remove(Report());  // the first run wrote one
   ExpectRefused("train --model mlp --data synthetic:256 --clip-grad-norm -1",
                 "For 'clip_by_global_norm', the 'clip_norm' must be greater than 0.0, but got -1");
   ExpectRefused("train --model mlp --data synthetic:256 --clip-grad-norm nan", "--clip-grad-norm");

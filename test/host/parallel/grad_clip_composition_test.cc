@@ -205,8 +205,7 @@ TEST(GradClipComposition, SemiAutoPipelineStagesAreRefusedByName) {
   auto cs = host::Compile(testing::MakeMlp(8, {16, 12, 4}), o);
   ASSERT_FALSE(cs.ok());
   EXPECT_EQ(cs.status().code(), StatusCode::kUnimplemented) << cs.status().ToString();
-  EXPECT_NE(cs.status().message().find("gradient clipping by global norm"), std::string::npos)
-      << cs.status().message();
+  EXPECT_NE(cs.status().message().find("gradient clipping by global norm"), std::string::npos) << cs.status().message();
   EXPECT_NE(cs.status().message().find("pipeline stages under semi_auto_parallel"), std::string::npos)
       << cs.status().message();
 }

@@ -50,8 +50,8 @@ std::vector<double> Values(const testing::NamedTensors& state, const std::string
 // One SGD step of MindSpore's recipe in double: the gradient of the mean
 // cross-entropy, clipped by clip_by_global_norm (x · clip / max(‖g‖, clip)),
 // then w −= lr · g. Returns the global norm.
-double ReferenceStep(std::vector<double>& w, std::vector<double>& b, const float* x, const int32_t* labels,
-                     double clip, double lr) {
+double ReferenceStep(std::vector<double>& w, std::vector<double>& b, const float* x, const int32_t* labels, double clip,
+                     double lr) {
   std::vector<double> gw(w.size(), 0), gb(b.size(), 0);
   for (int64_t r = 0; r < kBatch; ++r) {
     std::vector<double> z(kClasses);
@@ -111,8 +111,8 @@ TEST(GradClip, OneDeviceTracksAFloat64ReferenceAboveAndBelowTheClipNorm) {
     std::vector<double> w = Values(*initial, "w"), b = Values(*initial, "b");
     ASSERT_TRUE((*m)->train(1, testing::MakeDataset(d, kBatch), {}, false).ok());
     for (int s = 0; s < kSteps; ++s) {
-      const double norm = ReferenceStep(w, b, d.images.data() + s * kBatch * kFeatures, d.labels.data() + s * kBatch,
-                                        clip, kLr);
+      const double norm =
+          ReferenceStep(w, b, d.images.data() + s * kBatch * kFeatures, d.labels.data() + s * kBatch, clip, kLr);
       (norm > clip ? clipped : unclipped) += 1;
     }
     auto trained = (*m)->ReadState();

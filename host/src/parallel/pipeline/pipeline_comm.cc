@@ -15,6 +15,43 @@ bool Touches(const ComputeTask& t, const std::set<uint32_t>& buffers) {
   return false;
 }
 
+// The stage graph's collectives (SEMI_AUTO_PARALLEL inside the stage),
+// each placed among the transfers: after every transfer the compute
+// stream has waited for by then, before every one it has not made ready
+// yet, and after the collectives before it. The compute stream waits for
+// a collective right away, so it then waits at most for transfers that
+// precede it in the global order the replay proved deadlock-free; every
+// rank of the stage runs the same sequence, so the stage's collectives
+// meet. `collective_at`: compute position -> collective number;
+// `collectives_before`: per comm slot, the positions placed before it.
+Status PlaceCollectives(std::span<const ComputeTask> tasks, std::span<const PipelineTransfer> transfers,
+                        const std::map<size_t, size_t>& transfer_at, const std::vector<size_t>& done_at,
+                        const std::vector<size_t>& comm_index, std::map<size_t, uint32_t>* collective_at,
+                        std::vector<std::vector<size_t>>* collectives_before) {
+  size_t slot = 0;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    if (!tasks[i].collective || transfer_at.count(i)) continue;
+    size_t lo = 0, hi = transfers.size();
+    for (size_t j = 0; j < transfers.size(); ++j) {
+      if (done_at[j] <= i) lo = std::max(lo, comm_index[j] + 1);
+      if (transfers[j].task > i) hi = std::min(hi, comm_index[j]);
+    }
+    // After the step's last transfer (gradient clipping's AllReduce of the
+    // norm across the stages), after every transfer: a rank of another
+    // stage must not meet it while it still waits for one of this rank's
+    // sends.
+    if (hi == transfers.size()) lo = transfers.size();
+    slot = std::max(slot, lo);
+    if (slot > hi)
+      return Internal("pipeline comm stream: the collective at compute task " + std::to_string(i) +
+                      " must follow transfer " + std::to_string(lo) + " of the comm order but precede transfer " +
+                      std::to_string(hi));
+    collective_at->emplace(i, static_cast<uint32_t>(collective_at->size()));
+    (*collectives_before)[slot].push_back(i);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ReductionSchedule> SchedulePipelineComm(std::span<const ComputeTask> tasks,
@@ -60,37 +97,10 @@ Result<ReductionSchedule> SchedulePipelineComm(std::span<const ComputeTask> task
   std::vector<size_t> comm_index(transfers.size());
   for (size_t q = 0; q < order.size(); ++q) comm_index[order[q]] = q;
 
-  // The stage graph's collectives (SEMI_AUTO_PARALLEL inside the stage),
-  // each placed among the transfers: after every transfer the compute
-  // stream has waited for by then, before every one it has not made ready
-  // yet, and after the collectives before it. The compute stream waits for
-  // a collective right away, so it then waits at most for transfers that
-  // precede it in the global order the replay proved deadlock-free; every
-  // rank of the stage runs the same sequence, so the stage's collectives
-  // meet.
   std::map<size_t, uint32_t> collective_at;                                   // compute position -> c
   std::vector<std::vector<size_t>> collectives_before(transfers.size() + 1);  // comm slot -> positions
-  size_t slot = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (!tasks[i].collective || transfer_at.count(i)) continue;
-    size_t lo = 0, hi = transfers.size();
-    for (size_t j = 0; j < transfers.size(); ++j) {
-      if (done_at[j] <= i) lo = std::max(lo, comm_index[j] + 1);
-      if (transfers[j].task > i) hi = std::min(hi, comm_index[j]);
-    }
-    // After the step's last transfer (gradient clipping's AllReduce of the
-    // norm across the stages), after every transfer: a rank of another
-    // stage must not meet it while it still waits for one of this rank's
-    // sends.
-    if (hi == transfers.size()) lo = transfers.size();
-    slot = std::max(slot, lo);
-    if (slot > hi)
-      return Internal("pipeline comm stream: the collective at compute task " + std::to_string(i) +
-                      " must follow transfer " + std::to_string(lo) + " of the comm order but precede transfer " +
-                      std::to_string(hi));
-    collective_at.emplace(i, static_cast<uint32_t>(collective_at.size()));
-    collectives_before[slot].push_back(i);
-  }
+  SINKRT_RETURN_IF_ERROR(
+      PlaceCollectives(tasks, transfers, transfer_at, done_at, comm_index, &collective_at, &collectives_before));
   std::vector<size_t> consumer(count, n);
   for (size_t k = 0; k < count; ++k) {
     const std::set<uint32_t> mine(bucket_buffers[k].begin(), bucket_buffers[k].end());
