@@ -102,6 +102,21 @@ TEST(GradClipComposition, LossScaledRunEqualsTheUnscaledOne) {
   }
 }
 
+// Loss scaling on top of the parallel optimizer: each rank checks and
+// sums its blocks, the ranks agree on the overflow flag and on the norm,
+// and the run is plain data parallel's, unscaled.
+TEST(GradClipComposition, LossScaledParallelOptimizerTracksDataParallel) {
+  for (const auto& [name, opt] : kOptimizers) {
+    const Trained dp = TrainCompositionMlp({.optimizer = opt, .devices = 2, .batch = 8});
+    const Trained zero = TrainCompositionMlp({.optimizer = opt,
+                                              .devices = 2,
+                                              .batch = 8,
+                                              .zero = true,
+                                              .loss_scale = host::LossScaleManager::Dynamic(65536.0f, 2.0f, 50)});
+    ExpectLossesTrack(zero, dp, 1e-5, std::string(name) + " clipped, loss-scaled parallel optimizer 2");
+  }
+}
+
 // A batch holding an inf overflows: that step clips nothing and skips the
 // update, so the run ends bitwise where the run without that batch does
 // (but for the loss scale's own counters).
