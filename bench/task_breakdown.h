@@ -32,7 +32,8 @@ inline Class ClassOf(std::string_view op) {
       op == "Gather" || op == "GatherGrad")
     return kCopy;
   if (op == "SgdUpdate" || op == "MomentumUpdate" || op == "AdamUpdate" || op == "AdamPowers" || op == "LrSchedule" ||
-      op == "StepAdvance" || op == "AdamWeightDecay" || op == "LambNorms" || op == "LambUpdate")
+      op == "StepAdvance" || op == "AdamWeightDecay" || op == "LambNorms" || op == "LambUpdate" || op == "SumSquares" ||
+      op == "ClipByGlobalNorm")
     return kOptimizer;
   if (op == "Gelu" || op == "GeluGrad" || op == "Relu" || op == "ReluGrad" || op == "Tanh" || op == "TanhGrad" ||
       op == "Sigmoid" || op == "SigmoidGrad" || op == "Add" || op == "Sub" || op == "Mul" || op == "Neg" ||

@@ -50,9 +50,11 @@ host::Graph VitWithLoss(int64_t batch, float dropout = 0) {
 // (Graph::Recompute("all"), docs/guide/recompute.md). Sets the arena's and the
 // activations' MiB as counters.
 Status LoadVit(device::InProcessDevice& dev, int64_t batch, benchmark::State& state, bool recompute = false,
-               bool schedule = false, float dropout = 0) {
+               bool schedule = false, float dropout = 0, float clip = 0) {
   host::CompileOptions o;
   o.optimizer = host::OptimizerSpec::Adam(1e-3f);
+  // Gradient clipping by global norm on the device (docs/guide/clipping.md).
+  o.optimizer.clip_grad_norm = clip;
   // Warmup then cosine on the device (docs/guide/lr_schedules.md).
   if (schedule) o.optimizer.schedule = host::LrSchedule::WarmupCosine(1e-3, 1e-5, 500, 9500);
   host::Graph g = VitWithLoss(batch, dropout);
@@ -64,14 +66,15 @@ Status LoadVit(device::InProcessDevice& dev, int64_t batch, benchmark::State& st
 }
 
 // Arguments: batch, threads; `worker_team` as DeviceOptions::worker_team.
-void RunVitTrain(benchmark::State& state, bool recompute, bool worker_team, bool schedule = false, float dropout = 0) {
+void RunVitTrain(benchmark::State& state, bool recompute, bool worker_team, bool schedule = false, float dropout = 0,
+                 float clip = 0) {
   const int64_t batch = state.range(0);
   device::DeviceOptions opts = device::DeviceOptions::FromEnvironment();
   opts.threads = static_cast<int>(state.range(1));
   opts.worker_team = worker_team;
   const uint32_t steps = 16;
   device::InProcessDevice dev(opts);
-  if (Status st = LoadVit(dev, batch, state, recompute, schedule, dropout); !st.ok()) {
+  if (Status st = LoadVit(dev, batch, state, recompute, schedule, dropout, clip); !st.ok()) {
     state.SkipWithError(st.ToString().c_str());
     return;
   }
@@ -86,6 +89,17 @@ void RunVitTrain(benchmark::State& state, bool recompute, bool worker_team, bool
   for (const device::TaskTime& t : times)
     if (t.op == "LrSchedule" || t.op == "StepAdvance") schedule_ms += static_cast<double>(t.ns) / 1e6 / n;
   if (schedule) state.counters["schedule_ms"] = schedule_ms;
+  // The clipping's two tasks (SumSquares, ClipByGlobalNorm) and their share
+  // of the step's task time, both from this run's per-task timing.
+  double clip_ms = 0, step_ms = 0;
+  for (const device::TaskTime& t : times) {
+    step_ms += static_cast<double>(t.ns) / 1e6 / n;
+    if (t.op == "SumSquares" || t.op == "ClipByGlobalNorm") clip_ms += static_cast<double>(t.ns) / 1e6 / n;
+  }
+  if (clip > 0) {
+    state.counters["clip_ms"] = clip_ms;
+    state.counters["clip_pct_of_step"] = step_ms > 0 ? 100.0 * clip_ms / step_ms : 0.0;
+  }
   if (g_print_tasks) PrintTasks("ViT", times, n, state);
 }
 
@@ -101,6 +115,14 @@ void BM_VitRecompute(benchmark::State& state) {
 // threads, schedule 0/1.
 void BM_VitSchedule(benchmark::State& state) {
   RunVitTrain(state, false, device::DeviceOptions::FromEnvironment().worker_team, state.range(2) != 0);
+}
+
+// Gradient clipping by global norm (issue 41, docs/guide/clipping.md): the
+// same ViT with Adam unclipped and clipped at 1.0; arguments batch, threads,
+// clip 0/1. clip_pct_of_step is the clipping's share of the step's tasks.
+void BM_VitClip(benchmark::State& state) {
+  RunVitTrain(state, false, device::DeviceOptions::FromEnvironment().worker_team, false, 0,
+              state.range(2) != 0 ? 1.0f : 0.0f);
 }
 
 // Dropout (docs/guide/dropout.md): arguments batch, threads, p in percent
@@ -124,6 +146,12 @@ BENCHMARK(BM_VitTrain)
     ->MinTime(2.0);
 BENCHMARK(BM_VitSchedule)
     ->ArgNames({"batch", "threads", "schedule"})
+    ->ArgsProduct({{64}, {1}, {0, 1, 0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(2.0);
+BENCHMARK(BM_VitClip)
+    ->ArgNames({"batch", "threads", "clip"})
     ->ArgsProduct({{64}, {1}, {0, 1, 0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()

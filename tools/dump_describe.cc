@@ -139,7 +139,8 @@ void KernelAttrs(const VerifiedStream& view, const fb::KernelTask& k, Json& attr
       }
       break;
     case fb::OpOptions::FillOptions:
-      if (const auto* o = k.options_as_FillOptions()) attrs["value"] = CleanFloat(o->value());
+      if (const auto* o = k.options_as_FillOptions())
+        attrs[k.op() == fb::OpCode::ClipByGlobalNorm ? "clip_norm" : "value"] = CleanFloat(o->value());
       break;
     case fb::OpOptions::SgdOptions:
       if (const auto* o = k.options_as_SgdOptions()) {

@@ -167,6 +167,7 @@ void PrintSummary(const Flags& f, const host::GraphFile& file, const host::Compi
     std::cout << "] weight_decay " << g.weight_decay;
     if (g.learning_rate > 0) std::cout << " lr " << g.learning_rate;
   }
+  if (s.clip_grad_norm != 0) std::cout << " clip_grad_norm " << s.clip_grad_norm;  // docs/guide/clipping.md
   std::cout << '\n';
   const auto cols = job.train_columns();
   std::cout << "  inputs    " << ColumnsText(cols) << " per rank";

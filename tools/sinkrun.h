@@ -49,8 +49,9 @@ struct TrainFlags {
   double lr = 0.01;
   double momentum = 0.9;
   std::string optimizer = "momentum";
-  double weight_decay = 0;  // --weight-decay
-  std::string no_decay;     // --no-decay: comma-separated name filters of the no-decay group
+  double weight_decay = 0;    // --weight-decay
+  std::string no_decay;       // --no-decay: comma-separated name filters of the no-decay group
+  double clip_grad_norm = 0;  // --clip-grad-norm: clip by global norm (docs/guide/clipping.md); 0: off
   uint64_t seed = 1;
   double dropout = 0;  // --dropout P: the ViT's drop probability (docs/guide/dropout.md)
   int sink_size = -1;

@@ -131,6 +131,11 @@ void AddTrainJobFlags(CLI::App* train, tools::TrainFlags& f) {
                    "weight decay, >= 0 (sgd, momentum, adam: added to the gradient; adamw, lamb: to the update); "
                    "without --no-decay, names containing beta or gamma get none (MindSpore's default)")
       ->capture_default_str();
+  train
+      ->add_option("--clip-grad-norm", f.clip_grad_norm,
+                   "clip the gradients by their global norm before the update (MindSpore's clip_by_global_norm, "
+                   "computed on the device; docs/guide/clipping.md); 0: no clipping")
+      ->capture_default_str();
   train->add_option("--no-decay", f.no_decay,
                     "comma-separated name filters of parameters that get no weight decay (a group with decay 0), "
                     "e.g. bias,beta,gamma,norm");

@@ -130,6 +130,7 @@ Result<host::OptimizerSpec> Optimizer(const TrainFlags& f) {
   SINKRT_ASSIGN_OR_RETURN(host::OptimizerSpec spec,
                           host::MakeOptimizer(f.optimizer, static_cast<float>(f.lr), static_cast<float>(f.momentum)));
   spec.weight_decay = static_cast<float>(f.weight_decay);
+  spec.clip_grad_norm = static_cast<float>(f.clip_grad_norm);
   if (!f.no_decay.empty()) host::SetNoDecay(spec, SplitNames(f.no_decay));
   SINKRT_RETURN_IF_ERROR(host::ValidateOptimizer(spec));
   return spec;
@@ -160,6 +161,7 @@ std::string OptimizerText(const host::OptimizerSpec& o) {
     s += g.weight_decay == 0 ? ", none for " + names : ", " + Num(g.weight_decay) + " for " + names;
     if (g.learning_rate > 0) s += " at lr " + Num(g.learning_rate);
   }
+  if (o.clip_grad_norm != 0) s += ", clip by global norm " + Num(o.clip_grad_norm);
   return s + ")";
 }
 
@@ -467,6 +469,9 @@ int CheckTrainingFlags(TrainRun& r) {
     return Usage("--momentum applies to --optimizer momentum, not " + f.optimizer);
   if (!(f.weight_decay >= 0) || !std::isfinite(f.weight_decay))
     return Usage("--weight-decay must be >= 0, got " + Num(f.weight_decay));
+  if (f.clip_grad_norm != 0 && !(f.clip_grad_norm > 0 && std::isfinite(f.clip_grad_norm)))
+    return Usage("--clip-grad-norm: For 'clip_by_global_norm', the 'clip_norm' must be greater than 0.0, but got " +
+                 Num(f.clip_grad_norm) + " (0: no clipping)");
   if (r.cmd.count("--no-decay"))
     for (const std::string& name : SplitNames(f.no_decay))
       if (name.empty()) return Usage("--no-decay '" + f.no_decay + "': an empty name (every parameter contains it)");
@@ -484,6 +489,7 @@ int CheckTrainingFlags(TrainRun& r) {
                               "--momentum",
                               "--weight-decay",
                               "--no-decay",
+                              "--clip-grad-norm",
                               "--parallel",
                               "--gradients-mean",
                               "--parameter-broadcast",
@@ -565,6 +571,8 @@ int ReadGraphFile(TrainRun& r) {
         return Usage(std::string(tuning) + " does not apply to the optimizer of --graph " + f.graph + " (" +
                      OptimizerText(*r.graph_file->optimizer) + "): give --optimizer to replace it");
     r.optimizer = *r.graph_file->optimizer;
+    // Clipping composes with any optimizer: the flag sets the file's too.
+    if (r.cmd.count("--clip-grad-norm")) r.optimizer.clip_grad_norm = static_cast<float>(f.clip_grad_norm);
   }
   return 0;
 }
@@ -1047,6 +1055,7 @@ nlohmann::ordered_json EndEvent(const TrainRun& r, const TrainResult& t, int64_t
   }
   if (r.optimizer.kind == host::OptimizerKind::Momentum) end["momentum"] = r.optimizer.momentum;
   end["weight_decay"] = r.optimizer.weight_decay;
+  if (r.optimizer.clip_grad_norm != 0) end["clip_grad_norm"] = r.optimizer.clip_grad_norm;
   if (!r.optimizer.groups.empty()) {
     nlohmann::ordered_json groups = nlohmann::ordered_json::array();
     for (const host::ParamGroup& g : r.optimizer.groups)

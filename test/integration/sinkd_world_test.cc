@@ -454,8 +454,9 @@ TEST(SinkdWorldSemiAutoTest, MegatronMlpTrainsLikeInProcessDevices) {
 // under data parallel on 2 sinkd processes: 100 steps, every loss within
 // 1e-5 relative of one in-process device at the global batch, the ranks
 // ending bitwise alike; and the Megatron MLP under Lamb (its sliced
-// weights' norms all-reduced between the daemons) bitwise as 2 in-process
-// devices.
+// weights' norms all-reduced between the daemons, and clipped by global
+// norm) bitwise as 2 in-process devices; AdamWeightDecay clipped by global
+// norm tracks one device as well.
 TEST(SinkdWorldOptimizerTest, AdamWeightDecayAndLambTrackOneDevice) {
   constexpr int kSteps = 100;
   const testing::SyntheticData data = testing::MakeSyntheticData(kSteps * 2 * kBatch, kFeatures, 4, 13);
@@ -467,10 +468,14 @@ TEST(SinkdWorldOptimizerTest, AdamWeightDecayAndLambTrackOneDevice) {
       return Status::Ok();
     }
   };
+  // Clipped by global norm too (docs/guide/clipping.md): each daemon takes
+  // the norm of the reduced gradients.
+  host::OptimizerSpec clipped = host::OptimizerSpec::AdamWeightDecay(5e-3f, 0.01f);
+  clipped.clip_grad_norm = 0.2f;
   for (host::OptimizerSpec opt :
-       {host::OptimizerSpec::AdamWeightDecay(5e-3f, 0.01f), host::OptimizerSpec::Lamb(5e-3f, 0.01f)}) {
+       {host::OptimizerSpec::AdamWeightDecay(5e-3f, 0.01f), host::OptimizerSpec::Lamb(5e-3f, 0.01f), clipped}) {
     host::SetNoDecay(opt, {"bias"});
-    SCOPED_TRACE(host::OptimizerKindName(opt.kind));
+    SCOPED_TRACE(std::string(host::OptimizerKindName(opt.kind)) + (opt.clip_grad_norm > 0 ? " clipped" : ""));
     device::DeviceOptions opts = device::DeviceOptions::FromEnvironment();
     opts.threads = 1;
     device::InProcessDevice one(opts);
@@ -498,8 +503,8 @@ TEST(SinkdWorldOptimizerTest, AdamWeightDecayAndLambTrackOneDevice) {
     double worst = 0;
     for (size_t i = 0; i < got.values.size(); ++i)
       worst = std::max(worst, std::abs(got.values[i] - want.values[i]) / std::abs(want.values[i]));
-    std::printf("[ info ] %s on 2 sinkd ranks: worst relative loss difference %.2e over %d steps\n",
-                host::OptimizerKindName(opt.kind), worst, kSteps);
+    std::printf("[ info ] %s%s on 2 sinkd ranks: worst relative loss difference %.2e over %d steps\n",
+                host::OptimizerKindName(opt.kind), opt.clip_grad_norm > 0 ? " clipped" : "", worst, kSteps);
     EXPECT_LE(worst, 1e-5);
     EXPECT_LT(got.values.back(), got.values.front());
     auto r0 = (*dp)->ReadState(0), r1 = (*dp)->ReadState(1);
@@ -517,8 +522,12 @@ TEST(SinkdWorldOptimizerTest, AdamWeightDecayAndLambTrackOneDevice) {
   o.compile_cache = "";
   host::LossSpec loss = host::LossSpec::SparseSoftmaxCrossEntropy();
   loss.strategy = {{1, 1}, {1}};
+  // Clipped by global norm: the slices' sums of squares all-reduced between
+  // the daemons, the replicated biases counted once.
+  host::OptimizerSpec lamb = host::OptimizerSpec::Lamb(5e-3f, 0.01f);
+  lamb.clip_grad_norm = 0.2f;
   auto run = [&](std::span<DeviceLink* const> links, std::vector<std::pair<std::string, host::Tensor>>* state) {
-    auto model = host::Model::Create(MegatronMlp(), loss, host::OptimizerSpec::Lamb(5e-3f, 0.01f), links, o);
+    auto model = host::Model::Create(MegatronMlp(), loss, lamb, links, o);
     SINKRT_ASSERT_OK(model);
     SINKRT_ASSERT_OK((*model)->train(2, ds, {}, true, 10));
     auto s = (*model)->ReadState();

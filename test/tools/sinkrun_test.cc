@@ -564,6 +564,28 @@ TEST_F(SinkrunTest, AdamwAndLambWithWeightDecayAndANoDecayGroup) {
   ExpectRefused(base + " --weight-decay 0.1", "--weight-decay does not apply to the optimizer of --graph");
 }
 
+// --clip-grad-norm (docs/guide/clipping.md): the header and the report name
+// it, it composes with a graph file's own optimizer, and a bad value gets
+// MindSpore's message.
+TEST_F(SinkrunTest, ClipGradNormIsInTheHeaderAndTheReport) {
+  RunResult r =
+      Run("train --model mlp --data synthetic:256 --batch 32 --epochs 1 --optimizer adamw --lr 0.001"
+          " --clip-grad-norm 0.5" +
+          ReportFlag());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("adamw (lr 0.001, clip by global norm 0.5)"), std::string::npos) << r.out;
+  EXPECT_NEAR(ReadReport().back()["clip_grad_norm"].get<double>(), 0.5, 1e-9);
+  const fs::path graph = dir_ / "mlp_clip.json";
+  ASSERT_TRUE(host::SaveGraph(graph.string(), MlpWithLoss(), host::OptimizerSpec::Sgd(0.1f)).ok());
+  r = Run("train --graph '" + graph.string() + "' --data synthetic:256 --epochs 1 --clip-grad-norm 2");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("sgd (lr 0.1, clip by global norm 2)"), std::string::npos) << r.out;
+  fs::remove(Report());  // the first run wrote one
+  ExpectRefused("train --model mlp --data synthetic:256 --clip-grad-norm -1",
+                "For 'clip_by_global_norm', the 'clip_norm' must be greater than 0.0, but got -1");
+  ExpectRefused("train --model mlp --data synthetic:256 --clip-grad-norm nan", "--clip-grad-norm");
+}
+
 // One of each reads as one, and a --streams run, which compiles nothing,
 // prints no compiled: line.
 TEST_F(SinkrunTest, CountsOfOneAreSingularAndStreamsCompileNothing) {

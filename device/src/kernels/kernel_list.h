@@ -34,6 +34,8 @@ extern const KernelImpl kSgdUpdateKernel, kMomentumUpdateKernel, kAdamUpdateKern
 extern const KernelImpl kLrScheduleKernel, kStepAdvanceKernel;
 // adam_weight_decay.cc, lamb.cc
 extern const KernelImpl kAdamWeightDecayKernel, kLambNormsKernel, kLambUpdateKernel;
+// clip.cc
+extern const KernelImpl kSumSquaresKernel, kClipByGlobalNormKernel;
 // loss_scale.cc
 extern const KernelImpl kGradOverflowKernel, kLossScaleUpdateKernel;
 // accuracy.cc

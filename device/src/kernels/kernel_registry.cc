@@ -90,6 +90,8 @@ constexpr Entry kKernels[] = {
     {OpCode::AdamWeightDecay, &kAdamWeightDecayKernel},
     {OpCode::LambNorms, &kLambNormsKernel},
     {OpCode::LambUpdate, &kLambUpdateKernel},
+    {OpCode::SumSquares, &kSumSquaresKernel},
+    {OpCode::ClipByGlobalNorm, &kClipByGlobalNormKernel},
     {OpCode::GradOverflow, &kGradOverflowKernel},
     {OpCode::LossScaleUpdate, &kLossScaleUpdateKernel},
     {OpCode::ArgMaxAccuracy, &kArgMaxAccuracyKernel},

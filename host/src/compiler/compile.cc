@@ -370,7 +370,7 @@ Result<CompiledStream> EmitStream(const Graph& forward, const CompileOptions& op
   return out;
 }
 
-// Lamb under SEMI_AUTO_PARALLEL: per parameter this rank holds a slice of,
+// Lamb and clipping under SEMI_AUTO_PARALLEL: per parameter this rank holds a slice of,
 // the ranks whose slices together make the parameter once: the ranks
 // holding each slice (those of one offset) in ascending order, and of each
 // the one at this rank's place among the holders of its own slice. Every
@@ -398,8 +398,16 @@ std::map<TensorId, NormGroup> SliceNormGroups(const parallel::LocalGraph& local,
 // transfers and buckets on the comm stream (LoweringOptions::pipeline), the
 // gradients reduced over its stage's ranks.
 Result<CompiledStream> CompilePipelineStage(const Graph& forward, const CompileOptions& options) {
-  SINKRT_ASSIGN_OR_RETURN(compiler::PipelineStageGraph stage, compiler::BuildPipelineStage(forward, options));
   const bool sharded = options.parallel_mode == ParallelMode::SemiAutoParallel;
+  // Under data parallel each stage's norm is all-reduced over the stages
+  // (BuildPipelineStage's clip_span); a sharded stage's slices would need
+  // their groups' sums on top.
+  if (sharded && options.optimizer.clip_grad_norm > 0)
+    return Unimplemented("compile graph '" + forward.name() + "': gradient clipping by global norm (clip_grad_norm " +
+                         std::to_string(options.optimizer.clip_grad_norm) +
+                         ") is not supported with pipeline stages under semi_auto_parallel yet (data_parallel "
+                         "stages, and semi_auto_parallel without stages, clip)");
+  SINKRT_ASSIGN_OR_RETURN(compiler::PipelineStageGraph stage, compiler::BuildPipelineStage(forward, options));
   // A stage's Lamb sees its slices only, and stages reduce no norms yet.
   if (sharded && options.optimizer.kind == OptimizerKind::Lamb)
     for (const auto& [name, layout] : stage.param_layouts)
@@ -602,7 +610,7 @@ Result<CompiledStream> Compile(const Graph& forward, const CompileOptions& optio
       for (const parallel::LocalParameter& p : local->parameters) zero->groups[p.local] = p.mirror_group;
   }
   std::map<TensorId, NormGroup> slice_norm_groups;
-  if (sharded && options.optimizer.kind == OptimizerKind::Lamb)
+  if (sharded && (options.optimizer.kind == OptimizerKind::Lamb || options.optimizer.clip_grad_norm > 0))
     slice_norm_groups = SliceNormGroups(*local, options.world_size, options.rank);
   SINKRT_ASSIGN_OR_RETURN(
       passes::TrainingGraph tg,

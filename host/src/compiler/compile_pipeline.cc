@@ -215,6 +215,8 @@ Result<PipelineStageGraph> BuildPipelineStage(const Graph& forward, const Compil
   spec.eval_schedule = options.eval_program ? &out.eval_schedule : nullptr;
   spec.rank = options.rank;
   spec.optimizer = options.optimizer;
+  for (int s = 0; s < S; ++s) spec.clip_span.ranks.push_back(static_cast<uint32_t>(s) * per_stage + place);
+  spec.clip_span.position = static_cast<uint32_t>(stage);
   const std::map<TensorId, TensorId>& mine = local[static_cast<size_t>(stage)];
   for (size_t l = 0; l < crossing.size(); ++l) {
     const auto& [from, to, t] = crossing[l];

@@ -55,6 +55,11 @@ uint64_t StreamHash(uint64_t graph_hash, const CompileOptions& o) {
       h.F32(group.learning_rate);
     }
   }
+  // Absent without clipping, so that those streams keep their hashes.
+  if (opt.clip_grad_norm != 0) {
+    h.String("clip_grad_norm");
+    h.F32(opt.clip_grad_norm);
+  }
   h.U32(o.queue_capacity);
   h.U32(o.rank);
   h.U32(o.world_size);

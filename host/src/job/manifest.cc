@@ -34,6 +34,8 @@ Json OptionsToJson(const CompileOptions& o) {
       groups.push_back({{"names", g.names}, {"weight_decay", g.weight_decay}, {"learning_rate", g.learning_rate}});
     optimizer["groups"] = std::move(groups);
   }
+  // Absent without clipping, so that older manifests keep their text.
+  if (s.clip_grad_norm != 0) optimizer["clip_grad_norm"] = s.clip_grad_norm;
   Json parallel = {{"mode", ParallelModeName(o.parallel_mode)}, {"device_num", o.world_size}};
   if (o.parallel_mode == ParallelMode::DataParallel) {
     parallel["gradients_mean"] = o.gradients_mean;
@@ -223,6 +225,8 @@ Result<Manifest> ParseManifest(const std::string& text, const std::string& path)
       o.optimizer.groups.push_back(std::move(pg));
     }
   }
+  if (opt.is_object() && opt.contains("clip_grad_norm"))
+    o.optimizer.clip_grad_norm = rd.Get<float>(opt, "clip_grad_norm", "options.optimizer");
   o.queue_capacity = rd.Get<uint32_t>(options, "queue_capacity", "options");
   o.arena_alignment = rd.Get<uint32_t>(options, "arena_alignment", "options");
   o.fuse = rd.Get<bool>(options, "fuse", "options");

@@ -4,6 +4,8 @@
 
 #include "sinkrt/host/optimizer.h"
 
+#include "host/src/passes/global_norm.h"
+
 namespace sinkrt::host {
 
 namespace {
@@ -55,6 +57,22 @@ TensorId AppendLrSchedule(Graph& g, const LrSchedule& schedule, TensorId* step) 
   return g.AddOp(OpCode::LrSchedule, {*step}, a, {{{1}, DType::F32}}, "lr").at(0);
 }
 
+// What each update reads and writes: grads[i], or its block update_on[i].
+Result<std::vector<ParamGrad>> UpdateTargets(const Graph& g, const std::vector<ParamGrad>& grads,
+                                             const std::vector<ParamGrad>& update_on) {
+  std::vector<ParamGrad> out = grads;
+  for (size_t i = 0; i < update_on.size(); ++i) {
+    const ParamGrad& u = update_on[i];
+    if (u.param == kInvalidTensor) continue;
+    if (!g.valid(u.param) || !g.valid(u.grad) || g.tensor(u.param).shape != g.tensor(u.grad).shape ||
+        g.tensor(u.param).dtype != DType::F32 || g.tensor(u.grad).dtype != DType::F32)
+      return InvalidArgument("AppendOptimizer: the update target of '" + g.tensor(grads[i].param).name +
+                             "' is not an f32 block and gradient block of one shape");
+    out[i] = u;
+  }
+  return out;
+}
+
 using InputsFn = std::function<std::vector<TensorId>(std::vector<TensorId>)>;
 
 // Lamb's two halves per parameter: LambNorms advances m and v and sums
@@ -72,12 +90,7 @@ void AppendLamb(Graph& g, const std::string& name, const ParamGrad& u, TensorId 
   TensorId sums = g.AddOp(OpCode::LambNorms, with_status({u.param, u.grad, m, v, powers}), norms_attrs,
                           {{{3}, DType::F32}}, name + "/lamb_norms")
                       .at(0);
-  if (norm_group.ranks.size() > 1) {
-    OpAttrs reduce;
-    reduce.group = norm_group.ranks;
-    reduce.group_position = norm_group.position;
-    sums = g.AddOp(OpCode::AllReduce, {sums}, reduce, {{{3}, DType::F32}}, name + "/lamb_norms_reduced").at(0);
-  }
+  sums = passes::ReduceOverNormGroup(g, sums, norm_group, name + "/lamb_norms_reduced");
   g.AddOp(OpCode::LambUpdate, with_rate({u.param, m, v, powers, sums}), attrs, {}, name + "/lamb_update");
 }
 
@@ -95,16 +108,7 @@ Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const Opti
   if (!norm_groups.empty() && norm_groups.size() != grads.size())
     return InvalidArgument("AppendOptimizer: " + std::to_string(norm_groups.size()) + " norm groups for " +
                            std::to_string(grads.size()) + " gradients");
-  // What grads[i]'s update reads and writes.
-  auto target = [&](size_t i) -> Result<ParamGrad> {
-    if (update_on.empty() || update_on[i].param == kInvalidTensor) return grads[i];
-    const ParamGrad& u = update_on[i];
-    if (!g.valid(u.param) || !g.valid(u.grad) || g.tensor(u.param).shape != g.tensor(u.grad).shape ||
-        g.tensor(u.param).dtype != DType::F32 || g.tensor(u.grad).dtype != DType::F32)
-      return InvalidArgument("AppendOptimizer: the update target of '" + g.tensor(grads[i].param).name +
-                             "' is not an f32 block and gradient block of one shape");
-    return u;
-  };
+  SINKRT_ASSIGN_OR_RETURN(const std::vector<ParamGrad> targets, UpdateTargets(g, grads, update_on));
 
   // A schedule's rate, computed before any update reads it.
   TensorId step = kInvalidTensor, lr = kInvalidTensor;
@@ -152,8 +156,11 @@ Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const Opti
     powers = State(g, name, {2}, InitSpec::Constant(1.0f));
     g.AddOp(OpCode::AdamPowers, with_status({powers}), attrs, {});
   }
+  // Clipping: the updates read its status, whose factor carries it.
+  if (spec.clip_grad_norm > 0)
+    loss_scale_status = passes::AppendGlobalNormClip(g, targets, norm_groups, spec.clip_grad_norm, loss_scale_status);
   for (size_t i = 0; i < grads.size(); ++i) {
-    SINKRT_ASSIGN_OR_RETURN(const ParamGrad u, target(i));
+    const ParamGrad& u = targets[i];
     const std::string name = g.tensor(grads[i].param).name;
     const Shape shape = g.tensor(u.param).shape;
     const OpAttrs attrs = attrs_for(i);

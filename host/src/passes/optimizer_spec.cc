@@ -194,6 +194,11 @@ Status ValidateOptimizer(const OptimizerSpec& s) {
       return InvalidArgument(who + "epsilon must be > 0, but got " + std::to_string(s.epsilon));
     }
   }
+  // MindSpore's _ClipByGlobalNorm check (validator.check_number GT 0.0),
+  // with 0 kept for "no clipping"; NaN fails it, as it does there.
+  if (s.clip_grad_norm != 0 && !(std::isfinite(s.clip_grad_norm) && s.clip_grad_norm > 0))
+    return InvalidArgument(who + "For 'clip_by_global_norm', the 'clip_norm' must be greater than 0.0, but got " +
+                           std::to_string(s.clip_grad_norm) + " (clip_grad_norm: 0 turns clipping off)");
   return ValidateGroups(s, who);
 }
 

@@ -118,13 +118,14 @@ void ShardOptimizer(Graph& g, OptimizerKind kind, const parallel::OptimizerShard
   }
 }
 
-// Lamb's trust ratio needs the norms of whole parameters: per gradient, the
-// ranks whose updates together cover its parameter once. A block of the
+// Lamb's trust ratio needs the norms of whole parameters, clipping the norm
+// of all of them (each counted once): per gradient, the ranks whose updates
+// together cover its parameter once. A block of the
 // parallel optimizer: its group (the data-parallel replicas), or, when the
 // parameter is itself a slice, every rank (each holds one block of one
 // slice). A slice alone: the ranks of the other slices.
-std::vector<NormGroup> LambNormGroups(const TrainingGraph& tg, const std::map<TensorId, NormGroup>& slice_groups,
-                                      const NormGroup& everyone) {
+std::vector<NormGroup> NormGroupsFor(const TrainingGraph& tg, const std::map<TensorId, NormGroup>& slice_groups,
+                                     const NormGroup& everyone) {
   std::vector<NormGroup> out(tg.grads.size());
   for (size_t i = 0; i < tg.grads.size(); ++i) {
     auto it = slice_groups.find(tg.grads[i].param);
@@ -209,8 +210,8 @@ Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSp
     }
   }
   const std::vector<NormGroup> norm_groups =
-      optimizer.kind == OptimizerKind::Lamb
-          ? LambNormGroups(tg, slice_norm_groups, NormGroup{overflow_group, overflow_position})
+      optimizer.kind == OptimizerKind::Lamb || optimizer.clip_grad_norm > 0
+          ? NormGroupsFor(tg, slice_norm_groups, NormGroup{overflow_group, overflow_position})
           : std::vector<NormGroup>{};
   SINKRT_RETURN_IF_ERROR(
       AppendOptimizer(g, tg.grads, optimizer, tg.loss_scale_status, update_on, norm_groups, &tg.learning_rate),

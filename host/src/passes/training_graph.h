@@ -98,9 +98,9 @@ struct TrainingGraph {
 // `optimizer_sharding` (data parallel with the parallel optimizer): the
 // updates of the parameters PlanOptimizerShards shards read and write
 // their dim-0 block (TrainingGraph::optimizer_shards).
-// `slice_norm_groups` (semi-auto, Lamb): per parameter that is a slice of
-// its global tensor, the ranks holding the other slices (one of each), over
-// which Lamb's sums of squares are all-reduced; with the parallel optimizer
+// `slice_norm_groups` (semi-auto, Lamb or clipping): per parameter that is a
+// slice of its global tensor, the ranks holding the other slices (one of
+// each), over which Lamb's and the clipping's sums of squares are all-reduced; with the parallel optimizer
 // on top, every rank of `overflow_group` holds one block of the parameter.
 Result<TrainingGraph> BuildTrainingGraph(const Graph& forward, const OptimizerSpec& optimizer, bool with_eval,
                                          bool with_predict = false, bool accuracy_from_loss = false,

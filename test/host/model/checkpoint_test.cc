@@ -143,6 +143,15 @@ TEST_F(CheckpointDir, AdamWeightDecayAndLambResumeIsBitwiseExact) {
   ExpectExactResume(dir_ / "lamb_nonsink", OptimizerSpec::Lamb(0.01f, 0.01f), false, -1);
 }
 
+// Gradient clipping by global norm (docs/guide/clipping.md) keeps no
+// state of its own: a clipped run resumes bitwise as the others do.
+TEST_F(CheckpointDir, ClippedResumeIsBitwiseExact) {
+  OptimizerSpec opt = OptimizerSpec::Momentum(0.05f, 0.9f);
+  opt.clip_grad_norm = 0.05f;
+  ExpectExactResume(dir_ / "sink", opt, true, 3);
+  ExpectExactResume(dir_ / "nonsink", opt, false, -1);
+}
+
 TEST_F(CheckpointDir, CheckpointHoldsEveryParamAndOptimizerState) {
   testing::CountingDevice dev;
   auto model = MakeModel(dev, OptimizerSpec::Adam(0.01f));

@@ -146,6 +146,10 @@ enum class OpCode : uint16_t {
   // forward
   Select = 110,      ///< cond (f32; the kernel also takes u8), x, y (broadcasting) -> cond != 0 ? x : y
   CausalMask = 111,  ///< scores [..., T, S] -> value where column j > row i + S - T, else scores
+  // gradient clipping by global norm (docs/guide/clipping.md; compiler-made
+  // from OptimizerSpec::clip_grad_norm, never in a graph file's ops)
+  SumSquares = 126,        ///< x... -> [1] f32: the sum of the squares of every element, in f64
+  ClipByGlobalNorm = 127,  ///< sums [1]... [, status [2]] -> status [2]: the factor times clip / max(norm, clip)
 };
 
 /// The op's name, as its enumerator is spelled ("MatMul"); "" for a value

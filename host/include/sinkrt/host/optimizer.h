@@ -53,6 +53,13 @@ struct OptimizerSpec {
   /// LearningRateSchedule or a list as its learning_rate), and no group may
   /// set a learning rate of its own.
   LrSchedule schedule;
+  /// Gradient clipping by global norm (MindSpore's ops.clip_by_global_norm,
+  /// docs/guide/clipping.md): before the update every gradient is multiplied
+  /// by clip_grad_norm / max(global_norm, clip_grad_norm), global_norm being
+  /// the L2 norm of all the gradients together, computed on the device (after
+  /// the data-parallel reduction, the loss scale taken out, over every
+  /// rank's slices and blocks). 0: no clipping; else > 0 and finite.
+  float clip_grad_norm = 0.0f;
 
   /// Plain SGD at learning rate `lr`.
   static OptimizerSpec Sgd(float lr);
@@ -99,7 +106,7 @@ Result<OptimizerSpec> MakeOptimizer(const std::string& kind, float learning_rate
 /// 0, weight_decay >= 0, all finite; each group with names (none empty), a
 /// weight_decay >= 0 and a learning_rate >= 0 (0 with a schedule); with a
 /// schedule, ValidateLrSchedule's checks (MindSpore's messages) instead of
-/// learning_rate's. The message names the optimizer and the setting
+/// learning_rate's; clip_grad_norm 0 or finite and > 0. The message names the optimizer and the setting
 /// ("Momentum: momentum must be < 1 ..."); callers add where the spec came
 /// from.
 Status ValidateOptimizer(const OptimizerSpec& spec);
@@ -129,8 +136,14 @@ struct NormGroup {
 /// update_on[i].grad instead, a block of the parameter and of its reduced
 /// gradient (equal shapes), and its state takes their shape while keeping
 /// the parameter's name. An entry of kInvalidTensor ids keeps grads[i].
-/// `norm_groups` (Lamb; empty, or one entry per gradient): the group over
-/// which LambNorms' sums are all-reduced before LambUpdate reads them.
+/// `norm_groups` (Lamb, clipping; empty, or one entry per gradient): the
+/// group over which the sums of squares of what the update of grads[i]
+/// sees are all-reduced (LambNorms' before LambUpdate reads them; the
+/// clipping's global norm, docs/guide/clipping.md).
+/// With spec.clip_grad_norm > 0: SumSquares over the update targets (one
+/// per norm group, each all-reduced over its group), then ClipByGlobalNorm,
+/// whose status [2] every update reads in place of `loss_scale_status`
+/// (which it takes in), its factor carrying the clipping.
 Status AppendOptimizer(Graph& g, const std::vector<ParamGrad>& grads, const OptimizerSpec& spec,
                        TensorId loss_scale_status = kInvalidTensor, const std::vector<ParamGrad>& update_on = {},
                        const std::vector<NormGroup>& norm_groups = {}, TensorId* lr_out = nullptr);

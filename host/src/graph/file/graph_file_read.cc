@@ -495,6 +495,7 @@ Result<std::optional<OptimizerSpec>> Reader::Optimizer() const {
   o.epsilon = d->epsilon();
   o.weight_decay = d->weight_decay();
   SINKRT_ASSIGN_OR_RETURN(o.schedule, ReadLrSchedule(d->schedule()), source_ + ": field 'optimizer.schedule'");
+  o.clip_grad_norm = d->clip_grad_norm();
   if (d->groups()) {
     for (const fb::OptimizerGroup* group : *d->groups()) {
       ParamGroup pg{.names = {}, .weight_decay = group->weight_decay(), .learning_rate = group->learning_rate()};

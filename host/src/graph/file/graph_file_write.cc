@@ -70,7 +70,7 @@ fbs::Offset<fb::Optimizer> WriteOptimizer(fbs::FlatBufferBuilder& fbb, const Opt
   // Absent without a schedule, so such files keep their bytes.
   const fbs::Offset<fb::LrScheduleOptions> schedule = o.schedule.enabled() ? WriteLrSchedule(fbb, o.schedule) : 0;
   return fb::CreateOptimizer(fbb, kind, o.learning_rate, o.momentum, o.nesterov, o.beta1, o.beta2, o.epsilon,
-                             o.weight_decay, schedule, groups);
+                             o.weight_decay, schedule, groups, o.clip_grad_norm);
 }
 
 // Absent when the op has none, so files without strategies keep their bytes.

@@ -87,6 +87,7 @@ fb::OpOptions OpOptionsTypeFor(OpCode op) {
       return OpOptions::Pool2DOptions;
     case OpCode::Fill:
     case OpCode::CausalMask:
+    case OpCode::ClipByGlobalNorm:  // value: clip_norm
       return OpOptions::FillOptions;
     case OpCode::SgdUpdate:
       return OpOptions::SgdOptions;

@@ -388,8 +388,19 @@ Result<passes::TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& s
   // Each stage with parameters counts the optimizer steps itself: one per
   // pipeline step, so every stage's schedule is at the same step.
   TensorId lr = kInvalidTensor;
+  // Clipping: this stage's sum of squares is all-reduced over one rank of
+  // every stage, so each clips by the norm of the whole network's gradients.
+  // A stage without parameters would be missing from that AllReduce.
+  std::vector<NormGroup> norm_groups;
+  if (spec.optimizer.clip_grad_norm > 0) {
+    if (grads.empty())
+      return Unimplemented(where +
+                           " holds no parameter: gradient clipping by global norm needs every stage to hold "
+                           "some (use fewer stages)");
+    norm_groups.assign(grads.size(), spec.clip_span);
+  }
   if (!grads.empty())
-    SINKRT_RETURN_IF_ERROR(AppendOptimizer(u, grads, spec.optimizer, kInvalidTensor, {}, {}, &lr),
+    SINKRT_RETURN_IF_ERROR(AppendOptimizer(u, grads, spec.optimizer, kInvalidTensor, {}, norm_groups, &lr),
                            where + ": optimizer");
   if (tpl.dropout_step != kInvalidTensor) passes::AdvanceDropoutStep(u, shared[tpl.dropout_step]);
   SINKRT_RETURN_IF_ERROR(u.status(), where);

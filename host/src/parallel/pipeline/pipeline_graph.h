@@ -60,6 +60,11 @@ struct PipelineStageSpec {
   std::vector<StageLinkEnd> links;  // every link this stage sends or receives on
   TensorId loss = kInvalidTensor;   // in the stage graph: the network's loss, if this stage computes it
   OptimizerSpec optimizer;
+  // Gradient clipping by global norm (optimizer.clip_grad_norm > 0,
+  // docs/guide/clipping.md): the ranks, one per stage at this rank's place
+  // among its stage's, whose sums of squares together cover every
+  // gradient once, and this stage's position among them.
+  NormGroup clip_span;
 };
 
 Result<passes::TrainingGraph> BuildPipelineStageGraph(const PipelineStageSpec& spec);

@@ -24,7 +24,7 @@ inline constexpr uint16_t kFormatMinor = 6;  ///< 1.1: transformer ops; 1.2: sha
                                              ///< the update ops' lr_input; Div, Maximum, Minimum, Pow, Erf,
                                              ///< GeluErf and their helpers; Dropout, DropoutGrad, DropoutStep;
                                              ///< AdamWeightDecay, LambNorms, LambUpdate; BatchNorm ops,
-                                             ///< BufferRole State
+                                             ///< BufferRole State; SumSquares, ClipByGlobalNorm
 /// The blob section and every blob in it start at a multiple of this many bytes.
 inline constexpr uint32_t kBlobAlignment = 64;
 /// Feature bits a stream may require (Header.requirements). A device refuses

@@ -5,6 +5,7 @@
 // device with the same global batch, loss for loss.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -222,6 +223,33 @@ TEST(PipelineTrain, ScheduledFourStagesTrackOneDevice) {
   const std::vector<double> want = SingleDevice(testing::MakeMlp(kRows, kSixLayers), data, kSteps, kRows, opt);
   const PipelineRun got = Pipelined(testing::MakeMlp(kRows, kSixLayers), 4, Config(4, 8), data, kSteps, kRows, opt);
   ExpectTracks(want, got.losses);
+}
+
+// Gradient clipping by global norm (docs/guide/clipping.md): each stage's
+// sum of squares is all-reduced over one rank of every stage, so every
+// stage clips by the whole network's norm and the pipeline tracks one
+// device, on one replica per stage and on two (the norm taken after the
+// stage's gradient AllReduce). At clip_norm 0.3 most steps clip; a stage
+// clipping by its own norm drifts from the first step.
+TEST(PipelineTrain, ClippedStagesTrackOneDevice) {
+  constexpr int kSteps = 12;
+  constexpr int64_t kRows = 16;
+  const Data data = MakeData(kSteps, kRows);
+  host::OptimizerSpec opt = host::OptimizerSpec::Momentum(0.05f, 0.9f);
+  opt.clip_grad_norm = 0.3f;
+  const std::vector<double> want = SingleDevice(testing::MakeMlp(kRows, kSixLayers), data, kSteps, kRows, opt);
+  const PipelineRun four = Pipelined(testing::MakeMlp(kRows, kSixLayers), 4, Config(4, 8), data, kSteps, kRows, opt);
+  ExpectTracks(want, four.losses);
+  const PipelineRun replicas =
+      Pipelined(testing::MakeMlp(kRows / 2, kSixLayers), 4, Config(2, 4), data, kSteps, kRows / 2, opt);
+  ExpectTracks(want, replicas.losses);
+  host::OptimizerSpec plain = opt;
+  plain.clip_grad_norm = 0;
+  const std::vector<double> unclipped = SingleDevice(testing::MakeMlp(kRows, kSixLayers), data, kSteps, kRows, plain);
+  double moved = 0;
+  for (size_t s = 0; s < want.size() && s < unclipped.size(); ++s)
+    moved = std::max(moved, std::abs(want[s] - unclipped[s]) / std::abs(unclipped[s]));
+  EXPECT_GT(moved, 1e-3) << "clip_norm 0.3 does not clip this run";
 }
 
 // GPipe and 1F1B run the same arithmetic in another order: the same losses.
