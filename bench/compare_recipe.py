@@ -73,6 +73,9 @@ def first_steps(args, recipe, dropout=False):
     for i, (a, b) in enumerate(zip(ours["losses"], theirs["step_losses"])):
         print(f"| {i + 1} | {off.rate(i):.6g} | {a:.7f} | {b:.7f} | {abs(a - b) / abs(b):.1e} |")
     rates_ok = all(r is None or r == off.rate(i) for i, r in enumerate(ours["rates"]))
+    if off.clip:
+        clipped = sum(1 for g in theirs["norms"] if g > off.clip)
+        print(f"the global norm was above {off.clip:g} (so clipped) at {clipped} of {n} steps")
     print(f"largest relative difference {worst:.2e} (tolerance {args.tolerance:.0e}); sinkrun's reported rates "
           f"{'equal' if rates_ok else 'DIFFER FROM'} the schedule's")
     return {"sinkrt": ours["losses"], "pytorch": theirs["step_losses"], "max_relative_difference": worst,

@@ -31,7 +31,7 @@ def train(args, recipe, steps=0, epochs=0):
     order = PassOrder(len(train_y), args.seed, args.batch)
     total = steps or epochs * order.steps_per_pass
     t0 = time.perf_counter()
-    step_losses, epoch_losses = [], []
+    step_losses, epoch_losses, norms = [], [], []
     net.train()
     for g in range(total):
         idx = torch.from_numpy(order.step(g))
@@ -39,7 +39,9 @@ def train(args, recipe, steps=0, epochs=0):
             p.grad = None
         loss = loss_fn(net(x_all[idx]), y_all[idx])
         loss.backward()
-        opt.step()
+        _, norm = opt.step()
+        if steps:
+            norms.append(norm)
         if isinstance(drop, PhiloxDropout):
             drop.next_step()
         if steps:
@@ -47,7 +49,7 @@ def train(args, recipe, steps=0, epochs=0):
         elif (g + 1) % order.steps_per_pass == 0:
             epoch_losses.append(loss.item())  # each pass's last step, as sinkrun's report
     if steps:
-        return {"step_losses": step_losses}
+        return {"step_losses": step_losses, "norms": norms}
     net.eval()
     acc, test_loss = evaluate(net, torch.from_numpy(test_x), torch.from_numpy(test_y))
     return {"losses": epoch_losses, "test_accuracy": acc, "test_loss": test_loss,
