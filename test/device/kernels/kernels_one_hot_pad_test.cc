@@ -62,7 +62,8 @@ TEST(OneHotKernel, Bf16OutputHoldsTheRoundedValues) {
   KernelRunner r(OpCode::OneHot);
   OneHotOpts(r, 3, 0.9f, 0.05f, -1).In(idx).Out(y).PrepareAndRun();
   const auto* b = reinterpret_cast<const uint16_t*>(y.bytes());
-  for (int i = 0; i < 9; ++i) EXPECT_EQ(b[i], FloatToBf16(i % 3 == (i / 3 == 0 ? 1 : i / 3 == 1 ? 0 : 2) ? 0.9f : 0.05f));
+  for (int i = 0; i < 9; ++i)
+    EXPECT_EQ(b[i], FloatToBf16(i % 3 == (i / 3 == 0 ? 1 : i / 3 == 1 ? 0 : 2) ? 0.9f : 0.05f));
 }
 
 TEST(OneHotKernel, RefusesABadAxisDepthOrShape) {

@@ -20,7 +20,7 @@ using host::Model;
 using host::OptimizerSpec;
 
 constexpr int64_t kBatch = 8, kVocab = 6, kDim = 4;
-constexpr int64_t kPad = 2;  // selected by the data
+constexpr int64_t kPad = 2;     // selected by the data
 constexpr int64_t kUnused = 5;  // never selected
 
 host::Graph Net(std::optional<int64_t> padding_idx) {
@@ -58,8 +58,7 @@ std::vector<float> Table(Model& m) {
 }
 
 std::unique_ptr<Model> Make(DeviceLink& dev, std::optional<int64_t> padding_idx) {
-  auto m = Model::Create(Net(padding_idx), host::LossSpec::SparseSoftmaxCrossEntropy(), OptimizerSpec::Sgd(0.5f),
-                         dev);
+  auto m = Model::Create(Net(padding_idx), host::LossSpec::SparseSoftmaxCrossEntropy(), OptimizerSpec::Sgd(0.5f), dev);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   return m.ok() ? std::move(m).value() : nullptr;
 }
@@ -78,8 +77,11 @@ TEST(EmbeddingPaddingIdx, RowStartsAtZeroAndTheRestIsTheUnpaddedTable) {
   ASSERT_EQ(b.size(), a.size());
   EXPECT_EQ(Row(a, kPad), std::vector<float>(kDim, 0.0f));
   EXPECT_NE(Row(b, kPad), std::vector<float>(kDim, 0.0f));
-  for (int64_t r = 0; r < kVocab; ++r)
-    if (r != kPad) EXPECT_EQ(Row(a, r), Row(b, r)) << "row " << r;
+  for (int64_t r = 0; r < kVocab; ++r) {
+    if (r != kPad) {
+      EXPECT_EQ(Row(a, r), Row(b, r)) << "row " << r;
+    }
+  }
 }
 
 TEST(EmbeddingPaddingIdx, TheRowsGradientIsNotMaskedAsInMindSpore) {
