@@ -235,6 +235,23 @@ void KernelAttrs(const VerifiedStream& view, const fb::KernelTask& k, Json& attr
         if (o->row_stride() != 1) attrs["row_stride"] = o->row_stride();
       }
       break;
+    case fb::OpOptions::OneHotOptions:
+      if (const auto* o = k.options_as_OneHotOptions()) {
+        attrs["depth"] = o->depth();
+        attrs["axis"] = o->axis();
+        attrs["on_value"] = CleanFloat(o->on_value());
+        attrs["off_value"] = CleanFloat(o->off_value());
+      }
+      break;
+    case fb::OpOptions::PadOptions:
+      if (const auto* o = k.options_as_PadOptions()) {
+        attrs["paddings"] =
+            o->paddings() ? std::vector<int64_t>(o->paddings()->begin(), o->paddings()->end()) : std::vector<int64_t>{};
+        const char* mode = fb::EnumNamePadMode(o->mode());
+        attrs["mode"] = (mode && *mode) ? std::string(mode) : std::to_string(int(o->mode()));
+        if (o->mode() == fb::PadMode::Constant) attrs["value"] = CleanFloat(o->value());
+      }
+      break;
     default:
       break;
   }

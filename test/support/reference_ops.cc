@@ -597,6 +597,84 @@ RefTensor RefGatherGrad(const RefTensor& dy, const std::vector<int32_t>& indices
   return dt;
 }
 
+RefTensor RefOneHot(const std::vector<int32_t>& indices, const Shape& indices_shape, int64_t depth, double on,
+                    double off, int axis) {
+  if (NumElements(indices_shape) != static_cast<int64_t>(indices.size())) Fail("OneHot indices shape");
+  const int rank = static_cast<int>(indices_shape.size());
+  const int at = axis == -1 ? rank : axis;
+  if (at < 0 || at > rank) Fail("OneHot axis");
+  Shape out = indices_shape;
+  out.insert(out.begin() + at, depth);
+  RefTensor y = RefTensor::Zeros(out);
+  // Walk the output's multi-index: drop the depth coordinate to find the index.
+  std::vector<int64_t> pos(out.size(), 0);
+  for (int64_t flat = 0; flat < y.size(); ++flat) {
+    int64_t rest = flat;
+    for (int d = static_cast<int>(out.size()) - 1; d >= 0; --d) {
+      pos[d] = rest % out[d];
+      rest /= out[d];
+    }
+    int64_t src = 0;
+    for (int d = 0; d < static_cast<int>(out.size()); ++d)
+      if (d != at) src = src * out[d] + pos[d];
+    y.data[flat] = indices[src] == pos[at] ? on : off;
+  }
+  return y;
+}
+
+namespace {
+
+// x's position read by output position o of an axis of extent n padded by
+// `before`; -1: the constant.
+int64_t RefPadSource(int64_t o, int64_t before, int64_t n, int mode) {
+  int64_t q = o - before;
+  if (q >= 0 && q < n) return q;
+  if (mode == 0) return -1;
+  if (q < 0) return mode == 1 ? -q : -q - 1;
+  return mode == 1 ? 2 * (n - 1) - q : 2 * n - 1 - q;
+}
+
+Shape RefPaddedShape(const Shape& x, const std::vector<int64_t>& paddings) {
+  if (paddings.size() != 2 * x.size()) Fail("Pad paddings count");
+  Shape y = x;
+  for (size_t d = 0; d < x.size(); ++d) y[d] += paddings[2 * d] + paddings[2 * d + 1];
+  return y;
+}
+
+// Output element `flat` of y's shape: the flat x index it reads, or -1.
+int64_t RefPadRead(int64_t flat, const Shape& x, const Shape& y, const std::vector<int64_t>& paddings, int mode) {
+  int64_t src = 0, stride = 1, rest = flat;
+  for (int d = static_cast<int>(y.size()) - 1; d >= 0; --d) {
+    const int64_t q = RefPadSource(rest % y[d], paddings[2 * d], x[d], mode);
+    rest /= y[d];
+    if (q < 0 || q >= x[d]) return -1;
+    src += q * stride;
+    stride *= x[d];
+  }
+  return src;
+}
+
+}  // namespace
+
+RefTensor RefPad(const RefTensor& x, const std::vector<int64_t>& paddings, int mode, double value) {
+  RefTensor y = RefTensor::Zeros(RefPaddedShape(x.shape, paddings));
+  for (int64_t i = 0; i < y.size(); ++i) {
+    const int64_t src = RefPadRead(i, x.shape, y.shape, paddings, mode);
+    y.data[i] = src < 0 ? value : x.data[src];
+  }
+  return y;
+}
+
+RefTensor RefPadGrad(const RefTensor& dy, const Shape& x_shape, const std::vector<int64_t>& paddings, int mode) {
+  if (dy.shape != RefPaddedShape(x_shape, paddings)) Fail("PadGrad dy shape");
+  RefTensor dx = RefTensor::Zeros(x_shape);
+  for (int64_t i = 0; i < dy.size(); ++i) {
+    const int64_t src = RefPadRead(i, x_shape, dy.shape, paddings, mode);
+    if (src >= 0) dx.data[src] += dy.data[i];
+  }
+  return dx;
+}
+
 double RefRoundToBf16(double x) {
   if (std::isnan(x) || std::isinf(x) || x == 0) return x;
   int e = 0;

@@ -134,6 +134,16 @@ RefBatchNormGrads RefBatchNormGrad(const RefTensor& dy, const RefTensor& x, cons
 RefTensor RefGather(const RefTensor& table, const std::vector<int32_t>& indices, const Shape& indices_shape);
 // The zero table of `table_shape` with each dy row added at its index.
 RefTensor RefGatherGrad(const RefTensor& dy, const std::vector<int32_t>& indices, const Shape& table_shape);
+// OneHot: indices [I...] -> [I...] with a new axis of `depth` at `axis`
+// (-1: last); on where the position equals the index, off elsewhere (an
+// index outside [0, depth) gives all off).
+RefTensor RefOneHot(const std::vector<int32_t>& indices, const Shape& indices_shape, int64_t depth, double on,
+                    double off, int axis);
+// Pad: `paddings` (before, after) per axis; mode 0 constant (`value`), 1
+// reflect (edge not repeated), 2 symmetric (edge repeated).
+RefTensor RefPad(const RefTensor& x, const std::vector<int64_t>& paddings, int mode, double value);
+// Pad's gradient: every x element sums the dy elements that read it.
+RefTensor RefPadGrad(const RefTensor& dy, const Shape& x_shape, const std::vector<int64_t>& paddings, int mode);
 // The bf16 value nearest to float `x` (ties to even), as a double; overflow
 // gives ±inf and NaN stays NaN. Written with frexp/nearbyint, not bit tricks.
 double RefRoundToBf16(double x);

@@ -11,30 +11,12 @@
 #include <span>
 
 #include "device/src/kernels/kernel.h"
+#include "runtime/src/counter_random.h"
 
 namespace sinkrt::device {
 
-// SplitMix64's output function applied to one state value: advance by the
-// golden gamma, then mix (Steele, Lea, Flood 2014).
-inline uint64_t SplitMix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// Element i of the uniform [0, 1) stream of `seed`: the top 24 bits of
-// SplitMix64(seed ^ (i · 0x9E3779B97F4A7C15)) times 2⁻²⁴ (exact in f32).
-inline float UniformAt(uint64_t seed, uint64_t i) {
-  const uint64_t h = SplitMix64(seed ^ (i * 0x9E3779B97F4A7C15ull));
-  return static_cast<float>(h >> 40) * 0x1.0p-24f;
-}
-
-// Element i of the standard normal stream of `seed`: Box–Muller on the
-// uniforms of the pair (2k, 2k+1) that holds i, the cosine branch for the
-// even element and the sine branch for the odd one. 1 − u keeps the
-// logarithm's argument in (0, 1].
-float NormalAt(uint64_t seed, uint64_t i);
+// SplitMix64, UniformAt, NormalPair and NormalAt: runtime/src/counter_random.h
+// (the host draws the same values for inline tables).
 
 // Writes `out` as `def` says. `blobs` is the stream's blob section (Inline).
 // Fails with InvalidArgument, naming the kind and the problem, on a dtype the

@@ -29,6 +29,8 @@ extern const KernelImpl kReduceMaxKernel;
 // copy.cc
 extern const KernelImpl kCopyKernel, kFlattenKernel, kFillKernel;
 extern const KernelImpl kCausalMaskKernel;
+// one_hot.cc, pad.cc
+extern const KernelImpl kOneHotKernel, kPadKernel, kPadGradKernel;
 // optimizer_update.cc
 extern const KernelImpl kSgdUpdateKernel, kMomentumUpdateKernel, kAdamUpdateKernel, kAdamPowersKernel;
 extern const KernelImpl kLrScheduleKernel, kStepAdvanceKernel;

@@ -41,7 +41,8 @@ bool DifferentiableInput(OpCode op, size_t slot) {
     case OpCode::SparseSoftmaxCrossEntropy:
       return slot == 0;
     case OpCode::ArgMaxAccuracy:
-      return false;  // piecewise constant: no gradient
+    case OpCode::OneHot:
+      return false;  // piecewise constant (OneHot's input is i32): no gradient
     case OpCode::Gather:
       return slot == 0;  // not the indices
     case OpCode::BatchNorm:

@@ -94,6 +94,13 @@ Ref SplitGradOf(Backward& b, const OpNode& op, const std::vector<std::optional<R
                 op.name + "/grad", b.graph().tensor(op.inputs[0]).dtype);
 }
 
+// The slice of dy that x became; reflect and symmetric add each mirrored
+// element back onto its source (PadGrad, Pad's own options).
+Status PadGrad(const Rule& r, Dx& dx) {
+  if (r.want(0)) dx[0] = r.Emit(OpCode::PadGrad, {r.dy}, r.op.attrs, r.in_shape(0), "grad");
+  return Status::Ok();
+}
+
 // Split's outputs each carry a gradient, any of them may be missing.
 Status SplitGrad(const Rule& r, Dx& dx) {
   if (!r.wants.empty() && r.wants[0]) dx[0] = SplitGradOf(r.b, r.op, r.dys);
@@ -108,6 +115,7 @@ constexpr GradRule kRules[] = {
     {OpCode::BroadcastTo, BroadcastToGrad},
     {OpCode::SumToShape, SumToShapeGrad},
     {OpCode::Gather, GatherGrad},
+    {OpCode::Pad, PadGrad},
     {OpCode::Transpose, TransposeGrad},
     {OpCode::Concat, ConcatGrad},
     {OpCode::Split, SplitGrad, /*reads_every_output=*/true},

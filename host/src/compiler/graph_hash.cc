@@ -229,6 +229,19 @@ uint64_t Hash(const Graph& g, bool with_strategies, bool batch_free = false, boo
       h.U64(a.dropout_seed);
       h.U32(a.dropout_op_id);
     }
+    if (op.op == OpCode::OneHot) {
+      h.String("one_hot");
+      h.I64(a.depth);
+      h.I64(a.one_hot_axis);
+      h.F32(a.on_value);
+      h.F32(a.off_value);
+    }
+    if (op.op == OpCode::Pad || op.op == OpCode::PadGrad) {
+      h.String("pad");
+      h.U8(static_cast<uint8_t>(a.pad_mode));
+      h.U64(a.paddings.size());
+      for (int64_t v : a.paddings) h.I64(v);
+    }
     if (!op.recompute.empty()) {
       h.String("recompute");
       h.String(op.recompute);

@@ -2,8 +2,13 @@
 // (sinkrt/host/nn.h).
 #include "sinkrt/host/nn.h"
 
+#include <algorithm>
+#include <cctype>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "runtime/src/counter_random.h"
 #include "sinkrt/host/tensor.h"
 
 namespace sinkrt::host {
@@ -29,6 +34,19 @@ bool CheckF32(Graph& g, const std::string& cell, const char* role, TensorId t) {
     return false;
   }
   return true;
+}
+
+// nn.Embedding's table with padding_idx: MindSpore materialises the
+// initializer (init_data()) and zeroes the row. The values are the device's
+// Normal(0, 0.01) stream element for element (runtime/src/counter_random.h,
+// mean + stddev * z as the device computes it), so only the row differs
+// from the table without padding_idx.
+InitSpec PaddedNormalTable(int64_t vocab_size, int64_t embedding_size, uint64_t seed, int64_t padding_idx) {
+  constexpr float kMean = 0.0f, kStddev = 0.01f;
+  std::vector<float> v(static_cast<size_t>(vocab_size * embedding_size));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = kMean + kStddev * NormalAt(seed, i);
+  std::fill_n(v.begin() + padding_idx * embedding_size, embedding_size, 0.0f);
+  return InitSpec::Inline(std::move(v));
 }
 
 // `base`, or `base_<k>` for the first k that names no tensor of `g` yet.
@@ -90,17 +108,42 @@ TensorId SoftmaxCrossEntropyWithLogits(Graph& g, TensorId logits, TensorId label
 }
 
 TensorId Embedding(Graph& g, TensorId indices, int64_t vocab_size, int64_t embedding_size, const std::string& name,
-                   uint64_t seed) {
+                   uint64_t seed, std::optional<int64_t> padding_idx) {
   if (!g.status().ok()) return kInvalidTensor;
   const std::string cell = "Embedding '" + name + "'";
   if (vocab_size < 1 || embedding_size < 1)
     return FailCell(g, cell,
                     "vocab_size and embedding_size must be positive, got " + std::to_string(vocab_size) + " and " +
                         std::to_string(embedding_size));
-  const TensorId table =
-      g.Param(name + ".embedding_table", {vocab_size, embedding_size}, InitSpec::Normal(0.0f, 0.01f, seed));
+  // MindSpore's check_int_range(padding_idx, 0, vocab_size, INC_LEFT).
+  if (padding_idx && (*padding_idx < 0 || *padding_idx >= vocab_size))
+    return FailCell(
+        g, cell, "padding_idx must be in [0, " + std::to_string(vocab_size) + "), got " + std::to_string(*padding_idx));
+  InitSpec init = InitSpec::Normal(0.0f, 0.01f, seed);
+  if (padding_idx) init = PaddedNormalTable(vocab_size, embedding_size, seed, *padding_idx);
+  const TensorId table = g.Param(name + ".embedding_table", {vocab_size, embedding_size}, std::move(init));
   NameScope scope(g, name);
   return g.Gather(table, indices);
+}
+
+TensorId OneHot(Graph& g, TensorId indices, int64_t depth, float on_value, float off_value, int axis) {
+  return g.OneHot(indices, depth, on_value, off_value, axis);
+}
+
+TensorId Pad(Graph& g, TensorId x, std::vector<std::pair<int64_t, int64_t>> paddings, const std::string& mode) {
+  if (!g.status().ok()) return kInvalidTensor;
+  std::string m;
+  for (char c : mode) m += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  PadMode pm = PadMode::Constant;
+  if (m == "REFLECT") {
+    pm = PadMode::Reflect;
+  } else if (m == "SYMMETRIC") {
+    pm = PadMode::Symmetric;
+  } else if (m != "CONSTANT") {
+    // MindSpore's nn.Pad: mode must be in ['CONSTANT', 'REFLECT', 'SYMMETRIC'].
+    return FailCell(g, "Pad", "mode must be in ['CONSTANT', 'REFLECT', 'SYMMETRIC'], but got '" + mode + "'");
+  }
+  return g.Pad(x, std::move(paddings), pm, 0.0f);
 }
 
 }  // namespace sinkrt::host

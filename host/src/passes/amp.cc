@@ -65,6 +65,7 @@ Precision Classify(OpCode op) {
     case OpCode::ReduceMax:
     case OpCode::Select:
     case OpCode::CausalMask:
+    case OpCode::Pad:  // copies and mirrors; the constant value rounds once
     case OpCode::Copy:
     case OpCode::Concat:
     case OpCode::Split:

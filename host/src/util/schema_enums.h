@@ -39,7 +39,8 @@ namespace sinkrt {
   X(MaximumGradMask) X(MinimumGradMask) X(PowGradBase) X(PowGradLog) X(ErfGrad) X(GeluErfGrad) X(Dropout) \
   X(DropoutGrad) X(DropoutStep) X(AdamWeightDecay) X(LambUpdate) X(LambNorms) \
   X(BatchNorm) X(BatchNormInfer) X(BatchNormStats) X(BatchNormGrad) X(BatchNormGradStats) \
-  X(ReduceMax) X(EqualMask) X(Select) X(CausalMask) X(SumSquares) X(ClipByGlobalNorm)
+  X(ReduceMax) X(EqualMask) X(Select) X(CausalMask) X(SumSquares) X(ClipByGlobalNorm) \
+  X(OneHot) X(Pad) X(PadGrad)
 // clang-format on
 #define SINKRT_INIT_KIND_ENUMERATORS(X) \
   X(None) X(Zeros) X(Constant) X(Uniform) X(Normal) X(XavierUniform) X(XavierNormal) X(HeUniform) X(HeNormal) X(Inline)

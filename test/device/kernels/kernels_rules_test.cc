@@ -187,6 +187,18 @@ TEST(KernelRules, RunDoesNotAllocate) {
       .Out(bn_dg)
       .Out(bn_db)
       .BatchNormOpts(1e-5f, 0.9f);
+  // OneHot, and Pad with PadGrad in a mirror mode (which sums on the stack).
+  Tensor hot({8, 10}), padded({8, 9, 7});
+  auto opts = [](KernelRunner& r, fb::PadMode mode) -> KernelRunner& {
+    std::vector<int64_t> paddings = {0, 0, 2, 1, 1, 1};
+    return r.Options(fb::OpOptions::PadOptions, fb::CreatePadOptionsDirect(r.fbb(), &paddings, mode, 0.5f).Union());
+  };
+  KernelRunner& one_hot = add(OpCode::OneHot).In(labels).Out(hot);
+  one_hot.Options(fb::OpOptions::OneHotOptions, fb::CreateOneHotOptions(one_hot.fbb(), 10, 1.0f, 0.0f, -1).Union());
+  opts(add(OpCode::Pad).In(x).Out(padded), fb::PadMode::Constant);
+  opts(add(OpCode::Pad).In(x).Out(padded), fb::PadMode::Symmetric);
+  opts(add(OpCode::PadGrad).In(padded).Out(y), fb::PadMode::Reflect);
+  opts(add(OpCode::PadGrad).In(padded).Out(y2), fb::PadMode::Constant);
   for (auto& op : ops) ASSERT_TRUE(op->Prepare().ok());
   // The counter itself works (this binary's operator new is the counting one).
   g_allocations = 0;

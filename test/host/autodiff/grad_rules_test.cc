@@ -30,24 +30,25 @@ TEST(GradRules, EveryOpIsRegisteredOnceWithARule) {
 }
 
 TEST(GradRules, TheRegisteredOpsAreTheDifferentiableOnes) {
-  const std::set<OpCode> differentiable = {OpCode::MatMul,      OpCode::BiasAdd,    OpCode::Add,
-                                           OpCode::Sub,         OpCode::Mul,        OpCode::Relu,
-                                           OpCode::Gelu,        OpCode::Tanh,       OpCode::Sigmoid,
-                                           OpCode::Neg,         OpCode::Exp,        OpCode::Log,
-                                           OpCode::Sqrt,        OpCode::Rsqrt,      OpCode::Square,
-                                           OpCode::Abs,         OpCode::Div,        OpCode::Maximum,
-                                           OpCode::Minimum,     OpCode::Pow,        OpCode::Erf,
-                                           OpCode::GeluErf,     OpCode::BatchNorm,  OpCode::Dropout,
-                                           OpCode::ReduceMax,   OpCode::Select,     OpCode::CausalMask,
-                                           OpCode::Softmax,     OpCode::LogSoftmax, OpCode::SparseSoftmaxCrossEntropy,
-                                           OpCode::ReduceSum,   OpCode::ReduceMean, OpCode::Reshape,
-                                           OpCode::Flatten,     OpCode::Copy,       OpCode::AddN,
-                                           OpCode::Conv2D,      OpCode::MaxPool2D,  OpCode::AvgPool2D,
-                                           OpCode::BroadcastTo, OpCode::SumToShape, OpCode::LayerNorm,
-                                           OpCode::Gather,      OpCode::Cast,       OpCode::BatchMatMul,
-                                           OpCode::Transpose,   OpCode::Concat,     OpCode::Split,
-                                           OpCode::AllReduce,   OpCode::AllGather,  OpCode::ReduceScatter,
-                                           OpCode::AllToAll,    OpCode::ShardSlice, OpCode::GradAllReduce};
+  const std::set<OpCode> differentiable = {OpCode::MatMul,        OpCode::BiasAdd,    OpCode::Add,
+                                           OpCode::Sub,           OpCode::Mul,        OpCode::Relu,
+                                           OpCode::Gelu,          OpCode::Tanh,       OpCode::Sigmoid,
+                                           OpCode::Neg,           OpCode::Exp,        OpCode::Log,
+                                           OpCode::Sqrt,          OpCode::Rsqrt,      OpCode::Square,
+                                           OpCode::Abs,           OpCode::Div,        OpCode::Maximum,
+                                           OpCode::Minimum,       OpCode::Pow,        OpCode::Erf,
+                                           OpCode::GeluErf,       OpCode::BatchNorm,  OpCode::Dropout,
+                                           OpCode::ReduceMax,     OpCode::Select,     OpCode::CausalMask,
+                                           OpCode::Softmax,       OpCode::LogSoftmax, OpCode::SparseSoftmaxCrossEntropy,
+                                           OpCode::ReduceSum,     OpCode::ReduceMean, OpCode::Reshape,
+                                           OpCode::Flatten,       OpCode::Copy,       OpCode::AddN,
+                                           OpCode::Conv2D,        OpCode::MaxPool2D,  OpCode::AvgPool2D,
+                                           OpCode::BroadcastTo,   OpCode::SumToShape, OpCode::LayerNorm,
+                                           OpCode::Gather,        OpCode::Pad,        OpCode::Cast,
+                                           OpCode::BatchMatMul,   OpCode::Transpose,  OpCode::Concat,
+                                           OpCode::Split,         OpCode::AllReduce,  OpCode::AllGather,
+                                           OpCode::ReduceScatter, OpCode::AllToAll,   OpCode::ShardSlice,
+                                           OpCode::GradAllReduce};
   for (int i = static_cast<int>(OpCode::Invalid); i <= static_cast<int>(kOpCodeMax); ++i) {
     const OpCode op = static_cast<OpCode>(i);
     EXPECT_EQ(HasGradRule(op), differentiable.count(op) == 1) << OpCodeName(op);

@@ -362,6 +362,54 @@ void AddMaskingCases(std::vector<GradCase>& cases) {
   }
 }
 
+// Pad in every mode, one axis and several (reflect and symmetric fold the
+// mirrored dy back onto x); OneHot (no gradient of its own) feeding a
+// product with a Param, on the last axis and a middle one.
+void AddPadOneHotCases(std::vector<GradCase>& cases) {
+  struct P {
+    Shape x;
+    std::vector<std::pair<int64_t, int64_t>> pads;
+  };
+  const P shapes[] = {{{5}, {{2, 3}}}, {{3, 4}, {{1, 2}, {0, 3}}}, {{2, 3, 4}, {{0, 0}, {2, 1}, {3, 3}}}};
+  const std::pair<host::PadMode, const char*> modes[] = {{host::PadMode::Constant, "constant"},
+                                                         {host::PadMode::Reflect, "reflect"},
+                                                         {host::PadMode::Symmetric, "symmetric"}};
+  for (const P& sh : shapes) {
+    for (const auto& [mode, mode_name] : modes) {
+      std::vector<int64_t> flat;
+      for (const auto& [b, a] : sh.pads) {
+        flat.push_back(b);
+        flat.push_back(a);
+      }
+      const auto pads = sh.pads;
+      const host::PadMode m = mode;
+      cases.push_back({Cat("Pad_", mode_name, "_", Dims(sh.x)),
+                       {{"x", sh.x}},
+                       {},
+                       [pads, m](Graph& g, const Params& p, TensorId) { return g.Pad(p[0], pads, m, 0.5f); },
+                       [flat, m](const RefParams& p, const auto&) {
+                         return testing::RefPad(p[0], flat, static_cast<int>(m), 0.5);
+                       }});
+    }
+  }
+  cases.push_back({"OneHot_last_times_x",
+                   {{"x", {5, 4}}},
+                   {2, 0, 3, -1, 4},
+                   [](Graph& g, const Params& p, TensorId l) { return g.Mul(g.OneHot(l, 4, 0.9f, 0.025f), p[0]); },
+                   [](const RefParams& p, const std::vector<int32_t>& l) {
+                     return testing::RefMul(testing::RefOneHot(l, {5}, 4, 0.9f, 0.025f, -1), p[0]);
+                   }});
+  cases.push_back({"OneHot_axis0_times_x",
+                   {{"x", {3, 2, 2}}},
+                   {1, 2, 0, 1},
+                   [](Graph& g, const Params& p, TensorId l) {
+                     return g.Mul(g.OneHot(g.Reshape(l, {2, 2}), 3, 2.0f, -1.0f, 0), p[0]);
+                   },
+                   [](const RefParams& p, const std::vector<int32_t>& l) {
+                     return testing::RefMul(testing::RefOneHot(l, {2, 2}, 3, 2.0, -1.0, 0), p[0]);
+                   }});
+}
+
 void AddShapeCases(std::vector<GradCase>& cases) {
   const std::pair<Shape, Shape> reshapes[] = {{{2, 6}, {3, 4}}, {{2, 3, 4}, {-1, 4}}, {{6}, {1, 2, 3}}};
   for (const auto& [from, to] : reshapes)
@@ -762,6 +810,7 @@ std::vector<GradCase> AllCases() {
   AddReduceCases(cases);
   AddReduceMaxCases(cases);
   AddMaskingCases(cases);
+  AddPadOneHotCases(cases);
   AddShapeCases(cases);
   AddConvCases(cases);
   AddPoolCases(cases);

@@ -99,6 +99,13 @@ Graph AllOps() {
   const TensorId sel = g.Select(g.Const("cond", {1}, InitSpec::Inline({1.0f})),
                                 g.CausalMask(g.Mul(sq, g.Reshape(s, {1, -1})), -1e4f), sq);
   loss = g.Add(loss, g.ReduceMean(g.ReduceMax(sel, {1}, true)));
+  // OneHot on a middle axis with its own values, and Pad in every mode (format 1.3).
+  const TensorId hot = g.OneHot(g.Reshape(label, {2, 2}), 5, 0.75f, -0.5f, 1);  // [2,5,2]
+  const TensorId hs = g.Mul(g.Reshape(hot, {4, 5}), s);
+  const TensorId pc = g.Pad(hs, {{1, 0}, {2, 3}}, host::PadMode::Constant, -1.5f);  // [5,10]
+  const TensorId pr = g.Pad(pc, {{2, 1}, {0, 0}}, host::PadMode::Reflect);          // [8,10]
+  const TensorId ps = g.Pad(pr, {{0, 8}, {1, 0}}, host::PadMode::Symmetric);        // [16,11]
+  loss = g.Add(loss, g.ReduceMean(ps));
   g.SetLoss(loss);
   g.AddOutput(logits);
   g.AddOutput(g.ArgMaxAccuracy(logits, label));
@@ -171,11 +178,35 @@ TEST(GraphFileTest, EveryForwardOpIsInTheEveryOpGraph) {
   std::set<OpCode> used;
   const Graph g = AllOps();  // not AllOps().ops(): the temporary would die before the loop
   for (const OpNode& op : g.ops()) used.insert(op.op);
-  for (OpCode op : {OpCode::LayerNorm, OpCode::Gather,    OpCode::Cast,      OpCode::Exp,    OpCode::Log,
-                    OpCode::Sqrt,      OpCode::Rsqrt,     OpCode::Square,    OpCode::Abs,    OpCode::Div,
-                    OpCode::Maximum,   OpCode::Minimum,   OpCode::Pow,       OpCode::Erf,    OpCode::GeluErf,
-                    OpCode::Dropout,   OpCode::BatchNorm, OpCode::ReduceMax, OpCode::Select, OpCode::CausalMask})
+  for (OpCode op :
+       {OpCode::LayerNorm, OpCode::Gather,     OpCode::Cast,    OpCode::Exp,     OpCode::Log,       OpCode::Sqrt,
+        OpCode::Rsqrt,     OpCode::Square,     OpCode::Abs,     OpCode::Div,     OpCode::Maximum,   OpCode::Minimum,
+        OpCode::Pow,       OpCode::Erf,        OpCode::GeluErf, OpCode::Dropout, OpCode::BatchNorm, OpCode::ReduceMax,
+        OpCode::Select,    OpCode::CausalMask, OpCode::OneHot,  OpCode::Pad})
     EXPECT_TRUE(used.count(op)) << OpCodeName(op);
+}
+TEST(GraphFileTest, OneHotAndPadKeepTheirOptions) {
+  auto file = ParseGraph(MustSerialize(AllOps()), "mem");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  std::vector<host::OpAttrs> pads;
+  bool one_hot = false;
+  for (const OpNode& op : file->graph.ops()) {
+    if (op.op == OpCode::Pad) pads.push_back(op.attrs);
+    if (op.op != OpCode::OneHot) continue;
+    one_hot = true;
+    EXPECT_EQ(op.attrs.depth, 5);
+    EXPECT_EQ(op.attrs.one_hot_axis, 1);
+    EXPECT_EQ(op.attrs.on_value, 0.75f);
+    EXPECT_EQ(op.attrs.off_value, -0.5f);
+  }
+  EXPECT_TRUE(one_hot);
+  ASSERT_EQ(pads.size(), 3u);
+  EXPECT_EQ(pads[0].paddings, (std::vector<int64_t>{1, 0, 2, 3}));
+  EXPECT_EQ(pads[0].pad_mode, host::PadMode::Constant);
+  EXPECT_EQ(pads[0].value, -1.5f);
+  EXPECT_EQ(pads[1].pad_mode, host::PadMode::Reflect);
+  EXPECT_EQ(pads[2].paddings, (std::vector<int64_t>{0, 8, 1, 0}));
+  EXPECT_EQ(pads[2].pad_mode, host::PadMode::Symmetric);
 }
 TEST(GraphFileTest, BatchNormKeepsItsStateTensorsAndOptions) {
   auto file = ParseGraph(MustSerialize(AllOps()), "mem");

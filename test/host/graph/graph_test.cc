@@ -412,6 +412,59 @@ TEST(MaskingTest, BadOperandsNameTheProblem) {
   ExpectError(g4, "ReduceMax 'reducemax_0': axis 2 is out of range for x [2,3] (valid: [-2, 2))");
 }
 
+TEST(OneHotPadTest, ShapesAndAttributes) {
+  Graph g;
+  const TensorId ids = g.Input("ids", {2, 3}, DType::I32);
+  const TensorId last = g.OneHot(ids, 7);
+  const TensorId mid = g.OneHot(ids, 4, 2.0f, -1.0f, 1);
+  const TensorId first = g.OneHot(ids, 5, 1.0f, 0.0f, 0);
+  const TensorId x = g.Input("x", {3, 4});
+  const TensorId pc = g.Pad(x, {{1, 2}, {0, 3}}, PadMode::Constant, 7.0f);
+  const TensorId pr = g.Pad(x, {{2, 2}, {3, 0}}, PadMode::Reflect, 7.0f);
+  const TensorId ps = g.Pad(x, {{3, 3}, {4, 4}}, PadMode::Symmetric);
+  ASSERT_TRUE(g.status().ok()) << g.status().ToString();
+  EXPECT_EQ(ShapeOf(g, last), (Shape{2, 3, 7}));
+  EXPECT_EQ(ShapeOf(g, mid), (Shape{2, 4, 3}));
+  EXPECT_EQ(ShapeOf(g, first), (Shape{5, 2, 3}));
+  EXPECT_EQ(ProducerOf(g, mid).attrs.on_value, 2.0f);
+  EXPECT_EQ(ProducerOf(g, mid).attrs.off_value, -1.0f);
+  EXPECT_EQ(ProducerOf(g, mid).attrs.one_hot_axis, 1);
+  EXPECT_EQ(ShapeOf(g, pc), (Shape{6, 7}));
+  EXPECT_EQ(ProducerOf(g, pc).attrs.paddings, (std::vector<int64_t>{1, 2, 0, 3}));
+  EXPECT_EQ(ProducerOf(g, pc).attrs.value, 7.0f);
+  EXPECT_EQ(ShapeOf(g, pr), (Shape{7, 7}));
+  EXPECT_EQ(ProducerOf(g, pr).attrs.value, 0.0f);  // the value is the constant mode's only
+  EXPECT_EQ(ShapeOf(g, ps), (Shape{9, 12}));
+  EXPECT_EQ(ProducerOf(g, ps).attrs.pad_mode, PadMode::Symmetric);
+}
+
+TEST(OneHotPadTest, BadOperandsNameTheProblem) {
+  Graph g;
+  g.OneHot(g.Input("f", {3}), 4);
+  ExpectError(g, "OneHot 'one_hot_0': indices must be i32, got f32 [3] 'f'");
+  Graph g2;
+  g2.OneHot(g2.Input("i", {3}, DType::I32), -1);
+  ExpectError(g2, "OneHot 'one_hot_0': depth must be >= 0, got -1");
+  Graph g3;
+  g3.OneHot(g3.Input("i", {3}, DType::I32), 4, 1.0f, 0.0f, 2);
+  ExpectError(g3, "OneHot 'one_hot_0': axis must be in [-1, 1] for indices [3], got 2");
+  Graph g4;
+  g4.Pad(g4.Input("x", {3, 4}), {{1, 1}});
+  ExpectError(g4, "Pad 'pad_0': paddings has 1 (before, after) pairs, expected one per axis of x [3,4]");
+  Graph g5;
+  g5.Pad(g5.Input("x", {3, 4}), {{0, 0}, {4, 0}}, PadMode::Reflect);
+  ExpectError(g5, "Pad 'pad_0': paddings (4, 0) of axis 1 (extent 4) must be in [0, 3] in mode reflect");
+  Graph g6;
+  g6.Pad(g6.Input("x", {3, 4}), {{4, 0}, {0, 0}}, PadMode::Symmetric);
+  ExpectError(g6, "Pad 'pad_0': paddings (4, 0) of axis 0 (extent 3) must be in [0, 3] in mode symmetric");
+  Graph g7;
+  g7.Pad(g7.Input("x", {3}), {{-1, 0}});
+  ExpectError(g7, "Pad 'pad_0': paddings (-1, 0) of axis 0 (extent 3) must be in [0, 2147483647] in mode constant");
+  Graph g8;
+  g8.Pad(g8.Input("x", {}), {});
+  ExpectError(g8, "Pad 'pad_0': x must have rank 1 to 8, got []");
+}
+
 TEST(ElementwiseTest, IncompatibleShapes) {
   Graph g;
   g.Sub(g.Input("a", {2, 3}), g.Input("b", {4}));

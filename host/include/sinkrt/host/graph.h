@@ -13,6 +13,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "sinkrt/host/init_kind.h"
@@ -95,6 +96,16 @@ struct TensorInfo {
   Shape shape;                                 ///< its dims
   TensorKind kind = TensorKind::Intermediate;  ///< what it is for
   InitSpec init;                               ///< Param, Const, OptState
+};
+
+/// Pad's modes (MindSpore's nn.Pad / ops.pad): "constant" fills with a
+/// value; "reflect" mirrors about the edge element, which is not repeated
+/// (padding < extent); "symmetric" mirrors with the edge repeated (padding
+/// <= extent). Values as schemas/common.fbs's PadMode.
+enum class PadMode : uint8_t {
+  Constant = 0,   ///< a constant value
+  Reflect = 1,    ///< [1 2 3] padded 2 before: [3 2 1 2 3]
+  Symmetric = 2,  ///< [1 2 3] padded 2 before: [2 1 1 2 3]
 };
 
 /// All op attributes in one plain struct; each op reads the fields it needs
@@ -192,6 +203,19 @@ struct OpAttrs {
   /// @{
   float bn_momentum = 0.9f;
   bool bn_sync = false;
+  /// @}
+  /// OneHot: the new axis's extent, its position (-1: last) and the two
+  /// values (MindSpore's ops.OneHot).
+  /// @{
+  int64_t depth = 0;
+  int one_hot_axis = -1;
+  float on_value = 1.0f, off_value = 0.0f;
+  /// @}
+  /// Pad and PadGrad: (before, after) per axis of x, the mode, and the
+  /// constant mode's fill (`value`).
+  /// @{
+  std::vector<int64_t> paddings;
+  PadMode pad_mode = PadMode::Constant;
   /// @}
 };
 
@@ -333,6 +357,18 @@ class Graph {
   /// visible), and stays scores[i, j] elsewhere. A masked fill, not an added
   /// -1e4: masked positions are exactly `fill` (use -inf or a large negative).
   TensorId CausalMask(TensorId scores, float fill);
+  /// MindSpore's ops.OneHot(axis)(indices, depth, on_value, off_value):
+  /// int32 `indices` of rank r -> f32 of rank r + 1 with a new axis of
+  /// `depth` at `axis` (in [-1, r]; -1: last). on_value where the position
+  /// equals the index, else off_value; an index outside [0, depth) (negative
+  /// included) gives a row of off_value (MindSpore's CPU kernel). No gradient.
+  TensorId OneHot(TensorId indices, int64_t depth, float on_value = 1.0f, float off_value = 0.0f, int axis = -1);
+  /// x padded along each axis (MindSpore's ops.Pad, nn.Pad, ops.pad):
+  /// `paddings` holds (before, after) per axis of x, each >= 0. "constant"
+  /// fills with `value` (ops.Pad: 0); reflect needs each padding < the
+  /// axis's extent, symmetric <= it. The gradient is PadGrad.
+  TensorId Pad(TensorId x, std::vector<std::pair<int64_t, int64_t>> paddings, PadMode mode = PadMode::Constant,
+               float value = 0.0f);
   TensorId Reshape(TensorId x, Shape shape);  ///< one dim may be -1
   /// x NCHW, w OIHW (MindSpore's layout), symmetric or explicit padding.
   TensorId Conv2D(TensorId x, TensorId w, int stride = 1, int pad = 0);

@@ -14,7 +14,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "sinkrt/host/graph.h"
 
@@ -44,13 +47,33 @@ TensorId L1Loss(Graph& g, TensorId logits, TensorId labels, Reduction reduction 
 TensorId SoftmaxCrossEntropyWithLogits(Graph& g, TensorId logits, TensorId labels,
                                        Reduction reduction = Reduction::kNone);
 
-/// nn.Embedding(vocab_size, embedding_size) on i32 `indices` [...]: the
-/// rows of a Param "<name>.embedding_table" [vocab_size, embedding_size]
-/// (MindSpore's parameter name), initialised as MindSpore's default
-/// embedding_table='normal', Normal(0, 0.01), from `seed`; the output is
-/// [..., embedding_size] (a Gather, whose gradient scatter-adds into the
+/// nn.Embedding(vocab_size, embedding_size, padding_idx=None) on i32
+/// `indices` [...]: the rows of a Param "<name>.embedding_table" [vocab_size,
+/// embedding_size] (MindSpore's parameter name), initialised as MindSpore's
+/// default embedding_table='normal', Normal(0, 0.01), from `seed`; the output
+/// is [..., embedding_size] (a Gather, whose gradient scatter-adds into the
 /// table). An index outside [0, vocab_size) fails the step naming it.
+///
+/// `padding_idx` (in [0, vocab_size)) does what MindSpore's does: that row of
+/// the initial table is zero, and nothing else. Its gradient is not masked,
+/// so the row trains like any other once an index selects it (PyTorch's
+/// nn.Embedding masks it and the row stays zero). The table is then drawn on
+/// the host from the same generator (the other rows equal the table without
+/// padding_idx bit for bit) and held inline in the graph, as MindSpore
+/// materialises it with init_data().
 TensorId Embedding(Graph& g, TensorId indices, int64_t vocab_size, int64_t embedding_size,
-                   const std::string& name = "embedding", uint64_t seed = 1);
+                   const std::string& name = "embedding", uint64_t seed = 1,
+                   std::optional<int64_t> padding_idx = std::nullopt);
+
+/// ops.OneHot as a cell: `indices` i32 [...] -> f32 [..., depth], on_value 1
+/// and off_value 0 (MindSpore's nn.OneHot defaults), as Graph::OneHot.
+TensorId OneHot(Graph& g, TensorId indices, int64_t depth, float on_value = 1.0f, float off_value = 0.0f,
+                int axis = -1);
+
+/// nn.Pad(paddings, mode): `paddings` (before, after) per axis of x; mode
+/// "CONSTANT" (zeros, MindSpore's nn.Pad), "REFLECT" or "SYMMETRIC" (any
+/// case, as ops.pad's lower-case names). Another mode fails naming it.
+TensorId Pad(Graph& g, TensorId x, std::vector<std::pair<int64_t, int64_t>> paddings,
+             const std::string& mode = "CONSTANT");
 
 }  // namespace sinkrt::host

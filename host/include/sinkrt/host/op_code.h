@@ -96,7 +96,10 @@ enum class OpCode : uint16_t {
   // BatchNorm's gradient helpers (docs/guide/normalization.md)
   BatchNormGrad = 72,       ///< dy, x, gamma, mean, rstd [, sums] -> dx, dgamma, dbeta
   BatchNormGradStats = 73,  ///< dy, x, mean, rstd -> [2, C]: sum(dy), sum(dy * x_hat) per channel
-  EqualMask = 68,           ///< a, b (broadcasting) -> 1 where a == b, else 0 (ReduceMax's gradient)
+  /// dy -> dx (Pad's options): the slice of dy that x became; reflect and
+  /// symmetric add each mirrored element back onto its source
+  PadGrad = 71,
+  EqualMask = 68,  ///< a, b (broadcasting) -> 1 where a == b, else 0 (ReduceMax's gradient)
   // optimizer updates (mutate their first inputs in place)
   SgdUpdate = 80,
   MomentumUpdate = 81,
@@ -150,6 +153,10 @@ enum class OpCode : uint16_t {
   // from OptimizerSpec::clip_grad_norm, never in a graph file's ops)
   SumSquares = 126,        ///< x... -> [1] f32: the sum of the squares of every element, in f64
   ClipByGlobalNorm = 127,  ///< sums [1]... [, status [2]] -> status [2]: the factor times clip / max(norm, clip)
+  /// indices (i32) -> f32 with a new axis of `depth`: on_value at the index,
+  /// else off_value (an index outside [0, depth): all off_value)
+  OneHot = 112,
+  Pad = 113,  ///< x -> x padded per axis (constant value, reflect or symmetric)
 };
 
 /// The op's name, as its enumerator is spelled ("MatMul"); "" for a value

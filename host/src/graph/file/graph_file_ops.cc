@@ -48,7 +48,7 @@ bool IsForwardOp(OpCode op) {
   // gradient helpers (ReluGrad = 40); its values are appended in that gap.
   return (v >= static_cast<int>(OpCode::MatMul) && v < static_cast<int>(OpCode::ReluGrad)) ||
          op == OpCode::ArgMaxAccuracy || op == OpCode::Dropout || op == OpCode::BatchNorm || op == OpCode::Select ||
-         op == OpCode::CausalMask;
+         op == OpCode::CausalMask || op == OpCode::OneHot || op == OpCode::Pad;
 }
 
 size_t ForwardArity(OpCode op) {
@@ -169,6 +169,18 @@ void AddDropout(Graph& g, TensorId x, const OpAttrs& a) {
   }
 }
 
+// PadOptions.paddings is flat: (before, after) per axis.
+Status AddPad(Graph& g, TensorId x, const OpAttrs& a) {
+  if (a.paddings.size() % 2 != 0) {
+    return InvalidArgument("Pad: PadOptions.paddings has " + std::to_string(a.paddings.size()) +
+                           " values, expected a (before, after) pair per axis");
+  }
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  for (size_t i = 0; i < a.paddings.size(); i += 2) pairs.emplace_back(a.paddings[i], a.paddings[i + 1]);
+  g.Pad(x, std::move(pairs), a.pad_mode, a.value);
+  return Status::Ok();
+}
+
 // The builder's error, or that it added exactly one op.
 Status CheckAdded(const Graph& g, OpCode op, size_t before) {
   if (!g.status().ok()) return WithoutGeneratedName(op, g.status());
@@ -218,6 +230,12 @@ Status AddForwardOp(Graph& g, OpCode op, const std::vector<TensorId>& in, const 
       break;
     case OpCode::CausalMask:
       g.CausalMask(in[0], a.value);
+      break;
+    case OpCode::OneHot:
+      g.OneHot(in[0], a.depth, a.on_value, a.off_value, a.one_hot_axis);
+      break;
+    case OpCode::Pad:
+      SINKRT_RETURN_IF_ERROR(AddPad(g, in[0], a));
       break;
     case OpCode::Reshape:
       g.Reshape(in[0], target);

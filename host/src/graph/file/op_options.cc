@@ -52,6 +52,27 @@ void ReadRateAndDecay(const T* o, OpAttrs& a) {
   a.lr_input = o->lr_input();
 }
 
+// OneHotOptions and PadOptions into `a`; a PadMode the schema lacks is refused.
+Status ReadOneHotOrPad(fb::OpOptions type, const void* options, OpAttrs& a) {
+  if (type == fb::OpOptions::OneHotOptions) {
+    const auto* o = OrDefault<fb::OneHotOptions>(options);
+    a.depth = o->depth();
+    a.on_value = o->on_value();
+    a.off_value = o->off_value();
+    a.one_hot_axis = o->axis();
+    return Status::Ok();
+  }
+  const auto* o = OrDefault<fb::PadOptions>(options);
+  a.paddings = Longs(o->paddings());
+  const auto mode = static_cast<uint8_t>(o->mode());
+  if (mode > static_cast<uint8_t>(fb::PadMode::MAX))
+    return InvalidArgument("field 'options': PadOptions.mode " + std::to_string(mode) +
+                           " is not a pad mode (0 constant, 1 reflect, 2 symmetric)");
+  a.pad_mode = static_cast<PadMode>(mode);
+  a.value = o->value();
+  return Status::Ok();
+}
+
 }  // namespace
 
 fb::OpOptions OpOptionsTypeFor(OpCode op) {
@@ -127,6 +148,11 @@ fb::OpOptions OpOptionsTypeFor(OpCode op) {
     case OpCode::Dropout:
     case OpCode::DropoutGrad:
       return OpOptions::DropoutOptions;
+    case OpCode::OneHot:
+      return OpOptions::OneHotOptions;
+    case OpCode::Pad:
+    case OpCode::PadGrad:
+      return OpOptions::PadOptions;
     default:
       return OpOptions::NONE;
   }
@@ -207,6 +233,13 @@ std::pair<fb::OpOptions, fbs::Offset<void>> OpAttrsFor(fbs::FlatBufferBuilder& f
                                              a.dropout_row_stride)
                         .Union()};
     }
+    case OpOptions::OneHotOptions:
+      return {type, fb::CreateOneHotOptions(fbb, a.depth, a.on_value, a.off_value, a.one_hot_axis).Union()};
+    case OpOptions::PadOptions:
+      // value travels with the constant mode only; equal ops give equal bytes.
+      return {type, fb::CreatePadOptions(fbb, fbb.CreateVector(a.paddings), static_cast<fb::PadMode>(a.pad_mode),
+                                         a.pad_mode == PadMode::Constant ? a.value : 0.0f)
+                        .Union()};
     default:
       return {OpOptions::NONE, 0};
   }
@@ -341,6 +374,10 @@ Result<OpAttrs> OpAttrsFromOptions(OpCode op, fb::OpOptions type, const void* op
       a.scale_window = o->scale_window();
       break;
     }
+    case OpOptions::OneHotOptions:
+    case OpOptions::PadOptions:
+      SINKRT_RETURN_IF_ERROR(ReadOneHotOrPad(want, options, a));
+      break;
     default:
       break;
   }

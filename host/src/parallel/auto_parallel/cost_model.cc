@@ -40,6 +40,8 @@ bool SavesNothing(OpCode op) {
     case OpCode::Cast:
     case OpCode::Dropout:     // DropoutGrad redraws the mask from the step
     case OpCode::CausalMask:  // its gradient masks dy by position alone
+    case OpCode::Pad:         // its gradient slices (or folds) dy alone
+    case OpCode::OneHot:      // no gradient
       return true;
     default:
       return false;

@@ -102,6 +102,40 @@ Result<OpLoops> CausalMaskLoops(const Graph& g, const OpNode& op, const Shape& x
   return l;
 }
 
+// OneHot: indices [I...] -> the same with depth inserted at the axis. Any
+// index dim splits (each block encodes its own indices); the depth axis
+// stays whole, since a block of it would need its offset into the depth,
+// which the kernel does not take.
+Result<OpLoops> OneHotLoops(const Graph& g, const OpNode& op, const Shape& x) {
+  OpLoops l;
+  const std::vector<int> idx = LoopPerDim(l, x);
+  std::vector<int> out = idx;
+  const int axis = op.attrs.one_hot_axis == -1 ? static_cast<int>(x.size()) : op.attrs.one_hot_axis;
+  const int depth = l.AddLoop(op.attrs.depth, false, "a block of the depth axis would need its offset into it");
+  out.insert(out.begin() + axis, depth);
+  l.inputs = {idx};
+  l.outputs = {out};
+  return l;
+}
+
+// Pad: an axis padded on either side stays whole (its block edges would need
+// the neighbours' elements, or which block holds the border); the axes it
+// leaves alone split freely.
+Result<OpLoops> PadLoops(const Graph& g, const OpNode& op, const Shape& x) {
+  OpLoops l;
+  std::vector<std::string> fixed(x.size());
+  const std::vector<int64_t>& p = op.attrs.paddings;
+  for (size_t d = 0; d < x.size() && 2 * d + 1 < p.size(); ++d)
+    if (p[2 * d] != 0 || p[2 * d + 1] != 0) fixed[d] = "a padded axis needs its borders in one block";
+  const std::vector<int> dims = LoopPerDim(l, x, fixed);
+  std::vector<int> out = dims;
+  for (size_t d = 0; d < x.size(); ++d)
+    if (!fixed[d].empty()) out[d] = -1;
+  l.inputs = {dims};
+  l.outputs = {out};
+  return l;
+}
+
 // Relu, Gelu, GeluErf, Tanh, Sigmoid, Neg, Exp, Log, Sqrt, Rsqrt, Square,
 // Abs, Erf, Cast, Copy (the gather in front of a pipeline stage's Send),
 // Dropout (any split: each block draws its elements at their global
@@ -310,6 +344,10 @@ Result<OpLoops> LoopsOf(const Graph& g, const OpNode& op) {
       return BroadcastLoops(g, op, x);
     case OpCode::CausalMask:
       return CausalMaskLoops(g, op, x);
+    case OpCode::OneHot:
+      return OneHotLoops(g, op, x);
+    case OpCode::Pad:
+      return PadLoops(g, op, x);
     case OpCode::Relu:
     case OpCode::Gelu:
     case OpCode::Tanh:

@@ -215,6 +215,10 @@ std::vector<Case> MakeCases() {
     cases.push_back({"Maximum_broadcast_both", {{r}, {c}}, {{0, -1}, {-1, 1}}, [=](Graph& g, Data&) {
                        return One(g.Maximum(P(g, "x", {r, 1}), P(g, "y", {1, c})));
                      }});
+    // Minimum: the same rule as Maximum (its mask splits ties in halves too).
+    cases.push_back({"Minimum_broadcast_both", {{r}, {c}}, {{0, -1}, {-1, 1}}, [=](Graph& g, Data&) {
+                       return One(g.Minimum(P(g, "x", {r, 1}), P(g, "y", {1, c})));
+                     }});
     cases.push_back({"Pow_broadcast_rank", {{r}, {c}}, {{0, 1}, {1}}, [=](Graph& g, Data&) {
                        return One(g.Pow(P(g, "x", {r, c}, 0.5f, 2.f), P(g, "y", {c})));
                      }});
@@ -356,6 +360,24 @@ std::vector<Case> MakeCases() {
     const int64_t a = e(), h = e(), t = e();
     cases.push_back({"CausalMask", {{a}, {h}, {t, false}, {t, false}}, {{0, 1, 2, 3}}, [=](Graph& g, Data&) {
                        return One(g.CausalMask(P(g, "x", {a, h, t, t}), -1e4f));
+                     }});
+  }
+  {
+    // OneHot: the index dims split (indices read whole by every rank, then
+    // sliced with the strategy); the depth, a middle axis here, never.
+    // Indices reach depth itself: an out-of-range row of off_value.
+    const int64_t a = e(), b = e(), depth = e();
+    cases.push_back({"OneHot_axis1", {{a}, {b}}, {{0, 1}}, [=](Graph& g, Data& d) {
+                       const TensorId ids = Ints(g, d, "ids", {a, b}, static_cast<int32_t>(depth + 1), 11);
+                       return One(g.OneHot(ids, depth, 0.75f, -0.25f, 1));
+                     }});
+    // Pad: the padded axes stay whole, the others split.
+    const int64_t r = e(), c = e(), k = e();
+    cases.push_back({"Pad_reflect_axis1", {{r}, {c, false}, {k}}, {{0, 1, 2}}, [=](Graph& g, Data&) {
+                       return One(g.Pad(P(g, "x", {r, c, k}), {{0, 0}, {1, c - 1}, {0, 0}}, host::PadMode::Reflect));
+                     }});
+    cases.push_back({"Pad_constant_last", {{r}, {k, false}}, {{0, 1}}, [=](Graph& g, Data&) {
+                       return One(g.Pad(P(g, "x", {r, k}), {{0, 0}, {2, 3}}, host::PadMode::Constant, 0.5f));
                      }});
   }
   {

@@ -142,6 +142,19 @@ TEST(OpShardingTest, ReduceMaxAndCausalMaskKeepTheirAxesWhole) {
   EXPECT_EQ(ErrorOf(g, {{2, 1, 1}}, 2), "ok");
 }
 
+// OneHot splits its index dims, never the depth; Pad splits the axes it
+// leaves alone, never a padded one.
+TEST(OpShardingTest, OneHotAndPadKeepTheirAxesWhole) {
+  Graph g;
+  const TensorId x = g.Input("x", {8, 4, 16});
+  g.Pad(x, {{0, 0}, {1, 1}, {0, 0}}, host::PadMode::Symmetric);
+  EXPECT_NE(ErrorOf(g, {{1, 2, 1}}, 2).find("a padded axis needs its borders in one block"), std::string::npos);
+  EXPECT_EQ(ErrorOf(g, {{2, 1, 2}}, 4), "ok");
+  Graph h;
+  h.OneHot(h.Input("ids", {8, 4}, DType::I32), 6);
+  EXPECT_EQ(ErrorOf(h, {{2, 2}}, 4), "ok");
+}
+
 TEST(OpShardingTest, LossIsAPendingMeanOverTheBatch) {
   Graph g;
   const TensorId logits = g.Input("logits", {8, 10});
