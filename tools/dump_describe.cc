@@ -112,6 +112,33 @@ void AxisAttrs(fb::OpCode op, const fb::AxisOptions& o, Json& attrs) {
   if (o.scale() != 1.0f) attrs["scale"] = CleanFloat(o.scale());
 }
 
+std::vector<int64_t> Longs(const flatbuffers::Vector<int64_t>* v) {
+  return v ? std::vector<int64_t>(v->begin(), v->end()) : std::vector<int64_t>{};
+}
+
+void DropoutAttrs(const fb::DropoutOptions& o, Json& attrs) {
+  attrs["p"] = o.p();
+  attrs["seed"] = o.seed();
+  attrs["op_id"] = o.op_id();
+  if (o.global_shape()) attrs["global_shape"] = Longs(o.global_shape());
+  if (o.offset()) attrs["offset"] = Longs(o.offset());
+  if (o.row_stride() != 1) attrs["row_stride"] = o.row_stride();
+}
+
+void OneHotAttrs(const fb::OneHotOptions& o, Json& attrs) {
+  attrs["depth"] = o.depth();
+  attrs["axis"] = o.axis();
+  attrs["on_value"] = CleanFloat(o.on_value());
+  attrs["off_value"] = CleanFloat(o.off_value());
+}
+
+void PadAttrs(const fb::PadOptions& o, Json& attrs) {
+  attrs["paddings"] = Longs(o.paddings());
+  const char* mode = fb::EnumNamePadMode(o.mode());
+  attrs["mode"] = (mode && *mode) ? std::string(mode) : std::to_string(int(o.mode()));
+  if (o.mode() == fb::PadMode::Constant) attrs["value"] = CleanFloat(o.value());
+}
+
 void KernelAttrs(const VerifiedStream& view, const fb::KernelTask& k, Json& attrs) {
   switch (k.options_type()) {
     case fb::OpOptions::MatMulOptions:
@@ -223,34 +250,13 @@ void KernelAttrs(const VerifiedStream& view, const fb::KernelTask& k, Json& attr
             o->weights() ? std::vector<double>(o->weights()->begin(), o->weights()->end()) : std::vector<double>{};
       break;
     case fb::OpOptions::DropoutOptions:
-      if (const auto* o = k.options_as_DropoutOptions()) {
-        attrs["p"] = o->p();
-        attrs["seed"] = o->seed();
-        attrs["op_id"] = o->op_id();
-        auto longs = [](const flatbuffers::Vector<int64_t>* v) {
-          return v ? std::vector<int64_t>(v->begin(), v->end()) : std::vector<int64_t>{};
-        };
-        if (o->global_shape()) attrs["global_shape"] = longs(o->global_shape());
-        if (o->offset()) attrs["offset"] = longs(o->offset());
-        if (o->row_stride() != 1) attrs["row_stride"] = o->row_stride();
-      }
+      if (const auto* o = k.options_as_DropoutOptions()) DropoutAttrs(*o, attrs);
       break;
     case fb::OpOptions::OneHotOptions:
-      if (const auto* o = k.options_as_OneHotOptions()) {
-        attrs["depth"] = o->depth();
-        attrs["axis"] = o->axis();
-        attrs["on_value"] = CleanFloat(o->on_value());
-        attrs["off_value"] = CleanFloat(o->off_value());
-      }
+      if (const auto* o = k.options_as_OneHotOptions()) OneHotAttrs(*o, attrs);
       break;
     case fb::OpOptions::PadOptions:
-      if (const auto* o = k.options_as_PadOptions()) {
-        attrs["paddings"] =
-            o->paddings() ? std::vector<int64_t>(o->paddings()->begin(), o->paddings()->end()) : std::vector<int64_t>{};
-        const char* mode = fb::EnumNamePadMode(o->mode());
-        attrs["mode"] = (mode && *mode) ? std::string(mode) : std::to_string(int(o->mode()));
-        if (o->mode() == fb::PadMode::Constant) attrs["value"] = CleanFloat(o->value());
-      }
+      if (const auto* o = k.options_as_PadOptions()) PadAttrs(*o, attrs);
       break;
     default:
       break;
