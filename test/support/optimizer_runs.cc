@@ -96,4 +96,22 @@ double ExpectLossesTrack(const TrainedRun& got, const TrainedRun& want, double r
   return worst;
 }
 
+void ExpectAccumulationTracksTheLargerBatch(const host::OptimizerSpec& opt, const std::string& what) {
+  const TrainedRun want = TrainCompositionMlp({.optimizer = opt, .batch = 32});
+  const TrainedRun got = TrainCompositionMlp({.optimizer = opt, .batch = 8, .accumulate = 4});
+  ExpectLossesTrack(got, want, 1e-5, what + " accumulation 4x8");
+  ExpectSameTensors(got.state, want.state, 1e-5);
+}
+
+void ExpectOneSinkOfNIsNSinksOfOne(const host::OptimizerSpec& opt) {
+  const TrainedRun five = TrainCompositionMlp(
+      {.optimizer = opt, .batch = 32, .sink = true, .sink_size = 5, .epochs = 8, .samples = 32 * 40});
+  const TrainedRun one = TrainCompositionMlp(
+      {.optimizer = opt, .batch = 32, .sink = true, .sink_size = 1, .epochs = 40, .samples = 32 * 40});
+  ASSERT_EQ(five.losses.size(), 8u);
+  ASSERT_EQ(one.losses.size(), 40u);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(five.losses[i], one.losses[5 * i + 4]) << "sink " << i;
+  ExpectSameTensors(five.state, one.state);
+}
+
 }  // namespace sinkrt::testing

@@ -54,4 +54,11 @@ std::vector<double> TrainCompositionVit(const host::OptimizerSpec& opt, const st
 // named `what`; expects it <= rel, as many losses, and the loss to fall.
 double ExpectLossesTrack(const TrainedRun& got, const TrainedRun& want, double rel, const std::string& what);
 
+// 4 micro-batches of 8 against one batch of 32 under `opt`: losses and
+// state within 1e-5 relative (`what` names the case).
+void ExpectAccumulationTracksTheLargerBatch(const host::OptimizerSpec& opt, const std::string& what);
+
+// 40 steps as 8 sinks of 5 and as 40 sinks of 1 under `opt`: the same bits.
+void ExpectOneSinkOfNIsNSinksOfOne(const host::OptimizerSpec& opt);
+
 }  // namespace sinkrt::testing

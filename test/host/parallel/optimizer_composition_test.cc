@@ -69,26 +69,14 @@ TEST(OptimizerComposition, ParallelOptimizerTracksDataParallel) {
 
 // 4 micro-batches of 8 against one batch of 32.
 TEST(OptimizerComposition, GradientAccumulationTrainsAsTheLargerBatch) {
-  for (const auto& [name, opt] : kOptimizers) {
-    const Trained want = TrainCompositionMlp({.optimizer = opt, .batch = 32});
-    const Trained got = TrainCompositionMlp({.optimizer = opt, .batch = 8, .accumulate = 4});
-    ExpectLossesTrack(got, want, 1e-5, std::string(name) + " accumulation 4x8");
-    testing::ExpectSameTensors(got.state, want.state, 1e-5);
-  }
+  for (const auto& [name, opt] : kOptimizers) testing::ExpectAccumulationTracksTheLargerBatch(opt, std::string(name));
 }
 
 // 40 steps as 8 sinks of 5 and as 40 sinks of 1: the same bits.
 TEST(OptimizerComposition, OneSinkOfNIsNSinksOfOneBitwise) {
   for (const auto& [name, opt] : kOptimizers) {
     SCOPED_TRACE(name);
-    const Trained five = TrainCompositionMlp(
-        {.optimizer = opt, .batch = 32, .sink = true, .sink_size = 5, .epochs = 8, .samples = 32 * 40});
-    const Trained one = TrainCompositionMlp(
-        {.optimizer = opt, .batch = 32, .sink = true, .sink_size = 1, .epochs = 40, .samples = 32 * 40});
-    ASSERT_EQ(five.losses.size(), 8u);
-    ASSERT_EQ(one.losses.size(), 40u);
-    for (size_t i = 0; i < 8; ++i) EXPECT_EQ(five.losses[i], one.losses[5 * i + 4]) << "sink " << i;
-    testing::ExpectSameTensors(five.state, one.state);
+    testing::ExpectOneSinkOfNIsNSinksOfOne(opt);
   }
 }
 
