@@ -1,6 +1,6 @@
 // AUTO_PARALLEL with the pieces of a training recipe (issue 41): a
 // learning-rate schedule, AdamWeightDecay and Lamb with group parameters,
-// and dropout. The searched ViT on 2 ranks (gradients_mean, so it steps as
+// dropout, and the whole recipe clipped by global norm. The searched ViT on 2 ranks (gradients_mean, so it steps as
 // one device at the same rate) tracks one device over 100 steps within
 // 1e-5 relative, as the other AUTO and SEMI_AUTO runs do. The cost model
 // reads the fixed calibration file, so the plan does not depend on the
@@ -140,6 +140,22 @@ TEST(AutoParallelRecipe, DropoutTracksOneDeviceInTheOriginalOrder) {
   // Dropout changes the run: otherwise the comparison above shows nothing.
   const std::vector<double> with = VitLosses(false, RecipeAdamW(), 0.1f);
   const std::vector<double> without = VitLosses(false, RecipeAdamW());
+  ASSERT_EQ(with.size(), without.size());
+  EXPECT_GT(testing::WorstRelative(with, without), 1e-3);
+}
+
+// The whole recipe with clip_by_global_norm: the plan's sliced weights
+// sum their squares over their holders, the replicated ones count once,
+// so every rank clips by one device's norm.
+TEST(AutoParallelRecipe, ClippedRecipeWithDropoutTracksOneDevice) {
+  OptimizerSpec clipped = RecipeAdamW();
+  clipped.clip_grad_norm = 0.5f;
+  const double worst =
+      ExpectAutoTracksOneDevice("the AdamWeightDecay recipe, dropout 0.1, clipped at 0.5", clipped, 0.1f);
+  EXPECT_LT(worst, 1e-5);
+  // Clipping changes the run: otherwise the comparison above shows nothing.
+  const std::vector<double> with = VitLosses(false, clipped, 0.1f);
+  const std::vector<double> without = VitLosses(false, RecipeAdamW(), 0.1f);
   ASSERT_EQ(with.size(), without.size());
   EXPECT_GT(testing::WorstRelative(with, without), 1e-3);
 }
