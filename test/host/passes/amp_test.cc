@@ -19,6 +19,7 @@
 #include "sinkrt/host/lr_schedule.h"
 #include "sinkrt/host/model.h"
 #include "sinkrt/host/model_zoo.h"
+#include "support/compare.h"
 #include "support/in_process_world.h"
 #include "support/model_fixtures.h"
 #include "support/test_models.h"
@@ -330,6 +331,20 @@ TEST(AmpTrain, VitO2WithLossScaleScheduleAndAdamWeightDecayTracksF32) {
   const Trained o2 =
       Losses(Vit(8), AmpLevel::O2, ScheduledAdamW(), 100, 8, 784, host::LossScaleManager::Dynamic(1024.0f, 2.0f, 20));
   ExpectTracksF32(f32, o2, "ViT O2, dynamic loss scale, AdamWeightDecay, warmup-cosine");
+}
+
+// Clipping at O2: the gradients are f32 (the master copies'), the norm is
+// taken after unscaling, so the clipped O2 run tracks the clipped f32 run
+// as the unclipped ones do, and clipping changes both.
+TEST(AmpTrain, VitO2ClippedWithLossScaleTracksClippedF32) {
+  OptimizerSpec clipped = ScheduledAdamW();
+  clipped.clip_grad_norm = 0.5f;
+  const auto ls = host::LossScaleManager::Dynamic(1024.0f, 2.0f, 20);
+  const Trained f32 = Losses(Vit(8), AmpLevel::O0, clipped, 100, 8, 784);
+  const Trained o2 = Losses(Vit(8), AmpLevel::O2, clipped, 100, 8, 784, ls);
+  ExpectTracksF32(f32, o2, "ViT O2, dynamic loss scale, AdamWeightDecay, warmup-cosine, clipped at 0.5");
+  const Trained unclipped = Losses(Vit(8), AmpLevel::O2, ScheduledAdamW(), 100, 8, 784, ls);
+  EXPECT_GT(testing::WorstRelative(o2.losses, unclipped.losses), 1e-3);
 }
 
 // The schedule and the loss scale live on the device: one sink of 10 steps
