@@ -296,13 +296,15 @@ TEST_F(SinkcTest, LambWithAGroupTravelsInTheManifest) {
 }
 
 // A graph file with the whole recipe of issue 41: the zoo ViT with dropout
-// 0.1, and an optimizer (`opt`) with a warmup-cosine schedule and a
-// no-decay group. Written with host::SaveGraph as an application would.
+// 0.1, and an optimizer (`opt`) with a warmup-cosine schedule, a no-decay
+// group and clipping by global norm at 1.0. Written with host::SaveGraph as
+// an application would.
 std::string SaveRecipeGraph(const fs::path& dir, host::OptimizerSpec opt) {
   host::VitConfig config;
   config.dropout = 0.1f;
   host::SetNoDecay(opt, {"bias", "beta", "gamma", "norm"});
   opt.schedule = host::LrSchedule::WarmupCosine(2e-3, 1e-5, 8, 40);
+  opt.clip_grad_norm = 1.0f;
   const std::string path = (dir / "recipe.json").string();
   const Status st = host::SaveGraph(path, testing::MakeVit(16, 3, config), opt);
   EXPECT_TRUE(st.ok()) << st.ToString();
@@ -322,6 +324,7 @@ TEST_F(SinkcTest, RecipeGraphWithScheduleGroupsAndDropoutRunsAsTheGraphDoes) {
     RunResult c = Sinkc("'" + graph + "' -o " + Q(std::string("streams_") + kind));
     ASSERT_EQ(c.exit_code, 0) << c.err;
     EXPECT_NE(c.out.find("group [bias,beta,gamma,norm] weight_decay 0"), std::string::npos) << c.out;
+    EXPECT_NE(c.out.find("clip_grad_norm 1"), std::string::npos) << c.out;
     const std::string common = " --data synthetic:512 --epochs 2 --threads 1 --seed 5";
     RunResult from_streams = Sinkrun("train --streams " + Q(std::string("streams_") + kind) + common +
                                      " --save-checkpoint " + Q(std::string("a_") + kind + ".ckpt"));
