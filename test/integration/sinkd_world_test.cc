@@ -204,6 +204,16 @@ host::RemoteOptions HostOptions(std::chrono::milliseconds peer_timeout, const st
   return o;
 }
 
+// Data parallel over `n` daemons with gradients_mean, compiled afresh.
+host::ModelOptions DataParallelOptions(int n) {
+  host::ModelOptions o;
+  o.context.mode = host::ParallelMode::DataParallel;
+  o.context.device_num = n;
+  o.context.gradients_mean = true;
+  o.compile_cache = "";
+  return o;
+}
+
 // `n` daemons (ranks 0..n-1) with the given peer timeout; SINKRT_COMM_SHM=0
 // unless `shm`. Logs go to TEST-rR.log.
 Status StartDaemons(Daemons* d, uint32_t n, std::chrono::milliseconds peer_timeout, bool shm = true,
@@ -488,11 +498,7 @@ TEST(SinkdWorldOptimizerTest, AdamWeightDecayAndLambTrackOneDevice) {
     Daemons d;
     SINKRT_ASSERT_OK(StartDaemons(&d, 2, 10000ms));
     SINKRT_ASSERT_OK(ConnectAll(&d, 10000ms));
-    host::ModelOptions o;
-    o.context.mode = host::ParallelMode::DataParallel;
-    o.context.device_num = 2;
-    o.context.gradients_mean = true;
-    o.compile_cache = "";
+    const host::ModelOptions o = DataParallelOptions(2);
     auto dp =
         host::Model::Create(testing::MakeMlp(kBatch, {kFeatures, 12, 4}), host::LossSpec::None(), opt, d.links(), o);
     SINKRT_ASSERT_OK(dp);
@@ -741,11 +747,7 @@ TEST(SinkdWorldEvalTest, DataParallelSunkEvalIsOneRoundTripWithThePerBatchFigure
   Daemons d;
   SINKRT_ASSERT_OK(StartDaemons(&d, 2, 10000ms));
   SINKRT_ASSERT_OK(ConnectAll(&d, 10000ms));
-  host::ModelOptions o;
-  o.context.mode = host::ParallelMode::DataParallel;
-  o.context.device_num = 2;
-  o.context.gradients_mean = true;
-  o.compile_cache = "";
+  const host::ModelOptions o = DataParallelOptions(2);
   auto model =
       host::Model::Create(host::MakeMlpNetwork(kBatch, {kFeatures, 12, 4}), host::LossSpec::SparseSoftmaxCrossEntropy(),
                           host::OptimizerSpec::Sgd(0.05f), d.links(), o);
